@@ -1,0 +1,11 @@
+// Subcommands of the lockscope CLI. Each registers its options and its run callback.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace lockscope::cli {
+
+// `lockscope resp FILE`: decode a raw RESP byte stream and print each message.
+void add_resp_command(CLI::App& app, int& exit_code);
+
+}  // namespace lockscope::cli

@@ -1,0 +1,593 @@
+#include "lockscope/resp/decoder.hpp"
+
+#include <cstring>
+
+#include "lockscope/resp/error.hpp"
+#include "number.hpp"
+
+namespace lockscope::resp {
+
+namespace {
+
+bool is_format_byte(char c) noexcept {
+  return c != ':' && c != '\r' && c != '\n' && static_cast<unsigned char>(c) > 0x20 &&
+         static_cast<unsigned char>(c) < 0x7f;
+}
+
+}  // namespace
+
+decoder::decoder(const decoder_options& options) : options_(options) {
+  stack_.reserve(static_cast<std::size_t>(options_.limits.max_depth) + 1);
+}
+
+void decoder::reset() noexcept {
+  stack_.clear();
+  line_.clear();
+  line_pending_ = false;
+  state_ = state::header;
+  paused_ = false;
+  bulk_length_ = bulk_done_ = 0;
+  crlf_seen_ = 0;
+  top_attribute_pending_ = false;
+  consumed_ = 0;
+  error_.clear();
+  error_offset_ = 0;
+}
+
+bool decoder::at_message_boundary() const noexcept {
+  return !error_ && stack_.empty() && state_ == state::header && !line_pending_ &&
+         !top_attribute_pending_;
+}
+
+bool decoder::fail(errc e, std::uint64_t at) noexcept {
+  error_ = make_error_code(e);
+  error_offset_ = at;
+  return false;
+}
+
+std::size_t decoder::feed(std::string_view bytes, handler& h) {
+  if (error_) return 0;
+  paused_ = false;
+  base_ = consumed_;
+  std::size_t pos = 0;
+  while (pos < bytes.size() && !paused_ && !error_) {
+    switch (state_) {
+      case state::header: {
+        std::string_view line;
+        std::uint64_t line_offset = 0;
+        if (!take_line(bytes, pos, line, line_offset)) break;
+        parse_line(line, line_offset, h);
+        line_.clear();
+        break;
+      }
+      case state::bulk_body:
+        read_bulk_body(bytes, pos, h);
+        break;
+      case state::bulk_crlf:
+        read_bulk_crlf(bytes, pos, h);
+        break;
+    }
+  }
+  consumed_ = base_ + pos;
+  return pos;
+}
+
+// Finds the next '\n'. A line split across feeds is collected in line_, and only the
+// newly fed bytes are searched, so no byte is scanned twice.
+bool decoder::take_line(std::string_view bytes, std::size_t& pos, std::string_view& line,
+                        std::uint64_t& line_offset) {
+  const char* start = bytes.data() + pos;
+  const std::size_t avail = bytes.size() - pos;
+  const std::size_t max_line = options_.limits.max_line_length;
+  const void* nl = std::memchr(start, '\n', avail);
+  if (!line_pending_) {
+    if (nl != nullptr) {
+      const std::size_t len = static_cast<const char*>(nl) - start;
+      if (len > max_line + 1) return fail(errc::line_too_long, base_ + pos + max_line + 1);
+      line = std::string_view(start, len);
+      line_offset = base_ + pos;
+      pos += len + 1;
+      return true;
+    }
+    if (avail > max_line + 1) return fail(errc::line_too_long, base_ + pos + max_line + 1);
+    line_start_ = base_ + pos;
+    line_.assign(start, avail);
+    line_pending_ = true;
+    pos += avail;
+    return false;
+  }
+  const std::size_t len = nl != nullptr ? static_cast<std::size_t>(static_cast<const char*>(nl) - start)
+                                        : avail;
+  if (line_.size() + len > max_line + 1) {
+    return fail(errc::line_too_long, line_start_ + max_line + 1);
+  }
+  line_.append(start, len);
+  if (nl == nullptr) {
+    pos += avail;
+    return false;
+  }
+  pos += len + 1;
+  line_pending_ = false;
+  line = line_;
+  line_offset = line_start_;
+  return true;
+}
+
+void decoder::parse_line(std::string_view line, std::uint64_t at, handler& h) {
+  if (options_.allow_inline && stack_.empty() && !top_attribute_pending_ &&
+      (line.empty() || line.front() != '*')) {
+    parse_inline(line, at, h);
+    return;
+  }
+  // A typed line is "<type><content>\r"; the '\n' was cut off by take_line.
+  if (line.empty()) {
+    fail(errc::unknown_type, at);
+    return;
+  }
+  if (line.back() != '\r') {
+    fail(errc::missing_crlf, at + line.size());
+    return;
+  }
+  const char prefix = line.front();
+  const std::string_view content = line.substr(1, line.size() - 2);
+  const std::uint64_t content_at = at + 1;
+
+  if (!stack_.empty() && stack_.back().kind == type::bulk_string) {
+    // Inside a streamed string `$?`: only `;n` chunks may follow.
+    if (prefix != ';') {
+      fail(errc::invalid_stream_chunk, at);
+      return;
+    }
+    const parsed_length parsed = parse_length(content, /*allow_null=*/false);
+    if (parsed.error != errc{}) {
+      fail(parsed.error == errc::invalid_length ? errc::invalid_stream_chunk : parsed.error, content_at);
+      return;
+    }
+    const std::uint64_t length = parsed.value;
+    if (length > options_.limits.max_bulk_length) {
+      fail(errc::bulk_too_long, content_at);
+      return;
+    }
+    if (length == 0) {
+      node n;
+      n.type = type::streamed_string_part;
+      n.depth = depth();
+      stack_.pop_back();
+      value_completed(n);
+      h.on_node(n);
+      return;
+    }
+    start_bulk(type::streamed_string_part, length);
+    return;
+  }
+
+  switch (prefix) {
+    case '+':
+    case '-': {
+      if (std::memchr(content.data(), '\r', content.size()) != nullptr) {
+        const auto* cr = static_cast<const char*>(std::memchr(content.data(), '\r', content.size()));
+        fail(errc::invalid_simple_string, content_at + (cr - content.data()));
+        return;
+      }
+      node n;
+      n.type = prefix == '+' ? type::simple_string : type::simple_error;
+      n.value = content;
+      n.length = content.size();
+      emit_leaf(n, at, h);
+      return;
+    }
+    case ':': {
+      node n;
+      if (auto e = parse_int64(content, n.integer); e != errc{}) {
+        fail(e, content_at);
+        return;
+      }
+      n.type = type::integer;
+      n.value = content;
+      n.length = content.size();
+      emit_leaf(n, at, h);
+      return;
+    }
+    case '_': {
+      if (!content.empty()) {
+        fail(errc::invalid_null, content_at);
+        return;
+      }
+      node n;
+      n.type = type::null;
+      emit_leaf(n, at, h);
+      return;
+    }
+    case ',': {
+      if (!is_valid_double(content)) {
+        fail(errc::invalid_double, content_at);
+        return;
+      }
+      node n;
+      n.type = type::double_;
+      n.value = content;
+      n.length = content.size();
+      emit_leaf(n, at, h);
+      return;
+    }
+    case '#': {
+      if (content != "t" && content != "f") {
+        fail(errc::invalid_boolean, content_at);
+        return;
+      }
+      node n;
+      n.type = type::boolean;
+      n.value = content;
+      n.length = 1;
+      emit_leaf(n, at, h);
+      return;
+    }
+    case '(': {
+      if (!is_valid_big_number(content)) {
+        fail(errc::invalid_big_number, content_at);
+        return;
+      }
+      node n;
+      n.type = type::big_number;
+      n.value = content;
+      n.length = content.size();
+      emit_leaf(n, at, h);
+      return;
+    }
+    case '$':
+      open_bulk(type::bulk_string, content, at, h);
+      return;
+    case '!':
+      open_bulk(type::bulk_error, content, at, h);
+      return;
+    case '=':
+      open_bulk(type::verbatim_string, content, at, h);
+      return;
+    case '*':
+      open_aggregate(type::array, content, at, h);
+      return;
+    case '%':
+      open_aggregate(type::map, content, at, h);
+      return;
+    case '~':
+      open_aggregate(type::set, content, at, h);
+      return;
+    case '|':
+      open_aggregate(type::attribute, content, at, h);
+      return;
+    case '>':
+      open_aggregate(type::push, content, at, h);
+      return;
+    case '.': {
+      if (!content.empty() || stack_.empty() || !stack_.back().streamed ||
+          (stack_.back().kind == type::map && stack_.back().seen % 2 != 0)) {
+        fail(errc::unexpected_stream_end, at);
+        return;
+      }
+      node n;
+      n.type = type::stream_end;
+      n.depth = depth();
+      stack_.pop_back();
+      value_completed(n);
+      h.on_node(n);
+      return;
+    }
+    default:
+      fail(errc::unknown_type, at);
+      return;
+  }
+}
+
+bool decoder::check_value_position(type kind, std::uint64_t at) {
+  if (kind == type::push && !stack_.empty()) return fail(errc::push_not_top_level, at);
+  return true;
+}
+
+void decoder::emit_leaf(node& n, std::uint64_t at, handler& h) {
+  if (!check_value_position(n.type, at)) return;
+  n.depth = depth();
+  value_completed(n);
+  h.on_node(n);
+}
+
+void decoder::open_aggregate(type kind, std::string_view content, std::uint64_t at, handler& h) {
+  const std::uint64_t content_at = at + 1;
+  if (!check_value_position(kind, at)) return;
+  node n;
+  n.type = kind;
+  n.depth = depth();
+  if (content == "?" && (kind == type::array || kind == type::map || kind == type::set)) {
+    if (!push_frame(kind, /*streamed=*/true, 0, at)) return;
+    n.flags = node_flags::streamed;
+    n.length = unknown_length;
+    h.on_node(n);
+    return;
+  }
+  const parsed_length parsed = parse_length(content, /*allow_null=*/kind == type::array);
+  if (parsed.error != errc{}) {
+    fail(parsed.error, content_at);
+    return;
+  }
+  const std::uint64_t count = parsed.value;
+  if (parsed.is_null) {
+    n.type = type::null;
+    n.flags = node_flags::null_array;
+    n.length = 0;
+    value_completed(n);
+    h.on_node(n);
+    return;
+  }
+  if (count > options_.limits.max_aggregate_elements) {
+    fail(errc::too_many_elements, content_at);
+    return;
+  }
+  n.length = count;
+  if (count == 0) {
+    if (kind == type::attribute) {
+      // An empty attribute annotates the next value; it completes nothing.
+      mark_attribute_done();
+    } else {
+      value_completed(n);
+    }
+    h.on_node(n);
+    return;
+  }
+  const bool paired = kind == type::map || kind == type::attribute;
+  if (!push_frame(kind, /*streamed=*/false, paired ? count * 2 : count, at)) return;
+  h.on_node(n);
+}
+
+void decoder::open_bulk(type kind, std::string_view content, std::uint64_t at, handler& h) {
+  const std::uint64_t content_at = at + 1;
+  if (kind == type::bulk_string && content == "?") {
+    if (!push_frame(type::bulk_string, /*streamed=*/true, 0, at)) return;
+    node n;
+    n.type = type::bulk_string;
+    n.depth = depth() - 1;
+    n.flags = node_flags::streamed;
+    n.length = unknown_length;
+    h.on_node(n);
+    return;
+  }
+  const parsed_length parsed = parse_length(content, /*allow_null=*/kind == type::bulk_string);
+  if (parsed.error != errc{}) {
+    fail(parsed.error, content_at);
+    return;
+  }
+  const std::uint64_t length = parsed.value;
+  if (parsed.is_null) {
+    node n;
+    n.type = type::null;
+    n.flags = node_flags::null_bulk;
+    emit_leaf(n, at, h);
+    return;
+  }
+  if (length > options_.limits.max_bulk_length) {
+    fail(errc::bulk_too_long, content_at);
+    return;
+  }
+  if (kind == type::verbatim_string && length < 4) {
+    fail(errc::invalid_verbatim, content_at);
+    return;
+  }
+  start_bulk(kind, length);
+}
+
+void decoder::start_bulk(type kind, std::uint64_t length) {
+  bulk_type_ = kind;
+  bulk_depth_ = depth();
+  bulk_length_ = length;
+  bulk_done_ = 0;
+  crlf_seen_ = 0;
+  state_ = state::bulk_body;
+}
+
+bool decoder::push_frame(type kind, bool streamed, std::uint64_t remaining, std::uint64_t at) {
+  if (stack_.size() >= options_.limits.max_depth) return fail(errc::nesting_too_deep, at);
+  stack_.push_back(frame{kind, streamed, remaining, 0});
+  return true;
+}
+
+void decoder::mark_attribute_done() noexcept {
+  if (stack_.empty()) top_attribute_pending_ = true;
+}
+
+// A value at the current level is complete: count it in its parent, close every
+// aggregate this completes, and flag the node if it completes a top-level message.
+void decoder::value_completed(node& n) noexcept {
+  for (;;) {
+    if (stack_.empty()) {
+      top_attribute_pending_ = false;
+      n.flags |= node_flags::ends_message;
+      return;
+    }
+    frame& f = stack_.back();
+    ++f.seen;
+    if (f.streamed || --f.remaining != 0) return;
+    const bool was_attribute = f.kind == type::attribute;
+    stack_.pop_back();
+    if (was_attribute) {
+      // The annotated value follows at this level and is what completes it.
+      mark_attribute_done();
+      return;
+    }
+  }
+}
+
+void decoder::read_bulk_body(std::string_view bytes, std::size_t& pos, handler& h) {
+  const std::size_t avail = bytes.size() - pos;
+  const std::uint64_t remaining = bulk_length_ - bulk_done_;
+  const std::size_t take = remaining < avail ? static_cast<std::size_t>(remaining) : avail;
+  const char* piece = bytes.data() + pos;
+
+  if (bulk_type_ == type::verbatim_string && bulk_done_ < 4) {
+    for (std::size_t i = 0; i < take && bulk_done_ + i < 4; ++i) {
+      const std::uint64_t index = bulk_done_ + i;
+      const bool ok = index == 3 ? piece[i] == ':' : is_format_byte(piece[i]);
+      if (!ok) {
+        fail(errc::invalid_verbatim, base_ + pos + i);
+        return;
+      }
+    }
+  }
+
+  if (take == remaining) {
+    // The body ends in this feed. Deliver it as the final piece only once the CRLF
+    // after it is checked, so a node without the partial flag is always valid.
+    const std::size_t after = pos + take;
+    if (bytes.size() - after >= 2) {
+      if (bytes[after] != '\r' || bytes[after + 1] != '\n') {
+        fail(errc::missing_crlf, base_ + after + (bytes[after] == '\r' ? 1 : 0));
+        return;
+      }
+      emit_bulk_piece(std::string_view(piece, take), /*last=*/true, h);
+      pos = after + 2;
+      state_ = state::header;
+      return;
+    }
+    if (take > 0) emit_bulk_piece(std::string_view(piece, take), /*last=*/false, h);
+    bulk_done_ += take;
+    pos = after;
+    crlf_seen_ = 0;
+    state_ = state::bulk_crlf;
+    return;
+  }
+  emit_bulk_piece(std::string_view(piece, take), /*last=*/false, h);
+  bulk_done_ += take;
+  pos += take;
+}
+
+void decoder::read_bulk_crlf(std::string_view bytes, std::size_t& pos, handler& h) {
+  while (crlf_seen_ < 2 && pos < bytes.size()) {
+    const char expected = crlf_seen_ == 0 ? '\r' : '\n';
+    if (bytes[pos] != expected) {
+      fail(errc::missing_crlf, base_ + pos);
+      return;
+    }
+    ++crlf_seen_;
+    ++pos;
+  }
+  if (crlf_seen_ == 2) {
+    state_ = state::header;
+    emit_bulk_piece(std::string_view(), /*last=*/true, h);
+  }
+}
+
+void decoder::emit_bulk_piece(std::string_view piece, bool last, handler& h) {
+  node n;
+  n.type = bulk_type_;
+  n.depth = bulk_depth_;
+  n.length = bulk_length_;
+  n.value = piece;
+  n.value_offset = bulk_done_;
+  if (last) {
+    // Chunks of a streamed string are counted by their frame, not as values.
+    if (bulk_type_ == type::streamed_string_part) {
+      ++stack_.back().seen;
+    } else {
+      value_completed(n);
+    }
+  } else {
+    n.flags = node_flags::partial;
+  }
+  h.on_node(n);
+}
+
+// redis-server's inline grammar (sdssplitargs): arguments separated by blanks,
+// "double quoted" with C escapes and \xHH, or 'single quoted' with \' only; a closing
+// quote must be followed by a blank or the end of the line.
+void decoder::parse_inline(std::string_view line, std::uint64_t at, handler& h) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  inline_args_.clear();
+  inline_scratch_.clear();
+  // Arguments that need unescaping are written to inline_scratch_; reserve the whole
+  // line so that appending never moves views already taken into it.
+  if (inline_scratch_.capacity() < line.size()) inline_scratch_.reserve(line.size());
+
+  auto is_blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+
+  std::size_t i = 0;
+  const std::size_t n = line.size();
+  while (true) {
+    while (i < n && is_blank(line[i])) ++i;
+    if (i >= n) break;
+    if (line[i] != '"' && line[i] != '\'') {
+      const std::size_t start = i;
+      while (i < n && !is_blank(line[i]) && line[i] != '"' && line[i] != '\'') ++i;
+      if (i < n && !is_blank(line[i])) {
+        fail(errc::unbalanced_quotes, at + i);
+        return;
+      }
+      inline_args_.push_back(line.substr(start, i - start));
+      continue;
+    }
+    const char quote = line[i];
+    const std::size_t arg_start = inline_scratch_.size();
+    ++i;
+    bool closed = false;
+    while (i < n) {
+      char c = line[i];
+      if (quote == '"' && c == '\\' && i + 1 < n) {
+        char e = line[i + 1];
+        if (e == 'x' && i + 3 < n && hex(line[i + 2]) >= 0 && hex(line[i + 3]) >= 0) {
+          inline_scratch_.push_back(static_cast<char>(hex(line[i + 2]) * 16 + hex(line[i + 3])));
+          i += 4;
+          continue;
+        }
+        switch (e) {
+          case 'n': c = '\n'; break;
+          case 'r': c = '\r'; break;
+          case 't': c = '\t'; break;
+          case 'b': c = '\b'; break;
+          case 'a': c = '\a'; break;
+          default: c = e; break;
+        }
+        inline_scratch_.push_back(c);
+        i += 2;
+        continue;
+      }
+      if (quote == '\'' && c == '\\' && i + 1 < n && line[i + 1] == '\'') {
+        inline_scratch_.push_back('\'');
+        i += 2;
+        continue;
+      }
+      if (c == quote) {
+        ++i;
+        closed = true;
+        break;
+      }
+      inline_scratch_.push_back(c);
+      ++i;
+    }
+    if (!closed || (i < n && !is_blank(line[i]))) {
+      fail(errc::unbalanced_quotes, at + i);
+      return;
+    }
+    inline_args_.push_back(
+        std::string_view(inline_scratch_).substr(arg_start, inline_scratch_.size() - arg_start));
+  }
+  if (inline_args_.empty()) return;  // redis-server ignores blank lines
+
+  node head;
+  head.type = type::array;
+  head.flags = node_flags::inline_command;
+  head.length = inline_args_.size();
+  h.on_node(head);
+  for (std::size_t k = 0; k < inline_args_.size(); ++k) {
+    node arg;
+    arg.type = type::bulk_string;
+    arg.depth = 1;
+    arg.value = inline_args_[k];
+    arg.length = arg.value.size();
+    if (k + 1 == inline_args_.size()) arg.flags = node_flags::ends_message;
+    h.on_node(arg);
+  }
+}
+
+}  // namespace lockscope::resp

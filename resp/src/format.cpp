@@ -1,0 +1,189 @@
+#include "lockscope/resp/format.hpp"
+
+#include <fmt/format.h>
+
+namespace lockscope::resp {
+
+namespace {
+
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// `<8-4-4-4-12 hex uuid>:<digits>`, Redisson's owner id.
+bool is_owner_id(std::string_view s) {
+  static constexpr std::size_t dashes[] = {8, 13, 18, 23};
+  if (s.size() < 38 || s[36] != ':') return false;
+  for (std::size_t i = 0; i < 36; ++i) {
+    const bool dash = i == dashes[0] || i == dashes[1] || i == dashes[2] || i == dashes[3];
+    if (dash ? s[i] != '-' : !is_hex(s[i])) return false;
+  }
+  for (std::size_t i = 37; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+bool needs_quotes(std::string_view s) {
+  if (s.empty()) return true;
+  for (unsigned char c : s) {
+    if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) return true;
+  }
+  return false;
+}
+
+// Cuts at a UTF-8 character boundary so that "…" never splits a character.
+std::string_view cut(std::string_view s, std::size_t max) {
+  if (max == 0 || s.size() <= max) return s;
+  std::size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+void append_quoted(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\a': out += "\\a"; break;
+      case '\b': out += "\\b"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+
+void append_cli(std::string& out, const value& v, std::size_t indent);
+
+void append_cli_elements(std::string& out, const value& v, std::size_t indent, std::string_view empty,
+                         bool as_map, char marker) {
+  if (v.elements.empty()) {
+    out += empty;
+    return;
+  }
+  const std::size_t count = as_map ? v.elements.size() / 2 : v.elements.size();
+  const std::size_t width = std::to_string(count).size();
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i > 0) {
+      out.push_back('\n');
+      out.append(indent, ' ');
+    }
+    const std::string label = fmt::format("{:>{}}{} ", i + 1, width, marker);
+    out += label;
+    if (as_map) {
+      append_cli(out, v.elements[2 * i], indent + label.size());
+      out += " => ";
+      append_cli(out, v.elements[2 * i + 1], indent + label.size());
+    } else {
+      append_cli(out, v.elements[i], indent + label.size());
+    }
+  }
+}
+
+void append_cli(std::string& out, const value& v, std::size_t indent) {
+  if (!v.attributes.empty()) {
+    value attributes = value::aggregate(type::map, v.attributes);
+    out += "|";
+    append_cli_elements(out, attributes, indent + 1, "(empty attribute)", true, '#');
+    out.push_back('\n');
+    out.append(indent, ' ');
+  }
+  switch (v.type) {
+    case type::simple_string: out += v.text; return;
+    case type::simple_error:
+    case type::bulk_error: out += "(error) " + v.text; return;
+    case type::integer: out += "(integer) " + v.text; return;
+    case type::bulk_string: append_quoted(out, v.text); return;
+    case type::verbatim_string: out += v.verbatim_text(); return;
+    case type::null: out += "(nil)"; return;
+    case type::boolean: out += v.boolean() ? "(true)" : "(false)"; return;
+    case type::double_: out += "(double) " + v.text; return;
+    case type::big_number: out += "(big number) " + v.text; return;
+    case type::array:
+    case type::push: append_cli_elements(out, v, indent, "(empty array)", false, ')'); return;
+    case type::set: append_cli_elements(out, v, indent, "(empty set)", false, '~'); return;
+    case type::map: append_cli_elements(out, v, indent, "(empty hash)", true, '#'); return;
+    case type::attribute:
+    case type::streamed_string_part:
+    case type::stream_end: out += v.text; return;
+  }
+}
+
+void append_parsed(std::string& out, const value& v, const parsed_options& options) {
+  switch (v.type) {
+    case type::simple_string:
+    case type::big_number:
+    case type::double_:
+    case type::integer: out += v.text; return;
+    case type::simple_error:
+    case type::bulk_error: out += "(error) " + v.text; return;
+    case type::bulk_string:
+    case type::verbatim_string: append_parsed_argument(out, v.type == type::verbatim_string ? v.verbatim_text() : std::string_view(v.text), options); return;
+    case type::null: out += "(nil)"; return;
+    case type::boolean: out += v.boolean() ? "true" : "false"; return;
+    case type::array:
+    case type::push:
+    case type::set:
+    case type::map: {
+      if (v.elements.empty()) {
+        out += v.type == type::map ? "{}" : "[]";
+        return;
+      }
+      for (std::size_t i = 0; i < v.elements.size(); ++i) {
+        if (i > 0) out.push_back(' ');
+        const value& e = v.elements[i];
+        if (is_aggregate(e.type) && !e.elements.empty()) {
+          out.push_back('[');
+          append_parsed(out, e, options);
+          out.push_back(']');
+        } else {
+          append_parsed(out, e, options);
+        }
+      }
+      return;
+    }
+    case type::attribute:
+    case type::streamed_string_part:
+    case type::stream_end: out += v.text; return;
+  }
+}
+
+}  // namespace
+
+void append_parsed_argument(std::string& out, std::string_view arg, const parsed_options& options) {
+  if (options.shorten_owner_ids && is_owner_id(arg)) {
+    out.append(arg.substr(0, 4));
+    out += "…";
+    out.append(arg.substr(36));
+    return;
+  }
+  const std::string_view shown = cut(arg, options.max_argument);
+  const bool quoted = needs_quotes(arg);
+  if (quoted) {
+    append_quoted(out, shown);
+  } else {
+    out.append(shown);
+  }
+  if (shown.size() < arg.size()) {
+    if (quoted) out.insert(out.size() - 1, "…");
+    else out += "…";
+  }
+}
+
+std::string to_cli(const value& v) {
+  std::string out;
+  append_cli(out, v, 0);
+  return out;
+}
+
+std::string to_parsed(const value& v, const parsed_options& options) {
+  std::string out;
+  append_parsed(out, v, options);
+  return out;
+}
+
+}  // namespace lockscope::resp
