@@ -1,5 +1,6 @@
 #include "lockscope/resp/decoder.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lockscope/resp/error.hpp"
@@ -53,6 +54,7 @@ std::size_t decoder::feed(std::string_view bytes, handler& h) {
   while (pos < bytes.size() && !paused_ && !error_) {
     switch (state_) {
       case state::header: {
+        if (!line_pending_ && try_fast_header(bytes, pos, h)) break;
         std::string_view line;
         std::uint64_t line_offset = 0;
         if (!take_line(bytes, pos, line, line_offset)) break;
@@ -70,6 +72,94 @@ std::size_t decoder::feed(std::string_view bytes, handler& h) {
   }
   consumed_ = base_ + pos;
   return pos;
+}
+
+namespace {
+
+// 1 to 18 digits followed by CRLF, starting at p[i] (18 digits cannot overflow).
+// Returns the index just past the LF, or 0 when the text is anything else.
+inline std::size_t small_decimal_line(const char* p, std::size_t avail, std::size_t i,
+                                      std::uint64_t& out) noexcept {
+  const std::size_t first = i;
+  std::uint64_t v = 0;
+  while (i < avail && static_cast<unsigned char>(p[i] - '0') <= 9) {
+    v = v * 10 + static_cast<unsigned char>(p[i] - '0');
+    ++i;
+  }
+  if (i == first || i - first > 18 || i + 1 >= avail || p[i] != '\r' || p[i + 1] != '\n') return 0;
+  out = v;
+  return i + 2;
+}
+
+}  // namespace
+
+// The headers that dominate real traffic ($n, *n, :n) when the whole line is in this
+// feed: parsed in place, skipping take_line, parse_line and the bulk state machine;
+// a bulk string whose body and CRLF are also here is emitted at once. Anything else,
+// including every malformed line, returns false untouched and takes the general path,
+// which therefore stays the only place errors are reported.
+bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler& h) {
+  if (stack_.empty() ? options_.allow_inline : stack_.back().kind == type::bulk_string) return false;
+  const char* p = bytes.data() + pos;
+  // Look no further than take_line would before reporting line_too_long.
+  const std::size_t avail = std::min(bytes.size() - pos, options_.limits.max_line_length + 2);
+  if (avail < 4) return false;
+  switch (p[0]) {
+    case '$': {
+      std::uint64_t length = 0;
+      const std::size_t body = small_decimal_line(p, avail, 1, length);
+      if (body == 0 || length > options_.limits.max_bulk_length) return false;
+      if (bytes.size() - pos - body < length + 2) {  // the body spans feeds
+        pos += body;
+        start_bulk(type::bulk_string, length);
+        return true;
+      }
+      const std::size_t end = body + static_cast<std::size_t>(length);
+      if (p[end] != '\r' || p[end + 1] != '\n') return false;
+      node n;
+      n.type = type::bulk_string;
+      n.depth = depth();
+      n.length = length;
+      n.value = std::string_view(p + body, static_cast<std::size_t>(length));
+      pos += end + 2;
+      value_completed(n);
+      h.on_node(n);
+      return true;
+    }
+    case '*': {
+      std::uint64_t count = 0;
+      const std::size_t end = small_decimal_line(p, avail, 1, count);
+      if (end == 0 || count > options_.limits.max_aggregate_elements) return false;
+      if (count != 0 && stack_.size() >= options_.limits.max_depth) return false;
+      node n;
+      n.type = type::array;
+      n.depth = depth();
+      n.length = count;
+      pos += end;
+      if (count == 0) value_completed(n);
+      else stack_.push_back(frame{type::array, false, count, 0, false});
+      h.on_node(n);
+      return true;
+    }
+    case ':': {
+      const bool negative = p[1] == '-';
+      std::uint64_t magnitude = 0;
+      const std::size_t end = small_decimal_line(p, avail, negative ? 2 : 1, magnitude);
+      if (end == 0) return false;
+      node n;
+      n.type = type::integer;
+      n.depth = depth();
+      n.value = std::string_view(p + 1, end - 3);
+      n.length = n.value.size();
+      n.integer = negative ? -static_cast<std::int64_t>(magnitude) : static_cast<std::int64_t>(magnitude);
+      pos += end;
+      value_completed(n);
+      h.on_node(n);
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 // Finds the next '\n'. A line split across feeds is collected in line_, and only the
@@ -124,20 +214,26 @@ void decoder::parse_line(std::string_view line, std::uint64_t at, handler& h) {
     fail(errc::unknown_type, at);
     return;
   }
+  const char prefix = line.front();
+  // Inside a streamed string `$?` only `;n` chunks may follow. A bad type byte is
+  // blamed before a missing CR: it is the first wrong byte of the line.
+  const bool in_streamed_string = !stack_.empty() && stack_.back().kind == type::bulk_string;
+  if (in_streamed_string && prefix != ';') {
+    fail(errc::invalid_stream_chunk, at);
+    return;
+  }
+  if (!in_streamed_string && std::string_view("+-:_,#($!=*%~|>.").find(prefix) == std::string_view::npos) {
+    fail(errc::unknown_type, at);
+    return;
+  }
   if (line.back() != '\r') {
     fail(errc::missing_crlf, at + line.size());
     return;
   }
-  const char prefix = line.front();
   const std::string_view content = line.substr(1, line.size() - 2);
   const std::uint64_t content_at = at + 1;
 
-  if (!stack_.empty() && stack_.back().kind == type::bulk_string) {
-    // Inside a streamed string `$?`: only `;n` chunks may follow.
-    if (prefix != ';') {
-      fail(errc::invalid_stream_chunk, at);
-      return;
-    }
+  if (in_streamed_string) {
     const parsed_length parsed = parse_length(content, /*allow_null=*/false);
     if (parsed.error != errc{}) {
       fail(parsed.error == errc::invalid_length ? errc::invalid_stream_chunk : parsed.error, content_at);
@@ -259,7 +355,8 @@ void decoder::parse_line(std::string_view line, std::uint64_t at, handler& h) {
       open_aggregate(type::push, content, at, h);
       return;
     case '.': {
-      if (!content.empty() || stack_.empty() || !stack_.back().streamed ||
+      // Not after a map key, nor after an attribute that still awaits its value.
+      if (!content.empty() || stack_.empty() || !stack_.back().streamed || stack_.back().attribute_pending ||
           (stack_.back().kind == type::map && stack_.back().seen % 2 != 0)) {
         fail(errc::unexpected_stream_end, at);
         return;
@@ -384,12 +481,13 @@ void decoder::start_bulk(type kind, std::uint64_t length) {
 
 bool decoder::push_frame(type kind, bool streamed, std::uint64_t remaining, std::uint64_t at) {
   if (stack_.size() >= options_.limits.max_depth) return fail(errc::nesting_too_deep, at);
-  stack_.push_back(frame{kind, streamed, remaining, 0});
+  stack_.push_back(frame{kind, streamed, remaining, 0, false});
   return true;
 }
 
 void decoder::mark_attribute_done() noexcept {
   if (stack_.empty()) top_attribute_pending_ = true;
+  else stack_.back().attribute_pending = true;
 }
 
 // A value at the current level is complete: count it in its parent, close every
@@ -403,6 +501,7 @@ void decoder::value_completed(node& n) noexcept {
     }
     frame& f = stack_.back();
     ++f.seen;
+    f.attribute_pending = false;
     if (f.streamed || --f.remaining != 0) return;
     const bool was_attribute = f.kind == type::attribute;
     stack_.pop_back();
@@ -493,48 +592,77 @@ void decoder::emit_bulk_piece(std::string_view piece, bool last, handler& h) {
   h.on_node(n);
 }
 
-// redis-server's inline grammar (sdssplitargs): arguments separated by blanks,
-// "double quoted" with C escapes and \xHH, or 'single quoted' with \' only; a closing
-// quote must be followed by a blank or the end of the line.
+// redis-server's inline grammar, as its sdssplitargs: arguments separated by blanks;
+// a quote may open anywhere in an argument ("double" with C escapes and \xHH, 'single'
+// with \' only), and a closing quote must be followed by a blank or the end of the line.
+// An argument stays a view of the line until its first quote, then continues in
+// inline_scratch_.
 void decoder::parse_inline(std::string_view line, std::uint64_t at, handler& h) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // take_line allows one byte more than the limit so that a typed line can end in CR;
+  // an inline line may end in a bare LF instead, so its text is checked here.
+  if (line.size() > options_.limits.max_line_length) {
+    fail(errc::line_too_long, at + options_.limits.max_line_length + 1);
+    return;
+  }
   inline_args_.clear();
   inline_scratch_.clear();
-  // Arguments that need unescaping are written to inline_scratch_; reserve the whole
-  // line so that appending never moves views already taken into it.
+  // Reserve the whole line so that appending never moves views already taken into it.
   if (inline_scratch_.capacity() < line.size()) inline_scratch_.reserve(line.size());
 
-  auto is_blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  auto ends_bare_word = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
   };
-
-  std::size_t i = 0;
   const std::size_t n = line.size();
-  while (true) {
-    while (i < n && is_blank(line[i])) ++i;
+  std::size_t i = 0;
+  for (;;) {
+    while (i < n && is_space(line[i])) ++i;
     if (i >= n) break;
-    if (line[i] != '"' && line[i] != '\'') {
-      const std::size_t start = i;
-      while (i < n && !is_blank(line[i]) && line[i] != '"' && line[i] != '\'') ++i;
-      if (i < n && !is_blank(line[i])) {
+    const std::size_t start = i;
+    bool copied = false;
+    std::size_t copy_start = 0;
+    char quote = 0;
+    for (;;) {
+      if (quote == 0) {
+        if (i >= n || ends_bare_word(line[i])) break;
+        const char c = line[i++];
+        if (c == '"' || c == '\'') {
+          if (!copied) {
+            copy_start = inline_scratch_.size();
+            inline_scratch_.append(line.substr(start, i - 1 - start));
+            copied = true;
+          }
+          quote = c;
+        } else if (copied) {
+          inline_scratch_.push_back(c);
+        }
+        continue;
+      }
+      if (i >= n) {
         fail(errc::unbalanced_quotes, at + i);
         return;
       }
-      inline_args_.push_back(line.substr(start, i - start));
-      continue;
-    }
-    const char quote = line[i];
-    const std::size_t arg_start = inline_scratch_.size();
-    ++i;
-    bool closed = false;
-    while (i < n) {
       char c = line[i];
-      if (quote == '"' && c == '\\' && i + 1 < n) {
-        char e = line[i + 1];
+      if (c == quote) {
+        if (i + 1 < n && !is_space(line[i + 1])) {
+          fail(errc::unbalanced_quotes, at + i + 1);
+          return;
+        }
+        ++i;
+        break;
+      }
+      if (c == '\\' && quote == '\'' && i + 1 < n && line[i + 1] == '\'') {
+        inline_scratch_.push_back('\'');
+        i += 2;
+        continue;
+      }
+      if (c == '\\' && quote == '"' && i + 1 < n) {
+        const char e = line[i + 1];
         if (e == 'x' && i + 3 < n && hex(line[i + 2]) >= 0 && hex(line[i + 3]) >= 0) {
           inline_scratch_.push_back(static_cast<char>(hex(line[i + 2]) * 16 + hex(line[i + 3])));
           i += 4;
@@ -552,25 +680,11 @@ void decoder::parse_inline(std::string_view line, std::uint64_t at, handler& h) 
         i += 2;
         continue;
       }
-      if (quote == '\'' && c == '\\' && i + 1 < n && line[i + 1] == '\'') {
-        inline_scratch_.push_back('\'');
-        i += 2;
-        continue;
-      }
-      if (c == quote) {
-        ++i;
-        closed = true;
-        break;
-      }
       inline_scratch_.push_back(c);
       ++i;
     }
-    if (!closed || (i < n && !is_blank(line[i]))) {
-      fail(errc::unbalanced_quotes, at + i);
-      return;
-    }
-    inline_args_.push_back(
-        std::string_view(inline_scratch_).substr(arg_start, inline_scratch_.size() - arg_start));
+    inline_args_.push_back(copied ? std::string_view(inline_scratch_).substr(copy_start)
+                                  : line.substr(start, i - start));
   }
   if (inline_args_.empty()) return;  // redis-server ignores blank lines
 

@@ -38,7 +38,9 @@ std::string_view cut(std::string_view s, std::size_t max) {
   return s.substr(0, n);
 }
 
-void append_quoted(std::string& out, std::string_view s) {
+// C escapes like redis-cli's sdscatrepr. redis-cli also escapes bytes above 0x7e
+// (UTF-8 text shows as \xc3\xa9); the parsed form keeps them readable.
+void append_quoted(std::string& out, std::string_view s, bool escape_non_ascii) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
@@ -50,7 +52,7 @@ void append_quoted(std::string& out, std::string_view s) {
       case '\a': out += "\\a"; break;
       case '\b': out += "\\b"; break;
       default:
-        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+        if (c < 0x20 || c == 0x7f || (escape_non_ascii && c > 0x7f)) out += fmt::format("\\x{:02x}", c);
         else out.push_back(static_cast<char>(c));
     }
   }
@@ -58,6 +60,24 @@ void append_quoted(std::string& out, std::string_view s) {
 }
 
 void append_cli(std::string& out, const value& v, std::size_t indent);
+
+// redis-cli's cliIsMultilineValueTTY: a map value that spans lines starts on a new one.
+bool is_multiline_cli(const value& v) {
+  switch (v.type) {
+    case type::array:
+    case type::set:
+    case type::push:
+      if (v.elements.empty()) return false;
+      if (v.elements.size() > 1) return true;
+      return is_multiline_cli(v.elements[0]);
+    case type::map:
+      if (v.elements.empty()) return false;
+      if (v.elements.size() > 2) return true;
+      return is_multiline_cli(v.elements[1]);
+    default:
+      return false;
+  }
+}
 
 void append_cli_elements(std::string& out, const value& v, std::size_t indent, std::string_view empty,
                          bool as_map, char marker) {
@@ -77,6 +97,10 @@ void append_cli_elements(std::string& out, const value& v, std::size_t indent, s
     if (as_map) {
       append_cli(out, v.elements[2 * i], indent + label.size());
       out += " => ";
+      if (is_multiline_cli(v.elements[2 * i + 1])) {
+        out.push_back('\n');
+        out.append(indent + label.size(), ' ');
+      }
       append_cli(out, v.elements[2 * i + 1], indent + label.size());
     } else {
       append_cli(out, v.elements[i], indent + label.size());
@@ -97,14 +121,14 @@ void append_cli(std::string& out, const value& v, std::size_t indent) {
     case type::simple_error:
     case type::bulk_error: out += "(error) " + v.text; return;
     case type::integer: out += "(integer) " + v.text; return;
-    case type::bulk_string: append_quoted(out, v.text); return;
+    case type::bulk_string: append_quoted(out, v.text, /*escape_non_ascii=*/true); return;
     case type::verbatim_string: out += v.verbatim_text(); return;
     case type::null: out += "(nil)"; return;
     case type::boolean: out += v.boolean() ? "(true)" : "(false)"; return;
     case type::double_: out += "(double) " + v.text; return;
     case type::big_number: out += "(big number) " + v.text; return;
-    case type::array:
-    case type::push: append_cli_elements(out, v, indent, "(empty array)", false, ')'); return;
+    case type::array: append_cli_elements(out, v, indent, "(empty array)", false, ')'); return;
+    case type::push: append_cli_elements(out, v, indent, "(empty push)", false, ')'); return;
     case type::set: append_cli_elements(out, v, indent, "(empty set)", false, '~'); return;
     case type::map: append_cli_elements(out, v, indent, "(empty hash)", true, '#'); return;
     case type::attribute:
@@ -164,7 +188,7 @@ void append_parsed_argument(std::string& out, std::string_view arg, const parsed
   const std::string_view shown = cut(arg, options.max_argument);
   const bool quoted = needs_quotes(arg);
   if (quoted) {
-    append_quoted(out, shown);
+    append_quoted(out, shown, /*escape_non_ascii=*/false);
   } else {
     out.append(shown);
   }

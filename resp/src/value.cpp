@@ -1,12 +1,20 @@
 #include "lockscope/resp/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 
 namespace lockscope::resp {
+
+namespace {
+// Upper bound for capacity reserved from a wire length or count: `*4294967295` or
+// `$536870912` must not allocate gigabytes before the data arrives.
+constexpr std::uint64_t max_reserve = 1024 * 1024;
+}  // namespace
 
 double value::as_double() const {
   if (type != resp::type::double_) throw std::logic_error("resp::value::as_double on a non-double");
@@ -95,7 +103,11 @@ void value_builder::value_done() {
         pending_attributes_.resize(closed.depth + 1);
         has_pending_attributes_.resize(closed.depth + 1);
       }
-      pending_attributes_[closed.depth] = std::move(closed.target->elements);
+      // Attributes in a row all annotate the value that follows.
+      auto& pending = pending_attributes_[closed.depth];
+      if (!has_pending_attributes_[closed.depth]) pending.clear();
+      pending.insert(pending.end(), std::make_move_iterator(closed.target->elements.begin()),
+                     std::make_move_iterator(closed.target->elements.end()));
       has_pending_attributes_[closed.depth] = true;
       return;
     }
@@ -130,7 +142,7 @@ void value_builder::on_node(const node& n) {
           pending_attributes_.resize(n.depth + 1);
           has_pending_attributes_.resize(n.depth + 1);
         }
-        pending_attributes_[n.depth].clear();
+        if (!has_pending_attributes_[n.depth]) pending_attributes_[n.depth].clear();
         has_pending_attributes_[n.depth] = true;
         return;
       }
@@ -145,7 +157,8 @@ void value_builder::on_node(const node& n) {
     if (n.value_offset == 0) {
       bulk_ = &new_slot(n.depth);
       bulk_->type = n.type;
-      bulk_->text.reserve(n.length);
+      // The length comes from the peer: reserve no more than a bounded amount up front.
+      bulk_->text.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n.length, max_reserve)));
     }
     bulk_->text.append(n.value);
     if (!n.is_partial()) {
@@ -170,7 +183,7 @@ void value_builder::on_node(const node& n) {
     }
     const std::uint64_t children = n.type == type::map ? n.length * 2 : n.length;
     if (children > 0) {
-      slot.elements.reserve(children);
+      slot.elements.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(children, max_reserve / sizeof(value))));
       frames_.push_back(frame{&slot, children, false, false, n.depth});
       return;
     }

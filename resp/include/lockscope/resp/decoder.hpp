@@ -79,9 +79,11 @@ class decoder {
     bool streamed;
     std::uint64_t remaining;  // children still to come (unused when streamed)
     std::uint64_t seen;       // children seen (a streamed map must end after a value)
+    bool attribute_pending = false;  // an attribute here awaits the value it annotates
   };
   enum class state : std::uint8_t { header, bulk_body, bulk_crlf };
 
+  bool try_fast_header(std::string_view bytes, std::size_t& pos, handler& h);
   bool take_line(std::string_view bytes, std::size_t& pos, std::string_view& line,
                  std::uint64_t& line_offset);
   void parse_line(std::string_view line, std::uint64_t at, handler& h);
