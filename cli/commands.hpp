@@ -8,4 +8,8 @@ namespace lockscope::cli {
 // `lockscope resp FILE`: decode a raw RESP byte stream and print each message.
 void add_resp_command(CLI::App& app, int& exit_code);
 
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] -- CMD...`:
+// run CMD while holding a Redisson-compatible lock.
+void add_lock_command(CLI::App& app, int& exit_code);
+
 }  // namespace lockscope::cli

@@ -1,0 +1,369 @@
+// lock_bench: the lock client against a redis-server it starts itself, next to the
+// redis-benchmark anchors measured in the same run on the same server. Prints one
+// JSON object on stdout (progress goes to stderr).
+//
+//   pair_latency_us_p50/p99   uncontended lock()+unlock() on one connection, one after
+//                             the other, driven from the client's I/O thread (async)
+//   throughput_locks_per_s    lock+unlock of many distinct locks through one client,
+//                             async and pipelined
+//   handoff_us_p50/p99        unlock issued -> next waiter's lock() completes, with 4
+//                             contenders (4 clients) on one lock
+//
+// Options: --quick (shorter runs), --redis-benchmark PATH. Diagnostics against a
+// server already running on PORT: --pair-only PORT, --handoff-only PORT.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <future>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+
+#include "lockscope/lock/client.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/redis_server.hpp"
+
+namespace asio = boost::asio;
+namespace lock = lockscope::lock;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* bench_owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto index = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(index, v.size() - 1)];
+}
+
+double micros(steady::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+struct rb_result {
+  double rps = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  bool ok = false;
+};
+
+// Runs redis-benchmark on the acquire EVAL over random lock names and parses --csv.
+rb_result redis_benchmark(const std::string& binary, std::uint16_t port, int clients, int pipeline, int requests) {
+  const std::string command = fmt::format(
+      "{} -h 127.0.0.1 -p {} -c {} -P {} -n {} -r 100000 --csv EVAL \"{}\" 1 lock:__rand_int__ 30000 {} 2>/dev/null",
+      binary, port, clients, pipeline, requests, lock::scripts::acquire, bench_owner);
+  rb_result r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return r;
+  std::string out;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof buffer, p) != nullptr) out += buffer;
+  ::pclose(p);
+  // The last line: "EVAL ...","rps","avg","min","p50","p95","p99","max"
+  const std::size_t last = out.rfind("\",\"");
+  if (last == std::string::npos) return r;
+  std::size_t start = out.rfind("\"EVAL");
+  if (start == std::string::npos) return r;
+  // Fields after the test name.
+  std::string tail = out.substr(out.find("\",\"", start) + 3);
+  std::vector<double> fields;
+  std::stringstream s(tail);
+  std::string field;
+  while (std::getline(s, field, ',')) {
+    field.erase(std::remove(field.begin(), field.end(), '"'), field.end());
+    try {
+      fields.push_back(std::stod(field));
+    } catch (...) {
+      break;
+    }
+  }
+  if (fields.size() < 7) return r;
+  r.rps = fields[0];
+  r.p50_ms = fields[3];
+  r.p99_ms = fields[5];
+  r.ok = true;
+  return r;
+}
+
+lock::client_config config_for(const lockscope::test::redis_server& server) {
+  lock::client_config c;
+  c.host = server.host();
+  c.port = server.port();
+  c.command_timeout = 10s;
+  return c;
+}
+
+// Sequential lock+unlock pairs chained in callbacks on the client's I/O thread.
+std::vector<double> pair_latencies(lock::client& client, int warmup, int samples) {
+  auto l = client.get_lock("bench:pair", bench_owner);
+  std::vector<double> result;
+  result.reserve(static_cast<std::size_t>(samples));
+  std::promise<void> finished;
+  int remaining = warmup + samples;
+  std::function<void()> next;
+  next = [&] {
+    if (remaining-- == 0) {
+      finished.set_value();
+      return;
+    }
+    const auto start = steady::now();
+    l.async_lock([&, start](boost::system::error_code ec) {
+      if (ec) throw boost::system::system_error(ec);
+      l.async_unlock([&, start](boost::system::error_code uec) {
+        if (uec) throw boost::system::system_error(uec);
+        if (remaining < samples) result.push_back(micros(steady::now() - start));
+        next();
+      });
+    });
+  };
+  asio::dispatch(client.get_executor(), [&] { next(); });
+  finished.get_future().wait();
+  return result;
+}
+
+// The same through the blocking API from another thread (two thread handoffs per call).
+std::vector<double> sync_pair_latencies(lock::client& client, int samples) {
+  auto l = client.get_lock("bench:syncpair");
+  std::vector<double> result;
+  for (int i = 0; i < samples; ++i) {
+    const auto start = steady::now();
+    l.lock();
+    l.unlock_or_throw();
+    result.push_back(micros(steady::now() - start));
+  }
+  return result;
+}
+
+// `concurrency` chains of lock+unlock on distinct locks, for `duration`.
+double throughput(lock::client& client, int concurrency, std::chrono::milliseconds duration) {
+  struct state {
+    std::atomic<bool> stop{false};
+    std::atomic<long> pairs{0};
+    std::atomic<int> running{0};
+    std::promise<void> all_done;
+  };
+  auto st = std::make_shared<state>();
+  std::vector<lock::rlock> locks;
+  for (int i = 0; i < concurrency; ++i) locks.push_back(client.get_lock(fmt::format("bench:many:{}", i), bench_owner));
+  st->running = concurrency;
+  std::function<void(std::size_t)> chain = [&, st](std::size_t i) {
+    if (st->stop) {
+      if (--st->running == 0) st->all_done.set_value();
+      return;
+    }
+    locks[i].async_lock([&, st, i](boost::system::error_code ec) {
+      if (ec) throw boost::system::system_error(ec);
+      locks[i].async_unlock([&, st, i](boost::system::error_code uec) {
+        if (uec) throw boost::system::system_error(uec);
+        st->pairs.fetch_add(1, std::memory_order_relaxed);
+        chain(i);
+      });
+    });
+  };
+  asio::dispatch(client.get_executor(), [&] {
+    for (std::size_t i = 0; i < locks.size(); ++i) chain(i);
+  });
+  std::this_thread::sleep_for(300ms);  // warm-up
+  const long before = st->pairs;
+  const auto start = steady::now();
+  std::this_thread::sleep_for(duration);
+  const long after = st->pairs;
+  const double seconds = std::chrono::duration<double>(steady::now() - start).count();
+  st->stop = true;
+  st->all_done.get_future().wait();
+  return static_cast<double>(after - before) / seconds;
+}
+
+// Four clients contend for one lock on one I/O thread. Each holds it ~100 us, unlocks,
+// then thinks 200-400 us before trying again, so that a waiter (woken by the unlock
+// message) takes over. Handoff = unlock issued -> next holder's lock completes.
+std::vector<double> handoffs(const lock::client_config& config, int samples) {
+  asio::io_context io;
+  std::vector<std::unique_ptr<lock::client>> clients;
+  std::vector<lock::rlock> locks;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::make_unique<lock::client>(io, config));
+    locks.push_back(clients.back()->get_lock("bench:handoff", fmt::format("contender-{}", i)));
+  }
+  std::vector<double> result;
+  result.reserve(static_cast<std::size_t>(samples));
+  steady::time_point released{};
+  int last_holder = -1;
+  bool done = false;
+  std::mt19937 random(7);
+  std::vector<std::unique_ptr<asio::steady_timer>> timers;
+  for (int i = 0; i < 4; ++i) timers.push_back(std::make_unique<asio::steady_timer>(io));
+  std::function<void(int)> contend = [&](int i) {
+    if (done) return;
+    locks[i].async_lock([&, i](boost::system::error_code ec) {
+      if (done && ec == lock::errc::shut_down) return;  // closed at the end while waiting
+      if (ec) throw boost::system::system_error(ec);
+      const auto now = steady::now();
+      if (last_holder >= 0 && last_holder != i) result.push_back(micros(now - released));
+      last_holder = i;
+      if (static_cast<int>(result.size()) >= samples) done = true;
+      timers[i]->expires_after(100us);
+      timers[i]->async_wait([&, i](boost::system::error_code) {
+        released = steady::now();
+        locks[i].async_unlock([&, i](boost::system::error_code uec) {
+          if (done && uec == lock::errc::shut_down) return;
+          if (uec) throw boost::system::system_error(uec);
+          if (done) {
+            for (auto& c : clients) c->close();
+            return;
+          }
+          timers[i]->expires_after(std::chrono::microseconds(200 + random() % 200));
+          timers[i]->async_wait([&, i](boost::system::error_code) { contend(i); });
+        });
+      });
+    });
+  };
+  for (int i = 0; i < 4; ++i) contend(i);
+  io.run_for(120s);
+  return result;
+}
+
+// How late a 100 us timer fires on an idle io_context: the machine's own wake-up
+// latency, which bounds what any handoff can achieve (reported next to it).
+std::vector<double> timer_lateness(int samples) {
+  asio::io_context io(1);
+  asio::steady_timer timer(io);
+  std::vector<double> result;
+  std::function<void()> next = [&] {
+    if (static_cast<int>(result.size()) >= samples) return;
+    const auto due = steady::now() + 100us;
+    timer.expires_at(due);
+    timer.async_wait([&, due](boost::system::error_code) {
+      result.push_back(micros(steady::now() - due));
+      next();
+    });
+  };
+  next();
+  io.run();
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string rb_binary = "redis-benchmark";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--redis-benchmark" && i + 1 < argc) rb_binary = argv[++i];
+    else if (a == "--pair-only" && i + 1 < argc) {
+      // Diagnostics: only the async pair latency, against a server already on PORT.
+      lock::client_config c;
+      c.port = static_cast<std::uint16_t>(std::stoi(argv[++i]));
+      lock::client client(c);
+      client.connect();
+      const auto pairs = pair_latencies(client, 1000, 20000);
+      fmt::print("pair_us p50 {:.1f} p99 {:.1f}\n", percentile(pairs, 50), percentile(pairs, 99));
+      return 0;
+    }
+    else if (a == "--handoff-only" && i + 1 < argc) {
+      // Diagnostics: only the handoff run, against a server already on PORT.
+      lock::client_config c;
+      c.port = static_cast<std::uint16_t>(std::stoi(argv[++i]));
+      const auto gaps = handoffs(c, 2000);
+      fmt::print("handoff_us p50 {:.1f} p90 {:.1f} p99 {:.1f} max {:.1f}\n", percentile(gaps, 50),
+                 percentile(gaps, 90), percentile(gaps, 99), percentile(gaps, 100));
+      for (std::size_t k = 0; k < gaps.size(); ++k) {
+        if (gaps[k] > 2000) fmt::print("slow sample {}: {:.0f} us\n", k, gaps[k]);
+      }
+      return 0;
+    }
+    else {
+      std::fprintf(stderr,
+                   "usage: lock_bench [--quick] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT\n");
+      return 2;
+    }
+  }
+  if (!lockscope::test::redis_server::available()) {
+    std::fprintf(stderr, "lock_bench: redis-server not found\n");
+    return 1;
+  }
+  lockscope::test::redis_server server;
+  const int pair_samples = quick ? 3000 : 20000;
+  const auto throughput_time = quick ? 1000ms : 3000ms;
+  const int handoff_samples = quick ? 500 : 2000;
+
+  fmt::print(stderr, "redis-benchmark -c 1 ...\n");
+  const rb_result rb_c1 = redis_benchmark(rb_binary, server.port(), 1, 1, quick ? 5000 : 20000);
+  fmt::print(stderr, "redis-benchmark -c 20 -P 16 ...\n");
+  const rb_result rb_p16 = redis_benchmark(rb_binary, server.port(), 20, 16, quick ? 100000 : 400000);
+
+  lock::client client(config_for(server));
+  client.connect();
+  fmt::print(stderr, "pair latency ...\n");
+  const auto pairs = pair_latencies(client, 1000, pair_samples);
+  const auto sync_pairs = sync_pair_latencies(client, quick ? 1000 : 5000);
+  fmt::print(stderr, "throughput ...\n");
+  const double locks_per_s = throughput(client, 256, throughput_time);
+  auto eval_cfg = config_for(server);
+  eval_cfg.scripts = lock::script_mode::eval;
+  lock::client eval_client(eval_cfg);
+  const double eval_locks_per_s = throughput(eval_client, 256, throughput_time);
+  fmt::print(stderr, "handoff ...\n");
+  const auto gaps = handoffs(config_for(server), handoff_samples);
+  const auto lateness = timer_lateness(handoff_samples);
+
+  const double pair_p50 = percentile(pairs, 50);
+  const double pair_p99 = percentile(pairs, 99);
+  const double rb_p50_us = rb_c1.p50_ms * 1000.0;
+  const double pair_target = 1.15 * 2 * rb_p50_us;
+  // One lock = two script runs (acquire, unlock); redis-benchmark counts runs of one.
+  const double scripts_per_s = 2 * locks_per_s;
+  const double throughput_target = 0.7 * rb_p16.rps;
+  const double handoff_p99 = percentile(gaps, 99);
+  auto verdict = [](bool ok) { return ok ? "\"pass\"" : "\"fail\""; };
+
+  double load = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  fmt::print("{{\n");
+  fmt::print("  \"loadavg_1m\": {:.2f},\n", load);
+  fmt::print("  \"pair_latency_us_p50\": {:.1f},\n", pair_p50);
+  fmt::print("  \"pair_latency_us_p99\": {:.1f},\n", pair_p99);
+  fmt::print("  \"pair_latency_samples\": {},\n", pairs.size());
+  fmt::print("  \"sync_pair_latency_us_p50\": {:.1f},\n", percentile(sync_pairs, 50));
+  fmt::print("  \"sync_pair_latency_us_p99\": {:.1f},\n", percentile(sync_pairs, 99));
+  fmt::print("  \"throughput_locks_per_s\": {:.0f},\n", locks_per_s);
+  fmt::print("  \"throughput_scripts_per_s\": {:.0f},\n", scripts_per_s);
+  fmt::print("  \"throughput_locks_per_s_eval_mode\": {:.0f},\n", eval_locks_per_s);
+  fmt::print("  \"throughput_concurrent_locks\": 256,\n");
+  fmt::print("  \"handoff_us_p50\": {:.1f},\n", percentile(gaps, 50));
+  fmt::print("  \"handoff_us_p90\": {:.1f},\n", percentile(gaps, 90));
+  fmt::print("  \"handoff_us_p99\": {:.1f},\n", handoff_p99);
+  fmt::print("  \"handoff_us_max\": {:.1f},\n", percentile(gaps, 100));
+  fmt::print("  \"handoff_samples\": {},\n", gaps.size());
+  fmt::print("  \"machine_timer_lateness_us_p50\": {:.1f},\n", percentile(lateness, 50));
+  fmt::print("  \"machine_timer_lateness_us_p99\": {:.1f},\n", percentile(lateness, 99));
+  fmt::print("  \"anchor_redis_benchmark_c1_p50_us\": {:.1f},\n", rb_p50_us);
+  fmt::print("  \"anchor_redis_benchmark_c1_p99_us\": {:.1f},\n", rb_c1.p99_ms * 1000.0);
+  fmt::print("  \"anchor_redis_benchmark_c1_rps\": {:.0f},\n", rb_c1.rps);
+  fmt::print("  \"anchor_redis_benchmark_P16_c20_rps\": {:.0f},\n", rb_p16.rps);
+  fmt::print("  \"anchors_ok\": {},\n", rb_c1.ok && rb_p16.ok ? "true" : "false");
+  fmt::print("  \"target_pair_p50_max_us\": {:.1f},\n", pair_target);
+  fmt::print("  \"target_throughput_min_scripts_per_s\": {:.0f},\n", throughput_target);
+  fmt::print("  \"target_handoff_p99_max_us\": 2000,\n");
+  fmt::print("  \"verdict_pair_latency\": {},\n", verdict(rb_c1.ok && pair_p50 <= pair_target));
+  fmt::print("  \"verdict_throughput\": {},\n", verdict(rb_p16.ok && scripts_per_s >= throughput_target));
+  fmt::print("  \"verdict_throughput_counting_locks\": {},\n", verdict(rb_p16.ok && locks_per_s >= throughput_target));
+  fmt::print("  \"verdict_handoff\": {}\n", verdict(!gaps.empty() && handoff_p99 <= 2000));
+  fmt::print("}}\n");
+  return 0;
+}

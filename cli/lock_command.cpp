@@ -1,0 +1,284 @@
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] -- CMD [ARGS...]`:
+// flock(1) for Redis, on a Redisson-compatible lock.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "lockscope/lock/client.hpp"
+#include "lockscope/lock/config.hpp"
+#include "lockscope/lock/error.hpp"
+
+extern char** environ;
+
+namespace lockscope::cli {
+
+namespace {
+
+// sysexits.h values, so scripts can tell failures apart.
+constexpr int exit_usage = 64;        // EX_USAGE: bad URL, duration or arguments
+constexpr int exit_unavailable = 69;  // EX_UNAVAILABLE: Redis refused, unreachable or timed out
+constexpr int exit_software = 70;     // EX_SOFTWARE: anything else that went wrong
+constexpr int exit_tempfail = 75;     // EX_TEMPFAIL: the lock was not acquired in time
+constexpr int exit_noperm = 77;       // EX_NOPERM: wrong password or user
+constexpr int exit_cannot_execute = 126;
+constexpr int exit_not_found = 127;
+
+struct lock_options {
+  std::string name;
+  std::string redis_url;
+  std::string wait;
+  std::string lease;
+  std::string owner;
+  std::vector<std::string> command;
+};
+
+void say(const std::string& line) { fmt::print(stderr, "lockscope lock: {}\n", line); }
+
+int exit_code_for(const std::error_code& ec) {
+  if (ec == lock::errc::auth_failed) return exit_noperm;
+  if (ec == lock::errc::invalid_url || ec == lock::errc::tls_not_supported || ec == lock::errc::invalid_argument)
+    return exit_usage;
+  if (ec == lock::errc::timeout || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
+      ec.category() == std::system_category() || ec.category() == boost::system::system_category())
+    return exit_unavailable;
+  return exit_software;
+}
+
+// The child must not inherit the Redis sockets: a CMD that leaves a daemon behind
+// would otherwise keep them open after we exit.
+void mark_descriptors_close_on_exec() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int own = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd > 2 && fd != own) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+  }
+  ::closedir(dir);
+}
+
+// Signals we handle ourselves: blocked in every thread, read from a signalfd.
+sigset_t handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
+  return set;
+}
+
+struct signal_event {
+  int signo = 0;
+  bool from_terminal = false;  // sent by the kernel (Ctrl-C): the child got it too
+};
+
+std::optional<signal_event> read_signal(int signal_fd) {
+  signalfd_siginfo info{};
+  if (::read(signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
+  return signal_event{static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL};
+}
+
+int run_lock(const lock_options& o) {
+  std::optional<std::chrono::milliseconds> wait;
+  std::optional<std::chrono::milliseconds> lease;
+  if (!o.wait.empty()) {
+    wait = lock::parse_duration(o.wait);
+    if (!wait) {
+      say(fmt::format("--wait: '{}' is not a duration (use e.g. 500ms, 10s, 2m)", o.wait));
+      return exit_usage;
+    }
+  }
+  if (!o.lease.empty()) {
+    lease = lock::parse_duration(o.lease);
+    if (!lease || lease->count() == 0) {
+      say(fmt::format("--lease: '{}' is not a positive duration (use e.g. 500ms, 10s, 2m)", o.lease));
+      return exit_usage;
+    }
+  }
+  std::string url = o.redis_url;
+  if (url.empty()) {
+    const char* env = std::getenv("LOCKSCOPE_REDIS");
+    url = env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379";
+  }
+  lock::client_config config;
+  config.client_name = "lockscope-lock";
+  std::string why;
+  if (const std::error_code ec = lock::parse_url(url, config, &why)) {
+    say(fmt::format("bad Redis URL: {}", why));
+    return exit_usage;
+  }
+  config.on_lock_lost = [name = o.name](const std::string&) {
+    say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
+  };
+  config.on_unlock_error = [](const std::string& name, const std::string& message) {
+    say(fmt::format("releasing '{}' failed: {}", name, message));
+  };
+
+  // Block the signals before the client starts its I/O thread, so that only our
+  // signalfd sees them.
+  const sigset_t signals = handled_signals();
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &signals, &previous);
+  const int signal_fd = ::signalfd(-1, &signals, SFD_CLOEXEC);
+  const int done_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (signal_fd < 0 || done_fd < 0) {
+    say(fmt::format("cannot set up signal handling: {}", std::strerror(errno)));
+    return exit_software;
+  }
+
+  lock::client client(config);
+  try {
+    client.connect();
+  } catch (const lock::lock_error& e) {
+    say(e.what());
+    return exit_code_for(e.code());
+  }
+  // The owner is fixed here: the acquisition runs on the client's I/O thread.
+  const std::string owner = o.owner.empty() ? client.thread_owner() : o.owner;
+  lock::rlock lock_handle = client.get_lock(o.name, owner);
+
+  // Acquire asynchronously so that a signal can interrupt the wait.
+  struct outcome {
+    std::atomic<bool> done{false};
+    boost::system::error_code ec;
+    bool acquired = false;
+  };
+  auto result = std::make_shared<outcome>();
+  auto on_acquired = [result, done_fd](boost::system::error_code ec, bool acquired) {
+    result->ec = ec;
+    result->acquired = acquired;
+    result->done = true;
+    const std::uint64_t one = 1;
+    (void)!::write(done_fd, &one, sizeof one);
+  };
+  auto acquired_forever = [on_acquired](boost::system::error_code ec) mutable { on_acquired(ec, !ec); };
+  if (!wait && lease) {
+    lock_handle.async_lock(*lease, acquired_forever);
+  } else if (!wait) {
+    lock_handle.async_lock(acquired_forever);
+  } else if (lease) {
+    lock_handle.async_try_lock(*wait, *lease, on_acquired);
+  } else {
+    lock_handle.async_try_lock(*wait, on_acquired);
+  }
+
+  while (!result->done) {
+    pollfd fds[2] = {{done_fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if ((fds[1].revents & POLLIN) != 0) {
+      const auto sig = read_signal(signal_fd);
+      if (!sig || sig->signo == SIGCHLD) continue;
+      // Interrupted while waiting: give back the lock in case the attempt in flight
+      // got it, then stop. Both happen in one strand handler, so no retry slips in
+      // between.
+      boost::asio::dispatch(client.get_executor(), [&client, lock_handle]() mutable {
+        lock_handle.async_unlock([](boost::system::error_code) {});
+        client.close();
+      });
+      client.close();
+      say(fmt::format("interrupted by signal {} while waiting for '{}'", sig->signo, o.name));
+      return 128 + sig->signo;
+    }
+  }
+  if (result->ec) {
+    const std::error_code ec = result->ec;
+    say(fmt::format("acquiring '{}' failed: {}", o.name, result->ec.message()));
+    return exit_code_for(ec);
+  }
+  if (!result->acquired) {
+    say(fmt::format("timed out after {} waiting for lock '{}'", o.wait, o.name));
+    return exit_tempfail;
+  }
+
+  // Run CMD with default signal dispositions and an empty mask.
+  mark_descriptors_close_on_exec();
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigset_t defaults = signals;
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigmask(&attributes, &empty);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> argv;
+  for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  const int spawn_error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+
+  int exit_status = 0;
+  if (spawn_error != 0) {
+    say(fmt::format("cannot run '{}': {}", o.command.front(), std::strerror(spawn_error)));
+    exit_status = spawn_error == ENOENT ? exit_not_found : exit_cannot_execute;
+  } else {
+    for (;;) {
+      int status = 0;
+      const pid_t reaped = ::waitpid(child, &status, WNOHANG);
+      if (reaped == child) {
+        exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        break;
+      }
+      if (reaped < 0 && errno != EINTR) {
+        exit_status = exit_software;
+        break;
+      }
+      pollfd fd{signal_fd, POLLIN, 0};
+      if (::poll(&fd, 1, -1) < 0 && errno != EINTR) continue;
+      const auto sig = read_signal(signal_fd);
+      // A terminal's Ctrl-C already reached CMD, which shares our process group.
+      if (sig && sig->signo != SIGCHLD && !sig->from_terminal) ::kill(child, sig->signo);
+    }
+  }
+
+  try {
+    lock_handle.unlock_or_throw();
+  } catch (const lock::lock_error& e) {
+    say(fmt::format("releasing '{}' failed: {}", o.name, e.what()));
+    if (exit_status == 0) exit_status = exit_code_for(e.code());
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return exit_status;
+}
+
+}  // namespace
+
+void add_lock_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<lock_options>();
+  CLI::App* cmd = app.add_subcommand(
+      "lock", "Run CMD while holding a Redisson-compatible Redis lock (flock(1) for Redis)");
+  cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
+  cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
+  cmd->add_option("--redis", options->redis_url,
+                  "redis://[[user]:password@]host[:port][/db] (default: $LOCKSCOPE_REDIS, else "
+                  "redis://127.0.0.1:6379)");
+  cmd->add_option("--wait", options->wait, "How long to wait for the lock: 500ms, 10s, 2m; 0 tries once (default: forever)");
+  cmd->add_option("--lease", options->lease,
+                  "Lease after which the lock expires (default: held by a watchdog while CMD runs)");
+  cmd->add_option("--owner", options->owner, "Owner id (default: <client uuid>:<thread id>)");
+  cmd->footer(
+      "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
+      "unreachable; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
+      "forwarded to CMD; the lock is released when CMD exits.");
+  cmd->callback([options, &exit_code] { exit_code = run_lock(*options); });
+}
+
+}  // namespace lockscope::cli

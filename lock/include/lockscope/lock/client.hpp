@@ -1,0 +1,329 @@
+// A lean Redisson-compatible lock client: reentrant RLock semantics over Boost.Asio,
+// interoperable with Redisson (and with anything that sends its scripts) on the same
+// lock.
+//
+//   lockscope::lock::client redis(lockscope::lock::client_config::from_url("redis://127.0.0.1:6379"));
+//   redis.connect();                               // optional: fail fast on a bad address
+//   lockscope::lock::rlock lock = redis.get_lock("orders:42");
+//   {
+//     std::scoped_lock hold(lock);                 // waits via pub/sub; watchdog renews
+//     ...
+//   }                                              // released (never throws)
+//   if (lock.try_lock(std::chrono::seconds(2), std::chrono::seconds(10))) { ...; lock.unlock(); }
+//   co_await lock.async_lock(boost::asio::use_awaitable);   // or a callback, or use_future
+//
+// Threads: the client runs its I/O on its own thread (or on an io_context you run).
+// The blocking calls may be made from any other thread; on the I/O thread they throw
+// errc::would_deadlock. Async completions run on the handler's associated executor
+// (by default the client's strand).
+//
+// Owners: by default `<client uuid>:<thread id>`, the thread being the one that calls
+// (a small per-process number, like Java's thread ids). For coroutines and callbacks,
+// whose threads do not map to owners, get a handle with an explicit owner id.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "lockscope/lock/config.hpp"
+#include "lockscope/lock/connection.hpp"
+#include "lockscope/lock/detail/unique_function.hpp"
+#include "lockscope/lock/error.hpp"
+#include "lockscope/resp/value.hpp"
+
+namespace lockscope::lock {
+
+class rlock;
+
+namespace detail {
+
+class client_impl;
+struct lock_state;
+
+// The outcome of an internal operation: a code, plus Redis's or Redisson's full text.
+struct status {
+  std::error_code code;
+  std::string text;
+  explicit operator bool() const noexcept { return static_cast<bool>(code); }
+  std::string message() const { return text.empty() ? code.message() : text; }
+};
+
+template <class T>
+using completion = unique_function<void(status, T)>;
+
+// Adapts an Asio completion handler: keeps its executor busy while the operation
+// runs, then invokes it there with a boost::system::error_code.
+template <class T, class Handler>
+completion<T> adapt(Handler&& handler, const strand_type& fallback) {
+  auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler, fallback));
+  return [h = std::forward<Handler>(handler), w = std::move(work)](status s, T value) mutable {
+    auto executor = w.get_executor();
+    boost::asio::dispatch(executor, [h = std::move(h), code = s.code, value = std::move(value)]() mutable {
+      std::move(h)(boost::system::error_code(code), std::move(value));
+    });
+    w.reset();
+  };
+}
+
+struct acquire_request {
+  std::optional<std::chrono::milliseconds> wait;   // nullopt: forever; 0: try once
+  std::optional<std::chrono::milliseconds> lease;  // nullopt: watchdog
+};
+enum class query_kind : std::uint8_t { is_locked, is_held, hold_count, remain_ttl };
+
+void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
+                   completion<bool> done);
+void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, completion<bool> done);
+void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool> done);
+void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::string owner,
+                 completion<std::int64_t> done);
+void start_connect(const std::shared_ptr<client_impl>& impl, completion<bool> done);
+void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::string> args,
+                   completion<resp::value> done);
+const strand_type& strand_of(const client_impl& impl) noexcept;
+const strand_type& strand_of(const lock_state& lock) noexcept;
+// Throws lock_error(errc::shut_down) when the lock's client has been destroyed: its
+// I/O context no longer runs, so an operation started now could never complete.
+void ensure_usable(const lock_state& lock);
+
+}  // namespace detail
+
+class client {
+ public:
+  // Runs the client on an I/O thread of its own.
+  explicit client(client_config config);
+  // Runs the client on `io`, which the caller runs (any number of threads: the client
+  // serialises itself on a strand). The destructor then does not block: it closes in
+  // the background while `io` keeps running.
+  client(boost::asio::io_context& io, client_config config);
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // Waits for the first connection (TCP + handshake). Throws lock_error with a one-line
+  // reason: refused, timed out, wrong password, bad database, ...
+  void connect();
+  // Completion: void(boost::system::error_code).
+  template <class Token>
+  auto async_connect(Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [impl = impl_](auto handler) {
+          auto done = detail::adapt<bool>(
+              [h = std::move(handler)](boost::system::error_code ec, bool) mutable { std::move(h)(ec); },
+              detail::strand_of(*impl));
+          detail::start_connect(impl, std::move(done));
+        },
+        token);
+  }
+
+  // QUITs both connections and stops every watchdog (locks still held then expire
+  // after their lease, as with Redisson). Pending operations fail with errc::shut_down.
+  // Blocks until done when the client owns its I/O thread.
+  void close() noexcept;
+
+  // A handle on lock `name` whose owner is the calling thread.
+  rlock get_lock(std::string name);
+  // A handle on lock `name` owned by `owner`, whatever thread calls.
+  rlock get_lock(std::string name, std::string owner);
+
+  // This client's UUID: the node id part of its owner ids.
+  const std::string& id() const noexcept;
+  // `<id>:<calling thread's id>`.
+  std::string thread_owner() const;
+  // The calling thread's small id (1, 2, ... in order of first use).
+  static std::uint64_t current_thread_id() noexcept;
+
+  const client_config& config() const noexcept;
+  const strand_type& get_executor() const noexcept { return detail::strand_of(*impl_); }
+
+  // Any Redis command, for tools and tests. The blocking form throws lock_error with
+  // Redis's own text when Redis replies with an error.
+  resp::value command(std::vector<std::string> args);
+  // Completion: void(boost::system::error_code, resp::value).
+  template <class Token>
+  auto async_command(std::vector<std::string> args, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, resp::value)>(
+        [impl = impl_](auto handler, std::vector<std::string> a) {
+          detail::start_command(impl, std::move(a),
+                                detail::adapt<resp::value>(std::move(handler), detail::strand_of(*impl)));
+        },
+        token, std::move(args));
+  }
+
+ private:
+  // Shared with the rlock handles, so that a handle used after the client is gone
+  // fails cleanly (errc::shut_down) instead of touching a destroyed io_context.
+  std::shared_ptr<boost::asio::io_context> own_io_;  // declared first: destroyed last
+  std::shared_ptr<detail::client_impl> impl_;
+  struct io_thread;
+  std::unique_ptr<io_thread> thread_;
+};
+
+// Redisson's RLock. A cheap handle: copies share the same lock state. Meets the
+// standard Lockable requirements (lock, try_lock, unlock), so std::scoped_lock and
+// std::unique_lock work. Used after its client was destroyed, every call fails with
+// errc::shut_down (unlock() reports it to the hook).
+class rlock {
+ public:
+  using duration = std::chrono::milliseconds;
+
+  const std::string& name() const noexcept;
+  // `redisson_lock__channel:{name}`
+  const std::string& channel() const noexcept;
+  // The owner id calls from this thread use.
+  std::string owner() const;
+
+  // Blocking API; throws lock_error on failure.
+  void lock();                                  // wait forever; watchdog keeps the lock
+  void lock(duration lease);                    // wait forever; expires after lease
+  bool try_lock();                              // one attempt; watchdog
+  bool try_lock(duration wait);                 // wait up to `wait`; watchdog
+  bool try_lock(duration wait, duration lease); // wait up to `wait`; expires after lease
+  // Releases one hold. Never throws (it runs in destructors): a failure, such as an
+  // unlock by a non-owner, goes to client_config::on_unlock_error.
+  void unlock() noexcept;
+  // Releases one hold; throws lock_error, with Redisson's text for a non-owner:
+  // "attempt to unlock lock, not locked by current thread by node id: <uuid> thread-id: <tid>".
+  void unlock_or_throw();
+  // Deletes the lock whoever holds it; true if there was one.
+  bool force_unlock();
+  bool is_locked();
+  bool is_held_by_current_thread();
+  std::int64_t hold_count();
+  // PTTL: remaining milliseconds, -1 without expiry, -2 when not locked.
+  duration remain_time_to_live();
+
+  // Asynchronous API. Completion signatures:
+  //   async_lock, async_unlock:                 void(boost::system::error_code)
+  //   async_try_lock, async_force_unlock,
+  //   async_is_locked, async_is_held_by_current_thread: void(boost::system::error_code, bool)
+  //   async_hold_count:                         void(boost::system::error_code, std::int64_t)
+  //   async_remain_time_to_live:                void(boost::system::error_code, duration)
+  // An unlock by a non-owner completes with errc::not_owner; the full Redisson text
+  // is not_owner_message(owner()).
+  template <class Token>
+  auto async_lock(Token&& token) {
+    return initiate_acquire_void({std::nullopt, std::nullopt}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_lock(duration lease, Token&& token) {
+    return initiate_acquire_void({std::nullopt, lease}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock(Token&& token) {
+    return initiate_acquire({duration(0), std::nullopt}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock(duration wait, Token&& token) {
+    return initiate_acquire({wait, std::nullopt}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock(duration wait, duration lease, Token&& token) {
+    return initiate_acquire({wait, lease}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_unlock(Token&& token) {
+    detail::ensure_usable(*state_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [state = state_](auto handler, std::string owner) {
+          detail::start_unlock(state, std::move(owner), void_completion(std::move(handler), *state));
+        },
+        token, owner());
+  }
+  template <class Token>
+  auto async_force_unlock(Token&& token) {
+    detail::ensure_usable(*state_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
+        [state = state_](auto handler) {
+          detail::start_force_unlock(state, detail::adapt<bool>(std::move(handler), detail::strand_of(*state)));
+        },
+        token);
+  }
+  template <class Token>
+  auto async_is_locked(Token&& token) {
+    return initiate_query<bool>(detail::query_kind::is_locked, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_is_held_by_current_thread(Token&& token) {
+    return initiate_query<bool>(detail::query_kind::is_held, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_hold_count(Token&& token) {
+    return initiate_query<std::int64_t>(detail::query_kind::hold_count, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_remain_time_to_live(Token&& token) {
+    return initiate_query<duration>(detail::query_kind::remain_ttl, std::forward<Token>(token));
+  }
+
+ private:
+  friend class client;
+  explicit rlock(std::shared_ptr<detail::lock_state> state) : state_(std::move(state)) {}
+
+  template <class Handler>
+  static detail::completion<bool> void_completion(Handler&& handler, const detail::lock_state& state) {
+    return detail::adapt<bool>(
+        [h = std::forward<Handler>(handler)](boost::system::error_code ec, bool) mutable { std::move(h)(ec); },
+        detail::strand_of(state));
+  }
+
+  template <class Token>
+  auto initiate_acquire(detail::acquire_request request, Token&& token) {
+    detail::ensure_usable(*state_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
+        [state = state_](auto handler, std::string owner, detail::acquire_request r) {
+          detail::start_acquire(state, std::move(owner), r,
+                                detail::adapt<bool>(std::move(handler), detail::strand_of(*state)));
+        },
+        token, owner(), request);
+  }
+  template <class Token>
+  auto initiate_acquire_void(detail::acquire_request request, Token&& token) {
+    detail::ensure_usable(*state_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [state = state_](auto handler, std::string owner, detail::acquire_request r) {
+          detail::start_acquire(state, std::move(owner), r, void_completion(std::move(handler), *state));
+        },
+        token, owner(), request);
+  }
+  template <class T, class Token>
+  auto initiate_query(detail::query_kind kind, Token&& token) {
+    detail::ensure_usable(*state_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, T)>(
+        [state = state_, kind](auto handler, std::string owner) {
+          auto done = detail::adapt<T>(std::move(handler), detail::strand_of(*state));
+          detail::start_query(state, kind, std::move(owner),
+                              [d = std::move(done)](detail::status s, std::int64_t v) mutable {
+                                d(std::move(s), static_cast<T>(convert<T>(v)));
+                              });
+        },
+        token, owner());
+  }
+  template <class T>
+  static T convert(std::int64_t v) {
+    if constexpr (std::is_same_v<T, duration>) {
+      return duration(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return v != 0;
+    } else {
+      return v;
+    }
+  }
+
+  std::shared_ptr<detail::lock_state> state_;
+};
+
+}  // namespace lockscope::lock

@@ -1,0 +1,64 @@
+// Client configuration: a struct, or a URL `redis://[[user]:password@]host[:port][/db]`.
+//
+//   auto cfg = lockscope::lock::client_config::from_url("redis://:secret@127.0.0.1:6379/2");
+//   cfg.watchdog_timeout = std::chrono::seconds(10);
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace lockscope::lock {
+
+// How scripts are sent. evalsha is Redisson's default since 3.46: the SHA1 only, with
+// SCRIPT LOAD and a retry when the server answers NOSCRIPT.
+enum class script_mode : std::uint8_t { evalsha, eval };
+
+struct client_config {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  // Both empty: no AUTH. Only a password: `AUTH password`. A user: `HELLO <protocol>
+  // AUTH user password`.
+  std::string username;
+  std::optional<std::string> password;
+  int database = 0;  // SELECT when not 0
+  int protocol = 2;  // 2: RESP2 (AUTH); 3: HELLO 3, pushes
+  // CLIENT SETNAME (or HELLO SETNAME); empty: not set. The subscriber connection adds ":sub".
+  std::string client_name = "lockscope";
+
+  std::chrono::milliseconds connect_timeout{3000};  // TCP connect plus handshake
+  std::chrono::milliseconds command_timeout{3000};  // each command, queued or in flight
+  std::chrono::milliseconds ping_interval{30000};   // health check of idle connections; 0: off
+  std::chrono::milliseconds reconnect_backoff_min{50};
+  std::chrono::milliseconds reconnect_backoff_max{2000};
+
+  // Lease of a lock taken without one; the watchdog renews it every third of it.
+  std::chrono::milliseconds watchdog_timeout{30000};
+  script_mode scripts = script_mode::evalsha;
+
+  // Called on the client's I/O thread when the watchdog cannot renew a lock: the renew
+  // script found another owner (or no key), or no renewal succeeded for a whole lease.
+  // Renewal of that lock stops.
+  std::function<void(const std::string& lock_name)> on_lock_lost;
+  // Called when rlock::unlock() (which must not throw: it runs in destructors) fails,
+  // with the lock name and the error text. Empty: one line on stderr.
+  std::function<void(const std::string& lock_name, const std::string& message)> on_unlock_error;
+
+  // Parses a redis:// URL over the defaults. Throws lock_error (invalid_url, or
+  // tls_not_supported for rediss://) with a message naming the bad part.
+  static client_config from_url(std::string_view url);
+};
+
+// Fills host, port, username, password and database from `url`, leaving the rest of
+// `config` alone. On failure returns the error and sets `why` to a one-line reason.
+// User and password may be percent-encoded; a host may be [IPv6].
+std::error_code parse_url(std::string_view url, client_config& config, std::string* why = nullptr);
+
+// `500ms`, `10s`, `2m`, `1h`, or a bare `0`. nullopt for anything else.
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+}  // namespace lockscope::lock

@@ -1,0 +1,803 @@
+#include "lockscope/lock/client.hpp"
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/uuid/random_generator.hpp>
+#include <boost/uuid/uuid_io.hpp>
+#include <fmt/format.h>
+
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/lock/subscriptions.hpp"
+
+namespace lockscope::lock {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace detail {
+
+namespace {
+
+// Up to five keys and arguments of one script call. The views must stay valid until
+// the reply: they point into the heap object of the operation that waits for it.
+struct script_call {
+  script_kind kind;
+  std::array<std::string_view, 5> values;
+  std::size_t count;
+};
+
+void encode_script_call(std::string& out, bool by_sha, const script_call& call) {
+  const script_info& s = script(call.kind);
+  resp::writer w(out);
+  w.array(3 + call.count);
+  w.bulk_string(by_sha ? "EVALSHA" : "EVAL");
+  w.bulk_string(by_sha ? s.sha1 : s.text);
+  const char digit = static_cast<char>('0' + s.key_count);
+  w.bulk_string(std::string_view(&digit, 1));
+  for (std::size_t i = 0; i < call.count; ++i) w.bulk_string(call.values[i]);
+}
+
+std::string decimal(std::int64_t v) {
+  char buffer[24];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
+  (void)ec;
+  return std::string(buffer, end);
+}
+
+status error_status(std::error_code ec, const resp::value& reply) {
+  if (reply.is_error() && !reply.text.empty()) return {ec, reply.text};
+  return {ec, {}};
+}
+
+status unexpected(std::string_view what, const resp::value& reply) {
+  return {errc::unexpected_reply,
+          fmt::format("unexpected reply to {}: type {}", what, resp::to_string(reply.type))};
+}
+
+std::atomic<std::uint64_t> next_thread_id{1};
+
+}  // namespace
+
+class client_impl;
+class acquire_op;
+
+struct lock_state {
+  std::shared_ptr<void> io_keepalive;  // the client's own io_context; destroyed after impl
+  std::shared_ptr<client_impl> impl;
+  std::string name;
+  std::string channel;
+  std::optional<std::string> owner;  // explicit owner id
+  // Redisson's internalLockLeaseTime: the lease unlock passes to pexpire on a partial
+  // release. The watchdog timeout, or the last explicit lease acquired.
+  std::atomic<std::int64_t> internal_lease_ms;
+};
+
+// The watchdog's entry for one (lock, owner): shared by all its reentrant holds.
+struct renewal {
+  std::string name;
+  std::string owner;
+  std::string lease_text;
+  std::uint32_t holds = 1;
+  asio::steady_timer timer;
+  clock_type::time_point last_confirmed;  // when the last successful renew was sent
+  bool cancelled = false;
+  renewal(const strand_type& strand, std::string n, std::string o, std::string lease)
+      : name(std::move(n)), owner(std::move(o)), lease_text(std::move(lease)), timer(strand) {}
+};
+
+class client_impl : public std::enable_shared_from_this<client_impl> {
+ public:
+  client_impl(asio::io_context& io, client_config config)
+      : io_(io), strand_(asio::make_strand(io)), config_(std::move(config)) {
+    id_ = boost::uuids::to_string(boost::uuids::random_generator()());
+    watchdog_lease_text_ = decimal(config_.watchdog_timeout.count());
+  }
+
+  void start() {
+    auto self = shared_from_this();
+    asio::dispatch(strand_, [self] {
+      // The connection must not own the client: a weak reference breaks the cycle.
+      std::weak_ptr<client_impl> weak = self;
+      connection_events events;
+      events.on_ready = [weak] {
+        if (auto impl = weak.lock()) impl->command_connection_ready();
+      };
+      events.on_down = [weak](std::error_code ec, const std::string& why) {
+        if (auto impl = weak.lock()) impl->command_connection_down(ec, why);
+      };
+      self->commands_ = connection::create(self->strand_, self->config_, self->config_.client_name, false,
+                                           std::move(events));
+      self->commands_->start();
+    });
+  }
+
+  const strand_type& strand() const noexcept { return strand_; }
+  connection* commands_for_queries() const noexcept { return commands_.get(); }
+  const client_config& config() const noexcept { return config_; }
+  const std::string& id() const noexcept { return id_; }
+  asio::io_context& io() noexcept { return io_; }
+  bool closed() const noexcept { return closed_; }
+  // Set by ~client before its io_context stops: nothing started later could complete.
+  void mark_destroyed() noexcept { destroyed_ = true; }
+  bool destroyed() const noexcept { return destroyed_; }
+
+  clock_type::time_point command_deadline() const { return clock_type::now() + config_.command_timeout; }
+
+  // --- scripts ------------------------------------------------------------------
+
+  void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done) {
+    const bool by_sha = config_.scripts == script_mode::evalsha;
+    scratch_.clear();
+    encode_script_call(scratch_, by_sha, call);
+    if (!by_sha) {
+      commands_->execute_encoded(scratch_, deadline, std::move(done));
+      return;
+    }
+    commands_->execute_encoded(
+        scratch_, deadline,
+        [self = shared_from_this(), call, deadline, done = std::move(done)](std::error_code ec,
+                                                                             resp::value&& reply) mutable {
+          if (ec == errc::server_error && reply.text.starts_with("NOSCRIPT")) {
+            // Load it and retry once, pipelined: one more round trip.
+            self->commands_->execute(deadline, [](std::error_code, resp::value&&) {}, "SCRIPT", "LOAD",
+                                     script(call.kind).text);
+            self->scratch_.clear();
+            encode_script_call(self->scratch_, true, call);
+            self->commands_->execute_encoded(self->scratch_, deadline, std::move(done));
+            return;
+          }
+          done(ec, std::move(reply));
+        });
+  }
+
+  // --- connection events -------------------------------------------------------
+
+  void command_connection_ready() { complete_connect_waiters({}); }
+  void command_connection_down(std::error_code ec, const std::string& why) {
+    complete_connect_waiters({ec, why});
+  }
+  void complete_connect_waiters(const status& s) {
+    auto waiters = std::move(connect_waiters_);
+    connect_waiters_.clear();
+    for (auto& w : waiters) w(s, s.code ? false : true);
+  }
+
+  void connect(completion<bool> done) {
+    if (closed_) return done({errc::shut_down, {}}, false);
+    if (commands_->ready()) return done({}, true);
+    connect_waiters_.push_back(std::move(done));
+  }
+
+  // --- pub/sub -----------------------------------------------------------------
+
+  subscription_registry::added subscribe(const std::string& channel, subscription_listener& listener) {
+    if (!subscriber_) start_subscriber();
+    std::string commands;
+    auto added = registry_.add(channel, listener, commands);
+    if (!commands.empty()) subscriber_->send_without_reply(commands);
+    return added;
+  }
+  void unsubscribe(const std::string& channel, subscription_registry::waiter_id id) {
+    std::string commands;
+    registry_.remove(channel, id, commands);
+    if (!commands.empty() && subscriber_) subscriber_->send_without_reply(commands);
+  }
+  void start_subscriber() {
+    std::weak_ptr<client_impl> weak = shared_from_this();
+    connection_events events;
+    events.on_ready = [weak] {
+      auto self = weak.lock();
+      if (!self) return;
+      std::string commands;
+      self->registry_.on_connected(commands);
+      if (!commands.empty()) self->subscriber_->send_without_reply(commands);
+    };
+    events.on_down = [weak](std::error_code, const std::string&) {
+      if (auto self = weak.lock()) self->registry_.on_disconnected();
+    };
+    events.on_push = [weak](resp::value&& push) {
+      if (auto self = weak.lock()) self->registry_.on_push(push);
+    };
+    const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
+    subscriber_ = connection::create(strand_, config_, name, true, std::move(events));
+    subscriber_->start();
+  }
+
+  // --- watchdog ----------------------------------------------------------------
+
+  static std::string renewal_key(std::string_view name, std::string_view owner) {
+    std::string key;
+    key.reserve(name.size() + owner.size() + 1);
+    key.append(name).push_back('\n');
+    key.append(owner);
+    return key;
+  }
+
+  void watchdog_add(const std::string& name, const std::string& owner) {
+    const std::string key = renewal_key(name, owner);
+    if (auto it = renewals_.find(key); it != renewals_.end()) {
+      ++it->second->holds;
+      return;
+    }
+    auto r = std::make_shared<renewal>(strand_, name, owner, watchdog_lease_text_);
+    r->last_confirmed = clock_type::now();
+    renewals_.emplace(key, r);
+    schedule_renewal(r, config_.watchdog_timeout / 3);
+  }
+
+  // One hold released (`all`: the lock is gone for this owner).
+  void watchdog_release(const std::string& name, const std::string& owner, bool all) {
+    auto it = renewals_.find(renewal_key(name, owner));
+    if (it == renewals_.end()) return;
+    if (!all && --it->second->holds > 0) return;
+    cancel_renewal(*it->second);
+    renewals_.erase(it);
+  }
+
+  void watchdog_release_lock(const std::string& name) {
+    for (auto it = renewals_.begin(); it != renewals_.end();) {
+      if (it->second->name == name) {
+        cancel_renewal(*it->second);
+        it = renewals_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  static void cancel_renewal(renewal& r) {
+    r.cancelled = true;
+    r.timer.cancel();
+  }
+
+  void schedule_renewal(const std::shared_ptr<renewal>& r, milliseconds after) {
+    r->timer.expires_after(after);
+    r->timer.async_wait([self = shared_from_this(), r](boost::system::error_code) {
+      if (!r->cancelled) self->renew(r);
+    });
+  }
+
+  void renew(const std::shared_ptr<renewal>& r) {
+    const clock_type::time_point sent = clock_type::now();
+    const script_call call{script_kind::renew, {r->name, r->lease_text, r->owner}, 3};
+    run_script(call, sent + std::min(config_.command_timeout, config_.watchdog_timeout / 3),
+               [self = shared_from_this(), r, sent](std::error_code ec, resp::value&& reply) {
+                 if (r->cancelled) return;
+                 const milliseconds period = self->config_.watchdog_timeout / 3;
+                 if (!ec && reply.type == resp::type::integer && reply.integer == 1) {
+                   r->last_confirmed = sent;
+                   self->schedule_renewal(r, period);
+                 } else if (!ec && reply.type == resp::type::integer) {
+                   self->lock_lost(r);  // another owner, or no key: the lock is gone
+                 } else if (clock_type::now() - r->last_confirmed >= self->config_.watchdog_timeout) {
+                   self->lock_lost(r);  // no renewal for a whole lease: it has expired
+                 } else {
+                   // Transient (reconnecting, slow server): try again soon.
+                   self->schedule_renewal(r, std::min(period, milliseconds(500)));
+                 }
+               });
+  }
+
+  void lock_lost(const std::shared_ptr<renewal>& r) {
+    auto it = renewals_.find(renewal_key(r->name, r->owner));
+    if (it != renewals_.end() && it->second == r) renewals_.erase(it);
+    cancel_renewal(*r);
+    if (config_.on_lock_lost) {
+      try {
+        config_.on_lock_lost(r->name);
+      } catch (...) {
+        // A callback's exception must not unwind through the I/O loop.
+      }
+    }
+  }
+
+  void report_unlock_error(const std::string& name, const std::string& message) noexcept {
+    try {
+      if (config_.on_unlock_error) {
+        config_.on_unlock_error(name, message);
+      } else {
+        std::fprintf(stderr, "lockscope: unlock of '%s' failed: %s\n", name.c_str(), message.c_str());
+      }
+    } catch (...) {
+    }
+  }
+
+  // --- operations registry (for shutdown) ---------------------------------------
+
+  void add_op(const std::shared_ptr<acquire_op>& op) { ops_.insert(op); }
+  void remove_op(const std::shared_ptr<acquire_op>& op) { ops_.erase(op); }
+
+  void close(unique_function<void()> done);
+
+ private:
+  void finish_close();
+
+  asio::io_context& io_;
+  strand_type strand_;
+  client_config config_;
+  std::string id_;
+  std::string watchdog_lease_text_;
+  std::shared_ptr<connection> commands_;
+  std::shared_ptr<connection> subscriber_;
+  subscription_registry registry_;
+  std::unordered_map<std::string, std::shared_ptr<renewal>> renewals_;
+  std::unordered_set<std::shared_ptr<acquire_op>> ops_;
+  std::vector<completion<bool>> connect_waiters_;
+  std::string scratch_;
+  std::vector<unique_function<void()>> close_waiters_;
+  int connections_open_ = 0;
+  bool closed_ = false;
+  std::atomic<bool> destroyed_{false};
+};
+
+// One lock() / try_lock(): attempt, subscribe, retry after the subscription is
+// confirmed, then wait for an unlock message or the holder's TTL, and loop.
+class acquire_op final : public subscription_listener, public std::enable_shared_from_this<acquire_op> {
+ public:
+  acquire_op(std::shared_ptr<client_impl> impl, std::shared_ptr<lock_state> lock, std::string owner,
+             acquire_request request, completion<bool> done)
+      : impl_(std::move(impl)),
+        lock_(std::move(lock)),
+        owner_(std::move(owner)),
+        lease_(request.lease),
+        forever_(!request.wait),
+        deadline_(request.wait ? clock_type::now() + *request.wait : clock_type::time_point::max()),
+        lease_text_(decimal(request.lease ? request.lease->count() : impl_->config().watchdog_timeout.count())),
+        done_(std::move(done)),
+        timer_(impl_->strand()) {}
+
+  void start() {
+    impl_->add_op(shared_from_this());
+    attempt();
+  }
+
+  void on_subscribed() override { wake(); }
+  void on_message(std::string_view) override { wake(); }
+
+  void abort(status s) { finish(std::move(s), false); }
+
+ private:
+  void wake() {
+    signaled_ = true;
+    if (waiting_) timer_.cancel();
+  }
+
+  void attempt() {
+    const script_call call{script_kind::acquire, {lock_->name, lease_text_, owner_}, 3};
+    impl_->run_script(call, impl_->command_deadline(),
+                      [self = shared_from_this()](std::error_code ec, resp::value&& reply) {
+                        self->on_reply(ec, std::move(reply));
+                      });
+  }
+
+  void on_reply(std::error_code ec, resp::value&& reply) {
+    if (finished_) return;
+    if (ec) return finish(error_status(ec, reply), false);
+    if (reply.type == resp::type::null) {
+      if (lease_) {
+        lock_->internal_lease_ms = lease_->count();
+      } else {
+        impl_->watchdog_add(lock_->name, owner_);
+      }
+      return finish({}, true);
+    }
+    if (reply.type != resp::type::integer) return finish(unexpected("the acquire script", reply), false);
+    const clock_type::time_point now = clock_type::now();
+    if (!forever_ && now >= deadline_) return finish({}, false);
+    if (!waiter_) {
+      const auto added = impl_->subscribe(lock_->channel, *this);
+      waiter_ = added.id;
+      if (added.subscribed) signaled_ = true;
+    }
+    if (signaled_) {
+      signaled_ = false;
+      return attempt();
+    }
+    // Sleep until an unlock message, the holder's TTL, or our deadline.
+    const std::int64_t ttl = reply.integer;
+    clock_type::time_point until = ttl >= 0 ? now + milliseconds(ttl) : now + std::chrono::hours(1);
+    if (!forever_) until = std::min(until, deadline_);
+    waiting_ = true;
+    timer_.expires_at(until);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
+      self->waiting_ = false;
+      if (self->finished_) return;
+      self->signaled_ = false;
+      self->attempt();
+    });
+  }
+
+  void finish(status s, bool acquired) {
+    if (finished_) return;
+    finished_ = true;
+    timer_.cancel();
+    if (waiter_) impl_->unsubscribe(lock_->channel, *waiter_);
+    auto self = shared_from_this();
+    impl_->remove_op(self);
+    std::exchange(done_, nullptr)(std::move(s), acquired);
+  }
+
+  std::shared_ptr<client_impl> impl_;
+  std::shared_ptr<lock_state> lock_;
+  std::string owner_;
+  std::optional<milliseconds> lease_;
+  bool forever_;
+  clock_type::time_point deadline_;
+  std::string lease_text_;
+  completion<bool> done_;
+  asio::steady_timer timer_;
+  std::optional<subscription_registry::waiter_id> waiter_;
+  bool signaled_ = false;
+  bool waiting_ = false;
+  bool finished_ = false;
+};
+
+void client_impl::close(unique_function<void()> done) {
+  if (done) close_waiters_.push_back(std::move(done));
+  if (closed_) {
+    if (connections_open_ == 0) finish_close();
+    return;
+  }
+  closed_ = true;
+  auto ops = ops_;
+  for (const auto& op : ops) op->abort({errc::shut_down, {}});
+  for (auto& [key, r] : renewals_) cancel_renewal(*r);
+  renewals_.clear();
+  complete_connect_waiters({errc::shut_down, {}});
+  // Both connections QUIT (after whatever is queued before); the waiters run when the
+  // last one is closed.
+  connections_open_ = subscriber_ ? 2 : 1;
+  auto self = shared_from_this();
+  auto one_closed = [self] {
+    if (--self->connections_open_ == 0) self->finish_close();
+  };
+  if (subscriber_) subscriber_->close(one_closed);
+  commands_->close(one_closed);
+}
+
+void client_impl::finish_close() {
+  auto waiters = std::move(close_waiters_);
+  close_waiters_.clear();
+  for (auto& w : waiters) w();
+}
+
+// --- entry points: hop onto the strand ----------------------------------------------
+
+namespace {
+
+template <class T>
+bool reject_if_closed(client_impl& impl, completion<T>& done) {
+  if (!impl.closed()) return false;
+  done({errc::shut_down, {}}, T{});
+  return true;
+}
+
+// Per-call data of the one-command operations, on the heap so that views into it stay
+// valid while the unique_function holding it is moved around.
+struct call_data {
+  std::shared_ptr<lock_state> lock;
+  std::string owner;
+  std::string lease_text;
+};
+
+}  // namespace
+
+const strand_type& strand_of(const client_impl& impl) noexcept { return impl.strand(); }
+
+void ensure_usable(const lock_state& lock) {
+  if (lock.impl->destroyed()) throw lock_error(errc::shut_down, "the client of lock '" + lock.name + "' was destroyed");
+}
+const strand_type& strand_of(const lock_state& lock) noexcept { return lock.impl->strand(); }
+
+void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
+                   completion<bool> done) {
+  if ((request.lease && request.lease->count() <= 0) || (request.wait && request.wait->count() < 0)) {
+    asio::dispatch(lock->impl->strand(), [d = std::move(done)]() mutable {
+      d({errc::invalid_argument, "lease must be positive and wait not negative"}, false);
+    });
+    return;
+  }
+  auto impl = lock->impl;
+  asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), request, d = std::move(done)]() mutable {
+    if (reject_if_closed(*impl, d)) return;
+    std::make_shared<acquire_op>(impl, lock, std::move(owner), request, std::move(d))->start();
+  });
+}
+
+void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, completion<bool> done) {
+  auto impl = lock->impl;
+  asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
+    if (reject_if_closed(*impl, d)) return;
+    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), decimal(lock->internal_lease_ms)});
+    const script_call call{
+        script_kind::unlock, {lock->name, lock->channel, unlock_message, data->lease_text, data->owner}, 5};
+    impl->run_script(call, impl->command_deadline(),
+                     [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+                       const std::string& name = data->lock->name;
+                       if (ec) {
+                         impl->watchdog_release(name, data->owner, false);
+                         return d(error_status(ec, reply), false);
+                       }
+                       if (reply.type == resp::type::null) {
+                         impl->watchdog_release(name, data->owner, true);
+                         return d({errc::not_owner, not_owner_message(data->owner)}, false);
+                       }
+                       if (reply.type != resp::type::integer) {
+                         impl->watchdog_release(name, data->owner, false);
+                         return d(unexpected("the unlock script", reply), false);
+                       }
+                       const bool released = reply.integer == 1;
+                       impl->watchdog_release(name, data->owner, released);
+                       d({}, released);
+                     });
+  });
+}
+
+void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool> done) {
+  auto impl = lock->impl;
+  asio::dispatch(impl->strand(), [impl, lock, d = std::move(done)]() mutable {
+    if (reject_if_closed(*impl, d)) return;
+    impl->watchdog_release_lock(lock->name);
+    const script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
+    impl->run_script(call, impl->command_deadline(),
+                     [lock, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+                       if (ec) return d(error_status(ec, reply), false);
+                       if (reply.type != resp::type::integer) return d(unexpected("the forceUnlock script", reply), false);
+                       d({}, reply.integer == 1);
+                     });
+  });
+}
+
+void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::string owner,
+                 completion<std::int64_t> done) {
+  auto impl = lock->impl;
+  asio::dispatch(impl->strand(), [impl, lock, kind, owner = std::move(owner), d = std::move(done)]() mutable {
+    if (reject_if_closed(*impl, d)) return;
+    auto handler = [kind, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+      if (ec) return d(error_status(ec, reply), 0);
+      if (reply.type == resp::type::integer) return d({}, reply.integer);
+      if (kind == query_kind::hold_count) {
+        if (reply.type == resp::type::null) return d({}, 0);
+        std::int64_t v = 0;
+        const auto [ptr, pec] = std::from_chars(reply.text.data(), reply.text.data() + reply.text.size(), v);
+        if (pec == std::errc{} && ptr == reply.text.data() + reply.text.size()) return d({}, v);
+      }
+      if (kind == query_kind::is_held && reply.type == resp::type::boolean) return d({}, reply.boolean() ? 1 : 0);
+      d(unexpected("a lock query", reply), 0);
+    };
+    // Views into `lock` and `owner` are encoded right away; nothing outlives this call.
+    const clock_type::time_point deadline = impl->command_deadline();
+    connection& c = *impl->commands_for_queries();
+    switch (kind) {
+      case query_kind::is_locked: c.execute(deadline, std::move(handler), "EXISTS", lock->name); break;
+      case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, owner); break;
+      case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, owner); break;
+      case query_kind::remain_ttl: c.execute(deadline, std::move(handler), "PTTL", lock->name); break;
+    }
+  });
+}
+
+void start_connect(const std::shared_ptr<client_impl>& impl, completion<bool> done) {
+  asio::dispatch(impl->strand(), [impl, d = std::move(done)]() mutable { impl->connect(std::move(d)); });
+}
+
+void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::string> args,
+                   completion<resp::value> done) {
+  asio::dispatch(impl->strand(), [impl, args = std::move(args), d = std::move(done)]() mutable {
+    if (reject_if_closed(*impl, d)) return;
+    if (args.empty()) return d({errc::invalid_argument, "empty command"}, resp::value{});
+    std::string encoded;
+    resp::writer w(encoded);
+    w.array(args.size());
+    for (const std::string& a : args) w.bulk_string(a);
+    impl->commands_for_queries()->execute_encoded(
+        encoded, impl->command_deadline(), [d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+          if (ec) {
+            status s = error_status(ec, reply);
+            return d(std::move(s), std::move(reply));
+          }
+          d({}, std::move(reply));
+        });
+  });
+}
+
+}  // namespace detail
+
+// --- blocking calls ---------------------------------------------------------------
+
+namespace {
+
+// Runs an asynchronous operation and waits for it on the calling thread.
+template <class T, class Start>
+T wait_for(detail::client_impl& impl, Start&& start) {
+  if (impl.destroyed()) throw lock_error(errc::shut_down, "the client was destroyed");
+  if (impl.io().get_executor().running_in_this_thread())
+    throw lock_error(errc::would_deadlock,
+                     "blocking lockscope call on the client's own I/O thread; use the async_ API there");
+  struct waiter {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    detail::status status;
+    T value{};
+  };
+  auto w = std::make_shared<waiter>();
+  start([w](detail::status s, T v) {
+    std::lock_guard guard(w->mutex);
+    w->status = std::move(s);
+    w->value = std::move(v);
+    w->done = true;
+    w->cv.notify_one();
+  });
+  std::unique_lock guard(w->mutex);
+  w->cv.wait(guard, [&] { return w->done; });
+  if (w->status) throw lock_error(w->status.code, w->status.message());
+  return std::move(w->value);
+}
+
+}  // namespace
+
+struct client::io_thread {
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  std::thread thread;
+};
+
+client::client(client_config config)
+    : own_io_(std::make_shared<asio::io_context>(1)),
+      impl_(std::make_shared<detail::client_impl>(*own_io_, std::move(config))) {
+  thread_ = std::make_unique<io_thread>(io_thread{asio::make_work_guard(*own_io_), {}});
+  thread_->thread = std::thread([io = own_io_.get()] { io->run(); });
+  impl_->start();
+}
+
+client::client(asio::io_context& io, client_config config)
+    : impl_(std::make_shared<detail::client_impl>(io, std::move(config))) {
+  impl_->start();
+}
+
+client::~client() {
+  close();
+  impl_->mark_destroyed();
+  if (thread_) {
+    thread_->work.reset();
+    own_io_->stop();
+    if (thread_->thread.joinable()) thread_->thread.join();
+  }
+  impl_.reset();
+  // own_io_ is destroyed last: handlers still holding the impl go with it.
+}
+
+void client::close() noexcept {
+  auto impl = impl_;
+  if (!impl) return;
+  const bool can_block = thread_ && !own_io_->get_executor().running_in_this_thread() &&
+                         thread_->thread.joinable() && !own_io_->stopped();
+  if (!can_block) {
+    asio::dispatch(impl->strand(), [impl] { impl->close(nullptr); });
+    return;
+  }
+  try {
+    wait_for<bool>(*impl, [&](detail::completion<bool> done) {
+      asio::dispatch(impl->strand(), [impl, d = std::move(done)]() mutable {
+        impl->close([d = std::move(d)]() mutable { d({}, true); });
+      });
+    });
+  } catch (...) {
+  }
+}
+
+void client::connect() {
+  wait_for<bool>(*impl_, [&](detail::completion<bool> done) { detail::start_connect(impl_, std::move(done)); });
+}
+
+rlock client::get_lock(std::string name) {
+  auto state = std::make_shared<detail::lock_state>();
+  state->io_keepalive = own_io_;
+  state->impl = impl_;
+  state->channel = channel_name(name);
+  state->name = std::move(name);
+  state->internal_lease_ms = impl_->config().watchdog_timeout.count();
+  return rlock(std::move(state));
+}
+
+rlock client::get_lock(std::string name, std::string owner) {
+  rlock l = get_lock(std::move(name));
+  l.state_->owner = std::move(owner);
+  return l;
+}
+
+const std::string& client::id() const noexcept { return impl_->id(); }
+const client_config& client::config() const noexcept { return impl_->config(); }
+
+std::uint64_t client::current_thread_id() noexcept {
+  thread_local const std::uint64_t id = detail::next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+std::string client::thread_owner() const { return make_owner_id(impl_->id(), current_thread_id()); }
+
+resp::value client::command(std::vector<std::string> args) {
+  return wait_for<resp::value>(*impl_, [&](detail::completion<resp::value> done) {
+    detail::start_command(impl_, std::move(args), std::move(done));
+  });
+}
+
+// --- rlock ----------------------------------------------------------------------
+
+const std::string& rlock::name() const noexcept { return state_->name; }
+const std::string& rlock::channel() const noexcept { return state_->channel; }
+
+std::string rlock::owner() const {
+  if (state_->owner) return *state_->owner;
+  return make_owner_id(state_->impl->id(), client::current_thread_id());
+}
+
+namespace {
+
+bool acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::string owner,
+                      detail::acquire_request request) {
+  return wait_for<bool>(*state->impl, [&](detail::completion<bool> done) {
+    detail::start_acquire(state, std::move(owner), request, std::move(done));
+  });
+}
+
+}  // namespace
+
+void rlock::lock() { acquire_blocking(state_, owner(), {std::nullopt, std::nullopt}); }
+void rlock::lock(duration lease) { acquire_blocking(state_, owner(), {std::nullopt, lease}); }
+bool rlock::try_lock() { return acquire_blocking(state_, owner(), {duration(0), std::nullopt}); }
+bool rlock::try_lock(duration wait) { return acquire_blocking(state_, owner(), {wait, std::nullopt}); }
+bool rlock::try_lock(duration wait, duration lease) { return acquire_blocking(state_, owner(), {wait, lease}); }
+
+void rlock::unlock_or_throw() {
+  wait_for<bool>(*state_->impl, [&](detail::completion<bool> done) {
+    detail::start_unlock(state_, owner(), std::move(done));
+  });
+}
+
+void rlock::unlock() noexcept {
+  try {
+    unlock_or_throw();
+  } catch (const std::exception& e) {
+    state_->impl->report_unlock_error(state_->name, e.what());
+  } catch (...) {
+    state_->impl->report_unlock_error(state_->name, "unknown error");
+  }
+}
+
+bool rlock::force_unlock() {
+  return wait_for<bool>(*state_->impl, [&](detail::completion<bool> done) {
+    detail::start_force_unlock(state_, std::move(done));
+  });
+}
+
+namespace {
+
+std::int64_t query_blocking(const std::shared_ptr<detail::lock_state>& state, detail::query_kind kind,
+                            std::string owner) {
+  return wait_for<std::int64_t>(*state->impl, [&](detail::completion<std::int64_t> done) {
+    detail::start_query(state, kind, std::move(owner), std::move(done));
+  });
+}
+
+}  // namespace
+
+bool rlock::is_locked() { return query_blocking(state_, detail::query_kind::is_locked, {}) != 0; }
+bool rlock::is_held_by_current_thread() { return query_blocking(state_, detail::query_kind::is_held, owner()) != 0; }
+std::int64_t rlock::hold_count() { return query_blocking(state_, detail::query_kind::hold_count, owner()); }
+rlock::duration rlock::remain_time_to_live() {
+  return duration(query_blocking(state_, detail::query_kind::remain_ttl, {}));
+}
+
+}  // namespace lockscope::lock

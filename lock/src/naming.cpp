@@ -1,0 +1,80 @@
+#include "lockscope/lock/naming.hpp"
+
+#include <charconv>
+
+namespace lockscope::lock {
+
+std::string prefixed_name(std::string_view prefix, std::string_view name) {
+  std::string out;
+  out.reserve(prefix.size() + name.size() + 3);
+  out.append(prefix).push_back(':');
+  if (name.find('{') != std::string_view::npos) {
+    out.append(name);
+  } else {
+    out.push_back('{');
+    out.append(name).push_back('}');
+  }
+  return out;
+}
+
+std::string channel_name(std::string_view lock_name) { return prefixed_name(lock_channel_prefix, lock_name); }
+
+std::optional<std::string_view> lock_name_from_channel(std::string_view channel) {
+  if (channel.size() <= lock_channel_prefix.size() + 1 || !channel.starts_with(lock_channel_prefix) ||
+      channel[lock_channel_prefix.size()] != ':')
+    return std::nullopt;
+  std::string_view rest = channel.substr(lock_channel_prefix.size() + 1);
+  if (rest.size() >= 2 && rest.front() == '{' && rest.back() == '}') return rest.substr(1, rest.size() - 2);
+  return rest;
+}
+
+bool is_uuid(std::string_view s) noexcept {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<owner_id_parts> parse_owner_id(std::string_view owner) {
+  const std::size_t colon = owner.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  owner_id_parts parts;
+  parts.client_id = owner.substr(0, colon);
+  parts.thread_id = owner.substr(colon + 1);
+  if (!is_uuid(parts.client_id) || parts.thread_id.empty()) return std::nullopt;
+  const char* end = parts.thread_id.data() + parts.thread_id.size();
+  auto [ptr, ec] = std::from_chars(parts.thread_id.data(), end, parts.thread_number);
+  if (ec != std::errc{} || ptr != end) return std::nullopt;
+  return parts;
+}
+
+std::string make_owner_id(std::string_view client_id, std::uint64_t thread_id) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, thread_id);
+  (void)ec;
+  std::string out;
+  out.reserve(client_id.size() + 1 + static_cast<std::size_t>(end - digits));
+  out.append(client_id).push_back(':');
+  out.append(digits, end);
+  return out;
+}
+
+std::string not_owner_message(std::string_view owner) {
+  std::string_view node = owner;
+  std::string_view thread;
+  if (const std::size_t colon = owner.rfind(':'); colon != std::string_view::npos) {
+    node = owner.substr(0, colon);
+    thread = owner.substr(colon + 1);
+  }
+  std::string out = "attempt to unlock lock, not locked by current thread by node id: ";
+  out.append(node).append(" thread-id: ").append(thread);
+  return out;
+}
+
+}  // namespace lockscope::lock

@@ -1,0 +1,67 @@
+#include "lockscope/lock/scripts.hpp"
+
+#include <openssl/sha.h>
+
+#include <array>
+#include <cctype>
+
+namespace lockscope::lock {
+
+namespace {
+
+// The SHA1s are constants so that recognising a captured EVALSHA costs no hashing;
+// tests/lock checks each against OpenSSL and against redis-server's SCRIPT LOAD.
+constexpr std::array<script_info, 4> table{{
+    {script_kind::acquire, "acquire", scripts::acquire, "dad0f8d619e548e04f21fb48d50be5034df3adae", 1, 2},
+    {script_kind::unlock, "unlock", scripts::unlock, "3ffe249c16dee540ac8ab32e39bd408626b9aff7", 2, 3},
+    {script_kind::renew, "renew", scripts::renew, "8e19a1ddbdee9138df9f32a480c57addab4353d1", 1, 2},
+    {script_kind::force_unlock, "force_unlock", scripts::force_unlock,
+     "7e9c80b3d786b95d5d4aaf8fd73adb9775fa6fb1", 2, 1},
+}};
+
+static_assert(scripts::acquire.size() == 339, "seed §4.2.1 sends $339");
+static_assert(scripts::unlock.size() == 305, "seed §4.2.3 sends $305");
+static_assert(scripts::renew.size() == 120, "seed §4.2.2 sends $120");
+
+bool equal_hex_ignoring_case(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::span<const script_info> all_scripts() noexcept { return table; }
+
+const script_info& script(script_kind kind) noexcept { return table[static_cast<std::size_t>(kind)]; }
+
+const script_info* find_script_by_text(std::string_view text) noexcept {
+  for (const script_info& s : table) {
+    if (s.text == text) return &s;
+  }
+  return nullptr;
+}
+
+const script_info* find_script_by_sha1(std::string_view sha1) noexcept {
+  for (const script_info& s : table) {
+    if (equal_hex_ignoring_case(s.sha1, sha1)) return &s;
+  }
+  return nullptr;
+}
+
+std::string sha1_hex(std::string_view bytes) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out(2 * SHA_DIGEST_LENGTH, '0');
+  for (std::size_t i = 0; i < SHA_DIGEST_LENGTH; ++i) {
+    out[2 * i] = hex[digest[i] >> 4];
+    out[2 * i + 1] = hex[digest[i] & 0x0f];
+  }
+  return out;
+}
+
+}  // namespace lockscope::lock

@@ -1,0 +1,219 @@
+// `lockscope lock` as a process, against a real redis-server.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+#include "process.hpp"
+
+using namespace std::chrono_literals;
+using lockscope::test::redis_server;
+using lockscope::test::resp_connection;
+using lockscope::test::spawn;
+
+namespace {
+
+std::string url_of(const redis_server& s) { return "redis://" + s.host() + ":" + std::to_string(s.port()); }
+
+std::vector<std::string> lock_command(const std::string& url, const std::string& name, std::vector<std::string> extra,
+                                      std::vector<std::string> cmd) {
+  std::vector<std::string> args{LOCKSCOPE_CLI, "lock", name, "--redis", url};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--");
+  args.insert(args.end(), cmd.begin(), cmd.end());
+  return args;
+}
+
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    char name[] = "/tmp/lockscope-cli-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+};
+
+int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("lockscope lock: 4 processes x 50 iterations keep an exact counter", "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  temp_dir dir;
+  {
+    std::ofstream(dir.path / "counter") << 0 << '\n';
+  }
+  // Each worker is a shell loop running `lockscope lock` 50 times in a row.
+  const std::string one = std::string(LOCKSCOPE_CLI) + " lock counter --redis " + url_of(server) + " -- " +
+                          LOCK_TEST_HELPER + " critical " + dir.path.string();
+  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 50 ]; do " + one + " || exit 9; i=$((i+1)); done"}));
+  }
+  for (auto& w : workers) {
+    const int status = w->wait(240s);
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+  std::ifstream counter(dir.path / "counter");
+  long long count = 0;
+  counter >> count;
+  CHECK(count == 200);
+
+  // Critical sections, by start: none may begin before the previous one ended.
+  std::ifstream log(dir.path / "log");
+  std::vector<std::pair<long long, long long>> sections;
+  long long start = 0, end = 0;
+  while (log >> start >> end) sections.emplace_back(start, end);
+  REQUIRE(sections.size() == 200);
+  std::sort(sections.begin(), sections.end());
+  int overlaps = 0;
+  for (std::size_t i = 1; i < sections.size(); ++i) {
+    if (sections[i].first < sections[i - 1].second) ++overlaps;
+  }
+  CHECK(overlaps == 0);
+  resp_connection raw(server.host(), server.port());
+  CHECK(raw.command("EXISTS", "counter").integer == 0);
+}
+
+TEST_CASE("lockscope lock: exit status, timeout 75, try once, release", "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  const std::string url = url_of(server);
+
+  SECTION("CMD's status is ours, and the lock is released") {
+    auto p = spawn(lock_command(url, "job", {}, {"sh", "-c", "exit 3"}));
+    CHECK(p->wait(20s) == 3);
+    CHECK(raw.command("EXISTS", "job").integer == 0);
+  }
+  SECTION("the lock is held while CMD runs, with the watchdog's lease") {
+    auto p = spawn(lock_command(url, "job", {}, {"sleep", "1"}));
+    bool seen = false;
+    for (int i = 0; i < 100 && !seen; ++i) {
+      seen = raw.command("EXISTS", "job").integer == 1;
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(seen);
+    CHECK(raw.command("PTTL", "job").integer > 20000);  // 30 s watchdog lease
+    CHECK(p->wait(20s) == 0);
+    CHECK(raw.command("EXISTS", "job").integer == 0);
+  }
+  SECTION("not acquired in time: 75 and one line") {
+    raw.command("HSET", "job", "someone-else:1", 1);
+    const auto t = std::chrono::steady_clock::now();
+    auto p = spawn(lock_command(url, "job", {"--wait", "300ms"}, {"true"}));
+    CHECK(p->wait(20s) == 75);
+    CHECK(std::chrono::steady_clock::now() - t >= 300ms);
+    CHECK(p->output() == "lockscope lock: timed out after 300ms waiting for lock 'job'\n");
+    auto once = spawn(lock_command(url, "job", {"--wait", "0"}, {"true"}));
+    CHECK(once->wait(20s) == 75);
+    CHECK(raw.command("HGET", "job", "someone-else:1").text == "1");  // untouched
+  }
+  SECTION("--lease and --owner") {
+    auto p = spawn(lock_command(url, "job", {"--lease", "10s", "--owner", "ops:7"},
+                                {"sh", "-c", "sleep 0.5"}));
+    bool seen = false;
+    for (int i = 0; i < 200 && !seen; ++i) {
+      seen = raw.command("HGET", "job", "ops:7").text == "1";
+      if (!seen) std::this_thread::sleep_for(5ms);
+    }
+    CHECK(seen);
+    const auto pttl = raw.command("PTTL", "job").integer;
+    CHECK(pttl <= 10000);
+    CHECK(pttl > 5000);
+    CHECK(p->wait(20s) == 0);
+    CHECK(raw.command("EXISTS", "job").integer == 0);
+  }
+  SECTION("CMD not found: 127, lock released") {
+    auto p = spawn(lock_command(url, "job", {}, {"/nonexistent/cmd"}));
+    CHECK(p->wait(20s) == 127);
+    CHECK(line_count(p->output()) == 1);
+    CHECK(raw.command("EXISTS", "job").integer == 0);
+  }
+}
+
+TEST_CASE("lockscope lock: SIGTERM and SIGINT are forwarded to CMD and the lock is released",
+          "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  const int sig = GENERATE(SIGTERM, SIGINT);
+  temp_dir dir;
+  const std::string marker = (dir.path / "got").string();
+  // The shell records the signal it receives, then exits with 128+signal.
+  auto p = spawn(lock_command(url_of(server), "sig", {},
+                              {"sh", "-c", "trap 'echo $1 > " + marker + "; exit 99' TERM INT; echo started; "
+                                           "while true; do sleep 0.05; done"}));
+  lockscope::test::wait_for_output(*p, "started", 10s);
+  CHECK(raw.command("EXISTS", "sig").integer == 1);
+  ::kill(p->pid, sig);
+  CHECK(p->wait(20s) == 99);
+  CHECK(std::filesystem::exists(marker));
+  CHECK(raw.command("EXISTS", "sig").integer == 0);
+}
+
+TEST_CASE("lockscope lock: a signal while waiting stops the wait", "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  raw.command("HSET", "waited", "someone-else:1", 1);
+  auto p = spawn(lock_command(url_of(server), "waited", {}, {"true"}));
+  // Wait until it is subscribed, then interrupt it.
+  for (int i = 0; i < 500; ++i) {
+    if (raw.command("PUBSUB", "NUMSUB", "redisson_lock__channel:{waited}").elements.at(1).integer == 1) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(p->pid, SIGTERM);
+  CHECK(p->wait(20s) == 128 + SIGTERM);
+  CHECK(line_count(p->output()) == 1);
+  CHECK(raw.command("HGET", "waited", "someone-else:1").text == "1");
+}
+
+TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, a wrong password",
+          "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  SECTION("bad URL") {
+    auto p = spawn(lock_command("http://localhost", "x", {}, {"true"}));
+    CHECK(p->wait(20s) == 64);
+    CHECK(p->output() == "lockscope lock: bad Redis URL: 'http://localhost' does not start with redis://\n");
+    auto tls = spawn(lock_command("rediss://localhost", "x", {}, {"true"}));
+    CHECK(tls->wait(20s) == 64);
+    CHECK_THAT(tls->output(), Catch::Contains("TLS"));
+    CHECK(line_count(tls->output()) == 1);
+  }
+  SECTION("bad duration") {
+    auto p = spawn(lock_command("redis://127.0.0.1:1", "x", {"--wait", "5x"}, {"true"}));
+    CHECK(p->wait(20s) == 64);
+    CHECK(line_count(p->output()) == 1);
+  }
+  SECTION("refused") {
+    const auto port = lockscope::test::find_free_port();
+    auto p = spawn(lock_command("redis://127.0.0.1:" + std::to_string(port), "x", {}, {"true"}));
+    CHECK(p->wait(20s) == 69);
+    CHECK(p->output() == "lockscope lock: connect to 127.0.0.1:" + std::to_string(port) + ": Connection refused\n");
+  }
+  SECTION("wrong password, and the URL from LOCKSCOPE_REDIS") {
+    redis_server server({"--requirepass", "Root@123"});
+    auto p = spawn({LOCKSCOPE_CLI, "lock", "x", "--", "true"},
+                   {"LOCKSCOPE_REDIS=redis://:wrong@127.0.0.1:" + std::to_string(server.port())});
+    CHECK(p->wait(20s) == 77);
+    CHECK_THAT(p->output(), Catch::StartsWith("lockscope lock: AUTH to 127.0.0.1:") && Catch::Contains("WRONGPASS"));
+    CHECK(line_count(p->output()) == 1);
+    auto ok = spawn({LOCKSCOPE_CLI, "lock", "x", "--", "true"},
+                    {"LOCKSCOPE_REDIS=redis://:Root%40123@127.0.0.1:" + std::to_string(server.port())});
+    CHECK(ok->wait(20s) == 0);
+  }
+}

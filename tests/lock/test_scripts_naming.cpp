@@ -1,0 +1,158 @@
+// The scripts/naming module the client and the analyzer share, and the URL/duration
+// parsing. The SCRIPT LOAD check needs redis-server; the rest needs nothing.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/config.hpp"
+#include "lockscope/lock/error.hpp"
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+
+using namespace std::chrono_literals;
+namespace lock = lockscope::lock;
+
+// Copied by hand from seed 000 §4.2.1 / §4.2.3 / §4.2.2 and §2.2, independently of
+// scripts.hpp, so that a typo there cannot hide.
+static const std::string seed_acquire =
+    "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+static const std::string seed_unlock =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+static const std::string seed_renew =
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;";
+static const std::string seed_force_unlock =
+    "if (redis.call('del', KEYS[1]) == 1) then redis.call('publish', KEYS[2], ARGV[1]); return 1 else return 0 end";
+
+TEST_CASE("scripts are byte-identical to the seed", "[lock][scripts]") {
+  CHECK(lock::scripts::acquire == seed_acquire);
+  CHECK(lock::scripts::acquire.size() == 339);
+  CHECK(lock::scripts::unlock == seed_unlock);
+  CHECK(lock::scripts::unlock.size() == 305);
+  CHECK(lock::scripts::renew == seed_renew);
+  CHECK(lock::scripts::renew.size() == 120);
+  CHECK(lock::scripts::force_unlock == seed_force_unlock);
+  CHECK(lock::script(lock::script_kind::acquire).key_count == 1);
+  CHECK(lock::script(lock::script_kind::unlock).key_count == 2);
+  CHECK(lock::script(lock::script_kind::renew).key_count == 1);
+  CHECK(lock::script(lock::script_kind::force_unlock).key_count == 2);
+}
+
+TEST_CASE("script SHA1s match OpenSSL and are recognised", "[lock][scripts]") {
+  REQUIRE(lock::all_scripts().size() == 4);
+  for (const auto& s : lock::all_scripts()) {
+    INFO(s.name);
+    CHECK(s.sha1 == lock::sha1_hex(s.text));
+    CHECK(lock::find_script_by_text(s.text) == &s);
+    CHECK(lock::find_script_by_sha1(s.sha1) == &s);
+    std::string upper(s.sha1);
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    CHECK(lock::find_script_by_sha1(upper) == &s);
+  }
+  CHECK(lock::sha1_hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");  // FIPS 180 vector
+  CHECK(lock::find_script_by_text(seed_acquire + " ") == nullptr);
+  CHECK(lock::find_script_by_sha1("dad0f8d619e548e04f21fb48d50be5034df3adaf") == nullptr);
+  CHECK(lock::find_script_by_sha1("dad0") == nullptr);
+}
+
+TEST_CASE("script SHA1s match redis-server's SCRIPT LOAD", "[lock][scripts][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  lockscope::test::redis_server server;
+  lockscope::test::resp_connection c(server.host(), server.port());
+  for (const auto& s : lock::all_scripts()) {
+    INFO(s.name);
+    CHECK(c.command("SCRIPT", "LOAD", s.text).text == s.sha1);
+  }
+}
+
+TEST_CASE("channel naming", "[lock][naming]") {
+  CHECK(lock::channel_name("myLock") == "redisson_lock__channel:{myLock}");
+  CHECK(lock::channel_name("a{b}") == "redisson_lock__channel:a{b}");
+  CHECK(lock::prefixed_name("redisson_lock_queue", "q") == "redisson_lock_queue:{q}");
+  CHECK(lock::lock_name_from_channel("redisson_lock__channel:{myLock}") == "myLock");
+  CHECK(lock::lock_name_from_channel("redisson_lock__channel:a{b}") == "a{b}");
+  CHECK_FALSE(lock::lock_name_from_channel("redisson_rwlock:{x}"));
+  CHECK_FALSE(lock::lock_name_from_channel("redisson_lock__channel:"));
+  CHECK(lock::unlock_message == "0");
+}
+
+TEST_CASE("owner ids", "[lock][naming]") {
+  const std::string seed_owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+  auto parts = lock::parse_owner_id(seed_owner);
+  REQUIRE(parts);
+  CHECK(parts->client_id == "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767");
+  CHECK(parts->thread_id == "12");
+  CHECK(parts->thread_number == 12);
+  CHECK(lock::make_owner_id("80e6bb0b-b3bb-4ce0-b120-9c7ce917b767", 12) == seed_owner);
+  CHECK_FALSE(lock::parse_owner_id("80e6bb0b-b3bb-4ce0-b120-9c7ce917b767"));
+  CHECK_FALSE(lock::parse_owner_id("80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:"));
+  CHECK_FALSE(lock::parse_owner_id("80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:1x"));
+  CHECK_FALSE(lock::parse_owner_id("80e6bb0b-b3bb-4ce0-b120-9c7ce917b76:12"));
+  CHECK_FALSE(lock::parse_owner_id("80e6bb0bxb3bb-4ce0-b120-9c7ce917b767:12"));
+  CHECK_FALSE(lock::parse_owner_id("worker-7"));
+  CHECK(lock::not_owner_message(seed_owner) ==
+        "attempt to unlock lock, not locked by current thread by node id: "
+        "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767 thread-id: 12");
+}
+
+TEST_CASE("Redis URLs", "[lock][config]") {
+  auto parse = [](std::string_view url) { return lock::client_config::from_url(url); };
+  auto c = parse("redis://127.0.0.1");
+  CHECK(c.host == "127.0.0.1");
+  CHECK(c.port == 6379);
+  CHECK_FALSE(c.password);
+  c = parse("redis://:Root%40123@db.example:6001/2");
+  CHECK(c.host == "db.example");
+  CHECK(c.port == 6001);
+  CHECK(c.username.empty());
+  CHECK(c.password == "Root@123");
+  CHECK(c.database == 2);
+  c = parse("redis://app:s3cret@[::1]:7000");
+  CHECK(c.host == "::1");
+  CHECK(c.port == 7000);
+  CHECK(c.username == "app");
+  CHECK(c.password == "s3cret");
+  c = parse("redis://justpass@h");
+  CHECK(c.password == "justpass");
+
+  auto error_of = [](std::string_view url) {
+    lock::client_config cfg;
+    std::string why;
+    const std::error_code ec = lock::parse_url(url, cfg, &why);
+    return std::make_pair(ec, why);
+  };
+  CHECK(error_of("rediss://h:6380").first == lock::errc::tls_not_supported);
+  CHECK(error_of("rediss://h:6380").second.find("TLS") != std::string::npos);
+  CHECK(error_of("http://h").first == lock::errc::invalid_url);
+  CHECK(error_of("redis://h:0").first == lock::errc::invalid_url);
+  CHECK(error_of("redis://h:99999").second == "port '99999' is not a number in 1..65535");
+  CHECK(error_of("redis://h:").first == lock::errc::invalid_url);
+  CHECK(error_of("redis://h/x").first == lock::errc::invalid_url);
+  CHECK(error_of("redis://:%zz@h").first == lock::errc::invalid_url);
+  CHECK(error_of("redis://").first == lock::errc::invalid_url);
+  CHECK_THROWS_AS(parse("rediss://h"), lock::lock_error);
+  try {
+    parse("rediss://h");
+  } catch (const lock::lock_error& e) {
+    CHECK(std::string(e.what()) == "rediss:// (TLS) is not supported yet; use redis://");
+    CHECK(e.code() == lock::errc::tls_not_supported);
+  }
+}
+
+TEST_CASE("durations", "[lock][config]") {
+  CHECK(lock::parse_duration("500ms") == 500ms);
+  CHECK(lock::parse_duration("10s") == 10s);
+  CHECK(lock::parse_duration("2m") == 2min);
+  CHECK(lock::parse_duration("1h") == 1h);
+  CHECK(lock::parse_duration("0") == 0ms);
+  CHECK(lock::parse_duration("0s") == 0ms);
+  CHECK_FALSE(lock::parse_duration(""));
+  CHECK_FALSE(lock::parse_duration("10"));
+  CHECK_FALSE(lock::parse_duration("-1s"));
+  CHECK_FALSE(lock::parse_duration("1.5s"));
+  CHECK_FALSE(lock::parse_duration("5x"));
+  CHECK_FALSE(lock::parse_duration("s"));
+  CHECK_FALSE(lock::parse_duration("99999999999999999999ms"));
+}
