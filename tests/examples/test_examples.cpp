@@ -1,0 +1,69 @@
+// Runs what the README shows: the embedding example and the demo command.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+
+namespace {
+
+struct run_result {
+  int status = -1;
+  std::string output;
+};
+
+run_result run(const std::string& command) {
+  run_result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  const int raw = ::pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("README embedding example locks, re-locks and releases on a real redis-server", "[examples]") {
+  lockscope::test::redis_server server;
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server.port()) + "/0";
+  const run_result r = run(std::string(LOCKSCOPE_EXAMPLE_EMBED_LOCK) + " " + url + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output == "held, hold count 1\n");
+  lockscope::test::resp_connection redis("127.0.0.1", server.port());
+  CHECK(redis.command("EXISTS", "orders:42").integer == 0);
+}
+
+TEST_CASE("README embedding example fails clearly when the server is down", "[examples]") {
+  const std::uint16_t port = lockscope::test::find_free_port();
+  const run_result r =
+      run(std::string(LOCKSCOPE_EXAMPLE_EMBED_LOCK) + " redis://127.0.0.1:" + std::to_string(port) + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.output.find(std::to_string(port)) != std::string::npos);
+}
+
+TEST_CASE("make demo's resp command prints the seed messages in the parsed form", "[examples]") {
+  const std::string source = LOCKSCOPE_SOURCE_DIR;
+  const run_result r = run(std::string(LOCKSCOPE_CLI) + " resp " + source +
+                           "/captures/seed-4.2.resp --max-argument 48 --short-owners 2>/dev/null");
+  CHECK(r.status == 0);
+  CHECK(r.output == read_file(source + "/captures/seed-4.2.expected.txt"));
+}
