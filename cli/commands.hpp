@@ -12,4 +12,7 @@ void add_resp_command(CLI::App& app, int& exit_code);
 // run CMD while holding a Redisson-compatible lock.
 void add_lock_command(CLI::App& app, int& exit_code);
 
+// `lockscope decode FILE... | -i IFACE`: Redis exchanges in captures or live traffic.
+void add_decode_command(CLI::App& app, int& exit_code);
+
 }  // namespace lockscope::cli

@@ -1,0 +1,105 @@
+// Capture sources: the only part of the analyzer that touches libpcap.
+//
+//   offline_capture files({"a.pcap", "b.pcapng"}, warn);   // "-" reads stdin
+//   captured_packet p;
+//   while (files.next(p)) analyzer.on_packet(p.ts_us, p.link_type, p.data);
+//
+//   live_capture live({.interface = "lo", .ports = {6379}});
+//   while (running) if (live.next(p) == live_capture::result::packet) ...
+//
+// Opening failures throw capture_error with a one-line message naming the file or
+// interface (and, for a permission failure, the missing CAP_NET_RAW).
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockscope::analyzer {
+
+struct capture_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct captured_packet {
+  std::int64_t ts_us = 0;
+  int link_type = 0;
+  std::string_view data;          // valid until the next call to next()
+  std::uint32_t wire_length = 0;  // the frame's length before snaplen
+  std::size_t source = 0;         // index of the file it came from
+};
+
+// Several capture files read as one, in timestamp order (pcap and pcapng).
+class offline_capture {
+ public:
+  // Called with a one-line warning, e.g. for a file truncated mid-record.
+  using warning_handler = std::function<void(const std::string&)>;
+
+  offline_capture(const std::vector<std::string>& files, warning_handler warn = {});
+  ~offline_capture();
+  offline_capture(const offline_capture&) = delete;
+  offline_capture& operator=(const offline_capture&) = delete;
+
+  // The next packet of all files by timestamp (ties: file order); false at the end.
+  bool next(captured_packet& out);
+
+  // Bytes read so far and the total size of the regular files (0 for stdin).
+  std::uint64_t bytes_read() const;
+  std::uint64_t total_bytes() const noexcept { return total_bytes_; }
+
+ private:
+  struct file;
+  bool advance(file& f);
+
+  std::vector<std::unique_ptr<file>> files_;
+  warning_handler warn_;
+  std::uint64_t total_bytes_ = 0;
+  file* last_ = nullptr;  // the file whose packet was returned last; advanced lazily
+};
+
+struct live_options {
+  std::string interface;
+  std::vector<std::uint16_t> ports{6379};
+  std::string filter;  // raw BPF; replaces the one built from ports
+  int buffer_mb = 32;
+  int snaplen = 262144;
+  int timeout_ms = 100;  // how long next() waits before reporting a timeout
+};
+
+// The BPF expression for a list of server ports (VLAN-tagged traffic included).
+std::string port_filter(const std::vector<std::uint16_t>& ports);
+
+class live_capture {
+ public:
+  enum class result { packet, timeout, end };
+
+  explicit live_capture(const live_options& options);
+  ~live_capture();
+  live_capture(const live_capture&) = delete;
+  live_capture& operator=(const live_capture&) = delete;
+
+  result next(captured_packet& out);
+  // From a signal handler: makes next() return end.
+  void stop() noexcept;
+
+  struct drop_stats {
+    std::uint64_t received = 0;
+    std::uint64_t dropped = 0;            // by the kernel: the buffer was full
+    std::uint64_t interface_dropped = 0;  // by the interface or driver
+  };
+  drop_stats stats() const;
+  int link_type() const noexcept { return link_type_; }
+
+ private:
+  void* handle_ = nullptr;  // pcap_t
+  int link_type_ = 0;
+  int timeout_ms_ = 100;
+  volatile std::sig_atomic_t stopped_ = 0;
+};
+
+}  // namespace lockscope::analyzer

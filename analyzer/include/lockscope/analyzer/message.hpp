@@ -1,0 +1,100 @@
+// A RESP message kept as a flat, reusable list of nodes plus one text buffer.
+//
+// The session fills one message per command and per reply from the decoder's node
+// stream. Clearing keeps the capacity, so steady-state decoding allocates nothing.
+// Bulk pieces and streamed-string chunks are joined into one node; `stream_end`
+// markers are dropped (children are found by depth, not by count).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockscope/resp/types.hpp"
+#include "lockscope/resp/value.hpp"
+
+namespace lockscope::analyzer {
+
+struct message_node {
+  resp::type type = resp::type::null;
+  std::uint8_t flags = 0;      // resp::node_flags as received
+  std::uint32_t depth = 0;
+  std::uint64_t length = 0;    // as on the wire (see resp::node::length)
+  std::int64_t integer = 0;
+  std::uint32_t text_offset = 0;
+  std::uint32_t text_size = 0;
+};
+
+class message {
+ public:
+  // Appends a decoder node. Text beyond `max_text` bytes per message is dropped and
+  // counted in truncated_bytes().
+  void add(const resp::node& n, std::size_t max_text);
+  // A one-node message (used for replication preamble lines).
+  void set_single(resp::type t, std::string_view text);
+  void clear() noexcept;
+
+  bool empty() const noexcept { return nodes_.empty(); }
+  std::span<const message_node> nodes() const noexcept { return nodes_; }
+  std::string_view text(const message_node& n) const noexcept {
+    return std::string_view(text_).substr(n.text_offset, n.text_size);
+  }
+  std::uint64_t truncated_bytes() const noexcept { return truncated_; }
+
+  // Index of the top-level value, after any leading attribute; npos when empty.
+  std::size_t root() const noexcept;
+  const message_node* root_node() const noexcept {
+    const std::size_t r = root();
+    return r == npos ? nullptr : &nodes_[r];
+  }
+  // Direct children of node `index` (attributes and their pairs skipped), in order.
+  // Calls f(const message_node&) for each; stops early when f returns false.
+  template <class F>
+  void for_each_child(std::size_t index, F&& f) const {
+    const std::uint32_t child_depth = nodes_[index].depth + 1;
+    for (std::size_t i = index + 1; i < nodes_.size() && nodes_[i].depth >= child_depth; ++i) {
+      if (nodes_[i].depth != child_depth) continue;
+      if (nodes_[i].type == resp::type::attribute) {
+        i = skip_subtree(i) - 1;
+        continue;
+      }
+      if (!f(nodes_[i])) return;
+    }
+  }
+  // One past the last node of the subtree rooted at `index`.
+  std::size_t skip_subtree(std::size_t index) const noexcept;
+
+  // The command's arguments when this message is an array of strings (request side).
+  // Fills `out` (cleared first); false when the root is not an array.
+  bool arguments(std::vector<std::string_view>& out) const;
+
+  // A value tree (allocates; for output and tests, not the hot path).
+  resp::value to_value() const;
+
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+ private:
+  resp::value value_at(std::size_t& index) const;
+
+  std::vector<message_node> nodes_;
+  std::string text_;
+  std::uint64_t truncated_ = 0;
+  bool bulk_open_ = false;  // the last node is a bulk still receiving pieces
+};
+
+// JSON for a message: strings as JSON strings (bytes that are not valid UTF-8 as
+// \u00XX), integers as numbers, null, true/false, finite doubles as numbers and
+// inf/nan as strings, big numbers as strings, errors as their text, arrays/sets/pushes
+// as arrays, maps as objects keyed by the key's text. Attributes are left out.
+void append_json(std::string& out, const message& m);
+// A JSON string literal with the escaping above.
+void append_json_string(std::string& out, std::string_view s);
+
+// The reply as redis-cli writes it, on one line: `(integer) 1`, `"v"`, `(nil)`,
+// `1) "message" 2) "ch" 3) "0"`.
+std::string to_cli_line(const message& m);
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,296 @@
+// `lockscope decode FILE... | -i IFACE`: every Redis exchange in a capture, one per line.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "lockscope/analyzer/analyzer.hpp"
+#include "lockscope/analyzer/capture.hpp"
+#include "lockscope/analyzer/output.hpp"
+
+namespace lockscope::cli {
+
+namespace {
+
+struct decode_options {
+  std::vector<std::string> files;
+  std::string interface;
+  std::vector<std::uint16_t> ports;
+  std::string filter;
+  int buffer_mb = 32;
+  double stats_interval = 10;
+  double flow_timeout = 600;
+  std::uint64_t max_buffer_per_flow = 4u << 20;
+  std::vector<std::string> commands;
+  std::string grep;
+  std::string format = "text";
+  bool show_secrets = false;
+  std::size_t max_argument = 40;
+  bool no_progress = false;
+};
+
+std::atomic<bool> stop_requested{false};
+std::atomic<analyzer::live_capture*> active_live{nullptr};
+
+extern "C" void on_stop_signal(int) {
+  stop_requested = true;
+  if (analyzer::live_capture* live = active_live.load()) live->stop();
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto x = static_cast<unsigned char>(a[i]);
+    const auto y = static_cast<unsigned char>(b[i]);
+    if (std::tolower(x) != std::tolower(y)) return false;
+  }
+  return true;
+}
+
+// Writes exchanges as they complete; applies --command and --grep.
+class printer final : public analyzer::exchange_sink {
+ public:
+  printer(const decode_options& o, bool line_buffered) : options_(o), line_buffered_(line_buffered) {
+    buffer_.reserve(1u << 20);
+    for (const std::string& c : o.commands) {
+      if (iequals(c, "PUSH") || iequals(c, "MONITOR") || c.find("SUBSCRIBE") != std::string::npos ||
+          c.find("subscribe") != std::string::npos) {
+        pushes_pass_filter_ = true;
+      }
+    }
+  }
+  ~printer() override { flush(); }
+
+  void on_exchange(const analyzer::exchange& e) override {
+    if (!selected(e)) return;
+    if (options_.format == "jsonl") analyzer::append_jsonl(buffer_, e);
+    else analyzer::append_text_line(buffer_, e, {options_.max_argument, true});
+    buffer_.push_back('\n');
+    ++printed_;
+    if (line_buffered_ || buffer_.size() > (1u << 20) - 4096) flush();
+  }
+
+  void on_session_event(const analyzer::session_event& ev) override {
+    const char* direction = ev.from_client ? "client" : "server";
+    switch (ev.kind) {
+      case analyzer::session_event_kind::decode_error:
+        clear_progress();
+        fmt::print(stderr, "lockscope decode: {} → {}: {} stream offset {}: {}; resynchronising\n",
+                   ev.from->to_string(), ev.to->to_string(), direction, ev.offset, ev.error.message());
+        break;
+      case analyzer::session_event_kind::gap:
+        clear_progress();
+        fmt::print(stderr, "lockscope decode: {} → {}: {} bytes missing at {} stream offset {}\n",
+                   ev.from->to_string(), ev.to->to_string(), ev.bytes, direction, ev.offset);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void flush() {
+    if (buffer_.empty()) return;
+    std::fwrite(buffer_.data(), 1, buffer_.size(), stdout);
+    if (line_buffered_) std::fflush(stdout);
+    buffer_.clear();
+  }
+  std::uint64_t printed() const noexcept { return printed_; }
+  bool progress_shown = false;
+  void clear_progress() {
+    if (progress_shown) {
+      std::fputs("\r\033[K", stderr);
+      progress_shown = false;
+    }
+  }
+
+ private:
+  bool selected(const analyzer::exchange& e) const {
+    if (!options_.commands.empty()) {
+      if (e.kind == analyzer::exchange_kind::push) {
+        if (!pushes_pass_filter_) return false;
+      } else {
+        if (e.command.empty()) return false;
+        bool found = false;
+        for (const std::string& c : options_.commands) {
+          if (iequals(c, e.command[0])) {
+            found = true;
+            break;
+          }
+        }
+        if (!found) return false;
+      }
+    }
+    if (!options_.grep.empty()) {
+      for (std::string_view arg : e.command) {
+        if (arg.find(options_.grep) != std::string_view::npos) return true;
+      }
+      if (e.reply != nullptr) {
+        for (const analyzer::message_node& n : e.reply->nodes()) {
+          if (e.reply->text(n).find(options_.grep) != std::string_view::npos) return true;
+        }
+      }
+      return false;
+    }
+    return true;
+  }
+
+  const decode_options& options_;
+  bool line_buffered_;
+  bool pushes_pass_filter_ = false;
+  std::string buffer_;
+  std::uint64_t printed_ = 0;
+};
+
+analyzer::analyzer_options make_analyzer_options(const decode_options& o) {
+  analyzer::analyzer_options a;
+  a.ports = o.ports;
+  a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);
+  a.session.show_secrets = o.show_secrets;
+  a.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
+  return a;
+}
+
+void print_summary(const analyzer::analyzer_stats& s, std::uint64_t printed, const char* drops) {
+  fmt::print(stderr,
+             "lockscope decode: {} packets ({:.1f} MB), {} flows ({} RESP), {} exchanges, {} pushes, "
+             "{} printed; gaps {} ({} bytes), decode errors {}, kernel drops {}\n",
+             s.packets, static_cast<double>(s.bytes) / 1e6, s.flows, s.resp_flows, s.exchanges, s.pushes,
+             printed, s.gaps, s.gap_bytes, s.decode_errors, drops);
+  if (s.resyncs > 0 || s.unpaired_replies > 0 || s.not_resp_flows > 0) {
+    fmt::print(stderr,
+               "lockscope decode: {} resyncs, {} replies to commands sent before the capture, {} non-RESP flows\n",
+               s.resyncs, s.unpaired_replies, s.not_resp_flows);
+  }
+  if (s.unsupported_link > 0 || s.malformed > 0 || s.fragments > 0) {
+    fmt::print(stderr, "lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",
+               s.unsupported_link, s.malformed, s.fragments);
+  }
+}
+
+int run_files(const decode_options& o) {
+  std::unique_ptr<analyzer::offline_capture> source;
+  try {
+    source = std::make_unique<analyzer::offline_capture>(
+        o.files, [](const std::string& w) { fmt::print(stderr, "lockscope decode: warning: {}\n", w); });
+  } catch (const analyzer::capture_error& e) {
+    fmt::print(stderr, "lockscope decode: {}\n", e.what());
+    return 2;
+  }
+  printer out(o, false);
+  analyzer::analyzer a(make_analyzer_options(o), out);
+  const bool progress = !o.no_progress && isatty(STDERR_FILENO) == 1 && source->total_bytes() > (16u << 20);
+  auto last_progress = std::chrono::steady_clock::now();
+  analyzer::captured_packet p;
+  std::uint64_t n = 0;
+  while (source->next(p)) {
+    a.on_packet(p.ts_us, p.link_type, p.data);
+    if (progress && (++n & 0xffff) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_progress > std::chrono::milliseconds(200)) {
+        last_progress = now;
+        const double fraction = static_cast<double>(source->bytes_read()) / static_cast<double>(source->total_bytes());
+        const int filled = static_cast<int>(fraction * 30);
+        fmt::print(stderr, "\r[{:=<{}}{: <{}}] {:3.0f}% ", "", filled, "", 30 - filled, fraction * 100);
+        out.progress_shown = true;
+      }
+    }
+  }
+  a.finish();
+  out.flush();
+  out.clear_progress();
+  std::fflush(stdout);
+  print_summary(a.stats(), out.printed(), "n/a");
+  return 0;
+}
+
+int run_live(const decode_options& o) {
+  analyzer::live_options lo;
+  lo.interface = o.interface;
+  lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
+  lo.filter = o.filter;
+  lo.buffer_mb = o.buffer_mb;
+  std::unique_ptr<analyzer::live_capture> live;
+  try {
+    live = std::make_unique<analyzer::live_capture>(lo);
+  } catch (const analyzer::capture_error& e) {
+    fmt::print(stderr, "lockscope decode: {}\n", e.what());
+    return 2;
+  }
+  decode_options effective = o;
+  if (effective.ports.empty() && o.filter.empty()) effective.ports = lo.ports;
+  printer out(effective, true);
+  analyzer::analyzer a(make_analyzer_options(effective), out);
+  active_live = live.get();
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  auto next_stats = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.stats_interval);
+  analyzer::captured_packet p;
+  while (!stop_requested) {
+    const auto r = live->next(p);
+    if (r == analyzer::live_capture::result::end) break;
+    if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
+    if (o.stats_interval > 0 && std::chrono::steady_clock::now() >= next_stats) {
+      next_stats += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(o.stats_interval));
+      const auto d = live->stats();
+      fmt::print(stderr, "lockscope decode: kernel: {} received, {} dropped, {} dropped by the interface\n",
+                 d.received, d.dropped, d.interface_dropped);
+    }
+  }
+  active_live = nullptr;
+  a.finish();
+  out.flush();
+  const auto d = live->stats();
+  print_summary(a.stats(), out.printed(), std::to_string(d.dropped + d.interface_dropped).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_decode_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<decode_options>();
+  CLI::App* cmd = app.add_subcommand("decode", "Print every Redis command, reply and push in a capture or live traffic");
+  cmd->add_option("files", o->files, "pcap/pcapng files (merged by time), - for stdin");
+  cmd->add_option("-i,--interface", o->interface, "Capture live on this interface (any for all)");
+  cmd->add_option("--port", o->ports, "Redis server port (repeatable; live default 6379). Files: only these flows")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd->add_option("--filter", o->filter, "Live: a raw BPF filter instead of the one built from --port");
+  cmd->add_option("--buffer-mb", o->buffer_mb, "Live: kernel capture buffer in MiB")->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--stats-interval", o->stats_interval, "Live: seconds between kernel drop reports (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--flow-timeout", o->flow_timeout, "Seconds of silence before a connection is forgotten")
+      ->capture_default_str();
+  cmd->add_option("--max-buffer-per-flow", o->max_buffer_per_flow,
+                  "Out-of-order bytes buffered per direction (e.g. 4MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--command", o->commands, "Only these commands (comma-separated, e.g. EVAL,SUBSCRIBE)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd->add_option("--grep", o->grep, "Only exchanges with an argument or reply containing TEXT");
+  cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))
+      ->capture_default_str();
+  cmd->add_flag("--show-secrets", o->show_secrets, "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET)");
+  cmd->add_option("--max-argument", o->max_argument, "Text: cut longer arguments with … (0: never)")
+      ->capture_default_str();
+  cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
+  cmd->callback([o, &exit_code, cmd] {
+    if (o->interface.empty() == o->files.empty()) {
+      throw CLI::ValidationError("decode", "give capture files or -i IFACE (one of them)");
+    }
+    (void)cmd;
+    exit_code = o->interface.empty() ? run_files(*o) : run_live(*o);
+  });
+}
+
+}  // namespace lockscope::cli

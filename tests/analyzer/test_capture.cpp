@@ -1,0 +1,168 @@
+// Capture files through offline_capture: link types, pcapng, merging, damage.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "helpers.hpp"
+
+using namespace lockscope::analyzer;
+using namespace lockscope::analyzer::test;
+using Catch::Matchers::Equals;
+using strings = std::vector<std::string>;
+
+namespace {
+
+script lock_conversation(const char* client_ip, const char* server_ip, std::uint16_t client_port) {
+  script s(ep(client_ip, client_port), ep(server_ip, 16379));
+  s.handshake()
+      .client(cmd({"AUTH", "Root@123"})).server("+OK\r\n")
+      .client(cmd({"SET", "k", "v"})).server("+OK\r\n")
+      .client(cmd({"GET", "k"})).server("$1\r\nv\r\n")
+      .close();
+  return s;
+}
+
+const strings lock_summaries{"AUTH **** => OK", "SET k v => OK", "GET k => v"};
+
+}  // namespace
+
+TEST_CASE("pcap files of every link type decode the same conversation", "[capture]") {
+  const int link = GENERATE(link_type::null, link_type::en10mb, link_type::raw, link_type::loop,
+                            link_type::linux_sll, link_type::linux_sll2, link_type::ipv4, link_type::ipv6);
+  const bool v6 = link == link_type::ipv6 || (link != link_type::ipv4 && GENERATE(false, true));
+  CAPTURE(link, v6);
+  temp_dir dir;
+  const auto s = v6 ? lock_conversation("2001:db8::10", "2001:db8::20", 50000)
+                    : lock_conversation("192.168.0.10", "192.168.0.20", 50000);
+  write_pcap(dir / "x.pcap", s.segments, link);
+  analyzer_stats stats;
+  const auto sink = analyze_files({(dir / "x.pcap").string()}, {}, nullptr, &stats);
+  CHECK_THAT(sink.summaries(), Equals(lock_summaries));
+  CHECK(stats.packets == s.segments.size());
+  CHECK(stats.tcp_segments == s.segments.size());
+  CHECK(stats.flows == 1);
+  CHECK(stats.resp_flows == 1);
+  REQUIRE(!sink.items.empty());
+  CHECK(sink.items[0].server == (v6 ? "[2001:db8::20]:16379" : "192.168.0.20:16379"));
+}
+
+TEST_CASE("VLAN and QinQ tagged captures decode", "[capture]") {
+  const std::vector<std::uint16_t> tags = GENERATE(std::vector<std::uint16_t>{42}, std::vector<std::uint16_t>{7, 42});
+  temp_dir dir;
+  const auto s = lock_conversation("10.9.0.1", "10.9.0.2", 50001);
+  write_pcap(dir / "vlan.pcap", s.segments, link_type::en10mb, 262144, {tags});
+  CHECK_THAT(analyze_files({(dir / "vlan.pcap").string()}).summaries(), Equals(lock_summaries));
+}
+
+TEST_CASE("a pcapng with two interfaces", "[capture][pcapng]") {
+  temp_dir dir;
+  auto a = lock_conversation("10.0.0.1", "10.0.0.2", 50001);
+  auto b = lock_conversation("10.0.0.3", "10.0.0.2", 50002);
+  {
+    pcapng_file_writer w((dir / "two.pcapng").string());
+    const auto eth = w.add_interface(link_type::en10mb);
+    // libpcap reads a pcapng only when every interface has the first one's link type
+    // and snaplen (see the next test).
+    const auto cooked = w.add_interface(link_type::en10mb);
+    // Interleave the two conversations, b shifted by 50 µs.
+    std::size_t i = 0, j = 0;
+    while (i < a.segments.size() || j < b.segments.size()) {
+      if (j >= b.segments.size() || (i < a.segments.size() && a.segments[i].ts_us <= b.segments[j].ts_us + 50)) {
+        w.write(eth, a.segments[i].ts_us, make_frame(link_type::en10mb, a.segments[i].spec));
+        ++i;
+      } else {
+        w.write(cooked, b.segments[j].ts_us + 50, make_frame(link_type::en10mb, b.segments[j].spec, {{5}}));
+        ++j;
+      }
+    }
+  }
+  const auto sink = analyze_files({(dir / "two.pcapng").string()});
+  REQUIRE(sink.items.size() == 6);
+  strings from_a, from_b;
+  for (const recorded& r : sink.items) (r.client == "10.0.0.1:50001" ? from_a : from_b).push_back(r.summary());
+  CHECK_THAT(from_a, Equals(lock_summaries));
+  CHECK_THAT(from_b, Equals(lock_summaries));
+  for (std::size_t k = 1; k < sink.items.size(); ++k) CHECK(sink.items[k - 1].request_us <= sink.items[k].request_us);
+}
+
+TEST_CASE("several files are merged by timestamp", "[capture]") {
+  temp_dir dir;
+  const auto s = lock_conversation("10.0.0.1", "10.0.0.2", 50003);
+  // Alternate packets between two files: only a timestamp merge gets the order right.
+  std::vector<timed_segment> even, odd;
+  for (std::size_t i = 0; i < s.segments.size(); ++i) (i % 2 == 0 ? even : odd).push_back(s.segments[i]);
+  write_pcap(dir / "even.pcap", even, link_type::en10mb);
+  write_pcap(dir / "odd.pcap", odd, link_type::linux_sll);
+  analyzer_stats stats;
+  const auto sink = analyze_files({(dir / "odd.pcap").string(), (dir / "even.pcap").string()}, {}, nullptr, &stats);
+  CHECK_THAT(sink.summaries(), Equals(lock_summaries));
+  CHECK(stats.gaps == 0);
+}
+
+TEST_CASE("a file truncated mid-record is read up to the damage, with a warning", "[capture]") {
+  temp_dir dir;
+  const auto s = lock_conversation("10.0.0.1", "10.0.0.2", 50004);
+  const auto path = dir / "cut.pcap";
+  write_pcap(path, s.segments);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 20);  // into the last record
+  std::vector<std::string> warnings;
+  const auto sink = analyze_files({path.string()}, {}, &warnings);
+  CHECK_THAT(sink.summaries(), Equals(lock_summaries));
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("cut.pcap") && Catch::Contains("truncated"));
+}
+
+TEST_CASE("unreadable input is a clear error and unknown link types are counted", "[capture]") {
+  temp_dir dir;
+  CHECK_THROWS_WITH(offline_capture({(dir / "missing.pcap").string()}), Catch::Contains("missing.pcap"));
+  {
+    std::ofstream junk(dir / "junk.pcap");
+    junk << "this is not a capture";
+  }
+  CHECK_THROWS_AS(offline_capture({(dir / "junk.pcap").string()}), capture_error);
+
+  const auto s = lock_conversation("10.0.0.1", "10.0.0.2", 50005);
+  {
+    pcap_file_writer w((dir / "user0.pcap").string(), 147);
+    for (const auto& seg : s.segments) w.write(seg.ts_us, make_frame(link_type::raw, seg.spec));
+  }
+  analyzer_stats stats;
+  const auto sink = analyze_files({(dir / "user0.pcap").string()}, {}, nullptr, &stats);
+  CHECK(sink.items.empty());
+  CHECK(stats.unsupported_link == s.segments.size());
+}
+
+TEST_CASE("snaplen truncation is a gap in that flow only", "[capture][tcp]") {
+  temp_dir dir;
+  script s(ep("10.0.0.1", 50006), ep("10.0.0.2", 6379));
+  const std::string big(1000, 'B');
+  s.handshake()
+      .client(cmd({"GET", "small"})).server("$2\r\nok\r\n")
+      .client(cmd({"GET", "big"})).server("$1000\r\n" + big + "\r\n")
+      .client(cmd({"GET", "after"})).server("$5\r\nfine!\r\n")
+      .close();
+  write_pcap(dir / "snap.pcap", s.segments, link_type::en10mb, 200);
+  analyzer_stats stats;
+  const auto sink = analyze_files({(dir / "snap.pcap").string()}, {}, nullptr, &stats);
+  CHECK_THAT(sink.summaries(), Equals(strings{"GET small => ok", "GET big => (none)", "GET after => fine!"}));
+  CHECK(stats.gaps == 1);
+  CHECK(stats.gap_bytes == 1009 - (200 - 54));
+  CHECK(sink.count(session_event_kind::gap) == 1);
+}
+
+TEST_CASE("a pcapng mixing link types is a warning, not a crash", "[capture][pcapng]") {
+  temp_dir dir;
+  const auto s = lock_conversation("10.0.0.1", "10.0.0.2", 50007);
+  {
+    pcapng_file_writer w((dir / "mixed.pcapng").string());
+    const auto eth = w.add_interface(link_type::en10mb);
+    const auto cooked = w.add_interface(link_type::linux_sll2);
+    for (const auto& seg : s.segments) w.write(eth, seg.ts_us, make_frame(link_type::en10mb, seg.spec));
+    w.write(cooked, s.now + 1000, make_frame(link_type::linux_sll2, s.segments[0].spec));
+  }
+  std::vector<std::string> warnings;
+  analyze_files({(dir / "mixed.pcapng").string()}, {}, &warnings);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("mixed.pcapng"));
+}
