@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockscope/lock/scripts.hpp"
 #include "lockscope/resp/decoder.hpp"
 
 // ---------------------------------------------------------------------------------
@@ -149,23 +150,10 @@ namespace resp = lockscope::resp;
 
 constexpr std::size_t workload_target_bytes = 2u << 20;
 
-// The Redisson scripts exactly as captured in the seed's §4.2 (339, 305 and 120 bytes).
-constexpr std::string_view acquire_script =
-    "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], "
-    "ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], "
-    "ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-constexpr std::string_view unlock_script =
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = "
-    "redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', "
-    "KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], "
-    "ARGV[1]); return 1; end; return nil;";
-constexpr std::string_view renew_script =
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], "
-    "ARGV[1]); return 1; end; return 0;";
-static_assert(acquire_script.size() == 339);
-static_assert(unlock_script.size() == 305);
-static_assert(renew_script.size() == 120);
+// The Redisson scripts from the one source of truth (the seed's §4.2 forms).
+constexpr std::string_view acquire_script = lockscope::lock::scripts::acquire;
+constexpr std::string_view unlock_script = lockscope::lock::scripts::unlock;
+constexpr std::string_view renew_script = lockscope::lock::scripts::renew;
 
 // splitmix64: a fixed, portable sequence (std distributions are not portable).
 class rng {
