@@ -15,4 +15,7 @@ void add_lock_command(CLI::App& app, int& exit_code);
 // `lockscope decode FILE... | -i IFACE`: Redis exchanges in captures or live traffic.
 void add_decode_command(CLI::App& app, int& exit_code);
 
+// `lockscope analyze FILE... | -i IFACE`: per-lock timelines, anomalies and a summary.
+void add_analyze_command(CLI::App& app, int& exit_code);
+
 }  // namespace lockscope::cli

@@ -1,0 +1,58 @@
+// The whole `lockscope analyze` pipeline over capture files, for the CLI and tests:
+// capture → analyzer → lock_recognizer → lock filter → lock_timeline → lock_report.
+//
+//   analysis_options o;  o.report.format = report_format::jsonl;
+//   analyze_files({"captures/seed-redisson.pcap"}, o, [](std::string_view s) { ... });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockscope/analyzer/analyzer.hpp"
+#include "lockscope/analyzer/capture.hpp"
+#include "lockscope/analyzer/lock_recognizer.hpp"
+#include "lockscope/analyzer/lock_report.hpp"
+#include "lockscope/analyzer/lock_timeline.hpp"
+
+namespace lockscope::analyzer {
+
+struct analysis_options {
+  std::vector<std::uint16_t> ports;
+  std::int64_t flow_timeout_us = 600'000'000;
+  timeline_options timeline{};
+  report_options report{};
+};
+
+struct analysis_result {
+  analyzer_stats capture;
+  recognizer_stats recognizer;
+  std::size_t locks = 0;
+  std::uint64_t events = 0;
+};
+
+// Operations on locks the report does not select are dropped before the timeline.
+class lock_operation_filter final : public lock_operation_sink {
+ public:
+  lock_operation_filter(const lock_report& report, lock_operation_sink& next, bool active) noexcept
+      : report_(report), next_(next), active_(active) {}
+  void on_operation(const lock_operation& op) override {
+    if (!active_ || report_.selected(op.lock)) next_.on_operation(op);
+  }
+  void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
+
+ private:
+  const lock_report& report_;
+  lock_operation_sink& next_;
+  bool active_;
+};
+
+// Reads the files (merged by time), writes the report through `write`. Throws
+// capture_error when a file cannot be opened.
+analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
+                              const std::function<void(std::string_view)>& write,
+                              offline_capture::warning_handler warn = {});
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,151 @@
+// Shared helpers for the timeline tests: messages from RESP text, recorders for
+// operations and events, and the whole pipeline over a capture file.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/analyzer/lock_analysis.hpp"
+#include "lockscope/analyzer/lock_recognizer.hpp"
+#include "lockscope/analyzer/lock_timeline.hpp"
+#include "lockscope/analyzer/message.hpp"
+#include "lockscope/analyzer/pcap_writer.hpp"
+#include "lockscope/resp/decoder.hpp"
+
+namespace lockscope::timeline_test {
+
+inline analyzer::message make_message(std::string_view resp_text) {
+  struct adder final : resp::handler {
+    analyzer::message* m;
+    void on_node(const resp::node& n) override { m->add(n, 1u << 20); }
+  } h;
+  analyzer::message m;
+  h.m = &m;
+  resp::decoder d;
+  const std::size_t used = d.feed(resp_text, h);
+  REQUIRE(used == resp_text.size());
+  REQUIRE(!d.error());
+  return m;
+}
+
+struct recorded_op {
+  analyzer::lock_op_kind kind{};
+  analyzer::lock_family family{};
+  analyzer::op_outcome outcome{};
+  bool inferred = false;
+  std::string lock, owner, channel;
+  std::int64_t lease_ms = -1, ttl_ms = -1, token = -1;
+};
+
+class op_recorder final : public analyzer::lock_operation_sink {
+ public:
+  void on_operation(const analyzer::lock_operation& op) override {
+    ops.push_back({op.kind, op.family, op.outcome, op.inferred, std::string(op.lock), std::string(op.owner),
+                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token});
+  }
+  std::vector<recorded_op> ops;
+};
+
+// Feeds one command (and its reply, RESP text; empty: none) to a recognizer.
+inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
+                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1) {
+  static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
+  static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
+  std::vector<std::string_view> views(args.begin(), args.end());
+  analyzer::message m;
+  if (!reply.empty()) m = make_message(reply);
+  analyzer::exchange e;
+  e.connection = connection;
+  e.client = &client;
+  e.server = &server;
+  e.client_text = "10.0.0.1:50000";
+  e.server_text = "10.0.0.2:6379";
+  e.request_us = at_us;
+  e.reply_us = reply.empty() ? -1 : at_us + 100;
+  e.command = views;
+  e.reply = reply.empty() ? nullptr : &m;
+  r.on_exchange(e);
+}
+
+inline void feed_push(analyzer::lock_recognizer& r, std::string_view push, std::int64_t at_us = 1'000'000) {
+  static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50001);
+  static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
+  analyzer::message m = make_message(push);
+  analyzer::exchange e;
+  e.kind = analyzer::exchange_kind::push;
+  e.connection = 2;
+  e.client = &client;
+  e.server = &server;
+  e.request_us = at_us;
+  e.reply = &m;
+  r.on_exchange(e);
+}
+
+struct recorded_event {
+  std::int64_t ts_us = 0;
+  std::string event;  // "acquired", or "anomaly:late_renewal"
+  std::string lock, owner, client;
+  std::int64_t hold_count = -1, lease_ms = -1, ttl_ms = -1, wait_us = -1, held_us = -1;
+  bool inferred = false;
+  analyzer::link_confidence confidence{};
+};
+
+class event_recorder final : public analyzer::lock_event_sink {
+ public:
+  void on_event(const analyzer::lock_event& e) override {
+    std::string name(analyzer::to_string(e.event));
+    if (e.event == analyzer::lock_event_kind::anomaly) name += ":" + std::string(analyzer::to_string(e.kind));
+    events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
+                      e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence});
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : events) out.push_back(e.event);
+    return out;
+  }
+  std::size_t count(std::string_view name) const {
+    std::size_t n = 0;
+    for (const auto& e : events) n += e.event == name ? 1 : 0;
+    return n;
+  }
+  const recorded_event* first(std::string_view name) const {
+    for (const auto& e : events) {
+      if (e.event == name) return &e;
+    }
+    return nullptr;
+  }
+  std::vector<recorded_event> events;
+};
+
+// The full pipeline over a capture file into an event recorder.
+inline event_recorder events_of(const std::string& pcap, const analyzer::timeline_options& options = {}) {
+  event_recorder rec;
+  analyzer::lock_timeline timeline(options, rec);
+  analyzer::lock_recognizer recognizer(timeline);
+  analyzer::analyzer a({}, recognizer);
+  analyzer::offline_capture source({pcap});
+  analyzer::captured_packet p;
+  std::int64_t last = -1;
+  while (source.next(p)) {
+    last = p.ts_us;
+    a.on_packet(p.ts_us, p.link_type, p.data);
+  }
+  a.finish();
+  timeline.finish(last);
+  return rec;
+}
+
+inline std::string report_of(const std::string& pcap, analyzer::report_format format,
+                             const analyzer::timeline_options& options = {}) {
+  analyzer::analysis_options o;
+  o.report.format = format;
+  o.timeline = options;
+  std::string out;
+  analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
+  return out;
+}
+
+}  // namespace lockscope::timeline_test

@@ -1,0 +1,297 @@
+// The bundled captures (captures/): each is rebuilt byte for byte from scenarios.cpp,
+// analysed, and compared with its golden timeline (text and jsonl). The seed
+// reconstruction is checked step by step against the documented flow, and each
+// crafted capture shows its anomaly.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "helpers.hpp"
+#include "scenarios.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+
+namespace {
+
+const std::filesystem::path captures_dir = LOCKSCOPE_CAPTURES_DIR;
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string pcap_of(std::string_view name) { return (captures_dir / (std::string(name) + ".pcap")).string(); }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("captures: every bundled synthetic capture is reproducible and matches its goldens", "[captures][golden]") {
+  const auto tmp = std::filesystem::temp_directory_path() / ("lockscope-timeline-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  for (const scenario& s : scenarios()) {
+    INFO(s.name);
+    capture_builder b;
+    s.build(b);
+    const auto rebuilt = tmp / "x.pcap";
+    b.write(rebuilt.string());
+    REQUIRE(std::filesystem::exists(pcap_of(s.name)));
+    CHECK(read_file(rebuilt) == read_file(pcap_of(s.name)));
+    CHECK(std::filesystem::file_size(pcap_of(s.name)) < 2u << 20);
+    const auto base = captures_dir / s.name;
+    CHECK(report_of(pcap_of(s.name), analyzer::report_format::text) == read_file(base.string() + ".timeline.txt"));
+    CHECK(report_of(pcap_of(s.name), analyzer::report_format::jsonl) == read_file(base.string() + ".jsonl"));
+  }
+  std::filesystem::remove_all(tmp);
+}
+
+TEST_CASE("captures: the seed reconstruction follows the documented flow step by step", "[captures][seed]") {
+  const auto rec = events_of(pcap_of("seed-redisson"));
+  REQUIRE(rec.names() == std::vector<std::string>{"acquired", "contended", "subscribed", "renewed", "released",
+                                                   "notified", "acquired", "unsubscribed"});
+  const auto& e = rec.events;
+  // [1][2] ClientA acquires myLock.
+  CHECK(e[0].owner == owner_a);
+  CHECK(e[0].client == "192.168.1.21:50001");
+  CHECK(e[0].hold_count == 1);
+  CHECK(e[0].lease_ms == 6000);
+  // [3][4] ClientB fails: the holder's remaining ttl.
+  CHECK(e[1].owner == owner_b);
+  CHECK(e[1].client == "192.168.1.22:50002");
+  CHECK(e[1].ttl_ms == 5760);
+  // [5] ClientB subscribes on its pub/sub connection, linked to its waiter.
+  CHECK(e[2].client == "192.168.1.22:50003");
+  CHECK(e[2].owner == owner_b);
+  CHECK(e[2].confidence == analyzer::link_confidence::high);
+  // The watchdog renews at lease/3.
+  CHECK(e[3].owner == owner_a);
+  CHECK(e[3].lease_ms == 6000);
+  CHECK(e[3].ts_us - e[0].ts_us == 2000 * 1000);
+  // [6][7] ClientA unlocks (and publishes).
+  CHECK(e[4].owner == owner_a);
+  CHECK(e[4].hold_count == 0);
+  CHECK(e[4].held_us == 2990 * 1000);
+  // [8] the message reaches ClientB's subscriber connection.
+  CHECK(e[5].client == "192.168.1.22:50003");
+  CHECK(e[5].owner == owner_b);
+  CHECK(e[5].ts_us > e[4].ts_us);
+  // [9] ClientB acquires, having waited since its failed attempt, then unsubscribes.
+  CHECK(e[6].owner == owner_b);
+  CHECK(e[6].client == "192.168.1.22:50002");
+  CHECK(e[6].wait_us == 3000400 + 120 - 250000);
+  CHECK(e[7].client == "192.168.1.22:50003");
+  for (const auto& ev : e) CHECK_FALSE(ev.inferred);
+
+  // The same in the jsonl form, with its fields.
+  const auto lines = lines_of(report_of(pcap_of("seed-redisson"), analyzer::report_format::jsonl));
+  REQUIRE(lines.size() == 8);
+  CHECK(lines[0] ==
+        "{\"ts\":1717209303.010120,\"lock\":\"myLock\",\"event\":\"acquired\",\"owner\":\"80e6bb0b-b3bb-4ce0-b120-"
+        "9c7ce917b767:12\",\"client\":\"192.168.1.21:50001\",\"server\":\"192.168.1.10:16379\",\"hold_count\":1,"
+        "\"lease_ms\":6000}");
+  CHECK(lines[1].find("\"event\":\"contended\"") != std::string::npos);
+  CHECK(lines[1].find("\"ttl_ms\":5760") != std::string::npos);
+  CHECK(lines[6].find("\"wait_ms\":2750.520") != std::string::npos);
+  CHECK(lines[4].find("\"held_ms\":2990.000") != std::string::npos);
+}
+
+TEST_CASE("captures: each crafted capture shows its anomaly", "[captures][anomaly]") {
+  struct expectation {
+    const char* capture;
+    const char* anomaly;
+  };
+  for (const auto& [capture, anomaly] : {
+           expectation{"crafted/expired_while_held", "anomaly:expired_while_held"},
+           expectation{"crafted/overlapping_holders", "anomaly:overlapping_holders"},
+           expectation{"crafted/unlock_by_non_owner", "anomaly:unlock_by_non_owner"},
+           expectation{"crafted/idle_with_waiters", "anomaly:idle_with_waiters"},
+           expectation{"crafted/woken_by_timeout", "anomaly:woken_by_timeout"},
+           expectation{"crafted/late_renewal", "anomaly:late_renewal"},
+           expectation{"crafted/long_hold", "anomaly:long_hold"},
+           expectation{"crafted/non_atomic_acquire", "anomaly:non_atomic_acquire"},
+       }) {
+    INFO(capture);
+    const auto rec = events_of(pcap_of(capture));
+    CHECK(rec.count(anomaly) == 1);
+  }
+  // No false alarms in the documented flow.
+  for (const auto& e : events_of(pcap_of("seed-redisson")).events) CHECK(e.event.rfind("anomaly", 0) != 0);
+}
+
+TEST_CASE("captures: the anomalies come with the right surrounding events", "[captures][anomaly]") {
+  auto rec = events_of(pcap_of("crafted/expired_while_held"));
+  CHECK(rec.names() == std::vector<std::string>{"acquired", "expired", "unlock_rejected", "anomaly:expired_while_held"});
+  rec = events_of(pcap_of("crafted/idle_with_waiters"));
+  CHECK(rec.count("anomaly:idle_with_waiters") == 1);
+  CHECK(rec.count("anomaly:woken_by_timeout") == 1);  // it woke by its ttl, not by the lost message
+  CHECK(rec.first("anomaly:idle_with_waiters")->owner == owner_b);
+  rec = events_of(pcap_of("crafted/woken_by_timeout"));
+  CHECK(rec.count("expired") == 1);
+  CHECK(rec.count("anomaly:idle_with_waiters") == 0);
+  rec = events_of(pcap_of("crafted/non_atomic_acquire"));
+  CHECK(rec.names() == std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire", "renewed", "contended",
+                                                "released"});
+}
+
+TEST_CASE("captures: EVALSHA-only captures give the seed timeline, unknown SHA1s marked inferred",
+          "[captures][evalsha]") {
+  const std::vector<std::string> flow{"acquired", "contended", "subscribed", "renewed", "released",
+                                      "notified", "acquired", "unsubscribed"};
+  auto known = events_of(pcap_of("crafted/evalsha_known"));
+  auto names = known.names();
+  REQUIRE(names.size() == 9);
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + 8) == flow);
+  CHECK(names[8] == "force_released");
+  for (const auto& e : known.events) CHECK_FALSE(e.inferred);
+
+  auto inferred = events_of(pcap_of("crafted/evalsha_inferred"));
+  names = inferred.names();
+  REQUIRE(names.size() == 9);
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + 8) == flow);
+  CHECK(names[8] == "released");
+  for (const auto& e : inferred.events) {
+    const bool from_script = e.event != "subscribed" && e.event != "notified" && e.event != "unsubscribed";
+    CHECK(e.inferred == from_script);
+  }
+  CHECK(inferred.events[6].wait_us > 0);
+}
+
+TEST_CASE("captures: lockscope analyze prints the golden timeline of the seed reconstruction", "[captures][cli]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("the lockscope CLI is not built");
+    return;
+  }
+  const std::string cmd = cli + " analyze " + pcap_of("seed-redisson") + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  CHECK(::pclose(p) == 0);
+  CHECK(out == read_file(captures_dir / "seed-redisson.timeline.txt"));
+}
+
+namespace {
+
+// Command names in a capture (to check what a recording contains).
+std::map<std::string, int> command_counts(const std::string& pcap) {
+  struct counter final : analyzer::exchange_sink {
+    std::map<std::string, int> counts;
+    void on_exchange(const analyzer::exchange& e) override {
+      if (!e.command.empty()) ++counts[std::string(e.command[0])];
+    }
+  } sink;
+  analyzer::analyzer a({}, sink);
+  analyzer::offline_capture source({pcap});
+  analyzer::captured_packet p;
+  while (source.next(p)) a.on_packet(p.ts_us, p.link_type, p.data);
+  a.finish();
+  return sink.counts;
+}
+
+std::set<std::string> owners_of(const event_recorder& rec, std::string_view event) {
+  std::set<std::string> out;
+  for (const auto& e : rec.events) {
+    if (e.event == event) out.insert(e.owner);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("captures: real recordings match their goldens", "[captures][golden][recorded]") {
+  for (const char* name : {"contend", "expiry", "resp3", "evalsha", "stress"}) {
+    INFO(name);
+    const std::string base = (captures_dir / "recorded" / name).string();
+    REQUIRE(std::filesystem::exists(base + ".pcap"));
+    CHECK(std::filesystem::file_size(base + ".pcap") < 2u << 20);
+    CHECK(report_of(base + ".pcap", analyzer::report_format::text) == read_file(base + ".timeline.txt"));
+    CHECK(report_of(base + ".pcap", analyzer::report_format::jsonl) == read_file(base + ".jsonl"));
+  }
+}
+
+TEST_CASE("captures: 3 clients contending with reentrancy and the watchdog", "[captures][recorded]") {
+  const auto rec = events_of((captures_dir / "recorded/contend.pcap").string());
+  CHECK(owners_of(rec, "acquired").size() == 3);
+  CHECK(rec.count("acquired") == 6);
+  CHECK(rec.count("reentered") == 6);
+  CHECK(rec.count("partially_released") == 6);
+  CHECK(rec.count("released") == 6);
+  CHECK(rec.count("renewed") >= 6);
+  CHECK(rec.count("notified") >= 2);
+  for (const auto& e : rec.events) CHECK(e.event.rfind("anomaly", 0) != 0);
+  // Every subscription was linked to the waiter that subscribed.
+  for (const auto& e : rec.events) {
+    if (e.event == "subscribed") CHECK_FALSE(e.owner.empty());
+  }
+}
+
+TEST_CASE("captures: a lease running out without renewal", "[captures][recorded][anomaly]") {
+  const auto rec = events_of((captures_dir / "recorded/expiry.pcap").string());
+  CHECK(rec.count("expired") == 1);
+  CHECK(rec.count("anomaly:expired_while_held") == 1);
+  CHECK(rec.count("anomaly:woken_by_timeout") == 1);
+  CHECK(rec.count("renewed") == 0);
+  const auto* expired = rec.first("expired");
+  REQUIRE(expired != nullptr);
+  CHECK(expired->lease_ms == 300);
+  CHECK(rec.first("anomaly:expired_while_held")->owner == expired->owner);
+  CHECK(rec.first("anomaly:expired_while_held")->ts_us > expired->ts_us);
+}
+
+TEST_CASE("captures: a RESP3 client", "[captures][recorded]") {
+  const std::string pcap = (captures_dir / "recorded/resp3.pcap").string();
+  CHECK(command_counts(pcap)["HELLO"] >= 3);
+  const auto rec = events_of(pcap);
+  CHECK(rec.count("acquired") == 3);
+  CHECK(rec.count("notified") >= 1);
+  CHECK(rec.count("released") == 3);
+}
+
+TEST_CASE("captures: EVALSHA mode with scripts loaded before the recording", "[captures][recorded][evalsha]") {
+  const std::string pcap = (captures_dir / "recorded/evalsha.pcap").string();
+  auto counts = command_counts(pcap);
+  CHECK(counts["EVALSHA"] > 0);
+  CHECK(counts["EVAL"] == 0);
+  CHECK(counts["SCRIPT"] == 0);
+  const auto rec = events_of(pcap);
+  CHECK(rec.count("acquired") == 3);
+  CHECK(rec.count("released") == 3);
+  CHECK(rec.count("renewed") >= 3);
+  for (const auto& e : rec.events) CHECK_FALSE(e.inferred);  // built-in SHA1s
+}
+
+TEST_CASE("captures: the mutual-exclusion stress run shows zero overlapping_holders", "[captures][recorded]") {
+  const auto rec = events_of((captures_dir / "recorded/stress.pcap").string());
+  CHECK(rec.count("acquired") == 160);
+  CHECK(rec.count("released") == 160);
+  CHECK(rec.count("anomaly:overlapping_holders") == 0);
+  CHECK(rec.count("expired") == 0);
+  // Holds never overlap: each acquisition follows the previous release.
+  std::int64_t last_release = 0;
+  bool held = false;
+  for (const auto& e : rec.events) {
+    if (e.event == "acquired") {
+      CHECK_FALSE(held);
+      CHECK(e.ts_us >= last_release);
+      held = true;
+    } else if (e.event == "released") {
+      held = false;
+      last_release = e.ts_us;
+    }
+  }
+}

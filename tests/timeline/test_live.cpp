@@ -1,0 +1,99 @@
+// `lockscope analyze -i lo` against a real redis-server: events are printed as they
+// happen (line-buffered), a lease expiry is printed at its deadline with no traffic
+// after it, and SIGINT prints the summary. Needs CAP_NET_RAW (skipped without it).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct child {
+  pid_t pid = -1;
+  int out = -1;
+  std::string text;
+
+  // Reads what is available within `wait`; true when `needle` has been seen.
+  bool read_until(std::string_view needle, std::chrono::milliseconds wait) {
+    const auto end = std::chrono::steady_clock::now() + wait;
+    while (text.find(needle) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{out, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(out, buf, sizeof buf);
+      if (n <= 0) return text.find(needle) != std::string::npos;
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+};
+
+child spawn(const std::vector<std::string>& args) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  child c;
+  c.pid = ::fork();
+  REQUIRE(c.pid >= 0);
+  if (c.pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  c.out = fds[0];
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("live: events as they happen, expiry at the deadline, summary on SIGINT", "[live]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli) || !lockscope::test::redis_server::available()) {
+    WARN("needs the lockscope CLI and redis-server");
+    return;
+  }
+  if (::geteuid() != 0) {
+    WARN("live capture needs CAP_NET_RAW: skipped");
+    return;
+  }
+  lockscope::test::redis_server server;
+  child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(server.port())});
+  std::this_thread::sleep_for(700ms);  // the capture is open
+  lockscope::test::resp_connection c("127.0.0.1", server.port());
+  const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
+  c.command_argv({"EVAL", std::string(acquire.text), "1", "liveLock", "400", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:7"});
+  CHECK(analyze.read_until("acquired", 3000ms));
+  // Nothing else is sent: the expiry must still be printed, at the deadline.
+  CHECK(analyze.read_until("expired", 3000ms));
+  CHECK(analyze.text.find("lease 400 ms, held 400.0ms") != std::string::npos);
+  ::kill(analyze.pid, SIGINT);
+  CHECK(analyze.read_until("lockscope analyze:", 5000ms));
+  int status = 0;
+  ::waitpid(analyze.pid, &status, 0);
+  ::close(analyze.out);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(analyze.text.find("liveLock") != std::string::npos);
+  CHECK(analyze.text.find("acq  contended") != std::string::npos);  // the summary table
+}

@@ -1,0 +1,377 @@
+// The per-lock state machine, fed operations directly: every event and every anomaly,
+// the clock (expiries at the deadline with nothing following) and waiter linking.
+#include <deque>
+
+#include "helpers.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+using analyzer::link_confidence;
+using analyzer::lock_family;
+using analyzer::lock_op_kind;
+using analyzer::op_outcome;
+
+namespace {
+
+constexpr std::int64_t ms = 1000;
+constexpr std::int64_t t0 = 1'700'000'000'000'000;
+
+class fixture {
+ public:
+  explicit fixture(analyzer::timeline_options o = {}) : timeline(o, events) {}
+
+  // An operation at t0 + at_ms (reply 100 µs after the request).
+  analyzer::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms,
+                              std::uint64_t connection = 1, std::string_view ip = "10.0.0.1") {
+    analyzer::lock_operation o;
+    o.kind = kind;
+    o.family = lock_family::redisson;
+    o.outcome = outcome;
+    o.lock = "L";
+    o.owner = owner;
+    o.connection = connection;
+    endpoints.push_back(analyzer::make_endpoint(ip, static_cast<std::uint16_t>(40000 + connection)));
+    texts.push_back(endpoints.back().to_string());
+    o.client = &endpoints.back();
+    o.client_text = texts.back();
+    o.server_text = "10.0.0.9:6379";
+    o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
+    o.reply_us = o.request_us + 100;
+    return o;
+  }
+  void acquire(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok,
+               std::uint64_t connection = 1, std::string_view ip = "10.0.0.1", std::int64_t ttl = -1) {
+    auto o = op(lock_op_kind::acquire, outcome, owner, at_ms, connection, ip);
+    o.lease_ms = lease_ms;
+    o.ttl_ms = ttl;
+    timeline.on_operation(o);
+  }
+  void unlock(std::string_view owner, double at_ms, op_outcome outcome, std::uint64_t connection = 1,
+              std::int64_t lease_ms = 30000) {
+    auto o = op(lock_op_kind::unlock, outcome, owner, at_ms, connection);
+    o.lease_ms = lease_ms;
+    timeline.on_operation(o);
+  }
+  void renew(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok) {
+    auto o = op(lock_op_kind::renew, outcome, owner, at_ms);
+    o.lease_ms = lease_ms;
+    timeline.on_operation(o);
+  }
+  void pubsub(lock_op_kind kind, double at_ms, std::uint64_t connection, std::string_view ip = "10.0.0.2") {
+    auto o = op(kind, op_outcome::ok, "", at_ms, connection, ip);
+    o.channel = "redisson_lock__channel:{L}";
+    if (kind == lock_op_kind::message) o.reply_us = o.request_us;
+    timeline.on_operation(o);
+  }
+
+  event_recorder events;
+  analyzer::lock_timeline timeline;
+  std::deque<analyzer::endpoint> endpoints;
+  std::deque<std::string> texts;
+};
+
+}  // namespace
+
+TEST_CASE("timeline: acquire, reenter, partial and final release with hold counts", "[timeline]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire("A", 10, 30000);
+  f.unlock("A", 20, op_outcome::partial);
+  f.unlock("A", 30, op_outcome::ok);
+  CHECK(f.events.names() ==
+        std::vector<std::string>{"acquired", "reentered", "partially_released", "released"});
+  CHECK(f.events.events[0].hold_count == 1);
+  CHECK(f.events.events[0].lease_ms == 30000);
+  CHECK(f.events.events[1].hold_count == 2);
+  CHECK(f.events.events[2].hold_count == 1);
+  CHECK(f.events.events[3].hold_count == 0);
+  CHECK(f.events.events[3].held_us == 30 * ms);
+  bool seen = false;
+  f.timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats& s) {
+    seen = true;
+    CHECK(lock == "L");
+    CHECK(s.acquisitions == 1);
+    REQUIRE(s.hold_us.size() == 1);
+    CHECK(s.hold_us[0] == 30 * ms);
+  });
+  CHECK(seen);
+}
+
+TEST_CASE("timeline: a lease expires at its deadline even when nothing follows", "[timeline]") {
+  fixture f;
+  f.acquire("A", 0, 100);
+  f.timeline.advance_to(t0 + 99 * ms);
+  CHECK(f.events.count("expired") == 0);
+  f.timeline.advance_to(t0 + 500 * ms);
+  REQUIRE(f.events.count("expired") == 1);
+  const auto* e = f.events.first("expired");
+  CHECK(e->ts_us == t0 + 100 + 100 * ms);  // reply time + lease
+  CHECK(e->held_us == 100 * ms);
+  CHECK(e->owner == "A");
+}
+
+TEST_CASE("timeline: renewals move the deadline", "[timeline]") {
+  fixture f;
+  f.acquire("A", 0, 300);
+  f.renew("A", 100, 300);
+  f.renew("A", 200, 300);
+  f.timeline.advance_to(t0 + 450 * ms);
+  CHECK(f.events.count("renewed") == 2);
+  CHECK(f.events.count("expired") == 0);
+  f.timeline.advance_to(t0 + 600 * ms);
+  CHECK(f.events.count("expired") == 1);
+  CHECK(f.events.count("anomaly:late_renewal") == 0);
+}
+
+TEST_CASE("timeline: expired_while_held on an unlock or a renewal after the lease ran out", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 100);
+  f.unlock("A", 300, op_outcome::rejected);
+  CHECK(f.events.names() ==
+        std::vector<std::string>{"acquired", "expired", "unlock_rejected", "anomaly:expired_while_held"});
+  fixture g;
+  g.acquire("A", 0, 100);
+  g.renew("A", 150, 100, op_outcome::rejected);
+  CHECK(g.events.names() == std::vector<std::string>{"acquired", "expired", "renew_failed", "anomaly:expired_while_held"});
+}
+
+TEST_CASE("timeline: overlapping_holders only while the first lease cannot have ended", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire("B", 1000, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("anomaly:overlapping_holders") == 1);
+  fixture g;
+  g.acquire("A", 0, 1000);
+  // B's acquire lands after A's request time + lease (but before our reply-based deadline).
+  g.acquire("B", 999.95, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(g.events.count("anomaly:overlapping_holders") == 0);
+  CHECK(g.events.count("expired") == 1);
+}
+
+TEST_CASE("timeline: unlock_by_non_owner", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.unlock("B", 10, op_outcome::rejected, 2);
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "unlock_rejected", "anomaly:unlock_by_non_owner"});
+  CHECK(f.events.events[2].owner == "B");
+}
+
+TEST_CASE("timeline: a waiter fails, subscribes, is notified and acquires with wait_ms", "[timeline]") {
+  fixture f;
+  f.acquire("A", 0, 30000, op_outcome::ok, 1, "10.0.0.1");
+  f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2", 29900);
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.acquire("B", 102, 30000, op_outcome::contended, 2, "10.0.0.2", 29898);  // the retry after SUBSCRIBE
+  f.unlock("A", 1000, op_outcome::ok);
+  f.pubsub(lock_op_kind::message, 1000.2, 3);
+  f.acquire("B", 1001, 30000, op_outcome::ok, 2, "10.0.0.2");
+  f.pubsub(lock_op_kind::unsubscribe, 1002, 3);
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "contended", "subscribed", "contended", "released",
+                                                     "notified", "acquired", "unsubscribed"});
+  const auto& sub = f.events.events[2];
+  CHECK(sub.owner == "B");
+  CHECK(sub.confidence == link_confidence::high);
+  CHECK(f.events.events[1].ttl_ms == 29900);
+  CHECK(f.events.events[5].owner == "B");
+  const auto& acquired = f.events.events[6];
+  CHECK(acquired.wait_us == 1001 * ms + 100 - 100 * ms);  // reply of the acquire - first failed request
+  CHECK(f.events.events[7].owner == "B");
+}
+
+TEST_CASE("timeline: subscriber linking confidence", "[timeline]") {
+  SECTION("same connection (RESP3): certain") {
+    fixture f;
+    f.acquire("A", 0, 30000);
+    f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    f.pubsub(lock_op_kind::subscribe, 101, 2);
+    CHECK(f.events.first("subscribed")->confidence == link_confidence::certain);
+  }
+  SECTION("two waiters on the same IP: low, the most recent") {
+    fixture f;
+    f.acquire("A", 0, 30000);
+    f.acquire("B1", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    f.acquire("B2", 101, 30000, op_outcome::contended, 4, "10.0.0.2");
+    f.pubsub(lock_op_kind::subscribe, 102, 3);
+    CHECK(f.events.first("subscribed")->confidence == link_confidence::low);
+    CHECK(f.events.first("subscribed")->owner == "B2");
+  }
+  SECTION("another IP or outside the window: not linked") {
+    fixture f;
+    f.acquire("A", 0, 30000);
+    f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    f.pubsub(lock_op_kind::subscribe, 101, 3, "10.0.0.3");
+    f.pubsub(lock_op_kind::subscribe, 5000, 5, "10.0.0.2");
+    CHECK(f.events.count("subscribed") == 2);
+    for (const auto& e : f.events.events) {
+      if (e.event == "subscribed") CHECK(e.owner.empty());
+    }
+  }
+}
+
+TEST_CASE("timeline: idle_with_waiters fires at free + threshold with nothing following", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.unlock("A", 1000, op_outcome::ok);
+  f.timeline.advance_to(t0 + 1040 * ms);
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+  f.timeline.advance_to(t0 + 2000 * ms);
+  REQUIRE(f.events.count("anomaly:idle_with_waiters") == 1);
+  CHECK(f.events.first("anomaly:idle_with_waiters")->ts_us == t0 + 1000 * ms + 100 + 50 * ms);
+  CHECK(f.events.first("anomaly:idle_with_waiters")->owner == "B");
+
+  fixture quick;  // the waiter takes it within the threshold: no anomaly
+  quick.acquire("A", 0, 30000);
+  quick.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  quick.pubsub(lock_op_kind::subscribe, 101, 3);
+  quick.unlock("A", 1000, op_outcome::ok);
+  quick.acquire("B", 1030, 30000, op_outcome::ok, 2, "10.0.0.2");
+  quick.timeline.advance_to(t0 + 5000 * ms);
+  CHECK(quick.events.count("anomaly:idle_with_waiters") == 0);
+}
+
+TEST_CASE("timeline: woken_by_timeout, but not for the retry right after SUBSCRIBE or after a message",
+          "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 500);
+  f.acquire("B", 100, 500, op_outcome::contended, 2, "10.0.0.2", 400);
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.acquire("B", 102, 500, op_outcome::contended, 2, "10.0.0.2", 398);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  f.acquire("B", 520, 500, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+  CHECK(f.events.first("anomaly:woken_by_timeout")->owner == "B");
+
+  fixture g;
+  g.acquire("A", 0, 30000);
+  g.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  g.pubsub(lock_op_kind::subscribe, 101, 3);
+  g.acquire("B", 102, 30000, op_outcome::contended, 2, "10.0.0.2");
+  g.unlock("A", 200, op_outcome::ok);
+  g.pubsub(lock_op_kind::message, 200.2, 3);
+  g.acquire("B", 201, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(g.events.count("anomaly:woken_by_timeout") == 0);
+}
+
+TEST_CASE("timeline: late_renewal when the gap exceeds 1.5 x lease/3", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 3000);
+  f.renew("A", 1000, 3000);
+  f.renew("A", 2490, 3000);  // 1490 ms: within 1500
+  CHECK(f.events.count("anomaly:late_renewal") == 0);
+  f.renew("A", 4100, 3000);  // 1610 ms
+  CHECK(f.events.count("anomaly:late_renewal") == 1);
+}
+
+TEST_CASE("timeline: long_hold is emitted when the threshold passes", "[timeline][anomaly]") {
+  analyzer::timeline_options o;
+  o.long_hold_us = 1000 * ms;
+  fixture f(o);
+  f.acquire("A", 0, 30000);
+  f.timeline.advance_to(t0 + 900 * ms);
+  CHECK(f.events.count("anomaly:long_hold") == 0);
+  f.timeline.advance_to(t0 + 1500 * ms);
+  REQUIRE(f.events.count("anomaly:long_hold") == 1);
+  CHECK(f.events.first("anomaly:long_hold")->ts_us == t0 + 100 + 1000 * ms);
+  f.timeline.advance_to(t0 + 5000 * ms);
+  CHECK(f.events.count("anomaly:long_hold") == 1);  // once per hold
+}
+
+TEST_CASE("timeline: SETNX is a non_atomic_acquire, EXPIRE sets its lease, DEL releases", "[timeline][anomaly]") {
+  fixture f;
+  auto setnx = f.op(lock_op_kind::acquire, op_outcome::ok, "1", 0);
+  setnx.family = lock_family::setnx;
+  f.timeline.on_operation(setnx);
+  auto expire = f.op(lock_op_kind::expire, op_outcome::ok, "", 1);
+  expire.lease_ms = 15000;
+  f.timeline.on_operation(expire);
+  f.timeline.on_operation(f.op(lock_op_kind::del, op_outcome::ok, "", 100));
+  CHECK(f.events.names() ==
+        std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire", "renewed", "released"});
+  CHECK(f.events.events[2].lease_ms == 15000);
+  CHECK(f.events.events[2].owner == "1");
+  // Plain commands on keys that never were locks are ignored.
+  f.timeline.on_operation(f.op(lock_op_kind::del, op_outcome::ok, "", 200));
+  CHECK(f.events.events.size() == 4);
+}
+
+TEST_CASE("timeline: force unlock releases every holder", "[timeline]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.timeline.on_operation(f.op(lock_op_kind::force_unlock, op_outcome::ok, "", 10, 2));
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "force_released"});
+  CHECK(f.events.events[1].owner == "A");
+  f.acquire("B", 20, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("anomaly:overlapping_holders") == 0);
+}
+
+TEST_CASE("timeline: read locks are shared", "[timeline]") {
+  fixture f;
+  auto r1 = f.op(lock_op_kind::acquire, op_outcome::ok, "R1", 0);
+  r1.family = lock_family::redisson_read;
+  r1.shared = true;
+  r1.lease_ms = 30000;
+  auto r2 = r1;
+  r2.owner = "R2";
+  r2.request_us += 10 * ms;
+  r2.reply_us += 10 * ms;
+  f.timeline.on_operation(r1);
+  f.timeline.on_operation(r2);
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "acquired"});
+}
+
+TEST_CASE("timeline: woken_by_timeout is reported once per wait", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 300);
+  f.acquire("B", 100, 300, op_outcome::contended, 2, "10.0.0.2", 200);
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.acquire("B", 102, 300, op_outcome::contended, 2, "10.0.0.2", 198);
+  for (int i = 0; i < 5; ++i) f.acquire("B", 299.5 + 0.1 * i, 300, op_outcome::contended, 2, "10.0.0.2", 0);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+}
+
+TEST_CASE("timeline: random operation sequences keep events in time order and never crash", "[timeline][random]") {
+  std::uint64_t seed = 0x9e3779b97f4a7c15ull;
+  auto next = [&](std::uint64_t n) {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed % n;
+  };
+  const lock_op_kind kinds[] = {lock_op_kind::acquire,     lock_op_kind::unlock,    lock_op_kind::renew,
+                                lock_op_kind::force_unlock, lock_op_kind::expire,    lock_op_kind::del,
+                                lock_op_kind::subscribe,   lock_op_kind::unsubscribe, lock_op_kind::message};
+  const op_outcome outcomes[] = {op_outcome::ok,      op_outcome::contended, op_outcome::partial, op_outcome::rejected,
+                                 op_outcome::expired, op_outcome::none,      op_outcome::error,   op_outcome::no_reply};
+  const char* owners[] = {"80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:1", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:2",
+                          "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:1", "token", ""};
+  const lock_family families[] = {lock_family::redisson, lock_family::set_based, lock_family::setnx,
+                                  lock_family::redisson_read};
+  for (int round = 0; round < 20; ++round) {
+    fixture f;
+    double t = 0;
+    for (int i = 0; i < 2000; ++i) {
+      t += static_cast<double>(next(400));
+      auto o = f.op(kinds[next(9)], outcomes[next(8)], owners[next(5)], t, 1 + next(6),
+                    next(2) == 0 ? "10.0.0.1" : "10.0.0.2");
+      o.lock = next(3) == 0 ? "L2" : "L";
+      o.family = families[next(4)];
+      o.shared = o.family == lock_family::redisson_read;
+      o.lease_ms = static_cast<std::int64_t>(next(3000)) - 1;
+      o.ttl_ms = static_cast<std::int64_t>(next(3000));
+      if (next(50) == 0) o.lease_ms = INT64_MAX;
+      f.timeline.on_operation(o);
+    }
+    f.timeline.advance_to(t0 + static_cast<std::int64_t>(t * 1000) + 100'000'000);
+    std::int64_t last = 0;
+    for (const auto& e : f.events.events) {
+      if (e.ts_us < last) FAIL_CHECK("out of order: " << e.event << " at " << e.ts_us - t0 << " after " << last - t0);
+      last = e.ts_us;
+      if (e.hold_count != -1) CHECK(e.hold_count >= 0);
+      if (e.held_us != -1) CHECK(e.held_us >= 0);
+      if (e.wait_us != -1) CHECK(e.wait_us >= 0);
+    }
+    CHECK(f.events.events.size() > 100);
+  }
+}
