@@ -18,8 +18,8 @@ build: configure
 	@cmake --build --preset $(PRESET)
 
 demo: build
-	@echo "== lockscope resp captures/seed-4.2.resp (the messages of the seed article, §4.2)"
-	@$(LOCKSCOPE) resp captures/seed-4.2.resp --max-argument 48 --short-owners
+	@echo "== lockscope analyze captures/seed-redisson.pcap (the seed article's lock contention, rebuilt as a capture)"
+	@$(LOCKSCOPE) analyze captures/seed-redisson.pcap
 
 test: build
 	@ctest --preset $(PRESET) --parallel 2
