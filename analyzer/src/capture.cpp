@@ -25,7 +25,10 @@ std::uint32_t swap32(std::uint32_t v) noexcept { return __builtin_bswap32(v); }
 // the resident set small whatever the file size. pcapng and stdin go through libpcap.
 class mapped_pcap {
  public:
-  static constexpr std::size_t window_size = 16u << 20;  // > the largest record
+  // > the largest record: libpcap allows 256 KiB for the link types that carry TCP
+  // (larger records get the "bad dump file format" error below). The window's pages
+  // count in the resident set, so it stays small.
+  static constexpr std::size_t window_size = 2u << 20;
 
   ~mapped_pcap() { unmap(); if (fd_ >= 0) ::close(fd_); }
 

@@ -139,6 +139,9 @@ struct lock_recognizer::state {
     bool acquire_proven = false; // an inferred SHA that answered nil or a PTTL >= 2
   };
   string_map<script_class> by_text;
+  // The last EVAL's entry (nodes of by_text never move): clients repeat one script, and
+  // comparing its text is cheaper than hashing it.
+  const std::pair<const std::string, script_class>* last_eval = nullptr;
   string_map<sha_entry> by_sha;
   std::array<char, 40> sha_scratch{};
   std::vector<std::string_view> keys;   // reused per exchange
@@ -336,7 +339,9 @@ void lock_recognizer::on_exchange(const exchange& e) {
 
   script_class cls;
   state::sha_entry* sha_entry = nullptr;
-  if (eval) {
+  if (eval && st.last_eval != nullptr && st.last_eval->first == args[1]) {
+    cls = st.last_eval->second;
+  } else if (eval) {
     auto it = st.by_text.find(args[1]);
     if (it == st.by_text.end()) {
       ++stats_.scripts_seen;
@@ -346,6 +351,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       st.by_sha[sha] = state::sha_entry{it->second, false, false};
       if (!it->second.is_lock_script()) ++stats_.unknown_scripts;
     }
+    st.last_eval = &*it;
     cls = it->second;
   } else {
     const std::string_view sha = st.normal_sha(args[1]);

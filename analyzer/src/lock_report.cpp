@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -219,34 +222,100 @@ void lock_report::on_event(const lock_event& e) {
 
 namespace {
 
-struct percentiles {
-  std::int64_t p50 = -1, p99 = -1, max = -1;
+// The summary table has a row per lock (hundreds of thousands on big captures): rows
+// are written straight into a char buffer. Each fast path prints exactly what the fmt
+// specification of the row prints, and defers to fmt where that is not obvious.
+class row_writer {
+ public:
+  explicit row_writer(const std::function<void(std::string_view)>& write) : write_(write) {}
+  ~row_writer() = default;
+
+  // Room for `n` more bytes; the row is then written through `p` and ended with `end`.
+  char* begin_row(std::size_t n) {
+    if (used_ + n > buffer_.size()) {
+      flush();
+      if (n > buffer_.size()) buffer_.resize(n);
+    }
+    return buffer_.data() + used_;
+  }
+  void end_row(char* p) { used_ = static_cast<std::size_t>(p - buffer_.data()); }
+  void flush() {
+    if (used_ > 0) write_(std::string_view(buffer_.data(), used_));
+    used_ = 0;
+  }
+
+ private:
+  const std::function<void(std::string_view)>& write_;
+  std::vector<char> buffer_ = std::vector<char>(1u << 18);
+  std::size_t used_ = 0;
 };
 
-// Nearest-rank percentiles; `scratch` is reused across locks.
-percentiles compute(std::span<const std::int64_t> samples, std::vector<std::int64_t>& scratch) {
-  percentiles p;
-  if (samples.empty()) return p;
-  if (samples.size() == 1) {
-    p.p50 = p.p99 = p.max = samples[0];
-    return p;
+char* put(char* p, std::string_view s) noexcept {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+char* spaces(char* p, std::size_t n) noexcept {
+  std::memset(p, ' ', n);
+  return p + n;
+}
+// `{:>width}` of an integer.
+char* put_right(char* p, std::uint64_t v, std::size_t width) noexcept {
+  const fmt::format_int f(v);
+  if (f.size() < width) p = spaces(p, width - f.size());
+  return put(p, std::string_view(f.data(), f.size()));
+}
+
+// Printable ASCII only: shown as is, and its display width is its size.
+bool plain_ascii(std::string_view s) noexcept {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+// format_duration at `p` (at most 32 bytes), without allocating; `columns` counts the
+// display width. Exact ties (x.xxx5 s, x.x5 ms) go through fmt, whose rounding of the
+// binary value decides them.
+char* put_duration(char* p, std::int64_t us, std::size_t& columns) {
+  char* const start = p;
+  if (us < 0) {
+    *p++ = '-';
+  } else if (us < 1000) {
+    const fmt::format_int f(us);
+    p = put(p, std::string_view(f.data(), f.size()));
+    p = put(p, "µs");
+    --columns;  // µ is two bytes, one column
+  } else if (us >= (std::int64_t{1} << 50) || (us < 1'000'000 ? us % 100 == 50 : us % 1000 == 500)) {
+    p = put(p, format_duration(us));
+  } else {
+    const bool ms = us < 1'000'000;
+    const std::int64_t unit = ms ? 100 : 1000;
+    const std::int64_t digits = ms ? 10 : 1000;
+    std::int64_t q = us / unit;
+    if (us % unit > unit / 2) ++q;
+    const fmt::format_int whole(q / digits);
+    p = put(p, std::string_view(whole.data(), whole.size()));
+    *p++ = '.';
+    const fmt::format_int frac(q % digits + digits);  // leading zeros: cut the leading 1
+    p = put(p, std::string_view(frac.data() + 1, frac.size() - 1));
+    p = put(p, ms ? "ms" : "s");
   }
-  scratch.assign(samples.begin(), samples.end());
-  std::sort(scratch.begin(), scratch.end());
-  auto rank = [&](double q) {
-    std::size_t i = static_cast<std::size_t>(q * static_cast<double>(scratch.size()) + 0.999999);
-    if (i == 0) i = 1;
-    return scratch[std::min(i, scratch.size()) - 1];
-  };
-  p.p50 = rank(0.50);
-  p.p99 = rank(0.99);
-  p.max = scratch.back();
+  columns += static_cast<std::size_t>(p - start);
   return p;
 }
 
-std::string triple(const percentiles& p) {
-  if (p.max < 0) return "-";
-  return format_duration(p.p50) + "/" + format_duration(p.p99) + "/" + format_duration(p.max);
+// "p50/p99/max" (or "-") left-aligned in `width` columns, like fmt's `{:<width}`.
+char* put_triple(char* p, const duration_stats& d, std::size_t width) {
+  std::size_t columns = 0;
+  if (d.max < 0) {
+    *p++ = '-';
+    columns = 1;
+  } else {
+    p = put_duration(p, d.p50, columns);
+    *p++ = '/';
+    p = put_duration(p, d.p99, columns);
+    *p++ = '/';
+    p = put_duration(p, d.max, columns);
+    columns += 2;
+  }
+  return columns < width ? spaces(p, width - columns) : p;
 }
 
 }  // namespace
@@ -256,28 +325,62 @@ void lock_report::write_summary(const lock_timeline& timeline) {
   timeline.for_each_lock_name([&](std::string_view lock) {
     if (selected(lock)) width = std::max(width, std::min<std::size_t>(lock.size(), 48));
   });
-  std::vector<std::int64_t> scratch;
   append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", "lock", width,
                  "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "renewals", "expiries", "anomalies");
+  flush();
   std::uint64_t locks = 0;
+  row_writer rows(write_);
   timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
     if (!selected(lock)) return;
     ++locks;
-    const double contended = s.acquisitions == 0 ? 0.0
-                                                 : 100.0 * static_cast<double>(s.contended_acquisitions) /
-                                                       static_cast<double>(s.acquisitions);
-    std::string anomalies;
-    if (s.anomaly_total() == 0) anomalies = "-";
-    for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
-      if (s.anomalies[k] == 0) continue;
-      if (!anomalies.empty()) anomalies += ' ';
-      anomalies += fmt::format("{}={}", to_string(static_cast<anomaly_kind>(k)), s.anomalies[k]);
+    // The row is "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n"; its
+    // fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
+    char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
+    if (plain_ascii(lock)) {  // the usual case
+      p = put(p, lock);
+      if (lock.size() < width) p = spaces(p, width - lock.size());
+    } else {
+      p = fmt::format_to(p, "{:<{}}", printable(lock), width);
     }
-    append_format(out_, "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", printable(lock),
-                   width, s.acquisitions, contended, triple(compute(s.hold_us, scratch)), triple(compute(s.wait_us, scratch)),
-                   s.renewals, s.expiries, anomalies);
-    if (out_.size() > (1u << 16)) flush();
+    p = spaces(p, 2);
+    p = put_right(p, s.acquisitions, 6);
+    p = spaces(p, 2);
+    if (s.contended_acquisitions == 0) {
+      p = put(p, "     0.0");
+    } else if (s.contended_acquisitions == s.acquisitions) {
+      p = put(p, "   100.0");
+    } else {
+      const double contended = s.acquisitions == 0 ? 0.0
+                                                   : 100.0 * static_cast<double>(s.contended_acquisitions) /
+                                                         static_cast<double>(s.acquisitions);
+      p = fmt::format_to(p, "{:>8.1f}", contended);
+    }
+    p = put(p, "%  ");
+    p = put_triple(p, s.hold, 28);
+    p = spaces(p, 2);
+    p = put_triple(p, s.wait, 28);
+    p = spaces(p, 2);
+    p = put_right(p, s.renewals, 8);
+    p = spaces(p, 2);
+    p = put_right(p, s.expiries, 8);
+    p = spaces(p, 2);
+    if (s.anomaly_total() == 0) {
+      *p++ = '-';
+    } else {
+      bool first = true;
+      for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
+        if (s.anomalies[k] == 0) continue;
+        if (!first) *p++ = ' ';
+        first = false;
+        p = put(p, to_string(static_cast<anomaly_kind>(k)));
+        *p++ = '=';
+        p = put_right(p, s.anomalies[k], 0);
+      }
+    }
+    *p++ = '\n';
+    rows.end_row(p);
   });
+  rows.flush();
   if (locks == 0) out_ += "(no lock activity)\n";
   flush();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <queue>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,17 +40,65 @@ constexpr std::uint32_t no_id = 0xffffffffu;
 class text_arena {
  public:
   std::string_view store(std::string_view s) {
-    if (blocks_.empty() || blocks_.back().capacity() - blocks_.back().size() < s.size()) {
-      blocks_.emplace_back();
-      blocks_.back().reserve(std::max<std::size_t>(s.size(), 1u << 16));
-    }
-    std::string& b = blocks_.back();
+    std::string& b = block_for(s.size());
     const std::size_t at = b.size();
     b.append(s);
     return std::string_view(b).substr(at, s.size());
   }
+ private:
+  // The current block, or a new one when `size` more bytes do not fit (blocks never
+  // grow: that would move the texts).
+  std::string& block_for(std::size_t size) {
+    if (blocks_.empty() || blocks_.back().capacity() - blocks_.back().size() < size) {
+      blocks_.emplace_back();
+      blocks_.back().reserve(std::max<std::size_t>(size, 1u << 16));
+    }
+    return blocks_.back();
+  }
+  std::deque<std::string> blocks_;
+};
+
+// Lock names, each reachable from a 32-bit reference (block << 16 | offset): the
+// name follows its length (a LEB128 varint: one byte below 128). Blocks hold 64 KiB; a
+// longer name gets a block of its own. 65536 blocks: at most 4 GiB of names.
+class name_arena {
+ public:
+  static constexpr std::uint32_t none = 0xffffffffu;
+
+  // `none` when the arena is full.
+  std::uint32_t store(std::string_view s) {
+    char head[10];
+    std::size_t n = 0;
+    for (std::uint64_t v = s.size();; v >>= 7) {
+      head[n++] = static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+      if (v < 0x80) break;
+    }
+    const std::size_t size = n + s.size();
+    if (blocks_.empty() || blocks_.back().size() + size > block_bytes) {
+      if (blocks_.size() >= max_blocks) return none;
+      blocks_.emplace_back();
+      blocks_.back().reserve(std::max(size, block_bytes));
+    }
+    std::string& b = blocks_.back();
+    const auto ref = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.size());
+    b.append(head, n);
+    b.append(s);
+    return ref;
+  }
+  std::string_view text(std::uint32_t ref) const noexcept {
+    const char* p = blocks_[ref >> 16].data() + (ref & 0xffff);
+    std::size_t size = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      const auto byte = static_cast<unsigned char>(*p++);
+      size |= static_cast<std::size_t>(byte & 0x7f) << shift;
+      if (byte < 0x80) break;
+    }
+    return {p, size};
+  }
 
  private:
+  static constexpr std::size_t block_bytes = 1u << 16;
+  static constexpr std::size_t max_blocks = 1u << 16;
   std::deque<std::string> blocks_;
 };
 
@@ -69,14 +118,15 @@ class id_table {
   template <class TextOf>
   std::uint32_t find(std::string_view s, std::uint32_t h, TextOf&& text_of) const {
     if (slots_.empty()) return no_id;
-    for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
+    for (std::size_t i = start(h);; i = next(i)) {
       const slot& e = slots_[i];
       if (e.id == no_id) return no_id;
       if (e.hash == h && text_of(e.id) == s) return e.id;
     }
   }
   void insert(std::uint32_t id, std::uint32_t h) {
-    if ((++count_) * 2 > slots_.size()) grow();
+    // At most 4/5 full, growing by a quarter: 8 bytes a slot, 10-13 bytes an id.
+    if ((++count_) * 5 > slots_.size() * 4) grow();
     place(id, h);
   }
 
@@ -85,15 +135,23 @@ class id_table {
     std::uint32_t id = no_id;
     std::uint32_t hash = 0;
   };
-  std::size_t mask() const noexcept { return slots_.size() - 1; }
+  std::size_t start(std::uint32_t h) const noexcept {
+    h ^= h >> 16;  // murmur3's finalizer: the range reduction below uses the high bits
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return static_cast<std::size_t>((std::uint64_t{h} * slots_.size()) >> 32);
+  }
+  std::size_t next(std::size_t i) const noexcept { return i + 1 == slots_.size() ? 0 : i + 1; }
   void place(std::uint32_t id, std::uint32_t h) {
-    std::size_t i = h & mask();
-    while (slots_[i].id != no_id) i = (i + 1) & mask();
+    std::size_t i = start(h);
+    while (slots_[i].id != no_id) i = next(i);
     slots_[i] = slot{id, h};
   }
   void grow() {
     std::vector<slot> old = std::move(slots_);
-    slots_.assign(std::max<std::size_t>(64, old.size() * 2), slot{});
+    slots_.assign(std::max<std::size_t>(64, old.size() + old.size() / 4), slot{});
     for (const slot& e : old) {
       if (e.id != no_id) place(e.id, e.hash);
     }
@@ -180,6 +238,95 @@ struct waiter {
   bool timeout_reported = false;
 };
 
+// One lock's hold or wait durations: every sample while there are at most
+// duration_exact_limit of them, then a log-linear histogram (bounded memory whatever
+// the capture's length), with count and max kept exact.
+class duration_samples {
+ public:
+  void add(std::int64_t us) {
+    ++count_;
+    max_ = std::max(max_, us);
+    if (!buckets_ && exact_.size() < duration_exact_limit) {
+      exact_.push_back(us);
+      return;
+    }
+    if (!buckets_) {
+      buckets_ = std::make_unique<std::vector<std::uint32_t>>();
+      for (std::int64_t v : exact_) count_in_bucket(v);
+      exact_.clear();
+      exact_.shrink_to_fit();
+    }
+    count_in_bucket(us);
+  }
+  std::uint64_t count() const noexcept { return count_; }
+  bool exact() const noexcept { return !buckets_; }
+  std::span<const std::int64_t> samples() const noexcept { return exact_; }
+
+  // `leading`: a sample kept outside (the lock's first hold), -1 none.
+  duration_stats summarize(std::int64_t leading, std::vector<std::int64_t>& scratch) const {
+    duration_stats d;
+    d.count = count_ + (leading >= 0 ? 1 : 0);
+    if (d.count == 0) return d;
+    d.max = std::max(max_, leading);
+    if (d.count == 1) {  // most locks
+      d.p50 = d.p99 = d.max;
+      return d;
+    }
+    auto rank = [&](double q) {
+      std::size_t i = static_cast<std::size_t>(q * static_cast<double>(d.count) + 0.999999);
+      return std::min<std::size_t>(std::max<std::size_t>(i, 1), d.count);  // nearest rank, 1-based
+    };
+    if (exact()) {
+      scratch.clear();
+      if (leading >= 0) scratch.push_back(leading);
+      scratch.insert(scratch.end(), exact_.begin(), exact_.end());
+      std::sort(scratch.begin(), scratch.end());
+      d.p50 = scratch[rank(0.50) - 1];
+      d.p99 = scratch[rank(0.99) - 1];
+      return d;
+    }
+    d.exact = false;
+    auto at_rank = [&](std::size_t r) {
+      std::uint64_t seen = 0;
+      for (std::size_t b = 0; b < buckets_->size(); ++b) {
+        seen += (*buckets_)[b] + (leading >= 0 && bucket_of(leading) == b ? 1 : 0);
+        if (seen >= r) return std::min(midpoint(b), d.max);
+      }
+      return d.max;
+    };
+    d.p50 = at_rank(rank(0.50));
+    d.p99 = at_rank(rank(0.99));
+    return d;
+  }
+
+ private:
+  static constexpr unsigned sub_bits = 6;  // 64 sub-buckets per power of two
+  static std::size_t bucket_of(std::int64_t us) noexcept {
+    const auto v = static_cast<std::uint64_t>(std::max<std::int64_t>(us, 0));
+    if (v < (1u << sub_bits)) return static_cast<std::size_t>(v);
+    const unsigned e = 63u - static_cast<unsigned>(__builtin_clzll(v));  // >= sub_bits
+    const std::uint64_t sub = (v >> (e - sub_bits)) & ((1u << sub_bits) - 1);
+    return static_cast<std::size_t>(((e - sub_bits + 1) << sub_bits) + sub);
+  }
+  static std::int64_t midpoint(std::size_t b) noexcept {
+    if (b < (1u << sub_bits)) return static_cast<std::int64_t>(b);
+    const unsigned e = static_cast<unsigned>(b >> sub_bits) + sub_bits - 1;
+    const std::uint64_t sub = b & ((1u << sub_bits) - 1);
+    const std::uint64_t low = (std::uint64_t{1} << e) + (sub << (e - sub_bits));
+    return static_cast<std::int64_t>(low + (std::uint64_t{1} << (e - sub_bits)) / 2);
+  }
+  void count_in_bucket(std::int64_t us) {
+    const std::size_t b = bucket_of(us);
+    if (b >= buckets_->size()) buckets_->resize(b + 1, 0);
+    ++(*buckets_)[b];
+  }
+
+  std::uint64_t count_ = 0;
+  std::int64_t max_ = -1;
+  std::vector<std::int64_t> exact_;
+  std::unique_ptr<std::vector<std::uint32_t>> buckets_;  // null while exact
+};
+
 // Rarely needed parts, allocated on demand to keep the common lock small.
 struct lock_extra {
   std::vector<holder> more_holders;  // read locks, overlaps
@@ -187,26 +334,82 @@ struct lock_extra {
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
   bool idle_reported = false;
   std::uint64_t anomalies[anomaly_kind_count] = {};
+  duration_samples waits;  // their count is the contended acquisitions
 };
 
-// Every lock ever seen: 56 bytes. Its holder lives in the active pool while held.
+// What a lock with more than one completed hold adds (common: kept apart from the
+// larger lock_extra, which only locks with waiters, several holders or anomalies need).
+struct lock_side {
+  duration_samples holds;        // every completed hold after the first
+  std::uint64_t renewals_carry = 0;  // the lock's 16-bit counters overflow here
+  std::uint64_t expiries_carry = 0;
+  std::uint32_t extra = no_id;   // index into the extras
+};
+
+// Every lock ever seen: 40 bytes, which is also its summary row (the first hold is
+// kept inline: most locks have one). Its holder lives in the active pool while held;
+// waiters, later holds and anomaly counts in its lock_extra, only when it has them.
 struct lock_state {
-  std::string_view name;
-  std::unique_ptr<lock_extra> extra;
   std::int64_t queued_us = -1;       // the time of its live timer entry; -1 none
+  std::int64_t first_hold_us = -1;   // the first completed hold; -1 none yet
+  std::uint32_t name = 0;            // in the name arena
+  std::uint32_t side = no_id;        // index into the sides
   std::uint32_t acquisitions = 0;
-  std::uint32_t contended = 0;
-  std::uint32_t renewals = 0;
-  std::uint32_t expiries = 0;
+  std::uint16_t renewals = 0;        // + the side's carry
+  std::uint16_t expiries = 0;
   std::uint32_t active = no_id;      // index of its first holder in the pool
   std::uint32_t last_expired = no_id;  // owner whose lease ran out last (expired_while_held)
-  std::uint32_t id = 0;
 };
+static_assert(sizeof(lock_state) <= 40);
 
-struct timer {
+// 12 bytes: one per held lock.
+struct __attribute__((packed)) timer {
   std::int64_t at_us;
   std::uint32_t lock;
   bool operator>(const timer& o) const { return at_us > o.at_us; }
+};
+static_assert(sizeof(timer) == 12);
+
+// The clock's pending entries. Most arrive in time order for their lease (reply time
+// + the same lease), so they are appended to one of a few FIFO runs, each sorted: O(1)
+// per entry and sequential memory. Entries that fit no run go to a heap. Popping
+// takes the earliest of the run fronts and the heap top.
+class timer_queue {
+ public:
+  void push(const timer& t) {
+    std::deque<timer>* best = nullptr;
+    for (std::deque<timer>& run : runs_) {
+      if (run.empty() || run.back().at_us <= t.at_us) {
+        if (best == nullptr || best->empty() || (!run.empty() && run.back().at_us > best->back().at_us)) best = &run;
+      }
+    }
+    if (best != nullptr) best->push_back(t);
+    else heap_.push(t);
+  }
+  // The earliest entry, or nullptr when there is none.
+  const timer* top() const {
+    const timer* earliest = heap_.empty() ? nullptr : &heap_.top();
+    for (const std::deque<timer>& run : runs_) {
+      if (!run.empty() && (earliest == nullptr || run.front().at_us < earliest->at_us)) earliest = &run.front();
+    }
+    return earliest;
+  }
+  void pop(const timer* top) {
+    if (!heap_.empty() && top == &heap_.top()) {
+      heap_.pop();
+      return;
+    }
+    for (std::deque<timer>& run : runs_) {
+      if (!run.empty() && top == &run.front()) {
+        run.pop_front();
+        return;
+      }
+    }
+  }
+
+ private:
+  std::deque<timer> runs_[4];
+  std::priority_queue<timer, std::vector<timer>, std::greater<>> heap_;
 };
 
 struct connection_info {
@@ -224,11 +427,6 @@ struct connection_info {
   std::vector<subscription> subscriptions;
 };
 
-struct sample {
-  std::uint32_t lock;
-  std::int64_t us;
-};
-
 }  // namespace
 
 struct lock_timeline::impl {
@@ -238,14 +436,15 @@ struct lock_timeline::impl {
   interner owners{arena};
   interner texts{arena};
   id_table lock_ids;
+  name_arena names;
   std::deque<lock_state> locks;
   std::deque<holder> pool;            // first holders of held locks
   std::vector<std::uint32_t> free_slots;
-  std::priority_queue<timer, std::vector<timer>, std::greater<>> timers;
+  timer_queue timers;
   std::unordered_map<std::uint64_t, std::uint32_t> connection_ids;
   std::deque<connection_info> connections;
-  std::deque<sample> holds;
-  std::deque<sample> waits;
+  std::deque<lock_side> sides;
+  std::deque<lock_extra> extras;
   std::int64_t now = -1;
   std::int64_t first = -1;
   std::string detail;  // scratch for event details
@@ -254,22 +453,50 @@ struct lock_timeline::impl {
 
   // ---- storage ----
   std::uint32_t find_lock(std::string_view name) const {
-    return lock_ids.find(name, hash_text(name), [this](std::uint32_t id) { return locks[id].name; });
+    return lock_ids.find(name, hash_text(name), [this](std::uint32_t id) { return name_of(locks[id]); });
+  }
+  std::string_view name_of(const lock_state& l) const noexcept { return names.text(l.name); }
+  // 16-bit counters in the lock's row, carried into its side record on overflow.
+  void count_renewal(lock_state& l) {
+    if (++l.renewals == 0) side_of(l).renewals_carry += 0x10000;
+  }
+  void count_expiry(lock_state& l) {
+    if (++l.expiries == 0) side_of(l).expiries_carry += 0x10000;
   }
   std::uint32_t lock_id(std::string_view name) {
     const std::uint32_t h = hash_text(name);
-    const std::uint32_t found = lock_ids.find(name, h, [this](std::uint32_t id) { return locks[id].name; });
+    const std::uint32_t found = lock_ids.find(name, h, [this](std::uint32_t id) { return name_of(locks[id]); });
     if (found != no_id) return found;
+    const std::uint32_t stored = names.store(name);
+    if (stored == name_arena::none) return no_id;  // 4 GiB of names: new locks are not followed
     const auto id = static_cast<std::uint32_t>(locks.size());
     lock_state& l = locks.emplace_back();
-    l.name = arena.store(name);
-    l.id = id;
+    l.name = stored;
     lock_ids.insert(id, h);
     return id;
   }
   lock_extra& ex(lock_state& l) {
-    if (!l.extra) l.extra = std::make_unique<lock_extra>();
-    return *l.extra;
+    lock_side& sd = side_of(l);
+    if (sd.extra == no_id) {
+      sd.extra = static_cast<std::uint32_t>(extras.size());
+      extras.emplace_back();
+    }
+    return extras[sd.extra];
+  }
+  lock_side& side_of(lock_state& l) {
+    if (l.side == no_id) {
+      l.side = static_cast<std::uint32_t>(sides.size());
+      sides.emplace_back();
+    }
+    return sides[l.side];
+  }
+  const lock_side* side_ptr(const lock_state& l) const { return l.side == no_id ? nullptr : &sides[l.side]; }
+  bool has_extra(const lock_state& l) const { return l.side != no_id && sides[l.side].extra != no_id; }
+  lock_extra* xp(const lock_state& l) { return has_extra(l) ? &extras[sides[l.side].extra] : nullptr; }
+  const lock_extra* xp(const lock_state& l) const { return has_extra(l) ? &extras[sides[l.side].extra] : nullptr; }
+  void add_hold(lock_state& l, std::int64_t us) {
+    if (l.first_hold_us < 0) l.first_hold_us = us;
+    else side_of(l).holds.add(us);
   }
   holder* first_holder(lock_state& l) { return l.active == no_id ? nullptr : &pool[l.active]; }
   bool has_holder(const lock_state& l) const { return l.active != no_id; }
@@ -277,8 +504,8 @@ struct lock_timeline::impl {
   void for_each_holder(lock_state& l, F&& f) {
     if (l.active == no_id) return;
     f(pool[l.active]);
-    if (l.extra) {
-      for (holder& h : l.extra->more_holders) f(h);
+    if (has_extra(l)) {
+      for (holder& h : xp(l)->more_holders) f(h);
     }
   }
   holder* find_holder(lock_state& l, std::uint32_t owner) {
@@ -304,16 +531,16 @@ struct lock_timeline::impl {
   }
   void remove_holder(lock_state& l, holder* h) {
     if (h == &pool[l.active]) {
-      if (l.extra && !l.extra->more_holders.empty()) {
-        *h = l.extra->more_holders.front();
-        l.extra->more_holders.erase(l.extra->more_holders.begin());
+      if (has_extra(l) && !xp(l)->more_holders.empty()) {
+        *h = xp(l)->more_holders.front();
+        xp(l)->more_holders.erase(xp(l)->more_holders.begin());
       } else {
         free_slots.push_back(l.active);
         l.active = no_id;
       }
       return;
     }
-    auto& v = l.extra->more_holders;
+    auto& v = xp(l)->more_holders;
     v.erase(v.begin() + (h - v.data()));
   }
   void clear_holders(lock_state& l) {
@@ -321,18 +548,18 @@ struct lock_timeline::impl {
       free_slots.push_back(l.active);
       l.active = no_id;
     }
-    if (l.extra) l.extra->more_holders.clear();
+    if (has_extra(l)) xp(l)->more_holders.clear();
   }
   waiter* find_waiter(lock_state& l, std::uint32_t owner) {
-    if (!l.extra) return nullptr;
-    for (waiter& w : l.extra->waiters) {
+    if (!has_extra(l)) return nullptr;
+    for (waiter& w : xp(l)->waiters) {
       if (w.owner == owner) return &w;
     }
     return nullptr;
   }
   bool has_subscribed_waiter(const lock_state& l) const {
-    if (!l.extra) return false;
-    for (const waiter& w : l.extra->waiters) {
+    if (!has_extra(l)) return false;
+    for (const waiter& w : xp(l)->waiters) {
       if (w.sub_connection != 0) return true;
     }
     return false;
@@ -363,7 +590,7 @@ struct lock_timeline::impl {
   lock_event base(const lock_state& l, std::int64_t ts) const {
     lock_event e;
     e.ts_us = ts;
-    e.lock = l.name;
+    e.lock = name_of(l);
     return e;
   }
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const {
@@ -407,8 +634,8 @@ struct lock_timeline::impl {
       consider(h.deadline_us);
       if (!h.long_hold_reported && h.since_us >= 0 && options.long_hold_us > 0) consider(h.since_us + options.long_hold_us);
     });
-    if (!has_holder(l) && l.extra && l.extra->free_since_us >= 0 && !l.extra->idle_reported && has_subscribed_waiter(l)) {
-      consider(l.extra->free_since_us + options.idle_threshold_us);
+    if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported && has_subscribed_waiter(l)) {
+      consider(xp(l)->free_since_us + options.idle_threshold_us);
     }
     if (next < 0 || (l.queued_us >= 0 && l.queued_us <= next)) return;
     l.queued_us = next;
@@ -437,26 +664,26 @@ struct lock_timeline::impl {
         anomaly(l, h.since_us + options.long_hold_us, anomaly_kind::long_hold, h.owner, h.conn, detail);
       }
     });
-    if (!has_holder(l) && l.extra && l.extra->free_since_us >= 0 && !l.extra->idle_reported &&
-        has_subscribed_waiter(l) && l.extra->free_since_us + options.idle_threshold_us <= at) {
-      l.extra->idle_reported = true;
+    if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported &&
+        has_subscribed_waiter(l) && xp(l)->free_since_us + options.idle_threshold_us <= at) {
+      xp(l)->idle_reported = true;
       const waiter* longest = nullptr;
-      for (const waiter& w : l.extra->waiters) {
+      for (const waiter& w : xp(l)->waiters) {
         if (w.sub_connection != 0 && (longest == nullptr || w.first_us < longest->first_us)) longest = &w;
       }
       detail = "free for " + std::to_string(options.idle_threshold_us / 1000) +
                " ms while a subscribed waiter waits (missed wake-up?)";
       // At the threshold, or now when the waiter only appeared after it had passed.
-      anomaly(l, std::max(l.extra->free_since_us + options.idle_threshold_us, at), anomaly_kind::idle_with_waiters,
+      anomaly(l, std::max(xp(l)->free_since_us + options.idle_threshold_us, at), anomaly_kind::idle_with_waiters,
               longest->owner, longest->conn, detail);
     }
     schedule(id);
   }
 
   void advance(std::int64_t to) {
-    while (!timers.empty() && timers.top().at_us <= to) {
-      const timer t = timers.top();
-      timers.pop();
+    for (const timer* top = timers.top(); top != nullptr && top->at_us <= to; top = timers.top()) {
+      const timer t = *top;
+      timers.pop(top);
       if (locks[t.lock].queued_us != t.at_us) continue;  // superseded by an earlier entry
       if (t.at_us > now) now = t.at_us;
       fire(t.lock, t.at_us);
@@ -465,9 +692,9 @@ struct lock_timeline::impl {
   }
 
   void became_free(lock_state& l, std::int64_t at) {
-    if (!has_holder(l) && l.extra) {
-      l.extra->free_since_us = at;
-      l.extra->idle_reported = false;
+    if (!has_holder(l) && has_extra(l)) {
+      xp(l)->free_since_us = at;
+      xp(l)->idle_reported = false;
     }
   }
 
@@ -481,9 +708,9 @@ struct lock_timeline::impl {
     e.hold_count = 0;
     if (h.since_us >= 0) {
       e.held_us = at - h.since_us;
-      holds.push_back({l.id, e.held_us});
+      add_hold(l, e.held_us);
     }
-    ++l.expiries;
+    count_expiry(l);
     l.last_expired = h.owner;
     remove_holder(l, &h);
     became_free(l, at);
@@ -604,7 +831,7 @@ struct lock_timeline::impl {
     if (waiter* w = find_waiter(l, owner)) {
       retry(l, *w, at);
       wait = at - w->first_us;
-      auto& ws = l.extra->waiters;
+      auto& ws = xp(l)->waiters;
       ws.erase(ws.begin() + (w - ws.data()));
     }
     take_expired(l, owner);
@@ -615,11 +842,10 @@ struct lock_timeline::impl {
     h.since_us = at;
     h.last_renew_us = at;
     if (op.lease_ms >= 0) h.set_lease(op, at);
-    if (l.extra) l.extra->free_since_us = -1;
+    if (has_extra(l)) xp(l)->free_since_us = -1;
     ++l.acquisitions;
     if (wait >= 0) {
-      ++l.contended;
-      waits.push_back({id, wait});
+      ex(l).waits.add(wait);
     }
     lock_event e = from_op(l, op, lock_event_kind::acquired);
     e.hold_count = 1;
@@ -668,7 +894,7 @@ struct lock_timeline::impl {
         if (h != nullptr) {
           if (h->since_us >= 0) {
             e.held_us = at - h->since_us;
-            holds.push_back({id, e.held_us});
+            add_hold(l, e.held_us);
           }
           remove_holder(l, h);
         }
@@ -682,7 +908,7 @@ struct lock_timeline::impl {
           h = &add_holder(l);
           h->owner = owner;
           h->conn = conn;
-          if (l.extra) l.extra->free_since_us = -1;
+          if (has_extra(l)) xp(l)->free_since_us = -1;
         } else if (h->hold_count > 1) {
           --h->hold_count;
         }
@@ -718,7 +944,7 @@ struct lock_timeline::impl {
         h = &add_holder(l);
         h->owner = owner;
         h->conn = conn;
-        if (l.extra) l.extra->free_since_us = -1;
+        if (has_extra(l)) xp(l)->free_since_us = -1;
       } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
                  h->last_renew_us >= 0) {
         const std::int64_t gap = at - h->last_renew_us;
@@ -732,7 +958,7 @@ struct lock_timeline::impl {
       h->last_renew_us = at;
       if (op.lease_ms >= 0) h->set_lease(op, at);
       e.hold_count = h->hold_count > 0 ? h->hold_count : -1;
-      ++l.renewals;
+      count_renewal(l);
       emit(l, e);
     } else if (op.outcome == op_outcome::rejected) {
       e.event = lock_event_kind::renew_failed;
@@ -757,14 +983,14 @@ struct lock_timeline::impl {
       h->last_renew_us = at;
       e.lease_ms = op.lease_ms;
       e.hold_count = h->hold_count > 0 ? h->hold_count : -1;
-      ++l.renewals;
+      count_renewal(l);
       emit(l, e);
     } else {
       e.event = lock_event_kind::released;
       e.hold_count = 0;
       if (h->since_us >= 0) {
         e.held_us = at - h->since_us;
-        holds.push_back({id, e.held_us});
+        add_hold(l, e.held_us);
       }
       clear_holders(l);  // every holder is gone with the key
       became_free(l, at);
@@ -784,7 +1010,7 @@ struct lock_timeline::impl {
       e.owner = owners.text(h->owner);
       if (h->since_us >= 0) {
         e.held_us = at - h->since_us;
-        holds.push_back({id, e.held_us});
+        add_hold(l, e.held_us);
       }
     }
     clear_holders(l);
@@ -801,8 +1027,8 @@ struct lock_timeline::impl {
     // Link the most recent unlinked waiter of this lock from the same client IP.
     waiter* best = nullptr;
     int candidates = 0;
-    if (l.extra) {
-      for (waiter& w : l.extra->waiters) {
+    if (has_extra(l)) {
+      for (waiter& w : xp(l)->waiters) {
         if (w.sub_connection != 0 || !(connections[w.conn].ip == ip) || at - w.last_attempt_us > options.link_window_us) {
           continue;
         }
@@ -822,7 +1048,7 @@ struct lock_timeline::impl {
       best->notified = false;
       owner = best->owner;
       // Other waiters of the same client share the subscription.
-      for (waiter& w : l.extra->waiters) {
+      for (waiter& w : xp(l)->waiters) {
         if (&w != best && w.sub_connection == 0 && same_client(w.owner, owner)) {
           w.sub_connection = op.connection;
           w.confidence = conf;
@@ -841,8 +1067,8 @@ struct lock_timeline::impl {
     lock_state& l = locks[id];
     conn_index(op);
     waiter* woken = nullptr;
-    if (l.extra) {
-      for (waiter& w : l.extra->waiters) {
+    if (has_extra(l)) {
+      for (waiter& w : xp(l)->waiters) {
         if (w.sub_connection != op.connection) continue;
         w.notified = true;
         if (woken == nullptr || w.first_us < woken->first_us) woken = &w;
@@ -871,8 +1097,8 @@ struct lock_timeline::impl {
       }
     }
     // Waiters still linked to it gave up (Redisson unsubscribes when its last waiter leaves).
-    if (l.extra) {
-      auto& ws = l.extra->waiters;
+    if (has_extra(l)) {
+      auto& ws = xp(l)->waiters;
       ws.erase(std::remove_if(ws.begin(), ws.end(), [&](const waiter& w) { return w.sub_connection == op.connection; }),
                ws.end());
     }
@@ -892,6 +1118,7 @@ struct lock_timeline::impl {
       return;
     }
     const std::uint32_t id = lock_id(op.lock);
+    if (id == no_id) return;
     switch (op.kind) {
       case lock_op_kind::acquire: on_acquire(id, op); break;
       case lock_op_kind::unlock: on_unlock(id, op); break;
@@ -916,34 +1143,34 @@ std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
 
 void lock_timeline::for_each_lock_name(const std::function<void(std::string_view)>& f) const {
-  for (const lock_state& l : impl_->locks) f(l.name);
+  for (const lock_state& l : impl_->locks) f(impl_->name_of(l));
 }
 
 void lock_timeline::for_each_lock(const std::function<void(std::string_view, const lock_stats&)>& f) const {
-  // Samples grouped by lock, sorted in place (no copy at the peak); stable, so each
-  // lock keeps its samples in time order across calls.
-  auto by_lock = [](const sample& a, const sample& b) { return a.lock < b.lock; };
-  std::stable_sort(impl_->holds.begin(), impl_->holds.end(), by_lock);
-  std::stable_sort(impl_->waits.begin(), impl_->waits.end(), by_lock);
-  const auto& holds = impl_->holds;
-  const auto& waits = impl_->waits;
-  std::vector<std::int64_t> hold_us, wait_us;
-  std::size_t hi = 0, wi = 0;
-  for (std::uint32_t id = 0; id < impl_->locks.size(); ++id) {
-    const lock_state& l = impl_->locks[id];
+  static const duration_samples none;
+  std::vector<std::int64_t> scratch;
+  std::vector<std::int64_t> hold_us;
+  for (const lock_state& l : impl_->locks) {
+    const lock_extra* x = impl_->xp(l);
+    const lock_side* sd = impl_->side_ptr(l);
+    const duration_samples& holds = sd != nullptr ? sd->holds : none;
+    const duration_samples& waits = x != nullptr ? x->waits : none;
     lock_stats s;
     s.acquisitions = l.acquisitions;
-    s.contended_acquisitions = l.contended;
-    s.renewals = l.renewals;
-    s.expiries = l.expiries;
-    if (l.extra) std::copy(std::begin(l.extra->anomalies), std::end(l.extra->anomalies), std::begin(s.anomalies));
+    s.contended_acquisitions = waits.count();
+    s.renewals = l.renewals + (sd != nullptr ? sd->renewals_carry : 0);
+    s.expiries = l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
+    if (x != nullptr) std::copy(std::begin(x->anomalies), std::end(x->anomalies), std::begin(s.anomalies));
+    s.hold = holds.summarize(l.first_hold_us, scratch);
+    s.wait = waits.summarize(-1, scratch);
     hold_us.clear();
-    wait_us.clear();
-    for (; hi < holds.size() && holds[hi].lock == id; ++hi) hold_us.push_back(holds[hi].us);
-    for (; wi < waits.size() && waits[wi].lock == id; ++wi) wait_us.push_back(waits[wi].us);
+    if (s.hold.exact) {
+      if (l.first_hold_us >= 0) hold_us.push_back(l.first_hold_us);
+      hold_us.insert(hold_us.end(), holds.samples().begin(), holds.samples().end());
+    }
     s.hold_us = hold_us;
-    s.wait_us = wait_us;
-    f(l.name, s);
+    s.wait_us = waits.samples();
+    f(impl_->name_of(l), s);
   }
 }
 

@@ -27,6 +27,13 @@
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
+// Memory: every lock ever seen keeps a 40-byte row (its summary: counters, the first
+// hold inline), its name once (length + 1 byte) and an 8-byte id slot at most 4/5
+// full (10-13 bytes a lock). A held lock adds a 48-byte holder and a 12-byte timer.
+// Later hold samples, waiters and anomaly counts live in side records only the locks
+// that have them pay for; a lock's samples are exact up to duration_exact_limit, then
+// a histogram of at most a few KiB, so no lock grows with the capture's length.
+//
 // Waiter ↔ subscriber connection linking: Redisson subscribes on a separate
 // connection. A SUBSCRIBE to the lock's channel is linked to the waiter of that lock
 // whose failed attempt came from the same client IP within link_window before it.
@@ -117,6 +124,17 @@ struct timeline_options {
   double late_renewal_factor = 1.5;  // × lease/3
 };
 
+// Percentiles of one lock's hold or wait times (microseconds; -1: no samples).
+// Exact (nearest rank over every sample) up to duration_exact_limit samples; beyond,
+// p50/p99 come from a log-linear histogram (64 sub-buckets per power of two: within
+// 0.8% of the true value, never above max) while count and max stay exact.
+inline constexpr std::size_t duration_exact_limit = 256;
+struct duration_stats {
+  std::uint64_t count = 0;
+  std::int64_t p50 = -1, p99 = -1, max = -1;
+  bool exact = true;
+};
+
 // Aggregates per lock, for the summary table.
 struct lock_stats {
   std::uint64_t acquisitions = 0;            // acquired (not reentered)
@@ -124,8 +142,11 @@ struct lock_stats {
   std::uint64_t renewals = 0;
   std::uint64_t expiries = 0;
   std::uint64_t anomalies[anomaly_kind_count] = {};
-  std::span<const std::int64_t> hold_us;     // completed holds
-  std::span<const std::int64_t> wait_us;     // waits that ended in an acquisition
+  duration_stats hold;                       // completed holds
+  duration_stats wait;                       // waits that ended in an acquisition
+  // The samples themselves, in time order, while they are kept exactly (else empty).
+  std::span<const std::int64_t> hold_us;
+  std::span<const std::int64_t> wait_us;
   std::uint64_t anomaly_total() const noexcept {
     std::uint64_t n = 0;
     for (std::uint64_t a : anomalies) n += a;
