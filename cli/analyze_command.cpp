@@ -2,9 +2,7 @@
 //
 // Pipeline: capture → analyzer (exchanges) → lock_recognizer (operations) → lock
 // filter → lock_timeline (events, on a clock) → lock_report (text / jsonl / summary).
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "capture_options.hpp"
 #include "commands.hpp"
 #include "lockscope/analyzer/analyzer.hpp"
 #include "lockscope/analyzer/capture.hpp"
@@ -25,12 +24,7 @@ namespace lockscope::cli {
 namespace {
 
 struct analyze_options {
-  std::vector<std::string> files;
-  std::string interface;
-  std::vector<std::uint16_t> ports;
-  std::string filter;
-  int buffer_mb = 32;
-  double flow_timeout = 600;
+  capture_options capture;
   std::string format = "text";
   bool summary = false;
   bool no_summary = false;
@@ -40,27 +34,12 @@ struct analyze_options {
   double link_window_ms = 1000;
 };
 
-std::atomic<bool> stop_requested{false};
-std::atomic<analyzer::live_capture*> active_live{nullptr};
-
-extern "C" void on_analyze_stop_signal(int) {
-  stop_requested = true;
-  if (analyzer::live_capture* live = active_live.load()) live->stop();
-}
-
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
   analyzer::timeline_options t;
   t.idle_threshold_us = static_cast<std::int64_t>(o.idle_threshold_ms * 1e3);
   t.long_hold_us = static_cast<std::int64_t>(o.long_hold_s * 1e6);
   t.link_window_us = static_cast<std::int64_t>(o.link_window_ms * 1e3);
   return t;
-}
-
-analyzer::analyzer_options make_analyzer_options(const analyze_options& o) {
-  analyzer::analyzer_options a;
-  a.ports = o.ports;
-  a.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
-  return a;
 }
 
 void write_stdout(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
@@ -83,12 +62,11 @@ int run(const analyze_options& o, bool live_mode) {
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
   if (!live_mode) {
     analyzer::analysis_options ao;
-    ao.ports = o.ports;
-    ao.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
+    ao.capture = make_analyzer_options(o.capture);
     ao.timeline = make_timeline_options(o);
     ao.report = ro;
     try {
-      const auto r = analyzer::analyze_files(o.files, ao, write_stdout, [](const std::string& w) {
+      const auto r = analyzer::analyze_files(o.capture.files, ao, write_stdout, [](const std::string& w) {
         fmt::print(stderr, "lockscope analyze: warning: {}\n", w);
       });
       std::fflush(stdout);
@@ -100,18 +78,8 @@ int run(const analyze_options& o, bool live_mode) {
     return 0;
   }
 
-  analyzer::live_options lo;
-  lo.interface = o.interface;
-  lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
-  lo.filter = o.filter;
-  lo.buffer_mb = o.buffer_mb;
-  std::unique_ptr<analyzer::live_capture> live;
-  try {
-    live = std::make_unique<analyzer::live_capture>(lo);
-  } catch (const analyzer::capture_error& e) {
-    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
-    return 2;
-  }
+  std::unique_ptr<analyzer::live_capture> live = open_live("analyze", o.capture);
+  if (!live) return 2;
   analyzer::lock_report report(ro, [](std::string_view s) {
     write_stdout(s);
     std::fflush(stdout);  // live: line-buffered
@@ -124,21 +92,18 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), report);
   analyzer::lock_operation_filter filter(report, timeline, !o.locks.empty());
   analyzer::lock_recognizer recognizer(filter);
-  analyze_options effective = o;
-  if (effective.ports.empty() && o.filter.empty()) effective.ports = lo.ports;
-  analyzer::analyzer a(make_analyzer_options(effective), recognizer);
-  active_live = live.get();
-  std::signal(SIGINT, on_analyze_stop_signal);
-  std::signal(SIGTERM, on_analyze_stop_signal);
+  analyzer::analyzer a(make_analyzer_options(o.capture), recognizer);
+  const stop_on_signal stop(*live);
+  drop_reporter drops("analyze", o.capture.stats_interval);
   analyzer::captured_packet p;
-  while (!stop_requested) {
+  while (!stop.requested()) {
     const auto r = live->next(p);
     if (r == analyzer::live_capture::result::end) break;
     if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
     // Lease deadlines pass on the wall clock even when the lock's traffic stops.
     timeline.advance_to(wall_us() - 5000);  // packets carry capture times slightly behind now
+    drops.poll(*live);
   }
-  active_live = nullptr;
   a.finish();
   report.finish(timeline);
   if (ro.format == analyzer::report_format::jsonl && !o.no_summary) {
@@ -160,16 +125,7 @@ int run(const analyze_options& o, bool live_mode) {
 void add_analyze_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<analyze_options>();
   CLI::App* cmd = app.add_subcommand("analyze", "Rebuild each lock's timeline (holders, waiters, anomalies) from traffic");
-  cmd->add_option("files", o->files, "pcap/pcapng files (merged by time), - for stdin");
-  cmd->add_option("-i,--interface", o->interface, "Capture live on this interface (any for all)");
-  cmd->add_option("--port", o->ports, "Redis server port (repeatable; live default 6379). Files: only these flows")
-      ->delimiter(',')
-      ->allow_extra_args(false);
-  cmd->add_option("--filter", o->filter, "Live: a raw BPF filter instead of the one built from --port");
-  cmd->add_option("--buffer-mb", o->buffer_mb, "Live: kernel capture buffer in MiB")->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--flow-timeout", o->flow_timeout, "Seconds of silence before a connection is forgotten")
-      ->capture_default_str();
+  add_capture_options(*cmd, o->capture);
   cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
   cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
@@ -183,10 +139,8 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "ms after a failed attempt in which a SUBSCRIBE from the same IP is linked to it")
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
-    if (o->interface.empty() == o->files.empty()) {
-      throw CLI::ValidationError("analyze", "give capture files or -i IFACE (one of them)");
-    }
-    exit_code = run(*o, !o->interface.empty());
+    require_one_source("analyze", o->capture);
+    exit_code = run(*o, o->capture.live());
   });
 }
 

@@ -1,9 +1,7 @@
 // `lockscope decode FILE... | -i IFACE`: every Redis exchange in a capture, one per line.
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -11,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "capture_options.hpp"
 #include "commands.hpp"
 #include "lockscope/analyzer/analyzer.hpp"
 #include "lockscope/analyzer/capture.hpp"
@@ -21,29 +20,13 @@ namespace lockscope::cli {
 namespace {
 
 struct decode_options {
-  std::vector<std::string> files;
-  std::string interface;
-  std::vector<std::uint16_t> ports;
-  std::string filter;
-  int buffer_mb = 32;
-  double stats_interval = 10;
-  double flow_timeout = 600;
-  std::uint64_t max_buffer_per_flow = 4u << 20;
+  capture_options capture;
   std::vector<std::string> commands;
   std::string grep;
   std::string format = "text";
-  bool show_secrets = false;
   std::size_t max_argument = 40;
   bool no_progress = false;
 };
-
-std::atomic<bool> stop_requested{false};
-std::atomic<analyzer::live_capture*> active_live{nullptr};
-
-extern "C" void on_stop_signal(int) {
-  stop_requested = true;
-  if (analyzer::live_capture* live = active_live.load()) live->stop();
-}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -149,15 +132,6 @@ class printer final : public analyzer::exchange_sink {
   std::uint64_t printed_ = 0;
 };
 
-analyzer::analyzer_options make_analyzer_options(const decode_options& o) {
-  analyzer::analyzer_options a;
-  a.ports = o.ports;
-  a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);
-  a.session.show_secrets = o.show_secrets;
-  a.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
-  return a;
-}
-
 void print_summary(const analyzer::analyzer_stats& s, std::uint64_t printed, const char* drops) {
   fmt::print(stderr,
              "lockscope decode: {} packets ({:.1f} MB), {} flows ({} RESP), {} exchanges, {} pushes, "
@@ -179,13 +153,13 @@ int run_files(const decode_options& o) {
   std::unique_ptr<analyzer::offline_capture> source;
   try {
     source = std::make_unique<analyzer::offline_capture>(
-        o.files, [](const std::string& w) { fmt::print(stderr, "lockscope decode: warning: {}\n", w); });
+        o.capture.files, [](const std::string& w) { fmt::print(stderr, "lockscope decode: warning: {}\n", w); });
   } catch (const analyzer::capture_error& e) {
     fmt::print(stderr, "lockscope decode: {}\n", e.what());
     return 2;
   }
   printer out(o, false);
-  analyzer::analyzer a(make_analyzer_options(o), out);
+  analyzer::analyzer a(make_analyzer_options(o.capture), out);
   const bool progress = !o.no_progress && isatty(STDERR_FILENO) == 1 && source->total_bytes() > (16u << 20);
   auto last_progress = std::chrono::steady_clock::now();
   analyzer::captured_packet p;
@@ -212,40 +186,19 @@ int run_files(const decode_options& o) {
 }
 
 int run_live(const decode_options& o) {
-  analyzer::live_options lo;
-  lo.interface = o.interface;
-  lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
-  lo.filter = o.filter;
-  lo.buffer_mb = o.buffer_mb;
-  std::unique_ptr<analyzer::live_capture> live;
-  try {
-    live = std::make_unique<analyzer::live_capture>(lo);
-  } catch (const analyzer::capture_error& e) {
-    fmt::print(stderr, "lockscope decode: {}\n", e.what());
-    return 2;
-  }
-  decode_options effective = o;
-  if (effective.ports.empty() && o.filter.empty()) effective.ports = lo.ports;
-  printer out(effective, true);
-  analyzer::analyzer a(make_analyzer_options(effective), out);
-  active_live = live.get();
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  auto next_stats = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.stats_interval);
+  std::unique_ptr<analyzer::live_capture> live = open_live("decode", o.capture);
+  if (!live) return 2;
+  printer out(o, true);
+  analyzer::analyzer a(make_analyzer_options(o.capture), out);
+  const stop_on_signal stop(*live);
+  drop_reporter drops("decode", o.capture.stats_interval);
   analyzer::captured_packet p;
-  while (!stop_requested) {
+  while (!stop.requested()) {
     const auto r = live->next(p);
     if (r == analyzer::live_capture::result::end) break;
     if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
-    if (o.stats_interval > 0 && std::chrono::steady_clock::now() >= next_stats) {
-      next_stats += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(o.stats_interval));
-      const auto d = live->stats();
-      fmt::print(stderr, "lockscope decode: kernel: {} received, {} dropped, {} dropped by the interface\n",
-                 d.received, d.dropped, d.interface_dropped);
-    }
+    drops.poll(*live);
   }
-  active_live = nullptr;
   a.finish();
   out.flush();
   const auto d = live->stats();
@@ -258,38 +211,20 @@ int run_live(const decode_options& o) {
 void add_decode_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<decode_options>();
   CLI::App* cmd = app.add_subcommand("decode", "Print every Redis command, reply and push in a capture or live traffic");
-  cmd->add_option("files", o->files, "pcap/pcapng files (merged by time), - for stdin");
-  cmd->add_option("-i,--interface", o->interface, "Capture live on this interface (any for all)");
-  cmd->add_option("--port", o->ports, "Redis server port (repeatable; live default 6379). Files: only these flows")
-      ->delimiter(',')
-      ->allow_extra_args(false);
-  cmd->add_option("--filter", o->filter, "Live: a raw BPF filter instead of the one built from --port");
-  cmd->add_option("--buffer-mb", o->buffer_mb, "Live: kernel capture buffer in MiB")->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--stats-interval", o->stats_interval, "Live: seconds between kernel drop reports (0: only at the end)")
-      ->capture_default_str();
-  cmd->add_option("--flow-timeout", o->flow_timeout, "Seconds of silence before a connection is forgotten")
-      ->capture_default_str();
-  cmd->add_option("--max-buffer-per-flow", o->max_buffer_per_flow,
-                  "Out-of-order bytes buffered per direction (e.g. 4MiB)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+  add_capture_options(*cmd, o->capture);
   cmd->add_option("--command", o->commands, "Only these commands (comma-separated, e.g. EVAL,SUBSCRIBE)")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--grep", o->grep, "Only exchanges with an argument or reply containing TEXT");
   cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))
       ->capture_default_str();
-  cmd->add_flag("--show-secrets", o->show_secrets, "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET)");
+  cmd->add_flag("--show-secrets", o->capture.show_secrets, "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET)");
   cmd->add_option("--max-argument", o->max_argument, "Text: cut longer arguments with … (0: never)")
       ->capture_default_str();
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
-  cmd->callback([o, &exit_code, cmd] {
-    if (o->interface.empty() == o->files.empty()) {
-      throw CLI::ValidationError("decode", "give capture files or -i IFACE (one of them)");
-    }
-    (void)cmd;
-    exit_code = o->interface.empty() ? run_files(*o) : run_live(*o);
+  cmd->callback([o, &exit_code] {
+    require_one_source("decode", o->capture);
+    exit_code = o->capture.live() ? run_live(*o) : run_files(*o);
   });
 }
 

@@ -10,10 +10,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   lock_timeline timeline(options.timeline, report);
   lock_operation_filter filter(report, timeline, !options.report.lock_globs.empty());
   lock_recognizer recognizer(filter);
-  analyzer_options ao;
-  ao.ports = options.ports;
-  ao.flow_timeout_us = options.flow_timeout_us;
-  analyzer a(ao, recognizer);
+  analyzer a(options.capture, recognizer);
   captured_packet p;
   std::int64_t last = -1;
   bool first = true;

@@ -20,8 +20,7 @@
 namespace lockscope::analyzer {
 
 struct analysis_options {
-  std::vector<std::uint16_t> ports;
-  std::int64_t flow_timeout_us = 600'000'000;
+  analyzer_options capture{};  // ports, TCP buffering, flow timeout: as for `decode`
   timeline_options timeline{};
   report_options report{};
 };

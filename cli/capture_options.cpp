@@ -1,0 +1,96 @@
+#include "capture_options.hpp"
+
+#include <csignal>
+
+#include <fmt/format.h>
+
+namespace lockscope::cli {
+
+namespace {
+std::atomic<bool> stop_requested{false};
+std::atomic<analyzer::live_capture*> stopping_live{nullptr};
+
+extern "C" void on_stop_signal(int) {
+  stop_requested = true;
+  if (analyzer::live_capture* live = stopping_live.load()) live->stop();
+}
+}  // namespace
+
+void add_capture_options(CLI::App& cmd, capture_options& o) {
+  cmd.add_option("files", o.files, "pcap/pcapng files (merged by time), - for stdin");
+  cmd.add_option("-i,--interface", o.interface, "Capture live on this interface (any for all)");
+  cmd.add_option("--port", o.ports, "Redis server port (repeatable; live default 6379). Files: only these flows")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd.add_option("--filter", o.filter, "Live: a raw BPF filter instead of the one built from --port");
+  cmd.add_option("--buffer-mb", o.buffer_mb, "Live: kernel capture buffer in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd.add_option("--stats-interval", o.stats_interval, "Live: seconds between kernel drop reports (0: only at the end)")
+      ->capture_default_str();
+  cmd.add_option("--flow-timeout", o.flow_timeout, "Seconds of silence before a connection is forgotten")
+      ->capture_default_str();
+  cmd.add_option("--max-buffer-per-flow", o.max_buffer_per_flow, "Out-of-order bytes buffered per direction (e.g. 4MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+}
+
+void require_one_source(const std::string& command, const capture_options& o) {
+  if (o.interface.empty() == o.files.empty()) {
+    throw CLI::ValidationError(command, "give capture files or -i IFACE (one of them)");
+  }
+}
+
+analyzer::analyzer_options make_analyzer_options(const capture_options& o) {
+  analyzer::analyzer_options a;
+  a.ports = o.ports;
+  if (o.live() && a.ports.empty() && o.filter.empty()) a.ports = {6379};
+  a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);
+  a.session.show_secrets = o.show_secrets;
+  a.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
+  return a;
+}
+
+std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o) {
+  analyzer::live_options lo;
+  lo.interface = o.interface;
+  lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
+  lo.filter = o.filter;
+  lo.buffer_mb = o.buffer_mb;
+  try {
+    return std::make_unique<analyzer::live_capture>(lo);
+  } catch (const analyzer::capture_error& e) {
+    fmt::print(stderr, "lockscope {}: {}\n", command, e.what());
+    return nullptr;
+  }
+}
+
+stop_on_signal::stop_on_signal(analyzer::live_capture& live) {
+  stop_requested = false;
+  stopping_live = &live;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
+
+stop_on_signal::~stop_on_signal() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  stopping_live = nullptr;
+}
+
+bool stop_on_signal::requested() const noexcept { return stop_requested; }
+
+drop_reporter::drop_reporter(const char* command, double interval_s)
+    : command_(command),
+      interval_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(interval_s))),
+      next_(std::chrono::steady_clock::now() + interval_) {}
+
+void drop_reporter::poll(const analyzer::live_capture& live) {
+  if (interval_.count() <= 0 || std::chrono::steady_clock::now() < next_) return;
+  next_ += interval_;
+  const auto d = live.stats();
+  fmt::print(stderr, "lockscope {}: kernel: {} received, {} dropped, {} dropped by the interface\n", command_,
+             d.received, d.dropped, d.interface_dropped);
+}
+
+}  // namespace lockscope::cli

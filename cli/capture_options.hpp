@@ -1,0 +1,71 @@
+// What `decode` and `analyze` share: where packets come from (capture files or a live
+// interface) and how the ingest pipeline treats them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "lockscope/analyzer/analyzer.hpp"
+#include "lockscope/analyzer/capture.hpp"
+
+namespace lockscope::cli {
+
+struct capture_options {
+  std::vector<std::string> files;
+  std::string interface;
+  std::vector<std::uint16_t> ports;
+  std::string filter;
+  int buffer_mb = 32;
+  double stats_interval = 10;
+  double flow_timeout = 600;
+  std::uint64_t max_buffer_per_flow = 4u << 20;
+  bool show_secrets = false;
+
+  bool live() const noexcept { return !interface.empty(); }
+};
+
+// Registers FILE..., -i, --port, --filter, --buffer-mb, --stats-interval, --flow-timeout
+// and --max-buffer-per-flow on `cmd`.
+void add_capture_options(CLI::App& cmd, capture_options& o);
+
+// Throws CLI::ValidationError unless exactly one of capture files and -i was given.
+void require_one_source(const std::string& command, const capture_options& o);
+
+// The ingest pipeline's options. Live capture without --port or --filter selects port
+// 6379, so that end is the server.
+analyzer::analyzer_options make_analyzer_options(const capture_options& o);
+
+// Opens -i IFACE; on failure prints "lockscope COMMAND: <reason>" (CAP_NET_RAW named
+// when that is the cause) and returns nullptr.
+std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o);
+
+// While alive, SIGINT and SIGTERM stop `live` (its next() returns end) instead of
+// killing the process, so the caller can print its summary.
+class stop_on_signal {
+ public:
+  explicit stop_on_signal(analyzer::live_capture& live);
+  ~stop_on_signal();
+  stop_on_signal(const stop_on_signal&) = delete;
+  stop_on_signal& operator=(const stop_on_signal&) = delete;
+  bool requested() const noexcept;
+};
+
+// Prints the kernel's drop counters every --stats-interval seconds (never when 0).
+class drop_reporter {
+ public:
+  drop_reporter(const char* command, double interval_s);
+  void poll(const analyzer::live_capture& live);
+
+ private:
+  const char* command_;
+  std::chrono::steady_clock::duration interval_;
+  std::chrono::steady_clock::time_point next_;
+};
+
+}  // namespace lockscope::cli
