@@ -67,3 +67,11 @@ TEST_CASE("make demo's resp command prints the seed messages in the parsed form"
   CHECK(r.status == 0);
   CHECK(r.output == read_file(source + "/captures/seed-4.2.expected.txt"));
 }
+
+TEST_CASE("lockscope resp names the offset and reason of a decode error and exits 1", "[examples]") {
+  // `$3\r\nabcXY`: the byte after the 3-byte body must be CR; X sits at offset 11.
+  const run_result r =
+      run("printf '*2\\r\\n$3\\r\\nabcXY' | " + std::string(LOCKSCOPE_CLI) + " resp - 2>&1 >/dev/null");
+  CHECK(r.status == 1);
+  CHECK(r.output == "lockscope resp: -: offset 11: expected CRLF\n");
+}
