@@ -266,30 +266,26 @@ tcp_conversation::tcp_conversation(endpoint client, endpoint server, std::uint32
                                    std::uint32_t server_isn)
     : client_(client), server_(server), client_seq_(client_isn), server_seq_(server_isn) {}
 
-tcp_segment_spec tcp_conversation::from_client(std::uint8_t flags, std::string_view payload) {
+tcp_segment_spec tcp_conversation::segment(endpoint source, endpoint destination, std::uint32_t& seq,
+                                           std::uint32_t peer_seq, std::uint8_t flags, std::string_view payload) {
   tcp_segment_spec s;
-  s.source = client_;
-  s.destination = server_;
-  s.seq = client_seq_;
-  s.ack = (flags & tcp_flags::ack) != 0 ? server_seq_ : 0;
+  s.source = source;
+  s.destination = destination;
+  s.seq = seq;
+  s.ack = (flags & tcp_flags::ack) != 0 ? peer_seq : 0;
   s.flags = flags;
   s.payload.assign(payload);
-  client_seq_ += static_cast<std::uint32_t>(payload.size());
-  if ((flags & (tcp_flags::syn | tcp_flags::fin)) != 0) ++client_seq_;
+  seq += static_cast<std::uint32_t>(payload.size());
+  if ((flags & (tcp_flags::syn | tcp_flags::fin)) != 0) ++seq;  // SYN and FIN take a sequence number
   return s;
 }
 
+tcp_segment_spec tcp_conversation::from_client(std::uint8_t flags, std::string_view payload) {
+  return segment(client_, server_, client_seq_, server_seq_, flags, payload);
+}
+
 tcp_segment_spec tcp_conversation::from_server(std::uint8_t flags, std::string_view payload) {
-  tcp_segment_spec s;
-  s.source = server_;
-  s.destination = client_;
-  s.seq = server_seq_;
-  s.ack = (flags & tcp_flags::ack) != 0 ? client_seq_ : 0;
-  s.flags = flags;
-  s.payload.assign(payload);
-  server_seq_ += static_cast<std::uint32_t>(payload.size());
-  if ((flags & (tcp_flags::syn | tcp_flags::fin)) != 0) ++server_seq_;
-  return s;
+  return segment(server_, client_, server_seq_, client_seq_, flags, payload);
 }
 
 std::vector<tcp_segment_spec> tcp_conversation::handshake() {

@@ -703,13 +703,7 @@ void resp_session::emit(pending_command& c, const message* reply) {
       if ((c.redact_mask >> i) & 1u) arguments_[i] = "****";
     }
   }
-  exchange e;
-  e.kind = exchange_kind::exchange;
-  e.connection = connection_;
-  e.client = &ends_[client_side_];
-  e.server = &ends_[1 - client_side_];
-  e.client_text = end_texts_[client_side_];
-  e.server_text = end_texts_[1 - client_side_];
+  exchange e = make_exchange(exchange_kind::exchange);
   e.request_us = c.at_us;
   e.reply_us = reply != nullptr ? now_us_ : -1;
   e.command = arguments_;
@@ -718,14 +712,19 @@ void resp_session::emit(pending_command& c, const message* reply) {
   sink_.on_exchange(e);
 }
 
-void resp_session::emit_push(const message& m) {
+exchange resp_session::make_exchange(exchange_kind kind) const noexcept {
   exchange e;
-  e.kind = exchange_kind::push;
+  e.kind = kind;
   e.connection = connection_;
   e.client = &ends_[client_side_];
   e.server = &ends_[1 - client_side_];
   e.client_text = end_texts_[client_side_];
   e.server_text = end_texts_[1 - client_side_];
+  return e;
+}
+
+void resp_session::emit_push(const message& m) {
+  exchange e = make_exchange(exchange_kind::push);
   e.request_us = now_us_;
   e.reply = &m;
   ++stats_.pushes;

@@ -109,6 +109,9 @@ class tcp_conversation {
  private:
   tcp_segment_spec from_client(std::uint8_t flags, std::string_view payload);
   tcp_segment_spec from_server(std::uint8_t flags, std::string_view payload);
+  // A segment from `source` at `seq` (then advanced), acknowledging `peer_seq`.
+  static tcp_segment_spec segment(endpoint source, endpoint destination, std::uint32_t& seq,
+                                  std::uint32_t peer_seq, std::uint8_t flags, std::string_view payload);
 
   endpoint client_;
   endpoint server_;

@@ -177,6 +177,8 @@ class resp_session {
   void reply_complete();
   void emit(pending_command& c, const message* reply);
   void emit_push(const message& m);
+  // An exchange of `kind` with this connection's endpoints filled in.
+  exchange make_exchange(exchange_kind kind) const noexcept;
   pending_command& tail_slot();
   void commit_tail();
   pending_command& front() { return ring_[head_]; }
