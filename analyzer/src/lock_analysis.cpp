@@ -1,6 +1,28 @@
 #include "lockscope/analyzer/lock_analysis.hpp"
 
+#include <exception>
+#include <thread>
+
+#include "lockscope/analyzer/operation_pipe.hpp"
+
 namespace lockscope::analyzer {
+
+namespace {
+
+// capture → analyzer → recognizer → filter → `operations`; returns the last packet's
+// time (-1: none). Stops early when `stop` says so.
+template <class Stop>
+std::int64_t ingest(offline_capture& source, captured_packet& p, bool more, analyzer& a, Stop&& stop) {
+  std::int64_t last = -1;
+  for (; more && !stop(); more = source.next(p)) {
+    last = p.ts_us;
+    a.on_packet(p.ts_us, p.link_type, p.data);
+  }
+  a.finish();
+  return last;
+}
+
+}  // namespace
 
 analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
                               const std::function<void(std::string_view)>& write,
@@ -8,21 +30,39 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   offline_capture source(files, std::move(warn));
   lock_report report(options.report, write);
   lock_timeline timeline(options.timeline, report);
-  lock_operation_filter filter(report, timeline, !options.report.lock_globs.empty());
+  captured_packet p;
+  const bool more = source.next(p);
+  if (more) report.set_start_us(p.ts_us);  // text times are relative to the first packet
+  const bool threaded = options.threads >= 2;
+  operation_pipe pipe(threaded ? operation_pipe::default_chunk_bytes : 0, threaded ? operation_pipe::default_chunks : 0);
+  lock_operation_sink& downstream = threaded ? static_cast<lock_operation_sink&>(pipe) : timeline;
+  lock_operation_filter filter(report, downstream, !options.report.lock_globs.empty());
   lock_recognizer recognizer(filter);
   analyzer a(options.capture, recognizer);
-  captured_packet p;
   std::int64_t last = -1;
-  bool first = true;
-  while (source.next(p)) {
-    if (first) {
-      report.set_start_us(p.ts_us);  // text times are relative to the first packet
-      first = false;
+  if (!threaded) {
+    last = ingest(source, p, more, a, [] { return false; });
+  } else {
+    // Ingest on a second thread; the timeline and the report stay on this one (their
+    // memory then comes from the main malloc arena, and `write` is called here).
+    std::exception_ptr ingest_error;
+    std::thread producer([&] {
+      try {
+        last = ingest(source, p, more, a, [&] { return pipe.abandoned(); });
+      } catch (...) {
+        ingest_error = std::current_exception();
+      }
+      pipe.close();
+    });
+    try {
+      pipe.drain(timeline);
+    } catch (...) {
+      producer.join();  // it stops at its next packet: the pipe is abandoned
+      throw;
     }
-    last = p.ts_us;
-    a.on_packet(p.ts_us, p.link_type, p.data);
+    producer.join();
+    if (ingest_error) std::rethrow_exception(ingest_error);
   }
-  a.finish();
   timeline.finish(last);
   report.finish(timeline);
   analysis_result r;

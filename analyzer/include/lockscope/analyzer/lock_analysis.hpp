@@ -1,5 +1,9 @@
 // The whole `lockscope analyze` pipeline over capture files, for the CLI and tests:
 // capture → analyzer → lock_recognizer → lock filter → lock_timeline → lock_report.
+// With threads = 2 an operation_pipe sits between the filter and the timeline: the
+// ingest runs on a second thread (the warning handler is called there), the timeline
+// and the report on the calling thread. The output is the same byte for byte; only
+// the wall time changes.
 //
 //   analysis_options o;  o.report.format = report_format::jsonl;
 //   analyze_files({"captures/seed-redisson.pcap"}, o, [](std::string_view s) { ... });
@@ -23,6 +27,7 @@ struct analysis_options {
   analyzer_options capture{};  // ports, TCP buffering, flow timeout: as for `decode`
   timeline_options timeline{};
   report_options report{};
+  unsigned threads = 2;  // 1: everything on the calling thread; 2 (or more): two threads
 };
 
 struct analysis_result {
