@@ -24,6 +24,7 @@
 
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/resp/decoder.hpp"
+#include "lockscope/test/splitmix64.hpp"
 
 // ---------------------------------------------------------------------------------
 // Heap allocation counting.
@@ -155,21 +156,7 @@ constexpr std::string_view acquire_script = lockscope::lock::scripts::acquire;
 constexpr std::string_view unlock_script = lockscope::lock::scripts::unlock;
 constexpr std::string_view renew_script = lockscope::lock::scripts::renew;
 
-// splitmix64: a fixed, portable sequence (std distributions are not portable).
-class rng {
- public:
-  explicit rng(std::uint64_t seed) noexcept : state_(seed) {}
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  std::uint64_t below(std::uint64_t bound) noexcept { return next() % bound; }
-
- private:
-  std::uint64_t state_;
-};
+using rng = lockscope::test::splitmix64;
 
 // Writes RESP by hand rather than with resp::writer so that an encoder bug cannot
 // skew what both decoders are measured on.

@@ -32,6 +32,7 @@ struct analyze_options {
   double idle_threshold_ms = 50;
   double long_hold_s = 60;
   double link_window_ms = 1000;
+  unsigned threads = 2;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -65,6 +66,7 @@ int run(const analyze_options& o, bool live_mode) {
     ao.capture = make_analyzer_options(o.capture);
     ao.timeline = make_timeline_options(o);
     ao.report = ro;
+    ao.threads = o.threads;
     try {
       const auto r = analyzer::analyze_files(o.capture.files, ao, write_stdout, [](const std::string& w) {
         fmt::print(stderr, "lockscope analyze: warning: {}\n", w);
@@ -137,6 +139,10 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--long-hold", o->long_hold_s, "long_hold: seconds a hold may last")->capture_default_str();
   cmd->add_option("--link-window", o->link_window_ms,
                   "ms after a failed attempt in which a SUBSCRIBE from the same IP is linked to it")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads,
+                  "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")
+      ->check(CLI::Range(1u, 2u))
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
     require_one_source("analyze", o->capture);

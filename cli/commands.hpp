@@ -18,4 +18,7 @@ void add_decode_command(CLI::App& app, int& exit_code);
 // `lockscope analyze FILE... | -i IFACE`: per-lock timelines, anomalies and a summary.
 void add_analyze_command(CLI::App& app, int& exit_code);
 
+// `lockscope scripts [NAME] [--sha1]`: the lock scripts (lock/scripts.hpp) as text.
+void add_scripts_command(CLI::App& app, int& exit_code);
+
 }  // namespace lockscope::cli

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   lockscope::cli::add_lock_command(app, exit_code);
   lockscope::cli::add_decode_command(app, exit_code);
   lockscope::cli::add_analyze_command(app, exit_code);
+  lockscope::cli::add_scripts_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

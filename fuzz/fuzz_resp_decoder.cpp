@@ -28,6 +28,7 @@
 #include "lockscope/resp/encoder.hpp"
 #include "lockscope/resp/format.hpp"
 #include "lockscope/resp/value.hpp"
+#include "lockscope/test/splitmix64.hpp"
 
 namespace {
 
@@ -198,20 +199,7 @@ class framing_model {
   std::uint64_t messages_ = 0;
 };
 
-// splitmix64, for chunk sizes and pauses.
-class rng {
- public:
-  explicit rng(std::uint64_t seed) noexcept : state_(seed) {}
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  std::uint64_t state_;
-};
+using rng = lockscope::test::splitmix64;  // chunk sizes and pauses
 
 // Merges partial pieces, checks their offsets, runs the framing model, optionally
 // pauses the decoder, and forwards the raw nodes to an inner handler.

@@ -35,6 +35,36 @@ struct analyzer::connection {
   std::int64_t last_seen_us = 0;
 };
 
+namespace {
+
+std::uint64_t address_word(const endpoint& e, std::size_t at) noexcept {
+  std::uint64_t w;
+  std::memcpy(&w, e.address.data() + at, 8);
+  return w;
+}
+
+bool same_endpoint(const endpoint& x, const endpoint& y) noexcept {
+  return address_word(x, 0) == address_word(y, 0) && address_word(x, 8) == address_word(y, 8) &&
+         x.port == y.port && x.family == y.family;
+}
+
+// endpoint's operator< (address bytes, then family, then port), without memcmp.
+bool endpoint_less(const endpoint& x, const endpoint& y) noexcept {
+  for (std::size_t at : {0u, 8u}) {
+    const std::uint64_t a = __builtin_bswap64(address_word(x, at));
+    const std::uint64_t b = __builtin_bswap64(address_word(y, at));
+    if (a != b) return a < b;
+  }
+  if (x.family != y.family) return x.family < y.family;
+  return x.port < y.port;
+}
+
+}  // namespace
+
+bool analyzer::flow_key::operator==(const flow_key& o) const noexcept {
+  return same_endpoint(a, o.a) && same_endpoint(b, o.b);
+}
+
 std::size_t analyzer::flow_key_hash::operator()(const flow_key& k) const noexcept {
   // Fold the addresses and ports into 64-bit words and mix them (per packet: keep it cheap).
   auto word = [](const endpoint& e, std::size_t at) {
@@ -84,14 +114,14 @@ void analyzer::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   }
   if (ts_us - last_sweep_us_ > options_.flow_timeout_us / 8) sweep(ts_us);
 
-  const bool source_is_a = seg.source < seg.destination;
+  const bool source_is_a = endpoint_less(seg.source, seg.destination);
   const flow_key key{source_is_a ? seg.source : seg.destination,
                      source_is_a ? seg.destination : seg.source};
   const int side = source_is_a ? 0 : 1;
   const bool syn = seg.has(tcp_flags::syn);
   const bool ack = seg.has(tcp_flags::ack);
 
-  auto it = flows_.find(key);
+  auto it = last_flow_valid_ && last_flow_->first == key ? last_flow_ : flows_.find(key);
   if (it != flows_.end() && syn && !ack) {
     // A new connection on a 4-tuple we still hold (port reuse): end the old one,
     // unless this is a retransmission of the SYN that started it.
@@ -118,6 +148,8 @@ void analyzer::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
     it = flows_.emplace(key, std::move(conn)).first;
     ++totals_.flows;
   }
+  last_flow_ = it;
+  last_flow_valid_ = true;
   connection& c = *it->second;
   c.last_seen_us = ts_us;
   tcp_stream& stream = c.streams[side];
@@ -157,6 +189,7 @@ void analyzer::close(
     totals_.gaps += t.stats().gaps;
     totals_.gap_bytes += t.stats().gap_bytes;
   }
+  if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
   flows_.erase(it);
 }
 

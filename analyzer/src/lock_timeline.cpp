@@ -1,7 +1,10 @@
 #include "lockscope/analyzer/lock_timeline.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
+#include <memory>
+#include <new>
 #include <queue>
 #include <span>
 #include <string>
@@ -58,50 +61,6 @@ class text_arena {
   std::deque<std::string> blocks_;
 };
 
-// Lock names, each reachable from a 32-bit reference (block << 16 | offset): the
-// name follows its length (a LEB128 varint: one byte below 128). Blocks hold 64 KiB; a
-// longer name gets a block of its own. 65536 blocks: at most 4 GiB of names.
-class name_arena {
- public:
-  static constexpr std::uint32_t none = 0xffffffffu;
-
-  // `none` when the arena is full.
-  std::uint32_t store(std::string_view s) {
-    char head[10];
-    std::size_t n = 0;
-    for (std::uint64_t v = s.size();; v >>= 7) {
-      head[n++] = static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-      if (v < 0x80) break;
-    }
-    const std::size_t size = n + s.size();
-    if (blocks_.empty() || blocks_.back().size() + size > block_bytes) {
-      if (blocks_.size() >= max_blocks) return none;
-      blocks_.emplace_back();
-      blocks_.back().reserve(std::max(size, block_bytes));
-    }
-    std::string& b = blocks_.back();
-    const auto ref = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.size());
-    b.append(head, n);
-    b.append(s);
-    return ref;
-  }
-  std::string_view text(std::uint32_t ref) const noexcept {
-    const char* p = blocks_[ref >> 16].data() + (ref & 0xffff);
-    std::size_t size = 0;
-    for (unsigned shift = 0;; shift += 7) {
-      const auto byte = static_cast<unsigned char>(*p++);
-      size |= static_cast<std::size_t>(byte & 0x7f) << shift;
-      if (byte < 0x80) break;
-    }
-    return {p, size};
-  }
-
- private:
-  static constexpr std::size_t block_bytes = 1u << 16;
-  static constexpr std::size_t max_blocks = 1u << 16;
-  std::deque<std::string> blocks_;
-};
-
 std::uint32_t hash_text(std::string_view s) noexcept {
   std::uint32_t h = 2166136261u;  // FNV-1a
   for (char c : s) {
@@ -111,8 +70,9 @@ std::uint32_t hash_text(std::string_view s) noexcept {
   return h;
 }
 
-// An open-addressing table of dense ids keyed by text that lives elsewhere: 8 bytes a
-// slot (id and hash), so a probe touches the text only when the hashes agree.
+// An open-addressing table of 32-bit ids (any value but no_id) keyed by text that
+// lives elsewhere: 8 bytes a slot (id and hash), so a probe touches the text only when
+// the hashes agree.
 class id_table {
  public:
   template <class TextOf>
@@ -203,17 +163,29 @@ address address_of(const endpoint* e) {
   return a;
 }
 
-// A current holder; 48 bytes, since every held lock has one.
-struct holder {
+// A current holder; 44 bytes, since every held lock has one (packed, so its times
+// need only 4-byte alignment; the long-hold flag shares a word with the hold count).
+// GCC refuses non-const references to packed fields: copy them first.
+struct __attribute__((packed, aligned(4))) holder {
   std::int64_t since_us = -1;      // -1: before the capture
   std::int64_t deadline_us = -1;   // reply + lease; -1: no lease
   std::int64_t last_renew_us = -1;
-  std::uint32_t owner = no_id;
+  std::uint32_t owner = no_id;     // in the pool's free list: the next free slot
   std::uint32_t conn = no_id;      // index into the connection table
   std::uint32_t floor_delta_us = 0;  // deadline - (request + lease): the reply latency
   std::int32_t lease_ms = -1;
-  std::int32_t hold_count = 0;     // 0: unknown (held before the capture began)
-  bool long_hold_reported = false;
+
+  // 0: unknown (held before the capture began). Saturates at 2^31 - 1 reentries
+  // (a plain int32 would overflow there).
+  std::int32_t hold_count() const noexcept { return static_cast<std::int32_t>(count_and_flag_ & count_mask); }
+  void set_hold_count(std::int32_t n) noexcept {
+    count_and_flag_ = (count_and_flag_ & ~count_mask) | (static_cast<std::uint32_t>(n) & count_mask);
+  }
+  void reenter() noexcept {
+    if (hold_count() > 0 && hold_count() < static_cast<std::int32_t>(count_mask)) set_hold_count(hold_count() + 1);
+  }
+  bool long_hold_reported() const noexcept { return (count_and_flag_ & ~count_mask) != 0; }
+  void set_long_hold_reported() noexcept { count_and_flag_ |= ~count_mask; }
 
   std::int64_t floor_us() const noexcept { return deadline_us < 0 ? -1 : deadline_us - floor_delta_us; }
   void set_lease(const lock_operation& op, std::int64_t at) {
@@ -223,6 +195,41 @@ struct holder {
     deadline_us = at + lease * 1000;
     floor_delta_us = static_cast<std::uint32_t>(std::clamp<std::int64_t>(at - op.request_us, 0, 0xffffffff));
   }
+
+ private:
+  static constexpr std::uint32_t count_mask = 0x7fffffffu;
+  std::uint32_t count_and_flag_ = 0;  // the hold count, and bit 31: long hold reported
+};
+static_assert(sizeof(holder) == 44);
+
+// The first holders of held locks, by a 32-bit index. Fixed blocks of 1024 (44 KiB):
+// no per-holder allocation, nothing moves, and freed slots are reused first (a free
+// list threaded through their owner fields).
+class holder_pool {
+ public:
+  std::uint32_t acquire() {
+    if (free_ != no_id) {
+      const std::uint32_t i = free_;
+      free_ = (*this)[i].owner;
+      (*this)[i] = holder{};
+      return i;
+    }
+    if ((size_ & slot_mask) == 0) blocks_.push_back(std::make_unique<holder[]>(slots_per_block));
+    return size_++;
+  }
+  void release(std::uint32_t i) noexcept {
+    (*this)[i].owner = free_;
+    free_ = i;
+  }
+  holder& operator[](std::uint32_t i) noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
+
+ private:
+  static constexpr unsigned block_shift = 10;
+  static constexpr std::uint32_t slots_per_block = 1u << block_shift;
+  static constexpr std::uint32_t slot_mask = slots_per_block - 1;
+  std::vector<std::unique_ptr<holder[]>> blocks_;
+  std::uint32_t size_ = 0;    // slots handed out so far
+  std::uint32_t free_ = no_id;  // the most recently released slot
 };
 
 struct waiter {
@@ -341,28 +348,104 @@ struct lock_extra {
 // larger lock_extra, which only locks with waiters, several holders or anomalies need).
 struct lock_side {
   duration_samples holds;        // every completed hold after the first
-  std::uint64_t renewals_carry = 0;  // the lock's 16-bit counters overflow here
+  std::uint64_t acquisitions_carry = 0;  // the lock's 16-bit counters overflow here
+  std::uint64_t renewals_carry = 0;
   std::uint64_t expiries_carry = 0;
   std::uint32_t extra = no_id;   // index into the extras
 };
 
-// Every lock ever seen: 40 bytes, which is also its summary row (the first hold is
-// kept inline: most locks have one). Its holder lives in the active pool while held;
-// waiters, later holds and anomaly counts in its lock_extra, only when it has them.
-struct lock_state {
+// Every lock ever seen: 34 bytes, which is also its summary row (the first hold is
+// kept inline: most locks have one), followed by its name in the lock_store. Its
+// holder lives in the holder pool while held; waiters, later holds and anomaly counts
+// in its side records, only when it has them. Packed (unaligned) so that rows and
+// names follow each other without padding (GCC refuses non-const references to its
+// fields: copy them first).
+struct __attribute__((packed)) lock_state {
   std::int64_t queued_us = -1;       // the time of its live timer entry; -1 none
   std::int64_t first_hold_us = -1;   // the first completed hold; -1 none yet
-  std::uint32_t name = 0;            // in the name arena
   std::uint32_t side = no_id;        // index into the sides
-  std::uint32_t acquisitions = 0;
-  std::uint16_t renewals = 0;        // + the side's carry
-  std::uint16_t expiries = 0;
   std::uint32_t active = no_id;      // index of its first holder in the pool
   std::uint32_t last_expired = no_id;  // owner whose lease ran out last (expired_while_held)
+  std::uint16_t acquisitions = 0;    // the 16-bit counters: + the side's carry
+  std::uint16_t renewals = 0;
+  std::uint16_t expiries = 0;
 };
-static_assert(sizeof(lock_state) <= 40);
+static_assert(sizeof(lock_state) == 34);
 
-// 12 bytes: one per held lock.
+// Every lock's row and name, together: entries [lock_state][name length, a LEB128
+// varint][name] back to back in 64 KiB blocks (a longer entry gets a block of its
+// own), in first-seen order. A lock's id is its entry's 32-bit reference (block << 16 |
+// offset), so finding a lock by name and then updating its row touches one place.
+// 65536 blocks: at most 4 GiB, then new locks are refused.
+class lock_store {
+ public:
+  // The new lock's id; no_id when the store is full.
+  std::uint32_t add(std::string_view name) {
+    char length[10];
+    std::size_t length_size = 0;
+    for (std::uint64_t v = name.size();; v >>= 7) {
+      length[length_size++] = static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+      if (v < 0x80) break;
+    }
+    const std::size_t size = sizeof(lock_state) + length_size + name.size();
+    if (blocks_.empty() || blocks_.back().used + size > block_bytes) {
+      if (blocks_.size() >= max_blocks) return no_id;
+      blocks_.push_back(block{std::make_unique_for_overwrite<char[]>(std::max(size, block_bytes)), 0});
+    }
+    block& b = blocks_.back();
+    const auto id = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.used);
+    char* at = b.bytes.get() + b.used;
+    new (at) lock_state{};
+    std::memcpy(at + sizeof(lock_state), length, length_size);
+    std::memcpy(at + sizeof(lock_state) + length_size, name.data(), name.size());
+    b.used += size;
+    ++count_;
+    return id;
+  }
+  lock_state& operator[](std::uint32_t id) noexcept {
+    return *std::launder(reinterpret_cast<lock_state*>(blocks_[id >> 16].bytes.get() + (id & 0xffff)));
+  }
+  const lock_state& operator[](std::uint32_t id) const noexcept {
+    return *std::launder(reinterpret_cast<const lock_state*>(blocks_[id >> 16].bytes.get() + (id & 0xffff)));
+  }
+  std::size_t size() const noexcept { return count_; }
+  // Only for a row that lives in the store: its name follows it.
+  static std::string_view name_of(const lock_state& l) noexcept {
+    const char* p = reinterpret_cast<const char*>(&l) + sizeof(lock_state);
+    std::size_t size = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      const auto byte = static_cast<unsigned char>(*p++);
+      size |= static_cast<std::size_t>(byte & 0x7f) << shift;
+      if (byte < 0x80) break;
+    }
+    return {p, size};
+  }
+  // In first-seen order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const block& b : blocks_) {
+      const char* const end = b.bytes.get() + b.used;
+      for (const char* at = b.bytes.get(); at != end;) {
+        const lock_state& l = *std::launder(reinterpret_cast<const lock_state*>(at));
+        const std::string_view name = name_of(l);
+        f(l, name);
+        at = name.data() + name.size();
+      }
+    }
+  }
+
+ private:
+  static constexpr std::size_t block_bytes = 1u << 16;
+  static constexpr std::size_t max_blocks = 1u << 16;
+  struct block {
+    std::unique_ptr<char[]> bytes;
+    std::size_t used = 0;
+  };
+  std::vector<block> blocks_;
+  std::size_t count_ = 0;
+};
+
+// 12 bytes in the heap, 8 in a run: one per held lock.
 struct __attribute__((packed)) timer {
   std::int64_t at_us;
   std::uint32_t lock;
@@ -370,45 +453,93 @@ struct __attribute__((packed)) timer {
 };
 static_assert(sizeof(timer) == 12);
 
-// The clock's pending entries. Most arrive in time order for their lease (reply time
-// + the same lease), so they are appended to one of a few FIFO runs, each sorted: O(1)
-// per entry and sequential memory. Entries that fit no run go to a heap. Popping
-// takes the earliest of the run fronts and the heap top.
-class timer_queue {
+// A FIFO of timer entries in time order, 8 bytes each: an entry keeps the low 32 bits
+// of its time; the high bits, the same for long stretches of a sorted run, are kept
+// for the front and the back and change through marker entries (every ~72 minutes of
+// timestamps), so every time stays an exact int64.
+class timer_run {
  public:
+  bool empty() const noexcept { return entries_.empty(); }
+  std::int64_t front_us() const noexcept { return join(front_high_, entries_.front().low); }
+  std::uint32_t front_lock() const noexcept { return entries_.front().lock; }
+  std::int64_t back_us() const noexcept { return join(back_high_, entries_.back().low); }
+  // In time order: t.at_us >= back_us() unless empty.
   void push(const timer& t) {
-    std::deque<timer>* best = nullptr;
-    for (std::deque<timer>& run : runs_) {
-      if (run.empty() || run.back().at_us <= t.at_us) {
-        if (best == nullptr || best->empty() || (!run.empty() && run.back().at_us > best->back().at_us)) best = &run;
-      }
+    const std::uint32_t high = high_of(t.at_us);
+    if (entries_.empty()) {
+      front_high_ = back_high_ = high;
+    } else if (high != back_high_) {
+      entries_.push_back(entry{marker, high});
+      back_high_ = high;
     }
-    if (best != nullptr) best->push_back(t);
-    else heap_.push(t);
+    entries_.push_back(entry{t.lock, static_cast<std::uint32_t>(t.at_us)});
   }
-  // The earliest entry, or nullptr when there is none.
-  const timer* top() const {
-    const timer* earliest = heap_.empty() ? nullptr : &heap_.top();
-    for (const std::deque<timer>& run : runs_) {
-      if (!run.empty() && (earliest == nullptr || run.front().at_us < earliest->at_us)) earliest = &run.front();
-    }
-    return earliest;
-  }
-  void pop(const timer* top) {
-    if (!heap_.empty() && top == &heap_.top()) {
-      heap_.pop();
-      return;
-    }
-    for (std::deque<timer>& run : runs_) {
-      if (!run.empty() && top == &run.front()) {
-        run.pop_front();
-        return;
-      }
+  void pop_front() {
+    entries_.pop_front();
+    // A marker is always followed by the entry it was pushed with: the front stays real.
+    if (!entries_.empty() && entries_.front().lock == marker) {
+      front_high_ = entries_.front().low;
+      entries_.pop_front();
     }
   }
 
  private:
-  std::deque<timer> runs_[4];
+  static constexpr std::uint32_t marker = no_id;  // never a lock id
+  struct entry {
+    std::uint32_t lock;
+    std::uint32_t low;  // a marker: the new high bits
+  };
+  static std::uint32_t high_of(std::int64_t us) noexcept {
+    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(us) >> 32);
+  }
+  static std::int64_t join(std::uint32_t high, std::uint32_t low) noexcept {
+    return static_cast<std::int64_t>((std::uint64_t{high} << 32) | low);
+  }
+  std::deque<entry> entries_;
+  std::uint32_t front_high_ = 0;
+  std::uint32_t back_high_ = 0;
+};
+
+// The clock's pending entries. Most arrive in time order for their lease (reply time
+// + the same lease), so they are appended to one of a few FIFO runs, each sorted: O(1)
+// per entry and sequential memory. Entries that fit no run go to a heap. Popping
+// takes the earliest of the run fronts and the heap top (on a tie: the heap, then the
+// first run), which fixes the order of events due at the same time.
+class timer_queue {
+ public:
+  void push(const timer& t) {
+    timer_run* best = nullptr;
+    for (timer_run& run : runs_) {
+      if (run.empty() || run.back_us() <= t.at_us) {
+        if (best == nullptr || best->empty() || (!run.empty() && run.back_us() > best->back_us())) best = &run;
+      }
+    }
+    if (best != nullptr) best->push(t);
+    else heap_.push(t);
+  }
+  // Takes the earliest entry into `due` if there is one at or before `to`.
+  bool pop_due(std::int64_t to, timer& due) {
+    timer_run* earliest_run = nullptr;
+    std::int64_t earliest = heap_.empty() ? 0 : heap_.top().at_us;
+    for (timer_run& run : runs_) {
+      if (!run.empty() && ((heap_.empty() && earliest_run == nullptr) || run.front_us() < earliest)) {
+        earliest_run = &run;
+        earliest = run.front_us();
+      }
+    }
+    if ((heap_.empty() && earliest_run == nullptr) || earliest > to) return false;
+    if (earliest_run == nullptr) {
+      due = heap_.top();
+      heap_.pop();
+    } else {
+      due = timer{earliest, earliest_run->front_lock()};
+      earliest_run->pop_front();
+    }
+    return true;
+  }
+
+ private:
+  timer_run runs_[4];
   std::priority_queue<timer, std::vector<timer>, std::greater<>> heap_;
 };
 
@@ -436,10 +567,8 @@ struct lock_timeline::impl {
   interner owners{arena};
   interner texts{arena};
   id_table lock_ids;
-  name_arena names;
-  std::deque<lock_state> locks;
-  std::deque<holder> pool;            // first holders of held locks
-  std::vector<std::uint32_t> free_slots;
+  lock_store locks;
+  holder_pool pool;                   // first holders of held locks
   timer_queue timers;
   std::unordered_map<std::uint64_t, std::uint32_t> connection_ids;
   std::deque<connection_info> connections;
@@ -455,8 +584,11 @@ struct lock_timeline::impl {
   std::uint32_t find_lock(std::string_view name) const {
     return lock_ids.find(name, hash_text(name), [this](std::uint32_t id) { return name_of(locks[id]); });
   }
-  std::string_view name_of(const lock_state& l) const noexcept { return names.text(l.name); }
+  static std::string_view name_of(const lock_state& l) noexcept { return lock_store::name_of(l); }
   // 16-bit counters in the lock's row, carried into its side record on overflow.
+  void count_acquisition(lock_state& l) {
+    if (++l.acquisitions == 0) side_of(l).acquisitions_carry += 0x10000;
+  }
   void count_renewal(lock_state& l) {
     if (++l.renewals == 0) side_of(l).renewals_carry += 0x10000;
   }
@@ -467,11 +599,8 @@ struct lock_timeline::impl {
     const std::uint32_t h = hash_text(name);
     const std::uint32_t found = lock_ids.find(name, h, [this](std::uint32_t id) { return name_of(locks[id]); });
     if (found != no_id) return found;
-    const std::uint32_t stored = names.store(name);
-    if (stored == name_arena::none) return no_id;  // 4 GiB of names: new locks are not followed
-    const auto id = static_cast<std::uint32_t>(locks.size());
-    lock_state& l = locks.emplace_back();
-    l.name = stored;
+    const std::uint32_t id = locks.add(name);
+    if (id == no_id) return no_id;  // 4 GiB of locks: new locks are not followed
     lock_ids.insert(id, h);
     return id;
   }
@@ -517,15 +646,9 @@ struct lock_timeline::impl {
   }
   holder& add_holder(lock_state& l) {
     if (l.active == no_id) {
-      if (free_slots.empty()) {
-        l.active = static_cast<std::uint32_t>(pool.size());
-        pool.emplace_back();
-      } else {
-        l.active = free_slots.back();
-        free_slots.pop_back();
-        pool[l.active] = holder{};
-      }
-      return pool[l.active];
+      const std::uint32_t slot = pool.acquire();
+      l.active = slot;
+      return pool[slot];
     }
     return ex(l).more_holders.emplace_back();
   }
@@ -535,7 +658,7 @@ struct lock_timeline::impl {
         *h = xp(l)->more_holders.front();
         xp(l)->more_holders.erase(xp(l)->more_holders.begin());
       } else {
-        free_slots.push_back(l.active);
+        pool.release(l.active);
         l.active = no_id;
       }
       return;
@@ -545,7 +668,7 @@ struct lock_timeline::impl {
   }
   void clear_holders(lock_state& l) {
     if (l.active != no_id) {
-      free_slots.push_back(l.active);
+      pool.release(l.active);
       l.active = no_id;
     }
     if (has_extra(l)) xp(l)->more_holders.clear();
@@ -632,7 +755,7 @@ struct lock_timeline::impl {
     };
     for_each_holder(l, [&](holder& h) {
       consider(h.deadline_us);
-      if (!h.long_hold_reported && h.since_us >= 0 && options.long_hold_us > 0) consider(h.since_us + options.long_hold_us);
+      if (!h.long_hold_reported() && h.since_us >= 0 && options.long_hold_us > 0) consider(h.since_us + options.long_hold_us);
     });
     if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported && has_subscribed_waiter(l)) {
       consider(xp(l)->free_since_us + options.idle_threshold_us);
@@ -658,8 +781,8 @@ struct lock_timeline::impl {
       }
     }
     for_each_holder(l, [&](holder& h) {
-      if (!h.long_hold_reported && h.since_us >= 0 && options.long_hold_us > 0 && h.since_us + options.long_hold_us <= at) {
-        h.long_hold_reported = true;
+      if (!h.long_hold_reported() && h.since_us >= 0 && options.long_hold_us > 0 && h.since_us + options.long_hold_us <= at) {
+        h.set_long_hold_reported();
         detail = "held longer than " + std::to_string(options.long_hold_us / 1000) + " ms";
         anomaly(l, h.since_us + options.long_hold_us, anomaly_kind::long_hold, h.owner, h.conn, detail);
       }
@@ -681,9 +804,7 @@ struct lock_timeline::impl {
   }
 
   void advance(std::int64_t to) {
-    for (const timer* top = timers.top(); top != nullptr && top->at_us <= to; top = timers.top()) {
-      const timer t = *top;
-      timers.pop(top);
+    for (timer t; timers.pop_due(to, t);) {
       if (locks[t.lock].queued_us != t.at_us) continue;  // superseded by an earlier entry
       if (t.at_us > now) now = t.at_us;
       fire(t.lock, t.at_us);
@@ -795,10 +916,10 @@ struct lock_timeline::impl {
 
     if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
                                            op.family != lock_family::set_based) {
-      if (h->hold_count > 0) ++h->hold_count;
+      h->reenter();
       if (op.lease_ms >= 0) h->set_lease(op, at);
       lock_event e = from_op(l, op, lock_event_kind::reentered);
-      e.hold_count = h->hold_count > 0 ? h->hold_count : -1;
+      e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
       e.lease_ms = op.lease_ms;
       emit(l, e);
       schedule(id);
@@ -838,12 +959,12 @@ struct lock_timeline::impl {
     holder& h = add_holder(l);
     h.owner = owner;
     h.conn = conn;
-    h.hold_count = 1;
+    h.set_hold_count(1);
     h.since_us = at;
     h.last_renew_us = at;
     if (op.lease_ms >= 0) h.set_lease(op, at);
     if (has_extra(l)) xp(l)->free_since_us = -1;
-    ++l.acquisitions;
+    count_acquisition(l);
     if (wait >= 0) {
       ex(l).waits.add(wait);
     }
@@ -909,11 +1030,11 @@ struct lock_timeline::impl {
           h->owner = owner;
           h->conn = conn;
           if (has_extra(l)) xp(l)->free_since_us = -1;
-        } else if (h->hold_count > 1) {
-          --h->hold_count;
+        } else if (h->hold_count() > 1) {
+          h->set_hold_count(h->hold_count() - 1);
         }
         if (op.lease_ms >= 0) h->set_lease(op, at);
-        e.hold_count = h->hold_count > 0 ? h->hold_count : -1;
+        e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
         emit(l, e);
         break;
       }
@@ -957,7 +1078,7 @@ struct lock_timeline::impl {
       }
       h->last_renew_us = at;
       if (op.lease_ms >= 0) h->set_lease(op, at);
-      e.hold_count = h->hold_count > 0 ? h->hold_count : -1;
+      e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
       count_renewal(l);
       emit(l, e);
     } else if (op.outcome == op_outcome::rejected) {
@@ -982,7 +1103,7 @@ struct lock_timeline::impl {
       h->set_lease(op, at);
       h->last_renew_us = at;
       e.lease_ms = op.lease_ms;
-      e.hold_count = h->hold_count > 0 ? h->hold_count : -1;
+      e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
       count_renewal(l);
       emit(l, e);
     } else {
@@ -1143,20 +1264,20 @@ std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
 
 void lock_timeline::for_each_lock_name(const std::function<void(std::string_view)>& f) const {
-  for (const lock_state& l : impl_->locks) f(impl_->name_of(l));
+  impl_->locks.for_each([&](const lock_state&, std::string_view name) { f(name); });
 }
 
 void lock_timeline::for_each_lock(const std::function<void(std::string_view, const lock_stats&)>& f) const {
   static const duration_samples none;
   std::vector<std::int64_t> scratch;
   std::vector<std::int64_t> hold_us;
-  for (const lock_state& l : impl_->locks) {
+  impl_->locks.for_each([&](const lock_state& l, std::string_view name) {
     const lock_extra* x = impl_->xp(l);
     const lock_side* sd = impl_->side_ptr(l);
     const duration_samples& holds = sd != nullptr ? sd->holds : none;
     const duration_samples& waits = x != nullptr ? x->waits : none;
     lock_stats s;
-    s.acquisitions = l.acquisitions;
+    s.acquisitions = l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
     s.contended_acquisitions = waits.count();
     s.renewals = l.renewals + (sd != nullptr ? sd->renewals_carry : 0);
     s.expiries = l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
@@ -1170,8 +1291,8 @@ void lock_timeline::for_each_lock(const std::function<void(std::string_view, con
     }
     s.hold_us = hold_us;
     s.wait_us = waits.samples();
-    f(impl_->name_of(l), s);
-  }
+    f(name, s);
+  });
 }
 
 }  // namespace lockscope::analyzer

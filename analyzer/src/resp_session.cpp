@@ -509,7 +509,13 @@ void resp_session::command_complete() {
   const std::string_view name = c.command.text(nodes[1]);
   std::vector<std::string_view>& args = arguments_;
   args.clear();
-  if (iequals(name, "AUTH") || iequals(name, "HELLO") || iequals(name, "MIGRATE") || iequals(name, "CONFIG") ||
+  // Every command handled below starts with one of these letters; the rest (EVAL,
+  // GET, ...) skip the comparisons.
+  static constexpr std::string_view special_initials = "ahmcrspu";
+  const bool ordinary = name.empty() || special_initials.find(lower(name[0])) == std::string_view::npos;
+  if (ordinary) {
+    args.push_back(name);
+  } else if (iequals(name, "AUTH") || iequals(name, "HELLO") || iequals(name, "MIGRATE") || iequals(name, "CONFIG") ||
       iequals(name, "ACL") || iequals(name, "CLIENT") || iequals(name, "REPLCONF")) {
     c.command.arguments(args);
   } else {
@@ -518,7 +524,9 @@ void resp_session::command_complete() {
   auto mask = [&](std::size_t i) {
     if (i < args.size() && i < 64) c.redact_mask |= std::uint64_t{1} << i;
   };
-  if (iequals(name, "AUTH")) {
+  if (ordinary) {
+    // nothing to track
+  } else if (iequals(name, "AUTH")) {
     if (args.size() >= 2) mask(args.size() - 1);
   } else if (iequals(name, "HELLO")) {
     c.expect = expect_hello;

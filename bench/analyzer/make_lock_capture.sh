@@ -6,8 +6,9 @@
 # Starts redis-server on a free loopback port, records it with
 # `tcpdump -i lo -w OUT port P`, and runs redis-benchmark with the seed's acquire EVAL
 # (000_*.txt §4.2.1) on random lock names (-r) until the file holds MIN_MB (default
-# 300). Writes OUT.port beside the capture for decode_bench.sh. Needs root (tcpdump)
-# and redis-server, redis-benchmark, tcpdump. Captures go to bench/data/ (gitignored).
+# 300). Writes OUT.port beside the capture for decode_bench.sh. Needs root (tcpdump),
+# redis-server, redis-benchmark, tcpdump and a built lockscope (for the script text).
+# Captures go to bench/data/ (gitignored).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +19,8 @@ mkdir -p "$(dirname "$out")"
 for tool in redis-server redis-benchmark tcpdump python3; do
   command -v "$tool" >/dev/null || { echo "make_lock_capture: $tool is not installed" >&2; exit 2; }
 done
+lockscope=${LOCKSCOPE:-$root/build/default/cli/lockscope}
+[[ -x "$lockscope" ]] || { echo "make_lock_capture: $lockscope is not built (make test builds it)" >&2; exit 2; }
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 workdir=$(mktemp -d)
@@ -42,7 +45,8 @@ tcpdump_pid=$!
 for _ in $(seq 50); do [[ -s "$out" ]] && break; sleep 0.1; done
 sleep 0.3
 
-script="if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);"
+# The acquire script from lock/scripts.hpp, the one source of truth.
+script=$("$lockscope" scripts acquire)
 owner="80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"
 
 while :; do

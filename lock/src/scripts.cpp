@@ -1,8 +1,10 @@
 #include "lockscope/lock/scripts.hpp"
 
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include <array>
+#include <stdexcept>
 #include <cctype>
 
 namespace lockscope::lock {
@@ -53,8 +55,15 @@ const script_info* find_script_by_sha1(std::string_view sha1) noexcept {
 }
 
 std::string sha1_hex(std::string_view bytes) {
+  // Fetched once: OpenSSL 3's one-shot SHA1() looks the algorithm up on every call,
+  // which costs more than hashing a lock script.
+  static const EVP_MD* const sha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
   unsigned char digest[SHA_DIGEST_LENGTH];
-  SHA1(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  unsigned int size = 0;
+  if (sha1 == nullptr || EVP_Digest(bytes.data(), bytes.size(), digest, &size, sha1, nullptr) != 1 ||
+      size != SHA_DIGEST_LENGTH) {
+    throw std::runtime_error("lockscope: OpenSSL cannot compute SHA1");
+  }
   static constexpr char hex[] = "0123456789abcdef";
   std::string out(2 * SHA_DIGEST_LENGTH, '0');
   for (std::size_t i = 0; i < SHA_DIGEST_LENGTH; ++i) {

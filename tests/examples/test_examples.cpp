@@ -75,3 +75,28 @@ TEST_CASE("lockscope resp names the offset and reason of a decode error and exit
   CHECK(r.status == 1);
   CHECK(r.output == "lockscope resp: -: offset 11: expected CRLF\n");
 }
+
+TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the SHA1 SCRIPT LOAD returns",
+          "[examples]") {
+  lockscope::test::redis_server server;
+  lockscope::test::resp_connection redis("127.0.0.1", server.port());
+  const std::string cli = LOCKSCOPE_CLI;
+  for (const char* name : {"acquire", "unlock", "renew", "force_unlock"}) {
+    INFO(name);
+    const run_result text = run(cli + " scripts " + name);
+    REQUIRE(text.status == 0);
+    CHECK(text.output.rfind("if (redis.call(", 0) == 0);
+    const run_result sha1 = run(cli + " scripts " + name + " --sha1");
+    REQUIRE(sha1.status == 0);
+    CHECK(redis.command("SCRIPT", "LOAD", text.output).text + "\n" == sha1.output);
+  }
+  const run_result list = run(cli + " scripts");
+  CHECK(list.status == 0);
+  CHECK(list.output.find("acquire       ") != std::string::npos);
+  CHECK(list.output.find(" 339  1/2") != std::string::npos);  // the seed's acquire: 339 bytes
+
+  const run_result unknown = run(cli + " scripts fair_acquire 2>&1");
+  CHECK(unknown.status == 64);
+  CHECK(unknown.output ==
+        "lockscope scripts: no script named 'fair_acquire' (known: acquire, unlock, renew, force_unlock)\n");
+}

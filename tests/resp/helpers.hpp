@@ -17,6 +17,7 @@
 #include "lockscope/resp/error.hpp"
 #include "lockscope/resp/types.hpp"
 #include "lockscope/resp/value.hpp"
+#include "lockscope/test/splitmix64.hpp"
 
 // Readable Catch2 output for the library's enums and values. They live in the
 // library's namespace so that argument-dependent lookup finds them.
@@ -169,23 +170,7 @@ inline std::vector<recorded_node> normalize(const std::vector<recorded_node>& ra
   return out;
 }
 
-// A tiny portable PRNG (splitmix64) so that seeds reproduce on any standard library.
-class rng {
- public:
-  explicit rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi].
-  std::uint64_t between(std::uint64_t lo, std::uint64_t hi) { return lo + next() % (hi - lo + 1); }
-  bool chance(unsigned percent) { return next() % 100 < percent; }
-
- private:
-  std::uint64_t state_;
-};
+using rng = lockscope::test::splitmix64;
 
 enum class split { whole, byte_by_byte, mss_1460, chunks_16k, random };
 

@@ -139,10 +139,11 @@ inline event_recorder events_of(const std::string& pcap, const analyzer::timelin
 }
 
 inline std::string report_of(const std::string& pcap, analyzer::report_format format,
-                             const analyzer::timeline_options& options = {}) {
+                             const analyzer::timeline_options& options = {}, unsigned threads = 2) {
   analyzer::analysis_options o;
   o.report.format = format;
   o.timeline = options;
+  o.threads = threads;
   std::string out;
   analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
   return out;

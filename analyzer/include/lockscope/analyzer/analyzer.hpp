@@ -77,7 +77,7 @@ class analyzer {
   struct flow_key {
     endpoint a;  // the lower endpoint
     endpoint b;
-    bool operator==(const flow_key&) const = default;
+    bool operator==(const flow_key& o) const noexcept;  // word compares, not memcmp: per packet
   };
   struct flow_key_hash {
     std::size_t operator()(const flow_key& k) const noexcept;
@@ -92,6 +92,9 @@ class analyzer {
   analyzer_options options_;
   exchange_sink& sink_;
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash> flows_;
+  // The last segment's flow: a reply usually follows its request on the same one.
+  std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator last_flow_;
+  bool last_flow_valid_ = false;
   std::uint64_t next_connection_id_ = 1;
   std::int64_t last_sweep_us_ = 0;
   analyzer_stats totals_;         // packet counters and the totals of closed connections

@@ -27,9 +27,10 @@
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
-// Memory: every lock ever seen keeps a 40-byte row (its summary: counters, the first
-// hold inline), its name once (length + 1 byte) and an 8-byte id slot at most 4/5
-// full (10-13 bytes a lock). A held lock adds a 48-byte holder and a 12-byte timer.
+// Memory: every lock ever seen keeps a 34-byte row (its summary: counters, the first
+// hold inline) directly followed by its name (length + 1 byte, no padding), and an
+// 8-byte id slot at most 4/5 full: 45-48 bytes + the name's length a lock. A held lock
+// adds a 44-byte holder and an 8-byte timer entry (12 bytes if it came out of order).
 // Later hold samples, waiters and anomaly counts live in side records only the locks
 // that have them pay for; a lock's samples are exact up to duration_exact_limit, then
 // a histogram of at most a few KiB, so no lock grows with the capture's length.
