@@ -28,7 +28,9 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
                               const std::function<void(std::string_view)>& write,
                               offline_capture::warning_handler warn) {
   offline_capture source(files, std::move(warn));
-  lock_report report(options.report, write);
+  report_options with_threads = options.report;
+  with_threads.threads = options.threads;  // the summary table too, once the timeline is done
+  lock_report report(with_threads, write);
   lock_timeline timeline(options.timeline, report);
   captured_packet p;
   const bool more = source.next(p);
@@ -36,8 +38,9 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   const bool threaded = options.threads >= 2;
   operation_pipe pipe(threaded ? operation_pipe::default_chunk_bytes : 0, threaded ? operation_pipe::default_chunks : 0);
   lock_operation_sink& downstream = threaded ? static_cast<lock_operation_sink&>(pipe) : timeline;
-  lock_operation_filter filter(report, downstream, !options.report.lock_globs.empty());
-  lock_recognizer recognizer(filter);
+  lock_operation_filter filter(report, downstream, true);
+  const bool filtering = !options.report.lock_globs.empty();  // else one virtual call less per operation
+  lock_recognizer recognizer(filtering ? static_cast<lock_operation_sink&>(filter) : downstream);
   analyzer a(options.capture, recognizer);
   std::int64_t last = -1;
   if (!threaded) {

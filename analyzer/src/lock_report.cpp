@@ -1,9 +1,13 @@
 #include "lockscope/analyzer/lock_report.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -225,28 +229,20 @@ namespace {
 // The summary table has a row per lock (hundreds of thousands on big captures): rows
 // are written straight into a char buffer. Each fast path prints exactly what the fmt
 // specification of the row prints, and defers to fmt where that is not obvious.
-class row_writer {
+class row_buffer {
  public:
-  explicit row_writer(const std::function<void(std::string_view)>& write) : write_(write) {}
-  ~row_writer() = default;
-
-  // Room for `n` more bytes; the row is then written through `p` and ended with `end`.
+  // Room for `n` more bytes; the row is then written through the pointer returned and
+  // ended with end_row.
   char* begin_row(std::size_t n) {
-    if (used_ + n > buffer_.size()) {
-      flush();
-      if (n > buffer_.size()) buffer_.resize(n);
-    }
-    return buffer_.data() + used_;
+    if (used_ + n > bytes_.size()) bytes_.resize(std::max(bytes_.size() * 2, used_ + n));
+    return bytes_.data() + used_;
   }
-  void end_row(char* p) { used_ = static_cast<std::size_t>(p - buffer_.data()); }
-  void flush() {
-    if (used_ > 0) write_(std::string_view(buffer_.data(), used_));
-    used_ = 0;
-  }
+  void end_row(char* p) noexcept { used_ = static_cast<std::size_t>(p - bytes_.data()); }
+  std::string_view view() const noexcept { return {bytes_.data(), used_}; }
+  void clear() noexcept { used_ = 0; }
 
  private:
-  const std::function<void(std::string_view)>& write_;
-  std::vector<char> buffer_ = std::vector<char>(1u << 18);
+  std::vector<char> bytes_ = std::vector<char>(1u << 18);
   std::size_t used_ = 0;
 };
 
@@ -320,69 +316,153 @@ char* put_triple(char* p, const duration_stats& d, std::size_t width) {
 
 }  // namespace
 
+namespace {
+
+// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
+  // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
+  char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
+  if (plain_ascii(lock)) {  // the usual case
+    p = put(p, lock);
+    if (lock.size() < width) p = spaces(p, width - lock.size());
+  } else {
+    p = fmt::format_to(p, "{:<{}}", printable(lock), width);
+  }
+  p = spaces(p, 2);
+  p = put_right(p, s.acquisitions, 6);
+  p = spaces(p, 2);
+  if (s.contended_acquisitions == 0) {
+    p = put(p, "     0.0");
+  } else if (s.contended_acquisitions == s.acquisitions) {
+    p = put(p, "   100.0");
+  } else {
+    const double contended = s.acquisitions == 0 ? 0.0
+                                                 : 100.0 * static_cast<double>(s.contended_acquisitions) /
+                                                       static_cast<double>(s.acquisitions);
+    p = fmt::format_to(p, "{:>8.1f}", contended);
+  }
+  p = put(p, "%  ");
+  p = put_triple(p, s.hold, 28);
+  p = spaces(p, 2);
+  p = put_triple(p, s.wait, 28);
+  p = spaces(p, 2);
+  p = put_right(p, s.renewals, 8);
+  p = spaces(p, 2);
+  p = put_right(p, s.expiries, 8);
+  p = spaces(p, 2);
+  if (s.anomaly_total() == 0) {
+    *p++ = '-';
+  } else {
+    bool first = true;
+    for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
+      if (s.anomalies[k] == 0) continue;
+      if (!first) *p++ = ' ';
+      first = false;
+      p = put(p, to_string(static_cast<anomaly_kind>(k)));
+      *p++ = '=';
+      p = put_right(p, s.anomalies[k], 0);
+    }
+  }
+  *p++ = '\n';
+  rows.end_row(p);
+}
+
+// Below this many locks a second thread costs more than it saves.
+constexpr std::size_t parallel_summary_min_locks = 20'000;
+// Locks per batch when two threads format the table (~250 KB of text each).
+constexpr std::size_t summary_batch_locks = 2048;
+
+}  // namespace
+
 void lock_report::write_summary(const lock_timeline& timeline) {
   std::size_t width = 4;
-  timeline.for_each_lock_name([&](std::string_view lock) {
-    if (selected(lock)) width = std::max(width, std::min<std::size_t>(lock.size(), 48));
-  });
+  if (options_.lock_globs.empty()) {
+    width = std::max(width, std::min<std::size_t>(timeline.longest_lock_name(), 48));
+  } else {
+    timeline.for_each_lock_name([&](std::string_view lock) {
+      if (selected(lock)) width = std::max(width, std::min<std::size_t>(lock.size(), 48));
+    });
+  }
   append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", "lock", width,
                  "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "renewals", "expiries", "anomalies");
   flush();
   std::uint64_t locks = 0;
-  row_writer rows(write_);
-  timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
-    if (!selected(lock)) return;
-    ++locks;
-    // The row is "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n"; its
-    // fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
-    char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
-    if (plain_ascii(lock)) {  // the usual case
-      p = put(p, lock);
-      if (lock.size() < width) p = spaces(p, width - lock.size());
-    } else {
-      p = fmt::format_to(p, "{:<{}}", printable(lock), width);
-    }
-    p = spaces(p, 2);
-    p = put_right(p, s.acquisitions, 6);
-    p = spaces(p, 2);
-    if (s.contended_acquisitions == 0) {
-      p = put(p, "     0.0");
-    } else if (s.contended_acquisitions == s.acquisitions) {
-      p = put(p, "   100.0");
-    } else {
-      const double contended = s.acquisitions == 0 ? 0.0
-                                                   : 100.0 * static_cast<double>(s.contended_acquisitions) /
-                                                         static_cast<double>(s.acquisitions);
-      p = fmt::format_to(p, "{:>8.1f}", contended);
-    }
-    p = put(p, "%  ");
-    p = put_triple(p, s.hold, 28);
-    p = spaces(p, 2);
-    p = put_triple(p, s.wait, 28);
-    p = spaces(p, 2);
-    p = put_right(p, s.renewals, 8);
-    p = spaces(p, 2);
-    p = put_right(p, s.expiries, 8);
-    p = spaces(p, 2);
-    if (s.anomaly_total() == 0) {
-      *p++ = '-';
-    } else {
-      bool first = true;
-      for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
-        if (s.anomalies[k] == 0) continue;
-        if (!first) *p++ = ' ';
-        first = false;
-        p = put(p, to_string(static_cast<anomaly_kind>(k)));
-        *p++ = '=';
-        p = put_right(p, s.anomalies[k], 0);
+  if (options_.threads < 2 || timeline.lock_count() < parallel_summary_min_locks) {
+    row_buffer rows;
+    timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+      if (!selected(lock)) return;
+      ++locks;
+      append_row(rows, lock, s, width);
+      if (rows.view().size() >= (1u << 18)) {
+        write_(rows.view());
+        rows.clear();
       }
-    }
-    *p++ = '\n';
-    rows.end_row(p);
-  });
-  rows.flush();
+    });
+    if (!rows.view().empty()) write_(rows.view());
+  } else {
+    locks = write_rows_in_parallel(timeline, width);
+  }
   if (locks == 0) out_ += "(no lock activity)\n";
   flush();
+}
+
+// Two threads format alternate batches of rows (timeline.for_each_lock by part); each
+// waits for its batch's turn to write, so the output is in order and at most two
+// batches are held in memory.
+std::uint64_t lock_report::write_rows_in_parallel(const lock_timeline& timeline, std::size_t width) {
+  const std::size_t batches = std::max<std::size_t>(2, timeline.lock_count() / summary_batch_locks);
+  std::mutex mutex;
+  std::condition_variable turn_changed;
+  std::size_t turn = 0;  // the batch whose rows are written next
+  bool failed = false;
+  std::uint64_t locks = 0;
+  auto run = [&](std::size_t first_batch) {
+    row_buffer rows;
+    for (std::size_t b = first_batch; b < batches; b += 2) {
+      rows.clear();
+      std::uint64_t batch_locks = 0;
+      timeline.for_each_lock(b, batches, [&](std::string_view lock, const lock_stats& s) {
+        if (!selected(lock)) return;
+        ++batch_locks;
+        append_row(rows, lock, s, width);
+      });
+      std::unique_lock guard(mutex);
+      turn_changed.wait(guard, [&] { return turn == b || failed; });
+      if (failed) return;
+      try {
+        if (!rows.view().empty()) write_(rows.view());  // only this thread writes now
+      } catch (...) {
+        failed = true;
+        turn_changed.notify_all();
+        throw;
+      }
+      locks += batch_locks;
+      ++turn;
+      turn_changed.notify_all();
+    }
+  };
+  std::exception_ptr helper_error;
+  std::thread helper([&] {
+    try {
+      run(1);
+    } catch (...) {
+      helper_error = std::current_exception();
+    }
+  });
+  try {
+    run(0);
+  } catch (...) {
+    {
+      std::lock_guard guard(mutex);
+      failed = true;
+    }
+    turn_changed.notify_all();
+    helper.join();
+    throw;
+  }
+  helper.join();
+  if (helper_error) std::rethrow_exception(helper_error);
+  return locks;
 }
 
 void lock_report::finish(const lock_timeline& timeline) {

@@ -7,6 +7,7 @@
 #include <new>
 #include <queue>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -400,6 +401,7 @@ class lock_store {
     std::memcpy(at + sizeof(lock_state) + length_size, name.data(), name.size());
     b.used += size;
     ++count_;
+    longest_name_ = std::max(longest_name_, name.size());
     return id;
   }
   lock_state& operator[](std::uint32_t id) noexcept {
@@ -423,7 +425,15 @@ class lock_store {
   // In first-seen order.
   template <class F>
   void for_each(F&& f) const {
-    for (const block& b : blocks_) {
+    for_each(0, 1, f);
+  }
+  // Run `part` of `parts`: the blocks cut into consecutive runs of about equal size.
+  template <class F>
+  void for_each(std::size_t part, std::size_t parts, F&& f) const {
+    const std::size_t first = blocks_.size() * part / parts;
+    const std::size_t last = blocks_.size() * (part + 1) / parts;
+    for (std::size_t i = first; i < last; ++i) {
+      const block& b = blocks_[i];
       const char* const end = b.bytes.get() + b.used;
       for (const char* at = b.bytes.get(); at != end;) {
         const lock_state& l = *std::launder(reinterpret_cast<const lock_state*>(at));
@@ -433,6 +443,7 @@ class lock_store {
       }
     }
   }
+  std::size_t longest_name() const noexcept { return longest_name_; }
 
  private:
   static constexpr std::size_t block_bytes = 1u << 16;
@@ -443,6 +454,7 @@ class lock_store {
   };
   std::vector<block> blocks_;
   std::size_t count_ = 0;
+  std::size_t longest_name_ = 0;
 };
 
 // 12 bytes in the heap, 8 in a run: one per held lock.
@@ -1267,11 +1279,19 @@ void lock_timeline::for_each_lock_name(const std::function<void(std::string_view
   impl_->locks.for_each([&](const lock_state&, std::string_view name) { f(name); });
 }
 
+std::size_t lock_timeline::longest_lock_name() const noexcept { return impl_->locks.longest_name(); }
+
 void lock_timeline::for_each_lock(const std::function<void(std::string_view, const lock_stats&)>& f) const {
+  for_each_lock(0, 1, f);
+}
+
+void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
+                                  const std::function<void(std::string_view, const lock_stats&)>& f) const {
+  if (parts == 0 || part >= parts) throw std::invalid_argument("lock_timeline::for_each_lock: part out of range");
   static const duration_samples none;
   std::vector<std::int64_t> scratch;
   std::vector<std::int64_t> hold_us;
-  impl_->locks.for_each([&](const lock_state& l, std::string_view name) {
+  impl_->locks.for_each(part, parts, [&](const lock_state& l, std::string_view name) {
     const lock_extra* x = impl_->xp(l);
     const lock_side* sd = impl_->side_ptr(l);
     const duration_samples& holds = sd != nullptr ? sd->holds : none;

@@ -78,3 +78,92 @@ TEST_CASE("report: --lock filters text output and the summary", "[report]") {
   CHECK(out.find("expired") != std::string::npos);
   CHECK(out.find("keep:1       1") != std::string::npos);  // the summary row
 }
+
+namespace {
+
+// A timeline of `locks` locks with varied rows: some held once, some twice, some
+// contended, some renewed, some expired, names of several lengths.
+void fill(lock_timeline& timeline, int locks) {
+  for (int i = 0; i < locks; ++i) {
+    const std::string name = "order:" + std::string(static_cast<std::size_t>(i % 7), 'x') + std::to_string(i);
+    const std::int64_t t = 1'000'000 + i * 10;
+    lock_operation op;
+    op.kind = lock_op_kind::acquire;
+    op.outcome = op_outcome::ok;
+    op.lock = name;
+    op.owner = i % 3 == 0 ? "a:1" : "b:2";
+    op.request_us = t;
+    op.reply_us = t + 5;
+    op.lease_ms = 30'000;
+    timeline.on_operation(op);
+    if (i % 4 == 0) {
+      op.kind = lock_op_kind::unlock;
+      op.request_us = t + 7;
+      op.reply_us = t + 8 + i % 13;
+      timeline.on_operation(op);
+    }
+  }
+  timeline.finish(1'000'000 + std::int64_t{locks} * 10 + 60'000'000);
+}
+
+std::string summary_of(int locks, unsigned threads, std::vector<std::string> globs = {}) {
+  report_options o;
+  o.format = report_format::summary_only;
+  o.threads = threads;
+  o.lock_globs = std::move(globs);
+  std::string out;
+  lock_report report(o, [&](std::string_view s) { out += s; });
+  lock_timeline timeline({}, report);
+  fill(timeline, locks);
+  report.finish(timeline);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report: a big summary table is the same whether one thread formats it or two", "[report][pipe]") {
+  for (int locks : {19'999, 20'000, 61'234}) {
+    INFO(locks << " locks");
+    const std::string one = summary_of(locks, 1);
+    CHECK(std::count(one.begin(), one.end(), '\n') == locks + 1);  // the header, then a row per lock
+    CHECK(summary_of(locks, 2) == one);
+    CHECK(summary_of(locks, 2, {"order:x*"}) == summary_of(locks, 1, {"order:x*"}));
+  }
+}
+
+TEST_CASE("report: a write failure in either summary thread is rethrown, and nothing hangs", "[report][pipe]") {
+  for (int failing_write : {2, 3, 30}) {  // the header is write 1; then the batches, alternating threads
+    INFO("write " << failing_write);
+    report_options o;
+    o.format = report_format::summary_only;
+    o.threads = 2;
+    int writes = 0;
+    lock_report report(o, [&](std::string_view) {
+      if (++writes == failing_write) throw std::runtime_error("EPIPE");
+    });
+    lock_timeline timeline({}, report);
+    fill(timeline, 100'000);
+    CHECK_THROWS_WITH(report.finish(timeline), "EPIPE");
+    CHECK(writes == failing_write);
+  }
+}
+
+TEST_CASE("timeline: for_each_lock by parts visits every lock once, in order", "[report][pipe]") {
+  report_options o;
+  std::string unused;
+  lock_report report(o, [&](std::string_view s) { unused += s; });
+  lock_timeline timeline({}, report);
+  fill(timeline, 30'000);
+  std::vector<std::string> whole;
+  timeline.for_each_lock([&](std::string_view lock, const lock_stats&) { whole.emplace_back(lock); });
+  REQUIRE(whole.size() == 30'000);
+  for (std::size_t parts : {1u, 2u, 7u, 1000u}) {
+    std::vector<std::string> pieced;
+    for (std::size_t part = 0; part < parts; ++part) {
+      timeline.for_each_lock(part, parts, [&](std::string_view lock, const lock_stats&) { pieced.emplace_back(lock); });
+    }
+    CHECK(pieced == whole);
+  }
+  CHECK(timeline.longest_lock_name() == std::string("order:xxxxxx29999").size());
+  CHECK_THROWS_AS(timeline.for_each_lock(3, 3, [](std::string_view, const lock_stats&) {}), std::invalid_argument);
+}

@@ -8,6 +8,8 @@
 //   `  +2.000123  10.0.0.2:50012  80e6…:12  released  held 1.900 s`
 // (time relative to the capture start, client, short owner id, event, details). In
 // live mode (`stream_text`) lines are written as events happen, with the lock name.
+// The summary table (threads = 2, tens of thousands of locks) is formatted by two
+// threads in alternate batches, written in order; the text is the same either way.
 // JSONL: one object per event, fields in this order, absent when they do not apply:
 //   ts (epoch seconds.microseconds), lock, event, owner, client, server, hold_count,
 //   lease_ms, ttl_ms, wait_ms, held_ms (milliseconds, microsecond precision), kind
@@ -33,6 +35,9 @@ struct report_options {
   std::int64_t start_us = -1;                 // capture start; -1: the first event
   std::vector<std::string> lock_globs;        // empty: every lock
   bool summary = true;                        // text: append the summary table
+  // 2: a big summary table (tens of thousands of locks) is formatted on two threads,
+  // in the same order; `write` is still called by one thread at a time.
+  unsigned threads = 1;
 };
 
 // fnmatch-style: `*`, `?`, `[...]`.
@@ -69,6 +74,8 @@ class lock_report final : public lock_event_sink {
 
  private:
   report_options options_;
+  std::uint64_t write_rows_in_parallel(const lock_timeline& timeline, std::size_t width);
+
   std::function<void(std::string_view)> write_;
   std::string out_;
   // Text: per-lock buffered lines, in first-seen order.

@@ -173,6 +173,14 @@ class lock_timeline final : public lock_operation_sink {
   // Every lock seen, in first-seen order.
   void for_each_lock(const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
   void for_each_lock_name(const std::function<void(std::string_view lock)>& f) const;
+  // Part `part` of `parts` (part < parts, else std::invalid_argument): the locks in
+  // first-seen order cut into consecutive runs of about equal size. Visiting parts
+  // 0..parts-1 in turn visits every lock once, in order. Different parts may be visited
+  // from different threads at once (nothing else may use the timeline meanwhile).
+  void for_each_lock(std::size_t part, std::size_t parts,
+                     const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
+  // The length of the longest lock name seen (0: none).
+  std::size_t longest_lock_name() const noexcept;
 
  private:
   struct impl;

@@ -59,12 +59,14 @@ class operation_pipe final : public lock_operation_sink {
   void hand_over();
   static void deliver(const chunk& c, std::size_t used, lock_operation_sink& downstream);
 
+  // The producer's own fields, then (a cache line apart, so that the consumer's
+  // writes do not evict them) what both threads share.
   std::size_t chunk_bytes_;
-  chunk filling_;  // the producer's
+  chunk filling_;
   std::size_t filled_ = 0;
   bool closed_ = false;
 
-  std::mutex mutex_;
+  alignas(64) std::mutex mutex_;
   std::condition_variable ready_cv_;  // the consumer waits for a full chunk or the end
   std::condition_variable free_cv_;   // the producer waits for an empty chunk
   std::deque<std::pair<chunk, std::size_t>> ready_;  // chunk, bytes used
