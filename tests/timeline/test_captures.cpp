@@ -175,14 +175,25 @@ TEST_CASE("captures: lockscope analyze prints the golden timeline of the seed re
     WARN("the lockscope CLI is not built");
     return;
   }
-  const std::string cmd = cli + " analyze " + pcap_of("seed-redisson") + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  CHECK(::pclose(p) == 0);
-  CHECK(out == read_file(captures_dir / "seed-redisson.timeline.txt"));
+  auto run = [&](const std::string& options, int& status) {
+    const std::string cmd = cli + " analyze" + options + " " + pcap_of("seed-redisson") + " 2>/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    status = ::pclose(p);
+    return out;
+  };
+  for (const char* options : {"", " --threads 1", " --threads 2"}) {
+    INFO("options:" << options);
+    int status = -1;
+    CHECK(run(options, status) == read_file(captures_dir / "seed-redisson.timeline.txt"));
+    CHECK(status == 0);
+  }
+  int status = 0;
+  CHECK(run(" --threads 3", status).empty());
+  CHECK(status != 0);
 }
 
 namespace {
