@@ -92,8 +92,8 @@ int run(const analyze_options& o, bool live_mode) {
   };
   report.set_start_us(wall_us());  // live: times relative to when the capture began
   analyzer::lock_timeline timeline(make_timeline_options(o), report);
-  analyzer::lock_operation_filter filter(report, timeline, !o.locks.empty());
-  analyzer::lock_recognizer recognizer(filter);
+  analyzer::lock_operation_filter filter(report, timeline);
+  analyzer::lock_recognizer recognizer(filter.entry());
   analyzer::analyzer a(make_analyzer_options(o.capture), recognizer);
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);

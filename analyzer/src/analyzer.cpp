@@ -166,6 +166,21 @@ void analyzer::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   if (c.streams[0].finished() && c.streams[1].finished()) close(it, ts_us);
 }
 
+void analyzer::add_traffic(analyzer_stats& to, const connection& c) noexcept {
+  const session_stats& s = c.session.stats();
+  to.commands += s.commands;
+  to.exchanges += s.exchanges;
+  to.pushes += s.pushes;
+  to.unpaired_replies += s.unpaired_replies;
+  to.decode_errors += s.decode_errors;
+  to.resyncs += s.resyncs;
+  for (const tcp_stream& t : c.streams) {
+    to.payload_bytes += t.stats().delivered_bytes;
+    to.gaps += t.stats().gaps;
+    to.gap_bytes += t.stats().gap_bytes;
+  }
+}
+
 void analyzer::close(
     std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator it,
     std::int64_t now_us) {
@@ -175,20 +190,9 @@ void analyzer::close(
     c.streams[i].flush(c.sinks[i]);
   }
   c.session.finish(now_us);
-  const session_stats& s = c.session.stats();
-  totals_.commands += s.commands;
-  totals_.exchanges += s.exchanges;
-  totals_.pushes += s.pushes;
-  totals_.unpaired_replies += s.unpaired_replies;
-  totals_.decode_errors += s.decode_errors;
-  totals_.resyncs += s.resyncs;
+  add_traffic(totals_, c);
   if (c.session.ignored()) ++totals_.not_resp_flows;
   else if (c.session.client_side()) ++totals_.resp_flows;
-  for (const tcp_stream& t : c.streams) {
-    totals_.payload_bytes += t.stats().delivered_bytes;
-    totals_.gaps += t.stats().gaps;
-    totals_.gap_bytes += t.stats().gap_bytes;
-  }
   if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
   flows_.erase(it);
 }
@@ -219,20 +223,7 @@ void analyzer::finish() {
 
 analyzer_stats analyzer::stats() const {
   analyzer_stats s = totals_;
-  for (const auto& [key, c] : flows_) {
-    const session_stats& ss = c->session.stats();
-    s.commands += ss.commands;
-    s.exchanges += ss.exchanges;
-    s.pushes += ss.pushes;
-    s.unpaired_replies += ss.unpaired_replies;
-    s.decode_errors += ss.decode_errors;
-    s.resyncs += ss.resyncs;
-    for (const tcp_stream& t : c->streams) {
-      s.payload_bytes += t.stats().delivered_bytes;
-      s.gaps += t.stats().gaps;
-      s.gap_bytes += t.stats().gap_bytes;
-    }
-  }
+  for (const auto& [key, c] : flows_) add_traffic(s, *c);
   return s;
 }
 

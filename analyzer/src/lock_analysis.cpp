@@ -1,6 +1,7 @@
 #include "lockscope/analyzer/lock_analysis.hpp"
 
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "lockscope/analyzer/operation_pipe.hpp"
@@ -9,7 +10,7 @@ namespace lockscope::analyzer {
 
 namespace {
 
-// capture → analyzer → recognizer → filter → `operations`; returns the last packet's
+// capture → analyzer (→ recognizer → filter → ...); returns the last packet's
 // time (-1: none). Stops early when `stop` says so.
 template <class Stop>
 std::int64_t ingest(offline_capture& source, captured_packet& p, bool more, analyzer& a, Stop&& stop) {
@@ -35,15 +36,13 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   captured_packet p;
   const bool more = source.next(p);
   if (more) report.set_start_us(p.ts_us);  // text times are relative to the first packet
-  const bool threaded = options.threads >= 2;
-  operation_pipe pipe(threaded ? operation_pipe::default_chunk_bytes : 0, threaded ? operation_pipe::default_chunks : 0);
-  lock_operation_sink& downstream = threaded ? static_cast<lock_operation_sink&>(pipe) : timeline;
-  lock_operation_filter filter(report, downstream, true);
-  const bool filtering = !options.report.lock_globs.empty();  // else one virtual call less per operation
-  lock_recognizer recognizer(filtering ? static_cast<lock_operation_sink&>(filter) : downstream);
+  std::optional<operation_pipe> pipe;
+  if (options.threads >= 2) pipe.emplace();
+  lock_operation_filter filter(report, pipe ? static_cast<lock_operation_sink&>(*pipe) : timeline);
+  lock_recognizer recognizer(filter.entry());
   analyzer a(options.capture, recognizer);
   std::int64_t last = -1;
-  if (!threaded) {
+  if (!pipe) {
     last = ingest(source, p, more, a, [] { return false; });
   } else {
     // Ingest on a second thread; the timeline and the report stay on this one (their
@@ -51,14 +50,14 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
     std::exception_ptr ingest_error;
     std::thread producer([&] {
       try {
-        last = ingest(source, p, more, a, [&] { return pipe.abandoned(); });
+        last = ingest(source, p, more, a, [&] { return pipe->abandoned(); });
       } catch (...) {
         ingest_error = std::current_exception();
       }
-      pipe.close();
+      pipe->close();
     });
     try {
-      pipe.drain(timeline);
+      pipe->drain(timeline);
     } catch (...) {
       producer.join();  // it stops at its next packet: the pipe is abandoned
       throw;

@@ -369,48 +369,15 @@ void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, st
 
 // Below this many locks a second thread costs more than it saves.
 constexpr std::size_t parallel_summary_min_locks = 20'000;
-// Locks per batch when two threads format the table (~250 KB of text each).
+// Locks per batch of rows (~250 KB of text).
 constexpr std::size_t summary_batch_locks = 2048;
 
-}  // namespace
-
-void lock_report::write_summary(const lock_timeline& timeline) {
-  std::size_t width = 4;
-  if (options_.lock_globs.empty()) {
-    width = std::max(width, std::min<std::size_t>(timeline.longest_lock_name(), 48));
-  } else {
-    timeline.for_each_lock_name([&](std::string_view lock) {
-      if (selected(lock)) width = std::max(width, std::min<std::size_t>(lock.size(), 48));
-    });
-  }
-  append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", "lock", width,
-                 "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "renewals", "expiries", "anomalies");
-  flush();
-  std::uint64_t locks = 0;
-  if (options_.threads < 2 || timeline.lock_count() < parallel_summary_min_locks) {
-    row_buffer rows;
-    timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
-      if (!selected(lock)) return;
-      ++locks;
-      append_row(rows, lock, s, width);
-      if (rows.view().size() >= (1u << 18)) {
-        write_(rows.view());
-        rows.clear();
-      }
-    });
-    if (!rows.view().empty()) write_(rows.view());
-  } else {
-    locks = write_rows_in_parallel(timeline, width);
-  }
-  if (locks == 0) out_ += "(no lock activity)\n";
-  flush();
-}
-
-// Two threads format alternate batches of rows (timeline.for_each_lock by part); each
-// waits for its batch's turn to write, so the output is in order and at most two
-// batches are held in memory.
-std::uint64_t lock_report::write_rows_in_parallel(const lock_timeline& timeline, std::size_t width) {
-  const std::size_t batches = std::max<std::size_t>(2, timeline.lock_count() / summary_batch_locks);
+// Two threads format alternate batches (format(batch, rows) returns the batch's row
+// count); each waits for its batch's turn to write, so the output is in order and at
+// most two batches are held in memory.
+template <class Format>
+std::uint64_t write_batches_on_two_threads(std::size_t batches, const Format& format,
+                                           const std::function<void(std::string_view)>& write) {
   std::mutex mutex;
   std::condition_variable turn_changed;
   std::size_t turn = 0;  // the batch whose rows are written next
@@ -419,18 +386,12 @@ std::uint64_t lock_report::write_rows_in_parallel(const lock_timeline& timeline,
   auto run = [&](std::size_t first_batch) {
     row_buffer rows;
     for (std::size_t b = first_batch; b < batches; b += 2) {
-      rows.clear();
-      std::uint64_t batch_locks = 0;
-      timeline.for_each_lock(b, batches, [&](std::string_view lock, const lock_stats& s) {
-        if (!selected(lock)) return;
-        ++batch_locks;
-        append_row(rows, lock, s, width);
-      });
+      const std::uint64_t batch_locks = format(b, rows);
       std::unique_lock guard(mutex);
       turn_changed.wait(guard, [&] { return turn == b || failed; });
       if (failed) return;
       try {
-        if (!rows.view().empty()) write_(rows.view());  // only this thread writes now
+        if (!rows.view().empty()) write(rows.view());  // only this thread writes now
       } catch (...) {
         failed = true;
         turn_changed.notify_all();
@@ -463,6 +424,46 @@ std::uint64_t lock_report::write_rows_in_parallel(const lock_timeline& timeline,
   helper.join();
   if (helper_error) std::rethrow_exception(helper_error);
   return locks;
+}
+
+}  // namespace
+
+void lock_report::write_summary(const lock_timeline& timeline) {
+  std::size_t width = 4;
+  if (options_.lock_globs.empty()) {
+    width = std::max(width, std::min<std::size_t>(timeline.longest_lock_name(), 48));
+  } else {
+    timeline.for_each_lock_name([&](std::string_view lock) {
+      if (selected(lock)) width = std::max(width, std::min<std::size_t>(lock.size(), 48));
+    });
+  }
+  append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", "lock", width,
+                 "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "renewals", "expiries", "anomalies");
+  flush();
+  // Rows are formatted a batch at a time (timeline.for_each_lock by part).
+  const std::size_t batches = std::max<std::size_t>(1, timeline.lock_count() / summary_batch_locks);
+  auto format_batch = [&](std::size_t batch, row_buffer& rows) {
+    rows.clear();
+    std::uint64_t n = 0;
+    timeline.for_each_lock(batch, batches, [&](std::string_view lock, const lock_stats& s) {
+      if (!selected(lock)) return;
+      ++n;
+      append_row(rows, lock, s, width);
+    });
+    return n;
+  };
+  std::uint64_t locks = 0;
+  if (options_.threads < 2 || timeline.lock_count() < parallel_summary_min_locks) {
+    row_buffer rows;
+    for (std::size_t b = 0; b < batches; ++b) {
+      locks += format_batch(b, rows);
+      if (!rows.view().empty()) write_(rows.view());
+    }
+  } else {
+    locks = write_batches_on_two_threads(batches, format_batch, write_);
+  }
+  if (locks == 0) out_ += "(no lock activity)\n";
+  flush();
 }
 
 void lock_report::finish(const lock_timeline& timeline) {

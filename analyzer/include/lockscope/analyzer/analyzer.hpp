@@ -87,6 +87,8 @@ class analyzer {
   void close(std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator it,
              std::int64_t now_us);
   void sweep(std::int64_t now_us);
+  // A connection's commands, exchanges, bytes and gaps, added to `to`.
+  static void add_traffic(analyzer_stats& to, const connection& c) noexcept;
   bool selected_port(std::uint16_t port) const noexcept;
 
   analyzer_options options_;

@@ -38,19 +38,22 @@ struct analysis_result {
 };
 
 // Operations on locks the report does not select are dropped before the timeline.
+// Only worth inserting when the report has lock globs.
 class lock_operation_filter final : public lock_operation_sink {
  public:
-  lock_operation_filter(const lock_report& report, lock_operation_sink& next, bool active) noexcept
-      : report_(report), next_(next), active_(active) {}
+  lock_operation_filter(const lock_report& report, lock_operation_sink& next) noexcept
+      : report_(report), next_(next) {}
   void on_operation(const lock_operation& op) override {
-    if (!active_ || report_.selected(op.lock)) next_.on_operation(op);
+    if (report_.selected(op.lock)) next_.on_operation(op);
   }
   void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
+  // Where operations should go: this filter when the report selects locks by glob,
+  // else straight to `next` (one virtual call less per operation).
+  lock_operation_sink& entry() noexcept { return report_.selects_locks() ? *this : next_; }
 
  private:
   const lock_report& report_;
   lock_operation_sink& next_;
-  bool active_;
 };
 
 // Reads the files (merged by time), writes the report through `write`. Throws

@@ -60,6 +60,7 @@ class lock_report final : public lock_event_sink {
 
   void on_event(const lock_event& e) override;
   bool selected(std::string_view lock) const noexcept;
+  bool selects_locks() const noexcept { return !options_.lock_globs.empty(); }  // --lock given
   // Writes what was buffered (text timelines) and the summary table.
   void finish(const lock_timeline& timeline);
   // Just the summary table.
@@ -74,8 +75,6 @@ class lock_report final : public lock_event_sink {
 
  private:
   report_options options_;
-  std::uint64_t write_rows_in_parallel(const lock_timeline& timeline, std::size_t width);
-
   std::function<void(std::string_view)> write_;
   std::string out_;
   // Text: per-lock buffered lines, in first-seen order.
