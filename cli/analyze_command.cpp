@@ -1,6 +1,6 @@
 // `lockscope analyze FILE... | -i IFACE`: each lock's life rebuilt from Redis traffic.
 //
-// Pipeline: capture → analyzer (exchanges) → lock_recognizer (operations) → lock
+// Pipeline: capture → ingest_pipeline (exchanges) → lock_recognizer (operations) → lock
 // filter → lock_timeline (events, on a clock) → lock_report (text / jsonl / summary).
 #include <chrono>
 #include <cstdio>
@@ -12,12 +12,12 @@
 
 #include "capture_options.hpp"
 #include "commands.hpp"
-#include "lockscope/analyzer/analyzer.hpp"
-#include "lockscope/analyzer/capture.hpp"
-#include "lockscope/analyzer/lock_analysis.hpp"
-#include "lockscope/analyzer/lock_recognizer.hpp"
-#include "lockscope/analyzer/lock_report.hpp"
-#include "lockscope/analyzer/lock_timeline.hpp"
+#include "lockscope/ingest/ingest_pipeline.hpp"
+#include "lockscope/ingest/capture.hpp"
+#include "lockscope/locks/lock_analysis.hpp"
+#include "lockscope/locks/lock_recognizer.hpp"
+#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/lock_timeline.hpp"
 
 namespace lockscope::cli {
 
@@ -45,7 +45,7 @@ analyzer::timeline_options make_timeline_options(const analyze_options& o) {
 
 void write_stdout(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
-void print_totals(const analyzer::analyzer_stats& s, const analyzer::recognizer_stats& r, std::size_t locks,
+void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_stats& r, std::size_t locks,
                   std::uint64_t events, const std::string& drops) {
   fmt::print(stderr,
              "lockscope analyze: {} packets, {} flows ({} RESP), {} exchanges, {} lock operations ({} inferred), "
@@ -63,7 +63,7 @@ int run(const analyze_options& o, bool live_mode) {
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
   if (!live_mode) {
     analyzer::analysis_options ao;
-    ao.capture = make_analyzer_options(o.capture);
+    ao.capture = make_ingest_options(o.capture);
     ao.timeline = make_timeline_options(o);
     ao.report = ro;
     ao.threads = o.threads;
@@ -94,7 +94,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), report);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
-  analyzer::analyzer a(make_analyzer_options(o.capture), recognizer);
+  analyzer::ingest_pipeline a(make_ingest_options(o.capture), recognizer);
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);
   analyzer::captured_packet p;

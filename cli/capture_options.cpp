@@ -41,8 +41,8 @@ void require_one_source(const std::string& command, const capture_options& o) {
   }
 }
 
-analyzer::analyzer_options make_analyzer_options(const capture_options& o) {
-  analyzer::analyzer_options a;
+analyzer::ingest_options make_ingest_options(const capture_options& o) {
+  analyzer::ingest_options a;
   a.ports = o.ports;
   if (o.live() && a.ports.empty() && o.filter.empty()) a.ports = {6379};
   a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);

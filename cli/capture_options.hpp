@@ -11,8 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "lockscope/analyzer/analyzer.hpp"
-#include "lockscope/analyzer/capture.hpp"
+#include "lockscope/ingest/ingest_pipeline.hpp"
+#include "lockscope/ingest/capture.hpp"
 
 namespace lockscope::cli {
 
@@ -39,7 +39,7 @@ void require_one_source(const std::string& command, const capture_options& o);
 
 // The ingest pipeline's options. Live capture without --port or --filter selects port
 // 6379, so that end is the server.
-analyzer::analyzer_options make_analyzer_options(const capture_options& o);
+analyzer::ingest_options make_ingest_options(const capture_options& o);
 
 // Opens -i IFACE; on failure prints "lockscope COMMAND: <reason>" (CAP_NET_RAW named
 // when that is the cause) and returns nullptr.

@@ -10,10 +10,12 @@
 #include <fmt/format.h>
 
 #include "capture_options.hpp"
+#include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
-#include "lockscope/analyzer/analyzer.hpp"
-#include "lockscope/analyzer/capture.hpp"
-#include "lockscope/analyzer/output.hpp"
+#include "lockscope/resp/ascii.hpp"
+#include "lockscope/ingest/ingest_pipeline.hpp"
+#include "lockscope/ingest/capture.hpp"
+#include "lockscope/ingest/output.hpp"
 
 namespace lockscope::cli {
 
@@ -28,15 +30,7 @@ struct decode_options {
   bool no_progress = false;
 };
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto x = static_cast<unsigned char>(a[i]);
-    const auto y = static_cast<unsigned char>(b[i]);
-    if (std::tolower(x) != std::tolower(y)) return false;
-  }
-  return true;
-}
+using resp::iequals;
 
 // Writes exchanges as they complete; applies --command and --grep.
 class printer final : public analyzer::exchange_sink {
@@ -132,7 +126,7 @@ class printer final : public analyzer::exchange_sink {
   std::uint64_t printed_ = 0;
 };
 
-void print_summary(const analyzer::analyzer_stats& s, std::uint64_t printed, const char* drops) {
+void print_summary(const analyzer::ingest_stats& s, std::uint64_t printed, const char* drops) {
   fmt::print(stderr,
              "lockscope decode: {} packets ({:.1f} MB), {} flows ({} RESP), {} exchanges, {} pushes, "
              "{} printed; gaps {} ({} bytes), decode errors {}, kernel drops {}\n",
@@ -159,7 +153,7 @@ int run_files(const decode_options& o) {
     return 2;
   }
   printer out(o, false);
-  analyzer::analyzer a(make_analyzer_options(o.capture), out);
+  analyzer::ingest_pipeline a(make_ingest_options(o.capture), out);
   const bool progress = !o.no_progress && isatty(STDERR_FILENO) == 1 && source->total_bytes() > (16u << 20);
   auto last_progress = std::chrono::steady_clock::now();
   analyzer::captured_packet p;
@@ -189,7 +183,7 @@ int run_live(const decode_options& o) {
   std::unique_ptr<analyzer::live_capture> live = open_live("decode", o.capture);
   if (!live) return 2;
   printer out(o, true);
-  analyzer::analyzer a(make_analyzer_options(o.capture), out);
+  analyzer::ingest_pipeline a(make_ingest_options(o.capture), out);
   const stop_on_signal stop(*live);
   drop_reporter drops("decode", o.capture.stats_interval);
   analyzer::captured_packet p;

@@ -1,4 +1,5 @@
 #include "lockscope/lock/scripts.hpp"
+#include "lockscope/resp/ascii.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -25,14 +26,6 @@ static_assert(scripts::acquire.size() == 339, "seed §4.2.1 sends $339");
 static_assert(scripts::unlock.size() == 305, "seed §4.2.3 sends $305");
 static_assert(scripts::renew.size() == 120, "seed §4.2.2 sends $120");
 
-bool equal_hex_ignoring_case(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -49,7 +42,7 @@ const script_info* find_script_by_text(std::string_view text) noexcept {
 
 const script_info* find_script_by_sha1(std::string_view sha1) noexcept {
   for (const script_info& s : table) {
-    if (equal_hex_ignoring_case(s.sha1, sha1)) return &s;
+    if (resp::iequals(s.sha1, sha1)) return &s;
   }
   return nullptr;
 }

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "lockscope/analyzer/analyzer.hpp"
-#include "lockscope/analyzer/capture.hpp"
-#include "lockscope/analyzer/pcap_writer.hpp"
+#include "lockscope/ingest/ingest_pipeline.hpp"
+#include "lockscope/ingest/capture.hpp"
+#include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/resp/format.hpp"
 
 namespace lockscope::analyzer::test {
@@ -102,7 +102,7 @@ struct timed_segment {
   tcp_segment_spec spec;
 };
 
-inline void run_frames(analyzer& a, const std::vector<timed_segment>& segments, int link = link_type::en10mb,
+inline void run_frames(ingest_pipeline& a, const std::vector<timed_segment>& segments, int link = link_type::en10mb,
                        const frame_options& frame = {}) {
   for (const timed_segment& s : segments) {
     const std::string f = make_frame(link, s.spec, frame);
@@ -144,10 +144,10 @@ class script {
 inline endpoint ep(const char* ip, std::uint16_t port) { return make_endpoint(ip, port); }
 
 // Runs the segments through a fresh analyzer and returns what it recorded.
-inline recording_sink analyze(const std::vector<timed_segment>& segments, analyzer_options options = {},
+inline recording_sink analyze(const std::vector<timed_segment>& segments, ingest_options options = {},
                               int link = link_type::en10mb, const frame_options& frame = {}) {
   recording_sink sink;
-  analyzer a(options, sink);
+  ingest_pipeline a(options, sink);
   run_frames(a, segments, link, frame);
   a.finish();
   return sink;
@@ -162,11 +162,11 @@ inline void write_pcap(const std::filesystem::path& path, const std::vector<time
 }
 
 // Reads capture files through offline_capture into a fresh analyzer.
-inline recording_sink analyze_files(const std::vector<std::string>& files, analyzer_options options = {},
+inline recording_sink analyze_files(const std::vector<std::string>& files, ingest_options options = {},
                                     std::vector<std::string>* warnings = nullptr,
-                                    analyzer_stats* stats = nullptr) {
+                                    ingest_stats* stats = nullptr) {
   recording_sink sink;
-  analyzer a(options, sink);
+  ingest_pipeline a(options, sink);
   offline_capture source(files, [warnings](const std::string& w) {
     if (warnings != nullptr) warnings->push_back(w);
   });

@@ -36,7 +36,7 @@ TEST_CASE("pcap files of every link type decode the same conversation", "[captur
   const auto s = v6 ? lock_conversation("2001:db8::10", "2001:db8::20", 50000)
                     : lock_conversation("192.168.0.10", "192.168.0.20", 50000);
   write_pcap(dir / "x.pcap", s.segments, link);
-  analyzer_stats stats;
+  ingest_stats stats;
   const auto sink = analyze_files({(dir / "x.pcap").string()}, {}, nullptr, &stats);
   CHECK_THAT(sink.summaries(), Equals(lock_summaries));
   CHECK(stats.packets == s.segments.size());
@@ -94,7 +94,7 @@ TEST_CASE("several files are merged by timestamp", "[capture]") {
   for (std::size_t i = 0; i < s.segments.size(); ++i) (i % 2 == 0 ? even : odd).push_back(s.segments[i]);
   write_pcap(dir / "even.pcap", even, link_type::en10mb);
   write_pcap(dir / "odd.pcap", odd, link_type::linux_sll);
-  analyzer_stats stats;
+  ingest_stats stats;
   const auto sink = analyze_files({(dir / "odd.pcap").string(), (dir / "even.pcap").string()}, {}, nullptr, &stats);
   CHECK_THAT(sink.summaries(), Equals(lock_summaries));
   CHECK(stats.gaps == 0);
@@ -127,7 +127,7 @@ TEST_CASE("unreadable input is a clear error and unknown link types are counted"
     pcap_file_writer w((dir / "user0.pcap").string(), 147);
     for (const auto& seg : s.segments) w.write(seg.ts_us, make_frame(link_type::raw, seg.spec));
   }
-  analyzer_stats stats;
+  ingest_stats stats;
   const auto sink = analyze_files({(dir / "user0.pcap").string()}, {}, nullptr, &stats);
   CHECK(sink.items.empty());
   CHECK(stats.unsupported_link == s.segments.size());
@@ -143,7 +143,7 @@ TEST_CASE("snaplen truncation is a gap in that flow only", "[capture][tcp]") {
       .client(cmd({"GET", "after"})).server("$5\r\nfine!\r\n")
       .close();
   write_pcap(dir / "snap.pcap", s.segments, link_type::en10mb, 200);
-  analyzer_stats stats;
+  ingest_stats stats;
   const auto sink = analyze_files({(dir / "snap.pcap").string()}, {}, nullptr, &stats);
   CHECK_THAT(sink.summaries(), Equals(strings{"GET small => ok", "GET big => (none)", "GET after => fine!"}));
   CHECK(stats.gaps == 1);

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
-#include "lockscope/analyzer/message.hpp"
-#include "lockscope/analyzer/output.hpp"
+#include "lockscope/ingest/message.hpp"
+#include "lockscope/ingest/output.hpp"
 #include "lockscope/resp/decoder.hpp"
 
 using namespace lockscope::analyzer;

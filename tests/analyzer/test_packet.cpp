@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
-#include "lockscope/analyzer/packet.hpp"
+#include "lockscope/ingest/packet.hpp"
 
 using namespace lockscope::analyzer;
 using namespace lockscope::analyzer::test;

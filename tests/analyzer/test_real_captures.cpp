@@ -145,7 +145,7 @@ TEST_CASE("real redis-cli RESP2 and RESP3 traffic decodes, and tshark agrees on 
     c.command("INCR", "m");
     c.command("EXEC");
   }
-  analyzer_stats stats;
+  ingest_stats stats;
   const auto sink = analyze_files({r.file.string()}, {}, nullptr, &stats);
   const auto all = sink.summaries();
   CHECK(contains(all, "SET k v => OK"));
@@ -289,8 +289,8 @@ TEST_CASE("a real 1 MB value crosses many segments and decodes whole", "[real]")
     CHECK(c.command("GET", "big").text == big);
     CHECK(c.command("STRLEN", "big").integer == static_cast<std::int64_t>(big.size()));
   }
-  analyzer_stats stats;
-  analyzer_options options;
+  ingest_stats stats;
+  ingest_options options;
   options.session.max_message_bytes = 2u << 20;  // the 1 MiB argument plus the command
   const auto sink = analyze_files({r.file.string()}, options, nullptr, &stats);
   CHECK(stats.gaps == 0);

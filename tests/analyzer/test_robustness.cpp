@@ -5,7 +5,7 @@
 #include <random>
 
 #include "helpers.hpp"
-#include "lockscope/analyzer/output.hpp"
+#include "lockscope/ingest/output.hpp"
 
 using namespace lockscope::analyzer;
 using namespace lockscope::analyzer::test;
@@ -72,14 +72,14 @@ TEST_CASE("random damage to frames never crashes the pipeline", "[robustness]") 
       if (damaged.empty()) damaged = frames;
     }
     checking_sink sink;
-    analyzer_options options;
+    ingest_options options;
     options.tcp.max_buffer = 1024 + random() % 8192;
     options.session.max_message_bytes = 64 + random() % 4096;
-    analyzer a(options, sink);
+    ingest_pipeline a(options, sink);
     std::int64_t t = 1'700'000'000'000'000;
     for (const std::string& f : damaged) a.on_packet(t += 10, link_type::en10mb, f);
     a.finish();
-    const analyzer_stats stats = a.stats();
+    const ingest_stats stats = a.stats();
     CHECK(stats.packets == damaged.size());
     CHECK(a.active_flows() == 0);
   }
@@ -87,7 +87,7 @@ TEST_CASE("random damage to frames never crashes the pipeline", "[robustness]") 
 
 TEST_CASE("undamaged, the busy capture decodes without errors", "[robustness]") {
   recording_sink sink;
-  analyzer a({}, sink);
+  ingest_pipeline a({}, sink);
   std::int64_t t = 1'700'000'000'000'000;
   for (const std::string& f : busy_capture_frames()) a.on_packet(t += 10, link_type::en10mb, f);
   a.finish();

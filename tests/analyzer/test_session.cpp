@@ -143,7 +143,7 @@ TEST_CASE("passwords are redacted unless show_secrets", "[session][redaction]") 
                                     "MIGRATE h 6379  0 5000 AUTH2 u **** KEYS a => NOKEY",
                                     "MIGRATE h 6379 k 0 5000 AUTH **** => OK",
                                     "CONFIG SET requirepass **** masterauth **** maxmemory 1 => OK"}));
-  analyzer_options show;
+  ingest_options show;
   show.session.show_secrets = true;
   const auto shown = analyze(s.segments, show).summaries();
   CHECK(shown[0] == "AUTH default pw1 => OK");
@@ -185,7 +185,7 @@ TEST_CASE("a replication link joined after its PSYNC is recognised by REPLCONF A
       .server(cmd({"PING"}) + cmd({"SET", "b", "2"}))
       .client(cmd({"REPLCONF", "ACK", "62"}))
       .close();
-  analyzer_options options;
+  ingest_options options;
   options.ports = {6379};
   const auto sink = analyze(s.segments, options);
   CHECK(sink.items.empty());
@@ -228,7 +228,7 @@ TEST_CASE("the port option decides the server side", "[session]") {
   auto s = script(ep("10.0.0.1", 7000), ep("10.0.0.2", 50000));
   s.server("+OK\r\n");  // looks like a reply from the "client" side...
   s.client(cmd({"PING"})).server("+PONG\r\n").close();
-  analyzer_options options;
+  ingest_options options;
   options.ports = {50000};
   const auto sink = analyze(s.segments, options);
   CHECK_THAT(sink.summaries(), Equals(strings{"PING => PONG"}));

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "lockscope/analyzer/packet.hpp"
-#include "lockscope/analyzer/tcp_stream.hpp"
+#include "lockscope/ingest/packet.hpp"
+#include "lockscope/ingest/tcp_stream.hpp"
 
 using namespace lockscope::analyzer;
 

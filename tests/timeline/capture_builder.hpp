@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lockscope/analyzer/pcap_writer.hpp"
+#include "lockscope/test/pcap_writer.hpp"
 
 namespace lockscope::timeline_test {
 

@@ -8,11 +8,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "lockscope/analyzer/lock_analysis.hpp"
-#include "lockscope/analyzer/lock_recognizer.hpp"
-#include "lockscope/analyzer/lock_timeline.hpp"
-#include "lockscope/analyzer/message.hpp"
-#include "lockscope/analyzer/pcap_writer.hpp"
+#include "lockscope/locks/lock_analysis.hpp"
+#include "lockscope/locks/lock_recognizer.hpp"
+#include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/ingest/message.hpp"
+#include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/resp/decoder.hpp"
 
 namespace lockscope::timeline_test {
@@ -125,7 +125,7 @@ inline event_recorder events_of(const std::string& pcap, const analyzer::timelin
   event_recorder rec;
   analyzer::lock_timeline timeline(options, rec);
   analyzer::lock_recognizer recognizer(timeline);
-  analyzer::analyzer a({}, recognizer);
+  analyzer::ingest_pipeline a({}, recognizer);
   analyzer::offline_capture source({pcap});
   analyzer::captured_packet p;
   std::int64_t last = -1;

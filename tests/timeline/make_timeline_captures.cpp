@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "lockscope/analyzer/lock_analysis.hpp"
+#include "lockscope/locks/lock_analysis.hpp"
 #include "scenarios.hpp"
 
 namespace {

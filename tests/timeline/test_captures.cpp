@@ -206,7 +206,7 @@ std::map<std::string, int> command_counts(const std::string& pcap) {
       if (!e.command.empty()) ++counts[std::string(e.command[0])];
     }
   } sink;
-  analyzer::analyzer a({}, sink);
+  analyzer::ingest_pipeline a({}, sink);
   analyzer::offline_capture source({pcap});
   analyzer::captured_packet p;
   while (source.next(p)) a.on_packet(p.ts_us, p.link_type, p.data);

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "helpers.hpp"
-#include "lockscope/analyzer/operation_pipe.hpp"
+#include "lockscope/locks/operation_pipe.hpp"
 #include "scenarios.hpp"
 
 using namespace lockscope;

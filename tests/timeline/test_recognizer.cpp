@@ -2,7 +2,7 @@
 // spin and fenced locks in their various spellings, SET-based locks of other clients,
 // plain commands, pub/sub, and EVALSHA resolution and inference.
 #include "helpers.hpp"
-#include "lockscope/analyzer/lock_patterns.hpp"
+#include "lockscope/locks/lock_patterns.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
 

@@ -1,6 +1,6 @@
 // Rendering: jsonl fields and escaping, text lines, the summary table, --lock globs.
 #include "helpers.hpp"
-#include "lockscope/analyzer/lock_report.hpp"
+#include "lockscope/locks/lock_report.hpp"
 
 using namespace lockscope;
 using namespace lockscope::analyzer;

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
-#include "lockscope/analyzer/lock_report.hpp"
+#include "lockscope/locks/lock_report.hpp"
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;

@@ -1,0 +1,106 @@
+// The ingest pipeline after the capture source: packet decode → flow table → TCP
+// reassembly → RESP sessions. Sans-I/O: feed it frames, it calls the sink.
+//
+//   ingest_pipeline a(options, sink);
+//   while (source.next(p)) a.on_packet(p.ts_us, p.link_type, p.data);
+//   a.finish();   // flushes every flow: buffered segments, unanswered commands
+//
+// Flows are keyed by their 4-tuple, both directions in one connection. A connection
+// ends on RST, on FIN from both sides, or after `flow_timeout_us` without packets; a
+// new SYN on a finished 4-tuple starts a new connection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "lockscope/ingest/packet.hpp"
+#include "lockscope/ingest/resp_session.hpp"
+#include "lockscope/ingest/tcp_stream.hpp"
+
+namespace lockscope::analyzer {
+
+struct ingest_options {
+  // Server ports. Empty: every TCP flow is examined and RESP is found by content.
+  // Otherwise only flows with one of these ports, and that end is the server.
+  std::vector<std::uint16_t> ports;
+  tcp_stream_options tcp{};
+  session_options session{};
+  std::int64_t flow_timeout_us = 600'000'000;  // idle connections are evicted
+};
+
+struct ingest_stats {
+  std::uint64_t packets = 0;
+  std::uint64_t bytes = 0;              // captured bytes
+  std::uint64_t tcp_segments = 0;
+  std::uint64_t not_tcp = 0;
+  std::uint64_t fragments = 0;
+  std::uint64_t unsupported_link = 0;
+  std::uint64_t malformed = 0;
+  std::uint64_t filtered = 0;           // TCP, but not on a selected port
+  std::uint64_t flows = 0;              // connections seen
+  std::uint64_t resp_flows = 0;         // connections that carried RESP
+  std::uint64_t not_resp_flows = 0;
+  std::uint64_t evicted_flows = 0;
+  std::uint64_t payload_bytes = 0;      // TCP payload delivered in order
+  std::uint64_t gaps = 0;
+  std::uint64_t gap_bytes = 0;
+  std::uint64_t decode_errors = 0;
+  std::uint64_t commands = 0;
+  std::uint64_t exchanges = 0;
+  std::uint64_t pushes = 0;
+  std::uint64_t unpaired_replies = 0;
+  std::uint64_t resyncs = 0;
+};
+
+class ingest_pipeline {
+ public:
+  ingest_pipeline(const ingest_options& options, exchange_sink& sink);
+  ~ingest_pipeline();
+  ingest_pipeline(const ingest_pipeline&) = delete;
+  ingest_pipeline& operator=(const ingest_pipeline&) = delete;
+
+  void on_packet(std::int64_t ts_us, int link_type, std::string_view frame);
+  // A segment already decoded (tests, or callers with their own decoding).
+  void on_segment(std::int64_t ts_us, const tcp_segment& segment);
+  // Ends every connection: buffered data is flushed, waiting commands are emitted.
+  void finish();
+
+  // Totals so far; connections still open contribute what they have delivered.
+  ingest_stats stats() const;
+  std::size_t active_flows() const noexcept { return flows_.size(); }
+
+ private:
+  struct flow_key {
+    endpoint a;  // the lower endpoint
+    endpoint b;
+    bool operator==(const flow_key& o) const noexcept;  // word compares, not memcmp: per packet
+  };
+  struct flow_key_hash {
+    std::size_t operator()(const flow_key& k) const noexcept;
+  };
+  struct connection;
+
+  void close(std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator it,
+             std::int64_t now_us);
+  void sweep(std::int64_t now_us);
+  // A connection's commands, exchanges, bytes and gaps, added to `to`.
+  static void add_traffic(ingest_stats& to, const connection& c) noexcept;
+  bool selected_port(std::uint16_t port) const noexcept;
+
+  ingest_options options_;
+  exchange_sink& sink_;
+  std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash> flows_;
+  // The last segment's flow: a reply usually follows its request on the same one.
+  std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator last_flow_;
+  bool last_flow_valid_ = false;
+  std::uint64_t next_connection_id_ = 1;
+  std::int64_t last_sweep_us_ = 0;
+  ingest_stats totals_;         // packet counters and the totals of closed connections
+  tcp_segment segment_;           // reused decode target
+};
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,221 @@
+// The RESP conversation of one TCP connection: both byte streams decoded, replies
+// paired with their commands, pushes told apart from replies.
+//
+//   resp_session s(options, client_or_unknown, ends, sink);
+//   s.on_data(side, bytes, offset, now_us);   // side 0/1: the connection's two ends
+//   s.on_gap(side, bytes, offset, now_us);
+//   s.finish(now_us);                         // unanswered commands are emitted
+//
+// Which end is the server comes from the caller (ports, SYN) or, failing that, from
+// the content: the end sending arrays of bulk strings is the client. A stream whose
+// start was not captured (or that lost bytes) is resynchronised: a candidate frame
+// start (`*N\r\n$` from a client, a reply type byte from a server) at a line start is
+// accepted only once the bytes that follow it decode cleanly.
+//
+// Connection states that change pairing: RESP2 subscribed mode, RESP3 pushes, HELLO,
+// CLIENT REPLY OFF/SKIP/ON, MONITOR, PSYNC/SYNC (the RDB payload and the replication
+// stream are skipped). Secrets (redaction.hpp) are replaced by "****" unless
+// show_secrets.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "lockscope/ingest/message.hpp"
+#include "lockscope/ingest/packet.hpp"
+#include "lockscope/resp/decoder.hpp"
+
+namespace lockscope::analyzer {
+
+struct session_options {
+  bool show_secrets = false;
+  // Text kept per message; longer values are cut (and counted), never buffered whole.
+  std::size_t max_message_bytes = 1u << 20;
+  // Commands awaiting a reply; beyond this the oldest is emitted unanswered.
+  std::size_t max_pending = 4096;
+  // Bytes examined while looking for a frame boundary before older ones are dropped.
+  std::size_t resync_window = 64u << 10;
+  // A stream that never resynchronises within this many bytes is not RESP.
+  std::uint64_t give_up_after = 1u << 20;
+};
+
+enum class exchange_kind : std::uint8_t { exchange, push };
+
+// One command and its reply, or one push. Views are valid during the sink call only.
+struct exchange {
+  exchange_kind kind = exchange_kind::exchange;
+  std::uint64_t connection = 0;
+  const endpoint* client = nullptr;
+  const endpoint* server = nullptr;
+  // "ip:port" of each, formatted once per connection.
+  std::string_view client_text;
+  std::string_view server_text;
+  // When the command's last byte was captured (a push: when it arrived).
+  std::int64_t request_us = 0;
+  // When the reply's last byte was captured; -1 without a reply.
+  std::int64_t reply_us = -1;
+  // The command's arguments, passwords redacted; empty for a push.
+  std::span<const std::string_view> command;
+  // The reply (or the push); nullptr when none was captured or none is sent
+  // (CLIENT REPLY OFF/SKIP, a connection that ended first).
+  const message* reply = nullptr;
+
+  std::int64_t latency_us() const noexcept { return reply_us < 0 ? -1 : reply_us - request_us; }
+};
+
+enum class session_event_kind : std::uint8_t {
+  decode_error,  // bad RESP: `error` and `offset` (in that direction's stream)
+  gap,           // `bytes` lost at `offset`
+  resync,        // decoding resumed at `offset` after skipping `bytes`
+  not_resp,      // the stream never looked like RESP; the connection is ignored
+};
+
+// Like exchanges, events point into the connection: copy what you keep.
+struct session_event {
+  session_event_kind kind{};
+  std::uint64_t connection = 0;
+  const endpoint* from = nullptr;  // the end that sent the bytes concerned
+  const endpoint* to = nullptr;
+  bool from_client = false;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  std::error_code error;
+};
+
+class exchange_sink {
+ public:
+  virtual ~exchange_sink() = default;
+  virtual void on_exchange(const exchange& e) = 0;
+  virtual void on_session_event(const session_event&) {}
+};
+
+struct session_stats {
+  std::uint64_t commands = 0;
+  std::uint64_t exchanges = 0;
+  std::uint64_t pushes = 0;
+  std::uint64_t unpaired_replies = 0;   // replies to commands sent before the capture
+  std::uint64_t decode_errors = 0;
+  std::uint64_t resyncs = 0;
+  std::uint64_t skipped_bytes = 0;      // dropped while resynchronising
+  std::uint64_t replication_bytes = 0;  // RDB payload and replication stream
+};
+
+class resp_session {
+ public:
+  // `ends` are the connection's two endpoints (side 0 and side 1). `client_side` is 0
+  // or 1 when known, nullopt to decide from the content.
+  resp_session(const session_options& options, std::uint64_t connection,
+               std::array<endpoint, 2> ends, std::optional<int> client_side, exchange_sink& sink);
+
+  // Whether a side's stream starts at its first byte (its SYN was seen).
+  void set_stream_start_seen(int side) noexcept { sides_[side].at_stream_start = true; }
+
+  void on_data(int side, std::string_view bytes, std::uint64_t offset, std::int64_t now_us);
+  void on_gap(int side, std::uint64_t bytes, std::uint64_t offset, std::int64_t now_us);
+  // The connection is over: commands still waiting are emitted without a reply.
+  void finish(std::int64_t now_us);
+
+  bool ignored() const noexcept { return ignored_; }
+  std::optional<int> client_side() const noexcept {
+    return client_side_ < 0 ? std::nullopt : std::optional<int>(client_side_);
+  }
+  int protocol() const noexcept { return protocol_; }
+  bool subscribed() const noexcept { return subscribed_; }
+  const session_stats& stats() const noexcept { return stats_; }
+
+ private:
+  enum class reply_mode : std::uint8_t { on, off, skip_next };
+  enum class replication : std::uint8_t { none, preamble, rdb_body, rdb_eof, stream };
+
+  struct pending_command {
+    message command;
+    std::int64_t at_us = 0;
+    std::vector<std::uint32_t> secrets;  // positions of arguments to redact (redaction.hpp)
+    std::uint8_t expect = 0;         // what the reply looks like (expect_* below)
+    std::uint8_t hello_protocol = 0;
+  };
+
+  class side_handler final : public resp::handler {
+   public:
+    resp_session* session = nullptr;
+    int side = 0;
+    void on_node(const resp::node& n) override;
+  };
+
+  struct side_state {
+    std::optional<resp::decoder> decoder;
+    side_handler handler;
+    bool at_stream_start = false;
+    bool synced = false;
+    bool seen_data = false;
+    std::uint64_t decoder_base = 0;   // stream offset of the decoder's offset 0
+    std::uint64_t next_offset = 0;    // stream offset of the next byte we expect
+    std::string resync_buffer;
+    std::uint64_t resync_start = 0;   // stream offset of resync_buffer[0]
+    std::uint64_t unsynced_bytes = 0;
+  };
+
+  void decide_roles(int side, std::string_view bytes);
+  void make_decoders();
+  void feed(int side, std::string_view bytes, std::int64_t now_us);
+  void feed_synced(int side, std::string_view bytes);
+  void resync(int side, std::string_view bytes);
+  bool validate(int side, std::string_view candidate, bool& need_more);
+  std::size_t consume_replication(std::string_view bytes);
+  void lose_sync(int side);
+
+  void on_client_node(const resp::node& n);
+  void on_server_node(const resp::node& n);
+  void command_complete();
+  void reply_complete();
+  void emit(pending_command& c, const message* reply);
+  void emit_push(const message& m);
+  // An exchange of `kind` with this connection's endpoints filled in.
+  exchange make_exchange(exchange_kind kind) const noexcept;
+  pending_command& tail_slot();
+  void commit_tail();
+  pending_command& front() { return ring_[head_]; }
+  std::size_t ring_index(std::size_t i) const noexcept { return i & (ring_.size() - 1); }  // size: 2^n
+  void pop_front();
+  void drop_pending(bool emit_unanswered);
+  void report(session_event_kind kind, int side, std::uint64_t offset, std::uint64_t bytes,
+              std::error_code error = {});
+
+  session_options options_;
+  std::uint64_t connection_;
+  std::array<endpoint, 2> ends_;
+  std::array<std::string, 2> end_texts_;
+  exchange_sink& sink_;
+  int client_side_ = -1;
+  std::array<side_state, 2> sides_;
+  bool ignored_ = false;
+  std::int64_t now_us_ = 0;
+
+  // Pairing state.
+  std::vector<pending_command> ring_;   // FIFO of commands awaiting replies, reused
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+  message reply_;
+  reply_mode reply_mode_ = reply_mode::on;
+  int protocol_ = 2;
+  bool subscribed_ = false;  // RESP2 subscribed mode
+  bool monitor_ = false;
+  bool server_lost_replies_ = false;  // a server gap or error: some replies are gone
+  bool replica_link_ = false;  // the client sent PSYNC/SYNC: this is a replication link
+  replication replication_ = replication::none;
+  std::uint64_t rdb_remaining_ = 0;
+  std::string rdb_line_;       // a preamble line split across segments
+  std::string rdb_eof_mark_;   // `$EOF:<mark>` transfers end with the 40-byte mark
+  std::string rdb_tail_;       // the last bytes seen, to find a mark split across feeds
+  std::vector<std::string_view> arguments_;
+  session_stats stats_;
+};
+
+}  // namespace lockscope::analyzer

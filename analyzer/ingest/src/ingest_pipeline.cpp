@@ -1,0 +1,230 @@
+#include "lockscope/ingest/ingest_pipeline.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace lockscope::analyzer {
+
+// One TCP connection: two reassembled directions feeding one RESP session.
+struct ingest_pipeline::connection {
+  struct side_sink final : stream_sink {
+    connection* owner = nullptr;
+    int side = 0;
+    std::int64_t now_us = 0;
+    void on_data(std::string_view bytes, std::uint64_t offset) override {
+      owner->session.on_data(side, bytes, offset, now_us);
+    }
+    void on_gap(std::uint64_t bytes, std::uint64_t offset) override {
+      owner->session.on_gap(side, bytes, offset, now_us);
+    }
+  };
+
+  connection(const ingest_options& options, std::uint64_t id, std::array<endpoint, 2> ends,
+             std::optional<int> client_side, exchange_sink& sink)
+      : streams{tcp_stream(options.tcp), tcp_stream(options.tcp)},
+        session(options.session, id, ends, client_side, sink) {
+    for (int i = 0; i < 2; ++i) {
+      sinks[i].owner = this;
+      sinks[i].side = i;
+    }
+  }
+
+  std::array<tcp_stream, 2> streams;
+  std::array<side_sink, 2> sinks;
+  resp_session session;
+  std::int64_t last_seen_us = 0;
+};
+
+namespace {
+
+std::uint64_t address_word(const endpoint& e, std::size_t at) noexcept {
+  std::uint64_t w;
+  std::memcpy(&w, e.address.data() + at, 8);
+  return w;
+}
+
+bool same_endpoint(const endpoint& x, const endpoint& y) noexcept {
+  return address_word(x, 0) == address_word(y, 0) && address_word(x, 8) == address_word(y, 8) &&
+         x.port == y.port && x.family == y.family;
+}
+
+// endpoint's operator< (address bytes, then family, then port), without memcmp.
+bool endpoint_less(const endpoint& x, const endpoint& y) noexcept {
+  for (std::size_t at : {0u, 8u}) {
+    const std::uint64_t a = __builtin_bswap64(address_word(x, at));
+    const std::uint64_t b = __builtin_bswap64(address_word(y, at));
+    if (a != b) return a < b;
+  }
+  if (x.family != y.family) return x.family < y.family;
+  return x.port < y.port;
+}
+
+}  // namespace
+
+bool ingest_pipeline::flow_key::operator==(const flow_key& o) const noexcept {
+  return same_endpoint(a, o.a) && same_endpoint(b, o.b);
+}
+
+std::size_t ingest_pipeline::flow_key_hash::operator()(const flow_key& k) const noexcept {
+  // Fold the addresses and ports into 64-bit words and mix them (per packet: keep it cheap).
+  auto word = [](const endpoint& e, std::size_t at) {
+    std::uint64_t w;
+    std::memcpy(&w, e.address.data() + at, 8);
+    return w;
+  };
+  std::uint64_t h = (std::uint64_t{k.a.port} << 16 | k.b.port) * 0x9e3779b97f4a7c15ull;
+  h ^= word(k.a, 0) + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
+  h ^= word(k.b, 0) + 0x85ebca6b27d4eb4full + (h << 6) + (h >> 2);
+  if (k.a.family == 6 || k.b.family == 6) {
+    h ^= word(k.a, 8) + (h << 6) + (h >> 2);
+    h ^= word(k.b, 8) + (h << 6) + (h >> 2);
+  }
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+ingest_pipeline::ingest_pipeline(const ingest_options& options, exchange_sink& sink)
+    : options_(options), sink_(sink) {}
+
+ingest_pipeline::~ingest_pipeline() = default;
+
+bool ingest_pipeline::selected_port(std::uint16_t port) const noexcept {
+  return std::find(options_.ports.begin(), options_.ports.end(), port) != options_.ports.end();
+}
+
+void ingest_pipeline::on_packet(std::int64_t ts_us, int link_type, std::string_view frame) {
+  ++totals_.packets;
+  totals_.bytes += frame.size();
+  switch (decode_packet(link_type, frame, segment_)) {
+    case decode_status::tcp: on_segment(ts_us, segment_); return;
+    case decode_status::not_tcp: ++totals_.not_tcp; return;
+    case decode_status::fragment: ++totals_.fragments; return;
+    case decode_status::unsupported_link: ++totals_.unsupported_link; return;
+    case decode_status::malformed: ++totals_.malformed; return;
+  }
+}
+
+void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
+  ++totals_.tcp_segments;
+  if (!options_.ports.empty() && !selected_port(seg.source.port) &&
+      !selected_port(seg.destination.port)) {
+    ++totals_.filtered;
+    return;
+  }
+  if (ts_us - last_sweep_us_ > options_.flow_timeout_us / 8) sweep(ts_us);
+
+  const bool source_is_a = endpoint_less(seg.source, seg.destination);
+  const flow_key key{source_is_a ? seg.source : seg.destination,
+                     source_is_a ? seg.destination : seg.source};
+  const int side = source_is_a ? 0 : 1;
+  const bool syn = seg.has(tcp_flags::syn);
+  const bool ack = seg.has(tcp_flags::ack);
+
+  auto it = last_flow_valid_ && last_flow_->first == key ? last_flow_ : flows_.find(key);
+  if (it != flows_.end() && syn && !ack) {
+    // A new connection on a 4-tuple we still hold (port reuse): end the old one,
+    // unless this is a retransmission of the SYN that started it.
+    const tcp_stream& s = it->second->streams[side];
+    if (!(s.saw_syn() && s.next_offset() == 0 && !it->second->streams[1 - side].started())) {
+      close(it, ts_us);
+      it = flows_.end();
+    }
+  }
+  if (it == flows_.end()) {
+    // Nothing to end, or the last ACK of a connection already closed.
+    if (seg.has(tcp_flags::rst) || (!syn && seg.payload.empty() && seg.missing == 0)) return;
+    std::optional<int> client_side;
+    const std::array<endpoint, 2> ends{key.a, key.b};
+    if (!options_.ports.empty()) {
+      const bool a_server = selected_port(key.a.port);
+      const bool b_server = selected_port(key.b.port);
+      if (a_server != b_server) client_side = a_server ? 1 : 0;
+      else client_side = key.a.port < key.b.port ? 1 : 0;
+    } else if (syn) {
+      client_side = ack ? 1 - side : side;  // SYN comes from the client, SYN-ACK from the server
+    }
+    auto conn = std::make_unique<connection>(options_, next_connection_id_++, ends, client_side, sink_);
+    it = flows_.emplace(key, std::move(conn)).first;
+    ++totals_.flows;
+  }
+  last_flow_ = it;
+  last_flow_valid_ = true;
+  connection& c = *it->second;
+  c.last_seen_us = ts_us;
+  tcp_stream& stream = c.streams[side];
+  if (syn && !stream.started()) c.session.set_stream_start_seen(side);
+  c.sinks[side].now_us = ts_us;
+  c.sinks[1 - side].now_us = ts_us;
+  stream.on_segment(seg.seq, seg.flags, seg.payload, seg.missing, c.sinks[side]);
+  if (ack) c.streams[1 - side].on_peer_ack(seg.ack, c.sinks[1 - side]);
+
+  if (seg.has(tcp_flags::rst)) {
+    close(it, ts_us);
+    return;
+  }
+  if (c.streams[0].finished() && c.streams[1].finished()) close(it, ts_us);
+}
+
+void ingest_pipeline::add_traffic(ingest_stats& to, const connection& c) noexcept {
+  const session_stats& s = c.session.stats();
+  to.commands += s.commands;
+  to.exchanges += s.exchanges;
+  to.pushes += s.pushes;
+  to.unpaired_replies += s.unpaired_replies;
+  to.decode_errors += s.decode_errors;
+  to.resyncs += s.resyncs;
+  for (const tcp_stream& t : c.streams) {
+    to.payload_bytes += t.stats().delivered_bytes;
+    to.gaps += t.stats().gaps;
+    to.gap_bytes += t.stats().gap_bytes;
+  }
+}
+
+void ingest_pipeline::close(
+    std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator it,
+    std::int64_t now_us) {
+  connection& c = *it->second;
+  for (int i = 0; i < 2; ++i) {
+    c.sinks[i].now_us = now_us;
+    c.streams[i].flush(c.sinks[i]);
+  }
+  c.session.finish(now_us);
+  add_traffic(totals_, c);
+  if (c.session.ignored()) ++totals_.not_resp_flows;
+  else if (c.session.client_side()) ++totals_.resp_flows;
+  if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
+  flows_.erase(it);
+}
+
+void ingest_pipeline::sweep(std::int64_t now_us) {
+  last_sweep_us_ = now_us;
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    auto next = std::next(it);
+    if (now_us - it->second->last_seen_us > options_.flow_timeout_us) {
+      ++totals_.evicted_flows;
+      close(it, now_us);
+    }
+    it = next;
+  }
+}
+
+void ingest_pipeline::finish() {
+  std::int64_t last = last_sweep_us_;
+  for (const auto& [key, c] : flows_) last = std::max(last, c->last_seen_us);
+  // Close in connection order so that output does not depend on hash order.
+  std::vector<flow_key> keys;
+  for (auto it = flows_.begin(); it != flows_.end(); ++it) keys.push_back(it->first);
+  std::sort(keys.begin(), keys.end(), [this](const flow_key& x, const flow_key& y) {
+    return flows_.at(x)->last_seen_us < flows_.at(y)->last_seen_us;
+  });
+  for (const flow_key& k : keys) close(flows_.find(k), last);
+}
+
+ingest_stats ingest_pipeline::stats() const {
+  ingest_stats s = totals_;
+  for (const auto& [key, c] : flows_) add_traffic(s, *c);
+  return s;
+}
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,344 @@
+#include "lockscope/ingest/message.hpp"
+
+#include <charconv>
+#include <cstring>
+
+#include "lockscope/resp/format.hpp"
+
+namespace lockscope::analyzer {
+
+void message::clear() noexcept {
+  nodes_.clear();
+  text_.clear();
+  truncated_ = 0;
+  bulk_open_ = false;
+}
+
+void message::add(const resp::node& n, std::size_t max_text) {
+  auto append_text = [&](message_node& target, std::string_view bytes) {
+    const std::size_t room = text_.size() < max_text ? max_text - text_.size() : 0;
+    const std::size_t kept = bytes.size() < room ? bytes.size() : room;
+    text_.append(bytes.data(), kept);
+    target.text_size += static_cast<std::uint32_t>(kept);
+    truncated_ += bytes.size() - kept;
+  };
+  if (n.type == resp::type::stream_end) return;
+  if (n.type == resp::type::streamed_string_part) {
+    // Chunks of a `$?` string join its head node, which is the last node so far.
+    if (!nodes_.empty()) append_text(nodes_.back(), n.value);
+    return;
+  }
+  if (bulk_open_ && resp::is_bulk(n.type)) {
+    append_text(nodes_.back(), n.value);
+    bulk_open_ = n.is_partial();
+    return;
+  }
+  message_node& m = nodes_.emplace_back();
+  m.type = n.type;
+  m.flags = n.flags;
+  m.depth = n.depth;
+  m.length = n.length;
+  m.integer = n.integer;
+  m.text_offset = static_cast<std::uint32_t>(text_.size());
+  append_text(m, n.value);
+  bulk_open_ = resp::is_bulk(n.type) && n.is_partial();
+}
+
+void message::set_single(resp::type t, std::string_view text) {
+  clear();
+  message_node& m = nodes_.emplace_back();
+  m.type = t;
+  m.length = text.size();
+  text_.assign(text);
+  m.text_size = static_cast<std::uint32_t>(text.size());
+}
+
+std::size_t message::skip_subtree(std::size_t index) const noexcept {
+  const std::uint32_t depth = nodes_[index].depth;
+  std::size_t i = index + 1;
+  while (i < nodes_.size() && nodes_[i].depth > depth) ++i;
+  return i;
+}
+
+std::size_t message::root() const noexcept {
+  std::size_t i = 0;
+  while (i < nodes_.size() && nodes_[i].type == resp::type::attribute) i = skip_subtree(i);
+  return i < nodes_.size() ? i : npos;
+}
+
+bool message::arguments(std::vector<std::string_view>& out) const {
+  out.clear();
+  const std::size_t r = root();
+  if (r == npos || nodes_[r].type != resp::type::array) return false;
+  for_each_child(r, [&](const message_node& c) {
+    out.push_back(text(c));
+    return true;
+  });
+  return true;
+}
+
+resp::value message::value_at(std::size_t& index) const {
+  resp::value v;
+  // Attributes annotate the value that follows them at the same depth.
+  while (index < nodes_.size() && nodes_[index].type == resp::type::attribute) {
+    const std::size_t end = skip_subtree(index);
+    ++index;
+    while (index < end) v.attributes.push_back(value_at(index));
+  }
+  if (index >= nodes_.size()) return v;
+  const message_node& n = nodes_[index];
+  v.type = n.type;
+  v.flags = n.flags & (resp::node_flags::streamed | resp::node_flags::null_bulk |
+                       resp::node_flags::null_array | resp::node_flags::inline_command);
+  v.text.assign(text(n));
+  v.integer = n.integer;
+  const std::size_t end = skip_subtree(index);
+  ++index;
+  while (index < end) v.elements.push_back(value_at(index));
+  return v;
+}
+
+resp::value message::to_value() const {
+  std::size_t index = 0;
+  return value_at(index);
+}
+
+namespace {
+
+constexpr char hex_digits[] = "0123456789abcdef";
+
+// Length of the valid UTF-8 sequence at s[i], or 0.
+std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n = 0;
+  std::uint32_t min = 0;
+  if (c >= 0xc2 && c <= 0xdf) { n = 2; min = 0x80; }
+  else if ((c & 0xf0) == 0xe0) { n = 3; min = 0x800; }
+  else if (c >= 0xf0 && c <= 0xf4) { n = 4; min = 0x10000; }
+  else return 0;
+  if (i + n > s.size()) return 0;
+  std::uint32_t cp = c & (0xff >> (n + 1));
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (d & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+void append_escaped_byte(std::string& out, unsigned char c) {
+  out += "\\u00";
+  out.push_back(hex_digits[c >> 4]);
+  out.push_back(hex_digits[c & 0xf]);
+}
+
+void append_json_node(std::string& out, const message& m, std::size_t& index);
+
+void append_json_children(std::string& out, const message& m, std::size_t& index, bool as_object) {
+  const auto nodes = m.nodes();
+  const std::size_t end = m.skip_subtree(index);
+  ++index;
+  out.push_back(as_object ? '{' : '[');
+  bool first = true;
+  bool key = true;
+  while (index < end) {
+    if (nodes[index].type == resp::type::attribute) {
+      index = m.skip_subtree(index);
+      continue;
+    }
+    if (as_object) {
+      if (key) {
+        if (!first) out.push_back(',');
+        // Object keys must be strings: write the key's text whatever its type.
+        const message_node& k = nodes[index];
+        if (resp::is_aggregate(k.type)) {
+          std::string nested;
+          append_json_node(nested, m, index);
+          append_json_string(out, nested);
+        } else {
+          append_json_string(out, k.type == resp::type::null ? std::string_view("null") : m.text(k));
+          index = m.skip_subtree(index);
+        }
+        out.push_back(':');
+      } else {
+        append_json_node(out, m, index);
+      }
+      key = !key;
+    } else {
+      if (!first) out.push_back(',');
+      append_json_node(out, m, index);
+    }
+    first = false;
+  }
+  if (as_object && !key) out += "null";  // a map cut short by truncation
+  out.push_back(as_object ? '}' : ']');
+}
+
+void append_json_node(std::string& out, const message& m, std::size_t& index) {
+  const auto nodes = m.nodes();
+  while (index < nodes.size() && nodes[index].type == resp::type::attribute) {
+    index = m.skip_subtree(index);
+  }
+  if (index >= nodes.size()) {
+    out += "null";
+    return;
+  }
+  const message_node& n = nodes[index];
+  switch (n.type) {
+    case resp::type::integer: {
+      char digits[24];
+      const auto r = std::to_chars(digits, digits + sizeof digits, n.integer);
+      out.append(digits, r.ptr);
+      ++index;
+      return;
+    }
+    case resp::type::null: out += "null"; ++index; return;
+    case resp::type::boolean: out += m.text(n) == "t" ? "true" : "false"; ++index; return;
+    case resp::type::double_: {
+      const std::string_view t = m.text(n);
+      // JSON has no inf/nan; also keep forms like "1e5" valid by checking the syntax.
+      bool plain = !t.empty();
+      for (char c : t) {
+        if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E')) {
+          plain = false;
+          break;
+        }
+      }
+      if (plain && t.front() != '+' && t.front() != '.' && t.back() != '.' &&
+          !(t.size() > 1 && t[0] == '0' && t[1] >= '0' && t[1] <= '9') &&
+          t.find(".e") == std::string_view::npos && t.find(".E") == std::string_view::npos &&
+          !(t.size() > 2 && t[0] == '-' && t[1] == '0' && t[2] >= '0' && t[2] <= '9')) {
+        out += t;
+      } else {
+        append_json_string(out, t);
+      }
+      ++index;
+      return;
+    }
+    case resp::type::verbatim_string: {
+      const std::string_view t = m.text(n);
+      append_json_string(out, t.size() >= 4 && t[3] == ':' ? t.substr(4) : t);
+      ++index;
+      return;
+    }
+    case resp::type::array:
+    case resp::type::set:
+    case resp::type::push:
+      append_json_children(out, m, index, false);
+      return;
+    case resp::type::map:
+      append_json_children(out, m, index, true);
+      return;
+    default:
+      append_json_string(out, m.text(n));
+      index = m.skip_subtree(index);
+      return;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Bytes that end a run of characters copied verbatim into a JSON string.
+struct json_plain_table {
+  bool plain[256];
+  constexpr json_plain_table() : plain() {
+    for (int c = 0; c < 256; ++c) plain[c] = c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+  }
+};
+constexpr json_plain_table json_plain{};
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  // Lock traffic repeats the same long script in every EVAL: comparing it with the
+  // last one escaped is much cheaper than escaping it again.
+  struct escaped_cache {
+    std::string raw;
+    std::string json;
+  };
+  thread_local escaped_cache cache;
+  constexpr std::size_t cache_min = 128;
+  constexpr std::size_t cache_max = 64u << 10;
+  const bool cacheable = s.size() >= cache_min && s.size() <= cache_max;
+  if (cacheable && s.size() == cache.raw.size() && std::memcmp(s.data(), cache.raw.data(), s.size()) == 0) {
+    out.append(cache.json);
+    return;
+  }
+  const std::size_t start = out.size();
+  out.push_back('"');
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    // Copy runs of plain ASCII in one go: the common case for commands and keys.
+    std::size_t run = i;
+    // Eight bytes at a time while none needs escaping (SWAR: control bytes, '"', '\\'
+    // and bytes >= 0x80 flip a high bit).
+    constexpr std::uint64_t ones = 0x0101010101010101ull;
+    constexpr std::uint64_t highs = 0x8080808080808080ull;
+    while (run + 8 <= s.size()) {
+      std::uint64_t w;
+      std::memcpy(&w, p + run, 8);
+      const std::uint64_t control = (w - ones * 0x20) & ~w;
+      const std::uint64_t quote = ((w ^ (ones * '"')) - ones) & ~(w ^ (ones * '"'));
+      const std::uint64_t backslash = ((w ^ (ones * '\\')) - ones) & ~(w ^ (ones * '\\'));
+      if (((control | quote | backslash) & highs) != 0 || (w & highs) != 0) break;
+      run += 8;
+    }
+    while (run < s.size() && json_plain.plain[p[run]]) ++run;
+    out.append(s.data() + i, run - i);
+    i = run;
+    if (i >= s.size()) break;
+    const unsigned char c = p[i];
+    switch (c) {
+      case '"': out += "\\\""; ++i; continue;
+      case '\\': out += "\\\\"; ++i; continue;
+      case '\n': out += "\\n"; ++i; continue;
+      case '\r': out += "\\r"; ++i; continue;
+      case '\t': out += "\\t"; ++i; continue;
+      default: break;
+    }
+    if (c < 0x20) {
+      append_escaped_byte(out, c);
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      append_escaped_byte(out, c);
+      ++i;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  out.push_back('"');
+  if (cacheable) {
+    cache.raw.assign(s);
+    cache.json.assign(out, start, std::string::npos);
+  }
+}
+
+void append_json(std::string& out, const message& m) {
+  std::size_t index = 0;
+  append_json_node(out, m, index);
+}
+
+std::string to_cli_line(const message& m) {
+  const std::string multi = resp::to_cli(m.to_value());
+  std::string out;
+  out.reserve(multi.size());
+  for (std::size_t i = 0; i < multi.size(); ++i) {
+    if (multi[i] == '\n') {
+      while (i + 1 < multi.size() && multi[i + 1] == ' ') ++i;
+      out.push_back(' ');
+    } else {
+      out.push_back(multi[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace lockscope::analyzer

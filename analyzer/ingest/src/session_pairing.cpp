@@ -1,0 +1,283 @@
+// Pairing replies with commands, and the connection states that change pairing.
+#include "lockscope/ingest/resp_session.hpp"
+#include "lockscope/ingest/redaction.hpp"
+#include "session_internal.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace lockscope::analyzer {
+
+using namespace session_detail;
+
+resp_session::pending_command& resp_session::tail_slot() {
+  if (count_ + 1 > ring_.size()) {
+    // Grow, keeping the order: head first, then the slot being filled.
+    std::vector<pending_command> grown(ring_.size() * 2);
+    for (std::size_t i = 0; i < ring_.size(); ++i) {
+      grown[i] = std::move(ring_[ring_index(head_ + i)]);
+    }
+    ring_.swap(grown);
+    head_ = 0;
+  }
+  return ring_[ring_index(head_ + count_)];
+}
+
+void resp_session::commit_tail() {
+  ++count_;
+  if (count_ > options_.max_pending) {
+    emit(front(), nullptr);
+    pop_front();
+  }
+}
+
+void resp_session::pop_front() {
+  ring_[head_].command.clear();
+  head_ = ring_index(head_ + 1);
+  --count_;
+}
+
+void resp_session::drop_pending(bool emit_unanswered) {
+  while (count_ > 0) {
+    if (emit_unanswered) emit(front(), nullptr);
+    pop_front();
+  }
+}
+
+void resp_session::on_client_node(const resp::node& n) {
+  pending_command& c = tail_slot();
+  c.command.add(n, options_.max_message_bytes);
+  if (n.ends_message()) command_complete();
+}
+
+void resp_session::on_server_node(const resp::node& n) {
+  if (replication_ == replication::stream) {
+    // Commands the master propagates: skipped.
+    stats_.replication_bytes += n.value.size();
+    return;
+  }
+  reply_.add(n, options_.max_message_bytes);
+  if (n.ends_message()) {
+    reply_complete();
+    reply_.clear();
+  }
+}
+
+void resp_session::command_complete() {
+  pending_command& c = tail_slot();
+  c.at_us = now_us_;
+  c.secrets.clear();
+  c.expect = expect_reply;
+  c.hello_protocol = 0;
+  ++stats_.commands;
+  if (replica_link_) {  // REPLCONF ACK from a replica: never answered, not shown
+    c.command.clear();
+    return;
+  }
+  const auto nodes = c.command.nodes();
+  if (nodes.size() < 2 || nodes[0].type != resp::type::array) {
+    c.command.clear();
+    return;
+  }
+  const std::string_view name = c.command.text(nodes[1]);
+  std::vector<std::string_view>& args = arguments_;
+  args.clear();
+  // Most commands need only their name here: the whole argument list is split only
+  // for the few that change the connection's state or may carry a secret. Every one
+  // of those starts with one of these letters; the rest (EVAL, GET, ...) skip the
+  // comparisons.
+  static constexpr std::string_view special_initials = "ahmcrspu";
+  const bool ordinary = name.empty() || special_initials.find(resp::ascii_lower(name[0])) == std::string_view::npos;
+  const bool secrets = !ordinary && may_carry_secrets(name);
+  if (secrets || (!ordinary && (iequals(name, "HELLO") || iequals(name, "CLIENT") || iequals(name, "REPLCONF")))) {
+    c.command.arguments(args);
+  } else {
+    args.push_back(name);
+  }
+  if (secrets) find_secrets(args, c.secrets);
+  if (ordinary) {
+    // nothing to track
+  } else if (iequals(name, "HELLO")) {
+    c.expect = expect_hello;
+    if (args.size() >= 2) {
+      unsigned v = 0;
+      std::from_chars(args[1].data(), args[1].data() + args[1].size(), v);
+      c.hello_protocol = static_cast<std::uint8_t>(v);
+    }
+  } else if (iequals(name, "REPLCONF") && args.size() >= 2 && iequals(args[1], "ACK")) {
+    // A replica acknowledging its offset (never answered): this is a replication link
+    // joined after its PSYNC; what the master sends is the replication stream.
+    replica_link_ = true;
+    replication_ = replication::stream;
+    drop_pending(true);
+    reply_.clear();
+    c.command.clear();
+    return;
+  } else if (is_confirmation_kind(name)) {
+    c.expect = expect_confirmation;
+  } else if (iequals(name, "RESET")) {
+    c.expect = expect_reset;
+  } else if (iequals(name, "MONITOR")) {
+    c.expect = expect_monitor;
+  } else if (iequals(name, "PSYNC") || iequals(name, "SYNC")) {
+    c.expect = expect_replication;
+    replica_link_ = true;
+    replication_ = replication::preamble;
+    rdb_line_.clear();
+  } else if (iequals(name, "CLIENT") && args.size() >= 3 && iequals(args[1], "REPLY")) {
+    if (iequals(args[2], "OFF")) {
+      reply_mode_ = reply_mode::off;
+      emit(c, nullptr);
+      c.command.clear();
+      return;
+    }
+    if (iequals(args[2], "SKIP")) {
+      if (reply_mode_ != reply_mode::off) reply_mode_ = reply_mode::skip_next;
+      emit(c, nullptr);
+      c.command.clear();
+      return;
+    }
+    if (iequals(args[2], "ON")) {
+      reply_mode_ = reply_mode::on;
+      commit_tail();
+      return;
+    }
+  }
+  if (reply_mode_ != reply_mode::on) {
+    if (reply_mode_ == reply_mode::skip_next) reply_mode_ = reply_mode::on;
+    emit(c, nullptr);
+    c.command.clear();
+    return;
+  }
+  commit_tail();
+}
+
+void resp_session::reply_complete() {
+  const std::size_t root = reply_.root();
+  if (root == message::npos) return;
+  const message_node& top = reply_.nodes()[root];
+
+  // First, second and third elements of an aggregate (pub/sub frames).
+  const message_node* elements[3] = {nullptr, nullptr, nullptr};
+  if (top.type == resp::type::array || top.type == resp::type::push) {
+    std::size_t k = 0;
+    reply_.for_each_child(root, [&](const message_node& e) {
+      elements[k++] = &e;
+      return k < 3;
+    });
+  }
+  const std::string_view kind =
+      elements[0] != nullptr && (elements[0]->type == resp::type::bulk_string ||
+                                 elements[0]->type == resp::type::simple_string)
+          ? reply_.text(*elements[0])
+          : std::string_view();
+  auto update_subscriptions = [&] {
+    if (protocol_ == 2 && elements[2] != nullptr && elements[2]->type == resp::type::integer) {
+      subscribed_ = elements[2]->integer > 0;
+    }
+  };
+  auto front_awaits = [&](std::string_view confirmation) {
+    if (count_ == 0 || front().expect != expect_confirmation) return false;
+    front().command.arguments(arguments_);
+    if (arguments_.empty() || !iequals(arguments_[0], confirmation)) return false;
+    if (arguments_.size() == 1) return true;  // UNSUBSCRIBE with no channel: any
+    return elements[1] != nullptr && reply_.text(*elements[1]) == arguments_[1];
+  };
+
+  if (monitor_) {
+    emit_push(reply_);
+    return;
+  }
+  if (top.type == resp::type::push) {
+    if (is_confirmation_kind(kind) && front_awaits(kind)) {
+      emit(front(), &reply_);
+      pop_front();
+      return;
+    }
+    emit_push(reply_);
+    return;
+  }
+  if (top.type == resp::type::array && !kind.empty()) {
+    if (is_message_kind(kind) && (subscribed_ || count_ == 0)) {
+      if (protocol_ == 2) subscribed_ = true;  // a capture that began mid-subscription
+      emit_push(reply_);
+      return;
+    }
+    if (is_confirmation_kind(kind)) {
+      if (front_awaits(kind)) {
+        update_subscriptions();
+        emit(front(), &reply_);
+        pop_front();
+        return;
+      }
+      if (subscribed_ || count_ == 0) {
+        update_subscriptions();
+        emit_push(reply_);
+        return;
+      }
+    }
+  }
+  if (count_ == 0) {
+    ++stats_.unpaired_replies;
+    server_lost_replies_ = false;
+    return;
+  }
+  if (server_lost_replies_) {
+    // A server answers a request/response client's latest command next; the older
+    // ones had their replies in the lost bytes.
+    server_lost_replies_ = false;
+    while (count_ > 1) {
+      emit(front(), nullptr);
+      pop_front();
+    }
+  }
+  pending_command& c = front();
+  const bool error = top.type == resp::type::simple_error || top.type == resp::type::bulk_error;
+  switch (c.expect) {
+    case expect_hello:
+      if (!error && c.hello_protocol >= 2) protocol_ = c.hello_protocol;
+      break;
+    case expect_reset:
+      subscribed_ = false;
+      protocol_ = 2;
+      reply_mode_ = reply_mode::on;
+      monitor_ = false;
+      break;
+    case expect_monitor:
+      if (!error) monitor_ = true;
+      break;
+    case expect_confirmation:
+      // RESP3 confirmations arrive as pushes; this is an error reply.
+      break;
+    default:
+      break;
+  }
+  emit(c, &reply_);
+  pop_front();
+}
+
+void resp_session::emit(pending_command& c, const message* reply) {
+  c.command.arguments(arguments_);
+  if (!options_.show_secrets) {
+    for (const std::uint32_t i : c.secrets) {
+      if (i < arguments_.size()) arguments_[i] = "****";
+    }
+  }
+  exchange e = make_exchange(exchange_kind::exchange);
+  e.request_us = c.at_us;
+  e.reply_us = reply != nullptr ? now_us_ : -1;
+  e.command = arguments_;
+  e.reply = reply;
+  ++stats_.exchanges;
+  sink_.on_exchange(e);
+}
+
+void resp_session::emit_push(const message& m) {
+  exchange e = make_exchange(exchange_kind::push);
+  e.request_us = now_us_;
+  e.reply = &m;
+  ++stats_.pushes;
+  sink_.on_exchange(e);
+}
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,176 @@
+// Finding the sides and frame boundaries of a stream joined mid-way or after lost bytes.
+#include "lockscope/ingest/resp_session.hpp"
+#include "session_internal.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace lockscope::analyzer {
+
+using namespace session_detail;
+
+namespace {
+
+struct counting_handler final : resp::handler {
+  std::size_t messages = 0;
+  void on_node(const resp::node& n) override {
+    if (n.ends_message()) ++messages;
+  }
+};
+
+// Scratch decoders for validating resync candidates, shared by every session.
+resp::decoder& scratch_decoder(bool allow_inline) {
+  thread_local resp::decoder strict{resp::decoder_options{}};
+  thread_local resp::decoder with_inline{[] {
+    resp::decoder_options o;
+    o.allow_inline = true;
+    return o;
+  }()};
+  resp::decoder& d = allow_inline ? with_inline : strict;
+  d.reset();
+  return d;
+}
+
+constexpr std::size_t validation_enough = 16u << 10;  // clean bytes that prove a candidate
+
+}  // namespace
+
+void resp_session::decide_roles(int side, std::string_view bytes) {
+  if (client_side_ >= 0) return;
+  int sender_is_client = -1;
+  std::string_view first_word;
+  if (looks_like_command_array(bytes, &first_word)) {
+    // A RESP2 pub/sub frame looks like a command; its first word gives it away.
+    sender_is_client = (is_message_kind(first_word) || is_confirmation_kind(first_word)) ? 0 : 1;
+  } else if (!bytes.empty() && is_reply_type_byte(bytes[0])) {
+    sender_is_client = 0;
+  } else if (!bytes.empty() && ((bytes[0] >= 'A' && bytes[0] <= 'Z') || (bytes[0] >= 'a' && bytes[0] <= 'z'))) {
+    sender_is_client = 1;  // an inline command
+  }
+  if (sender_is_client < 0) {
+    // Nothing to go by: servers listen on the lower, well-known port.
+    const int server = ends_[0].port < ends_[1].port ? 0 : 1;
+    client_side_ = 1 - server;
+    return;
+  }
+  client_side_ = sender_is_client == 1 ? side : 1 - side;
+}
+
+void resp_session::lose_sync(int side) {
+  side_state& s = sides_[side];
+  s.synced = false;
+  if (s.decoder) s.decoder->reset();
+  if (side == client_side_) {
+    tail_slot().command.clear();
+  } else {
+    reply_.clear();
+    // Replies were lost, but how many is unknown: the first reply after the resync
+    // decides (see reply_complete).
+    server_lost_replies_ = true;
+    if (replication_ != replication::none) replication_ = replication::stream;
+  }
+}
+
+bool resp_session::validate(int side, std::string_view candidate, bool& need_more) {
+  need_more = false;
+  const bool client = side == client_side_;
+  const bool allow_inline = client && sides_[side].at_stream_start && sides_[side].resync_start == 0 &&
+                            candidate.data() == sides_[side].resync_buffer.data();
+  if (client && !allow_inline && !looks_like_command_array(candidate)) {
+    // `*N\r\n` alone could still be waiting for its `$`.
+    if (candidate.size() < 16 && !candidate.empty() && candidate[0] == '*') need_more = true;
+    return false;
+  }
+  if (!client && (candidate.empty() || !is_reply_type_byte(candidate[0]))) return false;
+  resp::decoder& d = scratch_decoder(allow_inline);
+  counting_handler h;
+  d.feed(candidate, h);
+  if (d.error()) return false;
+  if (h.messages >= 1 || candidate.size() >= validation_enough) return true;
+  need_more = true;
+  return false;
+}
+
+void resp_session::resync(int side, std::string_view bytes) {
+  side_state& s = sides_[side];
+  if (s.resync_buffer.empty()) s.resync_start = s.next_offset;
+  s.resync_buffer.append(bytes);
+  s.next_offset += bytes.size();
+  std::string_view buffer = s.resync_buffer;
+  std::size_t candidate = 0;
+  for (;;) {
+    bool need_more = false;
+    if (validate(side, buffer.substr(candidate), need_more)) break;
+    if (need_more) {
+      // Wait for more bytes; what precedes the candidate can go.
+      if (candidate > 0) {
+        stats_.skipped_bytes += candidate;
+        s.unsynced_bytes += candidate;
+        s.resync_start += candidate;
+        s.resync_buffer.erase(0, candidate);
+      }
+      return;
+    }
+    if (s.at_stream_start && s.resync_start == 0 && candidate == 0) {
+      // A stream seen from its first byte must start with a frame: this is not RESP.
+      ignored_ = true;
+      report(session_event_kind::not_resp, side, 0, 0);
+      return;
+    }
+    const std::size_t newline = buffer.find('\n', candidate);
+    if (newline == std::string_view::npos) {
+      // No candidate: keep only the unfinished last line.
+      stats_.skipped_bytes += buffer.size();
+      s.unsynced_bytes += buffer.size();
+      s.resync_start += buffer.size();
+      s.resync_buffer.clear();
+      if (s.unsynced_bytes > options_.give_up_after) {
+        ignored_ = true;
+        report(session_event_kind::not_resp, side, s.resync_start, 0);
+      }
+      return;
+    }
+    candidate = newline + 1;
+    if (candidate >= buffer.size()) {
+      stats_.skipped_bytes += candidate;
+      s.unsynced_bytes += candidate;
+      s.resync_start += candidate;
+      s.resync_buffer.clear();
+      if (s.unsynced_bytes > options_.give_up_after) {
+        ignored_ = true;
+        report(session_event_kind::not_resp, side, s.resync_start, 0);
+      }
+      return;
+    }
+    if (candidate > options_.resync_window) {
+      // Bound the window: forget bytes that can no longer hold a candidate.
+      stats_.skipped_bytes += candidate;
+      s.unsynced_bytes += candidate;
+      s.resync_start += candidate;
+      s.resync_buffer.erase(0, candidate);
+      buffer = s.resync_buffer;
+      candidate = 0;
+    }
+  }
+  // Accepted at `candidate`.
+  const std::uint64_t start = s.resync_start + candidate;
+  if (const std::uint64_t skipped = s.unsynced_bytes + candidate; skipped > 0) {
+    ++stats_.resyncs;
+    report(session_event_kind::resync, side, start, skipped);
+  }
+  stats_.skipped_bytes += candidate;
+  s.unsynced_bytes = 0;
+  s.synced = true;
+  s.decoder->reset();
+  s.decoder_base = start;
+  s.next_offset = start;
+  std::string held;
+  held.swap(s.resync_buffer);
+  feed_synced(side, std::string_view(held).substr(candidate));
+  if (s.resync_buffer.empty()) {
+    held.clear();
+    s.resync_buffer.swap(held);  // keep the capacity for next time
+  }
+}
+
+}  // namespace lockscope::analyzer

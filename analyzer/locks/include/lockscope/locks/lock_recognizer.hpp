@@ -1,0 +1,147 @@
+// Stage 1 of `lockscope analyze`: Redis exchanges in, lock operations out.
+//
+//   lock_recognizer r(operation_sink);       // is an exchange_sink
+//   ingest_pipeline a(options, r);                  // packets → exchanges → operations
+//
+// Scripts are classified by what they DO, not by their bytes (see classify_script in
+// lock_patterns.hpp): the script is lower-cased, stripped of whitespace and comments,
+// its `redis.call(...)`/`redis.pcall(...)` calls are listed with their KEYS/ARGV
+// operands, and the family (Redisson lock, fair lock, read/write lock, spin lock,
+// fenced lock, SET-based lock, node-redlock multi-key) and the operation (acquire,
+// unlock, renew, ...) follow from which commands touch which operands. The operand
+// positions found in the script say where the lock name, owner, lease and channel sit
+// in KEYS/ARGV, so reordered or renamed variants are read correctly.
+//
+// EVALSHA: a SHA1 resolves to a classification when the script was seen earlier in
+// the capture (EVAL: its SHA1 is computed once per distinct script text; SCRIPT LOAD:
+// the script and the SHA1 in the reply), or when it is one of the built-in known
+// scripts (lock/scripts.hpp plus the other forms in lock_patterns.cpp). An unknown
+// SHA1 is inferred from the argument shape and the reply, and the operation is marked
+// `inferred` (heuristics, in order):
+//   - KEYS[2] is a `redisson_lock_queue:` key: fair acquire (3 keys) / fair unlock (4+);
+//   - KEYS[2] is a lock channel (`redisson_lock__channel…`, `redisson_rwlock…`):
+//     unlock when an owner-like ARGV exists (3+ ARGV), else forceUnlock;
+//   - KEYS[2] is a `redisson_lock_token:` key: fenced acquire;
+//   - N keys, N+1 ARGV whose first is a number and the rest owner ids, list reply:
+//     batched renew;
+//   - 1 key, ARGV = [number, owner id]: acquire when the reply is nil or an integer
+//     >= 2 (a PTTL) — from then on the SHA1 is known to be an acquire; 0/1 otherwise:
+//     renew (the acquire's PTTL can be 0/1 only in the last 2 ms of a lease);
+//   - 1 key, ARGV = [token] with integer reply: SET-based release (get==token → del);
+//     ARGV = [token, number...]: SET-based extend;
+//   - anything else is not reported.
+// Plain commands: SET key val NX PX|EX (acquire), SETNX, EXPIRE/PEXPIRE, DEL (the DEL
+// of an unlock latch key is skipped), SUBSCRIBE/SSUBSCRIBE/UNSUBSCRIBE/SUNSUBSCRIBE,
+// and `message`/`smessage` pushes on lock channels.
+//
+// Hot path: one lookup per EVAL (script text → cached classification, no allocation
+// after the first sighting) or EVALSHA (SHA1 → classification); operations carry views
+// into the exchange, valid during the sink call only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "lockscope/ingest/resp_session.hpp"
+
+namespace lockscope::analyzer {
+
+enum class lock_family : std::uint8_t {
+  redisson,        // RedissonLock (hash owner → count, pub/sub wake-ups)
+  redisson_fair,   // RedissonFairLock (queue + timeout zset, per-waiter channel)
+  redisson_read,   // RedissonReadLock (shared)
+  redisson_write,  // RedissonWriteLock
+  redisson_spin,   // RedissonSpinLock (no channel: back-off retries)
+  redisson_fenced, // RedissonFencedLock (token in the reply)
+  set_based,       // SET NX PX + get==token scripts (redis-py, redsync, redis-plus-plus)
+  redlock_multi,   // node-redlock's multi-key scripts
+  setnx,           // SETNX + EXPIRE (non-atomic)
+  unknown,
+};
+
+enum class lock_op_kind : std::uint8_t {
+  acquire,       // reply: acquired / contended (ttl_ms when known) / error
+  unlock,        // reply: released / partially released / rejected
+  renew,         // reply: renewed / failed
+  force_unlock,  // reply: released / nothing to release
+  expire,        // plain EXPIRE/PEXPIRE on a key (a renewal when the key is a held lock)
+  del,           // plain DEL on a key (a release when the key is a held lock)
+  subscribe,
+  unsubscribe,
+  message,       // a pub/sub message delivered on `channel`
+};
+
+enum class op_outcome : std::uint8_t {
+  ok,         // acquired / released / renewed / subscribed
+  contended,  // acquire: held by someone else
+  partial,    // unlock: one reentrant level released, still held
+  rejected,   // unlock/renew/extend: not held by this owner (nil / 0 / -1)
+  expired,    // redsync release: -1, the key was already gone
+  none,       // force unlock / del / expire that found no key
+  error,      // an error reply
+  no_reply,   // no reply was captured
+};
+
+struct lock_operation {
+  lock_op_kind kind = lock_op_kind::acquire;
+  lock_family family = lock_family::unknown;
+  op_outcome outcome = op_outcome::no_reply;
+  bool inferred = false;          // EVALSHA of an unknown script: kind guessed
+  bool shared = false;            // a read lock: several holders are legal
+  std::string_view lock;          // the lock's key
+  std::string_view owner;         // Redisson owner, or the SET value/token
+  std::string_view channel;       // wake-up channel when the operation names one
+  std::int64_t lease_ms = -1;     // requested lease; -1 none/unknown
+  std::int64_t ttl_ms = -1;       // contended acquire: the holder's remaining TTL
+  std::int64_t token = -1;        // fenced lock token
+  std::string_view message;       // kind == message: the payload
+  std::uint64_t connection = 0;
+  const endpoint* client = nullptr;
+  std::string_view client_text;
+  std::string_view server_text;
+  std::int64_t request_us = 0;
+  std::int64_t reply_us = -1;     // -1: no reply (pushes: == request_us)
+
+  // When the operation took effect: the reply's time (the server ran it before).
+  std::int64_t at_us() const noexcept { return reply_us >= 0 ? reply_us : request_us; }
+};
+
+class lock_operation_sink {
+ public:
+  virtual ~lock_operation_sink() = default;
+  virtual void on_operation(const lock_operation& op) = 0;
+  // Forwarded from the ingest pipeline (gaps, decode errors); ignored by default.
+  virtual void on_session_event(const session_event&) {}
+};
+
+struct recognizer_stats {
+  std::uint64_t exchanges = 0;
+  std::uint64_t operations = 0;
+  std::uint64_t scripts_seen = 0;       // distinct script texts classified
+  std::uint64_t unknown_scripts = 0;    // EVAL of scripts that are not lock scripts
+  std::uint64_t unknown_shas = 0;       // EVALSHA calls with an unresolved SHA1
+  std::uint64_t inferred = 0;           // operations whose kind was guessed
+};
+
+class lock_recognizer final : public exchange_sink {
+ public:
+  explicit lock_recognizer(lock_operation_sink& sink);
+  ~lock_recognizer() override;
+  lock_recognizer(const lock_recognizer&) = delete;
+  lock_recognizer& operator=(const lock_recognizer&) = delete;
+
+  void on_exchange(const exchange& e) override;
+  void on_session_event(const session_event& ev) override { sink_.on_session_event(ev); }
+
+  const recognizer_stats& stats() const noexcept { return stats_; }
+
+ private:
+  struct state;
+  lock_operation_sink& sink_;
+  std::unique_ptr<state> state_;
+  recognizer_stats stats_;
+};
+
+}  // namespace lockscope::analyzer

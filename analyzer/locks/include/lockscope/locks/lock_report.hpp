@@ -1,0 +1,86 @@
+// Stage 3 of `lockscope analyze`: rendering lock events and the per-lock summary.
+//
+//   lock_report r({.format = report_format::text}, out_string);  // a lock_event_sink
+//   ... timeline feeds r ...
+//   r.finish(timeline);       // text: the per-lock timelines, then the summary table
+//
+// Text: for each lock (first-seen order), one line per event:
+//   `  +2.000123  10.0.0.2:50012  80e6…:12  released  held 1.900 s`
+// (time relative to the capture start, client, short owner id, event, details). In
+// live mode (`stream_text`) lines are written as events happen, with the lock name.
+// The summary table (threads = 2, tens of thousands of locks) is formatted by two
+// threads in alternate batches, written in order; the text is the same either way.
+// JSONL: one object per event, fields in this order, absent when they do not apply:
+//   ts (epoch seconds.microseconds), lock, event, owner, client, server, hold_count,
+//   lease_ms, ttl_ms, wait_ms, held_ms (milliseconds, microsecond precision), kind
+//   (anomalies), inferred (true only), confidence (subscriber linking: certain, high,
+//   low), token (fenced lock).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockscope/locks/lock_timeline.hpp"
+
+namespace lockscope::analyzer {
+
+enum class report_format : std::uint8_t { text, stream_text, jsonl, summary_only };
+
+struct report_options {
+  report_format format = report_format::text;
+  std::int64_t start_us = -1;                 // capture start; -1: the first event
+  std::vector<std::string> lock_globs;        // empty: every lock
+  bool summary = true;                        // text: append the summary table
+  // 2: a big summary table (tens of thousands of locks) is formatted on two threads,
+  // in the same order; `write` is still called by one thread at a time.
+  unsigned threads = 1;
+};
+
+// fnmatch-style: `*`, `?`, `[...]`.
+bool glob_match(std::string_view pattern, std::string_view text) noexcept;
+
+// `80e6bb0b-…:12` → `80e6…:12`; other long values are cut to 8 characters + `…`.
+std::string short_owner(std::string_view owner);
+
+// "850µs", "12.3ms", "2.900s".
+std::string format_duration(std::int64_t us);
+
+void append_event_jsonl(std::string& out, const lock_event& e);
+void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock);
+
+class lock_report final : public lock_event_sink {
+ public:
+  // `write` receives finished output chunks (a line at a time when streaming).
+  lock_report(const report_options& options, std::function<void(std::string_view)> write);
+  ~lock_report() override;
+
+  void on_event(const lock_event& e) override;
+  bool selected(std::string_view lock) const noexcept;
+  bool selects_locks() const noexcept { return !options_.lock_globs.empty(); }  // --lock given
+  // Writes what was buffered (text timelines) and the summary table.
+  void finish(const lock_timeline& timeline);
+  // Just the summary table.
+  void write_summary(const lock_timeline& timeline);
+  void flush();
+  // The time text output is relative to (the capture's first packet); only before
+  // the first event.
+  void set_start_us(std::int64_t us) noexcept {
+    if (options_.start_us < 0) options_.start_us = us;
+  }
+  std::uint64_t events() const noexcept { return events_; }
+
+ private:
+  report_options options_;
+  std::function<void(std::string_view)> write_;
+  std::string out_;
+  // Text: per-lock buffered lines, in first-seen order.
+  std::vector<std::pair<std::string, std::string>> per_lock_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+  std::uint64_t events_ = 0;
+};
+
+}  // namespace lockscope::analyzer

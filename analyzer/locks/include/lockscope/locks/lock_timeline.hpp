@@ -1,0 +1,190 @@
+// Stage 2 of `lockscope analyze`: lock operations in, per-lock events out.
+//
+//   lock_timeline t(options, event_sink);   // is a lock_operation_sink
+//   t.on_operation(op);      // in time order; advances the clock to op.at_us() first
+//   t.advance_to(now_us);    // live: lets lease deadlines pass with no traffic
+//   t.finish(last_ts_us);    // end of the capture (deadlines after it do not fire)
+//
+// Per lock it keeps the holders (owner, hold count, lease deadline = reply time +
+// lease), the waiters (first failed attempt, retries, the subscriber connection they
+// were linked to, notifications) and emits one lock_event per change, plus anomalies:
+//   expired_while_held   the owner renews or unlocks after its lease ran out (renew 0,
+//                        unlock nil, redsync -1) — "not locked by current thread"
+//   overlapping_holders  an exclusive lock acquired by B while A's lease cannot yet
+//                        have run out (B's reply came before A's request time + lease)
+//   unlock_by_non_owner  an unlock rejected while someone else (or nobody) holds it
+//   idle_with_waiters    the lock stayed free >= idle_threshold while a subscribed
+//                        waiter waited (a missed wake-up); emitted at free + threshold
+//   woken_by_timeout     a subscribed waiter retried with no notification since its
+//                        previous attempt (the retry right after SUBSCRIBE is exempt:
+//                        Redisson retries once the subscription is confirmed); once
+//                        per wait
+//   late_renewal         a Redisson renewal came > 1.5 × lease/3 after the previous
+//                        renewal (or the acquisition)
+//   long_hold            held longer than long_hold (emitted when the time passes)
+//   non_atomic_acquire   SETNX acquired the lock: its expiry, if any, comes from a
+//                        separate EXPIRE, and a crash in between leaves it forever
+// Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
+// follows for that lock.
+//
+// Memory: every lock ever seen keeps a 34-byte row (its summary: counters, the first
+// hold inline) directly followed by its name (length + 1 byte, no padding), and an
+// 8-byte id slot at most 4/5 full: 45-48 bytes + the name's length a lock. A held lock
+// adds a 44-byte holder and an 8-byte timer entry (12 bytes if it came out of order).
+// Later hold samples, waiters and anomaly counts live in side records only the locks
+// that have them pay for; a lock's samples are exact up to duration_exact_limit, then
+// a histogram of at most a few KiB, so no lock grows with the capture's length.
+//
+// Waiter ↔ subscriber connection linking: Redisson subscribes on a separate
+// connection. A SUBSCRIBE to the lock's channel is linked to the waiter of that lock
+// whose failed attempt came from the same client IP within link_window before it.
+// confidence: certain (same connection, e.g. RESP3), high (one candidate), low (several
+// candidates, e.g. several clients on one host; the most recent is taken). A waiter
+// whose Redisson client (the UUID of its owner id) already has a subscription on the
+// channel is linked to it: Redisson shares one subscription among a client's threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "lockscope/locks/lock_recognizer.hpp"
+
+namespace lockscope::analyzer {
+
+enum class lock_event_kind : std::uint8_t {
+  acquired,
+  reentered,
+  contended,
+  renewed,
+  renew_failed,
+  released,
+  partially_released,
+  unlock_rejected,
+  force_released,
+  expired,
+  subscribed,
+  notified,
+  unsubscribed,
+  anomaly,
+};
+inline constexpr std::size_t lock_event_kind_count = 14;
+
+enum class anomaly_kind : std::uint8_t {
+  none,
+  expired_while_held,
+  overlapping_holders,
+  unlock_by_non_owner,
+  idle_with_waiters,
+  woken_by_timeout,
+  late_renewal,
+  long_hold,
+  non_atomic_acquire,
+};
+inline constexpr std::size_t anomaly_kind_count = 9;
+
+enum class link_confidence : std::uint8_t { none, certain, high, low };
+
+std::string_view to_string(lock_event_kind k) noexcept;
+std::string_view to_string(anomaly_kind k) noexcept;
+std::string_view to_string(link_confidence c) noexcept;
+
+// One change in a lock's life. Views are valid during the sink call only. Durations
+// are microseconds internally; -1 = does not apply.
+struct lock_event {
+  std::int64_t ts_us = 0;
+  lock_event_kind event = lock_event_kind::acquired;
+  anomaly_kind kind = anomaly_kind::none;
+  std::string_view lock;
+  std::string_view owner;
+  std::string_view client;   // "ip:port" of the connection concerned
+  std::string_view server;
+  std::int64_t hold_count = -1;
+  std::int64_t lease_ms = -1;
+  std::int64_t ttl_ms = -1;
+  std::int64_t wait_us = -1;
+  std::int64_t held_us = -1;
+  std::int64_t token = -1;   // fenced lock token
+  bool inferred = false;
+  link_confidence confidence = link_confidence::none;
+  std::string_view detail;   // a short human explanation (anomalies)
+};
+
+class lock_event_sink {
+ public:
+  virtual ~lock_event_sink() = default;
+  virtual void on_event(const lock_event& e) = 0;
+};
+
+struct timeline_options {
+  std::int64_t idle_threshold_us = 50'000;
+  std::int64_t long_hold_us = 60'000'000;
+  std::int64_t link_window_us = 1'000'000;
+  double late_renewal_factor = 1.5;  // × lease/3
+};
+
+// Percentiles of one lock's hold or wait times (microseconds; -1: no samples).
+// Exact (nearest rank over every sample) up to duration_exact_limit samples; beyond,
+// p50/p99 come from a log-linear histogram (64 sub-buckets per power of two: within
+// 0.8% of the true value, never above max) while count and max stay exact.
+inline constexpr std::size_t duration_exact_limit = 256;
+struct duration_stats {
+  std::uint64_t count = 0;
+  std::int64_t p50 = -1, p99 = -1, max = -1;
+  bool exact = true;
+};
+
+// Aggregates per lock, for the summary table.
+struct lock_stats {
+  std::uint64_t acquisitions = 0;            // acquired (not reentered)
+  std::uint64_t contended_acquisitions = 0;  // acquired after at least one failed attempt
+  std::uint64_t renewals = 0;
+  std::uint64_t expiries = 0;
+  std::uint64_t anomalies[anomaly_kind_count] = {};
+  duration_stats hold;                       // completed holds
+  duration_stats wait;                       // waits that ended in an acquisition
+  // The samples themselves, in time order, while they are kept exactly (else empty).
+  std::span<const std::int64_t> hold_us;
+  std::span<const std::int64_t> wait_us;
+  std::uint64_t anomaly_total() const noexcept {
+    std::uint64_t n = 0;
+    for (std::uint64_t a : anomalies) n += a;
+    return n;
+  }
+};
+
+class lock_timeline final : public lock_operation_sink {
+ public:
+  lock_timeline(const timeline_options& options, lock_event_sink& sink);
+  ~lock_timeline() override;
+  lock_timeline(const lock_timeline&) = delete;
+  lock_timeline& operator=(const lock_timeline&) = delete;
+
+  void on_operation(const lock_operation& op) override;
+  // Emits every timed event (expiry, idle, long hold) due at or before now_us.
+  void advance_to(std::int64_t now_us);
+  void finish(std::int64_t end_us) { advance_to(end_us); }
+
+  std::int64_t now_us() const noexcept;
+  std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
+  std::size_t lock_count() const noexcept;
+  // Every lock seen, in first-seen order.
+  void for_each_lock(const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
+  void for_each_lock_name(const std::function<void(std::string_view lock)>& f) const;
+  // Part `part` of `parts` (part < parts, else std::invalid_argument): the locks in
+  // first-seen order cut into consecutive runs of about equal size. Visiting parts
+  // 0..parts-1 in turn visits every lock once, in order. Different parts may be visited
+  // from different threads at once (nothing else may use the timeline meanwhile).
+  void for_each_lock(std::size_t part, std::size_t parts,
+                     const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
+  // The length of the longest lock name seen (0: none).
+  std::size_t longest_lock_name() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,558 @@
+#include "lockscope/locks/lock_recognizer.hpp"
+
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "lockscope/locks/lock_patterns.hpp"
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/resp/ascii.hpp"
+
+namespace lockscope::analyzer {
+
+namespace {
+
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to<>>;
+
+using resp::iequals;
+
+bool parse_int(std::string_view s, std::int64_t& out) noexcept {
+  if (s.empty()) return false;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// Seconds to milliseconds, saturating (the value comes from the wire).
+std::int64_t seconds_to_ms(std::int64_t s) noexcept {
+  constexpr std::int64_t limit = INT64_MAX / 1000;
+  return s > limit ? INT64_MAX : s < -limit ? -INT64_MAX : s * 1000;
+}
+
+bool is_number(std::string_view s) noexcept {
+  std::int64_t v = 0;
+  return parse_int(s, v);
+}
+
+// An owner id: Redisson's `<uuid>:<thread>` or anything with a ':' that is not a number.
+bool looks_like_owner(std::string_view s) noexcept {
+  return lock::parse_owner_id(s).has_value() || (s.find(':') != std::string_view::npos && !is_number(s));
+}
+
+bool starts_with(std::string_view s, std::string_view p) noexcept { return s.substr(0, p.size()) == p; }
+
+// The reply, reduced to what lock outcomes need.
+struct reply_view {
+  enum class shape : std::uint8_t { none, null, integer, ok, error, array, other } kind = shape::none;
+  std::int64_t integer = 0;
+  const message* m = nullptr;
+  std::size_t root = message::npos;
+};
+
+reply_view read_reply(const message* m) {
+  reply_view r;
+  if (m == nullptr || m->empty()) return r;
+  r.m = m;
+  r.root = m->root();
+  if (r.root == message::npos) return r;
+  const message_node& n = m->nodes()[r.root];
+  switch (n.type) {
+    case resp::type::null:
+      r.kind = reply_view::shape::null;
+      break;
+    case resp::type::integer:
+      r.kind = reply_view::shape::integer;
+      r.integer = n.integer;
+      break;
+    case resp::type::boolean:
+      r.kind = reply_view::shape::integer;
+      r.integer = n.integer != 0 ? 1 : 0;
+      break;
+    case resp::type::simple_string:
+      r.kind = iequals(m->text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
+      break;
+    case resp::type::simple_error:
+    case resp::type::bulk_error:
+      r.kind = reply_view::shape::error;
+      break;
+    case resp::type::array:
+    case resp::type::set:
+      r.kind = (n.flags & resp::node_flags::null_array) != 0 ? reply_view::shape::null : reply_view::shape::array;
+      break;
+    case resp::type::bulk_string:
+      if ((n.flags & resp::node_flags::null_bulk) != 0) r.kind = reply_view::shape::null;
+      else {
+        r.kind = iequals(m->text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
+        std::int64_t v = 0;
+        if (parse_int(m->text(n), v)) {
+          r.kind = reply_view::shape::integer;
+          r.integer = v;
+        }
+      }
+      break;
+    default:
+      r.kind = reply_view::shape::other;
+  }
+  return r;
+}
+
+// Integer elements of an array reply (up to `out.size()`); returns how many.
+std::size_t array_integers(const reply_view& r, std::span<std::int64_t> out, std::size_t& total) {
+  std::size_t k = 0;
+  total = 0;
+  if (r.kind != reply_view::shape::array) return 0;
+  r.m->for_each_child(r.root, [&](const message_node& e) {
+    std::int64_t v = -1;
+    if (e.type == resp::type::integer) v = e.integer;
+    else if (e.type == resp::type::boolean) v = e.integer != 0 ? 1 : 0;
+    else if (e.type == resp::type::bulk_string || e.type == resp::type::simple_string) {
+      if (!parse_int(r.m->text(e), v)) v = -1;
+    }
+    if (k < out.size()) out[k++] = v;
+    ++total;
+    return true;
+  });
+  return k;
+}
+
+}  // namespace
+
+struct lock_recognizer::state {
+  // Classification by exact script text (EVAL) and by SHA1 (EVALSHA).
+  struct sha_entry {
+    script_class cls;
+    bool inferred = false;       // learnt from the argument shape, not from the text
+    bool acquire_proven = false; // an inferred SHA that answered nil or a PTTL >= 2
+  };
+  string_map<script_class> by_text;
+  // The last EVAL's entry (nodes of by_text never move): clients repeat one script, and
+  // comparing its text is cheaper than hashing it.
+  const std::pair<const std::string, script_class>* last_eval = nullptr;
+  string_map<sha_entry> by_sha;
+  std::array<char, 40> sha_scratch{};
+  std::vector<std::string_view> keys;   // reused per exchange
+  std::vector<std::string_view> argv;
+
+  state() {
+    for (const lock::script_info& s : lock::all_scripts()) add_text(s.text, std::string(s.sha1));
+    for (const known_script& s : known_scripts()) add_text(s.text, lock::sha1_hex(s.text));
+  }
+
+  const script_class& add_text(std::string_view text, const std::string& sha) {
+    auto it = by_text.find(text);
+    if (it == by_text.end()) it = by_text.emplace(std::string(text), classify_script(text)).first;
+    by_sha[sha] = sha_entry{it->second, false, false};
+    return it->second;
+  }
+
+  // The SHA1 lower-cased into sha_scratch; empty when it is not 40 hex digits.
+  std::string_view normal_sha(std::string_view s) {
+    if (s.size() != 40) return {};
+    for (std::size_t i = 0; i < 40; ++i) {
+      const char c = resp::ascii_lower(s[i]);
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+      sha_scratch[i] = c;
+    }
+    return {sha_scratch.data(), 40};
+  }
+};
+
+lock_recognizer::lock_recognizer(lock_operation_sink& sink) : sink_(sink), state_(std::make_unique<state>()) {}
+lock_recognizer::~lock_recognizer() = default;
+
+namespace {
+
+// The lock a channel belongs to: `redisson_lock__channel:{x}`, `…:{x}:<owner>` (fair
+// lock), `redisson_rwlock:{x}`, the very old `redisson_lock__channel__{x}`.
+std::string_view lock_of_channel(std::string_view ch) {
+  std::string_view rest;
+  if (starts_with(ch, "redisson_lock__channel:")) rest = ch.substr(23);
+  else if (starts_with(ch, "redisson_rwlock:")) rest = ch.substr(16);
+  else if (starts_with(ch, "redisson_lock__channel__")) rest = ch.substr(24);
+  else return {};
+  if (!rest.empty() && rest.front() == '{') {
+    const std::size_t close = rest.find('}');
+    if (close != std::string_view::npos) return rest.substr(1, close - 1);
+  }
+  return rest;
+}
+
+bool is_lock_channel(std::string_view ch) { return !lock_of_channel(ch).empty(); }
+
+}  // namespace
+
+void lock_recognizer::on_exchange(const exchange& e) {
+  ++stats_.exchanges;
+  state& st = *state_;
+  lock_operation op;
+  op.connection = e.connection;
+  op.client = e.client;
+  op.client_text = e.client_text;
+  op.server_text = e.server_text;
+  op.request_us = e.request_us;
+  op.reply_us = e.reply_us;
+  auto emit = [&](const lock_operation& o) {
+    ++stats_.operations;
+    if (o.inferred) ++stats_.inferred;
+    sink_.on_operation(o);
+  };
+
+  if (e.kind == exchange_kind::push) {
+    if (e.reply == nullptr) return;
+    const message& m = *e.reply;
+    const std::size_t root = m.root();
+    if (root == message::npos) return;
+    std::array<std::string_view, 4> parts{};
+    std::size_t k = 0;
+    m.for_each_child(root, [&](const message_node& n) {
+      if (k < parts.size()) parts[k] = m.text(n);
+      ++k;
+      return k < parts.size();
+    });
+    op.reply_us = e.request_us;
+    if ((iequals(parts[0], "message") || iequals(parts[0], "smessage")) && k >= 3 && is_lock_channel(parts[1])) {
+      op.kind = lock_op_kind::message;
+      op.channel = parts[1];
+      op.lock = lock_of_channel(parts[1]);
+      op.message = parts[2];
+      op.outcome = op_outcome::ok;
+      op.family = starts_with(parts[1], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      emit(op);
+    }
+    return;
+  }
+
+  if (e.command.empty()) return;
+  const std::string_view name = e.command[0];
+  const reply_view reply = read_reply(e.reply);
+  const auto& args = e.command;
+
+  // Plain commands first: they are cheap to tell apart by name length.
+  if (iequals(name, "SET") && args.size() >= 3) {
+    bool nx = false;
+    std::int64_t lease = -1;
+    for (std::size_t i = 3; i < args.size(); ++i) {
+      if (iequals(args[i], "NX")) nx = true;
+      else if ((iequals(args[i], "PX") || iequals(args[i], "EX")) && i + 1 < args.size()) {
+        std::int64_t v = 0;
+        if (parse_int(args[i + 1], v)) lease = iequals(args[i], "EX") ? seconds_to_ms(v) : v;
+        ++i;
+      }
+    }
+    if (!nx) return;
+    op.kind = lock_op_kind::acquire;
+    op.family = lock_family::set_based;
+    op.lock = args[1];
+    op.owner = args[2];
+    op.lease_ms = lease;
+    op.outcome = reply.kind == reply_view::shape::ok     ? op_outcome::ok
+                 : reply.kind == reply_view::shape::null ? op_outcome::contended
+                 : reply.kind == reply_view::shape::none ? op_outcome::no_reply
+                                                         : op_outcome::error;
+    emit(op);
+    return;
+  }
+  if (iequals(name, "SETNX") && args.size() == 3) {
+    op.kind = lock_op_kind::acquire;
+    op.family = lock_family::setnx;
+    op.lock = args[1];
+    op.owner = args[2];
+    op.outcome = reply.kind != reply_view::shape::integer ? (reply.kind == reply_view::shape::none ? op_outcome::no_reply
+                                                                                                   : op_outcome::error)
+                 : reply.integer == 1                     ? op_outcome::ok
+                                                          : op_outcome::contended;
+    emit(op);
+    return;
+  }
+  if ((iequals(name, "EXPIRE") || iequals(name, "PEXPIRE")) && args.size() >= 3) {
+    std::int64_t v = 0;
+    if (!parse_int(args[2], v)) return;
+    op.kind = lock_op_kind::expire;
+    op.lock = args[1];
+    op.lease_ms = iequals(name, "EXPIRE") ? seconds_to_ms(v) : v;
+    op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::no_reply
+                 : reply.integer == 1                     ? op_outcome::ok
+                                                          : op_outcome::none;
+    emit(op);
+    return;
+  }
+  if ((iequals(name, "DEL") || iequals(name, "UNLINK")) && args.size() == 2) {
+    if (starts_with(args[1], "redisson_unlock_latch")) return;
+    op.kind = lock_op_kind::del;
+    op.lock = args[1];
+    op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::no_reply
+                 : reply.integer >= 1                     ? op_outcome::ok
+                                                          : op_outcome::none;
+    emit(op);
+    return;
+  }
+  const bool sub = iequals(name, "SUBSCRIBE") || iequals(name, "SSUBSCRIBE");
+  const bool unsub = iequals(name, "UNSUBSCRIBE") || iequals(name, "SUNSUBSCRIBE");
+  if (sub || unsub) {
+    op.kind = sub ? lock_op_kind::subscribe : lock_op_kind::unsubscribe;
+    op.outcome = reply.kind == reply_view::shape::error ? op_outcome::error : op_outcome::ok;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      if (!is_lock_channel(args[i])) continue;
+      op.channel = args[i];
+      op.lock = lock_of_channel(args[i]);
+      op.family = starts_with(args[i], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      emit(op);
+    }
+    return;
+  }
+  if (iequals(name, "SCRIPT") && args.size() == 3 && iequals(args[1], "LOAD")) {
+    if (e.reply == nullptr) return;
+    const std::size_t root = e.reply->root();
+    if (root == message::npos) return;
+    const std::string_view sha = st.normal_sha(e.reply->text(e.reply->nodes()[root]));
+    if (sha.empty()) return;
+    if (st.by_sha.find(sha) == st.by_sha.end()) {
+      ++stats_.scripts_seen;
+      st.add_text(args[2], std::string(sha));
+    }
+    return;
+  }
+
+  const bool eval = iequals(name, "EVAL") || iequals(name, "EVAL_RO");
+  const bool evalsha = iequals(name, "EVALSHA") || iequals(name, "EVALSHA_RO");
+  if (!(eval || evalsha) || args.size() < 3) return;
+  std::int64_t numkeys = 0;
+  if (!parse_int(args[2], numkeys) || numkeys < 0 || static_cast<std::size_t>(numkeys) > args.size() - 3) return;
+  st.keys.assign(args.begin() + 3, args.begin() + 3 + numkeys);
+  st.argv.assign(args.begin() + 3 + numkeys, args.end());
+  const auto& keys = st.keys;
+  const auto& argv = st.argv;
+
+  script_class cls;
+  state::sha_entry* sha_entry = nullptr;
+  if (eval && st.last_eval != nullptr && st.last_eval->first == args[1]) {
+    cls = st.last_eval->second;
+  } else if (eval) {
+    auto it = st.by_text.find(args[1]);
+    if (it == st.by_text.end()) {
+      ++stats_.scripts_seen;
+      const std::string sha = lock::sha1_hex(args[1]);
+      it = st.by_text.find(args[1]);
+      if (it == st.by_text.end()) it = st.by_text.emplace(std::string(args[1]), classify_script(args[1])).first;
+      st.by_sha[sha] = state::sha_entry{it->second, false, false};
+      if (!it->second.is_lock_script()) ++stats_.unknown_scripts;
+    }
+    st.last_eval = &*it;
+    cls = it->second;
+  } else {
+    const std::string_view sha = st.normal_sha(args[1]);
+    if (sha.empty()) return;
+    auto it = st.by_sha.find(sha);
+    if (it == st.by_sha.end()) {
+      ++stats_.unknown_shas;
+      it = st.by_sha.emplace(std::string(sha), state::sha_entry{{}, true, false}).first;
+    }
+    sha_entry = &it->second;
+    cls = it->second.cls;
+    op.inferred = it->second.inferred;
+  }
+  if (!cls.is_lock_script() && !(sha_entry != nullptr && sha_entry->inferred)) return;
+
+  auto arg_at = [](const std::vector<std::string_view>& v, std::uint8_t i) -> std::string_view {
+    return i >= 1 && i <= v.size() ? v[i - 1] : std::string_view();
+  };
+  auto int_arg = [&](std::uint8_t i) -> std::int64_t {
+    std::int64_t v = -1;
+    if (!parse_int(arg_at(argv, i), v)) v = -1;
+    return v;
+  };
+
+  if (sha_entry != nullptr && sha_entry->inferred) {
+    // Unknown script: guess from the argument shape and the reply (see the header).
+    const std::string_view k2 = keys.size() >= 2 ? keys[1] : std::string_view();
+    script_class g;
+    g.lock_key = 1;
+    if (starts_with(k2, "redisson_lock_queue:")) {
+      g.family = lock_family::redisson_fair;
+      g.op = keys.size() == 3 ? script_op::acquire : script_op::unlock;
+      g.owner_argv = g.op == script_op::acquire ? 2 : 3;
+      g.lease_argv = g.op == script_op::acquire ? 1 : 2;
+      g.channel_key = g.op == script_op::unlock ? 4 : 0;
+    } else if (is_lock_channel(k2)) {
+      g.family = starts_with(k2, "redisson_rwlock") ? lock_family::redisson_write : lock_family::redisson;
+      g.channel_key = 2;
+      if (argv.size() >= 3 && looks_like_owner(argv[2])) {
+        g.op = script_op::unlock;
+        g.owner_argv = 3;
+        g.lease_argv = 2;
+      } else if (argv.size() >= 2 && looks_like_owner(argv[1])) {
+        g.op = script_op::unlock;  // read lock unlock: [message, owner]
+        g.owner_argv = 2;
+        g.family = lock_family::redisson_read;
+      } else {
+        g.op = script_op::force_unlock;
+      }
+    } else if (starts_with(k2, "redisson_lock_token:")) {
+      g.family = lock_family::redisson_fenced;
+      g.op = script_op::acquire;
+      g.owner_argv = 2;
+      g.lease_argv = 1;
+    } else if (keys.size() >= 1 && argv.size() == keys.size() + 1 && is_number(argv[0]) && looks_like_owner(argv[1]) &&
+               reply.kind == reply_view::shape::array) {
+      g.family = lock_family::redisson;
+      g.op = script_op::renew_batch;
+      g.owner_argv = 2;
+      g.lease_argv = 1;
+    } else if (keys.size() == 1 && argv.size() == 2 && is_number(argv[0]) && looks_like_owner(argv[1])) {
+      g.family = lock_family::redisson;
+      g.owner_argv = 2;
+      g.lease_argv = 1;
+      const bool decisive = reply.kind == reply_view::shape::null ||
+                            (reply.kind == reply_view::shape::integer && reply.integer >= 2) ||
+                            (reply.kind == reply_view::shape::integer && reply.integer == -1);
+      if (decisive) sha_entry->acquire_proven = true;
+      g.op = sha_entry->acquire_proven || decisive ? script_op::acquire : script_op::renew;
+    } else if (keys.size() == 1 && argv.size() == 1 && reply.kind == reply_view::shape::integer) {
+      g.family = lock_family::set_based;
+      g.op = script_op::release;
+      g.owner_argv = 1;
+    } else if (keys.size() == 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
+               reply.kind == reply_view::shape::integer) {
+      g.family = lock_family::set_based;
+      g.op = script_op::extend;
+      g.owner_argv = 1;
+      g.lease_argv = 2;
+    }
+    if (g.op == script_op::none) return;
+    cls = g;
+    op.inferred = true;
+  }
+
+  op.family = cls.family;
+  op.shared = cls.family == lock_family::redisson_read;
+  op.lock = arg_at(keys, cls.lock_key);
+  op.owner = arg_at(argv, cls.owner_argv);
+  op.channel = arg_at(keys, cls.channel_key);
+  op.lease_ms = int_arg(cls.lease_argv);
+  if (op.lock.empty() && cls.op != script_op::renew_batch && cls.op != script_op::multi_acquire &&
+      cls.op != script_op::multi_extend && cls.op != script_op::multi_release) {
+    return;
+  }
+  const bool no_reply = reply.kind == reply_view::shape::none;
+  const bool error = reply.kind == reply_view::shape::error;
+
+  switch (cls.op) {
+    case script_op::acquire: {
+      op.kind = lock_op_kind::acquire;
+      if (no_reply) op.outcome = op_outcome::no_reply;
+      else if (error) op.outcome = op_outcome::error;
+      else if (cls.family == lock_family::redisson_fenced && reply.kind == reply_view::shape::array) {
+        std::array<std::int64_t, 2> v{-1, -1};
+        std::size_t total = 0;
+        array_integers(reply, v, total);
+        if (v[0] == -1) {
+          op.outcome = op_outcome::ok;
+          op.token = v[1];
+        } else {
+          op.outcome = op_outcome::contended;
+          op.ttl_ms = v[0];
+        }
+      } else if (reply.kind == reply_view::shape::null) op.outcome = op_outcome::ok;
+      else if (cls.family == lock_family::set_based) op.outcome = reply.kind == reply_view::shape::ok ? op_outcome::ok : op_outcome::contended;
+      else if (reply.kind == reply_view::shape::integer) {
+        op.outcome = op_outcome::contended;
+        op.ttl_ms = reply.integer;
+      } else op.outcome = op_outcome::error;
+      emit(op);
+      return;
+    }
+    case script_op::unlock:
+    case script_op::release: {
+      op.kind = lock_op_kind::unlock;
+      if (no_reply) op.outcome = op_outcome::no_reply;
+      else if (error) op.outcome = op_outcome::error;
+      else if (reply.kind == reply_view::shape::null) op.outcome = op_outcome::rejected;
+      else if (reply.kind == reply_view::shape::integer) {
+        if (cls.op == script_op::release) {
+          op.outcome = reply.integer >= 1 ? op_outcome::ok : reply.integer == -1 ? op_outcome::expired : op_outcome::rejected;
+        } else {
+          op.outcome = reply.integer == 1 ? op_outcome::ok : reply.integer == 0 ? op_outcome::partial : op_outcome::rejected;
+        }
+      } else op.outcome = op_outcome::error;
+      emit(op);
+      return;
+    }
+    case script_op::renew:
+    case script_op::extend: {
+      op.kind = lock_op_kind::renew;
+      op.outcome = no_reply ? op_outcome::no_reply
+                   : error  ? op_outcome::error
+                   : reply.kind == reply_view::shape::integer ? (reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected)
+                   : reply.kind == reply_view::shape::ok      ? op_outcome::ok
+                                                              : op_outcome::rejected;
+      emit(op);
+      return;
+    }
+    case script_op::force_unlock: {
+      op.kind = lock_op_kind::force_unlock;
+      op.owner = {};
+      op.lease_ms = -1;
+      op.outcome = no_reply ? op_outcome::no_reply
+                   : error  ? op_outcome::error
+                   : reply.kind == reply_view::shape::integer && reply.integer == 1 ? op_outcome::ok
+                                                                                     : op_outcome::none;
+      emit(op);
+      return;
+    }
+    case script_op::renew_batch: {
+      op.kind = lock_op_kind::renew;
+      op.lease_ms = int_arg(1);
+      std::array<std::int64_t, 64> results{};
+      std::size_t total = 0;
+      const std::size_t n = array_integers(reply, results, total);
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        op.lock = keys[i];
+        op.owner = i + 2 <= argv.size() ? argv[i + 1] : std::string_view();
+        if (no_reply) op.outcome = op_outcome::no_reply;
+        else if (error) op.outcome = op_outcome::error;
+        else if (reply.kind == reply_view::shape::integer) op.outcome = reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected;
+        else if (i < n) op.outcome = results[i] >= 1 ? op_outcome::ok : op_outcome::rejected;
+        else op.outcome = op_outcome::no_reply;
+        emit(op);
+      }
+      return;
+    }
+    case script_op::multi_acquire:
+    case script_op::multi_extend:
+    case script_op::multi_release: {
+      op.owner = arg_at(argv, cls.owner_argv);
+      op.lease_ms = int_arg(cls.lease_argv);
+      const bool all = reply.kind == reply_view::shape::integer && reply.integer >= static_cast<std::int64_t>(keys.size());
+      for (std::string_view key : keys) {
+        op.lock = key;
+        if (cls.op == script_op::multi_acquire) {
+          op.kind = lock_op_kind::acquire;
+          op.outcome = no_reply ? op_outcome::no_reply : error ? op_outcome::error : all ? op_outcome::ok : op_outcome::contended;
+        } else if (cls.op == script_op::multi_extend) {
+          op.kind = lock_op_kind::renew;
+          op.outcome = no_reply ? op_outcome::no_reply : error ? op_outcome::error : all ? op_outcome::ok : op_outcome::rejected;
+        } else {
+          op.kind = lock_op_kind::unlock;
+          // The count says how many keys still held this value; which ones is not known.
+          op.outcome = no_reply ? op_outcome::no_reply
+                       : error  ? op_outcome::error
+                       : reply.kind == reply_view::shape::integer && reply.integer > 0 ? op_outcome::ok
+                                                                                        : op_outcome::rejected;
+        }
+        emit(op);
+      }
+      return;
+    }
+    case script_op::none:
+      return;
+  }
+}
+
+}  // namespace lockscope::analyzer

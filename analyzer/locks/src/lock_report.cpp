@@ -1,0 +1,488 @@
+#include "lockscope/locks/lock_report.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lockscope/ingest/message.hpp"
+#include "lockscope/lock/naming.hpp"
+
+namespace lockscope::analyzer {
+
+bool glob_match(std::string_view p, std::string_view t) noexcept {
+  std::size_t pi = 0, ti = 0, star = std::string_view::npos, mark = 0;
+  while (ti < t.size()) {
+    if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = ti;
+      continue;
+    }
+    if (pi < p.size() && p[pi] == '[') {
+      const std::size_t close = p.find(']', pi + 1);
+      if (close != std::string_view::npos) {
+        bool negate = pi + 1 < close && (p[pi + 1] == '!' || p[pi + 1] == '^');
+        bool found = false;
+        for (std::size_t k = pi + 1 + (negate ? 1 : 0); k < close; ++k) {
+          if (k + 2 < close && p[k + 1] == '-') {
+            if (t[ti] >= p[k] && t[ti] <= p[k + 2]) found = true;
+            k += 2;
+          } else if (p[k] == t[ti]) {
+            found = true;
+          }
+        }
+        if (found != negate) {
+          pi = close + 1;
+          ++ti;
+          continue;
+        }
+      }
+    } else if (pi < p.size() && (p[pi] == '?' || p[pi] == t[ti])) {
+      ++pi;
+      ++ti;
+      continue;
+    }
+    if (star == std::string_view::npos) return false;
+    pi = star + 1;
+    ti = ++mark;
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+std::string short_owner(std::string_view owner) {
+  if (auto parts = lock::parse_owner_id(owner)) {
+    return std::string(parts->client_id.substr(0, 4)) + "…:" + std::string(parts->thread_id);
+  }
+  if (owner.size() > 12) return std::string(owner.substr(0, 8)) + "…";
+  return std::string(owner);
+}
+
+std::string format_duration(std::int64_t us) {
+  if (us < 0) return "-";
+  if (us < 1000) return fmt::format("{}µs", us);
+  if (us < 1'000'000) return fmt::format("{:.1f}ms", static_cast<double>(us) / 1e3);
+  return fmt::format("{:.3f}s", static_cast<double>(us) / 1e6);
+}
+
+namespace {
+
+// fmt into a memory_buffer (its fast contiguous path), then one append.
+template <class... Args>
+void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::memory_buffer b;
+  fmt::format_to(fmt::appender(b), f, std::forward<Args>(args)...);
+  out.append(b.data(), b.size());
+}
+
+// Names come from the wire: control bytes would break the text layout.
+bool is_control(char c) noexcept { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
+std::string_view printable(std::string_view s) {
+  if (std::none_of(s.begin(), s.end(), is_control)) return s;  // the usual case: no copy
+  thread_local std::string scratch;
+  scratch.assign(s);
+  std::replace_if(scratch.begin(), scratch.end(), is_control, '?');
+  return scratch;
+}
+
+void append_ms(std::string& out, std::int64_t us) {
+  append_format(out, "{}.{:03}", us / 1000, us % 1000);
+}
+
+}  // namespace
+
+void append_event_jsonl(std::string& out, const lock_event& e) {
+  const std::int64_t secs = e.ts_us / 1'000'000;
+  const std::int64_t frac = e.ts_us % 1'000'000;
+  append_format(out, "{{\"ts\":{}.{:06},\"lock\":", secs, frac);
+  append_json_string(out, e.lock);
+  out += ",\"event\":\"";
+  out += to_string(e.event);
+  out += "\",\"owner\":";
+  append_json_string(out, e.owner);
+  out += ",\"client\":";
+  append_json_string(out, e.client);
+  out += ",\"server\":";
+  append_json_string(out, e.server);
+  if (e.hold_count >= 0) append_format(out, ",\"hold_count\":{}", e.hold_count);
+  if (e.lease_ms >= 0) append_format(out, ",\"lease_ms\":{}", e.lease_ms);
+  if (e.ttl_ms >= 0) append_format(out, ",\"ttl_ms\":{}", e.ttl_ms);
+  if (e.wait_us >= 0) {
+    out += ",\"wait_ms\":";
+    append_ms(out, e.wait_us);
+  }
+  if (e.held_us >= 0) {
+    out += ",\"held_ms\":";
+    append_ms(out, e.held_us);
+  }
+  if (e.event == lock_event_kind::anomaly) {
+    out += ",\"kind\":\"";
+    out += to_string(e.kind);
+    out += '"';
+  }
+  if (e.inferred) out += ",\"inferred\":true";
+  if (e.confidence != link_confidence::none) {
+    out += ",\"confidence\":\"";
+    out += to_string(e.confidence);
+    out += '"';
+  }
+  if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
+  out += '}';
+}
+
+void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock) {
+  const std::int64_t rel = e.ts_us - start_us;
+  const char sign = rel < 0 ? '-' : '+';
+  const std::int64_t a = rel < 0 ? -rel : rel;
+  append_format(out, "  {:>11}  ", fmt::format("{}{}.{:06}", sign, a / 1'000'000, a % 1'000'000));
+  if (with_lock) {
+    out += printable(e.lock);
+    out += "  ";
+  }
+  append_format(out, "{:<21}  {:<12}  ", e.client.empty() ? "-" : e.client,
+                 e.owner.empty() ? std::string("-") : std::string(printable(short_owner(e.owner))));
+  std::string what(to_string(e.event));
+  if (e.event == lock_event_kind::anomaly) what = "ANOMALY " + std::string(to_string(e.kind));
+  append_format(out, "{:<27}", what);
+  std::string details;
+  auto add = [&](const std::string& s) {
+    if (!details.empty()) details += ", ";
+    details += s;
+  };
+  if (e.hold_count >= 0) add(fmt::format("hold count {}", e.hold_count));
+  if (e.lease_ms >= 0) add(fmt::format("lease {} ms", e.lease_ms));
+  if (e.ttl_ms >= 0) add(fmt::format("holder's ttl {} ms", e.ttl_ms));
+  if (e.wait_us >= 0) add("waited " + format_duration(e.wait_us));
+  if (e.held_us >= 0) add("held " + format_duration(e.held_us));
+  if (e.token >= 0) add(fmt::format("token {}", e.token));
+  if (e.confidence != link_confidence::none && !e.owner.empty()) {
+    add(fmt::format("subscriber linked to waiter ({})", to_string(e.confidence)));
+  }
+  if (!e.detail.empty()) add(std::string(e.detail));
+  if (e.inferred) add("inferred from EVALSHA arguments");
+  if (!details.empty()) {
+    out += "  ";
+    out += details;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  out += '\n';
+}
+
+lock_report::lock_report(const report_options& options, std::function<void(std::string_view)> write)
+    : options_(options), write_(std::move(write)) {
+  out_.reserve(1u << 16);
+}
+
+lock_report::~lock_report() = default;
+
+bool lock_report::selected(std::string_view lock) const noexcept {
+  if (options_.lock_globs.empty()) return true;
+  for (const std::string& g : options_.lock_globs) {
+    if (glob_match(g, lock)) return true;
+  }
+  return false;
+}
+
+void lock_report::flush() {
+  if (out_.empty()) return;
+  write_(out_);
+  out_.clear();
+}
+
+void lock_report::on_event(const lock_event& e) {
+  if (!selected(e.lock)) return;
+  ++events_;
+  if (options_.start_us < 0) options_.start_us = e.ts_us;
+  switch (options_.format) {
+    case report_format::summary_only:
+      return;
+    case report_format::jsonl:
+      append_event_jsonl(out_, e);
+      out_ += '\n';
+      if (out_.size() > (1u << 16)) flush();
+      return;
+    case report_format::stream_text:
+      append_event_text(out_, e, options_.start_us, true);
+      flush();
+      return;
+    case report_format::text: {
+      auto it = index_.find(e.lock);
+      if (it == index_.end()) {
+        it = index_.emplace(std::string(e.lock), per_lock_.size()).first;
+        per_lock_.emplace_back(std::string(e.lock), std::string());
+      }
+      append_event_text(per_lock_[it->second].second, e, options_.start_us, false);
+      return;
+    }
+  }
+}
+
+namespace {
+
+// The summary table has a row per lock (hundreds of thousands on big captures): rows
+// are written straight into a char buffer. Each fast path prints exactly what the fmt
+// specification of the row prints, and defers to fmt where that is not obvious.
+class row_buffer {
+ public:
+  // Room for `n` more bytes; the row is then written through the pointer returned and
+  // ended with end_row.
+  char* begin_row(std::size_t n) {
+    if (used_ + n > bytes_.size()) bytes_.resize(std::max(bytes_.size() * 2, used_ + n));
+    return bytes_.data() + used_;
+  }
+  void end_row(char* p) noexcept { used_ = static_cast<std::size_t>(p - bytes_.data()); }
+  std::string_view view() const noexcept { return {bytes_.data(), used_}; }
+  void clear() noexcept { used_ = 0; }
+
+ private:
+  std::vector<char> bytes_ = std::vector<char>(1u << 18);
+  std::size_t used_ = 0;
+};
+
+char* put(char* p, std::string_view s) noexcept {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+char* spaces(char* p, std::size_t n) noexcept {
+  std::memset(p, ' ', n);
+  return p + n;
+}
+// `{:>width}` of an integer.
+char* put_right(char* p, std::uint64_t v, std::size_t width) noexcept {
+  const fmt::format_int f(v);
+  if (f.size() < width) p = spaces(p, width - f.size());
+  return put(p, std::string_view(f.data(), f.size()));
+}
+
+// Printable ASCII only: shown as is, and its display width is its size.
+bool plain_ascii(std::string_view s) noexcept {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+// format_duration at `p` (at most 32 bytes), without allocating; `columns` counts the
+// display width. Exact ties (x.xxx5 s, x.x5 ms) go through fmt, whose rounding of the
+// binary value decides them.
+char* put_duration(char* p, std::int64_t us, std::size_t& columns) {
+  char* const start = p;
+  if (us < 0) {
+    *p++ = '-';
+  } else if (us < 1000) {
+    const fmt::format_int f(us);
+    p = put(p, std::string_view(f.data(), f.size()));
+    p = put(p, "µs");
+    --columns;  // µ is two bytes, one column
+  } else if (us >= (std::int64_t{1} << 50) || (us < 1'000'000 ? us % 100 == 50 : us % 1000 == 500)) {
+    p = put(p, format_duration(us));
+  } else {
+    const bool ms = us < 1'000'000;
+    const std::int64_t unit = ms ? 100 : 1000;
+    const std::int64_t digits = ms ? 10 : 1000;
+    std::int64_t q = us / unit;
+    if (us % unit > unit / 2) ++q;
+    const fmt::format_int whole(q / digits);
+    p = put(p, std::string_view(whole.data(), whole.size()));
+    *p++ = '.';
+    const fmt::format_int frac(q % digits + digits);  // leading zeros: cut the leading 1
+    p = put(p, std::string_view(frac.data() + 1, frac.size() - 1));
+    p = put(p, ms ? "ms" : "s");
+  }
+  columns += static_cast<std::size_t>(p - start);
+  return p;
+}
+
+// "p50/p99/max" (or "-") left-aligned in `width` columns, like fmt's `{:<width}`.
+char* put_triple(char* p, const duration_stats& d, std::size_t width) {
+  std::size_t columns = 0;
+  if (d.max < 0) {
+    *p++ = '-';
+    columns = 1;
+  } else {
+    p = put_duration(p, d.p50, columns);
+    *p++ = '/';
+    p = put_duration(p, d.p99, columns);
+    *p++ = '/';
+    p = put_duration(p, d.max, columns);
+    columns += 2;
+  }
+  return columns < width ? spaces(p, width - columns) : p;
+}
+
+}  // namespace
+
+namespace {
+
+// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
+  // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
+  char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
+  if (plain_ascii(lock)) {  // the usual case
+    p = put(p, lock);
+    if (lock.size() < width) p = spaces(p, width - lock.size());
+  } else {
+    p = fmt::format_to(p, "{:<{}}", printable(lock), width);
+  }
+  p = spaces(p, 2);
+  p = put_right(p, s.acquisitions, 6);
+  p = spaces(p, 2);
+  if (s.contended_acquisitions == 0) {
+    p = put(p, "     0.0");
+  } else if (s.contended_acquisitions == s.acquisitions) {
+    p = put(p, "   100.0");
+  } else {
+    const double contended = s.acquisitions == 0 ? 0.0
+                                                 : 100.0 * static_cast<double>(s.contended_acquisitions) /
+                                                       static_cast<double>(s.acquisitions);
+    p = fmt::format_to(p, "{:>8.1f}", contended);
+  }
+  p = put(p, "%  ");
+  p = put_triple(p, s.hold, 28);
+  p = spaces(p, 2);
+  p = put_triple(p, s.wait, 28);
+  p = spaces(p, 2);
+  p = put_right(p, s.renewals, 8);
+  p = spaces(p, 2);
+  p = put_right(p, s.expiries, 8);
+  p = spaces(p, 2);
+  if (s.anomaly_total() == 0) {
+    *p++ = '-';
+  } else {
+    bool first = true;
+    for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
+      if (s.anomalies[k] == 0) continue;
+      if (!first) *p++ = ' ';
+      first = false;
+      p = put(p, to_string(static_cast<anomaly_kind>(k)));
+      *p++ = '=';
+      p = put_right(p, s.anomalies[k], 0);
+    }
+  }
+  *p++ = '\n';
+  rows.end_row(p);
+}
+
+// Below this many locks a second thread costs more than it saves.
+constexpr std::size_t parallel_summary_min_locks = 20'000;
+// Locks per batch of rows (~250 KB of text).
+constexpr std::size_t summary_batch_locks = 2048;
+
+// Two threads format alternate batches (format(batch, rows) returns the batch's row
+// count); each waits for its batch's turn to write, so the output is in order and at
+// most two batches are held in memory.
+template <class Format>
+std::uint64_t write_batches_on_two_threads(std::size_t batches, const Format& format,
+                                           const std::function<void(std::string_view)>& write) {
+  std::mutex mutex;
+  std::condition_variable turn_changed;
+  std::size_t turn = 0;  // the batch whose rows are written next
+  bool failed = false;
+  std::uint64_t locks = 0;
+  auto run = [&](std::size_t first_batch) {
+    row_buffer rows;
+    for (std::size_t b = first_batch; b < batches; b += 2) {
+      const std::uint64_t batch_locks = format(b, rows);
+      std::unique_lock guard(mutex);
+      turn_changed.wait(guard, [&] { return turn == b || failed; });
+      if (failed) return;
+      try {
+        if (!rows.view().empty()) write(rows.view());  // only this thread writes now
+      } catch (...) {
+        failed = true;
+        turn_changed.notify_all();
+        throw;
+      }
+      locks += batch_locks;
+      ++turn;
+      turn_changed.notify_all();
+    }
+  };
+  std::exception_ptr helper_error;
+  std::thread helper([&] {
+    try {
+      run(1);
+    } catch (...) {
+      helper_error = std::current_exception();
+    }
+  });
+  try {
+    run(0);
+  } catch (...) {
+    {
+      std::lock_guard guard(mutex);
+      failed = true;
+    }
+    turn_changed.notify_all();
+    helper.join();
+    throw;
+  }
+  helper.join();
+  if (helper_error) std::rethrow_exception(helper_error);
+  return locks;
+}
+
+}  // namespace
+
+void lock_report::write_summary(const lock_timeline& timeline) {
+  std::size_t width = 4;
+  if (options_.lock_globs.empty()) {
+    width = std::max(width, std::min<std::size_t>(timeline.longest_lock_name(), 48));
+  } else {
+    timeline.for_each_lock_name([&](std::string_view lock) {
+      if (selected(lock)) width = std::max(width, std::min<std::size_t>(lock.size(), 48));
+    });
+  }
+  append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", "lock", width,
+                 "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "renewals", "expiries", "anomalies");
+  flush();
+  // Rows are formatted a batch at a time (timeline.for_each_lock by part).
+  const std::size_t batches = std::max<std::size_t>(1, timeline.lock_count() / summary_batch_locks);
+  auto format_batch = [&](std::size_t batch, row_buffer& rows) {
+    rows.clear();
+    std::uint64_t n = 0;
+    timeline.for_each_lock(batch, batches, [&](std::string_view lock, const lock_stats& s) {
+      if (!selected(lock)) return;
+      ++n;
+      append_row(rows, lock, s, width);
+    });
+    return n;
+  };
+  std::uint64_t locks = 0;
+  if (options_.threads < 2 || timeline.lock_count() < parallel_summary_min_locks) {
+    row_buffer rows;
+    for (std::size_t b = 0; b < batches; ++b) {
+      locks += format_batch(b, rows);
+      if (!rows.view().empty()) write_(rows.view());
+    }
+  } else {
+    locks = write_batches_on_two_threads(batches, format_batch, write_);
+  }
+  if (locks == 0) out_ += "(no lock activity)\n";
+  flush();
+}
+
+void lock_report::finish(const lock_timeline& timeline) {
+  if (options_.format == report_format::text) {
+    for (const auto& [lock, lines] : per_lock_) {
+      out_ += "== ";
+      out_ += printable(lock);
+      out_ += '\n';
+      out_ += lines;
+      out_ += '\n';
+      flush();
+    }
+  }
+  if (options_.format == report_format::stream_text && events_ > 0 && options_.summary) out_ += '\n';
+  flush();
+  if (options_.format == report_format::summary_only ||
+      (options_.summary && (options_.format == report_format::text || options_.format == report_format::stream_text))) {
+    write_summary(timeline);
+  }
+}
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,241 @@
+#include "lockscope/locks/operation_pipe.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+namespace lockscope::analyzer {
+
+namespace {
+
+enum class record_type : std::uint8_t { operation, session_event };
+
+// A record is its header, then the header's texts back to back. Headers are copied in
+// and out with memcpy: records are not aligned.
+struct operation_header {
+  std::uint64_t size = 0;  // the whole record
+  record_type type = record_type::operation;
+  lock_op_kind kind{};
+  lock_family family{};
+  op_outcome outcome{};
+  bool inferred = false;
+  bool shared = false;
+  bool has_client = false;
+  std::uint64_t lengths[6] = {};  // lock, owner, channel, message, client_text, server_text
+  std::int64_t lease_ms = -1;
+  std::int64_t ttl_ms = -1;
+  std::int64_t token = -1;
+  std::uint64_t connection = 0;
+  std::int64_t request_us = 0;
+  std::int64_t reply_us = -1;
+  endpoint client{};
+};
+static_assert(std::is_trivially_copyable_v<operation_header>);
+
+struct event_header {
+  std::uint64_t size = sizeof(event_header);
+  record_type type = record_type::session_event;
+  session_event_kind kind{};
+  bool from_client = false;
+  bool has_from = false;
+  bool has_to = false;
+  int error_value = 0;
+  const std::error_category* error_category = nullptr;  // static objects: safe to share
+  std::uint64_t connection = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  endpoint from{};
+  endpoint to{};
+};
+static_assert(std::is_trivially_copyable_v<event_header>);
+
+}  // namespace
+
+operation_pipe::operation_pipe(std::size_t chunk_bytes, std::size_t chunks)
+    : chunk_bytes_(std::max<std::size_t>(chunk_bytes, 4096)) {
+  filling_.resize(chunk_bytes_);
+  for (std::size_t i = 1; i < std::max<std::size_t>(chunks, 2); ++i) free_.emplace_back(chunk_bytes_);
+}
+
+void operation_pipe::on_operation(const lock_operation& op) {
+  if (abandoned()) return;
+  const std::string_view texts[6] = {op.lock, op.owner, op.channel, op.message, op.client_text, op.server_text};
+  operation_header h;
+  h.size = sizeof h;
+  for (int i = 0; i < 6; ++i) {
+    h.lengths[i] = texts[i].size();
+    h.size += texts[i].size();
+  }
+  h.kind = op.kind;
+  h.family = op.family;
+  h.outcome = op.outcome;
+  h.inferred = op.inferred;
+  h.shared = op.shared;
+  h.has_client = op.client != nullptr;
+  if (op.client != nullptr) h.client = *op.client;
+  h.lease_ms = op.lease_ms;
+  h.ttl_ms = op.ttl_ms;
+  h.token = op.token;
+  h.connection = op.connection;
+  h.request_us = op.request_us;
+  h.reply_us = op.reply_us;
+  std::byte* p = reserve(h.size);
+  std::memcpy(p, &h, sizeof h);
+  p += sizeof h;
+  for (std::string_view t : texts) {
+    if (!t.empty()) std::memcpy(p, t.data(), t.size());
+    p += t.size();
+  }
+  filled_ += h.size;
+}
+
+void operation_pipe::on_session_event(const session_event& ev) {
+  if (abandoned()) return;
+  event_header h;
+  h.kind = ev.kind;
+  h.from_client = ev.from_client;
+  h.has_from = ev.from != nullptr;
+  h.has_to = ev.to != nullptr;
+  if (ev.from != nullptr) h.from = *ev.from;
+  if (ev.to != nullptr) h.to = *ev.to;
+  h.error_value = ev.error.value();
+  h.error_category = &ev.error.category();
+  h.connection = ev.connection;
+  h.offset = ev.offset;
+  h.bytes = ev.bytes;
+  std::memcpy(reserve(h.size), &h, sizeof h);
+  filled_ += h.size;
+}
+
+std::byte* operation_pipe::reserve(std::size_t bytes) {
+  if (closed_) throw std::logic_error("operation_pipe: written after close()");
+  if (filled_ + bytes > filling_.size()) {
+    if (filled_ > 0) hand_over();
+    if (bytes > filling_.size()) filling_.resize(bytes);
+  }
+  return filling_.data() + filled_;
+}
+
+void operation_pipe::hand_over() {
+  std::unique_lock lock(mutex_);
+  if (abandoned()) {  // nobody reads any more: drop what was written
+    filled_ = 0;
+    return;
+  }
+  ready_.emplace_back(std::move(filling_), filled_);
+  ready_cv_.notify_one();
+  free_cv_.wait(lock, [this] { return !free_.empty() || abandoned(); });
+  if (free_.empty()) filling_.resize(chunk_bytes_);  // abandoned while waiting
+  else {
+    filling_ = std::move(free_.back());
+    free_.pop_back();
+  }
+  filled_ = 0;
+}
+
+void operation_pipe::close() {
+  if (closed_) return;
+  closed_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    if (filled_ > 0 && !abandoned()) ready_.emplace_back(std::move(filling_), filled_);
+    filled_ = 0;
+    closing_ = true;
+  }
+  ready_cv_.notify_one();
+}
+
+void operation_pipe::drain(lock_operation_sink& downstream) {
+  for (;;) {
+    std::pair<chunk, std::size_t> next;
+    {
+      std::unique_lock lock(mutex_);
+      ready_cv_.wait(lock, [this] { return !ready_.empty() || closing_; });
+      if (ready_.empty()) return;  // closed, and everything delivered
+      next = std::move(ready_.front());
+      ready_.pop_front();
+    }
+    try {
+      deliver(next.first, next.second, downstream);
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        abandoned_.store(true, std::memory_order_relaxed);
+        ready_.clear();
+      }
+      free_cv_.notify_one();
+      throw;
+    }
+    chunk& c = next.first;
+    if (c.size() != chunk_bytes_) {  // a big record's chunk: back to the usual size
+      c.resize(chunk_bytes_);
+      c.shrink_to_fit();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      free_.push_back(std::move(c));
+    }
+    free_cv_.notify_one();
+  }
+}
+
+void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_sink& downstream) {
+  const std::byte* p = c.data();
+  const std::byte* const end = p + used;
+  while (p < end) {
+    record_type type;
+    std::memcpy(&type, p + offsetof(operation_header, type), sizeof type);
+    static_assert(offsetof(operation_header, type) == offsetof(event_header, type));
+    if (type == record_type::session_event) {
+      event_header h;
+      std::memcpy(&h, p, sizeof h);
+      session_event ev;
+      ev.kind = h.kind;
+      ev.connection = h.connection;
+      ev.from = h.has_from ? &h.from : nullptr;
+      ev.to = h.has_to ? &h.to : nullptr;
+      ev.from_client = h.from_client;
+      ev.offset = h.offset;
+      ev.bytes = h.bytes;
+      ev.error = std::error_code(h.error_value, *h.error_category);
+      downstream.on_session_event(ev);
+      p += h.size;
+      continue;
+    }
+    operation_header h;
+    std::memcpy(&h, p, sizeof h);
+    const char* text = reinterpret_cast<const char*>(p + sizeof h);
+    std::string_view texts[6];
+    for (int i = 0; i < 6; ++i) {
+      texts[i] = std::string_view(text, h.lengths[i]);
+      text += h.lengths[i];
+    }
+    lock_operation op;
+    op.kind = h.kind;
+    op.family = h.family;
+    op.outcome = h.outcome;
+    op.inferred = h.inferred;
+    op.shared = h.shared;
+    op.lock = texts[0];
+    op.owner = texts[1];
+    op.channel = texts[2];
+    op.message = texts[3];
+    op.client_text = texts[4];
+    op.server_text = texts[5];
+    op.lease_ms = h.lease_ms;
+    op.ttl_ms = h.ttl_ms;
+    op.token = h.token;
+    op.connection = h.connection;
+    op.client = h.has_client ? &h.client : nullptr;
+    op.request_us = h.request_us;
+    op.reply_us = h.reply_us;
+    downstream.on_operation(op);
+    p += h.size;
+  }
+}
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,125 @@
+// Writing captures: classic pcap and pcapng files, and synthetic TCP/IP frames.
+//
+//   pcap_file_writer out("x.pcap", link_type::en10mb);       // snaplen 262144
+//   tcp_conversation c(client, server);                      // picks sequence numbers
+//   for (const auto& s : c.handshake()) out.write(t += 10, make_frame(link_type::en10mb, s));
+//   out.write(t, make_frame(link_type::en10mb, c.client_sends("*1\r\n$4\r\nPING\r\n")));
+//
+// Tests use it to build captures no real network would give on demand (reordering,
+// loss, wraparound, every link type); captures/ uses it for the seed reconstruction.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockscope/ingest/packet.hpp"
+
+namespace lockscope::analyzer {
+
+struct pcap_write_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One TCP segment to synthesise.
+struct tcp_segment_spec {
+  endpoint source;
+  endpoint destination;
+  std::uint32_t seq = 0;
+  std::uint32_t ack = 0;
+  std::uint8_t flags = tcp_flags::ack;
+  std::string payload;
+  std::uint16_t window = 65535;
+};
+
+struct frame_options {
+  // EN10MB only: 802.1Q/802.1ad tags, outermost first. A tag's TPID is 0x88a8 for
+  // the outer tags of a stack and 0x8100 for the innermost.
+  std::vector<std::uint16_t> vlan_ids;
+};
+
+// The frame for a segment on `link_type` (any type decode_packet supports), with
+// valid IPv4 and TCP checksums. The address family comes from the endpoints.
+std::string make_frame(int link_type, const tcp_segment_spec& segment, const frame_options& options = {});
+
+// Classic pcap (microsecond timestamps, host byte order).
+class pcap_file_writer {
+ public:
+  // Throws pcap_write_error when the file cannot be created.
+  pcap_file_writer(const std::string& path, int link_type, std::uint32_t snaplen = 262144);
+  ~pcap_file_writer();
+  pcap_file_writer(const pcap_file_writer&) = delete;
+  pcap_file_writer& operator=(const pcap_file_writer&) = delete;
+
+  // Frames longer than the snaplen are cut, keeping their original length.
+  void write(std::int64_t ts_us, std::string_view frame);
+  void close();
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::uint32_t snaplen_;
+};
+
+// pcapng with any number of interfaces (each its own link type).
+class pcapng_file_writer {
+ public:
+  explicit pcapng_file_writer(const std::string& path);
+  ~pcapng_file_writer();
+  pcapng_file_writer(const pcapng_file_writer&) = delete;
+  pcapng_file_writer& operator=(const pcapng_file_writer&) = delete;
+
+  // Returns the interface id for write().
+  std::uint32_t add_interface(int link_type, std::uint32_t snaplen = 262144);
+  void write(std::uint32_t interface_id, std::int64_t ts_us, std::string_view frame);
+  void close();
+
+ private:
+  void block(std::uint32_t type, std::string_view body);
+  std::FILE* file_ = nullptr;
+  std::vector<std::uint32_t> snaplens_;
+};
+
+// Sequence-number bookkeeping for one synthetic connection. Each call returns the
+// next segment and advances the sender's sequence number; tests may reorder, drop or
+// duplicate the returned segments before writing them.
+class tcp_conversation {
+ public:
+  tcp_conversation(endpoint client, endpoint server, std::uint32_t client_isn = 1000,
+                   std::uint32_t server_isn = 5000);
+
+  // SYN, SYN-ACK, ACK.
+  std::vector<tcp_segment_spec> handshake();
+  tcp_segment_spec client_sends(std::string_view payload);
+  tcp_segment_spec server_sends(std::string_view payload);
+  // A pure ACK from the other side, acknowledging everything sent so far.
+  tcp_segment_spec client_acks();
+  tcp_segment_spec server_acks();
+  tcp_segment_spec client_fin();
+  tcp_segment_spec server_fin();
+  tcp_segment_spec client_rst();
+
+  std::uint32_t client_seq() const noexcept { return client_seq_; }
+  std::uint32_t server_seq() const noexcept { return server_seq_; }
+  const endpoint& client() const noexcept { return client_; }
+  const endpoint& server() const noexcept { return server_; }
+
+ private:
+  tcp_segment_spec from_client(std::uint8_t flags, std::string_view payload);
+  tcp_segment_spec from_server(std::uint8_t flags, std::string_view payload);
+  // A segment from `source` at `seq` (then advanced), acknowledging `peer_seq`.
+  static tcp_segment_spec segment(endpoint source, endpoint destination, std::uint32_t& seq,
+                                  std::uint32_t peer_seq, std::uint8_t flags, std::string_view payload);
+
+  endpoint client_;
+  endpoint server_;
+  std::uint32_t client_seq_;
+  std::uint32_t server_seq_;
+};
+
+// An endpoint from text; throws std::invalid_argument for a bad address.
+endpoint make_endpoint(std::string_view ip, std::uint16_t port);
+
+}  // namespace lockscope::analyzer
