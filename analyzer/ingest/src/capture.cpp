@@ -3,7 +3,6 @@
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,24 +19,30 @@ constexpr std::size_t read_buffer_size = 1u << 20;
 
 std::uint32_t swap32(std::uint32_t v) noexcept { return __builtin_bswap32(v); }
 
-// Classic pcap files read straight from the page cache through a sliding mmap window:
-// no copy per record (libpcap copies every byte through stdio), and the window keeps
-// the resident set small whatever the file size. pcapng and stdin go through libpcap.
-class mapped_pcap {
+// Classic pcap files read with pread() into one reused buffer, records handed out as
+// views of it. Not mmap: a mapped file that shrinks under the reader (a `tcpdump -C/-W`
+// ring recycling it) kills the process with SIGBUS, and faulting in every page of a
+// large capture costs more than the kernel's copy into a buffer that stays in cache
+// (the analyze benchmark ran about twice as fast). libpcap itself copies each record
+// through stdio a second time; this reads each byte once. pcapng and stdin go through
+// libpcap.
+class buffered_pcap {
  public:
   // > the largest record: libpcap allows 256 KiB for the link types that carry TCP
-  // (larger records get the "bad dump file format" error below). The window's pages
-  // count in the resident set, so it stays small.
-  static constexpr std::size_t window_size = 2u << 20;
+  // (larger records get the "bad dump file format" error below).
+  static constexpr std::size_t buffer_size = 1u << 20;
+  static constexpr std::size_t max_record = 256u << 10;
 
-  ~mapped_pcap() { unmap(); if (fd_ >= 0) ::close(fd_); }
+  ~buffered_pcap() { if (fd_ >= 0) ::close(fd_); }
 
   // Takes over `fd` when it holds a classic pcap file; false (fd untouched) otherwise.
   bool open(int fd, std::uint64_t size) {
     if (size < 24) return false;
     fd_ = fd;
     size_ = size;
-    const unsigned char* h = ensure(0, 24);
+    buffer_ = std::make_unique_for_overwrite<unsigned char[]>(buffer_size);
+    std::string ignored;
+    const unsigned char* h = ensure(24, ignored);
     if (h == nullptr) return fail_open();
     std::uint32_t magic;
     std::memcpy(&magic, h, 4);
@@ -52,27 +57,28 @@ class mapped_pcap {
     std::memcpy(&network, h + 20, 4);
     if (swapped_) network = swap32(network);
     link_type_ = static_cast<int>(network & 0x03ffffffu);  // the high bits carry FCS flags
-    pos_ = 24;
+    consume(24);
     return true;
   }
 
   int link_type() const noexcept { return link_type_; }
   std::uint64_t position() const noexcept { return pos_; }
 
-  // 1: a record; 0: the end; -1: damage (`error` says what).
+  // 1: a record; 0: the end; -1: damage (`error` says what, with the byte offset).
+  // The record's bytes stay valid until the next call.
   int next(std::int64_t& ts_us, std::string_view& data, std::uint32_t& wire_length, std::string& error) {
     if (pos_ == size_) return 0;
     if (pos_ + 16 > size_) {
       error = "truncated dump file; the last record header is cut at byte " + std::to_string(pos_);
       return -1;
     }
-    const unsigned char* h = ensure(pos_, 16);
-    if (h == nullptr) return map_error(error);
+    const unsigned char* h = ensure(16, error);
+    if (h == nullptr) return -1;
     std::uint32_t f[4];
     std::memcpy(f, h, 16);
     if (swapped_) for (auto& v : f) v = swap32(v);
     const std::uint32_t caplen = f[2];
-    if (caplen > window_size - 2 * 4096 - 16) {
+    if (caplen > max_record) {
       error = "bad dump file format; a record of " + std::to_string(caplen) + " bytes at byte " + std::to_string(pos_);
       return -1;
     }
@@ -81,52 +87,56 @@ class mapped_pcap {
               std::to_string(size_ - pos_ - 16);
       return -1;
     }
-    const unsigned char* record = ensure(pos_, 16 + caplen);
-    if (record == nullptr) return map_error(error);
+    const unsigned char* record = ensure(16 + caplen, error);
+    if (record == nullptr) return -1;
     ts_us = static_cast<std::int64_t>(f[0]) * 1'000'000 + (nanos_ ? f[1] / 1000 : f[1]);
     data = std::string_view(reinterpret_cast<const char*>(record + 16), caplen);
     wire_length = f[3];
-    pos_ += 16 + caplen;
+    consume(16 + caplen);
     return 1;
   }
 
  private:
   bool fail_open() {
-    unmap();
     fd_ = -1;  // the caller still owns it
     return false;
   }
-  int map_error(std::string& error) {
-    error = std::string("mmap failed: ") + std::strerror(errno);
-    return -1;
+  void consume(std::size_t n) noexcept {
+    begin_ += n;
+    pos_ += n;
   }
-  void unmap() {
-    if (window_ != nullptr) ::munmap(window_, window_length_);
-    window_ = nullptr;
-  }
-  // A pointer to bytes [offset, offset + length) of the file, remapping if needed.
-  const unsigned char* ensure(std::uint64_t offset, std::size_t length) {
-    if (window_ != nullptr && offset >= window_offset_ && offset + length <= window_offset_ + window_length_) {
-      return static_cast<const unsigned char*>(window_) + (offset - window_offset_);
+  // The next `length` bytes of the file (from pos_), refilling the buffer if needed;
+  // nullptr with `error` set when the file ends early (it shrank since it was opened)
+  // or cannot be read.
+  const unsigned char* ensure(std::size_t length, std::string& error) {
+    if (end_ - begin_ >= length) return buffer_.get() + begin_;
+    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    while (end_ < length) {
+      const std::uint64_t file_offset = pos_ + end_;
+      const ssize_t n = ::pread(fd_, buffer_.get() + end_, buffer_size - end_, static_cast<off_t>(file_offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        error = "read failed at byte " + std::to_string(file_offset) + ": " + std::strerror(errno);
+        return nullptr;
+      }
+      if (n == 0) {
+        error = "the file shrank while it was read (rewritten or truncated?): it ends at byte " +
+                std::to_string(file_offset) + ", it held " + std::to_string(size_) + " bytes when opened";
+        return nullptr;
+      }
+      end_ += static_cast<std::size_t>(n);
     }
-    unmap();
-    const std::uint64_t base = offset & ~std::uint64_t{4095};
-    window_length_ = static_cast<std::size_t>(std::min<std::uint64_t>(window_size, size_ - base));
-    void* p = ::mmap(nullptr, window_length_, PROT_READ, MAP_PRIVATE, fd_, static_cast<off_t>(base));
-    if (p == MAP_FAILED) return nullptr;
-    ::madvise(p, window_length_, MADV_SEQUENTIAL);
-    ::madvise(p, window_length_, MADV_WILLNEED);
-    window_ = p;
-    window_offset_ = base;
-    return static_cast<const unsigned char*>(window_) + (offset - window_offset_);
+    return buffer_.get();
   }
 
   int fd_ = -1;
   std::uint64_t size_ = 0;
-  std::uint64_t pos_ = 0;
-  void* window_ = nullptr;
-  std::uint64_t window_offset_ = 0;
-  std::size_t window_length_ = 0;
+  std::uint64_t pos_ = 0;  // file offset of buffer_[begin_]
+  std::unique_ptr<unsigned char[]> buffer_;
+  std::size_t begin_ = 0;  // unread bytes are buffer_[begin_, end_)
+  std::size_t end_ = 0;
   bool swapped_ = false;
   bool nanos_ = false;
   int link_type_ = 0;
@@ -136,7 +146,7 @@ class mapped_pcap {
 
 struct offline_capture::file {
   std::unique_ptr<char[]> buffer;  // the FILE's buffer: must outlive the handle
-  std::unique_ptr<mapped_pcap> mapped;
+  std::unique_ptr<buffered_pcap> classic;  // classic pcap files; the rest go through libpcap
   std::string name;
   pcap_t* handle = nullptr;
   int link_type = 0;
@@ -169,10 +179,10 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
       struct stat st {};
       if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         total_bytes_ += static_cast<std::uint64_t>(st.st_size);
-        auto mapped = std::make_unique<mapped_pcap>();
-        if (mapped->open(fd, static_cast<std::uint64_t>(st.st_size))) {
-          f->mapped = std::move(mapped);
-          f->link_type = f->mapped->link_type();
+        auto classic = std::make_unique<buffered_pcap>();
+        if (classic->open(fd, static_cast<std::uint64_t>(st.st_size))) {
+          f->classic = std::move(classic);
+          f->link_type = f->classic->link_type();
           files_.push_back(std::move(f));
           continue;
         }
@@ -201,9 +211,9 @@ offline_capture::~offline_capture() = default;
 bool offline_capture::advance(file& f) {
   f.has_packet = false;
   if (f.done) return false;
-  if (f.mapped) {
+  if (f.classic) {
     std::string error;
-    const int rc = f.mapped->next(f.ts_us, f.data, f.wire_length, error);
+    const int rc = f.classic->next(f.ts_us, f.data, f.wire_length, error);
     if (rc == 1) {
       f.has_packet = true;
       return true;
@@ -260,8 +270,8 @@ std::uint64_t offline_capture::bytes_read() const {
       if (::stat(f->name.c_str(), &st) == 0) total += static_cast<std::uint64_t>(st.st_size);
       continue;
     }
-    if (f->mapped) {
-      total += f->mapped->position();
+    if (f->classic) {
+      total += f->classic->position();
       continue;
     }
     std::FILE* fp = pcap_file(f->handle);
