@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "helpers.hpp"
+#include "lockscope/test/jsonl_schema.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
@@ -341,6 +342,7 @@ TEST_CASE("lockscope decode - text and jsonl output, filters, stdin", "[real][cl
     at = end + 1;
   }
   REQUIRE(lines.size() == 5);
+  CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::exchange_line_errors) == "");
   const std::string prefix = "{\"ts\":";
   for (const std::string& l : lines) {
     CHECK(l.rfind(prefix, 0) == 0);

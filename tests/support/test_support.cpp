@@ -11,6 +11,7 @@
 
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/decode.hpp"
+#include "lockscope/test/jsonl_schema.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 
@@ -199,4 +200,34 @@ TEST_CASE("decode_in_chunks gives the same values for every chunking", "[support
   const auto incomplete = lockscope::test::decode_in_chunks("$5\r\nab", 1);
   CHECK_FALSE(incomplete.error);
   CHECK_FALSE(incomplete.at_message_boundary);
+}
+
+TEST_CASE("jsonl schema: the checker accepts the README's examples and rejects each kind of fault", "[jsonl]") {
+  using lockscope::test::event_line_errors;
+  using lockscope::test::exchange_line_errors;
+  const std::string exchange =
+      R"({"ts":1795239742.734860,"client":"127.0.0.1:33164","server":"127.0.0.1:6379","command":["AUTH","****"],"reply_type":"simple_string","reply":"OK","latency_us":139,"kind":"exchange"})";
+  CHECK(exchange_line_errors(exchange) == "");
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"[::1]:5","server":"[::1]:6379","command":[],"reply_type":"push","reply":["message","c","1"],"latency_us":null,"kind":"push"})") == "");
+  CHECK(exchange_line_errors("{\"ts\":1}") != "");                                       // fields missing
+  CHECK(exchange_line_errors(exchange.substr(0, exchange.size() - 1)) != "");           // not JSON
+  CHECK(exchange_line_errors(R"({"client":"127.0.0.1:1","ts":1.5,"server":"127.0.0.1:6379","command":[],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange"})") != "");  // order
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1","server":"127.0.0.1:6379","command":[],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange"})") != "");  // no port
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[1],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange"})") != "");  // argument type
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[],"reply_type":"integer","reply":"1","latency_us":3,"kind":"exchange"})") != "");  // reply type
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange","x":1})") != "");  // extra
+
+  const std::string event =
+      R"({"ts":1717209306.000520,"lock":"myLock","event":"acquired","owner":"5f1c:15","client":"192.168.1.22:50002","server":"192.168.1.10:16379","hold_count":1,"lease_ms":6000,"wait_ms":2750.520})";
+  CHECK(event_line_errors(event) == "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"anomaly","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","kind":"idle_with_waiters"})") == "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"anomaly","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6"})") != "");  // anomaly without kind
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"bogus","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6"})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"released","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","wait_ms":1})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","lease_ms":6000,"hold_count":1})") != "");  // order
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","hold_count":"1"})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"notified","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","confidence":"maybe"})") != "");
+
+  CHECK(lockscope::test::jsonl_errors(event + "\n" + event + "\n", event_line_errors) == "");
+  CHECK(lockscope::test::jsonl_errors(event + "\nnope\n", event_line_errors).rfind("line 2: ", 0) == 0);
 }

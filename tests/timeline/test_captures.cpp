@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
+#include "lockscope/test/jsonl_schema.hpp"
 #include "scenarios.hpp"
 
 using namespace lockscope;
@@ -53,7 +54,9 @@ TEST_CASE("captures: every bundled synthetic capture is reproducible and matches
     CHECK(std::filesystem::file_size(pcap_of(s.name)) < 2u << 20);
     const auto base = captures_dir / s.name;
     CHECK(report_of(pcap_of(s.name), analyzer::report_format::text) == read_file(base.string() + ".timeline.txt"));
-    CHECK(report_of(pcap_of(s.name), analyzer::report_format::jsonl) == read_file(base.string() + ".jsonl"));
+    const std::string jsonl = report_of(pcap_of(s.name), analyzer::report_format::jsonl);
+    CHECK(jsonl == read_file(base.string() + ".jsonl"));
+    CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
   }
   std::filesystem::remove_all(tmp);
 }
@@ -231,7 +234,9 @@ TEST_CASE("captures: real recordings match their goldens", "[captures][golden][r
     REQUIRE(std::filesystem::exists(base + ".pcap"));
     CHECK(std::filesystem::file_size(base + ".pcap") < 2u << 20);
     CHECK(report_of(base + ".pcap", analyzer::report_format::text) == read_file(base + ".timeline.txt"));
-    CHECK(report_of(base + ".pcap", analyzer::report_format::jsonl) == read_file(base + ".jsonl"));
+    const std::string jsonl = report_of(base + ".pcap", analyzer::report_format::jsonl);
+    CHECK(jsonl == read_file(base + ".jsonl"));
+    CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
   }
 }
 

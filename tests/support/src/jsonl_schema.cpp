@@ -1,0 +1,177 @@
+#include "lockscope/test/jsonl_schema.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace lockscope::test {
+
+namespace {
+
+namespace json = boost::json;
+
+bool one_of(std::string_view s, std::initializer_list<std::string_view> values) {
+  return std::find(values.begin(), values.end(), s) != values.end();
+}
+
+// "ip:port" or "[v6]:port", the port 0-65535.
+bool endpoint_text(const json::value& v) {
+  if (!v.is_string()) return false;
+  const std::string_view s = v.get_string();
+  const std::size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == s.size() || s.size() - colon > 6) return false;
+  if (!std::all_of(s.begin() + static_cast<std::ptrdiff_t>(colon) + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  if (std::stoul(std::string(s.substr(colon + 1))) > 65535) return false;
+  const std::string_view host = s.substr(0, colon);
+  if (host.front() == '[') return host.back() == ']' && host.find(':') != std::string_view::npos;
+  return host.find(':') == std::string_view::npos;
+}
+
+bool timestamp(const json::value& v) {
+  return (v.is_double() || v.is_int64() || v.is_uint64()) && v.to_number<double>() > 0;
+}
+
+bool number(const json::value& v) { return v.is_double() || v.is_int64() || v.is_uint64(); }
+
+// Parses one object and checks that its keys are `required` in order, with any of
+// `optional` (in their documented order) where `order` puts them.
+std::string parse_object(std::string_view line, json::object& out) {
+  boost::system::error_code ec;
+  json::value v = json::parse(line, ec);
+  if (ec) return "not JSON (" + ec.message() + "): " + std::string(line.substr(0, 200));
+  if (!v.is_object()) return "not an object: " + std::string(line.substr(0, 200));
+  out = std::move(v.as_object());
+  return "";
+}
+
+std::string keys_in_order(const json::object& o, const std::vector<std::string_view>& order,
+                          const std::vector<std::string_view>& required) {
+  std::size_t at = 0;
+  for (const auto& kv : o) {
+    const std::string_view key = kv.key();
+    auto it = std::find(order.begin() + static_cast<std::ptrdiff_t>(at), order.end(), key);
+    if (it == order.end()) {
+      const bool known = std::find(order.begin(), order.end(), key) != order.end();
+      return known ? "field out of order: " + std::string(key) : "unknown field: " + std::string(key);
+    }
+    at = static_cast<std::size_t>(it - order.begin()) + 1;
+  }
+  for (std::string_view r : required) {
+    if (!o.contains(r)) return "missing field: " + std::string(r);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string exchange_line_errors(std::string_view line) {
+  json::object o;
+  if (std::string e = parse_object(line, o); !e.empty()) return e;
+  static const std::vector<std::string_view> fields = {"ts", "client", "server", "command", "reply_type",
+                                                       "reply", "latency_us", "kind"};
+  if (std::string e = keys_in_order(o, fields, fields); !e.empty()) return e;
+  if (o.size() != fields.size()) return "duplicate fields";
+  if (!timestamp(o.at("ts"))) return "ts is not a positive number";
+  if (!endpoint_text(o.at("client"))) return "client is not ip:port";
+  if (!endpoint_text(o.at("server"))) return "server is not ip:port";
+  if (!o.at("command").is_array()) return "command is not an array";
+  for (const json::value& a : o.at("command").as_array()) {
+    if (!a.is_string()) return "command has a non-string argument";
+  }
+  if (!o.at("reply_type").is_string() ||
+      !one_of(o.at("reply_type").get_string(), {"simple_string", "error", "integer", "bulk_string", "array", "null",
+                                                "boolean", "double", "big_number", "bulk_error", "verbatim_string",
+                                                "map", "set", "push", "none"})) {
+    return "reply_type is not one of the documented types";
+  }
+  const std::string_view kind = o.at("kind").is_string() ? std::string_view(o.at("kind").get_string()) : "";
+  if (!one_of(kind, {"exchange", "push"})) return "kind is not exchange or push";
+  const json::value& latency = o.at("latency_us");
+  if (!latency.is_null() && !(latency.is_int64() || latency.is_uint64())) return "latency_us is not an integer or null";
+  const std::string_view reply_type = o.at("reply_type").get_string();
+  if (kind == "push" && (!o.at("command").as_array().empty() || !latency.is_null())) {
+    return "a push has a command or a latency";
+  }
+  if (reply_type == "none" && (!o.at("reply").is_null() || !latency.is_null())) return "no reply, but a reply or latency";
+  if (reply_type == "integer" && !(o.at("reply").is_int64() || o.at("reply").is_uint64())) return "integer reply is not an integer";
+  if ((reply_type == "simple_string" || reply_type == "error" || reply_type == "bulk_string" ||
+       reply_type == "big_number" || reply_type == "verbatim_string" || reply_type == "bulk_error") &&
+      !o.at("reply").is_string() && !(reply_type == "bulk_string" && o.at("reply").is_null())) {
+    return "string reply is not a string";
+  }
+  if ((reply_type == "array" || reply_type == "set" || reply_type == "push") && !o.at("reply").is_array() &&
+      !(reply_type == "array" && o.at("reply").is_null())) {
+    return "aggregate reply is not an array";
+  }
+  if (reply_type == "map" && !o.at("reply").is_object()) return "map reply is not an object";
+  if (reply_type == "boolean" && !o.at("reply").is_bool()) return "boolean reply is not a boolean";
+  return "";
+}
+
+std::string event_line_errors(std::string_view line) {
+  json::object o;
+  if (std::string e = parse_object(line, o); !e.empty()) return e;
+  static const std::vector<std::string_view> order = {"ts", "lock", "event", "owner", "client", "server",
+                                                      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms",
+                                                      "kind", "inferred", "confidence", "token"};
+  static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server"};
+  if (std::string e = keys_in_order(o, order, required); !e.empty()) return e;
+  if (!timestamp(o.at("ts"))) return "ts is not a positive number";
+  if (!o.at("lock").is_string()) return "lock is not a string";
+  if (!o.at("owner").is_string()) return "owner is not a string";
+  if (!endpoint_text(o.at("client")) && !(o.at("client").is_string() && o.at("client").get_string().empty())) {
+    return "client is not ip:port";
+  }
+  if (!endpoint_text(o.at("server")) && !(o.at("server").is_string() && o.at("server").get_string().empty())) {
+    return "server is not ip:port";
+  }
+  const std::string_view event = o.at("event").is_string() ? std::string_view(o.at("event").get_string()) : "";
+  static const std::initializer_list<std::string_view> events = {
+      "acquired", "reentered", "contended", "renewed", "renew_failed", "released", "partially_released",
+      "unlock_rejected", "force_released", "expired", "subscribed", "notified", "unsubscribed", "anomaly"};
+  if (!one_of(event, events)) return "unknown event: " + std::string(event);
+  for (std::string_view f : {"hold_count", "lease_ms", "ttl_ms", "token"}) {
+    if (o.contains(f) && !(o.at(f).is_int64() || o.at(f).is_uint64())) return std::string(f) + " is not an integer";
+  }
+  for (std::string_view f : {"wait_ms", "held_ms"}) {
+    if (o.contains(f) && (!number(o.at(f)) || o.at(f).to_number<double>() < 0)) {
+      return std::string(f) + " is not a non-negative number";
+    }
+  }
+  if (o.contains("inferred") && !(o.at("inferred").is_bool() && o.at("inferred").get_bool())) return "inferred is not true";
+  if (o.contains("confidence") &&
+      !(o.at("confidence").is_string() && one_of(o.at("confidence").get_string(), {"certain", "high", "low"}))) {
+    return "confidence is not certain, high or low";
+  }
+  if (o.contains("confidence") && !one_of(event, {"subscribed", "notified", "unsubscribed"})) {
+    return "confidence on a " + std::string(event) + " event";
+  }
+  if ((event == "anomaly") != o.contains("kind")) return "kind goes with anomaly events, and only with them";
+  if (o.contains("kind") && !o.at("kind").is_string()) return "kind is not a string";
+  if (o.contains("wait_ms") && event != "acquired") return "wait_ms on a " + std::string(event) + " event";
+  if (o.contains("ttl_ms") && event != "contended") return "ttl_ms on a " + std::string(event) + " event";
+  return "";
+}
+
+std::string jsonl_errors(std::string_view text, std::string (*check)(std::string_view)) {
+  std::size_t number = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    ++number;
+    const std::string_view line = text.substr(at, end - at);
+    if (!line.empty()) {
+      if (std::string e = check(line); !e.empty()) return "line " + std::to_string(number) + ": " + e;
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+}  // namespace lockscope::test
