@@ -199,11 +199,7 @@ long long read_offset(pid_t pid, const std::filesystem::path& file) {
 
 TEST_CASE("lockscope decode: a capture truncated while it reads it, an error and the exchanges before",
           "[cli][changing]") {
-  const std::string binary = LOCKSCOPE_CLI_PATH;
-  if (binary.empty() || !std::filesystem::exists(binary)) {
-    WARN("the lockscope binary is not built: skipping");
-    return;
-  }
+  LOCKSCOPE_REQUIRE_CLI(binary);
   temp_dir dir;
   const auto path = std::filesystem::canonical(dir.path) / "ring2.pcap";
   const many_gets capture(60000);  // ~12 MB
@@ -277,11 +273,7 @@ TEST_CASE("lockscope decode: a capture truncated while it reads it, an error and
 
 TEST_CASE("lockscope decode and analyze: a truncated capture on stdin is read up to the cut, no crash",
           "[cli][changing]") {
-  const std::string binary = LOCKSCOPE_CLI_PATH;
-  if (binary.empty() || !std::filesystem::exists(binary)) {
-    WARN("the lockscope binary is not built: skipping");
-    return;
-  }
+  LOCKSCOPE_REQUIRE_CLI(binary);
   temp_dir dir;
   const auto path = dir / "cut.pcap";
   const many_gets capture(3000);
@@ -292,10 +284,7 @@ TEST_CASE("lockscope decode and analyze: a truncated capture on stdin is read up
     CAPTURE(command);
     // Through a pipe, not a file: stdin cannot be sized or mapped.
     const std::string shell = "cat " + path.string() + " | " + binary + " " + command + " - 2>&1; echo rc=$?";
-    std::FILE* p = ::popen(shell.c_str(), "r");
-    REQUIRE(p != nullptr);
-    const std::string output = slurp(::fileno(p));
-    ::pclose(p);
+    const std::string output = read_command_output(shell);
     CHECK_THAT(output, Catch::Contains("warning: -: truncated dump file; the record at byte " +
                                        std::to_string(capture.record_end[capture.first_exchange_record + 2 * 1000 + 1])) &&
                            Catch::Contains("rc=0"));

@@ -88,17 +88,6 @@ std::string cli(std::uint16_t port, const std::string& args) {
   return "redis-cli -p " + std::to_string(port) + " " + args + " >/dev/null";
 }
 
-std::string read_command_output(const std::string& command) {
-  std::string out;
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buffer[65536];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, p)) > 0) out.append(buffer, n);
-  ::pclose(p);
-  return out;
-}
-
 #define LOCKSCOPE_REQUIRE_CAPTURE_TOOLS()                                         \
   LOCKSCOPE_REQUIRE_REDIS_SERVER();                                               \
   if (!on_path("tcpdump") || !on_path("redis-cli")) {                             \
@@ -453,11 +442,7 @@ TEST_CASE("lockscope decode -i - a missing interface or capability is a one-line
 TEST_CASE("real redis-cli traffic carrying passwords: lockscope decode hides them unless --show-secrets",
           "[real][cli][redaction]") {
   LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = LOCKSCOPE_CLI_PATH;
-  if (binary.empty() || !std::filesystem::exists(binary)) {
-    WARN("the lockscope binary is not built: skipping");
-    return;
-  }
+  LOCKSCOPE_REQUIRE_CLI(binary);
   recorded_session r;
   const std::uint16_t port = r.server.port();
   const std::string hash(64, 'c');  // a SHA-256 in hex, as ACL SETUSER #hash takes it
