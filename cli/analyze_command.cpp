@@ -68,11 +68,13 @@ int run(const analyze_options& o, bool live_mode) {
     ao.report = ro;
     ao.threads = o.threads;
     try {
-      const auto r = analyzer::analyze_files(o.capture.files, ao, write_stdout, [](const std::string& w) {
-        fmt::print(stderr, "lockscope analyze: warning: {}\n", w);
-      });
+      const auto r = analyzer::analyze_files(
+          o.capture.files, ao, write_stdout,
+          [](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); },
+          [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); });
       std::fflush(stdout);
       print_totals(r.capture, r.recognizer, r.locks, r.events, "n/a");
+      if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
     } catch (const analyzer::capture_error& e) {
       fmt::print(stderr, "lockscope analyze: {}\n", e.what());
       return 2;
@@ -97,6 +99,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::ingest_pipeline a(make_ingest_options(o.capture), recognizer);
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);
+  silence_notice silence("analyze", o.capture, *live);
   analyzer::captured_packet p;
   while (!stop.requested()) {
     const auto r = live->next(p);
@@ -105,6 +108,7 @@ int run(const analyze_options& o, bool live_mode) {
     // Lease deadlines pass on the wall clock even when the lock's traffic stops.
     timeline.advance_to(wall_us() - 5000);  // packets carry capture times slightly behind now
     drops.poll(*live);
+    silence.poll(r == analyzer::live_capture::result::packet);
   }
   a.finish();
   report.finish(timeline);

@@ -1,8 +1,11 @@
 #include "capture_options.hpp"
 
+#include <unistd.h>
+
 #include <csignal>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace lockscope::cli {
 
@@ -57,11 +60,54 @@ std::unique_ptr<analyzer::live_capture> open_live(const char* command, const cap
   lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
   lo.filter = o.filter;
   lo.buffer_mb = o.buffer_mb;
+  std::unique_ptr<analyzer::live_capture> live;
   try {
-    return std::make_unique<analyzer::live_capture>(lo);
+    live = std::make_unique<analyzer::live_capture>(lo);
   } catch (const analyzer::capture_error& e) {
     fmt::print(stderr, "lockscope {}: {}\n", command, e.what());
     return nullptr;
+  }
+  // As tcpdump does: say what is being listened to before anything (or nothing) arrives.
+  if (o.filter.empty()) {
+    fmt::print(stderr, "lockscope {}: listening on {}, {} {} (BPF \"{}\")\n", command, lo.interface,
+               lo.ports.size() == 1 ? "port" : "ports", fmt::join(lo.ports, ", "), live->filter());
+  } else {
+    fmt::print(stderr, "lockscope {}: listening on {} (BPF \"{}\")\n", command, lo.interface, live->filter());
+  }
+  return live;
+}
+
+silence_notice::silence_notice(const char* command, const capture_options& o, const analyzer::live_capture& live,
+                               std::chrono::steady_clock::duration after)
+    : command_(command),
+      interface_(o.interface),
+      filter_(live.filter()),
+      by_filter_(!o.filter.empty()),
+      enabled_(isatty(STDERR_FILENO) == 1),
+      after_(after),
+      last_packet_(std::chrono::steady_clock::now()) {}
+
+void silence_notice::poll(bool got_packet) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (got_packet) {
+    last_packet_ = now;
+    said_ = false;
+    return;
+  }
+  if (said_ || now - last_packet_ < after_) return;
+  said_ = true;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(after_).count();
+  if (by_filter_) {
+    fmt::print(stderr,
+               "lockscope {}: nothing arrived on {} for {} s (BPF \"{}\"); check the --filter expression, or "
+               "give the Redis server's port with --port PORT instead\n",
+               command_, interface_, seconds, filter_);
+  } else {
+    fmt::print(stderr,
+               "lockscope {}: nothing arrived on {} for {} s (BPF \"{}\"); if Redis listens on another port, "
+               "give it with --port PORT (or a BPF expression with --filter), or try -i any\n",
+               command_, interface_, seconds, filter_);
   }
 }
 

@@ -41,8 +41,10 @@ void require_one_source(const std::string& command, const capture_options& o);
 // 6379, so that end is the server.
 analyzer::ingest_options make_ingest_options(const capture_options& o);
 
-// Opens -i IFACE; on failure prints "lockscope COMMAND: <reason>" (CAP_NET_RAW named
-// when that is the cause) and returns nullptr.
+// Opens -i IFACE and prints, as tcpdump does, what it listens to:
+//   lockscope decode: listening on lo, port 6379 (BPF "(tcp port 6379) or (vlan and (tcp port 6379))")
+// On failure prints "lockscope COMMAND: <reason>" (CAP_NET_RAW and the setcap command
+// named when that is the cause) and returns nullptr.
 std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o);
 
 // While alive, SIGINT and SIGTERM stop `live` (its next() returns end) instead of
@@ -54,6 +56,25 @@ class stop_on_signal {
   stop_on_signal(const stop_on_signal&) = delete;
   stop_on_signal& operator=(const stop_on_signal&) = delete;
   bool requested() const noexcept;
+};
+
+// When stderr is a terminal and nothing arrived for `after` (since the start or the
+// last packet), says so once and suggests --port (or checking --filter).
+class silence_notice {
+ public:
+  silence_notice(const char* command, const capture_options& o, const analyzer::live_capture& live,
+                 std::chrono::steady_clock::duration after = std::chrono::seconds(10));
+  void poll(bool got_packet);
+
+ private:
+  const char* command_;
+  std::string interface_;
+  std::string filter_;
+  bool by_filter_;
+  bool enabled_;
+  bool said_ = false;
+  std::chrono::steady_clock::duration after_;
+  std::chrono::steady_clock::time_point last_packet_;
 };
 
 // Prints the kernel's drop counters every --stats-interval seconds (never when 0).

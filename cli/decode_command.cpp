@@ -147,7 +147,8 @@ int run_files(const decode_options& o) {
   std::unique_ptr<analyzer::offline_capture> source;
   try {
     source = std::make_unique<analyzer::offline_capture>(
-        o.capture.files, [](const std::string& w) { fmt::print(stderr, "lockscope decode: warning: {}\n", w); });
+        o.capture.files, [](const std::string& w) { fmt::print(stderr, "lockscope decode: warning: {}\n", w); },
+        [](const std::string& e) { fmt::print(stderr, "lockscope decode: error: {}\n", e); });
   } catch (const analyzer::capture_error& e) {
     fmt::print(stderr, "lockscope decode: {}\n", e.what());
     return 2;
@@ -176,7 +177,7 @@ int run_files(const decode_options& o) {
   out.clear_progress();
   std::fflush(stdout);
   print_summary(a.stats(), out.printed(), "n/a");
-  return 0;
+  return source->changed_files() > 0 ? 1 : 0;  // the output is complete only up to the change
 }
 
 int run_live(const decode_options& o) {
@@ -186,12 +187,14 @@ int run_live(const decode_options& o) {
   analyzer::ingest_pipeline a(make_ingest_options(o.capture), out);
   const stop_on_signal stop(*live);
   drop_reporter drops("decode", o.capture.stats_interval);
+  silence_notice silence("decode", o.capture, *live);
   analyzer::captured_packet p;
   while (!stop.requested()) {
     const auto r = live->next(p);
     if (r == analyzer::live_capture::result::end) break;
     if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
     drops.poll(*live);
+    silence.poll(r == analyzer::live_capture::result::packet);
   }
   a.finish();
   out.flush();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -176,6 +177,27 @@ inline recording_sink analyze_files(const std::vector<std::string>& files, inges
   if (stats != nullptr) *stats = a.stats();
   return sink;
 }
+
+// What a shell command prints on stdout.
+inline std::string read_command_output(const std::string& command) {
+  std::string out;
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return out;
+  char buffer[65536];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, p)) > 0) out.append(buffer, n);
+  ::pclose(p);
+  return out;
+}
+
+// Declares `binary`, the lockscope CLI's path; skips the test (with a warning) when the
+// CLI is not built.
+#define LOCKSCOPE_REQUIRE_CLI(binary)                         \
+  const std::string binary = LOCKSCOPE_CLI_PATH;              \
+  if (binary.empty() || !std::filesystem::exists(binary)) {   \
+    WARN("the lockscope binary is not built: skipping");      \
+    return;                                                   \
+  }
 
 // A scratch directory removed at scope exit.
 struct temp_dir {

@@ -89,17 +89,6 @@ std::string cli(std::uint16_t port, const std::string& args) {
   return "redis-cli -p " + std::to_string(port) + " " + args + " >/dev/null";
 }
 
-std::string read_command_output(const std::string& command) {
-  std::string out;
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buffer[65536];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, p)) > 0) out.append(buffer, n);
-  ::pclose(p);
-  return out;
-}
-
 #define LOCKSCOPE_REQUIRE_CAPTURE_TOOLS()                                         \
   LOCKSCOPE_REQUIRE_REDIS_SERVER();                                               \
   if (!on_path("tcpdump") || !on_path("redis-cli")) {                             \
@@ -450,4 +439,53 @@ TEST_CASE("lockscope decode -i - a missing interface or capability is a one-line
   const std::string denied = read_command_output("capsh --drop=cap_net_raw -- -c '" + binary + " decode -i lo' 2>&1; echo rc=$?");
   CHECK_THAT(denied, Catch::Contains("CAP_NET_RAW") && Catch::Contains("rc=2"));
   CHECK(std::count(denied.begin(), denied.end(), '\n') == 2);
+}
+
+TEST_CASE("real redis-cli traffic carrying passwords: lockscope decode hides them unless --show-secrets",
+          "[real][cli][redaction]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  LOCKSCOPE_REQUIRE_CLI(binary);
+  recorded_session r;
+  const std::uint16_t port = r.server.port();
+  const std::string hash(64, 'c');  // a SHA-256 in hex, as ACL SETUSER #hash takes it
+  std::string many_rules;           // the password comes after position 64
+  for (int i = 0; i < 70; ++i) many_rules += " '~far" + std::to_string(i) + "'";
+  const std::vector<std::string> secrets = {"s3cret-req", "s3cret-alice", "s3cret-far", hash, "s3cret-master",
+                                            "s3cret-migrate", "s3cret-auth2"};
+  {
+    tcpdump_recording rec(r.file, port);
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+      return;
+    }
+    const std::string authed = "--no-auth-warning -a s3cret-req ";
+    REQUIRE(run(cli(port, "CONFIG SET requirepass s3cret-req")) == 0);
+    REQUIRE(run(cli(port, authed + "ACL SETUSER alice on '>s3cret-alice' '~*' '+@all'")) == 0);
+    REQUIRE(run(cli(port, authed + "HELLO 3 AUTH alice s3cret-alice SETNAME probe")) == 0);
+    REQUIRE(run(cli(port, authed + "ACL SETUSER alice" + many_rules + " '>s3cret-far'")) == 0);
+    REQUIRE(run(cli(port, authed + "ACL SETUSER alice '<s3cret-alice' '#" + hash + "'")) == 0);
+    REQUIRE(run(cli(port, authed + "CONFIG SET masterauth s3cret-master")) == 0);
+    REQUIRE(run(cli(port, authed + "MIGRATE 127.0.0.1 1 '' 0 100 AUTH s3cret-migrate KEYS nosuchkey")) == 0);
+    REQUIRE(run(cli(port, authed + "MIGRATE 127.0.0.1 1 '' 0 100 AUTH2 alice s3cret-auth2 KEYS nosuchkey")) == 0);
+    REQUIRE(run(cli(port, authed + "CONFIG SET requirepass ''")) == 0);
+  }
+  const std::string file = r.file.string();
+  for (const std::string format : {"text", "jsonl"}) {
+    CAPTURE(format);
+    const std::string hidden =
+        read_command_output(binary + " decode --max-argument 0 --format " + format + " " + file + " 2>/dev/null");
+    // The commands are there (the test sees the traffic), their passwords are not.
+    CHECK_THAT(hidden, Catch::Contains("SETUSER") && Catch::Contains("HELLO") && Catch::Contains("MIGRATE") &&
+                           Catch::Contains("masterauth") && Catch::Contains("~far69") && Catch::Contains("****"));
+    for (const std::string& secret : secrets) {
+      CAPTURE(secret);
+      CHECK(hidden.find(secret) == std::string::npos);
+    }
+    const std::string shown = read_command_output(binary + " decode --show-secrets --max-argument 0 --format " +
+                                                  format + " " + file + " 2>/dev/null");
+    for (const std::string& secret : secrets) {
+      CAPTURE(secret);
+      CHECK(shown.find(secret) != std::string::npos);
+    }
+  }
 }

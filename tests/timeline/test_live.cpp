@@ -88,7 +88,7 @@ TEST_CASE("live: events as they happen, expiry at the deadline, summary on SIGIN
   CHECK(analyze.read_until("expired", 3000ms));
   CHECK(analyze.text.find("lease 400 ms, held 400.0ms") != std::string::npos);
   ::kill(analyze.pid, SIGINT);
-  CHECK(analyze.read_until("lockscope analyze:", 5000ms));
+  CHECK(analyze.read_until(" lock operations (", 5000ms));  // the closing totals line
   int status = 0;
   ::waitpid(analyze.pid, &status, 0);
   ::close(analyze.out);

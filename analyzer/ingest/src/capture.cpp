@@ -10,144 +10,266 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 namespace lockscope::analyzer {
 
 namespace {
 
-constexpr std::size_t read_buffer_size = 1u << 20;
-
 std::uint32_t swap32(std::uint32_t v) noexcept { return __builtin_bswap32(v); }
 
-// Classic pcap files read with pread() into one reused buffer, records handed out as
-// views of it. Not mmap: a mapped file that shrinks under the reader (a `tcpdump -C/-W`
-// ring recycling it) kills the process with SIGBUS, and faulting in every page of a
-// large capture costs more than the kernel's copy into a buffer that stays in cache
-// (the analyze benchmark ran about twice as fast). libpcap itself copies each record
-// through stdio a second time; this reads each byte once. pcapng and stdin go through
-// libpcap.
-class buffered_pcap {
+bool is_classic_pcap_magic(std::uint32_t magic) noexcept {
+  return magic == 0xa1b2c3d4u || magic == 0xa1b23c4du || magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
+}
+
+// One input's bytes, read with read(), whatever reads them (our pcap reader or libpcap).
+//
+// Why read() and not mmap (which this code used before): a capture file truncated or
+// rewritten while it is read — `tcpdump -C … -W …` recycles its ring files — turns
+// every later touch of a mapped page past the new end into SIGBUS. The touches happen
+// anywhere a packet view is read, in the decoder long after the capture code returned
+// it, so a sigsetjmp guard around the capture code's own accesses cannot cover them,
+// and a process-wide SIGBUS handler in a library would fight the application's and the
+// sanitizers' own. With read(), a truncation can only show up as a short read: the
+// bytes already copied stay valid, everything before the damage is decoded, and the
+// reader stops with an error naming the file and the offset. The one extra copy (kernel
+// to a buffer that stays in cache) is cheap next to decoding; read() also serves pipes,
+// FIFOs and stdin, so every input goes the same way.
+class byte_source {
  public:
-  // > the largest record: libpcap allows 256 KiB for the link types that carry TCP
-  // (larger records get the "bad dump file format" error below).
-  static constexpr std::size_t buffer_size = 1u << 20;
-  static constexpr std::size_t max_record = 256u << 10;
-
-  ~buffered_pcap() { if (fd_ >= 0) ::close(fd_); }
-
-  // Takes over `fd` when it holds a classic pcap file; false (fd untouched) otherwise.
-  bool open(int fd, std::uint64_t size) {
-    if (size < 24) return false;
-    fd_ = fd;
-    size_ = size;
-    buffer_ = std::make_unique_for_overwrite<unsigned char[]>(buffer_size);
-    std::string ignored;
-    const unsigned char* h = ensure(24, ignored);
-    if (h == nullptr) return fail_open();
-    std::uint32_t magic;
-    std::memcpy(&magic, h, 4);
-    switch (magic) {
-      case 0xa1b2c3d4u: break;
-      case 0xa1b23c4du: nanos_ = true; break;
-      case 0xd4c3b2a1u: swapped_ = true; break;
-      case 0x4d3cb2a1u: swapped_ = nanos_ = true; break;
-      default: return fail_open();
+  byte_source(std::string name, int fd, bool owns_fd) : name_(std::move(name)), fd_(fd), owns_fd_(owns_fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      regular_ = true;
+      size_at_open_ = static_cast<std::uint64_t>(st.st_size);
     }
+  }
+  ~byte_source() {
+    if (owns_fd_) ::close(fd_);
+  }
+  byte_source(const byte_source&) = delete;
+  byte_source& operator=(const byte_source&) = delete;
+
+  // Up to `max` bytes into `out`; 0 at the end (or when the file changed: see changed()),
+  // -1 on a read error (errno set). A regular file is read up to the size it had when
+  // opened, so one still being written ends where it ended then.
+  ssize_t read_some(char* out, std::size_t max) {
+    if (regular_) {
+      // Checked before every read (two system calls per buffer refill): a file that
+      // shrank was truncated, one whose first bytes (the file header and the first
+      // record's timestamp) changed was rewritten — what it holds now is not the
+      // continuation of what was read.
+      if (consumed_ > 0 && file_changed()) return 0;
+      max = static_cast<std::size_t>(std::min<std::uint64_t>(max, size_at_open_ - consumed_));
+      if (max == 0) return 0;
+    }
+    for (;;) {
+      const ssize_t n = ::read(fd_, out, max);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0 && consumed_ == 0) first_bytes_.assign(out, std::min<std::size_t>(static_cast<std::size_t>(n), 40));
+      if (n > 0) consumed_ += static_cast<std::uint64_t>(n);
+      if (n == 0 && regular_ && consumed_ < size_at_open_) {
+        // Shrunk between the fstat and the read.
+        struct stat st {};
+        changed_size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : consumed_;
+      }
+      return n;
+    }
+  }
+
+  const std::string& name() const noexcept { return name_; }
+  bool regular() const noexcept { return regular_; }
+  std::uint64_t size_at_open() const noexcept { return size_at_open_; }
+  std::uint64_t consumed() const noexcept { return consumed_; }
+  bool changed() const noexcept { return changed_size_.has_value(); }
+
+  // The error for a file that changed under the reader; `at`: where reading stopped.
+  std::string changed_message(std::uint64_t at) const {
+    const std::string how = rewritten_ ? "its first bytes differ now: it was rewritten"
+                                       : "it shrank from " + std::to_string(size_at_open_) + " to " +
+                                             std::to_string(changed_size_.value_or(0)) + " bytes";
+    return "the file changed while being read (" + how +
+           "; tcpdump -C/-W does this to its ring files); stopped at byte " + std::to_string(at) +
+           ", everything before it was read";
+  }
+
+ private:
+  bool file_changed() {
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < size_at_open_) {
+      changed_size_ = static_cast<std::uint64_t>(st.st_size);
+      return true;
+    }
+    char now[40];
+    const ssize_t n = ::pread(fd_, now, first_bytes_.size(), 0);
+    if (n >= 0 && std::string_view(now, static_cast<std::size_t>(n)) != first_bytes_) {
+      rewritten_ = true;
+      changed_size_ = static_cast<std::uint64_t>(st.st_size);
+      return true;
+    }
+    return false;
+  }
+
+  std::string name_;
+  int fd_;
+  bool owns_fd_;
+  bool regular_ = false;
+  std::uint64_t size_at_open_ = 0;
+  std::uint64_t consumed_ = 0;
+  std::optional<std::uint64_t> changed_size_;
+  std::string first_bytes_;  // as read first: compared before every later read
+  bool rewritten_ = false;
+};
+
+// Classic pcap records handed out as views into one buffer, refilled with read(): no
+// copy per record (libpcap copies every record again through stdio).
+class pcap_reader {
+ public:
+  // libpcap's largest snaplen (MAXIMUM_SNAPLEN); larger records are damage.
+  static constexpr std::size_t max_record = 262144;
+  static constexpr std::size_t buffer_size = 1u << 20;
+
+  explicit pcap_reader(byte_source& source) : source_(source), buffer_(new char[buffer_size]) {}
+
+  // Reads up to the first `n` bytes; what the buffer holds, for sniffing the format.
+  std::string_view peek(std::size_t n) {
+    fill(n);
+    return {buffer_.get() + begin_, end_ - begin_};
+  }
+
+  // Takes the file header once peek() showed classic pcap magic.
+  bool open() {
+    const std::string_view h = peek(24);
+    if (h.size() < 24) return false;
+    std::uint32_t magic;
+    std::memcpy(&magic, h.data(), 4);
+    if (!is_classic_pcap_magic(magic)) return false;
+    swapped_ = magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
+    nanos_ = magic == 0xa1b23c4du || magic == 0x4d3cb2a1u;
     std::uint32_t network;
-    std::memcpy(&network, h + 20, 4);
+    std::memcpy(&network, h.data() + 20, 4);
     if (swapped_) network = swap32(network);
     link_type_ = static_cast<int>(network & 0x03ffffffu);  // the high bits carry FCS flags
-    consume(24);
+    begin_ += 24;
     return true;
   }
 
   int link_type() const noexcept { return link_type_; }
-  std::uint64_t position() const noexcept { return pos_; }
+  // The file offset of the next record.
+  std::uint64_t position() const noexcept { return base_ + begin_; }
+  // The bytes read but not yet handed out (libpcap gets them first when the file is
+  // not classic pcap).
+  std::string_view buffered() const noexcept { return {buffer_.get() + begin_, end_ - begin_}; }
 
-  // 1: a record; 0: the end; -1: damage (`error` says what, with the byte offset).
-  // The record's bytes stay valid until the next call.
+  // 1: a record (`data` valid until the next call); 0: the end; -1: damage or a file
+  // changed under the reader (`error` says what, naming the offset).
   int next(std::int64_t& ts_us, std::string_view& data, std::uint32_t& wire_length, std::string& error) {
-    if (pos_ == size_) return 0;
-    if (pos_ + 16 > size_) {
-      error = "truncated dump file; the last record header is cut at byte " + std::to_string(pos_);
-      return -1;
-    }
-    const unsigned char* h = ensure(16, error);
-    if (h == nullptr) return -1;
+    if (!fill(16)) return stop(16, error);
     std::uint32_t f[4];
-    std::memcpy(f, h, 16);
+    std::memcpy(f, buffer_.get() + begin_, 16);
     if (swapped_) for (auto& v : f) v = swap32(v);
     const std::uint32_t caplen = f[2];
     if (caplen > max_record) {
-      error = "bad dump file format; a record of " + std::to_string(caplen) + " bytes at byte " + std::to_string(pos_);
+      error = "bad dump file format; a record of " + std::to_string(caplen) + " bytes at byte " +
+              std::to_string(position());
       return -1;
     }
-    if (pos_ + 16 + caplen > size_) {
-      error = "truncated dump file; tried to read " + std::to_string(caplen) + " captured bytes, only got " +
-              std::to_string(size_ - pos_ - 16);
-      return -1;
-    }
-    const unsigned char* record = ensure(16 + caplen, error);
-    if (record == nullptr) return -1;
+    if (!fill(16 + caplen)) return stop(16 + caplen, error);
     ts_us = static_cast<std::int64_t>(f[0]) * 1'000'000 + (nanos_ ? f[1] / 1000 : f[1]);
-    data = std::string_view(reinterpret_cast<const char*>(record + 16), caplen);
+    data = std::string_view(buffer_.get() + begin_ + 16, caplen);
     wire_length = f[3];
-    consume(16 + caplen);
+    begin_ += 16 + caplen;
     return 1;
   }
 
  private:
-  bool fail_open() {
-    fd_ = -1;  // the caller still owns it
-    return false;
-  }
-  void consume(std::size_t n) noexcept {
-    begin_ += n;
-    pos_ += n;
-  }
-  // The next `length` bytes of the file (from pos_), refilling the buffer if needed;
-  // nullptr with `error` set when the file ends early (it shrank since it was opened)
-  // or cannot be read.
-  const unsigned char* ensure(std::size_t length, std::string& error) {
-    if (end_ - begin_ >= length) return buffer_.get() + begin_;
-    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
-    while (end_ < length) {
-      const std::uint64_t file_offset = pos_ + end_;
-      const ssize_t n = ::pread(fd_, buffer_.get() + end_, buffer_size - end_, static_cast<off_t>(file_offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        error = "read failed at byte " + std::to_string(file_offset) + ": " + std::strerror(errno);
-        return nullptr;
-      }
-      if (n == 0) {
-        error = "the file shrank while it was read (rewritten or truncated?): it ends at byte " +
-                std::to_string(file_offset) + ", it held " + std::to_string(size_) + " bytes when opened";
-        return nullptr;
+  // Makes `need` bytes available at begin_; false when the input ends (or fails) first.
+  bool fill(std::size_t need) {
+    if (end_ - begin_ >= need) return true;
+    if (begin_ > 0) {
+      std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
+      base_ += begin_;
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    // Pipes return what is there: decode it now rather than wait for a full buffer.
+    while (end_ < need) {
+      const ssize_t n = source_.read_some(buffer_.get() + end_, buffer_size - end_);
+      if (n <= 0) {
+        if (n < 0) read_errno_ = errno;
+        return false;
       }
       end_ += static_cast<std::size_t>(n);
     }
-    return buffer_.get();
+    return true;
   }
 
-  int fd_ = -1;
-  std::uint64_t size_ = 0;
-  std::uint64_t pos_ = 0;  // file offset of buffer_[begin_]
-  std::unique_ptr<unsigned char[]> buffer_;
-  std::size_t begin_ = 0;  // unread bytes are buffer_[begin_, end_)
+  int stop(std::size_t need, std::string& error) {
+    const std::size_t have = end_ - begin_;
+    if (source_.changed()) {
+      error = source_.changed_message(position());
+    } else if (read_errno_ != 0) {
+      error = "read error at byte " + std::to_string(base_ + end_) + ": " + std::strerror(read_errno_);
+    } else if (have == 0) {
+      return 0;
+    } else {
+      error = "truncated dump file; the record at byte " + std::to_string(position()) + " needs " +
+              std::to_string(need) + " bytes, only " + std::to_string(have) + " remain";
+    }
+    return -1;
+  }
+
+  byte_source& source_;
+  std::unique_ptr<char[]> buffer_;
+  std::size_t begin_ = 0;
   std::size_t end_ = 0;
+  std::uint64_t base_ = 0;  // the file offset of buffer_[0]
+  int read_errno_ = 0;
   bool swapped_ = false;
   bool nanos_ = false;
   int link_type_ = 0;
 };
 
+// A stdio stream for libpcap (pcapng) over a byte_source: it first returns the bytes
+// already read to sniff the format (stdin and pipes cannot seek back), and counts the
+// offset for error messages.
+struct libpcap_stream {
+  byte_source* source;
+  std::string prefix;
+  std::size_t prefix_used = 0;
+  std::uint64_t offset = 0;
+
+  static ssize_t read(void* cookie, char* out, std::size_t size) {
+    auto* s = static_cast<libpcap_stream*>(cookie);
+    if (s->prefix_used < s->prefix.size()) {
+      const std::size_t n = std::min(size, s->prefix.size() - s->prefix_used);
+      std::memcpy(out, s->prefix.data() + s->prefix_used, n);
+      s->prefix_used += n;
+      s->offset += n;
+      return static_cast<ssize_t>(n);
+    }
+    const ssize_t n = s->source->read_some(out, size);
+    if (n > 0) s->offset += static_cast<std::uint64_t>(n);
+    return n;
+  }
+  // Only "where am I" (ftell) is supported.
+  static int seek(void* cookie, off64_t* where, int whence) {
+    if (whence != SEEK_CUR || *where != 0) {
+      errno = ESPIPE;
+      return -1;
+    }
+    *where = static_cast<off64_t>(static_cast<libpcap_stream*>(cookie)->offset);
+    return 0;
+  }
+};
+
 }  // namespace
 
 struct offline_capture::file {
-  std::unique_ptr<char[]> buffer;  // the FILE's buffer: must outlive the handle
-  std::unique_ptr<buffered_pcap> classic;  // classic pcap files; the rest go through libpcap
-  std::string name;
+  std::unique_ptr<byte_source> source;
+  std::unique_ptr<pcap_reader> reader;     // classic pcap
+  std::unique_ptr<libpcap_stream> stream;  // pcapng: libpcap reads through it
+  std::unique_ptr<char[]> buffer;          // the stream's stdio buffer: must outlive the handle
   pcap_t* handle = nullptr;
   int link_type = 0;
   bool has_packet = false;
@@ -157,49 +279,49 @@ struct offline_capture::file {
   std::int64_t ts_us = 0;
   std::size_t index = 0;
   ~file() {
-    if (handle != nullptr) pcap_close(handle);  // before `buffer` is freed (declared first)
+    if (handle != nullptr) pcap_close(handle);  // closes the stream; before `buffer` is freed
   }
 };
 
-offline_capture::offline_capture(const std::vector<std::string>& files, warning_handler warn)
-    : warn_(std::move(warn)) {
+offline_capture::offline_capture(const std::vector<std::string>& files, warning_handler warn, warning_handler error)
+    : warn_(std::move(warn)), error_(std::move(error)) {
   bool stdin_used = false;
   for (const std::string& name : files) {
-    char error[PCAP_ERRBUF_SIZE] = {};
     auto f = std::make_unique<file>();
-    f->name = name;
     f->index = files_.size();
     if (name == "-") {
       if (stdin_used) throw capture_error("-: standard input can be read only once");
       stdin_used = true;
-      f->handle = pcap_fopen_offline_with_tstamp_precision(stdin, PCAP_TSTAMP_PRECISION_MICRO, error);
+      f->source = std::make_unique<byte_source>(name, STDIN_FILENO, false);
     } else {
       const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) throw capture_error(name + ": " + std::strerror(errno));
-      struct stat st {};
-      if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        total_bytes_ += static_cast<std::uint64_t>(st.st_size);
-        auto classic = std::make_unique<buffered_pcap>();
-        if (classic->open(fd, static_cast<std::uint64_t>(st.st_size))) {
-          f->classic = std::move(classic);
-          f->link_type = f->classic->link_type();
-          files_.push_back(std::move(f));
-          continue;
-        }
-      }
-      // pcapng, a pipe, ...: libpcap, through a FILE with a large buffer (libpcap reads
-      // record by record through stdio; the default 4 KiB buffer costs many read()s).
-      std::FILE* fp = ::fdopen(fd, "rb");
-      if (fp == nullptr) {
-        ::close(fd);
-        throw capture_error(name + ": " + std::strerror(errno));
-      }
-      f->buffer = std::make_unique<char[]>(read_buffer_size);
-      std::setvbuf(fp, f->buffer.get(), _IOFBF, read_buffer_size);
-      f->handle = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_MICRO, error);
-      if (f->handle == nullptr) std::fclose(fp);  // on success pcap_close closes it
+      f->source = std::make_unique<byte_source>(name, fd, true);
+      total_bytes_ += f->source->size_at_open();
     }
-    if (f->handle == nullptr) throw capture_error(name + ": " + error);
+    f->reader = std::make_unique<pcap_reader>(*f->source);
+    if (f->reader->open()) {
+      f->link_type = f->reader->link_type();
+      files_.push_back(std::move(f));
+      continue;
+    }
+    // pcapng (or not a capture): libpcap, through a stream that replays the sniffed
+    // bytes, with a large stdio buffer (libpcap reads record by record).
+    f->stream = std::make_unique<libpcap_stream>();
+    f->stream->source = f->source.get();
+    f->stream->prefix = std::string(f->reader->buffered());
+    f->reader.reset();
+    std::FILE* fp = ::fopencookie(f->stream.get(), "rb",
+                                  cookie_io_functions_t{&libpcap_stream::read, nullptr, &libpcap_stream::seek, nullptr});
+    if (fp == nullptr) throw capture_error(name + ": " + std::strerror(errno));
+    f->buffer = std::make_unique<char[]>(pcap_reader::buffer_size);
+    std::setvbuf(fp, f->buffer.get(), _IOFBF, pcap_reader::buffer_size);
+    char message[PCAP_ERRBUF_SIZE] = {};
+    f->handle = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_MICRO, message);
+    if (f->handle == nullptr) {
+      std::fclose(fp);  // on success pcap_close closes it
+      throw capture_error(name + ": " + message);
+    }
     f->link_type = pcap_datalink(f->handle);
     files_.push_back(std::move(f));
   }
@@ -208,18 +330,28 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
 
 offline_capture::~offline_capture() = default;
 
+void offline_capture::report(const file& f, const std::string& message) {
+  if (f.source->changed()) {
+    ++changed_files_;
+    if (error_) error_(f.source->name() + ": " + message);
+    else if (warn_) warn_(f.source->name() + ": " + message);
+  } else if (warn_) {
+    warn_(f.source->name() + ": " + message + "; read up to the damage");
+  }
+}
+
 bool offline_capture::advance(file& f) {
   f.has_packet = false;
   if (f.done) return false;
-  if (f.classic) {
+  if (f.reader) {
     std::string error;
-    const int rc = f.classic->next(f.ts_us, f.data, f.wire_length, error);
+    const int rc = f.reader->next(f.ts_us, f.data, f.wire_length, error);
     if (rc == 1) {
       f.has_packet = true;
       return true;
     }
     f.done = true;
-    if (rc < 0 && warn_) warn_(f.name + ": " + error + "; read up to the damage");
+    if (rc < 0) report(f, error);
     return false;
   }
   pcap_pkthdr* header = nullptr;
@@ -235,9 +367,14 @@ bool offline_capture::advance(file& f) {
     return true;
   }
   f.done = true;
-  if (rc == PCAP_ERROR && warn_) {
+  if (f.source->changed()) {
+    // libpcap saw the end of a shrunk file; where its last whole block ended is not
+    // known to it, so name where the bytes stopped.
+    report(f, f.source->changed_message(f.stream->offset));
+  } else if (rc == PCAP_ERROR) {
     // Typically "truncated dump file": everything before the damage was read.
-    warn_(f.name + ": " + pcap_geterr(f.handle) + "; read up to the damage");
+    report(f, std::string(pcap_geterr(f.handle)) + " (the input ended at byte " + std::to_string(f.stream->offset) +
+                  ")");
   }
   return false;
 }
@@ -264,23 +401,20 @@ bool offline_capture::next(captured_packet& out) {
 std::uint64_t offline_capture::bytes_read() const {
   std::uint64_t total = 0;
   for (const auto& f : files_) {
-    if (f->name == "-") continue;
-    if (f->done) {
-      struct stat st {};
-      if (::stat(f->name.c_str(), &st) == 0) total += static_cast<std::uint64_t>(st.st_size);
-      continue;
-    }
-    if (f->classic) {
-      total += f->classic->position();
-      continue;
-    }
-    std::FILE* fp = pcap_file(f->handle);
-    if (fp != nullptr) {
-      const long at = std::ftell(fp);
-      if (at > 0) total += static_cast<std::uint64_t>(at);
-    }
+    if (!f->source->regular()) continue;
+    if (f->done) total += f->source->size_at_open();
+    else if (f->reader) total += f->reader->position();
+    else total += f->stream->offset;
   }
   return total;
+}
+
+std::string capture_capability_command() {
+  std::string binary = "lockscope";
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path);
+  if (n > 0 && static_cast<std::size_t>(n) < sizeof path) binary.assign(path, static_cast<std::size_t>(n));
+  return "sudo setcap cap_net_raw=eip " + binary;
 }
 
 std::string port_filter(const std::vector<std::uint16_t>& ports) {
@@ -307,9 +441,8 @@ live_capture::live_capture(const live_options& options) {
   if (rc < 0) {
     std::string message;
     if (rc == PCAP_ERROR_PERM_DENIED) {
-      message = options.interface +
-                ": permission denied: live capture needs CAP_NET_RAW (run as root, or "
-                "`setcap cap_net_raw,cap_net_admin=eip` on the lockscope binary)";
+      message = options.interface + ": permission denied: live capture needs CAP_NET_RAW (run as root, or once: " +
+                capture_capability_command() + ")";
     } else if (rc == PCAP_ERROR_NO_SUCH_DEVICE) {
       message = options.interface + ": no such interface";
     } else {
@@ -324,7 +457,8 @@ live_capture::live_capture(const live_options& options) {
   // Non-blocking reads plus poll(): in immediate mode a blocking read ignores the
   // timeout, and the caller needs to wake up for periodic drop reports and signals.
   pcap_setnonblock(p, 1, error);
-  const std::string filter = options.filter.empty() ? port_filter(options.ports) : options.filter;
+  filter_ = options.filter.empty() ? port_filter(options.ports) : options.filter;
+  const std::string& filter = filter_;
   bpf_program program{};
   if (pcap_compile(p, &program, filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
     const std::string message = "filter \"" + filter + "\": " + pcap_geterr(p);

@@ -27,8 +27,8 @@ std::int64_t ingest(offline_capture& source, captured_packet& p, bool more, inge
 
 analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
                               const std::function<void(std::string_view)>& write,
-                              offline_capture::warning_handler warn) {
-  offline_capture source(files, std::move(warn));
+                              offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+  offline_capture source(files, std::move(warn), std::move(error));
   report_options with_threads = options.report;
   with_threads.threads = options.threads;  // the summary table too, once the timeline is done
   lock_report report(with_threads, write);
@@ -72,6 +72,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   r.recognizer = recognizer.stats();
   r.locks = timeline.lock_count();
   r.events = report.events();
+  r.changed_files = source.changed_files();
   return r;
 }
 

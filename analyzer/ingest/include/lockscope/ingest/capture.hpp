@@ -34,13 +34,19 @@ struct captured_packet {
   std::size_t source = 0;         // index of the file it came from
 };
 
-// Several capture files read as one, in timestamp order (pcap and pcapng).
+// Several capture files read as one, in timestamp order (pcap and pcapng; regular
+// files, FIFOs, or "-" for stdin). Files are read with read(), never mapped: a file
+// truncated or rewritten while it is read (tcpdump -C/-W ring files) cannot crash the
+// reader, it only ends that file early.
 class offline_capture {
  public:
-  // Called with a one-line warning, e.g. for a file truncated mid-record.
+  // Called with one line naming the file and the byte offset.
   using warning_handler = std::function<void(const std::string&)>;
 
-  offline_capture(const std::vector<std::string>& files, warning_handler warn = {});
+  // `warn`: a damaged file (a record cut short, a bad block), read up to the damage.
+  // `error`: a file that shrank while being read (truncated or rewritten); reading it
+  // stopped there, what came before was delivered. Without `error`, `warn` gets those.
+  offline_capture(const std::vector<std::string>& files, warning_handler warn = {}, warning_handler error = {});
   ~offline_capture();
   offline_capture(const offline_capture&) = delete;
   offline_capture& operator=(const offline_capture&) = delete;
@@ -51,13 +57,18 @@ class offline_capture {
   // Bytes read so far and the total size of the regular files (0 for stdin).
   std::uint64_t bytes_read() const;
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
+  // How many files changed under the reader so far (each reported to `error`).
+  std::size_t changed_files() const noexcept { return changed_files_; }
 
  private:
   struct file;
   bool advance(file& f);
+  void report(const file& f, const std::string& message);
 
   std::vector<std::unique_ptr<file>> files_;
   warning_handler warn_;
+  warning_handler error_;
+  std::size_t changed_files_ = 0;
   std::uint64_t total_bytes_ = 0;
   file* last_ = nullptr;  // the file whose packet was returned last; advanced lazily
 };
@@ -70,6 +81,11 @@ struct live_options {
   int snaplen = 262144;
   int timeout_ms = 100;  // how long next() waits before reporting a timeout
 };
+
+// The command that lets a user without root capture live with this program, e.g.
+// "sudo setcap cap_net_raw=eip /usr/local/bin/lockscope" (the running binary's path);
+// the permission error names it, and the README gives the same.
+std::string capture_capability_command();
 
 // The BPF expression for a list of server ports (VLAN-tagged traffic included).
 std::string port_filter(const std::vector<std::uint16_t>& ports);
@@ -94,9 +110,12 @@ class live_capture {
   };
   drop_stats stats() const;
   int link_type() const noexcept { return link_type_; }
+  // The BPF expression in use (--filter, or the one built from the ports).
+  const std::string& filter() const noexcept { return filter_; }
 
  private:
   void* handle_ = nullptr;  // pcap_t
+  std::string filter_;
   int link_type_ = 0;
   int timeout_ms_ = 100;
   volatile std::sig_atomic_t stopped_ = 0;

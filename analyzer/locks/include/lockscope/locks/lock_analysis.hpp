@@ -35,6 +35,7 @@ struct analysis_result {
   recognizer_stats recognizer;
   std::size_t locks = 0;
   std::uint64_t events = 0;
+  std::size_t changed_files = 0;  // files that shrank while being read (each sent to `error`)
 };
 
 // Operations on locks the report does not select are dropped before the timeline.
@@ -57,9 +58,10 @@ class lock_operation_filter final : public lock_operation_sink {
 };
 
 // Reads the files (merged by time), writes the report through `write`. Throws
-// capture_error when a file cannot be opened.
+// capture_error when a file cannot be opened. `warn` and `error` as for offline_capture.
 analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
                               const std::function<void(std::string_view)>& write,
-                              offline_capture::warning_handler warn = {});
+                              offline_capture::warning_handler warn = {},
+                              offline_capture::warning_handler error = {});
 
 }  // namespace lockscope::analyzer

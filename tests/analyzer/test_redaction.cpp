@@ -1,0 +1,182 @@
+// Redaction fails closed: one row per way a Redis command carries a secret, checked on
+// find_secrets and through the whole ingest pipeline (text and JSONL output).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "lockscope/ingest/output.hpp"
+#include "lockscope/ingest/redaction.hpp"
+
+using namespace lockscope::analyzer;
+using namespace lockscope::analyzer::test;
+using strings = std::vector<std::string>;
+using positions = std::vector<std::uint32_t>;
+
+namespace {
+
+struct redaction_case {
+  std::string label;
+  strings args;
+  positions secret;  // the argument positions that must be masked
+};
+
+std::vector<redaction_case> table() {
+  std::vector<redaction_case> rows = {
+      {"AUTH password", {"AUTH", "s3cret-1"}, {1}},
+      {"AUTH user password", {"AUTH", "default", "s3cret-1"}, {2}},
+      {"auth in lower case", {"auth", "s3cret-1"}, {1}},
+      {"AUTH with a wrong count masks all", {"AUTH", "s3cret-1", "s3cret-2", "s3cret-3"}, {1, 2, 3}},
+      {"HELLO AUTH", {"HELLO", "3", "AUTH", "user", "s3cret-1"}, {4}},
+      {"HELLO AUTH then SETNAME", {"HELLO", "2", "AUTH", "user", "s3cret-1", "SETNAME", "n"}, {4}},
+      {"HELLO SETNAME named AUTH", {"HELLO", "3", "SETNAME", "AUTH", "AUTH", "user", "s3cret-1"}, {6}},
+      {"HELLO AUTH without a user", {"HELLO", "3", "AUTH", "s3cret-1"}, {3}},
+      {"HELLO without a version", {"hello", "auth", "user", "s3cret-1"}, {3}},
+      {"HELLO with an unknown word", {"HELLO", "3", "SETNAME", "n", "s3cret-1", "s3cret-2"}, {4, 5}},
+      {"MIGRATE AUTH", {"MIGRATE", "h", "6379", "k", "0", "5000", "AUTH", "s3cret-1"}, {7}},
+      {"MIGRATE COPY REPLACE AUTH2 before KEYS",
+       {"MIGRATE", "h", "6379", "", "0", "5000", "COPY", "REPLACE", "AUTH2", "user", "s3cret-1", "KEYS", "a", "b"},
+       {10}},
+      {"MIGRATE of a key named KEYS", {"MIGRATE", "h", "6379", "KEYS", "0", "5000", "AUTH", "s3cret-1"}, {7}},
+      {"MIGRATE of a key named AUTH", {"MIGRATE", "AUTH", "6379", "AUTH", "0", "5000", "AUTH", "s3cret-1"}, {7}},
+      {"MIGRATE keys named AUTH after KEYS", {"MIGRATE", "h", "6379", "", "0", "5000", "KEYS", "AUTH", "k"}, {}},
+      {"MIGRATE AUTH2 missing the user", {"MIGRATE", "h", "6379", "k", "0", "5000", "AUTH2", "s3cret-1"}, {7}},
+      {"MIGRATE unknown option", {"MIGRATE", "h", "6379", "k", "0", "5000", "AUHT", "s3cret-1"}, {6, 7}},
+      {"CONFIG SET requirepass", {"CONFIG", "SET", "requirepass", "s3cret-1"}, {3}},
+      {"CONFIG SET masterauth", {"config", "set", "MasterAuth", "s3cret-1"}, {3}},
+      {"CONFIG SET tls-key-file-pass", {"CONFIG", "SET", "tls-key-file-pass", "s3cret-1"}, {3}},
+      {"CONFIG SET tls-client-key-file-pass", {"CONFIG", "SET", "tls-client-key-file-pass", "s3cret-1"}, {3}},
+      {"CONFIG SET several", {"CONFIG", "SET", "maxmemory", "1", "requirepass", "s3cret-1", "masterauth", "s3cret-2"},
+       {5, 7}},
+      {"CONFIG SET miscounted", {"CONFIG", "SET", "maxmemory", "requirepass", "s3cret-1"}, {4}},
+      {"CONFIG SET masteruser is not a secret", {"CONFIG", "SET", "masteruser", "replica"}, {}},
+      {"CONFIG GET", {"CONFIG", "GET", "requirepass"}, {}},
+      {"ACL SETUSER >password", {"ACL", "SETUSER", "u", "on", ">s3cret-1", "~*", "+@all"}, {4}},
+      {"ACL SETUSER <password", {"acl", "setuser", "u", "<s3cret-1"}, {3}},
+      {"ACL SETUSER #hash", {"ACL", "SETUSER", "u", "#" + std::string(64, 'a') + "s3cret-1"}, {3}},
+      {"ACL SETUSER !hash", {"ACL", "SETUSER", "u", "!" + std::string(64, 'b') + "s3cret-1"}, {3}},
+      {"ACL SETUSER rules in one word", {"ACL", "SETUSER", "u", "on >s3cret-1"}, {3}},
+      {"ACL SETUSER selector", {"ACL", "SETUSER", "u", "(~k* >s3cret-1)"}, {3}},
+      {"ACL SETUSER without passwords", {"ACL", "SETUSER", "u", "on", "nopass", "resetpass", "~*", "&*", "-@all"}, {}},
+      {"SENTINEL SET auth-pass", {"SENTINEL", "SET", "mymaster", "auth-pass", "s3cret-1"}, {4}},
+      {"SENTINEL SET auth-user", {"SENTINEL", "SET", "mymaster", "quorum", "2", "auth-user", "s3cret-1"}, {6}},
+      {"SENTINEL CONFIG SET sentinel-pass", {"SENTINEL", "CONFIG", "SET", "sentinel-pass", "s3cret-1"}, {4}},
+      {"SENTINEL CONFIG SET sentinel-user", {"sentinel", "config", "set", "sentinel-user", "s3cret-1"}, {4}},
+      {"ordinary commands are left alone", {"SET", "requirepass", "AUTH"}, {}},
+      {"EVAL is left alone", {"EVAL", "return 1", "0", "AUTH", "x"}, {}},
+  };
+
+  // Positions >= 64 and >= 1000: wherever a command may put a secret.
+  auto far = [&](std::string label, strings args) {
+    positions p;
+    for (std::uint32_t i = 0; i < args.size(); ++i) {
+      if (args[i].find("s3cret") != std::string::npos) p.push_back(i);
+    }
+    rows.push_back({std::move(label), std::move(args), std::move(p)});
+  };
+  for (const std::size_t filler : {70u, 1200u}) {
+    const std::string n = std::to_string(filler);
+    strings pairs;  // maxmemory-samples 5 ... as CONFIG SET and SENTINEL SET take them
+    for (std::size_t i = 0; i < filler; ++i) pairs.push_back(i % 2 == 0 ? "maxmemory-samples" : "5");
+    strings config = {"CONFIG", "SET"};
+    config.insert(config.end(), pairs.begin(), pairs.end());
+    config.insert(config.end(), {"requirepass", "s3cret-far"});
+    far("CONFIG SET after " + n + " words", config);
+    strings sentinel = {"SENTINEL", "SET", "mymaster"};
+    sentinel.insert(sentinel.end(), pairs.begin(), pairs.end());
+    sentinel.insert(sentinel.end(), {"auth-pass", "s3cret-far"});
+    far("SENTINEL SET after " + n + " words", sentinel);
+    strings acl = {"ACL", "SETUSER", "u"};
+    for (std::size_t i = 0; i < filler; ++i) acl.push_back("~key" + std::to_string(i));
+    acl.insert(acl.end(), {">s3cret-far", "<s3cret-far2"});
+    far("ACL SETUSER after " + n + " rules", acl);
+    strings migrate = {"MIGRATE", "h", "6379", "", "0", "5000"};
+    for (std::size_t i = 0; i < filler; ++i) migrate.push_back(i % 2 == 0 ? "COPY" : "REPLACE");
+    migrate.insert(migrate.end(), {"AUTH2", "user", "s3cret-far", "KEYS", "a"});
+    far("MIGRATE after " + n + " options", migrate);
+    strings auth = {"AUTH"};
+    for (std::size_t i = 0; i < filler; ++i) auth.push_back("s3cret-" + std::to_string(i));
+    far("AUTH with " + n + " arguments", auth);
+  }
+  return rows;
+}
+
+std::string encode(const strings& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const std::string& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+// What the decoder would print for each exchange, in both formats, nothing cut.
+class printing_sink final : public exchange_sink {
+ public:
+  void on_exchange(const exchange& e) override {
+    commands.emplace_back(e.command.begin(), e.command.end());
+    append_text_line(text, e, {0, false});
+    text += '\n';
+    append_jsonl(jsonl, e);
+    jsonl += '\n';
+  }
+  std::vector<strings> commands;
+  std::string text;
+  std::string jsonl;
+};
+
+printing_sink run_session(const strings& args, bool show_secrets) {
+  script s(ep("10.0.0.1", 52000), ep("10.0.0.2", 6379));
+  s.handshake().client(encode(args)).server("-ERR some reply\r\n").close();
+  ingest_options o;
+  o.session.show_secrets = show_secrets;
+  printing_sink sink;
+  ingest_pipeline a(o, sink);
+  run_frames(a, s.segments);
+  a.finish();
+  return sink;
+}
+
+}  // namespace
+
+TEST_CASE("redaction table: every secret-carrying argument of every command, at any position", "[redaction]") {
+  for (const redaction_case& row : table()) {
+    CAPTURE(row.label);
+    positions found;
+    const std::vector<std::string_view> views(row.args.begin(), row.args.end());
+    if (may_carry_secrets(views[0])) find_secrets(views, found);
+    CHECK(found == row.secret);
+    if (row.args.size() >= 64) CHECK(!row.secret.empty());  // the far rows do reach past 64
+    if (row.args.size() >= 1000) CHECK(row.secret.back() >= 1000);
+
+    // Through the decoder: masked in the exchange, absent from text and JSONL.
+    const printing_sink hidden = run_session(row.args, false);
+    REQUIRE(hidden.commands.size() == 1);
+    const strings& shown = hidden.commands[0];
+    REQUIRE(shown.size() == row.args.size());
+    for (std::uint32_t i = 0; i < shown.size(); ++i) {
+      const bool secret = std::find(row.secret.begin(), row.secret.end(), i) != row.secret.end();
+      CHECK(shown[i] == (secret ? "****" : row.args[i]));
+    }
+    for (const std::uint32_t i : row.secret) {
+      CHECK(hidden.text.find(row.args[i]) == std::string::npos);
+      CHECK(hidden.jsonl.find(row.args[i]) == std::string::npos);
+    }
+    // --show-secrets shows them.
+    const printing_sink open = run_session(row.args, true);
+    REQUIRE(open.commands.size() == 1);
+    CHECK(open.commands[0] == row.args);
+  }
+}
+
+TEST_CASE("redaction table rows reach positions >= 64 and >= 1000", "[redaction]") {
+  std::size_t far = 0;
+  std::size_t very_far = 0;
+  for (const redaction_case& row : table()) {
+    for (const std::uint32_t i : row.secret) {
+      far += i >= 64;
+      very_far += i >= 1000;
+    }
+  }
+  CHECK(far >= 5);
+  CHECK(very_far >= 5);
+}
