@@ -25,6 +25,7 @@
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "client_fixtures.hpp"
 #include "process.hpp"
 
 using namespace std::chrono_literals;
@@ -33,32 +34,11 @@ namespace lock = lockscope::lock;
 using lockscope::test::redis_server;
 using lockscope::test::resp_connection;
 using steady = std::chrono::steady_clock;
+using lockscope::test::config_for;
+using lockscope::test::eventually;
+using lockscope::test::since;
 
 namespace {
-
-lock::client_config config_for(const redis_server& server) {
-  lock::client_config c;
-  c.host = server.host();
-  c.port = server.port();
-  c.connect_timeout = 2s;
-  c.command_timeout = 5s;
-  return c;
-}
-
-std::chrono::milliseconds since(steady::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t);
-}
-
-// Polls `condition` until true or `timeout`; returns whether it became true.
-template <class F>
-bool eventually(F condition, std::chrono::milliseconds timeout, std::chrono::milliseconds step = 5ms) {
-  const auto deadline = steady::now() + timeout;
-  while (!condition()) {
-    if (steady::now() > deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
-  return true;
-}
 
 std::int64_t numsub(resp_connection& raw, const std::string& channel) {
   const auto v = raw.command("PUBSUB", "NUMSUB", channel);

@@ -16,33 +16,18 @@
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 
+#include "client_fixtures.hpp"
+
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 namespace lock = lockscope::lock;
 using lockscope::test::redis_server;
 using lockscope::test::resp_connection;
 using steady = std::chrono::steady_clock;
+using lockscope::test::config_for;
+using lockscope::test::eventually;
 
 namespace {
-
-lock::client_config config_for(const redis_server& server) {
-  lock::client_config c;
-  c.host = server.host();
-  c.port = server.port();
-  c.connect_timeout = 2s;
-  c.command_timeout = 5s;
-  return c;
-}
-
-template <class F>
-bool eventually(F condition, std::chrono::milliseconds timeout) {
-  const auto deadline = steady::now() + timeout;
-  while (!condition()) {
-    if (steady::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 
 const std::string queue_key = "redisson_lock_queue:{fair}";
 const std::string timeout_key = "redisson_lock_timeout:{fair}";
