@@ -1,4 +1,4 @@
-// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair] -- CMD [ARGS...]`:
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
 #include <fcntl.h>
@@ -48,6 +48,7 @@ struct lock_options {
   std::string wait;
   std::string lease;
   std::string owner;
+  bool fair = false;
   std::vector<std::string> command;
 };
 
@@ -152,7 +153,8 @@ int run_lock(const lock_options& o) {
   }
   // The owner is fixed here: the acquisition runs on the client's I/O thread.
   const std::string owner = o.owner.empty() ? client.thread_owner() : o.owner;
-  lock::rlock lock_handle = client.get_lock(o.name, owner);
+  // A fair_lock is an rlock whose state sends the fair scripts: the copy keeps them.
+  lock::rlock lock_handle = o.fair ? client.get_fair_lock(o.name, owner) : client.get_lock(o.name, owner);
 
   // Acquire asynchronously so that a signal can interrupt the wait.
   struct outcome {
@@ -274,6 +276,9 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--lease", options->lease,
                   "Lease after which the lock expires (default: held by a watchdog while CMD runs)");
   cmd->add_option("--owner", options->owner, "Owner id (default: <client uuid>:<thread id>)");
+  cmd->add_flag("--fair", options->fair,
+                "Redisson's fair lock: waiters get the lock in the order they asked (queue "
+                "redisson_lock_queue:{NAME})");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
       "unreachable; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "

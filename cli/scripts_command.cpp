@@ -21,9 +21,9 @@ struct scripts_options {
 
 int run(const scripts_options& o) {
   if (o.name.empty()) {
-    fmt::print("{:<14}{:<42}{:>5}  {}\n", "name", "sha1", "bytes", "KEYS/ARGV");
+    fmt::print("{:<21}{:<42}{:>5}  {}\n", "name", "sha1", "bytes", "KEYS/ARGV");
     for (const lock::script_info& s : lock::all_scripts()) {
-      fmt::print("{:<14}{:<42}{:>5}  {}/{}\n", s.name, s.sha1, s.text.size(), s.key_count, s.arg_count);
+      fmt::print("{:<21}{:<42}{:>5}  {}/{}\n", s.name, s.sha1, s.text.size(), s.key_count, s.arg_count);
     }
     return 0;
   }
@@ -46,7 +46,7 @@ int run(const scripts_options& o) {
 void add_scripts_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<scripts_options>();
   CLI::App* cmd = app.add_subcommand("scripts", "Print the Redisson lock scripts lockscope sends, or list them with their SHA1s");
-  cmd->add_option("name", o->name, "acquire, unlock, renew or force_unlock: print its exact text (no newline)");
+  cmd->add_option("name", o->name, "acquire, unlock, renew, force_unlock or fair_*: print its exact text (no newline)");
   cmd->add_flag("--sha1", o->sha1_only, "Print the script's SHA1 instead of its text");
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

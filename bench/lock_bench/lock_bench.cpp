@@ -8,9 +8,10 @@
 //                             async and pipelined
 //   handoff_us_p50/p99        unlock issued -> next waiter's lock() completes, with 4
 //                             contenders (4 clients) on one lock
+//   fair_handoff_us_p50/p99   the same on a fair lock (4 queued clients)
 //
 // Options: --quick (shorter runs), --redis-benchmark PATH. Diagnostics against a
-// server already running on PORT: --pair-only PORT, --handoff-only PORT.
+// server already running on PORT: --pair-only PORT, --handoff-only PORT, --fair-handoff-only PORT.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -187,13 +188,17 @@ double throughput(lock::client& client, int concurrency, std::chrono::millisecon
 // Four clients contend for one lock on one I/O thread. Each holds it ~100 us, unlocks,
 // then thinks 200-400 us before trying again, so that a waiter (woken by the unlock
 // message) takes over. Handoff = unlock issued -> next holder's lock completes.
-std::vector<double> handoffs(const lock::client_config& config, int samples) {
+// `fair`: the same with Redisson's fair lock, whose waiters queue and are woken one at
+// a time (the queue's head, on its own channel).
+std::vector<double> handoffs(const lock::client_config& config, int samples, bool fair = false) {
   asio::io_context io;
   std::vector<std::unique_ptr<lock::client>> clients;
   std::vector<lock::rlock> locks;
   for (int i = 0; i < 4; ++i) {
     clients.push_back(std::make_unique<lock::client>(io, config));
-    locks.push_back(clients.back()->get_lock("bench:handoff", fmt::format("contender-{}", i)));
+    const std::string owner = fmt::format("contender-{}", i);
+    locks.push_back(fair ? clients.back()->get_fair_lock("bench:fair-handoff", owner)
+                         : clients.back()->get_lock("bench:handoff", owner));
   }
   std::vector<double> result;
   result.reserve(static_cast<std::size_t>(samples));
@@ -272,11 +277,11 @@ int main(int argc, char** argv) {
       fmt::print("pair_us p50 {:.1f} p99 {:.1f}\n", percentile(pairs, 50), percentile(pairs, 99));
       return 0;
     }
-    else if (a == "--handoff-only" && i + 1 < argc) {
+    else if ((a == "--handoff-only" || a == "--fair-handoff-only") && i + 1 < argc) {
       // Diagnostics: only the handoff run, against a server already on PORT.
       lock::client_config c;
       c.port = static_cast<std::uint16_t>(std::stoi(argv[++i]));
-      const auto gaps = handoffs(c, 2000);
+      const auto gaps = handoffs(c, 2000, a == "--fair-handoff-only");
       fmt::print("handoff_us p50 {:.1f} p90 {:.1f} p99 {:.1f} max {:.1f}\n", percentile(gaps, 50),
                  percentile(gaps, 90), percentile(gaps, 99), percentile(gaps, 100));
       for (std::size_t k = 0; k < gaps.size(); ++k) {
@@ -286,7 +291,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr,
-                   "usage: lock_bench [--quick] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT\n");
+                   "usage: lock_bench [--quick] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT\n");
       return 2;
     }
   }
@@ -317,6 +322,9 @@ int main(int argc, char** argv) {
   const double eval_locks_per_s = throughput(eval_client, 256, throughput_time);
   fmt::print(stderr, "handoff ...\n");
   const auto gaps = handoffs(config_for(server), handoff_samples);
+  fmt::print(stderr, "fair lock handoff ...\n");
+  const auto fair_gaps = handoffs(config_for(server), handoff_samples, true);
+  const double fair_handoff_p99 = percentile(fair_gaps, 99);
   const auto lateness = timer_lateness(handoff_samples);
 
   const double pair_p50 = percentile(pairs, 50);
@@ -350,6 +358,11 @@ int main(int argc, char** argv) {
   fmt::print("  \"handoff_us_p99\": {:.1f},\n", handoff_p99);
   fmt::print("  \"handoff_us_max\": {:.1f},\n", percentile(gaps, 100));
   fmt::print("  \"handoff_samples\": {},\n", gaps.size());
+  fmt::print("  \"fair_handoff_us_p50\": {:.1f},\n", percentile(fair_gaps, 50));
+  fmt::print("  \"fair_handoff_us_p90\": {:.1f},\n", percentile(fair_gaps, 90));
+  fmt::print("  \"fair_handoff_us_p99\": {:.1f},\n", fair_handoff_p99);
+  fmt::print("  \"fair_handoff_us_max\": {:.1f},\n", percentile(fair_gaps, 100));
+  fmt::print("  \"fair_handoff_samples\": {},\n", fair_gaps.size());
   fmt::print("  \"machine_timer_lateness_us_p50\": {:.1f},\n", percentile(lateness, 50));
   fmt::print("  \"machine_timer_lateness_us_p99\": {:.1f},\n", percentile(lateness, 99));
   fmt::print("  \"anchor_redis_benchmark_c1_p50_us\": {:.1f},\n", rb_p50_us);
@@ -363,7 +376,8 @@ int main(int argc, char** argv) {
   fmt::print("  \"verdict_pair_latency\": {},\n", verdict(rb_c1.ok && pair_p50 <= pair_target));
   fmt::print("  \"verdict_throughput\": {},\n", verdict(rb_p16.ok && scripts_per_s >= throughput_target));
   fmt::print("  \"verdict_throughput_counting_locks\": {},\n", verdict(rb_p16.ok && locks_per_s >= throughput_target));
-  fmt::print("  \"verdict_handoff\": {}\n", verdict(!gaps.empty() && handoff_p99 <= 2000));
+  fmt::print("  \"verdict_handoff\": {},\n", verdict(!gaps.empty() && handoff_p99 <= 2000));
+  fmt::print("  \"verdict_fair_handoff\": {}\n", verdict(!fair_gaps.empty() && fair_handoff_p99 <= 2000));
   fmt::print("}}\n");
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <boost/uuid/uuid_io.hpp>
 #include <fmt/format.h>
 
+#include "lockscope/lock/lock_fsm.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/lock/subscriptions.hpp"
@@ -29,11 +30,11 @@ namespace detail {
 
 namespace {
 
-// Up to five keys and arguments of one script call. The views must stay valid until
+// Up to eight keys and arguments of one script call. The views must stay valid until
 // the reply: they point into the heap object of the operation that waits for it.
 struct script_call {
   script_kind kind;
-  std::array<std::string_view, 5> values;
+  std::array<std::string_view, 8> values;
   std::size_t count;
 };
 
@@ -67,6 +68,11 @@ status unexpected(std::string_view what, const resp::value& reply) {
 
 std::atomic<std::uint64_t> next_thread_id{1};
 
+// Redisson's scripts take the caller's wall clock (System.currentTimeMillis()).
+std::string unix_millis_now() {
+  return decimal(std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
 }  // namespace
 
 class client_impl;
@@ -78,9 +84,18 @@ struct lock_state {
   std::string name;
   std::string channel;
   std::optional<std::string> owner;  // explicit owner id
+  lock_kind kind = lock_kind::reentrant;
+  // The fair lock's queue and timeout set, and the thread wait time as ARGV text.
+  std::string queue_name;
+  std::string timeout_name;
+  std::string thread_wait_text;
   // Redisson's internalLockLeaseTime: the lease unlock passes to pexpire on a partial
-  // release. The watchdog timeout, or the last explicit lease acquired.
+  // release. The watchdog timeout, or the last explicit lease acquired; back to the
+  // watchdog timeout when the lock is fully released or force-unlocked (Redisson 3.20,
+  // RedissonLock.cancelExpirationRenewal), so that a later watchdog hold's partial
+  // unlock does not re-arm the key with a stale, short lease.
   std::atomic<std::int64_t> internal_lease_ms;
+  void reset_lease(const client_config& config) noexcept { internal_lease_ms = config.watchdog_timeout.count(); }
 };
 
 // The watchdog's entry for one (lock, owner): shared by all its reentrant holds.
@@ -136,8 +151,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   // --- scripts ------------------------------------------------------------------
 
-  void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done) {
-    const bool by_sha = config_.scripts == script_mode::evalsha;
+  // `last_words`: the connection is about to QUIT, so there is no second round trip
+  // for a NOSCRIPT retry; send the full text.
+  void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done,
+                  bool last_words = false) {
+    const bool by_sha = config_.scripts == script_mode::evalsha && !last_words;
     scratch_.clear();
     encode_script_call(scratch_, by_sha, call);
     if (!by_sha) {
@@ -274,18 +292,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     run_script(call, sent + std::min(config_.command_timeout, config_.watchdog_timeout / 3),
                [self = shared_from_this(), r, sent](std::error_code ec, resp::value&& reply) {
                  if (r->cancelled) return;
-                 const milliseconds period = self->config_.watchdog_timeout / 3;
-                 if (!ec && reply.type == resp::type::integer && reply.integer == 1) {
-                   r->last_confirmed = sent;
-                   self->schedule_renewal(r, period);
-                 } else if (!ec && reply.type == resp::type::integer) {
-                   self->lock_lost(r);  // another owner, or no key: the lock is gone
-                 } else if (clock_type::now() - r->last_confirmed >= self->config_.watchdog_timeout) {
-                   self->lock_lost(r);  // no renewal for a whole lease: it has expired
-                 } else {
-                   // Transient (reconnecting, slow server): try again soon.
-                   self->schedule_renewal(r, std::min(period, milliseconds(500)));
-                 }
+                 const milliseconds timeout = self->config_.watchdog_timeout;
+                 const renew_outcome outcome = classify_renew(ec, reply, clock_type::now(), r->last_confirmed, timeout);
+                 if (outcome == renew_outcome::lost) return self->lock_lost(r);
+                 if (outcome == renew_outcome::renewed) r->last_confirmed = sent;
+                 self->schedule_renewal(r, renew_delay(outcome, timeout));
                });
   }
 
@@ -341,8 +352,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::atomic<bool> destroyed_{false};
 };
 
-// One lock() / try_lock(): attempt, subscribe, retry after the subscription is
-// confirmed, then wait for an unlock message or the holder's TTL, and loop.
+// One lock() / try_lock(): the Asio side of acquire_fsm. Attempts, subscribes, retries
+// after the subscription is confirmed, then waits for an unlock message or the
+// holder's TTL, and loops.
 class acquire_op final : public subscription_listener, public std::enable_shared_from_this<acquire_op> {
  public:
   acquire_op(std::shared_ptr<client_impl> impl, std::shared_ptr<lock_state> lock, std::string owner,
@@ -351,9 +363,10 @@ class acquire_op final : public subscription_listener, public std::enable_shared
         lock_(std::move(lock)),
         owner_(std::move(owner)),
         lease_(request.lease),
-        forever_(!request.wait),
-        deadline_(request.wait ? clock_type::now() + *request.wait : clock_type::time_point::max()),
+        fsm_(request.wait, clock_type::now()),
         lease_text_(decimal(request.lease ? request.lease->count() : impl_->config().watchdog_timeout.count())),
+        // A fair waiter is woken on its own channel: the unlock wakes only the queue's head.
+        channel_(lock_->kind == lock_kind::fair ? lock_->channel + ":" + owner_ : lock_->channel),
         done_(std::move(done)),
         timer_(impl_->strand()) {}
 
@@ -365,16 +378,33 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   void on_subscribed() override { wake(); }
   void on_message(std::string_view) override { wake(); }
 
-  void abort(status s) { finish(std::move(s), false); }
+  // The client closes. A queued fair waiter still leaves the queue: the script goes out
+  // before the QUIT that close() queues next, and nobody waits for its reply.
+  void abort(status s) {
+    if (finished_) return;
+    if (lock_->kind == lock_kind::fair && queued_)
+      send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {}, true);
+    finish(std::move(s), false);
+  }
 
  private:
   void wake() {
-    signaled_ = true;
-    if (waiting_) timer_.cancel();
+    if (fsm_.on_signal()) timer_.cancel();
   }
 
   void attempt() {
-    const script_call call{script_kind::acquire, {lock_->name, lease_text_, owner_}, 3};
+    if (lock_->kind == lock_kind::fair) {
+      now_text_ = unix_millis_now();
+      const script_call call{script_kind::fair_acquire,
+                             {lock_->name, lock_->queue_name, lock_->timeout_name, lease_text_, owner_,
+                              lock_->thread_wait_text, now_text_},
+                             7};
+      return send(call);
+    }
+    send({script_kind::acquire, {lock_->name, lease_text_, owner_}, 3});
+  }
+
+  void send(const script_call& call) {
     impl_->run_script(call, impl_->command_deadline(),
                       [self = shared_from_this()](std::error_code ec, resp::value&& reply) {
                         self->on_reply(ec, std::move(reply));
@@ -383,8 +413,9 @@ class acquire_op final : public subscription_listener, public std::enable_shared
 
   void on_reply(std::error_code ec, resp::value&& reply) {
     if (finished_) return;
-    if (ec) return finish(error_status(ec, reply), false);
+    if (ec) return give_up(error_status(ec, reply));
     if (reply.type == resp::type::null) {
+      fsm_.on_acquired();
       if (lease_) {
         lock_->internal_lease_ms = lease_->count();
       } else {
@@ -392,37 +423,59 @@ class acquire_op final : public subscription_listener, public std::enable_shared
       }
       return finish({}, true);
     }
-    if (reply.type != resp::type::integer) return finish(unexpected("the acquire script", reply), false);
-    const clock_type::time_point now = clock_type::now();
-    if (!forever_ && now >= deadline_) return finish({}, false);
-    if (!waiter_) {
-      const auto added = impl_->subscribe(lock_->channel, *this);
-      waiter_ = added.id;
-      if (added.subscribed) signaled_ = true;
+    if (reply.type != resp::type::integer) return give_up(unexpected("the acquire script", reply));
+    queued_ = true;
+    act(fsm_.on_busy(reply.integer, clock_type::now()));
+  }
+
+  void act(acquire_action action) {
+    switch (action) {
+      case acquire_action::attempt:
+        return attempt();
+      case acquire_action::subscribe: {
+        const auto added = impl_->subscribe(channel_, *this);
+        waiter_ = added.id;
+        return act(fsm_.on_subscribe_started(added.subscribed, clock_type::now()));
+      }
+      case acquire_action::sleep:
+        timer_.expires_at(fsm_.sleep_until());
+        timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
+          if (self->finished_) return;
+          self->act(self->fsm_.on_timer());
+        });
+        return;
+      case acquire_action::gave_up:
+        return give_up({});
+      case acquire_action::acquired:
+        return;
     }
-    if (signaled_) {
-      signaled_ = false;
-      return attempt();
-    }
-    // Sleep until an unlock message, the holder's TTL, or our deadline.
-    const std::int64_t ttl = reply.integer;
-    clock_type::time_point until = ttl >= 0 ? now + milliseconds(ttl) : now + std::chrono::hours(1);
-    if (!forever_) until = std::min(until, deadline_);
-    waiting_ = true;
-    timer_.expires_at(until);
-    timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
-      self->waiting_ = false;
-      if (self->finished_) return;
-      self->signaled_ = false;
-      self->attempt();
+  }
+
+  // Not acquired (timeout or error). A fair waiter leaves the queue first, as Redisson's
+  // acquireFailed does, or the waiters behind it would wait out its thread wait time.
+  void give_up(status s) {
+    if (lock_->kind != lock_kind::fair || !queued_ || impl_->closed()) return finish(std::move(s), false);
+    if (waiter_) impl_->unsubscribe(channel_, *std::exchange(waiter_, std::nullopt));
+    pending_ = std::move(s);
+    send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {
+      // A failed cleanup leaves a queue entry that the purge removes after its timeout.
+      self->finish(std::move(self->pending_), false);
     });
+  }
+
+  // The reply handler must keep this operation alive: the call's views point into it.
+  void send_leave_queue(reply_handler done, bool last_words = false) {
+    const script_call call{script_kind::fair_acquire_failed,
+                           {lock_->queue_name, lock_->timeout_name, owner_, lock_->thread_wait_text},
+                           4};
+    impl_->run_script(call, impl_->command_deadline(), std::move(done), last_words);
   }
 
   void finish(status s, bool acquired) {
     if (finished_) return;
     finished_ = true;
     timer_.cancel();
-    if (waiter_) impl_->unsubscribe(lock_->channel, *waiter_);
+    if (waiter_) impl_->unsubscribe(channel_, *waiter_);
     auto self = shared_from_this();
     impl_->remove_op(self);
     std::exchange(done_, nullptr)(std::move(s), acquired);
@@ -432,14 +485,15 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   std::shared_ptr<lock_state> lock_;
   std::string owner_;
   std::optional<milliseconds> lease_;
-  bool forever_;
-  clock_type::time_point deadline_;
+  acquire_fsm fsm_;
   std::string lease_text_;
+  std::string channel_;
+  std::string now_text_;
   completion<bool> done_;
+  status pending_;
   asio::steady_timer timer_;
   std::optional<subscription_registry::waiter_id> waiter_;
-  bool signaled_ = false;
-  bool waiting_ = false;
+  bool queued_ = false;  // a busy reply came: a fair waiter is in the queue
   bool finished_ = false;
 };
 
@@ -489,6 +543,7 @@ struct call_data {
   std::shared_ptr<lock_state> lock;
   std::string owner;
   std::string lease_text;
+  std::string now_text;
 };
 
 }  // namespace
@@ -519,27 +574,33 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
   auto impl = lock->impl;
   asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
-    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), decimal(lock->internal_lease_ms)});
-    const script_call call{
+    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), decimal(lock->internal_lease_ms), {}});
+    script_call call{
         script_kind::unlock, {lock->name, lock->channel, unlock_message, data->lease_text, data->owner}, 5};
+    if (lock->kind == lock_kind::fair) {
+      data->now_text = unix_millis_now();
+      call = {script_kind::fair_unlock,
+              {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->lease_text,
+               data->owner, data->now_text},
+              8};
+    }
     impl->run_script(call, impl->command_deadline(),
                      [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
-                       const std::string& name = data->lock->name;
-                       if (ec) {
-                         impl->watchdog_release(name, data->owner, false);
-                         return d(error_status(ec, reply), false);
+                       const unlock_outcome outcome = classify_unlock_reply(reply);
+                       const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
+                       impl->watchdog_release(data->lock->name, data->owner, effects.stop_renewal);
+                       if (effects.reset_lease) data->lock->reset_lease(impl->config());
+                       if (ec) return d(error_status(ec, reply), false);
+                       switch (outcome) {
+                         case unlock_outcome::not_owner:
+                           return d({errc::not_owner, not_owner_message(data->owner)}, false);
+                         case unlock_outcome::unexpected:
+                           return d(unexpected("the unlock script", reply), false);
+                         case unlock_outcome::released:
+                           return d({}, true);
+                         case unlock_outcome::still_held:
+                           return d({}, false);
                        }
-                       if (reply.type == resp::type::null) {
-                         impl->watchdog_release(name, data->owner, true);
-                         return d({errc::not_owner, not_owner_message(data->owner)}, false);
-                       }
-                       if (reply.type != resp::type::integer) {
-                         impl->watchdog_release(name, data->owner, false);
-                         return d(unexpected("the unlock script", reply), false);
-                       }
-                       const bool released = reply.integer == 1;
-                       impl->watchdog_release(name, data->owner, released);
-                       d({}, released);
                      });
   });
 }
@@ -549,9 +610,17 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
   asio::dispatch(impl->strand(), [impl, lock, d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     impl->watchdog_release_lock(lock->name);
-    const script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
+    lock->reset_lease(impl->config());
+    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}});
+    script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
+    if (lock->kind == lock_kind::fair) {
+      data->now_text = unix_millis_now();
+      call = {script_kind::fair_force_unlock,
+              {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->now_text},
+              6};
+    }
     impl->run_script(call, impl->command_deadline(),
-                     [lock, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+                     [data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
                        if (ec) return d(error_status(ec, reply), false);
                        if (reply.type != resp::type::integer) return d(unexpected("the forceUnlock script", reply), false);
                        d({}, reply.integer == 1);
@@ -709,6 +778,22 @@ rlock client::get_lock(std::string name) {
   state->name = std::move(name);
   state->internal_lease_ms = impl_->config().watchdog_timeout.count();
   return rlock(std::move(state));
+}
+
+fair_lock client::get_fair_lock(std::string name) {
+  rlock base = get_lock(std::move(name));
+  detail::lock_state& state = *base.state_;
+  state.kind = detail::lock_kind::fair;
+  state.queue_name = prefixed_name("redisson_lock_queue", state.name);
+  state.timeout_name = prefixed_name("redisson_lock_timeout", state.name);
+  state.thread_wait_text = detail::decimal(impl_->config().fair_lock_thread_wait.count());
+  return fair_lock(std::move(base.state_));
+}
+
+fair_lock client::get_fair_lock(std::string name, std::string owner) {
+  fair_lock l = get_fair_lock(std::move(name));
+  l.state_->owner = std::move(owner);
+  return l;
 }
 
 rlock client::get_lock(std::string name, std::string owner) {

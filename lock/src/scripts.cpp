@@ -14,17 +14,31 @@ namespace {
 
 // The SHA1s are constants so that recognising a captured EVALSHA costs no hashing;
 // tests/lock checks each against OpenSSL and against redis-server's SCRIPT LOAD.
-constexpr std::array<script_info, 4> table{{
+constexpr std::array<script_info, 8> table{{
     {script_kind::acquire, "acquire", scripts::acquire, "dad0f8d619e548e04f21fb48d50be5034df3adae", 1, 2},
     {script_kind::unlock, "unlock", scripts::unlock, "3ffe249c16dee540ac8ab32e39bd408626b9aff7", 2, 3},
     {script_kind::renew, "renew", scripts::renew, "8e19a1ddbdee9138df9f32a480c57addab4353d1", 1, 2},
     {script_kind::force_unlock, "force_unlock", scripts::force_unlock,
      "7e9c80b3d786b95d5d4aaf8fd73adb9775fa6fb1", 2, 1},
+    {script_kind::fair_acquire, "fair_acquire", scripts::fair_acquire, "762bfafa6be221431a0b668685dd15c926483619", 3,
+     4},
+    {script_kind::fair_unlock, "fair_unlock", scripts::fair_unlock, "35d32367b21753c39b55dc64d1906fee627cc9a8", 4, 4},
+    {script_kind::fair_force_unlock, "fair_force_unlock", scripts::fair_force_unlock,
+     "95cdf4b03f82c82edf987c7d216b4b67d861b14f", 4, 2},
+    {script_kind::fair_acquire_failed, "fair_acquire_failed", scripts::fair_acquire_failed,
+     "d1ddef65ad80886b5d36e023c99930044ddd653a", 2, 2},
 }};
 
 static_assert(scripts::acquire.size() == 339, "seed §4.2.1 sends $339");
 static_assert(scripts::unlock.size() == 305, "seed §4.2.3 sends $305");
 static_assert(scripts::renew.size() == 120, "seed §4.2.2 sends $120");
+static_assert(scripts::fair_acquire.size() == 1453, "seed 001's fair acquire, concatenated");
+static_assert(table.size() == static_cast<std::size_t>(script_kind::fair_acquire_failed) + 1, "one row per kind");
+static_assert([] {
+  for (std::size_t i = 0; i < table.size(); ++i)
+    if (static_cast<std::size_t>(table[i].kind) != i) return false;
+  return true;
+}(), "rows in script_kind order");
 
 
 }  // namespace

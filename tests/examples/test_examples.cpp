@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <catch2/catch.hpp>
 
@@ -81,11 +82,15 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   lockscope::test::redis_server server;
   lockscope::test::resp_connection redis("127.0.0.1", server.port());
   const std::string cli = LOCKSCOPE_CLI;
-  for (const char* name : {"acquire", "unlock", "renew", "force_unlock"}) {
+  for (const char* name : {"acquire", "unlock", "renew", "force_unlock", "fair_acquire", "fair_unlock",
+                           "fair_force_unlock", "fair_acquire_failed"}) {
     INFO(name);
     const run_result text = run(cli + " scripts " + name);
     REQUIRE(text.status == 0);
-    CHECK(text.output.rfind("if (redis.call(", 0) == 0);
+    const bool fair = std::string_view(name).starts_with("fair_");
+    CHECK(text.output.rfind(fair ? (std::string_view(name) == "fair_acquire_failed" ? "local queue = " : "while true do ")
+                                 : "if (redis.call(",
+                            0) == 0);
     const run_result sha1 = run(cli + " scripts " + name + " --sha1");
     REQUIRE(sha1.status == 0);
     CHECK(redis.command("SCRIPT", "LOAD", text.output).text + "\n" == sha1.output);
@@ -95,8 +100,11 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   CHECK(list.output.find("acquire       ") != std::string::npos);
   CHECK(list.output.find(" 339  1/2") != std::string::npos);  // the seed's acquire: 339 bytes
 
-  const run_result unknown = run(cli + " scripts fair_acquire 2>&1");
+  CHECK(list.output.find("fair_acquire         762bfafa6be221431a0b668685dd15c926483619   1453  3/4") != std::string::npos);
+
+  const run_result unknown = run(cli + " scripts fair_lock 2>&1");
   CHECK(unknown.status == 64);
   CHECK(unknown.output ==
-        "lockscope scripts: no script named 'fair_acquire' (known: acquire, unlock, renew, force_unlock)\n");
+        "lockscope scripts: no script named 'fair_lock' (known: acquire, unlock, renew, force_unlock, fair_acquire, "
+        "fair_unlock, fair_force_unlock, fair_acquire_failed)\n");
 }

@@ -217,3 +217,62 @@ TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, 
     CHECK(ok->wait(20s) == 0);
   }
 }
+
+TEST_CASE("lockscope lock --fair: processes queued in a known order acquire in that order",
+          "[lock][cli][redis][process][fair]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  temp_dir dir;
+  const std::string url = url_of(server);
+  const std::string release = (dir.path / "release").string();
+  const std::string order = (dir.path / "order").string();
+  auto holder = spawn(lock_command(url, "fifo", {"--fair"},
+                                   {"sh", "-c", "while [ ! -e " + release + " ]; do sleep 0.01; done"}));
+  bool held = false;
+  for (int i = 0; i < 500 && !held; ++i) {
+    held = raw.command("EXISTS", "fifo").integer == 1;
+    if (!held) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(held);
+  constexpr int waiters = 4;
+  std::vector<std::unique_ptr<lockscope::test::child_process>> queued;
+  for (int i = 0; i < waiters; ++i) {
+    queued.push_back(spawn(lock_command(url, "fifo", {"--fair"}, {"sh", "-c", "echo " + std::to_string(i) + " >> " + order})));
+    bool in_queue = false;
+    for (int k = 0; k < 500 && !in_queue; ++k) {
+      in_queue = raw.command("LLEN", "redisson_lock_queue:{fifo}").integer == i + 1;
+      if (!in_queue) std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(in_queue);
+  }
+  std::ofstream(release) << "go\n";
+  CHECK(holder->wait(30s) == 0);
+  for (auto& p : queued) {
+    INFO(p->output());
+    CHECK(p->wait(30s) == 0);
+  }
+  std::ifstream in(order);
+  std::stringstream got;
+  got << in.rdbuf();
+  CHECK(got.str() == "0\n1\n2\n3\n");
+  CHECK(raw.command("EXISTS", "fifo", "redisson_lock_queue:{fifo}", "redisson_lock_timeout:{fifo}").integer == 0);
+}
+
+TEST_CASE("lockscope lock --fair: a waiter interrupted by SIGTERM leaves the queue", "[lock][cli][redis][process][fair]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  raw.command("HSET", "fq", "someone-else:1", 1);  // held, no expiry
+  auto p = spawn(lock_command(url_of(server), "fq", {"--fair"}, {"true"}));
+  bool in_queue = false;
+  for (int k = 0; k < 500 && !in_queue; ++k) {
+    in_queue = raw.command("LLEN", "redisson_lock_queue:{fq}").integer == 1;
+    if (!in_queue) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(in_queue);
+  ::kill(p->pid, SIGTERM);
+  CHECK(p->wait(20s) == 128 + SIGTERM);
+  // Otherwise the waiters behind it would wait out its 5-minute thread wait time.
+  CHECK(raw.command("EXISTS", "redisson_lock_queue:{fq}", "redisson_lock_timeout:{fq}").integer == 0);
+}

@@ -25,6 +25,7 @@
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "client_fixtures.hpp"
 #include "process.hpp"
 
 using namespace std::chrono_literals;
@@ -33,32 +34,11 @@ namespace lock = lockscope::lock;
 using lockscope::test::redis_server;
 using lockscope::test::resp_connection;
 using steady = std::chrono::steady_clock;
+using lockscope::test::config_for;
+using lockscope::test::eventually;
+using lockscope::test::since;
 
 namespace {
-
-lock::client_config config_for(const redis_server& server) {
-  lock::client_config c;
-  c.host = server.host();
-  c.port = server.port();
-  c.connect_timeout = 2s;
-  c.command_timeout = 5s;
-  return c;
-}
-
-std::chrono::milliseconds since(steady::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t);
-}
-
-// Polls `condition` until true or `timeout`; returns whether it became true.
-template <class F>
-bool eventually(F condition, std::chrono::milliseconds timeout, std::chrono::milliseconds step = 5ms) {
-  const auto deadline = steady::now() + timeout;
-  while (!condition()) {
-    if (steady::now() > deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
-  return true;
-}
 
 std::int64_t numsub(resp_connection& raw, const std::string& channel) {
   const auto v = raw.command("PUBSUB", "NUMSUB", channel);
@@ -113,6 +93,68 @@ TEST_CASE("the watchdog lease and the explicit lease", "[lock][client][redis]") 
   CHECK(l.remain_time_to_live() <= 5s);
   CHECK(l.remain_time_to_live() > 3s);
   l.unlock();
+}
+
+// Issue 11: a handle remembered its last explicit lease after a full release, so a later
+// watchdog hold's partial unlock re-armed the key with that short lease, and the key
+// expired under a live owner. Redisson 3.20 resets the lease on a full release and on
+// force-unlock; so does lockscope.
+TEST_CASE("an explicit lease is forgotten after a full release and after force_unlock", "[lock][client][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  auto cfg = config_for(server);
+  cfg.watchdog_timeout = 30s;
+  lock::client client(cfg);
+  lock::client other(config_for(server));
+  resp_connection raw(server.host(), server.port());
+  auto l = client.get_lock("k");
+  auto rival = other.get_lock("k");
+  const auto partial_unlock_ttl = [&](auto release) {
+    l.lock(200ms);
+    release();
+    l.lock();  // watchdog hold
+    l.lock();  // re-entered
+    l.unlock_or_throw();  // one level released: PEXPIRE k <lease>
+    return raw.command("PTTL", "k").integer;
+  };
+
+  SECTION("full release") {
+    const std::int64_t ttl = partial_unlock_ttl([&] { l.unlock_or_throw(); });
+    CHECK(ttl > 25000);  // the watchdog lease, not 200 ms
+  }
+  SECTION("force_unlock") {
+    const std::int64_t ttl = partial_unlock_ttl([&] { CHECK(l.force_unlock()); });
+    CHECK(ttl > 25000);
+  }
+  // The issue's scenario end to end: 500 ms later the owner still holds its level.
+  std::this_thread::sleep_for(500ms);
+  CHECK(l.is_held_by_current_thread());
+  CHECK(l.hold_count() == 1);
+  CHECK_FALSE(rival.try_lock());
+  l.unlock_or_throw();
+  CHECK_FALSE(l.is_locked());
+}
+
+TEST_CASE("a lease <= 0 or a negative wait is rejected, and nothing is sent", "[lock][client][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  lock::client client(config_for(server));
+  auto l = client.get_lock("args");
+  const auto code_of = [](auto call) {
+    try {
+      call();
+    } catch (const lock::lock_error& e) {
+      return e.code();
+    }
+    return std::error_code();
+  };
+  CHECK(code_of([&] { l.lock(0ms); }) == lock::errc::invalid_argument);
+  CHECK(code_of([&] { l.lock(-5ms); }) == lock::errc::invalid_argument);
+  CHECK(code_of([&] { l.try_lock(-1ms); }) == lock::errc::invalid_argument);
+  CHECK(code_of([&] { l.try_lock(1s, 0ms); }) == lock::errc::invalid_argument);
+  CHECK_FALSE(l.is_locked());
+  CHECK(l.try_lock(0ms, 1s));
+  l.unlock_or_throw();
 }
 
 TEST_CASE("unlock by a non-owner fails with Redisson's message", "[lock][client][redis]") {

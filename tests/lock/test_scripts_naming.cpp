@@ -26,6 +26,36 @@ static const std::string seed_renew =
 static const std::string seed_force_unlock =
     "if (redis.call('del', KEYS[1]) == 1) then redis.call('publish', KEYS[2], ARGV[1]); return 1 else return 0 end";
 
+// Seed 001's RedissonFairLock.tryLockInnerAsync with the Java `"..." +` concatenation
+// resolved and the comments dropped (1453 bytes).
+static const std::string seed_fair_acquire =
+    "while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false the"
+    "n break;end;local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));if timeout <= to"
+    "number(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2);redis.call('lpop', KEYS[2]);else br"
+    "eak;end;end;if (redis.call('exists', KEYS[1]) == 0) and ((redis.call('exists', KEYS[2]) == 0) or (re"
+    "dis.call('lindex', KEYS[2], 0) == ARGV[2])) then redis.call('lpop', KEYS[2]);redis.call('zrem', KEYS"
+    "[3], ARGV[2]);local keys = redis.call('zrange', KEYS[3], 0, -1);for i = 1, #keys, 1 do redis.call('z"
+    "incrby', KEYS[3], -tonumber(ARGV[3]), keys[i]);end;redis.call('hset', KEYS[1], ARGV[2], 1);redis.cal"
+    "l('pexpire', KEYS[1], ARGV[1]);return nil;end;if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then r"
+    "edis.call('hincrby', KEYS[1], ARGV[2],1);redis.call('pexpire', KEYS[1], ARGV[1]);return nil;end;loca"
+    "l timeout = redis.call('zscore', KEYS[3], ARGV[2]);if timeout ~= false then return timeout - tonumbe"
+    "r(ARGV[3]) - tonumber(ARGV[4]);end;local lastThreadId = redis.call('lindex', KEYS[2], -1);local ttl;"
+    "if lastThreadId ~= false and lastThreadId ~= ARGV[2] then ttl = tonumber(redis.call('zscore', KEYS[3"
+    "], lastThreadId)) - tonumber(ARGV[4]);else ttl = redis.call('pttl', KEYS[1]);end;local timeout = ttl"
+    " + tonumber(ARGV[3]) + tonumber(ARGV[4]);if redis.call('zadd', KEYS[3], timeout, ARGV[2]) == 1 then "
+    "redis.call('rpush', KEYS[2], ARGV[2]);end;return ttl;";
+
+TEST_CASE("the fair acquire is seed 001's, byte for byte", "[lock][scripts]") {
+  CHECK(lock::scripts::fair_acquire == seed_fair_acquire);
+  CHECK(lock::scripts::fair_acquire.size() == 1453);
+  const auto& s = lock::script(lock::script_kind::fair_acquire);
+  CHECK(s.key_count == 3);
+  CHECK(s.arg_count == 4);
+  CHECK(lock::script(lock::script_kind::fair_unlock).key_count == 4);
+  CHECK(lock::script(lock::script_kind::fair_force_unlock).key_count == 4);
+  CHECK(lock::script(lock::script_kind::fair_acquire_failed).key_count == 2);
+}
+
 TEST_CASE("scripts are byte-identical to the seed", "[lock][scripts]") {
   CHECK(lock::scripts::acquire == seed_acquire);
   CHECK(lock::scripts::acquire.size() == 339);
@@ -41,9 +71,11 @@ TEST_CASE("scripts are byte-identical to the seed", "[lock][scripts]") {
 }
 
 TEST_CASE("script SHA1s match OpenSSL and are recognised", "[lock][scripts]") {
-  REQUIRE(lock::all_scripts().size() == 4);
+  REQUIRE(lock::all_scripts().size() == 8);
+  std::size_t index = 0;
   for (const auto& s : lock::all_scripts()) {
     INFO(s.name);
+    CHECK(static_cast<std::size_t>(s.kind) == index++);
     CHECK(s.sha1 == lock::sha1_hex(s.text));
     CHECK(lock::find_script_by_text(s.text) == &s);
     CHECK(lock::find_script_by_sha1(s.sha1) == &s);

@@ -47,8 +47,12 @@
 namespace lockscope::lock {
 
 class rlock;
+class fair_lock;
 
 namespace detail {
+
+// Which of Redisson's scripts a handle sends.
+enum class lock_kind : std::uint8_t { reentrant, fair };
 
 class client_impl;
 struct lock_state;
@@ -138,6 +142,10 @@ class client {
   rlock get_lock(std::string name);
   // A handle on lock `name` owned by `owner`, whatever thread calls.
   rlock get_lock(std::string name, std::string owner);
+  // Redisson's RFairLock on `name`: waiters acquire in the order they first asked,
+  // across processes. Same API as rlock.
+  fair_lock get_fair_lock(std::string name);
+  fair_lock get_fair_lock(std::string name, std::string owner);
 
   // This client's UUID: the node id part of its owner ids.
   const std::string& id() const noexcept;
@@ -269,9 +277,11 @@ class rlock {
     return initiate_query<duration>(detail::query_kind::remain_ttl, std::forward<Token>(token));
   }
 
+ protected:
+  explicit rlock(std::shared_ptr<detail::lock_state> state) : state_(std::move(state)) {}
+
  private:
   friend class client;
-  explicit rlock(std::shared_ptr<detail::lock_state> state) : state_(std::move(state)) {}
 
   template <class Handler>
   static detail::completion<bool> void_completion(Handler&& handler, const detail::lock_state& state) {
@@ -324,6 +334,18 @@ class rlock {
   }
 
   std::shared_ptr<detail::lock_state> state_;
+};
+
+// Redisson's RFairLock: an rlock whose waiters queue in `redisson_lock_queue:{name}`
+// (with their give-up times in `redisson_lock_timeout:{name}`) and are woken one at a
+// time, the queue's head on `redisson_lock__channel:{name}:<owner>`. A waiter that
+// vanishes keeps its place for client_config::fair_lock_thread_wait (5 minutes by
+// default) before the next acquire attempt purges it; one that gives up (try_lock's
+// wait ran out) leaves the queue at once.
+class fair_lock : public rlock {
+ private:
+  friend class client;
+  explicit fair_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
 };
 
 }  // namespace lockscope::lock

@@ -39,6 +39,9 @@ struct client_config {
   // Lease of a lock taken without one; the watchdog renews it every third of it.
   std::chrono::milliseconds watchdog_timeout{30000};
   script_mode scripts = script_mode::evalsha;
+  // Fair locks: how long a queued waiter keeps its place without retrying (Redisson's
+  // threadWaitTime). A crashed waiter delays the ones behind it by up to this much.
+  std::chrono::milliseconds fair_lock_thread_wait{300000};
 
   // Called on the client's I/O thread when the watchdog cannot renew a lock: the renew
   // script found another owner (or no key), or no renewal succeeded for a whole lease.

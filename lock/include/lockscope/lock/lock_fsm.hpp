@@ -1,0 +1,105 @@
+// The decisions of the lock operations, without sockets or clocks of their own: the
+// acquire loop (attempt, subscribe, sleep, wake), the reading of unlock and renew
+// replies, and the watchdog's next step. The client's Asio layer feeds them replies
+// and "now" and does what they return; the tests feed them by hand.
+//
+//   acquire_fsm fsm(wait, now);
+//   send the acquire script;                         // every attempt
+//   reply nil        -> fsm.on_acquired()            // acquired
+//   reply integer    -> fsm.on_busy(ttl, now)        // gave_up | subscribe | attempt | sleep
+//   subscribe        -> fsm.on_subscribe_started(confirmed, now)  // attempt | sleep
+//   unlock message   -> if (fsm.on_signal()) cancel the sleep timer
+//   timer fired/cancelled -> fsm.on_timer()          // attempt
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <system_error>
+
+#include "lockscope/resp/value.hpp"
+
+namespace lockscope::lock {
+
+using fsm_clock = std::chrono::steady_clock;
+
+enum class acquire_action : std::uint8_t {
+  attempt,    // send the acquire script again now
+  subscribe,  // subscribe to the lock's channel, then call on_subscribe_started
+  sleep,      // wait for a signal or until sleep_until()
+  acquired,
+  gave_up,    // the wait ran out (a fair lock must leave its queue)
+};
+
+// One lock()/try_lock(). A wake-up that arrives while an attempt is in flight is
+// remembered and answered with another attempt, so an unlock published between the
+// script's reply and the sleep cannot be lost; the retry after the subscription is
+// confirmed covers an unlock published before the SUBSCRIBE.
+class acquire_fsm {
+ public:
+  // wait: nullopt waits forever; 0 tries once.
+  acquire_fsm(std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept;
+
+  acquire_action on_acquired() noexcept { return acquire_action::acquired; }
+  // The script answered "busy": `ttl_ms` is how long to wait at most (the holder's PTTL,
+  // or a fair waiter's turn); negative: unknown (a lock without expiry).
+  acquire_action on_busy(std::int64_t ttl_ms, fsm_clock::time_point now) noexcept;
+  // After `subscribe`: whether the channel's subscription was already confirmed.
+  acquire_action on_subscribe_started(bool confirmed, fsm_clock::time_point now) noexcept;
+  // An unlock message or a subscription confirmation. True when the operation is
+  // asleep: the caller cancels its timer, whose completion calls on_timer().
+  bool on_signal() noexcept;
+  // The sleep ended (timer fired or was cancelled by a signal).
+  acquire_action on_timer() noexcept;
+
+  fsm_clock::time_point sleep_until() const noexcept { return sleep_until_; }
+  fsm_clock::time_point deadline() const noexcept { return deadline_; }
+  bool subscribed() const noexcept { return subscribed_; }
+
+  // How long a busy waiter sleeps when the holder's lock has no expiry and no message comes.
+  static constexpr std::chrono::hours unknown_ttl_sleep{1};
+
+ private:
+  acquire_action after_busy(fsm_clock::time_point now) noexcept;
+
+  fsm_clock::time_point deadline_;
+  fsm_clock::time_point sleep_until_{};
+  std::int64_t last_ttl_ = -1;
+  bool forever_;
+  bool subscribed_ = false;
+  bool signaled_ = false;
+  bool sleeping_ = false;
+};
+
+// The unlock script's reply (rlock, fair lock, read and write locks alike).
+enum class unlock_outcome : std::uint8_t {
+  released,    // 1: the last hold went; the key is gone and waiters were told
+  still_held,  // 0: one reentrant level went; the TTL was reset to the lease
+  not_owner,   // nil: the caller held no level
+  unexpected,  // any other reply
+};
+unlock_outcome classify_unlock_reply(const resp::value& reply) noexcept;
+
+// What the watchdog does with its entry and the handle's remembered lease after an
+// unlock: stop renewing (the owner's holds are gone) or count one hold down; and
+// whether the lease goes back to the watchdog timeout (Redisson 3.20's fix: on a full
+// release, a rejected unlock and force-unlock).
+struct unlock_effects {
+  bool stop_renewal;
+  bool reset_lease;
+};
+unlock_effects effects_of(unlock_outcome outcome, bool failed) noexcept;
+
+enum class renew_outcome : std::uint8_t {
+  renewed,  // reschedule after a third of the timeout
+  lost,     // the key is gone or has another owner, or no renewal worked for a whole lease
+  retry,    // a transient failure: try again soon
+};
+// `ec` and `reply` as the request pipeline completes; `last_confirmed` is when the last
+// successful renewal was sent.
+renew_outcome classify_renew(std::error_code ec, const resp::value& reply, fsm_clock::time_point now,
+                             fsm_clock::time_point last_confirmed, std::chrono::milliseconds watchdog_timeout) noexcept;
+// When the next renewal is due after `outcome` (not meaningful for lost).
+std::chrono::milliseconds renew_delay(renew_outcome outcome, std::chrono::milliseconds watchdog_timeout) noexcept;
+
+}  // namespace lockscope::lock

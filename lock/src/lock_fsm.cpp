@@ -1,0 +1,82 @@
+#include "lockscope/lock/lock_fsm.hpp"
+
+#include <algorithm>
+
+namespace lockscope::lock {
+
+acquire_fsm::acquire_fsm(std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept
+    : deadline_(wait ? now + *wait : fsm_clock::time_point::max()), forever_(!wait) {}
+
+acquire_action acquire_fsm::on_busy(std::int64_t ttl_ms, fsm_clock::time_point now) noexcept {
+  last_ttl_ = ttl_ms;
+  if (!forever_ && now >= deadline_) return acquire_action::gave_up;
+  if (!subscribed_) return acquire_action::subscribe;
+  return after_busy(now);
+}
+
+acquire_action acquire_fsm::on_subscribe_started(bool confirmed, fsm_clock::time_point now) noexcept {
+  subscribed_ = true;
+  if (confirmed) signaled_ = true;
+  return after_busy(now);
+}
+
+acquire_action acquire_fsm::after_busy(fsm_clock::time_point now) noexcept {
+  if (signaled_) {
+    signaled_ = false;
+    return acquire_action::attempt;
+  }
+  fsm_clock::time_point until = last_ttl_ >= 0 ? now + std::chrono::milliseconds(last_ttl_) : now + unknown_ttl_sleep;
+  if (!forever_) until = std::min(until, deadline_);
+  sleep_until_ = until;
+  sleeping_ = true;
+  return acquire_action::sleep;
+}
+
+bool acquire_fsm::on_signal() noexcept {
+  signaled_ = true;
+  return sleeping_;
+}
+
+acquire_action acquire_fsm::on_timer() noexcept {
+  sleeping_ = false;
+  signaled_ = false;  // the attempt about to be sent answers it
+  return acquire_action::attempt;
+}
+
+unlock_outcome classify_unlock_reply(const resp::value& reply) noexcept {
+  if (reply.type == resp::type::null) return unlock_outcome::not_owner;
+  if (reply.type == resp::type::integer) {
+    if (reply.integer == 1) return unlock_outcome::released;
+    if (reply.integer == 0) return unlock_outcome::still_held;
+  }
+  if (reply.type == resp::type::boolean) return reply.boolean() ? unlock_outcome::released : unlock_outcome::not_owner;
+  return unlock_outcome::unexpected;
+}
+
+unlock_effects effects_of(unlock_outcome outcome, bool failed) noexcept {
+  if (failed) return {false, false};  // no answer: the hold may still be there
+  switch (outcome) {
+    case unlock_outcome::released:
+    case unlock_outcome::not_owner:
+      return {true, true};
+    case unlock_outcome::still_held:
+    case unlock_outcome::unexpected:
+      return {false, false};
+  }
+  return {false, false};
+}
+
+renew_outcome classify_renew(std::error_code ec, const resp::value& reply, fsm_clock::time_point now,
+                             fsm_clock::time_point last_confirmed, std::chrono::milliseconds watchdog_timeout) noexcept {
+  if (!ec && reply.type == resp::type::integer) return reply.integer == 1 ? renew_outcome::renewed : renew_outcome::lost;
+  if (now - last_confirmed >= watchdog_timeout) return renew_outcome::lost;
+  return renew_outcome::retry;
+}
+
+std::chrono::milliseconds renew_delay(renew_outcome outcome, std::chrono::milliseconds watchdog_timeout) noexcept {
+  const std::chrono::milliseconds period = watchdog_timeout / 3;
+  if (outcome == renew_outcome::retry) return std::min(period, std::chrono::milliseconds(500));
+  return period;
+}
+
+}  // namespace lockscope::lock

@@ -1,0 +1,111 @@
+// The lock operations' decisions (lock_fsm.hpp), fed by hand: no sockets, no sleeps.
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/lock_fsm.hpp"
+
+using namespace std::chrono_literals;
+namespace lock = lockscope::lock;
+using lock::acquire_action;
+using t = lock::fsm_clock::time_point;
+
+namespace {
+const t t0 = t{} + 1000h;
+lockscope::resp::value integer(std::int64_t v) {
+  lockscope::resp::value r;
+  r.type = lockscope::resp::type::integer;
+  r.integer = v;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("acquire_fsm: one attempt gives up without subscribing", "[lock][fsm]") {
+  lock::acquire_fsm fsm(0ms, t0);
+  CHECK(fsm.on_busy(5000, t0) == acquire_action::gave_up);
+  CHECK_FALSE(fsm.subscribed());
+}
+
+TEST_CASE("acquire_fsm: first busy subscribes; a confirmed subscription retries at once", "[lock][fsm]") {
+  lock::acquire_fsm fsm(std::nullopt, t0);
+  CHECK(fsm.on_busy(5000, t0) == acquire_action::subscribe);
+  // Already confirmed for an earlier waiter: an unlock may have been published before
+  // we listened, so try again before sleeping.
+  CHECK(fsm.on_subscribe_started(true, t0) == acquire_action::attempt);
+  CHECK(fsm.on_busy(4990, t0 + 10ms) == acquire_action::sleep);
+  CHECK(fsm.sleep_until() == t0 + 10ms + 4990ms);
+}
+
+TEST_CASE("acquire_fsm: the confirmation arriving later wakes the sleeper", "[lock][fsm]") {
+  lock::acquire_fsm fsm(std::nullopt, t0);
+  CHECK(fsm.on_busy(5000, t0) == acquire_action::subscribe);
+  CHECK(fsm.on_subscribe_started(false, t0) == acquire_action::sleep);
+  CHECK(fsm.on_signal());  // confirmation: cancel the timer
+  CHECK(fsm.on_timer() == acquire_action::attempt);
+  CHECK(fsm.on_busy(4000, t0 + 1s) == acquire_action::sleep);
+  CHECK(fsm.on_signal());  // the unlock message
+  CHECK(fsm.on_timer() == acquire_action::attempt);
+  CHECK(fsm.on_acquired() == acquire_action::acquired);
+}
+
+TEST_CASE("acquire_fsm: a message during an attempt in flight is not lost", "[lock][fsm]") {
+  lock::acquire_fsm fsm(std::nullopt, t0);
+  CHECK(fsm.on_busy(5000, t0) == acquire_action::subscribe);
+  CHECK(fsm.on_subscribe_started(false, t0) == acquire_action::sleep);
+  CHECK(fsm.on_timer() == acquire_action::attempt);  // the TTL ran out: attempt in flight
+  CHECK_FALSE(fsm.on_signal());  // not asleep: nothing to cancel, but remembered
+  // The script saw the lock still held (the unlock came after it ran): retry, don't sleep.
+  CHECK(fsm.on_busy(3000, t0 + 5s) == acquire_action::attempt);
+  // Nothing new: now it sleeps.
+  CHECK(fsm.on_busy(2000, t0 + 5s) == acquire_action::sleep);
+}
+
+TEST_CASE("acquire_fsm: the wait bounds the sleep and ends the operation", "[lock][fsm]") {
+  lock::acquire_fsm fsm(300ms, t0);
+  CHECK(fsm.on_busy(5000, t0) == acquire_action::subscribe);
+  CHECK(fsm.on_subscribe_started(false, t0) == acquire_action::sleep);
+  CHECK(fsm.sleep_until() == t0 + 300ms);
+  CHECK(fsm.on_timer() == acquire_action::attempt);
+  CHECK(fsm.on_busy(4700, t0 + 300ms) == acquire_action::gave_up);
+}
+
+TEST_CASE("acquire_fsm: a holder without expiry: sleep until a message (bounded)", "[lock][fsm]") {
+  lock::acquire_fsm fsm(std::nullopt, t0);
+  CHECK(fsm.on_busy(-1, t0) == acquire_action::subscribe);
+  CHECK(fsm.on_subscribe_started(false, t0) == acquire_action::sleep);
+  CHECK(fsm.sleep_until() == t0 + lock::acquire_fsm::unknown_ttl_sleep);
+}
+
+TEST_CASE("unlock replies and their effects on the watchdog and the lease", "[lock][fsm]") {
+  CHECK(lock::classify_unlock_reply(integer(1)) == lock::unlock_outcome::released);
+  CHECK(lock::classify_unlock_reply(integer(0)) == lock::unlock_outcome::still_held);
+  CHECK(lock::classify_unlock_reply(lockscope::resp::value::nil()) == lock::unlock_outcome::not_owner);
+  CHECK(lock::classify_unlock_reply(integer(7)) == lock::unlock_outcome::unexpected);
+  CHECK(lock::classify_unlock_reply(lockscope::resp::value::error("ERR x")) == lock::unlock_outcome::unexpected);
+
+  // Issue 11's defect: the remembered lease must go back to the watchdog timeout on a
+  // full release (and on a rejected unlock, as Redisson 3.20 does), never on a partial one.
+  auto e = lock::effects_of(lock::unlock_outcome::released, false);
+  CHECK(e.stop_renewal);
+  CHECK(e.reset_lease);
+  e = lock::effects_of(lock::unlock_outcome::not_owner, false);
+  CHECK(e.stop_renewal);
+  CHECK(e.reset_lease);
+  e = lock::effects_of(lock::unlock_outcome::still_held, false);
+  CHECK_FALSE(e.stop_renewal);
+  CHECK_FALSE(e.reset_lease);
+  e = lock::effects_of(lock::unlock_outcome::released, true);  // no answer: unknown
+  CHECK_FALSE(e.stop_renewal);
+  CHECK_FALSE(e.reset_lease);
+}
+
+TEST_CASE("watchdog: renewed, lost, or retried until a whole lease went by", "[lock][fsm]") {
+  const auto timeout = 30s;
+  CHECK(lock::classify_renew({}, integer(1), t0, t0, timeout) == lock::renew_outcome::renewed);
+  CHECK(lock::renew_delay(lock::renew_outcome::renewed, timeout) == 10s);
+  CHECK(lock::classify_renew({}, integer(0), t0, t0, timeout) == lock::renew_outcome::lost);
+  const std::error_code down = std::make_error_code(std::errc::connection_reset);
+  CHECK(lock::classify_renew(down, lockscope::resp::value::nil(), t0 + 29s, t0, timeout) ==
+        lock::renew_outcome::retry);
+  CHECK(lock::renew_delay(lock::renew_outcome::retry, timeout) == 500ms);
+  CHECK(lock::renew_delay(lock::renew_outcome::retry, 900ms) == 300ms);
+  CHECK(lock::classify_renew(down, lockscope::resp::value::nil(), t0 + 30s, t0, timeout) == lock::renew_outcome::lost);
+}
