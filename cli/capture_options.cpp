@@ -34,7 +34,7 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd.add_option("--max-flows", o.max_flows,
-                 "Connections followed at once; beyond, the one silent the longest is ended (about 2.5 KiB each)")
+                 "Connections followed at once; beyond, the one silent the longest is ended (about 3.5 KB each)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
       ->capture_default_str();
 }
