@@ -144,6 +144,17 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   sink.on_operation(op);
 }
 
+// Every bundled capture: the scenarios and the recordings.
+std::vector<std::string> bundled_captures() {
+  const std::filesystem::path dir = LOCKSCOPE_CAPTURES_DIR;
+  std::vector<std::string> pcaps;
+  for (const scenario& s : scenarios()) pcaps.push_back((dir / (s.name + ".pcap")).string());
+  for (const char* name : {"contend", "expiry", "resp3", "evalsha", "stress"}) {
+    pcaps.push_back((dir / "recorded" / (std::string(name) + ".pcap")).string());
+  }
+  return pcaps;
+}
+
 }  // namespace
 
 TEST_CASE("operation_pipe: every field of every call crosses, in order, through few small chunks", "[pipe]") {
@@ -202,13 +213,7 @@ TEST_CASE("operation_pipe: a throwing consumer abandons the pipe and never block
 }
 
 TEST_CASE("analyze_files: one thread or two, the same output for every bundled capture", "[pipe][captures]") {
-  const std::filesystem::path dir = LOCKSCOPE_CAPTURES_DIR;
-  std::vector<std::string> pcaps;
-  for (const scenario& s : scenarios()) pcaps.push_back((dir / (s.name + ".pcap")).string());
-  for (const char* name : {"contend", "expiry", "resp3", "evalsha", "stress"}) {
-    pcaps.push_back((dir / "recorded" / (std::string(name) + ".pcap")).string());
-  }
-  for (const std::string& pcap : pcaps) {
+  for (const std::string& pcap : bundled_captures()) {
     INFO(pcap);
     for (auto format : {analyzer::report_format::text, analyzer::report_format::jsonl,
                         analyzer::report_format::summary_only}) {
@@ -239,13 +244,7 @@ TEST_CASE("analyze_files: an output failure on the timeline's thread stops the i
 
 TEST_CASE("analyze_files: text spilled to a temporary file is the same text, for every bundled capture",
           "[report][captures][memory]") {
-  const std::filesystem::path dir = LOCKSCOPE_CAPTURES_DIR;
-  std::vector<std::string> pcaps;
-  for (const scenario& s : scenarios()) pcaps.push_back((dir / (s.name + ".pcap")).string());
-  for (const char* name : {"contend", "expiry", "resp3", "evalsha", "stress"}) {
-    pcaps.push_back((dir / "recorded" / (std::string(name) + ".pcap")).string());
-  }
-  for (const std::string& pcap : pcaps) {
+  for (const std::string& pcap : bundled_captures()) {
     INFO(pcap);
     const std::string in_memory = report_of(pcap, analyzer::report_format::text);
     for (std::size_t budget : {0u, 200u, 5000u}) {  // 0: a run per event
