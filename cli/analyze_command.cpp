@@ -52,6 +52,14 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
+  if (s.evicted_flows > 0 || s.capped_flows > 0) {
+    fmt::print(stderr, "lockscope analyze: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n",
+               s.evicted_flows, s.capped_flows);
+  }
+  if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
+    fmt::print(stderr, "lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
+               r.scripts_evicted, r.shas_evicted);
+  }
 }
 
 int run(const analyze_options& o, bool live_mode) {
@@ -78,6 +86,9 @@ int run(const analyze_options& o, bool live_mode) {
     } catch (const analyzer::capture_error& e) {
       fmt::print(stderr, "lockscope analyze: {}\n", e.what());
       return 2;
+    } catch (const analyzer::report_error& e) {
+      fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+      return 2;
     }
     return 0;
   }
@@ -96,7 +107,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), report);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
-  analyzer::ingest_pipeline a(make_ingest_options(o.capture), recognizer);
+  analyzer::ingest_pipeline a(make_ingest_options(o.capture), recognizer, &recognizer);
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);
   silence_notice silence("analyze", o.capture, *live);

@@ -36,6 +36,10 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
   cmd.add_option("--max-buffer-per-flow", o.max_buffer_per_flow, "Out-of-order bytes buffered per direction (e.g. 4MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  cmd.add_option("--max-flows", o.max_flows,
+                 "Connections followed at once; beyond, the one silent the longest is ended (about 3.5 KB each)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
+      ->capture_default_str();
 }
 
 void require_one_source(const std::string& command, const capture_options& o) {
@@ -51,6 +55,7 @@ analyzer::ingest_options make_ingest_options(const capture_options& o) {
   a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);
   a.session.show_secrets = o.show_secrets;
   a.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
+  a.max_flows = o.max_flows;
   return a;
 }
 

@@ -18,7 +18,10 @@ bool is_format_byte(char c) noexcept {
 }  // namespace
 
 decoder::decoder(const decoder_options& options) : options_(options) {
-  stack_.reserve(static_cast<std::size_t>(options_.limits.max_depth) + 1);
+  // A few levels up front (lock traffic nests two deep); deeper messages grow it once,
+  // and the capacity stays. Reserving max_depth (4 KiB) made every idle connection of
+  // the analyzer cost two of them.
+  stack_.reserve(std::min<std::size_t>(static_cast<std::size_t>(options_.limits.max_depth) + 1, 8));
 }
 
 void decoder::reset() noexcept {

@@ -101,3 +101,81 @@ TEST_CASE("undamaged, the busy capture decodes without errors", "[robustness]") 
   CHECK(all[10] == "HGETALL h => f 1.5 g 123");
   CHECK(all[11] == "PSYNC ? -1 => FULLRESYNC x 0");
 }
+
+namespace {
+
+// Exchanges and connection ends, in the order the pipeline reports them.
+class end_log final : public exchange_sink, public connection_end_sink {
+ public:
+  void on_exchange(const exchange& e) override {
+    log.push_back("x" + std::to_string(e.connection) + " " + std::string(e.command.empty() ? "" : e.command[0]));
+  }
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
+    log.push_back("end" + std::to_string(connection) + " @" + std::to_string(at_us));
+  }
+  std::vector<std::string> log;
+};
+
+}  // namespace
+
+TEST_CASE("ingest: the flow cap ends the connection silent the longest, counts it, and reports every end",
+          "[robustness][memory]") {
+  end_log sink;
+  ingest_options options;
+  options.max_flows = 3;
+  ingest_pipeline a(options, sink, &sink);
+  const endpoint server = make_endpoint("10.0.0.1", 6379);
+  std::vector<tcp_conversation> conns;
+  auto packet = [&](std::int64_t t, const tcp_segment_spec& s) { a.on_packet(t, link_type::en10mb, make_frame(link_type::en10mb, s)); };
+  // Connection k (1-based id k): a handshake and a command left without a reply.
+  auto open = [&](std::int64_t t) {
+    tcp_conversation& c = conns.emplace_back(make_endpoint("10.0.0.2", static_cast<std::uint16_t>(50000 + conns.size())), server);
+    for (const tcp_segment_spec& s : c.handshake()) packet(t, s);
+    packet(t, c.client_sends("*1\r\n$4\r\nPING\r\n"));
+  };
+  open(1);
+  open(2);
+  open(3);
+  CHECK(a.active_flows() == 3);
+  packet(4, conns[0].server_sends("+PONG\r\n"));  // connection 1 is the most recent now
+  open(5);  // ends connection 2, silent since t=2
+  open(6);  // ends connection 3
+  CHECK(a.active_flows() == 3);
+  CHECK(a.stats().capped_flows == 2);
+  CHECK(a.stats().evicted_flows == 0);
+  CHECK(a.stats().flows == 5);
+  const std::vector<std::string> so_far{"x1 PING", "x2 PING", "end2 @5", "x3 PING", "end3 @6"};
+  CHECK(sink.log == so_far);
+  a.finish();
+  CHECK(a.active_flows() == 0);
+  CHECK(a.stats().capped_flows == 2);
+  // finish() ends the rest, oldest first; each unanswered command comes before its end.
+  const std::vector<std::string> all{"x1 PING", "x2 PING", "end2 @5", "x3 PING", "end3 @6",
+                                     "end1 @6", "x4 PING", "end4 @6", "x5 PING", "end5 @6"};
+  CHECK(sink.log == all);
+}
+
+TEST_CASE("ingest: connections closed by FIN, RST or the idle timeout are reported ended", "[robustness][memory]") {
+  end_log sink;
+  ingest_options options;
+  options.flow_timeout_us = 1'000'000;
+  ingest_pipeline a(options, sink, &sink);
+  const endpoint server = make_endpoint("10.0.0.1", 6379);
+  auto packet = [&](std::int64_t t, const tcp_segment_spec& s) { a.on_packet(t, link_type::en10mb, make_frame(link_type::en10mb, s)); };
+  tcp_conversation fin(make_endpoint("10.0.0.2", 50001), server);
+  tcp_conversation rst(make_endpoint("10.0.0.2", 50002), server);
+  tcp_conversation idle(make_endpoint("10.0.0.2", 50003), server);
+  for (tcp_conversation* c : {&fin, &rst, &idle}) {
+    for (const tcp_segment_spec& s : c->handshake()) packet(10, s);
+  }
+  packet(20, fin.client_fin());
+  packet(30, fin.server_fin());
+  packet(40, rst.client_rst());
+  packet(2'000'000, rst.client_sends("*1\r\n$4\r\nPING\r\n"));  // a stray segment: sweeps the idle flow
+  a.finish();
+  REQUIRE(sink.log.size() >= 3);
+  CHECK(sink.log[0] == "end1 @30");
+  CHECK(sink.log[1] == "end2 @40");
+  CHECK(sink.log[2] == "end3 @2000000");
+  CHECK(a.stats().evicted_flows == 1);
+}

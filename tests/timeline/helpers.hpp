@@ -125,7 +125,7 @@ inline event_recorder events_of(const std::string& pcap, const analyzer::timelin
   event_recorder rec;
   analyzer::lock_timeline timeline(options, rec);
   analyzer::lock_recognizer recognizer(timeline);
-  analyzer::ingest_pipeline a({}, recognizer);
+  analyzer::ingest_pipeline a({}, recognizer, &recognizer);
   analyzer::offline_capture source({pcap});
   analyzer::captured_packet p;
   std::int64_t last = -1;

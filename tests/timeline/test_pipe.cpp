@@ -1,7 +1,9 @@
 // The operation pipe between the ingest thread and the timeline: every field crosses
 // intact and in order, memory stays bounded, a failing consumer never blocks the
 // producer, and analyze_files gives the same output with one thread or two.
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -32,6 +34,9 @@ struct copied_call {
   analyzer::endpoint from{}, to{};
   std::uint64_t offset = 0, bytes = 0;
   std::error_code error;
+  // connection ends
+  bool is_end = false;
+  std::int64_t at_us = 0;
   bool operator==(const copied_call&) const = default;
 };
 
@@ -79,6 +84,13 @@ class call_recorder final : public analyzer::lock_operation_sink {
  public:
   void on_operation(const analyzer::lock_operation& op) override { calls.push_back(copy_of(op)); }
   void on_session_event(const analyzer::session_event& ev) override { calls.push_back(copy_of(ev)); }
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
+    copied_call c;
+    c.is_end = true;
+    c.connection = connection;
+    c.at_us = at_us;
+    calls.push_back(c);
+  }
   std::vector<copied_call> calls;
 };
 
@@ -87,8 +99,13 @@ const analyzer::endpoint client6 = analyzer::make_endpoint("2001:db8::7", 50001)
 const analyzer::endpoint server4 = analyzer::make_endpoint("10.0.0.2", 6379);
 
 // The i-th of a varied sequence: every kind, family and outcome, both address
-// families, no client, empty texts, and now and then a payload bigger than a chunk.
+// families, no client, empty texts, connection ends, and now and then a payload bigger
+// than a chunk.
 void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& big) {
+  if (i % 89 == 7) {
+    sink.on_connection_end(static_cast<std::uint64_t>(i % 40 + 1), 1'700'000'000'000'000 + i * 100);
+    return;
+  }
   if (i % 97 == 5) {
     analyzer::session_event ev;
     ev.kind = static_cast<analyzer::session_event_kind>(i % 3);
@@ -127,6 +144,17 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   sink.on_operation(op);
 }
 
+// Every bundled capture: the scenarios and the recordings.
+std::vector<std::string> bundled_captures() {
+  const std::filesystem::path dir = LOCKSCOPE_CAPTURES_DIR;
+  std::vector<std::string> pcaps;
+  for (const scenario& s : scenarios()) pcaps.push_back((dir / (s.name + ".pcap")).string());
+  for (const char* name : {"contend", "expiry", "resp3", "evalsha", "stress"}) {
+    pcaps.push_back((dir / "recorded" / (std::string(name) + ".pcap")).string());
+  }
+  return pcaps;
+}
+
 }  // namespace
 
 TEST_CASE("operation_pipe: every field of every call crosses, in order, through few small chunks", "[pipe]") {
@@ -144,6 +172,8 @@ TEST_CASE("operation_pipe: every field of every call crosses, in order, through 
   pipe.drain(piped);
   producer.join();
   REQUIRE(piped.calls.size() == direct.calls.size());
+  CHECK(std::count_if(piped.calls.begin(), piped.calls.end(), [](const copied_call& c) { return c.is_end; }) ==
+        (n - 7 + 88) / 89);
   for (std::size_t i = 0; i < direct.calls.size(); ++i) {
     INFO("call " << i);
     REQUIRE(piped.calls[i] == direct.calls[i]);
@@ -183,13 +213,7 @@ TEST_CASE("operation_pipe: a throwing consumer abandons the pipe and never block
 }
 
 TEST_CASE("analyze_files: one thread or two, the same output for every bundled capture", "[pipe][captures]") {
-  const std::filesystem::path dir = LOCKSCOPE_CAPTURES_DIR;
-  std::vector<std::string> pcaps;
-  for (const scenario& s : scenarios()) pcaps.push_back((dir / (s.name + ".pcap")).string());
-  for (const char* name : {"contend", "expiry", "resp3", "evalsha", "stress"}) {
-    pcaps.push_back((dir / "recorded" / (std::string(name) + ".pcap")).string());
-  }
-  for (const std::string& pcap : pcaps) {
+  for (const std::string& pcap : bundled_captures()) {
     INFO(pcap);
     for (auto format : {analyzer::report_format::text, analyzer::report_format::jsonl,
                         analyzer::report_format::summary_only}) {
@@ -216,4 +240,35 @@ TEST_CASE("analyze_files: an output failure on the timeline's thread stops the i
                       "broken pipe");
     CHECK(writes == 3);
   }
+}
+
+TEST_CASE("analyze_files: text spilled to a temporary file is the same text, for every bundled capture",
+          "[report][captures][memory]") {
+  for (const std::string& pcap : bundled_captures()) {
+    INFO(pcap);
+    const std::string in_memory = report_of(pcap, analyzer::report_format::text);
+    for (std::size_t budget : {0u, 200u, 5000u}) {  // 0: a run per event
+      INFO("budget " << budget);
+      analyzer::analysis_options o;
+      o.report.text_buffer_bytes = budget;
+      std::string out;
+      analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
+      CHECK(out == in_memory);
+    }
+  }
+}
+
+TEST_CASE("lock_report: an unusable TMPDIR is a clear error once the text outgrows memory", "[report][memory]") {
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("TMPDIR", "/nonexistent/lockscope-tmp", 1);
+  analyzer::analysis_options o;
+  o.report.text_buffer_bytes = 100;
+  const std::string pcap = std::string(LOCKSCOPE_CAPTURES_DIR) + "/recorded/stress.pcap";
+  CHECK_THROWS_WITH(analyzer::analyze_files({pcap}, o, [](std::string_view) {}),
+                    Catch::Contains("/nonexistent/lockscope-tmp") && Catch::Contains("TMPDIR"));
+  o.report.text_buffer_bytes = 64u << 20;  // fits in memory: no file needed
+  CHECK_NOTHROW(analyzer::analyze_files({pcap}, o, [](std::string_view) {}));
+  if (old != nullptr) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
 }

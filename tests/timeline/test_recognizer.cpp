@@ -485,3 +485,65 @@ TEST_CASE("recognizer: random scripts, arguments and replies never crash it", "[
   }
   CHECK(r.stats().exchanges == 5000);
 }
+
+namespace {
+
+// The i-th spelling of redis-py's release script: the same classification, another SHA1.
+std::string release_variant(std::size_t i) { return redis_py_release + "\n-- variant " + std::to_string(i); }
+
+}  // namespace
+
+TEST_CASE("recognizer: learnt SHA1s are an LRU of sha_cache_entries, and built-ins are never forgotten",
+          "[recognizer][memory]") {
+  op_recorder rec;
+  analyzer::lock_recognizer r(rec);
+  const std::size_t n = analyzer::sha_cache_entries + 1;
+  std::vector<std::string> shas;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string script = release_variant(i);
+    shas.push_back(lock::sha1_hex(script));
+    feed(r, {"SCRIPT", "LOAD", script}, "$40\r\n" + shas.back() + "\r\n");
+    if (i == n - 2) feed(r, {"EVALSHA", shas[0], "1", "job", "tok"}, ":1\r\n");  // 0 is recent again
+  }
+  CHECK(r.stats().scripts_seen == n);
+  CHECK(r.stats().shas_evicted == 1);
+  CHECK(r.stats().scripts_evicted == n - analyzer::script_cache_entries);
+  rec.ops.clear();
+  feed(r, {"EVALSHA", shas[0], "1", "job", "tok"}, ":1\r\n");      // kept: used recently
+  feed(r, {"EVALSHA", shas[n - 1], "1", "job", "tok"}, ":1\r\n");  // kept: the newest
+  feed(r, {"EVALSHA", shas[1], "1", "job", "tok"}, ":1\r\n");      // forgotten: inferred again
+  const std::string acquire_sha(lock::script(lock::script_kind::acquire).sha1);
+  feed(r, {"EVALSHA", acquire_sha, "1", "myLock", "6000", std::string(owner)}, "$-1\r\n");  // built-in
+  REQUIRE(rec.ops.size() == 4);
+  CHECK_FALSE(rec.ops[0].inferred);
+  CHECK_FALSE(rec.ops[1].inferred);
+  CHECK(rec.ops[2].inferred);
+  CHECK(rec.ops[2].kind == lock_op_kind::unlock);
+  CHECK_FALSE(rec.ops[3].inferred);
+  CHECK(rec.ops[3].kind == lock_op_kind::acquire);
+  CHECK(r.stats().unknown_shas == 1);
+}
+
+TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by bytes", "[recognizer][memory]") {
+  op_recorder rec;
+  analyzer::lock_recognizer r(rec);
+  const std::size_t n = analyzer::script_cache_entries + 1;
+  for (std::size_t i = 0; i < n; ++i) feed(r, {"EVAL", release_variant(i), "1", "job", "tok"}, ":1\r\n");
+  CHECK(r.stats().scripts_seen == n);
+  CHECK(r.stats().scripts_evicted == 1);
+  feed(r, {"EVAL", release_variant(n - 1), "1", "job", "tok"}, ":1\r\n");  // still known
+  CHECK(r.stats().scripts_seen == n);
+  feed(r, {"EVAL", release_variant(0), "1", "job", "tok"}, ":1\r\n");  // forgotten: classified again
+  CHECK(r.stats().scripts_seen == n + 1);
+  CHECK(rec.ops.size() == n + 2);
+  for (const auto& op : rec.ops) CHECK(op.kind == lock_op_kind::unlock);
+
+  // Two scripts bigger than half the byte cap: the second pushes the first out.
+  op_recorder big_rec;
+  analyzer::lock_recognizer big(big_rec);
+  const std::string padding(analyzer::script_cache_bytes / 2 + 1, ' ');
+  feed(big, {"EVAL", redis_py_release + padding, "1", "job", "tok"}, ":1\r\n");
+  feed(big, {"EVAL", redis_py_release + padding + " ", "1", "job", "tok"}, ":1\r\n");
+  CHECK(big.stats().scripts_evicted == 1);
+  CHECK(big_rec.ops.size() == 2);
+}

@@ -33,6 +33,10 @@ struct ingest_pipeline::connection {
   std::array<side_sink, 2> sinks;
   resp_session session;
   std::int64_t last_seen_us = 0;
+  std::uint64_t number = 0;  // the connection id its exchanges carry
+  flow_key key{};
+  connection* older = nullptr;  // the recency list
+  connection* newer = nullptr;
 };
 
 namespace {
@@ -84,8 +88,8 @@ std::size_t ingest_pipeline::flow_key_hash::operator()(const flow_key& k) const 
   return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
-ingest_pipeline::ingest_pipeline(const ingest_options& options, exchange_sink& sink)
-    : options_(options), sink_(sink) {}
+ingest_pipeline::ingest_pipeline(const ingest_options& options, exchange_sink& sink, connection_end_sink* ends)
+    : options_(options), sink_(sink), ends_(ends) {}
 
 ingest_pipeline::~ingest_pipeline() = default;
 
@@ -144,7 +148,12 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
     } else if (syn) {
       client_side = ack ? 1 - side : side;  // SYN comes from the client, SYN-ACK from the server
     }
-    auto conn = std::make_unique<connection>(options_, next_connection_id_++, ends, client_side, sink_);
+    if (options_.max_flows > 0 && flows_.size() >= options_.max_flows) end_oldest(ts_us);
+    auto conn = std::make_unique<connection>(options_, next_connection_id_, ends, client_side, sink_);
+    conn->number = next_connection_id_++;
+    conn->key = key;
+    conn->last_seen_us = ts_us;
+    link_newest(*conn);
     it = flows_.emplace(key, std::move(conn)).first;
     ++totals_.flows;
   }
@@ -152,6 +161,10 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   last_flow_valid_ = true;
   connection& c = *it->second;
   c.last_seen_us = ts_us;
+  if (newest_ != &c) {
+    unlink(c);
+    link_newest(c);
+  }
   tcp_stream& stream = c.streams[side];
   if (syn && !stream.started()) c.session.set_stream_start_seen(side);
   c.sinks[side].now_us = ts_us;
@@ -194,7 +207,28 @@ void ingest_pipeline::close(
   if (c.session.ignored()) ++totals_.not_resp_flows;
   else if (c.session.client_side()) ++totals_.resp_flows;
   if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
+  const std::uint64_t number = c.number;
+  unlink(c);
   flows_.erase(it);
+  if (ends_ != nullptr) ends_->on_connection_end(number, now_us);
+}
+
+void ingest_pipeline::unlink(connection& c) noexcept {
+  (c.older != nullptr ? c.older->newer : oldest_) = c.newer;
+  (c.newer != nullptr ? c.newer->older : newest_) = c.older;
+  c.older = c.newer = nullptr;
+}
+
+void ingest_pipeline::link_newest(connection& c) noexcept {
+  c.older = newest_;
+  c.newer = nullptr;
+  (newest_ != nullptr ? newest_->newer : oldest_) = &c;
+  newest_ = &c;
+}
+
+void ingest_pipeline::end_oldest(std::int64_t now_us) {
+  ++totals_.capped_flows;
+  close(flows_.find(oldest_->key), now_us);
 }
 
 void ingest_pipeline::sweep(std::int64_t now_us) {

@@ -40,7 +40,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   if (options.threads >= 2) pipe.emplace();
   lock_operation_filter filter(report, pipe ? static_cast<lock_operation_sink&>(*pipe) : timeline);
   lock_recognizer recognizer(filter.entry());
-  ingest_pipeline a(options.capture, recognizer);
+  ingest_pipeline a(options.capture, recognizer, &recognizer);
   std::int64_t last = -1;
   if (!pipe) {
     last = ingest(source, p, more, a, [] { return false; });

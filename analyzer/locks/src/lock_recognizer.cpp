@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "lockscope/locks/lock_patterns.hpp"
+#include "lru_cache.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/resp/ascii.hpp"
@@ -131,25 +132,68 @@ struct lock_recognizer::state {
     bool inferred = false;       // learnt from the argument shape, not from the text
     bool acquire_proven = false; // an inferred SHA that answered nil or a PTTL >= 2
   };
-  string_map<script_class> by_text;
-  // The last EVAL's entry (nodes of by_text never move): clients repeat one script, and
-  // comparing its text is cheaper than hashing it.
-  const std::pair<const std::string, script_class>* last_eval = nullptr;
-  string_map<sha_entry> by_sha;
+  // The built-in scripts: always known, never evicted.
+  string_map<script_class> builtin_text;
+  string_map<sha_entry> builtin_sha;
+  // Scripts and SHA1s learnt from the capture, least recently used forgotten first.
+  recognizer_detail::lru_cache<script_class> by_text{script_cache_entries, script_cache_bytes};
+  recognizer_detail::lru_cache<sha_entry> by_sha{sha_cache_entries, sha_cache_entries * 40};
+  // The last EVAL's script (clients repeat one, and comparing its text is cheaper than
+  // hashing it): a built-in's, or a by_text entry's, forgotten whenever by_text changes
+  // (an insert may evict it).
+  const std::string* last_eval_text = nullptr;
+  const script_class* last_eval_class = nullptr;
   std::array<char, 40> sha_scratch{};
   std::vector<std::string_view> keys;   // reused per exchange
   std::vector<std::string_view> argv;
 
   state() {
-    for (const lock::script_info& s : lock::all_scripts()) add_text(s.text, std::string(s.sha1));
-    for (const known_script& s : known_scripts()) add_text(s.text, lock::sha1_hex(s.text));
+    auto add = [this](std::string_view text, const std::string& sha) {
+      const script_class& c = builtin_text.try_emplace(std::string(text), classify_script(text)).first->second;
+      builtin_sha[sha] = sha_entry{c, false, false};
+    };
+    for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
+    for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
   }
 
-  const script_class& add_text(std::string_view text, const std::string& sha) {
-    auto it = by_text.find(text);
-    if (it == by_text.end()) it = by_text.emplace(std::string(text), classify_script(text)).first;
-    by_sha[sha] = sha_entry{it->second, false, false};
-    return it->second;
+  // Makes `text` the last EVAL's script when it is known.
+  bool find_eval(std::string_view text) {
+    if (const auto it = builtin_text.find(text); it != builtin_text.end()) {
+      last_eval_text = &it->first;
+      last_eval_class = &it->second;
+      return true;
+    }
+    if (auto* e = by_text.find(text)) {
+      last_eval_text = &e->key;
+      last_eval_class = &e->value;
+      return true;
+    }
+    return false;
+  }
+  sha_entry* find_sha(std::string_view sha) {
+    if (const auto it = builtin_sha.find(sha); it != builtin_sha.end()) return &it->second;
+    if (auto* e = by_sha.find(sha)) return &e->value;
+    return nullptr;
+  }
+  // A script seen in full (EVAL, SCRIPT LOAD) and its SHA1.
+  script_class learn(std::string_view text, std::string_view sha, recognizer_stats& stats) {
+    script_class c;
+    if (const auto it = builtin_text.find(text); it != builtin_text.end()) {
+      c = it->second;
+    } else if (auto* e = by_text.find(text)) {
+      c = e->value;
+    } else {
+      c = classify_script(text);
+      last_eval_text = nullptr;
+      last_eval_class = nullptr;
+      by_text.insert(text, c);
+      stats.scripts_evicted = by_text.evictions();
+    }
+    if (builtin_sha.find(sha) == builtin_sha.end()) {
+      by_sha.insert(sha, sha_entry{c, false, false});
+      stats.shas_evicted = by_sha.evictions();
+    }
+    return c;
   }
 
   // The SHA1 lower-cased into sha_scratch; empty when it is not 40 hex digits.
@@ -313,9 +357,9 @@ void lock_recognizer::on_exchange(const exchange& e) {
     if (root == message::npos) return;
     const std::string_view sha = st.normal_sha(e.reply->text(e.reply->nodes()[root]));
     if (sha.empty()) return;
-    if (st.by_sha.find(sha) == st.by_sha.end()) {
+    if (st.find_sha(sha) == nullptr) {
       ++stats_.scripts_seen;
-      st.add_text(args[2], std::string(sha));
+      st.learn(args[2], sha, stats_);
     }
     return;
   }
@@ -332,31 +376,27 @@ void lock_recognizer::on_exchange(const exchange& e) {
 
   script_class cls;
   state::sha_entry* sha_entry = nullptr;
-  if (eval && st.last_eval != nullptr && st.last_eval->first == args[1]) {
-    cls = st.last_eval->second;
+  if (eval && st.last_eval_text != nullptr && *st.last_eval_text == args[1]) {
+    cls = *st.last_eval_class;
   } else if (eval) {
-    auto it = st.by_text.find(args[1]);
-    if (it == st.by_text.end()) {
+    if (!st.find_eval(args[1])) {
       ++stats_.scripts_seen;
-      const std::string sha = lock::sha1_hex(args[1]);
-      it = st.by_text.find(args[1]);
-      if (it == st.by_text.end()) it = st.by_text.emplace(std::string(args[1]), classify_script(args[1])).first;
-      st.by_sha[sha] = state::sha_entry{it->second, false, false};
-      if (!it->second.is_lock_script()) ++stats_.unknown_scripts;
+      cls = st.learn(args[1], lock::sha1_hex(args[1]), stats_);
+      if (!cls.is_lock_script()) ++stats_.unknown_scripts;
+      st.find_eval(args[1]);
     }
-    st.last_eval = &*it;
-    cls = it->second;
+    cls = *st.last_eval_class;
   } else {
     const std::string_view sha = st.normal_sha(args[1]);
     if (sha.empty()) return;
-    auto it = st.by_sha.find(sha);
-    if (it == st.by_sha.end()) {
+    sha_entry = st.find_sha(sha);
+    if (sha_entry == nullptr) {
       ++stats_.unknown_shas;
-      it = st.by_sha.emplace(std::string(sha), state::sha_entry{{}, true, false}).first;
+      sha_entry = &st.by_sha.insert(sha, state::sha_entry{{}, true, false}).value;
+      stats_.shas_evicted = st.by_sha.evictions();
     }
-    sha_entry = &it->second;
-    cls = it->second.cls;
-    op.inferred = it->second.inferred;
+    cls = sha_entry->cls;
+    op.inferred = sha_entry->inferred;
   }
   if (!cls.is_lock_script() && !(sha_entry != nullptr && sha_entry->inferred)) return;
 

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <queue>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -182,6 +187,166 @@ lock_report::lock_report(const report_options& options, std::function<void(std::
 
 lock_report::~lock_report() = default;
 
+// Runs of text lines, each sorted by lock: records [lock index][size][text] (host byte
+// order, 8-byte fields) back to back in an unlinked temporary file.
+class lock_report::spill_file {
+ public:
+  spill_file() {
+    const char* dir = std::getenv("TMPDIR");
+    if (dir == nullptr || *dir == '\0') dir = "/tmp";
+    std::string path = std::string(dir) + "/lockscope-text-XXXXXX";
+    fd_ = ::mkstemp(path.data());
+    if (fd_ < 0) fail("cannot create a temporary file in " + std::string(dir) + " (set TMPDIR)");
+    ::unlink(path.c_str());
+    out_.reserve(buffer_bytes);
+  }
+  ~spill_file() { ::close(fd_); }
+  spill_file(const spill_file&) = delete;
+  spill_file& operator=(const spill_file&) = delete;
+
+  // Appends to the current run; locks in increasing order.
+  void add(std::uint64_t lock, std::string_view text) {
+    const std::uint64_t header[2] = {lock, text.size()};
+    put({reinterpret_cast<const char*>(header), sizeof header});
+    put(text);
+  }
+  void end_run() {
+    drain();
+    runs_.emplace_back(run_start_, size_);
+    run_start_ = size_;
+  }
+  // Calls piece(lock, text) with every record's text, in pieces, by lock and then by
+  // run (the order the lines were written in).
+  template <class Piece>
+  void merge(Piece&& piece) {
+    std::vector<cursor> cursors(runs_.size());
+    // Read buffers: 8 MiB in all, 4-64 KiB a run.
+    const std::size_t each = std::clamp<std::size_t>((8u << 20) / std::max<std::size_t>(runs_.size(), 1), 4096, 65536);
+    using key = std::pair<std::uint64_t, std::size_t>;  // next lock, run
+    std::priority_queue<key, std::vector<key>, std::greater<>> next;
+    for (std::size_t r = 0; r < runs_.size(); ++r) {
+      cursors[r].at = runs_[r].first;
+      cursors[r].end = runs_[r].second;
+      cursors[r].buffer.resize(each);
+      if (std::uint64_t lock; read_lock(cursors[r], lock)) next.emplace(lock, r);
+    }
+    while (!next.empty()) {
+      const auto [lock, r] = next.top();
+      next.pop();
+      cursor& c = cursors[r];
+      std::uint64_t size = 0;
+      read(c, reinterpret_cast<char*>(&size), sizeof size);
+      while (size > 0) {
+        const std::string_view s = fill(c, size);
+        if (s.empty()) throw report_error("text output: the temporary file ended early");
+        piece(lock, s);
+        c.used += s.size();
+        size -= s.size();
+      }
+      if (std::uint64_t following; read_lock(c, following)) next.emplace(following, r);
+    }
+  }
+
+ private:
+  static constexpr std::size_t buffer_bytes = 1u << 16;
+  struct cursor {
+    std::uint64_t at = 0;   // file offset of buffer's end
+    std::uint64_t end = 0;  // the run's end
+    std::vector<char> buffer;
+    std::size_t used = 0;   // consumed from the buffer
+    std::size_t filled = 0;
+  };
+  [[noreturn]] static void fail(const std::string& what) {
+    throw report_error("text output: " + what + ": " + std::strerror(errno));
+  }
+  void put(std::string_view s) {
+    if (out_.size() + s.size() > buffer_bytes) drain();
+    if (s.size() > buffer_bytes) write_all(s);
+    else out_.append(s);
+  }
+  void drain() {
+    write_all(out_);
+    out_.clear();
+  }
+  void write_all(std::string_view s) {
+    while (!s.empty()) {
+      const ssize_t n = ::write(fd_, s.data(), s.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("cannot write the temporary file");
+      s.remove_prefix(static_cast<std::size_t>(n));
+      size_ += static_cast<std::uint64_t>(n);
+    }
+  }
+  // At least one unread byte in the buffer (up to `want`), when the run has any.
+  std::string_view fill(cursor& c, std::uint64_t want) {
+    if (c.used == c.filled) {
+      c.used = 0;
+      c.filled = 0;
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(c.buffer.size(), c.end - c.at));
+      while (c.filled < n) {
+        const ssize_t got = ::pread(fd_, c.buffer.data() + c.filled, n - c.filled, static_cast<off_t>(c.at));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) fail("cannot read the temporary file back");
+        c.filled += static_cast<std::size_t>(got);
+        c.at += static_cast<std::uint64_t>(got);
+      }
+    }
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(c.filled - c.used, want));
+    return {c.buffer.data() + c.used, n};
+  }
+  void read(cursor& c, char* to, std::size_t n) {
+    while (n > 0) {
+      const std::string_view s = fill(c, n);
+      if (s.empty()) throw report_error("text output: the temporary file ended early");
+      std::memcpy(to, s.data(), s.size());
+      c.used += s.size();
+      to += s.size();
+      n -= s.size();
+    }
+  }
+  bool read_lock(cursor& c, std::uint64_t& lock) {
+    if (c.used == c.filled && c.at == c.end) return false;
+    read(c, reinterpret_cast<char*>(&lock), sizeof lock);
+    return true;
+  }
+
+  int fd_ = -1;
+  std::string out_;
+  std::uint64_t size_ = 0;
+  std::uint64_t run_start_ = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs_;  // [start, end)
+};
+
+void lock_report::spill() {
+  if (!spill_) spill_ = std::make_unique<spill_file>();
+  for (std::size_t i = 0; i < per_lock_.size(); ++i) {
+    std::string& lines = per_lock_[i].second;
+    if (lines.empty()) continue;
+    spill_->add(i, lines);
+    std::string().swap(lines);  // the memory too
+  }
+  spill_->end_run();
+  buffered_bytes_ = 0;
+}
+
+void lock_report::write_spilled() {
+  spill();
+  std::uint64_t current = UINT64_MAX;
+  spill_->merge([&](std::uint64_t lock, std::string_view text) {
+    if (lock != current) {
+      if (current != UINT64_MAX) out_ += '\n';
+      current = lock;
+      out_ += "== ";
+      out_ += printable(per_lock_[lock].first);
+      out_ += '\n';
+    }
+    out_ += text;
+    if (out_.size() > (1u << 16)) flush();
+  });
+  if (current != UINT64_MAX) out_ += '\n';
+  flush();
+}
+
 bool lock_report::selected(std::string_view lock) const noexcept {
   if (options_.lock_globs.empty()) return true;
   for (const std::string& g : options_.lock_globs) {
@@ -218,7 +383,11 @@ void lock_report::on_event(const lock_event& e) {
         it = index_.emplace(std::string(e.lock), per_lock_.size()).first;
         per_lock_.emplace_back(std::string(e.lock), std::string());
       }
-      append_event_text(per_lock_[it->second].second, e, options_.start_us, false);
+      std::string& lines = per_lock_[it->second].second;
+      const std::size_t before = lines.size();
+      append_event_text(lines, e, options_.start_us, false);
+      buffered_bytes_ += lines.size() - before;
+      if (buffered_bytes_ > options_.text_buffer_bytes) spill();
       return;
     }
   }
@@ -467,7 +636,9 @@ void lock_report::write_summary(const lock_timeline& timeline) {
 }
 
 void lock_report::finish(const lock_timeline& timeline) {
-  if (options_.format == report_format::text) {
+  if (options_.format == report_format::text && spill_) {
+    write_spilled();
+  } else if (options_.format == report_format::text) {
     for (const auto& [lock, lines] : per_lock_) {
       out_ += "== ";
       out_ += printable(lock);

@@ -97,6 +97,10 @@ struct connection_info {
   std::uint32_t server = no_id;
   address ip;
   std::uint64_t id = 0;
+  // Holders and waiters that name it (they print its texts later); a connection is
+  // freed once it has ended and nothing names it.
+  std::uint32_t refs = 0;
+  bool open = true;
   // Lock channels this connection is subscribed to, with the owner linked when it
   // subscribed (reported on notified/unsubscribed).
   struct subscription {
@@ -112,15 +116,15 @@ struct connection_info {
 struct lock_timeline::impl {
   timeline_options options;
   lock_event_sink& sink;
-  text_arena arena;
-  interner owners{arena};
-  interner texts{arena};
+  interner owners;
+  interner texts;                     // "ip:port"
   id_table lock_ids;
   lock_store locks;
   holder_pool pool;                   // first holders of held locks
   timer_queue timers;
   std::unordered_map<std::uint64_t, std::uint32_t> connection_ids;
   std::deque<connection_info> connections;
+  std::vector<std::uint32_t> free_connections;  // indices of freed entries, reused first
   std::deque<lock_side> sides;
   std::deque<lock_extra> extras;
   std::int64_t now = -1;
@@ -193,15 +197,25 @@ struct lock_timeline::impl {
     });
     return found;
   }
-  holder& add_holder(lock_state& l) {
+  // A new holder naming `owner` and `conn` (both retained until it goes).
+  holder& add_holder(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
+    holder* h;
     if (l.active == no_id) {
       const std::uint32_t slot = pool.acquire();
       l.active = slot;
-      return pool[slot];
+      h = &pool[slot];
+    } else {
+      h = &ex(l).more_holders.emplace_back();
     }
-    return ex(l).more_holders.emplace_back();
+    h->owner = owner;
+    h->conn = conn;
+    owners.retain(owner);
+    retain_connection(conn);
+    return *h;
   }
   void remove_holder(lock_state& l, holder* h) {
+    owners.release(h->owner);
+    release_connection(h->conn);
     if (h == &pool[l.active]) {
       if (has_extra(l) && !xp(l)->more_holders.empty()) {
         *h = xp(l)->more_holders.front();
@@ -216,6 +230,10 @@ struct lock_timeline::impl {
     v.erase(v.begin() + (h - v.data()));
   }
   void clear_holders(lock_state& l) {
+    for_each_holder(l, [&](holder& h) {
+      owners.release(h.owner);
+      release_connection(h.conn);
+    });
     if (l.active != no_id) {
       pool.release(l.active);
       l.active = no_id;
@@ -246,14 +264,57 @@ struct lock_timeline::impl {
   std::uint32_t conn_lookup(const lock_operation& op) {
     auto [it, inserted] = connection_ids.try_emplace(op.connection, 0);
     if (inserted) {
-      it->second = static_cast<std::uint32_t>(connections.size());
-      connection_info& c = connections.emplace_back();
+      if (free_connections.empty()) {
+        it->second = static_cast<std::uint32_t>(connections.size());
+        connections.emplace_back();
+      } else {
+        it->second = free_connections.back();
+        free_connections.pop_back();
+      }
+      connection_info& c = connections[it->second];
       c.client = texts.id(op.client_text);
       c.server = texts.id(op.server_text);
+      texts.retain(c.client);
+      texts.retain(c.server);
       c.ip = address_of(op.client);
       c.id = op.connection;
     }
     return it->second;
+  }
+  void retain_connection(std::uint32_t conn) noexcept {
+    if (conn != no_id) ++connections[conn].refs;
+  }
+  void release_connection(std::uint32_t conn) {
+    if (conn == no_id) return;
+    connection_info& c = connections[conn];
+    if (--c.refs == 0 && !c.open) free_connection(conn);
+  }
+  void free_connection(std::uint32_t conn) {
+    connection_info& c = connections[conn];
+    connection_ids.erase(c.id);
+    texts.release(c.client);
+    texts.release(c.server);
+    for (const auto& sub : c.subscriptions) owners.release(sub.owner);
+    c = connection_info{};
+    free_connections.push_back(conn);
+    if (last_conn_ == conn) last_conn_ = no_id;
+  }
+  // The connection has ended: it subscribes to nothing any more, and is freed unless a
+  // holder or waiter still names it.
+  void connection_ended(std::uint64_t connection) {
+    const auto it = connection_ids.find(connection);
+    if (it == connection_ids.end()) return;
+    const std::uint32_t conn = it->second;
+    connection_info& c = connections[conn];
+    c.open = false;
+    for (const auto& sub : c.subscriptions) owners.release(sub.owner);
+    c.subscriptions = {};
+    if (c.refs == 0) free_connection(conn);
+  }
+  // Frees the texts nothing names any more; no view into them may be held.
+  void collect() {
+    owners.collect();
+    texts.collect();
   }
   std::string_view client_of(std::uint32_t conn) const { return conn == no_id ? "" : texts.text(connections[conn].client); }
   std::string_view server_of(std::uint32_t conn) const { return conn == no_id ? "" : texts.text(connections[conn].server); }
@@ -381,15 +442,20 @@ struct lock_timeline::impl {
       add_hold(l, e.held_us);
     }
     count_expiry(l);
-    l.last_expired = h.owner;
+    set_last_expired(l, h.owner);
     remove_holder(l, &h);
     became_free(l, at);
     emit(l, e);
   }
 
+  void set_last_expired(lock_state& l, std::uint32_t owner) {
+    owners.retain(owner);
+    owners.release(l.last_expired);
+    l.last_expired = owner;
+  }
   bool take_expired(lock_state& l, std::uint32_t owner) {
     if (l.last_expired != owner || owner == no_id) return false;
-    l.last_expired = no_id;
+    set_last_expired(l, no_id);
     return true;
   }
 
@@ -448,6 +514,8 @@ struct lock_timeline::impl {
         w = &x.waiters.emplace_back();
         w->owner = owner;
         w->conn = conn;
+        owners.retain(owner);
+        retain_connection(conn);
         w->connection = op.connection;
         w->first_us = op.request_us;
         w->last_attempt_us = at;
@@ -502,12 +570,12 @@ struct lock_timeline::impl {
       retry(l, *w, at);
       wait = at - w->first_us;
       auto& ws = xp(l)->waiters;
+      owners.release(w->owner);
+      release_connection(w->conn);
       ws.erase(ws.begin() + (w - ws.data()));
     }
     take_expired(l, owner);
-    holder& h = add_holder(l);
-    h.owner = owner;
-    h.conn = conn;
+    holder& h = add_holder(l, owner, conn);
     h.set_hold_count(1);
     h.since_us = at;
     h.last_renew_us = at;
@@ -575,9 +643,7 @@ struct lock_timeline::impl {
       case op_outcome::partial: {
         lock_event e = from_op(l, op, lock_event_kind::partially_released);
         if (h == nullptr) {
-          h = &add_holder(l);
-          h->owner = owner;
-          h->conn = conn;
+          h = &add_holder(l, owner, conn);
           if (has_extra(l)) xp(l)->free_since_us = -1;
         } else if (h->hold_count() > 1) {
           h->set_hold_count(h->hold_count() - 1);
@@ -611,9 +677,7 @@ struct lock_timeline::impl {
       holder* h = find_holder(l, owner);
       if (h == nullptr) {
         take_expired(l, owner);
-        h = &add_holder(l);
-        h->owner = owner;
-        h->conn = conn;
+        h = &add_holder(l, owner, conn);
         if (has_extra(l)) xp(l)->free_since_us = -1;
       } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
                  h->last_renew_us >= 0) {
@@ -726,6 +790,7 @@ struct lock_timeline::impl {
       }
     }
     connections[conn].subscriptions.push_back({id, owner, conf});
+    owners.retain(owner);
     lock_event e = from_op(l, op, lock_event_kind::subscribed);
     e.owner = owners.text(owner);
     e.confidence = conf;
@@ -762,6 +827,7 @@ struct lock_timeline::impl {
       if (it->lock == id) {
         e.owner = owners.text(it->owner);
         e.confidence = it->confidence;
+        owners.release(it->owner);  // freed by the next collect(): the view stays valid until then
         c.subscriptions.erase(it);
         break;
       }
@@ -769,7 +835,13 @@ struct lock_timeline::impl {
     // Waiters still linked to it gave up (Redisson unsubscribes when its last waiter leaves).
     if (has_extra(l)) {
       auto& ws = xp(l)->waiters;
-      ws.erase(std::remove_if(ws.begin(), ws.end(), [&](const waiter& w) { return w.sub_connection == op.connection; }),
+      ws.erase(std::remove_if(ws.begin(), ws.end(),
+                              [&](const waiter& w) {
+                                if (w.sub_connection != op.connection) return false;
+                                owners.release(w.owner);
+                                release_connection(w.conn);
+                                return true;
+                              }),
                ws.end());
     }
     emit(l, e);
@@ -777,6 +849,10 @@ struct lock_timeline::impl {
   }
 
   void on_operation(const lock_operation& op) {
+    handle(op);
+    collect();
+  }
+  void handle(const lock_operation& op) {
     if (op.lock.empty()) return;
     const std::int64_t at = op.at_us();
     if (first < 0) first = op.request_us;
@@ -807,7 +883,23 @@ lock_timeline::lock_timeline(const timeline_options& options, lock_event_sink& s
 lock_timeline::~lock_timeline() = default;
 
 void lock_timeline::on_operation(const lock_operation& op) { impl_->on_operation(op); }
-void lock_timeline::advance_to(std::int64_t now_us) { impl_->advance(now_us); }
+void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t) {
+  impl_->connection_ended(connection);
+  impl_->collect();
+}
+void lock_timeline::advance_to(std::int64_t now_us) {
+  impl_->advance(now_us);
+  impl_->collect();
+}
+timeline_memory lock_timeline::memory() const noexcept {
+  timeline_memory m;
+  m.owners = impl_->owners.live();
+  m.endpoint_texts = impl_->texts.live();
+  m.connections = impl_->connection_ids.size();
+  m.text_bytes = impl_->owners.text_bytes() + impl_->texts.text_bytes();
+  m.arena_bytes = impl_->owners.arena_bytes() + impl_->texts.arena_bytes();
+  return m;
+}
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }

@@ -12,7 +12,7 @@ namespace lockscope::analyzer {
 
 namespace {
 
-enum class record_type : std::uint8_t { operation, session_event };
+enum class record_type : std::uint8_t { operation, session_event, connection_end };
 
 // A record is its header, then the header's texts back to back. Headers are copied in
 // and out with memcpy: records are not aligned.
@@ -52,6 +52,14 @@ struct event_header {
   endpoint to{};
 };
 static_assert(std::is_trivially_copyable_v<event_header>);
+
+struct end_header {
+  std::uint64_t size = sizeof(end_header);
+  record_type type = record_type::connection_end;
+  std::uint64_t connection = 0;
+  std::int64_t at_us = 0;
+};
+static_assert(std::is_trivially_copyable_v<end_header>);
 
 }  // namespace
 
@@ -107,6 +115,15 @@ void operation_pipe::on_session_event(const session_event& ev) {
   h.connection = ev.connection;
   h.offset = ev.offset;
   h.bytes = ev.bytes;
+  std::memcpy(reserve(h.size), &h, sizeof h);
+  filled_ += h.size;
+}
+
+void operation_pipe::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
+  if (abandoned()) return;
+  end_header h;
+  h.connection = connection;
+  h.at_us = at_us;
   std::memcpy(reserve(h.size), &h, sizeof h);
   filled_ += h.size;
 }
@@ -190,6 +207,14 @@ void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_si
     record_type type;
     std::memcpy(&type, p + offsetof(operation_header, type), sizeof type);
     static_assert(offsetof(operation_header, type) == offsetof(event_header, type));
+    static_assert(offsetof(operation_header, type) == offsetof(end_header, type));
+    if (type == record_type::connection_end) {
+      end_header h;
+      std::memcpy(&h, p, sizeof h);
+      downstream.on_connection_end(h.connection, h.at_us);
+      p += h.size;
+      continue;
+    }
     if (type == record_type::session_event) {
       event_header h;
       std::memcpy(&h, p, sizeof h);

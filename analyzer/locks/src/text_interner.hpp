@@ -1,13 +1,13 @@
-// Interned texts (owners, "ip:port"): an arena that never moves them, and an
-// open-addressing table of dense 32-bit ids.
+// Interned texts (owners, "ip:port") with reference counts, and the open-addressing
+// table of 32-bit ids they (and the lock names) are found by.
 // Private to lock_timeline.cpp.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <string>
+#include <cstring>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -15,29 +15,7 @@ namespace lockscope::analyzer::timeline_detail {
 
 constexpr std::uint32_t no_id = 0xffffffffu;
 
-// Stable storage for interned text: blocks never move, so views stay valid.
-class text_arena {
- public:
-  std::string_view store(std::string_view s) {
-    std::string& b = block_for(s.size());
-    const std::size_t at = b.size();
-    b.append(s);
-    return std::string_view(b).substr(at, s.size());
-  }
- private:
-  // The current block, or a new one when `size` more bytes do not fit (blocks never
-  // grow: that would move the texts).
-  std::string& block_for(std::size_t size) {
-    if (blocks_.empty() || blocks_.back().capacity() - blocks_.back().size() < size) {
-      blocks_.emplace_back();
-      blocks_.back().reserve(std::max<std::size_t>(size, 1u << 16));
-    }
-    return blocks_.back();
-  }
-  std::deque<std::string> blocks_;
-};
-
-std::uint32_t hash_text(std::string_view s) noexcept {
+inline std::uint32_t hash_text(std::string_view s) noexcept {
   std::uint32_t h = 2166136261u;  // FNV-1a
   for (char c : s) {
     h ^= static_cast<unsigned char>(c);
@@ -48,7 +26,8 @@ std::uint32_t hash_text(std::string_view s) noexcept {
 
 // An open-addressing table of 32-bit ids (any value but no_id) keyed by text that
 // lives elsewhere: 8 bytes a slot (id and hash), so a probe touches the text only when
-// the hashes agree.
+// the hashes agree. Linear probing; erase shifts the entries after it back (no
+// tombstones), so the table never degrades however many ids come and go.
 class id_table {
  public:
   template <class TextOf>
@@ -64,6 +43,24 @@ class id_table {
     // At most 4/5 full, growing by a quarter: 8 bytes a slot, 10-13 bytes an id.
     if ((++count_) * 5 > slots_.size() * 4) grow();
     place(id, h);
+  }
+  // Removes `id`, inserted with hash `h` (it must be there).
+  void erase(std::uint32_t id, std::uint32_t h) noexcept {
+    std::size_t hole = start(h);
+    while (slots_[hole].id != id) hole = next(hole);
+    --count_;
+    // Backward shift: move up every later entry of the run whose home slot is not
+    // between the hole and itself (cyclically).
+    for (std::size_t i = next(hole);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id) break;
+      const std::size_t home = start(e.hash);
+      const bool stays = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
+      if (stays) continue;
+      slots_[hole] = e;
+      hole = i;
+    }
+    slots_[hole] = slot{};
   }
 
  private:
@@ -96,32 +93,130 @@ class id_table {
   std::size_t count_ = 0;
 };
 
-// Interns strings as dense ids (owners, "ip:port" texts).
+// Interns strings as dense, reference-counted ids (owners, "ip:port" texts).
+//
+//   std::uint32_t o = owners.id(text);  // new ids start with no reference
+//   owners.retain(o);  ...  owners.release(o);
+//   owners.collect();  // frees every id left without references, may move the texts
+//
+// An id is freed by the first collect() after it was left unreferenced (or created
+// and never retained), so ids and views stay usable until then: the timeline collects
+// once per operation, when it holds no view. Freed ids are reused first. The texts sit
+// back to back in 64 KiB blocks; collect() copies the live ones into fresh blocks once
+// the dead bytes outweigh them (and at least `compact_after` are dead), so the memory
+// follows the live texts, not every text ever seen: 24 bytes an id, its text, its slot
+// in the id table, and at most as many dead bytes as live ones.
 class interner {
  public:
-  explicit interner(text_arena& arena) : arena_(arena) {}
+  explicit interner(std::size_t compact_after = 64 * 1024) : compact_after_(compact_after) {}
+
   std::uint32_t id(std::string_view s) {
-    if (last_ != no_id && texts_[last_] == s) return last_;  // the same owner again: common
+    if (last_ != no_id && text(last_) == s) return last_;  // the same owner again: common
     last_ = lookup(s);
     return last_;
   }
-  std::string_view text(std::uint32_t id) const { return id == no_id ? std::string_view() : texts_[id]; }
-
- private:
-  std::uint32_t lookup(std::string_view s) {
-    const std::uint32_t h = hash_text(s);
-    const std::uint32_t found = table_.find(s, h, [this](std::uint32_t id) { return texts_[id]; });
-    if (found != no_id) return found;
-    const auto id = static_cast<std::uint32_t>(texts_.size());
-    texts_.push_back(arena_.store(s));
-    table_.insert(id, h);
-    return id;
+  std::string_view text(std::uint32_t id) const {
+    return id == no_id ? std::string_view() : std::string_view(entries_[id].data, entries_[id].size);
+  }
+  void retain(std::uint32_t id) noexcept {
+    if (id != no_id) ++entries_[id].refs;
+  }
+  void release(std::uint32_t id) {
+    if (id != no_id && --entries_[id].refs == 0) unreferenced_.push_back(id);
+  }
+  // Frees the ids left without references; invalidates every view given out before.
+  void collect() {
+    if (unreferenced_.empty()) return;
+    for (std::uint32_t id : unreferenced_) {
+      entry& e = entries_[id];
+      if (e.refs != 0 || e.data == nullptr) continue;  // retained again, or already freed
+      table_.erase(id, e.hash);
+      dead_bytes_ += e.size;
+      live_bytes_ -= e.size;
+      e = entry{};
+      e.hash = free_;  // the free list runs through the hash fields
+      free_ = id;
+      --live_;
+      if (last_ == id) last_ = no_id;
+    }
+    unreferenced_.clear();
+    if (dead_bytes_ >= compact_after_ && dead_bytes_ > live_bytes_) compact();
   }
 
-  text_arena& arena_;
+  std::size_t live() const noexcept { return live_; }             // ids in use
+  std::size_t text_bytes() const noexcept { return live_bytes_; }  // their texts
+  std::size_t arena_bytes() const noexcept { return arena_bytes_; }  // blocks held
+
+ private:
+  struct entry {
+    const char* data = nullptr;  // nullptr: a free id
+    std::uint32_t size = 0;
+    std::uint32_t refs = 0;
+    std::uint32_t hash = 0;
+  };
+  struct block {
+    std::unique_ptr<char[]> bytes;
+    std::size_t size = 0;
+    std::size_t used = 0;
+  };
+  static constexpr std::size_t block_bytes = 64 * 1024;
+
+  std::uint32_t lookup(std::string_view s) {
+    const std::uint32_t h = hash_text(s);
+    const std::uint32_t found = table_.find(s, h, [this](std::uint32_t id) { return text(id); });
+    if (found != no_id) return found;
+    std::uint32_t id = free_;
+    if (id != no_id) {
+      free_ = entries_[id].hash;
+    } else {
+      id = static_cast<std::uint32_t>(entries_.size());
+      entries_.emplace_back();
+    }
+    entry& e = entries_[id];
+    e.data = store(s);
+    e.size = static_cast<std::uint32_t>(s.size());
+    e.refs = 0;
+    e.hash = h;
+    table_.insert(id, h);
+    unreferenced_.push_back(id);  // freed by the next collect() unless retained
+    live_bytes_ += s.size();
+    ++live_;
+    return id;
+  }
+  const char* store(std::string_view s) {
+    if (blocks_.empty() || blocks_.back().size - blocks_.back().used < s.size()) {
+      const std::size_t size = std::max(s.size(), block_bytes);
+      blocks_.push_back(block{std::make_unique_for_overwrite<char[]>(size), size, 0});
+      arena_bytes_ += size;
+    }
+    block& b = blocks_.back();
+    char* at = b.bytes.get() + b.used;
+    if (!s.empty()) std::memcpy(at, s.data(), s.size());
+    b.used += s.size();
+    return at;
+  }
+  // The live texts into fresh blocks, the old blocks freed.
+  void compact() {
+    std::vector<block> old = std::move(blocks_);
+    blocks_.clear();
+    arena_bytes_ = 0;
+    for (entry& e : entries_) {
+      if (e.data != nullptr) e.data = store(std::string_view(e.data, e.size));
+    }
+    dead_bytes_ = 0;
+  }
+
+  std::size_t compact_after_;
   std::uint32_t last_ = no_id;
   id_table table_;
-  std::deque<std::string_view> texts_;
+  std::vector<entry> entries_;
+  std::vector<std::uint32_t> unreferenced_;  // candidates for the next collect()
+  std::uint32_t free_ = no_id;
+  std::vector<block> blocks_;
+  std::size_t live_ = 0;
+  std::size_t live_bytes_ = 0;
+  std::size_t dead_bytes_ = 0;
+  std::size_t arena_bytes_ = 0;
 };
 
 }  // namespace lockscope::analyzer::timeline_detail

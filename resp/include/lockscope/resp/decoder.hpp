@@ -103,7 +103,7 @@ class decoder {
   bool fail(errc e, std::uint64_t at) noexcept;
 
   decoder_options options_;
-  std::vector<frame> stack_;  // capacity reserved once: no allocation per message
+  std::vector<frame> stack_;  // grows to the deepest nesting seen, then no allocation per message
   std::string line_;          // a header line split across feeds
   std::string inline_scratch_;
   std::vector<std::string_view> inline_args_;

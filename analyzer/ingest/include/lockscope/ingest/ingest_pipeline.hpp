@@ -8,6 +8,12 @@
 // Flows are keyed by their 4-tuple, both directions in one connection. A connection
 // ends on RST, on FIN from both sides, or after `flow_timeout_us` without packets; a
 // new SYN on a finished 4-tuple starts a new connection.
+//
+// The flow table holds at most `max_flows` connections: a new one beyond that ends the
+// connection whose last packet is the oldest (counted in ingest_stats::capped_flows).
+// An open connection costs about 3.5 KB while little is buffered in it (measured: see
+// the README), so the default cap keeps the table near 42 MB and the whole process
+// within 64 MB.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +36,16 @@ struct ingest_options {
   tcp_stream_options tcp{};
   session_options session{};
   std::int64_t flow_timeout_us = 600'000'000;  // idle connections are evicted
+  std::size_t max_flows = default_max_flows;    // 0: no cap
+  static constexpr std::size_t default_max_flows = 12'288;
+};
+
+// Told when a connection ends (FIN from both sides, RST, idle timeout, the flow cap
+// or finish()), after its last exchange and session event.
+class connection_end_sink {
+ public:
+  virtual ~connection_end_sink() = default;
+  virtual void on_connection_end(std::uint64_t connection, std::int64_t at_us) = 0;
 };
 
 struct ingest_stats {
@@ -44,7 +60,8 @@ struct ingest_stats {
   std::uint64_t flows = 0;              // connections seen
   std::uint64_t resp_flows = 0;         // connections that carried RESP
   std::uint64_t not_resp_flows = 0;
-  std::uint64_t evicted_flows = 0;
+  std::uint64_t evicted_flows = 0;      // idle longer than flow_timeout_us
+  std::uint64_t capped_flows = 0;       // ended to keep the table within max_flows
   std::uint64_t payload_bytes = 0;      // TCP payload delivered in order
   std::uint64_t gaps = 0;
   std::uint64_t gap_bytes = 0;
@@ -58,7 +75,8 @@ struct ingest_stats {
 
 class ingest_pipeline {
  public:
-  ingest_pipeline(const ingest_options& options, exchange_sink& sink);
+  // `ends`, when given, is told when each connection ends.
+  ingest_pipeline(const ingest_options& options, exchange_sink& sink, connection_end_sink* ends = nullptr);
   ~ingest_pipeline();
   ingest_pipeline(const ingest_pipeline&) = delete;
   ingest_pipeline& operator=(const ingest_pipeline&) = delete;
@@ -87,16 +105,24 @@ class ingest_pipeline {
   void close(std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator it,
              std::int64_t now_us);
   void sweep(std::int64_t now_us);
+  // Ends the connection whose last packet is the oldest.
+  void end_oldest(std::int64_t now_us);
+  // The recency list: oldest_ ... newest_, by last packet.
+  void unlink(connection& c) noexcept;
+  void link_newest(connection& c) noexcept;
   // A connection's commands, exchanges, bytes and gaps, added to `to`.
   static void add_traffic(ingest_stats& to, const connection& c) noexcept;
   bool selected_port(std::uint16_t port) const noexcept;
 
   ingest_options options_;
   exchange_sink& sink_;
+  connection_end_sink* ends_;
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash> flows_;
   // The last segment's flow: a reply usually follows its request on the same one.
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator last_flow_;
   bool last_flow_valid_ = false;
+  connection* oldest_ = nullptr;
+  connection* newest_ = nullptr;
   std::uint64_t next_connection_id_ = 1;
   std::int64_t last_sweep_us_ = 0;
   ingest_stats totals_;         // packet counters and the totals of closed connections

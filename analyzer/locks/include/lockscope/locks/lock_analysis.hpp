@@ -48,6 +48,9 @@ class lock_operation_filter final : public lock_operation_sink {
     if (report_.selected(op.lock)) next_.on_operation(op);
   }
   void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
+    next_.on_connection_end(connection, at_us);
+  }
   // Where operations should go: this filter when the report selects locks by glob,
   // else straight to `next` (one virtual call less per operation).
   lock_operation_sink& entry() noexcept { return report_.selects_locks() ? *this : next_; }

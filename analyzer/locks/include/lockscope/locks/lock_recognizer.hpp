@@ -13,7 +13,7 @@
 // in KEYS/ARGV, so reordered or renamed variants are read correctly.
 //
 // EVALSHA: a SHA1 resolves to a classification when the script was seen earlier in
-// the capture (EVAL: its SHA1 is computed once per distinct script text; SCRIPT LOAD:
+// the capture (and is still in the LRU caches: see script_cache_entries) (EVAL: its SHA1 is computed once per distinct script text; SCRIPT LOAD:
 // the script and the SHA1 in the reply), or when it is one of the built-in known
 // scripts (lock/scripts.hpp plus the other forms in lock_patterns.cpp). An unknown
 // SHA1 is inferred from the argument shape and the reply, and the operation is marked
@@ -44,6 +44,7 @@
 #include <string>
 #include <string_view>
 
+#include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/resp_session.hpp"
 
 namespace lockscope::analyzer {
@@ -114,6 +115,9 @@ class lock_operation_sink {
   virtual void on_operation(const lock_operation& op) = 0;
   // Forwarded from the ingest pipeline (gaps, decode errors); ignored by default.
   virtual void on_session_event(const session_event&) {}
+  // The connection ended (closed, reset, idled out or evicted): no operation names it
+  // after this call. Forwarded from the ingest pipeline; ignored by default.
+  virtual void on_connection_end(std::uint64_t /*connection*/, std::int64_t /*at_us*/) {}
 };
 
 struct recognizer_stats {
@@ -123,9 +127,21 @@ struct recognizer_stats {
   std::uint64_t unknown_scripts = 0;    // EVAL of scripts that are not lock scripts
   std::uint64_t unknown_shas = 0;       // EVALSHA calls with an unresolved SHA1
   std::uint64_t inferred = 0;           // operations whose kind was guessed
+  std::uint64_t scripts_evicted = 0;    // script texts forgotten (script_cache_entries/bytes)
+  std::uint64_t shas_evicted = 0;       // SHA1s forgotten (sha_cache_entries)
 };
 
-class lock_recognizer final : public exchange_sink {
+// The caches of scripts and SHA1s learnt from the capture (EVAL, SCRIPT LOAD, unknown
+// EVALSHA) are LRU: beyond these caps the least recently used entry is forgotten, so a
+// client that generates a new script per call cannot grow them. A forgotten SHA1 is
+// unknown again: its next EVALSHA is inferred from the arguments. The built-in scripts
+// are always known. At most ~9 MiB together: the script texts themselves, plus about
+// 150 bytes an entry.
+inline constexpr std::size_t script_cache_entries = 1024;
+inline constexpr std::size_t script_cache_bytes = 8u << 20;   // of script text
+inline constexpr std::size_t sha_cache_entries = 4096;
+
+class lock_recognizer final : public exchange_sink, public connection_end_sink {
  public:
   explicit lock_recognizer(lock_operation_sink& sink);
   ~lock_recognizer() override;
@@ -134,6 +150,9 @@ class lock_recognizer final : public exchange_sink {
 
   void on_exchange(const exchange& e) override;
   void on_session_event(const session_event& ev) override { sink_.on_session_event(ev); }
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
+    sink_.on_connection_end(connection, at_us);
+  }
 
   const recognizer_stats& stats() const noexcept { return stats_; }
 

@@ -6,8 +6,12 @@
 //
 // Text: for each lock (first-seen order), one line per event:
 //   `  +2.000123  10.0.0.2:50012  80e6…:12  released  held 1.900 s`
-// (time relative to the capture start, client, short owner id, event, details). In
-// live mode (`stream_text`) lines are written as events happen, with the lock name.
+// (time relative to the capture start, client, short owner id, event, details). The
+// lines wait in memory, per lock, up to `text_buffer_bytes` in all; beyond, they are
+// appended to an unlinked temporary file (in $TMPDIR, else /tmp) as a run sorted by
+// lock, and finish() merges the runs back lock by lock: the output is the same, and the
+// memory stays bounded however long the capture (the file holds about the text's size).
+// In live mode (`stream_text`) lines are written as events happen, with the lock name.
 // The summary table (threads = 2, tens of thousands of locks) is formatted by two
 // threads in alternate batches, written in order; the text is the same either way.
 // JSONL: one object per event, fields in this order, absent when they do not apply:
@@ -20,6 +24,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +44,13 @@ struct report_options {
   // 2: a big summary table (tens of thousands of locks) is formatted on two threads,
   // in the same order; `write` is still called by one thread at a time.
   unsigned threads = 1;
+  // Text: event lines held in memory before they go to the temporary file.
+  std::size_t text_buffer_bytes = 4u << 20;
+};
+
+// The text output's temporary file could not be created, written or read.
+struct report_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // fnmatch-style: `*`, `?`, `[...]`.
@@ -58,10 +71,12 @@ class lock_report final : public lock_event_sink {
   lock_report(const report_options& options, std::function<void(std::string_view)> write);
   ~lock_report() override;
 
+  // Throws report_error when the text cannot be spilled to the temporary file.
   void on_event(const lock_event& e) override;
   bool selected(std::string_view lock) const noexcept;
   bool selects_locks() const noexcept { return !options_.lock_globs.empty(); }  // --lock given
-  // Writes what was buffered (text timelines) and the summary table.
+  // Writes what was buffered (text timelines) and the summary table. Throws
+  // report_error when the spilled text cannot be read back.
   void finish(const lock_timeline& timeline);
   // Just the summary table.
   void write_summary(const lock_timeline& timeline);
@@ -80,6 +95,11 @@ class lock_report final : public lock_event_sink {
   // Text: per-lock buffered lines, in first-seen order.
   std::vector<std::pair<std::string, std::string>> per_lock_;
   std::map<std::string, std::size_t, std::less<>> index_;
+  std::size_t buffered_bytes_ = 0;  // in per_lock_'s lines
+  class spill_file;
+  std::unique_ptr<spill_file> spill_;  // once the lines outgrew text_buffer_bytes
+  void spill();
+  void write_spilled();
   std::uint64_t events_ = 0;
 };
 

@@ -27,7 +27,12 @@
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
-// Memory: every lock ever seen keeps a 34-byte row (its summary: counters, the first
+// Memory: owners, connections and their "ip:port" texts are reference-counted and
+// freed when nothing names them: a connection once it has ended (on_connection_end:
+// closed, reset, idled out or evicted by the ingest) and no holder or waiter names it,
+// an owner once no holder, waiter, subscription or expired-lease record names it. A
+// capture of short-lived connections with fresh owners therefore holds only what the
+// locks held at the moment need, however long it runs. Every lock ever seen keeps a 34-byte row (its summary: counters, the first
 // hold inline) directly followed by its name (length + 1 byte, no padding), and an
 // 8-byte id slot at most 4/5 full: 45-48 bytes + the name's length a lock. A held lock
 // adds a 44-byte holder and an 8-byte timer entry (12 bytes if it came out of order).
@@ -155,6 +160,16 @@ struct lock_stats {
   }
 };
 
+// Owners, connections and "ip:port" texts held right now: those named by a holder, a
+// waiter, a subscription or a lock's last expired owner, and connections not yet ended.
+struct timeline_memory {
+  std::size_t owners = 0;
+  std::size_t endpoint_texts = 0;
+  std::size_t connections = 0;
+  std::size_t text_bytes = 0;   // the live texts
+  std::size_t arena_bytes = 0;  // the blocks that hold them (live + dead not yet compacted)
+};
+
 class lock_timeline final : public lock_operation_sink {
  public:
   lock_timeline(const timeline_options& options, lock_event_sink& sink);
@@ -163,6 +178,8 @@ class lock_timeline final : public lock_operation_sink {
   lock_timeline& operator=(const lock_timeline&) = delete;
 
   void on_operation(const lock_operation& op) override;
+  // The connection's texts are freed once no holder or waiter names it any more.
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
   // Emits every timed event (expiry, idle, long hold) due at or before now_us.
   void advance_to(std::int64_t now_us);
   void finish(std::int64_t end_us) { advance_to(end_us); }
@@ -181,6 +198,8 @@ class lock_timeline final : public lock_operation_sink {
                      const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
   // The length of the longest lock name seen (0: none).
   std::size_t longest_lock_name() const noexcept;
+  // What the timeline holds besides its locks (tests, diagnostics).
+  timeline_memory memory() const noexcept;
 
  private:
   struct impl;

@@ -9,7 +9,7 @@
 //   ingest.join();
 //
 // The downstream sink sees exactly the calls the pipe received, in the same order:
-// every field of every operation and session event is copied into a chunk, and the
+// every field of every operation, session event and connection end is copied into a chunk, and the
 // downstream call gets views into that chunk (valid during the call, as usual).
 // Memory is bounded: `chunks` buffers of `chunk_bytes` (a record bigger than a chunk
 // gets a chunk of its own size, given back to the default size when recycled); the
@@ -44,6 +44,7 @@ class operation_pipe final : public lock_operation_sink {
   // Producer side (one thread).
   void on_operation(const lock_operation& op) override;
   void on_session_event(const session_event& ev) override;
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
   // No more writes (they throw std::logic_error); drain() returns once it has
   // delivered everything before this. Idempotent.
   void close();
