@@ -52,9 +52,11 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
+  print_flow_summary("analyze", s);
 }
 
 int run(const analyze_options& o, bool live_mode) {
+  flow_reporter flows("analyze");
   analyzer::report_options ro;
   ro.lock_globs = o.locks;
   ro.summary = !o.no_summary;
@@ -64,6 +66,7 @@ int run(const analyze_options& o, bool live_mode) {
   if (!live_mode) {
     analyzer::analysis_options ao;
     ao.capture = make_ingest_options(o.capture);
+    if (o.capture.verbose) ao.capture.session.observer = &flows;
     ao.timeline = make_timeline_options(o);
     ao.report = ro;
     ao.threads = o.threads;
@@ -94,7 +97,9 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), report);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
-  analyzer::ingest_pipeline a(make_ingest_options(o.capture), recognizer);
+  analyzer::ingest_options io = make_ingest_options(o.capture);
+  if (o.capture.verbose) io.session.observer = &flows;
+  analyzer::ingest_pipeline a(io, recognizer);
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);
   analyzer::captured_packet p;
