@@ -23,9 +23,14 @@ namespace ltest = lockscope::test;
 
 namespace {
 
-std::string cli_binary() {
+// The lockscope binary, or empty (with a warning) when it or `tool` is missing.
+std::string cli_binary_with(const char* tool) {
   const std::string binary = LOCKSCOPE_CLI_PATH;
-  return !binary.empty() && std::filesystem::exists(binary) ? binary : std::string();
+  if (binary.empty() || !std::filesystem::exists(binary) || !on_path(tool)) {
+    WARN("the lockscope binary or " << tool << " is missing: skipping");
+    return {};
+  }
+  return binary;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -39,8 +44,8 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-// `decode --format jsonl` lines, each parsed and checked against the schema.
-std::vector<json::object> decoded(const std::string& text) {
+// Each line parsed as one JSON object.
+std::vector<json::object> objects(const std::string& text) {
   std::vector<json::object> out;
   for (const std::string& line : lines_of(text)) {
     json::error_code ec;
@@ -48,7 +53,15 @@ std::vector<json::object> decoded(const std::string& text) {
     INFO(line);
     REQUIRE(!ec);
     REQUIRE(v.is_object());
-    const json::object& o = v.as_object();
+    out.push_back(std::move(v.as_object()));
+  }
+  return out;
+}
+
+// `decode --format jsonl` lines, each checked against the schema.
+std::vector<json::object> decoded(const std::string& text) {
+  std::vector<json::object> out = objects(text);
+  for (const json::object& o : out) {
     CHECK(o.size() == 8);
     CHECK(o.at("ts").is_double());
     CHECK(o.at("client").is_string());
@@ -60,24 +73,17 @@ std::vector<json::object> decoded(const std::string& text) {
     CHECK((o.at("latency_us").is_int64() || o.at("latency_us").is_null()));
     const json::string& kind = o.at("kind").as_string();
     CHECK((kind == "exchange" || kind == "push"));
-    out.push_back(o);
   }
   return out;
 }
 
-// `analyze --format jsonl` event lines, parsed; the schema's common fields checked.
+// `analyze --format jsonl` event lines; the schema's common fields checked.
 std::vector<json::object> events(const std::string& text) {
-  std::vector<json::object> out;
-  for (const std::string& line : lines_of(text)) {
-    json::error_code ec;
-    json::value v = json::parse(line, ec);
-    INFO(line);
-    REQUIRE(!ec);
-    const json::object& o = v.as_object();
+  std::vector<json::object> out = objects(text);
+  for (const json::object& o : out) {
     CHECK(o.at("ts").is_double());
     CHECK(o.at("lock").is_string());
     CHECK(o.at("event").is_string());
-    out.push_back(o);
   }
   return out;
 }
@@ -138,9 +144,10 @@ log.close()
 TEST_CASE("a real capture started mid-connection: same sides and events with and without --port",
           "[real][sides][cli]") {
   LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = cli_binary();
-  if (binary.empty() || std::system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0) {
-    WARN("the lockscope binary or python3-redis is missing: skipping");
+  const std::string binary = cli_binary_with("python3");
+  if (binary.empty()) return;
+  if (std::system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0) {
+    WARN("python3-redis is missing (scripts/install-deps installs it): skipping");
     return;
   }
   ltest::redis_server server;
@@ -244,11 +251,8 @@ TEST_CASE("a real capture started mid-connection: same sides and events with and
 TEST_CASE("real inline commands through nc: quotes, escapes, unknown names, unbalanced quotes, RESET, HELLO 2",
           "[real][inline][cli]") {
   LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = cli_binary();
-  if (binary.empty() || !on_path("nc")) {
-    WARN("the lockscope binary or nc is missing: skipping");
-    return;
-  }
+  const std::string binary = cli_binary_with("nc");
+  if (binary.empty()) return;
   ltest::redis_server server;
   temp_dir dir;
   const std::uint16_t port = server.port();
@@ -321,11 +325,8 @@ TEST_CASE("real inline commands through nc: quotes, escapes, unknown names, unba
 
 TEST_CASE("real TLS and HTTP on a Redis port are named once each in the summary", "[real][protocols][cli]") {
   LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = cli_binary();
-  if (binary.empty() || !on_path("nc")) {
-    WARN("the lockscope binary or nc is missing: skipping");
-    return;
-  }
+  const std::string binary = cli_binary_with("nc");
+  if (binary.empty()) return;
   ltest::redis_server server;
   temp_dir dir;
   const std::string p = std::to_string(server.port());
