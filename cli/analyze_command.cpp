@@ -60,9 +60,11 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
     fmt::print(stderr, "lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);
   }
+  print_flow_summary("analyze", s);
 }
 
 int run(const analyze_options& o, bool live_mode) {
+  flow_reporter flows("analyze");
   analyzer::report_options ro;
   ro.lock_globs = o.locks;
   ro.summary = !o.no_summary;
@@ -72,6 +74,7 @@ int run(const analyze_options& o, bool live_mode) {
   if (!live_mode) {
     analyzer::analysis_options ao;
     ao.capture = make_ingest_options(o.capture);
+    if (o.capture.verbose) ao.capture.session.observer = &flows;
     ao.timeline = make_timeline_options(o);
     ao.report = ro;
     ao.threads = o.threads;
@@ -107,7 +110,9 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), report);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
-  analyzer::ingest_pipeline a(make_ingest_options(o.capture), recognizer, &recognizer);
+  analyzer::ingest_options io = make_ingest_options(o.capture);
+  if (o.capture.verbose) io.session.observer = &flows;
+  analyzer::ingest_pipeline a(io, recognizer, &recognizer);
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);
   silence_notice silence("analyze", o.capture, *live);

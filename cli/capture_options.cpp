@@ -33,6 +33,7 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
       ->capture_default_str();
   cmd.add_option("--flow-timeout", o.flow_timeout, "Seconds of silence before a connection is forgotten")
       ->capture_default_str();
+  cmd.add_flag("-v,--verbose", o.verbose, "Say for each flow which end is the server and why (SYN, --port, content, port)");
   cmd.add_option("--max-buffer-per-flow", o.max_buffer_per_flow, "Out-of-order bytes buffered per direction (e.g. 4MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
@@ -40,6 +41,38 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
                  "Connections followed at once; beyond, the one silent the longest is ended (about 3.5 KB each)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
       ->capture_default_str();
+}
+
+void flow_reporter::on_flow_note(const analyzer::flow_note& n) {
+  switch (n.kind) {
+    case analyzer::flow_note_kind::sides_decided:
+    case analyzer::flow_note_kind::sides_corrected:
+      fmt::print(stderr, "lockscope {}: flow {}: client {} → server {}{} by {}{}{}\n", command_, n.connection,
+                 n.client->to_string(), n.server->to_string(),
+                 n.kind == analyzer::flow_note_kind::sides_corrected ? " (corrected)" : "",
+                 analyzer::to_string(n.reason), n.detail.empty() ? "" : ": ", n.detail);
+      break;
+    case analyzer::flow_note_kind::other_protocol:
+      fmt::print(stderr, "lockscope {}: flow {}: {} ↔ {}: {}\n", command_, n.connection, n.client->to_string(),
+                 n.server->to_string(), analyzer::describe(n.protocol));
+      break;
+  }
+}
+
+void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
+  for (const std::string& line : analyzer::describe_other_protocols(s)) {
+    fmt::print(stderr, "lockscope {}: {}\n", command, line);
+  }
+  if (s.side_corrections > 0) {
+    fmt::print(stderr, "lockscope {}: {} flows had their client and server swapped after a guess (see -v)\n", command,
+               s.side_corrections);
+  }
+  if (s.pending_overflow > 0) {
+    fmt::print(stderr,
+               "lockscope {}: {} commands shown without a reply: too many bytes waiting for replies on one "
+               "connection (a capture of one direction?)\n",
+               command, s.pending_overflow);
+  }
 }
 
 void require_one_source(const std::string& command, const capture_options& o) {

@@ -27,6 +27,7 @@ struct capture_options {
   std::uint64_t max_buffer_per_flow = 4u << 20;
   std::size_t max_flows = analyzer::ingest_options::default_max_flows;
   bool show_secrets = false;
+  bool verbose = false;
 
   bool live() const noexcept { return !interface.empty(); }
 };
@@ -41,6 +42,21 @@ void require_one_source(const std::string& command, const capture_options& o);
 // The ingest pipeline's options. Live capture without --port or --filter selects port
 // 6379, so that end is the server.
 analyzer::ingest_options make_ingest_options(const capture_options& o);
+
+// -v: one stderr line per flow when its sides are decided (and why), corrected, or
+// found to carry another protocol. Same lines for decode and analyze.
+class flow_reporter final : public analyzer::flow_observer {
+ public:
+  explicit flow_reporter(const char* command) : command_(command) {}
+  void on_flow_note(const analyzer::flow_note& n) override;
+
+ private:
+  const char* command_;
+};
+
+// The end-of-run lines about flows: other protocols (named once each, with their
+// flows), side corrections, pending-command overflow. Nothing when all is well.
+void print_flow_summary(const char* command, const analyzer::ingest_stats& s);
 
 // Opens -i IFACE and prints, as tcpdump does, what it listens to:
 //   lockscope decode: listening on lo, port 6379 (BPF "(tcp port 6379) or (vlan and (tcp port 6379))")

@@ -145,6 +145,7 @@ void print_summary(const analyzer::ingest_stats& s, std::uint64_t printed, const
     fmt::print(stderr, "lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",
                s.unsupported_link, s.malformed, s.fragments);
   }
+  print_flow_summary("decode", s);
 }
 
 int run_files(const decode_options& o) {
@@ -158,7 +159,10 @@ int run_files(const decode_options& o) {
     return 2;
   }
   printer out(o, false);
-  analyzer::ingest_pipeline a(make_ingest_options(o.capture), out);
+  flow_reporter flows("decode");
+  analyzer::ingest_options io = make_ingest_options(o.capture);
+  if (o.capture.verbose) io.session.observer = &flows;
+  analyzer::ingest_pipeline a(io, out);
   const bool progress = !o.no_progress && isatty(STDERR_FILENO) == 1 && source->total_bytes() > (16u << 20);
   auto last_progress = std::chrono::steady_clock::now();
   analyzer::captured_packet p;
@@ -188,7 +192,10 @@ int run_live(const decode_options& o) {
   std::unique_ptr<analyzer::live_capture> live = open_live("decode", o.capture);
   if (!live) return 2;
   printer out(o, true);
-  analyzer::ingest_pipeline a(make_ingest_options(o.capture), out);
+  flow_reporter flows("decode");
+  analyzer::ingest_options io = make_ingest_options(o.capture);
+  if (o.capture.verbose) io.session.observer = &flows;
+  analyzer::ingest_pipeline a(io, out);
   const stop_on_signal stop(*live);
   drop_reporter drops("decode", o.capture.stats_interval);
   silence_notice silence("decode", o.capture, *live);

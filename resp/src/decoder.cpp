@@ -647,13 +647,13 @@ void decoder::parse_inline(std::string_view line, std::uint64_t at, handler& h) 
         continue;
       }
       if (i >= n) {
-        fail(errc::unbalanced_quotes, at + i);
+        unbalanced_inline(line, at + i, h);
         return;
       }
       char c = line[i];
       if (c == quote) {
         if (i + 1 < n && !is_space(line[i + 1])) {
-          fail(errc::unbalanced_quotes, at + i + 1);
+          unbalanced_inline(line, at + i + 1, h);
           return;
         }
         ++i;
@@ -690,10 +690,29 @@ void decoder::parse_inline(std::string_view line, std::uint64_t at, handler& h) 
                                   : line.substr(start, i - start));
   }
   if (inline_args_.empty()) return;  // redis-server ignores blank lines
+  emit_inline(node_flags::inline_command, h);
+}
 
+void decoder::unbalanced_inline(std::string_view line, std::uint64_t bad_at, handler& h) {
+  if (!options_.unbalanced_as_command) {
+    fail(errc::unbalanced_quotes, bad_at);
+    return;
+  }
+  inline_args_.clear();
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) inline_args_.push_back(line.substr(start, i - start));
+  }
+  emit_inline(static_cast<std::uint8_t>(node_flags::inline_command | node_flags::unbalanced_quotes), h);
+}
+
+void decoder::emit_inline(std::uint8_t flags, handler& h) {
   node head;
   head.type = type::array;
-  head.flags = node_flags::inline_command;
+  head.flags = flags;
   head.length = inline_args_.size();
   h.on_node(head);
   for (std::size_t k = 0; k < inline_args_.size(); ++k) {

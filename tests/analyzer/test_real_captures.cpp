@@ -14,6 +14,7 @@
 
 #include "helpers.hpp"
 #include "lockscope/test/jsonl_schema.hpp"
+#include "real_capture.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
@@ -24,77 +25,6 @@ using namespace std::chrono_literals;
 namespace ltest = lockscope::test;
 
 namespace {
-
-bool on_path(const char* program) {
-  return std::system((std::string("command -v ") + program + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// `tcpdump -i lo -w FILE tcp port P` for the lifetime of the object.
-class tcpdump_recording {
- public:
-  tcpdump_recording(const std::filesystem::path& file, std::uint16_t port) : file_(file) {
-    const std::string filter = "tcp port " + std::to_string(port);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::FILE* null = std::fopen("/dev/null", "w");
-      if (null != nullptr) {
-        ::dup2(::fileno(null), 1);
-        ::dup2(::fileno(null), 2);
-      }
-      // A 64 MiB buffer (-B, KiB): 64 KiB loopback segments overflow the default.
-      ::execlp("tcpdump", "tcpdump", "-i", "lo", "-U", "--immediate-mode", "-B", "65536", "-s", "262144", "-w",
-               file.c_str(), filter.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    // tcpdump writes the file header once the capture is active.
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::error_code ec;
-      if (std::filesystem::file_size(file_, ec) >= 24 && !ec) {
-        ready_ = true;
-        break;
-      }
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    std::this_thread::sleep_for(200ms);  // the filter is attached just after the header
-  }
-  ~tcpdump_recording() { stop(); }
-  bool ready() const { return ready_; }
-  void stop() {
-    if (pid_ <= 0) return;
-    std::this_thread::sleep_for(300ms);  // let the last packets reach the file
-    ::kill(pid_, SIGINT);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-
- private:
-  std::filesystem::path file_;
-  pid_t pid_ = -1;
-  bool ready_ = false;
-};
-
-int run(const std::string& command) {
-  const int rc = std::system(("timeout 20 " + command).c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-std::string cli(std::uint16_t port, const std::string& args) {
-  return "redis-cli -p " + std::to_string(port) + " " + args + " >/dev/null";
-}
-
-#define LOCKSCOPE_REQUIRE_CAPTURE_TOOLS()                                         \
-  LOCKSCOPE_REQUIRE_REDIS_SERVER();                                               \
-  if (!on_path("tcpdump") || !on_path("redis-cli")) {                             \
-    WARN("tcpdump or redis-cli is not installed: skipping");                      \
-    return;                                                                       \
-  }
 
 struct recorded_session {
   ltest::redis_server server;

@@ -20,9 +20,9 @@ struct ingest_pipeline::connection {
   };
 
   connection(const ingest_options& options, std::uint64_t id, std::array<endpoint, 2> ends,
-             std::optional<int> client_side, exchange_sink& sink)
+             std::optional<int> client_side, side_reason reason, exchange_sink& sink)
       : streams{tcp_stream(options.tcp), tcp_stream(options.tcp)},
-        session(options.session, id, ends, client_side, sink) {
+        session(options.session, id, ends, client_side, sink, reason) {
     for (int i = 0; i < 2; ++i) {
       sinks[i].owner = this;
       sinks[i].side = i;
@@ -138,18 +138,23 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   if (it == flows_.end()) {
     // Nothing to end, or the last ACK of a connection already closed.
     if (seg.has(tcp_flags::rst) || (!syn && seg.payload.empty() && seg.missing == 0)) return;
+    // The most certain signal first: the SYN, then --port; else the session reads the content.
     std::optional<int> client_side;
+    side_reason reason = side_reason::undecided;
     const std::array<endpoint, 2> ends{key.a, key.b};
-    if (!options_.ports.empty()) {
+    if (syn) {
+      client_side = ack ? 1 - side : side;  // SYN comes from the client, SYN-ACK from the server
+      reason = side_reason::syn;
+    } else if (!options_.ports.empty()) {
       const bool a_server = selected_port(key.a.port);
       const bool b_server = selected_port(key.b.port);
-      if (a_server != b_server) client_side = a_server ? 1 : 0;
-      else client_side = key.a.port < key.b.port ? 1 : 0;
-    } else if (syn) {
-      client_side = ack ? 1 - side : side;  // SYN comes from the client, SYN-ACK from the server
+      if (a_server != b_server) {
+        client_side = a_server ? 1 : 0;
+        reason = side_reason::port;
+      }
     }
     if (options_.max_flows > 0 && flows_.size() >= options_.max_flows) end_oldest(ts_us);
-    auto conn = std::make_unique<connection>(options_, next_connection_id_, ends, client_side, sink_);
+    auto conn = std::make_unique<connection>(options_, next_connection_id_, ends, client_side, reason, sink_);
     conn->number = next_connection_id_++;
     conn->key = key;
     conn->last_seen_us = ts_us;
@@ -169,8 +174,9 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   if (syn && !stream.started()) c.session.set_stream_start_seen(side);
   c.sinks[side].now_us = ts_us;
   c.sinks[1 - side].now_us = ts_us;
-  stream.on_segment(seg.seq, seg.flags, seg.payload, seg.missing, c.sinks[side]);
+  // The ACK first: bytes it gives up waiting for were sent before this segment's data.
   if (ack) c.streams[1 - side].on_peer_ack(seg.ack, c.sinks[1 - side]);
+  stream.on_segment(seg.seq, seg.flags, seg.payload, seg.missing, c.sinks[side]);
 
   if (seg.has(tcp_flags::rst)) {
     close(it, ts_us);
@@ -187,6 +193,8 @@ void ingest_pipeline::add_traffic(ingest_stats& to, const connection& c) noexcep
   to.unpaired_replies += s.unpaired_replies;
   to.decode_errors += s.decode_errors;
   to.resyncs += s.resyncs;
+  to.pending_overflow += s.pending_overflow;
+  to.side_corrections += s.side_corrections;
   for (const tcp_stream& t : c.streams) {
     to.payload_bytes += t.stats().delivered_bytes;
     to.gaps += t.stats().gaps;
@@ -204,7 +212,16 @@ void ingest_pipeline::close(
   }
   c.session.finish(now_us);
   add_traffic(totals_, c);
-  if (c.session.ignored()) ++totals_.not_resp_flows;
+  if (c.session.ignored() && c.session.carried() != flow_protocol::resp) {
+    ++totals_.not_resp_flows;
+    other_protocol_flows& o = totals_.other_protocols[static_cast<std::size_t>(c.session.carried()) - 1];
+    ++o.flows;
+    if (o.examples.size() < other_protocol_flows::max_examples) {
+      const endpoint* e = c.session.ends();
+      const int client = c.session.client_side().value_or(0);
+      o.examples.push_back(e[client].to_string() + " → " + e[1 - client].to_string());
+    }
+  }
   else if (c.session.client_side()) ++totals_.resp_flows;
   if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
   const std::uint64_t number = c.number;
@@ -259,6 +276,27 @@ ingest_stats ingest_pipeline::stats() const {
   ingest_stats s = totals_;
   for (const auto& [key, c] : flows_) add_traffic(s, *c);
   return s;
+}
+
+}  // namespace lockscope::analyzer
+
+namespace lockscope::analyzer {
+
+std::vector<std::string> describe_other_protocols(const ingest_stats& s) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < s.other_protocols.size(); ++i) {
+    const other_protocol_flows& o = s.other_protocols[i];
+    if (o.flows == 0) continue;
+    std::string line(describe(static_cast<flow_protocol>(i + 1)));
+    line += " — " + std::to_string(o.flows) + (o.flows == 1 ? " flow: " : " flows: ");
+    for (std::size_t k = 0; k < o.examples.size(); ++k) {
+      if (k > 0) line += ", ";
+      line += o.examples[k];
+    }
+    if (o.flows > o.examples.size()) line += ", …";
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 }  // namespace lockscope::analyzer

@@ -14,6 +14,12 @@ void message::clear() noexcept {
   bulk_open_ = false;
 }
 
+void message::clear_and_trim(std::size_t keep) {
+  if (text_.capacity() > keep) std::string().swap(text_);
+  if (nodes_.capacity() * sizeof(message_node) > keep) std::vector<message_node>().swap(nodes_);
+  clear();
+}
+
 void message::add(const resp::node& n, std::size_t max_text) {
   auto append_text = [&](message_node& target, std::string_view bytes) {
     const std::size_t room = text_.size() < max_text ? max_text - text_.size() : 0;

@@ -16,7 +16,7 @@ void resp_session::side_handler::on_node(const resp::node& n) {
 
 resp_session::resp_session(const session_options& options, std::uint64_t connection,
                            std::array<endpoint, 2> ends, std::optional<int> client_side,
-                           exchange_sink& sink)
+                           exchange_sink& sink, side_reason reason)
     : options_(options), connection_(connection), ends_(ends), sink_(sink),
       client_side_(client_side ? *client_side : -1) {
   for (int side = 0; side < 2; ++side) {
@@ -26,6 +26,10 @@ resp_session::resp_session(const session_options& options, std::uint64_t connect
   ring_.resize(8);
   end_texts_[0] = ends_[0].to_string();
   end_texts_[1] = ends_[1].to_string();
+  if (client_side_ >= 0) {
+    reason_ = reason;
+    sides_certain_ = true;
+  }
 }
 
 void resp_session::report(session_event_kind kind, int side, std::uint64_t offset,
@@ -47,6 +51,7 @@ void resp_session::make_decoders() {
   for (int side = 0; side < 2; ++side) {
     resp::decoder_options o;
     o.allow_inline = side == client_side_;
+    o.unbalanced_as_command = o.allow_inline;
     sides_[side].decoder.emplace(o);
   }
 }
@@ -56,12 +61,22 @@ void resp_session::on_data(int side, std::string_view bytes, std::uint64_t offse
   if (ignored_ || bytes.empty()) return;
   now_us_ = now_us;
   side_state& s = sides_[side];
-  s.next_offset = offset;
   if (!s.seen_data) {
     s.seen_data = true;
-    decide_roles(side, bytes);
-    make_decoders();
+    if (other_protocol_at_start(side, bytes)) return;
+    if (client_side_ >= 0 && !s.decoder) {
+      make_decoders();
+      note(flow_note_kind::sides_decided);
+    }
   }
+  if (client_side_ < 0) hold(side, bytes, offset, now_us);
+  else process(side, bytes, offset, now_us);
+}
+
+void resp_session::process(int side, std::string_view bytes, std::uint64_t offset, std::int64_t now_us) {
+  now_us_ = now_us;
+  side_state& s = sides_[side];
+  s.next_offset = offset;
   if (s.synced) feed_synced(side, bytes);
   else resync(side, bytes);
 }
@@ -74,6 +89,10 @@ void resp_session::on_gap(int side, std::uint64_t bytes, std::uint64_t offset, s
     // Lost bytes before any data: nothing to resynchronise yet.
     s.next_offset = offset + bytes;
     return;
+  }
+  if (client_side_ < 0) {
+    decide(true);  // held bytes cannot be joined across the hole: decide on what came
+    if (ignored_) return;
   }
   report(session_event_kind::gap, side, offset, bytes);
   s.next_offset = offset + bytes;
@@ -101,6 +120,10 @@ void resp_session::feed_synced(int side, std::string_view bytes) {
     const std::size_t n = d.feed(bytes, s.handler);
     bytes.remove_prefix(n);
     s.next_offset += n;
+    if (correct_pending_) {
+      correct_sides(side, bytes);
+      return;
+    }
     if (d.error()) {
       ++stats_.decode_errors;
       report(session_event_kind::decode_error, side, s.decoder_base + d.error_offset(), 0, d.error());
@@ -132,8 +155,16 @@ exchange resp_session::make_exchange(exchange_kind kind) const noexcept {
 }
 
 void resp_session::finish(std::int64_t now_us) {
+  if (client_side_ < 0 && !ignored_) {
+    now_us_ = now_us;
+    decide(true);
+  }
   if (ignored_ || client_side_ < 0) return;
   now_us_ = now_us;
+  if (!sides_[0].synced_once && !sides_[1].synced_once && (sides_[0].seen_data || sides_[1].seen_data)) {
+    give_up(sides_[0].seen_data ? 0 : 1, 0);  // not one frame: not RESP
+    return;
+  }
   drop_pending(true);
 }
 

@@ -18,7 +18,23 @@ enum : std::uint8_t {
   expect_reset,
   expect_monitor,
   expect_replication,  // PSYNC/SYNC: the preamble line or the RDB
+  expect_protocol_error,  // an inline line with unbalanced quotes
+  expect_nothing,         // sent after that line: the server closes without answering
 };
+
+// Scratch decoders for validating candidates, shared by every session of a thread.
+// The inline one accepts unbalanced quotes as commands, as the sessions' client
+// decoders do.
+resp::decoder& scratch_decoder(bool allow_inline);
+
+// What one direction's bytes show about its sender (see resp_session.hpp); `detail`
+// names the frame that decided.
+enum : std::uint8_t { no_evidence = 0, bulk_only = 1, client_like = 2, server_only = 3 };
+std::uint8_t classify(std::string_view bytes, std::string_view& detail);
+
+// A line a person typed: printable ASCII ending in CRLF, starting with a command-like
+// word (letters only). Mid-stream, inline candidates must look like this.
+bool looks_like_inline_line(std::string_view bytes) noexcept;
 
 using resp::iequals;
 

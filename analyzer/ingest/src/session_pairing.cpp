@@ -24,15 +24,23 @@ resp_session::pending_command& resp_session::tail_slot() {
 }
 
 void resp_session::commit_tail() {
+  pending_command& c = ring_[ring_index(head_ + count_)];
+  c.footprint = c.command.footprint();
+  pending_bytes_ += c.footprint;
   ++count_;
-  if (count_ > options_.max_pending) {
+  while (count_ > 1 && (count_ > options_.max_pending || pending_bytes_ > options_.max_pending_bytes)) {
+    ++stats_.pending_overflow;
     emit(front(), nullptr);
     pop_front();
   }
 }
 
 void resp_session::pop_front() {
-  ring_[head_].command.clear();
+  pending_command& c = ring_[head_];
+  pending_bytes_ -= c.footprint;
+  c.footprint = 0;
+  // A large command's buffers go: the ring keeps only ordinary capacity per slot.
+  c.command.clear_and_trim(64u << 10);
   head_ = ring_index(head_ + 1);
   --count_;
 }
@@ -45,6 +53,11 @@ void resp_session::drop_pending(bool emit_unanswered) {
 }
 
 void resp_session::on_client_node(const resp::node& n) {
+  if (!sides_certain_ && contradicts_client(n)) {
+    correct_pending_ = true;
+    sides_[client_side_].decoder->pause();
+    return;
+  }
   pending_command& c = tail_slot();
   c.command.add(n, options_.max_message_bytes);
   if (n.ends_message()) command_complete();
@@ -79,6 +92,8 @@ void resp_session::command_complete() {
     c.command.clear();
     return;
   }
+  const bool unbalanced = (nodes[0].flags & resp::node_flags::unbalanced_quotes) != 0;
+  if ((nodes[0].flags & resp::node_flags::inline_command) != 0) inline_seen_ = true;
   const std::string_view name = c.command.text(nodes[1]);
   std::vector<std::string_view>& args = arguments_;
   args.clear();
@@ -95,6 +110,19 @@ void resp_session::command_complete() {
     args.push_back(name);
   }
   if (secrets) find_secrets(args, c.secrets);
+  if (server_closing_) {
+    c.expect = expect_nothing;
+    commit_tail();
+    return;
+  }
+  if (unbalanced) {
+    // redis-server answers `-ERR Protocol error: unbalanced quotes in request`, then
+    // closes: what the client sent after it is never answered.
+    c.expect = expect_protocol_error;
+    server_closing_ = true;
+    commit_tail();
+    return;
+  }
   if (ordinary) {
     // nothing to track
   } else if (iequals(name, "HELLO")) {
@@ -249,6 +277,12 @@ void resp_session::reply_complete() {
     case expect_confirmation:
       // RESP3 confirmations arrive as pushes; this is an error reply.
       break;
+    case expect_protocol_error:
+      // The server closes after this reply: nothing sent after it is answered.
+      emit(c, &reply_);
+      pop_front();
+      drop_pending(true);
+      return;
     default:
       break;
   }

@@ -13,47 +13,28 @@ namespace {
 
 struct counting_handler final : resp::handler {
   std::size_t messages = 0;
+  std::size_t arrays = 0;  // messages sent as `*N` arrays, not inline
   void on_node(const resp::node& n) override {
+    if (n.depth == 0 && n.type == resp::type::array && (n.flags & resp::node_flags::inline_command) == 0) ++arrays;
     if (n.ends_message()) ++messages;
   }
 };
-
-// Scratch decoders for validating resync candidates, shared by every session.
-resp::decoder& scratch_decoder(bool allow_inline) {
-  thread_local resp::decoder strict{resp::decoder_options{}};
-  thread_local resp::decoder with_inline{[] {
-    resp::decoder_options o;
-    o.allow_inline = true;
-    return o;
-  }()};
-  resp::decoder& d = allow_inline ? with_inline : strict;
-  d.reset();
-  return d;
-}
 
 constexpr std::size_t validation_enough = 16u << 10;  // clean bytes that prove a candidate
 
 }  // namespace
 
-void resp_session::decide_roles(int side, std::string_view bytes) {
-  if (client_side_ >= 0) return;
-  int sender_is_client = -1;
-  std::string_view first_word;
-  if (looks_like_command_array(bytes, &first_word)) {
-    // A RESP2 pub/sub frame looks like a command; its first word gives it away.
-    sender_is_client = (is_message_kind(first_word) || is_confirmation_kind(first_word)) ? 0 : 1;
-  } else if (!bytes.empty() && is_reply_type_byte(bytes[0])) {
-    sender_is_client = 0;
-  } else if (!bytes.empty() && ((bytes[0] >= 'A' && bytes[0] <= 'Z') || (bytes[0] >= 'a' && bytes[0] <= 'z'))) {
-    sender_is_client = 1;  // an inline command
-  }
-  if (sender_is_client < 0) {
-    // Nothing to go by: servers listen on the lower, well-known port.
-    const int server = ends_[0].port < ends_[1].port ? 0 : 1;
-    client_side_ = 1 - server;
-    return;
-  }
-  client_side_ = sender_is_client == 1 ? side : 1 - side;
+resp::decoder& session_detail::scratch_decoder(bool allow_inline) {
+  thread_local resp::decoder strict{resp::decoder_options{}};
+  thread_local resp::decoder with_inline{[] {
+    resp::decoder_options o;
+    o.allow_inline = true;
+    o.unbalanced_as_command = true;
+    return o;
+  }()};
+  resp::decoder& d = allow_inline ? with_inline : strict;
+  d.reset();
+  return d;
 }
 
 void resp_session::lose_sync(int side) {
@@ -74,8 +55,12 @@ void resp_session::lose_sync(int side) {
 bool resp_session::validate(int side, std::string_view candidate, bool& need_more) {
   need_more = false;
   const bool client = side == client_side_;
-  const bool allow_inline = client && sides_[side].at_stream_start && sides_[side].resync_start == 0 &&
-                            candidate.data() == sides_[side].resync_buffer.data();
+  const bool first_bytes = sides_[side].resync_start == 0 && candidate.data() == sides_[side].resync_buffer.data();
+  // Inline commands: at the start of a stream seen from its SYN, anything; elsewhere
+  // (a flow's first captured bytes, a resync) a line that looks typed.
+  const bool stream_start = client && sides_[side].at_stream_start && first_bytes;
+  const bool allow_inline =
+      stream_start || (client && (first_bytes || inline_seen_) && looks_like_inline_line(candidate));
   if (client && !allow_inline && !looks_like_command_array(candidate)) {
     // `*N\r\n` alone could still be waiting for its `$`.
     if (candidate.size() < 16 && !candidate.empty() && candidate[0] == '*') need_more = true;
@@ -86,6 +71,8 @@ bool resp_session::validate(int side, std::string_view candidate, bool& need_mor
   counting_handler h;
   d.feed(candidate, h);
   if (d.error()) return false;
+  // A client that sends arrays after it is not typing: the line was a value's text.
+  if (allow_inline && !stream_start && !candidate.starts_with('*') && h.arrays > 0) return false;
   if (h.messages >= 1 || candidate.size() >= validation_enough) return true;
   need_more = true;
   return false;
@@ -96,6 +83,17 @@ void resp_session::resync(int side, std::string_view bytes) {
   if (s.resync_buffer.empty()) s.resync_start = s.next_offset;
   s.resync_buffer.append(bytes);
   s.next_offset += bytes.size();
+  if (!sides_certain_ && side == client_side_) {
+    // Guessed roles: replies from the end taken for the client prove the guess wrong.
+    std::string_view detail;
+    if (classify(s.resync_buffer, detail) == server_only) {
+      std::string held;
+      held.swap(s.resync_buffer);
+      s.next_offset = s.resync_start;
+      correct_sides(side, held);
+      return;
+    }
+  }
   std::string_view buffer = s.resync_buffer;
   std::size_t candidate = 0;
   for (;;) {
@@ -113,8 +111,7 @@ void resp_session::resync(int side, std::string_view bytes) {
     }
     if (s.at_stream_start && s.resync_start == 0 && candidate == 0) {
       // A stream seen from its first byte must start with a frame: this is not RESP.
-      ignored_ = true;
-      report(session_event_kind::not_resp, side, 0, 0);
+      give_up(side, 0);
       return;
     }
     const std::size_t newline = buffer.find('\n', candidate);
@@ -124,10 +121,7 @@ void resp_session::resync(int side, std::string_view bytes) {
       s.unsynced_bytes += buffer.size();
       s.resync_start += buffer.size();
       s.resync_buffer.clear();
-      if (s.unsynced_bytes > options_.give_up_after) {
-        ignored_ = true;
-        report(session_event_kind::not_resp, side, s.resync_start, 0);
-      }
+      if (s.unsynced_bytes > options_.give_up_after) give_up(side, s.resync_start);
       return;
     }
     candidate = newline + 1;
@@ -136,10 +130,7 @@ void resp_session::resync(int side, std::string_view bytes) {
       s.unsynced_bytes += candidate;
       s.resync_start += candidate;
       s.resync_buffer.clear();
-      if (s.unsynced_bytes > options_.give_up_after) {
-        ignored_ = true;
-        report(session_event_kind::not_resp, side, s.resync_start, 0);
-      }
+      if (s.unsynced_bytes > options_.give_up_after) give_up(side, s.resync_start);
       return;
     }
     if (candidate > options_.resync_window) {
@@ -161,6 +152,7 @@ void resp_session::resync(int side, std::string_view bytes) {
   stats_.skipped_bytes += candidate;
   s.unsynced_bytes = 0;
   s.synced = true;
+  s.synced_once = true;
   s.decoder->reset();
   s.decoder_base = start;
   s.next_offset = start;

@@ -37,6 +37,10 @@ struct decoder_options {
   resp::limits limits{};
   // Accept redis-server's inline command syntax (`SET k v\r\n`). Only requests use it.
   bool allow_inline = false;
+  // With allow_inline: an inline line with an unbalanced quote is not an error but a
+  // command flagged node_flags::unbalanced_quotes, its words split on blanks as typed
+  // (what an observer shows; redis-server replies with a protocol error and closes).
+  bool unbalanced_as_command = false;
 };
 
 // Receives the node stream. Views in the node are valid only during the call.
@@ -88,6 +92,8 @@ class decoder {
                  std::uint64_t& line_offset);
   void parse_line(std::string_view line, std::uint64_t at, handler& h);
   void parse_inline(std::string_view line, std::uint64_t at, handler& h);
+  void unbalanced_inline(std::string_view line, std::uint64_t bad_at, handler& h);
+  void emit_inline(std::uint8_t flags, handler& h);
   void open_aggregate(type kind, std::string_view content, std::uint64_t at, handler& h);
   void open_bulk(type kind, std::string_view content, std::uint64_t at, handler& h);
   void start_bulk(type kind, std::uint64_t length);

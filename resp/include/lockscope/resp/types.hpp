@@ -57,6 +57,9 @@ inline constexpr std::uint8_t null_bulk = 1u << 3;
 inline constexpr std::uint8_t null_array = 1u << 4;
 // An array built from an inline command line (request direction only).
 inline constexpr std::uint8_t inline_command = 1u << 5;
+// An inline line with an unbalanced quote, split on blanks as typed (quotes kept):
+// redis-server answers it with a protocol error (decoder_options::unbalanced_as_command).
+inline constexpr std::uint8_t unbalanced_quotes = 1u << 6;
 }  // namespace node_flags
 
 inline constexpr std::uint64_t unknown_length = std::numeric_limits<std::uint64_t>::max();

@@ -16,9 +16,11 @@
 // within 64 MB.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -48,6 +50,13 @@ class connection_end_sink {
   virtual void on_connection_end(std::uint64_t connection, std::int64_t at_us) = 0;
 };
 
+// Flows of one protocol that is not RESP: how many, and the first few "a → b".
+struct other_protocol_flows {
+  static constexpr std::size_t max_examples = 8;
+  std::uint64_t flows = 0;
+  std::vector<std::string> examples;
+};
+
 struct ingest_stats {
   std::uint64_t packets = 0;
   std::uint64_t bytes = 0;              // captured bytes
@@ -71,7 +80,15 @@ struct ingest_stats {
   std::uint64_t pushes = 0;
   std::uint64_t unpaired_replies = 0;
   std::uint64_t resyncs = 0;
+  std::uint64_t pending_overflow = 0;   // commands shown unanswered: too many bytes waiting
+  std::uint64_t side_corrections = 0;   // guessed sides that later bytes contradicted
+  // TLS, HTTP, unknown (flow_protocol minus one), counted when their flow ends.
+  std::array<other_protocol_flows, 3> other_protocols;
 };
+
+// The end-of-run lines naming other protocols: "TLS: cannot decode; ... — 2 flows:
+// a → b, c → d", one per protocol seen; empty when there were none.
+std::vector<std::string> describe_other_protocols(const ingest_stats& s);
 
 class ingest_pipeline {
  public:

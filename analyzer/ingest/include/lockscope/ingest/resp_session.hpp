@@ -1,21 +1,32 @@
 // The RESP conversation of one TCP connection: both byte streams decoded, replies
 // paired with their commands, pushes told apart from replies.
 //
-//   resp_session s(options, client_or_unknown, ends, sink);
+//   resp_session s(options, connection, ends, client_or_unknown, sink);
 //   s.on_data(side, bytes, offset, now_us);   // side 0/1: the connection's two ends
 //   s.on_gap(side, bytes, offset, now_us);
 //   s.finish(now_us);                         // unanswered commands are emitted
 //
-// Which end is the server comes from the caller (ports, SYN) or, failing that, from
-// the content: the end sending arrays of bulk strings is the client. A stream whose
-// start was not captured (or that lost bytes) is resynchronised: a candidate frame
-// start (`*N\r\n$` from a client, a reply type byte from a server) at a line start is
-// accepted only once the bytes that follow it decode cleanly.
+// Which end is the client comes from the caller when it knows (the SYN, then --port).
+// Otherwise both directions are held (at most session_options::decide_window bytes)
+// until the content tells: a client only sends arrays of bulk strings or inline
+// lines, so any other frame, an array holding anything but bulk strings, or a
+// lower-case `message`/`pmessage`/`smessage`/`pong` frame comes from the server. When
+// the window fills (or decide_after_us passes, or the flow ends) without such a frame,
+// a well-known Redis port decides, then which end sent arrays, then the lower port.
+// The held bytes are then replayed, so nothing is paired under a guess. A guess that
+// later bytes contradict is corrected (the roles swap, both streams resynchronise)
+// and reported, never kept.
+//
+// A stream whose start was not captured (or that lost bytes) is resynchronised: a
+// candidate frame start (`*N\r\n$` or an inline line from a client, a reply type byte
+// from a server) at a line start is accepted only once the bytes that follow it
+// decode cleanly. Flows that are not RESP are named (TLS, HTTP, unknown) and ignored.
 //
 // Connection states that change pairing: RESP2 subscribed mode, RESP3 pushes, HELLO,
-// CLIENT REPLY OFF/SKIP/ON, MONITOR, PSYNC/SYNC (the RDB payload and the replication
-// stream are skipped). Secrets (redaction.hpp) are replaced by "****" unless
-// show_secrets.
+// RESET, CLIENT REPLY OFF/SKIP/ON, MONITOR, PSYNC/SYNC (the RDB payload and the
+// replication stream are skipped), an inline line with unbalanced quotes (answered
+// with a protocol error, then the server closes). Secrets (redaction.hpp) are
+// replaced by "****" unless show_secrets.
 #pragma once
 
 #include <array>
@@ -34,12 +45,59 @@
 
 namespace lockscope::analyzer {
 
+// How the session knows which end is the client.
+enum class side_reason : std::uint8_t {
+  undecided,
+  syn,              // the SYN / SYN-ACK was captured
+  port,             // --port names one end
+  content,          // a frame only a server sends (see the header comment)
+  well_known_port,  // content could not tell; one end is on a usual Redis port
+  content_weak,     // only one end sent arrays of bulk strings or inline lines
+  lower_port,       // nothing else: servers listen on the lower port
+};
+std::string_view to_string(side_reason r) noexcept;
+
+// What a flow carries.
+enum class flow_protocol : std::uint8_t { resp, tls, http, unknown };
+// "TLS: cannot decode; capture before the TLS terminator or on the server", ...
+std::string_view describe(flow_protocol p) noexcept;
+
+// 6379, 6380, 16379, 26379, 7000-7005 and the ports of the bundled captures.
+bool is_well_known_redis_port(std::uint16_t port) noexcept;
+
+enum class flow_note_kind : std::uint8_t { sides_decided, sides_corrected, other_protocol };
+
+// A per-flow decision, for verbose output. Views are valid during the call only.
+struct flow_note {
+  flow_note_kind kind{};
+  std::uint64_t connection = 0;
+  const endpoint* client = nullptr;  // other_protocol: the end that connected, if known
+  const endpoint* server = nullptr;
+  side_reason reason = side_reason::undecided;
+  std::string_view detail;  // what in the content decided, e.g. "an integer in an array"
+  flow_protocol protocol = flow_protocol::resp;
+};
+
+class flow_observer {
+ public:
+  virtual ~flow_observer() = default;
+  virtual void on_flow_note(const flow_note& note) = 0;
+};
+
 struct session_options {
   bool show_secrets = false;
   // Text kept per message; longer values are cut (and counted), never buffered whole.
   std::size_t max_message_bytes = 1u << 20;
-  // Commands awaiting a reply; beyond this the oldest is emitted unanswered.
+  // Commands awaiting a reply, by count and by bytes kept; beyond either the oldest is
+  // emitted unanswered (counted in session_stats::pending_overflow). The newest is
+  // always kept. Bounds a capture of only the client side.
   std::size_t max_pending = 4096;
+  std::size_t max_pending_bytes = 1u << 20;
+  // Bytes of both directions held while the sides are uncertain, and for how long.
+  std::size_t decide_window = 64u << 10;
+  std::int64_t decide_after_us = 1'000'000;
+  // Told about each flow's sides and other protocols (nullptr: nobody).
+  flow_observer* observer = nullptr;
   // Bytes examined while looking for a frame boundary before older ones are dropped.
   std::size_t resync_window = 64u << 10;
   // A stream that never resynchronises within this many bytes is not RESP.
@@ -105,14 +163,17 @@ struct session_stats {
   std::uint64_t resyncs = 0;
   std::uint64_t skipped_bytes = 0;      // dropped while resynchronising
   std::uint64_t replication_bytes = 0;  // RDB payload and replication stream
+  std::uint64_t pending_overflow = 0;   // commands emitted unanswered: too many waiting
+  std::uint64_t side_corrections = 0;   // guessed sides that later bytes contradicted
 };
 
 class resp_session {
  public:
   // `ends` are the connection's two endpoints (side 0 and side 1). `client_side` is 0
-  // or 1 when known, nullopt to decide from the content.
+  // or 1 when known (`reason` says how: syn or port), nullopt to decide from the content.
   resp_session(const session_options& options, std::uint64_t connection,
-               std::array<endpoint, 2> ends, std::optional<int> client_side, exchange_sink& sink);
+               std::array<endpoint, 2> ends, std::optional<int> client_side, exchange_sink& sink,
+               side_reason reason = side_reason::port);
 
   // Whether a side's stream starts at its first byte (its SYN was seen).
   void set_stream_start_seen(int side) noexcept { sides_[side].at_stream_start = true; }
@@ -123,9 +184,14 @@ class resp_session {
   void finish(std::int64_t now_us);
 
   bool ignored() const noexcept { return ignored_; }
+  // The two endpoints, side 0 then side 1.
+  const endpoint* ends() const noexcept { return ends_.data(); }
   std::optional<int> client_side() const noexcept {
     return client_side_ < 0 ? std::nullopt : std::optional<int>(client_side_);
   }
+  side_reason sides_reason() const noexcept { return reason_; }
+  // What the flow carries: resp, or why it is ignored.
+  flow_protocol carried() const noexcept { return carried_; }
   int protocol() const noexcept { return protocol_; }
   bool subscribed() const noexcept { return subscribed_; }
   const session_stats& stats() const noexcept { return stats_; }
@@ -140,6 +206,14 @@ class resp_session {
     std::vector<std::uint32_t> secrets;  // positions of arguments to redact (redaction.hpp)
     std::uint8_t expect = 0;         // what the reply looks like (expect_* below)
     std::uint8_t hello_protocol = 0;
+    std::size_t footprint = 0;       // bytes counted against max_pending_bytes
+  };
+  // Bytes received while the sides are undecided, in arrival order.
+  struct held_chunk {
+    std::int64_t now_us = 0;
+    std::uint64_t offset = 0;
+    std::uint32_t size = 0;
+    std::uint8_t side = 0;
   };
 
   class side_handler final : public resp::handler {
@@ -154,16 +228,33 @@ class resp_session {
     side_handler handler;
     bool at_stream_start = false;
     bool synced = false;
+    bool synced_once = false;
     bool seen_data = false;
     std::uint64_t decoder_base = 0;   // stream offset of the decoder's offset 0
     std::uint64_t next_offset = 0;    // stream offset of the next byte we expect
     std::string resync_buffer;
     std::uint64_t resync_start = 0;   // stream offset of resync_buffer[0]
     std::uint64_t unsynced_bytes = 0;
+    std::string held;                 // undecided sides: this direction's bytes so far
+    std::uint8_t evidence = 0;        // what `held` shows (session_sides.cpp)
+    std::string_view evidence_detail;
+    std::array<char, 8> first{};      // the first bytes, to name other protocols
+    std::uint8_t first_size = 0;
   };
 
-  void decide_roles(int side, std::string_view bytes);
   void make_decoders();
+  void process(int side, std::string_view bytes, std::uint64_t offset, std::int64_t now_us);
+  // Undecided sides: hold, look for evidence, decide when it is certain or the window is full.
+  void hold(int side, std::string_view bytes, std::uint64_t offset, std::int64_t now_us);
+  void decide(bool forced);
+  void commit_sides(int client, side_reason reason, std::string_view detail);
+  // The client sent something only a server sends: swap the guessed roles.
+  bool contradicts_client(const resp::node& n) noexcept;
+  void correct_sides(int side, std::string_view rest);
+  void note(flow_note_kind kind, std::string_view detail = {});
+  // First bytes of a side: another protocol ends the session here.
+  bool other_protocol_at_start(int side, std::string_view bytes);
+  void give_up(int side, std::uint64_t offset);
   void feed(int side, std::string_view bytes, std::int64_t now_us);
   void feed_synced(int side, std::string_view bytes);
   void resync(int side, std::string_view bytes);
@@ -197,6 +288,17 @@ class resp_session {
   std::array<side_state, 2> sides_;
   bool ignored_ = false;
   std::int64_t now_us_ = 0;
+  side_reason reason_ = side_reason::undecided;
+  bool sides_certain_ = false;     // syn, port or content: never corrected
+  bool correct_pending_ = false;   // set inside a client node, acted on after feed()
+  flow_protocol carried_ = flow_protocol::resp;
+  std::vector<held_chunk> held_chunks_;
+  std::size_t held_bytes_ = 0;
+  std::int64_t held_since_us_ = 0;
+  bool inline_seen_ = false;       // the client has sent inline commands
+  bool first_word_next_ = false;   // contradicts_client: the next node is a command's name
+  bool server_closing_ = false;    // an unbalanced quote: the server answers, then closes
+  std::size_t pending_bytes_ = 0;
 
   // Pairing state.
   std::vector<pending_command> ring_;   // FIFO of commands awaiting replies, reused
