@@ -53,6 +53,16 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(index, v.size() - 1)];
 }
 
+// The machine's load, printed with every result: these figures move with it.
+double load_average_1m() {
+  double load = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  return load;
+}
+
 double micros(steady::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 struct rb_result {
@@ -298,11 +308,7 @@ int tls_comparison(const std::string& rb_binary, bool quick) {
   }
   const double plain_p50 = percentile(plain_pairs, 50);
   const double tls_p50 = percentile(tls_pairs, 50);
-  double load = 0;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
+  const double load = load_average_1m();
   fmt::print("{{\n");
   fmt::print("  \"loadavg_1m\": {:.2f},\n", load);
   fmt::print("  \"plain_pair_latency_us_p50\": {:.1f},\n", plain_p50);
@@ -404,11 +410,7 @@ int main(int argc, char** argv) {
   const double handoff_p99 = percentile(gaps, 99);
   auto verdict = [](bool ok) { return ok ? "\"pass\"" : "\"fail\""; };
 
-  double load = 0;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
+  const double load = load_average_1m();
   fmt::print("{{\n");
   fmt::print("  \"loadavg_1m\": {:.2f},\n", load);
   fmt::print("  \"pair_latency_us_p50\": {:.1f},\n", pair_p50);
