@@ -286,3 +286,33 @@ TEST_CASE("TLS: failure texts for OpenSSL's verify results and alerts", "[lock][
   CHECK_THAT(lock::detail::describe_tls_error(boost::asio::ssl::error::stream_truncated, "h:6380", false),
              Catch::Contains("closed the connection during the handshake"));
 }
+
+TEST_CASE("TLS: a restarted server is a dropped connection: the client reconnects and the waiter resubscribes",
+          "[lock][tls][redis]") {
+  LOCKSCOPE_REQUIRE_TLS();
+  redis_server server = tls_server("server", false, true);
+  auto config = tls_config_for(server);
+  config.reconnect_backoff_max = 200ms;
+  lock::client client(config);
+  client.connect();
+  auto l = client.get_lock("tls-restart", "holder:1");
+  l.lock();
+  server.restart();  // no persistence: the lock is gone with the old process
+  resp_connection raw(server.host(), server.port());
+  raw.command("HSET", "tls-restart", "someone-else:1", 1);
+  auto waiter = client.get_lock("tls-restart", "waiter:1");
+  auto acquired = std::async(std::launch::async, [&] { return waiter.try_lock(20s); });
+  // The waiter's channel is subscribed again over the new TLS connection...
+  REQUIRE(lockscope::test::eventually(
+      [&] {
+        return raw.command("PUBSUB", "NUMSUB", "redisson_lock__channel:{tls-restart}").elements.at(1).integer == 1;
+      },
+      15s));
+  // ...and an unlock message published now wakes it.
+  raw.command("DEL", "tls-restart");
+  raw.command("PUBLISH", "redisson_lock__channel:{tls-restart}", "0");
+  REQUIRE(acquired.wait_for(15s) == std::future_status::ready);
+  CHECK(acquired.get());
+  CHECK(raw.command("HGET", "tls-restart", "waiter:1").text == "1");
+  waiter.unlock_or_throw();
+}
