@@ -1,4 +1,4 @@
-// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair] [--tls-ca …] -- CMD [ARGS...]`:
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
 #include <fcntl.h>
@@ -50,15 +50,19 @@ struct lock_options {
   std::string owner;
   bool fair = false;
   std::vector<std::string> command;
+  // rediss:// only
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool insecure = false;
 };
 
 void say(const std::string& line) { fmt::print(stderr, "lockscope lock: {}\n", line); }
 
 int exit_code_for(const std::error_code& ec) {
   if (ec == lock::errc::auth_failed) return exit_noperm;
-  if (ec == lock::errc::invalid_url || ec == lock::errc::tls_not_supported || ec == lock::errc::invalid_argument)
-    return exit_usage;
-  if (ec == lock::errc::timeout || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
+  if (ec == lock::errc::invalid_url || ec == lock::errc::invalid_argument) return exit_usage;
+  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
       ec.category() == std::system_category() || ec.category() == boost::system::system_category())
     return exit_unavailable;
   return exit_software;
@@ -96,6 +100,22 @@ std::optional<signal_event> read_signal(int signal_fd) {
   return signal_event{static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL};
 }
 
+int apply_tls_options(const lock_options& o, lock::tls_config& tls) {
+  if (!tls.enabled && (!o.tls_ca.empty() || !o.tls_cert.empty() || !o.tls_key.empty() || o.insecure)) {
+    say("--tls-ca, --tls-cert, --tls-key and --insecure need a rediss:// URL");
+    return exit_usage;
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    say(o.tls_cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key");
+    return exit_usage;
+  }
+  tls.ca = o.tls_ca;
+  tls.certificate = o.tls_cert;
+  tls.private_key = o.tls_key;
+  tls.verify_peer = !o.insecure;
+  return 0;
+}
+
 int run_lock(const lock_options& o) {
   std::optional<std::chrono::milliseconds> wait;
   std::optional<std::chrono::milliseconds> lease;
@@ -125,6 +145,7 @@ int run_lock(const lock_options& o) {
     say(fmt::format("bad Redis URL: {}", why));
     return exit_usage;
   }
+  if (const int status = apply_tls_options(o, config.tls); status != 0) return status;
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
   };
@@ -270,8 +291,8 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
   cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
   cmd->add_option("--redis", options->redis_url,
-                  "redis://[[user]:password@]host[:port][/db] (default: $LOCKSCOPE_REDIS, else "
-                  "redis://127.0.0.1:6379)");
+                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS (default: "
+                  "$LOCKSCOPE_REDIS, else redis://127.0.0.1:6379)");
   cmd->add_option("--wait", options->wait, "How long to wait for the lock: 500ms, 10s, 2m; 0 tries once (default: forever)");
   cmd->add_option("--lease", options->lease,
                   "Lease after which the lock expires (default: held by a watchdog while CMD runs)");
@@ -279,9 +300,15 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--fair", options->fair,
                 "Redisson's fair lock: waiters get the lock in the order they asked (queue "
                 "redisson_lock_queue:{NAME})");
+  cmd->add_option("--tls-ca", options->tls_ca,
+                  "rediss://: trusted CA file (PEM) or hashed directory (default: the system's trust store)");
+  cmd->add_option("--tls-cert", options->tls_cert, "rediss://: client certificate (PEM), for mutual TLS");
+  cmd->add_option("--tls-key", options->tls_key, "rediss://: the client certificate's private key (PEM)");
+  cmd->add_flag("--insecure", options->insecure,
+                "rediss://: do not verify the server's certificate or host name (encrypts, does not authenticate)");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
-      "unreachable; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
+      "unreachable or TLS failed; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
       "forwarded to CMD; the lock is released when CMD exits.");
   cmd->callback([options, &exit_code] { exit_code = run_lock(*options); });
 }

@@ -12,6 +12,9 @@
 //
 // Options: --quick (shorter runs), --redis-benchmark PATH. Diagnostics against a
 // server already running on PORT: --pair-only PORT, --handoff-only PORT, --fair-handoff-only PORT.
+// --tls: instead, the pair latency over TLS against plain TCP on one server that listens
+// on both (certificates made by tests/support/scripts/make-test-certs), with
+// redis-benchmark --tls -c 1 as the peer figure.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -32,6 +35,7 @@
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/tls_certificates.hpp"
 
 namespace asio = boost::asio;
 namespace lock = lockscope::lock;
@@ -49,6 +53,16 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(index, v.size() - 1)];
 }
 
+// The machine's load, printed with every result: these figures move with it.
+double load_average_1m() {
+  double load = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
+  return load;
+}
+
 double micros(steady::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 struct rb_result {
@@ -59,10 +73,12 @@ struct rb_result {
 };
 
 // Runs redis-benchmark on the acquire EVAL over random lock names and parses --csv.
-rb_result redis_benchmark(const std::string& binary, std::uint16_t port, int clients, int pipeline, int requests) {
+// `tls_options`: redis-benchmark's --tls flags, or empty.
+rb_result redis_benchmark(const std::string& binary, std::uint16_t port, int clients, int pipeline, int requests,
+                          const std::string& tls_options = {}) {
   const std::string command = fmt::format(
-      "{} -h 127.0.0.1 -p {} -c {} -P {} -n {} -r 100000 --csv EVAL \"{}\" 1 lock:__rand_int__ 30000 {} 2>/dev/null",
-      binary, port, clients, pipeline, requests, lock::scripts::acquire, bench_owner);
+      "{} -h 127.0.0.1 -p {} {} -c {} -P {} -n {} -r 100000 --csv EVAL \"{}\" 1 lock:__rand_int__ 30000 {} 2>/dev/null",
+      binary, port, tls_options, clients, pipeline, requests, lock::scripts::acquire, bench_owner);
   rb_result r;
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) return r;
@@ -258,14 +274,70 @@ std::vector<double> timer_lateness(int samples) {
   return result;
 }
 
+// Pair latency over TLS and plain TCP on the same server, in alternating rounds so that
+// load on the machine hits both alike.
+int tls_comparison(const std::string& rb_binary, bool quick) {
+  const auto& certs = lockscope::test::tls_certificates::shared();
+  lockscope::test::redis_server_options options;
+  options.tls = certs.server_tls();
+  options.tls->plain_port_too = true;
+  lockscope::test::redis_server server(std::move(options));
+  const std::string rb_tls = fmt::format("--tls --cacert {}", certs.file("ca.pem"));
+  fmt::print(stderr, "redis-benchmark -c 1, plain and --tls ...\n");
+  const int rb_requests = quick ? 5000 : 20000;
+  const rb_result rb_plain = redis_benchmark(rb_binary, server.port(), 1, 1, rb_requests);
+  const rb_result rb_tls_c1 = redis_benchmark(rb_binary, server.tls_port(), 1, 1, rb_requests, rb_tls);
+
+  auto plain_cfg = config_for(server);
+  auto tls_cfg = plain_cfg;
+  tls_cfg.port = server.tls_port();
+  tls_cfg.tls.enabled = true;
+  tls_cfg.tls.ca = certs.file("ca.pem");
+  lock::client plain(plain_cfg);
+  lock::client tls(tls_cfg);
+  plain.connect();
+  tls.connect();
+  fmt::print(stderr, "pair latency, plain and TLS ...\n");
+  const int rounds = 5;
+  const int per_round = quick ? 600 : 4000;
+  std::vector<double> plain_pairs;
+  std::vector<double> tls_pairs;
+  for (int r = 0; r < rounds; ++r) {
+    for (double v : pair_latencies(plain, 200, per_round)) plain_pairs.push_back(v);
+    for (double v : pair_latencies(tls, 200, per_round)) tls_pairs.push_back(v);
+  }
+  const double plain_p50 = percentile(plain_pairs, 50);
+  const double tls_p50 = percentile(tls_pairs, 50);
+  const double load = load_average_1m();
+  fmt::print("{{\n");
+  fmt::print("  \"loadavg_1m\": {:.2f},\n", load);
+  fmt::print("  \"plain_pair_latency_us_p50\": {:.1f},\n", plain_p50);
+  fmt::print("  \"plain_pair_latency_us_p99\": {:.1f},\n", percentile(plain_pairs, 99));
+  fmt::print("  \"tls_pair_latency_us_p50\": {:.1f},\n", tls_p50);
+  fmt::print("  \"tls_pair_latency_us_p99\": {:.1f},\n", percentile(tls_pairs, 99));
+  fmt::print("  \"pair_samples_each\": {},\n", tls_pairs.size());
+  fmt::print("  \"tls_over_plain_p50\": {:.3f},\n", tls_p50 / plain_p50);
+  fmt::print("  \"anchor_redis_benchmark_c1_p50_us\": {:.1f},\n", rb_plain.p50_ms * 1000.0);
+  fmt::print("  \"anchor_redis_benchmark_tls_c1_p50_us\": {:.1f},\n", rb_tls_c1.p50_ms * 1000.0);
+  fmt::print("  \"anchor_redis_benchmark_tls_over_plain_p50\": {:.3f},\n",
+             rb_plain.ok && rb_tls_c1.ok ? rb_tls_c1.p50_ms / rb_plain.p50_ms : 0.0);
+  fmt::print("  \"anchors_ok\": {},\n", rb_plain.ok && rb_tls_c1.ok ? "true" : "false");
+  fmt::print("  \"target_tls_over_plain_p50_max\": 1.2,\n");
+  fmt::print("  \"verdict_tls_pair_latency\": {}\n", tls_p50 <= 1.2 * plain_p50 ? "\"pass\"" : "\"fail\"");
+  fmt::print("}}\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = false;
+  bool tls_only = false;
   std::string rb_binary = "redis-benchmark";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
+    else if (a == "--tls") tls_only = true;
     else if (a == "--redis-benchmark" && i + 1 < argc) rb_binary = argv[++i];
     else if (a == "--pair-only" && i + 1 < argc) {
       // Diagnostics: only the async pair latency, against a server already on PORT.
@@ -291,7 +363,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr,
-                   "usage: lock_bench [--quick] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT\n");
+                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT\n");
       return 2;
     }
   }
@@ -299,6 +371,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lock_bench: redis-server not found\n");
     return 1;
   }
+  if (tls_only) return tls_comparison(rb_binary, quick);
   lockscope::test::redis_server server;
   const int pair_samples = quick ? 3000 : 20000;
   const auto throughput_time = quick ? 1000ms : 3000ms;
@@ -337,11 +410,7 @@ int main(int argc, char** argv) {
   const double handoff_p99 = percentile(gaps, 99);
   auto verdict = [](bool ok) { return ok ? "\"pass\"" : "\"fail\""; };
 
-  double load = 0;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
-    std::fclose(f);
-  }
+  const double load = load_average_1m();
   fmt::print("{{\n");
   fmt::print("  \"loadavg_1m\": {:.2f},\n", load);
   fmt::print("  \"pair_latency_us_p50\": {:.1f},\n", pair_p50);

@@ -49,12 +49,12 @@ bool parse_decimal(std::string_view s, Int& out) {
 }  // namespace
 
 std::error_code parse_url(std::string_view url, client_config& config, std::string* why) {
-  constexpr std::string_view scheme = "redis://";
-  if (url.starts_with("rediss://"))
-    return fail(why, errc::tls_not_supported, "rediss:// (TLS) is not supported yet; use redis://");
-  if (!url.starts_with(scheme))
-    return fail(why, errc::invalid_url, "'" + std::string(url) + "' does not start with redis://");
-  std::string_view rest = url.substr(scheme.size());
+  constexpr std::string_view plain_scheme = "redis://";
+  constexpr std::string_view tls_scheme = "rediss://";
+  const bool tls = url.starts_with(tls_scheme);
+  if (!tls && !url.starts_with(plain_scheme))
+    return fail(why, errc::invalid_url, "'" + std::string(url) + "' does not start with redis:// or rediss://");
+  std::string_view rest = url.substr(tls ? tls_scheme.size() : plain_scheme.size());
 
   std::string_view path;
   if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
@@ -63,6 +63,7 @@ std::error_code parse_url(std::string_view url, client_config& config, std::stri
   }
 
   client_config parsed = config;
+  parsed.tls.enabled = tls;
   if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);

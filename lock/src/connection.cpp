@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/error.hpp"
+#include "tls_stream.hpp"
 
 namespace lockscope::lock {
 
@@ -68,6 +69,13 @@ void connection::connect_attempt() {
   connect_timer_.async_wait([self, attempt](boost::system::error_code ec) {
     if (ec || attempt != self->attempt_) return;
     if (self->state_ != state::connecting && self->state_ != state::handshaking) return;
+    if (self->tls_handshaking_) {
+      self->drop(errc::tls_failed,
+                 fmt::format("TLS handshake with {} timed out after {} ms: no answer to the ClientHello (a plain "
+                             "redis:// port?)",
+                             self->endpoint_text(), self->config_.connect_timeout.count()));
+      return;
+    }
     self->drop(errc::timeout, fmt::format("connect to {} timed out after {} ms", self->endpoint_text(),
                                           self->config_.connect_timeout.count()));
   });
@@ -92,10 +100,68 @@ void connection::connect_attempt() {
       });
 }
 
+// One branch per I/O call picks the stream; the plain path calls the socket itself.
+// The handler holds the TLS session (null for plain TCP) until it runs.
+template <class Handler>
+void connection::read_some(Handler&& handler) {
+  if (tls_) {
+    tls_->stream.async_read_some(asio::buffer(read_buffer_), std::forward<Handler>(handler));
+  } else {
+    socket_.async_read_some(asio::buffer(read_buffer_), std::forward<Handler>(handler));
+  }
+}
+
+template <class Handler>
+void connection::write_all(Handler&& handler) {
+  if (tls_) {
+    asio::async_write(tls_->stream, asio::buffer(write_buffer_), std::forward<Handler>(handler));
+  } else {
+    asio::async_write(socket_, asio::buffer(write_buffer_), std::forward<Handler>(handler));
+  }
+}
+
 void connection::on_connected(std::uint64_t attempt) {
   boost::system::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   state_ = state::handshaking;
+  if (config_.tls.enabled) {
+    start_tls(attempt);
+  } else {
+    start_redis_handshake(attempt);
+  }
+}
+
+void connection::start_tls(std::uint64_t attempt) {
+  if (!tls_context_) {
+    std::string why;
+    tls_context_ = detail::make_tls_context(config_.tls, why);
+    // A file that cannot be loaded is a configuration error; the next attempt reads
+    // the files again, in case they are being put in place.
+    if (!tls_context_) {
+      drop(errc::invalid_argument, std::move(why));
+      return;
+    }
+  }
+  tls_ = detail::make_tls_session(*tls_context_, socket_, config_.tls, config_.host);
+  tls_handshaking_ = true;
+  auto self = shared_from_this();
+  tls_->stream.async_handshake(
+      asio::ssl::stream_base::client, [self, attempt, session = tls_](boost::system::error_code ec) {
+        if (attempt != self->attempt_ || self->state_ != state::handshaking) return;
+        self->tls_handshaking_ = false;
+        if (ec) {
+          const std::string endpoint = self->endpoint_text();
+          self->drop(errc::tls_failed,
+                     session->failure.error != 0
+                         ? detail::describe_certificate_failure(session->failure, endpoint, self->config_.host)
+                         : detail::describe_tls_error(ec, endpoint, !self->config_.tls.certificate.empty()));
+          return;
+        }
+        self->start_redis_handshake(attempt);
+      });
+}
+
+void connection::start_redis_handshake(std::uint64_t attempt) {
   start_read();
   handshake_ = handshake_plan(config_, name_);
   // A PING last: with no password configured, a server that wants one says NOAUTH
@@ -148,6 +214,8 @@ void connection::drop(std::error_code ec, std::string why) {
   if (state_ == state::closed) return;
   boost::system::error_code ignored;
   socket_.close(ignored);
+  tls_.reset();  // handlers still pending hold it until they run
+  tls_handshaking_ = false;
   resolver_.cancel();
   connect_timer_.cancel();
   ping_timer_.cancel();
@@ -182,13 +250,10 @@ void connection::schedule_reconnect() {
 void connection::start_read() {
   auto self = shared_from_this();
   const std::uint64_t attempt = attempt_;
-  socket_.async_read_some(asio::buffer(read_buffer_), [self, attempt](boost::system::error_code ec, std::size_t n) {
+  read_some([self, attempt, session = tls_](boost::system::error_code ec, std::size_t n) {
     if (attempt != self->attempt_) return;
     if (ec) {
-      const std::string why = ec == asio::error::eof
-                                  ? fmt::format("{} closed the connection", self->endpoint_text())
-                                  : fmt::format("reading from {}: {}", self->endpoint_text(), ec.message());
-      self->drop(ec == asio::error::eof ? std::error_code(errc::connection_lost) : std::error_code(ec), why);
+      self->read_failed(ec, session != nullptr);
       return;
     }
     if (const std::error_code perr = self->pipeline_.feed(std::string_view(self->read_buffer_.data(), n))) {
@@ -200,6 +265,26 @@ void connection::start_read() {
   });
 }
 
+void connection::read_failed(boost::system::error_code ec, bool tls) {
+  // A TLS server that closes without close_notify (a restart, a kill) is just a close.
+  const bool closed = ec == asio::error::eof || (tls && ec == asio::ssl::error::stream_truncated);
+  // TLS 1.3 servers check the client certificate after the client's side of the
+  // handshake is done: their refusal arrives as an alert on the first read.
+  if (tls && state_ == state::handshaking &&
+      (ec.category() == asio::error::get_ssl_category() || closed || ec == asio::error::connection_reset)) {
+    drop(errc::tls_failed, detail::describe_tls_error(ec, endpoint_text(), !config_.tls.certificate.empty()));
+    return;
+  }
+  if (closed) {
+    drop(errc::connection_lost, fmt::format("{} closed the connection", endpoint_text()));
+    return;
+  }
+  // A TLS port resets a client that speaks plain RESP to it.
+  const bool maybe_tls_port = !tls && state_ == state::handshaking && ec == asio::error::connection_reset;
+  drop(ec, fmt::format("reading from {}: {}{}", endpoint_text(), ec.message(),
+                       maybe_tls_port ? " during the handshake (a TLS port? use rediss://)" : ""));
+}
+
 void connection::write_pending() {
   if (writing_ || pipeline_.output().empty()) return;
   if (state_ != state::ready && state_ != state::handshaking && state_ != state::closing) return;
@@ -208,10 +293,15 @@ void connection::write_pending() {
   writing_ = true;
   auto self = shared_from_this();
   const std::uint64_t attempt = attempt_;
-  asio::async_write(socket_, asio::buffer(write_buffer_), [self, attempt](boost::system::error_code ec, std::size_t) {
+  write_all([self, attempt, session = tls_](boost::system::error_code ec, std::size_t) {
     if (attempt != self->attempt_) return;
     self->writing_ = false;
     if (ec) {
+      if (session && self->state_ == state::handshaking) {  // refused right after the TLS handshake
+        self->drop(errc::tls_failed,
+                   detail::describe_tls_error(ec, self->endpoint_text(), !self->config_.tls.certificate.empty()));
+        return;
+      }
       self->drop(ec, fmt::format("writing to {}: {}", self->endpoint_text(), ec.message()));
       return;
     }

@@ -19,7 +19,7 @@ class lock_category final : public std::error_category {
       case errc::unexpected_reply: return "unexpected reply type";
       case errc::not_owner: return "attempt to unlock lock, not locked by current thread";
       case errc::invalid_url: return "invalid Redis URL";
-      case errc::tls_not_supported: return "TLS not supported yet";
+      case errc::tls_failed: return "TLS handshake failed";
       case errc::invalid_argument: return "invalid argument";
       case errc::shut_down: return "client shut down";
       case errc::would_deadlock: return "blocking call on the client's own I/O thread";

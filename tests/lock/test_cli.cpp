@@ -15,6 +15,7 @@
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "lockscope/test/tls_certificates.hpp"
 #include "process.hpp"
 
 using namespace std::chrono_literals;
@@ -188,11 +189,11 @@ TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, 
   SECTION("bad URL") {
     auto p = spawn(lock_command("http://localhost", "x", {}, {"true"}));
     CHECK(p->wait(20s) == 64);
-    CHECK(p->output() == "lockscope lock: bad Redis URL: 'http://localhost' does not start with redis://\n");
-    auto tls = spawn(lock_command("rediss://localhost", "x", {}, {"true"}));
+    CHECK(p->output() ==
+          "lockscope lock: bad Redis URL: 'http://localhost' does not start with redis:// or rediss://\n");
+    auto tls = spawn(lock_command("redis://localhost", "x", {"--insecure"}, {"true"}));
     CHECK(tls->wait(20s) == 64);
-    CHECK_THAT(tls->output(), Catch::Contains("TLS"));
-    CHECK(line_count(tls->output()) == 1);
+    CHECK(tls->output() == "lockscope lock: --tls-ca, --tls-cert, --tls-key and --insecure need a rediss:// URL\n");
   }
   SECTION("bad duration") {
     auto p = spawn(lock_command("redis://127.0.0.1:1", "x", {"--wait", "5x"}, {"true"}));
@@ -275,4 +276,77 @@ TEST_CASE("lockscope lock --fair: a waiter interrupted by SIGTERM leaves the que
   CHECK(p->wait(20s) == 128 + SIGTERM);
   // Otherwise the waiters behind it would wait out its 5-minute thread wait time.
   CHECK(raw.command("EXISTS", "redisson_lock_queue:{fq}", "redisson_lock_timeout:{fq}").integer == 0);
+}
+
+TEST_CASE("lockscope lock over rediss://: --tls-ca, --tls-cert/--tls-key, --insecure, and TLS failures exit 69",
+          "[lock][cli][redis][process][tls]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  if (!lockscope::test::openssl_cli_available()) {
+    WARN("the openssl CLI is not installed: skipping");
+    return;
+  }
+  const auto& certs = lockscope::test::tls_certificates::shared();
+  const auto tls_server = [&](const std::string& certificate, bool auth_clients) {
+    lockscope::test::redis_server_options o;
+    o.tls = certs.server_tls(certificate, auth_clients);
+    o.tls->plain_port_too = true;
+    return std::make_unique<redis_server>(std::move(o));
+  };
+  const auto tls_url = [](const redis_server& s) { return "rediss://127.0.0.1:" + std::to_string(s.tls_port()); };
+  const std::vector<std::string> trust{"--tls-ca", certs.file("ca.pem")};
+  // CMD checks, over the plain port, that the lock is held while it runs.
+  const auto held_check = [](const redis_server& s, const std::string& name) {
+    return std::vector<std::string>{"sh", "-c",
+                                    "[ \"$(redis-cli -p " + std::to_string(s.port()) + " EXISTS " + name +
+                                        ")\" = 1 ] && exit 7"};
+  };
+
+  SECTION("verified TLS, the URL on the command line and from LOCKSCOPE_REDIS") {
+    auto server = tls_server("server", false);
+    auto p = spawn(lock_command(tls_url(*server), "tls-cli", trust, held_check(*server, "tls-cli")));
+    CHECK(p->wait(20s) == 7);
+    CHECK(p->output().empty());
+    std::vector<std::string> args{LOCKSCOPE_CLI, "lock", "tls-env", "--tls-ca", certs.file("ca-dir"), "--"};
+    for (auto& a : held_check(*server, "tls-env")) args.push_back(a);
+    auto env = spawn(args, {"LOCKSCOPE_REDIS=" + tls_url(*server)});
+    CHECK(env->wait(20s) == 7);
+    resp_connection raw(server->host(), server->port());
+    CHECK(raw.command("EXISTS", "tls-cli", "tls-env").integer == 0);
+  }
+  SECTION("mutual TLS") {
+    auto server = tls_server("server", true);
+    auto with_cert = trust;
+    with_cert.insert(with_cert.end(), {"--tls-cert", certs.file("client.pem"), "--tls-key", certs.file("client.key")});
+    auto ok = spawn(lock_command(tls_url(*server), "mtls", with_cert, held_check(*server, "mtls")));
+    CHECK(ok->wait(20s) == 7);
+    auto refused = spawn(lock_command(tls_url(*server), "mtls", trust, {"true"}));
+    CHECK(refused->wait(20s) == 69);
+    CHECK_THAT(refused->output(), Catch::StartsWith("lockscope lock: TLS"));
+    CHECK(line_count(refused->output()) == 1);
+    auto half = spawn(lock_command(tls_url(*server), "mtls", {"--tls-cert", certs.file("client.pem")}, {"true"}));
+    CHECK(half->wait(20s) == 64);
+    CHECK(half->output() == "lockscope lock: --tls-cert needs --tls-key\n");
+  }
+  SECTION("an untrusted server certificate: exit 69, one line; --insecure accepts it") {
+    auto server = tls_server("other-ca-server", false);
+    auto p = spawn(lock_command(tls_url(*server), "untrusted", trust, {"true"}));
+    CHECK(p->wait(20s) == 69);
+    CHECK_THAT(p->output(), Catch::StartsWith("lockscope lock: TLS: certificate not trusted (unknown CA)"));
+    CHECK(line_count(p->output()) == 1);
+    auto insecure = spawn(lock_command(tls_url(*server), "untrusted", {"--insecure"}, {"true"}));
+    CHECK(insecure->wait(20s) == 0);
+  }
+  SECTION("an expired server certificate") {
+    auto server = tls_server("expired", false);
+    auto p = spawn(lock_command(tls_url(*server), "expired", trust, {"true"}));
+    CHECK(p->wait(20s) == 69);
+    CHECK_THAT(p->output(), Catch::StartsWith("lockscope lock: TLS: certificate expired"));
+  }
+  SECTION("a CA file that does not exist is a usage error") {
+    auto server = tls_server("server", false);
+    auto p = spawn(lock_command(tls_url(*server), "x", {"--tls-ca", "/nonexistent/ca.pem"}, {"true"}));
+    CHECK(p->wait(20s) == 64);
+    CHECK(p->output() ==
+          "lockscope lock: TLS: cannot load the CA file '/nonexistent/ca.pem': no such file or directory\n");
+  }
 }

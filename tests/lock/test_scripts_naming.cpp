@@ -148,6 +148,14 @@ TEST_CASE("Redis URLs", "[lock][config]") {
   CHECK(c.password == "s3cret");
   c = parse("redis://justpass@h");
   CHECK(c.password == "justpass");
+  CHECK_FALSE(c.tls.enabled);
+  c = parse("rediss://:pw@redis.example:6380/1");
+  CHECK(c.tls.enabled);
+  CHECK(c.tls.verify_peer);
+  CHECK(c.host == "redis.example");
+  CHECK(c.port == 6380);
+  CHECK(c.password == "pw");
+  CHECK(c.database == 1);
 
   auto error_of = [](std::string_view url) {
     lock::client_config cfg;
@@ -155,22 +163,27 @@ TEST_CASE("Redis URLs", "[lock][config]") {
     const std::error_code ec = lock::parse_url(url, cfg, &why);
     return std::make_pair(ec, why);
   };
-  CHECK(error_of("rediss://h:6380").first == lock::errc::tls_not_supported);
-  CHECK(error_of("rediss://h:6380").second.find("TLS") != std::string::npos);
   CHECK(error_of("http://h").first == lock::errc::invalid_url);
+  CHECK(error_of("http://h").second == "'http://h' does not start with redis:// or rediss://");
+  CHECK(error_of("rediss://").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h:0").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h:99999").second == "port '99999' is not a number in 1..65535");
   CHECK(error_of("redis://h:").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h/x").first == lock::errc::invalid_url);
   CHECK(error_of("redis://:%zz@h").first == lock::errc::invalid_url);
   CHECK(error_of("redis://").first == lock::errc::invalid_url);
-  CHECK_THROWS_AS(parse("rediss://h"), lock::lock_error);
+  CHECK_THROWS_AS(parse("rediss://h:x"), lock::lock_error);
   try {
-    parse("rediss://h");
+    parse("rediss://h:x");
   } catch (const lock::lock_error& e) {
-    CHECK(std::string(e.what()) == "rediss:// (TLS) is not supported yet; use redis://");
-    CHECK(e.code() == lock::errc::tls_not_supported);
+    CHECK(std::string(e.what()) == "port 'x' is not a number in 1..65535");
+    CHECK(e.code() == lock::errc::invalid_url);
   }
+  // parse_url over an existing config: a redis:// URL turns TLS off again.
+  lock::client_config cfg;
+  REQUIRE_FALSE(lock::parse_url("rediss://h", cfg));
+  REQUIRE_FALSE(lock::parse_url("redis://h", cfg));
+  CHECK_FALSE(cfg.tls.enabled);
 }
 
 TEST_CASE("durations", "[lock][config]") {

@@ -80,7 +80,11 @@ std::optional<std::filesystem::path> redis_server::find_executable() {
 }
 
 redis_server::redis_server(std::vector<std::string> extra_args)
-    : redis_server(redis_server_options{std::move(extra_args)}) {}
+    : redis_server([&] {
+        redis_server_options o;
+        o.extra_args = std::move(extra_args);
+        return o;
+      }()) {}
 
 redis_server::redis_server(redis_server_options options) : options_(std::move(options)) {
   auto executable = find_executable();
@@ -97,7 +101,9 @@ redis_server::redis_server(redis_server_options options) : options_(std::move(op
   // binds it: then try another one.
   constexpr int attempts = 3;
   for (int attempt = 1;; ++attempt) {
-    port_ = find_free_port();
+    const bool tls = options_.tls.has_value();
+    port_ = !tls || options_.tls->plain_port_too ? find_free_port() : 0;
+    tls_port_ = tls ? find_free_port() : 0;
     try {
       start();
       return;
@@ -138,6 +144,13 @@ void redis_server::spawn() {
                                    "--daemonize", "no",
                                    "--dir", directory_.string(),
                                    "--enable-debug-command", "local"};
+  if (options_.tls) {
+    const redis_tls_options& t = *options_.tls;
+    for (std::string a : std::initializer_list<std::string>{"--tls-port", std::to_string(tls_port_), "--tls-cert-file", t.certificate.string(),
+                          "--tls-key-file", t.private_key.string(), "--tls-ca-cert-file", t.ca.string(),
+                          "--tls-auth-clients", std::string(t.auth_clients ? "yes" : "no")})
+      args.push_back(std::move(a));
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -154,6 +167,9 @@ void redis_server::spawn() {
     throw redis_server_error("cannot open /dev/null: " + errno_text(errno));
   }
   const pid_t parent = ::getpid();
+  std::error_code size_error;
+  log_size_at_spawn_ = std::filesystem::file_size(log_path(), size_error);
+  if (size_error) log_size_at_spawn_ = 0;
 
   const pid_t child = ::fork();
   if (child == 0) {
@@ -188,8 +204,18 @@ void redis_server::wait_until_ready() {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      throw redis_server_error(fmt::format("redis-server on port {} {} during startup; log tail:\n{}", port_,
+      throw redis_server_error(fmt::format("redis-server on port {} {} during startup; log tail:\n{}", port_ != 0 ? port_ : tls_port_,
                                            describe_status(status), log_tail()));
+    }
+    if (port_ == 0) {
+      // TLS only: the probe would need TLS, so read the log, from this start on.
+      std::ifstream in(log_path(), std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(log_size_at_spawn_));
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.find("Ready to accept connections") != std::string::npos) return;
+      last_problem = "no 'Ready to accept connections' in the log yet";
+      std::this_thread::sleep_for(20ms);
+      continue;
     }
     try {
       resp_connection probe(host_, port_, 250ms);
@@ -211,7 +237,7 @@ void redis_server::wait_until_ready() {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   kill();
   throw redis_server_error(fmt::format("redis-server on port {} did not answer PING within {} ms ({}); log tail:\n{}",
-                                       port_, waited.count(), last_problem, log_tail()));
+                                       port_ != 0 ? port_ : tls_port_, waited.count(), last_problem, log_tail()));
 }
 
 void redis_server::reap(int signal, std::chrono::milliseconds grace) noexcept {

@@ -1,6 +1,8 @@
-// Client configuration: a struct, or a URL `redis://[[user]:password@]host[:port][/db]`.
+// Client configuration: a struct, or a URL `redis[s]://[[user]:password@]host[:port][/db]`
+// (rediss:// is TLS).
 //
-//   auto cfg = lockscope::lock::client_config::from_url("redis://:secret@127.0.0.1:6379/2");
+//   auto cfg = lockscope::lock::client_config::from_url("rediss://:secret@redis.internal:6380/2");
+//   cfg.tls.ca = "/etc/redis/ca.pem";          // else the system's trust store
 //   cfg.watchdog_timeout = std::chrono::seconds(10);
 #pragma once
 
@@ -18,6 +20,23 @@ namespace lockscope::lock {
 // SCRIPT LOAD and a retry when the server answers NOSCRIPT.
 enum class script_mode : std::uint8_t { evalsha, eval };
 
+// TLS (OpenSSL through Boost.Asio), TLS 1.2 or newer. The server's certificate chain is
+// verified and its name checked against `host` (SNI is sent for a DNS name), unless
+// verify_peer is false.
+struct tls_config {
+  bool enabled = false;  // set by rediss://
+  // PEM file of trusted CAs, or a directory of them in OpenSSL's hashed layout
+  // (`openssl rehash DIR`). Empty: the system's trust store.
+  std::string ca;
+  // Client certificate (PEM, chain allowed) and its private key, for servers that
+  // require one (`tls-auth-clients yes`). Both or neither.
+  std::string certificate;
+  std::string private_key;
+  // false: accept any certificate and name (redis-cli's --insecure). Encrypts, but does
+  // not authenticate the server.
+  bool verify_peer = true;
+};
+
 struct client_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -29,8 +48,9 @@ struct client_config {
   int protocol = 2;  // 2: RESP2 (AUTH); 3: HELLO 3, pushes
   // CLIENT SETNAME (or HELLO SETNAME); empty: not set. The subscriber connection adds ":sub".
   std::string client_name = "lockscope";
+  tls_config tls;
 
-  std::chrono::milliseconds connect_timeout{3000};  // TCP connect plus handshake
+  std::chrono::milliseconds connect_timeout{3000};  // TCP connect, TLS and Redis handshakes
   std::chrono::milliseconds command_timeout{3000};  // each command, queued or in flight
   std::chrono::milliseconds ping_interval{30000};   // health check of idle connections; 0: off
   std::chrono::milliseconds reconnect_backoff_min{50};
@@ -51,13 +71,13 @@ struct client_config {
   // with the lock name and the error text. Empty: one line on stderr.
   std::function<void(const std::string& lock_name, const std::string& message)> on_unlock_error;
 
-  // Parses a redis:// URL over the defaults. Throws lock_error (invalid_url, or
-  // tls_not_supported for rediss://) with a message naming the bad part.
+  // Parses a redis:// or rediss:// URL over the defaults. Throws lock_error
+  // (invalid_url) with a message naming the bad part.
   static client_config from_url(std::string_view url);
 };
 
-// Fills host, port, username, password and database from `url`, leaving the rest of
-// `config` alone. On failure returns the error and sets `why` to a one-line reason.
+// Fills host, port, username, password, database and tls.enabled from `url`, leaving
+// the rest of `config` alone. On failure returns the error and sets `why` to a one-line reason.
 // User and password may be percent-encoded; a host may be [IPv6].
 std::error_code parse_url(std::string_view url, client_config& config, std::string* why = nullptr);
 

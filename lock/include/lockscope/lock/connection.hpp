@@ -1,5 +1,5 @@
-// The Boost.Asio adapter around request_pipeline: one TCP connection to Redis that
-// connects with a timeout, runs the handshake (AUTH / HELLO, SELECT, CLIENT SETNAME,
+// The Boost.Asio adapter around request_pipeline: one TCP (or TLS, for rediss://)
+// connection to Redis that connects with a timeout, runs the handshake (AUTH / HELLO, SELECT, CLIENT SETNAME,
 // PING), reconnects with capped exponential backoff, health-checks with PING, gives
 // every command a deadline and sends QUIT on close.
 //
@@ -21,6 +21,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "lockscope/lock/config.hpp"
+#include "lockscope/lock/detail/tls.hpp"
 #include "lockscope/lock/protocol.hpp"
 
 namespace lockscope::lock {
@@ -78,11 +79,18 @@ class connection : public std::enable_shared_from_this<connection> {
  private:
   void connect_attempt();
   void on_connected(std::uint64_t attempt);
+  void start_tls(std::uint64_t attempt);
+  void start_redis_handshake(std::uint64_t attempt);
+  template <class Handler>
+  void read_some(Handler&& handler);
+  template <class Handler>
+  void write_all(Handler&& handler);
   void handshake_reply(std::uint64_t attempt, std::size_t step, std::error_code ec, resp::value&& reply);
   void become_ready();
   void drop(std::error_code ec, std::string why);
   void schedule_reconnect();
   void start_read();
+  void read_failed(boost::system::error_code ec, bool tls);
   void write_pending();
   void after_queue(clock_type::time_point deadline);
   void arm_deadline_timer(clock_type::time_point when);
@@ -97,6 +105,11 @@ class connection : public std::enable_shared_from_this<connection> {
   request_pipeline pipeline_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
+  // rediss://: built on the first attempt; a new session per attempt. Plain TCP leaves
+  // both null and reads and writes the socket directly.
+  std::shared_ptr<detail::tls_context> tls_context_;
+  std::shared_ptr<detail::tls_session> tls_;
+  bool tls_handshaking_ = false;
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer backoff_timer_;
   boost::asio::steady_timer deadline_timer_;

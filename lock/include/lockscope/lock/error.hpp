@@ -18,7 +18,7 @@ enum class errc {
   unexpected_reply,    // a reply of a type the command cannot produce
   not_owner,           // unlock by an owner that does not hold the lock
   invalid_url,         // the Redis URL could not be parsed
-  tls_not_supported,   // rediss:// was given
+  tls_failed,          // TLS handshake or certificate check failed (the text says which)
   invalid_argument,    // a bad duration, lease or name
   shut_down,           // the client was closed or destroyed
   would_deadlock,      // a blocking call was made on the client's own I/O thread

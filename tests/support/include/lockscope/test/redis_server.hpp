@@ -12,6 +12,9 @@
 // temporary directory, with DEBUG allowed from loopback. Its stdout/stderr go to
 // <directory>/redis.log; startup failures throw with the log's tail.
 //
+// With `tls` set it listens for TLS on tls_port() (certificates: tls_certificates.hpp),
+// and on plain TCP only if tls->plain_port_too (port() is 0 otherwise).
+//
 // The child gets PR_SET_PDEATHSIG, so it dies with the thread that started it even if
 // the test process crashes: start servers from a thread that outlives them (any test
 // body does).
@@ -34,6 +37,15 @@ struct redis_server_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// redis-server's --tls-* options.
+struct redis_tls_options {
+  std::filesystem::path certificate;
+  std::filesystem::path private_key;
+  std::filesystem::path ca;  // --tls-ca-cert-file: checks client certificates
+  bool auth_clients = false; // --tls-auth-clients yes: a client certificate is required
+  bool plain_port_too = false;
+};
+
 struct redis_server_options {
   // Appended after the defaults, so they can override them (e.g. "--save", "60 1").
   std::vector<std::string> extra_args;
@@ -41,6 +53,7 @@ struct redis_server_options {
   std::chrono::milliseconds startup_timeout{5000};
   // How long stop() waits after SIGTERM before it sends SIGKILL.
   std::chrono::milliseconds stop_timeout{5000};
+  std::optional<redis_tls_options> tls;
 };
 
 class redis_server {
@@ -59,6 +72,7 @@ class redis_server {
 
   const std::string& host() const noexcept { return host_; }
   std::uint16_t port() const noexcept { return port_; }
+  std::uint16_t tls_port() const noexcept { return tls_port_; }
   pid_t pid() const noexcept { return pid_; }
   bool running() const noexcept { return pid_ > 0; }
   const std::filesystem::path& directory() const noexcept { return directory_; }
@@ -88,7 +102,9 @@ class redis_server {
   std::filesystem::path directory_;
   std::string host_ = "127.0.0.1";
   std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
   pid_t pid_ = -1;
+  std::uintmax_t log_size_at_spawn_ = 0;
 };
 
 // A loopback TCP port that was free a moment ago (bind 127.0.0.1:0, read it, close).
