@@ -1,4 +1,4 @@
-// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced] -- CMD [ARGS...]`:
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
@@ -49,6 +50,7 @@ struct lock_options {
   std::string lease;
   std::string owner;
   bool fair = false;
+  bool fenced = false;
   std::vector<std::string> command;
 };
 
@@ -96,7 +98,23 @@ std::optional<signal_event> read_signal(int signal_fd) {
   return signal_event{static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL};
 }
 
+// Our environment plus LOCKSCOPE_FENCE_TOKEN=<token> (replacing any inherited one).
+std::vector<std::string> child_environment(std::int64_t fence_token) {
+  std::vector<std::string> env;
+  constexpr std::string_view variable = "LOCKSCOPE_FENCE_TOKEN=";
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).starts_with(variable)) continue;
+    env.emplace_back(*e);
+  }
+  if (fence_token != 0) env.push_back(fmt::format("{}{}", variable, fence_token));
+  return env;
+}
+
 int run_lock(const lock_options& o) {
+  if (o.fair && o.fenced) {
+    say("--fair and --fenced cannot be combined");
+    return exit_usage;
+  }
   std::optional<std::chrono::milliseconds> wait;
   std::optional<std::chrono::milliseconds> lease;
   if (!o.wait.empty()) {
@@ -154,13 +172,18 @@ int run_lock(const lock_options& o) {
   // The owner is fixed here: the acquisition runs on the client's I/O thread.
   const std::string owner = o.owner.empty() ? client.thread_owner() : o.owner;
   // A fair_lock is an rlock whose state sends the fair scripts: the copy keeps them.
-  lock::rlock lock_handle = o.fair ? client.get_fair_lock(o.name, owner) : client.get_lock(o.name, owner);
+  std::optional<lock::fenced_lock> fenced;
+  if (o.fenced) fenced.emplace(client.get_fenced_lock(o.name, owner));
+  lock::rlock lock_handle = fenced   ? lock::rlock(*fenced)
+                            : o.fair ? client.get_fair_lock(o.name, owner)
+                                     : client.get_lock(o.name, owner);
 
   // Acquire asynchronously so that a signal can interrupt the wait.
   struct outcome {
     std::atomic<bool> done{false};
     boost::system::error_code ec;
     bool acquired = false;
+    std::int64_t fence_token = 0;
   };
   auto result = std::make_shared<outcome>();
   auto on_acquired = [result, done_fd](boost::system::error_code ec, bool acquired) {
@@ -171,7 +194,21 @@ int run_lock(const lock_options& o) {
     (void)!::write(done_fd, &one, sizeof one);
   };
   auto acquired_forever = [on_acquired](boost::system::error_code ec) mutable { on_acquired(ec, !ec); };
-  if (!wait && lease) {
+  auto token_acquired = [result, on_acquired](boost::system::error_code ec, std::int64_t token) mutable {
+    result->fence_token = token;
+    on_acquired(ec, !ec && token != 0);
+  };
+  if (fenced) {
+    if (!wait && lease) {
+      fenced->async_lock_and_get_token(*lease, token_acquired);
+    } else if (!wait) {
+      fenced->async_lock_and_get_token(token_acquired);
+    } else if (lease) {
+      fenced->async_try_lock_and_get_token(*wait, *lease, token_acquired);
+    } else {
+      fenced->async_try_lock_and_get_token(*wait, token_acquired);
+    }
+  } else if (!wait && lease) {
     lock_handle.async_lock(*lease, acquired_forever);
   } else if (!wait) {
     lock_handle.async_lock(acquired_forever);
@@ -223,8 +260,12 @@ int run_lock(const lock_options& o) {
   std::vector<char*> argv;
   for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<std::string> env_strings = child_environment(result->fence_token);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t child = -1;
-  const int spawn_error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), environ);
+  const int spawn_error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), envp.data());
   posix_spawnattr_destroy(&attributes);
 
   int exit_status = 0;
@@ -279,6 +320,9 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--fair", options->fair,
                 "Redisson's fair lock: waiters get the lock in the order they asked (queue "
                 "redisson_lock_queue:{NAME})");
+  cmd->add_flag("--fenced", options->fenced,
+                "Redisson's fenced lock: CMD gets LOCKSCOPE_FENCE_TOKEN=<n>, a number larger than any "
+                "earlier holder's (from redisson_lock_token:{NAME})");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
       "unreachable; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "

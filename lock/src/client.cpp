@@ -89,6 +89,8 @@ struct lock_state {
   std::string queue_name;
   std::string timeout_name;
   std::string thread_wait_text;
+  // The fenced lock's token counter.
+  std::string token_name;
   // Redisson's internalLockLeaseTime: the lease unlock passes to pexpire on a partial
   // release. The watchdog timeout, or the last explicit lease acquired; back to the
   // watchdog timeout when the lock is fully released or force-unlocked (Redisson 3.20,
@@ -358,7 +360,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 class acquire_op final : public subscription_listener, public std::enable_shared_from_this<acquire_op> {
  public:
   acquire_op(std::shared_ptr<client_impl> impl, std::shared_ptr<lock_state> lock, std::string owner,
-             acquire_request request, completion<bool> done)
+             acquire_request request, completion<std::int64_t> done)
       : impl_(std::move(impl)),
         lock_(std::move(lock)),
         owner_(std::move(owner)),
@@ -384,7 +386,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
     if (finished_) return;
     if (lock_->kind == lock_kind::fair && queued_)
       send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {}, true);
-    finish(std::move(s), false);
+    finish(std::move(s), 0);
   }
 
  private:
@@ -401,6 +403,8 @@ class acquire_op final : public subscription_listener, public std::enable_shared
                              7};
       return send(call);
     }
+    if (lock_->kind == lock_kind::fenced)
+      return send({script_kind::fenced_acquire, {lock_->name, lock_->token_name, lease_text_, owner_}, 4});
     send({script_kind::acquire, {lock_->name, lease_text_, owner_}, 3});
   }
 
@@ -414,18 +418,19 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   void on_reply(std::error_code ec, resp::value&& reply) {
     if (finished_) return;
     if (ec) return give_up(error_status(ec, reply));
-    if (reply.type == resp::type::null) {
+    const acquire_reply r = classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
+    if (r.outcome == acquire_reply::kind::acquired) {
       fsm_.on_acquired();
       if (lease_) {
         lock_->internal_lease_ms = lease_->count();
       } else {
         impl_->watchdog_add(lock_->name, owner_);
       }
-      return finish({}, true);
+      return finish({}, lock_->kind == lock_kind::fenced ? r.token : 1);
     }
-    if (reply.type != resp::type::integer) return give_up(unexpected("the acquire script", reply));
+    if (r.outcome != acquire_reply::kind::busy) return give_up(unexpected("the acquire script", reply));
     queued_ = true;
-    act(fsm_.on_busy(reply.integer, clock_type::now()));
+    act(fsm_.on_busy(r.ttl_ms, clock_type::now()));
   }
 
   void act(acquire_action action) {
@@ -454,12 +459,12 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   // Not acquired (timeout or error). A fair waiter leaves the queue first, as Redisson's
   // acquireFailed does, or the waiters behind it would wait out its thread wait time.
   void give_up(status s) {
-    if (lock_->kind != lock_kind::fair || !queued_ || impl_->closed()) return finish(std::move(s), false);
+    if (lock_->kind != lock_kind::fair || !queued_ || impl_->closed()) return finish(std::move(s), 0);
     if (waiter_) impl_->unsubscribe(channel_, *std::exchange(waiter_, std::nullopt));
     pending_ = std::move(s);
     send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {
       // A failed cleanup leaves a queue entry that the purge removes after its timeout.
-      self->finish(std::move(self->pending_), false);
+      self->finish(std::move(self->pending_), 0);
     });
   }
 
@@ -471,7 +476,8 @@ class acquire_op final : public subscription_listener, public std::enable_shared
     impl_->run_script(call, impl_->command_deadline(), std::move(done), last_words);
   }
 
-  void finish(status s, bool acquired) {
+  // `acquired`: 0 when not; the fencing token or 1 when acquired.
+  void finish(status s, std::int64_t acquired) {
     if (finished_) return;
     finished_ = true;
     timer_.cancel();
@@ -489,7 +495,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   std::string lease_text_;
   std::string channel_;
   std::string now_text_;
-  completion<bool> done_;
+  completion<std::int64_t> done_;
   status pending_;
   asio::steady_timer timer_;
   std::optional<subscription_registry::waiter_id> waiter_;
@@ -555,11 +561,15 @@ void ensure_usable(const lock_state& lock) {
 }
 const strand_type& strand_of(const lock_state& lock) noexcept { return lock.impl->strand(); }
 
+completion<std::int64_t> acquired_flag(completion<bool> done) {
+  return [d = std::move(done)](status s, std::int64_t acquired) mutable { d(std::move(s), acquired != 0); };
+}
+
 void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
-                   completion<bool> done) {
+                   completion<std::int64_t> done) {
   if ((request.lease && request.lease->count() <= 0) || (request.wait && request.wait->count() < 0)) {
     asio::dispatch(lock->impl->strand(), [d = std::move(done)]() mutable {
-      d({errc::invalid_argument, "lease must be positive and wait not negative"}, false);
+      d({errc::invalid_argument, "lease must be positive and wait not negative"}, 0);
     });
     return;
   }
@@ -636,7 +646,7 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
     auto handler = [kind, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
       if (ec) return d(error_status(ec, reply), 0);
       if (reply.type == resp::type::integer) return d({}, reply.integer);
-      if (kind == query_kind::hold_count) {
+      if (kind == query_kind::hold_count || kind == query_kind::fence_token) {
         if (reply.type == resp::type::null) return d({}, 0);
         std::int64_t v = 0;
         const auto [ptr, pec] = std::from_chars(reply.text.data(), reply.text.data() + reply.text.size(), v);
@@ -653,6 +663,7 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
       case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, owner); break;
       case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, owner); break;
       case query_kind::remain_ttl: c.execute(deadline, std::move(handler), "PTTL", lock->name); break;
+      case query_kind::fence_token: c.execute(deadline, std::move(handler), "GET", lock->token_name); break;
     }
   });
 }
@@ -790,6 +801,19 @@ fair_lock client::get_fair_lock(std::string name) {
   return fair_lock(std::move(base.state_));
 }
 
+fenced_lock client::get_fenced_lock(std::string name) {
+  rlock base = get_lock(std::move(name));
+  base.state_->kind = detail::lock_kind::fenced;
+  base.state_->token_name = prefixed_name("redisson_lock_token", base.state_->name);
+  return fenced_lock(std::move(base.state_));
+}
+
+fenced_lock client::get_fenced_lock(std::string name, std::string owner) {
+  fenced_lock l = get_fenced_lock(std::move(name));
+  l.state_->owner = std::move(owner);
+  return l;
+}
+
 fair_lock client::get_fair_lock(std::string name, std::string owner) {
   fair_lock l = get_fair_lock(std::move(name));
   l.state_->owner = std::move(owner);
@@ -830,9 +854,9 @@ std::string rlock::owner() const {
 
 namespace {
 
-bool acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::string owner,
-                      detail::acquire_request request) {
-  return wait_for<bool>(*state->impl, [&](detail::completion<bool> done) {
+std::int64_t acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::string owner,
+                              detail::acquire_request request) {
+  return wait_for<std::int64_t>(*state->impl, [&](detail::completion<std::int64_t> done) {
     detail::start_acquire(state, std::move(owner), request, std::move(done));
   });
 }
@@ -841,9 +865,12 @@ bool acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::str
 
 void rlock::lock() { acquire_blocking(state_, owner(), {std::nullopt, std::nullopt}); }
 void rlock::lock(duration lease) { acquire_blocking(state_, owner(), {std::nullopt, lease}); }
-bool rlock::try_lock() { return acquire_blocking(state_, owner(), {duration(0), std::nullopt}); }
-bool rlock::try_lock(duration wait) { return acquire_blocking(state_, owner(), {wait, std::nullopt}); }
-bool rlock::try_lock(duration wait, duration lease) { return acquire_blocking(state_, owner(), {wait, lease}); }
+bool rlock::try_lock() { return acquire_blocking(state_, owner(), {duration(0), std::nullopt}) != 0; }
+bool rlock::try_lock(duration wait) { return acquire_blocking(state_, owner(), {wait, std::nullopt}) != 0; }
+bool rlock::try_lock(duration wait, duration lease) { return acquire_blocking(state_, owner(), {wait, lease}) != 0; }
+std::int64_t rlock::acquire_token(detail::acquire_request request) {
+  return acquire_blocking(state_, owner(), request);
+}
 
 void rlock::unlock_or_throw() {
   wait_for<bool>(*state_->impl, [&](detail::completion<bool> done) {
@@ -884,5 +911,28 @@ std::int64_t rlock::hold_count() { return query_blocking(state_, detail::query_k
 rlock::duration rlock::remain_time_to_live() {
   return duration(query_blocking(state_, detail::query_kind::remain_ttl, {}));
 }
+
+// --- fenced_lock ------------------------------------------------------------------
+
+namespace {
+std::optional<std::int64_t> token_if_acquired(std::int64_t token) {
+  if (token == 0) return std::nullopt;
+  return token;
+}
+}  // namespace
+
+const std::string& fenced_lock::token_name() const noexcept { return state_->token_name; }
+std::int64_t fenced_lock::lock_and_get_token() { return acquire_token({std::nullopt, std::nullopt}); }
+std::int64_t fenced_lock::lock_and_get_token(duration lease) { return acquire_token({std::nullopt, lease}); }
+std::optional<std::int64_t> fenced_lock::try_lock_and_get_token() {
+  return token_if_acquired(acquire_token({duration(0), std::nullopt}));
+}
+std::optional<std::int64_t> fenced_lock::try_lock_and_get_token(duration wait) {
+  return token_if_acquired(acquire_token({wait, std::nullopt}));
+}
+std::optional<std::int64_t> fenced_lock::try_lock_and_get_token(duration wait, duration lease) {
+  return token_if_acquired(acquire_token({wait, lease}));
+}
+std::int64_t fenced_lock::get_token() { return query_blocking(state_, detail::query_kind::fence_token, {}); }
 
 }  // namespace lockscope::lock

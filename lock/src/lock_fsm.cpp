@@ -43,6 +43,25 @@ acquire_action acquire_fsm::on_timer() noexcept {
   return acquire_action::attempt;
 }
 
+acquire_reply classify_acquire_reply(const resp::value& reply, bool fenced) noexcept {
+  using k = acquire_reply::kind;
+  if (!fenced) {
+    if (reply.type == resp::type::null) return {k::acquired};
+    if (reply.type == resp::type::integer) return {k::busy, reply.integer};
+    return {k::unexpected};
+  }
+  if (reply.type != resp::type::array || reply.elements.size() != 2 ||
+      reply.elements[0].type != resp::type::integer || reply.elements[1].type != resp::type::integer)
+    return {k::unexpected};
+  const std::int64_t first = reply.elements[0].integer;
+  const std::int64_t second = reply.elements[1].integer;
+  // INCR never yields a token below 1; a -1 second element is the busy form. (Redisson
+  // reads {-1, -1}, a holder without expiry, as acquired; here it is busy, TTL unknown.)
+  if (first == -1 && second >= 1) return {k::acquired, -1, second};
+  if (second == -1) return {k::busy, first};
+  return {k::unexpected};
+}
+
 unlock_outcome classify_unlock_reply(const resp::value& reply) noexcept {
   if (reply.type == resp::type::null) return unlock_outcome::not_owner;
   if (reply.type == resp::type::integer) {

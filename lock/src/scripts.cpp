@@ -14,7 +14,7 @@ namespace {
 
 // The SHA1s are constants so that recognising a captured EVALSHA costs no hashing;
 // tests/lock checks each against OpenSSL and against redis-server's SCRIPT LOAD.
-constexpr std::array<script_info, 8> table{{
+constexpr std::array<script_info, 9> table{{
     {script_kind::acquire, "acquire", scripts::acquire, "dad0f8d619e548e04f21fb48d50be5034df3adae", 1, 2},
     {script_kind::unlock, "unlock", scripts::unlock, "3ffe249c16dee540ac8ab32e39bd408626b9aff7", 2, 3},
     {script_kind::renew, "renew", scripts::renew, "8e19a1ddbdee9138df9f32a480c57addab4353d1", 1, 2},
@@ -27,13 +27,15 @@ constexpr std::array<script_info, 8> table{{
      "95cdf4b03f82c82edf987c7d216b4b67d861b14f", 4, 2},
     {script_kind::fair_acquire_failed, "fair_acquire_failed", scripts::fair_acquire_failed,
      "d1ddef65ad80886b5d36e023c99930044ddd653a", 2, 2},
+    {script_kind::fenced_acquire, "fenced_acquire", scripts::fenced_acquire,
+     "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45", 2, 2},
 }};
 
 static_assert(scripts::acquire.size() == 339, "seed §4.2.1 sends $339");
 static_assert(scripts::unlock.size() == 305, "seed §4.2.3 sends $305");
 static_assert(scripts::renew.size() == 120, "seed §4.2.2 sends $120");
 static_assert(scripts::fair_acquire.size() == 1453, "seed 001's fair acquire, concatenated");
-static_assert(table.size() == static_cast<std::size_t>(script_kind::fair_acquire_failed) + 1, "one row per kind");
+static_assert(table.size() == static_cast<std::size_t>(script_kind::fenced_acquire) + 1, "one row per kind");
 static_assert([] {
   for (std::size_t i = 0; i < table.size(); ++i)
     if (static_cast<std::size_t>(table[i].kind) != i) return false;

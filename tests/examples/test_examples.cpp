@@ -83,7 +83,7 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   lockscope::test::resp_connection redis("127.0.0.1", server.port());
   const std::string cli = LOCKSCOPE_CLI;
   for (const char* name : {"acquire", "unlock", "renew", "force_unlock", "fair_acquire", "fair_unlock",
-                           "fair_force_unlock", "fair_acquire_failed"}) {
+                           "fair_force_unlock", "fair_acquire_failed", "fenced_acquire"}) {
     INFO(name);
     const run_result text = run(cli + " scripts " + name);
     REQUIRE(text.status == 0);
@@ -106,5 +106,5 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   CHECK(unknown.status == 64);
   CHECK(unknown.output ==
         "lockscope scripts: no script named 'fair_lock' (known: acquire, unlock, renew, force_unlock, fair_acquire, "
-        "fair_unlock, fair_force_unlock, fair_acquire_failed)\n");
+        "fair_unlock, fair_force_unlock, fair_acquire_failed, fenced_acquire)\n");
 }

@@ -1,6 +1,7 @@
 // A separate process for the cross-process tests.
 //
 //   lock_test_helper hold PORT NAME WATCHDOG_MS   lock NAME (watchdog), print "locked", sleep
+//   lock_test_helper fenced PORT NAME WATCHDOG_MS fenced lock NAME, print "token <n>", sleep
 //   lock_test_helper critical DIR                 one critical section on DIR/counter, logged
 //                                                 to DIR/log as "<start ns> <end ns>"
 #include <fcntl.h>
@@ -34,6 +35,17 @@ int hold(int port, const std::string& name, int watchdog_ms) {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
+int hold_fenced(int port, const std::string& name, int watchdog_ms) {
+  lockscope::lock::client_config config;
+  config.port = static_cast<std::uint16_t>(port);
+  config.watchdog_timeout = std::chrono::milliseconds(watchdog_ms);
+  lockscope::lock::client client(config);
+  auto lock = client.get_fenced_lock(name);
+  std::printf("token %lld\n", static_cast<long long>(lock.lock_and_get_token()));
+  std::fflush(stdout);
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 // Read, increment and write a counter with a pause in the middle: without mutual
 // exclusion, concurrent runs lose increments and their logged intervals overlap.
 int critical(const std::string& dir) {
@@ -62,7 +74,8 @@ int critical(const std::string& dir) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "hold" && argc == 5) return hold(std::atoi(argv[2]), argv[3], std::atoi(argv[4]));
+  if (mode == "fenced" && argc == 5) return hold_fenced(std::atoi(argv[2]), argv[3], std::atoi(argv[4]));
   if (mode == "critical" && argc == 3) return critical(argv[2]);
-  std::fprintf(stderr, "usage: lock_test_helper hold PORT NAME WATCHDOG_MS | critical DIR\n");
+  std::fprintf(stderr, "usage: lock_test_helper hold|fenced PORT NAME WATCHDOG_MS | critical DIR\n");
   return 2;
 }

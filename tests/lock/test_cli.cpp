@@ -276,3 +276,42 @@ TEST_CASE("lockscope lock --fair: a waiter interrupted by SIGTERM leaves the que
   // Otherwise the waiters behind it would wait out its 5-minute thread wait time.
   CHECK(raw.command("EXISTS", "redisson_lock_queue:{fq}", "redisson_lock_timeout:{fq}").integer == 0);
 }
+
+TEST_CASE("lockscope lock --fenced: CMD gets LOCKSCOPE_FENCE_TOKEN, larger for every holder",
+          "[lock][cli][redis][process][fenced]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  temp_dir dir;
+  const std::string log = (dir.path / "tokens").string();
+  // Three processes looping over `lockscope lock --fenced`: each appends its token under
+  // the lock, so the file's order is the holders' order.
+  const std::string one = std::string(LOCKSCOPE_CLI) + " lock --fenced tok --redis " + url_of(server) +
+                          " -- sh -c 'echo $LOCKSCOPE_FENCE_TOKEN >> " + log + "'";
+  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
+  for (int w = 0; w < 3; ++w) {
+    // An inherited value must not leak through.
+    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 10 ]; do " + one + " || exit 9; i=$((i+1)); done"},
+                            {"LOCKSCOPE_FENCE_TOKEN=999999"}));
+  }
+  for (auto& w : workers) {
+    const int status = w->wait(120s);
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+  std::ifstream in(log);
+  std::vector<long long> tokens;
+  long long t = 0;
+  while (in >> t) tokens.push_back(t);
+  REQUIRE(tokens.size() == 30);
+  for (std::size_t i = 1; i < tokens.size(); ++i) CHECK(tokens[i] > tokens[i - 1]);
+  resp_connection raw(server.host(), server.port());
+  CHECK(raw.command("GET", "redisson_lock_token:{tok}").text == std::to_string(tokens.back()));
+
+  SECTION("without --fenced, no token; with --fair, a usage error") {
+    auto plain = spawn(lock_command(url_of(server), "tok", {}, {"sh", "-c", "echo \"[$LOCKSCOPE_FENCE_TOKEN]\""}));
+    CHECK(plain->wait(20s) == 0);
+    CHECK(plain->output() == "[]\n");
+    auto both = spawn(lock_command(url_of(server), "tok", {"--fair", "--fenced"}, {"true"}));
+    CHECK(both->wait(20s) == 64);
+  }
+}

@@ -109,3 +109,33 @@ TEST_CASE("watchdog: renewed, lost, or retried until a whole lease went by", "[l
   CHECK(lock::renew_delay(lock::renew_outcome::retry, 900ms) == 300ms);
   CHECK(lock::classify_renew(down, lockscope::resp::value::nil(), t0 + 30s, t0, timeout) == lock::renew_outcome::lost);
 }
+
+TEST_CASE("classify_acquire_reply: nil/integer, and the fenced {-1, token} / {pttl, -1}", "[lock][fsm]") {
+  using kind = lock::acquire_reply::kind;
+  using lockscope::resp::value;
+  value nil;
+  nil.type = lockscope::resp::type::null;
+  CHECK(lock::classify_acquire_reply(nil, false).outcome == kind::acquired);
+  const auto busy = lock::classify_acquire_reply(integer(1234), false);
+  CHECK(busy.outcome == kind::busy);
+  CHECK(busy.ttl_ms == 1234);
+  CHECK(lock::classify_acquire_reply(value::aggregate(lockscope::resp::type::array, {integer(-1), integer(7)}), false)
+            .outcome == kind::unexpected);
+
+  auto pair = [](std::int64_t a, std::int64_t b) {
+    return value::aggregate(lockscope::resp::type::array, {integer(a), integer(b)});
+  };
+  const auto got = lock::classify_acquire_reply(pair(-1, 42), true);
+  CHECK(got.outcome == kind::acquired);
+  CHECK(got.token == 42);
+  const auto held = lock::classify_acquire_reply(pair(2900, -1), true);
+  CHECK(held.outcome == kind::busy);
+  CHECK(held.ttl_ms == 2900);
+  // A holder without expiry: PTTL -1, so {-1, -1}. Busy with an unknown TTL, not a token.
+  const auto forever = lock::classify_acquire_reply(pair(-1, -1), true);
+  CHECK(forever.outcome == kind::busy);
+  CHECK(forever.ttl_ms == -1);
+  CHECK(lock::classify_acquire_reply(nil, true).outcome == kind::unexpected);
+  CHECK(lock::classify_acquire_reply(integer(5), true).outcome == kind::unexpected);
+  CHECK(lock::classify_acquire_reply(pair(10, 3), true).outcome == kind::unexpected);
+}

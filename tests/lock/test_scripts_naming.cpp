@@ -70,8 +70,19 @@ TEST_CASE("scripts are byte-identical to the seed", "[lock][scripts]") {
   CHECK(lock::script(lock::script_kind::force_unlock).key_count == 2);
 }
 
+// RedissonFencedLock.tryLockInnerAsync's EVAL_LONG_LIST form, copied from Redisson's
+// Java source with the concatenation resolved, independently of scripts.hpp.
+static const std::string redisson_fenced_acquire =
+    "if (redis.call('exists', KEYS[1]) == 0 or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then local token = redis.call('incr', KEYS[2]);redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; return {redis.call('pttl', KEYS[1]), -1};";
+
+TEST_CASE("the fenced acquire is Redisson's", "[lock][scripts]") {
+  CHECK(lock::scripts::fenced_acquire == redisson_fenced_acquire);
+  CHECK(lock::script(lock::script_kind::fenced_acquire).key_count == 2);
+  CHECK(lock::script(lock::script_kind::fenced_acquire).arg_count == 2);
+}
+
 TEST_CASE("script SHA1s match OpenSSL and are recognised", "[lock][scripts]") {
-  REQUIRE(lock::all_scripts().size() == 8);
+  REQUIRE(lock::all_scripts().size() == 9);
   std::size_t index = 0;
   for (const auto& s : lock::all_scripts()) {
     INFO(s.name);

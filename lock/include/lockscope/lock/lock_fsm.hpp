@@ -71,6 +71,16 @@ class acquire_fsm {
   bool sleeping_ = false;
 };
 
+// An acquire script's reply. The RLock, fair and read/write scripts answer nil
+// (acquired) or an integer (busy: the TTL to wait); the fenced lock's answers
+// {-1, token} or {pttl, -1}.
+struct acquire_reply {
+  enum class kind : std::uint8_t { acquired, busy, unexpected } outcome;
+  std::int64_t ttl_ms = -1;  // busy: how long to wait at most; negative: unknown
+  std::int64_t token = 0;    // acquired by the fenced script: the fencing token
+};
+acquire_reply classify_acquire_reply(const resp::value& reply, bool fenced) noexcept;
+
 // The unlock script's reply (rlock, fair lock, read and write locks alike).
 enum class unlock_outcome : std::uint8_t {
   released,    // 1: the last hold went; the key is gone and waiters were told

@@ -40,6 +40,17 @@
 // acquireFailedAsync of that same release line (3.16.x), written from Redisson's
 // source: their structure, keys, arguments and replies are Redisson's; their bytes
 // are not attested by a seed, so a capture of Java Redisson may show other SHA1s.
+//
+// The fenced lock (RedissonFencedLock, Redisson 3.24 and later). KEYS: name, token
+// counter `redisson_lock_token:{name}`. Its unlock, renew and force-unlock are the
+// RLock scripts above (a fenced lock is an RLock whose acquire also INCRs the counter).
+//   fenced_acquire       KEYS[1]=name KEYS[2]=token ARGV[1]=lease ms ARGV[2]=owner
+//                        reply: {-1, token} = acquired or re-entered (every hold takes a
+//                        new token); {pttl, -1} = busy
+// Version: copied from RedissonFencedLock.java of redisson/redisson (the 2024 source,
+// commit 0482efe), Java concatenation resolved. Redisson 3.24+ pairs it with the
+// latched unlock; this client pairs it with the seed's unlock above, which the lock's
+// hash layout makes equivalent (only the unlock-latch dedup of retried unlocks is missing).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +69,7 @@ enum class script_kind : std::uint8_t {
   fair_unlock,
   fair_force_unlock,
   fair_acquire_failed,
+  fenced_acquire,
 };
 
 namespace scripts {
@@ -126,6 +138,13 @@ inline constexpr std::string_view fair_acquire_failed =
     "local queue = redis.call('lrange', KEYS[1], 0, -1);local i = 1;while i <= #queue and queue[i] ~= "
     "ARGV[1] do i = i + 1;end;i = i + 1;while i <= #queue do redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), "
     "queue[i]);i = i + 1;end;redis.call('zrem', KEYS[2], ARGV[1]);redis.call('lrem', KEYS[1], 0, ARGV[1]);";
+// RedissonFencedLock.tryLockInnerAsync(leaseTime, unit, threadId), the EVAL_LONG_LIST
+// form behind lockAndGetToken / tryLockAndGetToken (288 bytes).
+inline constexpr std::string_view fenced_acquire =
+    "if (redis.call('exists', KEYS[1]) == 0 or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+    "local token = redis.call('incr', KEYS[2]);redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; "
+    "return {redis.call('pttl', KEYS[1]), -1};";
 }  // namespace scripts
 
 struct script_info {
