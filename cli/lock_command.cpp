@@ -1,4 +1,4 @@
-// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] -- CMD [ARGS...]`:
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
 #include <fcntl.h>
@@ -51,6 +51,8 @@ struct lock_options {
   std::string owner;
   bool fair = false;
   bool fenced = false;
+  bool read = false;
+  bool write = false;
   std::vector<std::string> command;
 };
 
@@ -111,8 +113,8 @@ std::vector<std::string> child_environment(std::int64_t fence_token) {
 }
 
 int run_lock(const lock_options& o) {
-  if (o.fair && o.fenced) {
-    say("--fair and --fenced cannot be combined");
+  if (int{o.fair} + int{o.fenced} + int{o.read} + int{o.write} > 1) {
+    say("--fair, --fenced, --read and --write exclude each other");
     return exit_usage;
   }
   std::optional<std::chrono::milliseconds> wait;
@@ -174,9 +176,11 @@ int run_lock(const lock_options& o) {
   // A fair_lock is an rlock whose state sends the fair scripts: the copy keeps them.
   std::optional<lock::fenced_lock> fenced;
   if (o.fenced) fenced.emplace(client.get_fenced_lock(o.name, owner));
-  lock::rlock lock_handle = fenced   ? lock::rlock(*fenced)
-                            : o.fair ? client.get_fair_lock(o.name, owner)
-                                     : client.get_lock(o.name, owner);
+  lock::rlock lock_handle = fenced    ? lock::rlock(*fenced)
+                            : o.fair  ? client.get_fair_lock(o.name, owner)
+                            : o.read  ? client.get_read_write_lock(o.name, owner).read_lock()
+                            : o.write ? client.get_read_write_lock(o.name, owner).write_lock()
+                                      : client.get_lock(o.name, owner);
 
   // Acquire asynchronously so that a signal can interrupt the wait.
   struct outcome {
@@ -323,6 +327,10 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--fenced", options->fenced,
                 "Redisson's fenced lock: CMD gets LOCKSCOPE_FENCE_TOKEN=<n>, a number larger than any "
                 "earlier holder's (from redisson_lock_token:{NAME})");
+  cmd->add_flag("--read", options->read,
+                "The read side of Redisson's read/write lock: readers run together, not while a writer runs");
+  cmd->add_flag("--write", options->write,
+                "The write side of Redisson's read/write lock: alone, after the readers and writers before it");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
       "unreachable; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "

@@ -91,6 +91,15 @@ struct lock_state {
   std::string thread_wait_text;
   // The fenced lock's token counter.
   std::string token_name;
+  // Read/write locks: the writer's hash field is `<owner>:write`; a reader's timeout keys
+  // are `<key_prefix>:<owner>:rwlock_timeout:<n>`, key_prefix being `{name}` (or `name`
+  // when it holds '{': Redisson's suffixName).
+  std::string field_suffix;
+  std::string key_prefix;
+  std::string field(std::string_view holder) const { return std::string(holder).append(field_suffix); }
+  std::string timeout_prefix(std::string_view holder) const {
+    return key_prefix + ":" + std::string(holder) + ":rwlock_timeout";
+  }
   // Redisson's internalLockLeaseTime: the lease unlock passes to pexpire on a partial
   // release. The watchdog timeout, or the last explicit lease acquired; back to the
   // watchdog timeout when the lock is fully released or force-unlocked (Redisson 3.20,
@@ -103,8 +112,10 @@ struct lock_state {
 // The watchdog's entry for one (lock, owner): shared by all its reentrant holds.
 struct renewal {
   std::string name;
-  std::string owner;
+  std::string owner;  // the hash field: `<owner>:write` for a writer
   std::string lease_text;
+  script_kind kind = script_kind::renew;  // read_renew also renews the read holds' timeout keys
+  std::string key_prefix;                 // read_renew's KEYS[2]
   std::uint32_t holds = 1;
   asio::steady_timer timer;
   clock_type::time_point last_confirmed;  // when the last successful renew was sent
@@ -244,13 +255,16 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return key;
   }
 
-  void watchdog_add(const std::string& name, const std::string& owner) {
+  void watchdog_add(const std::string& name, const std::string& owner, script_kind kind = script_kind::renew,
+                    const std::string& key_prefix = {}) {
     const std::string key = renewal_key(name, owner);
     if (auto it = renewals_.find(key); it != renewals_.end()) {
       ++it->second->holds;
       return;
     }
     auto r = std::make_shared<renewal>(strand_, name, owner, watchdog_lease_text_);
+    r->kind = kind;
+    r->key_prefix = key_prefix;
     r->last_confirmed = clock_type::now();
     renewals_.emplace(key, r);
     schedule_renewal(r, config_.watchdog_timeout / 3);
@@ -290,7 +304,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   void renew(const std::shared_ptr<renewal>& r) {
     const clock_type::time_point sent = clock_type::now();
-    const script_call call{script_kind::renew, {r->name, r->lease_text, r->owner}, 3};
+    const script_call call =
+        r->kind == script_kind::read_renew
+            ? script_call{script_kind::read_renew, {r->name, r->key_prefix, r->lease_text, r->owner}, 4}
+            : script_call{script_kind::renew, {r->name, r->lease_text, r->owner}, 3};
     run_script(call, sent + std::min(config_.command_timeout, config_.watchdog_timeout / 3),
                [self = shared_from_this(), r, sent](std::error_code ec, resp::value&& reply) {
                  if (r->cancelled) return;
@@ -365,6 +382,9 @@ class acquire_op final : public subscription_listener, public std::enable_shared
         lock_(std::move(lock)),
         owner_(std::move(owner)),
         lease_(request.lease),
+        field_(lock_->field(owner_)),
+        timeout_prefix_(lock_->kind == lock_kind::read ? lock_->timeout_prefix(owner_) : std::string()),
+        write_field_(lock_->kind == lock_kind::read ? owner_ + ":write" : std::string()),
         fsm_(request.wait, clock_type::now()),
         lease_text_(decimal(request.lease ? request.lease->count() : impl_->config().watchdog_timeout.count())),
         // A fair waiter is woken on its own channel: the unlock wakes only the queue's head.
@@ -403,8 +423,17 @@ class acquire_op final : public subscription_listener, public std::enable_shared
                              7};
       return send(call);
     }
-    if (lock_->kind == lock_kind::fenced)
-      return send({script_kind::fenced_acquire, {lock_->name, lock_->token_name, lease_text_, owner_}, 4});
+    switch (lock_->kind) {
+      case lock_kind::fenced:
+        return send({script_kind::fenced_acquire, {lock_->name, lock_->token_name, lease_text_, owner_}, 4});
+      case lock_kind::read:
+        return send({script_kind::read_acquire, {lock_->name, timeout_prefix_, lease_text_, owner_, write_field_}, 5});
+      case lock_kind::write:
+        return send({script_kind::write_acquire, {lock_->name, lease_text_, field_}, 3});
+      case lock_kind::reentrant:
+      case lock_kind::fair:
+        break;
+    }
     send({script_kind::acquire, {lock_->name, lease_text_, owner_}, 3});
   }
 
@@ -424,7 +453,9 @@ class acquire_op final : public subscription_listener, public std::enable_shared
       if (lease_) {
         lock_->internal_lease_ms = lease_->count();
       } else {
-        impl_->watchdog_add(lock_->name, owner_);
+        const bool read = lock_->kind == lock_kind::read;
+        impl_->watchdog_add(lock_->name, field_, read ? script_kind::read_renew : script_kind::renew,
+                            lock_->key_prefix);
       }
       return finish({}, lock_->kind == lock_kind::fenced ? r.token : 1);
     }
@@ -491,6 +522,9 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   std::shared_ptr<lock_state> lock_;
   std::string owner_;
   std::optional<milliseconds> lease_;
+  std::string field_;           // the hash field: owner, or `<owner>:write`
+  std::string timeout_prefix_;  // a reader's `{name}:<owner>:rwlock_timeout`
+  std::string write_field_;     // a reader's `<owner>:write`: the writer it may join
   acquire_fsm fsm_;
   std::string lease_text_;
   std::string channel_;
@@ -550,6 +584,8 @@ struct call_data {
   std::string owner;
   std::string lease_text;
   std::string now_text;
+  std::string field;           // owner, or `<owner>:write`
+  std::string timeout_prefix;  // a reader's
 };
 
 }  // namespace
@@ -584,7 +620,9 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
   auto impl = lock->impl;
   asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
-    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), decimal(lock->internal_lease_ms), {}});
+    auto data = std::make_shared<call_data>(
+        call_data{lock, std::move(owner), decimal(lock->internal_lease_ms), {}, {}, {}});
+    data->field = lock->field(data->owner);
     script_call call{
         script_kind::unlock, {lock->name, lock->channel, unlock_message, data->lease_text, data->owner}, 5};
     if (lock->kind == lock_kind::fair) {
@@ -593,12 +631,21 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
               {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->lease_text,
                data->owner, data->now_text},
               8};
+    } else if (lock->kind == lock_kind::read) {
+      data->timeout_prefix = lock->timeout_prefix(data->owner);
+      call = {script_kind::read_unlock,
+              {lock->name, lock->channel, data->timeout_prefix, lock->key_prefix, unlock_message, data->owner},
+              6};
+    } else if (lock->kind == lock_kind::write) {
+      call = {script_kind::write_unlock,
+              {lock->name, lock->channel, read_unlock_message, data->lease_text, data->field},
+              5};
     }
     impl->run_script(call, impl->command_deadline(),
                      [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
                        const unlock_outcome outcome = classify_unlock_reply(reply);
                        const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
-                       impl->watchdog_release(data->lock->name, data->owner, effects.stop_renewal);
+                       impl->watchdog_release(data->lock->name, data->field, effects.stop_renewal);
                        if (effects.reset_lease) data->lock->reset_lease(impl->config());
                        if (ec) return d(error_status(ec, reply), false);
                        switch (outcome) {
@@ -621,9 +668,13 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
     if (reject_if_closed(*impl, d)) return;
     impl->watchdog_release_lock(lock->name);
     lock->reset_lease(impl->config());
-    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}});
+    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}, {}, {}});
     script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
-    if (lock->kind == lock_kind::fair) {
+    if (lock->kind == lock_kind::read) {
+      call = {script_kind::read_force_unlock, {lock->name, lock->channel, unlock_message}, 3};
+    } else if (lock->kind == lock_kind::write) {
+      call = {script_kind::write_force_unlock, {lock->name, lock->channel, read_unlock_message}, 3};
+    } else if (lock->kind == lock_kind::fair) {
       data->now_text = unix_millis_now();
       call = {script_kind::fair_force_unlock,
               {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->now_text},
@@ -643,6 +694,18 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
   auto impl = lock->impl;
   asio::dispatch(impl->strand(), [impl, lock, kind, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
+    const bool read_write = lock->kind == lock_kind::read || lock->kind == lock_kind::write;
+    if (kind == query_kind::is_locked && read_write) {
+      // Redisson's RedissonReadLock/RedissonWriteLock.isLocked: held in this side's mode.
+      const std::string_view mode = lock->kind == lock_kind::read ? "read" : "write";
+      return impl->commands_for_queries()->execute(
+          impl->command_deadline(),
+          [mode, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+            if (ec) return d(error_status(ec, reply), 0);
+            d({}, reply.type == resp::type::bulk_string && reply.text == mode ? 1 : 0);
+          },
+          "HGET", lock->name, "mode");
+    }
     auto handler = [kind, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
       if (ec) return d(error_status(ec, reply), 0);
       if (reply.type == resp::type::integer) return d({}, reply.integer);
@@ -658,10 +721,11 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
     // Views into `lock` and `owner` are encoded right away; nothing outlives this call.
     const clock_type::time_point deadline = impl->command_deadline();
     connection& c = *impl->commands_for_queries();
+    const std::string field = lock->field(owner);
     switch (kind) {
       case query_kind::is_locked: c.execute(deadline, std::move(handler), "EXISTS", lock->name); break;
-      case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, owner); break;
-      case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, owner); break;
+      case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, field); break;
+      case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, field); break;
       case query_kind::remain_ttl: c.execute(deadline, std::move(handler), "PTTL", lock->name); break;
       case query_kind::fence_token: c.execute(deadline, std::move(handler), "GET", lock->token_name); break;
     }
@@ -811,6 +875,27 @@ fenced_lock client::get_fenced_lock(std::string name) {
 fenced_lock client::get_fenced_lock(std::string name, std::string owner) {
   fenced_lock l = get_fenced_lock(std::move(name));
   l.state_->owner = std::move(owner);
+  return l;
+}
+
+read_write_lock client::get_read_write_lock(std::string name) {
+  rlock read = get_lock(name);
+  rlock write = get_lock(std::move(name));
+  for (detail::lock_state* state : {read.state_.get(), write.state_.get()}) {
+    state->channel = prefixed_name("redisson_rwlock", state->name);
+    state->key_prefix =
+        state->name.find('{') != std::string::npos ? state->name : "{" + state->name + "}";
+  }
+  read.state_->kind = detail::lock_kind::read;
+  write.state_->kind = detail::lock_kind::write;
+  write.state_->field_suffix = ":write";
+  return read_write_lock(reader_lock(std::move(read.state_)), writer_lock(std::move(write.state_)));
+}
+
+read_write_lock client::get_read_write_lock(std::string name, std::string owner) {
+  read_write_lock l = get_read_write_lock(std::move(name));
+  l.read_.state_->owner = owner;
+  l.write_.state_->owner = std::move(owner);
   return l;
 }
 

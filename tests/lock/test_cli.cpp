@@ -315,3 +315,84 @@ TEST_CASE("lockscope lock --fenced: CMD gets LOCKSCOPE_FENCE_TOKEN, larger for e
     CHECK(both->wait(20s) == 64);
   }
 }
+
+namespace {
+
+std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::pair<long long, long long>> out;
+  long long start = 0, end = 0;
+  while (in >> start >> end) out.emplace_back(start, end);
+  return out;
+}
+
+bool overlap(const std::pair<long long, long long>& a, const std::pair<long long, long long>& b) {
+  return a.first < b.second && b.first < a.second;
+}
+
+}  // namespace
+
+TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, from several processes",
+          "[lock][cli][redis][process][rwlock]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  const std::string url = url_of(server);
+
+  SECTION("two readers hold at once; a writer times out meanwhile, then runs") {
+    auto r1 = spawn(lock_command(url, "rwj", {"--read"}, {"sleep", "1"}));
+    auto r2 = spawn(lock_command(url, "rwj", {"--read"}, {"sleep", "1"}));
+    bool both = false;
+    for (int i = 0; i < 400 && !both; ++i) {
+      both = raw.command("HLEN", "rwj").integer == 3;  // mode + two readers
+      if (!both) std::this_thread::sleep_for(5ms);
+    }
+    CHECK(both);
+    CHECK(raw.command("HGET", "rwj", "mode").text == "read");
+    auto w = spawn(lock_command(url, "rwj", {"--write", "--wait", "200ms"}, {"true"}));
+    CHECK(w->wait(20s) == 75);
+    auto waiting = spawn(lock_command(url, "rwj", {"--write"}, {"sh", "-c", "exit 4"}));
+    CHECK(r1->wait(20s) == 0);
+    CHECK(r2->wait(20s) == 0);
+    CHECK(waiting->wait(20s) == 4);  // it ran once both readers were gone
+    CHECK(raw.command("EXISTS", "rwj").integer == 0);
+    auto both_flags = spawn(lock_command(url, "rwj", {"--read", "--write"}, {"true"}));
+    CHECK(both_flags->wait(20s) == 64);
+  }
+  SECTION("2 writer and 2 reader processes x 8: no writer overlaps anyone, the counter is exact") {
+    temp_dir dir;
+    {
+      std::ofstream(dir.path / "counter") << 0 << '\n';
+    }
+    auto loop = [&](const std::string& flag, const std::string& mode) {
+      const std::string one = std::string(LOCKSCOPE_CLI) + " lock rwc " + flag + " --redis " + url + " -- " +
+                              LOCK_TEST_HELPER + " " + mode + " " + dir.path.string();
+      return spawn({"sh", "-c", "i=0; while [ $i -lt 8 ]; do " + one + " || exit 9; i=$((i+1)); done"});
+    };
+    std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
+    workers.push_back(loop("--write", "critical"));
+    workers.push_back(loop("--read", "reader"));
+    workers.push_back(loop("--write", "critical"));
+    workers.push_back(loop("--read", "reader"));
+    for (auto& w : workers) {
+      const int status = w->wait(120s);
+      INFO(w->output());
+      CHECK(status == 0);
+    }
+    std::ifstream counter(dir.path / "counter");
+    long long count = 0;
+    counter >> count;
+    CHECK(count == 16);
+    const auto writes = intervals(dir.path / "log");
+    const auto reads = intervals(dir.path / "readlog");
+    REQUIRE(writes.size() == 16);
+    REQUIRE(reads.size() == 16);
+    int overlaps = 0;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      for (std::size_t j = i + 1; j < writes.size(); ++j) overlaps += overlap(writes[i], writes[j]);
+      for (const auto& r : reads) overlaps += overlap(writes[i], r);
+    }
+    CHECK(overlaps == 0);
+    CHECK(raw.command("EXISTS", "rwc").integer == 0);
+  }
+}

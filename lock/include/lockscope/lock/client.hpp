@@ -49,11 +49,12 @@ namespace lockscope::lock {
 class rlock;
 class fair_lock;
 class fenced_lock;
+class read_write_lock;
 
 namespace detail {
 
 // Which of Redisson's scripts a handle sends.
-enum class lock_kind : std::uint8_t { reentrant, fair, fenced };
+enum class lock_kind : std::uint8_t { reentrant, fair, fenced, read, write };
 
 class client_impl;
 struct lock_state;
@@ -154,6 +155,9 @@ class client {
   // larger token from `redisson_lock_token:{name}`.
   fenced_lock get_fenced_lock(std::string name);
   fenced_lock get_fenced_lock(std::string name, std::string owner);
+  // Redisson's RReadWriteLock on `name`: read_lock() and write_lock() share one hash.
+  read_write_lock get_read_write_lock(std::string name);
+  read_write_lock get_read_write_lock(std::string name, std::string owner);
 
   // This client's UUID: the node id part of its owner ids.
   const std::string& id() const noexcept;
@@ -419,6 +423,41 @@ class fenced_lock : public rlock {
  private:
   friend class client;
   explicit fenced_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+
+// The two sides of Redisson's RReadWriteLock: rlocks on one hash `name` whose `mode` is
+// `read` or `write`, waking waiters on `redisson_rwlock:{name}`. Readers share; a
+// writer excludes readers and other writers and waits for the readers to leave. Both
+// are reentrant; a writer may also take the read lock (then release the write lock:
+// a downgrade), never the reverse (a reader asking for the write lock waits for
+// itself). The watchdog renews a read hold's own timeout key
+// `{name}:<owner>:rwlock_timeout:<n>` with the hash. is_locked() tells whether the
+// lock is held in this side's mode.
+class reader_lock : public rlock {
+ private:
+  friend class client;
+  friend class read_write_lock;
+  explicit reader_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+class writer_lock : public rlock {
+ private:
+  friend class client;
+  friend class read_write_lock;
+  explicit writer_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+
+class read_write_lock {
+ public:
+  const std::string& name() const noexcept { return read_.name(); }
+  // Copies share state: take them once, or again, as convenient.
+  reader_lock read_lock() const { return read_; }
+  writer_lock write_lock() const { return write_; }
+
+ private:
+  friend class client;
+  read_write_lock(reader_lock r, writer_lock w) : read_(std::move(r)), write_(std::move(w)) {}
+  reader_lock read_;
+  writer_lock write_;
 };
 
 }  // namespace lockscope::lock
