@@ -1,4 +1,5 @@
-// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] -- CMD [ARGS...]`:
+// several --redis URLs take a RedLock (or with --multi a MultiLock) of NAME on each server.
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/config.hpp"
 #include "lockscope/lock/error.hpp"
+#include "lockscope/lock/multi_lock.hpp"
 
 extern char** environ;
 
@@ -45,7 +47,8 @@ constexpr int exit_not_found = 127;
 
 struct lock_options {
   std::string name;
-  std::string redis_url;
+  std::vector<std::string> redis_urls;
+  bool multi = false;
   std::string wait;
   std::string lease;
   std::string owner;
@@ -133,18 +136,29 @@ int run_lock(const lock_options& o) {
       return exit_usage;
     }
   }
-  std::string url = o.redis_url;
-  if (url.empty()) {
+  std::vector<std::string> urls = o.redis_urls;
+  if (urls.empty()) {
     const char* env = std::getenv("LOCKSCOPE_REDIS");
-    url = env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379";
+    urls.emplace_back(env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379");
+  }
+  // Several servers: a RedLock (or a MultiLock) of NAME on each.
+  const bool several = urls.size() > 1 || o.multi;
+  if (several && (o.fair || o.fenced || o.read || o.write)) {
+    say("several --redis URLs (or --multi) take plain locks; --fair, --fenced, --read and --write need one server");
+    return exit_usage;
   }
   lock::client_config config;
   config.client_name = "lockscope-lock";
-  std::string why;
-  if (const std::error_code ec = lock::parse_url(url, config, &why)) {
-    say(fmt::format("bad Redis URL: {}", why));
-    return exit_usage;
+  std::vector<lock::client_config> configs;
+  for (const std::string& url : urls) {
+    std::string why;
+    configs.push_back(config);
+    if (const std::error_code ec = lock::parse_url(url, configs.back(), &why)) {
+      say(fmt::format("bad Redis URL: {}", why));
+      return exit_usage;
+    }
   }
+  config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
   };
@@ -164,18 +178,44 @@ int run_lock(const lock_options& o) {
     return exit_software;
   }
 
-  lock::client client(config);
-  try {
-    client.connect();
-  } catch (const lock::lock_error& e) {
-    say(e.what());
-    return exit_code_for(e.code());
+  // One client per server. Each server's commands are bounded by its command timeout:
+  // with several servers, one that is down costs a RedLock attempt at most that long.
+  std::vector<std::unique_ptr<lock::client>> clients;
+  for (lock::client_config& c : configs) {
+    c.on_lock_lost = config.on_lock_lost;
+    c.on_unlock_error = config.on_unlock_error;
+    if (several) c.command_timeout = std::chrono::milliseconds(1000);
+    clients.push_back(std::make_unique<lock::client>(c));
+  }
+  lock::client& client = *clients.front();
+  std::size_t reachable = 0;
+  std::error_code connect_error;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    try {
+      clients[i]->connect();
+      ++reachable;
+    } catch (const lock::lock_error& e) {
+      say(several ? fmt::format("{}: {}", urls[i], e.what()) : std::string(e.what()));
+      if (!connect_error) connect_error = e.code();
+    }
+  }
+  const std::size_t required = !several ? 1 : o.multi ? clients.size() : clients.size() / 2 + 1;
+  if (reachable < required) {
+    if (several) say(fmt::format("{} of {} servers reachable, {} needed", reachable, clients.size(), required));
+    return connect_error == lock::errc::auth_failed ? exit_noperm : several ? exit_unavailable
+                                                                            : exit_code_for(connect_error);
   }
   // The owner is fixed here: the acquisition runs on the client's I/O thread.
   const std::string owner = o.owner.empty() ? client.thread_owner() : o.owner;
   // A fair_lock is an rlock whose state sends the fair scripts: the copy keeps them.
   std::optional<lock::fenced_lock> fenced;
   if (o.fenced) fenced.emplace(client.get_fenced_lock(o.name, owner));
+  std::optional<lock::multi_lock> multi;
+  if (several) {
+    std::vector<lock::rlock> parts;
+    for (auto& c : clients) parts.push_back(c->get_lock(o.name, o.owner.empty() ? c->thread_owner() : o.owner));
+    multi.emplace(o.multi ? lock::get_multi_lock(std::move(parts)) : lock::multi_lock(lock::get_red_lock(std::move(parts))));
+  }
   lock::rlock lock_handle = fenced    ? lock::rlock(*fenced)
                             : o.fair  ? client.get_fair_lock(o.name, owner)
                             : o.read  ? client.get_read_write_lock(o.name, owner).read_lock()
@@ -202,7 +242,17 @@ int run_lock(const lock_options& o) {
     result->fence_token = token;
     on_acquired(ec, !ec && token != 0);
   };
-  if (fenced) {
+  if (multi) {
+    if (!wait && lease) {
+      multi->async_lock(*lease, acquired_forever);
+    } else if (!wait) {
+      multi->async_lock(acquired_forever);
+    } else if (lease) {
+      multi->async_try_lock(*wait, *lease, on_acquired);
+    } else {
+      multi->async_try_lock(*wait, on_acquired);
+    }
+  } else if (fenced) {
     if (!wait && lease) {
       fenced->async_lock_and_get_token(*lease, token_acquired);
     } else if (!wait) {
@@ -231,11 +281,17 @@ int run_lock(const lock_options& o) {
       // Interrupted while waiting: give back the lock in case the attempt in flight
       // got it, then stop. Both happen in one strand handler, so no retry slips in
       // between.
-      boost::asio::dispatch(client.get_executor(), [&client, lock_handle]() mutable {
-        lock_handle.async_unlock([](boost::system::error_code) {});
+      if (multi) {
+        // Each unlock goes out before its client's QUIT, after any acquire in flight.
+        multi->async_unlock([](boost::system::error_code) {});
+        for (auto& c : clients) c->close();
+      } else {
+        boost::asio::dispatch(client.get_executor(), [&client, lock_handle]() mutable {
+          lock_handle.async_unlock([](boost::system::error_code) {});
+          client.close();
+        });
         client.close();
-      });
-      client.close();
+      }
       say(fmt::format("interrupted by signal {} while waiting for '{}'", sig->signo, o.name));
       return 128 + sig->signo;
     }
@@ -297,7 +353,11 @@ int run_lock(const lock_options& o) {
   }
 
   try {
-    lock_handle.unlock_or_throw();
+    if (multi) {
+      multi->unlock_or_throw();
+    } else {
+      lock_handle.unlock_or_throw();
+    }
   } catch (const lock::lock_error& e) {
     say(fmt::format("releasing '{}' failed: {}", o.name, e.what()));
     if (exit_status == 0) exit_status = exit_code_for(e.code());
@@ -314,9 +374,12 @@ void add_lock_command(CLI::App& app, int& exit_code) {
       "lock", "Run CMD while holding a Redisson-compatible Redis lock (flock(1) for Redis)");
   cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
   cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
-  cmd->add_option("--redis", options->redis_url,
+  cmd->add_option("--redis", options->redis_urls,
                   "redis://[[user]:password@]host[:port][/db] (default: $LOCKSCOPE_REDIS, else "
-                  "redis://127.0.0.1:6379)");
+                  "redis://127.0.0.1:6379). Several: a RedLock of NAME on each server (a majority)")
+      ->allow_extra_args(false);
+  cmd->add_flag("--multi", options->multi,
+                "With several --redis: a MultiLock (NAME on every server, all or nothing) instead of a RedLock");
   cmd->add_option("--wait", options->wait, "How long to wait for the lock: 500ms, 10s, 2m; 0 tries once (default: forever)");
   cmd->add_option("--lease", options->lease,
                   "Lease after which the lock expires (default: held by a watchdog while CMD runs)");
@@ -332,8 +395,8 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--write", options->write,
                 "The write side of Redisson's read/write lock: alone, after the readers and writers before it");
   cmd->footer(
-      "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
-      "unreachable; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
+      "Exit status: CMD's; 75 if the lock (or a RedLock's majority) was not acquired in time; 64 bad "
+      "arguments; 69 Redis unreachable (too many servers to ever reach a majority); 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
       "forwarded to CMD; the lock is released when CMD exits.");
   cmd->callback([options, &exit_code] { exit_code = run_lock(*options); });
 }

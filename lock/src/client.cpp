@@ -596,6 +596,12 @@ void ensure_usable(const lock_state& lock) {
   if (lock.impl->destroyed()) throw lock_error(errc::shut_down, "the client of lock '" + lock.name + "' was destroyed");
 }
 const strand_type& strand_of(const lock_state& lock) noexcept { return lock.impl->strand(); }
+std::chrono::milliseconds watchdog_timeout_of(const lock_state& lock) noexcept {
+  return lock.impl->config().watchdog_timeout;
+}
+void report_unlock_error(const lock_state& lock, const std::string& message) noexcept {
+  lock.impl->report_unlock_error(lock.name, message);
+}
 
 completion<std::int64_t> acquired_flag(completion<bool> done) {
   return [d = std::move(done)](status s, std::int64_t acquired) mutable { d(std::move(s), acquired != 0); };

@@ -396,3 +396,80 @@ TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, f
     CHECK(raw.command("EXISTS", "rwc").integer == 0);
   }
 }
+
+TEST_CASE("lockscope lock with three --redis: a RedLock (or --multi), 75 without a majority in time, 69 unreachable",
+          "[lock][cli][redis][process][redlock]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  std::vector<std::unique_ptr<redis_server>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<redis_server>());
+  std::vector<std::string> redis_args;
+  for (const auto& s : servers) {
+    redis_args.push_back("--redis");
+    redis_args.push_back(url_of(*s));
+  }
+  auto red_command = [&](const std::string& name, std::vector<std::string> extra, std::vector<std::string> cmd) {
+    std::vector<std::string> args{LOCKSCOPE_CLI, "lock", name};
+    args.insert(args.end(), redis_args.begin(), redis_args.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    return args;
+  };
+  auto keys_on = [&](const std::string& key) {
+    int n = 0;
+    for (const auto& s : servers) {
+      if (!s->running()) continue;
+      resp_connection raw(s->host(), s->port());
+      n += static_cast<int>(raw.command("EXISTS", key).integer);
+    }
+    return n;
+  };
+
+  // 3 processes x 8 RedLock critical sections: an exact counter, no overlap.
+  temp_dir dir;
+  {
+    std::ofstream(dir.path / "counter") << 0 << '\n';
+  }
+  std::string one = std::string(LOCKSCOPE_CLI) + " lock rc";
+  for (const auto& a : redis_args) one += " " + a;
+  one += std::string(" -- ") + LOCK_TEST_HELPER + " critical " + dir.path.string();
+  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
+  for (int w = 0; w < 3; ++w)
+    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 8 ]; do " + one + " || exit 9; i=$((i+1)); done"}));
+  for (auto& w : workers) {
+    const int status = w->wait(120s);
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+  std::ifstream counter(dir.path / "counter");
+  long long count = 0;
+  counter >> count;
+  CHECK(count == 24);
+  CHECK(keys_on("rc") == 0);
+
+  // Held by one RedLock: another gets no majority within --wait.
+  auto holder = spawn(red_command("rl", {}, {"sleep", "1"}));
+  bool held = false;
+  for (int i = 0; i < 400 && !held; ++i) {
+    held = keys_on("rl") == 3;
+    if (!held) std::this_thread::sleep_for(5ms);
+  }
+  CHECK(held);
+  auto late = spawn(red_command("rl", {"--wait", "200ms"}, {"true"}));
+  CHECK(late->wait(20s) == 75);
+  auto multi_late = spawn(red_command("rl", {"--multi", "--wait", "200ms"}, {"true"}));
+  CHECK(multi_late->wait(20s) == 75);
+  CHECK(holder->wait(20s) == 0);
+  CHECK(keys_on("rl") == 0);
+
+  servers[0]->stop();
+  auto with_two = spawn(red_command("rl", {"--wait", "5s"}, {"sh", "-c", "exit 5"}));
+  CHECK(with_two->wait(30s) == 5);  // a majority of 2 of 3
+  auto multi_two = spawn(red_command("rl", {"--multi", "--wait", "1s"}, {"true"}));
+  CHECK(multi_two->wait(30s) == 69);  // a MultiLock needs every server
+  servers[1]->stop();
+  auto with_one = spawn(red_command("rl", {"--wait", "5s"}, {"true"}));
+  CHECK(with_one->wait(30s) == 69);
+  CHECK(with_one->output().find("1 of 3 servers reachable, 2 needed") != std::string::npos);
+  CHECK(keys_on("rl") == 0);
+}

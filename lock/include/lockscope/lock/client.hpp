@@ -104,6 +104,9 @@ void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::st
                    completion<resp::value> done);
 const strand_type& strand_of(const client_impl& impl) noexcept;
 const strand_type& strand_of(const lock_state& lock) noexcept;
+// The lock's client's watchdog timeout, and its unlock-error hook.
+std::chrono::milliseconds watchdog_timeout_of(const lock_state& lock) noexcept;
+void report_unlock_error(const lock_state& lock, const std::string& message) noexcept;
 // Throws lock_error(errc::shut_down) when the lock's client has been destroyed: its
 // I/O context no longer runs, so an operation started now could never complete.
 void ensure_usable(const lock_state& lock);
@@ -358,6 +361,7 @@ class rlock {
   }
 
   friend class client;
+  friend class multi_lock;
   std::shared_ptr<detail::lock_state> state_;
 };
 
