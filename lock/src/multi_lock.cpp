@@ -50,8 +50,7 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
  public:
   multi_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
                    completion<bool> done)
-      : state_(std::move(state)), owners_(std::move(owners)), request_(request), done_(std::move(done)),
-        random_(std::random_device{}()) {}
+      : state_(std::move(state)), owners_(std::move(owners)), request_(request), done_(std::move(done)) {}
 
   void start_round() {
     const auto now = fsm_clock::now();
@@ -59,8 +58,10 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
     std::optional<milliseconds> wait = request_.wait;
     if (!request_.once && !wait) {
       // lock(): Redisson's rounds of tryLock with a randomised wait.
+      // Seeded once per thread: a random_device per operation costs more than a round trip.
+      thread_local std::mt19937_64 random{std::random_device{}()};
       wait = multi_lock_round_wait(state_->locks.size(), request_.lease,
-                                   std::uniform_real_distribution<double>(0.0, 1.0)(random_));
+                                   std::uniform_real_distribution<double>(0.0, 1.0)(random));
     }
     fsm_.emplace(state_->locks.size(), state_->required, request_.once ? std::nullopt : wait, now);
     act(fsm_->start());
@@ -121,7 +122,6 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
   completion<bool> done_;
   std::optional<multi_acquire_fsm> fsm_;
   fsm_clock::time_point round_start_;
-  std::mt19937_64 random_;
 };
 
 }  // namespace

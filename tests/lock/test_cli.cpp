@@ -46,6 +46,44 @@ struct temp_dir {
 
 int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
+using worker_list = std::vector<std::unique_ptr<lockscope::test::child_process>>;
+
+// A shell loop running `command` `times` times in a row; exits 9 at the first failure.
+std::unique_ptr<lockscope::test::child_process> repeat(const std::string& command, int times,
+                                                       const std::vector<std::string>& env = {}) {
+  return spawn({"sh", "-c", "i=0; while [ $i -lt " + std::to_string(times) + " ]; do " + command +
+                                " || exit 9; i=$((i+1)); done"},
+               env);
+}
+
+void check_all_succeed(worker_list& workers) {
+  for (auto& w : workers) {
+    const int status = w->wait(std::chrono::seconds(240));
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+}
+
+long long counter_in(const temp_dir& dir) {
+  std::ifstream counter(dir.path / "counter");
+  long long count = 0;
+  counter >> count;
+  return count;
+}
+
+// "<start ns> <end ns>" lines, as lock_test_helper logs its sections.
+std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::pair<long long, long long>> out;
+  long long start = 0, end = 0;
+  while (in >> start >> end) out.emplace_back(start, end);
+  return out;
+}
+
+bool overlap(const std::pair<long long, long long>& a, const std::pair<long long, long long>& b) {
+  return a.first < b.second && b.first < a.second;
+}
+
 }  // namespace
 
 TEST_CASE("lockscope lock: 4 processes x 50 iterations keep an exact counter", "[lock][cli][redis][process]") {
@@ -58,25 +96,13 @@ TEST_CASE("lockscope lock: 4 processes x 50 iterations keep an exact counter", "
   // Each worker is a shell loop running `lockscope lock` 50 times in a row.
   const std::string one = std::string(LOCKSCOPE_CLI) + " lock counter --redis " + url_of(server) + " -- " +
                           LOCK_TEST_HELPER + " critical " + dir.path.string();
-  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
-  for (int w = 0; w < 4; ++w) {
-    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 50 ]; do " + one + " || exit 9; i=$((i+1)); done"}));
-  }
-  for (auto& w : workers) {
-    const int status = w->wait(240s);
-    INFO(w->output());
-    CHECK(status == 0);
-  }
-  std::ifstream counter(dir.path / "counter");
-  long long count = 0;
-  counter >> count;
-  CHECK(count == 200);
+  worker_list workers;
+  for (int w = 0; w < 4; ++w) workers.push_back(repeat(one, 50));
+  check_all_succeed(workers);
+  CHECK(counter_in(dir) == 200);
 
   // Critical sections, by start: none may begin before the previous one ended.
-  std::ifstream log(dir.path / "log");
-  std::vector<std::pair<long long, long long>> sections;
-  long long start = 0, end = 0;
-  while (log >> start >> end) sections.emplace_back(start, end);
+  auto sections = intervals(dir.path / "log");
   REQUIRE(sections.size() == 200);
   std::sort(sections.begin(), sections.end());
   int overlaps = 0;
@@ -287,17 +313,9 @@ TEST_CASE("lockscope lock --fenced: CMD gets LOCKSCOPE_FENCE_TOKEN, larger for e
   // the lock, so the file's order is the holders' order.
   const std::string one = std::string(LOCKSCOPE_CLI) + " lock --fenced tok --redis " + url_of(server) +
                           " -- sh -c 'echo $LOCKSCOPE_FENCE_TOKEN >> " + log + "'";
-  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
-  for (int w = 0; w < 3; ++w) {
-    // An inherited value must not leak through.
-    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 10 ]; do " + one + " || exit 9; i=$((i+1)); done"},
-                            {"LOCKSCOPE_FENCE_TOKEN=999999"}));
-  }
-  for (auto& w : workers) {
-    const int status = w->wait(120s);
-    INFO(w->output());
-    CHECK(status == 0);
-  }
+  worker_list workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(repeat(one, 10, {"LOCKSCOPE_FENCE_TOKEN=999999"}));  // not inherited
+  check_all_succeed(workers);
   std::ifstream in(log);
   std::vector<long long> tokens;
   long long t = 0;
@@ -316,21 +334,6 @@ TEST_CASE("lockscope lock --fenced: CMD gets LOCKSCOPE_FENCE_TOKEN, larger for e
   }
 }
 
-namespace {
-
-std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<std::pair<long long, long long>> out;
-  long long start = 0, end = 0;
-  while (in >> start >> end) out.emplace_back(start, end);
-  return out;
-}
-
-bool overlap(const std::pair<long long, long long>& a, const std::pair<long long, long long>& b) {
-  return a.first < b.second && b.first < a.second;
-}
-
-}  // namespace
 
 TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, from several processes",
           "[lock][cli][redis][process][rwlock]") {
@@ -367,22 +370,15 @@ TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, f
     auto loop = [&](const std::string& flag, const std::string& mode) {
       const std::string one = std::string(LOCKSCOPE_CLI) + " lock rwc " + flag + " --redis " + url + " -- " +
                               LOCK_TEST_HELPER + " " + mode + " " + dir.path.string();
-      return spawn({"sh", "-c", "i=0; while [ $i -lt 8 ]; do " + one + " || exit 9; i=$((i+1)); done"});
+      return repeat(one, 8);
     };
-    std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
+    worker_list workers;
     workers.push_back(loop("--write", "critical"));
     workers.push_back(loop("--read", "reader"));
     workers.push_back(loop("--write", "critical"));
     workers.push_back(loop("--read", "reader"));
-    for (auto& w : workers) {
-      const int status = w->wait(120s);
-      INFO(w->output());
-      CHECK(status == 0);
-    }
-    std::ifstream counter(dir.path / "counter");
-    long long count = 0;
-    counter >> count;
-    CHECK(count == 16);
+    check_all_succeed(workers);
+    CHECK(counter_in(dir) == 16);
     const auto writes = intervals(dir.path / "log");
     const auto reads = intervals(dir.path / "readlog");
     REQUIRE(writes.size() == 16);
@@ -433,18 +429,10 @@ TEST_CASE("lockscope lock with three --redis: a RedLock (or --multi), 75 without
   std::string one = std::string(LOCKSCOPE_CLI) + " lock rc";
   for (const auto& a : redis_args) one += " " + a;
   one += std::string(" -- ") + LOCK_TEST_HELPER + " critical " + dir.path.string();
-  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
-  for (int w = 0; w < 3; ++w)
-    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 8 ]; do " + one + " || exit 9; i=$((i+1)); done"}));
-  for (auto& w : workers) {
-    const int status = w->wait(120s);
-    INFO(w->output());
-    CHECK(status == 0);
-  }
-  std::ifstream counter(dir.path / "counter");
-  long long count = 0;
-  counter >> count;
-  CHECK(count == 24);
+  worker_list workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(repeat(one, 8));
+  check_all_succeed(workers);
+  CHECK(counter_in(dir) == 24);
   CHECK(keys_on("rc") == 0);
 
   // Held by one RedLock: another gets no majority within --wait.

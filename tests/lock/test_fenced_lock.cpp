@@ -43,8 +43,7 @@ TEST_CASE("fenced lock: every hold takes a larger token, a busy attempt none", "
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   const auto mode = GENERATE(lock::script_mode::evalsha, lock::script_mode::eval);
   redis_server server;
-  auto cfg = config_for(server);
-  cfg.scripts = mode;
+  const auto cfg = config_for(server, mode);
   lock::client a(cfg);
   lock::client b(cfg);
   resp_connection raw(server.host(), server.port());

@@ -29,8 +29,7 @@ TEST_CASE("read/write lock: readers share, with Redisson's hash and timeout keys
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   const auto mode = GENERATE(lock::script_mode::evalsha, lock::script_mode::eval);
   redis_server server;
-  auto cfg = config_for(server);
-  cfg.scripts = mode;
+  const auto cfg = config_for(server, mode);
   lock::client client(cfg);
   resp_connection raw(server.host(), server.port());
   auto rw = client.get_read_write_lock("rw");
