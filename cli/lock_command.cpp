@@ -1,4 +1,5 @@
-// `lockscope lock NAME [--redis URL] [--wait DUR] [--lease DUR] [--owner ID] [--fair] [--tls-ca …] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL]... [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] [--tls-ca …] -- CMD [ARGS...]`:
+// several --redis URLs take a RedLock (or with --multi a MultiLock) of NAME on each server.
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,13 +11,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
@@ -26,6 +30,7 @@
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/config.hpp"
 #include "lockscope/lock/error.hpp"
+#include "lockscope/lock/multi_lock.hpp"
 
 extern char** environ;
 
@@ -44,11 +49,15 @@ constexpr int exit_not_found = 127;
 
 struct lock_options {
   std::string name;
-  std::string redis_url;
+  std::vector<std::string> redis_urls;
+  bool multi = false;
   std::string wait;
   std::string lease;
   std::string owner;
   bool fair = false;
+  bool fenced = false;
+  bool read = false;
+  bool write = false;
   std::vector<std::string> command;
   // rediss:// only
   std::string tls_ca;
@@ -100,8 +109,11 @@ std::optional<signal_event> read_signal(int signal_fd) {
   return signal_event{static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL};
 }
 
-int apply_tls_options(const lock_options& o, lock::tls_config& tls) {
-  if (!tls.enabled && (!o.tls_ca.empty() || !o.tls_cert.empty() || !o.tls_key.empty() || o.insecure)) {
+// The --tls-* flags and --insecure, for every rediss:// server; a usage error when no
+// server is one.
+int apply_tls_options(const lock_options& o, std::vector<lock::client_config>& configs) {
+  const bool any_tls = std::any_of(configs.begin(), configs.end(), [](const auto& c) { return c.tls.enabled; });
+  if (!any_tls && (!o.tls_ca.empty() || !o.tls_cert.empty() || !o.tls_key.empty() || o.insecure)) {
     say("--tls-ca, --tls-cert, --tls-key and --insecure need a rediss:// URL");
     return exit_usage;
   }
@@ -109,14 +121,33 @@ int apply_tls_options(const lock_options& o, lock::tls_config& tls) {
     say(o.tls_cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key");
     return exit_usage;
   }
-  tls.ca = o.tls_ca;
-  tls.certificate = o.tls_cert;
-  tls.private_key = o.tls_key;
-  tls.verify_peer = !o.insecure;
+  for (lock::client_config& c : configs) {
+    if (!c.tls.enabled) continue;
+    c.tls.ca = o.tls_ca;
+    c.tls.certificate = o.tls_cert;
+    c.tls.private_key = o.tls_key;
+    c.tls.verify_peer = !o.insecure;
+  }
   return 0;
 }
 
+// Our environment plus LOCKSCOPE_FENCE_TOKEN=<token> (replacing any inherited one).
+std::vector<std::string> child_environment(std::int64_t fence_token) {
+  std::vector<std::string> env;
+  constexpr std::string_view variable = "LOCKSCOPE_FENCE_TOKEN=";
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).starts_with(variable)) continue;
+    env.emplace_back(*e);
+  }
+  if (fence_token != 0) env.push_back(fmt::format("{}{}", variable, fence_token));
+  return env;
+}
+
 int run_lock(const lock_options& o) {
+  if (int{o.fair} + int{o.fenced} + int{o.read} + int{o.write} > 1) {
+    say("--fair, --fenced, --read and --write exclude each other");
+    return exit_usage;
+  }
   std::optional<std::chrono::milliseconds> wait;
   std::optional<std::chrono::milliseconds> lease;
   if (!o.wait.empty()) {
@@ -133,19 +164,31 @@ int run_lock(const lock_options& o) {
       return exit_usage;
     }
   }
-  std::string url = o.redis_url;
-  if (url.empty()) {
+  std::vector<std::string> urls = o.redis_urls;
+  if (urls.empty()) {
     const char* env = std::getenv("LOCKSCOPE_REDIS");
-    url = env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379";
+    urls.emplace_back(env != nullptr && *env != '\0' ? env : "redis://127.0.0.1:6379");
+  }
+  // Several servers: a RedLock (or a MultiLock) of NAME on each.
+  const bool several = urls.size() > 1 || o.multi;
+  if (several && (o.fair || o.fenced || o.read || o.write)) {
+    say("several --redis URLs (or --multi) take plain locks; --fair, --fenced, --read and --write need one server");
+    return exit_usage;
   }
   lock::client_config config;
   config.client_name = "lockscope-lock";
-  std::string why;
-  if (const std::error_code ec = lock::parse_url(url, config, &why)) {
-    say(fmt::format("bad Redis URL: {}", why));
-    return exit_usage;
+  std::vector<lock::client_config> configs;
+  for (const std::string& url : urls) {
+    std::string why;
+    configs.push_back(config);
+    if (const std::error_code ec = lock::parse_url(url, configs.back(), &why)) {
+      say(fmt::format("bad Redis URL: {}", why));
+      return exit_usage;
+    }
   }
-  if (const int status = apply_tls_options(o, config.tls); status != 0) return status;
+  }
+  if (const int status = apply_tls_options(o, configs); status != 0) return status;
+  config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
   };
@@ -165,23 +208,56 @@ int run_lock(const lock_options& o) {
     return exit_software;
   }
 
-  lock::client client(config);
-  try {
-    client.connect();
-  } catch (const lock::lock_error& e) {
-    say(e.what());
-    return exit_code_for(e.code());
+  // One client per server. Each server's commands are bounded by its command timeout:
+  // with several servers, one that is down costs a RedLock attempt at most that long.
+  std::vector<std::unique_ptr<lock::client>> clients;
+  for (lock::client_config& c : configs) {
+    c.on_lock_lost = config.on_lock_lost;
+    c.on_unlock_error = config.on_unlock_error;
+    if (several) c.command_timeout = std::chrono::milliseconds(1000);
+    clients.push_back(std::make_unique<lock::client>(c));
+  }
+  lock::client& client = *clients.front();
+  std::size_t reachable = 0;
+  std::error_code connect_error;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    try {
+      clients[i]->connect();
+      ++reachable;
+    } catch (const lock::lock_error& e) {
+      say(several ? fmt::format("{}: {}", urls[i], e.what()) : std::string(e.what()));
+      if (!connect_error) connect_error = e.code();
+    }
+  }
+  const std::size_t required = !several ? 1 : o.multi ? clients.size() : clients.size() / 2 + 1;
+  if (reachable < required) {
+    if (several) say(fmt::format("{} of {} servers reachable, {} needed", reachable, clients.size(), required));
+    return connect_error == lock::errc::auth_failed ? exit_noperm : several ? exit_unavailable
+                                                                            : exit_code_for(connect_error);
   }
   // The owner is fixed here: the acquisition runs on the client's I/O thread.
   const std::string owner = o.owner.empty() ? client.thread_owner() : o.owner;
   // A fair_lock is an rlock whose state sends the fair scripts: the copy keeps them.
-  lock::rlock lock_handle = o.fair ? client.get_fair_lock(o.name, owner) : client.get_lock(o.name, owner);
+  std::optional<lock::fenced_lock> fenced;
+  if (o.fenced) fenced.emplace(client.get_fenced_lock(o.name, owner));
+  std::optional<lock::multi_lock> multi;
+  if (several) {
+    std::vector<lock::rlock> parts;
+    for (auto& c : clients) parts.push_back(c->get_lock(o.name, o.owner.empty() ? c->thread_owner() : o.owner));
+    multi.emplace(o.multi ? lock::get_multi_lock(std::move(parts)) : lock::multi_lock(lock::get_red_lock(std::move(parts))));
+  }
+  lock::rlock lock_handle = fenced    ? lock::rlock(*fenced)
+                            : o.fair  ? client.get_fair_lock(o.name, owner)
+                            : o.read  ? client.get_read_write_lock(o.name, owner).read_lock()
+                            : o.write ? client.get_read_write_lock(o.name, owner).write_lock()
+                                      : client.get_lock(o.name, owner);
 
   // Acquire asynchronously so that a signal can interrupt the wait.
   struct outcome {
     std::atomic<bool> done{false};
     boost::system::error_code ec;
     bool acquired = false;
+    std::int64_t fence_token = 0;
   };
   auto result = std::make_shared<outcome>();
   auto on_acquired = [result, done_fd](boost::system::error_code ec, bool acquired) {
@@ -192,7 +268,31 @@ int run_lock(const lock_options& o) {
     (void)!::write(done_fd, &one, sizeof one);
   };
   auto acquired_forever = [on_acquired](boost::system::error_code ec) mutable { on_acquired(ec, !ec); };
-  if (!wait && lease) {
+  auto token_acquired = [result, on_acquired](boost::system::error_code ec, std::int64_t token) mutable {
+    result->fence_token = token;
+    on_acquired(ec, !ec && token != 0);
+  };
+  if (multi) {
+    if (!wait && lease) {
+      multi->async_lock(*lease, acquired_forever);
+    } else if (!wait) {
+      multi->async_lock(acquired_forever);
+    } else if (lease) {
+      multi->async_try_lock(*wait, *lease, on_acquired);
+    } else {
+      multi->async_try_lock(*wait, on_acquired);
+    }
+  } else if (fenced) {
+    if (!wait && lease) {
+      fenced->async_lock_and_get_token(*lease, token_acquired);
+    } else if (!wait) {
+      fenced->async_lock_and_get_token(token_acquired);
+    } else if (lease) {
+      fenced->async_try_lock_and_get_token(*wait, *lease, token_acquired);
+    } else {
+      fenced->async_try_lock_and_get_token(*wait, token_acquired);
+    }
+  } else if (!wait && lease) {
     lock_handle.async_lock(*lease, acquired_forever);
   } else if (!wait) {
     lock_handle.async_lock(acquired_forever);
@@ -211,11 +311,17 @@ int run_lock(const lock_options& o) {
       // Interrupted while waiting: give back the lock in case the attempt in flight
       // got it, then stop. Both happen in one strand handler, so no retry slips in
       // between.
-      boost::asio::dispatch(client.get_executor(), [&client, lock_handle]() mutable {
-        lock_handle.async_unlock([](boost::system::error_code) {});
+      if (multi) {
+        // Each unlock goes out before its client's QUIT, after any acquire in flight.
+        multi->async_unlock([](boost::system::error_code) {});
+        for (auto& c : clients) c->close();
+      } else {
+        boost::asio::dispatch(client.get_executor(), [&client, lock_handle]() mutable {
+          lock_handle.async_unlock([](boost::system::error_code) {});
+          client.close();
+        });
         client.close();
-      });
-      client.close();
+      }
       say(fmt::format("interrupted by signal {} while waiting for '{}'", sig->signo, o.name));
       return 128 + sig->signo;
     }
@@ -244,8 +350,12 @@ int run_lock(const lock_options& o) {
   std::vector<char*> argv;
   for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<std::string> env_strings = child_environment(result->fence_token);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t child = -1;
-  const int spawn_error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), environ);
+  const int spawn_error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), envp.data());
   posix_spawnattr_destroy(&attributes);
 
   int exit_status = 0;
@@ -273,7 +383,11 @@ int run_lock(const lock_options& o) {
   }
 
   try {
-    lock_handle.unlock_or_throw();
+    if (multi) {
+      multi->unlock_or_throw();
+    } else {
+      lock_handle.unlock_or_throw();
+    }
   } catch (const lock::lock_error& e) {
     say(fmt::format("releasing '{}' failed: {}", o.name, e.what()));
     if (exit_status == 0) exit_status = exit_code_for(e.code());
@@ -290,9 +404,12 @@ void add_lock_command(CLI::App& app, int& exit_code) {
       "lock", "Run CMD while holding a Redisson-compatible Redis lock (flock(1) for Redis)");
   cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
   cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
-  cmd->add_option("--redis", options->redis_url,
-                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS (default: "
-                  "$LOCKSCOPE_REDIS, else redis://127.0.0.1:6379)");
+  cmd->add_option("--redis", options->redis_urls,
+                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS (default: $LOCKSCOPE_REDIS, else "
+                  "redis://127.0.0.1:6379). Several: a RedLock of NAME on each server (a majority)")
+      ->allow_extra_args(false);
+  cmd->add_flag("--multi", options->multi,
+                "With several --redis: a MultiLock (NAME on every server, all or nothing) instead of a RedLock");
   cmd->add_option("--wait", options->wait, "How long to wait for the lock: 500ms, 10s, 2m; 0 tries once (default: forever)");
   cmd->add_option("--lease", options->lease,
                   "Lease after which the lock expires (default: held by a watchdog while CMD runs)");
@@ -300,6 +417,13 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--fair", options->fair,
                 "Redisson's fair lock: waiters get the lock in the order they asked (queue "
                 "redisson_lock_queue:{NAME})");
+  cmd->add_flag("--fenced", options->fenced,
+                "Redisson's fenced lock: CMD gets LOCKSCOPE_FENCE_TOKEN=<n>, a number larger than any "
+                "earlier holder's (from redisson_lock_token:{NAME})");
+  cmd->add_flag("--read", options->read,
+                "The read side of Redisson's read/write lock: readers run together, not while a writer runs");
+  cmd->add_flag("--write", options->write,
+                "The write side of Redisson's read/write lock: alone, after the readers and writers before it");
   cmd->add_option("--tls-ca", options->tls_ca,
                   "rediss://: trusted CA file (PEM) or hashed directory (default: the system's trust store)");
   cmd->add_option("--tls-cert", options->tls_cert, "rediss://: client certificate (PEM), for mutual TLS");
@@ -307,8 +431,9 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--insecure", options->insecure,
                 "rediss://: do not verify the server's certificate or host name (encrypts, does not authenticate)");
   cmd->footer(
-      "Exit status: CMD's; 75 if the lock was not acquired in time; 64 bad arguments; 69 Redis "
-      "unreachable or TLS failed; 77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
+      "Exit status: CMD's; 75 if the lock (or a RedLock's majority) was not acquired in time; 64 bad "
+      "arguments; 69 Redis unreachable, TLS failed, or too many servers unreachable to ever reach a majority; "
+      "77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
       "forwarded to CMD; the lock is released when CMD exits.");
   cmd->callback([options, &exit_code] { exit_code = run_lock(*options); });
 }

@@ -15,6 +15,8 @@
 // --tls: instead, the pair latency over TLS against plain TCP on one server that listens
 // on both (certificates made by tests/support/scripts/make-test-certs), with
 // redis-benchmark --tls -c 1 as the peer figure.
+// --redlock-only starts three servers: the async pair latency on each alone, then a
+// RedLock (try_lock once on each, unlock everywhere) over the three.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,6 +35,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/client.hpp"
+#include "lockscope/lock/multi_lock.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/tls_certificates.hpp"
@@ -145,6 +148,26 @@ std::vector<double> pair_latencies(lock::client& client, int warmup, int samples
   };
   asio::dispatch(client.get_executor(), [&] { next(); });
   finished.get_future().wait();
+  return result;
+}
+
+// try_lock() + unlock() pairs of a RedLock, each started when the previous completed.
+std::vector<double> redlock_pair_latencies(lock::red_lock& red, int warmup, int samples) {
+  std::vector<double> result;
+  result.reserve(static_cast<std::size_t>(samples));
+  for (int i = 0; i < warmup + samples; ++i) {
+    std::promise<void> done;
+    const auto start = steady::now();
+    red.async_try_lock([&](boost::system::error_code ec, bool acquired) {
+      if (ec || !acquired) throw std::runtime_error("redlock not acquired");
+      red.async_unlock([&](boost::system::error_code uec) {
+        if (uec) throw boost::system::system_error(uec);
+        if (i >= warmup) result.push_back(micros(steady::now() - start));
+        done.set_value();
+      });
+    });
+    done.get_future().wait();
+  }
   return result;
 }
 
@@ -349,6 +372,50 @@ int main(int argc, char** argv) {
       fmt::print("pair_us p50 {:.1f} p99 {:.1f}\n", percentile(pairs, 50), percentile(pairs, 99));
       return 0;
     }
+    else if (a == "--redlock-only") {
+      std::vector<std::unique_ptr<lockscope::test::redis_server>> servers;
+      std::vector<std::unique_ptr<lock::client>> clients;
+      std::vector<lock::rlock> parts;
+      double slowest_single_p50 = 0;
+      double slowest_single_p99 = 0;
+      for (int k = 0; k < 3; ++k) {
+        servers.push_back(std::make_unique<lockscope::test::redis_server>());
+        clients.push_back(std::make_unique<lock::client>(config_for(*servers.back())));
+        clients.back()->connect();
+        const auto single = pair_latencies(*clients.back(), 1000, 10000);
+        slowest_single_p50 = std::max(slowest_single_p50, percentile(single, 50));
+        slowest_single_p99 = std::max(slowest_single_p99, percentile(single, 99));
+        parts.push_back(clients.back()->get_lock("bench:red", bench_owner));
+      }
+      auto red = lock::get_red_lock(std::move(parts));
+      const auto pairs = redlock_pair_latencies(red, 1000, 10000);
+      // The same three servers through three clients sharing one io_context and thread:
+      // no thread hop between the servers' replies.
+      asio::io_context io(1);
+      auto work = asio::make_work_guard(io);
+      std::thread runner([&] { io.run(); });
+      std::vector<std::unique_ptr<lock::client>> shared;
+      std::vector<lock::rlock> shared_parts;
+      for (const auto& server : servers) {
+        shared.push_back(std::make_unique<lock::client>(io, config_for(*server)));
+        shared.back()->connect();
+        shared_parts.push_back(shared.back()->get_lock("bench:red1", bench_owner));
+      }
+      auto red1 = lock::get_red_lock(std::move(shared_parts));
+      const auto pairs1 = redlock_pair_latencies(red1, 1000, 10000);
+      fmt::print("single_pair_us (slowest of 3) p50 {:.1f} p99 {:.1f}\n", slowest_single_p50, slowest_single_p99);
+      fmt::print("redlock_pair_us, 3 client threads p50 {:.1f} p99 {:.1f} (ratio {:.2f} / {:.2f})\n",
+                 percentile(pairs, 50), percentile(pairs, 99), percentile(pairs, 50) / slowest_single_p50,
+                 percentile(pairs, 99) / slowest_single_p99);
+      fmt::print("redlock_pair_us, one shared io_context p50 {:.1f} p99 {:.1f} (ratio {:.2f} / {:.2f})\n",
+                 percentile(pairs1, 50), percentile(pairs1, 99), percentile(pairs1, 50) / slowest_single_p50,
+                 percentile(pairs1, 99) / slowest_single_p99);
+      for (auto& c : shared) c->close();
+      shared.clear();
+      work.reset();
+      runner.join();
+      return 0;
+    }
     else if ((a == "--handoff-only" || a == "--fair-handoff-only") && i + 1 < argc) {
       // Diagnostics: only the handoff run, against a server already on PORT.
       lock::client_config c;
@@ -363,7 +430,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr,
-                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT\n");
+                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only\n");
       return 2;
     }
   }

@@ -89,6 +89,17 @@ struct lock_state {
   std::string queue_name;
   std::string timeout_name;
   std::string thread_wait_text;
+  // The fenced lock's token counter.
+  std::string token_name;
+  // Read/write locks: the writer's hash field is `<owner>:write`; a reader's timeout keys
+  // are `<key_prefix>:<owner>:rwlock_timeout:<n>`, key_prefix being `{name}` (or `name`
+  // when it holds '{': Redisson's suffixName).
+  std::string field_suffix;
+  std::string key_prefix;
+  std::string field(std::string_view holder) const { return std::string(holder).append(field_suffix); }
+  std::string timeout_prefix(std::string_view holder) const {
+    return key_prefix + ":" + std::string(holder) + ":rwlock_timeout";
+  }
   // Redisson's internalLockLeaseTime: the lease unlock passes to pexpire on a partial
   // release. The watchdog timeout, or the last explicit lease acquired; back to the
   // watchdog timeout when the lock is fully released or force-unlocked (Redisson 3.20,
@@ -101,8 +112,10 @@ struct lock_state {
 // The watchdog's entry for one (lock, owner): shared by all its reentrant holds.
 struct renewal {
   std::string name;
-  std::string owner;
+  std::string owner;  // the hash field: `<owner>:write` for a writer
   std::string lease_text;
+  script_kind kind = script_kind::renew;  // read_renew also renews the read holds' timeout keys
+  std::string key_prefix;                 // read_renew's KEYS[2]
   std::uint32_t holds = 1;
   asio::steady_timer timer;
   clock_type::time_point last_confirmed;  // when the last successful renew was sent
@@ -242,13 +255,16 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return key;
   }
 
-  void watchdog_add(const std::string& name, const std::string& owner) {
+  void watchdog_add(const std::string& name, const std::string& owner, script_kind kind = script_kind::renew,
+                    const std::string& key_prefix = {}) {
     const std::string key = renewal_key(name, owner);
     if (auto it = renewals_.find(key); it != renewals_.end()) {
       ++it->second->holds;
       return;
     }
     auto r = std::make_shared<renewal>(strand_, name, owner, watchdog_lease_text_);
+    r->kind = kind;
+    r->key_prefix = key_prefix;
     r->last_confirmed = clock_type::now();
     renewals_.emplace(key, r);
     schedule_renewal(r, config_.watchdog_timeout / 3);
@@ -288,7 +304,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   void renew(const std::shared_ptr<renewal>& r) {
     const clock_type::time_point sent = clock_type::now();
-    const script_call call{script_kind::renew, {r->name, r->lease_text, r->owner}, 3};
+    const script_call call =
+        r->kind == script_kind::read_renew
+            ? script_call{script_kind::read_renew, {r->name, r->key_prefix, r->lease_text, r->owner}, 4}
+            : script_call{script_kind::renew, {r->name, r->lease_text, r->owner}, 3};
     run_script(call, sent + std::min(config_.command_timeout, config_.watchdog_timeout / 3),
                [self = shared_from_this(), r, sent](std::error_code ec, resp::value&& reply) {
                  if (r->cancelled) return;
@@ -358,11 +377,14 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 class acquire_op final : public subscription_listener, public std::enable_shared_from_this<acquire_op> {
  public:
   acquire_op(std::shared_ptr<client_impl> impl, std::shared_ptr<lock_state> lock, std::string owner,
-             acquire_request request, completion<bool> done)
+             acquire_request request, completion<std::int64_t> done)
       : impl_(std::move(impl)),
         lock_(std::move(lock)),
         owner_(std::move(owner)),
         lease_(request.lease),
+        field_(lock_->field(owner_)),
+        timeout_prefix_(lock_->kind == lock_kind::read ? lock_->timeout_prefix(owner_) : std::string()),
+        write_field_(lock_->kind == lock_kind::read ? owner_ + ":write" : std::string()),
         fsm_(request.wait, clock_type::now()),
         lease_text_(decimal(request.lease ? request.lease->count() : impl_->config().watchdog_timeout.count())),
         // A fair waiter is woken on its own channel: the unlock wakes only the queue's head.
@@ -384,7 +406,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
     if (finished_) return;
     if (lock_->kind == lock_kind::fair && queued_)
       send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {}, true);
-    finish(std::move(s), false);
+    finish(std::move(s), 0);
   }
 
  private:
@@ -401,6 +423,17 @@ class acquire_op final : public subscription_listener, public std::enable_shared
                              7};
       return send(call);
     }
+    switch (lock_->kind) {
+      case lock_kind::fenced:
+        return send({script_kind::fenced_acquire, {lock_->name, lock_->token_name, lease_text_, owner_}, 4});
+      case lock_kind::read:
+        return send({script_kind::read_acquire, {lock_->name, timeout_prefix_, lease_text_, owner_, write_field_}, 5});
+      case lock_kind::write:
+        return send({script_kind::write_acquire, {lock_->name, lease_text_, field_}, 3});
+      case lock_kind::reentrant:
+      case lock_kind::fair:
+        break;
+    }
     send({script_kind::acquire, {lock_->name, lease_text_, owner_}, 3});
   }
 
@@ -414,18 +447,21 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   void on_reply(std::error_code ec, resp::value&& reply) {
     if (finished_) return;
     if (ec) return give_up(error_status(ec, reply));
-    if (reply.type == resp::type::null) {
+    const acquire_reply r = classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
+    if (r.outcome == acquire_reply::kind::acquired) {
       fsm_.on_acquired();
       if (lease_) {
         lock_->internal_lease_ms = lease_->count();
       } else {
-        impl_->watchdog_add(lock_->name, owner_);
+        const bool read = lock_->kind == lock_kind::read;
+        impl_->watchdog_add(lock_->name, field_, read ? script_kind::read_renew : script_kind::renew,
+                            lock_->key_prefix);
       }
-      return finish({}, true);
+      return finish({}, lock_->kind == lock_kind::fenced ? r.token : 1);
     }
-    if (reply.type != resp::type::integer) return give_up(unexpected("the acquire script", reply));
+    if (r.outcome != acquire_reply::kind::busy) return give_up(unexpected("the acquire script", reply));
     queued_ = true;
-    act(fsm_.on_busy(reply.integer, clock_type::now()));
+    act(fsm_.on_busy(r.ttl_ms, clock_type::now()));
   }
 
   void act(acquire_action action) {
@@ -454,12 +490,12 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   // Not acquired (timeout or error). A fair waiter leaves the queue first, as Redisson's
   // acquireFailed does, or the waiters behind it would wait out its thread wait time.
   void give_up(status s) {
-    if (lock_->kind != lock_kind::fair || !queued_ || impl_->closed()) return finish(std::move(s), false);
+    if (lock_->kind != lock_kind::fair || !queued_ || impl_->closed()) return finish(std::move(s), 0);
     if (waiter_) impl_->unsubscribe(channel_, *std::exchange(waiter_, std::nullopt));
     pending_ = std::move(s);
     send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {
       // A failed cleanup leaves a queue entry that the purge removes after its timeout.
-      self->finish(std::move(self->pending_), false);
+      self->finish(std::move(self->pending_), 0);
     });
   }
 
@@ -471,7 +507,8 @@ class acquire_op final : public subscription_listener, public std::enable_shared
     impl_->run_script(call, impl_->command_deadline(), std::move(done), last_words);
   }
 
-  void finish(status s, bool acquired) {
+  // `acquired`: 0 when not; the fencing token or 1 when acquired.
+  void finish(status s, std::int64_t acquired) {
     if (finished_) return;
     finished_ = true;
     timer_.cancel();
@@ -485,11 +522,14 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   std::shared_ptr<lock_state> lock_;
   std::string owner_;
   std::optional<milliseconds> lease_;
+  std::string field_;           // the hash field: owner, or `<owner>:write`
+  std::string timeout_prefix_;  // a reader's `{name}:<owner>:rwlock_timeout`
+  std::string write_field_;     // a reader's `<owner>:write`: the writer it may join
   acquire_fsm fsm_;
   std::string lease_text_;
   std::string channel_;
   std::string now_text_;
-  completion<bool> done_;
+  completion<std::int64_t> done_;
   status pending_;
   asio::steady_timer timer_;
   std::optional<subscription_registry::waiter_id> waiter_;
@@ -544,6 +584,8 @@ struct call_data {
   std::string owner;
   std::string lease_text;
   std::string now_text;
+  std::string field;           // owner, or `<owner>:write`
+  std::string timeout_prefix;  // a reader's
 };
 
 }  // namespace
@@ -554,12 +596,22 @@ void ensure_usable(const lock_state& lock) {
   if (lock.impl->destroyed()) throw lock_error(errc::shut_down, "the client of lock '" + lock.name + "' was destroyed");
 }
 const strand_type& strand_of(const lock_state& lock) noexcept { return lock.impl->strand(); }
+std::chrono::milliseconds watchdog_timeout_of(const lock_state& lock) noexcept {
+  return lock.impl->config().watchdog_timeout;
+}
+void report_unlock_error(const lock_state& lock, const std::string& message) noexcept {
+  lock.impl->report_unlock_error(lock.name, message);
+}
+
+completion<std::int64_t> acquired_flag(completion<bool> done) {
+  return [d = std::move(done)](status s, std::int64_t acquired) mutable { d(std::move(s), acquired != 0); };
+}
 
 void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
-                   completion<bool> done) {
+                   completion<std::int64_t> done) {
   if ((request.lease && request.lease->count() <= 0) || (request.wait && request.wait->count() < 0)) {
     asio::dispatch(lock->impl->strand(), [d = std::move(done)]() mutable {
-      d({errc::invalid_argument, "lease must be positive and wait not negative"}, false);
+      d({errc::invalid_argument, "lease must be positive and wait not negative"}, 0);
     });
     return;
   }
@@ -574,7 +626,9 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
   auto impl = lock->impl;
   asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
-    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), decimal(lock->internal_lease_ms), {}});
+    auto data = std::make_shared<call_data>(
+        call_data{lock, std::move(owner), decimal(lock->internal_lease_ms), {}, {}, {}});
+    data->field = lock->field(data->owner);
     script_call call{
         script_kind::unlock, {lock->name, lock->channel, unlock_message, data->lease_text, data->owner}, 5};
     if (lock->kind == lock_kind::fair) {
@@ -583,12 +637,21 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
               {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->lease_text,
                data->owner, data->now_text},
               8};
+    } else if (lock->kind == lock_kind::read) {
+      data->timeout_prefix = lock->timeout_prefix(data->owner);
+      call = {script_kind::read_unlock,
+              {lock->name, lock->channel, data->timeout_prefix, lock->key_prefix, unlock_message, data->owner},
+              6};
+    } else if (lock->kind == lock_kind::write) {
+      call = {script_kind::write_unlock,
+              {lock->name, lock->channel, read_unlock_message, data->lease_text, data->field},
+              5};
     }
     impl->run_script(call, impl->command_deadline(),
                      [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
                        const unlock_outcome outcome = classify_unlock_reply(reply);
                        const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
-                       impl->watchdog_release(data->lock->name, data->owner, effects.stop_renewal);
+                       impl->watchdog_release(data->lock->name, data->field, effects.stop_renewal);
                        if (effects.reset_lease) data->lock->reset_lease(impl->config());
                        if (ec) return d(error_status(ec, reply), false);
                        switch (outcome) {
@@ -611,9 +674,13 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
     if (reject_if_closed(*impl, d)) return;
     impl->watchdog_release_lock(lock->name);
     lock->reset_lease(impl->config());
-    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}});
+    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}, {}, {}});
     script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
-    if (lock->kind == lock_kind::fair) {
+    if (lock->kind == lock_kind::read) {
+      call = {script_kind::read_force_unlock, {lock->name, lock->channel, unlock_message}, 3};
+    } else if (lock->kind == lock_kind::write) {
+      call = {script_kind::write_force_unlock, {lock->name, lock->channel, read_unlock_message}, 3};
+    } else if (lock->kind == lock_kind::fair) {
       data->now_text = unix_millis_now();
       call = {script_kind::fair_force_unlock,
               {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->now_text},
@@ -633,10 +700,22 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
   auto impl = lock->impl;
   asio::dispatch(impl->strand(), [impl, lock, kind, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
+    const bool read_write = lock->kind == lock_kind::read || lock->kind == lock_kind::write;
+    if (kind == query_kind::is_locked && read_write) {
+      // Redisson's RedissonReadLock/RedissonWriteLock.isLocked: held in this side's mode.
+      const std::string_view mode = lock->kind == lock_kind::read ? "read" : "write";
+      return impl->commands_for_queries()->execute(
+          impl->command_deadline(),
+          [mode, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+            if (ec) return d(error_status(ec, reply), 0);
+            d({}, reply.type == resp::type::bulk_string && reply.text == mode ? 1 : 0);
+          },
+          "HGET", lock->name, "mode");
+    }
     auto handler = [kind, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
       if (ec) return d(error_status(ec, reply), 0);
       if (reply.type == resp::type::integer) return d({}, reply.integer);
-      if (kind == query_kind::hold_count) {
+      if (kind == query_kind::hold_count || kind == query_kind::fence_token) {
         if (reply.type == resp::type::null) return d({}, 0);
         std::int64_t v = 0;
         const auto [ptr, pec] = std::from_chars(reply.text.data(), reply.text.data() + reply.text.size(), v);
@@ -648,11 +727,13 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
     // Views into `lock` and `owner` are encoded right away; nothing outlives this call.
     const clock_type::time_point deadline = impl->command_deadline();
     connection& c = *impl->commands_for_queries();
+    const std::string field = lock->field(owner);
     switch (kind) {
       case query_kind::is_locked: c.execute(deadline, std::move(handler), "EXISTS", lock->name); break;
-      case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, owner); break;
-      case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, owner); break;
+      case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, field); break;
+      case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, field); break;
       case query_kind::remain_ttl: c.execute(deadline, std::move(handler), "PTTL", lock->name); break;
+      case query_kind::fence_token: c.execute(deadline, std::move(handler), "GET", lock->token_name); break;
     }
   });
 }
@@ -790,6 +871,40 @@ fair_lock client::get_fair_lock(std::string name) {
   return fair_lock(std::move(base.state_));
 }
 
+fenced_lock client::get_fenced_lock(std::string name) {
+  rlock base = get_lock(std::move(name));
+  base.state_->kind = detail::lock_kind::fenced;
+  base.state_->token_name = prefixed_name("redisson_lock_token", base.state_->name);
+  return fenced_lock(std::move(base.state_));
+}
+
+fenced_lock client::get_fenced_lock(std::string name, std::string owner) {
+  fenced_lock l = get_fenced_lock(std::move(name));
+  l.state_->owner = std::move(owner);
+  return l;
+}
+
+read_write_lock client::get_read_write_lock(std::string name) {
+  rlock read = get_lock(name);
+  rlock write = get_lock(std::move(name));
+  for (detail::lock_state* state : {read.state_.get(), write.state_.get()}) {
+    state->channel = prefixed_name("redisson_rwlock", state->name);
+    state->key_prefix =
+        state->name.find('{') != std::string::npos ? state->name : "{" + state->name + "}";
+  }
+  read.state_->kind = detail::lock_kind::read;
+  write.state_->kind = detail::lock_kind::write;
+  write.state_->field_suffix = ":write";
+  return read_write_lock(reader_lock(std::move(read.state_)), writer_lock(std::move(write.state_)));
+}
+
+read_write_lock client::get_read_write_lock(std::string name, std::string owner) {
+  read_write_lock l = get_read_write_lock(std::move(name));
+  l.read_.state_->owner = owner;
+  l.write_.state_->owner = std::move(owner);
+  return l;
+}
+
 fair_lock client::get_fair_lock(std::string name, std::string owner) {
   fair_lock l = get_fair_lock(std::move(name));
   l.state_->owner = std::move(owner);
@@ -830,9 +945,9 @@ std::string rlock::owner() const {
 
 namespace {
 
-bool acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::string owner,
-                      detail::acquire_request request) {
-  return wait_for<bool>(*state->impl, [&](detail::completion<bool> done) {
+std::int64_t acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::string owner,
+                              detail::acquire_request request) {
+  return wait_for<std::int64_t>(*state->impl, [&](detail::completion<std::int64_t> done) {
     detail::start_acquire(state, std::move(owner), request, std::move(done));
   });
 }
@@ -841,9 +956,12 @@ bool acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::str
 
 void rlock::lock() { acquire_blocking(state_, owner(), {std::nullopt, std::nullopt}); }
 void rlock::lock(duration lease) { acquire_blocking(state_, owner(), {std::nullopt, lease}); }
-bool rlock::try_lock() { return acquire_blocking(state_, owner(), {duration(0), std::nullopt}); }
-bool rlock::try_lock(duration wait) { return acquire_blocking(state_, owner(), {wait, std::nullopt}); }
-bool rlock::try_lock(duration wait, duration lease) { return acquire_blocking(state_, owner(), {wait, lease}); }
+bool rlock::try_lock() { return acquire_blocking(state_, owner(), {duration(0), std::nullopt}) != 0; }
+bool rlock::try_lock(duration wait) { return acquire_blocking(state_, owner(), {wait, std::nullopt}) != 0; }
+bool rlock::try_lock(duration wait, duration lease) { return acquire_blocking(state_, owner(), {wait, lease}) != 0; }
+std::int64_t rlock::acquire_token(detail::acquire_request request) {
+  return acquire_blocking(state_, owner(), request);
+}
 
 void rlock::unlock_or_throw() {
   wait_for<bool>(*state_->impl, [&](detail::completion<bool> done) {
@@ -884,5 +1002,28 @@ std::int64_t rlock::hold_count() { return query_blocking(state_, detail::query_k
 rlock::duration rlock::remain_time_to_live() {
   return duration(query_blocking(state_, detail::query_kind::remain_ttl, {}));
 }
+
+// --- fenced_lock ------------------------------------------------------------------
+
+namespace {
+std::optional<std::int64_t> token_if_acquired(std::int64_t token) {
+  if (token == 0) return std::nullopt;
+  return token;
+}
+}  // namespace
+
+const std::string& fenced_lock::token_name() const noexcept { return state_->token_name; }
+std::int64_t fenced_lock::lock_and_get_token() { return acquire_token({std::nullopt, std::nullopt}); }
+std::int64_t fenced_lock::lock_and_get_token(duration lease) { return acquire_token({std::nullopt, lease}); }
+std::optional<std::int64_t> fenced_lock::try_lock_and_get_token() {
+  return token_if_acquired(acquire_token({duration(0), std::nullopt}));
+}
+std::optional<std::int64_t> fenced_lock::try_lock_and_get_token(duration wait) {
+  return token_if_acquired(acquire_token({wait, std::nullopt}));
+}
+std::optional<std::int64_t> fenced_lock::try_lock_and_get_token(duration wait, duration lease) {
+  return token_if_acquired(acquire_token({wait, lease}));
+}
+std::int64_t fenced_lock::get_token() { return query_blocking(state_, detail::query_kind::fence_token, {}); }
 
 }  // namespace lockscope::lock

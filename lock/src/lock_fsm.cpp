@@ -43,6 +43,25 @@ acquire_action acquire_fsm::on_timer() noexcept {
   return acquire_action::attempt;
 }
 
+acquire_reply classify_acquire_reply(const resp::value& reply, bool fenced) noexcept {
+  using k = acquire_reply::kind;
+  if (!fenced) {
+    if (reply.type == resp::type::null) return {k::acquired};
+    if (reply.type == resp::type::integer) return {k::busy, reply.integer};
+    return {k::unexpected};
+  }
+  if (reply.type != resp::type::array || reply.elements.size() != 2 ||
+      reply.elements[0].type != resp::type::integer || reply.elements[1].type != resp::type::integer)
+    return {k::unexpected};
+  const std::int64_t first = reply.elements[0].integer;
+  const std::int64_t second = reply.elements[1].integer;
+  // INCR never yields a token below 1; a -1 second element is the busy form. (Redisson
+  // reads {-1, -1}, a holder without expiry, as acquired; here it is busy, TTL unknown.)
+  if (first == -1 && second >= 1) return {k::acquired, -1, second};
+  if (second == -1) return {k::busy, first};
+  return {k::unexpected};
+}
+
 unlock_outcome classify_unlock_reply(const resp::value& reply) noexcept {
   if (reply.type == resp::type::null) return unlock_outcome::not_owner;
   if (reply.type == resp::type::integer) {
@@ -77,6 +96,71 @@ std::chrono::milliseconds renew_delay(renew_outcome outcome, std::chrono::millis
   const std::chrono::milliseconds period = watchdog_timeout / 3;
   if (outcome == renew_outcome::retry) return std::min(period, std::chrono::milliseconds(500));
   return period;
+}
+
+}  // namespace lockscope::lock
+
+namespace lockscope::lock {
+
+multi_acquire_fsm::multi_acquire_fsm(std::size_t locks, std::size_t required,
+                                     std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept
+    : locks_(locks), required_(required), remain_(wait), last_(now), failures_left_(locks - required) {
+  if (wait) {
+    // RedissonMultiLock.calcLockWaitTime: the whole wait; RedissonRedLock: a 1/n slice.
+    slice_ = required_ == locks_ ? *wait
+                                 : std::max(*wait / static_cast<std::int64_t>(locks_), std::chrono::milliseconds(1));
+  }
+  acquired_.reserve(locks);
+}
+
+multi_action multi_acquire_fsm::attempt(std::size_t index) const noexcept {
+  return {multi_action_kind::attempt, index, remain_ ? std::min(slice_, *remain_) : std::chrono::milliseconds(0)};
+}
+
+multi_action multi_acquire_fsm::on_result(bool acquired, fsm_clock::time_point now) {
+  bool retry = false;
+  if (acquired) {
+    acquired_.push_back(next_);
+  } else if (locks_ - acquired_.size() == failures_allowed()) {
+    // The locks not taken are exactly the failures allowed: the rest is not needed.
+    return {multi_action_kind::acquired};
+  } else if (failures_left_ == 0) {
+    if (!remain_) return {multi_action_kind::release_and_fail};
+    retry = true;
+  } else {
+    --failures_left_;
+  }
+  if (remain_) {
+    *remain_ -= std::chrono::duration_cast<std::chrono::milliseconds>(now - last_);
+    last_ = now;
+    if (remain_->count() <= 0) return {multi_action_kind::release_and_fail};
+  }
+  if (retry) return {multi_action_kind::release_and_retry};
+  if (++next_ == locks_) return {multi_action_kind::acquired};
+  return attempt(next_);
+}
+
+multi_action multi_acquire_fsm::restart() noexcept {
+  acquired_.clear();
+  next_ = 0;
+  failures_left_ = failures_allowed();
+  return attempt(0);
+}
+
+std::chrono::milliseconds multi_lock_round_wait(std::size_t locks, std::optional<std::chrono::milliseconds> lease,
+                                                double random01) noexcept {
+  const std::int64_t base = static_cast<std::int64_t>(locks) * 1500;
+  if (!lease) return std::chrono::milliseconds(base);
+  const std::int64_t w = lease->count();
+  const std::int64_t low = w <= base ? w / 2 : base;
+  return std::chrono::milliseconds(low + static_cast<std::int64_t>(random01 * static_cast<double>(w - low)));
+}
+
+std::chrono::milliseconds redlock_validity(std::chrono::milliseconds lease, fsm_clock::time_point round_start,
+                                           fsm_clock::time_point now) noexcept {
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - round_start);
+  const std::chrono::milliseconds drift = lease / 100 + std::chrono::milliseconds(2);
+  return lease - elapsed - drift;
 }
 
 }  // namespace lockscope::lock

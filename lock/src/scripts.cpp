@@ -14,7 +14,7 @@ namespace {
 
 // The SHA1s are constants so that recognising a captured EVALSHA costs no hashing;
 // tests/lock checks each against OpenSSL and against redis-server's SCRIPT LOAD.
-constexpr std::array<script_info, 8> table{{
+constexpr std::array<script_info, 16> table{{
     {script_kind::acquire, "acquire", scripts::acquire, "dad0f8d619e548e04f21fb48d50be5034df3adae", 1, 2},
     {script_kind::unlock, "unlock", scripts::unlock, "3ffe249c16dee540ac8ab32e39bd408626b9aff7", 2, 3},
     {script_kind::renew, "renew", scripts::renew, "8e19a1ddbdee9138df9f32a480c57addab4353d1", 1, 2},
@@ -27,13 +27,22 @@ constexpr std::array<script_info, 8> table{{
      "95cdf4b03f82c82edf987c7d216b4b67d861b14f", 4, 2},
     {script_kind::fair_acquire_failed, "fair_acquire_failed", scripts::fair_acquire_failed,
      "d1ddef65ad80886b5d36e023c99930044ddd653a", 2, 2},
+    {script_kind::fenced_acquire, "fenced_acquire", scripts::fenced_acquire,
+     "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45", 2, 2},
+    {script_kind::read_acquire, "read_acquire", scripts::read_acquire, "95553a6ff11176c18e71344e89d116b06fd6f753", 2, 3},
+    {script_kind::read_unlock, "read_unlock", scripts::read_unlock, "f5469be4bfe5232d519471092634b3ee84e5ee6f", 4, 2},
+    {script_kind::read_renew, "read_renew", scripts::read_renew, "6563941ff57e01b8cf61e86907b80686438a2f74", 2, 2},
+    {script_kind::read_force_unlock, "read_force_unlock", scripts::read_force_unlock, "23f9bc91439172625235ce2ee06d6647f08a7e27", 2, 1},
+    {script_kind::write_acquire, "write_acquire", scripts::write_acquire, "6306ba3bf1f563b284bed52d305fce615c6664d9", 1, 2},
+    {script_kind::write_unlock, "write_unlock", scripts::write_unlock, "baa634f6184acc1b8f145e810a0e0e00967a3cbe", 2, 3},
+    {script_kind::write_force_unlock, "write_force_unlock", scripts::write_force_unlock, "23639b0b2d18d26ce352e148ff4ac5b8e984b696", 2, 1},
 }};
 
 static_assert(scripts::acquire.size() == 339, "seed §4.2.1 sends $339");
 static_assert(scripts::unlock.size() == 305, "seed §4.2.3 sends $305");
 static_assert(scripts::renew.size() == 120, "seed §4.2.2 sends $120");
 static_assert(scripts::fair_acquire.size() == 1453, "seed 001's fair acquire, concatenated");
-static_assert(table.size() == static_cast<std::size_t>(script_kind::fair_acquire_failed) + 1, "one row per kind");
+static_assert(table.size() == static_cast<std::size_t>(script_kind::write_force_unlock) + 1, "one row per kind");
 static_assert([] {
   for (std::size_t i = 0; i < table.size(); ++i)
     if (static_cast<std::size_t>(table[i].kind) != i) return false;

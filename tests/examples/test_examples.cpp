@@ -83,13 +83,20 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   lockscope::test::resp_connection redis("127.0.0.1", server.port());
   const std::string cli = LOCKSCOPE_CLI;
   for (const char* name : {"acquire", "unlock", "renew", "force_unlock", "fair_acquire", "fair_unlock",
-                           "fair_force_unlock", "fair_acquire_failed"}) {
+                           "fair_force_unlock", "fair_acquire_failed", "fenced_acquire", "read_acquire",
+                           "read_unlock", "read_renew", "read_force_unlock", "write_acquire", "write_unlock",
+                           "write_force_unlock"}) {
     INFO(name);
     const run_result text = run(cli + " scripts " + name);
     REQUIRE(text.status == 0);
     const bool fair = std::string_view(name).starts_with("fair_");
-    CHECK(text.output.rfind(fair ? (std::string_view(name) == "fair_acquire_failed" ? "local queue = " : "while true do ")
-                                 : "if (redis.call(",
+    const std::string_view n(name);
+    const bool counts_holds = n == "read_renew";
+    const bool reads_mode = (n.starts_with("read_") || n.starts_with("write_")) && !n.ends_with("force_unlock");
+    CHECK(text.output.rfind(fair            ? (n == "fair_acquire_failed" ? "local queue = " : "while true do ")
+                            : counts_holds ? "local counter = "
+                            : reads_mode   ? "local mode = "
+                                           : "if (redis.call(",
                             0) == 0);
     const run_result sha1 = run(cli + " scripts " + name + " --sha1");
     REQUIRE(sha1.status == 0);
@@ -106,5 +113,6 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   CHECK(unknown.status == 64);
   CHECK(unknown.output ==
         "lockscope scripts: no script named 'fair_lock' (known: acquire, unlock, renew, force_unlock, fair_acquire, "
-        "fair_unlock, fair_force_unlock, fair_acquire_failed)\n");
+        "fair_unlock, fair_force_unlock, fair_acquire_failed, fenced_acquire, read_acquire, read_unlock, read_renew, "
+        "read_force_unlock, write_acquire, write_unlock, write_force_unlock)\n");
 }

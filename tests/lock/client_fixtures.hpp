@@ -19,6 +19,13 @@ inline lock::client_config config_for(const redis_server& server) {
   return c;
 }
 
+// The same, sending the scripts as `mode` says (EVALSHA or EVAL).
+inline lock::client_config config_for(const redis_server& server, lock::script_mode mode) {
+  lock::client_config c = config_for(server);
+  c.scripts = mode;
+  return c;
+}
+
 inline std::chrono::milliseconds since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t);
 }

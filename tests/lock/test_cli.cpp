@@ -47,6 +47,44 @@ struct temp_dir {
 
 int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
+using worker_list = std::vector<std::unique_ptr<lockscope::test::child_process>>;
+
+// A shell loop running `command` `times` times in a row; exits 9 at the first failure.
+std::unique_ptr<lockscope::test::child_process> repeat(const std::string& command, int times,
+                                                       const std::vector<std::string>& env = {}) {
+  return spawn({"sh", "-c", "i=0; while [ $i -lt " + std::to_string(times) + " ]; do " + command +
+                                " || exit 9; i=$((i+1)); done"},
+               env);
+}
+
+void check_all_succeed(worker_list& workers) {
+  for (auto& w : workers) {
+    const int status = w->wait(std::chrono::seconds(240));
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+}
+
+long long counter_in(const temp_dir& dir) {
+  std::ifstream counter(dir.path / "counter");
+  long long count = 0;
+  counter >> count;
+  return count;
+}
+
+// "<start ns> <end ns>" lines, as lock_test_helper logs its sections.
+std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::pair<long long, long long>> out;
+  long long start = 0, end = 0;
+  while (in >> start >> end) out.emplace_back(start, end);
+  return out;
+}
+
+bool overlap(const std::pair<long long, long long>& a, const std::pair<long long, long long>& b) {
+  return a.first < b.second && b.first < a.second;
+}
+
 }  // namespace
 
 TEST_CASE("lockscope lock: 4 processes x 50 iterations keep an exact counter", "[lock][cli][redis][process]") {
@@ -59,25 +97,13 @@ TEST_CASE("lockscope lock: 4 processes x 50 iterations keep an exact counter", "
   // Each worker is a shell loop running `lockscope lock` 50 times in a row.
   const std::string one = std::string(LOCKSCOPE_CLI) + " lock counter --redis " + url_of(server) + " -- " +
                           LOCK_TEST_HELPER + " critical " + dir.path.string();
-  std::vector<std::unique_ptr<lockscope::test::child_process>> workers;
-  for (int w = 0; w < 4; ++w) {
-    workers.push_back(spawn({"sh", "-c", "i=0; while [ $i -lt 50 ]; do " + one + " || exit 9; i=$((i+1)); done"}));
-  }
-  for (auto& w : workers) {
-    const int status = w->wait(240s);
-    INFO(w->output());
-    CHECK(status == 0);
-  }
-  std::ifstream counter(dir.path / "counter");
-  long long count = 0;
-  counter >> count;
-  CHECK(count == 200);
+  worker_list workers;
+  for (int w = 0; w < 4; ++w) workers.push_back(repeat(one, 50));
+  check_all_succeed(workers);
+  CHECK(counter_in(dir) == 200);
 
   // Critical sections, by start: none may begin before the previous one ended.
-  std::ifstream log(dir.path / "log");
-  std::vector<std::pair<long long, long long>> sections;
-  long long start = 0, end = 0;
-  while (log >> start >> end) sections.emplace_back(start, end);
+  auto sections = intervals(dir.path / "log");
   REQUIRE(sections.size() == 200);
   std::sort(sections.begin(), sections.end());
   int overlaps = 0;
@@ -349,4 +375,163 @@ TEST_CASE("lockscope lock over rediss://: --tls-ca, --tls-cert/--tls-key, --inse
     CHECK(p->output() ==
           "lockscope lock: TLS: cannot load the CA file '/nonexistent/ca.pem': no such file or directory\n");
   }
+}
+
+TEST_CASE("lockscope lock --fenced: CMD gets LOCKSCOPE_FENCE_TOKEN, larger for every holder",
+          "[lock][cli][redis][process][fenced]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  temp_dir dir;
+  const std::string log = (dir.path / "tokens").string();
+  // Three processes looping over `lockscope lock --fenced`: each appends its token under
+  // the lock, so the file's order is the holders' order.
+  const std::string one = std::string(LOCKSCOPE_CLI) + " lock --fenced tok --redis " + url_of(server) +
+                          " -- sh -c 'echo $LOCKSCOPE_FENCE_TOKEN >> " + log + "'";
+  worker_list workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(repeat(one, 10, {"LOCKSCOPE_FENCE_TOKEN=999999"}));  // not inherited
+  check_all_succeed(workers);
+  std::ifstream in(log);
+  std::vector<long long> tokens;
+  long long t = 0;
+  while (in >> t) tokens.push_back(t);
+  REQUIRE(tokens.size() == 30);
+  for (std::size_t i = 1; i < tokens.size(); ++i) CHECK(tokens[i] > tokens[i - 1]);
+  resp_connection raw(server.host(), server.port());
+  CHECK(raw.command("GET", "redisson_lock_token:{tok}").text == std::to_string(tokens.back()));
+
+  SECTION("without --fenced, no token; with --fair, a usage error") {
+    auto plain = spawn(lock_command(url_of(server), "tok", {}, {"sh", "-c", "echo \"[$LOCKSCOPE_FENCE_TOKEN]\""}));
+    CHECK(plain->wait(20s) == 0);
+    CHECK(plain->output() == "[]\n");
+    auto both = spawn(lock_command(url_of(server), "tok", {"--fair", "--fenced"}, {"true"}));
+    CHECK(both->wait(20s) == 64);
+  }
+}
+
+
+TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, from several processes",
+          "[lock][cli][redis][process][rwlock]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  const std::string url = url_of(server);
+
+  SECTION("two readers hold at once; a writer times out meanwhile, then runs") {
+    auto r1 = spawn(lock_command(url, "rwj", {"--read"}, {"sleep", "1"}));
+    auto r2 = spawn(lock_command(url, "rwj", {"--read"}, {"sleep", "1"}));
+    bool both = false;
+    for (int i = 0; i < 400 && !both; ++i) {
+      both = raw.command("HLEN", "rwj").integer == 3;  // mode + two readers
+      if (!both) std::this_thread::sleep_for(5ms);
+    }
+    CHECK(both);
+    CHECK(raw.command("HGET", "rwj", "mode").text == "read");
+    auto w = spawn(lock_command(url, "rwj", {"--write", "--wait", "200ms"}, {"true"}));
+    CHECK(w->wait(20s) == 75);
+    auto waiting = spawn(lock_command(url, "rwj", {"--write"}, {"sh", "-c", "exit 4"}));
+    CHECK(r1->wait(20s) == 0);
+    CHECK(r2->wait(20s) == 0);
+    CHECK(waiting->wait(20s) == 4);  // it ran once both readers were gone
+    CHECK(raw.command("EXISTS", "rwj").integer == 0);
+    auto both_flags = spawn(lock_command(url, "rwj", {"--read", "--write"}, {"true"}));
+    CHECK(both_flags->wait(20s) == 64);
+  }
+  SECTION("2 writer and 2 reader processes x 8: no writer overlaps anyone, the counter is exact") {
+    temp_dir dir;
+    {
+      std::ofstream(dir.path / "counter") << 0 << '\n';
+    }
+    auto loop = [&](const std::string& flag, const std::string& mode) {
+      const std::string one = std::string(LOCKSCOPE_CLI) + " lock rwc " + flag + " --redis " + url + " -- " +
+                              LOCK_TEST_HELPER + " " + mode + " " + dir.path.string();
+      return repeat(one, 8);
+    };
+    worker_list workers;
+    workers.push_back(loop("--write", "critical"));
+    workers.push_back(loop("--read", "reader"));
+    workers.push_back(loop("--write", "critical"));
+    workers.push_back(loop("--read", "reader"));
+    check_all_succeed(workers);
+    CHECK(counter_in(dir) == 16);
+    const auto writes = intervals(dir.path / "log");
+    const auto reads = intervals(dir.path / "readlog");
+    REQUIRE(writes.size() == 16);
+    REQUIRE(reads.size() == 16);
+    int overlaps = 0;
+    for (std::size_t i = 0; i < writes.size(); ++i) {
+      for (std::size_t j = i + 1; j < writes.size(); ++j) overlaps += overlap(writes[i], writes[j]);
+      for (const auto& r : reads) overlaps += overlap(writes[i], r);
+    }
+    CHECK(overlaps == 0);
+    CHECK(raw.command("EXISTS", "rwc").integer == 0);
+  }
+}
+
+TEST_CASE("lockscope lock with three --redis: a RedLock (or --multi), 75 without a majority in time, 69 unreachable",
+          "[lock][cli][redis][process][redlock]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  std::vector<std::unique_ptr<redis_server>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<redis_server>());
+  std::vector<std::string> redis_args;
+  for (const auto& s : servers) {
+    redis_args.push_back("--redis");
+    redis_args.push_back(url_of(*s));
+  }
+  auto red_command = [&](const std::string& name, std::vector<std::string> extra, std::vector<std::string> cmd) {
+    std::vector<std::string> args{LOCKSCOPE_CLI, "lock", name};
+    args.insert(args.end(), redis_args.begin(), redis_args.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    return args;
+  };
+  auto keys_on = [&](const std::string& key) {
+    int n = 0;
+    for (const auto& s : servers) {
+      if (!s->running()) continue;
+      resp_connection raw(s->host(), s->port());
+      n += static_cast<int>(raw.command("EXISTS", key).integer);
+    }
+    return n;
+  };
+
+  // 3 processes x 8 RedLock critical sections: an exact counter, no overlap.
+  temp_dir dir;
+  {
+    std::ofstream(dir.path / "counter") << 0 << '\n';
+  }
+  std::string one = std::string(LOCKSCOPE_CLI) + " lock rc";
+  for (const auto& a : redis_args) one += " " + a;
+  one += std::string(" -- ") + LOCK_TEST_HELPER + " critical " + dir.path.string();
+  worker_list workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(repeat(one, 8));
+  check_all_succeed(workers);
+  CHECK(counter_in(dir) == 24);
+  CHECK(keys_on("rc") == 0);
+
+  // Held by one RedLock: another gets no majority within --wait.
+  auto holder = spawn(red_command("rl", {}, {"sleep", "1"}));
+  bool held = false;
+  for (int i = 0; i < 400 && !held; ++i) {
+    held = keys_on("rl") == 3;
+    if (!held) std::this_thread::sleep_for(5ms);
+  }
+  CHECK(held);
+  auto late = spawn(red_command("rl", {"--wait", "200ms"}, {"true"}));
+  CHECK(late->wait(20s) == 75);
+  auto multi_late = spawn(red_command("rl", {"--multi", "--wait", "200ms"}, {"true"}));
+  CHECK(multi_late->wait(20s) == 75);
+  CHECK(holder->wait(20s) == 0);
+  CHECK(keys_on("rl") == 0);
+
+  servers[0]->stop();
+  auto with_two = spawn(red_command("rl", {"--wait", "5s"}, {"sh", "-c", "exit 5"}));
+  CHECK(with_two->wait(30s) == 5);  // a majority of 2 of 3
+  auto multi_two = spawn(red_command("rl", {"--multi", "--wait", "1s"}, {"true"}));
+  CHECK(multi_two->wait(30s) == 69);  // a MultiLock needs every server
+  servers[1]->stop();
+  auto with_one = spawn(red_command("rl", {"--wait", "5s"}, {"true"}));
+  CHECK(with_one->wait(30s) == 69);
+  CHECK(with_one->output().find("1 of 3 servers reachable, 2 needed") != std::string::npos);
+  CHECK(keys_on("rl") == 0);
 }

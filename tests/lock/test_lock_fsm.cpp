@@ -109,3 +109,123 @@ TEST_CASE("watchdog: renewed, lost, or retried until a whole lease went by", "[l
   CHECK(lock::renew_delay(lock::renew_outcome::retry, 900ms) == 300ms);
   CHECK(lock::classify_renew(down, lockscope::resp::value::nil(), t0 + 30s, t0, timeout) == lock::renew_outcome::lost);
 }
+
+TEST_CASE("classify_acquire_reply: nil/integer, and the fenced {-1, token} / {pttl, -1}", "[lock][fsm]") {
+  using kind = lock::acquire_reply::kind;
+  using lockscope::resp::value;
+  value nil;
+  nil.type = lockscope::resp::type::null;
+  CHECK(lock::classify_acquire_reply(nil, false).outcome == kind::acquired);
+  const auto busy = lock::classify_acquire_reply(integer(1234), false);
+  CHECK(busy.outcome == kind::busy);
+  CHECK(busy.ttl_ms == 1234);
+  CHECK(lock::classify_acquire_reply(value::aggregate(lockscope::resp::type::array, {integer(-1), integer(7)}), false)
+            .outcome == kind::unexpected);
+
+  auto pair = [](std::int64_t a, std::int64_t b) {
+    return value::aggregate(lockscope::resp::type::array, {integer(a), integer(b)});
+  };
+  const auto got = lock::classify_acquire_reply(pair(-1, 42), true);
+  CHECK(got.outcome == kind::acquired);
+  CHECK(got.token == 42);
+  const auto held = lock::classify_acquire_reply(pair(2900, -1), true);
+  CHECK(held.outcome == kind::busy);
+  CHECK(held.ttl_ms == 2900);
+  // A holder without expiry: PTTL -1, so {-1, -1}. Busy with an unknown TTL, not a token.
+  const auto forever = lock::classify_acquire_reply(pair(-1, -1), true);
+  CHECK(forever.outcome == kind::busy);
+  CHECK(forever.ttl_ms == -1);
+  CHECK(lock::classify_acquire_reply(nil, true).outcome == kind::unexpected);
+  CHECK(lock::classify_acquire_reply(integer(5), true).outcome == kind::unexpected);
+  CHECK(lock::classify_acquire_reply(pair(10, 3), true).outcome == kind::unexpected);
+}
+
+using lock::multi_action_kind;
+
+TEST_CASE("multi_acquire_fsm: MultiLock, all or nothing, the whole remaining wait per lock", "[lock][fsm][multi]") {
+  lock::multi_acquire_fsm fsm(3, 3, 1000ms, t0);
+  auto a = fsm.start();
+  CHECK(a.kind == multi_action_kind::attempt);
+  CHECK(a.index == 0);
+  CHECK(a.wait == 1000ms);
+  a = fsm.on_result(true, t0 + 100ms);
+  CHECK(a.index == 1);
+  CHECK(a.wait == 900ms);
+  // A failure with time left: release what was taken, start over from the first lock.
+  a = fsm.on_result(false, t0 + 300ms);
+  CHECK(a.kind == multi_action_kind::release_and_retry);
+  CHECK(fsm.acquired() == std::vector<std::size_t>{0});
+  a = fsm.restart();
+  CHECK(fsm.acquired().empty());
+  CHECK(a.index == 0);
+  CHECK(a.wait == 700ms);
+  CHECK(fsm.on_result(true, t0 + 310ms).index == 1);
+  CHECK(fsm.on_result(true, t0 + 320ms).index == 2);
+  CHECK(fsm.on_result(true, t0 + 330ms).kind == multi_action_kind::acquired);
+  CHECK(fsm.acquired() == std::vector<std::size_t>{0, 1, 2});
+}
+
+TEST_CASE("multi_acquire_fsm: MultiLock try once fails on the first miss, and so does a wait running out",
+          "[lock][fsm][multi]") {
+  lock::multi_acquire_fsm once(2, 2, std::nullopt, t0);
+  auto a = once.start();
+  CHECK(a.wait == 0ms);
+  CHECK(once.on_result(true, t0).index == 1);
+  CHECK(once.on_result(false, t0).kind == multi_action_kind::release_and_fail);
+  CHECK(once.acquired() == std::vector<std::size_t>{0});
+
+  lock::multi_acquire_fsm timed(2, 2, 500ms, t0);
+  timed.start();
+  // Acquired, but the wait is used up: release and fail (Redisson's remainTime <= 0).
+  CHECK(timed.on_result(true, t0 + 500ms).kind == multi_action_kind::release_and_fail);
+  CHECK(timed.acquired() == std::vector<std::size_t>{0});
+}
+
+TEST_CASE("multi_acquire_fsm: RedLock, majority of 3, slices of wait/3", "[lock][fsm][multi]") {
+  lock::multi_acquire_fsm fsm(3, 2, 900ms, t0);
+  CHECK(fsm.failures_allowed() == 1);
+  auto a = fsm.start();
+  CHECK(a.wait == 300ms);
+  a = fsm.on_result(false, t0 + 300ms);  // one failure is allowed
+  CHECK(a.kind == multi_action_kind::attempt);
+  CHECK(a.index == 1);
+  CHECK(a.wait == 300ms);
+  CHECK(fsm.on_result(true, t0 + 310ms).index == 2);
+  CHECK(fsm.on_result(true, t0 + 320ms).kind == multi_action_kind::acquired);
+  CHECK(fsm.acquired() == std::vector<std::size_t>{1, 2});
+
+  // First two taken, the third fails: the majority is there, done without it.
+  lock::multi_acquire_fsm early(3, 2, 900ms, t0);
+  early.start();
+  early.on_result(true, t0);
+  early.on_result(true, t0);
+  CHECK(early.on_result(false, t0 + 10ms).kind == multi_action_kind::acquired);
+
+  // Two failures of three: release the one taken and retry while the wait lasts.
+  lock::multi_acquire_fsm two(3, 2, 900ms, t0);
+  two.start();
+  two.on_result(true, t0);
+  CHECK(two.on_result(false, t0 + 10ms).index == 2);
+  CHECK(two.on_result(false, t0 + 20ms).kind == multi_action_kind::release_and_retry);
+  CHECK(two.acquired() == std::vector<std::size_t>{0});
+  CHECK(two.restart().wait == 300ms);  // the slice, within the 880 ms left
+
+  // Trying once: two failures fail.
+  lock::multi_acquire_fsm once(3, 2, std::nullopt, t0);
+  once.start();
+  once.on_result(false, t0);
+  CHECK(once.on_result(false, t0).kind == multi_action_kind::release_and_fail);
+
+  // A slice is at least 1 ms.
+  lock::multi_acquire_fsm tiny(5, 3, 2ms, t0);
+  CHECK(tiny.start().wait == 1ms);
+}
+
+TEST_CASE("multi lock rounds and RedLock validity", "[lock][fsm][multi]") {
+  CHECK(lock::multi_lock_round_wait(3, std::nullopt, 0.7) == 4500ms);
+  CHECK(lock::multi_lock_round_wait(3, 2000ms, 0.0) == 1000ms);  // lease <= base: [lease/2, lease)
+  CHECK(lock::multi_lock_round_wait(3, 2000ms, 0.5) == 1500ms);
+  CHECK(lock::multi_lock_round_wait(2, 10000ms, 0.0) == 3000ms);  // else [base, lease)
+  CHECK(lock::redlock_validity(10000ms, t0, t0 + 30ms) == 10000ms - 30ms - 102ms);
+  CHECK(lock::redlock_validity(100ms, t0, t0 + 99ms).count() <= 0);
+}

@@ -70,8 +70,48 @@ TEST_CASE("scripts are byte-identical to the seed", "[lock][scripts]") {
   CHECK(lock::script(lock::script_kind::force_unlock).key_count == 2);
 }
 
+// RedissonFencedLock.tryLockInnerAsync's EVAL_LONG_LIST form, copied from Redisson's
+// Java source with the concatenation resolved, independently of scripts.hpp.
+static const std::string redisson_fenced_acquire =
+    "if (redis.call('exists', KEYS[1]) == 0 or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then local token = redis.call('incr', KEYS[2]);redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; return {redis.call('pttl', KEYS[1]), -1};";
+
+TEST_CASE("the fenced acquire is Redisson's", "[lock][scripts]") {
+  CHECK(lock::scripts::fenced_acquire == redisson_fenced_acquire);
+  CHECK(lock::script(lock::script_kind::fenced_acquire).key_count == 2);
+  CHECK(lock::script(lock::script_kind::fenced_acquire).arg_count == 2);
+}
+
+// RedissonReadLock / RedissonWriteLock (3.11 source), one line each, concatenation
+// resolved, independently of scripts.hpp's line breaks.
+static const std::string redisson_read_acquire =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'read'); redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('set', KEYS[2] .. ':1', 1); redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); local key = KEYS[2] .. ':' .. ind;redis.call('set', key, 1); redis.call('pexpire', key, ARGV[1]); local remainTime = redis.call('pttl', KEYS[1]); redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1])); return nil; end;return redis.call('pttl', KEYS[1]);";
+static const std::string redisson_read_unlock =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then redis.call('publish', KEYS[2], ARGV[1]); return 1; end; local lockExists = redis.call('hexists', KEYS[1], ARGV[2]); if (lockExists == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); if (counter == 0) then redis.call('hdel', KEYS[1], ARGV[2]); end;redis.call('del', KEYS[3] .. ':' .. (counter+1)); if (redis.call('hlen', KEYS[1]) > 1) then local maxRemainTime = -3; local keys = redis.call('hkeys', KEYS[1]); for n, key in ipairs(keys) do counter = tonumber(redis.call('hget', KEYS[1], key)); if type(counter) == 'number' then for i=counter, 1, -1 do local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i); maxRemainTime = math.max(remainTime, maxRemainTime);end; end; end; if maxRemainTime > 0 then redis.call('pexpire', KEYS[1], maxRemainTime); return 0; end;if mode == 'write' then return 0;end; end; redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; ";
+static const std::string redisson_read_renew =
+    "local counter = redis.call('hget', KEYS[1], ARGV[2]); if (counter ~= false) then redis.call('pexpire', KEYS[1], ARGV[1]); if (redis.call('hlen', KEYS[1]) > 1) then local keys = redis.call('hkeys', KEYS[1]); for n, key in ipairs(keys) do counter = tonumber(redis.call('hget', KEYS[1], key)); if type(counter) == 'number' then for i=counter, 1, -1 do redis.call('pexpire', KEYS[2] .. ':' .. key .. ':rwlock_timeout:' .. i, ARGV[1]); end; end; end; end; return 1; end; return 0;";
+static const std::string redisson_read_force_unlock =
+    "if (redis.call('hget', KEYS[1], 'mode') == 'read') then redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return 0; ";
+static const std::string redisson_write_acquire =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'write'); redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (mode == 'write') then if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); local currentExpire = redis.call('pttl', KEYS[1]); redis.call('pexpire', KEYS[1], currentExpire + ARGV[1]); return nil; end; end;return redis.call('pttl', KEYS[1]);";
+static const std::string redisson_write_unlock =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then redis.call('publish', KEYS[2], ARGV[1]); return 1; end;if (mode == 'write') then local lockExists = redis.call('hexists', KEYS[1], ARGV[3]); if (lockExists == 0) then return nil;else local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('hdel', KEYS[1], ARGV[3]); if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); else redis.call('hset', KEYS[1], 'mode', 'read'); end; return 1; end; end; end; return nil;";
+static const std::string redisson_write_force_unlock =
+    "if (redis.call('hget', KEYS[1], 'mode') == 'write') then redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return 0; ";
+
+TEST_CASE("the read/write lock scripts are Redisson's", "[lock][scripts]") {
+  CHECK(lock::scripts::read_acquire == redisson_read_acquire);
+  CHECK(lock::scripts::read_unlock == redisson_read_unlock);
+  CHECK(lock::scripts::read_renew == redisson_read_renew);
+  CHECK(lock::scripts::read_force_unlock == redisson_read_force_unlock);
+  CHECK(lock::scripts::write_acquire == redisson_write_acquire);
+  CHECK(lock::scripts::write_unlock == redisson_write_unlock);
+  CHECK(lock::scripts::write_force_unlock == redisson_write_force_unlock);
+  CHECK(lock::script(lock::script_kind::read_unlock).key_count == 4);
+  CHECK(lock::script(lock::script_kind::write_unlock).arg_count == 3);
+}
+
 TEST_CASE("script SHA1s match OpenSSL and are recognised", "[lock][scripts]") {
-  REQUIRE(lock::all_scripts().size() == 8);
+  REQUIRE(lock::all_scripts().size() == 16);
   std::size_t index = 0;
   for (const auto& s : lock::all_scripts()) {
     INFO(s.name);

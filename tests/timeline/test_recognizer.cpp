@@ -546,4 +546,59 @@ TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by byt
   feed(big, {"EVAL", redis_py_release + padding + " ", "1", "job", "tok"}, ":1\r\n");
   CHECK(big.stats().scripts_evicted == 1);
   CHECK(big_rec.ops.size() == 2);
+
+// The lock client's own scripts (lockscope::lock_scripts) for the fair, fenced and
+// read/write locks, exactly as it sends them: recognised as EVAL, and as an EVALSHA the
+// recognizer has not seen before in the stream (a fresh recognizer each time).
+// Not here: read_unlock. Redisson's full read unlock (with the read holds' timeout-key
+// loop) is recognised as an unlock but of family redisson_write, not redisson_read;
+// reported to the analyzer's owner rather than worked around in the client.
+TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL and as unseen EVALSHA",
+          "[recognizer]") {
+  using k = lock::script_kind;
+  const std::string o(owner);
+  const std::string w = o + ":write";
+  struct expectation {
+    k script;
+    std::vector<std::string> keys, argv;
+    std::string reply;
+    lock_family family;
+    lock_op_kind kind;
+    std::string op_owner;
+  };
+  const std::vector<std::string> fair_keys{"fair", "redisson_lock_queue:{fair}", "redisson_lock_timeout:{fair}"};
+  const std::vector<expectation> cases{
+      {k::fair_acquire, fair_keys, {"30000", o, "300000", "1717209303000"}, "$-1\r\n", lock_family::redisson_fair,
+       lock_op_kind::acquire, o},
+      {k::fair_unlock,
+       {"fair", "redisson_lock_queue:{fair}", "redisson_lock_timeout:{fair}", "redisson_lock__channel:{fair}"},
+       {"0", "30000", o, "1717209303000"}, ":1\r\n", lock_family::redisson_fair, lock_op_kind::unlock, o},
+      {k::fenced_acquire, {"fenced", "redisson_lock_token:{fenced}"}, {"30000", o}, "*2\r\n:-1\r\n:7\r\n",
+       lock_family::redisson_fenced, lock_op_kind::acquire, o},
+      {k::read_acquire, {"rw", "{rw}:" + o + ":rwlock_timeout"}, {"30000", o, w}, "$-1\r\n",
+       lock_family::redisson_read, lock_op_kind::acquire, o},
+      {k::write_acquire, {"rw"}, {"30000", w}, "$-1\r\n", lock_family::redisson_write, lock_op_kind::acquire, w},
+      {k::write_unlock, {"rw", "redisson_rwlock:{rw}"}, {"1", "30000", w}, ":1\r\n", lock_family::redisson_write,
+       lock_op_kind::unlock, w},
+  };
+  for (const auto& c : cases) {
+    const lock::script_info& s = lock::script(c.script);
+    for (const bool by_sha : {false, true}) {
+      INFO(s.name << (by_sha ? " as EVALSHA" : " as EVAL"));
+      op_recorder rec;
+      analyzer::lock_recognizer r(rec);
+      std::vector<std::string> args{by_sha ? "EVALSHA" : "EVAL", std::string(by_sha ? s.sha1 : s.text),
+                                    std::to_string(c.keys.size())};
+      args.insert(args.end(), c.keys.begin(), c.keys.end());
+      args.insert(args.end(), c.argv.begin(), c.argv.end());
+      feed(r, args, c.reply);
+      REQUIRE(rec.ops.size() == 1);
+      CHECK(rec.ops[0].family == c.family);
+      CHECK(rec.ops[0].kind == c.kind);
+      CHECK(rec.ops[0].owner == c.op_owner);
+      CHECK(rec.ops[0].outcome == op_outcome::ok);
+      CHECK_FALSE(rec.ops[0].inferred);
+      if (c.script == k::fenced_acquire) CHECK(rec.ops[0].token == 7);
+    }
+  }
 }

@@ -48,11 +48,13 @@ namespace lockscope::lock {
 
 class rlock;
 class fair_lock;
+class fenced_lock;
+class read_write_lock;
 
 namespace detail {
 
 // Which of Redisson's scripts a handle sends.
-enum class lock_kind : std::uint8_t { reentrant, fair };
+enum class lock_kind : std::uint8_t { reentrant, fair, fenced, read, write };
 
 class client_impl;
 struct lock_state;
@@ -86,10 +88,13 @@ struct acquire_request {
   std::optional<std::chrono::milliseconds> wait;   // nullopt: forever; 0: try once
   std::optional<std::chrono::milliseconds> lease;  // nullopt: watchdog
 };
-enum class query_kind : std::uint8_t { is_locked, is_held, hold_count, remain_ttl };
+enum class query_kind : std::uint8_t { is_locked, is_held, hold_count, remain_ttl, fence_token };
 
+// Completes with 0 when not acquired; else with the fencing token (a fenced lock) or 1.
 void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
-                   completion<bool> done);
+                   completion<std::int64_t> done);
+// The same, for callers that only want to know whether the lock was acquired.
+completion<std::int64_t> acquired_flag(completion<bool> done);
 void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, completion<bool> done);
 void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool> done);
 void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::string owner,
@@ -99,6 +104,9 @@ void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::st
                    completion<resp::value> done);
 const strand_type& strand_of(const client_impl& impl) noexcept;
 const strand_type& strand_of(const lock_state& lock) noexcept;
+// The lock's client's watchdog timeout, and its unlock-error hook.
+std::chrono::milliseconds watchdog_timeout_of(const lock_state& lock) noexcept;
+void report_unlock_error(const lock_state& lock, const std::string& message) noexcept;
 // Throws lock_error(errc::shut_down) when the lock's client has been destroyed: its
 // I/O context no longer runs, so an operation started now could never complete.
 void ensure_usable(const lock_state& lock);
@@ -146,6 +154,13 @@ class client {
   // across processes. Same API as rlock.
   fair_lock get_fair_lock(std::string name);
   fair_lock get_fair_lock(std::string name, std::string owner);
+  // Redisson's RFencedLock on `name`: every acquisition (re-entries too) takes a new,
+  // larger token from `redisson_lock_token:{name}`.
+  fenced_lock get_fenced_lock(std::string name);
+  fenced_lock get_fenced_lock(std::string name, std::string owner);
+  // Redisson's RReadWriteLock on `name`: read_lock() and write_lock() share one hash.
+  read_write_lock get_read_write_lock(std::string name);
+  read_write_lock get_read_write_lock(std::string name, std::string owner);
 
   // This client's UUID: the node id part of its owner ids.
   const std::string& id() const noexcept;
@@ -280,9 +295,6 @@ class rlock {
  protected:
   explicit rlock(std::shared_ptr<detail::lock_state> state) : state_(std::move(state)) {}
 
- private:
-  friend class client;
-
   template <class Handler>
   static detail::completion<bool> void_completion(Handler&& handler, const detail::lock_state& state) {
     return detail::adapt<bool>(
@@ -295,8 +307,9 @@ class rlock {
     detail::ensure_usable(*state_);
     return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
         [state = state_](auto handler, std::string owner, detail::acquire_request r) {
-          detail::start_acquire(state, std::move(owner), r,
-                                detail::adapt<bool>(std::move(handler), detail::strand_of(*state)));
+          detail::start_acquire(
+              state, std::move(owner), r,
+              detail::acquired_flag(detail::adapt<bool>(std::move(handler), detail::strand_of(*state))));
         },
         token, owner(), request);
   }
@@ -305,10 +318,24 @@ class rlock {
     detail::ensure_usable(*state_);
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [state = state_](auto handler, std::string owner, detail::acquire_request r) {
-          detail::start_acquire(state, std::move(owner), r, void_completion(std::move(handler), *state));
+          detail::start_acquire(state, std::move(owner), r,
+                                detail::acquired_flag(void_completion(std::move(handler), *state)));
         },
         token, owner(), request);
   }
+  // Completion: void(boost::system::error_code, std::int64_t): 0 when not acquired.
+  template <class Token>
+  auto initiate_acquire_token(detail::acquire_request request, Token&& token) {
+    detail::ensure_usable(*state_);
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::int64_t)>(
+        [state = state_](auto handler, std::string owner, detail::acquire_request r) {
+          detail::start_acquire(state, std::move(owner), r,
+                                detail::adapt<std::int64_t>(std::move(handler), detail::strand_of(*state)));
+        },
+        token, owner(), request);
+  }
+  std::int64_t acquire_token(detail::acquire_request request);
+
   template <class T, class Token>
   auto initiate_query(detail::query_kind kind, Token&& token) {
     detail::ensure_usable(*state_);
@@ -333,6 +360,8 @@ class rlock {
     }
   }
 
+  friend class client;
+  friend class multi_lock;
   std::shared_ptr<detail::lock_state> state_;
 };
 
@@ -346,6 +375,93 @@ class fair_lock : public rlock {
  private:
   friend class client;
   explicit fair_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+
+// Redisson's RFencedLock: an rlock whose every acquisition (re-entries included) also
+// INCRs `redisson_lock_token:{name}` and hands that fencing token back. A token only
+// grows, across holders, client restarts and expiries, so storage that remembers the
+// largest token it has seen can refuse a write from a holder whose lock expired in the
+// meantime (see the README). The rlock calls (lock, try_lock, ...) work too; they
+// take a token and drop it.
+class fenced_lock : public rlock {
+ public:
+  // `redisson_lock_token:{name}`
+  const std::string& token_name() const noexcept;
+
+  // Blocking API; throws lock_error on failure.
+  std::int64_t lock_and_get_token();                // wait forever; watchdog
+  std::int64_t lock_and_get_token(duration lease);  // wait forever; expires after lease
+  // nullopt when not acquired within the wait (0: one attempt).
+  std::optional<std::int64_t> try_lock_and_get_token();
+  std::optional<std::int64_t> try_lock_and_get_token(duration wait);
+  std::optional<std::int64_t> try_lock_and_get_token(duration wait, duration lease);
+  // The last token issued (GET redisson_lock_token:{name}); 0 when none ever was.
+  std::int64_t get_token();
+
+  // Completion signatures:
+  //   async_lock_and_get_token:     void(boost::system::error_code, std::int64_t token)
+  //   async_try_lock_and_get_token: void(boost::system::error_code, std::int64_t token),
+  //                                 token 0 when not acquired in time
+  //   async_get_token:              void(boost::system::error_code, std::int64_t)
+  template <class Token>
+  auto async_lock_and_get_token(Token&& token) {
+    return initiate_acquire_token({std::nullopt, std::nullopt}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_lock_and_get_token(duration lease, Token&& token) {
+    return initiate_acquire_token({std::nullopt, lease}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock_and_get_token(duration wait, Token&& token) {
+    return initiate_acquire_token({wait, std::nullopt}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock_and_get_token(duration wait, duration lease, Token&& token) {
+    return initiate_acquire_token({wait, lease}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_get_token(Token&& token) {
+    return initiate_query<std::int64_t>(detail::query_kind::fence_token, std::forward<Token>(token));
+  }
+
+ private:
+  friend class client;
+  explicit fenced_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+
+// The two sides of Redisson's RReadWriteLock: rlocks on one hash `name` whose `mode` is
+// `read` or `write`, waking waiters on `redisson_rwlock:{name}`. Readers share; a
+// writer excludes readers and other writers and waits for the readers to leave. Both
+// are reentrant; a writer may also take the read lock (then release the write lock:
+// a downgrade), never the reverse (a reader asking for the write lock waits for
+// itself). The watchdog renews a read hold's own timeout key
+// `{name}:<owner>:rwlock_timeout:<n>` with the hash. is_locked() tells whether the
+// lock is held in this side's mode.
+class reader_lock : public rlock {
+ private:
+  friend class client;
+  friend class read_write_lock;
+  explicit reader_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+class writer_lock : public rlock {
+ private:
+  friend class client;
+  friend class read_write_lock;
+  explicit writer_lock(std::shared_ptr<detail::lock_state> state) : rlock(std::move(state)) {}
+};
+
+class read_write_lock {
+ public:
+  const std::string& name() const noexcept { return read_.name(); }
+  // Copies share state: take them once, or again, as convenient.
+  reader_lock read_lock() const { return read_; }
+  writer_lock write_lock() const { return write_; }
+
+ private:
+  friend class client;
+  read_write_lock(reader_lock r, writer_lock w) : read_(std::move(r)), write_(std::move(w)) {}
+  reader_lock read_;
+  writer_lock write_;
 };
 
 }  // namespace lockscope::lock

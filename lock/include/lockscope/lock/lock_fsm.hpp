@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <system_error>
+#include <vector>
 
 #include "lockscope/resp/value.hpp"
 
@@ -71,6 +72,16 @@ class acquire_fsm {
   bool sleeping_ = false;
 };
 
+// An acquire script's reply. The RLock, fair and read/write scripts answer nil
+// (acquired) or an integer (busy: the TTL to wait); the fenced lock's answers
+// {-1, token} or {pttl, -1}.
+struct acquire_reply {
+  enum class kind : std::uint8_t { acquired, busy, unexpected } outcome;
+  std::int64_t ttl_ms = -1;  // busy: how long to wait at most; negative: unknown
+  std::int64_t token = 0;    // acquired by the fenced script: the fencing token
+};
+acquire_reply classify_acquire_reply(const resp::value& reply, bool fenced) noexcept;
+
 // The unlock script's reply (rlock, fair lock, read and write locks alike).
 enum class unlock_outcome : std::uint8_t {
   released,    // 1: the last hold went; the key is gone and waiters were told
@@ -101,5 +112,69 @@ renew_outcome classify_renew(std::error_code ec, const resp::value& reply, fsm_c
                              fsm_clock::time_point last_confirmed, std::chrono::milliseconds watchdog_timeout) noexcept;
 // When the next renewal is due after `outcome` (not meaningful for lost).
 std::chrono::milliseconds renew_delay(renew_outcome outcome, std::chrono::milliseconds watchdog_timeout) noexcept;
+
+}  // namespace lockscope::lock
+
+namespace lockscope::lock {
+
+// One round of Redisson's RedissonMultiLock.tryLock over n locks, of which `required`
+// must be acquired: n for a MultiLock, n/2+1 for a RedLock. It tries the locks in order,
+// each for a slice of the wait (the whole remaining wait for a MultiLock,
+// max(wait / n, 1 ms) for a RedLock), and tolerates n - required failures. One failure
+// too many releases what was taken and starts over from the first lock while the wait
+// lasts; a wait that runs out releases what was taken and fails.
+//
+//   multi_acquire_fsm fsm(n, required, wait, now);
+//   for (auto a = fsm.start(); ; )
+//     attempt          -> try lock a.index for a.wait (0: once); a = fsm.on_result(ok, now)
+//     release_and_retry-> release fsm.acquired(), then a = fsm.restart()
+//     release_and_fail -> release fsm.acquired(); not acquired
+//     acquired         -> fsm.acquired() hold the lock
+enum class multi_action_kind : std::uint8_t { attempt, release_and_retry, release_and_fail, acquired };
+struct multi_action {
+  multi_action_kind kind;
+  std::size_t index = 0;                                // attempt: which lock
+  std::chrono::milliseconds wait{0};                    // attempt: how long that lock may wait
+};
+
+class multi_acquire_fsm {
+ public:
+  // wait: nullopt tries each lock once (Redisson's tryLock()); else the total wait.
+  multi_acquire_fsm(std::size_t locks, std::size_t required, std::optional<std::chrono::milliseconds> wait,
+                    fsm_clock::time_point now) noexcept;
+
+  multi_action start() noexcept { return attempt(0); }
+  // The attempt on the current lock ended: acquired or not (a failure or an error).
+  multi_action on_result(bool acquired, fsm_clock::time_point now);
+  // After release_and_retry: the acquired list is cleared and the first lock comes again.
+  multi_action restart() noexcept;
+
+  const std::vector<std::size_t>& acquired() const noexcept { return acquired_; }
+  std::size_t failures_allowed() const noexcept { return locks_ - required_; }
+
+ private:
+  multi_action attempt(std::size_t index) const noexcept;
+
+  std::size_t locks_;
+  std::size_t required_;
+  std::optional<std::chrono::milliseconds> remain_;  // nullopt: try once each
+  std::chrono::milliseconds slice_{0};
+  fsm_clock::time_point last_;
+  std::size_t next_ = 0;
+  std::size_t failures_left_;
+  std::vector<std::size_t> acquired_;
+};
+
+// Redisson's RedissonMultiLock.lockInterruptibly: lock() is a loop of tryLock rounds,
+// each waiting this long. `random01` in [0, 1) picks within Redisson's range (a random
+// wait keeps competing multi-lockers from retrying in step).
+std::chrono::milliseconds multi_lock_round_wait(std::size_t locks, std::optional<std::chrono::milliseconds> lease,
+                                                double random01) noexcept;
+
+// The RedLock validity (the Redlock algorithm, as redis.io describes it): how long the
+// majority is known to be held, lease - elapsed - drift, with drift = lease / 100 + 2 ms
+// for the servers' clocks running at different rates. Not positive: the round failed.
+std::chrono::milliseconds redlock_validity(std::chrono::milliseconds lease, fsm_clock::time_point round_start,
+                                           fsm_clock::time_point now) noexcept;
 
 }  // namespace lockscope::lock

@@ -16,6 +16,9 @@ namespace lockscope::lock {
 // The pub/sub channel prefix of RedissonLock and the message its unlock publishes.
 inline constexpr std::string_view lock_channel_prefix = "redisson_lock__channel";
 inline constexpr std::string_view unlock_message = "0";
+// What a write-lock unlock publishes on `redisson_rwlock:{name}` (Redisson's
+// READ_UNLOCK_MESSAGE): every waiter may proceed, readers together.
+inline constexpr std::string_view read_unlock_message = "1";
 
 // `prefix:{name}`, or `prefix:name` when the name already holds '{' (the braces keep
 // the auxiliary key in the lock's cluster slot; Redisson never nests them).

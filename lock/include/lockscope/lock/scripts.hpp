@@ -40,6 +40,50 @@
 // acquireFailedAsync of that same release line (3.16.x), written from Redisson's
 // source: their structure, keys, arguments and replies are Redisson's; their bytes
 // are not attested by a seed, so a capture of Java Redisson may show other SHA1s.
+//
+// The fenced lock (RedissonFencedLock, Redisson 3.24 and later). KEYS: name, token
+// counter `redisson_lock_token:{name}`. Its unlock, renew and force-unlock are the
+// RLock scripts above (a fenced lock is an RLock whose acquire also INCRs the counter).
+//   fenced_acquire       KEYS[1]=name KEYS[2]=token ARGV[1]=lease ms ARGV[2]=owner
+//                        reply: {-1, token} = acquired or re-entered (every hold takes a
+//                        new token); {pttl, -1} = busy
+// Version: copied from RedissonFencedLock.java of redisson/redisson (the 2024 source,
+// commit 0482efe), Java concatenation resolved. Redisson 3.24+ pairs it with the
+// latched unlock; this client pairs it with the seed's unlock above, which the lock's
+// hash layout makes equivalent (only the unlock-latch dedup of retried unlocks is missing).
+//
+// The read/write lock (RedissonReadLock / RedissonWriteLock). One hash `name` holds
+// `mode` (`read` or `write`), each reader's owner -> count, and the writer's
+// `<owner>:write` -> count. Each read hold n of an owner has its own timeout key
+// `{name}:<owner>:rwlock_timeout:<n>` (KEYS[2]/KEYS[3] below are `{name}:<owner>:rwlock_timeout`,
+// the timeout prefix; KEYS[4]/renew's KEYS[2] are `{name}`, the key prefix; with a name
+// that holds '{', `name` instead of `{name}`), so the hash lives as long as its longest
+// read hold. Channel `redisson_rwlock:{name}`; a read unlock publishes `0`, a write
+// unlock `1`. The writer renews with `renew` above, its field being `<owner>:write`.
+//   read_acquire        KEYS[1]=name KEYS[2]=timeout prefix ARGV[1]=lease ARGV[2]=owner
+//                       ARGV[3]=<owner>:write      reply: nil = acquired; integer = PTTL
+//                       (a reader joins readers, and the writer's own owner may read:
+//                       a downgrade)
+//   read_unlock         KEYS[1]=name KEYS[2]=channel KEYS[3]=timeout prefix KEYS[4]=key
+//                       prefix ARGV[1]="0" ARGV[2]=owner
+//                       reply: nil = not held; 0 = others still hold (the hash's TTL is
+//                       the longest remaining read hold); 1 = released (published)
+//   read_renew          KEYS[1]=name KEYS[2]=key prefix ARGV[1]=lease ARGV[2]=owner
+//                       reply: 1 = the hash and every read hold's timeout key renewed; 0 = not held
+//   read_force_unlock   KEYS[1]=name KEYS[2]=channel ARGV[1]="0"   reply: 1 if mode was read
+//   write_acquire       KEYS[1]=name ARGV[1]=lease ARGV[2]=<owner>:write
+//                       reply: nil = acquired or re-entered (the TTL grows by the lease);
+//                       integer = PTTL
+//   write_unlock        KEYS[1]=name KEYS[2]=channel ARGV[1]="1" ARGV[2]=lease ARGV[3]=<owner>:write
+//                       reply: nil = not the writer; 0 = re-entered level released;
+//                       1 = released (the key deleted and "1" published, or, with the
+//                       owner's read holds left, mode set to read: the downgrade)
+//   write_force_unlock  KEYS[1]=name KEYS[2]=channel ARGV[1]="1"   reply: 1 if mode was write
+// Version: copied from RedissonReadLock.java and RedissonWriteLock.java of
+// redisson/redisson at commit 4339c99 (2019, Redisson 3.11), Java concatenation resolved:
+// the form before Redisson moved the publish command into ARGV and added the unlock
+// latch (3.2x). To my knowledge 3.12-3.16 send the same bytes, but only the 3.11 source
+// was read, so a capture of a later Java Redisson may show other SHA1s.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +102,14 @@ enum class script_kind : std::uint8_t {
   fair_unlock,
   fair_force_unlock,
   fair_acquire_failed,
+  fenced_acquire,
+  read_acquire,
+  read_unlock,
+  read_renew,
+  read_force_unlock,
+  write_acquire,
+  write_unlock,
+  write_force_unlock,
 };
 
 namespace scripts {
@@ -126,6 +178,76 @@ inline constexpr std::string_view fair_acquire_failed =
     "local queue = redis.call('lrange', KEYS[1], 0, -1);local i = 1;while i <= #queue and queue[i] ~= "
     "ARGV[1] do i = i + 1;end;i = i + 1;while i <= #queue do redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), "
     "queue[i]);i = i + 1;end;redis.call('zrem', KEYS[2], ARGV[1]);redis.call('lrem', KEYS[1], 0, ARGV[1]);";
+// RedissonFencedLock.tryLockInnerAsync(leaseTime, unit, threadId), the EVAL_LONG_LIST
+// form behind lockAndGetToken / tryLockAndGetToken (288 bytes).
+inline constexpr std::string_view fenced_acquire =
+    "if (redis.call('exists', KEYS[1]) == 0 or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+    "local token = redis.call('incr', KEYS[2]);redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return {-1, token}; end; "
+    "return {redis.call('pttl', KEYS[1]), -1};";
+// RedissonReadLock.tryLockInnerAsync (717 bytes).
+inline constexpr std::string_view read_acquire =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then "
+    "redis.call('hset', KEYS[1], 'mode', 'read'); redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('set', KEYS[2] .. ':1', 1); redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+    "if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then "
+    "local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); local key = KEYS[2] .. ':' .. ind;"
+    "redis.call('set', key, 1); redis.call('pexpire', key, ARGV[1]); "
+    "local remainTime = redis.call('pttl', KEYS[1]); "
+    "redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1])); return nil; end;"
+    "return redis.call('pttl', KEYS[1]);";
+// RedissonReadLock.unlockInnerAsync (1026 bytes).
+inline constexpr std::string_view read_unlock =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then "
+    "redis.call('publish', KEYS[2], ARGV[1]); return 1; end; "
+    "local lockExists = redis.call('hexists', KEYS[1], ARGV[2]); if (lockExists == 0) then return nil;"
+    "end; local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); if (counter == 0) then "
+    "redis.call('hdel', KEYS[1], ARGV[2]); end;redis.call('del', KEYS[3] .. ':' .. (counter+1)); "
+    "if (redis.call('hlen', KEYS[1]) > 1) then local maxRemainTime = -3; "
+    "local keys = redis.call('hkeys', KEYS[1]); for n, key in ipairs(keys) do "
+    "counter = tonumber(redis.call('hget', KEYS[1], key)); if type(counter) == 'number' then "
+    "for i=counter, 1, -1 do "
+    "local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i); "
+    "maxRemainTime = math.max(remainTime, maxRemainTime);end; end; end; if maxRemainTime > 0 then "
+    "redis.call('pexpire', KEYS[1], maxRemainTime); return 0; end;if mode == 'write' then return 0;end; "
+    "end; redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; ";
+// RedissonReadLock.renewExpirationAsync (475 bytes).
+inline constexpr std::string_view read_renew =
+    "local counter = redis.call('hget', KEYS[1], ARGV[2]); if (counter ~= false) then "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); if (redis.call('hlen', KEYS[1]) > 1) then "
+    "local keys = redis.call('hkeys', KEYS[1]); for n, key in ipairs(keys) do "
+    "counter = tonumber(redis.call('hget', KEYS[1], key)); if type(counter) == 'number' then "
+    "for i=counter, 1, -1 do "
+    "redis.call('pexpire', KEYS[2] .. ':' .. key .. ':rwlock_timeout:' .. i, ARGV[1]); end; end; end; "
+    "end; return 1; end; return 0;";
+// RedissonReadLock.forceUnlockAsync (150 bytes).
+inline constexpr std::string_view read_force_unlock =
+    "if (redis.call('hget', KEYS[1], 'mode') == 'read') then redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return 0; ";
+// RedissonWriteLock.tryLockInnerAsync (508 bytes).
+inline constexpr std::string_view write_acquire =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then "
+    "redis.call('hset', KEYS[1], 'mode', 'write'); redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (mode == 'write') then "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "local currentExpire = redis.call('pttl', KEYS[1]); "
+    "redis.call('pexpire', KEYS[1], currentExpire + ARGV[1]); return nil; end; end;"
+    "return redis.call('pttl', KEYS[1]);";
+// RedissonWriteLock.unlockInnerAsync (637 bytes).
+inline constexpr std::string_view write_unlock =
+    "local mode = redis.call('hget', KEYS[1], 'mode'); if (mode == false) then "
+    "redis.call('publish', KEYS[2], ARGV[1]); return 1; end;if (mode == 'write') then "
+    "local lockExists = redis.call('hexists', KEYS[1], ARGV[3]); if (lockExists == 0) then return nil;"
+    "else local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then "
+    "redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('hdel', KEYS[1], ARGV[3]); "
+    "if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); else redis.call('hset', KEYS[1], 'mode', 'read'); end; "
+    "return 1; end; end; end; return nil;";
+// RedissonWriteLock.forceUnlockAsync (151 bytes).
+inline constexpr std::string_view write_force_unlock =
+    "if (redis.call('hget', KEYS[1], 'mode') == 'write') then redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return 0; ";
 }  // namespace scripts
 
 struct script_info {

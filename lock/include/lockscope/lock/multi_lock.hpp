@@ -1,0 +1,154 @@
+// Redisson's RedissonMultiLock and RedissonRedLock: one lock made of several rlocks,
+// possibly of different clients on different servers.
+//
+//   lockscope::lock::client a(cfg_a), b(cfg_b), c(cfg_c);
+//   auto all = lockscope::lock::get_multi_lock({a.get_lock("x"), b.get_lock("y")});  // all or nothing
+//   auto red = lockscope::lock::get_red_lock({a.get_lock("job"), b.get_lock("job"), c.get_lock("job")});
+//   if (red.try_lock(std::chrono::seconds(1), std::chrono::seconds(10))) {   // a majority: 2 of 3
+//     ... // safe for at most red.validity()
+//     red.unlock();                               // released on every server
+//   }
+//
+// The owners are those of the calling thread (or the handles' explicit owners), fixed
+// when the call starts, so the async forms may complete on any thread.
+//
+// Safety (RedLock): it assumes bounded clock drift and pauses shorter than the validity;
+// it gives no fencing token, so a holder paused past its validity can still write after
+// another took over. Where that matters, use fenced_lock and have the storage check the token.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/async_result.hpp>
+
+#include "lockscope/lock/client.hpp"
+
+namespace lockscope::lock {
+
+namespace detail {
+
+struct multi_state;
+
+struct multi_request {
+  std::optional<std::chrono::milliseconds> wait;   // nullopt: Redisson's lock(): rounds until acquired
+  std::optional<std::chrono::milliseconds> lease;  // nullopt: each lock's watchdog
+  bool once = false;                               // try_lock(): one attempt on each lock
+};
+
+void start_multi_acquire(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
+                         multi_request request, completion<bool> done);
+void start_multi_unlock(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
+                        completion<bool> done);
+const strand_type& strand_of(const multi_state& state) noexcept;
+
+}  // namespace detail
+
+class multi_lock {
+ public:
+  using duration = std::chrono::milliseconds;
+
+  std::size_t size() const noexcept;
+  // How many locks must be acquired: all of them, or a majority for a RedLock.
+  std::size_t required() const noexcept;
+
+  // Blocking API (Lockable); throws lock_error on a failure other than "not acquired".
+  void lock();                                   // rounds of try_lock until acquired; watchdogs
+  void lock(duration lease);
+  bool try_lock();                               // one attempt on each lock
+  bool try_lock(duration wait);                  // within `wait` in total
+  bool try_lock(duration wait, duration lease);
+  // Releases the locks on every server. Never throws; failures go to the first client's
+  // on_unlock_error. A RedLock ignores the servers where it held nothing.
+  void unlock() noexcept;
+  void unlock_or_throw();
+
+  // Completion signatures: async_lock, async_unlock: void(boost::system::error_code);
+  // async_try_lock: void(boost::system::error_code, bool).
+  template <class Token>
+  auto async_lock(Token&& token) {
+    return initiate_void({std::nullopt, std::nullopt, false}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_lock(duration lease, Token&& token) {
+    return initiate_void({std::nullopt, lease, false}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock(Token&& token) {
+    return initiate_bool({std::nullopt, std::nullopt, true}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock(duration wait, Token&& token) {
+    return initiate_bool({wait, std::nullopt, false}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_try_lock(duration wait, duration lease, Token&& token) {
+    return initiate_bool({wait, lease, false}, std::forward<Token>(token));
+  }
+  template <class Token>
+  auto async_unlock(Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [state = state_](auto handler, std::vector<std::string> owners) {
+          detail::start_multi_unlock(state, std::move(owners), void_completion(std::move(handler), *state));
+        },
+        token, owners());
+  }
+
+ protected:
+  multi_lock(std::vector<rlock> locks, bool majority);
+  std::shared_ptr<detail::multi_state> state_;
+  std::vector<rlock> handles_;  // for their owner(): the calling thread's, or explicit
+
+ private:
+  friend multi_lock get_multi_lock(std::vector<rlock> locks);
+
+  std::vector<std::string> owners() const;
+  template <class Handler>
+  static detail::completion<bool> void_completion(Handler&& handler, const detail::multi_state& state) {
+    return detail::adapt<bool>(
+        [h = std::forward<Handler>(handler)](boost::system::error_code ec, bool) mutable { std::move(h)(ec); },
+        detail::strand_of(state));
+  }
+  template <class Token>
+  auto initiate_void(detail::multi_request request, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [state = state_](auto handler, std::vector<std::string> owners, detail::multi_request r) {
+          detail::start_multi_acquire(state, std::move(owners), r, void_completion(std::move(handler), *state));
+        },
+        token, owners(), request);
+  }
+  template <class Token>
+  auto initiate_bool(detail::multi_request request, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
+        [state = state_](auto handler, std::vector<std::string> owners, detail::multi_request r) {
+          detail::start_multi_acquire(state, std::move(owners), r,
+                                      detail::adapt<bool>(std::move(handler), detail::strand_of(*state)));
+        },
+        token, owners(), request);
+  }
+};
+
+// Redisson's RedissonRedLock: a majority (n/2+1) of locks on independent servers, each
+// tried for a slice max(wait/n, 1 ms) of the wait; each attempt is bounded by its
+// client's command_timeout (per-server timeout), so a server that is down costs at
+// most that. After a majority is taken, validity() = lease - elapsed - drift (drift =
+// lease/100 + 2 ms; the lease is the watchdog timeout without one); not positive, the
+// round fails and every lock is released.
+class red_lock : public multi_lock {
+ public:
+  // The validity of the last successful acquisition by this handle (0 before any).
+  duration validity() const noexcept;
+
+ private:
+  friend red_lock get_red_lock(std::vector<rlock> locks);
+  explicit red_lock(std::vector<rlock> locks) : multi_lock(std::move(locks), true) {}
+};
+
+// Throws lock_error(errc::invalid_argument) for an empty list.
+multi_lock get_multi_lock(std::vector<rlock> locks);
+red_lock get_red_lock(std::vector<rlock> locks);
+
+}  // namespace lockscope::lock

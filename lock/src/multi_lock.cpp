@@ -1,0 +1,230 @@
+#include "lockscope/lock/multi_lock.hpp"
+
+#include <atomic>
+#include <future>
+#include <random>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "lockscope/lock/lock_fsm.hpp"
+
+namespace lockscope::lock {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+
+namespace detail {
+
+struct multi_state {
+  std::vector<std::shared_ptr<lock_state>> locks;
+  std::size_t required = 0;
+  bool majority = false;
+  // The first lock's client strand: every step of an operation runs there.
+  strand_type strand;
+  std::atomic<std::int64_t> validity_ms{0};
+  multi_state(std::vector<std::shared_ptr<lock_state>> l, bool red)
+      : locks(std::move(l)),
+        required(red ? locks.size() / 2 + 1 : locks.size()),
+        majority(red),
+        strand(strand_of(*locks.front())) {}
+};
+
+const strand_type& strand_of(const multi_state& state) noexcept { return state.strand; }
+
+namespace {
+
+// A server that cannot answer: a RedLock lives without it.
+bool unreachable(const std::error_code& ec) {
+  return ec == errc::not_connected || ec == errc::timeout || ec == errc::connection_lost ||
+         ec.category() == std::system_category() || ec.category() == boost::system::system_category();
+}
+
+// Releases `indexes` (fire and forget: each client's pipeline keeps its commands in
+// order, so a retry's acquire on the same server comes after the release).
+void release(const multi_state& state, const std::vector<std::string>& owners, const std::vector<std::size_t>& indexes) {
+  for (std::size_t i : indexes) start_unlock(state.locks[i], owners[i], [](status, bool) {});
+}
+
+class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
+ public:
+  multi_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
+                   completion<bool> done)
+      : state_(std::move(state)), owners_(std::move(owners)), request_(request), done_(std::move(done)) {}
+
+  void start_round() {
+    const auto now = fsm_clock::now();
+    round_start_ = now;
+    std::optional<milliseconds> wait = request_.wait;
+    if (!request_.once && !wait) {
+      // lock(): Redisson's rounds of tryLock with a randomised wait.
+      // Seeded once per thread: a random_device per operation costs more than a round trip.
+      thread_local std::mt19937_64 random{std::random_device{}()};
+      wait = multi_lock_round_wait(state_->locks.size(), request_.lease,
+                                   std::uniform_real_distribution<double>(0.0, 1.0)(random));
+    }
+    fsm_.emplace(state_->locks.size(), state_->required, request_.once ? std::nullopt : wait, now);
+    act(fsm_->start());
+  }
+
+ private:
+  bool forever() const noexcept { return !request_.once && !request_.wait; }
+
+  void act(multi_action action) {
+    switch (action.kind) {
+      case multi_action_kind::attempt: {
+        const std::size_t i = action.index;
+        acquire_request r{action.wait, request_.lease};
+        start_acquire(state_->locks[i], owners_[i], r, [self = shared_from_this(), i](status s, std::int64_t v) {
+          asio::post(self->state_->strand, [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
+        });
+        return;
+      }
+      case multi_action_kind::release_and_retry:
+        release(*state_, owners_, fsm_->acquired());
+        return act(fsm_->restart());
+      case multi_action_kind::release_and_fail:
+        release(*state_, owners_, fsm_->acquired());
+        if (forever()) return start_round();
+        return finish({}, false);
+      case multi_action_kind::acquired: {
+        if (state_->majority) {
+          const milliseconds lease = request_.lease ? *request_.lease : watchdog_timeout_of(*state_->locks.front());
+          const milliseconds validity = redlock_validity(lease, round_start_, fsm_clock::now());
+          if (validity.count() <= 0) {
+            release(*state_, owners_, fsm_->acquired());
+            if (forever() || (request_.wait && fsm_clock::now() < round_start_ + *request_.wait)) return start_round();
+            return finish({}, false);
+          }
+          state_->validity_ms = validity.count();
+        }
+        return finish({}, true);
+      }
+    }
+  }
+
+  void on_result(std::size_t i, const status& s, std::int64_t acquired) {
+    if (s.code == errc::shut_down || s.code == errc::invalid_argument) {
+      release(*state_, owners_, fsm_->acquired());
+      return finish(s, false);
+    }
+    // An error after the script was sent may hide a success (Redisson releases that lock
+    // on a response timeout too).
+    if (s) release(*state_, owners_, {i});
+    act(fsm_->on_result(!s && acquired != 0, fsm_clock::now()));
+  }
+
+  void finish(status s, bool acquired) { std::exchange(done_, nullptr)(std::move(s), acquired); }
+
+  std::shared_ptr<multi_state> state_;
+  std::vector<std::string> owners_;
+  multi_request request_;
+  completion<bool> done_;
+  std::optional<multi_acquire_fsm> fsm_;
+  fsm_clock::time_point round_start_;
+};
+
+}  // namespace
+
+void start_multi_acquire(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
+                         multi_request request, completion<bool> done) {
+  if ((request.lease && request.lease->count() <= 0) || (request.wait && request.wait->count() < 0)) {
+    asio::post(state->strand, [d = std::move(done)]() mutable {
+      d({errc::invalid_argument, "lease must be positive and wait not negative"}, false);
+    });
+    return;
+  }
+  auto op = std::make_shared<multi_acquire_op>(state, std::move(owners), request, std::move(done));
+  asio::post(state->strand, [op] { op->start_round(); });
+}
+
+void start_multi_unlock(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
+                        completion<bool> done) {
+  struct gather {
+    std::size_t pending;
+    status first_error;
+    completion<bool> done;
+  };
+  auto g = std::make_shared<gather>(gather{state->locks.size(), {}, std::move(done)});
+  for (std::size_t i = 0; i < state->locks.size(); ++i) {
+    start_unlock(state->locks[i], owners[i], [state, g, i](status s, bool) {
+      asio::post(state->strand, [state, g, i, s = std::move(s)]() mutable {
+        // A RedLock held only a majority, and a server that is down holds at most a
+        // lock that expires: neither is a failure of the release.
+        const bool ignorable = state->majority && (s.code == errc::not_owner || unreachable(s.code));
+        if (s && ignorable) report_unlock_error(*state->locks[i], s.message());
+        if (s && !ignorable && !g->first_error) g->first_error = std::move(s);
+        if (--g->pending == 0) std::exchange(g->done, nullptr)(std::move(g->first_error), true);
+      });
+    });
+  }
+}
+
+}  // namespace detail
+
+multi_lock::multi_lock(std::vector<rlock> locks, bool majority) {
+  if (locks.empty()) throw lock_error(errc::invalid_argument, "a multi-lock needs at least one lock");
+  std::vector<std::shared_ptr<detail::lock_state>> states;
+  states.reserve(locks.size());
+  for (rlock& l : locks) {
+    detail::ensure_usable(*l.state_);
+    states.push_back(l.state_);
+  }
+  state_ = std::make_shared<detail::multi_state>(std::move(states), majority);
+  handles_ = std::move(locks);
+}
+
+std::vector<std::string> multi_lock::owners() const {
+  std::vector<std::string> out;
+  out.reserve(handles_.size());
+  for (const rlock& l : handles_) out.push_back(l.owner());
+  return out;
+}
+
+std::size_t multi_lock::size() const noexcept { return state_->locks.size(); }
+std::size_t multi_lock::required() const noexcept { return state_->required; }
+
+namespace {
+
+template <class T>
+T get_or_throw(std::future<T> f) {
+  try {
+    return f.get();
+  } catch (const boost::system::system_error& e) {
+    throw lock_error(std::error_code(e.code()), e.code().message());
+  }
+}
+
+void get_or_throw(std::future<void> f) {
+  try {
+    f.get();
+  } catch (const boost::system::system_error& e) {
+    throw lock_error(std::error_code(e.code()), e.code().message());
+  }
+}
+
+}  // namespace
+
+void multi_lock::lock() { get_or_throw(async_lock(asio::use_future)); }
+void multi_lock::lock(duration lease) { get_or_throw(async_lock(lease, asio::use_future)); }
+bool multi_lock::try_lock() { return get_or_throw(async_try_lock(asio::use_future)); }
+bool multi_lock::try_lock(duration wait) { return get_or_throw(async_try_lock(wait, asio::use_future)); }
+bool multi_lock::try_lock(duration wait, duration lease) {
+  return get_or_throw(async_try_lock(wait, lease, asio::use_future));
+}
+void multi_lock::unlock_or_throw() { get_or_throw(async_unlock(asio::use_future)); }
+void multi_lock::unlock() noexcept {
+  try {
+    unlock_or_throw();
+  } catch (const std::exception& e) {
+    detail::report_unlock_error(*state_->locks.front(), e.what());
+  } catch (...) {
+  }
+}
+
+red_lock::duration red_lock::validity() const noexcept { return duration(state_->validity_ms.load()); }
+
+multi_lock get_multi_lock(std::vector<rlock> locks) { return multi_lock(std::move(locks), false); }
+red_lock get_red_lock(std::vector<rlock> locks) { return red_lock(std::move(locks)); }
+
+}  // namespace lockscope::lock
