@@ -186,7 +186,6 @@ int run_lock(const lock_options& o) {
       return exit_usage;
     }
   }
-  }
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
   config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
