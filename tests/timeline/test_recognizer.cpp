@@ -546,6 +546,7 @@ TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by byt
   feed(big, {"EVAL", redis_py_release + padding + " ", "1", "job", "tok"}, ":1\r\n");
   CHECK(big.stats().scripts_evicted == 1);
   CHECK(big_rec.ops.size() == 2);
+}
 
 // The lock client's own scripts (lockscope::lock_scripts) for the fair, fenced and
 // read/write locks, exactly as it sends them: recognised as EVAL, and as an EVALSHA the
