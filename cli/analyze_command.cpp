@@ -52,10 +52,6 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
-  if (s.evicted_flows > 0 || s.capped_flows > 0) {
-    fmt::print(stderr, "lockscope analyze: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n",
-               s.evicted_flows, s.capped_flows);
-  }
   if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
     fmt::print(stderr, "lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);

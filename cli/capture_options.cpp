@@ -60,6 +60,10 @@ void flow_reporter::on_flow_note(const analyzer::flow_note& n) {
 }
 
 void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
+  if (s.evicted_flows > 0 || s.capped_flows > 0) {
+    fmt::print(stderr, "lockscope {}: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n", command,
+               s.evicted_flows, s.capped_flows);
+  }
   for (const std::string& line : analyzer::describe_other_protocols(s)) {
     fmt::print(stderr, "lockscope {}: {}\n", command, line);
   }

@@ -55,7 +55,8 @@ class flow_reporter final : public analyzer::flow_observer {
 };
 
 // The end-of-run lines about flows: other protocols (named once each, with their
-// flows), side corrections, pending-command overflow. Nothing when all is well.
+// flows), flows ended idle or over --max-flows, side corrections, pending-command
+// overflow. Nothing when all is well.
 void print_flow_summary(const char* command, const analyzer::ingest_stats& s);
 
 // Opens -i IFACE and prints, as tcpdump does, what it listens to:

@@ -137,10 +137,6 @@ void print_summary(const analyzer::ingest_stats& s, std::uint64_t printed, const
                "lockscope decode: {} resyncs, {} replies to commands sent before the capture, {} non-RESP flows\n",
                s.resyncs, s.unpaired_replies, s.not_resp_flows);
   }
-  if (s.evicted_flows > 0 || s.capped_flows > 0) {
-    fmt::print(stderr, "lockscope decode: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n",
-               s.evicted_flows, s.capped_flows);
-  }
   if (s.unsupported_link > 0 || s.malformed > 0 || s.fragments > 0) {
     fmt::print(stderr, "lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",
                s.unsupported_link, s.malformed, s.fragments);
