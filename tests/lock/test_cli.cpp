@@ -45,6 +45,16 @@ struct temp_dir {
   ~temp_dir() { std::filesystem::remove_all(path); }
 };
 
+// A CMD that runs until the test opens the gate: holds that outlast any slow process
+// start (ASan, a loaded machine), where `sleep 1` would end too early.
+struct gate {
+  temp_dir dir;
+  std::vector<std::string> wait_command() const {
+    return {"sh", "-c", "while [ ! -e '" + (dir.path / "open").string() + "' ]; do sleep 0.02; done"};
+  }
+  void open() const { std::ofstream(dir.path / "open") << '\n'; }
+};
+
 int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
 using worker_list = std::vector<std::unique_ptr<lockscope::test::child_process>>;
@@ -417,8 +427,9 @@ TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, f
   const std::string url = url_of(server);
 
   SECTION("two readers hold at once; a writer times out meanwhile, then runs") {
-    auto r1 = spawn(lock_command(url, "rwj", {"--read"}, {"sleep", "1"}));
-    auto r2 = spawn(lock_command(url, "rwj", {"--read"}, {"sleep", "1"}));
+    const gate readers_done;
+    auto r1 = spawn(lock_command(url, "rwj", {"--read"}, readers_done.wait_command()));
+    auto r2 = spawn(lock_command(url, "rwj", {"--read"}, readers_done.wait_command()));
     bool both = false;
     for (int i = 0; i < 400 && !both; ++i) {
       both = raw.command("HLEN", "rwj").integer == 3;  // mode + two readers
@@ -429,6 +440,7 @@ TEST_CASE("lockscope lock --read/--write: readers run together, writers alone, f
     auto w = spawn(lock_command(url, "rwj", {"--write", "--wait", "200ms"}, {"true"}));
     CHECK(w->wait(20s) == 75);
     auto waiting = spawn(lock_command(url, "rwj", {"--write"}, {"sh", "-c", "exit 4"}));
+    readers_done.open();
     CHECK(r1->wait(20s) == 0);
     CHECK(r2->wait(20s) == 0);
     CHECK(waiting->wait(20s) == 4);  // it ran once both readers were gone
@@ -510,7 +522,8 @@ TEST_CASE("lockscope lock with three --redis: a RedLock (or --multi), 75 without
   CHECK(keys_on("rc") == 0);
 
   // Held by one RedLock: another gets no majority within --wait.
-  auto holder = spawn(red_command("rl", {}, {"sleep", "1"}));
+  const gate holder_done;
+  auto holder = spawn(red_command("rl", {}, holder_done.wait_command()));
   bool held = false;
   for (int i = 0; i < 400 && !held; ++i) {
     held = keys_on("rl") == 3;
@@ -521,6 +534,7 @@ TEST_CASE("lockscope lock with three --redis: a RedLock (or --multi), 75 without
   CHECK(late->wait(20s) == 75);
   auto multi_late = spawn(red_command("rl", {"--multi", "--wait", "200ms"}, {"true"}));
   CHECK(multi_late->wait(20s) == 75);
+  holder_done.open();
   CHECK(holder->wait(20s) == 0);
   CHECK(keys_on("rl") == 0);
 
