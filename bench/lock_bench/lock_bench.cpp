@@ -124,61 +124,63 @@ lock::client_config config_for(const lockscope::test::redis_server& server) {
   return c;
 }
 
+// Runs `pair(done)` warmup + samples times, each started from the previous one's `done`
+// on `executor` (an I/O thread: no hand-off to a waiting thread); the latencies in µs.
+template <class Executor>
+std::vector<double> chained_latencies(const Executor& executor, int warmup, int samples,
+                                      const std::function<void(std::function<void()> done)>& pair) {
+  struct chain {
+    std::vector<double> result;
+    int remaining;
+    int samples;
+    std::promise<void> finished;
+    std::function<void()> next;
+  } c{{}, warmup + samples, samples, {}, {}};
+  c.result.reserve(static_cast<std::size_t>(samples));
+  c.next = [&c, &pair] {
+    if (c.remaining-- == 0) {
+      c.finished.set_value();
+      return;
+    }
+    // A pointer and a time point: small enough for std::function's inline storage, so
+    // the chain allocates nothing per pair.
+    pair([chain = &c, start = steady::now()] {
+      if (chain->remaining < chain->samples) chain->result.push_back(micros(steady::now() - start));
+      chain->next();
+    });
+  };
+  asio::dispatch(executor, [&c] { c.next(); });
+  c.finished.get_future().wait();
+  return std::move(c.result);
+}
+
 // Sequential lock+unlock pairs chained in callbacks on the client's I/O thread.
 std::vector<double> pair_latencies(lock::client& client, int warmup, int samples) {
   auto l = client.get_lock("bench:pair", bench_owner);
-  std::vector<double> result;
-  result.reserve(static_cast<std::size_t>(samples));
-  std::promise<void> finished;
-  int remaining = warmup + samples;
-  std::function<void()> next;
-  next = [&] {
-    if (remaining-- == 0) {
-      finished.set_value();
-      return;
-    }
-    const auto start = steady::now();
-    l.async_lock([&, start](boost::system::error_code ec) {
+  return chained_latencies(client.get_executor(), warmup, samples, [&](std::function<void()> done) {
+    l.async_lock([&, done](boost::system::error_code ec) {
       if (ec) throw boost::system::system_error(ec);
-      l.async_unlock([&, start](boost::system::error_code uec) {
+      l.async_unlock([done](boost::system::error_code uec) {
         if (uec) throw boost::system::system_error(uec);
-        if (remaining < samples) result.push_back(micros(steady::now() - start));
-        next();
+        done();
       });
     });
-  };
-  asio::dispatch(client.get_executor(), [&] { next(); });
-  finished.get_future().wait();
-  return result;
+  });
 }
 
-// try_lock() + unlock() pairs of a RedLock, chained in callbacks as pair_latencies does
-// (on the first client's I/O thread, where the RedLock's completions run), so that both
-// figures leave out the hand-off to a waiting thread.
+// try_lock() + unlock() pairs of a RedLock, chained the same way on the first client's
+// I/O thread (where the RedLock's completions run), so that both figures leave out the
+// hand-off to a waiting thread.
 std::vector<double> redlock_pair_latencies(lock::red_lock& red, const lock::client& first, int warmup, int samples) {
-  std::vector<double> result;
-  result.reserve(static_cast<std::size_t>(samples));
-  std::promise<void> finished;
-  int remaining = warmup + samples;
-  std::function<void()> next;
-  next = [&] {
-    if (remaining-- == 0) {
-      finished.set_value();
-      return;
-    }
-    const auto start = steady::now();
-    red.async_try_lock([&, start](boost::system::error_code ec, bool acquired) {
+  return chained_latencies(first.get_executor(), warmup, samples, [&](std::function<void()> done) {
+    red.async_try_lock([&, done](boost::system::error_code ec, bool acquired) {
       if (ec || !acquired) throw std::runtime_error("redlock not acquired");
-      red.async_unlock([&, start](boost::system::error_code uec) {
+      red.async_unlock([done](boost::system::error_code uec) {
         if (uec) throw boost::system::system_error(uec);
-        if (remaining < samples) result.push_back(micros(steady::now() - start));
-        next();
+        done();
       });
     });
-  };
-  asio::dispatch(first.get_executor(), [&] { next(); });
-  finished.get_future().wait();
-  return result;
+  });
 }
 
 // The same through the blocking API from another thread (two thread handoffs per call).

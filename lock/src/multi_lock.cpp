@@ -127,8 +127,7 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
         retry_timer_(state_->strand),
         fsm_(state_->locks.size(), request_.lease ? *request_.lease : watchdog_timeout_of(*state_->locks.front()),
              request_.once ? std::optional(milliseconds(0)) : request_.wait, fsm_clock::now()) {
-    everyone_.resize(state_->locks.size());
-    for (std::size_t i = 0; i < everyone_.size(); ++i) everyone_[i] = i;
+    maybe_held_.reserve(state_->locks.size());
   }
 
   void start() { act(fsm_.start()); }
@@ -137,11 +136,12 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
   void act(redlock_action action) {
     switch (action) {
       case redlock_action::attempt_all:
+        maybe_held_.clear();
         for (std::size_t i = 0; i < state_->locks.size(); ++i) {
           start_acquire(state_->locks[i], owners_[i], acquire_request{milliseconds(0), request_.lease},
-                        [self = shared_from_this()](status s, std::int64_t v) {
+                        [self = shared_from_this(), i](status s, std::int64_t v) {
                           asio::post(self->state_->strand,
-                                     [self, s = std::move(s), v]() mutable { self->on_result(s, v); });
+                                     [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
                         });
         }
         return;
@@ -151,7 +151,7 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
         state_->validity_ms = fsm_.validity().count();
         return finish({}, true);
       case redlock_action::release_and_retry: {
-        release(*state_, owners_, everyone_);
+        release(*state_, owners_, maybe_held_);
         const auto delay = std::chrono::duration_cast<fsm_clock::duration>(fsm_.retry_delay() * random01());
         retry_timer_.expires_after(delay);
         retry_timer_.async_wait(
@@ -159,18 +159,22 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
         return;
       }
       case redlock_action::release_and_fail:
-        release(*state_, owners_, everyone_);
+        release(*state_, owners_, maybe_held_);
         return finish({}, false);
       case redlock_action::failed:
         return finish({}, false);
     }
   }
 
-  void on_result(const status& s, std::int64_t acquired) {
+  void on_result(std::size_t i, const status& s, std::int64_t acquired) {
     if (fatal(s) && !fatal_) fatal_ = s;
+    // The release goes to every server that may hold the lock: those that granted it
+    // and those whose answer was lost (an error may hide a grant). One that answered
+    // "busy" holds nothing of ours, and an unlock there would only be refused.
+    if (s || acquired != 0) maybe_held_.push_back(i);
     const redlock_action next = fsm_.on_result(!s && acquired != 0, fsm_clock::now());
     if (fatal_ && next != redlock_action::pending) {
-      release(*state_, owners_, everyone_);
+      release(*state_, owners_, maybe_held_);
       return finish(std::move(*fatal_), false);
     }
     act(next);
@@ -184,7 +188,7 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
   completion<bool> done_;
   asio::steady_timer retry_timer_;
   redlock_fsm fsm_;
-  std::vector<std::size_t> everyone_;
+  std::vector<std::size_t> maybe_held_;  // this round's
   std::optional<status> fatal_;
 };
 

@@ -165,18 +165,20 @@ class multi_acquire_fsm {
 // each server trying once, bounded by its client's command timeout (the per-server
 // timeout). When every server has answered, the round succeeded if n/2+1 granted the lock
 // and the validity, lease - elapsed - drift with elapsed measured from the round's start,
-// is positive. Otherwise the lock is released on every server (a reply lost to a timeout
-// may hide a grant) and, while the wait lasts, a new round starts after a random delay of
-// at most retry_delay(), so that competing clients do not retry in step.
+// is positive. Otherwise the lock is released on every server that may hold it (those that
+// granted it, and those whose reply was lost to an error or timeout, which may hide a
+// grant) and, while the wait lasts, a new round starts after a random delay of at most
+// retry_delay(), so that competing clients do not retry in step.
 //
 //   redlock_fsm fsm(n, lease, wait, now);
 //   for (auto a = fsm.start(); ; )
 //     attempt_all       -> try every lock once; per reply a = fsm.on_result(granted, now)
 //     pending           -> wait for the other replies
 //     acquired          -> held for at most fsm.validity()
-//     release_and_retry -> release every lock, sleep a random part of fsm.retry_delay(),
+//     release_and_retry -> release the locks that may be held, sleep a random part of
+//                          fsm.retry_delay(),
 //                          then a = fsm.next_round(now)
-//     release_and_fail  -> release every lock; not acquired
+//     release_and_fail  -> release the locks that may be held; not acquired
 //     failed            -> not acquired (nothing was left held)
 enum class redlock_action : std::uint8_t { attempt_all, pending, acquired, release_and_retry, release_and_fail, failed };
 

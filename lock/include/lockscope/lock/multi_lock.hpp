@@ -137,7 +137,7 @@ class multi_lock {
 // command_timeout (the per-server timeout), so a server that is down costs at most that.
 // With a majority, validity() = lease - elapsed - drift (drift = lease/100 + 2 ms, the
 // lease the watchdog timeout without one); without one, or not positive, the lock is
-// released on every server and a new round follows a random delay (<= 50 ms) while the
+// released wherever it may be held and a new round follows a random delay (<= 50 ms) while the
 // wait lasts (see redlock_fsm).
 class red_lock : public multi_lock {
  public:
