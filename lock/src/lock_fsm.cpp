@@ -102,40 +102,29 @@ std::chrono::milliseconds renew_delay(renew_outcome outcome, std::chrono::millis
 
 namespace lockscope::lock {
 
-multi_acquire_fsm::multi_acquire_fsm(std::size_t locks, std::size_t required,
-                                     std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept
-    : locks_(locks), required_(required), remain_(wait), last_(now), failures_left_(locks - required) {
-  if (wait) {
-    // RedissonMultiLock.calcLockWaitTime: the whole wait; RedissonRedLock: a 1/n slice.
-    slice_ = required_ == locks_ ? *wait
-                                 : std::max(*wait / static_cast<std::int64_t>(locks_), std::chrono::milliseconds(1));
-  }
+multi_acquire_fsm::multi_acquire_fsm(std::size_t locks, std::optional<std::chrono::milliseconds> wait,
+                                     fsm_clock::time_point now) noexcept
+    : locks_(locks), remain_(wait), last_(now) {
   acquired_.reserve(locks);
 }
 
 multi_action multi_acquire_fsm::attempt(std::size_t index) const noexcept {
-  return {multi_action_kind::attempt, index, remain_ ? std::min(slice_, *remain_) : std::chrono::milliseconds(0)};
+  // RedissonMultiLock.calcLockWaitTime: each lock may use the whole remaining wait.
+  return {multi_action_kind::attempt, index, remain_ ? *remain_ : std::chrono::milliseconds(0)};
 }
 
 multi_action multi_acquire_fsm::on_result(bool acquired, fsm_clock::time_point now) {
-  bool retry = false;
   if (acquired) {
     acquired_.push_back(next_);
-  } else if (locks_ - acquired_.size() == failures_allowed()) {
-    // The locks not taken are exactly the failures allowed: the rest is not needed.
-    return {multi_action_kind::acquired};
-  } else if (failures_left_ == 0) {
-    if (!remain_) return {multi_action_kind::release_and_fail};
-    retry = true;
-  } else {
-    --failures_left_;
+  } else if (!remain_) {
+    return {multi_action_kind::release_and_fail};
   }
   if (remain_) {
     *remain_ -= std::chrono::duration_cast<std::chrono::milliseconds>(now - last_);
     last_ = now;
     if (remain_->count() <= 0) return {multi_action_kind::release_and_fail};
   }
-  if (retry) return {multi_action_kind::release_and_retry};
+  if (!acquired) return {multi_action_kind::release_and_retry};
   if (++next_ == locks_) return {multi_action_kind::acquired};
   return attempt(next_);
 }
@@ -143,8 +132,36 @@ multi_action multi_acquire_fsm::on_result(bool acquired, fsm_clock::time_point n
 multi_action multi_acquire_fsm::restart() noexcept {
   acquired_.clear();
   next_ = 0;
-  failures_left_ = failures_allowed();
   return attempt(0);
+}
+
+redlock_fsm::redlock_fsm(std::size_t servers, std::chrono::milliseconds lease,
+                         std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept
+    : servers_(servers),
+      lease_(lease),
+      deadline_(wait ? std::optional(now + *wait) : std::nullopt),
+      one_round_(wait && wait->count() <= 0),
+      round_start_(now) {}
+
+redlock_action redlock_fsm::on_result(bool granted, fsm_clock::time_point now) noexcept {
+  if (granted) ++granted_;
+  if (++answered_ < servers_) return redlock_action::pending;
+  if (granted_ >= required()) {
+    validity_ = redlock_validity(lease_, round_start_, now);
+    if (validity_.count() > 0) return redlock_action::acquired;
+  }
+  if (one_round_ || (deadline_ && now >= *deadline_)) return redlock_action::release_and_fail;
+  retry_delay_ = max_retry_delay;
+  if (deadline_) retry_delay_ = std::min(retry_delay_, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - now));
+  return redlock_action::release_and_retry;
+}
+
+redlock_action redlock_fsm::next_round(fsm_clock::time_point now) noexcept {
+  if (deadline_ && now >= *deadline_) return redlock_action::failed;
+  round_start_ = now;
+  answered_ = 0;
+  granted_ = 0;
+  return redlock_action::attempt_all;
 }
 
 std::chrono::milliseconds multi_lock_round_wait(std::size_t locks, std::optional<std::chrono::milliseconds> lease,

@@ -5,6 +5,7 @@
 #include <random>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include "lockscope/lock/lock_fsm.hpp"
@@ -46,6 +47,15 @@ void release(const multi_state& state, const std::vector<std::string>& owners, c
   for (std::size_t i : indexes) start_unlock(state.locks[i], owners[i], [](status, bool) {});
 }
 
+// Seeded once per thread: a random_device per operation costs more than a round trip.
+double random01() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(random);
+}
+
+bool fatal(const status& s) { return s.code == errc::shut_down || s.code == errc::invalid_argument; }
+
+// A MultiLock: Redisson's order, one lock after the other.
 class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
  public:
   multi_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
@@ -53,17 +63,10 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
       : state_(std::move(state)), owners_(std::move(owners)), request_(request), done_(std::move(done)) {}
 
   void start_round() {
-    const auto now = fsm_clock::now();
-    round_start_ = now;
     std::optional<milliseconds> wait = request_.wait;
-    if (!request_.once && !wait) {
-      // lock(): Redisson's rounds of tryLock with a randomised wait.
-      // Seeded once per thread: a random_device per operation costs more than a round trip.
-      thread_local std::mt19937_64 random{std::random_device{}()};
-      wait = multi_lock_round_wait(state_->locks.size(), request_.lease,
-                                   std::uniform_real_distribution<double>(0.0, 1.0)(random));
-    }
-    fsm_.emplace(state_->locks.size(), state_->required, request_.once ? std::nullopt : wait, now);
+    // lock(): Redisson's rounds of tryLock with a randomised wait.
+    if (forever()) wait = multi_lock_round_wait(state_->locks.size(), request_.lease, random01());
+    fsm_.emplace(state_->locks.size(), request_.once ? std::nullopt : wait, fsm_clock::now());
     act(fsm_->start());
   }
 
@@ -87,24 +90,13 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
         release(*state_, owners_, fsm_->acquired());
         if (forever()) return start_round();
         return finish({}, false);
-      case multi_action_kind::acquired: {
-        if (state_->majority) {
-          const milliseconds lease = request_.lease ? *request_.lease : watchdog_timeout_of(*state_->locks.front());
-          const milliseconds validity = redlock_validity(lease, round_start_, fsm_clock::now());
-          if (validity.count() <= 0) {
-            release(*state_, owners_, fsm_->acquired());
-            if (forever() || (request_.wait && fsm_clock::now() < round_start_ + *request_.wait)) return start_round();
-            return finish({}, false);
-          }
-          state_->validity_ms = validity.count();
-        }
+      case multi_action_kind::acquired:
         return finish({}, true);
-      }
     }
   }
 
   void on_result(std::size_t i, const status& s, std::int64_t acquired) {
-    if (s.code == errc::shut_down || s.code == errc::invalid_argument) {
+    if (fatal(s)) {
       release(*state_, owners_, fsm_->acquired());
       return finish(s, false);
     }
@@ -121,7 +113,83 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
   multi_request request_;
   completion<bool> done_;
   std::optional<multi_acquire_fsm> fsm_;
-  fsm_clock::time_point round_start_;
+};
+
+// A RedLock: rounds sent to every server at once (redlock_fsm).
+class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_op> {
+ public:
+  redlock_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
+                     completion<bool> done)
+      : state_(std::move(state)),
+        owners_(std::move(owners)),
+        request_(request),
+        done_(std::move(done)),
+        retry_timer_(state_->strand),
+        fsm_(state_->locks.size(), request_.lease ? *request_.lease : watchdog_timeout_of(*state_->locks.front()),
+             request_.once ? std::optional(milliseconds(0)) : request_.wait, fsm_clock::now()) {
+    maybe_held_.reserve(state_->locks.size());
+  }
+
+  void start() { act(fsm_.start()); }
+
+ private:
+  void act(redlock_action action) {
+    switch (action) {
+      case redlock_action::attempt_all:
+        maybe_held_.clear();
+        for (std::size_t i = 0; i < state_->locks.size(); ++i) {
+          start_acquire(state_->locks[i], owners_[i], acquire_request{milliseconds(0), request_.lease},
+                        [self = shared_from_this(), i](status s, std::int64_t v) {
+                          asio::post(self->state_->strand,
+                                     [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
+                        });
+        }
+        return;
+      case redlock_action::pending:
+        return;
+      case redlock_action::acquired:
+        state_->validity_ms = fsm_.validity().count();
+        return finish({}, true);
+      case redlock_action::release_and_retry: {
+        release(*state_, owners_, maybe_held_);
+        const auto delay = std::chrono::duration_cast<fsm_clock::duration>(fsm_.retry_delay() * random01());
+        retry_timer_.expires_after(delay);
+        retry_timer_.async_wait(
+            [self = shared_from_this()](boost::system::error_code) { self->act(self->fsm_.next_round(fsm_clock::now())); });
+        return;
+      }
+      case redlock_action::release_and_fail:
+        release(*state_, owners_, maybe_held_);
+        return finish({}, false);
+      case redlock_action::failed:
+        return finish({}, false);
+    }
+  }
+
+  void on_result(std::size_t i, const status& s, std::int64_t acquired) {
+    if (fatal(s) && !fatal_) fatal_ = s;
+    // The release goes to every server that may hold the lock: those that granted it
+    // and those whose answer was lost (an error may hide a grant). One that answered
+    // "busy" holds nothing of ours, and an unlock there would only be refused.
+    if (s || acquired != 0) maybe_held_.push_back(i);
+    const redlock_action next = fsm_.on_result(!s && acquired != 0, fsm_clock::now());
+    if (fatal_ && next != redlock_action::pending) {
+      release(*state_, owners_, maybe_held_);
+      return finish(std::move(*fatal_), false);
+    }
+    act(next);
+  }
+
+  void finish(status s, bool acquired) { std::exchange(done_, nullptr)(std::move(s), acquired); }
+
+  std::shared_ptr<multi_state> state_;
+  std::vector<std::string> owners_;
+  multi_request request_;
+  completion<bool> done_;
+  asio::steady_timer retry_timer_;
+  redlock_fsm fsm_;
+  std::vector<std::size_t> maybe_held_;  // this round's
+  std::optional<status> fatal_;
 };
 
 }  // namespace
@@ -132,6 +200,11 @@ void start_multi_acquire(const std::shared_ptr<multi_state>& state, std::vector<
     asio::post(state->strand, [d = std::move(done)]() mutable {
       d({errc::invalid_argument, "lease must be positive and wait not negative"}, false);
     });
+    return;
+  }
+  if (state->majority) {
+    auto op = std::make_shared<redlock_acquire_op>(state, std::move(owners), request, std::move(done));
+    asio::post(state->strand, [op] { op->start(); });
     return;
   }
   auto op = std::make_shared<multi_acquire_op>(state, std::move(owners), request, std::move(done));

@@ -143,7 +143,7 @@ TEST_CASE("classify_acquire_reply: nil/integer, and the fenced {-1, token} / {pt
 using lock::multi_action_kind;
 
 TEST_CASE("multi_acquire_fsm: MultiLock, all or nothing, the whole remaining wait per lock", "[lock][fsm][multi]") {
-  lock::multi_acquire_fsm fsm(3, 3, 1000ms, t0);
+  lock::multi_acquire_fsm fsm(3, 1000ms, t0);
   auto a = fsm.start();
   CHECK(a.kind == multi_action_kind::attempt);
   CHECK(a.index == 0);
@@ -167,58 +167,102 @@ TEST_CASE("multi_acquire_fsm: MultiLock, all or nothing, the whole remaining wai
 
 TEST_CASE("multi_acquire_fsm: MultiLock try once fails on the first miss, and so does a wait running out",
           "[lock][fsm][multi]") {
-  lock::multi_acquire_fsm once(2, 2, std::nullopt, t0);
+  lock::multi_acquire_fsm once(2, std::nullopt, t0);
   auto a = once.start();
   CHECK(a.wait == 0ms);
   CHECK(once.on_result(true, t0).index == 1);
   CHECK(once.on_result(false, t0).kind == multi_action_kind::release_and_fail);
   CHECK(once.acquired() == std::vector<std::size_t>{0});
 
-  lock::multi_acquire_fsm timed(2, 2, 500ms, t0);
+  lock::multi_acquire_fsm timed(2, 500ms, t0);
   timed.start();
   // Acquired, but the wait is used up: release and fail (Redisson's remainTime <= 0).
   CHECK(timed.on_result(true, t0 + 500ms).kind == multi_action_kind::release_and_fail);
   CHECK(timed.acquired() == std::vector<std::size_t>{0});
 }
 
-TEST_CASE("multi_acquire_fsm: RedLock, majority of 3, slices of wait/3", "[lock][fsm][multi]") {
-  lock::multi_acquire_fsm fsm(3, 2, 900ms, t0);
-  CHECK(fsm.failures_allowed() == 1);
-  auto a = fsm.start();
-  CHECK(a.wait == 300ms);
-  a = fsm.on_result(false, t0 + 300ms);  // one failure is allowed
-  CHECK(a.kind == multi_action_kind::attempt);
-  CHECK(a.index == 1);
-  CHECK(a.wait == 300ms);
-  CHECK(fsm.on_result(true, t0 + 310ms).index == 2);
-  CHECK(fsm.on_result(true, t0 + 320ms).kind == multi_action_kind::acquired);
-  CHECK(fsm.acquired() == std::vector<std::size_t>{1, 2});
+using lock::redlock_action;
 
-  // First two taken, the third fails: the majority is there, done without it.
-  lock::multi_acquire_fsm early(3, 2, 900ms, t0);
-  early.start();
-  early.on_result(true, t0);
-  early.on_result(true, t0);
-  CHECK(early.on_result(false, t0 + 10ms).kind == multi_action_kind::acquired);
+TEST_CASE("redlock_fsm: every server at once, a majority with a positive validity acquires", "[lock][fsm][redlock]") {
+  lock::redlock_fsm fsm(3, 10000ms, 900ms, t0);
+  CHECK(fsm.required() == 2);
+  CHECK(fsm.start() == redlock_action::attempt_all);
+  // The round is decided only when every server has answered: a lock granted late
+  // must be known, to be released or held.
+  CHECK(fsm.on_result(true, t0 + 1ms) == redlock_action::pending);
+  CHECK(fsm.on_result(true, t0 + 2ms) == redlock_action::pending);
+  CHECK(fsm.on_result(false, t0 + 30ms) == redlock_action::acquired);
+  // Elapsed from the round's start to the last answer, and the drift (lease/100 + 2 ms).
+  CHECK(fsm.validity() == 10000ms - 30ms - 102ms);
 
-  // Two failures of three: release the one taken and retry while the wait lasts.
-  lock::multi_acquire_fsm two(3, 2, 900ms, t0);
-  two.start();
-  two.on_result(true, t0);
-  CHECK(two.on_result(false, t0 + 10ms).index == 2);
-  CHECK(two.on_result(false, t0 + 20ms).kind == multi_action_kind::release_and_retry);
-  CHECK(two.acquired() == std::vector<std::size_t>{0});
-  CHECK(two.restart().wait == 300ms);  // the slice, within the 880 ms left
+  // The order of the answers does not matter; one server down (an error) is tolerated.
+  lock::redlock_fsm down(3, 10000ms, 900ms, t0);
+  down.start();
+  CHECK(down.on_result(false, t0 + 400ms) == redlock_action::pending);
+  CHECK(down.on_result(true, t0 + 400ms) == redlock_action::pending);
+  CHECK(down.on_result(true, t0 + 400ms) == redlock_action::acquired);
 
-  // Trying once: two failures fail.
-  lock::multi_acquire_fsm once(3, 2, std::nullopt, t0);
+  lock::redlock_fsm five(5, 1000ms, std::nullopt, t0);
+  CHECK(five.required() == 3);
+  five.start();
+  for (bool granted : {true, false, true, false}) CHECK(five.on_result(granted, t0) == redlock_action::pending);
+  CHECK(five.on_result(true, t0) == redlock_action::acquired);
+}
+
+TEST_CASE("redlock_fsm: no majority releases everywhere and retries after a delay within the wait",
+          "[lock][fsm][redlock]") {
+  lock::redlock_fsm fsm(3, 10000ms, 900ms, t0);
+  fsm.start();
+  fsm.on_result(true, t0);
+  fsm.on_result(false, t0);
+  CHECK(fsm.on_result(false, t0 + 10ms) == redlock_action::release_and_retry);
+  CHECK(fsm.retry_delay() == lock::redlock_fsm::max_retry_delay);
+  // A new round: the counts start over and elapsed is measured from its start.
+  CHECK(fsm.next_round(t0 + 40ms) == redlock_action::attempt_all);
+  fsm.on_result(true, t0 + 41ms);
+  CHECK(fsm.on_result(false, t0 + 41ms) == redlock_action::pending);
+  CHECK(fsm.on_result(true, t0 + 45ms) == redlock_action::acquired);
+  CHECK(fsm.validity() == 10000ms - 5ms - 102ms);
+
+  // Near the end of the wait the delay shrinks to what is left; past it, no new round.
+  lock::redlock_fsm late(3, 10000ms, 900ms, t0);
+  late.start();
+  for (int i = 0; i < 2; ++i) late.on_result(false, t0 + 880ms);
+  CHECK(late.on_result(false, t0 + 880ms) == redlock_action::release_and_retry);
+  CHECK(late.retry_delay() == 20ms);
+  CHECK(late.next_round(t0 + 900ms) == redlock_action::failed);
+
+  // A round that ends after the wait releases and fails at once.
+  lock::redlock_fsm over(3, 10000ms, 900ms, t0);
+  over.start();
+  over.on_result(false, t0 + 950ms);
+  over.on_result(false, t0 + 950ms);
+  CHECK(over.on_result(true, t0 + 950ms) == redlock_action::release_and_fail);
+}
+
+TEST_CASE("redlock_fsm: try once is one round, lock() retries forever, an expired validity fails the round",
+          "[lock][fsm][redlock]") {
+  lock::redlock_fsm once(3, 10000ms, 0ms, t0);
   once.start();
   once.on_result(false, t0);
-  CHECK(once.on_result(false, t0).kind == multi_action_kind::release_and_fail);
+  once.on_result(false, t0);
+  CHECK(once.on_result(true, t0) == redlock_action::release_and_fail);
 
-  // A slice is at least 1 ms.
-  lock::multi_acquire_fsm tiny(5, 3, 2ms, t0);
-  CHECK(tiny.start().wait == 1ms);
+  lock::redlock_fsm forever(3, 10000ms, std::nullopt, t0);
+  forever.start();
+  forever.on_result(false, t0 + 1h);
+  forever.on_result(false, t0 + 1h);
+  CHECK(forever.on_result(false, t0 + 1h) == redlock_action::release_and_retry);
+  CHECK(forever.retry_delay() == lock::redlock_fsm::max_retry_delay);
+  CHECK(forever.next_round(t0 + 2h) == redlock_action::attempt_all);
+
+  // A majority, but the round took longer than the lease allows: released, retried.
+  lock::redlock_fsm slow(3, 100ms, 900ms, t0);
+  slow.start();
+  slow.on_result(true, t0 + 99ms);
+  slow.on_result(true, t0 + 99ms);
+  CHECK(slow.on_result(true, t0 + 99ms) == redlock_action::release_and_retry);
+  CHECK(slow.validity().count() <= 0);
 }
 
 TEST_CASE("multi lock rounds and RedLock validity", "[lock][fsm][multi]") {

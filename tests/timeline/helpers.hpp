@@ -91,6 +91,8 @@ struct recorded_event {
   std::int64_t hold_count = -1, lease_ms = -1, ttl_ms = -1, wait_us = -1, held_us = -1;
   bool inferred = false;
   analyzer::link_confidence confidence{};
+  std::string server;
+  std::int64_t token = -1;
 };
 
 class event_recorder final : public analyzer::lock_event_sink {
@@ -99,7 +101,8 @@ class event_recorder final : public analyzer::lock_event_sink {
     std::string name(analyzer::to_string(e.event));
     if (e.event == analyzer::lock_event_kind::anomaly) name += ":" + std::string(analyzer::to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
-                      e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence});
+                      e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
+                      e.token});
   }
   std::vector<std::string> names() const {
     std::vector<std::string> out;

@@ -551,9 +551,8 @@ TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by byt
 // The lock client's own scripts (lockscope::lock_scripts) for the fair, fenced and
 // read/write locks, exactly as it sends them: recognised as EVAL, and as an EVALSHA the
 // recognizer has not seen before in the stream (a fresh recognizer each time).
-// Not here: read_unlock. Redisson's full read unlock (with the read holds' timeout-key
-// loop) is recognised as an unlock but of family redisson_write, not redisson_read;
-// reported to the analyzer's owner rather than worked around in the client.
+// read_unlock is Redisson 3.x's full read unlock: it compares the mode with 'write' after
+// counting the hold down (only to keep the key), which once made it a write unlock.
 TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL and as unseen EVALSHA",
           "[recognizer]") {
   using k = lock::script_kind;
@@ -581,6 +580,8 @@ TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL 
       {k::write_acquire, {"rw"}, {"30000", w}, "$-1\r\n", lock_family::redisson_write, lock_op_kind::acquire, w},
       {k::write_unlock, {"rw", "redisson_rwlock:{rw}"}, {"1", "30000", w}, ":1\r\n", lock_family::redisson_write,
        lock_op_kind::unlock, w},
+      {k::read_unlock, {"rw", "redisson_rwlock:{rw}", "{rw}:" + o + ":rwlock_timeout", "{rw}"}, {"1", o}, ":1\r\n",
+       lock_family::redisson_read, lock_op_kind::unlock, o},
   };
   for (const auto& c : cases) {
     const lock::script_info& s = lock::script(c.script);

@@ -1,6 +1,7 @@
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lockscope/resp/ascii.hpp"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -134,6 +135,7 @@ script_class classify_script(std::string_view text) {
   bool inc = false, dec = false, hexists = false, pexpire = false, pttl = false, del1 = false,
        publish = false, get = false, set_px = false, set_nx = false, incr = false, mode = false,
        queue = false, exists = false, latch = false, any_del = false, mode_write = false;
+  std::size_t countdown_at = std::string::npos;  // where the first hold count-down is in `norm`
   for (const call& k : calls) {
     const std::string_view cmd = k.command;
     const auto& o = k.operands;
@@ -143,7 +145,10 @@ script_class classify_script(std::string_view text) {
     if (cmd == "hincrby" && argv_index(o1) > 0) {
       owner = argv_index(o1);
       if (o2 == "1") inc = true;
-      else if (o2 == "-1") dec = true;
+      else if (o2 == "-1") {
+        dec = true;
+        countdown_at = std::min(countdown_at, static_cast<std::size_t>(o1.data() - norm.data()));
+      }
     } else if (cmd == "hset" && unquote(o1) == "mode") {
       mode = true;
       if (unquote(o2) == "write") mode_write = true;
@@ -208,7 +213,13 @@ script_class classify_script(std::string_view text) {
       c.op = script_op::unlock;
       c.channel_key = u8(channel);
       if (!publish && c.family == lock_family::redisson) c.family = lock_family::redisson_spin;
-      if (mode) c.family = has(norm, "'write'") ? lock_family::redisson_write : lock_family::redisson_read;
+      if (mode) {
+        // A write unlock counts a hold down only after finding the mode is 'write'; a read
+        // unlock counts down in either mode (Redisson 3.x's compares with 'write' after
+        // that, only to decide whether the key stays).
+        const std::size_t write_check = std::min(norm.find("=='write'"), norm.find("'write'=="));
+        c.family = write_check < countdown_at ? lock_family::redisson_write : lock_family::redisson_read;
+      }
       return c;
     }
     if (inc && (pttl || queue || mode || incr)) {

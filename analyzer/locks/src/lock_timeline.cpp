@@ -625,22 +625,33 @@ struct lock_timeline::impl {
     const std::uint32_t owner = owners.id(op.owner);
     const std::int64_t at = op.at_us();
     holder* h = find_holder(l, owner);
+    auto release_holder = [&] {
+      lock_event e = from_op(l, op, lock_event_kind::released);
+      e.hold_count = 0;
+      if (h != nullptr) {
+        if (h->since_us >= 0) {
+          e.held_us = at - h->since_us;
+          add_hold(l, e.held_us);
+        }
+        remove_holder(l, h);
+      }
+      return e;
+    };
     switch (op.outcome) {
       case op_outcome::ok: {
-        lock_event e = from_op(l, op, lock_event_kind::released);
-        e.hold_count = 0;
-        if (h != nullptr) {
-          if (h->since_us >= 0) {
-            e.held_us = at - h->since_us;
-            add_hold(l, e.held_us);
-          }
-          remove_holder(l, h);
-        }
+        lock_event e = release_holder();
         became_free(l, at);
         emit(l, e);
         break;
       }
       case op_outcome::partial: {
+        // A read unlock answers 0 while any read hold remains, other readers' included:
+        // a reader's last level is its release even though the lock stays held.
+        if (op.shared && h != nullptr && h->hold_count() <= 1) {
+          lock_event e = release_holder();
+          emit(l, e);
+          break;
+        }
         lock_event e = from_op(l, op, lock_event_kind::partially_released);
         if (h == nullptr) {
           h = &add_holder(l, owner, conn);

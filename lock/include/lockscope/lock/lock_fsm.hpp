@@ -117,14 +117,13 @@ std::chrono::milliseconds renew_delay(renew_outcome outcome, std::chrono::millis
 
 namespace lockscope::lock {
 
-// One round of Redisson's RedissonMultiLock.tryLock over n locks, of which `required`
-// must be acquired: n for a MultiLock, n/2+1 for a RedLock. It tries the locks in order,
-// each for a slice of the wait (the whole remaining wait for a MultiLock,
-// max(wait / n, 1 ms) for a RedLock), and tolerates n - required failures. One failure
-// too many releases what was taken and starts over from the first lock while the wait
-// lasts; a wait that runs out releases what was taken and fails.
+// One round of Redisson's RedissonMultiLock.tryLock over n locks, all of which must be
+// acquired. It tries the locks in order, each for the whole remaining wait. A failure
+// releases what was taken and starts over from the first lock while the wait lasts; a
+// wait that runs out releases what was taken and fails. (The RedLock does not use it:
+// see redlock_fsm.)
 //
-//   multi_acquire_fsm fsm(n, required, wait, now);
+//   multi_acquire_fsm fsm(n, wait, now);
 //   for (auto a = fsm.start(); ; )
 //     attempt          -> try lock a.index for a.wait (0: once); a = fsm.on_result(ok, now)
 //     release_and_retry-> release fsm.acquired(), then a = fsm.restart()
@@ -140,7 +139,7 @@ struct multi_action {
 class multi_acquire_fsm {
  public:
   // wait: nullopt tries each lock once (Redisson's tryLock()); else the total wait.
-  multi_acquire_fsm(std::size_t locks, std::size_t required, std::optional<std::chrono::milliseconds> wait,
+  multi_acquire_fsm(std::size_t locks, std::optional<std::chrono::milliseconds> wait,
                     fsm_clock::time_point now) noexcept;
 
   multi_action start() noexcept { return attempt(0); }
@@ -150,19 +149,71 @@ class multi_acquire_fsm {
   multi_action restart() noexcept;
 
   const std::vector<std::size_t>& acquired() const noexcept { return acquired_; }
-  std::size_t failures_allowed() const noexcept { return locks_ - required_; }
 
  private:
   multi_action attempt(std::size_t index) const noexcept;
 
   std::size_t locks_;
-  std::size_t required_;
   std::optional<std::chrono::milliseconds> remain_;  // nullopt: try once each
-  std::chrono::milliseconds slice_{0};
   fsm_clock::time_point last_;
   std::size_t next_ = 0;
-  std::size_t failures_left_;
   std::vector<std::size_t> acquired_;
+};
+
+// One RedLock acquisition, the Redlock algorithm as redis.io specifies it (not Redisson's
+// one-server-after-another order): each round sends the acquire to every server at once,
+// each server trying once, bounded by its client's command timeout (the per-server
+// timeout). When every server has answered, the round succeeded if n/2+1 granted the lock
+// and the validity, lease - elapsed - drift with elapsed measured from the round's start,
+// is positive. Otherwise the lock is released on every server that may hold it (those that
+// granted it, and those whose reply was lost to an error or timeout, which may hide a
+// grant) and, while the wait lasts, a new round starts after a random delay of at most
+// retry_delay(), so that competing clients do not retry in step.
+//
+//   redlock_fsm fsm(n, lease, wait, now);
+//   for (auto a = fsm.start(); ; )
+//     attempt_all       -> try every lock once; per reply a = fsm.on_result(granted, now)
+//     pending           -> wait for the other replies
+//     acquired          -> held for at most fsm.validity()
+//     release_and_retry -> release the locks that may be held, sleep a random part of
+//                          fsm.retry_delay(),
+//                          then a = fsm.next_round(now)
+//     release_and_fail  -> release the locks that may be held; not acquired
+//     failed            -> not acquired (nothing was left held)
+enum class redlock_action : std::uint8_t { attempt_all, pending, acquired, release_and_retry, release_and_fail, failed };
+
+class redlock_fsm {
+ public:
+  // The longest pause between two rounds: many round trips on a LAN, short against a lease.
+  static constexpr std::chrono::milliseconds max_retry_delay{50};
+
+  // wait: nullopt: rounds until acquired (lock()); 0: one round (try_lock()); else rounds
+  // while it lasts. lease: what the validity is computed from (the watchdog timeout without one).
+  redlock_fsm(std::size_t servers, std::chrono::milliseconds lease, std::optional<std::chrono::milliseconds> wait,
+              fsm_clock::time_point now) noexcept;
+
+  redlock_action start() noexcept { return redlock_action::attempt_all; }
+  // One server's attempt ended: granted, or not (busy, or an error).
+  redlock_action on_result(bool granted, fsm_clock::time_point now) noexcept;
+  // After release_and_retry's delay.
+  redlock_action next_round(fsm_clock::time_point now) noexcept;
+
+  std::size_t required() const noexcept { return servers_ / 2 + 1; }
+  // After acquired: how long the majority is known to be held.
+  std::chrono::milliseconds validity() const noexcept { return validity_; }
+  // After release_and_retry: the upper bound of the random delay before the next round.
+  std::chrono::milliseconds retry_delay() const noexcept { return retry_delay_; }
+
+ private:
+  std::size_t servers_;
+  std::chrono::milliseconds lease_;
+  std::optional<fsm_clock::time_point> deadline_;  // nullopt: forever
+  bool one_round_;
+  fsm_clock::time_point round_start_;
+  std::size_t answered_ = 0;
+  std::size_t granted_ = 0;
+  std::chrono::milliseconds validity_{0};
+  std::chrono::milliseconds retry_delay_{0};
 };
 
 // Redisson's RedissonMultiLock.lockInterruptibly: lock() is a loop of tryLock rounds,

@@ -131,12 +131,14 @@ class multi_lock {
   }
 };
 
-// Redisson's RedissonRedLock: a majority (n/2+1) of locks on independent servers, each
-// tried for a slice max(wait/n, 1 ms) of the wait; each attempt is bounded by its
-// client's command_timeout (per-server timeout), so a server that is down costs at
-// most that. After a majority is taken, validity() = lease - elapsed - drift (drift =
-// lease/100 + 2 ms; the lease is the watchdog timeout without one); not positive, the
-// round fails and every lock is released.
+// A RedLock: a majority (n/2+1) of locks on independent servers, by the Redlock algorithm
+// as redis.io specifies it rather than Redisson's one-after-another order: each round
+// tries every server once, all at once, each attempt bounded by its client's
+// command_timeout (the per-server timeout), so a server that is down costs at most that.
+// With a majority, validity() = lease - elapsed - drift (drift = lease/100 + 2 ms, the
+// lease the watchdog timeout without one); without one, or not positive, the lock is
+// released wherever it may be held and a new round follows a random delay (<= 50 ms) while the
+// wait lasts (see redlock_fsm).
 class red_lock : public multi_lock {
  public:
   // The validity of the last successful acquisition by this handle (0 before any).
