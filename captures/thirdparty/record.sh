@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Re-records captures/thirdparty/*.pcap and their truth logs (*.truth.jsonl): real
+# third-party lock clients against redis-servers started here on free loopback ports,
+# recorded with tcpdump, each client logging what it did itself (see README.md).
+#
+#   captures/thirdparty/record.sh [NAME...]     (default: every scenario; needs root
+#                                                 for tcpdump, npm for the node ones)
+#
+# Scenarios: redisson (node-redisson, 3 processes, RESP3, joined mid-run), redlock
+# (node-redlock v5 over three redis-servers, EVALSHA only, RESP2), del_other (the seed
+# 004 anti-pattern: a plain DEL releasing someone else's lock, redis-py), pylock
+# (redis-py Lock pollers over IPv6, tcpdump -i any). The tests only read the results.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+scenarios=$here/scenarios
+pyth=/usr/bin/python3   # Debian's, with python3-redis
+for tool in redis-server redis-cli tcpdump editcap "$pyth"; do
+  command -v "$tool" >/dev/null || { echo "record.sh: $tool is missing" >&2; exit 2; }
+done
+
+selected=("$@")
+wanted() { [[ ${#selected[@]} -eq 0 ]] || [[ " ${selected[*]} " == *" $1 "* ]]; }
+node_modules=""
+need_node() {
+  [[ -n "$node_modules" ]] && return
+  command -v node >/dev/null || { echo "record.sh: node is missing" >&2; exit 2; }
+  node_modules=$("$here/install.sh")
+  export NODE_PATH=$node_modules
+}
+
+server_pids=()
+worker_pids=()
+tcpdump_pid=""
+workdir=$(mktemp -d)
+cleanup() {
+  [[ -n "$tcpdump_pid" ]] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
+  for pid in "${worker_pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
+  for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+now_us() { date +%s%6N; }
+free_port() { "$pyth" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# start_server PORT [BIND]: a throwaway redis-server; waits until it answers.
+start_server() {
+  local port=$1 bind=${2:-127.0.0.1}
+  redis-server --port "$port" --bind "$bind" --save "" --appendonly no --dir "$workdir" \
+    --logfile "$workdir/redis-$port.log" &
+  server_pids+=($!)
+  for _ in $(seq 50); do redis-cli -h "$bind" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+}
+stop_servers() {
+  for pid in "${server_pids[@]}"; do kill "$pid"; wait "$pid" 2>/dev/null || true; done
+  server_pids=()
+}
+
+# start_capture FILE INTERFACE FILTER: tcpdump writing FILE; returns once it records.
+capture_start_us=0
+start_capture() {
+  rm -f "$1"
+  tcpdump -i "$2" -U --immediate-mode -B 65536 -s 262144 -w "$1" "$3" 2>"$workdir/tcpdump.log" &
+  tcpdump_pid=$!
+  for _ in $(seq 50); do [[ -s "$1" ]] && break; sleep 0.1; done
+  sleep 0.3
+  capture_start_us=$(now_us)
+}
+capture_stop_us=0
+stop_capture() {
+  capture_stop_us=$(now_us)
+  kill -INT "$tcpdump_pid"; wait "$tcpdump_pid" 2>/dev/null || true; tcpdump_pid=""
+}
+
+# wait_ready DIR N: until N workers wrote DIR/*.ready.
+wait_ready() {
+  for _ in $(seq 300); do
+    [[ $(find "$1" -name '*.ready' | wc -l) -ge $2 ]] && return
+    sleep 0.1
+  done
+  echo "record.sh: workers did not get ready" >&2; exit 1
+}
+
+# finish NAME: merges the workers' truth logs by time behind a "recording" line
+# (the capture's window and the scenario's servers), and reports the sizes.
+finish() {
+  local name=$1; shift
+  local truth=$here/$name.truth.jsonl
+  {
+    printf '{"t_us":%s,"event":"recording","scenario":"%s","capture_start_us":%s,"capture_stop_us":%s,"servers":[%s]}\n' \
+      "$capture_start_us" "$name" "$capture_start_us" "$capture_stop_us" "$*"
+    cat "$workdir/$name".*.jsonl
+  } > "$truth"
+  "$pyth" - "$truth" <<'PY'
+import json, sys
+# Only what happened around the capture: from 2.5 s before it (waits and holds it
+# joins in the middle of) to 1 s after it, and every process's connections line.
+lines = [json.loads(l) for l in open(sys.argv[1])]
+start, stop = lines[0]["capture_start_us"], lines[0]["capture_stop_us"]
+lines[1:] = sorted((e for e in lines[1:] if e["event"] == "connections" or start - 2_500_000 <= e["t_us"] <= stop + 1_000_000),
+                   key=lambda e: e["t_us"])
+with open(sys.argv[1], "w") as f:
+    for e in lines:
+        f.write(json.dumps(e, separators=(",", ":")) + "\n")
+PY
+  echo "record.sh: $here/$name.pcap ($(stat -c %s "$here/$name.pcap") bytes), $truth ($(wc -l < "$truth") lines)" >&2
+}
+
+# redisson: three node-redisson processes, two lock owners each, contending for three
+# locks with watchdog leases; the capture starts 2 s into the contention (connections
+# open, scripts loaded, locks held and waited for) and lasts REDISSON_SECONDS.
+record_redisson() {
+  need_node
+  local port control=$workdir/redisson
+  port=$(free_port); mkdir -p "$control"
+  start_server "$port"
+  for proc in p1 p2 p3; do
+    node "$scenarios/redisson_worker.js" "$port" "$proc" "$workdir/redisson.$proc.jsonl" "$control" &
+    worker_pids+=($!)
+  done
+  wait_ready "$control" 3
+  touch "$control/go"
+  sleep 2
+  start_capture "$here/redisson.pcap" lo "tcp port $port"
+  sleep "${REDISSON_SECONDS:-13}"
+  stop_capture
+  touch "$control/stop"
+  for pid in "${worker_pids[@]}"; do wait "$pid"; done
+  worker_pids=()
+  stop_servers
+  finish redisson "\"127.0.0.1:$port\""
+}
+
+wanted redisson && record_redisson
+true
