@@ -132,5 +132,33 @@ record_redisson() {
   finish redisson "\"127.0.0.1:$port\""
 }
 
+# redlock: four node-redlock processes over three redis-servers; the capture starts
+# 2 s into the contention (scripts loaded: EVALSHA only) and lasts REDLOCK_SECONDS.
+record_redlock() {
+  need_node
+  local ports=() filter="" servers="" port control=$workdir/redlock
+  mkdir -p "$control"
+  for _ in 1 2 3; do
+    port=$(free_port); ports+=("$port"); start_server "$port"
+    filter+="${filter:+ or }tcp port $port"; servers+="${servers:+,}\"127.0.0.1:$port\""
+  done
+  for proc in p1 p2 p3 p4; do
+    node "$scenarios/redlock_worker.js" "$proc" "$workdir/redlock.$proc.jsonl" "$control" "${ports[@]}" &
+    worker_pids+=($!)
+  done
+  wait_ready "$control" 4
+  touch "$control/go"
+  sleep 2
+  start_capture "$here/redlock.pcap" lo "$filter"
+  sleep "${REDLOCK_SECONDS:-10}"
+  stop_capture
+  touch "$control/stop"
+  for pid in "${worker_pids[@]}"; do wait "$pid"; done
+  worker_pids=()
+  stop_servers
+  finish redlock "$servers"
+}
+
 wanted redisson && record_redisson
+wanted redlock && record_redlock
 true
