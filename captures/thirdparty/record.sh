@@ -159,6 +159,19 @@ record_redlock() {
   finish redlock "$servers"
 }
 
+# del_other: redis-py's plain SET NX PX / DEL anti-pattern (seed 004), whole connections.
+record_del_other() {
+  local port
+  port=$(free_port); start_server "$port"
+  start_capture "$here/del_other.pcap" lo "tcp port $port"
+  (cd "$scenarios" && "$pyth" del_other.py 127.0.0.1 "$port" "$workdir/del_other.p1.jsonl")
+  sleep 0.3
+  stop_capture
+  stop_servers
+  finish del_other "\"127.0.0.1:$port\""
+}
+
 wanted redisson && record_redisson
 wanted redlock && record_redlock
+wanted del_other && record_del_other
 true
