@@ -171,7 +171,31 @@ record_del_other() {
   finish del_other "\"127.0.0.1:$port\""
 }
 
+# pylock: four redis-py Lock processes over IPv6 (::1), recorded with tcpdump -i any
+# (LINUX_SLL2 frames) from before they connect, for PYLOCK_SECONDS of contention.
+record_pylock() {
+  local port control=$workdir/pylock
+  port=$(free_port); mkdir -p "$control"
+  start_server "$port" ::1
+  start_capture "$here/pylock.pcap" any "ip6 and tcp port $port"
+  for proc in p1 p2 p3 p4; do
+    (cd "$scenarios" && exec "$pyth" pylock_worker.py ::1 "$port" "$proc" "$workdir/pylock.$proc.jsonl" "$control") &
+    worker_pids+=($!)
+  done
+  wait_ready "$control" 4
+  touch "$control/go"
+  sleep "${PYLOCK_SECONDS:-12}"
+  touch "$control/stop"
+  for pid in "${worker_pids[@]}"; do wait "$pid"; done
+  worker_pids=()
+  sleep 0.3
+  stop_capture
+  stop_servers
+  finish pylock "\"[::1]:$port\""
+}
+
 wanted redisson && record_redisson
 wanted redlock && record_redlock
 wanted del_other && record_del_other
+wanted pylock && record_pylock
 true
