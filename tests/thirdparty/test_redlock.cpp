@@ -1,0 +1,154 @@
+// node-redlock 5.0.0-beta.2 (ioredis 6, RESP2) over three independent redis-servers,
+// four processes, a capture that starts after the scripts were loaded (EVALSHA only),
+// compared with Redlock's own results and each server's replies as the client saw them
+// (captures/thirdparty/redlock.truth.jsonl). Issue 10's Done-when.
+#include <map>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "truth.hpp"
+
+namespace lockscope::thirdparty_test {
+namespace {
+
+constexpr std::int64_t tolerance = 5 * ms;
+
+std::int64_t sent_of(const json::object& t) { return static_cast<std::int64_t>(number(t, "sent_us", static_cast<double>(t_us(t)))); }
+
+// The script calls (server_reply lines) of one kind and reply in the capture.
+std::vector<const json::object*> calls(const recording& r, std::string_view script, int reply) {
+  std::vector<const json::object*> out;
+  for (const auto* t : r.truth_of("server_reply", r.start_us + 20 * ms, r.stop_us - 20 * ms)) {
+    if (text(*t, "script") == script && number(*t, "reply", -1) == reply) out.push_back(t);
+  }
+  return out;
+}
+
+// The analyzer's `event` for one script call on one server.
+bool reported(const recording& r, std::string_view event, const json::object& call) {
+  return !r.find(event, sent_of(call) - tolerance, t_us(call) + tolerance, [&](const json::object& e) {
+            return text(e, "server") == text(call, "server") && text(e, "lock") == text(call, "lock") &&
+                   text(e, "owner") == text(call, "owner");
+          }).empty();
+}
+
+// One Redlock attempt: the acquire script sent to the three servers with one value.
+struct round {
+  std::string lock, owner;
+  std::int64_t first_sent = 0, last_reply = 0;
+  int replies = 0, votes = 0;
+};
+
+std::vector<round> acquire_rounds(const recording& r) {
+  std::vector<round> rounds;
+  std::map<std::string, std::size_t> open;  // owner -> its latest round
+  for (const auto* t : r.truth_of("server_reply", r.start_us + 20 * ms, r.stop_us - 200 * ms)) {
+    if (text(*t, "script") != "acquire") continue;
+    const std::string owner = text(*t, "owner");
+    auto it = open.find(owner);
+    if (it == open.end() || sent_of(*t) - rounds[it->second].last_reply > 50 * ms) {
+      rounds.push_back({text(*t, "lock"), owner, sent_of(*t), t_us(*t), 0, 0});
+      it = open.insert_or_assign(owner, rounds.size() - 1).first;
+    }
+    round& rd = rounds[it->second];
+    rd.last_reply = std::max(rd.last_reply, t_us(*t));
+    ++rd.replies;
+    if (number(*t, "reply", -1) == 1) ++rd.votes;
+  }
+  return rounds;
+}
+
+}  // namespace
+
+TEST_CASE("thirdparty redlock: each server's acquisition is its own lock, and every one the client got is reported",
+          "[thirdparty][redlock]") {
+  const recording* r = load("redlock");
+  if (r == nullptr) return;
+  tally separate{"acquired/reentered events that are not a re-entry (hold_count 1)"};
+  for (const char* kind : {"acquired", "reentered"}) {
+    for (const auto* e : r->find(kind, INT64_MIN, INT64_MAX))
+      separate.add(std::string(kind) == "acquired" && number(*e, "hold_count", 1) == 1, brief(*e));
+  }
+  tally per_server{"acquire script calls answered 1 reported as acquired on that server (lock, value)"};
+  for (const auto* call : calls(*r, "acquire", 1)) per_server.add(reported(*r, "acquired", *call), brief(*call));
+  INFO(separate.report() << "\n" << per_server.report());
+  CHECK(per_server.total >= 30);
+  CHECK(separate.hits == separate.total);
+  CHECK(per_server.percent() >= 98.0);
+}
+
+TEST_CASE("thirdparty redlock: acquire, extend and release are told apart without the script text",
+          "[thirdparty][redlock][recognize]") {
+  const recording* r = load("redlock");
+  if (r == nullptr) return;
+  tally failed{"acquire calls answered 0 reported as contended"};
+  for (const auto* call : calls(*r, "acquire", 0)) failed.add(reported(*r, "contended", *call), brief(*call));
+  tally extended{"extend calls answered 1 reported as renewed"};
+  for (const auto* call : calls(*r, "extend", 1)) extended.add(reported(*r, "renewed", *call), brief(*call));
+  tally released{"release calls answered 1 reported as released"};
+  for (const auto* call : calls(*r, "release", 1)) released.add(reported(*r, "released", *call), brief(*call));
+  tally misread{"acquire calls NOT reported as a renewal (renewed/renew_failed)"};
+  for (int reply : {0, 1}) {
+    for (const auto* call : calls(*r, "acquire", reply))
+      misread.add(!reported(*r, "renewed", *call) && !reported(*r, "renew_failed", *call), brief(*call));
+  }
+  INFO(failed.report() << "\n" << extended.report() << "\n" << released.report() << "\n" << misread.report());
+  CHECK(failed.total >= 30);
+  CHECK(failed.percent() >= 95.0);
+  CHECK(extended.percent() >= 95.0);
+  CHECK(released.percent() >= 95.0);
+  CHECK(misread.hits == misread.total);
+}
+
+TEST_CASE("thirdparty redlock: every attempt that won a server has a quorum event with servers 3, acquired_on, needed 2",
+          "[thirdparty][redlock][quorum]") {
+  const recording* r = load("redlock");
+  if (r == nullptr) return;
+  tally grouped{"Redlock attempts with >= 1 vote reported as a quorum event (servers 3, acquired_on = votes, needed 2)"};
+  std::size_t split = 0;
+  for (const round& rd : acquire_rounds(*r)) {
+    if (rd.votes == 0 || rd.replies != 3) continue;
+    if (rd.votes < 3) ++split;
+    const auto found = r->find("quorum", rd.first_sent - tolerance, rd.last_reply + 100 * ms, [&](const json::object& e) {
+      return text(e, "lock") == rd.lock && text(e, "owner") == rd.owner && number(e, "servers") == 3 &&
+             number(e, "acquired_on") == rd.votes && number(e, "needed") == 2;
+    });
+    grouped.add(!found.empty(), rd.lock + " value " + rd.owner + ": " + std::to_string(rd.votes) + " of 3 votes at t_us " +
+                                    std::to_string(rd.first_sent));
+  }
+  INFO(grouped.report() << "\n(attempts with split votes, 1 or 2 of 3: " << split << ")");
+  CHECK(grouped.total >= 15);
+  CHECK(split >= 1);
+  CHECK(grouped.hits == grouped.total);
+}
+
+TEST_CASE("thirdparty redlock: a holder whose lease ran out while it still acted as the holder is quorum_lost; "
+          "no false split_quorum or unlock_by_non_owner",
+          "[thirdparty][redlock][quorum]") {
+  const recording* r = load("redlock");
+  if (r == nullptr) return;
+  std::set<std::string> lapsed;  // values whose holder stalled past its lease
+  tally lost{"holders that stalled past their lease and then extended/released, flagged quorum_lost"};
+  for (const auto* t : r->truth_of("extend_failed")) {
+    if (!flag(*t, "stalled")) continue;
+    lapsed.insert(text(*t, "owner"));
+    if (t_us(*t) < r->start_us + 1500 * ms || t_us(*t) > r->stop_us - 100 * ms) continue;
+    const auto found = r->find("anomaly", t_us(*t) - 1500 * ms, t_us(*t) + 3000 * ms, [&](const json::object& e) {
+      return text(e, "kind") == "quorum_lost" && text(e, "owner") == text(*t, "owner");
+    });
+    lost.add(!found.empty(), brief(*t));
+  }
+  tally no_false{"split_quorum / unlock_by_non_owner anomalies that are not about a lapsed holder"};
+  for (const auto* e : r->find("anomaly", INT64_MIN, INT64_MAX)) {
+    const std::string kind = text(*e, "kind");
+    if (kind != "split_quorum" && kind != "unlock_by_non_owner") continue;
+    no_false.add(kind == "unlock_by_non_owner" && lapsed.count(text(*e, "owner")) > 0, brief(*e));
+  }
+  INFO(lost.report() << "\n" << no_false.report());
+  CHECK(lost.total >= 1);
+  CHECK(lost.hits == lost.total);
+  CHECK(no_false.hits == no_false.total);
+}
+
+}  // namespace lockscope::thirdparty_test

@@ -1,0 +1,62 @@
+// The third-party recordings (captures/thirdparty) and their clients' own truth logs,
+// and `lockscope analyze --format jsonl` run on them: loading, time alignment and the
+// small matching helpers the comparisons share.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/json.hpp>
+
+namespace lockscope::thirdparty_test {
+
+namespace json = boost::json;
+
+struct recording {
+  std::string name;
+  json::object header;                   // the truth's first line: the capture's window, the servers
+  std::vector<json::object> truth;       // what the clients logged, by time
+  std::vector<json::object> events;      // what `lockscope analyze --format jsonl` printed
+  std::int64_t start_us = 0, stop_us = 0;  // the capture certainly ran in between
+  std::int64_t offset_us = 0;            // analyzer time - client time, from matched acquisitions
+
+  // Analyzer events named `event` (any when empty), `ts` in client time, in [from, to].
+  std::vector<const json::object*> find(std::string_view event, std::int64_t from_us, std::int64_t to_us,
+                                        const std::function<bool(const json::object&)>& also = {}) const;
+  // Truth lines named `event` with t_us in [from, to].
+  std::vector<const json::object*> truth_of(std::string_view event, std::int64_t from_us = INT64_MIN,
+                                            std::int64_t to_us = INT64_MAX) const;
+  // An analyzer event's time in the clients' clock.
+  std::int64_t time_of(const json::object& event) const;
+};
+
+// The recording NAME (captures/thirdparty/NAME.pcap + NAME.truth.jsonl) analyzed once per
+// process; nullptr (with a Catch2 warning) when the lockscope CLI is not built.
+const recording* load(const std::string& name);
+
+// Field access that tolerates absent or differently typed fields.
+std::string text(const json::object& o, std::string_view key);
+double number(const json::object& o, std::string_view key, double absent = -1.0);
+bool flag(const json::object& o, std::string_view key);
+bool has(const json::object& o, std::string_view key);
+std::int64_t t_us(const json::object& truth_line);
+std::string brief(const json::object& o);  // one line, for failure messages
+
+// A measured share with the examples that missed, printed when a check fails.
+struct tally {
+  explicit tally(std::string what_it_counts) : what(std::move(what_it_counts)) {}
+  std::string what;
+  std::size_t hits = 0, total = 0;
+  std::vector<std::string> misses;
+  void add(bool hit, const std::string& example);
+  double percent() const { return total == 0 ? 100.0 : 100.0 * static_cast<double>(hits) / static_cast<double>(total); }
+  std::string report(std::size_t examples = 6) const;
+};
+
+inline constexpr std::int64_t ms = 1000;
+
+}  // namespace lockscope::thirdparty_test
