@@ -141,6 +141,34 @@ std::vector<const json::object*> recording::truth_of(std::string_view event, std
   return out;
 }
 
+std::vector<idle_gap> idle_gaps(const recording& r, std::int64_t min_free_us) {
+  std::vector<idle_gap> out;
+  for (const auto* a : r.truth_of("acquired", r.start_us, r.stop_us)) {
+    if (!flag(*a, "contended")) continue;
+    const std::int64_t first_failed = t_us(*a) - static_cast<std::int64_t>(number(*a, "waited_ms") * 1000);
+    const std::int64_t attempt = has(*a, "sent_us") ? static_cast<std::int64_t>(number(*a, "sent_us")) : t_us(*a);
+    if (first_failed < r.start_us) continue;
+    std::int64_t last_release = -1;
+    for (const auto* rel : r.truth_of("released", first_failed, attempt)) {
+      if (text(*rel, "lock") == text(*a, "lock")) last_release = t_us(*rel);
+    }
+    if (last_release >= 0 && attempt - last_release >= min_free_us) out.push_back({a, last_release, attempt - last_release});
+  }
+  return out;
+}
+
+tally idle_gaps_flagged(const recording& r, std::int64_t min_free_us) {
+  tally flagged("waits during which the lock sat free >= " + std::to_string(min_free_us / 1000) +
+                " ms (released, the waiter asleep), flagged idle_with_waiters");
+  for (const idle_gap& gap : idle_gaps(r, min_free_us)) {
+    const auto found = r.find("anomaly", gap.released_us - 20 * ms, t_us(*gap.acquired) + 500 * ms, [&](const json::object& e) {
+      return text(e, "lock") == text(*gap.acquired, "lock") && text(e, "kind") == "idle_with_waiters";
+    });
+    flagged.add(!found.empty(), "free " + std::to_string(gap.free_us / 1000) + " ms before: " + brief(*gap.acquired));
+  }
+  return flagged;
+}
+
 const recording* load(const std::string& name) {
   static std::map<std::string, recording> cache;
   if (auto it = cache.find(name); it != cache.end()) return &it->second;

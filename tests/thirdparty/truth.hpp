@@ -38,6 +38,23 @@ struct recording {
 // process; nullptr (with a Catch2 warning) when the lockscope CLI is not built.
 const recording* load(const std::string& name);
 
+// Waits during which the lock sat free: a contended acquisition (truth "acquired" with
+// "contended" and "waited_ms") whose lock was released (truth "released", by anyone)
+// after the waiter's first failed attempt, at least `min_free_us` before the waiter's
+// successful attempt went out. Only waits wholly inside the capture.
+struct idle_gap {
+  const json::object* acquired = nullptr;
+  std::int64_t released_us = 0;
+  std::int64_t free_us = 0;
+};
+std::vector<idle_gap> idle_gaps(const recording& r, std::int64_t min_free_us);
+
+// Checks that each idle gap has an `idle_with_waiters` (or, with `also_timeout`,
+// `woken_by_timeout` / `subscription_lost`) anomaly on its lock between the release and
+// shortly after the acquisition; the tally of those flagged.
+struct tally;
+tally idle_gaps_flagged(const recording& r, std::int64_t min_free_us);
+
 // Field access that tolerates absent or differently typed fields.
 std::string text(const json::object& o, std::string_view key);
 double number(const json::object& o, std::string_view key, double absent = -1.0);
