@@ -15,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 scenarios=$here/scenarios
 pyth=/usr/bin/python3   # Debian's, with python3-redis
-for tool in redis-server redis-cli tcpdump editcap "$pyth"; do
+for tool in redis-server redis-cli tcpdump "$pyth"; do
   command -v "$tool" >/dev/null || { echo "record.sh: $tool is missing" >&2; exit 2; }
 done
 
