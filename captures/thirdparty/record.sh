@@ -94,11 +94,11 @@ finish() {
   } > "$truth"
   "$pyth" - "$truth" <<'PY'
 import json, sys
-# Only what happened around the capture: from 2.5 s before it (waits and holds it
-# joins in the middle of) to 1 s after it, and every process's connections line.
+# Only what happened around the capture: from 1.5 s before it (waits and holds it
+# joins in the middle of) to 0.5 s after it, and every process's connections line.
 lines = [json.loads(l) for l in open(sys.argv[1])]
 start, stop = lines[0]["capture_start_us"], lines[0]["capture_stop_us"]
-lines[1:] = sorted((e for e in lines[1:] if e["event"] == "connections" or start - 2_500_000 <= e["t_us"] <= stop + 1_000_000),
+lines[1:] = sorted((e for e in lines[1:] if e["event"] == "connections" or start - 1_500_000 <= e["t_us"] <= stop + 500_000),
                    key=lambda e: e["t_us"])
 with open(sys.argv[1], "w") as f:
     for e in lines:

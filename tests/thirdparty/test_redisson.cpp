@@ -40,9 +40,11 @@ TEST_CASE("thirdparty redisson: every acquisition and release the clients made i
           "[thirdparty][redisson]") {
   const recording* r = load("redisson");
   if (r == nullptr) return;
-  tally acquired{"node-redisson acquisitions found (lock, owner, time)"};
-  for (const auto* t : r->truth_of("acquired", r->start_us, r->stop_us))
-    acquired.add(matching(*r, "acquired", *t) != nullptr, brief(*t));
+  tally acquired{"node-redisson acquisitions found (lock, owner, time, the process's command connection)"};
+  for (const auto* t : r->truth_of("acquired", r->start_us, r->stop_us)) {
+    const json::object* e = matching(*r, "acquired", *t);
+    acquired.add(e != nullptr && text(*e, "client") == text(*t, "conn") && text(*e, "server") == text(*t, "server"), brief(*t));
+  }
   tally released{"node-redisson releases found"};
   for (const auto* t : r->truth_of("released", r->start_us, r->stop_us))
     released.add(matching(*r, "released", *t) != nullptr, brief(*t));
