@@ -83,6 +83,13 @@ double number(const json::object& o, std::string_view key, double absent) {
   return v != nullptr && v->is_number() ? v->to_number<double>() : absent;
 }
 
+double count_of(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr) return -1;
+  if (v->is_array()) return static_cast<double>(v->as_array().size());
+  return v->is_number() ? v->to_number<double>() : -1;
+}
+
 bool flag(const json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
   return v != nullptr && v->is_bool() && v->as_bool();

@@ -59,6 +59,9 @@ tally idle_gaps_flagged(const recording& r, std::int64_t min_free_us);
 std::string text(const json::object& o, std::string_view key);
 double number(const json::object& o, std::string_view key, double absent = -1.0);
 bool flag(const json::object& o, std::string_view key);
+// A count given as a number or as a list of what is counted (e.g. "acquired_on": 2 or
+// ["127.0.0.1:6379", ...]); -1 when absent.
+double count_of(const json::object& o, std::string_view key);
 bool has(const json::object& o, std::string_view key);
 std::int64_t t_us(const json::object& truth_line);
 std::string brief(const json::object& o);  // one line, for failure messages
