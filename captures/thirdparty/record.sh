@@ -105,6 +105,11 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps(e, separators=(",", ":")) + "\n")
 PY
   echo "record.sh: $here/$name.pcap ($(stat -c %s "$here/$name.pcap") bytes), $truth ($(wc -l < "$truth") lines)" >&2
+  for file in "$here/$name.pcap" "$truth"; do
+    if [[ $(stat -c %s "$file") -gt 307200 ]]; then
+      echo "record.sh: $file is over 300 KB: re-record with a shorter run (see the *_SECONDS variables)" >&2
+    fi
+  done
 }
 
 # redisson: three node-redisson processes, two lock owners each, contending for three
@@ -123,7 +128,7 @@ record_redisson() {
   touch "$control/go"
   sleep 2
   start_capture "$here/redisson.pcap" lo "tcp port $port"
-  sleep "${REDISSON_SECONDS:-13}"
+  sleep "${REDISSON_SECONDS:-12}"
   stop_capture
   touch "$control/stop"
   for pid in "${worker_pids[@]}"; do wait "$pid"; done
