@@ -156,6 +156,16 @@ TEST_CASE("thirdparty pylock: contended acquisitions carry the client's wait_ms"
   CHECK(waits.percent() >= 95.0);
 }
 
+TEST_CASE("thirdparty pylock: the summary's contended share and waits per lock match the clients'",
+          "[thirdparty][pylock][wait][summary]") {
+  const recording* r = load("pylock");
+  if (r == nullptr) return;
+  const tally rows = summary_matches(*r);
+  INFO(rows.report());
+  CHECK(rows.total == 2);
+  CHECK(rows.hits == rows.total);
+}
+
 TEST_CASE("thirdparty pylock: the lock sitting free while pollers sleep is idle_with_waiters",
           "[thirdparty][pylock][lost_wakeup][!mayfail]") {
   const recording* r = load("pylock");

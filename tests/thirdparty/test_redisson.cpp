@@ -152,4 +152,14 @@ TEST_CASE("thirdparty redisson: every wait the client saw end by its timer while
   CHECK(flagged.hits == flagged.total);
 }
 
+TEST_CASE("thirdparty redisson: the summary's contended share and waits per lock match the clients'",
+          "[thirdparty][redisson][wait][summary][!mayfail]") {
+  const recording* r = load("redisson");
+  if (r == nullptr) return;
+  const tally rows = summary_matches(*r);
+  INFO(rows.report());
+  CHECK(rows.total == 3);
+  CHECK(rows.hits == rows.total);
+}
+
 }  // namespace lockscope::thirdparty_test

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -174,6 +175,92 @@ tally idle_gaps_flagged(const recording& r, std::int64_t min_free_us) {
     flagged.add(!found.empty(), "free " + std::to_string(gap.free_us / 1000) + " ms before: " + brief(*gap.acquired));
   }
   return flagged;
+}
+
+namespace {
+
+// "183.8ms", "1.548s", "850µs" -> ms; "-" -> -1.
+double duration_ms(const std::string& text) {
+  if (text == "-" || text.empty()) return -1;
+  const double value = std::strtod(text.c_str(), nullptr);
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, "ms") == 0) return value;
+  if (text.find("µs") != std::string::npos) return value / 1000;
+  return value * 1000;  // "s"
+}
+
+}  // namespace
+
+std::map<std::string, summary_row> summary_of(const std::string& name) {
+  std::map<std::string, summary_row> rows;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const auto pcap = std::filesystem::path(LOCKSCOPE_SOURCE_DIR) / "captures" / "thirdparty" / (name + ".pcap");
+  const std::string command = cli + " analyze --summary " + pcap.string() + " 2>/dev/null";
+  std::FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buffer[65536];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, p)) > 0;) out.append(buffer, n);
+  INFO(command << "\n" << out);
+  REQUIRE(::pclose(p) == 0);
+  std::istringstream lines(out);
+  std::string line;
+  REQUIRE(std::getline(lines, line));  // the header
+  REQUIRE(line.find("contended") != std::string::npos);
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string lock, acquisitions, contended, hold, wait;
+    if (!(fields >> lock >> acquisitions >> contended >> hold >> wait)) continue;
+    summary_row row;
+    row.acquisitions = std::strtol(acquisitions.c_str(), nullptr, 10);
+    row.contended_percent = std::strtod(contended.c_str(), nullptr);
+    const auto first = wait.find('/'), last = wait.rfind('/');
+    if (first != std::string::npos) {
+      row.wait_p50_ms = duration_ms(wait.substr(0, first));
+      row.wait_max_ms = duration_ms(wait.substr(last + 1));
+    }
+    rows[lock] = row;
+  }
+  return rows;
+}
+
+double visible_wait_ms(const recording& r, const json::object& acquired) {
+  const std::int64_t first_failed = t_us(acquired) - static_cast<std::int64_t>(number(acquired, "waited_ms") * 1000);
+  for (const auto* f : r.truth_of("attempt_failed", std::max(r.start_us, first_failed - 1000), t_us(acquired))) {
+    if (text(*f, "lock") == text(acquired, "lock") && text(*f, "owner") == text(acquired, "owner"))
+      return static_cast<double>(t_us(acquired) - t_us(*f)) / 1000;
+  }
+  return -1;
+}
+
+tally summary_matches(const recording& r) {
+  const auto rows = summary_of(r.name);
+  std::map<std::string, std::vector<double>> waits;
+  std::map<std::string, int> acquisitions;
+  for (const auto* a : r.truth_of("acquired", r.start_us, r.stop_us)) {
+    ++acquisitions[text(*a, "lock")];
+    if (!flag(*a, "contended")) continue;
+    const double wait = visible_wait_ms(r, *a);
+    if (wait >= 0) waits[text(*a, "lock")].push_back(wait);
+  }
+  tally matches("locks whose summary row agrees with the clients (contended share, wait p50 and max)");
+  auto near = [](double measured, double truth) { return std::abs(measured - truth) <= std::max(10.0, 0.15 * truth); };
+  for (const auto& [lock, count] : acquisitions) {
+    auto& w = waits[lock];
+    std::sort(w.begin(), w.end());
+    const double percent = 100.0 * static_cast<double>(w.size()) / count;
+    const double p50 = w.empty() ? -1 : w[(w.size() - 1) / 2], max = w.empty() ? -1 : w.back();
+    const auto it = rows.find(lock);
+    const summary_row row = it == rows.end() ? summary_row{} : it->second;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s: the clients %d acquisitions, %.1f%% contended, wait p50 %.1f ms max %.1f ms; the summary %ld, %.1f%%, "
+                  "p50 %.1f ms max %.1f ms",
+                  lock.c_str(), count, percent, p50, max, row.acquisitions, row.contended_percent, row.wait_p50_ms, row.wait_max_ms);
+    matches.add(it != rows.end() && std::abs(row.contended_percent - percent) <= 5.0 && near(row.wait_p50_ms, p50) &&
+                    near(row.wait_max_ms, max),
+                line);
+  }
+  return matches;
 }
 
 const recording* load(const std::string& name) {

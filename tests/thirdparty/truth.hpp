@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -54,6 +55,25 @@ std::vector<idle_gap> idle_gaps(const recording& r, std::int64_t min_free_us);
 // shortly after the acquisition; the tally of those flagged.
 struct tally;
 tally idle_gaps_flagged(const recording& r, std::int64_t min_free_us);
+
+// One row of `lockscope analyze --summary` (text): per lock, acquisitions, the share
+// contended (%), and the wait p50/max in ms (-1 when "-").
+struct summary_row {
+  long acquisitions = 0;
+  double contended_percent = -1, wait_p50_ms = -1, wait_max_ms = -1;
+};
+std::map<std::string, summary_row> summary_of(const std::string& name);
+
+// Per lock, whether `lockscope analyze --summary` agrees with the clients: the share of
+// acquisitions contended (whose failed attempt the capture holds) within 5 points, the
+// wait p50 and max within max(10 ms, 15%).
+struct tally;
+tally summary_matches(const recording& r);
+
+// The wait each contended acquisition of the truth shows in the capture: from the first
+// failed attempt the capture holds (the owner's, on that lock) to the acquisition; -1
+// when the capture holds none of its failed attempts.
+double visible_wait_ms(const recording& r, const json::object& acquired);
 
 // Field access that tolerates absent or differently typed fields.
 std::string text(const json::object& o, std::string_view key);
