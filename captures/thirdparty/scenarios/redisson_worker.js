@@ -10,7 +10,7 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
-const { AsyncLocalStorage } = require('node:async_hooks');
+const { AsyncLocalStorage, AsyncResource } = require('node:async_hooks');
 const { Redisson } = require('node-redisson');
 const { SYMBOL_TIMEOUT } = require('node-redisson/dist/contracts/ICommandExecutor');
 const { truthLog, sleep, endpoint } = require('./truth');
@@ -33,7 +33,8 @@ const subscriber = executor.subscribeRedis;
 const context = new AsyncLocalStorage();  // { thread, wait } of the code running now
 const conns = () => ({ conn: endpoint(command.stream), sub_conn: endpoint(subscriber.stream) });
 
-// Which channels the subscriber connection is subscribed to, from the server's replies.
+// Which channels the subscriber connection is subscribed to, as the server will see it:
+// updated when a (UN)SUBSCRIBE is sent, since one connection's commands run in order.
 const subscribedChannels = new Set();
 // Threads of this process now waiting, per channel.
 const waitingOn = new Map();
@@ -42,7 +43,14 @@ const waitersOf = (channel) => [...(waitingOn.get(channel) || [])];
 // A message being dispatched: the executor's own 'message' listener runs between
 // these two, and any UNSUBSCRIBE it sends on the way is caused by that message.
 let dispatching = null;
-subscriber.prependListener('message', (channel) => { dispatching = channel; });
+subscriber.prependListener('message', (channel) => {
+  dispatching = channel;
+  // The waits whose handler is registered now: this message wakes them all.
+  for (const listener of executor.eventEmitter.listeners(channel)) {
+    const wait = waitOfListener.get(listener);
+    if (wait) wait.messaged = true;
+  }
+});
 subscriber.on('message', (channel, message) => {
   dispatching = null;
   log('message', { channel, message: String(message), waiters: waitersOf(channel).map((t) => t.owner), ...conns() });
@@ -52,8 +60,8 @@ const subscribe = subscriber.subscribe.bind(subscriber);
 subscriber.subscribe = async (channel) => {
   const store = context.getStore() || {};
   const sent = clock();
-  const count = await subscribe(channel);
   subscribedChannels.add(channel);
+  const count = await subscribe(channel);
   log('subscribed', { lock: store.lock, owner: store.owner, channel, sent_us: sent, count, ...conns() });
   return count;
 };
@@ -63,14 +71,35 @@ subscriber.unsubscribe = async (channel) => {
   const wait = store.wait;
   const cause = dispatching === channel ? 'message' : wait && wait.ended ? 'stale_timer' : 'timer';
   const wasSubscribed = subscribedChannels.has(channel);
-  // Waiters of this process that still wait on the channel (other than this wait).
-  const others = waitersOf(channel).filter((t) => !wait || t.wait !== wait).map((t) => t.owner);
+  subscribedChannels.delete(channel);
+  // Waiters of this process that still wait on the channel (other than this wait, and
+  // other than those the same message is waking).
+  const others = waitersOf(channel).filter((t) => (!wait || t.wait !== wait) && !(cause === 'message' && t.wait && t.wait.messaged))
+    .map((t) => t.owner);
   const sent = clock();
   const count = await unsubscribe(channel);
-  subscribedChannels.delete(channel);
   log('unsubscribed', { lock: store.lock, owner: store.owner, channel, cause, sent_us: sent, count, was_subscribed: wasSubscribed,
     still_waiting: others, ...conns() });
   return count;
+};
+
+// The library's message handlers run from the socket's callbacks, outside the wait's
+// async context; bind each to the context it was registered in (keeping the library's
+// own off() working), so a handler's UNSUBSCRIBE is logged with its waiter.
+const boundListeners = new Map();
+const waitOfListener = new WeakMap();
+const once = executor.eventEmitter.once.bind(executor.eventEmitter);
+executor.eventEmitter.once = (event, listener) => {
+  const bound = AsyncResource.bind(listener);
+  boundListeners.set(listener, bound);
+  waitOfListener.set(bound, (context.getStore() || {}).wait);
+  return once(event, bound);
+};
+const off = executor.eventEmitter.off.bind(executor.eventEmitter);
+executor.eventEmitter.off = (event, listener) => {
+  const bound = boundListeners.get(listener);
+  boundListeners.delete(listener);
+  return off(event, bound || listener);
 };
 
 const waitSubscribeOnce = executor.waitSubscribeOnce.bind(executor);
