@@ -24,6 +24,9 @@
 //   long_hold            held longer than long_hold (emitted when the time passes)
 //   non_atomic_acquire   SETNX acquired the lock: its expiry, if any, comes from a
 //                        separate EXPIRE, and a crash in between leaves it forever
+// Identity: a lock is its (server, database, key): the same key on two redis-servers,
+// or in two databases of one, is two locks (merge_servers: the key on any server). The
+// server is the connection's "ip:port"; the database the operation's (unknown: 0).
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -105,7 +108,11 @@ struct lock_event {
   std::string_view lock;
   std::string_view owner;
   std::string_view client;   // "ip:port" of the connection concerned
-  std::string_view server;
+  std::string_view server;   // that connection's server
+  // The lock's identity besides its name: its server ("" when merge_servers) and
+  // database (an unknown database counts as 0).
+  std::string_view lock_server;
+  std::int32_t db = 0;
   std::int64_t hold_count = -1;
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
@@ -128,6 +135,10 @@ struct timeline_options {
   std::int64_t long_hold_us = 60'000'000;
   std::int64_t link_window_us = 1'000'000;
   double late_renewal_factor = 1.5;  // × lease/3
+  // A lock is (server, database, key); merge_servers drops the server from it (one
+  // logical lock service behind several endpoints: a failover, a resharding). The
+  // database still tells locks apart.
+  bool merge_servers = false;
 };
 
 // Percentiles of one lock's hold or wait times (microseconds; -1: no samples).
@@ -143,6 +154,8 @@ struct duration_stats {
 
 // Aggregates per lock, for the summary table.
 struct lock_stats {
+  std::string_view server;  // the lock's identity besides its name (see lock_event)
+  std::int32_t db = 0;
   std::uint64_t acquisitions = 0;            // acquired (not reentered)
   std::uint64_t contended_acquisitions = 0;  // acquired after at least one failed attempt
   std::uint64_t renewals = 0;
@@ -187,6 +200,8 @@ class lock_timeline final : public lock_operation_sink {
   std::int64_t now_us() const noexcept;
   std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
   std::size_t lock_count() const noexcept;
+  // The distinct (server, database) pairs locks were seen in (1: no name can be ambiguous).
+  std::size_t scope_count() const noexcept;
   // Every lock seen, in first-seen order.
   void for_each_lock(const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
   void for_each_lock_name(const std::function<void(std::string_view lock)>& f) const;
