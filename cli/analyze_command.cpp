@@ -33,6 +33,7 @@ struct analyze_options {
   double long_hold_s = 60;
   double link_window_ms = 1000;
   unsigned threads = 2;
+  bool merge_servers = false;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -40,6 +41,7 @@ analyzer::timeline_options make_timeline_options(const analyze_options& o) {
   t.idle_threshold_us = static_cast<std::int64_t>(o.idle_threshold_ms * 1e3);
   t.long_hold_us = static_cast<std::int64_t>(o.long_hold_s * 1e6);
   t.link_window_us = static_cast<std::int64_t>(o.link_window_ms * 1e3);
+  t.merge_servers = o.merge_servers;
   return t;
 }
 
@@ -156,6 +158,9 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--link-window", o->link_window_ms,
                   "ms after a failed attempt in which a SUBSCRIBE from the same IP is linked to it")
       ->capture_default_str();
+  cmd->add_flag("--merge-servers", o->merge_servers,
+                "A lock is its key in any server (one lock service behind several endpoints: a failover, a "
+                "resharding); without it the same key on two servers is two locks. Databases stay apart");
   cmd->add_option("--threads", o->threads,
                   "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")
       ->check(CLI::Range(1u, 2u))
