@@ -20,6 +20,7 @@
 
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 
 namespace lockscope::analyzer {
 
@@ -141,7 +142,78 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += '"';
   }
   if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
+  if (e.group != nullptr) {
+    const lock_group& g = *e.group;
+    auto list = [&](std::string_view field, std::span<const std::string_view> items) {
+      out += ",\"";
+      out += field;
+      out += "\":[";
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out += ',';
+        append_json_string(out, items[i]);
+      }
+      out += ']';
+    };
+    if (e.event == lock_event_kind::quorum) {
+      append_format(out, ",\"servers\":{},\"acquired_on\":{},\"needed\":{}", g.total, g.acquired, g.needed);
+      list("acquired_servers", g.acquired_on);
+      list("owners", g.owners);
+    } else {
+      list("keys", g.tried);
+      list("acquired_keys", g.acquired_on);
+    }
+    out += ",\"outcome\":\"";
+    out += g.succeeded ? "acquired" : g.released ? "failed_released" : "failed";
+    out += "\",\"start\":";
+    append_format(out, "{}.{:06}", g.start_us / 1'000'000, g.start_us % 1'000'000);
+    out += ",\"end\":";
+    append_format(out, "{}.{:06}", g.end_us / 1'000'000, g.end_us % 1'000'000);
+  }
   out += '}';
+}
+
+bool is_group_event(const lock_event& e) noexcept {
+  return e.group != nullptr ||
+         (e.event == lock_event_kind::anomaly &&
+          (e.kind == anomaly_kind::quorum_lost || e.kind == anomaly_kind::split_quorum));
+}
+
+void append_group_text(std::string& out, const lock_event& e, std::int64_t start_us) {
+  if (e.group == nullptr) {
+    append_event_text(out, e, start_us, true);
+    return;
+  }
+  const lock_group& g = *e.group;
+  const std::int64_t rel = e.ts_us - start_us;
+  const char sign = rel < 0 ? '-' : '+';
+  const std::int64_t a = rel < 0 ? -rel : rel;
+  append_format(out, "  {:>11}  ", fmt::format("{}{}.{:06}", sign, a / 1'000'000, a % 1'000'000));
+  std::string owners;
+  auto add_owner = [&](std::string_view o) {
+    const std::string s = short_owner(o);
+    if (owners.find(s) != std::string::npos) return;
+    if (!owners.empty()) owners += ',';
+    owners += printable(s);
+  };
+  if (e.event == lock_event_kind::quorum) {
+    out += printable(e.lock);
+    if (e.db != 0) append_format(out, " db {}", e.db);
+    out += ": ";
+    if (g.owners.empty()) add_owner(e.owner);
+    for (std::string_view o : g.owners) add_owner(o);
+    append_format(out, "{} acquired on {}/{} servers, quorum {}", owners, g.acquired, g.total, g.needed);
+    if (!g.succeeded) out += g.released ? ": failed, released" : ": failed";
+  } else {
+    for (std::size_t i = 0; i < g.tried.size(); ++i) {
+      if (i > 0) out += '+';
+      out += printable(g.tried[i]);
+    }
+    out += ": ";
+    add_owner(e.owner);
+    append_format(out, "{} acquired {}/{} keys together (MultiLock)", owners, g.acquired, g.total);
+    if (!g.succeeded) out += g.released ? ": failed, released" : ": failed";
+  }
+  append_format(out, " in {}\n", format_duration(g.end_us - g.start_us));
 }
 
 std::string lock_title(std::string_view name, std::string_view server, std::int32_t db, bool with_server,
@@ -411,6 +483,11 @@ void lock_report::on_event(const lock_event& e) {
       if (out_.size() > (1u << 16)) flush();
       return;
     case report_format::stream_text: {
+      if (is_group_event(e)) {
+        append_group_text(out_, e, options_.start_us);
+        flush();
+        return;
+      }
       if (!seen_scope_) {
         seen_scope_ = true;
         first_server_ = e.lock_server;
@@ -428,6 +505,12 @@ void lock_report::on_event(const lock_event& e) {
       return;
     }
     case report_format::text: {
+      if (is_group_event(e)) {
+        // Attempts are reported once over, not in time order: sorted by time at the end.
+        group_lines_.emplace_back(e.ts_us, std::string());
+        append_group_text(group_lines_.back().second, e, options_.start_us);
+        return;
+      }
       identity_key_.assign(e.lock);
       identity_key_ += '\0';
       identity_key_ += e.lock_server;
@@ -737,6 +820,14 @@ void lock_report::finish(const lock_timeline& timeline) {
       out_ += '\n';
       flush();
     }
+  }
+  if (options_.format == report_format::text && !group_lines_.empty()) {
+    std::stable_sort(group_lines_.begin(), group_lines_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    out_ += "== lock groups\n";
+    for (const auto& line : group_lines_) out_ += line.second;
+    out_ += '\n';
+    flush();
   }
   if (options_.format == report_format::stream_text && events_ > 0 && options_.summary) out_ += '\n';
   flush();

@@ -24,14 +24,16 @@ std::string_view to_string(lock_event_kind k) noexcept {
   static constexpr std::string_view names[] = {
       "acquired", "reentered",       "contended",      "renewed",    "renew_failed",
       "released", "partially_released", "unlock_rejected", "force_released", "expired",
-      "subscribed", "notified",      "unsubscribed",   "anomaly"};
+      "subscribed", "notified",      "unsubscribed",   "anomaly",    "quorum",
+      "multilock"};
   return names[static_cast<std::size_t>(k)];
 }
 
 std::string_view to_string(anomaly_kind k) noexcept {
   static constexpr std::string_view names[] = {
       "none",         "expired_while_held", "overlapping_holders", "unlock_by_non_owner", "idle_with_waiters",
-      "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire"};
+      "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire",  "quorum_lost",
+      "split_quorum"};
   return names[static_cast<std::size_t>(k)];
 }
 

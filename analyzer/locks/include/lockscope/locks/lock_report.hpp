@@ -21,7 +21,12 @@
 //   ts (epoch seconds.microseconds), lock, event, owner, client, server, db, hold_count,
 //   lease_ms, ttl_ms, wait_ms, held_ms (milliseconds, microsecond precision), kind
 //   (anomalies), inferred (true only), confidence (subscriber linking: certain, high,
-//   low), token (fenced lock).
+//   low), token (fenced lock); quorum events (lock_groups.hpp): servers, acquired_on,
+//   needed (counts), acquired_servers, owners, outcome (acquired, failed,
+//   failed_released), start, end; multilock events: keys, acquired_keys, outcome,
+//   start, end.
+// Text: quorum / multilock lines and the quorum anomalies come in a section of their
+// own, `== lock groups`, after the locks.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +71,10 @@ std::string short_owner(std::string_view owner);
 std::string format_duration(std::int64_t us);
 
 void append_event_jsonl(std::string& out, const lock_event& e);
+// Quorum / multilock events and their anomalies (lock_groups.hpp): shown apart.
+bool is_group_event(const lock_event& e) noexcept;
+// `  +0.014421  red:job: 497b…:1,d646…:1 acquired on 3/3 servers, quorum 2 in 730µs`
+void append_group_text(std::string& out, const lock_event& e, std::int64_t start_us);
 // `lock_title`: printed instead of the lock's name (with_lock) when not empty.
 void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock,
                        std::string_view lock_title = {});
@@ -113,6 +122,9 @@ class lock_report final : public lock_event_sink {
   // Stream text: whether events came from more than one server / database so far.
   bool several_servers_ = false, several_dbs_ = false, seen_scope_ = false;
   std::string first_server_;
+  // Text: quorum / multilock lines and their anomalies, with their times (a line per
+  // group attempt: held in memory, unlike the locks' lines).
+  std::vector<std::pair<std::int64_t, std::string>> group_lines_;
   std::int32_t first_db_ = 0;
   std::size_t buffered_bytes_ = 0;  // in per_lock_'s lines
   class spill_file;

@@ -77,8 +77,10 @@ enum class lock_event_kind : std::uint8_t {
   notified,
   unsubscribed,
   anomaly,
+  quorum,     // lock_groups: one owner's attempt on a key over several servers
+  multilock,  // lock_groups: one owner acquiring several keys together
 };
-inline constexpr std::size_t lock_event_kind_count = 14;
+inline constexpr std::size_t lock_event_kind_count = 16;
 
 enum class anomaly_kind : std::uint8_t {
   none,
@@ -90,14 +92,18 @@ enum class anomaly_kind : std::uint8_t {
   late_renewal,
   long_hold,
   non_atomic_acquire,
+  quorum_lost,   // lock_groups: a quorum holder fell below quorum yet still acts as holder
+  split_quorum,  // lock_groups: two owners each hold a quorum of one key's servers at once
 };
-inline constexpr std::size_t anomaly_kind_count = 9;
+inline constexpr std::size_t anomaly_kind_count = 11;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
 std::string_view to_string(lock_event_kind k) noexcept;
 std::string_view to_string(anomaly_kind k) noexcept;
 std::string_view to_string(link_confidence c) noexcept;
+
+struct lock_group;  // lock_groups.hpp
 
 // One change in a lock's life. Views are valid during the sink call only. Durations
 // are microseconds internally; -1 = does not apply.
@@ -122,6 +128,7 @@ struct lock_event {
   bool inferred = false;
   link_confidence confidence = link_confidence::none;
   std::string_view detail;   // a short human explanation (anomalies)
+  const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
 };
 
 class lock_event_sink {
