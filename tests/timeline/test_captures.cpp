@@ -420,9 +420,8 @@ TEST_CASE("captures: readers overlap, the writer overlaps nobody", "[captures][r
   for (const auto& e : rec.events) CHECK(e.event.rfind("anomaly", 0) != 0);
 }
 
-// The analyzer keys a lock by its name only, so the same key on three servers reads as
-// one lock with overlapping holders (anomaly:overlapping_holders in the golden). The
-// facts below are checked per server instead.
+// A lock is (server, database, key): each server's red:job is its own lock (see also
+// test_identity.cpp for the groups against the driver's log).
 TEST_CASE("captures: a RedLock over three servers, each server's acquisitions appear", "[captures][recorded][redlock]") {
   const auto log = driver_log("redlock");
   REQUIRE(log.size() == 6);
