@@ -104,7 +104,7 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   REQUIRE(lines.size() == 8);
   CHECK(lines[0] ==
         "{\"ts\":1717209303.010120,\"lock\":\"myLock\",\"event\":\"acquired\",\"owner\":\"80e6bb0b-b3bb-4ce0-b120-"
-        "9c7ce917b767:12\",\"client\":\"192.168.1.21:50001\",\"server\":\"192.168.1.10:16379\",\"hold_count\":1,"
+        "9c7ce917b767:12\",\"client\":\"192.168.1.21:50001\",\"server\":\"192.168.1.10:16379\",\"db\":0,\"hold_count\":1,"
         "\"lease_ms\":6000}");
   CHECK(lines[1].find("\"event\":\"contended\"") != std::string::npos);
   CHECK(lines[1].find("\"ttl_ms\":5760") != std::string::npos);
