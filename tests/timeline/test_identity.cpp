@@ -3,6 +3,7 @@
 // the group stage fed events directly, and the RedLock recording against its driver's
 // own log.
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +14,10 @@
 #include "helpers.hpp"
 #include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_report.hpp"
+#include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/jsonl_schema.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
@@ -98,6 +102,38 @@ TEST_CASE("recognizer: each connection's database follows SELECT and RESET; HELL
   r.on_connection_end(1, t0);
   c.acquire();
   CHECK(ops.ops.back().db == 0);
+}
+
+TEST_CASE("recognizer: the database it follows is the one redis-server uses, across HELLO and RESET",
+          "[identity][recognizer][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  lockscope::test::redis_server server;
+  lockscope::test::resp_connection c(server.host(), server.port());
+  op_recorder ops;
+  analyzer::lock_recognizer r(ops);
+  connection_feeder feed{r, 1, true};
+  // Each command goes to redis-server, and with redis-server's own reply to the recognizer.
+  auto both = [&](const std::vector<std::string>& args) {
+    c.command_argv(args);
+    feed(args, c.last_value_bytes());
+    return std::string(c.last_value_bytes());
+  };
+  both({"SET", "k", "db0", "NX", "PX", "60000"});
+  both({"SELECT", "1"});
+  both({"SET", "k", "db1", "NX", "PX", "60000"});
+  both({"HELLO", "2"});
+  CHECK(both({"GET", "k"}) == "$3\r\ndb1\r\n");  // still db 1 after HELLO
+  both({"SET", "k", "x", "NX", "PX", "60000"});     // refused: db 1's k is held
+  CHECK(both({"RESET"}) == "+RESET\r\n");
+  CHECK(both({"GET", "k"}) == "$3\r\ndb0\r\n");  // db 0 after RESET
+  both({"SET", "k", "y", "NX", "PX", "60000"});
+  REQUIRE(ops.ops.size() == 4);
+  CHECK(ops.ops[0].db == 0);
+  CHECK(ops.ops[1].db == 1);
+  CHECK(ops.ops[2].db == 1);
+  CHECK(ops.ops[2].outcome == op_outcome::contended);
+  CHECK(ops.ops[3].db == 0);
+  CHECK(ops.ops[3].outcome == op_outcome::contended);
 }
 
 namespace {
@@ -489,4 +525,40 @@ TEST_CASE("captures: RedLock over three servers: each server's lock apart, group
   for (const auto& e : rec.events) {
     if (e.event == "quorum" && e.succeeded) CHECK(e.acquired == 3);
   }
+}
+
+TEST_CASE("lockscope analyze --merge-servers and --lock on the RedLock recording", "[identity][cli][recorded]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("the lockscope CLI is not built");
+    return;
+  }
+  auto run = [&](const std::string& options) {
+    const std::string cmd =
+        cli + " analyze" + options + " " + (captures_dir / "recorded/redlock.pcap").string() + " 2>/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    CHECK(::pclose(p) == 0);
+    return out;
+  };
+  auto count = [](const std::string& text, std::string_view what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Per server: three locks, three rows, no overlaps.
+  const std::string apart = run(" --summary --lock 'red:*'");
+  CHECK(count(apart, "\nred:job @127.0.0.1:") == 3);
+  CHECK(count(apart, "overlapping_holders") == 0);
+  // Merged: one lock, whose three per-server holders overlap.
+  const std::string merged = run(" --summary --merge-servers");
+  CHECK(count(merged, "\nred:job ") == 1);
+  CHECK(count(merged, "@") == 0);
+  CHECK(count(merged, "overlapping_holders=12") == 1);
+  // The groups section is the same either way: it reads each event's own server.
+  const std::string merged_text = run(" --merge-servers");
+  CHECK(count(merged_text, "acquired on 3/3 servers, quorum 2") == 6);
 }
