@@ -416,6 +416,7 @@ struct lock_groups::impl {
   std::vector<timer> ring;
   std::size_t head = 0, queued = 0;
   void push_timer(std::string_view key, std::int64_t start_us, bool is_set) {
+    if (queued >= options.max_open) close_front();  // memory stays bounded at any rate
     if (queued == ring.size()) {
       std::rotate(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head), ring.end());
       head = 0;
@@ -426,18 +427,18 @@ struct lock_groups::impl {
     t.is_set = is_set;
     t.key.assign(key);
   }
-  void advance(std::int64_t now, bool all) {
-    while (queued > 0) {
-      timer& t = ring[head];
-      if (!all && now <= t.start_us + options.window_us) break;
-      if (t.is_set) {
-        if (key_set* st = sets.find(t.key); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false);
-      } else if (attempt* a = attempts.find(t.key); a != nullptr && a->start_us == t.start_us) {
-        close_attempt(t.key, *a, false);
-      }
-      head = (head + 1) % ring.size();
-      --queued;
+  void close_front() {
+    timer& t = ring[head];
+    if (t.is_set) {
+      if (key_set* st = sets.find(t.key); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false);
+    } else if (attempt* a = attempts.find(t.key); a != nullptr && a->start_us == t.start_us) {
+      close_attempt(t.key, *a, false);
     }
+    head = (head + 1) % ring.size();
+    --queued;
+  }
+  void advance(std::int64_t now, bool all) {
+    while (queued > 0 && (all || now > ring[head].start_us + options.window_us)) close_front();
   }
 
   void on_event(const lock_event& e) {

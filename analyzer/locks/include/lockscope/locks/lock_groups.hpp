@@ -35,7 +35,8 @@
 // up). Locking two keys one after the other in quick succession reads the same.
 //
 // Memory: per key seen on two or more servers, its servers and live holdings; per open
-// attempt or set, its members (records are reused: no allocation per event once warm).
+// attempt or set (at most max_open of them), its members. Records are reused: no
+// allocation per event once warm.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,9 @@ namespace lockscope::analyzer {
 
 struct group_options {
   std::int64_t window_us = 1'000'000;  // an attempt's tries fall within this of its first
+  // Attempts and sets open at once (every try opens one until its window ends): beyond,
+  // the oldest ends early, so memory stays bounded (~3 MB) whatever the rate.
+  std::size_t max_open = 8192;
 };
 
 // What a quorum / multilock event reports (lock_event::group).
