@@ -53,7 +53,7 @@ class op_recorder final : public analyzer::lock_operation_sink {
 
 // Feeds one command (and its reply, RESP text; empty: none) to a recognizer.
 inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
-                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1) {
+                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1, bool from_start = false) {
   static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
   static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
   std::vector<std::string_view> views(args.begin(), args.end());
@@ -67,6 +67,7 @@ inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& a
   e.server_text = "10.0.0.2:6379";
   e.request_us = at_us;
   e.reply_us = reply.empty() ? -1 : at_us + 100;
+  e.client_from_start = from_start;
   e.command = views;
   e.reply = reply.empty() ? nullptr : &m;
   r.on_exchange(e);
