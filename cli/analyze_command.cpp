@@ -15,6 +15,7 @@
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
@@ -33,6 +34,8 @@ struct analyze_options {
   double long_hold_s = 60;
   double link_window_ms = 1000;
   unsigned threads = 2;
+  bool merge_servers = false;
+  double group_window_ms = 1000;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -40,6 +43,7 @@ analyzer::timeline_options make_timeline_options(const analyze_options& o) {
   t.idle_threshold_us = static_cast<std::int64_t>(o.idle_threshold_ms * 1e3);
   t.long_hold_us = static_cast<std::int64_t>(o.long_hold_s * 1e6);
   t.link_window_us = static_cast<std::int64_t>(o.link_window_ms * 1e3);
+  t.merge_servers = o.merge_servers;
   return t;
 }
 
@@ -72,6 +76,7 @@ int run(const analyze_options& o, bool live_mode) {
     ao.capture = make_ingest_options(o.capture);
     if (o.capture.verbose) ao.capture.session.observer = &flows;
     ao.timeline = make_timeline_options(o);
+    ao.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
     ao.report = ro;
     ao.threads = o.threads;
     try {
@@ -103,7 +108,10 @@ int run(const analyze_options& o, bool live_mode) {
         .count();
   };
   report.set_start_us(wall_us());  // live: times relative to when the capture began
-  analyzer::lock_timeline timeline(make_timeline_options(o), report);
+  analyzer::group_options go;
+  go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
+  analyzer::lock_groups groups(go, report);
+  analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
   analyzer::ingest_options io = make_ingest_options(o.capture);
@@ -119,10 +127,12 @@ int run(const analyze_options& o, bool live_mode) {
     if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
     // Lease deadlines pass on the wall clock even when the lock's traffic stops.
     timeline.advance_to(wall_us() - 5000);  // packets carry capture times slightly behind now
+    groups.advance_to(wall_us() - 5000);
     drops.poll(*live);
     silence.poll(r == analyzer::live_capture::result::packet);
   }
   a.finish();
+  groups.finish(wall_us());
   report.finish(timeline);
   if (ro.format == analyzer::report_format::jsonl && !o.no_summary) {
     // stdout stays pure JSON lines: the closing table goes to stderr.
@@ -155,6 +165,13 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--long-hold", o->long_hold_s, "long_hold: seconds a hold may last")->capture_default_str();
   cmd->add_option("--link-window", o->link_window_ms,
                   "ms after a failed attempt in which a SUBSCRIBE from the same IP is linked to it")
+      ->capture_default_str();
+  cmd->add_flag("--merge-servers", o->merge_servers,
+                "A lock is its key in any server (one lock service behind several endpoints: a failover, a "
+                "resharding); without it the same key on two servers is two locks. Databases stay apart");
+  cmd->add_option("--group-window", o->group_window_ms,
+                  "ms within which one owner's tries of a key on several servers (RedLock) or of several keys "
+                  "(MultiLock) form one group")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads,
                   "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")

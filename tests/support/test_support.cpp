@@ -218,16 +218,24 @@ TEST_CASE("jsonl schema: the checker accepts the README's examples and rejects e
   CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange","x":1})") != "");  // extra
 
   const std::string event =
-      R"({"ts":1717209306.000520,"lock":"myLock","event":"acquired","owner":"5f1c:15","client":"192.168.1.22:50002","server":"192.168.1.10:16379","hold_count":1,"lease_ms":6000,"wait_ms":2750.520})";
+      R"({"ts":1717209306.000520,"lock":"myLock","event":"acquired","owner":"5f1c:15","client":"192.168.1.22:50002","server":"192.168.1.10:16379","db":0,"hold_count":1,"lease_ms":6000,"wait_ms":2750.520})";
   CHECK(event_line_errors(event) == "");
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"anomaly","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","kind":"idle_with_waiters"})") == "");
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"anomaly","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6"})") != "");  // anomaly without kind
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"bogus","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6"})") != "");
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"released","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","wait_ms":1})") != "");
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","lease_ms":6000,"hold_count":1})") != "");  // order
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","hold_count":"1"})") != "");
-  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"notified","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","confidence":"maybe"})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"anomaly","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0,"kind":"idle_with_waiters"})") == "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"anomaly","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0})") != "");  // anomaly without kind
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"bogus","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"released","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0,"wait_ms":1})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0,"lease_ms":6000,"hold_count":1})") != "");  // order
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0,"hold_count":"1"})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"notified","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":0,"confidence":"maybe"})") != "");
 
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6"})") != "");  // no db
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"","client":"1.2.3.4:5","server":"1.2.3.4:6","db":-1})") != "");
+  const std::string quorum =
+      R"({"ts":1.5,"lock":"l","event":"quorum","owner":"t","client":"","server":"","db":0,"servers":3,"acquired_on":2,"needed":2,"acquired_servers":["1.2.3.4:6","1.2.3.4:7"],"owners":["t","t"],"outcome":"acquired","start":1.4,"end":1.5})";
+  CHECK(event_line_errors(quorum) == "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"quorum","owner":"t","client":"","server":"","db":0,"servers":3,"acquired_on":2,"needed":2,"acquired_servers":[],"owners":[],"outcome":"won","start":1.4,"end":1.5})") != "");
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"l","event":"acquired","owner":"t","client":"","server":"","db":0,"servers":3})") != "");  // group field elsewhere
+  CHECK(event_line_errors(R"({"ts":1.5,"lock":"a","event":"multilock","owner":"t","client":"","server":"","db":0,"keys":["a","b"],"acquired_keys":["a"],"outcome":"failed_released","start":1.4,"end":1.5})") == "");
   CHECK(lockscope::test::jsonl_errors(event + "\n" + event + "\n", event_line_errors) == "");
   CHECK(lockscope::test::jsonl_errors(event + "\nnope\n", event_line_errors).rfind("line 2: ", 0) == 0);
 }

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "lockscope/locks/lock_analysis.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
 #include "lockscope/ingest/message.hpp"
@@ -38,20 +39,21 @@ struct recorded_op {
   bool inferred = false;
   std::string lock, owner, channel;
   std::int64_t lease_ms = -1, ttl_ms = -1, token = -1;
+  std::int32_t db = 0;
 };
 
 class op_recorder final : public analyzer::lock_operation_sink {
  public:
   void on_operation(const analyzer::lock_operation& op) override {
     ops.push_back({op.kind, op.family, op.outcome, op.inferred, std::string(op.lock), std::string(op.owner),
-                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token});
+                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token, op.db});
   }
   std::vector<recorded_op> ops;
 };
 
 // Feeds one command (and its reply, RESP text; empty: none) to a recognizer.
 inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
-                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1) {
+                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1, bool from_start = false) {
   static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
   static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
   std::vector<std::string_view> views(args.begin(), args.end());
@@ -65,6 +67,7 @@ inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& a
   e.server_text = "10.0.0.2:6379";
   e.request_us = at_us;
   e.reply_us = reply.empty() ? -1 : at_us + 100;
+  e.client_from_start = from_start;
   e.command = views;
   e.reply = reply.empty() ? nullptr : &m;
   r.on_exchange(e);
@@ -93,6 +96,13 @@ struct recorded_event {
   analyzer::link_confidence confidence{};
   std::string server;
   std::int64_t token = -1;
+  std::string lock_server;  // the lock's identity: server ("" merged) and database
+  std::int32_t db = 0;
+  std::string detail;
+  // quorum / multilock events
+  std::uint32_t total = 0, acquired = 0, needed = 0;
+  bool succeeded = false, released = false;
+  std::vector<std::string> acquired_on, owners, tried;
 };
 
 class event_recorder final : public analyzer::lock_event_sink {
@@ -102,7 +112,18 @@ class event_recorder final : public analyzer::lock_event_sink {
     if (e.event == analyzer::lock_event_kind::anomaly) name += ":" + std::string(analyzer::to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
-                      e.token});
+                      e.token, std::string(e.lock_server), e.db, std::string(e.detail), 0, 0, 0, false, false, {}, {}, {}});
+    if (e.group != nullptr) {
+      recorded_event& r = events.back();
+      r.total = e.group->total;
+      r.acquired = e.group->acquired;
+      r.needed = e.group->needed;
+      r.succeeded = e.group->succeeded;
+      r.released = e.group->released;
+      r.acquired_on.assign(e.group->acquired_on.begin(), e.group->acquired_on.end());
+      r.owners.assign(e.group->owners.begin(), e.group->owners.end());
+      r.tried.assign(e.group->tried.begin(), e.group->tried.end());
+    }
   }
   std::vector<std::string> names() const {
     std::vector<std::string> out;
@@ -123,10 +144,11 @@ class event_recorder final : public analyzer::lock_event_sink {
   std::vector<recorded_event> events;
 };
 
-// The full pipeline over a capture file into an event recorder.
+// The full pipeline over a capture file into an event recorder (lock groups included).
 inline event_recorder events_of(const std::string& pcap, const analyzer::timeline_options& options = {}) {
   event_recorder rec;
-  analyzer::lock_timeline timeline(options, rec);
+  analyzer::lock_groups groups({}, rec);
+  analyzer::lock_timeline timeline(options, groups);
   analyzer::lock_recognizer recognizer(timeline);
   analyzer::ingest_pipeline a({}, recognizer, &recognizer);
   analyzer::offline_capture source({pcap});
@@ -138,6 +160,7 @@ inline event_recorder events_of(const std::string& pcap, const analyzer::timelin
   }
   a.finish();
   timeline.finish(last);
+  groups.finish(last);
   return rec;
 }
 

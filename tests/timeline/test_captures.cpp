@@ -104,7 +104,7 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   REQUIRE(lines.size() == 8);
   CHECK(lines[0] ==
         "{\"ts\":1717209303.010120,\"lock\":\"myLock\",\"event\":\"acquired\",\"owner\":\"80e6bb0b-b3bb-4ce0-b120-"
-        "9c7ce917b767:12\",\"client\":\"192.168.1.21:50001\",\"server\":\"192.168.1.10:16379\",\"hold_count\":1,"
+        "9c7ce917b767:12\",\"client\":\"192.168.1.21:50001\",\"server\":\"192.168.1.10:16379\",\"db\":0,\"hold_count\":1,"
         "\"lease_ms\":6000}");
   CHECK(lines[1].find("\"event\":\"contended\"") != std::string::npos);
   CHECK(lines[1].find("\"ttl_ms\":5760") != std::string::npos);
@@ -420,9 +420,8 @@ TEST_CASE("captures: readers overlap, the writer overlaps nobody", "[captures][r
   for (const auto& e : rec.events) CHECK(e.event.rfind("anomaly", 0) != 0);
 }
 
-// The analyzer keys a lock by its name only, so the same key on three servers reads as
-// one lock with overlapping holders (anomaly:overlapping_holders in the golden). The
-// facts below are checked per server instead.
+// A lock is (server, database, key): each server's red:job is its own lock (see also
+// test_identity.cpp for the groups against the driver's log).
 TEST_CASE("captures: a RedLock over three servers, each server's acquisitions appear", "[captures][recorded][redlock]") {
   const auto log = driver_log("redlock");
   REQUIRE(log.size() == 6);
@@ -455,4 +454,76 @@ TEST_CASE("captures: a RedLock over three servers, each server's acquisitions ap
   }
   CHECK(overlaps_per_server(rec).empty());
   CHECK(rec.count("unlock_rejected") == 0);
+}
+
+TEST_CASE("captures: RedLock over three servers: each server's lock apart, groups as the driver logged",
+          "[identity][groups][captures][recorded]") {
+  const auto log = driver_log("redlock");
+  REQUIRE(log.size() == 6);
+  const auto rec = events_of((captures_dir / "recorded/redlock.pcap").string());
+  CHECK(rec.count("anomaly:overlapping_holders") == 0);
+  CHECK(rec.count("reentered") == 0);
+  // Each acquisition is on its own server's lock.
+  std::map<std::string, std::string> server_of;  // owner -> lock server
+  for (const auto& e : rec.events) {
+    if (e.event != "acquired") continue;
+    CHECK(e.lock_server == e.server);
+    server_of[e.owner] = e.lock_server;
+  }
+  // The successful groups, in order, are the driver's holds: the same three owners.
+  std::vector<std::set<std::string>> groups;
+  for (const auto& e : rec.events) {
+    if (e.event != "quorum") continue;
+    CHECK(e.total == 3);
+    CHECK(e.needed == 2);
+    if (e.succeeded) groups.emplace_back(e.owners.begin(), e.owners.end());
+  }
+  std::vector<std::set<std::string>> logged;
+  for (const auto& l : log) {
+    REQUIRE(l.size() == 4);
+    logged.emplace_back(l.begin() + 1, l.end());
+    std::set<std::string> servers;
+    for (std::size_t i = 1; i < 4; ++i) servers.insert(server_of.at(l[i]));
+    CHECK(servers.size() == 3);
+  }
+  CHECK(groups == logged);
+  for (const auto& e : rec.events) {
+    if (e.event == "quorum" && e.succeeded) CHECK(e.acquired == 3);
+  }
+}
+
+TEST_CASE("lockscope analyze --merge-servers and --lock on the RedLock recording", "[identity][cli][recorded]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("the lockscope CLI is not built");
+    return;
+  }
+  auto run = [&](const std::string& options) {
+    const std::string cmd =
+        cli + " analyze" + options + " " + (captures_dir / "recorded/redlock.pcap").string() + " 2>/dev/null";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    CHECK(::pclose(p) == 0);
+    return out;
+  };
+  auto count = [](const std::string& text, std::string_view what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Per server: three locks, three rows, no overlaps.
+  const std::string apart = run(" --summary --lock 'red:*'");
+  CHECK(count(apart, "\nred:job @127.0.0.1:") == 3);
+  CHECK(count(apart, "overlapping_holders") == 0);
+  // Merged: one lock, whose three per-server holders overlap.
+  const std::string merged = run(" --summary --merge-servers");
+  CHECK(count(merged, "\nred:job ") == 1);
+  CHECK(count(merged, "@") == 0);
+  CHECK(count(merged, "overlapping_holders=12") == 1);
+  // The groups section is the same either way: it reads each event's own server.
+  const std::string merged_text = run(" --merge-servers");
+  CHECK(count(merged_text, "acquired on 3/3 servers, quorum 2") == 6);
 }

@@ -27,6 +27,7 @@ struct copied_call {
   std::string lock, owner, channel, message, client_text, server_text;
   std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, request_us = 0, reply_us = 0;
   std::uint64_t connection = 0;
+  std::int32_t db = 0;
   analyzer::endpoint client{};
   // session events
   analyzer::session_event_kind event_kind{};
@@ -61,6 +62,7 @@ copied_call copy_of(const analyzer::lock_operation& op) {
   c.request_us = op.request_us;
   c.reply_us = op.reply_us;
   c.connection = op.connection;
+  c.db = op.db;
   return c;
 }
 
@@ -139,6 +141,7 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   op.ttl_ms = i % 6 == 0 ? 29000 : -1;
   op.token = i % 8 == 0 ? i : -1;
   op.connection = static_cast<std::uint64_t>(i % 40 + 1);
+  op.db = static_cast<std::int32_t>(i % 7) - 1;
   op.request_us = 1'700'000'000'000'000 + i * 100;
   op.reply_us = i % 9 == 0 ? -1 : op.request_us + 50;
   sink.on_operation(op);

@@ -19,7 +19,7 @@ TEST_CASE("report: jsonl has the documented fields, only where they apply, escap
   append_event_jsonl(out, e);
   CHECK(out ==
         "{\"ts\":1717209303.010120,\"lock\":\"a\\\"b\\\\c\\n\",\"event\":\"anomaly\",\"owner\":\"o\",\"client\":"
-        "\"10.0.0.1:5\",\"server\":\"10.0.0.2:6379\",\"kind\":\"late_renewal\",\"inferred\":true}");
+        "\"10.0.0.1:5\",\"server\":\"10.0.0.2:6379\",\"db\":0,\"kind\":\"late_renewal\",\"inferred\":true}");
   lock_event r;
   r.ts_us = 5;
   r.event = lock_event_kind::released;
@@ -33,7 +33,7 @@ TEST_CASE("report: jsonl has the documented fields, only where they apply, escap
   append_event_jsonl(out, r);
   CHECK(out ==
         "{\"ts\":0.000005,\"lock\":\"L\",\"event\":\"released\",\"owner\":\"\",\"client\":\"\",\"server\":\"\","
-        "\"hold_count\":0,\"lease_ms\":30000,\"ttl_ms\":12,\"wait_ms\":0.007,\"held_ms\":1234.567}");
+        "\"db\":0,\"hold_count\":0,\"lease_ms\":30000,\"ttl_ms\":12,\"wait_ms\":0.007,\"held_ms\":1234.567}");
 }
 
 TEST_CASE("report: short owners, durations and globs", "[report]") {

@@ -151,6 +151,7 @@ exchange resp_session::make_exchange(exchange_kind kind) const noexcept {
   e.server = &ends_[1 - client_side_];
   e.client_text = end_texts_[client_side_];
   e.server_text = end_texts_[1 - client_side_];
+  e.client_from_start = sides_[client_side_].at_stream_start;
   return e;
 }
 

@@ -32,7 +32,8 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   report_options with_threads = options.report;
   with_threads.threads = options.threads;  // the summary table too, once the timeline is done
   lock_report report(with_threads, write);
-  lock_timeline timeline(options.timeline, report);
+  lock_groups groups(options.groups, report);
+  lock_timeline timeline(options.timeline, groups);
   captured_packet p;
   const bool more = source.next(p);
   if (more) report.set_start_us(p.ts_us);  // text times are relative to the first packet
@@ -66,6 +67,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
     if (ingest_error) std::rethrow_exception(ingest_error);
   }
   timeline.finish(last);
+  groups.finish(last);
   report.finish(timeline);
   analysis_result r;
   r.capture = a.stats();

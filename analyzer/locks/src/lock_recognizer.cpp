@@ -146,6 +146,27 @@ struct lock_recognizer::state {
   std::array<char, 40> sha_scratch{};
   std::vector<std::string_view> keys;   // reused per exchange
   std::vector<std::string_view> argv;
+  // The database of each connection not simply in db 0 since its SYN: SELECTed (or
+  // RESET) ones, and -1 for those whose earlier commands may be missing. One entry a
+  // connection, dropped when it ends; the last one looked up is cached.
+  std::unordered_map<std::uint64_t, std::int32_t> databases;
+  std::uint64_t last_db_connection = 0;
+  std::int32_t last_db = 0;
+
+  std::int32_t database(const exchange& e) {
+    if (e.connection == last_db_connection && (e.client_from_start || last_db != 0)) return last_db;
+    std::int32_t db = 0;
+    if (const auto it = databases.find(e.connection); it != databases.end()) db = it->second;
+    else if (!e.client_from_start) databases.emplace(e.connection, db = -1);
+    last_db_connection = e.connection;
+    last_db = db;
+    return db;
+  }
+  void set_database(std::uint64_t connection, std::int32_t db) {
+    databases[connection] = db;
+    last_db_connection = connection;
+    last_db = db;
+  }
 
   state() {
     auto add = [this](std::string_view text, const std::string& sha) {
@@ -211,6 +232,16 @@ struct lock_recognizer::state {
 lock_recognizer::lock_recognizer(lock_operation_sink& sink) : sink_(sink), state_(std::make_unique<state>()) {}
 lock_recognizer::~lock_recognizer() = default;
 
+void lock_recognizer::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
+  state& st = *state_;
+  st.databases.erase(connection);
+  if (st.last_db_connection == connection) {
+    st.last_db_connection = 0;
+    st.last_db = 0;
+  }
+  sink_.on_connection_end(connection, at_us);
+}
+
 namespace {
 
 // The lock a channel belongs to: `redisson_lock__channel:{x}`, `…:{x}:<owner>` (fair
@@ -237,6 +268,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
   state& st = *state_;
   lock_operation op;
   op.connection = e.connection;
+  op.db = st.database(e);
   op.client = e.client;
   op.client_text = e.client_text;
   op.server_text = e.server_text;
@@ -279,6 +311,21 @@ void lock_recognizer::on_exchange(const exchange& e) {
   const auto& args = e.command;
 
   // Plain commands first: they are cheap to tell apart by name length.
+  if (iequals(name, "SELECT") && args.size() == 2) {
+    std::int64_t db = 0;
+    if (reply.kind == reply_view::shape::ok && parse_int(args[1], db) && db >= 0 && db <= INT32_MAX) {
+      st.set_database(e.connection, static_cast<std::int32_t>(db));
+    }
+    return;
+  }
+  if (iequals(name, "RESET") && args.size() == 1) {
+    // Answered +RESET: the connection is back in db 0 (HELLO keeps the database).
+    if (e.reply != nullptr && e.reply->root() != message::npos &&
+        iequals(e.reply->text(e.reply->nodes()[e.reply->root()]), "RESET")) {
+      st.set_database(e.connection, 0);
+    }
+    return;
+  }
   if (iequals(name, "SET") && args.size() >= 3) {
     bool nx = false;
     std::int64_t lease = -1;

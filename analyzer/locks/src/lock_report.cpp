@@ -13,12 +13,14 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 
 namespace lockscope::analyzer {
 
@@ -116,6 +118,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
   append_json_string(out, e.client);
   out += ",\"server\":";
   append_json_string(out, e.server);
+  append_format(out, ",\"db\":{}", e.db);
   if (e.hold_count >= 0) append_format(out, ",\"hold_count\":{}", e.hold_count);
   if (e.lease_ms >= 0) append_format(out, ",\"lease_ms\":{}", e.lease_ms);
   if (e.ttl_ms >= 0) append_format(out, ",\"ttl_ms\":{}", e.ttl_ms);
@@ -139,16 +142,99 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += '"';
   }
   if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
+  if (e.group != nullptr) {
+    const lock_group& g = *e.group;
+    auto list = [&](std::string_view field, std::span<const std::string_view> items) {
+      out += ",\"";
+      out += field;
+      out += "\":[";
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out += ',';
+        append_json_string(out, items[i]);
+      }
+      out += ']';
+    };
+    if (e.event == lock_event_kind::quorum) {
+      append_format(out, ",\"servers\":{},\"acquired_on\":{},\"needed\":{}", g.total, g.acquired, g.needed);
+      list("acquired_servers", g.acquired_on);
+      list("owners", g.owners);
+    } else {
+      list("keys", g.tried);
+      list("acquired_keys", g.acquired_on);
+    }
+    out += ",\"outcome\":\"";
+    out += g.succeeded ? "acquired" : g.released ? "failed_released" : "failed";
+    out += "\",\"start\":";
+    append_format(out, "{}.{:06}", g.start_us / 1'000'000, g.start_us % 1'000'000);
+    out += ",\"end\":";
+    append_format(out, "{}.{:06}", g.end_us / 1'000'000, g.end_us % 1'000'000);
+  }
   out += '}';
 }
 
-void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock) {
+bool is_group_event(const lock_event& e) noexcept {
+  return e.group != nullptr ||
+         (e.event == lock_event_kind::anomaly &&
+          (e.kind == anomaly_kind::quorum_lost || e.kind == anomaly_kind::split_quorum));
+}
+
+void append_group_text(std::string& out, const lock_event& e, std::int64_t start_us) {
+  if (e.group == nullptr) {
+    append_event_text(out, e, start_us, true);
+    return;
+  }
+  const lock_group& g = *e.group;
+  const std::int64_t rel = e.ts_us - start_us;
+  const char sign = rel < 0 ? '-' : '+';
+  const std::int64_t a = rel < 0 ? -rel : rel;
+  append_format(out, "  {:>11}  ", fmt::format("{}{}.{:06}", sign, a / 1'000'000, a % 1'000'000));
+  std::string owners;
+  auto add_owner = [&](std::string_view o) {
+    const std::string s = short_owner(o);
+    if (owners.find(s) != std::string::npos) return;
+    if (!owners.empty()) owners += ',';
+    owners += printable(s);
+  };
+  if (e.event == lock_event_kind::quorum) {
+    out += printable(e.lock);
+    if (e.db != 0) append_format(out, " db {}", e.db);
+    out += ": ";
+    if (g.owners.empty()) add_owner(e.owner);
+    for (std::string_view o : g.owners) add_owner(o);
+    append_format(out, "{} acquired on {}/{} servers, quorum {}", owners, g.acquired, g.total, g.needed);
+    if (!g.succeeded) out += g.released ? ": failed, released" : ": failed";
+  } else {
+    for (std::size_t i = 0; i < g.tried.size(); ++i) {
+      if (i > 0) out += '+';
+      out += printable(g.tried[i]);
+    }
+    out += ": ";
+    add_owner(e.owner);
+    append_format(out, "{} acquired {}/{} keys together (MultiLock)", owners, g.acquired, g.total);
+    if (!g.succeeded) out += g.released ? ": failed, released" : ": failed";
+  }
+  append_format(out, " in {}\n", format_duration(g.end_us - g.start_us));
+}
+
+std::string lock_title(std::string_view name, std::string_view server, std::int32_t db, bool with_server,
+                       bool with_db) {
+  std::string t(printable(name));
+  if (with_server && !server.empty()) {
+    t += " @";
+    t += printable(server);
+  }
+  if (with_db) t += fmt::format(" db {}", db);
+  return t;
+}
+
+void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock,
+                       std::string_view lock_title) {
   const std::int64_t rel = e.ts_us - start_us;
   const char sign = rel < 0 ? '-' : '+';
   const std::int64_t a = rel < 0 ? -rel : rel;
   append_format(out, "  {:>11}  ", fmt::format("{}{}.{:06}", sign, a / 1'000'000, a % 1'000'000));
   if (with_lock) {
-    out += printable(e.lock);
+    out += lock_title.empty() ? printable(e.lock) : lock_title;
     out += "  ";
   }
   append_format(out, "{:<21}  {:<12}  ", e.client.empty() ? "-" : e.client,
@@ -329,15 +415,38 @@ void lock_report::spill() {
   buffered_bytes_ = 0;
 }
 
+std::vector<std::string> lock_report::titles() const {
+  // Per name: the first lock's server and database, and whether others differ.
+  struct seen {
+    std::size_t first;
+    bool servers = false, dbs = false;
+  };
+  std::map<std::string_view, seen> names;
+  for (std::size_t i = 0; i < per_lock_.size(); ++i) {
+    auto [it, added] = names.try_emplace(per_lock_[i].first, seen{i});
+    if (added) continue;
+    it->second.servers |= scope_of_[i].first != scope_of_[it->second.first].first;
+    it->second.dbs |= scope_of_[i].second != scope_of_[it->second.first].second;
+  }
+  std::vector<std::string> t;
+  t.reserve(per_lock_.size());
+  for (std::size_t i = 0; i < per_lock_.size(); ++i) {
+    const seen& n = names.at(per_lock_[i].first);
+    t.push_back(lock_title(per_lock_[i].first, scope_of_[i].first, scope_of_[i].second, n.servers, n.dbs));
+  }
+  return t;
+}
+
 void lock_report::write_spilled() {
   spill();
+  const std::vector<std::string> title = titles();
   std::uint64_t current = UINT64_MAX;
   spill_->merge([&](std::uint64_t lock, std::string_view text) {
     if (lock != current) {
       if (current != UINT64_MAX) out_ += '\n';
       current = lock;
       out_ += "== ";
-      out_ += printable(per_lock_[lock].first);
+      out_ += title[lock];
       out_ += '\n';
     }
     out_ += text;
@@ -373,15 +482,45 @@ void lock_report::on_event(const lock_event& e) {
       out_ += '\n';
       if (out_.size() > (1u << 16)) flush();
       return;
-    case report_format::stream_text:
-      append_event_text(out_, e, options_.start_us, true);
+    case report_format::stream_text: {
+      if (is_group_event(e)) {
+        append_group_text(out_, e, options_.start_us);
+        flush();
+        return;
+      }
+      if (!seen_scope_) {
+        seen_scope_ = true;
+        first_server_ = e.lock_server;
+        first_db_ = e.db;
+      }
+      several_servers_ |= e.lock_server != first_server_;
+      several_dbs_ |= e.db != first_db_;
+      if (several_servers_ || several_dbs_) {
+        append_event_text(out_, e, options_.start_us, true,
+                          lock_title(e.lock, e.lock_server, e.db, several_servers_, several_dbs_));
+      } else {
+        append_event_text(out_, e, options_.start_us, true);
+      }
       flush();
       return;
+    }
     case report_format::text: {
-      auto it = index_.find(e.lock);
+      if (is_group_event(e)) {
+        // Attempts are reported once over, not in time order: sorted by time at the end.
+        group_lines_.emplace_back(e.ts_us, std::string());
+        append_group_text(group_lines_.back().second, e, options_.start_us);
+        return;
+      }
+      identity_key_.assign(e.lock);
+      identity_key_ += '\0';
+      identity_key_ += e.lock_server;
+      identity_key_ += '\0';
+      identity_key_ += fmt::format_int(e.db).c_str();
+      auto it = index_.find(identity_key_);
       if (it == index_.end()) {
-        it = index_.emplace(std::string(e.lock), per_lock_.size()).first;
+        it = index_.emplace(identity_key_, per_lock_.size()).first;
         per_lock_.emplace_back(std::string(e.lock), std::string());
+        scope_of_.emplace_back(std::string(e.lock_server), e.db);
       }
       std::string& lines = per_lock_[it->second].second;
       const std::size_t before = lines.size();
@@ -598,8 +737,36 @@ std::uint64_t write_batches_on_two_threads(std::size_t batches, const Format& fo
 }  // namespace
 
 void lock_report::write_summary(const lock_timeline& timeline) {
+  // Names on several servers or databases: their rows carry titles (only when the
+  // capture has more than one (server, database) at all).
+  struct seen {
+    std::string_view server;
+    std::int32_t db = 0;
+    bool servers = false, dbs = false;
+  };
+  std::unordered_map<std::string_view, seen> shared_names;
+  if (timeline.scope_count() > 1) {
+    timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+      if (!selected(lock)) return;
+      auto [it, added] = shared_names.try_emplace(lock, seen{s.server, s.db});
+      it->second.servers |= s.server != it->second.server;
+      it->second.dbs |= s.db != it->second.db;
+    });
+    std::erase_if(shared_names, [](const auto& n) { return !n.second.servers && !n.second.dbs; });
+  }
+  auto title_of = [&](std::string_view lock, const lock_stats& s) -> std::string {
+    const auto it = shared_names.find(lock);
+    if (it == shared_names.end()) return {};
+    return lock_title(lock, s.server, s.db, it->second.servers, it->second.dbs);
+  };
   std::size_t width = 4;
-  if (options_.lock_globs.empty()) {
+  if (!shared_names.empty()) {
+    timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+      if (!selected(lock)) return;
+      const std::string t = title_of(lock, s);
+      width = std::max(width, std::min<std::size_t>(t.empty() ? lock.size() : t.size(), 48));
+    });
+  } else if (options_.lock_globs.empty()) {
     width = std::max(width, std::min<std::size_t>(timeline.longest_lock_name(), 48));
   } else {
     timeline.for_each_lock_name([&](std::string_view lock) {
@@ -617,7 +784,12 @@ void lock_report::write_summary(const lock_timeline& timeline) {
     timeline.for_each_lock(batch, batches, [&](std::string_view lock, const lock_stats& s) {
       if (!selected(lock)) return;
       ++n;
-      append_row(rows, lock, s, width);
+      if (shared_names.empty()) {
+        append_row(rows, lock, s, width);
+      } else {
+        const std::string t = title_of(lock, s);
+        append_row(rows, t.empty() ? lock : std::string_view(t), s, width);
+      }
     });
     return n;
   };
@@ -639,14 +811,23 @@ void lock_report::finish(const lock_timeline& timeline) {
   if (options_.format == report_format::text && spill_) {
     write_spilled();
   } else if (options_.format == report_format::text) {
-    for (const auto& [lock, lines] : per_lock_) {
+    const std::vector<std::string> title = titles();
+    for (std::size_t i = 0; i < per_lock_.size(); ++i) {
       out_ += "== ";
-      out_ += printable(lock);
+      out_ += title[i];
       out_ += '\n';
-      out_ += lines;
+      out_ += per_lock_[i].second;
       out_ += '\n';
       flush();
     }
+  }
+  if (options_.format == report_format::text && !group_lines_.empty()) {
+    std::stable_sort(group_lines_.begin(), group_lines_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    out_ += "== lock groups\n";
+    for (const auto& line : group_lines_) out_ += line.second;
+    out_ += '\n';
+    flush();
   }
   if (options_.format == report_format::stream_text && events_ > 0 && options_.summary) out_ += '\n';
   flush();

@@ -103,22 +103,20 @@ struct __attribute__((packed)) lock_state {
 };
 static_assert(sizeof(lock_state) == 34);
 
-// Every lock's row and name, together: entries [lock_state][name length, a LEB128
-// varint][name] back to back in 64 KiB blocks (a longer entry gets a block of its
+// Every lock's row and name, together: entries [lock_state][scope, name length: LEB128
+// varints][name] back to back in 64 KiB blocks (a longer entry gets a block of its
 // own), in first-seen order. A lock's id is its entry's 32-bit reference (block << 16 |
 // offset), so finding a lock by name and then updating its row touches one place.
 // 65536 blocks: at most 4 GiB, then new locks are refused.
 class lock_store {
  public:
-  // The new lock's id; no_id when the store is full.
-  std::uint32_t add(std::string_view name) {
-    char length[10];
-    std::size_t length_size = 0;
-    for (std::uint64_t v = name.size();; v >>= 7) {
-      length[length_size++] = static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-      if (v < 0x80) break;
-    }
-    const std::size_t size = sizeof(lock_state) + length_size + name.size();
+  // The new lock's id; no_id when the store is full. `scope` is the lock's (server,
+  // database) in the timeline's scope table.
+  std::uint32_t add(std::uint32_t scope, std::string_view name) {
+    char prefix[15];
+    std::size_t prefix_size = put_varint(prefix, scope);
+    prefix_size += put_varint(prefix + prefix_size, name.size());
+    const std::size_t size = sizeof(lock_state) + prefix_size + name.size();
     if (blocks_.empty() || blocks_.back().used + size > block_bytes) {
       if (blocks_.size() >= max_blocks) return no_id;
       blocks_.push_back(block{std::make_unique_for_overwrite<char[]>(std::max(size, block_bytes)), 0});
@@ -127,8 +125,8 @@ class lock_store {
     const auto id = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.used);
     char* at = b.bytes.get() + b.used;
     new (at) lock_state{};
-    std::memcpy(at + sizeof(lock_state), length, length_size);
-    std::memcpy(at + sizeof(lock_state) + length_size, name.data(), name.size());
+    std::memcpy(at + sizeof(lock_state), prefix, prefix_size);
+    std::memcpy(at + sizeof(lock_state) + prefix_size, name.data(), name.size());
     b.used += size;
     ++count_;
     longest_name_ = std::max(longest_name_, name.size());
@@ -141,16 +139,16 @@ class lock_store {
     return *std::launder(reinterpret_cast<const lock_state*>(blocks_[id >> 16].bytes.get() + (id & 0xffff)));
   }
   std::size_t size() const noexcept { return count_; }
-  // Only for a row that lives in the store: its name follows it.
+  // Only for a row that lives in the store: its scope and name follow it.
   static std::string_view name_of(const lock_state& l) noexcept {
     const char* p = reinterpret_cast<const char*>(&l) + sizeof(lock_state);
-    std::size_t size = 0;
-    for (unsigned shift = 0;; shift += 7) {
-      const auto byte = static_cast<unsigned char>(*p++);
-      size |= static_cast<std::size_t>(byte & 0x7f) << shift;
-      if (byte < 0x80) break;
-    }
+    get_varint(p);  // the scope
+    const std::size_t size = get_varint(p);
     return {p, size};
+  }
+  static std::uint32_t scope_of(const lock_state& l) noexcept {
+    const char* p = reinterpret_cast<const char*>(&l) + sizeof(lock_state);
+    return static_cast<std::uint32_t>(get_varint(p));
   }
   // In first-seen order.
   template <class F>
@@ -176,6 +174,22 @@ class lock_store {
   std::size_t longest_name() const noexcept { return longest_name_; }
 
  private:
+  // LEB128: 7 bits a byte, low first.
+  static std::size_t put_varint(char* out, std::uint64_t v) noexcept {
+    std::size_t n = 0;
+    for (;; v >>= 7) {
+      out[n++] = static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+      if (v < 0x80) return n;
+    }
+  }
+  static std::uint64_t get_varint(const char*& p) noexcept {
+    std::uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      const auto byte = static_cast<unsigned char>(*p++);
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if (byte < 0x80) return v;
+    }
+  }
   static constexpr std::size_t block_bytes = 1u << 16;
   static constexpr std::size_t max_blocks = 1u << 16;
   struct block {

@@ -24,14 +24,16 @@ std::string_view to_string(lock_event_kind k) noexcept {
   static constexpr std::string_view names[] = {
       "acquired", "reentered",       "contended",      "renewed",    "renew_failed",
       "released", "partially_released", "unlock_rejected", "force_released", "expired",
-      "subscribed", "notified",      "unsubscribed",   "anomaly"};
+      "subscribed", "notified",      "unsubscribed",   "anomaly",    "quorum",
+      "multilock"};
   return names[static_cast<std::size_t>(k)];
 }
 
 std::string_view to_string(anomaly_kind k) noexcept {
   static constexpr std::string_view names[] = {
       "none",         "expired_while_held", "overlapping_holders", "unlock_by_non_owner", "idle_with_waiters",
-      "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire"};
+      "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire",  "quorum_lost",
+      "split_quorum"};
   return names[static_cast<std::size_t>(k)];
 }
 
@@ -130,12 +132,45 @@ struct lock_timeline::impl {
   std::int64_t now = -1;
   std::int64_t first = -1;
   std::string detail;  // scratch for event details
+  // Every (server, database) a lock was seen in; a lock's row names its scope's index.
+  // Found through the server's first scope (its others chained), the last one cached.
+  struct scope {
+    std::string server;  // "" with merge_servers
+    std::int32_t db = 0;
+    std::uint32_t next = no_id;  // the server's next scope (another database)
+  };
+  struct text_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::deque<scope> scopes;
+  std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> scope_by_server;
+  std::uint32_t last_scope = no_id;
 
   impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s) {}
 
   // ---- storage ----
-  std::uint32_t find_lock(std::string_view name) const {
-    return lock_ids.find(name, hash_text(name), [this](std::uint32_t id) { return name_of(locks[id]); });
+  std::uint32_t scope_of(const lock_operation& op) {
+    const std::string_view server = options.merge_servers ? std::string_view() : op.server_text;
+    const std::int32_t db = op.db < 0 ? 0 : op.db;
+    if (last_scope != no_id && scopes[last_scope].db == db && scopes[last_scope].server == server) return last_scope;
+    auto it = scope_by_server.find(server);
+    if (it == scope_by_server.end()) it = scope_by_server.emplace(std::string(server), no_id).first;
+    std::uint32_t* link = &it->second;
+    for (; *link != no_id; link = &scopes[*link].next) {
+      if (scopes[*link].db == db) return last_scope = *link;
+    }
+    *link = static_cast<std::uint32_t>(scopes.size());
+    scopes.push_back(scope{std::string(server), db, no_id});
+    return last_scope = *link;
+  }
+  static std::uint32_t lock_hash(std::uint32_t where, std::string_view name) noexcept {
+    return hash_text(name) ^ (where * 0x9e3779b9u);
+  }
+  std::uint32_t find_lock(std::uint32_t where, std::string_view name) const {
+    return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) {
+      return lock_store::scope_of(locks[id]) == where && name_of(locks[id]) == name;
+    });
   }
   static std::string_view name_of(const lock_state& l) noexcept { return lock_store::name_of(l); }
   // 16-bit counters in the lock's row, carried into its side record on overflow.
@@ -148,11 +183,11 @@ struct lock_timeline::impl {
   void count_expiry(lock_state& l) {
     if (++l.expiries == 0) side_of(l).expiries_carry += 0x10000;
   }
-  std::uint32_t lock_id(std::string_view name) {
-    const std::uint32_t h = hash_text(name);
-    const std::uint32_t found = lock_ids.find(name, h, [this](std::uint32_t id) { return name_of(locks[id]); });
+  std::uint32_t lock_id(std::uint32_t where, std::string_view name) {
+    const std::uint32_t found = find_lock(where, name);
     if (found != no_id) return found;
-    const std::uint32_t id = locks.add(name);
+    const std::uint32_t h = lock_hash(where, name);
+    const std::uint32_t id = locks.add(where, name);
     if (id == no_id) return no_id;  // 4 GiB of locks: new locks are not followed
     lock_ids.insert(id, h);
     return id;
@@ -324,6 +359,9 @@ struct lock_timeline::impl {
     lock_event e;
     e.ts_us = ts;
     e.lock = name_of(l);
+    const scope& sc = scopes[lock_store::scope_of(l)];
+    e.lock_server = sc.server;
+    e.db = sc.db;
     return e;
   }
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const {
@@ -869,12 +907,13 @@ struct lock_timeline::impl {
     if (first < 0) first = op.request_us;
     advance(at);
     // Plain commands only matter for keys already known as locks.
+    const std::uint32_t where = scope_of(op);
     if (op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del) {
-      const std::uint32_t id = find_lock(op.lock);
+      const std::uint32_t id = find_lock(where, op.lock);
       if (id != no_id) on_plain(id, op);
       return;
     }
-    const std::uint32_t id = lock_id(op.lock);
+    const std::uint32_t id = lock_id(where, op.lock);
     if (id == no_id) return;
     switch (op.kind) {
       case lock_op_kind::acquire: on_acquire(id, op); break;
@@ -914,6 +953,7 @@ timeline_memory lock_timeline::memory() const noexcept {
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
+std::size_t lock_timeline::scope_count() const noexcept { return impl_->scopes.size(); }
 
 void lock_timeline::for_each_lock_name(const std::function<void(std::string_view)>& f) const {
   impl_->locks.for_each([&](const lock_state&, std::string_view name) { f(name); });
@@ -937,6 +977,9 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
     const duration_samples& holds = sd != nullptr ? sd->holds : none;
     const duration_samples& waits = x != nullptr ? x->waits : none;
     lock_stats s;
+    const impl::scope& sc = impl_->scopes[lock_store::scope_of(l)];
+    s.server = sc.server;
+    s.db = sc.db;
     s.acquisitions = l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
     s.contended_acquisitions = waits.count();
     s.renewals = l.renewals + (sd != nullptr ? sd->renewals_carry : 0);

@@ -39,6 +39,16 @@ class id_table {
       if (e.hash == h && text_of(e.id) == s) return e.id;
     }
   }
+  // The id with hash `h` for which matches(id) holds.
+  template <class Matches>
+  std::uint32_t find_if(std::uint32_t h, Matches&& matches) const {
+    if (slots_.empty()) return no_id;
+    for (std::size_t i = start(h);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id) return no_id;
+      if (e.hash == h && matches(e.id)) return e.id;
+    }
+  }
   void insert(std::uint32_t id, std::uint32_t h) {
     // At most 4/5 full, growing by a quarter: 8 bytes a slot, 10-13 bytes an id.
     if ((++count_) * 5 > slots_.size() * 4) grow();

@@ -117,10 +117,12 @@ std::string exchange_line_errors(std::string_view line) {
 std::string event_line_errors(std::string_view line) {
   json::object o;
   if (std::string e = parse_object(line, o); !e.empty()) return e;
-  static const std::vector<std::string_view> order = {"ts", "lock", "event", "owner", "client", "server",
-                                                      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms",
-                                                      "kind", "inferred", "confidence", "token"};
-  static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server"};
+  static const std::vector<std::string_view> order = {
+      "ts",       "lock",  "event",    "owner",       "client",           "server", "db",
+      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms", "kind", "inferred", "confidence", "token",
+      "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
+      "start",    "end"};
+  static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server", "db"};
   if (std::string e = keys_in_order(o, order, required); !e.empty()) return e;
   if (!timestamp(o.at("ts"))) return "ts is not a positive number";
   if (!o.at("lock").is_string()) return "lock is not a string";
@@ -134,9 +136,30 @@ std::string event_line_errors(std::string_view line) {
   const std::string_view event = o.at("event").is_string() ? std::string_view(o.at("event").get_string()) : "";
   static const std::initializer_list<std::string_view> events = {
       "acquired", "reentered", "contended", "renewed", "renew_failed", "released", "partially_released",
-      "unlock_rejected", "force_released", "expired", "subscribed", "notified", "unsubscribed", "anomaly"};
+      "unlock_rejected", "force_released", "expired", "subscribed", "notified", "unsubscribed", "anomaly",
+      "quorum", "multilock"};
   if (!one_of(event, events)) return "unknown event: " + std::string(event);
-  for (std::string_view f : {"hold_count", "lease_ms", "ttl_ms", "token"}) {
+  if (!(o.at("db").is_int64() || o.at("db").is_uint64()) || o.at("db").to_number<double>() < 0) {
+    return "db is not a non-negative integer";
+  }
+  const bool group = event == "quorum" || event == "multilock";
+  for (std::string_view f : {"outcome", "start", "end"}) {
+    if (o.contains(f) != group) return std::string(f) + " goes with quorum and multilock events, and only with them";
+  }
+  for (std::string_view f : {"servers", "acquired_on", "needed", "acquired_servers", "owners"}) {
+    if (o.contains(f) != (event == "quorum")) return std::string(f) + " goes with quorum events, and only with them";
+  }
+  for (std::string_view f : {"keys", "acquired_keys"}) {
+    if (o.contains(f) != (event == "multilock")) return std::string(f) + " goes with multilock events, and only with them";
+  }
+  for (std::string_view f : {"acquired_servers", "owners", "keys", "acquired_keys"}) {
+    if (o.contains(f) && !o.at(f).is_array()) return std::string(f) + " is not an array";
+  }
+  if (group && !(o.at("outcome").is_string() && one_of(o.at("outcome").get_string(), {"acquired", "failed", "failed_released"}))) {
+    return "outcome is not acquired, failed or failed_released";
+  }
+  if (group && (!timestamp(o.at("start")) || !timestamp(o.at("end")))) return "start/end are not timestamps";
+  for (std::string_view f : {"hold_count", "lease_ms", "ttl_ms", "token", "servers", "acquired_on", "needed"}) {
     if (o.contains(f) && !(o.at(f).is_int64() || o.at(f).is_uint64())) return std::string(f) + " is not an integer";
   }
   for (std::string_view f : {"wait_ms", "held_ms"}) {

@@ -119,6 +119,9 @@ struct exchange {
   std::int64_t request_us = 0;
   // When the reply's last byte was captured; -1 without a reply.
   std::int64_t reply_us = -1;
+  // The client's stream was captured from its first byte (its SYN was seen) with no
+  // gap since: nothing it sent is missing, so e.g. its SELECTed database is known.
+  bool client_from_start = false;
   // The command's arguments, passwords redacted; empty for a push.
   std::span<const std::string_view> command;
   // The reply (or the push); nullptr when none was captured or none is sent

@@ -1,5 +1,6 @@
 // The whole `lockscope analyze` pipeline over capture files, for the CLI and tests:
-// capture → analyzer → lock_recognizer → lock filter → lock_timeline → lock_report.
+// capture → analyzer → lock_recognizer → lock filter → lock_timeline → lock_groups →
+// lock_report.
 // With threads = 2 an operation_pipe sits between the filter and the timeline: the
 // ingest runs on a second thread (the warning handler is called there), the timeline
 // and the report on the calling thread. The output is the same byte for byte; only
@@ -17,6 +18,7 @@
 
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
@@ -25,7 +27,8 @@ namespace lockscope::analyzer {
 
 struct analysis_options {
   ingest_options capture{};  // ports, TCP buffering, flow timeout: as for `decode`
-  timeline_options timeline{};
+  timeline_options timeline{};  // merge_servers: a lock is its key on any server
+  group_options groups{};
   report_options report{};
   unsigned threads = 2;  // 1: everything on the calling thread; 2 (or more): two threads
 };

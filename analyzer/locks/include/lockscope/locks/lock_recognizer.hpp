@@ -30,6 +30,10 @@
 //   - 1 key, ARGV = [token] with integer reply: SET-based release (get==token → del);
 //     ARGV = [token, number...]: SET-based extend;
 //   - anything else is not reported.
+// Databases: each connection's SELECT (once answered +OK) and RESET (back to 0; HELLO
+// leaves it, as redis-server does) set `db` on its operations. A connection seen from its
+// SYN starts in db 0; one joined mid-stream, or whose commands had a gap before any
+// SELECT, has an unknown db (-1) until it SELECTs.
 // Plain commands: SET key val NX PX|EX (acquire), SETNX, EXPIRE/PEXPIRE, DEL (the DEL
 // of an unlock latch key is skipped), SUBSCRIBE/SSUBSCRIBE/UNSUBSCRIBE/SUNSUBSCRIBE,
 // and `message`/`smessage` pushes on lock channels.
@@ -99,6 +103,9 @@ struct lock_operation {
   std::int64_t token = -1;        // fenced lock token
   std::string_view message;       // kind == message: the payload
   std::uint64_t connection = 0;
+  // The connection's database (SELECT answered +OK, RESET; 0 for a connection seen
+  // from its SYN); -1: unknown (joined mid-stream, or a gap before any SELECT).
+  std::int32_t db = 0;
   const endpoint* client = nullptr;
   std::string_view client_text;
   std::string_view server_text;
@@ -150,9 +157,7 @@ class lock_recognizer final : public exchange_sink, public connection_end_sink {
 
   void on_exchange(const exchange& e) override;
   void on_session_event(const session_event& ev) override { sink_.on_session_event(ev); }
-  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
-    sink_.on_connection_end(connection, at_us);
-  }
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
 
   const recognizer_stats& stats() const noexcept { return stats_; }
 

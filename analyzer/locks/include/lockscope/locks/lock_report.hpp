@@ -4,6 +4,9 @@
 //   ... timeline feeds r ...
 //   r.finish(timeline);       // text: the per-lock timelines, then the summary table
 //
+// A lock is (server, database, name): when a name is seen on several servers or in
+// several databases, its locks' headers and summary rows say which (`== red:job
+// @127.0.0.1:6381`, `k db 1`); otherwise they are the name alone.
 // Text: for each lock (first-seen order), one line per event:
 //   `  +2.000123  10.0.0.2:50012  80e6…:12  released  held 1.900 s`
 // (time relative to the capture start, client, short owner id, event, details). The
@@ -15,10 +18,15 @@
 // The summary table (threads = 2, tens of thousands of locks) is formatted by two
 // threads in alternate batches, written in order; the text is the same either way.
 // JSONL: one object per event, fields in this order, absent when they do not apply:
-//   ts (epoch seconds.microseconds), lock, event, owner, client, server, hold_count,
+//   ts (epoch seconds.microseconds), lock, event, owner, client, server, db, hold_count,
 //   lease_ms, ttl_ms, wait_ms, held_ms (milliseconds, microsecond precision), kind
 //   (anomalies), inferred (true only), confidence (subscriber linking: certain, high,
-//   low), token (fenced lock).
+//   low), token (fenced lock); quorum events (lock_groups.hpp): servers, acquired_on,
+//   needed (counts), acquired_servers, owners, outcome (acquired, failed,
+//   failed_released), start, end; multilock events: keys, acquired_keys, outcome,
+//   start, end.
+// Text: quorum / multilock lines and the quorum anomalies come in a section of their
+// own, `== lock groups`, after the locks.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +71,17 @@ std::string short_owner(std::string_view owner);
 std::string format_duration(std::int64_t us);
 
 void append_event_jsonl(std::string& out, const lock_event& e);
-void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock);
+// Quorum / multilock events and their anomalies (lock_groups.hpp): shown apart.
+bool is_group_event(const lock_event& e) noexcept;
+// `  +0.014421  red:job: 497b…:1,d646…:1 acquired on 3/3 servers, quorum 2 in 730µs`
+void append_group_text(std::string& out, const lock_event& e, std::int64_t start_us);
+// `lock_title`: printed instead of the lock's name (with_lock) when not empty.
+void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock,
+                       std::string_view lock_title = {});
+// `name`, then ` @server` and/or ` db N` (the parts that tell it apart from other locks
+// of the same name).
+std::string lock_title(std::string_view name, std::string_view server, std::int32_t db, bool with_server,
+                       bool with_db);
 
 class lock_report final : public lock_event_sink {
  public:
@@ -92,9 +110,22 @@ class lock_report final : public lock_event_sink {
   report_options options_;
   std::function<void(std::string_view)> write_;
   std::string out_;
-  // Text: per-lock buffered lines, in first-seen order.
+  // Text: per-lock buffered lines, in first-seen order, and each lock's server and
+  // database (a lock is (server, database, name); see lock_timeline.hpp).
   std::vector<std::pair<std::string, std::string>> per_lock_;
-  std::map<std::string, std::size_t, std::less<>> index_;
+  std::vector<std::pair<std::string, std::int32_t>> scope_of_;
+  std::map<std::string, std::size_t, std::less<>> index_;  // by identity_key
+  std::string identity_key_;  // scratch: name, server and database
+  // The lock's title: its name, with the server and/or database when another lock
+  // seen shares the name (`red:job @127.0.0.1:6381`, `k db 1`).
+  std::vector<std::string> titles() const;
+  // Stream text: whether events came from more than one server / database so far.
+  bool several_servers_ = false, several_dbs_ = false, seen_scope_ = false;
+  std::string first_server_;
+  // Text: quorum / multilock lines and their anomalies, with their times (a line per
+  // group attempt: held in memory, unlike the locks' lines).
+  std::vector<std::pair<std::int64_t, std::string>> group_lines_;
+  std::int32_t first_db_ = 0;
   std::size_t buffered_bytes_ = 0;  // in per_lock_'s lines
   class spill_file;
   std::unique_ptr<spill_file> spill_;  // once the lines outgrew text_buffer_bytes

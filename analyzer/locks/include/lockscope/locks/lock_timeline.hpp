@@ -24,6 +24,9 @@
 //   long_hold            held longer than long_hold (emitted when the time passes)
 //   non_atomic_acquire   SETNX acquired the lock: its expiry, if any, comes from a
 //                        separate EXPIRE, and a crash in between leaves it forever
+// Identity: a lock is its (server, database, key): the same key on two redis-servers,
+// or in two databases of one, is two locks (merge_servers: the key on any server). The
+// server is the connection's "ip:port"; the database the operation's (unknown: 0).
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -33,8 +36,9 @@
 // an owner once no holder, waiter, subscription or expired-lease record names it. A
 // capture of short-lived connections with fresh owners therefore holds only what the
 // locks held at the moment need, however long it runs. Every lock ever seen keeps a 34-byte row (its summary: counters, the first
-// hold inline) directly followed by its name (length + 1 byte, no padding), and an
-// 8-byte id slot at most 4/5 full: 45-48 bytes + the name's length a lock. A held lock
+// hold inline) directly followed by its (server, database) scope index and its name
+// (1 byte each for the scope index and the length, no padding), and an 8-byte id slot
+// at most 4/5 full: 46-49 bytes + the name's length a lock. A held lock
 // adds a 44-byte holder and an 8-byte timer entry (12 bytes if it came out of order).
 // Later hold samples, waiters and anomaly counts live in side records only the locks
 // that have them pay for; a lock's samples are exact up to duration_exact_limit, then
@@ -74,8 +78,10 @@ enum class lock_event_kind : std::uint8_t {
   notified,
   unsubscribed,
   anomaly,
+  quorum,     // lock_groups: one owner's attempt on a key over several servers
+  multilock,  // lock_groups: one owner acquiring several keys together
 };
-inline constexpr std::size_t lock_event_kind_count = 14;
+inline constexpr std::size_t lock_event_kind_count = 16;
 
 enum class anomaly_kind : std::uint8_t {
   none,
@@ -87,14 +93,18 @@ enum class anomaly_kind : std::uint8_t {
   late_renewal,
   long_hold,
   non_atomic_acquire,
+  quorum_lost,   // lock_groups: a quorum holder fell below quorum yet still acts as holder
+  split_quorum,  // lock_groups: two owners each hold a quorum of one key's servers at once
 };
-inline constexpr std::size_t anomaly_kind_count = 9;
+inline constexpr std::size_t anomaly_kind_count = 11;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
 std::string_view to_string(lock_event_kind k) noexcept;
 std::string_view to_string(anomaly_kind k) noexcept;
 std::string_view to_string(link_confidence c) noexcept;
+
+struct lock_group;  // lock_groups.hpp
 
 // One change in a lock's life. Views are valid during the sink call only. Durations
 // are microseconds internally; -1 = does not apply.
@@ -105,7 +115,11 @@ struct lock_event {
   std::string_view lock;
   std::string_view owner;
   std::string_view client;   // "ip:port" of the connection concerned
-  std::string_view server;
+  std::string_view server;   // that connection's server
+  // The lock's identity besides its name: its server ("" when merge_servers) and
+  // database (an unknown database counts as 0).
+  std::string_view lock_server;
+  std::int32_t db = 0;
   std::int64_t hold_count = -1;
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
@@ -115,6 +129,7 @@ struct lock_event {
   bool inferred = false;
   link_confidence confidence = link_confidence::none;
   std::string_view detail;   // a short human explanation (anomalies)
+  const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
 };
 
 class lock_event_sink {
@@ -128,6 +143,10 @@ struct timeline_options {
   std::int64_t long_hold_us = 60'000'000;
   std::int64_t link_window_us = 1'000'000;
   double late_renewal_factor = 1.5;  // × lease/3
+  // A lock is (server, database, key); merge_servers drops the server from it (one
+  // logical lock service behind several endpoints: a failover, a resharding). The
+  // database still tells locks apart.
+  bool merge_servers = false;
 };
 
 // Percentiles of one lock's hold or wait times (microseconds; -1: no samples).
@@ -143,6 +162,8 @@ struct duration_stats {
 
 // Aggregates per lock, for the summary table.
 struct lock_stats {
+  std::string_view server;  // the lock's identity besides its name (see lock_event)
+  std::int32_t db = 0;
   std::uint64_t acquisitions = 0;            // acquired (not reentered)
   std::uint64_t contended_acquisitions = 0;  // acquired after at least one failed attempt
   std::uint64_t renewals = 0;
@@ -187,6 +208,8 @@ class lock_timeline final : public lock_operation_sink {
   std::int64_t now_us() const noexcept;
   std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
   std::size_t lock_count() const noexcept;
+  // The distinct (server, database) pairs locks were seen in (1: no name can be ambiguous).
+  std::size_t scope_count() const noexcept;
   // Every lock seen, in first-seen order.
   void for_each_lock(const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
   void for_each_lock_name(const std::function<void(std::string_view lock)>& f) const;

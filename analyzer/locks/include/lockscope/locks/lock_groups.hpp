@@ -1,0 +1,90 @@
+// Stage 2b of `lockscope analyze`: lock events in, the same events plus lock groups out.
+//
+//   lock_groups g(options, report);      // a lock_event_sink, downstream of the timeline
+//   lock_timeline t(timeline_options, g);
+//   ... t.finish(end_us);  g.finish(end_us);
+//
+// It sees only the timeline's events (no operation, no connection): every event is
+// passed on unchanged, and group events and anomalies are added.
+//
+// Quorum groups (RedLock: node-redlock, redsync, Redisson's RedLock). The same key on
+// several servers is several locks (lock_timeline.hpp); an ATTEMPT is one owner trying
+// that key (acquired or contended) on at least two servers within `window_us` of its
+// first try. "One owner" is the same owner/token (node-redlock and redsync send one
+// value to every server), or for Redisson owner ids `<uuid>:<thread>` (a RedLock spans
+// one client instance, hence one UUID, per server) the same client IP and thread id.
+// An attempt ends when the window passes, when the owner tries a server a second time
+// (its next round), or when anything else happens to the key on one of its servers
+// (release, expiry, renewal: the client has moved on); then one `quorum` event reports
+// it: servers = the distinct servers the key was seen on so far in the capture (a
+// server never seen cannot be counted), acquired_on = those it acquired, needed =
+// servers/2 + 1. Its time is the attempt's last vote.
+// A successful attempt is followed as a quorum holding: a release takes the server out
+// of it, and so do an expiry and a refused renewal (lost, not given back):
+//   quorum_lost    the servers still held fell below `needed` by expiry or refused
+//                  renewals while the holder still acts as the holder (it renews on
+//                  the rest, or its refused renewals come in the same round as a
+//                  successful one); once per holding
+//   split_quorum   two owners each hold `needed` servers of one key at the same time
+//                  (a server lost or forgot a key: failover, restart); once per holding
+// MultiLock groups (Redisson's MultiLock, node-redlock's multi-key lock): one owner on
+// one connection trying two or more different keys within `window_us` of its first
+// try. It ends like an attempt (window, a key tried again, a release of one of its
+// keys); a `multilock` event reports the keys, those acquired, and the all-or-nothing
+// outcome: all acquired, or failed (some acquired, and released when the owner gave
+// up). Locking two keys one after the other in quick succession reads the same.
+//
+// Memory: per key seen on two or more servers, its servers and live holdings; per open
+// attempt or set (at most max_open of them), its members. Records are reused: no
+// allocation per event once warm.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "lockscope/locks/lock_timeline.hpp"
+
+namespace lockscope::analyzer {
+
+struct group_options {
+  std::int64_t window_us = 1'000'000;  // an attempt's tries fall within this of its first
+  // Attempts and sets open at once (every try opens one until its window ends): beyond,
+  // the oldest ends early, so memory stays bounded (~3 MB) whatever the rate.
+  std::size_t max_open = 8192;
+};
+
+// What a quorum / multilock event reports (lock_event::group).
+struct lock_group {
+  std::int64_t start_us = 0;   // the first try
+  std::int64_t end_us = 0;     // the last try
+  std::uint32_t total = 0;     // quorum: the key's servers; multilock: the keys tried
+  std::uint32_t acquired = 0;  // servers / keys acquired
+  std::uint32_t needed = 0;    // quorum: total/2 + 1; multilock: total
+  bool succeeded = false;      // acquired >= needed
+  bool released = false;       // failed, and what it had acquired was released
+  std::span<const std::string_view> acquired_on;  // quorum: servers; multilock: keys
+  std::span<const std::string_view> owners;       // quorum: the owner on each of acquired_on
+  std::span<const std::string_view> tried;        // multilock: every key tried
+};
+
+class lock_groups final : public lock_event_sink {
+ public:
+  lock_groups(const group_options& options, lock_event_sink& next);
+  ~lock_groups() override;
+  lock_groups(const lock_groups&) = delete;
+  lock_groups& operator=(const lock_groups&) = delete;
+
+  void on_event(const lock_event& e) override;
+  // Ends the attempts and sets whose window has passed by now_us (live: no traffic).
+  void advance_to(std::int64_t now_us);
+  // End of the capture: reports every attempt and set still open.
+  void finish(std::int64_t end_us);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace lockscope::analyzer

@@ -1,0 +1,456 @@
+// Lock identity (server, database, key) and lock groups: the recognizer's SELECT
+// tracking, the timeline keyed by identity (and merge_servers), the report's titles,
+// the group stage fed events directly, and the RedLock recording against its driver's
+// own log (that one in test_captures.cpp).
+#include <algorithm>
+#include <deque>
+#include <set>
+
+#include "helpers.hpp"
+#include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/jsonl_schema.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+using analyzer::lock_event_kind;
+using analyzer::lock_family;
+using analyzer::lock_op_kind;
+using analyzer::op_outcome;
+
+namespace {
+
+constexpr std::int64_t t0 = 1'700'000'000'000'000;
+
+// Exchanges on one connection whose start was (or was not) captured.
+struct connection_feeder {
+  analyzer::lock_recognizer& r;
+  std::uint64_t connection;
+  bool from_start;
+  std::int64_t at_us = t0;
+  void operator()(const std::vector<std::string>& args, std::string_view reply) {
+    feed(r, args, reply, at_us += 1000, connection, from_start);
+  }
+  void acquire() { (*this)({"SET", "k", "v", "NX", "PX", "1000"}, "+OK\r\n"); }
+};
+
+}  // namespace
+
+TEST_CASE("recognizer: each connection's database follows SELECT and RESET; HELLO keeps it", "[identity][recognizer]") {
+  op_recorder ops;
+  analyzer::lock_recognizer r(ops);
+  connection_feeder c{r, 1, true};
+  c.acquire();
+  c({"SELECT", "1"}, "+OK\r\n");
+  c.acquire();
+  c({"SELECT", "99"}, "-ERR DB index is out of range\r\n");  // refused: still db 1
+  c.acquire();
+  // redis-server 7.0.15: after SELECT 1, HELLO 2 and GET see db 1's key; after RESET, db 0's.
+  c({"HELLO", "2"}, "*2\r\n$6\r\nserver\r\n$5\r\nredis\r\n");
+  c.acquire();
+  c({"RESET"}, "+RESET\r\n");
+  c.acquire();
+  c({"select", "2"}, "+OK\r\n");
+  c.acquire();
+  REQUIRE(ops.ops.size() == 6);
+  CHECK(ops.ops[0].db == 0);
+  CHECK(ops.ops[1].db == 1);
+  CHECK(ops.ops[2].db == 1);
+  CHECK(ops.ops[3].db == 1);
+  CHECK(ops.ops[4].db == 0);
+  CHECK(ops.ops[5].db == 2);
+
+  // Joined mid-stream: unknown until it SELECTs.
+  connection_feeder mid{r, 2, false};
+  mid.acquire();
+  mid({"SELECT", "3"}, "+OK\r\n");
+  mid.acquire();
+  REQUIRE(ops.ops.size() == 8);
+  CHECK(ops.ops[6].db == -1);
+  CHECK(ops.ops[7].db == 3);
+  // A connection seen from its start, then with a gap before any SELECT: unknown.
+  connection_feeder gap{r, 3, true};
+  gap.acquire();
+  gap.from_start = false;
+  gap.acquire();
+  CHECK(ops.ops[8].db == 0);
+  CHECK(ops.ops[9].db == -1);
+  // The state goes with the connection: a new connection with the same id starts over.
+  r.on_connection_end(1, t0);
+  c.acquire();
+  CHECK(ops.ops.back().db == 0);
+}
+
+TEST_CASE("recognizer: the database it follows is the one redis-server uses, across HELLO and RESET",
+          "[identity][recognizer][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  lockscope::test::redis_server server;
+  lockscope::test::resp_connection c(server.host(), server.port());
+  op_recorder ops;
+  analyzer::lock_recognizer r(ops);
+  connection_feeder feed{r, 1, true};
+  // Each command goes to redis-server, and with redis-server's own reply to the recognizer.
+  auto both = [&](const std::vector<std::string>& args) {
+    c.command_argv(args);
+    feed(args, c.last_value_bytes());
+    return std::string(c.last_value_bytes());
+  };
+  both({"SET", "k", "db0", "NX", "PX", "60000"});
+  both({"SELECT", "1"});
+  both({"SET", "k", "db1", "NX", "PX", "60000"});
+  both({"HELLO", "2"});
+  CHECK(both({"GET", "k"}) == "$3\r\ndb1\r\n");  // still db 1 after HELLO
+  both({"SET", "k", "x", "NX", "PX", "60000"});     // refused: db 1's k is held
+  CHECK(both({"RESET"}) == "+RESET\r\n");
+  CHECK(both({"GET", "k"}) == "$3\r\ndb0\r\n");  // db 0 after RESET
+  both({"SET", "k", "y", "NX", "PX", "60000"});
+  REQUIRE(ops.ops.size() == 4);
+  CHECK(ops.ops[0].db == 0);
+  CHECK(ops.ops[1].db == 1);
+  CHECK(ops.ops[2].db == 1);
+  CHECK(ops.ops[2].outcome == op_outcome::contended);
+  CHECK(ops.ops[3].db == 0);
+  CHECK(ops.ops[3].outcome == op_outcome::contended);
+}
+
+namespace {
+
+class identity_fixture {
+ public:
+  explicit identity_fixture(analyzer::timeline_options o = {}) : timeline(o, events) {}
+
+  void op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms, std::string_view server,
+          std::int32_t db = 0, std::uint64_t connection = 0) {
+    analyzer::lock_operation o;
+    o.kind = kind;
+    o.family = lock_family::set_based;
+    o.outcome = outcome;
+    o.lock = "rl:payment";
+    o.owner = owner;
+    o.db = db;
+    o.lease_ms = 1000;
+    texts.emplace_back(server);
+    o.server_text = texts.back();
+    o.client_text = "10.0.0.1:50000";
+    o.connection = connection != 0 ? connection : std::hash<std::string_view>{}(server) % 1000 + 1;
+    o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
+    o.reply_us = o.request_us + 100;
+    timeline.on_operation(o);
+  }
+
+  event_recorder events;
+  analyzer::lock_timeline timeline;
+  std::deque<std::string> texts;
+};
+
+const char* const s1 = "10.0.0.9:6379";
+const char* const s2 = "10.0.0.9:6380";
+const char* const s3 = "10.0.0.9:6381";
+
+}  // namespace
+
+TEST_CASE("timeline: the same key on three servers is three locks", "[identity][timeline]") {
+  identity_fixture f;
+  for (const char* s : {s1, s2, s3}) f.op(lock_op_kind::acquire, op_outcome::ok, "R1", 1, s);
+  CHECK(f.timeline.lock_count() == 3);
+  CHECK(f.timeline.scope_count() == 3);
+  CHECK(f.events.count("acquired") == 3);
+  CHECK(f.events.count("reentered") == 0);
+  CHECK(f.events.count("anomaly:overlapping_holders") == 0);
+  std::set<std::string> lock_servers;
+  for (const auto& e : f.events.events) lock_servers.insert(e.lock_server);
+  CHECK(lock_servers == std::set<std::string>{s1, s2, s3});
+  // Another owner on one of them is contended there only.
+  f.op(lock_op_kind::acquire, op_outcome::ok, "R2", 2, s2);
+  CHECK(f.events.count("anomaly:overlapping_holders") == 1);
+  CHECK(f.events.events.back().lock_server == s2);
+  for (const char* s : {s1, s2, s3}) f.op(lock_op_kind::unlock, op_outcome::ok, "R1", 3, s);
+  CHECK(f.events.count("released") == 3);
+}
+
+TEST_CASE("timeline: SELECT 1 and SELECT 0 are different locks; an unknown database is db 0", "[identity][timeline]") {
+  identity_fixture f;
+  f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1, 0);
+  f.op(lock_op_kind::acquire, op_outcome::ok, "B", 2, s1, 1);
+  CHECK(f.timeline.lock_count() == 2);
+  CHECK(f.events.count("anomaly:overlapping_holders") == 0);
+  CHECK(f.events.events[1].db == 1);
+  // A connection joined mid-stream (db unknown) releasing A's hold: db 0's lock.
+  f.op(lock_op_kind::unlock, op_outcome::ok, "A", 3, s1, -1, 77);
+  CHECK(f.timeline.lock_count() == 2);
+  REQUIRE(f.events.first("released") != nullptr);
+  CHECK(f.events.first("released")->owner == "A");
+  CHECK(f.events.first("released")->db == 0);
+  CHECK(f.events.first("released")->held_us == 2000);
+}
+
+TEST_CASE("timeline: merge_servers makes the key on any server one lock, databases still apart", "[identity][timeline]") {
+  analyzer::timeline_options o;
+  o.merge_servers = true;
+  identity_fixture f(o);
+  f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1);
+  f.op(lock_op_kind::acquire, op_outcome::ok, "B", 2, s2);
+  CHECK(f.timeline.lock_count() == 1);
+  CHECK(f.events.count("anomaly:overlapping_holders") == 1);
+  CHECK(f.events.events.back().lock_server.empty());
+  CHECK(f.events.events.back().server == s2);  // the connection's server is still told
+  f.op(lock_op_kind::acquire, op_outcome::ok, "C", 3, s3, 1);
+  CHECK(f.timeline.lock_count() == 2);
+}
+
+TEST_CASE("report: a name on several servers is titled with its server; one server keeps the bare name",
+          "[identity][report]") {
+  auto render = [](analyzer::report_format format, const std::vector<const char*>& servers) {
+    std::string out;
+    analyzer::report_options ro;
+    ro.format = format;
+    analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
+    analyzer::lock_timeline timeline({}, report);
+    std::deque<std::string> texts;
+    double at = 1;
+    for (const char* s : servers) {
+      analyzer::lock_operation o;
+      o.kind = lock_op_kind::acquire;
+      o.family = lock_family::set_based;
+      o.outcome = op_outcome::ok;
+      o.lock = "rl:payment";
+      o.owner = "R1";
+      o.server_text = s;
+      o.client_text = "10.0.0.1:50000";
+      o.connection = static_cast<std::uint64_t>(at);
+      o.request_us = t0 + static_cast<std::int64_t>(at++ * 1000);
+      o.reply_us = o.request_us + 100;
+      timeline.on_operation(o);
+    }
+    timeline.finish(t0 + 10'000);
+    report.finish(timeline);
+    return out;
+  };
+  const std::string one = render(analyzer::report_format::text, {s1});
+  CHECK(one.find("== rl:payment\n") != std::string::npos);
+  CHECK(one.find("@") == std::string::npos);
+  const std::string three = render(analyzer::report_format::text, {s1, s2, s3});
+  for (const char* s : {s1, s2, s3}) {
+    CHECK(three.find("== rl:payment @" + std::string(s) + "\n") != std::string::npos);
+    CHECK(three.find("\nrl:payment @" + std::string(s) + "  ") != std::string::npos);  // its summary row
+  }
+  const std::string jsonl = render(analyzer::report_format::jsonl, {s1, s2});
+  CHECK(jsonl.find(R"("server":"10.0.0.9:6379","db":0,)") != std::string::npos);
+  CHECK(jsonl.find(R"("server":"10.0.0.9:6380","db":0,)") != std::string::npos);
+  CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
+}
+
+namespace {
+
+// The group stage fed lock events directly.
+class group_fixture {
+ public:
+  explicit group_fixture(analyzer::group_options o = {}) : groups(o, events) {}
+
+  void event(lock_event_kind kind, std::string_view owner, double at_ms, std::string_view server,
+             std::string_view lock = "rl:payment", std::string_view client = "10.0.0.1:50000") {
+    analyzer::lock_event e;
+    e.ts_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
+    e.event = kind;
+    e.lock = lock;
+    e.owner = owner;
+    e.client = client;
+    e.server = server;
+    e.lock_server = server;
+    groups.on_event(e);
+  }
+  std::vector<const recorded_event*> all(std::string_view name) const {
+    std::vector<const recorded_event*> out;
+    for (const auto& e : events.events) {
+      if (e.event == name) out.push_back(&e);
+    }
+    return out;
+  }
+
+  event_recorder events;
+  analyzer::lock_groups groups;
+};
+
+}  // namespace
+
+TEST_CASE("lock_groups: one token acquiring on 3 of 3 servers is a 3/3 group with quorum 2", "[groups]") {
+  group_fixture f;
+  f.event(lock_event_kind::acquired, "R1", 1.0, s1);
+  f.event(lock_event_kind::acquired, "R1", 1.2, s2);
+  f.event(lock_event_kind::acquired, "R1", 1.5, s3);
+  CHECK(f.events.count("quorum") == 0);  // the servers the key has are not known yet
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::released, "R1", 40, s);
+  REQUIRE(f.events.count("quorum") == 1);
+  const recorded_event& q = *f.all("quorum")[0];
+  CHECK(q.total == 3);
+  CHECK(q.acquired == 3);
+  CHECK(q.needed == 2);
+  CHECK(q.succeeded);
+  CHECK(q.ts_us == t0 + 1500);  // the attempt's last vote
+  CHECK(q.owners == std::vector<std::string>{"R1", "R1", "R1"});
+  CHECK(q.acquired_on == std::vector<std::string>{s1, s2, s3});
+  // The events themselves pass unchanged, before the group.
+  CHECK(f.events.count("acquired") == 3);
+  CHECK(f.events.count("released") == 3);
+  // The next round is reported as soon as every known server answered.
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::acquired, "R2", 100, s);
+  CHECK(f.events.count("quorum") == 2);
+  f.groups.finish(t0 + 200'000);
+  CHECK(f.events.count("quorum") == 2);
+  CHECK(f.events.count("multilock") == 0);
+}
+
+TEST_CASE("lock_groups: 1 of 3 is a failed quorum, then released on every server", "[groups]") {
+  group_fixture f;
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::acquired, "X", 0, s);  // learn the servers
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::released, "X", 10, s);
+  f.event(lock_event_kind::acquired, "R1", 20, s1);
+  f.event(lock_event_kind::contended, "R1", 20.1, s2);
+  f.event(lock_event_kind::contended, "R1", 20.2, s3);
+  f.event(lock_event_kind::released, "R1", 21, s1);
+  f.event(lock_event_kind::unlock_rejected, "R1", 21, s2);
+  f.event(lock_event_kind::unlock_rejected, "R1", 21, s3);
+  f.groups.finish(t0 + 100'000);
+  const auto q = f.all("quorum");
+  REQUIRE(q.size() == 2);
+  CHECK(q[1]->owner == "R1");
+  CHECK(q[1]->acquired == 1);
+  CHECK(q[1]->total == 3);
+  CHECK_FALSE(q[1]->succeeded);
+  CHECK(q[1]->acquired_on == std::vector<std::string>{s1});
+  CHECK(f.events.count("anomaly:quorum_lost") == 0);
+}
+
+TEST_CASE("lock_groups: a single server's lock is no group; the window ends an attempt", "[groups]") {
+  group_fixture f;
+  f.event(lock_event_kind::acquired, "R1", 0, s1);
+  f.event(lock_event_kind::released, "R1", 5, s1);
+  f.event(lock_event_kind::acquired, "R1", 6, s1);
+  f.groups.finish(t0 + 10'000);
+  CHECK(f.events.count("quorum") == 0);
+  // Tries more than the window apart are different attempts, one server each.
+  analyzer::group_options o;
+  o.window_us = 50'000;
+  group_fixture g(o);
+  g.event(lock_event_kind::acquired, "R1", 0, s1);
+  g.event(lock_event_kind::acquired, "R1", 80, s2);
+  g.groups.finish(t0 + 100'000);
+  CHECK(g.events.count("quorum") == 0);
+}
+
+TEST_CASE("lock_groups: Redisson owners (one UUID per server's client) group by client IP and thread", "[groups]") {
+  group_fixture f;
+  f.event(lock_event_kind::acquired, "497be9fd-4504-4456-ab1c-5208f3f327a0:1", 0, s1, "red:job", "127.0.0.1:1");
+  f.event(lock_event_kind::acquired, "d646a8fc-2915-49c3-8104-243096b8707a:1", 0.1, s2, "red:job", "127.0.0.1:2");
+  f.event(lock_event_kind::contended, "5c03ea3c-fa15-4fa7-a7ea-126145ef1970:2", 0.2, s1, "red:job", "127.0.0.1:3");
+  f.event(lock_event_kind::acquired, "bf036c0b-5f87-4c73-9e0a-48d5fc03fe44:1", 0.3, s3, "red:job", "127.0.0.1:4");
+  f.groups.finish(t0 + 10'000);
+  const auto q = f.all("quorum");
+  REQUIRE(q.size() == 1);  // thread 2's single try is no group
+  CHECK(q[0]->acquired == 3);
+  CHECK(q[0]->owners.size() == 3);
+}
+
+TEST_CASE("lock_groups: quorum_lost when 2 of 3 leases run out while the holder extends the third", "[groups]") {
+  group_fixture f;
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::acquired, "R1", 0, s);
+  f.event(lock_event_kind::renewed, "R1", 500, s1);  // ends the attempt: 3/3
+  f.event(lock_event_kind::renewed, "R1", 500, s2);
+  f.event(lock_event_kind::renewed, "R1", 500, s3);
+  CHECK(f.events.count("quorum") == 1);
+  f.event(lock_event_kind::expired, "R1", 1500, s1);
+  CHECK(f.events.count("anomaly:quorum_lost") == 0);  // 2/3: still a quorum
+  f.event(lock_event_kind::expired, "R1", 1500, s2);
+  CHECK(f.events.count("anomaly:quorum_lost") == 0);  // below, but it has not acted since
+  f.event(lock_event_kind::renewed, "R1", 1600, s3);
+  REQUIRE(f.events.count("anomaly:quorum_lost") == 1);
+  const recorded_event& a = *f.events.first("anomaly:quorum_lost");
+  CHECK(a.owner == "R1");
+  CHECK(a.ts_us == t0 + 1'600'000);
+  CHECK(a.detail.find("1/3") != std::string::npos);
+  f.event(lock_event_kind::renewed, "R1", 1700, s3);
+  CHECK(f.events.count("anomaly:quorum_lost") == 1);  // once per holding
+
+  // Refused renewals in the same round as a successful one: lost at once.
+  group_fixture g;
+  for (const char* s : {s1, s2, s3}) g.event(lock_event_kind::acquired, "R2", 0, s);
+  g.event(lock_event_kind::renewed, "R2", 900, s1);
+  g.event(lock_event_kind::renew_failed, "R2", 900.2, s2);
+  CHECK(g.events.count("anomaly:quorum_lost") == 0);
+  g.event(lock_event_kind::renew_failed, "R2", 900.3, s3);
+  CHECK(g.events.count("anomaly:quorum_lost") == 1);
+
+  // Released instead: given back, not lost.
+  group_fixture h;
+  for (const char* s : {s1, s2, s3}) h.event(lock_event_kind::acquired, "R3", 0, s);
+  h.event(lock_event_kind::expired, "R3", 1000, s1);
+  h.event(lock_event_kind::expired, "R3", 1000, s2);
+  h.event(lock_event_kind::released, "R3", 1100, s3);
+  h.groups.finish(t0 + 2'000'000);
+  CHECK(h.events.count("anomaly:quorum_lost") == 0);
+}
+
+TEST_CASE("lock_groups: split_quorum when two owners each hold a majority at once", "[groups]") {
+  group_fixture f;
+  f.event(lock_event_kind::acquired, "A", 0, s1);
+  f.event(lock_event_kind::acquired, "A", 0.1, s2);
+  f.event(lock_event_kind::contended, "A", 0.2, s3);
+  f.event(lock_event_kind::renewed, "A", 300, s1);  // A's attempt over: 2/3
+  CHECK(f.events.count("quorum") == 1);
+  CHECK(f.events.count("anomaly:split_quorum") == 0);
+  // s2 lost A's key (a failover): B gets s2 and s3.
+  f.event(lock_event_kind::contended, "B", 400, s1);
+  f.event(lock_event_kind::acquired, "B", 400.1, s2);
+  f.event(lock_event_kind::acquired, "B", 400.2, s3);
+  REQUIRE(f.events.count("quorum") == 2);
+  REQUIRE(f.events.count("anomaly:split_quorum") == 1);
+  CHECK(f.events.first("anomaly:split_quorum")->owner == "B");
+  CHECK(f.events.first("anomaly:split_quorum")->detail.find("A holds 2/3") != std::string::npos);
+
+  // After A's holds ran out, B's majority is no split.
+  group_fixture g;
+  g.event(lock_event_kind::acquired, "A", 0, s1);
+  g.event(lock_event_kind::acquired, "A", 0.1, s2);
+  g.event(lock_event_kind::contended, "A", 0.2, s3);
+  g.event(lock_event_kind::expired, "A", 1000, s1);
+  g.event(lock_event_kind::expired, "A", 1000, s2);
+  g.event(lock_event_kind::acquired, "B", 1100, s1);
+  g.event(lock_event_kind::acquired, "B", 1100.1, s2);
+  g.event(lock_event_kind::acquired, "B", 1100.2, s3);
+  CHECK(g.events.count("quorum") == 2);
+  CHECK(g.events.count("anomaly:split_quorum") == 0);
+}
+
+TEST_CASE("lock_groups: a MultiLock's keys and its all-or-nothing outcome", "[groups]") {
+  group_fixture f;
+  const char* owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+  f.event(lock_event_kind::acquired, owner, 0, s1, "a");
+  f.event(lock_event_kind::acquired, owner, 0.5, s1, "b");
+  f.event(lock_event_kind::acquired, owner, 1, s1, "c");
+  f.event(lock_event_kind::released, owner, 50, s1, "a");
+  REQUIRE(f.events.count("multilock") == 1);
+  const recorded_event& all = *f.all("multilock")[0];
+  CHECK(all.tried == std::vector<std::string>{"a", "b", "c"});
+  CHECK(all.acquired == 3);
+  CHECK(all.succeeded);
+  // Failed: a acquired, b held by someone else, a given back.
+  f.event(lock_event_kind::acquired, owner, 100, s1, "a");
+  f.event(lock_event_kind::contended, owner, 100.5, s1, "b");
+  f.event(lock_event_kind::released, owner, 101, s1, "a");
+  REQUIRE(f.events.count("multilock") == 2);
+  const recorded_event& failed = *f.all("multilock")[1];
+  CHECK(failed.tried == std::vector<std::string>{"a", "b"});
+  CHECK(failed.acquired_on == std::vector<std::string>{"a"});
+  CHECK_FALSE(failed.succeeded);
+  CHECK(failed.released);
+  // Another connection's lock is not part of the set.
+  group_fixture g;
+  g.event(lock_event_kind::acquired, owner, 0, s1, "a", "10.0.0.1:1");
+  g.event(lock_event_kind::acquired, owner, 0.5, s1, "b", "10.0.0.1:2");
+  g.groups.finish(t0 + 10'000);
+  CHECK(g.events.count("multilock") == 0);
+}
+
