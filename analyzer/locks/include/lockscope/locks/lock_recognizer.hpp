@@ -80,7 +80,9 @@ enum class op_outcome : std::uint8_t {
   partial,    // unlock: one reentrant level released, still held
   rejected,   // unlock/renew/extend: not held by this owner (nil / 0 / -1)
   expired,    // redsync release: -1, the key was already gone
-  none,       // force unlock / del / expire that found no key
+  none,       // force unlock / del / expire that found no key; a value-checked call that
+              // changed nothing: a failed attempt's clean-up release, a retried refused
+              // release, a quorum retry on a server the value already holds
   error,      // an error reply
   no_reply,   // no reply was captured
 };
@@ -140,6 +142,10 @@ struct recognizer_stats {
 inline constexpr std::size_t script_cache_entries = 1024;
 inline constexpr std::size_t script_cache_bytes = 8u << 20;   // of script text
 inline constexpr std::size_t sha_cache_entries = 4096;
+// Lock values (SET tokens, node-redlock values) followed per (server, key, value): a
+// fixed table (about 260 KiB) allocated once, least recently used forgotten first, a
+// value's record dropped when it is released.
+inline constexpr std::size_t value_flow_entries = 4096;
 
 class lock_recognizer final : public exchange_sink, public connection_end_sink {
  public:
