@@ -165,6 +165,7 @@ struct lock_recognizer::state {
     };
     for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
     for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
+    for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
   }
 
   // Makes `text` the last EVAL's script when it is known.
@@ -356,6 +357,8 @@ void lock_recognizer::on_exchange(const exchange& e) {
     if (o.family == lock_family::set_based || o.family == lock_family::redlock_multi ||
         o.family == lock_family::setnx) {
       st.track_value(o);
+      stats_.values_tracked = st.flow.size();
+      stats_.values_evicted = st.flow.evictions();
     }
     ++stats_.operations;
     if (o.inferred) ++stats_.inferred;

@@ -71,7 +71,12 @@ std::string normalize_script(std::string_view text);
 struct known_script {
   std::string_view name;
   std::string_view text;
+  std::string_view origin = {};  // where the bytes were taken from (client, version, file)
 };
 std::span<const known_script> known_scripts() noexcept;
+// Other clients' scripts, byte for byte as they send them: Redisson 3.22-3.23's unlock,
+// node-redlock 5, redis-py 4.3's Lock, redsync v4, redis-plus-plus's RedMutex and
+// node-redisson 1.0 (each entry's `origin` names the source).
+std::span<const known_script> client_scripts() noexcept;
 
 }  // namespace lockscope::analyzer

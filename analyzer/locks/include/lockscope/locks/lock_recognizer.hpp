@@ -131,6 +131,8 @@ struct recognizer_stats {
   std::uint64_t inferred = 0;           // operations whose kind was guessed
   std::uint64_t scripts_evicted = 0;    // script texts forgotten (script_cache_entries/bytes)
   std::uint64_t shas_evicted = 0;       // SHA1s forgotten (sha_cache_entries)
+  std::uint64_t values_tracked = 0;     // lock values followed right now (value_flow_entries)
+  std::uint64_t values_evicted = 0;     // values forgotten unreleased
 };
 
 // The caches of scripts and SHA1s learnt from the capture (EVAL, SCRIPT LOAD, unknown

@@ -24,6 +24,10 @@
 //   long_hold            held longer than long_hold (emitted when the time passes)
 //   non_atomic_acquire   SETNX acquired the lock: its expiry, if any, comes from a
 //                        separate EXPIRE, and a crash in between leaves it forever
+//   released_other_owner a plain DEL removed a holder other than the owner that last
+//                        acquired (or renewed) the lock on the DEL's connection: a client
+//                        whose lease ran out deleted its successor's lock
+//   unchecked_release    a plain DEL released the lock (it checks no owner); once per lock
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -87,8 +91,10 @@ enum class anomaly_kind : std::uint8_t {
   late_renewal,
   long_hold,
   non_atomic_acquire,
+  released_other_owner,
+  unchecked_release,
 };
-inline constexpr std::size_t anomaly_kind_count = 9;
+inline constexpr std::size_t anomaly_kind_count = 11;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
