@@ -288,7 +288,17 @@ struct lock_recognizer::state {
         if (op.outcome == op_outcome::ok) holds(*rec);
         return;
       case lock_op_kind::unlock:
-        if (rec == nullptr) return;
+        if (rec == nullptr) {
+          // A value not seen before (acquired before the capture began): its refused
+          // release is reported once; the client's retries of it are not.
+          if (op.outcome == op_outcome::rejected || op.outcome == op_outcome::expired) {
+            recognizer_detail::value_record& r = fresh(script_op::none);
+            r.first_voted = true;  // no acquire seen: nothing to vote for
+            r.held = true;         // (perhaps: not a failed attempt's clean-up)
+            r.release_refused = true;
+          }
+          return;
+        }
         if (op.outcome == op_outcome::ok) {
           vote_first_acquire(*rec);
           flow.erase(k);
