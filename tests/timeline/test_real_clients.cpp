@@ -1,0 +1,108 @@
+// A real third-party client against a real redis-server, recorded with tcpdump, checked
+// against the client's own log: redis-py's Lock (Debian python3-redis) with script
+// variants no table knows, so that its extend, reacquire and release EVALSHAs are
+// inferred (the value flow from its SET NX), and seed 004's DEL of someone else's lock.
+#include <fstream>
+#include <map>
+
+#include "../analyzer/real_capture.hpp"
+#include "helpers.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+namespace atest = lockscope::analyzer::test;
+using atest::on_path;
+namespace ltest = lockscope::test;
+
+namespace {
+
+constexpr const char* debian_python = "/usr/bin/python3";
+const std::filesystem::path client_script =
+    std::filesystem::path(LOCKSCOPE_CAPTURES_DIR).parent_path() / "tests" / "timeline" / "clients" / "redis_py_locks.py";
+
+bool redis_py_available() {
+  return std::filesystem::exists(debian_python) &&
+         std::system((std::string(debian_python) + " -c 'import redis' >/dev/null 2>&1").c_str()) == 0;
+}
+
+// The client's log: one {"event", "owner", ...} a line, in order.
+std::vector<std::map<std::string, std::string>> read_truth(const std::filesystem::path& file) {
+  std::vector<std::map<std::string, std::string>> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    std::map<std::string, std::string> fields;
+    for (const char* name : {"event", "owner", "deleted_owner"}) {
+      const std::string key = std::string("\"") + name + "\": \"";
+      const std::size_t p = line.find(key);
+      if (p == std::string::npos) continue;
+      const std::size_t start = p + key.size();
+      fields[name] = line.substr(start, line.find('"', start) - start);
+    }
+    out.push_back(fields);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("real redis-py Lock with unseen scripts, and seed 004's DEL, against the client's own log",
+          "[real][clients][value-flow]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  if (!redis_py_available()) {
+    WARN("Debian's python3-redis is not installed (scripts/install-deps): skipping");
+    return;
+  }
+  ltest::redis_server server;
+  atest::temp_dir dir;
+  const auto pcap = dir / "redis_py.pcap";
+  const auto truth_file = dir / "truth.jsonl";
+  const std::string run_client = std::string(debian_python) + " " + client_script.string() + " ";
+  const std::string port = std::to_string(server.port());
+  REQUIRE(atest::run(run_client + "load " + port) == 0);
+  {
+    atest::tcpdump_recording rec(pcap, server.port());
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+      return;
+    }
+    REQUIRE(atest::run(run_client + "run " + port + " > " + truth_file.string()) == 0);
+  }
+  const auto truth = read_truth(truth_file);
+  REQUIRE(truth.size() == 10);
+  const auto events = events_of(pcap.string());
+
+  std::vector<const recorded_event*> py, del;
+  for (const auto& e : events.events) (e.lock == "job:py" ? py : del).push_back(&e);
+  // redis-py: what the client says it did, in order (its failed polls are the contended).
+  std::vector<std::string> ours, theirs;
+  for (const auto* e : py) {
+    if (e->event != "contended") ours.push_back(e->event + " " + e->owner);
+  }
+  for (std::size_t i = 0; i < 7; ++i) {
+    const auto& t = truth[i];
+    if (t.at("event") == "gave_up") continue;
+    theirs.push_back((t.at("event") == "extended" ? "renewed" : t.at("event")) + " " + t.at("owner"));
+  }
+  CHECK(ours == theirs);
+  CHECK(events.count("contended") >= 2);  // B polled every 50 ms for 300 ms
+  for (const auto* e : py) {
+    if (e->event == "renewed" || e->event == "released") CHECK(e->inferred);  // the variants' SHA1s are unknown
+  }
+  // Seed 004: c1's DEL removed b's lock.
+  std::vector<std::string> del_names;
+  for (const auto* e : del) del_names.push_back(e->event);
+  CHECK(del_names == std::vector<std::string>{"acquired", "expired", "acquired", "released",
+                                              "anomaly:released_other_owner", "anomaly:unchecked_release"});
+  const auto* other = events.first("anomaly:released_other_owner");
+  REQUIRE(other != nullptr);
+  CHECK(other->owner == truth[9].at("owner"));
+  CHECK(events.first("released") != nullptr);
+  CHECK(del.size() >= 4);
+  CHECK(del[3]->owner == truth[9].at("deleted_owner"));
+  CHECK(del[3]->client == del[0]->client);  // from c1's connection
+  CHECK(events.count("anomaly:unlock_by_non_owner") == 0);
+  CHECK(events.count("anomaly:expired_while_held") == 0);
+  CHECK(events.count("renew_failed") == 0);
+}
