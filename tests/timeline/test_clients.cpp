@@ -427,3 +427,55 @@ TEST_CASE("timeline: a DEL from a connection that never acquired the lock names 
   w.send({"DEL", "k"}, ":1\r\n", 100, 2);
   CHECK(events.names() == std::vector<std::string>{"acquired", "released", "anomaly:unchecked_release"});
 }
+
+TEST_CASE("client scripts: a retried Redisson 3.24+ unlock (same latch key) replays its reply and changes nothing",
+          "[recognizer][clients]") {
+  const std::string o(redisson_owner);
+  const std::string ch = lock::channel_name("myLock");
+  const std::string latch1 = "redisson_unlock_latch:{myLock}:0123456789abcdef0123456789abcdef";
+  const std::string latch2 = "redisson_unlock_latch:{myLock}:fedcba9876543210fedcba9876543210";
+  const auto& unlock = client_script("redisson unlock (latch, publish command as ARGV, since 3.24)");
+  for (const bool unseen : {false, true}) {
+    INFO((unseen ? "unseen EVALSHA" : "EVAL"));
+    op_recorder rec;
+    wire w(rec);
+    const std::string sha = unseen ? unseen_sha(unlock.text) : lock::sha1_hex(unlock.text);
+    auto send = [&](const std::string& latch, std::string_view reply, double at) {
+      w.send(call("EVALSHA", sha, {"myLock", ch, latch}, {"0", "30000", o, "PUBLISH", "13500"}), reply, at);
+    };
+    send(latch1, ":1\r\n", 0);
+    send(latch1, ":1\r\n", 5);  // the client timed out and sent it again: the latch answers
+    w.send({"DEL", latch1}, ":1\r\n", 6);
+    send(latch2, "$-1\r\n", 100);  // a later unlock call, by an owner that no longer holds it
+    REQUIRE(rec.ops.size() == 3);
+    CHECK(rec.ops[0].outcome == op_outcome::ok);
+    CHECK(rec.ops[1].outcome == op_outcome::none);
+    CHECK(rec.ops[2].outcome == op_outcome::rejected);
+  }
+}
+
+TEST_CASE("client scripts: redis-py's extend adds to the remaining TTL unless replace_ttl", "[recognizer][clients]") {
+  const auto& extend = client_script("redis-py 4.3 Lock extend");
+  const auto c = analyzer::classify_script(extend.text);
+  CHECK(c.lease_added);
+  CHECK(c.replace_argv == 3);
+  CHECK_FALSE(analyzer::classify_script(client_script("redis-py 4.3 Lock reacquire").text).lease_added);
+  CHECK_FALSE(analyzer::classify_script(client_script("redsync v4 extend").text).lease_added);
+  for (const bool unseen : {false, true}) {
+    INFO((unseen ? "unseen EVALSHA" : "known EVALSHA"));
+    event_recorder events;
+    analyzer::lock_timeline timeline({}, events);
+    wire w(timeline);
+    const std::string sha = unseen ? unseen_sha(extend.text) : lock::sha1_hex(extend.text);
+    w.send({"SET", "job", "tok", "PX", "2000", "NX"}, "+OK\r\n", 0);
+    w.send({"EVALSHA", sha, "1", "job", "tok", "1000", "0"}, ":1\r\n", 500);  // 1.5 s left + 1 s
+    w.send({"EVALSHA", sha, "1", "job", "tok", "4000", "1"}, ":1\r\n", 600);  // replaced: 4 s
+    timeline.advance_to(t0 + 4500 * ms);  // a replacing reading of the first would have expired it at 1.5 s
+    CHECK(events.count("expired") == 0);
+    REQUIRE(events.count("renewed") == 2);
+    CHECK(events.events[1].lease_ms == 2500);
+    CHECK(events.events[2].lease_ms == 4000);
+    timeline.advance_to(t0 + 4700 * ms);
+    CHECK(events.count("expired") == 1);
+  }
+}

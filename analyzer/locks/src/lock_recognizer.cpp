@@ -316,6 +316,19 @@ struct lock_recognizer::state {
     }
   }
 
+  // Redisson ≥ 3.24 / node-redisson: an unlock names a latch key per unlock call; a
+  // retry of the call names it again, and the script then replays the first reply
+  // (the latch value) without doing anything. The client DELs the latch afterwards.
+  static std::uint64_t latch_key(std::string_view server, std::string_view latch) noexcept {
+    return recognizer_detail::value_key(server, latch, "\x01latch");
+  }
+  bool replayed_unlock(std::string_view server, std::string_view latch) {
+    const std::uint64_t k = latch_key(server, latch);
+    if (flow.find(k) != nullptr) return true;
+    flow.insert(k);
+    return false;
+  }
+
   // The SHA1 lower-cased into sha_scratch; empty when it is not 40 hex digits.
   std::string_view normal_sha(std::string_view s) {
     if (s.size() != 40) return {};
@@ -455,7 +468,10 @@ void lock_recognizer::on_exchange(const exchange& e) {
     return;
   }
   if ((iequals(name, "DEL") || iequals(name, "UNLINK")) && args.size() == 2) {
-    if (starts_with(args[1], "redisson_unlock_latch")) return;
+    if (starts_with(args[1], "redisson_unlock_latch")) {
+      st.flow.erase(state::latch_key(e.server_text, args[1]));
+      return;
+    }
     op.kind = lock_op_kind::del;
     op.lock = args[1];
     op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::no_reply
@@ -601,6 +617,11 @@ void lock_recognizer::on_exchange(const exchange& e) {
                                         : (multi ? script_op::multi_extend : script_op::extend);
       g.owner_argv = 1;
       g.lease_argv = 2;
+      // redis-py's extend: [token, ms, "0" | "1"], the time added unless "1" (replace_ttl).
+      if (g.op == script_op::extend && argv.size() == 3 && (argv[2] == "0" || argv[2] == "1")) {
+        g.lease_added = true;
+        g.replace_argv = 3;
+      }
     }
     if (g.op == script_op::none) return;
     cls = g;
@@ -660,12 +681,17 @@ void lock_recognizer::on_exchange(const exchange& e) {
           op.outcome = reply.integer == 1 ? op_outcome::ok : reply.integer == 0 ? op_outcome::partial : op_outcome::rejected;
         }
       } else op.outcome = op_outcome::error;
+      if (!no_reply && cls.op == script_op::unlock && keys.size() >= 3 &&
+          starts_with(keys[2], "redisson_unlock_latch") && st.replayed_unlock(e.server_text, keys[2])) {
+        op.outcome = op_outcome::none;  // a retried unlock: the reply replays the first
+      }
       emit(op);
       return;
     }
     case script_op::renew:
     case script_op::extend: {
       op.kind = lock_op_kind::renew;
+      op.lease_added = cls.lease_added && (cls.replace_argv == 0 || arg_at(argv, cls.replace_argv) != "1");
       op.outcome = no_reply ? op_outcome::no_reply
                    : error  ? op_outcome::error
                    : reply.kind == reply_view::shape::integer ? (reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected)

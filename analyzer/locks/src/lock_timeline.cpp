@@ -733,7 +733,17 @@ struct lock_timeline::impl {
         }
       }
       h->last_renew_us = at;
-      if (op.lease_ms >= 0) h->set_lease(op, at);
+      if (op.lease_ms >= 0 && op.lease_added) {
+        // redis-py's extend adds to the remaining TTL; unknown when the hold was not seen.
+        if (h->deadline_us >= 0) {
+          lock_operation added = op;
+          added.lease_ms = std::max<std::int64_t>(0, (h->deadline_us - at) / 1000) + op.lease_ms;
+          h->set_lease(added, at);
+          e.lease_ms = added.lease_ms;
+        }
+      } else if (op.lease_ms >= 0) {
+        h->set_lease(op, at);
+      }
       e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
       count_renewal(l);
       emit(l, e);

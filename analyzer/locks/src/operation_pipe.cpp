@@ -24,6 +24,7 @@ struct operation_header {
   op_outcome outcome{};
   bool inferred = false;
   bool shared = false;
+  bool lease_added = false;
   bool has_client = false;
   std::uint64_t lengths[6] = {};  // lock, owner, channel, message, client_text, server_text
   std::int64_t lease_ms = -1;
@@ -83,6 +84,7 @@ void operation_pipe::on_operation(const lock_operation& op) {
   h.outcome = op.outcome;
   h.inferred = op.inferred;
   h.shared = op.shared;
+  h.lease_added = op.lease_added;
   h.has_client = op.client != nullptr;
   if (op.client != nullptr) h.client = *op.client;
   h.lease_ms = op.lease_ms;
@@ -245,6 +247,7 @@ void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_si
     op.outcome = h.outcome;
     op.inferred = h.inferred;
     op.shared = h.shared;
+    op.lease_added = h.lease_added;
     op.lock = texts[0];
     op.owner = texts[1];
     op.channel = texts[2];

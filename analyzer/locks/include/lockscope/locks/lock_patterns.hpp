@@ -55,6 +55,10 @@ struct script_class {
   std::uint8_t owner_argv = 0;
   std::uint8_t lease_argv = 0;
   bool latch = false;  // Redisson ≥ 3.24 unlock latch (KEYS[3])
+  // extend: the lease ARGV is added to the remaining TTL (redis-py's `expiration +
+  // ARGV[2]`), always, or only unless ARGV[replace_argv] is "1" (redis-py ≥ 4's flag).
+  bool lease_added = false;
+  std::uint8_t replace_argv = 0;
 
   bool is_lock_script() const noexcept { return op != script_op::none; }
 };

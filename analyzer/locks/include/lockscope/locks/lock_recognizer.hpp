@@ -82,7 +82,8 @@ enum class op_outcome : std::uint8_t {
   expired,    // redsync release: -1, the key was already gone
   none,       // force unlock / del / expire that found no key; a value-checked call that
               // changed nothing: a failed attempt's clean-up release, a retried refused
-              // release, a quorum retry on a server the value already holds
+              // release, a quorum retry on a server the value already holds, a
+              // retried Redisson unlock (its latch replays the first reply)
   error,      // an error reply
   no_reply,   // no reply was captured
 };
@@ -93,6 +94,7 @@ struct lock_operation {
   op_outcome outcome = op_outcome::no_reply;
   bool inferred = false;          // EVALSHA of an unknown script: kind guessed
   bool shared = false;            // a read lock: several holders are legal
+  bool lease_added = false;       // renew: lease_ms is added to the remaining TTL (redis-py's extend)
   std::string_view lock;          // the lock's key
   std::string_view owner;         // Redisson owner, or the SET value/token
   std::string_view channel;       // wake-up channel when the operation names one
