@@ -27,25 +27,11 @@ class wire {
   explicit wire(analyzer::lock_operation_sink& sink) : recognizer(sink) {}
   void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection = 1,
             int server = 0) {
-    static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
-    static const analyzer::endpoint srv = analyzer::make_endpoint("10.0.0.2", 6379);
     static const std::string servers[] = {"10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379"};
     static const std::string clients[] = {"10.0.0.1:50000", "10.0.0.1:50001", "10.0.0.1:50002", "10.0.0.1:50003",
                                           "10.0.0.1:50004", "10.0.0.1:50005", "10.0.0.1:50006", "10.0.0.1:50007"};
-    std::vector<std::string_view> views(args.begin(), args.end());
-    analyzer::message m;
-    if (!reply.empty()) m = make_message(reply);
-    analyzer::exchange e;
-    e.connection = connection;
-    e.client = &client;
-    e.server = &srv;
-    e.client_text = clients[connection % 8];
-    e.server_text = servers[server];
-    e.request_us = t0 + static_cast<std::int64_t>(at_ms * ms);
-    e.reply_us = reply.empty() ? -1 : e.request_us + 100;
-    e.command = views;
-    e.reply = reply.empty() ? nullptr : &m;
-    recognizer.on_exchange(e);
+    feed(recognizer, args, reply, t0 + static_cast<std::int64_t>(at_ms * ms), connection, clients[connection % 8],
+         servers[server]);
   }
   analyzer::lock_recognizer recognizer;
 };
