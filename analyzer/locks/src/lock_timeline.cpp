@@ -563,8 +563,11 @@ struct lock_timeline::impl {
     }
     if (op.outcome != op_outcome::ok) return;
 
+    // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
+    // the key exists, whoever set it).
     if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
-                                           op.family != lock_family::set_based) {
+                                           op.family != lock_family::set_based &&
+                                           op.family != lock_family::redlock_multi) {
       h->reenter();
       if (op.lease_ms >= 0) h->set_lease(op, at);
       lock_event e = from_op(l, op, lock_event_kind::reentered);
