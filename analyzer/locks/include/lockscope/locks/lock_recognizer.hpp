@@ -16,7 +16,7 @@
 // the capture (and is still in the LRU caches: see script_cache_entries) (EVAL: its SHA1 is computed once per distinct script text; SCRIPT LOAD:
 // the script and the SHA1 in the reply), or when it is one of the built-in known
 // scripts (lock/scripts.hpp plus the other forms in lock_patterns.cpp). An unknown
-// SHA1 is inferred from the argument shape and the reply, and the operation is marked
+// SHA1 is inferred from the argument shape, the reply and the value's flow, and the operation is marked
 // `inferred` (heuristics, in order):
 //   - KEYS[2] is a `redisson_lock_queue:` key: fair acquire (3 keys) / fair unlock (4+);
 //   - KEYS[2] is a lock channel (`redisson_lock__channel…`, `redisson_rwlock…`):
@@ -27,9 +27,24 @@
 //   - 1 key, ARGV = [number, owner id]: acquire when the reply is nil or an integer
 //     >= 2 (a PTTL) — from then on the SHA1 is known to be an acquire; 0/1 otherwise:
 //     renew (the acquire's PTTL can be 0/1 only in the last 2 ms of a lease);
-//   - 1 key, ARGV = [token] with integer reply: SET-based release (get==token → del);
-//     ARGV = [token, number...]: SET-based extend;
+//   - N keys, ARGV = [value] with integer reply: release (get==value → del; N > 1:
+//     node-redlock's multi-key release);
+//   - N keys, ARGV = [value, number, ...] with integer reply: acquire or extend, told
+//     apart by value flow (node-redlock sends both with this shape): a fresh value's
+//     first script is its acquire, a value already seen (in another script, or in a
+//     SET NX) makes this script an extend, and a value's release marks its first script
+//     an acquire. Each unknown SHA1 collects these votes and keeps the role once they
+//     agree (>= 2, and 4 to 1); before that, each call follows its own value. N > 1:
+//     node-redlock's all-or-nothing multi-key form. redis-py's [token, ms, "0"|"1"]
+//     extend adds the time to the TTL unless "1";
 //   - anything else is not reported.
+// Value flow: values (SET tokens, script values) are followed per (server, key, value)
+// in a fixed LRU table (value_flow_entries), dropped when released. A release answered
+// 0 for a value that never held the lock there (a failed quorum's clean-up), a retry of
+// a refused release, and a quorum retry on a server the value holds get outcome `none`;
+// so does a retried Redisson 3.24+ unlock (same latch key: the script replays its reply).
+// Other clients' scripts are built in byte for byte (client_scripts()): Redisson
+// 3.22-3.23, node-redlock 5, redis-py 4.3, redsync v4, redis-plus-plus, node-redisson.
 // Plain commands: SET key val NX PX|EX (acquire), SETNX, EXPIRE/PEXPIRE, DEL (the DEL
 // of an unlock latch key is skipped), SUBSCRIBE/SSUBSCRIBE/UNSUBSCRIBE/SUNSUBSCRIBE,
 // and `message`/`smessage` pushes on lock channels.
