@@ -465,3 +465,27 @@ TEST_CASE("client scripts: redis-py's extend adds to the remaining TTL unless re
     CHECK(events.count("expired") == 1);
   }
 }
+
+TEST_CASE("client scripts: Redisson 3.44+'s batched renewal as EVAL, known and unseen EVALSHA", "[recognizer][clients]") {
+  const auto& renew = client_script("redisson renew (batched, since 3.44)");
+  const std::string o1 = std::string(redisson_owner), o2 = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:13";
+  for (const int form : {0, 1, 2}) {
+    INFO((form == 0 ? "EVAL" : form == 1 ? "EVALSHA" : "unseen EVALSHA"));
+    op_recorder rec;
+    wire w(rec);
+    const std::string sha = form == 1 ? lock::sha1_hex(renew.text) : unseen_sha(renew.text);
+    w.send(call(form == 0 ? "EVAL" : "EVALSHA", form == 0 ? renew.text : std::string_view(sha), {"a", "b"},
+                {"30000", o1, o2}),
+           "*2\r\n:1\r\n:0\r\n", 0);
+    REQUIRE(rec.ops.size() == 2);
+    CHECK(rec.ops[0].kind == lock_op_kind::renew);
+    CHECK(rec.ops[0].lock == "a");
+    CHECK(rec.ops[0].owner == o1);
+    CHECK(rec.ops[0].outcome == op_outcome::ok);
+    CHECK(rec.ops[0].lease_ms == 30000);
+    CHECK(rec.ops[1].lock == "b");
+    CHECK(rec.ops[1].owner == o2);
+    CHECK(rec.ops[1].outcome == op_outcome::rejected);
+    CHECK(rec.ops[1].inferred == (form == 2));
+  }
+}

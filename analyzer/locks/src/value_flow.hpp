@@ -129,6 +129,7 @@ class value_flow {
     if (tail_ == empty) tail_ = n;
   }
 
+  static_assert(sizeof(node) <= 56);  // ~260 KiB for 4,096 values with the slots (README)
   std::vector<node> nodes_;
   std::vector<std::uint32_t> slots_;
   std::uint32_t head_ = empty, tail_ = empty, free_ = empty;
