@@ -147,7 +147,7 @@ TEST_CASE("captures: the anomalies come with the right surrounding events", "[ca
   CHECK(rec.count("anomaly:idle_with_waiters") == 0);
   rec = events_of(pcap_of("crafted/non_atomic_acquire"));
   CHECK(rec.names() == std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire", "renewed", "contended",
-                                                "released"});
+                                                "released", "anomaly:unchecked_release"});
 }
 
 TEST_CASE("captures: EVALSHA-only captures give the seed timeline, unknown SHA1s marked inferred",

@@ -23,7 +23,7 @@ struct copied_call {
   analyzer::lock_op_kind kind{};
   analyzer::lock_family family{};
   analyzer::op_outcome outcome{};
-  bool inferred = false, shared = false, has_client = false;
+  bool inferred = false, shared = false, lease_added = false, has_client = false;
   std::string lock, owner, channel, message, client_text, server_text;
   std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, request_us = 0, reply_us = 0;
   std::uint64_t connection = 0;
@@ -48,6 +48,7 @@ copied_call copy_of(const analyzer::lock_operation& op) {
   c.outcome = op.outcome;
   c.inferred = op.inferred;
   c.shared = op.shared;
+  c.lease_added = op.lease_added;
   c.has_client = op.client != nullptr;
   if (op.client != nullptr) c.client = *op.client;
   c.lock = op.lock;
@@ -130,6 +131,7 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   op.outcome = static_cast<analyzer::op_outcome>(i % 8);
   op.inferred = i % 3 == 0;
   op.shared = i % 5 == 0;
+  op.lease_added = i % 7 == 1;
   op.lock = lock;
   op.owner = owner;
   op.channel = i % 2 == 0 ? std::string_view(channel) : std::string_view();

@@ -291,12 +291,13 @@ TEST_CASE("timeline: SETNX is a non_atomic_acquire, EXPIRE sets its lease, DEL r
   f.timeline.on_operation(expire);
   f.timeline.on_operation(f.op(lock_op_kind::del, op_outcome::ok, "", 100));
   CHECK(f.events.names() ==
-        std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire", "renewed", "released"});
+        std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire", "renewed", "released",
+                                 "anomaly:unchecked_release"});
   CHECK(f.events.events[2].lease_ms == 15000);
   CHECK(f.events.events[2].owner == "1");
   // Plain commands on keys that never were locks are ignored.
   f.timeline.on_operation(f.op(lock_op_kind::del, op_outcome::ok, "", 200));
-  CHECK(f.events.events.size() == 4);
+  CHECK(f.events.events.size() == 5);
 }
 
 TEST_CASE("timeline: force unlock releases every holder", "[timeline]") {

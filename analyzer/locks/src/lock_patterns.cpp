@@ -265,6 +265,18 @@ script_class classify_script(std::string_view text) {
     if (del1) c.op = script_op::release;
     else if (pexpire || set_px) {
       c.op = script_op::extend;
+      // redis-py: `pexpire(KEYS[1], expiration + ARGV[2])`, since 4.0 only when
+      // `ARGV[3] == "0"` (replace_ttl false).
+      const int lease_at = c.lease_argv != 0 ? c.lease_argv : (compared == 1 ? 2 : 1);
+      const std::string lease_operand = "argv[" + std::to_string(lease_at) + "]";
+      if (has(norm, lease_operand + "+expiration") || has(norm, "expiration+" + lease_operand)) {
+        c.lease_added = true;
+        const std::size_t flag = norm.find("ifargv[");
+        const std::size_t close = flag == std::string::npos ? flag : norm.find(']', flag);
+        if (close != std::string::npos && norm.compare(close + 1, 9, "=='0'then") == 0) {
+          c.replace_argv = u8(argv_index(norm.substr(flag + 2, close - flag - 1)));
+        }
+      }
       if (c.lease_argv == 0) {
         // redis-py style `pexpire(KEYS[1], expiration + ARGV[2])` was read above; else
         // take the first ARGV that is not the token.

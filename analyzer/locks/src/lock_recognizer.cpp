@@ -8,6 +8,7 @@
 
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lru_cache.hpp"
+#include "value_flow.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/resp/ascii.hpp"
@@ -131,6 +132,10 @@ struct lock_recognizer::state {
     script_class cls;
     bool inferred = false;       // learnt from the argument shape, not from the text
     bool acquire_proven = false; // an inferred SHA that answered nil or a PTTL >= 2
+    // Value flow (an inferred [value, ttl] script): calls that showed it to be the
+    // first script of a value (an acquire) or a later one (an extend).
+    std::uint32_t acquire_votes = 0;
+    std::uint32_t extend_votes = 0;
   };
   // The built-in scripts: always known, never evicted.
   string_map<script_class> builtin_text;
@@ -144,6 +149,7 @@ struct lock_recognizer::state {
   const std::string* last_eval_text = nullptr;
   const script_class* last_eval_class = nullptr;
   std::array<char, 40> sha_scratch{};
+  std::array<char, 40> vote_scratch{};
   std::vector<std::string_view> keys;   // reused per exchange
   std::vector<std::string_view> argv;
   // The database of each connection not simply in db 0 since its SYN: SELECTed (or
@@ -167,6 +173,11 @@ struct lock_recognizer::state {
     last_db_connection = connection;
     last_db = db;
   }
+  // Lock values seen recently (see value_flow.hpp), and the script of the current call
+  // (binary SHA1; zero for an EVAL, whose script is known by its text).
+  recognizer_detail::value_flow flow{value_flow_entries};
+  std::array<std::uint8_t, 20> current_sha{};
+  bool current_is_script = false;
 
   state() {
     auto add = [this](std::string_view text, const std::string& sha) {
@@ -175,6 +186,7 @@ struct lock_recognizer::state {
     };
     for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
     for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
+    for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
   }
 
   // Makes `text` the last EVAL's script when it is known.
@@ -215,6 +227,127 @@ struct lock_recognizer::state {
       stats.shas_evicted = by_sha.evictions();
     }
     return c;
+  }
+
+  // The role value flow has shown an inferred script to play (acquire or extend),
+  // once the votes agree (4 to 1 at least); none before.
+  static script_op learned_role(const sha_entry& e) noexcept {
+    if (e.acquire_votes >= 2 && e.extend_votes * 4 <= e.acquire_votes) return script_op::acquire;
+    if (e.extend_votes >= 2 && e.acquire_votes * 4 <= e.extend_votes) return script_op::extend;
+    return script_op::none;
+  }
+  static std::array<std::uint8_t, 20> sha_bytes(std::string_view hex) noexcept {
+    std::array<std::uint8_t, 20> out{};
+    auto nibble = [](char c) { return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+    for (std::size_t i = 0; i < 20 && 2 * i + 1 < hex.size(); ++i) {
+      out[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+    }
+    return out;
+  }
+  // The script that carried a value first turns out to be that value's acquire.
+  void vote_first_acquire(recognizer_detail::value_record& rec) {
+    if (!rec.first_is_sha || rec.first_voted) return;
+    rec.first_voted = true;
+    static constexpr char digits[] = "0123456789abcdef";
+    for (std::size_t i = 0; i < 20; ++i) {
+      vote_scratch[2 * i] = digits[rec.first_sha[i] >> 4];
+      vote_scratch[2 * i + 1] = digits[rec.first_sha[i] & 15];
+    }
+    if (auto* e = by_sha.find({vote_scratch.data(), 40}); e != nullptr && e->value.inferred) ++e->value.acquire_votes;
+  }
+
+  // The role of an unseen [value, ttl] script from how its value flowed so far (see
+  // the header): the first script a value meets is its acquire, a later one its extend.
+  script_op value_role(sha_entry& se, std::string_view server, std::string_view key, std::string_view value,
+                       const std::array<std::uint8_t, 20>& sha, bool answered_yes, std::int64_t at_us) {
+    script_op by_flow = script_op::acquire;  // a fresh value
+    if (recognizer_detail::value_record* rec = flow.find(recognizer_detail::value_key(server, key, value))) {
+      if (!rec->first_is_sha || rec->first_sha != sha) {
+        by_flow = script_op::extend;
+        ++se.extend_votes;
+        vote_first_acquire(*rec);
+      } else {
+        by_flow = rec->first_role;
+        // An acquire cannot succeed while its own value still holds the key.
+        if (rec->held && answered_yes && rec->deadline_us > at_us) {
+          by_flow = script_op::extend;
+          ++se.extend_votes;
+        }
+      }
+    }
+    const script_op learned = learned_role(se);
+    return learned != script_op::none ? learned : by_flow;
+  }
+
+  // Follows a value through a SET-based or node-redlock operation about to be
+  // emitted; a value-checked call that changed nothing gets outcome `none`.
+  void track_value(lock_operation& op) {
+    if (op.owner.empty() || op.lock.empty()) return;
+    const std::uint64_t k = recognizer_detail::value_key(op.server_text, op.lock, op.owner);
+    recognizer_detail::value_record* rec = flow.find(k);
+    const std::int64_t at = op.at_us();
+    auto fresh = [&](script_op role) -> recognizer_detail::value_record& {
+      recognizer_detail::value_record& r = flow.insert(k);
+      r.first_is_sha = current_is_script;
+      r.first_sha = current_sha;
+      r.first_role = role;
+      return r;
+    };
+    auto holds = [&](recognizer_detail::value_record& r) {
+      r.held = true;
+      r.release_refused = false;
+      r.deadline_us = op.lease_ms >= 0 ? at + std::min<std::int64_t>(op.lease_ms, INT64_MAX / 2000) * 1000 : -1;
+    };
+    switch (op.kind) {
+      case lock_op_kind::acquire:
+        if (rec == nullptr) rec = &fresh(script_op::acquire);
+        else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at) op.outcome = op_outcome::none;
+        if (op.outcome == op_outcome::ok) holds(*rec);
+        return;
+      case lock_op_kind::renew:
+        if (rec == nullptr) rec = &fresh(script_op::extend);
+        if (op.outcome == op_outcome::ok) holds(*rec);
+        return;
+      case lock_op_kind::unlock:
+        if (rec == nullptr) {
+          // A value not seen before (acquired before the capture began): its refused
+          // release is reported once; the client's retries of it are not.
+          if (op.outcome == op_outcome::rejected || op.outcome == op_outcome::expired) {
+            recognizer_detail::value_record& r = fresh(script_op::none);
+            r.first_voted = true;  // no acquire seen: nothing to vote for
+            r.held = true;         // (perhaps: not a failed attempt's clean-up)
+            r.release_refused = true;
+          }
+          return;
+        }
+        if (op.outcome == op_outcome::ok) {
+          vote_first_acquire(*rec);
+          flow.erase(k);
+        } else if (op.outcome == op_outcome::rejected || op.outcome == op_outcome::expired) {
+          if (!rec->held || rec->release_refused) {
+            op.outcome = op_outcome::none;  // a failed attempt's clean-up, or a retried release
+          } else {
+            vote_first_acquire(*rec);
+            rec->release_refused = true;
+          }
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
+  // Redisson ≥ 3.24 / node-redisson: an unlock names a latch key per unlock call; a
+  // retry of the call names it again, and the script then replays the first reply
+  // (the latch value) without doing anything. The client DELs the latch afterwards.
+  static std::uint64_t latch_key(std::string_view server, std::string_view latch) noexcept {
+    return recognizer_detail::value_key(server, latch, "\x01latch");
+  }
+  bool replayed_unlock(std::string_view server, std::string_view latch) {
+    const std::uint64_t k = latch_key(server, latch);
+    if (flow.find(k) != nullptr) return true;
+    flow.insert(k);
+    return false;
   }
 
   // The SHA1 lower-cased into sha_scratch; empty when it is not 40 hex digits.
@@ -274,7 +407,14 @@ void lock_recognizer::on_exchange(const exchange& e) {
   op.server_text = e.server_text;
   op.request_us = e.request_us;
   op.reply_us = e.reply_us;
-  auto emit = [&](const lock_operation& o) {
+  st.current_is_script = false;
+  auto emit = [&](lock_operation o) {
+    if (o.family == lock_family::set_based || o.family == lock_family::redlock_multi ||
+        o.family == lock_family::setnx) {
+      st.track_value(o);
+      stats_.values_tracked = st.flow.size();
+      stats_.values_evicted = st.flow.evictions();
+    }
     ++stats_.operations;
     if (o.inferred) ++stats_.inferred;
     sink_.on_operation(o);
@@ -375,7 +515,10 @@ void lock_recognizer::on_exchange(const exchange& e) {
     return;
   }
   if ((iequals(name, "DEL") || iequals(name, "UNLINK")) && args.size() == 2) {
-    if (starts_with(args[1], "redisson_unlock_latch")) return;
+    if (starts_with(args[1], "redisson_unlock_latch")) {
+      st.flow.erase(state::latch_key(e.server_text, args[1]));
+      return;
+    }
     op.kind = lock_op_kind::del;
     op.lock = args[1];
     op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::no_reply
@@ -423,6 +566,8 @@ void lock_recognizer::on_exchange(const exchange& e) {
 
   script_class cls;
   state::sha_entry* sha_entry = nullptr;
+  st.current_is_script = true;
+  st.current_sha = {};
   if (eval && st.last_eval_text != nullptr && *st.last_eval_text == args[1]) {
     cls = *st.last_eval_class;
   } else if (eval) {
@@ -436,6 +581,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
   } else {
     const std::string_view sha = st.normal_sha(args[1]);
     if (sha.empty()) return;
+    st.current_sha = state::sha_bytes(sha);
     sha_entry = st.find_sha(sha);
     if (sha_entry == nullptr) {
       ++stats_.unknown_shas;
@@ -501,16 +647,28 @@ void lock_recognizer::on_exchange(const exchange& e) {
                             (reply.kind == reply_view::shape::integer && reply.integer == -1);
       if (decisive) sha_entry->acquire_proven = true;
       g.op = sha_entry->acquire_proven || decisive ? script_op::acquire : script_op::renew;
-    } else if (keys.size() == 1 && argv.size() == 1 && reply.kind == reply_view::shape::integer) {
-      g.family = lock_family::set_based;
-      g.op = script_op::release;
+    } else if (keys.size() >= 1 && argv.size() == 1 && reply.kind == reply_view::shape::integer) {
+      // get == value → del: one key (redis-py, redsync, redis-plus-plus) or node-redlock's N.
+      g.family = keys.size() == 1 ? lock_family::set_based : lock_family::redlock_multi;
+      g.op = keys.size() == 1 ? script_op::release : script_op::multi_release;
       g.owner_argv = 1;
-    } else if (keys.size() == 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
+    } else if (keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
                reply.kind == reply_view::shape::integer) {
-      g.family = lock_family::set_based;
-      g.op = script_op::extend;
+      // [value, ttl]: node-redlock's acquire and extend have the same shape; how the
+      // value flows tells them apart.
+      const script_op role = st.value_role(*sha_entry, e.server_text, keys[0], argv[0], st.current_sha,
+                                           reply.integer >= 1, op.at_us());
+      const bool multi = keys.size() > 1;
+      g.family = multi ? lock_family::redlock_multi : lock_family::set_based;
+      g.op = role == script_op::acquire ? (multi ? script_op::multi_acquire : script_op::acquire)
+                                        : (multi ? script_op::multi_extend : script_op::extend);
       g.owner_argv = 1;
       g.lease_argv = 2;
+      // redis-py's extend: [token, ms, "0" | "1"], the time added unless "1" (replace_ttl).
+      if (g.op == script_op::extend && argv.size() == 3 && (argv[2] == "0" || argv[2] == "1")) {
+        g.lease_added = true;
+        g.replace_argv = 3;
+      }
     }
     if (g.op == script_op::none) return;
     cls = g;
@@ -546,8 +704,10 @@ void lock_recognizer::on_exchange(const exchange& e) {
           op.outcome = op_outcome::contended;
           op.ttl_ms = v[0];
         }
-      } else if (reply.kind == reply_view::shape::null) op.outcome = op_outcome::ok;
-      else if (cls.family == lock_family::set_based) op.outcome = reply.kind == reply_view::shape::ok ? op_outcome::ok : op_outcome::contended;
+      } else if (reply.kind == reply_view::shape::null && cls.family != lock_family::set_based) op.outcome = op_outcome::ok;
+      else if (cls.family == lock_family::set_based && reply.kind == reply_view::shape::integer) {
+        op.outcome = reply.integer >= 1 ? op_outcome::ok : op_outcome::contended;  // a script's 1 / 0
+      } else if (cls.family == lock_family::set_based) op.outcome = reply.kind == reply_view::shape::ok ? op_outcome::ok : op_outcome::contended;
       else if (reply.kind == reply_view::shape::integer) {
         op.outcome = op_outcome::contended;
         op.ttl_ms = reply.integer;
@@ -568,12 +728,17 @@ void lock_recognizer::on_exchange(const exchange& e) {
           op.outcome = reply.integer == 1 ? op_outcome::ok : reply.integer == 0 ? op_outcome::partial : op_outcome::rejected;
         }
       } else op.outcome = op_outcome::error;
+      if (!no_reply && cls.op == script_op::unlock && keys.size() >= 3 &&
+          starts_with(keys[2], "redisson_unlock_latch") && st.replayed_unlock(e.server_text, keys[2])) {
+        op.outcome = op_outcome::none;  // a retried unlock: the reply replays the first
+      }
       emit(op);
       return;
     }
     case script_op::renew:
     case script_op::extend: {
       op.kind = lock_op_kind::renew;
+      op.lease_added = cls.lease_added && (cls.replace_argv == 0 || arg_at(argv, cls.replace_argv) != "1");
       op.outcome = no_reply ? op_outcome::no_reply
                    : error  ? op_outcome::error
                    : reply.kind == reply_view::shape::integer ? (reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected)

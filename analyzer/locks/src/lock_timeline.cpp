@@ -33,7 +33,7 @@ std::string_view to_string(anomaly_kind k) noexcept {
   static constexpr std::string_view names[] = {
       "none",         "expired_while_held", "overlapping_holders", "unlock_by_non_owner", "idle_with_waiters",
       "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire",  "quorum_lost",
-      "split_quorum"};
+      "split_quorum", "released_other_owner", "unchecked_release"};
   return names[static_cast<std::size_t>(k)];
 }
 
@@ -111,6 +111,13 @@ struct connection_info {
     link_confidence confidence;
   };
   std::vector<subscription> subscriptions;
+  // The owners that last acquired or renewed a lock on this connection (the 4 most
+  // recent locks): a plain DEL carries no owner, so this says whose it was.
+  struct lock_owner {
+    std::uint32_t lock = no_id;
+    std::uint32_t owner = no_id;
+  };
+  std::array<lock_owner, 4> last_owners{};
 };
 
 }  // namespace
@@ -330,6 +337,7 @@ struct lock_timeline::impl {
     texts.release(c.client);
     texts.release(c.server);
     for (const auto& sub : c.subscriptions) owners.release(sub.owner);
+    for (const auto& lo : c.last_owners) owners.release(lo.owner);
     c = connection_info{};
     free_connections.push_back(conn);
     if (last_conn_ == conn) last_conn_ = no_id;
@@ -539,11 +547,34 @@ struct lock_timeline::impl {
     }
   }
 
+  // Remembers `owner` as the connection's last owner of lock `id` (see last_owners).
+  void note_owner(std::uint32_t conn, std::uint32_t id, std::uint32_t owner) {
+    auto& slots = connections[conn].last_owners;
+    auto* slot = &slots.back();  // the least recent when the lock is not there yet
+    for (auto& s : slots) {
+      if (s.lock == id) {
+        slot = &s;
+        break;
+      }
+    }
+    owners.retain(owner);
+    owners.release(slot->owner);
+    std::rotate(slots.begin(), slot, slot + 1);  // most recent first
+    slots.front() = {id, owner};
+  }
+  std::uint32_t last_owner_on(std::uint32_t conn, std::uint32_t id) const {
+    for (const auto& s : connections[conn].last_owners) {
+      if (s.lock == id) return s.owner;
+    }
+    return no_id;
+  }
+
   void on_acquire(std::uint32_t id, const lock_operation& op) {
     lock_state& l = locks[id];
     const std::uint32_t conn = conn_index(op);
     const std::uint32_t owner = owners.id(op.owner);
     const std::int64_t at = op.at_us();
+    if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
     if (op.outcome == op_outcome::contended) {
       waiter* w = find_waiter(l, owner);
       if (w == nullptr) {
@@ -569,8 +600,11 @@ struct lock_timeline::impl {
     }
     if (op.outcome != op_outcome::ok) return;
 
+    // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
+    // the key exists, whoever set it).
     if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
-                                           op.family != lock_family::set_based) {
+                                           op.family != lock_family::set_based &&
+                                           op.family != lock_family::redlock_multi) {
       h->reenter();
       if (op.lease_ms >= 0) h->set_lease(op, at);
       lock_event e = from_op(l, op, lock_event_kind::reentered);
@@ -739,7 +773,17 @@ struct lock_timeline::impl {
         }
       }
       h->last_renew_us = at;
-      if (op.lease_ms >= 0) h->set_lease(op, at);
+      if (op.lease_ms >= 0 && op.lease_added) {
+        // redis-py's extend adds to the remaining TTL; unknown when the hold was not seen.
+        if (h->deadline_us >= 0) {
+          lock_operation added = op;
+          added.lease_ms = std::max<std::int64_t>(0, (h->deadline_us - at) / 1000) + op.lease_ms;
+          h->set_lease(added, at);
+          e.lease_ms = added.lease_ms;
+        }
+      } else if (op.lease_ms >= 0) {
+        h->set_lease(op, at);
+      }
       e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
       count_renewal(l);
       emit(l, e);
@@ -775,9 +819,23 @@ struct lock_timeline::impl {
         e.held_us = at - h->since_us;
         add_hold(l, e.held_us);
       }
+      const std::uint32_t conn = conn_index(op);
+      const std::uint32_t deleter = last_owner_on(conn, id);
+      const std::uint32_t removed = h->owner;
+      owners.retain(removed);  // named by the anomaly below, after the holders are gone
       clear_holders(l);  // every holder is gone with the key
       became_free(l, at);
       emit(l, e);
+      if (deleter != no_id && deleter != removed) {
+        detail = "DEL from " + std::string(owners.text(deleter)) + "'s connection removed " +
+                 std::string(owners.text(removed)) + "'s lock";
+        anomaly(l, at, anomaly_kind::released_other_owner, deleter, conn, detail, op.inferred);
+      }
+      if (!has_extra(l) || xp(l)->anomalies[static_cast<std::size_t>(anomaly_kind::unchecked_release)] == 0) {
+        anomaly(l, at, anomaly_kind::unchecked_release, removed, conn,
+                "released by a plain DEL, which does not check the owner", op.inferred);
+      }
+      owners.release(removed);
     }
     schedule(id);
   }

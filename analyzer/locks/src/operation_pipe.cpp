@@ -24,6 +24,7 @@ struct operation_header {
   op_outcome outcome{};
   bool inferred = false;
   bool shared = false;
+  bool lease_added = false;
   bool has_client = false;
   std::int32_t db = 0;
   std::uint64_t lengths[6] = {};  // lock, owner, channel, message, client_text, server_text
@@ -85,6 +86,7 @@ void operation_pipe::on_operation(const lock_operation& op) {
   h.inferred = op.inferred;
   h.shared = op.shared;
   h.db = op.db;
+  h.lease_added = op.lease_added;
   h.has_client = op.client != nullptr;
   if (op.client != nullptr) h.client = *op.client;
   h.lease_ms = op.lease_ms;
@@ -248,6 +250,7 @@ void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_si
     op.inferred = h.inferred;
     op.shared = h.shared;
     op.db = h.db;
+    op.lease_added = h.lease_added;
     op.lock = texts[0];
     op.owner = texts[1];
     op.channel = texts[2];

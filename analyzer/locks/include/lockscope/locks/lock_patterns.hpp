@@ -55,6 +55,10 @@ struct script_class {
   std::uint8_t owner_argv = 0;
   std::uint8_t lease_argv = 0;
   bool latch = false;  // Redisson ≥ 3.24 unlock latch (KEYS[3])
+  // extend: the lease ARGV is added to the remaining TTL (redis-py's `expiration +
+  // ARGV[2]`), always, or only unless ARGV[replace_argv] is "1" (redis-py ≥ 4's flag).
+  bool lease_added = false;
+  std::uint8_t replace_argv = 0;
 
   bool is_lock_script() const noexcept { return op != script_op::none; }
 };
@@ -71,7 +75,12 @@ std::string normalize_script(std::string_view text);
 struct known_script {
   std::string_view name;
   std::string_view text;
+  std::string_view origin = {};  // where the bytes were taken from (client, version, file)
 };
 std::span<const known_script> known_scripts() noexcept;
+// Other clients' scripts, byte for byte as they send them: Redisson 3.22-3.23's unlock,
+// node-redlock 5, redis-py 4.3's Lock, redsync v4, redis-plus-plus's RedMutex and
+// node-redisson 1.0 (each entry's `origin` names the source).
+std::span<const known_script> client_scripts() noexcept;
 
 }  // namespace lockscope::analyzer

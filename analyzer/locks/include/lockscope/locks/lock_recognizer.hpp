@@ -16,7 +16,7 @@
 // the capture (and is still in the LRU caches: see script_cache_entries) (EVAL: its SHA1 is computed once per distinct script text; SCRIPT LOAD:
 // the script and the SHA1 in the reply), or when it is one of the built-in known
 // scripts (lock/scripts.hpp plus the other forms in lock_patterns.cpp). An unknown
-// SHA1 is inferred from the argument shape and the reply, and the operation is marked
+// SHA1 is inferred from the argument shape, the reply and the value's flow, and the operation is marked
 // `inferred` (heuristics, in order):
 //   - KEYS[2] is a `redisson_lock_queue:` key: fair acquire (3 keys) / fair unlock (4+);
 //   - KEYS[2] is a lock channel (`redisson_lock__channel…`, `redisson_rwlock…`):
@@ -27,13 +27,28 @@
 //   - 1 key, ARGV = [number, owner id]: acquire when the reply is nil or an integer
 //     >= 2 (a PTTL) — from then on the SHA1 is known to be an acquire; 0/1 otherwise:
 //     renew (the acquire's PTTL can be 0/1 only in the last 2 ms of a lease);
-//   - 1 key, ARGV = [token] with integer reply: SET-based release (get==token → del);
-//     ARGV = [token, number...]: SET-based extend;
+//   - N keys, ARGV = [value] with integer reply: release (get==value → del; N > 1:
+//     node-redlock's multi-key release);
+//   - N keys, ARGV = [value, number, ...] with integer reply: acquire or extend, told
+//     apart by value flow (node-redlock sends both with this shape): a fresh value's
+//     first script is its acquire, a value already seen (in another script, or in a
+//     SET NX) makes this script an extend, and a value's release marks its first script
+//     an acquire. Each unknown SHA1 collects these votes and keeps the role once they
+//     agree (>= 2, and 4 to 1); before that, each call follows its own value. N > 1:
+//     node-redlock's all-or-nothing multi-key form. redis-py's [token, ms, "0"|"1"]
+//     extend adds the time to the TTL unless "1";
 //   - anything else is not reported.
 // Databases: each connection's SELECT (once answered +OK) and RESET (back to 0; HELLO
 // leaves it, as redis-server does) set `db` on its operations. A connection seen from its
 // SYN starts in db 0; one joined mid-stream, or whose commands had a gap before any
 // SELECT, has an unknown db (-1) until it SELECTs.
+// Value flow: values (SET tokens, script values) are followed per (server, key, value)
+// in a fixed LRU table (value_flow_entries), dropped when released. A release answered
+// 0 for a value that never held the lock there (a failed quorum's clean-up), a retry of
+// a refused release, and a quorum retry on a server the value holds get outcome `none`;
+// so does a retried Redisson 3.24+ unlock (same latch key: the script replays its reply).
+// Other clients' scripts are built in byte for byte (client_scripts()): Redisson
+// 3.22-3.23, node-redlock 5, redis-py 4.3, redsync v4, redis-plus-plus, node-redisson.
 // Plain commands: SET key val NX PX|EX (acquire), SETNX, EXPIRE/PEXPIRE, DEL (the DEL
 // of an unlock latch key is skipped), SUBSCRIBE/SSUBSCRIBE/UNSUBSCRIBE/SUNSUBSCRIBE,
 // and `message`/`smessage` pushes on lock channels.
@@ -84,7 +99,10 @@ enum class op_outcome : std::uint8_t {
   partial,    // unlock: one reentrant level released, still held
   rejected,   // unlock/renew/extend: not held by this owner (nil / 0 / -1)
   expired,    // redsync release: -1, the key was already gone
-  none,       // force unlock / del / expire that found no key
+  none,       // force unlock / del / expire that found no key; a value-checked call that
+              // changed nothing: a failed attempt's clean-up release, a retried refused
+              // release, a quorum retry on a server the value already holds, a
+              // retried Redisson unlock (its latch replays the first reply)
   error,      // an error reply
   no_reply,   // no reply was captured
 };
@@ -95,6 +113,7 @@ struct lock_operation {
   op_outcome outcome = op_outcome::no_reply;
   bool inferred = false;          // EVALSHA of an unknown script: kind guessed
   bool shared = false;            // a read lock: several holders are legal
+  bool lease_added = false;       // renew: lease_ms is added to the remaining TTL (redis-py's extend)
   std::string_view lock;          // the lock's key
   std::string_view owner;         // Redisson owner, or the SET value/token
   std::string_view channel;       // wake-up channel when the operation names one
@@ -136,6 +155,8 @@ struct recognizer_stats {
   std::uint64_t inferred = 0;           // operations whose kind was guessed
   std::uint64_t scripts_evicted = 0;    // script texts forgotten (script_cache_entries/bytes)
   std::uint64_t shas_evicted = 0;       // SHA1s forgotten (sha_cache_entries)
+  std::uint64_t values_tracked = 0;     // lock values followed right now (value_flow_entries)
+  std::uint64_t values_evicted = 0;     // values forgotten unreleased
 };
 
 // The caches of scripts and SHA1s learnt from the capture (EVAL, SCRIPT LOAD, unknown
@@ -147,6 +168,10 @@ struct recognizer_stats {
 inline constexpr std::size_t script_cache_entries = 1024;
 inline constexpr std::size_t script_cache_bytes = 8u << 20;   // of script text
 inline constexpr std::size_t sha_cache_entries = 4096;
+// Lock values (SET tokens, node-redlock values) followed per (server, key, value): a
+// fixed table (about 260 KiB) allocated once, least recently used forgotten first, a
+// value's record dropped when it is released.
+inline constexpr std::size_t value_flow_entries = 4096;
 
 class lock_recognizer final : public exchange_sink, public connection_end_sink {
  public:

@@ -27,6 +27,10 @@
 // Identity: a lock is its (server, database, key): the same key on two redis-servers,
 // or in two databases of one, is two locks (merge_servers: the key on any server). The
 // server is the connection's "ip:port"; the database the operation's (unknown: 0).
+//   released_other_owner a plain DEL removed a holder other than the owner that last
+//                        acquired (or renewed) the lock on the DEL's connection: a client
+//                        whose lease ran out deleted its successor's lock
+//   unchecked_release    a plain DEL released the lock (it checks no owner); once per lock
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -95,8 +99,10 @@ enum class anomaly_kind : std::uint8_t {
   non_atomic_acquire,
   quorum_lost,   // lock_groups: a quorum holder fell below quorum yet still acts as holder
   split_quorum,  // lock_groups: two owners each hold a quorum of one key's servers at once
+  released_other_owner,
+  unchecked_release,
 };
-inline constexpr std::size_t anomaly_kind_count = 11;
+inline constexpr std::size_t anomaly_kind_count = 13;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
