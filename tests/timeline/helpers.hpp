@@ -53,7 +53,9 @@ class op_recorder final : public analyzer::lock_operation_sink {
 
 // Feeds one command (and its reply, RESP text; empty: none) to a recognizer.
 inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
-                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1, bool from_start = false) {
+                 std::int64_t at_us = 1'000'000, std::uint64_t connection = 1,
+                 std::string_view client_text = "10.0.0.1:50000", std::string_view server_text = "10.0.0.2:6379",
+                 bool from_start = false) {
   static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
   static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
   std::vector<std::string_view> views(args.begin(), args.end());
@@ -63,8 +65,8 @@ inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& a
   e.connection = connection;
   e.client = &client;
   e.server = &server;
-  e.client_text = "10.0.0.1:50000";
-  e.server_text = "10.0.0.2:6379";
+  e.client_text = client_text;
+  e.server_text = server_text;
   e.request_us = at_us;
   e.reply_us = reply.empty() ? -1 : at_us + 100;
   e.client_from_start = from_start;

@@ -36,7 +36,7 @@ struct connection_feeder {
   bool from_start;
   std::int64_t at_us = t0;
   void operator()(const std::vector<std::string>& args, std::string_view reply) {
-    feed(r, args, reply, at_us += 1000, connection, from_start);
+    feed(r, args, reply, at_us += 1000, connection, "10.0.0.1:50000", "10.0.0.2:6379", from_start);
   }
   void acquire() { (*this)({"SET", "k", "v", "NX", "PX", "1000"}, "+OK\r\n"); }
 };
