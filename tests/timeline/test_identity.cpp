@@ -3,8 +3,12 @@
 // the group stage fed events directly, and the RedLock recording against its driver's
 // own log (that one in test_captures.cpp).
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <deque>
 #include <set>
+
+#include <boost/json.hpp>
 
 #include "helpers.hpp"
 #include "lockscope/locks/lock_groups.hpp"
@@ -454,3 +458,67 @@ TEST_CASE("lock_groups: a MultiLock's keys and its all-or-nothing outcome", "[gr
   CHECK(g.events.count("multilock") == 0);
 }
 
+
+// The thirdparty recording (captures/thirdparty/, with node-redlock's own log of each
+// acquisition and the servers that voted for it), when present.
+TEST_CASE("thirdparty node-redlock over three servers: a lock per server, groups as the client logged them",
+          "[identity][groups][thirdparty]") {
+  const auto dir = std::filesystem::path(LOCKSCOPE_CAPTURES_DIR) / "thirdparty";
+  if (!std::filesystem::exists(dir / "redlock.pcap")) {
+    WARN("captures/thirdparty/redlock.pcap is not there: skipped");
+    return;
+  }
+  struct logged {
+    std::string lock, owner;
+    std::set<std::string> acquired_on;
+  };
+  std::vector<logged> truth;
+  std::int64_t start_us = 0, stop_us = 0;
+  std::ifstream in(dir / "redlock.truth.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const boost::json::object o = boost::json::parse(line).as_object();
+    const std::string_view event = o.at("event").as_string();
+    if (event == "recording") {
+      start_us = o.at("capture_start_us").to_number<std::int64_t>();
+      stop_us = o.at("capture_stop_us").to_number<std::int64_t>();
+      continue;
+    }
+    const std::int64_t t = o.at("t_us").to_number<std::int64_t>();
+    if (event != "acquired" || t < start_us || t > stop_us) continue;
+    logged l{std::string(o.at("lock").as_string()), std::string(o.at("owner").as_string()), {}};
+    for (const auto& s : o.at("acquired_on").as_array()) l.acquired_on.insert(std::string(s.as_string()));
+    truth.push_back(std::move(l));
+  }
+  REQUIRE(truth.size() >= 10);
+  const auto rec = events_of((dir / "redlock.pcap").string());
+  CHECK(rec.count("reentered") == 0);
+  CHECK(rec.count("anomaly:overlapping_holders") == 0);
+  std::size_t acquired = 0;
+  for (const auto& e : rec.events) {
+    if (e.event != "acquired") continue;
+    ++acquired;
+    CHECK(e.lock_server == e.server);  // each server's acquisition is its own lock
+  }
+  CHECK(acquired >= 2 * truth.size());
+  std::set<std::string> logged_owners;
+  for (const logged& l : truth) {
+    INFO(l.lock << " " << l.owner);
+    logged_owners.insert(l.owner);
+    std::size_t found = 0;
+    for (const auto& e : rec.events) {
+      if (e.event != "quorum" || !e.succeeded || e.lock != l.lock ||
+          std::find(e.owners.begin(), e.owners.end(), l.owner) == e.owners.end()) {
+        continue;
+      }
+      ++found;
+      CHECK(std::set<std::string>(e.acquired_on.begin(), e.acquired_on.end()) == l.acquired_on);
+      CHECK(e.total == 3);
+      CHECK(e.needed == 2);
+    }
+    CHECK(found == 1);
+  }
+  for (const auto& e : rec.events) {
+    if (e.event == "quorum" && e.succeeded) CHECK(logged_owners.count(e.owners.front()) == 1);
+  }
+  CHECK(rec.count("anomaly:split_quorum") == 0);
+}
