@@ -119,7 +119,8 @@ std::string event_line_errors(std::string_view line) {
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> order = {"ts", "lock", "event", "owner", "client", "server",
                                                       "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms",
-                                                      "kind", "inferred", "confidence", "token"};
+                                                      "kind", "inferred", "confidence", "token", "since",
+                                                      "for_ms"};
   static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server"};
   if (std::string e = keys_in_order(o, order, required); !e.empty()) return e;
   if (!timestamp(o.at("ts"))) return "ts is not a positive number";
@@ -139,7 +140,13 @@ std::string event_line_errors(std::string_view line) {
   for (std::string_view f : {"hold_count", "lease_ms", "ttl_ms", "token"}) {
     if (o.contains(f) && !(o.at(f).is_int64() || o.at(f).is_uint64())) return std::string(f) + " is not an integer";
   }
-  for (std::string_view f : {"wait_ms", "held_ms"}) {
+  if (o.contains("since") != o.contains("for_ms")) return "since and for_ms go together";
+  if (o.contains("since") && !timestamp(o.at("since"))) return "since is not a positive number";
+  if (o.contains("since") && !(o.contains("kind") && o.at("kind").is_string() &&
+                               one_of(o.at("kind").get_string(), {"idle_with_waiters", "subscription_lost"}))) {
+    return "since on an event other than idle_with_waiters/subscription_lost";
+  }
+  for (std::string_view f : {"wait_ms", "held_ms", "for_ms"}) {
     if (o.contains(f) && (!number(o.at(f)) || o.at(f).to_number<double>() < 0)) {
       return std::string(f) + " is not a non-negative number";
     }

@@ -98,6 +98,8 @@ struct lock_operation {
   std::int64_t ttl_ms = -1;       // contended acquire: the holder's remaining TTL
   std::int64_t token = -1;        // fenced lock token
   std::string_view message;       // kind == message: the payload
+  std::int64_t sub_count = -1;    // (un)subscribe: the count in the server's confirmation
+                                  // of this channel (subscriptions left); -1 not seen
   std::uint64_t connection = 0;
   const endpoint* client = nullptr;
   std::string_view client_text;

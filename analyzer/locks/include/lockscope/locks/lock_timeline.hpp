@@ -87,8 +87,9 @@ enum class anomaly_kind : std::uint8_t {
   late_renewal,
   long_hold,
   non_atomic_acquire,
+  subscription_lost,
 };
-inline constexpr std::size_t anomaly_kind_count = 9;
+inline constexpr std::size_t anomaly_kind_count = 10;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
@@ -112,6 +113,11 @@ struct lock_event {
   std::int64_t wait_us = -1;
   std::int64_t held_us = -1;
   std::int64_t token = -1;   // fenced lock token
+  // The stretch of time an anomaly found after the fact is about (idle_with_waiters:
+  // the lock free from interval_start_us for interval_us; subscription_lost: from the
+  // release the waiter did not hear to its retry). -1: does not apply.
+  std::int64_t interval_start_us = -1;
+  std::int64_t interval_us = -1;
   bool inferred = false;
   link_confidence confidence = link_confidence::none;
   std::string_view detail;   // a short human explanation (anomalies)
@@ -127,6 +133,12 @@ struct timeline_options {
   std::int64_t idle_threshold_us = 50'000;
   std::int64_t long_hold_us = 60'000'000;
   std::int64_t link_window_us = 1'000'000;
+  // A waiter that makes no attempt within the last TTL it was given plus this margin
+  // gave up (as does one whose connection ends).
+  std::int64_t waiter_margin_us = 2'000'000;
+  // An attempt this soon after a wake-up (a message on its subscriber, its SUBSCRIBE's
+  // confirmation) or after its previous attempt is a reaction to it, not a timer.
+  std::int64_t wake_window_us = 20'000;
   double late_renewal_factor = 1.5;  // × lease/3
 };
 
