@@ -83,13 +83,18 @@ struct waiter {
   bool lost_reported = false;
 };
 
-// A message on a lock's channel, kept for wake_window_us to see which client reacts
-// (an attempt right after it): one client alone teaches which subscriber is whose.
+// Something that wakes a waiter on a subscriber connection (a message on the lock's
+// channel; node-redisson's UNSUBSCRIBE before it retries), kept for wake_window_us to
+// see which client attempts first: when no other client attempts nearly as soon, that
+// client's waiter reacted, and the subscriber is its client's.
 struct wake {
-  std::int64_t at_us = -1;   // -1: free slot
-  std::uint64_t sub = 0;     // the subscriber connection
-  std::uint64_t client = 0;  // the one client that attempted since; 0 none yet
-  bool ambiguous = false;    // several clients attempted, or several subscribers were woken
+  std::int64_t at_us = -1;         // -1: free slot
+  std::uint64_t sub = 0;           // the subscriber connection
+  std::uint64_t first_client = 0;  // the first client that attempted since; 0 none yet
+  std::int64_t first_delay_us = -1;
+  std::int64_t other_delay_us = -1;  // the first attempt by another client
+  bool message = false;
+  bool fanout = false;             // one publish reached several subscribers: no episode
 };
 
 // Rarely needed parts, allocated on demand to keep the common lock small.
@@ -185,6 +190,9 @@ struct lock_timeline::impl {
   std::int64_t now = -1;
   std::int64_t first = -1;
   std::string detail;  // scratch for event details
+  // A client's subscriber connection as far as the episodes tell (its best partner);
+  // entries go when that connection ends.
+  std::unordered_map<std::uint64_t, std::uint64_t> subscriber_of_client;
 
   impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s) {}
 
@@ -429,6 +437,10 @@ struct lock_timeline::impl {
     const std::uint32_t conn = it->second;
     connection_info& c = connections[conn];
     c.open = false;
+    for (const auto& p : c.partners) {
+      const auto found = p.episodes > 0 ? subscriber_of_client.find(p.client) : subscriber_of_client.end();
+      if (found != subscriber_of_client.end() && found->second == connection) subscriber_of_client.erase(found);
+    }
     for (const auto& sub : c.subscriptions) {
       owners.release(sub.owner);
       if (sub.active) subscription_ended(sub.lock, connection, at);
@@ -685,7 +697,7 @@ struct lock_timeline::impl {
   }
   // One episode: `client` alone reacted to a wake-up of subscriber `s` (or alone had
   // just failed when `s` subscribed).
-  static void learn(connection_info& s, std::uint64_t client) {
+  void learn(connection_info& s, std::uint64_t client) {
     connection_info::partner* slot = nullptr;
     for (auto& p : s.partners) {
       if (p.episodes > 0 && p.client == client) slot = &p;
@@ -697,6 +709,14 @@ struct lock_timeline::impl {
       *slot = {client, 0};  // the weakest evidence makes room
     }
     if (slot->episodes < 0xffffffffu) ++slot->episodes;
+    if (best_partner(s) == client) subscriber_of_client[client] = s.id;
+  }
+  // The client's episodes point to another open subscriber connection than `s`.
+  bool subscribes_elsewhere(std::uint64_t client, const connection_info& s) {
+    const auto it = subscriber_of_client.find(client);
+    if (it == subscriber_of_client.end() || it->second == s.id) return false;
+    const connection_info* other = open_connection(it->second);
+    return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) != pairing::contradicted;
   }
   // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
   // traffic has said nothing yet.
@@ -713,45 +733,49 @@ struct lock_timeline::impl {
   void settle_wakes(lock_extra& x, std::int64_t t) {
     for (wake& k : x.wakes) {
       if (k.at_us < 0 || t <= k.at_us + options.wake_window_us) continue;
-      if (!k.ambiguous && k.client != 0) {
-        if (connection_info* s = open_connection(k.sub)) learn(*s, k.client);
+      // The first client, alone by a wide margin: the others were not reacting to it.
+      const bool alone = k.other_delay_us < 0 || k.other_delay_us >= 4 * k.first_delay_us + 1'000;
+      if (!k.fanout && k.first_client != 0 && alone) {
+        if (connection_info* s = open_connection(k.sub)) learn(*s, k.first_client);
       }
       k = wake{};
     }
   }
-  // An attempt by `client` at `t` (request time): a reaction to the wake-ups just before.
+  // An attempt by `client` at `t` (request time): maybe a reaction to a wake-up before.
   void attribute_wakes(lock_extra& x, std::uint64_t client, std::int64_t t) {
     settle_wakes(x, t);
     for (wake& k : x.wakes) {
       if (k.at_us < 0 || t < k.at_us) continue;
-      if (k.client == 0) k.client = client;
-      else if (k.client != client) k.ambiguous = true;
+      if (k.first_client == 0) {
+        k.first_client = client;
+        k.first_delay_us = t - k.at_us;
+      } else if (k.first_client != client && k.other_delay_us < 0) {
+        k.other_delay_us = t - k.at_us;
+      }
     }
   }
-  void note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at) {
+  void note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message) {
     settle_wakes(x, at);
     wake* slot = nullptr;
+    bool fanout = false;
     for (wake& k : x.wakes) {
-      if (k.at_us >= 0 && k.sub != sub) {
-        k.ambiguous = true;  // one publish fanned out to several subscribers
-        continue;
-      }
-      if (k.at_us >= 0 && k.sub == sub) slot = &k;  // its last wake-up still open: one episode
+      // Messages on several subscribers at once: one publish fanned out.
+      if (message && k.at_us >= 0 && k.message && k.sub != sub && at - k.at_us <= 2'000) k.fanout = fanout = true;
     }
-    if (slot != nullptr) return;
     for (wake& k : x.wakes) {
       if (slot == nullptr || k.at_us < slot->at_us) slot = &k;  // a free slot (-1) or the oldest
     }
-    *slot = wake{at, sub, 0, false};
-    for (const wake& k : x.wakes) {
-      if (&k != slot && k.at_us >= 0) slot->ambiguous = true;
-    }
+    *slot = wake{};
+    slot->at_us = at;
+    slot->sub = sub;
+    slot->message = message;
+    slot->fanout = fanout;
   }
   // The waiter's attempt at `t` came right after a message on a subscriber that may be
   // its client's.
   bool woken_by_message(lock_extra& x, const waiter& w, std::int64_t t) {
     for (const wake& k : x.wakes) {
-      if (k.at_us < 0 || k.at_us < w.last_attempt_us || t < k.at_us || t - k.at_us > options.wake_window_us) continue;
+      if (!k.message || k.at_us < 0 || k.at_us < w.last_attempt_us || t < k.at_us || t - k.at_us > options.wake_window_us) continue;
       if (k.sub == w.sub_connection) return true;
       connection_info* s = open_connection(k.sub);
       if (s != nullptr && pairing_of(*s, w.client) != pairing::contradicted) return true;
@@ -910,7 +934,11 @@ struct lock_timeline::impl {
       }
     }
     std::int64_t wait = -1;
+    // A waiter still subscribed when it acquires leaves the channel next (Redisson, our
+    // client); node-redisson left it before retrying: then the next UNSUBSCRIBE is not its.
+    bool leaves_next = false;
     if (waiter* w = find_waiter(l, owner)) {
+      leaves_next = subscribed(*w, id);
       retry(l, id, *w, op, at);
       wait = at - w->first_us;
       drop_waiter(l, id, w);
@@ -918,7 +946,7 @@ struct lock_timeline::impl {
     take_expired(l, owner);
     free_interval_ends(l, at);
     if (has_extra(l)) {
-      xp(l)->acquired_us = at;
+      xp(l)->acquired_us = leaves_next ? at : -1;
       xp(l)->acquired_client = client;
     }
     holder& h = add_holder(l, owner, conn);
@@ -1139,7 +1167,7 @@ struct lock_timeline::impl {
   // the waiter on the same connection (RESP3); else the waiter of the client the
   // traffic has established as the subscriber's; else the most recent waiter from the
   // same IP within link_window, preferring the client the evidence points to.
-  linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at) {
+  linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request) {
     linked r;
     if (!has_extra(l)) return r;
     const std::uint64_t partner = best_partner(s);
@@ -1147,18 +1175,23 @@ struct lock_timeline::impl {
     int candidates = 0;
     for (waiter& w : xp(l)->waiters) {
       if (w.connection == s.id) return {&w, link_confidence::certain};
-      // Waiting with a live subscription elsewhere: not this one's.
-      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) continue;
       if (established) {
         if (w.client == partner && (r.w == nullptr || w.last_attempt_us > r.w->last_attempt_us)) r.w = &w;
         continue;
       }
+      // Waiting with a live subscription elsewhere: not this one's.
+      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) continue;
       if (!(connections[w.conn].ip == s.ip) || at - w.last_attempt_us > options.link_window_us) continue;
       ++candidates;
-      const bool preferred = partner != 0 && w.client == partner;
-      const bool best_preferred = r.w != nullptr && partner != 0 && r.w->client == partner;
-      if (r.w == nullptr || (preferred && !best_preferred) ||
-          (preferred == best_preferred && w.last_attempt_us > r.w->last_attempt_us)) {
+      // The client the evidence points to; else the latest failure before the request
+      // (an attempt answered after it cannot have caused it).
+      auto rank = [&](const waiter& o) { return partner != 0 && o.client == partner ? 2 : subscribes_elsewhere(o.client, s) ? 0 : 1; };
+      const int preferred = rank(w);
+      const int best_preferred = r.w == nullptr ? -1 : rank(*r.w);
+      auto distance = [&](const waiter& o) {
+        return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
+      };
+      if (r.w == nullptr || preferred > best_preferred || (preferred == best_preferred && distance(w) < distance(*r.w))) {
         r.w = &w;
       }
     }
@@ -1168,9 +1201,21 @@ struct lock_timeline::impl {
       return r;
     }
     r.confidence = confidence_of(s, r.w->client, candidates == 1 ? link_confidence::high : link_confidence::low);
+    if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
     // A guess among several waiters stays low however consistent the few episodes.
     if (candidates > 1 && r.confidence == link_confidence::high && r.w->client != partner) r.confidence = link_confidence::low;
     return r;
+  }
+
+  // The waiter of the client the subscriber's episodes point to (not contradicted).
+  waiter* partner_waiter(lock_state& l, const connection_info& s) {
+    const std::uint64_t partner = best_partner(s);
+    if (partner == 0 || !has_extra(l) || pairing_of(s, partner) == pairing::contradicted) return nullptr;
+    waiter* found = nullptr;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.client == partner && (found == nullptr || w.first_us < found->first_us)) found = &w;
+    }
+    return found;
   }
 
   void on_subscribe(std::uint32_t id, const lock_operation& op) {
@@ -1179,18 +1224,24 @@ struct lock_timeline::impl {
     connection_info& s = connections[conn];
     const std::int64_t at = op.at_us();
     if (has_extra(l)) {
-      // Episode: one client alone had just failed when this connection subscribed.
-      std::uint64_t alone = 0;
-      bool several = false;
+      // Episode: one client had just failed when this connection subscribed, and no
+      // other client nearly as recently.
+      const waiter* latest = nullptr;
       for (const waiter& w : xp(l)->waiters) {
-        if (!(connections[w.conn].ip == s.ip) || w.connection == s.id) continue;
-        if (w.last_attempt_us > op.request_us || op.request_us - w.last_attempt_us > options.wake_window_us) continue;
-        if (alone == 0) alone = w.client;
-        else if (alone != w.client) several = true;
+        if (!(connections[w.conn].ip == s.ip) || w.connection == s.id || w.last_attempt_us > op.request_us) continue;
+        if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
       }
-      if (alone != 0 && !several) learn(s, alone);
+      if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
+        const std::int64_t d1 = op.request_us - latest->last_attempt_us;
+        std::int64_t d2 = -1;
+        for (const waiter& w : xp(l)->waiters) {
+          if (w.client == latest->client || w.last_attempt_us > op.request_us) continue;
+          if (d2 < 0 || op.request_us - w.last_attempt_us < d2) d2 = op.request_us - w.last_attempt_us;
+        }
+        if (d2 < 0 || d2 >= 4 * d1 + 1'000) learn(s, latest->client);
+      }
     }
-    const linked chosen = choose_waiter(l, id, s, at);
+    const linked chosen = choose_waiter(l, id, s, at, op.request_us);
     std::uint32_t owner = no_id;
     std::uint64_t client = 0;
     if (chosen.w != nullptr) {
@@ -1217,11 +1268,11 @@ struct lock_timeline::impl {
     lock_state& l = locks[id];
     connection_info& s = connections[conn_index(op)];
     const std::int64_t at = op.at_us();
-    note_wake(ex(l), s.id, at);
+    note_wake(ex(l), s.id, at, true);
     // A subscription begun before the capture shows itself by its messages.
     auto* sub = subscription_of(s, id);
     if (sub == nullptr) {
-      const linked guess = choose_waiter(l, id, s, at);
+      const linked guess = choose_waiter(l, id, s, at, at);
       std::uint32_t owner = no_id;
       std::uint64_t client = 0;
       if (guess.w != nullptr && guess.confidence != link_confidence::low) {
@@ -1246,6 +1297,10 @@ struct lock_timeline::impl {
         woken = &w;
       }
     }
+    if (woken == nullptr) {
+      woken = partner_waiter(l, s);
+      if (woken != nullptr) woken->notified = true;
+    }
     lock_event e = from_op(l, op, lock_event_kind::notified);
     e.owner = {};
     if (woken != nullptr) {
@@ -1268,12 +1323,21 @@ struct lock_timeline::impl {
     if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
         op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
       learn(s, xp(l)->acquired_client);
+    } else if (has_extra(l) && !xp(l)->waiters.empty()) {
+      // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
+      note_wake(*xp(l), s.id, at, false);
     }
     lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
     e.owner = {};
     if (sub != nullptr) {
       e.owner = owners.text(sub->owner);
       e.confidence = sub->owner == no_id ? link_confidence::none : confidence_of(s, sub->client, sub->confidence);
+      if (sub->owner == no_id) {
+        if (const waiter* w = partner_waiter(l, s)) {
+          e.owner = owners.text(w->owner);
+          e.confidence = confidence_of(s, w->client, link_confidence::low);
+        }
+      }
       // The traffic has since established whose subscriber this is: name that client.
       const std::uint64_t partner = best_partner(s);
       if (partner != 0 && partner != sub->client && pairing_of(s, partner) == pairing::established && has_extra(l)) {
