@@ -37,14 +37,14 @@ struct recorded_op {
   analyzer::op_outcome outcome{};
   bool inferred = false;
   std::string lock, owner, channel;
-  std::int64_t lease_ms = -1, ttl_ms = -1, token = -1;
+  std::int64_t lease_ms = -1, ttl_ms = -1, token = -1, sub_count = -1;
 };
 
 class op_recorder final : public analyzer::lock_operation_sink {
  public:
   void on_operation(const analyzer::lock_operation& op) override {
     ops.push_back({op.kind, op.family, op.outcome, op.inferred, std::string(op.lock), std::string(op.owner),
-                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token});
+                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token, op.sub_count});
   }
   std::vector<recorded_op> ops;
 };
@@ -93,6 +93,7 @@ struct recorded_event {
   analyzer::link_confidence confidence{};
   std::string server;
   std::int64_t token = -1;
+  std::int64_t interval_start_us = -1, interval_us = -1;
 };
 
 class event_recorder final : public analyzer::lock_event_sink {
@@ -102,7 +103,7 @@ class event_recorder final : public analyzer::lock_event_sink {
     if (e.event == analyzer::lock_event_kind::anomaly) name += ":" + std::string(analyzer::to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
-                      e.token});
+                      e.token, e.interval_start_us, e.interval_us});
   }
   std::vector<std::string> names() const {
     std::vector<std::string> out;

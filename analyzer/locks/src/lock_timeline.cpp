@@ -709,7 +709,21 @@ struct lock_timeline::impl {
       *slot = {client, 0};  // the weakest evidence makes room
     }
     if (slot->episodes < 0xffffffffu) ++slot->episodes;
-    if (best_partner(s) == client) subscriber_of_client[client] = s.id;
+    if (best_partner(s) != client) return;
+    // The client's subscriber is the connection with the most episodes for it.
+    std::uint64_t& mapped = subscriber_of_client[client];
+    if (mapped != s.id) {
+      const connection_info* current = open_connection(mapped);
+      if (current == nullptr || best_partner(*current) != client || episodes_of(*current, client) < slot->episodes) {
+        mapped = s.id;
+      }
+    }
+  }
+  static std::uint32_t episodes_of(const connection_info& s, std::uint64_t client) {
+    for (const auto& p : s.partners) {
+      if (p.episodes > 0 && p.client == client) return p.episodes;
+    }
+    return 0;
   }
   // The client's episodes point to another open subscriber connection than `s`.
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s) {
@@ -1173,15 +1187,20 @@ struct lock_timeline::impl {
     const std::uint64_t partner = best_partner(s);
     const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
     int candidates = 0;
+    bool uncertain = false;
     for (waiter& w : xp(l)->waiters) {
       if (w.connection == s.id) return {&w, link_confidence::certain};
       if (established) {
         if (w.client == partner && (r.w == nullptr || w.last_attempt_us > r.w->last_attempt_us)) r.w = &w;
         continue;
       }
-      // Waiting with a live subscription elsewhere: not this one's.
-      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) continue;
       if (!(connections[w.conn].ip == s.ip) || at - w.last_attempt_us > options.link_window_us) continue;
+      // Waiting with a live subscription elsewhere: not this one's (if that link is
+      // itself only a guess, this one cannot be sure either).
+      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) {
+        if (w.confidence == link_confidence::low) uncertain = true;
+        continue;
+      }
       ++candidates;
       // The client the evidence points to; else the latest failure before the request
       // (an attempt answered after it cannot have caused it).
@@ -1200,7 +1219,7 @@ struct lock_timeline::impl {
       r.confidence = link_confidence::certain;
       return r;
     }
-    r.confidence = confidence_of(s, r.w->client, candidates == 1 ? link_confidence::high : link_confidence::low);
+    r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
     if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
     // A guess among several waiters stays low however consistent the few episodes.
     if (candidates > 1 && r.confidence == link_confidence::high && r.w->client != partner) r.confidence = link_confidence::low;
