@@ -107,8 +107,9 @@ struct lock_extra {
   // it waited through (its next attempt does); forgotten when the last waiter leaves.
   std::int64_t idle_start_us = -1, idle_end_us = -1;
   std::array<wake, 4> wakes{};
-  std::int64_t acquired_us = -1;       // the latest acquisition (reply time), and by whom
+  std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
   std::uint64_t acquired_client = 0;
+  std::uint32_t acquired_owner = no_id;  // retained
   std::uint64_t anomalies[anomaly_kind_count] = {};
   duration_samples waits;  // their count is the contended acquisitions
 };
@@ -960,8 +961,13 @@ struct lock_timeline::impl {
     take_expired(l, owner);
     free_interval_ends(l, at);
     if (has_extra(l)) {
-      xp(l)->acquired_us = leaves_next ? at : -1;
-      xp(l)->acquired_client = client;
+      lock_extra& x = *xp(l);
+      x.acquired_us = leaves_next ? at : -1;
+      x.acquired_client = client;
+      const std::uint32_t kept = leaves_next ? owner : no_id;
+      owners.retain(kept);
+      owners.release(x.acquired_owner);
+      x.acquired_owner = kept;
     }
     holder& h = add_holder(l, owner, conn);
     h.set_hold_count(1);
@@ -1197,7 +1203,8 @@ struct lock_timeline::impl {
       if (!(connections[w.conn].ip == s.ip) || at - w.last_attempt_us > options.link_window_us) continue;
       // Waiting with a live subscription elsewhere: not this one's (if that link is
       // itself only a guess, this one cannot be sure either).
-      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) {
+      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock) &&
+          !(partner != 0 && w.client == partner)) {
         if (w.confidence == link_confidence::low) uncertain = true;
         continue;
       }
@@ -1339,9 +1346,14 @@ struct lock_timeline::impl {
     if (sub == nullptr && (op.sub_count == 0 || record_of(s, id) != nullptr)) return;
     // Episode: a client unsubscribes right after its waiter acquired (Redisson and
     // our client leave the channel once the wait is over).
+    std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
     if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
         op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
       learn(s, xp(l)->acquired_client);
+      leaver = xp(l)->acquired_owner;
+      xp(l)->acquired_us = -1;  // one client leaves per acquisition
+      owners.release(leaver);   // its text stays valid until the next collect()
+      xp(l)->acquired_owner = no_id;
     } else if (has_extra(l) && !xp(l)->waiters.empty()) {
       // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
       note_wake(*xp(l), s.id, at, false);
@@ -1355,6 +1367,9 @@ struct lock_timeline::impl {
         if (const waiter* w = partner_waiter(l, s)) {
           e.owner = owners.text(w->owner);
           e.confidence = confidence_of(s, w->client, link_confidence::low);
+        } else if (leaver != no_id) {
+          e.owner = owners.text(leaver);
+          e.confidence = confidence_of(s, xp(l)->acquired_client, link_confidence::low);
         }
       }
       // The traffic has since established whose subscriber this is: name that client.
