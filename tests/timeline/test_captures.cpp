@@ -126,11 +126,23 @@ TEST_CASE("captures: each crafted capture shows its anomaly", "[captures][anomal
            expectation{"crafted/late_renewal", "anomaly:late_renewal"},
            expectation{"crafted/long_hold", "anomaly:long_hold"},
            expectation{"crafted/non_atomic_acquire", "anomaly:non_atomic_acquire"},
+           expectation{"crafted/subscription_lost", "anomaly:subscription_lost"},
        }) {
     INFO(capture);
     const auto rec = events_of(pcap_of(capture));
     CHECK(rec.count(anomaly) == 1);
   }
+  // The lost subscription: the idleness and the timer, found at B's retry, with the
+  // interval from the unheard release; the UNSUBSCRIBE while not subscribed is no event.
+  const auto lost = events_of(pcap_of("crafted/subscription_lost"));
+  CHECK(lost.count("unsubscribed") == 1);
+  for (const char* kind : {"anomaly:idle_with_waiters", "anomaly:subscription_lost", "anomaly:woken_by_timeout"}) {
+    INFO(kind);
+    REQUIRE(lost.count(kind) == 1);
+    CHECK(lost.first(kind)->ts_us == lost.first("released")->ts_us + 5'011'000);
+  }
+  CHECK(lost.first("anomaly:idle_with_waiters")->interval_start_us == lost.first("released")->ts_us);
+  CHECK(lost.first("anomaly:subscription_lost")->interval_us == 5'011'000);
   // No false alarms in the documented flow.
   for (const auto& e : events_of(pcap_of("seed-redisson")).events) CHECK(e.event.rfind("anomaly", 0) != 0);
 }
