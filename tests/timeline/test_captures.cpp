@@ -143,6 +143,19 @@ TEST_CASE("captures: each crafted capture shows its anomaly", "[captures][anomal
   }
   CHECK(lost.first("anomaly:idle_with_waiters")->interval_start_us == lost.first("released")->ts_us);
   CHECK(lost.first("anomaly:subscription_lost")->interval_us == 5'011'000);
+  // The README shows this capture's timeline and JSONL lines: they are its output.
+  const std::string readme = read_file((captures_dir.parent_path() / "README.md").string());
+  for (const char* golden : {".timeline.txt", ".jsonl"}) {
+    const std::string text = read_file((captures_dir / "crafted/subscription_lost").string() + golden);
+    for (const char* kind : {"subscription_lost"}) {
+      const std::size_t at = text.find(kind);
+      REQUIRE(at != std::string::npos);
+      const std::size_t begin = text.rfind('\n', at) + 1;
+      const std::string line = text.substr(begin, text.find('\n', at) - begin);
+      INFO(line);
+      CHECK(readme.find(line) != std::string::npos);
+    }
+  }
   // No false alarms in the documented flow.
   for (const auto& e : events_of(pcap_of("seed-redisson")).events) CHECK(e.event.rfind("anomaly", 0) != 0);
 }
