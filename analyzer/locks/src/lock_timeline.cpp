@@ -439,8 +439,7 @@ struct lock_timeline::impl {
     connection_info& c = connections[conn];
     c.open = false;
     for (const auto& p : c.partners) {
-      const auto found = p.episodes > 0 ? subscriber_of_client.find(p.client) : subscriber_of_client.end();
-      if (found != subscriber_of_client.end() && found->second == connection) subscriber_of_client.erase(found);
+      if (p.episodes > 0) forget_subscriber(p.client, connection);
     }
     for (const auto& sub : c.subscriptions) {
       owners.release(sub.owner);
@@ -597,8 +596,14 @@ struct lock_timeline::impl {
 
   void became_free(lock_state& l, std::int64_t at) {
     if (!has_holder(l) && has_extra(l)) {
-      xp(l)->free_since_us = at;
-      xp(l)->idle_reported = false;
+      lock_extra& x = *xp(l);
+      x.free_since_us = at;
+      x.idle_reported = false;
+      if (x.acquired_owner != no_id && at - x.acquired_us > options.wake_window_us) {
+        owners.release(x.acquired_owner);  // its UNSUBSCRIBE would have come by now
+        x.acquired_owner = no_id;
+        x.acquired_us = -1;
+      }
     }
   }
   // The lock is taken again at `at`: a free interval >= the threshold that no waiter has
@@ -707,6 +712,7 @@ struct lock_timeline::impl {
       for (auto& p : s.partners) {
         if (slot == nullptr || p.episodes < slot->episodes) slot = &p;
       }
+      if (slot->episodes > 0) forget_subscriber(slot->client, s.id);
       *slot = {client, 0};  // the weakest evidence makes room
     }
     if (slot->episodes < 0xffffffffu) ++slot->episodes;
@@ -725,6 +731,10 @@ struct lock_timeline::impl {
       if (p.episodes > 0 && p.client == client) return p.episodes;
     }
     return 0;
+  }
+  void forget_subscriber(std::uint64_t client, std::uint64_t sub) {
+    const auto found = subscriber_of_client.find(client);
+    if (found != subscriber_of_client.end() && found->second == sub) subscriber_of_client.erase(found);
   }
   // The client's episodes point to another open subscriber connection than `s`.
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s) {
