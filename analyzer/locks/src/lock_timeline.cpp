@@ -1204,10 +1204,15 @@ struct lock_timeline::impl {
     const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
     int candidates = 0;
     bool uncertain = false;
+    // The latest failure before the request (an attempt answered after it cannot have
+    // caused it): among a client's waiters, the one that subscribes.
+    auto distance = [&](const waiter& o) {
+      return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
+    };
     for (waiter& w : xp(l)->waiters) {
       if (w.connection == s.id) return {&w, link_confidence::certain};
       if (established) {
-        if (w.client == partner && (r.w == nullptr || w.last_attempt_us > r.w->last_attempt_us)) r.w = &w;
+        if (w.client == partner && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
         continue;
       }
       if (!(connections[w.conn].ip == s.ip) || at - w.last_attempt_us > options.link_window_us) continue;
@@ -1219,14 +1224,10 @@ struct lock_timeline::impl {
         continue;
       }
       ++candidates;
-      // The client the evidence points to; else the latest failure before the request
-      // (an attempt answered after it cannot have caused it).
+      // The client the evidence points to; else the latest failure before the request.
       auto rank = [&](const waiter& o) { return partner != 0 && o.client == partner ? 2 : subscribes_elsewhere(o.client, s) ? 0 : 1; };
       const int preferred = rank(w);
       const int best_preferred = r.w == nullptr ? -1 : rank(*r.w);
-      auto distance = [&](const waiter& o) {
-        return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
-      };
       if (r.w == nullptr || preferred > best_preferred || (preferred == best_preferred && distance(w) < distance(*r.w))) {
         r.w = &w;
       }
@@ -1234,13 +1235,46 @@ struct lock_timeline::impl {
     if (r.w == nullptr) return r;
     if (established) {
       r.confidence = link_confidence::certain;
-      return r;
+    } else {
+      r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
+      if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
+      // A guess among several waiters stays low however consistent the few episodes.
+      if (candidates > 1 && r.confidence == link_confidence::high && r.w->client != partner) r.confidence = link_confidence::low;
     }
-    r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
-    if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
-    // A guess among several waiters stays low however consistent the few episodes.
-    if (candidates > 1 && r.confidence == link_confidence::high && r.w->client != partner) r.confidence = link_confidence::low;
+    // The client may be sure while its waiter is not: another waiter of that client
+    // failed nearly as recently (e.g. two attempts in one pipeline).
+    for (const waiter& o : xp(l)->waiters) {
+      if (&o != r.w && o.client == r.w->client && distance(o) < 4 * distance(*r.w) + 1'000) {
+        r.confidence = link_confidence::low;
+      }
+    }
     return r;
+  }
+  // An UNSUBSCRIBE follows a message on the connection (the woken waiter leaves), or
+  // comes when the named waiter's wait for a message ends (its TTL since its latest
+  // attempt): else it may be a stale timer of a waiter long gone (node-redisson).
+  bool explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub,
+                             const lock_operation& op) {
+    if (!has_extra(l)) return false;
+    for (const wake& k : xp(l)->wakes) {
+      if (k.message && k.sub == s.id && k.at_us <= op.request_us && op.request_us - k.at_us <= options.wake_window_us) {
+        return true;
+      }
+    }
+    const waiter* w = find_waiter(l, sub.owner);
+    if (w == nullptr || w->last_ttl_us < 0) return false;
+    const std::int64_t due = w->last_attempt_us + w->last_ttl_us;
+    const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+    return op.request_us >= due - slack && op.request_us <= due + slack;
+  }
+  // Another waiter of the same client waits for the lock: which of them an event is
+  // about is not sure.
+  bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client) {
+    if (!has_extra(l)) return false;
+    for (const waiter& w : xp(l)->waiters) {
+      if (w.owner != owner && w.client == client) return true;
+    }
+    return false;
   }
 
   // The waiter of the client the subscriber's episodes point to (not contradicted).
@@ -1288,8 +1322,15 @@ struct lock_timeline::impl {
     // One subscription a channel and connection: a repeated SUBSCRIBE names its latest waiter.
     owners.retain(owner);
     if (auto* sub = record_of(s, id)) {
-      owners.release(sub->owner);
-      *sub = {id, owner, client, chosen.confidence, true};
+      // Already subscribed for a waiter of the same client that still waits: the channel
+      // stays its (node-redisson's handlers run in subscription order).
+      const waiter* earlier = sub->active && sub->owner != no_id ? find_waiter(l, sub->owner) : nullptr;
+      if (earlier != nullptr && earlier->client == client) {
+        owners.release(owner);
+      } else {
+        owners.release(sub->owner);
+        *sub = {id, owner, client, chosen.confidence, true};
+      }
     } else {
       s.subscriptions.push_back({id, owner, client, chosen.confidence, true});
     }
@@ -1357,9 +1398,11 @@ struct lock_timeline::impl {
     // Episode: a client unsubscribes right after its waiter acquired (Redisson and
     // our client leave the channel once the wait is over).
     std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
+    std::uint64_t leaver_client = 0;
     if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
         op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
-      learn(s, xp(l)->acquired_client);
+      leaver_client = xp(l)->acquired_client;
+      learn(s, leaver_client);
       leaver = xp(l)->acquired_owner;
       xp(l)->acquired_us = -1;  // one client leaves per acquisition
       owners.release(leaver);   // its text stays valid until the next collect()
@@ -1392,6 +1435,12 @@ struct lock_timeline::impl {
             break;
           }
         }
+      }
+      if (leaver != no_id && sub->client == leaver_client) {
+        e.owner = owners.text(leaver);  // the waiter that just acquired leaves the channel
+      } else if (sub->owner != no_id &&
+                 (has_sibling(l, sub->owner, sub->client) || !explained_unsubscribe(l, s, *sub, op))) {
+        e.confidence = link_confidence::low;
       }
       owners.release(sub->owner);  // freed by the next collect(): the view stays valid until then
       // Its waiters keep waiting, unsubscribed.
