@@ -272,3 +272,27 @@ TEST_CASE("waiters: learned links are freed with their connections", "[timeline]
   CHECK(m.connections == 1);  // the holder's
   CHECK(m.owners == 1);
 }
+
+TEST_CASE("waiters: a sure client with two waiters in one pipeline names either only as low", "[timeline][waiter][link]") {
+  three_processes f;
+  f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
+  f.fail(p1, 1, 100);
+  f.pubsub(lock_op_kind::subscribe, 100.3, 11, host, 1);
+  for (int round = 0; round < 3; ++round) f.wake(11, p1, 1, 200 + 100 * round);
+  f.timeline.advance_to(at(600));
+  // A second owner of p1's client, attempting in the same pipeline as the first.
+  const std::string sibling = "11111111-1111-4111-8111-111111111111:2";
+  f.fail(p1, 1, 700);
+  f.acquire(sibling, 700, 30000, op_outcome::contended, 1, host, 29000);
+  f.pubsub(lock_op_kind::subscribe, 700.4, 11, host, 1);
+  const recorded_event& e = f.events.events.back();
+  CHECK(e.event == "subscribed");
+  CHECK((e.owner == p1 || e.owner == sibling));
+  CHECK(e.confidence == link_confidence::low);
+  // Alone again: certain.
+  f.timeline.on_connection_end(1, at(800));
+  f.acquire(sibling, 900, 30000, op_outcome::contended, 4, host, 29000);
+  f.pubsub(lock_op_kind::subscribe, 900.3, 11, host, 1);
+  CHECK(f.events.events.back().owner == sibling);
+  CHECK(f.events.events.back().confidence == link_confidence::certain);
+}
