@@ -670,7 +670,7 @@ struct lock_timeline::impl {
   // connection.
   std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection) const {
     const std::string_view uuid = owner == no_id ? std::string_view() : client_part(owners.text(owner));
-    if (uuid.empty()) return connection & ~(std::uint64_t{1} << 63);
+    if (uuid.empty()) return (connection & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62);  // never 0
     return std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
   }
   // The client part of a Redisson owner id (`<uuid>:<thread>` → uuid): the owners of
@@ -891,7 +891,9 @@ struct lock_timeline::impl {
     const std::uint32_t conn = conn_index(op);
     const std::uint32_t owner = owners.id(op.owner);
     const std::int64_t at = op.at_us();
-    const std::uint64_t client = client_key(owner, op.connection);
+    // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
+    std::uint64_t client = 0;
+    if (has_extra(l) || op.outcome == op_outcome::contended) client = client_key(owner, op.connection);
     if (has_extra(l)) attribute_wakes(*xp(l), client, op.request_us);
     if (op.outcome == op_outcome::contended) {
       waiter* w = find_waiter(l, owner);
@@ -964,6 +966,7 @@ struct lock_timeline::impl {
     bool leaves_next = false;
     if (waiter* w = find_waiter(l, owner)) {
       leaves_next = subscribed(*w, id);
+      client = w->client;
       retry(l, id, *w, op, at);
       wait = at - w->first_us;
       drop_waiter(l, id, w);
