@@ -1397,7 +1397,10 @@ struct lock_timeline::impl {
     auto* sub = subscription_of(s, id);
     // Clients send UNSUBSCRIBE for channels they are not subscribed to (answered with 0
     // subscriptions left, or seen leaving before): nothing happened.
-    if (sub == nullptr && (op.sub_count == 0 || record_of(s, id) != nullptr)) return;
+    // (A fair lock's waiters have a channel each, all one lock here: leaving one says
+    // nothing of the others.)
+    const bool per_waiter_channel = !op.channel.empty() && op.channel.back() != '}';
+    if (sub == nullptr && (op.sub_count == 0 || (!per_waiter_channel && record_of(s, id) != nullptr))) return;
     // Episode: a client unsubscribes right after its waiter acquired (Redisson and
     // our client leave the channel once the wait is over).
     std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
