@@ -38,7 +38,7 @@ struct recorded_op {
   analyzer::op_outcome outcome{};
   bool inferred = false;
   std::string lock, owner, channel;
-  std::int64_t lease_ms = -1, ttl_ms = -1, token = -1;
+  std::int64_t lease_ms = -1, ttl_ms = -1, token = -1, sub_count = -1;
   std::int32_t db = 0;
 };
 
@@ -46,7 +46,7 @@ class op_recorder final : public analyzer::lock_operation_sink {
  public:
   void on_operation(const analyzer::lock_operation& op) override {
     ops.push_back({op.kind, op.family, op.outcome, op.inferred, std::string(op.lock), std::string(op.owner),
-                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token, op.db});
+                   std::string(op.channel), op.lease_ms, op.ttl_ms, op.token, op.sub_count, op.db});
   }
   std::vector<recorded_op> ops;
 };
@@ -98,6 +98,7 @@ struct recorded_event {
   analyzer::link_confidence confidence{};
   std::string server;
   std::int64_t token = -1;
+  std::int64_t interval_start_us = -1, interval_us = -1;
   std::string lock_server;  // the lock's identity: server ("" merged) and database
   std::int32_t db = 0;
   std::string detail;
@@ -114,7 +115,7 @@ class event_recorder final : public analyzer::lock_event_sink {
     if (e.event == analyzer::lock_event_kind::anomaly) name += ":" + std::string(analyzer::to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
-                      e.token, std::string(e.lock_server), e.db, std::string(e.detail), 0, 0, 0, false, false, {}, {}, {}});
+                      e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, std::string(e.detail), 0, 0, 0, false, false, {}, {}, {}});
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;

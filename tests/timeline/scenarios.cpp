@@ -226,6 +226,30 @@ void evalsha_inferred(capture_builder& b) {
   b.command(bc, t0 + 2600 * ms, evalsha(sha_unlock, {"myLock", ch, "0", "6000", s(owner_b)}, 2), resp_int(1));
 }
 
+// node-redisson (RESP3, a subscriber connection per client): B fails, retries at once,
+// subscribes and waits up to the TTL; a stale timer of the same client UNSUBSCRIBEs
+// the channel while B still waits; A's unlock publishes to nobody; B's timer retries
+// 5.9 s later. The lock sat free all that time.
+void subscription_lost(capture_builder& b) {
+  const std::int64_t t0 = capture_epoch_us;
+  const int a = open(b, ip_a, 50111, t0);
+  const int bc = open(b, ip_b, 50112, t0 + 1 * ms);
+  const int bs = open(b, ip_b, 50113, t0 + 2 * ms);
+  b.command(a, t0 + 10 * ms, acquire(owner_a), resp_nil);
+  b.command(bc, t0 + 100 * ms, acquire(owner_b), resp_int(5910));
+  b.command(bc, t0 + 101 * ms, acquire(owner_b), resp_int(5909));
+  b.command(bs, t0 + 102 * ms, {"SUBSCRIBE", lock::channel_name("myLock")}, subscribe_reply("subscribe", 1));
+  b.command(bs, t0 + 400 * ms, {"UNSUBSCRIBE", lock::channel_name("myLock")}, subscribe_reply("unsubscribe", 0));
+  b.command(a, t0 + 1000 * ms, unlock(owner_a), resp_int(1));   // published to nobody
+  b.command(bs, t0 + 1001 * ms, {"UNSUBSCRIBE", lock::channel_name("myLock")},
+            subscribe_reply("unsubscribe", 0));                  // not subscribed: no event
+  b.command(bc, t0 + 6011 * ms, acquire(owner_b), resp_nil);     // B's timer
+  b.command(bc, t0 + 6100 * ms, unlock(owner_b), resp_int(1));
+  quit(b, bs, t0 + 6200 * ms);
+  quit(b, bc, t0 + 6300 * ms);
+  quit(b, a, t0 + 6400 * ms);
+}
+
 }  // namespace
 
 const std::vector<scenario>& scenarios() {
@@ -241,6 +265,8 @@ const std::vector<scenario>& scenarios() {
       {"crafted/non_atomic_acquire", "SETNX then EXPIRE (004_*.txt)", non_atomic_acquire},
       {"crafted/evalsha_known", "EVALSHA of the built-in SHA1s only", evalsha_known},
       {"crafted/evalsha_inferred", "EVALSHA of unknown SHA1s: kinds inferred", evalsha_inferred},
+      {"crafted/subscription_lost", "node-redisson: B's subscriber leaves while B waits; the release goes unheard",
+       subscription_lost},
   };
   return all;
 }

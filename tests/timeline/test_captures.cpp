@@ -126,10 +126,35 @@ TEST_CASE("captures: each crafted capture shows its anomaly", "[captures][anomal
            expectation{"crafted/late_renewal", "anomaly:late_renewal"},
            expectation{"crafted/long_hold", "anomaly:long_hold"},
            expectation{"crafted/non_atomic_acquire", "anomaly:non_atomic_acquire"},
+           expectation{"crafted/subscription_lost", "anomaly:subscription_lost"},
        }) {
     INFO(capture);
     const auto rec = events_of(pcap_of(capture));
     CHECK(rec.count(anomaly) == 1);
+  }
+  // The lost subscription: the idleness and the timer, found at B's retry, with the
+  // interval from the unheard release; the UNSUBSCRIBE while not subscribed is no event.
+  const auto lost = events_of(pcap_of("crafted/subscription_lost"));
+  CHECK(lost.count("unsubscribed") == 1);
+  for (const char* kind : {"anomaly:idle_with_waiters", "anomaly:subscription_lost", "anomaly:woken_by_timeout"}) {
+    INFO(kind);
+    REQUIRE(lost.count(kind) == 1);
+    CHECK(lost.first(kind)->ts_us == lost.first("released")->ts_us + 5'011'000);
+  }
+  CHECK(lost.first("anomaly:idle_with_waiters")->interval_start_us == lost.first("released")->ts_us);
+  CHECK(lost.first("anomaly:subscription_lost")->interval_us == 5'011'000);
+  // The README shows this capture's timeline and JSONL lines: they are its output.
+  const std::string readme = read_file((captures_dir.parent_path() / "README.md").string());
+  for (const char* golden : {".timeline.txt", ".jsonl"}) {
+    const std::string text = read_file((captures_dir / "crafted/subscription_lost").string() + golden);
+    for (const char* kind : {"subscription_lost"}) {
+      const std::size_t at = text.find(kind);
+      REQUIRE(at != std::string::npos);
+      const std::size_t begin = text.rfind('\n', at) + 1;
+      const std::string line = text.substr(begin, text.find('\n', at) - begin);
+      INFO(line);
+      CHECK(readme.find(line) != std::string::npos);
+    }
   }
   // No false alarms in the documented flow.
   for (const auto& e : events_of(pcap_of("seed-redisson")).events) CHECK(e.event.rfind("anomaly", 0) != 0);

@@ -386,6 +386,26 @@ TEST_CASE("recognizer: SETNX, EXPIRE, DEL, SUBSCRIBE and message pushes", "[reco
   CHECK(rec.ops[4].kind == lock_op_kind::message);
   CHECK(rec.ops[5].kind == lock_op_kind::message);
   CHECK(rec.ops[6].kind == lock_op_kind::unsubscribe);
+  CHECK(rec.ops[3].sub_count == 1);
+  CHECK(rec.ops[6].sub_count == 0);
+}
+
+TEST_CASE("recognizer: (un)subscribe confirmations pass their count, RESP2 and RESP3, per channel", "[recognizer]") {
+  op_recorder rec;
+  analyzer::lock_recognizer r(rec);
+  const std::string other = lock::channel_name("other");
+  // RESP3: the confirmation is a push paired with the command.
+  feed(r, {"UNSUBSCRIBE", ch}, ">3\r\n$11\r\nunsubscribe\r\n$31\r\nredisson_lock__channel:{myLock}\r\n:2\r\n");
+  // Two channels: the paired confirmation names the first; the second's comes as a push.
+  feed(r, {"UNSUBSCRIBE", ch, other}, "*3\r\n$11\r\nunsubscribe\r\n$31\r\nredisson_lock__channel:{myLock}\r\n:1\r\n");
+  feed(r, {"UNSUBSCRIBE", ch}, "");  // no reply captured
+  REQUIRE(rec.ops.size() == 4);
+  CHECK(rec.ops[0].sub_count == 2);
+  CHECK(rec.ops[1].lock == "myLock");
+  CHECK(rec.ops[1].sub_count == 1);
+  CHECK(rec.ops[2].lock == "other");
+  CHECK(rec.ops[2].sub_count == -1);
+  CHECK(rec.ops[3].sub_count == -1);
 }
 
 TEST_CASE("recognizer: EVALSHA resolves built-in SHA1s, earlier EVALs and SCRIPT LOAD", "[recognizer]") {

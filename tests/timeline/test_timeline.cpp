@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
+#include "timeline_fixture.hpp"
 #include "lockscope/locks/lock_report.hpp"
 
 using namespace lockscope;
@@ -14,66 +15,6 @@ using analyzer::lock_family;
 using analyzer::lock_op_kind;
 using analyzer::op_outcome;
 
-namespace {
-
-constexpr std::int64_t ms = 1000;
-constexpr std::int64_t t0 = 1'700'000'000'000'000;
-
-class fixture {
- public:
-  explicit fixture(analyzer::timeline_options o = {}) : timeline(o, events) {}
-
-  // An operation at t0 + at_ms (reply 100 µs after the request).
-  analyzer::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms,
-                              std::uint64_t connection = 1, std::string_view ip = "10.0.0.1") {
-    analyzer::lock_operation o;
-    o.kind = kind;
-    o.family = lock_family::redisson;
-    o.outcome = outcome;
-    o.lock = "L";
-    o.owner = owner;
-    o.connection = connection;
-    endpoints.push_back(analyzer::make_endpoint(ip, static_cast<std::uint16_t>(40000 + connection)));
-    texts.push_back(endpoints.back().to_string());
-    o.client = &endpoints.back();
-    o.client_text = texts.back();
-    o.server_text = "10.0.0.9:6379";
-    o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
-    o.reply_us = o.request_us + 100;
-    return o;
-  }
-  void acquire(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok,
-               std::uint64_t connection = 1, std::string_view ip = "10.0.0.1", std::int64_t ttl = -1) {
-    auto o = op(lock_op_kind::acquire, outcome, owner, at_ms, connection, ip);
-    o.lease_ms = lease_ms;
-    o.ttl_ms = ttl;
-    timeline.on_operation(o);
-  }
-  void unlock(std::string_view owner, double at_ms, op_outcome outcome, std::uint64_t connection = 1,
-              std::int64_t lease_ms = 30000) {
-    auto o = op(lock_op_kind::unlock, outcome, owner, at_ms, connection);
-    o.lease_ms = lease_ms;
-    timeline.on_operation(o);
-  }
-  void renew(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok) {
-    auto o = op(lock_op_kind::renew, outcome, owner, at_ms);
-    o.lease_ms = lease_ms;
-    timeline.on_operation(o);
-  }
-  void pubsub(lock_op_kind kind, double at_ms, std::uint64_t connection, std::string_view ip = "10.0.0.2") {
-    auto o = op(kind, op_outcome::ok, "", at_ms, connection, ip);
-    o.channel = "redisson_lock__channel:{L}";
-    if (kind == lock_op_kind::message) o.reply_us = o.request_us;
-    timeline.on_operation(o);
-  }
-
-  event_recorder events;
-  analyzer::lock_timeline timeline;
-  std::deque<analyzer::endpoint> endpoints;
-  std::deque<std::string> texts;
-};
-
-}  // namespace
 
 TEST_CASE("timeline: acquire, reenter, partial and final release with hold counts", "[timeline]") {
   fixture f;
@@ -561,22 +502,25 @@ TEST_CASE("timeline: a lock still held keeps its owner and its ended connection,
   CHECK(f.timeline.memory().owners == 0);
 }
 
-TEST_CASE("timeline: a waiter keeps its connection until it stops waiting, subscriptions end with the connection",
-          "[timeline][memory]") {
+TEST_CASE("timeline: a waiter gives up when its connection ends, subscriptions end with their connection",
+          "[timeline][memory][waiter]") {
   fixture f;
   f.acquire("a:1", 0, 30'000, op_outcome::ok, 1);
   f.acquire("b:1", 1, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
   f.pubsub(lock_op_kind::subscribe, 2, 3);  // b's subscriber connection, linked to its wait
-  f.timeline.on_connection_end(2, t0 + 3 * ms);
+  CHECK(f.timeline.memory().connections == 3);
+  f.timeline.on_connection_end(2, t0 + 3 * ms);  // b's command connection: b gave up
   f.timeline.on_connection_end(3, t0 + 3 * ms);
-  CHECK(f.timeline.memory().connections == 2);  // 1 is open; 2 is named by the waiter; 3 is gone
-  CHECK(f.timeline.memory().owners == 2);
+  CHECK(f.timeline.memory().connections == 1);  // only 1, open and holding
+  CHECK(f.timeline.memory().owners == 1);
   f.unlock("a:1", 5, op_outcome::ok, 1);
-  f.acquire("b:1", 6, 30'000, op_outcome::ok, 4, "10.0.0.2");  // retried on a new connection
+  f.timeline.advance_to(t0 + 1000 * ms);
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);  // nobody waits any more
+  f.acquire("b:1", 1006, 30'000, op_outcome::ok, 4, "10.0.0.2");  // a new start on a new connection
   const recorded_event* acquired = f.events.events.back().event == "acquired" ? &f.events.events.back() : nullptr;
   REQUIRE(acquired != nullptr);
-  CHECK(acquired->wait_us > 0);
-  f.timeline.on_connection_end(1, t0 + 7 * ms);
+  CHECK(acquired->wait_us == -1);
+  f.timeline.on_connection_end(1, t0 + 1007 * ms);
   const analyzer::timeline_memory m = f.timeline.memory();
   CHECK(m.connections == 1);  // 4, open and holding
   CHECK(m.owners == 1);       // b:1

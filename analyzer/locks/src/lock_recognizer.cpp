@@ -532,11 +532,24 @@ void lock_recognizer::on_exchange(const exchange& e) {
   if (sub || unsub) {
     op.kind = sub ? lock_op_kind::subscribe : lock_op_kind::unsubscribe;
     op.outcome = reply.kind == reply_view::shape::error ? op_outcome::error : op_outcome::ok;
+    // The paired confirmation (["unsubscribe", channel, count], RESP2 array or RESP3
+    // push) is the first channel's; the others' arrive as pushes of their own.
+    std::string_view confirmed;
+    std::int64_t count = -1;
+    if (e.reply != nullptr && e.reply->root() != message::npos) {
+      std::size_t k = 0;
+      e.reply->for_each_child(e.reply->root(), [&](const message_node& n) {
+        if (k == 1) confirmed = e.reply->text(n);
+        if (k == 2 && n.type == resp::type::integer) count = n.integer;
+        return ++k < 3;
+      });
+    }
     for (std::size_t i = 1; i < args.size(); ++i) {
       if (!is_lock_channel(args[i])) continue;
       op.channel = args[i];
       op.lock = lock_of_channel(args[i]);
       op.family = starts_with(args[i], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      op.sub_count = args[i] == confirmed ? count : -1;
       emit(op);
     }
     return;

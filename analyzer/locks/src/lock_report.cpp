@@ -142,6 +142,10 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += '"';
   }
   if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
+  if (e.interval_start_us >= 0) {
+    append_format(out, ",\"since\":{}.{:06},\"for_ms\":", e.interval_start_us / 1'000'000, e.interval_start_us % 1'000'000);
+    append_ms(out, std::max<std::int64_t>(e.interval_us, 0));
+  }
   if (e.group != nullptr) {
     const lock_group& g = *e.group;
     auto list = [&](std::string_view field, std::span<const std::string_view> items) {
@@ -253,6 +257,12 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.wait_us >= 0) add("waited " + format_duration(e.wait_us));
   if (e.held_us >= 0) add("held " + format_duration(e.held_us));
   if (e.token >= 0) add(fmt::format("token {}", e.token));
+  if (e.interval_start_us >= 0) {
+    const std::int64_t from = e.interval_start_us - start_us;
+    const std::int64_t f = from < 0 ? -from : from;
+    add(fmt::format("from {}{}.{:06} for {}", from < 0 ? '-' : '+', f / 1'000'000, f % 1'000'000,
+                    format_duration(std::max<std::int64_t>(e.interval_us, 0))));
+  }
   if (e.confidence != link_confidence::none && !e.owner.empty()) {
     add(fmt::format("subscriber linked to waiter ({})", to_string(e.confidence)));
   }

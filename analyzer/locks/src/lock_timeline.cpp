@@ -33,7 +33,7 @@ std::string_view to_string(anomaly_kind k) noexcept {
   static constexpr std::string_view names[] = {
       "none",         "expired_while_held", "overlapping_holders", "unlock_by_non_owner", "idle_with_waiters",
       "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire",  "quorum_lost",
-      "split_quorum", "released_other_owner", "unchecked_release"};
+      "split_quorum", "released_other_owner", "unchecked_release", "subscription_lost"};
   return names[static_cast<std::size_t>(k)];
 }
 
@@ -61,17 +61,42 @@ address address_of(const endpoint* e) {
   return a;
 }
 
+// One owner waiting for a lock: from its first failed attempt until it acquires or
+// shows it gave up (its connection ends, or no attempt comes within the last TTL it
+// was given plus timeline_options::waiter_margin_us). Its subscription is a property
+// of the wait: it may subscribe, lose the subscription and subscribe again.
 struct waiter {
   std::uint32_t owner = no_id;
-  std::uint32_t conn = no_id;
+  std::uint32_t conn = no_id;        // the connection of its latest attempt
   std::uint64_t connection = 0;
-  std::int64_t first_us = 0;
-  std::int64_t last_attempt_us = 0;
+  std::uint64_t client = 0;          // the client it belongs to (client_key)
+  std::int64_t first_us = 0;         // its first failed attempt (request time)
+  std::int64_t last_attempt_us = 0;  // its latest attempt (reply time)
+  std::int64_t deadline_us = -1;     // it gave up if no attempt comes by then
+  std::int64_t last_ttl_us = -1;     // the TTL its latest failed attempt was given
   std::uint64_t sub_connection = 0;  // linked subscriber connection; 0 none
+  std::int64_t subscribed_us = -1;   // when that subscription was confirmed
+  std::int64_t unsubscribed_us = -1; // when it ended while this waiter waited
+  std::int64_t lost_release_us = -1; // a release while it was not subscribed, since its latest attempt
   link_confidence confidence = link_confidence::none;
-  int attempts_since_subscribe = 0;
-  bool notified = false;
+  bool pubsub = false;               // its lock wakes waiters by pub/sub
+  bool notified = false;             // woken by a message since its latest attempt
   bool timeout_reported = false;
+  bool lost_reported = false;
+};
+
+// Something that wakes a waiter on a subscriber connection (a message on the lock's
+// channel; node-redisson's UNSUBSCRIBE before it retries), kept for wake_window_us to
+// see which client attempts first: when no other client attempts nearly as soon, that
+// client's waiter reacted, and the subscriber is its client's.
+struct wake {
+  std::int64_t at_us = -1;         // -1: free slot
+  std::uint64_t sub = 0;           // the subscriber connection
+  std::uint64_t first_client = 0;  // the first client that attempted since; 0 none yet
+  std::int64_t first_delay_us = -1;
+  std::int64_t other_delay_us = -1;  // the first attempt by another client
+  bool message = false;
+  bool fanout = false;             // one publish reached several subscribers: no episode
 };
 
 // Rarely needed parts, allocated on demand to keep the common lock small.
@@ -80,6 +105,13 @@ struct lock_extra {
   std::vector<waiter> waiters;
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
   bool idle_reported = false;
+  // The longest completed free interval >= idle_threshold that no waiter has yet shown
+  // it waited through (its next attempt does); forgotten when the last waiter leaves.
+  std::int64_t idle_start_us = -1, idle_end_us = -1;
+  std::array<wake, 4> wakes{};
+  std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
+  std::uint64_t acquired_client = 0;
+  std::uint32_t acquired_owner = no_id;  // retained
   std::uint64_t anomalies[anomaly_kind_count] = {};
   duration_samples waits;  // their count is the contended acquisitions
 };
@@ -105,11 +137,16 @@ struct connection_info {
   bool open = true;
   // Lock channels this connection is subscribed to, with the owner linked when it
   // subscribed (reported on notified/unsubscribed).
+  // Lock channels this connection is subscribed to (active), or was seen leaving
+  // (inactive: known not to be subscribed; at most max_inactive kept).
   struct subscription {
     std::uint32_t lock;
     std::uint32_t owner;
+    std::uint64_t client;
     link_confidence confidence;
+    bool active = true;
   };
+  static constexpr std::size_t max_inactive = 8;
   std::vector<subscription> subscriptions;
   // The owners that last acquired or renewed a lock on this connection (the 4 most
   // recent locks): a plain DEL carries no owner, so this says whose it was.
@@ -118,7 +155,31 @@ struct connection_info {
     std::uint32_t owner = no_id;
   };
   std::array<lock_owner, 4> last_owners{};
+  // Locks where a waiter's latest attempt came over this connection (one entry a
+  // waiter): they give up when it ends.
+  std::vector<std::uint32_t> waits;
+  // As a subscriber connection: the clients whose attempts followed its wake-ups alone
+  // (episodes), the evidence of whose subscriber it is.
+  struct partner {
+    std::uint64_t client = 0;
+    std::uint32_t episodes = 0;
+  };
+  std::array<partner, 3> partners{};
 };
+
+// What the traffic says about a subscriber connection belonging to a client.
+enum class pairing : std::uint8_t {
+  none,          // no episode yet
+  consistent,    // its episodes all point to this client, fewer than certain_after
+  established,   // at least certain_after episodes, and at most 1 in 8 point elsewhere
+  contradicted,  // episodes point to another client
+};
+constexpr std::uint32_t certain_after = 3;
+
+bool pubsub_family(lock_family f) noexcept {
+  return f == lock_family::redisson || f == lock_family::redisson_fair || f == lock_family::redisson_read ||
+         f == lock_family::redisson_write || f == lock_family::redisson_fenced;
+}
 
 }  // namespace
 
@@ -153,6 +214,9 @@ struct lock_timeline::impl {
   std::deque<scope> scopes;
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> scope_by_server;
   std::uint32_t last_scope = no_id;
+  // A client's subscriber connection as far as the episodes tell (its best partner);
+  // entries go when that connection ends.
+  std::unordered_map<std::uint64_t, std::uint64_t> subscriber_of_client;
 
   impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s) {}
 
@@ -289,12 +353,79 @@ struct lock_timeline::impl {
     }
     return nullptr;
   }
-  bool has_subscribed_waiter(const lock_state& l) const {
+  // The subscriber connection's entry while it is open; nullptr once it has ended.
+  connection_info* open_connection(std::uint64_t id) {
+    if (id == 0) return nullptr;
+    const auto it = connection_ids.find(id);
+    if (it == connection_ids.end() || !connections[it->second].open) return nullptr;
+    return &connections[it->second];
+  }
+  // The connection's active subscription to the lock's channel.
+  static connection_info::subscription* subscription_of(connection_info& c, std::uint32_t lock) {
+    connection_info::subscription* s = record_of(c, lock);
+    return s != nullptr && s->active ? s : nullptr;
+  }
+  static connection_info::subscription* record_of(connection_info& c, std::uint32_t lock) {
+    for (auto& sub : c.subscriptions) {
+      if (sub.lock == lock) return &sub;
+    }
+    return nullptr;
+  }
+  // The connection is known not to be subscribed to the lock's channel now.
+  static void set_inactive(connection_info& c, std::uint32_t lock) {
+    if (auto* r = record_of(c, lock)) {
+      *r = {lock, no_id, 0, link_confidence::none, false};
+      return;
+    }
+    std::size_t inactive = 0;
+    for (const auto& sub : c.subscriptions) inactive += sub.active ? 0 : 1;
+    if (inactive >= connection_info::max_inactive) {
+      const auto oldest = std::find_if(c.subscriptions.begin(), c.subscriptions.end(),
+                                       [](const connection_info::subscription& s) { return !s.active; });
+      c.subscriptions.erase(oldest);
+    }
+    c.subscriptions.push_back({lock, no_id, 0, link_confidence::none, false});
+  }
+  // The waiter's subscriber connection is subscribed to the lock's channel right now.
+  bool subscribed(const waiter& w, std::uint32_t lock) {
+    connection_info* c = open_connection(w.sub_connection);
+    return c != nullptr && subscription_of(*c, lock) != nullptr;
+  }
+  bool has_subscribed_waiter(lock_state& l, std::uint32_t lock) {
     if (!has_extra(l)) return false;
     for (const waiter& w : xp(l)->waiters) {
-      if (w.sub_connection != 0) return true;
+      if (subscribed(w, lock)) return true;
     }
     return false;
+  }
+  // The waiter leaves (acquired or gave up).
+  void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w) {
+    auto& ws = xp(l)->waiters;
+    const waiter gone = *w;
+    ws.erase(ws.begin() + (w - ws.data()));
+    unlist_wait(gone.conn, lock);
+    owners.release(gone.owner);
+    release_connection(gone.conn);
+    if (ws.empty()) xp(l)->idle_start_us = xp(l)->idle_end_us = -1;
+  }
+  void unlist_wait(std::uint32_t conn, std::uint32_t lock) {
+    auto& waits = connections[conn].waits;
+    const auto it = std::find(waits.begin(), waits.end(), lock);
+    if (it != waits.end()) {
+      *it = waits.back();
+      waits.pop_back();
+    }
+  }
+  // The waiter's latest attempt came over `conn` (clients with connection pools retry
+  // over any of them): the connection whose end means it gave up.
+  void move_waiter(waiter& w, std::uint32_t lock, std::uint32_t conn, std::uint64_t connection) {
+    if (w.conn == conn) return;
+    unlist_wait(w.conn, lock);
+    retain_connection(conn);
+    release_connection(w.conn);
+    w.conn = conn;
+    w.connection = connection;
+    connections[conn].waits.push_back(lock);
   }
 
   std::uint32_t conn_index(const lock_operation& op) {
@@ -344,15 +475,39 @@ struct lock_timeline::impl {
   }
   // The connection has ended: it subscribes to nothing any more, and is freed unless a
   // holder or waiter still names it.
-  void connection_ended(std::uint64_t connection) {
+  void connection_ended(std::uint64_t connection, std::int64_t at) {
     const auto it = connection_ids.find(connection);
     if (it == connection_ids.end()) return;
     const std::uint32_t conn = it->second;
     connection_info& c = connections[conn];
     c.open = false;
-    for (const auto& sub : c.subscriptions) owners.release(sub.owner);
+    for (const auto& p : c.partners) {
+      if (p.episodes > 0) forget_subscriber(p.client, connection);
+    }
+    for (const auto& sub : c.subscriptions) {
+      owners.release(sub.owner);
+      if (sub.active) subscription_ended(sub.lock, connection, at);
+    }
     c.subscriptions = {};
-    if (c.refs == 0) free_connection(conn);
+    // Its waiters gave up. A waiter names the connection (refs): it stays until the last
+    // one is dropped, so `c` stays valid until then.
+    const std::vector<std::uint32_t> waits = std::move(c.waits);
+    c.waits = {};
+    retain_connection(conn);
+    for (const std::uint32_t lock : waits) {
+      lock_state& l = locks[lock];
+      if (!has_extra(l)) continue;
+      for (std::size_t i = 0; i < xp(l)->waiters.size();) {
+        waiter& w = xp(l)->waiters[i];
+        if (w.conn != conn) {
+          ++i;
+          continue;
+        }
+        drop_waiter(l, lock, &w);
+      }
+      schedule(lock);
+    }
+    release_connection(conn);
   }
   // Frees the texts nothing names any more; no view into them may be held.
   void collect() {
@@ -386,7 +541,8 @@ struct lock_timeline::impl {
     sink.on_event(e);
   }
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn,
-               std::string_view why, bool inferred = false) {
+               std::string_view why, bool inferred = false, std::int64_t interval_start = -1,
+               std::int64_t interval = -1) {
     lock_event e = base(l, ts);
     e.event = lock_event_kind::anomaly;
     e.kind = kind;
@@ -395,6 +551,8 @@ struct lock_timeline::impl {
     e.server = server_of(conn);
     e.detail = why;
     e.inferred = inferred;
+    e.interval_start_us = interval_start;
+    e.interval_us = interval;
     emit(l, e);
   }
 
@@ -413,8 +571,11 @@ struct lock_timeline::impl {
       consider(h.deadline_us);
       if (!h.long_hold_reported() && h.since_us >= 0 && options.long_hold_us > 0) consider(h.since_us + options.long_hold_us);
     });
-    if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported && has_subscribed_waiter(l)) {
-      consider(xp(l)->free_since_us + options.idle_threshold_us);
+    if (has_extra(l)) {
+      for (const waiter& w : xp(l)->waiters) consider(w.deadline_us);
+      if (!has_holder(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported && has_subscribed_waiter(l, id)) {
+        consider(xp(l)->free_since_us + options.idle_threshold_us);
+      }
     }
     if (next < 0 || (l.queued_us >= 0 && l.queued_us <= next)) return;
     l.queued_us = next;
@@ -443,18 +604,29 @@ struct lock_timeline::impl {
         anomaly(l, h.since_us + options.long_hold_us, anomaly_kind::long_hold, h.owner, h.conn, detail);
       }
     });
-    if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported &&
-        has_subscribed_waiter(l) && xp(l)->free_since_us + options.idle_threshold_us <= at) {
-      xp(l)->idle_reported = true;
-      const waiter* longest = nullptr;
-      for (const waiter& w : xp(l)->waiters) {
-        if (w.sub_connection != 0 && (longest == nullptr || w.first_us < longest->first_us)) longest = &w;
+    // Waiters that made no attempt within their last TTL plus the margin gave up.
+    if (has_extra(l)) {
+      for (std::size_t i = 0; i < xp(l)->waiters.size();) {
+        waiter& w = xp(l)->waiters[i];
+        if (w.deadline_us >= 0 && w.deadline_us <= at) drop_waiter(l, id, &w);
+        else ++i;
       }
-      detail = "free for " + std::to_string(options.idle_threshold_us / 1000) +
-               " ms while a subscribed waiter waits (missed wake-up?)";
+    }
+    // A subscribed waiter still waits (clients unsubscribe when they give up): the
+    // idleness is certain at the threshold, live or not.
+    if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported &&
+        has_subscribed_waiter(l, id) && xp(l)->free_since_us + options.idle_threshold_us <= at) {
+      lock_extra& x = *xp(l);
+      x.idle_reported = true;
+      const waiter* longest = nullptr;
+      for (const waiter& w : x.waiters) {
+        if (subscribed(w, id) && (longest == nullptr || w.first_us < longest->first_us)) longest = &w;
+      }
       // At the threshold, or now when the waiter only appeared after it had passed.
-      anomaly(l, std::max(xp(l)->free_since_us + options.idle_threshold_us, at), anomaly_kind::idle_with_waiters,
-              longest->owner, longest->conn, detail);
+      const std::int64_t ts = std::max(x.free_since_us + options.idle_threshold_us, at);
+      detail = "free so far while a subscribed waiter waits (missed wake-up?)";
+      anomaly(l, ts, anomaly_kind::idle_with_waiters, longest->owner, longest->conn, detail, false, x.free_since_us,
+              ts - x.free_since_us);
     }
     schedule(id);
   }
@@ -470,9 +642,42 @@ struct lock_timeline::impl {
 
   void became_free(lock_state& l, std::int64_t at) {
     if (!has_holder(l) && has_extra(l)) {
-      xp(l)->free_since_us = at;
-      xp(l)->idle_reported = false;
+      lock_extra& x = *xp(l);
+      x.free_since_us = at;
+      x.idle_reported = false;
+      if (x.acquired_owner != no_id && at - x.acquired_us > options.wake_window_us) {
+        owners.release(x.acquired_owner);  // its UNSUBSCRIBE would have come by now
+        x.acquired_owner = no_id;
+        x.acquired_us = -1;
+      }
     }
+  }
+  // The lock is taken again at `at`: a free interval >= the threshold that no waiter has
+  // shown it waited through yet is kept (the longest) for the next attempt to confirm.
+  void free_interval_ends(lock_state& l, std::int64_t at) {
+    if (!has_extra(l)) return;
+    lock_extra& x = *xp(l);
+    if (x.free_since_us >= 0 && !x.idle_reported && !x.waiters.empty() &&
+        at - x.free_since_us >= options.idle_threshold_us &&
+        (x.idle_start_us < 0 || at - x.free_since_us > x.idle_end_us - x.idle_start_us)) {
+      x.idle_start_us = x.free_since_us;
+      x.idle_end_us = at;
+    }
+    x.free_since_us = -1;
+  }
+  // A release that publishes (an unlock, a forced unlock): a waiter of a pub/sub lock
+  // that is not subscribed now will not hear it.
+  void released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at) {
+    if (!has_extra(l)) return;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.pubsub && w.lost_release_us < 0 && !subscribed(w, lock)) w.lost_release_us = at;
+    }
+  }
+  static std::string format_ms(std::int64_t us) {
+    std::string out = std::to_string(us / 1000) + ".";
+    const std::int64_t frac = (us % 1000) / 100;
+    out += static_cast<char>('0' + frac);
+    return out + " ms";
   }
 
   void expire(lock_state& l, holder& h, std::int64_t at) {
@@ -506,20 +711,14 @@ struct lock_timeline::impl {
   }
 
   // ---- operations ----
-  // An acquisition attempt by a waiter that already failed before: a retry.
-  void retry(lock_state& l, waiter& w, std::int64_t at) {
-    if (w.sub_connection != 0) {
-      if (w.attempts_since_subscribe >= 1 && !w.notified && !w.timeout_reported) {
-        w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
-        anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
-                "retried with no notification since the previous attempt");
-      }
-      ++w.attempts_since_subscribe;
-    }
-    w.notified = false;
-    w.last_attempt_us = at;
+  // The client a waiter belongs to: a Redisson-style owner's UUID (its threads share
+  // one subscriber connection, whatever command connection they use), else its command
+  // connection.
+  std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection) const {
+    const std::string_view uuid = owner == no_id ? std::string_view() : client_part(owners.text(owner));
+    if (uuid.empty()) return (connection & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62);  // never 0
+    return std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
   }
-
   // The client part of a Redisson owner id (`<uuid>:<thread>` → uuid): the owners of
   // one client share its subscriber connection. Empty for other owners.
   static std::string_view client_part(std::string_view owner) {
@@ -527,20 +726,195 @@ struct lock_timeline::impl {
     if (colon == std::string_view::npos || !lock::is_uuid(owner.substr(0, colon))) return {};
     return owner.substr(0, colon);
   }
-  bool same_client(std::uint32_t a, std::uint32_t b) const {
-    if (a == no_id || b == no_id) return false;
-    const std::string_view ca = client_part(owners.text(a));
-    return !ca.empty() && ca == client_part(owners.text(b));
+
+  // ---- which subscriber connection is whose ----
+  static pairing pairing_of(const connection_info& s, std::uint64_t client) {
+    std::uint32_t mine = 0, others = 0;
+    for (const auto& p : s.partners) {
+      if (p.episodes == 0) continue;
+      if (p.client == client) mine = p.episodes;
+      else others += p.episodes;
+    }
+    if (mine == 0 && others == 0) return pairing::none;
+    if (mine >= certain_after && others * 8 <= mine) return pairing::established;
+    if (others == 0) return pairing::consistent;
+    return pairing::contradicted;
+  }
+  static std::uint64_t best_partner(const connection_info& s) {
+    const connection_info::partner* best = nullptr;
+    for (const auto& p : s.partners) {
+      if (p.episodes > 0 && (best == nullptr || p.episodes > best->episodes)) best = &p;
+    }
+    return best == nullptr ? 0 : best->client;
+  }
+  // One episode: `client` alone reacted to a wake-up of subscriber `s` (or alone had
+  // just failed when `s` subscribed).
+  void learn(connection_info& s, std::uint64_t client) {
+    connection_info::partner* slot = nullptr;
+    for (auto& p : s.partners) {
+      if (p.episodes > 0 && p.client == client) slot = &p;
+    }
+    if (slot == nullptr) {
+      for (auto& p : s.partners) {
+        if (slot == nullptr || p.episodes < slot->episodes) slot = &p;
+      }
+      if (slot->episodes > 0) forget_subscriber(slot->client, s.id);
+      *slot = {client, 0};  // the weakest evidence makes room
+    }
+    if (slot->episodes < 0xffffffffu) ++slot->episodes;
+    if (best_partner(s) != client) return;
+    // The client's subscriber is the connection with the most episodes for it.
+    std::uint64_t& mapped = subscriber_of_client[client];
+    if (mapped != s.id) {
+      const connection_info* current = open_connection(mapped);
+      if (current == nullptr || best_partner(*current) != client || episodes_of(*current, client) < slot->episodes) {
+        mapped = s.id;
+      }
+    }
+  }
+  static std::uint32_t episodes_of(const connection_info& s, std::uint64_t client) {
+    for (const auto& p : s.partners) {
+      if (p.episodes > 0 && p.client == client) return p.episodes;
+    }
+    return 0;
+  }
+  void forget_subscriber(std::uint64_t client, std::uint64_t sub) {
+    const auto found = subscriber_of_client.find(client);
+    if (found != subscriber_of_client.end() && found->second == sub) subscriber_of_client.erase(found);
+  }
+  // The client's episodes point to another open subscriber connection than `s`.
+  bool subscribes_elsewhere(std::uint64_t client, const connection_info& s) {
+    const auto it = subscriber_of_client.find(client);
+    if (it == subscriber_of_client.end() || it->second == s.id) return false;
+    const connection_info* other = open_connection(it->second);
+    return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) != pairing::contradicted;
+  }
+  // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
+  // traffic has said nothing yet.
+  static link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess) {
+    switch (pairing_of(s, client)) {
+      case pairing::established: return link_confidence::certain;
+      case pairing::consistent: return guess == link_confidence::certain ? guess : link_confidence::high;
+      case pairing::contradicted: return guess == link_confidence::certain ? guess : link_confidence::low;
+      case pairing::none: break;
+    }
+    return guess;
+  }
+  // The wake-ups (messages) whose window has passed by `t` teach who reacted alone.
+  void settle_wakes(lock_extra& x, std::int64_t t) {
+    for (wake& k : x.wakes) {
+      if (k.at_us < 0 || t <= k.at_us + options.wake_window_us) continue;
+      // The first client, alone by a wide margin: the others were not reacting to it.
+      const bool alone = k.other_delay_us < 0 || k.other_delay_us >= 4 * k.first_delay_us + 1'000;
+      if (!k.fanout && k.first_client != 0 && alone) {
+        if (connection_info* s = open_connection(k.sub)) learn(*s, k.first_client);
+      }
+      k = wake{};
+    }
+  }
+  // An attempt by `client` at `t` (request time): maybe a reaction to a wake-up before.
+  void attribute_wakes(lock_extra& x, std::uint64_t client, std::int64_t t) {
+    settle_wakes(x, t);
+    for (wake& k : x.wakes) {
+      if (k.at_us < 0 || t < k.at_us) continue;
+      if (k.first_client == 0) {
+        k.first_client = client;
+        k.first_delay_us = t - k.at_us;
+      } else if (k.first_client != client && k.other_delay_us < 0) {
+        k.other_delay_us = t - k.at_us;
+      }
+    }
+  }
+  void note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message) {
+    settle_wakes(x, at);
+    wake* slot = nullptr;
+    bool fanout = false;
+    for (wake& k : x.wakes) {
+      // Messages on several subscribers at once: one publish fanned out.
+      if (message && k.at_us >= 0 && k.message && k.sub != sub && at - k.at_us <= 2'000) k.fanout = fanout = true;
+    }
+    for (wake& k : x.wakes) {
+      if (slot == nullptr || k.at_us < slot->at_us) slot = &k;  // a free slot (-1) or the oldest
+    }
+    *slot = wake{};
+    slot->at_us = at;
+    slot->sub = sub;
+    slot->message = message;
+    slot->fanout = fanout;
+  }
+  // The waiter's attempt at `t` came right after a message on a subscriber that may be
+  // its client's.
+  bool woken_by_message(lock_extra& x, const waiter& w, std::int64_t t) {
+    for (const wake& k : x.wakes) {
+      if (!k.message || k.at_us < 0 || k.at_us < w.last_attempt_us || t < k.at_us || t - k.at_us > options.wake_window_us) continue;
+      if (k.sub == w.sub_connection) return true;
+      connection_info* s = open_connection(k.sub);
+      if (s != nullptr && pairing_of(*s, w.client) != pairing::contradicted) return true;
+    }
+    return false;
   }
 
-  // A waiter whose client (same Redisson UUID) already has a subscription on the
-  // lock's channel: Redisson shares one subscription among a client's threads.
+  // An attempt by a waiter that already failed before: a retry. It shows the waiter
+  // waited all along, which confirms what happened meanwhile.
+  void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at) {
+    lock_extra& x = ex(l);
+    const std::int64_t t = op.request_us;
+    if (!w.notified) w.notified = woken_by_message(x, w, t);
+    // Redisson retries once its SUBSCRIBE is confirmed; node-redisson retries at once
+    // after its first failure: neither waited for anything. A wait shorter than the
+    // TTL it was given (or than the wake window) was not a timer either.
+    const bool after_subscribe = w.subscribed_us >= w.last_attempt_us && t - w.subscribed_us <= options.wake_window_us;
+    const std::int64_t quick = w.last_ttl_us >= 0 ? std::clamp<std::int64_t>(w.last_ttl_us * 9 / 10, 2'000, options.wake_window_us)
+                                                 : options.wake_window_us;
+    // Only a waiter that subscribes at all waits for a message (RedLock and spin-lock
+    // clients poll by design).
+    const bool by_timer = w.pubsub && w.sub_connection != 0 && !w.notified && !after_subscribe &&
+                          t - w.last_attempt_us >= quick;
+
+    // The lock was free >= threshold while it waited: this attempt proves it waited.
+    if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
+        at - x.free_since_us >= options.idle_threshold_us) {
+      x.idle_reported = true;
+      detail = subscribed(w, lock) ? "free while a subscribed waiter waited (missed wake-up)"
+                                   : "free while an unsubscribed waiter waited (missed wake-up)";
+      anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.free_since_us,
+              at - x.free_since_us);
+    } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us) {
+      detail = "free while this waiter waited (missed wake-up)";
+      anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.idle_start_us,
+              x.idle_end_us - x.idle_start_us);
+      x.idle_start_us = x.idle_end_us = -1;
+    }
+    if (by_timer && w.lost_release_us >= 0 && !w.lost_reported) {
+      w.lost_reported = true;  // once per wait
+      if (w.unsubscribed_us >= 0 && w.unsubscribed_us <= w.lost_release_us) {
+        detail = "its subscriber unsubscribed " + format_ms(w.lost_release_us - w.unsubscribed_us) +
+                 " before the release while it still waited: nobody told it";
+      } else {
+        detail = "not subscribed when the lock was released: nobody told it";
+      }
+      anomaly(l, at, anomaly_kind::subscription_lost, w.owner, w.conn, detail, op.inferred, w.lost_release_us,
+              at - w.lost_release_us);
+    }
+    if (by_timer && !w.timeout_reported) {
+      w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
+      anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
+              "retried with no notification since the previous attempt", op.inferred);
+    }
+    w.notified = false;
+    w.lost_release_us = -1;
+    w.last_attempt_us = at;
+  }
+
+  // A new waiter whose client already has a subscription on the lock's channel shares
+  // it: Redisson shares one subscription among a client's threads.
   void link_existing_subscription(std::uint32_t lock, waiter& w) {
     for (const connection_info& c : connections) {
+      if (!c.open) continue;
       for (const auto& sub : c.subscriptions) {
-        if (sub.lock == lock && same_client(sub.owner, w.owner)) {
+        if (sub.lock == lock && sub.owner != no_id && sub.client == w.client) {
           w.sub_connection = c.id;
-          w.confidence = c.id == w.connection ? link_confidence::certain : link_confidence::high;
+          w.confidence = c.id == w.connection ? link_confidence::certain : confidence_of(c, w.client, link_confidence::high);
           return;
         }
       }
@@ -569,12 +943,27 @@ struct lock_timeline::impl {
     return no_id;
   }
 
+  // The time a waiter gives its next attempt: the TTL it was given (Redisson waits for a
+  // message at most that long), else the holder's remaining lease, else 30 s.
+  std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at) {
+    if (op.ttl_ms >= 0) return std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000;
+    std::int64_t remaining = -1;
+    for_each_holder(l, [&](holder& h) {
+      if (h.deadline_us > at) remaining = std::max(remaining, h.deadline_us - at);
+    });
+    return remaining >= 0 ? remaining : 30'000'000;
+  }
+
   void on_acquire(std::uint32_t id, const lock_operation& op) {
     lock_state& l = locks[id];
     const std::uint32_t conn = conn_index(op);
     const std::uint32_t owner = owners.id(op.owner);
     const std::int64_t at = op.at_us();
     if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
+    // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
+    std::uint64_t client = 0;
+    if (has_extra(l) || op.outcome == op_outcome::contended) client = client_key(owner, op.connection);
+    if (has_extra(l)) attribute_wakes(*xp(l), client, op.request_us);
     if (op.outcome == op_outcome::contended) {
       waiter* w = find_waiter(l, owner);
       if (w == nullptr) {
@@ -585,13 +974,19 @@ struct lock_timeline::impl {
         w->conn = conn;
         owners.retain(owner);
         retain_connection(conn);
+        connections[conn].waits.push_back(id);
         w->connection = op.connection;
+        w->client = client;
+        w->pubsub = pubsub_family(op.family);
         w->first_us = op.request_us;
         w->last_attempt_us = at;
         link_existing_subscription(id, *w);
       } else {
-        retry(l, *w, at);
+        move_waiter(*w, id, conn, op.connection);
+        retry(l, id, *w, op, at);
       }
+      w->last_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
+      w->deadline_us = at + expected_wait_us(l, op, at) + options.waiter_margin_us;
       lock_event e = from_op(l, op, lock_event_kind::contended);
       e.ttl_ms = op.ttl_ms;
       emit(l, e);
@@ -638,21 +1033,32 @@ struct lock_timeline::impl {
       }
     }
     std::int64_t wait = -1;
+    // A waiter still subscribed when it acquires leaves the channel next (Redisson, our
+    // client); node-redisson left it before retrying: then the next UNSUBSCRIBE is not its.
+    bool leaves_next = false;
     if (waiter* w = find_waiter(l, owner)) {
-      retry(l, *w, at);
+      leaves_next = subscribed(*w, id);
+      client = w->client;
+      retry(l, id, *w, op, at);
       wait = at - w->first_us;
-      auto& ws = xp(l)->waiters;
-      owners.release(w->owner);
-      release_connection(w->conn);
-      ws.erase(ws.begin() + (w - ws.data()));
+      drop_waiter(l, id, w);
     }
     take_expired(l, owner);
+    free_interval_ends(l, at);
+    if (has_extra(l)) {
+      lock_extra& x = *xp(l);
+      x.acquired_us = leaves_next ? at : -1;
+      x.acquired_client = client;
+      const std::uint32_t kept = leaves_next ? owner : no_id;
+      owners.retain(kept);
+      owners.release(x.acquired_owner);
+      x.acquired_owner = kept;
+    }
     holder& h = add_holder(l, owner, conn);
     h.set_hold_count(1);
     h.since_us = at;
     h.last_renew_us = at;
     if (op.lease_ms >= 0) h.set_lease(op, at);
-    if (has_extra(l)) xp(l)->free_since_us = -1;
     count_acquisition(l);
     if (wait >= 0) {
       ex(l).waits.add(wait);
@@ -713,6 +1119,7 @@ struct lock_timeline::impl {
       case op_outcome::ok: {
         lock_event e = release_holder();
         became_free(l, at);
+        if (!has_holder(l)) released_publishing(l, id, at);
         emit(l, e);
         break;
       }
@@ -727,7 +1134,7 @@ struct lock_timeline::impl {
         lock_event e = from_op(l, op, lock_event_kind::partially_released);
         if (h == nullptr) {
           h = &add_holder(l, owner, conn);
-          if (has_extra(l)) xp(l)->free_since_us = -1;
+          free_interval_ends(l, at);
         } else if (h->hold_count() > 1) {
           h->set_hold_count(h->hold_count() - 1);
         }
@@ -761,7 +1168,7 @@ struct lock_timeline::impl {
       if (h == nullptr) {
         take_expired(l, owner);
         h = &add_holder(l, owner, conn);
-        if (has_extra(l)) xp(l)->free_since_us = -1;
+        free_interval_ends(l, at);
       } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
                  h->last_renew_us >= 0) {
         const std::int64_t gap = at - h->last_renew_us;
@@ -856,101 +1263,292 @@ struct lock_timeline::impl {
     }
     clear_holders(l);
     became_free(l, at);
+    released_publishing(l, id, at);
     emit(l, e);
     schedule(id);
+  }
+
+  // Waiters linked to subscriber `sub` lost their subscription to the lock's channel.
+  void subscription_ended(std::uint32_t lock, std::uint64_t sub, std::int64_t at) {
+    lock_state& l = locks[lock];
+    if (!has_extra(l)) return;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.sub_connection == sub) w.unsubscribed_us = at;
+    }
+  }
+  // Links `w` to subscriber `s` (and its client's other waiters, which share it).
+  void link(lock_state& l, std::uint32_t lock, waiter& w, connection_info& s, link_confidence conf, std::int64_t at) {
+    for (waiter& o : xp(l)->waiters) {
+      if (&o != &w && o.client != w.client) continue;
+      if (&o != &w && o.sub_connection != 0 && o.sub_connection != s.id && subscribed(o, lock)) continue;
+      o.sub_connection = s.id;
+      o.confidence = conf;
+      o.unsubscribed_us = -1;
+      if (&o == &w) o.subscribed_us = at;  // its own SUBSCRIBE: its next attempt is no timer's
+    }
+  }
+  // The waiter a subscriber connection's event is about, and how sure that is.
+  struct linked {
+    waiter* w = nullptr;
+    link_confidence confidence = link_confidence::none;
+  };
+  // For a SUBSCRIBE (or the first message on a subscription begun before the capture):
+  // the waiter on the same connection (RESP3); else the waiter of the client the
+  // traffic has established as the subscriber's; else the most recent waiter from the
+  // same IP within link_window, preferring the client the evidence points to.
+  linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request) {
+    linked r;
+    if (!has_extra(l)) return r;
+    const std::uint64_t partner = best_partner(s);
+    const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
+    int candidates = 0;
+    bool uncertain = false;
+    // The latest failure before the request (an attempt answered after it cannot have
+    // caused it): among a client's waiters, the one that subscribes.
+    auto distance = [&](const waiter& o) {
+      return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
+    };
+    for (waiter& w : xp(l)->waiters) {
+      if (w.connection == s.id) return {&w, link_confidence::certain};
+      if (established) {
+        if (w.client == partner && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
+        continue;
+      }
+      if (!(connections[w.conn].ip == s.ip) || at - w.last_attempt_us > options.link_window_us) continue;
+      // Waiting with a live subscription elsewhere: not this one's (if that link is
+      // itself only a guess, this one cannot be sure either).
+      if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock) &&
+          !(partner != 0 && w.client == partner)) {
+        if (w.confidence == link_confidence::low) uncertain = true;
+        continue;
+      }
+      ++candidates;
+      // The client the evidence points to; else the latest failure before the request.
+      auto rank = [&](const waiter& o) { return partner != 0 && o.client == partner ? 2 : subscribes_elsewhere(o.client, s) ? 0 : 1; };
+      const int preferred = rank(w);
+      const int best_preferred = r.w == nullptr ? -1 : rank(*r.w);
+      if (r.w == nullptr || preferred > best_preferred || (preferred == best_preferred && distance(w) < distance(*r.w))) {
+        r.w = &w;
+      }
+    }
+    if (r.w == nullptr) return r;
+    if (established) {
+      r.confidence = link_confidence::certain;
+    } else {
+      r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
+      if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
+      // A guess among several waiters stays low however consistent the few episodes.
+      if (candidates > 1 && r.confidence == link_confidence::high && r.w->client != partner) r.confidence = link_confidence::low;
+    }
+    // The client may be sure while its waiter is not: another waiter of that client
+    // failed nearly as recently (e.g. two attempts in one pipeline).
+    for (const waiter& o : xp(l)->waiters) {
+      if (&o != r.w && o.client == r.w->client && distance(o) < 4 * distance(*r.w) + 1'000) {
+        r.confidence = link_confidence::low;
+      }
+    }
+    return r;
+  }
+  // An UNSUBSCRIBE follows a message on the connection (the woken waiter leaves), or
+  // comes when the named waiter's wait for a message ends (its TTL since its latest
+  // attempt): else it may be a stale timer of a waiter long gone (node-redisson).
+  bool explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub,
+                             const lock_operation& op) {
+    if (!has_extra(l)) return false;
+    for (const wake& k : xp(l)->wakes) {
+      if (k.message && k.sub == s.id && k.at_us <= op.request_us && op.request_us - k.at_us <= options.wake_window_us) {
+        return true;
+      }
+    }
+    const waiter* w = find_waiter(l, sub.owner);
+    if (w == nullptr || w->last_ttl_us < 0) return false;
+    const std::int64_t due = w->last_attempt_us + w->last_ttl_us;
+    const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+    return op.request_us >= due - slack && op.request_us <= due + slack;
+  }
+  // Another waiter of the same client waits for the lock: which of them an event is
+  // about is not sure.
+  bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client) {
+    if (!has_extra(l)) return false;
+    for (const waiter& w : xp(l)->waiters) {
+      if (w.owner != owner && w.client == client) return true;
+    }
+    return false;
+  }
+
+  // The waiter of the client the subscriber's episodes point to (not contradicted).
+  waiter* partner_waiter(lock_state& l, const connection_info& s) {
+    const std::uint64_t partner = best_partner(s);
+    if (partner == 0 || !has_extra(l) || pairing_of(s, partner) == pairing::contradicted) return nullptr;
+    waiter* found = nullptr;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.client == partner && (found == nullptr || w.first_us < found->first_us)) found = &w;
+    }
+    return found;
   }
 
   void on_subscribe(std::uint32_t id, const lock_operation& op) {
     lock_state& l = locks[id];
     const std::uint32_t conn = conn_index(op);
-    const address ip = connections[conn].ip;
+    connection_info& s = connections[conn];
     const std::int64_t at = op.at_us();
-    // Link the most recent unlinked waiter of this lock from the same client IP.
-    waiter* best = nullptr;
-    int candidates = 0;
     if (has_extra(l)) {
-      for (waiter& w : xp(l)->waiters) {
-        if (w.sub_connection != 0 || !(connections[w.conn].ip == ip) || at - w.last_attempt_us > options.link_window_us) {
-          continue;
+      // Episode: one client had just failed when this connection subscribed, and no
+      // other client nearly as recently.
+      const waiter* latest = nullptr;
+      for (const waiter& w : xp(l)->waiters) {
+        if (!(connections[w.conn].ip == s.ip) || w.connection == s.id || w.last_attempt_us > op.request_us) continue;
+        if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
+      }
+      if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
+        const std::int64_t d1 = op.request_us - latest->last_attempt_us;
+        std::int64_t d2 = -1;
+        for (const waiter& w : xp(l)->waiters) {
+          if (w.client == latest->client || w.last_attempt_us > op.request_us) continue;
+          if (d2 < 0 || op.request_us - w.last_attempt_us < d2) d2 = op.request_us - w.last_attempt_us;
         }
-        ++candidates;
-        if (best == nullptr || w.connection == op.connection || w.last_attempt_us > best->last_attempt_us) best = &w;
+        if (d2 < 0 || d2 >= 4 * d1 + 1'000) learn(s, latest->client);
       }
     }
-    link_confidence conf = link_confidence::none;
+    const linked chosen = choose_waiter(l, id, s, at, op.request_us);
     std::uint32_t owner = no_id;
-    if (best != nullptr) {
-      conf = best->connection == op.connection ? link_confidence::certain
-             : candidates == 1                 ? link_confidence::high
-                                               : link_confidence::low;
-      best->sub_connection = op.connection;
-      best->confidence = conf;
-      best->attempts_since_subscribe = 0;
-      best->notified = false;
-      owner = best->owner;
-      // Other waiters of the same client share the subscription.
-      for (waiter& w : xp(l)->waiters) {
-        if (&w != best && w.sub_connection == 0 && same_client(w.owner, owner)) {
-          w.sub_connection = op.connection;
-          w.confidence = conf;
-        }
-      }
+    std::uint64_t client = 0;
+    if (chosen.w != nullptr) {
+      owner = chosen.w->owner;
+      client = chosen.w->client;
+      link(l, id, *chosen.w, s, chosen.confidence, at);
     }
-    connections[conn].subscriptions.push_back({id, owner, conf});
+    // One subscription a channel and connection: a repeated SUBSCRIBE names its latest waiter.
     owners.retain(owner);
+    if (auto* sub = record_of(s, id)) {
+      // Already subscribed for a waiter of the same client that still waits: the channel
+      // stays its (node-redisson's handlers run in subscription order).
+      const waiter* earlier = sub->active && sub->owner != no_id ? find_waiter(l, sub->owner) : nullptr;
+      if (earlier != nullptr && earlier->client == client) {
+        owners.release(owner);
+      } else {
+        owners.release(sub->owner);
+        *sub = {id, owner, client, chosen.confidence, true};
+      }
+    } else {
+      s.subscriptions.push_back({id, owner, client, chosen.confidence, true});
+    }
     lock_event e = from_op(l, op, lock_event_kind::subscribed);
     e.owner = owners.text(owner);
-    e.confidence = conf;
+    e.confidence = chosen.confidence;
     emit(l, e);
     schedule(id);
   }
 
   void on_message(std::uint32_t id, const lock_operation& op) {
     lock_state& l = locks[id];
-    conn_index(op);
-    waiter* woken = nullptr;
-    if (has_extra(l)) {
-      for (waiter& w : xp(l)->waiters) {
-        if (w.sub_connection != op.connection) continue;
-        w.notified = true;
-        if (woken == nullptr || w.first_us < woken->first_us) woken = &w;
+    connection_info& s = connections[conn_index(op)];
+    const std::int64_t at = op.at_us();
+    note_wake(ex(l), s.id, at, true);
+    // A subscription begun before the capture shows itself by its messages.
+    auto* sub = subscription_of(s, id);
+    if (sub == nullptr) {
+      const linked guess = choose_waiter(l, id, s, at, at);
+      std::uint32_t owner = no_id;
+      std::uint64_t client = 0;
+      if (guess.w != nullptr && guess.confidence != link_confidence::low) {
+        owner = guess.w->owner;
+        client = guess.w->client;
+        link(l, id, *guess.w, s, guess.confidence, at);
       }
+      owners.retain(owner);
+      if (auto* r = record_of(s, id)) *r = {id, owner, client, owner == no_id ? link_confidence::none : guess.confidence, true};
+      else s.subscriptions.push_back({id, owner, client, owner == no_id ? link_confidence::none : guess.confidence, true});
+    }
+    waiter* woken = nullptr;
+    const std::uint64_t partner = best_partner(s);
+    const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.sub_connection != s.id && !(established && w.client == partner)) continue;
+      w.notified = true;
+      const bool preferred = !established || w.client == partner;
+      const bool best_preferred = woken != nullptr && (!established || woken->client == partner);
+      if (woken == nullptr || (preferred && !best_preferred) ||
+          (preferred == best_preferred && w.first_us < woken->first_us)) {
+        woken = &w;
+      }
+    }
+    if (woken == nullptr) {
+      woken = partner_waiter(l, s);
+      if (woken != nullptr) woken->notified = true;
     }
     lock_event e = from_op(l, op, lock_event_kind::notified);
     e.owner = {};
     if (woken != nullptr) {
       e.owner = owners.text(woken->owner);
-      e.confidence = woken->confidence;
+      e.confidence = confidence_of(s, woken->client, woken->confidence);
     }
     emit(l, e);
   }
 
   void on_unsubscribe(std::uint32_t id, const lock_operation& op) {
     lock_state& l = locks[id];
-    connection_info& c = connections[conn_index(op)];
+    connection_info& s = connections[conn_index(op)];
+    const std::int64_t at = op.at_us();
+    auto* sub = subscription_of(s, id);
+    // Clients send UNSUBSCRIBE for channels they are not subscribed to (answered with 0
+    // subscriptions left, or seen leaving before): nothing happened.
+    // (A fair lock's waiters have a channel each, all one lock here: leaving one says
+    // nothing of the others.)
+    const bool per_waiter_channel = !op.channel.empty() && op.channel.back() != '}';
+    if (sub == nullptr && (op.sub_count == 0 || (!per_waiter_channel && record_of(s, id) != nullptr))) return;
+    // Episode: a client unsubscribes right after its waiter acquired (Redisson and
+    // our client leave the channel once the wait is over).
+    std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
+    std::uint64_t leaver_client = 0;
+    if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
+        op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
+      leaver_client = xp(l)->acquired_client;
+      learn(s, leaver_client);
+      leaver = xp(l)->acquired_owner;
+      xp(l)->acquired_us = -1;  // one client leaves per acquisition
+      owners.release(leaver);   // its text stays valid until the next collect()
+      xp(l)->acquired_owner = no_id;
+    } else if (has_extra(l) && !xp(l)->waiters.empty()) {
+      // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
+      note_wake(*xp(l), s.id, at, false);
+    }
     lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
     e.owner = {};
-    for (auto it = c.subscriptions.begin(); it != c.subscriptions.end(); ++it) {
-      if (it->lock == id) {
-        e.owner = owners.text(it->owner);
-        e.confidence = it->confidence;
-        owners.release(it->owner);  // freed by the next collect(): the view stays valid until then
-        c.subscriptions.erase(it);
-        break;
+    if (sub != nullptr) {
+      e.owner = owners.text(sub->owner);
+      e.confidence = sub->owner == no_id ? link_confidence::none : confidence_of(s, sub->client, sub->confidence);
+      if (sub->owner == no_id) {
+        if (const waiter* w = partner_waiter(l, s)) {
+          e.owner = owners.text(w->owner);
+          e.confidence = confidence_of(s, w->client, link_confidence::low);
+        } else if (leaver != no_id) {
+          e.owner = owners.text(leaver);
+          e.confidence = confidence_of(s, xp(l)->acquired_client, link_confidence::low);
+        }
       }
+      // The traffic has since established whose subscriber this is: name that client.
+      const std::uint64_t partner = best_partner(s);
+      if (partner != 0 && partner != sub->client && pairing_of(s, partner) == pairing::established && has_extra(l)) {
+        for (const waiter& w : xp(l)->waiters) {
+          if (w.client == partner) {
+            e.owner = owners.text(w.owner);
+            e.confidence = link_confidence::certain;
+            break;
+          }
+        }
+      }
+      if (leaver != no_id && sub->client == leaver_client) {
+        e.owner = owners.text(leaver);  // the waiter that just acquired leaves the channel
+      } else if (sub->owner != no_id &&
+                 (has_sibling(l, sub->owner, sub->client) || !explained_unsubscribe(l, s, *sub, op))) {
+        e.confidence = link_confidence::low;
+      }
+      owners.release(sub->owner);  // freed by the next collect(): the view stays valid until then
+      // Its waiters keep waiting, unsubscribed.
+      subscription_ended(id, s.id, at);
     }
-    // Waiters still linked to it gave up (Redisson unsubscribes when its last waiter leaves).
-    if (has_extra(l)) {
-      auto& ws = xp(l)->waiters;
-      ws.erase(std::remove_if(ws.begin(), ws.end(),
-                              [&](const waiter& w) {
-                                if (w.sub_connection != op.connection) return false;
-                                owners.release(w.owner);
-                                release_connection(w.conn);
-                                return true;
-                              }),
-               ws.end());
-    }
+    set_inactive(s, id);
     emit(l, e);
     schedule(id);
   }
@@ -991,8 +1589,8 @@ lock_timeline::lock_timeline(const timeline_options& options, lock_event_sink& s
 lock_timeline::~lock_timeline() = default;
 
 void lock_timeline::on_operation(const lock_operation& op) { impl_->on_operation(op); }
-void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t) {
-  impl_->connection_ended(connection);
+void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
+  impl_->connection_ended(connection, at_us);
   impl_->collect();
 }
 void lock_timeline::advance_to(std::int64_t now_us) {

@@ -120,6 +120,7 @@ std::string event_line_errors(std::string_view line) {
   static const std::vector<std::string_view> order = {
       "ts",       "lock",  "event",    "owner",       "client",           "server", "db",
       "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms", "kind", "inferred", "confidence", "token",
+      "since", "for_ms",
       "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
       "start",    "end"};
   static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server", "db"};
@@ -162,7 +163,13 @@ std::string event_line_errors(std::string_view line) {
   for (std::string_view f : {"hold_count", "lease_ms", "ttl_ms", "token", "servers", "acquired_on", "needed"}) {
     if (o.contains(f) && !(o.at(f).is_int64() || o.at(f).is_uint64())) return std::string(f) + " is not an integer";
   }
-  for (std::string_view f : {"wait_ms", "held_ms"}) {
+  if (o.contains("since") != o.contains("for_ms")) return "since and for_ms go together";
+  if (o.contains("since") && !timestamp(o.at("since"))) return "since is not a positive number";
+  if (o.contains("since") && !(o.contains("kind") && o.at("kind").is_string() &&
+                               one_of(o.at("kind").get_string(), {"idle_with_waiters", "subscription_lost"}))) {
+    return "since on an event other than idle_with_waiters/subscription_lost";
+  }
+  for (std::string_view f : {"wait_ms", "held_ms", "for_ms"}) {
     if (o.contains(f) && (!number(o.at(f)) || o.at(f).to_number<double>() < 0)) {
       return std::string(f) + " is not a non-negative number";
     }

@@ -121,6 +121,8 @@ struct lock_operation {
   std::int64_t ttl_ms = -1;       // contended acquire: the holder's remaining TTL
   std::int64_t token = -1;        // fenced lock token
   std::string_view message;       // kind == message: the payload
+  std::int64_t sub_count = -1;    // (un)subscribe: the count in the server's confirmation
+                                  // of this channel (subscriptions left); -1 not seen
   std::uint64_t connection = 0;
   // The connection's database (SELECT answered +OK, RESET; 0 for a connection seen
   // from its SYN); -1: unknown (joined mid-stream, or a gap before any SELECT).

@@ -6,19 +6,37 @@
 //   t.finish(last_ts_us);    // end of the capture (deadlines after it do not fire)
 //
 // Per lock it keeps the holders (owner, hold count, lease deadline = reply time +
-// lease), the waiters (first failed attempt, retries, the subscriber connection they
-// were linked to, notifications) and emits one lock_event per change, plus anomalies:
+// lease), the waiters and emits one lock_event per change, plus anomalies.
+//
+// A waiter waits from its first failed attempt until it acquires or shows it gave up:
+// its connection ends, or it makes no attempt within the last TTL it was given (the
+// contended reply's PTTL; else the holder's remaining lease; else 30 s) plus
+// waiter_margin_us. Its subscription is a property of the wait, not its definition:
+// it may subscribe, lose the subscription (node-redisson UNSUBSCRIBEs a channel while
+// its waiters still wait) and subscribe again. Each attempt shows the waiter waited
+// since its previous one, so what happened meanwhile is judged at that attempt:
 //   expired_while_held   the owner renews or unlocks after its lease ran out (renew 0,
 //                        unlock nil, redsync -1) — "not locked by current thread"
 //   overlapping_holders  an exclusive lock acquired by B while A's lease cannot yet
 //                        have run out (B's reply came before A's request time + lease)
 //   unlock_by_non_owner  an unlock rejected while someone else (or nobody) holds it
-//   idle_with_waiters    the lock stayed free >= idle_threshold while a subscribed
-//                        waiter waited (a missed wake-up); emitted at free + threshold
-//   woken_by_timeout     a subscribed waiter retried with no notification since its
-//                        previous attempt (the retry right after SUBSCRIBE is exempt:
-//                        Redisson retries once the subscription is confirmed); once
-//                        per wait
+//   idle_with_waiters    the lock stayed free >= idle_threshold while a waiter waited,
+//                        subscribed or not. Emitted when certain, in time order, with
+//                        the free interval (interval_start_us, interval_us): at free +
+//                        threshold when a waiter is subscribed then (clients unsubscribe
+//                        when they give up), else at the waiter's next attempt (the
+//                        interval up to it or to whoever took the lock meanwhile)
+//   subscription_lost    a waiter of a pub/sub lock whose subscriber connection had
+//                        unsubscribed from the channel (or had not subscribed yet) when
+//                        the lock was released (unlock, forced unlock), and which then
+//                        retried by its timer: nobody told it. Emitted at that retry,
+//                        the interval from the release; once per wait
+//   woken_by_timeout     a waiter of a pub/sub lock that has subscribed in this wait
+//                        retried with no message on its subscriber since its previous
+//                        attempt, subscribed or not by then. Not a timer: a retry within
+//                        wake_window_us of its SUBSCRIBE's confirmation (Redisson), or
+//                        sooner than min(wake_window_us, 0.9 x its TTL) after its previous
+//                        attempt (node-redisson retries once at once). Once per wait
 //   late_renewal         a Redisson renewal came > 1.5 × lease/3 after the previous
 //                        renewal (or the acquisition)
 //   long_hold            held longer than long_hold (emitted when the time passes)
@@ -47,14 +65,32 @@
 // Later hold samples, waiters and anomaly counts live in side records only the locks
 // that have them pay for; a lock's samples are exact up to duration_exact_limit, then
 // a histogram of at most a few KiB, so no lock grows with the capture's length.
+// Waiters go when they acquire or give up (connection end, TTL + margin); what a
+// subscriber connection learns (3 partner clients, 8 channels it left) lives in its
+// connection entry and goes with it.
 //
 // Waiter ↔ subscriber connection linking: Redisson subscribes on a separate
-// connection. A SUBSCRIBE to the lock's channel is linked to the waiter of that lock
-// whose failed attempt came from the same client IP within link_window before it.
-// confidence: certain (same connection, e.g. RESP3), high (one candidate), low (several
-// candidates, e.g. several clients on one host; the most recent is taken). A waiter
-// whose Redisson client (the UUID of its owner id) already has a subscription on the
-// channel is linked to it: Redisson shares one subscription among a client's threads.
+// connection, and several processes on one host share the client IP. A waiter belongs
+// to a client: the UUID of a Redisson-style owner id (its threads share one subscriber
+// connection, over any command connection), else its command connection. Each
+// subscriber connection learns from episodes which client it serves:
+//   - it SUBSCRIBEs right after a client's failed attempt, no other client's failure
+//     being nearly as recent (within wake_window_us; the next one 4x + 1 ms older);
+//   - after a message on it (one publish that reached several subscribers teaches
+//     nothing) or an UNSUBSCRIBE on it (node-redisson leaves, then retries), one client
+//     attempts first, no other client nearly as soon;
+//   - it UNSUBSCRIBEs within wake_window_us of the acquisition by a waiter that was
+//     still subscribed (Redisson and our client leave the channel once they hold it).
+// A pairing is established after certain_after (3) episodes with at most 1 in 8
+// pointing elsewhere. Events on the connection then name that client's waiter,
+// `certain`. Otherwise a SUBSCRIBE is linked to the waiter of the same client IP within
+// link_window whose failure came last before it (the client the episodes point to
+// first, a client whose episodes point to another subscriber last): `high` only when
+// it was the one candidate and no episode contradicts it, else `low`. The same
+// connection (RESP3 commands and pushes on one) is `certain`. Confidence is worked out
+// again at every event from the episodes so far, and an established pairing re-links.
+// An UNSUBSCRIBE answered with 0 on a channel the connection is not subscribed to, or of
+// a channel it was seen leaving, is no event.
 #pragma once
 
 #include <cstdint>
@@ -101,8 +137,9 @@ enum class anomaly_kind : std::uint8_t {
   split_quorum,  // lock_groups: two owners each hold a quorum of one key's servers at once
   released_other_owner,
   unchecked_release,
+  subscription_lost,
 };
-inline constexpr std::size_t anomaly_kind_count = 13;
+inline constexpr std::size_t anomaly_kind_count = 14;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
@@ -132,6 +169,11 @@ struct lock_event {
   std::int64_t wait_us = -1;
   std::int64_t held_us = -1;
   std::int64_t token = -1;   // fenced lock token
+  // The stretch of time an anomaly found after the fact is about (idle_with_waiters:
+  // the lock free from interval_start_us for interval_us; subscription_lost: from the
+  // release the waiter did not hear to its retry). -1: does not apply.
+  std::int64_t interval_start_us = -1;
+  std::int64_t interval_us = -1;
   bool inferred = false;
   link_confidence confidence = link_confidence::none;
   std::string_view detail;   // a short human explanation (anomalies)
@@ -148,6 +190,12 @@ struct timeline_options {
   std::int64_t idle_threshold_us = 50'000;
   std::int64_t long_hold_us = 60'000'000;
   std::int64_t link_window_us = 1'000'000;
+  // A waiter that makes no attempt within the last TTL it was given plus this margin
+  // gave up (as does one whose connection ends).
+  std::int64_t waiter_margin_us = 2'000'000;
+  // An attempt this soon after a wake-up (a message on its subscriber, its SUBSCRIBE's
+  // confirmation) or after its previous attempt is a reaction to it, not a timer.
+  std::int64_t wake_window_us = 20'000;
   double late_renewal_factor = 1.5;  // × lease/3
   // A lock is (server, database, key); merge_servers drops the server from it (one
   // logical lock service behind several endpoints: a failover, a resharding). The

@@ -1,0 +1,298 @@
+// The waiter model: a wait runs from the first failed attempt until the owner acquires
+// or gives up, whatever happens to its subscription; the anomalies a lost subscription
+// leads to (idle_with_waiters after the fact, subscription_lost, woken_by_timeout); and
+// subscriber connections linked to their clients by what the traffic shows.
+#include "helpers.hpp"
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+using analyzer::link_confidence;
+
+namespace {
+
+// Redisson-style owners: the UUID names the client (process).
+const std::string p1 = "11111111-1111-4111-8111-111111111111:1";
+const std::string p2 = "22222222-2222-4222-8222-222222222222:1";
+const std::string p3 = "33333333-3333-4333-8333-333333333333:1";
+constexpr std::string_view host = "10.0.0.5";  // three processes, one host
+
+std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
+
+}  // namespace
+
+TEST_CASE("waiters: node-redisson's lost subscription: idle_with_waiters after the fact, subscription_lost, "
+          "woken_by_timeout, and the wait",
+          "[timeline][waiter][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2", 29900);
+  f.acquire(p2, 100.5, 30000, op_outcome::contended, 2, "10.0.0.2", 29899);  // node retries at once: no timer
+  f.pubsub(lock_op_kind::subscribe, 101, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 300, 3, "10.0.0.2", 0);  // a stale timer's UNSUBSCRIBE: p2 still waits
+  f.unlock("A", 1000, op_outcome::ok);                          // published; nobody hears it
+  f.timeline.advance_to(at(1900));
+  // Live, an unsubscribed waiter's idleness is not certain before it shows up again.
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+  CHECK(f.events.count("unsubscribed") == 1);
+  f.acquire(p2, 2000, 30000, op_outcome::ok, 2, "10.0.0.2");  // its timer fires after the TTL it waited
+  CHECK(f.events.names() ==
+        std::vector<std::string>{"acquired", "contended", "contended", "subscribed", "unsubscribed", "released",
+                                 "anomaly:idle_with_waiters", "anomaly:subscription_lost",
+                                 "anomaly:woken_by_timeout", "acquired"});
+  const std::int64_t release = at(1000) + 100, retry = at(2000) + 100;
+  const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
+  CHECK(idle->ts_us == retry);  // emitted when certain, in time order
+  CHECK(idle->owner == p2);
+  CHECK(idle->interval_start_us == release);
+  CHECK(idle->interval_us == retry - release);
+  const recorded_event* lost = f.events.first("anomaly:subscription_lost");
+  CHECK(lost->ts_us == retry);
+  CHECK(lost->owner == p2);
+  CHECK(lost->interval_start_us == release);
+  CHECK(lost->client == "10.0.0.2:40002");  // the waiter's command connection
+  CHECK(f.events.first("anomaly:woken_by_timeout")->owner == p2);
+  CHECK(f.events.events.back().wait_us == retry - at(100));
+  std::int64_t last = 0;
+  for (const auto& e : f.events.events) {
+    CHECK(e.ts_us >= last);
+    last = e.ts_us;
+  }
+}
+
+TEST_CASE("waiters: a subscribed waiter's idleness is certain at the threshold, with its interval",
+          "[timeline][waiter][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.unlock("A", 1000, op_outcome::ok);
+  f.timeline.advance_to(at(1200));
+  const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
+  REQUIRE(idle != nullptr);
+  CHECK(idle->ts_us == at(1050) + 100);
+  CHECK(idle->interval_start_us == at(1000) + 100);
+  CHECK(idle->interval_us == 50 * ms);
+  // Subscribed at the release: the message was lost, not the subscription.
+  f.acquire(p2, 6000, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 1);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+}
+
+TEST_CASE("waiters: a free interval that ended before the waiter's retry is reported by that retry",
+          "[timeline][waiter][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2", 29900);
+  f.unlock("A", 1000, op_outcome::ok);
+  f.acquire("C", 1400, 30000, op_outcome::ok, 4, "10.0.0.4");  // C takes it after 400 ms
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+  f.acquire(p2, 3000, 30000, op_outcome::contended, 2, "10.0.0.2", 28400);  // p2 still waits
+  const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
+  REQUIRE(idle != nullptr);
+  CHECK(idle->ts_us == at(3000) + 100);
+  CHECK(idle->interval_start_us == at(1000) + 100);
+  CHECK(idle->interval_us == 400 * ms);
+  // Never subscribed: no pub/sub wait, so no subscription_lost and no woken_by_timeout.
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+}
+
+TEST_CASE("waiters: woken_by_timeout for an unsubscribed waiter after an expiry (no release: no subscription_lost)",
+          "[timeline][waiter][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 500);
+  f.acquire(p2, 100, 500, op_outcome::contended, 2, "10.0.0.2", 400);
+  f.pubsub(lock_op_kind::subscribe, 101, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 200, 3, "10.0.0.2", 0);
+  f.acquire(p2, 510, 500, op_outcome::ok, 2, "10.0.0.2");  // 10 ms after the expiry: not idle
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "contended", "subscribed", "unsubscribed", "expired",
+                                                     "anomaly:woken_by_timeout", "acquired"});
+}
+
+TEST_CASE("waiters: a waiter that does not retry within its TTL plus the margin gave up", "[timeline][waiter]") {
+  analyzer::timeline_options o;
+  o.waiter_margin_us = 1000 * ms;
+  fixture f(o);
+  f.acquire("A", 0, 30000);
+  f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2", 500);
+  f.acquire(p2, 1500, 30000, op_outcome::contended, 2, "10.0.0.2", 500);  // within 500 + 1000 ms: still waiting
+  f.timeline.advance_to(at(3100));  // 1500 + 500 + 1000 passed with no attempt
+  f.unlock("A", 4000, op_outcome::ok);
+  f.timeline.advance_to(at(8000));
+  CHECK(f.timeline.memory().owners == 0);  // A released; the waiter is gone
+  f.acquire(p2, 9000, 30000, op_outcome::ok, 2, "10.0.0.2");  // a new start
+  CHECK(f.events.events.back().event == "acquired");
+  CHECK(f.events.events.back().wait_us == -1);
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+}
+
+TEST_CASE("waiters: acquisitions after inferred failed attempts carry wait_ms", "[timeline][waiter]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  auto failed = f.op(lock_op_kind::acquire, op_outcome::contended, p2, 100, 2, "10.0.0.2");
+  failed.inferred = true;
+  failed.ttl_ms = 900;
+  f.timeline.on_operation(failed);
+  f.unlock("A", 1000, op_outcome::ok);
+  auto won = f.op(lock_op_kind::acquire, op_outcome::ok, p2, 1001, 2, "10.0.0.2");
+  won.inferred = true;
+  won.lease_ms = 30000;
+  f.timeline.on_operation(won);
+  const recorded_event& e = f.events.events.back();
+  CHECK(e.event == "acquired");
+  CHECK(e.inferred);
+  CHECK(e.wait_us == at(1001) + 100 - at(100));
+}
+
+TEST_CASE("waiters: UNSUBSCRIBE of a channel the connection is not subscribed to is no event", "[timeline][waiter]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  f.pubsub(lock_op_kind::unsubscribe, 101, 3, "10.0.0.2", 0);  // never subscribed, answered 0: nothing
+  CHECK(f.events.count("unsubscribed") == 0);
+  f.pubsub(lock_op_kind::subscribe, 102, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 103, 3, "10.0.0.2", 0);  // the real one
+  f.pubsub(lock_op_kind::unsubscribe, 104, 3, "10.0.0.2", 0);  // again: nothing
+  f.pubsub(lock_op_kind::unsubscribe, 105, 3, "10.0.0.2", 2);  // seen leaving: nothing, whatever the count
+  REQUIRE(f.events.count("unsubscribed") == 1);
+  CHECK(f.events.first("unsubscribed")->owner == p2);
+  // Joined mid-run: a connection never seen before, still subscribed to others.
+  f.pubsub(lock_op_kind::unsubscribe, 106, 5, "10.0.0.2", 1);
+  CHECK(f.events.count("unsubscribed") == 2);
+  CHECK(f.events.events.back().owner.empty());
+}
+
+namespace {
+
+// Three processes on one host, each with a command connection (1, 2, 3) and a
+// subscriber connection (11, 12, 13). Attempts at t0 + at_ms.
+struct three_processes : fixture {
+  void fail(const std::string& owner, std::uint64_t c, double at_ms) {
+    acquire(owner, at_ms, 30000, op_outcome::contended, c, host, 29000);
+  }
+  void wake(std::uint64_t sub, const std::string& owner, std::uint64_t c, double at_ms) {
+    pubsub(lock_op_kind::message, at_ms, sub, host);
+    fail(owner, c, at_ms + 0.2);  // reacts at once; nobody else attempts
+  }
+  std::vector<std::string> clients = {p1, p2, p3};
+};
+
+}  // namespace
+
+TEST_CASE("waiters: subscriber links learned from episodes where the IP/time guess is wrong", "[timeline][waiter][link]") {
+  three_processes f;
+  f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
+  // p1 fails, then p2 fails; then p1's SUBSCRIBE arrives on 11: the latest failure is
+  // p2's, and the IP is everyone's. The guess names p2, but only as low.
+  f.fail(p1, 1, 100);
+  f.fail(p2, 2, 100.3);
+  f.pubsub(lock_op_kind::subscribe, 100.6, 11, host, 1);
+  CHECK(f.events.events.back().owner == p2);
+  CHECK(f.events.events.back().confidence == link_confidence::low);
+  f.pubsub(lock_op_kind::subscribe, 100.7, 12, host, 1);
+  f.fail(p3, 3, 105);
+  f.pubsub(lock_op_kind::subscribe, 105.3, 13, host, 1);  // p3 alone failed just before: an episode
+  // Wake-ups each followed by one client alone: the pairing of every subscriber.
+  for (int round = 0; round < 3; ++round) {
+    const double t = 200 + 100 * round;
+    f.wake(11, p1, 1, t);
+    f.wake(12, p2, 2, t + 30);
+    f.wake(13, p3, 3, t + 60);
+  }
+  f.timeline.advance_to(at(600));
+  // Now the same confusing order names the right client, with certainty.
+  f.fail(p1, 1, 700);
+  f.fail(p2, 2, 700.3);
+  f.pubsub(lock_op_kind::subscribe, 700.6, 11, host, 1);
+  CHECK(f.events.events.back().event == "subscribed");
+  CHECK(f.events.events.back().owner == p1);
+  CHECK(f.events.events.back().confidence == link_confidence::certain);
+  f.pubsub(lock_op_kind::message, 800, 12, host);
+  CHECK(f.events.events.back().event == "notified");
+  CHECK(f.events.events.back().owner == p2);
+  CHECK(f.events.events.back().confidence == link_confidence::certain);
+  // No subscriber event names a client other than its subscriber's with high or certain.
+  for (const auto& e : f.events.events) {
+    if (e.event != "subscribed" && e.event != "notified" && e.event != "unsubscribed") continue;
+    if (e.confidence != link_confidence::high && e.confidence != link_confidence::certain) continue;
+    const std::size_t index = e.client == "10.0.0.5:40011" ? 0 : e.client == "10.0.0.5:40012" ? 1 : 2;
+    CHECK(e.owner == f.clients[index]);
+  }
+}
+
+TEST_CASE("waiters: a guess the traffic contradicts is low, and the link follows the evidence", "[timeline][waiter][link]") {
+  three_processes f;
+  f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
+  f.fail(p1, 1, 100);
+  f.fail(p2, 2, 110);
+  f.pubsub(lock_op_kind::subscribe, 100.2, 11, host, 1);
+  f.pubsub(lock_op_kind::subscribe, 110.2, 12, host, 1);
+  for (int round = 0; round < 3; ++round) f.wake(12, p2, 2, 200 + 100 * round);  // 12 is p2's
+  f.timeline.advance_to(at(600));
+  // Only p2 waits from this host, unsubscribed, when a new subscriber (14) subscribes:
+  // the IP/time guess has one candidate, which would be "high"; but p2's subscriber is 12.
+  f.timeline.on_connection_end(1, at(650));  // p1 gave up
+  f.pubsub(lock_op_kind::unsubscribe, 660, 12, host, 0);
+  f.fail(p2, 2, 700);
+  f.pubsub(lock_op_kind::subscribe, 700.5, 14, host, 1);
+  CHECK(f.events.events.back().owner == p2);
+  CHECK(f.events.events.back().confidence == link_confidence::low);
+  // 14 turns out to be p3's: its wake-ups are followed by p3 alone. Re-linked once
+  // the evidence outweighs the early episode that pointed to p2.
+  f.fail(p3, 3, 750);
+  for (int round = 0; round < 8; ++round) f.wake(14, p3, 3, 800 + 100 * round);
+  f.timeline.advance_to(at(1700));
+  f.pubsub(lock_op_kind::message, 1800, 14, host);
+  CHECK(f.events.events.back().event == "notified");
+  CHECK(f.events.events.back().owner == p3);
+  CHECK(f.events.events.back().confidence == link_confidence::certain);
+  f.pubsub(lock_op_kind::unsubscribe, 1801, 14, host, 0);
+  CHECK(f.events.events.back().event == "unsubscribed");
+  CHECK(f.events.events.back().owner == p3);
+  CHECK(f.events.events.back().confidence == link_confidence::certain);
+}
+
+TEST_CASE("waiters: learned links are freed with their connections", "[timeline][waiter][link][memory]") {
+  three_processes f;
+  f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
+  for (int i = 0; i < 200; ++i) {
+    const std::uint64_t c = 100 + static_cast<std::uint64_t>(i) * 2;
+    const std::string owner = "44444444-4444-4444-8444-" + std::string(12 - std::to_string(i).size(), '0') +
+                              std::to_string(i) + ":1";
+    const double t = 100 + i * 10;
+    f.acquire(owner, t, 30000, op_outcome::contended, c, host, 29000);
+    f.pubsub(lock_op_kind::subscribe, t + 0.3, c + 1, host, 1);
+    f.wake(c + 1, owner, c, t + 1);
+    f.timeline.on_connection_end(c, at(t + 5));
+    f.timeline.on_connection_end(c + 1, at(t + 5));
+  }
+  const analyzer::timeline_memory m = f.timeline.memory();
+  CHECK(m.connections == 1);  // the holder's
+  CHECK(m.owners == 1);
+}
+
+TEST_CASE("waiters: a sure client with two waiters in one pipeline names either only as low", "[timeline][waiter][link]") {
+  three_processes f;
+  f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
+  f.fail(p1, 1, 100);
+  f.pubsub(lock_op_kind::subscribe, 100.3, 11, host, 1);
+  for (int round = 0; round < 3; ++round) f.wake(11, p1, 1, 200 + 100 * round);
+  f.timeline.advance_to(at(600));
+  // A second owner of p1's client, attempting in the same pipeline as the first.
+  const std::string sibling = "11111111-1111-4111-8111-111111111111:2";
+  f.fail(p1, 1, 700);
+  f.acquire(sibling, 700, 30000, op_outcome::contended, 1, host, 29000);
+  f.pubsub(lock_op_kind::subscribe, 700.4, 11, host, 1);
+  const recorded_event& e = f.events.events.back();
+  CHECK(e.event == "subscribed");
+  CHECK((e.owner == p1 || e.owner == sibling));
+  CHECK(e.confidence == link_confidence::low);
+  // Alone again: certain.
+  f.timeline.on_connection_end(1, at(800));
+  f.acquire(sibling, 900, 30000, op_outcome::contended, 4, host, 29000);
+  f.pubsub(lock_op_kind::subscribe, 900.3, 11, host, 1);
+  CHECK(f.events.events.back().owner == sibling);
+  CHECK(f.events.events.back().confidence == link_confidence::certain);
+}

@@ -1,0 +1,78 @@
+// A timeline fed operations directly (no recognizer, no sockets), with helpers that
+// build one operation each, for the state-machine tests.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <string_view>
+
+#include "helpers.hpp"
+
+namespace lockscope::timeline_test {
+
+using analyzer::lock_family;
+using analyzer::lock_op_kind;
+using analyzer::op_outcome;
+
+constexpr std::int64_t ms = 1000;
+constexpr std::int64_t t0 = 1'700'000'000'000'000;
+
+class fixture {
+ public:
+  explicit fixture(analyzer::timeline_options o = {}) : timeline(o, events) {}
+
+  // An operation at t0 + at_ms (reply 100 µs after the request).
+  analyzer::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms,
+                              std::uint64_t connection = 1, std::string_view ip = "10.0.0.1") {
+    analyzer::lock_operation o;
+    o.kind = kind;
+    o.family = lock_family::redisson;
+    o.outcome = outcome;
+    o.lock = "L";
+    o.owner = owner;
+    o.connection = connection;
+    endpoints.push_back(analyzer::make_endpoint(ip, static_cast<std::uint16_t>(40000 + connection)));
+    texts.push_back(endpoints.back().to_string());
+    o.client = &endpoints.back();
+    o.client_text = texts.back();
+    o.server_text = "10.0.0.9:6379";
+    o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
+    o.reply_us = o.request_us + 100;
+    return o;
+  }
+  void acquire(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok,
+               std::uint64_t connection = 1, std::string_view ip = "10.0.0.1", std::int64_t ttl = -1) {
+    auto o = op(lock_op_kind::acquire, outcome, owner, at_ms, connection, ip);
+    o.lease_ms = lease_ms;
+    o.ttl_ms = ttl;
+    timeline.on_operation(o);
+  }
+  void unlock(std::string_view owner, double at_ms, op_outcome outcome, std::uint64_t connection = 1,
+              std::int64_t lease_ms = 30000) {
+    auto o = op(lock_op_kind::unlock, outcome, owner, at_ms, connection);
+    o.lease_ms = lease_ms;
+    timeline.on_operation(o);
+  }
+  void renew(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok) {
+    auto o = op(lock_op_kind::renew, outcome, owner, at_ms);
+    o.lease_ms = lease_ms;
+    timeline.on_operation(o);
+  }
+  // `sub_count`: the subscriptions left in the server's confirmation (-1: not seen).
+  void pubsub(lock_op_kind kind, double at_ms, std::uint64_t connection, std::string_view ip = "10.0.0.2",
+              std::int64_t sub_count = -1) {
+    auto o = op(kind, op_outcome::ok, "", at_ms, connection, ip);
+    o.channel = "redisson_lock__channel:{L}";
+    o.sub_count = sub_count;
+    if (kind == lock_op_kind::message) o.reply_us = o.request_us;
+    timeline.on_operation(o);
+  }
+
+  event_recorder events;
+  analyzer::lock_timeline timeline;
+  std::deque<analyzer::endpoint> endpoints;
+  std::deque<std::string> texts;
+};
+
+
+}  // namespace lockscope::timeline_test
