@@ -87,6 +87,10 @@ wait_ready() {
 finish() {
   local name=$1; shift
   local truth=$here/$name.truth.jsonl
+  # The window is the packets' own: tcpdump records from before start_capture returns
+  # (and the tests judge what the capture can show by these two times).
+  capture_start_us=$(tcpdump -r "$here/$name.pcap" -tt -c 1 2>/dev/null | awk '{ split($1, t, "."); print t[1] t[2] }')
+  capture_stop_us=$(tcpdump -r "$here/$name.pcap" -tt 2>/dev/null | tail -n 1 | awk '{ split($1, t, "."); print t[1] t[2] }')
   {
     printf '{"t_us":%s,"event":"recording","scenario":"%s","capture_start_us":%s,"capture_stop_us":%s,"servers":[%s]}\n' \
       "$capture_start_us" "$name" "$capture_start_us" "$capture_stop_us" "$*"

@@ -74,7 +74,7 @@ TEST_CASE("thirdparty del_other: the plain SET NX PX / DEL client's acquisitions
 
 TEST_CASE("thirdparty del_other: a DEL from a connection whose lease ran out is released_other_owner, a right owner's "
           "plain DEL is unchecked_release once per lock",
-          "[thirdparty][del_other][anomaly][!mayfail]") {
+          "[thirdparty][del_other][anomaly]") {
   const recording* r = load("del_other");
   if (r == nullptr) return;
   tally other{"DELs that removed another owner's lock, flagged released_other_owner"};
@@ -119,7 +119,7 @@ TEST_CASE("thirdparty del_other: a DEL by the lock's own holder is never release
 }
 
 TEST_CASE("thirdparty del_other: the lock sitting free while a poller sleeps is idle_with_waiters",
-          "[thirdparty][del_other][lost_wakeup][!mayfail]") {
+          "[thirdparty][del_other][lost_wakeup]") {
   const recording* r = load("del_other");
   if (r == nullptr) return;
   const tally flagged = idle_gaps_flagged(*r, idle_threshold + idle_margin);
@@ -167,7 +167,7 @@ TEST_CASE("thirdparty pylock: the summary's contended share and waits per lock m
 }
 
 TEST_CASE("thirdparty pylock: the lock sitting free while pollers sleep is idle_with_waiters",
-          "[thirdparty][pylock][lost_wakeup][!mayfail]") {
+          "[thirdparty][pylock][lost_wakeup]") {
   const recording* r = load("pylock");
   if (r == nullptr) return;
   const tally flagged = idle_gaps_flagged(*r, idle_threshold + idle_margin);

@@ -76,7 +76,7 @@ TEST_CASE("thirdparty redlock: no acquisition on one server is read as a re-entr
 }
 
 TEST_CASE("thirdparty redlock: every acquisition the client got on a server is reported on that server",
-          "[thirdparty][redlock][done-when][!mayfail]") {
+          "[thirdparty][redlock][done-when]") {
   const recording* r = load("redlock");
   if (r == nullptr) return;
   tally per_server{"acquire script calls answered 1 reported as acquired on that server (lock, value)"};
@@ -101,7 +101,7 @@ TEST_CASE("thirdparty redlock: extends and releases are recognised without the s
 }
 
 TEST_CASE("thirdparty redlock: acquires are told from extends by how values flow (failed ones are contended, none a renewal)",
-          "[thirdparty][redlock][recognize][!mayfail]") {
+          "[thirdparty][redlock][recognize]") {
   const recording* r = load("redlock");
   if (r == nullptr) return;
   tally failed{"acquire calls answered 0 reported as contended"};
@@ -118,7 +118,7 @@ TEST_CASE("thirdparty redlock: acquires are told from extends by how values flow
 }
 
 TEST_CASE("thirdparty redlock: every attempt that won a server has a quorum event with servers 3, acquired_on, needed 2",
-          "[thirdparty][redlock][quorum][done-when][!mayfail]") {
+          "[thirdparty][redlock][quorum][done-when]") {
   const recording* r = load("redlock");
   if (r == nullptr) return;
   tally grouped{"Redlock attempts with >= 1 vote reported as a quorum event (servers 3, acquired_on = votes, needed 2)"};
@@ -181,7 +181,7 @@ TEST_CASE("thirdparty redlock: no split_quorum (Redlock never let two values hol
 namespace lockscope::thirdparty_test {
 
 TEST_CASE("thirdparty redlock: the lock sitting free while a retrying waiter sleeps is idle_with_waiters",
-          "[thirdparty][redlock][lost_wakeup][!mayfail]") {
+          "[thirdparty][redlock][lost_wakeup]") {
   const recording* r = load("redlock");
   if (r == nullptr) return;
   const tally flagged = idle_gaps_flagged(*r, 80 * ms);
