@@ -191,6 +191,25 @@ TEST_CASE("timeline: SELECT 1 and SELECT 0 are different locks; an unknown datab
   CHECK(f.events.first("released")->held_us == 2000);
 }
 
+TEST_CASE("timeline: an unknown database is the one other database that has the key", "[identity][timeline]") {
+  identity_fixture f;
+  f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1, 3);
+  f.op(lock_op_kind::unlock, op_outcome::ok, "A", 2, s1, -1, 77);  // joined mid-stream
+  CHECK(f.timeline.lock_count() == 1);
+  REQUIRE(f.events.first("released") != nullptr);
+  CHECK(f.events.first("released")->db == 3);
+  CHECK(f.events.count("anomaly:unlock_by_non_owner") == 0);
+  // In two other databases: no telling, db 0.
+  f.op(lock_op_kind::acquire, op_outcome::ok, "B", 3, s1, 4);
+  f.op(lock_op_kind::acquire, op_outcome::ok, "C", 4, s1, -1, 78);
+  CHECK(f.timeline.lock_count() == 3);
+  CHECK(f.events.events.back().db == 0);
+  // Known in db 0 too: db 0.
+  f.op(lock_op_kind::unlock, op_outcome::ok, "C", 5, s1, -1, 78);
+  CHECK(f.events.events.back().event == "released");
+  CHECK(f.events.events.back().db == 0);
+}
+
 TEST_CASE("timeline: merge_servers makes the key on any server one lock, databases still apart", "[identity][timeline]") {
   analyzer::timeline_options o;
   o.merge_servers = true;

@@ -26,7 +26,8 @@
 //                        separate EXPIRE, and a crash in between leaves it forever
 // Identity: a lock is its (server, database, key): the same key on two redis-servers,
 // or in two databases of one, is two locks (merge_servers: the key on any server). The
-// server is the connection's "ip:port"; the database the operation's (unknown: 0).
+// server is the connection's "ip:port"; the database the operation's (unknown: 0, or
+// the one other database of that server where the key is known, if exactly one).
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -117,7 +118,7 @@ struct lock_event {
   std::string_view client;   // "ip:port" of the connection concerned
   std::string_view server;   // that connection's server
   // The lock's identity besides its name: its server ("" when merge_servers) and
-  // database (an unknown database counts as 0).
+  // database (an unknown database: see Identity above).
   std::string_view lock_server;
   std::int32_t db = 0;
   std::int64_t hold_count = -1;
