@@ -515,6 +515,22 @@ TEST_CASE("captures: RedLock over three servers: each server's lock apart, group
   for (const auto& e : rec.events) {
     if (e.event == "quorum" && e.succeeded) CHECK(e.acquired == 3);
   }
+  // The README's example lines are the golden's.
+  const std::string readme = read_file(captures_dir.parent_path() / "README.md");
+  const std::string golden = read_file(captures_dir / "recorded/redlock.timeline.txt");
+  const std::size_t from = readme.find("```\n== lock groups\n");
+  REQUIRE(from != std::string::npos);
+  const std::size_t to = readme.find("```", from + 3);
+  std::size_t lines = 0;
+  for (const std::string& line : lines_of(readme.substr(from + 4, to - from - 4))) {
+    CHECK(golden.find(line + "\n") != std::string::npos);
+    ++lines;
+  }
+  CHECK(lines == 5);
+  const std::string jsonl = read_file(captures_dir / "recorded/redlock.jsonl");
+  const std::size_t q = readme.find("{\"ts\":1795377705.007104,\"lock\":\"red:job\",\"event\":\"quorum\"");
+  REQUIRE(q != std::string::npos);
+  CHECK(jsonl.find(readme.substr(q, readme.find('\n', q) - q + 1)) != std::string::npos);
 }
 
 TEST_CASE("lockscope analyze --merge-servers and --lock on the RedLock recording", "[identity][cli][recorded]") {

@@ -191,6 +191,25 @@ TEST_CASE("timeline: SELECT 1 and SELECT 0 are different locks; an unknown datab
   CHECK(f.events.first("released")->held_us == 2000);
 }
 
+TEST_CASE("timeline: an unknown database is the one other database that has the key", "[identity][timeline]") {
+  identity_fixture f;
+  f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1, 3);
+  f.op(lock_op_kind::unlock, op_outcome::ok, "A", 2, s1, -1, 77);  // joined mid-stream
+  CHECK(f.timeline.lock_count() == 1);
+  REQUIRE(f.events.first("released") != nullptr);
+  CHECK(f.events.first("released")->db == 3);
+  CHECK(f.events.count("anomaly:unlock_by_non_owner") == 0);
+  // In two other databases: no telling, db 0.
+  f.op(lock_op_kind::acquire, op_outcome::ok, "B", 3, s1, 4);
+  f.op(lock_op_kind::acquire, op_outcome::ok, "C", 4, s1, -1, 78);
+  CHECK(f.timeline.lock_count() == 3);
+  CHECK(f.events.events.back().db == 0);
+  // Known in db 0 too: db 0.
+  f.op(lock_op_kind::unlock, op_outcome::ok, "C", 5, s1, -1, 78);
+  CHECK(f.events.events.back().event == "released");
+  CHECK(f.events.events.back().db == 0);
+}
+
 TEST_CASE("timeline: merge_servers makes the key on any server one lock, databases still apart", "[identity][timeline]") {
   analyzer::timeline_options o;
   o.merge_servers = true;
@@ -521,4 +540,61 @@ TEST_CASE("thirdparty node-redlock over three servers: a lock per server, groups
     if (e.event == "quorum" && e.succeeded) CHECK(logged_owners.count(e.owners.front()) == 1);
   }
   CHECK(rec.count("anomaly:split_quorum") == 0);
+}
+
+TEST_CASE("report: group lines in text (a section of their own) and live text (as they come)", "[groups][report]") {
+  auto render = [](analyzer::report_format format) {
+    std::string out;
+    analyzer::report_options ro;
+    ro.format = format;
+    ro.start_us = t0;
+    analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
+    analyzer::lock_groups groups({}, report);
+    analyzer::lock_timeline timeline({}, groups);
+    std::deque<std::string> texts;
+    auto op = [&](lock_op_kind kind, op_outcome outcome, std::string_view lock, std::string_view owner, double at_ms,
+                  const char* server, std::uint64_t connection) {
+      analyzer::lock_operation o;
+      o.kind = kind;
+      o.family = lock_family::set_based;
+      o.outcome = outcome;
+      o.lock = lock;
+      o.owner = owner;
+      o.lease_ms = 1000;
+      o.server_text = server;
+      o.client_text = texts.emplace_back("10.0.0.1:" + std::to_string(50000 + connection));
+      o.connection = connection;
+      o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
+      o.reply_us = o.request_us + 100;
+      timeline.on_operation(o);
+    };
+    std::uint64_t c = 1;
+    for (const char* s : {s1, s2, s3}) op(lock_op_kind::acquire, op_outcome::ok, "rl:payment", "R1", 1, s, c++);
+    c = 1;
+    for (const char* s : {s1, s2, s3}) op(lock_op_kind::unlock, op_outcome::ok, "rl:payment", "R1", 5, s, c++);
+    op(lock_op_kind::acquire, op_outcome::ok, "rl:payment", "R2", 10, s1, 4);
+    op(lock_op_kind::acquire, op_outcome::contended, "rl:payment", "R2", 10.2, s2, 5);
+    op(lock_op_kind::acquire, op_outcome::contended, "rl:payment", "R2", 10.4, s3, 6);
+    op(lock_op_kind::unlock, op_outcome::ok, "rl:payment", "R2", 11, s1, 4);
+    op(lock_op_kind::acquire, op_outcome::ok, "a", "M", 20, s1, 7);
+    op(lock_op_kind::acquire, op_outcome::ok, "b", "M", 20.5, s1, 7);
+    op(lock_op_kind::unlock, op_outcome::ok, "a", "M", 30, s1, 7);
+    timeline.finish(t0 + 2'000'000);
+    groups.finish(t0 + 2'000'000);
+    report.finish(timeline);
+    return out;
+  };
+  const std::string text = render(analyzer::report_format::text);
+  const std::size_t section = text.find("== lock groups\n");
+  REQUIRE(section != std::string::npos);
+  CHECK(text.find("    +0.001100  rl:payment: R1 acquired on 3/3 servers, quorum 2 in 0µs\n", section) != std::string::npos);
+  CHECK(text.find("    +0.010500  rl:payment: R2 acquired on 1/3 servers, quorum 2: failed, released in 400µs\n",
+                  section) != std::string::npos);
+  CHECK(text.find("    +0.020600  a+b: M acquired 2/2 keys together (MultiLock) in 500µs\n", section) !=
+        std::string::npos);
+  CHECK(text.find("== rl:payment @10.0.0.9:6380\n") < section);
+  const std::string live = render(analyzer::report_format::stream_text);
+  CHECK(live.find("rl:payment: R1 acquired on 3/3 servers, quorum 2") != std::string::npos);
+  CHECK(live.find("== lock groups") == std::string::npos);
+  CHECK(live.find("rl:payment @10.0.0.9:6381  10.0.0.1:50003") != std::string::npos);  // a live line names its server
 }

@@ -298,12 +298,33 @@ struct lock_groups::impl {
     emit_anomaly(std::string(e.lock), e.db, anomaly_kind::quorum_lost, e.ts_us, e.owner, e.client, e.server);
   }
 
-  void on_try(const lock_event& e, std::string_view group) {
+  // A try on a server (key) the open attempt (set) already has: that one is over.
+  void end_previous_round(const lock_event& e, std::string_view group) {
+    make_attempt_text(e, group);
+    if (attempt* a = attempts.find(attempt_text)) {
+      const auto sit = server_ids.find(e.server);
+      if (sit != server_ids.end() &&
+          std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == sit->second; })) {
+        close_attempt(attempt_text, *a, false);
+      }
+    }
+    make_set_text(e);
+    if (key_set* st = sets.find(set_text); st != nullptr && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
+          return k.name == e.lock && k.db == e.db;
+        })) {
+      close_set(set_text, *st, false);
+    }
+  }
+  void make_attempt_text(const lock_event& e, std::string_view group) {
     attempt_text.assign(e.lock);
     attempt_text += '\0';
     append_db(attempt_text, e.db);
     attempt_text += '\0';
     attempt_text += group;
+  }
+
+  void on_try(const lock_event& e, std::string_view group) {
+    make_attempt_text(e, group);
     const std::uint32_t server = server_id(e.server);
     attempt* a = attempts.find(attempt_text);
     if (a != nullptr && std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
@@ -329,8 +350,13 @@ struct lock_groups::impl {
     v.owner.assign(e.owner);
     v.acquired = e.event == lock_event_kind::acquired;
     a->end_us = e.ts_us;
-    // Every server the key was known on has answered: nothing more to wait for.
-    if (a->servers_at_start >= 2 && a->votes.n >= a->servers_at_start) close_attempt(attempt_text, *a, false);
+    // Every server the key was known on has answered and granted a quorum: nothing more
+    // to wait for. A failed one stays open for its clean-up (the releases that follow).
+    if (a->servers_at_start >= 2 && a->votes.n >= a->servers_at_start) {
+      const auto granted = static_cast<std::size_t>(
+          std::count_if(a->votes.begin(), a->votes.end(), [](const vote& x) { return x.acquired; }));
+      if (granted >= a->votes.n / 2 + 1) close_attempt(attempt_text, *a, false);
+    }
   }
 
   // ---- MultiLock sets ----
@@ -449,6 +475,7 @@ struct lock_groups::impl {
     }
     const std::string_view group = group_of(e.owner, e.client);
     if (is_try(e.event)) {
+      end_previous_round(e, group);  // reported before the try that starts the next
       next.on_event(e);
       on_try(e, group);
       on_set_try(e);
@@ -459,11 +486,7 @@ struct lock_groups::impl {
                           e.event == lock_event_kind::partially_released;
     if (relevant) {
       // The owner has moved on from its attempt on this key.
-      attempt_text.assign(e.lock);
-      attempt_text += '\0';
-      append_db(attempt_text, e.db);
-      attempt_text += '\0';
-      attempt_text += group;
+      make_attempt_text(e, group);
       if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
       if (is_release(e.event)) on_set_release(e);
     }

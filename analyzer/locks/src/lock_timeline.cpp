@@ -235,6 +235,19 @@ struct lock_timeline::impl {
     scopes.push_back(scope{std::string(server), db, no_id});
     return last_scope = *link;
   }
+  // An unknown database counts as db 0, unless the key is not known there but is known
+  // in exactly one other database of that server: the traffic says where it lives.
+  std::uint32_t scope_of_unknown_db(std::uint32_t db0, std::string_view name) const {
+    if (find_lock(db0, name) != no_id) return db0;
+    const auto it = scope_by_server.find(std::string_view(scopes[db0].server));
+    std::uint32_t found = db0;
+    for (std::uint32_t s = it == scope_by_server.end() ? no_id : it->second; s != no_id; s = scopes[s].next) {
+      if (s == db0 || find_lock(s, name) == no_id) continue;
+      if (found != db0) return db0;  // in several: no telling
+      found = s;
+    }
+    return found;
+  }
   static std::uint32_t lock_hash(std::uint32_t where, std::string_view name) noexcept {
     return hash_text(name) ^ (where * 0x9e3779b9u);
   }
@@ -1563,7 +1576,8 @@ struct lock_timeline::impl {
     if (first < 0) first = op.request_us;
     advance(at);
     // Plain commands only matter for keys already known as locks.
-    const std::uint32_t where = scope_of(op);
+    std::uint32_t where = scope_of(op);
+    if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
     if (op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del) {
       const std::uint32_t id = find_lock(where, op.lock);
       if (id != no_id) on_plain(id, op);

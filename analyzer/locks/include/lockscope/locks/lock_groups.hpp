@@ -15,7 +15,9 @@
 // one client instance, hence one UUID, per server) the same client IP and thread id.
 // An attempt ends when the window passes, when the owner tries a server a second time
 // (its next round), or when anything else happens to the key on one of its servers
-// (release, expiry, renewal: the client has moved on); then one `quorum` event reports
+// (release, expiry, renewal: the client has moved on), or once every server the key is
+// known on has answered with a quorum granted (a failed attempt waits for its clean-up
+// releases: `released`); then one `quorum` event reports
 // it: servers = the distinct servers the key was seen on so far in the capture (a
 // server never seen cannot be counted), acquired_on = those it acquired, needed =
 // servers/2 + 1. Its time is the attempt's last vote.

@@ -42,13 +42,14 @@
 //   long_hold            held longer than long_hold (emitted when the time passes)
 //   non_atomic_acquire   SETNX acquired the lock: its expiry, if any, comes from a
 //                        separate EXPIRE, and a crash in between leaves it forever
-// Identity: a lock is its (server, database, key): the same key on two redis-servers,
-// or in two databases of one, is two locks (merge_servers: the key on any server). The
-// server is the connection's "ip:port"; the database the operation's (unknown: 0).
 //   released_other_owner a plain DEL removed a holder other than the owner that last
 //                        acquired (or renewed) the lock on the DEL's connection: a client
 //                        whose lease ran out deleted its successor's lock
 //   unchecked_release    a plain DEL released the lock (it checks no owner); once per lock
+// Identity: a lock is its (server, database, key): the same key on two redis-servers,
+// or in two databases of one, is two locks (merge_servers: the key on any server). The
+// server is the connection's "ip:port"; the database the operation's (unknown: 0, or
+// the one other database of that server where the key is known, if exactly one).
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -160,7 +161,7 @@ struct lock_event {
   std::string_view client;   // "ip:port" of the connection concerned
   std::string_view server;   // that connection's server
   // The lock's identity besides its name: its server ("" when merge_servers) and
-  // database (an unknown database counts as 0).
+  // database (an unknown database: see Identity above).
   std::string_view lock_server;
   std::int32_t db = 0;
   std::int64_t hold_count = -1;
