@@ -406,14 +406,30 @@ TEST_CASE("lock_groups: quorum_lost when 2 of 3 leases run out while the holder 
   g.event(lock_event_kind::renew_failed, "R2", 900.3, s3);
   CHECK(g.events.count("anomaly:quorum_lost") == 1);
 
-  // Released instead: given back, not lost.
+  // Released while it still had its quorum: given back, not lost.
   group_fixture h;
   for (const char* s : {s1, s2, s3}) h.event(lock_event_kind::acquired, "R3", 0, s);
   h.event(lock_event_kind::expired, "R3", 1000, s1);
-  h.event(lock_event_kind::expired, "R3", 1000, s2);
+  h.event(lock_event_kind::released, "R3", 1100, s2);
   h.event(lock_event_kind::released, "R3", 1100, s3);
   h.groups.finish(t0 + 2'000'000);
   CHECK(h.events.count("anomaly:quorum_lost") == 0);
+
+  // A stalled holder: every lease ran out, then it releases (refused, or accepted where a
+  // lease was left): it worked on past its quorum, unprotected. Whichever server answers
+  // first, once.
+  for (const auto first : {lock_event_kind::unlock_rejected, lock_event_kind::released}) {
+    group_fixture k;
+    for (const char* s : {s1, s2, s3}) k.event(lock_event_kind::acquired, "R4", 0, s);
+    k.event(lock_event_kind::expired, "R4", 1000, s1);
+    k.event(lock_event_kind::expired, "R4", 1000, s2);
+    k.event(first, "R4", 1700, s3);
+    k.event(lock_event_kind::unlock_rejected, "R4", 1700.1, s1);
+    k.event(lock_event_kind::unlock_rejected, "R4", 1700.2, s2);
+    k.groups.finish(t0 + 3'000'000);
+    REQUIRE(k.events.count("anomaly:quorum_lost") == 1);
+    CHECK(k.events.first("anomaly:quorum_lost")->ts_us == t0 + 1'700'000);
+  }
 }
 
 TEST_CASE("lock_groups: split_quorum when two owners each hold a majority at once", "[groups]") {

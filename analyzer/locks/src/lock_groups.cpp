@@ -112,6 +112,7 @@ struct lock_groups::impl {
     std::vector<std::uint32_t> held;
     std::uint32_t total = 0, needed = 0;
     std::uint32_t lost = 0;  // servers lost by expiry or refused renewal
+    std::uint32_t given_back = 0;  // servers released by the owner while still held
     std::int64_t last_renew_us = -1;
     bool lost_reported = false, split_reported = false;
   };
@@ -264,8 +265,14 @@ struct lock_groups::impl {
       case lock_event_kind::released:
       case lock_event_kind::force_released:
       case lock_event_kind::unlock_rejected:
-        // Given back (or found gone while giving it back): the owner is letting go.
-        if (held != h.held.end()) h.held.erase(held);
+        // Given back (or found gone while giving it back): the owner is letting go. A
+        // release after its quorum ran out shows it worked on as the holder meanwhile,
+        // unprotected (a stalled node-redlock holder releases only then).
+        report_quorum_lost(*kr, h, e);
+        if (held != h.held.end()) {
+          h.held.erase(held);
+          ++h.given_back;
+        }
         if (h.held.empty()) kr->holdings.erase(it);
         break;
       case lock_event_kind::expired:
@@ -290,7 +297,7 @@ struct lock_groups::impl {
   }
 
   void report_quorum_lost(key_record&, holding& h, const lock_event& e) {
-    if (h.lost_reported || h.lost == 0 || h.held.size() >= h.needed) return;
+    if (h.lost_reported || h.lost == 0 || h.held.size() + h.given_back >= h.needed) return;
     h.lost_reported = true;
     detail = fmt::format("holds {}/{} servers (quorum {}) after {} ran out or refused a renewal, yet still acts "
                          "as the holder",
