@@ -132,6 +132,7 @@ int run(const analyze_options& o, bool live_mode) {
     silence.poll(r == analyzer::live_capture::result::packet);
   }
   a.finish();
+  timeline.finish(wall_us());
   groups.finish(wall_us());
   report.finish(timeline);
   if (ro.format == analyzer::report_format::jsonl && !o.no_summary) {

@@ -169,6 +169,7 @@ TEST_CASE("timeline: the same key on three servers is three locks", "[identity][
   CHECK(lock_servers == std::set<std::string>{s1, s2, s3});
   // Another owner on one of them is contended there only.
   f.op(lock_op_kind::acquire, op_outcome::ok, "R2", 2, s2);
+  f.timeline.advance_to(f.events.events.back().ts_us + 10'000);  // no unlock of R1's was in flight
   CHECK(f.events.count("anomaly:overlapping_holders") == 1);
   CHECK(f.events.events.back().lock_server == s2);
   for (const char* s : {s1, s2, s3}) f.op(lock_op_kind::unlock, op_outcome::ok, "R1", 3, s);
@@ -216,6 +217,7 @@ TEST_CASE("timeline: merge_servers makes the key on any server one lock, databas
   identity_fixture f(o);
   f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1);
   f.op(lock_op_kind::acquire, op_outcome::ok, "B", 2, s2);
+  f.timeline.advance_to(f.events.events.back().ts_us + 10'000);  // no unlock of A's was in flight
   CHECK(f.timeline.lock_count() == 1);
   CHECK(f.events.count("anomaly:overlapping_holders") == 1);
   CHECK(f.events.events.back().lock_server.empty());
@@ -491,6 +493,23 @@ TEST_CASE("lock_groups: a MultiLock's keys and its all-or-nothing outcome", "[gr
   g.event(lock_event_kind::acquired, owner, 0.5, s1, "b", "10.0.0.1:2");
   g.groups.finish(t0 + 10'000);
   CHECK(g.events.count("multilock") == 0);
+}
+
+TEST_CASE("lock_groups: a client taking lock after lock (more than max_set_keys at once) is no MultiLock",
+          "[groups]") {
+  group_fixture f;
+  const char* owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+  // 40 keys, one a millisecond, none released (leases left to expire), over two windows.
+  for (int i = 0; i < 40; ++i) {
+    f.event(lock_event_kind::acquired, owner, 60.0 * i, s1, "job:" + std::to_string(i));
+  }
+  f.groups.finish(t0 + 10'000'000);
+  CHECK(f.events.count("multilock") == 0);
+  // A MultiLock by the same owner once the stream has stopped for a window is reported.
+  f.event(lock_event_kind::acquired, owner, 6000, s1, "a");
+  f.event(lock_event_kind::acquired, owner, 6000.5, s1, "b");
+  f.event(lock_event_kind::released, owner, 6050, s1, "a");
+  CHECK(f.events.count("multilock") == 1);
 }
 
 

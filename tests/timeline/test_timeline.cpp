@@ -83,7 +83,36 @@ TEST_CASE("timeline: overlapping_holders only while the first lease cannot have 
   fixture f;
   f.acquire("A", 0, 30000);
   f.acquire("B", 1000, 30000, op_outcome::ok, 2, "10.0.0.2");
-  CHECK(f.events.count("anomaly:overlapping_holders") == 1);
+  CHECK(f.events.count("anomaly:overlapping_holders") == 0);  // A's unlock may be on its way
+  f.timeline.advance_to(t0 + 1'009'000);
+  CHECK(f.events.count("anomaly:overlapping_holders") == 0);
+  f.timeline.advance_to(t0 + 1'010'100);
+  REQUIRE(f.events.count("anomaly:overlapping_holders") == 1);
+  const auto& o = *f.events.first("anomaly:overlapping_holders");
+  CHECK(o.owner == "B");
+  CHECK(o.ts_us == t0 + 1'010'100);  // when it became certain
+  CHECK(o.interval_start_us == t0 + 1'000'100);  // B's acquisition
+  CHECK(o.interval_us == 10'000);
+  // A's unlock, sent before B's acquisition reply but captured just after it: the
+  // server ran it first (replies on two connections are written in either order).
+  fixture r;
+  r.acquire("A", 0, 30000);
+  r.acquire("B", 1000, 30000, op_outcome::ok, 2, "10.0.0.2");
+  auto u = r.op(lock_op_kind::unlock, op_outcome::ok, "A", 999.99, 1);
+  u.reply_us = t0 + 1'000'113;  // 13 µs after B's reply (B's reply: 1000 ms + 100 µs)
+  r.timeline.on_operation(u);
+  r.timeline.finish(t0 + 5'000'000);
+  CHECK(r.events.count("anomaly:overlapping_holders") == 0);
+  CHECK(r.events.count("released") == 1);
+  // Sent after B's reply: a real overlap, even though it comes within the skew.
+  fixture q;
+  q.acquire("A", 0, 30000);
+  q.acquire("B", 1000, 30000, op_outcome::ok, 2, "10.0.0.2");
+  auto late = q.op(lock_op_kind::unlock, op_outcome::ok, "A", 1000.2, 1);
+  q.timeline.on_operation(late);
+  q.timeline.finish(t0 + 1'003'000);  // the capture ends before the skew passed
+  REQUIRE(q.events.count("anomaly:overlapping_holders") == 1);
+  CHECK(q.events.first("anomaly:overlapping_holders")->ts_us == t0 + 1'003'000);
   fixture g;
   g.acquire("A", 0, 1000);
   // B's acquire lands after A's request time + lease (but before our reply-based deadline).

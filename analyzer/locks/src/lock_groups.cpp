@@ -137,7 +137,11 @@ struct lock_groups::impl {
     std::string owner, client, server;
     std::int64_t start_us = 0, end_us = 0;
     reused<set_key> keys;
-    void reset() { keys.clear(); }
+    bool overflowed = false;  // more than max_set_keys: no MultiLock, not reported
+    void reset() {
+      keys.clear();
+      overflowed = false;
+    }
   };
 
   group_options options;
@@ -145,6 +149,9 @@ struct lock_groups::impl {
   reusing_map<attempt> attempts;  // by name \0 db \0 group
   reusing_map<key_record> keys;   // by name \0 db
   reusing_map<key_set> sets;      // by owner \0 client
+  // Owners (by set text) whose last set overflowed, and when: their next set within a
+  // window of it is part of the same stream, not a MultiLock.
+  std::unordered_map<std::string, std::int64_t, text_hash, std::equal_to<>> streaming;
   std::vector<std::string> servers;  // by id
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
   // Scratch, reused.
@@ -154,12 +161,14 @@ struct lock_groups::impl {
   impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
 
   std::uint32_t server_id(std::string_view s) {
-    if (const auto it = server_ids.find(s); it != server_ids.end()) return it->second;
+    if (last_server_id < servers.size() && servers[last_server_id] == s) return last_server_id;
+    if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
     const auto id = static_cast<std::uint32_t>(servers.size());
     servers.emplace_back(s);
     server_ids.emplace(std::string(s), id);
-    return id;
+    return last_server_id = id;
   }
+  std::uint32_t last_server_id = UINT32_MAX;
   // The owner an attempt belongs to: the value itself, or for a Redisson owner id (one
   // UUID per client instance, hence per server in a RedLock) its client IP and thread.
   std::string_view group_of(std::string_view owner, std::string_view client) {
@@ -315,8 +324,10 @@ struct lock_groups::impl {
         close_attempt(attempt_text, *a, false);
       }
     }
+  }
+  void end_previous_set(const lock_event& e) {
     make_set_text(e);
-    if (key_set* st = sets.find(set_text); st != nullptr && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
+    if (key_set* st = sets.find(set_text); st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
           return k.name == e.lock && k.db == e.db;
         })) {
       close_set(set_text, *st, false);
@@ -366,9 +377,50 @@ struct lock_groups::impl {
     }
   }
 
+  // Tries seen while the capture had one server (a ring of the last recent_tries).
+  struct recent_try {
+    std::string lock, owner, client, server;
+    std::int32_t db = 0;
+    std::int64_t ts_us = 0;
+    lock_event_kind event = lock_event_kind::acquired;
+  };
+  static constexpr std::size_t recent_tries = 256;
+  std::vector<recent_try> recent;
+  std::size_t recent_next = 0;
+  void remember_try(const lock_event& e) {
+    if (recent.size() < recent_tries) recent.emplace_back();
+    recent_try& r = recent[recent_next];
+    recent_next = (recent_next + 1) % recent_tries;
+    r.lock.assign(e.lock);
+    r.owner.assign(e.owner);
+    r.client.assign(e.client);
+    r.server.assign(e.server);
+    r.db = e.db;
+    r.ts_us = e.ts_us;
+    r.event = e.event;
+  }
+  void replay_recent_tries(std::int64_t now) {
+    const std::size_t n = recent.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const recent_try& r = recent[(recent_next + i) % n];  // oldest first, full or not
+      if (now - r.ts_us > options.window_us) continue;
+      lock_event e;
+      e.ts_us = r.ts_us;
+      e.event = r.event;
+      e.lock = r.lock;
+      e.owner = r.owner;
+      e.client = r.client;
+      e.server = r.server;
+      e.db = r.db;
+      on_try(e, group_of(e.owner, e.client));
+    }
+    recent = {};
+  }
+
   // ---- MultiLock sets ----
   void close_set(std::string_view skey, key_set& s, bool released) {
-    if (s.keys.n >= 2) {
+    if (s.overflowed) note_streaming(skey, s.end_us);
+    if (s.keys.n >= 2 && !s.overflowed) {
       lock_group g;
       g.start_us = s.start_us;
       g.end_us = s.end_us;
@@ -408,6 +460,10 @@ struct lock_groups::impl {
   void on_set_try(const lock_event& e) {
     make_set_text(e);
     key_set* s = sets.find(set_text);
+    if (s != nullptr && s->overflowed) {
+      s->end_us = e.ts_us;
+      return;
+    }
     if (s != nullptr && std::any_of(s->keys.begin(), s->keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; })) {
       close_set(set_text, *s, false);
@@ -415,11 +471,22 @@ struct lock_groups::impl {
     }
     if (s == nullptr) {
       s = &sets.add(set_text);
+      if (!streaming.empty()) {
+        if (const auto it = streaming.find(set_text); it != streaming.end()) {
+          if (e.ts_us - it->second <= options.window_us) s->overflowed = true;
+          else streaming.erase(it);
+        }
+      }
       s->owner.assign(e.owner);
       s->client.assign(e.client);
       s->server.assign(e.server);
       s->start_us = e.ts_us;
       push_timer(set_text, e.ts_us, true);
+    }
+    if (s->overflowed || s->keys.n >= options.max_set_keys) {
+      s->overflowed = true;
+      s->end_us = e.ts_us;
+      return;
     }
     set_key& k = s->keys.add();
     k.name.assign(e.lock);
@@ -428,10 +495,23 @@ struct lock_groups::impl {
     s->end_us = e.ts_us;
   }
 
+  // An overflowed set's owner (skey) tried its last key at `ts`.
+  void note_streaming(std::string_view skey, std::int64_t ts) {
+    if (const auto it = streaming.find(skey); it != streaming.end()) {
+      it->second = ts;
+      return;
+    }
+    if (streaming.size() >= options.max_open) {
+      std::erase_if(streaming, [&](const auto& entry) { return ts - entry.second > options.window_us; });
+      if (streaming.size() >= options.max_open) streaming.clear();  // bounded whatever the rate
+    }
+    streaming.emplace(std::string(skey), ts);
+  }
+
   void on_set_release(const lock_event& e) {
     make_set_text(e);
     key_set* s = sets.find(set_text);
-    if (s == nullptr) return;
+    if (s == nullptr || s->overflowed) return;
     const bool member = std::any_of(s->keys.begin(), s->keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
     if (member) close_set(set_text, *s, true);
@@ -480,11 +560,19 @@ struct lock_groups::impl {
       next.on_event(e);
       return;
     }
-    const std::string_view group = group_of(e.owner, e.client);
+    // Quorums need a key on two servers: until a second server shows up, no attempt
+    // or holding is kept (a one-server capture pays little for them); the last tries
+    // are kept in a small ring and replayed when it does.
+    const std::size_t known = servers.size();
+    server_id(e.server);
+    const bool quorums = servers.size() >= 2;
+    if (quorums && known == 1) replay_recent_tries(e.ts_us);
+    if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
-      end_previous_round(e, group);  // reported before the try that starts the next
+      if (quorums) end_previous_round(e, group_of(e.owner, e.client));  // reported before the try that starts the next
+      end_previous_set(e);
       next.on_event(e);
-      on_try(e, group);
+      if (quorums) on_try(e, group_of(e.owner, e.client));
       on_set_try(e);
       return;
     }
@@ -493,13 +581,15 @@ struct lock_groups::impl {
                           e.event == lock_event_kind::partially_released;
     if (relevant) {
       // The owner has moved on from its attempt on this key.
-      make_attempt_text(e, group);
-      if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
+      if (!attempts.empty()) {
+        make_attempt_text(e, group_of(e.owner, e.client));
+        if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
+      }
       if (is_release(e.event)) on_set_release(e);
     }
     next.on_event(e);
     // group_text may have been reused by close_attempt's callees: recompute.
-    if (relevant) update_holding(e, group_of(e.owner, e.client));
+    if (relevant && !keys.empty()) update_holding(e, group_of(e.owner, e.client));
   }
 };
 

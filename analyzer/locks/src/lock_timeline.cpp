@@ -200,6 +200,16 @@ struct lock_timeline::impl {
   std::int64_t now = -1;
   std::int64_t first = -1;
   std::string detail;  // scratch for event details
+  // Exclusive acquisitions while another owner still held the lock, not reported yet:
+  // replies on different connections can be captured out of the server's order, so an
+  // unlock by that owner sent before this acquisition's reply (its reply captured just
+  // after) means the server ran the unlock first. Reported once reply_skew_us passed.
+  struct suspected_overlap {
+    std::uint32_t lock = no_id, owner = no_id, other = no_id, conn = no_id;
+    std::int64_t at = 0;
+    bool inferred = false;
+  };
+  std::vector<suspected_overlap> suspected_overlaps;
   // Every (server, database) a lock was seen in; a lock's row names its scope's index.
   // Found through the server's first scope (its others chained), the last one cached.
   struct scope {
@@ -647,10 +657,50 @@ struct lock_timeline::impl {
   void advance(std::int64_t to) {
     for (timer t; timers.pop_due(to, t);) {
       if (locks[t.lock].queued_us != t.at_us) continue;  // superseded by an earlier entry
+      report_overlaps(t.at_us);
       if (t.at_us > now) now = t.at_us;
       fire(t.lock, t.at_us);
     }
+    report_overlaps(to);
     if (to > now) now = to;
+  }
+
+  // Reports the suspected overlaps certain by `until` (reply_skew_us after their
+  // acquisition; `all`: the rest too, now: the capture ended), at that moment: events
+  // stay in time order.
+  void report_overlaps(std::int64_t until, bool all = false) {
+    if (suspected_overlaps.empty()) return;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < suspected_overlaps.size(); ++i) {
+      const suspected_overlap p = suspected_overlaps[i];
+      const std::int64_t certain = p.at + options.reply_skew_us;
+      if (certain > until && !all) {
+        suspected_overlaps[kept++] = p;
+        continue;
+      }
+      // The interval: from the acquisition to when it became certain (or the end).
+      const std::int64_t ts = certain <= until ? std::max(now, certain) : now;
+      detail = "acquired while " + std::string(owners.text(p.other)) + " still held it";
+      anomaly(locks[p.lock], ts, anomaly_kind::overlapping_holders, p.owner, p.conn, detail, p.inferred, p.at,
+              ts - p.at);
+      forget_overlap(p);
+    }
+    suspected_overlaps.resize(kept);
+  }
+  void forget_overlap(const suspected_overlap& p) {
+    owners.release(p.owner);
+    owners.release(p.other);
+    release_connection(p.conn);
+  }
+  // `owner` released lock `id` with an unlock sent at request_us: an overlap suspected
+  // with an acquisition whose reply came after that was the capture's order, not the
+  // server's.
+  void released_before(std::uint32_t id, std::uint32_t owner, std::int64_t request_us) {
+    std::erase_if(suspected_overlaps, [&](const suspected_overlap& p) {
+      if (p.lock != id || p.other != owner || request_us > p.at) return false;
+      forget_overlap(p);
+      return true;
+    });
   }
 
   void became_free(lock_state& l, std::int64_t at) {
@@ -1041,8 +1091,10 @@ struct lock_timeline::impl {
         if (h.owner != owner && other == no_id) other = h.owner;
       });
       if (other != no_id) {
-        detail = "acquired while " + std::string(owners.text(other)) + " still holds it";
-        anomaly(l, at, anomaly_kind::overlapping_holders, owner, conn, detail, op.inferred);
+        owners.retain(owner);
+        owners.retain(other);
+        retain_connection(conn);
+        suspected_overlaps.push_back({id, owner, other, conn, at, op.inferred});
       }
     }
     std::int64_t wait = -1;
@@ -1130,6 +1182,7 @@ struct lock_timeline::impl {
     };
     switch (op.outcome) {
       case op_outcome::ok: {
+        if (!suspected_overlaps.empty()) released_before(id, owner, op.request_us);
         lock_event e = release_holder();
         became_free(l, at);
         if (!has_holder(l)) released_publishing(l, id, at);
@@ -1609,6 +1662,11 @@ void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_
 }
 void lock_timeline::advance_to(std::int64_t now_us) {
   impl_->advance(now_us);
+  impl_->collect();
+}
+void lock_timeline::finish(std::int64_t end_us) {
+  impl_->advance(end_us);
+  impl_->report_overlaps(end_us, true);  // no reply can come any more
   impl_->collect();
 }
 timeline_memory lock_timeline::memory() const noexcept {

@@ -166,8 +166,8 @@ std::string event_line_errors(std::string_view line) {
   if (o.contains("since") != o.contains("for_ms")) return "since and for_ms go together";
   if (o.contains("since") && !timestamp(o.at("since"))) return "since is not a positive number";
   if (o.contains("since") && !(o.contains("kind") && o.at("kind").is_string() &&
-                               one_of(o.at("kind").get_string(), {"idle_with_waiters", "subscription_lost"}))) {
-    return "since on an event other than idle_with_waiters/subscription_lost";
+                               one_of(o.at("kind").get_string(), {"idle_with_waiters", "subscription_lost", "overlapping_holders"}))) {
+    return "since on an event other than idle_with_waiters/subscription_lost/overlapping_holders";
   }
   for (std::string_view f : {"wait_ms", "held_ms", "for_ms"}) {
     if (o.contains(f) && (!number(o.at(f)) || o.at(f).to_number<double>() < 0)) {

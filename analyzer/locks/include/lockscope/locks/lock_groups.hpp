@@ -55,6 +55,10 @@ struct group_options {
   // Attempts and sets open at once (every try opens one until its window ends): beyond,
   // the oldest ends early, so memory stays bounded (~3 MB) whatever the rate.
   std::size_t max_open = 8192;
+  // A set of more keys than this within the window is no MultiLock but a stream of
+  // independent locks (a client taking lock after lock, leases left to expire): it is
+  // dropped unreported, and each try stays O(1).
+  std::size_t max_set_keys = 16;
 };
 
 // What a quorum / multilock event reports (lock_event::group).

@@ -18,7 +18,10 @@
 //   expired_while_held   the owner renews or unlocks after its lease ran out (renew 0,
 //                        unlock nil, redsync -1) — "not locked by current thread"
 //   overlapping_holders  an exclusive lock acquired by B while A's lease cannot yet
-//                        have run out (B's reply came before A's request time + lease)
+//                        have run out (B's reply came before A's request time + lease),
+//                        unless A's unlock was sent before B's reply and its reply came
+//                        within reply_skew_us (the capture's order, not the server's);
+//                        so it is emitted reply_skew_us late, with B's acquisition time
 //   unlock_by_non_owner  an unlock rejected while someone else (or nobody) holds it
 //   idle_with_waiters    the lock stayed free >= idle_threshold while a waiter waited,
 //                        subscribed or not. Emitted when certain, in time order, with
@@ -198,6 +201,12 @@ struct timeline_options {
   // confirmation) or after its previous attempt is a reaction to it, not a timer.
   std::int64_t wake_window_us = 20'000;
   double late_renewal_factor = 1.5;  // × lease/3
+  // Replies on different connections can be captured up to this far out of the order
+  // the server ran the commands in (redis-server writes a loop's replies client by
+  // client): an acquisition while another owner holds the lock is reported as
+  // overlapping_holders only once this long passed without that owner's unlock sent
+  // before the acquisition's reply.
+  std::int64_t reply_skew_us = 10'000;
   // A lock is (server, database, key); merge_servers drops the server from it (one
   // logical lock service behind several endpoints: a failover, a resharding). The
   // database still tells locks apart.
@@ -258,7 +267,9 @@ class lock_timeline final : public lock_operation_sink {
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
   // Emits every timed event (expiry, idle, long hold) due at or before now_us.
   void advance_to(std::int64_t now_us);
-  void finish(std::int64_t end_us) { advance_to(end_us); }
+  // The end of the capture: advance_to(end_us), and what waited for later replies is
+  // decided (an overlap suspected within reply_skew_us of the end is reported).
+  void finish(std::int64_t end_us);
 
   std::int64_t now_us() const noexcept;
   std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
