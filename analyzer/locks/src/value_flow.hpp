@@ -41,16 +41,12 @@ inline std::uint64_t value_key(std::string_view server, std::string_view key, st
 
 class value_flow {
  public:
-  explicit value_flow(std::size_t capacity) : nodes_(capacity) {
-    std::size_t slots = 1;
-    while (slots < capacity * 2) slots <<= 1;
-    slots_.assign(slots, empty);
-    for (std::size_t i = 0; i < capacity; ++i) nodes_[i].next = i + 1 < capacity ? static_cast<std::uint32_t>(i + 1) : empty;
-    free_ = capacity > 0 ? 0 : empty;
-  }
+  // The table is allocated at the first insert: Redisson-only traffic never needs it.
+  explicit value_flow(std::size_t capacity) : capacity_(capacity) {}
 
   // The record, now the most recently used; nullptr when absent.
   value_record* find(std::uint64_t key) noexcept {
+    if (slots_.empty()) return nullptr;
     const std::size_t s = slot_of(key);
     if (slots_[s] == empty) return nullptr;
     const std::uint32_t n = slots_[s];
@@ -60,7 +56,8 @@ class value_flow {
   }
   // A fresh record for `key` (which must be absent), forgetting the least recently used
   // one when full.
-  value_record& insert(std::uint64_t key) noexcept {
+  value_record& insert(std::uint64_t key) {
+    if (slots_.empty()) allocate();
     if (free_ == empty) {
       const std::uint32_t oldest = tail_;
       erase(nodes_[oldest].key);
@@ -76,6 +73,7 @@ class value_flow {
     return nodes_[n].record;
   }
   void erase(std::uint64_t key) noexcept {
+    if (slots_.empty()) return;
     std::size_t s = slot_of(key);
     const std::uint32_t n = slots_[s];
     if (n == empty) return;
@@ -106,6 +104,14 @@ class value_flow {
     value_record record;
     std::uint32_t prev = empty, next = empty;
   };
+  void allocate() {
+    nodes_.resize(capacity_);
+    std::size_t slots = 1;
+    while (slots < capacity_ * 2) slots <<= 1;
+    slots_.assign(slots, empty);
+    for (std::size_t i = 0; i < capacity_; ++i) nodes_[i].next = i + 1 < capacity_ ? static_cast<std::uint32_t>(i + 1) : empty;
+    free_ = capacity_ > 0 ? 0 : empty;
+  }
   // The slot holding `key`, or the empty slot where it would go.
   std::size_t slot_of(std::uint64_t key) const noexcept {
     const std::size_t mask = slots_.size() - 1;
@@ -130,6 +136,7 @@ class value_flow {
   }
 
   static_assert(sizeof(node) <= 56);  // ~260 KiB for 4,096 values with the slots (README)
+  std::size_t capacity_;
   std::vector<node> nodes_;
   std::vector<std::uint32_t> slots_;
   std::uint32_t head_ = empty, tail_ = empty, free_ = empty;
