@@ -100,6 +100,42 @@ void overlapping_holders(capture_builder& b) {
   quit(b, c, t0 + 700 * ms);
 }
 
+// A RedLock (SET NX PX with one token on three servers) by A; then two of the servers
+// lose the key (a restart without persistence, a failover to a replica that had not
+// got it: nothing on the wire says so) and B takes those two: each believes it holds a
+// majority. Afterwards both release everywhere.
+void split_quorum(capture_builder& b) {
+  const std::int64_t t0 = capture_epoch_us;
+  const std::uint16_t ports[3] = {6379, 6380, 6381};
+  int a[3], c[3];
+  for (int i = 0; i < 3; ++i) {
+    a[i] = b.connect(ip_a, static_cast<std::uint16_t>(50131 + i), server_ip, ports[i], t0 + i * 100);
+    c[i] = b.connect(ip_b, static_cast<std::uint16_t>(50141 + i), server_ip, ports[i], t0 + ms + i * 100);
+  }
+  for (int i = 0; i < 3; ++i) {
+    b.command(a[i], t0 + 10 * ms + i * 200, {"SET", "rl:payment", "token-a", "NX", "PX", "30000"}, resp_ok);
+  }
+  for (int i = 0; i < 3; ++i) {
+    b.command(c[i], t0 + 2000 * ms + i * 200, {"SET", "rl:payment", "token-b", "NX", "PX", "30000"},
+              i < 2 ? resp_ok : resp_nil);
+  }
+  const std::vector<std::string> release_script = {
+      "EVAL", "if redis.call(\"get\",KEYS[1]) == ARGV[1] then return redis.call(\"del\",KEYS[1]) else return 0 end",
+      "1", "rl:payment"};
+  for (int i = 0; i < 3; ++i) {
+    auto release_b = release_script;
+    release_b.push_back("token-b");
+    b.command(c[i], t0 + 3000 * ms + i * 200, release_b, i < 2 ? resp_int(1) : resp_int(0));
+    auto release_a = release_script;
+    release_a.push_back("token-a");
+    b.command(a[i], t0 + 4000 * ms + i * 200, release_a, i < 2 ? resp_int(0) : resp_int(1));
+  }
+  for (int i = 0; i < 3; ++i) {
+    b.close(a[i], t0 + 5000 * ms + i * 100);
+    b.close(c[i], t0 + 5000 * ms + i * 100 + 50);
+  }
+}
+
 // B unlocks A's lock: the script answers nil.
 void unlock_by_non_owner(capture_builder& b) {
   const std::int64_t t0 = capture_epoch_us;
@@ -267,6 +303,8 @@ const std::vector<scenario>& scenarios() {
       {"crafted/evalsha_inferred", "EVALSHA of unknown SHA1s: kinds inferred", evalsha_inferred},
       {"crafted/subscription_lost", "node-redisson: B's subscriber leaves while B waits; the release goes unheard",
        subscription_lost},
+      {"crafted/split_quorum", "a RedLock on 3 servers; 2 lose the key and another owner takes them",
+       split_quorum},
   };
   return all;
 }

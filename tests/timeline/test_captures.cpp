@@ -112,6 +112,39 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   CHECK(lines[4].find("\"held_ms\":2990.000") != std::string::npos);
 }
 
+TEST_CASE("captures: the README's line of every anomaly kind is what analyze prints on its capture",
+          "[captures][anomaly][readme]") {
+  const std::string readme = read_file(captures_dir.parent_path() / "README.md");
+  const std::size_t marker = readme.find("<!-- anomaly examples: tests/timeline/test_captures.cpp -->");
+  REQUIRE(marker != std::string::npos);
+  const std::size_t begin = readme.find("```\n", marker) + 4;
+  const std::size_t end = readme.find("```", begin);
+  REQUIRE(end != std::string::npos);
+  std::istringstream block(readme.substr(begin, end - begin));
+  std::string output;
+  std::set<std::string> kinds;
+  for (std::string line; std::getline(block, line);) {
+    if (line.rfind("$ lockscope analyze ", 0) == 0) {
+      const std::string pcap = (captures_dir.parent_path() / line.substr(20)).string();
+      INFO(pcap);
+      REQUIRE(std::filesystem::exists(pcap));
+      output = "\n" + report_of(pcap, analyzer::report_format::text);
+      continue;
+    }
+    INFO(line);
+    CHECK(output.find("\n" + line + "\n") != std::string::npos);
+    const std::size_t at = line.find("ANOMALY ");
+    REQUIRE(at != std::string::npos);
+    kinds.insert(line.substr(at + 8, line.find(' ', at + 8) - at - 8));
+  }
+  // Every kind the analyzer knows is shown (none = 0 is not a kind).
+  for (std::size_t k = 1; k < analyzer::anomaly_kind_count; ++k) {
+    const std::string kind(analyzer::to_string(static_cast<analyzer::anomaly_kind>(k)));
+    INFO(kind);
+    CHECK(kinds.count(kind) == 1);
+  }
+}
+
 TEST_CASE("captures: each crafted capture shows its anomaly", "[captures][anomaly]") {
   struct expectation {
     const char* capture;
