@@ -79,6 +79,21 @@ TEST_CASE("timeline: expired_while_held on an unlock or a renewal after the leas
   CHECK(g.events.names() == std::vector<std::string>{"acquired", "expired", "renew_failed", "anomaly:expired_while_held"});
 }
 
+TEST_CASE("timeline: a refusal long before the lease ends says the key was lost, not expired", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.unlock("A", 4000, op_outcome::rejected);  // 26 s of lease left: deleted, evicted, failed over
+  REQUIRE(f.events.count("anomaly:expired_while_held") == 1);
+  const std::string& why = f.events.first("anomaly:expired_while_held")->detail;
+  CHECK(why.find("26000 ms before the lease would run out: the key was lost") != std::string::npos);
+  // Within the reply's latency of the deadline it did run out.
+  fixture g;
+  g.acquire("A", 0, 1000);
+  g.renew("A", 999.95, 1000, op_outcome::rejected);
+  REQUIRE(g.events.count("anomaly:expired_while_held") == 1);
+  CHECK(g.events.first("anomaly:expired_while_held")->detail == "renewal refused: the lease had already run out");
+}
+
 TEST_CASE("timeline: overlapping_holders only while the first lease cannot have ended", "[timeline][anomaly]") {
   fixture f;
   f.acquire("A", 0, 30000);

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "lockscope/lock/naming.hpp"
 #include "duration_histogram.hpp"
 #include "lock_store.hpp"
@@ -1145,14 +1147,21 @@ struct lock_timeline::impl {
                          bool renew) {
     holder* mine = find_holder(l, owner);
     if (take_expired(l, owner) || mine != nullptr) {
+      // Our deadline (reply + lease) is later than the server's by the reply's latency:
+      // refused well before it, the key was not expired but lost.
+      const std::int64_t left = mine != nullptr && mine->deadline_us >= 0 ? mine->deadline_us - at : -1;
       if (mine != nullptr) {
-        // Our deadline (reply + lease) was later than the server's: it is gone now.
         remove_holder(l, mine);
         became_free(l, at);
       }
-      anomaly(l, at, anomaly_kind::expired_while_held, owner, conn,
-              renew ? "renewal refused: the lease had already run out" : "unlock refused: the lease had already run out",
-              inferred);
+      if (left > options.reply_skew_us) {
+        detail = fmt::format("{} refused {} ms before the lease would run out: the key was lost (deleted, evicted, "
+                             "or a restart or failover without it)",
+                             renew ? "renewal" : "unlock", left / 1000);
+      } else {
+        detail = renew ? "renewal refused: the lease had already run out" : "unlock refused: the lease had already run out";
+      }
+      anomaly(l, at, anomaly_kind::expired_while_held, owner, conn, detail, inferred);
       return;
     }
     if (!renew) {
