@@ -633,3 +633,56 @@ TEST_CASE("report: group lines in text (a section of their own) and live text (a
   CHECK(live.find("== lock groups") == std::string::npos);
   CHECK(live.find("rl:payment @10.0.0.9:6381  10.0.0.1:50003") != std::string::npos);  // a live line names its server
 }
+
+TEST_CASE("lock_groups: random event sequences over three servers keep every group sane and bounded",
+          "[groups][property]") {
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&](std::uint64_t n) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % n;
+  };
+  const lock_event_kind kinds[] = {lock_event_kind::acquired,       lock_event_kind::contended,
+                                   lock_event_kind::released,       lock_event_kind::unlock_rejected,
+                                   lock_event_kind::expired,        lock_event_kind::renewed,
+                                   lock_event_kind::renew_failed,   lock_event_kind::partially_released,
+                                   lock_event_kind::force_released, lock_event_kind::reentered};
+  const char* servers[] = {s1, s2, s3};
+  const char* owners[] = {"R1", "R2", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12",
+                          "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:12", ""};
+  for (int round = 0; round < 10; ++round) {
+    analyzer::group_options o;
+    o.max_open = 64;  // small, so the bound is exercised
+    group_fixture f(o);
+    double t = 0;
+    for (int i = 0; i < 3000; ++i) {
+      t += static_cast<double>(next(300)) / 10.0;
+      const std::string lock = "k" + std::to_string(next(round < 5 ? 3 : 200));
+      f.event(kinds[next(10)], owners[next(5)], t, servers[next(3)], lock,
+              next(2) == 0 ? "10.0.0.1:50000" : "10.0.0.2:50001");
+      if (next(100) == 0) f.groups.advance_to(t0 + static_cast<std::int64_t>(t * 1000) + 2'000'000);
+    }
+    f.groups.finish(t0 + static_cast<std::int64_t>(t * 1000) + 10'000'000);
+    std::size_t groups = 0;
+    for (const auto& e : f.events.events) {
+      if (e.event != "quorum" && e.event != "multilock") continue;
+      ++groups;
+      INFO(e.event << " " << e.lock << " acquired " << e.acquired << "/" << e.total << " needed " << e.needed);
+      CHECK(e.acquired <= e.total);
+      CHECK(e.acquired_on.size() == e.acquired);
+      if (e.event == "quorum") {
+        CHECK(e.total >= 2);
+        CHECK(e.total <= 3);  // three servers exist
+        CHECK(e.needed == e.total / 2 + 1);
+        CHECK(e.succeeded == (e.acquired >= e.needed));
+        CHECK(e.owners.size() == e.acquired);
+      } else {
+        CHECK(e.tried.size() == e.total);
+        CHECK(e.tried.size() <= o.max_set_keys);
+        CHECK(e.succeeded == (e.acquired == e.total));
+      }
+    }
+    CHECK(groups > 0);
+  }
+}
