@@ -15,8 +15,10 @@
 #include <atomic>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -315,10 +317,16 @@ int run_lock(const lock_options& o) {
         multi->async_unlock([](boost::system::error_code) {});
         for (auto& c : clients) c->close();
       } else {
-        boost::asio::dispatch(client.get_executor(), [&client, lock_handle]() mutable {
-          lock_handle.async_unlock([](boost::system::error_code) {});
-          client.close();
+        // The unlock may go out only after the attempt in flight returns (and a fair
+        // waiter's leaves the queue in a script of its own), so the connection closes
+        // once it completed, not right after it was asked for. Bounded: a server that
+        // stopped answering does not keep us.
+        auto released = std::make_shared<std::promise<void>>();
+        std::future<void> done = released->get_future();
+        boost::asio::dispatch(client.get_executor(), [lock_handle, released]() mutable {
+          lock_handle.async_unlock([released](boost::system::error_code) { released->set_value(); });
         });
+        done.wait_for(std::chrono::seconds(5));
         client.close();
       }
       say(fmt::format("interrupted by signal {} while waiting for '{}'", sig->signo, o.name));
