@@ -210,7 +210,7 @@ TEST_CASE("replies that turn into non-RESP bytes keep the exchanges before", "[s
   CHECK_THAT(sink.summaries(), Equals(strings{"GET a => x", "GET b => (none)"}));
 }
 
-TEST_CASE("RESET leaves subscribed mode and RESP3; HELLO 2 after HELLO 3 switches back", "[session][pubsub]") {
+TEST_CASE("RESET leaves subscribed mode and RESP3: HELLO 2 after HELLO 3 switches back", "[session][pubsub]") {
   auto s = script(ep("10.0.0.1", 52000), ep("10.0.0.2", 6379));
   s.handshake()
       // RESP2 subscribed mode, then RESET: an array starting with "message" answers LRANGE.
@@ -288,7 +288,7 @@ TEST_CASE("other protocols on a Redis port are named and listed once each", "[se
   CHECK(tls_notes == 2);
 }
 
-TEST_CASE("pending commands are capped in bytes; the overflow is counted", "[session][memory]") {
+TEST_CASE("pending commands are capped in bytes: the overflow is counted", "[session][memory]") {
   // Only the client direction: nothing is ever answered.
   auto s = script(ep("10.0.0.1", 52000), ep("10.0.0.2", 6379));
   s.handshake();

@@ -24,7 +24,7 @@ TEST_CASE("acquire_fsm: one attempt gives up without subscribing", "[lock][fsm]"
   CHECK_FALSE(fsm.subscribed());
 }
 
-TEST_CASE("acquire_fsm: first busy subscribes; a confirmed subscription retries at once", "[lock][fsm]") {
+TEST_CASE("acquire_fsm: first busy subscribes: a confirmed subscription retries at once", "[lock][fsm]") {
   lock::acquire_fsm fsm(std::nullopt, t0);
   CHECK(fsm.on_busy(5000, t0) == acquire_action::subscribe);
   // Already confirmed for an earlier waiter: an unlock may have been published before

@@ -163,7 +163,7 @@ TEST_CASE("thirdparty recordings: redlock spans three servers, EVALSHA only, wit
   }
 }
 
-TEST_CASE("thirdparty recordings: del_other deletes another owner's lock once; pylock is IPv6 over LINUX_SLL2",
+TEST_CASE("thirdparty recordings: del_other deletes another owner's lock once: pylock is IPv6 over LINUX_SLL2",
           "[thirdparty][recordings]") {
   const recording* d = load("del_other");
   if (d == nullptr) return;

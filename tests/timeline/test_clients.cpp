@@ -340,7 +340,7 @@ TEST_CASE("value flow: after SET NX, a [token, ms] script is an extend (redis-py
   CHECK(rec.ops[2].lease_ms == 5000);
 }
 
-TEST_CASE("value flow: clean-up and retried releases change nothing; a refused release of a held value is kept",
+TEST_CASE("value flow: clean-up and retried releases change nothing: a refused release of a held value is kept",
           "[recognizer][clients][value-flow]") {
   op_recorder rec;
   wire w(rec);

@@ -43,7 +43,7 @@ struct connection_feeder {
 
 }  // namespace
 
-TEST_CASE("recognizer: each connection's database follows SELECT and RESET; HELLO keeps it", "[identity][recognizer]") {
+TEST_CASE("recognizer: each connection's database follows SELECT and RESET: HELLO keeps it", "[identity][recognizer]") {
   op_recorder ops;
   analyzer::lock_recognizer r(ops);
   connection_feeder c{r, 1, true};
@@ -176,7 +176,7 @@ TEST_CASE("timeline: the same key on three servers is three locks", "[identity][
   CHECK(f.events.count("released") == 3);
 }
 
-TEST_CASE("timeline: SELECT 1 and SELECT 0 are different locks; an unknown database is db 0", "[identity][timeline]") {
+TEST_CASE("timeline: SELECT 1 and SELECT 0 are different locks: an unknown database is db 0", "[identity][timeline]") {
   identity_fixture f;
   f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1, 0);
   f.op(lock_op_kind::acquire, op_outcome::ok, "B", 2, s1, 1);
@@ -226,7 +226,7 @@ TEST_CASE("timeline: merge_servers makes the key on any server one lock, databas
   CHECK(f.timeline.lock_count() == 2);
 }
 
-TEST_CASE("report: a name on several servers is titled with its server; one server keeps the bare name",
+TEST_CASE("report: a name on several servers is titled with its server: one server keeps the bare name",
           "[identity][report]") {
   auto render = [](analyzer::report_format format, const std::vector<const char*>& servers) {
     std::string out;
@@ -349,7 +349,7 @@ TEST_CASE("lock_groups: 1 of 3 is a failed quorum, then released on every server
   CHECK(f.events.count("anomaly:quorum_lost") == 0);
 }
 
-TEST_CASE("lock_groups: a single server's lock is no group; the window ends an attempt", "[groups]") {
+TEST_CASE("lock_groups: a single server's lock is no group: the window ends an attempt", "[groups]") {
   group_fixture f;
   f.event(lock_event_kind::acquired, "R1", 0, s1);
   f.event(lock_event_kind::released, "R1", 5, s1);

@@ -186,7 +186,7 @@ TEST_CASE("operation_pipe: every field of every call crosses, in order, through 
   CHECK_FALSE(pipe.abandoned());
 }
 
-TEST_CASE("operation_pipe: close() with nothing written ends drain(); writing after close() is misuse", "[pipe]") {
+TEST_CASE("operation_pipe: close() with nothing written ends drain(): writing after close() is misuse", "[pipe]") {
   analyzer::operation_pipe pipe;
   call_recorder rec;
   pipe.close();
