@@ -85,7 +85,8 @@ def wait_for(pid, pred, what):
         if pred(s):
             return s
         time.sleep(0.02)
-    raise AssertionError(f"{what}: /proc/{pid}/status is {s}")
+    shown = {k: s[k] for k in ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapAmb")}
+    raise AssertionError(f"{what}: /proc/{pid}/status has {shown}")
 
 
 def run_variant(name, redis, work, prefix, extra, expect_uid, expect_gid, expect_caps_zero, notice=None,
