@@ -315,4 +315,6 @@ void trace_export::finish(std::int64_t end_us) { impl_->finish(end_us); }
 
 void trace_export::flush() { impl_->flush(); }
 
+std::size_t trace_export::remembered_ids() const noexcept { return impl_->processes.size() + impl_->threads.size(); }
+
 }  // namespace lockscope::analyzer

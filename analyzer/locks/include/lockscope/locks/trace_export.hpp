@@ -71,6 +71,9 @@ class trace_export final : public lock_event_sink {
 
   std::uint64_t events() const noexcept { return events_; }        // lock events received
   std::uint64_t trace_events() const noexcept { return written_; }  // trace events written
+  // Locks and (lock, owner) threads whose ids are remembered now (at most about 2 x max_ids
+  // plus what is open).
+  std::size_t remembered_ids() const noexcept;
 
  private:
   struct impl;
