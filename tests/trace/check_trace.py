@@ -46,6 +46,9 @@ def load(text):
     return json.loads(text, parse_float=decimal.Decimal)
 
 
+SYNTHETIC = ({"gave_up": True}, {"open_at_end": True}, {"ended_with_hold": True})
+
+
 def check_semantics(trace, jsonl):
     events = trace["traceEvents"]
     process_name, thread_name, thread_pid = {}, {}, {}
@@ -64,6 +67,21 @@ def check_semantics(trace, jsonl):
     body = [e for e in events if e["ph"] != "M"]
     if {e["ph"] for e in body} - {"X", "i"}:
         raise Bad(f"unexpected phases {sorted({e['ph'] for e in body})}")
+    xs = [e for e in body if e["ph"] == "X"]
+    inst = [e for e in body if e["ph"] == "i"]
+
+    # Each JSONL event is the args of exactly one trace event; the other args are the
+    # documented notes on spans no event closed.
+    real = [e for e in body if "event" in e["args"]]
+    got = collections.Counter(canon(e["args"]) for e in real)
+    want = collections.Counter(canon(j) for j in jsonl)
+    if got != want:
+        missing, extra = want - got, got - want
+        raise Bad(f"trace args vs JSONL: {sum(missing.values())} missing (e.g. {next(iter(missing), None)}), "
+                  f"{sum(extra.values())} extra (e.g. {next(iter(extra), None)})")
+    for e in body:
+        if "event" not in e["args"] and (e["ph"] != "X" or e["args"] not in SYNTHETIC):
+            raise Bad(f"args neither a JSONL event nor a documented note: {e}")
 
     # pid/tid mapping: every event's process and thread named, a tid in one process only,
     # the thread named after the owner and the process after the lock.
@@ -72,98 +90,83 @@ def check_semantics(trace, jsonl):
             raise Bad(f"event on an unnamed process/thread: {e}")
         if thread_pid[e["tid"]] != e["pid"]:
             raise Bad(f"tid {e['tid']} named in pid {thread_pid[e['tid']]} used in pid {e['pid']}")
-        parts = [e["args"]] if "event" in e["args"] else [e["args"][k] for k in ("begin", "end") if k in e["args"]]
-        if not parts:
-            raise Bad(f"event without JSONL args: {e}")
-        for a in parts:
-            owner = a.get("owner") or "(no owner)"
-            if owner != thread_name[e["tid"]]:
-                raise Bad(f"owner {owner!r} on the thread named {thread_name[e['tid']]!r}")
-            name = process_name[e["pid"]]
-            if a["event"] == "multilock":
-                expected = "multilock " + ",".join(a["keys"])
-                if name != expected:
-                    raise Bad(f"multilock on process {name!r}, expected {expected!r}")
-            elif not (name == a["lock"] or name.startswith(a["lock"] + " @") or name.startswith(a["lock"] + " db")
-                      or name == "quorum " + a["lock"] or name.startswith("quorum " + a["lock"] + " db")):
-                raise Bad(f"lock {a['lock']!r} on process {name!r}")
-
-    # Every JSONL event is in the trace, and nothing else is.
-    want = collections.Counter(canon(j) for j in jsonl)
-    seen = set()
-    for e in body:
         a = e["args"]
-        for part in ([a] if "event" in a else [a[k] for k in ("begin", "end") if k in a]):
-            seen.add(canon(part))
-    missing = set(want) - seen
-    extra = seen - set(want)
-    if missing:
-        raise Bad(f"{len(missing)} JSONL events not in the trace, e.g. {sorted(missing)[0]}")
-    if extra:
-        raise Bad(f"{len(extra)} trace args that are no JSONL event, e.g. {sorted(extra)[0]}")
+        if "event" not in a:
+            continue
+        owner = a.get("owner") or "(no owner)"
+        if owner != thread_name[e["tid"]]:
+            raise Bad(f"owner {owner!r} on the thread named {thread_name[e['tid']]!r}")
+        name = process_name[e["pid"]]
+        if a["event"] == "multilock":
+            if name != "multilock " + ",".join(a["keys"]):
+                raise Bad(f"multilock of {a['keys']} on process {name!r}")
+        elif not (name == a["lock"] or name.startswith(a["lock"] + " @") or name.startswith(a["lock"] + " db")
+                  or name == "quorum " + a["lock"] or name.startswith("quorum " + a["lock"] + " db")):
+            raise Bad(f"lock {a['lock']!r} on process {name!r}")
 
-    count = collections.Counter(j["event"] for j in jsonl)
-    anomalies = collections.Counter(j["kind"] for j in jsonl if j["event"] == "anomaly")
-    xs = [e for e in body if e["ph"] == "X"]
-    inst = [e for e in body if e["ph"] == "i"]
-    holds = [e for e in xs if e["name"] == "hold"]
-    ended = [e for e in holds if "end" in e["args"]]
-    # A release of a hold acquired before the capture began, with no held_ms, has no
-    # span to close: it is an instant.
-    unspanned = [e for e in inst if e["name"] in HOLD_CLOSERS]
-    if any("held_ms" in e["args"] for e in unspanned):
-        raise Bad("a release with held_ms shown as an instant, not a hold span")
-    if len(ended) + len(unspanned) != sum(count[k] for k in HOLD_CLOSERS):
-        raise Bad(f"{len(ended)} ended hold spans + {len(unspanned)} instants, JSONL has "
-                  f"{sum(count[k] for k in HOLD_CLOSERS)} released/expired/force_released")
-    if any(e["args"]["end"]["event"] not in HOLD_CLOSERS for e in ended):
-        raise Bad("a hold span ended by another event")
-    begun = [e for e in holds if "begin" in e["args"]]
-    if len(begun) != count["acquired"] or any(e["args"]["begin"]["event"] != "acquired" for e in begun):
-        raise Bad(f"{len(begun)} hold spans from an acquisition, JSONL has {count['acquired']} acquired")
-    reentered = [e for e in xs if e["name"] == "reentered"]
-    if len(reentered) != count["reentered"]:
-        raise Bad(f"{len(reentered)} reentered spans, JSONL has {count['reentered']}")
-    waits = [e for e in xs if e["name"] == "wait"]
-    waited = sum(1 for j in jsonl if j["event"] == "acquired" and j.get("wait_ms", 0) > 0)
-    if sum(1 for e in waits if e["args"].get("end", {}).get("event") == "acquired") != waited:
-        raise Bad(f"wait spans ending in an acquisition != {waited} acquisitions that waited")
-    retries = sum(1 for e in inst if e["name"] == "contended")
-    if retries + sum(1 for e in waits if e["args"].get("begin", {}).get("event") == "contended") != count["contended"]:
-        raise Bad("contended attempts: retries + waits begun != JSONL contended")
-    for k in INSTANT_EVENTS:
-        n = sum(1 for e in inst if e["name"] == k and e["cat"] == "lock")
-        if n != count[k]:
-            raise Bad(f"{n} {k} instants, JSONL has {count[k]}")
-    for k, n in anomalies.items():
-        got = [e for e in inst if e["cat"] == "anomaly" and e["name"] == k]
-        if len(got) != n or any(e["s"] != "p" or e["args"]["kind"] != k for e in got):
-            raise Bad(f"{len(got)} {k} anomaly instants (scope p), JSONL has {n}")
-    if sum(1 for e in inst if e["cat"] == "anomaly") != count["anomaly"]:
-        raise Bad("anomaly instants != JSONL anomalies")
-    groups = [e for e in xs if e["name"] in ("quorum", "multilock")]
-    if len(groups) != count["quorum"] + count["multilock"]:
-        raise Bad("quorum/multilock spans != JSONL quorum/multilock events")
-
-    # Times: the JSONL's, in microseconds.
+    # What each kind of trace event carries.
     for e in inst:
-        if e["ts"] != us(e["args"]["ts"]):
-            raise Bad(f"instant ts {e['ts']} != its event's {e['args']['ts']}")
+        a = e["args"]
+        expected = (a["kind"], "anomaly", "p") if a["event"] == "anomaly" else (a["event"], "lock", "t")
+        if (e["name"], e["cat"], e["s"]) != expected:
+            raise Bad(f"instant {e['name']}/{e['cat']}/{e['s']} for a {a['event']} event, want {expected}")
+        if e["ts"] != us(a["ts"]):
+            raise Bad(f"instant ts {e['ts']} != its event's {a['ts']}")
+        if a["event"] in HOLD_CLOSERS and "held_ms" in a:
+            raise Bad(f"a {a['event']} with held_ms as an instant, not the end of a hold span")
+        if a["event"] == "acquired" and a.get("wait_ms", 0) > 0:
+            raise Bad("an acquisition after a wait as an instant, not the end of a wait span")
+        if a["event"] in ("quorum", "multilock"):
+            raise Bad(f"a {a['event']} event as an instant")
+    spans_by_event = {"hold": HOLD_CLOSERS, "wait": {"acquired"}, "reentered": {"partially_released"},
+                      "quorum": {"quorum"}, "multilock": {"multilock"}}
     for e in xs:
         a = e["args"]
-        if "event" in a:
+        if e["name"] not in spans_by_event:
+            raise Bad(f"unknown span {e['name']}")
+        if "event" not in a:
+            note = next(iter(a))
+            allowed = {"hold": "open_at_end", "wait": "gave_up", "reentered": ("ended_with_hold", "open_at_end")}
+            if note not in allowed.get(e["name"], ()):
+                raise Bad(f"a {e['name']} span with note {a}")
+            continue
+        if a["event"] not in spans_by_event[e["name"]]:
+            raise Bad(f"a {e['name']} span closed by {a['event']}")
+        if e["name"] in ("quorum", "multilock"):
             if e["ts"] != us(a["start"]) or e["ts"] + e["dur"] != us(a["end"]):
                 raise Bad(f"group span {e['ts']}+{e['dur']} != start/end {a['start']}..{a['end']}")
             continue
-        if "end" in a and e["ts"] + e["dur"] != us(a["end"]["ts"]) and not a.get("gave_up"):
-            raise Bad(f"span end {e['ts'] + e['dur']} != its closing event's {a['end']['ts']}")
-        if "begin" in a and e["name"] != "wait" and e["ts"] != us(a["begin"]["ts"]):
-            raise Bad(f"span start {e['ts']} != its opening event's {a['begin']['ts']}")
-        if e["name"] == "wait" and a.get("end", {}).get("wait_ms") is not None and not a.get("gave_up"):
-            if abs(e["dur"] - int(a["end"]["wait_ms"] * 1000)) > 1:
-                raise Bad(f"wait span of {e['dur']} µs, its acquisition says wait_ms {a['end']['wait_ms']}")
-        if "held_ms" in a.get("end", {}) and e["name"] == "hold" and abs(e["dur"] - int(a["end"]["held_ms"] * 1000)) > 1:
-            raise Bad(f"hold span of {e['dur']} µs, its end says held_ms {a['end']['held_ms']}")
+        if e["ts"] + e["dur"] != us(a["ts"]):
+            raise Bad(f"{e['name']} span ends at {e['ts'] + e['dur']}, its closing event at {a['ts']}")
+        # The timeline's own account of the span's length.
+        length = a.get("held_ms") if e["name"] == "hold" else a.get("wait_ms") if e["name"] == "wait" else None
+        if length is not None and e["dur"] != int(length * 1000):
+            raise Bad(f"{e['name']} span of {e['dur']} µs, its closing event says {length} ms")
+    # One hold span per acquisition (from the JSONL alone: an owner's acquisition while it
+    # already holds that lock nests in the open one), plus releases of holds acquired
+    # before the capture began that say how long they were held.
+    holding, expected_holds = set(), 0
+    for j in jsonl:
+        k = (j["lock"], j["server"], j["db"], j["owner"])
+        if j["event"] == "acquired" and k not in holding:
+            holding.add(k)
+            expected_holds += 1
+        elif j["event"] in HOLD_CLOSERS:
+            if k not in holding and "held_ms" in j:
+                expected_holds += 1
+            holding.discard(k)
+    holds = sum(1 for e in xs if e["name"] == "hold")
+    if holds != expected_holds:
+        raise Bad(f"{holds} hold spans, the JSONL has {expected_holds} holds")
+    # Holds still open at the end begin at an acquisition of that owner on that lock.
+    acquired_at = {(j["lock"], j["owner"], us(j["ts"])) for j in jsonl if j["event"] in ("acquired", "reentered")}
+    for e in xs:
+        if e["args"] == {"open_at_end": True}:
+            name = process_name[e["pid"]]
+            owner = thread_name[e["tid"]]
+            if not any(k[1] == owner and k[2] == e["ts"] and (name == k[0] or name.startswith(k[0] + " "))
+                       for k in acquired_at):
+                raise Bad(f"open hold at {e['ts']} on {name}/{owner} matches no acquisition")
 
     # Nesting: on each thread, X spans sorted by start (longest first) form a stack.
     per_thread = collections.defaultdict(list)
@@ -212,6 +215,15 @@ def mutations(trace):
     yield from variant("sort_index not a number",
                        lambda t: first(t, lambda e: e.get("name") == "thread_sort_index")["args"].update(sort_index="1"))
     yield from variant("a hold span dropped", lambda t: t.remove(first(t, lambda e: e.get("name") == "hold")))
+    def hold_as_instant(t):
+        e = first(t, lambda e: e.get("name") == "hold" and "event" in e["args"])
+        if e is None:
+            return False
+        e.update(ph="i", s="t", ts=e["ts"] + e.pop("dur"), name=e["args"]["event"])
+    yield from variant("a hold span made an instant", hold_as_instant)
+    yield from variant("an anomaly on the wrong lock", lambda t: first(t, lambda e: e.get("cat") == "anomaly").update(
+        pid=first(t, lambda e: e.get("cat") == "anomaly")["pid"] % max(e["pid"] for e in t) + 1)
+        if first(t, lambda e: e.get("cat") == "anomaly") and max(e["pid"] for e in t) > 1 else False)
     yield from variant("an instant dropped", lambda t: t.remove(first(t, is_i)) if first(t, is_i) else False)
     yield from variant("tid moved to another thread", lambda t: first(t, is_x).update(tid=first(t, is_x)["tid"] + 1)
                        if len({e.get("tid") for e in t if e["ph"] == "M" and e["name"] == "thread_name"}) > 1 else False)

@@ -27,35 +27,34 @@ bool closes_hold(lock_event_kind k) noexcept {
 }  // namespace
 
 struct trace_export::impl {
-  struct level {
-    std::int64_t start_us = 0;
-    bool reentered = false;
-    std::string begin;  // the opening event's JSONL
-  };
-  struct wait {
-    std::int64_t start_us = -1;  // -1: no open wait
-    std::int64_t last_us = 0;
-    std::int64_t deadline_us = 0;
-    std::string begin, last;
-  };
+  // Per (lock, owner): its thread id and what is open on it, in 48 bytes: a capture
+  // that ends with hundreds of thousands of holds still open keeps one of these each.
   struct thread {
-    std::uint64_t pid = 0, tid = 0;
-    std::vector<level> holds;  // reentrant levels, outermost first
-    wait waiting;
-    bool idle() const noexcept { return holds.empty() && waiting.start_us < 0; }
+    std::uint32_t pid = 0, tid = 0;
+    std::int64_t hold_start_us = -1;     // the outermost open hold; -1: none
+    std::int64_t wait_start_us = -1;     // -1: no open wait
+    std::int64_t wait_last_us = 0;       // its last attempt
+    std::int64_t wait_deadline_us = 0;   // it gave up if no attempt comes by then
+    std::unique_ptr<std::vector<std::int64_t>> reentered;  // starts of open reentered levels
+    bool idle() const noexcept { return hold_start_us < 0 && wait_start_us < 0; }
   };
 
   trace_options options;
   std::function<void(std::string_view)> write;
   std::string out;
   bool first_event = true;
-  std::uint64_t next_pid = 1, next_tid = 1;
-  std::unordered_map<std::string, std::uint64_t> processes;  // identity → pid
-  std::unordered_map<std::string, thread> threads;           // pid '\0' owner → thread
+  std::uint32_t next_pid = 1, next_tid = 1;
+  // Keyed by a 64-bit hash of the lock's identity / of (pid, owner), not the text: two
+  // of a million keys collide with odds of about 1 in 10^7, and would share a track.
+  std::unordered_map<std::uint64_t, std::uint32_t> processes;
+  std::unordered_map<std::uint64_t, thread> threads;
   std::size_t open_waits = 0;
+  std::size_t sweep_at = 0;  // bound_ids() sweeps when the maps hold more ids than this
   std::int64_t next_wait_check_us = 0;
   std::string key, jsonl;  // scratch
   std::uint64_t* written = nullptr;
+
+  static std::uint64_t hash(std::string_view s) noexcept { return std::hash<std::string_view>{}(s); }
 
   void begin_event() {
     if (first_event) {
@@ -75,90 +74,76 @@ struct trace_export::impl {
     out.clear();
   }
 
-  void metadata(std::string_view name, std::uint64_t pid, std::uint64_t tid, std::string_view arg,
-                std::string_view value, std::uint64_t number, bool is_number) {
+  void metadata(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::string_view value) {
     begin_event();
-    out += "{\"name\":\"";
-    out += name;
-    fmt::format_to(std::back_inserter(out), "\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"{}\":", pid, tid, arg);
-    if (is_number) fmt::format_to(std::back_inserter(out), "{}", number);
-    else append_json_string(out, value);
+    fmt::format_to(std::back_inserter(out), "{{\"name\":\"{}\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":",
+                   name, pid, tid);
+    append_json_string(out, value);
     out += "}}";
+  }
+  void sort_index(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::uint32_t index) {
+    begin_event();
+    fmt::format_to(std::back_inserter(out),
+                   "{{\"name\":\"{}\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_index\":{}}}}}", name, pid,
+                   tid, index);
   }
 
   // The process of the event's lock, or of its group; named on first sight.
-  std::uint64_t process_of(const lock_event& e) {
+  std::uint32_t process_of(const lock_event& e) {
     key.clear();
-    std::string title;
-    if (e.group != nullptr && e.event == lock_event_kind::multilock) {
-      key = "m";
-      title = "multilock ";
+    const bool multilock = e.group != nullptr && e.event == lock_event_kind::multilock;
+    const bool quorum = !multilock && is_group_event(e);
+    if (multilock) {
+      key = "multilock ";
       for (std::size_t i = 0; i < e.group->tried.size(); ++i) {
-        if (i > 0) {
-          key += ',';
-          title += ',';
-        }
+        if (i > 0) key += ',';
         key += e.group->tried[i];
-        title += e.group->tried[i];
       }
-    } else if (is_group_event(e)) {
-      fmt::format_to(std::back_inserter(key), "q{}\x1f{}", e.db, e.lock);
-      title = "quorum " + lock_title(e.lock, {}, e.db, false, e.db != 0);
+    } else if (quorum) {
+      key = "quorum " + lock_title(e.lock, {}, e.db, false, e.db != 0);
     } else {
       fmt::format_to(std::back_inserter(key), "l{}\x1f{}\x1f{}", e.db, e.lock_server, e.lock);
     }
-    const auto [it, inserted] = processes.try_emplace(key, 0);
+    const auto [it, inserted] = processes.try_emplace(hash(key), 0);
     if (inserted) {
       it->second = next_pid++;
-      if (title.empty()) title = lock_title(e.lock, e.lock_server, e.db, true, e.db != 0);
-      metadata("process_name", it->second, 0, "name", title, 0, false);
-      metadata("process_sort_index", it->second, 0, "sort_index", {}, it->second, true);
+      metadata("process_name", it->second, 0,
+               multilock || quorum ? std::string_view(key) : lock_title(e.lock, e.lock_server, e.db, true, e.db != 0));
+      sort_index("process_sort_index", it->second, 0, it->second);
     }
     return it->second;
   }
 
-  thread& thread_of(std::uint64_t pid, std::string_view owner) {
+  thread& thread_of(std::uint32_t pid, std::string_view owner) {
     key.clear();
     fmt::format_to(std::back_inserter(key), "{}\x1f", pid);
     key += owner;
-    const auto [it, inserted] = threads.try_emplace(key);
+    const auto [it, inserted] = threads.try_emplace(hash(key));
     if (inserted) {
       it->second.pid = pid;
       it->second.tid = next_tid++;
-      metadata("thread_name", pid, it->second.tid, "name", owner.empty() ? std::string_view("(no owner)") : owner, 0,
-               false);
-      metadata("thread_sort_index", pid, it->second.tid, "sort_index", {}, it->second.tid, true);
+      metadata("thread_name", pid, it->second.tid, owner.empty() ? std::string_view("(no owner)") : owner);
+      sort_index("thread_sort_index", pid, it->second.tid, it->second.tid);
     }
     return it->second;
   }
 
   void head(std::string_view name, std::string_view cat, char ph, std::int64_t ts, const thread& t) {
     begin_event();
-    out += "{\"name\":";
-    append_json_string(out, name);
-    out += ",\"cat\":\"";
+    out += "{\"name\":\"";
+    out += name;  // event and anomaly names: no escaping needed
+    out += "\",\"cat\":\"";
     out += cat;
     fmt::format_to(std::back_inserter(out), "\",\"ph\":\"{}\",\"ts\":{},\"pid\":{},\"tid\":{}", ph, ts, t.pid, t.tid);
   }
 
+  // args: the event's JSONL (`jsonl`), or a synthetic note when no event closed it.
   void complete(std::string_view name, std::int64_t start_us, std::int64_t end_us, const thread& t,
-                std::string_view begin, std::string_view end, bool gave_up, bool open_at_end) {
+                std::string_view args) {
     head(name, "lock", 'X', start_us, t);
-    fmt::format_to(std::back_inserter(out), ",\"dur\":{},\"args\":{{", end_us > start_us ? end_us - start_us : 0);
-    bool comma = false;
-    auto field = [&](std::string_view key_name, std::string_view value) {
-      if (comma) out += ',';
-      comma = true;
-      out += '"';
-      out += key_name;
-      out += "\":";
-      out += value;
-    };
-    if (!begin.empty()) field("begin", begin);
-    if (!end.empty()) field("end", end);
-    if (gave_up) field("gave_up", "true");
-    if (open_at_end) field("open_at_end", "true");
-    out += "}}";
+    fmt::format_to(std::back_inserter(out), ",\"dur\":{},\"args\":", std::max<std::int64_t>(end_us - start_us, 0));
+    out += args;
+    out += '}';
     maybe_flush();
   }
 
@@ -172,30 +157,30 @@ struct trace_export::impl {
     maybe_flush();
   }
 
-  void close_wait(thread& t, std::int64_t end_us, std::string_view end, bool gave_up) {
-    complete("wait", t.waiting.start_us, end_us, t, t.waiting.begin, end, gave_up, false);
-    t.waiting.start_us = -1;
-    t.waiting.begin.clear();
-    t.waiting.last.clear();
+  void end_wait(thread& t) {
+    t.wait_start_us = -1;
     --open_waits;
   }
 
-  // Waiters that made no attempt within their TTL + margin gave up (no event says so).
+  // Waiters that made no attempt within their TTL + margin gave up (no event says so):
+  // their wait spans up to the last attempt.
   void close_given_up_waits(std::int64_t now_us) {
     if (open_waits == 0 || now_us < next_wait_check_us) return;
     next_wait_check_us = now_us + wait_check_interval_us;
     for (auto& [k, t] : threads) {
-      if (t.waiting.start_us >= 0 && t.waiting.deadline_us < now_us) {
-        close_wait(t, t.waiting.last_us, t.waiting.last, true);
+      if (t.wait_start_us >= 0 && t.wait_deadline_us < now_us) {
+        complete("wait", t.wait_start_us, t.wait_last_us, t, R"({"gave_up":true})");
+        end_wait(t);
       }
     }
   }
 
-  // Past max_ids: forget the threads with nothing open, then the processes left with
-  // no thread.
+  // Past the threshold: forget the threads with nothing open, then the processes left
+  // with no thread. Many spans open at once: the next sweep waits until the maps doubled,
+  // so sweeps cost O(1) per event however many stay open.
   void bound_ids() {
-    if (threads.size() <= options.max_ids && processes.size() <= options.max_ids) return;
-    std::unordered_set<std::uint64_t> busy;
+    if (threads.size() + processes.size() <= sweep_at) return;
+    std::unordered_set<std::uint32_t> busy;
     for (auto it = threads.begin(); it != threads.end();) {
       if (it->second.idle()) {
         it = threads.erase(it);
@@ -207,65 +192,75 @@ struct trace_export::impl {
     for (auto it = processes.begin(); it != processes.end();) {
       it = busy.contains(it->second) ? std::next(it) : processes.erase(it);
     }
+    sweep_at = std::max(2 * options.max_ids, 2 * (threads.size() + processes.size()));
+  }
+
+  void close_holds(thread& t, std::int64_t end_us, std::string_view args) {
+    if (t.reentered) {
+      // The release is the outer hold's args; the levels inside only say they ended with it.
+      for (auto it = t.reentered->rbegin(); it != t.reentered->rend(); ++it) {
+        complete("reentered", *it, end_us, t, R"({"ended_with_hold":true})");
+      }
+      t.reentered.reset();
+    }
+    complete("hold", t.hold_start_us, end_us, t, args);
+    t.hold_start_us = -1;
   }
 
   void on_event(const lock_event& e) {
     close_given_up_waits(e.ts_us);
     jsonl.clear();
     append_event_jsonl(jsonl, e);
-    const std::uint64_t pid = process_of(e);
+    const std::uint32_t pid = process_of(e);
     thread& t = thread_of(pid, e.owner);
     if (e.group != nullptr) {
-      // The group's JSONL is its own args (no begin / end pair).
-      head(to_string(e.event), "lock", 'X', e.group->start_us, t);
-      fmt::format_to(std::back_inserter(out), ",\"dur\":{},\"args\":", std::max<std::int64_t>(e.group->end_us - e.group->start_us, 0));
-      out += jsonl;
-      out += '}';
+      complete(to_string(e.event), e.group->start_us, e.group->end_us, t, jsonl);
     } else {
       switch (e.event) {
         case lock_event_kind::contended:
-          if (t.waiting.start_us < 0) {
-            t.waiting.start_us = e.ts_us;
-            t.waiting.begin = jsonl;
+          if (t.wait_start_us < 0) {
+            t.wait_start_us = e.ts_us;
             ++open_waits;
-          } else {
-            instant(e, t);  // a retry
           }
-          t.waiting.last_us = e.ts_us;
-          t.waiting.last = jsonl;
-          t.waiting.deadline_us = e.ts_us + (e.ttl_ms >= 0 ? e.ttl_ms * 1000 : default_wait_ttl_us) + waiter_margin_us;
+          t.wait_last_us = e.ts_us;
+          t.wait_deadline_us = e.ts_us + (e.ttl_ms >= 0 ? e.ttl_ms * 1000 : default_wait_ttl_us) + waiter_margin_us;
+          instant(e, t);
           break;
         case lock_event_kind::acquired:
-          if (t.waiting.start_us >= 0) {
-            if (e.wait_us >= 0) t.waiting.start_us = e.ts_us - e.wait_us;  // the timeline's own account
-            close_wait(t, e.ts_us, jsonl, false);
-          } else if (e.wait_us > 0) {
-            complete("wait", e.ts_us - e.wait_us, e.ts_us, t, {}, jsonl, false, false);
+          if (t.wait_start_us >= 0 || e.wait_us > 0) {
+            // The wait's span carries the acquisition; its start is the timeline's account.
+            complete("wait", e.wait_us >= 0 ? e.ts_us - e.wait_us : t.wait_start_us, e.ts_us, t, jsonl);
+            if (t.wait_start_us >= 0) end_wait(t);
+          } else {
+            instant(e, t);
           }
-          t.holds.push_back({e.ts_us, false, jsonl});
+          if (t.hold_start_us >= 0) {  // a shared hold taken again: nested in the open one
+            if (!t.reentered) t.reentered = std::make_unique<std::vector<std::int64_t>>();
+            t.reentered->push_back(e.ts_us);
+          } else {
+            t.hold_start_us = e.ts_us;
+          }
           break;
         case lock_event_kind::reentered:
-          t.holds.push_back({e.ts_us, true, jsonl});
+          instant(e, t);
+          if (t.hold_start_us < 0) break;
+          if (!t.reentered) t.reentered = std::make_unique<std::vector<std::int64_t>>();
+          t.reentered->push_back(e.ts_us);
           break;
         case lock_event_kind::partially_released:
-          if (t.holds.size() >= 2) {
-            const level& l = t.holds.back();
-            complete("reentered", l.start_us, e.ts_us, t, l.begin, jsonl, false, false);
-            t.holds.pop_back();
+          if (t.reentered) {
+            complete("reentered", t.reentered->back(), e.ts_us, t, jsonl);
+            t.reentered->pop_back();
+            if (t.reentered->empty()) t.reentered.reset();
           } else {
             instant(e, t);
           }
           break;
         default:
-          if (closes_hold(e.event) && (!t.holds.empty() || e.held_us >= 0)) {
-            if (t.holds.empty()) {  // acquired before the capture began
-              complete("hold", e.ts_us - e.held_us, e.ts_us, t, {}, jsonl, false, false);
-            }
-            while (!t.holds.empty()) {
-              const level& l = t.holds.back();
-              complete(l.reentered ? "reentered" : "hold", l.start_us, e.ts_us, t, l.begin, jsonl, false, false);
-              t.holds.pop_back();
-            }
+          if (closes_hold(e.event) && t.hold_start_us >= 0) {
+            close_holds(t, e.ts_us, jsonl);
+          } else if (closes_hold(e.event) && e.held_us >= 0) {  // acquired before the capture began
+            complete("hold", e.ts_us - e.held_us, e.ts_us, t, jsonl);
           } else {
             instant(e, t);
           }
@@ -277,13 +272,11 @@ struct trace_export::impl {
 
   void finish(std::int64_t end_us) {
     for (auto& [k, t] : threads) {
-      if (t.waiting.start_us >= 0) close_wait(t, t.waiting.last_us, t.waiting.last, true);
-      while (!t.holds.empty()) {
-        const level& l = t.holds.back();
-        complete(l.reentered ? "reentered" : "hold", l.start_us, std::max(end_us, l.start_us), t, l.begin, {}, false,
-                 true);
-        t.holds.pop_back();
+      if (t.wait_start_us >= 0) {
+        complete("wait", t.wait_start_us, t.wait_last_us, t, R"({"gave_up":true})");
+        end_wait(t);
       }
+      if (t.hold_start_us >= 0) close_holds(t, std::max(end_us, t.hold_start_us), R"({"open_at_end":true})");
     }
     if (first_event) out += "{\"traceEvents\":[\n";
     out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":";
@@ -302,6 +295,7 @@ trace_export::trace_export(const trace_options& options, std::function<void(std:
   impl_->options = options;
   impl_->write = std::move(write);
   impl_->written = &written_;
+  impl_->sweep_at = 2 * options.max_ids;
 }
 
 trace_export::~trace_export() = default;

@@ -13,28 +13,34 @@
 //            (first-seen order), thread_name, thread_sort_index come before the
 //            process's / thread's first event.
 //   thread   an owner within that process (thread_name = the owner id).
-//   "X"      `hold`: acquired → released / expired / force_released (a reentered level:
-//            `reentered`, nested inside, until partially_released); `wait`: the first
-//            contended attempt → acquired (or, when the waiter gave up, its last attempt,
-//            with "gave_up":true); `quorum` / `multilock`: the group's first try → last.
+//   "X"      `hold`: acquired → released / expired / force_released (a reentered level,
+//            or a shared hold taken again: `reentered`, nested inside, until
+//            partially_released); `wait`: the first contended attempt → acquired (its
+//            start as the acquisition's wait_ms says); `quorum` / `multilock`: the
+//            group's first try → last. args: the JSONL of the event that closed the
+//            span (the `acquired` for a wait, the release for a hold; the group event).
 //            A release with no acquisition seen (the capture began during the hold)
-//            spans its held_ms; without held_ms it is an instant.
-//            args {"begin": <JSONL of the opening event>, "end": <JSONL of the closing
-//            one>} (group events: the event's JSONL itself).
-//   "i"      every other event (contended retries, renewals, renew_failed,
-//            unlock_rejected, subscribed, notified, unsubscribed, anomalies named by
-//            their kind, cat "anomaly"); scope "p" for anomalies (about the lock), "t"
-//            otherwise. args: the event's JSONL.
-// The JSONL objects are those of `--format jsonl` (append_event_jsonl), so a viewer's
-// details pane shows the same fields.
+//            spans its held_ms; without held_ms it is an instant. Spans no event
+//            closed: a wait whose waiter gave up (to its last attempt, args
+//            {"gave_up":true}), holds still open at the end (args {"open_at_end":true}),
+//            reentered levels ended by the hold's release (args {"ended_with_hold":true}).
+//   "i"      every other event: acquired without a wait, reentered, each contended
+//            attempt, renewed, renew_failed, unlock_rejected, subscribed, notified,
+//            unsubscribed, anomalies (named by their kind, cat "anomaly", scope "p":
+//            about the lock; the others scope "t"). args: the event's JSONL.
+// So each JSONL event (`--format jsonl`, append_event_jsonl) is the args of exactly one
+// trace event, and a viewer's details pane shows the same fields. Events are written
+// as spans close, not sorted by ts (the format does not ask for it); spans on one
+// thread nest.
 //
-// Memory: an X event is written when its span closes, so only open holds and waits are
-// kept (with their opening event's JSONL). A waiter that gives up sends no event: its
-// wait closes once the capture's clock passes its last attempt + its TTL (else 30 s)
-// + 2 s, as the timeline decides (lock_timeline.hpp). Process and thread ids are kept
-// per lock and per (lock, owner); beyond max_ids entries, the ones with nothing open are
-// forgotten, and a lock or owner seen again gets a new id (and metadata naming it
-// again), so a capture of millions of locks or owners stays bounded.
+// Memory: nothing of an event is kept once written; per (lock, owner) with something
+// open, 48 bytes and its map entry (the start of its open hold, reentered levels and
+// wait). A waiter that gives up sends no event: its wait closes once the capture's clock
+// passes its last attempt + its TTL (else 30 s) + 2 s, as the timeline decides
+// (lock_timeline.hpp). Ids are kept per lock and per (lock, owner) under a 64-bit hash
+// of the name; past 2 x max_ids of them, the ones with nothing open are forgotten, and a
+// lock or owner seen again gets a new id (and metadata naming it again), so a capture of
+// millions of locks or owners stays bounded.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +56,7 @@ namespace lockscope::analyzer {
 struct trace_options {
   std::string generator = "lockscope analyze";  // otherData.generator
   std::string source;                           // otherData.source: the capture(s) or interface
-  std::size_t max_ids = 1u << 16;               // locks, and (lock, owner) threads, remembered
+  std::size_t max_ids = 1u << 16;               // ids remembered: 2 x this (locks + threads)
   std::size_t flush_bytes = 1u << 16;           // output buffered before `write`
 };
 
@@ -71,8 +77,8 @@ class trace_export final : public lock_event_sink {
 
   std::uint64_t events() const noexcept { return events_; }        // lock events received
   std::uint64_t trace_events() const noexcept { return written_; }  // trace events written
-  // Locks and (lock, owner) threads whose ids are remembered now (at most about 2 x max_ids
-  // plus what is open).
+  // Locks and (lock, owner) threads whose ids are remembered now: at most 2 x max_ids,
+  // or twice what has spans open.
   std::size_t remembered_ids() const noexcept;
 
  private:
