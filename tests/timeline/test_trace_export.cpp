@@ -32,6 +32,14 @@ lock_event ev(std::int64_t ts, lock_event_kind k, std::string_view lock = "L", s
   return e;
 }
 
+// A release of a hold taken held_us earlier (the timeline's held_ms).
+lock_event release(std::int64_t ts, std::int64_t held_us, lock_event_kind k = lock_event_kind::released,
+                   std::string_view lock = "L", std::string_view owner = "o1") {
+  auto e = ev(ts, k, lock, owner);
+  e.held_us = held_us;
+  return e;
+}
+
 struct run {
   std::string text;
   trace_export t;
@@ -60,9 +68,7 @@ TEST_CASE("trace_export: a reentrant hold is a hold span with the reentered leve
   r.t.on_event(a);
   r.t.on_event(ev(2 * s, lock_event_kind::reentered));
   r.t.on_event(ev(3 * s, lock_event_kind::partially_released));
-  auto rel = ev(4 * s, lock_event_kind::released);
-  rel.held_us = 3 * s;
-  r.t.on_event(rel);
+  r.t.on_event(release(4 * s, 3 * s));
   const auto events = r.finish(5 * s);
   const auto holds = named(events, "X", "hold");
   const auto inner = named(events, "X", "reentered");
@@ -133,9 +139,7 @@ TEST_CASE("trace_export: a release ends the reentered levels inside the hold too
   run r;
   r.t.on_event(ev(1 * s, lock_event_kind::acquired));
   r.t.on_event(ev(2 * s, lock_event_kind::reentered));
-  auto rel = ev(4 * s, lock_event_kind::force_released);
-  rel.held_us = 3 * s;
-  r.t.on_event(rel);
+  r.t.on_event(release(4 * s, 3 * s, lock_event_kind::force_released));
   const auto events = r.finish(5 * s);
   const auto inner = named(events, "X", "reentered");
   REQUIRE(inner.size() == 1);
@@ -164,11 +168,8 @@ TEST_CASE("trace_export: ids of locks and owners with nothing open are forgotten
   std::vector<std::string> names;
   for (int i = 0; i < 5000; ++i) names.push_back("lock" + std::to_string(i));
   for (int i = 0; i < 5000; ++i) {
-    auto a = ev(i * 1000, lock_event_kind::acquired, names[i], names[i]);
-    r.t.on_event(a);
-    auto rel = ev(i * 1000 + 500, lock_event_kind::released, names[i], names[i]);
-    rel.held_us = 500;
-    r.t.on_event(rel);
+    r.t.on_event(ev(i * 1000, lock_event_kind::acquired, names[i], names[i]));
+    r.t.on_event(release(i * 1000 + 500, 500, lock_event_kind::released, names[i], names[i]));
     CHECK(r.t.remembered_ids() <= 2 * o.max_ids + 2);
   }
   const auto events = r.finish(6 * s);
