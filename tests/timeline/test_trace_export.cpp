@@ -59,6 +59,15 @@ std::vector<boost::json::object> named(const boost::json::array& events, std::st
   return r;
 }
 
+// Where the first X event of that name is in the output.
+std::size_t position(const boost::json::array& events, std::string_view name) {
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& o = events[i].as_object();
+    if (o.at("ph").as_string() == "X" && o.at("name").as_string() == name) return i;
+  }
+  return events.size();
+}
+
 }  // namespace
 
 TEST_CASE("trace_export: a reentrant hold is a hold span with the reentered level nested inside") {
@@ -83,6 +92,8 @@ TEST_CASE("trace_export: a reentrant hold is a hold span with the reentered leve
   CHECK(inner[0].at("dur").as_int64() == 1 * s);
   CHECK(inner[0].at("tid") == holds[0].at("tid"));
   CHECK(inner[0].at("args").at("event").as_string() == "partially_released");
+  // The inner level closed first but is written after its hold: a thread's spans in start order.
+  CHECK(position(events, "hold") < position(events, "reentered"));
   CHECK(named(events, "M", "process_name")[0].at("args").at("name").as_string() == "L @10.0.0.9:6379");
   CHECK(named(events, "M", "thread_name")[0].at("args").at("name").as_string() == "o1");
 }
@@ -145,6 +156,7 @@ TEST_CASE("trace_export: a release ends the reentered levels inside the hold too
   REQUIRE(inner.size() == 1);
   CHECK(inner[0].at("dur").as_int64() == 2 * s);
   CHECK(inner[0].at("args").at("ended_with_hold").as_bool());  // the release is the hold's args, once
+  CHECK(position(events, "hold") < position(events, "reentered"));
   CHECK(named(events, "X", "hold")[0].at("args").at("event").as_string() == "force_released");
 }
 

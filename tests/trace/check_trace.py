@@ -7,7 +7,8 @@
    (as an instant's args, or an X span's begin/end), X holds = acquisitions and ended
    holds, instants per renewal / notification / anomaly kind, pid/tid mapping
    consistent with the metadata and the owners, X spans on a thread properly nested
-   (the viewers draw a thread's slices as a stack), ts/dur equal to the JSONL times.
+   (the viewers draw a thread's slices as a stack) and written in start order, ts/dur
+   equal to the JSONL times.
 
 Then it breaks good traces on purpose and checks each break is caught, so the checks
 can fail.
@@ -168,6 +169,15 @@ def check_semantics(trace, jsonl):
                        for k in acquired_at):
                 raise Bad(f"open hold at {e['ts']} on {name}/{owner} matches no acquisition")
 
+    # In the file, each thread's X spans come in start order, the longer first at the same
+    # start (viewers take the first as the parent).
+    last = {}
+    for e in xs:
+        order = (e["ts"], -e["dur"])
+        if order < last.get((e["pid"], e["tid"]), order):
+            raise Bad(f"thread {(e['pid'], e['tid'])}: {e['name']} at {e['ts']} written after a span starting at "
+                      f"{last[(e['pid'], e['tid'])][0]}")
+        last[(e["pid"], e["tid"])] = order
     # Nesting: on each thread, X spans sorted by start (longest first) form a stack.
     per_thread = collections.defaultdict(list)
     for e in xs:
@@ -241,6 +251,17 @@ def mutations(trace):
         e["name"] = "hold"
         t.append(e)
     yield from variant("a hold overlapping another without nesting", overlap)
+
+    def swap_thread_spans(t):
+        by_thread = collections.defaultdict(list)
+        for i, e in enumerate(t):
+            if is_x(e):
+                by_thread[(e["pid"], e["tid"])].append(i)
+        pair = next((v[:2] for v in by_thread.values() if len(v) >= 2 and t[v[0]]["ts"] != t[v[1]]["ts"]), None)
+        if pair is None:
+            return False
+        t[pair[0]], t[pair[1]] = t[pair[1]], t[pair[0]]
+    yield from variant("a thread's spans out of start order", swap_thread_spans)
 
 
 def main():

@@ -35,7 +35,18 @@ struct trace_export::impl {
     std::int64_t wait_start_us = -1;     // -1: no open wait
     std::int64_t wait_last_us = 0;       // its last attempt
     std::int64_t wait_deadline_us = 0;   // it gave up if no attempt comes by then
-    std::unique_ptr<std::vector<std::int64_t>> reentered;  // starts of open reentered levels
+    // Inside an open hold: the starts of its open reentered levels, and the spans that
+    // closed inside it, held back (rendered) so that the hold is written first and a
+    // thread's spans come in start order.
+    struct inside_hold {
+      std::vector<std::int64_t> open_levels;
+      std::vector<std::pair<std::pair<std::int64_t, std::int64_t>, std::string>> held_back;  // (start, -dur)
+    };
+    std::unique_ptr<inside_hold> inside;
+    inside_hold& inner() {
+      if (!inside) inside = std::make_unique<inside_hold>();
+      return *inside;
+    }
     bool idle() const noexcept { return hold_start_us < 0 && wait_start_us < 0; }
   };
 
@@ -128,28 +139,42 @@ struct trace_export::impl {
     return it->second;
   }
 
-  void head(std::string_view name, std::string_view cat, char ph, std::int64_t ts, const thread& t) {
-    begin_event();
-    out += "{\"name\":\"";
-    out += name;  // event and anomaly names: no escaping needed
-    out += "\",\"cat\":\"";
-    out += cat;
-    fmt::format_to(std::back_inserter(out), "\",\"ph\":\"{}\",\"ts\":{},\"pid\":{},\"tid\":{}", ph, ts, t.pid, t.tid);
+  static void head(std::string& dst, std::string_view name, std::string_view cat, char ph, std::int64_t ts,
+                   const thread& t) {
+    dst += "{\"name\":\"";
+    dst += name;  // event and anomaly names: no escaping needed
+    dst += "\",\"cat\":\"";
+    dst += cat;
+    fmt::format_to(std::back_inserter(dst), "\",\"ph\":\"{}\",\"ts\":{},\"pid\":{},\"tid\":{}", ph, ts, t.pid, t.tid);
+  }
+
+  static void render_complete(std::string& dst, std::string_view name, std::int64_t start_us, std::int64_t dur_us,
+                              const thread& t, std::string_view args) {
+    head(dst, name, "lock", 'X', start_us, t);
+    fmt::format_to(std::back_inserter(dst), ",\"dur\":{},\"args\":", dur_us);
+    dst += args;
+    dst += '}';
   }
 
   // args: the event's JSONL (`jsonl`), or a synthetic note when no event closed it.
-  void complete(std::string_view name, std::int64_t start_us, std::int64_t end_us, const thread& t,
-                std::string_view args) {
-    head(name, "lock", 'X', start_us, t);
-    fmt::format_to(std::back_inserter(out), ",\"dur\":{},\"args\":", std::max<std::int64_t>(end_us - start_us, 0));
-    out += args;
-    out += '}';
+  // Inside an open hold of the same thread, held back until the hold is written.
+  void complete(std::string_view name, std::int64_t start_us, std::int64_t end_us, thread& t, std::string_view args) {
+    const std::int64_t dur = std::max<std::int64_t>(end_us - start_us, 0);
+    if (t.hold_start_us >= 0 && name != "hold") {
+      auto& held = t.inner().held_back;
+      held.emplace_back(std::pair(start_us, -dur), std::string());
+      render_complete(held.back().second, name, start_us, dur, t, args);
+      return;
+    }
+    begin_event();
+    render_complete(out, name, start_us, dur, t, args);
     maybe_flush();
   }
 
   void instant(const lock_event& e, const thread& t) {
     const bool anomaly = e.event == lock_event_kind::anomaly;
-    head(anomaly ? to_string(e.kind) : to_string(e.event), anomaly ? "anomaly" : "lock", 'i', e.ts_us, t);
+    begin_event();
+    head(out, anomaly ? to_string(e.kind) : to_string(e.event), anomaly ? "anomaly" : "lock", 'i', e.ts_us, t);
     out += anomaly ? ",\"s\":\"p\"" : ",\"s\":\"t\"";
     out += ",\"args\":";
     out += jsonl;
@@ -195,16 +220,25 @@ struct trace_export::impl {
     sweep_at = std::max(2 * options.max_ids, 2 * (threads.size() + processes.size()));
   }
 
+  // The hold, then what closed inside it in start order (longer first at the same start).
   void close_holds(thread& t, std::int64_t end_us, std::string_view args) {
-    if (t.reentered) {
+    if (t.inside) {
       // The release is the outer hold's args; the levels inside only say they ended with it.
-      for (auto it = t.reentered->rbegin(); it != t.reentered->rend(); ++it) {
-        complete("reentered", *it, end_us, t, R"({"ended_with_hold":true})");
+      for (const std::int64_t start : t.inside->open_levels) {
+        complete("reentered", start, end_us, t, R"({"ended_with_hold":true})");
       }
-      t.reentered.reset();
     }
     complete("hold", t.hold_start_us, end_us, t, args);
     t.hold_start_us = -1;
+    if (!t.inside) return;
+    auto& held = t.inside->held_back;
+    std::stable_sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [order, text] : held) {
+      begin_event();
+      out += text;
+    }
+    t.inside.reset();
+    maybe_flush();
   }
 
   void on_event(const lock_event& e) {
@@ -235,23 +269,20 @@ struct trace_export::impl {
             instant(e, t);
           }
           if (t.hold_start_us >= 0) {  // a shared hold taken again: nested in the open one
-            if (!t.reentered) t.reentered = std::make_unique<std::vector<std::int64_t>>();
-            t.reentered->push_back(e.ts_us);
+            t.inner().open_levels.push_back(e.ts_us);
           } else {
             t.hold_start_us = e.ts_us;
           }
           break;
         case lock_event_kind::reentered:
           instant(e, t);
-          if (t.hold_start_us < 0) break;
-          if (!t.reentered) t.reentered = std::make_unique<std::vector<std::int64_t>>();
-          t.reentered->push_back(e.ts_us);
+          if (t.hold_start_us >= 0) t.inner().open_levels.push_back(e.ts_us);
           break;
         case lock_event_kind::partially_released:
-          if (t.reentered) {
-            complete("reentered", t.reentered->back(), e.ts_us, t, jsonl);
-            t.reentered->pop_back();
-            if (t.reentered->empty()) t.reentered.reset();
+          if (t.inside && !t.inside->open_levels.empty()) {
+            const std::int64_t start = t.inside->open_levels.back();
+            t.inside->open_levels.pop_back();
+            complete("reentered", start, e.ts_us, t, jsonl);
           } else {
             instant(e, t);
           }

@@ -30,8 +30,10 @@
 //            about the lock; the others scope "t"). args: the event's JSONL.
 // So each JSONL event (`--format jsonl`, append_event_jsonl) is the args of exactly one
 // trace event, and a viewer's details pane shows the same fields. Events are written
-// as spans close, not sorted by ts (the format does not ask for it); spans on one
-// thread nest.
+// as spans close, not sorted by ts overall (the format does not ask for it), but on one
+// thread the spans nest and come in start order (longer first at the same start, so a
+// viewer takes the outer one as the parent): spans that close inside an open hold of
+// their thread (reentered levels) are held back and written after it.
 //
 // Memory: nothing of an event is kept once written; per (lock, owner) with something
 // open, 48 bytes and its map entry (the start of its open hold, reentered levels and
