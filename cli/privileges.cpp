@@ -58,8 +58,8 @@ bool clear_capabilities(const char* command) {
 void add_privilege_options(CLI::App& cmd, privilege_options& o) {
   auto* user = cmd.add_option("-Z,--relinquish-privileges", o.user,
                               "Live: once the capture is open, switch to USER (its groups, gid and uid) and drop every "
-                              "capability. Started as root without -Z: `nobody`. Files written later (-o, directories) "
-                              "are created as USER")
+                              "capability. Started as root without -Z: `nobody`. Files written after it (-o, a "
+                              "flight-recorder directory) are created as USER, in directories USER may write")
                    ->type_name("USER");
   cmd.add_flag("--no-drop", o.no_drop, "Live, started as root: keep root and its capabilities (no -Z, no `nobody`)")
       ->excludes(user);
