@@ -6,8 +6,9 @@ For each variant: a real redis-server on a free loopback port, `lockscope analyz
 on that port; once it listens, /proc/<pid>/status must show the expected Uid/Gid/Groups
 and no capabilities (CapEff, CapPrm, CapInh, CapAmb all zero); then redis-cli takes and
 releases a lock, and the analyzer, stopped with SIGINT, must have printed those events:
-it still captures after dropping. Also: an unknown user is an error naming it, and
-`decode -i` drops too. Needs root (exit 77 = skipped otherwise).
+it still captures after dropping. Also: `decode -i` drops too, `-o` is created as the
+new user, a live `--format trace -o` is valid JSON with the hold as a span, and an
+unknown user is an error naming it. Needs root (exit 77 = skipped otherwise).
 
 usage: check_privileges.py LOCKSCOPE WORK_DIR
 """
@@ -171,6 +172,25 @@ def main():
         assert not os.path.exists(out + ".tmp")
         assert any(json.loads(l)["event"] == "acquired" for l in open(out)), "-o file lacks the events"
         print(f"ok   output: {out} written by uid {st.st_uid} after the drop")
+        # Live --format trace -o: valid JSON once stopped, the lock's hold as a span.
+        trace = os.path.join(outdir, "live.trace.json")
+        proc, err = start_analyzer([LOCKSCOPE, "analyze", "-i", "lo", "--port", str(redis.port), "--format", "trace",
+                                    "-o", trace, "-Z", TARGET_USER], os.path.join(work, "trace.stderr"))
+        try:
+            wait_for(proc.pid, lambda s: int(s["Uid"][0]) == target.pw_uid, "trace: uid")
+            assert redis.cli("SET", "priv:trace", "t", "NX", "PX", "10000").strip() == "OK"
+            assert redis.cli("EVAL", "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+                             "else return 0 end", "1", "priv:trace", "t").strip() == "1"
+            time.sleep(0.5)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=15)
+        assert proc.returncode == 0, f"trace: exit {proc.returncode}"
+        with open(trace) as f:
+            events = json.load(f)["traceEvents"]
+        holds = [e for e in events if e["ph"] == "X" and e["name"] == "hold" and e["args"].get("lock") == "priv:trace"]
+        assert len(holds) == 1 and holds[0]["args"]["event"] == "released", f"trace: {events}"
+        print(f"ok   live trace: {len(events)} trace events, the hold of priv:trace as a {holds[0]['dur']} µs span")
         # An unknown user: a clear error naming it, and no capture run.
         r = subprocess.run([LOCKSCOPE, "analyze", "-i", "lo", "--port", str(redis.port), "-Z", "no-such-user-lockscope"],
                            capture_output=True, text=True, timeout=20)
