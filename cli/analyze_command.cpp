@@ -77,7 +77,7 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
 
 int run(const analyze_options& o, bool live_mode);
 
-// -o and the report's own errors end the run with exit code 2, naming the file.
+// A file -o cannot create or write ends the run with exit code 2, naming it.
 int run_reporting_errors(const analyze_options& o, bool live_mode) {
   try {
     return run(o, live_mode);
