@@ -156,10 +156,12 @@ def main():
         run_variant("default", redis, work, [], [], nobody.pw_uid, nobody.pw_gid, True,
                     notice="running as `nobody`")
         run_variant("no-drop", redis, work, [], ["--no-drop"], 0, 0, False)
-        # As systemd starts it: a plain user with CAP_NET_RAW in its ambient set.
+        # As docs/lockscope-analyze.service starts it: a plain user with CAP_NET_RAW in its
+        # ambient set, the bounding set CAP_NET_RAW alone, no_new_privs.
         run_variant("ambient", redis, work,
                     ["setpriv", f"--reuid={target.pw_uid}", f"--regid={target.pw_gid}", "--init-groups",
-                     "--inh-caps=+net_raw", "--ambient-caps=+net_raw"], [], target.pw_uid, target.pw_gid, True)
+                     "--inh-caps=+net_raw", "--ambient-caps=+net_raw", "--bounding-set=-all,+net_raw",
+                     "--no-new-privs"], [], target.pw_uid, target.pw_gid, True)
         run_variant("decode", redis, work, [], ["-Z", TARGET_USER], target.pw_uid, target.pw_gid, True,
                     command="decode")
         # -o is created after the drop, as that user, in a directory it may write.
