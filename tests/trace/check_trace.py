@@ -297,6 +297,8 @@ def main():
             failures += 1
             print(f"FAIL {name}: {e}")
             continue
+        if len(jsonl) > 200:
+            continue  # the breaks are checked on the smaller captures: seconds, not tens
         for what, broken in mutations(trace):
             try:
                 check(broken, jsonl, validator)
