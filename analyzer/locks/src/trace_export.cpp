@@ -55,8 +55,8 @@ struct trace_export::impl {
   std::string out;
   bool first_event = true;
   std::uint32_t next_pid = 1, next_tid = 1;
-  // Keyed by a 64-bit hash of the lock's identity / of (pid, owner), not the text: two
-  // of a million keys collide with odds of about 1 in 10^7, and would share a track.
+  // Keyed by a 64-bit hash of the lock's identity / of (pid, owner), not the text: among
+  // a million keys, two collide (and share a track) with odds of about 3 in 10^8.
   std::unordered_map<std::uint64_t, std::uint32_t> processes;
   std::unordered_map<std::uint64_t, thread> threads;
   std::size_t open_waits = 0;
