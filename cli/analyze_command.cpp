@@ -12,6 +12,8 @@
 
 #include "capture_options.hpp"
 #include "commands.hpp"
+#include "output_file.hpp"
+#include "privileges.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
@@ -19,6 +21,7 @@
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/locks/trace_export.hpp"
 
 namespace lockscope::cli {
 
@@ -27,6 +30,8 @@ namespace {
 struct analyze_options {
   capture_options capture;
   std::string format = "text";
+  std::string output;  // -o; empty: stdout
+  privilege_options privileges;
   bool summary = false;
   bool no_summary = false;
   std::vector<std::string> locks;
@@ -47,7 +52,14 @@ analyzer::timeline_options make_timeline_options(const analyze_options& o) {
   return t;
 }
 
-void write_stdout(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+// --format trace: the events go to a trace_export instead of the report.
+std::unique_ptr<analyzer::trace_export> make_trace(const analyze_options& o, output_file& out) {
+  if (o.format != "trace" || o.summary) return nullptr;
+  analyzer::trace_options t;
+  if (o.capture.live()) t.source = "live: " + o.capture.interface;
+  for (const auto& f : o.capture.files) t.source += (t.source.empty() ? "" : " ") + f;
+  return std::make_unique<analyzer::trace_export>(t, [&out](std::string_view s) { out.write(s); });
+}
 
 void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_stats& r, std::size_t locks,
                   std::uint64_t events, const std::string& drops) {
@@ -63,6 +75,18 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
   print_flow_summary("analyze", s);
 }
 
+int run(const analyze_options& o, bool live_mode);
+
+// A file -o cannot create or write ends the run with exit code 2, naming it.
+int run_reporting_errors(const analyze_options& o, bool live_mode) {
+  try {
+    return run(o, live_mode);
+  } catch (const output_error& e) {
+    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+    return 2;
+  }
+}
+
 int run(const analyze_options& o, bool live_mode) {
   flow_reporter flows("analyze");
   analyzer::report_options ro;
@@ -72,7 +96,10 @@ int run(const analyze_options& o, bool live_mode) {
   else if (o.format == "jsonl") ro.format = analyzer::report_format::jsonl;
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
   if (!live_mode) {
+    output_file out(o.output);
+    const auto trace = make_trace(o, out);
     analyzer::analysis_options ao;
+    ao.events_to = trace.get();
     ao.capture = make_ingest_options(o.capture);
     if (o.capture.verbose) ao.capture.session.observer = &flows;
     ao.timeline = make_timeline_options(o);
@@ -81,11 +108,12 @@ int run(const analyze_options& o, bool live_mode) {
     ao.threads = o.threads;
     try {
       const auto r = analyzer::analyze_files(
-          o.capture.files, ao, write_stdout,
+          o.capture.files, ao, [&out](std::string_view s) { out.write(s); },
           [](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); },
           [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); });
-      std::fflush(stdout);
-      print_totals(r.capture, r.recognizer, r.locks, r.events, "n/a");
+      if (trace) trace->finish(r.end_us);
+      out.commit();
+      print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, "n/a");
       if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
     } catch (const analyzer::capture_error& e) {
       fmt::print(stderr, "lockscope analyze: {}\n", e.what());
@@ -99,9 +127,12 @@ int run(const analyze_options& o, bool live_mode) {
 
   std::unique_ptr<analyzer::live_capture> live = open_live("analyze", o.capture);
   if (!live) return 2;
-  analyzer::lock_report report(ro, [](std::string_view s) {
-    write_stdout(s);
-    std::fflush(stdout);  // live: line-buffered
+  if (!drop_privileges("analyze", o.privileges)) return 2;
+  output_file out(o.output);  // as the user dropped to
+  const auto trace = make_trace(o, out);
+  analyzer::lock_report report(ro, [&out](std::string_view s) {
+    out.write(s);
+    out.flush();  // live: line-buffered
   });
   auto wall_us = [] {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -110,7 +141,7 @@ int run(const analyze_options& o, bool live_mode) {
   report.set_start_us(wall_us());  // live: times relative to when the capture began
   analyzer::group_options go;
   go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
-  analyzer::lock_groups groups(go, report);
+  analyzer::lock_groups groups(go, trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report);
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
@@ -134,17 +165,18 @@ int run(const analyze_options& o, bool live_mode) {
   a.finish();
   timeline.finish(wall_us());
   groups.finish(wall_us());
-  report.finish(timeline);
-  if (ro.format == analyzer::report_format::jsonl && !o.no_summary) {
+  if (trace) trace->finish(wall_us());
+  else report.finish(timeline);
+  if ((trace || ro.format == analyzer::report_format::jsonl) && !o.no_summary) {
     // stdout stays pure JSON lines: the closing table goes to stderr.
     analyzer::report_options so = ro;
     so.format = analyzer::report_format::summary_only;
     analyzer::lock_report to_stderr(so, [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stderr); });
     to_stderr.write_summary(timeline);
   }
-  std::fflush(stdout);
+  out.commit();
   const auto d = live->stats();
-  print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), report.events(),
+  print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), trace ? trace->events() : report.events(),
                std::to_string(d.dropped + d.interface_dropped));
   return 0;
 }
@@ -155,7 +187,14 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<analyze_options>();
   CLI::App* cmd = app.add_subcommand("analyze", "Rebuild each lock's timeline (holders, waiters, anomalies) from traffic");
   add_capture_options(*cmd, o->capture);
-  cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
+  cmd->add_option("--format", o->format, "text, jsonl or trace (Chrome/Perfetto Trace Event JSON)")
+      ->check(CLI::IsMember({"text", "jsonl", "trace"}))
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o->output,
+                  "Write the output to FILE (as FILE.tmp, renamed when complete) instead of stdout; live, it is "
+                  "created after the privilege drop (-Z), as that user")
+      ->type_name("FILE");
+  add_privilege_options(*cmd, o->privileges);
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
   cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
   cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
@@ -180,7 +219,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
     require_one_source("analyze", o->capture);
-    exit_code = run(*o, o->capture.live());
+    exit_code = run_reporting_errors(*o, o->capture.live());
   });
 }
 

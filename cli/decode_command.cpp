@@ -12,6 +12,7 @@
 #include "capture_options.hpp"
 #include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
+#include "privileges.hpp"
 #include "lockscope/resp/ascii.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
@@ -22,6 +23,7 @@ namespace lockscope::cli {
 namespace {
 
 struct decode_options {
+  privilege_options privileges;
   capture_options capture;
   std::vector<std::string> commands;
   std::string grep;
@@ -187,6 +189,7 @@ int run_files(const decode_options& o) {
 int run_live(const decode_options& o) {
   std::unique_ptr<analyzer::live_capture> live = open_live("decode", o.capture);
   if (!live) return 2;
+  if (!drop_privileges("decode", o.privileges)) return 2;
   printer out(o, true);
   flow_reporter flows("decode");
   analyzer::ingest_options io = make_ingest_options(o.capture);
@@ -216,6 +219,7 @@ void add_decode_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<decode_options>();
   CLI::App* cmd = app.add_subcommand("decode", "Print every Redis command, reply and push in a capture or live traffic");
   add_capture_options(*cmd, o->capture);
+  add_privilege_options(*cmd, o->privileges);
   cmd->add_option("--command", o->commands, "Only these commands (comma-separated, e.g. EVAL,SUBSCRIBE)")
       ->delimiter(',')
       ->allow_extra_args(false);

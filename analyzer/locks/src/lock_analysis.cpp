@@ -32,7 +32,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   report_options with_threads = options.report;
   with_threads.threads = options.threads;  // the summary table too, once the timeline is done
   lock_report report(with_threads, write);
-  lock_groups groups(options.groups, report);
+  lock_groups groups(options.groups, options.events_to != nullptr ? *options.events_to : report);
   lock_timeline timeline(options.timeline, groups);
   captured_packet p;
   const bool more = source.next(p);
@@ -68,8 +68,9 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   }
   timeline.finish(last);
   groups.finish(last);
-  report.finish(timeline);
+  if (options.events_to == nullptr) report.finish(timeline);
   analysis_result r;
+  r.end_us = last;
   r.capture = a.stats();
   r.recognizer = recognizer.stats();
   r.locks = timeline.lock_count();

@@ -31,6 +31,9 @@ struct analysis_options {
   group_options groups{};
   report_options report{};
   unsigned threads = 2;  // 1: everything on the calling thread; 2 (or more): two threads
+  // Not null: the events go here instead of the report (which then only selects locks
+  // and writes nothing); the caller finishes it, at analysis_result::end_us.
+  lock_event_sink* events_to = nullptr;
 };
 
 struct analysis_result {
@@ -39,6 +42,7 @@ struct analysis_result {
   std::size_t locks = 0;
   std::uint64_t events = 0;
   std::size_t changed_files = 0;  // files that shrank while being read (each sent to `error`)
+  std::int64_t end_us = -1;       // the last packet's time (-1: none)
 };
 
 // Operations on locks the report does not select are dropped before the timeline.
