@@ -28,6 +28,7 @@
 
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "child_process.hpp"
 #include "metrics_text.hpp"
 
 using namespace std::chrono_literals;
@@ -95,55 +96,8 @@ http_response scrape(std::uint16_t port) {
   return http(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
 }
 
-struct process {
-  pid_t pid = -1;
-  int out = -1;  // stdout (stderr goes to `err_path`)
-  std::string text;
-  fs::path err_path;
-
-  void read_available() {
-    for (;;) {
-      pollfd p{out, POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) return;
-      char buf[65536];
-      const ssize_t n = ::read(out, buf, sizeof buf);
-      if (n <= 0) return;
-      text.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  std::string err() const {
-    std::ifstream f(err_path);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-  }
-  int wait() {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-};
-
-process spawn(const std::vector<std::string>& args, const fs::path& err_path) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  process c;
-  c.err_path = err_path;
-  c.pid = ::fork();
-  REQUIRE(c.pid >= 0);
-  if (c.pid == 0) {
-    ::dup2(fds[1], 1);
-    const int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(e, 2);
-    ::close(fds[0]);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  c.out = fds[0];
-  return c;
-}
+using process = lockscope::timeline_test::child;
+using lockscope::timeline_test::spawn;
 
 // Per lock, what the JSONL says the metrics must show.
 struct expected {

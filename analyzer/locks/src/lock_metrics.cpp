@@ -1,7 +1,9 @@
 #include "lockscope/locks/lock_metrics.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <iterator>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -268,26 +270,25 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
          "Entries in the analyzer's bounded stores now: flows (open connections), owners and connections the "
          "timeline names, locks (one row per lock ever seen), scripts and shas (learnt from the traffic), values "
          "(lock values followed), labelled_locks (this endpoint's lock labels).");
-  const auto store = [&](std::string_view name, std::uint64_t n) {
-    fmt::format_to(std::back_inserter(out), "lockscope_store_entries{{store=\"{}\"}} {}\n", name, n);
+  const auto stores = [&](std::string_view metric, std::initializer_list<std::pair<std::string_view, std::uint64_t>> v) {
+    for (const auto& [store, n] : v) {
+      fmt::format_to(std::back_inserter(out), "lockscope_{}{{store=\"{}\"}} {}\n", metric, store, n);
+    }
   };
-  store("flows", g.flows_open);
-  store("owners", g.owners);
-  store("connections", g.connections);
-  store("locks", g.locks);
-  store("scripts", g.scripts);
-  store("shas", g.shas);
-  store("values", g.values);
-  store("labelled_locks", labelled_locks());
+  stores("store_entries", {{"flows", g.flows_open},
+                           {"owners", g.owners},
+                           {"connections", g.connections},
+                           {"locks", g.locks},
+                           {"scripts", g.scripts},
+                           {"shas", g.shas},
+                           {"values", g.values},
+                           {"labelled_locks", labelled_locks()}});
   header(out, "store_capacity", "gauge", "The caps of the bounded stores (entries).");
-  const auto cap = [&](std::string_view name, std::uint64_t n) {
-    fmt::format_to(std::back_inserter(out), "lockscope_store_capacity{{store=\"{}\"}} {}\n", name, n);
-  };
-  cap("flows", g.flows_cap);
-  cap("scripts", g.scripts_cap);
-  cap("shas", g.shas_cap);
-  cap("values", g.values_cap);
-  cap("labelled_locks", options_.max_locks);
+  stores("store_capacity", {{"flows", g.flows_cap},
+                            {"scripts", g.scripts_cap},
+                            {"shas", g.shas_cap},
+                            {"values", g.values_cap},
+                            {"labelled_locks", options_.max_locks}});
 }
 
 }  // namespace lockscope::analyzer
