@@ -103,8 +103,8 @@ TEST_CASE("metrics: beyond max_locks the rest is summed under _other, and HELP s
   CHECK(s.count("lockscope_lock_acquisitions_total{lock=\"c\"}") == 0);
   CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"_other\"}", -1) == 3);
   CHECK(test::sample_or(s, "lockscope_lock_wait_seconds_count{lock=\"_other\"}", -1) == 3);
-  CHECK(text.find("At most 2 locks have a label of their own (the most recently active); the others are summed "
-                  "under lock=\"_other\"") != std::string::npos);
+  CHECK(text.find("At most 2 locks (--metrics-max-locks) have a label of their own, the most recently active; the "
+                  "others are summed under lock=\"_other\"") != std::string::npos);
   if (test::promtool_available()) {
     const auto r = test::promtool_check(text);
     INFO(r.output);

@@ -203,8 +203,8 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
   std::sort(shown.begin(), shown.end(), [](const series* a, const series* b) { return a->label < b->label; });
   shown.push_back(&other_);
   const std::string fold = fmt::format(
-      " At most {} locks have a label of their own (the most recently active); the others are summed under "
-      "lock=\"_other\".",
+      " At most {} locks (--metrics-max-locks) have a label of their own, the most recently active; the others are "
+      "summed under lock=\"_other\".",
       options_.max_locks);
 
   const auto counter = [&](std::string_view name, std::string_view help, auto value) {
