@@ -120,7 +120,10 @@ class metrics_server::impl::session : public std::enable_shared_from_this<sessio
     const auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
     head_ = req.method() == http::verb::head;
-    if (req.target() != "/metrics") return respond(http::status::not_found, "only /metrics is served here\n");
+    const std::string_view target(req.target().data(), req.target().size());
+    if (target.substr(0, target.find('?')) != "/metrics") {  // a scrape config's `params` come as a query
+      return respond(http::status::not_found, "only /metrics is served here\n");
+    }
     if (req.method() != http::verb::get && !head_) return respond(http::status::method_not_allowed, "GET or HEAD\n");
     {
       const std::lock_guard<std::mutex> l(server_.mutex);

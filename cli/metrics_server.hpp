@@ -9,7 +9,7 @@
 // the previous one), and a snapshot younger than 100 ms is served as is, so scrapers
 // cost the capture at most one render per 100 ms, and a slow or broken scraper costs it
 // nothing: it only holds its own connection, which times out after 10 s.
-// Requests: GET and HEAD of /metrics (other paths 404, other methods 405), headers at
+// Requests: GET and HEAD of /metrics, any query ignored (other paths 404, other methods 405), headers at
 // most 8 KiB, no body, at most 16 connections at once (more are closed at once).
 #pragma once
 

@@ -347,6 +347,7 @@ TEST_CASE("metrics live: 404, HEAD, 405, oversized and stalled requests; a busy 
 
   CHECK(http(mport, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").status == 404);
   CHECK(http(mport, "GET /metrics/x HTTP/1.1\r\nHost: x\r\n\r\n").status == 404);
+  CHECK(http(mport, "GET /metrics?collect=all HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").status == 200);
   CHECK(http(mport, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").status == 405);
   const http_response get = scrape(mport);
   const http_response head = http(mport, "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
