@@ -101,8 +101,10 @@ int run(const analyze_options& o, bool live_mode) {
   }
 
   // Opened before the capture (and any privilege drop after it): it may need a low port.
-  auto metrics = o.metrics_listen.empty() ? nullptr : open_metrics_server("analyze", o.metrics_listen, o.metrics_max_locks);
-  if (!o.metrics_listen.empty() && !metrics) return 2;
+  std::unique_ptr<metrics_server> metrics;
+  if (!o.metrics_listen.empty() && !(metrics = open_metrics_server("analyze", o.metrics_listen, o.metrics_max_locks))) {
+    return 2;
+  }
   std::unique_ptr<analyzer::live_capture> live = open_live("analyze", o.capture);
   if (!live) return 2;
   analyzer::lock_report report(ro, [](std::string_view s) {
