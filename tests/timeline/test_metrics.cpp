@@ -112,7 +112,7 @@ TEST_CASE("metrics: beyond max_locks the rest is summed under _other, and HELP s
   }
 }
 
-TEST_CASE("metrics: label values escaped per the format; bad UTF-8 and _other never collide", "[metrics]") {
+TEST_CASE("metrics: label values escaped per the format, bad UTF-8 and _other never collide", "[metrics]") {
   std::string out;
   append_label_value(out, "a\"b\\c\nd");
   CHECK(out == "a\\\"b\\\\c\\nd");
@@ -201,7 +201,7 @@ TEST_CASE("metrics: counters never decrease while locks enter and leave the labe
   CHECK(total == static_cast<double>(truth));  // rendered after every event: each series' last value is its total
 }
 
-TEST_CASE("metrics: a busy lock keeps its label; an idle one gives it up", "[metrics]") {
+TEST_CASE("metrics: a busy lock keeps its label, an idle one gives it up", "[metrics]") {
   metrics_options o;
   o.max_locks = 1;
   o.retire_after_us = 1'000'000;

@@ -333,7 +333,7 @@ TEST_CASE("metrics live: a scrape agrees with the JSONL and the clients, and pas
   CHECK(lockscope::test::sample_or(s, "lockscope_store_entries{store=\"shas\"}", -1) >= 0);
 }
 
-TEST_CASE("metrics live: 404, HEAD, 405, oversized and stalled requests; a busy port is an error", "[live][metrics]") {
+TEST_CASE("metrics live: 404, HEAD, 405, oversized and stalled requests, and a busy port is an error", "[live][metrics]") {
   live_fixture f;
   if (!f.usable) return;
   lockscope::test::redis_server server;
