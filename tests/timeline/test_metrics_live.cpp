@@ -270,10 +270,12 @@ TEST_CASE("metrics live: a scrape agrees with the JSONL and the clients, and pas
   for (auto& l : lockers) {
     INFO(l.err());
     CHECK(l.wait() == 0);  // each acquired jobs:a once
+    ::close(l.out);
   }
   INFO(python.err());
   REQUIRE(python.wait() == 0);
   python.read_available();
+  ::close(python.out);
   const auto truth = boost::json::parse(python.text).as_object();
   CHECK(truth.at("py:shared").as_int64() == 9);
   CHECK(truth.at("py:expire").as_int64() == 1);
