@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "privileges.hpp"
+#include "metrics_server.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
@@ -41,6 +42,8 @@ struct analyze_options {
   unsigned threads = 2;
   bool merge_servers = false;
   double group_window_ms = 1000;
+  std::string metrics_listen;
+  std::size_t metrics_max_locks = 100;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -125,6 +128,11 @@ int run(const analyze_options& o, bool live_mode) {
     return 0;
   }
 
+  // Opened before the capture (and any privilege drop after it): it may need a low port.
+  std::unique_ptr<metrics_server> metrics;
+  if (!o.metrics_listen.empty() && !(metrics = open_metrics_server("analyze", o.metrics_listen, o.metrics_max_locks))) {
+    return 2;
+  }
   std::unique_ptr<analyzer::live_capture> live = open_live("analyze", o.capture);
   if (!live) return 2;
   if (!drop_privileges("analyze", o.privileges)) return 2;
@@ -141,13 +149,16 @@ int run(const analyze_options& o, bool live_mode) {
   report.set_start_us(wall_us());  // live: times relative to when the capture began
   analyzer::group_options go;
   go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
-  analyzer::lock_groups groups(go, trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report);
+  analyzer::lock_event_tee to_metrics(trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report,
+                                      metrics ? &metrics->metrics() : nullptr);
+  analyzer::lock_groups groups(go, to_metrics);
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
   analyzer::ingest_options io = make_ingest_options(o.capture);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);
+  if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *live, io.max_flows); });
   const stop_on_signal stop(*live);
   drop_reporter drops("analyze", o.capture.stats_interval);
   silence_notice silence("analyze", o.capture, *live);
@@ -161,6 +172,7 @@ int run(const analyze_options& o, bool live_mode) {
     groups.advance_to(wall_us() - 5000);
     drops.poll(*live);
     silence.poll(r == analyzer::live_capture::result::packet);
+    if (metrics) metrics->poll();
   }
   a.finish();
   timeline.finish(wall_us());
@@ -217,8 +229,17 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")
       ->check(CLI::Range(1u, 2u))
       ->capture_default_str();
+  cmd->add_option("--metrics-listen", o->metrics_listen,
+                  "Live: serve Prometheus metrics at http://ADDR:PORT/metrics (IPv6: [ADDR]:PORT)");
+  cmd->add_option("--metrics-max-locks", o->metrics_max_locks,
+                  "Live metrics: locks with a label of their own (the others: lock=\"_other\")")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
+      ->capture_default_str();
   cmd->callback([o, &exit_code] {
     require_one_source("analyze", o->capture);
+    if (!o->metrics_listen.empty() && !o->capture.live()) {
+      throw CLI::ValidationError("--metrics-listen", "needs a live capture (-i IFACE)");
+    }
     exit_code = run_reporting_errors(*o, o->capture.live());
   });
 }

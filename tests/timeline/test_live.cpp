@@ -17,55 +17,12 @@
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "child_process.hpp"
 
 using namespace std::chrono_literals;
 
-namespace {
-
-struct child {
-  pid_t pid = -1;
-  int out = -1;
-  std::string text;
-
-  // Reads what is available within `wait`; true when `needle` has been seen.
-  bool read_until(std::string_view needle, std::chrono::milliseconds wait) {
-    const auto end = std::chrono::steady_clock::now() + wait;
-    while (text.find(needle) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{out, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(out, buf, sizeof buf);
-      if (n <= 0) return text.find(needle) != std::string::npos;
-      text.append(buf, static_cast<std::size_t>(n));
-    }
-    return true;
-  }
-};
-
-child spawn(const std::vector<std::string>& args) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  child c;
-  c.pid = ::fork();
-  REQUIRE(c.pid >= 0);
-  if (c.pid == 0) {
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::close(fds[0]);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  c.out = fds[0];
-  return c;
-}
-
-}  // namespace
+using lockscope::timeline_test::child;
+using lockscope::timeline_test::spawn;
 
 TEST_CASE("live: events as they happen, expiry at the deadline, summary on SIGINT", "[live]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;

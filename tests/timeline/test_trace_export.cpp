@@ -160,7 +160,7 @@ TEST_CASE("trace_export: a release ends the reentered levels inside the hold too
   CHECK(named(events, "X", "hold")[0].at("args").at("event").as_string() == "force_released");
 }
 
-TEST_CASE("trace_export: holds still open at the end span to it; no event still makes valid JSON") {
+TEST_CASE("trace_export: holds still open at the end span to it, and no event still makes valid JSON") {
   run r;
   r.t.on_event(ev(1 * s, lock_event_kind::acquired));
   const auto events = r.finish(9 * s);

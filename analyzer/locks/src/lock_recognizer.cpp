@@ -365,6 +365,9 @@ struct lock_recognizer::state {
 lock_recognizer::lock_recognizer(lock_operation_sink& sink) : sink_(sink), state_(std::make_unique<state>()) {}
 lock_recognizer::~lock_recognizer() = default;
 
+std::size_t lock_recognizer::cached_scripts() const noexcept { return state_->by_text.size(); }
+std::size_t lock_recognizer::cached_shas() const noexcept { return state_->by_sha.size(); }
+
 void lock_recognizer::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
   state& st = *state_;
   st.databases.erase(connection);

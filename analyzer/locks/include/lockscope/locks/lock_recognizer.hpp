@@ -187,6 +187,9 @@ class lock_recognizer final : public exchange_sink, public connection_end_sink {
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
 
   const recognizer_stats& stats() const noexcept { return stats_; }
+  // Entries in the script and SHA1 caches now (at most script_cache_entries, sha_cache_entries).
+  std::size_t cached_scripts() const noexcept;
+  std::size_t cached_shas() const noexcept;
 
  private:
   struct state;
