@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 
 #include "capture_options.hpp"
 #include "commands.hpp"
+#include "recorder.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
@@ -36,6 +38,7 @@ struct analyze_options {
   unsigned threads = 2;
   bool merge_servers = false;
   double group_window_ms = 1000;
+  recorder_options recorder;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -97,43 +100,48 @@ int run(const analyze_options& o, bool live_mode) {
     return 0;
   }
 
-  std::unique_ptr<analyzer::live_capture> live = open_live("analyze", o.capture);
-  if (!live) return 2;
+  capture_options co = o.capture;
+  co.immediate = ro.format != analyzer::report_format::summary_only;  // events printed as they happen
+  const std::unique_ptr<analyzer::packet_source> source = open_packet_source("analyze", co, o.recorder);
+  if (!source) return 2;
+  recorder_hooks hooks("analyze", o.recorder);
+  if (!hooks.ready()) return 2;
   analyzer::lock_report report(ro, [](std::string_view s) {
     write_stdout(s);
     std::fflush(stdout);  // live: line-buffered
   });
-  auto wall_us = [] {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
-  report.set_start_us(wall_us());  // live: times relative to when the capture began
+  // The live loop's clock: the wall clock, or a replay's packet times.
+  auto now_us = [&source] { return source->now_us(); };
+  report.set_start_us(now_us());  // live: times relative to when the capture began
   analyzer::group_options go;
   go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
-  analyzer::lock_groups groups(go, report);
+  analyzer::lock_groups groups(go, hooks.chain(report));
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
-  analyzer::ingest_options io = make_ingest_options(o.capture);
+  analyzer::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);
-  const stop_on_signal stop(*live);
+  const stop_on_signal stop(*source);
   drop_reporter drops("analyze", o.capture.stats_interval);
-  silence_notice silence("analyze", o.capture, *live);
+  std::optional<silence_notice> silence;
+  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("analyze", co, *live);
   analyzer::captured_packet p;
   while (!stop.requested()) {
-    const auto r = live->next(p);
-    if (r == analyzer::live_capture::result::end) break;
-    if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
-    // Lease deadlines pass on the wall clock even when the lock's traffic stops.
-    timeline.advance_to(wall_us() - 5000);  // packets carry capture times slightly behind now
-    groups.advance_to(wall_us() - 5000);
-    drops.poll(*live);
-    silence.poll(r == analyzer::live_capture::result::packet);
+    const auto r = source->next(p);
+    if (r == analyzer::packet_source::result::end) break;
+    const bool got = r == analyzer::packet_source::result::packet;
+    hooks.on_loop(got ? &p : nullptr, now_us());
+    if (got) a.on_packet(p.ts_us, p.link_type, p.data);
+    // Lease deadlines pass on the clock even when the lock's traffic stops.
+    timeline.advance_to(now_us() - 5000);  // packets carry capture times slightly behind now
+    groups.advance_to(now_us() - 5000);
+    drops.poll(*source);
+    if (silence) silence->poll(got);
   }
   a.finish();
-  timeline.finish(wall_us());
-  groups.finish(wall_us());
+  timeline.finish(now_us());
+  groups.finish(now_us());
   report.finish(timeline);
   if (ro.format == analyzer::report_format::jsonl && !o.no_summary) {
     // stdout stays pure JSON lines: the closing table goes to stderr.
@@ -143,7 +151,8 @@ int run(const analyze_options& o, bool live_mode) {
     to_stderr.write_summary(timeline);
   }
   std::fflush(stdout);
-  const auto d = live->stats();
+  hooks.finish();
+  const auto d = source->stats();
   print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), report.events(),
                std::to_string(d.dropped + d.interface_dropped));
   return 0;
@@ -155,6 +164,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<analyze_options>();
   CLI::App* cmd = app.add_subcommand("analyze", "Rebuild each lock's timeline (holders, waiters, anomalies) from traffic");
   add_capture_options(*cmd, o->capture);
+  add_recorder_options(*cmd, o->recorder);
   cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
   cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
@@ -179,8 +189,8 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1u, 2u))
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
-    require_one_source("analyze", o->capture);
-    exit_code = run(*o, o->capture.live());
+    if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
+    exit_code = run(*o, o->capture.live() || !o->recorder.replay.empty());
   });
 }
 
