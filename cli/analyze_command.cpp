@@ -74,6 +74,7 @@ int run(const analyze_options& o, bool live_mode) {
   if (o.summary) ro.format = analyzer::report_format::summary_only;
   else if (o.format == "jsonl") ro.format = analyzer::report_format::jsonl;
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
+  ro.line_buffered = live_mode;
   if (!live_mode) {
     analyzer::analysis_options ao;
     ao.capture = make_ingest_options(o.capture);

@@ -5,8 +5,9 @@
 #   tcpdump    `tcpdump -i lo -w /dev/null` (what capture alone costs)
 #   tshark     `tshark -i lo` with the RESP dissector (the peer)
 # and prints per tool: kernel drops, exchanges counted vs requests sent, and CPU as a
-# share of one core (utime + stime from /proc/PID/stat over the load's wall time), then
-# lockscope's CPU per exchange against tshark's.
+# share of one core (utime + stime from /proc/PID/stat, the tool's and its children's:
+# tshark captures through a dumpcap child, over the load's wall time), then lockscope's
+# CPU per exchange against tshark's.
 #
 #   bench/analyzer/keepup.sh [TOOLS...]      (default: lockscope tcpdump tshark)
 #   REQUESTS=2000000 CLIENTS=100 PIPELINE=64 BUFFER_MB=32 bench/analyzer/keepup.sh
@@ -51,8 +52,12 @@ owner="80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"
 ticks=$(getconf CLK_TCK)
 filter="tcp port $port"
 
-cpu_ticks() {  # utime + stime of a process
-  awk '{ print $14 + $15 }' "/proc/$1/stat"
+cpu_ticks() {  # utime + stime of a process and its children (tshark's dumpcap)
+  local total=0 pid
+  for pid in "$1" $(pgrep -P "$1" || true); do
+    total=$(( total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
+  done
+  echo "$total"
 }
 
 echo "keepup: port $port, $requests requests, -c $clients -P $pipeline -r 100000, kernel buffer $buffer_mb MiB," \
@@ -118,7 +123,8 @@ for tool in "${tools[@]}"; do
     per=$(printf '%.3f' "$(echo "1000000 * $cpu_s / ($exchanges + ($exchanges == 0))" | bc -l)")
   fi
   printf '%-10s %12s %12s %12s %9s %10s %14s\n' "$tool" "$drops" "$exchanges" "$requests" "$counted" "$share" "$per"
-  echo "keepup: $tool: redis-benchmark $(cat "$workdir/bench.txt"), load $wall s; tool CPU $cpu_s s" >&2
+  echo "keepup: $tool: redis-benchmark $(sed 's/.*: \([0-9.]* requests per second\)/\1/' "$workdir/bench.txt")," \
+       "load $(printf '%.1f' "$wall") s; tool CPU $(printf '%.2f' "$cpu_s") s" >&2
   eval "per_$tool=$per"
 done
 if [[ -n "${per_lockscope:-}" && -n "${per_tshark:-}" && $per_lockscope != n/a && $per_tshark != n/a ]]; then

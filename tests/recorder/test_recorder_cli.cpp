@@ -20,6 +20,11 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
@@ -391,4 +396,114 @@ TEST_CASE("write: -G names files by strftime on the loop's clock", "[recorder][c
     CHECK(n.starts_with("seed-17"));
     CHECK(n.ends_with(".pcap"));
   }
+}
+
+namespace {
+
+// Waits until `file` contains `needle` (true) or `wait` passed.
+bool file_shows(const fs::path& file, std::string_view needle, std::chrono::milliseconds wait) {
+  const auto end = std::chrono::steady_clock::now() + wait;
+  do {
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text.find(needle) != std::string::npos) return true;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
+}
+
+std::string file_text(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("live on lo: a holder killed with SIGKILL, its lease runs out while another waits: saved and written",
+          "[recorder][cli][live]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  if (!have_cli()) return;
+  if (::geteuid() != 0) {
+    WARN("live capture needs CAP_NET_RAW: skipped");
+    return;
+  }
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  lockscope::test::redis_server server;
+  temp_dir dir("live-saved");
+  const fs::path saved = dir.path / "saved", out = dir.path / "out.jsonl", err = dir.path / "err",
+                 written = dir.path / "all.pcap";
+  fs::create_directories(saved);
+  const std::string port = std::to_string(server.port());
+  const pid_t analyzer = ::fork();
+  REQUIRE(analyzer >= 0);
+  if (analyzer == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execl(cli.c_str(), cli.c_str(), "analyze", "-i", "lo", "--port", port.c_str(), "--format", "jsonl",
+            "--save-anomalies", saved.c_str(), "--save-after", "1", "--write", written.c_str(), nullptr);
+    ::_exit(127);
+  }
+  REQUIRE(file_shows(err, "listening on lo", 5000ms));
+  std::this_thread::sleep_for(300ms);  // the capture is open
+  const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
+  const std::string lock = "flight:{recorder}/1";  // sanitized in the file name
+  const std::string holder_id = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:7";
+  const std::string waiter_id = "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:15";
+  // The holder: its own process, killed while it holds a 600 ms lease.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    lockscope::test::resp_connection c("127.0.0.1", server.port());
+    c.command_argv({"EVAL", std::string(acquire.text), "1", lock, "600", holder_id});
+    (void)::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char x;
+  REQUIRE(::read(ready[0], &x, 1) == 1);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  // The waiter: fails, subscribes (nobody will publish: a lease that runs out says
+  // nothing), and retries by its timer after the lease has run out.
+  lockscope::test::resp_connection waiter("127.0.0.1", server.port());
+  lockscope::test::resp_connection subscriber("127.0.0.1", server.port());
+  waiter.command_argv({"EVAL", std::string(acquire.text), "1", lock, "600", waiter_id});
+  subscriber.command_argv({"SUBSCRIBE", "redisson_lock__channel:{" + lock + "}"});
+  std::this_thread::sleep_for(900ms);
+  waiter.command_argv({"EVAL", std::string(acquire.text), "1", lock, "600", waiter_id});
+  const bool shown = file_shows(out, "\"kind\":\"idle_with_waiters\"", 5000ms);
+  INFO(file_text(out));
+  CHECK(shown);
+  // The file is written --save-after (1 s) later, by the wall clock.
+  fs::path pcap;
+  for (int i = 0; i < 100 && pcap.empty(); ++i) {
+    for (const auto& e : fs::directory_iterator(saved)) {
+      if (e.path().extension() == ".json" && e.path().string().find("idle_with_waiters") != std::string::npos) {
+        pcap = e.path();
+        pcap.replace_extension(".pcap");
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE_FALSE(pcap.empty());
+  CHECK(pcap.filename().string().find("-flight__recorder__1-idle_with_waiters.pcap") != std::string::npos);
+  ::kill(analyzer, SIGINT);
+  int status = 0;
+  ::waitpid(analyzer, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const std::string err_text = file_text(err);
+  INFO(err_text);
+  CHECK(err_text.find("flight recorder: 1 anomalies saved") != std::string::npos);
+  // The saved file shows the same anomaly on its own.
+  const run_result again = run(cli + " analyze --format jsonl " + quoted(pcap));
+  CHECK(anomalies_in(again.out).count({lock, "idle_with_waiters"}) == 1);
+  // --write: tshark reads every packet the analyzer saw.
+  if (have_tshark()) CHECK(tshark_count(written) == packets_in_summary(err_text));
+  const run_result whole = run(cli + " analyze --format jsonl " + quoted(written));
+  CHECK(anomalies_in(whole.out).count({lock, "idle_with_waiters"}) == 1);
 }
