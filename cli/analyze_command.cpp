@@ -132,11 +132,12 @@ int run(const analyze_options& o, bool live_mode) {
     const auto r = source->next(p);
     if (r == analyzer::packet_source::result::end) break;
     const bool got = r == analyzer::packet_source::result::packet;
-    hooks.on_loop(got ? &p : nullptr, now_us());
+    const std::int64_t now = now_us();
+    hooks.on_loop(got ? &p : nullptr, now);
     if (got) a.on_packet(p.ts_us, p.link_type, p.data);
     // Lease deadlines pass on the clock even when the lock's traffic stops.
-    timeline.advance_to(now_us() - 5000);  // packets carry capture times slightly behind now
-    groups.advance_to(now_us() - 5000);
+    timeline.advance_to(now - 5000);  // packets carry capture times slightly behind now
+    groups.advance_to(now - 5000);
     drops.poll(*source);
     if (silence) silence->poll(got);
   }

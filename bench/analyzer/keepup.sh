@@ -31,21 +31,14 @@ for tool in redis-server redis-benchmark redis-cli tcpdump tshark python3; do
 done
 [[ -x "$lockscope" ]] || { echo "keepup: $lockscope is not built (make build)" >&2; exit 2; }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-workdir=$(mktemp -d)
-server_pid=""
+source "$(dirname "$0")/redis_server.sh"
 tool_pid=""
 cleanup() {
   [[ -n "$tool_pid" ]] && kill -INT "$tool_pid" 2>/dev/null && wait "$tool_pid" 2>/dev/null || true
-  [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-  rm -rf "$workdir"
+  stop_redis_server
 }
 trap cleanup EXIT
-
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$workdir" \
-  --logfile "$workdir/redis.log" &
-server_pid=$!
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_redis_server
 
 script=$("$lockscope" scripts acquire)  # lock/scripts.hpp, the one source of truth
 owner="80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"
