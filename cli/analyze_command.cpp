@@ -192,6 +192,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
     if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
+    require_live_for_recording("analyze", o->capture, o->recorder);
     exit_code = run(*o, o->capture.live() || !o->recorder.replay.empty());
   });
 }

@@ -32,6 +32,7 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
       ->excludes("-i")
       ->excludes("files");
   cmd.add_option("--replay-speed", o.replay_speed, "--replay: X times the capture's speed (0: as fast as possible)")
+      ->needs("--replay")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd.add_option("-w,--write", o.write,
@@ -39,30 +40,44 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
                  "pattern)");
   cmd.add_option("-C", o.rotate_mb, "--write: start a new file (FILE1, FILE2, …) once one is larger than this many "
                                     "millions of bytes, as tcpdump -C")
+      ->needs("--write")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-G", o.rotate_s, "--write: start a new file every this many seconds (FILE through strftime), as "
                                    "tcpdump -G")
+      ->needs("--write")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--save-anomalies", o.save_dir,
                  "Live: flight recorder: on each anomaly write DIR/<utc time>-<lock>-<kind>.pcap (the packets of "
                  "the lock's connections in the last --save-window) and .json (the event)");
   cmd.add_option("--save-window", o.save_window_s,
                  "--save-anomalies: seconds of packets kept (also: at most one file per lock and kind this often)")
+      ->needs("--save-anomalies")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd.add_option("--save-after", o.save_after_s,
                  "--save-anomalies: seconds of packets after the anomaly also saved (the file is written then)")
+      ->needs("--save-anomalies")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd.add_option("--save-buffer", o.save_buffer, "--save-anomalies: memory for the kept packets (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false))
+      ->needs("--save-anomalies")
       ->check(CLI::Range(std::uint64_t{4} << 20, std::uint64_t{1} << 40))
       ->capture_default_str();
   cmd.add_option("--save-max-mb", o.save_max_mb,
                  "--save-anomalies: the directory's .pcap and .json files are kept under this many MB (the "
                  "oldest deleted first)")
+      ->needs("--save-anomalies")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+void require_live_for_recording(const std::string& command, const capture_options& c, const recorder_options& o) {
+  if (c.live() || !o.replay.empty()) return;
+  if (!o.save_dir.empty() || !o.write.empty()) {
+    throw CLI::ValidationError(command, "--save-anomalies and --write work on live capture (-i) or --replay, not on "
+                                        "capture files");
+  }
 }
 
 std::unique_ptr<analyzer::packet_source> open_packet_source(const char* command, const capture_options& c,

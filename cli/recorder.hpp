@@ -33,6 +33,9 @@ struct recorder_options {
 // --save-after, --save-buffer, --save-max-mb.
 void add_recorder_options(CLI::App& cmd, recorder_options& o);
 
+// Throws CLI::ValidationError for --save-anomalies or --write without -i or --replay.
+void require_live_for_recording(const std::string& command, const capture_options& c, const recorder_options& o);
+
 // The live loop's packets: -i IFACE, or --replay FILE at --replay-speed. Prints the
 // error ("lockscope COMMAND: …") and returns nullptr when it cannot be opened.
 std::unique_ptr<analyzer::packet_source> open_packet_source(const char* command, const capture_options& c,

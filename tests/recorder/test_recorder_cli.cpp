@@ -186,6 +186,15 @@ TEST_CASE("replay: bad input", "[recorder][cli]") {
   const run_result both = run(cli + " analyze --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -i lo");
   CHECK(both.status != 0);
   CHECK(both.out.empty());
+  // Recording needs the live loop: a capture file alone would silently record nothing.
+  const run_result file_only =
+      run(cli + " analyze " + quoted(captures_dir / "seed-redisson.pcap") + " --save-anomalies /tmp");
+  CHECK(file_only.status != 0);
+  CHECK(file_only.err.find("--save-anomalies and --write work on live capture (-i) or --replay") !=
+        std::string::npos);
+  const run_result rotate_alone = run(cli + " analyze --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -C 1");
+  CHECK(rotate_alone.status != 0);
+  CHECK(rotate_alone.err.find("--write") != std::string::npos);
 }
 
 TEST_CASE("replay: the soak capture through the live loop keeps RSS flat", "[recorder][cli][soak]") {
