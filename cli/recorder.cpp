@@ -25,7 +25,7 @@
 
 namespace lockscope::cli {
 
-void add_recorder_options(CLI::App& cmd, recorder_options& o) {
+void add_replay_options(CLI::App& cmd, recorder_options& o) {
   cmd.add_option("--replay", o.replay,
                  "Test mode: feed this capture file through the live code path (streamed events, timers, "
                  "--save-anomalies, --write) at --replay-speed; the clock follows the packets' times")
@@ -35,6 +35,10 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
       ->needs("--replay")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+void add_recorder_options(CLI::App& cmd, recorder_options& o) {
+  add_replay_options(cmd, o);
   cmd.add_option("-w,--write", o.write,
                  "Live: also write the captured packets to this pcap file, as tcpdump -w (with -G: a strftime "
                  "pattern)");

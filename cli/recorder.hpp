@@ -29,6 +29,9 @@ struct recorder_options {
   double save_max_mb = 1024;       // --save-max-mb
 };
 
+// Registers --replay and --replay-speed (decode has only these).
+void add_replay_options(CLI::App& cmd, recorder_options& o);
+
 // Registers --replay, --replay-speed, --write, -C, -G, --save-anomalies, --save-window,
 // --save-after, --save-buffer, --save-max-mb.
 void add_recorder_options(CLI::App& cmd, recorder_options& o);

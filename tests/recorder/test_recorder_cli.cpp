@@ -159,6 +159,20 @@ TEST_CASE("replay: every bundled capture through the live loop gives analyze FIL
   }
 }
 
+TEST_CASE("replay: decode through its live loop prints decode FILE's exchanges", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  for (const fs::path& capture : bundled_captures()) {
+    INFO(capture.string());
+    const run_result file = run(cli + " decode --format jsonl " + quoted(capture));
+    const run_result replay = run(cli + " decode --format jsonl --replay-speed 0 --replay " + quoted(capture));
+    REQUIRE(file.status == 0);
+    REQUIRE(replay.status == 0);
+    CHECK(!replay.out.empty());
+    CHECK(replay.out == file.out);
+  }
+}
+
 TEST_CASE("replay: paced at capture speed, the events are the same", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
