@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "output_file.hpp"
 #include "privileges.hpp"
 #include "metrics_server.hpp"
+#include "recorder.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
@@ -44,6 +46,7 @@ struct analyze_options {
   double group_window_ms = 1000;
   std::string metrics_listen;
   std::size_t metrics_max_locks = 100;
+  recorder_options recorder;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -98,6 +101,7 @@ int run(const analyze_options& o, bool live_mode) {
   if (o.summary) ro.format = analyzer::report_format::summary_only;
   else if (o.format == "jsonl") ro.format = analyzer::report_format::jsonl;
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
+  ro.line_buffered = live_mode;
   if (!live_mode) {
     output_file out(o.output);
     const auto trace = make_trace(o, out);
@@ -133,51 +137,61 @@ int run(const analyze_options& o, bool live_mode) {
   if (!o.metrics_listen.empty() && !(metrics = open_metrics_server("analyze", o.metrics_listen, o.metrics_max_locks))) {
     return 2;
   }
-  std::unique_ptr<analyzer::live_capture> live = open_live("analyze", o.capture);
-  if (!live) return 2;
-  if (!drop_privileges("analyze", o.privileges)) return 2;
+  capture_options co = o.capture;
+  co.immediate = ro.format != analyzer::report_format::summary_only;  // events printed as they happen
+  const std::unique_ptr<analyzer::packet_source> source = open_packet_source("analyze", co, o.recorder);
+  if (!source) return 2;
+  // Replays need no privilege; a live capture drops it once open, before anything is
+  // written (-o, --write, --save-anomalies DIR are created as the user dropped to).
+  if (dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr && !drop_privileges("analyze", o.privileges)) {
+    return 2;
+  }
+  recorder_hooks hooks("analyze", o.recorder);
+  if (!hooks.ready()) return 2;
   output_file out(o.output);  // as the user dropped to
   const auto trace = make_trace(o, out);
   analyzer::lock_report report(ro, [&out](std::string_view s) {
     out.write(s);
     out.flush();  // live: line-buffered
   });
-  auto wall_us = [] {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
-  report.set_start_us(wall_us());  // live: times relative to when the capture began
+  // The live loop's clock: the wall clock, or a replay's packet times.
+  auto now_us = [&source] { return source->now_us(); };
+  report.set_start_us(now_us());  // live: times relative to when the capture began
   analyzer::group_options go;
   go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
   analyzer::lock_event_tee to_metrics(trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report,
                                       metrics ? &metrics->metrics() : nullptr);
-  analyzer::lock_groups groups(go, to_metrics);
+  analyzer::lock_groups groups(go, hooks.chain(to_metrics));
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
-  analyzer::ingest_options io = make_ingest_options(o.capture);
+  analyzer::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);
-  if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *live, io.max_flows); });
-  const stop_on_signal stop(*live);
+  if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *source, io.max_flows); });
+  const stop_on_signal stop(*source);
   drop_reporter drops("analyze", o.capture.stats_interval);
-  silence_notice silence("analyze", o.capture, *live);
+  std::optional<silence_notice> silence;
+  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("analyze", co, *live);
   analyzer::captured_packet p;
   while (!stop.requested()) {
-    const auto r = live->next(p);
-    if (r == analyzer::live_capture::result::end) break;
-    if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
-    // Lease deadlines pass on the wall clock even when the lock's traffic stops.
-    timeline.advance_to(wall_us() - 5000);  // packets carry capture times slightly behind now
-    groups.advance_to(wall_us() - 5000);
-    drops.poll(*live);
-    silence.poll(r == analyzer::live_capture::result::packet);
+    const auto r = source->next(p);
+    if (r == analyzer::packet_source::result::end) break;
+    const bool got = r == analyzer::packet_source::result::packet;
+    const std::int64_t now = now_us();
+    hooks.on_loop(got ? &p : nullptr, now);
+    if (got) a.on_packet(p.ts_us, p.link_type, p.data);
+    // Lease deadlines pass on the clock even when the lock's traffic stops.
+    timeline.advance_to(now - 5000);  // packets carry capture times slightly behind now
+    groups.advance_to(now - 5000);
+    drops.poll(*source);
+    if (silence) silence->poll(got);
     if (metrics) metrics->poll();
   }
   a.finish();
-  timeline.finish(wall_us());
-  groups.finish(wall_us());
-  if (trace) trace->finish(wall_us());
+  timeline.finish(now_us());
+  groups.finish(now_us());
+  if (trace) trace->finish(now_us());
   else report.finish(timeline);
   if ((trace || ro.format == analyzer::report_format::jsonl) && !o.no_summary) {
     // stdout stays pure JSON lines: the closing table goes to stderr.
@@ -187,7 +201,8 @@ int run(const analyze_options& o, bool live_mode) {
     to_stderr.write_summary(timeline);
   }
   out.commit();
-  const auto d = live->stats();
+  hooks.finish();
+  const auto d = source->stats();
   print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), trace ? trace->events() : report.events(),
                std::to_string(d.dropped + d.interface_dropped));
   return 0;
@@ -207,6 +222,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "created after the privilege drop (-Z), as that user")
       ->type_name("FILE");
   add_privilege_options(*cmd, o->privileges);
+  add_recorder_options(*cmd, o->recorder);
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
   cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
   cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
@@ -236,11 +252,13 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
-    require_one_source("analyze", o->capture);
-    if (!o->metrics_listen.empty() && !o->capture.live()) {
-      throw CLI::ValidationError("--metrics-listen", "needs a live capture (-i IFACE)");
+    if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
+    require_live_for_recording("analyze", o->capture, o->recorder);
+    const bool live_loop = o->capture.live() || !o->recorder.replay.empty();
+    if (!o->metrics_listen.empty() && !live_loop) {
+      throw CLI::ValidationError("--metrics-listen", "needs a live capture (-i IFACE) or --replay");
     }
-    exit_code = run_reporting_errors(*o, o->capture.live());
+    exit_code = run_reporting_errors(*o, live_loop);
   });
 }
 

@@ -11,11 +11,11 @@ namespace lockscope::cli {
 
 namespace {
 std::atomic<bool> stop_requested{false};
-std::atomic<analyzer::live_capture*> stopping_live{nullptr};
+std::atomic<analyzer::packet_source*> stopping_live{nullptr};
 
 extern "C" void on_stop_signal(int) {
   stop_requested = true;
-  if (analyzer::live_capture* live = stopping_live.load()) live->stop();
+  if (analyzer::packet_source* source = stopping_live.load()) source->stop();
 }
 }  // namespace
 
@@ -102,6 +102,7 @@ std::unique_ptr<analyzer::live_capture> open_live(const char* command, const cap
   lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
   lo.filter = o.filter;
   lo.buffer_mb = o.buffer_mb;
+  lo.immediate = o.immediate;
   std::unique_ptr<analyzer::live_capture> live;
   try {
     live = std::make_unique<analyzer::live_capture>(lo);
@@ -153,9 +154,9 @@ void silence_notice::poll(bool got_packet) {
   }
 }
 
-stop_on_signal::stop_on_signal(analyzer::live_capture& live) {
+stop_on_signal::stop_on_signal(analyzer::packet_source& source) {
   stop_requested = false;
-  stopping_live = &live;
+  stopping_live = &source;
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
 }
@@ -173,7 +174,7 @@ drop_reporter::drop_reporter(const char* command, double interval_s)
       interval_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(interval_s))),
       next_(std::chrono::steady_clock::now() + interval_) {}
 
-void drop_reporter::poll(const analyzer::live_capture& live) {
+void drop_reporter::poll(const analyzer::packet_source& live) {
   if (interval_.count() <= 0 || std::chrono::steady_clock::now() < next_) return;
   next_ += interval_;
   const auto d = live.stats();

@@ -28,6 +28,9 @@ struct capture_options {
   std::size_t max_flows = analyzer::ingest_options::default_max_flows;
   bool show_secrets = false;
   bool verbose = false;
+  // Live: pcap immediate mode (each packet handed over at once), for printing events
+  // as they happen; off, packets come in kernel buffer blocks (fewer wake-ups).
+  bool immediate = true;
 
   bool live() const noexcept { return !interface.empty(); }
 };
@@ -65,11 +68,11 @@ void print_flow_summary(const char* command, const analyzer::ingest_stats& s);
 // named when that is the cause) and returns nullptr.
 std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o);
 
-// While alive, SIGINT and SIGTERM stop `live` (its next() returns end) instead of
+// While alive, SIGINT and SIGTERM stop `source` (its next() returns end) instead of
 // killing the process, so the caller can print its summary.
 class stop_on_signal {
  public:
-  explicit stop_on_signal(analyzer::live_capture& live);
+  explicit stop_on_signal(analyzer::packet_source& source);
   ~stop_on_signal();
   stop_on_signal(const stop_on_signal&) = delete;
   stop_on_signal& operator=(const stop_on_signal&) = delete;
@@ -99,7 +102,7 @@ class silence_notice {
 class drop_reporter {
  public:
   drop_reporter(const char* command, double interval_s);
-  void poll(const analyzer::live_capture& live);
+  void poll(const analyzer::packet_source& source);
 
  private:
   const char* command_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
 #include "privileges.hpp"
+#include "recorder.hpp"
 #include "lockscope/resp/ascii.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
@@ -30,6 +32,7 @@ struct decode_options {
   std::string format = "text";
   std::size_t max_argument = 40;
   bool no_progress = false;
+  recorder_options replay;  // --replay, --replay-speed
 };
 
 using resp::iequals;
@@ -187,28 +190,30 @@ int run_files(const decode_options& o) {
 }
 
 int run_live(const decode_options& o) {
-  std::unique_ptr<analyzer::live_capture> live = open_live("decode", o.capture);
-  if (!live) return 2;
-  if (!drop_privileges("decode", o.privileges)) return 2;
+  const std::unique_ptr<analyzer::packet_source> source = open_packet_source("decode", o.capture, o.replay);
+  if (!source) return 2;
+  // Replays need no privilege; a live capture drops it once open.
+  if (dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr && !drop_privileges("decode", o.privileges)) return 2;
   printer out(o, true);
   flow_reporter flows("decode");
   analyzer::ingest_options io = make_ingest_options(o.capture);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, out);
-  const stop_on_signal stop(*live);
+  const stop_on_signal stop(*source);
   drop_reporter drops("decode", o.capture.stats_interval);
-  silence_notice silence("decode", o.capture, *live);
+  std::optional<silence_notice> silence;
+  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("decode", o.capture, *live);
   analyzer::captured_packet p;
   while (!stop.requested()) {
-    const auto r = live->next(p);
-    if (r == analyzer::live_capture::result::end) break;
-    if (r == analyzer::live_capture::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
-    drops.poll(*live);
-    silence.poll(r == analyzer::live_capture::result::packet);
+    const auto r = source->next(p);
+    if (r == analyzer::packet_source::result::end) break;
+    if (r == analyzer::packet_source::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
+    drops.poll(*source);
+    if (silence) silence->poll(r == analyzer::packet_source::result::packet);
   }
   a.finish();
   out.flush();
-  const auto d = live->stats();
+  const auto d = source->stats();
   print_summary(a.stats(), out.printed(), std::to_string(d.dropped + d.interface_dropped).c_str());
   return 0;
 }
@@ -219,6 +224,7 @@ void add_decode_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<decode_options>();
   CLI::App* cmd = app.add_subcommand("decode", "Print every Redis command, reply and push in a capture or live traffic");
   add_capture_options(*cmd, o->capture);
+  add_replay_options(*cmd, o->replay);
   add_privilege_options(*cmd, o->privileges);
   cmd->add_option("--command", o->commands, "Only these commands (comma-separated, e.g. EVAL,SUBSCRIBE)")
       ->delimiter(',')
@@ -231,8 +237,8 @@ void add_decode_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
   cmd->callback([o, &exit_code] {
-    require_one_source("decode", o->capture);
-    exit_code = o->capture.live() ? run_live(*o) : run_files(*o);
+    if (o->replay.replay.empty()) require_one_source("decode", o->capture);
+    exit_code = o->capture.live() || !o->replay.replay.empty() ? run_live(*o) : run_files(*o);
   });
 }
 

@@ -252,7 +252,7 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
 analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& ingest,
                                                const analyzer::lock_recognizer& recognizer,
                                                const analyzer::lock_timeline& timeline,
-                                               const analyzer::live_capture& live, std::size_t max_flows) {
+                                               const analyzer::packet_source& live, std::size_t max_flows) {
   const analyzer::ingest_stats s = ingest.stats();
   const auto drops = live.stats();
   const analyzer::timeline_memory memory = timeline.memory();

@@ -22,21 +22,14 @@ done
 lockscope=${LOCKSCOPE:-$root/build/default/cli/lockscope}
 [[ -x "$lockscope" ]] || { echo "make_lock_capture: $lockscope is not built (make test builds it)" >&2; exit 2; }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-workdir=$(mktemp -d)
-server_pid=""
+source "$(dirname "$0")/redis_server.sh"
 tcpdump_pid=""
 cleanup() {
   [[ -n "$tcpdump_pid" ]] && kill -INT "$tcpdump_pid" 2>/dev/null && wait "$tcpdump_pid" 2>/dev/null || true
-  [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-  rm -rf "$workdir"
+  stop_redis_server
 }
 trap cleanup EXIT
-
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$workdir" \
-  --logfile "$workdir/redis.log" &
-server_pid=$!
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_redis_server
 
 rm -f "$out"
 # A large kernel buffer (-B, KiB): redis-benchmark outpaces the default 2 MiB.

@@ -2,6 +2,7 @@
 // workload (redis-py / redlock style) of short-lived connections with fresh owners.
 //
 //   lock_soak_capture OUT.pcap [SCALE]
+//   lock_soak_capture OUT.pcap --connections N   (a small one, for tests)
 //
 // SCALE × 20,000 connections, each running 40 cycles of
 //   SET lock:<j> <fresh token> NX PX 5000   (retried with the same token while held)
@@ -15,6 +16,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -177,20 +179,21 @@ class generator {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: lock_soak_capture OUT.pcap [SCALE]\n");
+  const bool by_count = argc == 4 && std::string_view(argv[2]) == "--connections";
+  if (argc < 2 || (argc > 3 && !by_count)) {
+    std::fprintf(stderr, "usage: lock_soak_capture OUT.pcap [SCALE | --connections N]\n");
     return 2;
   }
-  const std::uint64_t scale = argc == 3 ? std::stoull(argv[2]) : 1;
-  if (scale == 0) {
-    std::fprintf(stderr, "lock_soak_capture: SCALE must be at least 1\n");
+  const std::uint64_t count = by_count ? std::stoull(argv[3]) : 20'000 * (argc == 3 ? std::stoull(argv[2]) : 1);
+  if (count == 0) {
+    std::fprintf(stderr, "lock_soak_capture: SCALE and N must be at least 1\n");
     return 2;
   }
   try {
-    generator g(argv[1], 20'000 * scale);
+    generator g(argv[1], count);
     g.run();
     std::fprintf(stderr, "lock_soak_capture: %s: %llu connections, %llu owners, %llu packets\n", argv[1],
-                 static_cast<unsigned long long>(20'000 * scale), static_cast<unsigned long long>(g.owners()),
+                 static_cast<unsigned long long>(count), static_cast<unsigned long long>(g.owners()),
                  static_cast<unsigned long long>(g.packets()));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lock_soak_capture: %s\n", e.what());

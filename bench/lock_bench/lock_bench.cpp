@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <hiredis/hiredis.h>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
@@ -182,6 +183,84 @@ std::vector<double> redlock_pair_latencies(lock::red_lock& red, const lock::clie
     });
   });
 }
+
+// The floor under the RedLock ratio: hiredis with blocking contexts, no lock logic, the
+// same acquire and unlock scripts by EVALSHA. A "pair" on one server is acquire then
+// unlock; on several, each command is written to every server before any reply is read,
+// so the servers work at once, as a RedLock round does. What this ratio cannot beat on a
+// machine, the client cannot either.
+class hiredis_floor {
+ public:
+  explicit hiredis_floor(const std::vector<std::unique_ptr<lockscope::test::redis_server>>& servers) {
+    for (const auto& s : servers) {
+      redisContext* c = redisConnect(s->host().c_str(), s->port());
+      if (c == nullptr || c->err) throw std::runtime_error("hiredis: cannot connect");
+      contexts_.push_back(c);
+      for (auto kind : {lock::script_kind::acquire, lock::script_kind::unlock}) {
+        const auto& info = lock::script(kind);
+        command(c, {"SCRIPT", "LOAD", std::string(info.text)});
+      }
+    }
+  }
+  ~hiredis_floor() {
+    for (auto* c : contexts_) redisFree(c);
+  }
+  hiredis_floor(const hiredis_floor&) = delete;
+  hiredis_floor& operator=(const hiredis_floor&) = delete;
+
+  // Pairs on the servers [first, last).
+  std::vector<double> pairs(std::size_t first, std::size_t last, int warmup, int samples) {
+    const std::string acquire_sha(lock::script(lock::script_kind::acquire).sha1);
+    const std::string unlock_sha(lock::script(lock::script_kind::unlock).sha1);
+    const std::vector<std::string> acquire = {"EVALSHA", acquire_sha, "1", "bench:floor", "30000", bench_owner};
+    const std::vector<std::string> unlock = {"EVALSHA", unlock_sha, "2", "bench:floor",
+                                             "redisson_lock__channel:{bench:floor}", "0", "30000", bench_owner};
+    std::vector<double> result;
+    for (int i = 0; i < warmup + samples; ++i) {
+      const auto start = steady::now();
+      round(first, last, acquire);
+      round(first, last, unlock);
+      if (i >= warmup) result.push_back(micros(steady::now() - start));
+    }
+    return result;
+  }
+
+ private:
+  std::vector<redisContext*> contexts_;
+
+  static void append(redisContext* c, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()) != REDIS_OK) {
+      throw std::runtime_error("hiredis: cannot append");
+    }
+  }
+  static void read_reply(redisContext* c) {
+    void* reply = nullptr;
+    if (redisGetReply(c, &reply) != REDIS_OK || reply == nullptr) throw std::runtime_error("hiredis: no reply");
+    const bool error = static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR;
+    freeReplyObject(reply);
+    if (error) throw std::runtime_error("hiredis: error reply");
+  }
+  static void command(redisContext* c, const std::vector<std::string>& args) {
+    append(c, args);
+    read_reply(c);
+  }
+  void round(std::size_t first, std::size_t last, const std::vector<std::string>& args) {
+    for (std::size_t k = first; k < last; ++k) {
+      append(contexts_[k], args);
+      int done = 0;
+      while (done == 0) {
+        if (redisBufferWrite(contexts_[k], &done) != REDIS_OK) throw std::runtime_error("hiredis: write failed");
+      }
+    }
+    for (std::size_t k = first; k < last; ++k) read_reply(contexts_[k]);
+  }
+};
 
 // The same through the blocking API from another thread (two thread handoffs per call).
 std::vector<double> sync_pair_latencies(lock::client& client, int samples) {
@@ -422,6 +501,19 @@ int main(int argc, char** argv) {
       fmt::print("redlock_pair_us, one shared io_context p50 {:.1f} p99 {:.1f} (ratio {:.2f} / {:.2f})\n",
                  percentile(pairs1, 50), percentile(pairs1, 99), percentile(pairs1, 50) / slowest_single_p50,
                  percentile(pairs1, 99) / slowest_single_p99);
+      hiredis_floor floor(servers);
+      double floor_single_p50 = 0;
+      double floor_single_p99 = 0;
+      for (std::size_t k = 0; k < servers.size(); ++k) {
+        const auto single = floor.pairs(k, k + 1, 1000, 10000);
+        floor_single_p50 = std::max(floor_single_p50, percentile(single, 50));
+        floor_single_p99 = std::max(floor_single_p99, percentile(single, 99));
+      }
+      const auto floor_three = floor.pairs(0, servers.size(), 1000, 10000);
+      fmt::print("hiredis floor: single pair (slowest of 3) p50 {:.1f} p99 {:.1f}; all three at once p50 {:.1f} "
+                 "p99 {:.1f} (ratio {:.2f} / {:.2f})\n",
+                 floor_single_p50, floor_single_p99, percentile(floor_three, 50), percentile(floor_three, 99),
+                 percentile(floor_three, 50) / floor_single_p50, percentile(floor_three, 99) / floor_single_p99);
       for (auto& c : shared) c->close();
       shared.clear();
       work.reset();

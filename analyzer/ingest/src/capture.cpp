@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -435,7 +436,7 @@ live_capture::live_capture(const live_options& options) {
   pcap_set_snaplen(p, options.snaplen);
   pcap_set_promisc(p, 0);
   pcap_set_timeout(p, options.timeout_ms);
-  pcap_set_immediate_mode(p, 1);
+  pcap_set_immediate_mode(p, options.immediate ? 1 : 0);
   pcap_set_buffer_size(p, options.buffer_mb * 1024 * 1024);
   const int rc = pcap_activate(p);
   if (rc < 0) {
@@ -503,6 +504,11 @@ live_capture::result live_capture::next(captured_packet& out) {
   out.wire_length = header->len;
   out.source = 0;
   return result::packet;
+}
+
+std::int64_t live_capture::now_us() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 void live_capture::stop() noexcept {

@@ -490,7 +490,7 @@ void lock_report::on_event(const lock_event& e) {
     case report_format::jsonl:
       append_event_jsonl(out_, e);
       out_ += '\n';
-      if (out_.size() > (1u << 16)) flush();
+      if (options_.line_buffered || out_.size() > (1u << 16)) flush();
       return;
     case report_format::stream_text: {
       if (is_group_event(e)) {

@@ -1666,6 +1666,9 @@ lock_timeline::~lock_timeline() = default;
 
 void lock_timeline::on_operation(const lock_operation& op) { impl_->on_operation(op); }
 void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
+  // What fell due before the end (a lock left idle while this connection's waiter
+  // waited) is judged with the waiter still there.
+  impl_->advance(at_us);
   impl_->connection_ended(connection, at_us);
   impl_->collect();
 }

@@ -80,6 +80,10 @@ struct live_options {
   int buffer_mb = 32;
   int snaplen = 262144;
   int timeout_ms = 100;  // how long next() waits before reporting a timeout
+  // Immediate mode: every packet is handed over as it arrives (for printing events as
+  // they happen). Off, the kernel fills buffer blocks and hands them over when full or
+  // after timeout_ms: far fewer wake-ups under load (--summary, metrics only).
+  bool immediate = true;
 };
 
 // The command that lets a user without root capture live with this program, e.g.
@@ -90,25 +94,40 @@ std::string capture_capability_command();
 // The BPF expression for a list of server ports (VLAN-tagged traffic included).
 std::string port_filter(const std::vector<std::uint16_t>& ports);
 
-class live_capture {
+// What the live loop reads from: a live interface (live_capture) or a capture file
+// replayed at capture speed (replay_capture.hpp). The loop's clock is now_us(), so a
+// replay drives lease deadlines by the replayed packets' times, not the wall clock.
+class packet_source {
  public:
   enum class result { packet, timeout, end };
-
-  explicit live_capture(const live_options& options);
-  ~live_capture();
-  live_capture(const live_capture&) = delete;
-  live_capture& operator=(const live_capture&) = delete;
-
-  result next(captured_packet& out);
-  // From a signal handler: makes next() return end.
-  void stop() noexcept;
-
   struct drop_stats {
     std::uint64_t received = 0;
     std::uint64_t dropped = 0;            // by the kernel: the buffer was full
     std::uint64_t interface_dropped = 0;  // by the interface or driver
   };
-  drop_stats stats() const;
+
+  virtual ~packet_source() = default;
+  // A packet (`out` valid until the next call), or timeout after a short wait.
+  virtual result next(captured_packet& out) = 0;
+  // From a signal handler: makes next() return end.
+  virtual void stop() noexcept = 0;
+  virtual drop_stats stats() const = 0;
+  // The loop's clock, epoch microseconds: the wall clock live, the replayed time in a
+  // replay (never past the next packet's time).
+  virtual std::int64_t now_us() const = 0;
+};
+
+class live_capture final : public packet_source {
+ public:
+  explicit live_capture(const live_options& options);
+  ~live_capture() override;
+  live_capture(const live_capture&) = delete;
+  live_capture& operator=(const live_capture&) = delete;
+
+  result next(captured_packet& out) override;
+  void stop() noexcept override;
+  drop_stats stats() const override;
+  std::int64_t now_us() const override;
   int link_type() const noexcept { return link_type_; }
   // The BPF expression in use (--filter, or the one built from the ports).
   const std::string& filter() const noexcept { return filter_; }

@@ -54,6 +54,8 @@ struct report_options {
   unsigned threads = 1;
   // Text: event lines held in memory before they go to the temporary file.
   std::size_t text_buffer_bytes = 4u << 20;
+  // JSONL: hand each line to `write` at once (live), not in 64 KiB chunks.
+  bool line_buffered = false;
 };
 
 // The text output's temporary file could not be created, written or read.

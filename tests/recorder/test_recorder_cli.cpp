@@ -1,0 +1,534 @@
+// `lockscope analyze --replay / --save-anomalies / --write` end to end: the replay gives
+// the file analysis's events through the live loop, RSS stays flat over the soak
+// capture, saved anomalies are reproduced by analyzing their pcaps, and tshark reads
+// the --write files.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+const fs::path captures_dir = LOCKSCOPE_CAPTURES_DIR;
+
+bool have_cli() {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  return !cli.empty() && fs::exists(cli);
+}
+
+struct run_result {
+  std::string out, err;
+  int status = -1;
+};
+
+// Runs a shell command line; stdout and stderr apart.
+run_result run(const std::string& command) {
+  static int counter = 0;
+  const fs::path err_file = fs::temp_directory_path() /
+                            ("lockscope-recorder-err-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+  run_result r;
+  FILE* p = ::popen((command + " 2>" + err_file.string()).c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[65536];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  r.status = ::pclose(p);
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(err_file);
+  return r;
+}
+
+std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+struct temp_dir {
+  fs::path path;
+  explicit temp_dir(const std::string& name)
+      : path(fs::temp_directory_path() / ("lockscope-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+std::vector<fs::path> bundled_captures() {
+  std::vector<fs::path> out{captures_dir / "seed-redisson.pcap"};
+  for (const char* sub : {"crafted", "recorded", "thirdparty"}) {
+    for (const auto& e : fs::directory_iterator(captures_dir / sub)) {
+      if (e.path().extension() == ".pcap") out.push_back(e.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// (lock, kind) of every anomaly in a JSONL output.
+std::multiset<std::pair<std::string, std::string>> anomalies_in(const std::string& jsonl) {
+  std::multiset<std::pair<std::string, std::string>> out;
+  for (const std::string& line : lines_of(jsonl)) {
+    const auto v = boost::json::parse(line).as_object();
+    if (v.at("event").as_string() != "anomaly") continue;
+    out.emplace(std::string(v.at("lock").as_string()), std::string(v.at("kind").as_string()));
+  }
+  return out;
+}
+
+// The packet count of `lockscope analyze: N packets, …` on stderr.
+std::uint64_t packets_in_summary(const std::string& err) {
+  for (const std::string& line : lines_of(err)) {
+    const std::string_view prefix = "lockscope analyze: ";
+    const auto at = line.find(" packets, ");
+    if (line.starts_with(prefix) && at != std::string::npos) return std::stoull(line.substr(prefix.size(), at));
+  }
+  FAIL("no totals line in: " << err);
+  return 0;
+}
+
+std::uint64_t vm_rss_kb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6));
+  }
+  return 0;
+}
+
+// Packets tshark reads from a file (an independent reader).
+std::uint64_t tshark_count(const fs::path& file) {
+  const run_result r = run("tshark -r " + quoted(file) + " -T fields -e frame.number | wc -l");
+  REQUIRE(r.status == 0);
+  return std::stoull(r.out);
+}
+
+bool have_tshark() { return ::system("command -v tshark >/dev/null 2>&1") == 0; }
+
+}  // namespace
+
+TEST_CASE("replay: every bundled capture through the live loop gives analyze FILE's events", "[recorder][cli]") {
+  if (!have_cli()) {
+    WARN("the lockscope CLI is not built");
+    return;
+  }
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  for (const fs::path& capture : bundled_captures()) {
+    INFO(capture.string());
+    // The live loop runs on one thread: the same as --threads 1 (see the README on
+    // --replay for the one capture where two threads differ).
+    const run_result file = run(cli + " analyze --threads 1 --format jsonl " + quoted(capture));
+    const run_result replay = run(cli + " analyze --format jsonl --replay-speed 0 --replay " + quoted(capture));
+    REQUIRE(file.status == 0);
+    REQUIRE(replay.status == 0);
+    CHECK(replay.out == file.out);
+    // The end-of-run totals agree too (packets, exchanges, operations, locks, events).
+    const auto totals = [](const std::string& err) {
+      for (const std::string& line : lines_of(err)) {
+        const auto at = line.find(" packets, ");
+        if (at != std::string::npos) return line.substr(0, line.find("; gaps"));
+      }
+      return std::string();
+    };
+    CHECK(totals(replay.err) == totals(file.err));
+  }
+}
+
+TEST_CASE("replay: decode through its live loop prints decode FILE's exchanges", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  for (const fs::path& capture : bundled_captures()) {
+    INFO(capture.string());
+    const run_result file = run(cli + " decode --format jsonl " + quoted(capture));
+    const run_result replay = run(cli + " decode --format jsonl --replay-speed 0 --replay " + quoted(capture));
+    REQUIRE(file.status == 0);
+    REQUIRE(replay.status == 0);
+    CHECK(!replay.out.empty());
+    CHECK(replay.out == file.out);
+  }
+}
+
+TEST_CASE("replay: paced at capture speed, the events are the same", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  // The seed spans 3 s; at 4× the replay takes about 0.75 s, with waits between packets.
+  const fs::path seed = captures_dir / "seed-redisson.pcap";
+  const auto started = std::chrono::steady_clock::now();
+  const run_result paced = run(cli + " analyze --format jsonl --replay-speed 4 --replay " + quoted(seed));
+  const auto took = std::chrono::steady_clock::now() - started;
+  const run_result file = run(cli + " analyze --format jsonl " + quoted(seed));
+  REQUIRE(paced.status == 0);
+  CHECK(paced.out == file.out);
+  CHECK(took >= 700ms);
+  // The text stream names each event's lock, as live output does.
+  const run_result text = run(cli + " analyze --replay-speed 0 --replay " + quoted(seed));
+  CHECK(text.out.find("myLock") != std::string::npos);
+  CHECK(text.out.find("acquired") != std::string::npos);
+}
+
+TEST_CASE("replay: bad input", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const run_result missing = run(cli + " analyze --replay /nonexistent/x.pcap");
+  CHECK(missing.status != 0);
+  CHECK(missing.err.find("/nonexistent/x.pcap") != std::string::npos);
+  const run_result both = run(cli + " analyze --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -i lo");
+  CHECK(both.status != 0);
+  CHECK(both.out.empty());
+  // Recording needs the live loop: a capture file alone would silently record nothing.
+  const run_result file_only =
+      run(cli + " analyze " + quoted(captures_dir / "seed-redisson.pcap") + " --save-anomalies /tmp");
+  CHECK(file_only.status != 0);
+  CHECK(file_only.err.find("--save-anomalies and --write work on live capture (-i) or --replay") !=
+        std::string::npos);
+  const run_result rotate_alone = run(cli + " analyze --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -C 1");
+  CHECK(rotate_alone.status != 0);
+  CHECK(rotate_alone.err.find("--write") != std::string::npos);
+}
+
+TEST_CASE("replay: the soak capture through the live loop keeps RSS flat", "[recorder][cli][soak]") {
+  const std::string generator = LOCKSCOPE_SOAK_GENERATOR;
+  if (!have_cli() || generator.empty() || !fs::exists(generator)) {
+    WARN("needs the lockscope CLI and lock_soak_capture");
+    return;
+  }
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("soak");
+  const fs::path capture = dir.path / "soak.pcap";
+  // 2,000 short-lived connections with fresh owners (80,000 of them), 64 locks: about
+  // 62 MB, 510,000 packets and 250,000 exchanges, replayed as fast as possible (a few seconds).
+  REQUIRE(run(quoted(fs::path(generator)) + " " + quoted(capture) + " --connections 2000").status == 0);
+  for (const char* format : {"--summary", "--format text"}) {
+    INFO(format);
+    const fs::path err = dir.path / "err";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(null, 1);
+      ::dup2(e, 2);
+      const std::string f = format;
+      if (f == "--summary") {
+        ::execl(cli.c_str(), cli.c_str(), "analyze", "--summary", "--replay-speed", "0", "--replay", capture.c_str(),
+                nullptr);
+      } else {
+        ::execl(cli.c_str(), cli.c_str(), "analyze", "--format", "text", "--replay-speed", "0", "--replay",
+                capture.c_str(), nullptr);
+      }
+      ::_exit(127);
+    }
+    // VmRSS every 5 ms while it runs.
+    std::vector<std::uint64_t> samples;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (const std::uint64_t kb = vm_rss_kb(pid); kb > 0) samples.push_back(kb);
+      std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    std::ifstream e(err);
+    const std::string err_text((std::istreambuf_iterator<char>(e)), {});
+    CHECK(packets_in_summary(err_text) > 300'000);
+    INFO("samples: " << samples.size());
+    REQUIRE(samples.size() >= 10);
+    // Flat: the second half's peak is within 4 MB of the first half's (the capture's
+    // owners and connections all differ, so anything kept per owner would grow), and
+    // all of it within the 64 MB budget.
+    const auto half = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
+    const std::uint64_t first_peak = *std::max_element(samples.begin(), half);
+    const std::uint64_t second_peak = *std::max_element(half, samples.end());
+    INFO("first half peak " << first_peak << " kB, second half peak " << second_peak << " kB");
+    CHECK(second_peak <= first_peak + 4096);
+    CHECK(second_peak <= 64 * 1024);
+  }
+}
+
+TEST_CASE("save-anomalies: each anomaly's pcap, analyzed alone, shows the same anomaly", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  std::size_t checked = 0;
+  for (const fs::path& capture : bundled_captures()) {
+    const run_result file = run(cli + " analyze --format jsonl " + quoted(capture));
+    REQUIRE(file.status == 0);
+    const auto expected = anomalies_in(file.out);
+    if (expected.empty()) continue;
+    INFO(capture.string());
+    temp_dir dir("saved");
+    // A long hold is shown only by a file that holds its start: the window must be longer
+    // than --long-hold (60 s).
+    const std::string window = capture.stem() == "long_hold" ? " --save-window 90" : "";
+    const run_result replay = run(cli + " analyze --summary --replay-speed 0 --save-anomalies " + quoted(dir.path) +
+                                  window + " --replay " + quoted(capture));
+    REQUIRE(replay.status == 0);
+    CHECK(replay.err.find("flight recorder: ") != std::string::npos);
+    // One pair of files per lock and kind (the rest are rate-limited: 30 s per lock and kind).
+    std::set<std::pair<std::string, std::string>> distinct(expected.begin(), expected.end());
+    std::set<std::pair<std::string, std::string>> saved;
+    for (const auto& e : fs::directory_iterator(dir.path)) {
+      if (e.path().extension() != ".pcap") continue;
+      INFO(e.path().filename().string());
+      fs::path json_path = e.path();
+      json_path.replace_extension(".json");
+      REQUIRE(fs::exists(json_path));
+      std::ifstream in(json_path);
+      std::string json_line;
+      std::getline(in, json_line);
+      const auto event = boost::json::parse(json_line).as_object();
+      const std::string lock(event.at("lock").as_string()), kind(event.at("kind").as_string());
+      CHECK(event.at("event").as_string() == "anomaly");
+      CHECK(e.path().filename().string().ends_with("-" + kind + ".pcap"));
+      CHECK(saved.emplace(lock, kind).second);
+      // The .json is the JSONL line analyze printed for it.
+      CHECK(file.out.find(json_line + "\n") != std::string::npos);
+      // The small pcap (mid-connection, a 30 s window) reproduces it.
+      const run_result again = run(cli + " analyze --format jsonl " + quoted(e.path()));
+      CHECK(again.status == 0);
+      CHECK(anomalies_in(again.out).count({lock, kind}) >= 1);
+      // And it holds only the lock's connections: never more packets than the capture.
+      CHECK(packets_in_summary(again.err) <= packets_in_summary(file.err));
+      ++checked;
+    }
+    CHECK(saved == distinct);
+  }
+  CHECK(checked >= 12);
+}
+
+TEST_CASE("save-anomalies: a missing or unusable directory is named before the capture starts", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string seed = quoted(captures_dir / "seed-redisson.pcap");
+  const run_result missing = run(cli + " analyze --replay " + seed + " --save-anomalies /nonexistent/dir");
+  CHECK(missing.status == 512);  // exit 2
+  CHECK(missing.err.find("--save-anomalies /nonexistent/dir: No such file or directory") != std::string::npos);
+  CHECK(missing.out.empty());
+  temp_dir dir("notdir");
+  std::ofstream(dir.path / "file") << "x";
+  const run_result file = run(cli + " analyze --replay " + seed + " --save-anomalies " + quoted(dir.path / "file"));
+  CHECK(file.status == 512);
+  CHECK(file.err.find("file: not a directory") != std::string::npos);
+  if (::geteuid() == 0 && ::system("command -v setpriv >/dev/null 2>&1") == 0) {
+    // Not writable for the user it runs as (root writes anywhere: run as nobody).
+    fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(fs::temp_directory_path(), fs::perms::others_exec, fs::perm_options::add);
+    const run_result denied = run("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli + " analyze --replay " +
+                                  seed + " --save-anomalies " + quoted(dir.path));
+    CHECK(denied.status == 512);
+    CHECK(denied.err.find(dir.path.string() + ": cannot write there as uid 65534: Permission denied") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("save-anomalies: the directory stays under --save-max-mb, oldest files deleted first", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("maxmb");
+  // An old file from an earlier run counts and goes first.
+  const fs::path old = dir.path / "20000101T000000.000000Z-old-long_hold.pcap";
+  std::ofstream(old) << std::string(5000, 'x');
+  fs::last_write_time(old, fs::file_time_type::clock::now() - std::chrono::hours(24));
+  // split_quorum: several anomalies on one lock, saved one file pair each.
+  const run_result r = run(cli + " analyze --summary --replay-speed 0 --save-max-mb 0.006 --save-anomalies " +
+                           quoted(dir.path) + " --replay " + quoted(captures_dir / "crafted" / "split_quorum.pcap"));
+  REQUIRE(r.status == 0);
+  CHECK_FALSE(fs::exists(old));
+  std::uint64_t total = 0;
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    total += fs::file_size(e.path());
+    ++files;
+  }
+  CHECK(files >= 2);
+  // At most the limit, or the last pair alone (never deleted).
+  CHECK((total <= 6000 || files == 2));
+  CHECK(r.err.find("old files deleted") != std::string::npos);
+}
+
+TEST_CASE("write: -C rotation as tcpdump, every packet readable by tshark", "[recorder][cli]") {
+  if (!have_cli()) return;
+  if (!have_tshark()) {
+    WARN("tshark is not installed");
+    return;
+  }
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("write");
+  const fs::path capture = captures_dir / "recorded" / "contend.pcap";
+  const run_result r = run(cli + " analyze --summary --replay-speed 0 --replay " + quoted(capture) + " --write " +
+                           quoted(dir.path / "out.pcap") + " -C 0.02");
+  REQUIRE(r.status == 0);
+  const std::uint64_t analyzed = packets_in_summary(r.err);
+  REQUIRE(fs::exists(dir.path / "out.pcap"));
+  REQUIRE(fs::exists(dir.path / "out.pcap1"));
+  std::uint64_t total = 0;
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    const std::string name = e.path().filename().string();
+    CHECK((name == "out.pcap" || (name.starts_with("out.pcap") && std::isdigit(static_cast<unsigned char>(name[8])))));
+    // -C 0.02: 20,000 bytes, exceeded by at most one packet.
+    CHECK(fs::file_size(e.path()) <= 20'000 + 70'000);
+    total += tshark_count(e.path());
+    ++files;
+  }
+  CHECK(files >= 2);
+  CHECK(total == analyzed);
+  CHECK(total == tshark_count(capture));
+  CHECK(r.err.find("--write: " + std::to_string(analyzed) + " packets in " + std::to_string(files) + " files") !=
+        std::string::npos);
+}
+
+TEST_CASE("write: -G names files by strftime on the loop's clock", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("write-g");
+  // The seed spans 3 s: with -G 1, one file per second of its time, named by its epoch.
+  const run_result r = run(cli + " analyze --summary --replay-speed 0 --replay " +
+                           quoted(captures_dir / "seed-redisson.pcap") + " --write " +
+                           quoted(dir.path / "seed-%s.pcap") + " -G 1");
+  REQUIRE(r.status == 0);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  REQUIRE(names.size() >= 3);
+  for (const std::string& n : names) {
+    CHECK(n.starts_with("seed-17"));
+    CHECK(n.ends_with(".pcap"));
+  }
+}
+
+namespace {
+
+// Waits until `file` contains `needle` (true) or `wait` passed.
+bool file_shows(const fs::path& file, std::string_view needle, std::chrono::milliseconds wait) {
+  const auto end = std::chrono::steady_clock::now() + wait;
+  do {
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    if (text.find(needle) != std::string::npos) return true;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
+}
+
+std::string file_text(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("live on lo: a holder killed with SIGKILL, its lease runs out while another waits: saved and written",
+          "[recorder][cli][live]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  if (!have_cli()) return;
+  if (::geteuid() != 0) {
+    WARN("live capture needs CAP_NET_RAW: skipped");
+    return;
+  }
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  lockscope::test::redis_server server;
+  temp_dir dir("live-saved");
+  const fs::path saved = dir.path / "saved", out = dir.path / "out.jsonl", err = dir.path / "err",
+                 written = dir.path / "all.pcap";
+  fs::create_directories(saved);
+  const std::string port = std::to_string(server.port());
+  const pid_t analyzer = ::fork();
+  REQUIRE(analyzer >= 0);
+  if (analyzer == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execl(cli.c_str(), cli.c_str(), "analyze", "-i", "lo", "--port", port.c_str(), "--format", "jsonl",
+            "--save-anomalies", saved.c_str(), "--save-after", "1", "--write", written.c_str(),
+            "--no-drop",  // the test's directories are root's
+            nullptr);
+    ::_exit(127);
+  }
+  REQUIRE(file_shows(err, "listening on lo", 5000ms));
+  std::this_thread::sleep_for(300ms);  // the capture is open
+  const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
+  const std::string lock = "flight:{recorder}/1";  // sanitized in the file name
+  const std::string holder_id = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:7";
+  const std::string waiter_id = "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:15";
+  // The holder: its own process, killed while it holds a 600 ms lease.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    lockscope::test::resp_connection c("127.0.0.1", server.port());
+    c.command_argv({"EVAL", std::string(acquire.text), "1", lock, "600", holder_id});
+    (void)::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char x;
+  REQUIRE(::read(ready[0], &x, 1) == 1);
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  // The waiter: fails, subscribes (nobody will publish: a lease that runs out says
+  // nothing), and retries by its timer after the lease has run out.
+  lockscope::test::resp_connection waiter("127.0.0.1", server.port());
+  lockscope::test::resp_connection subscriber("127.0.0.1", server.port());
+  waiter.command_argv({"EVAL", std::string(acquire.text), "1", lock, "600", waiter_id});
+  subscriber.command_argv({"SUBSCRIBE", "redisson_lock__channel:{" + lock + "}"});
+  std::this_thread::sleep_for(900ms);
+  waiter.command_argv({"EVAL", std::string(acquire.text), "1", lock, "600", waiter_id});
+  const bool shown = file_shows(out, "\"kind\":\"idle_with_waiters\"", 5000ms);
+  INFO(file_text(out));
+  CHECK(shown);
+  // The file is written --save-after (1 s) later, by the wall clock.
+  fs::path pcap;
+  for (int i = 0; i < 100 && pcap.empty(); ++i) {
+    for (const auto& e : fs::directory_iterator(saved)) {
+      if (e.path().extension() == ".json" && e.path().string().find("idle_with_waiters") != std::string::npos) {
+        pcap = e.path();
+        pcap.replace_extension(".pcap");
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE_FALSE(pcap.empty());
+  CHECK(pcap.filename().string().find("-flight__recorder__1-idle_with_waiters.pcap") != std::string::npos);
+  ::kill(analyzer, SIGINT);
+  int status = 0;
+  ::waitpid(analyzer, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const std::string err_text = file_text(err);
+  INFO(err_text);
+  CHECK(err_text.find("flight recorder: 1 anomalies saved") != std::string::npos);
+  // The saved file shows the same anomaly on its own.
+  const run_result again = run(cli + " analyze --format jsonl " + quoted(pcap));
+  CHECK(anomalies_in(again.out).count({lock, "idle_with_waiters"}) == 1);
+  // --write: tshark reads every packet the analyzer saw.
+  if (have_tshark()) CHECK(tshark_count(written) == packets_in_summary(err_text));
+  const run_result whole = run(cli + " analyze --format jsonl " + quoted(written));
+  CHECK(anomalies_in(whole.out).count({lock, "idle_with_waiters"}) == 1);
+}
