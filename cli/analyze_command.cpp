@@ -12,6 +12,7 @@
 
 #include "capture_options.hpp"
 #include "commands.hpp"
+#include "visual_report.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
@@ -36,6 +37,8 @@ struct analyze_options {
   unsigned threads = 2;
   bool merge_servers = false;
   double group_window_ms = 1000;
+  std::string output;  // -o FILE (html, svg)
+  std::size_t html_max_locks = 500;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -79,6 +82,9 @@ int run(const analyze_options& o, bool live_mode) {
     ao.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
     ao.report = ro;
     ao.threads = o.threads;
+    if (o.format == "html" || o.format == "svg") {
+      return run_visual_report(o.capture.files, ao, {o.format == "svg", o.output, o.html_max_locks, o.locks});
+    }
     try {
       const auto r = analyzer::analyze_files(
           o.capture.files, ao, write_stdout,
@@ -155,7 +161,14 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<analyze_options>();
   CLI::App* cmd = app.add_subcommand("analyze", "Rebuild each lock's timeline (holders, waiters, anomalies) from traffic");
   add_capture_options(*cmd, o->capture);
-  cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
+  cmd->add_option("--format", o->format, "text, jsonl, html (swimlane report) or svg (one --lock's swimlanes)")
+      ->check(CLI::IsMember({"text", "jsonl", "html", "svg"}))
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "html, svg: write the report to FILE (default: stdout)");
+  cmd->add_option("--html-max-locks", o->html_max_locks,
+                  "html: draw the N most active locks (contention and anomalies first)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
   cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
   cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
@@ -180,6 +193,9 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->callback([o, &exit_code] {
     require_one_source("analyze", o->capture);
+    if (o->capture.live() && (o->format == "html" || o->format == "svg")) {
+      throw CLI::ValidationError("--format", o->format + " reads capture files, not -i");
+    }
     exit_code = run(*o, o->capture.live());
   });
 }
