@@ -17,13 +17,11 @@ const puppeteer = require('puppeteer-core');
     if (anomaly) {
       // The anomaly's first occurrence, as a click on its count in the header shows it.
       await page.click(`a.anomaly-link[data-anomaly="${anomaly}"]`);
-      await page.click('#zoom-out');
-      await page.evaluate(() => window.scrollBy(0, -40));
+      await page.evaluate(() => window.scrollBy(0, -60));
       const mark = await page.$('.m.hl');
       if (mark) {
         const box = await mark.boundingBox();
-        await page.mouse.move(box.x + 2, box.y + box.height / 2);
-        await page.mouse.click(box.x + 2, box.y + box.height / 2);
+        await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
       }
     } else {
       const hold = await page.$('.m.hold');

@@ -181,13 +181,21 @@
       ? 'zoom in to see these events' : (mark.dataset.anomaly ? 'anomaly ' + mark.dataset.anomaly : mark.dataset.event);
     tooltip.appendChild(head);
     if (!e) return;
+    const START = +timeline.dataset.startUs;
+    const at = document.createElement('div');
+    at.className = 'k';
+    at.textContent = 'at +' + ((e.ts * 1e6 - START) / 1e6).toFixed(6) + ' s from the capture start';
+    tooltip.appendChild(at);
+    const EPOCH_FIELDS = new Set(['ts', 'since', 'start', 'end']);
     for (const key of Object.keys(e)) {
       const row = document.createElement('div');
       const k = document.createElement('span');
       k.className = 'k';
       k.textContent = key + ': ';
       row.appendChild(k);
-      row.appendChild(document.createTextNode(JSON.stringify(e[key])));
+      // Epoch seconds as the JSONL writes them (microseconds, trailing zeros kept).
+      const v = EPOCH_FIELDS.has(key) && typeof e[key] === 'number' ? e[key].toFixed(6) : JSON.stringify(e[key]);
+      row.appendChild(document.createTextNode(v));
       tooltip.appendChild(row);
     }
   }

@@ -350,6 +350,7 @@ struct mark_writer {
   const swimlane_block& b;
   const swimlane_geometry& g;
   std::string& out;
+  const std::vector<int>& colours;  // per lane
   double x(std::int64_t t) const {
     const double span = static_cast<double>(std::max<std::int64_t>(1, g.end_us - g.start_us));
     return g.left + static_cast<double>(t - g.start_us) / span * g.width;
@@ -376,7 +377,7 @@ struct mark_writer {
     const double x0 = x(m.t0_us);
     const double w = std::max(min_w, x(m.t1_us) - x0);
     append_format(out, "<rect class=\"m {} c{}{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\"", cls,
-                  owner_colour(b.lanes[m.lane].owner), m.open ? " open" : "", x0, y, w, h);
+                  colours[m.lane], m.open ? " open" : "", x0, y, w, h);
     append_format(out, " data-w=\"{}\"", min_w);
     attrs(m);
     out += "/>";
@@ -438,7 +439,20 @@ block_svg layout_block(const swimlane_block& b, const swimlane_geometry& g) {
   block_svg r;
   const auto lanes = std::max<std::size_t>(1, b.lanes.size());
   r.height = g.top * 2 + static_cast<double>(lanes) * (g.lane_height + g.lane_gap);
-  mark_writer w{b, g, r.lanes};
+  // Each owner its own colour, the same in every block and report, unless another
+  // lane of this block has it already: then the next one free.
+  std::vector<int> colours;
+  std::vector<bool> used(owner_colours, false);
+  for (const auto& l : b.lanes) {
+    int c = owner_colour(l.owner);
+    for (int k = 0; k < owner_colours && used[static_cast<std::size_t>(c)]; ++k) {
+      c = (c + 1) % owner_colours;
+    }
+    used[static_cast<std::size_t>(c)] = true;
+    if (std::all_of(used.begin(), used.end(), [](bool u) { return u; })) used.assign(owner_colours, false);
+    colours.push_back(c);
+  }
+  mark_writer w{b, g, r.lanes, colours};
   const bool with_server = b.several_servers();
   for (std::size_t i = 0; i < b.lanes.size(); ++i) {
     const auto& l = b.lanes[i];
@@ -463,7 +477,7 @@ block_svg layout_block(const swimlane_block& b, const swimlane_geometry& g) {
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t c) {
     return paint_order(b.marks[a].kind) < paint_order(b.marks[c].kind);
   });
-  mark_writer mw{b, g, r.marks};
+  mark_writer mw{b, g, r.marks, colours};
   for (auto i : order) mw.write(b.marks[i], r.height);
   if (b.marks.size() > g.fine_limit && g.end_us > g.start_us) {
     // Per lane and slice of time: the share of it held and waited, as shaded cells.
