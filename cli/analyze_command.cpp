@@ -39,6 +39,7 @@ struct analyze_options {
   double group_window_ms = 1000;
   std::string output;  // -o FILE (html, svg)
   std::size_t html_max_locks = 500;
+  std::size_t html_detail = 3000;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -83,7 +84,7 @@ int run(const analyze_options& o, bool live_mode) {
     ao.report = ro;
     ao.threads = o.threads;
     if (o.format == "html" || o.format == "svg") {
-      return run_visual_report(o.capture.files, ao, {o.format == "svg", o.output, o.html_max_locks, o.locks});
+      return run_visual_report(o.capture.files, ao, {o.format == "svg", o.output, o.html_max_locks, o.html_detail, o.locks});
     }
     try {
       const auto r = analyzer::analyze_files(
@@ -167,6 +168,10 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", o->output, "html, svg: write the report to FILE (default: stdout)");
   cmd->add_option("--html-max-locks", o->html_max_locks,
                   "html: draw the N most active locks (contention and anomalies first)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--html-detail", o->html_detail,
+                  "html: a lock with more marks is drawn coarse (how busy each slice of time was) until zoomed in")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");

@@ -42,14 +42,14 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
   auto error = [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); };
   try {
     // Pass 1: which locks to draw.
-    analyzer::block_ranking ranking;
+    analyzer::block_ranking ranking(options.svg ? 0 : options.max_locks, options.svg ? options.lock_globs.front() : "");
     const auto first = analyzer::analyze_files_into(
         files, analysis, ranking, selected, [&](const analyzer::lock_timeline& t) { ranking.add_stats(t); }, warn,
         error);
     if (first.changed_files > 0) return 1;
     std::vector<std::string> keys;
     if (options.svg) {
-      keys = ranking.matching(options.lock_globs.front());
+      keys = ranking.matching();
       if (keys.size() != 1) {
         std::string names;
         for (std::size_t i = 0; i < keys.size() && i < 10; ++i) names += (i ? ", " : "") + block_title(keys[i]);
@@ -63,7 +63,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
         return 2;
       }
     } else {
-      keys = ranking.top(options.max_locks);
+      keys = ranking.top();
     }
 
     // Pass 2: the swimlanes of those locks only.
@@ -88,6 +88,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     analyzer::swimlane_geometry geometry;
     geometry.start_us = info.start_us;
     geometry.end_us = info.end_us;
+    geometry.fine_limit = options.detail;
 
     const bool to_stdout = options.output.empty() || options.output == "-";
     std::FILE* out = to_stdout ? stdout : std::fopen(options.output.c_str(), "wb");

@@ -15,6 +15,7 @@ struct visual_report_options {
   bool svg = false;                   // else html
   std::string output;                 // "" or "-": stdout
   std::size_t max_locks = 500;        // --html-max-locks
+  std::size_t detail = 3000;          // --html-detail: marks a lock draws in full before coarsening
   std::vector<std::string> lock_globs;  // --lock; svg: exactly one lock must match
 };
 

@@ -249,6 +249,34 @@ async function interactions(page, name) {
       console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}: ${dom.length} blocks, ${dom.reduce((n, d) => n + d.holds.length, 0)} holds, ` +
                   `${dom.reduce((n, d) => n + d.waits.length, 0)} waits, ${dom.reduce((n, d) => n + d.anomalies.length, 0)} anomalies`);
     }
+    // A lock with more marks than --html-detail: coarse, then every mark once zoomed in.
+    const stress = captures.find((c) => c.endsWith('recorded/stress.pcap'));
+    if (stress) {
+      const name = path.relative(process.cwd(), stress) + ' --html-detail 100';
+      const check = (cond, what) => { if (!cond) fail(name, what); };
+      const jsonl = execFileSync(lockscope, ['analyze', stress, '--format', 'jsonl'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+      const acquired = jsonl.split('\n').filter((l) => l.includes('"event":"acquired"')).length;
+      const file = path.join(tmp, 'stress-coarse.html');
+      execFileSync(lockscope, ['analyze', stress, '--format', 'html', '--html-detail', '100', '-o', file], { stdio: 'ignore' });
+      current = 'file://' + file;
+      await open(page, file);
+      const state = () => page.evaluate(() => ({
+        coarse: document.querySelectorAll('g.marks .m.coarse').length,
+        coarseShown: document.querySelector('g.marks').style.display !== 'none',
+        holds: document.querySelectorAll('.m.hold:not(.coarse)').length,
+        fineShown: document.querySelector('g.fine').style.display !== 'none',
+      }));
+      let st = await state();
+      check(st.coarse > 0 && st.coarseShown && st.holds === 0, `not coarse at first: ${JSON.stringify(st)}`);
+      for (let i = 0; i < 4; i++) await page.click('#zoom-in');
+      st = await state();
+      check(!st.coarseShown && st.fineShown && st.holds === acquired, `zoomed in: ${JSON.stringify(st)}, ${acquired} acquired`);
+      await page.click('#zoom-reset');
+      st = await state();
+      check(st.coarseShown && !st.fineShown, `zoomed out: ${JSON.stringify(st)}`);
+      for (const p of page.problems) fail(name, p);
+      console.log(`ok   ${name}: coarse ${st.coarse} cells, ${acquired} holds once zoomed in`);
+    }
     if (interacted < 2 && captures.length > 2) fail('interactions', `ran on ${interacted} reports, expected 2`);
   } finally {
     await browser.close();

@@ -187,19 +187,23 @@ TEST_CASE("swimlane: axis steps and labels follow the zoom's unit", "[swimlane]"
 }
 
 TEST_CASE("swimlane: ranking puts contention and anomalies first", "[swimlane]") {
-  block_ranking r;
-  for (int i = 0; i < 5; ++i) r.on_event(ev(i, lock_event_kind::acquired, "A", "busy"));
-  r.on_event(ev(10, lock_event_kind::acquired, "A", "quiet"));
+  block_ranking r(2);
+  r.consider("quiet", 0, 0, 1);
+  r.consider("busy", 0, 0, 50);
+  r.consider("broken", 0, 1, 2);
+  r.consider("quiet too", 0, 0, 1);
+  r.consider("busy", 1, 0, 60);  // another database: another block
+  const auto top = r.top();
+  REQUIRE(top.size() == 2);
+  CHECK(top[0] == block_key("broken", 0));
+  CHECK(top[1] == block_key("busy", 1));
   auto an = ev(11, lock_event_kind::anomaly, "A", "broken");
   an.kind = anomaly_kind::long_hold;
   r.on_event(an);
-  const auto top = r.top(2);
-  REQUIRE(top.size() == 2);
-  CHECK(top[0] == block_key("broken", 0));
-  CHECK(top[1] == block_key("busy", 0));
-  CHECK(r.blocks() == 3);
   CHECK(r.anomalies()[static_cast<std::size_t>(anomaly_kind::long_hold)] == 1);
-  CHECK(r.matching("b*").size() == 2);
+  block_ranking none(0);
+  none.consider("x", 0, 5, 5);
+  CHECK(none.top().empty());
 }
 
 TEST_CASE("swimlane: lockscope analyze --format html and svg", "[swimlane][cli]") {

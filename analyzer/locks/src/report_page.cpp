@@ -82,51 +82,64 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
 
 }  // namespace
 
+block_ranking::block_ranking(std::size_t max_blocks, std::string glob)
+    : max_blocks_(max_blocks), capacity_(max_blocks), glob_(std::move(glob)) {}
+
 void block_ranking::on_event(const lock_event& e) {
-  key_ = block_key(e.lock, e.db);
-  auto it = by_block_.find(key_);
-  if (it == by_block_.end()) {
-    it = by_block_.emplace(key_, activity{0, 0, order_.size()}).first;
-    order_.push_back(key_);
+  if (e.event != lock_event_kind::anomaly) return;
+  ++anomalies_[static_cast<std::size_t>(e.kind)];
+  // The timeline's statistics count its own anomalies, not lock_groups'.
+  if (e.kind == anomaly_kind::quorum_lost || e.kind == anomaly_kind::split_quorum) {
+    ++group_anomalies_[block_key(e.lock, e.db)];
   }
-  ++it->second.events;
-  if (e.event == lock_event_kind::anomaly) {
-    ++it->second.trouble;
-    ++anomalies_[static_cast<std::size_t>(e.kind)];
+}
+
+bool block_ranking::more_active(const candidate& a, const candidate& b) noexcept {
+  if (a.trouble != b.trouble) return a.trouble > b.trouble;
+  if (a.activity != b.activity) return a.activity > b.activity;
+  return a.seen < b.seen;
+}
+
+void block_ranking::consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity) {
+  candidate c{trouble, activity, seen_++, {}};
+  if (heap_.size() >= capacity_ && (capacity_ == 0 || !more_active(c, heap_.front()))) return;
+  c.key = block_key(name, db);
+  heap_.push_back(std::move(c));
+  std::push_heap(heap_.begin(), heap_.end(), more_active);
+  if (heap_.size() > capacity_) {
+    std::pop_heap(heap_.begin(), heap_.end(), more_active);
+    heap_.pop_back();
   }
 }
 
 void block_ranking::add_stats(const lock_timeline& timeline) {
+  // A name on several servers is one block: keep enough locks to fill max_blocks.
+  capacity_ = max_blocks_ * std::min<std::size_t>(std::max<std::size_t>(1, timeline.scope_count()), 8);
+  std::map<std::string, int, std::less<>> distinct;  // only when names can repeat
+  const bool repeats = timeline.scope_count() > 1;
   timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
-    auto it = by_block_.find(block_key(lock, s.db));
-    if (it != by_block_.end()) it->second.trouble += s.contended_acquisitions;
+    std::uint64_t trouble = s.contended_acquisitions + s.anomaly_total();
+    if (!group_anomalies_.empty()) {
+      auto g = group_anomalies_.find(block_key(lock, s.db));
+      if (g != group_anomalies_.end()) trouble += g->second;
+    }
+    consider(lock, s.db, trouble, s.acquisitions + s.renewals + s.expiries);
+    if (repeats) distinct.emplace(block_key(lock, s.db), 0);
+    if (!glob_.empty() && glob_match(glob_, lock)) {
+      auto key = block_key(lock, s.db);
+      if (std::find(matching_.begin(), matching_.end(), key) == matching_.end()) matching_.push_back(std::move(key));
+    }
   });
+  blocks_ = repeats ? distinct.size() : timeline.lock_count();
 }
 
-std::vector<std::string> block_ranking::top(std::size_t n) const {
-  std::vector<const std::pair<const std::string, activity>*> all;
-  all.reserve(by_block_.size());
-  for (const auto& kv : by_block_) all.push_back(&kv);
-  auto more_active = [](auto* a, auto* b) {
-    if (a->second.trouble != b->second.trouble) return a->second.trouble > b->second.trouble;
-    if (a->second.events != b->second.events) return a->second.events > b->second.events;
-    return a->second.first_seen < b->second.first_seen;
-  };
-  if (all.size() > n) {
-    std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(), more_active);
-    all.resize(n);
-  }
+std::vector<std::string> block_ranking::top() const {
+  std::vector<candidate> all = heap_;
   std::sort(all.begin(), all.end(), more_active);
   std::vector<std::string> keys;
-  keys.reserve(all.size());
-  for (auto* kv : all) keys.push_back(kv->first);
-  return keys;
-}
-
-std::vector<std::string> block_ranking::matching(std::string_view glob) const {
-  std::vector<std::string> keys;
-  for (const auto& k : order_) {
-    if (glob_match(glob, std::string_view(k).substr(0, k.find('\0')))) keys.push_back(k);
+  for (auto& c : all) {
+    if (keys.size() >= max_blocks_) break;
+    if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(std::move(c.key));
   }
   return keys;
 }

@@ -1,9 +1,9 @@
 // The HTML page and the standalone SVG of `lockscope analyze --format html|svg`
 // (sans-I/O: strings out through `write`).
 //
-//   block_ranking rank;                      // pass 1: a lock_event_sink
+//   block_ranking rank(500);                 // pass 1: a lock_event_sink
 //   ... analyze into rank ...; rank.add_stats(timeline);
-//   auto keys = rank.top(500);               // block_key()s, most active first
+//   auto keys = rank.top();                  // block_key()s, most active first
 //   swimlane_builder b({}, keys);            // pass 2, only those locks
 //   ... analyze into b ...; b.finish(end);
 //   page_info info = ...;                    // the capture's figures, summary rows
@@ -29,30 +29,38 @@
 
 namespace lockscope::analyzer {
 
-// Pass 1: per block (name, database), how active it was, and the anomalies by kind.
+// Pass 1: which blocks (name, database) to draw, from the timeline's per-lock
+// statistics once it finished (so it holds nothing per lock itself), and the anomalies
+// by kind. The most active: contention + anomalies first, then acquisitions, renewals
+// and expiries, then first seen; a name on several servers counts as its busiest.
 class block_ranking final : public lock_event_sink {
  public:
+  // `glob`: also collect the blocks whose name matches it (--format svg --lock).
+  explicit block_ranking(std::size_t max_blocks, std::string glob = {});
   void on_event(const lock_event& e) override;
-  // Contended acquisitions from the timeline's per-lock statistics.
   void add_stats(const lock_timeline& timeline);
-  // The `n` most active blocks' keys: contention + anomalies first, then events, then
-  // first seen.
-  std::vector<std::string> top(std::size_t n) const;
-  // The blocks whose name matches `glob`.
-  std::vector<std::string> matching(std::string_view glob) const;
-  std::size_t blocks() const noexcept { return order_.size(); }
+  // One lock (add_stats calls it for each).
+  void consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity);
+  // The top blocks' keys (block_key()), most active first.
+  std::vector<std::string> top() const;
+  const std::vector<std::string>& matching() const noexcept { return matching_; }
+  std::size_t blocks() const noexcept { return blocks_; }  // in the capture
   const std::uint64_t* anomalies() const noexcept { return anomalies_; }
 
  private:
-  struct activity {
-    std::uint64_t trouble = 0;  // contended acquisitions + anomalies
-    std::uint64_t events = 0;
-    std::size_t first_seen = 0;
+  struct candidate {
+    std::uint64_t trouble = 0, activity = 0, seen = 0;
+    std::string key;
   };
-  std::map<std::string, activity, std::less<>> by_block_;
-  std::vector<std::string> order_;
+  static bool more_active(const candidate& a, const candidate& b) noexcept;
+  std::size_t max_blocks_, capacity_;
+  std::string glob_;
+  std::vector<candidate> heap_;  // the least active on top, at most capacity_
+  std::uint64_t seen_ = 0;
+  std::size_t blocks_ = 0;
+  std::vector<std::string> matching_;
+  std::map<std::string, std::uint64_t, std::less<>> group_anomalies_;  // quorum_lost, split_quorum by block
   std::uint64_t anomalies_[anomaly_kind_count] = {};
-  std::string key_;
 };
 
 // One row of the summary table (a lock: name, server, database).
