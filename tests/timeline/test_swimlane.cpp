@@ -35,21 +35,10 @@ std::vector<const swimlane_mark*> marks_of(const swimlane_block& b, mark_kind k)
   return out;
 }
 
-std::size_t count(const std::string& s, const std::string& what) {
-  std::size_t n = 0;
-  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
+std::size_t count(const std::string& s, const std::string& what) { return timeline_test::occurrences(s, what); }
 
 std::string run_cli(const std::string& args, int& status) {
-  const std::string cmd = std::string(LOCKSCOPE_CLI_PATH) + " analyze " + args;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  status = ::pclose(p);
-  return out;
+  return timeline_test::command_output(std::string(LOCKSCOPE_CLI_PATH) + " analyze " + args, status);
 }
 
 }  // namespace
