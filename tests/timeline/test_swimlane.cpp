@@ -163,6 +163,13 @@ TEST_CASE("swimlane: bounded per block and per lane; the SVG carries the JSONL v
   CHECK(count(svg.coarse, "data-event=\"coarse\"") > 0);
 }
 
+TEST_CASE("swimlane: data-* values read as the JSONL's strings", "[swimlane]") {
+  std::string out;
+  append_xml_escaped(out, std::string_view("a\xff\xc3\xa9<\"&'\x01\n", 10));
+  // \xff is not UTF-8: the JSONL writes \u00ff, which reads as U+00FF (C3 BF).
+  CHECK(out == "a\xc3\xbf\xc3\xa9&lt;&quot;&amp;&#39;\xef\xbf\xbd&#10;");
+}
+
 TEST_CASE("swimlane: axis steps and labels follow the zoom's unit", "[swimlane]") {
   CHECK(axis_step(10'000'000, 10) == 1'000'000);
   CHECK(axis_label(3'000'000, 1'000'000) == "3s");

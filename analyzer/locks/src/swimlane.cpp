@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "lockscope/ingest/message.hpp"
 #include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_report.hpp"
 
@@ -299,17 +300,30 @@ void swimlane_builder::finish(std::int64_t end_us) {
 // ---- layout ----
 
 void append_xml_escaped(std::string& out, std::string_view s) {
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') out += "\xEF\xBF\xBD";
-        else out += c;
+      case '&': out += "&amp;"; continue;
+      case '<': out += "&lt;"; continue;
+      case '>': out += "&gt;"; continue;
+      case '"': out += "&quot;"; continue;
+      case '\'': out += "&#39;"; continue;
+      default: break;
+    }
+    if (u < 0x20) {
+      // XML 1.0 has no other control characters (the JSONL has \u00XX).
+      if (c == '\t' || c == '\n' || c == '\r') out += fmt::format("&#{};", static_cast<int>(u));
+      else out += "\xEF\xBF\xBD";
+    } else if (u < 0x80) {
+      out += c;
+    } else if (const std::size_t n = utf8_sequence(s, i); n > 0) {
+      out.append(s, i, n);
+      i += n - 1;
+    } else {
+      // Not UTF-8: the character U+00XX, as the JSONL's \u00XX reads.
+      out += static_cast<char>(0xc0 | (u >> 6));
+      out += static_cast<char>(0x80 | (u & 0x3f));
     }
   }
 }
