@@ -148,6 +148,16 @@ TEST_CASE("swimlane: bounded per block and per lane; the SVG carries the JSONL v
   CHECK(blk.events_seen == 300);
   CHECK(blk.events_dropped == 200);
   CHECK(blk.lanes.size() == 5);  // 4 owners, then one lane for the others
+  // The events kept are shared out over the blocks.
+  swimlane_options shared;
+  shared.max_total_events = 1000;
+  shared.min_block_events = 50;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) keys.push_back(block_key("k" + std::to_string(i), 0));
+  swimlane_builder many(shared, keys);
+  for (int i = 0; i < 100; ++i) many.on_event(ev(i, lock_event_kind::contended, "A", "k7"));
+  CHECK(many.blocks()[7].events.size() == 50);  // 1000 / 40 = 25, at least 50
+  CHECK(many.blocks()[7].events_dropped == 50);
   CHECK(blk.lanes.back().owner == "(other owners)");
   swimlane_geometry g;
   g.start_us = t0;

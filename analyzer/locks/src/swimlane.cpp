@@ -62,7 +62,10 @@ std::string block_key(std::string_view name, std::int32_t db) {
 }
 
 swimlane_builder::swimlane_builder(const swimlane_options& options, const std::vector<std::string>& blocks)
-    : options_(options) {
+    : options_(options),
+      block_events_(std::clamp(options.max_total_events / std::max<std::size_t>(1, blocks.size()),
+                               std::min(options.min_block_events, options.max_block_events),
+                               options.max_block_events)) {
   blocks_.reserve(blocks.size());
   state_.resize(blocks.size());
   for (const auto& k : blocks) {
@@ -125,7 +128,7 @@ void swimlane_builder::on_event(const lock_event& e) {
   auto& b = blocks_[bi];
   auto& st = state_[bi];
   ++b.events_seen;
-  if (b.events.size() >= options_.max_block_events) {
+  if (b.events.size() >= block_events_) {
     if (b.events_dropped++ == 0) finish_block(bi, e.ts_us);
     return;
   }

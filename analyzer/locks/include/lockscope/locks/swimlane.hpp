@@ -22,9 +22,10 @@
 //                 gets an anomaly_band over the whole block (the lock was free)
 //   group         quorum / multilock: start → end on the owner's `group` lane
 // Each mark points at the event it came from (its JSONL line, event name, owner).
-// Memory: events of blocks not selected cost nothing; a block keeps at most
-// max_block_events events (the rest are counted, not drawn), so a report holds at most
-// selected blocks × max_block_events events however long the capture.
+// Memory: events of blocks not selected cost nothing; a block keeps its first
+// max_total_events / blocks events (within [min_block_events, max_block_events]; the
+// rest are counted, not drawn), so a report holds at most about max_total_events events
+// however long the capture.
 #pragma once
 
 #include <cstdint>
@@ -95,7 +96,11 @@ struct swimlane_block {
 };
 
 struct swimlane_options {
+  // Events kept per block: max_total_events shared out over the blocks, at least
+  // min_block_events and at most max_block_events each.
   std::size_t max_block_events = 20'000;
+  std::size_t min_block_events = 200;
+  std::size_t max_total_events = 100'000;
   std::size_t max_lanes = 64;  // more owners share the last lane ("other owners")
 };
 
@@ -127,6 +132,7 @@ class swimlane_builder final : public lock_event_sink {
     std::uint16_t last_release_lane = 0;
   };
   swimlane_options options_;
+  std::size_t block_events_;  // kept per block
   std::vector<swimlane_block> blocks_;
   std::vector<block_state> state_;
   std::map<std::string, std::size_t, std::less<>> index_;  // block_key → block
