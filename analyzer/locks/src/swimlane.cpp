@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -457,16 +458,24 @@ block_svg layout_block(const swimlane_block& b, const swimlane_geometry& g) {
   const auto lanes = std::max<std::size_t>(1, b.lanes.size());
   r.height = g.top * 2 + static_cast<double>(lanes) * (g.lane_height + g.lane_gap);
   // Each owner its own colour, the same in every block and report, unless another
-  // lane of this block has it already: then the next one free.
+  // owner of this block has it already: then the next one free. An owner's lanes on
+  // several servers share its colour.
   std::vector<int> colours;
   std::vector<bool> used(owner_colours, false);
+  std::map<std::string_view, int> colour_of;
   for (const auto& l : b.lanes) {
+    auto known = colour_of.find(l.owner);
+    if (known != colour_of.end()) {
+      colours.push_back(known->second);
+      continue;
+    }
     int c = owner_colour(l.owner);
     for (int k = 0; k < owner_colours && used[static_cast<std::size_t>(c)]; ++k) {
       c = (c + 1) % owner_colours;
     }
     used[static_cast<std::size_t>(c)] = true;
     if (std::all_of(used.begin(), used.end(), [](bool u) { return u; })) used.assign(owner_colours, false);
+    colour_of.emplace(l.owner, c);
     colours.push_back(c);
   }
   mark_writer w{b, g, r.lanes, colours};
