@@ -51,14 +51,18 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     if (options.svg) {
       keys = ranking.matching();
       if (keys.size() != 1) {
+        const bool more = keys.size() > analyzer::block_ranking::max_matches;
         std::string names;
-        for (std::size_t i = 0; i < keys.size() && i < 10; ++i) names += (i ? ", " : "") + block_title(keys[i]);
+        for (std::size_t i = 0; i < keys.size() && i < analyzer::block_ranking::max_matches; ++i) {
+          names += (i ? ", " : "") + block_title(keys[i]);
+        }
         if (keys.empty()) {
           fmt::print(stderr, "lockscope analyze: --lock {}: no lock of that name in the capture\n",
                      options.lock_globs.front());
         } else {
-          fmt::print(stderr, "lockscope analyze: --lock {} matches {} locks ({}{}): name one\n",
-                     options.lock_globs.front(), keys.size(), names, keys.size() > 10 ? ", …" : "");
+          fmt::print(stderr, "lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
+                     options.lock_globs.front(), more ? "more than " : "",
+                     more ? analyzer::block_ranking::max_matches : keys.size(), names, more ? ", …" : "");
         }
         return 2;
       }

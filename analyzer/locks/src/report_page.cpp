@@ -125,7 +125,7 @@ void block_ranking::add_stats(const lock_timeline& timeline) {
     }
     consider(lock, s.db, trouble, s.acquisitions + s.renewals + s.expiries);
     if (repeats) distinct.emplace(block_key(lock, s.db), 0);
-    if (!glob_.empty() && glob_match(glob_, lock)) {
+    if (!glob_.empty() && matching_.size() <= max_matches && glob_match(glob_, lock)) {
       auto key = block_key(lock, s.db);
       if (std::find(matching_.begin(), matching_.end(), key) == matching_.end()) matching_.push_back(std::move(key));
     }
@@ -146,27 +146,27 @@ std::vector<std::string> block_ranking::top() const {
 
 std::vector<summary_row> summary_rows(const lock_timeline& timeline, const std::vector<swimlane_block>& blocks) {
   std::map<std::string, std::size_t, std::less<>> drawn;
-  std::map<std::string, int, std::less<>> servers_of_name;  // names on several servers say which
   for (std::size_t i = 0; i < blocks.size(); ++i) drawn.emplace(block_key(blocks[i].name, blocks[i].db), i);
   std::vector<summary_row> rows;
+  std::vector<std::pair<std::string, std::string>> name_server;  // per row
+  std::map<std::string, int, std::less<>> locks_of_name;  // a name on several servers says which
   timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
     auto key = block_key(lock, s.db);
     if (drawn.find(key) == drawn.end()) return;
     summary_row r;
     r.block_key = std::move(key);
     r.stats = s;
+    r.stats.server = {};  // the views are the timeline's
     r.stats.hold_us = {};
     r.stats.wait_us = {};
-    r.title = std::string(lock);
-    r.title += '\0';
-    r.title += std::string(s.server);
-    ++servers_of_name[std::string(lock)];
+    name_server.emplace_back(std::string(lock), std::string(s.server));
+    ++locks_of_name[std::string(lock)];
     rows.push_back(std::move(r));
   });
-  for (auto& r : rows) {
-    const auto nul = r.title.find('\0');
-    const std::string name = r.title.substr(0, nul), server = r.title.substr(nul + 1);
-    r.title = lock_title(name, server, r.stats.db, servers_of_name[name] > 1 && !server.empty(), r.stats.db != 0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& [name, server] = name_server[i];
+    rows[i].title =
+        lock_title(name, server, rows[i].stats.db, locks_of_name[name] > 1 && !server.empty(), rows[i].stats.db != 0);
   }
   return rows;
 }

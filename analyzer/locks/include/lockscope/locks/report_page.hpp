@@ -43,6 +43,8 @@ class block_ranking final : public lock_event_sink {
   void consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity);
   // The top blocks' keys (block_key()), most active first.
   std::vector<std::string> top() const;
+  // The blocks `glob` matched, at most max_matches + 1.
+  static constexpr std::size_t max_matches = 10;
   const std::vector<std::string>& matching() const noexcept { return matching_; }
   std::size_t blocks() const noexcept { return blocks_; }  // in the capture
   const std::uint64_t* anomalies() const noexcept { return anomalies_; }
@@ -67,7 +69,7 @@ class block_ranking final : public lock_event_sink {
 struct summary_row {
   std::string title;      // as in the text summary
   std::string block_key;  // the block it is drawn in
-  lock_stats stats;       // spans are not kept
+  lock_stats stats;       // without its views (server, samples)
 };
 
 struct page_info {
