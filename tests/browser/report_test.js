@@ -54,6 +54,10 @@ function expectations(jsonl) {
   return blocks;
 }
 
+// Recordings whose truth log holds every acquisition the capture shows (the others
+// were joined mid-run, or log one acquisition per RedLock quorum).
+const COMPLETE_TRUTH = new Set(['pylock.pcap', 'del_other.pcap']);
+
 const sorted = (a) => a.slice().sort();
 function sameMultiset(a, b) {
   return JSON.stringify(sorted(a)) === JSON.stringify(sorted(b));
@@ -98,7 +102,7 @@ function diff(a, b) {
   for (const x of b) count.set(x, (count.get(x) || 0) - 1);
   const more = [], less = [];
   for (const [x, n] of count) { if (n > 0) more.push(`${n}× ${x}`); if (n < 0) less.push(`${-n}× ${x}`); }
-  return `${a.length} vs ${b.length}; drawn but not in the JSONL: [${more.slice(0, 3)}], missing: [${less.slice(0, 3)}]`;
+  return `${a.length} vs ${b.length}; drawn only: [${more.slice(0, 3)}], expected only: [${less.slice(0, 3)}]`;
 }
 
 function compare(name, expected, dom, quiet) {
@@ -226,7 +230,19 @@ async function interactions(page, name) {
       await open(page, file);
       const expected = expectations(jsonl);
       const dom = await readDom(page);
-      const ok = compare(name, expected, dom);
+      let ok = compare(name, expected, dom);
+      // Independent truth where the client logged every acquisition inside the capture
+      // (redis-py's, recorded from the start): its hold bars are the client's own.
+      const truthFile = capture.replace(/\.pcap$/, '.truth.jsonl');
+      if (COMPLETE_TRUTH.has(path.basename(capture)) && fs.existsSync(truthFile)) {
+        const truth = fs.readFileSync(truthFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+          .filter((e) => e.event === 'acquired').map((e) => e.lock + ' ' + e.owner);
+        const drawn = dom.flatMap((d) => d.holds.map((o) => d.lock + ' ' + o));
+        if (truth.length === 0 || !sameMultiset(drawn, truth)) {
+          ok = false;
+          fail(name, `hold bars vs the client's own log: ${diff(drawn, truth)}`);
+        }
+      }
       // The checks must catch a wrong DOM: drop a hold bar (or a retry dot), then
       // relabel an anomaly.
       if (ok && dom.length > 0) {
