@@ -70,7 +70,7 @@ function readDom(page) {
     for (const s of document.querySelectorAll('section.block')) {
       const marks = (sel) => Array.from(s.querySelectorAll(sel));
       const bad = [];
-      const lines = s.querySelector('script.events').textContent.split('\n');
+      const lines = s.querySelector('template.events').content.textContent.split('\n');
       for (const m of marks('.m')) {
         const d = m.dataset;
         if (d.lock !== s.dataset.lock || d.owner === undefined || !d.event) bad.push('missing data-*: ' + m.outerHTML.slice(0, 120));

@@ -80,7 +80,7 @@
       const fine = +block.dataset.marks * (v1 - v0) / SPAN < FINE_LIMIT;
       const fineGroup = block.querySelector('g.fine');
       if (fine && !fineGroup.dataset.loaded) {
-        fineGroup.innerHTML = block.querySelector('script.fine-marks').textContent;
+        fineGroup.innerHTML = block.querySelector('template.fine-marks').content.textContent;
         fineGroup.dataset.loaded = '1';
       }
       fineGroup.style.display = fine ? '' : 'none';
@@ -167,7 +167,7 @@
     if (!block || mark.dataset.i === undefined) return null;
     let lines = eventLines.get(block);
     if (!lines) {
-      lines = block.querySelector('script.events').textContent.split('\n');
+      lines = block.querySelector('template.events').content.textContent.split('\n');
       eventLines.set(block, lines);
     }
     try { return JSON.parse(lines[+mark.dataset.i]); } catch (err) { return null; }
