@@ -313,8 +313,12 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
     out.clear();
     append_format(out, "<section class=\"block\" id=\"{}\" data-lock=\"", block_id(i));
     append_xml_escaped(out, b.name);
-    append_format(out, "\" data-db=\"{}\" data-lanes=\"{}\" data-marks=\"{}\"{}><h2>", b.db, b.lanes.size(),
-                  b.marks.size(), svg.coarse.empty() ? "" : " data-coarse=\"1\"");
+    // Its size while off screen, where the browser does not lay it out (page.css).
+    append_format(out,
+                  "\" data-db=\"{}\" data-lanes=\"{}\" data-marks=\"{}\"{} style=\"contain-intrinsic-size:auto "
+                  "{:.0f}px\"><h2>",
+                  b.db, b.lanes.size(), b.marks.size(), svg.coarse.empty() ? "" : " data-coarse=\"1\"",
+                  svg.height + 36);
     append_xml_escaped(out, b.name);
     if (b.db != 0) append_format(out, " <small>db {}</small>", b.db);
     if (b.several_servers()) out += " <small>one lane per server and owner</small>";
