@@ -73,6 +73,16 @@ void append_bar_cell(std::string& out, std::string_view text, double sort_value,
   out += "</td>";
 }
 
+// Text inside an element (a <template>): only & and < need escaping, and the text is
+// UTF-8 already (JSONL lines, our SVG markup).
+void append_text_escaped(std::string& out, std::string_view s) {
+  for (char c : s) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else out += c;
+  }
+}
+
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
   for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
     s.replace(at, from.size(), to);
@@ -347,13 +357,13 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
     if (!svg.coarse.empty()) {
       // The marks, parsed only when zoomed in far enough.
       out += "<template class=\"fine-marks\">";
-      append_xml_escaped(out, svg.marks);
+      append_text_escaped(out, svg.marks);
       out += "</template>";
     }
     // The events' JSONL lines, for the tooltips.
     out += "<template class=\"events\">";
     for (const auto& ev : b.events) {
-      append_xml_escaped(out, b.json(ev));
+      append_text_escaped(out, b.json(ev));
       out += '\n';
     }
     out += "</template></section>";
