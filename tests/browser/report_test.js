@@ -192,6 +192,21 @@ async function interactions(page, name) {
   await page.click('#zoom-in');
   const after = await widths();
   check(after.some((w, i) => w > before[i] * 3 || (w > before[i] && w >= 1000)), `no hold bar grew when zoomed in 4x: ${before} → ${after}`);
+  // An anomaly count in the header: its first occurrence, zoomed to and pinned.
+  const link = await page.$('a.anomaly-link');
+  if (link) {
+    await page.click('#zoom-reset');
+    const kind = await link.evaluate((a) => a.dataset.anomaly);
+    const axisBefore = await page.$eval('#axis', (a) => a.textContent);
+    await link.click();
+    const pinnedTip = await page.$eval('#tooltip', (t) => ({ pinned: t.classList.contains('pinned') && !t.hidden, text: t.textContent }));
+    check(pinnedTip.pinned && pinnedTip.text.startsWith('anomaly ' + kind) && pinnedTip.text.includes(`kind: "${kind}"`),
+          `the ${kind} link pins no tooltip: ${pinnedTip.text}`);
+    check(await page.$eval('#axis', (a) => a.textContent) !== axisBefore, `the ${kind} link does not zoom`);
+    const hl = await page.$eval('.m.hl', (m) => ({ anomaly: m.dataset.anomaly, top: m.getBoundingClientRect().top }));
+    check(hl.anomaly === kind && hl.top > 0 && hl.top < 900, `the ${kind} link shows ${JSON.stringify(hl)}`);
+    await page.keyboard.press('Escape');
+  }
   // Wheel over the axis zooms too.
   await page.click('#zoom-reset');
   const box = await (await page.$('#axis')).boundingBox();
