@@ -84,7 +84,8 @@ int run(const analyze_options& o, bool live_mode) {
     ao.report = ro;
     ao.threads = o.threads;
     if (o.format == "html" || o.format == "svg") {
-      return run_visual_report(o.capture.files, ao, {o.format == "svg", o.output, o.html_max_locks, o.html_detail, o.locks});
+      return run_visual_report(o.capture.files, ao,
+                               {o.format == "svg", o.output, o.html_max_locks, o.html_detail, o.locks});
     }
     try {
       const auto r = analyzer::analyze_files(

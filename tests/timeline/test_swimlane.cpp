@@ -138,8 +138,8 @@ TEST_CASE("swimlane: bounded per block and per lane; the SVG carries the JSONL v
   std::vector<std::string> owners;
   for (int i = 0; i < 300; ++i) owners.push_back("owner-" + std::to_string(i % 10));
   for (int i = 0; i < 300; ++i) {
-    auto e = ev(i * 10, i % 2 ? lock_event_kind::released : lock_event_kind::acquired, owners[static_cast<std::size_t>(i / 2 * 2)],
-                "L<&>\"");
+    const auto& owner = owners[static_cast<std::size_t>(i / 2 * 2)];
+    auto e = ev(i * 10, i % 2 ? lock_event_kind::released : lock_event_kind::acquired, owner, "L<&>\"");
     b.on_event(e);
   }
   b.finish(t0 + 4'000'000);

@@ -231,7 +231,9 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
                     block_id(f.block), name, block_id(f.block), f.event, f.ts - info.start_us, name,
                     info.anomalies[k]);
     } else {
-      append_format(head, "<span class=\"anomaly-link undrawn\" data-anomaly=\"{}\" title=\"in a lock not drawn\">{} × {}</span> ",
+      append_format(head,
+                    "<span class=\"anomaly-link undrawn\" data-anomaly=\"{}\" title=\"in a lock not drawn\">{} × {}"
+                    "</span> ",
                     name, name, info.anomalies[k]);
     }
   }

@@ -419,7 +419,8 @@ struct mark_writer {
       case mark_kind::anomaly_band: rect(m, "anomaly-band", 0, block_height, 2); break;
       case mark_kind::group: rect(m, "group", y + 3, h - 6, 2); break;
       case mark_kind::retry:
-        append_format(out, "<circle class=\"m retry\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\"", x(m.t0_us), y + h / 2 - 1);
+        append_format(out, "<circle class=\"m retry\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\"", x(m.t0_us),
+                      y + h / 2 - 1);
         attrs(m);
         out += "/>";
         break;
@@ -530,12 +531,12 @@ block_svg layout_block(const swimlane_block& b, const swimlane_geometry& g) {
         for (int which = 0; which < 2; ++which) {
           const double share = std::min(1.0, (which == 0 ? held : waited)[l * bins + k]);
           if (share <= 0) continue;
+          const double px_per_us = g.width / static_cast<double>(g.end_us - g.start_us);
           append_format(r.coarse,
                         "<rect class=\"m coarse {}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
                         "fill-opacity=\"{:.2f}\" data-w=\"1\" data-lock=\"",
-                        which == 0 ? "hold" : "wait", g.left + t0 / static_cast<double>(g.end_us - g.start_us) * g.width,
-                        y + (which == 0 ? 3 : g.lane_height / 2), bin_us / static_cast<double>(g.end_us - g.start_us) * g.width,
-                        which == 0 ? g.lane_height / 2 - 3 : g.lane_height / 2 - 3, 0.25 + 0.75 * share);
+                        which == 0 ? "hold" : "wait", g.left + t0 * px_per_us, y + (which == 0 ? 3 : g.lane_height / 2),
+                        bin_us * px_per_us, g.lane_height / 2 - 3, 0.25 + 0.75 * share);
           append_xml_escaped(r.coarse, b.name);
           r.coarse += "\" data-owner=\"";
           append_xml_escaped(r.coarse, b.lanes[l].owner);
