@@ -20,6 +20,8 @@ build: configure
 demo: build
 	@echo "== lockscope analyze captures/seed-redisson.pcap (the seed article's lock contention, rebuilt as a capture)"
 	@$(LOCKSCOPE) analyze captures/seed-redisson.pcap
+	@$(LOCKSCOPE) analyze captures/seed-redisson.pcap --format html -o $(BUILD_DIR)/demo-report.html 2>/dev/null
+	@echo "== the same as an HTML swimlane report (open it in a browser): $(abspath $(BUILD_DIR)/demo-report.html)"
 
 test: build
 	@ctest --preset $(PRESET) --parallel 2

@@ -17,6 +17,7 @@
 #include "privileges.hpp"
 #include "metrics_server.hpp"
 #include "recorder.hpp"
+#include "visual_report.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
@@ -47,6 +48,8 @@ struct analyze_options {
   std::string metrics_listen;
   std::size_t metrics_max_locks = 100;
   recorder_options recorder;
+  std::size_t html_max_locks = 500;
+  std::size_t html_detail = 3000;
 };
 
 analyzer::timeline_options make_timeline_options(const analyze_options& o) {
@@ -103,22 +106,26 @@ int run(const analyze_options& o, bool live_mode) {
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
   ro.line_buffered = live_mode;
   if (!live_mode) {
-    output_file out(o.output);
-    const auto trace = make_trace(o, out);
     analyzer::analysis_options ao;
-    ao.events_to = trace.get();
     ao.capture = make_ingest_options(o.capture);
     if (o.capture.verbose) ao.capture.session.observer = &flows;
     ao.timeline = make_timeline_options(o);
     ao.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
     ao.report = ro;
     ao.threads = o.threads;
+    if (o.format == "html" || o.format == "svg") {  // two passes over the files: its own -o
+      return run_visual_report(o.capture.files, ao,
+                               {o.format == "svg", o.output, o.html_max_locks, o.html_detail, o.locks});
+    }
+    output_file out(o.output);
+    const auto trace = make_trace(o, out);
+    ao.events_to = trace.get();
     try {
       const auto r = analyzer::analyze_files(
           o.capture.files, ao, [&out](std::string_view s) { out.write(s); },
           [](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); },
           [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); });
-      if (trace) trace->finish(r.end_us);
+      if (trace) trace->finish(r.last_packet_us);
       out.commit();
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, "n/a");
       if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
@@ -214,13 +221,23 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<analyze_options>();
   CLI::App* cmd = app.add_subcommand("analyze", "Rebuild each lock's timeline (holders, waiters, anomalies) from traffic");
   add_capture_options(*cmd, o->capture);
-  cmd->add_option("--format", o->format, "text, jsonl or trace (Chrome/Perfetto Trace Event JSON)")
-      ->check(CLI::IsMember({"text", "jsonl", "trace"}))
+  cmd->add_option("--format", o->format,
+                  "text, jsonl, trace (Chrome/Perfetto Trace Event JSON), html (swimlane report) or svg (one "
+                  "--lock's swimlanes)")
+      ->check(CLI::IsMember({"text", "jsonl", "trace", "html", "svg"}))
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output,
                   "Write the output to FILE (as FILE.tmp, renamed when complete) instead of stdout; live, it is "
                   "created after the privilege drop (-Z), as that user")
       ->type_name("FILE");
+  cmd->add_option("--html-max-locks", o->html_max_locks,
+                  "html: draw the N most active locks (contention and anomalies first)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--html-detail", o->html_detail,
+                  "html: a lock with more marks is drawn coarse (how busy each slice of time was) until zoomed in")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   add_privilege_options(*cmd, o->privileges);
   add_recorder_options(*cmd, o->recorder);
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
@@ -254,6 +271,9 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->callback([o, &exit_code] {
     if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
     require_live_for_recording("analyze", o->capture, o->recorder);
+    if ((o->capture.live() || !o->recorder.replay.empty()) && (o->format == "html" || o->format == "svg")) {
+      throw CLI::ValidationError("--format", o->format + " reads capture files (two passes), not -i or --replay");
+    }
     const bool live_loop = o->capture.live() || !o->recorder.replay.empty();
     if (!o->metrics_listen.empty() && !live_loop) {
       throw CLI::ValidationError("--metrics-listen", "needs a live capture (-i IFACE) or --replay");

@@ -2,6 +2,7 @@
 // operations and events, and the whole pipeline over a capture file.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -176,6 +177,24 @@ inline std::string report_of(const std::string& pcap, analyzer::report_format fo
   std::string out;
   analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
   return out;
+}
+
+// What a shell command prints on stdout; `status` gets pclose()'s.
+inline std::string command_output(const std::string& command, int& status) {
+  FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  status = ::pclose(p);
+  return out;
+}
+
+// How many times `what` occurs in `text` (overlapping).
+inline std::size_t occurrences(std::string_view text, std::string_view what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace lockscope::timeline_test

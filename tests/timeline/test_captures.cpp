@@ -238,14 +238,7 @@ TEST_CASE("captures: lockscope analyze prints the golden timeline of the seed re
     return;
   }
   auto run = [&](const std::string& options, int& status) {
-    const std::string cmd = cli + " analyze" + options + " " + pcap_of("seed-redisson") + " 2>/dev/null";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    status = ::pclose(p);
-    return out;
+    return command_output(cli + " analyze" + options + " " + pcap_of("seed-redisson") + " 2>/dev/null", status);
   };
   for (const char* options : {"", " --threads 1", " --threads 2"}) {
     INFO("options:" << options);
@@ -573,21 +566,13 @@ TEST_CASE("lockscope analyze --merge-servers and --lock on the RedLock recording
     return;
   }
   auto run = [&](const std::string& options) {
-    const std::string cmd =
-        cli + " analyze" + options + " " + (captures_dir / "recorded/redlock.pcap").string() + " 2>/dev/null";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    CHECK(::pclose(p) == 0);
+    int status = -1;
+    std::string out = command_output(
+        cli + " analyze" + options + " " + (captures_dir / "recorded/redlock.pcap").string() + " 2>/dev/null", status);
+    CHECK(status == 0);
     return out;
   };
-  auto count = [](const std::string& text, std::string_view what) {
-    std::size_t n = 0;
-    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-  };
+  auto count = [](const std::string& text, std::string_view what) { return occurrences(text, what); };
   // Per server: three locks, three rows, no overlaps.
   const std::string apart = run(" --summary --lock 'red:*'");
   CHECK(count(apart, "\nred:job @127.0.0.1:") == 3);

@@ -109,11 +109,6 @@ resp::value message::to_value() const {
   return value_at(index);
 }
 
-namespace {
-
-constexpr char hex_digits[] = "0123456789abcdef";
-
-// Length of the valid UTF-8 sequence at s[i], or 0.
 std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
   const auto c = static_cast<unsigned char>(s[i]);
   std::size_t n = 0;
@@ -132,6 +127,10 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
   if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
   return n;
 }
+
+namespace {
+
+constexpr char hex_digits[] = "0123456789abcdef";
 
 void append_escaped_byte(std::string& out, unsigned char c) {
   out += "\\u00";

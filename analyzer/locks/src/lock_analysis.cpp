@@ -23,23 +23,43 @@ std::int64_t ingest(offline_capture& source, captured_packet& p, bool more, inge
   return last;
 }
 
-}  // namespace
+// Drops operations on locks `select` refuses before the timeline.
+class predicate_filter final : public lock_operation_sink {
+ public:
+  predicate_filter(const std::function<bool(std::string_view)>& select, lock_operation_sink& next) noexcept
+      : select_(select), next_(next) {}
+  void on_operation(const lock_operation& op) override {
+    if (select_(op.lock)) next_.on_operation(op);
+  }
+  void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
+    next_.on_connection_end(connection, at_us);
+  }
 
-analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
-                              const std::function<void(std::string_view)>& write,
-                              offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+ private:
+  const std::function<bool(std::string_view)>& select_;
+  lock_operation_sink& next_;
+};
+
+// The pipeline from the files to `sink`; `entry(next)` gives where the recognizer's
+// operations go (a filter in front of `next`, or `next` itself).
+template <class Entry>
+analysis_result run_pipeline(const std::vector<std::string>& files, const analysis_options& options,
+                             lock_event_sink& sink, Entry&& entry,
+                             const std::function<void(std::int64_t first_us)>& started,
+                             const std::function<void(const lock_timeline&)>& finished,
+                             offline_capture::warning_handler warn, offline_capture::warning_handler error) {
   offline_capture source(files, std::move(warn), std::move(error));
-  report_options with_threads = options.report;
-  with_threads.threads = options.threads;  // the summary table too, once the timeline is done
-  lock_report report(with_threads, write);
-  lock_groups groups(options.groups, options.events_to != nullptr ? *options.events_to : report);
+  lock_groups groups(options.groups, sink);
   lock_timeline timeline(options.timeline, groups);
   captured_packet p;
   const bool more = source.next(p);
-  if (more) report.set_start_us(p.ts_us);  // text times are relative to the first packet
+  const std::int64_t first = more ? p.ts_us : -1;
+  if (more && started) started(p.ts_us);
   std::optional<operation_pipe> pipe;
   if (options.threads >= 2) pipe.emplace();
-  lock_operation_filter filter(report, pipe ? static_cast<lock_operation_sink&>(*pipe) : timeline);
+  lock_operation_sink& after_filter = pipe ? static_cast<lock_operation_sink&>(*pipe) : timeline;
+  auto&& filter = entry(after_filter);
   lock_recognizer recognizer(filter.entry());
   ingest_pipeline a(options.capture, recognizer, &recognizer);
   std::int64_t last = -1;
@@ -68,15 +88,59 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   }
   timeline.finish(last);
   groups.finish(last);
-  if (options.events_to == nullptr) report.finish(timeline);
+  if (finished) finished(timeline);
   analysis_result r;
-  r.end_us = last;
   r.capture = a.stats();
   r.recognizer = recognizer.stats();
   r.locks = timeline.lock_count();
-  r.events = report.events();
   r.changed_files = source.changed_files();
+  r.first_packet_us = first;
+  r.last_packet_us = last;
   return r;
+}
+
+// Gives the predicate filter the `entry()` of lock_operation_filter.
+struct optional_predicate_filter {
+  std::optional<predicate_filter> filter;
+  lock_operation_sink* next;
+  lock_operation_sink& entry() noexcept { return filter ? static_cast<lock_operation_sink&>(*filter) : *next; }
+};
+
+}  // namespace
+
+analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
+                              const std::function<void(std::string_view)>& write,
+                              offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+  report_options with_threads = options.report;
+  with_threads.threads = options.threads;  // the summary table too, once the timeline is done
+  lock_report report(with_threads, write);
+  lock_event_sink& sink = options.events_to != nullptr ? *options.events_to : report;
+  std::optional<lock_operation_filter> filter;
+  auto r = run_pipeline(
+      files, options, sink,
+      [&](lock_operation_sink& next) -> lock_operation_filter& { return filter.emplace(report, next); },
+      [&](std::int64_t first_us) { report.set_start_us(first_us); },  // text times: from the first packet
+      [&](const lock_timeline& timeline) {
+        if (options.events_to == nullptr) report.finish(timeline);
+      },
+      std::move(warn), std::move(error));
+  r.events = report.events();
+  return r;
+}
+
+analysis_result analyze_files_into(const std::vector<std::string>& files, const analysis_options& options,
+                                   lock_event_sink& sink, const std::function<bool(std::string_view)>& select,
+                                   const std::function<void(const lock_timeline&)>& finished,
+                                   offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+  std::optional<optional_predicate_filter> filter;
+  return run_pipeline(
+      files, options, sink,
+      [&](lock_operation_sink& next) -> optional_predicate_filter& {
+        auto& f = filter.emplace(optional_predicate_filter{std::nullopt, &next});
+        if (select) f.filter.emplace(select, next);
+        return f;
+      },
+      {}, finished, std::move(warn), std::move(error));
 }
 
 }  // namespace lockscope::analyzer

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include "lockscope/ingest/message.hpp"
 
 namespace lockscope::analyzer {
 
@@ -17,33 +18,6 @@ constexpr std::string_view other_label = "_other";
 constexpr std::array<std::string_view, metrics_bucket_bounds_us.size() + 1> bucket_labels = {
     "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
     "0.25",   "0.5",     "1",      "2.5",   "5",      "10",    "30",   "60",    "+Inf"};
-
-// The length of the valid UTF-8 sequence at s[i], or 0 when it is not one.
-std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
-  const auto b = [&](std::size_t k) { return static_cast<int>(static_cast<unsigned char>(s[k])); };
-  const int c = b(i);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  int lo = 0x80, hi = 0xBF;  // the first continuation byte's range
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k) {
-    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
 
 void append_seconds(std::string& out, std::int64_t us) {
   fmt::format_to(std::back_inserter(out), "{}.{:06}", us / 1'000'000, us % 1'000'000);
@@ -68,7 +42,8 @@ std::uint64_t monotonic(std::uint64_t& last, std::uint64_t now) noexcept {
 
 void append_label_value(std::string& out, std::string_view value) {
   for (std::size_t i = 0; i < value.size();) {
-    const std::size_t n = utf8_sequence(value, i);
+    const bool ascii = static_cast<unsigned char>(value[i]) < 0x80;
+    const std::size_t n = ascii ? 1 : utf8_sequence(value, i);  // the JSONL's reading of the bytes
     if (n == 0) {
       fmt::format_to(std::back_inserter(out), "\\\\x{:02X}", static_cast<unsigned char>(value[i]));
       ++i;

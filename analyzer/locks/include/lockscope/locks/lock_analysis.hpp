@@ -32,7 +32,7 @@ struct analysis_options {
   report_options report{};
   unsigned threads = 2;  // 1: everything on the calling thread; 2 (or more): two threads
   // Not null: the events go here instead of the report (which then only selects locks
-  // and writes nothing); the caller finishes it, at analysis_result::end_us.
+  // and writes nothing); the caller finishes it, at analysis_result::last_packet_us.
   lock_event_sink* events_to = nullptr;
 };
 
@@ -42,7 +42,7 @@ struct analysis_result {
   std::size_t locks = 0;
   std::uint64_t events = 0;
   std::size_t changed_files = 0;  // files that shrank while being read (each sent to `error`)
-  std::int64_t end_us = -1;       // the last packet's time (-1: none)
+  std::int64_t first_packet_us = -1, last_packet_us = -1;  // -1: no packet
 };
 
 // Operations on locks the report does not select are dropped before the timeline.
@@ -73,5 +73,14 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
                               const std::function<void(std::string_view)>& write,
                               offline_capture::warning_handler warn = {},
                               offline_capture::warning_handler error = {});
+
+// The same pipeline with `sink` in place of the report (options.report is not used):
+// operations on locks `select` refuses (when given) are dropped before the timeline;
+// `finished` sees the timeline once it and the groups are finished.
+analysis_result analyze_files_into(const std::vector<std::string>& files, const analysis_options& options,
+                                   lock_event_sink& sink, const std::function<bool(std::string_view)>& select,
+                                   const std::function<void(const lock_timeline&)>& finished,
+                                   offline_capture::warning_handler warn = {},
+                                   offline_capture::warning_handler error = {});
 
 }  // namespace lockscope::analyzer

@@ -1,0 +1,95 @@
+// The HTML page and the standalone SVG of `lockscope analyze --format html|svg`
+// (sans-I/O: strings out through `write`).
+//
+//   block_ranking rank(500);                 // pass 1: a lock_event_sink
+//   ... analyze into rank ...; rank.add_stats(timeline);
+//   auto keys = rank.top();                  // block_key()s, most active first
+//   swimlane_builder b({}, keys);            // pass 2, only those locks
+//   ... analyze into b ...; b.finish(end);
+//   page_info info = ...;                    // the capture's figures, summary rows
+//   write_html_page(info, b.blocks(), geometry, write);
+//
+// The page is one file: its CSS and JavaScript inline (analyzer/locks/report/, embedded
+// at build time), a Content-Security-Policy that allows nothing remote. The swimlanes
+// are the SVG of layout_block(); the script only moves marks along the time axis
+// (zoom, pan), loads a coarse block's marks when zoomed in, sorts and filters the
+// summary table and shows an event's JSONL fields on hover (pinned on click).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockscope/ingest/ingest_pipeline.hpp"
+#include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/locks/swimlane.hpp"
+
+namespace lockscope::analyzer {
+
+// Pass 1: which blocks (name, database) to draw, from the timeline's per-lock
+// statistics once it finished (so it holds nothing per lock itself), and the anomalies
+// by kind. The most active: contention + anomalies first, then acquisitions, renewals
+// and expiries, then first seen; a name on several servers counts as its busiest.
+class block_ranking final : public lock_event_sink {
+ public:
+  // `glob`: also collect the blocks whose name matches it (--format svg --lock).
+  explicit block_ranking(std::size_t max_blocks, std::string glob = {});
+  void on_event(const lock_event& e) override;
+  void add_stats(const lock_timeline& timeline);
+  // One lock (add_stats calls it for each).
+  void consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity);
+  // The top blocks' keys (block_key()), most active first.
+  std::vector<std::string> top() const;
+  // The blocks `glob` matched, at most max_matches + 1.
+  static constexpr std::size_t max_matches = 10;
+  const std::vector<std::string>& matching() const noexcept { return matching_; }
+  std::size_t blocks() const noexcept { return blocks_; }  // in the capture
+  const std::uint64_t* anomalies() const noexcept { return anomalies_; }
+
+ private:
+  struct candidate {
+    std::uint64_t trouble = 0, activity = 0, seen = 0;
+    std::string key;
+  };
+  static bool more_active(const candidate& a, const candidate& b) noexcept;
+  std::size_t max_blocks_, capacity_;
+  std::string glob_;
+  std::vector<candidate> heap_;  // the least active on top, at most capacity_
+  std::uint64_t seen_ = 0;
+  std::size_t blocks_ = 0;
+  std::vector<std::string> matching_;
+  std::map<std::string, std::uint64_t, std::less<>> group_anomalies_;  // quorum_lost, split_quorum by block
+  std::uint64_t anomalies_[anomaly_kind_count] = {};
+};
+
+// One row of the summary table (a lock: name, server, database).
+struct summary_row {
+  std::string title;      // as in the text summary
+  std::string block_key;  // the block it is drawn in
+  lock_stats stats;       // without its views (server, samples)
+};
+
+struct page_info {
+  std::vector<std::string> files;
+  std::int64_t start_us = 0, end_us = 0;
+  ingest_stats capture{};
+  std::string kernel_drops = "n/a (file)";
+  std::uint64_t anomalies[anomaly_kind_count] = {};  // every lock's
+  std::size_t blocks_total = 0;                      // blocks in the capture
+  std::size_t max_blocks = 0;                        // --html-max-locks
+  std::vector<summary_row> rows;                     // the drawn locks'
+};
+
+// The summary rows of the locks drawn (their names in `blocks`), in first-seen order.
+std::vector<summary_row> summary_rows(const lock_timeline& timeline, const std::vector<swimlane_block>& blocks);
+
+void write_html_page(const page_info& info, const std::vector<swimlane_block>& blocks, const swimlane_geometry& g,
+                     const std::function<void(std::string_view)>& write);
+// One block as a standalone SVG (styles inline, its own time axis, no script).
+void write_svg_page(const page_info& info, const swimlane_block& block, const swimlane_geometry& g,
+                    const std::function<void(std::string_view)>& write);
+
+}  // namespace lockscope::analyzer

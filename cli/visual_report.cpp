@@ -1,0 +1,126 @@
+#include "visual_report.hpp"
+
+#include "output_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/report_page.hpp"
+#include "lockscope/locks/swimlane.hpp"
+
+namespace lockscope::cli {
+
+namespace {
+
+std::string block_title(const std::string& key) {
+  const auto nul = key.find('\0');
+  const std::string db = key.substr(nul + 1);
+  return db == "0" ? key.substr(0, nul) : key.substr(0, nul) + " db " + db;
+}
+
+}  // namespace
+
+int run_visual_report(const std::vector<std::string>& files, const analyzer::analysis_options& analysis,
+                      const visual_report_options& options) {
+  const char* format = options.svg ? "svg" : "html";
+  if (options.svg && options.lock_globs.size() != 1) {
+    fmt::print(stderr, "lockscope analyze: --format svg needs one --lock NAME (the lock to draw)\n");
+    return 2;
+  }
+  std::function<bool(std::string_view)> selected;
+  if (!options.lock_globs.empty()) {
+    selected = [&](std::string_view lock) {
+      for (const auto& g : options.lock_globs) {
+        if (analyzer::glob_match(g, lock)) return true;
+      }
+      return false;
+    };
+  }
+  auto warn = [](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); };
+  auto error = [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); };
+  try {
+    // Created first, so that a path that cannot be written stops the run before two passes.
+    output_file out(options.output == "-" ? std::string() : options.output);
+    // Pass 1: which locks to draw.
+    analyzer::block_ranking ranking(options.svg ? 0 : options.max_locks, options.svg ? options.lock_globs.front() : "");
+    const auto first = analyzer::analyze_files_into(
+        files, analysis, ranking, selected, [&](const analyzer::lock_timeline& t) { ranking.add_stats(t); }, warn,
+        error);
+    if (first.changed_files > 0) return 1;
+    std::vector<std::string> keys;
+    if (options.svg) {
+      keys = ranking.matching();
+      if (keys.size() != 1) {
+        const bool more = keys.size() > analyzer::block_ranking::max_matches;
+        std::string names;
+        for (std::size_t i = 0; i < keys.size() && i < analyzer::block_ranking::max_matches; ++i) {
+          names += (i ? ", " : "") + block_title(keys[i]);
+        }
+        if (keys.empty()) {
+          fmt::print(stderr, "lockscope analyze: --lock {}: no lock of that name in the capture\n",
+                     options.lock_globs.front());
+        } else {
+          fmt::print(stderr, "lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
+                     options.lock_globs.front(), more ? "more than " : "",
+                     more ? analyzer::block_ranking::max_matches : keys.size(), names, more ? ", …" : "");
+        }
+        return 2;
+      }
+    } else {
+      keys = ranking.top();
+    }
+
+    // Pass 2: the swimlanes of those locks only.
+    analyzer::swimlane_builder builder({}, keys);
+    analyzer::page_info info;
+    const auto second = analyzer::analyze_files_into(
+        files, analysis, builder, [&](std::string_view lock) { return builder.selects(lock); },
+        [&](const analyzer::lock_timeline& t) { info.rows = analyzer::summary_rows(t, builder.blocks()); }, {}, {});
+    if (second.changed_files > 0 || second.capture.packets != first.capture.packets) {
+      fmt::print(stderr, "lockscope analyze: the capture files changed while the report was being made\n");
+      return 1;
+    }
+    builder.finish(first.last_packet_us);
+
+    info.files = files;
+    info.start_us = std::max<std::int64_t>(0, first.first_packet_us);
+    info.end_us = std::max(info.start_us + 1, first.last_packet_us);
+    info.capture = first.capture;
+    std::copy(ranking.anomalies(), ranking.anomalies() + analyzer::anomaly_kind_count, info.anomalies);
+    info.blocks_total = ranking.blocks();
+    info.max_blocks = options.max_locks;
+    analyzer::swimlane_geometry geometry;
+    geometry.start_us = info.start_us;
+    geometry.end_us = info.end_us;
+    geometry.fine_limit = options.detail;
+
+    std::size_t bytes = 0;
+    auto write = [&](std::string_view s) {
+      bytes += s.size();
+      out.write(s);
+    };
+    if (options.svg) analyzer::write_svg_page(info, builder.blocks().front(), geometry, write);
+    else analyzer::write_html_page(info, builder.blocks(), geometry, write);
+    out.commit();
+    const bool to_stdout = out.is_stdout();
+    fmt::print(stderr,
+               "lockscope analyze: {} packets, {} flows, {} exchanges; {} locks ({} drawn, {} left out); {} {} "
+               "bytes{}{}\n",
+               first.capture.packets, first.capture.flows, first.capture.exchanges + first.capture.pushes,
+               ranking.blocks(), keys.size(), ranking.blocks() - keys.size(), format, bytes,
+               to_stdout ? "" : " written to ", to_stdout ? "" : options.output);
+  } catch (const analyzer::capture_error& e) {
+    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+    return 2;
+  } catch (const output_error& e) {
+    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace lockscope::cli
