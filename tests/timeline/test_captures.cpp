@@ -251,6 +251,30 @@ TEST_CASE("captures: lockscope analyze prints the golden timeline of the seed re
   CHECK(status != 0);
 }
 
+TEST_CASE("captures: one thread and two give the same events on every bundled capture", "[captures][cli]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("the lockscope CLI is not built");
+    return;
+  }
+  std::vector<std::filesystem::path> pcaps;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(captures_dir)) {
+    if (e.path().extension() == ".pcap" || e.path().extension() == ".pcapng") pcaps.push_back(e.path());
+  }
+  std::sort(pcaps.begin(), pcaps.end());
+  REQUIRE(pcaps.size() >= 20);
+  for (const auto& pcap : pcaps) {
+    INFO(pcap.string());
+    int status = -1;
+    const std::string one = command_output(cli + " analyze --format jsonl --threads 1 " + pcap.string() + " 2>/dev/null", status);
+    CHECK(status == 0);
+    const std::string two = command_output(cli + " analyze --format jsonl --threads 2 " + pcap.string() + " 2>/dev/null", status);
+    CHECK(status == 0);
+    CHECK(occurrences(one, "\n") > 0);
+    CHECK(one == two);
+  }
+}
+
 namespace {
 
 // Command names in a capture (to check what a recording contains).

@@ -31,12 +31,16 @@ struct operation_header {
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
   std::int64_t token = -1;
+  std::int64_t sub_count = -1;
   std::uint64_t connection = 0;
   std::int64_t request_us = 0;
   std::int64_t reply_us = -1;
   endpoint client{};
 };
 static_assert(std::is_trivially_copyable_v<operation_header>);
+// A field added to lock_operation must be carried here too (sub_count once was not, and
+// two threads then reported what one did not): this size says when to look.
+static_assert(sizeof(lock_operation) == 176, "lock_operation changed: carry the new field through the pipe");
 
 struct event_header {
   std::uint64_t size = sizeof(event_header);
@@ -92,6 +96,7 @@ void operation_pipe::on_operation(const lock_operation& op) {
   h.lease_ms = op.lease_ms;
   h.ttl_ms = op.ttl_ms;
   h.token = op.token;
+  h.sub_count = op.sub_count;
   h.connection = op.connection;
   h.request_us = op.request_us;
   h.reply_us = op.reply_us;
@@ -260,6 +265,7 @@ void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_si
     op.lease_ms = h.lease_ms;
     op.ttl_ms = h.ttl_ms;
     op.token = h.token;
+    op.sub_count = h.sub_count;
     op.connection = h.connection;
     op.client = h.has_client ? &h.client : nullptr;
     op.request_us = h.request_us;
