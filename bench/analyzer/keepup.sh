@@ -84,9 +84,16 @@ for tool in "${tools[@]}"; do
   redis-benchmark -p "$port" -c "$clients" -P "$pipeline" -n "$requests" -r 100000 -q \
     EVAL "$script" 1 "myLock:__rand_int__" 30000 "$owner" | tr '\r' '\n' | tail -1 >"$workdir/bench.txt"
   end=$(date +%s.%N)
-  # Let the tool drain its buffer, then sample its CPU and stop it.
-  sleep 2
+  # Let the tool drain its buffer (a tool that fell behind, as tshark does at 100% of a
+  # core, goes on working after the load ends): sample its CPU once it has been idle
+  # for a second (at most 120 s), then stop it.
   after=$(cpu_ticks "$tool_pid")
+  for _ in $(seq 120); do
+    sleep 1
+    now=$(cpu_ticks "$tool_pid")
+    (( now - after <= 1 )) && { after=$now; break; }
+    after=$now
+  done
   kill -INT "$tool_pid"
   wait "$tool_pid" 2>/dev/null || true
   tool_pid=""
