@@ -36,7 +36,9 @@ TEST_CASE("live: events as they happen, expiry at the deadline, summary on SIGIN
   }
   lockscope::test::redis_server server;
   child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(server.port())});
-  std::this_thread::sleep_for(700ms);  // the capture is open
+  // Said once the capture is open (a fixed sleep was too short under ASan on a loaded machine).
+  REQUIRE(analyze.read_until("listening on lo", 10000ms));
+  std::this_thread::sleep_for(200ms);
   lockscope::test::resp_connection c("127.0.0.1", server.port());
   const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
   c.command_argv({"EVAL", std::string(acquire.text), "1", "liveLock", "400", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:7"});
