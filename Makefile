@@ -24,7 +24,7 @@ demo: build
 	@echo "== the same as an HTML swimlane report (open it in a browser): $(abspath $(BUILD_DIR)/demo-report.html)"
 
 test: build
-	@ctest --preset $(PRESET) --parallel 2
+	@ctest --preset $(PRESET) --parallel 2 --output-on-failure
 
 clean:
 	rm -rf build
