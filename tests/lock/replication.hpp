@@ -18,6 +18,19 @@ inline std::string info_replication(const redis_server& s) {
   return c.command("INFO", "replication").text;
 }
 
+// Puts `replica` to sleep (DEBUG SLEEP) and returns once it is asleep: a PING on a
+// second connection goes unanswered. The returned connection gets the sleep's +OK.
+inline resp_connection put_to_sleep(const redis_server& replica, const std::string& seconds) {
+  resp_connection sleeper(replica.host(), replica.port());
+  sleeper.send_command("DEBUG", "SLEEP", seconds);
+  for (int i = 0; i < 100; ++i) {
+    resp_connection probe(replica.host(), replica.port());
+    probe.send_command("PING");
+    if (!probe.try_read_value(std::chrono::milliseconds(50))) return sleeper;
+  }
+  throw redis_server_error("DEBUG SLEEP " + seconds + " did not put the replica to sleep");
+}
+
 struct replicated_pair {
   // No diskless-sync delay: the replica's first full sync takes milliseconds, not 5 s.
   redis_server master{std::vector<std::string>{"--repl-diskless-sync-delay", "0"}};

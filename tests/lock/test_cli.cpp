@@ -563,9 +563,7 @@ TEST_CASE("lockscope lock --sync-replicas: waits for the replica, or gives the l
 
   SECTION("1 replica asked: CMD runs only once the replica has the lock") {
     // The replica sleeps 1.5 s: without WAIT, CMD would start long before it wakes.
-    resp_connection sleeper(redis.replica->host(), redis.replica->port());
-    sleeper.send_command("DEBUG", "SLEEP", "1.5");
-    std::this_thread::sleep_for(50ms);
+    resp_connection sleeper = lockscope::test::put_to_sleep(*redis.replica, "1.5");
     const auto start = std::chrono::system_clock::now();
     // CMD notes when it started, then checks the replica has the lock.
     auto p = spawn(lock_command(url, "job", {"--sync-replicas", "1", "--sync-timeout", "10000"},
@@ -578,7 +576,7 @@ TEST_CASE("lockscope lock --sync-replicas: waits for the replica, or gives the l
     std::ifstream(ran) >> started_ns;
     const auto cmd_started = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(started_ns)));
-    CHECK(cmd_started - start >= 1300ms);
+    CHECK(cmd_started - start >= 1000ms);
     CHECK(master.command("EXISTS", "job").integer == 0);
     // The issue's name for the flag works too.
     auto alias = spawn(lock_command(url, "job", {"--wait-replicas", "1"}, {"true"}));

@@ -1,9 +1,11 @@
 // Replica sync (WAIT after the lock scripts): the sans-I/O joiner fed replies by hand,
 // then the client against a real master and replica started here.
 #include <chrono>
+#include <future>
 #include <string>
 #include <vector>
 
+#include <boost/asio/use_future.hpp>
 #include <catch2/catch.hpp>
 
 #include "lockscope/lock/client.hpp"
@@ -196,36 +198,32 @@ TEST_CASE("replica sync: with a live replica, acquire waits for it and the repli
   client.connect();
   lock::rlock l = client.get_lock("sync:one");
 
-  // The replica sleeps 600 ms: its acknowledgement, so the acquisition, must wait.
-  resp_connection sleeper(redis.replica->host(), redis.replica->port());
-  sleeper.send_command("DEBUG", "SLEEP", "0.6");
-  std::this_thread::sleep_for(50ms);
+  // The replica sleeps 1 s: its acknowledgement, so the acquisition, must wait.
+  resp_connection sleeper = lockscope::test::put_to_sleep(*redis.replica, "1");
   const auto start = steady::now();
   l.lock();
   const auto took = since(start);
-  CHECK(took >= 450ms);
+  CHECK(took >= 500ms);
   // Read from the replica at once: the hold is there, with this owner.
   resp_connection replica(redis.replica->host(), redis.replica->port());
   CHECK(replica.command("HEXISTS", "sync:one", l.owner()).integer == 1);
 
   SECTION("unlock waits too, and the replica has lost the lock when it returns") {
     sleeper.read_value(5s);  // the first sleep's +OK
-    sleeper.send_command("DEBUG", "SLEEP", "0.6");
-    std::this_thread::sleep_for(50ms);
+    sleeper = lockscope::test::put_to_sleep(*redis.replica, "1");
     const auto unlock_start = steady::now();
     l.unlock_or_throw();
-    CHECK(since(unlock_start) >= 450ms);
+    CHECK(since(unlock_start) >= 500ms);
     CHECK(replica.command("EXISTS", "sync:one").integer == 0);
   }
   SECTION("a NOSCRIPT retry sends its own WAIT, and the first one's answer is skipped") {
     l.unlock_or_throw();
     resp_connection(redis.master.host(), redis.master.port()).command("SCRIPT", "FLUSH");
     sleeper.read_value(5s);
-    sleeper.send_command("DEBUG", "SLEEP", "0.6");
-    std::this_thread::sleep_for(50ms);
+    sleeper = lockscope::test::put_to_sleep(*redis.replica, "1");
     const auto again = steady::now();
     l.lock();
-    CHECK(since(again) >= 450ms);
+    CHECK(since(again) >= 500ms);
     CHECK(replica.command("HEXISTS", "sync:one", l.owner()).integer == 1);
     l.unlock_or_throw();
   }
@@ -257,6 +255,18 @@ TEST_CASE("replica sync: too few replicas: the acquisition fails within the sync
       CHECK(exists(redis.master, "sync:two") == 0);
       CHECK(eventually([&] { return exists(*redis.replica, "sync:two") == 0; }, 2s));
     }
+  }
+  SECTION("async_try_lock completes with replica_sync_failed, not with false") {
+    lock::client client(synced_config(redis.master, 2, 200ms));
+    lock::rlock l = client.get_lock("sync:async");
+    std::future<bool> acquired = l.async_try_lock(boost::asio::use_future);
+    try {
+      (void)acquired.get();
+      FAIL("acquired with 1 replica of 2");
+    } catch (const boost::system::system_error& e) {
+      CHECK(e.code() == errc::replica_sync_failed);
+    }
+    CHECK(exists(redis.master, "sync:async") == 0);
   }
   SECTION("a re-entry that does not reach the replicas gives back only itself") {
     lock::client plain(config_for(redis.master));
