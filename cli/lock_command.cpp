@@ -1,4 +1,4 @@
-// `lockscope lock NAME [--redis URL]... [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] [--tls-ca …] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL]... [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] [--tls-ca …] [--sync-replicas N [--sync-timeout DUR]] -- CMD [ARGS...]`:
 // several --redis URLs take a RedLock (or with --multi a MultiLock) of NAME on each server.
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
@@ -66,6 +66,9 @@ struct lock_options {
   std::string tls_cert;
   std::string tls_key;
   bool insecure = false;
+  // Replica sync: WAIT for this many replicas after acquire and unlock.
+  int sync_replicas = 0;
+  std::string sync_timeout;
 };
 
 void say(const std::string& line) { fmt::print(stderr, "lockscope lock: {}\n", line); }
@@ -73,7 +76,7 @@ void say(const std::string& line) { fmt::print(stderr, "lockscope lock: {}\n", l
 int exit_code_for(const std::error_code& ec) {
   if (ec == lock::errc::auth_failed) return exit_noperm;
   if (ec == lock::errc::invalid_url || ec == lock::errc::invalid_argument) return exit_usage;
-  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
+  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::replica_sync_failed || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
       ec.category() == std::system_category() || ec.category() == boost::system::system_category())
     return exit_unavailable;
   return exit_software;
@@ -129,6 +132,37 @@ int apply_tls_options(const lock_options& o, std::vector<lock::client_config>& c
     c.tls.certificate = o.tls_cert;
     c.tls.private_key = o.tls_key;
     c.tls.verify_peer = !o.insecure;
+  }
+  return 0;
+}
+
+// --sync-replicas and --sync-timeout, for every server.
+int apply_sync_options(const lock_options& o, std::vector<lock::client_config>& configs) {
+  std::chrono::milliseconds timeout = lock::client_config{}.sync_timeout;
+  if (!o.sync_timeout.empty()) {
+    // A bare number is milliseconds, as WAIT takes it.
+    std::optional<std::chrono::milliseconds> parsed = lock::parse_duration(o.sync_timeout);
+    if (!parsed && !o.sync_timeout.empty() && o.sync_timeout.find_first_not_of("0123456789") == std::string::npos &&
+        o.sync_timeout.size() < 10)
+      parsed = std::chrono::milliseconds(std::stoll(o.sync_timeout));
+    if (!parsed || parsed->count() <= 0) {
+      say(fmt::format("--sync-timeout: '{}' is not a positive duration (milliseconds, or e.g. 500ms, 2s)",
+                      o.sync_timeout));
+      return exit_usage;
+    }
+    if (o.sync_replicas == 0) {
+      say("--sync-timeout needs --sync-replicas");
+      return exit_usage;
+    }
+    timeout = *parsed;
+  }
+  if (o.sync_replicas < 0) {
+    say(fmt::format("--sync-replicas: {} is negative", o.sync_replicas));
+    return exit_usage;
+  }
+  for (lock::client_config& c : configs) {
+    c.sync_replicas = o.sync_replicas;
+    c.sync_timeout = timeout;
   }
   return 0;
 }
@@ -189,6 +223,7 @@ int run_lock(const lock_options& o) {
     }
   }
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
+  if (const int status = apply_sync_options(o, configs); status != 0) return status;
   config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
@@ -335,7 +370,12 @@ int run_lock(const lock_options& o) {
   }
   if (result->ec) {
     const std::error_code ec = result->ec;
-    say(fmt::format("acquiring '{}' failed: {}", o.name, result->ec.message()));
+    if (ec == lock::errc::replica_sync_failed) {
+      say(fmt::format("acquiring '{}' failed: WAIT did not see it on {} replicas within {} ms; it was given back",
+                      o.name, config.sync_replicas, config.sync_timeout.count()));
+    } else {
+      say(fmt::format("acquiring '{}' failed: {}", o.name, result->ec.message()));
+    }
     return exit_code_for(ec);
   }
   if (!result->acquired) {
@@ -396,8 +436,13 @@ int run_lock(const lock_options& o) {
       lock_handle.unlock_or_throw();
     }
   } catch (const lock::lock_error& e) {
-    say(fmt::format("releasing '{}' failed: {}", o.name, e.what()));
-    if (exit_status == 0) exit_status = exit_code_for(e.code());
+    // A release that reached too few replicas did happen on the master: CMD's status stands.
+    if (e.code() == lock::errc::replica_sync_failed) {
+      say(e.what());
+    } else {
+      say(fmt::format("releasing '{}' failed: {}", o.name, e.what()));
+      if (exit_status == 0) exit_status = exit_code_for(e.code());
+    }
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   return exit_status;
@@ -437,9 +482,16 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tls-key", options->tls_key, "rediss://: the client certificate's private key (PEM)");
   cmd->add_flag("--insecure", options->insecure,
                 "rediss://: do not verify the server's certificate or host name (encrypts, does not authenticate)");
+  cmd->add_option("--sync-replicas,--wait-replicas", options->sync_replicas,
+                  "Replica sync: after acquire and unlock, WAIT until N replicas have the write; too few "
+                  "gives the lock back and exits 69; after unlock, too few is reported (CMD's status "
+                  "stands) (default: 0, off)");
+  cmd->add_option("--sync-timeout", options->sync_timeout,
+                  "How long each WAIT may take: milliseconds, or 500ms, 2s (default: 1000)");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock (or a RedLock's majority) was not acquired in time; 64 bad "
-      "arguments; 69 Redis unreachable, TLS failed, or too many servers unreachable to ever reach a majority; "
+      "arguments; 69 Redis unreachable, TLS failed, too many servers unreachable to ever reach a majority, or "
+      "too few replicas acknowledged the lock (--sync-replicas); "
       "77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
       "forwarded to CMD; the lock is released when CMD exits.");
   cmd->callback([options, &exit_code] { exit_code = run_lock(*options); });

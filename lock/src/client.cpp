@@ -18,6 +18,7 @@
 
 #include "lockscope/lock/lock_fsm.hpp"
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/replica_sync.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/lock/subscriptions.hpp"
 
@@ -124,6 +125,58 @@ struct renewal {
       : name(std::move(n)), owner(std::move(o)), lease_text(std::move(lease)), timer(strand) {}
 };
 
+namespace {
+
+// Per-call data of the one-command operations, on the heap so that views into it stay
+// valid while the unique_function holding it is moved around.
+struct call_data {
+  std::shared_ptr<lock_state> lock;
+  std::string owner;
+  std::string lease_text;
+  std::string now_text;
+  std::string field;           // owner, or `<owner>:write`
+  std::string timeout_prefix;  // a reader's
+};
+
+// The unlock script of `lock`'s kind for data.owner; fills the rest of `data`, which
+// the call's views point into.
+script_call unlock_call(const lock_state& lock, call_data& data) {
+  data.lease_text = decimal(lock.internal_lease_ms);
+  data.field = lock.field(data.owner);
+  switch (lock.kind) {
+    case lock_kind::fair:
+      data.now_text = unix_millis_now();
+      return {script_kind::fair_unlock,
+              {lock.name, lock.queue_name, lock.timeout_name, lock.channel, unlock_message, data.lease_text,
+               data.owner, data.now_text},
+              8};
+    case lock_kind::read:
+      data.timeout_prefix = lock.timeout_prefix(data.owner);
+      return {script_kind::read_unlock,
+              {lock.name, lock.channel, data.timeout_prefix, lock.key_prefix, unlock_message, data.owner},
+              6};
+    case lock_kind::write:
+      return {script_kind::write_unlock, {lock.name, lock.channel, read_unlock_message, data.lease_text, data.field},
+              5};
+    case lock_kind::reentrant:
+    case lock_kind::fenced:
+      break;
+  }
+  return {script_kind::unlock, {lock.name, lock.channel, unlock_message, data.lease_text, data.owner}, 5};
+}
+
+// A script's completion with its replica sync (sync_outcome::synced when sync is off).
+using synced_handler = unique_function<void(std::error_code ec, resp::value&& reply, const sync_result& sync)>;
+
+// A script sent with WAIT behind it: the joiner and who wants the result.
+struct synced_call {
+  synced_write join;
+  synced_handler done;
+  void finish() { std::exchange(done, nullptr)(join.script_error(), std::move(join.script_reply()), join.sync()); }
+};
+
+}  // namespace
+
 class client_impl : public std::enable_shared_from_this<client_impl> {
  public:
   client_impl(asio::io_context& io, client_config config)
@@ -165,20 +218,22 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // --- scripts ------------------------------------------------------------------
 
   // `last_words`: the connection is about to QUIT, so there is no second round trip
-  // for a NOSCRIPT retry; send the full text.
+  // for a NOSCRIPT retry; send the full text. `sync`: a WAIT goes right behind each
+  // sending of the script (the first, and a NOSCRIPT retry).
   void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done,
-                  bool last_words = false) {
+                  bool last_words = false, std::shared_ptr<synced_call> sync = nullptr) {
     const bool by_sha = config_.scripts == script_mode::evalsha && !last_words;
     scratch_.clear();
     encode_script_call(scratch_, by_sha, call);
     if (!by_sha) {
       commands_->execute_encoded(scratch_, deadline, std::move(done));
+      if (sync) send_wait(sync, deadline);
       return;
     }
     commands_->execute_encoded(
         scratch_, deadline,
-        [self = shared_from_this(), call, deadline, done = std::move(done)](std::error_code ec,
-                                                                             resp::value&& reply) mutable {
+        [self = shared_from_this(), call, deadline, sync, done = std::move(done)](std::error_code ec,
+                                                                                   resp::value&& reply) mutable {
           if (ec == errc::server_error && reply.text.starts_with("NOSCRIPT")) {
             // Load it and retry once, pipelined: one more round trip.
             self->commands_->execute(deadline, [](std::error_code, resp::value&&) {}, "SCRIPT", "LOAD",
@@ -186,10 +241,46 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
             self->scratch_.clear();
             encode_script_call(self->scratch_, true, call);
             self->commands_->execute_encoded(self->scratch_, deadline, std::move(done));
+            if (sync) self->send_wait(sync, deadline);
             return;
           }
           done(ec, std::move(reply));
         });
+    if (sync) send_wait(sync, deadline);
+  }
+
+  // A write script followed by `WAIT sync_replicas sync_timeout` when the config asks
+  // for replica sync; `done` gets both answers. Without sync, the script alone.
+  void run_synced_script(const script_call& call, clock_type::time_point deadline, synced_handler done) {
+    if (config_.sync_replicas <= 0) {
+      run_script(call, deadline, [d = std::move(done)](std::error_code ec, resp::value&& reply) mutable {
+        sync_result none_asked;
+        none_asked.outcome = sync_outcome::synced;
+        d(ec, std::move(reply), none_asked);
+      });
+      return;
+    }
+    auto sync = std::make_shared<synced_call>(synced_call{synced_write(config_.sync_replicas), std::move(done)});
+    run_script(
+        call, deadline,
+        [sync](std::error_code ec, resp::value&& reply) {
+          if (sync->join.on_script_reply(ec, std::move(reply))) sync->finish();
+        },
+        false, sync);
+  }
+
+  // The WAIT behind a script whose deadline is `script_deadline`: it may take the
+  // sync timeout on top.
+  void send_wait(const std::shared_ptr<synced_call>& sync, clock_type::time_point script_deadline) {
+    wait_scratch_.clear();
+    append_wait(wait_scratch_, config_.sync_replicas, config_.sync_timeout);
+    commands_->execute_encoded(wait_scratch_, script_deadline + config_.sync_timeout,
+                               [sync](std::error_code ec, resp::value&& reply) {
+                                 if (sync->join.on_wait_reply(ec, reply)) sync->finish();
+                               });
+  }
+  std::string describe_sync(std::string_view what, const sync_result& sync) const {
+    return describe_sync_failure(what, sync, config_.sync_replicas, config_.sync_timeout);
   }
 
   // --- connection events -------------------------------------------------------
@@ -365,6 +456,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::unordered_set<std::shared_ptr<acquire_op>> ops_;
   std::vector<completion<bool>> connect_waiters_;
   std::string scratch_;
+  std::string wait_scratch_;
   std::vector<unique_function<void()>> close_waiters_;
   int connections_open_ = 0;
   bool closed_ = false;
@@ -438,16 +530,18 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   }
 
   void send(const script_call& call) {
-    impl_->run_script(call, impl_->command_deadline(),
-                      [self = shared_from_this()](std::error_code ec, resp::value&& reply) {
-                        self->on_reply(ec, std::move(reply));
-                      });
+    impl_->run_synced_script(
+        call, impl_->command_deadline(),
+        [self = shared_from_this()](std::error_code ec, resp::value&& reply, const sync_result& sync) {
+          self->on_reply(ec, std::move(reply), sync);
+        });
   }
 
-  void on_reply(std::error_code ec, resp::value&& reply) {
+  void on_reply(std::error_code ec, resp::value&& reply, const sync_result& sync) {
     if (finished_) return;
     if (ec) return give_up(error_status(ec, reply));
     const acquire_reply r = classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
+    if (after_acquire_sync(r, sync) == synced_acquire::release_and_fail) return release_unsynced(sync);
     if (r.outcome == acquire_reply::kind::acquired) {
       fsm_.on_acquired();
       if (lease_) {
@@ -497,6 +591,27 @@ class acquire_op final : public subscription_listener, public std::enable_shared
       // A failed cleanup leaves a queue entry that the purge removes after its timeout.
       self->finish(std::move(self->pending_), 0);
     });
+  }
+
+  // Acquired on the master, but the write did not reach enough replicas: undo this
+  // hold with the unlock script (a re-entry only counts down) and fail. Nothing was
+  // handed to the watchdog yet.
+  void release_unsynced(const sync_result& sync) {
+    std::string message = impl_->describe_sync(fmt::format("lock '{}'", lock_->name), sync);
+    auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}});
+    const script_call call = unlock_call(*lock_, *data);
+    impl_->run_script(call, impl_->command_deadline(),
+                      [self = shared_from_this(), data, message = std::move(message)](
+                          std::error_code ec, resp::value&& reply) mutable {
+                        const unlock_outcome outcome = classify_unlock_reply(reply);
+                        if (ec || outcome == unlock_outcome::unexpected) {
+                          // It expires after its lease.
+                          message += "; releasing it failed: " + error_status(ec, reply).message();
+                        } else {
+                          message += "; released";
+                        }
+                        self->finish({errc::replica_sync_failed, std::move(message)}, 0);
+                      });
   }
 
   // The reply handler must keep this operation alive: the call's views point into it.
@@ -577,17 +692,6 @@ bool reject_if_closed(client_impl& impl, completion<T>& done) {
   return true;
 }
 
-// Per-call data of the one-command operations, on the heap so that views into it stay
-// valid while the unique_function holding it is moved around.
-struct call_data {
-  std::shared_ptr<lock_state> lock;
-  std::string owner;
-  std::string lease_text;
-  std::string now_text;
-  std::string field;           // owner, or `<owner>:write`
-  std::string timeout_prefix;  // a reader's
-};
-
 }  // namespace
 
 const strand_type& strand_of(const client_impl& impl) noexcept { return impl.strand(); }
@@ -626,45 +730,32 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
   auto impl = lock->impl;
   asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
-    auto data = std::make_shared<call_data>(
-        call_data{lock, std::move(owner), decimal(lock->internal_lease_ms), {}, {}, {}});
-    data->field = lock->field(data->owner);
-    script_call call{
-        script_kind::unlock, {lock->name, lock->channel, unlock_message, data->lease_text, data->owner}, 5};
-    if (lock->kind == lock_kind::fair) {
-      data->now_text = unix_millis_now();
-      call = {script_kind::fair_unlock,
-              {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->lease_text,
-               data->owner, data->now_text},
-              8};
-    } else if (lock->kind == lock_kind::read) {
-      data->timeout_prefix = lock->timeout_prefix(data->owner);
-      call = {script_kind::read_unlock,
-              {lock->name, lock->channel, data->timeout_prefix, lock->key_prefix, unlock_message, data->owner},
-              6};
-    } else if (lock->kind == lock_kind::write) {
-      call = {script_kind::write_unlock,
-              {lock->name, lock->channel, read_unlock_message, data->lease_text, data->field},
-              5};
-    }
-    impl->run_script(call, impl->command_deadline(),
-                     [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
-                       const unlock_outcome outcome = classify_unlock_reply(reply);
-                       const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
-                       impl->watchdog_release(data->lock->name, data->field, effects.stop_renewal);
-                       if (effects.reset_lease) data->lock->reset_lease(impl->config());
-                       if (ec) return d(error_status(ec, reply), false);
-                       switch (outcome) {
-                         case unlock_outcome::not_owner:
-                           return d({errc::not_owner, not_owner_message(data->owner)}, false);
-                         case unlock_outcome::unexpected:
-                           return d(unexpected("the unlock script", reply), false);
-                         case unlock_outcome::released:
-                           return d({}, true);
-                         case unlock_outcome::still_held:
-                           return d({}, false);
-                       }
-                     });
+    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), {}, {}, {}, {}});
+    const script_call call = unlock_call(*lock, *data);
+    impl->run_synced_script(
+        call, impl->command_deadline(),
+        [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
+          const unlock_outcome outcome = classify_unlock_reply(reply);
+          const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
+          impl->watchdog_release(data->lock->name, data->field, effects.stop_renewal);
+          if (effects.reset_lease) data->lock->reset_lease(impl->config());
+          if (ec) return d(error_status(ec, reply), false);
+          switch (outcome) {
+            case unlock_outcome::not_owner:
+              return d({errc::not_owner, not_owner_message(data->owner)}, false);
+            case unlock_outcome::unexpected:
+              return d(unexpected("the unlock script", reply), false);
+            case unlock_outcome::released:
+            case unlock_outcome::still_held:
+              break;
+          }
+          // Done on the master whatever the replicas got: say so, as an error.
+          if (!sync.ok())
+            return d({errc::replica_sync_failed,
+                      impl->describe_sync(fmt::format("unlock of '{}' (done on the master)", data->lock->name), sync)},
+                     false);
+          d({}, outcome == unlock_outcome::released);
+        });
   });
 }
 
@@ -686,12 +777,18 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
               {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->now_text},
               6};
     }
-    impl->run_script(call, impl->command_deadline(),
-                     [data, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
-                       if (ec) return d(error_status(ec, reply), false);
-                       if (reply.type != resp::type::integer) return d(unexpected("the forceUnlock script", reply), false);
-                       d({}, reply.integer == 1);
-                     });
+    impl->run_synced_script(
+        call, impl->command_deadline(),
+        [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
+          if (ec) return d(error_status(ec, reply), false);
+          if (reply.type != resp::type::integer) return d(unexpected("the forceUnlock script", reply), false);
+          if (!sync.ok())
+            return d({errc::replica_sync_failed,
+                      impl->describe_sync(fmt::format("force-unlock of '{}' (done on the master)", data->lock->name),
+                                          sync)},
+                     false);
+          d({}, reply.integer == 1);
+        });
   });
 }
 
@@ -803,16 +900,27 @@ struct client::io_thread {
   std::thread thread;
 };
 
+namespace {
+
+// Configuration the client cannot work with, thrown before anything starts.
+client_config checked(client_config config) {
+  std::string why;
+  if (const std::error_code ec = check_replica_sync(config, &why)) throw lock_error(ec, why);
+  return config;
+}
+
+}  // namespace
+
 client::client(client_config config)
     : own_io_(std::make_shared<asio::io_context>(1)),
-      impl_(std::make_shared<detail::client_impl>(*own_io_, std::move(config))) {
+      impl_(std::make_shared<detail::client_impl>(*own_io_, checked(std::move(config)))) {
   thread_ = std::make_unique<io_thread>(io_thread{asio::make_work_guard(*own_io_), {}});
   thread_->thread = std::thread([io = own_io_.get()] { io->run(); });
   impl_->start();
 }
 
 client::client(asio::io_context& io, client_config config)
-    : impl_(std::make_shared<detail::client_impl>(io, std::move(config))) {
+    : impl_(std::make_shared<detail::client_impl>(io, checked(std::move(config)))) {
   impl_->start();
 }
 

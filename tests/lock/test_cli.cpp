@@ -17,6 +17,7 @@
 #include "lockscope/test/resp_connection.hpp"
 #include "lockscope/test/tls_certificates.hpp"
 #include "process.hpp"
+#include "replication.hpp"
 
 using namespace std::chrono_literals;
 using lockscope::test::redis_server;
@@ -550,4 +551,56 @@ TEST_CASE("lockscope lock with three --redis: a RedLock (or --multi), 75 without
   CHECK(with_one->wait(30s) == 69);
   CHECK(with_one->output().find("1 of 3 servers reachable, 2 needed") != std::string::npos);
   CHECK(keys_on("rl") == 0);
+}
+
+TEST_CASE("lockscope lock --sync-replicas: waits for the replica, or gives the lock back and exits 69",
+          "[lock][cli][redis][process][replica_sync]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  lockscope::test::replicated_pair redis;
+  resp_connection master(redis.master.host(), redis.master.port());
+  const std::string url = url_of(redis.master);
+  const std::string replica_port = std::to_string(redis.replica->port());
+  temp_dir dir;
+  const std::string ran = (dir.path / "ran").string();
+
+  SECTION("1 replica asked: CMD runs only once the replica has the lock") {
+    // The replica sleeps 1.5 s: without WAIT, CMD would start long before it wakes.
+    resp_connection sleeper = lockscope::test::put_to_sleep(*redis.replica, "1.5");
+    const auto start = std::chrono::system_clock::now();
+    // CMD notes when it started, then checks the replica has the lock.
+    auto p = spawn(lock_command(url, "job", {"--sync-replicas", "1", "--sync-timeout", "10000"},
+                                {"sh", "-c",
+                                 "date +%s%N > '" + ran + "'; [ \"$(redis-cli -p " + replica_port +
+                                     " EXISTS job)\" = 1 ] || exit 5"}));
+    CHECK(p->wait(30s) == 0);
+    INFO(p->output());
+    long long started_ns = 0;
+    std::ifstream(ran) >> started_ns;
+    const auto cmd_started = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(started_ns)));
+    CHECK(cmd_started - start >= 1000ms);
+    CHECK(master.command("EXISTS", "job").integer == 0);
+    // The issue's name for the flag works too.
+    auto alias = spawn(lock_command(url, "job", {"--wait-replicas", "1"}, {"true"}));
+    CHECK(alias->wait(30s) == 0);
+  }
+  SECTION("2 replicas asked, 1 there: 69, CMD never runs, the lock is not left held") {
+    const auto start = std::chrono::steady_clock::now();
+    auto p = spawn(lock_command(url, "job", {"--sync-replicas", "2", "--sync-timeout", "200ms"},
+                                {"touch", ran}));
+    CHECK(p->wait(30s) == 69);
+    CHECK(std::chrono::steady_clock::now() - start >= 200ms);
+    CHECK(p->output() ==
+          "lockscope lock: acquiring 'job' failed: WAIT did not see it on 2 replicas within 200 ms; it was given back\n");
+    CHECK_FALSE(std::filesystem::exists(ran));
+    CHECK(master.command("EXISTS", "job").integer == 0);
+  }
+  SECTION("bad values: 64") {
+    auto zero = spawn(lock_command(url, "job", {"--sync-replicas", "1", "--sync-timeout", "0"}, {"true"}));
+    CHECK(zero->wait(30s) == 64);
+    CHECK(zero->output().find("--sync-timeout") != std::string::npos);
+    auto alone = spawn(lock_command(url, "job", {"--sync-timeout", "500"}, {"true"}));
+    CHECK(alone->wait(30s) == 64);
+    CHECK(alone->output() == "lockscope lock: --sync-timeout needs --sync-replicas\n");
+  }
 }

@@ -115,7 +115,9 @@ void ensure_usable(const lock_state& lock);
 
 class client {
  public:
-  // Runs the client on an I/O thread of its own.
+  // Runs the client on an I/O thread of its own. Both constructors throw
+  // lock_error(errc::invalid_argument) for a config they cannot work with (a negative
+  // sync_replicas, or sync on with a sync_timeout that is not positive).
   explicit client(client_config config);
   // Runs the client on `io`, which the caller runs (any number of threads: the client
   // serialises itself on a strand). The destructor then does not block: it closes in
@@ -209,7 +211,12 @@ class rlock {
   // The owner id calls from this thread use.
   std::string owner() const;
 
-  // Blocking API; throws lock_error on failure.
+  // Blocking API; throws lock_error on failure. With replica sync on
+  // (client_config::sync_replicas), an acquisition whose write reached too few replicas
+  // is released and throws errc::replica_sync_failed; try_lock too (it does not return
+  // false: false means another owner holds the lock). unlock_or_throw and force_unlock
+  // throw it after a release that reached too few replicas (released on the master all
+  // the same); unlock() passes it to on_unlock_error.
   void lock();                                  // wait forever; watchdog keeps the lock
   void lock(duration lease);                    // wait forever; expires after lease
   bool try_lock();                              // one attempt; watchdog

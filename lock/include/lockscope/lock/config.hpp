@@ -63,6 +63,16 @@ struct client_config {
   // threadWaitTime). A crashed waiter delays the ones behind it by up to this much.
   std::chrono::milliseconds fair_lock_thread_wait{300000};
 
+  // Replica sync (Redisson's syncSlaves): `WAIT sync_replicas sync_timeout` pipelined
+  // behind every acquire, unlock and force-unlock script, on the same connection. An
+  // acquisition whose write reached fewer replicas is released and fails with
+  // errc::replica_sync_failed; an unlock or force-unlock reports it (the lock is gone
+  // from the master anyway). Watchdog renewals are not waited for. 0: off. A WAIT holds
+  // the command connection for up to sync_timeout while replicas lag, delaying what is
+  // queued behind it: keep command_timeout well above sync_timeout.
+  int sync_replicas = 0;
+  std::chrono::milliseconds sync_timeout{1000};
+
   // Called on the client's I/O thread when the watchdog cannot renew a lock: the renew
   // script found another owner (or no key), or no renewal succeeded for a whole lease.
   // Renewal of that lock stops.

@@ -22,6 +22,7 @@ enum class errc {
   invalid_argument,    // a bad duration, lease or name
   shut_down,           // the client was closed or destroyed
   would_deadlock,      // a blocking call was made on the client's own I/O thread
+  replica_sync_failed, // fewer replicas acknowledged the lock write than sync_replicas (WAIT)
 };
 
 const std::error_category& category() noexcept;
