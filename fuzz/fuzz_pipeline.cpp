@@ -1,0 +1,219 @@
+// libFuzzer target for the whole analyzer after the capture reader: frames → packet
+// decoding → flows → TCP reassembly → RESP sessions → lock recognizer → lock timeline →
+// lock groups → report (JSONL or text).
+//
+//   cmake --preset fuzz && cmake --build build/fuzz --target fuzz_pipeline
+//   build/fuzz/fuzz/fuzz_pipeline -max_total_time=60 -dict=fuzz/pipeline.dict \
+//       /tmp/corpus fuzz/corpus/pipeline
+//
+// Raw bytes rarely survive IP and TCP checksums and sequence numbers, so the input is a
+// program for a small traffic generator rather than frames: each record picks one of
+// four connections (to two servers) and sends client or server bytes, opens or ends it,
+// skips sequence space (a capture gap), retransmits, reorders, advances the clock, or
+// splices in one of the lock scripts' exact texts or SHA1s (so the recognizer's paths are
+// reached without the fuzzer having to guess 300-byte Lua texts). Every frame is valid
+// IP/TCP; what it carries is arbitrary. A tenth of the frames are damaged after
+// building (byte flips in the headers too).
+//
+// Checked, beyond ASan/UBSan: every packet is counted; every JSONL line the report
+// writes is one JSON object; finish() leaves no flow open.
+#include <boost/json/parse.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockscope/ingest/ingest_pipeline.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/lock_recognizer.hpp"
+#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/test/pcap_writer.hpp"
+
+namespace {
+
+namespace az = lockscope::analyzer;
+namespace lk = lockscope::lock;
+
+[[noreturn]] void violation(const char* what, std::uint64_t detail = 0) {
+  std::fprintf(stderr, "fuzz_pipeline: %s (%llu)\n", what, static_cast<unsigned long long>(detail));
+  __builtin_trap();
+}
+
+class input_reader {
+ public:
+  input_reader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  bool empty() const noexcept { return at_ >= size_; }
+  std::uint8_t byte() noexcept { return at_ < size_ ? data_[at_++] : 0; }
+  std::string_view bytes(std::size_t n) noexcept {
+    if (n > size_ - at_) n = size_ - at_;
+    const std::string_view out(reinterpret_cast<const char*>(data_ + at_), n);
+    at_ += n;
+    return out;
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t at_ = 0;
+};
+
+// Four connections: 0 and 1 to server A, 2 and 3 to server B (a RedLock's other master).
+struct connection {
+  az::tcp_conversation tcp;
+  bool opened = false;
+};
+
+std::vector<connection> make_connections() {
+  std::vector<connection> c;
+  for (std::uint16_t i = 0; i < 4; ++i) {
+    az::endpoint client, server;
+    az::endpoint::parse(i % 2 ? "10.0.0.2" : "10.0.0.1", static_cast<std::uint16_t>(40000 + i), client);
+    az::endpoint::parse("10.0.0.9", i < 2 ? 6379 : 6380, server);
+    c.push_back({az::tcp_conversation(client, server, 1000u + i * 7919u, 5000u + i * 104729u)});
+  }
+  return c;
+}
+
+// "EVAL <text>" or "EVALSHA <sha>" as the head of a RESP array of `count` elements; the
+// fuzzer's bytes that follow supply numkeys, keys and arguments.
+std::string script_head(const lk::script_info& s, bool by_sha, std::uint8_t count) {
+  const std::string_view body = by_sha ? s.sha1 : s.text;
+  std::string out = "*" + std::to_string(count) + "\r\n";
+  out += by_sha ? "$7\r\nEVALSHA\r\n" : "$4\r\nEVAL\r\n";
+  out += "$" + std::to_string(body.size()) + "\r\n";
+  out.append(body);
+  out += "\r\n";
+  return out;
+}
+
+// LOCKSCOPE_FUZZ_PRINT=1: the report goes to stdout too, to see what a seed reaches.
+const bool print_report = std::getenv("LOCKSCOPE_FUZZ_PRINT") != nullptr;
+
+struct checking_output {
+  bool jsonl = false;
+  std::string pending;
+  void operator()(std::string_view text) {
+    if (print_report) std::fwrite(text.data(), 1, text.size(), stdout);
+    if (!jsonl) return;
+    pending.append(text);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      const std::string_view line(pending.data() + start, nl - start);
+      boost::system::error_code ec;
+      const auto value = boost::json::parse(line, ec);
+      if (ec || !value.is_object()) {
+        std::fprintf(stderr, "bad JSONL line: %.*s\n", static_cast<int>(line.size()), line.data());
+        violation("a JSONL line is not a JSON object");
+      }
+    }
+    pending.erase(0, start);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  input_reader in(data, size);
+  const std::uint8_t options_byte = in.byte();
+
+  az::ingest_options ingest;
+  if (options_byte & 1) ingest.ports = {6379, 6380};
+  ingest.tcp.max_buffer = (options_byte & 2) ? 512 : 1u << 20;
+  ingest.session.max_message_bytes = (options_byte & 4) ? 200 : 1u << 20;
+  ingest.max_flows = (options_byte & 8) ? 2 : az::ingest_options::default_max_flows;
+  az::timeline_options timeline_opts;
+  timeline_opts.merge_servers = (options_byte & 16) != 0;
+  az::report_options report_opts;
+  report_opts.format = (options_byte & 32) ? az::report_format::text : az::report_format::jsonl;
+
+  checking_output output;
+  output.jsonl = report_opts.format == az::report_format::jsonl;
+  {
+    az::lock_report report(report_opts, std::ref(output));
+    az::lock_groups groups({}, report);
+    az::lock_timeline timeline(timeline_opts, groups);
+    az::lock_recognizer recognizer(timeline);
+    az::ingest_pipeline pipeline(ingest, recognizer, &recognizer);
+
+    auto connections = make_connections();
+    const auto scripts = lk::all_scripts();
+    std::int64_t now_us = 1'700'000'000'000'000;
+    std::uint64_t sent = 0;
+    std::string last_frame;
+    std::vector<std::string> held_back;  // frames delayed to arrive out of order
+    std::uint8_t damage_counter = 0;
+
+    const auto emit = [&](const az::tcp_segment_spec& segment) {
+      std::string frame = az::make_frame(az::link_type::en10mb, segment);
+      if (++damage_counter % 10 == 0 && !frame.empty()) {
+        frame[(damage_counter * 131u) % frame.size()] ^= static_cast<char>(damage_counter);
+      }
+      pipeline.on_packet(now_us, az::link_type::en10mb, frame);
+      ++sent;
+      last_frame = std::move(frame);
+    };
+
+    for (int records = 0; !in.empty() && records < 4096; ++records) {
+      const std::uint8_t op = in.byte();
+      connection& c = connections[op & 3];
+      now_us += 1000;
+      const int kind = ((op >> 2) & 15) % 10;  // bits 6 and 7 are flags
+      if (!c.opened && kind != 9) {
+        for (const auto& s : c.tcp.handshake()) emit(s);
+        c.opened = true;
+      }
+      switch (kind) {
+        case 0: emit(c.tcp.client_sends(in.bytes(in.byte()))); break;
+        case 1: emit(c.tcp.server_sends(in.bytes(in.byte()))); break;
+        case 2: {  // a lock script, then the fuzzer's bytes as its arguments
+          const std::uint8_t pick = in.byte();
+          std::string payload = script_head(scripts[pick % scripts.size()], pick & 0x80, in.byte() % 12);
+          payload.append(in.bytes(in.byte()));
+          emit(c.tcp.client_sends(payload));
+          break;
+        }
+        case 3: emit((op & 0x40) ? c.tcp.client_fin() : c.tcp.server_fin()); break;
+        case 4: emit(c.tcp.client_rst()); c.opened = false; break;
+        case 5: {  // bytes sent but never captured: a gap in one direction
+          const std::string lost(in.byte() + 1u, 'x');
+          (void)((op & 0x40) ? c.tcp.client_sends(lost) : c.tcp.server_sends(lost));
+          break;
+        }
+        case 6:  // a retransmission
+          if (!last_frame.empty()) {
+            pipeline.on_packet(now_us, az::link_type::en10mb, last_frame);
+            ++sent;
+          }
+          break;
+        case 7: {  // this segment arrives after the next one
+          held_back.push_back(az::make_frame(az::link_type::en10mb, c.tcp.client_sends(in.bytes(in.byte()))));
+          break;
+        }
+        case 8: now_us += static_cast<std::int64_t>(in.byte()) << 16; break;  // up to 16 s of silence
+        default: c.opened = true; break;  // mid-stream: the connection was open before the capture
+      }
+      if (held_back.size() > 1 || (!held_back.empty() && (op & 0x80))) {
+        for (const std::string& f : held_back) pipeline.on_packet(now_us, az::link_type::en10mb, f);
+        sent += held_back.size();
+        held_back.clear();
+      }
+    }
+    for (const std::string& f : held_back) pipeline.on_packet(now_us, az::link_type::en10mb, f);
+    sent += held_back.size();
+    pipeline.finish();
+    timeline.finish(now_us);
+    groups.finish(now_us);
+    report.finish(timeline);
+    if (pipeline.stats().packets != sent) violation("packets counted != packets given", pipeline.stats().packets);
+    if (pipeline.active_flows() != 0) violation("flows left open after finish()", pipeline.active_flows());
+  }
+  if (!output.pending.empty()) violation("JSONL output does not end with a newline", output.pending.size());
+  return 0;
+}
