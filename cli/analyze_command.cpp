@@ -172,6 +172,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
+  recognizer.set_warning_handler([](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); });
   analyzer::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);
