@@ -137,6 +137,10 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
   out += ",\"server\":";
   append_json_string(out, e.server);
   append_format(out, ",\"db\":{}", e.db);
+  if (!e.lock_server.empty() && e.lock_server != e.server) {
+    out += ",\"lock_server\":";  // a Redis Cluster's lock: "cluster:<first node>"
+    append_json_string(out, e.lock_server);
+  }
   if (e.hold_count >= 0) append_format(out, ",\"hold_count\":{}", e.hold_count);
   if (e.lease_ms >= 0) append_format(out, ",\"lease_ms\":{}", e.lease_ms);
   if (e.ttl_ms >= 0) append_format(out, ",\"ttl_ms\":{}", e.ttl_ms);
