@@ -112,9 +112,10 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps(e, separators=(",", ":")) + "\n")
 PY
   echo "record.sh: $here/$name.pcap ($(stat -c %s "$here/$name.pcap") bytes), $truth ($(wc -l < "$truth") lines)" >&2
+  local limit_kb=${size_limit_kb:-300}
   for file in "$here/$name.pcap" "$truth"; do
-    if [[ $(stat -c %s "$file") -gt 307200 ]]; then
-      echo "record.sh: $file is over 300 KB: re-record with a shorter run (see the *_SECONDS variables)" >&2
+    if [[ $(stat -c %s "$file") -gt $((limit_kb * 1024)) ]]; then
+      echo "record.sh: $file is over $limit_kb KB: re-record with a shorter run (see the *_SECONDS variables)" >&2
     fi
   done
 }
@@ -270,8 +271,14 @@ record_cluster() {
   tcpdump_pid=$whole_pid; stop_capture
   stop_servers
   for f in "$workdir"/cluster.*.jsonl; do cp "$f" "$workdir/cluster_midstream.${f#"$workdir"/cluster.}"; done
-  finish cluster "$servers"
-  finish cluster_midstream "$servers"
+  size_limit_kb=2048 finish cluster "$servers"
+  size_limit_kb=2048 finish cluster_midstream "$servers"
+  # These two also keep their expected timelines (tests/timeline/test_cluster.cpp).
+  local lockscope=${LOCKSCOPE:-$here/../../build/default/cli/lockscope}
+  for name in cluster cluster_midstream; do
+    "$lockscope" analyze "$here/$name.pcap" > "$here/$name.timeline.txt" 2>/dev/null
+    "$lockscope" analyze --format jsonl "$here/$name.pcap" > "$here/$name.jsonl" 2>/dev/null
+  done
 }
 
 wanted redisson && record_redisson

@@ -2,7 +2,12 @@
 // CLUSTERDOWN) and ASKING as the recognizer reads them, sharded pub/sub (SSUBSCRIBE,
 // smessage, the server's sunsubscribe when a slot moves), CLUSTER SLOTS/SHARDS, bad
 // input, and the timeline keeping a lock that moved between masters one lock.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "helpers.hpp"
+#include "lockscope/test/jsonl_schema.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lockscope/lock/naming.hpp"
 
@@ -38,6 +43,13 @@ class cluster_recorder final : public analyzer::lock_operation_sink {
   }
   std::vector<cluster_op> ops;
 };
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 std::vector<std::string> acquire_args(std::string_view owner) { return {"EVAL", acquire, "1", "orders", "3000", std::string(owner)}; }
 std::vector<std::string> unlock_args(std::string_view owner) {
@@ -283,4 +295,20 @@ TEST_CASE("cluster: locks seen on a node before it was known to be in the cluste
   CHECK(t.timeline.lock_count() == 1);
   CHECK(t.events.names() == std::vector<std::string>{"acquired", "contended", "released"});
   CHECK(t.events.events[2].held_us == 200'000);
+}
+
+TEST_CASE("cluster: the bundled cluster recordings match their goldens (text and JSONL, every redirect kept)",
+          "[cluster][captures][golden]") {
+  for (const char* name : {"cluster", "cluster_midstream"}) {
+    INFO(name);
+    const std::string base = std::string(LOCKSCOPE_CAPTURES_DIR) + "/thirdparty/" + name;
+    REQUIRE(std::filesystem::exists(base + ".pcap"));
+    CHECK(std::filesystem::file_size(base + ".pcap") < 2u << 20);
+    const std::string text = report_of(base + ".pcap", analyzer::report_format::text);
+    CHECK(text == file_text(base + ".timeline.txt"));
+    CHECK(text.find("MOVED slot 105 to 127.0.0.1:35631: acquire retried there") != std::string::npos);
+    const std::string jsonl = report_of(base + ".pcap", analyzer::report_format::jsonl);
+    CHECK(jsonl == file_text(base + ".jsonl"));
+    CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
+  }
 }
