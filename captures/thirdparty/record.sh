@@ -225,12 +225,13 @@ PY
 
 # cluster (and cluster_midstream, the same run): a 3-master Redis Cluster started here
 # (redis-server --cluster-enabled yes x3, redis-cli --cluster create), three redis-py
-# RedisCluster processes running Redisson's scripts with SPUBLISH and SSUBSCRIBE waits
-# on two locks, and a live resharding of one lock's slot to another master and back
+# RedisCluster processes and two ioredis Cluster ones (shardedSubscribers) running
+# Redisson's scripts with SPUBLISH and SSUBSCRIBE waits on two locks, and a live resharding of one lock's slot to another master and back
 # (cluster_reshard.py: ASK, TRYAGAIN, then MOVED). `cluster` is captured from before
 # the clients connect (their CLUSTER SLOTS included); `cluster_midstream` by a second
 # tcpdump started 1.5 s into the contention, connections open and scripts running.
 record_cluster() {
+  need_node
   local ports=() filter="" servers="" port control=$workdir/cluster pause=${CLUSTER_PAUSE_SECONDS:-0.7}
   mkdir -p "$control"
   for _ in 1 2 3; do
@@ -254,7 +255,11 @@ record_cluster() {
     (cd "$scenarios" && exec "$pyth" cluster_worker.py "$proc" "$workdir/cluster.$proc.jsonl" "$control" "${ports[0]}" orders stock) &
     worker_pids+=($!)
   done
-  wait_ready "$control" 3
+  for proc in n1 n2; do
+    node "$scenarios/cluster_ioredis_worker.js" "$proc" "$workdir/cluster.$proc.jsonl" "$control" "${ports[1]}" orders stock &
+    worker_pids+=($!)
+  done
+  wait_ready "$control" 5
   touch "$control/go"
   sleep 1.5
   tcpdump -i lo -U --immediate-mode -B 65536 -s 262144 -w "$here/cluster_midstream.pcap" "$filter" 2>"$workdir/tcpdump2.log" &

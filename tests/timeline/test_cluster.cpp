@@ -184,7 +184,7 @@ TEST_CASE("cluster: CLUSTER SLOTS and CLUSTER SHARDS replies link every node nam
   CHECK(rec.ops[0].redirect_to == "[::1]:7001");
 }
 
-TEST_CASE("cluster: a malformed MOVED and an SSUBSCRIBE with no channel are warnings naming the flow; nothing else is lost",
+TEST_CASE("cluster: a malformed MOVED and an SSUBSCRIBE with no channel are warnings naming the flow, and nothing else is lost",
           "[cluster][recognizer][robustness]") {
   cluster_recorder rec;
   analyzer::lock_recognizer r(rec);
