@@ -77,6 +77,11 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
+  if (r.redirects > 0 || r.malformed_redirects > 0 || r.skipped > 0) {
+    fmt::print(stderr, "lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
+               "{} malformed redirects kept as errors, {} (S)SUBSCRIBEs with no channel skipped\n",
+               r.redirects, r.malformed_redirects, r.skipped);
+  }
   if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
     fmt::print(stderr, "lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);

@@ -442,7 +442,6 @@ std::string cluster_node_text(std::string_view host, std::uint16_t port) {
 }
 
 void lock_recognizer::warn(const exchange& e, std::string_view what) {
-  ++stats_.skipped;
   if (!warn_ || ++warnings_ > warning_limit) return;
   std::string line = fmt::format("{} > {}: {}", e.client_text, e.server_text, what);
   if (warnings_ == warning_limit) line += " (further such warnings are only counted)";
@@ -726,6 +725,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
   const bool unsub = iequals(name, "UNSUBSCRIBE") || iequals(name, "SUNSUBSCRIBE");
   if (sub || unsub) {
     if (sub && args.size() < 2) {
+      ++stats_.skipped;
       warn(e, fmt::format("{} with no channel: skipped", name));
       return;
     }

@@ -203,7 +203,7 @@ struct recognizer_stats {
   std::uint64_t values_evicted = 0;     // values forgotten unreleased
   std::uint64_t redirects = 0;          // MOVED/ASK/TRYAGAIN/CLUSTERDOWN replies to lock calls
   std::uint64_t malformed_redirects = 0;  // MOVED/ASK replies that did not parse (kept as errors)
-  std::uint64_t skipped = 0;            // lock-looking calls skipped as malformed (warnings)
+  std::uint64_t skipped = 0;            // (S)SUBSCRIBEs naming no channel, skipped (warnings)
 };
 
 // The caches of scripts and SHA1s learnt from the capture (EVAL, SCRIPT LOAD, unknown
