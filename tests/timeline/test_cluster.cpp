@@ -6,6 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "capture_builder.hpp"
 #include "helpers.hpp"
 #include "lockscope/test/jsonl_schema.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
@@ -313,4 +316,45 @@ TEST_CASE("cluster: the bundled cluster recordings match their goldens (text and
     CHECK(jsonl == file_text(base + ".jsonl"));
     CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
   }
+}
+
+TEST_CASE("cluster: over a capture file, bad redirects and SSUBSCRIBEs are warnings naming the flow, on one thread or two",
+          "[cluster][robustness][captures]") {
+  const std::string path = (std::filesystem::temp_directory_path() / ("lockscope-cluster-bad-" + std::to_string(::getpid()) + ".pcap")).string();
+  capture_builder b;
+  const int a = b.connect("10.0.0.1", 50000, "10.0.0.2", 7000, 1'000'000);
+  const int c = b.connect("10.0.0.1", 50001, "10.0.0.3", 7001, 1'000'000);
+  b.command(a, 1'100'000, acquire_args(owner_a), resp_nil);
+  b.command(c, 1'200'000, acquire_args(owner_b), "-MOVED x 10.0.0.2:7000\r\n");   // malformed
+  b.command(c, 1'300'000, {"SSUBSCRIBE"}, "-ERR wrong number of arguments for 'ssubscribe' command\r\n");
+  b.command(c, 1'400'000, acquire_args(owner_b), "-MOVED 105 10.0.0.2:7000\r\n");  // well formed
+  b.command(a, 1'500'000, acquire_args(owner_b), ":2500\r\n");
+  b.command(a, 1'600'000, unlock_args(owner_a), ":1\r\n");
+  b.close(a, 1'700'000);
+  b.close(c, 1'700'000);
+  b.write(path);
+  for (unsigned threads : {1u, 2u}) {
+    INFO(threads << " threads");
+    analyzer::analysis_options o;
+    o.report.format = analyzer::report_format::jsonl;
+    o.threads = threads;
+    std::string out;
+    std::vector<std::string> warnings;
+    const auto r = analyzer::analyze_files({path}, o, [&](std::string_view s) { out += s; },
+                                           [&](const std::string& w) { warnings.push_back(w); });
+    REQUIRE(warnings.size() == 2);
+    CHECK(warnings[0].find("10.0.0.1:50001 > 10.0.0.3:7001: EVAL answered by a malformed cluster redirect") == 0);
+    CHECK(warnings[1] == "10.0.0.1:50001 > 10.0.0.3:7001: SSUBSCRIBE with no channel: skipped");
+    CHECK(r.recognizer.malformed_redirects == 1);
+    CHECK(r.recognizer.redirects == 1);
+    // Nothing else lost: the hold, the good redirect (which links the two nodes), the
+    // contended attempt and the release, as one lock of the cluster.
+    CHECK(occurrences(out, "\"event\":\"acquired\"") == 1);
+    CHECK(occurrences(out, "\"event\":\"redirected\"") == 1);
+    CHECK(occurrences(out, "\"event\":\"contended\"") == 1);
+    CHECK(occurrences(out, "\"event\":\"released\"") == 1);
+    CHECK(occurrences(out, "\"lock_server\":\"cluster:10.0.0.2:7000\"") == 3);
+    CHECK(lockscope::test::jsonl_errors(out, lockscope::test::event_line_errors) == "");
+  }
+  std::filesystem::remove(path);
 }
