@@ -77,6 +77,11 @@ void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_st
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
+  if (r.redirects > 0 || r.malformed_redirects > 0 || r.skipped > 0) {
+    fmt::print(stderr, "lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
+               "{} malformed redirects kept as errors, {} (S)SUBSCRIBEs with no channel skipped\n",
+               r.redirects, r.malformed_redirects, r.skipped);
+  }
   if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
     fmt::print(stderr, "lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);
@@ -172,6 +177,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::lock_operation_filter filter(report, timeline);
   analyzer::lock_recognizer recognizer(filter.entry());
+  recognizer.set_warning_handler([](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); });
   analyzer::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);

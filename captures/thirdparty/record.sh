@@ -9,7 +9,10 @@
 # Scenarios: redisson (node-redisson, 3 processes, RESP3, joined mid-run), redlock
 # (node-redlock v5 over three redis-servers, EVALSHA only, RESP2), del_other (the seed
 # 004 anti-pattern: a plain DEL releasing someone else's lock, redis-py), pylock
-# (redis-py Lock pollers over IPv6, tcpdump -i any). The tests only read the results.
+# (redis-py Lock pollers over IPv6, tcpdump -i any), cluster (redis-py RedisCluster with
+# Redisson's scripts on a 3-master cluster resharded live: MOVED, ASK, TRYAGAIN,
+# SSUBSCRIBE/SPUBLISH/smessage; the same run captured mid-stream as cluster_midstream).
+# The tests only read the results.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -109,9 +112,10 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps(e, separators=(",", ":")) + "\n")
 PY
   echo "record.sh: $here/$name.pcap ($(stat -c %s "$here/$name.pcap") bytes), $truth ($(wc -l < "$truth") lines)" >&2
+  local limit_kb=${size_limit_kb:-300}
   for file in "$here/$name.pcap" "$truth"; do
-    if [[ $(stat -c %s "$file") -gt 307200 ]]; then
-      echo "record.sh: $file is over 300 KB: re-record with a shorter run (see the *_SECONDS variables)" >&2
+    if [[ $(stat -c %s "$file") -gt $((limit_kb * 1024)) ]]; then
+      echo "record.sh: $file is over $limit_kb KB: re-record with a shorter run (see the *_SECONDS variables)" >&2
     fi
   done
 }
@@ -203,8 +207,88 @@ record_pylock() {
   finish pylock "\"[::1]:$port\""
 }
 
+# cluster_port: a free port whose cluster bus port (+10000) is free too.
+cluster_port() {
+  "$pyth" - <<'PY'
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    if port + 10000 > 65535:
+        continue
+    try:
+        b = socket.socket(); b.bind(("127.0.0.1", port + 10000)); b.close()
+    except OSError:
+        continue
+    print(port); break
+PY
+}
+
+# cluster (and cluster_midstream, the same run): a 3-master Redis Cluster started here
+# (redis-server --cluster-enabled yes x3, redis-cli --cluster create), three redis-py
+# RedisCluster processes and two ioredis Cluster ones (shardedSubscribers) running
+# Redisson's scripts with SPUBLISH and SSUBSCRIBE waits on two locks, and a live resharding of one lock's slot to another master and back
+# (cluster_reshard.py: ASK, TRYAGAIN, then MOVED). `cluster` is captured from before
+# the clients connect (their CLUSTER SLOTS included); `cluster_midstream` by a second
+# tcpdump started 1.5 s into the contention, connections open and scripts running.
+record_cluster() {
+  need_node
+  local ports=() filter="" servers="" port control=$workdir/cluster pause=${CLUSTER_PAUSE_SECONDS:-0.7}
+  mkdir -p "$control"
+  for _ in 1 2 3; do
+    port=$(cluster_port); ports+=("$port")
+    redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --cluster-config-file "$workdir/nodes-$port.conf" \
+      --cluster-node-timeout 5000 --save "" --appendonly no --dir "$workdir" --logfile "$workdir/redis-$port.log" &
+    server_pids+=($!)
+    filter+="${filter:+ or }tcp port $port"; servers+="${servers:+,}\"127.0.0.1:$port\""
+  done
+  for port in "${ports[@]}"; do
+    for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  done
+  redis-cli --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes >"$workdir/create.log"
+  for port in "${ports[@]}"; do
+    for _ in $(seq 100); do redis-cli -p "$port" cluster info | grep -q 'cluster_state:ok' && break; sleep 0.1; done
+  done
+  sleep 1  # every node agrees on the slots
+  start_capture "$here/cluster.pcap" lo "$filter"
+  local whole_pid=$tcpdump_pid
+  for proc in p1 p2 p3; do
+    (cd "$scenarios" && exec "$pyth" cluster_worker.py "$proc" "$workdir/cluster.$proc.jsonl" "$control" "${ports[0]}" orders stock) &
+    worker_pids+=($!)
+  done
+  for proc in n1 n2; do
+    node "$scenarios/cluster_ioredis_worker.js" "$proc" "$workdir/cluster.$proc.jsonl" "$control" "${ports[1]}" orders stock &
+    worker_pids+=($!)
+  done
+  wait_ready "$control" 5
+  touch "$control/go"
+  sleep 1.5
+  tcpdump -i lo -U --immediate-mode -B 65536 -s 262144 -w "$here/cluster_midstream.pcap" "$filter" 2>"$workdir/tcpdump2.log" &
+  local mid_pid=$!
+  worker_pids+=("$mid_pid")  # stopped by cleanup if anything fails
+  sleep 0.5
+  (cd "$scenarios" && "$pyth" cluster_reshard.py "$workdir/cluster.reshard.jsonl" orders "$pause" "${ports[@]}")
+  sleep 1.5
+  touch "$control/stop"
+  for pid in "${worker_pids[@]}"; do [[ $pid == "$mid_pid" ]] || wait "$pid"; done
+  worker_pids=()
+  sleep 0.3
+  kill -INT "$mid_pid"; wait "$mid_pid" 2>/dev/null || true
+  tcpdump_pid=$whole_pid; stop_capture
+  stop_servers
+  for f in "$workdir"/cluster.*.jsonl; do cp "$f" "$workdir/cluster_midstream.${f#"$workdir"/cluster.}"; done
+  size_limit_kb=2048 finish cluster "$servers"
+  size_limit_kb=2048 finish cluster_midstream "$servers"
+  # These two also keep their expected timelines (tests/timeline/test_cluster.cpp).
+  local lockscope=${LOCKSCOPE:-$here/../../build/default/cli/lockscope}
+  for name in cluster cluster_midstream; do
+    "$lockscope" analyze "$here/$name.pcap" > "$here/$name.timeline.txt" 2>/dev/null
+    "$lockscope" analyze --format jsonl "$here/$name.pcap" > "$here/$name.jsonl" 2>/dev/null
+  done
+}
+
 wanted redisson && record_redisson
 wanted redlock && record_redlock
 wanted del_other && record_del_other
 wanted pylock && record_pylock
+wanted cluster && record_cluster
 true

@@ -35,8 +35,10 @@ function expectations(jsonl) {
     }
     const b = blocks.get(key);
     b.events++;
-    b.lanes.add((GROUP_EVENTS.has(e.event) ? 'group' : e.server) + '\u0000' + e.owner);
-    const lane = e.server + '\u0000' + e.owner;
+    // A Redis Cluster's lock is one lock whatever node served the call (lock_server).
+    const server = e.lock_server || e.server;
+    b.lanes.add((GROUP_EVENTS.has(e.event) ? 'group' : server) + '\u0000' + e.owner);
+    const lane = server + '\u0000' + e.owner;
     if (e.event === 'acquired') {
       b.holds.push(e.owner);
       b.waiting.delete(lane);

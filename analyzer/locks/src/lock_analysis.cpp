@@ -29,7 +29,7 @@ class predicate_filter final : public lock_operation_sink {
   predicate_filter(const std::function<bool(std::string_view)>& select, lock_operation_sink& next) noexcept
       : select_(select), next_(next) {}
   void on_operation(const lock_operation& op) override {
-    if (select_(op.lock)) next_.on_operation(op);
+    if (op.kind == lock_op_kind::cluster_link || select_(op.lock)) next_.on_operation(op);
   }
   void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
@@ -49,6 +49,7 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
                              const std::function<void(std::int64_t first_us)>& started,
                              const std::function<void(const lock_timeline&)>& finished,
                              offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+  const offline_capture::warning_handler recognizer_warn = warn;
   offline_capture source(files, std::move(warn), std::move(error));
   lock_groups groups(options.groups, sink);
   lock_timeline timeline(options.timeline, groups);
@@ -61,6 +62,7 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
   lock_operation_sink& after_filter = pipe ? static_cast<lock_operation_sink&>(*pipe) : timeline;
   auto&& filter = entry(after_filter);
   lock_recognizer recognizer(filter.entry());
+  if (recognizer_warn) recognizer.set_warning_handler(recognizer_warn);
   ingest_pipeline a(options.capture, recognizer, &recognizer);
   std::int64_t last = -1;
   if (!pipe) {

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
 
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lru_cache.hpp"
@@ -178,6 +181,14 @@ struct lock_recognizer::state {
   recognizer_detail::value_flow flow{value_flow_entries};
   std::array<std::uint8_t, 20> current_sha{};
   bool current_is_script = false;
+  // Redis Cluster: connections whose last command was an answered ASKING (the next
+  // call is the asked one), the current redirect's target text, and the node pairs
+  // already reported as cluster_link (a hash each; capped, then forgotten and
+  // reported again, which the timeline takes as no change).
+  std::unordered_set<std::uint64_t> asking;
+  std::string redirect_text;
+  std::string link_text;
+  std::unordered_set<std::uint64_t> links_reported;
 
   state() {
     auto add = [this](std::string_view text, const std::string& sha) {
@@ -371,6 +382,7 @@ std::size_t lock_recognizer::cached_shas() const noexcept { return state_->by_sh
 void lock_recognizer::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
   state& st = *state_;
   st.databases.erase(connection);
+  st.asking.erase(connection);
   if (st.last_db_connection == connection) {
     st.last_db_connection = 0;
     st.last_db = 0;
@@ -378,7 +390,136 @@ void lock_recognizer::on_connection_end(std::uint64_t connection, std::int64_t a
   sink_.on_connection_end(connection, at_us);
 }
 
+std::string_view to_string(lock_op_kind k) noexcept {
+  static constexpr std::string_view names[] = {"acquire",   "unlock",      "renew",   "force_unlock", "expire",
+                                               "del",       "subscribe",   "unsubscribe", "message", "cluster_link"};
+  return names[static_cast<std::size_t>(k)];
+}
+
+std::string_view to_string(cluster_reply r) noexcept {
+  static constexpr std::string_view names[] = {"none", "moved", "ask", "tryagain", "clusterdown"};
+  return names[static_cast<std::size_t>(r)];
+}
+
+cluster_redirect parse_cluster_error(std::string_view t) noexcept {
+  cluster_redirect r;
+  auto word_is = [&](std::string_view w) {
+    return t.size() >= w.size() && t.substr(0, w.size()) == w && (t.size() == w.size() || t[w.size()] == ' ');
+  };
+  if (word_is("TRYAGAIN")) {
+    r.kind = cluster_reply::tryagain;
+    return r;
+  }
+  if (word_is("CLUSTERDOWN")) {
+    r.kind = cluster_reply::clusterdown;
+    return r;
+  }
+  const bool moved = word_is("MOVED");
+  if (!moved && !word_is("ASK")) return r;
+  r.malformed = true;  // until every part parsed
+  const std::string_view rest = t.substr(std::min(t.size(), moved ? std::size_t{6} : std::size_t{4}));
+  const std::size_t space = rest.find(' ');
+  if (space == std::string_view::npos) return r;
+  std::int64_t slot = -1;
+  if (!parse_int(rest.substr(0, space), slot) || slot < 0 || slot > 16383) return r;
+  const std::string_view target = rest.substr(space + 1);
+  const std::size_t colon = target.rfind(':');
+  if (colon == std::string_view::npos || target.find(' ') != std::string_view::npos) return r;
+  std::int64_t port = 0;
+  if (!parse_int(target.substr(colon + 1), port) || port < 1 || port > 65535) return r;
+  std::string_view host = target.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  r.kind = moved ? cluster_reply::moved : cluster_reply::ask;
+  r.slot = static_cast<std::int32_t>(slot);
+  r.host = host;
+  r.port = static_cast<std::uint16_t>(port);
+  r.malformed = false;
+  return r;
+}
+
+std::string cluster_node_text(std::string_view host, std::uint16_t port) {
+  return host.find(':') != std::string_view::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
+
+void lock_recognizer::warn(const exchange& e, std::string_view what) {
+  if (!warn_ || ++warnings_ > warning_limit) return;
+  std::string line = fmt::format("{} > {}: {}", e.client_text, e.server_text, what);
+  if (warnings_ == warning_limit) line += " (further such warnings are only counted)";
+  warn_(line);
+}
+
+void lock_recognizer::report_link(const exchange& e, std::string_view other_node) {
+  state& st = *state_;
+  if (other_node == e.server_text) return;
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::string_view part : {e.server_text, std::string_view("\n"), other_node}) {
+    for (char c : part) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  if (st.links_reported.size() >= 4096) st.links_reported.clear();
+  if (!st.links_reported.insert(h).second) return;
+  lock_operation op;
+  op.kind = lock_op_kind::cluster_link;
+  op.outcome = op_outcome::ok;
+  op.connection = e.connection;
+  op.client = e.client;
+  op.client_text = e.client_text;
+  op.server_text = e.server_text;
+  op.redirect_to = other_node;
+  op.request_us = e.request_us;
+  op.reply_us = e.reply_us;
+  ++stats_.operations;
+  sink_.on_operation(op);
+}
+
+// CLUSTER SLOTS: [[start, end, [ip, port, id, ...], replicas...], ...]; CLUSTER SHARDS:
+// [{slots: [...], nodes: [{id, port, ip, ...}, ...]}, ...] (maps, or flat arrays in RESP2).
+void lock_recognizer::report_cluster_nodes(const exchange& e, bool shards) {
+  const message& m = *e.reply;
+  const auto& nodes = m.nodes();
+  const std::size_t root = m.root();
+  const std::uint32_t node_depth = nodes[root].depth + (shards ? 3 : 2);
+  std::string text;
+  for (std::size_t i = root + 1; i < nodes.size() && nodes[i].depth > nodes[root].depth; ++i) {
+    const message_node& n = nodes[i];
+    if (n.depth != node_depth || !(n.type == resp::type::array || n.type == resp::type::map)) continue;
+    std::string_view host;
+    std::int64_t port = -1;
+    if (!shards) {
+      if (i + 2 < nodes.size() && nodes[i + 1].depth == node_depth + 1 && nodes[i + 2].depth == node_depth + 1 &&
+          nodes[i + 2].type == resp::type::integer) {
+        host = m.text(nodes[i + 1]);
+        port = nodes[i + 2].integer;
+      }
+    } else {
+      std::string_view key;
+      std::size_t k = 0;
+      m.for_each_child(i, [&](const message_node& c) {
+        if (k++ % 2 == 0) {
+          key = m.text(c);
+        } else if (key == "ip") {
+          host = m.text(c);
+        } else if (key == "port" && c.type == resp::type::integer) {
+          port = c.integer;
+        }
+        return true;
+      });
+    }
+    if (port < 1 || port > 65535 || host.empty() || host == "?") continue;
+    text = cluster_node_text(host, static_cast<std::uint16_t>(port));
+    report_link(e, text);
+  }
+}
+
 namespace {
+
+// The host part of an "ip:port" / "[ip]:port" endpoint text (for `-MOVED 3999 :6381`,
+// which means the node's own address).
+std::string_view host_of(std::string_view endpoint) {
+  const std::size_t colon = endpoint.rfind(':');
+  std::string_view host = endpoint.substr(0, colon == std::string_view::npos ? endpoint.size() : colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
 
 // The lock a channel belongs to: `redisson_lock__channel:{x}`, `…:{x}:<owner>` (fair
 // lock), `redisson_rwlock:{x}`, the very old `redisson_lock__channel__{x}`.
@@ -412,8 +553,12 @@ void lock_recognizer::on_exchange(const exchange& e) {
   op.reply_us = e.reply_us;
   st.current_is_script = false;
   auto emit = [&](lock_operation o) {
-    if (o.family == lock_family::set_based || o.family == lock_family::redlock_multi ||
-        o.family == lock_family::setnx) {
+    if (o.redirect != cluster_reply::none && o.outcome == op_outcome::error) {
+      o.outcome = op_outcome::redirected;  // not run on this node: retried elsewhere or later
+      ++stats_.redirects;
+    }
+    if (o.outcome != op_outcome::redirected && (o.family == lock_family::set_based || o.family == lock_family::redlock_multi ||
+                                                o.family == lock_family::setnx)) {
       st.track_value(o);
       stats_.values_tracked = st.flow.size();
       stats_.values_evicted = st.flow.evictions();
@@ -436,6 +581,17 @@ void lock_recognizer::on_exchange(const exchange& e) {
       return k < parts.size();
     });
     op.reply_us = e.request_us;
+    if (iequals(parts[0], "sunsubscribe") && k >= 2 && is_lock_channel(parts[1])) {
+      // Answering no SUNSUBSCRIBE: the server dropped the shard channel (its slot moved
+      // to another node); the subscriber has to subscribe again on the new owner.
+      op.kind = lock_op_kind::unsubscribe;
+      op.channel = parts[1];
+      op.lock = lock_of_channel(parts[1]);
+      op.outcome = op_outcome::ok;
+      op.family = starts_with(parts[1], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      emit(op);
+      return;
+    }
     if ((iequals(parts[0], "message") || iequals(parts[0], "smessage")) && k >= 3 && is_lock_channel(parts[1])) {
       op.kind = lock_op_kind::message;
       op.channel = parts[1];
@@ -452,6 +608,41 @@ void lock_recognizer::on_exchange(const exchange& e) {
   const std::string_view name = e.command[0];
   const reply_view reply = read_reply(e.reply);
   const auto& args = e.command;
+
+  // Redis Cluster: the asked call after an ASKING, and a redirecting reply.
+  if (!st.asking.empty()) {
+    if (const auto it = st.asking.find(e.connection); it != st.asking.end()) {
+      op.asking = true;
+      st.asking.erase(it);
+    }
+  }
+  if (iequals(name, "ASKING") && args.size() == 1) {
+    if (reply.kind == reply_view::shape::ok) st.asking.insert(e.connection);
+    return;
+  }
+  if (reply.kind == reply_view::shape::error) {
+    const std::string_view text = e.reply->text(e.reply->nodes()[reply.root]);
+    const cluster_redirect r = parse_cluster_error(text);
+    if (r.malformed) {
+      ++stats_.malformed_redirects;
+      warn(e, fmt::format("{} answered by a malformed cluster redirect \"{}\" (expected MOVED|ASK <slot 0-16383> "
+                          "<host>:<port>): kept as an error reply",
+                          name, text.substr(0, 80)));
+    } else if (r.kind != cluster_reply::none) {
+      op.redirect = r.kind;
+      op.slot = r.slot;
+      if (r.kind == cluster_reply::moved || r.kind == cluster_reply::ask) {
+        st.redirect_text = cluster_node_text(r.host.empty() ? host_of(e.server_text) : r.host, r.port);
+        op.redirect_to = st.redirect_text;
+        report_link(e, st.redirect_text);
+      }
+    }
+  }
+  if (iequals(name, "CLUSTER") && args.size() == 2 && (iequals(args[1], "SLOTS") || iequals(args[1], "SHARDS")) &&
+      reply.kind == reply_view::shape::array) {
+    report_cluster_nodes(e, iequals(args[1], "SHARDS"));
+    return;
+  }
 
   // Plain commands first: they are cheap to tell apart by name length.
   if (iequals(name, "SELECT") && args.size() == 2) {
@@ -533,6 +724,11 @@ void lock_recognizer::on_exchange(const exchange& e) {
   const bool sub = iequals(name, "SUBSCRIBE") || iequals(name, "SSUBSCRIBE");
   const bool unsub = iequals(name, "UNSUBSCRIBE") || iequals(name, "SUNSUBSCRIBE");
   if (sub || unsub) {
+    if (sub && args.size() < 2) {
+      ++stats_.skipped;
+      warn(e, fmt::format("{} with no channel: skipped", name));
+      return;
+    }
     op.kind = sub ? lock_op_kind::subscribe : lock_op_kind::unsubscribe;
     op.outcome = reply.kind == reply_view::shape::error ? op_outcome::error : op_outcome::ok;
     // The paired confirmation (["unsubscribe", channel, count], RESP2 array or RESP3
@@ -744,7 +940,8 @@ void lock_recognizer::on_exchange(const exchange& e) {
           op.outcome = reply.integer == 1 ? op_outcome::ok : reply.integer == 0 ? op_outcome::partial : op_outcome::rejected;
         }
       } else op.outcome = op_outcome::error;
-      if (!no_reply && cls.op == script_op::unlock && keys.size() >= 3 &&
+      // (An error reply ran nothing: a TRYAGAIN/ASK'd unlock's retry is the first run.)
+      if (!no_reply && !error && cls.op == script_op::unlock && keys.size() >= 3 &&
           starts_with(keys[2], "redisson_unlock_latch") && st.replayed_unlock(e.server_text, keys[2])) {
         op.outcome = op_outcome::none;  // a retried unlock: the reply replays the first
       }

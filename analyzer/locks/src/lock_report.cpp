@@ -99,6 +99,24 @@ std::string_view printable(std::string_view s) {
   return scratch;
 }
 
+// "MOVED slot 5474 to 127.0.0.1:30002: acquire retried there".
+std::string redirect_text(const lock_event& e) {
+  const std::string_view op = to_string(e.operation);
+  switch (e.redirect) {
+    case cluster_reply::moved:
+      return fmt::format("MOVED slot {} to {}: {} retried there", e.slot, printable(e.redirect_to), op);
+    case cluster_reply::ask:
+      return fmt::format("ASK slot {} to {} (migrating): {} retried there after ASKING", e.slot, printable(e.redirect_to), op);
+    case cluster_reply::tryagain:
+      return fmt::format("TRYAGAIN (slot migrating, keys split between nodes): {} retried later", op);
+    case cluster_reply::clusterdown:
+      return fmt::format("CLUSTERDOWN: {} retried later", op);
+    case cluster_reply::none:
+      break;
+  }
+  return std::string(op);
+}
+
 void append_ms(std::string& out, std::int64_t us) {
   append_format(out, "{}.{:03}", us / 1000, us % 1000);
 }
@@ -119,6 +137,10 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
   out += ",\"server\":";
   append_json_string(out, e.server);
   append_format(out, ",\"db\":{}", e.db);
+  if (!e.lock_server.empty() && e.lock_server != e.server) {
+    out += ",\"lock_server\":";  // a Redis Cluster's lock: "cluster:<first node>"
+    append_json_string(out, e.lock_server);
+  }
   if (e.hold_count >= 0) append_format(out, ",\"hold_count\":{}", e.hold_count);
   if (e.lease_ms >= 0) append_format(out, ",\"lease_ms\":{}", e.lease_ms);
   if (e.ttl_ms >= 0) append_format(out, ",\"ttl_ms\":{}", e.ttl_ms);
@@ -142,6 +164,19 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += '"';
   }
   if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
+  if (e.event == lock_event_kind::redirected) {
+    out += ",\"redirect\":\"";
+    out += to_string(e.redirect);
+    out += "\",\"operation\":\"";
+    out += to_string(e.operation);
+    out += '"';
+    if (e.slot >= 0) append_format(out, ",\"slot\":{}", e.slot);
+    if (!e.redirect_to.empty()) {
+      out += ",\"to\":";
+      append_json_string(out, e.redirect_to);
+    }
+  }
+  if (e.asking) out += ",\"asking\":true";
   if (e.interval_start_us >= 0) {
     append_format(out, ",\"since\":{}.{:06},\"for_ms\":", e.interval_start_us / 1'000'000, e.interval_start_us % 1'000'000);
     append_ms(out, std::max<std::int64_t>(e.interval_us, 0));
@@ -266,6 +301,8 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.confidence != link_confidence::none && !e.owner.empty()) {
     add(fmt::format("subscriber linked to waiter ({})", to_string(e.confidence)));
   }
+  if (e.event == lock_event_kind::redirected) add(redirect_text(e));
+  if (e.asking) add("after ASKING (ASK redirect)");
   if (!e.detail.empty()) add(std::string(e.detail));
   if (e.inferred) add("inferred from EVALSHA arguments");
   if (!details.empty()) {

@@ -27,7 +27,7 @@ std::string_view to_string(lock_event_kind k) noexcept {
       "acquired", "reentered",       "contended",      "renewed",    "renew_failed",
       "released", "partially_released", "unlock_rejected", "force_released", "expired",
       "subscribed", "notified",      "unsubscribed",   "anomaly",    "quorum",
-      "multilock"};
+      "multilock", "redirected"};
   return names[static_cast<std::size_t>(k)];
 }
 
@@ -218,6 +218,12 @@ struct lock_timeline::impl {
     std::string server;  // "" with merge_servers
     std::int32_t db = 0;
     std::uint32_t next = no_id;  // the server's next scope (another database)
+    // Redis Cluster: the scope of the cluster this node's scope joined (no_id: it is
+    // its own); `label` names a cluster's scope; `seen`: an operation named it (not
+    // only a cluster_link).
+    std::uint32_t alias = no_id;
+    std::string label;
+    bool seen = false;
   };
   struct text_hash {
     using is_transparent = void;
@@ -233,9 +239,30 @@ struct lock_timeline::impl {
   impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s) {}
 
   // ---- storage ----
+  std::uint32_t canon(std::uint32_t s) const noexcept {
+    while (scopes[s].alias != no_id) s = scopes[s].alias;
+    return s;
+  }
   std::uint32_t scope_of(const lock_operation& op) {
-    const std::string_view server = options.merge_servers ? std::string_view() : op.server_text;
-    const std::int32_t db = op.db < 0 ? 0 : op.db;
+    const std::uint32_t s = canon(raw_scope(options.merge_servers ? std::string_view() : op.server_text, op.db < 0 ? 0 : op.db));
+    scopes[s].seen = true;
+    return s;
+  }
+  // Redis Cluster: the two nodes' db-0 scopes become one (the older one stays), and
+  // the locks filed under the other are found under it from now on.
+  void link_servers(std::string_view a, std::string_view b) {
+    if (options.merge_servers || a.empty() || b.empty()) return;
+    const std::uint32_t sa = canon(raw_scope(a, 0));
+    const std::uint32_t sb = canon(raw_scope(b, 0));
+    if (sa == sb) return;
+    const std::uint32_t keep = std::min(sa, sb), gone = std::max(sa, sb);
+    scopes[gone].alias = keep;
+    scopes[keep].seen = scopes[keep].seen || scopes[gone].seen;
+    if (scopes[keep].label.empty()) scopes[keep].label = "cluster:" + scopes[keep].server;
+    last_scope = no_id;
+    lock_ids.rehash([&](std::uint32_t id) { return lock_hash(canon(lock_store::scope_of(locks[id])), name_of(locks[id])); });
+  }
+  std::uint32_t raw_scope(std::string_view server, std::int32_t db) {
     if (last_scope != no_id && scopes[last_scope].db == db && scopes[last_scope].server == server) return last_scope;
     auto it = scope_by_server.find(server);
     if (it == scope_by_server.end()) it = scope_by_server.emplace(std::string(server), no_id).first;
@@ -244,7 +271,10 @@ struct lock_timeline::impl {
       if (scopes[*link].db == db) return last_scope = *link;
     }
     *link = static_cast<std::uint32_t>(scopes.size());
-    scopes.push_back(scope{std::string(server), db, no_id});
+    scope fresh;
+    fresh.server = std::string(server);
+    fresh.db = db;
+    scopes.push_back(std::move(fresh));
     return last_scope = *link;
   }
   // An unknown database counts as db 0, unless the key is not known there but is known
@@ -253,7 +283,8 @@ struct lock_timeline::impl {
     if (find_lock(db0, name) != no_id) return db0;
     const auto it = scope_by_server.find(std::string_view(scopes[db0].server));
     std::uint32_t found = db0;
-    for (std::uint32_t s = it == scope_by_server.end() ? no_id : it->second; s != no_id; s = scopes[s].next) {
+    for (std::uint32_t raw = it == scope_by_server.end() ? no_id : it->second; raw != no_id; raw = scopes[raw].next) {
+      const std::uint32_t s = canon(raw);
       if (s == db0 || find_lock(s, name) == no_id) continue;
       if (found != db0) return db0;  // in several: no telling
       found = s;
@@ -265,7 +296,7 @@ struct lock_timeline::impl {
   }
   std::uint32_t find_lock(std::uint32_t where, std::string_view name) const {
     return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) {
-      return lock_store::scope_of(locks[id]) == where && name_of(locks[id]) == name;
+      return canon(lock_store::scope_of(locks[id])) == where && name_of(locks[id]) == name;
     });
   }
   static std::string_view name_of(const lock_state& l) noexcept { return lock_store::name_of(l); }
@@ -547,8 +578,8 @@ struct lock_timeline::impl {
     lock_event e;
     e.ts_us = ts;
     e.lock = name_of(l);
-    const scope& sc = scopes[lock_store::scope_of(l)];
-    e.lock_server = sc.server;
+    const scope& sc = scopes[canon(lock_store::scope_of(l))];
+    e.lock_server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
     e.db = sc.db;
     return e;
   }
@@ -559,7 +590,20 @@ struct lock_timeline::impl {
     e.client = op.client_text;
     e.server = op.server_text;
     e.inferred = op.inferred;
+    e.asking = op.asking;
     return e;
+  }
+  // A call the cluster did not run here: shown, and nothing changes (its retry, on the
+  // node named or after a pause, is the operation that counts).
+  void on_redirect(std::uint32_t id, const lock_operation& op) {
+    lock_state& l = locks[id];
+    lock_event e = from_op(l, op, lock_event_kind::redirected);
+    e.redirect = op.redirect;
+    e.slot = op.slot;
+    e.redirect_to = op.redirect_to;
+    e.operation = op.kind;
+    emit(l, e);
+    schedule(id);
   }
   void emit(lock_state& l, lock_event& e) {
     if (e.event == lock_event_kind::anomaly) ++ex(l).anomalies[static_cast<std::size_t>(e.kind)];
@@ -1634,6 +1678,10 @@ struct lock_timeline::impl {
     collect();
   }
   void handle(const lock_operation& op) {
+    if (op.kind == lock_op_kind::cluster_link) {
+      link_servers(op.server_text, op.redirect_to);
+      return;
+    }
     if (op.lock.empty()) return;
     const std::int64_t at = op.at_us();
     if (first < 0) first = op.request_us;
@@ -1643,11 +1691,16 @@ struct lock_timeline::impl {
     if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
     if (op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del) {
       const std::uint32_t id = find_lock(where, op.lock);
-      if (id != no_id) on_plain(id, op);
+      if (id != no_id && op.outcome == op_outcome::redirected) on_redirect(id, op);
+      else if (id != no_id) on_plain(id, op);
       return;
     }
     const std::uint32_t id = lock_id(where, op.lock);
     if (id == no_id) return;
+    if (op.outcome == op_outcome::redirected) {
+      on_redirect(id, op);
+      return;
+    }
     switch (op.kind) {
       case lock_op_kind::acquire: on_acquire(id, op); break;
       case lock_op_kind::unlock: on_unlock(id, op); break;
@@ -1694,7 +1747,11 @@ timeline_memory lock_timeline::memory() const noexcept {
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
-std::size_t lock_timeline::scope_count() const noexcept { return impl_->scopes.size(); }
+std::size_t lock_timeline::scope_count() const noexcept {
+  std::size_t n = 0;
+  for (std::uint32_t s = 0; s < impl_->scopes.size(); ++s) n += impl_->scopes[s].alias == no_id && impl_->scopes[s].seen;
+  return n;
+}
 
 void lock_timeline::for_each_lock_name(const std::function<void(std::string_view)>& f) const {
   impl_->locks.for_each([&](const lock_state&, std::string_view name) { f(name); });
@@ -1718,8 +1775,8 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
     const duration_samples& holds = sd != nullptr ? sd->holds : none;
     const duration_samples& waits = x != nullptr ? x->waits : none;
     lock_stats s;
-    const impl::scope& sc = impl_->scopes[lock_store::scope_of(l)];
-    s.server = sc.server;
+    const impl::scope& sc = impl_->scopes[impl_->canon(lock_store::scope_of(l))];
+    s.server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
     s.db = sc.db;
     s.acquisitions = l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
     s.contended_acquisitions = waits.count();

@@ -26,8 +26,11 @@ struct operation_header {
   bool shared = false;
   bool lease_added = false;
   bool has_client = false;
+  cluster_reply redirect{};
+  bool asking = false;
   std::int32_t db = 0;
-  std::uint64_t lengths[6] = {};  // lock, owner, channel, message, client_text, server_text
+  std::int32_t slot = -1;
+  std::uint64_t lengths[7] = {};  // lock, owner, channel, message, client_text, server_text, redirect_to
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
   std::int64_t token = -1;
@@ -40,7 +43,7 @@ struct operation_header {
 static_assert(std::is_trivially_copyable_v<operation_header>);
 // A field added to lock_operation must be carried here too (sub_count once was not, and
 // two threads then reported what one did not): this size says when to look.
-static_assert(sizeof(lock_operation) == 176, "lock_operation changed: carry the new field through the pipe");
+static_assert(sizeof(lock_operation) == 200, "lock_operation changed: carry the new field through the pipe");
 
 struct event_header {
   std::uint64_t size = sizeof(event_header);
@@ -77,10 +80,11 @@ operation_pipe::operation_pipe(std::size_t chunk_bytes, std::size_t chunks)
 
 void operation_pipe::on_operation(const lock_operation& op) {
   if (abandoned()) return;
-  const std::string_view texts[6] = {op.lock, op.owner, op.channel, op.message, op.client_text, op.server_text};
+  const std::string_view texts[7] = {op.lock,        op.owner,       op.channel,    op.message,
+                                     op.client_text, op.server_text, op.redirect_to};
   operation_header h;
   h.size = sizeof h;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 7; ++i) {
     h.lengths[i] = texts[i].size();
     h.size += texts[i].size();
   }
@@ -91,6 +95,9 @@ void operation_pipe::on_operation(const lock_operation& op) {
   h.shared = op.shared;
   h.db = op.db;
   h.lease_added = op.lease_added;
+  h.redirect = op.redirect;
+  h.asking = op.asking;
+  h.slot = op.slot;
   h.has_client = op.client != nullptr;
   if (op.client != nullptr) h.client = *op.client;
   h.lease_ms = op.lease_ms;
@@ -243,8 +250,8 @@ void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_si
     operation_header h;
     std::memcpy(&h, p, sizeof h);
     const char* text = reinterpret_cast<const char*>(p + sizeof h);
-    std::string_view texts[6];
-    for (int i = 0; i < 6; ++i) {
+    std::string_view texts[7];
+    for (int i = 0; i < 7; ++i) {
       texts[i] = std::string_view(text, h.lengths[i]);
       text += h.lengths[i];
     }
@@ -262,6 +269,10 @@ void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_si
     op.message = texts[3];
     op.client_text = texts[4];
     op.server_text = texts[5];
+    op.redirect_to = texts[6];
+    op.redirect = h.redirect;
+    op.asking = h.asking;
+    op.slot = h.slot;
     op.lease_ms = h.lease_ms;
     op.ttl_ms = h.ttl_ms;
     op.token = h.token;

@@ -41,6 +41,7 @@ std::string_view to_string(mark_kind k) noexcept {
     case mark_kind::anomaly: return "anomaly";
     case mark_kind::anomaly_band: return "anomaly-band";
     case mark_kind::group: return "group";
+    case mark_kind::redirect: return "redirect";
   }
   return "?";
 }
@@ -261,6 +262,10 @@ void swimlane_builder::on_event(const lock_event& e) {
         add_mark(bi, m);
       }
       break;
+    case lock_event_kind::redirected:
+      m.kind = mark_kind::redirect;
+      add_mark(bi, m);
+      break;
     case lock_event_kind::quorum:
     case lock_event_kind::multilock:
       m.kind = mark_kind::group;
@@ -419,7 +424,8 @@ struct mark_writer {
       case mark_kind::anomaly_band: rect(m, "anomaly-band", 0, block_height, 2); break;
       case mark_kind::group: rect(m, "group", y + 3, h - 6, 2); break;
       case mark_kind::retry:
-        append_format(out, "<circle class=\"m retry\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\"", x(m.t0_us),
+      case mark_kind::redirect:
+        append_format(out, "<circle class=\"m {}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\"", to_string(m.kind), x(m.t0_us),
                       y + h / 2 - 1);
         attrs(m);
         out += "/>";

@@ -54,6 +54,15 @@ class id_table {
     if ((++count_) * 5 > slots_.size() * 4) grow();
     place(id, h);
   }
+  // Every id placed again under hash_of(id) (the identity of some entries changed).
+  template <class HashOf>
+  void rehash(HashOf&& hash_of) {
+    std::vector<slot> old = std::move(slots_);
+    slots_.assign(old.size(), slot{});
+    for (const slot& e : old) {
+      if (e.id != no_id) place(e.id, hash_of(e.id));
+    }
+  }
   // Removes `id`, inserted with hash `h` (it must be there).
   void erase(std::uint32_t id, std::uint32_t h) noexcept {
     std::size_t hole = start(h);

@@ -118,8 +118,9 @@ std::string event_line_errors(std::string_view line) {
   json::object o;
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> order = {
-      "ts",       "lock",  "event",    "owner",       "client",           "server", "db",
+      "ts",       "lock",  "event",    "owner",       "client",           "server", "db", "lock_server",
       "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms", "kind", "inferred", "confidence", "token",
+      "redirect", "operation", "slot", "to", "asking",
       "since", "for_ms",
       "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
       "start",    "end"};
@@ -138,7 +139,7 @@ std::string event_line_errors(std::string_view line) {
   static const std::initializer_list<std::string_view> events = {
       "acquired", "reentered", "contended", "renewed", "renew_failed", "released", "partially_released",
       "unlock_rejected", "force_released", "expired", "subscribed", "notified", "unsubscribed", "anomaly",
-      "quorum", "multilock"};
+      "quorum", "multilock", "redirected"};
   if (!one_of(event, events)) return "unknown event: " + std::string(event);
   if (!(o.at("db").is_int64() || o.at("db").is_uint64()) || o.at("db").to_number<double>() < 0) {
     return "db is not a non-negative integer";
@@ -184,6 +185,29 @@ std::string event_line_errors(std::string_view line) {
   }
   if ((event == "anomaly") != o.contains("kind")) return "kind goes with anomaly events, and only with them";
   if (o.contains("kind") && !o.at("kind").is_string()) return "kind is not a string";
+  for (std::string_view f : {"redirect", "operation"}) {
+    if (o.contains(f) != (event == "redirected")) return std::string(f) + " goes with redirected events, and only with them";
+  }
+  if (o.contains("redirect") &&
+      !(o.at("redirect").is_string() && one_of(o.at("redirect").get_string(), {"moved", "ask", "tryagain", "clusterdown"}))) {
+    return "redirect is not moved, ask, tryagain or clusterdown";
+  }
+  if (o.contains("operation") &&
+      !(o.at("operation").is_string() &&
+        one_of(o.at("operation").get_string(), {"acquire", "unlock", "renew", "force_unlock", "expire", "del", "subscribe", "unsubscribe"}))) {
+    return "operation is not a lock call";
+  }
+  if (o.contains("slot") && !(o.at("slot").is_int64() && o.at("slot").get_int64() >= 0 && o.at("slot").get_int64() <= 16383)) {
+    return "slot is not 0-16383";
+  }
+  if ((o.contains("slot") || o.contains("to")) && !(o.contains("redirect") && one_of(o.at("redirect").get_string(), {"moved", "ask"}))) {
+    return "slot and to go with MOVED/ASK redirects only";
+  }
+  if (o.contains("to") && !endpoint_text(o.at("to"))) return "to is not ip:port";
+  if (o.contains("asking") && !(o.at("asking").is_bool() && o.at("asking").get_bool())) return "asking is not true";
+  if (o.contains("lock_server") && !(o.at("lock_server").is_string() && o.at("lock_server").get_string().starts_with("cluster:"))) {
+    return "lock_server is not cluster:<node>";
+  }
   if (o.contains("wait_ms") && event != "acquired") return "wait_ms on a " + std::string(event) + " event";
   if (o.contains("ttl_ms") && event != "contended") return "ttl_ms on a " + std::string(event) + " event";
   return "";

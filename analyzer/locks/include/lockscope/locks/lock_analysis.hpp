@@ -52,7 +52,7 @@ class lock_operation_filter final : public lock_operation_sink {
   lock_operation_filter(const lock_report& report, lock_operation_sink& next) noexcept
       : report_(report), next_(next) {}
   void on_operation(const lock_operation& op) override {
-    if (report_.selected(op.lock)) next_.on_operation(op);
+    if (op.kind == lock_op_kind::cluster_link || report_.selected(op.lock)) next_.on_operation(op);
   }
   void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {

@@ -51,7 +51,13 @@
 // 3.22-3.23, node-redlock 5, redis-py 4.3, redsync v4, redis-plus-plus, node-redisson.
 // Plain commands: SET key val NX PX|EX (acquire), SETNX, EXPIRE/PEXPIRE, DEL (the DEL
 // of an unlock latch key is skipped), SUBSCRIBE/SSUBSCRIBE/UNSUBSCRIBE/SUNSUBSCRIBE,
-// and `message`/`smessage` pushes on lock channels.
+// and `message`/`smessage` pushes on lock channels (a `sunsubscribe` push that answers
+// no command is the server dropping a shard channel whose slot moved: an unsubscribe).
+// Redis Cluster: a lock call answered -MOVED/-ASK/-TRYAGAIN/-CLUSTERDOWN gets outcome
+// `redirected` with the reply's slot and target; an answered ASKING marks the
+// connection's next call `asking`. MOVED/ASK targets and the nodes of a CLUSTER SLOTS
+// or CLUSTER SHARDS reply are reported as `cluster_link` operations (the timeline
+// keys a cluster's locks by the cluster, not the node).
 //
 // Hot path: one lookup per EVAL (script text → cached classification, no allocation
 // after the first sighting) or EVALSHA (SHA1 → classification); operations carry views
@@ -59,6 +65,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -91,7 +98,33 @@ enum class lock_op_kind : std::uint8_t {
   subscribe,
   unsubscribe,
   message,       // a pub/sub message delivered on `channel`
+  cluster_link,  // no lock: server_text and redirect_to are nodes of one Redis Cluster
+                 // (a MOVED/ASK target, a CLUSTER SLOTS/SHARDS reply's nodes)
 };
+
+// A Redis Cluster reply that did not run the command: the client is to retry it
+// elsewhere (MOVED: the slot lives on another node; ASK: this once, on the importing
+// node, after ASKING) or later (TRYAGAIN: a multi-key call during a slot's migration;
+// CLUSTERDOWN: the cluster cannot serve the slot now).
+enum class cluster_reply : std::uint8_t { none, moved, ask, tryagain, clusterdown };
+std::string_view to_string(cluster_reply r) noexcept;
+std::string_view to_string(lock_op_kind k) noexcept;  // "acquire", "unlock", ...
+
+// `-MOVED 3999 127.0.0.1:6381` / `-ASK …` / `-TRYAGAIN …` / `-CLUSTERDOWN …`: the kind,
+// the slot and the target ("ip:port", an IPv6 address bracketed as the analyzer names
+// endpoints: "[::1]:6381"). An error text that is none of these gives kind none; a
+// MOVED/ASK that does not parse (no slot, a slot beyond 16383, no port) gives kind none
+// and `malformed` set, so the caller can say so and keep the plain error.
+struct cluster_redirect {
+  cluster_reply kind = cluster_reply::none;
+  std::int32_t slot = -1;
+  std::string_view host;   // as sent (no brackets)
+  std::uint16_t port = 0;
+  bool malformed = false;
+};
+cluster_redirect parse_cluster_error(std::string_view error_text) noexcept;
+// "host:port" as lock_operation::server_text spells endpoints ("[host]:port" for IPv6).
+std::string cluster_node_text(std::string_view host, std::uint16_t port);
 
 enum class op_outcome : std::uint8_t {
   ok,         // acquired / released / renewed / subscribed
@@ -99,6 +132,8 @@ enum class op_outcome : std::uint8_t {
   partial,    // unlock: one reentrant level released, still held
   rejected,   // unlock/renew/extend: not held by this owner (nil / 0 / -1)
   expired,    // redsync release: -1, the key was already gone
+  redirected, // a cluster reply (MOVED/ASK/TRYAGAIN/CLUSTERDOWN: see `redirect`): not
+              // run here, to be retried elsewhere or later; no state changed
   none,       // force unlock / del / expire that found no key; a value-checked call that
               // changed nothing: a failed attempt's clean-up release, a retried refused
               // release, a quorum retry on a server the value already holds, a
@@ -123,6 +158,13 @@ struct lock_operation {
   std::string_view message;       // kind == message: the payload
   std::int64_t sub_count = -1;    // (un)subscribe: the count in the server's confirmation
                                   // of this channel (subscriptions left); -1 not seen
+  // Redis Cluster: the reply that redirected this call (outcome redirected), its slot
+  // and target node ("ip:port"; MOVED/ASK only); `asking`: the call followed an
+  // answered ASKING on its connection (sent to the importing node after an ASK).
+  cluster_reply redirect = cluster_reply::none;
+  bool asking = false;
+  std::int32_t slot = -1;
+  std::string_view redirect_to;
   std::uint64_t connection = 0;
   // The connection's database (SELECT answered +OK, RESET; 0 for a connection seen
   // from its SYN); -1: unknown (joined mid-stream, or a gap before any SELECT).
@@ -159,6 +201,9 @@ struct recognizer_stats {
   std::uint64_t shas_evicted = 0;       // SHA1s forgotten (sha_cache_entries)
   std::uint64_t values_tracked = 0;     // lock values followed right now (value_flow_entries)
   std::uint64_t values_evicted = 0;     // values forgotten unreleased
+  std::uint64_t redirects = 0;          // MOVED/ASK/TRYAGAIN/CLUSTERDOWN replies to lock calls
+  std::uint64_t malformed_redirects = 0;  // MOVED/ASK replies that did not parse (kept as errors)
+  std::uint64_t skipped = 0;            // (S)SUBSCRIBEs naming no channel, skipped (warnings)
 };
 
 // The caches of scripts and SHA1s learnt from the capture (EVAL, SCRIPT LOAD, unknown
@@ -187,15 +232,26 @@ class lock_recognizer final : public exchange_sink, public connection_end_sink {
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
 
   const recognizer_stats& stats() const noexcept { return stats_; }
+  // Input the recognizer skipped or kept as a plain error (a MOVED/ASK reply that does
+  // not parse, an (S)SUBSCRIBE naming no channel), one line naming the flow; at most
+  // warning_limit lines, then only counted. Called on the recognizer's thread.
+  using warning_handler = std::function<void(const std::string&)>;
+  static constexpr std::uint64_t warning_limit = 20;
+  void set_warning_handler(warning_handler h) { warn_ = std::move(h); }
   // Entries in the script and SHA1 caches now (at most script_cache_entries, sha_cache_entries).
   std::size_t cached_scripts() const noexcept;
   std::size_t cached_shas() const noexcept;
 
  private:
   struct state;
+  void warn(const exchange& e, std::string_view what);
+  void report_link(const exchange& e, std::string_view other_node);
+  void report_cluster_nodes(const exchange& e, bool shards);
   lock_operation_sink& sink_;
   std::unique_ptr<state> state_;
   recognizer_stats stats_;
+  warning_handler warn_;
+  std::uint64_t warnings_ = 0;
 };
 
 }  // namespace lockscope::analyzer

@@ -53,6 +53,13 @@
 // or in two databases of one, is two locks (merge_servers: the key on any server). The
 // server is the connection's "ip:port"; the database the operation's (unknown: 0, or
 // the one other database of that server where the key is known, if exactly one).
+// Redis Cluster: nodes the traffic shows to be one cluster (a MOVED/ASK naming another
+// node, a CLUSTER SLOTS/SHARDS reply: cluster_link operations) are one server for
+// identity, named "cluster:<the first node seen>": a lock whose slot moved between
+// masters stays one lock, its redirects events of it. Locks seen on a node before it
+// was linked join the cluster's; a name seen on two nodes before they were linked (a
+// key on two separate servers, then told they are one cluster) stays two rows, the
+// first-seen one receiving later operations.
 // Expiries are emitted AT the deadline by the clock (advance_to), even when nothing
 // follows for that lock.
 //
@@ -124,8 +131,10 @@ enum class lock_event_kind : std::uint8_t {
   anomaly,
   quorum,     // lock_groups: one owner's attempt on a key over several servers
   multilock,  // lock_groups: one owner acquiring several keys together
+  redirected, // Redis Cluster: a call answered MOVED/ASK/TRYAGAIN/CLUSTERDOWN (not run
+              // there; the client retries it elsewhere or later); no state changed
 };
-inline constexpr std::size_t lock_event_kind_count = 16;
+inline constexpr std::size_t lock_event_kind_count = 17;
 
 enum class anomaly_kind : std::uint8_t {
   none,
@@ -182,6 +191,14 @@ struct lock_event {
   link_confidence confidence = link_confidence::none;
   std::string_view detail;   // a short human explanation (anomalies)
   const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
+  // Redis Cluster. redirected: the reply, its slot and target node (MOVED/ASK), and the
+  // call it answered (`operation`). Any event: `asking`, the call went to the importing
+  // node after an ASK (it followed an answered ASKING).
+  cluster_reply redirect = cluster_reply::none;
+  std::int32_t slot = -1;
+  std::string_view redirect_to;
+  lock_op_kind operation = lock_op_kind::acquire;
+  bool asking = false;
 };
 
 class lock_event_sink {

@@ -21,6 +21,7 @@
 //   anomaly       since → since + for_ms, else a mark at ts; idle_with_waiters also
 //                 gets an anomaly_band over the whole block (the lock was free)
 //   group         quorum / multilock: start → end on the owner's `group` lane
+//   redirect      a redirected event (Redis Cluster), at ts on the owner's lane
 // Each mark points at the event it came from (its JSONL line, event name, owner).
 // Memory: events of blocks not selected cost nothing; a block keeps its first
 // max_total_events / blocks events (within [min_block_events, max_block_events]; the
@@ -52,6 +53,7 @@ enum class mark_kind : std::uint8_t {
   anomaly,
   anomaly_band,
   group,
+  redirect,  // Redis Cluster: a call redirected (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), a hollow dot
 };
 std::string_view to_string(mark_kind k) noexcept;
 
