@@ -1,0 +1,192 @@
+#include "sentinel_monitor.hpp"
+
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+
+#include "lockscope/lock/error.hpp"
+
+namespace lockscope::lock::detail {
+
+namespace {
+
+constexpr std::string_view switch_channel = "+switch-master";
+
+// The watcher's addresses: the next sentinel on each attempt, so that one that went
+// down is left for the others.
+class sentinel_rotation final : public endpoint_source {
+ public:
+  sentinel_rotation(std::vector<server_address> sentinels, std::size_t first)
+      : sentinels_(std::move(sentinels)), next_(first) {}
+  void locate(unique_function<void(located)> done) override {
+    done({{}, {}, sentinels_[next_++ % sentinels_.size()]});
+  }
+  std::string check_role(const server_address&, const resp::value&) override { return {}; }
+  void dropped(const server_address&) override {}
+
+ private:
+  std::vector<server_address> sentinels_;
+  std::size_t next_;
+};
+
+}  // namespace
+
+sentinel_monitor::sentinel_monitor(strand_type strand, const client_config& data, switch_handler on_switch)
+    : strand_(std::move(strand)), data_(data), discovery_(data.sentinel), on_switch_(std::move(on_switch)) {}
+
+client_config sentinel_monitor::sentinel_connection_config(const server_address& at) const {
+  client_config c;
+  c.host = at.host;
+  c.port = at.port;
+  c.username = data_.sentinel.username;
+  c.password = data_.sentinel.password;
+  c.database = 0;  // sentinels have no databases
+  c.protocol = 2;
+  c.tls = data_.tls;
+  c.connect_timeout = data_.connect_timeout;
+  c.command_timeout = data_.command_timeout;
+  c.ping_interval = data_.ping_interval;
+  c.reconnect_backoff_min = data_.reconnect_backoff_min;
+  c.reconnect_backoff_max = data_.reconnect_backoff_max;
+  return c;
+}
+
+void sentinel_monitor::locate(unique_function<void(located)> done) {
+  if (closed_) return done({errc::shut_down, "the client was closed", {}});
+  if (master_) return done({{}, {}, *master_});
+  waiters_.push_back(std::move(done));
+  if (!discovery_.in_round()) start_round(false);
+}
+
+std::string sentinel_monitor::check_role(const server_address& at, const resp::value& reply) {
+  std::string wrong = check_master_role(reply, at);
+  if (!wrong.empty()) forget_master(at);
+  return wrong;
+}
+
+void sentinel_monitor::forget_master(const server_address& at) {
+  if (master_ && *master_ == at) master_.reset();
+}
+
+void sentinel_monitor::start_round(bool check) {
+  round_is_check_ = check;
+  switches_at_round_start_ = switches_;
+  act(discovery_.begin());
+}
+
+void sentinel_monitor::act(sentinel_step step) {
+  if (closed_) return;
+  switch (step.kind) {
+    case sentinel_step::kind_type::ask:
+      return ask(step.sentinel);
+    case sentinel_step::kind_type::found:
+      return round_done({{}, {}, std::move(step.master)});
+    case sentinel_step::kind_type::failed:
+      return round_done({errc::no_master, std::move(step.why), {}});
+  }
+}
+
+void sentinel_monitor::ask(std::size_t sentinel) {
+  const std::uint64_t id = ++query_id_;
+  std::weak_ptr<sentinel_monitor> weak = shared_from_this();
+  connection_events events;
+  events.on_ready = [weak, id, sentinel] {
+    auto self = weak.lock();
+    if (!self || id != self->query_id_) return;
+    self->query_->execute(
+        clock_type::now() + self->data_.command_timeout,
+        [weak, id, sentinel](std::error_code ec, resp::value&& reply) {
+          auto me = weak.lock();
+          if (!me || id != me->query_id_ || me->closed_) return;
+          me->end_query();
+          me->act(me->discovery_.on_reply(sentinel, ec, reply));
+        },
+        "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self->discovery_.master_name());
+  };
+  // Down before it answered: refused, timed out, wrong password. One attempt only.
+  events.on_down = [weak, id, sentinel](std::error_code, const std::string& why) {
+    auto self = weak.lock();
+    if (!self || id != self->query_id_ || self->closed_) return;
+    self->end_query();
+    self->act(self->discovery_.on_unreachable(sentinel, why));
+  };
+  const std::string name = data_.client_name.empty() ? std::string() : data_.client_name + ":sentinel";
+  query_ = connection::create(strand_, sentinel_connection_config(discovery_.sentinels()[sentinel]), name, false,
+                              std::move(events));
+  query_->start();
+}
+
+// Called from the query connection's own callbacks: it is closed from the strand
+// afterwards, the handler keeping it alive until then.
+void sentinel_monitor::end_query() {
+  ++query_id_;
+  boost::asio::post(strand_, [q = std::exchange(query_, nullptr)] { q->close(nullptr); });
+}
+
+void sentinel_monitor::round_done(located result) {
+  // A +switch-master that came during the round is newer than what a sentinel that has
+  // not caught up yet may have answered.
+  if (switches_ != switches_at_round_start_ && master_) {
+    result = {{}, {}, *master_};
+  } else if (!result.ec) {
+    learned(result.address, round_is_check_);
+  }
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  for (auto& w : waiters) w(result);
+  if (!result.ec && !watcher_) watch_switches();
+}
+
+// An address from a round or a +switch-master. `announce`: connections elsewhere move
+// to it (a round that only serves a reconnect does not need that).
+void sentinel_monitor::learned(const server_address& master, bool announce) {
+  master_ = master;
+  const bool moved = last_master_ && *last_master_ != master;
+  last_master_ = master;
+  if (moved && announce && on_switch_) on_switch_(master);
+}
+
+void sentinel_monitor::watch_switches() {
+  std::weak_ptr<sentinel_monitor> weak = shared_from_this();
+  connection_events events;
+  events.on_ready = [weak] {
+    auto self = weak.lock();
+    if (!self || self->closed_) return;
+    std::string subscribe;
+    resp::append_command(subscribe, "SUBSCRIBE", switch_channel);
+    self->watcher_->send_without_reply(subscribe);
+    // A switch announced while no sentinel was watched would be missed: ask again.
+    if (self->watcher_->ready_count() > 1 && !self->discovery_.in_round()) self->start_round(true);
+  };
+  events.on_push = [weak](resp::value&& push) {
+    if (auto self = weak.lock()) self->on_watcher_push(push);
+  };
+  events.endpoints = std::make_shared<sentinel_rotation>(discovery_.sentinels(), discovery_.preferred());
+  const std::string name = data_.client_name.empty() ? std::string() : data_.client_name + ":sentinel:sub";
+  // The address is the rotation's; the config's host and port are only a placeholder.
+  watcher_ = connection::create(strand_, sentinel_connection_config(discovery_.sentinels()[discovery_.preferred()]),
+                                name, true, std::move(events));
+  watcher_->start();
+}
+
+void sentinel_monitor::on_watcher_push(const resp::value& push) {
+  if (closed_ || push.elements.size() != 3 || push.elements[0].text != "message" ||
+      push.elements[1].text != switch_channel)
+    return;
+  if (const auto master = discovery_.on_switch_master(push.elements[2].text)) {
+    ++switches_;
+    learned(*master, true);
+  }
+}
+
+void sentinel_monitor::close() {
+  if (closed_) return;
+  closed_ = true;
+  ++query_id_;
+  if (query_) std::exchange(query_, nullptr)->close(nullptr);
+  if (watcher_) std::exchange(watcher_, nullptr)->close(nullptr);
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  for (auto& w : waiters) w({errc::shut_down, "the client was closed", {}});
+}
+
+}  // namespace lockscope::lock::detail
