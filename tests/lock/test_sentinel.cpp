@@ -26,6 +26,7 @@
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "lockscope/test/tls_certificates.hpp"
 #include "client_fixtures.hpp"
 #include "process.hpp"
 #include "sentinel_group.hpp"
@@ -481,4 +482,99 @@ TEST_CASE("sentinel client: a demoted master (SENTINEL FAILOVER) is left for the
   CHECK(on_new.command("HEXISTS", "sentinel:demoted", "me").integer == 1);
   l.unlock_or_throw();
   CHECK(lost == 0);
+}
+
+TEST_CASE("sentinel client: a master demoted behind the sentinels' back gets READONLY, then ROLE keeps the client off it",
+          "[sentinel][redis]") {
+  LOCKSCOPE_REQUIRE_SENTINEL();
+  lockscope::test::replicated_pair data;
+  // One sentinel that will not fail over during the test: its view stays "A is master".
+  auto sentinel = lockscope::test::start_sentinel(lockscope::test::sentinel_conf(
+      lockscope::test::sentinel_master_name, data.master.host(), data.master.port(), 60000));
+  auto config = sentinel_client_config(fmt::format("redis-sentinel://{}:{}#{}", sentinel->host(), sentinel->port(),
+                                                   lockscope::test::sentinel_master_name));
+  config.command_timeout = 1500ms;
+  lock::client c(config);
+  c.connect();
+  auto l = c.get_lock("sentinel:readonly", "me");
+  REQUIRE(l.try_lock(0ms));
+  l.unlock_or_throw();
+
+  // Swap the roles by hand, as an old master that came back as a replica would be.
+  resp_connection a(data.master.host(), data.master.port());
+  resp_connection b(data.replica->host(), data.replica->port());
+  REQUIRE(b.command("REPLICAOF", "NO", "ONE").text == "OK");
+  REQUIRE(a.command("REPLICAOF", data.replica->host(), std::to_string(data.replica->port())).text == "OK");
+
+  // The connection still open to A gets READONLY for the acquire...
+  try {
+    l.try_lock(0ms);
+    FAIL("acquired on a replica");
+  } catch (const lock::lock_error& e) {
+    CHECK(e.code() == errc::server_error);
+    CHECK(std::string(e.what()).starts_with("READONLY"));
+  }
+  // ...and the client does not go back to A while the sentinel still names it: the
+  // handshake's ROLE says slave, so commands fail with that reason, not on A.
+  try {
+    c.command({"ROLE"});
+    FAIL("a command ran on the demoted master");
+  } catch (const lock::lock_error& e) {
+    INFO(e.what());
+    CHECK(e.code() == errc::not_connected);
+    CHECK(std::string(e.what()).find("answers ROLE with 'slave', not master") != std::string::npos);
+  }
+
+  // Roles back as the sentinel has them: the client is on A again.
+  REQUIRE(a.command("REPLICAOF", "NO", "ONE").text == "OK");
+  REQUIRE(b.command("REPLICAOF", data.master.host(), std::to_string(data.master.port())).text == "OK");
+  CHECK(l.try_lock(5s));
+  CHECK(a.command("HEXISTS", "sentinel:readonly", "me").integer == 1);
+  l.unlock_or_throw();
+}
+
+TEST_CASE("sentinel client: rediss-sentinel:// speaks TLS to the sentinel and to the master", "[sentinel][redis][tls]") {
+  LOCKSCOPE_REQUIRE_SENTINEL();
+  if (!lockscope::test::openssl_cli_available()) {
+    WARN("the openssl CLI is not installed: skipping");
+    return;
+  }
+  const auto& certs = lockscope::test::tls_certificates::shared();
+  // Plain ports too, for the start-up probe and the check below; the client gets only
+  // the TLS ones.
+  lockscope::test::redis_server_options master_options;
+  master_options.tls = certs.server_tls();
+  master_options.tls->plain_port_too = true;
+  redis_server master(master_options);
+  lockscope::test::redis_server_options sentinel_options = master_options;
+  sentinel_options.sentinel_config = lockscope::test::sentinel_conf(lockscope::test::sentinel_master_name,
+                                                                    master.host(), master.tls_port(), 60000);
+  sentinel_options.extra_args = {"--tls-replication", "yes"};  // the sentinel's own links to the master
+  redis_server sentinel(sentinel_options);
+
+  auto config = sentinel_client_config(fmt::format("rediss-sentinel://127.0.0.1:{}#{}", sentinel.tls_port(),
+                                                   lockscope::test::sentinel_master_name));
+  config.tls.ca = certs.file("ca.pem");
+  {
+    lock::client c(config);
+    c.connect();
+    auto l = c.get_lock("sentinel:tls", "me");
+    REQUIRE(l.try_lock(0ms));
+    resp_connection plain(master.host(), master.port());
+    CHECK(plain.command("HEXISTS", "sentinel:tls", "me").integer == 1);
+    l.unlock_or_throw();
+  }
+  // The sentinel's TLS port is checked like the master's: an unknown CA is refused
+  // there, and the error names the sentinel.
+  config.tls.ca = certs.file("other-ca.pem");
+  lock::client refused(config);
+  try {
+    refused.connect();
+    FAIL("connected through an untrusted sentinel");
+  } catch (const lock::lock_error& e) {
+    INFO(e.what());
+    CHECK(e.code() == errc::no_master);
+    CHECK(std::string(e.what()).find(fmt::format("127.0.0.1:{}: TLS: certificate not trusted", sentinel.tls_port())) !=
+          std::string::npos);
+  }
 }
