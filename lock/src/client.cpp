@@ -20,7 +20,6 @@
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/replica_sync.hpp"
 #include "lockscope/lock/scripts.hpp"
-#include "lockscope/lock/sentinel.hpp"
 #include "lockscope/lock/subscriptions.hpp"
 #include "sentinel_monitor.hpp"
 
@@ -192,7 +191,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     asio::dispatch(strand_, [self] {
       // The connection must not own the client: a weak reference breaks the cycle.
       std::weak_ptr<client_impl> weak = self;
-      if (self->config_.sentinel.enabled()) self->start_sentinel();
+      if (self->config_.sentinel.enabled())
+        self->sentinel_ = std::make_shared<sentinel_monitor>(self->strand_, self->config_);
       connection_events events;
       events.endpoints = self->sentinel_;
       events.on_ready = [weak] {
@@ -203,6 +203,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
       };
       self->commands_ = connection::create(self->strand_, self->config_, self->config_.client_name, false,
                                            std::move(events));
+      if (self->sentinel_) self->sentinel_->attach(self->commands_);
       self->commands_->start();
     });
   }
@@ -227,7 +228,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done,
                   bool last_words = false, std::shared_ptr<synced_call> sync = nullptr) {
     const bool by_sha = config_.scripts == script_mode::evalsha && !last_words;
-    if (sentinel_) done = watch_for_readonly(std::move(done));
+    if (sentinel_) done = sentinel_->watch_writes(std::move(done));
     scratch_.clear();
     encode_script_call(scratch_, by_sha, call);
     if (!by_sha) {
@@ -284,39 +285,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
                                  if (sync->join.on_wait_reply(ec, reply)) sync->finish();
                                });
   }
-  // --- Sentinel ------------------------------------------------------------------
-
-  void start_sentinel() {
-    std::weak_ptr<client_impl> weak = shared_from_this();
-    sentinel_ = std::make_shared<sentinel_monitor>(strand_, config_, [weak](const server_address& master) {
-      if (auto self = weak.lock()) self->follow_master(master);
-    });
-  }
-  // The sentinels announced a new master: ready connections to another address move
-  // (one still connecting fails on its own, or its ROLE check does).
-  void follow_master(const server_address& master) {
-    const std::string why = "the sentinels moved master '" + config_.sentinel.master_name + "' to " +
-                            address_text(master);
-    for (connection* c : {commands_.get(), subscriber_.get()})
-      if (c != nullptr && c->ready() && c->endpoint() != master) c->reconnect(why);
-  }
-  // A write refused with READONLY: the master was demoted (it came back as a replica).
-  reply_handler watch_for_readonly(reply_handler done) {
-    return [self = shared_from_this(), done = std::move(done)](std::error_code ec, resp::value&& reply) mutable {
-      if (ec == errc::server_error && is_readonly_error(reply) && !self->closed_) {
-        const server_address demoted = self->commands_->endpoint();
-        self->sentinel_->forget_master(demoted);
-        const std::string why = address_text(demoted) + " refused a write (READONLY): asking the sentinels again";
-        self->commands_->reconnect(why);
-        if (self->subscriber_) self->subscriber_->reconnect(why);
-      }
-      done(ec, std::move(reply));
-    };
-  }
-  // An acquire that failed this way was never applied, and may be sent again once a
-  // master is back: queued while none was reachable, or refused by a demoted one.
+  // Sentinel: an acquire that failed this way was never applied and may be sent again.
   bool retry_after_failover(std::error_code ec, const resp::value& reply) const noexcept {
-    return sentinel_ && (ec == errc::not_connected || (ec == errc::server_error && is_readonly_error(reply)));
+    return sentinel_ && sentinel_monitor::retryable(ec, reply);
   }
 
   std::string describe_sync(std::string_view what, const sync_result& sync) const {
@@ -381,6 +352,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     events.endpoints = sentinel_;
     const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
     subscriber_ = connection::create(strand_, config_, name, true, std::move(events));
+    if (sentinel_) sentinel_->attach(subscriber_);
     subscriber_->start();
   }
 

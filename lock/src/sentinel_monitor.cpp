@@ -30,8 +30,36 @@ class sentinel_rotation final : public endpoint_source {
 
 }  // namespace
 
-sentinel_monitor::sentinel_monitor(strand_type strand, const client_config& data, switch_handler on_switch)
-    : strand_(std::move(strand)), data_(data), discovery_(data.sentinel), on_switch_(std::move(on_switch)) {}
+sentinel_monitor::sentinel_monitor(strand_type strand, const client_config& data)
+    : strand_(std::move(strand)), data_(data), discovery_(data.sentinel) {}
+
+bool sentinel_monitor::retryable(std::error_code ec, const resp::value& reply) noexcept {
+  return ec == errc::not_connected || (ec == errc::server_error && is_readonly_error(reply));
+}
+
+reply_handler sentinel_monitor::watch_writes(reply_handler done) {
+  return [self = shared_from_this(), done = std::move(done)](std::error_code ec, resp::value&& reply) mutable {
+    if (ec == errc::server_error && is_readonly_error(reply) && !self->closed_) {
+      // The first attached connection is the command connection, which ran the write.
+      if (auto commands = self->attached_.empty() ? nullptr : self->attached_.front().lock()) {
+        const server_address demoted = commands->endpoint();
+        self->forget_master(demoted);
+        self->move_attached(demoted, address_text(demoted) + " refused a write (READONLY): asking the sentinels again",
+                            false);
+      }
+    }
+    done(ec, std::move(reply));
+  };
+}
+
+// Reconnects the attached connections that are up: all of them, or (only_elsewhere)
+// those not at `master`. One still connecting fails on its own, or its ROLE check does.
+void sentinel_monitor::move_attached(const server_address& master, const std::string& why, bool only_elsewhere) {
+  for (const auto& weak : attached_) {
+    auto c = weak.lock();
+    if (c && c->ready() && (!only_elsewhere || c->endpoint() != master)) c->reconnect(why);
+  }
+}
 
 client_config sentinel_monitor::sentinel_connection_config(const server_address& at) const {
   client_config c;
@@ -142,7 +170,9 @@ void sentinel_monitor::learned(const server_address& master, bool announce) {
   master_ = master;
   const bool moved = last_master_ && *last_master_ != master;
   last_master_ = master;
-  if (moved && announce && on_switch_) on_switch_(master);
+  if (moved && announce)
+    move_attached(master, fmt::format("the sentinels moved master '{}' to {}", discovery_.master_name(),
+                                      address_text(master)), true);
 }
 
 void sentinel_monitor::watch_switches() {

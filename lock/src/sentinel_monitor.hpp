@@ -7,8 +7,9 @@
 // - check_role(): the handshake's ROLE must say master; a replica makes the next
 //   locate() ask the sentinels again.
 // - A subscriber connection to one sentinel (the next one after a drop) follows
-//   +switch-master and calls on_switch with the new master; after it reconnects it
-//   runs a round, in case it missed one.
+//   +switch-master and moves the attached connections that are up elsewhere to the new
+//   master; after it reconnects it runs a round, in case it missed one.
+// - A write refused with READONLY (a demoted master) moves them too.
 //
 // Everything runs on the client's strand.
 #pragma once
@@ -25,10 +26,17 @@ namespace lockscope::lock::detail {
 
 class sentinel_monitor final : public endpoint_source, public std::enable_shared_from_this<sentinel_monitor> {
  public:
-  using switch_handler = unique_function<void(const server_address& master)>;
-
   // `data` is the client's config: its sentinel part, TLS, timeouts and client name.
-  sentinel_monitor(strand_type strand, const client_config& data, switch_handler on_switch);
+  sentinel_monitor(strand_type strand, const client_config& data);
+
+  // A data connection (whose endpoint source this is) to move when the master moves.
+  void attach(const std::shared_ptr<connection>& c) { attached_.push_back(c); }
+  // Wraps a write's completion: a READONLY reply sends the attached connections back
+  // to the sentinels.
+  reply_handler watch_writes(reply_handler done);
+  // A command that failed this way was never applied: queued while no master was
+  // reachable, or refused by a demoted one.
+  static bool retryable(std::error_code ec, const resp::value& reply) noexcept;
 
   void locate(unique_function<void(located)> done) override;
   bool wants_role_check() const noexcept override { return true; }
@@ -48,6 +56,7 @@ class sentinel_monitor final : public endpoint_source, public std::enable_shared
   void end_query();
   void round_done(located result);
   void learned(const server_address& master, bool announce);
+  void move_attached(const server_address& from_other_than, const std::string& why, bool only_elsewhere);
   void watch_switches();
   void on_watcher_push(const resp::value& push);
   client_config sentinel_connection_config(const server_address& at) const;
@@ -55,7 +64,7 @@ class sentinel_monitor final : public endpoint_source, public std::enable_shared
   strand_type strand_;
   client_config data_;
   sentinel_discovery discovery_;
-  switch_handler on_switch_;
+  std::vector<std::weak_ptr<connection>> attached_;
   std::optional<server_address> master_;       // confirmed or given, not yet refuted
   std::optional<server_address> last_master_;  // the last address any source gave
   std::vector<unique_function<void(located)>> waiters_;
