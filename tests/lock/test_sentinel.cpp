@@ -578,3 +578,21 @@ TEST_CASE("sentinel client: rediss-sentinel:// speaks TLS to the sentinel and to
           std::string::npos);
   }
 }
+
+TEST_CASE("after a reconnect the watchdog re-checks held locks at once: one the server lost is reported",
+          "[sentinel][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;  // no persistence: a restart loses every lock
+  auto config = lockscope::test::config_for(server);
+  config.reconnect_backoff_max = 200ms;
+  std::atomic<bool> lost{false};
+  config.on_lock_lost = [&](const std::string& name) {
+    if (name == "recheck:lost") lost = true;
+  };
+  lock::client c(config);
+  auto l = c.get_lock("recheck:lost", "me");
+  l.lock();  // watchdog 30 s: the next regular renewal is 10 s away
+  server.restart();
+  // Reported once the client is back, long before the regular renewal would notice.
+  CHECK(eventually([&] { return lost.load(); }, 5s, 10ms));
+}
