@@ -696,14 +696,14 @@ void client_impl::close(unique_function<void()> done) {
   for (auto& [key, r] : renewals_) cancel_renewal(*r);
   renewals_.clear();
   complete_connect_waiters({errc::shut_down, {}});
-  if (sentinel_) sentinel_->close();
   // Both connections QUIT (after whatever is queued before); the waiters run when the
-  // last one is closed.
-  connections_open_ = subscriber_ ? 2 : 1;
+  // last one is closed (Sentinel: and the sentinel connections).
+  connections_open_ = (subscriber_ ? 2 : 1) + (sentinel_ ? 1 : 0);
   auto self = shared_from_this();
   auto one_closed = [self] {
     if (--self->connections_open_ == 0) self->finish_close();
   };
+  if (sentinel_) sentinel_->close(one_closed);
   if (subscriber_) subscriber_->close(one_closed);
   commands_->close(one_closed);
 }

@@ -49,7 +49,8 @@ connection::connection(strand_type strand, client_config config, std::string nam
   pipeline_.set_ready(false);
   if (events_.on_push) pipeline_.set_push_handler(std::move(events_.on_push));
   last_error_ = errc::not_connected;
-  last_error_text_ = "not connected yet to " + endpoint_text();
+  last_error_text_ = events_.endpoints ? std::string("not connected yet (the address is being looked up)")
+                                       : "not connected yet to " + endpoint_text();
 }
 
 std::string connection::endpoint_text() const {

@@ -147,7 +147,9 @@ void sentinel_monitor::ask(std::size_t sentinel) {
 // afterwards, the handler keeping it alive until then.
 void sentinel_monitor::end_query() {
   ++query_id_;
-  boost::asio::post(strand_, [q = std::exchange(query_, nullptr)] { q->close(nullptr); });
+  std::erase_if(retired_, [](const auto& c) { return c->current_state() == connection::state::closed; });
+  retired_.push_back(std::exchange(query_, nullptr));
+  boost::asio::post(strand_, [q = retired_.back()] { q->close(nullptr); });
 }
 
 void sentinel_monitor::round_done(located result) {
@@ -208,15 +210,28 @@ void sentinel_monitor::on_watcher_push(const resp::value& push) {
   }
 }
 
-void sentinel_monitor::close() {
-  if (closed_) return;
+void sentinel_monitor::close(unique_function<void()> done) {
   closed_ = true;
   ++query_id_;
-  if (query_) std::exchange(query_, nullptr)->close(nullptr);
-  if (watcher_) std::exchange(watcher_, nullptr)->close(nullptr);
+  std::vector<std::shared_ptr<connection>> open = std::move(retired_);
+  retired_.clear();
+  if (query_) open.push_back(std::exchange(query_, nullptr));
+  if (watcher_) open.push_back(std::exchange(watcher_, nullptr));
   auto waiters = std::move(waiters_);
   waiters_.clear();
   for (auto& w : waiters) w({errc::shut_down, "the client was closed", {}});
+  // Each QUIT's handler holds its connection: the client's I/O must run until all are
+  // closed, or they would never be freed.
+  auto remaining = std::make_shared<std::size_t>(open.size());
+  auto all_closed = std::make_shared<unique_function<void()>>(std::move(done));
+  if (open.empty()) {
+    if (*all_closed) (*all_closed)();
+    return;
+  }
+  for (const auto& c : open)
+    c->close([remaining, all_closed] {
+      if (--*remaining == 0 && *all_closed) (*all_closed)();
+    });
 }
 
 }  // namespace lockscope::lock::detail

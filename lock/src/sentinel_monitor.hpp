@@ -46,8 +46,9 @@ class sentinel_monitor final : public endpoint_source, public std::enable_shared
 
   // `at` refused a write with READONLY: it is no longer the master.
   void forget_master(const server_address& at);
-  // Closes the sentinel connections; pending locates fail with errc::shut_down.
-  void close();
+  // Closes the sentinel connections (QUIT), then calls `done`; pending locates fail
+  // with errc::shut_down.
+  void close(unique_function<void()> done);
 
  private:
   void start_round(bool check);
@@ -69,6 +70,7 @@ class sentinel_monitor final : public endpoint_source, public std::enable_shared
   std::optional<server_address> last_master_;  // the last address any source gave
   std::vector<unique_function<void(located)>> waiters_;
   std::shared_ptr<connection> query_;
+  std::vector<std::shared_ptr<connection>> retired_;  // answered queries, closing
   std::uint64_t query_id_ = 0;  // bumped per question: late events of an old one are dropped
   std::shared_ptr<connection> watcher_;
   std::uint64_t switches_ = 0;  // +switch-master announcements followed
