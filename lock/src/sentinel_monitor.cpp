@@ -120,8 +120,10 @@ void sentinel_monitor::ask(std::size_t sentinel) {
   events.on_ready = [weak, id, sentinel] {
     auto self = weak.lock();
     if (!self || id != self->query_id_) return;
+    // Asking is part of connecting: a sentinel that accepts but does not answer costs
+    // a connect timeout, like one that does not accept.
     self->query_->execute(
-        clock_type::now() + self->data_.command_timeout,
+        clock_type::now() + self->data_.connect_timeout,
         [weak, id, sentinel](std::error_code ec, resp::value&& reply) {
           auto me = weak.lock();
           if (!me || id != me->query_id_ || me->closed_) return;
