@@ -599,3 +599,27 @@ TEST_CASE("after a reconnect the watchdog re-checks held locks at once: one the 
   // Reported once the client is back, long before the regular renewal would notice.
   CHECK(eventually([&] { return lost.load(); }, 5s, 10ms));
 }
+
+TEST_CASE("sentinel client: a hung sentinel is skipped after connect_timeout, the next one answers", "[sentinel][redis]") {
+  LOCKSCOPE_REQUIRE_SENTINEL();
+  redis_server master;
+  const std::string conf = lockscope::test::sentinel_conf(lockscope::test::sentinel_master_name, master.host(),
+                                                          master.port(), 60000);
+  auto hung = lockscope::test::start_sentinel(conf);
+  auto answering = lockscope::test::start_sentinel(conf);
+  hung->suspend();  // accepts connections (the kernel does), never answers
+  auto config = sentinel_client_config(fmt::format("redis-sentinel://127.0.0.1:{},127.0.0.1:{}#{}", hung->port(),
+                                                   answering->port(), lockscope::test::sentinel_master_name));
+  config.connect_timeout = 300ms;
+  lock::client c(config);
+  const auto started = std::chrono::steady_clock::now();
+  c.connect();
+  CHECK(lockscope::test::since(started) >= 300ms);
+  CHECK(lockscope::test::since(started) < 3s);
+  auto l = c.get_lock("sentinel:hung", "me");
+  REQUIRE(l.try_lock(0ms));
+  resp_connection on_master(master.host(), master.port());
+  CHECK(on_master.command("HEXISTS", "sentinel:hung", "me").integer == 1);
+  l.unlock_or_throw();
+  hung->resume();
+}
