@@ -623,3 +623,53 @@ TEST_CASE("sentinel client: a hung sentinel is skipped after connect_timeout, th
   l.unlock_or_throw();
   hung->resume();
 }
+
+TEST_CASE("sentinel client: the sentinels' password is separate from the master's", "[sentinel][redis]") {
+  LOCKSCOPE_REQUIRE_SENTINEL();
+  redis_server master(std::vector<std::string>{"--requirepass", "data-secret"});
+  auto sentinel = lockscope::test::start_sentinel(
+      lockscope::test::sentinel_conf(lockscope::test::sentinel_master_name, master.host(), master.port(), 60000) +
+      "sentinel auth-pass mymaster data-secret\nrequirepass sentinel-secret\n");
+  const std::string url = fmt::format("redis-sentinel://:data-secret@127.0.0.1:{}#{}", sentinel->port(),
+                                      lockscope::test::sentinel_master_name);
+  auto config = sentinel_client_config(url);
+  SECTION("both right") {
+    config.sentinel.password = "sentinel-secret";
+    lock::client c(config);
+    c.connect();
+    auto l = c.get_lock("sentinel:auth", "me");
+    CHECK(l.try_lock(0ms));
+    l.unlock_or_throw();
+  }
+  SECTION("no sentinel password: the sentinel's refusal is named") {
+    lock::client c(config);
+    try {
+      c.connect();
+      FAIL("connected without the sentinel's password");
+    } catch (const lock::lock_error& e) {
+      INFO(e.what());
+      CHECK(e.code() == errc::no_master);
+      CHECK(std::string(e.what()).find("NOAUTH") != std::string::npos);
+    }
+  }
+  SECTION("the master's password given to the sentinel: WRONGPASS") {
+    config.sentinel.password = "data-secret";
+    lock::client c(config);
+    CHECK_THROWS_WITH(c.connect(), Catch::Contains("WRONGPASS"));
+  }
+#ifdef LOCKSCOPE_CLI
+  SECTION("lockscope lock --sentinel-password, and $LOCKSCOPE_SENTINEL_PASSWORD") {
+    auto flag = lockscope::test::spawn({LOCKSCOPE_CLI, "lock", "sentinel:auth", "--redis", url, "--sentinel-password",
+                                        "sentinel-secret", "--", "true"});
+    CHECK(flag->wait(20s) == 0);
+    INFO(flag->output());
+    auto env = lockscope::test::spawn({LOCKSCOPE_CLI, "lock", "sentinel:auth", "--redis", url, "--", "true"},
+                                      {"LOCKSCOPE_SENTINEL_PASSWORD=sentinel-secret"});
+    CHECK(env->wait(20s) == 0);
+    auto none = lockscope::test::spawn({LOCKSCOPE_CLI, "lock", "sentinel:auth", "--redis", url, "--", "true"},
+                                       {"LOCKSCOPE_SENTINEL_PASSWORD="});
+    CHECK(none->wait(20s) == 69);
+    CHECK(none->output().find("NOAUTH") != std::string::npos);
+  }
+#endif
+}
