@@ -1,4 +1,4 @@
-// `lockscope lock NAME [--redis URL]... [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] [--tls-ca …] [--sync-replicas N [--sync-timeout DUR]] -- CMD [ARGS...]`:
+// `lockscope lock NAME [--redis URL]... [--sentinel-user U] [--sentinel-password P] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] [--tls-ca …] [--sync-replicas N [--sync-timeout DUR]] -- CMD [ARGS...]`:
 // several --redis URLs take a RedLock (or with --multi a MultiLock) of NAME on each server.
 // flock(1) for Redis, on a Redisson-compatible lock.
 #include <dirent.h>
@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
@@ -69,14 +70,22 @@ struct lock_options {
   // Replica sync: WAIT for this many replicas after acquire and unlock.
   int sync_replicas = 0;
   std::string sync_timeout;
+  // redis-sentinel:// only: AUTH to the sentinels.
+  std::string sentinel_user;
+  std::string sentinel_password;  // empty: $LOCKSCOPE_SENTINEL_PASSWORD, else none
 };
+
+// How long `lockscope lock` keeps trying while the sentinels name a master that cannot
+// be reached yet (a failover in progress), and its command timeout in Sentinel mode:
+// a queued command outlives a failover.
+constexpr std::chrono::milliseconds sentinel_failover_budget{10000};
 
 void say(const std::string& line) { fmt::print(stderr, "lockscope lock: {}\n", line); }
 
 int exit_code_for(const std::error_code& ec) {
   if (ec == lock::errc::auth_failed) return exit_noperm;
   if (ec == lock::errc::invalid_url || ec == lock::errc::invalid_argument) return exit_usage;
-  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::replica_sync_failed || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
+  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::no_master || ec == lock::errc::replica_sync_failed || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
       ec.category() == std::system_category() || ec.category() == boost::system::system_category())
     return exit_unavailable;
   return exit_software;
@@ -134,6 +143,46 @@ int apply_tls_options(const lock_options& o, std::vector<lock::client_config>& c
     c.tls.verify_peer = !o.insecure;
   }
   return 0;
+}
+
+// --sentinel-user and --sentinel-password (else $LOCKSCOPE_SENTINEL_PASSWORD), for every
+// redis-sentinel:// server; a usage error when no server is one.
+int apply_sentinel_options(const lock_options& o, std::vector<lock::client_config>& configs) {
+  std::optional<std::string> password;
+  if (!o.sentinel_password.empty()) {
+    password = o.sentinel_password;
+  } else {
+    if (const char* env = std::getenv("LOCKSCOPE_SENTINEL_PASSWORD"); env != nullptr && *env != '\0') password = env;
+  }
+  const bool any = std::any_of(configs.begin(), configs.end(), [](const auto& c) { return c.sentinel.enabled(); });
+  if (!any && (!o.sentinel_password.empty() || !o.sentinel_user.empty())) {
+    say("--sentinel-user and --sentinel-password need a redis-sentinel:// or rediss-sentinel:// URL");
+    return exit_usage;
+  }
+  for (lock::client_config& c : configs) {
+    if (!c.sentinel.enabled()) continue;
+    c.sentinel.username = o.sentinel_user;
+    c.sentinel.password = password;
+    c.command_timeout = std::max(c.command_timeout, sentinel_failover_budget);
+  }
+  return 0;
+}
+
+// Sentinel: a master the sentinels name but that cannot be reached (or is a replica by
+// now) is a failover in progress: try again for a while. No sentinel answering, and
+// wrong passwords, fail at once.
+void connect_through_failover(lock::client& c) {
+  const auto give_up = std::chrono::steady_clock::now() + sentinel_failover_budget;
+  for (;;) {
+    try {
+      return c.connect();
+    } catch (const lock::lock_error& e) {
+      const bool settled = e.code() == lock::errc::no_master || e.code() == lock::errc::auth_failed ||
+                           e.code() == lock::errc::tls_failed || e.code() == lock::errc::invalid_argument;
+      if (!c.config().sentinel.enabled() || settled || std::chrono::steady_clock::now() >= give_up) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 // --sync-replicas and --sync-timeout, for every server.
@@ -224,6 +273,7 @@ int run_lock(const lock_options& o) {
   }
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
   if (const int status = apply_sync_options(o, configs); status != 0) return status;
+  if (const int status = apply_sentinel_options(o, configs); status != 0) return status;
   config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
@@ -258,7 +308,7 @@ int run_lock(const lock_options& o) {
   std::error_code connect_error;
   for (std::size_t i = 0; i < clients.size(); ++i) {
     try {
-      clients[i]->connect();
+      connect_through_failover(*clients[i]);
       ++reachable;
     } catch (const lock::lock_error& e) {
       say(several ? fmt::format("{}: {}", urls[i], e.what()) : std::string(e.what()));
@@ -457,7 +507,9 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
   cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
   cmd->add_option("--redis", options->redis_urls,
-                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS (default: $LOCKSCOPE_REDIS, else "
+                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS, or Sentinel: "
+                  "redis[s]-sentinel://[[user]:password@]host[:port][,host2[:port2]...][/db]#mastername "
+                  "(sentinel port 26379 by default; the password is the master's) (default: $LOCKSCOPE_REDIS, else "
                   "redis://127.0.0.1:6379). Several: a RedLock of NAME on each server (a majority)")
       ->allow_extra_args(false);
   cmd->add_flag("--multi", options->multi,
@@ -482,6 +534,10 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tls-key", options->tls_key, "rediss://: the client certificate's private key (PEM)");
   cmd->add_flag("--insecure", options->insecure,
                 "rediss://: do not verify the server's certificate or host name (encrypts, does not authenticate)");
+  cmd->add_option("--sentinel-user", options->sentinel_user, "redis-sentinel://: user for AUTH to the sentinels");
+  cmd->add_option("--sentinel-password", options->sentinel_password,
+                  "redis-sentinel://: password for AUTH to the sentinels, separate from the master's (default: "
+                  "$LOCKSCOPE_SENTINEL_PASSWORD)");
   cmd->add_option("--sync-replicas,--wait-replicas", options->sync_replicas,
                   "Replica sync: after acquire and unlock, WAIT until N replicas have the write; too few "
                   "gives the lock back and exits 69; after unlock, too few is reported (CMD's status "
@@ -490,7 +546,8 @@ void add_lock_command(CLI::App& app, int& exit_code) {
                   "How long each WAIT may take: milliseconds, or 500ms, 2s (default: 1000)");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock (or a RedLock's majority) was not acquired in time; 64 bad "
-      "arguments; 69 Redis unreachable, TLS failed, too many servers unreachable to ever reach a majority, or "
+      "arguments; 69 Redis unreachable, TLS failed, no sentinel naming the master (or the master it names "
+      "unreachable for 10 s), too many servers unreachable to ever reach a majority, or "
       "too few replicas acknowledged the lock (--sync-replicas); "
       "77 wrong password; 126/127 CMD not runnable. SIGINT/SIGTERM/SIGHUP/SIGQUIT are "
       "forwarded to CMD; the lock is released when CMD exits.");

@@ -21,6 +21,7 @@
 #include "lockscope/lock/replica_sync.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/lock/subscriptions.hpp"
+#include "sentinel_monitor.hpp"
 
 namespace lockscope::lock {
 
@@ -190,7 +191,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     asio::dispatch(strand_, [self] {
       // The connection must not own the client: a weak reference breaks the cycle.
       std::weak_ptr<client_impl> weak = self;
+      if (self->config_.sentinel.enabled())
+        self->sentinel_ = std::make_shared<sentinel_monitor>(self->strand_, self->config_);
       connection_events events;
+      events.endpoints = self->sentinel_;
       events.on_ready = [weak] {
         if (auto impl = weak.lock()) impl->command_connection_ready();
       };
@@ -199,6 +203,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
       };
       self->commands_ = connection::create(self->strand_, self->config_, self->config_.client_name, false,
                                            std::move(events));
+      if (self->sentinel_) self->sentinel_->attach(self->commands_);
       self->commands_->start();
     });
   }
@@ -223,6 +228,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done,
                   bool last_words = false, std::shared_ptr<synced_call> sync = nullptr) {
     const bool by_sha = config_.scripts == script_mode::evalsha && !last_words;
+    if (sentinel_) done = sentinel_->watch_writes(std::move(done));
     scratch_.clear();
     encode_script_call(scratch_, by_sha, call);
     if (!by_sha) {
@@ -279,13 +285,25 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
                                  if (sync->join.on_wait_reply(ec, reply)) sync->finish();
                                });
   }
+  // Sentinel: an acquire that failed this way was never applied and may be sent again.
+  bool retry_after_failover(std::error_code ec, const resp::value& reply) const noexcept {
+    return sentinel_ && sentinel_monitor::retryable(ec, reply);
+  }
+
   std::string describe_sync(std::string_view what, const sync_result& sync) const {
     return describe_sync_failure(what, sync, config_.sync_replicas, config_.sync_timeout);
   }
 
   // --- connection events -------------------------------------------------------
 
-  void command_connection_ready() { complete_connect_waiters({}); }
+  void command_connection_ready() {
+    // Back after a drop (a failover, a restart): the locks may be gone. An immediate
+    // renewal checks each one (the renew script answers 0 when the owner's field is
+    // missing) and reports a missing one to on_lock_lost.
+    if (commands_->ready_count() > 1)
+      for (auto& [key, r] : renewals_) r->timer.cancel();  // its handler renews now
+    complete_connect_waiters({});
+  }
   void command_connection_down(std::error_code ec, const std::string& why) {
     complete_connect_waiters({ec, why});
   }
@@ -331,8 +349,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     events.on_push = [weak](resp::value&& push) {
       if (auto self = weak.lock()) self->registry_.on_push(push);
     };
+    events.endpoints = sentinel_;
     const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
     subscriber_ = connection::create(strand_, config_, name, true, std::move(events));
+    if (sentinel_) sentinel_->attach(subscriber_);
     subscriber_->start();
   }
 
@@ -451,6 +471,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::string watchdog_lease_text_;
   std::shared_ptr<connection> commands_;
   std::shared_ptr<connection> subscriber_;
+  std::shared_ptr<sentinel_monitor> sentinel_;  // Sentinel mode only
   subscription_registry registry_;
   std::unordered_map<std::string, std::shared_ptr<renewal>> renewals_;
   std::unordered_set<std::shared_ptr<acquire_op>> ops_;
@@ -539,6 +560,8 @@ class acquire_op final : public subscription_listener, public std::enable_shared
 
   void on_reply(std::error_code ec, resp::value&& reply, const sync_result& sync) {
     if (finished_) return;
+    if (ec && impl_->retry_after_failover(ec, reply) && clock_type::now() + failover_retry_delay < fsm_.deadline())
+      return retry_later();
     if (ec) return give_up(error_status(ec, reply));
     const acquire_reply r = classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
     if (after_acquire_sync(r, sync) == synced_acquire::release_and_fail) return release_unsynced(sync);
@@ -579,6 +602,15 @@ class acquire_op final : public subscription_listener, public std::enable_shared
       case acquire_action::acquired:
         return;
     }
+  }
+
+  // Sentinel: no master for now; the next attempt waits for one.
+  static constexpr milliseconds failover_retry_delay{100};
+  void retry_later() {
+    timer_.expires_after(failover_retry_delay);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
+      if (!self->finished_) self->attempt();
+    });
   }
 
   // Not acquired (timeout or error). A fair waiter leaves the queue first, as Redisson's
@@ -665,12 +697,13 @@ void client_impl::close(unique_function<void()> done) {
   renewals_.clear();
   complete_connect_waiters({errc::shut_down, {}});
   // Both connections QUIT (after whatever is queued before); the waiters run when the
-  // last one is closed.
-  connections_open_ = subscriber_ ? 2 : 1;
+  // last one is closed (Sentinel: and the sentinel connections).
+  connections_open_ = (subscriber_ ? 2 : 1) + (sentinel_ ? 1 : 0);
   auto self = shared_from_this();
   auto one_closed = [self] {
     if (--self->connections_open_ == 0) self->finish_close();
   };
+  if (sentinel_) sentinel_->close(one_closed);
   if (subscriber_) subscriber_->close(one_closed);
   commands_->close(one_closed);
 }

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "lockscope/lock/error.hpp"
 
 namespace lockscope::lock {
@@ -46,15 +48,63 @@ bool parse_decimal(std::string_view s, Int& out) {
   return ec == std::errc{} && ptr == end;
 }
 
+// `host[:port]` or `[v6][:port]`; `port` keeps its value when none is given.
+std::error_code parse_host_port(std::string_view text, std::string_view url, server_address& out, std::string* why) {
+  std::string_view host = text;
+  std::string_view port;
+  if (text.starts_with('[')) {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return fail(why, errc::invalid_url, "unterminated [IPv6] host");
+    host = text.substr(1, close - 1);
+    std::string_view after = text.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return fail(why, errc::invalid_url, "junk after the [IPv6] host");
+      port = after.substr(1);
+      if (port.empty()) return fail(why, errc::invalid_url, "empty port after ':'");
+    }
+  } else if (const std::size_t colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (port.empty()) return fail(why, errc::invalid_url, "empty port after ':'");
+  }
+  if (host.empty()) return fail(why, errc::invalid_url, "no host in '" + std::string(url) + "'");
+  out.host = std::string(host);
+  if (!port.empty()) {
+    unsigned value = 0;
+    if (!parse_decimal(port, value) || value == 0 || value > 65535)
+      return fail(why, errc::invalid_url, "port '" + std::string(port) + "' is not a number in 1..65535");
+    out.port = static_cast<std::uint16_t>(value);
+  }
+  return {};
+}
+
 }  // namespace
 
 std::error_code parse_url(std::string_view url, client_config& config, std::string* why) {
   constexpr std::string_view plain_scheme = "redis://";
   constexpr std::string_view tls_scheme = "rediss://";
-  const bool tls = url.starts_with(tls_scheme);
-  if (!tls && !url.starts_with(plain_scheme))
-    return fail(why, errc::invalid_url, "'" + std::string(url) + "' does not start with redis:// or rediss://");
-  std::string_view rest = url.substr(tls ? tls_scheme.size() : plain_scheme.size());
+  constexpr std::string_view sentinel_scheme = "redis-sentinel://";
+  constexpr std::string_view tls_sentinel_scheme = "rediss-sentinel://";
+  std::string_view scheme;
+  for (const std::string_view s : {plain_scheme, tls_scheme, sentinel_scheme, tls_sentinel_scheme})
+    if (url.starts_with(s)) scheme = s;
+  if (scheme.empty())
+    return fail(why, errc::invalid_url,
+                "'" + std::string(url) +
+                    "' does not start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://");
+  const bool tls = scheme == tls_scheme || scheme == tls_sentinel_scheme;
+  const bool sentinel = scheme == sentinel_scheme || scheme == tls_sentinel_scheme;
+  std::string_view rest = url.substr(scheme.size());
+
+  std::string_view master_name;
+  if (sentinel) {
+    const std::size_t hash = rest.find('#');
+    if (hash == std::string_view::npos || hash + 1 == rest.size())
+      return fail(why, errc::invalid_url,
+                  "no master name in '" + std::string(url) + "': end a Sentinel URL with #mastername");
+    master_name = rest.substr(hash + 1);
+    rest = rest.substr(0, hash);
+  }
 
   std::string_view path;
   if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
@@ -85,30 +135,34 @@ std::error_code parse_url(std::string_view url, client_config& config, std::stri
     }
   }
 
-  std::string_view host = rest;
-  std::string_view port;
-  if (rest.starts_with('[')) {
-    const std::size_t close = rest.find(']');
-    if (close == std::string_view::npos) return fail(why, errc::invalid_url, "unterminated [IPv6] host");
-    host = rest.substr(1, close - 1);
-    std::string_view after = rest.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail(why, errc::invalid_url, "junk after the [IPv6] host");
-      port = after.substr(1);
-      if (port.empty()) return fail(why, errc::invalid_url, "empty port after ':'");
+  if (sentinel) {
+    std::string decoded;
+    if (!percent_decode(master_name, decoded))
+      return fail(why, errc::invalid_url, "bad percent-escape in the master name");
+    parsed.sentinel.master_name = decoded;
+    parsed.sentinel.sentinels.clear();
+    std::size_t index = 0;
+    for (std::string_view hosts = rest;; ++index) {
+      const std::size_t comma = hosts.find(',');
+      const std::string_view one = hosts.substr(0, comma);
+      server_address address{{}, default_sentinel_port};
+      std::string reason;
+      if (one.empty()) {
+        reason = "empty host";
+      } else if (parse_host_port(one, one, address, &reason)) {
+        reason = "'" + std::string(one) + "': " + reason;
+      }
+      if (!reason.empty()) return fail(why, errc::invalid_url, fmt::format("sentinel {} in the URL: {}", index + 1, reason));
+      parsed.sentinel.sentinels.push_back(std::move(address));
+      if (comma == std::string_view::npos) break;
+      hosts = hosts.substr(comma + 1);
     }
-  } else if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-    if (port.empty()) return fail(why, errc::invalid_url, "empty port after ':'");
-  }
-  if (host.empty()) return fail(why, errc::invalid_url, "no host in '" + std::string(url) + "'");
-  parsed.host = std::string(host);
-  if (!port.empty()) {
-    unsigned value = 0;
-    if (!parse_decimal(port, value) || value == 0 || value > 65535)
-      return fail(why, errc::invalid_url, "port '" + std::string(port) + "' is not a number in 1..65535");
-    parsed.port = static_cast<std::uint16_t>(value);
+  } else {
+    server_address address{{}, parsed.port};
+    if (const std::error_code ec = parse_host_port(rest, url, address, why)) return ec;
+    parsed.host = std::move(address.host);
+    parsed.port = address.port;
+    parsed.sentinel = {};
   }
   if (!path.empty()) {
     int db = 0;

@@ -37,6 +37,7 @@ connection::connection(strand_type strand, client_config config, std::string nam
       config_(std::move(config)),
       name_(std::move(name)),
       events_(std::move(events)),
+      endpoint_{config_.host, config_.port},
       pipeline_(pipeline_options{subscriber}),
       resolver_(strand_),
       socket_(strand_),
@@ -48,12 +49,13 @@ connection::connection(strand_type strand, client_config config, std::string nam
   pipeline_.set_ready(false);
   if (events_.on_push) pipeline_.set_push_handler(std::move(events_.on_push));
   last_error_ = errc::not_connected;
-  last_error_text_ = "not connected yet to " + endpoint_text();
+  last_error_text_ = events_.endpoints ? std::string("not connected yet (the address is being looked up)")
+                                       : "not connected yet to " + endpoint_text();
 }
 
 std::string connection::endpoint_text() const {
-  if (config_.host.find(':') != std::string::npos) return fmt::format("[{}]:{}", config_.host, config_.port);
-  return fmt::format("{}:{}", config_.host, config_.port);
+  if (endpoint_.host.find(':') != std::string::npos) return fmt::format("[{}]:{}", endpoint_.host, endpoint_.port);
+  return fmt::format("{}:{}", endpoint_.host, endpoint_.port);
 }
 
 void connection::start() {
@@ -64,6 +66,18 @@ void connection::start() {
 void connection::connect_attempt() {
   state_ = state::connecting;
   const std::uint64_t attempt = ++attempt_;
+  if (!events_.endpoints) return connect_to(attempt);
+  // The source may answer at once or after asking elsewhere (the sentinels): its own
+  // timeouts bound that, the connect timer starts after it.
+  events_.endpoints->locate([self = shared_from_this(), attempt](endpoint_source::located where) {
+    if (attempt != self->attempt_ || self->state_ != state::connecting) return;
+    if (where.ec) return self->drop(where.ec, std::move(where.why));
+    self->endpoint_ = std::move(where.address);
+    self->connect_to(attempt);
+  });
+}
+
+void connection::connect_to(std::uint64_t attempt) {
   auto self = shared_from_this();
   connect_timer_.expires_after(config_.connect_timeout);
   connect_timer_.async_wait([self, attempt](boost::system::error_code ec) {
@@ -80,11 +94,11 @@ void connection::connect_attempt() {
                                           self->config_.connect_timeout.count()));
   });
   resolver_.async_resolve(
-      config_.host, std::to_string(config_.port),
+      endpoint_.host, std::to_string(endpoint_.port),
       [self, attempt](boost::system::error_code ec, asio::ip::tcp::resolver::results_type results) {
         if (attempt != self->attempt_ || self->state_ != state::connecting) return;
         if (ec) {
-          self->drop(ec, fmt::format("cannot resolve {}: {}", self->config_.host, ec.message()));
+          self->drop(ec, fmt::format("cannot resolve {}: {}", self->endpoint_.host, ec.message()));
           return;
         }
         asio::async_connect(self->socket_, results,
@@ -142,7 +156,7 @@ void connection::start_tls(std::uint64_t attempt) {
       return;
     }
   }
-  tls_ = detail::make_tls_session(*tls_context_, socket_, config_.tls, config_.host);
+  tls_ = detail::make_tls_session(*tls_context_, socket_, config_.tls, endpoint_.host);
   tls_handshaking_ = true;
   auto self = shared_from_this();
   tls_->stream.async_handshake(
@@ -153,7 +167,7 @@ void connection::start_tls(std::uint64_t attempt) {
           const std::string endpoint = self->endpoint_text();
           self->drop(errc::tls_failed,
                      session->failure.error != 0
-                         ? detail::describe_certificate_failure(session->failure, endpoint, self->config_.host)
+                         ? detail::describe_certificate_failure(session->failure, endpoint, self->endpoint_.host)
                          : detail::describe_tls_error(ec, endpoint, !self->config_.tls.certificate.empty()));
           return;
         }
@@ -164,6 +178,14 @@ void connection::start_tls(std::uint64_t attempt) {
 void connection::start_redis_handshake(std::uint64_t attempt) {
   start_read();
   handshake_ = handshake_plan(config_, name_);
+  role_step_ = SIZE_MAX;
+  if (events_.endpoints && events_.endpoints->wants_role_check()) {
+    // Before anything else is written: the address may be a replica by now.
+    handshake_step role{{}, "ROLE", errc::handshake_failed};
+    resp::append_command(role.command, "ROLE");
+    role_step_ = handshake_.size();
+    handshake_.push_back(std::move(role));
+  }
   // A PING last: with no password configured, a server that wants one says NOAUTH
   // here rather than on the first lock command.
   handshake_step ping{{}, "PING", errc::handshake_failed};
@@ -193,6 +215,12 @@ void connection::handshake_reply(std::uint64_t attempt, std::size_t step, std::e
     // Dropping from inside the pipeline's feed is safe: it stops walking replies.
     drop(code, fmt::format("{} to {} failed: {}", s.name, endpoint_text(), text));
     return;
+  }
+  if (step == role_step_) {
+    if (std::string wrong = events_.endpoints->check_role(endpoint_, reply); !wrong.empty()) {
+      drop(errc::handshake_failed, std::move(wrong));
+      return;
+    }
   }
   if (++handshake_done_ == handshake_.size()) become_ready();
 }
@@ -232,6 +260,7 @@ void connection::drop(std::error_code ec, std::string why) {
   pipeline_.fail_in_flight(was_ready ? std::error_code(errc::connection_lost) : ec, why);
   state_ = state::backoff;
   schedule_reconnect();
+  if (events_.endpoints) events_.endpoints->dropped(endpoint_);
   if (events_.on_down) events_.on_down(ec, why);
 }
 
@@ -321,6 +350,11 @@ void connection::after_queue(clock_type::time_point deadline) {
   }
   write_pending();
   arm_deadline_timer(deadline);
+}
+
+void connection::reconnect(std::string why) {
+  if (state_ != state::connecting && state_ != state::handshaking && state_ != state::ready) return;
+  drop(errc::connection_lost, std::move(why));
 }
 
 void connection::send_without_reply(std::string_view command) {

@@ -24,6 +24,7 @@ class lock_category final : public std::error_category {
       case errc::shut_down: return "client shut down";
       case errc::would_deadlock: return "blocking call on the client's own I/O thread";
       case errc::replica_sync_failed: return "fewer replicas acknowledged the lock write than asked (WAIT)";
+      case errc::no_master: return "no sentinel gave the master's address";
     }
     return "unknown lock error";
   }

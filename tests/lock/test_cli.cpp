@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
@@ -229,10 +230,37 @@ TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, 
     auto p = spawn(lock_command("http://localhost", "x", {}, {"true"}));
     CHECK(p->wait(20s) == 64);
     CHECK(p->output() ==
-          "lockscope lock: bad Redis URL: 'http://localhost' does not start with redis:// or rediss://\n");
+          "lockscope lock: bad Redis URL: 'http://localhost' does not start with redis://, rediss://, "
+          "redis-sentinel:// or rediss-sentinel://\n");
     auto tls = spawn(lock_command("redis://localhost", "x", {"--insecure"}, {"true"}));
     CHECK(tls->wait(20s) == 64);
     CHECK(tls->output() == "lockscope lock: --tls-ca, --tls-cert, --tls-key and --insecure need a rediss:// URL\n");
+    auto sentinel = spawn(lock_command("redis-sentinel://s1,s2:0#m", "x", {}, {"true"}));
+    CHECK(sentinel->wait(20s) == 64);
+    CHECK(sentinel->output() ==
+          "lockscope lock: bad Redis URL: sentinel 2 in the URL: 's2:0': port '0' is not a number in 1..65535\n");
+    auto no_name = spawn(lock_command("redis-sentinel://s1", "x", {}, {"true"}));
+    CHECK(no_name->wait(20s) == 64);
+    CHECK(no_name->output() == "lockscope lock: bad Redis URL: no master name in 'redis-sentinel://s1': end a "
+                               "Sentinel URL with #mastername\n");
+    auto auth = spawn(lock_command("redis://localhost", "x", {"--sentinel-password", "p"}, {"true"}));
+    CHECK(auth->wait(20s) == 64);
+    CHECK(auth->output() ==
+          "lockscope lock: --sentinel-user and --sentinel-password need a redis-sentinel:// or rediss-sentinel:// URL\n");
+  }
+  SECTION("no sentinel answers: exit 69 at once, naming each one tried") {
+    const auto a = lockscope::test::find_free_port();
+    const auto b = lockscope::test::find_free_port();
+    const auto started = std::chrono::steady_clock::now();
+    auto p = spawn(lock_command(fmt::format("redis-sentinel://127.0.0.1:{},127.0.0.1:{}#mymaster", a, b), "x", {},
+                                {"true"}));
+    CHECK(p->wait(20s) == 69);
+    CHECK(std::chrono::steady_clock::now() - started < 5s);
+    CHECK(p->output() ==
+          fmt::format("lockscope lock: no sentinel gave the address of master 'mymaster' (tried 127.0.0.1:{0}: connect "
+                      "to 127.0.0.1:{0}: Connection refused; 127.0.0.1:{1}: connect to 127.0.0.1:{1}: Connection "
+                      "refused)\n",
+                      a, b));
   }
   SECTION("bad duration") {
     auto p = spawn(lock_command("redis://127.0.0.1:1", "x", {"--wait", "5x"}, {"true"}));

@@ -204,7 +204,8 @@ TEST_CASE("Redis URLs", "[lock][config]") {
     return std::make_pair(ec, why);
   };
   CHECK(error_of("http://h").first == lock::errc::invalid_url);
-  CHECK(error_of("http://h").second == "'http://h' does not start with redis:// or rediss://");
+  CHECK(error_of("http://h").second ==
+        "'http://h' does not start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://");
   CHECK(error_of("rediss://").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h:0").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h:99999").second == "port '99999' is not a number in 1..65535");

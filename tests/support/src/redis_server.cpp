@@ -58,8 +58,10 @@ std::uint16_t find_free_port() {
   return ntohs(address.sin_port);
 }
 
-std::optional<std::filesystem::path> redis_server::find_executable() {
-  if (const char* explicit_path = std::getenv("LOCKSCOPE_REDIS_SERVER"); explicit_path != nullptr) {
+namespace {
+
+std::optional<std::filesystem::path> find_program(const char* variable, const char* name) {
+  if (const char* explicit_path = std::getenv(variable); explicit_path != nullptr) {
     if (is_executable(explicit_path)) return std::filesystem::path(explicit_path);
     return std::nullopt;
   }
@@ -68,15 +70,25 @@ std::optional<std::filesystem::path> redis_server::find_executable() {
     std::stringstream dirs(path);
     std::string dir;
     while (std::getline(dirs, dir, ':')) {
-      if (!dir.empty()) candidates.push_back(std::filesystem::path(dir) / "redis-server");
+      if (!dir.empty()) candidates.push_back(std::filesystem::path(dir) / name);
     }
   }
-  candidates.emplace_back("/usr/bin/redis-server");
-  candidates.emplace_back("/usr/local/bin/redis-server");
+  candidates.emplace_back(std::filesystem::path("/usr/bin") / name);
+  candidates.emplace_back(std::filesystem::path("/usr/local/bin") / name);
   for (const auto& candidate : candidates) {
     if (is_executable(candidate)) return candidate;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::filesystem::path> redis_server::find_executable() {
+  return find_program("LOCKSCOPE_REDIS_SERVER", "redis-server");
+}
+
+std::optional<std::filesystem::path> redis_server::find_sentinel_executable() {
+  return find_program("LOCKSCOPE_REDIS_SENTINEL", "redis-sentinel");
 }
 
 redis_server::redis_server(std::vector<std::string> extra_args)
@@ -87,8 +99,11 @@ redis_server::redis_server(std::vector<std::string> extra_args)
       }()) {}
 
 redis_server::redis_server(redis_server_options options) : options_(std::move(options)) {
-  auto executable = find_executable();
-  if (!executable) throw redis_server_error("redis-server not found (PATH, /usr/bin, $LOCKSCOPE_REDIS_SERVER)");
+  auto executable = options_.sentinel_config ? find_sentinel_executable() : find_executable();
+  if (!executable)
+    throw redis_server_error(options_.sentinel_config
+                                 ? "redis-sentinel not found (PATH, /usr/bin, $LOCKSCOPE_REDIS_SENTINEL)"
+                                 : "redis-server not found (PATH, /usr/bin, $LOCKSCOPE_REDIS_SERVER)");
   executable_ = *executable;
 
   std::string pattern = (std::filesystem::temp_directory_path() / "lockscope-redis-XXXXXX").string();
@@ -96,6 +111,11 @@ redis_server::redis_server(redis_server_options options) : options_(std::move(op
     throw redis_server_error("cannot create a directory for redis-server: " + errno_text(errno));
   }
   directory_ = pattern;
+  if (options_.sentinel_config) {
+    std::ofstream conf(directory_ / "sentinel.conf");
+    conf << *options_.sentinel_config << '\n';
+    if (!conf) throw redis_server_error("cannot write " + (directory_ / "sentinel.conf").string());
+  }
 
   // The port was free when probed, but another process may take it before the server
   // binds it: then try another one.
@@ -136,14 +156,18 @@ void redis_server::restart() {
 }
 
 void redis_server::spawn() {
-  std::vector<std::string> args = {executable_.string(),
-                                   "--port", std::to_string(port_),
+  std::vector<std::string> args = {executable_.string()};
+  // A sentinel's config file comes first, before the options.
+  if (options_.sentinel_config) args.push_back((directory_ / "sentinel.conf").string());
+  for (std::string a : {std::string("--port"), std::to_string(port_)}) args.push_back(std::move(a));
+  for (std::string a : std::initializer_list<std::string>{
                                    "--bind", host_,
                                    "--save", "",
                                    "--appendonly", "no",
                                    "--daemonize", "no",
                                    "--dir", directory_.string(),
-                                   "--enable-debug-command", "local"};
+                                   "--enable-debug-command", "local"})
+    args.push_back(std::move(a));
   if (options_.tls) {
     const redis_tls_options& t = *options_.tls;
     for (std::string a : std::initializer_list<std::string>{"--tls-port", std::to_string(tls_port_), "--tls-cert-file", t.certificate.string(),

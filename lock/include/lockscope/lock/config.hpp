@@ -1,5 +1,6 @@
 // Client configuration: a struct, or a URL `redis[s]://[[user]:password@]host[:port][/db]`
-// (rediss:// is TLS).
+// (rediss:// is TLS), or for Sentinel (Lettuce's form)
+// `redis[s]-sentinel://[[user]:password@]host[:port][,host2[:port2]...][/db]#mastername`.
 //
 //   auto cfg = lockscope::lock::client_config::from_url("rediss://:secret@redis.internal:6380/2");
 //   cfg.tls.ca = "/etc/redis/ca.pem";          // else the system's trust store
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace lockscope::lock {
 
@@ -37,6 +39,29 @@ struct tls_config {
   bool verify_peer = true;
 };
 
+struct server_address {
+  std::string host;
+  std::uint16_t port = 0;
+  bool operator==(const server_address&) const = default;
+};
+
+// Sentinel mode: the master's address comes from the sentinels (SENTINEL
+// GET-MASTER-ADDR-BY-NAME, confirmed with ROLE on the master), and the client follows
+// their +switch-master announcements. host and port are then not used.
+struct sentinel_config {
+  // Asked in this order; the one that last answered is asked first next time.
+  std::vector<server_address> sentinels;
+  std::string master_name;  // not empty: Sentinel mode
+  // AUTH to the sentinels (their `requirepass` / ACL user), separate from the data
+  // password. The sentinels get the data connections' TLS settings.
+  std::string username;
+  std::optional<std::string> password;
+  bool enabled() const noexcept { return !master_name.empty(); }
+};
+
+// The sentinels' default port.
+inline constexpr std::uint16_t default_sentinel_port = 26379;
+
 struct client_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -49,7 +74,11 @@ struct client_config {
   // CLIENT SETNAME (or HELLO SETNAME); empty: not set. The subscriber connection adds ":sub".
   std::string client_name = "lockscope";
   tls_config tls;
+  sentinel_config sentinel;
 
+  // With Sentinel, a failover leaves no master for a few seconds: commands queued then
+  // fail after command_timeout (acquires retry them within their wait), so keep it
+  // above the failover time (down-after-milliseconds plus the promotion).
   std::chrono::milliseconds connect_timeout{3000};  // TCP connect, TLS and Redis handshakes
   std::chrono::milliseconds command_timeout{3000};  // each command, queued or in flight
   std::chrono::milliseconds ping_interval{30000};   // health check of idle connections; 0: off
@@ -81,14 +110,17 @@ struct client_config {
   // with the lock name and the error text. Empty: one line on stderr.
   std::function<void(const std::string& lock_name, const std::string& message)> on_unlock_error;
 
-  // Parses a redis:// or rediss:// URL over the defaults. Throws lock_error
-  // (invalid_url) with a message naming the bad part.
+  // Parses a redis://, rediss://, redis-sentinel:// or rediss-sentinel:// URL over the
+  // defaults. Throws lock_error (invalid_url) with a message naming the bad part.
   static client_config from_url(std::string_view url);
 };
 
 // Fills host, port, username, password, database and tls.enabled from `url`, leaving
 // the rest of `config` alone. On failure returns the error and sets `why` to a one-line reason.
-// User and password may be percent-encoded; a host may be [IPv6].
+// User and password may be percent-encoded; a host may be [IPv6]. A Sentinel URL
+// fills sentinel.sentinels (port 26379 when none is given) and sentinel.master_name
+// instead of host and port; its user and password are the data nodes' (as Lettuce
+// reads them), the sentinels' own are set in sentinel.username/password.
 std::error_code parse_url(std::string_view url, client_config& config, std::string* why = nullptr);
 
 // `500ms`, `10s`, `2m`, `1h`, or a bare `0`. nullopt for anything else.

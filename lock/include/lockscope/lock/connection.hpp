@@ -28,6 +28,27 @@ namespace lockscope::lock {
 
 using strand_type = boost::asio::strand<boost::asio::io_context::executor_type>;
 
+// Where each connect attempt goes, for connections whose server is found at run time
+// (Sentinel: the current master). Called on the connection's strand.
+class endpoint_source {
+ public:
+  struct located {
+    std::error_code ec;  // set: no address now (the attempt fails with it, a retry follows)
+    std::string why;
+    server_address address;
+  };
+  virtual ~endpoint_source() = default;
+  // Before each attempt. `done` may run later, on the strand.
+  virtual void locate(detail::unique_function<void(located)> done) = 0;
+  // True: the handshake ends with ROLE, whose reply goes to check_role.
+  virtual bool wants_role_check() const noexcept { return false; }
+  // Empty when the server at `at` is the one wanted; else why not (the attempt fails
+  // with errc::handshake_failed and that text).
+  virtual std::string check_role(const server_address& at, const resp::value& reply) = 0;
+  // An attempt on `at` failed, or the connection to it dropped.
+  virtual void dropped(const server_address& at) = 0;
+};
+
 struct connection_events {
   // Connected and the handshake succeeded (first time or after a reconnect).
   detail::unique_function<void()> on_ready;
@@ -35,6 +56,8 @@ struct connection_events {
   detail::unique_function<void(std::error_code ec, const std::string& why)> on_down;
   // Pub/sub messages and confirmations.
   push_handler on_push;
+  // Null: config host and port, every attempt.
+  std::shared_ptr<endpoint_source> endpoints;
 };
 
 class connection : public std::enable_shared_from_this<connection> {
@@ -63,6 +86,11 @@ class connection : public std::enable_shared_from_this<connection> {
   // completes everything still pending with errc::shut_down. No reconnect follows.
   void close(detail::unique_function<void()> done);
 
+  // Drops the connection (in-flight commands fail with errc::connection_lost; queued
+  // ones stay queued) and reconnects, asking the endpoint source again. A no-op unless
+  // connecting, handshaking or ready.
+  void reconnect(std::string why);
+
   state current_state() const noexcept { return state_; }
   bool ready() const noexcept { return state_ == state::ready; }
   // Why the last attempt failed or the connection dropped ("connect to ...: refused").
@@ -72,12 +100,15 @@ class connection : public std::enable_shared_from_this<connection> {
   std::uint64_t ready_count() const noexcept { return ready_count_; }
   const strand_type& strand() const noexcept { return strand_; }
   std::string endpoint_text() const;
+  // The server of the current (or last) attempt.
+  const server_address& endpoint() const noexcept { return endpoint_; }
 
   connection(strand_type strand, client_config config, std::string name, bool subscriber,
              connection_events events);
 
  private:
   void connect_attempt();
+  void connect_to(std::uint64_t attempt);
   void on_connected(std::uint64_t attempt);
   void start_tls(std::uint64_t attempt);
   void start_redis_handshake(std::uint64_t attempt);
@@ -102,6 +133,8 @@ class connection : public std::enable_shared_from_this<connection> {
   client_config config_;
   std::string name_;
   connection_events events_;
+  server_address endpoint_;
+  std::size_t role_step_ = SIZE_MAX;  // the handshake's ROLE step, when there is one
   request_pipeline pipeline_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;

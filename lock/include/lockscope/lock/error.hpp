@@ -23,6 +23,7 @@ enum class errc {
   shut_down,           // the client was closed or destroyed
   would_deadlock,      // a blocking call was made on the client's own I/O thread
   replica_sync_failed, // fewer replicas acknowledged the lock write than sync_replicas (WAIT)
+  no_master,           // Sentinel: no sentinel gave the master's address (the text names each one tried)
 };
 
 const std::error_category& category() noexcept;

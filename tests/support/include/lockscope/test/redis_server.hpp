@@ -54,6 +54,9 @@ struct redis_server_options {
   // How long stop() waits after SIGTERM before it sends SIGKILL.
   std::chrono::milliseconds stop_timeout{5000};
   std::optional<redis_tls_options> tls;
+  // Set: a redis-sentinel (found like redis-server) with this text as its config file
+  // (<directory>/sentinel.conf, which the sentinel rewrites as it learns).
+  std::optional<std::string> sentinel_config;
 };
 
 class redis_server {
@@ -62,6 +65,8 @@ class redis_server {
   // /usr/local/bin; nullopt when there is none.
   static std::optional<std::filesystem::path> find_executable();
   static bool available() { return find_executable().has_value(); }
+  // redis-sentinel, looked for the same way ($LOCKSCOPE_REDIS_SENTINEL overrides).
+  static std::optional<std::filesystem::path> find_sentinel_executable();
 
   // Picks a free port and starts the server; throws redis_server_error on failure.
   explicit redis_server(redis_server_options options = {});
