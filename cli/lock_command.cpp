@@ -224,6 +224,12 @@ int run_lock(const lock_options& o) {
   }
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
   if (const int status = apply_sync_options(o, configs); status != 0) return status;
+  for (const lock::client_config& c : configs) {
+    if (c.cluster.enabled && c.sync_replicas > 0) {
+      say("--sync-replicas is not supported with a redis-cluster:// URL");
+      return exit_usage;
+    }
+  }
   config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
@@ -457,8 +463,10 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
   cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
   cmd->add_option("--redis", options->redis_urls,
-                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS (default: $LOCKSCOPE_REDIS, else "
-                  "redis://127.0.0.1:6379). Several: a RedLock of NAME on each server (a majority)")
+                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS, or "
+                  "redis[s]-cluster://[[user]:password@]host:port[,host:port...] for Redis Cluster (seed nodes) "
+                  "(default: $LOCKSCOPE_REDIS, else redis://127.0.0.1:6379). Several: a RedLock of NAME on each "
+                  "server (a majority)")
       ->allow_extra_args(false);
   cmd->add_flag("--multi", options->multi,
                 "With several --redis: a MultiLock (NAME on every server, all or nothing) instead of a RedLock");

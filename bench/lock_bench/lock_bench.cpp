@@ -18,6 +18,9 @@
 // --redlock-only starts three servers: the async pair latency on each alone, then a
 // RedLock (try_lock(): one round sent to all three at once, unlock everywhere) over
 // the three; then the same with hiredis and no lock logic (the floor no client can beat).
+// --cluster-only: throughput_locks_per_s (256 chains, one client) on one redis-server,
+// then on a Redis Cluster of 3 masters (no replicas) started by the bench, through the
+// cluster client (redis-cluster://), in the same run.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,10 +38,12 @@
 #include <hiredis/hiredis.h>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/multi_lock.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/redis_cluster.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/tls_certificates.hpp"
 
@@ -444,6 +449,46 @@ int tls_comparison(const std::string& rb_binary, bool quick) {
 
 }  // namespace
 
+// Single server against a 3-master cluster, same client, same load shape.
+int cluster_comparison(bool quick) {
+  if (auto why = lockscope::test::redis_cluster::unsupported()) {
+    std::fprintf(stderr, "lock_bench: %s\n", why->c_str());
+    return 1;
+  }
+  const auto duration = quick ? 1000ms : 3000ms;
+  double single = 0;
+  {
+    lockscope::test::redis_server server;
+    lock::client client(config_for(server));
+    client.connect();
+    fmt::print(stderr, "throughput on one server ...\n");
+    single = throughput(client, 256, duration);
+  }
+  lockscope::test::redis_cluster cluster(3, 0);
+  auto config = lock::client_config::from_url(cluster.url());
+  lock::client client(config);
+  client.connect();
+  fmt::print(stderr, "throughput on 3 masters ...\n");
+  const double clustered = throughput(client, 256, duration);
+  std::vector<long long> per_master;
+  for (std::size_t m : cluster.masters()) {
+    const std::string stats = cluster.connect(m).command("INFO", "commandstats").text;
+    const std::size_t at = stats.find("cmdstat_evalsha:calls=");
+    per_master.push_back(at == std::string::npos ? 0 : std::stoll(stats.substr(at + 22)));
+  }
+  fmt::print("{{\n");
+  fmt::print("  \"loadavg_1m\": {:.2f},\n", load_average_1m());
+  fmt::print("  \"cores\": {},\n", std::thread::hardware_concurrency());
+  fmt::print("  \"single_server_locks_per_s\": {:.0f},\n", single);
+  fmt::print("  \"cluster_3_masters_locks_per_s\": {:.0f},\n", clustered);
+  fmt::print("  \"cluster_speedup\": {:.2f},\n", single > 0 ? clustered / single : 0.0);
+  fmt::print("  \"cluster_evalsha_calls_per_master\": [{}],\n", fmt::join(per_master, ", "));
+  fmt::print("  \"concurrent_locks\": 256,\n");
+  fmt::print("  \"target_speedup_min\": 2.0\n");
+  fmt::print("}}\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   bool tls_only = false;
@@ -463,6 +508,7 @@ int main(int argc, char** argv) {
       fmt::print("pair_us p50 {:.1f} p99 {:.1f}\n", percentile(pairs, 50), percentile(pairs, 99));
       return 0;
     }
+    else if (a == "--cluster-only") return cluster_comparison(quick);
     else if (a == "--redlock-only") {
       std::vector<std::unique_ptr<lockscope::test::redis_server>> servers;
       std::vector<std::unique_ptr<lock::client>> clients;
@@ -534,7 +580,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr,
-                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only\n");
+                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only | [--quick] --cluster-only\n");
       return 2;
     }
   }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <limits>
 
+#include "lockscope/lock/cluster.hpp"
 #include "lockscope/lock/error.hpp"
 
 namespace lockscope::lock {
@@ -49,11 +50,12 @@ bool parse_decimal(std::string_view s, Int& out) {
 }  // namespace
 
 std::error_code parse_url(std::string_view url, client_config& config, std::string* why) {
+  if (is_cluster_url(url)) return parse_cluster_url(url, config, why);
   constexpr std::string_view plain_scheme = "redis://";
   constexpr std::string_view tls_scheme = "rediss://";
   const bool tls = url.starts_with(tls_scheme);
   if (!tls && !url.starts_with(plain_scheme))
-    return fail(why, errc::invalid_url, "'" + std::string(url) + "' does not start with redis:// or rediss://");
+    return fail(why, errc::invalid_url, "'" + std::string(url) + "' does not start with redis://, rediss://, redis-cluster:// or rediss-cluster://");
   std::string_view rest = url.substr(tls ? tls_scheme.size() : plain_scheme.size());
 
   std::string_view path;

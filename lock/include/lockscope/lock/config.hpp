@@ -1,5 +1,6 @@
 // Client configuration: a struct, or a URL `redis[s]://[[user]:password@]host[:port][/db]`
-// (rediss:// is TLS).
+// (rediss:// is TLS), or for Redis Cluster `redis[s]-cluster://[[user]:password@]host[:port][,host[:port]...]`
+// (the seed nodes; no database: a cluster has only 0).
 //
 //   auto cfg = lockscope::lock::client_config::from_url("rediss://:secret@redis.internal:6380/2");
 //   cfg.tls.ca = "/etc/redis/ca.pem";          // else the system's trust store
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace lockscope::lock {
 
@@ -37,6 +39,20 @@ struct tls_config {
   bool verify_peer = true;
 };
 
+// Redis Cluster, set by redis-cluster:// or rediss-cluster:// (see cluster_router.hpp
+// and the README's "Redis Cluster"). Each lock's scripts go to the master of its key's
+// hash slot; MOVED, ASK, TRYAGAIN and CLUSTERDOWN are followed within the command's
+// deadline.
+struct cluster_config {
+  bool enabled = false;
+  // "host:port" of the nodes the slot map is loaded from, tried in order; empty: host
+  // and port above.
+  std::vector<std::string> seeds;
+  // Redirects (MOVED/ASK) and retries (TRYAGAIN/CLUSTERDOWN) one command may take
+  // before its error is returned.
+  int max_redirects = 16;
+};
+
 struct client_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -49,6 +65,7 @@ struct client_config {
   // CLIENT SETNAME (or HELLO SETNAME); empty: not set. The subscriber connection adds ":sub".
   std::string client_name = "lockscope";
   tls_config tls;
+  cluster_config cluster;
 
   std::chrono::milliseconds connect_timeout{3000};  // TCP connect, TLS and Redis handshakes
   std::chrono::milliseconds command_timeout{3000};  // each command, queued or in flight

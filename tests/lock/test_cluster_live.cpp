@@ -1,0 +1,225 @@
+// The lock client and `lockscope lock` against a real Redis Cluster of 3 masters and 3
+// replicas, started once for this process (every SECTION reuses it): routing by hash
+// slot, sharded pub/sub, MultiLock across shards, mutual exclusion from several
+// processes, a live resharding and a failover of a contended lock's slot.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/client.hpp"
+#include "lockscope/lock/cluster.hpp"
+#include "lockscope/lock/multi_lock.hpp"
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_cluster.hpp"
+#include "process.hpp"
+
+using namespace std::chrono_literals;
+namespace lock = lockscope::lock;
+using lockscope::test::redis_cluster;
+using lockscope::test::spawn;
+
+namespace {
+
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    char name[] = "/tmp/lockscope-cluster-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+};
+
+// Lock names whose slots are served by `count` different masters, one per master.
+std::vector<std::string> names_on_distinct_masters(redis_cluster& cluster, const std::string& prefix,
+                                                   std::size_t count) {
+  std::vector<std::string> names;
+  std::set<std::size_t> seen;
+  for (int i = 0; names.size() < count && i < 1000; ++i) {
+    const std::string name = prefix + std::to_string(i);
+    if (seen.insert(cluster.master_of(lock::key_slot(name))).second) names.push_back(name);
+  }
+  REQUIRE(names.size() == count);
+  return names;
+}
+
+std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::pair<long long, long long>> out;
+  long long start = 0, end = 0;
+  while (in >> start >> end) out.emplace_back(start, end);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int overlaps(const std::vector<std::pair<long long, long long>>& sorted) {
+  int n = 0;
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i].first < sorted[i - 1].second) ++n;
+  return n;
+}
+
+using worker_list = std::vector<std::unique_ptr<lockscope::test::child_process>>;
+
+// A shell loop of `times` `lockscope lock NAME --redis URL -- lock_test_helper critical DIR`;
+// exits 9 at the first failure.
+std::unique_ptr<lockscope::test::child_process> worker(const std::string& url, const std::string& name,
+                                                       const std::filesystem::path& dir, int times) {
+  const std::string one = std::string(LOCKSCOPE_CLI) + " lock " + name + " --redis " + url + " --wait 30s -- " +
+                          LOCK_TEST_HELPER + " critical " + dir.string();
+  return spawn({"sh", "-c", "i=0; while [ $i -lt " + std::to_string(times) + " ]; do " + one +
+                                " || exit 9; i=$((i+1)); done"});
+}
+
+void start_counter(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "counter") << 0 << '\n';
+}
+
+long long counter_in(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "counter");
+  long long n = 0;
+  in >> n;
+  return n;
+}
+
+void check_all_succeed(worker_list& workers, std::chrono::seconds timeout) {
+  for (auto& w : workers) {
+    const int status = w->wait(timeout);
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Redis Cluster (3 masters, 3 replicas): routing, sharded pub/sub, processes, resharding, failover",
+          "[lock][cluster][redis][process]") {
+  if (auto why = redis_cluster::unsupported()) {
+    WARN(*why);
+    return;
+  }
+  static redis_cluster cluster;  // a few seconds to start: once for every SECTION
+
+  SECTION("key_slot agrees with redis-server's CLUSTER KEYSLOT") {
+    auto c = cluster.connect(0);
+    for (const std::string key : {"foo", "bar", "", "myLock", "redisson_lock__channel:{myLock}", "a{b}c", "{}x",
+                                  "x{", "{{y}}", "orders:42", "\xff\x01\x80"})
+      CHECK(c.command("CLUSTER", "KEYSLOT", key).integer == lock::key_slot(key));
+  }
+
+  SECTION("client: each lock on its slot's master, a waiter woken through SSUBSCRIBE/SPUBLISH, MultiLock") {
+    lock::client holder(lock::client_config::from_url(cluster.url()));
+    lock::client waiter(lock::client_config::from_url(cluster.url()));
+    holder.connect();
+    const auto names = names_on_distinct_masters(cluster, "route", 3);
+    for (const std::string& name : names) {
+      INFO(name);
+      const std::size_t master = cluster.master_of(lock::key_slot(name));
+      auto l = holder.get_lock(name);
+      l.lock();
+      CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+      CHECK(l.is_held_by_current_thread());
+
+      // The waiter subscribes on the shard (SSUBSCRIBE), the unlock SPUBLISHes: it
+      // wakes at once, not after its 10 s wait.
+      std::atomic<bool> acquired{false};
+      const auto started = std::chrono::steady_clock::now();
+      std::chrono::steady_clock::duration waited{};
+      std::thread t([&] {
+        auto w = waiter.get_lock(name);
+        acquired = w.try_lock(10s);
+        waited = std::chrono::steady_clock::now() - started;
+        if (acquired) w.unlock();
+      });
+      auto shard = cluster.connect(master);
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+      CHECK(shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer == 1);
+      l.unlock();
+      t.join();
+      CHECK(acquired);
+      CHECK(waited < 5s);
+    }
+    // One MultiLock over three shards: each key on its own master.
+    auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
+    REQUIRE(all.try_lock(5s, 10s));
+    for (const std::string& name : names)
+      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 1);
+    all.unlock();
+    for (const std::string& name : names)
+      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 0);
+  }
+
+  SECTION("lockscope lock: mutual exclusion on locks spread over all three masters") {
+    temp_dir dir;
+    const auto names = names_on_distinct_masters(cluster, "spread", 3);
+    worker_list workers;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      start_counter(dir.path / names[i]);
+      for (int w = 0; w < 2; ++w) workers.push_back(worker(cluster.url(), names[i], dir.path / names[i], 10));
+    }
+    check_all_succeed(workers, 120s);
+    for (const std::string& name : names) {
+      INFO(name);
+      CHECK(counter_in(dir.path / name) == 20);
+      const auto sections = intervals(dir.path / name / "log");
+      CHECK(sections.size() == 20);
+      CHECK(overlaps(sections) == 0);
+    }
+  }
+
+  SECTION("a live resharding of a contended lock's slot: no overlap, no lost waiter") {
+    temp_dir dir;
+    const std::string name = "reshard";
+    const std::uint16_t slot = lock::key_slot(name);
+    start_counter(dir.path);
+    worker_list workers;
+    for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
+    // Move the slot away and back while they contend; each step pauses so that
+    // commands meet the MIGRATING/IMPORTING (ASK) state.
+    std::this_thread::sleep_for(300ms);
+    const std::size_t home = cluster.master_of(slot);
+    const auto masters = cluster.masters();
+    const std::size_t other = masters[0] == home ? masters[1] : masters[0];
+    cluster.move_slot(slot, other, 50ms);
+    CHECK(cluster.master_of(slot) == other);
+    std::this_thread::sleep_for(200ms);
+    cluster.move_slot(slot, home, 50ms);
+    check_all_succeed(workers, 120s);
+    CHECK(counter_in(dir.path) == 36);
+    const auto sections = intervals(dir.path / "log");
+    CHECK(sections.size() == 36);
+    CHECK(overlaps(sections) == 0);
+  }
+
+  SECTION("a master failover (CLUSTER FAILOVER on its replica) mid-contention") {
+    temp_dir dir;
+    const std::string name = "failover";
+    const std::uint16_t slot = lock::key_slot(name);
+    start_counter(dir.path);
+    worker_list workers;
+    for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
+    std::this_thread::sleep_for(300ms);
+    const std::size_t old_master = cluster.master_of(slot);
+    const std::size_t replica = cluster.replica_of(old_master);
+    cluster.failover(replica);
+    CHECK(cluster.master_of(slot) == replica);
+    check_all_succeed(workers, 120s);
+    CHECK(counter_in(dir.path) == 36);
+    const auto sections = intervals(dir.path / "log");
+    CHECK(sections.size() == 36);
+    CHECK(overlaps(sections) == 0);
+  }
+}
