@@ -76,6 +76,23 @@ int overlaps(const std::vector<std::pair<long long, long long>>& sorted) {
   return n;
 }
 
+// Redirect errors the masters sent since CONFIG RESETSTAT (Redis 7's INFO errorstats).
+std::map<std::string, long long> redirects_sent(redis_cluster& cluster) {
+  std::map<std::string, long long> out;
+  for (std::size_t m : cluster.masters()) {
+    const std::string stats = cluster.connect(m).command("INFO", "errorstats").text;
+    for (const std::string kind : {"MOVED", "ASK", "TRYAGAIN"}) {
+      const std::size_t at = stats.find("errorstat_" + kind + ":count=");
+      if (at != std::string::npos) out[kind] += std::stoll(stats.substr(at + kind.size() + 17));
+    }
+  }
+  return out;
+}
+
+void reset_stats(redis_cluster& cluster) {
+  for (std::size_t i = 0; i < cluster.size(); ++i) cluster.connect(i).command("CONFIG", "RESETSTAT");
+}
+
 using worker_list = std::vector<std::unique_ptr<lockscope::test::child_process>>;
 
 // A shell loop of `times` `lockscope lock NAME --redis URL -- lock_test_helper critical DIR`;
@@ -194,6 +211,7 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): routing, sharded pub/sub, proc
     const std::string name = "reshard";
     const std::uint16_t slot = lock::key_slot(name);
     start_counter(dir.path);
+    reset_stats(cluster);
     worker_list workers;
     for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
     // Move the slot away and back while they contend; each step pauses so that
@@ -206,6 +224,15 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): routing, sharded pub/sub, proc
     CHECK(cluster.master_of(slot) == other);
     std::this_thread::sleep_for(200ms);
     cluster.move_slot(slot, home, 50ms);
+    // The clients met the move: redirected (ASK during the migration, MOVED after it)
+    // or told to retry (TRYAGAIN: the unlock's keys split between the two nodes).
+    const auto redirects = redirects_sent(cluster);
+    INFO("MOVED " << (redirects.contains("MOVED") ? redirects.at("MOVED") : 0) << ", ASK "
+                  << (redirects.contains("ASK") ? redirects.at("ASK") : 0) << ", TRYAGAIN "
+                  << (redirects.contains("TRYAGAIN") ? redirects.at("TRYAGAIN") : 0));
+    long long total = 0;
+    for (const auto& [kind, count] : redirects) total += count;
+    CHECK(total > 0);
     check_all_succeed(workers, 120s);
     CHECK(counter_in(dir.path) == 36);
     const auto sections = intervals(dir.path / "log");
