@@ -187,6 +187,32 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): routing, sharded pub/sub, proc
       CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 0);
   }
 
+  SECTION("wrong URLs: redis:// on a cluster node says to use redis-cluster://, and the reverse") {
+    // A key node 0 does not serve: a plain client gets MOVED, with the hint.
+    std::string key;
+    for (int i = 0; key.empty(); ++i)
+      if (cluster.master_of(lock::key_slot("plain" + std::to_string(i))) != 0) key = "plain" + std::to_string(i);
+    lock::client plain(lock::client_config::from_url("redis://127.0.0.1:" + std::to_string(cluster.node(0).port())));
+    try {
+      plain.get_lock(key).lock();
+      FAIL("a plain client followed a redirect");
+    } catch (const lock::lock_error& e) {
+      CHECK(std::string(e.what()).starts_with("MOVED " + std::to_string(lock::key_slot(key)) + " "));
+      CHECK_THAT(e.what(), Catch::EndsWith("(the server is a Redis Cluster node: use a redis-cluster:// URL)"));
+    }
+    lockscope::test::redis_server single;
+    auto config = lock::client_config::from_url("redis-cluster://127.0.0.1:" + std::to_string(single.port()));
+    config.connect_timeout = 1s;
+    lock::client wrong(config);
+    try {
+      wrong.connect();
+      FAIL("connected to a server without cluster support");
+    } catch (const lock::lock_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("is not a cluster node (ERR This instance has cluster support disabled): "
+                                           "use a redis:// URL for a single server"));
+    }
+  }
+
   SECTION("lockscope lock: mutual exclusion on locks spread over all three masters") {
     temp_dir dir;
     const auto names = names_on_distinct_masters(cluster, "spread", 3);
