@@ -125,6 +125,29 @@ void check_all_succeed(worker_list& workers, std::chrono::seconds timeout) {
   }
 }
 
+// Every critical section logged in DIR/log: `count` of them, none overlapping, and no
+// long free gap.
+void check_sections(const std::filesystem::path& dir, std::size_t count) {
+  CHECK(counter_in(dir) == static_cast<long long>(count));
+  const auto sections = intervals(dir / "log");
+  CHECK(sections.size() == count);
+  CHECK(overlaps(sections) == 0);
+  CHECK(longest_gap(sections) < 5s);
+}
+
+// Three `lockscope lock NAME` loops of 12 contend while `disturb` runs.
+template <class Disturb>
+void contend(redis_cluster& cluster, const std::string& name, Disturb disturb) {
+  temp_dir dir;
+  start_counter(dir.path);
+  worker_list workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
+  std::this_thread::sleep_for(300ms);
+  disturb();
+  check_all_succeed(workers, 120s);
+  check_sections(dir.path, 36);
+}
+
 }  // namespace
 
 TEST_CASE("Redis Cluster (3 masters, 3 replicas): routing, sharded pub/sub, processes, resharding, failover",
@@ -217,73 +240,47 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): routing, sharded pub/sub, proc
     temp_dir dir;
     const auto names = names_on_distinct_masters(cluster, "spread", 3);
     worker_list workers;
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      start_counter(dir.path / names[i]);
-      for (int w = 0; w < 2; ++w) workers.push_back(worker(cluster.url(), names[i], dir.path / names[i], 10));
+    for (const std::string& name : names) {
+      start_counter(dir.path / name);
+      for (int w = 0; w < 2; ++w) workers.push_back(worker(cluster.url(), name, dir.path / name, 10));
     }
     check_all_succeed(workers, 120s);
     for (const std::string& name : names) {
       INFO(name);
-      CHECK(counter_in(dir.path / name) == 20);
-      const auto sections = intervals(dir.path / name / "log");
-      CHECK(sections.size() == 20);
-      CHECK(overlaps(sections) == 0);
-      CHECK(longest_gap(sections) < 5s);
+      check_sections(dir.path / name, 20);
     }
   }
 
   SECTION("a live resharding of a contended lock's slot: no overlap, no lost waiter") {
-    temp_dir dir;
-    const std::string name = "reshard";
-    const std::uint16_t slot = lock::key_slot(name);
-    start_counter(dir.path);
+    const std::uint16_t slot = lock::key_slot("reshard");
     reset_stats(cluster);
-    worker_list workers;
-    for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
-    // Move the slot away and back while they contend; each step pauses so that
-    // commands meet the MIGRATING/IMPORTING (ASK) state.
-    std::this_thread::sleep_for(300ms);
-    const std::size_t home = cluster.master_of(slot);
-    const auto masters = cluster.masters();
-    const std::size_t other = masters[0] == home ? masters[1] : masters[0];
-    cluster.move_slot(slot, other, 50ms);
-    CHECK(cluster.master_of(slot) == other);
-    std::this_thread::sleep_for(200ms);
-    cluster.move_slot(slot, home, 50ms);
-    // The clients met the move: redirected (ASK during the migration, MOVED after it)
-    // or told to retry (TRYAGAIN: the unlock's keys split between the two nodes).
-    const auto redirects = redirects_sent(cluster);
-    INFO("MOVED " << (redirects.contains("MOVED") ? redirects.at("MOVED") : 0) << ", ASK "
-                  << (redirects.contains("ASK") ? redirects.at("ASK") : 0) << ", TRYAGAIN "
-                  << (redirects.contains("TRYAGAIN") ? redirects.at("TRYAGAIN") : 0));
-    long long total = 0;
-    for (const auto& [kind, count] : redirects) total += count;
-    CHECK(total > 0);
-    check_all_succeed(workers, 120s);
-    CHECK(counter_in(dir.path) == 36);
-    const auto sections = intervals(dir.path / "log");
-    CHECK(sections.size() == 36);
-    CHECK(overlaps(sections) == 0);
-    CHECK(longest_gap(sections) < 5s);
+    contend(cluster, "reshard", [&] {
+      // Away and back; each step pauses so that commands meet the MIGRATING/IMPORTING
+      // (ASK) state.
+      const std::size_t home = cluster.master_of(slot);
+      const auto masters = cluster.masters();
+      const std::size_t other = masters[0] == home ? masters[1] : masters[0];
+      cluster.move_slot(slot, other, 50ms);
+      CHECK(cluster.master_of(slot) == other);
+      std::this_thread::sleep_for(200ms);
+      cluster.move_slot(slot, home, 50ms);
+      // The clients met the move: redirected (ASK during the migration, MOVED after
+      // it) or told to retry (TRYAGAIN: the unlock's keys split between the nodes).
+      long long total = 0;
+      for (const auto& [kind, count] : redirects_sent(cluster)) {
+        UNSCOPED_INFO(kind << " " << count);
+        total += count;
+      }
+      CHECK(total > 0);
+    });
   }
 
   SECTION("a master failover (CLUSTER FAILOVER on its replica) mid-contention") {
-    temp_dir dir;
-    const std::string name = "failover";
-    const std::uint16_t slot = lock::key_slot(name);
-    start_counter(dir.path);
-    worker_list workers;
-    for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
-    std::this_thread::sleep_for(300ms);
-    const std::size_t old_master = cluster.master_of(slot);
-    const std::size_t replica = cluster.replica_of(old_master);
-    cluster.failover(replica);
-    CHECK(cluster.master_of(slot) == replica);
-    check_all_succeed(workers, 120s);
-    CHECK(counter_in(dir.path) == 36);
-    const auto sections = intervals(dir.path / "log");
-    CHECK(sections.size() == 36);
-    CHECK(overlaps(sections) == 0);
-    CHECK(longest_gap(sections) < 5s);
+    const std::uint16_t slot = lock::key_slot("failover");
+    contend(cluster, "failover", [&] {
+      const std::size_t replica = cluster.replica_of(cluster.master_of(slot));
+      cluster.failover(replica);
+      CHECK(cluster.master_of(slot) == replica);
+    });
   }
 }
