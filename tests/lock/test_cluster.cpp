@@ -6,6 +6,7 @@
 #include "lockscope/lock/config.hpp"
 #include "lockscope/lock/error.hpp"
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/protocol.hpp"
 #include "lockscope/lock/subscriptions.hpp"
 
 namespace lock = lockscope::lock;
@@ -183,4 +184,28 @@ TEST_CASE("cluster: sharded subscriptions, and a channel the server drops", "[lo
   r.remove(ch, id, commands);
   CHECK(commands.find("SUNSUBSCRIBE") != std::string::npos);
   CHECK_FALSE(r.on_push(push("sunsubscribe", ch, value::number(0))));
+}
+
+TEST_CASE("cluster: a subscriber connection hands a refused SSUBSCRIBE's error to its push handler",
+          "[lock][cluster][pubsub][protocol]") {
+  lock::request_pipeline p({.route_pubsub_arrays = true});
+  std::vector<value> pushes;
+  p.set_push_handler([&](value&& v) { pushes.push_back(std::move(v)); });
+  p.send_without_reply("*2\r\n$10\r\nSSUBSCRIBE\r\n$1\r\nc\r\n");
+  REQUIRE_FALSE(p.feed("-MOVED 7365 127.0.0.1:7002\r\n"));
+  REQUIRE(pushes.size() == 1);
+  CHECK(pushes[0].is_error());
+  CHECK(lock::parse_redirect(pushes[0].text).kind == lock::redirect_kind::moved);
+  // With a request in flight an error is that request's reply, as on any connection.
+  std::vector<std::string> replies;
+  p.send(lock::clock_type::time_point::max(), [&](std::error_code ec, value&& v) {
+    CHECK(ec == lock::errc::server_error);
+    replies.push_back(v.text);
+  }, "PING");
+  REQUIRE_FALSE(p.feed("-ERR busy\r\n"));
+  CHECK(replies == std::vector<std::string>{"ERR busy"});
+  CHECK(pushes.size() == 1);
+  // A command connection still treats an unrequested error as a broken stream.
+  lock::request_pipeline commands;
+  CHECK(commands.feed("-MOVED 7365 127.0.0.1:7002\r\n") == lock::errc::protocol_error);
 }
