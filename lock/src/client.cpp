@@ -912,8 +912,9 @@ void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::st
     for (const std::string& a : args) w.bulk_string(a);
     // On a cluster: routed by the first argument after the command's name, the key of
     // most commands (a command without one goes to the master of slot 0).
+    const std::string_view key = args.size() > 1 ? std::string_view(args[1]) : std::string_view();
     impl->send(
-        args.size() > 1 ? std::string_view(args[1]) : std::string_view(), encoded, impl->command_deadline(), [d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+        key, encoded, impl->command_deadline(), [d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
           if (ec) {
             status s = error_status(ec, reply);
             return d(std::move(s), std::move(reply));
