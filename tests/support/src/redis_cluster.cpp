@@ -205,7 +205,8 @@ void redis_cluster::wait_until_consistent(std::chrono::milliseconds timeout) {
   }
 }
 
-void redis_cluster::move_slot(std::uint16_t slot, std::size_t to, std::chrono::milliseconds pause) {
+void redis_cluster::move_slot(std::uint16_t slot, std::size_t to, std::chrono::milliseconds pause,
+                              const std::function<void(std::size_t from)>& while_migrating) {
   const std::size_t from = master_of(slot);
   if (from == to) return;
   const std::string s = std::to_string(slot);
@@ -213,6 +214,7 @@ void redis_cluster::move_slot(std::uint16_t slot, std::size_t to, std::chrono::m
   auto target = connect(to);
   target.command("CLUSTER", "SETSLOT", s, "IMPORTING", ids_[from]);
   source.command("CLUSTER", "SETSLOT", s, "MIGRATING", ids_[to]);
+  if (while_migrating) while_migrating(from);
   std::this_thread::sleep_for(pause);
   for (;;) {
     const resp::value keys = source.command("CLUSTER", "GETKEYSINSLOT", s, "100");

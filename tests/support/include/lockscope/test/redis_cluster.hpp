@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,8 +50,10 @@ class redis_cluster {
 
   // Moves `slot` to master `to` as redis-cli --cluster reshard does: SETSLOT IMPORTING
   // and MIGRATING, MIGRATE its keys in batches, SETSLOT NODE everywhere. `pause` is
-  // slept between the steps, so clients meet the ASK state.
-  void move_slot(std::uint16_t slot, std::size_t to, std::chrono::milliseconds pause = std::chrono::milliseconds(0));
+  // slept between the steps, so clients meet the ASK state; `while_migrating(from)` is
+  // called once both nodes are in it, before any key moves.
+  void move_slot(std::uint16_t slot, std::size_t to, std::chrono::milliseconds pause = std::chrono::milliseconds(0),
+                 const std::function<void(std::size_t from)>& while_migrating = {});
   // CLUSTER FAILOVER on `replica`; returns once it is master in every node's view.
   void failover(std::size_t replica);
 
