@@ -120,13 +120,14 @@ void check_all_succeed(worker_list& workers, std::chrono::seconds timeout) {
 }
 
 // Every critical section logged in DIR/log: `count` of them, none overlapping, and no
-// long free gap.
+// free gap near the 30 s lease a lost wake-up costs (a gap can also be a process
+// start-up when every contender is between two runs: ~3 s under ASan and load).
 void check_sections(const std::filesystem::path& dir, std::size_t count) {
   CHECK(counter_in(dir) == static_cast<long long>(count));
   const auto sections = intervals(dir / "log");
   CHECK(sections.size() == count);
   CHECK(overlaps(sections) == 0);
-  CHECK(longest_gap(sections) < 5s);
+  CHECK(longest_gap(sections) < 15s);
 }
 
 // Three `lockscope lock NAME` loops of 12 contend while `disturb` runs.
