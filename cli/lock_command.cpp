@@ -274,6 +274,12 @@ int run_lock(const lock_options& o) {
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
   if (const int status = apply_sync_options(o, configs); status != 0) return status;
   if (const int status = apply_sentinel_options(o, configs); status != 0) return status;
+  for (const lock::client_config& c : configs) {
+    if (c.cluster.enabled && c.sync_replicas > 0) {
+      say("--sync-replicas is not supported with a redis-cluster:// URL");
+      return exit_usage;
+    }
+  }
   config = configs.front();
   config.on_lock_lost = [name = o.name](const std::string&) {
     say(fmt::format("lost lock '{}': the watchdog could not renew it; CMD keeps running unprotected", name));
@@ -507,10 +513,12 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("name", options->name, "Lock name (the Redis key)")->required();
   cmd->add_option("command", options->command, "CMD [ARGS...], after --")->required();
   cmd->add_option("--redis", options->redis_urls,
-                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS, or Sentinel: "
+                  "redis[s]://[[user]:password@]host[:port][/db], rediss:// for TLS; Sentinel: "
                   "redis[s]-sentinel://[[user]:password@]host[:port][,host2[:port2]...][/db]#mastername "
-                  "(sentinel port 26379 by default; the password is the master's) (default: $LOCKSCOPE_REDIS, else "
-                  "redis://127.0.0.1:6379). Several: a RedLock of NAME on each server (a majority)")
+                  "(sentinel port 26379 by default; the password is the master's); Redis Cluster: "
+                  "redis[s]-cluster://[[user]:password@]host:port[,host:port...] (seed nodes) "
+                  "(default: $LOCKSCOPE_REDIS, else redis://127.0.0.1:6379). Several: a RedLock of NAME on each "
+                  "server (a majority)")
       ->allow_extra_args(false);
   cmd->add_flag("--multi", options->multi,
                 "With several --redis: a MultiLock (NAME on every server, all or nothing) instead of a RedLock");

@@ -18,10 +18,17 @@
 // --redlock-only starts three servers: the async pair latency on each alone, then a
 // RedLock (try_lock(): one round sent to all three at once, unlock everywhere) over
 // the three; then the same with hiredis and no lock logic (the floor no client can beat).
+// --cluster-only: throughput_locks_per_s (256 chains, one client) on one redis-server,
+// then on a Redis Cluster of 3 masters (no replicas) started by the bench, through the
+// cluster client (redis-cluster://), in the same run.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
@@ -35,10 +42,12 @@
 #include <hiredis/hiredis.h>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/multi_lock.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "lockscope/test/redis_cluster.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/tls_certificates.hpp"
 
@@ -444,6 +453,101 @@ int tls_comparison(const std::string& rb_binary, bool quick) {
 
 }  // namespace
 
+// CPU seconds (user + system) a process has used: ours (pid 0) or a child's.
+double cpu_seconds(pid_t pid) {
+  if (pid == 0) {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  }
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  std::getline(in, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string skip;
+  for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt: fields 3-13
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Throughput plus the CPU the client and the servers spent on it, in µs per lock.
+struct measured {
+  double locks_per_s = 0;
+  double client_cpu_us_per_lock = 0;
+  double servers_cpu_us_per_lock = 0;
+};
+
+measured measure(lock::client& client, const std::vector<pid_t>& servers, std::chrono::milliseconds duration) {
+  auto total = [&] {
+    double t = 0;
+    for (pid_t p : servers) t += cpu_seconds(p);
+    return t;
+  };
+  const double client_before = cpu_seconds(0);
+  const double servers_before = total();
+  measured m;
+  m.locks_per_s = throughput(client, 256, duration);
+  // throughput() runs a 300 ms warm-up, then `duration`: count the locks of both.
+  const double locks = m.locks_per_s * (std::chrono::duration<double>(duration).count() + 0.3);
+  m.client_cpu_us_per_lock = (cpu_seconds(0) - client_before) * 1e6 / locks;
+  m.servers_cpu_us_per_lock = (total() - servers_before) * 1e6 / locks;
+  return m;
+}
+
+// Single server against a 3-master cluster, same client, same load shape.
+int cluster_comparison(bool quick) {
+  if (auto why = lockscope::test::redis_cluster::unsupported()) {
+    std::fprintf(stderr, "lock_bench: %s\n", why->c_str());
+    return 1;
+  }
+  const auto duration = quick ? 1000ms : 3000ms;
+  measured single;
+  {
+    lockscope::test::redis_server server;
+    lock::client client(config_for(server));
+    client.connect();
+    fmt::print(stderr, "throughput on one server ...\n");
+    single = measure(client, {server.pid()}, duration);
+  }
+  lockscope::test::redis_cluster cluster(3, 0);
+  auto config = lock::client_config::from_url(cluster.url());
+  lock::client client(config);
+  client.connect();
+  fmt::print(stderr, "throughput on 3 masters ...\n");
+  std::vector<pid_t> pids;
+  for (std::size_t i = 0; i < cluster.size(); ++i) pids.push_back(cluster.node(i).pid());
+  const measured clustered = measure(client, pids, duration);
+  std::vector<long long> per_master;
+  for (std::size_t m : cluster.masters()) {
+    const std::string stats = cluster.connect(m).command("INFO", "commandstats").text;
+    const std::size_t at = stats.find("cmdstat_evalsha:calls=");
+    per_master.push_back(at == std::string::npos ? 0 : std::stoll(stats.substr(at + 22)));
+  }
+  fmt::print("{{\n");
+  fmt::print("  \"loadavg_1m\": {:.2f},\n", load_average_1m());
+  fmt::print("  \"cores\": {},\n", std::thread::hardware_concurrency());
+  fmt::print("  \"single_server_locks_per_s\": {:.0f},\n", single.locks_per_s);
+  fmt::print("  \"single_client_cpu_us_per_lock\": {:.2f},\n", single.client_cpu_us_per_lock);
+  fmt::print("  \"single_server_cpu_us_per_lock\": {:.2f},\n", single.servers_cpu_us_per_lock);
+  fmt::print("  \"cluster_3_masters_locks_per_s\": {:.0f},\n", clustered.locks_per_s);
+  fmt::print("  \"cluster_client_cpu_us_per_lock\": {:.2f},\n", clustered.client_cpu_us_per_lock);
+  fmt::print("  \"cluster_servers_cpu_us_per_lock\": {:.2f},\n", clustered.servers_cpu_us_per_lock);
+  fmt::print("  \"cluster_speedup\": {:.2f},\n",
+             single.locks_per_s > 0 ? clustered.locks_per_s / single.locks_per_s : 0.0);
+  // Two cores shared by the client and the servers: at best 2 s of CPU per second, so
+  // no configuration can pass 2e6 / (client + servers µs per lock) locks/s.
+  fmt::print("  \"cluster_cpu_bound_locks_per_s\": {:.0f},\n",
+             std::thread::hardware_concurrency() * 1e6 /
+                 (clustered.client_cpu_us_per_lock + clustered.servers_cpu_us_per_lock));
+  fmt::print("  \"cluster_evalsha_calls_per_master\": [{}],\n", fmt::join(per_master, ", "));
+  fmt::print("  \"concurrent_locks\": 256,\n");
+  fmt::print("  \"target_speedup_min\": 2.0\n");
+  fmt::print("}}\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   bool tls_only = false;
@@ -463,6 +567,7 @@ int main(int argc, char** argv) {
       fmt::print("pair_us p50 {:.1f} p99 {:.1f}\n", percentile(pairs, 50), percentile(pairs, 99));
       return 0;
     }
+    else if (a == "--cluster-only") return cluster_comparison(quick);
     else if (a == "--redlock-only") {
       std::vector<std::unique_ptr<lockscope::test::redis_server>> servers;
       std::vector<std::unique_ptr<lock::client>> clients;
@@ -534,7 +639,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr,
-                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only\n");
+                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only | [--quick] --cluster-only\n");
       return 2;
     }
   }

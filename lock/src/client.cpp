@@ -16,6 +16,8 @@
 #include <boost/uuid/uuid_io.hpp>
 #include <fmt/format.h>
 
+#include "cluster_router.hpp"
+#include "lockscope/lock/cluster.hpp"
 #include "lockscope/lock/lock_fsm.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/replica_sync.hpp"
@@ -59,7 +61,12 @@ std::string decimal(std::int64_t v) {
 }
 
 status error_status(std::error_code ec, const resp::value& reply) {
-  if (reply.is_error() && !reply.text.empty()) return {ec, reply.text};
+  if (reply.is_error() && !reply.text.empty()) {
+    if (const redirect r = parse_redirect(reply.text); r.kind == redirect_kind::moved || r.kind == redirect_kind::ask)
+      // Only a client without cluster routing sees these.
+      return {ec, reply.text + " (the server is a Redis Cluster node: use a redis-cluster:// URL)"};
+    return {ec, reply.text};
+  }
   return {ec, {}};
 }
 
@@ -139,9 +146,14 @@ struct call_data {
   std::string timeout_prefix;  // a reader's
 };
 
+// Lock kinds whose unlock can SPUBLISH (their Redisson 3.22 scripts take the publish
+// command as an ARGV); the others' scripts PUBLISH, which a cluster broadcasts.
+bool sharded_unlock(lock_kind kind) noexcept { return kind == lock_kind::reentrant || kind == lock_kind::fenced; }
+constexpr std::string_view sharded_publish = "SPUBLISH";
+
 // The unlock script of `lock`'s kind for data.owner; fills the rest of `data`, which
-// the call's views point into.
-script_call unlock_call(const lock_state& lock, call_data& data) {
+// the call's views point into. `sharded`: a cluster with sharded pub/sub.
+script_call unlock_call(const lock_state& lock, call_data& data, bool sharded) {
   data.lease_text = decimal(lock.internal_lease_ms);
   data.field = lock.field(data.owner);
   switch (lock.kind) {
@@ -163,6 +175,10 @@ script_call unlock_call(const lock_state& lock, call_data& data) {
     case lock_kind::fenced:
       break;
   }
+  if (sharded)
+    return {script_kind::unlock_publish_argv,
+            {lock.name, lock.channel, unlock_message, data.lease_text, data.owner, sharded_publish},
+            6};
   return {script_kind::unlock, {lock.name, lock.channel, unlock_message, data.lease_text, data.owner}, 5};
 }
 
@@ -191,6 +207,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     asio::dispatch(strand_, [self] {
       // The connection must not own the client: a weak reference breaks the cycle.
       std::weak_ptr<client_impl> weak = self;
+      if (self->config_.cluster.enabled) return self->start_cluster(weak);
       if (self->config_.sentinel.enabled())
         self->sentinel_ = std::make_shared<sentinel_monitor>(self->strand_, self->config_);
       connection_events events;
@@ -208,8 +225,34 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     });
   }
 
+  void start_cluster(const std::weak_ptr<client_impl>& weak) {
+    cluster_router::events events;
+    events.on_ready = [weak] {
+      if (auto impl = weak.lock()) impl->command_connection_ready();
+    };
+    events.on_down = [weak](std::error_code ec, const std::string& why) {
+      if (auto impl = weak.lock()) impl->command_connection_down(ec, why);
+    };
+    router_ = std::make_shared<cluster_router>(strand_, config_);
+    router_->start(std::move(events));
+  }
+
   const strand_type& strand() const noexcept { return strand_; }
-  connection* commands_for_queries() const noexcept { return commands_.get(); }
+
+  // Sends an encoded command: on a cluster to the master of `key`'s slot.
+  void send(std::string_view key, std::string_view command, clock_type::time_point deadline, reply_handler done) {
+    if (router_) return router_->execute(key_slot(key), command, deadline, std::move(done));
+    commands_->execute_encoded(command, deadline, std::move(done));
+  }
+  template <class... Args>
+  void query(std::string_view key, clock_type::time_point deadline, reply_handler done, const Args&... args) {
+    std::string command;
+    resp::append_command(command, args...);
+    send(key, command, deadline, std::move(done));
+  }
+  // Unlock scripts SPUBLISH (Redisson 3.22's form, publish command as ARGV): a cluster
+  // with sharded pub/sub.
+  bool publishes_sharded() const noexcept { return router_ && router_->sharded_pubsub(); }
   const client_config& config() const noexcept { return config_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return io_; }
@@ -232,14 +275,21 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     scratch_.clear();
     encode_script_call(scratch_, by_sha, call);
     if (!by_sha) {
-      commands_->execute_encoded(scratch_, deadline, std::move(done));
+      send(call.values[0], scratch_, deadline, std::move(done));
       if (sync) send_wait(sync, deadline);
       return;
     }
-    commands_->execute_encoded(
-        scratch_, deadline,
+    send(
+        call.values[0], scratch_, deadline,
         [self = shared_from_this(), call, deadline, sync, done = std::move(done)](std::error_code ec,
                                                                                    resp::value&& reply) mutable {
+          if (ec == errc::server_error && reply.text.starts_with("NOSCRIPT") && self->router_) {
+            // On a cluster the retry may be redirected (ASK) to a node that lacks the
+            // script too: send the text, which EVAL also caches there.
+            self->scratch_.clear();
+            encode_script_call(self->scratch_, false, call);
+            return self->send(call.values[0], self->scratch_, deadline, std::move(done));
+          }
           if (ec == errc::server_error && reply.text.starts_with("NOSCRIPT")) {
             // Load it and retry once, pipelined: one more round trip.
             self->commands_->execute(deadline, [](std::error_code, resp::value&&) {}, "SCRIPT", "LOAD",
@@ -299,8 +349,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void command_connection_ready() {
     // Back after a drop (a failover, a restart): the locks may be gone. An immediate
     // renewal checks each one (the renew script answers 0 when the owner's field is
-    // missing) and reports a missing one to on_lock_lost.
-    if (commands_->ready_count() > 1)
+    // missing) and reports a missing one to on_lock_lost. On a cluster this runs after
+    // every slot-map load, which follows a topology change (a failover, a resharding).
+    if (router_ || commands_->ready_count() > 1)
       for (auto& [key, r] : renewals_) r->timer.cancel();  // its handler renews now
     complete_connect_waiters({});
   }
@@ -315,13 +366,17 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   void connect(completion<bool> done) {
     if (closed_) return done({errc::shut_down, {}}, false);
-    if (commands_->ready()) return done({}, true);
+    if (router_ ? router_->ready() : commands_->ready()) return done({}, true);
     connect_waiters_.push_back(std::move(done));
   }
 
   // --- pub/sub -----------------------------------------------------------------
 
-  subscription_registry::added subscribe(const std::string& channel, subscription_listener& listener) {
+  // `sharded_publisher`: the channel's unlock script publishes with SPUBLISH when the
+  // cluster has sharded pub/sub (publishes_sharded()).
+  subscription_registry::added subscribe(const std::string& channel, subscription_listener& listener,
+                                         bool sharded_publisher = false) {
+    if (router_) return router_->subscribe(channel, listener, sharded_publisher);
     if (!subscriber_) start_subscriber();
     std::string commands;
     auto added = registry_.add(channel, listener, commands);
@@ -329,6 +384,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return added;
   }
   void unsubscribe(const std::string& channel, subscription_registry::waiter_id id) {
+    if (router_) return router_->unsubscribe(channel, id);
     std::string commands;
     registry_.remove(channel, id, commands);
     if (!commands.empty() && subscriber_) subscriber_->send_without_reply(commands);
@@ -472,6 +528,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::shared_ptr<connection> commands_;
   std::shared_ptr<connection> subscriber_;
   std::shared_ptr<sentinel_monitor> sentinel_;  // Sentinel mode only
+  std::shared_ptr<cluster_router> router_;  // redis-cluster://: instead of both above
   subscription_registry registry_;
   std::unordered_map<std::string, std::shared_ptr<renewal>> renewals_;
   std::unordered_set<std::shared_ptr<acquire_op>> ops_;
@@ -586,7 +643,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
       case acquire_action::attempt:
         return attempt();
       case acquire_action::subscribe: {
-        const auto added = impl_->subscribe(channel_, *this);
+        const auto added = impl_->subscribe(channel_, *this, sharded_unlock(lock_->kind));
         waiter_ = added.id;
         return act(fsm_.on_subscribe_started(added.subscribed, clock_type::now()));
       }
@@ -631,7 +688,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   void release_unsynced(const sync_result& sync) {
     std::string message = impl_->describe_sync(fmt::format("lock '{}'", lock_->name), sync);
     auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}});
-    const script_call call = unlock_call(*lock_, *data);
+    const script_call call = unlock_call(*lock_, *data, impl_->publishes_sharded());
     impl_->run_script(call, impl_->command_deadline(),
                       [self = shared_from_this(), data, message = std::move(message)](
                           std::error_code ec, resp::value&& reply) mutable {
@@ -703,6 +760,10 @@ void client_impl::close(unique_function<void()> done) {
   auto one_closed = [self] {
     if (--self->connections_open_ == 0) self->finish_close();
   };
+  if (router_) {
+    connections_open_ = 1;
+    return router_->close(one_closed);
+  }
   if (sentinel_) sentinel_->close(one_closed);
   if (subscriber_) subscriber_->close(one_closed);
   commands_->close(one_closed);
@@ -764,7 +825,7 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
   asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), {}, {}, {}, {}});
-    const script_call call = unlock_call(*lock, *data);
+    const script_call call = unlock_call(*lock, *data, impl->publishes_sharded());
     impl->run_synced_script(
         call, impl->command_deadline(),
         [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
@@ -800,6 +861,8 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
     lock->reset_lease(impl->config());
     auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}, {}, {}});
     script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
+    if (impl->publishes_sharded())
+      call = {script_kind::force_unlock_publish_argv, {lock->name, lock->channel, unlock_message, sharded_publish}, 4};
     if (lock->kind == lock_kind::read) {
       call = {script_kind::read_force_unlock, {lock->name, lock->channel, unlock_message}, 3};
     } else if (lock->kind == lock_kind::write) {
@@ -834,8 +897,8 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
     if (kind == query_kind::is_locked && read_write) {
       // Redisson's RedissonReadLock/RedissonWriteLock.isLocked: held in this side's mode.
       const std::string_view mode = lock->kind == lock_kind::read ? "read" : "write";
-      return impl->commands_for_queries()->execute(
-          impl->command_deadline(),
+      return impl->query(
+          lock->name, impl->command_deadline(),
           [mode, d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
             if (ec) return d(error_status(ec, reply), 0);
             d({}, reply.type == resp::type::bulk_string && reply.text == mode ? 1 : 0);
@@ -856,14 +919,14 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
     };
     // Views into `lock` and `owner` are encoded right away; nothing outlives this call.
     const clock_type::time_point deadline = impl->command_deadline();
-    connection& c = *impl->commands_for_queries();
     const std::string field = lock->field(owner);
+    const std::string& key = lock->name;
     switch (kind) {
-      case query_kind::is_locked: c.execute(deadline, std::move(handler), "EXISTS", lock->name); break;
-      case query_kind::is_held: c.execute(deadline, std::move(handler), "HEXISTS", lock->name, field); break;
-      case query_kind::hold_count: c.execute(deadline, std::move(handler), "HGET", lock->name, field); break;
-      case query_kind::remain_ttl: c.execute(deadline, std::move(handler), "PTTL", lock->name); break;
-      case query_kind::fence_token: c.execute(deadline, std::move(handler), "GET", lock->token_name); break;
+      case query_kind::is_locked: impl->query(key, deadline, std::move(handler), "EXISTS", lock->name); break;
+      case query_kind::is_held: impl->query(key, deadline, std::move(handler), "HEXISTS", lock->name, field); break;
+      case query_kind::hold_count: impl->query(key, deadline, std::move(handler), "HGET", lock->name, field); break;
+      case query_kind::remain_ttl: impl->query(key, deadline, std::move(handler), "PTTL", lock->name); break;
+      case query_kind::fence_token: impl->query(key, deadline, std::move(handler), "GET", lock->token_name); break;
     }
   });
 }
@@ -881,8 +944,11 @@ void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::st
     resp::writer w(encoded);
     w.array(args.size());
     for (const std::string& a : args) w.bulk_string(a);
-    impl->commands_for_queries()->execute_encoded(
-        encoded, impl->command_deadline(), [d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
+    // On a cluster: routed by the first argument after the command's name, the key of
+    // most commands (a command without one goes to the master of slot 0).
+    const std::string_view key = args.size() > 1 ? std::string_view(args[1]) : std::string_view();
+    impl->send(
+        key, encoded, impl->command_deadline(), [d = std::move(d)](std::error_code ec, resp::value&& reply) mutable {
           if (ec) {
             status s = error_status(ec, reply);
             return d(std::move(s), std::move(reply));
@@ -939,6 +1005,12 @@ namespace {
 client_config checked(client_config config) {
   std::string why;
   if (const std::error_code ec = check_replica_sync(config, &why)) throw lock_error(ec, why);
+  if (config.cluster.enabled && config.sentinel.enabled())
+    throw lock_error(errc::invalid_argument,
+                     "cluster and sentinel are both set: a client talks to a Redis Cluster or to a Sentinel-managed master");
+  if (config.cluster.enabled && config.sync_replicas > 0)
+    throw lock_error(errc::invalid_argument,
+                     "replica sync (WAIT) is not supported with Redis Cluster yet: the WAIT would not follow a redirect");
   return config;
 }
 

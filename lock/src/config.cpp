@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "lockscope/lock/cluster.hpp"
 #include "lockscope/lock/error.hpp"
 
 namespace lockscope::lock {
@@ -81,6 +82,7 @@ std::error_code parse_host_port(std::string_view text, std::string_view url, ser
 }  // namespace
 
 std::error_code parse_url(std::string_view url, client_config& config, std::string* why) {
+  if (is_cluster_url(url)) return parse_cluster_url(url, config, why);
   constexpr std::string_view plain_scheme = "redis://";
   constexpr std::string_view tls_scheme = "rediss://";
   constexpr std::string_view sentinel_scheme = "redis-sentinel://";
@@ -91,7 +93,7 @@ std::error_code parse_url(std::string_view url, client_config& config, std::stri
   if (scheme.empty())
     return fail(why, errc::invalid_url,
                 "'" + std::string(url) +
-                    "' does not start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://");
+                    "' does not start with redis://, rediss://, redis-sentinel://, rediss-sentinel://, redis-cluster:// or rediss-cluster://");
   const bool tls = scheme == tls_scheme || scheme == tls_sentinel_scheme;
   const bool sentinel = scheme == sentinel_scheme || scheme == tls_sentinel_scheme;
   std::string_view rest = url.substr(scheme.size());

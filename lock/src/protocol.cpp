@@ -66,7 +66,9 @@ std::error_code request_pipeline::feed(std::string_view bytes) {
   scratch_.swap(builder_.values());
   std::error_code result;
   for (resp::value& v : scratch_) {
-    if (is_push(v)) {
+    if (is_push(v) || (in_flight_.empty() && v.is_error() && options_.route_pubsub_arrays && push_handler_)) {
+      // A subscriber's error with nothing in flight is the answer to a SUBSCRIBE-like
+      // command (a cluster's MOVED/ASK to an SSUBSCRIBE): its handler pairs it up.
       if (push_handler_) push_handler_(std::move(v));
     } else if (in_flight_.empty()) {
       result = errc::protocol_error;  // a reply nobody asked for: the stream is out of step

@@ -14,7 +14,7 @@ namespace {
 
 // The SHA1s are constants so that recognising a captured EVALSHA costs no hashing;
 // tests/lock checks each against OpenSSL and against redis-server's SCRIPT LOAD.
-constexpr std::array<script_info, 16> table{{
+constexpr std::array<script_info, 18> table{{
     {script_kind::acquire, "acquire", scripts::acquire, "dad0f8d619e548e04f21fb48d50be5034df3adae", 1, 2},
     {script_kind::unlock, "unlock", scripts::unlock, "3ffe249c16dee540ac8ab32e39bd408626b9aff7", 2, 3},
     {script_kind::renew, "renew", scripts::renew, "8e19a1ddbdee9138df9f32a480c57addab4353d1", 1, 2},
@@ -36,13 +36,17 @@ constexpr std::array<script_info, 16> table{{
     {script_kind::write_acquire, "write_acquire", scripts::write_acquire, "6306ba3bf1f563b284bed52d305fce615c6664d9", 1, 2},
     {script_kind::write_unlock, "write_unlock", scripts::write_unlock, "baa634f6184acc1b8f145e810a0e0e00967a3cbe", 2, 3},
     {script_kind::write_force_unlock, "write_force_unlock", scripts::write_force_unlock, "23639b0b2d18d26ce352e148ff4ac5b8e984b696", 2, 1},
+    {script_kind::unlock_publish_argv, "unlock_publish_argv", scripts::unlock_publish_argv,
+     "778cea8aada230ae060b432fc333adaec85f2f4c", 2, 4},
+    {script_kind::force_unlock_publish_argv, "force_unlock_publish_argv", scripts::force_unlock_publish_argv,
+     "605e338249a7a1d40df83b04f7658354f883b41b", 2, 2},
 }};
 
 static_assert(scripts::acquire.size() == 339, "seed §4.2.1 sends $339");
 static_assert(scripts::unlock.size() == 305, "seed §4.2.3 sends $305");
 static_assert(scripts::renew.size() == 120, "seed §4.2.2 sends $120");
 static_assert(scripts::fair_acquire.size() == 1453, "seed 001's fair acquire, concatenated");
-static_assert(table.size() == static_cast<std::size_t>(script_kind::write_force_unlock) + 1, "one row per kind");
+static_assert(table.size() == static_cast<std::size_t>(script_kind::force_unlock_publish_argv) + 1, "one row per kind");
 static_assert([] {
   for (std::size_t i = 0; i < table.size(); ++i)
     if (static_cast<std::size_t>(table[i].kind) != i) return false;

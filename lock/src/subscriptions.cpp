@@ -17,7 +17,7 @@ subscription_registry::added subscription_registry::add(std::string_view channel
     state.want_subscribed = true;
     state.confirmed = false;
     if (connected_) {
-      resp::append_command(commands, "SUBSCRIBE", channel);
+      resp::append_command(commands, sharded_ ? "SSUBSCRIBE" : "SUBSCRIBE", channel);
       ++state.unconfirmed;
     }
   }
@@ -31,7 +31,7 @@ void subscription_registry::remove(std::string_view channel, waiter_id id, std::
   std::erase_if(state.waiters, [id](const waiter& w) { return w.id == id; });
   if (!state.waiters.empty()) return;
   if (state.want_subscribed && connected_) {
-    resp::append_command(commands, "UNSUBSCRIBE", channel);
+    resp::append_command(commands, sharded_ ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", channel);
     ++state.unconfirmed;
   }
   state.want_subscribed = false;
@@ -39,21 +39,28 @@ void subscription_registry::remove(std::string_view channel, waiter_id id, std::
   if (state.unconfirmed == 0) channels_.erase(it);
 }
 
-void subscription_registry::on_push(const resp::value& push) {
+std::optional<std::string> subscription_registry::on_push(const resp::value& push) {
   const auto& e = push.elements;
-  if (e.size() < 3 || !e[0].is_string() || !e[1].is_string()) return;
+  if (e.size() < 3 || !e[0].is_string() || !e[1].is_string()) return std::nullopt;
   const std::string_view kind = e[0].text;
   const std::string_view channel = e[1].text;
-  if (kind == "message") {
+  if (kind == (sharded_ ? "smessage" : "message")) {
     notify(channel, true, e[2].text);
-    return;
+    return std::nullopt;
   }
-  if (kind != "subscribe" && kind != "unsubscribe") return;
+  const bool subscribe = kind == (sharded_ ? "ssubscribe" : "subscribe");
+  const bool unsubscribe = kind == (sharded_ ? "sunsubscribe" : "unsubscribe");
+  if (!subscribe && !unsubscribe) return std::nullopt;
   auto it = channels_.find(channel);
-  if (it == channels_.end()) return;
+  if (it == channels_.end()) return std::nullopt;
   channel_state& state = it->second;
+  if (sharded_ && unsubscribe && state.unconfirmed == 0 && state.want_subscribed) {
+    // Nothing of ours is pending: the server dropped the channel by itself.
+    state.confirmed = false;
+    return std::string(channel);
+  }
   if (state.unconfirmed > 0) --state.unconfirmed;
-  if (state.unconfirmed != 0) return;
+  if (state.unconfirmed != 0) return std::nullopt;
   if (state.want_subscribed) {
     if (!state.confirmed) {
       state.confirmed = true;
@@ -62,6 +69,16 @@ void subscription_registry::on_push(const resp::value& push) {
   } else if (state.waiters.empty()) {
     channels_.erase(it);
   }
+  return std::nullopt;
+}
+
+std::vector<subscription_listener*> subscription_registry::take_waiters(std::string_view channel) {
+  std::vector<subscription_listener*> listeners;
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return listeners;
+  for (const waiter& w : it->second.waiters) listeners.push_back(w.listener);
+  channels_.erase(it);
+  return listeners;
 }
 
 void subscription_registry::notify(std::string_view channel, bool message, std::string_view payload) {
@@ -88,7 +105,7 @@ void subscription_registry::on_connected(std::string& commands) {
   connected_ = true;
   for (auto& [channel, state] : channels_) {
     if (state.waiters.empty()) continue;
-    resp::append_command(commands, "SUBSCRIBE", channel);
+    resp::append_command(commands, sharded_ ? "SSUBSCRIBE" : "SUBSCRIBE", channel);
     state.want_subscribed = true;
     state.confirmed = false;
     state.unconfirmed = 1;

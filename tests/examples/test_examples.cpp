@@ -85,7 +85,7 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   for (const char* name : {"acquire", "unlock", "renew", "force_unlock", "fair_acquire", "fair_unlock",
                            "fair_force_unlock", "fair_acquire_failed", "fenced_acquire", "read_acquire",
                            "read_unlock", "read_renew", "read_force_unlock", "write_acquire", "write_unlock",
-                           "write_force_unlock"}) {
+                           "write_force_unlock", "unlock_publish_argv", "force_unlock_publish_argv"}) {
     INFO(name);
     const run_result text = run(cli + " scripts " + name);
     REQUIRE(text.status == 0);
@@ -114,5 +114,6 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   CHECK(unknown.output ==
         "lockscope scripts: no script named 'fair_lock' (known: acquire, unlock, renew, force_unlock, fair_acquire, "
         "fair_unlock, fair_force_unlock, fair_acquire_failed, fenced_acquire, read_acquire, read_unlock, read_renew, "
-        "read_force_unlock, write_acquire, write_unlock, write_force_unlock)\n");
+        "read_force_unlock, write_acquire, write_unlock, write_force_unlock, unlock_publish_argv, "
+        "force_unlock_publish_argv)\n");
 }

@@ -231,7 +231,7 @@ TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, 
     CHECK(p->wait(20s) == 64);
     CHECK(p->output() ==
           "lockscope lock: bad Redis URL: 'http://localhost' does not start with redis://, rediss://, "
-          "redis-sentinel:// or rediss-sentinel://\n");
+          "redis-sentinel://, rediss-sentinel://, redis-cluster:// or rediss-cluster://\n");
     auto tls = spawn(lock_command("redis://localhost", "x", {"--insecure"}, {"true"}));
     CHECK(tls->wait(20s) == 64);
     CHECK(tls->output() == "lockscope lock: --tls-ca, --tls-cert, --tls-key and --insecure need a rediss:// URL\n");

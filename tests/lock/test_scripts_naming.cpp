@@ -111,7 +111,7 @@ TEST_CASE("the read/write lock scripts are Redisson's", "[lock][scripts]") {
 }
 
 TEST_CASE("script SHA1s match OpenSSL and are recognised", "[lock][scripts]") {
-  REQUIRE(lock::all_scripts().size() == 16);
+  REQUIRE(lock::all_scripts().size() == 18);
   std::size_t index = 0;
   for (const auto& s : lock::all_scripts()) {
     INFO(s.name);
@@ -205,7 +205,8 @@ TEST_CASE("Redis URLs", "[lock][config]") {
   };
   CHECK(error_of("http://h").first == lock::errc::invalid_url);
   CHECK(error_of("http://h").second ==
-        "'http://h' does not start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://");
+        "'http://h' does not start with redis://, rediss://, redis-sentinel://, rediss-sentinel://, redis-cluster:// "
+        "or rediss-cluster://");
   CHECK(error_of("rediss://").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h:0").first == lock::errc::invalid_url);
   CHECK(error_of("redis://h:99999").second == "port '99999' is not a number in 1..65535");

@@ -1,6 +1,8 @@
 // Client configuration: a struct, or a URL `redis[s]://[[user]:password@]host[:port][/db]`
 // (rediss:// is TLS), or for Sentinel (Lettuce's form)
-// `redis[s]-sentinel://[[user]:password@]host[:port][,host2[:port2]...][/db]#mastername`.
+// `redis[s]-sentinel://[[user]:password@]host[:port][,host2[:port2]...][/db]#mastername`,
+// or for Redis Cluster `redis[s]-cluster://[[user]:password@]host[:port][,host[:port]...]`
+// (the seed nodes; no database: a cluster has only 0).
 //
 //   auto cfg = lockscope::lock::client_config::from_url("rediss://:secret@redis.internal:6380/2");
 //   cfg.tls.ca = "/etc/redis/ca.pem";          // else the system's trust store
@@ -62,6 +64,20 @@ struct sentinel_config {
 // The sentinels' default port.
 inline constexpr std::uint16_t default_sentinel_port = 26379;
 
+// Redis Cluster, set by redis-cluster:// or rediss-cluster:// (see cluster_router.hpp
+// and the README's "Redis Cluster"). Each lock's scripts go to the master of its key's
+// hash slot; MOVED, ASK, TRYAGAIN and CLUSTERDOWN are followed within the command's
+// deadline.
+struct cluster_config {
+  bool enabled = false;
+  // "host:port" of the nodes the slot map is loaded from, tried in order; empty: host
+  // and port above.
+  std::vector<std::string> seeds;
+  // Redirects (MOVED/ASK) and retries (TRYAGAIN/CLUSTERDOWN) one command may take
+  // before its error is returned.
+  int max_redirects = 16;
+};
+
 struct client_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -75,6 +91,7 @@ struct client_config {
   std::string client_name = "lockscope";
   tls_config tls;
   sentinel_config sentinel;
+  cluster_config cluster;
 
   // With Sentinel, a failover leaves no master for a few seconds: commands queued then
   // fail after command_timeout (acquires retry them within their wait), so keep it

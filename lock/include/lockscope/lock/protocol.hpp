@@ -38,7 +38,8 @@ using push_handler = detail::unique_function<void(resp::value&& push)>;
 
 struct pipeline_options {
   // RESP2 subscriber connections get `message` / `subscribe` / ... as plain arrays;
-  // with this set they are routed to the push handler instead of matched to requests.
+  // with this set they are routed to the push handler instead of matched to requests,
+  // and so is an error reply when no request is in flight (a refused SUBSCRIBE).
   bool route_pubsub_arrays = false;
 };
 

@@ -110,6 +110,8 @@ enum class script_kind : std::uint8_t {
   write_acquire,
   write_unlock,
   write_force_unlock,
+  unlock_publish_argv,
+  force_unlock_publish_argv,
 };
 
 namespace scripts {
@@ -248,6 +250,25 @@ inline constexpr std::string_view write_unlock =
 inline constexpr std::string_view write_force_unlock =
     "if (redis.call('hget', KEYS[1], 'mode') == 'write') then redis.call('del', KEYS[1]); "
     "redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return 0; ";
+// Redis Cluster with sharded pub/sub: the unlock and force-unlock of Redisson 3.22-3.23,
+// which take the publish command as their last ARGV ("SPUBLISH" there, so that the
+// message reaches the waiters' SSUBSCRIBE on the channel's shard; "PUBLISH" works too).
+// The lock client sends these for reentrant and fenced locks on a cluster whose
+// masters answer CLUSTER SHARDS (Redis 7); the analyzer recognises them in captures.
+//   unlock_publish_argv        KEYS[1]=name KEYS[2]=channel ARGV[1]="0" ARGV[2]=lease ms
+//                              ARGV[3]=owner ARGV[4]=publish command   reply: as unlock
+//   force_unlock_publish_argv  KEYS[1]=name KEYS[2]=channel ARGV[1]="0" ARGV[2]=publish
+//                              command                                 reply: as force_unlock
+// Version: RedissonLock.unlockInnerAsync and forceUnlockAsync of Redisson 3.22.0-3.23.5,
+// Java concatenation resolved (the same bytes as the analyzer's client_scripts.cpp).
+inline constexpr std::string_view unlock_publish_argv =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = "
+    "redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', "
+    "KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], "
+    "KEYS[2], ARGV[1]); return 1; end; return nil;";
+inline constexpr std::string_view force_unlock_publish_argv =
+    "if (redis.call('del', KEYS[1]) == 1) then redis.call(ARGV[2], KEYS[2], ARGV[1]); "
+    "return 1 else return 0 end";
 }  // namespace scripts
 
 struct script_info {

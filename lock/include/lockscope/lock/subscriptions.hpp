@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -38,6 +39,10 @@ class subscription_listener {
 class subscription_registry {
  public:
   using waiter_id = std::uint64_t;
+
+  // `sharded`: Redis 7's sharded pub/sub (SSUBSCRIBE / SUNSUBSCRIBE, `smessage`), for
+  // a subscriber connection to the channels' shard master in a cluster.
+  explicit subscription_registry(bool sharded = false) : sharded_(sharded) {}
   struct added {
     waiter_id id;
     bool subscribed;  // already confirmed: on_subscribed will not be called for this one
@@ -48,8 +53,14 @@ class subscription_registry {
   // Unregisters; appends UNSUBSCRIBE to `commands` when it was the channel's last waiter.
   void remove(std::string_view channel, waiter_id id, std::string& commands);
 
-  // A pub/sub message or confirmation from the subscriber connection.
-  void on_push(const resp::value& push);
+  // A pub/sub message or confirmation from the subscriber connection. Returns the
+  // channel when the server unsubscribed it on its own (a cluster node sends
+  // `sunsubscribe` for the channels of a slot it no longer serves): it is then no
+  // longer subscribed here, its waiters stay, and the caller must move it elsewhere.
+  std::optional<std::string> on_push(const resp::value& push);
+  // Takes every waiter of `channel` out (no UNSUBSCRIBE is written: the server already
+  // dropped it), for moving them to another registry.
+  std::vector<subscription_listener*> take_waiters(std::string_view channel);
   // The subscriber connection is up (again): appends SUBSCRIBE for every channel that
   // has waiters.
   void on_connected(std::string& commands);
@@ -83,6 +94,7 @@ class subscription_registry {
   channel_map channels_;
   waiter_id next_id_ = 1;
   bool connected_ = false;
+  bool sharded_ = false;
 };
 
 }  // namespace lockscope::lock

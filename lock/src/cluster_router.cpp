@@ -1,0 +1,547 @@
+#include "cluster_router.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "lockscope/lock/error.hpp"
+#include "lockscope/resp/encoder.hpp"
+
+namespace lockscope::lock::detail {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The channel of each `*2 $n CMD $m channel` command the subscription registry wrote.
+std::vector<std::string> channels_of(std::string_view commands) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  auto bulk = [&](std::string& into) {
+    if (at >= commands.size() || commands[at] != '$') return false;
+    const std::size_t eol = commands.find("\r\n", at);
+    if (eol == std::string_view::npos) return false;
+    const std::size_t length = std::stoul(std::string(commands.substr(at + 1, eol - at - 1)));
+    into = std::string(commands.substr(eol + 2, length));
+    at = eol + 2 + length + 2;
+    return true;
+  };
+  while (at < commands.size() && commands[at] == '*') {
+    at = commands.find("\r\n", at);
+    if (at == std::string_view::npos) break;
+    at += 2;
+    std::string name, channel;
+    if (!bulk(name) || !bulk(channel)) break;
+    out.push_back(std::move(channel));
+  }
+  return out;
+}
+
+}  // namespace
+
+// One command on its way through redirects.
+struct cluster_router::routed {
+  std::uint16_t slot;
+  std::string command;
+  clock_type::time_point deadline;
+  reply_handler done;
+  int redirects = 0;
+  int retries = 0;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+// A channel as its waiters see it: it keeps their ids stable while the channel moves
+// between shard subscribers, and is itself the one listener of its current registry.
+struct cluster_router::relay final : subscription_listener {
+  struct waiter {
+    subscription_registry::waiter_id id;
+    subscription_listener* listener;
+  };
+  std::string channel;
+  bool sharded = false;
+  std::vector<waiter> waiters;
+  subscription_registry* registry = nullptr;  // where it is subscribed; null: homeless
+  std::string node_key;                       // the shard subscriber's node (sharded)
+  subscription_registry::waiter_id inner = 0;
+  bool confirmed = false;
+  clock_type::time_point evicted_at{};  // when the node dropped or refused it
+
+  void on_subscribed() override {
+    confirmed = true;
+    fan_out(false, {});
+  }
+  void on_message(std::string_view payload) override { fan_out(true, payload); }
+  void fan_out(bool message, std::string_view payload) {
+    const std::vector<waiter> snapshot = waiters;
+    for (const waiter& w : snapshot) {
+      if (std::none_of(waiters.begin(), waiters.end(), [&](const waiter& x) { return x.id == w.id; })) continue;
+      if (message) {
+        w.listener->on_message(payload);
+      } else {
+        w.listener->on_subscribed();
+      }
+    }
+  }
+};
+
+cluster_router::~cluster_router() = default;
+
+cluster_router::cluster_router(strand_type strand, client_config config)
+    : strand_(strand),
+      config_(std::move(config)),
+      pending_timer_(strand),
+      refresh_timer_(strand),
+      rehome_timer_(strand) {
+  policy_.max_redirects = std::max(1, config_.cluster.max_redirects);
+  for (const std::string& seed : config_.cluster.seeds)
+    if (auto node = parse_node_address(seed)) seeds_.push_back(std::move(*node));
+  if (seeds_.empty()) seeds_.push_back({config_.host, config_.port});
+}
+
+void cluster_router::start(events e) {
+  events_ = std::move(e);
+  refresh();
+}
+
+std::shared_ptr<connection> cluster_router::node_connection(const node_address& node) {
+  const std::string key = node.text();
+  if (auto it = nodes_.find(key); it != nodes_.end()) return it->second;
+  client_config node_config = config_;
+  node_config.host = node.host;
+  node_config.port = node.port;
+  auto conn = connection::create(strand_, node_config, config_.client_name, false, {});
+  nodes_.emplace(key, conn);
+  if (closed_) return conn;
+  conn->start();
+  return conn;
+}
+
+// --- commands ------------------------------------------------------------------
+
+void cluster_router::execute(std::uint16_t slot, std::string_view command, clock_type::time_point deadline,
+                             reply_handler done) {
+  auto op = std::make_shared<routed>(routed{slot, std::string(command), deadline, std::move(done), 0, 0, nullptr});
+  if (closed_) return op->done(errc::shut_down, resp::value{});
+  if (!ready()) {
+    pending_.push_back(op);
+    pending_timer_.expires_at(std::min_element(pending_.begin(), pending_.end(), [](const auto& a, const auto& b) {
+                                return a->deadline < b->deadline;
+                              })->get()->deadline);
+    pending_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->expire_pending();
+    });
+    return;
+  }
+  dispatch(op);
+}
+
+void cluster_router::expire_pending() {
+  const auto now = clock_type::now();
+  auto expired = std::stable_partition(pending_.begin(), pending_.end(),
+                                       [now](const auto& op) { return op->deadline > now; });
+  std::vector<std::shared_ptr<routed>> due(expired, pending_.end());
+  pending_.erase(expired, pending_.end());
+  for (auto& op : due)
+    op->done(errc::not_connected, resp::value::error(last_error_.empty() ? "no cluster slot map yet" : last_error_));
+  if (!pending_.empty()) {
+    pending_timer_.expires_at(std::min_element(pending_.begin(), pending_.end(), [](const auto& a, const auto& b) {
+                                return a->deadline < b->deadline;
+                              })->get()->deadline);
+    pending_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->expire_pending();
+    });
+  }
+}
+
+void cluster_router::dispatch(const std::shared_ptr<routed>& op) {
+  const node_address* node = map_.node_for(op->slot);
+  if (node == nullptr) {
+    // No master serves the slot (yet): as CLUSTERDOWN.
+    refresh();
+    return retry_later(op, errc::server_error,
+                       resp::value::error(fmt::format("CLUSTERDOWN Hash slot {} not served (client's slot map)", op->slot)));
+  }
+  send_to(op, *node, false);
+}
+
+void cluster_router::send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking) {
+  auto conn = node_connection(node);
+  if (asking) conn->execute_encoded("*1\r\n$6\r\nASKING\r\n", op->deadline, [](std::error_code, resp::value&&) {});
+  conn->execute_encoded(op->command, op->deadline,
+                        [weak = weak_from_this(), op, node](std::error_code ec, resp::value&& reply) mutable {
+                          if (auto self = weak.lock()) return self->on_reply(op, node, ec, std::move(reply));
+                          op->done(ec, std::move(reply));
+                        });
+}
+
+void cluster_router::on_reply(const std::shared_ptr<routed>& op, const node_address& node, std::error_code ec,
+                              resp::value&& reply) {
+  if (ec != errc::server_error || closed_) return op->done(ec, std::move(reply));
+  redirect r = parse_redirect(reply.text);
+  if (r.kind == redirect_kind::none) return op->done(ec, std::move(reply));
+  if (r.node.host.empty()) r.node.host = node.host;  // "MOVED 12 :7001": the same host
+  switch (r.kind) {
+    case redirect_kind::moved:
+    case redirect_kind::ask:
+      if (++op->redirects > policy_.max_redirects) return op->done(ec, std::move(reply));
+      if (r.kind == redirect_kind::moved) {
+        map_.assign(r.slot, r.node);
+        refresh();
+      }
+      return send_to(op, r.node, r.kind == redirect_kind::ask);
+    case redirect_kind::cluster_down:
+      refresh();
+      [[fallthrough]];
+    case redirect_kind::try_again:
+      return retry_later(op, ec, std::move(reply));
+    case redirect_kind::none:
+      break;
+  }
+  op->done(ec, std::move(reply));
+}
+
+void cluster_router::retry_later(const std::shared_ptr<routed>& op, std::error_code ec, resp::value&& reply) {
+  const auto pause = policy_.backoff(++op->retries);
+  if (op->retries > policy_.max_redirects * 4 || clock_type::now() + pause >= op->deadline)
+    return op->done(ec, std::move(reply));
+  if (!op->timer) op->timer = std::make_unique<asio::steady_timer>(strand_);
+  op->timer->expires_after(pause);
+  op->timer->async_wait([weak = weak_from_this(), op](boost::system::error_code) {
+    auto self = weak.lock();
+    if (!self || self->closed_) return op->done(errc::shut_down, resp::value{});
+    self->dispatch(op);
+  });
+}
+
+// --- the slot map ----------------------------------------------------------------
+
+std::vector<node_address> cluster_router::refresh_candidates() const {
+  std::vector<node_address> out = map_.masters();
+  for (const node_address& seed : seeds_)
+    if (std::find(out.begin(), out.end(), seed) == out.end()) out.push_back(seed);
+  return out;
+}
+
+void cluster_router::refresh() {
+  if (closed_) return;
+  if (refreshing_) {
+    refresh_again_ = true;
+    return;
+  }
+  refreshing_ = true;
+  refresh_again_ = false;
+  candidates_ = refresh_candidates();
+  load_from(0, false);
+}
+
+void cluster_router::load_from(std::size_t candidate, bool use_slots) {
+  if (closed_) return;
+  if (candidate >= candidates_.size()) return load_round_failed();
+  const node_address node = candidates_[candidate];
+  auto conn = node_connection(node);
+  const clock_type::time_point deadline = clock_type::now() + config_.connect_timeout;
+  std::string command;
+  resp::append_command(command, "CLUSTER", use_slots ? "SLOTS" : "SHARDS");
+  conn->execute_encoded(
+      command, deadline,
+      [weak = weak_from_this(), candidate, use_slots, node](std::error_code ec, resp::value&& reply) {
+        auto self = weak.lock();
+        if (!self || self->closed_) return;
+        if (ec == errc::server_error && !use_slots &&
+            (reply.text.find("unknown subcommand") != std::string::npos ||
+             reply.text.find("nknown command") != std::string::npos))
+          return self->load_from(candidate, true);  // Redis < 7
+        std::optional<std::string> bad;
+        if (!ec) bad = use_slots ? self->map_.load_slots(reply) : self->map_.load_shards(reply, self->config_.tls.enabled);
+        if (ec || bad) {
+          if (ec == errc::server_error && reply.text.find("cluster support disabled") != std::string::npos) {
+            self->last_code_ = errc::handshake_failed;
+            self->last_error_ = fmt::format("{} is not a cluster node ({}): use a redis:// URL for a single server",
+                                            node.text(), reply.text);
+          } else {
+            self->last_code_ = ec ? ec : make_error_code(errc::unexpected_reply);
+            self->last_error_ =
+                fmt::format("slot map from {}: {}", node.text(), bad ? *bad : reply.text.empty() ? ec.message() : reply.text);
+          }
+          return self->load_from(candidate + 1, false);
+        }
+        self->sharded_ = !use_slots;
+        self->map_loaded();
+      });
+}
+
+void cluster_router::load_round_failed() {
+  refreshing_ = false;
+  ++failed_rounds_;
+  if (events_.on_down) events_.on_down(last_code_ ? last_code_ : make_error_code(errc::not_connected), last_error_);
+  // Try again later: the first map (commands are waiting), or after a failover.
+  refresh_timer_.expires_after(std::min(config_.reconnect_backoff_max, config_.reconnect_backoff_min * (1 << std::min(failed_rounds_, 6))));
+  refresh_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->refresh();
+  });
+}
+
+void cluster_router::map_loaded() {
+  refreshing_ = false;
+  failed_rounds_ = 0;
+  auto waiting = std::move(pending_);
+  pending_.clear();
+  pending_timer_.cancel();
+  for (auto& op : waiting) dispatch(op);
+  rehome_moved_channels();
+  if (events_.on_ready) events_.on_ready();
+  if (refresh_again_) {
+    // MOVEDs came while we loaded: load once more, a moment later, to see their outcome.
+    refresh_again_ = false;
+    refresh_timer_.expires_after(config_.reconnect_backoff_min);
+    refresh_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->refresh();
+    });
+  }
+}
+
+// --- pub/sub ------------------------------------------------------------------------
+
+cluster_router::shard_subscriber& cluster_router::shard_for(const node_address& node) {
+  const std::string key = node.text();
+  if (auto it = shard_subscribers_.find(key); it != shard_subscribers_.end()) return *it->second;
+  auto sub = std::make_unique<shard_subscriber>();
+  shard_subscriber& s = *sub;
+  shard_subscribers_.emplace(key, std::move(sub));
+  client_config node_config = config_;
+  node_config.host = node.host;
+  node_config.port = node.port;
+  std::weak_ptr<cluster_router> weak = weak_from_this();
+  connection_events handlers;
+  handlers.on_ready = [weak, key] {
+    auto self = weak.lock();
+    if (!self) return;
+    auto& shard = *self->shard_subscribers_.at(key);
+    std::string commands;
+    shard.registry.on_connected(commands);
+    self->send_to_shard(shard, commands);
+  };
+  handlers.on_down = [weak, key](std::error_code, const std::string&) {
+    if (auto self = weak.lock()) {
+      auto& shard = *self->shard_subscribers_.at(key);
+      shard.registry.on_disconnected();
+      shard.unanswered.clear();
+    }
+  };
+  handlers.on_push = [weak, key](resp::value&& push) {
+    if (auto self = weak.lock()) self->on_shard_push(key, std::move(push));
+  };
+  const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
+  s.conn = connection::create(strand_, node_config, name, true, std::move(handlers));
+  if (!closed_) s.conn->start();
+  return s;
+}
+
+connection& cluster_router::classic_subscriber() {
+  if (classic_connection_) return *classic_connection_;
+  const node_address node = map_.empty() ? seeds_.front() : map_.masters().front();
+  client_config node_config = config_;
+  node_config.host = node.host;
+  node_config.port = node.port;
+  std::weak_ptr<cluster_router> weak = weak_from_this();
+  connection_events handlers;
+  handlers.on_ready = [weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    std::string commands;
+    self->classic_registry_.on_connected(commands);
+    if (!commands.empty()) self->classic_connection_->send_without_reply(commands);
+  };
+  handlers.on_down = [weak](std::error_code, const std::string&) {
+    if (auto self = weak.lock()) self->classic_registry_.on_disconnected();
+  };
+  handlers.on_push = [weak](resp::value&& push) {
+    if (auto self = weak.lock()) self->classic_registry_.on_push(push);
+  };
+  const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
+  classic_connection_ = connection::create(strand_, node_config, name, true, std::move(handlers));
+  if (!closed_) classic_connection_->start();
+  return *classic_connection_;
+}
+
+void cluster_router::send_to_shard(shard_subscriber& sub, const std::string& commands) {
+  if (commands.empty() || !sub.conn->ready()) return;  // on_connected sends them later
+  for (std::string& channel : channels_of(commands)) sub.unanswered.push_back(std::move(channel));
+  sub.conn->send_without_reply(commands);
+}
+
+void cluster_router::evict(relay& r, shard_subscriber& sub) {
+  sub.registry.take_waiters(r.channel);
+  r.registry = nullptr;
+  r.confirmed = false;
+  r.evicted_at = clock_type::now();
+}
+
+void cluster_router::on_shard_push(const std::string& node_key, resp::value&& push) {
+  auto it = shard_subscribers_.find(node_key);
+  if (it == shard_subscribers_.end()) return;
+  shard_subscriber& sub = *it->second;
+  if (push.is_error()) {
+    // An SSUBSCRIBE refused: MOVED (the map was stale), ASK (its slot is migrating),
+    // CLUSTERDOWN. Try again where the map says, shortly.
+    if (sub.unanswered.empty()) return;
+    const std::string channel = std::move(sub.unanswered.front());
+    sub.unanswered.pop_front();
+    redirect r = parse_redirect(push.text);
+    if (r.kind == redirect_kind::moved) {
+      if (r.node.host.empty()) r.node.host = parse_node_address(node_key)->host;
+      map_.assign(r.slot, r.node);
+    }
+    if (auto relay_it = relays_.find(channel); relay_it != relays_.end() && relay_it->second->registry == &sub.registry)
+      evict(*relay_it->second, sub);
+    refresh();
+    return rehome_soon();
+  }
+  const auto& e = push.elements;
+  const bool answer = e.size() >= 2 && e[0].is_string() && e[1].is_string() &&
+                      (e[0].text == "ssubscribe" || e[0].text == "sunsubscribe");
+  const std::optional<std::string> dropped = sub.registry.on_push(push);
+  if (dropped) {
+    // The node gave the channel's slot away (a sunsubscribe of its own): subscribe
+    // where the map says once it is refreshed; the waiters are told (and retry) when
+    // the new SSUBSCRIBE is confirmed.
+    if (auto r = relays_.find(*dropped); r != relays_.end()) {
+      evict(*r->second, sub);
+    } else {
+      sub.registry.take_waiters(*dropped);
+    }
+    refresh();
+    return;
+  }
+  if (answer && !sub.unanswered.empty() && sub.unanswered.front() == e[1].text) sub.unanswered.pop_front();
+}
+
+void cluster_router::rehome_soon() {
+  if (rehome_armed_ || closed_) return;
+  rehome_armed_ = true;
+  rehome_timer_.expires_after(std::chrono::milliseconds(50));
+  rehome_timer_.async_wait([weak = weak_from_this()](boost::system::error_code) {
+    auto self = weak.lock();
+    if (!self || self->closed_) return;
+    self->rehome_armed_ = false;
+    self->rehome_moved_channels();
+  });
+}
+
+// Subscribes a homeless relay where it belongs now.
+void cluster_router::home(relay& r) {
+  std::string commands;
+  if (r.sharded && sharded_) {
+    const node_address* node = map_.node_for(key_slot(r.channel));
+    if (node == nullptr) return;  // homeless until a map serves the slot
+    shard_subscriber& sub = shard_for(*node);
+    r.registry = &sub.registry;
+    r.node_key = node->text();
+    const auto added = r.registry->add(r.channel, r, commands);
+    r.inner = added.id;
+    send_to_shard(sub, commands);
+    if (added.subscribed) r.on_subscribed();
+    return;
+  }
+  connection& conn = classic_subscriber();
+  r.registry = &classic_registry_;
+  r.node_key.clear();
+  const auto added = r.registry->add(r.channel, r, commands);
+  r.inner = added.id;
+  if (!commands.empty()) conn.send_without_reply(commands);
+  if (added.subscribed) r.on_subscribed();
+}
+
+void cluster_router::rehome_moved_channels() {
+  bool still_homeless = false;
+  for (auto& [channel, r] : relays_) {
+    if (r->registry != nullptr && r->sharded && sharded_) {
+      const node_address* node = map_.node_for(key_slot(channel));
+      if (node != nullptr && node->text() != r->node_key) {
+        // Moved without a sunsubscribe reaching us (we were reconnecting): leave the old shard.
+        std::string commands;
+        r->registry->remove(channel, r->inner, commands);
+        send_to_shard(*shard_subscribers_.at(r->node_key), commands);
+        r->registry = nullptr;
+        r->confirmed = false;
+      }
+    }
+    if (r->registry == nullptr) {
+      const node_address* node = r->sharded && sharded_ ? map_.node_for(key_slot(channel)) : nullptr;
+      if (node != nullptr && node->text() == r->node_key &&
+          clock_type::now() - r->evicted_at < std::chrono::seconds(2)) {
+        // The map still names the node that dropped or refused it: it has not caught
+        // up yet (or the slot is still migrating). After 2 s, try that node again.
+        still_homeless = true;
+        continue;
+      }
+      home(*r);
+      if (r->registry == nullptr) still_homeless = true;
+    }
+  }
+  if (still_homeless) {
+    refresh_timer_.expires_after(std::chrono::milliseconds(100));
+    refresh_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->refresh();
+    });
+  }
+}
+
+subscription_registry::added cluster_router::subscribe(const std::string& channel, subscription_listener& listener,
+                                                       bool sharded) {
+  auto it = relays_.find(channel);
+  if (it == relays_.end()) {
+    auto r = std::make_unique<relay>();
+    r->channel = channel;
+    r->sharded = sharded;
+    it = relays_.emplace(channel, std::move(r)).first;
+    if (ready()) home(*it->second);
+  }
+  relay& r = *it->second;
+  const subscription_registry::waiter_id id = next_waiter_++;
+  r.waiters.push_back({id, &listener});
+  return {id, r.confirmed};
+}
+
+void cluster_router::unsubscribe(const std::string& channel, subscription_registry::waiter_id id) {
+  auto it = relays_.find(channel);
+  if (it == relays_.end()) return;
+  relay& r = *it->second;
+  std::erase_if(r.waiters, [id](const relay::waiter& w) { return w.id == id; });
+  if (!r.waiters.empty()) return;
+  if (r.registry == &classic_registry_) {
+    std::string commands;
+    r.registry->remove(channel, r.inner, commands);
+    if (!commands.empty()) classic_connection_->send_without_reply(commands);
+  } else if (r.registry != nullptr) {
+    std::string commands;
+    r.registry->remove(channel, r.inner, commands);
+    send_to_shard(*shard_subscribers_.at(r.node_key), commands);
+  }
+  relays_.erase(it);
+}
+
+// --- close ---------------------------------------------------------------------------
+
+void cluster_router::close(unique_function<void()> done) {
+  closed_ = true;
+  close_done_ = std::move(done);
+  pending_timer_.cancel();
+  refresh_timer_.cancel();
+  rehome_timer_.cancel();
+  auto waiting = std::move(pending_);
+  pending_.clear();
+  for (auto& op : waiting) op->done(errc::shut_down, resp::value{});
+  std::vector<std::shared_ptr<connection>> all;
+  for (auto& [key, conn] : nodes_) all.push_back(conn);
+  for (auto& [key, sub] : shard_subscribers_) all.push_back(sub->conn);
+  if (classic_connection_) all.push_back(classic_connection_);
+  closing_ = static_cast<int>(all.size()) + 1;
+  auto one_closed = [self = shared_from_this()] {
+    if (--self->closing_ == 0 && self->close_done_) std::exchange(self->close_done_, nullptr)();
+  };
+  for (auto& conn : all) conn->close(one_closed);
+  one_closed();
+}
+
+}  // namespace lockscope::lock::detail

@@ -1,0 +1,211 @@
+// Redis Cluster's sans-I/O parts: CRC16 and hash slots, the slot map from CLUSTER
+// SHARDS / CLUSTER SLOTS replies, redirect parsing, cluster URLs. No sockets.
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/cluster.hpp"
+#include "lockscope/lock/config.hpp"
+#include "lockscope/lock/error.hpp"
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/protocol.hpp"
+#include "lockscope/lock/subscriptions.hpp"
+
+namespace lock = lockscope::lock;
+namespace resp = lockscope::resp;
+using resp::value;
+
+namespace {
+
+value array(std::vector<value> e) { return value::aggregate(resp::type::array, std::move(e)); }
+value map(std::vector<value> e) { return value::aggregate(resp::type::map, std::move(e)); }
+
+value shard_node(std::string_view ip, std::int64_t port, std::string_view role, std::string_view health = "online") {
+  return array({value::bulk("id"), value::bulk("0123"), value::bulk("port"), value::number(port), value::bulk("ip"),
+                value::bulk(ip), value::bulk("endpoint"), value::bulk(ip), value::bulk("role"), value::bulk(role),
+                value::bulk("replication-offset"), value::number(0), value::bulk("health"), value::bulk(health)});
+}
+
+}  // namespace
+
+TEST_CASE("cluster: CRC16/XMODEM and hash slots as redis-server computes them", "[lock][cluster]") {
+  // The CRC-16/XMODEM check value, and the example in the Redis Cluster specification.
+  CHECK(lock::crc16_xmodem("123456789") == 0x31c3);
+  // Answers of redis-server 7.0's CLUSTER KEYSLOT (the live test asks it again).
+  CHECK(lock::key_slot("foo") == 12182);
+  CHECK(lock::key_slot("bar") == 5061);
+  CHECK(lock::key_slot("") == 0);
+  CHECK(lock::key_slot("myLock") == lock::key_slot("redisson_lock__channel:{myLock}"));
+  CHECK(lock::key_slot("{user1000}.following") == lock::key_slot("user1000"));
+  // An empty tag, or a '{' without '}', hashes the whole key.
+  CHECK(lock::key_slot("foo{}{bar}") == (lock::crc16_xmodem("foo{}{bar}") & 16383));
+  CHECK(lock::key_slot("foo{bar") == (lock::crc16_xmodem("foo{bar") & 16383));
+  // Only the first tag counts.
+  CHECK(lock::key_slot("foo{{bar}}zap") == (lock::crc16_xmodem("{bar") & 16383));
+  CHECK(lock::key_slot("foo{bar}{zap}") == lock::key_slot("bar"));
+  // Every key of a lock shares its slot, through the braces Redisson's names add.
+  const std::string name = "orders:42";
+  for (const std::string& key : {lock::channel_name(name), lock::prefixed_name("redisson_lock_queue", name),
+                                 lock::prefixed_name("redisson_lock_timeout", name),
+                                 lock::prefixed_name("redisson_lock_token", name)})
+    CHECK(lock::key_slot(key) == lock::key_slot(name));
+}
+
+TEST_CASE("cluster: slot map from CLUSTER SHARDS (RESP2 and RESP3) and CLUSTER SLOTS", "[lock][cluster]") {
+  lock::slot_map m;
+  CHECK(m.node_for(0) == nullptr);
+  const value shards = array({
+      array({value::bulk("slots"), array({value::number(0), value::number(5460)}), value::bulk("nodes"),
+             array({shard_node("127.0.0.1", 7001, "master"), shard_node("127.0.0.1", 7004, "replica")})}),
+      map({value::bulk("slots"), array({value::number(5461), value::number(10922)}), value::bulk("nodes"),
+           array({shard_node("127.0.0.1", 7005, "replica"), shard_node("127.0.0.1", 7002, "master")})}),
+      // A shard of two ranges; its old master failed and was not yet replaced.
+      array({value::bulk("slots"),
+             array({value::number(10923), value::number(16000), value::number(16001), value::number(16383)}),
+             value::bulk("nodes"),
+             array({shard_node("127.0.0.1", 7009, "master", "fail"), shard_node("127.0.0.1", 7003, "master")})}),
+  });
+  REQUIRE_FALSE(m.load_shards(shards, false));
+  CHECK(m.covered() == 16384);
+  CHECK(m.masters().size() == 3);
+  CHECK(m.node_for(0)->port == 7001);
+  CHECK(m.node_for(5460)->port == 7001);
+  CHECK(m.node_for(5461)->port == 7002);
+  CHECK(m.node_for(16383)->port == 7003);
+  CHECK(m.node_for(16000)->text() == "127.0.0.1:7003");
+
+  m.assign(5460, {"127.0.0.1", 7002});
+  CHECK(m.node_for(5460)->port == 7002);
+  CHECK(m.node_for(5459)->port == 7001);
+
+  // A bad reply leaves the map as it was.
+  CHECK(m.load_shards(value::bulk("x"), false));
+  CHECK(m.load_shards(array({array({value::bulk("slots"), array({value::number(0), value::number(99999)}),
+                                    value::bulk("nodes"), array({shard_node("h", 1, "master")})})}),
+                      false));
+  CHECK(m.node_for(5460)->port == 7002);
+
+  const value slots = array({
+      array({value::number(0), value::number(8191), array({value::bulk("10.0.0.1"), value::number(6379)}),
+             array({value::bulk("10.0.0.2"), value::number(6379)})}),
+      array({value::number(8192), value::number(16383), array({value::bulk("10.0.0.3"), value::number(6380)})}),
+  });
+  REQUIRE_FALSE(m.load_slots(slots));
+  CHECK(m.masters().size() == 2);
+  CHECK(m.node_for(8191)->host == "10.0.0.1");
+  CHECK(m.node_for(8192)->text() == "10.0.0.3:6380");
+}
+
+TEST_CASE("cluster: redirects and retry backoff", "[lock][cluster]") {
+  auto r = lock::parse_redirect("MOVED 3999 127.0.0.1:6381");
+  CHECK(r.kind == lock::redirect_kind::moved);
+  CHECK(r.slot == 3999);
+  CHECK(r.node.text() == "127.0.0.1:6381");
+  r = lock::parse_redirect("ASK 12182 ::1:7002");
+  CHECK(r.kind == lock::redirect_kind::ask);
+  CHECK(r.node.host == "::1");
+  CHECK(r.node.text() == "[::1]:7002");
+  r = lock::parse_redirect("MOVED 7 :7003");  // an unknown endpoint: the replying node's host
+  CHECK(r.kind == lock::redirect_kind::moved);
+  CHECK(r.node.host.empty());
+  CHECK(lock::parse_redirect("TRYAGAIN Multiple keys request during rehashing of slot").kind ==
+        lock::redirect_kind::try_again);
+  CHECK(lock::parse_redirect("CLUSTERDOWN The cluster is down").kind == lock::redirect_kind::cluster_down);
+  for (const char* text : {"MOVED", "MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "MOVED 1 h:0", "ASKING",
+                           "ERR unknown", "CROSSSLOT Keys in request don't hash to the same slot", "MOVEDX 1 h:1"})
+    CHECK(lock::parse_redirect(text).kind == lock::redirect_kind::none);
+
+  lock::redirect_policy policy;
+  CHECK(policy.backoff(1) == std::chrono::milliseconds(10));
+  CHECK(policy.backoff(2) == std::chrono::milliseconds(20));
+  CHECK(policy.backoff(30) == std::chrono::milliseconds(500));
+}
+
+TEST_CASE("cluster: redis-cluster:// URLs", "[lock][cluster][url]") {
+  auto c = lock::client_config::from_url("redis-cluster://:pw@10.0.0.1:7001,10.0.0.2,[::1]:7003");
+  CHECK(c.cluster.enabled);
+  CHECK_FALSE(c.tls.enabled);
+  CHECK(c.password == "pw");
+  CHECK(c.host == "10.0.0.1");
+  CHECK(c.port == 7001);
+  CHECK(c.cluster.seeds == std::vector<std::string>{"10.0.0.1:7001", "10.0.0.2:6379", "[::1]:7003"});
+  c = lock::client_config::from_url("rediss-cluster://u:p@h:7000/0");
+  CHECK(c.cluster.enabled);
+  CHECK(c.tls.enabled);
+  CHECK(c.username == "u");
+  CHECK_FALSE(lock::client_config::from_url("redis://h:1").cluster.enabled);
+
+  auto error_of = [](std::string_view url) {
+    lock::client_config config;
+    std::string why;
+    const std::error_code ec = lock::parse_url(url, config, &why);
+    CHECK(ec == lock::errc::invalid_url);
+    return why;
+  };
+  CHECK(error_of("redis-cluster://h:1/2") == "database '2': a cluster has only database 0");
+  CHECK(error_of("redis-cluster://h:1,,h:2") == "empty seed node in the cluster URL");
+  CHECK(error_of("redis-cluster://h:1,h:99999") == "port '99999' of seed 'h:99999' is not a number in 1..65535");
+  CHECK(error_of("redis-cluster://") == "empty seed node in the cluster URL");
+}
+
+TEST_CASE("cluster: sharded subscriptions, and a channel the server drops", "[lock][cluster][pubsub]") {
+  struct listener final : lock::subscription_listener {
+    int subscribed = 0;
+    int messages = 0;
+    void on_subscribed() override { ++subscribed; }
+    void on_message(std::string_view) override { ++messages; }
+  } l;
+  lock::subscription_registry r(true);
+  std::string commands;
+  r.on_connected(commands);
+  const std::string ch = "redisson_lock__channel:{x}";
+  r.add(ch, l, commands);
+  CHECK(commands == "*2\r\n$10\r\nSSUBSCRIBE\r\n$26\r\n" + ch + "\r\n");
+  auto push = [](std::string_view kind, std::string_view channel, value third) {
+    return array({value::bulk(kind), value::bulk(channel), std::move(third)});
+  };
+  CHECK_FALSE(r.on_push(push("ssubscribe", ch, value::number(1))));
+  CHECK(l.subscribed == 1);
+  CHECK_FALSE(r.on_push(push("message", ch, value::bulk("0"))));  // not a sharded message
+  CHECK_FALSE(r.on_push(push("smessage", ch, value::bulk("0"))));
+  CHECK(l.messages == 1);
+  // The node gave the slot away and says so: the channel is reported, its waiter kept.
+  const auto dropped = r.on_push(push("sunsubscribe", ch, value::number(0)));
+  REQUIRE(dropped);
+  CHECK(*dropped == ch);
+  CHECK_FALSE(r.subscribed(ch));
+  const auto moved = r.take_waiters(ch);
+  REQUIRE(moved.size() == 1);
+  CHECK(moved.front() == &l);
+  CHECK(r.channels() == 0);
+  // A SUNSUBSCRIBE we asked for is a confirmation, not a drop.
+  commands.clear();
+  const auto id = r.add(ch, l, commands).id;
+  CHECK_FALSE(r.on_push(push("ssubscribe", ch, value::number(1))));
+  commands.clear();
+  r.remove(ch, id, commands);
+  CHECK(commands.find("SUNSUBSCRIBE") != std::string::npos);
+  CHECK_FALSE(r.on_push(push("sunsubscribe", ch, value::number(0))));
+}
+
+TEST_CASE("cluster: a subscriber connection hands a refused SSUBSCRIBE's error to its push handler",
+          "[lock][cluster][pubsub][protocol]") {
+  lock::request_pipeline p({.route_pubsub_arrays = true});
+  std::vector<value> pushes;
+  p.set_push_handler([&](value&& v) { pushes.push_back(std::move(v)); });
+  p.send_without_reply("*2\r\n$10\r\nSSUBSCRIBE\r\n$1\r\nc\r\n");
+  REQUIRE_FALSE(p.feed("-MOVED 7365 127.0.0.1:7002\r\n"));
+  REQUIRE(pushes.size() == 1);
+  CHECK(pushes[0].is_error());
+  CHECK(lock::parse_redirect(pushes[0].text).kind == lock::redirect_kind::moved);
+  // With a request in flight an error is that request's reply, as on any connection.
+  std::vector<std::string> replies;
+  p.send(lock::clock_type::time_point::max(), [&](std::error_code ec, value&& v) {
+    CHECK(ec == lock::errc::server_error);
+    replies.push_back(v.text);
+  }, "PING");
+  REQUIRE_FALSE(p.feed("-ERR busy\r\n"));
+  CHECK(replies == std::vector<std::string>{"ERR busy"});
+  CHECK(pushes.size() == 1);
+  // A command connection still treats an unrequested error as a broken stream.
+  lock::request_pipeline commands;
+  CHECK(commands.feed("-MOVED 7365 127.0.0.1:7002\r\n") == lock::errc::protocol_error);
+}

@@ -1,0 +1,303 @@
+// The lock client and `lockscope lock` against a real Redis Cluster of 3 masters and 3
+// replicas, started once for this process (every SECTION reuses it): routing by hash
+// slot, sharded pub/sub, MultiLock across shards, mutual exclusion from several
+// processes, a live resharding and a failover of a contended lock's slot.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/lock/client.hpp"
+#include "lockscope/lock/cluster.hpp"
+#include "lockscope/lock/multi_lock.hpp"
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_cluster.hpp"
+#include "process.hpp"
+
+using namespace std::chrono_literals;
+namespace lock = lockscope::lock;
+using lockscope::test::redis_cluster;
+using lockscope::test::spawn;
+
+namespace {
+
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    char name[] = "/tmp/lockscope-cluster-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+};
+
+// Lock names whose slots are served by `count` different masters, one per master.
+std::vector<std::string> names_on_distinct_masters(redis_cluster& cluster, const std::string& prefix,
+                                                   std::size_t count) {
+  std::vector<std::string> names;
+  std::set<std::size_t> seen;
+  for (int i = 0; names.size() < count && i < 1000; ++i) {
+    const std::string name = prefix + std::to_string(i);
+    if (seen.insert(cluster.master_of(lock::key_slot(name))).second) names.push_back(name);
+  }
+  REQUIRE(names.size() == count);
+  return names;
+}
+
+std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::pair<long long, long long>> out;
+  long long start = 0, end = 0;
+  while (in >> start >> end) out.emplace_back(start, end);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The longest time the lock sat free between two holders. A waiter whose wake-up was
+// lost sleeps until the holder's lease (30 s) runs out, so this would show it.
+std::chrono::nanoseconds longest_gap(const std::vector<std::pair<long long, long long>>& sorted) {
+  long long gap = 0;
+  for (std::size_t i = 1; i < sorted.size(); ++i) gap = std::max(gap, sorted[i].first - sorted[i - 1].second);
+  return std::chrono::nanoseconds(gap);
+}
+
+int overlaps(const std::vector<std::pair<long long, long long>>& sorted) {
+  int n = 0;
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i].first < sorted[i - 1].second) ++n;
+  return n;
+}
+
+// ASK and TRYAGAIN errors node `i` sent since CONFIG RESETSTAT (Redis 7's INFO errorstats).
+long long migration_redirects(redis_cluster& cluster, std::size_t i) {
+  const std::string stats = cluster.connect(i).command("INFO", "errorstats").text;
+  long long total = 0;
+  for (const std::string kind : {"ASK", "TRYAGAIN"}) {
+    const std::size_t at = stats.find("errorstat_" + kind + ":count=");
+    if (at != std::string::npos) total += std::stoll(stats.substr(at + kind.size() + 17));
+  }
+  return total;
+}
+
+
+using worker_list = std::vector<std::unique_ptr<lockscope::test::child_process>>;
+
+// A shell loop of `times` `lockscope lock NAME --redis URL -- lock_test_helper critical DIR`;
+// exits 9 at the first failure.
+std::unique_ptr<lockscope::test::child_process> worker(const std::string& url, const std::string& name,
+                                                       const std::filesystem::path& dir, int times) {
+  const std::string one = std::string(LOCKSCOPE_CLI) + " lock " + name + " --redis " + url + " --wait 30s -- " +
+                          LOCK_TEST_HELPER + " critical " + dir.string();
+  return spawn({"sh", "-c", "i=0; while [ $i -lt " + std::to_string(times) + " ]; do " + one +
+                                " || exit 9; i=$((i+1)); done"});
+}
+
+void start_counter(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "counter") << 0 << '\n';
+}
+
+long long counter_in(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "counter");
+  long long n = 0;
+  in >> n;
+  return n;
+}
+
+void check_all_succeed(worker_list& workers, std::chrono::seconds timeout) {
+  for (auto& w : workers) {
+    const int status = w->wait(timeout);
+    INFO(w->output());
+    CHECK(status == 0);
+  }
+}
+
+// Every critical section logged in DIR/log: `count` of them, none overlapping, and no
+// free gap near the 30 s lease a lost wake-up costs (a gap can also be a process
+// start-up when every contender is between two runs: ~3 s under ASan and load).
+void check_sections(const std::filesystem::path& dir, std::size_t count) {
+  CHECK(counter_in(dir) == static_cast<long long>(count));
+  const auto sections = intervals(dir / "log");
+  CHECK(sections.size() == count);
+  CHECK(overlaps(sections) == 0);
+  CHECK(longest_gap(sections) < 15s);
+}
+
+// Three `lockscope lock NAME` loops of 12 contend while `disturb` runs.
+template <class Disturb>
+void contend(redis_cluster& cluster, const std::string& name, Disturb disturb) {
+  temp_dir dir;
+  start_counter(dir.path);
+  worker_list workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
+  // Disturb once they contend: after the first critical section.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (intervals(dir.path / "log").empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  disturb();
+  check_all_succeed(workers, 120s);
+  check_sections(dir.path, 36);
+}
+
+}  // namespace
+
+// Started on first use, a few seconds: once per test process, for every SECTION.
+redis_cluster& shared_cluster() {
+  static redis_cluster cluster;
+  return cluster;
+}
+
+TEST_CASE("Redis Cluster (3 masters, 3 replicas): CLUSTER KEYSLOT, routing, sharded pub/sub, MultiLock, wrong URLs",
+          "[lock][cluster][redis]") {
+  if (auto why = redis_cluster::unsupported()) {
+    WARN(*why);
+    return;
+  }
+  redis_cluster& cluster = shared_cluster();
+
+  SECTION("key_slot agrees with redis-server's CLUSTER KEYSLOT") {
+    auto c = cluster.connect(0);
+    for (const std::string key : {"foo", "bar", "", "myLock", "redisson_lock__channel:{myLock}", "a{b}c", "{}x",
+                                  "x{", "{{y}}", "orders:42", "\xff\x01\x80"})
+      CHECK(c.command("CLUSTER", "KEYSLOT", key).integer == lock::key_slot(key));
+  }
+
+  SECTION("client: each lock on its slot's master, a waiter woken through SSUBSCRIBE/SPUBLISH, MultiLock") {
+    lock::client holder(lock::client_config::from_url(cluster.url()));
+    lock::client waiter(lock::client_config::from_url(cluster.url()));
+    holder.connect();
+    const auto names = names_on_distinct_masters(cluster, "route", 3);
+    for (const std::string& name : names) {
+      INFO(name);
+      const std::size_t master = cluster.master_of(lock::key_slot(name));
+      auto l = holder.get_lock(name);
+      l.lock();
+      CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+      CHECK(l.is_held_by_current_thread());
+
+      // The waiter subscribes on the shard (SSUBSCRIBE), the unlock SPUBLISHes: it
+      // wakes at once, not after its 10 s wait.
+      std::atomic<bool> acquired{false};
+      const auto started = std::chrono::steady_clock::now();
+      std::chrono::steady_clock::duration waited{};
+      std::thread t([&] {
+        auto w = waiter.get_lock(name);
+        acquired = w.try_lock(10s);
+        waited = std::chrono::steady_clock::now() - started;
+        if (acquired) w.unlock();
+      });
+      auto shard = cluster.connect(master);
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+      CHECK(shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer == 1);
+      l.unlock();
+      t.join();
+      CHECK(acquired);
+      CHECK(waited < 5s);
+    }
+    // One MultiLock over three shards: each key on its own master.
+    auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
+    REQUIRE(all.try_lock(5s, 10s));
+    for (const std::string& name : names)
+      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 1);
+    all.unlock();
+    for (const std::string& name : names)
+      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 0);
+  }
+
+  SECTION("wrong URLs: redis:// on a cluster node says to use redis-cluster://, and the reverse") {
+    // A key node 0 does not serve: a plain client gets MOVED, with the hint.
+    std::string key;
+    for (int i = 0; key.empty(); ++i)
+      if (cluster.master_of(lock::key_slot("plain" + std::to_string(i))) != 0) key = "plain" + std::to_string(i);
+    lock::client plain(lock::client_config::from_url("redis://127.0.0.1:" + std::to_string(cluster.node(0).port())));
+    try {
+      plain.get_lock(key).lock();
+      FAIL("a plain client followed a redirect");
+    } catch (const lock::lock_error& e) {
+      CHECK(std::string(e.what()).starts_with("MOVED " + std::to_string(lock::key_slot(key)) + " "));
+      CHECK_THAT(e.what(), Catch::EndsWith("(the server is a Redis Cluster node: use a redis-cluster:// URL)"));
+    }
+    lockscope::test::redis_server single;
+    auto config = lock::client_config::from_url("redis-cluster://127.0.0.1:" + std::to_string(single.port()));
+    config.connect_timeout = 1s;
+    lock::client wrong(config);
+    try {
+      wrong.connect();
+      FAIL("connected to a server without cluster support");
+    } catch (const lock::lock_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("is not a cluster node (ERR This instance has cluster support disabled): "
+                                           "use a redis:// URL for a single server"));
+    }
+  }
+
+}
+
+// Many `lockscope lock` processes: left out of the ASan run (.ci/run), whose start-up
+// cost makes them minutes; the client code they run is the test case above's.
+TEST_CASE("Redis Cluster (3 masters, 3 replicas): lockscope lock processes, a live resharding, a failover",
+          "[lock][cluster][redis][process]") {
+  if (auto why = redis_cluster::unsupported()) {
+    WARN(*why);
+    return;
+  }
+  redis_cluster& cluster = shared_cluster();
+
+  SECTION("lockscope lock: mutual exclusion on locks spread over all three masters") {
+    temp_dir dir;
+    const auto names = names_on_distinct_masters(cluster, "spread", 3);
+    worker_list workers;
+    for (const std::string& name : names) {
+      start_counter(dir.path / name);
+      for (int w = 0; w < 2; ++w) workers.push_back(worker(cluster.url(), name, dir.path / name, 10));
+    }
+    check_all_succeed(workers, 120s);
+    for (const std::string& name : names) {
+      INFO(name);
+      check_sections(dir.path / name, 20);
+    }
+  }
+
+  SECTION("a live resharding of a contended lock's slot: no overlap, no lost waiter") {
+    const std::uint16_t slot = lock::key_slot("reshard");
+    contend(cluster, "reshard", [&] {
+      // Away and back; each step pauses so that commands meet the MIGRATING/IMPORTING
+      // (ASK) state.
+      const std::size_t home = cluster.master_of(slot);
+      const auto masters = cluster.masters();
+      const std::size_t other = masters[0] == home ? masters[1] : masters[0];
+      // While the slot is migrating, the contenders' commands for it are redirected:
+      // ASK (the key already moved), TRYAGAIN (an unlock's keys split between the two
+      // nodes: the channel "key" is never there). Wait until that has happened.
+      const auto met_migration = [&](std::size_t from) {
+        cluster.connect(from).command("CONFIG", "RESETSTAT");
+        const auto until = std::chrono::steady_clock::now() + 20s;
+        while (migration_redirects(cluster, from) == 0 && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(5ms);
+        CHECK(migration_redirects(cluster, from) > 0);
+      };
+      cluster.move_slot(slot, other, 50ms, met_migration);
+      CHECK(cluster.master_of(slot) == other);
+      std::this_thread::sleep_for(200ms);
+      cluster.move_slot(slot, home, 50ms, met_migration);
+    });
+  }
+
+  SECTION("a master failover (CLUSTER FAILOVER on its replica) mid-contention") {
+    const std::uint16_t slot = lock::key_slot("failover");
+    contend(cluster, "failover", [&] {
+      const std::size_t replica = cluster.replica_of(cluster.master_of(slot));
+      cluster.failover(replica);
+      CHECK(cluster.master_of(slot) == replica);
+    });
+  }
+}
