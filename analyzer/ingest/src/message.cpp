@@ -69,7 +69,8 @@ bool message::arguments(std::vector<std::string_view>& out) const {
   const std::size_t r = root();
   if (r == npos || nodes_[r].type != resp::type::array) return false;
   for_each_child(r, [&](const message_node& c) {
-    out.push_back(text(c));
+    // A node's text always lies within text_ (add() keeps it so): no clamping needed.
+    out.emplace_back(text_.data() + c.text_offset, c.text_size);
     return true;
   });
   return true;
