@@ -111,6 +111,18 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
   if (avail < 4) return false;
   switch (p[0]) {
     case '$': {
+      if (p[1] == '-') {
+        // "$-1": RESP2's null, as open_bulk makes it (a lock acquired answers it).
+        if (avail < 5 || p[2] != '1' || p[3] != '\r' || p[4] != '\n') return false;
+        node n;
+        n.type = type::null;
+        n.flags = node_flags::null_bulk;
+        n.depth = depth();
+        pos += 5;
+        value_completed(n);
+        h.on_node(n);
+        return true;
+      }
       std::uint64_t length = 0;
       const std::size_t body = small_decimal_line(p, avail, 1, length);
       if (body == 0 || length > options_.limits.max_bulk_length) return false;
