@@ -102,13 +102,27 @@ inline std::size_t small_decimal_line(const char* p, std::size_t avail, std::siz
 // including every malformed line, returns false untouched and takes the general path,
 // which therefore stays the only place errors are reported.
 bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler& h) {
-  if (stack_.empty() ? options_.allow_inline : stack_.back().kind == type::bulk_string) return false;
   const char* p = bytes.data() + pos;
+  // At the top level of a request stream only '*' is unambiguous: any other first byte
+  // may begin an inline command (parse_line tells them apart the same way).
+  if (stack_.empty() ? options_.allow_inline && p[0] != '*' : stack_.back().kind == type::bulk_string) return false;
   // Look no further than take_line would before reporting line_too_long.
   const std::size_t avail = std::min(bytes.size() - pos, options_.limits.max_line_length + 2);
   if (avail < 4) return false;
   switch (p[0]) {
     case '$': {
+      if (p[1] == '-') {
+        // "$-1": RESP2's null, as open_bulk makes it (a lock acquired answers it).
+        if (avail < 5 || p[2] != '1' || p[3] != '\r' || p[4] != '\n') return false;
+        node n;
+        n.type = type::null;
+        n.flags = node_flags::null_bulk;
+        n.depth = depth();
+        pos += 5;
+        value_completed(n);
+        h.on_node(n);
+        return true;
+      }
       std::uint64_t length = 0;
       const std::size_t body = small_decimal_line(p, avail, 1, length);
       if (body == 0 || length > options_.limits.max_bulk_length) return false;

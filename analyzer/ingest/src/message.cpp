@@ -21,32 +21,24 @@ void message::clear_and_trim(std::size_t keep) {
 }
 
 void message::add(const resp::node& n, std::size_t max_text) {
-  auto append_text = [&](message_node& target, std::string_view bytes) {
-    const std::size_t room = text_.size() < max_text ? max_text - text_.size() : 0;
-    const std::size_t kept = bytes.size() < room ? bytes.size() : room;
-    text_.append(bytes.data(), kept);
-    target.text_size += static_cast<std::uint32_t>(kept);
-    truncated_ += bytes.size() - kept;
-  };
   if (n.type == resp::type::stream_end) return;
-  if (n.type == resp::type::streamed_string_part) {
-    // Chunks of a `$?` string join its head node, which is the last node so far.
-    if (!nodes_.empty()) append_text(nodes_.back(), n.value);
+  const bool continues = n.type == resp::type::streamed_string_part || (bulk_open_ && resp::is_bulk(n.type));
+  if (continues && nodes_.empty()) return;
+  // The common case (a whole node whose text fits) in one pass: per node of every
+  // command and reply, so it avoids re-reading the vector's end and the string's size.
+  const std::size_t used = text_.size();
+  const std::size_t room = used < max_text ? max_text - used : 0;
+  const std::size_t kept = n.value.size() < room ? n.value.size() : room;
+  truncated_ += n.value.size() - kept;
+  if (kept > 0) text_.append(n.value.data(), kept);
+  if (continues) {
+    // Chunks of a `$?` string, or later pieces of a bulk, join the last node.
+    nodes_.back().text_size += static_cast<std::uint32_t>(kept);
+    if (n.type != resp::type::streamed_string_part) bulk_open_ = n.is_partial();
     return;
   }
-  if (bulk_open_ && resp::is_bulk(n.type)) {
-    append_text(nodes_.back(), n.value);
-    bulk_open_ = n.is_partial();
-    return;
-  }
-  message_node& m = nodes_.emplace_back();
-  m.type = n.type;
-  m.flags = n.flags;
-  m.depth = n.depth;
-  m.length = n.length;
-  m.integer = n.integer;
-  m.text_offset = static_cast<std::uint32_t>(text_.size());
-  append_text(m, n.value);
+  nodes_.push_back(message_node{n.type, n.flags, n.depth, n.length, n.integer, static_cast<std::uint32_t>(used),
+                                static_cast<std::uint32_t>(kept)});
   bulk_open_ = resp::is_bulk(n.type) && n.is_partial();
 }
 
@@ -77,7 +69,8 @@ bool message::arguments(std::vector<std::string_view>& out) const {
   const std::size_t r = root();
   if (r == npos || nodes_[r].type != resp::type::array) return false;
   for_each_child(r, [&](const message_node& c) {
-    out.push_back(text(c));
+    // A node's text always lies within text_ (add() keeps it so): no clamping needed.
+    out.emplace_back(text_.data() + c.text_offset, c.text_size);
     return true;
   });
   return true;

@@ -24,6 +24,7 @@ resp_session::resp_session(const session_options& options, std::uint64_t connect
     sides_[side].handler.side = side;
   }
   ring_.resize(8);
+  ring_mask_ = ring_.size() - 1;
   end_texts_[0] = ends_[0].to_string();
   end_texts_[1] = ends_[1].to_string();
   if (client_side_ >= 0) {

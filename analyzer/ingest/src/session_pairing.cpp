@@ -10,16 +10,19 @@ namespace lockscope::analyzer {
 
 using namespace session_detail;
 
-resp_session::pending_command& resp_session::tail_slot() {
-  if (count_ + 1 > ring_.size()) {
-    // Grow, keeping the order: head first, then the slot being filled.
-    std::vector<pending_command> grown(ring_.size() * 2);
-    for (std::size_t i = 0; i < ring_.size(); ++i) {
-      grown[i] = std::move(ring_[ring_index(head_ + i)]);
-    }
-    ring_.swap(grown);
-    head_ = 0;
+void resp_session::grow_ring() {
+  // Keeping the order: head first, then the slot being filled.
+  std::vector<pending_command> grown(ring_.size() * 2);
+  for (std::size_t i = 0; i < ring_.size(); ++i) {
+    grown[i] = std::move(ring_[ring_index(head_ + i)]);
   }
+  ring_.swap(grown);
+  ring_mask_ = ring_.size() - 1;
+  head_ = 0;
+}
+
+resp_session::pending_command& resp_session::tail_slot() {
+  if (count_ > ring_mask_) grow_ring();  // no free slot
   return ring_[ring_index(head_ + count_)];
 }
 

@@ -325,13 +325,18 @@ struct lock_groups::impl {
       }
     }
   }
-  void end_previous_set(const lock_event& e) {
+  // Returns the owner's open set still open after this (nullptr: none), for
+  // on_set_try, which follows with the same set_text: one lookup per try, not two.
+  key_set* end_previous_set(const lock_event& e) {
     make_set_text(e);
-    if (key_set* st = sets.find(set_text); st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
+    key_set* st = sets.find(set_text);
+    if (st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
           return k.name == e.lock && k.db == e.db;
         })) {
       close_set(set_text, *st, false);
+      return nullptr;
     }
+    return st;
   }
   void make_attempt_text(const lock_event& e, std::string_view group) {
     attempt_text.assign(e.lock);
@@ -457,9 +462,8 @@ struct lock_groups::impl {
     set_text += e.client;
   }
 
-  void on_set_try(const lock_event& e) {
-    make_set_text(e);
-    key_set* s = sets.find(set_text);
+  // `s`: end_previous_set's answer for this event (set_text is still its text).
+  void on_set_try(const lock_event& e, key_set* s) {
     if (s != nullptr && s->overflowed) {
       s->end_us = e.ts_us;
       return;
@@ -570,10 +574,15 @@ struct lock_groups::impl {
     if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
       if (quorums) end_previous_round(e, group_of(e.owner, e.client));  // reported before the try that starts the next
-      end_previous_set(e);
+      key_set* open_set = end_previous_set(e);
       next.on_event(e);
-      if (quorums) on_try(e, group_of(e.owner, e.client));
-      on_set_try(e);
+      if (quorums) {
+        on_try(e, group_of(e.owner, e.client));
+        // on_try's timers may have closed sets: look again.
+        make_set_text(e);
+        open_set = sets.find(set_text);
+      }
+      on_set_try(e, open_set);
       return;
     }
     const bool relevant = is_release(e.event) || e.event == lock_event_kind::expired ||

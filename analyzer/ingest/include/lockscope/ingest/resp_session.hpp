@@ -276,7 +276,10 @@ class resp_session {
   pending_command& tail_slot();
   void commit_tail();
   pending_command& front() { return ring_[head_]; }
-  std::size_t ring_index(std::size_t i) const noexcept { return i & (ring_.size() - 1); }  // size: 2^n
+  // ring_ has ring_mask_ + 1 slots, a power of 2 (kept apart from ring_.size(): per
+  // node of every command, and the vector's size is a division by the slot size).
+  std::size_t ring_index(std::size_t i) const noexcept { return i & ring_mask_; }
+  void grow_ring();
   void pop_front();
   void drop_pending(bool emit_unanswered);
   void report(session_event_kind kind, int side, std::uint64_t offset, std::uint64_t bytes,
@@ -305,6 +308,7 @@ class resp_session {
 
   // Pairing state.
   std::vector<pending_command> ring_;   // FIFO of commands awaiting replies, reused
+  std::size_t ring_mask_ = 0;
   std::size_t head_ = 0;
   std::size_t count_ = 0;
   message reply_;
