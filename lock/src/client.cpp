@@ -24,6 +24,7 @@
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/lock/subscriptions.hpp"
 #include "sentinel_monitor.hpp"
+#include "subscriber_events.hpp"
 
 namespace lockscope::lock {
 
@@ -390,24 +391,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     if (!commands.empty() && subscriber_) subscriber_->send_without_reply(commands);
   }
   void start_subscriber() {
-    std::weak_ptr<client_impl> weak = shared_from_this();
-    connection_events events;
-    events.on_ready = [weak] {
-      auto self = weak.lock();
-      if (!self) return;
-      std::string commands;
-      self->registry_.on_connected(commands);
-      if (!commands.empty()) self->subscriber_->send_without_reply(commands);
-    };
-    events.on_down = [weak](std::error_code, const std::string&) {
-      if (auto self = weak.lock()) self->registry_.on_disconnected();
-    };
-    events.on_push = [weak](resp::value&& push) {
-      if (auto self = weak.lock()) self->registry_.on_push(push);
-    };
+    connection_events events = subscriber_events(weak_from_this(), [](client_impl& self) {
+      return std::pair{&self.registry_, self.subscriber_.get()};
+    });
     events.endpoints = sentinel_;
-    const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
-    subscriber_ = connection::create(strand_, config_, name, true, std::move(events));
+    subscriber_ = connection::create(strand_, config_, subscriber_name(config_), true, std::move(events));
     if (sentinel_) sentinel_->attach(subscriber_);
     subscriber_->start();
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/error.hpp"
+#include "subscriber_events.hpp"
 #include "lockscope/resp/encoder.hpp"
 
 namespace lockscope::lock::detail {
@@ -331,8 +332,7 @@ cluster_router::shard_subscriber& cluster_router::shard_for(const node_address& 
   handlers.on_push = [weak, key](resp::value&& push) {
     if (auto self = weak.lock()) self->on_shard_push(key, std::move(push));
   };
-  const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
-  s.conn = connection::create(strand_, node_config, name, true, std::move(handlers));
+  s.conn = connection::create(strand_, node_config, detail::subscriber_name(config_), true, std::move(handlers));
   if (!closed_) s.conn->start();
   return s;
 }
@@ -343,23 +343,11 @@ connection& cluster_router::classic_subscriber() {
   client_config node_config = config_;
   node_config.host = node.host;
   node_config.port = node.port;
-  std::weak_ptr<cluster_router> weak = weak_from_this();
-  connection_events handlers;
-  handlers.on_ready = [weak] {
-    auto self = weak.lock();
-    if (!self) return;
-    std::string commands;
-    self->classic_registry_.on_connected(commands);
-    if (!commands.empty()) self->classic_connection_->send_without_reply(commands);
-  };
-  handlers.on_down = [weak](std::error_code, const std::string&) {
-    if (auto self = weak.lock()) self->classic_registry_.on_disconnected();
-  };
-  handlers.on_push = [weak](resp::value&& push) {
-    if (auto self = weak.lock()) self->classic_registry_.on_push(push);
-  };
-  const std::string name = config_.client_name.empty() ? std::string() : config_.client_name + ":sub";
-  classic_connection_ = connection::create(strand_, node_config, name, true, std::move(handlers));
+  connection_events handlers = detail::subscriber_events(weak_from_this(), [](cluster_router& self) {
+    return std::pair{&self.classic_registry_, self.classic_connection_.get()};
+  });
+  classic_connection_ = connection::create(strand_, node_config, detail::subscriber_name(config_), true,
+                                           std::move(handlers));
   if (!closed_) classic_connection_->start();
   return *classic_connection_;
 }
