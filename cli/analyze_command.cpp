@@ -21,6 +21,7 @@
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
+#include "lockscope/locks/operation_batch.hpp"
 #include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
@@ -175,7 +176,8 @@ int run(const analyze_options& o, bool live_mode) {
                                       metrics ? &metrics->metrics() : nullptr);
   analyzer::lock_groups groups(go, hooks.chain(to_metrics));
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
-  analyzer::lock_operation_filter filter(report, timeline);
+  analyzer::operation_batch batch(timeline);  // flushed after every packet
+  analyzer::lock_operation_filter filter(report, batch);
   analyzer::lock_recognizer recognizer(filter.entry());
   recognizer.set_warning_handler([](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); });
   analyzer::ingest_options io = make_ingest_options(co);
@@ -194,6 +196,7 @@ int run(const analyze_options& o, bool live_mode) {
     const std::int64_t now = now_us();
     hooks.on_loop(got ? &p : nullptr, now);
     if (got) a.on_packet(p.ts_us, p.link_type, p.data);
+    batch.flush();
     // Lease deadlines pass on the clock even when the lock's traffic stops.
     timeline.advance_to(now - 5000);  // packets carry capture times slightly behind now
     groups.advance_to(now - 5000);
@@ -202,6 +205,7 @@ int run(const analyze_options& o, bool live_mode) {
     if (metrics) metrics->poll();
   }
   a.finish();
+  batch.flush();
   timeline.finish(now_us());
   groups.finish(now_us());
   if (trace) trace->finish(now_us());

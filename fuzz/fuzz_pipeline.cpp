@@ -34,6 +34,7 @@
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/locks/operation_batch.hpp"
 #include "lockscope/test/pcap_writer.hpp"
 
 namespace {
@@ -139,7 +140,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     az::lock_report report(report_opts, std::ref(output));
     az::lock_groups groups({}, report);
     az::lock_timeline timeline(timeline_opts, groups);
-    az::lock_recognizer recognizer(timeline);
+    // As the live loop runs it: operations held per packet, announced, then handled.
+    az::operation_batch batch(timeline, 4096);
+    az::lock_recognizer recognizer(batch);
     az::ingest_pipeline pipeline(ingest, recognizer, &recognizer);
 
     auto connections = make_connections();
@@ -156,6 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         frame[(damage_counter * 131u) % frame.size()] ^= static_cast<char>(damage_counter);
       }
       pipeline.on_packet(now_us, az::link_type::en10mb, frame);
+      batch.flush();
       ++sent;
       last_frame = std::move(frame);
     };
@@ -208,6 +212,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const std::string& f : held_back) pipeline.on_packet(now_us, az::link_type::en10mb, f);
     sent += held_back.size();
     pipeline.finish();
+    batch.flush();
     timeline.finish(now_us);
     groups.finish(now_us);
     report.finish(timeline);

@@ -1,6 +1,8 @@
-// The operation pipe between the ingest thread and the timeline: every field crosses
-// intact and in order, memory stays bounded, a failing consumer never blocks the
-// producer, and analyze_files gives the same output with one thread or two.
+// The operation pipe between the ingest thread and the timeline, and the one-thread
+// operation_batch: every field crosses intact and in order, memory stays bounded, a
+// failing consumer never blocks the producer, the timeline's prefetch announcements
+// (will_handle) change nothing, and analyze_files gives the same output with one
+// thread or two.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -9,6 +11,9 @@
 #include <thread>
 
 #include "helpers.hpp"
+#include "lockscope/ingest/capture.hpp"
+#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/operation_batch.hpp"
 #include "lockscope/locks/operation_pipe.hpp"
 #include "scenarios.hpp"
 
@@ -24,8 +29,11 @@ struct copied_call {
   analyzer::lock_family family{};
   analyzer::op_outcome outcome{};
   bool inferred = false, shared = false, lease_added = false, has_client = false;
-  std::string lock, owner, channel, message, client_text, server_text;
-  std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, request_us = 0, reply_us = 0;
+  std::string lock, owner, channel, message, client_text, server_text, redirect_to;
+  analyzer::cluster_reply redirect{};
+  bool asking = false;
+  std::int32_t slot = -1;
+  std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, sub_count = 0, request_us = 0, reply_us = 0;
   std::uint64_t connection = 0;
   std::int32_t db = 0;
   analyzer::endpoint client{};
@@ -57,6 +65,11 @@ copied_call copy_of(const analyzer::lock_operation& op) {
   c.message = op.message;
   c.client_text = op.client_text;
   c.server_text = op.server_text;
+  c.redirect_to = op.redirect_to;
+  c.redirect = op.redirect;
+  c.asking = op.asking;
+  c.slot = op.slot;
+  c.sub_count = op.sub_count;
   c.lease_ms = op.lease_ms;
   c.ttl_ms = op.ttl_ms;
   c.token = op.token;
@@ -83,9 +96,67 @@ copied_call copy_of(const analyzer::session_event& ev) {
   return c;
 }
 
+// The operation a copied call describes (its views into `c`).
+analyzer::lock_operation operation_of(const copied_call& c) {
+  analyzer::lock_operation op;
+  op.kind = c.kind;
+  op.family = c.family;
+  op.outcome = c.outcome;
+  op.inferred = c.inferred;
+  op.shared = c.shared;
+  op.lease_added = c.lease_added;
+  op.client = c.has_client ? &c.client : nullptr;
+  op.lock = c.lock;
+  op.owner = c.owner;
+  op.channel = c.channel;
+  op.message = c.message;
+  op.client_text = c.client_text;
+  op.server_text = c.server_text;
+  op.redirect_to = c.redirect_to;
+  op.redirect = c.redirect;
+  op.asking = c.asking;
+  op.slot = c.slot;
+  op.sub_count = c.sub_count;
+  op.lease_ms = c.lease_ms;
+  op.ttl_ms = c.ttl_ms;
+  op.token = c.token;
+  op.request_us = c.request_us;
+  op.reply_us = c.reply_us;
+  op.connection = c.connection;
+  op.db = c.db;
+  return op;
+}
+
+// Makes the call `c` records on `sink`.
+void replay_call(const copied_call& c, analyzer::lock_operation_sink& sink) {
+  if (c.is_end) {
+    sink.on_connection_end(c.connection, c.at_us);
+  } else if (c.is_event) {
+    analyzer::session_event ev;
+    ev.kind = c.event_kind;
+    ev.connection = c.connection;
+    ev.from_client = c.from_client;
+    ev.from = c.has_from ? &c.from : nullptr;
+    ev.to = c.has_to ? &c.to : nullptr;
+    ev.offset = c.offset;
+    ev.bytes = c.bytes;
+    ev.error = c.error;
+    sink.on_session_event(ev);
+  } else {
+    sink.on_operation(operation_of(c));
+  }
+}
+
 class call_recorder final : public analyzer::lock_operation_sink {
  public:
   void on_operation(const analyzer::lock_operation& op) override { calls.push_back(copy_of(op)); }
+  // Each announcement: the index of the next call, and the operations announced.
+  void will_handle(std::span<const analyzer::lock_operation> upcoming) noexcept override {
+    std::vector<copied_call> ops;
+    for (const analyzer::lock_operation& op : upcoming) ops.push_back(copy_of(op));
+    announced.emplace_back(calls.size(), std::move(ops));
+  }
+  std::vector<std::pair<std::size_t, std::vector<copied_call>>> announced;
   void on_session_event(const analyzer::session_event& ev) override { calls.push_back(copy_of(ev)); }
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
     copied_call c;
@@ -144,6 +215,13 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   op.token = i % 8 == 0 ? i : -1;
   op.connection = static_cast<std::uint64_t>(i % 40 + 1);
   op.db = static_cast<std::int32_t>(i % 7) - 1;
+  if (i % 17 == 4) {  // a Redis Cluster redirect
+    op.redirect = static_cast<analyzer::cluster_reply>(1 + i % 4);
+    op.asking = i % 2 == 0;
+    op.slot = i % 16384;
+    op.redirect_to = "10.0.0.3:7001";
+  }
+  op.sub_count = i % 5 == 2 ? i % 3 : -1;
   op.request_us = 1'700'000'000'000'000 + i * 100;
   op.reply_us = i % 9 == 0 ? -1 : op.request_us + 50;
   sink.on_operation(op);
@@ -276,4 +354,159 @@ TEST_CASE("lock_report: an unusable TMPDIR is a clear error once the text outgro
   CHECK_NOTHROW(analyzer::analyze_files({pcap}, o, [](std::string_view) {}));
   if (old != nullptr) ::setenv("TMPDIR", saved.c_str(), 1);
   else ::unsetenv("TMPDIR");
+}
+
+namespace {
+
+// Checks that every announcement names exactly the operations delivered next, in order.
+void check_announcements(const call_recorder& rec) {
+  for (const auto& [next, ops] : rec.announced) {
+    INFO("announcement before call " << next);
+    REQUIRE(ops.size() >= 2);
+    std::size_t k = next;
+    for (const copied_call& op : ops) {
+      while (k < rec.calls.size() && (rec.calls[k].is_event || rec.calls[k].is_end)) ++k;
+      REQUIRE(k < rec.calls.size());
+      REQUIRE(rec.calls[k] == op);
+      ++k;
+    }
+  }
+}
+
+// What `pcap`'s packets make the recognizer call, copied.
+std::vector<copied_call> recognized_calls(const std::string& pcap) {
+  call_recorder rec;
+  analyzer::lock_recognizer recognizer(rec);
+  analyzer::ingest_pipeline ingest(analyzer::ingest_options{}, recognizer, &recognizer);
+  analyzer::offline_capture source({pcap});
+  analyzer::captured_packet p;
+  while (source.next(p)) ingest.on_packet(p.ts_us, p.link_type, p.data);
+  ingest.finish();
+  return rec.calls;
+}
+
+// The timeline's JSONL for `calls`, fed through `entry(timeline)`.
+template <class Feed>
+std::string timeline_jsonl(const std::vector<copied_call>& calls, Feed&& feed) {
+  std::string out;
+  analyzer::report_options ro;
+  ro.format = analyzer::report_format::jsonl;
+  analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
+  analyzer::lock_timeline timeline({}, report);
+  feed(timeline);
+  const std::int64_t end = calls.empty() ? 0 : calls.back().request_us + 120'000'000;
+  timeline.finish(end);
+  report.finish(timeline);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("operation_batch: every call passes on intact and in order, its operations announced first",
+          "[pipe][batch]") {
+  const std::string big(100'000, 'x');  // more than the batch holds: passed on alone
+  constexpr int n = 20'000;
+  call_recorder direct;
+  for (int i = 0; i < n; ++i) send_call(direct, i, big);
+
+  call_recorder batched;
+  analyzer::operation_batch batch(batched, 4096);
+  for (int i = 0; i < n; ++i) {
+    send_call(batch, i, big);
+    if (i % 37 == 0) batch.flush();  // as the live loop does after each packet
+  }
+  CHECK_FALSE(batch.empty());
+  batch.flush();
+  CHECK(batch.empty());
+  batch.flush();  // nothing held: nothing happens
+  REQUIRE(batched.calls.size() == direct.calls.size());
+  for (std::size_t i = 0; i < direct.calls.size(); ++i) {
+    INFO("call " << i);
+    REQUIRE(batched.calls[i] == direct.calls[i]);
+  }
+  CHECK(batched.announced.size() > 100);
+  check_announcements(batched);
+}
+
+TEST_CASE("operation_pipe: the operations of each chunk are announced in windows before they are delivered",
+          "[pipe][batch]") {
+  call_recorder piped;
+  analyzer::operation_pipe pipe(8192, 2);
+  std::thread producer([&] {
+    for (int i = 0; i < 5'000; ++i) send_call(pipe, i, "");
+    pipe.close();
+  });
+  pipe.drain(piped);
+  producer.join();
+  REQUIRE(piped.calls.size() == 5'000);
+  CHECK(piped.announced.size() > 100);
+  check_announcements(piped);
+}
+
+TEST_CASE("operation_batch: a throwing downstream drops the calls held, and the batch goes on after", "[pipe][batch]") {
+  struct failing final : analyzer::lock_operation_sink {
+    int seen = 0;
+    void on_operation(const analyzer::lock_operation&) override {
+      if (++seen == 10) throw std::runtime_error("disk full");
+    }
+  } sink;
+  analyzer::operation_batch batch(sink);
+  for (int i = 0; i < 100; ++i) send_call(batch, i * 3 + 1, "");  // operations only
+  CHECK_THROWS_WITH(batch.flush(), "disk full");
+  CHECK(sink.seen == 10);
+  CHECK(batch.empty());
+  send_call(batch, 1, "");
+  batch.flush();
+  CHECK(sink.seen == 11);
+}
+
+TEST_CASE("lock_timeline: announcing operations (will_handle) changes no event, for any window",
+          "[pipe][batch][timeline]") {
+  // Varied calls: every kind and outcome, several scopes (server, database -1..5),
+  // empty lock names, cluster redirects, ends; then the bundled recordings.
+  std::vector<std::vector<copied_call>> inputs;
+  {
+    call_recorder rec;
+    for (int i = 0; i < 6'000; ++i) send_call(rec, i, "");
+    inputs.push_back(rec.calls);
+  }
+  for (const std::string& pcap : bundled_captures()) inputs.push_back(recognized_calls(pcap));
+  inputs.push_back(recognized_calls(std::string(LOCKSCOPE_CAPTURES_DIR) + "/thirdparty/cluster.pcap"));
+  std::size_t total_bytes = 0;
+  for (std::size_t input = 0; input < inputs.size(); ++input) {
+    const std::vector<copied_call>& calls = inputs[input];
+    INFO("input " << input << ", " << calls.size() << " calls");
+    REQUIRE_FALSE(calls.empty());
+    const std::string plain = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
+      for (const copied_call& c : calls) replay_call(c, t);
+    });
+    CHECK_FALSE(plain.empty());
+    total_bytes += plain.size();
+    for (std::size_t window : {2u, 7u, 40u}) {
+      INFO("window " << window);
+      // Each operation announced up to `window` times, in overlapping windows, some of
+      // which name operations that come after events and ends.
+      const std::string announced = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          if (i % window == 0) {
+            std::vector<analyzer::lock_operation> ops;
+            for (std::size_t j = i; j < calls.size() && ops.size() < window; ++j) {
+              if (!calls[j].is_event && !calls[j].is_end) ops.push_back(operation_of(calls[j]));
+            }
+            t.will_handle(ops);
+          }
+          replay_call(calls[i], t);
+        }
+      });
+      CHECK(announced == plain);
+    }
+    // Through a batch, as the analyzer runs it.
+    const std::string batched = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
+      analyzer::operation_batch batch(t, 2048);
+      for (const copied_call& c : calls) replay_call(c, batch);
+      batch.flush();
+    });
+    CHECK(batched == plain);
+  }
+  CHECK(total_bytes > 1'000'000);  // the timelines had much to say
 }

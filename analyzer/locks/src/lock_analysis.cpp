@@ -4,6 +4,7 @@
 #include <optional>
 #include <thread>
 
+#include "lockscope/locks/operation_batch.hpp"
 #include "lockscope/locks/operation_pipe.hpp"
 
 namespace lockscope::analyzer {
@@ -58,8 +59,10 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
   const std::int64_t first = more ? p.ts_us : -1;
   if (more && started) started(p.ts_us);
   std::optional<operation_pipe> pipe;
+  std::optional<operation_batch> batch;  // one thread: the timeline still gets windows
   if (options.threads >= 2) pipe.emplace();
-  lock_operation_sink& after_filter = pipe ? static_cast<lock_operation_sink&>(*pipe) : timeline;
+  else batch.emplace(timeline);
+  lock_operation_sink& after_filter = pipe ? static_cast<lock_operation_sink&>(*pipe) : *batch;
   auto&& filter = entry(after_filter);
   lock_recognizer recognizer(filter.entry());
   if (recognizer_warn) recognizer.set_warning_handler(recognizer_warn);
@@ -67,6 +70,7 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
   std::int64_t last = -1;
   if (!pipe) {
     last = ingest(source, p, more, a, [] { return false; });
+    batch->flush();
   } else {
     // Ingest on a second thread; the timeline and the report stay on this one (their
     // memory then comes from the main malloc arena, and `write` is called here).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lockscope/locks/lock_timeline.hpp"
+#include "huge_pages.hpp"
 #include "text_interner.hpp"
 
 namespace lockscope::analyzer::timeline_detail {
@@ -66,7 +67,11 @@ class holder_pool {
       (*this)[i] = holder{};
       return i;
     }
-    if ((size_ & slot_mask) == 0) blocks_.push_back(std::make_unique<holder[]>(slots_per_block));
+    if ((size_ & slot_mask) == 0) {
+      auto* block = static_cast<holder*>(arena_.allocate(sizeof(holder) * slots_per_block, alignof(holder)));
+      std::uninitialized_value_construct_n(block, slots_per_block);
+      blocks_.push_back(block);
+    }
     return size_++;
   }
   void release(std::uint32_t i) noexcept {
@@ -74,12 +79,14 @@ class holder_pool {
     free_ = i;
   }
   holder& operator[](std::uint32_t i) noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
+  const holder& operator[](std::uint32_t i) const noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
 
  private:
   static constexpr unsigned block_shift = 10;
   static constexpr std::uint32_t slots_per_block = 1u << block_shift;
   static constexpr std::uint32_t slot_mask = slots_per_block - 1;
-  std::vector<std::unique_ptr<holder[]>> blocks_;
+  huge_arena arena_;
+  std::vector<holder*> blocks_;
   std::uint32_t size_ = 0;    // slots handed out so far
   std::uint32_t free_ = no_id;  // the most recently released slot
 };
@@ -119,11 +126,11 @@ class lock_store {
     const std::size_t size = sizeof(lock_state) + prefix_size + name.size();
     if (blocks_.empty() || blocks_.back().used + size > block_bytes) {
       if (blocks_.size() >= max_blocks) return no_id;
-      blocks_.push_back(block{std::make_unique_for_overwrite<char[]>(std::max(size, block_bytes)), 0});
+      blocks_.push_back(block{static_cast<char*>(arena_.allocate(std::max(size, block_bytes), alignof(lock_state))), 0});
     }
     block& b = blocks_.back();
     const auto id = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.used);
-    char* at = b.bytes.get() + b.used;
+    char* at = b.bytes + b.used;
     new (at) lock_state{};
     std::memcpy(at + sizeof(lock_state), prefix, prefix_size);
     std::memcpy(at + sizeof(lock_state) + prefix_size, name.data(), name.size());
@@ -133,10 +140,10 @@ class lock_store {
     return id;
   }
   lock_state& operator[](std::uint32_t id) noexcept {
-    return *std::launder(reinterpret_cast<lock_state*>(blocks_[id >> 16].bytes.get() + (id & 0xffff)));
+    return *std::launder(reinterpret_cast<lock_state*>(blocks_[id >> 16].bytes + (id & 0xffff)));
   }
   const lock_state& operator[](std::uint32_t id) const noexcept {
-    return *std::launder(reinterpret_cast<const lock_state*>(blocks_[id >> 16].bytes.get() + (id & 0xffff)));
+    return *std::launder(reinterpret_cast<const lock_state*>(blocks_[id >> 16].bytes + (id & 0xffff)));
   }
   std::size_t size() const noexcept { return count_; }
   // Only for a row that lives in the store: its scope and name follow it.
@@ -162,8 +169,8 @@ class lock_store {
     const std::size_t last = blocks_.size() * (part + 1) / parts;
     for (std::size_t i = first; i < last; ++i) {
       const block& b = blocks_[i];
-      const char* const end = b.bytes.get() + b.used;
-      for (const char* at = b.bytes.get(); at != end;) {
+      const char* const end = b.bytes + b.used;
+      for (const char* at = b.bytes; at != end;) {
         const lock_state& l = *std::launder(reinterpret_cast<const lock_state*>(at));
         const std::string_view name = name_of(l);
         f(l, name);
@@ -193,9 +200,10 @@ class lock_store {
   static constexpr std::size_t block_bytes = 1u << 16;
   static constexpr std::size_t max_blocks = 1u << 16;
   struct block {
-    std::unique_ptr<char[]> bytes;
+    char* bytes;  // in arena_
     std::size_t used = 0;
   };
+  huge_arena arena_;
   std::vector<block> blocks_;
   std::size_t count_ = 0;
   std::size_t longest_name_ = 0;

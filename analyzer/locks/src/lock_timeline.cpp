@@ -1677,6 +1677,49 @@ struct lock_timeline::impl {
     handle(op);
     collect();
   }
+  // Loads what handling `ops` will read first (their locks' table slots, rows and
+  // holders), in three passes so that each pass's misses overlap. Reads only: a lock
+  // not found, or in a scope other than the last one used, is simply not prefetched.
+  void will_handle(std::span<const lock_operation> ops) const noexcept {
+    constexpr std::size_t window = 32;
+    std::uint32_t hashes[window];
+    std::uint32_t ids[window];
+    const std::size_t n = std::min(ops.size(), window);
+    for (std::size_t i = 0; i < n; ++i) {
+      ids[i] = no_id;
+      const lock_operation& op = ops[i];
+      const std::uint32_t where = known_scope(op);
+      if (op.lock.empty() || op.kind == lock_op_kind::cluster_link || where == no_id) {
+        hashes[i] = 0;
+        continue;
+      }
+      hashes[i] = lock_hash(where, op.lock);
+      lock_ids.prefetch(hashes[i]);
+      ids[i] = 0;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ids[i] == no_id) continue;
+      ids[i] = lock_ids.first_with_hash(hashes[i]);
+      if (ids[i] == no_id) continue;
+      const char* row = reinterpret_cast<const char*>(&locks[ids[i]]);
+      __builtin_prefetch(row);
+      __builtin_prefetch(row + sizeof(lock_state) + 24);  // the name, when it crosses a line
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ids[i] == no_id) continue;
+      const lock_state& l = locks[ids[i]];
+      if (l.active != no_id) __builtin_prefetch(&pool[l.active]);
+    }
+  }
+  // The scope handle() would file `op` under, when it is the last one used (read only).
+  std::uint32_t known_scope(const lock_operation& op) const noexcept {
+    if (last_scope == no_id) return no_id;
+    const scope& s = scopes[last_scope];
+    if (s.db != (op.db < 0 ? 0 : op.db) || s.server != (options.merge_servers ? std::string_view() : op.server_text)) {
+      return no_id;
+    }
+    return canon(last_scope);
+  }
   void handle(const lock_operation& op) {
     if (op.kind == lock_op_kind::cluster_link) {
       link_servers(op.server_text, op.redirect_to);
@@ -1719,6 +1762,7 @@ lock_timeline::lock_timeline(const timeline_options& options, lock_event_sink& s
 lock_timeline::~lock_timeline() = default;
 
 void lock_timeline::on_operation(const lock_operation& op) { impl_->on_operation(op); }
+void lock_timeline::will_handle(std::span<const lock_operation> upcoming) noexcept { impl_->will_handle(upcoming); }
 void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
   // What fell due before the end (a lock left idle while this connection's waiter
   // waited) is judged with the waiter still there.

@@ -1,76 +1,14 @@
 #include "lockscope/locks/operation_pipe.hpp"
 
+#include "operation_records.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
-#include <type_traits>
 
 namespace lockscope::analyzer {
-
-namespace {
-
-enum class record_type : std::uint8_t { operation, session_event, connection_end };
-
-// A record is its header, then the header's texts back to back. Headers are copied in
-// and out with memcpy: records are not aligned.
-struct operation_header {
-  std::uint64_t size = 0;  // the whole record
-  record_type type = record_type::operation;
-  lock_op_kind kind{};
-  lock_family family{};
-  op_outcome outcome{};
-  bool inferred = false;
-  bool shared = false;
-  bool lease_added = false;
-  bool has_client = false;
-  cluster_reply redirect{};
-  bool asking = false;
-  std::int32_t db = 0;
-  std::int32_t slot = -1;
-  std::uint64_t lengths[7] = {};  // lock, owner, channel, message, client_text, server_text, redirect_to
-  std::int64_t lease_ms = -1;
-  std::int64_t ttl_ms = -1;
-  std::int64_t token = -1;
-  std::int64_t sub_count = -1;
-  std::uint64_t connection = 0;
-  std::int64_t request_us = 0;
-  std::int64_t reply_us = -1;
-  endpoint client{};
-};
-static_assert(std::is_trivially_copyable_v<operation_header>);
-// A field added to lock_operation must be carried here too (sub_count once was not, and
-// two threads then reported what one did not): this size says when to look.
-static_assert(sizeof(lock_operation) == 200, "lock_operation changed: carry the new field through the pipe");
-
-struct event_header {
-  std::uint64_t size = sizeof(event_header);
-  record_type type = record_type::session_event;
-  session_event_kind kind{};
-  bool from_client = false;
-  bool has_from = false;
-  bool has_to = false;
-  int error_value = 0;
-  const std::error_category* error_category = nullptr;  // static objects: safe to share
-  std::uint64_t connection = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t bytes = 0;
-  endpoint from{};
-  endpoint to{};
-};
-static_assert(std::is_trivially_copyable_v<event_header>);
-
-struct end_header {
-  std::uint64_t size = sizeof(end_header);
-  record_type type = record_type::connection_end;
-  std::uint64_t connection = 0;
-  std::int64_t at_us = 0;
-};
-static_assert(std::is_trivially_copyable_v<end_header>);
-
-}  // namespace
 
 operation_pipe::operation_pipe(std::size_t chunk_bytes, std::size_t chunks)
     : chunk_bytes_(std::max<std::size_t>(chunk_bytes, 4096)) {
@@ -78,70 +16,26 @@ operation_pipe::operation_pipe(std::size_t chunk_bytes, std::size_t chunks)
   for (std::size_t i = 1; i < std::max<std::size_t>(chunks, 2); ++i) free_.emplace_back(chunk_bytes_);
 }
 
+struct operation_pipe::record_writer final : records::writer {
+  explicit record_writer(operation_pipe& p) noexcept : pipe(p) {}
+  std::byte* reserve(std::size_t bytes) override { return pipe.reserve(bytes); }
+  void commit(std::size_t bytes) noexcept override { pipe.filled_ += bytes; }
+  operation_pipe& pipe;
+};
+
 void operation_pipe::on_operation(const lock_operation& op) {
-  if (abandoned()) return;
-  const std::string_view texts[7] = {op.lock,        op.owner,       op.channel,    op.message,
-                                     op.client_text, op.server_text, op.redirect_to};
-  operation_header h;
-  h.size = sizeof h;
-  for (int i = 0; i < 7; ++i) {
-    h.lengths[i] = texts[i].size();
-    h.size += texts[i].size();
-  }
-  h.kind = op.kind;
-  h.family = op.family;
-  h.outcome = op.outcome;
-  h.inferred = op.inferred;
-  h.shared = op.shared;
-  h.db = op.db;
-  h.lease_added = op.lease_added;
-  h.redirect = op.redirect;
-  h.asking = op.asking;
-  h.slot = op.slot;
-  h.has_client = op.client != nullptr;
-  if (op.client != nullptr) h.client = *op.client;
-  h.lease_ms = op.lease_ms;
-  h.ttl_ms = op.ttl_ms;
-  h.token = op.token;
-  h.sub_count = op.sub_count;
-  h.connection = op.connection;
-  h.request_us = op.request_us;
-  h.reply_us = op.reply_us;
-  std::byte* p = reserve(h.size);
-  std::memcpy(p, &h, sizeof h);
-  p += sizeof h;
-  for (std::string_view t : texts) {
-    if (!t.empty()) std::memcpy(p, t.data(), t.size());
-    p += t.size();
-  }
-  filled_ += h.size;
+  record_writer out(*this);
+  if (!abandoned()) records::write_operation(out, op);
 }
 
 void operation_pipe::on_session_event(const session_event& ev) {
-  if (abandoned()) return;
-  event_header h;
-  h.kind = ev.kind;
-  h.from_client = ev.from_client;
-  h.has_from = ev.from != nullptr;
-  h.has_to = ev.to != nullptr;
-  if (ev.from != nullptr) h.from = *ev.from;
-  if (ev.to != nullptr) h.to = *ev.to;
-  h.error_value = ev.error.value();
-  h.error_category = &ev.error.category();
-  h.connection = ev.connection;
-  h.offset = ev.offset;
-  h.bytes = ev.bytes;
-  std::memcpy(reserve(h.size), &h, sizeof h);
-  filled_ += h.size;
+  record_writer out(*this);
+  if (!abandoned()) records::write_session_event(out, ev);
 }
 
 void operation_pipe::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
-  if (abandoned()) return;
-  end_header h;
-  h.connection = connection;
-  h.at_us = at_us;
-  std::memcpy(reserve(h.size), &h, sizeof h);
-  filled_ += h.size;
+  record_writer out(*this);
+  if (!abandoned()) records::write_connection_end(out, connection, at_us);
 }
 
 std::byte* operation_pipe::reserve(std::size_t bytes) {
@@ -193,7 +87,7 @@ void operation_pipe::drain(lock_operation_sink& downstream) {
       ready_.pop_front();
     }
     try {
-      deliver(next.first, next.second, downstream);
+      records::deliver(next.first.data(), next.second, downstream);
     } catch (...) {
       {
         std::lock_guard lock(mutex_);
@@ -213,76 +107,6 @@ void operation_pipe::drain(lock_operation_sink& downstream) {
       free_.push_back(std::move(c));
     }
     free_cv_.notify_one();
-  }
-}
-
-void operation_pipe::deliver(const chunk& c, std::size_t used, lock_operation_sink& downstream) {
-  const std::byte* p = c.data();
-  const std::byte* const end = p + used;
-  while (p < end) {
-    record_type type;
-    std::memcpy(&type, p + offsetof(operation_header, type), sizeof type);
-    static_assert(offsetof(operation_header, type) == offsetof(event_header, type));
-    static_assert(offsetof(operation_header, type) == offsetof(end_header, type));
-    if (type == record_type::connection_end) {
-      end_header h;
-      std::memcpy(&h, p, sizeof h);
-      downstream.on_connection_end(h.connection, h.at_us);
-      p += h.size;
-      continue;
-    }
-    if (type == record_type::session_event) {
-      event_header h;
-      std::memcpy(&h, p, sizeof h);
-      session_event ev;
-      ev.kind = h.kind;
-      ev.connection = h.connection;
-      ev.from = h.has_from ? &h.from : nullptr;
-      ev.to = h.has_to ? &h.to : nullptr;
-      ev.from_client = h.from_client;
-      ev.offset = h.offset;
-      ev.bytes = h.bytes;
-      ev.error = std::error_code(h.error_value, *h.error_category);
-      downstream.on_session_event(ev);
-      p += h.size;
-      continue;
-    }
-    operation_header h;
-    std::memcpy(&h, p, sizeof h);
-    const char* text = reinterpret_cast<const char*>(p + sizeof h);
-    std::string_view texts[7];
-    for (int i = 0; i < 7; ++i) {
-      texts[i] = std::string_view(text, h.lengths[i]);
-      text += h.lengths[i];
-    }
-    lock_operation op;
-    op.kind = h.kind;
-    op.family = h.family;
-    op.outcome = h.outcome;
-    op.inferred = h.inferred;
-    op.shared = h.shared;
-    op.db = h.db;
-    op.lease_added = h.lease_added;
-    op.lock = texts[0];
-    op.owner = texts[1];
-    op.channel = texts[2];
-    op.message = texts[3];
-    op.client_text = texts[4];
-    op.server_text = texts[5];
-    op.redirect_to = texts[6];
-    op.redirect = h.redirect;
-    op.asking = h.asking;
-    op.slot = h.slot;
-    op.lease_ms = h.lease_ms;
-    op.ttl_ms = h.ttl_ms;
-    op.token = h.token;
-    op.sub_count = h.sub_count;
-    op.connection = h.connection;
-    op.client = h.has_client ? &h.client : nullptr;
-    op.request_us = h.request_us;
-    op.reply_us = h.reply_us;
-    downstream.on_operation(op);
-    p += h.size;
   }
 }
 

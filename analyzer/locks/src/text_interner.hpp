@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "huge_pages.hpp"
+
 namespace lockscope::analyzer::timeline_detail {
 
 constexpr std::uint32_t no_id = 0xffffffffu;
@@ -49,6 +51,19 @@ class id_table {
       if (e.hash == h && matches(e.id)) return e.id;
     }
   }
+  // Starts loading the slot where a probe for hash `h` begins.
+  void prefetch(std::uint32_t h) const noexcept {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[start(h)]);
+  }
+  // The first id in the probe run of `h` whose hash is `h` (its text unchecked);
+  // no_id when the run has none. For prefetching: find_if() decides.
+  std::uint32_t first_with_hash(std::uint32_t h) const noexcept {
+    if (slots_.empty()) return no_id;
+    for (std::size_t i = start(h);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id || e.hash == h) return e.id;
+    }
+  }
   void insert(std::uint32_t id, std::uint32_t h) {
     // At most 4/5 full, growing by a quarter: 8 bytes a slot, 10-13 bytes an id.
     if ((++count_) * 5 > slots_.size() * 4) grow();
@@ -57,7 +72,7 @@ class id_table {
   // Every id placed again under hash_of(id) (the identity of some entries changed).
   template <class HashOf>
   void rehash(HashOf&& hash_of) {
-    std::vector<slot> old = std::move(slots_);
+    slot_vector old = std::move(slots_);
     slots_.assign(old.size(), slot{});
     for (const slot& e : old) {
       if (e.id != no_id) place(e.id, hash_of(e.id));
@@ -102,13 +117,14 @@ class id_table {
     slots_[i] = slot{id, h};
   }
   void grow() {
-    std::vector<slot> old = std::move(slots_);
+    slot_vector old = std::move(slots_);
     slots_.assign(std::max<std::size_t>(64, old.size() + old.size() / 4), slot{});
     for (const slot& e : old) {
       if (e.id != no_id) place(e.id, e.hash);
     }
   }
-  std::vector<slot> slots_;
+  using slot_vector = std::vector<slot, huge_page_allocator<slot>>;
+  slot_vector slots_;
   std::size_t count_ = 0;
 };
 

@@ -67,6 +67,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -188,6 +189,11 @@ class lock_operation_sink {
   // The connection ended (closed, reset, idled out or evicted): no operation names it
   // after this call. Forwarded from the ingest pipeline; ignored by default.
   virtual void on_connection_end(std::uint64_t /*connection*/, std::int64_t /*at_us*/) {}
+  // The operations this sink is given next, in this order (each then through
+  // on_operation): a sink may start loading the memory they touch, so that the cache
+  // misses of many overlap instead of each stalling in turn. Changes nothing that can
+  // be observed. Ignored by default.
+  virtual void will_handle(std::span<const lock_operation> /*upcoming*/) noexcept {}
 };
 
 struct recognizer_stats {

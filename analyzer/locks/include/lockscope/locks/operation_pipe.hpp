@@ -55,10 +55,11 @@ class operation_pipe final : public lock_operation_sink {
 
  private:
   using chunk = std::vector<std::byte>;
+  struct record_writer;  // writes the calls into the chunk being filled
+  friend struct record_writer;
   // Room for `bytes` more in the chunk being filled (handing it over when full).
   std::byte* reserve(std::size_t bytes);
   void hand_over();
-  static void deliver(const chunk& c, std::size_t used, lock_operation_sink& downstream);
 
   // The producer's own fields, then (a cache line apart, so that the consumer's
   // writes do not evict them) what both threads share.

@@ -1,0 +1,115 @@
+// The timeline's big-table memory (huge_pages.hpp, private to the locks library):
+// blocks aligned, zeroed and apart; big arrays grow and keep their contents; and, where
+// the kernel offers transparent huge pages, it reports the chunks as eligible.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "huge_pages.hpp"
+
+using namespace lockscope::analyzer::timeline_detail;
+
+namespace {
+
+bool all_zero(const void* p, std::size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (b[i] != 0) return false;
+  }
+  return true;
+}
+
+// The smaps entry of the mapping holding `address` ("" when none).
+std::string smaps_entry_of(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::string line, entry;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t from = 0, to = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> from >> dash >> to && dash == '-' && line.find(':') > line.find(' ')) {
+      if (inside) return entry;
+      inside = from <= a && a < to;
+      entry.clear();
+    }
+    if (inside) entry += line + "\n";
+  }
+  return inside ? entry : "";
+}
+
+}  // namespace
+
+TEST_CASE("huge_arena: blocks are aligned, zeroed and never overlap; big ones get their own memory",
+          "[timeline][memory]") {
+  huge_arena arena;
+  struct block {
+    unsigned char* p;
+    std::size_t size;
+  };
+  std::vector<block> blocks;
+  const std::size_t sizes[] = {34, 45'056, 65'536, 1, 700'000, 3'000'000, 4096, 1'048'577};
+  for (int round = 0; round < 40; ++round) {
+    for (std::size_t size : sizes) {
+      const std::size_t align = size % 2 == 0 ? 8 : 4;
+      auto* p = static_cast<unsigned char*>(arena.allocate(size, align));
+      REQUIRE(p != nullptr);
+      CHECK(reinterpret_cast<std::uintptr_t>(p) % align == 0);
+      REQUIRE(all_zero(p, size));
+      std::memset(p, static_cast<int>(blocks.size() % 251 + 1), size);
+      blocks.push_back({p, size});
+    }
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {  // each still holds its own pattern
+    const auto expected = static_cast<unsigned char>(i % 251 + 1);
+    CHECK(blocks[i].p[0] == expected);
+    CHECK(blocks[i].p[blocks[i].size - 1] == expected);
+  }
+  std::size_t total = 0;
+  for (const block& b : blocks) total += b.size;
+  CHECK(arena.mapped_bytes() >= total);
+}
+
+TEST_CASE("huge_page_allocator: a table grows past the huge-page threshold and back, keeping its entries",
+          "[timeline][memory]") {
+  std::vector<std::uint64_t, huge_page_allocator<std::uint64_t>> table;
+  for (std::uint64_t i = 0; i < 600'000; ++i) table.push_back(i * 2654435761u);  // 4.8 MB
+  for (std::uint64_t i = 0; i < 600'000; i += 997) REQUIRE(table[i] == i * 2654435761u);
+  table.resize(10);
+  table.shrink_to_fit();  // back to the heap
+  CHECK(table[9] == std::uint64_t{9} * 2654435761u);
+  std::vector<std::uint64_t, huge_page_allocator<std::uint64_t>> copy(table);
+  CHECK(copy == table);
+}
+
+#ifndef LOCKSCOPE_HUGE_PAGES_FROM_HEAP
+TEST_CASE("huge_arena: its chunks start on a huge page and the kernel counts them as huge-page eligible",
+          "[timeline][memory]") {
+  huge_arena arena;
+  void* p = arena.allocate(1000, 8);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % huge_page_bytes == 0);
+  std::ifstream enabled_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string enabled;
+  std::getline(enabled_file, enabled);
+  if (enabled.empty() || enabled.find("[never]") != std::string::npos) {
+    WARN("transparent huge pages are off here (" << enabled << "): eligibility not checked");
+    return;
+  }
+  const std::string entry = smaps_entry_of(p);
+  INFO(entry);
+  REQUIRE_FALSE(entry.empty());
+  // The kernel's own view: advised (VmFlags "hg") and eligible for huge pages.
+  const std::size_t flags = entry.find("VmFlags:");
+  REQUIRE(flags != std::string::npos);
+  CHECK(entry.find(" hg", flags) != std::string::npos);
+  const std::size_t eligible = entry.find("THPeligible:");
+  REQUIRE(eligible != std::string::npos);
+  CHECK(std::stoi(entry.substr(eligible + 12)) == 1);
+}
+#endif
