@@ -141,7 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     az::lock_groups groups({}, report);
     az::lock_timeline timeline(timeline_opts, groups);
     // As the live loop runs it: operations held per packet, announced, then handled.
-    az::operation_batch batch(timeline, 4096);
+    az::operation_batch batch(timeline, 40, 4096);
     az::lock_recognizer recognizer(batch);
     az::ingest_pipeline pipeline(ingest, recognizer, &recognizer);
 

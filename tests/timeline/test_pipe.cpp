@@ -404,13 +404,13 @@ std::string timeline_jsonl(const std::vector<copied_call>& calls, Feed&& feed) {
 
 TEST_CASE("operation_batch: every call passes on intact and in order, its operations announced first",
           "[pipe][batch]") {
-  const std::string big(100'000, 'x');  // more than the batch holds: passed on alone
+  const std::string big(100'000, 'x');  // more text than the batch holds: passed on at once
   constexpr int n = 20'000;
   call_recorder direct;
   for (int i = 0; i < n; ++i) send_call(direct, i, big);
 
   call_recorder batched;
-  analyzer::operation_batch batch(batched, 4096);
+  analyzer::operation_batch batch(batched, 100, 4096);
   for (int i = 0; i < n; ++i) {
     send_call(batch, i, big);
     if (i % 37 == 0) batch.flush();  // as the live loop does after each packet
@@ -426,6 +426,17 @@ TEST_CASE("operation_batch: every call passes on intact and in order, its operat
   }
   CHECK(batched.announced.size() > 100);
   check_announcements(batched);
+
+  // Unflushed, it passes calls on by itself once it holds its most operations.
+  call_recorder bounded;
+  analyzer::operation_batch small(bounded, 10);
+  analyzer::lock_operation op;
+  op.lock = "lock:1";
+  for (int i = 0; i < 9; ++i) small.on_operation(op);
+  CHECK(bounded.calls.empty());
+  small.on_operation(op);
+  CHECK(bounded.calls.size() == 10);
+  CHECK(small.empty());
 }
 
 TEST_CASE("operation_pipe: the operations of each chunk are announced in windows before they are delivered",
@@ -451,7 +462,7 @@ TEST_CASE("operation_batch: a throwing downstream drops the calls held, and the 
     }
   } sink;
   analyzer::operation_batch batch(sink);
-  for (int i = 0; i < 100; ++i) send_call(batch, i * 3 + 1, "");  // operations only
+  for (int i = 0; i < 100; ++i) send_call(batch, i * 3 + 1, "");  // operations, and a connection end
   CHECK_THROWS_WITH(batch.flush(), "disk full");
   CHECK(sink.seen == 10);
   CHECK(batch.empty());
@@ -502,7 +513,7 @@ TEST_CASE("lock_timeline: announcing operations (will_handle) changes no event, 
     }
     // Through a batch, as the analyzer runs it.
     const std::string batched = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
-      analyzer::operation_batch batch(t, 2048);
+      analyzer::operation_batch batch(t, 50, 2048);
       for (const copied_call& c : calls) replay_call(c, batch);
       batch.flush();
     });

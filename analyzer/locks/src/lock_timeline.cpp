@@ -1701,15 +1701,23 @@ struct lock_timeline::impl {
       if (ids[i] == no_id) continue;
       ids[i] = lock_ids.first_with_hash(hashes[i]);
       if (ids[i] == no_id) continue;
+      // The row, then its name's end when that is on the next cache line (a short scope
+      // index and name length: 2 bytes of varints).
       const char* row = reinterpret_cast<const char*>(&locks[ids[i]]);
-      __builtin_prefetch(row);
-      __builtin_prefetch(row + sizeof(lock_state) + 24);  // the name, when it crosses a line
+      prefetch_lines(row, sizeof(lock_state) + 2 + ops[i].lock.size());
     }
     for (std::size_t i = 0; i < n; ++i) {
       if (ids[i] == no_id) continue;
       const lock_state& l = locks[ids[i]];
-      if (l.active != no_id) __builtin_prefetch(&pool[l.active]);
+      if (l.active != no_id) prefetch_lines(&pool[l.active], sizeof(holder));
     }
+  }
+  // Starts loading [p, p + bytes) (at most two cache lines): each line once, since every
+  // prefetch in flight takes one of the core's few miss buffers.
+  static void prefetch_lines(const void* p, std::size_t bytes) noexcept {
+    const auto first = reinterpret_cast<std::uintptr_t>(p);
+    __builtin_prefetch(p);
+    if (((first + bytes - 1) >> 6) != (first >> 6)) __builtin_prefetch(static_cast<const char*>(p) + bytes - 1);
   }
   // The scope handle() would file `op` under, when it is the last one used (read only).
   std::uint32_t known_scope(const lock_operation& op) const noexcept {

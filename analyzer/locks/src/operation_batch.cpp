@@ -1,44 +1,127 @@
 #include "lockscope/locks/operation_batch.hpp"
 
-#include "operation_records.hpp"
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <span>
 
 namespace lockscope::analyzer {
 
-struct operation_batch::record_writer final : records::writer {
-  explicit record_writer(operation_batch& b) noexcept : batch(b) {}
-  std::byte* reserve(std::size_t bytes) override { return batch.reserve(bytes); }
-  void commit(std::size_t bytes) noexcept override { batch.filled_ += bytes; }
-  operation_batch& batch;
-};
+namespace {
 
-operation_batch::operation_batch(lock_operation_sink& downstream, std::size_t max_bytes)
-    : downstream_(downstream), max_bytes_(max_bytes) {}
+// The operation's text fields, in one order for copying them in and out.
+template <class Op>
+auto text_fields_of(Op& op) {
+  return std::array{&op.lock, &op.owner, &op.channel, &op.message, &op.client_text, &op.server_text, &op.redirect_to};
+}
+
+}  // namespace
+
+operation_batch::operation_batch(lock_operation_sink& downstream, std::size_t max_operations,
+                                 std::size_t max_text_bytes)
+    : downstream_(downstream),
+      max_operations_(std::max<std::size_t>(max_operations, 1)),
+      max_text_bytes_(max_text_bytes) {}
 
 void operation_batch::on_operation(const lock_operation& op) {
-  record_writer out(*this);
-  records::write_operation(out, op);
+  lock_operation& held = operations_.emplace_back(op);
+  auto& offsets = text_offsets_.emplace_back();
+  const auto fields = text_fields_of(held);
+  std::size_t total = 0;
+  for (const std::string_view* f : fields) total += f->size();
+  char* out = reserve_text(total);
+  for (std::size_t i = 0; i < text_fields; ++i) {
+    offsets[i] = static_cast<std::uint32_t>(text_size_);
+    if (!fields[i]->empty()) std::memcpy(out + text_size_, fields[i]->data(), fields[i]->size());
+    text_size_ += fields[i]->size();
+  }
+  clients_.push_back(op.client != nullptr ? *op.client : endpoint{});
+  order_.push_back(call::operation);
+  if (operations_.size() >= max_operations_ || text_size_ >= max_text_bytes_) flush();
+}
+
+char* operation_batch::reserve_text(std::size_t more) {
+  if (text_size_ + more > text_capacity_) {
+    const std::size_t capacity = std::max({text_size_ + more, 2 * text_capacity_, std::size_t{4096}});
+    auto grown = std::make_unique_for_overwrite<char[]>(capacity);
+    if (text_size_ > 0) std::memcpy(grown.get(), text_.get(), text_size_);
+    text_ = std::move(grown);
+    text_capacity_ = capacity;
+  }
+  return text_.get();
 }
 
 void operation_batch::on_session_event(const session_event& ev) {
-  record_writer out(*this);
-  records::write_session_event(out, ev);
+  held_event& held = events_.emplace_back();
+  held.event = ev;
+  if (ev.from != nullptr) held.from = *ev.from;
+  if (ev.to != nullptr) held.to = *ev.to;
+  order_.push_back(call::session_event);
 }
 
 void operation_batch::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
-  record_writer out(*this);
-  records::write_connection_end(out, connection, at_us);
-}
-
-std::byte* operation_batch::reserve(std::size_t bytes) {
-  if (filled_ > 0 && filled_ + bytes > max_bytes_) flush();
-  if (buffer_.size() < filled_ + bytes) buffer_.resize(std::max(filled_ + bytes, max_bytes_));
-  return buffer_.data() + filled_;
+  ends_.push_back(held_end{connection, at_us});
+  order_.push_back(call::connection_end);
 }
 
 void operation_batch::flush() {
-  const std::size_t used = filled_;
-  filled_ = 0;  // a throwing downstream drops the rest
-  if (used > 0) records::deliver(buffer_.data(), used, downstream_);
+  if (order_.empty()) return;
+  try {
+    deliver();
+  } catch (...) {
+    order_.clear();  // the rest is dropped
+    operations_.clear();
+    text_offsets_.clear();
+    clients_.clear();
+    events_.clear();
+    ends_.clear();
+    text_size_ = 0;
+    throw;
+  }
+  order_.clear();
+  operations_.clear();
+  text_offsets_.clear();
+  clients_.clear();
+  events_.clear();
+  ends_.clear();
+  text_size_ = 0;
+}
+
+void operation_batch::deliver() {
+  // The views and pointers into this batch's own copies, now that nothing moves.
+  for (std::size_t k = 0; k < operations_.size(); ++k) {
+    lock_operation& op = operations_[k];
+    const auto fields = text_fields_of(op);
+    for (std::size_t i = 0; i < text_fields; ++i) {
+      *fields[i] = std::string_view(text_.get() + text_offsets_[k][i], fields[i]->size());
+    }
+    if (op.client != nullptr) op.client = &clients_[k];
+  }
+  for (held_event& e : events_) {
+    if (e.event.from != nullptr) e.event.from = &e.from;
+    if (e.event.to != nullptr) e.event.to = &e.to;
+  }
+  std::size_t next_operation = 0, next_event = 0, next_end = 0;
+  for (const call c : order_) {
+    switch (c) {
+      case call::operation: {
+        if (next_operation % window == 0) {
+          const std::size_t count = std::min(window, operations_.size() - next_operation);
+          if (count > 1) downstream_.will_handle(std::span<const lock_operation>(&operations_[next_operation], count));
+        }
+        downstream_.on_operation(operations_[next_operation++]);
+        break;
+      }
+      case call::session_event:
+        downstream_.on_session_event(events_[next_event++].event);
+        break;
+      case call::connection_end: {
+        const held_end& e = ends_[next_end++];
+        downstream_.on_connection_end(e.connection, e.at_us);
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace lockscope::analyzer

@@ -10,11 +10,14 @@
 //   ... a packet through the ingest pipeline ...;
 //   batch.flush();           // before the timeline is read or advanced
 //
-// Calls are also passed on once `max_bytes` are held. The views an operation carries
-// are copied in: they may point into buffers the packet's processing reuses.
+// The texts an operation views are copied in: they may point into buffers the packet's
+// processing reuses. Steady state allocates nothing (the buffers keep their capacity).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "lockscope/locks/lock_recognizer.hpp"
@@ -23,9 +26,13 @@ namespace lockscope::analyzer {
 
 class operation_batch final : public lock_operation_sink {
  public:
-  static constexpr std::size_t default_max_bytes = 64 * 1024;
+  static constexpr std::size_t default_max_operations = 1024;
+  static constexpr std::size_t default_max_text_bytes = 64 * 1024;
 
-  explicit operation_batch(lock_operation_sink& downstream, std::size_t max_bytes = default_max_bytes);
+  // Calls are passed on once `max_operations` operations or `max_text_bytes` of their
+  // texts are held (whichever comes first), and at flush().
+  explicit operation_batch(lock_operation_sink& downstream, std::size_t max_operations = default_max_operations,
+                           std::size_t max_text_bytes = default_max_text_bytes);
   operation_batch(const operation_batch&) = delete;
   operation_batch& operator=(const operation_batch&) = delete;
 
@@ -36,17 +43,41 @@ class operation_batch final : public lock_operation_sink {
   // Passes on every call held, in order. If the downstream sink throws, the calls not
   // yet made are dropped and the exception propagates.
   void flush();
-  bool empty() const noexcept { return filled_ == 0; }
+  bool empty() const noexcept { return order_.empty(); }
+
+  // Operations announced together (the timeline prefetches about this many rows at once).
+  static constexpr std::size_t window = 16;
 
  private:
-  struct record_writer;  // writes the calls into buffer_
-  friend struct record_writer;
-  std::byte* reserve(std::size_t bytes);
+  enum class call : std::uint8_t { operation, session_event, connection_end };
+  static constexpr std::size_t text_fields = 7;
+  struct held_event {
+    session_event event;
+    endpoint from, to;
+  };
+  struct held_end {
+    std::uint64_t connection;
+    std::int64_t at_us;
+  };
+  void deliver();
+  // The text buffer with room for `more` bytes after text_size_ (grown by copying).
+  char* reserve_text(std::size_t more);
 
   lock_operation_sink& downstream_;
-  std::size_t max_bytes_;
-  std::vector<std::byte> buffer_;
-  std::size_t filled_ = 0;
+  std::size_t max_operations_;
+  std::size_t max_text_bytes_;
+  // Held in arrival order per kind; order_ says how they interleave. The operations are
+  // contiguous, so that a window of them is announced as it is. Their texts are copied
+  // into text_ (their views set when delivered: text_ may move as it grows).
+  std::vector<call> order_;
+  std::vector<lock_operation> operations_;
+  std::vector<std::array<std::uint32_t, text_fields>> text_offsets_;
+  std::vector<endpoint> clients_;  // one per operation (used when op.client was set)
+  std::vector<held_event> events_;
+  std::vector<held_end> ends_;
+  std::unique_ptr<char[]> text_;  // not zero-filled as it grows, unlike a std::string
+  std::size_t text_size_ = 0;
+  std::size_t text_capacity_ = 0;
 };
 
 }  // namespace lockscope::analyzer
