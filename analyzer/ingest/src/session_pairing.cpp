@@ -39,6 +39,13 @@ void resp_session::commit_tail() {
 }
 
 void resp_session::pop_front() {
+  // The command answered a few replies from now: pipelined replies come in runs (a
+  // segment answers many commands), and by then each command is long out of the cache.
+  // Two stages: the slot (which says where the command's bytes are) further ahead,
+  // then the bytes.
+  constexpr std::size_t slot_distance = 12, bytes_distance = 6;
+  if (count_ > slot_distance) __builtin_prefetch(&ring_[ring_index(head_ + slot_distance)]);
+  if (count_ > bytes_distance) ring_[ring_index(head_ + bytes_distance)].command.prefetch();
   pending_command& c = ring_[head_];
   pending_bytes_ -= c.footprint;
   c.footprint = 0;

@@ -47,6 +47,9 @@ class message {
     return std::string_view(text_).substr(n.text_offset, n.text_size);
   }
   std::uint64_t truncated_bytes() const noexcept { return truncated_; }
+  // Starts loading the first `max_bytes` of its nodes and of its text into the cache: a
+  // pipelined command waits long for its reply, and is long evicted when it comes.
+  void prefetch(std::size_t max_bytes = 512) const noexcept;
 
   // Index of the top-level value, after any leading attribute; npos when empty.
   std::size_t root() const noexcept;
