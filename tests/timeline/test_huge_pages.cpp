@@ -92,8 +92,12 @@ TEST_CASE("huge_page_allocator: a table grows past the huge-page threshold and b
 TEST_CASE("huge_arena: its chunks start on a huge page and the kernel counts them as huge-page eligible",
           "[timeline][memory]") {
   huge_arena arena;
-  void* p = arena.allocate(1000, 8);
+  void* first = arena.allocate(1000, 8);  // a small arena stays on the heap
+  CHECK(smaps_entry_of(first).find("VmFlags:") != std::string::npos);
+  void* p = arena.allocate(huge_arena::heap_bytes, 8);  // past the heap's share: a chunk begins
   CHECK(reinterpret_cast<std::uintptr_t>(p) % huge_page_bytes == 0);
+  void* next = arena.allocate(1000, 8);  // and later blocks are carved from it
+  CHECK(static_cast<char*>(next) == static_cast<char*>(p) + huge_arena::heap_bytes);
   std::ifstream enabled_file("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string enabled;
   std::getline(enabled_file, enabled);

@@ -61,16 +61,20 @@ inline void unmap_huge(void* p, std::size_t bytes) noexcept {
 #endif
 }
 
-// Hands out blocks that live as long as the arena, carved from huge-page chunks (a
-// block larger than a chunk gets a mapping of its own). Nothing is freed before the
-// arena goes.
+// Hands out blocks that live as long as the arena. The first `heap_bytes` come from the
+// heap (a small capture's few locks need no 2 MiB page), the rest are carved from
+// huge-page chunks (a block larger than half a chunk gets a mapping of its own).
+// Nothing is freed before the arena goes.
 class huge_arena {
  public:
+  static constexpr std::size_t heap_bytes = std::size_t{1} << 20;
+
   huge_arena() = default;
   huge_arena(const huge_arena&) = delete;
   huge_arena& operator=(const huge_arena&) = delete;
   ~huge_arena() {
     for (const auto& [p, size] : mappings_) unmap_huge(p, size);
+    for (void* p : heap_blocks_) ::operator delete(p, std::align_val_t{4096});
   }
   // `bytes` zero-filled bytes aligned to `align` (a power of two, at most 4096).
   void* allocate(std::size_t bytes, std::size_t align) {
@@ -80,6 +84,13 @@ class huge_arena {
     mappings_.emplace_back(block, bytes);
     return block;
 #else
+    if (mappings_.empty() && from_heap_ + bytes <= heap_bytes) {  // until the first mapping
+      void* block = ::operator new(bytes, std::align_val_t{4096});
+      heap_blocks_.push_back(block);
+      from_heap_ += bytes;
+      std::memset(block, 0, bytes);
+      return block;
+    }
     std::size_t at = (used_ + align - 1) & ~(align - 1);
     if (next_ == nullptr || at + bytes > huge_page_bytes) {
       if (bytes > huge_page_bytes / 2) {  // a big block: its own mapping, the chunk kept
@@ -95,15 +106,17 @@ class huge_arena {
     return next_ + at;
 #endif
   }
-  // The memory mapped so far.
+  // The memory taken so far (heap blocks and mappings).
   std::size_t mapped_bytes() const noexcept {
-    std::size_t n = 0;
+    std::size_t n = from_heap_;
     for (const auto& m : mappings_) n += round_to_huge_pages(m.second);
     return n;
   }
 
  private:
   std::vector<std::pair<void*, std::size_t>> mappings_;
+  std::vector<void*> heap_blocks_;
+  std::size_t from_heap_ = 0;
   char* next_ = nullptr;  // the chunk being carved
   std::size_t used_ = 0;
 };
