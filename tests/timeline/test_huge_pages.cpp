@@ -46,7 +46,7 @@ std::string smaps_entry_of(const void* address) {
 
 }  // namespace
 
-TEST_CASE("huge_arena: blocks are aligned, zeroed and never overlap; big ones get their own memory",
+TEST_CASE("huge_arena: blocks are aligned, zeroed and never overlap, and big ones get their own memory",
           "[timeline][memory]") {
   huge_arena arena;
   struct block {
