@@ -25,7 +25,7 @@ bool all_zero(const void* p, std::size_t n) {
 }
 
 // The smaps entry of the mapping holding `address` ("" when none).
-std::string smaps_entry_of(const void* address) {
+[[maybe_unused]] std::string smaps_entry_of(const void* address) {
   std::ifstream smaps("/proc/self/smaps");
   const auto a = reinterpret_cast<std::uintptr_t>(address);
   std::string line, entry;
