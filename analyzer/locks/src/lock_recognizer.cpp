@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "lockscope/locks/command_words.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lru_cache.hpp"
 #include "value_flow.hpp"
@@ -29,11 +30,7 @@ using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to
 
 using resp::iequals;
 
-bool parse_int(std::string_view s, std::int64_t& out) noexcept {
-  if (s.empty()) return false;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
+bool parse_int(std::string_view s, std::int64_t& out) noexcept { return parse_wire_int(s, out); }
 
 // Seconds to milliseconds, saturating (the value comes from the wire).
 std::int64_t seconds_to_ms(std::int64_t s) noexcept {
@@ -153,8 +150,6 @@ struct lock_recognizer::state {
   const script_class* last_eval_class = nullptr;
   std::array<char, 40> sha_scratch{};
   std::array<char, 40> vote_scratch{};
-  std::vector<std::string_view> keys;   // reused per exchange
-  std::vector<std::string_view> argv;
   // The database of each connection not simply in db 0 since its SYN: SELECTed (or
   // RESET) ones, and -1 for those whose earlier commands may be missing. One entry a
   // connection, dropped when it ends; the last one looked up is cached.
@@ -552,19 +547,28 @@ void lock_recognizer::on_exchange(const exchange& e) {
   op.request_us = e.request_us;
   op.reply_us = e.reply_us;
   st.current_is_script = false;
-  auto emit = [&](lock_operation o) {
-    if (o.redirect != cluster_reply::none && o.outcome == op_outcome::error) {
+  // `in` is left as it is (a caller may emit it again with other fields changed): an
+  // operation whose outcome emit changes (a redirect, a value-checked call) is copied.
+  auto emit = [&](const lock_operation& in) {
+    const bool redirect = in.redirect != cluster_reply::none && in.outcome == op_outcome::error;
+    const bool value_checked =
+        in.family == lock_family::set_based || in.family == lock_family::redlock_multi || in.family == lock_family::setnx;
+    ++stats_.operations;
+    if (in.inferred) ++stats_.inferred;
+    if (!redirect && !value_checked) {
+      sink_.on_operation(in);
+      return;
+    }
+    lock_operation o = in;
+    if (redirect) {
       o.outcome = op_outcome::redirected;  // not run on this node: retried elsewhere or later
       ++stats_.redirects;
     }
-    if (o.outcome != op_outcome::redirected && (o.family == lock_family::set_based || o.family == lock_family::redlock_multi ||
-                                                o.family == lock_family::setnx)) {
+    if (o.outcome != op_outcome::redirected && value_checked) {
       st.track_value(o);
       stats_.values_tracked = st.flow.size();
       stats_.values_evicted = st.flow.evictions();
     }
-    ++stats_.operations;
-    if (o.inferred) ++stats_.inferred;
     sink_.on_operation(o);
   };
 
@@ -606,6 +610,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
 
   if (e.command.empty()) return;
   const std::string_view name = e.command[0];
+  const command_word cmd = identify_command(name);
   const reply_view reply = read_reply(e.reply);
   const auto& args = e.command;
 
@@ -616,7 +621,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       st.asking.erase(it);
     }
   }
-  if (iequals(name, "ASKING") && args.size() == 1) {
+  if (cmd == command_word::asking && args.size() == 1) {
     if (reply.kind == reply_view::shape::ok) st.asking.insert(e.connection);
     return;
   }
@@ -638,21 +643,22 @@ void lock_recognizer::on_exchange(const exchange& e) {
       }
     }
   }
-  if (iequals(name, "CLUSTER") && args.size() == 2 && (iequals(args[1], "SLOTS") || iequals(args[1], "SHARDS")) &&
+  if (cmd == command_word::cluster && args.size() == 2 && (iequals(args[1], "SLOTS") || iequals(args[1], "SHARDS")) &&
       reply.kind == reply_view::shape::array) {
     report_cluster_nodes(e, iequals(args[1], "SHARDS"));
     return;
   }
+  if (cmd == command_word::other) return;  // none of the commands below
 
   // Plain commands first: they are cheap to tell apart by name length.
-  if (iequals(name, "SELECT") && args.size() == 2) {
+  if (cmd == command_word::select && args.size() == 2) {
     std::int64_t db = 0;
     if (reply.kind == reply_view::shape::ok && parse_int(args[1], db) && db >= 0 && db <= INT32_MAX) {
       st.set_database(e.connection, static_cast<std::int32_t>(db));
     }
     return;
   }
-  if (iequals(name, "RESET") && args.size() == 1) {
+  if (cmd == command_word::reset && args.size() == 1) {
     // Answered +RESET: the connection is back in db 0 (HELLO keeps the database).
     if (e.reply != nullptr && e.reply->root() != message::npos &&
         iequals(e.reply->text(e.reply->nodes()[e.reply->root()]), "RESET")) {
@@ -660,7 +666,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
     }
     return;
   }
-  if (iequals(name, "SET") && args.size() >= 3) {
+  if (cmd == command_word::set && args.size() >= 3) {
     bool nx = false;
     std::int64_t lease = -1;
     for (std::size_t i = 3; i < args.size(); ++i) {
@@ -684,7 +690,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
     emit(op);
     return;
   }
-  if (iequals(name, "SETNX") && args.size() == 3) {
+  if (cmd == command_word::setnx && args.size() == 3) {
     op.kind = lock_op_kind::acquire;
     op.family = lock_family::setnx;
     op.lock = args[1];
@@ -696,19 +702,19 @@ void lock_recognizer::on_exchange(const exchange& e) {
     emit(op);
     return;
   }
-  if ((iequals(name, "EXPIRE") || iequals(name, "PEXPIRE")) && args.size() >= 3) {
+  if ((cmd == command_word::expire || cmd == command_word::pexpire) && args.size() >= 3) {
     std::int64_t v = 0;
     if (!parse_int(args[2], v)) return;
     op.kind = lock_op_kind::expire;
     op.lock = args[1];
-    op.lease_ms = iequals(name, "EXPIRE") ? seconds_to_ms(v) : v;
+    op.lease_ms = cmd == command_word::expire ? seconds_to_ms(v) : v;
     op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::no_reply
                  : reply.integer == 1                     ? op_outcome::ok
                                                           : op_outcome::none;
     emit(op);
     return;
   }
-  if ((iequals(name, "DEL") || iequals(name, "UNLINK")) && args.size() == 2) {
+  if ((cmd == command_word::del || cmd == command_word::unlink) && args.size() == 2) {
     if (starts_with(args[1], "redisson_unlock_latch")) {
       st.flow.erase(state::latch_key(e.server_text, args[1]));
       return;
@@ -721,8 +727,8 @@ void lock_recognizer::on_exchange(const exchange& e) {
     emit(op);
     return;
   }
-  const bool sub = iequals(name, "SUBSCRIBE") || iequals(name, "SSUBSCRIBE");
-  const bool unsub = iequals(name, "UNSUBSCRIBE") || iequals(name, "SUNSUBSCRIBE");
+  const bool sub = cmd == command_word::subscribe || cmd == command_word::ssubscribe;
+  const bool unsub = cmd == command_word::unsubscribe || cmd == command_word::sunsubscribe;
   if (sub || unsub) {
     if (sub && args.size() < 2) {
       ++stats_.skipped;
@@ -753,7 +759,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
     }
     return;
   }
-  if (iequals(name, "SCRIPT") && args.size() == 3 && iequals(args[1], "LOAD")) {
+  if (cmd == command_word::script && args.size() == 3 && iequals(args[1], "LOAD")) {
     if (e.reply == nullptr) return;
     const std::size_t root = e.reply->root();
     if (root == message::npos) return;
@@ -766,15 +772,13 @@ void lock_recognizer::on_exchange(const exchange& e) {
     return;
   }
 
-  const bool eval = iequals(name, "EVAL") || iequals(name, "EVAL_RO");
-  const bool evalsha = iequals(name, "EVALSHA") || iequals(name, "EVALSHA_RO");
+  const bool eval = cmd == command_word::eval || cmd == command_word::eval_ro;
+  const bool evalsha = cmd == command_word::evalsha || cmd == command_word::evalsha_ro;
   if (!(eval || evalsha) || args.size() < 3) return;
   std::int64_t numkeys = 0;
   if (!parse_int(args[2], numkeys) || numkeys < 0 || static_cast<std::size_t>(numkeys) > args.size() - 3) return;
-  st.keys.assign(args.begin() + 3, args.begin() + 3 + numkeys);
-  st.argv.assign(args.begin() + 3 + numkeys, args.end());
-  const auto& keys = st.keys;
-  const auto& argv = st.argv;
+  const std::span<const std::string_view> keys = args.subspan(3, static_cast<std::size_t>(numkeys));
+  const std::span<const std::string_view> argv = args.subspan(3 + static_cast<std::size_t>(numkeys));
 
   script_class cls;
   state::sha_entry* sha_entry = nullptr;
@@ -805,7 +809,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
   }
   if (!cls.is_lock_script() && !(sha_entry != nullptr && sha_entry->inferred)) return;
 
-  auto arg_at = [](const std::vector<std::string_view>& v, std::uint8_t i) -> std::string_view {
+  auto arg_at = [](std::span<const std::string_view> v, std::uint8_t i) -> std::string_view {
     return i >= 1 && i <= v.size() ? v[i - 1] : std::string_view();
   };
   auto int_arg = [&](std::uint8_t i) -> std::int64_t {
