@@ -1,6 +1,7 @@
 #include "lockscope/locks/lock_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -581,6 +583,26 @@ void lock_report::on_event(const lock_event& e) {
 
 namespace {
 
+// What a row shows after the lock's name: the whole of the row's tail depends on these
+// and on nothing else.
+struct row_values {
+  std::uint64_t acquisitions = 0, contended = 0, renewals = 0, expiries = 0;
+  std::int64_t hold[3] = {}, wait[3] = {};
+  std::uint64_t anomalies[anomaly_kind_count] = {};
+  explicit row_values(const lock_stats& s)
+      : acquisitions(s.acquisitions), contended(s.contended_acquisitions), renewals(s.renewals), expiries(s.expiries),
+        hold{s.hold.p50, s.hold.p99, s.hold.max}, wait{s.wait.p50, s.wait.p99, s.wait.max} {
+    std::memcpy(anomalies, s.anomalies, sizeof anomalies);
+  }
+  // Whether `s` shows these values (the first ones differ most often).
+  bool shown_by(const lock_stats& s) const noexcept {
+    return acquisitions == s.acquisitions && hold[2] == s.hold.max && wait[2] == s.wait.max &&
+           contended == s.contended_acquisitions && renewals == s.renewals && expiries == s.expiries &&
+           hold[0] == s.hold.p50 && hold[1] == s.hold.p99 && wait[0] == s.wait.p50 && wait[1] == s.wait.p99 &&
+           std::memcmp(anomalies, s.anomalies, sizeof anomalies) == 0;
+  }
+};
+
 // The summary table has a row per lock (hundreds of thousands on big captures): rows
 // are written straight into a char buffer. Each fast path prints exactly what the fmt
 // specification of the row prints, and defers to fmt where that is not obvious.
@@ -596,9 +618,16 @@ class row_buffer {
   std::string_view view() const noexcept { return {bytes_.data(), used_}; }
   void clear() noexcept { used_ = 0; }
 
+  // The last row's tail (after the lock's column) and the values it shows (append_row).
+  std::string& last_tail() noexcept { return last_tail_; }
+  const row_values* last_values() const noexcept { return last_values_ ? &*last_values_ : nullptr; }
+  void set_last_values(const row_values& v) { last_values_ = v; }
+
  private:
   std::vector<char> bytes_ = std::vector<char>(1u << 18);
   std::size_t used_ = 0;
+  std::string last_tail_;
+  std::optional<row_values> last_values_;
 };
 
 char* put(char* p, std::string_view s) noexcept {
@@ -673,16 +702,8 @@ char* put_triple(char* p, const duration_stats& d, std::size_t width) {
 
 namespace {
 
-// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
-void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
-  // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
-  char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
-  if (plain_ascii(lock)) {  // the usual case
-    p = put(p, lock);
-    if (lock.size() < width) p = spaces(p, width - lock.size());
-  } else {
-    p = fmt::format_to(p, "{:<{}}", printable(lock), width);
-  }
+// The row's tail (after the name's column): "  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+char* put_row_tail(char* p, const lock_stats& s) {
   p = spaces(p, 2);
   p = put_right(p, s.acquisitions, 6);
   p = spaces(p, 2);
@@ -719,6 +740,30 @@ void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, st
     }
   }
   *p++ = '\n';
+  return p;
+}
+
+// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+// Many locks have the same figures (acquired once, never released in the capture): a
+// row whose values equal the previous row's copies that row's tail.
+void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
+  // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
+  char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
+  if (plain_ascii(lock)) {  // the usual case
+    p = put(p, lock);
+    if (lock.size() < width) p = spaces(p, width - lock.size());
+  } else {
+    p = fmt::format_to(p, "{:<{}}", printable(lock), width);
+  }
+  std::string& tail = rows.last_tail();
+  if (rows.last_values() != nullptr && rows.last_values()->shown_by(s)) {
+    p = put(p, tail);
+  } else {
+    char* const start = p;
+    p = put_row_tail(p, s);
+    tail.assign(start, p);
+    rows.set_last_values(row_values(s));
+  }
   rows.end_row(p);
 }
 
