@@ -47,10 +47,12 @@ constexpr std::array<std::pair<std::string_view, command_word>, 19> words{{
 
 // The general path: the name compared with each word in turn.
 command_word by_iequals(std::string_view name) {
+  command_word found = command_word::other;
   for (const auto& [word, id] : words) {
-    if (resp::iequals(name, word)) return id;
+    if (resp::iequals(name, word)) found = id;
   }
-  return command_word::other;
+  CHECK(analyzer::identify_command_general(name) == found);
+  return found;
 }
 
 }  // namespace

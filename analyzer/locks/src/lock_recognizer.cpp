@@ -139,7 +139,22 @@ struct lock_recognizer::state {
   };
   // The built-in scripts: always known, never evicted.
   string_map<script_class> builtin_text;
-  string_map<sha_entry> builtin_sha;
+  // By SHA1: built at the first lookup by SHA1 (EVALSHA, SCRIPT LOAD, a new EVAL), as
+  // hashing the scripts costs more than a short capture's whole analysis.
+  string_map<sha_entry> builtin_sha_table;
+  bool builtin_sha_ready = false;
+  string_map<sha_entry>& builtin_sha() {
+    if (!builtin_sha_ready) {
+      builtin_sha_ready = true;
+      auto add = [this](std::string_view text, const std::string& sha) {
+        builtin_sha_table[sha] = sha_entry{builtin_text.find(text)->second, false, false};
+      };
+      for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
+      for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
+      for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
+    }
+    return builtin_sha_table;
+  }
   // Scripts and SHA1s learnt from the capture, least recently used forgotten first.
   recognizer_detail::lru_cache<script_class> by_text{script_cache_entries, script_cache_bytes};
   recognizer_detail::lru_cache<sha_entry> by_sha{sha_cache_entries, sha_cache_entries * 40};
@@ -186,13 +201,12 @@ struct lock_recognizer::state {
   std::unordered_set<std::uint64_t> links_reported;
 
   state() {
-    auto add = [this](std::string_view text, const std::string& sha) {
-      const script_class& c = builtin_text.try_emplace(std::string(text), classify_script(text)).first->second;
-      builtin_sha[sha] = sha_entry{c, false, false};
+    auto add = [this](std::string_view text) {
+      if (builtin_text.find(text) == builtin_text.end()) builtin_text.emplace(std::string(text), classify_script(text));
     };
-    for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
-    for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
-    for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
+    for (const lock::script_info& s : lock::all_scripts()) add(s.text);
+    for (const known_script& s : known_scripts()) add(s.text);
+    for (const known_script& s : client_scripts()) add(s.text);
   }
 
   // Makes `text` the last EVAL's script when it is known.
@@ -210,7 +224,7 @@ struct lock_recognizer::state {
     return false;
   }
   sha_entry* find_sha(std::string_view sha) {
-    if (const auto it = builtin_sha.find(sha); it != builtin_sha.end()) return &it->second;
+    if (const auto it = builtin_sha().find(sha); it != builtin_sha().end()) return &it->second;
     if (auto* e = by_sha.find(sha)) return &e->value;
     return nullptr;
   }
@@ -228,7 +242,7 @@ struct lock_recognizer::state {
       by_text.insert(text, c);
       stats.scripts_evicted = by_text.evictions();
     }
-    if (builtin_sha.find(sha) == builtin_sha.end()) {
+    if (builtin_sha().find(sha) == builtin_sha().end()) {
       by_sha.insert(sha, sha_entry{c, false, false});
       stats.shas_evicted = by_sha.evictions();
     }
