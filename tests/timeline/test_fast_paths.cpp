@@ -3,6 +3,7 @@
 // and numbers clients send and on near misses); lock_groups with and without its lookup
 // shortcuts; the summary's rows with the table's fmt specification.
 #include <array>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -16,6 +17,7 @@
 #include "helpers.hpp"
 #include "lockscope/locks/command_words.hpp"
 #include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"
 
 using namespace lockscope;
@@ -394,4 +396,34 @@ TEST_CASE("summary rows that repeat the previous row's figures are the rows fmt 
   CHECK(rows == 3000);
   CHECK(repeated > 1000);              // the shortcut was taken
   CHECK(repeated < rows - 100);        // and not always
+}
+
+TEST_CASE("same_bytes is ==, and copy_bytes is memcpy, at every length and every differing byte", "[fast]") {
+  std::mt19937_64 rng(3);
+  for (std::size_t n = 0; n <= 70; ++n) {
+    // Texts inside larger buffers with guard bytes, so reading or writing outside shows.
+    std::string a(n + 16, '#'), b(n + 16, '#');
+    for (std::size_t i = 0; i < n; ++i) a[8 + i] = b[8 + i] = static_cast<char>(rng());
+    const std::string_view va(a.data() + 8, n), vb(b.data() + 8, n);
+    CHECK(analyzer::same_bytes(va, vb));
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int flip : {1, 0x80, 0xff}) {
+        b[8 + i] = static_cast<char>(b[8 + i] ^ flip);
+        CHECK_FALSE(analyzer::same_bytes(va, vb));
+        CHECK_FALSE(analyzer::same_bytes(vb, va));
+        b[8 + i] = static_cast<char>(b[8 + i] ^ flip);
+      }
+    }
+    b[7] = 'x';  // a guard byte that differs does not count
+    b[8 + n] = 'y';
+    CHECK(analyzer::same_bytes(va, vb));
+    if (n > 0) {
+      CHECK_FALSE(analyzer::same_bytes(va.substr(1), vb));
+      CHECK_FALSE(analyzer::same_bytes(va, vb.substr(0, n - 1)));
+    }
+    std::string to(n + 16, '-'), expected(n + 16, '-');
+    std::memcpy(expected.data() + 8, va.data(), n);
+    CHECK(analyzer::copy_bytes(to.data() + 8, va) == to.data() + 8 + n);
+    CHECK(to == expected);
+  }
 }

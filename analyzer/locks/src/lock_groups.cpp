@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 
@@ -32,7 +33,7 @@ class reusing_map {
  public:
   explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
   V* find(std::string_view k) {
-    if (last_ != nullptr && std::string_view(last_->first) == k) return &last_->second;
+    if (last_ != nullptr && same_bytes(last_->first, k)) return &last_->second;
     const auto it = map_.find(k);
     if (it == map_.end()) return nullptr;
     if (remember_last_) last_ = &*it;
@@ -43,8 +44,8 @@ class reusing_map {
   V* last_found(std::string_view a, char separator, std::string_view b) noexcept {
     if (last_ == nullptr) return nullptr;
     const std::string_view key = last_->first;
-    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || key.substr(0, a.size()) != a ||
-        key.substr(a.size() + 1) != b) {
+    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !same_bytes(key.substr(0, a.size()), a) ||
+        !same_bytes(key.substr(a.size() + 1), b)) {
       return nullptr;
     }
     return &last_->second;
@@ -190,7 +191,7 @@ struct lock_groups::impl {
   impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
 
   std::uint32_t server_id(std::string_view s) {
-    if (last_server_id < servers.size() && servers[last_server_id] == s) return last_server_id;
+    if (last_server_id < servers.size() && same_bytes(servers[last_server_id], s)) return last_server_id;
     if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
     const auto id = static_cast<std::uint32_t>(servers.size());
     servers.emplace_back(s);
@@ -438,12 +439,7 @@ struct lock_groups::impl {
       r.capacity = std::max<std::size_t>(size, 128);
       r.text = std::make_unique<char[]>(r.capacity);
     }
-    char* p = r.text.get();
-    if (!e.lock.empty()) std::memcpy(p, e.lock.data(), e.lock.size());
-    p += e.lock.size();
-    if (!e.owner.empty()) std::memcpy(p, e.owner.data(), e.owner.size());
-    p += e.owner.size();
-    if (!e.client.empty()) std::memcpy(p, e.client.data(), e.client.size());
+    copy_bytes(copy_bytes(copy_bytes(r.text.get(), e.lock), e.owner), e.client);
     r.lock_size = e.lock.size();
     r.owner_size = e.owner.size();
     r.client_size = e.client.size();

@@ -520,7 +520,7 @@ void lock_report::flush() {
 }
 
 void lock_report::on_event(const lock_event& e) {
-  if (!selected(e.lock)) return;
+  if (!options_.lock_globs.empty() && !selected(e.lock)) return;
   ++events_;
   if (options_.start_us < 0) options_.start_us = e.ts_us;
   switch (options_.format) {
@@ -874,7 +874,7 @@ void lock_report::write_summary(const lock_timeline& timeline) {
     rows.clear();
     std::uint64_t n = 0;
     timeline.for_each_lock(batch, batches, [&](std::string_view lock, const lock_stats& s) {
-      if (!selected(lock)) return;
+      if (!options_.lock_globs.empty() && !selected(lock)) return;
       ++n;
       if (shared_names.empty()) {
         append_row(rows, lock, s, width);
