@@ -192,6 +192,10 @@ struct lock_groups::impl {
 
   std::uint32_t server_id(std::string_view s) {
     if (last_server_id < servers.size() && same_bytes(servers[last_server_id], s)) return last_server_id;
+    return find_server_id(s);
+  }
+  // server_id's lookup by hash, and a new server's id.
+  [[gnu::noinline]] std::uint32_t find_server_id(std::string_view s) {
     if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
     const auto id = static_cast<std::uint32_t>(servers.size());
     servers.emplace_back(s);
@@ -361,6 +365,9 @@ struct lock_groups::impl {
   // needs no set_text: on_set_try only moves its end. set_text is then stale.
   key_set* end_previous_set(const lock_event& e) {
     if (key_set* last = sets.last_found(e.owner, '\0', e.client); last != nullptr && last->overflowed) return last;
+    return end_previous_set_by_text(e);
+  }
+  [[gnu::noinline]] key_set* end_previous_set_by_text(const lock_event& e) {
     make_set_text(e);
     key_set* st = sets.find(set_text);
     if (st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
@@ -514,6 +521,9 @@ struct lock_groups::impl {
       s->end_us = e.ts_us;
       return;
     }
+    on_set_try_member(e, s);
+  }
+  [[gnu::noinline]] void on_set_try_member(const lock_event& e, key_set* s) {
     if (s != nullptr && std::any_of(s->keys.begin(), s->keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; })) {
       close_set(set_text, *s, false);

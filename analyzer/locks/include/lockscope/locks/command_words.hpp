@@ -187,7 +187,8 @@ inline command_word identify_command_general(std::string_view name) noexcept {
 // A whole decimal integer as Redis sends it: std::from_chars over all of `s` (an
 // optional '-', digits; no '+', no spaces), false when empty, when anything is left
 // over, or when it overflows; `out` is then unspecified.
-inline bool parse_wire_int_general(std::string_view s, std::int64_t& out) noexcept {
+// (Not inlined: parse_wire_int's fast path is, and stays small.)
+[[gnu::noinline]] inline bool parse_wire_int_general(std::string_view s, std::int64_t& out) noexcept {
   if (s.empty()) return false;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
@@ -197,7 +198,7 @@ inline bool parse_wire_int_general(std::string_view s, std::int64_t& out) noexce
 // read by a plain digit loop; everything else (a sign, more digits, garbage) goes to
 // the general path.
 inline bool parse_wire_int(std::string_view s, std::int64_t& out) noexcept {
-  if (!s.empty() && s.size() <= 18) {
+  if (s.size() - 1 < 18) {  // 1 to 18 bytes (an empty s wraps around)
     std::uint64_t v = 0;
     std::size_t i = 0;
     for (; i < s.size(); ++i) {
