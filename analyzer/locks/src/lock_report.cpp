@@ -23,6 +23,7 @@
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 
@@ -647,6 +648,21 @@ char* put_right(char* p, std::uint64_t v, std::size_t width) noexcept {
 
 // Printable ASCII only: shown as is, and its display width is its size.
 bool plain_ascii(std::string_view s) noexcept {
+  // Eight bytes at a time: whether any byte is < 0x20 (a borrow starts only at one) or
+  // > 0x7e (+1 sets its top bit, or it is set already).
+  constexpr std::uint64_t ones = 0x0101010101010101ull, tops = 0x8080808080808080ull;
+  auto bad = [&](const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return (((w - 0x20 * ones) & ~w) | ((w + ones) | w)) & tops;
+  };
+  const std::size_t n = s.size();
+  if (n >= 8) {
+    for (std::size_t i = 0; i + 8 <= n; i += 8) {
+      if (bad(s.data() + i) != 0) return false;
+    }
+    return bad(s.data() + n - 8) == 0;
+  }
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
 }
 
@@ -750,8 +766,11 @@ void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, st
   // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
   char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
   if (plain_ascii(lock)) {  // the usual case
-    p = put(p, lock);
-    if (lock.size() < width) p = spaces(p, width - lock.size());
+    p = copy_bytes(p, lock);
+    if (lock.size() < width) {  // width <= 48: 48 spaces fit the room asked for, the rest is overwritten
+      std::memset(p, ' ', 48);
+      p += width - lock.size();
+    }
   } else {
     p = fmt::format_to(p, "{:<{}}", printable(lock), width);
   }
