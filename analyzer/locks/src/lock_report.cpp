@@ -524,6 +524,10 @@ void lock_report::on_event(const lock_event& e) {
   if (!options_.lock_globs.empty() && !selected(e.lock)) return;
   ++events_;
   if (options_.start_us < 0) options_.start_us = e.ts_us;
+  if (options_.format != report_format::summary_only) write_event(e);  // --summary: only counted
+}
+
+void lock_report::write_event(const lock_event& e) {
   switch (options_.format) {
     case report_format::summary_only:
       return;
