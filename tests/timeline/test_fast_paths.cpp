@@ -243,15 +243,7 @@ std::vector<std::string> group_events(std::uint64_t seed, bool shortcuts, std::s
       t += static_cast<std::int64_t>(rng() % 40'000);
       const std::string lock = "k" + std::to_string(rng() % (run % 2 == 0 ? 5 : 400));
       const std::string server = servers[rng() % server_count];
-      analyzer::lock_event e;
-      e.ts_us = t;
-      e.event = kinds[rng() % 10];
-      e.lock = lock;
-      e.owner = owner;
-      e.client = client;
-      e.server = server;
-      e.lock_server = server;
-      groups.on_event(e);
+      groups.on_event(timeline_test::lock_event_of(kinds[rng() % 10], t, lock, owner, client, server));
     }
     if (rng() % 50 == 0) groups.advance_to(t + 2'000'000);
   }
