@@ -117,6 +117,10 @@ TEST_CASE("parse_wire_int reads what std::from_chars reads, and refuses what it 
   // The lease and numkeys Redisson sends, and the edges of the digit loop (18 digits)
   // and of int64.
   CHECK(same("30000"));
+  CHECK(same("99999999"));
+  CHECK(same("00000000"));
+  CHECK(same("1234"));
+  CHECK(same("12345678"));
   CHECK(same("1"));
   CHECK(same("0"));
   CHECK(same("000000000000000000"));
@@ -141,6 +145,20 @@ TEST_CASE("parse_wire_int reads what std::from_chars reads, and refuses what it 
   CHECK_FALSE(same("\xb0"));  // '0' + 128: no digit once unsigned
   CHECK_FALSE(same("/"));     // '0' - 1
   CHECK_FALSE(same(":"));     // '9' + 1
+  // Every byte value at every position of digit strings of 1 to 19 bytes (the digit
+  // loop takes up to 18): accepted exactly when that byte is a digit, or a leading '-'.
+  for (std::size_t n = 1; n <= 19; ++n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int b = 0; b < 256; ++b) {
+        std::string s;
+        for (std::size_t k = 0; k < n; ++k) s += static_cast<char>('1' + (k * 7 + n) % 9);
+        s[i] = static_cast<char>(b);
+        const bool digit = b >= '0' && b <= '9';
+        const bool accepted = same(s);
+        if (n <= 18) CHECK(accepted == (digit || (b == '-' && i == 0 && n > 1)));  // 19 digits may overflow
+      }
+    }
+  }
   // Random strings of digits and near-digits, every length up to 22.
   std::mt19937_64 rng(14);
   constexpr std::string_view alphabet = "0123456789012345678901234567890123456789-+ /:x\xb0";
