@@ -58,7 +58,26 @@ struct reply_view {
   std::size_t root = message::npos;
 };
 
-reply_view read_reply(const message* m) {
+// A reply that is a string: OK, a number (RESP2 clients' integers as bulk strings), or other.
+[[gnu::noinline]] void read_string_reply(reply_view& r, const message_node& n) {
+  const message& m = *r.m;
+  if (n.type == resp::type::simple_string) {
+    r.kind = iequals(m.text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
+    return;
+  }
+  if ((n.flags & resp::node_flags::null_bulk) != 0) {
+    r.kind = reply_view::shape::null;
+    return;
+  }
+  r.kind = iequals(m.text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
+  std::int64_t v = 0;
+  if (parse_int(m.text(n), v)) {
+    r.kind = reply_view::shape::integer;
+    r.integer = v;
+  }
+}
+
+inline reply_view read_reply(const message* m) {
   reply_view r;
   if (m == nullptr || m->empty()) return r;
   r.m = m;
@@ -77,9 +96,6 @@ reply_view read_reply(const message* m) {
       r.kind = reply_view::shape::integer;
       r.integer = n.integer != 0 ? 1 : 0;
       break;
-    case resp::type::simple_string:
-      r.kind = iequals(m->text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
-      break;
     case resp::type::simple_error:
     case resp::type::bulk_error:
       r.kind = reply_view::shape::error;
@@ -88,16 +104,9 @@ reply_view read_reply(const message* m) {
     case resp::type::set:
       r.kind = (n.flags & resp::node_flags::null_array) != 0 ? reply_view::shape::null : reply_view::shape::array;
       break;
+    case resp::type::simple_string:
     case resp::type::bulk_string:
-      if ((n.flags & resp::node_flags::null_bulk) != 0) r.kind = reply_view::shape::null;
-      else {
-        r.kind = iequals(m->text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
-        std::int64_t v = 0;
-        if (parse_int(m->text(n), v)) {
-          r.kind = reply_view::shape::integer;
-          r.integer = v;
-        }
-      }
+      read_string_reply(r, n);
       break;
     default:
       r.kind = reply_view::shape::other;
