@@ -109,6 +109,21 @@ struct recorded_event {
   std::vector<std::string> acquired_on, owners, tried;
 };
 
+// A lock event as the timeline sends it for a try, release, ... of `lock` (its identity
+// is the server's: lock_server = server).
+inline analyzer::lock_event lock_event_of(analyzer::lock_event_kind kind, std::int64_t ts_us, std::string_view lock,
+                                          std::string_view owner, std::string_view client, std::string_view server) {
+  analyzer::lock_event e;
+  e.ts_us = ts_us;
+  e.event = kind;
+  e.lock = lock;
+  e.owner = owner;
+  e.client = client;
+  e.server = server;
+  e.lock_server = server;
+  return e;
+}
+
 class event_recorder final : public analyzer::lock_event_sink {
  public:
   void on_event(const analyzer::lock_event& e) override {

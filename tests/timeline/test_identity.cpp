@@ -277,15 +277,7 @@ class group_fixture {
 
   void event(lock_event_kind kind, std::string_view owner, double at_ms, std::string_view server,
              std::string_view lock = "rl:payment", std::string_view client = "10.0.0.1:50000") {
-    analyzer::lock_event e;
-    e.ts_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
-    e.event = kind;
-    e.lock = lock;
-    e.owner = owner;
-    e.client = client;
-    e.server = server;
-    e.lock_server = server;
-    groups.on_event(e);
+    groups.on_event(lock_event_of(kind, t0 + static_cast<std::int64_t>(at_ms * 1000), lock, owner, client, server));
   }
   std::vector<const recorded_event*> all(std::string_view name) const {
     std::vector<const recorded_event*> out;

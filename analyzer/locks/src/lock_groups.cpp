@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -9,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 
@@ -21,26 +24,51 @@ struct text_hash {
 
 // A map by text whose erased entries are kept and reused (key and value keep their
 // capacity): no allocation per event once warm. V::reset() readies a reused value.
+// The entry found or added last is remembered: a client's pipelined calls come in runs
+// from one connection and owner, and comparing one key is cheaper than hashing it.
 template <class V>
 class reusing_map {
   using map = std::unordered_map<std::string, V, text_hash, std::equal_to<>>;
 
  public:
+  explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
   V* find(std::string_view k) {
+    if (last_ != nullptr && same_bytes(last_->first, k)) return &last_->second;
     const auto it = map_.find(k);
-    return it == map_.end() ? nullptr : &it->second;
+    if (it == map_.end()) return nullptr;
+    if (remember_last_) last_ = &*it;
+    return &it->second;
+  }
+  // The entry found or added last, when its key is a + separator + b (find(a + separator
+  // + b) without joining them); nullptr otherwise.
+  V* last_found(std::string_view a, char separator, std::string_view b) noexcept {
+    if (last_ == nullptr) return nullptr;
+    const std::string_view key = last_->first;
+    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !same_bytes(key.substr(0, a.size()), a) ||
+        !same_bytes(key.substr(a.size() + 1), b)) {
+      return nullptr;
+    }
+    return &last_->second;
   }
   V& add(std::string_view k) {
-    if (spare_.empty()) return map_.emplace(std::string(k), V{}).first->second;
-    auto node = std::move(spare_.back());
-    spare_.pop_back();
-    node.key().assign(k);
-    node.mapped().reset();
-    return map_.insert(std::move(node)).position->second;
+    typename map::value_type* added = nullptr;
+    if (spare_.empty()) {
+      added = &*map_.emplace(std::string(k), V{}).first;
+    } else {
+      auto node = std::move(spare_.back());
+      spare_.pop_back();
+      node.key().assign(k);
+      node.mapped().reset();
+      added = &*map_.insert(std::move(node)).position;
+    }
+    if (remember_last_) last_ = added;
+    return added->second;
   }
   void erase(std::string_view k) {
     const auto it = map_.find(k);
-    if (it != map_.end()) spare_.push_back(map_.extract(it));
+    if (it == map_.end()) return;
+    if (&*it == last_) last_ = nullptr;
+    spare_.push_back(map_.extract(it));
   }
   template <class F>
   void for_each(F&& f) {
@@ -50,6 +78,8 @@ class reusing_map {
 
  private:
   map map_;
+  bool remember_last_ = true;
+  typename map::value_type* last_ = nullptr;  // an entry in map_ (nodes do not move)
   std::vector<typename map::node_type> spare_;
 };
 
@@ -146,9 +176,9 @@ struct lock_groups::impl {
 
   group_options options;
   lock_event_sink& next;
-  reusing_map<attempt> attempts;  // by name \0 db \0 group
-  reusing_map<key_record> keys;   // by name \0 db
-  reusing_map<key_set> sets;      // by owner \0 client
+  reusing_map<attempt> attempts{options.lookup_shortcuts};  // by name \0 db \0 group
+  reusing_map<key_record> keys{options.lookup_shortcuts};   // by name \0 db
+  reusing_map<key_set> sets{options.lookup_shortcuts};      // by owner \0 client
   // Owners (by set text) whose last set overflowed, and when: their next set within a
   // window of it is part of the same stream, not a MultiLock.
   std::unordered_map<std::string, std::int64_t, text_hash, std::equal_to<>> streaming;
@@ -161,7 +191,11 @@ struct lock_groups::impl {
   impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
 
   std::uint32_t server_id(std::string_view s) {
-    if (last_server_id < servers.size() && servers[last_server_id] == s) return last_server_id;
+    if (last_server_id < servers.size() && same_bytes(servers[last_server_id], s)) return last_server_id;
+    return find_server_id(s);
+  }
+  // server_id's lookup by hash, and a new server's id.
+  [[gnu::noinline]] std::uint32_t find_server_id(std::string_view s) {
     if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
     const auto id = static_cast<std::uint32_t>(servers.size());
     servers.emplace_back(s);
@@ -327,7 +361,13 @@ struct lock_groups::impl {
   }
   // Returns the owner's open set still open after this (nullptr: none), for
   // on_set_try, which follows with the same set_text: one lookup per try, not two.
+  // An overflowed set (a stream of locks, not a MultiLock) found as the last one used
+  // needs no set_text: on_set_try only moves its end. set_text is then stale.
   key_set* end_previous_set(const lock_event& e) {
+    if (key_set* last = sets.last_found(e.owner, '\0', e.client); last != nullptr && last->overflowed) return last;
+    return end_previous_set_by_text(e);
+  }
+  [[gnu::noinline]] key_set* end_previous_set_by_text(const lock_event& e) {
     make_set_text(e);
     key_set* st = sets.find(set_text);
     if (st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
@@ -383,8 +423,12 @@ struct lock_groups::impl {
   }
 
   // Tries seen while the capture had one server (a ring of the last recent_tries).
+  // Its lock, owner and client texts one after the other in `text` (one copy per try,
+  // into a buffer that is kept). Its server is the one server seen so far: servers[0].
   struct recent_try {
-    std::string lock, owner, client, server;
+    std::unique_ptr<char[]> text;
+    std::size_t capacity = 0;
+    std::size_t lock_size = 0, owner_size = 0, client_size = 0;
     std::int32_t db = 0;
     std::int64_t ts_us = 0;
     lock_event_kind event = lock_event_kind::acquired;
@@ -392,34 +436,43 @@ struct lock_groups::impl {
   static constexpr std::size_t recent_tries = 256;
   std::vector<recent_try> recent;
   std::size_t recent_next = 0;
+  // e: a try while the capture has one server (e.server is servers[0]).
   void remember_try(const lock_event& e) {
     if (recent.size() < recent_tries) recent.emplace_back();
     recent_try& r = recent[recent_next];
     recent_next = (recent_next + 1) % recent_tries;
-    r.lock.assign(e.lock);
-    r.owner.assign(e.owner);
-    r.client.assign(e.client);
-    r.server.assign(e.server);
+    const std::size_t size = e.lock.size() + e.owner.size() + e.client.size();
+    if (r.capacity < size) {
+      r.capacity = std::max<std::size_t>(size, 128);
+      r.text = std::make_unique<char[]>(r.capacity);
+    }
+    copy_bytes(copy_bytes(copy_bytes(r.text.get(), e.lock), e.owner), e.client);
+    r.lock_size = e.lock.size();
+    r.owner_size = e.owner.size();
+    r.client_size = e.client.size();
     r.db = e.db;
     r.ts_us = e.ts_us;
     r.event = e.event;
   }
+  // Called when the second server appears: servers[0] is still the first.
   void replay_recent_tries(std::int64_t now) {
     const std::size_t n = recent.size();
+    const std::string first_server = servers[0];  // a copy: a view would not outlive servers' growth
     for (std::size_t i = 0; i < n; ++i) {
       const recent_try& r = recent[(recent_next + i) % n];  // oldest first, full or not
       if (now - r.ts_us > options.window_us) continue;
+      const std::string_view text(r.text.get(), r.lock_size + r.owner_size + r.client_size);
       lock_event e;
       e.ts_us = r.ts_us;
       e.event = r.event;
-      e.lock = r.lock;
-      e.owner = r.owner;
-      e.client = r.client;
-      e.server = r.server;
+      e.lock = text.substr(0, r.lock_size);
+      e.owner = text.substr(r.lock_size, r.owner_size);
+      e.client = text.substr(r.lock_size + r.owner_size, r.client_size);
+      e.server = first_server;
       e.db = r.db;
       on_try(e, group_of(e.owner, e.client));
     }
-    recent = {};
+    std::vector<recent_try>().swap(recent);
   }
 
   // ---- MultiLock sets ----
@@ -468,6 +521,9 @@ struct lock_groups::impl {
       s->end_us = e.ts_us;
       return;
     }
+    on_set_try_member(e, s);
+  }
+  [[gnu::noinline]] void on_set_try_member(const lock_event& e, key_set* s) {
     if (s != nullptr && std::any_of(s->keys.begin(), s->keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; })) {
       close_set(set_text, *s, false);

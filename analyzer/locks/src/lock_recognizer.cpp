@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "lockscope/locks/command_words.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lru_cache.hpp"
 #include "value_flow.hpp"
@@ -29,11 +30,7 @@ using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to
 
 using resp::iequals;
 
-bool parse_int(std::string_view s, std::int64_t& out) noexcept {
-  if (s.empty()) return false;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
+bool parse_int(std::string_view s, std::int64_t& out) noexcept { return parse_wire_int(s, out); }
 
 // Seconds to milliseconds, saturating (the value comes from the wire).
 std::int64_t seconds_to_ms(std::int64_t s) noexcept {
@@ -61,7 +58,26 @@ struct reply_view {
   std::size_t root = message::npos;
 };
 
-reply_view read_reply(const message* m) {
+// A reply that is a string: OK, a number (RESP2 clients' integers as bulk strings), or other.
+[[gnu::noinline]] void read_string_reply(reply_view& r, const message_node& n) {
+  const message& m = *r.m;
+  if (n.type == resp::type::simple_string) {
+    r.kind = iequals(m.text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
+    return;
+  }
+  if ((n.flags & resp::node_flags::null_bulk) != 0) {
+    r.kind = reply_view::shape::null;
+    return;
+  }
+  r.kind = iequals(m.text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
+  std::int64_t v = 0;
+  if (parse_int(m.text(n), v)) {
+    r.kind = reply_view::shape::integer;
+    r.integer = v;
+  }
+}
+
+inline reply_view read_reply(const message* m) {
   reply_view r;
   if (m == nullptr || m->empty()) return r;
   r.m = m;
@@ -80,9 +96,6 @@ reply_view read_reply(const message* m) {
       r.kind = reply_view::shape::integer;
       r.integer = n.integer != 0 ? 1 : 0;
       break;
-    case resp::type::simple_string:
-      r.kind = iequals(m->text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
-      break;
     case resp::type::simple_error:
     case resp::type::bulk_error:
       r.kind = reply_view::shape::error;
@@ -91,16 +104,9 @@ reply_view read_reply(const message* m) {
     case resp::type::set:
       r.kind = (n.flags & resp::node_flags::null_array) != 0 ? reply_view::shape::null : reply_view::shape::array;
       break;
+    case resp::type::simple_string:
     case resp::type::bulk_string:
-      if ((n.flags & resp::node_flags::null_bulk) != 0) r.kind = reply_view::shape::null;
-      else {
-        r.kind = iequals(m->text(n), "OK") ? reply_view::shape::ok : reply_view::shape::other;
-        std::int64_t v = 0;
-        if (parse_int(m->text(n), v)) {
-          r.kind = reply_view::shape::integer;
-          r.integer = v;
-        }
-      }
+      read_string_reply(r, n);
       break;
     default:
       r.kind = reply_view::shape::other;
@@ -142,7 +148,22 @@ struct lock_recognizer::state {
   };
   // The built-in scripts: always known, never evicted.
   string_map<script_class> builtin_text;
-  string_map<sha_entry> builtin_sha;
+  // By SHA1: built at the first lookup by SHA1 (EVALSHA, SCRIPT LOAD, a new EVAL), as
+  // hashing the scripts costs more than a short capture's whole analysis.
+  string_map<sha_entry> builtin_sha_table;
+  bool builtin_sha_ready = false;
+  string_map<sha_entry>& builtin_sha() {
+    if (!builtin_sha_ready) {
+      builtin_sha_ready = true;
+      auto add = [this](std::string_view text, const std::string& sha) {
+        builtin_sha_table[sha] = sha_entry{builtin_text.find(text)->second, false, false};
+      };
+      for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
+      for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
+      for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
+    }
+    return builtin_sha_table;
+  }
   // Scripts and SHA1s learnt from the capture, least recently used forgotten first.
   recognizer_detail::lru_cache<script_class> by_text{script_cache_entries, script_cache_bytes};
   recognizer_detail::lru_cache<sha_entry> by_sha{sha_cache_entries, sha_cache_entries * 40};
@@ -153,8 +174,6 @@ struct lock_recognizer::state {
   const script_class* last_eval_class = nullptr;
   std::array<char, 40> sha_scratch{};
   std::array<char, 40> vote_scratch{};
-  std::vector<std::string_view> keys;   // reused per exchange
-  std::vector<std::string_view> argv;
   // The database of each connection not simply in db 0 since its SYN: SELECTed (or
   // RESET) ones, and -1 for those whose earlier commands may be missing. One entry a
   // connection, dropped when it ends; the last one looked up is cached.
@@ -191,13 +210,12 @@ struct lock_recognizer::state {
   std::unordered_set<std::uint64_t> links_reported;
 
   state() {
-    auto add = [this](std::string_view text, const std::string& sha) {
-      const script_class& c = builtin_text.try_emplace(std::string(text), classify_script(text)).first->second;
-      builtin_sha[sha] = sha_entry{c, false, false};
+    auto add = [this](std::string_view text) {
+      if (builtin_text.find(text) == builtin_text.end()) builtin_text.emplace(std::string(text), classify_script(text));
     };
-    for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
-    for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
-    for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
+    for (const lock::script_info& s : lock::all_scripts()) add(s.text);
+    for (const known_script& s : known_scripts()) add(s.text);
+    for (const known_script& s : client_scripts()) add(s.text);
   }
 
   // Makes `text` the last EVAL's script when it is known.
@@ -215,7 +233,7 @@ struct lock_recognizer::state {
     return false;
   }
   sha_entry* find_sha(std::string_view sha) {
-    if (const auto it = builtin_sha.find(sha); it != builtin_sha.end()) return &it->second;
+    if (const auto it = builtin_sha().find(sha); it != builtin_sha().end()) return &it->second;
     if (auto* e = by_sha.find(sha)) return &e->value;
     return nullptr;
   }
@@ -233,7 +251,7 @@ struct lock_recognizer::state {
       by_text.insert(text, c);
       stats.scripts_evicted = by_text.evictions();
     }
-    if (builtin_sha.find(sha) == builtin_sha.end()) {
+    if (builtin_sha().find(sha) == builtin_sha().end()) {
       by_sha.insert(sha, sha_entry{c, false, false});
       stats.shas_evicted = by_sha.evictions();
     }
@@ -552,19 +570,28 @@ void lock_recognizer::on_exchange(const exchange& e) {
   op.request_us = e.request_us;
   op.reply_us = e.reply_us;
   st.current_is_script = false;
-  auto emit = [&](lock_operation o) {
-    if (o.redirect != cluster_reply::none && o.outcome == op_outcome::error) {
+  // `in` is left as it is (a caller may emit it again with other fields changed): an
+  // operation whose outcome emit changes (a redirect, a value-checked call) is copied.
+  auto emit = [&](const lock_operation& in) {
+    const bool redirect = in.redirect != cluster_reply::none && in.outcome == op_outcome::error;
+    const bool value_checked =
+        in.family == lock_family::set_based || in.family == lock_family::redlock_multi || in.family == lock_family::setnx;
+    ++stats_.operations;
+    if (in.inferred) ++stats_.inferred;
+    if (!redirect && !value_checked) {
+      sink_.on_operation(in);
+      return;
+    }
+    lock_operation o = in;
+    if (redirect) {
       o.outcome = op_outcome::redirected;  // not run on this node: retried elsewhere or later
       ++stats_.redirects;
     }
-    if (o.outcome != op_outcome::redirected && (o.family == lock_family::set_based || o.family == lock_family::redlock_multi ||
-                                                o.family == lock_family::setnx)) {
+    if (o.outcome != op_outcome::redirected && value_checked) {
       st.track_value(o);
       stats_.values_tracked = st.flow.size();
       stats_.values_evicted = st.flow.evictions();
     }
-    ++stats_.operations;
-    if (o.inferred) ++stats_.inferred;
     sink_.on_operation(o);
   };
 
@@ -606,6 +633,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
 
   if (e.command.empty()) return;
   const std::string_view name = e.command[0];
+  const command_word cmd = identify_command(name);
   const reply_view reply = read_reply(e.reply);
   const auto& args = e.command;
 
@@ -616,7 +644,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       st.asking.erase(it);
     }
   }
-  if (iequals(name, "ASKING") && args.size() == 1) {
+  if (cmd == command_word::asking && args.size() == 1) {
     if (reply.kind == reply_view::shape::ok) st.asking.insert(e.connection);
     return;
   }
@@ -638,21 +666,22 @@ void lock_recognizer::on_exchange(const exchange& e) {
       }
     }
   }
-  if (iequals(name, "CLUSTER") && args.size() == 2 && (iequals(args[1], "SLOTS") || iequals(args[1], "SHARDS")) &&
+  if (cmd == command_word::cluster && args.size() == 2 && (iequals(args[1], "SLOTS") || iequals(args[1], "SHARDS")) &&
       reply.kind == reply_view::shape::array) {
     report_cluster_nodes(e, iequals(args[1], "SHARDS"));
     return;
   }
+  if (cmd == command_word::other) return;  // none of the commands below
 
   // Plain commands first: they are cheap to tell apart by name length.
-  if (iequals(name, "SELECT") && args.size() == 2) {
+  if (cmd == command_word::select && args.size() == 2) {
     std::int64_t db = 0;
     if (reply.kind == reply_view::shape::ok && parse_int(args[1], db) && db >= 0 && db <= INT32_MAX) {
       st.set_database(e.connection, static_cast<std::int32_t>(db));
     }
     return;
   }
-  if (iequals(name, "RESET") && args.size() == 1) {
+  if (cmd == command_word::reset && args.size() == 1) {
     // Answered +RESET: the connection is back in db 0 (HELLO keeps the database).
     if (e.reply != nullptr && e.reply->root() != message::npos &&
         iequals(e.reply->text(e.reply->nodes()[e.reply->root()]), "RESET")) {
@@ -660,7 +689,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
     }
     return;
   }
-  if (iequals(name, "SET") && args.size() >= 3) {
+  if (cmd == command_word::set && args.size() >= 3) {
     bool nx = false;
     std::int64_t lease = -1;
     for (std::size_t i = 3; i < args.size(); ++i) {
@@ -684,7 +713,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
     emit(op);
     return;
   }
-  if (iequals(name, "SETNX") && args.size() == 3) {
+  if (cmd == command_word::setnx && args.size() == 3) {
     op.kind = lock_op_kind::acquire;
     op.family = lock_family::setnx;
     op.lock = args[1];
@@ -696,19 +725,19 @@ void lock_recognizer::on_exchange(const exchange& e) {
     emit(op);
     return;
   }
-  if ((iequals(name, "EXPIRE") || iequals(name, "PEXPIRE")) && args.size() >= 3) {
+  if ((cmd == command_word::expire || cmd == command_word::pexpire) && args.size() >= 3) {
     std::int64_t v = 0;
     if (!parse_int(args[2], v)) return;
     op.kind = lock_op_kind::expire;
     op.lock = args[1];
-    op.lease_ms = iequals(name, "EXPIRE") ? seconds_to_ms(v) : v;
+    op.lease_ms = cmd == command_word::expire ? seconds_to_ms(v) : v;
     op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::no_reply
                  : reply.integer == 1                     ? op_outcome::ok
                                                           : op_outcome::none;
     emit(op);
     return;
   }
-  if ((iequals(name, "DEL") || iequals(name, "UNLINK")) && args.size() == 2) {
+  if ((cmd == command_word::del || cmd == command_word::unlink) && args.size() == 2) {
     if (starts_with(args[1], "redisson_unlock_latch")) {
       st.flow.erase(state::latch_key(e.server_text, args[1]));
       return;
@@ -721,8 +750,8 @@ void lock_recognizer::on_exchange(const exchange& e) {
     emit(op);
     return;
   }
-  const bool sub = iequals(name, "SUBSCRIBE") || iequals(name, "SSUBSCRIBE");
-  const bool unsub = iequals(name, "UNSUBSCRIBE") || iequals(name, "SUNSUBSCRIBE");
+  const bool sub = cmd == command_word::subscribe || cmd == command_word::ssubscribe;
+  const bool unsub = cmd == command_word::unsubscribe || cmd == command_word::sunsubscribe;
   if (sub || unsub) {
     if (sub && args.size() < 2) {
       ++stats_.skipped;
@@ -753,7 +782,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
     }
     return;
   }
-  if (iequals(name, "SCRIPT") && args.size() == 3 && iequals(args[1], "LOAD")) {
+  if (cmd == command_word::script && args.size() == 3 && iequals(args[1], "LOAD")) {
     if (e.reply == nullptr) return;
     const std::size_t root = e.reply->root();
     if (root == message::npos) return;
@@ -766,15 +795,13 @@ void lock_recognizer::on_exchange(const exchange& e) {
     return;
   }
 
-  const bool eval = iequals(name, "EVAL") || iequals(name, "EVAL_RO");
-  const bool evalsha = iequals(name, "EVALSHA") || iequals(name, "EVALSHA_RO");
+  const bool eval = cmd == command_word::eval || cmd == command_word::eval_ro;
+  const bool evalsha = cmd == command_word::evalsha || cmd == command_word::evalsha_ro;
   if (!(eval || evalsha) || args.size() < 3) return;
   std::int64_t numkeys = 0;
   if (!parse_int(args[2], numkeys) || numkeys < 0 || static_cast<std::size_t>(numkeys) > args.size() - 3) return;
-  st.keys.assign(args.begin() + 3, args.begin() + 3 + numkeys);
-  st.argv.assign(args.begin() + 3 + numkeys, args.end());
-  const auto& keys = st.keys;
-  const auto& argv = st.argv;
+  const std::span<const std::string_view> keys = args.subspan(3, static_cast<std::size_t>(numkeys));
+  const std::span<const std::string_view> argv = args.subspan(3 + static_cast<std::size_t>(numkeys));
 
   script_class cls;
   state::sha_entry* sha_entry = nullptr;
@@ -805,7 +832,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
   }
   if (!cls.is_lock_script() && !(sha_entry != nullptr && sha_entry->inferred)) return;
 
-  auto arg_at = [](const std::vector<std::string_view>& v, std::uint8_t i) -> std::string_view {
+  auto arg_at = [](std::span<const std::string_view> v, std::uint8_t i) -> std::string_view {
     return i >= 1 && i <= v.size() ? v[i - 1] : std::string_view();
   };
   auto int_arg = [&](std::uint8_t i) -> std::int64_t {

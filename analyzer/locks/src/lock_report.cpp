@@ -1,6 +1,7 @@
 #include "lockscope/locks/lock_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 
@@ -518,9 +521,13 @@ void lock_report::flush() {
 }
 
 void lock_report::on_event(const lock_event& e) {
-  if (!selected(e.lock)) return;
+  if (!options_.lock_globs.empty() && !selected(e.lock)) return;
   ++events_;
   if (options_.start_us < 0) options_.start_us = e.ts_us;
+  if (options_.format != report_format::summary_only) write_event(e);  // --summary: only counted
+}
+
+void lock_report::write_event(const lock_event& e) {
   switch (options_.format) {
     case report_format::summary_only:
       return;
@@ -581,6 +588,26 @@ void lock_report::on_event(const lock_event& e) {
 
 namespace {
 
+// What a row shows after the lock's name: the whole of the row's tail depends on these
+// and on nothing else.
+struct row_values {
+  std::uint64_t acquisitions = 0, contended = 0, renewals = 0, expiries = 0;
+  std::int64_t hold[3] = {}, wait[3] = {};
+  std::uint64_t anomalies[anomaly_kind_count] = {};
+  explicit row_values(const lock_stats& s)
+      : acquisitions(s.acquisitions), contended(s.contended_acquisitions), renewals(s.renewals), expiries(s.expiries),
+        hold{s.hold.p50, s.hold.p99, s.hold.max}, wait{s.wait.p50, s.wait.p99, s.wait.max} {
+    std::memcpy(anomalies, s.anomalies, sizeof anomalies);
+  }
+  // Whether `s` shows these values (the first ones differ most often).
+  bool shown_by(const lock_stats& s) const noexcept {
+    return acquisitions == s.acquisitions && hold[2] == s.hold.max && wait[2] == s.wait.max &&
+           contended == s.contended_acquisitions && renewals == s.renewals && expiries == s.expiries &&
+           hold[0] == s.hold.p50 && hold[1] == s.hold.p99 && wait[0] == s.wait.p50 && wait[1] == s.wait.p99 &&
+           std::memcmp(anomalies, s.anomalies, sizeof anomalies) == 0;
+  }
+};
+
 // The summary table has a row per lock (hundreds of thousands on big captures): rows
 // are written straight into a char buffer. Each fast path prints exactly what the fmt
 // specification of the row prints, and defers to fmt where that is not obvious.
@@ -596,9 +623,16 @@ class row_buffer {
   std::string_view view() const noexcept { return {bytes_.data(), used_}; }
   void clear() noexcept { used_ = 0; }
 
+  // The last row's tail (after the lock's column) and the values it shows (append_row).
+  std::string& last_tail() noexcept { return last_tail_; }
+  const row_values* last_values() const noexcept { return last_values_ ? &*last_values_ : nullptr; }
+  void set_last_values(const row_values& v) { last_values_ = v; }
+
  private:
   std::vector<char> bytes_ = std::vector<char>(1u << 18);
   std::size_t used_ = 0;
+  std::string last_tail_;
+  std::optional<row_values> last_values_;
 };
 
 char* put(char* p, std::string_view s) noexcept {
@@ -618,6 +652,21 @@ char* put_right(char* p, std::uint64_t v, std::size_t width) noexcept {
 
 // Printable ASCII only: shown as is, and its display width is its size.
 bool plain_ascii(std::string_view s) noexcept {
+  // Eight bytes at a time: whether any byte is < 0x20 (a borrow starts only at one) or
+  // > 0x7e (+1 sets its top bit, or it is set already).
+  constexpr std::uint64_t ones = 0x0101010101010101ull, tops = 0x8080808080808080ull;
+  auto bad = [&](const char* p) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return (((w - 0x20 * ones) & ~w) | ((w + ones) | w)) & tops;
+  };
+  const std::size_t n = s.size();
+  if (n >= 8) {
+    for (std::size_t i = 0; i + 8 <= n; i += 8) {
+      if (bad(s.data() + i) != 0) return false;
+    }
+    return bad(s.data() + n - 8) == 0;
+  }
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
 }
 
@@ -673,16 +722,8 @@ char* put_triple(char* p, const duration_stats& d, std::size_t width) {
 
 namespace {
 
-// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
-void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
-  // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
-  char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
-  if (plain_ascii(lock)) {  // the usual case
-    p = put(p, lock);
-    if (lock.size() < width) p = spaces(p, width - lock.size());
-  } else {
-    p = fmt::format_to(p, "{:<{}}", printable(lock), width);
-  }
+// The row's tail (after the name's column): "  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+char* put_row_tail(char* p, const lock_stats& s) {
   p = spaces(p, 2);
   p = put_right(p, s.acquisitions, 6);
   p = spaces(p, 2);
@@ -719,6 +760,33 @@ void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, st
     }
   }
   *p++ = '\n';
+  return p;
+}
+
+// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+// Many locks have the same figures (acquired once, never released in the capture): a
+// row whose values equal the previous row's copies that row's tail.
+void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
+  // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
+  char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
+  if (plain_ascii(lock)) {  // the usual case
+    p = copy_bytes(p, lock);
+    if (lock.size() < width) {  // width <= 48: 48 spaces fit the room asked for, the rest is overwritten
+      std::memset(p, ' ', 48);
+      p += width - lock.size();
+    }
+  } else {
+    p = fmt::format_to(p, "{:<{}}", printable(lock), width);
+  }
+  std::string& tail = rows.last_tail();
+  if (rows.last_values() != nullptr && rows.last_values()->shown_by(s)) {
+    p = put(p, tail);
+  } else {
+    char* const start = p;
+    p = put_row_tail(p, s);
+    tail.assign(start, p);
+    rows.set_last_values(row_values(s));
+  }
   rows.end_row(p);
 }
 
@@ -829,7 +897,7 @@ void lock_report::write_summary(const lock_timeline& timeline) {
     rows.clear();
     std::uint64_t n = 0;
     timeline.for_each_lock(batch, batches, [&](std::string_view lock, const lock_stats& s) {
-      if (!selected(lock)) return;
+      if (!options_.lock_globs.empty() && !selected(lock)) return;
       ++n;
       if (shared_names.empty()) {
         append_row(rows, lock, s, width);

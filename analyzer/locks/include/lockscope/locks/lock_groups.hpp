@@ -59,6 +59,10 @@ struct group_options {
   // independent locks (a client taking lock after lock, leases left to expire): it is
   // dropped unreported, and each try stays O(1).
   std::size_t max_set_keys = 16;
+  // Lookups first compare the entry looked up last (a client's pipelined calls come in
+  // runs); false: every lookup hashes its key. The same events either way (a test
+  // compares them); false is only for that test.
+  bool lookup_shortcuts = true;
 };
 
 // What a quorum / multilock event reports (lock_event::group).

@@ -109,6 +109,7 @@ class lock_report final : public lock_event_sink {
   std::uint64_t events() const noexcept { return events_; }
 
  private:
+  void write_event(const lock_event& e);  // on_event, for the formats that print events
   report_options options_;
   std::function<void(std::string_view)> write_;
   std::string out_;

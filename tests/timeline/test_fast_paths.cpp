@@ -1,0 +1,448 @@
+// Fast paths agree with the general ones: the recognizer's identify_command with
+// resp::iequals against every name and parse_wire_int with std::from_chars (on the names
+// and numbers clients send and on near misses); lock_groups with and without its lookup
+// shortcuts; the summary's rows with the table's fmt specification.
+#include <array>
+#include <cstring>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "helpers.hpp"
+#include "lockscope/locks/command_words.hpp"
+#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/lock/scripts.hpp"
+
+using namespace lockscope;
+using analyzer::command_word;
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, command_word>, 19> words{{
+    {"ASKING", command_word::asking},
+    {"CLUSTER", command_word::cluster},
+    {"SELECT", command_word::select},
+    {"RESET", command_word::reset},
+    {"SET", command_word::set},
+    {"SETNX", command_word::setnx},
+    {"EXPIRE", command_word::expire},
+    {"PEXPIRE", command_word::pexpire},
+    {"DEL", command_word::del},
+    {"UNLINK", command_word::unlink},
+    {"SUBSCRIBE", command_word::subscribe},
+    {"SSUBSCRIBE", command_word::ssubscribe},
+    {"UNSUBSCRIBE", command_word::unsubscribe},
+    {"SUNSUBSCRIBE", command_word::sunsubscribe},
+    {"SCRIPT", command_word::script},
+    {"EVAL", command_word::eval},
+    {"EVAL_RO", command_word::eval_ro},
+    {"EVALSHA", command_word::evalsha},
+    {"EVALSHA_RO", command_word::evalsha_ro},
+}};
+
+// The general path: the name compared with each word in turn.
+command_word by_iequals(std::string_view name) {
+  command_word found = command_word::other;
+  for (const auto& [word, id] : words) {
+    if (resp::iequals(name, word)) found = id;
+  }
+  CHECK(analyzer::identify_command_general(name) == found);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("identify_command names what resp::iequals names, case folded, and nothing else", "[recognizer][fast]") {
+  for (const auto& [word, id] : words) {
+    std::string upper(word), lower(word), mixed(word);
+    for (std::size_t i = 0; i < word.size(); ++i) {
+      lower[i] = resp::ascii_lower(word[i]);
+      if (i % 2 == 1) mixed[i] = lower[i];
+    }
+    CHECK(analyzer::identify_command(upper) == id);
+    CHECK(analyzer::identify_command(lower) == id);
+    CHECK(analyzer::identify_command(mixed) == id);
+  }
+  // Every one-byte change, every prefix and every one-byte extension of every word (in
+  // both cases), over all 256 byte values: near misses stay `other`, exactly as iequals says.
+  std::size_t compared = 0;
+  for (const auto& [word, id] : words) {
+    for (const bool lower_case : {false, true}) {
+      std::string w(word);
+      if (lower_case) {
+        for (char& c : w) c = resp::ascii_lower(c);
+      }
+      for (std::size_t n = 0; n <= w.size(); ++n) {
+        const std::string prefix = w.substr(0, n);
+        CHECK(analyzer::identify_command(prefix) == by_iequals(prefix));
+        ++compared;
+      }
+      for (std::size_t i = 0; i <= w.size(); ++i) {
+        for (int b = 0; b < 256; ++b) {
+          std::string changed = w, extended = w;
+          if (i < w.size()) changed[i] = static_cast<char>(b);
+          extended.insert(i, 1, static_cast<char>(b));
+          CHECK(analyzer::identify_command(changed) == by_iequals(changed));
+          CHECK(analyzer::identify_command(extended) == by_iequals(extended));
+          compared += 2;
+        }
+      }
+    }
+  }
+  CHECK(compared > 100'000);
+  for (std::string_view other : {"", "GET", "HSET", "PTTL", "PUBLISH", "EVALX", "EVAL RO", "EVALSHA-RO", "MULTI",
+                                 "PSUBSCRIBE", "PUNSUBSCRIBE", "SPUBLISH", "HELLO", "AUTH", "CLIENT"}) {
+    CHECK(analyzer::identify_command(other) == command_word::other);
+    CHECK(by_iequals(other) == command_word::other);
+  }
+}
+
+TEST_CASE("parse_wire_int reads what std::from_chars reads, and refuses what it refuses", "[recognizer][fast]") {
+  auto same = [](std::string_view s) {
+    std::int64_t fast = 11, general = 11;
+    const bool fast_ok = analyzer::parse_wire_int(s, fast);
+    const bool general_ok = analyzer::parse_wire_int_general(s, general);
+    INFO("input \"" << std::string(s) << "\"");
+    REQUIRE(fast_ok == general_ok);
+    if (fast_ok) REQUIRE(fast == general);
+    return fast_ok;
+  };
+  // The lease and numkeys Redisson sends, and the edges of the digit loop (18 digits)
+  // and of int64.
+  CHECK(same("30000"));
+  CHECK(same("99999999"));
+  CHECK(same("00000000"));
+  CHECK(same("1234"));
+  CHECK(same("12345678"));
+  CHECK(same("1"));
+  CHECK(same("0"));
+  CHECK(same("000000000000000000"));
+  CHECK(same("999999999999999999"));
+  CHECK(same("1000000000000000000"));
+  CHECK(same("9223372036854775807"));
+  CHECK(same("-9223372036854775808"));
+  CHECK(same("-5"));
+  CHECK(same("-0"));
+  CHECK_FALSE(same(""));
+  CHECK_FALSE(same("-"));
+  CHECK_FALSE(same("+5"));
+  CHECK_FALSE(same(" 5"));
+  CHECK_FALSE(same("5 "));
+  CHECK_FALSE(same("5x"));
+  CHECK_FALSE(same("x5"));
+  CHECK_FALSE(same("1.5"));
+  CHECK_FALSE(same("9223372036854775808"));
+  CHECK_FALSE(same("-9223372036854775809"));
+  CHECK_FALSE(same("99999999999999999999"));
+  CHECK_FALSE(same(std::string_view("1\0" "2", 3)));
+  CHECK_FALSE(same("\xb0"));  // '0' + 128: no digit once unsigned
+  CHECK_FALSE(same("/"));     // '0' - 1
+  CHECK_FALSE(same(":"));     // '9' + 1
+  // Every byte value at every position of digit strings of 1 to 19 bytes (the digit
+  // loop takes up to 18): accepted exactly when that byte is a digit, or a leading '-'.
+  for (std::size_t n = 1; n <= 19; ++n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int b = 0; b < 256; ++b) {
+        std::string s;
+        for (std::size_t k = 0; k < n; ++k) s += static_cast<char>('1' + (k * 7 + n) % 9);
+        s[i] = static_cast<char>(b);
+        const bool digit = b >= '0' && b <= '9';
+        const bool accepted = same(s);
+        if (n <= 18) CHECK(accepted == (digit || (b == '-' && i == 0 && n > 1)));  // 19 digits may overflow
+      }
+    }
+  }
+  // Random strings of digits and near-digits, every length up to 22.
+  std::mt19937_64 rng(14);
+  constexpr std::string_view alphabet = "0123456789012345678901234567890123456789-+ /:x\xb0";
+  std::size_t accepted = 0;
+  for (int i = 0; i < 200'000; ++i) {
+    std::string s(rng() % 23, '0');
+    for (char& c : s) c = alphabet[rng() % alphabet.size()];
+    if (rng() % 2 == 0) {
+      for (char& c : s) {
+        if (c < '0' || c > '9') c = static_cast<char>('0' + rng() % 10);  // all digits: mostly accepted
+      }
+    }
+    accepted += same(s) ? 1 : 0;
+  }
+  CHECK(accepted > 50'000);
+}
+
+TEST_CASE("the recognizer reads an EVAL's integers alike on its fast path and off it", "[recognizer][fast]") {
+  const std::string acquire(lock::script(lock::script_kind::acquire).text);
+  // Leases the digit loop reads and ones it hands to from_chars: lease_ms is what
+  // from_chars reads, -1 when it refuses.
+  for (std::string lease : {"30000", "0", "-1", "-30000", "999999999999999999", "1000000000000000000",
+                            "9223372036854775807", "9223372036854775808", "+30000", "30000 ", "3e4", ""}) {
+    std::int64_t expected = -1;
+    if (!analyzer::parse_wire_int_general(lease, expected)) expected = -1;
+    timeline_test::op_recorder rec;
+    analyzer::lock_recognizer r(rec);
+    // The same script three times: the first is classified, the rest found as the last one.
+    for (int i = 0; i < 3; ++i) {
+      timeline_test::feed(r, {"EVAL", acquire, "1", "myLock", lease, "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"}, "$-1\r\n");
+    }
+    INFO("lease \"" << lease << "\"");
+    REQUIRE(rec.ops.size() == 3);
+    for (const auto& op : rec.ops) {
+      CHECK(op.kind == analyzer::lock_op_kind::acquire);
+      CHECK(op.lease_ms == expected);
+      CHECK(op.lock == "myLock");
+    }
+  }
+  // numkeys: a sign, spaces, or a count beyond the arguments are not an EVAL of a lock.
+  for (std::string numkeys : {"+1", " 1", "1 ", "-1", "01", "2", "18446744073709551617"}) {
+    timeline_test::op_recorder rec;
+    analyzer::lock_recognizer r(rec);
+    timeline_test::feed(r, {"EVAL", acquire, numkeys, "myLock", "30000", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"},
+                        "$-1\r\n");
+    INFO("numkeys \"" << numkeys << "\"");
+    if (numkeys == "01") {
+      REQUIRE(rec.ops.size() == 1);  // from_chars reads a leading zero
+      CHECK(rec.ops[0].lease_ms == 30000);
+    } else if (numkeys == "2") {
+      REQUIRE(rec.ops.size() == 1);  // KEYS = [myLock, 30000], ARGV = [owner]: no lease
+      CHECK(rec.ops[0].lease_ms == -1);
+    } else {
+      CHECK(rec.ops.empty());
+    }
+  }
+}
+
+namespace {
+
+std::string describe(const timeline_test::recorded_event& e) {
+  std::string out = fmt::format("{} {} {} {} {} {} {} db{} {}", e.ts_us, e.event, e.lock, e.owner, e.client, e.server,
+                                e.lock_server, e.db, e.detail);
+  if (e.total > 0) {
+    out += fmt::format(" {}/{}/{} {} {} [{}] [{}] [{}]", e.acquired, e.total, e.needed, e.succeeded, e.released,
+                       fmt::join(e.acquired_on, ","), fmt::join(e.owners, ","), fmt::join(e.tried, ","));
+  }
+  return out;
+}
+
+// Random lock events in runs from one client and owner (as pipelined calls arrive), on
+// one server first, then on three (the first tries are replayed then): what lock_groups
+// reports, one line an event.
+std::vector<std::string> group_events(std::uint64_t seed, bool shortcuts, std::size_t max_open) {
+  timeline_test::event_recorder rec;
+  analyzer::group_options o;
+  o.lookup_shortcuts = shortcuts;
+  o.max_open = max_open;
+  o.max_set_keys = 4;
+  analyzer::lock_groups groups(o, rec);
+  std::mt19937_64 rng(seed);
+  const analyzer::lock_event_kind kinds[] = {
+      analyzer::lock_event_kind::acquired,       analyzer::lock_event_kind::acquired,
+      analyzer::lock_event_kind::contended,      analyzer::lock_event_kind::released,
+      analyzer::lock_event_kind::unlock_rejected, analyzer::lock_event_kind::expired,
+      analyzer::lock_event_kind::renewed,        analyzer::lock_event_kind::renew_failed,
+      analyzer::lock_event_kind::reentered,      analyzer::lock_event_kind::force_released};
+  const char* servers[] = {"10.0.0.9:6379", "10.0.0.9:6380", "10.0.0.9:6381"};
+  // "R1\0x" + "10.0.0.1:50000" and "R1" + "x\010.0.0.1:50000" join to one set key.
+  using namespace std::string_view_literals;
+  const std::string_view owners[] = {"R1"sv, "R1\0x"sv, "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"sv,
+                                     "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:7"sv};
+  const std::string_view clients[] = {"10.0.0.1:50000"sv, "10.0.0.1:50001"sv, "x\0" "10.0.0.1:50000"sv, "10.0.0.2:50000"sv};
+  std::int64_t t = 1'000'000;
+  for (int run = 0; run < 500; ++run) {
+    const std::string owner(owners[rng() % 4]);
+    const std::string client(clients[rng() % 4]);
+    const std::size_t server_count = run < 100 ? 1 : 3;
+    for (std::uint64_t n = 1 + rng() % 40; n > 0; --n) {
+      t += static_cast<std::int64_t>(rng() % 40'000);
+      const std::string lock = "k" + std::to_string(rng() % (run % 2 == 0 ? 5 : 400));
+      const std::string server = servers[rng() % server_count];
+      groups.on_event(timeline_test::lock_event_of(kinds[rng() % 10], t, lock, owner, client, server));
+    }
+    if (rng() % 50 == 0) groups.advance_to(t + 2'000'000);
+  }
+  groups.finish(t + 10'000'000);
+  std::vector<std::string> out;
+  for (const auto& e : rec.events) out.push_back(describe(e));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("lock_groups reports the same with its lookup shortcuts as with a hash per lookup", "[groups][fast]") {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    for (std::size_t max_open : {std::size_t{16}, std::size_t{8192}}) {
+      INFO("seed " << seed << ", max_open " << max_open);
+      const std::vector<std::string> general = group_events(seed, false, max_open);
+      const std::vector<std::string> fast = group_events(seed, true, max_open);
+      REQUIRE(general.size() == fast.size());
+      for (std::size_t i = 0; i < general.size(); ++i) REQUIRE(fast[i] == general[i]);
+      // Not vacuous: groups of both kinds formed, and streams overflowed.
+      const auto has = [&](std::string_view what) {
+        return std::any_of(general.begin(), general.end(),
+                           [&](const std::string& line) { return line.find(what) != std::string::npos; });
+      };
+      CHECK(has(" quorum "));
+      CHECK(has(" multilock "));
+    }
+  }
+}
+
+namespace {
+
+// The summary row as the table's specification says, by fmt:
+// "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n" (names plain ASCII).
+std::string row_by_fmt(std::string_view lock, const analyzer::lock_stats& s, std::size_t width) {
+  auto triple = [](const analyzer::duration_stats& d) {
+    return d.max < 0 ? std::string("-")
+                     : analyzer::format_duration(d.p50) + "/" + analyzer::format_duration(d.p99) + "/" +
+                           analyzer::format_duration(d.max);
+  };
+  auto columns = [](const std::string& t) {  // µ is two bytes, one column
+    std::size_t n = 0;
+    for (unsigned char c : t) n += (c & 0xC0) != 0x80 ? 1 : 0;
+    return n;
+  };
+  auto padded = [&](const std::string& t) { return t + std::string(columns(t) < 28 ? 28 - columns(t) : 0, ' '); };
+  std::string anomalies;
+  for (std::size_t k = 1; k < analyzer::anomaly_kind_count; ++k) {
+    if (s.anomalies[k] == 0) continue;
+    if (!anomalies.empty()) anomalies += ' ';
+    anomalies += fmt::format("{}={}", analyzer::to_string(static_cast<analyzer::anomaly_kind>(k)), s.anomalies[k]);
+  }
+  if (s.anomaly_total() == 0) anomalies = "-";
+  const double contended = s.acquisitions == 0 ? 0.0
+                                               : 100.0 * static_cast<double>(s.contended_acquisitions) /
+                                                     static_cast<double>(s.acquisitions);
+  std::string name(lock);  // control bytes shown as '?'
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return fmt::format("{:<{}}  {:>6}  {:>8.1f}%  {}  {}  {:>8}  {:>8}  {}\n", name, width, s.acquisitions, contended,
+                     padded(triple(s.hold)), padded(triple(s.wait)), s.renewals, s.expiries, anomalies);
+}
+
+}  // namespace
+
+TEST_CASE("summary rows that repeat the previous row's figures, or have plain names, are the rows fmt writes",
+          "[report][fast]") {
+  // Runs of locks with the same figures (acquired once, never released; released after
+  // the same hold; contended the same way) between locks whose figures differ; then
+  // names with one byte of every value at every position up to 22 (plain ASCII or not).
+  std::string out;
+  analyzer::report_options ro;
+  ro.format = analyzer::report_format::summary_only;
+  ro.threads = 1;
+  analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
+  analyzer::lock_timeline timeline({}, report);
+  std::mt19937_64 rng(7);
+  std::int64_t t = 1'000'000;
+  constexpr int named = 3000, odd = 1024;
+  for (int i = 0; i < named + odd; ++i) {
+    std::string name = "job:" + std::to_string(100000 + i);
+    if (i >= named) {
+      const int k = i - named;
+      name = std::string(static_cast<std::size_t>(k % 23), 'a') + static_cast<char>(k % 256) + ":" + std::to_string(k);
+    }
+    const int pattern = (i / 25) % 5;  // runs of 25 alike
+    analyzer::lock_operation op;
+    op.kind = analyzer::lock_op_kind::acquire;
+    op.outcome = pattern == 2 ? analyzer::op_outcome::contended : analyzer::op_outcome::ok;
+    op.ttl_ms = 5;
+    op.lock = name;
+    op.owner = "a:1";
+    op.request_us = t;
+    op.reply_us = t + 5;
+    op.lease_ms = 30'000;
+    timeline.on_operation(op);
+    if (pattern == 2) {
+      op.outcome = analyzer::op_outcome::ok;
+      op.request_us = op.reply_us = t + 700 + (i % 3 == 0 ? 1 : 0);
+      timeline.on_operation(op);
+    }
+    if (pattern == 1 || pattern == 2 || (pattern == 3 && rng() % 2 == 0)) {
+      op.kind = analyzer::lock_op_kind::unlock;
+      op.outcome = analyzer::op_outcome::ok;
+      op.request_us = t + 900;
+      op.reply_us = t + 1000 + (pattern == 3 ? static_cast<std::int64_t>(rng() % 3) * 1000 : 0);
+      timeline.on_operation(op);
+    }
+    if (pattern == 3) {  // a second hold: the same p50, a max that varies
+      op.kind = analyzer::lock_op_kind::acquire;
+      op.outcome = analyzer::op_outcome::ok;
+      op.request_us = op.reply_us = t + 4000;
+      timeline.on_operation(op);
+      op.kind = analyzer::lock_op_kind::unlock;
+      op.request_us = t + 4100;
+      op.reply_us = t + 4000 + 1000 + static_cast<std::int64_t>(rng() % 2) * 500;
+      timeline.on_operation(op);
+    }
+    if (pattern == 4) {
+      op.kind = analyzer::lock_op_kind::renew;
+      op.outcome = analyzer::op_outcome::ok;
+      op.request_us = op.reply_us = t + 2000;
+      timeline.on_operation(op);
+    }
+    t += 10'000;
+  }
+  timeline.finish(t + 1'000'000);
+  report.finish(timeline);
+  std::size_t width = 4;
+  timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats&) {
+    width = std::max(width, std::min<std::size_t>(lock.size(), 48));
+  });
+  std::vector<std::string> expected;
+  timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats& s) {
+    expected.push_back(row_by_fmt(lock, s, width));
+  });
+  REQUIRE(expected.size() == named + odd);
+  std::size_t at = out.find('\n') + 1;  // after the header
+  std::size_t repeated = 0;
+  std::string previous_tail;
+  for (const std::string& row : expected) {
+    REQUIRE(at < out.size());
+    CHECK(out.compare(at, row.size(), row) == 0);
+    const std::size_t name_end = row.find("  ", std::min(width, row.size()) - 1);
+    const std::string tail = row.substr(name_end);
+    repeated += tail == previous_tail ? 1 : 0;
+    previous_tail = tail;
+    at += row.size();
+  }
+  CHECK(at == out.size());
+  CHECK(repeated > 1000);  // the shortcut was taken
+  CHECK(repeated < expected.size() - 100);  // and not always
+}
+
+TEST_CASE("same_bytes is ==, and copy_bytes is memcpy, at every length and every differing byte", "[fast]") {
+  std::mt19937_64 rng(3);
+  for (std::size_t n = 0; n <= 70; ++n) {
+    // Texts inside larger buffers with guard bytes, so reading or writing outside shows.
+    std::string a(n + 16, '#'), b(n + 16, '#');
+    for (std::size_t i = 0; i < n; ++i) a[8 + i] = b[8 + i] = static_cast<char>(rng());
+    const std::string_view va(a.data() + 8, n), vb(b.data() + 8, n);
+    CHECK(analyzer::same_bytes(va, vb));
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int flip : {1, 0x80, 0xff}) {
+        b[8 + i] = static_cast<char>(b[8 + i] ^ flip);
+        CHECK_FALSE(analyzer::same_bytes(va, vb));
+        CHECK_FALSE(analyzer::same_bytes(vb, va));
+        b[8 + i] = static_cast<char>(b[8 + i] ^ flip);
+      }
+    }
+    b[7] = 'x';  // a guard byte that differs does not count
+    b[8 + n] = 'y';
+    CHECK(analyzer::same_bytes(va, vb));
+    if (n > 0) {
+      CHECK_FALSE(analyzer::same_bytes(va.substr(1), vb));
+      CHECK_FALSE(analyzer::same_bytes(va, vb.substr(0, n - 1)));
+    }
+    std::string to(n + 16, '-'), expected(n + 16, '-');
+    std::memcpy(expected.data() + 8, va.data(), n);
+    CHECK(analyzer::copy_bytes(to.data() + 8, va) == to.data() + 8 + n);
+    CHECK(to == expected);
+  }
+}
