@@ -172,9 +172,9 @@ int run(const analyze_options& o, bool live_mode) {
   report.set_start_us(now_us());  // live: times relative to when the capture began
   analyzer::group_options go;
   go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
-  analyzer::lock_event_tee to_metrics(trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report,
-                                      metrics ? &metrics->metrics() : nullptr);
-  analyzer::lock_groups groups(go, hooks.chain(to_metrics));
+  analyzer::lock_event_sink& output = trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report;
+  analyzer::lock_event_tee to_metrics(output, metrics ? &metrics->metrics() : nullptr);
+  analyzer::lock_groups groups(go, hooks.chain(metrics ? static_cast<analyzer::lock_event_sink&>(to_metrics) : output));
   analyzer::lock_timeline timeline(make_timeline_options(o), groups);
   analyzer::operation_batch batch(timeline);  // flushed after every packet
   analyzer::lock_operation_filter filter(report, batch);
