@@ -144,6 +144,9 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
       return true;
     }
     case '*': {
+      if (stack_.empty() && h.wants_bulk_arrays() && !top_attribute_pending_ && try_bulk_array(bytes, pos, h)) {
+        return true;
+      }
       std::uint64_t count = 0;
       const std::size_t end = small_decimal_line(p, avail, 1, count);
       if (end == 0 || count > options_.limits.max_aggregate_elements) return false;
@@ -177,6 +180,40 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
     default:
       return false;
   }
+}
+
+// A whole `*N` array of bulk strings at the top level, as the general path would accept
+// it node by node: every header within max_line_length, every length within the limits,
+// every body followed by CRLF, all within this feed. Anything else (a split frame, a
+// null, a nested value, any malformed byte) is declined untouched, and the general path
+// decodes it or reports the error. Only headers are read: bodies are skipped over.
+bool decoder::try_bulk_array(std::string_view bytes, std::size_t& pos, handler& h) {
+  const char* const p = bytes.data() + pos;
+  const std::size_t size = bytes.size() - pos;
+  const std::size_t max_header = options_.limits.max_line_length + 2;
+  std::uint64_t count = 0;
+  std::size_t i = small_decimal_line(p, std::min(size, max_header), 1, count);
+  if (i == 0 || count == 0 || count > max_bulk_array_elements || count > options_.limits.max_aggregate_elements ||
+      options_.limits.max_depth == 0) {
+    return false;
+  }
+  if (array_elements_.size() < count) array_elements_.resize(static_cast<std::size_t>(count));
+  std::string_view* const elements = array_elements_.data();
+  const std::uint64_t max_bulk = options_.limits.max_bulk_length;
+  for (std::size_t k = 0; k < count; ++k) {
+    if (i >= size || p[i] != '$') return false;
+    std::uint64_t length = 0;
+    const std::size_t body = small_decimal_line(p + i, std::min(size - i, max_header), 1, length);
+    if (body == 0 || length > max_bulk || size - i - body < length + 2) return false;
+    const std::size_t start = i + body;
+    const std::size_t end = start + static_cast<std::size_t>(length);
+    if (p[end] != '\r' || p[end + 1] != '\n') return false;
+    elements[k] = std::string_view(p + start, static_cast<std::size_t>(length));
+    i = end + 2;
+  }
+  if (!h.on_bulk_array(std::string_view(p, i), std::span<const std::string_view>(elements, count))) return false;
+  pos += i;
+  return true;
 }
 
 // Finds the next '\n'. A line split across feeds is collected in line_, and only the

@@ -11,7 +11,9 @@ void message::clear() noexcept {
   nodes_.clear();
   text_.clear();
   truncated_ = 0;
+  framing_bytes_ = 0;
   bulk_open_ = false;
+  flat_array_ = false;
 }
 
 void message::clear_and_trim(std::size_t keep) {
@@ -39,7 +41,27 @@ void message::add(const resp::node& n, std::size_t max_text) {
   }
   nodes_.push_back(message_node{n.type, n.flags, n.depth, n.length, n.integer, static_cast<std::uint32_t>(used),
                                 static_cast<std::uint32_t>(kept)});
+  flat_array_ = false;
   bulk_open_ = resp::is_bulk(n.type) && n.is_partial();
+}
+
+void message::assign_bulk_array(std::string_view frame, std::span<const std::string_view> elements) {
+  text_.assign(frame.data(), frame.size());
+  nodes_.resize(elements.size() + 1);
+  message_node* n = nodes_.data();
+  n[0] = message_node{resp::type::array, 0, 0, elements.size(), 0, 0, 0};
+  std::size_t values = 0;
+  for (std::size_t k = 0; k < elements.size(); ++k) {
+    const std::string_view e = elements[k];
+    n[k + 1] = message_node{resp::type::bulk_string, 0, 1, e.size(), 0,
+                            static_cast<std::uint32_t>(e.data() - frame.data()), static_cast<std::uint32_t>(e.size())};
+    values += e.size();
+  }
+  n[elements.size()].flags = resp::node_flags::ends_message;
+  truncated_ = 0;
+  framing_bytes_ = static_cast<std::uint32_t>(frame.size() - values);
+  bulk_open_ = false;
+  flat_array_ = true;
 }
 
 void message::set_single(resp::type t, std::string_view text) {
@@ -66,6 +88,10 @@ std::size_t message::root() const noexcept {
 
 bool message::arguments(std::vector<std::string_view>& out) const {
   out.clear();
+  if (flat_array_) {
+    for (std::size_t i = 1; i < nodes_.size(); ++i) out.emplace_back(text_.data() + nodes_[i].text_offset, nodes_[i].text_size);
+    return true;
+  }
   const std::size_t r = root();
   if (r == npos || nodes_[r].type != resp::type::array) return false;
   for_each_child(r, [&](const message_node& c) {

@@ -66,6 +66,21 @@ void resp_session::on_client_node(const resp::node& n) {
   if (n.ends_message()) command_complete();
 }
 
+bool resp_session::on_client_array(std::string_view frame, std::span<const std::string_view> elements) {
+  // Text beyond the limit is cut, and counted, by message::add alone.
+  if (frame.size() > options_.max_message_bytes || frame.size() > 0xFFFFFFFFu) return false;
+  if (!sides_certain_) {
+    // What contradicts_client would find in this array's nodes: only its first word can
+    // tell (a whole array of bulk strings is otherwise what a client sends). A
+    // contradiction is left to the node path, which pauses at the right byte.
+    if (first_word_contradicts(elements[0], false)) return false;
+    first_word_next_ = false;
+  }
+  tail_slot().command.assign_bulk_array(frame, elements);
+  command_complete();
+  return true;
+}
+
 void resp_session::on_server_node(const resp::node& n) {
   if (replication_ == replication::stream) {
     // Commands the master propagates: skipped.

@@ -102,6 +102,10 @@ struct session_options {
   std::size_t resync_window = 64u << 10;
   // A stream that never resynchronises within this many bytes is not RESP.
   std::uint64_t give_up_after = 1u << 20;
+  // A command array that arrives whole in one segment is taken in one step
+  // (resp::handler::on_bulk_array) instead of node by node. The result is the same;
+  // false is for tests that compare the two.
+  bool whole_arrays = true;
 };
 
 enum class exchange_kind : std::uint8_t { exchange, push };
@@ -224,6 +228,7 @@ class resp_session {
     resp_session* session = nullptr;
     int side = 0;
     void on_node(const resp::node& n) override;
+    bool on_bulk_array(std::string_view frame, std::span<const std::string_view> elements) override;
   };
 
   struct side_state {
@@ -253,6 +258,8 @@ class resp_session {
   void commit_sides(int client, side_reason reason, std::string_view detail);
   // The client sent something only a server sends: swap the guessed roles.
   bool contradicts_client(const resp::node& n) noexcept;
+  // The first word of a client's array or inline line names a reply or a push frame.
+  static bool first_word_contradicts(std::string_view word, bool partial) noexcept;
   void correct_sides(int side, std::string_view rest);
   void note(flow_note_kind kind, std::string_view detail = {});
   // First bytes of a side: another protocol ends the session here.
@@ -266,6 +273,9 @@ class resp_session {
   void lose_sync(int side);
 
   void on_client_node(const resp::node& n);
+  // A whole command array in one call (the client decoder's fast path); false leaves it
+  // to on_client_node, node by node.
+  bool on_client_array(std::string_view frame, std::span<const std::string_view> elements);
   void on_server_node(const resp::node& n);
   void command_complete();
   void reply_complete();
