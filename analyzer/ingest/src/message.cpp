@@ -46,18 +46,22 @@ void message::add(const resp::node& n, std::size_t max_text) {
 }
 
 void message::assign_bulk_array(std::string_view frame, std::span<const std::string_view> elements) {
-  text_.assign(frame.data(), frame.size());
-  nodes_.resize(elements.size() + 1);
-  message_node* n = nodes_.data();
-  n[0] = message_node{resp::type::array, 0, 0, elements.size(), 0, 0, 0};
+  // append() on the emptied string: assign() would first check the source against it.
+  text_.clear();
+  text_.append(frame.data(), frame.size());
+  const std::size_t count = elements.size();
+  nodes_.resize(count + 1);
+  message_node* const n = nodes_.data();
+  n[0] = message_node{resp::type::array, 0, 0, count, 0, 0, 0};
+  const char* const base = frame.data();
   std::size_t values = 0;
-  for (std::size_t k = 0; k < elements.size(); ++k) {
+  for (std::size_t k = 0; k < count; ++k) {
     const std::string_view e = elements[k];
-    n[k + 1] = message_node{resp::type::bulk_string, 0, 1, e.size(), 0,
-                            static_cast<std::uint32_t>(e.data() - frame.data()), static_cast<std::uint32_t>(e.size())};
+    n[k + 1] = message_node{resp::type::bulk_string, 0, 1, e.size(), 0, static_cast<std::uint32_t>(e.data() - base),
+                            static_cast<std::uint32_t>(e.size())};
     values += e.size();
   }
-  n[elements.size()].flags = resp::node_flags::ends_message;
+  n[count].flags = resp::node_flags::ends_message;
   truncated_ = 0;
   framing_bytes_ = static_cast<std::uint32_t>(frame.size() - values);
   bulk_open_ = false;
@@ -80,18 +84,23 @@ std::size_t message::skip_subtree(std::size_t index) const noexcept {
   return i;
 }
 
-std::size_t message::root() const noexcept {
+std::size_t message::root_after_attributes() const noexcept {
   std::size_t i = 0;
   while (i < nodes_.size() && nodes_[i].type == resp::type::attribute) i = skip_subtree(i);
   return i < nodes_.size() ? i : npos;
 }
 
 bool message::arguments(std::vector<std::string_view>& out) const {
-  out.clear();
   if (flat_array_) {
-    for (std::size_t i = 1; i < nodes_.size(); ++i) out.emplace_back(text_.data() + nodes_[i].text_offset, nodes_[i].text_size);
+    const std::size_t count = nodes_.size() - 1;
+    out.resize(count);
+    const char* const text = text_.data();
+    const message_node* const from = nodes_.data() + 1;
+    std::string_view* const to = out.data();
+    for (std::size_t k = 0; k < count; ++k) to[k] = std::string_view(text + from[k].text_offset, from[k].text_size);
     return true;
   }
+  out.clear();
   const std::size_t r = root();
   if (r == npos || nodes_[r].type != resp::type::array) return false;
   for_each_child(r, [&](const message_node& c) {

@@ -57,7 +57,10 @@ class message {
   std::uint64_t truncated_bytes() const noexcept { return truncated_; }
 
   // Index of the top-level value, after any leading attribute; npos when empty.
-  std::size_t root() const noexcept;
+  std::size_t root() const noexcept {
+    if (!nodes_.empty() && nodes_.front().type != resp::type::attribute) return 0;
+    return root_after_attributes();
+  }
   const message_node* root_node() const noexcept {
     const std::size_t r = root();
     return r == npos ? nullptr : &nodes_[r];
@@ -90,6 +93,7 @@ class message {
 
  private:
   resp::value value_at(std::size_t& index) const;
+  std::size_t root_after_attributes() const noexcept;
 
   std::vector<message_node> nodes_;
   std::string text_;
