@@ -1,5 +1,5 @@
 // The session's whole-array path (resp::handler::on_bulk_array into
-// message::assign_bulk_array) against its node path (session_options::whole_arrays
+// resp_session::whole_command) against its node path (session_options::whole_arrays
 // off). A frame is offered whole only when it lies within one feed, so the client's
 // bytes are fed whole, cut in two at every byte position, and one byte at a time: each
 // way, both paths must give the same exchanges, events and stats.

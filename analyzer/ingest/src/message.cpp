@@ -11,9 +11,7 @@ void message::clear() noexcept {
   nodes_.clear();
   text_.clear();
   truncated_ = 0;
-  framing_bytes_ = 0;
   bulk_open_ = false;
-  flat_array_ = false;
 }
 
 void message::clear_and_trim(std::size_t keep) {
@@ -41,31 +39,7 @@ void message::add(const resp::node& n, std::size_t max_text) {
   }
   nodes_.push_back(message_node{n.type, n.flags, n.depth, n.length, n.integer, static_cast<std::uint32_t>(used),
                                 static_cast<std::uint32_t>(kept)});
-  flat_array_ = false;
   bulk_open_ = resp::is_bulk(n.type) && n.is_partial();
-}
-
-void message::assign_bulk_array(std::string_view frame, std::span<const std::string_view> elements) {
-  // append() on the emptied string: assign() would first check the source against it.
-  text_.clear();
-  text_.append(frame.data(), frame.size());
-  const std::size_t count = elements.size();
-  nodes_.resize(count + 1);
-  message_node* const n = nodes_.data();
-  n[0] = message_node{resp::type::array, 0, 0, count, 0, 0, 0};
-  const char* const base = frame.data();
-  std::size_t values = 0;
-  for (std::size_t k = 0; k < count; ++k) {
-    const std::string_view e = elements[k];
-    n[k + 1] = message_node{resp::type::bulk_string, 0, 1, e.size(), 0, static_cast<std::uint32_t>(e.data() - base),
-                            static_cast<std::uint32_t>(e.size())};
-    values += e.size();
-  }
-  n[count].flags = resp::node_flags::ends_message;
-  truncated_ = 0;
-  framing_bytes_ = static_cast<std::uint32_t>(frame.size() - values);
-  bulk_open_ = false;
-  flat_array_ = true;
 }
 
 void message::set_single(resp::type t, std::string_view text) {
@@ -91,15 +65,6 @@ std::size_t message::root_after_attributes() const noexcept {
 }
 
 bool message::arguments(std::vector<std::string_view>& out) const {
-  if (flat_array_) {
-    const std::size_t count = nodes_.size() - 1;
-    out.resize(count);
-    const char* const text = text_.data();
-    const message_node* const from = nodes_.data() + 1;
-    std::string_view* const to = out.data();
-    for (std::size_t k = 0; k < count; ++k) to[k] = std::string_view(text + from[k].text_offset, from[k].text_size);
-    return true;
-  }
   out.clear();
   const std::size_t r = root();
   if (r == npos || nodes_[r].type != resp::type::array) return false;

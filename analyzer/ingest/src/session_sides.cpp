@@ -302,7 +302,7 @@ void resp_session::correct_sides(int side, std::string_view rest) {
   // command the contradiction interrupted (an inline line's array node, say), or the
   // real client's first command would be appended to it.
   while (count_ > 0) pop_front();
-  ring_[head_].command.clear();
+  ring_[head_].clear_command();
   reply_.clear();
   server_lost_replies_ = false;
   for (int i = 0; i < 2; ++i) {

@@ -33,21 +33,13 @@ class message {
   // Appends a decoder node. Text beyond `max_text` bytes per message is dropped and
   // counted in truncated_bytes().
   void add(const resp::node& n, std::size_t max_text);
-  // The message add() builds from a whole array of bulk strings, made in one step
-  // (resp::handler::on_bulk_array): the frame's bytes copied at once, the nodes pointing
-  // at the bodies within them. The caller keeps frame.size() within the text limit and
-  // below 4 GiB, so nothing is truncated; `elements` must view into `frame`.
-  void assign_bulk_array(std::string_view frame, std::span<const std::string_view> elements);
   // A one-node message (used for replication preamble lines).
   void set_single(resp::type t, std::string_view text);
   void clear() noexcept;
   // clear(), and the buffers' memory released when it exceeds `keep` bytes.
   void clear_and_trim(std::size_t keep);
   // Bytes this message holds (nodes and text), as counted against memory caps.
-  // The framing bytes kept by assign_bulk_array are not counted: add() keeps none.
-  std::size_t footprint() const noexcept {
-    return nodes_.size() * sizeof(message_node) + text_.size() - framing_bytes_;
-  }
+  std::size_t footprint() const noexcept { return nodes_.size() * sizeof(message_node) + text_.size(); }
 
   bool empty() const noexcept { return nodes_.empty(); }
   std::span<const message_node> nodes() const noexcept { return nodes_; }
@@ -98,9 +90,7 @@ class message {
   std::vector<message_node> nodes_;
   std::string text_;
   std::uint64_t truncated_ = 0;
-  std::uint32_t framing_bytes_ = 0;  // bytes of text_ that are no node's text
   bool bulk_open_ = false;  // the last node is a bulk still receiving pieces
-  bool flat_array_ = false;  // built by assign_bulk_array: an array, then only its elements
 };
 
 // JSON for a message: strings as JSON strings (bytes that are not valid UTF-8 as

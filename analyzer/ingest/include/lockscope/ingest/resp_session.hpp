@@ -32,6 +32,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -207,13 +208,45 @@ class resp_session {
   enum class reply_mode : std::uint8_t { on, off, skip_next };
   enum class replication : std::uint8_t { none, preamble, rdb_body, rdb_eof, stream };
 
+  // A command taken whole from the decoder (on_client_array): the frame's bytes copied
+  // once, and its arguments viewing them. The bytes have a heap block of their own, so
+  // the views stay valid when the ring moves its slots.
+  class whole_command {
+   public:
+    void assign(std::string_view frame, std::span<const std::string_view> elements);
+    void clear() noexcept { arguments_.clear(); }
+    // clear(), and the block released when it exceeds `keep` bytes.
+    void clear_and_trim(std::size_t keep) noexcept;
+    bool empty() const noexcept { return arguments_.empty(); }
+    std::span<const std::string_view> arguments() const noexcept { return arguments_; }
+    // What message::footprint() counts for the same command built node by node.
+    std::size_t footprint() const noexcept { return footprint_; }
+
+   private:
+    std::unique_ptr<char[]> bytes_;
+    std::size_t capacity_ = 0;
+    std::vector<std::string_view> arguments_;
+    std::size_t footprint_ = 0;
+  };
+
   struct pending_command {
-    message command;
+    message command;        // built node by node
+    whole_command whole;    // or taken whole: then `command` is empty
     std::int64_t at_us = 0;
     std::vector<std::uint32_t> secrets;  // positions of arguments to redact (redaction.hpp)
     std::uint8_t expect = 0;         // what the reply looks like (expect_* below)
     std::uint8_t hello_protocol = 0;
     std::size_t footprint = 0;       // bytes counted against max_pending_bytes
+
+    void clear_command() noexcept {
+      command.clear();
+      whole.clear();
+    }
+    // The arguments, before redaction.
+    void arguments(std::vector<std::string_view>& out) const {
+      if (whole.empty()) command.arguments(out);
+      else out.assign(whole.arguments().begin(), whole.arguments().end());
+    }
   };
   // Bytes received while the sides are undecided, in arrival order.
   struct held_chunk {
@@ -277,7 +310,7 @@ class resp_session {
   // to on_client_node, node by node.
   bool on_client_array(std::string_view frame, std::span<const std::string_view> elements);
   void on_server_node(const resp::node& n);
-  void command_complete();
+  void command_complete(pending_command& c);
   void reply_complete();
   void emit(pending_command& c, const message* reply);
   void emit_push(const message& m);
