@@ -93,7 +93,8 @@ void resp_session::whole_command::assign(std::string_view frame, std::span<const
   char* const bytes = bytes_.get();
   std::memcpy(bytes, frame.data(), frame.size());
   const std::size_t count = elements.size();
-  arguments_.resize(count);
+  if (arguments_.size() < count) arguments_.resize(count);
+  count_ = count;
   std::string_view* const to = arguments_.data();
   std::size_t values = 0;
   for (std::size_t k = 0; k < count; ++k) {
@@ -106,7 +107,7 @@ void resp_session::whole_command::assign(std::string_view frame, std::span<const
 }
 
 void resp_session::whole_command::clear_and_trim(std::size_t keep) noexcept {
-  arguments_.clear();
+  count_ = 0;
   if (capacity_ > keep) {
     bytes_.reset();
     capacity_ = 0;

@@ -214,18 +214,19 @@ class resp_session {
   class whole_command {
    public:
     void assign(std::string_view frame, std::span<const std::string_view> elements);
-    void clear() noexcept { arguments_.clear(); }
+    void clear() noexcept { count_ = 0; }
     // clear(), and the block released when it exceeds `keep` bytes.
     void clear_and_trim(std::size_t keep) noexcept;
-    bool empty() const noexcept { return arguments_.empty(); }
-    std::span<const std::string_view> arguments() const noexcept { return arguments_; }
+    bool empty() const noexcept { return count_ == 0; }
+    std::span<const std::string_view> arguments() const noexcept { return {arguments_.data(), count_}; }
     // What message::footprint() counts for the same command built node by node.
     std::size_t footprint() const noexcept { return footprint_; }
 
    private:
     std::unique_ptr<char[]> bytes_;
     std::size_t capacity_ = 0;
-    std::vector<std::string_view> arguments_;
+    std::vector<std::string_view> arguments_;  // only grows: the first count_ are this command's
+    std::size_t count_ = 0;
     std::size_t footprint_ = 0;
   };
 
