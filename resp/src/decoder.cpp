@@ -129,7 +129,7 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
         n.flags = node_flags::null_bulk;
         n.depth = depth();
         pos += 5;
-        value_completed(n);
+        scalar_completed(n);
         h.on_node(n);
         return true;
       }
@@ -149,7 +149,7 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
       n.length = length;
       n.value = std::string_view(p + body, static_cast<std::size_t>(length));
       pos += end + 2;
-      value_completed(n);
+      scalar_completed(n);
       h.on_node(n);
       return true;
     }
@@ -183,7 +183,7 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
       n.length = n.value.size();
       n.integer = negative ? -static_cast<std::int64_t>(magnitude) : static_cast<std::int64_t>(magnitude);
       pos += end;
-      value_completed(n);
+      scalar_completed(n);
       h.on_node(n);
       return true;
     }

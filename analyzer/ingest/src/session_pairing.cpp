@@ -71,7 +71,7 @@ void resp_session::on_client_node(const resp::node& n) {
 
 bool resp_session::on_client_array(std::string_view frame, std::span<const std::string_view> elements) {
   // Text beyond the limit is cut, and counted, by message::add alone.
-  if (frame.size() > options_.max_message_bytes || frame.size() > 0xFFFFFFFFu) return false;
+  if (frame.size() > options_.max_message_bytes) return false;
   if (!sides_certain_) {
     // What contradicts_client would find in this array's nodes: only its first word can
     // tell (a whole array of bulk strings is otherwise what a client sends). A

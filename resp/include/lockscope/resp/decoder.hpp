@@ -128,6 +128,14 @@ class decoder {
   bool check_value_position(type kind, std::uint64_t at);
   bool push_frame(type kind, bool streamed, std::uint64_t remaining, std::uint64_t at);
   void value_completed(node& n) noexcept;
+  // value_completed for a leaf, with a top-level reply (the common case) done inline.
+  void scalar_completed(node& n) noexcept {
+    if (stack_.empty() && !top_attribute_pending_) {
+      n.flags |= node_flags::ends_message;
+      return;
+    }
+    value_completed(n);
+  }
   void mark_attribute_done() noexcept;
   std::uint32_t depth() const noexcept { return static_cast<std::uint32_t>(stack_.size()); }
   bool fail(errc e, std::uint64_t at) noexcept;
