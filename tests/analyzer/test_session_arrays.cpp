@@ -17,15 +17,8 @@ using namespace lockscope::analyzer::test;
 
 namespace {
 
-const std::string acquire_script =
-    "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], "
-    "ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], "
-    "ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-const std::string owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
-
 std::string acquire(int key) {
-  return cmd({"EVAL", acquire_script, "1", "myLock:" + std::to_string(key), "30000", owner});
+  return cmd({"EVAL", seed_acquire_script, "1", "myLock:" + std::to_string(key), "30000", seed_owner});
 }
 
 // What a run of a session shows: every exchange and event in order, then the stats.
@@ -127,8 +120,8 @@ TEST_CASE("pipelined lock commands pair the same whole, split at every byte, and
   c.server = "$-1\r\n:29998\r\n$-1\r\n:1234\r\n";
   const run_result whole = check_every_split(c);
   REQUIRE(whole.lines.size() == 4);
-  CHECK(whole.lines[1] == "exchange 10.0.0.1:52000>10.0.0.2:6379 at 1000/2000 from-start [EVAL] [" + acquire_script +
-                              "] [1] [myLock:12346] [30000] [" + owner + "] => 29998 truncated 0");
+  CHECK(whole.lines[1] == "exchange 10.0.0.1:52000>10.0.0.2:6379 at 1000/2000 from-start [EVAL] [" + seed_acquire_script +
+                              "] [1] [myLock:12346] [30000] [" + seed_owner + "] => 29998 truncated 0");
   CHECK(whole.stats.exchanges == 4);
 }
 
@@ -164,7 +157,7 @@ TEST_CASE("truncation and the pending limits count an array's bytes as its nodes
   check_every_split(c, few);
   // Room for three acquires by the bytes add() counts (nodes and text, not framing).
   session_options bytes;
-  bytes.max_pending_bytes = 3 * (7 * sizeof(message_node) + acquire_script.size() + 4 + 1 + 8 + 5 + owner.size());
+  bytes.max_pending_bytes = 3 * (7 * sizeof(message_node) + seed_acquire_script.size() + 4 + 1 + 8 + 5 + seed_owner.size());
   CHECK(check_every_split(c, bytes).stats.pending_overflow > 0);
 }
 

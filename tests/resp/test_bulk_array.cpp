@@ -14,8 +14,6 @@
 using namespace resp_test;
 using lockscope::resp::decoder;
 using lockscope::resp::decoder_options;
-using lockscope::resp::errc;
-using lockscope::resp::node;
 using lockscope::resp::type;
 namespace flags = lockscope::resp::node_flags;
 
