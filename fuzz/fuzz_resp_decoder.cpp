@@ -6,9 +6,11 @@
 //
 // Input: one control byte (decoder options, chunking seed), then the RESP bytes.
 // The bytes are decoded whole, byte by byte, and in pseudo-random chunks with
-// pseudo-random pauses, and once more after reset(). Partial bulk pieces are merged
-// into the node they belong to; the resulting node streams and the verdicts (error
-// code and offset) must be identical whatever the chunking. Every stream is also
+// pseudo-random pauses, and once more after reset(); then whole and chunked again by
+// a handler that takes whole arrays (handler::on_bulk_array) and spells them as nodes.
+// Partial bulk pieces are merged into the node they belong to; the resulting node
+// streams and the verdicts (error code and offset) must be identical whatever the
+// chunking and whichever path delivered them. Every stream is also
 // checked against an independent model of RESP framing (depths, ends_message), and
 // the whole pass feeds a value_builder whose values must round-trip through encode().
 // Any violation prints what was expected and traps. So does any single heap
@@ -19,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -206,6 +209,29 @@ using rng = lockscope::test::splitmix64;  // chunk sizes and pauses
 class recorder final : public resp::handler {
  public:
   explicit recorder(resp::handler* inner = nullptr) : inner_(inner) {}
+
+  // The decoder's fast path: a whole array of bulk strings, recorded as the nodes the
+  // general path delivers (so the records must not change).
+  bool on_bulk_array(std::string_view frame, std::span<const std::string_view> elements) override {
+    EXPECT(!elements.empty() && elements.size() <= resp::max_bulk_array_elements, elements.size());
+    EXPECT(frame.size() >= 4 && frame[0] == '*', frame.size());
+    resp::node head;
+    head.type = resp::type::array;
+    head.length = elements.size();
+    on_node(head);
+    for (std::size_t k = 0; k < elements.size(); ++k) {
+      const std::string_view e = elements[k];
+      EXPECT(e.data() >= frame.data() && e.data() + e.size() <= frame.data() + frame.size(), k);
+      resp::node n;
+      n.type = resp::type::bulk_string;
+      n.depth = 1;
+      n.length = e.size();
+      n.value = e;
+      if (k + 1 == elements.size()) n.flags = flags::ends_message;
+      on_node(n);
+    }
+    return true;
+  }
 
   void pause_randomly(resp::decoder* d, std::uint64_t seed) {
     decoder_ = d;
@@ -406,6 +432,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   recorder after_reset;
   const verdict reset_verdict = decode_whole(whole_decoder, input, after_reset);
 
+  recorder whole_arrays;
+  whole_arrays.want_bulk_arrays(true);
+  resp::decoder whole_arrays_decoder(options);
+  const verdict whole_arrays_verdict = decode_whole(whole_arrays_decoder, input, whole_arrays);
+
+  recorder chunked_arrays;
+  chunked_arrays.want_bulk_arrays(true);
+  resp::decoder chunked_arrays_decoder(options);
+  const verdict chunked_arrays_verdict = decode_chunked(chunked_arrays_decoder, input, chunked_arrays, ~chunk_seed);
+
+  EXPECT(whole_verdict == whole_arrays_verdict, whole_arrays_verdict.offset);
+  EXPECT(whole_verdict == chunked_arrays_verdict, chunked_arrays_verdict.offset);
+  EXPECT(whole.records() == whole_arrays.records(), whole_arrays.records().size());
+  EXPECT(whole.records() == chunked_arrays.records(), chunked_arrays.records().size());
   EXPECT(whole_verdict == bytewise_verdict, bytewise_verdict.offset);
   EXPECT(whole_verdict == chunked_verdict, chunked_verdict.offset);
   EXPECT(whole_verdict == reset_verdict, reset_verdict.offset);

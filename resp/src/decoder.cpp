@@ -94,6 +94,16 @@ inline std::size_t small_decimal_line(const char* p, std::size_t avail, std::siz
   return i + 2;
 }
 
+// p[0] and p[1] are CR LF (one 16-bit compare).
+inline bool is_crlf(const char* p) noexcept {
+  static constexpr char crlf[2] = {'\r', '\n'};
+  std::uint16_t have;
+  std::uint16_t want;
+  std::memcpy(&have, p, 2);
+  std::memcpy(&want, crlf, 2);
+  return have == want;
+}
+
 }  // namespace
 
 // The headers that dominate real traffic ($n, *n, :n) when the whole line is in this
@@ -119,7 +129,7 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
         n.flags = node_flags::null_bulk;
         n.depth = depth();
         pos += 5;
-        value_completed(n);
+        scalar_completed(n);
         h.on_node(n);
         return true;
       }
@@ -139,11 +149,14 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
       n.length = length;
       n.value = std::string_view(p + body, static_cast<std::size_t>(length));
       pos += end + 2;
-      value_completed(n);
+      scalar_completed(n);
       h.on_node(n);
       return true;
     }
     case '*': {
+      if (stack_.empty() && h.wants_bulk_arrays() && !top_attribute_pending_ && try_bulk_array(bytes, pos, h)) {
+        return true;
+      }
       std::uint64_t count = 0;
       const std::size_t end = small_decimal_line(p, avail, 1, count);
       if (end == 0 || count > options_.limits.max_aggregate_elements) return false;
@@ -170,13 +183,59 @@ bool decoder::try_fast_header(std::string_view bytes, std::size_t& pos, handler&
       n.length = n.value.size();
       n.integer = negative ? -static_cast<std::int64_t>(magnitude) : static_cast<std::int64_t>(magnitude);
       pos += end;
-      value_completed(n);
+      scalar_completed(n);
       h.on_node(n);
       return true;
     }
     default:
       return false;
   }
+}
+
+// A whole `*N` array of bulk strings at the top level, as the general path would accept
+// it node by node: every header within max_line_length, every length within the limits,
+// every body followed by CRLF, all within this feed. Anything else (a split frame, a
+// null, a nested value, any malformed byte) is declined untouched, and the general path
+// decodes it or reports the error. Only headers are read: bodies are skipped over.
+bool decoder::try_bulk_array(std::string_view bytes, std::size_t& pos, handler& h) {
+  const char* const p = bytes.data() + pos;
+  const char* const end = bytes.data() + bytes.size();
+  const std::size_t max_header = options_.limits.max_line_length + 2;
+  std::uint64_t count = 0;
+  const std::size_t first = small_decimal_line(p, std::min(bytes.size() - pos, max_header), 1, count);
+  if (first == 0 || count == 0 || count > max_bulk_array_elements || count > options_.limits.max_aggregate_elements ||
+      options_.limits.max_depth == 0) {
+    return false;
+  }
+  if (array_elements_.size() < count) array_elements_.resize(static_cast<std::size_t>(count));
+  std::string_view* const elements = array_elements_.data();
+  const std::uint64_t max_bulk = options_.limits.max_bulk_length;
+  const char* q = p + first;
+  for (std::size_t k = 0; k < count; ++k) {
+    // "$<digits>\r\n<body>\r\n", as small_decimal_line and the bulk reader accept it:
+    // 1 to 18 digits, the header's LF within the line limit, the body and its CRLF here.
+    const std::size_t room = static_cast<std::size_t>(end - q);
+    if (room < 6 || q[0] != '$') return false;
+    std::uint64_t length = static_cast<unsigned char>(q[1] - '0');
+    if (length > 9) return false;
+    const char* const stop = q + std::min(room, max_header) - 1;  // where the CR may be at most - 1
+    const char* d = q + 2;
+    while (d < stop && static_cast<unsigned char>(*d - '0') <= 9) {
+      length = length * 10 + static_cast<unsigned char>(*d - '0');
+      ++d;
+    }
+    if (d >= stop || d - q > 19 || !is_crlf(d)) return false;
+    const char* const body = d + 2;
+    if (length > max_bulk || static_cast<std::uint64_t>(end - body) < length + 2) return false;
+    const char* const after = body + length;
+    if (!is_crlf(after)) return false;
+    elements[k] = std::string_view(body, static_cast<std::size_t>(length));
+    q = after + 2;
+  }
+  const std::size_t size = static_cast<std::size_t>(q - p);
+  if (!h.on_bulk_array(std::string_view(p, size), std::span<const std::string_view>(elements, count))) return false;
+  pos += size;
+  return true;
 }
 
 // Finds the next '\n'. A line split across feeds is collected in line_, and only the

@@ -213,6 +213,15 @@ struct temp_dir {
   std::filesystem::path path;
 };
 
+// The seed article's acquire script (Redisson 3.x) and a lock owner, as the session
+// tests send them.
+inline const std::string seed_acquire_script =
+    "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], "
+    "ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], "
+    "ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+inline const std::string seed_owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+
 inline std::string cmd(std::initializer_list<std::string_view> args) {
   std::string out = "*" + std::to_string(args.size()) + "\r\n";
   for (std::string_view a : args) {

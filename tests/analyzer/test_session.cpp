@@ -12,13 +12,6 @@ using strings = std::vector<std::string>;
 
 namespace {
 
-const std::string acquire_script =
-    "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], "
-    "ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], "
-    "ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-const std::string owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
-
 script new_script(std::uint16_t client_port = 52000, std::uint16_t server_port = 16379) {
   return script(ep("10.0.0.1", client_port), ep("10.0.0.2", server_port));
 }
@@ -30,13 +23,13 @@ TEST_CASE("a lock session is paired command by command, with latency and redacti
   s.handshake()
       .client(cmd({"AUTH", "Root@123"})).server("+OK\r\n")
       .client(cmd({"PING"})).server("+PONG\r\n")
-      .client(cmd({"EVAL", acquire_script, "1", "myLock", "6000", owner})).server("$-1\r\n")
+      .client(cmd({"EVAL", seed_acquire_script, "1", "myLock", "6000", seed_owner})).server("$-1\r\n")
       .client(cmd({"QUIT"})).server("+OK\r\n")
       .close();
   const auto sink = analyze(s.segments);
   CHECK_THAT(sink.summaries(),
              Equals(strings{"AUTH **** => OK", "PING => PONG",
-                            "EVAL " + acquire_script + " 1 myLock 6000 " + owner + " => (nil)", "QUIT => OK"}));
+                            "EVAL " + seed_acquire_script + " 1 myLock 6000 " + seed_owner + " => (nil)", "QUIT => OK"}));
   REQUIRE(sink.items.size() == 4);
   CHECK(sink.items[0].client == "10.0.0.1:52000");
   CHECK(sink.items[0].server == "10.0.0.2:16379");
@@ -195,15 +188,15 @@ TEST_CASE("a replication link joined after its PSYNC is recognised by REPLCONF A
 TEST_CASE("a connection already open when the capture started is resynchronised", "[session][resync]") {
   // No handshake; the capture starts in the middle of a command and of a reply.
   auto s = new_script(41000, 6379);
-  const std::string first = cmd({"EVAL", acquire_script, "1", "myLock", "6000", owner});
+  const std::string first = cmd({"EVAL", seed_acquire_script, "1", "myLock", "6000", seed_owner});
   s.client(first.substr(first.size() / 2) + cmd({"GET", "k"}))
       .server("k-of-an-earlier-reply\r\n$1\r\nv\r\n")
-      .client(cmd({"EVAL", acquire_script, "1", "myLock", "6000", owner}))
+      .client(cmd({"EVAL", seed_acquire_script, "1", "myLock", "6000", seed_owner}))
       .server(":5713\r\n")
       .close();
   const auto sink = analyze(s.segments);
   CHECK_THAT(sink.summaries(),
-             Equals(strings{"GET k => v", "EVAL " + acquire_script + " 1 myLock 6000 " + owner + " => 5713"}));
+             Equals(strings{"GET k => v", "EVAL " + seed_acquire_script + " 1 myLock 6000 " + seed_owner + " => 5713"}));
   CHECK(sink.count(session_event_kind::resync) == 2);
   REQUIRE(sink.items.size() == 2);
   CHECK(sink.items[0].client == "10.0.0.1:41000");

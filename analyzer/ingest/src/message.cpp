@@ -66,7 +66,7 @@ std::size_t message::skip_subtree(std::size_t index) const noexcept {
   return i;
 }
 
-std::size_t message::root() const noexcept {
+std::size_t message::root_after_attributes() const noexcept {
   std::size_t i = 0;
   while (i < nodes_.size() && nodes_[i].type == resp::type::attribute) i = skip_subtree(i);
   return i < nodes_.size() ? i : npos;

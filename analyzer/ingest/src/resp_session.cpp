@@ -14,6 +14,10 @@ void resp_session::side_handler::on_node(const resp::node& n) {
   else session->on_server_node(n);
 }
 
+bool resp_session::side_handler::on_bulk_array(std::string_view frame, std::span<const std::string_view> elements) {
+  return session->client_side_ == side && session->on_client_array(frame, elements);
+}
+
 resp_session::resp_session(const session_options& options, std::uint64_t connection,
                            std::array<endpoint, 2> ends, std::optional<int> client_side,
                            exchange_sink& sink, side_reason reason)
@@ -54,6 +58,7 @@ void resp_session::make_decoders() {
     o.allow_inline = side == client_side_;
     o.unbalanced_as_command = o.allow_inline;
     sides_[side].decoder.emplace(o);
+    sides_[side].handler.want_bulk_arrays(options_.whole_arrays && side == client_side_);
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <memory>
 
 namespace lockscope::analyzer {
 
@@ -28,7 +30,7 @@ resp_session::pending_command& resp_session::tail_slot() {
 
 void resp_session::commit_tail() {
   pending_command& c = ring_[ring_index(head_ + count_)];
-  c.footprint = c.command.footprint();
+  c.footprint = c.whole.empty() ? c.command.footprint() : c.whole.footprint();
   pending_bytes_ += c.footprint;
   ++count_;
   while (count_ > 1 && (count_ > options_.max_pending || pending_bytes_ > options_.max_pending_bytes)) {
@@ -51,6 +53,7 @@ void resp_session::pop_front() {
   c.footprint = 0;
   // A large command's buffers go: the ring keeps only ordinary capacity per slot.
   c.command.clear_and_trim(64u << 10);
+  c.whole.clear_and_trim(64u << 10);
   head_ = ring_index(head_ + 1);
   --count_;
 }
@@ -70,7 +73,52 @@ void resp_session::on_client_node(const resp::node& n) {
   }
   pending_command& c = tail_slot();
   c.command.add(n, options_.max_message_bytes);
-  if (n.ends_message()) command_complete();
+  if (n.ends_message()) command_complete(c);
+}
+
+bool resp_session::on_client_array(std::string_view frame, std::span<const std::string_view> elements) {
+  // Text beyond the limit is cut, and counted, by message::add alone.
+  if (frame.size() > options_.max_message_bytes) return false;
+  if (!sides_certain_) {
+    // What contradicts_client would find in this array's nodes: only its first word can
+    // tell (a whole array of bulk strings is otherwise what a client sends). A
+    // contradiction is left to the node path, which pauses at the right byte.
+    if (first_word_contradicts(elements[0], false)) return false;
+    first_word_next_ = false;
+  }
+  pending_command& c = tail_slot();
+  c.whole.assign(frame, elements);
+  command_complete(c);
+  return true;
+}
+
+void resp_session::whole_command::assign(std::string_view frame, std::span<const std::string_view> elements) {
+  if (capacity_ < frame.size()) {
+    capacity_ = std::max(frame.size(), capacity_ * 2);
+    bytes_ = std::make_unique_for_overwrite<char[]>(capacity_);
+  }
+  char* const bytes = bytes_.get();
+  std::memcpy(bytes, frame.data(), frame.size());
+  const std::size_t count = elements.size();
+  if (arguments_.size() < count) arguments_.resize(count);
+  count_ = count;
+  std::string_view* const to = arguments_.data();
+  std::size_t values = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::string_view e = elements[k];
+    to[k] = std::string_view(bytes + (e.data() - frame.data()), e.size());
+    values += e.size();
+  }
+  // An array node, a node per element, and their text.
+  footprint_ = (count + 1) * sizeof(message_node) + values;
+}
+
+void resp_session::whole_command::clear_and_trim(std::size_t keep) noexcept {
+  count_ = 0;
+  if (capacity_ > keep) {
+    bytes_.reset();
+    capacity_ = 0;
+  }
 }
 
 void resp_session::on_server_node(const resp::node& n) {
@@ -86,25 +134,30 @@ void resp_session::on_server_node(const resp::node& n) {
   }
 }
 
-void resp_session::command_complete() {
-  pending_command& c = tail_slot();
+void resp_session::command_complete(pending_command& c) {
   c.at_us = now_us_;
   c.secrets.clear();
   c.expect = expect_reply;
   c.hello_protocol = 0;
   ++stats_.commands;
   if (replica_link_) {  // REPLCONF ACK from a replica: never answered, not shown
-    c.command.clear();
+    c.clear_command();
     return;
   }
-  const auto nodes = c.command.nodes();
-  if (nodes.size() < 2 || nodes[0].type != resp::type::array) {
-    c.command.clear();
-    return;
+  std::string_view name;
+  bool unbalanced = false;
+  if (c.whole.empty()) {
+    const auto nodes = c.command.nodes();
+    if (nodes.size() < 2 || nodes[0].type != resp::type::array) {
+      c.command.clear();
+      return;
+    }
+    unbalanced = (nodes[0].flags & resp::node_flags::unbalanced_quotes) != 0;
+    if ((nodes[0].flags & resp::node_flags::inline_command) != 0) inline_seen_ = true;
+    name = c.command.text(nodes[1]);
+  } else {
+    name = c.whole.arguments()[0];
   }
-  const bool unbalanced = (nodes[0].flags & resp::node_flags::unbalanced_quotes) != 0;
-  if ((nodes[0].flags & resp::node_flags::inline_command) != 0) inline_seen_ = true;
-  const std::string_view name = c.command.text(nodes[1]);
   std::vector<std::string_view>& args = arguments_;
   args.clear();
   // Most commands need only their name here: the whole argument list is split only
@@ -115,7 +168,7 @@ void resp_session::command_complete() {
   const bool ordinary = name.empty() || special_initials.find(resp::ascii_lower(name[0])) == std::string_view::npos;
   const bool secrets = !ordinary && may_carry_secrets(name);
   if (secrets || (!ordinary && (iequals(name, "HELLO") || iequals(name, "CLIENT") || iequals(name, "REPLCONF")))) {
-    c.command.arguments(args);
+    c.arguments(args);
   } else {
     args.push_back(name);
   }
@@ -149,7 +202,7 @@ void resp_session::command_complete() {
     replication_ = replication::stream;
     drop_pending(true);
     reply_.clear();
-    c.command.clear();
+    c.clear_command();
     return;
   } else if (is_confirmation_kind(name)) {
     c.expect = expect_confirmation;
@@ -166,13 +219,13 @@ void resp_session::command_complete() {
     if (iequals(args[2], "OFF")) {
       reply_mode_ = reply_mode::off;
       emit(c, nullptr);
-      c.command.clear();
+      c.clear_command();
       return;
     }
     if (iequals(args[2], "SKIP")) {
       if (reply_mode_ != reply_mode::off) reply_mode_ = reply_mode::skip_next;
       emit(c, nullptr);
-      c.command.clear();
+      c.clear_command();
       return;
     }
     if (iequals(args[2], "ON")) {
@@ -184,7 +237,7 @@ void resp_session::command_complete() {
   if (reply_mode_ != reply_mode::on) {
     if (reply_mode_ == reply_mode::skip_next) reply_mode_ = reply_mode::on;
     emit(c, nullptr);
-    c.command.clear();
+    c.clear_command();
     return;
   }
   commit_tail();
@@ -216,7 +269,7 @@ void resp_session::reply_complete() {
   };
   auto front_awaits = [&](std::string_view confirmation) {
     if (count_ == 0 || front().expect != expect_confirmation) return false;
-    front().command.arguments(arguments_);
+    front().arguments(arguments_);
     if (arguments_.empty() || !iequals(arguments_[0], confirmation)) return false;
     if (arguments_.size() == 1) return true;  // UNSUBSCRIBE with no channel: any
     return elements[1] != nullptr && reply_.text(*elements[1]) == arguments_[1];
@@ -301,16 +354,20 @@ void resp_session::reply_complete() {
 }
 
 void resp_session::emit(pending_command& c, const message* reply) {
-  c.command.arguments(arguments_);
-  if (!options_.show_secrets) {
-    for (const std::uint32_t i : c.secrets) {
-      if (i < arguments_.size()) arguments_[i] = "****";
-    }
-  }
   exchange e = make_exchange(exchange_kind::exchange);
+  if (!c.whole.empty() && (c.secrets.empty() || options_.show_secrets)) {
+    e.command = c.whole.arguments();  // nothing to redact: the views as they are
+  } else {
+    c.arguments(arguments_);
+    if (!options_.show_secrets) {
+      for (const std::uint32_t i : c.secrets) {
+        if (i < arguments_.size()) arguments_[i] = "****";
+      }
+    }
+    e.command = arguments_;
+  }
   e.request_us = c.at_us;
   e.reply_us = reply != nullptr ? now_us_ : -1;
-  e.command = arguments_;
   e.reply = reply;
   ++stats_.exchanges;
   sink_.on_exchange(e);

@@ -42,7 +42,7 @@ void resp_session::lose_sync(int side) {
   s.synced = false;
   if (s.decoder) s.decoder->reset();
   if (side == client_side_) {
-    tail_slot().command.clear();
+    tail_slot().clear_command();
   } else {
     reply_.clear();
     // Replies were lost, but how many is unknown: the first reply after the resync

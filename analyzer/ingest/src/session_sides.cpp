@@ -282,10 +282,13 @@ bool resp_session::contradicts_client(const resp::node& n) noexcept {
   if (n.type != resp::type::bulk_string) return true;
   if (n.depth != 1 || !first_word_next_) return false;
   first_word_next_ = false;
-  const std::string_view w = n.value;
+  return first_word_contradicts(n.value, n.is_partial());
+}
+
+bool resp_session::first_word_contradicts(std::string_view w, bool partial) noexcept {
   if (w.empty()) return false;
   // `+OK`, `:1`, `$3`, `-ERR ...` read as inline commands are replies.
-  if ((n.flags & resp::node_flags::partial) == 0 && is_reply_type_byte(w[0]) && w[0] != '*') return true;
+  if (!partial && is_reply_type_byte(w[0]) && w[0] != '*') return true;
   return w == "message" || w == "pmessage" || w == "smessage" || w == "pong";
 }
 
@@ -295,8 +298,11 @@ void resp_session::correct_sides(int side, std::string_view rest) {
   client_side_ = 1 - client_side_;
   reason_ = side_reason::content;
   sides_certain_ = true;
-  // What was paired under the old roles was misread: dropped, not shown.
+  // What was paired under the old roles was misread: dropped, not shown. So is the
+  // command the contradiction interrupted (an inline line's array node, say), or the
+  // real client's first command would be appended to it.
   while (count_ > 0) pop_front();
+  ring_[head_].clear_command();
   reply_.clear();
   server_lost_replies_ = false;
   for (int i = 0; i < 2; ++i) {
@@ -305,6 +311,7 @@ void resp_session::correct_sides(int side, std::string_view rest) {
     o.allow_inline = i == client_side_;
     o.unbalanced_as_command = o.allow_inline;
     s.decoder.emplace(o);
+    s.handler.want_bulk_arrays(options_.whole_arrays && i == client_side_);
     s.synced = false;
     s.at_stream_start = false;
     s.resync_buffer.clear();

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -48,7 +49,29 @@ class handler {
  public:
   virtual ~handler() = default;
   virtual void on_node(const node& n) = 0;
+
+  // A cheaper delivery for the commonest request, offered only to a handler that asked
+  // for it with want_bulk_arrays(true): a whole top-level array of 1 to
+  // max_bulk_array_elements bulk strings (no nulls) found complete in one feed, with
+  // nothing pending before it. `frame` is its bytes on the wire, `elements` the bulk
+  // bodies (views into `frame`); both are valid during the call only. Return true when
+  // taken: the decoder then moves past the frame as if it had delivered the array's
+  // nodes (a pause() inside the call stops feed() right after the frame). Return false
+  // to decline: the frame is then delivered node by node, exactly as to any handler.
+  virtual bool on_bulk_array(std::string_view frame, std::span<const std::string_view> elements) {
+    (void)frame;
+    (void)elements;
+    return false;
+  }
+  bool wants_bulk_arrays() const noexcept { return wants_bulk_arrays_; }
+  void want_bulk_arrays(bool on) noexcept { wants_bulk_arrays_ = on; }
+
+ private:
+  bool wants_bulk_arrays_ = false;
 };
+
+// The largest array offered to handler::on_bulk_array (longer ones come as nodes).
+inline constexpr std::size_t max_bulk_array_elements = 64;
 
 class decoder {
  public:
@@ -88,6 +111,7 @@ class decoder {
   enum class state : std::uint8_t { header, bulk_body, bulk_crlf };
 
   bool try_fast_header(std::string_view bytes, std::size_t& pos, handler& h);
+  bool try_bulk_array(std::string_view bytes, std::size_t& pos, handler& h);
   bool take_line(std::string_view bytes, std::size_t& pos, std::string_view& line,
                  std::uint64_t& line_offset);
   void parse_line(std::string_view line, std::uint64_t at, handler& h);
@@ -104,6 +128,14 @@ class decoder {
   bool check_value_position(type kind, std::uint64_t at);
   bool push_frame(type kind, bool streamed, std::uint64_t remaining, std::uint64_t at);
   void value_completed(node& n) noexcept;
+  // value_completed for a leaf, with a top-level reply (the common case) done inline.
+  void scalar_completed(node& n) noexcept {
+    if (stack_.empty() && !top_attribute_pending_) {
+      n.flags |= node_flags::ends_message;
+      return;
+    }
+    value_completed(n);
+  }
   void mark_attribute_done() noexcept;
   std::uint32_t depth() const noexcept { return static_cast<std::uint32_t>(stack_.size()); }
   bool fail(errc e, std::uint64_t at) noexcept;
@@ -113,6 +145,7 @@ class decoder {
   std::string line_;          // a header line split across feeds
   std::string inline_scratch_;
   std::vector<std::string_view> inline_args_;
+  std::vector<std::string_view> array_elements_;  // try_bulk_array's scratch
   std::uint64_t line_start_ = 0;
   bool line_pending_ = false;
   bool top_attribute_pending_ = false;  // a top-level attribute awaits its value

@@ -52,7 +52,10 @@ class message {
   void prefetch(std::size_t max_bytes = 512) const noexcept;
 
   // Index of the top-level value, after any leading attribute; npos when empty.
-  std::size_t root() const noexcept;
+  std::size_t root() const noexcept {
+    if (!nodes_.empty() && nodes_.front().type != resp::type::attribute) return 0;
+    return root_after_attributes();
+  }
   const message_node* root_node() const noexcept {
     const std::size_t r = root();
     return r == npos ? nullptr : &nodes_[r];
@@ -85,6 +88,7 @@ class message {
 
  private:
   resp::value value_at(std::size_t& index) const;
+  std::size_t root_after_attributes() const noexcept;
 
   std::vector<message_node> nodes_;
   std::string text_;

@@ -32,6 +32,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -102,6 +103,10 @@ struct session_options {
   std::size_t resync_window = 64u << 10;
   // A stream that never resynchronises within this many bytes is not RESP.
   std::uint64_t give_up_after = 1u << 20;
+  // A command array that arrives whole in one segment is taken in one step
+  // (resp::handler::on_bulk_array) instead of node by node. The result is the same;
+  // false is for tests that compare the two.
+  bool whole_arrays = true;
 };
 
 enum class exchange_kind : std::uint8_t { exchange, push };
@@ -203,13 +208,46 @@ class resp_session {
   enum class reply_mode : std::uint8_t { on, off, skip_next };
   enum class replication : std::uint8_t { none, preamble, rdb_body, rdb_eof, stream };
 
+  // A command taken whole from the decoder (on_client_array): the frame's bytes copied
+  // once, and its arguments viewing them. The bytes have a heap block of their own, so
+  // the views stay valid when the ring moves its slots.
+  class whole_command {
+   public:
+    void assign(std::string_view frame, std::span<const std::string_view> elements);
+    void clear() noexcept { count_ = 0; }
+    // clear(), and the block released when it exceeds `keep` bytes.
+    void clear_and_trim(std::size_t keep) noexcept;
+    bool empty() const noexcept { return count_ == 0; }
+    std::span<const std::string_view> arguments() const noexcept { return {arguments_.data(), count_}; }
+    // What message::footprint() counts for the same command built node by node.
+    std::size_t footprint() const noexcept { return footprint_; }
+
+   private:
+    std::unique_ptr<char[]> bytes_;
+    std::size_t capacity_ = 0;
+    std::vector<std::string_view> arguments_;  // only grows: the first count_ are this command's
+    std::size_t count_ = 0;
+    std::size_t footprint_ = 0;
+  };
+
   struct pending_command {
-    message command;
+    message command;        // built node by node
+    whole_command whole;    // or taken whole: then `command` is empty
     std::int64_t at_us = 0;
     std::vector<std::uint32_t> secrets;  // positions of arguments to redact (redaction.hpp)
     std::uint8_t expect = 0;         // what the reply looks like (expect_* below)
     std::uint8_t hello_protocol = 0;
     std::size_t footprint = 0;       // bytes counted against max_pending_bytes
+
+    void clear_command() noexcept {
+      command.clear();
+      whole.clear();
+    }
+    // The arguments, before redaction.
+    void arguments(std::vector<std::string_view>& out) const {
+      if (whole.empty()) command.arguments(out);
+      else out.assign(whole.arguments().begin(), whole.arguments().end());
+    }
   };
   // Bytes received while the sides are undecided, in arrival order.
   struct held_chunk {
@@ -224,6 +262,7 @@ class resp_session {
     resp_session* session = nullptr;
     int side = 0;
     void on_node(const resp::node& n) override;
+    bool on_bulk_array(std::string_view frame, std::span<const std::string_view> elements) override;
   };
 
   struct side_state {
@@ -253,6 +292,8 @@ class resp_session {
   void commit_sides(int client, side_reason reason, std::string_view detail);
   // The client sent something only a server sends: swap the guessed roles.
   bool contradicts_client(const resp::node& n) noexcept;
+  // The first word of a client's array or inline line names a reply or a push frame.
+  static bool first_word_contradicts(std::string_view word, bool partial) noexcept;
   void correct_sides(int side, std::string_view rest);
   void note(flow_note_kind kind, std::string_view detail = {});
   // First bytes of a side: another protocol ends the session here.
@@ -266,8 +307,11 @@ class resp_session {
   void lose_sync(int side);
 
   void on_client_node(const resp::node& n);
+  // A whole command array in one call (the client decoder's fast path); false leaves it
+  // to on_client_node, node by node.
+  bool on_client_array(std::string_view frame, std::span<const std::string_view> elements);
   void on_server_node(const resp::node& n);
-  void command_complete();
+  void command_complete(pending_command& c);
   void reply_complete();
   void emit(pending_command& c, const message* reply);
   void emit_push(const message& m);
