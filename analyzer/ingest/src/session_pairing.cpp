@@ -47,7 +47,7 @@ void resp_session::pop_front() {
   // then the bytes.
   constexpr std::size_t slot_distance = 12, bytes_distance = 6;
   if (count_ > slot_distance) __builtin_prefetch(&ring_[ring_index(head_ + slot_distance)]);
-  if (count_ > bytes_distance) ring_[ring_index(head_ + bytes_distance)].command.prefetch();
+  if (count_ > bytes_distance) ring_[ring_index(head_ + bytes_distance)].prefetch();
   pending_command& c = ring_[head_];
   pending_bytes_ -= c.footprint;
   c.footprint = 0;

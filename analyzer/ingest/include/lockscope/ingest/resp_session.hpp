@@ -29,6 +29,7 @@
 // replaced by "****" unless show_secrets.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -221,6 +222,12 @@ class resp_session {
     std::span<const std::string_view> arguments() const noexcept { return {arguments_.data(), count_}; }
     // What message::footprint() counts for the same command built node by node.
     std::size_t footprint() const noexcept { return footprint_; }
+    // Starts loading its argument views and the first `max_bytes` of its bytes.
+    void prefetch(std::size_t max_bytes = 512) const noexcept {
+      const char* views = reinterpret_cast<const char*>(arguments_.data());
+      for (std::size_t at = 0; at < count_ * sizeof(std::string_view); at += 64) __builtin_prefetch(views + at);
+      for (std::size_t at = 0; at < std::min(capacity_, max_bytes); at += 64) __builtin_prefetch(bytes_.get() + at);
+    }
 
    private:
     std::unique_ptr<char[]> bytes_;
@@ -242,6 +249,11 @@ class resp_session {
     void clear_command() noexcept {
       command.clear();
       whole.clear();
+    }
+    // Starts loading what pairing and recognizing it read (see message::prefetch).
+    void prefetch() const noexcept {
+      if (whole.empty()) command.prefetch();
+      else whole.prefetch();
     }
     // The arguments, before redaction.
     void arguments(std::vector<std::string_view>& out) const {
