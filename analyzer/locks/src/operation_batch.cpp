@@ -66,25 +66,20 @@ void operation_batch::on_connection_end(std::uint64_t connection, std::int64_t a
 
 void operation_batch::flush() {
   if (order_.empty()) return;
-  try {
-    deliver();
-  } catch (...) {
-    order_.clear();  // the rest is dropped
-    operations_.clear();
-    text_offsets_.clear();
-    clients_.clear();
-    events_.clear();
-    ends_.clear();
-    text_size_ = 0;
-    throw;
-  }
-  order_.clear();
-  operations_.clear();
-  text_offsets_.clear();
-  clients_.clear();
-  events_.clear();
-  ends_.clear();
-  text_size_ = 0;
+  // Emptied however delivery ends: a throwing downstream drops the rest.
+  struct empty_after {
+    operation_batch& batch;
+    ~empty_after() {
+      batch.order_.clear();
+      batch.operations_.clear();
+      batch.text_offsets_.clear();
+      batch.clients_.clear();
+      batch.events_.clear();
+      batch.ends_.clear();
+      batch.text_size_ = 0;
+    }
+  } emptied{*this};
+  deliver();
 }
 
 void operation_batch::deliver() {
