@@ -1,6 +1,7 @@
 #include "lockscope/locks/lock_timeline.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -310,8 +311,8 @@ struct lock_timeline::impl {
   void count_expiry(lock_state& l) {
     if (++l.expiries == 0) side_of(l).expiries_carry += 0x10000;
   }
-  std::uint32_t lock_id(std::uint32_t where, std::string_view name) {
-    const std::uint32_t found = find_lock(where, name);
+  // `found`: find_lock(where, name).
+  std::uint32_t lock_id(std::uint32_t where, std::string_view name, std::uint32_t found) {
     if (found != no_id) return found;
     const std::uint32_t h = lock_hash(where, name);
     const std::uint32_t id = locks.add(where, name);
@@ -1674,43 +1675,101 @@ struct lock_timeline::impl {
   }
 
   void on_operation(const lock_operation& op) {
-    handle(op);
+    handle(op, take_announced(op));
     collect();
   }
-  // Loads what handling `ops` will read first (their locks' table slots, rows and
-  // holders), in three passes so that each pass's misses overlap. Reads only: a lock
-  // not found, or in a scope other than the last one used, is simply not prefetched.
-  void will_handle(std::span<const lock_operation> ops) const noexcept {
-    constexpr std::size_t window = 32;
-    std::uint32_t hashes[window];
-    std::uint32_t ids[window];
-    const std::size_t n = std::min(ops.size(), window);
-    for (std::size_t i = 0; i < n; ++i) {
-      ids[i] = no_id;
-      const lock_operation& op = ops[i];
-      const std::uint32_t where = known_scope(op);
-      if (op.lock.empty() || op.kind == lock_op_kind::cluster_link || where == no_id) {
-        hashes[i] = 0;
-        continue;
-      }
-      hashes[i] = lock_hash(where, op.lock);
-      lock_ids.prefetch(hashes[i]);
-      ids[i] = 0;
+
+  // ---- announced operations (will_handle) ----
+  // Each announced operation is resolved in stages spread over the operations handled
+  // before it, so that every stage reads memory whose load was started a few
+  // operations earlier instead of just before: its id table slot is prefetched
+  // slot_distance operations ahead, that slot read (its lock's candidate id) and the
+  // row prefetched row_distance ahead, the row read and its holder prefetched
+  // holder_distance ahead. handle() then takes the candidate instead of hashing and
+  // probing again, once it has checked the candidate is what find_lock() would give
+  // (same scope and name, the table not reshaped since): a stale or wrong announcement
+  // costs a lookup, never a wrong lock.
+  struct announced {
+    const lock_operation* op = nullptr;  // matched by address only, never read later
+    std::uint64_t generation = 0;        // lock_ids' when `id` was read
+    std::uint32_t hash = 0;
+    std::uint32_t where = no_id;         // no_id: nothing to prefetch
+    std::uint32_t id = no_id;            // the first id with `hash` in its probe run
+    std::uint32_t name_size = 0;
+    std::uint8_t stage = 0;              // 1 slot prefetched, 2 row prefetched, 3 holder prefetched
+  };
+  static constexpr std::size_t announced_capacity = 64;  // a power of two
+  static constexpr std::size_t slot_distance = 6, row_distance = 4, holder_distance = 2;
+  std::array<announced, announced_capacity> upcoming{};
+  std::size_t upcoming_head = 0, upcoming_tail = 0;  // positions, taken modulo the capacity
+
+  // Queues `ops` (as many as there is room for) behind those announced before.
+  void will_handle(std::span<const lock_operation> ops) noexcept {
+    for (const lock_operation& op : ops) {
+      if (upcoming_tail - upcoming_head == announced_capacity) break;
+      announced& a = upcoming[upcoming_tail++ % announced_capacity];
+      a = announced{};
+      a.op = &op;
+      if (op.lock.empty() || op.kind == lock_op_kind::cluster_link) continue;
+      a.where = known_scope(op);
+      if (a.where == no_id) continue;
+      a.hash = lock_hash(a.where, op.lock);
+      a.name_size = static_cast<std::uint32_t>(op.lock.size());
     }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (ids[i] == no_id) continue;
-      ids[i] = lock_ids.first_with_hash(hashes[i]);
-      if (ids[i] == no_id) continue;
+    advance_stages();
+  }
+  // Moves the first announced operations on to the stage their distance asks for (the
+  // farthest stage first: its loads have the longest to complete).
+  void advance_stages() noexcept {
+    const std::size_t queued = upcoming_tail - upcoming_head;
+    for (std::size_t k = 0; k <= slot_distance && k < queued; ++k) {
+      announced& a = upcoming[(upcoming_head + k) % announced_capacity];
+      if (a.stage >= 1 || a.where == no_id) continue;
+      lock_ids.prefetch(a.hash);
+      a.stage = 1;
+    }
+    for (std::size_t k = 0; k <= row_distance && k < queued; ++k) {
+      announced& a = upcoming[(upcoming_head + k) % announced_capacity];
+      if (a.stage != 1) continue;
+      a.generation = lock_ids.generation();
+      a.id = lock_ids.first_with_hash(a.hash);
       // The row, then its name's end when that is on the next cache line (a short scope
       // index and name length: 2 bytes of varints).
-      const char* row = reinterpret_cast<const char*>(&locks[ids[i]]);
-      prefetch_lines(row, sizeof(lock_state) + 2 + ops[i].lock.size());
+      if (a.id != no_id) prefetch_lines(&locks[a.id], sizeof(lock_state) + 2 + a.name_size);
+      a.stage = 2;
     }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (ids[i] == no_id) continue;
-      const lock_state& l = locks[ids[i]];
-      if (l.active != no_id) prefetch_lines(&pool[l.active], sizeof(holder));
+    for (std::size_t k = 0; k <= holder_distance && k < queued; ++k) {
+      announced& a = upcoming[(upcoming_head + k) % announced_capacity];
+      if (a.stage != 2) continue;
+      if (a.id != no_id) {
+        const lock_state& l = locks[a.id];
+        if (l.active != no_id) prefetch_lines(&pool[l.active], sizeof(holder));
+      }
+      a.stage = 3;
     }
+  }
+  // The announcement of `op` when it is the next one announced (else they are all
+  // dropped: the caller announced other operations than it delivers), the stages of
+  // those after it moved on.
+  const announced* take_announced(const lock_operation& op) noexcept {
+    if (upcoming_head == upcoming_tail) return nullptr;
+    announced& a = upcoming[upcoming_head % announced_capacity];
+    if (a.op != &op) {
+      upcoming_head = upcoming_tail = 0;
+      return nullptr;
+    }
+    ++upcoming_head;
+    advance_stages();
+    return &a;  // its slot is reused only by a later will_handle()
+  }
+  // The lock find_lock(where, name) gives, taken from the announcement when it can.
+  std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
+    if (a != nullptr && a->stage >= 2 && a->id != no_id && a->where == where &&
+        a->generation == lock_ids.generation() && canon(lock_store::scope_of(locks[a->id])) == where &&
+        name_of(locks[a->id]) == name) {
+      return a->id;
+    }
+    return find_lock(where, name);
   }
   // Starts loading [p, p + bytes) (at most two cache lines): each line once, since every
   // prefetch in flight takes one of the core's few miss buffers.
@@ -1728,7 +1787,7 @@ struct lock_timeline::impl {
     }
     return canon(last_scope);
   }
-  void handle(const lock_operation& op) {
+  void handle(const lock_operation& op, const announced* ann) {
     if (op.kind == lock_op_kind::cluster_link) {
       link_servers(op.server_text, op.redirect_to);
       return;
@@ -1741,12 +1800,12 @@ struct lock_timeline::impl {
     std::uint32_t where = scope_of(op);
     if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
     if (op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del) {
-      const std::uint32_t id = find_lock(where, op.lock);
+      const std::uint32_t id = find_announced(ann, where, op.lock);
       if (id != no_id && op.outcome == op_outcome::redirected) on_redirect(id, op);
       else if (id != no_id) on_plain(id, op);
       return;
     }
-    const std::uint32_t id = lock_id(where, op.lock);
+    const std::uint32_t id = lock_id(where, op.lock, find_announced(ann, where, op.lock));
     if (id == no_id) return;
     if (op.outcome == op_outcome::redirected) {
       on_redirect(id, op);
