@@ -1680,91 +1680,76 @@ struct lock_timeline::impl {
   }
 
   // ---- announced operations (will_handle) ----
-  // Each announced operation is resolved in stages spread over the operations handled
-  // before it, so that every stage reads memory whose load was started a few
-  // operations earlier instead of just before: its id table slot is prefetched
-  // slot_distance operations ahead, that slot read (its lock's candidate id) and the
-  // row prefetched row_distance ahead, the row read and its holder prefetched
-  // holder_distance ahead. handle() then takes the candidate instead of hashing and
-  // probing again, once it has checked the candidate is what find_lock() would give
-  // (same scope and name, the table not reshaped since): a stale or wrong announcement
-  // costs a lookup, never a wrong lock.
+  // will_handle() loads what handling the announced operations reads first (their id
+  // table slots, rows and holders) in three passes, so that each pass's misses overlap,
+  // and keeps what it resolved: handle() then takes an operation's candidate lock
+  // instead of hashing its name and probing again, once it has checked that the
+  // candidate is what find_lock() would give (the same scope and name, the table not
+  // reshaped since). A stale or wrong announcement costs a lookup, never a wrong lock.
+  // (Spreading the passes over the operations handled meanwhile, each a few operations
+  // ahead, measured slower here than these bursts.)
   struct announced {
     const lock_operation* op = nullptr;  // matched by address only, never read later
     std::uint64_t generation = 0;        // lock_ids' when `id` was read
     std::uint32_t hash = 0;
-    std::uint32_t where = no_id;         // no_id: nothing to prefetch
+    std::uint32_t where = no_id;         // no_id: not looked up
     std::uint32_t id = no_id;            // the first id with `hash` in its probe run
-    std::uint32_t name_size = 0;
-    std::uint8_t stage = 0;              // 1 slot prefetched, 2 row prefetched, 3 holder prefetched
   };
-  static constexpr std::size_t announced_capacity = 64;  // a power of two
-  static constexpr std::size_t slot_distance = 6, row_distance = 4, holder_distance = 2;
+  static constexpr std::size_t announced_capacity = 64;
   std::array<announced, announced_capacity> upcoming{};
-  std::size_t upcoming_head = 0, upcoming_tail = 0;  // positions, taken modulo the capacity
+  std::size_t upcoming_head = 0, upcoming_tail = 0;  // the announced, not yet handled
 
-  // Queues `ops` (as many as there is room for) behind those announced before.
+  // Queues `ops` behind those announced before (while there is room; the ones left
+  // out are handled without their announcement).
   void will_handle(std::span<const lock_operation> ops) noexcept {
+    if (upcoming_head > 0) {  // the ones still to come to the front
+      std::copy(upcoming.begin() + upcoming_head, upcoming.begin() + upcoming_tail, upcoming.begin());
+      upcoming_tail -= upcoming_head;
+      upcoming_head = 0;
+    }
+    const std::size_t queued = upcoming_tail;
     for (const lock_operation& op : ops) {
-      if (upcoming_tail - upcoming_head == announced_capacity) break;
-      announced& a = upcoming[upcoming_tail++ % announced_capacity];
+      if (upcoming_tail == announced_capacity) break;
+      announced& a = upcoming[upcoming_tail++];
       a = announced{};
       a.op = &op;
       if (op.lock.empty() || op.kind == lock_op_kind::cluster_link) continue;
       a.where = known_scope(op);
       if (a.where == no_id) continue;
       a.hash = lock_hash(a.where, op.lock);
-      a.name_size = static_cast<std::uint32_t>(op.lock.size());
-    }
-    advance_stages();
-  }
-  // Moves the first announced operations on to the stage their distance asks for (the
-  // farthest stage first: its loads have the longest to complete).
-  void advance_stages() noexcept {
-    const std::size_t queued = upcoming_tail - upcoming_head;
-    for (std::size_t k = 0; k <= slot_distance && k < queued; ++k) {
-      announced& a = upcoming[(upcoming_head + k) % announced_capacity];
-      if (a.stage >= 1 || a.where == no_id) continue;
       lock_ids.prefetch(a.hash);
-      a.stage = 1;
     }
-    for (std::size_t k = 0; k <= row_distance && k < queued; ++k) {
-      announced& a = upcoming[(upcoming_head + k) % announced_capacity];
-      if (a.stage != 1) continue;
+    for (std::size_t i = queued; i < upcoming_tail; ++i) {
+      announced& a = upcoming[i];
+      if (a.where == no_id) continue;
       a.generation = lock_ids.generation();
       a.id = lock_ids.first_with_hash(a.hash);
       // The row, then its name's end when that is on the next cache line (a short scope
       // index and name length: 2 bytes of varints).
-      if (a.id != no_id) prefetch_lines(&locks[a.id], sizeof(lock_state) + 2 + a.name_size);
-      a.stage = 2;
+      if (a.id != no_id) prefetch_lines(&locks[a.id], sizeof(lock_state) + 2 + a.op->lock.size());
     }
-    for (std::size_t k = 0; k <= holder_distance && k < queued; ++k) {
-      announced& a = upcoming[(upcoming_head + k) % announced_capacity];
-      if (a.stage != 2) continue;
-      if (a.id != no_id) {
-        const lock_state& l = locks[a.id];
-        if (l.active != no_id) prefetch_lines(&pool[l.active], sizeof(holder));
-      }
-      a.stage = 3;
+    for (std::size_t i = queued; i < upcoming_tail; ++i) {
+      const announced& a = upcoming[i];
+      if (a.id == no_id) continue;
+      const lock_state& l = locks[a.id];
+      if (l.active != no_id) prefetch_lines(&pool[l.active], sizeof(holder));
     }
   }
   // The announcement of `op` when it is the next one announced (else they are all
-  // dropped: the caller announced other operations than it delivers), the stages of
-  // those after it moved on.
+  // dropped: the caller delivers other operations than it announced).
   const announced* take_announced(const lock_operation& op) noexcept {
     if (upcoming_head == upcoming_tail) return nullptr;
-    announced& a = upcoming[upcoming_head % announced_capacity];
+    const announced& a = upcoming[upcoming_head];
     if (a.op != &op) {
       upcoming_head = upcoming_tail = 0;
       return nullptr;
     }
     ++upcoming_head;
-    advance_stages();
-    return &a;  // its slot is reused only by a later will_handle()
+    return &a;  // its entry is reused only by a later will_handle()
   }
   // The lock find_lock(where, name) gives, taken from the announcement when it can.
   std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
-    if (a != nullptr && a->stage >= 2 && a->id != no_id && a->where == where &&
+    if (a != nullptr && a->id != no_id && a->where == where &&
         a->generation == lock_ids.generation() && canon(lock_store::scope_of(locks[a->id])) == where &&
         name_of(locks[a->id]) == name) {
       return a->id;
