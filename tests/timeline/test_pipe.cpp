@@ -478,16 +478,22 @@ TEST_CASE("operation_batch: a throwing downstream drops the calls held, and the 
   CHECK(sink.seen == 11);
 }
 
+namespace {
+
+// The calls send_call makes, 6,000 of them.
+std::vector<copied_call> varied_calls() {
+  call_recorder rec;
+  for (int i = 0; i < 6'000; ++i) send_call(rec, i, "");
+  return rec.calls;
+}
+
+}  // namespace
+
 TEST_CASE("lock_timeline: announcing operations (will_handle) changes no event, for any window",
           "[pipe][batch][timeline]") {
   // Varied calls: every kind and outcome, several scopes (server, database -1..5),
   // empty lock names, cluster redirects, ends; then the bundled recordings.
-  std::vector<std::vector<copied_call>> inputs;
-  {
-    call_recorder rec;
-    for (int i = 0; i < 6'000; ++i) send_call(rec, i, "");
-    inputs.push_back(rec.calls);
-  }
+  std::vector<std::vector<copied_call>> inputs{varied_calls()};
   for (const std::string& pcap : bundled_captures()) inputs.push_back(recognized_calls(pcap));
   inputs.push_back(recognized_calls(std::string(LOCKSCOPE_CAPTURES_DIR) + "/thirdparty/cluster.pcap"));
   std::size_t total_bytes = 0;
@@ -536,12 +542,7 @@ TEST_CASE("lock_timeline: operations delivered as announced reuse the lookup, an
   // lock's scope and name. Announced with the right content, or with another
   // operation's (same addresses, other lock names, servers and databases: the
   // candidates it resolved are wrong locks), the events are those of no announcement.
-  std::vector<std::vector<copied_call>> inputs;
-  {
-    call_recorder rec;
-    for (int i = 0; i < 6'000; ++i) send_call(rec, i, "");
-    inputs.push_back(rec.calls);
-  }
+  std::vector<std::vector<copied_call>> inputs{varied_calls()};
   inputs.push_back(recognized_calls(std::string(LOCKSCOPE_CAPTURES_DIR) + "/thirdparty/cluster.pcap"));
   inputs.push_back(recognized_calls(std::string(LOCKSCOPE_CAPTURES_DIR) + "/recorded/stress.pcap"));
   for (std::size_t input = 0; input < inputs.size(); ++input) {
