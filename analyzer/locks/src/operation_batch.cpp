@@ -82,6 +82,12 @@ void operation_batch::flush() {
   deliver();
 }
 
+void operation_batch::announce(std::size_t first) {
+  if (first >= operations_.size()) return;
+  const std::size_t count = std::min(window, operations_.size() - first);
+  downstream_.will_handle(std::span<const lock_operation>(&operations_[first], count));
+}
+
 void operation_batch::deliver() {
   // The views and pointers into this batch's own copies, now that nothing moves.
   for (std::size_t k = 0; k < operations_.size(); ++k) {
@@ -100,9 +106,12 @@ void operation_batch::deliver() {
   for (const call c : order_) {
     switch (c) {
       case call::operation: {
+        // A window ahead: the next window is announced as this one starts, so that the
+        // timeline's staged loads for its first operations begin while it handles this
+        // one's last (the first window, alone, with the second).
         if (next_operation % window == 0) {
-          const std::size_t count = std::min(window, operations_.size() - next_operation);
-          if (count > 1) downstream_.will_handle(std::span<const lock_operation>(&operations_[next_operation], count));
+          if (next_operation == 0 && operations_.size() > 1) announce(0);
+          announce(next_operation + window);
         }
         downstream_.on_operation(operations_[next_operation++]);
         break;

@@ -86,17 +86,23 @@ class id_table {
   // Every id placed again under hash_of(id) (the identity of some entries changed).
   template <class HashOf>
   void rehash(HashOf&& hash_of) {
+    ++generation_;
     slot_vector old = std::move(slots_);
     slots_.assign(old.size(), slot{});
     for (const slot& e : old) {
       if (e.id != no_id) place(e.id, hash_of(e.id));
     }
   }
+  // Changes whenever entries may have moved (grow, rehash, erase): an id that was the first of
+  // its hash in its probe run stays so while this is unchanged (an insert goes after
+  // every entry of its run).
+  std::uint64_t generation() const noexcept { return generation_; }
   // Removes `id`, inserted with hash `h` (it must be there).
   void erase(std::uint32_t id, std::uint32_t h) noexcept {
     std::size_t hole = start(h);
     while (slots_[hole].id != id) hole = next(hole);
     --count_;
+    ++generation_;
     // Backward shift: move up every later entry of the run whose home slot is not
     // between the hole and itself (cyclically).
     for (std::size_t i = next(hole);; i = next(i)) {
@@ -131,6 +137,7 @@ class id_table {
     slots_[i] = slot{id, h};
   }
   void grow() {
+    ++generation_;
     slot_vector old = std::move(slots_);
     slots_.assign(std::max<std::size_t>(64, old.size() + old.size() / 4), slot{});
     for (const slot& e : old) {
@@ -140,6 +147,7 @@ class id_table {
   using slot_vector = std::vector<slot, huge_page_allocator<slot>>;
   slot_vector slots_;
   std::size_t count_ = 0;
+  std::uint64_t generation_ = 0;
 };
 
 // Interns strings as dense, reference-counted ids (owners, "ip:port" texts).

@@ -280,7 +280,7 @@ class lock_timeline final : public lock_operation_sink {
   lock_timeline& operator=(const lock_timeline&) = delete;
 
   void on_operation(const lock_operation& op) override;
-  // Prefetches the locks of the operations that come next (see operation_batch).
+  // Loads the locks of the operations that come next (see operation_batch).
   void will_handle(std::span<const lock_operation> upcoming) noexcept override;
   // The connection's texts are freed once no holder or waiter names it any more.
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;

@@ -45,7 +45,8 @@ class operation_batch final : public lock_operation_sink {
   void flush();
   bool empty() const noexcept { return order_.empty(); }
 
-  // Operations announced together (the timeline prefetches about this many rows at once).
+  // Operations announced together, a window ahead of their delivery (the timeline
+  // loads their memory in stages as the operations before them are handled).
   static constexpr std::size_t window = 16;
 
  private:
@@ -60,6 +61,8 @@ class operation_batch final : public lock_operation_sink {
     std::int64_t at_us;
   };
   void deliver();
+  // Announces the window of operations that starts at `first` (none past the end).
+  void announce(std::size_t first);
   // The text buffer with room for `more` bytes after text_size_ (grown by copying).
   char* reserve_text(std::size_t more);
 
