@@ -643,8 +643,11 @@ std::string describe_ops(const std::vector<recorded_op>& ops, const analyzer::re
   return out;
 }
 
+constexpr std::uint64_t script_load = ~std::uint64_t{0};
+
 // EVALs of (script, identity) in turn, the identity passed as the session's interner
-// would (0: none) or not at all; returns what the recognizer made of them.
+// would (0: none) or not at all (identity script_load: a SCRIPT LOAD of the text);
+// returns what the recognizer made of them.
 std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& calls, bool identities) {
   static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
   static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
@@ -653,8 +656,12 @@ std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& 
   std::int64_t at = 1'000'000;
   for (const auto& [script, identity] : calls) {
     const std::string lease = std::to_string(at % 7 + 30000);
-    const std::vector<std::string_view> args{"EVAL", script, "1", "myLock", lease, owner};
-    const analyzer::message reply = make_message(at % 3 == 0 ? ":1234\r\n" : "$-1\r\n");
+    const bool load = identity == script_load;
+    const std::vector<std::string_view> args =
+        load ? std::vector<std::string_view>{"SCRIPT", "LOAD", script}
+             : std::vector<std::string_view>{"EVAL", script, "1", "myLock", lease, owner};
+    const std::string sha = "$40\r\n" + lock::sha1_hex(script) + "\r\n";
+    const analyzer::message reply = make_message(load ? sha : at % 3 == 0 ? ":1234\r\n" : "$-1\r\n");
     analyzer::exchange e;
     e.connection = 1;
     e.client = &client;
@@ -665,7 +672,7 @@ std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& 
     e.reply_us = at + 100;
     e.command = args;
     e.reply = &reply;
-    if (identities) {
+    if (identities && !load) {
       e.interned_identity = identity;
       e.interned_argument = 1;
     }
@@ -704,6 +711,11 @@ TEST_CASE("recognizer: the same operations with and without the session's intern
     churn.push_back({other, 100 + static_cast<std::uint64_t>(i % 20)});
     churn.push_back({acquire, 11});
     churn.push_back({near, 12});
+    if (i % 5 == 0) {
+      // A script learnt from SCRIPT LOAD: the last EVAL's script is forgotten too.
+      churn.push_back({other + "--", script_load});
+      churn.push_back({near, 12});
+    }
   }
   CHECK(run_evals(churn, true) == run_evals(churn, false));
 }
