@@ -69,7 +69,7 @@ TEST_CASE("argument_interner: an entry on the second sighting, equal to the byte
   argument_interner::release(again);
 }
 
-TEST_CASE("argument_interner: bounded; evicts only unreferenced entries; identities never reused", "[interner]") {
+TEST_CASE("argument_interner: bounded, evicts only unreferenced entries, never reuses an identity", "[interner]") {
   argument_interner::limits l;
   l.max_entries = 2;
   l.max_total_bytes = 1000;
