@@ -105,7 +105,7 @@ class argument_interner {
   std::vector<std::uint64_t> seen_;              // fingerprints seen once (direct-mapped)
   entry* idle_oldest_ = nullptr;
   entry* idle_newest_ = nullptr;
-  entry* last_ = nullptr;                        // the last entry found: usually the next one
+  entry* last_ = nullptr;                        // the last entry acquired: usually the next one
   std::size_t live_ = 0;
   std::size_t bytes_ = 0;
   statistics stats_;
