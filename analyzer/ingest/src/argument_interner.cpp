@@ -51,7 +51,6 @@ argument_interner::entry* argument_interner::find(std::string_view value, std::u
   auto same = [&](const entry* e) {
     return e->fingerprint_ == fp && e->size_ == value.size() && std::memcmp(e->bytes_.get(), value.data(), value.size()) == 0;
   };
-  if (last_ != nullptr && same(last_)) return last_;
   for (entry* e = buckets_[fp & bucket_mask_]; e != nullptr; e = e->next_in_bucket_) {
     if (same(e)) return e;
   }
@@ -60,8 +59,16 @@ argument_interner::entry* argument_interner::find(std::string_view value, std::u
 
 argument_interner::entry* argument_interner::acquire(std::string_view value) {
   if (value.size() < limits_.min_bytes || value.size() > limits_.max_bytes_each) return nullptr;
+  entry* e = last_;
+  // The last entry acquired is usually the one (a client repeats one script): its bytes
+  // are compared first, with no fingerprint.
+  if (e != nullptr && e->size_ == value.size() && std::memcmp(e->bytes_.get(), value.data(), value.size()) == 0) {
+    ++stats_.hits;
+    if (e->references_++ == 0) unlink_idle(e);
+    return e;
+  }
   const std::uint64_t fp = fingerprint(value);
-  entry* e = find(value, fp);
+  e = find(value, fp);
   if (e == nullptr) {
     std::uint64_t& seen = seen_[fp % seen_slots];
     if (seen != fp) {  // the first sighting (as far as the table remembers)
