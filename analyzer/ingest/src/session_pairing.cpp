@@ -94,7 +94,7 @@ bool resp_session::on_client_array(std::string_view frame, std::span<const std::
 }
 
 resp_session::whole_command::whole_command(whole_command&& o) noexcept
-    : bytes_(std::move(o.bytes_)), capacity_(std::exchange(o.capacity_, 0)), arguments_(std::move(o.arguments_)),
+    : bytes_(std::move(o.bytes_)), capacity_(std::exchange(o.capacity_, 0)), size_(std::exchange(o.size_, 0)), arguments_(std::move(o.arguments_)),
       count_(std::exchange(o.count_, 0)), footprint_(std::exchange(o.footprint_, 0)),
       interned_(std::exchange(o.interned_, nullptr)), interned_argument_(std::exchange(o.interned_argument_, 0)) {}
 
@@ -103,6 +103,7 @@ resp_session::whole_command& resp_session::whole_command::operator=(whole_comman
     release();
     bytes_ = std::move(o.bytes_);
     capacity_ = std::exchange(o.capacity_, 0);
+    size_ = std::exchange(o.size_, 0);
     arguments_ = std::move(o.arguments_);
     count_ = std::exchange(o.count_, 0);
     footprint_ = std::exchange(o.footprint_, 0);
@@ -139,6 +140,7 @@ void resp_session::whole_command::assign(std::string_view frame, std::span<const
     bytes_ = std::make_unique_for_overwrite<char[]>(capacity_);
   }
   char* const bytes = bytes_.get();
+  size_ = kept;
   std::memcpy(bytes, frame.data(), cut_at);
   std::memcpy(bytes + cut_at, frame.data() + cut_at + cut, frame.size() - cut_at - cut);
   if (arguments_.size() < count) arguments_.resize(count);
@@ -162,6 +164,7 @@ void resp_session::whole_command::clear_and_trim(std::size_t keep) noexcept {
   if (capacity_ > keep) {
     bytes_.reset();
     capacity_ = 0;
+    size_ = 0;
   }
 }
 

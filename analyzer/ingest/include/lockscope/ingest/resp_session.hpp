@@ -256,7 +256,8 @@ class resp_session {
     void prefetch(std::size_t max_bytes = 512) const noexcept {
       const char* views = reinterpret_cast<const char*>(arguments_.data());
       for (std::size_t at = 0; at < count_ * sizeof(std::string_view); at += 64) __builtin_prefetch(views + at);
-      for (std::size_t at = 0; at < std::min(capacity_, max_bytes); at += 64) __builtin_prefetch(bytes_.get() + at);
+      // The bytes this command copied (an interned argument is in its entry, already hot).
+      for (std::size_t at = 0; at < std::min(size_, max_bytes); at += 64) __builtin_prefetch(bytes_.get() + at);
     }
 
    private:
@@ -267,6 +268,7 @@ class resp_session {
 
     std::unique_ptr<char[]> bytes_;
     std::size_t capacity_ = 0;
+    std::size_t size_ = 0;  // bytes_ in use
     std::vector<std::string_view> arguments_;  // only grows: the first count_ are this command's
     std::size_t count_ = 0;
     std::size_t footprint_ = 0;
