@@ -728,7 +728,8 @@ TEST_CASE("analyze_files: interning the session's long arguments changes no outp
     if (!(path.ends_with(".pcap") || path.ends_with(".pcapng"))) continue;
     ++files;
     INFO(path);
-    for (auto format : {analyzer::report_format::jsonl, analyzer::report_format::text}) {
+    // JSONL: every operation's and event's fields (the text report shows fewer).
+    for (auto format : {analyzer::report_format::jsonl}) {
       std::string out[2];
       for (bool intern : {false, true}) {
         analyzer::analysis_options o;
