@@ -16,7 +16,8 @@
 // building (byte flips in the headers too).
 //
 // Checked, beyond ASan/UBSan: every packet is counted; every JSONL line the report
-// writes is one JSON object; finish() leaves no flow open.
+// writes is one JSON object; finish() leaves no flow open; with options bit 6, the
+// report is the same with the sessions' long arguments interned and copied.
 #include <boost/json/parse.hpp>
 
 #include <array>
@@ -99,9 +100,12 @@ const bool print_report = std::getenv("LOCKSCOPE_FUZZ_PRINT") != nullptr;
 
 struct checking_output {
   bool jsonl = false;
+  bool print = print_report;
   std::string pending;
+  std::string all;  // everything written, to compare two runs
   void operator()(std::string_view text) {
-    if (print_report) std::fwrite(text.data(), 1, text.size(), stdout);
+    all.append(text);
+    if (print) std::fwrite(text.data(), 1, text.size(), stdout);
     if (!jsonl) return;
     pending.append(text);
     std::size_t start = 0;
@@ -118,9 +122,9 @@ struct checking_output {
   }
 };
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+// The program run once; returns what the report wrote. `intern`: the sessions' long
+// repeated arguments interned (session_options::intern_arguments).
+std::string run_program(const std::uint8_t* data, std::size_t size, bool intern, bool print) {
   input_reader in(data, size);
   const std::uint8_t options_byte = in.byte();
 
@@ -129,12 +133,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ingest.tcp.max_buffer = (options_byte & 2) ? 512 : 1u << 20;
   ingest.session.max_message_bytes = (options_byte & 4) ? 200 : 1u << 20;
   ingest.max_flows = (options_byte & 8) ? 2 : az::ingest_options::default_max_flows;
+  ingest.session.intern_arguments = intern;
   az::timeline_options timeline_opts;
   timeline_opts.merge_servers = (options_byte & 16) != 0;
   az::report_options report_opts;
   report_opts.format = (options_byte & 32) ? az::report_format::text : az::report_format::jsonl;
 
   checking_output output;
+  output.print = print;
   output.jsonl = report_opts.format == az::report_format::jsonl;
   {
     az::lock_report report(report_opts, std::ref(output));
@@ -220,5 +226,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (pipeline.active_flows() != 0) violation("flows left open after finish()", pipeline.active_flows());
   }
   if (!output.pending.empty()) violation("JSONL output does not end with a newline", output.pending.size());
+  return std::move(output.all);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string interned = run_program(data, size, true, print_report);
+  // Options bit 6: the same program with the arguments copied must report the same.
+  if (size > 0 && (data[0] & 64) != 0 && run_program(data, size, false, false) != interned) {
+    violation("interning the sessions' arguments changed the report");
+  }
   return 0;
 }

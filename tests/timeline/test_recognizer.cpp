@@ -1,7 +1,12 @@
 // The recognizer, one script family at a time: Redisson's lock, fair lock, read/write,
 // spin and fenced locks in their various spellings, SET-based locks of other clients,
 // plain commands, pub/sub, and EVALSHA resolution and inference.
+#include <filesystem>
+
+#include <fmt/format.h>
+
 #include "helpers.hpp"
+#include "lockscope/locks/lock_analysis.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
@@ -623,4 +628,118 @@ TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL 
       if (c.script == k::fenced_acquire) CHECK(rec.ops[0].token == 7);
     }
   }
+}
+
+namespace {
+
+std::string describe_ops(const std::vector<recorded_op>& ops, const analyzer::recognizer_stats& s) {
+  std::string out;
+  for (const recorded_op& o : ops) {
+    out += fmt::format("{} {} {} {} {} {} {} {} {}\n", static_cast<int>(o.kind), static_cast<int>(o.family),
+                       static_cast<int>(o.outcome), o.inferred, o.lock, o.owner, o.lease_ms, o.ttl_ms, o.token);
+  }
+  out += fmt::format("ops {} seen {} unknown {} evicted {}", s.operations, s.scripts_seen, s.unknown_scripts,
+                     s.scripts_evicted);
+  return out;
+}
+
+constexpr std::uint64_t script_load = ~std::uint64_t{0};
+
+// EVALs of (script, identity) in turn, the identity passed as the session's interner
+// would (0: none) or not at all (identity script_load: a SCRIPT LOAD of the text);
+// returns what the recognizer made of them.
+std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& calls, bool identities) {
+  static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
+  static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
+  op_recorder rec;
+  analyzer::lock_recognizer r(rec);
+  std::int64_t at = 1'000'000;
+  for (const auto& [script, identity] : calls) {
+    const std::string lease = std::to_string(at % 7 + 30000);
+    const bool load = identity == script_load;
+    const std::vector<std::string_view> args =
+        load ? std::vector<std::string_view>{"SCRIPT", "LOAD", script}
+             : std::vector<std::string_view>{"EVAL", script, "1", "myLock", lease, owner};
+    const std::string sha = "$40\r\n" + lock::sha1_hex(script) + "\r\n";
+    const analyzer::message reply = make_message(load ? sha : at % 3 == 0 ? ":1234\r\n" : "$-1\r\n");
+    analyzer::exchange e;
+    e.connection = 1;
+    e.client = &client;
+    e.server = &server;
+    e.client_text = "10.0.0.1:50000";
+    e.server_text = "10.0.0.2:6379";
+    e.request_us = at;
+    e.reply_us = at + 100;
+    e.command = args;
+    e.reply = &reply;
+    if (identities && !load) {
+      e.interned_identity = identity;
+      e.interned_argument = 1;
+    }
+    r.on_exchange(e);
+    at += 1000;
+  }
+  return describe_ops(rec.ops, r.stats());
+}
+
+}  // namespace
+
+TEST_CASE("recognizer: the same operations with and without the session's interned identities", "[recognizer]") {
+  const std::string acquire = text_of(lock::script_kind::acquire);
+  const std::string unlock = text_of(lock::script_kind::unlock);
+  std::string near = acquire;  // one byte off: another script, not a lock script
+  near[near.size() / 2] = '#';
+  std::string renamed = acquire;  // the same length, a lock script all the same
+  renamed.replace(renamed.find("hincrby"), 7, "HINCRBY");
+  // An identity names one text; a text may have several (after an eviction, or another
+  // thread's interner), or none (a split frame).
+  const std::vector<std::pair<std::string, std::uint64_t>> calls{
+      {acquire, 11}, {acquire, 11}, {acquire, 0},  {acquire, 11},  {near, 12},    {acquire, 11}, {near, 12},
+      {near, 0},     {acquire, 14}, {unlock, 15},  {acquire, 14},  {unlock, 15},  {renamed, 16}, {renamed, 16},
+      {acquire, 11}, {near, 12},    {renamed, 0},  {acquire, 17},  {acquire, 11}, {fair_acquire, 18},
+      {acquire, 11}, {fair_acquire, 18}, {one_branch_acquire, 19}, {acquire, 11}, {one_branch_acquire, 19}};
+  const std::string plain = run_evals(calls, false);
+  CHECK(run_evals(calls, true) == plain);
+  INFO(plain);
+  CHECK(plain.find("seen 3 unknown 0") != std::string::npos);  // the texts not built in, learnt once
+  // Many texts in turn, each new one learnt (by_text changes): the identity of the last
+  // EVAL's script must be forgotten with it.
+  std::vector<std::pair<std::string, std::uint64_t>> churn;
+  for (int i = 0; i < 40; ++i) {
+    std::string other = near;
+    other[0] = static_cast<char>('A' + i % 20);
+    churn.push_back({other, 100 + static_cast<std::uint64_t>(i % 20)});
+    churn.push_back({acquire, 11});
+    churn.push_back({near, 12});
+    if (i % 5 == 0) {
+      // A script learnt from SCRIPT LOAD: the last EVAL's script is forgotten too.
+      churn.push_back({other + "--", script_load});
+      churn.push_back({near, 12});
+    }
+  }
+  CHECK(run_evals(churn, true) == run_evals(churn, false));
+}
+
+TEST_CASE("analyze_files: interning the session's long arguments changes no output, on every bundled capture",
+          "[recognizer][captures]") {
+  std::size_t files = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(LOCKSCOPE_CAPTURES_DIR)) {
+    const std::string path = f.path().string();
+    if (!(path.ends_with(".pcap") || path.ends_with(".pcapng"))) continue;
+    ++files;
+    INFO(path);
+    // JSONL: every operation's and event's fields (the text report shows fewer).
+    for (auto format : {analyzer::report_format::jsonl}) {
+      std::string out[2];
+      for (bool intern : {false, true}) {
+        analyzer::analysis_options o;
+        o.report.format = format;
+        o.threads = 1;
+        o.capture.session.intern_arguments = intern;
+        analyzer::analyze_files({path}, o, [&](std::string_view s) { out[intern] += s; });
+      }
+      CHECK(out[1] == out[0]);
+    }
+  }
+  CHECK(files > 20);
 }

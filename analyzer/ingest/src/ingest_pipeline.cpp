@@ -20,9 +20,10 @@ struct ingest_pipeline::connection {
   };
 
   connection(const ingest_options& options, std::uint64_t id, std::array<endpoint, 2> ends,
-             std::optional<int> client_side, side_reason reason, exchange_sink& sink)
+             std::optional<int> client_side, side_reason reason, exchange_sink& sink,
+             argument_interner& interner)
       : streams{tcp_stream(options.tcp), tcp_stream(options.tcp)},
-        session(options.session, id, ends, client_side, sink, reason) {
+        session(options.session, id, ends, client_side, sink, reason, &interner) {
     for (int i = 0; i < 2; ++i) {
       sinks[i].owner = this;
       sinks[i].side = i;
@@ -154,7 +155,8 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
       }
     }
     if (options_.max_flows > 0 && flows_.size() >= options_.max_flows) end_oldest(ts_us);
-    auto conn = std::make_unique<connection>(options_, next_connection_id_, ends, client_side, reason, sink_);
+    auto conn = std::make_unique<connection>(options_, next_connection_id_, ends, client_side, reason, sink_,
+                                             interner_);
     conn->number = next_connection_id_++;
     conn->key = key;
     conn->last_seen_us = ts_us;

@@ -20,9 +20,9 @@ bool resp_session::side_handler::on_bulk_array(std::string_view frame, std::span
 
 resp_session::resp_session(const session_options& options, std::uint64_t connection,
                            std::array<endpoint, 2> ends, std::optional<int> client_side,
-                           exchange_sink& sink, side_reason reason)
+                           exchange_sink& sink, side_reason reason, argument_interner* interner)
     : options_(options), connection_(connection), ends_(ends), sink_(sink),
-      client_side_(client_side ? *client_side : -1) {
+      interner_(options.intern_arguments ? interner : nullptr), client_side_(client_side ? *client_side : -1) {
   for (int side = 0; side < 2; ++side) {
     sides_[side].handler.session = this;
     sides_[side].handler.side = side;

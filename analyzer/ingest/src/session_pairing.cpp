@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 namespace lockscope::analyzer {
 
@@ -87,37 +88,83 @@ bool resp_session::on_client_array(std::string_view frame, std::span<const std::
     first_word_next_ = false;
   }
   pending_command& c = tail_slot();
-  c.whole.assign(frame, elements);
+  c.whole.assign(frame, elements, interner_);
   command_complete(c);
   return true;
 }
 
-void resp_session::whole_command::assign(std::string_view frame, std::span<const std::string_view> elements) {
-  if (capacity_ < frame.size()) {
-    capacity_ = std::max(frame.size(), capacity_ * 2);
+resp_session::whole_command::whole_command(whole_command&& o) noexcept
+    : bytes_(std::move(o.bytes_)), capacity_(std::exchange(o.capacity_, 0)), size_(std::exchange(o.size_, 0)), arguments_(std::move(o.arguments_)),
+      count_(std::exchange(o.count_, 0)), footprint_(std::exchange(o.footprint_, 0)),
+      interned_(std::exchange(o.interned_, nullptr)), interned_argument_(std::exchange(o.interned_argument_, 0)) {}
+
+resp_session::whole_command& resp_session::whole_command::operator=(whole_command&& o) noexcept {
+  if (this != &o) {
+    release();
+    bytes_ = std::move(o.bytes_);
+    capacity_ = std::exchange(o.capacity_, 0);
+    size_ = std::exchange(o.size_, 0);
+    arguments_ = std::move(o.arguments_);
+    count_ = std::exchange(o.count_, 0);
+    footprint_ = std::exchange(o.footprint_, 0);
+    interned_ = std::exchange(o.interned_, nullptr);
+    interned_argument_ = std::exchange(o.interned_argument_, 0);
+  }
+  return *this;
+}
+
+void resp_session::whole_command::assign(std::string_view frame, std::span<const std::string_view> elements,
+                                         argument_interner* interner) {
+  release();
+  const std::size_t count = elements.size();
+  // One long argument the interner holds (the first): viewed there, and cut out of the
+  // copy. The compare happens now, while the frame and the entry are in the cache.
+  std::size_t cut_at = frame.size();  // where the interned argument's bytes start in the frame
+  std::size_t cut = 0;                // and their length
+  if (interner != nullptr) {
+    const std::size_t min_bytes = interner->min_bytes();
+    for (std::size_t k = 0; k < count; ++k) {
+      if (elements[k].size() < min_bytes) continue;
+      if (argument_interner::entry* e = interner->acquire(elements[k])) {
+        interned_ = e;
+        interned_argument_ = static_cast<std::uint32_t>(k);
+        cut_at = static_cast<std::size_t>(elements[k].data() - frame.data());
+        cut = elements[k].size();
+        break;
+      }
+    }
+  }
+  const std::size_t kept = frame.size() - cut;
+  if (capacity_ < kept) {
+    capacity_ = std::max(kept, capacity_ * 2);
     bytes_ = std::make_unique_for_overwrite<char[]>(capacity_);
   }
   char* const bytes = bytes_.get();
-  std::memcpy(bytes, frame.data(), frame.size());
-  const std::size_t count = elements.size();
+  size_ = kept;
+  std::memcpy(bytes, frame.data(), cut_at);
+  std::memcpy(bytes + cut_at, frame.data() + cut_at + cut, frame.size() - cut_at - cut);
   if (arguments_.size() < count) arguments_.resize(count);
   count_ = count;
   std::string_view* const to = arguments_.data();
   std::size_t values = 0;
   for (std::size_t k = 0; k < count; ++k) {
     const std::string_view e = elements[k];
-    to[k] = std::string_view(bytes + (e.data() - frame.data()), e.size());
+    const std::size_t at = static_cast<std::size_t>(e.data() - frame.data());
+    // Arguments after the cut moved back by its length (the interned one is set below).
+    to[k] = std::string_view(bytes + at - (at > cut_at ? cut : 0), e.size());
     values += e.size();
   }
+  if (interned_ != nullptr) to[interned_argument_] = interned_->text();
   // An array node, a node per element, and their text.
   footprint_ = (count + 1) * sizeof(message_node) + values;
 }
 
 void resp_session::whole_command::clear_and_trim(std::size_t keep) noexcept {
-  count_ = 0;
+  clear();
   if (capacity_ > keep) {
     bytes_.reset();
     capacity_ = 0;
+    size_ = 0;
   }
 }
 
@@ -357,6 +404,8 @@ void resp_session::emit(pending_command& c, const message* reply) {
   exchange e = make_exchange(exchange_kind::exchange);
   if (!c.whole.empty() && (c.secrets.empty() || options_.show_secrets)) {
     e.command = c.whole.arguments();  // nothing to redact: the views as they are
+    e.interned_identity = c.whole.interned_identity();
+    e.interned_argument = c.whole.interned_argument();
   } else {
     c.arguments(arguments_);
     if (!options_.show_secrets) {
@@ -365,6 +414,12 @@ void resp_session::emit(pending_command& c, const message* reply) {
       }
     }
     e.command = arguments_;
+    if (!c.whole.empty() && c.whole.interned_identity() != 0 &&
+        arguments_[c.whole.interned_argument()].data() == c.whole.arguments()[c.whole.interned_argument()].data()) {
+      // Not redacted: still the entry's text.
+      e.interned_identity = c.whole.interned_identity();
+      e.interned_argument = c.whole.interned_argument();
+    }
   }
   e.request_us = c.at_us;
   e.reply_us = reply != nullptr ? now_us_ : -1;

@@ -172,6 +172,11 @@ struct lock_recognizer::state {
   // (an insert may evict it).
   const std::string* last_eval_text = nullptr;
   const script_class* last_eval_class = nullptr;
+  // The ingest interner's identity of last_eval_text's bytes (exchange::interned_identity),
+  // when the last EVAL carried one; 0: none. Valid only with last_eval_text: an EVAL
+  // with this identity has that script, known with no compare of its (by then cold)
+  // bytes. Forgotten with last_eval_text.
+  std::uint64_t last_eval_identity = 0;
   std::array<char, 40> sha_scratch{};
   std::array<char, 40> vote_scratch{};
   // The database of each connection not simply in db 0 since its SYN: SELECTed (or
@@ -248,6 +253,7 @@ struct lock_recognizer::state {
       c = classify_script(text);
       last_eval_text = nullptr;
       last_eval_class = nullptr;
+      last_eval_identity = 0;
       by_text.insert(text, c);
       stats.scripts_evicted = by_text.evictions();
     }
@@ -807,8 +813,13 @@ void lock_recognizer::on_exchange(const exchange& e) {
   state::sha_entry* sha_entry = nullptr;
   st.current_is_script = true;
   st.current_sha = {};
-  if (eval && st.last_eval_text != nullptr && *st.last_eval_text == args[1]) {
+  // The script's interned identity, when the session held it once (see exchange).
+  const std::uint64_t script_identity = e.interned_argument == 1 ? e.interned_identity : 0;
+  if (eval && script_identity != 0 && script_identity == st.last_eval_identity) {
+    cls = *st.last_eval_class;  // the same bytes as the last EVAL's script: no compare
+  } else if (eval && st.last_eval_text != nullptr && *st.last_eval_text == args[1]) {
     cls = *st.last_eval_class;
+    st.last_eval_identity = script_identity;
   } else if (eval) {
     if (!st.find_eval(args[1])) {
       ++stats_.scripts_seen;
@@ -817,6 +828,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       st.find_eval(args[1]);
     }
     cls = *st.last_eval_class;
+    st.last_eval_identity = script_identity;
   } else {
     const std::string_view sha = st.normal_sha(args[1]);
     if (sha.empty()) return;

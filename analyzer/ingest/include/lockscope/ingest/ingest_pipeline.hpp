@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lockscope/ingest/argument_interner.hpp"
 #include "lockscope/ingest/packet.hpp"
 #include "lockscope/ingest/resp_session.hpp"
 #include "lockscope/ingest/tcp_stream.hpp"
@@ -134,6 +135,8 @@ class ingest_pipeline {
   ingest_options options_;
   exchange_sink& sink_;
   connection_end_sink* ends_;
+  // Long arguments the sessions' pending commands share (before flows_: it outlives them).
+  argument_interner interner_;
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash> flows_;
   // The last segment's flow: a reply usually follows its request on the same one.
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator last_flow_;

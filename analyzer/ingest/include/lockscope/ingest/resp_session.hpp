@@ -41,6 +41,7 @@
 #include <system_error>
 #include <vector>
 
+#include "lockscope/ingest/argument_interner.hpp"
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/ingest/packet.hpp"
 #include "lockscope/resp/decoder.hpp"
@@ -108,6 +109,11 @@ struct session_options {
   // (resp::handler::on_bulk_array) instead of node by node. The result is the same;
   // false is for tests that compare the two.
   bool whole_arrays = true;
+  // A whole array's long argument that the session's interner already holds (a script
+  // every EVAL repeats) is viewed there rather than copied (argument_interner.hpp), and
+  // the exchange names it (exchange::interned_identity). The exchanges' text is the
+  // same; false is for tests that compare the two. No effect without an interner.
+  bool intern_arguments = true;
 };
 
 enum class exchange_kind : std::uint8_t { exchange, push };
@@ -133,6 +139,14 @@ struct exchange {
   // The reply (or the push); nullptr when none was captured or none is sent
   // (CLIENT REPLY OFF/SKIP, a connection that ended first).
   const message* reply = nullptr;
+  // An argument held once for every command that repeats it (see argument_interner.hpp):
+  // command[interned_argument] is the text of the interner entry `interned_identity`.
+  // An identity is never given to other bytes in the process, so a consumer may key
+  // what it learnt from those bytes by it and skip comparing them. 0: none (the
+  // command came node by node, interning is off, the argument was redacted, or no
+  // argument was long and repeated).
+  std::uint64_t interned_identity = 0;
+  std::uint32_t interned_argument = 0;
 
   std::int64_t latency_us() const noexcept { return reply_us < 0 ? -1 : reply_us - request_us; }
 };
@@ -180,9 +194,11 @@ class resp_session {
  public:
   // `ends` are the connection's two endpoints (side 0 and side 1). `client_side` is 0
   // or 1 when known (`reason` says how: syn or port), nullopt to decide from the content.
+  // `interner` (nullptr: none) holds long repeated arguments for the sessions of one
+  // thread; it must outlive the session.
   resp_session(const session_options& options, std::uint64_t connection,
                std::array<endpoint, 2> ends, std::optional<int> client_side, exchange_sink& sink,
-               side_reason reason = side_reason::port);
+               side_reason reason = side_reason::port, argument_interner* interner = nullptr);
 
   // Whether a side's stream starts at its first byte (its SYN was seen).
   void set_stream_start_seen(int side) noexcept { sides_[side].at_stream_start = true; }
@@ -211,30 +227,53 @@ class resp_session {
 
   // A command taken whole from the decoder (on_client_array): the frame's bytes copied
   // once, and its arguments viewing them. The bytes have a heap block of their own, so
-  // the views stay valid when the ring moves its slots.
+  // the views stay valid when the ring moves its slots. With an interner, one long
+  // argument the interner holds is viewed in its entry (referenced until clear() or
+  // the next assign()) and left out of the copy.
   class whole_command {
    public:
-    void assign(std::string_view frame, std::span<const std::string_view> elements);
-    void clear() noexcept { count_ = 0; }
+    whole_command() = default;
+    whole_command(whole_command&& o) noexcept;
+    whole_command& operator=(whole_command&& o) noexcept;
+    ~whole_command() { release(); }
+
+    void assign(std::string_view frame, std::span<const std::string_view> elements, argument_interner* interner);
+    void clear() noexcept {
+      count_ = 0;
+      release();
+    }
     // clear(), and the block released when it exceeds `keep` bytes.
     void clear_and_trim(std::size_t keep) noexcept;
     bool empty() const noexcept { return count_ == 0; }
     std::span<const std::string_view> arguments() const noexcept { return {arguments_.data(), count_}; }
-    // What message::footprint() counts for the same command built node by node.
+    // What message::footprint() counts for the same command built node by node (an
+    // interned argument included: the limits do not depend on interning).
     std::size_t footprint() const noexcept { return footprint_; }
+    // The interned argument's position and identity (0: none).
+    std::uint32_t interned_argument() const noexcept { return interned_argument_; }
+    std::uint64_t interned_identity() const noexcept { return interned_ != nullptr ? interned_->identity() : 0; }
     // Starts loading its argument views and the first `max_bytes` of its bytes.
     void prefetch(std::size_t max_bytes = 512) const noexcept {
       const char* views = reinterpret_cast<const char*>(arguments_.data());
       for (std::size_t at = 0; at < count_ * sizeof(std::string_view); at += 64) __builtin_prefetch(views + at);
-      for (std::size_t at = 0; at < std::min(capacity_, max_bytes); at += 64) __builtin_prefetch(bytes_.get() + at);
+      // The bytes this command copied (an interned argument is in its entry, already hot).
+      for (std::size_t at = 0; at < std::min(size_, max_bytes); at += 64) __builtin_prefetch(bytes_.get() + at);
     }
 
    private:
+    void release() noexcept {
+      if (interned_ != nullptr) argument_interner::release(interned_);
+      interned_ = nullptr;
+    }
+
     std::unique_ptr<char[]> bytes_;
     std::size_t capacity_ = 0;
+    std::size_t size_ = 0;  // bytes_ in use
     std::vector<std::string_view> arguments_;  // only grows: the first count_ are this command's
     std::size_t count_ = 0;
     std::size_t footprint_ = 0;
+    argument_interner::entry* interned_ = nullptr;  // viewed by arguments_[interned_argument_]
+    std::uint32_t interned_argument_ = 0;
   };
 
   struct pending_command {
@@ -346,6 +385,7 @@ class resp_session {
   std::array<endpoint, 2> ends_;
   std::array<std::string, 2> end_texts_;
   exchange_sink& sink_;
+  argument_interner* interner_ = nullptr;  // nullptr: interning off
   int client_side_ = -1;
   std::array<side_state, 2> sides_;
   bool ignored_ = false;
