@@ -93,29 +93,9 @@ bool resp_session::on_client_array(std::string_view frame, std::span<const std::
   return true;
 }
 
-resp_session::whole_command::whole_command(whole_command&& o) noexcept
-    : bytes_(std::move(o.bytes_)), capacity_(std::exchange(o.capacity_, 0)), size_(std::exchange(o.size_, 0)), arguments_(std::move(o.arguments_)),
-      count_(std::exchange(o.count_, 0)), footprint_(std::exchange(o.footprint_, 0)),
-      interned_(std::exchange(o.interned_, nullptr)), interned_argument_(std::exchange(o.interned_argument_, 0)) {}
-
-resp_session::whole_command& resp_session::whole_command::operator=(whole_command&& o) noexcept {
-  if (this != &o) {
-    release();
-    bytes_ = std::move(o.bytes_);
-    capacity_ = std::exchange(o.capacity_, 0);
-    size_ = std::exchange(o.size_, 0);
-    arguments_ = std::move(o.arguments_);
-    count_ = std::exchange(o.count_, 0);
-    footprint_ = std::exchange(o.footprint_, 0);
-    interned_ = std::exchange(o.interned_, nullptr);
-    interned_argument_ = std::exchange(o.interned_argument_, 0);
-  }
-  return *this;
-}
-
 void resp_session::whole_command::assign(std::string_view frame, std::span<const std::string_view> elements,
                                          argument_interner* interner) {
-  release();
+  interned_.reset();
   const std::size_t count = elements.size();
   // One long argument the interner holds (the first): viewed there, and cut out of the
   // copy. The compare happens now, while the frame and the entry are in the cache.
@@ -126,7 +106,7 @@ void resp_session::whole_command::assign(std::string_view frame, std::span<const
     for (std::size_t k = 0; k < count; ++k) {
       if (elements[k].size() < min_bytes) continue;
       if (argument_interner::entry* e = interner->acquire(elements[k])) {
-        interned_ = e;
+        interned_.reset(e);
         interned_argument_ = static_cast<std::uint32_t>(k);
         cut_at = static_cast<std::size_t>(elements[k].data() - frame.data());
         cut = elements[k].size();

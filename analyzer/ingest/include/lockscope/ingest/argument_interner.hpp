@@ -82,6 +82,11 @@ class argument_interner {
   entry* acquire(std::string_view value);
   // Gives back a reference from acquire(). The entry stays valid while referenced.
   static void release(entry* e) noexcept;
+  // A reference from acquire() that gives itself back when destroyed or reset.
+  struct releaser {
+    void operator()(entry* e) const noexcept { release(e); }
+  };
+  using reference = std::unique_ptr<entry, releaser>;
 
   std::size_t min_bytes() const noexcept { return limits_.min_bytes; }
   std::size_t entries() const noexcept { return live_; }

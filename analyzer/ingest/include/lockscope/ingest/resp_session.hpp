@@ -232,15 +232,10 @@ class resp_session {
   // the next assign()) and left out of the copy.
   class whole_command {
    public:
-    whole_command() = default;
-    whole_command(whole_command&& o) noexcept;
-    whole_command& operator=(whole_command&& o) noexcept;
-    ~whole_command() { release(); }
-
     void assign(std::string_view frame, std::span<const std::string_view> elements, argument_interner* interner);
     void clear() noexcept {
       count_ = 0;
-      release();
+      interned_.reset();
     }
     // clear(), and the block released when it exceeds `keep` bytes.
     void clear_and_trim(std::size_t keep) noexcept;
@@ -261,18 +256,13 @@ class resp_session {
     }
 
    private:
-    void release() noexcept {
-      if (interned_ != nullptr) argument_interner::release(interned_);
-      interned_ = nullptr;
-    }
-
     std::unique_ptr<char[]> bytes_;
     std::size_t capacity_ = 0;
     std::size_t size_ = 0;  // bytes_ in use
     std::vector<std::string_view> arguments_;  // only grows: the first count_ are this command's
     std::size_t count_ = 0;
     std::size_t footprint_ = 0;
-    argument_interner::entry* interned_ = nullptr;  // viewed by arguments_[interned_argument_]
+    argument_interner::reference interned_;  // viewed by arguments_[interned_argument_]
     std::uint32_t interned_argument_ = 0;
   };
 
