@@ -55,10 +55,24 @@ seeds = {
     + script(0, ACQUIRE, 6, bulk(b"1", b"k", b"5000", OWNER_A)) + server(0, b"_\r\n")
     + server(0, b">3\r\n" + bulk(b"message", CHANNEL, b"0"))
     + bytes([0 | (3 << 2) | 0x40]) + bytes([0 | (4 << 2)]),
+    # Two locks held and released in turn: the second lock's row sits at an odd offset in
+    # the lock store, so its fields are unaligned (clang's UBSan caught a reference bound
+    # to one in CI; GCC copies). Its text-format twin is added below.
+    "two_locks_jsonl": b"\x00"
+    + script(0, ACQUIRE, 6, bulk(b"1", b"order", b"30000", OWNER_A)) + server(0, b"$-1\r\n")
+    + script(0, UNLOCK, 8, bulk(b"2", b"order", CHANNEL, b"0", b"30000", OWNER_A)) + server(0, b":1\r\n")
+    + script(1, ACQUIRE, 6, bulk(b"1", b"stock-7", b"30000", OWNER_B)) + server(1, b"$-1\r\n")
+    + script(1, RENEW, 6, bulk(b"1", b"stock-7", b"30000", OWNER_B)) + server(1, b":1\r\n")
+    + script(1, UNLOCK, 8, bulk(b"2", b"stock-7", CHANNEL, b"0", b"30000", OWNER_B)) + server(1, b":1\r\n")
+    + script(1, ACQUIRE, 6, bulk(b"1", b"stock-7", b"30000", OWNER_B)) + server(1, b"$-1\r\n")
+    + script(1, UNLOCK, 8, bulk(b"2", b"stock-7", CHANNEL, b"0", b"30000", OWNER_B)) + server(1, b":1\r\n")
+    + script(0, ACQUIRE, 6, bulk(b"1", b"k3", b"1000", OWNER_A)) + server(0, b"$-1\r\n")
+    + bytes([8 << 2, 255]) * 4,
 }
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "pipeline")
 os.makedirs(out, exist_ok=True)
+seeds["two_locks_text"] = b"\x20" + seeds["two_locks_jsonl"][1:]
 for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(data)

@@ -13,16 +13,17 @@
 #include "lockscope/locks/lock_timeline.hpp"
 #include "huge_pages.hpp"
 #include "text_interner.hpp"
+#include "unaligned.hpp"
 
 namespace lockscope::analyzer::timeline_detail {
 
-// A current holder; 44 bytes, since every held lock has one (packed, so its times
-// need only 4-byte alignment; the long-hold flag shares a word with the hold count).
-// GCC refuses non-const references to packed fields: copy them first.
-struct __attribute__((packed, aligned(4))) holder {
-  std::int64_t since_us = -1;      // -1: before the capture
-  std::int64_t deadline_us = -1;   // reply + lease; -1: no lease
-  std::int64_t last_renew_us = -1;
+// A current holder; 44 bytes, since every held lock has one (its times are unaligned,
+// so it needs only 4-byte alignment; the long-hold flag shares a word with the hold
+// count).
+struct holder {
+  unaligned<std::int64_t> since_us = -1;      // -1: before the capture
+  unaligned<std::int64_t> deadline_us = -1;   // reply + lease; -1: no lease
+  unaligned<std::int64_t> last_renew_us = -1;
   std::uint32_t owner = no_id;     // in the pool's free list: the next free slot
   std::uint32_t conn = no_id;      // index into the connection table
   std::uint32_t floor_delta_us = 0;  // deadline - (request + lease): the reply latency
@@ -53,7 +54,7 @@ struct __attribute__((packed, aligned(4))) holder {
   static constexpr std::uint32_t count_mask = 0x7fffffffu;
   std::uint32_t count_and_flag_ = 0;  // the hold count, and bit 31: long hold reported
 };
-static_assert(sizeof(holder) == 44);
+static_assert(sizeof(holder) == 44 && alignof(holder) == 4);
 
 // The first holders of held locks, by a 32-bit index. Fixed blocks of 1024 (44 KiB):
 // no per-holder allocation, nothing moves, and freed slots are reused first (a free
@@ -95,20 +96,19 @@ class holder_pool {
 // Every lock ever seen: 34 bytes, which is also its summary row (the first hold is
 // kept inline: most locks have one), followed by its name in the lock_store. Its
 // holder lives in the holder pool while held; waiters, later holds and anomaly counts
-// in its side records, only when it has them. Packed (unaligned) so that rows and
-// names follow each other without padding (GCC refuses non-const references to its
-// fields: copy them first).
-struct __attribute__((packed)) lock_state {
-  std::int64_t queued_us = -1;       // the time of its live timer entry; -1 none
-  std::int64_t first_hold_us = -1;   // the first completed hold; -1 none yet
-  std::uint32_t side = no_id;        // index into the sides
-  std::uint32_t active = no_id;      // index of its first holder in the pool
-  std::uint32_t last_expired = no_id;  // owner whose lease ran out last (expired_while_held)
-  std::uint16_t acquisitions = 0;    // the 16-bit counters: + the side's carry
-  std::uint16_t renewals = 0;
-  std::uint16_t expiries = 0;
+// in its side records, only when it has them. Every field is unaligned, so that rows
+// and names follow each other without padding.
+struct lock_state {
+  unaligned<std::int64_t> queued_us = -1;       // the time of its live timer entry; -1 none
+  unaligned<std::int64_t> first_hold_us = -1;   // the first completed hold; -1 none yet
+  unaligned<std::uint32_t> side = no_id;        // index into the sides
+  unaligned<std::uint32_t> active = no_id;      // index of its first holder in the pool
+  unaligned<std::uint32_t> last_expired = no_id;  // owner whose lease ran out last (expired_while_held)
+  unaligned<std::uint16_t> acquisitions = 0;    // the 16-bit counters: + the side's carry
+  unaligned<std::uint16_t> renewals = 0;
+  unaligned<std::uint16_t> expiries = 0;
 };
-static_assert(sizeof(lock_state) == 34);
+static_assert(sizeof(lock_state) == 34 && alignof(lock_state) == 1);
 
 // Every lock's row and name, together: entries [lock_state][scope, name length: LEB128
 // varints][name] back to back in 64 KiB blocks (a longer entry gets a block of its

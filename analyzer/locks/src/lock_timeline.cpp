@@ -663,8 +663,7 @@ struct lock_timeline::impl {
         if (h.deadline_us >= 0 && h.deadline_us <= at && (due == nullptr || h.deadline_us < due->deadline_us)) due = &h;
       });
       if (due != nullptr) {
-        const std::int64_t deadline = due->deadline_us;  // a copy: std::max would bind a reference to a packed field
-        expire(l, *due, std::max(deadline, now));  // a deadline set in the past fires now
+        expire(l, *due, std::max(due->deadline_us.get(), now));  // a deadline set in the past fires now
         again = true;
       }
     }

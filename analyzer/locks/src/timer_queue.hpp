@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "text_interner.hpp"
+#include "unaligned.hpp"
 
 namespace lockscope::analyzer::timeline_detail {
 
 // 12 bytes in the heap, 8 in a run: one per held lock.
-struct __attribute__((packed)) timer {
-  std::int64_t at_us;
+struct timer {
+  unaligned<std::int64_t> at_us;
   std::uint32_t lock;
   bool operator>(const timer& o) const { return at_us > o.at_us; }
 };
@@ -87,7 +88,7 @@ class timer_queue {
   // Takes the earliest entry into `due` if there is one at or before `to`.
   bool pop_due(std::int64_t to, timer& due) {
     timer_run* earliest_run = nullptr;
-    std::int64_t earliest = heap_.empty() ? 0 : heap_.top().at_us;
+    std::int64_t earliest = heap_.empty() ? 0 : heap_.top().at_us.get();
     for (timer_run& run : runs_) {
       if (!run.empty() && ((heap_.empty() && earliest_run == nullptr) || run.front_us() < earliest)) {
         earliest_run = &run;
