@@ -336,8 +336,17 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
                                  if (sync->join.on_wait_reply(ec, reply)) sync->finish();
                                });
   }
-  // Sentinel: an acquire that failed this way was never applied and may be sent again.
+  // An acquire that failed this way was never applied and may be sent again, within its
+  // wait: Sentinel (no master, or a demoted one), and Cluster (a master unreachable, or
+  // its slots unserved, longer than the command timeout: a failover takes
+  // cluster-node-timeout, 15 s by default). A single server's outage stays an error.
   bool retry_after_failover(std::error_code ec, const resp::value& reply) const noexcept {
+    if (router_) {
+      if (ec == errc::not_connected) return true;
+      if (ec != errc::server_error) return false;
+      const redirect_kind kind = parse_redirect(reply.text).kind;
+      return kind == redirect_kind::cluster_down || kind == redirect_kind::try_again;
+    }
     return sentinel_ && sentinel_monitor::retryable(ec, reply);
   }
 
@@ -649,7 +658,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
     }
   }
 
-  // Sentinel: no master for now; the next attempt waits for one.
+  // Sentinel or Cluster: no (reachable) master for now; the next attempt waits for one.
   static constexpr milliseconds failover_retry_delay{100};
   void retry_later() {
     timer_.expires_after(failover_retry_delay);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "lockscope/lock/error.hpp"
@@ -110,11 +111,40 @@ std::shared_ptr<connection> cluster_router::node_connection(const node_address& 
   client_config node_config = config_;
   node_config.host = node.host;
   node_config.port = node.port;
-  auto conn = connection::create(strand_, node_config, config_.client_name, false, {});
+  connection_events handlers;
+  handlers.on_ready = [weak = weak_from_this(), key] {
+    if (auto self = weak.lock()) self->down_nodes_.erase(key);
+  };
+  handlers.on_down = [weak = weak_from_this(), key](std::error_code, const std::string&) {
+    // After drop() returns: the held commands' completions may route more commands.
+    auto self = weak.lock();
+    if (!self || self->closed_) return;
+    self->down_nodes_.insert(key);
+    asio::post(self->strand_, [weak, key] {
+      if (auto router = weak.lock()) router->node_down(key);
+    });
+  };
+  auto conn = connection::create(strand_, node_config, config_.client_name, false, std::move(handlers));
   nodes_.emplace(key, conn);
   if (closed_) return conn;
   conn->start();
   return conn;
+}
+
+// A node's connection failed an attempt or dropped (a reconnect follows, with backoff).
+// Its held commands come back (not_connected: they never ran) to be retried where the
+// slot map says, and the map is reloaded: after a failover it names the promoted
+// replica. Each failed reconnect lands here again, so the map keeps being reloaded
+// while a master of it stays unreachable.
+void cluster_router::node_down(const std::string& key) {
+  if (closed_ || !down_nodes_.contains(key)) return;
+  auto it = nodes_.find(key);
+  if (it == nodes_.end()) return;
+  const std::shared_ptr<connection> conn = it->second;
+  last_code_ = errc::not_connected;
+  last_error_ = conn->last_error_text();
+  refresh();
+  conn->fail_held(errc::not_connected, last_error_);
 }
 
 // --- commands ------------------------------------------------------------------
@@ -166,6 +196,12 @@ void cluster_router::dispatch(const std::shared_ptr<routed>& op) {
 }
 
 void cluster_router::send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking) {
+  if (is_down(node)) {
+    refresh();
+    return retry_later(op, errc::not_connected,
+                       resp::value::error(fmt::format("{} is unreachable: {}", node.text(),
+                                                      nodes_.at(node.text())->last_error_text())));
+  }
   auto conn = node_connection(node);
   if (asking) conn->execute_encoded("*1\r\n$6\r\nASKING\r\n", op->deadline, [](std::error_code, resp::value&&) {});
   conn->execute_encoded(op->command, op->deadline,
@@ -177,6 +213,11 @@ void cluster_router::send_to(const std::shared_ptr<routed>& op, const node_addre
 
 void cluster_router::on_reply(const std::shared_ptr<routed>& op, const node_address& node, std::error_code ec,
                               resp::value&& reply) {
+  if (ec == errc::not_connected && !closed_ && clock_type::now() < op->deadline) {
+    // Never written (the node went down while it was held): where the map says, later.
+    refresh();
+    return retry_later(op, ec, std::move(reply));
+  }
   if (ec != errc::server_error || closed_) return op->done(ec, std::move(reply));
   redirect r = parse_redirect(reply.text);
   if (r.kind == redirect_kind::none) return op->done(ec, std::move(reply));
@@ -220,6 +261,8 @@ std::vector<node_address> cluster_router::refresh_candidates() const {
   std::vector<node_address> out = map_.masters();
   for (const node_address& seed : seeds_)
     if (std::find(out.begin(), out.end(), seed) == out.end()) out.push_back(seed);
+  // Unreachable nodes last: asking them first would cost a connect timeout per round.
+  std::stable_partition(out.begin(), out.end(), [this](const node_address& n) { return !is_down(n); });
   return out;
 }
 

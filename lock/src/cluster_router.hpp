@@ -3,7 +3,10 @@
 // command connection per master (opened on first use), sends each command to its
 // slot's master, follows MOVED (map updated, refreshed in the background) and ASK
 // (ASKING pipelined before the command on the target), and retries TRYAGAIN and
-// CLUSTERDOWN with backoff while the command's deadline allows.
+// CLUSTERDOWN with backoff while the command's deadline allows. A master that cannot
+// be reached (killed, partitioned) does not hold commands on its connection: they are
+// taken back and retried the same way while the slot map is reloaded from the other
+// nodes, so that once a replica is promoted they go to it.
 //
 // Pub/sub: a channel whose publisher sends SPUBLISH (`sharded`) is SSUBSCRIBEd on a
 // subscriber connection to its shard's master, and moved to the new master when that
@@ -18,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <boost/asio/steady_timer.hpp>
@@ -63,6 +67,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   };
 
   std::shared_ptr<connection> node_connection(const node_address& node);
+  void node_down(const std::string& key);
+  bool is_down(const node_address& node) const { return down_nodes_.contains(node.text()); }
   void dispatch(const std::shared_ptr<routed>& op);
   void send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking);
   void on_reply(const std::shared_ptr<routed>& op, const node_address& node, std::error_code ec, resp::value&& reply);
@@ -92,6 +98,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   bool sharded_ = false;
   events events_;
   std::unordered_map<std::string, std::shared_ptr<connection>> nodes_;
+  // Nodes whose command connection failed its last attempt or dropped, until it is ready again.
+  std::unordered_set<std::string> down_nodes_;
   std::vector<std::shared_ptr<routed>> pending_;  // waiting for the first slot map
   boost::asio::steady_timer pending_timer_;
   boost::asio::steady_timer refresh_timer_;

@@ -357,6 +357,8 @@ void connection::reconnect(std::string why) {
   drop(errc::connection_lost, std::move(why));
 }
 
+void connection::fail_held(std::error_code ec, const std::string& why) { pipeline_.fail_held(ec, why); }
+
 void connection::send_without_reply(std::string_view command) {
   if (state_ != state::ready) return;
   pipeline_.send_without_reply(command);

@@ -138,11 +138,16 @@ void request_pipeline::fail_in_flight(std::error_code ec, std::string_view detai
   }
 }
 
-void request_pipeline::fail_all(std::error_code ec, std::string_view detail) {
-  fail_in_flight(ec, detail);
+void request_pipeline::fail_held(std::error_code ec, std::string_view detail) {
+  // Swapped out first: a completion may queue more commands.
   std::deque<held_request> failed;
   failed.swap(held_);
   for (held_request& h : failed) h.done(ec, detail_value(detail));
+}
+
+void request_pipeline::fail_all(std::error_code ec, std::string_view detail) {
+  fail_in_flight(ec, detail);
+  fail_held(ec, detail);
 }
 
 std::vector<handshake_step> handshake_plan(const client_config& config, std::string_view client_name) {

@@ -1,13 +1,15 @@
 // The lock client and `lockscope lock` against a real Redis Cluster of 3 masters and 3
 // replicas, started once for this process (every SECTION reuses it): routing by hash
 // slot, sharded pub/sub, MultiLock across shards, mutual exclusion from several
-// processes, a live resharding and a failover of a contended lock's slot.
+// processes, a live resharding and a failover of a contended lock's slot. And a second
+// cluster all over TLS (rediss-cluster://), where a master is also killed mid-hold.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_cluster.hpp"
+#include "lockscope/test/tls_certificates.hpp"
 #include "process.hpp"
 
 using namespace std::chrono_literals;
@@ -299,5 +302,248 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): lockscope lock processes, a li
       cluster.failover(replica);
       CHECK(cluster.master_of(slot) == replica);
     });
+  }
+}
+
+namespace {
+
+// Every node serves TLS, and the cluster bus and replication run over it.
+redis_cluster& shared_tls_cluster() {
+  static redis_cluster cluster(3, 1, [] {
+    const auto& certs = lockscope::test::tls_certificates::shared();
+    return lockscope::test::redis_cluster_tls{certs.server_tls(), certs.file("client.pem"), certs.file("client.key")};
+  }());
+  return cluster;
+}
+
+// Joins on the way out, so that a failed REQUIRE or a throwing check while the thread
+// runs fails the test instead of destroying a joinable std::thread (std::terminate).
+struct joining_thread {
+  std::thread& t;
+  ~joining_thread() {
+    if (t.joinable()) t.join();
+  }
+};
+
+lock::client_config tls_cluster_config(const redis_cluster& cluster) {
+  auto config = lock::client_config::from_url(cluster.url());
+  config.tls.ca = lockscope::test::tls_certificates::shared().file("ca.pem");
+  return config;
+}
+
+// The local ports of node i's clients named `name` (CLIENT LIST's laddr), asked on
+// its plain port.
+std::multiset<std::string> client_ports(redis_cluster& cluster, std::size_t i, const std::string& name) {
+  std::multiset<std::string> ports;
+  std::istringstream lines(cluster.connect(i).command("CLIENT", "LIST").text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" name=" + name + " ") == std::string::npos) continue;
+    const std::size_t at = line.find(" laddr=");
+    const std::size_t end = line.find(' ', at + 1);
+    const std::string laddr = line.substr(at + 7, end - at - 7);
+    ports.insert(laddr.substr(laddr.rfind(':') + 1));
+  }
+  return ports;
+}
+
+}  // namespace
+
+TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): routing, sharded pub/sub, MOVED, "
+          "a killed master",
+          "[lock][cluster][redis][tls]") {
+  if (auto why = redis_cluster::unsupported()) {
+    WARN(*why);
+    return;
+  }
+  if (!lockscope::test::openssl_cli_available()) {
+    WARN("the openssl CLI is not installed: skipping");
+    return;
+  }
+  redis_cluster& cluster = shared_tls_cluster();
+  REQUIRE(cluster.url().starts_with("rediss-cluster://"));
+
+  SECTION("each lock on its slot's master, reached on its TLS port; a waiter woken by SPUBLISH; MultiLock") {
+    auto config = tls_cluster_config(cluster);
+    config.client_name = "tls-holder";
+    lock::client holder(config);
+    config.client_name = "tls-waiter";
+    lock::client waiter(config);
+    holder.connect();
+    const auto names = names_on_distinct_masters(cluster, "tls", 3);
+    for (const std::string& name : names) {
+      INFO(name);
+      const std::size_t master = cluster.master_of(lock::key_slot(name));
+      auto l = holder.get_lock(name);
+      l.lock();
+      CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+      // The seeds are TLS ports; every other master's address came from CLUSTER SHARDS
+      // (its tls-port): the client's connection to this master arrived there.
+      const auto ports = client_ports(cluster, master, "tls-holder");
+      CHECK(ports.size() == 1);
+      CHECK(ports.count(std::to_string(cluster.node(master).tls_port())) == 1);
+
+      std::atomic<bool> acquired{false};
+      const auto started = std::chrono::steady_clock::now();
+      std::chrono::steady_clock::duration waited{};
+      std::string thrown;  // an exception must not leave the thread (std::terminate)
+      std::thread t([&] {
+        try {
+          auto w = waiter.get_lock(name);
+          acquired = w.try_lock(10s);
+          waited = std::chrono::steady_clock::now() - started;
+          if (acquired) w.unlock();
+        } catch (const std::exception& e) {
+          thrown = e.what();
+        }
+      });
+      joining_thread join_at_exit(t);
+      auto shard = cluster.connect(master);
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+      CHECK(shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer == 1);
+      CHECK(client_ports(cluster, master, "tls-waiter:sub") ==
+            std::multiset<std::string>{std::to_string(cluster.node(master).tls_port())});
+      l.unlock();
+      t.join();
+      CHECK(thrown == "");
+      CHECK(acquired);
+      CHECK(waited < 5s);
+    }
+    auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
+    REQUIRE(all.try_lock(5s, 10s));
+    for (const std::string& name : names)
+      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 1);
+    all.unlock();
+    for (const std::string& name : names)
+      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 0);
+  }
+
+  SECTION("a held lock's slot moved to another master: the MOVED names its TLS port, the unlock follows") {
+    lock::client holder(tls_cluster_config(cluster));
+    const std::string name = "tls-moved";
+    const std::uint16_t slot = lock::key_slot(name);
+    auto l = holder.get_lock(name);
+    l.lock(60s);
+    const std::size_t home = cluster.master_of(slot);
+    const auto masters = cluster.masters();
+    const std::size_t other = masters[0] == home ? masters[1] : masters[0];
+    cluster.move_slot(slot, other);
+    CHECK(cluster.connect(other).command("EXISTS", name).integer == 1);
+    l.unlock();  // sent to `home`, answered MOVED <slot> 127.0.0.1:<other's TLS port>
+    CHECK(cluster.connect(other).command("EXISTS", name).integer == 0);
+    REQUIRE(l.try_lock(0ms, 60s));
+    CHECK(cluster.connect(other).command("EXISTS", name).integer == 1);
+    l.unlock();
+    cluster.move_slot(slot, home);
+  }
+
+  SECTION("a master killed mid-hold: its replica is promoted, the watchdog renews there, the unlock wakes a waiter") {
+    // Not node 0: the test asks it who serves what.
+    std::string name;
+    for (int i = 0; name.empty(); ++i)
+      if (cluster.master_of(lock::key_slot("tls-killed" + std::to_string(i))) != 0) name = "tls-killed" + std::to_string(i);
+    const std::uint16_t slot = lock::key_slot(name);
+    const std::size_t master = cluster.master_of(slot);
+    const std::size_t replica = cluster.replica_of(master);
+    std::atomic<int> lost{0};
+    auto config = tls_cluster_config(cluster);
+    config.watchdog_timeout = 9s;  // renewed every 3 s; the failover takes ~3 s (cluster-node-timeout 2 s)
+    config.on_lock_lost = [&](const std::string&) { ++lost; };
+    lock::client holder(config);
+    lock::client waiter(config);
+    auto l = holder.get_lock(name);
+    l.lock();
+    // The replica has the hold before the master dies.
+    REQUIRE(cluster.connect(master).command("WAIT", "1", "5000").integer == 1);
+
+    std::atomic<bool> acquired{false};
+    std::chrono::steady_clock::time_point acquired_at{};
+    std::string thrown;
+    std::thread t([&] {
+      try {
+        auto w = waiter.get_lock(name);
+        acquired = w.try_lock(60s, 5s);
+        acquired_at = std::chrono::steady_clock::now();
+        if (acquired) w.unlock();
+      } catch (const std::exception& e) {
+        thrown = e.what();
+      }
+    });
+    joining_thread join_at_exit(t);
+    {
+      auto shard = cluster.connect(master);
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(5ms);
+    }
+    // The waiter attempts once more when its subscription is confirmed; an attempt in
+    // flight at the crash fails with connection_lost (it may have run: README). Kill
+    // the master once that attempt is answered and the waiter sleeps on the lease.
+    std::this_thread::sleep_for(500ms);
+
+    cluster.node(master).kill();
+    const auto killed_at = std::chrono::steady_clock::now();
+    // A waiter that starts now, whose commands time out (1 s) before the failover is
+    // done (~3 s): each attempt fails with not_connected (never ran), and the acquire
+    // tries again within its wait instead of failing.
+    auto late_config = tls_cluster_config(cluster);
+    late_config.command_timeout = 1s;
+    lock::client late(late_config);
+    std::atomic<bool> late_acquired{false};
+    std::chrono::steady_clock::time_point late_acquired_at{};
+    std::string late_thrown;
+    std::thread late_thread([&] {
+      try {
+        auto w = late.get_lock(name);
+        late_acquired = w.try_lock(60s, 5s);
+        late_acquired_at = std::chrono::steady_clock::now();
+        if (late_acquired) w.unlock();
+      } catch (const std::exception& e) {
+        late_thrown = e.what();
+      }
+    });
+    joining_thread join_late_at_exit(late_thread);
+    auto promoted = cluster.connect(replica);
+    while (promoted.command("ROLE").elements.at(0).text != "master") {
+      REQUIRE(std::chrono::steady_clock::now() - killed_at < 30s);
+      std::this_thread::sleep_for(20ms);
+    }
+    INFO("promoted after " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - killed_at).count() << " ms");
+    // A renewal after the kill can only have reached the promoted replica: its lease
+    // back near 9 s, at least 1.5 s after the kill (unrenewed, it would be below 7.5 s).
+    bool renewed = false;
+    while (!renewed && std::chrono::steady_clock::now() - killed_at < 30s) {
+      const long long pttl = promoted.command("PTTL", name).integer;
+      renewed = pttl > 8000 && std::chrono::steady_clock::now() - killed_at > 1500ms;
+      if (pttl < 0) break;  // expired: the hold was lost
+      std::this_thread::sleep_for(20ms);
+    }
+    CHECK(renewed);
+    CHECK(lost == 0);
+    CHECK(promoted.command("EXISTS", name).integer == 1);
+    CHECK_FALSE(acquired);
+    CHECK_FALSE(late_acquired);
+
+    const auto unlocked_at = std::chrono::steady_clock::now();
+    l.unlock();  // to the promoted replica; its SPUBLISH reaches the waiters' moved subscriptions
+    t.join();
+    late_thread.join();
+    CHECK(thrown == "");
+    CHECK(late_thrown == "");
+    CHECK(acquired);
+    CHECK(late_acquired);
+    // Woken, not waiting out a 9 s or 5 s lease (each waiter unlocks at once).
+    CHECK(acquired_at - unlocked_at < 4s);
+    CHECK(late_acquired_at - unlocked_at < 4s);
+    CHECK(promoted.command("EXISTS", name).integer == 0);
+    CHECK(lost == 0);
+
+    // Back as a replica of the promoted one (its nodes.conf kept), for sections after this.
+    cluster.node(master).start();
+    cluster.wait_until_consistent(30s);
   }
 }

@@ -182,6 +182,38 @@ TEST_CASE("pipeline: a lost connection fails what is in flight and keeps what is
   CHECK(done[1].reply.text == "OK");
 }
 
+TEST_CASE("pipeline: held commands can be taken back at once, in order, in-flight ones untouched",
+          "[lock][protocol]") {
+  request_pipeline p;
+  std::vector<recorded> done;
+  send(p, done, "A");  // written: in flight
+  p.set_ready(false);
+  send(p, done, "B");
+  send(p, done, "C");
+  REQUIRE(p.held() == 2);
+  // A completion that queues again (the cluster router re-routing to the same node):
+  // held anew, not lost and not failed in the same call.
+  p.send(clock_type::now() + 10s,
+         [&](std::error_code ec, value&& v) {
+           done.push_back({ec, std::move(v)});
+           send(p, done, "E");
+         },
+         "D");
+  p.fail_held(errc::not_connected, "connect to 127.0.0.1:7002: Connection refused");
+  REQUIRE(done.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(done[i].ec == errc::not_connected);
+    CHECK(done[i].reply.text == "connect to 127.0.0.1:7002: Connection refused");
+  }
+  CHECK(p.held() == 1);
+  CHECK(p.in_flight() == 1);
+  REQUIRE_FALSE(p.feed("+A\r\n"));
+  REQUIRE(done.size() == 4);
+  CHECK(done[3].reply.text == "A");
+  p.set_ready(true);
+  CHECK(p.output().ends_with("*1\r\n$1\r\nE\r\n"));
+}
+
 TEST_CASE("pipeline: bytes out of step are a protocol error", "[lock][protocol]") {
   request_pipeline p;
   std::vector<recorded> done;

@@ -95,10 +95,15 @@ std::optional<std::string> redis_cluster::unsupported() {
   return std::nullopt;
 }
 
-redis_cluster::redis_cluster(int masters, int replicas) {
+redis_cluster::redis_cluster(int masters, int replicas, std::optional<redis_cluster_tls> tls)
+    : tls_(tls.has_value()) {
   const int count = masters * (1 + replicas);
   for (int i = 0; i < count; ++i) {
     redis_server_options options;
+    if (tls) {
+      options.tls = tls->server;
+      options.tls->plain_port_too = true;
+    }
     options.extra_args = {"--cluster-enabled", "yes",
                           "--cluster-config-file", "nodes.conf",
                           "--cluster-node-timeout", "2000",
@@ -106,6 +111,13 @@ redis_cluster::redis_cluster(int masters, int replicas) {
                           "--cluster-allow-replica-migration", "no",
                           "--cluster-replica-validity-factor", "0",
                           "--appendonly", "no"};
+    if (tls) {
+      for (std::string a : {"--tls-cluster", "yes", "--tls-replication", "yes"}) options.extra_args.push_back(a);
+      options.extra_args.push_back("--tls-client-cert-file");
+      options.extra_args.push_back(tls->client_certificate.string());
+      options.extra_args.push_back("--tls-client-key-file");
+      options.extra_args.push_back(tls->client_private_key.string());
+    }
     try {
       nodes_.push_back(std::make_unique<redis_server>(options));
     } catch (const redis_server_error& e) {
@@ -114,8 +126,11 @@ redis_cluster::redis_cluster(int masters, int replicas) {
   }
   for (std::size_t i = 0; i < nodes_.size(); ++i) ids_.push_back(connect(i).command("CLUSTER", "MYID").text);
 
+  // Over TLS, redis-cli must meet the nodes on their TLS ports: those are the ports the
+  // nodes announce to each other.
   std::string command = *find_redis_cli() + " --cluster create";
-  for (const auto& n : nodes_) command += fmt::format(" {}:{}", n->host(), n->port());
+  if (tls) command += fmt::format(" --tls --cacert '{}'", tls->server.ca.string());
+  for (const auto& n : nodes_) command += fmt::format(" {}:{}", n->host(), tls ? n->tls_port() : n->port());
   const std::string log = (nodes_.front()->directory() / "cluster-create.log").string();
   command += fmt::format(" --cluster-replicas {} --cluster-yes > '{}' 2>&1", replicas, log);
   if (std::system(command.c_str()) != 0) {
@@ -142,6 +157,9 @@ redis_cluster::redis_cluster(int masters, int replicas) {
 redis_cluster::~redis_cluster() = default;
 
 std::string redis_cluster::url() const {
+  if (tls_)
+    return fmt::format("rediss-cluster://{}:{},{}:{}", nodes_[0]->host(), nodes_[0]->tls_port(), nodes_[1]->host(),
+                       nodes_[1]->tls_port());
   return fmt::format("redis-cluster://{}:{},{}:{}", nodes_[0]->host(), nodes_[0]->port(), nodes_[1]->host(),
                      nodes_[1]->port());
 }
@@ -200,7 +218,19 @@ void redis_cluster::wait_until_consistent(std::chrono::milliseconds timeout) {
       }
     }
     if (ok) return;
-    if (std::chrono::steady_clock::now() > deadline) throw redis_server_error("cluster never became consistent: " + last);
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string views;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        try {
+          auto c = connect(i);
+          views += fmt::format("\nnode {} (port {}):\n{}{}", i, nodes_[i]->port(), c.command("CLUSTER", "INFO").text.substr(0, 40),
+                               c.command("CLUSTER", "NODES").text);
+        } catch (const std::exception& e) {
+          views += fmt::format("\nnode {}: {}", i, e.what());
+        }
+      }
+      throw redis_server_error("cluster never became consistent: " + last + views);
+    }
     std::this_thread::sleep_for(20ms);
   }
 }
@@ -219,7 +249,9 @@ void redis_cluster::move_slot(std::uint16_t slot, std::size_t to, std::chrono::m
   for (;;) {
     const resp::value keys = source.command("CLUSTER", "GETKEYSINSLOT", s, "100");
     if (keys.elements.empty()) break;
-    std::vector<std::string> migrate{"MIGRATE", nodes_[to]->host(), std::to_string(nodes_[to]->port()), "", "0",
+    // With tls-cluster, MIGRATE connects over TLS: to the target's TLS port.
+    const std::uint16_t port = tls_ ? nodes_[to]->tls_port() : nodes_[to]->port();
+    std::vector<std::string> migrate{"MIGRATE", nodes_[to]->host(), std::to_string(port), "", "0",
                                      "5000", "KEYS"};
     for (const auto& k : keys.elements) migrate.push_back(k.text);
     source.send_command_argv(migrate);

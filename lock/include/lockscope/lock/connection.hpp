@@ -91,6 +91,12 @@ class connection : public std::enable_shared_from_this<connection> {
   // connecting, handshaking or ready.
   void reconnect(std::string why);
 
+  // Completes the commands held while the connection is not ready (never written) with
+  // `ec` and `why`, at once instead of at their deadlines: for a caller that can send
+  // them to another server (the cluster router, when a node is down). Commands queued
+  // later are held again.
+  void fail_held(std::error_code ec, const std::string& why);
+
   state current_state() const noexcept { return state_; }
   bool ready() const noexcept { return state_ == state::ready; }
   // Why the last attempt failed or the connection dropped ("connect to ...: refused").

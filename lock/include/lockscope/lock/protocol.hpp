@@ -98,6 +98,9 @@ class request_pipeline {
   // The connection dropped: completes every in-flight request with `ec` (held ones
   // stay held), clears the output and restarts the decoder for a new stream.
   void fail_in_flight(std::error_code ec, std::string_view detail = {});
+  // Completes every held request (never written, so it never ran) with `ec`; in-flight
+  // ones are left alone. For a caller that can send them elsewhere.
+  void fail_held(std::error_code ec, std::string_view detail = {});
   // Completes everything, held included, with `ec`.
   void fail_all(std::error_code ec, std::string_view detail = {});
 

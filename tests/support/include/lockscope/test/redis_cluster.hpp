@@ -8,10 +8,15 @@
 //   client_config::from_url(cluster.url());    // redis-cluster://127.0.0.1:p1,...
 //   cluster.move_slot(slot, to);               // a live resharding of one slot
 //   cluster.failover(cluster.replica_of(m));   // CLUSTER FAILOVER on a replica
+//
+// With TLS (`redis_cluster_tls`), every node also serves TLS, and the cluster bus and
+// replication run over TLS: url() is then rediss-cluster:// over the TLS ports, while
+// node(i).port() and connect(i) stay plain TCP for the test's own checks.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,18 +28,27 @@
 
 namespace lockscope::test {
 
+struct redis_cluster_tls {
+  redis_tls_options server;  // each node's TLS port (plain_port_too is forced on)
+  // The certificate a node shows when it connects to another (the cluster bus and
+  // replication always authenticate the connecting node).
+  std::filesystem::path client_certificate;
+  std::filesystem::path client_private_key;
+};
+
 class redis_cluster {
  public:
   // Why no cluster can be started here (redis-server missing or without cluster
   // support, redis-cli missing), or nullopt.
   static std::optional<std::string> unsupported();
 
-  explicit redis_cluster(int masters = 3, int replicas = 1);
+  explicit redis_cluster(int masters = 3, int replicas = 1, std::optional<redis_cluster_tls> tls = std::nullopt);
   ~redis_cluster();
   redis_cluster(const redis_cluster&) = delete;
   redis_cluster& operator=(const redis_cluster&) = delete;
 
-  // redis-cluster://127.0.0.1:<port of node 0>,127.0.0.1:<port of node 1>
+  // redis-cluster://127.0.0.1:<port of node 0>,127.0.0.1:<port of node 1>; with TLS
+  // rediss-cluster:// and their TLS ports.
   std::string url() const;
   std::size_t size() const noexcept { return nodes_.size(); }
   redis_server& node(std::size_t i) { return *nodes_.at(i); }
@@ -62,6 +76,7 @@ class redis_cluster {
 
  private:
   std::size_t index_of_id(const std::string& id) const;
+  bool tls_ = false;
   std::vector<std::unique_ptr<redis_server>> nodes_;
   std::vector<std::string> ids_;
 };
