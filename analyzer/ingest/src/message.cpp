@@ -8,11 +8,8 @@
 namespace lockscope::analyzer {
 
 void message::prefetch(std::size_t max_bytes) const noexcept {
-  const char* nodes = reinterpret_cast<const char*>(nodes_.data());
-  const std::size_t node_bytes = std::min(nodes_.size() * sizeof(message_node), max_bytes);
-  for (std::size_t at = 0; at < node_bytes; at += 64) __builtin_prefetch(nodes + at);
-  const std::size_t text_bytes = std::min(text_.size(), max_bytes);
-  for (std::size_t at = 0; at < text_bytes; at += 64) __builtin_prefetch(text_.data() + at);
+  prefetch_lines(nodes_.data(), std::min(nodes_.size() * sizeof(message_node), max_bytes));
+  prefetch_lines(text_.data(), std::min(text_.size(), max_bytes));
 }
 
 void message::clear() noexcept {

@@ -249,10 +249,9 @@ class resp_session {
     std::uint64_t interned_identity() const noexcept { return interned_ != nullptr ? interned_->identity() : 0; }
     // Starts loading its argument views and the first `max_bytes` of its bytes.
     void prefetch(std::size_t max_bytes = 512) const noexcept {
-      const char* views = reinterpret_cast<const char*>(arguments_.data());
-      for (std::size_t at = 0; at < count_ * sizeof(std::string_view); at += 64) __builtin_prefetch(views + at);
+      prefetch_lines(arguments_.data(), count_ * sizeof(std::string_view));
       // The bytes this command copied (an interned argument is in its entry, already hot).
-      for (std::size_t at = 0; at < std::min(size_, max_bytes); at += 64) __builtin_prefetch(bytes_.get() + at);
+      prefetch_lines(bytes_.get(), std::min(size_, max_bytes));
     }
 
    private:
