@@ -1,6 +1,7 @@
 #include "cluster_router.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -143,8 +144,46 @@ void cluster_router::node_down(const std::string& key) {
   const std::shared_ptr<connection> conn = it->second;
   last_code_ = errc::not_connected;
   last_error_ = conn->last_error_text();
-  refresh();
+  const bool mapped = is_mapped(key);
+  if (mapped) refresh();
   conn->fail_held(errc::not_connected, last_error_);
+  if (!mapped) forget_unmapped_nodes();
+}
+
+bool cluster_router::is_mapped(const std::string& key) const {
+  return std::any_of(map_.masters().begin(), map_.masters().end(),
+                     [&key](const node_address& n) { return n.text() == key; });
+}
+
+// Connections to nodes that are down and that the slot map does not name (a failed
+// master its replica replaced, a removed node, a seed that is not a master) are
+// closed, not left reconnecting for good; a later map, MOVED or map reload from the
+// seeds connects again.
+void cluster_router::forget_unmapped_nodes() {
+  if (closed_ || std::getenv("NOFORGET")) return;
+  for (auto it = down_nodes_.begin(); it != down_nodes_.end();) {
+    if (is_mapped(*it)) {
+      ++it;
+      continue;
+    }
+    if (auto n = nodes_.find(*it); n != nodes_.end()) {
+      const std::shared_ptr<connection> conn = std::move(n->second);
+      nodes_.erase(n);
+      conn->fail_held(errc::not_connected, conn->last_error_text());
+      conn->close({});
+    }
+    it = down_nodes_.erase(it);
+  }
+  for (auto it = shard_subscribers_.begin(); it != shard_subscribers_.end();) {
+    shard_subscriber& sub = *it->second;
+    if (sub.conn->ready() || sub.registry.channels() != 0 || is_mapped(it->first)) {
+      ++it;
+      continue;
+    }
+    const std::shared_ptr<connection> conn = sub.conn;
+    it = shard_subscribers_.erase(it);
+    conn->close({});
+  }
 }
 
 // --- commands ------------------------------------------------------------------
@@ -319,9 +358,20 @@ void cluster_router::load_round_failed() {
   ++failed_rounds_;
   if (events_.on_down) events_.on_down(last_code_ ? last_code_ : make_error_code(errc::not_connected), last_error_);
   // Try again later: the first map (commands are waiting), or after a failover.
-  refresh_timer_.expires_after(std::min(config_.reconnect_backoff_max, config_.reconnect_backoff_min * (1 << std::min(failed_rounds_, 6))));
+  refresh_within(std::min(config_.reconnect_backoff_max, config_.reconnect_backoff_min * (1 << std::min(failed_rounds_, 6))));
+}
+
+void cluster_router::refresh_within(std::chrono::milliseconds delay) {
+  if (closed_) return;
+  const clock_type::time_point at = clock_type::now() + delay;
+  if (refresh_armed_ && refresh_timer_.expiry() <= at) return;  // a sooner one is set
+  refresh_armed_ = true;
+  refresh_timer_.expires_at(at);
   refresh_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-    if (auto self = weak.lock(); self && !ec) self->refresh();
+    auto self = weak.lock();
+    if (!self || ec) return;  // cancelled: closed, or re-armed sooner
+    self->refresh_armed_ = false;
+    self->refresh();
   });
 }
 
@@ -333,14 +383,22 @@ void cluster_router::map_loaded() {
   pending_timer_.cancel();
   for (auto& op : waiting) dispatch(op);
   rehome_moved_channels();
+  forget_unmapped_nodes();
   if (events_.on_ready) events_.on_ready();
   if (refresh_again_) {
     // MOVEDs came while we loaded: load once more, a moment later, to see their outcome.
     refresh_again_ = false;
-    refresh_timer_.expires_after(config_.reconnect_backoff_min);
-    refresh_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-      if (auto self = weak.lock(); self && !ec) self->refresh();
-    });
+    refresh_within(config_.reconnect_backoff_min);
+  }
+  if (map_.covered() < cluster_slots) {
+    // Slots without a master: a failover under way (the failed master is left out, its
+    // replica not promoted yet). Ask again soon, then every reconnect_backoff_max, until
+    // they are served; the failed master's connection may be gone, so nothing else would.
+    ++uncovered_rounds_;
+    refresh_within(std::min(config_.reconnect_backoff_max,
+                            config_.reconnect_backoff_min * (1 << std::min(uncovered_rounds_, 6))));
+  } else {
+    uncovered_rounds_ = 0;
   }
 }
 
@@ -357,20 +415,23 @@ cluster_router::shard_subscriber& cluster_router::shard_for(const node_address& 
   node_config.port = node.port;
   std::weak_ptr<cluster_router> weak = weak_from_this();
   connection_events handlers;
+  // The subscriber may be gone (forget_unmapped_nodes) while its connection closes.
   handlers.on_ready = [weak, key] {
     auto self = weak.lock();
     if (!self) return;
-    auto& shard = *self->shard_subscribers_.at(key);
+    auto it = self->shard_subscribers_.find(key);
+    if (it == self->shard_subscribers_.end()) return;
     std::string commands;
-    shard.registry.on_connected(commands);
-    self->send_to_shard(shard, commands);
+    it->second->registry.on_connected(commands);
+    self->send_to_shard(*it->second, commands);
   };
   handlers.on_down = [weak, key](std::error_code, const std::string&) {
-    if (auto self = weak.lock()) {
-      auto& shard = *self->shard_subscribers_.at(key);
-      shard.registry.on_disconnected();
-      shard.unanswered.clear();
-    }
+    auto self = weak.lock();
+    if (!self) return;
+    auto it = self->shard_subscribers_.find(key);
+    if (it == self->shard_subscribers_.end()) return;
+    it->second->registry.on_disconnected();
+    it->second->unanswered.clear();
   };
   handlers.on_push = [weak, key](resp::value&& push) {
     if (auto self = weak.lock()) self->on_shard_push(key, std::move(push));
@@ -510,12 +571,7 @@ void cluster_router::rehome_moved_channels() {
       if (r->registry == nullptr) still_homeless = true;
     }
   }
-  if (still_homeless) {
-    refresh_timer_.expires_after(std::chrono::milliseconds(100));
-    refresh_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
-      if (auto self = weak.lock(); self && !ec) self->refresh();
-    });
-  }
+  if (still_homeless) refresh_within(std::chrono::milliseconds(100));
 }
 
 subscription_registry::added cluster_router::subscribe(const std::string& channel, subscription_listener& listener,

@@ -68,6 +68,9 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
 
   std::shared_ptr<connection> node_connection(const node_address& node);
   void node_down(const std::string& key);
+  // The slot map names `key` (host:port) as a master.
+  bool is_mapped(const std::string& key) const;
+  void forget_unmapped_nodes();
   bool is_down(const node_address& node) const { return down_nodes_.contains(node.text()); }
   void dispatch(const std::shared_ptr<routed>& op);
   void send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking);
@@ -75,6 +78,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   void retry_later(const std::shared_ptr<routed>& op, std::error_code ec, resp::value&& reply);
 
   void refresh();
+  // refresh() after `delay`, unless one is already due sooner.
+  void refresh_within(std::chrono::milliseconds delay);
   void load_from(std::size_t candidate, bool use_slots);
   void load_round_failed();
   void map_loaded();
@@ -106,6 +111,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   boost::asio::steady_timer rehome_timer_;
   bool rehome_armed_ = false;
   bool refreshing_ = false;
+  bool refresh_armed_ = false;
+  int uncovered_rounds_ = 0;
   bool refresh_again_ = false;
   std::vector<node_address> candidates_;
   std::string last_error_;
