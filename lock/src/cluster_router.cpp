@@ -330,10 +330,10 @@ void cluster_router::load_from(std::size_t candidate, bool use_slots) {
       [weak = weak_from_this(), candidate, use_slots, node](std::error_code ec, resp::value&& reply) {
         auto self = weak.lock();
         if (!self || self->closed_) return;
-        if (ec == errc::server_error && !use_slots &&
-            (reply.text.find("unknown subcommand") != std::string::npos ||
-             reply.text.find("nknown command") != std::string::npos))
-          return self->load_from(candidate, true);  // Redis < 7
+        // Any refusal of CLUSTER SHARDS (Redis < 7: unknown subcommand; an ACL or a
+        // managed service that denies it: NOPERM) falls back to CLUSTER SLOTS on the same
+        // node, whose own error, if any, is the one reported.
+        if (ec == errc::server_error && !use_slots) return self->load_from(candidate, true);
         std::optional<std::string> bad;
         if (!ec) bad = use_slots ? self->map_.load_slots(reply) : self->map_.load_shards(reply, self->config_.tls.enabled);
         if (ec || bad) {

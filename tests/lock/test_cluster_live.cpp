@@ -555,3 +555,79 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
     CHECK(client_ports(cluster, master, "tls-killed:sub").empty());
   }
 }
+
+// Redis 6 has no CLUSTER SHARDS, and an ACL or a managed service may deny it: the client
+// loads the map with CLUSTER SLOTS, and its waiters SUBSCRIBE classically (an unlock's
+// PUBLISH reaches every node of a cluster).
+// (No ": " in the name: Catch2 v2 indents a failure header's wrapped lines to it, and
+// past column 70 or so that loops forever printing one-character lines.)
+TEST_CASE("Redis Cluster that denies CLUSTER SHARDS (an ACL, or Redis 6) is mapped by CLUSTER SLOTS, with classic "
+          "pub/sub",
+          "[lock][cluster][redis]") {
+  if (auto why = redis_cluster::unsupported()) {
+    WARN(*why);
+    return;
+  }
+  static redis_cluster cluster(3, 0);
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    auto c = cluster.connect(i);
+    REQUIRE(c.command("ACL", "SETUSER", "default", "-cluster|shards").text == "OK");
+  }
+  REQUIRE(cluster.connect(0).command("CLUSTER", "SHARDS").is_error());
+  for (std::size_t i = 0; i < cluster.size(); ++i) cluster.connect(i).command("CONFIG", "RESETSTAT");
+
+  auto config = lock::client_config::from_url(cluster.url());
+  config.client_name = "slots-only";
+  lock::client holder(config);
+  lock::client waiter(config);
+  holder.connect();
+  const auto names = names_on_distinct_masters(cluster, "slots", 3);
+  for (const std::string& name : names) {
+    INFO(name);
+    const std::size_t master = cluster.master_of(lock::key_slot(name));
+    auto l = holder.get_lock(name);
+    l.lock();
+    CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+
+    std::atomic<bool> acquired{false};
+    const auto started = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::duration waited{};
+    std::string thrown;
+    std::thread t([&] {
+      try {
+        auto w = waiter.get_lock(name);
+        acquired = w.try_lock(10s);
+        waited = std::chrono::steady_clock::now() - started;
+        if (acquired) w.unlock();
+      } catch (const std::exception& e) {
+        thrown = e.what();
+      }
+    });
+    joining_thread join_at_exit(t);
+    // One classic subscriber somewhere in the cluster, none sharded on the lock's master.
+    const auto subscribers = [&] {
+      long long n = 0;
+      for (std::size_t i = 0; i < cluster.size(); ++i)
+        n += cluster.connect(i).command("PUBSUB", "NUMSUB", lock::channel_name(name)).elements.at(1).integer;
+      return n;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (subscribers() != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    CHECK(subscribers() == 1);
+    CHECK(cluster.connect(master).command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer ==
+          0);
+    l.unlock();
+    t.join();
+    CHECK(thrown == "");
+    CHECK(acquired);
+    CHECK(waited < 5s);  // woken by the unlock's PUBLISH, not by its 30 s lease
+  }
+  // The clients did ask for CLUSTER SHARDS, and were refused.
+  long long refused = 0;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    const std::string stats = cluster.connect(i).command("INFO", "errorstats").text;
+    const std::size_t at = stats.find("errorstat_NOPERM:count=");
+    if (at != std::string::npos) refused += std::stoll(stats.substr(at + 23));
+  }
+  CHECK(refused >= 2);  // holder and waiter, one refusal each at least
+}
