@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -149,6 +150,51 @@ void contend(redis_cluster& cluster, const std::string& name, Disturb disturb) {
   check_sections(dir.path, 36);
 }
 
+// A waiter in its own thread: try_lock(wait[, lease]) on `client`, unlocked at once when
+// acquired. Its thread is joined on destruction, so a failing REQUIRE meanwhile fails
+// the test instead of destroying a joinable std::thread (std::terminate); an exception
+// in it is kept in thrown(), not let out.
+class background_waiter {
+ public:
+  background_waiter(lock::client& client, std::string name, std::chrono::milliseconds wait,
+                    std::optional<std::chrono::milliseconds> lease = std::nullopt)
+      : thread_([this, &client, name = std::move(name), wait, lease] {
+          try {
+            auto w = client.get_lock(name);
+            acquired_ = lease ? w.try_lock(wait, *lease) : w.try_lock(wait);
+            acquired_at_ = std::chrono::steady_clock::now();
+            if (acquired_) w.unlock();
+          } catch (const std::exception& e) {
+            thrown_ = e.what();
+          }
+        }) {}
+  ~background_waiter() { join(); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  bool acquired() const noexcept { return acquired_; }
+  // After join():
+  std::chrono::steady_clock::time_point acquired_at() const noexcept { return acquired_at_; }
+  std::chrono::steady_clock::duration waited() const noexcept { return acquired_at_ - started_; }
+  const std::string& thrown() const noexcept { return thrown_; }
+
+ private:
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<bool> acquired_{false};
+  std::chrono::steady_clock::time_point acquired_at_{};
+  std::string thrown_;
+  std::thread thread_;  // last: it starts once the rest is set up
+};
+
+// SSUBSCRIBEd clients of `channel` on node i, once there are `expected` (or after 5 s).
+long long shard_subscribers(redis_cluster& cluster, std::size_t i, const std::string& channel, long long expected = 1) {
+  auto c = cluster.connect(i);
+  const auto count = [&] { return c.command("PUBSUB", "SHARDNUMSUB", channel).elements.at(1).integer; };
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (count() != expected && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  return count();
+}
+
 }  // namespace
 
 // Started on first use, a few seconds: once per test process, for every SECTION.
@@ -187,25 +233,13 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): CLUSTER KEYSLOT, routing, shar
 
       // The waiter subscribes on the shard (SSUBSCRIBE), the unlock SPUBLISHes: it
       // wakes at once, not after its 10 s wait.
-      std::atomic<bool> acquired{false};
-      const auto started = std::chrono::steady_clock::now();
-      std::chrono::steady_clock::duration waited{};
-      std::thread t([&] {
-        auto w = waiter.get_lock(name);
-        acquired = w.try_lock(10s);
-        waited = std::chrono::steady_clock::now() - started;
-        if (acquired) w.unlock();
-      });
-      auto shard = cluster.connect(master);
-      const auto deadline = std::chrono::steady_clock::now() + 5s;
-      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
-             std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(5ms);
-      CHECK(shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer == 1);
+      background_waiter w(waiter, name, 10s);
+      CHECK(shard_subscribers(cluster, master, lock::channel_name(name)) == 1);
       l.unlock();
-      t.join();
-      CHECK(acquired);
-      CHECK(waited < 5s);
+      w.join();
+      CHECK(w.thrown() == "");
+      CHECK(w.acquired());
+      CHECK(w.waited() < 5s);
     }
     // One MultiLock over three shards: each key on its own master.
     auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
@@ -316,15 +350,6 @@ redis_cluster& shared_tls_cluster() {
   return cluster;
 }
 
-// Joins on the way out, so that a failed REQUIRE or a throwing check while the thread
-// runs fails the test instead of destroying a joinable std::thread (std::terminate).
-struct joining_thread {
-  std::thread& t;
-  ~joining_thread() {
-    if (t.joinable()) t.join();
-  }
-};
-
 lock::client_config tls_cluster_config(const redis_cluster& cluster) {
   auto config = lock::client_config::from_url(cluster.url());
   config.tls.ca = lockscope::test::tls_certificates::shared().file("ca.pem");
@@ -382,34 +407,15 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
       CHECK(ports.size() == 1);
       CHECK(ports.count(std::to_string(cluster.node(master).tls_port())) == 1);
 
-      std::atomic<bool> acquired{false};
-      const auto started = std::chrono::steady_clock::now();
-      std::chrono::steady_clock::duration waited{};
-      std::string thrown;  // an exception must not leave the thread (std::terminate)
-      std::thread t([&] {
-        try {
-          auto w = waiter.get_lock(name);
-          acquired = w.try_lock(10s);
-          waited = std::chrono::steady_clock::now() - started;
-          if (acquired) w.unlock();
-        } catch (const std::exception& e) {
-          thrown = e.what();
-        }
-      });
-      joining_thread join_at_exit(t);
-      auto shard = cluster.connect(master);
-      const auto deadline = std::chrono::steady_clock::now() + 5s;
-      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
-             std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(5ms);
-      CHECK(shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer == 1);
+      background_waiter w(waiter, name, 10s);
+      CHECK(shard_subscribers(cluster, master, lock::channel_name(name)) == 1);
       CHECK(client_ports(cluster, master, "tls-waiter:sub") ==
             std::multiset<std::string>{std::to_string(cluster.node(master).tls_port())});
       l.unlock();
-      t.join();
-      CHECK(thrown == "");
-      CHECK(acquired);
-      CHECK(waited < 5s);
+      w.join();
+      CHECK(w.thrown() == "");
+      CHECK(w.acquired());
+      CHECK(w.waited() < 5s);
     }
     auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
     REQUIRE(all.try_lock(5s, 10s));
@@ -460,27 +466,8 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
     // The replica has the hold before the master dies.
     REQUIRE(cluster.connect(master).command("WAIT", "1", "5000").integer == 1);
 
-    std::atomic<bool> acquired{false};
-    std::chrono::steady_clock::time_point acquired_at{};
-    std::string thrown;
-    std::thread t([&] {
-      try {
-        auto w = waiter.get_lock(name);
-        acquired = w.try_lock(60s, 5s);
-        acquired_at = std::chrono::steady_clock::now();
-        if (acquired) w.unlock();
-      } catch (const std::exception& e) {
-        thrown = e.what();
-      }
-    });
-    joining_thread join_at_exit(t);
-    {
-      auto shard = cluster.connect(master);
-      const auto deadline = std::chrono::steady_clock::now() + 5s;
-      while (shard.command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer != 1 &&
-             std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(5ms);
-    }
+    background_waiter first(waiter, name, 60s, 5s);
+    shard_subscribers(cluster, master, lock::channel_name(name));
     // The waiter attempts once more when its subscription is confirmed; an attempt in
     // flight at the crash fails with connection_lost (it may have run: README). Kill
     // the master once that attempt is answered and the waiter sleeps on the lease.
@@ -495,20 +482,7 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
     late_config.command_timeout = 1s;
     late_config.client_name = "tls-killed";
     lock::client late(late_config);
-    std::atomic<bool> late_acquired{false};
-    std::chrono::steady_clock::time_point late_acquired_at{};
-    std::string late_thrown;
-    std::thread late_thread([&] {
-      try {
-        auto w = late.get_lock(name);
-        late_acquired = w.try_lock(60s, 5s);
-        late_acquired_at = std::chrono::steady_clock::now();
-        if (late_acquired) w.unlock();
-      } catch (const std::exception& e) {
-        late_thrown = e.what();
-      }
-    });
-    joining_thread join_late_at_exit(late_thread);
+    background_waiter second(late, name, 60s, 5s);
     auto promoted = cluster.connect(replica);
     while (promoted.command("ROLE").elements.at(0).text != "master") {
       REQUIRE(std::chrono::steady_clock::now() - killed_at < 30s);
@@ -528,20 +502,20 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
     CHECK(renewed);
     CHECK(lost == 0);
     CHECK(promoted.command("EXISTS", name).integer == 1);
-    CHECK_FALSE(acquired);
-    CHECK_FALSE(late_acquired);
+    CHECK_FALSE(first.acquired());
+    CHECK_FALSE(second.acquired());
 
     const auto unlocked_at = std::chrono::steady_clock::now();
     l.unlock();  // to the promoted replica; its SPUBLISH reaches the waiters' moved subscriptions
-    t.join();
-    late_thread.join();
-    CHECK(thrown == "");
-    CHECK(late_thrown == "");
-    CHECK(acquired);
-    CHECK(late_acquired);
+    first.join();
+    second.join();
+    CHECK(first.thrown() == "");
+    CHECK(second.thrown() == "");
+    CHECK(first.acquired());
+    CHECK(second.acquired());
     // Woken, not waiting out a 9 s or 5 s lease (each waiter unlocks at once).
-    CHECK(acquired_at - unlocked_at < 4s);
-    CHECK(late_acquired_at - unlocked_at < 4s);
+    CHECK(first.acquired_at() - unlocked_at < 4s);
+    CHECK(second.acquired_at() - unlocked_at < 4s);
     CHECK(promoted.command("EXISTS", name).integer == 0);
     CHECK(lost == 0);
 
@@ -589,21 +563,7 @@ TEST_CASE("Redis Cluster that denies CLUSTER SHARDS (an ACL, or Redis 6) is mapp
     l.lock();
     CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
 
-    std::atomic<bool> acquired{false};
-    const auto started = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::duration waited{};
-    std::string thrown;
-    std::thread t([&] {
-      try {
-        auto w = waiter.get_lock(name);
-        acquired = w.try_lock(10s);
-        waited = std::chrono::steady_clock::now() - started;
-        if (acquired) w.unlock();
-      } catch (const std::exception& e) {
-        thrown = e.what();
-      }
-    });
-    joining_thread join_at_exit(t);
+    background_waiter w(waiter, name, 10s);
     // One classic subscriber somewhere in the cluster, none sharded on the lock's master.
     const auto subscribers = [&] {
       long long n = 0;
@@ -614,13 +574,12 @@ TEST_CASE("Redis Cluster that denies CLUSTER SHARDS (an ACL, or Redis 6) is mapp
     const auto deadline = std::chrono::steady_clock::now() + 5s;
     while (subscribers() != 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
     CHECK(subscribers() == 1);
-    CHECK(cluster.connect(master).command("PUBSUB", "SHARDNUMSUB", lock::channel_name(name)).elements.at(1).integer ==
-          0);
+    CHECK(shard_subscribers(cluster, master, lock::channel_name(name), 0) == 0);
     l.unlock();
-    t.join();
-    CHECK(thrown == "");
-    CHECK(acquired);
-    CHECK(waited < 5s);  // woken by the unlock's PUBLISH, not by its 30 s lease
+    w.join();
+    CHECK(w.thrown() == "");
+    CHECK(w.acquired());
+    CHECK(w.waited() < 5s);  // woken by the unlock's PUBLISH, not by its 30 s lease
   }
   // The clients did ask for CLUSTER SHARDS, and were refused.
   long long refused = 0;
