@@ -341,12 +341,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // its slots unserved, longer than the command timeout: a failover takes
   // cluster-node-timeout, 15 s by default). A single server's outage stays an error.
   bool retry_after_failover(std::error_code ec, const resp::value& reply) const noexcept {
-    if (router_) {
-      if (ec == errc::not_connected) return true;
-      if (ec != errc::server_error) return false;
-      const redirect_kind kind = parse_redirect(reply.text).kind;
-      return kind == redirect_kind::cluster_down || kind == redirect_kind::try_again;
-    }
+    if (router_) return cluster_router::retryable(ec, reply);
     return sentinel_ && sentinel_monitor::retryable(ec, reply);
   }
 

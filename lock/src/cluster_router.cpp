@@ -1,7 +1,6 @@
 #include "cluster_router.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -160,7 +159,7 @@ bool cluster_router::is_mapped(const std::string& key) const {
 // closed, not left reconnecting for good; a later map, MOVED or map reload from the
 // seeds connects again.
 void cluster_router::forget_unmapped_nodes() {
-  if (closed_ || std::getenv("NOFORGET")) return;
+  if (closed_) return;
   for (auto it = down_nodes_.begin(); it != down_nodes_.end();) {
     if (is_mapped(*it)) {
       ++it;
@@ -232,6 +231,13 @@ void cluster_router::dispatch(const std::shared_ptr<routed>& op) {
                        resp::value::error(fmt::format("CLUSTERDOWN Hash slot {} not served (client's slot map)", op->slot)));
   }
   send_to(op, *node, false);
+}
+
+bool cluster_router::retryable(std::error_code ec, const resp::value& reply) {
+  if (ec == errc::not_connected) return true;
+  if (ec != errc::server_error) return false;
+  const redirect_kind kind = parse_redirect(reply.text).kind;
+  return kind == redirect_kind::cluster_down || kind == redirect_kind::try_again;
 }
 
 void cluster_router::send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking) {
@@ -358,7 +364,11 @@ void cluster_router::load_round_failed() {
   ++failed_rounds_;
   if (events_.on_down) events_.on_down(last_code_ ? last_code_ : make_error_code(errc::not_connected), last_error_);
   // Try again later: the first map (commands are waiting), or after a failover.
-  refresh_within(std::min(config_.reconnect_backoff_max, config_.reconnect_backoff_min * (1 << std::min(failed_rounds_, 6))));
+  refresh_within(reload_backoff(failed_rounds_));
+}
+
+std::chrono::milliseconds cluster_router::reload_backoff(int rounds) const {
+  return std::min(config_.reconnect_backoff_max, config_.reconnect_backoff_min * (1 << std::min(rounds, 6)));
 }
 
 void cluster_router::refresh_within(std::chrono::milliseconds delay) {
@@ -395,8 +405,7 @@ void cluster_router::map_loaded() {
     // replica not promoted yet). Ask again soon, then every reconnect_backoff_max, until
     // they are served; the failed master's connection may be gone, so nothing else would.
     ++uncovered_rounds_;
-    refresh_within(std::min(config_.reconnect_backoff_max,
-                            config_.reconnect_backoff_min * (1 << std::min(uncovered_rounds_, 6))));
+    refresh_within(reload_backoff(uncovered_rounds_));
   } else {
     uncovered_rounds_ = 0;
   }

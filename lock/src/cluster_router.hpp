@@ -49,6 +49,9 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
 
   // Sends `command` (encoded RESP) to the master of `slot`.
   void execute(std::uint16_t slot, std::string_view command, clock_type::time_point deadline, reply_handler done);
+  // A command that failed this way never ran and may be sent again later: no reachable
+  // master (not_connected), CLUSTERDOWN, TRYAGAIN.
+  static bool retryable(std::error_code ec, const resp::value& reply);
 
   subscription_registry::added subscribe(const std::string& channel, subscription_listener& listener, bool sharded);
   void unsubscribe(const std::string& channel, subscription_registry::waiter_id id);
@@ -80,6 +83,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   void refresh();
   // refresh() after `delay`, unless one is already due sooner.
   void refresh_within(std::chrono::milliseconds delay);
+  // reconnect_backoff_min doubled per round, up to reconnect_backoff_max.
+  std::chrono::milliseconds reload_backoff(int rounds) const;
   void load_from(std::size_t candidate, bool use_slots);
   void load_round_failed();
   void map_loaded();
