@@ -3,6 +3,7 @@
 // and numbers clients send and on near misses); lock_groups with and without its lookup
 // shortcuts; the summary's rows with the table's fmt specification.
 #include <array>
+#include <bit>
 #include <cstring>
 #include <cstdint>
 #include <limits>
@@ -19,6 +20,7 @@
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "text_interner.hpp"
 
 using namespace lockscope;
 using analyzer::command_word;
@@ -445,4 +447,45 @@ TEST_CASE("same_bytes is ==, and copy_bytes is memcpy, at every length and every
     CHECK(analyzer::copy_bytes(to.data() + 8, va) == to.data() + 8 + n);
     CHECK(to == expected);
   }
+}
+
+TEST_CASE("hash_text reads a text's last bytes in one load: the hash of reading them byte by byte", "[fast]") {
+  // The general path: the tail's bytes one at a time (hash_text before its one-load tail).
+  auto by_bytes = [](std::string_view s) {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+    std::size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      std::uint64_t v = 0;
+      for (std::size_t k = 0; k < 8; ++k) v |= std::uint64_t{static_cast<unsigned char>(s[i + k])} << (8 * k);
+      h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+    }
+    if (i < s.size()) {
+      std::uint64_t v = 0;
+      for (std::size_t k = 0; i + k < s.size(); ++k) v |= std::uint64_t{static_cast<unsigned char>(s[i + k])} << (8 * k);
+      h = (h ^ v) * 0x94d049bb133111ebull;
+      h ^= h >> 29;
+    }
+    h *= 0xff51afd7ed558ccdull;
+    return static_cast<std::uint32_t>(h ^ (h >> 32));
+  };
+  if constexpr (std::endian::native != std::endian::little) {
+    SUCCEED("the word loads give other (equally valid) hashes on a big-endian machine");
+    return;
+  }
+  std::mt19937_64 rng(5);
+  for (std::size_t n = 0; n <= 70; ++n) {
+    // Inside a larger buffer whose guard bytes change: only the text's bytes may count.
+    std::string buffer(n + 16, '#');
+    for (int round = 0; round < 4; ++round) {
+      for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<char>(rng());
+      const std::string_view text(buffer.data() + 8, n);
+      const std::uint32_t h = analyzer::timeline_detail::hash_text(text);
+      CHECK(h == by_bytes(text));
+      buffer[7] = static_cast<char>(buffer[7] ^ 0x5a);
+      buffer[8 + n] = static_cast<char>(buffer[8 + n] ^ 0xa5);
+      CHECK(analyzer::timeline_detail::hash_text(text) == h);
+    }
+  }
+  CHECK(analyzer::timeline_detail::hash_text("myLock:000000012345") != analyzer::timeline_detail::hash_text("myLock:000000012346"));
 }

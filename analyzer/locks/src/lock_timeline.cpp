@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 #include "duration_histogram.hpp"
 #include "lock_store.hpp"
 #include "text_interner.hpp"
@@ -264,7 +265,7 @@ struct lock_timeline::impl {
     lock_ids.rehash([&](std::uint32_t id) { return lock_hash(canon(lock_store::scope_of(locks[id])), name_of(locks[id])); });
   }
   std::uint32_t raw_scope(std::string_view server, std::int32_t db) {
-    if (last_scope != no_id && scopes[last_scope].db == db && scopes[last_scope].server == server) return last_scope;
+    if (last_scope != no_id && scopes[last_scope].db == db && same_bytes(scopes[last_scope].server, server)) return last_scope;
     auto it = scope_by_server.find(server);
     if (it == scope_by_server.end()) it = scope_by_server.emplace(std::string(server), no_id).first;
     std::uint32_t* link = &it->second;
@@ -297,7 +298,7 @@ struct lock_timeline::impl {
   }
   std::uint32_t find_lock(std::uint32_t where, std::string_view name) const {
     return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) {
-      return canon(lock_store::scope_of(locks[id])) == where && name_of(locks[id]) == name;
+      return canon(lock_store::scope_of(locks[id])) == where && same_bytes(name_of(locks[id]), name);
     });
   }
   static std::string_view name_of(const lock_state& l) noexcept { return lock_store::name_of(l); }
@@ -1754,7 +1755,7 @@ struct lock_timeline::impl {
   std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
     if (a != nullptr && a->id != no_id && a->where == where &&
         a->generation == lock_ids.generation() && canon(lock_store::scope_of(locks[a->id])) == where &&
-        name_of(locks[a->id]) == name) {
+        same_bytes(name_of(locks[a->id]), name)) {
       return a->id;
     }
     return find_lock(where, name);
@@ -1771,7 +1772,7 @@ struct lock_timeline::impl {
   std::uint32_t known_scope(const lock_operation& op) const noexcept {
     if (last_scope == no_id) return no_id;
     const scope& s = scopes[last_scope];
-    if (s.db != (op.db < 0 ? 0 : op.db) || s.server != (options.merge_servers ? std::string_view() : op.server_text)) {
+    if (s.db != (op.db < 0 ? 0 : op.db) || !same_bytes(s.server, options.merge_servers ? std::string_view() : op.server_text)) {
       return no_id;
     }
     return canon(last_scope);

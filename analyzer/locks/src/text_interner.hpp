@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "huge_pages.hpp"
+#include "lockscope/locks/short_bytes.hpp"
 
 namespace lockscope::analyzer::timeline_detail {
 
@@ -31,8 +32,16 @@ inline std::uint32_t hash_text(std::string_view s) noexcept {
     h ^= h >> 31;
   }
   if (n > 0) {
+    // The last n bytes as a number, byte i at bits 8i: from the 8 bytes ending with them
+    // when the text has 8 (no loop over the tail; on a little-endian machine the same
+    // number), else byte by byte.
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+    if (s.size() >= 8) {
+      std::memcpy(&v, p + n - 8, 8);
+      v >>= 8 * (8 - n);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+    }
     h = (h ^ v) * 0x94d049bb133111ebull;
     h ^= h >> 29;
   }
@@ -52,7 +61,7 @@ class id_table {
     for (std::size_t i = start(h);; i = next(i)) {
       const slot& e = slots_[i];
       if (e.id == no_id) return no_id;
-      if (e.hash == h && text_of(e.id) == s) return e.id;
+      if (e.hash == h && same_bytes(text_of(e.id), s)) return e.id;
     }
   }
   // The id with hash `h` for which matches(id) holds.
