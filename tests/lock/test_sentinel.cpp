@@ -344,6 +344,11 @@ TEST_CASE("sentinel client: failover mid-contention, waiters continue on the new
             errors.push_back(fmt::format("client {} unlock: {}", id, e.what()));
           }
         }
+        // Work outside the lock before the next try, as a real worker does. Without it the
+        // releasing thread asks again before the unlock message reaches anyone, wins the
+        // (non-fair) lock nearly every time, and a loaded machine's lockscope lock
+        // processes could starve for their whole 15 s wait (seen once in CI).
+        std::this_thread::sleep_for(20ms);
       }
     });
   }
