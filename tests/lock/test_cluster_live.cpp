@@ -55,6 +55,11 @@ std::vector<std::string> names_on_distinct_masters(redis_cluster& cluster, const
   return names;
 }
 
+// EXISTS of `name` on the master that serves its slot: 1 while the lock is held there.
+long long exists_on_its_master(redis_cluster& cluster, const std::string& name) {
+  return cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer;
+}
+
 std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::vector<std::pair<long long, long long>> out;
@@ -228,7 +233,7 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): CLUSTER KEYSLOT, routing, shar
       const std::size_t master = cluster.master_of(lock::key_slot(name));
       auto l = holder.get_lock(name);
       l.lock();
-      CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+      CHECK(exists_on_its_master(cluster, name) == 1);
       CHECK(l.is_held_by_current_thread());
 
       // The waiter subscribes on the shard (SSUBSCRIBE), the unlock SPUBLISHes: it
@@ -245,10 +250,10 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): CLUSTER KEYSLOT, routing, shar
     auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
     REQUIRE(all.try_lock(5s, 10s));
     for (const std::string& name : names)
-      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 1);
+      CHECK(exists_on_its_master(cluster, name) == 1);
     all.unlock();
     for (const std::string& name : names)
-      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 0);
+      CHECK(exists_on_its_master(cluster, name) == 0);
   }
 
   SECTION("wrong URLs: redis:// on a cluster node says to use redis-cluster://, and the reverse") {
@@ -400,7 +405,7 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
       const std::size_t master = cluster.master_of(lock::key_slot(name));
       auto l = holder.get_lock(name);
       l.lock();
-      CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+      CHECK(exists_on_its_master(cluster, name) == 1);
       // The seeds are TLS ports; every other master's address came from CLUSTER SHARDS
       // (its tls-port): the client's connection to this master arrived there.
       const auto ports = client_ports(cluster, master, "tls-holder");
@@ -420,10 +425,10 @@ TEST_CASE("Redis Cluster over TLS (rediss-cluster://, 3 masters, 3 replicas): ro
     auto all = lock::get_multi_lock({holder.get_lock(names[0]), holder.get_lock(names[1]), holder.get_lock(names[2])});
     REQUIRE(all.try_lock(5s, 10s));
     for (const std::string& name : names)
-      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 1);
+      CHECK(exists_on_its_master(cluster, name) == 1);
     all.unlock();
     for (const std::string& name : names)
-      CHECK(cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer == 0);
+      CHECK(exists_on_its_master(cluster, name) == 0);
   }
 
   SECTION("a held lock's slot moved to another master: the MOVED names its TLS port, the unlock follows") {
@@ -561,7 +566,7 @@ TEST_CASE("Redis Cluster that denies CLUSTER SHARDS (an ACL, or Redis 6) is mapp
     const std::size_t master = cluster.master_of(lock::key_slot(name));
     auto l = holder.get_lock(name);
     l.lock();
-    CHECK(cluster.connect(master).command("EXISTS", name).integer == 1);
+    CHECK(exists_on_its_master(cluster, name) == 1);
 
     background_waiter w(waiter, name, 10s);
     // One classic subscriber somewhere in the cluster, none sharded on the lock's master.
