@@ -15,6 +15,14 @@ namespace asio = boost::asio;
 
 namespace {
 
+std::vector<node_address> seeds_of(const client_config& config) {
+  std::vector<node_address> seeds;
+  for (const std::string& seed : config.cluster.seeds)
+    if (auto node = parse_node_address(seed)) seeds.push_back(std::move(*node));
+  if (seeds.empty()) seeds.push_back({config.host, config.port});
+  return seeds;
+}
+
 // The channel of each `*2 $n CMD $m channel` command the subscription registry wrote.
 std::vector<std::string> channels_of(std::string_view commands) {
   std::vector<std::string> out;
@@ -47,8 +55,7 @@ struct cluster_router::routed {
   std::string command;
   clock_type::time_point deadline;
   reply_handler done;
-  int redirects = 0;
-  int retries = 0;
+  route_attempts attempts;
   std::unique_ptr<asio::steady_timer> timer;
 };
 
@@ -91,13 +98,12 @@ cluster_router::~cluster_router() = default;
 cluster_router::cluster_router(strand_type strand, client_config config)
     : strand_(strand),
       config_(std::move(config)),
+      node_states_(seeds_of(config_)),
+      map_reloads_(config_.reconnect_backoff_min, config_.reconnect_backoff_max),
       pending_timer_(strand),
       refresh_timer_(strand),
       rehome_timer_(strand) {
   policy_.max_redirects = std::max(1, config_.cluster.max_redirects);
-  for (const std::string& seed : config_.cluster.seeds)
-    if (auto node = parse_node_address(seed)) seeds_.push_back(std::move(*node));
-  if (seeds_.empty()) seeds_.push_back({config_.host, config_.port});
 }
 
 void cluster_router::start(events e) {
@@ -113,13 +119,13 @@ std::shared_ptr<connection> cluster_router::node_connection(const node_address& 
   node_config.port = node.port;
   connection_events handlers;
   handlers.on_ready = [weak = weak_from_this(), key] {
-    if (auto self = weak.lock()) self->down_nodes_.erase(key);
+    if (auto self = weak.lock()) self->node_states_.mark_up(key);
   };
   handlers.on_down = [weak = weak_from_this(), key](std::error_code, const std::string&) {
     // After drop() returns: the held commands' completions may route more commands.
     auto self = weak.lock();
     if (!self || self->closed_) return;
-    self->down_nodes_.insert(key);
+    self->node_states_.mark_down(key);
     asio::post(self->strand_, [weak, key] {
       if (auto router = weak.lock()) router->node_down(key);
     });
@@ -137,7 +143,7 @@ std::shared_ptr<connection> cluster_router::node_connection(const node_address& 
 // replica. Each failed reconnect lands here again, so the map keeps being reloaded
 // while a master of it stays unreachable.
 void cluster_router::node_down(const std::string& key) {
-  if (closed_ || !down_nodes_.contains(key)) return;
+  if (closed_ || !node_states_.is_down(key)) return;
   auto it = nodes_.find(key);
   if (it == nodes_.end()) return;
   const std::shared_ptr<connection> conn = it->second;
@@ -149,29 +155,17 @@ void cluster_router::node_down(const std::string& key) {
   if (!mapped) forget_unmapped_nodes();
 }
 
-bool cluster_router::is_mapped(const std::string& key) const {
-  return std::any_of(map_.masters().begin(), map_.masters().end(),
-                     [&key](const node_address& n) { return n.text() == key; });
-}
-
-// Connections to nodes that are down and that the slot map does not name (a failed
-// master its replica replaced, a removed node, a seed that is not a master) are
-// closed, not left reconnecting for good; a later map, MOVED or map reload from the
-// seeds connects again.
+// Closes the connections of down nodes the slot map does not name (cluster_nodes::
+// take_unmapped_down), and shard subscribers nobody needs.
 void cluster_router::forget_unmapped_nodes() {
   if (closed_) return;
-  for (auto it = down_nodes_.begin(); it != down_nodes_.end();) {
-    if (is_mapped(*it)) {
-      ++it;
-      continue;
-    }
-    if (auto n = nodes_.find(*it); n != nodes_.end()) {
+  for (const std::string& key : node_states_.take_unmapped_down(map_)) {
+    if (auto n = nodes_.find(key); n != nodes_.end()) {
       const std::shared_ptr<connection> conn = std::move(n->second);
       nodes_.erase(n);
       conn->fail_held(errc::not_connected, conn->last_error_text());
       conn->close({});
     }
-    it = down_nodes_.erase(it);
   }
   for (auto it = shard_subscribers_.begin(); it != shard_subscribers_.end();) {
     shard_subscriber& sub = *it->second;
@@ -241,7 +235,7 @@ bool cluster_router::retryable(std::error_code ec, const resp::value& reply) {
 }
 
 void cluster_router::send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking) {
-  if (is_down(node)) {
+  if (node_states_.is_down(node)) {
     refresh();
     return retry_later(op, errc::not_connected,
                        resp::value::error(fmt::format("{} is unreachable: {}", node.text(),
@@ -258,41 +252,26 @@ void cluster_router::send_to(const std::shared_ptr<routed>& op, const node_addre
 
 void cluster_router::on_reply(const std::shared_ptr<routed>& op, const node_address& node, std::error_code ec,
                               resp::value&& reply) {
-  if (ec == errc::not_connected && !closed_ && clock_type::now() < op->deadline) {
-    // Never written (the node went down while it was held): where the map says, later.
-    refresh();
-    return retry_later(op, ec, std::move(reply));
-  }
-  if (ec != errc::server_error || closed_) return op->done(ec, std::move(reply));
-  redirect r = parse_redirect(reply.text);
-  if (r.kind == redirect_kind::none) return op->done(ec, std::move(reply));
-  if (r.node.host.empty()) r.node.host = node.host;  // "MOVED 12 :7001": the same host
-  switch (r.kind) {
-    case redirect_kind::moved:
-    case redirect_kind::ask:
-      if (++op->redirects > policy_.max_redirects) return op->done(ec, std::move(reply));
-      if (r.kind == redirect_kind::moved) {
-        map_.assign(r.slot, r.node);
-        refresh();
-      }
-      return send_to(op, r.node, r.kind == redirect_kind::ask);
-    case redirect_kind::cluster_down:
-      refresh();
-      [[fallthrough]];
-    case redirect_kind::try_again:
+  const route_decision next =
+      after_reply(ec, reply, node, op->attempts, policy_, clock_type::now() < op->deadline, closed_);
+  if (next.learn_slot) map_.assign(next.slot, next.to);
+  if (next.reload_map) refresh();
+  switch (next.what) {
+    case route_decision::action::resend:
+      return send_to(op, next.to, next.asking);
+    case route_decision::action::retry_later:
       return retry_later(op, ec, std::move(reply));
-    case redirect_kind::none:
+    case route_decision::action::finish:
       break;
   }
   op->done(ec, std::move(reply));
 }
 
 void cluster_router::retry_later(const std::shared_ptr<routed>& op, std::error_code ec, resp::value&& reply) {
-  const auto pause = policy_.backoff(++op->retries);
-  if (op->retries > policy_.max_redirects * 4 || clock_type::now() + pause >= op->deadline)
-    return op->done(ec, std::move(reply));
+  const auto pause = retry_pause(op->attempts, policy_, op->deadline - clock_type::now());
+  if (!pause) return op->done(ec, std::move(reply));
   if (!op->timer) op->timer = std::make_unique<asio::steady_timer>(strand_);
-  op->timer->expires_after(pause);
+  op->timer->expires_after(*pause);
   op->timer->async_wait([weak = weak_from_this(), op](boost::system::error_code) {
     auto self = weak.lock();
     if (!self || self->closed_) return op->done(errc::shut_down, resp::value{});
@@ -302,24 +281,9 @@ void cluster_router::retry_later(const std::shared_ptr<routed>& op, std::error_c
 
 // --- the slot map ----------------------------------------------------------------
 
-std::vector<node_address> cluster_router::refresh_candidates() const {
-  std::vector<node_address> out = map_.masters();
-  for (const node_address& seed : seeds_)
-    if (std::find(out.begin(), out.end(), seed) == out.end()) out.push_back(seed);
-  // Unreachable nodes last: asking them first would cost a connect timeout per round.
-  std::stable_partition(out.begin(), out.end(), [this](const node_address& n) { return !is_down(n); });
-  return out;
-}
-
 void cluster_router::refresh() {
-  if (closed_) return;
-  if (refreshing_) {
-    refresh_again_ = true;
-    return;
-  }
-  refreshing_ = true;
-  refresh_again_ = false;
-  candidates_ = refresh_candidates();
+  if (closed_ || !map_reloads_.request()) return;
+  candidates_ = node_states_.reload_candidates(map_);
   load_from(0, false);
 }
 
@@ -360,15 +324,10 @@ void cluster_router::load_from(std::size_t candidate, bool use_slots) {
 }
 
 void cluster_router::load_round_failed() {
-  refreshing_ = false;
-  ++failed_rounds_;
+  const std::chrono::milliseconds delay = map_reloads_.round_failed();
   if (events_.on_down) events_.on_down(last_code_ ? last_code_ : make_error_code(errc::not_connected), last_error_);
   // Try again later: the first map (commands are waiting), or after a failover.
-  refresh_within(reload_backoff(failed_rounds_));
-}
-
-std::chrono::milliseconds cluster_router::reload_backoff(int rounds) const {
-  return std::min(config_.reconnect_backoff_max, config_.reconnect_backoff_min * (1 << std::min(rounds, 6)));
+  refresh_within(delay);
 }
 
 void cluster_router::refresh_within(std::chrono::milliseconds delay) {
@@ -386,8 +345,7 @@ void cluster_router::refresh_within(std::chrono::milliseconds delay) {
 }
 
 void cluster_router::map_loaded() {
-  refreshing_ = false;
-  failed_rounds_ = 0;
+  const std::optional<std::chrono::milliseconds> reload = map_reloads_.loaded(map_.covered());
   auto waiting = std::move(pending_);
   pending_.clear();
   pending_timer_.cancel();
@@ -395,20 +353,7 @@ void cluster_router::map_loaded() {
   rehome_moved_channels();
   forget_unmapped_nodes();
   if (events_.on_ready) events_.on_ready();
-  if (refresh_again_) {
-    // MOVEDs came while we loaded: load once more, a moment later, to see their outcome.
-    refresh_again_ = false;
-    refresh_within(config_.reconnect_backoff_min);
-  }
-  if (map_.covered() < cluster_slots) {
-    // Slots without a master: a failover under way (the failed master is left out, its
-    // replica not promoted yet). Ask again soon, then every reconnect_backoff_max, until
-    // they are served; the failed master's connection may be gone, so nothing else would.
-    ++uncovered_rounds_;
-    refresh_within(reload_backoff(uncovered_rounds_));
-  } else {
-    uncovered_rounds_ = 0;
-  }
+  if (reload) refresh_within(*reload);
 }
 
 // --- pub/sub ------------------------------------------------------------------------
@@ -452,7 +397,7 @@ cluster_router::shard_subscriber& cluster_router::shard_for(const node_address& 
 
 connection& cluster_router::classic_subscriber() {
   if (classic_connection_) return *classic_connection_;
-  const node_address node = map_.empty() ? seeds_.front() : map_.masters().front();
+  const node_address node = map_.empty() ? node_states_.seeds().front() : map_.masters().front();
   client_config node_config = config_;
   node_config.host = node.host;
   node_config.port = node.port;

@@ -1,4 +1,5 @@
-// The Asio side of Redis Cluster for the lock client (the decisions are cluster.hpp's):
+// The Asio side of Redis Cluster for the lock client (the decisions are cluster.hpp's
+// and cluster_routing.hpp's, sans-I/O):
 // loads the slot map from the seeds (CLUSTER SHARDS, else CLUSTER SLOTS), keeps one
 // command connection per master (opened on first use), sends each command to its
 // slot's master, follows MOVED (map updated, refreshed in the background) and ASK
@@ -27,6 +28,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "lockscope/lock/cluster.hpp"
+#include "lockscope/lock/cluster_routing.hpp"
 #include "lockscope/lock/connection.hpp"
 #include "lockscope/lock/subscriptions.hpp"
 
@@ -71,10 +73,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
 
   std::shared_ptr<connection> node_connection(const node_address& node);
   void node_down(const std::string& key);
-  // The slot map names `key` (host:port) as a master.
-  bool is_mapped(const std::string& key) const;
+  bool is_mapped(const std::string& key) const { return is_master(map_, key); }
   void forget_unmapped_nodes();
-  bool is_down(const node_address& node) const { return down_nodes_.contains(node.text()); }
   void dispatch(const std::shared_ptr<routed>& op);
   void send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking);
   void on_reply(const std::shared_ptr<routed>& op, const node_address& node, std::error_code ec, resp::value&& reply);
@@ -83,13 +83,10 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   void refresh();
   // refresh() after `delay`, unless one is already due sooner.
   void refresh_within(std::chrono::milliseconds delay);
-  // reconnect_backoff_min doubled per round, up to reconnect_backoff_max.
-  std::chrono::milliseconds reload_backoff(int rounds) const;
   void load_from(std::size_t candidate, bool use_slots);
   void load_round_failed();
   void map_loaded();
   void expire_pending();
-  std::vector<node_address> refresh_candidates() const;
 
   shard_subscriber& shard_for(const node_address& node);
   void on_shard_push(const std::string& node_key, resp::value&& push);
@@ -102,27 +99,22 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
 
   strand_type strand_;
   client_config config_;
-  std::vector<node_address> seeds_;
   redirect_policy policy_;
   slot_map map_;
   bool sharded_ = false;
   events events_;
   std::unordered_map<std::string, std::shared_ptr<connection>> nodes_;
-  // Nodes whose command connection failed its last attempt or dropped, until it is ready again.
-  std::unordered_set<std::string> down_nodes_;
+  cluster_nodes node_states_;  // the seeds, and which nodes are down
+  map_reload_schedule map_reloads_;
   std::vector<std::shared_ptr<routed>> pending_;  // waiting for the first slot map
   boost::asio::steady_timer pending_timer_;
   boost::asio::steady_timer refresh_timer_;
   boost::asio::steady_timer rehome_timer_;
   bool rehome_armed_ = false;
-  bool refreshing_ = false;
   bool refresh_armed_ = false;
-  int uncovered_rounds_ = 0;
-  bool refresh_again_ = false;
   std::vector<node_address> candidates_;
   std::string last_error_;
   std::error_code last_code_;
-  int failed_rounds_ = 0;
 
   std::unordered_map<std::string, std::unique_ptr<shard_subscriber>> shard_subscribers_;
   std::unordered_map<std::string, std::unique_ptr<relay>> relays_;

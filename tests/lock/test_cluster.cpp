@@ -1,8 +1,10 @@
 // Redis Cluster's sans-I/O parts: CRC16 and hash slots, the slot map from CLUSTER
-// SHARDS / CLUSTER SLOTS replies, redirect parsing, cluster URLs. No sockets.
+// SHARDS / CLUSTER SLOTS replies, redirect parsing, the router's decisions (after a
+// reply, retries, down nodes, map reloads), cluster URLs. No sockets.
 #include <catch2/catch.hpp>
 
 #include "lockscope/lock/cluster.hpp"
+#include "lockscope/lock/cluster_routing.hpp"
 #include "lockscope/lock/config.hpp"
 #include "lockscope/lock/error.hpp"
 #include "lockscope/lock/naming.hpp"
@@ -47,6 +49,201 @@ TEST_CASE("cluster: CRC16/XMODEM and hash slots as redis-server computes them", 
                                  lock::prefixed_name("redisson_lock_timeout", name),
                                  lock::prefixed_name("redisson_lock_token", name)})
     CHECK(lock::key_slot(key) == lock::key_slot(name));
+}
+
+namespace {
+
+lock::node_address node(std::string host, std::uint16_t port) { return {std::move(host), port}; }
+
+std::vector<std::string> texts(const std::vector<lock::node_address>& nodes) {
+  std::vector<std::string> out;
+  for (const auto& n : nodes) out.push_back(n.text());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cluster routing: what a command does after its reply", "[lock][cluster][routing]") {
+  using action = lock::route_decision::action;
+  const lock::node_address from = node("10.0.0.1", 7001);
+  lock::redirect_policy policy;
+  policy.max_redirects = 3;
+  const std::error_code server_error = lock::errc::server_error;
+  const std::error_code not_connected = lock::errc::not_connected;
+
+  SECTION("a reply or an ordinary error is the caller's") {
+    lock::route_attempts tries;
+    CHECK(lock::after_reply({}, value::number(1), from, tries, policy, true).what == action::finish);
+    const auto d = lock::after_reply(server_error, value::error("ERR wrong number of arguments"), from, tries, policy, true);
+    CHECK(d.what == action::finish);
+    CHECK_FALSE(d.reload_map);
+    CHECK(lock::after_reply(lock::errc::timeout, value{}, from, tries, policy, true).what == action::finish);
+    CHECK(tries.redirects == 0);
+  }
+  SECTION("MOVED: the map learns the slot, reloads, and the command goes to the new master") {
+    lock::route_attempts tries;
+    const auto d = lock::after_reply(server_error, value::error("MOVED 3999 10.0.0.2:7002"), from, tries, policy, true);
+    CHECK(d.what == action::resend);
+    CHECK(d.to.text() == "10.0.0.2:7002");
+    CHECK_FALSE(d.asking);
+    CHECK(d.learn_slot);
+    CHECK(d.slot == 3999);
+    CHECK(d.reload_map);
+    CHECK(tries.redirects == 1);
+    // An unknown endpoint ("MOVED 7 :7003") is on the replying node's host.
+    const auto same_host = lock::after_reply(server_error, value::error("MOVED 7 :7003"), from, tries, policy, true);
+    CHECK(same_host.to.text() == "10.0.0.1:7003");
+  }
+  SECTION("ASK: ASKING and the command on the target, once; the map stays") {
+    lock::route_attempts tries;
+    const auto d = lock::after_reply(server_error, value::error("ASK 12182 ::1:7002"), from, tries, policy, true);
+    CHECK(d.what == action::resend);
+    CHECK(d.to.text() == "[::1]:7002");
+    CHECK(d.asking);
+    CHECK_FALSE(d.learn_slot);
+    CHECK_FALSE(d.reload_map);
+  }
+  SECTION("redirects past max_redirects: the last redirect error is the caller's") {
+    lock::route_attempts tries;
+    for (int i = 0; i < policy.max_redirects; ++i)
+      CHECK(lock::after_reply(server_error, value::error("MOVED 1 h:2"), from, tries, policy, true).what == action::resend);
+    const auto d = lock::after_reply(server_error, value::error("ASK 1 h:2"), from, tries, policy, true);
+    CHECK(d.what == action::finish);
+    CHECK(tries.redirects == policy.max_redirects + 1);
+  }
+  SECTION("CLUSTERDOWN: retried after a pause, the map reloaded; TRYAGAIN: retried only") {
+    lock::route_attempts tries;
+    auto d = lock::after_reply(server_error, value::error("CLUSTERDOWN Hash slot not served"), from, tries, policy, true);
+    CHECK(d.what == action::retry_later);
+    CHECK(d.reload_map);
+    d = lock::after_reply(server_error, value::error("TRYAGAIN Multiple keys request during rehashing of slot"), from,
+                          tries, policy, true);
+    CHECK(d.what == action::retry_later);
+    CHECK_FALSE(d.reload_map);
+    CHECK(tries.redirects == 0);
+  }
+  SECTION("a command never written (its node went down): retried where the map says, while its deadline allows") {
+    lock::route_attempts tries;
+    auto d = lock::after_reply(not_connected, value{}, from, tries, policy, true);
+    CHECK(d.what == action::retry_later);
+    CHECK(d.reload_map);
+    CHECK(lock::after_reply(not_connected, value{}, from, tries, policy, false).what == action::finish);
+  }
+  SECTION("a client shutting down finishes everything") {
+    lock::route_attempts tries;
+    CHECK(lock::after_reply(not_connected, value{}, from, tries, policy, true, true).what == action::finish);
+    CHECK(lock::after_reply(server_error, value::error("MOVED 1 h:2"), from, tries, policy, true, true).what ==
+          action::finish);
+  }
+}
+
+TEST_CASE("cluster routing: retry pauses double, and a retry gives up before its deadline or its count", "[lock][cluster][routing]") {
+  using namespace std::chrono_literals;
+  lock::redirect_policy policy;  // 10 ms doubling to 500 ms
+  policy.max_redirects = 2;      // at most 8 retries
+  lock::route_attempts tries;
+  CHECK(lock::retry_pause(tries, policy, 10s) == 10ms);
+  CHECK(lock::retry_pause(tries, policy, 10s) == 20ms);
+  CHECK(lock::retry_pause(tries, policy, 10s) == 40ms);
+  CHECK(tries.retries == 3);
+  // The deadline comes before the pause would end: fail now rather than sleep through it.
+  lock::route_attempts late;
+  CHECK(lock::retry_pause(late, policy, 10ms) == std::nullopt);
+  lock::route_attempts in_time;
+  CHECK(lock::retry_pause(in_time, policy, 11ms) == 10ms);
+  // More than 4 x max_redirects retries: give up however long the deadline.
+  lock::route_attempts many;
+  for (int i = 1; i <= 8; ++i) CHECK(lock::retry_pause(many, policy, 1h).has_value());
+  CHECK(lock::retry_pause(many, policy, 1h) == std::nullopt);
+}
+
+TEST_CASE("cluster routing: down nodes, the ones forgotten, and where the slot map is reloaded from", "[lock][cluster][routing]") {
+  lock::slot_map map;
+  map.assign(0, node("10.0.0.1", 7001));
+  map.assign(1, node("10.0.0.2", 7002));
+  map.assign(2, node("10.0.0.3", 7003));
+  // Seeds: one is also a master, one is a replica the map does not name.
+  lock::cluster_nodes nodes({node("10.0.0.2", 7002), node("10.0.0.9", 7009)});
+
+  CHECK(texts(nodes.reload_candidates(map)) ==
+        std::vector<std::string>{"10.0.0.1:7001", "10.0.0.2:7002", "10.0.0.3:7003", "10.0.0.9:7009"});
+  // Unreachable nodes are asked last, in their order.
+  nodes.mark_down("10.0.0.1:7001");
+  nodes.mark_down("10.0.0.9:7009");
+  CHECK(nodes.is_down(node("10.0.0.1", 7001)));
+  CHECK(texts(nodes.reload_candidates(map)) ==
+        std::vector<std::string>{"10.0.0.2:7002", "10.0.0.3:7003", "10.0.0.1:7001", "10.0.0.9:7009"});
+
+  // A down master stays (its slots need it until the map changes); a down node the map
+  // does not name is forgotten, and only once.
+  nodes.mark_down("10.0.0.7:7007");  // a failed master its replica replaced
+  CHECK(nodes.take_unmapped_down(map) == std::vector<std::string>{"10.0.0.7:7007", "10.0.0.9:7009"});
+  CHECK(nodes.take_unmapped_down(map).empty());
+  CHECK(nodes.is_down("10.0.0.1:7001"));
+  CHECK_FALSE(nodes.is_down("10.0.0.9:7009"));
+  CHECK(lock::is_master(map, "10.0.0.1:7001"));
+  CHECK_FALSE(lock::is_master(map, "10.0.0.9:7009"));
+
+  // After a failover the reloaded map names the promoted replica instead: the old
+  // master goes.
+  lock::slot_map after;
+  after.assign(0, node("10.0.0.4", 7004));
+  after.assign(1, node("10.0.0.2", 7002));
+  after.assign(2, node("10.0.0.3", 7003));
+  CHECK(nodes.take_unmapped_down(after) == std::vector<std::string>{"10.0.0.1:7001"});
+  // Back up: no longer last.
+  nodes.mark_down("10.0.0.4:7004");
+  CHECK(texts(nodes.reload_candidates(after)).front() == "10.0.0.2:7002");
+  nodes.mark_up("10.0.0.4:7004");
+  CHECK(texts(nodes.reload_candidates(after)).front() == "10.0.0.4:7004");
+  CHECK_FALSE(nodes.is_down("10.0.0.4:7004"));
+}
+
+TEST_CASE("cluster routing: slot map reloads, one at a time, with backoff", "[lock][cluster][routing]") {
+  using namespace std::chrono_literals;
+  lock::map_reload_schedule reloads(100ms, 2000ms);
+  CHECK(reloads.backoff(1) == 200ms);
+  CHECK(reloads.backoff(4) == 1600ms);
+  CHECK(reloads.backoff(5) == 2000ms);
+  CHECK(reloads.backoff(60) == 2000ms);
+
+  SECTION("a request during a load is served by one more load, a moment after it") {
+    REQUIRE(reloads.request());
+    CHECK(reloads.loading());
+    CHECK_FALSE(reloads.request());
+    CHECK_FALSE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots) == 100ms);
+    CHECK_FALSE(reloads.loading());
+    REQUIRE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots) == std::nullopt);  // nothing asked meanwhile
+  }
+  SECTION("failed rounds back off, doubling; a map resets them") {
+    REQUIRE(reloads.request());
+    CHECK(reloads.round_failed() == 200ms);
+    CHECK_FALSE(reloads.loading());
+    REQUIRE(reloads.request());
+    CHECK(reloads.round_failed() == 400ms);
+    REQUIRE(reloads.request());
+    CHECK(reloads.round_failed() == 800ms);
+    REQUIRE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots) == std::nullopt);
+    REQUIRE(reloads.request());
+    CHECK(reloads.round_failed() == 200ms);
+  }
+  SECTION("a map with slots unserved (a failover under way) is reloaded until every slot has a master") {
+    REQUIRE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots - 5461) == 200ms);
+    REQUIRE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots - 5461) == 400ms);
+    // Requested meanwhile as well: the sooner of the two.
+    REQUIRE(reloads.request());
+    CHECK_FALSE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots - 5461) == 100ms);
+    REQUIRE(reloads.request());
+    CHECK(reloads.loaded(lock::cluster_slots) == std::nullopt);
+    REQUIRE(reloads.request());
+    CHECK(reloads.loaded(0) == 200ms);  // counted afresh
+  }
 }
 
 TEST_CASE("cluster: slot map from CLUSTER SHARDS (RESP2 and RESP3) and CLUSTER SLOTS", "[lock][cluster]") {
