@@ -371,13 +371,26 @@ class recorder_hooks::flight_recorder {
       files_.emplace_back(path, size);
       total_bytes_ += size;
     }
-    // --save-max-mb: the oldest files go first (never the pair just written).
-    while (total_bytes_ > max_bytes_ && files_.size() > 2) {
-      const auto& [path, size] = files_.front();
-      if (::unlink(path.c_str()) == 0 || errno == ENOENT) ++deleted_;
-      total_bytes_ -= size;
-      files_.pop_front();
+    // --save-max-mb: the oldest anomaly goes first, its .pcap and .json together (one
+    // without the other is no use to anyone), never the pair just written.
+    while (total_bytes_ > max_bytes_ && !files_.empty()) {
+      const std::string oldest(anomaly_of(files_.front().first));  // a copy: its file is erased below
+      if (oldest == base) break;
+      for (auto it = files_.begin(); it != files_.end();) {
+        if (anomaly_of(it->first) != oldest) {
+          ++it;
+          continue;
+        }
+        if (::unlink(it->first.c_str()) == 0 || errno == ENOENT) ++deleted_;
+        total_bytes_ -= it->second;
+        it = files_.erase(it);
+      }
     }
+  }
+
+  // DIR/<utc time>-<lock>-<kind>: a saved file's path without its .pcap/.json.
+  static std::string_view anomaly_of(std::string_view path) {
+    return path.ends_with(".pcap") || path.ends_with(".json") ? path.substr(0, path.size() - 5) : path;
   }
 
   const char* command_;

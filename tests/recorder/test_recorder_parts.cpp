@@ -12,6 +12,7 @@
 #include "lockscope/ingest/replay_capture.hpp"
 #include "lockscope/locks/lock_connections.hpp"
 #include "lockscope/test/pcap_writer.hpp"
+#include "lock_events.hpp"
 
 using namespace lockscope::analyzer;
 
@@ -36,17 +37,7 @@ struct recording_sink final : lock_event_sink {
   void on_event(const lock_event& e) override { locks.emplace_back(e.lock); }
 };
 
-lock_event event(std::int64_t ts, std::string_view lock, std::string_view client, lock_event_kind k,
-                 anomaly_kind a = anomaly_kind::none) {
-  lock_event e;
-  e.ts_us = ts;
-  e.lock = lock;
-  e.client = client;
-  e.server = "10.0.0.1:6379";
-  e.event = k;
-  e.kind = a;
-  return e;
-}
+using lockscope::recorder_test::event;
 
 }  // namespace
 

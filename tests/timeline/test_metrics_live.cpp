@@ -29,6 +29,7 @@
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 #include "child_process.hpp"
+#include "loopback_socket.hpp"
 #include "metrics_text.hpp"
 
 using namespace std::chrono_literals;
@@ -36,30 +37,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::uint16_t free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t n = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-int connect_to(std::uint16_t port) {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(s);
-    return -1;
-  }
-  return s;
-}
+using lockscope::timeline_test::connect_to;
+using lockscope::timeline_test::free_port;
+using lockscope::timeline_test::read_more;
 
 struct http_response {
   int status = 0;
@@ -76,12 +56,7 @@ http_response http(std::uint16_t port, const std::string& request) {
   std::string all;
   const auto end = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < end) {
-    pollfd p{s, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[65536];
-    const ssize_t n = ::read(s, buf, sizeof buf);
-    if (n <= 0) break;
-    all.append(buf, static_cast<std::size_t>(n));
+    if (!read_more(s, all)) break;
   }
   ::close(s);
   const auto split = all.find("\r\n\r\n");

@@ -1,0 +1,23 @@
+// Lock events of one client connection to 10.0.0.1:6379, for the recorder's tests.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "lockscope/locks/lock_timeline.hpp"
+
+namespace lockscope::recorder_test {
+
+inline analyzer::lock_event event(std::int64_t ts, std::string_view lock, std::string_view client,
+                                  analyzer::lock_event_kind k, analyzer::anomaly_kind a = analyzer::anomaly_kind::none) {
+  analyzer::lock_event e;
+  e.ts_us = ts;
+  e.lock = lock;
+  e.client = client;
+  e.server = "10.0.0.1:6379";
+  e.event = k;
+  e.kind = a;
+  return e;
+}
+
+}  // namespace lockscope::recorder_test
