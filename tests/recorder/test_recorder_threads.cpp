@@ -16,7 +16,7 @@
 
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/test/pcap_writer.hpp"
-#include "recorder.hpp"
+#include "recorder_hooks.hpp"
 #include "lock_events.hpp"
 
 using namespace lockscope::analyzer;

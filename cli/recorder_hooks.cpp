@@ -1,0 +1,384 @@
+#include "recorder_hooks.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lockscope/ingest/capture_writer.hpp"
+#include "lockscope/ingest/packet_ring.hpp"
+#include "lockscope/locks/lock_connections.hpp"
+#include "lockscope/locks/lock_report.hpp"
+
+namespace lockscope::cli {
+
+// --write: tcpdump -w's files, on the capture thread (buffered by stdio, as tcpdump).
+class recorder_hooks::packet_writer {
+ public:
+  explicit packet_writer(const recorder_options& o)
+      : writer_({o.write, static_cast<std::uint64_t>(o.rotate_mb * 1e6),
+                 static_cast<std::int64_t>(o.rotate_s * 1e6)}) {}
+  std::string write(const analyzer::captured_packet& p, std::int64_t now_us) { return writer_.write(p, now_us); }
+  std::string close() { return writer_.close(); }
+  std::uint64_t files() const noexcept { return writer_.files(); }
+  std::uint64_t packets() const noexcept { return writer_.packets(); }
+
+ private:
+  analyzer::rotating_pcap_writer writer_;
+};
+
+namespace {
+
+// "myLock:{a/b}" → "myLock__a_b_": letters, digits, '.', '_' and '-' kept, at most 80
+// bytes, never starting with '.'.
+std::string file_name_part(std::string_view lock) {
+  std::string out;
+  for (const char c : lock.substr(0, 80)) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                      c == '_' || c == '-';
+    out += keep ? c : '_';
+  }
+  if (out.empty() || out.front() == '.') out.insert(out.begin(), '_');
+  return out;
+}
+
+// 20261123T001530.123456Z
+std::string utc_stamp(std::int64_t ts_us) {
+  const std::time_t t = static_cast<std::time_t>(ts_us / 1'000'000);
+  std::tm utc{};
+  ::gmtime_r(&t, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y%m%dT%H%M%S", &utc);
+  return fmt::format("{}.{:06}Z", buffer, ts_us % 1'000'000);
+}
+
+}  // namespace
+
+// --save-anomalies: the ring and the lock bookkeeping on the capture thread; files are
+// written by a thread of their own through a bounded queue, so a slow disk costs saved
+// files (counted), never packets.
+class recorder_hooks::flight_recorder {
+ public:
+  flight_recorder(const char* command, const recorder_options& o)
+      : command_(command),
+        dir_(o.save_dir),
+        max_bytes_(static_cast<std::uint64_t>(o.save_max_mb * 1e6)),
+        queue_limit_bytes_(o.save_buffer),
+        window_us_(static_cast<std::int64_t>(o.save_window_s * 1e6)),
+        after_us_(static_cast<std::int64_t>(o.save_after_s * 1e6)),
+        ring_({static_cast<std::size_t>(o.save_buffer), window_us_ + after_us_}) {
+    check_directory();
+    scan_directory();
+    thread_ = std::thread([this] { write_loop(); });
+  }
+  ~flight_recorder() { stop(); }
+
+  analyzer::lock_event_sink& chain(analyzer::lock_event_sink& next) {
+    analyzer::lock_connections_options co;
+    co.window_us = window_us_;
+    co.min_interval_us = window_us_;
+    connections_ = std::make_unique<analyzer::lock_connections>(
+        co, next, [this](const analyzer::lock_event& e, std::span<const analyzer::connection_ref> c) { defer(e, c); });
+    return *connections_;
+  }
+
+  void on_packet(const analyzer::captured_packet& p) { ring_.add(p); }
+
+  // Saves the anomalies whose --save-after has passed on the loop's clock (all of them
+  // at the end: `now_us` < 0).
+  void save_due(std::int64_t now_us) {
+    while (!pending_.empty() && (now_us < 0 || pending_.front().ts_us + after_us_ <= now_us)) {
+      save(pending_.front());
+      pending_.pop_front();
+    }
+  }
+
+  void stop() {
+    save_due(-1);
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void print_summary() {
+    stop();
+    const auto s = connections_ ? connections_->stats() : analyzer::lock_connections_stats{};
+    fmt::print(stderr,
+               "lockscope {}: flight recorder: {} anomalies saved to {}, {} not saved: {} rate-limited (one per lock "
+               "and kind per {} s), {} dropped (the writer was behind), {} write errors; {} old files deleted "
+               "(--save-max-mb)\n",
+               command_, saved_, dir_, s.rate_limited + dropped_ + failed_, s.rate_limited,
+               static_cast<double>(window_us_) / 1e6, dropped_, failed_, deleted_);
+    if (ring_.evicted_in_window() > 0) {
+      fmt::print(stderr,
+                 "lockscope {}: flight recorder: {} packets left the ring before --save-window passed "
+                 "(raise --save-buffer)\n",
+                 command_, ring_.evicted_in_window());
+    }
+    if (!first_error_.empty()) fmt::print(stderr, "lockscope {}: flight recorder: {}\n", command_, first_error_);
+  }
+
+ private:
+  struct job {
+    std::string base;  // DIR/<utc time>-<lock>-<kind>
+    std::string json;
+    int link_type = 0;
+    std::vector<char> records;  // pcap records (header + frame), ready to write
+  };
+
+  void check_directory() {
+    struct stat st {};
+    if (::stat(dir_.c_str(), &st) != 0) {
+      throw std::runtime_error(fmt::format("--save-anomalies {}: {}", dir_, std::strerror(errno)));
+    }
+    if (!S_ISDIR(st.st_mode)) throw std::runtime_error(fmt::format("--save-anomalies {}: not a directory", dir_));
+    // As the user that will write (after -Z): create and remove a file.
+    const std::string probe = fmt::format("{}/.lockscope-probe-{}", dir_, ::getpid());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      throw std::runtime_error(fmt::format("--save-anomalies {}: cannot write there as uid {}: {}", dir_, ::geteuid(),
+                                           std::strerror(errno)));
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+
+  // The .pcap/.json files already there count towards --save-max-mb, oldest first.
+  void scan_directory() {
+    DIR* d = ::opendir(dir_.c_str());
+    if (d == nullptr) return;
+    std::vector<std::tuple<std::int64_t, std::string, std::uint64_t>> found;
+    while (const dirent* entry = ::readdir(d)) {
+      const std::string_view name = entry->d_name;
+      if (!name.ends_with(".pcap") && !name.ends_with(".json")) continue;
+      const std::string path = dir_ + "/" + std::string(name);
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      found.emplace_back(static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec, path,
+                         static_cast<std::uint64_t>(st.st_size));
+    }
+    ::closedir(d);
+    std::sort(found.begin(), found.end());
+    for (auto& [at, path, size] : found) {
+      files_.emplace_back(path, size);
+      total_bytes_ += size;
+    }
+  }
+
+  // An anomaly waiting for --save-after: the packets after it show what it led to, and
+  // carry a file's clock past a deadline (an idle lock, a long hold: a file's analysis
+  // ends at its last packet).
+  struct pending_save {
+    std::int64_t ts_us;
+    std::string base;
+    std::string json;
+    std::vector<analyzer::connection_ref> connections;
+  };
+
+  void defer(const analyzer::lock_event& e, std::span<const analyzer::connection_ref> connections) {
+    if (pending_.size() >= 256) {
+      ++dropped_;
+      return;
+    }
+    pending_save s{e.ts_us, fmt::format("{}/{}-{}-{}", dir_, utc_stamp(e.ts_us), file_name_part(e.lock),
+                                        analyzer::to_string(e.kind)),
+                   {}, {connections.begin(), connections.end()}};
+    analyzer::append_event_jsonl(s.json, e);
+    s.json += '\n';
+    pending_.push_back(std::move(s));
+  }
+
+  void save(const pending_save& s) {
+    job j;
+    j.base = s.base;
+    j.json = s.json;
+    j.link_type = -1;
+    const auto& connections = s.connections;
+    ring_.for_each_since(s.ts_us - window_us_, [&](const analyzer::packet_ring::record& r) {
+      if (r.ts_us > s.ts_us + after_us_) return;
+      if (std::none_of(connections.begin(), connections.end(),
+                       [&](const analyzer::connection_ref& c) { return c.matches(r.source, r.destination); })) {
+        return;
+      }
+      if (j.link_type < 0) j.link_type = r.link_type;
+      if (r.link_type != j.link_type) return;  // one link type per pcap file
+      const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
+                                       static_cast<std::uint32_t>(r.ts_us % 1'000'000),
+                                       static_cast<std::uint32_t>(r.data.size()), r.wire_length};
+      const char* h = reinterpret_cast<const char*>(header);
+      j.records.insert(j.records.end(), h, h + sizeof header);
+      j.records.insert(j.records.end(), r.data.begin(), r.data.end());
+    });
+    if (j.link_type < 0) j.link_type = 1;
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.size() >= 64 || queued_bytes_ + j.records.size() > queue_limit_bytes_) {
+        ++dropped_;
+        return;
+      }
+      queued_bytes_ += j.records.size();
+      queue_.push_back(std::move(j));
+    }
+    wake_.notify_one();
+  }
+
+  void write_loop() {
+    for (;;) {
+      job j;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and everything queued is written
+        j = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= j.records.size();
+      }
+      write_job(j);
+    }
+  }
+
+  void note_error(const std::string& e) {
+    ++failed_;
+    if (first_error_.empty()) first_error_ = e;
+  }
+
+  void write_job(const job& j) {
+    std::string base = j.base;
+    for (int n = 2; ::access((base + ".pcap").c_str(), F_OK) == 0; ++n) base = fmt::format("{}-{}", j.base, n);
+    const std::string pcap_path = base + ".pcap", json_path = base + ".json";
+    analyzer::savefile_writer f;
+    std::string err = f.open(pcap_path, j.link_type);
+    if (err.empty()) {
+      std::size_t at = 0;
+      while (at + 16 <= j.records.size() && err.empty()) {
+        std::uint32_t header[4];
+        std::memcpy(header, j.records.data() + at, sizeof header);
+        const std::string_view frame(j.records.data() + at + 16, header[2]);
+        err = f.write(static_cast<std::int64_t>(header[0]) * 1'000'000 + header[1], frame, header[3]);
+        at += 16 + header[2];
+      }
+    }
+    if (std::string c = f.close(); err.empty()) err = c;
+    std::FILE* json = err.empty() ? std::fopen(json_path.c_str(), "we") : nullptr;
+    if (err.empty() && json == nullptr) err = json_path + ": " + std::strerror(errno);
+    if (json != nullptr) {
+      const bool ok = std::fwrite(j.json.data(), 1, j.json.size(), json) == j.json.size();
+      if ((std::fclose(json) != 0 || !ok) && err.empty()) err = json_path + ": " + std::strerror(errno);
+    }
+    if (!err.empty()) {
+      ::unlink(pcap_path.c_str());
+      ::unlink(json_path.c_str());
+      note_error(err);
+      return;
+    }
+    ++saved_;
+    for (const std::string& path : {pcap_path, json_path}) {
+      struct stat st {};
+      const std::uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+      files_.emplace_back(path, size);
+      total_bytes_ += size;
+    }
+    // --save-max-mb: the oldest anomaly goes first, its .pcap and .json together (one
+    // without the other is no use to anyone), never the pair just written.
+    while (total_bytes_ > max_bytes_ && !files_.empty()) {
+      const std::string oldest(anomaly_of(files_.front().first));  // a copy: its file is erased below
+      if (oldest == base) break;
+      for (auto it = files_.begin(); it != files_.end();) {
+        if (anomaly_of(it->first) != oldest) {
+          ++it;
+          continue;
+        }
+        if (::unlink(it->first.c_str()) == 0 || errno == ENOENT) ++deleted_;
+        total_bytes_ -= it->second;
+        it = files_.erase(it);
+      }
+    }
+  }
+
+  // DIR/<utc time>-<lock>-<kind>: a saved file's path without its .pcap/.json.
+  static std::string_view anomaly_of(std::string_view path) {
+    return path.ends_with(".pcap") || path.ends_with(".json") ? path.substr(0, path.size() - 5) : path;
+  }
+
+  const char* command_;
+  std::string dir_;
+  std::uint64_t max_bytes_;
+  std::uint64_t queue_limit_bytes_;
+  std::int64_t window_us_;
+  std::int64_t after_us_;
+  analyzer::packet_ring ring_;
+  std::deque<pending_save> pending_;
+  std::unique_ptr<analyzer::lock_connections> connections_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<job> queue_;
+  std::uint64_t queued_bytes_ = 0;
+  bool stopping_ = false;
+  std::uint64_t dropped_ = 0;  // capture thread, under mutex_
+  std::thread thread_;
+  // The writer thread's own (read after join):
+  std::deque<std::pair<std::string, std::uint64_t>> files_;
+  std::uint64_t total_bytes_ = 0;
+  std::uint64_t saved_ = 0, failed_ = 0, deleted_ = 0;
+  std::string first_error_;
+};
+
+recorder_hooks::recorder_hooks(const char* command, const recorder_options& o) : command_(command) {
+  if (!o.save_dir.empty()) {
+    try {
+      recorder_ = std::make_unique<flight_recorder>(command, o);
+    } catch (const std::runtime_error& e) {
+      fmt::print(stderr, "lockscope {}: {}\n", command, e.what());
+      ready_ = false;
+      return;
+    }
+  }
+  if (!o.write.empty()) writer_ = std::make_unique<packet_writer>(o);
+}
+
+recorder_hooks::~recorder_hooks() = default;
+
+analyzer::lock_event_sink& recorder_hooks::chain(analyzer::lock_event_sink& next) {
+  return recorder_ ? recorder_->chain(next) : next;
+}
+
+void recorder_hooks::on_loop(const analyzer::captured_packet* p, std::int64_t now_us) {
+  if (recorder_) {
+    recorder_->save_due(now_us);
+    if (p != nullptr) recorder_->on_packet(*p);
+  }
+  if (p == nullptr) return;
+  if (writer_) {
+    if (std::string err = writer_->write(*p, now_us); !err.empty()) {
+      fmt::print(stderr, "lockscope {}: --write {}; writing stopped, the analysis goes on\n", command_, err);
+      writer_.reset();
+    }
+  }
+}
+
+void recorder_hooks::finish() {
+  if (writer_) {
+    if (std::string err = writer_->close(); !err.empty()) fmt::print(stderr, "lockscope {}: --write {}\n", command_, err);
+    fmt::print(stderr, "lockscope {}: --write: {} packets in {} files\n", command_, writer_->packets(), writer_->files());
+  }
+  if (recorder_) recorder_->print_summary();
+}
+
+}  // namespace lockscope::cli

@@ -1,0 +1,61 @@
+// `lockscope analyze`'s --write (tcpdump -w with -C/-G rotation) and --save-anomalies
+// (the flight recorder) around the live loop, and the options of both. The sans-I/O
+// parts are packet_ring (ingest), lock_connections (locks) and rotating_pcap_writer;
+// this file wires them to the live loop, the disk and a thread. No CLI11 here: the
+// command-line side is recorder.hpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lockscope/ingest/capture.hpp"
+#include "lockscope/locks/lock_timeline.hpp"
+
+namespace lockscope::cli {
+
+struct recorder_options {
+  std::string replay;              // --replay FILE
+  double replay_speed = 1;         // --replay-speed X (0: as fast as possible)
+  std::string write;               // --write FILE
+  double rotate_mb = 0;            // -C: millions of bytes per --write file
+  double rotate_s = 0;             // -G: seconds per --write file name
+  std::string save_dir;            // --save-anomalies DIR
+  double save_window_s = 30;       // --save-window
+  double save_after_s = 5;         // --save-after
+  std::uint64_t save_buffer = 64u << 20;  // --save-buffer
+  double save_max_mb = 1024;       // --save-max-mb
+};
+
+// --write and --save-anomalies around the live loop:
+//   recorder_hooks hooks("analyze", o.recorder);       // checks DIR; prints why not
+//   if (!hooks.ready()) return 2;
+//   lock_groups groups(go, hooks.chain(report));        // the lock events pass through
+//   ... hooks.on_loop(got_packet ? &p : nullptr, source.now_us()) every turn, before the analysis ...
+//   hooks.finish();                                     // waits for the writer, prints its summary
+// Constructed after the capture is opened and privileges are dropped, so DIR is checked
+// as the user that will write to it.
+class recorder_hooks {
+ public:
+  recorder_hooks(const char* command, const recorder_options& o);
+  ~recorder_hooks();
+  recorder_hooks(const recorder_hooks&) = delete;
+  recorder_hooks& operator=(const recorder_hooks&) = delete;
+
+  bool ready() const noexcept { return ready_; }
+  analyzer::lock_event_sink& chain(analyzer::lock_event_sink& next);
+  // Every loop turn, before the analysis sees the packet (`p`: nullptr on a timeout).
+  // A --write error is printed once and ends the writing, not the analysis.
+  void on_loop(const analyzer::captured_packet* p, std::int64_t now_us);
+  void finish();
+
+ private:
+  class flight_recorder;
+  class packet_writer;
+  const char* command_;
+  bool ready_ = true;
+  std::unique_ptr<flight_recorder> recorder_;
+  std::unique_ptr<packet_writer> writer_;
+};
+
+}  // namespace lockscope::cli
