@@ -149,7 +149,7 @@ void cluster_router::node_down(const std::string& key) {
   const std::shared_ptr<connection> conn = it->second;
   last_code_ = errc::not_connected;
   last_error_ = conn->last_error_text();
-  const bool mapped = is_mapped(key);
+  const bool mapped = is_master(map_, key);
   if (mapped) refresh();
   conn->fail_held(errc::not_connected, last_error_);
   if (!mapped) forget_unmapped_nodes();
@@ -169,7 +169,7 @@ void cluster_router::forget_unmapped_nodes() {
   }
   for (auto it = shard_subscribers_.begin(); it != shard_subscribers_.end();) {
     shard_subscriber& sub = *it->second;
-    if (sub.conn->ready() || sub.registry.channels() != 0 || is_mapped(it->first)) {
+    if (sub.conn->ready() || sub.registry.channels() != 0 || is_master(map_, it->first)) {
       ++it;
       continue;
     }

@@ -72,7 +72,6 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
 
   std::shared_ptr<connection> node_connection(const node_address& node);
   void node_down(const std::string& key);
-  bool is_mapped(const std::string& key) const { return is_master(map_, key); }
   void forget_unmapped_nodes();
   void dispatch(const std::shared_ptr<routed>& op);
   void send_to(const std::shared_ptr<routed>& op, const node_address& node, bool asking);

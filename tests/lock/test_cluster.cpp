@@ -55,6 +55,16 @@ namespace {
 
 lock::node_address node(std::string host, std::uint16_t port) { return {std::move(host), port}; }
 
+// A resend to `to`, and what else the decision says.
+void check_resend(const lock::route_decision& d, const std::string& to, bool asking, bool learns_slot,
+                  bool reloads_map) {
+  CHECK(d.what == lock::route_decision::action::resend);
+  CHECK(d.to.text() == to);
+  CHECK(d.asking == asking);
+  CHECK(d.learn_slot == learns_slot);
+  CHECK(d.reload_map == reloads_map);
+}
+
 std::vector<std::string> texts(const std::vector<lock::node_address>& nodes) {
   std::vector<std::string> out;
   for (const auto& n : nodes) out.push_back(n.text());
@@ -83,12 +93,8 @@ TEST_CASE("cluster routing: what a command does after its reply", "[lock][cluste
   SECTION("MOVED: the map learns the slot, reloads, and the command goes to the new master") {
     lock::route_attempts tries;
     const auto d = lock::after_reply(server_error, value::error("MOVED 3999 10.0.0.2:7002"), from, tries, policy, true);
-    CHECK(d.what == action::resend);
-    CHECK(d.to.text() == "10.0.0.2:7002");
-    CHECK_FALSE(d.asking);
-    CHECK(d.learn_slot);
+    check_resend(d, "10.0.0.2:7002", /*asking=*/false, /*learns_slot=*/true, /*reloads_map=*/true);
     CHECK(d.slot == 3999);
-    CHECK(d.reload_map);
     CHECK(tries.redirects == 1);
     // An unknown endpoint ("MOVED 7 :7003") is on the replying node's host.
     const auto same_host = lock::after_reply(server_error, value::error("MOVED 7 :7003"), from, tries, policy, true);
@@ -97,11 +103,7 @@ TEST_CASE("cluster routing: what a command does after its reply", "[lock][cluste
   SECTION("ASK: ASKING and the command on the target, once; the map stays") {
     lock::route_attempts tries;
     const auto d = lock::after_reply(server_error, value::error("ASK 12182 ::1:7002"), from, tries, policy, true);
-    CHECK(d.what == action::resend);
-    CHECK(d.to.text() == "[::1]:7002");
-    CHECK(d.asking);
-    CHECK_FALSE(d.learn_slot);
-    CHECK_FALSE(d.reload_map);
+    check_resend(d, "[::1]:7002", /*asking=*/true, /*learns_slot=*/false, /*reloads_map=*/false);
   }
   SECTION("redirects past max_redirects: the last redirect error is the caller's") {
     lock::route_attempts tries;
