@@ -12,7 +12,10 @@
 #include <ctime>
 #include <deque>
 #include <mutex>
+#include <limits>
+#include <span>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -78,7 +81,7 @@ class recorder_hooks::flight_recorder {
         queue_limit_bytes_(o.save_buffer),
         window_us_(static_cast<std::int64_t>(o.save_window_s * 1e6)),
         after_us_(static_cast<std::int64_t>(o.save_after_s * 1e6)),
-        ring_({static_cast<std::size_t>(o.save_buffer), window_us_ + after_us_}) {
+        ring_({static_cast<std::size_t>(o.save_buffer), window_us_ + after_us_ + save_pass_interval_us}) {
     check_directory();
     scan_directory();
     thread_ = std::thread([this] { write_loop(); });
@@ -97,12 +100,20 @@ class recorder_hooks::flight_recorder {
   void on_packet(const analyzer::captured_packet& p) { ring_.add(p); }
 
   // Saves the anomalies whose --save-after has passed on the loop's clock (all of them
-  // at the end: `now_us` < 0).
+  // at the end: `now_us` < 0). Those due together share one pass over the ring, and
+  // passes come at most every save_pass_interval_us, so a burst costs one pass.
   void save_due(std::int64_t now_us) {
+    if (pending_.empty()) return;
+    if (next_pass_us_ - now_us > save_pass_interval_us) next_pass_us_ = now_us;  // the clock was set back
+    if (now_us >= 0 && (now_us < next_pass_us_ || pending_.front().ts_us + after_us_ > now_us)) return;
+    std::vector<pending_save> due;
     while (!pending_.empty() && (now_us < 0 || pending_.front().ts_us + after_us_ <= now_us)) {
-      save(pending_.front());
+      due.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
+    save(due);
+    ++ring_passes_;
+    next_pass_us_ = now_us + save_pass_interval_us;
   }
 
   void stop() {
@@ -114,6 +125,18 @@ class recorder_hooks::flight_recorder {
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
+  }
+
+  // The writer thread's counts are read once stop() has joined it.
+  recorder_stats stats() const {
+    recorder_stats out;
+    out.saved = saved_;
+    out.rate_limited = connections_ ? connections_->stats().rate_limited : 0;
+    out.dropped = dropped_;
+    out.write_errors = failed_;
+    out.deleted = deleted_;
+    out.ring_passes = ring_passes_;
+    return out;
   }
 
   void print_summary() {
@@ -135,6 +158,16 @@ class recorder_hooks::flight_recorder {
   }
 
  private:
+  // A burst is what an incident looks like: a Redis stall lets hundreds of leases run
+  // out at once, each lock's anomaly a file of its own. Memory is what bounds the
+  // writer's queue (--save-buffer bytes of copied packets), so the counts are set for
+  // bursts, not for memory: a queued or pending file costs a few hundred bytes besides.
+  static constexpr std::size_t max_pending_saves = 4096;  // waiting for --save-after
+  static constexpr std::size_t max_queued_files = 4096;   // waiting for the writer
+  // A save may wait this much past its --save-after for others to share its pass (the
+  // ring keeps this much longer than the window, so none of the window is lost).
+  static constexpr std::int64_t save_pass_interval_us = 100'000;
+
   struct job {
     std::string base;  // DIR/<utc time>-<lock>-<kind>
     std::string json;
@@ -192,7 +225,7 @@ class recorder_hooks::flight_recorder {
   };
 
   void defer(const analyzer::lock_event& e, std::span<const analyzer::connection_ref> connections) {
-    if (pending_.size() >= 256) {
+    if (pending_.size() >= max_pending_saves) {
       ++dropped_;
       return;
     }
@@ -204,36 +237,95 @@ class recorder_hooks::flight_recorder {
     pending_.push_back(std::move(s));
   }
 
-  void save(const pending_save& s) {
-    job j;
-    j.base = s.base;
-    j.json = s.json;
-    j.link_type = -1;
-    const auto& connections = s.connections;
-    ring_.for_each_since(s.ts_us - window_us_, [&](const analyzer::packet_ring::record& r) {
-      if (r.ts_us > s.ts_us + after_us_) return;
-      if (std::none_of(connections.begin(), connections.end(),
-                       [&](const analyzer::connection_ref& c) { return c.matches(r.source, r.destination); })) {
-        return;
+  // Which of the due saves name a connection with this client endpoint.
+  struct endpoint_hash {
+    std::size_t operator()(const analyzer::endpoint& e) const noexcept {
+      std::uint64_t low, high;
+      std::memcpy(&low, e.address.data(), 8);
+      std::memcpy(&high, e.address.data() + 8, 8);
+      std::uint64_t h = (std::uint64_t{e.port} << 8 | e.family) * 0x9e3779b97f4a7c15ull;
+      h ^= low + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
+      h ^= high + 0x85ebca6b27d4eb4full + (h << 6) + (h >> 2);
+      return static_cast<std::size_t>(h);
+    }
+  };
+
+  // One pass over the ring for all the saves due together: each record goes to the saves
+  // whose connections it belongs to (looked up by its endpoints), within each one's
+  // window. A pass per save would cost the capture thread the whole ring per anomaly,
+  // seconds for a burst of hundreds on a busy port.
+  void save(std::span<const pending_save> due) {
+    std::vector<job> jobs(due.size());
+    std::unordered_map<analyzer::endpoint, std::vector<std::uint32_t>, endpoint_hash> by_client;
+    std::int64_t since = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t k = 0; k < due.size(); ++k) {
+      jobs[k].base = due[k].base;
+      jobs[k].json = due[k].json;
+      jobs[k].link_type = -1;
+      since = std::min(since, due[k].ts_us - window_us_);
+      for (const analyzer::connection_ref& c : due[k].connections) {
+        std::vector<std::uint32_t>& saves = by_client[c.client];
+        if (saves.empty() || saves.back() != k) saves.push_back(static_cast<std::uint32_t>(k));
       }
-      if (j.link_type < 0) j.link_type = r.link_type;
-      if (r.link_type != j.link_type) return;  // one link type per pcap file
-      const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
-                                       static_cast<std::uint32_t>(r.ts_us % 1'000'000),
-                                       static_cast<std::uint32_t>(r.data.size()), r.wire_length};
-      const char* h = reinterpret_cast<const char*>(header);
-      j.records.insert(j.records.end(), h, h + sizeof header);
-      j.records.insert(j.records.end(), r.data.begin(), r.data.end());
-    });
-    if (j.link_type < 0) j.link_type = 1;
+    }
+    // The copies made here count against the queue's bytes as the queued ones do.
+    std::uint64_t budget;
     {
       std::lock_guard lock(mutex_);
-      if (queue_.size() >= 64 || queued_bytes_ + j.records.size() > queue_limit_bytes_) {
-        ++dropped_;
-        return;
+      budget = queue_limit_bytes_ > queued_bytes_ ? queue_limit_bytes_ - queued_bytes_ : 0;
+    }
+    std::uint64_t built = 0;
+    std::vector<bool> over(due.size(), false);
+    std::vector<std::uint64_t> last_record(due.size(), 0);  // a record goes into a file once
+    std::uint64_t record = 0;
+    ring_.for_each_since(since, [&](const analyzer::packet_ring::record& r) {
+      ++record;
+      for (const analyzer::endpoint* end : {&r.source, &r.destination}) {
+        const auto found = by_client.find(*end);
+        if (found == by_client.end()) continue;
+        for (const std::uint32_t k : found->second) {
+          const pending_save& s = due[k];
+          job& j = jobs[k];
+          if (over[k] || last_record[k] == record || r.ts_us < s.ts_us - window_us_ || r.ts_us > s.ts_us + after_us_) {
+            continue;
+          }
+          if (std::none_of(s.connections.begin(), s.connections.end(),
+                           [&](const analyzer::connection_ref& c) { return c.matches(r.source, r.destination); })) {
+            continue;
+          }
+          last_record[k] = record;
+          if (j.link_type < 0) j.link_type = r.link_type;
+          if (r.link_type != j.link_type) continue;  // one link type per pcap file
+          const std::uint64_t size = 16 + r.data.size();
+          if (built + size > budget) {  // the writer is behind: this file is dropped
+            over[k] = true;
+            built -= j.records.size();
+            std::vector<char>().swap(j.records);
+            continue;
+          }
+          built += size;
+          const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
+                                           static_cast<std::uint32_t>(r.ts_us % 1'000'000),
+                                           static_cast<std::uint32_t>(r.data.size()), r.wire_length};
+          const char* h = reinterpret_cast<const char*>(header);
+          j.records.insert(j.records.end(), h, h + sizeof header);
+          j.records.insert(j.records.end(), r.data.begin(), r.data.end());
+        }
       }
-      queued_bytes_ += j.records.size();
-      queue_.push_back(std::move(j));
+    });
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t k = 0; k < jobs.size(); ++k) {
+        job& j = jobs[k];
+        if (over[k] || queue_.size() >= max_queued_files ||
+            queued_bytes_ + j.records.size() > queue_limit_bytes_) {
+          ++dropped_;
+          continue;
+        }
+        if (j.link_type < 0) j.link_type = 1;
+        queued_bytes_ += j.records.size();
+        queue_.push_back(std::move(j));
+      }
     }
     wake_.notify_one();
   }
@@ -324,6 +416,8 @@ class recorder_hooks::flight_recorder {
   std::int64_t after_us_;
   analyzer::packet_ring ring_;
   std::deque<pending_save> pending_;
+  std::int64_t next_pass_us_ = 0;  // the loop's clock: no pass over the ring before it
+  std::uint64_t ring_passes_ = 0;
   std::unique_ptr<analyzer::lock_connections> connections_;
 
   std::mutex mutex_;
@@ -372,6 +466,8 @@ void recorder_hooks::on_loop(const analyzer::captured_packet* p, std::int64_t no
     }
   }
 }
+
+recorder_stats recorder_hooks::stats() const { return recorder_ ? recorder_->stats() : recorder_stats{}; }
 
 void recorder_hooks::finish() {
   if (writer_) {

@@ -27,6 +27,16 @@ struct recorder_options {
   double save_max_mb = 1024;       // --save-max-mb
 };
 
+// What the flight recorder did (all zero without --save-anomalies).
+struct recorder_stats {
+  std::uint64_t saved = 0;         // anomalies written (.pcap and .json)
+  std::uint64_t rate_limited = 0;  // one per lock and kind per --save-window
+  std::uint64_t dropped = 0;       // the queue to the writer was full
+  std::uint64_t write_errors = 0;
+  std::uint64_t deleted = 0;       // files deleted for --save-max-mb
+  std::uint64_t ring_passes = 0;   // passes over the packet ring (one per batch of due saves)
+};
+
 // --write and --save-anomalies around the live loop:
 //   recorder_hooks hooks("analyze", o.recorder);       // checks DIR; prints why not
 //   if (!hooks.ready()) return 2;
@@ -48,6 +58,8 @@ class recorder_hooks {
   // A --write error is printed once and ends the writing, not the analysis.
   void on_loop(const analyzer::captured_packet* p, std::int64_t now_us);
   void finish();
+  // Final once finish() has returned (it stops the writer thread).
+  recorder_stats stats() const;
 
  private:
   class flight_recorder;
