@@ -101,19 +101,40 @@ class recorder_hooks::flight_recorder {
 
   // Saves the anomalies whose --save-after has passed on the loop's clock (all of them
   // at the end: `now_us` < 0). Those due together share one pass over the ring, and
-  // passes come at most every save_pass_interval_us, so a burst costs one pass.
+  // passes come at most every save_pass_interval_us, so a burst costs one pass. Those
+  // that do not fit in the writer's queue wait, in order, for the next pass (at the end,
+  // for the writer to make room); one that has waited a whole --save-window is dropped,
+  // as the packets before its anomaly have left the ring.
   void save_due(std::int64_t now_us) {
     if (pending_.empty()) return;
     if (next_pass_us_ - now_us > save_pass_interval_us) next_pass_us_ = now_us;  // the clock was set back
     if (now_us >= 0 && (now_us < next_pass_us_ || pending_.front().ts_us + after_us_ > now_us)) return;
-    std::vector<pending_save> due;
-    while (!pending_.empty() && (now_us < 0 || pending_.front().ts_us + after_us_ <= now_us)) {
-      due.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-    save(due);
-    ++ring_passes_;
     next_pass_us_ = now_us + save_pass_interval_us;
+    if (now_us >= 0) {
+      // The writer is still on the last pass's files: a pass now would queue little.
+      std::lock_guard lock(mutex_);
+      if (queued_bytes_ > queue_limit_bytes_ / 2) return;
+    }
+    for (;;) {
+      std::vector<pending_save> due;
+      while (!pending_.empty() && (now_us < 0 || pending_.front().ts_us + after_us_ <= now_us)) {
+        due.push_back(std::move(pending_.front()));
+        pending_.pop_front();
+      }
+      const std::size_t taken = save(due);
+      ++ring_passes_;
+      for (std::size_t k = due.size(); k-- > taken;) {
+        if (now_us >= 0 && now_us - (due[k].ts_us + after_us_) > window_us_) {
+          std::lock_guard lock(mutex_);
+          ++dropped_;
+          continue;
+        }
+        pending_.push_front(std::move(due[k]));
+      }
+      if (now_us >= 0 || pending_.empty()) return;
+      std::unique_lock lock(mutex_);
+      drained_.wait(lock, [&] { return queue_.empty(); });
+    }
   }
 
   void stop() {
@@ -250,32 +271,20 @@ class recorder_hooks::flight_recorder {
     }
   };
 
-  // One pass over the ring for all the saves due together: each record goes to the saves
-  // whose connections it belongs to (looked up by its endpoints), within each one's
-  // window. A pass per save would cost the capture thread the whole ring per anomaly,
-  // seconds for a burst of hundreds on a busy port.
-  void save(std::span<const pending_save> due) {
-    std::vector<job> jobs(due.size());
+  // Calls f(k, record) for each ring record that goes into due[k]'s file: one of its
+  // connections, within its window, of the link type of its first such record.
+  template <class F>
+  void for_each_match(std::span<const pending_save> due, F&& f) const {
     std::unordered_map<analyzer::endpoint, std::vector<std::uint32_t>, endpoint_hash> by_client;
     std::int64_t since = std::numeric_limits<std::int64_t>::max();
     for (std::size_t k = 0; k < due.size(); ++k) {
-      jobs[k].base = due[k].base;
-      jobs[k].json = due[k].json;
-      jobs[k].link_type = -1;
       since = std::min(since, due[k].ts_us - window_us_);
       for (const analyzer::connection_ref& c : due[k].connections) {
         std::vector<std::uint32_t>& saves = by_client[c.client];
         if (saves.empty() || saves.back() != k) saves.push_back(static_cast<std::uint32_t>(k));
       }
     }
-    // The copies made here count against the queue's bytes as the queued ones do.
-    std::uint64_t budget;
-    {
-      std::lock_guard lock(mutex_);
-      budget = queue_limit_bytes_ > queued_bytes_ ? queue_limit_bytes_ - queued_bytes_ : 0;
-    }
-    std::uint64_t built = 0;
-    std::vector<bool> over(due.size(), false);
+    std::vector<int> link_type(due.size(), -1);
     std::vector<std::uint64_t> last_record(due.size(), 0);  // a record goes into a file once
     std::uint64_t record = 0;
     ring_.for_each_since(since, [&](const analyzer::packet_ring::record& r) {
@@ -285,49 +294,75 @@ class recorder_hooks::flight_recorder {
         if (found == by_client.end()) continue;
         for (const std::uint32_t k : found->second) {
           const pending_save& s = due[k];
-          job& j = jobs[k];
-          if (over[k] || last_record[k] == record || r.ts_us < s.ts_us - window_us_ || r.ts_us > s.ts_us + after_us_) {
-            continue;
-          }
+          if (last_record[k] == record || r.ts_us < s.ts_us - window_us_ || r.ts_us > s.ts_us + after_us_) continue;
           if (std::none_of(s.connections.begin(), s.connections.end(),
                            [&](const analyzer::connection_ref& c) { return c.matches(r.source, r.destination); })) {
             continue;
           }
           last_record[k] = record;
-          if (j.link_type < 0) j.link_type = r.link_type;
-          if (r.link_type != j.link_type) continue;  // one link type per pcap file
-          const std::uint64_t size = 16 + r.data.size();
-          if (built + size > budget) {  // the writer is behind: this file is dropped
-            over[k] = true;
-            built -= j.records.size();
-            std::vector<char>().swap(j.records);
-            continue;
-          }
-          built += size;
-          const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
-                                           static_cast<std::uint32_t>(r.ts_us % 1'000'000),
-                                           static_cast<std::uint32_t>(r.data.size()), r.wire_length};
-          const char* h = reinterpret_cast<const char*>(header);
-          j.records.insert(j.records.end(), h, h + sizeof header);
-          j.records.insert(j.records.end(), r.data.begin(), r.data.end());
+          if (link_type[k] < 0) link_type[k] = r.link_type;
+          if (r.link_type == link_type[k]) f(k, r);  // one link type per pcap file
         }
       }
     });
+  }
+
+  // Queues the files of a prefix of `due`, in order, as many as the writer's queue has
+  // room for, and returns how many it took (a file larger than the whole queue is
+  // dropped, and taken). Two passes over the ring: the files' sizes, then their
+  // packets, each copied once into a buffer of its final size. A pass per anomaly would
+  // cost the capture thread the whole ring each time, seconds for a burst on a busy port.
+  std::size_t save(std::span<const pending_save> due) {
+    std::vector<std::uint64_t> sizes(due.size(), 0);
+    for_each_match(due, [&](std::size_t k, const analyzer::packet_ring::record& r) { sizes[k] += 16 + r.data.size(); });
+    std::uint64_t room;
+    std::size_t files;
     {
       std::lock_guard lock(mutex_);
-      for (std::size_t k = 0; k < jobs.size(); ++k) {
-        job& j = jobs[k];
-        if (over[k] || queue_.size() >= max_queued_files ||
-            queued_bytes_ + j.records.size() > queue_limit_bytes_) {
-          ++dropped_;
-          continue;
-        }
-        if (j.link_type < 0) j.link_type = 1;
-        queued_bytes_ += j.records.size();
-        queue_.push_back(std::move(j));
+      room = queue_limit_bytes_ > queued_bytes_ ? queue_limit_bytes_ - queued_bytes_ : 0;
+      files = max_queued_files > queue_.size() ? max_queued_files - queue_.size() : 0;
+    }
+    std::size_t taken = 0, too_large = 0;
+    std::vector<bool> queued(due.size(), false);
+    for (; taken < due.size(); ++taken) {
+      if (sizes[taken] > queue_limit_bytes_) {
+        ++too_large;
+        continue;
+      }
+      if (sizes[taken] > room || files == 0) break;
+      room -= sizes[taken];
+      --files;
+      queued[taken] = true;
+    }
+    std::vector<job> jobs(taken);
+    for (std::size_t k = 0; k < taken; ++k) {
+      jobs[k].base = due[k].base;
+      jobs[k].json = due[k].json;
+      jobs[k].link_type = 1;
+      jobs[k].records.reserve(queued[k] ? sizes[k] : 0);
+    }
+    for_each_match(due.first(taken), [&](std::size_t k, const analyzer::packet_ring::record& r) {
+      if (!queued[k]) return;
+      job& j = jobs[k];
+      if (j.records.empty()) j.link_type = r.link_type;
+      const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
+                                       static_cast<std::uint32_t>(r.ts_us % 1'000'000),
+                                       static_cast<std::uint32_t>(r.data.size()), r.wire_length};
+      const char* h = reinterpret_cast<const char*>(header);
+      j.records.insert(j.records.end(), h, h + sizeof header);
+      j.records.insert(j.records.end(), r.data.begin(), r.data.end());
+    });
+    {
+      std::lock_guard lock(mutex_);
+      dropped_ += too_large;
+      for (std::size_t k = 0; k < taken; ++k) {
+        if (!queued[k]) continue;
+        queued_bytes_ += jobs[k].records.size();
+        queue_.push_back(std::move(jobs[k]));
       }
     }
     wake_.notify_one();
+    return taken;
   }
 
   void write_loop() {
@@ -341,6 +376,7 @@ class recorder_hooks::flight_recorder {
         queue_.pop_front();
         queued_bytes_ -= j.records.size();
       }
+      drained_.notify_all();
       write_job(j);
     }
   }
@@ -421,7 +457,8 @@ class recorder_hooks::flight_recorder {
   std::unique_ptr<analyzer::lock_connections> connections_;
 
   std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;     // the writer: a job is queued, or stop
+  std::condition_variable drained_;  // the capture thread, at the end: room in the queue
   std::deque<job> queue_;
   std::uint64_t queued_bytes_ = 0;
   bool stopping_ = false;
