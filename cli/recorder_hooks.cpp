@@ -11,8 +11,8 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
-#include <mutex>
 #include <limits>
+#include <mutex>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -182,7 +182,8 @@ class recorder_hooks::flight_recorder {
   // A burst is what an incident looks like: a Redis stall lets hundreds of leases run
   // out at once, each lock's anomaly a file of its own. Memory is what bounds the
   // writer's queue (--save-buffer bytes of copied packets), so the counts are set for
-  // bursts, not for memory: a queued or pending file costs a few hundred bytes besides.
+  // bursts, not for memory: besides its packets, a file waiting costs its JSON line and
+  // at most 64 connections (under 4 KB).
   static constexpr std::size_t max_pending_saves = 4096;  // waiting for --save-after
   static constexpr std::size_t max_queued_files = 4096;   // waiting for the writer
   // A save may wait this much past its --save-after for others to share its pass (the
@@ -258,7 +259,7 @@ class recorder_hooks::flight_recorder {
     pending_.push_back(std::move(s));
   }
 
-  // Which of the due saves name a connection with this client endpoint.
+  // For looking the due saves up by their connections' client endpoints.
   struct endpoint_hash {
     std::size_t operator()(const analyzer::endpoint& e) const noexcept {
       std::uint64_t low, high;
