@@ -235,13 +235,35 @@ int burst_lock_of(const fs::path& p) {
   return std::stoi(name.substr(at + 7));
 }
 
+// A fresh directory for a test's files.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Every lock's pair of files is there, its pcap holding exactly the packets of its
+// connections in its window (no more, no less: never a cut file).
+void check_burst_files(const fs::path& dir, const burst_result& r, int locks) {
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".pcap") continue;
+    ++files;
+    INFO(e.path().string());
+    CHECK(pcap_packets(e.path()) == r.expected.at(burst_lock_of(e.path())));
+    fs::path json = e.path();
+    json.replace_extension(".json");
+    CHECK(fs::exists(json));
+  }
+  CHECK(files == static_cast<std::size_t>(locks));
+}
+
 }  // namespace
 
 TEST_CASE("flight recorder: a burst of anomalies is saved whole, in one pass over the ring per batch",
           "[recorder][threads]") {
-  const fs::path dir = fs::temp_directory_path() / ("lockscope-recorder-burst-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("lockscope-recorder-burst");
   constexpr int locks = 500;
   const burst_result r = run_burst(dir, locks, 16u << 20);
   CHECK(r.stats.saved == static_cast<std::uint64_t>(locks));
@@ -250,26 +272,13 @@ TEST_CASE("flight recorder: a burst of anomalies is saved whole, in one pass ove
   // One pass for the first anomaly due, one for the other 499 (they waited for it to be
   // at most 100 ms old on the loop's clock, here until the end): not one per anomaly.
   CHECK(r.stats.ring_passes <= 2);
-  std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".pcap") continue;
-    ++files;
-    const int k = burst_lock_of(e.path());
-    INFO(e.path().string());
-    CHECK(pcap_packets(e.path()) == r.expected.at(k));  // its connections, its window: no more, no less
-    fs::path json = e.path();
-    json.replace_extension(".json");
-    CHECK(fs::exists(json));
-  }
-  CHECK(files == static_cast<std::size_t>(locks));
+  check_burst_files(dir, r, locks);
   fs::remove_all(dir);
 }
 
 TEST_CASE("flight recorder: files that do not fit in the writer's queue wait for it, whole and in order",
           "[recorder][threads]") {
-  const fs::path dir = fs::temp_directory_path() / ("lockscope-recorder-full-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("lockscope-recorder-full");
   // 1 KB packets: a file of one connection holds about 10 (10 KB), 300 of them about
   // 3.5 MB, more than the 2 MiB queue (the ring, 2 MiB too, keeps the 800 KB sent).
   constexpr int locks = 300;
@@ -278,13 +287,6 @@ TEST_CASE("flight recorder: files that do not fit in the writer's queue wait for
   CHECK(r.stats.dropped == 0);
   CHECK(r.stats.write_errors == 0);
   CHECK(r.stats.ring_passes >= 2);  // the first pass could not queue them all
-  std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() != ".pcap") continue;
-    ++files;
-    INFO(e.path().string());
-    CHECK(pcap_packets(e.path()) == r.expected.at(burst_lock_of(e.path())));  // never a cut file
-  }
-  CHECK(files == static_cast<std::size_t>(locks));
+  check_burst_files(dir, r, locks);
   fs::remove_all(dir);
 }
