@@ -119,13 +119,13 @@ TEST_CASE("argument_interner: bounded, evicts only unreferenced entries, never r
 
 namespace {
 
-struct run_result {
+struct interner_run {
   std::vector<std::string> lines;
   std::string stats;
   std::size_t interned = 0;  // exchanges that named an interned argument
 };
 
-class line_sink final : public exchange_sink {
+class interning_sink final : public exchange_sink {
  public:
   void on_exchange(const exchange& e) override {
     std::string line = e.kind == exchange_kind::push ? "push" : "exchange";
@@ -150,7 +150,7 @@ class line_sink final : public exchange_sink {
   std::map<std::uint64_t, std::string> texts;
 };
 
-std::string describe(const session_stats& s) {
+std::string stats_text(const session_stats& s) {
   return std::to_string(s.commands) + " " + std::to_string(s.exchanges) + " " + std::to_string(s.pushes) + " " +
          std::to_string(s.unpaired_replies) + " " + std::to_string(s.decode_errors) + " " +
          std::to_string(s.pending_overflow);
@@ -158,10 +158,10 @@ std::string describe(const session_stats& s) {
 
 // The client's bytes in pieces of `piece` bytes (0: whole), then the replies, then the
 // end; `interner` shared by two sessions (one ingest thread's connections).
-run_result run(const std::string& client, const std::string& server, std::size_t piece, session_options options,
+interner_run run_interned(const std::string& client, const std::string& server, std::size_t piece, session_options options,
                argument_interner* interner) {
-  line_sink sink;
-  run_result r;
+  interning_sink sink;
+  interner_run r;
   for (int connection = 1; connection <= 2; ++connection) {
     resp_session s(options, connection, {make_endpoint("10.0.0.1", 52000), make_endpoint("10.0.0.2", 6379)}, 0, sink,
                    side_reason::syn, interner);
@@ -175,7 +175,7 @@ run_result run(const std::string& client, const std::string& server, std::size_t
     // The second connection ends with its commands unanswered.
     if (connection == 1) s.on_data(1, server, 0, 2000);
     s.finish(3000);
-    r.stats += describe(s.stats()) + ";";
+    r.stats += stats_text(s.stats()) + ";";
   }
   r.lines = std::move(sink.lines);
   r.interned = sink.interned;
@@ -190,9 +190,9 @@ std::size_t check_same(const std::string& client, const std::string& server, ses
     INFO("pieces of " << piece << " bytes (0: whole)");
     argument_interner interner(limits);
     options.intern_arguments = true;
-    const run_result on = run(client, server, piece, options, &interner);
+    const interner_run on = run_interned(client, server, piece, options, &interner);
     options.intern_arguments = false;
-    const run_result off = run(client, server, piece, options, &interner);
+    const interner_run off = run_interned(client, server, piece, options, &interner);
     CHECK(on.lines == off.lines);
     CHECK(on.stats == off.stats);
     CHECK(off.interned == 0);
@@ -269,7 +269,7 @@ TEST_CASE("session: destroyed with pending interned commands, then its interner"
   argument_interner::limits one;
   one.max_entries = 1;
   auto interner = std::make_unique<argument_interner>(one);
-  line_sink sink;
+  interning_sink sink;
   {
     auto s = std::make_unique<resp_session>(session_options{}, 1,
                                             std::array<endpoint, 2>{make_endpoint("10.0.0.1", 52000),

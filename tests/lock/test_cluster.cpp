@@ -17,11 +17,11 @@ using resp::value;
 
 namespace {
 
-value array(std::vector<value> e) { return value::aggregate(resp::type::array, std::move(e)); }
+value cluster_array(std::vector<value> e) { return value::aggregate(resp::type::array, std::move(e)); }
 value map(std::vector<value> e) { return value::aggregate(resp::type::map, std::move(e)); }
 
 value shard_node(std::string_view ip, std::int64_t port, std::string_view role, std::string_view health = "online") {
-  return array({value::bulk("id"), value::bulk("0123"), value::bulk("port"), value::number(port), value::bulk("ip"),
+  return cluster_array({value::bulk("id"), value::bulk("0123"), value::bulk("port"), value::number(port), value::bulk("ip"),
                 value::bulk(ip), value::bulk("endpoint"), value::bulk(ip), value::bulk("role"), value::bulk(role),
                 value::bulk("replication-offset"), value::number(0), value::bulk("health"), value::bulk(health)});
 }
@@ -251,16 +251,16 @@ TEST_CASE("cluster routing: slot map reloads, one at a time, with backoff", "[lo
 TEST_CASE("cluster: slot map from CLUSTER SHARDS (RESP2 and RESP3) and CLUSTER SLOTS", "[lock][cluster]") {
   lock::slot_map m;
   CHECK(m.node_for(0) == nullptr);
-  const value shards = array({
-      array({value::bulk("slots"), array({value::number(0), value::number(5460)}), value::bulk("nodes"),
-             array({shard_node("127.0.0.1", 7001, "master"), shard_node("127.0.0.1", 7004, "replica")})}),
-      map({value::bulk("slots"), array({value::number(5461), value::number(10922)}), value::bulk("nodes"),
-           array({shard_node("127.0.0.1", 7005, "replica"), shard_node("127.0.0.1", 7002, "master")})}),
+  const value shards = cluster_array({
+      cluster_array({value::bulk("slots"), cluster_array({value::number(0), value::number(5460)}), value::bulk("nodes"),
+             cluster_array({shard_node("127.0.0.1", 7001, "master"), shard_node("127.0.0.1", 7004, "replica")})}),
+      map({value::bulk("slots"), cluster_array({value::number(5461), value::number(10922)}), value::bulk("nodes"),
+           cluster_array({shard_node("127.0.0.1", 7005, "replica"), shard_node("127.0.0.1", 7002, "master")})}),
       // A shard of two ranges; its old master failed and was not yet replaced.
-      array({value::bulk("slots"),
-             array({value::number(10923), value::number(16000), value::number(16001), value::number(16383)}),
+      cluster_array({value::bulk("slots"),
+             cluster_array({value::number(10923), value::number(16000), value::number(16001), value::number(16383)}),
              value::bulk("nodes"),
-             array({shard_node("127.0.0.1", 7009, "master", "fail"), shard_node("127.0.0.1", 7003, "master")})}),
+             cluster_array({shard_node("127.0.0.1", 7009, "master", "fail"), shard_node("127.0.0.1", 7003, "master")})}),
   });
   REQUIRE_FALSE(m.load_shards(shards, false));
   CHECK(m.covered() == 16384);
@@ -277,15 +277,15 @@ TEST_CASE("cluster: slot map from CLUSTER SHARDS (RESP2 and RESP3) and CLUSTER S
 
   // A bad reply leaves the map as it was.
   CHECK(m.load_shards(value::bulk("x"), false));
-  CHECK(m.load_shards(array({array({value::bulk("slots"), array({value::number(0), value::number(99999)}),
-                                    value::bulk("nodes"), array({shard_node("h", 1, "master")})})}),
+  CHECK(m.load_shards(cluster_array({cluster_array({value::bulk("slots"), cluster_array({value::number(0), value::number(99999)}),
+                                    value::bulk("nodes"), cluster_array({shard_node("h", 1, "master")})})}),
                       false));
   CHECK(m.node_for(5460)->port == 7002);
 
-  const value slots = array({
-      array({value::number(0), value::number(8191), array({value::bulk("10.0.0.1"), value::number(6379)}),
-             array({value::bulk("10.0.0.2"), value::number(6379)})}),
-      array({value::number(8192), value::number(16383), array({value::bulk("10.0.0.3"), value::number(6380)})}),
+  const value slots = cluster_array({
+      cluster_array({value::number(0), value::number(8191), cluster_array({value::bulk("10.0.0.1"), value::number(6379)}),
+             cluster_array({value::bulk("10.0.0.2"), value::number(6379)})}),
+      cluster_array({value::number(8192), value::number(16383), cluster_array({value::bulk("10.0.0.3"), value::number(6380)})}),
   });
   REQUIRE_FALSE(m.load_slots(slots));
   CHECK(m.masters().size() == 2);
@@ -359,7 +359,7 @@ TEST_CASE("cluster: sharded subscriptions, and a channel the server drops", "[lo
   r.add(ch, l, commands);
   CHECK(commands == "*2\r\n$10\r\nSSUBSCRIBE\r\n$26\r\n" + ch + "\r\n");
   auto push = [](std::string_view kind, std::string_view channel, value third) {
-    return array({value::bulk(kind), value::bulk(channel), std::move(third)});
+    return cluster_array({value::bulk(kind), value::bulk(channel), std::move(third)});
   };
   CHECK_FALSE(r.on_push(push("ssubscribe", ch, value::number(1))));
   CHECK(l.subscribed == 1);

@@ -33,13 +33,13 @@ using lockscope::test::spawn;
 
 namespace {
 
-struct temp_dir {
+struct cluster_temp_dir {
   std::filesystem::path path;
-  temp_dir() {
+  cluster_temp_dir() {
     char name[] = "/tmp/lockscope-cluster-XXXXXX";
     path = ::mkdtemp(name);
   }
-  ~temp_dir() { std::filesystem::remove_all(path); }
+  ~cluster_temp_dir() { std::filesystem::remove_all(path); }
 };
 
 // Lock names whose slots are served by `count` different masters, one per master.
@@ -60,7 +60,7 @@ long long exists_on_its_master(redis_cluster& cluster, const std::string& name) 
   return cluster.connect(cluster.master_of(lock::key_slot(name))).command("EXISTS", name).integer;
 }
 
-std::vector<std::pair<long long, long long>> intervals(const std::filesystem::path& path) {
+std::vector<std::pair<long long, long long>> sorted_intervals(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::vector<std::pair<long long, long long>> out;
   long long start = 0, end = 0;
@@ -133,7 +133,7 @@ void check_all_succeed(worker_list& workers, std::chrono::seconds timeout) {
 // start-up when every contender is between two runs: ~3 s under ASan and load).
 void check_sections(const std::filesystem::path& dir, std::size_t count) {
   CHECK(counter_in(dir) == static_cast<long long>(count));
-  const auto sections = intervals(dir / "log");
+  const auto sections = sorted_intervals(dir / "log");
   CHECK(sections.size() == count);
   CHECK(overlaps(sections) == 0);
   CHECK(longest_gap(sections) < 15s);
@@ -142,13 +142,13 @@ void check_sections(const std::filesystem::path& dir, std::size_t count) {
 // Three `lockscope lock NAME` loops of 12 contend while `disturb` runs.
 template <class Disturb>
 void contend(redis_cluster& cluster, const std::string& name, Disturb disturb) {
-  temp_dir dir;
+  cluster_temp_dir dir;
   start_counter(dir.path);
   worker_list workers;
   for (int w = 0; w < 3; ++w) workers.push_back(worker(cluster.url(), name, dir.path, 12));
   // Disturb once they contend: after the first critical section.
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (intervals(dir.path / "log").empty() && std::chrono::steady_clock::now() < deadline)
+  while (sorted_intervals(dir.path / "log").empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
   disturb();
   check_all_succeed(workers, 120s);
@@ -295,7 +295,7 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): lockscope lock processes, a li
   redis_cluster& cluster = shared_cluster();
 
   SECTION("lockscope lock: mutual exclusion on locks spread over all three masters") {
-    temp_dir dir;
+    cluster_temp_dir dir;
     const auto names = names_on_distinct_masters(cluster, "spread", 3);
     worker_list workers;
     for (const std::string& name : names) {

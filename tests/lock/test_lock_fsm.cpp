@@ -6,10 +6,10 @@
 using namespace std::chrono_literals;
 namespace lock = lockscope::lock;
 using lock::acquire_action;
-using t = lock::fsm_clock::time_point;
+using fsm_time = lock::fsm_clock::time_point;
 
 namespace {
-const t t0 = t{} + 1000h;
+const fsm_time t0 = fsm_time{} + 1000h;
 lockscope::resp::value integer(std::int64_t v) {
   lockscope::resp::value r;
   r.type = lockscope::resp::type::integer;

@@ -16,10 +16,6 @@
 namespace lockscope::thirdparty_test {
 namespace {
 
-constexpr std::int64_t tolerance = 5 * ms;
-
-std::int64_t sent_of(const json::object& t) { return static_cast<std::int64_t>(number(t, "sent_us", static_cast<double>(t_us(t)))); }
-
 // Truth lines whose request the capture holds (sent after it started).
 std::vector<const json::object*> captured(const recording& r, std::string_view event) {
   std::vector<const json::object*> out;
@@ -31,7 +27,7 @@ std::vector<const json::object*> captured(const recording& r, std::string_view e
 
 // Every captured truth `truth_event` reported as `event` on the same lock (and owner,
 // unless `any_owner`) between its request and its logging.
-tally found_all(const recording& r, std::string_view truth_event, std::string_view event, bool any_owner = false) {
+tally found_all_of(const recording& r, std::string_view truth_event, std::string_view event, bool any_owner = false) {
   tally t(std::string(truth_event) + " (client) reported as " + std::string(event));
   for (const auto* line : captured(r, truth_event)) {
     const auto found = r.find(event, sent_of(*line) - tolerance, t_us(*line) + tolerance, [&](const json::object& e) {
@@ -61,9 +57,9 @@ TEST_CASE("thirdparty cluster: holds, releases and failed attempts over a live r
     const recording* r = load(name);
     if (r == nullptr) return;
     INFO(name);
-    const tally acquired = found_all(*r, "acquired", "acquired");
-    const tally released = found_all(*r, "released", "released");
-    const tally failed = found_all(*r, "attempt_failed", "contended");
+    const tally acquired = found_all_of(*r, "acquired", "acquired");
+    const tally released = found_all_of(*r, "released", "released");
+    const tally failed = found_all_of(*r, "attempt_failed", "contended");
     INFO(acquired.report() << "\n" << released.report() << "\n" << failed.report());
     CHECK(acquired.total >= (std::string(name) == "cluster" ? 30u : 20u));
     CHECK(acquired.hits == acquired.total);
@@ -90,7 +86,7 @@ TEST_CASE("thirdparty cluster: shard subscriptions, smessage wake-ups and the ch
     const recording* r = load(name);
     if (r == nullptr) return;
     INFO(name);
-    const tally subscribed = found_all(*r, "subscribed", "subscribed", true);
+    const tally subscribed = found_all_of(*r, "subscribed", "subscribed", true);
     // A wake-up: the smessage on the waiter's subscriber connection, which the client
     // reads when it gets to it (up to ~100 ms later on a loaded machine); each message
     // wakes one waiter, and a message the analyzer links to a waiter for certain names that one.
@@ -111,7 +107,7 @@ TEST_CASE("thirdparty cluster: shard subscriptions, smessage wake-ups and the ch
       if (!found.empty()) used.insert(found.back());
       woken.add(!found.empty(), brief(*line));
     }
-    const tally dropped = found_all(*r, "channel_dropped", "unsubscribed", true);
+    const tally dropped = found_all_of(*r, "channel_dropped", "unsubscribed", true);
     INFO(subscribed.report() << "\n" << woken.report() << "\n" << dropped.report());
     CHECK(subscribed.total >= 10);
     CHECK(subscribed.hits == subscribed.total);

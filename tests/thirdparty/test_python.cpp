@@ -12,18 +12,8 @@
 namespace lockscope::thirdparty_test {
 namespace {
 
-constexpr std::int64_t tolerance = 5 * ms;
 constexpr std::int64_t idle_threshold = 50 * ms;  // lockscope analyze's default --idle-threshold
 constexpr std::int64_t idle_margin = 30 * ms;     // gaps this close to the threshold are not asserted
-
-std::int64_t sent_of(const json::object& t) { return static_cast<std::int64_t>(number(t, "sent_us", static_cast<double>(t_us(t)))); }
-
-const json::object* matching(const recording& r, std::string_view event, const json::object& t) {
-  const auto found = r.find(event, sent_of(t) - tolerance, t_us(t) + tolerance, [&](const json::object& e) {
-    return text(e, "lock") == text(t, "lock") && text(e, "owner") == text(t, "owner");
-  });
-  return found.empty() ? nullptr : found.front();
-}
 
 // Every truth `truth_event` in the capture reported as `event` (same lock and owner).
 tally found_all(const recording& r, std::string_view truth_event, std::string_view event) {

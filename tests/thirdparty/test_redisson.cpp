@@ -12,8 +12,6 @@
 namespace lockscope::thirdparty_test {
 namespace {
 
-constexpr std::int64_t tolerance = 5 * ms;  // wire time vs the client's send/receive times
-
 // sub_conn / conn "ip:port" -> the process's executor uuid (its owners are "<uuid>:<n>").
 std::map<std::string, std::string> executor_by_connection(const recording& r) {
   std::map<std::string, std::string> out;
@@ -26,14 +24,6 @@ std::map<std::string, std::string> executor_by_connection(const recording& r) {
 
 // The analyzer's event for a client call logged as `t`: same lock and owner, on the wire
 // between the client's send and its log line.
-const json::object* matching(const recording& r, std::string_view event, const json::object& t) {
-  const auto sent = static_cast<std::int64_t>(number(t, "sent_us", static_cast<double>(t_us(t))));
-  const auto found = r.find(event, sent - tolerance, t_us(t) + tolerance, [&](const json::object& e) {
-    return text(e, "lock") == text(t, "lock") && text(e, "owner") == text(t, "owner");
-  });
-  return found.empty() ? nullptr : found.front();
-}
-
 }  // namespace
 
 TEST_CASE("thirdparty redisson: every acquisition and release the clients made is in the timeline",

@@ -13,10 +13,6 @@
 namespace lockscope::thirdparty_test {
 namespace {
 
-constexpr std::int64_t tolerance = 5 * ms;
-
-std::int64_t sent_of(const json::object& t) { return static_cast<std::int64_t>(number(t, "sent_us", static_cast<double>(t_us(t)))); }
-
 // The script calls (server_reply lines) of one kind and reply in the capture.
 std::vector<const json::object*> calls(const recording& r, std::string_view script, int reply) {
   std::vector<const json::object*> out;

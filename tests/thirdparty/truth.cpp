@@ -103,6 +103,19 @@ bool has(const json::object& o, std::string_view key) {
 
 std::int64_t t_us(const json::object& truth_line) { return static_cast<std::int64_t>(number(truth_line, "t_us", 0)); }
 
+std::int64_t sent_of(const json::object& truth_line) {
+  return static_cast<std::int64_t>(number(truth_line, "sent_us", static_cast<double>(t_us(truth_line))));
+}
+
+const json::object* matching(const recording& r, std::string_view event, const json::object& truth_line) {
+  const auto found = r.find(event, sent_of(truth_line) - tolerance, t_us(truth_line) + tolerance,
+                            [&](const json::object& e) {
+                              return text(e, "lock") == text(truth_line, "lock") &&
+                                     text(e, "owner") == text(truth_line, "owner");
+                            });
+  return found.empty() ? nullptr : found.front();
+}
+
 std::string brief(const json::object& o) {
   std::string s = json::serialize(o);
   return s.size() > 320 ? s.substr(0, 317) + "..." : s;

@@ -98,5 +98,13 @@ struct tally {
 };
 
 inline constexpr std::int64_t ms = 1000;
+// How far the wire's time may be from the time a client logged for the same call.
+inline constexpr std::int64_t tolerance = 5 * ms;
+
+// When the client sent the call a truth line records: its "sent_us", else its "t_us".
+std::int64_t sent_of(const json::object& truth_line);
+// The analyzer's first `event` of the truth line's lock and owner, from when the call
+// was sent to when it returned (within the tolerance); nullptr when there is none.
+const json::object* matching(const recording& r, std::string_view event, const json::object& truth_line);
 
 }  // namespace lockscope::thirdparty_test

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "helpers.hpp"
+#include "timeline_fixture.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
@@ -17,9 +18,6 @@ using analyzer::lock_op_kind;
 using analyzer::op_outcome;
 
 namespace {
-
-constexpr std::int64_t ms = 1000;
-constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
 // The wire: exchanges with a time, a connection and a server, into a recognizer.
 class wire {

@@ -25,7 +25,7 @@ namespace {
 constexpr std::string_view owner_a = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:1";
 constexpr std::string_view owner_b = "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:1";
 const std::string ch = lock::channel_name("orders");
-const std::string acquire(analyzer::known_scripts()[0].text);
+const std::string acquire_script(analyzer::known_scripts()[0].text);
 const std::string latch_unlock(analyzer::known_scripts()[1].text);
 const std::string latch = "redisson_unlock_latch:{orders}:0123456789abcdef0123456789abcdef";
 
@@ -54,7 +54,7 @@ std::string file_text(const std::string& path) {
   return s.str();
 }
 
-std::vector<std::string> acquire_args(std::string_view owner) { return {"EVAL", acquire, "1", "orders", "3000", std::string(owner)}; }
+std::vector<std::string> acquire_args(std::string_view owner) { return {"EVAL", acquire_script, "1", "orders", "3000", std::string(owner)}; }
 std::vector<std::string> unlock_args(std::string_view owner) {
   return {"EVAL", latch_unlock, "3", "orders", ch, latch, "0", "3000", std::string(owner), "SPUBLISH", "20000"};
 }

@@ -24,7 +24,7 @@ namespace ltest = lockscope::test;
 namespace {
 
 constexpr const char* debian_python = "/usr/bin/python3";
-const std::filesystem::path client_script =
+const std::filesystem::path python_client =
     std::filesystem::path(LOCKSCOPE_CAPTURES_DIR).parent_path() / "tests" / "timeline" / "clients" / "redis_py_locks.py";
 
 bool redis_py_available() {
@@ -63,7 +63,7 @@ TEST_CASE("real redis-py Lock with unseen scripts, and seed 004's DEL, against t
   atest::temp_dir dir;
   const auto pcap = dir / "redis_py.pcap";
   const auto truth_file = dir / "truth.jsonl";
-  const std::string run_client = std::string(debian_python) + " " + client_script.string() + " ";
+  const std::string run_client = std::string(debian_python) + " " + python_client.string() + " ";
   const std::string port = std::to_string(server.port());
   REQUIRE(atest::run(run_client + "load " + port) == 0);
   {

@@ -20,7 +20,7 @@ using analyzer::script_op;
 
 namespace {
 
-constexpr std::string_view owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+constexpr std::string_view recognizer_owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
 const std::string ch = lock::channel_name("myLock");
 
 std::string text_of(lock::script_kind k) { return std::string(lock::script(k).text); }
@@ -165,41 +165,41 @@ TEST_CASE("classify_script: whitespace, case, quotes and comments do not matter"
 
 TEST_CASE("recognizer: Redisson acquire in both forms, with the reply deciding the outcome", "[recognizer]") {
   for (const std::string& script : {text_of(lock::script_kind::acquire), one_branch_acquire}) {
-    auto ops = run_eval(script, {"myLock"}, {"6000", std::string(owner)}, "$-1\r\n");
+    auto ops = run_eval(script, {"myLock"}, {"6000", std::string(recognizer_owner)}, "$-1\r\n");
     REQUIRE(ops.size() == 1);
     CHECK(ops[0].kind == lock_op_kind::acquire);
     CHECK(ops[0].outcome == op_outcome::ok);
     CHECK(ops[0].lock == "myLock");
-    CHECK(ops[0].owner == owner);
+    CHECK(ops[0].owner == recognizer_owner);
     CHECK(ops[0].lease_ms == 6000);
     CHECK_FALSE(ops[0].inferred);
-    ops = run_eval(script, {"myLock"}, {"6000", std::string(owner)}, ":5432\r\n");
+    ops = run_eval(script, {"myLock"}, {"6000", std::string(recognizer_owner)}, ":5432\r\n");
     REQUIRE(ops.size() == 1);
     CHECK(ops[0].outcome == op_outcome::contended);
     CHECK(ops[0].ttl_ms == 5432);
-    ops = run_eval(script, {"myLock"}, {"6000", std::string(owner)}, "_\r\n");  // RESP3 null
+    ops = run_eval(script, {"myLock"}, {"6000", std::string(recognizer_owner)}, "_\r\n");  // RESP3 null
     REQUIRE(ops.size() == 1);
     CHECK(ops[0].outcome == op_outcome::ok);
   }
 }
 
 TEST_CASE("recognizer: unlock in the seed form and with a latch and PUBLISH/SPUBLISH as ARGV", "[recognizer]") {
-  auto ops = run_eval(text_of(lock::script_kind::unlock), {"myLock", ch}, {"0", "6000", std::string(owner)}, ":1\r\n");
+  auto ops = run_eval(text_of(lock::script_kind::unlock), {"myLock", ch}, {"0", "6000", std::string(recognizer_owner)}, ":1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].kind == lock_op_kind::unlock);
   CHECK(ops[0].outcome == op_outcome::ok);
   CHECK(ops[0].channel == ch);
-  CHECK(ops[0].owner == owner);
-  CHECK(run_eval(text_of(lock::script_kind::unlock), {"myLock", ch}, {"0", "6000", std::string(owner)}, ":0\r\n")[0]
+  CHECK(ops[0].owner == recognizer_owner);
+  CHECK(run_eval(text_of(lock::script_kind::unlock), {"myLock", ch}, {"0", "6000", std::string(recognizer_owner)}, ":0\r\n")[0]
             .outcome == op_outcome::partial);
-  CHECK(run_eval(text_of(lock::script_kind::unlock), {"myLock", ch}, {"0", "6000", std::string(owner)}, "$-1\r\n")[0]
+  CHECK(run_eval(text_of(lock::script_kind::unlock), {"myLock", ch}, {"0", "6000", std::string(recognizer_owner)}, "$-1\r\n")[0]
             .outcome == op_outcome::rejected);
   for (const char* publish : {"PUBLISH", "SPUBLISH"}) {
     ops = run_eval(latch_unlock, {"myLock", ch, "redisson_unlock_latch:{myLock}:0123456789abcdef0123456789abcdef"},
-                   {"0", "30000", std::string(owner), publish, "13500"}, ":1\r\n");
+                   {"0", "30000", std::string(recognizer_owner), publish, "13500"}, ":1\r\n");
     REQUIRE(ops.size() == 1);
     CHECK(ops[0].kind == lock_op_kind::unlock);
-    CHECK(ops[0].owner == owner);
+    CHECK(ops[0].owner == recognizer_owner);
     CHECK(ops[0].lease_ms == 30000);
     CHECK(ops[0].channel == ch);
     CHECK(ops[0].outcome == op_outcome::ok);
@@ -212,12 +212,12 @@ TEST_CASE("recognizer: unlock in the seed form and with a latch and PUBLISH/SPUB
 }
 
 TEST_CASE("recognizer: renew single, batched (list reply) and plain PEXPIRE", "[recognizer]") {
-  auto ops = run_eval(text_of(lock::script_kind::renew), {"myLock"}, {"30000", std::string(owner)}, ":1\r\n");
+  auto ops = run_eval(text_of(lock::script_kind::renew), {"myLock"}, {"30000", std::string(recognizer_owner)}, ":1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].kind == lock_op_kind::renew);
   CHECK(ops[0].outcome == op_outcome::ok);
   CHECK(ops[0].lease_ms == 30000);
-  CHECK(run_eval(text_of(lock::script_kind::renew), {"myLock"}, {"30000", std::string(owner)}, ":0\r\n")[0].outcome ==
+  CHECK(run_eval(text_of(lock::script_kind::renew), {"myLock"}, {"30000", std::string(recognizer_owner)}, ":0\r\n")[0].outcome ==
         op_outcome::rejected);
   ops = run_eval(batched_renew, {"a", "b", "c"}, {"30000", "u:1", "u:2", "u:3"}, "*3\r\n:1\r\n:0\r\n:1\r\n");
   REQUIRE(ops.size() == 3);
@@ -250,31 +250,31 @@ TEST_CASE("recognizer: forceUnlock in both forms", "[recognizer]") {
 
 TEST_CASE("recognizer: fair lock acquire and unlock", "[recognizer]") {
   auto ops = run_eval(fair_acquire, {"fair", "redisson_lock_queue:{fair}", "redisson_lock_timeout:{fair}"},
-                      {"30000", std::string(owner), "300000", "1717209303000"}, ":29000\r\n");
+                      {"30000", std::string(recognizer_owner), "300000", "1717209303000"}, ":29000\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_fair);
   CHECK(ops[0].kind == lock_op_kind::acquire);
   CHECK(ops[0].outcome == op_outcome::contended);
-  CHECK(ops[0].owner == owner);
+  CHECK(ops[0].owner == recognizer_owner);
   CHECK(ops[0].lease_ms == 30000);
   ops = run_eval(fair_unlock,
                  {"fair", "redisson_lock_queue:{fair}", "redisson_lock_timeout:{fair}", "redisson_lock__channel:{fair}"},
-                 {"0", "30000", std::string(owner), "1717209303000", "PUBLISH"}, ":1\r\n");
+                 {"0", "30000", std::string(recognizer_owner), "1717209303000", "PUBLISH"}, ":1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_fair);
   CHECK(ops[0].kind == lock_op_kind::unlock);
-  CHECK(ops[0].owner == owner);
+  CHECK(ops[0].owner == recognizer_owner);
   CHECK(ops[0].channel == "redisson_lock__channel:{fair}");
 }
 
 TEST_CASE("recognizer: read and write locks", "[recognizer]") {
-  const std::string w = std::string(owner) + ":write";
-  auto ops = run_eval(read_acquire, {"rw", "{rw}:" + std::string(owner) + ":rwlock_timeout"},
-                      {"30000", std::string(owner), w}, "$-1\r\n");
+  const std::string w = std::string(recognizer_owner) + ":write";
+  auto ops = run_eval(read_acquire, {"rw", "{rw}:" + std::string(recognizer_owner) + ":rwlock_timeout"},
+                      {"30000", std::string(recognizer_owner), w}, "$-1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_read);
   CHECK(ops[0].kind == lock_op_kind::acquire);
-  CHECK(ops[0].owner == owner);
+  CHECK(ops[0].owner == recognizer_owner);
   ops = run_eval(write_acquire, {"rw"}, {"30000", w}, ":1200\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_write);
@@ -285,27 +285,27 @@ TEST_CASE("recognizer: read and write locks", "[recognizer]") {
   CHECK(ops[0].family == lock_family::redisson_write);
   CHECK(ops[0].kind == lock_op_kind::unlock);
   CHECK(ops[0].owner == w);
-  ops = run_eval(read_unlock, {"rw", "redisson_rwlock:{rw}", "{rw}:x:rwlock_timeout", "{rw}"}, {"0", std::string(owner)},
+  ops = run_eval(read_unlock, {"rw", "redisson_rwlock:{rw}", "{rw}:x:rwlock_timeout", "{rw}"}, {"0", std::string(recognizer_owner)},
                  ":1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_read);
   CHECK(ops[0].kind == lock_op_kind::unlock);
-  CHECK(ops[0].owner == owner);
+  CHECK(ops[0].owner == recognizer_owner);
 }
 
 TEST_CASE("recognizer: spin lock unlock and fenced lock acquire with its token", "[recognizer]") {
-  auto ops = run_eval(spin_unlock, {"spin"}, {"30000", std::string(owner)}, ":1\r\n");
+  auto ops = run_eval(spin_unlock, {"spin"}, {"30000", std::string(recognizer_owner)}, ":1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_spin);
   CHECK(ops[0].kind == lock_op_kind::unlock);
-  CHECK(ops[0].owner == owner);
-  ops = run_eval(fenced_acquire, {"fenced", "redisson_lock_token:{fenced}"}, {"30000", std::string(owner)},
+  CHECK(ops[0].owner == recognizer_owner);
+  ops = run_eval(fenced_acquire, {"fenced", "redisson_lock_token:{fenced}"}, {"30000", std::string(recognizer_owner)},
                  "*2\r\n:-1\r\n:42\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].family == lock_family::redisson_fenced);
   CHECK(ops[0].outcome == op_outcome::ok);
   CHECK(ops[0].token == 42);
-  ops = run_eval(fenced_acquire, {"fenced", "redisson_lock_token:{fenced}"}, {"30000", std::string(owner)},
+  ops = run_eval(fenced_acquire, {"fenced", "redisson_lock_token:{fenced}"}, {"30000", std::string(recognizer_owner)},
                  "*2\r\n:2500\r\n:-1\r\n");
   REQUIRE(ops.size() == 1);
   CHECK(ops[0].outcome == op_outcome::contended);
@@ -417,11 +417,11 @@ TEST_CASE("recognizer: EVALSHA resolves built-in SHA1s, earlier EVALs and SCRIPT
   op_recorder rec;
   analyzer::lock_recognizer r(rec);
   const std::string acquire_sha(lock::script(lock::script_kind::acquire).sha1);
-  feed(r, {"EVALSHA", acquire_sha, "1", "myLock", "6000", std::string(owner)}, "$-1\r\n");
+  feed(r, {"EVALSHA", acquire_sha, "1", "myLock", "6000", std::string(recognizer_owner)}, "$-1\r\n");
   // Upper-case SHA1 of the batched renew form, a known script.
   std::string renew_sha = lock::sha1_hex(batched_renew);
   for (char& c : renew_sha) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  feed(r, {"EVALSHA", renew_sha, "1", "myLock", "30000", std::string(owner)}, "*1\r\n:1\r\n");
+  feed(r, {"EVALSHA", renew_sha, "1", "myLock", "30000", std::string(recognizer_owner)}, "*1\r\n:1\r\n");
   // A script first seen as EVAL, then called by SHA1.
   feed(r, {"EVAL", redis_py_release, "1", "job", "tok"}, ":0\r\n");
   feed(r, {"EVALSHA", lock::sha1_hex(redis_py_release), "1", "job", "tok"}, ":1\r\n");
@@ -445,10 +445,10 @@ TEST_CASE("recognizer: an unknown SHA1 is inferred from arguments and reply", "[
   op_recorder rec;
   analyzer::lock_recognizer r(rec);
   const std::string a(40, 'a'), b(40, 'b'), c(40, 'c'), d(40, 'd'), e(40, 'e');
-  feed(r, {"EVALSHA", a, "1", "myLock", "30000", std::string(owner)}, ":1\r\n");   // renew-shaped: 0/1
-  feed(r, {"EVALSHA", b, "1", "myLock", "30000", std::string(owner)}, "$-1\r\n");  // nil: an acquire
-  feed(r, {"EVALSHA", b, "1", "myLock", "30000", std::string(owner)}, ":1\r\n");   // proven acquire: ttl 1
-  feed(r, {"EVALSHA", c, "2", "myLock", ch, "0", "30000", std::string(owner)}, ":0\r\n");
+  feed(r, {"EVALSHA", a, "1", "myLock", "30000", std::string(recognizer_owner)}, ":1\r\n");   // renew-shaped: 0/1
+  feed(r, {"EVALSHA", b, "1", "myLock", "30000", std::string(recognizer_owner)}, "$-1\r\n");  // nil: an acquire
+  feed(r, {"EVALSHA", b, "1", "myLock", "30000", std::string(recognizer_owner)}, ":1\r\n");   // proven acquire: ttl 1
+  feed(r, {"EVALSHA", c, "2", "myLock", ch, "0", "30000", std::string(recognizer_owner)}, ":0\r\n");
   feed(r, {"EVALSHA", d, "2", "myLock", ch, "0"}, ":1\r\n");
   feed(r, {"EVALSHA", e, "1", "job", "tok"}, ":1\r\n");
   feed(r, {"EVALSHA", e, "2", "k1", "k2", "x"}, "+OK\r\n");  // no lock shape: nothing
@@ -538,7 +538,7 @@ TEST_CASE("recognizer: learnt SHA1s are an LRU of sha_cache_entries, and built-i
   feed(r, {"EVALSHA", shas[n - 1], "1", "job", "tok"}, ":1\r\n");  // kept: the newest
   feed(r, {"EVALSHA", shas[1], "1", "job", "tok"}, ":1\r\n");      // forgotten: inferred again
   const std::string acquire_sha(lock::script(lock::script_kind::acquire).sha1);
-  feed(r, {"EVALSHA", acquire_sha, "1", "myLock", "6000", std::string(owner)}, "$-1\r\n");  // built-in
+  feed(r, {"EVALSHA", acquire_sha, "1", "myLock", "6000", std::string(recognizer_owner)}, "$-1\r\n");  // built-in
   REQUIRE(rec.ops.size() == 4);
   CHECK_FALSE(rec.ops[0].inferred);
   CHECK_FALSE(rec.ops[1].inferred);
@@ -581,7 +581,7 @@ TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by byt
 TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL and as unseen EVALSHA",
           "[recognizer]") {
   using k = lock::script_kind;
-  const std::string o(owner);
+  const std::string o(recognizer_owner);
   const std::string w = o + ":write";
   struct expectation {
     k script;
@@ -659,7 +659,7 @@ std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& 
     const bool load = identity == script_load;
     const std::vector<std::string_view> args =
         load ? std::vector<std::string_view>{"SCRIPT", "LOAD", script}
-             : std::vector<std::string_view>{"EVAL", script, "1", "myLock", lease, owner};
+             : std::vector<std::string_view>{"EVAL", script, "1", "myLock", lease, recognizer_owner};
     const std::string sha = "$40\r\n" + lock::sha1_hex(script) + "\r\n";
     const analyzer::message reply = make_message(load ? sha : at % 3 == 0 ? ":1234\r\n" : "$-1\r\n");
     analyzer::exchange e;
