@@ -1,6 +1,7 @@
 #include "lockscope/lock/multi_lock.hpp"
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <random>
 
@@ -47,6 +48,27 @@ void release(const multi_state& state, const std::vector<std::string>& owners, c
   for (std::size_t i : indexes) start_unlock(state.locks[i], owners[i], [](status, bool) {});
 }
 
+// Releases `indexes`, then calls `then` on the strand once every one of them has been
+// answered (or has failed: the lease ends it anyway). A failed acquisition completes
+// only then, as Redisson's unlockInner() joins its unlocks before tryLock returns
+// false: a caller that goes on must not find its own leftovers on the servers.
+void release_then(const std::shared_ptr<multi_state>& state, const std::vector<std::string>& owners,
+                  const std::vector<std::size_t>& indexes, std::function<void()> then) {
+  if (indexes.empty()) return then();
+  struct gather {
+    std::size_t pending;
+    std::function<void()> then;
+  };
+  auto g = std::make_shared<gather>(gather{indexes.size(), std::move(then)});
+  for (std::size_t i : indexes) {
+    start_unlock(state->locks[i], owners[i], [state, g](status, bool) {
+      asio::post(state->strand, [g] {
+        if (--g->pending == 0) std::exchange(g->then, nullptr)();
+      });
+    });
+  }
+}
+
 // Seeded once per thread: a random_device per operation costs more than a round trip.
 double random01() {
   thread_local std::mt19937_64 random{std::random_device{}()};
@@ -87,9 +109,12 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
         release(*state_, owners_, fsm_->acquired());
         return act(fsm_->restart());
       case multi_action_kind::release_and_fail:
-        release(*state_, owners_, fsm_->acquired());
-        if (forever()) return start_round();
-        return finish({}, false);
+        if (forever()) {
+          release(*state_, owners_, fsm_->acquired());
+          return start_round();
+        }
+        return release_then(state_, owners_, fsm_->acquired(),
+                            [self = shared_from_this()] { self->finish({}, false); });
       case multi_action_kind::acquired:
         return finish({}, true);
     }
@@ -97,8 +122,8 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
 
   void on_result(std::size_t i, const status& s, std::int64_t acquired) {
     if (fatal(s)) {
-      release(*state_, owners_, fsm_->acquired());
-      return finish(s, false);
+      return release_then(state_, owners_, fsm_->acquired(),
+                          [self = shared_from_this(), s] { self->finish(s, false); });
     }
     // An error after the script was sent may hide a success (Redisson releases that lock
     // on a response timeout too).
@@ -159,8 +184,7 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
         return;
       }
       case redlock_action::release_and_fail:
-        release(*state_, owners_, maybe_held_);
-        return finish({}, false);
+        return release_then(state_, owners_, maybe_held_, [self = shared_from_this()] { self->finish({}, false); });
       case redlock_action::failed:
         return finish({}, false);
     }
@@ -174,8 +198,8 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
     if (s || acquired != 0) maybe_held_.push_back(i);
     const redlock_action next = fsm_.on_result(!s && acquired != 0, fsm_clock::now());
     if (fatal_ && next != redlock_action::pending) {
-      release(*state_, owners_, maybe_held_);
-      return finish(std::move(*fatal_), false);
+      return release_then(state_, owners_, maybe_held_,
+                          [self = shared_from_this()] { self->finish(std::move(*self->fatal_), false); });
     }
     act(next);
   }
