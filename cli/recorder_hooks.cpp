@@ -157,6 +157,7 @@ class recorder_hooks::flight_recorder {
     out.write_errors = failed_;
     out.deleted = deleted_;
     out.ring_passes = ring_passes_;
+    out.ring_scans = ring_scans_;
     return out;
   }
 
@@ -239,11 +240,16 @@ class recorder_hooks::flight_recorder {
   // An anomaly waiting for --save-after: the packets after it show what it led to, and
   // carry a file's clock past a deadline (an idle lock, a long hold: a file's analysis
   // ends at its last packet).
+  static constexpr std::uint64_t not_sized = std::numeric_limits<std::uint64_t>::max();
   struct pending_save {
     std::int64_t ts_us;
     std::string base;
     std::string json;
     std::vector<analyzer::connection_ref> connections;
+    // The pcap's bytes, from its first pass; kept while it waits, so that a wait costs
+    // each later pass one scan (the copy), not two. The ring only loses packets, so the
+    // size kept is at least the file's.
+    std::uint64_t bytes = not_sized;
   };
 
   void defer(const analyzer::lock_event& e, std::span<const analyzer::connection_ref> connections) {
@@ -310,12 +316,21 @@ class recorder_hooks::flight_recorder {
 
   // Queues the files of a prefix of `due`, in order, as many as the writer's queue has
   // room for, and returns how many it took (a file larger than the whole queue is
-  // dropped, and taken). Two passes over the ring: the files' sizes, then their
-  // packets, each copied once into a buffer of its final size. A pass per anomaly would
-  // cost the capture thread the whole ring each time, seconds for a burst on a busy port.
-  std::size_t save(std::span<const pending_save> due) {
-    std::vector<std::uint64_t> sizes(due.size(), 0);
-    for_each_match(due, [&](std::size_t k, const analyzer::packet_ring::record& r) { sizes[k] += 16 + r.data.size(); });
+  // dropped, and taken). Two scans of the ring: the sizes of the files not sized yet
+  // (those that waited come first in `due`, already sized), then the packets of those
+  // taken, each copied once into a buffer of its size. A pass per anomaly would cost the
+  // capture thread the whole ring each time, seconds for a burst on a busy port.
+  std::size_t save(std::span<pending_save> due) {
+    std::size_t first_unsized = 0;
+    while (first_unsized < due.size() && due[first_unsized].bytes != not_sized) ++first_unsized;
+    if (first_unsized < due.size()) {
+      const auto unsized = due.subspan(first_unsized);
+      for (pending_save& s : unsized) s.bytes = 0;
+      ++ring_scans_;
+      for_each_match(unsized, [&](std::size_t k, const analyzer::packet_ring::record& r) {
+        unsized[k].bytes += 16 + r.data.size();
+      });
+    }
     std::uint64_t room;
     std::size_t files;
     {
@@ -326,12 +341,13 @@ class recorder_hooks::flight_recorder {
     std::size_t taken = 0, too_large = 0;
     std::vector<bool> queued(due.size(), false);
     for (; taken < due.size(); ++taken) {
-      if (sizes[taken] > queue_limit_bytes_) {
+      const std::uint64_t bytes = due[taken].bytes;
+      if (bytes > queue_limit_bytes_) {
         ++too_large;
         continue;
       }
-      if (sizes[taken] > room || files == 0) break;
-      room -= sizes[taken];
+      if (bytes > room || files == 0) break;
+      room -= bytes;
       --files;
       queued[taken] = true;
     }
@@ -340,19 +356,23 @@ class recorder_hooks::flight_recorder {
       jobs[k].base = due[k].base;
       jobs[k].json = due[k].json;
       jobs[k].link_type = 1;
-      jobs[k].records.reserve(queued[k] ? sizes[k] : 0);
+      jobs[k].records.reserve(queued[k] ? due[k].bytes : 0);
     }
-    for_each_match(due.first(taken), [&](std::size_t k, const analyzer::packet_ring::record& r) {
-      if (!queued[k]) return;
-      job& j = jobs[k];
-      if (j.records.empty()) j.link_type = r.link_type;
-      const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
-                                       static_cast<std::uint32_t>(r.ts_us % 1'000'000),
-                                       static_cast<std::uint32_t>(r.data.size()), r.wire_length};
-      const char* h = reinterpret_cast<const char*>(header);
-      j.records.insert(j.records.end(), h, h + sizeof header);
-      j.records.insert(j.records.end(), r.data.begin(), r.data.end());
-    });
+    const std::size_t files_queued = taken - too_large;
+    if (files_queued > 0) {
+      ++ring_scans_;
+      for_each_match(due.first(taken), [&](std::size_t k, const analyzer::packet_ring::record& r) {
+        if (!queued[k]) return;
+        job& j = jobs[k];
+        if (j.records.empty()) j.link_type = r.link_type;
+        const std::uint32_t header[4] = {static_cast<std::uint32_t>(r.ts_us / 1'000'000),
+                                         static_cast<std::uint32_t>(r.ts_us % 1'000'000),
+                                         static_cast<std::uint32_t>(r.data.size()), r.wire_length};
+        const char* h = reinterpret_cast<const char*>(header);
+        j.records.insert(j.records.end(), h, h + sizeof header);
+        j.records.insert(j.records.end(), r.data.begin(), r.data.end());
+      });
+    }
     {
       std::lock_guard lock(mutex_);
       dropped_ += too_large;
@@ -455,6 +475,7 @@ class recorder_hooks::flight_recorder {
   std::deque<pending_save> pending_;
   std::int64_t next_pass_us_ = 0;  // the loop's clock: no pass over the ring before it
   std::uint64_t ring_passes_ = 0;
+  std::uint64_t ring_scans_ = 0;
   std::unique_ptr<analyzer::lock_connections> connections_;
 
   std::mutex mutex_;

@@ -34,7 +34,9 @@ struct recorder_stats {
   std::uint64_t dropped = 0;       // the queue to the writer was full
   std::uint64_t write_errors = 0;
   std::uint64_t deleted = 0;       // files deleted for --save-max-mb
-  std::uint64_t ring_passes = 0;   // passes over the packet ring (one per batch of due saves)
+  std::uint64_t ring_passes = 0;   // batches of due saves, each one or two scans of the ring
+  std::uint64_t ring_scans = 0;    // scans of the packet ring: a batch's copy, and the sizes of
+                                   // its files not sized before (a file that waits keeps its size)
 };
 
 // --write and --save-anomalies around the live loop:
