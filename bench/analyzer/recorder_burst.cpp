@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   }
   null_sink next;
   lockscope::cli::recorder_stats stats;
+  double finish_ms = 0;
   struct period {
     double longest_ms = 0, total_ms = 0;
   } bursts[2];
@@ -87,15 +88,19 @@ int main(int argc, char** argv) {
         b.longest_ms = std::max(b.longest_ms, ms);
       }
     }
+    const auto finish_start = std::chrono::steady_clock::now();
     hooks.finish();
+    finish_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - finish_start).count();
     stats = hooks.stats();
   }
   for (int b = 0; b < 2; ++b) {
     std::printf("burst %d of %d anomalies: capture thread's longest on_loop %.1f ms, all on_loop calls %.1f ms\n",
                 b + 1, locks, bursts[b].longest_ms, bursts[b].total_ms);
   }
-  std::printf("saved %llu of %d, dropped %llu, passes over the ring %llu\n",
-              static_cast<unsigned long long>(stats.saved), 2 * locks,
-              static_cast<unsigned long long>(stats.dropped), static_cast<unsigned long long>(stats.ring_passes));
+  std::printf("saved %llu of %d, dropped %llu, %llu passes over the ring (%llu scans); the end (waiting for the "
+              "writer, the last passes) %.0f ms\n",
+              static_cast<unsigned long long>(stats.saved), 2 * locks, static_cast<unsigned long long>(stats.dropped),
+              static_cast<unsigned long long>(stats.ring_passes), static_cast<unsigned long long>(stats.ring_scans),
+              finish_ms);
   fs::remove_all(dir);
 }
