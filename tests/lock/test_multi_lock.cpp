@@ -97,6 +97,35 @@ TEST_CASE("MultiLock: all or nothing over three servers, a failure releases what
   CHECK(s.exists("m") == 0);
 }
 
+TEST_CASE("MultiLock: a failed try_lock returns once its releases are answered, not before",
+          "[lock][multi][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  three_servers s;
+  auto mine = s.clients();
+  auto theirs = s.clients();
+  auto all = lock::get_multi_lock(locks_of(mine, "m"));
+  auto third = theirs[2]->get_lock("m");
+  third.lock();
+  // The first server holds back writes from 150 ms to 400 ms: the multi-lock has taken
+  // it by then, and its release (sent when the 300 ms wait runs out) waits for the end
+  // of the pause. Reads go on, so the key can be seen there meanwhile.
+  std::thread pause([&] {
+    std::this_thread::sleep_for(150ms);
+    resp_connection raw(s.servers[0]->host(), s.servers[0]->port());
+    raw.command("CLIENT", "PAUSE", "250", "WRITE");
+  });
+  const auto t = steady::now();
+  const bool acquired = all.try_lock(300ms);
+  const auto returned_after = steady::now() - t;
+  pause.join();
+  CHECK_FALSE(acquired);
+  INFO("try_lock returned after " << std::chrono::duration_cast<std::chrono::milliseconds>(returned_after).count()
+                                  << " ms");
+  CHECK(returned_after >= 390ms);
+  CHECK(s.exists("m") == 1);  // the other client's, on the third server
+  third.unlock_or_throw();
+}
+
 TEST_CASE("RedLock: a majority of three, validity, works with one server stopped, refuses with two",
           "[lock][redlock][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
