@@ -188,15 +188,17 @@ int run(const analyze_options& o, bool live_mode) {
   drop_reporter drops("analyze", o.capture.stats_interval);
   std::optional<silence_notice> silence;
   if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("analyze", co, *live);
-  analyzer::captured_packet p;
+  auto on_packet = [&](const analyzer::captured_packet& p) {
+    hooks.on_loop(&p, now_us());
+    a.on_packet(p.ts_us, p.link_type, p.data);
+    batch.flush();
+  };
   while (!stop.requested()) {
-    const auto r = source->next(p);
+    const auto r = source->dispatch(packets_per_pass, on_packet);
     if (r == analyzer::packet_source::result::end) break;
     const bool got = r == analyzer::packet_source::result::packet;
     const std::int64_t now = now_us();
-    hooks.on_loop(got ? &p : nullptr, now);
-    if (got) a.on_packet(p.ts_us, p.link_type, p.data);
-    batch.flush();
+    if (!got) hooks.on_loop(nullptr, now);
     // Lease deadlines pass on the clock even when the lock's traffic stops.
     timeline.advance_to(now - 5000);  // packets carry capture times slightly behind now
     groups.advance_to(now - 5000);

@@ -68,6 +68,11 @@ void print_flow_summary(const char* command, const analyzer::ingest_stats& s);
 // named when that is the cause) and returns nullptr.
 std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o);
 
+// The live loops' packets per packet_source::dispatch(): enough that a busy port's
+// packets are taken from the ring in runs, few enough (a few ms of work) that the
+// timers, drop reports, metrics and signals between runs stay prompt.
+inline constexpr int packets_per_pass = 256;
+
 // While alive, SIGINT and SIGTERM stop `source` (its next() returns end) instead of
 // killing the process, so the caller can print its summary.
 class stop_on_signal {

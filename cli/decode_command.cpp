@@ -203,11 +203,10 @@ int run_live(const decode_options& o) {
   drop_reporter drops("decode", o.capture.stats_interval);
   std::optional<silence_notice> silence;
   if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("decode", o.capture, *live);
-  analyzer::captured_packet p;
+  auto on_packet = [&a](const analyzer::captured_packet& p) { a.on_packet(p.ts_us, p.link_type, p.data); };
   while (!stop.requested()) {
-    const auto r = source->next(p);
+    const auto r = source->dispatch(packets_per_pass, on_packet);
     if (r == analyzer::packet_source::result::end) break;
-    if (r == analyzer::packet_source::result::packet) a.on_packet(p.ts_us, p.link_type, p.data);
     drops.poll(*source);
     if (silence) silence->poll(r == analyzer::packet_source::result::packet);
   }

@@ -481,6 +481,15 @@ live_capture::~live_capture() {
   if (handle_ != nullptr) pcap_close(static_cast<pcap_t*>(handle_));
 }
 
+bool live_capture::wait_for_packets() {
+  const int fd = pcap_get_selectable_fd(static_cast<pcap_t*>(handle_));
+  if (fd >= 0) {
+    pollfd waiter{fd, POLLIN, 0};
+    ::poll(&waiter, 1, timeout_ms_);  // EINTR (a signal) is fine: stopped_ says
+  }
+  return !stopped_;
+}
+
 live_capture::result live_capture::next(captured_packet& out) {
   if (stopped_) return result::end;
   auto* p = static_cast<pcap_t*>(handle_);
@@ -488,12 +497,7 @@ live_capture::result live_capture::next(captured_packet& out) {
   const u_char* data = nullptr;
   int rc = pcap_next_ex(p, &header, &data);
   if (rc == 0) {
-    const int fd = pcap_get_selectable_fd(p);
-    if (fd >= 0) {
-      pollfd waiter{fd, POLLIN, 0};
-      ::poll(&waiter, 1, timeout_ms_);  // EINTR (a signal) is fine: the caller checks
-    }
-    if (stopped_) return result::end;
+    if (!wait_for_packets()) return result::end;
     rc = pcap_next_ex(p, &header, &data);
   }
   if (rc == 0) return result::timeout;
@@ -503,6 +507,47 @@ live_capture::result live_capture::next(captured_packet& out) {
   out.data = std::string_view(reinterpret_cast<const char*>(data), header->caplen);
   out.wire_length = header->len;
   out.source = 0;
+  return result::packet;
+}
+
+namespace {
+struct dispatch_context {
+  packet_source::packet_callback& on_packet;
+  int link_type;
+};
+
+void on_ring_packet(u_char* user, const pcap_pkthdr* header, const u_char* data) {
+  const auto& c = *reinterpret_cast<dispatch_context*>(user);
+  captured_packet p;
+  p.ts_us = static_cast<std::int64_t>(header->ts.tv_sec) * 1'000'000 + header->ts.tv_usec;
+  p.link_type = c.link_type;
+  p.data = std::string_view(reinterpret_cast<const char*>(data), header->caplen);
+  p.wire_length = header->len;
+  c.on_packet(p);
+}
+}  // namespace
+
+packet_source::result packet_source::dispatch(int max_packets, packet_callback on_packet) {
+  static_cast<void>(max_packets);
+  captured_packet p;
+  const result r = next(p);
+  if (r == result::packet) on_packet(p);
+  return r;
+}
+
+live_capture::result live_capture::dispatch(int max_packets, packet_callback on_packet) {
+  if (stopped_) return result::end;
+  auto* p = static_cast<pcap_t*>(handle_);
+  dispatch_context context{on_packet, link_type_};
+  auto* user = reinterpret_cast<u_char*>(&context);
+  const int count = std::max(max_packets, 1);
+  int rc = pcap_dispatch(p, count, on_ring_packet, user);
+  if (rc == 0) {
+    if (!wait_for_packets()) return result::end;
+    rc = pcap_dispatch(p, count, on_ring_packet, user);
+  }
+  if (rc == 0) return result::timeout;
+  if (rc < 0) return result::end;  // stopped (pcap_breakloop), or the interface went away
   return result::packet;
 }
 

@@ -6,6 +6,7 @@
 //
 //   live_capture live({.interface = "lo", .ports = {6379}});
 //   while (running) if (live.next(p) == live_capture::result::packet) ...
+//   while (running) live.dispatch(256, handle);   // no copy: each packet in the ring
 //
 // Opening failures throw capture_error with a one-line message naming the file or
 // interface (and, for a permission failure, the missing CAP_NET_RAW).
@@ -18,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace lockscope::analyzer {
@@ -106,9 +108,30 @@ class packet_source {
     std::uint64_t interface_dropped = 0;  // by the interface or driver
   };
 
+  // A call per packet, without owning it: (context, packet). The packet is valid only
+  // during the call.
+  class packet_callback {
+   public:
+    template <class F>
+      requires(!std::is_same_v<std::remove_cv_t<F>, packet_callback>)
+    packet_callback(F& f) noexcept  // NOLINT(google-explicit-constructor): a lambda, in place
+        : context_(&f), call_([](void* c, const captured_packet& p) { (*static_cast<F*>(c))(p); }) {}
+    void operator()(const captured_packet& p) const { call_(context_, p); }
+
+   private:
+    void* context_;
+    void (*call_)(void*, const captured_packet&);
+  };
+
   virtual ~packet_source() = default;
   // A packet (`out` valid until the next call), or timeout after a short wait.
   virtual result next(captured_packet& out) = 0;
+  // Up to `max_packets` packets (at least 1) to `on_packet`, each valid only during its
+  // call; packet when some were handed over, else timeout after a short wait, or end.
+  // A live capture hands them straight from the kernel's ring: next() has to copy each
+  // one out, since libpcap gives the ring's block back to the kernel after its last
+  // packet. This default takes one packet from next().
+  virtual result dispatch(int max_packets, packet_callback on_packet);
   // From a signal handler: makes next() return end.
   virtual void stop() noexcept = 0;
   virtual drop_stats stats() const = 0;
@@ -125,6 +148,7 @@ class live_capture final : public packet_source {
   live_capture& operator=(const live_capture&) = delete;
 
   result next(captured_packet& out) override;
+  result dispatch(int max_packets, packet_callback on_packet) override;
   void stop() noexcept override;
   drop_stats stats() const override;
   std::int64_t now_us() const override;
@@ -133,6 +157,9 @@ class live_capture final : public packet_source {
   const std::string& filter() const noexcept { return filter_; }
 
  private:
+  // Waits (up to the timeout) for the ring to have packets; false once stopped.
+  bool wait_for_packets();
+
   void* handle_ = nullptr;  // pcap_t
   std::string filter_;
   int link_type_ = 0;
