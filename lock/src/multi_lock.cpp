@@ -125,10 +125,15 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
       return release_then(state_, owners_, fsm_->acquired(),
                           [self = shared_from_this(), s] { self->finish(s, false); });
     }
-    // An error after the script was sent may hide a success (Redisson releases that lock
-    // on a response timeout too).
-    if (s) release(*state_, owners_, {i});
-    act(fsm_->on_result(!s && acquired != 0, fsm_clock::now()));
+    // An error after the script was sent may hide a success: that lock is released, and
+    // the operation goes on once the release is answered (Redisson's tryLock joins its
+    // unlockInner on a response timeout), so that a failure leaves nothing behind.
+    if (s) {
+      return release_then(state_, owners_, {i}, [self = shared_from_this()] {
+        self->act(self->fsm_->on_result(false, fsm_clock::now()));
+      });
+    }
+    act(fsm_->on_result(acquired != 0, fsm_clock::now()));
   }
 
   void finish(status s, bool acquired) { std::exchange(done_, nullptr)(std::move(s), acquired); }

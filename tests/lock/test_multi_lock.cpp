@@ -126,6 +126,29 @@ TEST_CASE("MultiLock: a failed try_lock returns once its releases are answered, 
   third.unlock_or_throw();
 }
 
+TEST_CASE("MultiLock: a lock whose answer timed out is released, and try_lock returns once that is answered",
+          "[lock][multi][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  three_servers s;  // command_timeout 400 ms
+  auto mine = s.clients();
+  auto all = lock::get_multi_lock(locks_of(mine, "m"));
+  all.lock();  // every connection up and its scripts loaded before the pause
+  all.unlock_or_throw();
+  // The second server holds every client's commands for 700 ms: the acquire sent there
+  // times out at 400 ms, and may still succeed once the pause ends. Its release is
+  // queued behind it and answered after the pause.
+  resp_connection raw(s.servers[1]->host(), s.servers[1]->port());
+  raw.command("CLIENT", "PAUSE", "700");
+  const auto t = steady::now();
+  const bool acquired = all.try_lock();
+  const auto returned_after = steady::now() - t;
+  CHECK_FALSE(acquired);
+  INFO("try_lock returned after " << std::chrono::duration_cast<std::chrono::milliseconds>(returned_after).count()
+                                  << " ms");
+  CHECK(returned_after >= 600ms);
+  CHECK(s.exists("m") == 0);  // the late grant on the second server was released, the first one's too
+}
+
 TEST_CASE("RedLock: a majority of three, validity, works with one server stopped, refuses with two",
           "[lock][redlock][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
