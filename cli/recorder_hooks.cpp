@@ -113,7 +113,10 @@ class recorder_hooks::flight_recorder {
     if (now_us >= 0) {
       // The writer is still on the last pass's files: a pass now would queue little.
       std::lock_guard lock(mutex_);
-      if (queued_bytes_ > queue_limit_bytes_ / 2) return;
+      if (queued_bytes_ > queue_limit_bytes_ / 2) {
+        ++passes_put_off_;
+        return;
+      }
     }
     for (;;) {
       std::vector<pending_save> due;
@@ -158,6 +161,7 @@ class recorder_hooks::flight_recorder {
     out.deleted = deleted_;
     out.ring_passes = ring_passes_;
     out.ring_scans = ring_scans_;
+    out.passes_put_off = passes_put_off_;
     return out;
   }
 
@@ -476,6 +480,7 @@ class recorder_hooks::flight_recorder {
   std::int64_t next_pass_us_ = 0;  // the loop's clock: no pass over the ring before it
   std::uint64_t ring_passes_ = 0;
   std::uint64_t ring_scans_ = 0;
+  std::uint64_t passes_put_off_ = 0;
   std::unique_ptr<analyzer::lock_connections> connections_;
 
   std::mutex mutex_;

@@ -37,6 +37,7 @@ struct recorder_stats {
   std::uint64_t ring_passes = 0;   // batches of due saves, each one or two scans of the ring
   std::uint64_t ring_scans = 0;    // scans of the packet ring: a batch's copy, and the sizes of
                                    // its files not sized before (a file that waits keeps its size)
+  std::uint64_t passes_put_off = 0;  // passes not run: the writer's queue was more than half full
 };
 
 // --write and --save-anomalies around the live loop:

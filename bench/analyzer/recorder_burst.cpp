@@ -97,10 +97,10 @@ int main(int argc, char** argv) {
     std::printf("burst %d of %d anomalies: capture thread's longest on_loop %.1f ms, all on_loop calls %.1f ms\n",
                 b + 1, locks, bursts[b].longest_ms, bursts[b].total_ms);
   }
-  std::printf("saved %llu of %d, dropped %llu, %llu passes over the ring (%llu scans); the end (waiting for the "
-              "writer, the last passes) %.0f ms\n",
+  std::printf("saved %llu of %d, dropped %llu, %llu passes over the ring (%llu scans, %llu put off while the "
+              "writer was behind); the end (waiting for the writer, the last passes) %.0f ms\n",
               static_cast<unsigned long long>(stats.saved), 2 * locks, static_cast<unsigned long long>(stats.dropped),
               static_cast<unsigned long long>(stats.ring_passes), static_cast<unsigned long long>(stats.ring_scans),
-              finish_ms);
+              static_cast<unsigned long long>(stats.passes_put_off), finish_ms);
   fs::remove_all(dir);
 }
