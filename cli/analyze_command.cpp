@@ -224,7 +224,7 @@ int run(const analyze_options& o, bool live_mode) {
   const auto d = source->stats();
   print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), trace ? trace->events() : report.events(),
                std::to_string(d.dropped + d.interface_dropped));
-  return 0;
+  return capture_exit_status("analyze", *source);
 }
 
 }  // namespace

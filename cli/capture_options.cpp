@@ -169,6 +169,14 @@ stop_on_signal::~stop_on_signal() {
 
 bool stop_on_signal::requested() const noexcept { return stop_requested; }
 
+int capture_exit_status(const char* command, const analyzer::packet_source& source) {
+  const std::string failure = source.failure();
+  if (failure.empty()) return 0;
+  fmt::print(stderr, "lockscope {}: the capture failed: {}; the report covers the traffic before that\n", command,
+             failure);
+  return 1;
+}
+
 drop_reporter::drop_reporter(const char* command, double interval_s)
     : command_(command),
       interval_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(interval_s))),

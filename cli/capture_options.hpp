@@ -73,6 +73,11 @@ std::unique_ptr<analyzer::live_capture> open_live(const char* command, const cap
 // timers, drop reports, metrics and signals between runs stay prompt.
 inline constexpr int packets_per_pass = 256;
 
+// The live loops' exit status once `source` has ended: 0, or 1 after saying why the
+// capture failed (the interface went down or disappeared), as tcpdump does:
+//   lockscope analyze: the capture failed: The interface disappeared; the report covers the traffic before that
+int capture_exit_status(const char* command, const analyzer::packet_source& source);
+
 // While alive, SIGINT and SIGTERM stop `source` (its next() returns end) instead of
 // killing the process, so the caller can print its summary.
 class stop_on_signal {

@@ -214,7 +214,7 @@ int run_live(const decode_options& o) {
   out.flush();
   const auto d = source->stats();
   print_summary(a.stats(), out.printed(), std::to_string(d.dropped + d.interface_dropped).c_str());
-  return 0;
+  return capture_exit_status("decode", *source);
 }
 
 }  // namespace

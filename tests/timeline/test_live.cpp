@@ -2,13 +2,18 @@
 // happen (line-buffered), a lease expiry is printed at its deadline with no traffic
 // after it, and SIGINT prints the summary. Needs CAP_NET_RAW (skipped without it).
 #include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -126,4 +131,76 @@ TEST_CASE("live: a pipelined burst across many ring blocks, counted as the serve
   CHECK(total_before(analyze.text, " locks, ") == keys);
   CHECK(total_before(analyze.text, " exchanges, ") >= evals);
   CHECK(analyze.text.find("gaps 0, decode errors 0") != std::string::npos);
+}
+
+namespace {
+// A tap interface, up, for as long as this object keeps its descriptor (it is not
+// persistent: closing the descriptor removes the interface). name is empty when this
+// process may not create one (no /dev/net/tun, no CAP_NET_ADMIN).
+struct tap_interface {
+  int fd = -1;
+  std::string name;
+  explicit tap_interface(const std::string& wanted) {
+    fd = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC);  // CLOEXEC: a child must not keep it alive
+    if (fd < 0) return;
+    ifreq request{};
+    request.ifr_flags = IFF_TAP | IFF_NO_PI;
+    std::snprintf(request.ifr_name, IFNAMSIZ, "%s", wanted.c_str());
+    if (::ioctl(fd, TUNSETIFF, &request) != 0) {
+      remove();
+      return;
+    }
+    const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq flags{};
+    std::snprintf(flags.ifr_name, IFNAMSIZ, "%s", request.ifr_name);
+    const bool up = s >= 0 && ::ioctl(s, SIOCGIFFLAGS, &flags) == 0 &&
+                    (flags.ifr_flags = static_cast<short>(flags.ifr_flags | IFF_UP), ::ioctl(s, SIOCSIFFLAGS, &flags) == 0);
+    if (s >= 0) ::close(s);
+    if (!up) {
+      remove();
+      return;
+    }
+    name = request.ifr_name;
+  }
+  void remove() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  ~tap_interface() { remove(); }
+  tap_interface(const tap_interface&) = delete;
+  tap_interface& operator=(const tap_interface&) = delete;
+};
+}  // namespace
+
+// An interface that goes away under a long-running capture (a VM's NIC unplugged, a
+// container's veth deleted): the analyzer must not end as if all were well. It says why,
+// as libpcap words it, still prints what it had, and exits with status 1, as tcpdump does.
+TEST_CASE("live: an interface that disappears ends the capture with the reason and status 1", "[live]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("needs the lockscope CLI");
+    return;
+  }
+  if (::geteuid() != 0) {
+    WARN("live capture needs CAP_NET_RAW: skipped");
+    return;
+  }
+  for (const std::string command : {"analyze", "decode"}) {
+    tap_interface tap("lstap" + std::to_string(::getpid() % 100000));
+    if (tap.name.empty()) {
+      WARN("cannot create a tap interface (/dev/net/tun, CAP_NET_ADMIN): skipped");
+      return;
+    }
+    INFO(command);
+    child run = spawn({cli, command, "-i", tap.name, "--port", "6379", "--stats-interval", "0"});
+    REQUIRE(run.read_until("listening on " + tap.name, 10000ms));
+    tap.remove();
+    REQUIRE(run.read_until("the report covers the traffic before that\n", 10000ms));
+    CHECK(run.wait() == 1);
+    ::close(run.out);
+    INFO(run.text);
+    CHECK(run.text.find("lockscope " + command + ": the capture failed: ") != std::string::npos);
+    // The closing totals are still printed (analyze: its summary table too).
+    CHECK(run.text.find("0 packets") != std::string::npos);
+  }
 }

@@ -500,8 +500,7 @@ live_capture::result live_capture::next(captured_packet& out) {
     if (!wait_for_packets()) return result::end;
     rc = pcap_next_ex(p, &header, &data);
   }
-  if (rc == 0) return result::timeout;
-  if (rc != 1) return result::end;
+  if (rc != 1) return ended_or_timeout(rc);
   out.ts_us = static_cast<std::int64_t>(header->ts.tv_sec) * 1'000'000 + header->ts.tv_usec;
   out.link_type = link_type_;
   out.data = std::string_view(reinterpret_cast<const char*>(data), header->caplen);
@@ -546,9 +545,15 @@ live_capture::result live_capture::dispatch(int max_packets, packet_callback on_
     if (!wait_for_packets()) return result::end;
     rc = pcap_dispatch(p, count, on_ring_packet, user);
   }
+  return rc > 0 ? result::packet : ended_or_timeout(rc);
+}
+
+live_capture::result live_capture::ended_or_timeout(int rc) {
   if (rc == 0) return result::timeout;
-  if (rc < 0) return result::end;  // stopped (pcap_breakloop), or the interface went away
-  return result::packet;
+  // PCAP_ERROR_BREAK: stop() (pcap_breakloop). PCAP_ERROR: the interface went down or
+  // disappeared, or the socket failed; the caller reports failure().
+  if (rc == PCAP_ERROR && !stopped_) failure_ = pcap_geterr(static_cast<pcap_t*>(handle_));
+  return result::end;
 }
 
 std::int64_t live_capture::now_us() const {

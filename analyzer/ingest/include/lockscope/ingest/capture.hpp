@@ -134,6 +134,9 @@ class packet_source {
   virtual result dispatch(int max_packets, packet_callback on_packet);
   // From a signal handler: makes next() return end.
   virtual void stop() noexcept = 0;
+  // Why the source ended when nobody stopped it and it had not run out (a live
+  // interface that went down or disappeared: libpcap's words); empty otherwise.
+  virtual std::string failure() const { return {}; }
   virtual drop_stats stats() const = 0;
   // The loop's clock, epoch microseconds: the wall clock live, the replayed time in a
   // replay (never past the next packet's time).
@@ -150,6 +153,7 @@ class live_capture final : public packet_source {
   result next(captured_packet& out) override;
   result dispatch(int max_packets, packet_callback on_packet) override;
   void stop() noexcept override;
+  std::string failure() const override { return failure_; }
   drop_stats stats() const override;
   std::int64_t now_us() const override;
   int link_type() const noexcept { return link_type_; }
@@ -159,8 +163,11 @@ class live_capture final : public packet_source {
  private:
   // Waits (up to the timeout) for the ring to have packets; false once stopped.
   bool wait_for_packets();
+  // What libpcap's read returned, as a result (PCAP_ERROR keeps its message).
+  result ended_or_timeout(int rc);
 
   void* handle_ = nullptr;  // pcap_t
+  std::string failure_;
   std::string filter_;
   int link_type_ = 0;
   int timeout_ms_ = 100;
