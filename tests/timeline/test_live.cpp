@@ -30,16 +30,25 @@ using namespace std::chrono_literals;
 using lockscope::timeline_test::child;
 using lockscope::timeline_test::spawn;
 
-TEST_CASE("live: events as they happen, expiry at the deadline, summary on SIGINT", "[live]") {
-  const std::string cli = LOCKSCOPE_CLI_PATH;
-  if (cli.empty() || !std::filesystem::exists(cli) || !lockscope::test::redis_server::available()) {
-    WARN("needs the lockscope CLI and redis-server");
-    return;
+namespace {
+// What the live cases need: the CLI, redis-server (when `needs_redis`) and root for
+// CAP_NET_RAW. False, with a warning, when one is missing.
+bool live_prerequisites(const std::string& cli, bool needs_redis = true) {
+  if (cli.empty() || !std::filesystem::exists(cli) || (needs_redis && !lockscope::test::redis_server::available())) {
+    WARN("needs the lockscope CLI" << (needs_redis ? " and redis-server" : ""));
+    return false;
   }
   if (::geteuid() != 0) {
     WARN("live capture needs CAP_NET_RAW: skipped");
-    return;
+    return false;
   }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("live: events as they happen, expiry at the deadline, summary on SIGINT", "[live]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (!live_prerequisites(cli)) return;
   lockscope::test::redis_server server;
   child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(server.port())});
   // Said once the capture is open (a fixed sleep was too short under ASan on a loaded machine).
@@ -87,13 +96,9 @@ std::int64_t calls_of(const std::string& info, std::string_view command) {
 TEST_CASE("live: a pipelined burst across many ring blocks, counted as the server counted it", "[live]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
   const std::filesystem::path benchmark = "/usr/bin/redis-benchmark";
-  if (cli.empty() || !std::filesystem::exists(cli) || !lockscope::test::redis_server::available() ||
-      !std::filesystem::exists(benchmark)) {
-    WARN("needs the lockscope CLI, redis-server and redis-benchmark");
-    return;
-  }
-  if (::geteuid() != 0) {
-    WARN("live capture needs CAP_NET_RAW: skipped");
+  if (!live_prerequisites(cli)) return;
+  if (!std::filesystem::exists(benchmark)) {
+    WARN("needs redis-benchmark (redis-tools)");
     return;
   }
   lockscope::test::redis_server server;
@@ -177,14 +182,7 @@ struct tap_interface {
 // as libpcap words it, still prints what it had, and exits with status 1, as tcpdump does.
 TEST_CASE("live: an interface that disappears ends the capture with the reason and status 1", "[live]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  if (cli.empty() || !std::filesystem::exists(cli)) {
-    WARN("needs the lockscope CLI");
-    return;
-  }
-  if (::geteuid() != 0) {
-    WARN("live capture needs CAP_NET_RAW: skipped");
-    return;
-  }
+  if (!live_prerequisites(cli, false)) return;
   for (const std::string command : {"analyze", "decode"}) {
     tap_interface tap("lstap" + std::to_string(::getpid() % 100000));
     if (tap.name.empty()) {
@@ -203,4 +201,34 @@ TEST_CASE("live: an interface that disappears ends the capture with the reason a
     // The closing totals are still printed (analyze: its summary table too).
     CHECK(run.text.find("0 packets") != std::string::npos);
   }
+}
+
+// `-i any` is what an SRE types first. Its Linux cooked capture cannot take the `vlan`
+// clause of the Ethernet port filter (libpcap refuses to compile it), and libpcap leaves
+// out the outgoing copy of a loopback packet: each exchange is decoded once.
+TEST_CASE("live: -i any (Linux cooked capture) with --port decodes each exchange once", "[live]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (!live_prerequisites(cli)) return;
+  lockscope::test::redis_server server;
+  const std::string port = std::to_string(server.port());
+  child run = spawn({cli, "decode", "-i", "any", "--port", port, "--format", "jsonl", "--stats-interval", "0"});
+  REQUIRE(run.read_until("listening on any", 10000ms));
+  CHECK(run.text.find("(BPF \"tcp port " + port + "\")") != std::string::npos);
+  std::this_thread::sleep_for(200ms);
+  lockscope::test::resp_connection c("127.0.0.1", server.port());
+  c.command("SET", "anyKey", "anyValue");
+  c.command("GET", "anyKey");
+  CHECK(run.read_until("anyValue\"", 5000ms));
+  std::this_thread::sleep_for(300ms);  // a duplicate would come right behind
+  ::kill(run.pid, SIGINT);
+  run.read_until(" kernel drops ", 5000ms);
+  CHECK(run.wait() == 0);
+  ::close(run.out);
+  INFO(run.text);
+  std::size_t lines = 0;
+  for (std::size_t at = run.text.find("\"anyKey\""); at != std::string::npos; at = run.text.find("\"anyKey\"", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines == 2);  // the SET and the GET
+  CHECK(run.text.find(" 2 exchanges, ") != std::string::npos);
 }

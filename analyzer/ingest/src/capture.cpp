@@ -418,13 +418,14 @@ std::string capture_capability_command() {
   return "sudo setcap cap_net_raw=eip " + binary;
 }
 
-std::string port_filter(const std::vector<std::uint16_t>& ports) {
+std::string port_filter(const std::vector<std::uint16_t>& ports, int datalink) {
   std::string ports_expr;
   for (std::size_t i = 0; i < ports.size(); ++i) {
     if (i > 0) ports_expr += " or ";
     ports_expr += "tcp port " + std::to_string(ports[i]);
   }
   if (ports_expr.empty()) return "tcp";
+  if (datalink != DLT_EN10MB) return ports_expr;
   return "(" + ports_expr + ") or (vlan and (" + ports_expr + "))";
 }
 
@@ -458,7 +459,7 @@ live_capture::live_capture(const live_options& options) {
   // Non-blocking reads plus poll(): in immediate mode a blocking read ignores the
   // timeout, and the caller needs to wake up for periodic drop reports and signals.
   pcap_setnonblock(p, 1, error);
-  filter_ = options.filter.empty() ? port_filter(options.ports) : options.filter;
+  filter_ = options.filter.empty() ? port_filter(options.ports, link_type_) : options.filter;
   const std::string& filter = filter_;
   bpf_program program{};
   if (pcap_compile(p, &program, filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {

@@ -93,8 +93,11 @@ struct live_options {
 // the permission error names it, and the README gives the same.
 std::string capture_capability_command();
 
-// The BPF expression for a list of server ports (VLAN-tagged traffic included).
-std::string port_filter(const std::vector<std::uint16_t>& ports);
+// The BPF expression for a list of server ports on an interface whose link type is
+// `datalink` (a DLT_ value). On Ethernet, VLAN-tagged traffic is included. Other link
+// types carry no tags in the frame (Linux cooked capture, `-i any`, sees a VLAN's packets
+// untagged on the VLAN's own device), and libpcap cannot compile `vlan` for them.
+std::string port_filter(const std::vector<std::uint16_t>& ports, int datalink);
 
 // What the live loop reads from: a live interface (live_capture) or a capture file
 // replayed at capture speed (replay_capture.hpp). The loop's clock is now_us(), so a
