@@ -60,6 +60,13 @@ void flow_reporter::on_flow_note(const analyzer::flow_note& n) {
 }
 
 void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
+  if (s.snaplen_cut_segments > 0) {
+    fmt::print(stderr,
+               "lockscope {}: {} packets were cut short by the capture's snapshot length ({} bytes of TCP payload "
+               "missing, counted in the gaps): the commands and replies in them cannot be decoded. Capture whole "
+               "packets (tcpdump -s 0, its default)\n",
+               command, s.snaplen_cut_segments, s.snaplen_cut_bytes);
+  }
   if (s.evicted_flows > 0 || s.capped_flows > 0) {
     fmt::print(stderr, "lockscope {}: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n", command,
                s.evicted_flows, s.capped_flows);

@@ -25,11 +25,13 @@ inline bool on_path(const char* program) {
   return std::system((std::string("command -v ") + program + " >/dev/null 2>&1").c_str()) == 0;
 }
 
-// `tcpdump -i lo -w FILE tcp port P` for the lifetime of the object (a pcap, not pcapng).
+// `tcpdump -i lo -w FILE tcp port P` for the lifetime of the object (a pcap, not pcapng),
+// each packet cut to `snaplen` bytes (-s).
 class tcpdump_recording {
  public:
-  tcpdump_recording(const std::filesystem::path& file, std::uint16_t port) : file_(file) {
+  tcpdump_recording(const std::filesystem::path& file, std::uint16_t port, unsigned snaplen = 262144) : file_(file) {
     const std::string filter = "tcp port " + std::to_string(port);
+    const std::string snap = std::to_string(snaplen);
     pid_ = ::fork();
     if (pid_ == 0) {
       std::FILE* null = std::fopen("/dev/null", "w");
@@ -38,7 +40,7 @@ class tcpdump_recording {
         ::dup2(::fileno(null), 2);
       }
       // A 64 MiB buffer (-B, KiB): 64 KiB loopback segments overflow the default.
-      ::execlp("tcpdump", "tcpdump", "-i", "lo", "-U", "--immediate-mode", "-B", "65536", "-s", "262144", "-w",
+      ::execlp("tcpdump", "tcpdump", "-i", "lo", "-U", "--immediate-mode", "-B", "65536", "-s", snap.c_str(), "-w",
                file.c_str(), filter.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }

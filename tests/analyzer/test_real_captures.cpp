@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -228,6 +229,72 @@ TEST_CASE("a real 1 MB value crosses many segments and decodes whole", "[real]")
   }
   CHECK(set_seen);
   CHECK(get_seen);
+}
+
+// SREs often capture with a short snapshot length (tcpdump -s 96) to keep files small.
+// Then the commands are gone, and the gaps alone would not say why: both commands name
+// the cause and the fix. The truth is the file's own records, as tcpdump wrote them: a
+// record whose wire length exceeds its captured length lost that much payload here (the
+// 66 bytes of Ethernet, IPv4 and TCP headers with timestamps fit in 96).
+TEST_CASE("a capture cut by its snapshot length: the gaps are put down to it, with the fix", "[real][cli]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  LOCKSCOPE_REQUIRE_CLI(binary);
+  recorded_session r;
+  const std::uint16_t port = r.server.port();
+  {
+    tcpdump_recording rec(r.file, port, 96);
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo: skipping");
+      return;
+    }
+    ltest::resp_connection c(r.server.host(), port);
+    for (int i = 0; i < 3; ++i) c.command("SET", "snapKey" + std::to_string(i), std::string(400, 'v'));
+    c.command("GET", "snapKey0");
+  }
+  std::size_t cut = 0;
+  std::uint64_t cut_bytes = 0;
+  {
+    std::ifstream f(r.file, std::ios::binary);
+    char header[24];
+    REQUIRE(f.read(header, sizeof header));
+    char record[16];
+    while (f.read(record, sizeof record)) {
+      std::uint32_t captured = 0, wire = 0;
+      std::memcpy(&captured, record + 8, 4);
+      std::memcpy(&wire, record + 12, 4);
+      if (wire > captured) {
+        ++cut;
+        cut_bytes += wire - captured;
+      }
+      f.seekg(captured, std::ios::cur);
+    }
+  }
+  REQUIRE(cut >= 4);  // the three SETs and the GET's reply, at least
+  const std::string expected = std::to_string(cut) + " packets were cut short by the capture's snapshot length (" +
+                               std::to_string(cut_bytes) + " bytes of TCP payload missing";
+  for (const std::string command : {"decode", "analyze"}) {
+    const std::string out = read_command_output(binary + " " + command + " " + r.file.string() + " 2>&1");
+    INFO(out);
+    CHECK_THAT(out, Catch::Contains("lockscope " + command + ": " + expected) &&
+                        Catch::Contains("Capture whole packets (tcpdump -s 0, its default)"));
+  }
+  ingest_stats stats;
+  analyze_files({r.file.string()}, ingest_options{}, nullptr, &stats);
+  CHECK(stats.snaplen_cut_segments == cut);
+  CHECK(stats.snaplen_cut_bytes == cut_bytes);
+  CHECK(stats.gap_bytes >= cut_bytes);
+
+  // The same traffic captured whole: nothing of the kind is said.
+  const std::filesystem::path whole = r.dir / "whole.pcap";
+  {
+    tcpdump_recording rec(whole, port);
+    REQUIRE(rec.ready());
+    ltest::resp_connection c(r.server.host(), port);
+    for (int i = 0; i < 3; ++i) c.command("SET", "snapKey" + std::to_string(i), std::string(400, 'v'));
+    c.command("GET", "snapKey0");
+  }
+  const std::string out = read_command_output(binary + " decode " + whole.string() + " 2>&1");
+  CHECK_THAT(out, Catch::Contains(" 4 exchanges, ") && !Catch::Contains("snapshot length"));
 }
 
 TEST_CASE("lockscope decode - text and jsonl output, filters, stdin", "[real][cli]") {

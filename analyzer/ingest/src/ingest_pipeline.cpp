@@ -178,6 +178,10 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   c.sinks[1 - side].now_us = ts_us;
   // The ACK first: bytes it gives up waiting for were sent before this segment's data.
   if (ack) c.streams[1 - side].on_peer_ack(seg.ack, c.sinks[1 - side]);
+  if (seg.missing != 0) {
+    ++totals_.snaplen_cut_segments;
+    totals_.snaplen_cut_bytes += seg.missing;
+  }
   stream.on_segment(seg.seq, seg.flags, seg.payload, seg.missing, c.sinks[side]);
 
   if (seg.has(tcp_flags::rst)) {

@@ -75,6 +75,10 @@ struct ingest_stats {
   std::uint64_t payload_bytes = 0;      // TCP payload delivered in order
   std::uint64_t gaps = 0;
   std::uint64_t gap_bytes = 0;
+  // Segments of the flows followed whose payload the capture cut short (its snapshot
+  // length, tcpdump -s), and the payload bytes so lost (also counted in gap_bytes).
+  std::uint64_t snaplen_cut_segments = 0;
+  std::uint64_t snaplen_cut_bytes = 0;
   std::uint64_t decode_errors = 0;
   std::uint64_t commands = 0;
   std::uint64_t exchanges = 0;
