@@ -1,6 +1,7 @@
 // Capture files through offline_capture: link types, pcapng, merging, damage.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -131,6 +132,50 @@ TEST_CASE("unreadable input is a clear error and unknown link types are counted"
   const auto sink = analyze_files({(dir / "user0.pcap").string()}, {}, nullptr, &stats);
   CHECK(sink.items.empty());
   CHECK(stats.unsupported_link == s.segments.size());
+}
+
+// Captures are often kept compressed, and libpcap reads none of the usual formats: the
+// error names the compression and how to read the file anyway. Each file is compressed
+// by the real tool (skipped when it is not installed), and the suggested command must
+// really read it.
+TEST_CASE("a compressed capture is named as such, with the command that reads it", "[capture]") {
+  temp_dir dir;
+  const auto s = lock_conversation("10.0.0.1", "10.0.0.2", 50007);
+  const auto pcap = dir / "c.pcap";
+  write_pcap(pcap, s.segments);
+  const auto whole = analyze_files({pcap.string()}, {});
+  REQUIRE_FALSE(whole.items.empty());
+  struct format {
+    const char* compress;  // writes FILE.<suffix>
+    const char* suffix;
+    const char* name;
+    const char* reader;
+  };
+  for (const format& f : {format{"gzip -k", ".gz", "gzip", "zcat"}, format{"zstd -q", ".zst", "zstd", "zstdcat"},
+                          format{"xz -k", ".xz", "xz", "xzcat"}, format{"bzip2 -k", ".bz2", "bzip2", "bzcat"},
+                          format{"lz4 -q", ".lz4", "lz4", "lz4cat"}}) {
+    const std::string tool = std::string(f.compress).substr(0, std::string(f.compress).find(' '));
+    if (std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) != 0) {
+      WARN(tool << " is not installed: skipped");
+      continue;
+    }
+    const std::string compressed = pcap.string() + f.suffix;
+    REQUIRE(std::system((std::string(f.compress) + " " + pcap.string() + (tool == "lz4" ? " " + compressed : "")).c_str()) == 0);
+    INFO(compressed);
+    std::string error;
+    try {
+      offline_capture files({compressed});
+    } catch (const capture_error& e) {
+      error = e.what();
+    }
+    CHECK(error == compressed + ": " + f.name + "-compressed, not a capture: decompress it first (" + f.reader + " " +
+                       compressed + " | lockscope … -)");
+    // The suggested reader gives back the capture.
+    const auto back = dir / "back.pcap";
+    REQUIRE(std::system((std::string(f.reader) + " " + compressed + " > " + back.string()).c_str()) == 0);
+    CHECK(analyze_files({back.string()}, {}).items.size() == whole.items.size());
+    std::filesystem::remove(compressed);
+  }
 }
 
 TEST_CASE("snaplen truncation is a gap in that flow only", "[capture][tcp]") {

@@ -19,6 +19,26 @@ namespace {
 
 std::uint32_t swap32(std::uint32_t v) noexcept { return __builtin_bswap32(v); }
 
+// The compression a file's first bytes show ("gzip", "zstd", …), or empty. Captures are
+// often kept compressed; libpcap reads none of these, and only says "unknown file format".
+std::string_view compressed_as(std::string_view head) noexcept {
+  constexpr std::pair<std::string_view, std::string_view> magics[] = {
+      {"\x1f\x8b", "gzip"}, {"\x28\xb5\x2f\xfd", "zstd"}, {"\xfd" "7zXZ\x00", "xz"}, {"BZh", "bzip2"},
+      {"\x04\x22\x4d\x18", "lz4"}};
+  for (const auto& [magic, name] : magics) {
+    if (head.starts_with(magic)) return name;
+  }
+  return {};
+}
+
+std::string_view decompressor_of(std::string_view compression) noexcept {
+  if (compression == "gzip") return "zcat";
+  if (compression == "zstd") return "zstdcat";
+  if (compression == "xz") return "xzcat";
+  if (compression == "bzip2") return "bzcat";
+  return "lz4cat";
+}
+
 bool is_classic_pcap_magic(std::uint32_t magic) noexcept {
   return magic == 0xa1b2c3d4u || magic == 0xa1b23c4du || magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
 }
@@ -321,6 +341,10 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
     f->handle = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_MICRO, message);
     if (f->handle == nullptr) {
       std::fclose(fp);  // on success pcap_close closes it
+      if (const std::string_view how = compressed_as(f->stream->prefix); !how.empty()) {
+        throw capture_error(name + ": " + std::string(how) + "-compressed, not a capture: decompress it first (" +
+                            std::string(decompressor_of(how)) + " " + name + " | lockscope … -)");
+      }
       throw capture_error(name + ": " + message);
     }
     f->link_type = pcap_datalink(f->handle);
