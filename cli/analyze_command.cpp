@@ -126,6 +126,7 @@ int run(const analyze_options& o, bool live_mode) {
     output_file out(o.output);
     const auto trace = make_trace(o, out);
     ao.events_to = trace.get();
+    const stop_reading_on_signal interrupt;
     try {
       const auto r = analyzer::analyze_files(
           o.capture.files, ao, [&out](std::string_view s) { out.write(s); },
@@ -134,6 +135,7 @@ int run(const analyze_options& o, bool live_mode) {
       if (trace) trace->finish(r.last_packet_us);
       out.commit();
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, "n/a");
+      if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
     } catch (const analyzer::capture_error& e) {
       fmt::print(stderr, "lockscope analyze: {}\n", e.what());

@@ -176,6 +176,34 @@ stop_on_signal::~stop_on_signal() {
 
 bool stop_on_signal::requested() const noexcept { return stop_requested; }
 
+namespace {
+volatile std::sig_atomic_t reading_stopped_by = 0;  // the signal
+extern "C" void on_stop_reading_signal(int signal) {
+  reading_stopped_by = signal;
+  analyzer::stop_reading_captures();
+}
+}  // namespace
+
+stop_reading_on_signal::stop_reading_on_signal() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_reading_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;  // the second signal: the default action
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+stop_reading_on_signal::~stop_reading_on_signal() {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
+int stop_reading_on_signal::exit_status(const char* command) const {
+  if (!analyzer::reading_captures_stopped()) return 0;
+  fmt::print(stderr, "lockscope {}: interrupted: the output covers the packets read before the signal\n", command);
+  return 128 + (reading_stopped_by != 0 ? static_cast<int>(reading_stopped_by) : SIGINT);
+}
+
 int capture_exit_status(const char* command, const analyzer::packet_source& source) {
   const std::string failure = source.failure();
   if (failure.empty()) return 0;

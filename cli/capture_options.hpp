@@ -73,6 +73,21 @@ std::unique_ptr<analyzer::live_capture> open_live(const char* command, const cap
 // timers, drop reports, metrics and signals between runs stay prompt.
 inline constexpr int packets_per_pass = 256;
 
+// While alive, the first SIGINT or SIGTERM ends the capture files being read, as if they
+// ended there (analyzer::stop_reading_captures), so that the report of what was read is
+// still printed: `tcpdump -w - | lockscope analyze -` is ended with Ctrl-C. A second
+// signal kills the process as usual.
+class stop_reading_on_signal {
+ public:
+  stop_reading_on_signal();
+  ~stop_reading_on_signal();
+  stop_reading_on_signal(const stop_reading_on_signal&) = delete;
+  stop_reading_on_signal& operator=(const stop_reading_on_signal&) = delete;
+  // The exit status once the report is out: 0, or 128 + the signal (130 for Ctrl-C) after
+  // saying that a signal cut the input short.
+  int exit_status(const char* command) const;
+};
+
 // The live loops' exit status once `source` has ended: 0, or 1 after saying why the
 // capture failed (the interface went down or disappeared), as tcpdump does:
 //   lockscope analyze: the capture failed: The interface disappeared; the report covers the traffic before that

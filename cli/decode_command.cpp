@@ -164,6 +164,7 @@ int run_files(const decode_options& o) {
   analyzer::ingest_options io = make_ingest_options(o.capture);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, out);
+  const stop_reading_on_signal interrupt;
   const bool progress = !o.no_progress && isatty(STDERR_FILENO) == 1 && source->total_bytes() > (16u << 20);
   auto last_progress = std::chrono::steady_clock::now();
   analyzer::captured_packet p;
@@ -186,6 +187,7 @@ int run_files(const decode_options& o) {
   out.clear_progress();
   std::fflush(stdout);
   print_summary(a.stats(), out.printed(), "n/a");
+  if (const int status = interrupt.exit_status("decode"); status != 0) return status;
   return source->changed_files() > 0 ? 1 : 0;  // the output is complete only up to the change
 }
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,20 @@ struct child {
     ::waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
+  // As wait(), but a child still running after `limit` is killed (SIGKILL): -1.
+  int wait_for(std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > end) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return -1;
+      }
+      ::usleep(10000);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
 
  private:
   bool read_some() {
@@ -65,8 +80,9 @@ struct child {
   }
 };
 
-// stderr goes to `err_path` when given, else onto the stdout pipe.
-inline child spawn(const std::vector<std::string>& args, const std::filesystem::path& err_path = {}) {
+// stderr goes to `err_path` when given, else onto the stdout pipe; stdin is `in` when
+// given (a descriptor the child gets as its 0).
+inline child spawn(const std::vector<std::string>& args, const std::filesystem::path& err_path = {}, int in = -1) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   child c;
@@ -74,6 +90,7 @@ inline child spawn(const std::vector<std::string>& args, const std::filesystem::
   c.pid = ::fork();
   REQUIRE(c.pid >= 0);
   if (c.pid == 0) {
+    if (in >= 0) ::dup2(in, 0);
     ::dup2(fds[1], 1);
     if (err_path.empty()) ::dup2(fds[1], 2);
     else ::dup2(::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -231,4 +233,71 @@ TEST_CASE("live: -i any (Linux cooked capture) with --port decodes each exchange
   }
   CHECK(lines == 2);  // the SET and the GET
   CHECK(run.text.find(" 2 exchanges, ") != std::string::npos);
+}
+
+// Remote captures are piped in (`ssh host tcpdump -U -w - | lockscope analyze -`) and ended
+// with Ctrl-C. The signal ends the input, as if the capture ended there: the report of
+// what was read must come out, the same as for the file read whole, and the exit status
+// says it was cut short (128 + the signal). Before, the signal killed the process with
+// nothing printed.
+TEST_CASE("a capture piped in and ended with SIGINT or SIGTERM: the output of what was read, status 128 + signal", "[cli]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("needs the lockscope CLI");
+    return;
+  }
+  const std::filesystem::path capture = std::filesystem::path(LOCKSCOPE_CAPTURES_DIR) / "seed-redisson.pcap";
+  std::string bytes;
+  {
+    std::ifstream f(capture, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  REQUIRE(bytes.size() < 60000);  // fits in the pipe's buffer: written at once
+  const std::filesystem::path err = std::filesystem::temp_directory_path() / ("lockscope-sigint-" + std::to_string(::getpid()));
+  for (const std::string command : {"analyze", "decode"}) {
+    INFO(command);
+    child whole = spawn({cli, command, capture.string()}, err);
+    whole.read_until("\x04", 10000ms);  // to the end of its output
+    REQUIRE(whole.wait() == 0);
+    ::close(whole.out);
+
+    int in[2];
+    REQUIRE(::pipe(in) == 0);
+    REQUIRE(::write(in[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    child piped = spawn({cli, command, "-"}, err, in[0]);
+    // Read all of it (the pipe drained), while the writer keeps the pipe open.
+    int left = 1;
+    for (int i = 0; i < 1000 && left > 0; ++i) {
+      std::this_thread::sleep_for(10ms);
+      REQUIRE(::ioctl(in[0], FIONREAD, &left) == 0);
+    }
+    REQUIRE(left == 0);
+    std::this_thread::sleep_for(100ms);
+    const int signal = command == "analyze" ? SIGINT : SIGTERM;  // Ctrl-C, or a service manager's stop
+    ::kill(piped.pid, signal);
+    piped.read_until("\x04", 10000ms);
+    CHECK(piped.wait_for(10000ms) == 128 + signal);
+    ::close(piped.out);
+    ::close(in[0]);
+    ::close(in[1]);
+    CHECK_FALSE(piped.text.empty());
+    CHECK(piped.text == whole.text);
+    CHECK(piped.err().find("lockscope " + command + ": interrupted: the output covers the packets read before the signal") !=
+          std::string::npos);
+  }
+  // Through the live loop (--replay -), events come out as they are read, and SIGINT ends
+  // it as it ends a live capture (status 0), also while the pipe is waiting for data.
+  int in[2];
+  REQUIRE(::pipe(in) == 0);
+  REQUIRE(::write(in[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  child replay = spawn({cli, "analyze", "--replay", "-", "--replay-speed", "0"}, err, in[0]);
+  CHECK(replay.read_until("acquired                     hold count 1, lease 6000 ms, waited 2.751s", 10000ms));
+  ::kill(replay.pid, SIGINT);
+  replay.read_until("\x04", 10000ms);
+  CHECK(replay.wait_for(10000ms) == 0);  // -1: it hung on the open pipe
+  ::close(replay.out);
+  ::close(in[0]);
+  ::close(in[1]);
+  CHECK(replay.err().find(" 17 exchanges, 8 lock operations") != std::string::npos);
+  std::filesystem::remove(err);
 }

@@ -39,6 +39,13 @@ std::string_view decompressor_of(std::string_view compression) noexcept {
   return "lz4cat";
 }
 
+// Set from a signal handler by stop_reading_captures().
+volatile std::sig_atomic_t reading_stopped = 0;
+
+// How long a read of a pipe waits before it checks reading_stopped again: a signal may
+// be handled on another thread than the one blocked in read().
+constexpr int stop_check_ms = 100;
+
 bool is_classic_pcap_magic(std::uint32_t magic) noexcept {
   return magic == 0xa1b2c3d4u || magic == 0xa1b23c4du || magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
 }
@@ -58,7 +65,9 @@ bool is_classic_pcap_magic(std::uint32_t magic) noexcept {
 // FIFOs and stdin, so every input goes the same way.
 class byte_source {
  public:
-  byte_source(std::string name, int fd, bool owns_fd) : name_(std::move(name)), fd_(fd), owns_fd_(owns_fd) {
+  // `stopped`: the owner's stop flag (offline_capture::stop), checked with the global one.
+  byte_source(std::string name, int fd, bool owns_fd, const volatile std::sig_atomic_t& stopped)
+      : name_(std::move(name)), fd_(fd), owns_fd_(owns_fd), stopped_(stopped) {
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
       regular_ = true;
@@ -85,6 +94,11 @@ class byte_source {
       if (max == 0) return 0;
     }
     for (;;) {
+      if (reading_stopped || stopped_) return 0;
+      if (!regular_) {
+        pollfd ready{fd_, POLLIN, 0};
+        if (::poll(&ready, 1, stop_check_ms) <= 0) continue;  // nothing yet, or EINTR
+      }
       const ssize_t n = ::read(fd_, out, max);
       if (n < 0 && errno == EINTR) continue;
       if (n > 0 && consumed_ == 0) first_bytes_.assign(out, std::min<std::size_t>(static_cast<std::size_t>(n), 40));
@@ -134,6 +148,7 @@ class byte_source {
   std::string name_;
   int fd_;
   bool owns_fd_;
+  const volatile std::sig_atomic_t& stopped_;
   bool regular_ = false;
   std::uint64_t size_at_open_ = 0;
   std::uint64_t consumed_ = 0;
@@ -313,11 +328,11 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
     if (name == "-") {
       if (stdin_used) throw capture_error("-: standard input can be read only once");
       stdin_used = true;
-      f->source = std::make_unique<byte_source>(name, STDIN_FILENO, false);
+      f->source = std::make_unique<byte_source>(name, STDIN_FILENO, false, stopped_);
     } else {
       const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) throw capture_error(name + ": " + std::strerror(errno));
-      f->source = std::make_unique<byte_source>(name, fd, true);
+      f->source = std::make_unique<byte_source>(name, fd, true, stopped_);
       total_bytes_ += f->source->size_at_open();
     }
     f->reader = std::make_unique<pcap_reader>(*f->source);
@@ -354,6 +369,10 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
 }
 
 offline_capture::~offline_capture() = default;
+
+void stop_reading_captures() noexcept { reading_stopped = 1; }
+
+bool reading_captures_stopped() noexcept { return reading_stopped != 0; }
 
 void offline_capture::report(const file& f, const std::string& message) {
   if (f.source->changed()) {

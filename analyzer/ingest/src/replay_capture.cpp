@@ -47,7 +47,10 @@ packet_source::result replay_capture::next(captured_packet& out) {
   return result::packet;
 }
 
-void replay_capture::stop() noexcept { stopped_ = 1; }
+void replay_capture::stop() noexcept {
+  stopped_ = 1;
+  files_.stop();  // a pipe waiting for data ends too
+}
 
 packet_source::drop_stats replay_capture::stats() const {
   drop_stats d;

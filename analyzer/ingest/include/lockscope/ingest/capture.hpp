@@ -61,12 +61,16 @@ class offline_capture {
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
   // How many files changed under the reader so far (each reported to `error`).
   std::size_t changed_files() const noexcept { return changed_files_; }
+  // From a signal handler: these files end at their next read, as if they ended there
+  // (a pipe waiting for data notices within 0.1 s).
+  void stop() noexcept { stopped_ = 1; }
 
  private:
   struct file;
   bool advance(file& f);
   void report(const file& f, const std::string& message);
 
+  volatile std::sig_atomic_t stopped_ = 0;  // read by the byte sources: declared before them
   std::vector<std::unique_ptr<file>> files_;
   warning_handler warn_;
   warning_handler error_;
@@ -98,6 +102,12 @@ std::string capture_capability_command();
 // types carry no tags in the frame (Linux cooked capture, `-i any`, sees a VLAN's packets
 // untagged on the VLAN's own device), and libpcap cannot compile `vlan` for them.
 std::string port_filter(const std::vector<std::uint16_t>& ports, int datalink);
+
+// From a signal handler (async-signal-safe): every capture file being read ends at its
+// next read, as if it ended there, within 0.1 s for a pipe that is waiting for data. So
+// `tcpdump -w - | lockscope analyze -` stopped with Ctrl-C still reports what it read.
+void stop_reading_captures() noexcept;
+bool reading_captures_stopped() noexcept;
 
 // What the live loop reads from: a live interface (live_capture) or a capture file
 // replayed at capture speed (replay_capture.hpp). The loop's clock is now_us(), so a
