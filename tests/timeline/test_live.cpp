@@ -298,6 +298,8 @@ TEST_CASE("a capture piped in and ended with SIGINT or SIGTERM: the output of wh
   ::close(replay.out);
   ::close(in[0]);
   ::close(in[1]);
-  CHECK(replay.err().find(" 17 exchanges, 8 lock operations") != std::string::npos);
+  // The totals (not their values: the loop stops at the signal, maybe before the last
+  // packets it had read, as a live capture does).
+  CHECK(replay.err().find(" lock operations (") != std::string::npos);
   std::filesystem::remove(err);
 }
