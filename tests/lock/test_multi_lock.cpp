@@ -60,15 +60,21 @@ std::vector<lock::rlock> locks_of(const std::vector<std::unique_ptr<lock::client
   return out;
 }
 
+// Three servers, our clients with the multi-lock "m" over them, and another owner's clients.
+struct multi_setup {
+  three_servers s;
+  std::vector<std::unique_ptr<lock::client>> mine = s.clients();
+  std::vector<std::unique_ptr<lock::client>> theirs = s.clients();
+  lock::multi_lock all = lock::get_multi_lock(locks_of(mine, "m"));
+};
+
 }  // namespace
 
 TEST_CASE("MultiLock: all or nothing over three servers, a failure releases what was taken",
           "[lock][multi][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
-  three_servers s;
-  auto mine = s.clients();
-  auto theirs = s.clients();
-  auto all = lock::get_multi_lock(locks_of(mine, "m"));
+  multi_setup setup;
+  auto& [s, mine, theirs, all] = setup;
   CHECK(all.size() == 3);
   CHECK(all.required() == 3);
   all.lock();
@@ -100,10 +106,8 @@ TEST_CASE("MultiLock: all or nothing over three servers, a failure releases what
 TEST_CASE("MultiLock: a failed try_lock returns once its releases are answered, not before",
           "[lock][multi][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
-  three_servers s;
-  auto mine = s.clients();
-  auto theirs = s.clients();
-  auto all = lock::get_multi_lock(locks_of(mine, "m"));
+  multi_setup setup;
+  auto& [s, mine, theirs, all] = setup;
   auto third = theirs[2]->get_lock("m");
   third.lock();
   // The first server holds back writes from 150 ms to 400 ms: the multi-lock has taken
