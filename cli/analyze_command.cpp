@@ -48,6 +48,7 @@ struct analyze_options {
   double group_window_ms = 1000;
   std::string metrics_listen;
   std::size_t metrics_max_locks = 100;
+  std::size_t max_locks = 1'000'000;
   recorder_options recorder;
   std::size_t html_max_locks = 500;
   std::size_t html_detail = 3000;
@@ -59,6 +60,7 @@ analyzer::timeline_options make_timeline_options(const analyze_options& o) {
   t.long_hold_us = static_cast<std::int64_t>(o.long_hold_s * 1e6);
   t.link_window_us = static_cast<std::int64_t>(o.link_window_ms * 1e3);
   t.merge_servers = o.merge_servers;
+  t.max_locks = o.max_locks;
   return t;
 }
 
@@ -185,7 +187,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);
-  if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *source, io.max_flows); });
+  if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *source, io.max_flows, o.max_locks); });
   const stop_on_signal stop(*source);
   drop_reporter drops("analyze", o.capture.stats_interval);
   std::optional<silence_notice> silence;
@@ -271,6 +273,10 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--group-window", o->group_window_ms,
                   "ms within which one owner's tries of a key on several servers (RedLock) or of several keys "
                   "(MultiLock) form one group")
+      ->capture_default_str();
+  cmd->add_option("--max-locks", o->max_locks,
+                  "Lock rows kept (0: no limit). A lock's row is its summary; when the rows reach this, the idle "
+                  "locks (no holder, waiter or timer) are forgotten and only their totals stay")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads,
                   "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")

@@ -252,7 +252,8 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
 analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& ingest,
                                                const analyzer::lock_recognizer& recognizer,
                                                const analyzer::lock_timeline& timeline,
-                                               const analyzer::packet_source& live, std::size_t max_flows) {
+                                               const analyzer::packet_source& live, std::size_t max_flows,
+                                               std::size_t max_locks) {
   const analyzer::ingest_stats s = ingest.stats();
   const auto drops = live.stats();
   const analyzer::timeline_memory memory = timeline.memory();
@@ -268,6 +269,8 @@ analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& 
   g.owners = memory.owners;
   g.connections = memory.connections;
   g.locks = timeline.lock_count();
+  g.locks_cap = max_locks;
+  g.locks_forgotten = timeline.forgotten().locks;
   g.scripts = recognizer.cached_scripts();
   g.scripts_cap = analyzer::script_cache_entries;
   g.shas = recognizer.cached_shas();

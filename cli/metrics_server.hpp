@@ -56,6 +56,7 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
 analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& ingest,
                                                const analyzer::lock_recognizer& recognizer,
                                                const analyzer::lock_timeline& timeline,
-                                               const analyzer::packet_source& live, std::size_t max_flows);
+                                               const analyzer::packet_source& live, std::size_t max_flows,
+                                               std::size_t max_locks);
 
 }  // namespace lockscope::cli

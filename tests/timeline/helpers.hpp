@@ -107,6 +107,7 @@ struct recorded_event {
   std::uint32_t total = 0, acquired = 0, needed = 0;
   bool succeeded = false, released = false;
   std::vector<std::string> acquired_on, owners, tried;
+  bool operator==(const recorded_event&) const = default;
 };
 
 // A lock event as the timeline sends it for a try, release, ... of `lock` (its identity
@@ -163,10 +164,12 @@ class event_recorder final : public analyzer::lock_event_sink {
   std::vector<recorded_event> events;
 };
 
-// The full pipeline over a capture file into an event recorder (lock groups included).
-inline event_recorder events_of(const std::string& pcap, const analyzer::timeline_options& options = {}) {
-  event_recorder rec;
-  analyzer::lock_groups groups({}, rec);
+// The full pipeline over a capture file into `sink` (lock groups included), calling
+// after_packet(timeline) after each packet and at_end(timeline) once it is finished.
+template <class AfterPacket, class AtEnd>
+void run_pipeline(const std::string& pcap, const analyzer::timeline_options& options, analyzer::lock_event_sink& sink,
+                  AfterPacket&& after_packet, AtEnd&& at_end) {
+  analyzer::lock_groups groups({}, sink);
   analyzer::lock_timeline timeline(options, groups);
   analyzer::lock_recognizer recognizer(timeline);
   analyzer::ingest_pipeline a({}, recognizer, &recognizer);
@@ -176,10 +179,18 @@ inline event_recorder events_of(const std::string& pcap, const analyzer::timelin
   while (source.next(p)) {
     last = p.ts_us;
     a.on_packet(p.ts_us, p.link_type, p.data);
+    after_packet(static_cast<const analyzer::lock_timeline&>(timeline));
   }
   a.finish();
   timeline.finish(last);
   groups.finish(last);
+  at_end(static_cast<const analyzer::lock_timeline&>(timeline));
+}
+
+// The full pipeline over a capture file into an event recorder.
+inline event_recorder events_of(const std::string& pcap, const analyzer::timeline_options& options = {}) {
+  event_recorder rec;
+  run_pipeline(pcap, options, rec, [](const analyzer::lock_timeline&) {}, [](const analyzer::lock_timeline&) {});
   return rec;
 }
 

@@ -233,4 +233,11 @@ TEST_CASE("metrics: capture counters are clamped, never rendered smaller", "[met
   CHECK(test::sample_or(s, "lockscope_capture_kernel_drops_total", -1) == 500);
   CHECK(test::sample_or(s, "lockscope_capture_packets_total", -1) == 10);
   CHECK(test::sample_or(s, "lockscope_store_capacity{store=\"labelled_locks\"}", -1) == 100);
+  // No --max-locks (0): the locks store has no cap to show.
+  CHECK(test::sample_or(s, "lockscope_store_capacity{store=\"locks\"}", -1) == -1);
+  g.locks_cap = 5000;
+  g.locks_forgotten = 42;
+  s = test::parse_samples(rendered(m, g));
+  CHECK(test::sample_or(s, "lockscope_store_capacity{store=\"locks\"}", -1) == 5000);
+  CHECK(test::sample_or(s, "lockscope_locks_forgotten_total", -1) == 42);
 }

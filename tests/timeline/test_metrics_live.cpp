@@ -219,7 +219,7 @@ TEST_CASE("metrics live: a scrape agrees with the JSONL and the clients, and pas
   lockscope::test::redis_server server;
   const std::uint16_t mport = free_port();
   // Three locks, two labels: the third lock's events are the _other series.
-  process analyze = f.analyze(server.port(), mport, {"--metrics-max-locks", "2"});
+  process analyze = f.analyze(server.port(), mport, {"--metrics-max-locks", "2", "--max-locks", "1000"});
 
   const std::string redis_url = "redis://127.0.0.1:" + std::to_string(server.port());
   std::vector<process> lockers;
@@ -306,6 +306,8 @@ TEST_CASE("metrics live: a scrape agrees with the JSONL and the clients, and pas
   CHECK(s.count("lockscope_capture_kernel_drops_total") == 1);
   CHECK(lockscope::test::sample_or(s, "lockscope_process_resident_memory_bytes") > 1e6);
   CHECK(lockscope::test::sample_or(s, "lockscope_store_entries{store=\"locks\"}") == 3);
+  CHECK(lockscope::test::sample_or(s, "lockscope_store_capacity{store=\"locks\"}") == 1000);
+  CHECK(lockscope::test::sample_or(s, "lockscope_locks_forgotten_total", -1) == 0);
   CHECK(lockscope::test::sample_or(s, "lockscope_store_entries{store=\"labelled_locks\"}") == 2);
   CHECK(lockscope::test::sample_or(s, "lockscope_store_entries{store=\"shas\"}", -1) >= 0);
 }

@@ -106,6 +106,13 @@ class huge_arena {
     return next_ + at;
 #endif
   }
+  void swap(huge_arena& o) noexcept {
+    mappings_.swap(o.mappings_);
+    heap_blocks_.swap(o.heap_blocks_);
+    std::swap(from_heap_, o.from_heap_);
+    std::swap(next_, o.next_);
+    std::swap(used_, o.used_);
+  }
   // The memory taken so far (heap blocks and mappings).
   std::size_t mapped_bytes() const noexcept {
     std::size_t n = from_heap_;

@@ -243,7 +243,7 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
 
   header(out, "store_entries", "gauge",
          "Entries in the analyzer's bounded stores now: flows (open connections), owners and connections the "
-         "timeline names, locks (one row per lock ever seen), scripts and shas (learnt from the traffic), values "
+         "timeline names, locks (one row per lock seen, idle ones forgotten at --max-locks), scripts and shas (learnt from the traffic), values "
          "(lock values followed), labelled_locks (this endpoint's lock labels).");
   const auto stores = [&](std::string_view metric, std::initializer_list<std::pair<std::string_view, std::uint64_t>> v) {
     for (const auto& [store, n] : v) {
@@ -264,6 +264,10 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
                             {"shas", g.shas_cap},
                             {"values", g.values_cap},
                             {"labelled_locks", options_.max_locks}});
+  if (g.locks_cap > 0) stores("store_capacity", {{"locks", g.locks_cap}});
+  header(out, "locks_forgotten_total", "counter",
+         "Idle locks whose rows were given up when the rows reached --max-locks (their totals stay in the summary).");
+  sample(out, "locks_forgotten_total", g.locks_forgotten);
 }
 
 }  // namespace lockscope::analyzer

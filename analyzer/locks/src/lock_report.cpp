@@ -918,7 +918,18 @@ void lock_report::write_summary(const lock_timeline& timeline) {
   } else {
     locks = write_batches_on_two_threads(batches, format_batch, write_);
   }
-  if (locks == 0) out_ += "(no lock activity)\n";
+  const forgotten_locks& f = timeline.forgotten();
+  if (f.locks > 0) {
+    std::uint64_t anomalies = 0;
+    for (const std::uint64_t a : f.anomalies) anomalies += a;
+    append_format(out_,
+                  "(not in the rows above: {} idle locks forgotten at --max-locks{}, with {} acquisitions ({} "
+                  "contended), {} renewals, {} expiries and {} anomalies)\n",
+                  f.locks, options_.lock_globs.empty() ? "" : " (selected by --lock or not)", f.acquisitions,
+                  f.contended_acquisitions, f.renewals, f.expiries, anomalies);
+  } else if (locks == 0) {
+    out_ += "(no lock activity)\n";
+  }
   flush();
 }
 

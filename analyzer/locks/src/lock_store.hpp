@@ -8,6 +8,7 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lockscope/locks/lock_timeline.hpp"
@@ -178,7 +179,26 @@ class lock_store {
       }
     }
   }
+  // In first-seen order, with each lock's id and its row writable.
+  template <class F>
+  void for_each_with_id(F&& f) {
+    for (std::size_t i = 0; i < blocks_.size(); ++i) {
+      const block& b = blocks_[i];
+      for (std::size_t at = 0; at != b.used;) {
+        lock_state& l = *std::launder(reinterpret_cast<lock_state*>(b.bytes + at));
+        const std::string_view name = name_of(l);
+        f(static_cast<std::uint32_t>((i << 16) | at), l, name);
+        at = static_cast<std::size_t>(name.data() + name.size() - b.bytes);
+      }
+    }
+  }
   std::size_t longest_name() const noexcept { return longest_name_; }
+  void swap(lock_store& o) noexcept {
+    arena_.swap(o.arena_);
+    blocks_.swap(o.blocks_);
+    std::swap(count_, o.count_);
+    std::swap(longest_name_, o.longest_name_);
+  }
 
  private:
   // LEB128: 7 bits a byte, low first.

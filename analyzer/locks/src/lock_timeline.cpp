@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -238,7 +239,7 @@ struct lock_timeline::impl {
   // entries go when that connection ends.
   std::unordered_map<std::uint64_t, std::uint64_t> subscriber_of_client;
 
-  impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s) {}
+  impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s), forget_at(o.max_locks) {}
 
   // ---- storage ----
   std::uint32_t canon(std::uint32_t s) const noexcept {
@@ -429,12 +430,11 @@ struct lock_timeline::impl {
     }
     return nullptr;
   }
-  // The connection is known not to be subscribed to the lock's channel now.
+  // The connection is known not to be subscribed to the lock's channel now: the most
+  // recently left channels are remembered, at most max_inactive (a subscriber
+  // connection lives as long as its client and may leave a channel per lock).
   static void set_inactive(connection_info& c, std::uint32_t lock) {
-    if (auto* r = record_of(c, lock)) {
-      *r = {lock, no_id, 0, link_confidence::none, false};
-      return;
-    }
+    if (const auto* r = record_of(c, lock)) c.subscriptions.erase(c.subscriptions.begin() + (r - c.subscriptions.data()));
     std::size_t inactive = 0;
     for (const auto& sub : c.subscriptions) inactive += sub.active ? 0 : 1;
     if (inactive >= connection_info::max_inactive) {
@@ -1675,8 +1675,107 @@ struct lock_timeline::impl {
   }
 
   void on_operation(const lock_operation& op) {
+    if (forget_at != 0 && locks.size() >= forget_at) forget_idle_locks();
     handle(op, take_announced(op));
     collect();
+  }
+
+  // ---- forgetting idle locks (timeline_options::max_locks) ----
+  // Between operations (no row is referenced from the stack), the rows of the locks
+  // that still matter are copied into a new store and everything that names a lock by
+  // id is rewritten; the old rows, their side records and lookup slots go.
+  std::size_t forget_at = 0;  // 0: never
+  forgotten_locks forgotten;
+
+  // A lock whose owner's lease ran out is kept that long after a pass first finds it
+  // idle: a late renewal or unlock by that owner (a paused process resuming) is
+  // expired_while_held, which only its row can tell.
+  static constexpr std::int64_t expired_memory_us = 600'000'000;
+  std::vector<std::pair<std::uint32_t, std::int64_t>> expired_kept;  // (id, since), by id
+
+  bool idle(const lock_state& l) const {
+    if (l.active != no_id || l.queued_us >= 0) return false;
+    const lock_extra* x = xp(l);
+    return x == nullptr || (x->more_holders.empty() && x->waiters.empty());
+  }
+  void fold_into_forgotten(const lock_state& l) {
+    const lock_side* sd = side_ptr(l);
+    const lock_extra* x = xp(l);
+    ++forgotten.locks;
+    forgotten.acquisitions += l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
+    forgotten.renewals += l.renewals + (sd != nullptr ? sd->renewals_carry : 0);
+    forgotten.expiries += l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
+    if (x != nullptr) {
+      forgotten.contended_acquisitions += x->waits.count();
+      for (std::size_t k = 0; k < anomaly_kind_count; ++k) forgotten.anomalies[k] += x->anomalies[k];
+    }
+  }
+  void forget_idle_locks() {
+    ++forgotten.passes;
+    std::unordered_set<std::uint32_t> named;  // by something besides their rows
+    for (const suspected_overlap& p : suspected_overlaps) named.insert(p.lock);
+    for (const connection_info& c : connections) {
+      for (const auto& sub : c.subscriptions) named.insert(sub.lock);
+      named.insert(c.waits.begin(), c.waits.end());
+    }
+    lock_store kept;
+    id_table kept_ids;
+    std::deque<lock_side> kept_sides;
+    std::deque<lock_extra> kept_extras;
+    std::vector<std::pair<std::uint32_t, std::int64_t>> kept_expired;
+    // Once its row is copied, an old row's `active` says where it went (no_id: forgotten).
+    locks.for_each_with_id([&](std::uint32_t id, lock_state& l, std::string_view name) {
+      std::int64_t expired_since = -1;
+      if (idle(l) && !named.contains(id)) {
+        if (l.last_expired != no_id) {
+          const auto mark = std::lower_bound(expired_kept.begin(), expired_kept.end(), std::pair{id, std::int64_t{-1}});
+          expired_since = mark != expired_kept.end() && mark->first == id ? mark->second : now;
+        }
+        if (expired_since < 0 || now - expired_since >= expired_memory_us) {
+          fold_into_forgotten(l);
+          if (lock_extra* x = xp(l)) owners.release(x->acquired_owner);
+          owners.release(l.last_expired);
+          return;
+        }
+      }
+      const std::uint32_t filed_under = lock_store::scope_of(l);
+      const std::uint32_t to = kept.add(filed_under, name);  // fewer rows than before: never full
+      lock_state& row = kept[to];
+      std::memcpy(static_cast<void*>(&row), &l, sizeof(lock_state));
+      if (l.side != no_id) {
+        row.side = static_cast<std::uint32_t>(kept_sides.size());
+        lock_side& sd = kept_sides.emplace_back(std::move(sides[l.side]));
+        if (sd.extra != no_id) {
+          const std::uint32_t extra = static_cast<std::uint32_t>(kept_extras.size());
+          kept_extras.emplace_back(std::move(extras[sd.extra]));
+          sd.extra = extra;
+        }
+      }
+      kept_ids.insert(to, lock_hash(canon(filed_under), name));
+      if (expired_since >= 0) kept_expired.emplace_back(to, expired_since);  // ids ascend
+      l.active = to;
+    });
+    expired_kept = std::move(kept_expired);
+    const auto moved = [&](std::uint32_t old) { return locks[old].active.get(); };
+    timers.remap(moved);
+    for (suspected_overlap& p : suspected_overlaps) p.lock = moved(p.lock);
+    for (connection_info& c : connections) {
+      for (auto& sub : c.subscriptions) sub.lock = moved(sub.lock);
+      for (std::uint32_t& w : c.waits) w = moved(w);
+      for (auto& lo : c.last_owners) {
+        if (lo.lock == no_id) continue;
+        lo.lock = moved(lo.lock);
+        if (lo.lock != no_id) continue;
+        owners.release(lo.owner);
+        lo.owner = no_id;
+      }
+    }
+    upcoming_head = upcoming_tail = 0;  // their ids and the table's generation are gone
+    locks.swap(kept);
+    lock_ids = std::move(kept_ids);
+    sides = std::move(kept_sides);
+    extras = std::move(kept_extras);
+    forget_at = std::max(options.max_locks, 2 * locks.size());
   }
 
   // ---- announced operations (will_handle) ----
@@ -1848,6 +1947,7 @@ timeline_memory lock_timeline::memory() const noexcept {
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
+const forgotten_locks& lock_timeline::forgotten() const noexcept { return impl_->forgotten; }
 std::size_t lock_timeline::scope_count() const noexcept {
   std::size_t n = 0;
   for (std::uint32_t s = 0; s < impl_->scopes.size(); ++s) n += impl_->scopes[s].alias == no_id && impl_->scopes[s].seen;

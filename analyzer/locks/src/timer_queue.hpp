@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <vector>
 
@@ -104,6 +105,17 @@ class timer_queue {
       earliest_run->pop_front();
     }
     return true;
+  }
+  // Every entry's lock replaced by lock_of(lock), those mapped to no_id dropped; the
+  // rest pop in the order they would have.
+  template <class LockOf>
+  void remap(LockOf&& lock_of) {
+    timer_queue kept;
+    for (timer t; pop_due(std::numeric_limits<std::int64_t>::max(), t);) {
+      const std::uint32_t to = lock_of(t.lock);
+      if (to != no_id) kept.push(timer{t.at_us, to});
+    }
+    *this = std::move(kept);
   }
 
  private:

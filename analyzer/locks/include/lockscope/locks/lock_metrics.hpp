@@ -71,7 +71,9 @@ struct capture_gauges {
   // The bounded stores: entries now, and their caps (0: no cap of their own).
   std::uint64_t owners = 0;        // lock owners the timeline names now
   std::uint64_t connections = 0;   // connections the timeline names now
-  std::uint64_t locks = 0;         // distinct locks seen (a row each)
+  std::uint64_t locks = 0;         // lock rows kept (a row per distinct lock)
+  std::uint64_t locks_cap = 0;     // --max-locks (0: none)
+  std::uint64_t locks_forgotten = 0;  // idle locks whose rows were given up at the cap
   std::uint64_t scripts = 0, scripts_cap = 0;
   std::uint64_t shas = 0, shas_cap = 0;
   std::uint64_t values = 0, values_cap = 0;

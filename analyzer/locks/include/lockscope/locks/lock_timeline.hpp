@@ -68,7 +68,8 @@
 // closed, reset, idled out or evicted by the ingest) and no holder or waiter names it,
 // an owner once no holder, waiter, subscription or expired-lease record names it. A
 // capture of short-lived connections with fresh owners therefore holds only what the
-// locks held at the moment need, however long it runs. Every lock ever seen keeps a 34-byte row (its summary: counters, the first
+// locks held at the moment need, however long it runs. Every lock kept (all of them, or
+// up to timeline_options::max_locks: see forgotten()) has a 34-byte row (its summary: counters, the first
 // hold inline) directly followed by its (server, database) scope index and its name
 // (1 byte each for the scope index and the length, no padding), and an 8-byte id slot
 // at most 4/5 full: 46-49 bytes + the name's length a lock. A held lock
@@ -228,6 +229,11 @@ struct timeline_options {
   // logical lock service behind several endpoints: a failover, a resharding). The
   // database still tells locks apart.
   bool merge_servers = false;
+  // Rows kept (0: no limit). A lock's row is its summary, so a capture or a live run
+  // with ever-new lock names (a lock per order id) would grow without end. When the
+  // rows reach max_locks, the idle ones are forgotten (forget_idle_locks below); when
+  // more than half are busy, the next pass waits until there are twice as many.
+  std::size_t max_locks = 0;
 };
 
 // Percentiles of one lock's hold or wait times (microseconds; -1: no samples).
@@ -262,6 +268,19 @@ struct lock_stats {
   }
 };
 
+// Locks whose rows were given up (timeline_options::max_locks), and what their rows
+// had counted: the summary's totals, never its per-lock percentiles. A forgotten lock
+// seen again starts a new row.
+struct forgotten_locks {
+  std::uint64_t passes = 0;  // times the rows were reached
+  std::uint64_t locks = 0;
+  std::uint64_t acquisitions = 0;
+  std::uint64_t contended_acquisitions = 0;
+  std::uint64_t renewals = 0;
+  std::uint64_t expiries = 0;
+  std::uint64_t anomalies[anomaly_kind_count] = {};
+};
+
 // Owners, connections and "ip:port" texts held right now: those named by a holder, a
 // waiter, a subscription or a lock's last expired owner, and connections not yet ended.
 struct timeline_memory {
@@ -292,7 +311,15 @@ class lock_timeline final : public lock_operation_sink {
 
   std::int64_t now_us() const noexcept;
   std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
+  // The rows kept now (forgotten ones not counted).
   std::size_t lock_count() const noexcept;
+  // Idle locks are forgotten when the rows reach timeline_options::max_locks: a lock
+  // with no holder, no waiter, no pending timer, no expired-lease record (that owner's
+  // late renewal is an anomaly) and that no subscription, pending overlap or waiting
+  // connection names. What its row counted goes into these totals; its next operation
+  // finds no history (so a once-per-lock anomaly such as unchecked_release may be
+  // reported again). Events are otherwise the same as without the limit.
+  const forgotten_locks& forgotten() const noexcept;
   // The distinct (server, database) pairs locks were seen in (1: no name can be ambiguous).
   std::size_t scope_count() const noexcept;
   // Every lock seen, in first-seen order.
