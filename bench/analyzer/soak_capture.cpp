@@ -1,8 +1,8 @@
 // Writes the soak benchmark's synthetic capture: a long-running SET-based lock
 // workload (redis-py / redlock style) of short-lived connections with fresh owners.
 //
-//   lock_soak_capture OUT.pcap [SCALE]
-//   lock_soak_capture OUT.pcap --connections N   (a small one, for tests)
+//   lock_soak_capture OUT.pcap [SCALE] [--fresh-names]
+//   lock_soak_capture OUT.pcap --connections N [--fresh-names]   (a small one, for tests)
 //
 // SCALE × 20,000 connections, each running 40 cycles of
 //   SET lock:<j> <fresh token> NX PX 5000   (retried with the same token while held)
@@ -11,6 +11,8 @@
 // 800,000 distinct owners. The release script is redis-py's compare-and-delete, loaded
 // once with SCRIPT LOAD at the start. Connections open with a handshake and close with
 // FIN; 128 run at once. Timestamps never go backwards. Deterministic (fixed seed).
+// --fresh-names: every cycle locks a name never used before ("order:<n>", a lock per
+// order id), so SCALE × 800,000 distinct lock names, and no contention.
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -58,12 +60,13 @@ struct worker {
   int cycles = 0;
   phase next = phase::connect;
   std::string token;
+  std::string name;  // the lock this cycle takes
 };
 
 class generator {
  public:
-  generator(const std::string& path, std::uint64_t connections)
-      : out_(path, link_type::en10mb), sha_(lockscope::lock::sha1_hex(release_script)) {
+  generator(const std::string& path, std::uint64_t connections, bool fresh_names)
+      : out_(path, link_type::en10mb), sha_(lockscope::lock::sha1_hex(release_script)), fresh_names_(fresh_names) {
     for (int w = 0; w < workers; ++w) {
       worker& k = workers_.emplace_back();
       k.lock = w % locks;
@@ -102,7 +105,8 @@ class generator {
 
   void step(int w, std::int64_t at) {
     worker& k = workers_[w];
-    const std::string lock = fmt::format("lock:{}", k.lock);
+    if (k.name.empty()) k.name = fresh_names_ ? fmt::format("order:{}", names_++) : fmt::format("lock:{}", k.lock);
+    const std::string& lock = k.name;
     std::int64_t next_at = at;
     switch (k.next) {
       case phase::connect: {
@@ -123,10 +127,10 @@ class generator {
         break;
       }
       case phase::set: {
-        const bool free = holder_[k.lock] < 0;
+        const bool free = fresh_names_ || holder_[k.lock] < 0;
         exchange(k, at, bulk_array({"SET", lock, k.token, "NX", "PX", "5000"}), free ? "+OK\r\n" : "$-1\r\n");
         if (free) {
-          holder_[k.lock] = w;
+          if (!fresh_names_) holder_[k.lock] = w;
           k.next = phase::release;
           next_at = at + static_cast<std::int64_t>(rng_.between(800, 2500));  // the critical section
         } else {
@@ -135,8 +139,9 @@ class generator {
         break;
       }
       case phase::release: {
-        holder_[k.lock] = -1;
+        if (!fresh_names_) holder_[k.lock] = -1;
         exchange(k, at, bulk_array({"EVALSHA", sha_, "1", lock, k.token}), ":1\r\n");
+        if (fresh_names_) k.name.clear();  // the next cycle: another order
         if (++k.cycles == cycles_per_connection) {
           k.next = phase::close;
           next_at = at + 100;
@@ -172,6 +177,8 @@ class generator {
   lockscope::test::splitmix64 rng_{20240613};
   std::int64_t now_ = 1'700'000'000'000'000;
   bool script_loaded_ = false;
+  const bool fresh_names_;
+  std::uint64_t names_ = 0;
   std::uint64_t owners_ = 0;
   std::uint64_t packets_ = 0;
 };
@@ -179,9 +186,11 @@ class generator {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool fresh_names = argc >= 3 && std::string_view(argv[argc - 1]) == "--fresh-names";
+  if (fresh_names) --argc;
   const bool by_count = argc == 4 && std::string_view(argv[2]) == "--connections";
   if (argc < 2 || (argc > 3 && !by_count)) {
-    std::fprintf(stderr, "usage: lock_soak_capture OUT.pcap [SCALE | --connections N]\n");
+    std::fprintf(stderr, "usage: lock_soak_capture OUT.pcap [SCALE | --connections N] [--fresh-names]\n");
     return 2;
   }
   const std::uint64_t count = by_count ? std::stoull(argv[3]) : 20'000 * (argc == 3 ? std::stoull(argv[2]) : 1);
@@ -190,7 +199,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    generator g(argv[1], count);
+    generator g(argv[1], count, fresh_names);
     g.run();
     std::fprintf(stderr, "lock_soak_capture: %s: %llu connections, %llu owners, %llu packets\n", argv[1],
                  static_cast<unsigned long long>(count), static_cast<unsigned long long>(g.owners()),
