@@ -232,8 +232,14 @@ TEST_CASE("forgetting: lockscope analyze --max-locks prints what the forgotten r
   CHECK(bounded == unbounded);
   CHECK(occurrences(unbounded, "\n") > 3000);
   const std::string summary = command_output(cli + " analyze --summary --max-locks 32 " + pcap.string() + " 2>&1", status);
+  CHECK(status == 0);
+  // With --lock, the forgotten totals are of every lock: the line says so.
+  const std::string selected =
+      command_output(cli + " analyze --summary --max-locks 32 --lock 'order:1*' " + pcap.string() + " 2>/dev/null", status);
   std::filesystem::remove(pcap);
   CHECK(status == 0);
+  CHECK(selected.find("idle locks forgotten at --max-locks (selected by --lock or not), with ") != std::string::npos);
+  CHECK(selected.find("\norder:2") == std::string::npos);
   INFO(summary);
   // The rows' acquisitions plus the forgotten ones: what was built.
   std::uint64_t row_acquisitions = 0, rows = 0;
