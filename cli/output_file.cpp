@@ -3,7 +3,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include <climits>
+#include <cstdlib>
+
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -15,9 +19,24 @@ output_file::output_file(std::string path) : path_(path == "-" ? std::string() :
     file_ = stdout;
     return;
   }
-  tmp_path_ = path_ + ".tmp";
-  // O_EXCL would refuse a FILE.tmp left by a killed run; it is ours to replace.
-  const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  struct stat st {};
+  std::string write_to = path_;
+  int flags = O_WRONLY | O_CLOEXEC;
+  // A device, FIFO or socket (`-o /dev/null`, `-o /dev/stdout`, a named pipe) is written
+  // in place: renaming a file over it would replace the device node itself.
+  const bool in_place = ::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  if (!in_place) {
+    // A symlink to a file: the file it names is replaced, and the link stays.
+    rename_to_ = path_;
+    if (char resolved[PATH_MAX]; ::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode) &&
+                                 ::realpath(path_.c_str(), resolved) != nullptr) {
+      rename_to_ = resolved;
+    }
+    tmp_path_ = write_to = rename_to_ + ".tmp";
+    // O_EXCL would refuse a FILE.tmp left by a killed run; it is ours to replace.
+    flags |= O_CREAT | O_TRUNC;
+  }
+  const int fd = ::open(write_to.c_str(), flags, 0644);
   if (fd < 0) fail("cannot write", errno);
   file_ = ::fdopen(fd, "w");
   if (file_ == nullptr) {
@@ -30,7 +49,7 @@ output_file::output_file(std::string path) : path_(path == "-" ? std::string() :
 output_file::~output_file() {
   if (file_ != nullptr && file_ != stdout) {
     std::fclose(file_);
-    ::unlink(tmp_path_.c_str());
+    if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
   }
 }
 
@@ -55,10 +74,11 @@ void output_file::commit() {
   const bool closed = std::fclose(f) == 0;
   const int err = errno;
   if (!closed) {
-    ::unlink(tmp_path_.c_str());
+    if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
     fail("cannot write", err);
   }
-  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+  if (tmp_path_.empty()) return;  // written in place
+  if (::rename(tmp_path_.c_str(), rename_to_.c_str()) != 0) {
     const int rename_err = errno;
     ::unlink(tmp_path_.c_str());
     fail("cannot write", rename_err);

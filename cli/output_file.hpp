@@ -7,7 +7,8 @@
 // The output is written to FILE.tmp next to FILE (same directory, so the rename is
 // atomic) and renamed over FILE by commit(): a run that fails or is killed midway
 // never leaves a truncated FILE that looks complete (a killed run leaves FILE.tmp;
-// a failed one removes it).
+// a failed one removes it). A FILE that is a device, FIFO or socket (`-o /dev/null`) is
+// written in place; a symlink keeps pointing where it did (its target is replaced).
 #pragma once
 
 #include <cstdio>
@@ -37,7 +38,8 @@ class output_file {
   const std::string& path() const noexcept { return path_; }
 
  private:
-  std::string path_, tmp_path_;
+  std::string path_, tmp_path_;  // tmp_path_ "": written in place
+  std::string rename_to_;         // path_, or the file a symlink at path_ names
   std::FILE* file_ = nullptr;
   [[noreturn]] void fail(const char* what, int err);
 };

@@ -47,9 +47,14 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     output_file out(options.output == "-" ? std::string() : options.output);
     // Pass 1: which locks to draw.
     analyzer::block_ranking ranking(options.svg ? 0 : options.max_locks, options.svg ? options.lock_globs.front() : "");
+    std::uint64_t forgotten = 0;  // rows given up at --max-locks: neither ranked nor counted
     const auto first = analyzer::analyze_files_into(
-        files, analysis, ranking, selected, [&](const analyzer::lock_timeline& t) { ranking.add_stats(t); }, warn,
-        error);
+        files, analysis, ranking, selected,
+        [&](const analyzer::lock_timeline& t) {
+          ranking.add_stats(t);
+          forgotten = t.forgotten().locks;
+        },
+        warn, error);
     if (first.changed_files > 0) return 1;
     std::vector<std::string> keys;
     if (options.svg) {
@@ -113,6 +118,11 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
                first.capture.packets, first.capture.flows, first.capture.exchanges + first.capture.pushes,
                ranking.blocks(), keys.size(), ranking.blocks() - keys.size(), format, bytes,
                to_stdout ? "" : " written to ", to_stdout ? "" : options.output);
+    if (forgotten > 0) {
+      warn(fmt::format("{} idle locks were forgotten at --max-locks {}: the {} ranks, counts and draws only the "
+                       "others (--max-locks 0 keeps every lock)",
+                       forgotten, analysis.timeline.max_locks, format));
+    }
   } catch (const analyzer::capture_error& e) {
     fmt::print(stderr, "lockscope analyze: {}\n", e.what());
     return 2;

@@ -236,6 +236,15 @@ TEST_CASE("forgetting: lockscope analyze --max-locks prints what the forgotten r
   // With --lock, the forgotten totals are of every lock: the line says so.
   const std::string selected =
       command_output(cli + " analyze --summary --max-locks 32 --lock 'order:1*' " + pcap.string() + " 2>/dev/null", status);
+  // The HTML report ranks the locks it kept: it says so.
+  const std::filesystem::path page = pcap.string() + ".html";
+  const std::string html =
+      command_output(cli + " analyze --format html --max-locks 32 -o " + page.string() + " " + pcap.string() + " 2>&1", status);
+  CHECK(status == 0);
+  CHECK(std::filesystem::file_size(page) > 1000);
+  std::filesystem::remove(page);
+  CHECK(html.find(" idle locks were forgotten at --max-locks 32: the html ranks, counts and draws only the others") !=
+        std::string::npos);
   std::filesystem::remove(pcap);
   CHECK(status == 0);
   CHECK(selected.find("idle locks forgotten at --max-locks (selected by --lock or not), with ") != std::string::npos);
