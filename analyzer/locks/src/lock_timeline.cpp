@@ -1698,17 +1698,28 @@ struct lock_timeline::impl {
     const lock_extra* x = xp(l);
     return x == nullptr || (x->more_holders.empty() && x->waiters.empty());
   }
-  void fold_into_forgotten(const lock_state& l) {
+  // A row's counters (the 16-bit ones with their carries), as the summary shows them.
+  lock_stats counts_of(const lock_state& l) const {
     const lock_side* sd = side_ptr(l);
     const lock_extra* x = xp(l);
-    ++forgotten.locks;
-    forgotten.acquisitions += l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
-    forgotten.renewals += l.renewals + (sd != nullptr ? sd->renewals_carry : 0);
-    forgotten.expiries += l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
+    lock_stats s;
+    s.acquisitions = l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
+    s.renewals = l.renewals + (sd != nullptr ? sd->renewals_carry : 0);
+    s.expiries = l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
     if (x != nullptr) {
-      forgotten.contended_acquisitions += x->waits.count();
-      for (std::size_t k = 0; k < anomaly_kind_count; ++k) forgotten.anomalies[k] += x->anomalies[k];
+      s.contended_acquisitions = x->waits.count();
+      std::copy(std::begin(x->anomalies), std::end(x->anomalies), std::begin(s.anomalies));
     }
+    return s;
+  }
+  void fold_into_forgotten(const lock_state& l) {
+    const lock_stats s = counts_of(l);
+    ++forgotten.locks;
+    forgotten.acquisitions += s.acquisitions;
+    forgotten.contended_acquisitions += s.contended_acquisitions;
+    forgotten.renewals += s.renewals;
+    forgotten.expiries += s.expiries;
+    for (std::size_t k = 0; k < anomaly_kind_count; ++k) forgotten.anomalies[k] += s.anomalies[k];
   }
   void forget_idle_locks() {
     ++forgotten.passes;
@@ -1975,15 +1986,10 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
     const lock_side* sd = impl_->side_ptr(l);
     const duration_samples& holds = sd != nullptr ? sd->holds : none;
     const duration_samples& waits = x != nullptr ? x->waits : none;
-    lock_stats s;
+    lock_stats s = impl_->counts_of(l);
     const impl::scope& sc = impl_->scopes[impl_->canon(lock_store::scope_of(l))];
     s.server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
     s.db = sc.db;
-    s.acquisitions = l.acquisitions + (sd != nullptr ? sd->acquisitions_carry : 0);
-    s.contended_acquisitions = waits.count();
-    s.renewals = l.renewals + (sd != nullptr ? sd->renewals_carry : 0);
-    s.expiries = l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
-    if (x != nullptr) std::copy(std::begin(x->anomalies), std::end(x->anomalies), std::begin(s.anomalies));
     s.hold = holds.summarize(l.first_hold_us, scratch);
     s.wait = waits.summarize(-1, scratch);
     hold_us.clear();
