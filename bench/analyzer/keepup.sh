@@ -72,7 +72,8 @@ for tool in "${tools[@]}"; do
         >"$out" 2>"$log" &
       ;;
     tcpdump)
-      tcpdump -i lo -B $((buffer_mb * 1024)) -s 262144 -w /dev/null "$filter" >"$out" 2>"$log" &
+      # -Z root: tcpdump otherwise chowns its -w file, /dev/null itself, to its own user.
+      tcpdump -i lo -Z root -B $((buffer_mb * 1024)) -s 262144 -w /dev/null "$filter" >"$out" 2>"$log" &
       ;;
     tshark)
       # One field per request array (EVAL has 6 elements): counted below.
