@@ -39,6 +39,7 @@ struct analyze_options {
   privilege_options privileges;
   bool summary = false;
   bool no_summary = false;
+  std::size_t top = 0;
   std::vector<std::string> locks;
   double idle_threshold_ms = 50;
   double long_hold_s = 60;
@@ -109,6 +110,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::report_options ro;
   ro.lock_globs = o.locks;
   ro.summary = !o.no_summary;
+  ro.top = o.top;
   if (o.summary) ro.format = analyzer::report_format::summary_only;
   else if (o.format == "jsonl") ro.format = analyzer::report_format::jsonl;
   else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
@@ -258,6 +260,11 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   add_recorder_options(*cmd, o->recorder);
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
   cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
+  cmd->add_option("--top", o->top,
+                  "Summary table: only the N locks with the most contended acquisitions and anomalies (then "
+                  "acquisitions, renewals and expiries), most first, and a line with what the others counted "
+                  "(0: every lock, in first-seen order)")
+      ->capture_default_str();
   cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
       ->delimiter(',')
       ->allow_extra_args(false);

@@ -909,7 +909,11 @@ void lock_report::write_summary(const lock_timeline& timeline) {
     return n;
   };
   std::uint64_t locks = 0;
-  if (options_.threads < 2 || timeline.lock_count() < parallel_summary_min_locks) {
+  if (options_.top > 0) {
+    locks = write_top_rows(timeline, width, [&](std::string_view lock, const lock_stats& s) {
+      return shared_names.empty() ? std::string() : title_of(lock, s);
+    });
+  } else if (options_.threads < 2 || timeline.lock_count() < parallel_summary_min_locks) {
     row_buffer rows;
     for (std::size_t b = 0; b < batches; ++b) {
       locks += format_batch(b, rows);
@@ -931,6 +935,79 @@ void lock_report::write_summary(const lock_timeline& timeline) {
     out_ += "(no lock activity)\n";
   }
   flush();
+}
+
+std::uint64_t lock_report::write_top_rows(
+    const lock_timeline& timeline, std::size_t width,
+    const std::function<std::string(std::string_view, const lock_stats&)>& title_of) {
+  // Pass 1: the highest ranked selected locks, each known by its place among them in
+  // for_each_lock's order, and what every selected lock counted.
+  struct ranked {
+    std::uint64_t trouble, activity, seen;
+  };
+  const auto before = [](const ranked& a, const ranked& b) {
+    if (a.trouble != b.trouble) return a.trouble > b.trouble;
+    if (a.activity != b.activity) return a.activity > b.activity;
+    return a.seen < b.seen;
+  };
+  struct counts {
+    std::uint64_t acquisitions = 0, contended = 0, renewals = 0, expiries = 0, anomalies = 0;
+    void add(const lock_stats& s, std::uint64_t sign) noexcept {  // sign: 1 or -1 (mod 2^64)
+      acquisitions += sign * s.acquisitions;
+      contended += sign * s.contended_acquisitions;
+      renewals += sign * s.renewals;
+      expiries += sign * s.expiries;
+      anomalies += sign * s.anomaly_total();
+    }
+  } others;
+  std::vector<ranked> heap;  // the lowest ranked of those kept at the front
+  std::uint64_t seen = 0;
+  timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+    if (!options_.lock_globs.empty() && !selected(lock)) return;
+    const lock_rank rank(s);
+    const ranked r{rank.trouble, rank.activity, seen++};
+    others.add(s, 1);
+    if (heap.size() < options_.top) {
+      heap.push_back(r);
+      std::push_heap(heap.begin(), heap.end(), before);
+    } else if (before(r, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      heap.back() = r;
+      std::push_heap(heap.begin(), heap.end(), before);
+    }
+  });
+  const std::uint64_t total = seen;
+  std::sort(heap.begin(), heap.end(), before);
+  // Pass 2: their rows, in rank order.
+  std::vector<std::pair<std::uint64_t, std::size_t>> wanted;  // (seen, rank) by seen
+  wanted.reserve(heap.size());
+  for (std::size_t i = 0; i < heap.size(); ++i) wanted.emplace_back(heap[i].seen, i);
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<std::string> rows_by_rank(heap.size());
+  row_buffer row;
+  std::size_t next = 0;
+  seen = 0;
+  timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+    if (next == wanted.size() || (!options_.lock_globs.empty() && !selected(lock))) return;
+    if (seen++ != wanted[next].first) return;
+    row.clear();
+    const std::string title = title_of(lock, s);
+    append_row(row, title.empty() ? lock : std::string_view(title), s, width);
+    rows_by_rank[wanted[next++].second] = row.view();
+    others.add(s, ~std::uint64_t{0});
+  });
+  for (const std::string& r : rows_by_rank) {
+    out_ += r;
+    if (out_.size() >= (64u << 10)) flush();
+  }
+  if (total > heap.size()) {
+    append_format(out_,
+                  "(not in the rows above: the other {} of {} locks (--top {} shows the most contended and "
+                  "anomalous), with {} acquisitions ({} contended), {} renewals, {} expiries and {} anomalies)\n",
+                  total - heap.size(), total, options_.top, others.acquisitions, others.contended, others.renewals,
+                  others.expiries, others.anomalies);
+  }
+  return total;
 }
 
 void lock_report::finish(const lock_timeline& timeline) {

@@ -128,12 +128,12 @@ void block_ranking::add_stats(const lock_timeline& timeline) {
   std::map<std::string, int, std::less<>> distinct;  // only when names can repeat
   const bool repeats = timeline.scope_count() > 1;
   timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
-    std::uint64_t trouble = s.contended_acquisitions + s.anomaly_total();
+    lock_rank rank(s);
     if (!group_anomalies_.empty()) {
       auto g = group_anomalies_.find(block_key(lock, s.db));
-      if (g != group_anomalies_.end()) trouble += g->second;
+      if (g != group_anomalies_.end()) rank.trouble += g->second;
     }
-    consider(lock, s.db, trouble, s.acquisitions + s.renewals + s.expiries);
+    consider(lock, s.db, rank.trouble, rank.activity);
     if (repeats) distinct.emplace(block_key(lock, s.db), 0);
     if (!glob_.empty() && matching_.size() <= max_matches && glob_match(glob_, lock)) {
       auto key = block_key(lock, s.db);

@@ -56,6 +56,9 @@ struct report_options {
   std::size_t text_buffer_bytes = 4u << 20;
   // JSONL: hand each line to `write` at once (live), not in 64 KiB chunks.
   bool line_buffered = false;
+  // The summary table: only the `top` highest ranked locks (lock_rank), highest first,
+  // then a line with what the others counted; 0: every lock, in first-seen order.
+  std::size_t top = 0;
 };
 
 // The text output's temporary file could not be created, written or read.
@@ -110,6 +113,10 @@ class lock_report final : public lock_event_sink {
 
  private:
   void write_event(const lock_event& e);  // on_event, for the formats that print events
+  // The summary's rows with options_.top set, and the line on the others; the number of
+  // locks selected. `title_of`: a row's title when not just the name (else empty).
+  std::uint64_t write_top_rows(const lock_timeline& timeline, std::size_t width,
+                               const std::function<std::string(std::string_view, const lock_stats&)>& title_of);
   report_options options_;
   std::function<void(std::string_view)> write_;
   std::string out_;

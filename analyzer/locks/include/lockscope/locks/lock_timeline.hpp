@@ -268,6 +268,16 @@ struct lock_stats {
   }
 };
 
+// How a lock ranks where only the busiest are shown (the summary's top N, the HTML
+// report's blocks): by trouble (contended acquisitions + anomalies), then by activity
+// (acquisitions + renewals + expiries); ties go to the lock seen first.
+struct lock_rank {
+  std::uint64_t trouble = 0;
+  std::uint64_t activity = 0;
+  explicit lock_rank(const lock_stats& s) noexcept
+      : trouble(s.contended_acquisitions + s.anomaly_total()), activity(s.acquisitions + s.renewals + s.expiries) {}
+};
+
 // Locks whose rows were given up (timeline_options::max_locks), and what their rows
 // had counted: the summary's totals, never its per-lock percentiles. A forgotten lock
 // seen again starts a new row.
