@@ -193,7 +193,11 @@ int run(const analyze_options& o, bool live_mode) {
   const stop_on_signal stop(*source);
   drop_reporter drops("analyze", o.capture.stats_interval);
   std::optional<silence_notice> silence;
-  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("analyze", co, *live);
+  std::optional<clock_step_notice> clock_steps;  // a replay's clock is its packets'
+  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) {
+    silence.emplace("analyze", co, *live);
+    clock_steps.emplace("analyze");
+  }
   auto on_packet = [&](const analyzer::captured_packet& p) {
     hooks.on_loop(&p, now_us());
     a.on_packet(p.ts_us, p.link_type, p.data);
@@ -209,6 +213,7 @@ int run(const analyze_options& o, bool live_mode) {
     timeline.advance_to(now - 5000);  // packets carry capture times slightly behind now
     groups.advance_to(now - 5000);
     drops.poll(*source);
+    if (clock_steps) clock_steps->poll();
     if (silence) silence->poll(got);
     if (metrics) metrics->poll();
   }

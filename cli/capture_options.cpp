@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <ctime>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -159,6 +160,33 @@ void silence_notice::poll(bool got_packet) {
                "give it with --port PORT (or a BPF expression with --filter), or try -i any\n",
                command_, interface_, seconds, filter_);
   }
+}
+
+void clock_step_notice::poll() {
+  // CLOCK_BOOTTIME goes on while the host is suspended, as the wall clock does: a
+  // suspend is not a step.
+  const auto read = [](clockid_t id) {
+    timespec t{};
+    clock_gettime(id, &t);
+    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000 + t.tv_nsec / 1000;
+  };
+  poll(read(CLOCK_REALTIME), read(CLOCK_BOOTTIME));
+}
+
+void clock_step_notice::poll(std::int64_t wall_us, std::int64_t monotonic_us) {
+  const std::int64_t step = watch_.on_tick(wall_us, monotonic_us);
+  if (step == 0) return;
+  const std::time_t at = static_cast<std::time_t>(wall_us / 1'000'000);
+  std::tm utc{};
+  gmtime_r(&at, &utc);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &utc);
+  fmt::print(stderr,
+             "lockscope {}: warning: the wall clock, which stamps the packets, was stepped {} {:.3f} s (now {} UTC): "
+             "waits, holds and leases that span the step are measured across it{}\n",
+             command_, step > 0 ? "forward" : "back", static_cast<double>(step > 0 ? step : -step) / 1e6, when,
+             step > 0 ? "; leases held across it ran out early, as they do on a Redis server whose clock stepped too"
+                      : "");
 }
 
 stop_on_signal::stop_on_signal(analyzer::packet_source& source) {

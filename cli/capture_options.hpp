@@ -13,6 +13,7 @@
 
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
+#include "lockscope/ingest/clock_steps.hpp"
 
 namespace lockscope::cli {
 
@@ -121,6 +122,19 @@ class silence_notice {
   bool said_ = false;
   std::chrono::steady_clock::duration after_;
   std::chrono::steady_clock::time_point last_packet_;
+};
+
+// Live: says when the wall clock, which stamps the packets, was stepped (clock_steps.hpp).
+class clock_step_notice {
+ public:
+  explicit clock_step_notice(const char* command) : command_(command) {}
+  void poll();
+  // The same with both clocks given (µs); for tests.
+  void poll(std::int64_t wall_us, std::int64_t monotonic_us);
+
+ private:
+  const char* command_;
+  analyzer::wall_clock_watch watch_;
 };
 
 // Prints the kernel's drop counters every --stats-interval seconds (never when 0).

@@ -204,12 +204,17 @@ int run_live(const decode_options& o) {
   const stop_on_signal stop(*source);
   drop_reporter drops("decode", o.capture.stats_interval);
   std::optional<silence_notice> silence;
-  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) silence.emplace("decode", o.capture, *live);
+  std::optional<clock_step_notice> clock_steps;  // a replay's clock is its packets'
+  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) {
+    silence.emplace("decode", o.capture, *live);
+    clock_steps.emplace("decode");
+  }
   auto on_packet = [&a](const analyzer::captured_packet& p) { a.on_packet(p.ts_us, p.link_type, p.data); };
   while (!stop.requested()) {
     const auto r = source->dispatch(packets_per_pass, on_packet);
     if (r == analyzer::packet_source::result::end) break;
     drops.poll(*source);
+    if (clock_steps) clock_steps->poll();
     if (silence) silence->poll(r == analyzer::packet_source::result::packet);
   }
   a.finish();

@@ -26,6 +26,7 @@
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 #include "child_process.hpp"
+#include "helpers.hpp"
 
 using namespace std::chrono_literals;
 
@@ -302,4 +303,39 @@ TEST_CASE("a capture piped in and ended with SIGINT or SIGTERM: the output of wh
   // packets it had read, as a live capture does).
   CHECK(replay.err().find(" lock operations (") != std::string::npos);
   std::filesystem::remove(err);
+}
+
+TEST_CASE("live: a step of the wall clock is reported, with its size (libfaketime steps it)", "[live][clock]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (!live_prerequisites(cli, false)) return;
+  const std::filesystem::path faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+  if (!std::filesystem::exists(faketime)) {
+    WARN("libfaketime (Debian's faketime) is not installed: skipped");
+    return;
+  }
+  // libfaketime reads the offset from this file on every clock read; the monotonic
+  // clocks stay true, as they do when NTP steps the wall clock.
+  char pattern[] = "/tmp/lockscope-clock-XXXXXX";
+  const std::filesystem::path dir = ::mkdtemp(pattern);
+  const std::filesystem::path offset = dir / "offset";
+  auto set_offset = [&](const char* spec) { std::ofstream(offset) << spec << "\n"; };
+  set_offset("+0");
+  child analyze = spawn({"/usr/bin/env", "LD_PRELOAD=" + faketime.string(), "FAKETIME_TIMESTAMP_FILE=" + offset.string(),
+                         "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", cli, "analyze", "-i", "lo", "--port",
+                         "9", "--no-drop", "--summary"});
+  REQUIRE(analyze.read_until("listening on lo", 10000ms));
+  std::this_thread::sleep_for(500ms);
+  analyze.read_available();
+  CHECK(analyze.text.find("stepped") == std::string::npos);  // an unstepped clock says nothing
+  set_offset("+1h");
+  CHECK(analyze.read_until("warning: the wall clock, which stamps the packets, was stepped forward 3600.000 s", 5000ms));
+  CHECK(analyze.read_until("leases held across it ran out early", 1000ms));
+  set_offset("-30s");  // from an hour ahead to 30 s behind
+  CHECK(analyze.read_until("was stepped back 3630.000 s", 5000ms));
+  ::kill(analyze.pid, SIGINT);
+  CHECK(analyze.read_until(" lock operations (", 5000ms));
+  CHECK(analyze.wait_for(5000ms) == 0);
+  ::close(analyze.out);
+  CHECK(lockscope::timeline_test::occurrences(analyze.text, "was stepped") == 2);
+  std::filesystem::remove_all(dir);
 }

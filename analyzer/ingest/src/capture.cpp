@@ -13,6 +13,10 @@
 #include <cstring>
 #include <optional>
 
+#include <fmt/format.h>
+
+#include "lockscope/ingest/clock_steps.hpp"
+
 namespace lockscope::analyzer {
 
 namespace {
@@ -314,6 +318,9 @@ struct offline_capture::file {
   std::uint32_t wire_length = 0;
   std::int64_t ts_us = 0;
   std::size_t index = 0;
+  std::uint64_t packets = 0;  // read so far: the number of the current one
+  packet_clock_watch clock;
+  unsigned clock_steps = 0;   // reported
   ~file() {
     if (handle != nullptr) pcap_close(handle);  // closes the stream; before `buffer` is freed
   }
@@ -384,6 +391,18 @@ void offline_capture::report(const file& f, const std::string& message) {
   }
 }
 
+void offline_capture::check_clock(file& f) {
+  ++f.packets;
+  const std::int64_t back = f.clock.on_packet(f.ts_us);
+  if (back == 0 || !warn_) return;
+  constexpr unsigned max_reported = 10;
+  if (++f.clock_steps > max_reported) return;
+  warn_(fmt::format("{}: packet {}: its time is {:.6f} s before the previous packet's: the capturing host's clock "
+                    "was stepped back; waits, holds and leases that span it are measured across the step{}",
+                    f.source->name(), f.packets, static_cast<double>(back) / 1e6,
+                    f.clock_steps == max_reported ? " (further steps in this file are not reported)" : ""));
+}
+
 bool offline_capture::advance(file& f) {
   f.has_packet = false;
   if (f.done) return false;
@@ -392,6 +411,7 @@ bool offline_capture::advance(file& f) {
     const int rc = f.reader->next(f.ts_us, f.data, f.wire_length, error);
     if (rc == 1) {
       f.has_packet = true;
+      check_clock(f);
       return true;
     }
     f.done = true;
@@ -408,6 +428,7 @@ bool offline_capture::advance(file& f) {
     f.wire_length = header->len;
     // pcapng may change the link type per interface.
     f.link_type = pcap_datalink(f.handle);
+    check_clock(f);
     return true;
   }
   f.done = true;

@@ -45,7 +45,9 @@ class offline_capture {
   // Called with one line naming the file and the byte offset.
   using warning_handler = std::function<void(const std::string&)>;
 
-  // `warn`: a damaged file (a record cut short, a bad block), read up to the damage.
+  // `warn`: a damaged file (a record cut short, a bad block), read up to the damage;
+  // a packet whose time is a second or more before the previous one's in its file
+  // (clock_steps.hpp), named by its number in the file.
   // `error`: a file that shrank while being read (truncated or rewritten); reading it
   // stopped there, what came before was delivered. Without `error`, `warn` gets those.
   offline_capture(const std::vector<std::string>& files, warning_handler warn = {}, warning_handler error = {});
@@ -68,6 +70,7 @@ class offline_capture {
  private:
   struct file;
   bool advance(file& f);
+  void check_clock(file& f);  // a packet read: warns when its time stepped back
   void report(const file& f, const std::string& message);
 
   volatile std::sig_atomic_t stopped_ = 0;  // read by the byte sources: declared before them
