@@ -3,7 +3,6 @@
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,20 +10,18 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <optional>
 
 #include <fmt/format.h>
 
+#include "capture_files.hpp"
 #include "lockscope/ingest/clock_steps.hpp"
 
 namespace lockscope::analyzer {
 
 namespace {
 
-std::uint32_t swap32(std::uint32_t v) noexcept { return __builtin_bswap32(v); }
-
 // The compression a file's first bytes show ("gzip", "zstd", …), or empty. Captures are
-// often kept compressed; libpcap reads none of these, and only says "unknown file format".
+// often kept compressed; named, the error can say how to read one.
 std::string_view compressed_as(std::string_view head) noexcept {
   constexpr std::pair<std::string_view, std::string_view> magics[] = {
       {"\x1f\x8b", "gzip"}, {"\x28\xb5\x2f\xfd", "zstd"}, {"\xfd" "7zXZ\x00", "xz"}, {"BZh", "bzip2"},
@@ -46,288 +43,34 @@ std::string_view decompressor_of(std::string_view compression) noexcept {
 // Set from a signal handler by stop_reading_captures().
 volatile std::sig_atomic_t reading_stopped = 0;
 
-// How long a read of a pipe waits before it checks reading_stopped again: a signal may
-// be handled on another thread than the one blocked in read().
-constexpr int stop_check_ms = 100;
-
-bool is_classic_pcap_magic(std::uint32_t magic) noexcept {
-  return magic == 0xa1b2c3d4u || magic == 0xa1b23c4du || magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
+// The first bytes of an input that is no capture, for the error.
+std::string first_bytes_hex(std::string_view head) {
+  std::string out;
+  for (std::size_t i = 0; i < std::min<std::size_t>(head.size(), 8); ++i) {
+    out += fmt::format("{}{:02x}", i == 0 ? "" : " ", static_cast<unsigned char>(head[i]));
+  }
+  return out;
 }
-
-// One input's bytes, read with read(), whatever reads them (our pcap reader or libpcap).
-//
-// Why read() and not mmap (which this code used before): a capture file truncated or
-// rewritten while it is read — `tcpdump -C … -W …` recycles its ring files — turns
-// every later touch of a mapped page past the new end into SIGBUS. The touches happen
-// anywhere a packet view is read, in the decoder long after the capture code returned
-// it, so a sigsetjmp guard around the capture code's own accesses cannot cover them,
-// and a process-wide SIGBUS handler in a library would fight the application's and the
-// sanitizers' own. With read(), a truncation can only show up as a short read: the
-// bytes already copied stay valid, everything before the damage is decoded, and the
-// reader stops with an error naming the file and the offset. The one extra copy (kernel
-// to a buffer that stays in cache) is cheap next to decoding; read() also serves pipes,
-// FIFOs and stdin, so every input goes the same way.
-class byte_source {
- public:
-  // `stopped`: the owner's stop flag (offline_capture::stop), checked with the global one.
-  byte_source(std::string name, int fd, bool owns_fd, const volatile std::sig_atomic_t& stopped)
-      : name_(std::move(name)), fd_(fd), owns_fd_(owns_fd), stopped_(stopped) {
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      regular_ = true;
-      size_at_open_ = static_cast<std::uint64_t>(st.st_size);
-    }
-  }
-  ~byte_source() {
-    if (owns_fd_) ::close(fd_);
-  }
-  byte_source(const byte_source&) = delete;
-  byte_source& operator=(const byte_source&) = delete;
-
-  // Up to `max` bytes into `out`; 0 at the end (or when the file changed: see changed()),
-  // -1 on a read error (errno set). A regular file is read up to the size it had when
-  // opened, so one still being written ends where it ended then.
-  ssize_t read_some(char* out, std::size_t max) {
-    if (regular_) {
-      // Checked before every read (two system calls per buffer refill): a file that
-      // shrank was truncated, one whose first bytes (the file header and the first
-      // record's timestamp) changed was rewritten — what it holds now is not the
-      // continuation of what was read.
-      if (consumed_ > 0 && file_changed()) return 0;
-      max = static_cast<std::size_t>(std::min<std::uint64_t>(max, size_at_open_ - consumed_));
-      if (max == 0) return 0;
-    }
-    for (;;) {
-      if (reading_stopped || stopped_) return 0;
-      if (!regular_) {
-        pollfd ready{fd_, POLLIN, 0};
-        if (::poll(&ready, 1, stop_check_ms) <= 0) continue;  // nothing yet, or EINTR
-      }
-      const ssize_t n = ::read(fd_, out, max);
-      if (n < 0 && errno == EINTR) continue;
-      if (n > 0 && consumed_ == 0) first_bytes_.assign(out, std::min<std::size_t>(static_cast<std::size_t>(n), 40));
-      if (n > 0) consumed_ += static_cast<std::uint64_t>(n);
-      if (n == 0 && regular_ && consumed_ < size_at_open_) {
-        // Shrunk between the fstat and the read.
-        struct stat st {};
-        changed_size_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : consumed_;
-      }
-      return n;
-    }
-  }
-
-  const std::string& name() const noexcept { return name_; }
-  bool regular() const noexcept { return regular_; }
-  std::uint64_t size_at_open() const noexcept { return size_at_open_; }
-  std::uint64_t consumed() const noexcept { return consumed_; }
-  bool changed() const noexcept { return changed_size_.has_value(); }
-
-  // The error for a file that changed under the reader; `at`: where reading stopped.
-  std::string changed_message(std::uint64_t at) const {
-    const std::string how = rewritten_ ? "its first bytes differ now: it was rewritten"
-                                       : "it shrank from " + std::to_string(size_at_open_) + " to " +
-                                             std::to_string(changed_size_.value_or(0)) + " bytes";
-    return "the file changed while being read (" + how +
-           "; tcpdump -C/-W does this to its ring files); stopped at byte " + std::to_string(at) +
-           ", everything before it was read";
-  }
-
- private:
-  bool file_changed() {
-    struct stat st {};
-    if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < size_at_open_) {
-      changed_size_ = static_cast<std::uint64_t>(st.st_size);
-      return true;
-    }
-    char now[40];
-    const ssize_t n = ::pread(fd_, now, first_bytes_.size(), 0);
-    if (n >= 0 && std::string_view(now, static_cast<std::size_t>(n)) != first_bytes_) {
-      rewritten_ = true;
-      changed_size_ = static_cast<std::uint64_t>(st.st_size);
-      return true;
-    }
-    return false;
-  }
-
-  std::string name_;
-  int fd_;
-  bool owns_fd_;
-  const volatile std::sig_atomic_t& stopped_;
-  bool regular_ = false;
-  std::uint64_t size_at_open_ = 0;
-  std::uint64_t consumed_ = 0;
-  std::optional<std::uint64_t> changed_size_;
-  std::string first_bytes_;  // as read first: compared before every later read
-  bool rewritten_ = false;
-};
-
-// Classic pcap records handed out as views into one buffer, refilled with read(): no
-// copy per record (libpcap copies every record again through stdio).
-class pcap_reader {
- public:
-  // libpcap's largest snaplen (MAXIMUM_SNAPLEN); larger records are damage.
-  static constexpr std::size_t max_record = 262144;
-  static constexpr std::size_t buffer_size = 1u << 20;
-
-  explicit pcap_reader(byte_source& source) : source_(source), buffer_(new char[buffer_size]) {}
-
-  // Reads up to the first `n` bytes; what the buffer holds, for sniffing the format.
-  std::string_view peek(std::size_t n) {
-    fill(n);
-    return {buffer_.get() + begin_, end_ - begin_};
-  }
-
-  // Takes the file header once peek() showed classic pcap magic.
-  bool open() {
-    const std::string_view h = peek(24);
-    if (h.size() < 24) return false;
-    std::uint32_t magic;
-    std::memcpy(&magic, h.data(), 4);
-    if (!is_classic_pcap_magic(magic)) return false;
-    swapped_ = magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
-    nanos_ = magic == 0xa1b23c4du || magic == 0x4d3cb2a1u;
-    std::uint32_t network;
-    std::memcpy(&network, h.data() + 20, 4);
-    if (swapped_) network = swap32(network);
-    link_type_ = static_cast<int>(network & 0x03ffffffu);  // the high bits carry FCS flags
-    begin_ += 24;
-    return true;
-  }
-
-  int link_type() const noexcept { return link_type_; }
-  // The file offset of the next record.
-  std::uint64_t position() const noexcept { return base_ + begin_; }
-  // The bytes read but not yet handed out (libpcap gets them first when the file is
-  // not classic pcap).
-  std::string_view buffered() const noexcept { return {buffer_.get() + begin_, end_ - begin_}; }
-
-  // 1: a record (`data` valid until the next call); 0: the end; -1: damage or a file
-  // changed under the reader (`error` says what, naming the offset).
-  int next(std::int64_t& ts_us, std::string_view& data, std::uint32_t& wire_length, std::string& error) {
-    if (!fill(16)) return stop(16, error);
-    std::uint32_t f[4];
-    std::memcpy(f, buffer_.get() + begin_, 16);
-    if (swapped_) for (auto& v : f) v = swap32(v);
-    const std::uint32_t caplen = f[2];
-    if (caplen > max_record) {
-      error = "bad dump file format; a record of " + std::to_string(caplen) + " bytes at byte " +
-              std::to_string(position());
-      return -1;
-    }
-    if (!fill(16 + caplen)) return stop(16 + caplen, error);
-    ts_us = static_cast<std::int64_t>(f[0]) * 1'000'000 + (nanos_ ? f[1] / 1000 : f[1]);
-    data = std::string_view(buffer_.get() + begin_ + 16, caplen);
-    wire_length = f[3];
-    begin_ += 16 + caplen;
-    return 1;
-  }
-
- private:
-  // Makes `need` bytes available at begin_; false when the input ends (or fails) first.
-  bool fill(std::size_t need) {
-    if (end_ - begin_ >= need) return true;
-    if (begin_ > 0) {
-      std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
-      base_ += begin_;
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    // Pipes return what is there: decode it now rather than wait for a full buffer.
-    while (end_ < need) {
-      const ssize_t n = source_.read_some(buffer_.get() + end_, buffer_size - end_);
-      if (n <= 0) {
-        if (n < 0) read_errno_ = errno;
-        return false;
-      }
-      end_ += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-
-  int stop(std::size_t need, std::string& error) {
-    const std::size_t have = end_ - begin_;
-    if (source_.changed()) {
-      error = source_.changed_message(position());
-    } else if (read_errno_ != 0) {
-      error = "read error at byte " + std::to_string(base_ + end_) + ": " + std::strerror(read_errno_);
-    } else if (have == 0) {
-      return 0;
-    } else {
-      error = "truncated dump file; the record at byte " + std::to_string(position()) + " needs " +
-              std::to_string(need) + " bytes, only " + std::to_string(have) + " remain";
-    }
-    return -1;
-  }
-
-  byte_source& source_;
-  std::unique_ptr<char[]> buffer_;
-  std::size_t begin_ = 0;
-  std::size_t end_ = 0;
-  std::uint64_t base_ = 0;  // the file offset of buffer_[0]
-  int read_errno_ = 0;
-  bool swapped_ = false;
-  bool nanos_ = false;
-  int link_type_ = 0;
-};
-
-// A stdio stream for libpcap (pcapng) over a byte_source: it first returns the bytes
-// already read to sniff the format (stdin and pipes cannot seek back), and counts the
-// offset for error messages.
-struct libpcap_stream {
-  byte_source* source;
-  std::string prefix;
-  std::size_t prefix_used = 0;
-  std::uint64_t offset = 0;
-
-  static ssize_t read(void* cookie, char* out, std::size_t size) {
-    auto* s = static_cast<libpcap_stream*>(cookie);
-    if (s->prefix_used < s->prefix.size()) {
-      const std::size_t n = std::min(size, s->prefix.size() - s->prefix_used);
-      std::memcpy(out, s->prefix.data() + s->prefix_used, n);
-      s->prefix_used += n;
-      s->offset += n;
-      return static_cast<ssize_t>(n);
-    }
-    const ssize_t n = s->source->read_some(out, size);
-    if (n > 0) s->offset += static_cast<std::uint64_t>(n);
-    return n;
-  }
-  // Only "where am I" (ftell) is supported.
-  static int seek(void* cookie, off64_t* where, int whence) {
-    if (whence != SEEK_CUR || *where != 0) {
-      errno = ESPIPE;
-      return -1;
-    }
-    *where = static_cast<off64_t>(static_cast<libpcap_stream*>(cookie)->offset);
-    return 0;
-  }
-};
 
 }  // namespace
 
 struct offline_capture::file {
-  std::unique_ptr<byte_source> source;
-  std::unique_ptr<pcap_reader> reader;     // classic pcap
-  std::unique_ptr<libpcap_stream> stream;  // pcapng: libpcap reads through it
-  std::unique_ptr<char[]> buffer;          // the stream's stdio buffer: must outlive the handle
-  pcap_t* handle = nullptr;
-  int link_type = 0;
+  std::unique_ptr<capture_files::byte_source> source;
+  std::unique_ptr<capture_files::record_reader> reader;  // pcap or pcapng
+  capture_files::file_record record;                     // the current packet, when has_packet
+  // Set once a second interface shows up: from then on packets are copied and merged.
+  std::unique_ptr<capture_files::interface_merge> merge;
   bool has_packet = false;
-  bool done = false;
-  std::string_view data;
-  std::uint32_t wire_length = 0;
-  std::int64_t ts_us = 0;
+  bool done = false;  // the reader has nothing more (a merge may still hold packets)
   std::size_t index = 0;
-  std::uint64_t packets = 0;  // read so far: the number of the current one
-  packet_clock_watch clock;
+  std::uint64_t packets = 0;  // read so far: the number of the last one read
+  std::vector<packet_clock_watch> clocks;  // one per interface
   unsigned clock_steps = 0;   // reported
-  ~file() {
-    if (handle != nullptr) pcap_close(handle);  // closes the stream; before `buffer` is freed
-  }
 };
 
 offline_capture::offline_capture(const std::vector<std::string>& files, warning_handler warn, warning_handler error)
     : warn_(std::move(warn)), error_(std::move(error)) {
+  using namespace capture_files;
   bool stdin_used = false;
   for (const std::string& name : files) {
     auto f = std::make_unique<file>();
@@ -342,34 +85,28 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
       f->source = std::make_unique<byte_source>(name, fd, true, stopped_);
       total_bytes_ += f->source->size_at_open();
     }
-    f->reader = std::make_unique<pcap_reader>(*f->source);
-    if (f->reader->open()) {
-      f->link_type = f->reader->link_type();
-      files_.push_back(std::move(f));
-      continue;
-    }
-    // pcapng (or not a capture): libpcap, through a stream that replays the sniffed
-    // bytes, with a large stdio buffer (libpcap reads record by record).
-    f->stream = std::make_unique<libpcap_stream>();
-    f->stream->source = f->source.get();
-    f->stream->prefix = std::string(f->reader->buffered());
-    f->reader.reset();
-    std::FILE* fp = ::fopencookie(f->stream.get(), "rb",
-                                  cookie_io_functions_t{&libpcap_stream::read, nullptr, &libpcap_stream::seek, nullptr});
-    if (fp == nullptr) throw capture_error(name + ": " + std::strerror(errno));
-    f->buffer = std::make_unique<char[]>(pcap_reader::buffer_size);
-    std::setvbuf(fp, f->buffer.get(), _IOFBF, pcap_reader::buffer_size);
-    char message[PCAP_ERRBUF_SIZE] = {};
-    f->handle = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_MICRO, message);
-    if (f->handle == nullptr) {
-      std::fclose(fp);  // on success pcap_close closes it
-      if (const std::string_view how = compressed_as(f->stream->prefix); !how.empty()) {
-        throw capture_error(name + ": " + std::string(how) + "-compressed, not a capture: decompress it first (" +
-                            std::string(decompressor_of(how)) + " " + name + " | lockscope … -)");
+    auto pcap = std::make_unique<pcap_reader>(*f->source);
+    if (pcap->open()) {
+      f->reader = std::move(pcap);
+    } else {
+      auto pcapng = std::make_unique<pcapng_reader>(*f->source);
+      pcapng->take_buffer(*pcap);  // stdin and pipes cannot seek back
+      if (!pcapng->open()) {
+        const std::string_view head = pcapng->peek(24);
+        if (const std::string_view how = compressed_as(head); !how.empty()) {
+          throw capture_error(name + ": " + std::string(how) + "-compressed, not a capture: decompress it first (" +
+                              std::string(decompressor_of(how)) + " " + name + " | lockscope … -)");
+        }
+        if (head.empty()) throw capture_error(name + ": empty, not a capture");
+        if (head.starts_with("\x34\xcd\xb2\xa1") || head.starts_with("\xa1\xb2\xcd\x34")) {
+          throw capture_error(name + ": a pcap of a patched tcpdump (Kuznetzov's, magic a1b2cd34), which lockscope "
+                                     "does not read: convert it first (editcap -F pcap " + name + " OUT.pcap)");
+        }
+        throw capture_error(name + ": not a pcap or pcapng capture (it starts with " + first_bytes_hex(head) +
+                            (head.size() < 24 ? "; " + std::to_string(head.size()) + " bytes in all" : "") + ")");
       }
-      throw capture_error(name + ": " + message);
+      f->reader = std::move(pcapng);
     }
-    f->link_type = pcap_datalink(f->handle);
     files_.push_back(std::move(f));
   }
   for (auto& f : files_) advance(*f);
@@ -391,9 +128,9 @@ void offline_capture::report(const file& f, const std::string& message) {
   }
 }
 
-void offline_capture::check_clock(file& f) {
-  ++f.packets;
-  const std::int64_t back = f.clock.on_packet(f.ts_us);
+void offline_capture::check_clock(file& f, const capture_files::file_record& r) {
+  if (r.interface >= f.clocks.size()) f.clocks.resize(r.interface + 1);
+  const std::int64_t back = f.clocks[r.interface].on_packet(r.ts_us);
   if (back == 0 || !warn_) return;
   constexpr unsigned max_reported = 10;
   if (++f.clock_steps > max_reported) return;
@@ -403,45 +140,43 @@ void offline_capture::check_clock(file& f) {
                     f.clock_steps == max_reported ? " (further steps in this file are not reported)" : ""));
 }
 
-bool offline_capture::advance(file& f) {
-  f.has_packet = false;
+bool offline_capture::read_record(file& f, capture_files::file_record& r) {
   if (f.done) return false;
-  if (f.reader) {
-    std::string error;
-    const int rc = f.reader->next(f.ts_us, f.data, f.wire_length, error);
-    if (rc == 1) {
-      f.has_packet = true;
-      check_clock(f);
-      return true;
-    }
-    f.done = true;
-    if (rc < 0) report(f, error);
-    return false;
-  }
-  pcap_pkthdr* header = nullptr;
-  const u_char* data = nullptr;
-  const int rc = pcap_next_ex(f.handle, &header, &data);
+  std::string error;
+  const int rc = f.reader->next(r, error);
   if (rc == 1) {
-    f.has_packet = true;
-    f.ts_us = static_cast<std::int64_t>(header->ts.tv_sec) * 1'000'000 + header->ts.tv_usec;
-    f.data = std::string_view(reinterpret_cast<const char*>(data), header->caplen);
-    f.wire_length = header->len;
-    // pcapng may change the link type per interface.
-    f.link_type = pcap_datalink(f.handle);
-    check_clock(f);
+    ++f.packets;
+    check_clock(f, r);
     return true;
   }
   f.done = true;
-  if (f.source->changed()) {
-    // libpcap saw the end of a shrunk file; where its last whole block ended is not
-    // known to it, so name where the bytes stopped.
-    report(f, f.source->changed_message(f.stream->offset));
-  } else if (rc == PCAP_ERROR) {
-    // Typically "truncated dump file": everything before the damage was read.
-    report(f, std::string(pcap_geterr(f.handle)) + " (the input ended at byte " + std::to_string(f.stream->offset) +
-                  ")");
-  }
+  if (rc < 0) report(f, error);
   return false;
+}
+
+bool offline_capture::advance(file& f) {
+  f.has_packet = false;
+  if (!f.merge) {
+    if (!read_record(f, f.record)) return false;
+    if (f.reader->interfaces() <= 1) {
+      f.has_packet = true;
+      return true;
+    }
+    // A second interface is described (dumpcap describes them all before the first
+    // packet): merge from here on.
+    f.merge = std::make_unique<capture_files::interface_merge>();
+    f.merge->push(f.record);
+  }
+  capture_files::file_record r;
+  for (;;) {
+    f.merge->describe(f.reader->interfaces());
+    if (f.merge->ready() || !read_record(f, r)) break;
+    f.merge->push(r);
+  }
+  if (f.merge->empty()) return false;
+  f.record = f.merge->pop();
+  f.has_packet = true;
+  return true;
 }
 
 bool offline_capture::next(captured_packet& out) {
@@ -451,13 +186,13 @@ bool offline_capture::next(captured_packet& out) {
   }
   file* best = nullptr;
   for (auto& f : files_) {
-    if (f->has_packet && (best == nullptr || f->ts_us < best->ts_us)) best = f.get();
+    if (f->has_packet && (best == nullptr || f->record.ts_us < best->record.ts_us)) best = f.get();
   }
   if (best == nullptr) return false;
-  out.ts_us = best->ts_us;
-  out.link_type = best->link_type;
-  out.data = best->data;
-  out.wire_length = best->wire_length;
+  out.ts_us = best->record.ts_us;
+  out.link_type = best->record.link_type;
+  out.data = best->record.data;
+  out.wire_length = best->record.wire_length;
   out.source = best->index;
   last_ = best;
   return true;
@@ -467,9 +202,7 @@ std::uint64_t offline_capture::bytes_read() const {
   std::uint64_t total = 0;
   for (const auto& f : files_) {
     if (!f->source->regular()) continue;
-    if (f->done) total += f->source->size_at_open();
-    else if (f->reader) total += f->reader->position();
-    else total += f->stream->offset;
+    total += f->done ? f->source->size_at_open() : f->reader->position();
   }
   return total;
 }

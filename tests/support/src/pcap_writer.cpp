@@ -1,12 +1,17 @@
 #include "lockscope/test/pcap_writer.hpp"
 
 #include <cerrno>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
 namespace lockscope::analyzer {
 
 namespace {
+
+// 128-bit products for time units (GCC and clang; __extension__ keeps -Wpedantic quiet).
+__extension__ typedef __int128 int128;
+__extension__ typedef unsigned __int128 uint128;
 
 void put16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v >> 8));
@@ -199,58 +204,135 @@ void pcap_file_writer::close() {
 
 // pcapng.
 
-pcapng_file_writer::pcapng_file_writer(const std::string& path) {
+pcapng_file_writer::pcapng_file_writer(const std::string& path, bool big_endian)
+    : swap_(big_endian == (std::endian::native == std::endian::little)) {
   file_ = std::fopen(path.c_str(), "wb");
   if (file_ == nullptr) throw pcap_write_error(path + ": " + std::strerror(errno));
-  std::string body;
-  put_host<std::uint32_t>(body, 0x1a2b3c4du);
-  put_host<std::uint16_t>(body, 1);
-  put_host<std::uint16_t>(body, 0);
-  put_host<std::int64_t>(body, -1);  // section length unknown
-  block(0x0a0d0d0au, body);
+  new_section();
 }
 
 pcapng_file_writer::~pcapng_file_writer() { close(); }
 
+void pcapng_file_writer::put16(std::string& out, std::uint16_t v) const {
+  put_host<std::uint16_t>(out, swap_ ? __builtin_bswap16(v) : v);
+}
+void pcapng_file_writer::put32(std::string& out, std::uint32_t v) const {
+  put_host<std::uint32_t>(out, swap_ ? __builtin_bswap32(v) : v);
+}
+void pcapng_file_writer::put64(std::string& out, std::uint64_t v) const {
+  put_host<std::uint64_t>(out, swap_ ? __builtin_bswap64(v) : v);
+}
+
+void pcapng_file_writer::new_section() {
+  std::string body;
+  put32(body, 0x1a2b3c4du);
+  put16(body, 1);
+  put16(body, 0);
+  put64(body, ~std::uint64_t{0});  // section length unknown (-1)
+  block(0x0a0d0d0au, body);
+  interfaces_.clear();
+}
+
 void pcapng_file_writer::block(std::uint32_t type, std::string_view body) {
+  if (file_ == nullptr) throw pcap_write_error("write after close");
   std::string b;
   const std::size_t padded = (body.size() + 3) & ~std::size_t{3};
   const auto total = static_cast<std::uint32_t>(12 + padded);
-  put_host<std::uint32_t>(b, type);
-  put_host<std::uint32_t>(b, total);
+  put32(b, type);
+  put32(b, total);
   b.append(body);
   b.append(padded - body.size(), '\0');
-  put_host<std::uint32_t>(b, total);
+  put32(b, total);
   if (std::fwrite(b.data(), 1, b.size(), file_) != b.size()) {
     throw pcap_write_error(std::string("write failed: ") + std::strerror(errno));
   }
 }
 
+void pcapng_file_writer::write_block(std::uint32_t type, std::string_view body) { block(type, body); }
+
 std::uint32_t pcapng_file_writer::add_interface(int link_type, std::uint32_t snaplen) {
+  return add_interface(link_type, interface_options{.snaplen = snaplen});
+}
+
+std::uint32_t pcapng_file_writer::add_interface(int link_type, const interface_options& options) {
   std::string body;
   const int file_link_type = (link_type == link_type::raw || link_type == link_type::raw_bsd) ? link_type::raw_linktype : link_type;
-  put_host<std::uint16_t>(body, static_cast<std::uint16_t>(file_link_type));
-  put_host<std::uint16_t>(body, 0);
-  put_host<std::uint32_t>(body, snaplen);
-  block(1, body);  // default resolution: microseconds
-  snaplens_.push_back(snaplen);
-  return static_cast<std::uint32_t>(snaplens_.size() - 1);
+  put16(body, static_cast<std::uint16_t>(file_link_type));
+  put16(body, 0);
+  put32(body, options.snaplen);
+  if (options.resolution != 6) {
+    put16(body, 9);  // if_tsresol
+    put16(body, 1);
+    body.push_back(static_cast<char>(options.resolution));
+    body.append(3, '\0');
+  }
+  if (options.offset_s != 0) {
+    put16(body, 14);  // if_tsoffset
+    put16(body, 8);
+    put64(body, static_cast<std::uint64_t>(options.offset_s));
+  }
+  if (options.resolution != 6 || options.offset_s != 0) {
+    put16(body, 0);  // opt_endofopt
+    put16(body, 0);
+  }
+  block(1, body);
+  interfaces_.push_back({options.snaplen, options});
+  return static_cast<std::uint32_t>(interfaces_.size() - 1);
+}
+
+std::uint64_t pcapng_file_writer::units(const interface& i, std::int64_t ts_us) const {
+  const auto us = static_cast<uint128>(ts_us - i.options.offset_s * 1'000'000);
+  const unsigned exponent = i.options.resolution & 0x7fu;
+  if ((i.options.resolution & 0x80u) != 0) {
+    // Rounded up, so that truncating back to microseconds gives ts_us again.
+    return static_cast<std::uint64_t>(((us << exponent) + 999'999) / 1'000'000);
+  }
+  uint128 scale = 1;
+  for (unsigned k = 6; k < exponent; ++k) scale *= 10;
+  if (exponent >= 6) return static_cast<std::uint64_t>(us * scale);
+  for (unsigned k = exponent; k < 6; ++k) scale *= 10;
+  return static_cast<std::uint64_t>(us / scale);
 }
 
 void pcapng_file_writer::write(std::uint32_t interface_id, std::int64_t ts_us, std::string_view frame) {
-  if (file_ == nullptr) throw pcap_write_error("write after close");
-  if (interface_id >= snaplens_.size()) throw pcap_write_error("unknown interface");
-  const std::uint32_t snaplen = snaplens_[interface_id];
-  const std::uint32_t caplen = frame.size() > snaplen ? snaplen : static_cast<std::uint32_t>(frame.size());
+  if (interface_id >= interfaces_.size()) throw pcap_write_error("unknown interface");
+  const interface& i = interfaces_[interface_id];
+  const std::uint32_t caplen = frame.size() > i.snaplen ? i.snaplen : static_cast<std::uint32_t>(frame.size());
   std::string body;
-  const auto ts = static_cast<std::uint64_t>(ts_us);
-  put_host<std::uint32_t>(body, interface_id);
-  put_host<std::uint32_t>(body, static_cast<std::uint32_t>(ts >> 32));
-  put_host<std::uint32_t>(body, static_cast<std::uint32_t>(ts & 0xffffffffu));
-  put_host<std::uint32_t>(body, caplen);
-  put_host<std::uint32_t>(body, static_cast<std::uint32_t>(frame.size()));
+  const std::uint64_t ts = units(i, ts_us);
+  put32(body, interface_id);
+  put32(body, static_cast<std::uint32_t>(ts >> 32));
+  put32(body, static_cast<std::uint32_t>(ts & 0xffffffffu));
+  put32(body, caplen);
+  put32(body, static_cast<std::uint32_t>(frame.size()));
   body.append(frame.substr(0, caplen));
   block(6, body);
+}
+
+void pcapng_file_writer::write_obsolete(std::uint32_t interface_id, std::int64_t ts_us, std::string_view frame) {
+  if (interface_id >= interfaces_.size()) throw pcap_write_error("unknown interface");
+  const interface& i = interfaces_[interface_id];
+  const std::uint32_t caplen = frame.size() > i.snaplen ? i.snaplen : static_cast<std::uint32_t>(frame.size());
+  std::string body;
+  const std::uint64_t ts = units(i, ts_us);
+  put16(body, static_cast<std::uint16_t>(interface_id));
+  put16(body, 0);  // drops
+  put32(body, static_cast<std::uint32_t>(ts >> 32));
+  put32(body, static_cast<std::uint32_t>(ts & 0xffffffffu));
+  put32(body, caplen);
+  put32(body, static_cast<std::uint32_t>(frame.size()));
+  body.append(frame.substr(0, caplen));
+  block(2, body);
+}
+
+void pcapng_file_writer::write_simple(std::string_view frame) {
+  if (interfaces_.empty()) throw pcap_write_error("a simple packet block needs interface 0");
+  const std::uint32_t snaplen = interfaces_[0].snaplen;
+  const std::uint32_t caplen = frame.size() > snaplen ? snaplen : static_cast<std::uint32_t>(frame.size());
+  std::string body;
+  put32(body, static_cast<std::uint32_t>(frame.size()));
+  body.append(frame.substr(0, caplen));
+  block(3, body);
 }
 
 void pcapng_file_writer::close() {

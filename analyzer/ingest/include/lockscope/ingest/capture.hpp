@@ -24,6 +24,10 @@
 
 namespace lockscope::analyzer {
 
+namespace capture_files {
+struct file_record;
+}
+
 struct capture_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -70,7 +74,9 @@ class offline_capture {
  private:
   struct file;
   bool advance(file& f);
-  void check_clock(file& f);  // a packet read: warns when its time stepped back
+  // Reads f's next record in file order; false at its end or damage (reported).
+  bool read_record(file& f, capture_files::file_record& r);
+  void check_clock(file& f, const capture_files::file_record& r);  // warns when its time stepped back
   void report(const file& f, const std::string& message);
 
   volatile std::sig_atomic_t stopped_ = 0;  // read by the byte sources: declared before them

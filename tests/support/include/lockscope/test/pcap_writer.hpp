@@ -63,23 +63,52 @@ class pcap_file_writer {
   std::uint32_t snaplen_;
 };
 
-// pcapng with any number of interfaces (each its own link type).
+// pcapng with any number of interfaces (each its own link type, time resolution and
+// offset), in either byte order, with more sections and the rarer block kinds on demand.
 class pcapng_file_writer {
  public:
-  explicit pcapng_file_writer(const std::string& path);
+  struct interface_options {
+    std::uint32_t snaplen = 262144;
+    std::uint8_t resolution = 6;  // if_tsresol: 10^-n s, or 2^-n s with the high bit set
+    std::int64_t offset_s = 0;    // if_tsoffset (written only when not 0)
+  };
+
+  // `big_endian`: the sections are written in big-endian byte order (as on SPARC or
+  // s390x) whatever the host's.
+  explicit pcapng_file_writer(const std::string& path, bool big_endian = false);
   ~pcapng_file_writer();
   pcapng_file_writer(const pcapng_file_writer&) = delete;
   pcapng_file_writer& operator=(const pcapng_file_writer&) = delete;
 
   // Returns the interface id for write().
   std::uint32_t add_interface(int link_type, std::uint32_t snaplen = 262144);
+  std::uint32_t add_interface(int link_type, const interface_options& options);
+  // An enhanced packet block; `ts_us` is written in the interface's resolution, less its
+  // offset.
   void write(std::uint32_t interface_id, std::int64_t ts_us, std::string_view frame);
+  // The obsolete packet block (16-bit interface id), and the simple packet block
+  // (interface 0, no time).
+  void write_obsolete(std::uint32_t interface_id, std::int64_t ts_us, std::string_view frame);
+  void write_simple(std::string_view frame);
+  // Any other block, as is (name resolution, statistics, decryption secrets, custom).
+  void write_block(std::uint32_t type, std::string_view body);
+  // Starts a new section: interface ids start again from 0.
+  void new_section();
   void close();
 
  private:
+  struct interface {
+    std::uint32_t snaplen;
+    interface_options options;
+  };
   void block(std::uint32_t type, std::string_view body);
+  void put16(std::string& out, std::uint16_t v) const;
+  void put32(std::string& out, std::uint32_t v) const;
+  void put64(std::string& out, std::uint64_t v) const;
+  std::uint64_t units(const interface& i, std::int64_t ts_us) const;
   std::FILE* file_ = nullptr;
-  std::vector<std::uint32_t> snaplens_;
+  bool swap_ = false;
+  std::vector<interface> interfaces_;
 };
 
 // Sequence-number bookkeeping for one synthetic connection. Each call returns the
