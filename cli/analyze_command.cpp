@@ -138,7 +138,7 @@ int run(const analyze_options& o, bool live_mode) {
           [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); });
       if (trace) trace->finish(r.last_packet_us);
       out.commit();
-      print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, "n/a");
+      print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
     } catch (const analyzer::capture_error& e) {

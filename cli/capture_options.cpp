@@ -253,4 +253,8 @@ void drop_reporter::poll(const analyzer::packet_source& live) {
              d.received, d.dropped, d.interface_dropped);
 }
 
+std::string file_drops_text(const std::optional<std::uint64_t>& recorded) {
+  return recorded ? fmt::format("{} (as the capture file records them)", *recorded) : std::string("n/a");
+}
+
 }  // namespace lockscope::cli

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,10 @@ class clock_step_notice {
   const char* command_;
   analyzer::wall_clock_watch watch_;
 };
+
+// The totals' "kernel drops" of a run over files: what the capturing tool recorded in
+// them (pcapng interface statistics), or "n/a" (classic pcap records none).
+std::string file_drops_text(const std::optional<std::uint64_t>& recorded);
 
 // Prints the kernel's drop counters every --stats-interval seconds (never when 0).
 class drop_reporter {

@@ -186,7 +186,7 @@ int run_files(const decode_options& o) {
   out.flush();
   out.clear_progress();
   std::fflush(stdout);
-  print_summary(a.stats(), out.printed(), "n/a");
+  print_summary(a.stats(), out.printed(), file_drops_text(source->recorded_drops()).c_str());
   if (const int status = interrupt.exit_status("decode"); status != 0) return status;
   return source->changed_files() > 0 ? 1 : 0;  // the output is complete only up to the change
 }

@@ -1,5 +1,6 @@
 #include "visual_report.hpp"
 
+#include "capture_options.hpp"
 #include "output_file.hpp"
 
 #include <cerrno>
@@ -95,6 +96,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     info.start_us = std::max<std::int64_t>(0, first.first_packet_us);
     info.end_us = std::max(info.start_us + 1, first.last_packet_us);
     info.capture = first.capture;
+    if (first.recorded_drops) info.kernel_drops = file_drops_text(first.recorded_drops);
     std::copy(ranking.anomalies(), ranking.anomalies() + analyzer::anomaly_kind_count, info.anomalies);
     info.blocks_total = ranking.blocks();
     info.max_blocks = options.max_locks;

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -328,6 +330,125 @@ TEST_CASE("pcapng: interfaces written in runs come out in time order, and a cloc
   REQUIRE(ours.warnings.size() == 2);
   CHECK_THAT(ours.warnings[0], Catch::Contains(": packet 43: its time is 30.000000 s before the previous packet's"));
   CHECK_THAT(ours.warnings[1], Catch::Contains(": packet 44: its time is 30.000000 s before the previous packet's"));
+}
+
+TEST_CASE("pcapng: the drops a capture file records are the run's kernel drops, an interface with drops a warning",
+          "[capture][pcapng]") {
+  temp_dir dir;
+  const script s = get_conversation(50005, 4);
+  const auto path = dir / "drops.pcapng";
+  {
+    pcapng_file_writer w(path.string());
+    const auto eth = w.add_interface(link_type::en10mb, {.name = "eth0"});
+    const auto lo = w.add_interface(link_type::en10mb, {.name = "lo"});
+    const auto any = w.add_interface(link_type::linux_sll);
+    for (const auto& seg : s.segments) w.write(eth, seg.ts_us, make_frame(link_type::en10mb, seg.spec));
+    w.write_statistics(eth, 7);
+    w.write_statistics(lo, ~std::uint64_t{0});  // dumpcap's "no statistics"
+    w.write_statistics(eth, 12, 3);             // the latest count wins: 12, and 3 the OS dropped
+    w.write_statistics(any, 0);
+  }
+  our_reading ours;
+  std::optional<std::uint64_t> recorded;
+  {
+    offline_capture source({path.string()}, [&](const std::string& w) { ours.warnings.push_back(w); });
+    captured_packet p;
+    while (source.next(p)) ours.packets.push_back({p.ts_us, link_name(p.link_type), p.data.size(), p.wire_length});
+    recorded = source.recorded_drops();
+  }
+  CHECK(ours.packets.size() == s.segments.size());
+  CHECK(recorded == std::optional<std::uint64_t>(15));
+  REQUIRE(ours.warnings.size() == 1);
+  CHECK_THAT(ours.warnings[0], Catch::StartsWith(path.string() + ": the capturing tool counted 15 packets dropped on "
+                                                                 "interface 0 (eth0) (the file's interface statistics)"));
+
+  // The totals line says so; a classic pcap records none, nor does a pcapng without
+  // known counts.
+  LOCKSCOPE_REQUIRE_CLI(cli);
+  const auto classic = dir / "drops.pcap";
+  write_pcap(classic, s.segments);
+  const auto unknown = dir / "unknown.pcapng";
+  {
+    pcapng_file_writer w(unknown.string());
+    const auto eth = w.add_interface(link_type::en10mb);
+    for (const auto& seg : s.segments) w.write(eth, seg.ts_us, make_frame(link_type::en10mb, seg.spec));
+    w.write_statistics(eth, ~std::uint64_t{0});
+  }
+  for (const char* command : {"analyze", "decode"}) {
+    CAPTURE(command);
+    const auto totals = [&](const std::filesystem::path& file) {
+      return read_command_output(cli + " " + command + " " + file.string() + " 2>&1 >/dev/null");
+    };
+    CHECK_THAT(totals(path), Catch::Contains("kernel drops 15 (as the capture file records them)\n"));
+    CHECK_THAT(totals(classic), Catch::Contains("kernel drops n/a\n"));
+    CHECK_THAT(totals(unknown), Catch::Contains("kernel drops n/a\n"));
+  }
+}
+
+TEST_CASE("pcapng: the drops dumpcap records in its file are the ones it reports", "[capture][pcapng][real]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  if (!on_path("dumpcap") || !on_path("redis-benchmark")) {
+    WARN("dumpcap or redis-benchmark is not installed: skipping");
+    return;
+  }
+  ltest::redis_server server;
+  temp_dir dir;
+  const auto file = dir / "load.pcapng";
+  const auto log = dir / "dumpcap.log";
+  const std::string port = std::to_string(server.port());
+  const pid_t dumpcap = ::fork();
+  if (dumpcap == 0) {
+    if (std::FILE* out = std::fopen(log.c_str(), "w")) {
+      ::dup2(::fileno(out), 1);
+      ::dup2(::fileno(out), 2);
+    }
+    const std::string filter = "tcp port " + port;
+    // A 1 MiB buffer (-B, MiB) under a pipelined load, so that the kernel may drop.
+    ::execlp("dumpcap", "dumpcap", "-q", "-B", "1", "-f", filter.c_str(), "-i", "lo", "-w", file.c_str(),
+             static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(dumpcap > 0);
+  bool ready = false;
+  for (int i = 0; i < 250 && !ready; ++i) {
+    std::this_thread::sleep_for(20ms);
+    std::error_code ec;
+    ready = std::filesystem::file_size(file, ec) >= 28 + 20 && !ec;
+  }
+  std::this_thread::sleep_for(300ms);
+  if (ready) {
+    CHECK(run("redis-benchmark -p " + port + " -q -n 200000 -P 64 -c 8 -d 512 -t set >/dev/null 2>&1") == 0);
+    std::this_thread::sleep_for(500ms);
+  }
+  ::kill(dumpcap, SIGINT);
+  int status = 0;
+  ::waitpid(dumpcap, &status, 0);
+  if (!ready) {
+    WARN("dumpcap could not capture on lo (needs CAP_NET_RAW): skipping");
+    return;
+  }
+  // dumpcap's own account: "Packets captured: N" and
+  // "Packets received/dropped on interface 'Loopback: lo': R/D (pcap:…/dumpcap:…/flushed:…/ps_ifdrop:…)".
+  std::ifstream in(log);
+  const std::string said((std::istreambuf_iterator<char>(in)), {});
+  INFO(said);
+  const auto captured_at = said.find("Packets captured: ");
+  const auto counts_at = said.find("': ", said.find("Packets received/dropped on interface"));
+  REQUIRE(captured_at != std::string::npos);
+  REQUIRE(counts_at != std::string::npos);
+  const std::uint64_t captured = std::stoull(said.substr(captured_at + 18));
+  const std::string counts = said.substr(counts_at + 3);
+  const std::uint64_t dropped = std::stoull(counts.substr(counts.find('/') + 1));
+
+  std::uint64_t packets = 0;
+  std::vector<std::string> warnings;
+  offline_capture source({file.string()}, [&](const std::string& w) { warnings.push_back(w); });
+  captured_packet p;
+  while (source.next(p)) ++packets;
+  CHECK(packets == captured);
+  CHECK(source.recorded_drops() == std::optional<std::uint64_t>(dropped));
+  CHECK(warnings.size() == (dropped > 0 ? 1u : 0u));
+  if (dropped == 0) WARN("dumpcap dropped nothing this time: the count compared was 0");
 }
 
 TEST_CASE("pcapng: damage ends the file at the named byte, everything before it read as tshark reads it",

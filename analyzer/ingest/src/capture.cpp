@@ -151,7 +151,21 @@ bool offline_capture::read_record(file& f, capture_files::file_record& r) {
   }
   f.done = true;
   if (rc < 0) report(f, error);
+  for (const auto& d : f.reader->drops()) {
+    if (d.dropped == 0 || !warn_) continue;
+    warn_(fmt::format("{}: the capturing tool counted {} packets dropped on interface {}{} (the file's interface "
+                      "statistics): gaps in the TCP streams may come from them",
+                      f.source->name(), d.dropped, d.interface, d.name.empty() ? "" : " (" + d.name + ")"));
+  }
   return false;
+}
+
+std::optional<std::uint64_t> offline_capture::recorded_drops() const {
+  std::optional<std::uint64_t> total;
+  for (const auto& f : files_) {
+    for (const auto& d : f->reader->drops()) total = total.value_or(0) + d.dropped;
+  }
+  return total;
 }
 
 bool offline_capture::advance(file& f) {

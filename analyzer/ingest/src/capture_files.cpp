@@ -233,6 +233,11 @@ constexpr std::uint32_t byte_order_magic = 0x1A2B3C4Du;
 constexpr std::uint16_t opt_endofopt = 0;
 constexpr std::uint16_t if_tsresol = 9;
 constexpr std::uint16_t if_tsoffset = 14;
+constexpr std::uint16_t if_name = 2;
+constexpr std::uint32_t interface_statistics_block = 5;
+constexpr std::uint16_t isb_ifdrop = 5;
+constexpr std::uint16_t isb_osdrop = 7;
+constexpr std::uint64_t unknown_count = ~std::uint64_t{0};  // dumpcap's "no statistics"
 
 constexpr std::int64_t powers_of_ten[] = {1,           10,           100,           1'000,          10'000,
                                           100'000,     1'000'000,    10'000'000,    100'000'000,    1'000'000'000,
@@ -297,6 +302,9 @@ int pcapng_reader::interface_description(std::uint64_t at, std::uint32_t length,
                                        (i.resolution & 0x80u) == 0 ? 10 : 2, exponent),
                        error);
       }
+    } else if (code == if_name) {
+      i.name.assign(p, size);
+      if (const auto nul = i.name.find('\0'); nul != std::string::npos) i.name.resize(nul);
     } else if (code == if_tsoffset && size >= 8) {
       // Seconds; a damaged offset of more than ±292,000 years is clamped.
       constexpr std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 1'000'000;
@@ -304,8 +312,41 @@ int pcapng_reader::interface_description(std::uint64_t at, std::uint32_t length,
     }
     p += (size + 3u) & ~3u;
   }
-  interfaces_.push_back(i);
+  names_.push_back(i.name);
+  dropped_.push_back(unknown_count);
+  interfaces_.push_back(std::move(i));
   return 1;
+}
+
+void pcapng_reader::interface_statistics(std::uint32_t length) {
+  // Statistics are no packets: a block too short, of an interface not described, or with
+  // options that run past it, is left out rather than ending the file.
+  if (length < 24) return;
+  const std::uint32_t id = u32(data() + 8);
+  if (id >= interfaces_.size()) return;
+  std::uint64_t ifdrop = unknown_count, osdrop = unknown_count;
+  const char* p = data() + 20;
+  const char* const end = data() + length - 4;
+  while (end - p >= 4) {
+    const std::uint16_t code = u16(p);
+    const std::uint16_t size = u16(p + 2);
+    p += 4;
+    if (code == opt_endofopt || size > end - p) break;
+    if (code == isb_ifdrop && size == 8) ifdrop = u64(p);
+    if (code == isb_osdrop && size == 8) osdrop = u64(p);
+    p += (size + 3u) & ~3u;
+  }
+  if (ifdrop == unknown_count && osdrop == unknown_count) return;
+  dropped_[earlier_interfaces_ + id] =
+      (ifdrop == unknown_count ? 0 : ifdrop) + (osdrop == unknown_count ? 0 : osdrop);
+}
+
+std::vector<record_reader::recorded_drops> pcapng_reader::drops() const {
+  std::vector<recorded_drops> out;
+  for (std::uint32_t i = 0; i < dropped_.size(); ++i) {
+    if (dropped_[i] != unknown_count) out.push_back({i, names_[i], dropped_[i]});
+  }
+  return out;
 }
 
 std::int64_t pcapng_reader::time_us(const interface& i, std::uint32_t high, std::uint32_t low) const noexcept {
@@ -345,7 +386,8 @@ int pcapng_reader::next(file_record& out, std::string& error) {
       return damaged(at, fmt::format("a block length of {} (a multiple of 4, at least 12)", length), error);
     }
     const bool packet = type == enhanced_packet_block || type == simple_packet_block || type == obsolete_packet_block;
-    if (!packet && type != section_header_block && type != interface_description_block) {
+    if (!packet && type != section_header_block && type != interface_description_block &&
+        (type != interface_statistics_block || length > buffer_size)) {
       if (!skip(length)) return stop("block", at, length, error);
       continue;
     }
@@ -357,6 +399,11 @@ int pcapng_reader::next(file_record& out, std::string& error) {
     if (const std::uint32_t trailing = u32(data() + length - 4); trailing != length) {
       return damaged(at, fmt::format("its trailing length {} differs from its leading length {}", trailing, length),
                      error);
+    }
+    if (type == interface_statistics_block) {
+      interface_statistics(length);
+      consume(length);
+      continue;
     }
     if (type == section_header_block || type == interface_description_block) {
       const int rc = type == section_header_block ? section_header(at, length, error)

@@ -106,6 +106,15 @@ class record_reader {
 
   // The interfaces described so far (in every section); a classic pcap has one.
   virtual std::uint32_t interfaces() const noexcept { return 1; }
+  // Packets the capturing tool counted as dropped, by interface, as the file records
+  // them (pcapng's interface statistics; classic pcap records none): the latest count of
+  // each interface that has one.
+  struct recorded_drops {
+    std::uint32_t interface = 0;
+    std::string name;  // if_name, when described
+    std::uint64_t dropped = 0;
+  };
+  virtual std::vector<recorded_drops> drops() const { return {}; }
   // The file offset of the next record (or block).
   std::uint64_t position() const noexcept { return base_ + begin_; }
   // Up to the first `n` bytes of the input (fewer when it is shorter).
@@ -161,6 +170,7 @@ class pcapng_reader final : public record_reader {
   std::uint32_t interfaces() const noexcept override {
     return earlier_interfaces_ + static_cast<std::uint32_t>(interfaces_.size());
   }
+  std::vector<recorded_drops> drops() const override;
 
  private:
   struct interface {
@@ -168,6 +178,7 @@ class pcapng_reader final : public record_reader {
     std::uint32_t snaplen = 0;
     std::uint8_t resolution = 6;  // if_tsresol: 10^-n s, or 2^-n s with the high bit set
     std::int64_t offset_us = 0;   // if_tsoffset
+    std::string name;             // if_name
   };
 
   std::uint16_t u16(const char* p) const noexcept;
@@ -176,12 +187,18 @@ class pcapng_reader final : public record_reader {
   // The block at `at` (its length checked) read whole at data(); -1 with `error` set.
   int section_header(std::uint64_t at, std::uint32_t length, std::string& error);
   int interface_description(std::uint64_t at, std::uint32_t length, std::string& error);
+  // An interface statistics block: keeps its drop counts (isb_ifdrop, isb_osdrop).
+  void interface_statistics(std::uint32_t length);
   std::int64_t time_us(const interface& i, std::uint32_t high, std::uint32_t low) const noexcept;
   int damaged(std::uint64_t at, const std::string& what, std::string& error) const;
 
   bool swapped_ = false;
   std::vector<interface> interfaces_;  // of the current section
   std::uint32_t earlier_interfaces_ = 0;  // described in the sections before this one
+  std::vector<std::string> names_;         // every interface's if_name, across sections
+  // Every interface's latest recorded drops (isb_ifdrop + isb_osdrop), across sections;
+  // unknown (none recorded, or recorded as unknown: all ones) as max.
+  std::vector<std::uint64_t> dropped_;
   std::int64_t last_ts_us_ = 0;        // for simple packet blocks, which carry no time
 };
 

@@ -250,6 +250,25 @@ void pcapng_file_writer::block(std::uint32_t type, std::string_view body) {
 
 void pcapng_file_writer::write_block(std::uint32_t type, std::string_view body) { block(type, body); }
 
+void pcapng_file_writer::write_statistics(std::uint32_t interface_id, std::uint64_t ifdrop,
+                                          std::optional<std::uint64_t> osdrop) {
+  std::string body;
+  put32(body, interface_id);
+  put32(body, 0);  // time: not read
+  put32(body, 0);
+  put16(body, 5);  // isb_ifdrop
+  put16(body, 8);
+  put64(body, ifdrop);
+  if (osdrop) {
+    put16(body, 7);  // isb_osdrop
+    put16(body, 8);
+    put64(body, *osdrop);
+  }
+  put16(body, 0);
+  put16(body, 0);
+  block(5, body);
+}
+
 std::uint32_t pcapng_file_writer::add_interface(int link_type, std::uint32_t snaplen) {
   return add_interface(link_type, interface_options{.snaplen = snaplen});
 }
@@ -271,7 +290,13 @@ std::uint32_t pcapng_file_writer::add_interface(int link_type, const interface_o
     put16(body, 8);
     put64(body, static_cast<std::uint64_t>(options.offset_s));
   }
-  if (options.resolution != 6 || options.offset_s != 0) {
+  if (!options.name.empty()) {
+    put16(body, 2);  // if_name
+    put16(body, static_cast<std::uint16_t>(options.name.size()));
+    body.append(options.name);
+    body.append((4 - options.name.size() % 4) % 4, '\0');
+  }
+  if (options.resolution != 6 || options.offset_s != 0 || !options.name.empty()) {
     put16(body, 0);  // opt_endofopt
     put16(body, 0);
   }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,7 +52,8 @@ class offline_capture {
 
   // `warn`: a damaged file (a record cut short, a bad block), read up to the damage;
   // a packet whose time is a second or more before the previous one's in its file
-  // (clock_steps.hpp), named by its number in the file.
+  // (clock_steps.hpp), named by its number in the file; an interface whose recorded
+  // statistics count dropped packets, when the file ends.
   // `error`: a file that shrank while being read (truncated or rewritten); reading it
   // stopped there, what came before was delivered. Without `error`, `warn` gets those.
   offline_capture(const std::vector<std::string>& files, warning_handler warn = {}, warning_handler error = {});
@@ -67,6 +69,11 @@ class offline_capture {
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
   // How many files changed under the reader so far (each reported to `error`).
   std::size_t changed_files() const noexcept { return changed_files_; }
+  // The packets the capturing tool counted as dropped, as the files record it (pcapng
+  // interface statistics, which dumpcap writes when a capture ends; classic pcap records
+  // none): the sum over every interface that has a count, nullopt when none has. Known
+  // once the files are read to the end; each interface with drops is also a warning.
+  std::optional<std::uint64_t> recorded_drops() const;
   // From a signal handler: these files end at their next read, as if they ended there
   // (a pipe waiting for data notices within 0.1 s).
   void stop() noexcept { stopped_ = 1; }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,7 @@ class pcapng_file_writer {
     std::uint32_t snaplen = 262144;
     std::uint8_t resolution = 6;  // if_tsresol: 10^-n s, or 2^-n s with the high bit set
     std::int64_t offset_s = 0;    // if_tsoffset (written only when not 0)
+    std::string name{};           // if_name (written only when not empty)
   };
 
   // `big_endian`: the sections are written in big-endian byte order (as on SPARC or
@@ -90,6 +92,9 @@ class pcapng_file_writer {
   // (interface 0, no time).
   void write_obsolete(std::uint32_t interface_id, std::int64_t ts_us, std::string_view frame);
   void write_simple(std::string_view frame);
+  // An interface statistics block with isb_ifdrop (all ones: "unknown", as dumpcap writes
+  // when it has no statistics) and, when given, isb_osdrop.
+  void write_statistics(std::uint32_t interface_id, std::uint64_t ifdrop, std::optional<std::uint64_t> osdrop = {});
   // Any other block, as is (name resolution, statistics, decryption secrets, custom).
   void write_block(std::uint32_t type, std::string_view body);
   // Starts a new section: interface ids start again from 0.
