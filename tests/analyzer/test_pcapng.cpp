@@ -127,6 +127,54 @@ script get_conversation(std::uint16_t client_port, int gets, std::int64_t start_
   return s;
 }
 
+// `dumpcap -q [extra] -f FILTER -i IF… -w FILE` for the lifetime of the object, its
+// stdout and stderr to `log`. ready() once the file holds the section header and every
+// interface's description (dumpcap writes them when all captures are active).
+class dumpcap_recording {
+ public:
+  dumpcap_recording(const std::filesystem::path& file, const std::filesystem::path& log, const std::string& filter,
+                    const std::vector<std::string>& interfaces, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"dumpcap", "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"-f", filter});
+    for (const std::string& i : interfaces) args.insert(args.end(), {"-i", i});
+    args.insert(args.end(), {"-w", file.string()});
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (std::FILE* out = std::fopen(log.c_str(), "w")) {
+        ::dup2(::fileno(out), 1);
+        ::dup2(::fileno(out), 2);
+      }
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp("dumpcap", argv.data());
+      ::_exit(127);
+    }
+    const std::uintmax_t header = 28 + 20 * interfaces.size();
+    for (int i = 0; i < 250 && !ready_ && pid_ > 0; ++i) {
+      std::this_thread::sleep_for(20ms);
+      std::error_code ec;
+      ready_ = std::filesystem::file_size(file, ec) >= header && !ec;
+    }
+    std::this_thread::sleep_for(300ms);  // the filters are attached just after
+  }
+  ~dumpcap_recording() { stop(); }
+  bool ready() const { return ready_; }
+  void stop() {
+    if (pid_ <= 0) return;
+    std::this_thread::sleep_for(500ms);  // let the last packets reach the file
+    ::kill(pid_, SIGINT);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
 }  // namespace
 
 TEST_CASE("pcapng: Wireshark's files, mixed link types too, read packet for packet as tshark reads them",
@@ -179,41 +227,16 @@ TEST_CASE("pcapng: dumpcap's own file of lo and any (two link types) reads as ts
   // -f before the first -i is every interface's filter. `any` sees loopback packets too
   // (once: libpcap leaves out their outgoing copy), so each segment is in the file twice,
   // once per link type: the second copy is a retransmission to the reassembler.
-  const pid_t dumpcap = ::fork();
-  if (dumpcap == 0) {
-    if (std::FILE* null = std::fopen("/dev/null", "w")) {
-      ::dup2(::fileno(null), 1);
-      ::dup2(::fileno(null), 2);
-    }
-    const std::string filter = "tcp port " + port;
-    ::execlp("dumpcap", "dumpcap", "-q", "-f", filter.c_str(), "-i", "lo", "-i", "any", "-w", file.c_str(),
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  REQUIRE(dumpcap > 0);
-  // dumpcap writes the section header and both interface descriptions once both
-  // captures are active.
-  bool ready = false;
-  for (int i = 0; i < 250 && !ready; ++i) {
-    std::this_thread::sleep_for(20ms);
-    std::error_code ec;
-    ready = std::filesystem::file_size(file, ec) >= 28 + 2 * 20 && !ec;
-  }
-  std::this_thread::sleep_for(300ms);
-  if (ready) {
-    CHECK(run(cli(server.port(), "SET k v")) == 0);
-    CHECK(run(cli(server.port(), "GET k")) == 0);
-    CHECK(run("sh -c 'for i in $(seq 1 40); do printf \"*2\\r\\n\\$4\\r\\nINCR\\r\\n\\$7\\r\\ncounter\\r\\n\"; done' | "
-              "redis-cli -p " + port + " --pipe >/dev/null 2>&1") == 0);
-    std::this_thread::sleep_for(500ms);
-  }
-  ::kill(dumpcap, SIGINT);
-  int status = 0;
-  ::waitpid(dumpcap, &status, 0);
-  if (!ready) {
+  dumpcap_recording recording(file, dir / "dumpcap.log", "tcp port " + port, {"lo", "any"});
+  if (!recording.ready()) {
     WARN("dumpcap could not capture on lo and any (needs CAP_NET_RAW): skipping");
     return;
   }
+  CHECK(run(cli(server.port(), "SET k v")) == 0);
+  CHECK(run(cli(server.port(), "GET k")) == 0);
+  CHECK(run("sh -c 'for i in $(seq 1 40); do printf \"*2\\r\\n\\$4\\r\\nINCR\\r\\n\\$7\\r\\ncounter\\r\\n\"; done' | "
+            "redis-cli -p " + port + " --pipe >/dev/null 2>&1") == 0);
+  recording.stop();
   const our_reading ours = read_ours(file);
   CHECK(ours.warnings.empty());
   const auto theirs = read_tshark(file);
@@ -396,37 +419,14 @@ TEST_CASE("pcapng: the drops dumpcap records in its file are the ones it reports
   const auto file = dir / "load.pcapng";
   const auto log = dir / "dumpcap.log";
   const std::string port = std::to_string(server.port());
-  const pid_t dumpcap = ::fork();
-  if (dumpcap == 0) {
-    if (std::FILE* out = std::fopen(log.c_str(), "w")) {
-      ::dup2(::fileno(out), 1);
-      ::dup2(::fileno(out), 2);
-    }
-    const std::string filter = "tcp port " + port;
-    // A 1 MiB buffer (-B, MiB) under a pipelined load, so that the kernel may drop.
-    ::execlp("dumpcap", "dumpcap", "-q", "-B", "1", "-f", filter.c_str(), "-i", "lo", "-w", file.c_str(),
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  REQUIRE(dumpcap > 0);
-  bool ready = false;
-  for (int i = 0; i < 250 && !ready; ++i) {
-    std::this_thread::sleep_for(20ms);
-    std::error_code ec;
-    ready = std::filesystem::file_size(file, ec) >= 28 + 20 && !ec;
-  }
-  std::this_thread::sleep_for(300ms);
-  if (ready) {
-    CHECK(run("redis-benchmark -p " + port + " -q -n 200000 -P 64 -c 8 -d 512 -t set >/dev/null 2>&1") == 0);
-    std::this_thread::sleep_for(500ms);
-  }
-  ::kill(dumpcap, SIGINT);
-  int status = 0;
-  ::waitpid(dumpcap, &status, 0);
-  if (!ready) {
+  // A 1 MiB buffer (-B, MiB) under a pipelined load, so that the kernel drops some.
+  dumpcap_recording recording(file, log, "tcp port " + port, {"lo"}, {"-B", "1"});
+  if (!recording.ready()) {
     WARN("dumpcap could not capture on lo (needs CAP_NET_RAW): skipping");
     return;
   }
+  CHECK(run("redis-benchmark -p " + port + " -q -n 200000 -P 64 -c 8 -d 512 -t set >/dev/null 2>&1") == 0);
+  recording.stop();
   // dumpcap's own account: "Packets captured: N" and
   // "Packets received/dropped on interface 'Loopback: lo': R/D (pcap:…/dumpcap:…/flushed:…/ps_ifdrop:…)".
   std::ifstream in(log);
