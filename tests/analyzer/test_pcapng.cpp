@@ -355,6 +355,38 @@ TEST_CASE("pcapng: interfaces written in runs come out in time order, and a cloc
   CHECK_THAT(ours.warnings[1], Catch::Contains(": packet 44: its time is 30.000000 s before the previous packet's"));
 }
 
+TEST_CASE("pcapng: an interface's run later than the merge waits for is a warning with its count", "[capture][pcapng]") {
+  temp_dir dir;
+  const auto path = dir / "late.pcapng";
+  const script s = get_conversation(50006, 30);
+  constexpr std::int64_t t0 = 1'700'000'000'000'000;
+  {
+    pcapng_file_writer w(path.string());
+    const auto a = w.add_interface(link_type::en10mb);
+    const auto b = w.add_interface(link_type::en10mb);
+    std::size_t next = 0;
+    const auto frame = [&] { return make_frame(link_type::en10mb, s.segments[next++ % s.segments.size()].spec); };
+    // Four seconds of a, then b's packets of the same four seconds: with a 2 s window,
+    // a's packets up to t0 + 2 s are handed on before b's first one is read.
+    for (int i = 0; i <= 40; ++i) w.write(a, t0 + i * 100'000, frame());
+    for (int i = 0; i <= 40; ++i) w.write(b, t0 + 50'000 + i * 100'000, frame());
+  }
+  const our_reading ours = read_ours(path);
+  REQUIRE(ours.packets.size() == 82);
+  REQUIRE(ours.warnings.size() == 1);
+  // b's packets at t0 + 0.05 s … 1.95 s: twenty.
+  CHECK(ours.warnings[0] == path.string() + ": 20 packets came more than 2 s after later packets of other interfaces "
+                                            "(the capturing tool wrote each interface's packets in longer runs than "
+                                            "lockscope waits for) and were analyzed out of time order");
+  std::size_t out_of_order = 0;
+  for (std::size_t i = 1; i < ours.packets.size(); ++i) {
+    std::int64_t latest = 0;
+    for (std::size_t j = 0; j < i; ++j) latest = std::max(latest, ours.packets[j].ts_us);
+    if (ours.packets[i].ts_us < latest) ++out_of_order;
+  }
+  CHECK(out_of_order == 20);
+}
+
 TEST_CASE("pcapng: the drops a capture file records are the run's kernel drops, an interface with drops a warning",
           "[capture][pcapng]") {
   temp_dir dir;

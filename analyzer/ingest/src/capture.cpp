@@ -66,6 +66,7 @@ struct offline_capture::file {
   std::uint64_t packets = 0;  // read so far: the number of the last one read
   std::vector<packet_clock_watch> clocks;  // one per interface
   unsigned clock_steps = 0;   // reported
+  bool late_reported = false;
 };
 
 offline_capture::offline_capture(const std::vector<std::string>& files, warning_handler warn, warning_handler error)
@@ -187,7 +188,16 @@ bool offline_capture::advance(file& f) {
     if (f.merge->ready() || !read_record(f, r)) break;
     f.merge->push(r);
   }
-  if (f.merge->empty()) return false;
+  if (f.merge->empty()) {
+    if (const std::uint64_t late = f.merge->late(); late > 0 && warn_ && !f.late_reported) {
+      f.late_reported = true;
+      warn_(fmt::format("{}: {} packets came more than {} s after later packets of other interfaces (the capturing "
+                        "tool wrote each interface's packets in longer runs than lockscope waits for) and were "
+                        "analyzed out of time order",
+                        f.source->name(), late, capture_files::interface_merge::window_us / 1'000'000));
+    }
+    return false;
+  }
   f.record = f.merge->pop();
   f.has_packet = true;
   return true;

@@ -528,7 +528,7 @@ bool interface_merge::ready() const noexcept {
 const file_record& interface_merge::pop() {
   if (queued_ == 0) {
     // Only the first packet after a step is left: the merge starts again from it.
-    newest_us_ = pending_->record.ts_us;
+    newest_us_ = released_us_ = pending_->record.ts_us;
     held first = std::move(*pending_);
     pending_.reset();
     enqueue(std::move(first));
@@ -544,6 +544,8 @@ const file_record& interface_merge::pop() {
   --queued_;
   bytes_ -= current_.bytes.capacity();
   current_.record.data = current_.bytes;
+  if (current_.record.ts_us < released_us_) ++late_;
+  released_us_ = std::max(released_us_, current_.record.ts_us);
   return current_.record;
 }
 

@@ -230,6 +230,10 @@ class interface_merge {
   bool empty() const noexcept { return queued_ == 0 && !pending_.has_value(); }
   // The earliest packet queued; its data stays valid until the next pop().
   const file_record& pop();
+  // Packets popped after a later one of another interface: their interface's run came
+  // more than window_us (or max_bytes) late, so they reach the analysis out of order.
+  // After a step back the count starts from the step.
+  std::uint64_t late() const noexcept { return late_; }
 
  private:
   struct held {
@@ -258,6 +262,8 @@ class interface_merge {
   std::size_t nonempty_ = 0;             // queues with packets
   std::size_t bytes_ = 0;                // queued, by capacity
   std::int64_t newest_us_ = std::numeric_limits<std::int64_t>::min();
+  std::int64_t released_us_ = std::numeric_limits<std::int64_t>::min();  // the latest popped
+  std::uint64_t late_ = 0;
 };
 
 }  // namespace lockscope::analyzer::capture_files
