@@ -438,6 +438,9 @@ TEST_CASE("pcapng: the drops a capture file records are the run's kernel drops, 
     CHECK_THAT(totals(classic), Catch::Contains("kernel drops n/a\n"));
     CHECK_THAT(totals(unknown), Catch::Contains("kernel drops n/a\n"));
   }
+  // Replayed through the live loop, the file's drops are the run's kernel drops.
+  CHECK_THAT(read_command_output(cli + " analyze --replay " + path.string() + " --replay-speed 0 --summary 2>&1 >/dev/null"),
+             Catch::Contains("kernel drops 15\n"));
 }
 
 TEST_CASE("pcapng: the drops dumpcap records in its file are the ones it reports", "[capture][pcapng][real]") {

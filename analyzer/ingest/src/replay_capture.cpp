@@ -55,6 +55,9 @@ void replay_capture::stop() noexcept {
 packet_source::drop_stats replay_capture::stats() const {
   drop_stats d;
   d.received = delivered_;
+  // What the capturing tool recorded in the files (pcapng), once read: the replayed
+  // capture's own kernel drops.
+  d.dropped = files_.recorded_drops().value_or(0);
   return d;
 }
 

@@ -29,7 +29,8 @@ class replay_capture final : public packet_source {
 
   result next(captured_packet& out) override;
   void stop() noexcept override;
-  // received: packets delivered so far; a replay drops nothing.
+  // received: packets delivered so far; dropped: what the files record the capturing
+  // tool dropped (pcapng interface statistics, known once read), else 0.
   drop_stats stats() const override;
   std::int64_t now_us() const override { return now_us_; }
   // Files that changed while being read (see offline_capture).
