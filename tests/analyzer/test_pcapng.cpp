@@ -438,6 +438,13 @@ TEST_CASE("pcapng: the drops a capture file records are the run's kernel drops, 
     CHECK_THAT(totals(classic), Catch::Contains("kernel drops n/a\n"));
     CHECK_THAT(totals(unknown), Catch::Contains("kernel drops n/a\n"));
   }
+  // The HTML report's header.
+  const auto html = dir / "drops.html";
+  REQUIRE(std::system((cli + " analyze " + path.string() + " --format html -o " + html.string() + " 2>/dev/null").c_str()) ==
+          0);
+  std::ifstream page(html);
+  const std::string text((std::istreambuf_iterator<char>(page)), {});
+  CHECK_THAT(text, Catch::Contains("<dt>kernel drops</dt><dd>15 (as the capture file records them)</dd>"));
   // Replayed through the live loop, the file's drops are the run's kernel drops.
   CHECK_THAT(read_command_output(cli + " analyze --replay " + path.string() + " --replay-speed 0 --summary 2>&1 >/dev/null"),
              Catch::Contains("kernel drops 15\n"));
