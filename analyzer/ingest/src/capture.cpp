@@ -58,7 +58,7 @@ struct offline_capture::file {
   std::unique_ptr<capture_files::byte_source> source;
   std::unique_ptr<capture_files::record_reader> reader;  // pcap or pcapng
   capture_files::file_record record;                     // the current packet, when has_packet
-  // Set once a second interface shows up: from then on packets are copied and merged.
+  // Set once the file describes a second interface: from then on packets are copied and merged.
   std::unique_ptr<capture_files::interface_merge> merge;
   bool has_packet = false;
   bool done = false;  // the reader has nothing more (a merge may still hold packets)
