@@ -387,6 +387,65 @@ TEST_CASE("pcapng: an interface's run later than the merge waits for is a warnin
   CHECK(out_of_order == 20);
 }
 
+TEST_CASE("pcapng: times far outside any clock are clamped, and steps and the merge across them still work",
+          "[capture][pcapng]") {
+  // A damaged if_tsoffset or timestamp can put a packet hundreds of thousands of years
+  // away. The clock-step check and the merge subtract two packets' times: they must get
+  // a true answer, not an overflow (which UBSan stops on).
+  temp_dir dir;
+  const script s = get_conversation(50008, 1);
+  const std::string frame = make_frame(link_type::en10mb, s.segments.front().spec);
+  const auto raw_packet = [&](std::uint32_t interface_id, std::uint64_t units) {
+    std::string body;
+    const auto put32 = [&](std::uint32_t v) { body.append(reinterpret_cast<const char*>(&v), 4); };
+    put32(interface_id);
+    put32(static_cast<std::uint32_t>(units >> 32));
+    put32(static_cast<std::uint32_t>(units));
+    put32(static_cast<std::uint32_t>(frame.size()));
+    put32(static_cast<std::uint32_t>(frame.size()));
+    return body + frame;
+  };
+  constexpr std::int64_t furthest = (std::int64_t{1} << 62) - 1;  // µs, either way
+  constexpr std::int64_t most_negative_offset_s = -9'223'372'036'854;
+  constexpr std::uint64_t most_units = ~std::uint64_t{0};
+  {
+    // One interface counting in whole seconds from an offset as far back as it goes:
+    // the first packet is as late as a time can be, the second as early.
+    const auto path = dir / "one.pcapng";
+    {
+      pcapng_file_writer w(path.string());
+      w.add_interface(link_type::en10mb, {.resolution = 0, .offset_s = most_negative_offset_s});
+      w.write_block(6, raw_packet(0, most_units));
+      w.write_block(6, raw_packet(0, 0));
+    }
+    const our_reading ours = read_ours(path);
+    REQUIRE(ours.packets.size() == 2);
+    CHECK(ours.packets[0].ts_us == furthest);
+    CHECK(ours.packets[1].ts_us == -furthest);
+    REQUIRE(ours.warnings.size() == 1);
+    CHECK_THAT(ours.warnings[0], Catch::Contains(": packet 2: its time is 92233720368") &&
+                                     Catch::Contains(" s before the previous packet's"));
+  }
+  {
+    // The same two times on two interfaces: merged into time order.
+    const auto path = dir / "two.pcapng";
+    {
+      pcapng_file_writer w(path.string());
+      w.add_interface(link_type::en10mb, {.resolution = 0});
+      w.add_interface(link_type::en10mb, {.resolution = 0, .offset_s = most_negative_offset_s});
+      w.write_block(6, raw_packet(0, most_units));
+      w.write_block(6, raw_packet(1, 0));
+      w.write_block(6, raw_packet(0, most_units));
+    }
+    const our_reading ours = read_ours(path);
+    CHECK(ours.warnings.empty());
+    REQUIRE(ours.packets.size() == 3);
+    CHECK(ours.packets[0].ts_us == -furthest);
+    CHECK(ours.packets[1].ts_us == furthest);
+    CHECK(ours.packets[2].ts_us == furthest);
+  }
+}
+
 TEST_CASE("pcapng: the drops a capture file records are the run's kernel drops, an interface with drops a warning",
           "[capture][pcapng]") {
   temp_dir dir;

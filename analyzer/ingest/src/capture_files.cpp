@@ -361,10 +361,11 @@ std::int64_t pcapng_reader::time_us(const interface& i, std::uint32_t high, std:
     us = units / static_cast<std::uint64_t>(powers_of_ten[exponent - 6]);
   }
   us += i.offset_us;
-  // Damaged times (a file of the year 300,000) are clamped rather than wrapped.
-  constexpr int128 largest = std::numeric_limits<std::int64_t>::max();
-  constexpr int128 smallest = std::numeric_limits<std::int64_t>::min();
-  return static_cast<std::int64_t>(std::clamp(us, smallest, largest));
+  // Damaged times (a file of the year 300,000) are clamped rather than wrapped, to
+  // ±(2^62 - 1) µs (146,000 years) and not to the int64 range: the merge and the
+  // clock-step check subtract two packets' times, which must not overflow.
+  constexpr int128 largest = (std::int64_t{1} << 62) - 1;
+  return static_cast<std::int64_t>(std::clamp(us, -largest, largest));
 }
 
 int pcapng_reader::next(file_record& out, std::string& error) {
