@@ -13,13 +13,15 @@
 // splices in one of the lock scripts' exact texts or SHA1s (so the recognizer's paths are
 // reached without the fuzzer having to guess 300-byte Lua texts). Every frame is valid
 // IP/TCP; what it carries is arbitrary. A tenth of the frames are damaged after
-// building (byte flips in the headers too).
+// building (byte flips in the headers too). The clock may start at the edges of the
+// times a capture file can give (options bit 7).
 //
 // Checked, beyond ASan/UBSan: every packet is counted; every JSONL line the report
 // writes is one JSON object; finish() leaves no flow open; with options bit 6, the
 // report is the same with the sessions' long arguments interned and copied.
 #include <boost/json/parse.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -153,7 +155,13 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
 
     auto connections = make_connections();
     const auto scripts = lk::all_scripts();
+    // Options bit 7: the clock starts at an edge of the range the capture readers hand on
+    // (0 … 2^62 - 1 µs: a damaged pcapng time is clamped into it), a minute before the
+    // latest or at 0; the next byte picks which. Leases and deadlines are added to it.
+    constexpr std::int64_t furthest_us = (std::int64_t{1} << 62) - 1;
     std::int64_t now_us = 1'700'000'000'000'000;
+    if (options_byte & 128) now_us = (in.byte() & 1) == 0 ? furthest_us - 60'000'000 : 0;
+    const auto advance = [&](std::int64_t us) { now_us = std::min(now_us + us, furthest_us); };
     std::uint64_t sent = 0;
     std::string last_frame;
     std::vector<std::string> held_back;  // frames delayed to arrive out of order
@@ -173,7 +181,7 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
     for (int records = 0; !in.empty() && records < 4096; ++records) {
       const std::uint8_t op = in.byte();
       connection& c = connections[op & 3];
-      now_us += 1000;
+      advance(1000);
       const int kind = ((op >> 2) & 15) % 10;  // bits 6 and 7 are flags
       if (!c.opened && kind != 9) {
         for (const auto& s : c.tcp.handshake()) emit(s);
@@ -184,7 +192,7 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
         case 1: emit(c.tcp.server_sends(in.bytes(in.byte()))); break;
         case 2: {  // a lock script, then the fuzzer's bytes as its arguments
           const std::uint8_t pick = in.byte();
-          std::string payload = script_head(scripts[pick % scripts.size()], pick & 0x80, in.byte() % 12);
+          std::string payload = script_head(scripts[(pick & 0x7f) % scripts.size()], pick & 0x80, in.byte() % 12);
           payload.append(in.bytes(in.byte()));
           emit(c.tcp.client_sends(payload));
           break;
@@ -206,7 +214,7 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
           held_back.push_back(az::make_frame(az::link_type::en10mb, c.tcp.client_sends(in.bytes(in.byte()))));
           break;
         }
-        case 8: now_us += static_cast<std::int64_t>(in.byte()) << 16; break;  // up to 16 s of silence
+        case 8: advance(static_cast<std::int64_t>(in.byte()) << 16); break;  // up to 16 s of silence
         default: c.opened = true; break;  // mid-stream: the connection was open before the capture
       }
       if (held_back.size() > 1 || (!held_back.empty() && (op & 0x80))) {

@@ -73,6 +73,12 @@ seeds = {
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "pipeline")
 os.makedirs(out, exist_ok=True)
 seeds["two_locks_text"] = b"\x20" + seeds["two_locks_jsonl"][1:]
+# The contention flow with the clock at the edges of the times a capture file can give
+# (options bit 7, then 0: a minute before 2^62 - 1 µs, 1: at 0), then a minute of silence
+# so that the lease runs out there.
+silence = bytes([8 << 2, 255]) * 4
+seeds["clock_at_latest"] = b"\x80\x00" + seeds["contention"][1:] + silence
+seeds["clock_at_zero"] = b"\x80\x01" + seeds["contention"][1:] + silence
 for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(data)

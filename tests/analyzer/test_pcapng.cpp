@@ -390,8 +390,9 @@ TEST_CASE("pcapng: an interface's run later than the merge waits for is a warnin
 TEST_CASE("pcapng: times far outside any clock are clamped, and steps and the merge across them still work",
           "[capture][pcapng]") {
   // A damaged if_tsoffset or timestamp can put a packet hundreds of thousands of years
-  // away. The clock-step check and the merge subtract two packets' times: they must get
-  // a true answer, not an overflow (which UBSan stops on).
+  // away, or before 1970. Times are clamped to 0 … 2^62 - 1 µs: the clock-step check and
+  // the merge subtract two packets' times and must get a true answer, not an overflow
+  // (which UBSan stops on), and a time before 0 would print as `-4611686018427.-386903`.
   temp_dir dir;
   const script s = get_conversation(50008, 1);
   const std::string frame = make_frame(link_type::en10mb, s.segments.front().spec);
@@ -405,7 +406,7 @@ TEST_CASE("pcapng: times far outside any clock are clamped, and steps and the me
     put32(static_cast<std::uint32_t>(frame.size()));
     return body + frame;
   };
-  constexpr std::int64_t furthest = (std::int64_t{1} << 62) - 1;  // µs, either way
+  constexpr std::int64_t furthest = (std::int64_t{1} << 62) - 1;  // µs
   constexpr std::int64_t most_negative_offset_s = -9'223'372'036'854;
   constexpr std::uint64_t most_units = ~std::uint64_t{0};
   {
@@ -421,10 +422,13 @@ TEST_CASE("pcapng: times far outside any clock are clamped, and steps and the me
     const our_reading ours = read_ours(path);
     REQUIRE(ours.packets.size() == 2);
     CHECK(ours.packets[0].ts_us == furthest);
-    CHECK(ours.packets[1].ts_us == -furthest);
-    REQUIRE(ours.warnings.size() == 1);
-    CHECK_THAT(ours.warnings[0], Catch::Contains(": packet 2: its time is 92233720368") &&
+    CHECK(ours.packets[1].ts_us == 0);
+    REQUIRE(ours.warnings.size() == 2);
+    CHECK_THAT(ours.warnings[0], Catch::Contains(": packet 2: its time is 4611686018427.38") &&
                                      Catch::Contains(" s before the previous packet's"));
+    CHECK(ours.warnings[1] == path.string() + ": 2 packets had a time before 1970 or after the year 146,000 (a "
+                                              "damaged timestamp or interface time offset) and were given the "
+                                              "nearest of the two; their waits and holds are not real");
   }
   {
     // The same two times on two interfaces: merged into time order.
@@ -438,11 +442,47 @@ TEST_CASE("pcapng: times far outside any clock are clamped, and steps and the me
       w.write_block(6, raw_packet(0, most_units));
     }
     const our_reading ours = read_ours(path);
-    CHECK(ours.warnings.empty());
+    REQUIRE(ours.warnings.size() == 1);
+    CHECK_THAT(ours.warnings[0], Catch::Contains(": 3 packets had a time before 1970"));
     REQUIRE(ours.packets.size() == 3);
-    CHECK(ours.packets[0].ts_us == -furthest);
+    CHECK(ours.packets[0].ts_us == 0);
     CHECK(ours.packets[1].ts_us == furthest);
     CHECK(ours.packets[2].ts_us == furthest);
+  }
+  {
+    // The seed's lock traffic stamped before 1970 (a negative if_tsoffset): analyzed whole,
+    // and every JSONL line is JSON by Python's parser (a time before 0 printed as
+    // `-4611686018427.-386903`).
+    LOCKSCOPE_REQUIRE_CLI(binary);
+    const auto path = dir / "before-1970.pcapng";
+    std::size_t packets = 0;
+    {
+      pcapng_file_writer w(path.string());
+      const auto on = w.add_interface(link_type::en10mb, {.offset_s = -4'000'000'000});
+      offline_capture seed({bundled_capture("captures/seed-redisson.pcap").string()});
+      captured_packet p;
+      while (seed.next(p)) {
+        w.write(on, p.ts_us - 3'000'000'000'000'000, p.data);
+        ++packets;
+      }
+    }
+    const our_reading ours = read_ours(path);
+    CHECK(ours.packets.size() == packets);
+    const std::string events = read_command_output(binary + " analyze " + path.string() + " --format jsonl 2>/dev/null");
+    const std::string seed_events =
+        read_command_output(binary + " analyze " + bundled_capture("captures/seed-redisson.pcap").string() +
+                            " --format jsonl 2>/dev/null");
+    CHECK(std::count(events.begin(), events.end(), '\n') > 0);
+    const auto check_json = [&](const std::string& jsonl) {
+      const auto file = dir / "events.jsonl";
+      std::ofstream(file) << jsonl;
+      return read_command_output("python3 -c 'import json,sys\nfor l in sys.stdin: json.loads(l)\nprint(\"ok\")' < " +
+                                 file.string() + " 2>&1");
+    };
+    CHECK(check_json(events) == "ok\n");
+    CHECK(check_json(seed_events) == "ok\n");
+    const std::string warnings = read_command_output(binary + " analyze " + path.string() + " --summary 2>&1 >/dev/null");
+    CHECK_THAT(warnings, Catch::Contains(std::to_string(packets) + " packets had a time before 1970"));
   }
 }
 

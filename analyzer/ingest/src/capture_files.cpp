@@ -349,7 +349,7 @@ std::vector<record_reader::recorded_drops> pcapng_reader::drops() const {
   return out;
 }
 
-std::int64_t pcapng_reader::time_us(const interface& i, std::uint32_t high, std::uint32_t low) const noexcept {
+std::int64_t pcapng_reader::time_us(const interface& i, std::uint32_t high, std::uint32_t low) noexcept {
   const std::uint64_t units = (static_cast<std::uint64_t>(high) << 32) | low;
   const unsigned exponent = i.resolution & 0x7fu;
   int128 us;
@@ -361,11 +361,15 @@ std::int64_t pcapng_reader::time_us(const interface& i, std::uint32_t high, std:
     us = units / static_cast<std::uint64_t>(powers_of_ten[exponent - 6]);
   }
   us += i.offset_us;
-  // Damaged times (a file of the year 300,000) are clamped rather than wrapped, to
-  // ±(2^62 - 1) µs (146,000 years) and not to the int64 range: the merge and the
-  // clock-step check subtract two packets' times, which must not overflow.
-  constexpr int128 largest = (std::int64_t{1} << 62) - 1;
-  return static_cast<std::int64_t>(std::clamp(us, -largest, largest));
+  // Damaged times (a file of the year 300,000, or of before 1970 through a negative
+  // if_tsoffset) are clamped rather than wrapped, to 0 … 2^62 - 1 µs (146,000 years), the
+  // range of a classic pcap and more. Not the int64 range: the merge and the clock-step
+  // check subtract two packets' times, and the timeline adds leases to them, which must
+  // not overflow. Not below 0: times print as seconds.micros, and -1 means "none" in the
+  // timeline.
+  constexpr int128 largest = max_time_us;
+  if (us < 0 || us > largest) ++clamped_times_;
+  return static_cast<std::int64_t>(std::clamp<int128>(us, 0, largest));
 }
 
 int pcapng_reader::next(file_record& out, std::string& error) {

@@ -115,6 +115,13 @@ class record_reader {
     std::uint64_t dropped = 0;
   };
   virtual std::vector<recorded_drops> drops() const { return {}; }
+  // The latest packet time a reader hands on: 2^62 - 1 µs (the year 146,000). Times are
+  // at least 0 (1970). A damaged time outside is clamped, so that any two times subtract
+  // and a lease adds to one without overflow.
+  static constexpr std::int64_t max_time_us = (std::int64_t{1} << 62) - 1;
+  // Packets whose time was outside 0 … max_time_us, and was clamped (pcapng only: a
+  // classic pcap's times are 32-bit seconds).
+  virtual std::uint64_t clamped_times() const noexcept { return 0; }
   // The file offset of the next record (or block).
   std::uint64_t position() const noexcept { return base_ + begin_; }
   // Up to the first `n` bytes of the input (fewer when it is shorter).
@@ -171,6 +178,7 @@ class pcapng_reader final : public record_reader {
     return earlier_interfaces_ + static_cast<std::uint32_t>(interfaces_.size());
   }
   std::vector<recorded_drops> drops() const override;
+  std::uint64_t clamped_times() const noexcept override { return clamped_times_; }
 
  private:
   struct interface {
@@ -189,7 +197,8 @@ class pcapng_reader final : public record_reader {
   int interface_description(std::uint64_t at, std::uint32_t length, std::string& error);
   // An interface statistics block: keeps its drop counts (isb_ifdrop, isb_osdrop).
   void interface_statistics(std::uint32_t length);
-  std::int64_t time_us(const interface& i, std::uint32_t high, std::uint32_t low) const noexcept;
+  // Clamped to 0 … max_time_us (counted in clamped_times_).
+  std::int64_t time_us(const interface& i, std::uint32_t high, std::uint32_t low) noexcept;
   int damaged(std::uint64_t at, const std::string& what, std::string& error) const;
 
   bool swapped_ = false;
@@ -200,6 +209,7 @@ class pcapng_reader final : public record_reader {
   // unknown (none recorded, or recorded as unknown: all ones) as max.
   std::vector<std::uint64_t> dropped_;
   std::int64_t last_ts_us_ = 0;        // for simple packet blocks, which carry no time
+  std::uint64_t clamped_times_ = 0;
 };
 
 // The packets of a file with several interfaces, put back in time order. dumpcap writes
