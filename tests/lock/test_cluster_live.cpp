@@ -131,11 +131,23 @@ void check_all_succeed(worker_list& workers, std::chrono::seconds timeout) {
 // Every critical section logged in DIR/log: `count` of them, none overlapping, and no
 // free gap near the 30 s lease a lost wake-up costs (a gap can also be a process
 // start-up when every contender is between two runs: ~3 s under ASan and load).
-void check_sections(const std::filesystem::path& dir, std::size_t count) {
+// `disturbed_ns`: when the disturbance began (steady clock, as the helper logs), so that
+// a failure says where the gap was.
+void check_sections(const std::filesystem::path& dir, std::size_t count, long long disturbed_ns = 0) {
   CHECK(counter_in(dir) == static_cast<long long>(count));
   const auto sections = sorted_intervals(dir / "log");
   CHECK(sections.size() == count);
   CHECK(overlaps(sections) == 0);
+  std::string where;
+  for (std::size_t i = 1; i < sections.size(); ++i) {
+    if (sections[i].first - sections[i - 1].second != longest_gap(sections).count()) continue;
+    const auto at = [&](long long ns) { return std::to_string((ns - sections.front().first) / 1'000'000) + " ms"; };
+    where = "the longest gap: after section " + std::to_string(i) + " of " + std::to_string(sections.size()) +
+            ", from " + at(sections[i - 1].second) + " to " + at(sections[i].first) +
+            " (from the first section's start; the disturbance began at " +
+            (disturbed_ns != 0 ? at(disturbed_ns) : std::string("-")) + ")";
+  }
+  INFO(where);
   CHECK(longest_gap(sections) < 15s);
 }
 
@@ -150,9 +162,15 @@ void contend(redis_cluster& cluster, const std::string& name, Disturb disturb) {
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (sorted_intervals(dir.path / "log").empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
+  const long long disturbed_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   disturb();
   check_all_succeed(workers, 120s);
-  check_sections(dir.path, 36);
+  // What the workers printed (`lockscope lock` is silent unless something went wrong).
+  std::string printed;
+  for (const auto& w : workers) printed += w->output();
+  INFO("the workers printed: " + (printed.empty() ? std::string("nothing") : printed));
+  check_sections(dir.path, 36, disturbed_ns);
 }
 
 // A waiter in its own thread: try_lock(wait[, lease]) on `client`, unlocked at once when
