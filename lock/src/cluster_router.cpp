@@ -254,7 +254,10 @@ void cluster_router::on_reply(const std::shared_ptr<routed>& op, const node_addr
                               resp::value&& reply) {
   const route_decision next =
       after_reply(ec, reply, node, op->attempts, policy_, clock_type::now() < op->deadline, closed_);
-  if (next.learn_slot) map_.assign(next.slot, next.to);
+  if (next.learn_slot) {
+    map_.assign(next.slot, next.to);
+    redirects_.learned(next.slot, next.to, clock_type::now());
+  }
   if (next.reload_map) refresh();
   switch (next.what) {
     case route_decision::action::resend:
@@ -345,6 +348,8 @@ void cluster_router::refresh_within(std::chrono::milliseconds delay) {
 }
 
 void cluster_router::map_loaded() {
+  // Before anything is routed by it: a node that has not caught up yet may have sent it.
+  const bool contradicted = redirects_.reconcile(map_, clock_type::now());
   const std::optional<std::chrono::milliseconds> reload = map_reloads_.loaded(map_.covered());
   auto waiting = std::move(pending_);
   pending_.clear();
@@ -354,6 +359,7 @@ void cluster_router::map_loaded() {
   forget_unmapped_nodes();
   if (events_.on_ready) events_.on_ready();
   if (reload) refresh_within(*reload);
+  if (contradicted) refresh_within(std::chrono::milliseconds(100));
 }
 
 // --- pub/sub ------------------------------------------------------------------------
@@ -437,6 +443,7 @@ void cluster_router::on_shard_push(const std::string& node_key, resp::value&& pu
     if (r.kind == redirect_kind::moved) {
       if (r.node.host.empty()) r.node.host = parse_node_address(node_key)->host;
       map_.assign(r.slot, r.node);
+      redirects_.learned(r.slot, r.node, clock_type::now());
     }
     if (auto relay_it = relays_.find(channel); relay_it != relays_.end() && relay_it->second->registry == &sub.registry)
       evict(*relay_it->second, sub);

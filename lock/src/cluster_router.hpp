@@ -104,6 +104,7 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   std::unordered_map<std::string, std::shared_ptr<connection>> nodes_;
   cluster_nodes node_states_;  // the seeds, and which nodes are down
   map_reload_schedule map_reloads_;
+  redirect_memory redirects_;  // MOVEDs a lagging node's map must not undo
   std::vector<std::shared_ptr<routed>> pending_;  // waiting for the first slot map
   boost::asio::steady_timer pending_timer_;
   boost::asio::steady_timer refresh_timer_;

@@ -118,4 +118,23 @@ std::chrono::milliseconds map_reload_schedule::backoff(int rounds) const noexcep
   return std::min(max_, min_ * (1 << std::clamp(rounds, 0, 6)));
 }
 
+void redirect_memory::learned(std::uint16_t slot, const node_address& node, clock_type::time_point now) {
+  std::erase_if(learned_, [slot](const entry& e) { return e.slot == slot; });
+  if (learned_.size() >= max_slots) learned_.erase(learned_.begin());
+  learned_.push_back({slot, node, now});
+}
+
+bool redirect_memory::reconcile(slot_map& map, clock_type::time_point now) {
+  bool contradicted = false;
+  std::erase_if(learned_, [&](const entry& e) {
+    if (now - e.at >= hold_) return true;
+    const node_address* mapped = map.node_for(e.slot);
+    if (mapped != nullptr && *mapped == e.node) return true;  // the map caught up
+    map.assign(e.slot, e.node);
+    contradicted = true;
+    return false;
+  });
+  return contradicted;
+}
+
 }  // namespace lockscope::lock

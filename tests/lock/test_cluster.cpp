@@ -248,6 +248,66 @@ TEST_CASE("cluster routing: slot map reloads, one at a time, with backoff", "[lo
   }
 }
 
+TEST_CASE("cluster routing: a map from a node behind on a failover does not undo a MOVED", "[lock][cluster][routing]") {
+  // As recorded in the failover test: the old master (7001) answers MOVED 3739 to its
+  // promoted replica (7004); the reload that MOVED asks for is served by a third node
+  // whose CLUSTER SHARDS still names 7001 the master. Taken as is, that map sent the
+  // waiter's SSUBSCRIBE to 7001, now a replica, and the waiter slept out the lease.
+  using namespace std::chrono_literals;
+  const auto shards_with_master = [](std::uint16_t master_port, std::uint16_t replica_port) {
+    return cluster_array({cluster_array({value::bulk("slots"), cluster_array({value::number(0), value::number(16383)}),
+                                         value::bulk("nodes"),
+                                         cluster_array({shard_node("127.0.0.1", master_port, "master"),
+                                                        shard_node("127.0.0.1", replica_port, "replica")})})});
+  };
+  const lock::node_address old_master{"127.0.0.1", 7001}, promoted{"127.0.0.1", 7004};
+  const auto t0 = lock::redirect_memory::clock_type::time_point{} + 1h;
+  lock::slot_map map;
+  REQUIRE_FALSE(map.load_shards(shards_with_master(7001, 7004), false));
+  lock::redirect_memory redirects;  // 2 s
+
+  map.assign(3739, promoted);
+  redirects.learned(3739, promoted, t0);
+  REQUIRE_FALSE(map.load_shards(shards_with_master(7001, 7004), false));  // the lagging node's map
+  CHECK(*map.node_for(3739) == old_master);
+  CHECK(redirects.reconcile(map, t0 + 1ms));  // contradicted: reload soon
+  CHECK(*map.node_for(3739) == promoted);
+  CHECK(*map.node_for(3740) == old_master);  // only the redirected slot: no guess about the rest
+  CHECK(redirects.size() == 1);
+
+  SECTION("a map that caught up ends it") {
+    REQUIRE_FALSE(map.load_shards(shards_with_master(7004, 7001), false));
+    CHECK_FALSE(redirects.reconcile(map, t0 + 150ms));
+    CHECK(redirects.size() == 0);
+    CHECK(*map.node_for(3739) == promoted);
+    CHECK(*map.node_for(3740) == promoted);
+  }
+  SECTION("after the hold, the map wins (the slot may have moved back)") {
+    REQUIRE_FALSE(map.load_shards(shards_with_master(7001, 7004), false));
+    CHECK(redirects.reconcile(map, t0 + 1999ms));
+    CHECK(*map.node_for(3739) == promoted);
+    REQUIRE_FALSE(map.load_shards(shards_with_master(7001, 7004), false));
+    CHECK_FALSE(redirects.reconcile(map, t0 + 2s));
+    CHECK(*map.node_for(3739) == old_master);
+    CHECK(redirects.size() == 0);
+  }
+  SECTION("the latest redirect of a slot counts") {
+    redirects.learned(3739, old_master, t0 + 500ms);  // moved back, and said so by a MOVED
+    REQUIRE_FALSE(map.load_shards(shards_with_master(7001, 7004), false));
+    CHECK_FALSE(redirects.reconcile(map, t0 + 600ms));
+    CHECK(*map.node_for(3739) == old_master);
+  }
+  SECTION("at most max_slots slots are remembered, the oldest given up") {
+    for (std::uint16_t slot = 0; slot < lock::redirect_memory::max_slots + 10; ++slot)
+      redirects.learned(slot, promoted, t0 + std::chrono::milliseconds(slot));
+    CHECK(redirects.size() == lock::redirect_memory::max_slots);
+    REQUIRE_FALSE(map.load_shards(shards_with_master(7001, 7004), false));
+    CHECK(redirects.reconcile(map, t0 + 1s));
+    CHECK(*map.node_for(0) == old_master);  // given up
+    CHECK(*map.node_for(lock::redirect_memory::max_slots + 9) == promoted);
+  }
+}
+
 TEST_CASE("cluster: slot map from CLUSTER SHARDS (RESP2 and RESP3) and CLUSTER SLOTS", "[lock][cluster]") {
   lock::slot_map m;
   CHECK(m.node_for(0) == nullptr);

@@ -129,4 +129,39 @@ class map_reload_schedule {
   int uncovered_maps_ = 0;  // in a row, maps that left slots without a master
 };
 
+// Slots learned from MOVED redirects, remembered for a moment. Right after a failover
+// the cluster's nodes learn the new owner at different times (by gossip): the map a
+// MOVED makes us reload can come from a node still naming the old master, whose own
+// MOVED just said otherwise. Trusted, that map sends the slot's commands back to the
+// old master, and, worse, its shard subscriptions: the old master, now a replica,
+// accepts SSUBSCRIBE and says nothing when the new master's messages never reach it,
+// so a waiter sleeps out the holder's whole lease (seen: 30 s in the failover test).
+// So a loaded map that contradicts a redirect younger than `hold` gets the redirect's
+// node back for that slot, and is reloaded soon, until a map agrees or the redirect is
+// `hold` old. A wrong redirect (the slot moved back meanwhile) costs one more MOVED.
+class redirect_memory {
+ public:
+  using clock_type = std::chrono::steady_clock;
+  static constexpr std::size_t max_slots = 256;
+
+  explicit redirect_memory(std::chrono::milliseconds hold = std::chrono::seconds(2)) noexcept : hold_(hold) {}
+
+  // A MOVED said `slot` is served by `node` (the latest one for a slot counts).
+  void learned(std::uint16_t slot, const node_address& node, clock_type::time_point now);
+  // After a map was loaded into `map`: gives back the redirects' nodes for the slots it
+  // contradicts; true when any was, and the map should be reloaded soon. Slots the map
+  // agrees on, and redirects `hold` old, are forgotten.
+  bool reconcile(slot_map& map, clock_type::time_point now);
+  std::size_t size() const noexcept { return learned_.size(); }
+
+ private:
+  struct entry {
+    std::uint16_t slot;
+    node_address node;
+    clock_type::time_point at;
+  };
+  std::chrono::milliseconds hold_;
+  std::vector<entry> learned_;  // oldest first
+};
+
 }  // namespace lockscope::lock
