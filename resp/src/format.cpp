@@ -1,8 +1,29 @@
 #include "lockscope/resp/format.hpp"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 
 namespace lockscope::resp {
+
+std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
+  const auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n = 0;
+  std::uint32_t min = 0;
+  if (c >= 0xc2 && c <= 0xdf) { n = 2; min = 0x80; }
+  else if ((c & 0xf0) == 0xe0) { n = 3; min = 0x800; }
+  else if (c >= 0xf0 && c <= 0xf4) { n = 4; min = 0x10000; }
+  else return 0;
+  if (i + n > s.size()) return 0;
+  std::uint32_t cp = c & (0xff >> (n + 1));
+  for (std::size_t k = 1; k < n; ++k) {
+    const auto d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (d & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
 
 namespace {
 
@@ -24,8 +45,14 @@ bool is_owner_id(std::string_view s) {
 
 bool needs_quotes(std::string_view s) {
   if (s.empty()) return true;
-  for (unsigned char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
     if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) return true;
+    if (c > 0x7f) {
+      const std::size_t n = utf8_sequence(s, i);
+      if (n == 0) return true;  // not UTF-8: shown escaped
+      i += n - 1;
+    }
   }
   return false;
 }
@@ -42,7 +69,18 @@ std::string_view cut(std::string_view s, std::size_t max) {
 // (UTF-8 text shows as \xc3\xa9); the parsed form keeps them readable.
 void append_quoted(std::string& out, std::string_view s, bool escape_non_ascii) {
   out.push_back('"');
-  for (unsigned char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c > 0x7f && !escape_non_ascii) {
+      // Valid UTF-8 stays readable; any other byte is escaped, so the line is UTF-8.
+      if (const std::size_t n = utf8_sequence(s, i); n > 0) {
+        out.append(s.substr(i, n));
+        i += n - 1;
+        continue;
+      }
+      out += fmt::format("\\x{:02x}", c);
+      continue;
+    }
     switch (c) {
       case '\\': out += "\\\\"; break;
       case '"': out += "\\\""; break;

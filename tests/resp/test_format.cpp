@@ -191,6 +191,14 @@ TEST_CASE("to_parsed: arguments with blanks, quotes or control bytes are quoted"
   // UTF-8 text is printable in the parsed form.
   CHECK(parsed("$6\r\nh\xc3\xa9llo\r\n") == "h\xc3\xa9llo");
   CHECK(parsed("$7\r\nh\xc3\xa9 llo\r\n") == "\"h\xc3\xa9 llo\"");
+  // Other bytes above 0x7f are escaped, so that the line stays valid UTF-8 (binary values,
+  // and the cluster bus's frames on a port read as RESP, printed them raw): a lone
+  // continuation byte, a cut sequence, an overlong form, a surrogate.
+  CHECK(parsed("$4\r\na\x87" "bc\r\n") == "\"a\\x87bc\"");
+  CHECK(parsed("$3\r\nab\xc3\r\n") == "\"ab\\xc3\"");
+  CHECK(parsed("$3\r\n\xc0\xafx\r\n") == "\"\\xc0\\xafx\"");
+  CHECK(parsed("$3\r\n\xed\xa0\x80\r\n") == "\"\\xed\\xa0\\x80\"");
+  CHECK(parsed("$5\r\n\xe2\x80\xa6\x87 \r\n") == "\"\xe2\x80\xa6\\x87 \"");
 }
 
 TEST_CASE("to_parsed: max_argument cuts long arguments with an ellipsis", "[resp][format]") {

@@ -107,24 +107,6 @@ resp::value message::to_value() const {
   return value_at(index);
 }
 
-std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
-  const auto c = static_cast<unsigned char>(s[i]);
-  std::size_t n = 0;
-  std::uint32_t min = 0;
-  if (c >= 0xc2 && c <= 0xdf) { n = 2; min = 0x80; }
-  else if ((c & 0xf0) == 0xe0) { n = 3; min = 0x800; }
-  else if (c >= 0xf0 && c <= 0xf4) { n = 4; min = 0x10000; }
-  else return 0;
-  if (i + n > s.size()) return 0;
-  std::uint32_t cp = c & (0xff >> (n + 1));
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (d & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
 
 namespace {
 

@@ -33,6 +33,11 @@ std::string to_parsed(const value& v, const parsed_options& options = {});
 // One argument as to_parsed writes it.
 void append_parsed_argument(std::string& out, std::string_view arg, const parsed_options& options);
 
+// The length of the valid UTF-8 sequence at s[i] (2 to 4 bytes), or 0 (ASCII, or not
+// valid UTF-8). The text forms keep valid sequences readable and escape other bytes
+// above 0x7f as \xNN, so that what they print is always valid UTF-8.
+std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept;
+
 }  // namespace lockscope::resp
 
 // fmt::format("{}", v) gives the redis-cli form; "{:p}" the parsed form.

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockscope/resp/format.hpp"
 #include "lockscope/resp/types.hpp"
 #include "lockscope/resp/value.hpp"
 
@@ -112,7 +113,7 @@ void append_json(std::string& out, const message& m);
 void append_json_string(std::string& out, std::string_view s);
 // The length of the valid UTF-8 sequence at s[i] (2 to 4 bytes), or 0 (ASCII, or not
 // valid: append_json_string writes such a byte as \u00XX).
-std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept;
+using resp::utf8_sequence;
 
 // The reply as redis-cli writes it, on one line: `(integer) 1`, `"v"`, `(nil)`,
 // `1) "message" 2) "ch" 3) "0"`.
