@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "helpers.hpp"
+#include "lockscope/ingest/message.hpp"
 #include "lockscope/locks/command_words.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/short_bytes.hpp"
@@ -320,9 +321,15 @@ std::string row_by_fmt(std::string_view lock, const analyzer::lock_stats& s, std
   const double contended = s.acquisitions == 0 ? 0.0
                                                : 100.0 * static_cast<double>(s.contended_acquisitions) /
                                                      static_cast<double>(s.acquisitions);
-  std::string name(lock);  // control bytes shown as '?'
-  for (char& c : name) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  std::string name(lock);  // control bytes, and bytes that are not UTF-8, shown as '?'
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x80) {
+      if (const std::size_t n = analyzer::utf8_sequence(name, i); n > 0) i += n - 1;
+      else name[i] = '?';
+    } else if (c < 0x20 || c == 0x7f) {
+      name[i] = '?';
+    }
   }
   return fmt::format("{:<{}}  {:>6}  {:>8.1f}%  {}  {}  {:>8}  {:>8}  {}\n", name, width, s.acquisitions, contended,
                      padded(triple(s.hold)), padded(triple(s.wait)), s.renewals, s.expiries, anomalies);

@@ -439,7 +439,8 @@ TEST_CASE("timeline: the summary prints durations exactly as format_duration doe
 
 TEST_CASE("timeline: summary columns stay aligned for non-ASCII and control-byte names", "[timeline][summary]") {
   fixture f;
-  const std::string names[] = {"plain", "verrou-\xc3\xa9t\xc3\xa9", std::string("bad\x01name")};
+  const std::string names[] = {"plain", "verrou-\xc3\xa9t\xc3\xa9", std::string("bad\x01name"),
+                               std::string("raw\x87" "bytes\xc3")};
   for (const std::string& name : names) {
     auto acquire = f.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
     acquire.lock = name;
@@ -469,11 +470,13 @@ TEST_CASE("timeline: summary columns stay aligned for non-ASCII and control-byte
     rows.push_back(line);
     columns.push_back(column_of_percent(line));
   }
-  REQUIRE(rows.size() == 3);
+  REQUIRE(rows.size() == 4);
   CHECK(rows[1].rfind("verrou-\xc3\xa9t\xc3\xa9 ", 0) == 0);
   CHECK(rows[2].rfind("bad?name ", 0) == 0);  // control bytes are shown as '?'
+  CHECK(rows[3].rfind("raw?bytes? ", 0) == 0);  // and so are bytes that are not UTF-8
   CHECK(columns[0] == columns[1]);
   CHECK(columns[0] == columns[2]);
+  CHECK(columns[0] == columns[3]);
   CHECK(rows[1].find("1.5ms/1.5ms/1.5ms") != std::string::npos);
 }
 

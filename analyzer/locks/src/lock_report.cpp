@@ -92,13 +92,27 @@ void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... ar
   out.append(b.data(), b.size());
 }
 
-// Names come from the wire: control bytes would break the text layout.
+// Names come from the wire: control bytes would break the text layout (and an escape
+// sequence would reach the terminal), and bytes that are not UTF-8 make the output
+// unreadable to the tools it is piped to. Each such byte becomes '?': the length, and so
+// the table's widths, stay as they were.
 bool is_control(char c) noexcept { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
+bool is_plain_ascii(char c) noexcept { return !is_control(c) && static_cast<unsigned char>(c) < 0x80; }
 std::string_view printable(std::string_view s) {
-  if (std::none_of(s.begin(), s.end(), is_control)) return s;  // the usual case: no copy
+  if (std::all_of(s.begin(), s.end(), is_plain_ascii)) return s;  // the usual case: no copy
   thread_local std::string scratch;
   scratch.assign(s);
-  std::replace_if(scratch.begin(), scratch.end(), is_control, '?');
+  for (std::size_t i = 0; i < scratch.size(); ++i) {
+    if (static_cast<unsigned char>(scratch[i]) >= 0x80) {
+      if (const std::size_t n = utf8_sequence(scratch, i); n > 0) {
+        i += n - 1;
+        continue;
+      }
+      scratch[i] = '?';
+    } else if (is_control(scratch[i])) {
+      scratch[i] = '?';
+    }
+  }
   return scratch;
 }
 
