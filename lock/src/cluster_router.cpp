@@ -254,10 +254,7 @@ void cluster_router::on_reply(const std::shared_ptr<routed>& op, const node_addr
                               resp::value&& reply) {
   const route_decision next =
       after_reply(ec, reply, node, op->attempts, policy_, clock_type::now() < op->deadline, closed_);
-  if (next.learn_slot) {
-    map_.assign(next.slot, next.to);
-    redirects_.learned(next.slot, next.to, clock_type::now());
-  }
+  if (next.learn_slot) learn_redirect(next.slot, next.to);
   if (next.reload_map) refresh();
   switch (next.what) {
     case route_decision::action::resend:
@@ -345,6 +342,11 @@ void cluster_router::refresh_within(std::chrono::milliseconds delay) {
     self->refresh_armed_ = false;
     self->refresh();
   });
+}
+
+void cluster_router::learn_redirect(std::uint16_t slot, const node_address& node) {
+  map_.assign(slot, node);
+  redirects_.learned(slot, node, clock_type::now());
 }
 
 void cluster_router::map_loaded() {
@@ -442,8 +444,7 @@ void cluster_router::on_shard_push(const std::string& node_key, resp::value&& pu
     redirect r = parse_redirect(push.text);
     if (r.kind == redirect_kind::moved) {
       if (r.node.host.empty()) r.node.host = parse_node_address(node_key)->host;
-      map_.assign(r.slot, r.node);
-      redirects_.learned(r.slot, r.node, clock_type::now());
+      learn_redirect(r.slot, r.node);
     }
     if (auto relay_it = relays_.find(channel); relay_it != relays_.end() && relay_it->second->registry == &sub.registry)
       evict(*relay_it->second, sub);

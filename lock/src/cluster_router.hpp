@@ -93,6 +93,8 @@ class cluster_router : public std::enable_shared_from_this<cluster_router> {
   void rehome_soon();
   void home(relay& r);
   void rehome_moved_channels();
+  // A MOVED named the slot's master: into the map, and remembered (redirect_memory).
+  void learn_redirect(std::uint16_t slot, const node_address& node);
   connection& classic_subscriber();
 
   strand_type strand_;
