@@ -426,9 +426,14 @@ TEST_CASE("pcapng: times far outside any clock are clamped, and steps and the me
     REQUIRE(ours.warnings.size() == 2);
     CHECK_THAT(ours.warnings[0], Catch::Contains(": packet 2: its time is 4611686018427.38") &&
                                      Catch::Contains(" s before the previous packet's"));
+    // The first packet's block: the two blocks end the file (a block: 12 bytes of framing,
+    // the body padded to 4).
+    const std::size_t block = 12 + ((raw_packet(0, 0).size() + 3) & ~std::size_t{3});
+    const auto first_block_at = std::filesystem::file_size(path) - 2 * block;
     CHECK(ours.warnings[1] == path.string() + ": 2 packets had a time before 1970 or after the year 146,000 (a "
-                                              "damaged timestamp or interface time offset) and were given the "
-                                              "nearest of the two; their waits and holds are not real");
+                                              "damaged timestamp or interface time offset; the first in the block "
+                                              "at byte " + std::to_string(first_block_at) +
+                                  ") and were given the nearest of the two; their waits and holds are not real");
   }
   {
     // The same two times on two interfaces: merged into time order.

@@ -154,9 +154,9 @@ bool offline_capture::read_record(file& f, capture_files::file_record& r) {
   if (rc < 0) report(f, error);
   if (const std::uint64_t clamped = f.reader->clamped_times(); clamped > 0 && warn_) {
     warn_(fmt::format("{}: {} packets had a time before 1970 or after the year 146,000 (a damaged timestamp or "
-                      "interface time offset) and were given the nearest of the two; their waits and holds are "
-                      "not real",
-                      f.source->name(), clamped));
+                      "interface time offset; the first in the block at byte {}) and were given the nearest of the "
+                      "two; their waits and holds are not real",
+                      f.source->name(), clamped, f.reader->first_clamped_at()));
   }
   for (const auto& d : f.reader->drops()) {
     if (d.dropped == 0 || !warn_) continue;

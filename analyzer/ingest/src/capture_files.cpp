@@ -450,6 +450,7 @@ int pcapng_reader::next(file_record& out, std::string& error) {
                        error);
       }
       out.ts_us = time_us(i, u32(body + 4), u32(body + 8));
+      if (clamped_times_ == 1 && first_clamped_at_ == 0) first_clamped_at_ = at;
     }
     if (captured > max_record) {
       return damaged(at, fmt::format("a packet of {} bytes (at most {})", captured, max_record), error);

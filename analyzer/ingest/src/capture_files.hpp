@@ -122,6 +122,8 @@ class record_reader {
   // Packets whose time was outside 0 … max_time_us, and was clamped (pcapng only: a
   // classic pcap's times are 32-bit seconds).
   virtual std::uint64_t clamped_times() const noexcept { return 0; }
+  // The file offset of the first such packet's block.
+  virtual std::uint64_t first_clamped_at() const noexcept { return 0; }
   // The file offset of the next record (or block).
   std::uint64_t position() const noexcept { return base_ + begin_; }
   // Up to the first `n` bytes of the input (fewer when it is shorter).
@@ -179,6 +181,7 @@ class pcapng_reader final : public record_reader {
   }
   std::vector<recorded_drops> drops() const override;
   std::uint64_t clamped_times() const noexcept override { return clamped_times_; }
+  std::uint64_t first_clamped_at() const noexcept override { return first_clamped_at_; }
 
  private:
   struct interface {
@@ -210,6 +213,7 @@ class pcapng_reader final : public record_reader {
   std::vector<std::uint64_t> dropped_;
   std::int64_t last_ts_us_ = 0;        // for simple packet blocks, which carry no time
   std::uint64_t clamped_times_ = 0;
+  std::uint64_t first_clamped_at_ = 0;  // a block is never at byte 0 (the section header is)
 };
 
 // The packets of a file with several interfaces, put back in time order. dumpcap writes
