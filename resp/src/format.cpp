@@ -1,5 +1,6 @@
 #include "lockscope/resp/format.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -43,18 +44,43 @@ bool is_owner_id(std::string_view s) {
   return true;
 }
 
-bool needs_quotes(std::string_view s) {
-  if (s.empty()) return true;
+// A C1 control (U+0080 to U+009F) written as UTF-8: valid, but some terminals act on
+// it as they do on ESC (U+009B is CSI), so the text forms escape it like a C0 control.
+bool is_c1_control(std::string_view s, std::size_t i, std::size_t n) noexcept {
+  return n == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+}
+
+// The length of the sequence at s[i] shown as it is (valid UTF-8, not a C1 control),
+// or 0 (escaped byte by byte).
+std::size_t shown_sequence(std::string_view s, std::size_t i) noexcept {
+  const std::size_t n = utf8_sequence(s, i);
+  return is_c1_control(s, i, n) ? 0 : n;
+}
+
+// Whether `s` holds a byte the text forms must not print as it is: a control byte
+// (what a terminal acts on), or one that is not UTF-8 (pipes and viewers choke on it).
+// Such a byte comes from the wire: a server's error echoes what a client sent, so
+// escape sequences reach decode's output unless they are escaped.
+bool needs_escapes(std::string_view s) noexcept {
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c <= ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f) return true;
+    if (c < 0x20 || c == 0x7f) return true;
     if (c > 0x7f) {
-      const std::size_t n = utf8_sequence(s, i);
-      if (n == 0) return true;  // not UTF-8: shown escaped
+      const std::size_t n = shown_sequence(s, i);
+      if (n == 0) return true;
       i += n - 1;
     }
   }
   return false;
+}
+
+bool needs_quotes(std::string_view s) {
+  if (s.empty()) return true;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= ' ' || c == '"' || c == '\'' || c == '\\') return true;
+  }
+  return needs_escapes(s);
 }
 
 // Cuts at a UTF-8 character boundary so that "…" never splits a character.
@@ -73,7 +99,7 @@ void append_quoted(std::string& out, std::string_view s, bool escape_non_ascii) 
     const auto c = static_cast<unsigned char>(s[i]);
     if (c > 0x7f && !escape_non_ascii) {
       // Valid UTF-8 stays readable; any other byte is escaped, so the line is UTF-8.
-      if (const std::size_t n = utf8_sequence(s, i); n > 0) {
+      if (const std::size_t n = shown_sequence(s, i); n > 0) {
         out.append(s.substr(i, n));
         i += n - 1;
         continue;
@@ -95,6 +121,28 @@ void append_quoted(std::string& out, std::string_view s, bool escape_non_ascii) 
     }
   }
   out.push_back('"');
+}
+
+// A status, an error or another unquoted text: as it is, unless it holds a byte that
+// needs_escapes(); then quoted, with C escapes, so that the reader sees it was escaped.
+void append_text(std::string& out, std::string_view s) {
+  if (needs_escapes(s)) append_quoted(out, s, /*escape_non_ascii=*/false);
+  else out += s;
+}
+
+// A verbatim string's text (INFO's, LATENCY DOCTOR's) spans lines: kept so when only
+// its line ends (LF or CRLF) and tabs would need escaping. A lone CR would let a line
+// write over the one before.
+void append_multiline_text(std::string& out, std::string_view s) {
+  bool other = false;
+  for (std::size_t start = 0; start <= s.size() && !other;) {
+    const std::size_t end = std::min(s.find_first_of("\r\n\t", start), s.size());
+    other = needs_escapes(s.substr(start, end - start)) ||
+            (end < s.size() && s[end] == '\r' && (end + 1 == s.size() || s[end + 1] != '\n'));
+    start = end + 1;
+  }
+  if (other) append_quoted(out, s, /*escape_non_ascii=*/false);
+  else out += s;
 }
 
 void append_cli(std::string& out, const value& v, std::size_t indent);
@@ -155,23 +203,23 @@ void append_cli(std::string& out, const value& v, std::size_t indent) {
     out.append(indent, ' ');
   }
   switch (v.type) {
-    case type::simple_string: out += v.text; return;
+    case type::simple_string: append_text(out, v.text); return;
     case type::simple_error:
-    case type::bulk_error: out += "(error) " + v.text; return;
-    case type::integer: out += "(integer) " + v.text; return;
+    case type::bulk_error: out += "(error) "; append_text(out, v.text); return;
+    case type::integer: out += "(integer) "; append_text(out, v.text); return;
     case type::bulk_string: append_quoted(out, v.text, /*escape_non_ascii=*/true); return;
-    case type::verbatim_string: out += v.verbatim_text(); return;
+    case type::verbatim_string: append_multiline_text(out, v.verbatim_text()); return;
     case type::null: out += "(nil)"; return;
     case type::boolean: out += v.boolean() ? "(true)" : "(false)"; return;
-    case type::double_: out += "(double) " + v.text; return;
-    case type::big_number: out += "(big number) " + v.text; return;
+    case type::double_: out += "(double) "; append_text(out, v.text); return;
+    case type::big_number: out += "(big number) "; append_text(out, v.text); return;
     case type::array: append_cli_elements(out, v, indent, "(empty array)", false, ')'); return;
     case type::push: append_cli_elements(out, v, indent, "(empty push)", false, ')'); return;
     case type::set: append_cli_elements(out, v, indent, "(empty set)", false, '~'); return;
     case type::map: append_cli_elements(out, v, indent, "(empty hash)", true, '#'); return;
     case type::attribute:
     case type::streamed_string_part:
-    case type::stream_end: out += v.text; return;
+    case type::stream_end: append_text(out, v.text); return;
   }
 }
 
@@ -180,9 +228,9 @@ void append_parsed(std::string& out, const value& v, const parsed_options& optio
     case type::simple_string:
     case type::big_number:
     case type::double_:
-    case type::integer: out += v.text; return;
+    case type::integer: append_text(out, v.text); return;
     case type::simple_error:
-    case type::bulk_error: out += "(error) " + v.text; return;
+    case type::bulk_error: out += "(error) "; append_text(out, v.text); return;
     case type::bulk_string:
     case type::verbatim_string: append_parsed_argument(out, v.type == type::verbatim_string ? v.verbatim_text() : std::string_view(v.text), options); return;
     case type::null: out += "(nil)"; return;
@@ -210,7 +258,7 @@ void append_parsed(std::string& out, const value& v, const parsed_options& optio
     }
     case type::attribute:
     case type::streamed_string_part:
-    case type::stream_end: out += v.text; return;
+    case type::stream_end: append_text(out, v.text); return;
   }
 }
 

@@ -25,6 +25,16 @@ inline bool on_path(const char* program) {
   return std::system((std::string("command -v ") + program + " >/dev/null 2>&1").c_str()) == 0;
 }
 
+// The lockscope binary, or empty (with a warning) when it or `tool` is missing.
+inline std::string cli_binary_with(const char* tool) {
+  const std::string binary = LOCKSCOPE_CLI_PATH;
+  if (binary.empty() || !std::filesystem::exists(binary) || !on_path(tool)) {
+    WARN("the lockscope binary or " << tool << " is missing: skipping");
+    return {};
+  }
+  return binary;
+}
+
 // `tcpdump -i lo -w FILE tcp port P` for the lifetime of the object (a pcap, not pcapng),
 // each packet cut to `snaplen` bytes (-s).
 class tcpdump_recording {

@@ -486,3 +486,116 @@ TEST_CASE("real redis-cli traffic carrying passwords: lockscope decode hides the
     }
   }
 }
+
+namespace {
+
+// A python3-redis client that puts terminal escapes, C1 controls and bytes that are
+// not UTF-8 in every field a lock client or a stranger can fill: lock names, owners,
+// channels and messages (Redisson's scripts, contended), an unknown command (redis-server
+// echoes it in its error), an unknown script's arguments, AUTH, CLIENT SETNAME, and a
+// connection that sends no RESP at all.
+constexpr const char* hostile_client = R"py(
+import redis, socket, sys, time
+port, acquire, unlock = int(sys.argv[1]), open(sys.argv[2]).read(), open(sys.argv[3]).read()
+hostile = [b'esc\x1b[31mRED\x1b[0m', b'bel\x07title\x1b]0;pwned\x07', b'bad\x87utf', b'cr\rlf\nnul\x00',
+           b'del\x7fc1\x9bx', b'\xff\xfe', b'c1\xc2\x9b[31mX']
+a, b = redis.Redis(port=port), redis.Redis(port=port)
+for h in hostile:
+    name, channel = b'lock:' + h, b'redisson_lock__channel:{lock:' + h + b'}'
+    a.execute_command('EVAL', acquire, 1, name, 30000, b'owner' + h + b':1')
+    b.execute_command('EVAL', acquire, 1, name, 30000, b'other' + h + b':2')
+    for _ in range(2):  # the second is refused
+        a.execute_command('EVAL', unlock, 2, name, channel, 0, 30000, b'owner' + h + b':1')
+    for command in ([b'BOGUS' + h, b'arg' + h], ['EVALSHA', b'0' * 40, 1, name, h], ['AUTH', b'user' + h, b'pass' + h],
+                    ['CLIENT', 'SETNAME', b'n' + h]):
+        try:
+            a.execute_command(*command)
+        except redis.ResponseError:
+            pass
+    a.publish(channel, b'msg' + h)
+p = a.pubsub()
+p.subscribe(*[b'redisson_lock__channel:{lock:' + h + b'}' for h in hostile])
+time.sleep(0.2)
+for h in hostile:
+    a.publish(b'redisson_lock__channel:{lock:' + h + b'}', b'\x1b[2J' + h)
+time.sleep(0.2)
+s = socket.create_connection(('127.0.0.1', port))
+s.sendall(b'\x1b[31mGARBAGE\x87\xc2\x9b\x00\r\n' * 3)
+time.sleep(0.1)
+s.close()
+)py";
+
+// Python's reading of a text output (independent of lockscope's own UTF-8 code): its
+// first problem, or "ok". Valid UTF-8, and no control character but line feed and tab:
+// no C0 byte, no DEL, no C1 (U+0080 to U+009F).
+constexpr const char* printable_check = R"py(
+import sys
+data = open(sys.argv[1], 'rb').read()
+try:
+    text = data.decode('utf-8')
+except UnicodeDecodeError as e:
+    print('not UTF-8 at byte', e.start, repr(data[max(0, e.start - 40):e.start + 8])); sys.exit()
+for i, ch in enumerate(text):
+    if (ord(ch) < 0x20 and ch not in '\n\t') or 0x7f <= ord(ch) <= 0x9f:
+        print('control U+%04X in' % ord(ch), repr(text[max(0, i - 40):i + 8])); sys.exit()
+print('ok')
+)py";
+
+}  // namespace
+
+TEST_CASE("real traffic carrying terminal escapes and bytes that are not UTF-8: every text output is printable UTF-8",
+          "[real][cli][escapes]") {
+  // redis-server echoes an unknown command in its error, so whatever a client on the
+  // port sends reaches `decode`'s output: an SRE running it in a terminal must not have
+  // escape sequences from the wire acted on (a window title set, the screen cleared).
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  const std::string binary = cli_binary_with("python3");
+  if (binary.empty()) return;
+  if (std::system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0) {
+    WARN("python3-redis is missing (scripts/install-deps installs it): skipping");
+    return;
+  }
+  recorded_session r;
+  const std::uint16_t port = r.server.port();
+  std::ofstream(r.dir / "client.py") << hostile_client;
+  std::ofstream(r.dir / "check.py") << printable_check;
+  REQUIRE(run(binary + " scripts acquire > " + (r.dir / "acquire.lua").string()) == 0);
+  REQUIRE(run(binary + " scripts unlock > " + (r.dir / "unlock.lua").string()) == 0);
+  {
+    tcpdump_recording rec(r.file, port);
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+      return;
+    }
+    REQUIRE(run("/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(port) + " " +
+                (r.dir / "acquire.lua").string() + " " + (r.dir / "unlock.lua").string()) == 0);
+  }
+  const std::string file = r.file.string();
+  const auto output = r.dir / "output.txt";
+  auto run_to_file = [&](const std::string& args) {
+    REQUIRE(run(binary + " " + args + " > " + output.string() + " 2>&1") == 0);
+    std::ifstream in(output, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string p = " --port " + std::to_string(port);
+  for (const std::string& args : std::vector<std::string>{
+           "decode " + file, "decode --max-argument 0 " + file, "decode --show-secrets --max-argument 0 " + file,
+        "decode " + file + p, "analyze " + file, "analyze --summary " + file,
+        "analyze --summary --top 3 " + file}) {
+    CAPTURE(args);
+    const std::string out = run_to_file(args);
+    CHECK(read_command_output("/usr/bin/python3 " + (r.dir / "check.py").string() + " " + output.string()) == "ok\n");
+    // The bytes were there to escape: each hostile field is shown, escaped.
+    if (args.starts_with("decode")) {
+      CHECK_THAT(out, Catch::Contains(R"("BOGUSesc\x1b[31mRED\x1b[0m")") &&
+                          Catch::Contains(R"((error) "ERR unknown command 'BOGUSbel\atitle\x1b]0;pwned\a')") &&
+                          Catch::Contains(R"(BOGUSc1\xc2\x9b[31mX)") && Catch::Contains(R"("lock:bad\x87utf")") &&
+                          Catch::Contains(R"(\x1b[2J)"));
+    } else if (args.find("--summary") == std::string::npos) {
+      CHECK_THAT(out, Catch::Contains("== lock:esc?[31mRED?[0m") && Catch::Contains("== lock:c1??[31mX") &&
+                          Catch::Contains("== lock:cr?lf?nul?") && Catch::Contains("== lock:??\n"));
+    } else {
+      CHECK_THAT(out, Catch::Contains("lock:bel?title?]0;pwned?"));
+    }
+  }
+}

@@ -24,16 +24,6 @@ namespace ltest = lockscope::test;
 
 namespace {
 
-// The lockscope binary, or empty (with a warning) when it or `tool` is missing.
-std::string cli_binary_with(const char* tool) {
-  const std::string binary = LOCKSCOPE_CLI_PATH;
-  if (binary.empty() || !std::filesystem::exists(binary) || !on_path(tool)) {
-    WARN("the lockscope binary or " << tool << " is missing: skipping");
-    return {};
-  }
-  return binary;
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::size_t at = 0;

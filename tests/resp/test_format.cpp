@@ -201,6 +201,40 @@ TEST_CASE("to_parsed: arguments with blanks, quotes or control bytes are quoted"
   CHECK(parsed("$5\r\n\xe2\x80\xa6\x87 \r\n") == "\"\xe2\x80\xa6\\x87 \"");
 }
 
+TEST_CASE("both forms: C1 controls written as UTF-8 are escaped like other control bytes", "[resp][format]") {
+  // U+009B is CSI to some terminals; U+00A0 (no-break space) is text.
+  CHECK(parsed("$3\r\na\xc2\x9b\r\n") == "\"a\\xc2\\x9b\"");
+  CHECK(parsed("$3\r\na\xc2\x80\r\n") == "\"a\\xc2\\x80\"");
+  CHECK(parsed("$3\r\na\xc2\xa0\r\n") == "a\xc2\xa0");
+  CHECK(cli("$3\r\na\xc2\x9b\r\n") == "\"a\\xc2\\x9b\"");
+}
+
+TEST_CASE("both forms: statuses, errors and other unquoted texts with control bytes or bytes that are not UTF-8 are "
+          "quoted and escaped",
+          "[resp][format]") {
+  // redis-server echoes an unknown command in its error: what a client sent reaches the
+  // text forms, and a terminal must not act on it.
+  const std::string echoed = "-ERR unknown command 'x\x1b[2J', with args beginning with: \r\n";
+  CHECK(parsed(echoed) == "(error) \"ERR unknown command 'x\\x1b[2J', with args beginning with: \"");
+  CHECK(cli(echoed) == parsed(echoed));
+  CHECK(parsed("-ERR a\x87\r\n") == "(error) \"ERR a\\x87\"");
+  CHECK(parsed("-ERR a\xc2\x9b\r\n") == "(error) \"ERR a\\xc2\\x9b\"");
+  CHECK(parsed("!7\r\nERR \x07\\x\r\n") == "(error) \"ERR \\a\\\\x\"");  // a bulk error; \ escaped once quoted
+  CHECK(parsed("+OK\x1b]0;t\x07\r\n") == "\"OK\\x1b]0;t\\a\"");
+  CHECK(cli("+OK\x7f\r\n") == "\"OK\\x7f\"");
+  CHECK(cli("|1\r\n+k\x1b\r\n:1\r\n+OK\r\n") == "|1# \"k\\x1b\" => (integer) 1\nOK");
+  // Plain text, UTF-8 included, stays as it was: unquoted, backslashes and quotes raw.
+  CHECK(parsed("-ERR it's a \\ \"b\" \xc3\xa9\r\n") == "(error) ERR it's a \\ \"b\" \xc3\xa9");
+  CHECK(cli("+PONG\r\n") == "PONG");
+  CHECK(cli(",1.5\r\n") == "(double) 1.5");
+  CHECK(cli("(123\r\n") == "(big number) 123");
+  // A verbatim string's lines stay lines in the cli form, unless another byte needs escaping.
+  CHECK(cli("=12\r\ntxt:l1\r\nl2\tx\r\n") == "l1\r\nl2\tx");
+  CHECK(cli("=9\r\ntxt:l1\nl\x1b\r\n") == "\"l1\\nl\\x1b\"");
+  CHECK(cli("=9\r\ntxt:ok\rno\r\n") == "\"ok\\rno\"");  // a lone CR
+  CHECK(parsed("=9\r\ntxt:l1\nl\x1b\r\n") == "\"l1\\nl\\x1b\"");
+}
+
 TEST_CASE("to_parsed: max_argument cuts long arguments with an ellipsis", "[resp][format]") {
   parsed_options options;
   options.max_argument = 10;

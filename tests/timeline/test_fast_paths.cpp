@@ -321,11 +321,18 @@ std::string row_by_fmt(std::string_view lock, const analyzer::lock_stats& s, std
   const double contended = s.acquisitions == 0 ? 0.0
                                                : 100.0 * static_cast<double>(s.contended_acquisitions) /
                                                      static_cast<double>(s.acquisitions);
-  std::string name(lock);  // control bytes, and bytes that are not UTF-8, shown as '?'
+  // Control bytes (C1 controls, U+0080 to U+009F, too: both their bytes), and bytes that
+  // are not UTF-8, shown as '?'.
+  std::string name(lock);
   for (std::size_t i = 0; i < name.size(); ++i) {
     const auto c = static_cast<unsigned char>(name[i]);
     if (c >= 0x80) {
-      if (const std::size_t n = analyzer::utf8_sequence(name, i); n > 0) i += n - 1;
+      const std::size_t n = analyzer::utf8_sequence(name, i);
+      if (n == 2 && c == 0xc2 && static_cast<unsigned char>(name[i + 1]) < 0xa0) {
+        name[i] = '?';
+        name[i + 1] = '?';
+        ++i;
+      } else if (n > 0) i += n - 1;
       else name[i] = '?';
     } else if (c < 0x20 || c == 0x7f) {
       name[i] = '?';
@@ -350,10 +357,13 @@ TEST_CASE("summary rows that repeat the previous row's figures, or have plain na
   analyzer::lock_timeline timeline({}, report);
   std::mt19937_64 rng(7);
   std::int64_t t = 1'000'000;
-  constexpr int named = 3000, odd = 1024;
-  for (int i = 0; i < named + odd; ++i) {
+  constexpr int named = 3000, odd = 1024, pairs = 256;
+  for (int i = 0; i < named + odd + pairs; ++i) {
     std::string name = "job:" + std::to_string(100000 + i);
-    if (i >= named) {
+    if (i >= named + odd) {  // 0xc2 and every byte: C1 controls, other UTF-8, not UTF-8
+      const int k = i - named - odd;
+      name = std::string(static_cast<std::size_t>(k % 7), 'b') + "\xc2" + static_cast<char>(k) + ":" + std::to_string(k);
+    } else if (i >= named) {
       const int k = i - named;
       name = std::string(static_cast<std::size_t>(k % 23), 'a') + static_cast<char>(k % 256) + ":" + std::to_string(k);
     }
@@ -408,7 +418,7 @@ TEST_CASE("summary rows that repeat the previous row's figures, or have plain na
   timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats& s) {
     expected.push_back(row_by_fmt(lock, s, width));
   });
-  REQUIRE(expected.size() == named + odd);
+  REQUIRE(expected.size() == named + odd + pairs);
   std::size_t at = out.find('\n') + 1;  // after the header
   std::size_t repeated = 0;
   std::string previous_tail;

@@ -94,8 +94,9 @@ void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... ar
 
 // Names come from the wire: control bytes would break the text layout (and an escape
 // sequence would reach the terminal), and bytes that are not UTF-8 make the output
-// unreadable to the tools it is piped to. Each such byte becomes '?': the length, and so
-// the table's widths, stay as they were.
+// unreadable to the tools it is piped to. Each such byte becomes '?', as do both bytes
+// of a C1 control written as UTF-8 (U+0080 to U+009F: U+009B is CSI to some
+// terminals): the length, and so the table's widths, stay as they were.
 bool is_control(char c) noexcept { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
 bool is_plain_ascii(char c) noexcept { return !is_control(c) && static_cast<unsigned char>(c) < 0x80; }
 std::string_view printable(std::string_view s) {
@@ -104,7 +105,13 @@ std::string_view printable(std::string_view s) {
   scratch.assign(s);
   for (std::size_t i = 0; i < scratch.size(); ++i) {
     if (static_cast<unsigned char>(scratch[i]) >= 0x80) {
-      if (const std::size_t n = utf8_sequence(scratch, i); n > 0) {
+      const std::size_t n = utf8_sequence(scratch, i);
+      if (n == 2 && static_cast<unsigned char>(scratch[i]) == 0xc2 && static_cast<unsigned char>(scratch[i + 1]) < 0xa0) {
+        scratch[i] = scratch[i + 1] = '?';
+        ++i;
+        continue;
+      }
+      if (n > 0) {
         i += n - 1;
         continue;
       }
