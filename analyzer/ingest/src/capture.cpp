@@ -1,4 +1,5 @@
 #include "lockscope/ingest/capture.hpp"
+#include "lockscope/resp/format.hpp"
 
 #include <pcap/pcap.h>
 #include <poll.h>
@@ -158,11 +159,32 @@ bool offline_capture::read_record(file& f, capture_files::file_record& r) {
                       "two; their waits and holds are not real",
                       f.source->name(), clamped, f.reader->first_clamped_at()));
   }
+  // An interface's name comes from the file: shown as the parsed form shows an argument
+  // (escaped, cut), and only the first few interfaces with drops are named.
+  constexpr std::size_t max_named_drops = 10;
+  std::size_t named = 0;
+  std::uint64_t unnamed_interfaces = 0, unnamed_drops = 0;
   for (const auto& d : f.reader->drops()) {
     if (d.dropped == 0 || !warn_) continue;
+    if (named == max_named_drops) {
+      ++unnamed_interfaces;
+      unnamed_drops += d.dropped;
+      continue;
+    }
+    ++named;
+    std::string shown;
+    if (!d.name.empty()) {
+      shown = " (";
+      resp::append_parsed_argument(shown, d.name, {.max_argument = 64});
+      shown += ")";
+    }
     warn_(fmt::format("{}: the capturing tool counted {} packets dropped on interface {}{} (the file's interface "
                       "statistics): gaps in the TCP streams may come from them",
-                      f.source->name(), d.dropped, d.interface, d.name.empty() ? "" : " (" + d.name + ")"));
+                      f.source->name(), d.dropped, d.interface, shown));
+  }
+  if (unnamed_interfaces > 0) {
+    warn_(fmt::format("{}: and {} more interfaces with {} packets dropped in all (the file's interface statistics)",
+                      f.source->name(), unnamed_interfaces, unnamed_drops));
   }
   return false;
 }

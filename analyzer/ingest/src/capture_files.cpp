@@ -283,6 +283,9 @@ int pcapng_reader::section_header(std::uint64_t at, std::uint32_t length, std::s
 
 int pcapng_reader::interface_description(std::uint64_t at, std::uint32_t length, std::string& error) {
   if (length < 20) return damaged(at, fmt::format("an interface description of {} bytes (at least 20)", length), error);
+  if (interfaces() >= max_interfaces) {
+    return damaged(at, fmt::format("a file that describes more than {} interfaces", max_interfaces), error);
+  }
   interface i;
   i.link_type = u16(data() + 8);
   i.snaplen = u32(data() + 12);
@@ -303,7 +306,7 @@ int pcapng_reader::interface_description(std::uint64_t at, std::uint32_t length,
                        error);
       }
     } else if (code == if_name) {
-      i.name.assign(p, size);
+      i.name.assign(p, std::min<std::size_t>(size, max_name_bytes));
       if (const auto nul = i.name.find('\0'); nul != std::string::npos) i.name.resize(nul);
     } else if (code == if_tsoffset && size >= 8) {
       // Seconds; a damaged offset of more than ±292,000 years is clamped.
@@ -485,8 +488,15 @@ interface_merge::held interface_merge::hold(const file_record& r) {
 }
 
 void interface_merge::enqueue(held h) {
-  interface_queue& q = queues_[h.record.interface];
-  if (q.packets.empty()) ++nonempty_;
+  const std::uint32_t id = h.record.interface;
+  if (id >= queues_.size()) queues_.resize(id + 1);
+  if (!queues_[id]) queues_[id] = std::make_unique<interface_queue>();
+  interface_queue& q = *queues_[id];
+  if (q.packets.empty()) {
+    ++nonempty_;
+    heads_.push_back({h.record.ts_us, h.order, id});
+    std::push_heap(heads_.begin(), heads_.end(), later);
+  }
   q.last_us = h.record.ts_us;
   newest_us_ = std::max(newest_us_, h.record.ts_us);
   bytes_ += h.bytes.capacity();
@@ -494,14 +504,13 @@ void interface_merge::enqueue(held h) {
   q.packets.push_back(std::move(h));
 }
 
-void interface_merge::describe(std::uint32_t interfaces) {
-  if (interfaces > queues_.size()) queues_.resize(interfaces);
-}
+void interface_merge::describe(std::uint32_t interfaces) { described_ = std::max(described_, interfaces); }
 
 void interface_merge::push(const file_record& r) {
   describe(r.interface + 1);
-  const interface_queue& q = queues_[r.interface];
-  if (q.last_us != std::numeric_limits<std::int64_t>::max() && r.ts_us <= q.last_us - min_clock_step_us) {
+  const interface_queue* q = r.interface < queues_.size() ? queues_[r.interface].get() : nullptr;
+  if (q != nullptr && q->last_us != std::numeric_limits<std::int64_t>::max() &&
+      r.ts_us <= q->last_us - min_clock_step_us) {
     // The clock stepped back: what came before the step goes out first, as captured.
     pending_.emplace(hold(r));
     return;
@@ -509,26 +518,11 @@ void interface_merge::push(const file_record& r) {
   enqueue(hold(r));
 }
 
-interface_merge::interface_queue* interface_merge::earliest() noexcept {
-  interface_queue* best = nullptr;
-  for (interface_queue& q : queues_) {
-    if (q.packets.empty()) continue;
-    if (best == nullptr) {
-      best = &q;
-      continue;
-    }
-    const held& a = q.packets.front();
-    const held& b = best->packets.front();
-    if (a.record.ts_us < b.record.ts_us || (a.record.ts_us == b.record.ts_us && a.order < b.order)) best = &q;
-  }
-  return best;
-}
-
 bool interface_merge::ready() const noexcept {
   if (pending_.has_value()) return true;
   if (queued_ == 0) return false;
-  if (nonempty_ == queues_.size() || bytes_ >= max_bytes) return true;
-  return newest_us_ - earliest()->packets.front().record.ts_us >= window_us;
+  if (nonempty_ == described_ || bytes_ >= max_bytes) return true;
+  return newest_us_ - heads_.front().ts_us >= window_us;
 }
 
 const file_record& interface_merge::pop() {
@@ -539,14 +533,22 @@ const file_record& interface_merge::pop() {
     pending_.reset();
     enqueue(std::move(first));
   }
-  interface_queue& q = *earliest();
+  std::pop_heap(heads_.begin(), heads_.end(), later);
+  const std::uint32_t id = heads_.back().interface;
+  heads_.pop_back();
+  interface_queue& q = *queues_[id];
   if (current_.bytes.capacity() > 0 && spare_bytes_ + current_.bytes.capacity() <= max_spare_bytes) {
     spare_bytes_ += current_.bytes.capacity();
     spare_.push_back(std::move(current_.bytes));
   }
   current_ = std::move(q.packets.front());
   q.packets.pop_front();
-  if (q.packets.empty()) --nonempty_;
+  if (q.packets.empty()) {
+    --nonempty_;
+  } else {
+    heads_.push_back({q.packets.front().record.ts_us, q.packets.front().order, id});
+    std::push_heap(heads_.begin(), heads_.end(), later);
+  }
   --queued_;
   bytes_ -= current_.bytes.capacity();
   current_.record.data = current_.bytes;

@@ -173,6 +173,13 @@ class pcap_reader final : public record_reader {
 // custom) are skipped by their length. A block's leading and trailing lengths must agree.
 class pcapng_reader final : public record_reader {
  public:
+  // Interfaces a file may describe, over all its sections: a real capture has a few
+  // (dumpcap one per -i, mergecap one per file merged). More is damage; unbounded, a
+  // small file of interface blocks alone would make the merge hold a queue each.
+  static constexpr std::uint32_t max_interfaces = 1u << 16;
+  // An if_name longer than this is cut (it is only shown in warnings).
+  static constexpr std::size_t max_name_bytes = 256;
+
   using record_reader::record_reader;
   bool open() override;
   int next(file_record& out, std::string& error) override;
@@ -259,14 +266,23 @@ class interface_merge {
     std::deque<held> packets;
     std::int64_t last_us = std::numeric_limits<std::int64_t>::max();  // the latest time read
   };
+  // A non-empty queue's head, in heads_: a min-heap on (time, read order), so that the
+  // earliest head is found in O(log q) whatever the number of interfaces described.
+  struct head {
+    std::int64_t ts_us;
+    std::uint64_t order;
+    std::uint32_t interface;
+  };
+  static bool later(const head& a, const head& b) noexcept {
+    return a.ts_us != b.ts_us ? a.ts_us > b.ts_us : a.order > b.order;
+  }
   held hold(const file_record& r);
   void enqueue(held h);
-  // The queue whose head is earliest (equal times: the one read first); nullptr when all
-  // are empty.
-  interface_queue* earliest() noexcept;
-  const interface_queue* earliest() const noexcept { return const_cast<interface_merge*>(this)->earliest(); }
 
-  std::vector<interface_queue> queues_;  // by interface
+  // By interface; made at its first packet (most described interfaces never have one).
+  std::vector<std::unique_ptr<interface_queue>> queues_;
+  std::vector<head> heads_;
+  std::uint32_t described_ = 0;
   std::optional<held> pending_;          // the first packet after a step
   held current_;
   std::vector<std::string> spare_;       // popped packets' buffers, for reuse
