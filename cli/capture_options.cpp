@@ -38,6 +38,11 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
   cmd.add_option("--max-buffer-per-flow", o.max_buffer_per_flow, "Out-of-order bytes buffered per direction (e.g. 4MiB)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  cmd.add_option("--max-buffer-total", o.max_buffer_total,
+                 "What all connections together buffer (out-of-order segments, commands awaiting replies); "
+                 "beyond it, the connection that grows gives up its holes and its oldest waiting commands (0: no cap)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd.add_option("--max-flows", o.max_flows,
                  "Connections followed at once; beyond, the one silent the longest is ended (about 3.5 KB each)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
@@ -79,6 +84,13 @@ void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
     fmt::print(stderr, "lockscope {}: {} flows had their client and server swapped after a guess (see -v)\n", command,
                s.side_corrections);
   }
+  if (s.buffer_sheds > 0) {
+    fmt::print(stderr,
+               "lockscope {}: the connections together held more than --max-buffer-total ({} bytes at the peak): "
+               "{} times the connection that grew gave it back: its holes were given up (in the gaps) and {} "
+               "commands were shown without a reply\n",
+               command, s.held_bytes_peak, s.buffer_sheds, s.pending_shed);
+  }
   if (s.pending_overflow > 0) {
     fmt::print(stderr,
                "lockscope {}: {} commands shown without a reply: too many bytes waiting for replies on one "
@@ -98,6 +110,7 @@ analyzer::ingest_options make_ingest_options(const capture_options& o) {
   a.ports = o.ports;
   if (o.live() && a.ports.empty() && o.filter.empty()) a.ports = {6379};
   a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);
+  a.max_buffer_total = static_cast<std::size_t>(o.max_buffer_total);
   a.session.show_secrets = o.show_secrets;
   a.flow_timeout_us = static_cast<std::int64_t>(o.flow_timeout * 1e6);
   a.max_flows = o.max_flows;

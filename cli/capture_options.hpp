@@ -27,6 +27,7 @@ struct capture_options {
   double stats_interval = 10;
   double flow_timeout = 600;
   std::uint64_t max_buffer_per_flow = 4u << 20;
+  std::uint64_t max_buffer_total = analyzer::ingest_options::default_max_buffer_total;
   std::size_t max_flows = analyzer::ingest_options::default_max_flows;
   bool show_secrets = false;
   bool verbose = false;
@@ -38,7 +39,7 @@ struct capture_options {
 };
 
 // Registers FILE..., -i, --port, --filter, --buffer-mb, --stats-interval, --flow-timeout,
-// --max-buffer-per-flow and --max-flows on `cmd`.
+// --max-buffer-per-flow, --max-buffer-total and --max-flows on `cmd`.
 void add_capture_options(CLI::App& cmd, capture_options& o);
 
 // Throws CLI::ValidationError unless exactly one of capture files and -i was given.

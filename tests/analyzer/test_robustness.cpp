@@ -179,3 +179,145 @@ TEST_CASE("ingest: connections closed by FIN, RST or the idle timeout are report
   CHECK(sink.log[2] == "end3 @2000000");
   CHECK(a.stats().evicted_flows == 1);
 }
+
+namespace {
+
+// Exchanges as "command => reply" per connection, and the count of unanswered ones.
+class pairing_log final : public exchange_sink {
+ public:
+  void on_exchange(const exchange& e) override {
+    if (e.kind != exchange_kind::exchange || e.command.size() < 2) return;
+    if (e.reply == nullptr) {
+      ++unanswered;
+      return;
+    }
+    const auto v = e.reply->to_value();
+    answered.push_back(std::string(e.command[1]) + " => " + v.text);
+  }
+  std::vector<std::string> answered;
+  std::size_t unanswered = 0;
+};
+
+}  // namespace
+
+TEST_CASE("ingest: a capture of one direction over many connections stays within --max-buffer-total",
+          "[robustness][memory]") {
+  // A SPAN port that sees only requests: every command waits for a reply that never
+  // comes. Each connection holds up to its own limits (4,096 commands); 300 of them
+  // held about 2.4 MB each before the cap on all of them together.
+  const endpoint server = make_endpoint("10.0.0.1", 6379);
+  std::string batch;
+  for (int i = 0; i < 40; ++i) batch += "*2\r\n$3\r\nGET\r\n$6\r\nk" + std::to_string(10000 + i) + "\r\n";
+  auto run = [&](std::size_t budget, bool port_known) {
+    pairing_log sink;
+    ingest_options options;
+    options.max_buffer_total = budget;
+    if (port_known) options.ports = {6379};  // else each connection's sides wait for evidence
+    ingest_pipeline a(options, sink);
+    std::vector<tcp_conversation> conns;
+    for (int c = 0; c < 300; ++c) conns.emplace_back(make_endpoint("10.0.0.2", static_cast<std::uint16_t>(20000 + c)), server);
+    std::int64_t t = 1;
+    for (int round = 0; round < 60; ++round) {  // 2,400 commands per connection
+      for (tcp_conversation& c : conns) a.on_packet(t++, link_type::en10mb, make_frame(link_type::en10mb, c.client_sends(batch)));
+    }
+    const ingest_stats s = a.stats();
+    a.finish();
+    CHECK(sink.unanswered == 300u * 2400u);  // every command shown, none lost
+    return s;
+  };
+  constexpr std::size_t budget = 4u << 20;
+  for (const bool port_known : {true, false}) {
+    CAPTURE(port_known);
+    const ingest_stats capped = run(budget, port_known);
+    CHECK(capped.buffer_sheds > 0);
+    CHECK(capped.pending_shed > 0);
+    // Past the budget only by what one segment adds (40 commands, a ring doubling).
+    CHECK(capped.held_bytes_peak <= budget + (1u << 20));
+    CHECK(capped.held_bytes <= budget + (1u << 20));
+    const ingest_stats uncapped = run(0, port_known);
+    CHECK(uncapped.buffer_sheds == 0);
+    CHECK(uncapped.held_bytes_peak > 4 * budget);  // what the cap prevents
+  }
+}
+
+TEST_CASE("ingest: commands shed for --max-buffer-total have their late replies skipped, the others pair",
+          "[robustness][memory]") {
+  // A deep pipeline whose replies come late: the connection that grows past the budget
+  // emits its waiting commands unanswered. Their replies still come, in order: they
+  // must be skipped, not paired with the commands sent after them.
+  pairing_log sink;
+  ingest_options options;
+  options.max_buffer_total = 256u << 10;
+  ingest_pipeline a(options, sink);
+  tcp_conversation c(make_endpoint("10.0.0.2", 50001), make_endpoint("10.0.0.1", 6379));
+  std::int64_t t = 1;
+  auto packet = [&](const tcp_segment_spec& s) { a.on_packet(t++, link_type::en10mb, make_frame(link_type::en10mb, s)); };
+  for (const tcp_segment_spec& s : c.handshake()) packet(s);
+  auto send = [&](int from, int to) {
+    for (int i = from; i < to; i += 10) {
+      std::string ten;
+      for (int k = i; k < std::min(i + 10, to); ++k) ten += "*2\r\n$3\r\nGET\r\n$6\r\nk" + std::to_string(10000 + k) + "\r\n";
+      packet(c.client_sends(ten));
+    }
+  };
+  auto answer = [&](int from, int to) {  // each reply names its command's key
+    for (int i = from; i < to; i += 10) {
+      std::string ten;
+      for (int k = i; k < std::min(i + 10, to); ++k) ten += "+v" + std::to_string(10000 + k) + "\r\n";
+      packet(c.server_sends(ten));
+    }
+  };
+  constexpr int commands = 3000;
+  send(0, 1237);
+  answer(0, 1001);
+  send(1237, commands);
+  answer(1001, commands);
+  const std::size_t shed = a.stats().pending_shed;
+  REQUIRE(shed > 0);
+  REQUIRE(shed + 50 <= commands);  // and some pair after the sheds
+  a.finish();
+  CHECK(sink.unanswered == shed);
+  CHECK(sink.answered.size() == commands - shed);
+  for (const std::string& line : sink.answered) {
+    CAPTURE(line);
+    CHECK(line.substr(1, 5) == line.substr(line.size() - 5));  // "kNNNNN => vNNNNN"
+  }
+  CHECK(a.stats().unpaired_replies == 0);
+}
+
+TEST_CASE("ingest: out-of-order segments held by many connections stay within --max-buffer-total, tiny ones counted "
+          "for what they cost",
+          "[robustness][memory]") {
+  const endpoint server = make_endpoint("10.0.0.1", 6379);
+  auto run = [&](std::size_t budget, std::size_t segment_bytes) {
+    pairing_log sink;
+    ingest_options options;
+    options.max_buffer_total = budget;
+    ingest_pipeline a(options, sink);
+    std::int64_t t = 1;
+    const std::string filler(segment_bytes, 'x');
+    for (int f = 0; f < 50; ++f) {
+      tcp_conversation c(make_endpoint("10.0.0.2", static_cast<std::uint16_t>(30000 + f)), server);
+      for (const tcp_segment_spec& s : c.handshake()) a.on_packet(t++, link_type::en10mb, make_frame(link_type::en10mb, s));
+      c.client_sends(filler);  // lost: every segment after it waits for it
+      for (std::size_t sent = 0; sent < (1u << 20); sent += segment_bytes) {
+        a.on_packet(t++, link_type::en10mb, make_frame(link_type::en10mb, c.client_sends(filler)));
+      }
+    }
+    const ingest_stats s = a.stats();
+    a.finish();
+    return s;
+  };
+  constexpr std::size_t budget = 8u << 20;
+  for (const std::size_t segment_bytes : {std::size_t{1400}, std::size_t{8}}) {
+    CAPTURE(segment_bytes);
+    const ingest_stats capped = run(budget, segment_bytes);
+    CHECK(capped.buffer_sheds > 0);
+    CHECK(capped.held_bytes_peak <= budget + (64u << 10));
+    CHECK(capped.gaps > 0);
+  }
+  // Uncapped, 50 connections each hold their 1 MiB: 50 MiB of 1,400-byte segments, and
+  // 12 times the bytes again in tiny ones.
+  CHECK(run(0, 1400).held_bytes_peak > 50u << 20);
+  CHECK(run(0, 8).held_bytes_peak > 500u << 20);
+}

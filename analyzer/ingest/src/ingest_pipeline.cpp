@@ -35,6 +35,7 @@ struct ingest_pipeline::connection {
   resp_session session;
   std::int64_t last_seen_us = 0;
   std::uint64_t number = 0;  // the connection id its exchanges carry
+  std::size_t held = 0;      // its share of the pipeline's held_bytes_, as last counted
   flow_key key{};
   connection* older = nullptr;  // the recency list
   connection* newer = nullptr;
@@ -183,12 +184,32 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
     totals_.snaplen_cut_bytes += seg.missing;
   }
   stream.on_segment(seg.seq, seg.flags, seg.payload, seg.missing, c.sinks[side]);
+  account(c);
 
   if (seg.has(tcp_flags::rst)) {
     close(it, ts_us);
     return;
   }
   if (c.streams[0].finished() && c.streams[1].finished()) close(it, ts_us);
+}
+
+void ingest_pipeline::account(connection& c) {
+  auto held_by = [](const connection& x) {
+    return x.streams[0].held_bytes() + x.streams[1].held_bytes() + x.session.held_bytes();
+  };
+  std::size_t now = held_by(c);
+  held_bytes_ += now - c.held;
+  if (options_.max_buffer_total > 0 && held_bytes_ > options_.max_buffer_total && now > c.held) {
+    // It grew past the budget: it gives back (a connection that only shrank keeps).
+    ++buffer_sheds_;
+    for (int i = 0; i < 2; ++i) c.streams[i].flush(c.sinks[i]);
+    c.session.shed();
+    held_bytes_ -= now;
+    now = held_by(c);
+    held_bytes_ += now;
+  }
+  c.held = now;
+  held_bytes_peak_ = std::max(held_bytes_peak_, held_bytes_);
 }
 
 void ingest_pipeline::add_traffic(ingest_stats& to, const connection& c) noexcept {
@@ -200,6 +221,7 @@ void ingest_pipeline::add_traffic(ingest_stats& to, const connection& c) noexcep
   to.decode_errors += s.decode_errors;
   to.resyncs += s.resyncs;
   to.pending_overflow += s.pending_overflow;
+  to.pending_shed += s.pending_shed;
   to.side_corrections += s.side_corrections;
   for (const tcp_stream& t : c.streams) {
     to.payload_bytes += t.stats().delivered_bytes;
@@ -217,6 +239,7 @@ void ingest_pipeline::close(
     c.streams[i].flush(c.sinks[i]);
   }
   c.session.finish(now_us);
+  held_bytes_ -= c.held;
   add_traffic(totals_, c);
   if (c.session.ignored() && c.session.carried() != flow_protocol::resp) {
     ++totals_.not_resp_flows;
@@ -281,6 +304,9 @@ void ingest_pipeline::finish() {
 ingest_stats ingest_pipeline::stats() const {
   ingest_stats s = totals_;
   for (const auto& [key, c] : flows_) add_traffic(s, *c);
+  s.buffer_sheds = buffer_sheds_;
+  s.held_bytes = held_bytes_;
+  s.held_bytes_peak = held_bytes_peak_;
   return s;
 }
 

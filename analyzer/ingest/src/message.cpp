@@ -19,10 +19,18 @@ void message::clear() noexcept {
   bulk_open_ = false;
 }
 
-void message::clear_and_trim(std::size_t keep) {
-  if (text_.capacity() > keep) std::string().swap(text_);
-  if (nodes_.capacity() * sizeof(message_node) > keep) std::vector<message_node>().swap(nodes_);
+std::size_t message::clear_and_trim(std::size_t keep) {
+  std::size_t freed = 0;
+  if (text_.capacity() > keep) {
+    freed += text_.capacity();
+    std::string().swap(text_);
+  }
+  if (const std::size_t nodes = nodes_.capacity() * sizeof(message_node); nodes > keep) {
+    freed += nodes;
+    std::vector<message_node>().swap(nodes_);
+  }
   clear();
+  return freed;
 }
 
 void message::add(const resp::node& n, std::size_t max_text) {

@@ -4,6 +4,7 @@
 #include "session_internal.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,11 @@
 namespace lockscope::analyzer {
 
 using namespace session_detail;
+
+namespace {
+// What a ring slot keeps of its buffers for the next command: an ordinary command's.
+constexpr std::size_t slot_keeps = 4u << 10;
+}  // namespace
 
 void resp_session::grow_ring() {
   // Keeping the order: head first, then the slot being filled.
@@ -52,11 +58,41 @@ void resp_session::pop_front() {
   pending_command& c = ring_[head_];
   pending_bytes_ -= c.footprint;
   c.footprint = 0;
-  // A large command's buffers go: the ring keeps only ordinary capacity per slot.
-  c.command.clear_and_trim(64u << 10);
-  c.whole.clear_and_trim(64u << 10);
+  // A large command's buffers go: the ring keeps only ordinary capacity per slot (a
+  // ring grown by a deep pipeline keeps its slots, each with what it holds).
+  retained_ -= c.command.clear_and_trim(slot_keeps) + c.whole.clear_and_trim(slot_keeps);
   head_ = ring_index(head_ + 1);
   --count_;
+}
+
+std::size_t resp_session::held_bytes() const noexcept {
+  return ring_.size() * sizeof(pending_command) + retained_ + reply_.capacity_bytes() + sides_[0].held.capacity() +
+         sides_[1].held.capacity() + sides_[0].resync_buffer.capacity() + sides_[1].resync_buffer.capacity();
+}
+
+void resp_session::shed() {
+  // Still deciding which end is the client: decide now (as when the window fills), so
+  // that what was held becomes commands that can be shed.
+  if (client_side_ < 0 && !ignored_ && !held_chunks_.empty()) decide(true);
+  while (count_ > 0 && front().expect == expect_reply) {
+    ++stats_.pending_shed;
+    ++replies_to_skip_;
+    emit(front(), nullptr);
+    pop_front();
+  }
+  // The slots still in use, and the one being filled (a command built node by node may
+  // be under way in it), move to a ring of their size; the others go with their buffers.
+  const std::size_t moved = std::min(count_ + 1, ring_.size());
+  const std::size_t slots = std::max<std::size_t>(8, std::bit_ceil(moved));
+  if (slots < ring_.size()) {
+    std::vector<pending_command> smaller(slots);
+    for (std::size_t i = 0; i < moved; ++i) smaller[i] = std::move(ring_[ring_index(head_ + i)]);
+    ring_.swap(smaller);
+    ring_mask_ = slots - 1;
+    head_ = 0;
+    retained_ = 0;
+    for (std::size_t i = 0; i < moved; ++i) retained_ += ring_[i].command.capacity_bytes() + ring_[i].whole.capacity_bytes();
+  }
 }
 
 void resp_session::drop_pending(bool emit_unanswered) {
@@ -73,7 +109,9 @@ void resp_session::on_client_node(const resp::node& n) {
     return;
   }
   pending_command& c = tail_slot();
+  const std::size_t before = c.command.capacity_bytes();
   c.command.add(n, options_.max_message_bytes);
+  retained_ += c.command.capacity_bytes() - before;
   if (n.ends_message()) command_complete(c);
 }
 
@@ -88,13 +126,14 @@ bool resp_session::on_client_array(std::string_view frame, std::span<const std::
     first_word_next_ = false;
   }
   pending_command& c = tail_slot();
-  c.whole.assign(frame, elements, interner_);
+  retained_ += c.whole.assign(frame, elements, interner_);
   command_complete(c);
   return true;
 }
 
-void resp_session::whole_command::assign(std::string_view frame, std::span<const std::string_view> elements,
-                                         argument_interner* interner) {
+std::size_t resp_session::whole_command::assign(std::string_view frame, std::span<const std::string_view> elements,
+                                                argument_interner* interner) {
+  std::size_t grown = 0;
   interned_.reset();
   const std::size_t count = elements.size();
   // One long argument the interner holds (the first): viewed there, and cut out of the
@@ -116,14 +155,20 @@ void resp_session::whole_command::assign(std::string_view frame, std::span<const
   }
   const std::size_t kept = frame.size() - cut;
   if (capacity_ < kept) {
+    grown -= capacity_;
     capacity_ = std::max(kept, capacity_ * 2);
+    grown += capacity_;
     bytes_ = std::make_unique_for_overwrite<char[]>(capacity_);
   }
   char* const bytes = bytes_.get();
   size_ = kept;
   std::memcpy(bytes, frame.data(), cut_at);
   std::memcpy(bytes + cut_at, frame.data() + cut_at + cut, frame.size() - cut_at - cut);
-  if (arguments_.size() < count) arguments_.resize(count);
+  if (arguments_.size() < count) {
+    grown -= arguments_.capacity() * sizeof(std::string_view);
+    arguments_.resize(count);
+    grown += arguments_.capacity() * sizeof(std::string_view);
+  }
   count_ = count;
   std::string_view* const to = arguments_.data();
   std::size_t values = 0;
@@ -137,15 +182,23 @@ void resp_session::whole_command::assign(std::string_view frame, std::span<const
   if (interned_ != nullptr) to[interned_argument_] = interned_->text();
   // An array node, a node per element, and their text.
   footprint_ = (count + 1) * sizeof(message_node) + values;
+  return grown;
 }
 
-void resp_session::whole_command::clear_and_trim(std::size_t keep) noexcept {
+std::size_t resp_session::whole_command::clear_and_trim(std::size_t keep) noexcept {
   clear();
+  std::size_t freed = 0;
   if (capacity_ > keep) {
+    freed += capacity_;
     bytes_.reset();
     capacity_ = 0;
     size_ = 0;
   }
+  if (const std::size_t args = arguments_.capacity() * sizeof(std::string_view); args > keep) {
+    freed += args;
+    std::vector<std::string_view>().swap(arguments_);
+  }
+  return freed;
 }
 
 void resp_session::on_server_node(const resp::node& n) {
@@ -335,12 +388,17 @@ void resp_session::reply_complete() {
       }
     }
   }
+  if (replies_to_skip_ > 0 && !server_lost_replies_) {
+    --replies_to_skip_;  // a command shed() emitted unanswered
+    return;
+  }
   if (count_ == 0) {
     ++stats_.unpaired_replies;
     server_lost_replies_ = false;
     return;
   }
   if (server_lost_replies_) {
+    replies_to_skip_ = 0;  // how many of the lost replies were theirs is unknown
     // A server answers a request/response client's latest command next; the older
     // ones had their replies in the lost bytes.
     server_lost_replies_ = false;

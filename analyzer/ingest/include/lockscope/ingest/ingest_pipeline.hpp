@@ -13,7 +13,12 @@
 // connection whose last packet is the oldest (counted in ingest_stats::capped_flows).
 // An open connection costs about 3.5 KB while little is buffered in it (measured: see
 // the README), so the default cap keeps the table near 42 MB and the whole process
-// within 64 MB.
+// within 64 MB. What connections buffer on top (out-of-order segments, commands waiting
+// for replies) is bounded for all of them together by `max_buffer_total`: each holds up
+// to its own limits, but once the sum passes it, the connection that just grew gives up
+// its holes (reported as gaps) and its oldest waiting commands (emitted unanswered).
+// Without it, a capture of one direction over thousands of connections (a SPAN port
+// that sees only requests) held gigabytes.
 #pragma once
 
 #include <array>
@@ -41,6 +46,9 @@ struct ingest_options {
   std::int64_t flow_timeout_us = 600'000'000;  // idle connections are evicted
   std::size_t max_flows = default_max_flows;    // 0: no cap
   static constexpr std::size_t default_max_flows = 12'288;
+  // What all connections together hold beyond their table entries (see above); 0: no cap.
+  std::size_t max_buffer_total = default_max_buffer_total;
+  static constexpr std::size_t default_max_buffer_total = 64u << 20;
 };
 
 // Told when a connection ends (FIN from both sides, RST, idle timeout, the flow cap
@@ -86,6 +94,12 @@ struct ingest_stats {
   std::uint64_t unpaired_replies = 0;
   std::uint64_t resyncs = 0;
   std::uint64_t pending_overflow = 0;   // commands shown unanswered: too many bytes waiting
+  // max_buffer_total: times a connection gave back what it held, and the commands it so
+  // emitted unanswered (its holes given up are counted in gaps).
+  std::uint64_t buffer_sheds = 0;
+  std::uint64_t pending_shed = 0;
+  std::size_t held_bytes = 0;           // what the open connections hold now
+  std::size_t held_bytes_peak = 0;
   std::uint64_t side_corrections = 0;   // guessed sides that later bytes contradicted
   // TLS, HTTP, unknown (flow_protocol minus one), counted when their flow ends.
   std::array<other_protocol_flows, 3> other_protocols;
@@ -145,8 +159,13 @@ class ingest_pipeline {
   // The last segment's flow: a reply usually follows its request on the same one.
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator last_flow_;
   bool last_flow_valid_ = false;
+  // What `c` holds now is its share of held_bytes_; past max_buffer_total, it gives back.
+  void account(connection& c);
   connection* oldest_ = nullptr;
   connection* newest_ = nullptr;
+  std::size_t held_bytes_ = 0;
+  std::size_t held_bytes_peak_ = 0;
+  std::uint64_t buffer_sheds_ = 0;
   std::uint64_t next_connection_id_ = 1;
   std::int64_t last_sweep_us_ = 0;
   ingest_stats totals_;         // packet counters and the totals of closed connections

@@ -44,10 +44,12 @@ class message {
   // A one-node message (used for replication preamble lines).
   void set_single(resp::type t, std::string_view text);
   void clear() noexcept;
-  // clear(), and the buffers' memory released when it exceeds `keep` bytes.
-  void clear_and_trim(std::size_t keep);
+  // clear(), and each buffer's memory released when it exceeds `keep` bytes; the bytes freed.
+  std::size_t clear_and_trim(std::size_t keep);
   // Bytes this message holds (nodes and text), as counted against memory caps.
   std::size_t footprint() const noexcept { return nodes_.size() * sizeof(message_node) + text_.size(); }
+  // Heap bytes held (in use or kept for the next message).
+  std::size_t capacity_bytes() const noexcept { return nodes_.capacity() * sizeof(message_node) + text_.capacity(); }
 
   bool empty() const noexcept { return nodes_.empty(); }
   std::span<const message_node> nodes() const noexcept { return nodes_; }

@@ -187,6 +187,7 @@ struct session_stats {
   std::uint64_t skipped_bytes = 0;      // dropped while resynchronising
   std::uint64_t replication_bytes = 0;  // RDB payload and replication stream
   std::uint64_t pending_overflow = 0;   // commands emitted unanswered: too many waiting
+  std::uint64_t pending_shed = 0;       // emitted unanswered by shed(): all connections held too much
   std::uint64_t side_corrections = 0;   // guessed sides that later bytes contradicted
 };
 
@@ -207,6 +208,18 @@ class resp_session {
   void on_gap(int side, std::uint64_t bytes, std::uint64_t offset, std::int64_t now_us);
   // The connection is over: commands still waiting are emitted without a reply.
   void finish(std::int64_t now_us);
+
+  // The bytes this session holds: its ring of commands awaiting replies (slots and the
+  // buffers they keep), the reply being built, and what the sides hold while undecided
+  // or resynchronising. Cheap: the pipeline asks after every segment.
+  std::size_t held_bytes() const noexcept;
+  // Gives most of it back (the connections together hold too much): the commands
+  // waiting for an ordinary reply, from the oldest up to the first that changes the
+  // connection's state (HELLO, SUBSCRIBE, ...), are emitted unanswered (counted in
+  // pending_shed) and their replies, when they come, are skipped, so that later replies
+  // still pair with their own commands; the ring shrinks to what is left, freeing the
+  // buffers its slots kept.
+  void shed();
 
   bool ignored() const noexcept { return ignored_; }
   // The two endpoints, side 0 then side 1.
@@ -232,14 +245,17 @@ class resp_session {
   // the next assign()) and left out of the copy.
   class whole_command {
    public:
-    void assign(std::string_view frame, std::span<const std::string_view> elements, argument_interner* interner);
+    // The heap bytes it grew by (capacity_bytes() before and after).
+    std::size_t assign(std::string_view frame, std::span<const std::string_view> elements, argument_interner* interner);
     void clear() noexcept {
       count_ = 0;
       interned_.reset();
     }
-    // clear(), and the block released when it exceeds `keep` bytes.
-    void clear_and_trim(std::size_t keep) noexcept;
+    // clear(), and each heap block released when it exceeds `keep` bytes; the bytes freed.
+    std::size_t clear_and_trim(std::size_t keep) noexcept;
     bool empty() const noexcept { return count_ == 0; }
+    // Heap bytes held (in use or kept for the next command).
+    std::size_t capacity_bytes() const noexcept { return capacity_ + arguments_.capacity() * sizeof(std::string_view); }
     std::span<const std::string_view> arguments() const noexcept { return {arguments_.data(), count_}; }
     // What message::footprint() counts for the same command built node by node (an
     // interned argument included: the limits do not depend on interning).
@@ -390,6 +406,7 @@ class resp_session {
   bool first_word_next_ = false;   // contradicts_client: the next node is a command's name
   bool server_closing_ = false;    // an unbalanced quote: the server answers, then closes
   std::size_t pending_bytes_ = 0;
+  std::size_t retained_ = 0;  // heap bytes the ring's slots hold (capacity_bytes of each)
 
   // Pairing state.
   std::vector<pending_command> ring_;   // FIFO of commands awaiting replies, reused
@@ -402,6 +419,7 @@ class resp_session {
   bool subscribed_ = false;  // RESP2 subscribed mode
   bool monitor_ = false;
   bool server_lost_replies_ = false;  // a server gap or error: some replies are gone
+  std::uint64_t replies_to_skip_ = 0;  // the replies of commands shed() emitted
   bool replica_link_ = false;  // the client sent PSYNC/SYNC: this is a replication link
   replication replication_ = replication::none;
   std::uint64_t rdb_remaining_ = 0;

@@ -63,6 +63,10 @@ class tcp_stream {
   bool finished() const noexcept { return fin_ && buffered_bytes_ == 0; }
   std::uint64_t next_offset() const noexcept { return next_; }
   std::size_t buffered_bytes() const noexcept { return buffered_bytes_; }
+  // The memory the buffered segments take: their bytes and about this much per segment
+  // (a map node and a string), so that a flood of tiny segments counts for what it costs.
+  static constexpr std::size_t segment_overhead = 96;
+  std::size_t held_bytes() const noexcept { return buffered_bytes_ + pending_.size() * segment_overhead; }
   const tcp_stream_stats& stats() const noexcept { return stats_; }
 
  private:
