@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "helpers.hpp"
+#include "lockscope/ingest/output.hpp"
 
 using namespace lockscope::analyzer;
 using namespace lockscope::analyzer::test;
@@ -321,4 +322,48 @@ TEST_CASE("commands without a captured reply are emitted at the end", "[session]
   s.handshake().client(cmd({"BLPOP", "q", "0"}));
   const auto sink = analyze(s.segments);
   CHECK_THAT(sink.summaries(), Equals(strings{"BLPOP q 0 => (none)"}));
+}
+
+TEST_CASE("a reply of millions of elements keeps its first ones, says how many more, and the next reply pairs",
+          "[session][memory]") {
+  // KEYS * or LRANGE 0 -1 on a big key: each element kept would cost a node (40 bytes)
+  // whatever the text limit; a 20 MB capture of one such reply took 274 MB.
+  constexpr std::size_t elements = 300'000;
+  std::string reply = "*" + std::to_string(elements) + "\r\n";
+  for (std::size_t i = 0; i < elements; ++i) reply += i % 2 == 0 ? ":7\r\n" : "$2\r\nab\r\n";
+  auto s = new_script();
+  s.handshake().client(cmd({"LRANGE", "l", "0", "-1"}));
+  for (std::size_t at = 0; at < reply.size(); at += 60'000) s.server(reply.substr(at, 60'000));
+  s.client(cmd({"GET", "k"})).server("$3\r\nval\r\n").close();
+  const auto sink = analyze(s.segments);
+  REQUIRE(sink.items.size() == 2);
+  const std::size_t kept = (1u << 20) / message::bytes_per_kept_node - 1;  // the array node is one
+  REQUIRE(sink.items[0].reply.has_value());
+  CHECK(sink.items[0].reply->elements.size() == kept);
+  CHECK(sink.items[0].reply->elements.back() == (kept % 2 == 1 ? lockscope::resp::value::number(7) : lockscope::resp::value::bulk("ab")));
+  CHECK(sink.summaries()[1] == "GET k => val");
+
+  // The text form says what was left out; a message short of the cap says nothing.
+  message m;
+  lockscope::resp::decoder d;
+  struct to_message final : lockscope::resp::handler {
+    message* out;
+    void on_node(const lockscope::resp::node& n) override { out->add(n, 1u << 20); }
+  } h;
+  h.out = &m;
+  CHECK(d.feed(reply, h) == reply.size());
+  REQUIRE_FALSE(d.error());
+  CHECK(m.dropped_nodes() == elements - kept);
+  exchange e;
+  const endpoint a = make_endpoint("10.0.0.1", 50000), b = make_endpoint("10.0.0.2", 6379);
+  e.client = &a;
+  e.server = &b;
+  const std::vector<std::string_view> command{"LRANGE", "l", "0", "-1"};
+  e.command = command;
+  e.reply = &m;
+  std::string line;
+  append_text_line(line, e, {});
+  CHECK_THAT(line, Catch::Contains(" (… " + std::to_string(elements - kept) + " more elements not kept) ["));
+  m.clear();
+  CHECK(m.dropped_nodes() == 0);
 }

@@ -16,7 +16,9 @@ void message::clear() noexcept {
   nodes_.clear();
   text_.clear();
   truncated_ = 0;
+  dropped_nodes_ = 0;
   bulk_open_ = false;
+  dropping_ = false;
 }
 
 std::size_t message::clear_and_trim(std::size_t keep) {
@@ -37,6 +39,12 @@ void message::add(const resp::node& n, std::size_t max_text) {
   if (n.type == resp::type::stream_end) return;
   const bool continues = n.type == resp::type::streamed_string_part || (bulk_open_ && resp::is_bulk(n.type));
   if (continues && nodes_.empty()) return;
+  if (!continues && nodes_.size() >= max_text / bytes_per_kept_node && !nodes_.empty()) dropping_ = true;
+  if (dropping_) {  // everything after the cap, pieces of a dropped bulk included
+    truncated_ += n.value.size();
+    if (!continues) ++dropped_nodes_;
+    return;
+  }
   // The common case (a whole node whose text fits) in one pass: per node of every
   // command and reply, so it avoids re-reading the vector's end and the string's size.
   const std::size_t used = text_.size();

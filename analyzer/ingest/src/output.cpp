@@ -29,6 +29,14 @@ void append_endpoint(std::string& out, std::string_view cached, const endpoint& 
   else e.append_to(out);
 }
 
+// A reply too large to keep whole (message::add) says what was left out.
+void append_dropped(std::string& out, const message& m) {
+  if (m.dropped_nodes() == 0) return;
+  out += " (… ";
+  append_int(out, static_cast<std::int64_t>(m.dropped_nodes()));
+  out += " more elements not kept)";
+}
+
 }  // namespace
 
 void append_timestamp(std::string& out, std::int64_t ts_us) {
@@ -54,7 +62,10 @@ void append_text_line(std::string& out, const exchange& e, const text_options& o
   const resp::parsed_options parsed{options.max_argument, options.shorten_owner_ids};
   if (e.kind == exchange_kind::push) {
     out += "push: ";
-    if (e.reply != nullptr) out += resp::to_parsed(e.reply->to_value(), parsed);
+    if (e.reply != nullptr) {
+      out += resp::to_parsed(e.reply->to_value(), parsed);
+      append_dropped(out, *e.reply);
+    }
     return;
   }
   for (std::size_t i = 0; i < e.command.size(); ++i) {
@@ -67,6 +78,7 @@ void append_text_line(std::string& out, const exchange& e, const text_options& o
     return;
   }
   out += to_cli_line(*e.reply);
+  append_dropped(out, *e.reply);
   out += " [";
   append_int(out, e.latency_us());
   out += " µs]";

@@ -39,8 +39,12 @@ struct message_node {
 class message {
  public:
   // Appends a decoder node. Text beyond `max_text` bytes per message is dropped and
-  // counted in truncated_bytes().
+  // counted in truncated_bytes(); so are the nodes after the first max_text / 16 (an
+  // LRANGE or KEYS reply of millions of elements would otherwise take 40 bytes each),
+  // counted in dropped_nodes(): the message keeps the first elements, and its reply
+  // still ends where the wire's does.
   void add(const resp::node& n, std::size_t max_text);
+  static constexpr std::size_t bytes_per_kept_node = 16;
   // A one-node message (used for replication preamble lines).
   void set_single(resp::type t, std::string_view text);
   void clear() noexcept;
@@ -57,6 +61,7 @@ class message {
     return std::string_view(text_).substr(n.text_offset, n.text_size);
   }
   std::uint64_t truncated_bytes() const noexcept { return truncated_; }
+  std::uint64_t dropped_nodes() const noexcept { return dropped_nodes_; }
   // Starts loading the first `max_bytes` of its nodes and of its text into the cache: a
   // pipelined command waits long for its reply, and is long evicted when it comes.
   void prefetch(std::size_t max_bytes = 512) const noexcept;
@@ -103,7 +108,9 @@ class message {
   std::vector<message_node> nodes_;
   std::string text_;
   std::uint64_t truncated_ = 0;
+  std::uint64_t dropped_nodes_ = 0;
   bool bulk_open_ = false;  // the last node is a bulk still receiving pieces
+  bool dropping_ = false;   // the node cap was reached: the rest of the message is dropped
 };
 
 // JSON for a message: strings as JSON strings (bytes that are not valid UTF-8 as
