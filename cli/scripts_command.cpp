@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -21,9 +23,12 @@ struct scripts_options {
 
 int run(const scripts_options& o) {
   if (o.name.empty()) {
-    fmt::print("{:<21}{:<42}{:>5}  {}\n", "name", "sha1", "bytes", "KEYS/ARGV");
+    std::size_t width = 4;  // the longest name, and two blanks
+    for (const lock::script_info& s : lock::all_scripts()) width = std::max(width, s.name.size());
+    width += 2;
+    fmt::print("{:<{}}{:<42}{:>5}  {}\n", "name", width, "sha1", "bytes", "KEYS/ARGV");
     for (const lock::script_info& s : lock::all_scripts()) {
-      fmt::print("{:<21}{:<42}{:>5}  {}/{}\n", s.name, s.sha1, s.text.size(), s.key_count, s.arg_count);
+      fmt::print("{:<{}}{:<42}{:>5}  {}/{}\n", s.name, width, s.sha1, s.text.size(), s.key_count, s.arg_count);
     }
     return 0;
   }

@@ -107,7 +107,19 @@ TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the S
   CHECK(list.output.find("acquire       ") != std::string::npos);
   CHECK(list.output.find(" 339  1/2") != std::string::npos);  // the seed's acquire: 339 bytes
 
-  CHECK(list.output.find("fair_acquire         762bfafa6be221431a0b668685dd15c926483619   1453  3/4") != std::string::npos);
+  CHECK(list.output.find("fair_acquire               762bfafa6be221431a0b668685dd15c926483619   1453  3/4") !=
+        std::string::npos);
+  // Every row's name is followed by blanks, however long (the SHA1 column starts after
+  // the longest name: force_unlock_publish_argv once ran into its SHA1).
+  std::istringstream rows(list.output);
+  std::size_t sha_column = std::string::npos;
+  for (std::string row; std::getline(rows, row);) {
+    const std::size_t at = row.find_first_of(' ');
+    REQUIRE(at != std::string::npos);
+    const std::size_t column = row.find_first_not_of(' ', at);
+    if (sha_column == std::string::npos) sha_column = column;
+    CHECK(column == sha_column);
+  }
 
   const run_result unknown = run(cli + " scripts fair_lock 2>&1");
   CHECK(unknown.status == 64);
