@@ -265,6 +265,8 @@ analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& 
   g.decode_errors = s.decode_errors;
   g.gap_bytes = s.gap_bytes;
   g.flows_open = ingest.active_flows();
+  g.buffered_bytes = s.held_bytes;
+  g.buffer_sheds = s.buffer_sheds;
   g.rss_bytes = resident_bytes();
   g.owners = memory.owners;
   g.connections = memory.connections;

@@ -173,6 +173,7 @@ TEST_CASE("metrics: counters never decrease while locks enter and leave the labe
     const auto s = test::parse_samples(rendered(m, g));
     for (const auto& [series, value] : s) {
       if (series.rfind("lockscope_flows_open", 0) == 0 || series.rfind("lockscope_store_", 0) == 0 ||
+          series.rfind("lockscope_buffered_bytes", 0) == 0 ||
           series.rfind("lockscope_process_", 0) == 0) {
         continue;  // gauges
       }
@@ -240,4 +241,20 @@ TEST_CASE("metrics: capture counters are clamped, never rendered smaller", "[met
   s = test::parse_samples(rendered(m, g));
   CHECK(test::sample_or(s, "lockscope_store_capacity{store=\"locks\"}", -1) == 5000);
   CHECK(test::sample_or(s, "lockscope_locks_forgotten_total", -1) == 42);
+}
+
+TEST_CASE("metrics: what connections buffer is a gauge, the times they gave it back a counter that never decreases",
+          "[metrics]") {
+  lock_metrics m(metrics_options{});
+  capture_gauges g;
+  g.buffered_bytes = 12345;
+  g.buffer_sheds = 7;
+  auto s = test::parse_samples(rendered(m, g));
+  CHECK(test::sample_or(s, "lockscope_buffered_bytes", -1) == 12345);
+  CHECK(test::sample_or(s, "lockscope_buffer_sheds_total", -1) == 7);
+  g.buffered_bytes = 0;
+  g.buffer_sheds = 5;  // a source that went back: the counter holds
+  s = test::parse_samples(rendered(m, g));
+  CHECK(test::sample_or(s, "lockscope_buffered_bytes", -1) == 0);
+  CHECK(test::sample_or(s, "lockscope_buffer_sheds_total", -1) == 7);
 }

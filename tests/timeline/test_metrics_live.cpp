@@ -310,6 +310,10 @@ TEST_CASE("metrics live: a scrape agrees with the JSONL and the clients, and pas
   CHECK(lockscope::test::sample_or(s, "lockscope_locks_forgotten_total", -1) == 0);
   CHECK(lockscope::test::sample_or(s, "lockscope_store_entries{store=\"labelled_locks\"}") == 2);
   CHECK(lockscope::test::sample_or(s, "lockscope_store_entries{store=\"shas\"}", -1) >= 0);
+  // Little buffered at the end, and nothing given back under the default cap.
+  CHECK(lockscope::test::sample_or(s, "lockscope_buffered_bytes", -1) >= 0);
+  CHECK(lockscope::test::sample_or(s, "lockscope_buffered_bytes", -1) < 1 << 20);
+  CHECK(lockscope::test::sample_or(s, "lockscope_buffer_sheds_total", -1) == 0);
 }
 
 TEST_CASE("metrics live: 404, HEAD, 405, oversized and stalled requests, and a busy port is an error", "[live][metrics]") {

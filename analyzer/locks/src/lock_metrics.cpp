@@ -238,6 +238,14 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
   sample(out, "tcp_gap_bytes_total", monotonic(last_gap_bytes_, g.gap_bytes));
   header(out, "flows_open", "gauge", "TCP connections followed now.");
   sample(out, "flows_open", g.flows_open);
+  header(out, "buffered_bytes", "gauge",
+         "What the open connections buffer now: out-of-order segments and commands awaiting replies, at their "
+         "cost (--max-buffer-total caps the sum).");
+  sample(out, "buffered_bytes", g.buffered_bytes);
+  header(out, "buffer_sheds_total", "counter",
+         "Times a connection gave back what it buffered (its holes given up, its waiting commands shown without "
+         "a reply) because all of them together passed --max-buffer-total.");
+  sample(out, "buffer_sheds_total", monotonic(last_buffer_sheds_, g.buffer_sheds));
   header(out, "process_resident_memory_bytes", "gauge", "Resident memory of the lockscope process.");
   sample(out, "process_resident_memory_bytes", g.rss_bytes);
 

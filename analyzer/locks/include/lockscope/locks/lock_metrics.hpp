@@ -67,6 +67,8 @@ struct capture_gauges {
   std::uint64_t decode_errors = 0;
   std::uint64_t gap_bytes = 0;
   std::uint64_t flows_open = 0;
+  std::uint64_t buffered_bytes = 0;  // what the open connections buffer (--max-buffer-total)
+  std::uint64_t buffer_sheds = 0;    // times one gave it back: all of them held too much
   std::uint64_t rss_bytes = 0;
   // The bounded stores: entries now, and their caps (0: no cap of their own).
   std::uint64_t owners = 0;        // lock owners the timeline names now
@@ -125,7 +127,7 @@ class lock_metrics final : public lock_event_sink {
   // Once every slot is taken: no labelled lock can have been idle long enough before this.
   std::int64_t next_retire_check_us_ = 0;
   std::uint64_t last_packets_ = 0, last_bytes_ = 0, last_drops_ = 0, last_exchanges_ = 0, last_decode_errors_ = 0,
-                last_gap_bytes_ = 0;
+                last_gap_bytes_ = 0, last_buffer_sheds_ = 0;
 };
 
 // Passes each event to `first`, then to `second` when there is one.
