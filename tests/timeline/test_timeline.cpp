@@ -573,3 +573,34 @@ TEST_CASE("timeline: a waiter gives up when its connection ends, subscriptions e
   CHECK(m.owners == 1);       // b:1
   CHECK(m.endpoint_texts == 2);
 }
+
+TEST_CASE("timeline: a thundering herd of waiters, a connection of half of them ending, the others found again",
+          "[timeline][waiters]") {
+  // More waiters than a scan is used for: they are found by an index, which must follow
+  // the ones that leave (a connection's end takes 50 of them at once).
+  fixture f;
+  f.acquire("holder:1", 0, 30000);
+  constexpr int waiters = 100;
+  for (int i = 0; i < waiters; ++i) {
+    const std::uint64_t connection = i < waiters / 2 ? 10 : 11;
+    f.acquire("w" + std::to_string(i) + ":1", 1 + i * 0.01, 30000, op_outcome::contended, connection, "10.0.0.1", 29000);
+  }
+  f.timeline.on_connection_end(10, t0 + 5 * ms);  // w0..w49 gave up
+  f.acquire("w10:1", 6, 30000, op_outcome::contended, 12, "10.0.0.1", 29000);  // a new wait, from 6 ms
+  f.acquire("w60:1", 6.5, 30000, op_outcome::contended, 11, "10.0.0.1", 29000);  // still waiting since 1.6 ms
+  f.unlock("holder:1", 7, op_outcome::ok);
+  f.acquire("w60:1", 7.1, 30000, op_outcome::ok, 11);
+  f.unlock("w60:1", 7.2, op_outcome::ok, 11);
+  f.acquire("w10:1", 7.3, 30000, op_outcome::ok, 12);
+  f.unlock("w10:1", 7.4, op_outcome::ok, 12);
+  f.acquire("w99:1", 7.5, 30000, op_outcome::ok, 11);
+  std::map<std::string, std::int64_t> waited;
+  for (const auto& e : f.events.events) {
+    if (e.event == "acquired") waited[e.owner] = e.wait_us;
+  }
+  // From the first failed attempt's request to the acquisition's reply (100 µs later).
+  CHECK(waited.at("w60:1") == 7200 - 1600);
+  CHECK(waited.at("w10:1") == 7400 - 6000);
+  CHECK(waited.at("w99:1") == 7600 - 1990);
+  CHECK(f.events.count("contended") == waiters + 2);
+}

@@ -107,7 +107,16 @@ struct wake {
 // Rarely needed parts, allocated on demand to keep the common lock small.
 struct lock_extra {
   std::vector<holder> more_holders;  // read locks, overlaps
+  // Owner to position in `more_holders`, for a read lock with many readers; made when
+  // first needed and made again after one leaves (as waiter_index below).
+  std::unordered_map<std::uint32_t, std::uint32_t> holder_index;
+  bool holder_index_valid = false;
   std::vector<waiter> waiters;
+  // Owner to position in `waiters`, for a lock with many (a thundering herd when it
+  // stalls: 60,000 waiters took 17 s to analyze by scans); made when first needed and
+  // made again after a waiter leaves. The first waiter of an owner, as a scan finds it.
+  std::unordered_map<std::uint32_t, std::uint32_t> waiter_index;
+  bool waiter_index_valid = false;
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
   bool idle_reported = false;
   // The longest completed free interval >= idle_threshold that no waiter has yet shown
@@ -355,13 +364,29 @@ struct lock_timeline::impl {
       for (holder& h : xp(l)->more_holders) f(h);
     }
   }
+  // The first holder of `owner`, in for_each_holder's order.
   holder* find_holder(lock_state& l, std::uint32_t owner) {
-    holder* found = nullptr;
-    for_each_holder(l, [&](holder& h) {
-      if (found == nullptr && h.owner == owner) found = &h;
-    });
-    return found;
+    if (l.active == no_id) return nullptr;
+    if (pool[l.active].owner == owner) return &pool[l.active];
+    if (!has_extra(l)) return nullptr;
+    lock_extra& x = *xp(l);
+    if (x.more_holders.size() <= scanned_holders) {
+      for (holder& h : x.more_holders) {
+        if (h.owner == owner) return &h;
+      }
+      return nullptr;
+    }
+    if (!x.holder_index_valid) {
+      x.holder_index.clear();
+      for (std::size_t i = 0; i < x.more_holders.size(); ++i) {
+        x.holder_index.emplace(x.more_holders[i].owner, static_cast<std::uint32_t>(i));
+      }
+      x.holder_index_valid = true;
+    }
+    const auto it = x.holder_index.find(owner);
+    return it == x.holder_index.end() ? nullptr : &x.more_holders[it->second];
   }
+  static constexpr std::size_t scanned_holders = 32;  // more: found by holder_index
   // A new holder naming `owner` and `conn` (both retained until it goes).
   holder& add_holder(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
     holder* h;
@@ -370,7 +395,9 @@ struct lock_timeline::impl {
       l.active = slot;
       h = &pool[slot];
     } else {
-      h = &ex(l).more_holders.emplace_back();
+      lock_extra& x = ex(l);
+      h = &x.more_holders.emplace_back();
+      if (x.holder_index_valid) x.holder_index.emplace(owner, static_cast<std::uint32_t>(x.more_holders.size() - 1));
     }
     h->owner = owner;
     h->conn = conn;
@@ -385,12 +412,14 @@ struct lock_timeline::impl {
       if (has_extra(l) && !xp(l)->more_holders.empty()) {
         *h = xp(l)->more_holders.front();
         xp(l)->more_holders.erase(xp(l)->more_holders.begin());
+        xp(l)->holder_index_valid = false;
       } else {
         pool.release(l.active);
         l.active = no_id;
       }
       return;
     }
+    xp(l)->holder_index_valid = false;
     auto& v = xp(l)->more_holders;
     v.erase(v.begin() + (h - v.data()));
   }
@@ -403,14 +432,30 @@ struct lock_timeline::impl {
       pool.release(l.active);
       l.active = no_id;
     }
-    if (has_extra(l)) xp(l)->more_holders.clear();
+    if (has_extra(l)) {
+      xp(l)->more_holders.clear();
+      xp(l)->holder_index_valid = false;
+    }
   }
+  static constexpr std::size_t scanned_waiters = 32;  // more: found by waiter_index
   waiter* find_waiter(lock_state& l, std::uint32_t owner) {
     if (!has_extra(l)) return nullptr;
-    for (waiter& w : xp(l)->waiters) {
-      if (w.owner == owner) return &w;
+    lock_extra& x = *xp(l);
+    if (x.waiters.size() <= scanned_waiters) {
+      for (waiter& w : x.waiters) {
+        if (w.owner == owner) return &w;
+      }
+      return nullptr;
     }
-    return nullptr;
+    if (!x.waiter_index_valid) {
+      x.waiter_index.clear();
+      for (std::size_t i = 0; i < x.waiters.size(); ++i) {
+        x.waiter_index.emplace(x.waiters[i].owner, static_cast<std::uint32_t>(i));
+      }
+      x.waiter_index_valid = true;
+    }
+    const auto it = x.waiter_index.find(owner);
+    return it == x.waiter_index.end() ? nullptr : &x.waiters[it->second];
   }
   // The subscriber connection's entry while it is open; nullptr once it has ended.
   connection_info* open_connection(std::uint64_t id) {
@@ -461,6 +506,7 @@ struct lock_timeline::impl {
     auto& ws = xp(l)->waiters;
     const waiter gone = *w;
     ws.erase(ws.begin() + (w - ws.data()));
+    xp(l)->waiter_index_valid = false;
     unlist_wait(gone.conn, lock);
     owners.release(gone.owner);
     release_connection(gone.conn);
@@ -549,19 +595,34 @@ struct lock_timeline::impl {
     c.subscriptions = {};
     // Its waiters gave up. A waiter names the connection (refs): it stays until the last
     // one is dropped, so `c` stays valid until then.
-    const std::vector<std::uint32_t> waits = std::move(c.waits);
+    // A lock is listed once per waiter: each is visited once, in the order listed, and its
+    // waiters of this connection leave in one pass (one by one cost a scan and a shift
+    // each: minutes for a connection with thousands of waiters).
+    std::vector<std::uint32_t> waits = std::move(c.waits);
     c.waits = {};
+    if (waits.size() > 1) {
+      std::unordered_set<std::uint32_t> seen;
+      std::erase_if(waits, [&](std::uint32_t lock) { return !seen.insert(lock).second; });
+    }
     retain_connection(conn);
     for (const std::uint32_t lock : waits) {
       lock_state& l = locks[lock];
       if (!has_extra(l)) continue;
-      for (std::size_t i = 0; i < xp(l)->waiters.size();) {
-        waiter& w = xp(l)->waiters[i];
-        if (w.conn != conn) {
-          ++i;
+      lock_extra& x = *xp(l);
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < x.waiters.size(); ++i) {
+        if (x.waiters[i].conn == conn) {
+          owners.release(x.waiters[i].owner);
+          release_connection(conn);
           continue;
         }
-        drop_waiter(l, lock, &w);
+        if (kept != i) x.waiters[kept] = x.waiters[i];
+        ++kept;
+      }
+      if (kept != x.waiters.size()) {
+        x.waiters.resize(kept);
+        x.waiter_index_valid = false;
+        if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
       }
       schedule(lock);
     }
@@ -651,6 +712,18 @@ struct lock_timeline::impl {
     if (next < 0 || (l.queued_us >= 0 && l.queued_us <= next)) return;
     l.queued_us = next;
     timers.push(timer{next, id});
+  }
+
+  // schedule(id) when only one deadline, `t`, changed: the entry queued is no later than
+  // every other deadline (schedule() keeps it so, and fire() calls it), so it is enough
+  // to queue `t` when it comes first.
+  void schedule_at(std::uint32_t id, std::int64_t t) {
+    if (t < 0) return;
+    lock_state& l = locks[id];
+    t = std::max(t, now);
+    if (l.queued_us >= 0 && l.queued_us <= t) return;
+    l.queued_us = t;
+    timers.push(timer{t, id});
   }
 
   void fire(std::uint32_t id, std::int64_t at) {
@@ -1081,6 +1154,7 @@ struct lock_timeline::impl {
         lock_extra& x = ex(l);
         if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
         w = &x.waiters.emplace_back();
+        if (x.waiter_index_valid) x.waiter_index.emplace(owner, static_cast<std::uint32_t>(x.waiters.size() - 1));
         w->owner = owner;
         w->conn = conn;
         owners.retain(owner);
@@ -1101,7 +1175,9 @@ struct lock_timeline::impl {
       lock_event e = from_op(l, op, lock_event_kind::contended);
       e.ttl_ms = op.ttl_ms;
       emit(l, e);
-      schedule(id);
+      // While the lock is held, only this waiter's deadline changed: no scan of the others.
+      if (has_holder(l)) schedule_at(id, w->deadline_us);
+      else schedule(id);
       return;
     }
     if (op.outcome != op_outcome::ok) return;
@@ -1172,6 +1248,10 @@ struct lock_timeline::impl {
     h.since_us = at;
     h.last_renew_us = at;
     if (op.lease_ms >= 0) h.set_lease(op, at);
+    // A holder is present now, so no idleness is timed: its lease and long hold are the
+    // only new times (no scan of the other holders and waiters).
+    const std::int64_t deadline = h.deadline_us;
+    const std::int64_t long_hold = options.long_hold_us > 0 ? at + options.long_hold_us : -1;
     count_acquisition(l);
     if (wait >= 0) {
       ex(l).waits.add(wait);
@@ -1186,7 +1266,8 @@ struct lock_timeline::impl {
       anomaly(l, at, anomaly_kind::non_atomic_acquire, owner, conn,
               "SETNX: the expiry is not set atomically with the lock", op.inferred);
     }
-    schedule(id);
+    schedule_at(id, deadline);
+    schedule_at(id, long_hold);
   }
 
   void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred,
