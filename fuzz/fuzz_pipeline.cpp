@@ -17,7 +17,7 @@
 // times a capture file can give (options bit 7).
 //
 // Checked, beyond ASan/UBSan: every packet is counted; every JSONL line the report
-// writes is one JSON object; finish() leaves no flow open; with options bit 6, the
+// writes is one JSON object; finish() leaves no flow open and no byte held; with options bit 6, the
 // report is the same with the sessions' long arguments interned and copied.
 #include <boost/json/parse.hpp>
 
@@ -133,6 +133,8 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
   az::ingest_options ingest;
   if (options_byte & 1) ingest.ports = {6379, 6380};
   ingest.tcp.max_buffer = (options_byte & 2) ? 512 : 1u << 20;
+  // Tight buffers for all flows too: connections give back what they hold (shed()).
+  ingest.max_buffer_total = (options_byte & 2) ? 2048 : az::ingest_options::default_max_buffer_total;
   ingest.session.max_message_bytes = (options_byte & 4) ? 200 : 1u << 20;
   ingest.max_flows = (options_byte & 8) ? 2 : az::ingest_options::default_max_flows;
   ingest.session.intern_arguments = intern;
@@ -232,6 +234,8 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
     report.finish(timeline);
     if (pipeline.stats().packets != sent) violation("packets counted != packets given", pipeline.stats().packets);
     if (pipeline.active_flows() != 0) violation("flows left open after finish()", pipeline.active_flows());
+    // What the connections hold is accounted to the byte: nothing once they are gone.
+    if (pipeline.stats().held_bytes != 0) violation("bytes held after finish()", pipeline.stats().held_bytes);
   }
   if (!output.pending.empty()) violation("JSONL output does not end with a newline", output.pending.size());
   return std::move(output.all);

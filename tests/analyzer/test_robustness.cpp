@@ -240,14 +240,19 @@ TEST_CASE("ingest: a capture of one direction over many connections stays within
   }
 }
 
-TEST_CASE("ingest: commands shed for --max-buffer-total have their late replies skipped, the others pair",
+TEST_CASE("ingest: commands shed for --max-buffer-total, or past a connection's own limit, have their late replies "
+          "skipped, the others pair",
           "[robustness][memory]") {
   // A deep pipeline whose replies come late: the connection that grows past the budget
-  // emits its waiting commands unanswered. Their replies still come, in order: they
-  // must be skipped, not paired with the commands sent after them.
+  // (or past its own max_pending) emits its oldest waiting commands unanswered. Their
+  // replies still come, in order: they must be skipped, not paired with the commands
+  // sent after them.
+  const bool own_limit = GENERATE(false, true);
+  CAPTURE(own_limit);
   pairing_log sink;
   ingest_options options;
-  options.max_buffer_total = 256u << 10;
+  options.max_buffer_total = own_limit ? 0 : 256u << 10;
+  if (own_limit) options.session.max_pending = 700;
   ingest_pipeline a(options, sink);
   tcp_conversation c(make_endpoint("10.0.0.2", 50001), make_endpoint("10.0.0.1", 6379));
   std::int64_t t = 1;
@@ -272,7 +277,7 @@ TEST_CASE("ingest: commands shed for --max-buffer-total have their late replies 
   answer(0, 1001);
   send(1237, commands);
   answer(1001, commands);
-  const std::size_t shed = a.stats().pending_shed;
+  const std::size_t shed = own_limit ? a.stats().pending_overflow : a.stats().pending_shed;
   REQUIRE(shed > 0);
   REQUIRE(shed + 50 <= commands);  // and some pair after the sheds
   a.finish();

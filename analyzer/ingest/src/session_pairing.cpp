@@ -42,6 +42,9 @@ void resp_session::commit_tail() {
   ++count_;
   while (count_ > 1 && (count_ > options_.max_pending || pending_bytes_ > options_.max_pending_bytes)) {
     ++stats_.pending_overflow;
+    // Its reply, should it come after all (a deep pipeline, not a capture of one
+    // direction), is skipped as shed()'s are, so that later replies pair with their own.
+    if (front().expect == expect_reply) ++replies_to_skip_;
     emit(front(), nullptr);
     pop_front();
   }
