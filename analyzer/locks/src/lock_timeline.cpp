@@ -71,6 +71,7 @@ address address_of(const endpoint* e) {
 // was given plus timeline_options::waiter_margin_us). Its subscription is a property
 // of the wait: it may subscribe, lose the subscription and subscribe again.
 struct waiter {
+  std::uint64_t seq = 0;             // its lock's count of waiters before it (waiters stay in this order)
   std::uint32_t owner = no_id;
   std::uint32_t conn = no_id;        // the connection of its latest attempt
   std::uint64_t connection = 0;
@@ -108,15 +109,19 @@ struct wake {
 struct lock_extra {
   std::vector<holder> more_holders;  // read locks, overlaps
   // Owner to position in `more_holders`, for a read lock with many readers; made when
-  // first needed and made again after one leaves (as waiter_index below).
+  // first needed, and made again after one leaves once enough lookups have scanned
+  // (a reader leaving between every lookup then costs what a scan did, no more).
   std::unordered_map<std::uint32_t, std::uint32_t> holder_index;
   bool holder_index_valid = false;
+  std::size_t holder_scans = 0;  // lookups that scanned since the index went stale
   std::vector<waiter> waiters;
-  // Owner to position in `waiters`, for a lock with many (a thundering herd when it
-  // stalls: 60,000 waiters took 17 s to analyze by scans); made when first needed and
-  // made again after a waiter leaves. The first waiter of an owner, as a scan finds it.
-  std::unordered_map<std::uint32_t, std::uint32_t> waiter_index;
+  // Owner to seq of its waiter, for a lock with many (a thundering herd when it stalls:
+  // 60,000 waiters took 17 s to analyze by scans); made when first needed, then kept up
+  // as waiters come and go. `waiters` is in seq order, so a seq's position is a binary
+  // search away, whatever left before it.
+  std::unordered_map<std::uint32_t, std::uint64_t> waiter_index;
   bool waiter_index_valid = false;
+  std::uint64_t next_waiter_seq = 0;
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
   bool idle_reported = false;
   // The longest completed free interval >= idle_threshold that no waiter has yet shown
@@ -376,7 +381,15 @@ struct lock_timeline::impl {
       }
       return nullptr;
     }
+    if (!x.holder_index_valid && x.holder_scans < x.more_holders.size() / 8) {
+      ++x.holder_scans;
+      for (holder& h : x.more_holders) {
+        if (h.owner == owner) return &h;
+      }
+      return nullptr;
+    }
     if (!x.holder_index_valid) {
+      x.holder_scans = 0;
       x.holder_index.clear();
       for (std::size_t i = 0; i < x.more_holders.size(); ++i) {
         x.holder_index.emplace(x.more_holders[i].owner, static_cast<std::uint32_t>(i));
@@ -449,13 +462,20 @@ struct lock_timeline::impl {
     }
     if (!x.waiter_index_valid) {
       x.waiter_index.clear();
-      for (std::size_t i = 0; i < x.waiters.size(); ++i) {
-        x.waiter_index.emplace(x.waiters[i].owner, static_cast<std::uint32_t>(i));
-      }
+      for (const waiter& w : x.waiters) x.waiter_index.emplace(w.owner, w.seq);
       x.waiter_index_valid = true;
     }
     const auto it = x.waiter_index.find(owner);
-    return it == x.waiter_index.end() ? nullptr : &x.waiters[it->second];
+    if (it == x.waiter_index.end()) return nullptr;
+    const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), it->second,
+                                     [](const waiter& w, std::uint64_t seq) { return w.seq < seq; });
+    return at != x.waiters.end() && at->seq == it->second ? &*at : nullptr;
+  }
+  // `w` leaves its lock's waiters (the caller removes it from the vector).
+  static void unindex_waiter(lock_extra& x, const waiter& w) {
+    if (!x.waiter_index_valid) return;
+    const auto it = x.waiter_index.find(w.owner);
+    if (it != x.waiter_index.end() && it->second == w.seq) x.waiter_index.erase(it);
   }
   // The subscriber connection's entry while it is open; nullptr once it has ended.
   connection_info* open_connection(std::uint64_t id) {
@@ -505,8 +525,8 @@ struct lock_timeline::impl {
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w) {
     auto& ws = xp(l)->waiters;
     const waiter gone = *w;
+    unindex_waiter(*xp(l), gone);
     ws.erase(ws.begin() + (w - ws.data()));
-    xp(l)->waiter_index_valid = false;
     unlist_wait(gone.conn, lock);
     owners.release(gone.owner);
     release_connection(gone.conn);
@@ -612,6 +632,7 @@ struct lock_timeline::impl {
       std::size_t kept = 0;
       for (std::size_t i = 0; i < x.waiters.size(); ++i) {
         if (x.waiters[i].conn == conn) {
+          unindex_waiter(x, x.waiters[i]);
           owners.release(x.waiters[i].owner);
           release_connection(conn);
           continue;
@@ -621,7 +642,6 @@ struct lock_timeline::impl {
       }
       if (kept != x.waiters.size()) {
         x.waiters.resize(kept);
-        x.waiter_index_valid = false;
         if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
       }
       schedule(lock);
@@ -1154,7 +1174,8 @@ struct lock_timeline::impl {
         lock_extra& x = ex(l);
         if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
         w = &x.waiters.emplace_back();
-        if (x.waiter_index_valid) x.waiter_index.emplace(owner, static_cast<std::uint32_t>(x.waiters.size() - 1));
+        w->seq = x.next_waiter_seq++;
+        if (x.waiter_index_valid) x.waiter_index.emplace(owner, w->seq);
         w->owner = owner;
         w->conn = conn;
         owners.retain(owner);
