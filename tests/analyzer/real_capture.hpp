@@ -35,6 +35,18 @@ inline std::string cli_binary_with(const char* tool) {
   return binary;
 }
 
+// The lockscope binary, or empty (with a warning) when it, python3 or Debian's
+// python3-redis is missing: the tests that drive a real client from Python.
+inline std::string cli_binary_with_python_redis() {
+  const std::string binary = cli_binary_with("python3");
+  if (binary.empty()) return {};
+  if (std::system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0) {
+    WARN("python3-redis is missing (scripts/install-deps installs it): skipping");
+    return {};
+  }
+  return binary;
+}
+
 // `tcpdump -i lo -w FILE tcp port P` for the lifetime of the object (a pcap, not pcapng),
 // each packet cut to `snaplen` bytes (-s).
 class tcpdump_recording {

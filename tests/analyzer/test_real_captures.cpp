@@ -549,12 +549,8 @@ TEST_CASE("real traffic carrying terminal escapes and bytes that are not UTF-8: 
   // port sends reaches `decode`'s output: an SRE running it in a terminal must not have
   // escape sequences from the wire acted on (a window title set, the screen cleared).
   LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = cli_binary_with("python3");
+  const std::string binary = cli_binary_with_python_redis();
   if (binary.empty()) return;
-  if (std::system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0) {
-    WARN("python3-redis is missing (scripts/install-deps installs it): skipping");
-    return;
-  }
   recorded_session r;
   const std::uint16_t port = r.server.port();
   std::ofstream(r.dir / "client.py") << hostile_client;

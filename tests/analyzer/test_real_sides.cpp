@@ -123,12 +123,8 @@ log.close()
 TEST_CASE("a real capture started mid-connection: same sides and events with and without --port",
           "[real][sides][cli]") {
   LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = cli_binary_with("python3");
+  const std::string binary = cli_binary_with_python_redis();
   if (binary.empty()) return;
-  if (std::system("/usr/bin/python3 -c 'import redis' 2>/dev/null") != 0) {
-    WARN("python3-redis is missing (scripts/install-deps installs it): skipping");
-    return;
-  }
   ltest::redis_server server;
   temp_dir dir;
   const std::uint16_t port = server.port();
