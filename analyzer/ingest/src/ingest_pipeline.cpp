@@ -199,6 +199,7 @@ void ingest_pipeline::account(connection& c) {
   };
   std::size_t now = held_by(c);
   held_bytes_ += now - c.held;
+  held_bytes_peak_ = std::max(held_bytes_peak_, held_bytes_);  // before it gives back
   if (options_.max_buffer_total > 0 && held_bytes_ > options_.max_buffer_total && now > c.held) {
     // It grew past the budget: it gives back (a connection that only shrank keeps).
     ++buffer_sheds_;
@@ -209,7 +210,6 @@ void ingest_pipeline::account(connection& c) {
     held_bytes_ += now;
   }
   c.held = now;
-  held_bytes_peak_ = std::max(held_bytes_peak_, held_bytes_);
 }
 
 void ingest_pipeline::add_traffic(ingest_stats& to, const connection& c) noexcept {
