@@ -326,3 +326,30 @@ TEST_CASE("ingest: out-of-order segments held by many connections stay within --
   CHECK(run(0, 1400).held_bytes_peak > 5 * budget);
   CHECK(run(0, 8).held_bytes_peak > 60 * budget);
 }
+
+TEST_CASE("lockscope decode and analyze --max-buffer-total: the summary says when the connections gave back",
+          "[robustness][memory][cli]") {
+  LOCKSCOPE_REQUIRE_CLI(cli);
+  temp_dir dir;
+  std::vector<timed_segment> segments;
+  std::int64_t t = 1'700'000'000'000'000;
+  std::string batch;
+  for (int i = 0; i < 40; ++i) batch += "*2\r\n$3\r\nGET\r\n$6\r\nk" + std::to_string(10000 + i) + "\r\n";
+  for (int c = 0; c < 20; ++c) {  // requests only, as a SPAN port of one direction gives
+    tcp_conversation conv(make_endpoint("10.0.0.2", static_cast<std::uint16_t>(21000 + c)), make_endpoint("10.0.0.1", 6379));
+    for (int round = 0; round < 50; ++round) segments.push_back({t++, conv.client_sends(batch)});
+  }
+  const auto file = dir / "one-direction.pcap";
+  write_pcap(file, segments);
+  for (const std::string command : {"decode", "analyze --summary"}) {
+    CAPTURE(command);
+    const std::string capped = read_command_output(cli + " " + command + " --port 6379 --max-buffer-total 64KiB " +
+                                                   file.string() + " 2>&1 >/dev/null");
+    CHECK_THAT(capped, Catch::Contains("the connections together held more than --max-buffer-total (") &&
+                           Catch::Contains("commands were shown without a reply"));
+    const std::string uncapped = read_command_output(cli + " " + command + " --port 6379 " + file.string() + " 2>&1 >/dev/null");
+    CHECK_THAT(uncapped, !Catch::Contains("--max-buffer-total"));
+    CHECK(read_command_output(cli + " " + command + " --max-buffer-total lots " + file.string() + " 2>&1 >/dev/null")
+              .find("--max-buffer-total") != std::string::npos);  // a bad size is named
+  }
+}
