@@ -26,6 +26,12 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
   return n;
 }
 
+std::size_t printable_utf8_sequence(std::string_view s, std::size_t i) noexcept {
+  const std::size_t n = utf8_sequence(s, i);
+  const bool c1 = n == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+  return c1 ? 0 : n;
+}
+
 namespace {
 
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
@@ -44,19 +50,6 @@ bool is_owner_id(std::string_view s) {
   return true;
 }
 
-// A C1 control (U+0080 to U+009F) written as UTF-8: valid, but some terminals act on
-// it as they do on ESC (U+009B is CSI), so the text forms escape it like a C0 control.
-bool is_c1_control(std::string_view s, std::size_t i, std::size_t n) noexcept {
-  return n == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
-}
-
-// The length of the sequence at s[i] shown as it is (valid UTF-8, not a C1 control),
-// or 0 (escaped byte by byte).
-std::size_t shown_sequence(std::string_view s, std::size_t i) noexcept {
-  const std::size_t n = utf8_sequence(s, i);
-  return is_c1_control(s, i, n) ? 0 : n;
-}
-
 // Whether `s` holds a byte the text forms must not print as it is: a control byte
 // (what a terminal acts on), or one that is not UTF-8 (pipes and viewers choke on it).
 // Such a byte comes from the wire: a server's error echoes what a client sent, so
@@ -66,7 +59,7 @@ bool needs_escapes(std::string_view s) noexcept {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7f) return true;
     if (c > 0x7f) {
-      const std::size_t n = shown_sequence(s, i);
+      const std::size_t n = printable_utf8_sequence(s, i);
       if (n == 0) return true;
       i += n - 1;
     }
@@ -99,7 +92,7 @@ void append_quoted(std::string& out, std::string_view s, bool escape_non_ascii) 
     const auto c = static_cast<unsigned char>(s[i]);
     if (c > 0x7f && !escape_non_ascii) {
       // Valid UTF-8 stays readable; any other byte is escaped, so the line is UTF-8.
-      if (const std::size_t n = shown_sequence(s, i); n > 0) {
+      if (const std::size_t n = printable_utf8_sequence(s, i); n > 0) {
         out.append(s.substr(i, n));
         i += n - 1;
         continue;

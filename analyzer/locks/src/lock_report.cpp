@@ -105,13 +105,8 @@ std::string_view printable(std::string_view s) {
   scratch.assign(s);
   for (std::size_t i = 0; i < scratch.size(); ++i) {
     if (static_cast<unsigned char>(scratch[i]) >= 0x80) {
-      const std::size_t n = utf8_sequence(scratch, i);
-      if (n == 2 && static_cast<unsigned char>(scratch[i]) == 0xc2 && static_cast<unsigned char>(scratch[i + 1]) < 0xa0) {
-        scratch[i] = scratch[i + 1] = '?';
-        ++i;
-        continue;
-      }
-      if (n > 0) {
+      // A C1 control gives 0 here, and its second byte alone is no UTF-8: both become '?'.
+      if (const std::size_t n = resp::printable_utf8_sequence(scratch, i); n > 0) {
         i += n - 1;
         continue;
       }

@@ -375,14 +375,9 @@ struct lock_timeline::impl {
     if (pool[l.active].owner == owner) return &pool[l.active];
     if (!has_extra(l)) return nullptr;
     lock_extra& x = *xp(l);
-    if (x.more_holders.size() <= scanned_holders) {
-      for (holder& h : x.more_holders) {
-        if (h.owner == owner) return &h;
-      }
-      return nullptr;
-    }
-    if (!x.holder_index_valid && x.holder_scans < x.more_holders.size() / 8) {
-      ++x.holder_scans;
+    const bool indexed = x.more_holders.size() > scanned_holders &&
+                         (x.holder_index_valid || ++x.holder_scans > x.more_holders.size() / 8);
+    if (!indexed) {
       for (holder& h : x.more_holders) {
         if (h.owner == owner) return &h;
       }
@@ -471,11 +466,15 @@ struct lock_timeline::impl {
                                      [](const waiter& w, std::uint64_t seq) { return w.seq < seq; });
     return at != x.waiters.end() && at->seq == it->second ? &*at : nullptr;
   }
-  // `w` leaves its lock's waiters (the caller removes it from the vector).
-  static void unindex_waiter(lock_extra& x, const waiter& w) {
-    if (!x.waiter_index_valid) return;
-    const auto it = x.waiter_index.find(w.owner);
-    if (it != x.waiter_index.end() && it->second == w.seq) x.waiter_index.erase(it);
+  // `w` leaves its lock's waiters: out of the index, and what it retained released (the
+  // caller removes it from the vector).
+  void forget_waiter(lock_extra& x, const waiter& w) {
+    if (x.waiter_index_valid) {
+      const auto it = x.waiter_index.find(w.owner);
+      if (it != x.waiter_index.end() && it->second == w.seq) x.waiter_index.erase(it);
+    }
+    owners.release(w.owner);
+    release_connection(w.conn);
   }
   // The subscriber connection's entry while it is open; nullptr once it has ended.
   connection_info* open_connection(std::uint64_t id) {
@@ -525,11 +524,9 @@ struct lock_timeline::impl {
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w) {
     auto& ws = xp(l)->waiters;
     const waiter gone = *w;
-    unindex_waiter(*xp(l), gone);
     ws.erase(ws.begin() + (w - ws.data()));
     unlist_wait(gone.conn, lock);
-    owners.release(gone.owner);
-    release_connection(gone.conn);
+    forget_waiter(*xp(l), gone);
     if (ws.empty()) xp(l)->idle_start_us = xp(l)->idle_end_us = -1;
   }
   void unlist_wait(std::uint32_t conn, std::uint32_t lock) {
@@ -632,9 +629,7 @@ struct lock_timeline::impl {
       std::size_t kept = 0;
       for (std::size_t i = 0; i < x.waiters.size(); ++i) {
         if (x.waiters[i].conn == conn) {
-          unindex_waiter(x, x.waiters[i]);
-          owners.release(x.waiters[i].owner);
-          release_connection(conn);
+          forget_waiter(x, x.waiters[i]);
           continue;
         }
         if (kept != i) x.waiters[kept] = x.waiters[i];

@@ -37,6 +37,9 @@ void append_parsed_argument(std::string& out, std::string_view arg, const parsed
 // valid UTF-8). The text forms keep valid sequences readable and escape other bytes
 // above 0x7f as \xNN, so that what they print is always valid UTF-8.
 std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept;
+// utf8_sequence, but 0 for a C1 control written as UTF-8 (U+0080 to U+009F: U+009B is
+// CSI to some terminals): the sequences a text form may print as they are.
+std::size_t printable_utf8_sequence(std::string_view s, std::size_t i) noexcept;
 
 }  // namespace lockscope::resp
 
