@@ -273,6 +273,40 @@ TEST_CASE("waiters: learned links are freed with their connections", "[timeline]
   const analyzer::timeline_memory m = f.timeline.memory();
   CHECK(m.connections == 1);  // the holder's
   CHECK(m.owners == 1);
+  CHECK(m.subscriber_clients == 0);
+}
+
+TEST_CASE("waiters: a new waiter shares its client's subscription, the first in table order, and loses it with "
+          "that connection",
+          "[timeline][waiter][link]") {
+  fixture f;
+  const std::string a1 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
+  const std::string a2 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:2";
+  const std::string a3 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:3";
+  f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
+  // Client A has two subscriptions to the lock's channel: a1's on 11, and a2's on 12, the
+  // connection a2 attempts on (RESP3).
+  f.acquire(a1, 100, 30000, op_outcome::contended, 1, "10.0.0.1", 29900);
+  f.pubsub(lock_op_kind::subscribe, 100.3, 11, "10.0.0.1", 1);
+  CHECK(f.events.events.back().owner == a1);
+  f.acquire(a2, 200, 30000, op_outcome::contended, 12, "10.0.0.2", 29800);
+  f.pubsub(lock_op_kind::subscribe, 200.3, 12, "10.0.0.2", 1);
+  CHECK(f.events.events.back().owner == a2);
+  CHECK(f.timeline.memory().subscriber_clients == 1);
+  // a3 shares one of them without a SUBSCRIBE of its own: 11's, seen first. That
+  // connection ends, so a3 hears nothing of the release and retries late.
+  f.acquire(a3, 300, 30000, op_outcome::contended, 3, "10.0.0.3", 29700);
+  f.timeline.on_connection_end(11, at(400));
+  f.unlock("H", 500, op_outcome::ok, 9);
+  f.acquire(a3, 2000, 30000, op_outcome::ok, 3, "10.0.0.3");
+  const recorded_event* lost = f.events.first("anomaly:subscription_lost");
+  REQUIRE(lost != nullptr);
+  CHECK(lost->owner == a3);
+  CHECK(lost->detail.find("its subscriber unsubscribed 100") != std::string::npos);
+  CHECK(f.timeline.memory().subscriber_clients == 1);  // 12's
+  // With 12 gone too, client A shares nothing.
+  f.pubsub(lock_op_kind::unsubscribe, 2100, 12, "10.0.0.2", 0);
+  CHECK(f.timeline.memory().subscriber_clients == 0);
 }
 
 TEST_CASE("waiters: a sure client with two waiters in one pipeline names either only as low", "[timeline][waiter][link]") {

@@ -299,6 +299,7 @@ struct timeline_memory {
   std::size_t connections = 0;
   std::size_t text_bytes = 0;   // the live texts
   std::size_t arena_bytes = 0;  // the blocks that hold them (live + dead not yet compacted)
+  std::size_t subscriber_clients = 0;  // clients with a subscription a new waiter of theirs would share
 };
 
 class lock_timeline final : public lock_operation_sink {
