@@ -67,6 +67,33 @@ std::string utc_stamp(std::int64_t ts_us) {
   return fmt::format("{}.{:06}Z", buffer, ts_us % 1'000'000);
 }
 
+// A name this recorder gives its files: <utc_stamp>-<lock>-<kind>[-N].pcap|.json. Only
+// these count towards --save-max-mb and may be deleted: DIR may be shared, and a
+// capture someone left there is not ours to delete.
+bool is_saved_anomaly_name(std::string_view name) {
+  if (!name.ends_with(".pcap") && !name.ends_with(".json")) return false;
+  name.remove_suffix(5);
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  // 20261123T001530.123456Z-
+  if (name.size() < 24 || !digits(name.substr(0, 8)) || name[8] != 'T' || !digits(name.substr(9, 6)) ||
+      name[15] != '.' || !digits(name.substr(16, 6)) || name[22] != 'Z' || name[23] != '-') {
+    return false;
+  }
+  name.remove_prefix(24);
+  auto ends_with_kind = [](std::string_view rest) {
+    for (std::size_t k = 0; k < analyzer::anomaly_kind_count; ++k) {
+      const std::string_view kind = analyzer::to_string(static_cast<analyzer::anomaly_kind>(k));
+      if (rest.size() > kind.size() + 1 && rest.ends_with(kind) && rest[rest.size() - kind.size() - 1] == '-') return true;
+    }
+    return false;
+  };
+  if (ends_with_kind(name)) return true;
+  const std::size_t dash = name.rfind('-');  // a second anomaly at the same instant: -2, -3, ...
+  return dash != std::string_view::npos && digits(name.substr(dash + 1)) && ends_with_kind(name.substr(0, dash));
+}
+
 }  // namespace
 
 // --save-anomalies: the ring and the lock bookkeeping on the capture thread; files are
@@ -219,14 +246,14 @@ class recorder_hooks::flight_recorder {
     ::unlink(probe.c_str());
   }
 
-  // The .pcap/.json files already there count towards --save-max-mb, oldest first.
+  // The files of earlier runs already there count towards --save-max-mb, oldest first.
   void scan_directory() {
     DIR* d = ::opendir(dir_.c_str());
     if (d == nullptr) return;
     std::vector<std::tuple<std::int64_t, std::string, std::uint64_t>> found;
     while (const dirent* entry = ::readdir(d)) {
       const std::string_view name = entry->d_name;
-      if (!name.ends_with(".pcap") && !name.ends_with(".json")) continue;
+      if (!is_saved_anomaly_name(name)) continue;
       const std::string path = dir_ + "/" + std::string(name);
       struct stat st {};
       if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;

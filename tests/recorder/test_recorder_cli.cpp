@@ -353,14 +353,27 @@ TEST_CASE("save-anomalies: the directory stays under --save-max-mb, oldest files
   const fs::path old = dir.path / "20000101T000000.000000Z-old-long_hold.pcap";
   std::ofstream(old) << std::string(5000, 'x');
   fs::last_write_time(old, fs::file_time_type::clock::now() - std::chrono::hours(24));
+  // Older still, but not the recorder's: someone's capture, a config, near-misses of
+  // its names. They neither count nor go.
+  const std::vector<std::string> foreign = {"important-capture.pcap", "config.json",
+                                            "20000101T000000.000000Z-old-not_a_kind.pcap",
+                                            "20000101T000000.000000Z-long_hold.pcap",
+                                            "20000101T000000.000000-old-long_hold.json",
+                                            "20000101T000000.000000Z-old-long_hold-x2.pcap"};
+  for (const std::string& name : foreign) {
+    std::ofstream(dir.path / name) << std::string(50000, 'y');
+    fs::last_write_time(dir.path / name, fs::file_time_type::clock::now() - std::chrono::hours(48));
+  }
   // split_quorum: several anomalies on one lock, saved one file pair each.
   const run_result r = run(cli + " analyze --summary --replay-speed 0 --save-max-mb 0.006 --save-anomalies " +
                            quoted(dir.path) + " --replay " + quoted(captures_dir / "crafted" / "split_quorum.pcap"));
   REQUIRE(r.status == 0);
   CHECK_FALSE(fs::exists(old));
+  for (const std::string& name : foreign) CHECK(fs::file_size(dir.path / name) == 50000);
   std::uint64_t total = 0;
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir.path)) {
+    if (std::find(foreign.begin(), foreign.end(), e.path().filename().string()) != foreign.end()) continue;
     total += fs::file_size(e.path());
     ++files;
   }
