@@ -1,8 +1,10 @@
 // `lockscope decode FILE... | -i IFACE`: every Redis exchange in a capture, one per line.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include "capture_options.hpp"
 #include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
+#include "output_file.hpp"
 #include "privileges.hpp"
 #include "recorder.hpp"
 #include "lockscope/resp/ascii.hpp"
@@ -78,11 +81,15 @@ class printer final : public analyzer::exchange_sink {
     }
   }
 
+  // A stdout that takes no more (a full disk, /dev/full) stops the run: the rest of the
+  // capture would be decoded for nothing, and the output is not what it claims.
   void flush() {
     if (buffer_.empty()) return;
-    std::fwrite(buffer_.data(), 1, buffer_.size(), stdout);
-    if (line_buffered_) std::fflush(stdout);
+    errno = 0;
+    const bool written = std::fwrite(buffer_.data(), 1, buffer_.size(), stdout) == buffer_.size() &&
+                         (!line_buffered_ || std::fflush(stdout) == 0);
     buffer_.clear();
+    if (!written) throw output_error(fmt::format("cannot write stdout: {}", std::strerror(errno != 0 ? errno : EIO)));
   }
   std::uint64_t printed() const noexcept { return printed_; }
   bool progress_shown = false;
@@ -185,7 +192,7 @@ int run_files(const decode_options& o) {
   a.finish();
   out.flush();
   out.clear_progress();
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0) throw output_error(fmt::format("cannot write stdout: {}", std::strerror(errno)));
   print_summary(a.stats(), out.printed(), file_drops_text(source->recorded_drops()).c_str());
   if (const int status = interrupt.exit_status("decode"); status != 0) return status;
   return source->changed_files() > 0 ? 1 : 0;  // the output is complete only up to the change
@@ -219,6 +226,7 @@ int run_live(const decode_options& o) {
   }
   a.finish();
   out.flush();
+  if (std::fflush(stdout) != 0) throw output_error(fmt::format("cannot write stdout: {}", std::strerror(errno)));
   const auto d = source->stats();
   print_summary(a.stats(), out.printed(), std::to_string(d.dropped + d.interface_dropped).c_str());
   return capture_exit_status("decode", *source);
@@ -244,7 +252,12 @@ void add_decode_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
   cmd->callback([o, &exit_code] {
     if (o->replay.replay.empty()) require_one_source("decode", o->capture);
-    exit_code = o->capture.live() || !o->replay.replay.empty() ? run_live(*o) : run_files(*o);
+    try {
+      exit_code = o->capture.live() || !o->replay.replay.empty() ? run_live(*o) : run_files(*o);
+    } catch (const output_error& e) {
+      fmt::print(stderr, "lockscope decode: {}\n", e.what());
+      exit_code = 2;
+    }
   });
 }
 

@@ -1,5 +1,10 @@
 #include "recorder.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "lockscope/ingest/replay_capture.hpp"
@@ -62,6 +67,38 @@ void require_live_for_recording(const std::string& command, const capture_option
   if (!o.save_dir.empty() || !o.write.empty()) {
     throw CLI::ValidationError(command, "--save-anomalies and --write work on live capture (-i) or --replay, not on "
                                         "capture files");
+  }
+}
+
+void refuse_overwriting_inputs(const capture_options& c, const recorder_options& o, const std::string& output) {
+  std::vector<std::string> inputs = c.files;
+  if (!o.replay.empty()) inputs.push_back(o.replay);
+  auto same_file = [](const std::string& a, const std::string& b) {
+    struct stat sa {}, sb {};
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  };
+  for (const std::string& input : inputs) {
+    if (input == "-") continue;
+    if (!output.empty() && output != "-" && same_file(output, input)) {
+      throw CLI::ValidationError("-o", fmt::format("{} is the input capture {}: it would be overwritten", output, input));
+    }
+    if (o.write.empty()) continue;
+    if (same_file(o.write, input)) {
+      throw CLI::ValidationError("--write", fmt::format("{} is the input capture {}: it would be overwritten", o.write, input));
+    }
+    // -C's later files: FILE1, FILE2, ... beside FILE.
+    const std::string name = std::filesystem::path(input).filename().string();
+    const std::string base = std::filesystem::path(o.write).filename().string();
+    if (o.rotate_mb > 0 && name.size() > base.size() && name.starts_with(base) &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(base.size()), name.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      std::error_code ec;
+      const auto dir_of = [&](const std::string& p) {
+        return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec).parent_path(), ec);
+      };
+      if (dir_of(input) == dir_of(o.write)) {
+        throw CLI::ValidationError("--write", fmt::format("-C would write {}, the input capture {}", name, input));
+      }
+    }
   }
 }
 

@@ -25,6 +25,11 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o);
 // Throws CLI::ValidationError for --save-anomalies or --write without -i or --replay.
 void require_live_for_recording(const std::string& command, const capture_options& c, const recorder_options& o);
 
+// Throws CLI::ValidationError when an output (`output`, -o; --write FILE, or one of the
+// FILE1, FILE2… that -C makes) is one of the inputs (capture files, --replay): it would
+// be overwritten while, or before, it is read.
+void refuse_overwriting_inputs(const capture_options& c, const recorder_options& o, const std::string& output);
+
 // The live loop's packets: -i IFACE, or --replay FILE at --replay-speed. Prints the
 // error ("lockscope COMMAND: …") and returns nullptr when it cannot be opened.
 std::unique_ptr<analyzer::packet_source> open_packet_source(const char* command, const capture_options& c,

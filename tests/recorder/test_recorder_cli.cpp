@@ -207,8 +207,61 @@ TEST_CASE("replay: bad input", "[recorder][cli]") {
   CHECK(file_only.err.find("--save-anomalies and --write work on live capture (-i) or --replay") !=
         std::string::npos);
   const run_result rotate_alone = run(cli + " analyze --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -C 1");
-  CHECK(rotate_alone.status != 0);
+  CHECK(WEXITSTATUS(rotate_alone.status) == 2);  // a usage error: 2, not CLI11's own status
   CHECK(rotate_alone.err.find("--write") != std::string::npos);
+  CHECK(WEXITSTATUS(run(cli + " analyze --no-such-option").status) == 2);
+  CHECK(WEXITSTATUS(run(cli + " lock --no-such-option").status) == 64);  // EX_USAGE, as lock's other usage errors
+  CHECK(run(cli + " analyze --help").status == 0);
+}
+
+TEST_CASE("every command whose stdout takes no more (a full disk) says so and exits 2", "[recorder][cli]") {
+  if (!have_cli()) return;
+  if (!fs::exists("/dev/full")) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string capture = quoted(captures_dir / "seed-redisson.pcap");
+  const std::vector<std::string> commands = {
+      "decode " + capture, "decode --format jsonl " + capture, "decode --replay " + capture + " --replay-speed 0",
+      "analyze " + capture, "analyze --format jsonl " + capture, "resp " + quoted(captures_dir / "seed-4.2.resp"),
+      "scripts", "analyze --help"};
+  for (const std::string& c : commands) {
+    CAPTURE(c);
+    const run_result r = run(cli + " " + c + " >/dev/full");
+    CHECK(WEXITSTATUS(r.status) == 2);
+    CHECK(r.err.find("cannot write stdout: No space left on device") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') <= 2);  // once, and at most resp's own line
+  }
+}
+
+TEST_CASE("analyze: an output that is one of the inputs is refused, the input left as it was", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("clobber");
+  const fs::path input = dir.path / "victim.pcap";
+  fs::copy_file(captures_dir / "seed-redisson.pcap", input);
+  const auto size = fs::file_size(input);
+  fs::create_symlink(input.filename(), dir.path / "alias.pcap");
+  fs::copy_file(input, dir.path / "w3");
+  struct attempt {
+    std::string args, named;
+  };
+  const std::vector<attempt> attempts = {
+      {"--format html -o " + quoted(input) + " " + quoted(input), "-o"},
+      {"-o " + quoted(dir.path / "alias.pcap") + " " + quoted(input), "-o"},                 // the same file by a link
+      {"--replay " + quoted(input) + " -w " + quoted(input), "--write"},
+      {"--replay " + quoted(dir.path / "w3") + " -w " + quoted(dir.path / "w") + " -C 1", "--write"},  // -C's w3
+  };
+  for (const attempt& a : attempts) {
+    CAPTURE(a.args);
+    const run_result r = run(cli + " analyze " + a.args);
+    CHECK(WEXITSTATUS(r.status) == 2);
+    CHECK(r.err.find(a.named + ": ") != std::string::npos);
+    CHECK(r.err.find("it would be overwritten") + r.err.find("-C would write w3") != 2 * std::string::npos);
+    CHECK(fs::file_size(input) == size);
+    CHECK(fs::file_size(dir.path / "w3") == size);
+  }
+  // A different file is fine.
+  CHECK(run(cli + " analyze --replay " + quoted(input) + " --replay-speed 0 -w " + quoted(dir.path / "copy.pcap")).status == 0);
+  CHECK(fs::file_size(input) == size);
 }
 
 TEST_CASE("replay: the soak capture through the live loop keeps RSS flat", "[recorder][cli][soak]") {
