@@ -11,7 +11,10 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
+
+#include <boost/json.hpp>
 
 #include "helpers.hpp"
 #include "lockscope/test/jsonl_schema.hpp"
@@ -594,4 +597,119 @@ TEST_CASE("real traffic carrying terminal escapes and bytes that are not UTF-8: 
       CHECK_THAT(out, Catch::Contains("lock:bel?title?]0;pwned?"));
     }
   }
+}
+
+namespace {
+
+// redis-py waiters whose subscriber connection leaves the lock's channel while they
+// wait, in the ways clients do it: unsubscribe() with no channel (one connection
+// subscribed to two locks' channels), RESET, and a named UNSUBSCRIBE (the control).
+// The holder then releases (its publish reaches nobody) and each waiter retries when
+// its TTL runs out. The client logs what the server confirmed: the channels left.
+constexpr const char* leaving_client = R"py(
+import json, redis, sys, time, uuid
+port, acquire, unlock = int(sys.argv[1]), open(sys.argv[2]).read(), open(sys.argv[3]).read()
+log = open(sys.argv[4], 'w')
+def channel(lock): return 'redisson_lock__channel:{%s}' % lock
+locks = {'bare': ['left:a', 'left:b'], 'reset': ['left:c'], 'named': ['left:d']}
+holder, waiter = redis.Redis(port=port), redis.Redis(port=port)
+owners = {}
+first = {}
+for mode, names in locks.items():
+    for lock in names:
+        h, w = str(uuid.uuid4()) + ':1', str(uuid.uuid4()) + ':7'
+        owners[lock] = (h, w)
+        assert holder.execute_command('EVAL', acquire, 1, lock, 1500, h) is None
+        ttl = waiter.execute_command('EVAL', acquire, 1, lock, 1500, w)
+        assert ttl is not None
+        first[lock] = time.time() + ttl / 1000.0
+subscribers = {}
+for mode, names in locks.items():
+    p = redis.Redis(port=port).pubsub()
+    p.subscribe(*[channel(l) for l in names])
+    for _ in names:
+        m = p.get_message(timeout=1)
+        assert m['type'] == 'subscribe', m
+    subscribers[mode] = p
+time.sleep(0.2)
+for mode, p in subscribers.items():
+    if mode == 'bare':
+        p.unsubscribe()
+    elif mode == 'reset':
+        p.connection.send_command('RESET')
+    else:
+        p.unsubscribe(*[channel(l) for l in locks[mode]])
+    if mode == 'reset':
+        assert p.connection.read_response() in (b'RESET', 'RESET')
+        left = list(locks[mode])
+    else:
+        left = []
+        for _ in locks[mode]:
+            m = p.get_message(timeout=1)
+            assert m['type'] == 'unsubscribe', m
+            left.append(m['channel'].decode()[len('redisson_lock__channel:{'):-1])
+    log.write(json.dumps({'event': 'left', 'mode': mode, 'locks': left}) + '\n')
+time.sleep(0.2)
+for lock, (h, w) in owners.items():
+    assert holder.execute_command('EVAL', unlock, 2, lock, channel(lock), 0, 1500, h) == 1
+time.sleep(max(0, max(first.values()) - time.time()))
+for lock, (h, w) in owners.items():
+    assert waiter.execute_command('EVAL', acquire, 1, lock, 1500, w) is None
+    log.write(json.dumps({'event': 'acquired', 'lock': lock, 'owner': w}) + '\n')
+    waiter.execute_command('EVAL', unlock, 2, lock, channel(lock), 0, 1500, w)
+)py";
+
+}  // namespace
+
+// (No ": " in the name: Catch2 v2 indents a wrapped name there, and loops when that is
+// past the line's width.)
+TEST_CASE("real redis-py subscribers leaving by unsubscribe() with no channel, or by RESET, are unsubscribed, and "
+          "their waiters' wake-ups lost",
+          "[real][cli][pubsub]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  const std::string binary = cli_binary_with_python_redis();
+  if (binary.empty()) return;
+  recorded_session r;
+  const std::uint16_t port = r.server.port();
+  std::ofstream(r.dir / "client.py") << leaving_client;
+  REQUIRE(run(binary + " scripts acquire > " + (r.dir / "acquire.lua").string()) == 0);
+  REQUIRE(run(binary + " scripts unlock > " + (r.dir / "unlock.lua").string()) == 0);
+  const auto truth_file = r.dir / "truth.jsonl";
+  {
+    tcpdump_recording rec(r.file, port);
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+      return;
+    }
+    REQUIRE(run("/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(port) + " " +
+                (r.dir / "acquire.lua").string() + " " + (r.dir / "unlock.lua").string() + " " +
+                truth_file.string()) == 0);
+  }
+  // The client's log: the locks whose channels the server confirmed left, per mode.
+  std::map<std::string, std::string> mode_of;
+  std::ifstream truth(truth_file);
+  for (std::string line; std::getline(truth, line);) {
+    const auto v = boost::json::parse(line).as_object();
+    if (v.at("event").as_string() != "left") continue;
+    for (const auto& lock : v.at("locks").as_array()) mode_of[std::string(lock.as_string())] = std::string(v.at("mode").as_string());
+  }
+  REQUIRE(mode_of.size() == 4);
+  const std::string jsonl = read_command_output(binary + " analyze --format jsonl " + r.file.string());
+  std::map<std::string, int> unsubscribed, lost;
+  std::istringstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    const auto v = boost::json::parse(line).as_object();
+    const std::string lock(v.at("lock").as_string());
+    if (v.at("event").as_string() == "unsubscribed") ++unsubscribed[lock];
+    if (v.at("event").as_string() == "anomaly" && v.at("kind").as_string() == "subscription_lost") ++lost[lock];
+  }
+  for (const auto& [lock, mode] : mode_of) {
+    CAPTURE(lock, mode);
+    CHECK(unsubscribed[lock] == 1);
+    CHECK(lost[lock] == 1);
+  }
+  // Nobody was subscribed when the locks went free: no wake-up was missed by a subscriber.
+  const std::string text = read_command_output(binary + " analyze " + r.file.string());
+  CHECK(text.find("while a subscribed waiter waits") == std::string::npos);
+  CHECK(text.find("while an unsubscribed waiter waited") != std::string::npos);
 }

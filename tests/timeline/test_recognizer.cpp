@@ -413,6 +413,63 @@ TEST_CASE("recognizer: (un)subscribe confirmations pass their count, RESP2 and R
   CHECK(rec.ops[3].sub_count == -1);
 }
 
+TEST_CASE("recognizer: an UNSUBSCRIBE naming no channel, or a RESET, leaves the lock channels the connection was "
+          "seen subscribed to",
+          "[recognizer]") {
+  op_recorder rec;
+  analyzer::lock_recognizer r(rec);
+  auto confirm = [](std::string_view kind, std::string_view channel, int count) {
+    return "*3\r\n$" + std::to_string(kind.size()) + "\r\n" + std::string(kind) + "\r\n$" +
+           std::to_string(channel.size()) + "\r\n" + std::string(channel) + "\r\n:" + std::to_string(count) + "\r\n";
+  };
+  const std::string a = lock::channel_name("a"), b = lock::channel_name("b"), s = lock::channel_name("s");
+  const std::string m = lock::channel_name("m");
+  feed(r, {"SUBSCRIBE", a, b, "news"}, confirm("subscribe", a, 1));
+  feed(r, {"SSUBSCRIBE", s}, confirm("ssubscribe", s, 1));
+  feed_push(r, confirm("message", m, 0));  // connection 2: subscribed before the capture
+  rec.ops.clear();
+  // Connection 1 leaves a and b (the confirmation names a, with its count); not the
+  // shard channel, not "news".
+  feed(r, {"UNSUBSCRIBE"}, confirm("unsubscribe", a, 2));
+  REQUIRE(rec.ops.size() == 2);
+  CHECK(rec.ops[0].kind == lock_op_kind::unsubscribe);
+  CHECK(rec.ops[0].lock == "a");
+  CHECK(rec.ops[0].sub_count == 2);
+  CHECK(rec.ops[1].lock == "b");
+  CHECK(rec.ops[1].sub_count == -1);
+  feed(r, {"UNSUBSCRIBE"}, "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:1\r\n");  // nothing left: no channel
+  CHECK(rec.ops.size() == 2);
+  feed(r, {"SUNSUBSCRIBE"}, confirm("sunsubscribe", s, 0));
+  REQUIRE(rec.ops.size() == 3);
+  CHECK(rec.ops[2].lock == "s");
+  // RESET leaves everything: connection 2's channel, known by its message.
+  feed(r, {"RESET"}, "+RESET\r\n", 2'000'000, 2);
+  REQUIRE(rec.ops.size() == 4);
+  CHECK(rec.ops[3].kind == lock_op_kind::unsubscribe);
+  CHECK(rec.ops[3].lock == "m");
+  feed(r, {"RESET"}, "+RESET\r\n", 2'000'000, 2);  // once
+  CHECK(rec.ops.size() == 4);
+  // A named UNSUBSCRIBE is forgotten too; a connection that ended leaves nothing behind.
+  feed(r, {"SUBSCRIBE", a}, confirm("subscribe", a, 1), 3'000'000, 3);
+  feed(r, {"UNSUBSCRIBE", a}, confirm("unsubscribe", a, 0), 3'000'000, 3);
+  feed(r, {"SUBSCRIBE", b}, confirm("subscribe", b, 1), 3'000'000, 4);
+  r.on_connection_end(4, 3'500'000);
+  feed(r, {"RESET"}, "+RESET\r\n", 4'000'000, 3);
+  feed(r, {"RESET"}, "+RESET\r\n", 4'000'000, 4);
+  CHECK(rec.ops.size() == 7);  // the two SUBSCRIBEs and the UNSUBSCRIBE: ops of their own
+  CHECK(rec.ops.back().kind == lock_op_kind::subscribe);
+  // At most 256 channels a connection are remembered.
+  rec.ops.clear();
+  for (int i = 0; i < 300; ++i) {
+    const std::string c = lock::channel_name("many" + std::to_string(i));
+    feed(r, {"SUBSCRIBE", c}, confirm("subscribe", c, i + 1), 5'000'000, 5);
+  }
+  rec.ops.clear();
+  feed(r, {"RESET"}, "+RESET\r\n", 6'000'000, 5);
+  REQUIRE(rec.ops.size() == 256);
+  CHECK(rec.ops.front().lock == "many44");
+}
+
 TEST_CASE("recognizer: EVALSHA resolves built-in SHA1s, earlier EVALs and SCRIPT LOAD", "[recognizer]") {
   op_recorder rec;
   analyzer::lock_recognizer r(rec);

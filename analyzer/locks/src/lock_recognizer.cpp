@@ -210,6 +210,44 @@ struct lock_recognizer::state {
   // already reported as cluster_link (a hash each; capped, then forgotten and
   // reported again, which the timeline takes as no change).
   std::unordered_set<std::uint64_t> asking;
+  // The lock channels each connection is subscribed to, as its confirmed (S)SUBSCRIBEs,
+  // (S)UNSUBSCRIBEs and messages show: an UNSUBSCRIBE naming no channel (redis-py's
+  // unsubscribe(), go-redis) or a RESET leaves them all without naming them. At most
+  // max_tracked_channels a connection (the oldest forgotten); dropped when it ends.
+  struct tracked_channel {
+    std::string name;
+    bool sharded = false;
+  };
+  static constexpr std::size_t max_tracked_channels = 256;
+  std::unordered_map<std::uint64_t, std::vector<tracked_channel>> channels;
+  void note_subscribed(std::uint64_t connection, std::string_view channel, bool sharded) {
+    auto& list = channels[connection];
+    for (const tracked_channel& c : list) {
+      if (c.name == channel) return;
+    }
+    if (list.size() >= max_tracked_channels) list.erase(list.begin());
+    list.push_back({std::string(channel), sharded});
+  }
+  void note_unsubscribed(std::uint64_t connection, std::string_view channel) {
+    const auto it = channels.find(connection);
+    if (it == channels.end()) return;
+    std::erase_if(it->second, [&](const tracked_channel& c) { return c.name == channel; });
+    if (it->second.empty()) channels.erase(it);
+  }
+  // The channels a bare (S)UNSUBSCRIBE (sharded: SUNSUBSCRIBE) or a RESET (all) leaves;
+  // forgotten here.
+  std::vector<tracked_channel> take_channels(std::uint64_t connection, bool all, bool sharded) {
+    std::vector<tracked_channel> out;
+    const auto it = channels.find(connection);
+    if (it == channels.end()) return out;
+    std::erase_if(it->second, [&](tracked_channel& c) {
+      if (!all && c.sharded != sharded) return false;
+      out.push_back(std::move(c));
+      return true;
+    });
+    if (it->second.empty()) channels.erase(it);
+    return out;
+  }
   std::string redirect_text;
   std::string link_text;
   std::unordered_set<std::uint64_t> links_reported;
@@ -407,6 +445,7 @@ void lock_recognizer::on_connection_end(std::uint64_t connection, std::int64_t a
   state& st = *state_;
   st.databases.erase(connection);
   st.asking.erase(connection);
+  st.channels.erase(connection);
   if (st.last_db_connection == connection) {
     st.last_db_connection = 0;
     st.last_db = 0;
@@ -622,6 +661,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       op.lock = lock_of_channel(parts[1]);
       op.outcome = op_outcome::ok;
       op.family = starts_with(parts[1], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      st.note_unsubscribed(e.connection, parts[1]);
       emit(op);
       return;
     }
@@ -632,6 +672,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       op.message = parts[2];
       op.outcome = op_outcome::ok;
       op.family = starts_with(parts[1], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      st.note_subscribed(e.connection, parts[1], iequals(parts[0], "smessage"));  // maybe begun before the capture
       emit(op);
     }
     return;
@@ -692,6 +733,16 @@ void lock_recognizer::on_exchange(const exchange& e) {
     if (e.reply != nullptr && e.reply->root() != message::npos &&
         iequals(e.reply->text(e.reply->nodes()[e.reply->root()]), "RESET")) {
       st.set_database(e.connection, 0);
+      // It also left every channel: each lock channel's subscription ends here.
+      for (const auto& c : st.take_channels(e.connection, true, false)) {
+        op.kind = lock_op_kind::unsubscribe;
+        op.outcome = op_outcome::ok;
+        op.channel = c.name;
+        op.lock = lock_of_channel(c.name);
+        op.family = starts_with(c.name, "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+        op.sub_count = -1;
+        emit(op);
+      }
     }
     return;
   }
@@ -778,13 +829,33 @@ void lock_recognizer::on_exchange(const exchange& e) {
         return ++k < 3;
       });
     }
+    const bool sharded = cmd == command_word::ssubscribe || cmd == command_word::sunsubscribe;
+    auto emit_channel = [&](std::string_view channel) {
+      op.channel = channel;
+      op.lock = lock_of_channel(channel);
+      op.family = starts_with(channel, "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
+      op.sub_count = channel == confirmed ? count : -1;
+      emit(op);
+    };
+    if (unsub && args.size() == 1) {
+      // No channel named: it left all it was subscribed to. The confirmation names the
+      // first (the others' come as pushes); the rest are the ones seen subscribed.
+      if (op.outcome != op_outcome::ok) return;
+      std::vector<state::tracked_channel> left = st.take_channels(e.connection, false, sharded);
+      if (is_lock_channel(confirmed) &&
+          std::none_of(left.begin(), left.end(), [&](const state::tracked_channel& c) { return c.name == confirmed; })) {
+        left.push_back({std::string(confirmed), sharded});
+      }
+      for (const auto& c : left) emit_channel(c.name);
+      return;
+    }
     for (std::size_t i = 1; i < args.size(); ++i) {
       if (!is_lock_channel(args[i])) continue;
-      op.channel = args[i];
-      op.lock = lock_of_channel(args[i]);
-      op.family = starts_with(args[i], "redisson_rwlock") ? lock_family::redisson_read : lock_family::redisson;
-      op.sub_count = args[i] == confirmed ? count : -1;
-      emit(op);
+      if (op.outcome == op_outcome::ok) {
+        if (sub) st.note_subscribed(e.connection, args[i], sharded);
+        else st.note_unsubscribed(e.connection, args[i]);
+      }
+      emit_channel(args[i]);
     }
     return;
   }
