@@ -713,3 +713,89 @@ TEST_CASE("real redis-py subscribers leaving by unsubscribe() with no channel, o
   CHECK(text.find("while a subscribed waiter waits") == std::string::npos);
   CHECK(text.find("while an unsubscribed waiter waited") != std::string::npos);
 }
+
+namespace {
+
+// A watchdog renewing just as the lease ends: 200 locks taken with a 30 ms lease, each
+// renewed 29.4 to 30.6 ms after the acquisition's reply. Redis sets an expiry from its
+// clock in whole milliseconds, so some renewals sent after reply + lease still find the
+// key: the server's answer (logged) is the truth.
+constexpr const char* edge_client = R"py(
+import json, redis, sys, time, uuid
+port, acquire, renew = int(sys.argv[1]), open(sys.argv[2]).read(), open(sys.argv[3]).read()
+log = open(sys.argv[4], 'w')
+c = redis.Redis(port=port)
+owner = str(uuid.uuid4()) + ':1'
+for i in range(200):
+    lock = 'edge:%d' % i
+    assert c.execute_command('EVAL', acquire, 1, lock, 30, owner) is None
+    replied = time.monotonic()
+    offset = (29.4 + (i % 40) * 0.03) / 1000.0
+    while time.monotonic() < replied + offset:
+        pass
+    answer = c.execute_command('EVAL', renew, 1, lock, 5000, owner)
+    log.write(json.dumps({'lock': lock, 'renewed': answer == 1}) + '\n')
+    if answer == 1:
+        c.delete(lock)
+)py";
+
+}  // namespace
+
+TEST_CASE("real Redis and a watchdog renewing as the lease ends, every renewal the server accepted is renewed, "
+          "and every refused one expired",
+          "[real][cli][expiry]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  const std::string binary = cli_binary_with_python_redis();
+  if (binary.empty()) return;
+  recorded_session r;
+  const std::uint16_t port = r.server.port();
+  std::ofstream(r.dir / "client.py") << edge_client;
+  REQUIRE(run(binary + " scripts acquire > " + (r.dir / "acquire.lua").string()) == 0);
+  REQUIRE(run(binary + " scripts renew > " + (r.dir / "renew.lua").string()) == 0);
+  const auto truth_file = r.dir / "truth.jsonl";
+  {
+    tcpdump_recording rec(r.file, port);
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+      return;
+    }
+    REQUIRE(run("/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(port) + " " +
+                (r.dir / "acquire.lua").string() + " " + (r.dir / "renew.lua").string() + " " +
+                truth_file.string()) == 0);
+  }
+  std::map<std::string, std::vector<std::string>> events;  // per lock, in order
+  const std::string jsonl = read_command_output(binary + " analyze --format jsonl " + r.file.string());
+  std::istringstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    const auto v = boost::json::parse(line).as_object();
+    std::string name(v.at("event").as_string());
+    if (name == "anomaly") name += ":" + std::string(v.at("kind").as_string());
+    events[std::string(v.at("lock").as_string())].push_back(name);
+  }
+  std::ifstream truth(truth_file);
+  int accepted = 0, refused = 0, contradicted = 0;
+  for (std::string line; std::getline(truth, line);) {
+    const auto v = boost::json::parse(line).as_object();
+    const std::string lock(v.at("lock").as_string());
+    const std::vector<std::string>& e = events[lock];
+    const auto has = [&](std::string_view name) { return std::find(e.begin(), e.end(), name) != e.end(); };
+    bool ok = false;
+    if (v.at("renewed").as_bool()) {
+      ++accepted;
+      ok = has("renewed") && !has("expired") && !has("anomaly:expired_while_held");
+    } else {
+      ++refused;
+      ok = has("expired") && has("anomaly:expired_while_held") && !has("renewed");
+    }
+    if (!ok) {
+      ++contradicted;
+      std::string shown;
+      for (const std::string& name : e) shown += " " + name;
+      UNSCOPED_INFO(lock << (v.at("renewed").as_bool() ? " renewed (server: 1)" : " refused (server: 0)") << ", analyzer:"
+                         << shown);
+    }
+  }
+  INFO(accepted << " renewals accepted, " << refused << " refused");
+  CHECK(accepted + refused == 200);
+  CHECK(contradicted == 0);
+}

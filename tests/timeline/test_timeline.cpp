@@ -49,9 +49,28 @@ TEST_CASE("timeline: a lease expires at its deadline even when nothing follows",
   f.timeline.advance_to(t0 + 500 * ms);
   REQUIRE(f.events.count("expired") == 1);
   const auto* e = f.events.first("expired");
-  CHECK(e->ts_us == t0 + 100 + 100 * ms);  // reply time + lease
-  CHECK(e->held_us == 100 * ms);
+  // Reply time + lease + 1 ms: Redis's clock counts whole milliseconds, so the key may
+  // live that long; the event is placed where the expiry is certain.
+  CHECK(e->ts_us == t0 + 100 + 100 * ms + 1 * ms);
+  CHECK(e->held_us == 101 * ms);
   CHECK(e->owner == "A");
+}
+
+TEST_CASE("timeline: a renewal the server accepts within Redis's millisecond of the lease's end keeps the hold",
+          "[timeline]") {
+  // A watchdog renewal sent just after reply + lease: Redis had set the expiry from its
+  // own clock in whole milliseconds, and still had the key (it answered 1).
+  fixture f;
+  f.acquire("A", 0, 30);  // request at t0, reply at t0 + 100 µs: lease end t0 + 30.1 ms
+  f.renew("A", 30.6, 30);  // answered 1
+  f.timeline.advance_to(t0 + 40 * ms);
+  CHECK(f.events.count("expired") == 0);
+  CHECK(f.events.count("renewed") == 1);
+  CHECK(f.events.count("anomaly:expired_while_held") == 0);
+  // Past reply + lease + 1 ms the key is surely gone: expired, and a late renewal is refused.
+  f.timeline.advance_to(t0 + 100 * ms);
+  CHECK(f.events.count("expired") == 1);
+  CHECK(f.events.first("expired")->ts_us == t0 + 30'700 + 30 * ms + 1 * ms);
 }
 
 TEST_CASE("timeline: renewals move the deadline", "[timeline]") {

@@ -22,12 +22,13 @@ namespace lockscope::analyzer::timeline_detail {
 // so it needs only 4-byte alignment; the long-hold flag shares a word with the hold
 // count).
 struct holder {
+  static constexpr std::int64_t clock_resolution_us = 1000;  // Redis's expiry clock (see set_lease)
   unaligned<std::int64_t> since_us = -1;      // -1: before the capture
-  unaligned<std::int64_t> deadline_us = -1;   // reply + lease; -1: no lease
+  unaligned<std::int64_t> deadline_us = -1;   // reply + lease + 1 ms (set_lease); -1: no lease
   unaligned<std::int64_t> last_renew_us = -1;
   std::uint32_t owner = no_id;     // in the pool's free list: the next free slot
   std::uint32_t conn = no_id;      // index into the connection table
-  std::uint32_t floor_delta_us = 0;  // deadline - (request + lease): the reply latency
+  std::uint32_t floor_delta_us = 0;  // deadline - (request + lease): the reply latency + 1 ms
   std::int32_t lease_ms = -1;
 
   // 0: unknown (held before the capture began). Saturates at 2^31 - 1 reentries
@@ -43,12 +44,20 @@ struct holder {
   void set_long_hold_reported() noexcept { count_and_flag_ |= ~count_mask; }
 
   std::int64_t floor_us() const noexcept { return deadline_us < 0 ? -1 : deadline_us - floor_delta_us; }
+  // reply + lease: the time left that the holder was told of (PTTL), by our clock.
+  std::int64_t lease_end_us() const noexcept { return deadline_us < 0 ? -1 : deadline_us - clock_resolution_us; }
+  // Redis keeps a key until its clock, in whole milliseconds, is past the expiry it set
+  // (its clock when the command ran + the lease): a key lives lease to lease + 1 ms after
+  // the command ran, and the command ran between request and reply. So the lease runs
+  // out after request + lease (the floor), and by reply + lease + 1 ms (the deadline):
+  // a renewal its holder sends in between may still find the key.
   void set_lease(const lock_operation& op, std::int64_t at) {
     // Capped (~24 days) so that hostile ARGV values cannot overflow the deadline.
     const std::int64_t lease = std::clamp<std::int64_t>(op.lease_ms, -1, 0x7fffffff);
     lease_ms = static_cast<std::int32_t>(lease);
-    deadline_us = at + lease * 1000;
-    floor_delta_us = static_cast<std::uint32_t>(std::clamp<std::int64_t>(at - op.request_us, 0, 0xffffffff));
+    deadline_us = at + lease * 1000 + clock_resolution_us;
+    floor_delta_us = static_cast<std::uint32_t>(
+        std::clamp<std::int64_t>(at - op.request_us + clock_resolution_us, 0, 0xffffffff));
   }
 
  private:

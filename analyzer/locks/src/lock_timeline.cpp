@@ -1212,7 +1212,7 @@ struct lock_timeline::impl {
     if (op.ttl_ms >= 0) return std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000;
     std::int64_t remaining = -1;
     for_each_holder(l, [&](holder& h) {
-      if (h.deadline_us > at) remaining = std::max(remaining, h.deadline_us - at);
+      if (h.lease_end_us() > at) remaining = std::max(remaining, h.lease_end_us() - at);
     });
     return remaining >= 0 ? remaining : 30'000'000;
   }
@@ -1355,10 +1355,15 @@ struct lock_timeline::impl {
                          bool renew) {
     holder* mine = find_holder(l, owner);
     if (take_expired(l, owner) || mine != nullptr) {
-      // Our deadline (reply + lease) is later than the server's by the reply's latency:
-      // refused well before it, the key was not expired but lost.
-      const std::int64_t left = mine != nullptr && mine->deadline_us >= 0 ? mine->deadline_us - at : -1;
-      if (mine != nullptr) {
+      // The lease's end by our clock (reply + lease) is later than the server's by the
+      // reply's latency: refused well before it, the key was not expired but lost.
+      const std::int64_t left = mine != nullptr && mine->deadline_us >= 0 ? mine->lease_end_us() - at : -1;
+      if (mine != nullptr && mine->deadline_us >= 0 && left <= options.reply_skew_us) {
+        // Refused about when the lease ends (Redis's clock counts whole milliseconds, so
+        // before our deadline): the lease ran out, and the refusal makes that certain.
+        expire(l, *mine, at);
+        take_expired(l, owner);  // reported below, once
+      } else if (mine != nullptr) {
         remove_holder(l, mine);
         became_free(l, at);
       }
@@ -1467,7 +1472,7 @@ struct lock_timeline::impl {
         // redis-py's extend adds to the remaining TTL; unknown when the hold was not seen.
         if (h->deadline_us >= 0) {
           lock_operation added = op;
-          added.lease_ms = std::max<std::int64_t>(0, (h->deadline_us - at) / 1000) + op.lease_ms;
+          added.lease_ms = std::max<std::int64_t>(0, (h->lease_end_us() - at) / 1000) + op.lease_ms;
           h->set_lease(added, at);
           e.lease_ms = added.lease_ms;
         }
