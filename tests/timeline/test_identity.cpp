@@ -487,6 +487,26 @@ TEST_CASE("lock_groups: a MultiLock's keys and its all-or-nothing outcome", "[gr
   CHECK(g.events.count("multilock") == 0);
 }
 
+TEST_CASE("lock_groups: a key whose lease ran out before the owner took the next is not held with it", "[groups]") {
+  // One owner: x (a 200 ms lease) expires, y is taken 300 ms later. Never held together.
+  group_fixture f;
+  const char* owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
+  f.event(lock_event_kind::acquired, owner, 0, s1, "x");
+  f.event(lock_event_kind::expired, owner, 200, s1, "x");
+  f.event(lock_event_kind::acquired, owner, 500, s1, "y");
+  f.event(lock_event_kind::released, owner, 510, s1, "y");
+  f.groups.finish(t0 + 10'000'000);
+  CHECK(f.events.count("multilock") == 0);
+  // Held together, then one expires: a MultiLock of both.
+  group_fixture g;
+  g.event(lock_event_kind::acquired, owner, 0, s1, "x");
+  g.event(lock_event_kind::acquired, owner, 0.5, s1, "y");
+  g.event(lock_event_kind::expired, owner, 200, s1, "x");
+  g.groups.finish(t0 + 10'000'000);
+  REQUIRE(g.events.count("multilock") == 1);
+  CHECK(g.all("multilock")[0]->tried == std::vector<std::string>{"x", "y"});
+}
+
 TEST_CASE("lock_groups: a client taking lock after lock (more than max_set_keys at once) is no MultiLock",
           "[groups]") {
   group_fixture f;

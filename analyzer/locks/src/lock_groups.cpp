@@ -650,7 +650,9 @@ struct lock_groups::impl {
         make_attempt_text(e, group_of(e.owner, e.client));
         if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
       }
-      if (is_release(e.event)) on_set_release(e);
+      // A key given up (released, or its lease ran out) ends the owner's set: what it
+      // takes next is not held together with it.
+      if (is_release(e.event) || e.event == lock_event_kind::expired) on_set_release(e);
     }
     next.on_event(e);
     // group_text may have been reused by close_attempt's callees: recompute.
