@@ -113,6 +113,30 @@ TEST_CASE("timeline: a refusal long before the lease ends says the key was lost,
   CHECK(g.events.first("anomaly:expired_while_held")->detail == "renewal refused: the lease had already run out");
 }
 
+TEST_CASE("timeline: an overlap between connections whose database was not seen says they may be two locks",
+          "[timeline][anomaly]") {
+  // Joined mid-stream: no SELECT seen on either connection, both counted as db 0.
+  fixture f;
+  auto a = f.op(lock_op_kind::acquire, op_outcome::ok, "A", 0, 1);
+  a.lease_ms = 30000;
+  a.db = -1;
+  f.timeline.on_operation(a);
+  auto b = f.op(lock_op_kind::acquire, op_outcome::ok, "B", 1000, 2, "10.0.0.2");
+  b.lease_ms = 30000;
+  f.timeline.on_operation(b);  // B's database is known: A's is not
+  f.timeline.advance_to(t0 + 2'000'000);
+  REQUIRE(f.events.count("anomaly:overlapping_holders") == 1);
+  CHECK(f.events.first("anomaly:overlapping_holders")->detail.find("if the two use different databases, these are two "
+                                                                   "locks") != std::string::npos);
+  // Both known: no such hint.
+  fixture g;
+  g.acquire("A", 0, 30000);
+  g.acquire("B", 1000, 30000, op_outcome::ok, 2, "10.0.0.2");
+  g.timeline.advance_to(t0 + 2'000'000);
+  REQUIRE(g.events.count("anomaly:overlapping_holders") == 1);
+  CHECK(g.events.first("anomaly:overlapping_holders")->detail == "acquired while A still held it");
+}
+
 TEST_CASE("timeline: overlapping_holders only while the first lease cannot have ended", "[timeline][anomaly]") {
   fixture f;
   f.acquire("A", 0, 30000);

@@ -170,6 +170,9 @@ struct connection_info {
   // freed once it has ended and nothing names it.
   std::uint32_t refs = 0;
   bool open = true;
+  // Its last acquisition's database was not seen (no SELECT since the capture began):
+  // counted as db 0.
+  bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it
   // subscribed (reported on notified/unsubscribed).
   // Lock channels this connection is subscribed to (active), or was seen leaving
@@ -247,6 +250,7 @@ struct lock_timeline::impl {
     std::uint32_t lock = no_id, owner = no_id, other = no_id, conn = no_id;
     std::int64_t at = 0;
     bool inferred = false;
+    bool database_guessed = false;  // either connection's database was counted as db 0
   };
   std::vector<suspected_overlap> suspected_overlaps;
   // Every (server, database) a lock was seen in; a lock's row names its scope's index.
@@ -873,6 +877,12 @@ struct lock_timeline::impl {
       // The interval: from the acquisition to when it became certain (or the end).
       const std::int64_t ts = certain <= until ? std::max(now, certain) : now;
       detail = "acquired while " + std::string(owners.text(p.other)) + " still held it";
+      // Mid-stream, a connection's SELECT may be before the capture: the same key in two
+      // databases would read as one lock held twice.
+      if (p.database_guessed) {
+        detail += " (a connection's database was not seen, so counted as db 0: if the two use different "
+                  "databases, these are two locks)";
+      }
       anomaly(locks[p.lock], ts, anomaly_kind::overlapping_holders, p.owner, p.conn, detail, p.inferred, p.at,
               ts - p.at);
       forget_overlap(p);
@@ -1222,6 +1232,7 @@ struct lock_timeline::impl {
     const std::uint32_t conn = conn_index(op);
     const std::uint32_t owner = owners.id(op.owner);
     const std::int64_t at = op.at_us();
+    if (op.outcome == op_outcome::ok) connections[conn].database_guessed = op.db < 0;
     if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
     // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
     std::uint64_t client = 0;
@@ -1292,14 +1303,18 @@ struct lock_timeline::impl {
         }
       }
       std::uint32_t other = no_id;
+      bool guessed = op.db < 0;
       for_each_holder(l, [&](holder& h) {
-        if (h.owner != owner && other == no_id) other = h.owner;
+        if (h.owner != owner && other == no_id) {
+          other = h.owner;
+          guessed = guessed || (h.conn != no_id && connections[h.conn].database_guessed);
+        }
       });
       if (other != no_id) {
         owners.retain(owner);
         owners.retain(other);
         retain_connection(conn);
-        suspected_overlaps.push_back({id, owner, other, conn, at, op.inferred});
+        suspected_overlaps.push_back({id, owner, other, conn, at, op.inferred, guessed});
       }
     }
     std::int64_t wait = -1;
