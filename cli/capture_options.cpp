@@ -85,11 +85,14 @@ void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
                s.side_corrections);
   }
   if (s.buffer_sheds > 0) {
+    std::string named;
+    for (const std::string& flow : s.shed_examples) named += (named.empty() ? "" : ", ") + flow;
+    if (s.shed_flows > s.shed_examples.size()) named += ", …";
     fmt::print(stderr,
                "lockscope {}: the connections together held more than --max-buffer-total ({} bytes at the peak): "
                "{} times the connection that grew gave it back: its holes were given up (in the gaps) and {} "
-               "commands were shown without a reply\n",
-               command, s.held_bytes_peak, s.buffer_sheds, s.pending_shed);
+               "commands were shown without a reply; {} connections gave back: {}\n",
+               command, s.held_bytes_peak, s.buffer_sheds, s.pending_shed, s.shed_flows, named);
   }
   if (s.pending_overflow > 0) {
     fmt::print(stderr,

@@ -347,6 +347,10 @@ TEST_CASE("lockscope decode and analyze --max-buffer-total: the summary says whe
                                                    file.string() + " 2>&1 >/dev/null");
     CHECK_THAT(capped, Catch::Contains("the connections together held more than --max-buffer-total (") &&
                            Catch::Contains("commands were shown without a reply"));
+    // Which connections lost data to the budget: named (the first 8), client first.
+    CHECK_THAT(capped, Catch::Contains("20 connections gave back: 10.0.0.2:21000 → 10.0.0.1:6379, "
+                                       "10.0.0.2:21001 → 10.0.0.1:6379, ") &&
+                           Catch::Contains("10.0.0.2:21007 → 10.0.0.1:6379, …\n"));
     const std::string uncapped = read_command_output(cli + " " + command + " --port 6379 " + file.string() + " 2>&1 >/dev/null");
     CHECK_THAT(uncapped, !Catch::Contains("--max-buffer-total"));
     CHECK(read_command_output(cli + " " + command + " --max-buffer-total lots " + file.string() + " 2>&1 >/dev/null")

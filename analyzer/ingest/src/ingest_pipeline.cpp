@@ -36,6 +36,7 @@ struct ingest_pipeline::connection {
   std::int64_t last_seen_us = 0;
   std::uint64_t number = 0;  // the connection id its exchanges carry
   std::size_t held = 0;      // its share of the pipeline's held_bytes_, as last counted
+  bool gave_back = false;    // shed at least once for max_buffer_total
   flow_key key{};
   connection* older = nullptr;  // the recency list
   connection* newer = nullptr;
@@ -205,6 +206,15 @@ void ingest_pipeline::account(connection& c) {
     ++buffer_sheds_;
     for (int i = 0; i < 2; ++i) c.streams[i].flush(c.sinks[i]);
     c.session.shed();
+    if (!c.gave_back) {  // named in the summary: which connections lost data to the budget
+      c.gave_back = true;
+      ++shed_flows_;
+      if (shed_examples_.size() < ingest_stats::max_shed_examples) {
+        const endpoint* e = c.session.ends();
+        const int client = c.session.client_side().value_or(0);
+        shed_examples_.push_back(e[client].to_string() + " → " + e[1 - client].to_string());
+      }
+    }
     held_bytes_ -= now;
     now = held_by(c);
     held_bytes_ += now;
@@ -305,6 +315,8 @@ ingest_stats ingest_pipeline::stats() const {
   ingest_stats s = totals_;
   for (const auto& [key, c] : flows_) add_traffic(s, *c);
   s.buffer_sheds = buffer_sheds_;
+  s.shed_flows = shed_flows_;
+  s.shed_examples = shed_examples_;
   s.held_bytes = held_bytes_;
   s.held_bytes_peak = held_bytes_peak_;
   return s;

@@ -97,6 +97,9 @@ struct ingest_stats {
   // max_buffer_total: times a connection gave back what it held, and the commands it so
   // emitted unanswered (its holes given up are counted in gaps).
   std::uint64_t buffer_sheds = 0;
+  std::uint64_t shed_flows = 0;           // connections that gave back at least once
+  std::vector<std::string> shed_examples;  // the first max_shed_examples of them, "client → server"
+  static constexpr std::size_t max_shed_examples = 8;
   std::uint64_t pending_shed = 0;
   std::size_t held_bytes = 0;           // what the open connections hold now
   std::size_t held_bytes_peak = 0;
@@ -166,6 +169,8 @@ class ingest_pipeline {
   std::size_t held_bytes_ = 0;
   std::size_t held_bytes_peak_ = 0;
   std::uint64_t buffer_sheds_ = 0;
+  std::uint64_t shed_flows_ = 0;
+  std::vector<std::string> shed_examples_;
   std::uint64_t next_connection_id_ = 1;
   std::int64_t last_sweep_us_ = 0;
   ingest_stats totals_;         // packet counters and the totals of closed connections
