@@ -327,6 +327,44 @@ TEST_CASE("ingest: out-of-order segments held by many connections stay within --
   CHECK(run(0, 8).held_bytes_peak > 60 * budget);
 }
 
+TEST_CASE("ingest: connections that read a large value, or resynchronised through one, keep no large buffer",
+          "[robustness][memory]") {
+  // A busy port: every connection once reads a 40 KB value, then small ones. Joined
+  // mid-stream, each connection's first server bytes are the middle of a value, then
+  // that 40 KB reply, whose start is a candidate that takes 16 KB to prove. Either way,
+  // once the value is shown, no connection needs to keep tens of KB.
+  const std::string value(40000, 'v');
+  for (const bool mid_stream : {false, true}) {
+    CAPTURE(mid_stream);
+    pairing_log sink;
+    ingest_options options;
+    options.ports = {6379};
+    ingest_pipeline a(options, sink);
+    std::int64_t t = 1;
+    auto packet = [&](const tcp_segment_spec& spec) { a.on_packet(t++, link_type::en10mb, make_frame(link_type::en10mb, spec)); };
+    constexpr int connections = 100;
+    for (int c = 0; c < connections; ++c) {
+      tcp_conversation conv(make_endpoint("10.0.0.2", static_cast<std::uint16_t>(22000 + c)), make_endpoint("10.0.0.1", 6379));
+      std::string server_bytes = "$40000\r\n" + value + "\r\n";
+      if (mid_stream) {
+        server_bytes = "tail of something\r\n" + server_bytes;
+      } else {
+        for (const tcp_segment_spec& spec : conv.handshake()) packet(spec);
+        packet(conv.client_sends("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n"));
+      }
+      for (std::size_t at = 0; at < server_bytes.size(); at += 1400) packet(conv.server_sends(server_bytes.substr(at, 1400)));
+      packet(conv.client_sends("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"));
+      packet(conv.server_sends("$1\r\nv\r\n"));
+    }
+    const ingest_stats s = a.stats();
+    if (mid_stream) CHECK(s.resyncs >= static_cast<std::uint64_t>(connections));
+    CHECK(sink.answered.size() == (mid_stream ? 1 : 2) * connections);  // in sync: each GET paired
+    INFO("held " << s.held_bytes);
+    CHECK(s.held_bytes < connections * (8u << 10));  // about 1.9 KB each
+    a.finish();
+  }
+}
+
 TEST_CASE("lockscope decode and analyze --max-buffer-total: the summary says when the connections gave back",
           "[robustness][memory][cli]") {
   LOCKSCOPE_REQUIRE_CLI(cli);

@@ -17,6 +17,7 @@ using namespace session_detail;
 namespace {
 // What a ring slot keeps of its buffers for the next command: an ordinary command's.
 constexpr std::size_t slot_keeps = 4u << 10;
+constexpr std::size_t reply_keeps = 16u << 10;
 }  // namespace
 
 void resp_session::grow_ring() {
@@ -77,6 +78,10 @@ void resp_session::shed() {
   // Still deciding which end is the client: decide now (as when the window fills), so
   // that what was held becomes commands that can be shed.
   if (client_side_ < 0 && !ignored_ && !held_chunks_.empty()) decide(true);
+  for (side_state& s : sides_) {
+    if (s.resync_buffer.empty()) std::string().swap(s.resync_buffer);  // capacity left by a resync
+  }
+  if (reply_.nodes().empty()) reply_.clear_and_trim(0);  // no reply under way
   while (count_ > 0 && front().expect == expect_reply) {
     ++stats_.pending_shed;
     ++replies_to_skip_;
@@ -213,7 +218,9 @@ void resp_session::on_server_node(const resp::node& n) {
   reply_.add(n, options_.max_message_bytes);
   if (n.ends_message()) {
     reply_complete();
-    reply_.clear();
+    // A large reply's buffers go (up to max_message_bytes each): every connection of a
+    // busy port may once read a large value, and would keep that much for good.
+    reply_.clear_and_trim(reply_keeps);
   }
 }
 

@@ -21,6 +21,10 @@ struct counting_handler final : resp::handler {
 };
 
 constexpr std::size_t validation_enough = 16u << 10;  // clean bytes that prove a candidate
+// What a side keeps of its resync buffer once in sync: joined mid-stream on a busy port,
+// every connection resyncs, some through a large value (tens of KB each), and a
+// connection resyncs rarely after that.
+constexpr std::size_t kept_resync_capacity = 4u << 10;
 
 }  // namespace
 
@@ -159,9 +163,9 @@ void resp_session::resync(int side, std::string_view bytes) {
   std::string held;
   held.swap(s.resync_buffer);
   feed_synced(side, std::string_view(held).substr(candidate));
-  if (s.resync_buffer.empty()) {
+  if (s.resync_buffer.empty() && held.capacity() <= kept_resync_capacity) {
     held.clear();
-    s.resync_buffer.swap(held);  // keep the capacity for next time
+    s.resync_buffer.swap(held);  // keep a small capacity for next time
   }
 }
 
