@@ -166,6 +166,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
   if (e.wait_us >= 0) {
     out += ",\"wait_ms\":";
     append_ms(out, e.wait_us);
+    if (e.wait_at_least) out += ",\"wait_at_least\":true";
   }
   if (e.held_us >= 0) {
     out += ",\"held_ms\":";
@@ -308,7 +309,7 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.hold_count >= 0) add(fmt::format("hold count {}", e.hold_count));
   if (e.lease_ms >= 0) add(fmt::format("lease {} ms", e.lease_ms));
   if (e.ttl_ms >= 0) add(fmt::format("holder's ttl {} ms", e.ttl_ms));
-  if (e.wait_us >= 0) add("waited " + format_duration(e.wait_us));
+  if (e.wait_us >= 0) add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
   if (e.held_us >= 0) add("held " + format_duration(e.held_us));
   if (e.token >= 0) add(fmt::format("token {}", e.token));
   if (e.interval_start_us >= 0) {

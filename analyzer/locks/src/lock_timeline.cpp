@@ -105,6 +105,12 @@ struct waiter {
   bool notified = false;             // woken by a message since its latest attempt
   bool timeout_reported = false;
   bool lost_reported = false;
+  // Whether its wait may have begun before the capture (the acquisition's wait_at_least):
+  bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
+  bool quick_second = false;         // its second attempt came at once (a first failure's retry)
+  std::uint32_t attempts = 1;
+  std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
+  std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
 };
 
 // Something that wakes a waiter on a subscriber connection (a message on the lock's
@@ -1125,6 +1131,10 @@ struct lock_timeline::impl {
     lock_extra& x = ex(l);
     const std::int64_t t = op.request_us;
     if (!w.notified) w.notified = woken_by_message(x, w, t);
+    w.longest_gap_us = std::max(w.longest_gap_us, t - w.last_attempt_us);
+    // A first failure's retry comes at once and unprompted; a retry a message woke
+    // may come as soon, mid-wait, when releases follow each other.
+    if (++w.attempts == 2) w.quick_second = t - w.last_attempt_us <= options.wake_window_us && !w.notified;
     // Redisson retries once its SUBSCRIBE is confirmed; node-redisson retries at once
     // after its first failure: neither waited for anything. A wait shorter than the
     // TTL it was given (or than the wake window) was not a timer either.
@@ -1257,6 +1267,8 @@ struct lock_timeline::impl {
         w->pubsub = pubsub_family(op.family);
         w->first_us = op.request_us;
         w->last_attempt_us = at;
+        w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
+        w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
         link_existing_subscription(id, *w);
       } else {
         move_waiter(*w, id, conn, op.connection);
@@ -1318,6 +1330,7 @@ struct lock_timeline::impl {
       }
     }
     std::int64_t wait = -1;
+    bool wait_at_least = false;
     // A waiter still subscribed when it acquires leaves the channel next (Redisson, our
     // client); node-redisson left it before retrying: then the next UNSUBSCRIBE is not its.
     bool leaves_next = false;
@@ -1326,6 +1339,13 @@ struct lock_timeline::impl {
       client = w->client;
       retry(l, id, *w, op, at);
       wait = at - w->first_us;
+      // An attempt before the capture cannot be ruled out: its connection was joined
+      // mid-stream, its first attempt seen was not answered by an immediate retry (as a
+      // first failure is, by Redisson and node-redisson), and it came no later after the
+      // capture's first operation than the client may wait between attempts (the TTL
+      // it was given, or its longest gap between attempts).
+      wait_at_least = w->mid_stream && !w->quick_second &&
+                      w->first_us - first_op_us <= std::max(w->longest_gap_us, w->first_ttl_us) + options.wake_window_us;
       drop_waiter(l, id, w);
     }
     take_expired(l, owner);
@@ -1356,6 +1376,7 @@ struct lock_timeline::impl {
     e.hold_count = 1;
     e.lease_ms = op.lease_ms;
     e.wait_us = wait;
+    e.wait_at_least = wait_at_least;
     e.token = op.token;
     emit(l, e);
     if (op.family == lock_family::setnx) {
@@ -1860,7 +1881,9 @@ struct lock_timeline::impl {
     schedule(id);
   }
 
+  std::int64_t first_op_us = -1;  // the capture's first operation (request time)
   void on_operation(const lock_operation& op) {
+    if (first_op_us < 0) first_op_us = op.request_us;
     if (forget_at != 0 && locks.size() >= forget_at) forget_idle_locks();
     handle(op, take_announced(op));
     collect();

@@ -119,7 +119,7 @@ std::string event_line_errors(std::string_view line) {
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> order = {
       "ts",       "lock",  "event",    "owner",       "client",           "server", "db", "lock_server",
-      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "held_ms", "kind", "inferred", "confidence", "token",
+      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "held_ms", "kind", "inferred", "confidence", "token",
       "redirect", "operation", "slot", "to", "asking",
       "since", "for_ms",
       "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
@@ -209,6 +209,10 @@ std::string event_line_errors(std::string_view line) {
     return "lock_server is not cluster:<node>";
   }
   if (o.contains("wait_ms") && event != "acquired") return "wait_ms on a " + std::string(event) + " event";
+  if (o.contains("wait_at_least") && !(o.contains("wait_ms") && o.at("wait_at_least").is_bool() &&
+                                       o.at("wait_at_least").get_bool())) {
+    return "wait_at_least is not true, or comes without wait_ms";
+  }
   if (o.contains("ttl_ms") && event != "contended") return "ttl_ms on a " + std::string(event) + " event";
   return "";
 }

@@ -181,6 +181,9 @@ struct lock_event {
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
   std::int64_t wait_us = -1;
+  // wait_us is a lower bound: the owner's first attempt seen came on a connection joined
+  // mid-stream, early enough in the capture that earlier attempts may not be in it.
+  bool wait_at_least = false;
   std::int64_t held_us = -1;
   std::int64_t token = -1;   // fenced lock token
   // The stretch of time an anomaly found after the fact is about (idle_with_waiters:
