@@ -336,7 +336,9 @@ TEST_CASE("captures: a lease running out without renewal", "[captures][recorded]
   const auto rec = events_of((captures_dir / "recorded/expiry.pcap").string());
   CHECK(rec.count("expired") == 1);
   CHECK(rec.count("anomaly:expired_while_held") == 1);
-  CHECK(rec.count("anomaly:woken_by_timeout") == 1);
+  // The waiter's timer woke it as the lease ran out (Redis publishes nothing on an
+  // expiry), while the lock was still held: it learned on time, no woken_by_timeout.
+  CHECK(rec.count("anomaly:woken_by_timeout") == 0);
   CHECK(rec.count("renewed") == 0);
   const auto* expired = rec.first("expired");
   REQUIRE(expired != nullptr);

@@ -145,6 +145,7 @@ struct lock_extra {
   bool waiter_index_valid = false;
   std::uint64_t next_waiter_seq = 0;
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
+  std::int64_t last_freed_us = -1;   // when it last went free (released, expired), whoever took it since
   bool idle_reported = false;
   // The longest completed free interval >= idle_threshold that no waiter has yet shown
   // it waited through (its next attempt does); forgotten when the last waiter leaves.
@@ -915,6 +916,7 @@ struct lock_timeline::impl {
     if (!has_holder(l) && has_extra(l)) {
       lock_extra& x = *xp(l);
       x.free_since_us = at;
+      x.last_freed_us = at;
       x.idle_reported = false;
       if (x.acquired_owner != no_id && at - x.acquired_us > options.wake_window_us) {
         owners.release(x.acquired_owner);  // its UNSUBSCRIBE would have come by now
@@ -1171,7 +1173,10 @@ struct lock_timeline::impl {
       anomaly(l, at, anomaly_kind::subscription_lost, w.owner, w.conn, detail, op.inferred, w.lost_release_us,
               at - w.lost_release_us);
     }
-    if (by_timer && !w.timeout_reported) {
+    // Held all along since its previous attempt (a watchdog renewing), there was nothing
+    // to be told: a retry when its TTL, or tryLock's wait time, runs out is the client's
+    // design, not a missed wake-up.
+    if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us) {
       w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
       anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
               "retried with no notification since the previous attempt", op.inferred);
