@@ -220,7 +220,8 @@ void resp_session::on_server_node(const resp::node& n) {
     reply_complete();
     // A large reply's buffers go (up to max_message_bytes each): every connection of a
     // busy port may once read a large value, and would keep that much for good.
-    reply_.clear_and_trim(reply_keeps);
+    if (reply_.capacity_bytes() > reply_keeps) reply_.clear_and_trim(reply_keeps);
+    else reply_.clear();
   }
 }
 

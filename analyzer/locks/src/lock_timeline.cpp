@@ -177,8 +177,7 @@ struct connection_info {
   // freed once it has ended and nothing names it.
   std::uint32_t refs = 0;
   bool open = true;
-  // Its last acquisition's database was not seen (no SELECT since the capture began):
-  // counted as db 0.
+  // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it
   // subscribed (reported on notified/unsubscribed).
@@ -612,6 +611,9 @@ struct lock_timeline::impl {
   std::uint32_t conn_index(const lock_operation& op) {
     if (last_conn_ != no_id && connections[last_conn_].id == op.connection) return last_conn_;
     last_conn_ = conn_lookup(op);
+    // Noted on a change of connection only (not each operation's cost): a connection's
+    // database changes only by a SELECT.
+    connections[last_conn_].database_guessed = op.db < 0;
     return last_conn_;
   }
   std::uint32_t last_conn_ = no_id;
@@ -1247,7 +1249,6 @@ struct lock_timeline::impl {
     const std::uint32_t conn = conn_index(op);
     const std::uint32_t owner = owners.id(op.owner);
     const std::int64_t at = op.at_us();
-    if (op.outcome == op_outcome::ok) connections[conn].database_guessed = op.db < 0;
     if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
     // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
     std::uint64_t client = 0;

@@ -181,9 +181,6 @@ struct lock_event {
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
   std::int64_t wait_us = -1;
-  // wait_us is a lower bound: the owner's first attempt seen came on a connection joined
-  // mid-stream, early enough in the capture that earlier attempts may not be in it.
-  bool wait_at_least = false;
   std::int64_t held_us = -1;
   std::int64_t token = -1;   // fenced lock token
   // The stretch of time an anomaly found after the fact is about (idle_with_waiters:
@@ -193,6 +190,9 @@ struct lock_event {
   std::int64_t interval_us = -1;
   bool inferred = false;
   link_confidence confidence = link_confidence::none;
+  // wait_us is a lower bound: the owner's first attempt seen came on a connection joined
+  // mid-stream, early enough in the capture that earlier attempts may not be in it.
+  bool wait_at_least = false;
   std::string_view detail;   // a short human explanation (anomalies)
   const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
   // Redis Cluster. redirected: the reply, its slot and target node (MOVED/ASK), and the
