@@ -304,6 +304,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
     if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
     require_live_for_recording("analyze", o->capture, o->recorder);
     refuse_overwriting_inputs(o->capture, o->recorder, o->output);
+    refuse_reused_rotation_names(o->recorder);
     if ((o->capture.live() || !o->recorder.replay.empty()) && (o->format == "html" || o->format == "svg")) {
       throw CLI::ValidationError("--format", o->format + " reads capture files (two passes), not -i or --replay");
     }

@@ -487,6 +487,40 @@ TEST_CASE("write: -G names files by strftime on the loop's clock", "[recorder][c
   }
 }
 
+TEST_CASE("write: -G with a name that would repeat within -G is refused before writing", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("write-g-refused");
+  const std::string replay = cli + " analyze --summary --replay-speed 0 --replay " +
+                             quoted(captures_dir / "recorded" / "contend.pcap") + " --write ";
+  struct attempt {
+    std::string name, rotation, says;
+  };
+  // The same name every interval (tcpdump's trap: each file overwrites the last), a name
+  // that changes only every hour against 100 s, a second against half of one, and the
+  // rotations that would be none at all.
+  const std::vector<attempt> refused = {
+      {"fixed.pcap", "-G 100", "-G: --write " + (dir.path / "fixed.pcap").string() + " has no strftime time conversion"},
+      {"fixed.pcap", "-G 100 -C 1", "has no strftime time conversion"},
+      {"h-%H.pcap", "-G 100", "its finest time conversion changes every 3600 s, more than -G 100"},
+      {"s-%s.pcap", "-G 0.5", "changes every 1 s, more than -G 0.5"},
+      {"c.pcap", "-C 0", "-C: must be a number more than 0"},
+      {"g-%s.pcap", "-G 0", "-G: must be a number more than 0"},
+      {"g-%s.pcap", "-G nan", "-G: must be a number more than 0"},
+  };
+  for (const attempt& a : refused) {
+    CAPTURE(a.name, a.rotation);
+    const run_result r = run(replay + quoted(dir.path / a.name) + " " + a.rotation);
+    CHECK(WEXITSTATUS(r.status) == 2);
+    CHECK(r.err.find(a.says) != std::string::npos);
+    CHECK(fs::is_empty(dir.path));
+  }
+  // A name that repeats only after an hour is a ring of files, kept on purpose.
+  const run_result ring = run(replay + quoted(dir.path / "m-%M.pcap") + " -G 60");
+  CHECK(ring.status == 0);
+  CHECK_FALSE(fs::is_empty(dir.path));
+}
+
 namespace {
 
 // Waits until `file` contains `needle` (true) or `wait` passed.
