@@ -165,7 +165,7 @@ int run(const analyze_options& o, bool live_mode) {
   if (dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr && !drop_privileges("analyze", o.privileges)) {
     return 2;
   }
-  recorder_hooks hooks("analyze", o.recorder);
+  recorder_hooks hooks("analyze", o.recorder, source->now_us());
   if (!hooks.ready()) return 2;
   output_file out(o.output);  // as the user dropped to
   const auto trace = make_trace(o, out);
@@ -235,7 +235,8 @@ int run(const analyze_options& o, bool live_mode) {
   const auto d = source->stats();
   print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), trace ? trace->events() : report.events(),
                std::to_string(d.dropped + d.interface_dropped));
-  return capture_exit_status("analyze", *source);
+  const int status = capture_exit_status("analyze", *source);
+  return status != 0 ? status : hooks.write_failed() ? 1 : 0;
 }
 
 }  // namespace

@@ -521,6 +521,58 @@ TEST_CASE("write: -G with a name that would repeat within -G is refused before w
   CHECK_FALSE(fs::is_empty(dir.path));
 }
 
+TEST_CASE("write: a --write file that cannot be created is named before the capture starts", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string replay =
+      cli + " analyze --summary --replay-speed 0 --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -w ";
+  const run_result missing = run(replay + "/nonexistent/w.pcap");
+  CHECK(WEXITSTATUS(missing.status) == 2);
+  CHECK(missing.err.find("--write /nonexistent/w.pcap: cannot create it as uid ") != std::string::npos);
+  CHECK(missing.out.empty());  // before the analysis: no summary table
+  temp_dir dir("write-probe");
+  const run_result directory = run(replay + quoted(dir.path));
+  CHECK(WEXITSTATUS(directory.status) == 2);
+  CHECK(directory.err.find("--write " + dir.path.string() + ": Is a directory") != std::string::npos);
+  // -G: the first file's name, from the loop's clock (a replay's: its first packet's time).
+  const run_result dated = run(replay + quoted(dir.path / "%Y" / "w-%s.pcap") + " -G 1");
+  CHECK(WEXITSTATUS(dated.status) == 2);
+  CHECK(dated.err.find("--write " + (dir.path / "2024" / "w-17").string()) != std::string::npos);
+  CHECK(dated.err.find(".pcap: cannot create it") != std::string::npos);
+  CHECK(fs::is_empty(dir.path));  // the probe leaves nothing behind
+  if (::geteuid() == 0 && ::system("command -v setpriv >/dev/null 2>&1") == 0) {
+    // Root writes anywhere: as nobody, the user a live capture started as root drops to.
+    fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(fs::temp_directory_path(), fs::perms::others_exec, fs::perm_options::add);
+    const run_result denied = run("setpriv --reuid=65534 --regid=65534 --clear-groups " + replay + quoted(dir.path / "w.pcap"));
+    CHECK(WEXITSTATUS(denied.status) == 2);
+    CHECK(denied.err.find("--write " + (dir.path / "w.pcap").string() + ": cannot create it as uid 65534: Permission denied") !=
+          std::string::npos);
+    CHECK(denied.out.empty());
+    std::ofstream(dir.path / "root.pcap") << "x";  // there, but not nobody's to truncate
+    const run_result existing = run("setpriv --reuid=65534 --regid=65534 --clear-groups " + replay + quoted(dir.path / "root.pcap"));
+    CHECK(WEXITSTATUS(existing.status) == 2);
+    CHECK(existing.err.find("root.pcap: cannot write it as uid 65534: Permission denied") != std::string::npos);
+    CHECK(fs::file_size(dir.path / "root.pcap") == 1);
+  }
+}
+
+TEST_CASE("write: a write that fails later (a full disk) is repeated at the end, exit 1", "[recorder][cli]") {
+  if (!have_cli()) return;
+  if (!fs::exists("/dev/full")) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const run_result r = run(cli + " analyze --summary --replay-speed 0 --replay " +
+                           quoted(captures_dir / "recorded" / "contend.pcap") + " -w /dev/full");
+  CHECK(WEXITSTATUS(r.status) == 1);
+  CHECK(r.err.find("--write /dev/full: No space left on device; writing stopped, the analysis goes on") !=
+        std::string::npos);
+  // After the summary table, in the closing lines, where it is seen.
+  CHECK(r.err.find("--write failed: /dev/full: No space left on device; writing stopped there, after ") !=
+        std::string::npos);
+  CHECK(r.out.find("lock ") != std::string::npos);  // the analysis went on
+}
+
 namespace {
 
 // Waits until `file` contains `needle` (true) or `wait` passed.

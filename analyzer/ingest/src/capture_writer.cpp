@@ -131,8 +131,9 @@ std::string rotating_pcap_writer::write(const captured_packet& p, std::int64_t n
     if (std::string err = file_.close(); !err.empty()) return err;
     if (std::string err = open_next(p.link_type, now_us); !err.empty()) return err;
   }
+  if (std::string err = file_.write(p.ts_us, p.data, p.wire_length); !err.empty()) return err;
   ++packets_;
-  return file_.write(p.ts_us, p.data, p.wire_length);
+  return {};
 }
 
 }  // namespace lockscope::analyzer
