@@ -140,7 +140,7 @@ int run(const analyze_options& o, bool live_mode) {
       out.commit();
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
-      if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
+      if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
     } catch (const analyzer::capture_error& e) {
       fmt::print(stderr, "lockscope analyze: {}\n", e.what());
       return 2;

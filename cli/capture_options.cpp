@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "lockscope/ingest/replay_capture.hpp"
+
 namespace lockscope::cli {
 
 namespace {
@@ -246,6 +248,11 @@ int stop_reading_on_signal::exit_status(const char* command) const {
 }
 
 int capture_exit_status(const char* command, const analyzer::packet_source& source) {
+  // A replayed file that changed or could not be read on was named as an error when it
+  // happened (as for capture files): the same exit status, 1.
+  if (const auto* replay = dynamic_cast<const analyzer::replay_capture*>(&source); replay && replay->failed_files() > 0) {
+    return 1;
+  }
   const std::string failure = source.failure();
   if (failure.empty()) return 0;
   fmt::print(stderr, "lockscope {}: the capture failed: {}; the report covers the traffic before that\n", command,

@@ -91,8 +91,9 @@ class stop_reading_on_signal {
   int exit_status(const char* command) const;
 };
 
-// The live loops' exit status once `source` has ended: 0, or 1 after saying why the
-// capture failed (the interface went down or disappeared), as tcpdump does:
+// The live loops' exit status once `source` has ended: 0, 1 for a replayed file that
+// ended on an error (already printed), or 1 after saying why the capture failed (the
+// interface went down or disappeared), as tcpdump does:
 //   lockscope analyze: the capture failed: The interface disappeared; the report covers the traffic before that
 int capture_exit_status(const char* command, const analyzer::packet_source& source);
 

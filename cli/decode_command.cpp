@@ -195,7 +195,7 @@ int run_files(const decode_options& o) {
   if (std::fflush(stdout) != 0) throw output_error(fmt::format("cannot write stdout: {}", std::strerror(errno)));
   print_summary(a.stats(), out.printed(), file_drops_text(source->recorded_drops()).c_str());
   if (const int status = interrupt.exit_status("decode"); status != 0) return status;
-  return source->changed_files() > 0 ? 1 : 0;  // the output is complete only up to the change
+  return source->failed_files() > 0 ? 1 : 0;  // the output is complete only up to the change or read error
 }
 
 int run_live(const decode_options& o) {
