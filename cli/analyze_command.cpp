@@ -16,6 +16,7 @@
 #include "output_file.hpp"
 #include "privileges.hpp"
 #include "metrics_server.hpp"
+#include "option_checks.hpp"
 #include "recorder.hpp"
 #include "visual_report.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
@@ -270,15 +271,20 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "Summary table: only the N locks with the most contended acquisitions and anomalies (then "
                   "acquisitions, renewals and expiries), most first, and a line with what the others counted "
                   "(0: every lock, in first-seen order)")
+      ->check(zero_or_more())  // -1 would be read as 2^64 - 1
       ->capture_default_str();
   cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--idle-threshold", o->idle_threshold_ms, "idle_with_waiters: ms a lock may stay free while waited for")
+      ->check(zero_or_more())
       ->capture_default_str();
-  cmd->add_option("--long-hold", o->long_hold_s, "long_hold: seconds a hold may last")->capture_default_str();
+  cmd->add_option("--long-hold", o->long_hold_s, "long_hold: seconds a hold may last")
+      ->check(more_than_zero())
+      ->capture_default_str();
   cmd->add_option("--link-window", o->link_window_ms,
                   "ms after a failed attempt in which a SUBSCRIBE from the same IP is linked to it")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_flag("--merge-servers", o->merge_servers,
                 "A lock is its key in any server (one lock service behind several endpoints: a failover, a "
@@ -286,17 +292,20 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--group-window", o->group_window_ms,
                   "ms within which one owner's tries of a key on several servers (RedLock) or of several keys "
                   "(MultiLock) form one group")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_option("--max-locks", o->max_locks,
                   "Lock rows kept (0: no limit). A lock's row is its summary; when the rows reach this, the idle "
                   "locks (no holder, waiter or timer) are forgotten and only their totals stay")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_option("--threads", o->threads,
                   "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")
       ->check(CLI::Range(1u, 2u))
       ->capture_default_str();
   cmd->add_option("--metrics-listen", o->metrics_listen,
-                  "Live: serve Prometheus metrics at http://ADDR:PORT/metrics (IPv6: [ADDR]:PORT)");
+                  "Live: serve Prometheus metrics at http://ADDR:PORT/metrics (IPv6: [ADDR]:PORT)")
+      ->check(not_empty("ADDR:PORT"));
   cmd->add_option("--metrics-max-locks", o->metrics_max_locks,
                   "Live metrics: locks with a label of their own (the others: lock=\"_other\")")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))

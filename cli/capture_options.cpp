@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "option_checks.hpp"
+
 #include "lockscope/ingest/replay_capture.hpp"
 
 namespace lockscope::cli {
@@ -27,14 +29,18 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
   cmd.add_option("-i,--interface", o.interface, "Capture live on this interface (any for all)");
   cmd.add_option("--port", o.ports, "Redis server port (repeatable; live default 6379). Files: only these flows")
       ->delimiter(',')
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(number_check(1, true, 65535));  // each one
   cmd.add_option("--filter", o.filter, "Live: a raw BPF filter instead of the one built from --port");
   cmd.add_option("--buffer-mb", o.buffer_mb, "Live: kernel capture buffer in MiB")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd.add_option("--stats-interval", o.stats_interval, "Live: seconds between kernel drop reports (0: only at the end)")
+      ->check(zero_or_more())
       ->capture_default_str();
+  // 0 or less would end every connection at its next packet: each packet a new flow.
   cmd.add_option("--flow-timeout", o.flow_timeout, "Seconds of silence before a connection is forgotten")
+      ->check(more_than_zero())
       ->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbose, "Say for each flow which end is the server and why (SYN, --port, content, port)");
   cmd.add_option("--max-buffer-per-flow", o.max_buffer_per_flow, "Out-of-order bytes buffered per direction (e.g. 4MiB)")

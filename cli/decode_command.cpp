@@ -16,6 +16,7 @@
 #include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
+#include "option_checks.hpp"
 #include "privileges.hpp"
 #include "recorder.hpp"
 #include "lockscope/resp/ascii.hpp"
@@ -248,6 +249,7 @@ void add_decode_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--show-secrets", o->capture.show_secrets, "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET)");
   cmd->add_option("--max-argument", o->max_argument, "Text: cut longer arguments with … (0: never)")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
   cmd->callback([o, &exit_code] {

@@ -33,4 +33,12 @@ inline CLI::Validator number_check(double low, bool low_inclusive, double high =
 inline CLI::Validator more_than_zero(double high = 1e9) { return number_check(0, false, high); }
 inline CLI::Validator zero_or_more(double high = 1e9) { return number_check(0, true, high); }
 
+// A value that may not be empty: `-Z ""` would mean "no -Z" and `--metrics-listen ""`
+// "no metrics", silently. `what` says what it must be.
+inline CLI::Validator not_empty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& input) -> std::string { return input.empty() ? "must be " + what + ", not empty" : ""; },
+      "");
+}
+
 }  // namespace lockscope::cli

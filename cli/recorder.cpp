@@ -21,7 +21,7 @@ void add_replay_options(CLI::App& cmd, recorder_options& o) {
       ->excludes("files");
   cmd.add_option("--replay-speed", o.replay_speed, "--replay: X times the capture's speed (0: as fast as possible)")
       ->needs("--replay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(zero_or_more())
       ->capture_default_str();
 }
 
@@ -44,12 +44,12 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
   cmd.add_option("--save-window", o.save_window_s,
                  "--save-anomalies: seconds of packets kept (also: at most one file per lock and kind this often)")
       ->needs("--save-anomalies")
-      ->check(CLI::PositiveNumber)
+      ->check(more_than_zero())
       ->capture_default_str();
   cmd.add_option("--save-after", o.save_after_s,
                  "--save-anomalies: seconds of packets after the anomaly also saved (the file is written then)")
       ->needs("--save-anomalies")
-      ->check(CLI::NonNegativeNumber)
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd.add_option("--save-buffer", o.save_buffer, "--save-anomalies: memory for the kept packets (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false))
@@ -60,7 +60,7 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
                  "--save-anomalies: the directory's .pcap and .json files are kept under this many MB (the "
                  "oldest deleted first)")
       ->needs("--save-anomalies")
-      ->check(CLI::PositiveNumber)
+      ->check(more_than_zero())
       ->capture_default_str();
 }
 

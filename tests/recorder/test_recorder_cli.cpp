@@ -232,6 +232,50 @@ TEST_CASE("every command whose stdout takes no more (a full disk) says so and ex
   }
 }
 
+TEST_CASE("options: values that make no sense are refused as usage errors", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string seed = quoted(captures_dir / "seed-redisson.pcap");
+  struct attempt {
+    std::string args, says;
+  };
+  // Each was taken: a negative threshold flagged every free moment, a timeout of 0 or
+  // less made each packet a new connection, NaN compared false with every hold, port 0
+  // matched nothing, -1 wrapped to 2^64 - 1, and the empty -Z and --metrics-listen
+  // meant "not given".
+  const std::vector<attempt> refused = {
+      {"--idle-threshold -5 " + seed, "--idle-threshold: must be a number at least 0"},
+      {"--flow-timeout -1 " + seed, "--flow-timeout: must be a number more than 0"},
+      {"--flow-timeout 0 " + seed, "--flow-timeout: must be a number more than 0"},
+      {"--long-hold nan " + seed, "--long-hold: must be a number more than 0 and at most 1000000000 (got nan)"},
+      {"--long-hold inf " + seed, "(got inf)"},
+      {"--port 0 " + seed, "--port: must be a number at least 1 and at most 65535 (got 0)"},
+      {"--port 6379,0 " + seed, "(got 0)"},
+      {"--top -1 " + seed, "--top: must be a number at least 0"},
+      {"--max-locks -1 " + seed, "--max-locks: must be a number at least 0"},
+      {"--group-window nan " + seed, "--group-window: must be"},
+      {"--link-window -1 " + seed, "--link-window: must be"},
+      {"-i lo -Z ''", "--relinquish-privileges: must be a user name, not empty"},
+      {"-i lo --metrics-listen ''", "--metrics-listen: must be ADDR:PORT, not empty"},
+      {"-i lo --stats-interval -1", "--stats-interval: must be"},
+      {"--replay " + seed + " --replay-speed nan", "--replay-speed: must be"},
+      {"--replay " + seed + " --save-anomalies /tmp --save-window nan", "--save-window: must be"},
+  };
+  for (const attempt& a : refused) {
+    CAPTURE(a.args);
+    // Bounded: a live one that is not refused would capture until stopped.
+    const run_result r = run("timeout -s INT 5 " + cli + " analyze --summary " + a.args);
+    CHECK(WEXITSTATUS(r.status) == 2);
+    CHECK(r.err.find(a.says) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  const run_result decode = run(cli + " decode --max-argument -1 " + seed);
+  CHECK(WEXITSTATUS(decode.status) == 2);
+  CHECK(decode.err.find("--max-argument: must be a number at least 0") != std::string::npos);
+  // The edges that make sense are taken.
+  CHECK(run(cli + " analyze --summary --idle-threshold 0 --top 0 --port 16379 --flow-timeout 0.5 " + seed).status == 0);
+}
+
 TEST_CASE("analyze: an output that is one of the inputs is refused, the input left as it was", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
