@@ -310,8 +310,9 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "Live metrics: locks with a label of their own (the others: lock=\"_other\")")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, cmd, &exit_code] {
     if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
+    refuse_live_options(*cmd, o->capture, !o->recorder.replay.empty());
     require_live_for_recording("analyze", o->capture, o->recorder);
     refuse_overwriting_inputs(o->capture, o->recorder, o->output);
     refuse_reused_rotation_names(o->recorder);

@@ -113,6 +113,19 @@ void require_one_source(const std::string& command, const capture_options& o) {
   }
 }
 
+void refuse_live_options(const CLI::App& cmd, const capture_options& o, bool replay) {
+  if (o.live()) return;
+  for (const char* name : {"--filter", "--buffer-mb", "-Z", "--no-drop"}) {
+    if (cmd.count(name) == 0) continue;
+    throw CLI::ValidationError(name, fmt::format("only for live capture (-i IFACE): {} read as it is, without it",
+                                                 replay ? "--replay's file is" : "a capture file is"));
+  }
+  if (!replay && cmd.count("--stats-interval") > 0) {
+    throw CLI::ValidationError("--stats-interval", "only for live capture (-i IFACE) or --replay: a capture file's "
+                                                   "totals are printed once, at its end");
+  }
+}
+
 analyzer::ingest_options make_ingest_options(const capture_options& o) {
   analyzer::ingest_options a;
   a.ports = o.ports;

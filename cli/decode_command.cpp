@@ -252,8 +252,9 @@ void add_decode_command(CLI::App& app, int& exit_code) {
       ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, cmd, &exit_code] {
     if (o->replay.replay.empty()) require_one_source("decode", o->capture);
+    refuse_live_options(*cmd, o->capture, !o->replay.replay.empty());
     try {
       exit_code = o->capture.live() || !o->replay.replay.empty() ? run_live(*o) : run_files(*o);
     } catch (const output_error& e) {

@@ -276,6 +276,27 @@ TEST_CASE("options: values that make no sense are refused as usage errors", "[re
   CHECK(run(cli + " analyze --summary --idle-threshold 0 --top 0 --port 16379 --flow-timeout 0.5 " + seed).status == 0);
 }
 
+TEST_CASE("options: live capture's own options are refused with capture files", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string seed = quoted(captures_dir / "seed-redisson.pcap");
+  // Each did nothing to a file, silently: a user could believe the file was filtered.
+  for (const std::string command : {"analyze", "decode"}) {
+    for (const std::string option : {"--filter 'tcp port 1'", "-Z nobody", "--no-drop", "--buffer-mb 8",
+                                     "--stats-interval 5"}) {
+      CAPTURE(command, option);
+      const run_result file = run(cli + " " + command + " " + option + " " + seed);
+      CHECK(WEXITSTATUS(file.status) == 2);
+      CHECK(file.err.find(option.substr(0, option.find(' ')) + ": only for live capture (-i IFACE)") !=
+            std::string::npos);
+      CHECK(file.out.empty());
+      // --replay is the live loop without a capture: its drop reports run, nothing else does.
+      const run_result replay = run(cli + " " + command + " --replay-speed 0 --replay " + seed + " " + option);
+      CHECK(WEXITSTATUS(replay.status) == (option.starts_with("--stats-interval") ? 0 : 2));
+    }
+  }
+}
+
 TEST_CASE("analyze: an output that is one of the inputs is refused, the input left as it was", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
