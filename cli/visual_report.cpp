@@ -64,7 +64,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
         const bool more = keys.size() > analyzer::block_ranking::max_matches;
         std::string names;
         for (std::size_t i = 0; i < keys.size() && i < analyzer::block_ranking::max_matches; ++i) {
-          names += (i ? ", " : "") + block_title(keys[i]);
+          names += (i ? ", " : "") + std::string(analyzer::printable(block_title(keys[i])));  // names from the wire
         }
         if (keys.empty()) {
           fmt::print(stderr, "lockscope analyze: --lock {}: no lock of that name in the capture\n",
