@@ -16,6 +16,7 @@
 #include "output_file.hpp"
 #include "privileges.hpp"
 #include "metrics_server.hpp"
+#include "option_checks.hpp"
 #include "recorder.hpp"
 #include "visual_report.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
@@ -140,7 +141,7 @@ int run(const analyze_options& o, bool live_mode) {
       out.commit();
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
-      if (r.changed_files > 0) return 1;  // the report covers the files only up to the change
+      if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
     } catch (const analyzer::capture_error& e) {
       fmt::print(stderr, "lockscope analyze: {}\n", e.what());
       return 2;
@@ -165,7 +166,7 @@ int run(const analyze_options& o, bool live_mode) {
   if (dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr && !drop_privileges("analyze", o.privileges)) {
     return 2;
   }
-  recorder_hooks hooks("analyze", o.recorder);
+  recorder_hooks hooks("analyze", o.recorder, source->now_us());
   if (!hooks.ready()) return 2;
   output_file out(o.output);  // as the user dropped to
   const auto trace = make_trace(o, out);
@@ -235,7 +236,8 @@ int run(const analyze_options& o, bool live_mode) {
   const auto d = source->stats();
   print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), trace ? trace->events() : report.events(),
                std::to_string(d.dropped + d.interface_dropped));
-  return capture_exit_status("analyze", *source);
+  const int status = capture_exit_status("analyze", *source);
+  return status != 0 ? status : hooks.write_failed() ? 1 : 0;
 }
 
 }  // namespace
@@ -269,15 +271,20 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "Summary table: only the N locks with the most contended acquisitions and anomalies (then "
                   "acquisitions, renewals and expiries), most first, and a line with what the others counted "
                   "(0: every lock, in first-seen order)")
+      ->check(zero_or_more())  // -1 would be read as 2^64 - 1
       ->capture_default_str();
   cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--idle-threshold", o->idle_threshold_ms, "idle_with_waiters: ms a lock may stay free while waited for")
+      ->check(zero_or_more())
       ->capture_default_str();
-  cmd->add_option("--long-hold", o->long_hold_s, "long_hold: seconds a hold may last")->capture_default_str();
+  cmd->add_option("--long-hold", o->long_hold_s, "long_hold: seconds a hold may last")
+      ->check(more_than_zero())
+      ->capture_default_str();
   cmd->add_option("--link-window", o->link_window_ms,
                   "ms after a failed attempt in which a SUBSCRIBE from the same IP is linked to it")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_flag("--merge-servers", o->merge_servers,
                 "A lock is its key in any server (one lock service behind several endpoints: a failover, a "
@@ -285,25 +292,30 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--group-window", o->group_window_ms,
                   "ms within which one owner's tries of a key on several servers (RedLock) or of several keys "
                   "(MultiLock) form one group")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_option("--max-locks", o->max_locks,
                   "Lock rows kept (0: no limit). A lock's row is its summary; when the rows reach this, the idle "
                   "locks (no holder, waiter or timer) are forgotten and only their totals stay")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_option("--threads", o->threads,
                   "Files: 2 decodes packets on one thread while the timeline runs on another; 1 uses one thread")
       ->check(CLI::Range(1u, 2u))
       ->capture_default_str();
   cmd->add_option("--metrics-listen", o->metrics_listen,
-                  "Live: serve Prometheus metrics at http://ADDR:PORT/metrics (IPv6: [ADDR]:PORT)");
+                  "Live: serve Prometheus metrics at http://ADDR:PORT/metrics (IPv6: [ADDR]:PORT)")
+      ->check(not_empty("ADDR:PORT"));
   cmd->add_option("--metrics-max-locks", o->metrics_max_locks,
                   "Live metrics: locks with a label of their own (the others: lock=\"_other\")")
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}))
       ->capture_default_str();
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, cmd, &exit_code] {
     if (o->recorder.replay.empty()) require_one_source("analyze", o->capture);
+    refuse_live_options(*cmd, o->capture, !o->recorder.replay.empty());
     require_live_for_recording("analyze", o->capture, o->recorder);
     refuse_overwriting_inputs(o->capture, o->recorder, o->output);
+    refuse_reused_rotation_names(o->recorder);
     if ((o->capture.live() || !o->recorder.replay.empty()) && (o->format == "html" || o->format == "svg")) {
       throw CLI::ValidationError("--format", o->format + " reads capture files (two passes), not -i or --replay");
     }

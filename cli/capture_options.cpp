@@ -8,6 +8,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "option_checks.hpp"
+
+#include "lockscope/ingest/replay_capture.hpp"
+
 namespace lockscope::cli {
 
 namespace {
@@ -25,14 +29,18 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
   cmd.add_option("-i,--interface", o.interface, "Capture live on this interface (any for all)");
   cmd.add_option("--port", o.ports, "Redis server port (repeatable; live default 6379). Files: only these flows")
       ->delimiter(',')
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(number_check(1, true, 65535));  // each one
   cmd.add_option("--filter", o.filter, "Live: a raw BPF filter instead of the one built from --port");
   cmd.add_option("--buffer-mb", o.buffer_mb, "Live: kernel capture buffer in MiB")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd.add_option("--stats-interval", o.stats_interval, "Live: seconds between kernel drop reports (0: only at the end)")
+      ->check(zero_or_more())
       ->capture_default_str();
+  // 0 or less would end every connection at its next packet: each packet a new flow.
   cmd.add_option("--flow-timeout", o.flow_timeout, "Seconds of silence before a connection is forgotten")
+      ->check(more_than_zero())
       ->capture_default_str();
   cmd.add_flag("-v,--verbose", o.verbose, "Say for each flow which end is the server and why (SYN, --port, content, port)");
   cmd.add_option("--max-buffer-per-flow", o.max_buffer_per_flow, "Out-of-order bytes buffered per direction (e.g. 4MiB)")
@@ -105,6 +113,19 @@ void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
 void require_one_source(const std::string& command, const capture_options& o) {
   if (o.interface.empty() == o.files.empty()) {
     throw CLI::ValidationError(command, "give capture files or -i IFACE (one of them)");
+  }
+}
+
+void refuse_live_options(const CLI::App& cmd, const capture_options& o, bool replay) {
+  if (o.live()) return;
+  for (const char* name : {"--filter", "--buffer-mb", "-Z", "--no-drop"}) {
+    if (cmd.count(name) == 0) continue;
+    throw CLI::ValidationError(name, fmt::format("only for live capture (-i IFACE): {} read as it is, without it",
+                                                 replay ? "--replay's file is" : "a capture file is"));
+  }
+  if (!replay && cmd.count("--stats-interval") > 0) {
+    throw CLI::ValidationError("--stats-interval", "only for live capture (-i IFACE) or --replay: a capture file's "
+                                                   "totals are printed once, at its end");
   }
 }
 
@@ -249,6 +270,11 @@ int stop_reading_on_signal::exit_status(const char* command) const {
 }
 
 int capture_exit_status(const char* command, const analyzer::packet_source& source) {
+  // A replayed file that changed or could not be read on was named as an error when it
+  // happened (as for capture files): the same exit status, 1.
+  if (const auto* replay = dynamic_cast<const analyzer::replay_capture*>(&source); replay && replay->failed_files() > 0) {
+    return 1;
+  }
   const std::string failure = source.failure();
   if (failure.empty()) return 0;
   fmt::print(stderr, "lockscope {}: the capture failed: {}; the report covers the traffic before that\n", command,

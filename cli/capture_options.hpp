@@ -45,6 +45,12 @@ void add_capture_options(CLI::App& cmd, capture_options& o);
 // Throws CLI::ValidationError unless exactly one of capture files and -i was given.
 void require_one_source(const std::string& command, const capture_options& o);
 
+// Throws CLI::ValidationError for an option of live capture given without -i (-Z,
+// --no-drop, --filter, --buffer-mb; --stats-interval also works with --replay): capture
+// files are read whole, and an option that does nothing would let the user believe it
+// did (a file "filtered" by --filter).
+void refuse_live_options(const CLI::App& cmd, const capture_options& o, bool replay);
+
 // The ingest pipeline's options. Live capture without --port or --filter selects port
 // 6379, so that end is the server.
 analyzer::ingest_options make_ingest_options(const capture_options& o);
@@ -91,8 +97,9 @@ class stop_reading_on_signal {
   int exit_status(const char* command) const;
 };
 
-// The live loops' exit status once `source` has ended: 0, or 1 after saying why the
-// capture failed (the interface went down or disappeared), as tcpdump does:
+// The live loops' exit status once `source` has ended: 0, 1 for a replayed file that
+// ended on an error (already printed), or 1 after saying why the capture failed (the
+// interface went down or disappeared), as tcpdump does:
 //   lockscope analyze: the capture failed: The interface disappeared; the report covers the traffic before that
 int capture_exit_status(const char* command, const analyzer::packet_source& source);
 

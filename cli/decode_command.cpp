@@ -16,6 +16,7 @@
 #include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
+#include "option_checks.hpp"
 #include "privileges.hpp"
 #include "recorder.hpp"
 #include "lockscope/resp/ascii.hpp"
@@ -195,7 +196,7 @@ int run_files(const decode_options& o) {
   if (std::fflush(stdout) != 0) throw output_error(fmt::format("cannot write stdout: {}", std::strerror(errno)));
   print_summary(a.stats(), out.printed(), file_drops_text(source->recorded_drops()).c_str());
   if (const int status = interrupt.exit_status("decode"); status != 0) return status;
-  return source->changed_files() > 0 ? 1 : 0;  // the output is complete only up to the change
+  return source->failed_files() > 0 ? 1 : 0;  // the output is complete only up to the change or read error
 }
 
 int run_live(const decode_options& o) {
@@ -248,10 +249,12 @@ void add_decode_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--show-secrets", o->capture.show_secrets, "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET)");
   cmd->add_option("--max-argument", o->max_argument, "Text: cut longer arguments with … (0: never)")
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd->add_flag("--no-progress", o->no_progress, "No progress bar on a terminal");
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, cmd, &exit_code] {
     if (o->replay.replay.empty()) require_one_source("decode", o->capture);
+    refuse_live_options(*cmd, o->capture, !o->replay.replay.empty());
     try {
       exit_code = o->capture.live() || !o->replay.replay.empty() ? run_live(*o) : run_files(*o);
     } catch (const output_error& e) {

@@ -221,6 +221,14 @@ metrics_server::~metrics_server() {
 
 analyzer::lock_metrics& metrics_server::metrics() noexcept { return impl_->metrics; }
 
+std::string metrics_server::address() const {
+  beast::error_code ec;
+  const tcp::endpoint e = impl_->acceptor.local_endpoint(ec);
+  if (ec) return "?";
+  const std::string host = e.address().to_string();
+  return e.address().is_v6() ? fmt::format("[{}]:{}", host, e.port()) : fmt::format("{}:{}", host, e.port());
+}
+
 void metrics_server::attach(std::function<analyzer::capture_gauges()> gather) {
   impl_->gather = std::move(gather);
   impl_->wanted.store(true, std::memory_order_relaxed);  // a first snapshot right away
@@ -242,7 +250,9 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
   try {
     analyzer::metrics_options o;
     o.max_locks = max_locks;
-    return std::make_unique<metrics_server>(listen, o);
+    auto server = std::make_unique<metrics_server>(listen, o);
+    fmt::print(stderr, "lockscope {}: serving metrics at http://{}/metrics\n", command, server->address());
+    return server;
   } catch (const std::exception& e) {
     fmt::print(stderr, "lockscope {}: --metrics-listen {}: {}\n", command, listen, e.what());
     return nullptr;

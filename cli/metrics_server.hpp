@@ -35,6 +35,10 @@ class metrics_server {
   metrics_server(const metrics_server&) = delete;
   metrics_server& operator=(const metrics_server&) = delete;
 
+  // The address bound, as ADDR:PORT (IPv6: [ADDR]:PORT): with port 0, the one the
+  // kernel chose.
+  std::string address() const;
+
   // Capture thread only.
   analyzer::lock_metrics& metrics() noexcept;
   // What each render reports besides the locks (called on the capture thread).
@@ -47,8 +51,10 @@ class metrics_server {
   std::unique_ptr<impl> impl_;
 };
 
-// Opens the endpoint, or prints "lockscope COMMAND: --metrics-listen ADDR:PORT: <why>"
-// and returns nullptr.
+// Opens the endpoint and says where it serves ("lockscope COMMAND: serving metrics at
+// http://127.0.0.1:41233/metrics": --metrics-listen 127.0.0.1:0 lets the kernel choose
+// the port), or prints "lockscope COMMAND: --metrics-listen ADDR:PORT: <why>" and returns
+// nullptr.
 std::unique_ptr<metrics_server> open_metrics_server(const char* command, const std::string& listen,
                                                     std::size_t max_locks);
 

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "option_checks.hpp"
+
 namespace lockscope::cli {
 
 namespace {
@@ -60,7 +62,8 @@ void add_privilege_options(CLI::App& cmd, privilege_options& o) {
                               "Live: once the capture is open, switch to USER (its groups, gid and uid) and drop every "
                               "capability. Started as root without -Z: `nobody`. Files written after it (-o, a "
                               "flight-recorder directory) are created as USER, in directories USER may write")
-                   ->type_name("USER");
+                   ->type_name("USER")
+                   ->check(not_empty("a user name"));
   cmd.add_flag("--no-drop", o.no_drop, "Live, started as root: keep root and its capabilities (no -Z, no `nobody`)")
       ->excludes(user);
 }

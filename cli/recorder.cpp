@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "lockscope/ingest/capture_writer.hpp"
 #include "lockscope/ingest/replay_capture.hpp"
+#include "option_checks.hpp"
 
 namespace lockscope::cli {
 
@@ -19,7 +21,7 @@ void add_replay_options(CLI::App& cmd, recorder_options& o) {
       ->excludes("files");
   cmd.add_option("--replay-speed", o.replay_speed, "--replay: X times the capture's speed (0: as fast as possible)")
       ->needs("--replay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(zero_or_more())
       ->capture_default_str();
 }
 
@@ -31,23 +33,23 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
   cmd.add_option("-C", o.rotate_mb, "--write: start a new file (FILE1, FILE2, …) once one is larger than this many "
                                     "millions of bytes, as tcpdump -C")
       ->needs("--write")
-      ->check(CLI::NonNegativeNumber);
+      ->check(more_than_zero());  // 0 would be no rotation at all, as if -C were not given (tcpdump refuses it too)
   cmd.add_option("-G", o.rotate_s, "--write: start a new file every this many seconds (FILE through strftime), as "
                                    "tcpdump -G")
       ->needs("--write")
-      ->check(CLI::NonNegativeNumber);
+      ->check(more_than_zero());
   cmd.add_option("--save-anomalies", o.save_dir,
                  "Live: flight recorder: on each anomaly write DIR/<utc time>-<lock>-<kind>.pcap (the packets of "
                  "the lock's connections in the last --save-window) and .json (the event)");
   cmd.add_option("--save-window", o.save_window_s,
                  "--save-anomalies: seconds of packets kept (also: at most one file per lock and kind this often)")
       ->needs("--save-anomalies")
-      ->check(CLI::PositiveNumber)
+      ->check(more_than_zero())
       ->capture_default_str();
   cmd.add_option("--save-after", o.save_after_s,
                  "--save-anomalies: seconds of packets after the anomaly also saved (the file is written then)")
       ->needs("--save-anomalies")
-      ->check(CLI::NonNegativeNumber)
+      ->check(zero_or_more())
       ->capture_default_str();
   cmd.add_option("--save-buffer", o.save_buffer, "--save-anomalies: memory for the kept packets (e.g. 64MiB)")
       ->transform(CLI::AsSizeValue(false))
@@ -58,7 +60,7 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
                  "--save-anomalies: the directory's .pcap and .json files are kept under this many MB (the "
                  "oldest deleted first)")
       ->needs("--save-anomalies")
-      ->check(CLI::PositiveNumber)
+      ->check(more_than_zero())
       ->capture_default_str();
 }
 
@@ -67,6 +69,26 @@ void require_live_for_recording(const std::string& command, const capture_option
   if (!o.save_dir.empty() || !o.write.empty()) {
     throw CLI::ValidationError(command, "--save-anomalies and --write work on live capture (-i) or --replay, not on "
                                         "capture files");
+  }
+}
+
+void refuse_reused_rotation_names(const recorder_options& o) {
+  if (o.rotate_s <= 0) return;
+  // tcpdump's trap: a name that does not change within an interval's length names two
+  // intervals alike, and the later one's file overwrites the earlier.
+  const double span = analyzer::strftime_name_span_s(o.write);
+  if (span == 0) {
+    throw CLI::ValidationError(
+        "-G", fmt::format("--write {} has no strftime time conversion (%S, %M, %H, %d…): every {} s the new "
+                          "file would overwrite the last one; put the time in the name, e.g. NAME-%Y%m%d-%H%M%S.pcap",
+                          o.write, o.rotate_s));
+  }
+  if (span > o.rotate_s) {
+    throw CLI::ValidationError(
+        "-G", fmt::format("--write {}: its finest time conversion changes every {} s, more than -G {}: files of "
+                          "intervals within one of its values get the same name and overwrite each other; use a "
+                          "finer one (%S, %M) or -G {} or more",
+                          o.write, span, o.rotate_s, span));
   }
 }
 

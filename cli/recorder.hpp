@@ -25,6 +25,10 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o);
 // Throws CLI::ValidationError for --save-anomalies or --write without -i or --replay.
 void require_live_for_recording(const std::string& command, const capture_options& c, const recorder_options& o);
 
+// Throws CLI::ValidationError when -G would give two intervals the same --write name
+// (FILE has no strftime time conversion, or only ones coarser than -G).
+void refuse_reused_rotation_names(const recorder_options& o);
+
 // Throws CLI::ValidationError when an output (`output`, -o; --write FILE, or one of the
 // FILE1, FILE2… that -C makes) is one of the inputs (capture files, --replay): it would
 // be overwritten while, or before, it is read.

@@ -31,14 +31,36 @@ namespace lockscope::cli {
 class recorder_hooks::packet_writer {
  public:
   explicit packet_writer(const recorder_options& o)
-      : writer_({o.write, static_cast<std::uint64_t>(o.rotate_mb * 1e6),
-                 static_cast<std::int64_t>(o.rotate_s * 1e6)}) {}
+      : options_{o.write, static_cast<std::uint64_t>(o.rotate_mb * 1e6), static_cast<std::int64_t>(o.rotate_s * 1e6)},
+        writer_(options_) {}
+  // Whether the first file can be written, as this process's user: "" or why not. The
+  // writer opens its files only when a packet comes, which would be too late to say so
+  // and exit before the capture starts (as --save-anomalies DIR and -o are checked).
+  std::string probe(std::int64_t now_us) const {
+    const std::string path = analyzer::rotated_file_name(options_, now_us, 0);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return fmt::format("{}: {}", path, std::strerror(EISDIR));
+      // It will be truncated: it must be writable. A FIFO is not opened (that would wait
+      // for its reader).
+      if (::access(path.c_str(), W_OK) != 0) {
+        return fmt::format("{}: cannot write it as uid {}: {}", path, ::geteuid(), std::strerror(errno));
+      }
+      return {};
+    }
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return fmt::format("{}: cannot create it as uid {}: {}", path, ::geteuid(), std::strerror(errno));
+    ::close(fd);
+    ::unlink(path.c_str());
+    return {};
+  }
   std::string write(const analyzer::captured_packet& p, std::int64_t now_us) { return writer_.write(p, now_us); }
   std::string close() { return writer_.close(); }
   std::uint64_t files() const noexcept { return writer_.files(); }
   std::uint64_t packets() const noexcept { return writer_.packets(); }
 
  private:
+  analyzer::rotation_options options_;
   analyzer::rotating_pcap_writer writer_;
 };
 
@@ -525,7 +547,16 @@ class recorder_hooks::flight_recorder {
   std::string first_error_;
 };
 
-recorder_hooks::recorder_hooks(const char* command, const recorder_options& o) : command_(command) {
+recorder_hooks::recorder_hooks(const char* command, const recorder_options& o, std::int64_t now_us)
+    : command_(command) {
+  if (!o.write.empty()) {
+    writer_ = std::make_unique<packet_writer>(o);
+    if (std::string err = writer_->probe(now_us); !err.empty()) {
+      fmt::print(stderr, "lockscope {}: --write {}\n", command, err);
+      ready_ = false;
+      return;
+    }
+  }
   if (!o.save_dir.empty()) {
     try {
       recorder_ = std::make_unique<flight_recorder>(command, o);
@@ -535,7 +566,6 @@ recorder_hooks::recorder_hooks(const char* command, const recorder_options& o) :
       return;
     }
   }
-  if (!o.write.empty()) writer_ = std::make_unique<packet_writer>(o);
 }
 
 recorder_hooks::~recorder_hooks() = default;
@@ -550,10 +580,10 @@ void recorder_hooks::on_loop(const analyzer::captured_packet* p, std::int64_t no
     if (p != nullptr) recorder_->on_packet(*p);
   }
   if (p == nullptr) return;
-  if (writer_) {
+  if (writer_ && write_error_.empty()) {
     if (std::string err = writer_->write(*p, now_us); !err.empty()) {
       fmt::print(stderr, "lockscope {}: --write {}; writing stopped, the analysis goes on\n", command_, err);
-      writer_.reset();
+      write_error_ = std::move(err);
     }
   }
 }
@@ -562,8 +592,16 @@ recorder_stats recorder_hooks::stats() const { return recorder_ ? recorder_->sta
 
 void recorder_hooks::finish() {
   if (writer_) {
-    if (std::string err = writer_->close(); !err.empty()) fmt::print(stderr, "lockscope {}: --write {}\n", command_, err);
-    fmt::print(stderr, "lockscope {}: --write: {} packets in {} files\n", command_, writer_->packets(), writer_->files());
+    if (std::string err = writer_->close(); !err.empty() && write_error_.empty()) write_error_ = std::move(err);
+    if (write_error_.empty()) {
+      fmt::print(stderr, "lockscope {}: --write: {} packets in {} files\n", command_, writer_->packets(),
+                 writer_->files());
+    } else {
+      fmt::print(stderr,
+                 "lockscope {}: --write failed: {}; writing stopped there, after {} packets in {} files: the "
+                 "files lack the packets after it\n",
+                 command_, write_error_, writer_->packets(), writer_->files());
+    }
   }
   if (recorder_) recorder_->print_summary();
 }

@@ -41,16 +41,17 @@ struct recorder_stats {
 };
 
 // --write and --save-anomalies around the live loop:
-//   recorder_hooks hooks("analyze", o.recorder);       // checks DIR; prints why not
+//   recorder_hooks hooks("analyze", o.recorder, source.now_us());  // checks DIR and --write; prints why not
 //   if (!hooks.ready()) return 2;
 //   lock_groups groups(go, hooks.chain(report));        // the lock events pass through
 //   ... hooks.on_loop(got_packet ? &p : nullptr, source.now_us()) every turn, before the analysis ...
 //   hooks.finish();                                     // waits for the writer, prints its summary
-// Constructed after the capture is opened and privileges are dropped, so DIR is checked
-// as the user that will write to it.
+// Constructed after the capture is opened and privileges are dropped, so DIR and the
+// --write file are checked as the user that will write to them. `now_us` is the loop's
+// clock at the start: with -G, the first file's name comes from it.
 class recorder_hooks {
  public:
-  recorder_hooks(const char* command, const recorder_options& o);
+  recorder_hooks(const char* command, const recorder_options& o, std::int64_t now_us = 0);
   ~recorder_hooks();
   recorder_hooks(const recorder_hooks&) = delete;
   recorder_hooks& operator=(const recorder_hooks&) = delete;
@@ -60,7 +61,11 @@ class recorder_hooks {
   // Every loop turn, before the analysis sees the packet (`p`: nullptr on a timeout).
   // A --write error is printed once and ends the writing, not the analysis.
   void on_loop(const analyzer::captured_packet* p, std::int64_t now_us);
+  // Waits for the writer, prints what was written (and a --write error again: it may be
+  // far up in the output).
   void finish();
+  // Once finish() has returned: --write failed, and its files lack packets.
+  bool write_failed() const noexcept { return !write_error_.empty(); }
   // Final once finish() has returned (it stops the writer thread).
   recorder_stats stats() const;
 
@@ -71,6 +76,7 @@ class recorder_hooks {
   bool ready_ = true;
   std::unique_ptr<flight_recorder> recorder_;
   std::unique_ptr<packet_writer> writer_;
+  std::string write_error_;  // the first; writing stopped there
 };
 
 }  // namespace lockscope::cli

@@ -3,10 +3,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "lockscope/ingest/redaction.hpp"
 #include "lockscope/resp/decoder.hpp"
 #include "lockscope/resp/format.hpp"
 #include "lockscope/resp/value.hpp"
@@ -21,7 +24,24 @@ struct resp_options {
   bool allow_inline = false;
   std::size_t max_argument = 0;
   bool shorten_owner_ids = false;
+  bool show_secrets = false;
 };
+
+// Passwords become "****", by the rules decode and analyze follow (redaction.hpp): a
+// saved request stream (a `redis-cli --pipe` input) carries AUTH, HELLO … AUTH and the
+// like. A reply that reads like such a command is masked too: failing closed.
+void redact(resp::value& v) {
+  if (v.type != resp::type::array || v.elements.empty() || !v.elements[0].is_string() ||
+      !analyzer::may_carry_secrets(v.elements[0].text)) {
+    return;
+  }
+  std::vector<std::string_view> args;
+  args.reserve(v.elements.size());
+  for (const resp::value& e : v.elements) args.push_back(e.is_string() ? std::string_view(e.text) : std::string_view());
+  std::vector<std::uint32_t> secrets;
+  analyzer::find_secrets(args, secrets);
+  for (const std::uint32_t i : secrets) v.elements[i] = resp::value::bulk("****");
+}
 
 // Prints each complete message as soon as its last node arrives.
 class message_printer final : public resp::handler {
@@ -30,8 +50,9 @@ class message_printer final : public resp::handler {
   void on_node(const resp::node& n) override {
     builder_.on_node(n);
     if (!n.ends_message()) return;
-    for (const resp::value& v : builder_.values()) {
+    for (resp::value& v : builder_.values()) {
       ++messages_;
+      if (!options_.show_secrets) redact(v);
       if (options_.format == "cli") {
         fmt::print("{}\n", resp::to_cli(v));
       } else {
@@ -95,6 +116,8 @@ void add_resp_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--inline", options->allow_inline, "Accept inline commands (request streams)");
   cmd->add_option("--max-argument", options->max_argument, "Cut longer arguments with … (0: never)");
   cmd->add_flag("--short-owners", options->shorten_owner_ids, "Write owner ids <uuid>:<tid> as 80e6…:12");
+  cmd->add_flag("--show-secrets", options->show_secrets,
+                "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET, ACL SETUSER, SENTINEL)");
   cmd->callback([options, &exit_code] { exit_code = run_resp(*options); });
 }
 

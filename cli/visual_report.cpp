@@ -56,7 +56,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
           forgotten = t.forgotten().locks;
         },
         warn, error);
-    if (first.changed_files > 0) return 1;
+    if (first.failed_files > 0) return 1;
     std::vector<std::string> keys;
     if (options.svg) {
       keys = ranking.matching();
@@ -64,7 +64,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
         const bool more = keys.size() > analyzer::block_ranking::max_matches;
         std::string names;
         for (std::size_t i = 0; i < keys.size() && i < analyzer::block_ranking::max_matches; ++i) {
-          names += (i ? ", " : "") + block_title(keys[i]);
+          names += (i ? ", " : "") + std::string(analyzer::printable(block_title(keys[i])));  // names from the wire
         }
         if (keys.empty()) {
           fmt::print(stderr, "lockscope analyze: --lock {}: no lock of that name in the capture\n",
@@ -86,7 +86,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     const auto second = analyzer::analyze_files_into(
         files, analysis, builder, [&](std::string_view lock) { return builder.selects(lock); },
         [&](const analyzer::lock_timeline& t) { info.rows = analyzer::summary_rows(t, builder.blocks()); }, {}, {});
-    if (second.changed_files > 0 || second.capture.packets != first.capture.packets) {
+    if (second.failed_files > 0 || second.capture.packets != first.capture.packets) {
       fmt::print(stderr, "lockscope analyze: the capture files changed while the report was being made\n");
       return 1;
     }

@@ -5,17 +5,20 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <termios.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "helpers.hpp"
 
@@ -200,6 +203,9 @@ long long read_offset(pid_t pid, const std::filesystem::path& file) {
 TEST_CASE("lockscope decode: a capture truncated while it reads it, an error and the exchanges before",
           "[cli][changing]") {
   LOCKSCOPE_REQUIRE_CLI(binary);
+  // The file, and the same through the live loop (--replay), which exited 0 after its error.
+  const bool replay = GENERATE(false, true);
+  CAPTURE(replay);
   temp_dir dir;
   const auto path = std::filesystem::canonical(dir.path) / "ring2.pcap";
   const many_gets capture(60000);  // ~12 MB
@@ -218,7 +224,12 @@ TEST_CASE("lockscope decode: a capture truncated while it reads it, an error and
     ::dup2(err[1], 2);
     ::close(out[0]);
     ::close(err[0]);
-    ::execl(binary.c_str(), binary.c_str(), "decode", "--max-argument", "0", path.c_str(), static_cast<char*>(nullptr));
+    if (replay) {
+      ::execl(binary.c_str(), binary.c_str(), "decode", "--max-argument", "0", "--replay-speed", "0", "--replay",
+              path.c_str(), static_cast<char*>(nullptr));
+    } else {
+      ::execl(binary.c_str(), binary.c_str(), "decode", "--max-argument", "0", path.c_str(), static_cast<char*>(nullptr));
+    }
     ::_exit(127);
   }
   ::close(out[1]);
@@ -269,6 +280,85 @@ TEST_CASE("lockscope decode: a capture truncated while it reads it, an error and
   CHECK(printed >= complete);
   CHECK(printed <= complete + 1);
   CHECK_THAT(errors, Catch::Contains(" exchanges, "));  // the closing summary was printed
+}
+
+namespace {
+
+struct cli_run {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs lockscope with `args` and its stdin a pseudo-terminal that holds `input` and whose
+// other end is closed: the reads return `input`, then fail with EIO, as a disk's bad
+// block does (which no test can make on demand).
+cli_run run_on_failing_stdin(const std::string& binary, const std::vector<std::string>& args, const std::string& input) {
+  cli_run r;
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  REQUIRE(master >= 0);
+  REQUIRE(::grantpt(master) == 0);
+  REQUIRE(::unlockpt(master) == 0);
+  const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  REQUIRE(slave >= 0);
+  termios raw{};
+  REQUIRE(::tcgetattr(slave, &raw) == 0);
+  ::cfmakeraw(&raw);  // the bytes as they are: no newline translation, no echo
+  REQUIRE(::tcsetattr(slave, TCSANOW, &raw) == 0);
+  REQUIRE(input.size() < 16384);  // what the terminal buffers without a reader
+  REQUIRE(::write(slave, input.data(), input.size()) == static_cast<ssize_t>(input.size()));
+  ::close(slave);
+  int out[2], err[2];
+  REQUIRE(::pipe(out) == 0);
+  REQUIRE(::pipe(err) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(master, 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    std::vector<char*> argv{const_cast<char*>(binary.c_str())};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(master);
+  ::close(out[1]);
+  ::close(err[1]);
+  std::thread drain_errors([&] { r.err = slurp(err[0]); });
+  r.out = slurp(out[0]);
+  drain_errors.join();
+  ::waitpid(pid, &r.status, 0);
+  ::close(out[0]);
+  ::close(err[0]);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("lockscope decode and analyze: a read error (EIO) is an error, exit 1, the output up to it kept",
+          "[cli][changing]") {
+  LOCKSCOPE_REQUIRE_CLI(binary);
+  temp_dir dir;
+  const auto path = dir / "gets.pcap";
+  const many_gets capture(40);
+  write_pcap(path, capture.segments);
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string whole = read_command_output(binary + " decode " + path.string() + " 2>/dev/null");
+  REQUIRE(whole.find("GET key:39 ") != std::string::npos);
+  for (const std::string command : {"decode", "analyze"}) {
+    CAPTURE(command);
+    const cli_run r = run_on_failing_stdin(binary, {command, "-"}, bytes);
+    INFO(r.err);
+    REQUIRE(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) == 1);
+    CHECK_THAT(r.err, Catch::Contains("lockscope " + command + ": error: -: read error at byte " +
+                                      std::to_string(bytes.size()) +
+                                      ": Input/output error; stopped there, everything before it was read"));
+    CHECK_THAT(r.err, !Catch::Contains("warning"));
+    if (command == "decode") CHECK(r.out == whole);  // every exchange read before the error
+  }
 }
 
 TEST_CASE("lockscope decode and analyze: a truncated capture on stdin is read up to the cut, no crash",

@@ -745,6 +745,15 @@ TEST_CASE("pcapng: input that is neither format is named, with its first bytes",
                     junk + ": not a pcap or pcapng capture (it starts with 74 68 69 73 20 69 73 20; 21 bytes in all)");
   const std::string empty = write("empty.pcap", "");
   CHECK_THROWS_WITH(offline_capture({empty}), empty + ": empty, not a capture");
+  // Its read() fails (EISDIR), which read as an empty input.
+  CHECK_THROWS_WITH(offline_capture({dir.path.string()}), dir.path.string() + ": Is a directory");
+  // A valid magic, then the end: cut short (head -c 10), not some other format.
+  const std::string cut_pcap = write("cut.pcap", std::string("\xd4\xc3\xb2\xa1\x02\x00\x04\x00\x00\x00", 10));
+  CHECK_THROWS_WITH(offline_capture({cut_pcap}), cut_pcap + ": truncated pcap file header: 10 of its 24 bytes");
+  const std::string cut_ns = write("cut-ns.pcap", std::string("\xa1\xb2\x3c\x4d\x00\x02", 6));
+  CHECK_THROWS_WITH(offline_capture({cut_ns}), cut_ns + ": truncated pcap file header: 6 of its 24 bytes");
+  const std::string cut_ng = write("cut.pcapng", std::string("\x0a\x0d\x0d\x0a\x1c\x00", 6));
+  CHECK_THROWS_WITH(offline_capture({cut_ng}), cut_ng + ": truncated pcapng section header: 6 of at least 28 bytes");
   const std::string kuznetzov = write("kuz.pcap", std::string("\x34\xcd\xb2\xa1", 4) + std::string(20, '\0'));
   CHECK_THROWS_WITH(offline_capture({kuznetzov}), Catch::Contains("patched tcpdump") && Catch::Contains("editcap -F pcap"));
   // A section header with a byte-order magic that is neither order.

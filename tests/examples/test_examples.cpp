@@ -63,8 +63,9 @@ TEST_CASE("README embedding example fails clearly when the server is down", "[ex
 
 TEST_CASE("make demo's resp command prints the seed messages in the parsed form", "[examples]") {
   const std::string source = LOCKSCOPE_SOURCE_DIR;
+  // The seed's listing shows its AUTH password: --show-secrets, as resp masks it otherwise.
   const run_result r = run(std::string(LOCKSCOPE_CLI) + " resp " + source +
-                           "/captures/seed-4.2.resp --max-argument 48 --short-owners 2>/dev/null");
+                           "/captures/seed-4.2.resp --max-argument 48 --short-owners --show-secrets 2>/dev/null");
   CHECK(r.status == 0);
   CHECK(r.output == read_file(source + "/captures/seed-4.2.expected.txt"));
 }
@@ -75,6 +76,28 @@ TEST_CASE("lockscope resp names the offset and reason of a decode error and exit
       run("printf '*2\\r\\n$3\\r\\nabcXY' | " + std::string(LOCKSCOPE_CLI) + " resp - 2>&1 >/dev/null");
   CHECK(r.status == 1);
   CHECK(r.output == "lockscope resp: -: offset 11: expected CRLF\n");
+}
+
+TEST_CASE("lockscope resp masks passwords as decode does, and --show-secrets shows them", "[examples]") {
+  // A `redis-cli --pipe` input: AUTH, HELLO … AUTH, CONFIG SET requirepass, as RESP and inline.
+  const std::string stream =
+      "printf '*2\\r\\n$4\\r\\nAUTH\\r\\n$8\\r\\ns3cr3tpw\\r\\n"
+      "*5\\r\\n$5\\r\\nHELLO\\r\\n$1\\r\\n3\\r\\n$4\\r\\nAUTH\\r\\n$1\\r\\nu\\r\\n$6\\r\\nhello2\\r\\n"
+      "*4\\r\\n$6\\r\\nCONFIG\\r\\n$3\\r\\nSET\\r\\n$11\\r\\nrequirepass\\r\\n$4\\r\\nnew1\\r\\n"
+      "*2\\r\\n$3\\r\\nGET\\r\\n$8\\r\\ns3cr3tpw\\r\\n' | " +
+      std::string(LOCKSCOPE_CLI) + " resp ";
+  const run_result parsed = run(stream + "- 2>/dev/null");
+  CHECK(parsed.status == 0);
+  CHECK(parsed.output == "AUTH ****\nHELLO 3 AUTH u ****\nCONFIG SET requirepass ****\nGET s3cr3tpw\n");
+  const run_result cli = run(stream + "--format cli - 2>/dev/null");
+  CHECK(cli.output.find("2) \"****\"") != std::string::npos);
+  CHECK(cli.output.find("hello2") == std::string::npos);
+  const run_result shown = run(stream + "--show-secrets - 2>/dev/null");
+  CHECK(shown.status == 0);
+  CHECK(shown.output == "AUTH s3cr3tpw\nHELLO 3 AUTH u hello2\nCONFIG SET requirepass new1\nGET s3cr3tpw\n");
+  const run_result inline_auth =
+      run("printf 'AUTH pw1\\r\\nPING\\r\\n' | " + std::string(LOCKSCOPE_CLI) + " resp --inline - 2>/dev/null");
+  CHECK(inline_auth.output == "AUTH ****\nPING\n");
 }
 
 TEST_CASE("lockscope scripts prints each lock script as EVAL sends it, and the SHA1 SCRIPT LOAD returns",

@@ -232,6 +232,71 @@ TEST_CASE("every command whose stdout takes no more (a full disk) says so and ex
   }
 }
 
+TEST_CASE("options: values that make no sense are refused as usage errors", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string seed = quoted(captures_dir / "seed-redisson.pcap");
+  struct attempt {
+    std::string args, says;
+  };
+  // Each was taken: a negative threshold flagged every free moment, a timeout of 0 or
+  // less made each packet a new connection, NaN compared false with every hold, port 0
+  // matched nothing, -1 wrapped to 2^64 - 1, and the empty -Z and --metrics-listen
+  // meant "not given".
+  const std::vector<attempt> refused = {
+      {"--idle-threshold -5 " + seed, "--idle-threshold: must be a number at least 0"},
+      {"--flow-timeout -1 " + seed, "--flow-timeout: must be a number more than 0"},
+      {"--flow-timeout 0 " + seed, "--flow-timeout: must be a number more than 0"},
+      {"--long-hold nan " + seed, "--long-hold: must be a number more than 0 and at most 1000000000 (got nan)"},
+      {"--long-hold inf " + seed, "(got inf)"},
+      {"--port 0 " + seed, "--port: must be a number at least 1 and at most 65535 (got 0)"},
+      {"--port 6379,0 " + seed, "(got 0)"},
+      {"--top -1 " + seed, "--top: must be a number at least 0"},
+      {"--max-locks -1 " + seed, "--max-locks: must be a number at least 0"},
+      {"--group-window nan " + seed, "--group-window: must be"},
+      {"--link-window -1 " + seed, "--link-window: must be"},
+      {"-i lo -Z ''", "--relinquish-privileges: must be a user name, not empty"},
+      {"-i lo --metrics-listen ''", "--metrics-listen: must be ADDR:PORT, not empty"},
+      {"-i lo --stats-interval -1", "--stats-interval: must be"},
+      {"--replay " + seed + " --replay-speed nan", "--replay-speed: must be"},
+      {"--replay " + seed + " --save-anomalies /tmp --save-window nan", "--save-window: must be"},
+  };
+  for (const attempt& a : refused) {
+    CAPTURE(a.args);
+    // Bounded: a live one that is not refused would capture until stopped.
+    const run_result r = run("timeout -s INT 5 " + cli + " analyze --summary " + a.args);
+    CHECK(WEXITSTATUS(r.status) == 2);
+    CHECK(r.err.find(a.says) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  const run_result decode = run(cli + " decode --max-argument -1 " + seed);
+  CHECK(WEXITSTATUS(decode.status) == 2);
+  CHECK(decode.err.find("--max-argument: must be a number at least 0") != std::string::npos);
+  // The edges that make sense are taken.
+  CHECK(run(cli + " analyze --summary --idle-threshold 0 --top 0 --port 16379 --flow-timeout 0.5 " + seed).status == 0);
+}
+
+TEST_CASE("options: live capture's own options are refused with capture files", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string seed = quoted(captures_dir / "seed-redisson.pcap");
+  // Each did nothing to a file, silently: a user could believe the file was filtered.
+  for (const std::string command : {"analyze", "decode"}) {
+    for (const std::string option : {"--filter 'tcp port 1'", "-Z nobody", "--no-drop", "--buffer-mb 8",
+                                     "--stats-interval 5"}) {
+      CAPTURE(command, option);
+      const run_result file = run(cli + " " + command + " " + option + " " + seed);
+      CHECK(WEXITSTATUS(file.status) == 2);
+      CHECK(file.err.find(option.substr(0, option.find(' ')) + ": only for live capture (-i IFACE)") !=
+            std::string::npos);
+      CHECK(file.out.empty());
+      // --replay is the live loop without a capture: its drop reports run, nothing else does.
+      const run_result replay = run(cli + " " + command + " --replay-speed 0 --replay " + seed + " " + option);
+      CHECK(WEXITSTATUS(replay.status) == (option.starts_with("--stats-interval") ? 0 : 2));
+    }
+  }
+}
+
 TEST_CASE("analyze: an output that is one of the inputs is refused, the input left as it was", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
@@ -485,6 +550,92 @@ TEST_CASE("write: -G names files by strftime on the loop's clock", "[recorder][c
     CHECK(n.starts_with("seed-17"));
     CHECK(n.ends_with(".pcap"));
   }
+}
+
+TEST_CASE("write: -G with a name that would repeat within -G is refused before writing", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("write-g-refused");
+  const std::string replay = cli + " analyze --summary --replay-speed 0 --replay " +
+                             quoted(captures_dir / "recorded" / "contend.pcap") + " --write ";
+  struct attempt {
+    std::string name, rotation, says;
+  };
+  // The same name every interval (tcpdump's trap: each file overwrites the last), a name
+  // that changes only every hour against 100 s, a second against half of one, and the
+  // rotations that would be none at all.
+  const std::vector<attempt> refused = {
+      {"fixed.pcap", "-G 100", "-G: --write " + (dir.path / "fixed.pcap").string() + " has no strftime time conversion"},
+      {"fixed.pcap", "-G 100 -C 1", "has no strftime time conversion"},
+      {"h-%H.pcap", "-G 100", "its finest time conversion changes every 3600 s, more than -G 100"},
+      {"s-%s.pcap", "-G 0.5", "changes every 1 s, more than -G 0.5"},
+      {"c.pcap", "-C 0", "-C: must be a number more than 0"},
+      {"g-%s.pcap", "-G 0", "-G: must be a number more than 0"},
+      {"g-%s.pcap", "-G nan", "-G: must be a number more than 0"},
+  };
+  for (const attempt& a : refused) {
+    CAPTURE(a.name, a.rotation);
+    const run_result r = run(replay + quoted(dir.path / a.name) + " " + a.rotation);
+    CHECK(WEXITSTATUS(r.status) == 2);
+    CHECK(r.err.find(a.says) != std::string::npos);
+    CHECK(fs::is_empty(dir.path));
+  }
+  // A name that repeats only after an hour is a ring of files, kept on purpose.
+  const run_result ring = run(replay + quoted(dir.path / "m-%M.pcap") + " -G 60");
+  CHECK(ring.status == 0);
+  CHECK_FALSE(fs::is_empty(dir.path));
+}
+
+TEST_CASE("write: a --write file that cannot be created is named before the capture starts", "[recorder][cli]") {
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string replay =
+      cli + " analyze --summary --replay-speed 0 --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -w ";
+  const run_result missing = run(replay + "/nonexistent/w.pcap");
+  CHECK(WEXITSTATUS(missing.status) == 2);
+  CHECK(missing.err.find("--write /nonexistent/w.pcap: cannot create it as uid ") != std::string::npos);
+  CHECK(missing.out.empty());  // before the analysis: no summary table
+  temp_dir dir("write-probe");
+  const run_result directory = run(replay + quoted(dir.path));
+  CHECK(WEXITSTATUS(directory.status) == 2);
+  CHECK(directory.err.find("--write " + dir.path.string() + ": Is a directory") != std::string::npos);
+  // -G: the first file's name, from the loop's clock (a replay's: its first packet's time).
+  const run_result dated = run(replay + quoted(dir.path / "%Y" / "w-%s.pcap") + " -G 1");
+  CHECK(WEXITSTATUS(dated.status) == 2);
+  CHECK(dated.err.find("--write " + (dir.path / "2024" / "w-17").string()) != std::string::npos);
+  CHECK(dated.err.find(".pcap: cannot create it") != std::string::npos);
+  CHECK(fs::is_empty(dir.path));  // the probe leaves nothing behind
+  if (::geteuid() == 0 && ::system("command -v setpriv >/dev/null 2>&1") == 0) {
+    // Root writes anywhere: as nobody, the user a live capture started as root drops to.
+    fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(fs::temp_directory_path(), fs::perms::others_exec, fs::perm_options::add);
+    const run_result denied = run("setpriv --reuid=65534 --regid=65534 --clear-groups " + replay + quoted(dir.path / "w.pcap"));
+    CHECK(WEXITSTATUS(denied.status) == 2);
+    CHECK(denied.err.find("--write " + (dir.path / "w.pcap").string() + ": cannot create it as uid 65534: Permission denied") !=
+          std::string::npos);
+    CHECK(denied.out.empty());
+    std::ofstream(dir.path / "root.pcap") << "x";  // there, but not nobody's to truncate
+    const run_result existing = run("setpriv --reuid=65534 --regid=65534 --clear-groups " + replay + quoted(dir.path / "root.pcap"));
+    CHECK(WEXITSTATUS(existing.status) == 2);
+    CHECK(existing.err.find("root.pcap: cannot write it as uid 65534: Permission denied") != std::string::npos);
+    CHECK(fs::file_size(dir.path / "root.pcap") == 1);
+  }
+}
+
+TEST_CASE("write: a write that fails later (a full disk) is repeated at the end, exit 1", "[recorder][cli]") {
+  if (!have_cli()) return;
+  if (!fs::exists("/dev/full")) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const run_result r = run(cli + " analyze --summary --replay-speed 0 --replay " +
+                           quoted(captures_dir / "recorded" / "contend.pcap") + " -w /dev/full");
+  CHECK(WEXITSTATUS(r.status) == 1);
+  CHECK(r.err.find("--write /dev/full: No space left on device; writing stopped, the analysis goes on") !=
+        std::string::npos);
+  // After the summary table, in the closing lines, where it is seen.
+  CHECK(r.err.find("--write failed: /dev/full: No space left on device; writing stopped there, after ") !=
+        std::string::npos);
+  CHECK(r.out.find("lock ") != std::string::npos);  // the analysis went on
 }
 
 namespace {

@@ -166,6 +166,20 @@ TEST_CASE("rotated_file_name: tcpdump's -C and -G names", "[recorder]") {
   CHECK(rotated_file_name(o, 1'700'000'000'500'000, 2) == "cap-1700000000.pcap2");
 }
 
+TEST_CASE("strftime_name_span_s: how long a -G name can stay the same", "[recorder]") {
+  CHECK(strftime_name_span_s("fixed.pcap") == 0);
+  CHECK(strftime_name_span_s("100%%-%n%t%z%Z.pcap") == 0);  // no time in any of them
+  CHECK(strftime_name_span_s("cap-%s.pcap") == 1);
+  CHECK(strftime_name_span_s("cap-%Y%m%d-%H%M%S.pcap") == 1);
+  CHECK(strftime_name_span_s("cap-%H%M.pcap") == 60);
+  CHECK(strftime_name_span_s("cap-%F-%-H.pcap") == 3600);  // glibc's flag: still hours
+  CHECK(strftime_name_span_s("cap-%OH-%E3Y.pcap") == 3600);
+  CHECK(strftime_name_span_s("cap-%d.pcap") == 86400);
+  CHECK(strftime_name_span_s("cap-%b.pcap") == 31 * 86400);
+  CHECK(strftime_name_span_s("cap-%Y.pcap") == 366 * 86400);
+  CHECK(strftime_name_span_s("cap-%") == 0);  // cut short
+}
+
 TEST_CASE("rotating_pcap_writer: -C starts FILE1, FILE2… once a file is larger", "[recorder]") {
   const auto dir = std::filesystem::temp_directory_path() / ("lockscope-rotate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -122,6 +122,11 @@ TEST_CASE("metrics: label values escaped per the format, bad UTF-8 and _other ne
   out.clear();
   append_label_value(out, std::string_view("k\xFF\xC3(\xED\xA0\x80", 7));  // bad byte, cut sequence, surrogate
   CHECK(out == "k\\\\xFF\\\\xC3(\\\\xED\\\\xA0\\\\x80");
+  out.clear();
+  // Controls would reach the terminal of whoever curls the endpoint: ESC, BEL, DEL, tab,
+  // and CSI as a C1 control in UTF-8 (U+009B), each byte a '?' as in analyze's text.
+  append_label_value(out, "t\x1b]0;x\a d\x7f c\xC2\x9B" "31m \t.");
+  CHECK(out == "t?]0;x? d? c??31m ?.");
 
   lock_metrics m;
   acquire(m, "q\"uote", 1);
@@ -129,6 +134,8 @@ TEST_CASE("metrics: label values escaped per the format, bad UTF-8 and _other ne
   acquire(m, "bin\\xFF", 3);   // reads like the one above once escaped: _other
   acquire(m, "_other", 4);     // the reserved name: _other
   acquire(m, "line\nbreak", 5);
+  acquire(m, "esc\x1b[31m", 6);
+  acquire(m, "esc?[31m", 7);  // reads like the one above once shown: _other
   const std::string text = rendered(m);
   std::vector<std::string> duplicates;
   const auto s = test::parse_samples(text, &duplicates);
@@ -136,7 +143,9 @@ TEST_CASE("metrics: label values escaped per the format, bad UTF-8 and _other ne
   CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"q\\\"uote\"}", -1) == 1);
   CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"bin\\\\xFF\"}", -1) == 1);
   CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"line\\nbreak\"}", -1) == 1);
-  CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"_other\"}", -1) == 2);
+  CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"esc?[31m\"}", -1) == 1);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(test::sample_or(s, "lockscope_lock_acquisitions_total{lock=\"_other\"}", -1) == 3);
   if (test::promtool_available()) {
     const auto r = test::promtool_check(text);
     INFO(text);

@@ -412,3 +412,34 @@ TEST_CASE("metrics live: every lockscope_ metric the Grafana dashboard queries e
   ::close(holder.out);
   ::close(waiter.out);
 }
+
+TEST_CASE("metrics live: with port 0 the port the kernel chose is said at the start", "[live][metrics]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !fs::exists(cli)) {
+    WARN("needs the lockscope CLI");
+    return;
+  }
+  // A replay is the live loop without a capture (no privilege needed); at its capture's
+  // speed it runs for seconds, long enough to be scraped.
+  const fs::path err = fs::temp_directory_path() / ("lockscope-metrics-port0-" + std::to_string(::getpid()) + ".err");
+  process analyze = spawn({cli, "analyze", "--summary", "--replay", std::string(LOCKSCOPE_SOURCE_DIR) +
+                           "/captures/seed-redisson.pcap", "--metrics-listen", "127.0.0.1:0"}, err);
+  const std::regex said("serving metrics at http://127\\.0\\.0\\.1:([0-9]+)/metrics\n");
+  std::smatch m;
+  std::string text;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (!std::regex_search(text = analyze.err(), m, said) && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(20ms);
+  }
+  INFO(text);
+  REQUIRE(m.size() == 2);
+  const int port = std::stoi(m[1]);
+  CHECK(port > 0);
+  const http_response r = scrape(static_cast<std::uint16_t>(port));
+  CHECK(r.status == 200);
+  CHECK(r.body.find("lockscope_capture_packets_total") != std::string::npos);
+  ::kill(analyze.pid, SIGINT);
+  CHECK(analyze.wait() == 0);
+  ::close(analyze.out);
+  fs::remove(err);
+}

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "capture_builder.hpp"
 #include "helpers.hpp"
 #include "lockscope/locks/report_page.hpp"
 #include "lockscope/locks/swimlane.hpp"
@@ -257,4 +258,31 @@ TEST_CASE("swimlane: lockscope analyze --format html and svg", "[swimlane][cli]"
   const std::string one = run_cli(capture + " --format html --html-max-locks 1 2>/dev/null", status);
   CHECK(count(one, "<section class=\"block\"") == 1);
   CHECK(one.find("data-left-out=\"2\"") != std::string::npos);
+}
+
+TEST_CASE("swimlane: svg's matching lock names reach stderr without terminal escapes", "[swimlane][cli]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty() || !std::filesystem::exists(cli)) {
+    WARN("the lockscope CLI is not built");
+    return;
+  }
+  // Lock names are the wire's: an OSC title change ended by BEL, and CSI as a C1 control
+  // written in UTF-8 (U+009B), which some terminals act on.
+  timeline_test::capture_builder b;
+  const int a = b.connect("10.0.0.1", 50001, "10.0.0.9", 6379, t0);
+  const int c = b.connect("10.0.0.2", 50002, "10.0.0.9", 6379, t0 + 100);
+  b.command(a, t0 + 1000, {"SET", "evil\x1b]0;pwned\a", "token-a", "NX", "PX", "30000"}, timeline_test::resp_ok);
+  b.command(c, t0 + 2000, {"SET", "csi\xc2\x9b" "31m", "token-b", "NX", "PX", "30000"}, timeline_test::resp_ok);
+  const auto path = std::filesystem::temp_directory_path() / ("lockscope-evil-" + std::to_string(::getpid()) + ".pcap");
+  b.write(path.string());
+  int status = -1;
+  const std::string err = run_cli("--format svg --lock '*' " + path.string() + " 2>&1 >/dev/null", status);
+  std::filesystem::remove(path);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(err.find("--lock * matches 2 locks (") != std::string::npos);
+  CHECK(err.find("evil?]0;pwned?") != std::string::npos);  // as analyze's text output shows them
+  CHECK(err.find("csi??31m") != std::string::npos);
+  CHECK(err.find('\x1b') == std::string::npos);
+  CHECK(err.find('\a') == std::string::npos);
+  CHECK(err.find("\xc2\x9b") == std::string::npos);
 }

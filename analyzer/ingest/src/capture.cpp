@@ -4,6 +4,7 @@
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +88,11 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
       f->source = std::make_unique<byte_source>(name, fd, true, stopped_);
       total_bytes_ += f->source->size_at_open();
     }
+    // open() takes a directory, and its read() fails with EISDIR, which would read as
+    // an empty input.
+    if (struct stat st {}; ::fstat(f->source->fd(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw capture_error(name + ": " + std::strerror(EISDIR));
+    }
     auto pcap = std::make_unique<pcap_reader>(*f->source);
     if (pcap->open()) {
       f->reader = std::move(pcap);
@@ -95,11 +101,24 @@ offline_capture::offline_capture(const std::vector<std::string>& files, warning_
       pcapng->take_buffer(*pcap);  // stdin and pipes cannot seek back
       if (!pcapng->open()) {
         const std::string_view head = pcapng->peek(24);
+        if (const int e = pcapng->read_error(); e != 0) {
+          throw capture_error(fmt::format("{}: read error at byte {}: {}", name, head.size(), std::strerror(e)));
+        }
         if (const std::string_view how = compressed_as(head); !how.empty()) {
           throw capture_error(name + ": " + std::string(how) + "-compressed, not a capture: decompress it first (" +
                               std::string(decompressor_of(how)) + " " + name + " | lockscope … -)");
         }
         if (head.empty()) throw capture_error(name + ": empty, not a capture");
+        // The magic is right but the rest is missing: say so, not "no capture".
+        std::uint32_t magic = 0;
+        if (head.size() >= 4) std::memcpy(&magic, head.data(), 4);
+        if (head.size() < 24 && head.size() >= 4 && capture_files::is_classic_pcap_magic(magic)) {
+          throw capture_error(fmt::format("{}: truncated pcap file header: {} of its 24 bytes", name, head.size()));
+        }
+        if (head.size() < 12 && head.size() >= 4 && head.starts_with("\x0a\x0d\x0d\x0a")) {
+          throw capture_error(
+              fmt::format("{}: truncated pcapng section header: {} of at least 28 bytes", name, head.size()));
+        }
         if (head.starts_with("\x34\xcd\xb2\xa1") || head.starts_with("\xa1\xb2\xcd\x34")) {
           throw capture_error(name + ": a pcap of a patched tcpdump (Kuznetzov's, magic a1b2cd34), which lockscope "
                                      "does not read: convert it first (editcap -F pcap " + name + " OUT.pcap)");
@@ -121,8 +140,11 @@ void stop_reading_captures() noexcept { reading_stopped = 1; }
 bool reading_captures_stopped() noexcept { return reading_stopped != 0; }
 
 void offline_capture::report(const file& f, const std::string& message) {
-  if (f.source->changed()) {
-    ++changed_files_;
+  // A file that changed, or that could not be read on, is not damaged: the rest of it
+  // exists but was not read, so the output is incomplete. That is an error, not a warning.
+  const bool read_failed = !f.source->changed() && f.reader->read_error() != 0;
+  if (f.source->changed() || read_failed) {
+    ++(read_failed ? read_error_files_ : changed_files_);
     if (error_) error_(f.source->name() + ": " + message);
     else if (warn_) warn_(f.source->name() + ": " + message);
   } else if (warn_) {

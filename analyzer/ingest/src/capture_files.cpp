@@ -165,7 +165,8 @@ int record_reader::stop(const char* what, std::uint64_t at, std::uint64_t need, 
   if (source_.changed()) {
     error = source_.changed_message(at);
   } else if (read_errno_ != 0) {
-    error = "read error at byte " + std::to_string(base_ + end_) + ": " + std::strerror(read_errno_);
+    error = "read error at byte " + std::to_string(base_ + end_) + ": " + std::strerror(read_errno_) +
+            "; stopped there, everything before it was read";
   } else if (have == 0) {
     return 0;
   } else {
@@ -176,13 +177,9 @@ int record_reader::stop(const char* what, std::uint64_t at, std::uint64_t need, 
 
 // ---- classic pcap ----
 
-namespace {
-
 bool is_classic_pcap_magic(std::uint32_t magic) noexcept {
   return magic == 0xa1b2c3d4u || magic == 0xa1b23c4du || magic == 0xd4c3b2a1u || magic == 0x4d3cb2a1u;
 }
-
-}  // namespace
 
 bool pcap_reader::open() {
   const std::string_view h = peek(24);

@@ -52,6 +52,7 @@ class byte_source {
   ssize_t read_some(char* out, std::size_t max);
 
   const std::string& name() const noexcept { return name_; }
+  int fd() const noexcept { return fd_; }
   bool regular() const noexcept { return regular_; }
   std::uint64_t size_at_open() const noexcept { return size_at_open_; }
   bool changed() const noexcept { return changed_size_.has_value(); }
@@ -131,6 +132,8 @@ class record_reader {
   // Takes over the bytes `from` buffered, after its open() failed (stdin and pipes cannot
   // seek back); `from` is not to be read again.
   void take_buffer(record_reader& from);
+  // The errno of a read that failed (EIO: a bad disk block), or 0. The input ends there.
+  int read_error() const noexcept { return read_errno_; }
 
  protected:
   // Makes `need` bytes available at data(); false when the input ends (or fails) first.
@@ -153,6 +156,10 @@ class record_reader {
   std::uint64_t base_ = 0;  // the file offset of buffer_[0]
   int read_errno_ = 0;
 };
+
+// One of classic pcap's four magics (µs or ns, either byte order), as the file's first
+// four bytes read in host order.
+bool is_classic_pcap_magic(std::uint32_t magic) noexcept;
 
 // Classic pcap (microsecond or nanosecond, either byte order).
 class pcap_reader final : public record_reader {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <string_view>
 
 #include "lockscope/ingest/capture.hpp"
 
@@ -75,6 +76,37 @@ std::string rotated_file_name(const rotation_options& o, std::int64_t at_us, std
   return name;
 }
 
+double strftime_name_span_s(std::string_view pattern) {
+  constexpr double day = 86400;
+  double finest = 0;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') continue;
+    // glibc's flags and field width (%-H, %_3d), then C's E and O modifiers (%Ec, %OH).
+    ++i;
+    while (i < pattern.size() && std::string_view("_-0^#").find(pattern[i]) != std::string_view::npos) ++i;
+    while (i < pattern.size() && pattern[i] >= '0' && pattern[i] <= '9') ++i;
+    if (i < pattern.size() && (pattern[i] == 'E' || pattern[i] == 'O')) ++i;
+    if (i >= pattern.size()) break;
+    double span = 0;  // %%, %n, %t, %z, %Z and unknown conversions: no time
+    switch (pattern[i]) {
+      case 'S': case 's': case 'T': case 'r': case 'X': case 'c': case '+': span = 1; break;
+      case 'M': case 'R': span = 60; break;
+      case 'H': case 'I': case 'k': case 'l': span = 3600; break;
+      case 'p': case 'P': span = day / 2; break;
+      case 'd': case 'e': case 'j': case 'a': case 'A': case 'u': case 'w': case 'D': case 'F': case 'x':
+        span = day;
+        break;
+      case 'U': case 'W': case 'V': span = 7 * day; break;
+      case 'm': case 'b': case 'B': case 'h': span = 31 * day; break;
+      case 'y': case 'Y': case 'G': case 'g': span = 366 * day; break;
+      case 'C': span = 100 * 366 * day; break;
+      default: break;
+    }
+    if (span > 0 && (finest == 0 || span < finest)) finest = span;
+  }
+  return finest;
+}
+
 std::string rotating_pcap_writer::open_next(int link_type, std::int64_t now_us) {
   const std::string name = rotated_file_name(options_, interval_start_us_ < 0 ? now_us : interval_start_us_, index_);
   ++files_;
@@ -99,8 +131,9 @@ std::string rotating_pcap_writer::write(const captured_packet& p, std::int64_t n
     if (std::string err = file_.close(); !err.empty()) return err;
     if (std::string err = open_next(p.link_type, now_us); !err.empty()) return err;
   }
+  if (std::string err = file_.write(p.ts_us, p.data, p.wire_length); !err.empty()) return err;
   ++packets_;
-  return file_.write(p.ts_us, p.data, p.wire_length);
+  return {};
 }
 
 }  // namespace lockscope::analyzer

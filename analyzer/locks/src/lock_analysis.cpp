@@ -100,6 +100,7 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
   r.recognizer = recognizer.stats();
   r.locks = timeline.lock_count();
   r.changed_files = source.changed_files();
+  r.failed_files = source.failed_files();
   r.recorded_drops = source.recorded_drops();
   r.first_packet_us = first;
   r.last_packet_us = last;

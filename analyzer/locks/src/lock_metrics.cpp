@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include "lockscope/ingest/message.hpp"
+#include "lockscope/resp/format.hpp"
 
 namespace lockscope::analyzer {
 
@@ -49,12 +50,18 @@ void append_label_value(std::string& out, std::string_view value) {
       ++i;
       continue;
     }
+    // Prometheus takes any UTF-8 in a label value, but a scrape is often read with curl
+    // in a terminal: control characters (C0 but the newline, which has its escape, DEL,
+    // and both bytes of a C1 control in UTF-8) become '?', as analyze's text shows them.
     if (n == 1) {
       const char c = value[i];
       if (c == '\\') out += "\\\\";
       else if (c == '"') out += "\\\"";
       else if (c == '\n') out += "\\n";
+      else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += '?';
       else out += c;
+    } else if (resp::printable_utf8_sequence(value, i) == 0) {
+      out.append(n, '?');
     } else {
       out.append(value.substr(i, n));
     }
@@ -121,7 +128,7 @@ lock_metrics::series* lock_metrics::series_for(std::string_view lock, std::int64
   append_label_value(label, lock);
   if (label == other_label) return nullptr;
   for (const auto& [name, s] : by_name_) {
-    if (s.label == label) return nullptr;  // only names with bytes shown as \xNN can meet here
+    if (s.label == label) return nullptr;  // only names with bytes shown as \xNN or ? can meet here
   }
   series& s = by_name_.emplace(std::string(lock), series{}).first->second;
   s.label = std::move(label);

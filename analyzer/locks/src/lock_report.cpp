@@ -84,14 +84,6 @@ std::string format_duration(std::int64_t us) {
 
 namespace {
 
-// fmt into a memory_buffer (its fast contiguous path), then one append.
-template <class... Args>
-void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
-  fmt::memory_buffer b;
-  fmt::format_to(fmt::appender(b), f, std::forward<Args>(args)...);
-  out.append(b.data(), b.size());
-}
-
 // Names come from the wire: control bytes would break the text layout (and an escape
 // sequence would reach the terminal), and bytes that are not UTF-8 make the output
 // unreadable to the tools it is piped to. Each such byte becomes '?', as do both bytes
@@ -99,6 +91,9 @@ void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... ar
 // terminals): the length, and so the table's widths, stay as they were.
 bool is_control(char c) noexcept { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
 bool is_plain_ascii(char c) noexcept { return !is_control(c) && static_cast<unsigned char>(c) < 0x80; }
+
+}  // namespace
+
 std::string_view printable(std::string_view s) {
   if (std::all_of(s.begin(), s.end(), is_plain_ascii)) return s;  // the usual case: no copy
   thread_local std::string scratch;
@@ -116,6 +111,16 @@ std::string_view printable(std::string_view s) {
     }
   }
   return scratch;
+}
+
+namespace {
+
+// fmt into a memory_buffer (its fast contiguous path), then one append.
+template <class... Args>
+void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::memory_buffer b;
+  fmt::format_to(fmt::appender(b), f, std::forward<Args>(args)...);
+  out.append(b.data(), b.size());
 }
 
 // "MOVED slot 5474 to 127.0.0.1:30002: acquire retried there".

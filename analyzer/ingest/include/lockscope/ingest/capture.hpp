@@ -54,8 +54,11 @@ class offline_capture {
   // a packet whose time is a second or more before the previous one's in its file
   // (clock_steps.hpp), named by its number in the file; an interface whose recorded
   // statistics count dropped packets, when the file ends.
-  // `error`: a file that shrank while being read (truncated or rewritten); reading it
-  // stopped there, what came before was delivered. Without `error`, `warn` gets those.
+  // `error`: a file that shrank while being read (truncated or rewritten), or a read
+  // that failed (EIO); reading it stopped there, what came before was delivered.
+  // Without `error`, `warn` gets those.
+  // Throws capture_error for a file that cannot be opened, a directory, input that is
+  // no capture, and a file header cut short.
   offline_capture(const std::vector<std::string>& files, warning_handler warn = {}, warning_handler error = {});
   ~offline_capture();
   offline_capture(const offline_capture&) = delete;
@@ -69,6 +72,9 @@ class offline_capture {
   std::uint64_t total_bytes() const noexcept { return total_bytes_; }
   // How many files changed under the reader so far (each reported to `error`).
   std::size_t changed_files() const noexcept { return changed_files_; }
+  // How many files ended early on an error (each reported to `error`): changed under
+  // the reader, or a read that failed. What they delivered is only part of them.
+  std::size_t failed_files() const noexcept { return changed_files_ + read_error_files_; }
   // The packets the capturing tool counted as dropped, as the files record it (pcapng
   // interface statistics, which dumpcap writes when a capture ends; classic pcap records
   // none): the sum over every interface that has a count, nullopt when none has. Known
@@ -91,6 +97,7 @@ class offline_capture {
   warning_handler warn_;
   warning_handler error_;
   std::size_t changed_files_ = 0;
+  std::size_t read_error_files_ = 0;
   std::uint64_t total_bytes_ = 0;
   file* last_ = nullptr;  // the file whose packet was returned last; advanced lazily
 };

@@ -58,6 +58,12 @@ struct rotation_options {
 // after strftime of the pattern at `at_us` when rotate_us is set.
 std::string rotated_file_name(const rotation_options& o, std::int64_t at_us, std::uint64_t index);
 
+// How long a name made from `pattern` by strftime can stay the same: the longest span of
+// one value of its finest time conversion (%S: 1 s, %M: 60 s, %H: 3600 s, %d: a day, %m:
+// 31 days, …), in seconds, or 0 when it has none. -G intervals shorter than this may get
+// the same name as the interval before, whose file would then be overwritten.
+double strftime_name_span_s(std::string_view pattern);
+
 class rotating_pcap_writer {
  public:
   explicit rotating_pcap_writer(rotation_options options) : options_(std::move(options)) {}

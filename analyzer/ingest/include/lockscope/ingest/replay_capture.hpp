@@ -35,6 +35,8 @@ class replay_capture final : public packet_source {
   std::int64_t now_us() const override { return now_us_; }
   // Files that changed while being read (see offline_capture).
   std::size_t changed_files() const noexcept { return files_.changed_files(); }
+  // Files that ended early on an error (see offline_capture::failed_files).
+  std::size_t failed_files() const noexcept { return files_.failed_files(); }
 
  private:
   bool fetch();

@@ -43,6 +43,8 @@ struct analysis_result {
   std::size_t locks = 0;
   std::uint64_t events = 0;
   std::size_t changed_files = 0;  // files that shrank while being read (each sent to `error`)
+  // Files that ended early on an error: changed_files, and reads that failed (EIO).
+  std::size_t failed_files = 0;
   // Drops the capturing tool recorded in the files (offline_capture::recorded_drops).
   std::optional<std::uint64_t> recorded_drops;
   std::int64_t first_packet_us = -1, last_packet_us = -1;  // -1: no packet

@@ -145,7 +145,8 @@ class lock_event_tee final : public lock_event_sink {
 };
 
 // Prometheus label-value escaping (backslash, double quote, newline), with bytes that are
-// not valid UTF-8 written as the text `\xNN`.
+// not valid UTF-8 written as the text `\xNN`, and other control characters (C0, DEL, C1)
+// as `?`: a scrape read in a terminal carries no escape sequence.
 void append_label_value(std::string& out, std::string_view value);
 
 }  // namespace lockscope::analyzer
