@@ -203,7 +203,12 @@ TEST_CASE("cluster: a malformed MOVED and an SSUBSCRIBE with no channel are warn
   REQUIRE(rec.ops.size() == 2);
   CHECK(rec.ops[0].outcome == op_outcome::error);  // kept as the error it is
   CHECK(rec.ops[1].outcome == op_outcome::ok);
-  CHECK(r.stats().malformed_redirects == 1);
+  // The error's text is the server's: an escape sequence in it reaches no terminal.
+  feed(r, acquire_args(owner_a), "-MOVED \x1b]0;pwned\x07 \xc2\x9b" "31m\r\n", 1'002'000);
+  REQUIRE(warnings.size() == 3);
+  CHECK(warnings[2].find("MOVED ?]0;pwned? ??31m") != std::string::npos);
+  for (const char c : warnings[2]) CHECK((static_cast<unsigned char>(c) >= 0x20 && c != 0x7f));
+  CHECK(r.stats().malformed_redirects == 2);
   CHECK(r.stats().skipped == 1);
   // A flood of bad input: warning_limit lines, the rest counted.
   for (int i = 0; i < 100; ++i) feed(r, {"SSUBSCRIBE"}, "");

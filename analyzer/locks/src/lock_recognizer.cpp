@@ -1,4 +1,5 @@
 #include "lockscope/locks/lock_recognizer.hpp"
+#include "lockscope/locks/lock_report.hpp"
 
 #include <array>
 #include <charconv>
@@ -508,7 +509,8 @@ void lock_recognizer::warn(const exchange& e, std::string_view what) {
   if (!warn_ || ++warnings_ > warning_limit) return;
   std::string line = fmt::format("{} > {}: {}", e.client_text, e.server_text, what);
   if (warnings_ == warning_limit) line += " (further such warnings are only counted)";
-  warn_(line);
+  // It quotes the wire (a server's error text): no escape sequence reaches the terminal.
+  warn_(std::string(printable(line)));
 }
 
 void lock_recognizer::report_link(const exchange& e, std::string_view other_node) {
