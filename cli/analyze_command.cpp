@@ -266,7 +266,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   add_privilege_options(*cmd, o->privileges);
   add_recorder_options(*cmd, o->recorder);
   cmd->add_flag("--summary", o->summary, "Only the per-lock summary table");
-  cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table");
+  cmd->add_flag("--no-summary", o->no_summary, "Text: leave out the summary table")->excludes("--summary");
   cmd->add_option("--top", o->top,
                   "Summary table: only the N locks with the most contended acquisitions and anomalies (then "
                   "acquisitions, renewals and expiries), most first, and a line with what the others counted "

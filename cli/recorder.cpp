@@ -29,7 +29,13 @@ void add_recorder_options(CLI::App& cmd, recorder_options& o) {
   add_replay_options(cmd, o);
   cmd.add_option("-w,--write", o.write,
                  "Live: also write the captured packets to this pcap file, as tcpdump -w (with -G: a strftime "
-                 "pattern)");
+                 "pattern)")
+      ->check(CLI::Validator(
+          [](const std::string& path) {
+            // tcpdump -w - writes to stdout; here stdout carries the events and report.
+            return path == "-" ? std::string("- (stdout) carries the events and report: give a file") : std::string();
+          },
+          "FILE"));
   cmd.add_option("-C", o.rotate_mb, "--write: start a new file (FILE1, FILE2, …) once one is larger than this many "
                                     "millions of bytes, as tcpdump -C")
       ->needs("--write")

@@ -61,7 +61,7 @@ TEST_CASE("README embedding example fails clearly when the server is down", "[ex
   CHECK(r.output.find(std::to_string(port)) != std::string::npos);
 }
 
-TEST_CASE("make demo's resp command prints the seed messages in the parsed form", "[examples]") {
+TEST_CASE("lockscope resp prints the seed's messages (section 4.2) in the parsed form", "[examples]") {
   const std::string source = LOCKSCOPE_SOURCE_DIR;
   // The seed's listing shows its AUTH password: --show-secrets, as resp masks it otherwise.
   const run_result r = run(std::string(LOCKSCOPE_CLI) + " resp " + source +

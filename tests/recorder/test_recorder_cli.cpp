@@ -210,6 +210,10 @@ TEST_CASE("replay: bad input", "[recorder][cli]") {
   CHECK(WEXITSTATUS(rotate_alone.status) == 2);  // a usage error: 2, not CLI11's own status
   CHECK(rotate_alone.err.find("--write") != std::string::npos);
   CHECK(WEXITSTATUS(run(cli + " analyze --no-such-option").status) == 2);
+  CHECK(WEXITSTATUS(run(cli + " analyze --summary --no-summary " + quoted(captures_dir / "seed-redisson.pcap")).status) == 2);
+  const run_result to_stdout = run(cli + " analyze --replay " + quoted(captures_dir / "seed-redisson.pcap") + " -w -");
+  CHECK(WEXITSTATUS(to_stdout.status) == 2);  // tcpdump's -w - is stdout, which carries the report here
+  CHECK(to_stdout.err.find("--write: - (stdout) carries the events and report") != std::string::npos);
   CHECK(WEXITSTATUS(run(cli + " lock --no-such-option").status) == 64);  // EX_USAGE, as lock's other usage errors
   CHECK(run(cli + " analyze --help").status == 0);
 }
