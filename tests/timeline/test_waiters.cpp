@@ -60,6 +60,25 @@ TEST_CASE("waiters: node-redisson's lost subscription: idle_with_waiters after t
   }
 }
 
+TEST_CASE("waiters: a poller's idleness is its sleep between attempts, not a missed wake-up", "[timeline][waiter][anomaly]") {
+  // A SET NX PX client (no pub/sub) fails, sleeps 200 ms, and finds the lock free since 50.
+  fixture f;
+  auto attempt = [&](std::string_view owner, double at_ms, op_outcome outcome, std::uint64_t connection) {
+    auto o = f.op(lock_op_kind::acquire, outcome, owner, at_ms, connection);
+    o.family = lock_family::set_based;
+    o.lease_ms = 30000;
+    f.timeline.on_operation(o);
+  };
+  attempt("A", 0, op_outcome::ok, 1);
+  attempt("B", 10, op_outcome::contended, 2);
+  auto release = f.op(lock_op_kind::del, op_outcome::ok, "A", 50, 1);
+  release.family = lock_family::set_based;
+  f.timeline.on_operation(release);
+  attempt("B", 210, op_outcome::ok, 2);
+  REQUIRE(f.events.count("anomaly:idle_with_waiters") == 1);
+  CHECK(f.events.first("anomaly:idle_with_waiters")->detail == "free while a polling waiter slept between its attempts");
+}
+
 TEST_CASE("waiters: a subscribed waiter's idleness is certain at the threshold, with its interval",
           "[timeline][waiter][anomaly]") {
   fixture f;

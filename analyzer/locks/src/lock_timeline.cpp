@@ -1154,12 +1154,16 @@ struct lock_timeline::impl {
     if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
         at - x.free_since_us >= options.idle_threshold_us) {
       x.idle_reported = true;
-      detail = subscribed(w, lock) ? "free while a subscribed waiter waited (missed wake-up)"
-                                   : "free while an unsubscribed waiter waited (missed wake-up)";
+      // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
+      // longer than the lock stayed free.
+      detail = !w.pubsub            ? "free while a polling waiter slept between its attempts"
+               : subscribed(w, lock) ? "free while a subscribed waiter waited (missed wake-up)"
+                                     : "free while an unsubscribed waiter waited (missed wake-up)";
       anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.free_since_us,
               at - x.free_since_us);
     } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us) {
-      detail = "free while this waiter waited (missed wake-up)";
+      detail = w.pubsub ? "free while this waiter waited (missed wake-up)"
+                        : "free while this polling waiter slept between its attempts";
       anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.idle_start_us,
               x.idle_end_us - x.idle_start_us);
       x.idle_start_us = x.idle_end_us = -1;
