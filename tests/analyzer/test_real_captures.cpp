@@ -36,6 +36,29 @@ struct recorded_session {
   std::filesystem::path file = dir / "real.pcap";
 };
 
+// Runs `client` with /usr/bin/python3 (python3-redis) against the session's server while
+// tcpdump records it: its arguments are the port, then the Lua file of each of `scripts`
+// (`lockscope scripts NAME`), then `extra`. False (with a warning) when tcpdump cannot
+// capture.
+bool record_python_client(const std::string& binary, recorded_session& r, const char* client,
+                          std::initializer_list<const char*> scripts, const std::string& extra = {}) {
+  std::ofstream(r.dir / "client.py") << client;
+  std::string command = "/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(r.server.port());
+  for (const char* name : scripts) {
+    const auto lua = r.dir / (std::string(name) + ".lua");
+    REQUIRE(test::run(binary + " scripts " + name + " > " + lua.string()) == 0);
+    command += " " + lua.string();
+  }
+  if (!extra.empty()) command += " " + extra;
+  tcpdump_recording rec(r.file, r.server.port());
+  if (!rec.ready()) {
+    WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+    return false;
+  }
+  REQUIRE(test::run(command) == 0);
+  return true;
+}
+
 bool contains(const std::vector<std::string>& all, const std::string& s) {
   return std::find(all.begin(), all.end(), s) != all.end();
 }
@@ -556,19 +579,8 @@ TEST_CASE("real traffic carrying terminal escapes and bytes that are not UTF-8: 
   if (binary.empty()) return;
   recorded_session r;
   const std::uint16_t port = r.server.port();
-  std::ofstream(r.dir / "client.py") << hostile_client;
   std::ofstream(r.dir / "check.py") << printable_check;
-  REQUIRE(run(binary + " scripts acquire > " + (r.dir / "acquire.lua").string()) == 0);
-  REQUIRE(run(binary + " scripts unlock > " + (r.dir / "unlock.lua").string()) == 0);
-  {
-    tcpdump_recording rec(r.file, port);
-    if (!rec.ready()) {
-      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
-      return;
-    }
-    REQUIRE(run("/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(port) + " " +
-                (r.dir / "acquire.lua").string() + " " + (r.dir / "unlock.lua").string()) == 0);
-  }
+  if (!record_python_client(binary, r, hostile_client, {"acquire", "unlock"})) return;
   const std::string file = r.file.string();
   const auto output = r.dir / "output.txt";
   auto run_to_file = [&](const std::string& args) {
@@ -670,21 +682,8 @@ TEST_CASE("real redis-py subscribers leaving by unsubscribe() with no channel, o
   const std::string binary = cli_binary_with_python_redis();
   if (binary.empty()) return;
   recorded_session r;
-  const std::uint16_t port = r.server.port();
-  std::ofstream(r.dir / "client.py") << leaving_client;
-  REQUIRE(run(binary + " scripts acquire > " + (r.dir / "acquire.lua").string()) == 0);
-  REQUIRE(run(binary + " scripts unlock > " + (r.dir / "unlock.lua").string()) == 0);
   const auto truth_file = r.dir / "truth.jsonl";
-  {
-    tcpdump_recording rec(r.file, port);
-    if (!rec.ready()) {
-      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
-      return;
-    }
-    REQUIRE(run("/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(port) + " " +
-                (r.dir / "acquire.lua").string() + " " + (r.dir / "unlock.lua").string() + " " +
-                truth_file.string()) == 0);
-  }
+  if (!record_python_client(binary, r, leaving_client, {"acquire", "unlock"}, truth_file.string())) return;
   // The client's log: the locks whose channels the server confirmed left, per mode.
   std::map<std::string, std::string> mode_of;
   std::ifstream truth(truth_file);
@@ -748,21 +747,8 @@ TEST_CASE("real Redis and a watchdog renewing as the lease ends, every renewal t
   const std::string binary = cli_binary_with_python_redis();
   if (binary.empty()) return;
   recorded_session r;
-  const std::uint16_t port = r.server.port();
-  std::ofstream(r.dir / "client.py") << edge_client;
-  REQUIRE(run(binary + " scripts acquire > " + (r.dir / "acquire.lua").string()) == 0);
-  REQUIRE(run(binary + " scripts renew > " + (r.dir / "renew.lua").string()) == 0);
   const auto truth_file = r.dir / "truth.jsonl";
-  {
-    tcpdump_recording rec(r.file, port);
-    if (!rec.ready()) {
-      WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
-      return;
-    }
-    REQUIRE(run("/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(port) + " " +
-                (r.dir / "acquire.lua").string() + " " + (r.dir / "renew.lua").string() + " " +
-                truth_file.string()) == 0);
-  }
+  if (!record_python_client(binary, r, edge_client, {"acquire", "renew"}, truth_file.string())) return;
   std::map<std::string, std::vector<std::string>> events;  // per lock, in order
   const std::string jsonl = read_command_output(binary + " analyze --format jsonl " + r.file.string());
   std::istringstream in(jsonl);
