@@ -73,6 +73,79 @@ TEST_CASE("timeline: a renewal the server accepts within Redis's millisecond of 
   CHECK(f.events.first("expired")->ts_us == t0 + 30'700 + 30 * ms + 1 * ms);
 }
 
+TEST_CASE("timeline: a renewal sent before the deadline and answered after it keeps the hold (the server was slow "
+          "to reply)",
+          "[timeline]") {
+  // The server ran the renewal before the deadline (it answered 1: the key was there)
+  // and was descheduled before writing its reply, which came 5 ms after the deadline.
+  fixture f;
+  f.acquire("A", 0, 30);  // deadline: reply (t0 + 100 µs) + 30 ms + 1 ms = t0 + 31.1 ms
+  auto renewal = f.op(lock_op_kind::renew, op_outcome::ok, "A", 31.0);
+  renewal.lease_ms = 30;
+  renewal.reply_us = t0 + 36 * ms;
+  f.timeline.on_operation(renewal);
+  CHECK(f.events.count("renewed") == 1);
+  CHECK(f.events.count("expired") == 0);  // (late_renewal is reported: 36 ms for a 30 ms lease)
+  f.timeline.advance_to(t0 + 60 * ms);
+  CHECK(f.events.count("expired") == 0);
+  // The renewal's lease runs from its reply: it expires then, once.
+  f.timeline.advance_to(t0 + 100 * ms);
+  REQUIRE(f.events.count("expired") == 1);
+  CHECK(f.events.first("expired")->ts_us == t0 + 36 * ms + 31 * ms);
+
+  // An unlock that leaves the hold (reentered) and says no lease: the deadline it left
+  // alone still holds, and the lease runs out once the reply is in.
+  fixture g;
+  g.acquire("A", 0, 30);
+  g.acquire("A", 1, 30);  // reentered: deadline t0 + 32.1 ms
+  auto partial = g.op(lock_op_kind::unlock, op_outcome::partial, "A", 32.0);
+  partial.lease_ms = -1;
+  partial.reply_us = t0 + 35 * ms;
+  g.timeline.on_operation(partial);
+  CHECK(g.events.names() == std::vector<std::string>{"acquired", "reentered", "partially_released"});
+  g.timeline.advance_to(t0 + 40 * ms);
+  REQUIRE(g.events.count("expired") == 1);
+  CHECK(g.events.first("expired")->ts_us == t0 + 35 * ms);
+
+  // Sent after the deadline, an accepted renewal does not undo the expiry before it.
+  fixture h;
+  h.acquire("A", 0, 30);
+  auto late = h.op(lock_op_kind::renew, op_outcome::ok, "A", 31.2);
+  late.lease_ms = 30;
+  late.reply_us = t0 + 36 * ms;
+  h.timeline.on_operation(late);
+  REQUIRE(h.events.count("expired") == 1);
+  CHECK(h.events.first("expired")->ts_us == t0 + 31'100);
+}
+
+TEST_CASE("timeline: a renewal refused past request + lease is an expiry even when the acquisition's reply came late",
+          "[timeline]") {
+  // The acquisition ran at about its request (t0) and its reply came 12 ms later: by our
+  // clock the lease ends at t0 + 42 ms, by the server's at t0 + 30 to 31 ms. A refusal
+  // at 31 ms is the lease running out, not a lost key.
+  fixture f;
+  auto acquisition = f.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
+  acquisition.lease_ms = 30;
+  acquisition.reply_us = t0 + 12 * ms;
+  f.timeline.on_operation(acquisition);
+  f.renew("A", 31.0, 30, op_outcome::rejected);
+  CHECK(f.events.names() ==
+        std::vector<std::string>{"acquired", "renew_failed", "expired", "anomaly:expired_while_held"});
+  REQUIRE(f.events.first("anomaly:expired_while_held") != nullptr);
+  CHECK(f.events.first("anomaly:expired_while_held")->detail.find("already run out") != std::string::npos);
+
+  // Refused before request + lease, the key cannot have expired: it was lost.
+  fixture g;
+  auto early = g.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
+  early.lease_ms = 30;
+  early.reply_us = t0 + 12 * ms;
+  g.timeline.on_operation(early);
+  g.renew("A", 29.0, 30, op_outcome::rejected);
+  CHECK(g.events.count("expired") == 0);
+  REQUIRE(g.events.first("anomaly:expired_while_held") != nullptr);
+  CHECK(g.events.first("anomaly:expired_while_held")->detail.find("the key was lost") != std::string::npos);
+}
+
 TEST_CASE("timeline: renewals move the deadline", "[timeline]") {
   fixture f;
   f.acquire("A", 0, 300);

@@ -859,7 +859,7 @@ struct lock_timeline::impl {
     schedule(id);
   }
 
-  void advance(std::int64_t to) {
+  [[gnu::always_inline]] void advance(std::int64_t to) {
     for (timer t; timers.pop_due(to, t);) {
       if (locks[t.lock].queued_us != t.at_us) continue;  // superseded by an earlier entry
       report_overlaps(t.at_us);
@@ -1404,7 +1404,10 @@ struct lock_timeline::impl {
       // The lease's end by our clock (reply + lease) is later than the server's by the
       // reply's latency: refused well before it, the key was not expired but lost.
       const std::int64_t left = mine != nullptr && mine->deadline_us >= 0 ? mine->lease_end_us() - at : -1;
-      if (mine != nullptr && mine->deadline_us >= 0 && left <= options.reply_skew_us) {
+      // Past the floor (request + lease) the key may have expired whatever the reply's
+      // latency was: the acquisition's reply may have waited on a busy server.
+      const bool lease_over = left <= options.reply_skew_us || (mine != nullptr && at >= mine->floor_us());
+      if (mine != nullptr && mine->deadline_us >= 0 && lease_over) {
         // Refused about when the lease ends (Redis's clock counts whole milliseconds, so
         // before our deadline): the lease ran out, and the refusal makes that certain.
         expire(l, *mine, at);
@@ -1413,7 +1416,7 @@ struct lock_timeline::impl {
         remove_holder(l, mine);
         became_free(l, at);
       }
-      if (left > options.reply_skew_us) {
+      if (!lease_over) {
         detail = fmt::format("{} refused {} ms before the lease would run out: the key was lost (deleted, evicted, "
                              "or a restart or failover without it)",
                              renew ? "renewal" : "unlock", left / 1000);
@@ -2106,6 +2109,40 @@ struct lock_timeline::impl {
     }
     return canon(last_scope);
   }
+  // An operation the key answered as its holder's (a renewal, an unlock, a PEXPIRE or DEL
+  // that found it: not an acquisition, as a reentry and a fresh acquisition after an
+  // expiry get the same reply) proves the key was there when the command ran, which
+  // was before its reply. A holder's deadline between the request and the reply must not
+  // fire first (a server descheduled between running the command and writing its reply):
+  // it moves past the reply while the clock catches up, and comes back if the operation
+  // left it as it was.
+  struct shielded_deadline {
+    std::uint32_t owner = no_id;
+    std::int64_t deadline_us = -1;
+  };
+  shielded_deadline shield_answering_holder(std::uint32_t id, const lock_operation& op, std::int64_t at, bool plain) {
+    lock_state& l = locks[id];
+    const auto due_in_reply = [&](const holder& h) { return h.deadline_us >= op.request_us && h.deadline_us <= at; };
+    holder* answering = nullptr;
+    if (plain) {
+      answering = first_holder(l);  // what a plain command acts on
+    } else {
+      for_each_holder(l, [&](holder& h) {
+        if (answering == nullptr && due_in_reply(h) && owners.text(h.owner) == op.owner) answering = &h;
+      });
+    }
+    if (answering == nullptr || !due_in_reply(*answering)) return {};
+    const shielded_deadline s{answering->owner, answering->deadline_us};
+    answering->deadline_us = at + 1;
+    return s;
+  }
+  void unshield(std::uint32_t id, const shielded_deadline& s, std::int64_t at) {
+    holder* h = find_holder(locks[id], s.owner);
+    if (h == nullptr || h->deadline_us != at + 1) return;
+    h->deadline_us = s.deadline_us;
+    schedule_at(id, s.deadline_us);
+  }
+
   void handle(const lock_operation& op, const announced* ann) {
     if (op.kind == lock_op_kind::cluster_link) {
       link_servers(op.server_text, op.redirect_to);
@@ -2114,20 +2151,31 @@ struct lock_timeline::impl {
     if (op.lock.empty()) return;
     const std::int64_t at = op.at_us();
     if (first < 0) first = op.request_us;
-    advance(at);
     // Plain commands only matter for keys already known as locks.
     std::uint32_t where = scope_of(op);
     if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
-    if (op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del) {
-      const std::uint32_t id = find_announced(ann, where, op.lock);
-      if (id != no_id && op.outcome == op_outcome::redirected) on_redirect(id, op);
-      else if (id != no_id) on_plain(id, op);
+    const bool plain = op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del;
+    const std::uint32_t found = find_announced(ann, where, op.lock);
+    const std::uint32_t id = plain ? found : lock_id(where, op.lock, found);
+    if (id == no_id) {
+      advance(at);
       return;
     }
-    const std::uint32_t id = lock_id(where, op.lock, find_announced(ann, where, op.lock));
-    if (id == no_id) return;
+    const bool answered_by_key = op.reply_us > op.request_us &&
+                                 (op.outcome == op_outcome::ok || op.outcome == op_outcome::partial) &&
+                                 (plain || op.kind == lock_op_kind::renew || op.kind == lock_op_kind::unlock);
+    const shielded_deadline shielded = answered_by_key ? shield_answering_holder(id, op, at, plain) : shielded_deadline{};
+    advance(at);
+    dispatch(id, op, plain);
+    if (shielded.owner != no_id) unshield(id, shielded, at);
+  }
+  [[gnu::always_inline]] void dispatch(std::uint32_t id, const lock_operation& op, bool plain) {
     if (op.outcome == op_outcome::redirected) {
       on_redirect(id, op);
+      return;
+    }
+    if (plain) {
+      on_plain(id, op);
       return;
     }
     switch (op.kind) {
