@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnostics.hpp"
 #include "capture_options.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
@@ -77,18 +78,18 @@ std::unique_ptr<analyzer::trace_export> make_trace(const analyze_options& o, out
 
 void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_stats& r, std::size_t locks,
                   std::uint64_t events, const std::string& drops) {
-  fmt::print(stderr,
+  print_diagnostic(
              "lockscope analyze: {} packets, {} flows ({} RESP), {} exchanges, {} lock operations ({} inferred), "
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
   if (r.redirects > 0 || r.malformed_redirects > 0 || r.skipped > 0) {
-    fmt::print(stderr, "lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
+    print_diagnostic("lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
                "{} malformed redirects kept as errors, {} (S)SUBSCRIBEs with no channel skipped\n",
                r.redirects, r.malformed_redirects, r.skipped);
   }
   if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
-    fmt::print(stderr, "lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
+    print_diagnostic("lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);
   }
   print_flow_summary("analyze", s);
@@ -101,7 +102,7 @@ int run_reporting_errors(const analyze_options& o, bool live_mode) {
   try {
     return run(o, live_mode);
   } catch (const output_error& e) {
-    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+    print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   }
 }
@@ -135,18 +136,18 @@ int run(const analyze_options& o, bool live_mode) {
     try {
       const auto r = analyzer::analyze_files(
           o.capture.files, ao, [&out](std::string_view s) { out.write(s); },
-          [](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); },
-          [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); });
+          [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); },
+          [](const std::string& e) { print_diagnostic("lockscope analyze: error: {}\n", e); });
       if (trace) trace->finish(r.last_packet_us);
       out.commit();
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
     } catch (const analyzer::capture_error& e) {
-      fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+      print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
     } catch (const analyzer::report_error& e) {
-      fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+      print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
     }
     return 0;
@@ -186,7 +187,7 @@ int run(const analyze_options& o, bool live_mode) {
   analyzer::operation_batch batch(timeline);  // flushed after every packet
   analyzer::lock_operation_filter filter(report, batch);
   analyzer::lock_recognizer recognizer(filter.entry());
-  recognizer.set_warning_handler([](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); });
+  recognizer.set_warning_handler([](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); });
   analyzer::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
   analyzer::ingest_pipeline a(io, recognizer, &recognizer);

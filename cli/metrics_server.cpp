@@ -17,6 +17,8 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
+#include "diagnostics.hpp"
+
 namespace lockscope::cli {
 
 namespace asio = boost::asio;
@@ -251,10 +253,10 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
     analyzer::metrics_options o;
     o.max_locks = max_locks;
     auto server = std::make_unique<metrics_server>(listen, o);
-    fmt::print(stderr, "lockscope {}: serving metrics at http://{}/metrics\n", command, server->address());
+    print_diagnostic("lockscope {}: serving metrics at http://{}/metrics\n", command, server->address());
     return server;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "lockscope {}: --metrics-listen {}: {}\n", command, listen, e.what());
+    print_diagnostic("lockscope {}: --metrics-listen {}: {}\n", command, listen, e.what());
     return nullptr;
   }
 }

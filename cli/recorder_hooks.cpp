@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnostics.hpp"
 #include "lockscope/ingest/capture_writer.hpp"
 #include "lockscope/ingest/packet_ring.hpp"
 #include "lockscope/locks/lock_connections.hpp"
@@ -217,19 +218,19 @@ class recorder_hooks::flight_recorder {
   void print_summary() {
     stop();
     const auto s = connections_ ? connections_->stats() : analyzer::lock_connections_stats{};
-    fmt::print(stderr,
+    print_diagnostic(
                "lockscope {}: flight recorder: {} anomalies saved to {}, {} not saved: {} rate-limited (one per lock "
                "and kind per {} s), {} dropped (the writer was behind), {} write errors; {} old files deleted "
                "(--save-max-mb)\n",
                command_, saved_, dir_, s.rate_limited + dropped_ + failed_, s.rate_limited,
                static_cast<double>(window_us_) / 1e6, dropped_, failed_, deleted_);
     if (ring_.evicted_in_window() > 0) {
-      fmt::print(stderr,
+      print_diagnostic(
                  "lockscope {}: flight recorder: {} packets left the ring before --save-window passed "
                  "(raise --save-buffer)\n",
                  command_, ring_.evicted_in_window());
     }
-    if (!first_error_.empty()) fmt::print(stderr, "lockscope {}: flight recorder: {}\n", command_, first_error_);
+    if (!first_error_.empty()) print_diagnostic("lockscope {}: flight recorder: {}\n", command_, first_error_);
   }
 
  private:
@@ -552,7 +553,7 @@ recorder_hooks::recorder_hooks(const char* command, const recorder_options& o, s
   if (!o.write.empty()) {
     writer_ = std::make_unique<packet_writer>(o);
     if (std::string err = writer_->probe(now_us); !err.empty()) {
-      fmt::print(stderr, "lockscope {}: --write {}\n", command, err);
+      print_diagnostic("lockscope {}: --write {}\n", command, err);
       ready_ = false;
       return;
     }
@@ -561,7 +562,7 @@ recorder_hooks::recorder_hooks(const char* command, const recorder_options& o, s
     try {
       recorder_ = std::make_unique<flight_recorder>(command, o);
     } catch (const std::runtime_error& e) {
-      fmt::print(stderr, "lockscope {}: {}\n", command, e.what());
+      print_diagnostic("lockscope {}: {}\n", command, e.what());
       ready_ = false;
       return;
     }
@@ -582,7 +583,7 @@ void recorder_hooks::on_loop(const analyzer::captured_packet* p, std::int64_t no
   if (p == nullptr) return;
   if (writer_ && write_error_.empty()) {
     if (std::string err = writer_->write(*p, now_us); !err.empty()) {
-      fmt::print(stderr, "lockscope {}: --write {}; writing stopped, the analysis goes on\n", command_, err);
+      print_diagnostic("lockscope {}: --write {}; writing stopped, the analysis goes on\n", command_, err);
       write_error_ = std::move(err);
     }
   }
@@ -594,10 +595,10 @@ void recorder_hooks::finish() {
   if (writer_) {
     if (std::string err = writer_->close(); !err.empty() && write_error_.empty()) write_error_ = std::move(err);
     if (write_error_.empty()) {
-      fmt::print(stderr, "lockscope {}: --write: {} packets in {} files\n", command_, writer_->packets(),
+      print_diagnostic("lockscope {}: --write: {} packets in {} files\n", command_, writer_->packets(),
                  writer_->files());
     } else {
-      fmt::print(stderr,
+      print_diagnostic(
                  "lockscope {}: --write failed: {}; writing stopped there, after {} packets in {} files: the "
                  "files lack the packets after it\n",
                  command_, write_error_, writer_->packets(), writer_->files());

@@ -64,8 +64,10 @@ class recorder_hooks {
   // Waits for the writer, prints what was written (and a --write error again: it may be
   // far up in the output).
   void finish();
-  // Once finish() has returned: --write failed, and its files lack packets.
-  bool write_failed() const noexcept { return !write_error_.empty(); }
+  // Once finish() has returned: --write failed (its files lack packets), or the flight
+  // recorder could not write an anomaly's files. Either is exit status 1: what the user
+  // asked to be kept on disk is not all there.
+  bool write_failed() const { return !write_error_.empty() || stats().write_errors > 0; }
   // Final once finish() has returned (it stops the writer thread).
   recorder_stats stats() const;
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnostics.hpp"
 #include "commands.hpp"
 #include "lockscope/ingest/redaction.hpp"
 #include "lockscope/resp/decoder.hpp"
@@ -72,7 +73,7 @@ class message_printer final : public resp::handler {
 int run_resp(const resp_options& o) {
   std::FILE* in = o.file == "-" ? stdin : std::fopen(o.file.c_str(), "rb");
   if (in == nullptr) {
-    fmt::print(stderr, "lockscope resp: {}: {}\n", o.file, std::strerror(errno));
+    print_diagnostic("lockscope resp: {}: {}\n", o.file, std::strerror(errno));
     return 2;
   }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(in == stdin ? nullptr : in, &std::fclose);
@@ -87,21 +88,21 @@ int run_resp(const resp_options& o) {
     if (n == 0) break;
     decoder.feed(std::string_view(buffer.data(), n), printer);
     if (decoder.error()) {
-      fmt::print(stderr, "lockscope resp: {}: offset {}: {}\n", o.file, decoder.error_offset(),
+      print_diagnostic("lockscope resp: {}: offset {}: {}\n", o.file, decoder.error_offset(),
                  decoder.error().message());
       return 1;
     }
   }
   if (std::ferror(in)) {
-    fmt::print(stderr, "lockscope resp: {}: read error: {}\n", o.file, std::strerror(errno));
+    print_diagnostic("lockscope resp: {}: read error: {}\n", o.file, std::strerror(errno));
     return 2;
   }
   if (!decoder.at_message_boundary()) {
-    fmt::print(stderr, "lockscope resp: {}: offset {}: input ends inside a message\n", o.file,
+    print_diagnostic("lockscope resp: {}: offset {}: input ends inside a message\n", o.file,
                decoder.offset());
     return 1;
   }
-  fmt::print(stderr, "lockscope resp: {} messages, {} bytes\n", printer.messages(), decoder.offset());
+  print_diagnostic("lockscope resp: {} messages, {} bytes\n", printer.messages(), decoder.offset());
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnostics.hpp"
 #include "commands.hpp"
 #include "lockscope/lock/scripts.hpp"
 
@@ -42,7 +43,7 @@ int run(const scripts_options& o) {
   }
   std::string names;
   for (const lock::script_info& s : lock::all_scripts()) names += fmt::format("{}{}", names.empty() ? "" : ", ", s.name);
-  fmt::print(stderr, "lockscope scripts: no script named '{}' (known: {})\n", o.name, names);
+  print_diagnostic("lockscope scripts: no script named '{}' (known: {})\n", o.name, names);
   return 64;  // EX_USAGE
 }
 

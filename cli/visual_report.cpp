@@ -1,5 +1,6 @@
 #include "visual_report.hpp"
 
+#include "diagnostics.hpp"
 #include "capture_options.hpp"
 #include "output_file.hpp"
 
@@ -29,7 +30,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
                       const visual_report_options& options) {
   const char* format = options.svg ? "svg" : "html";
   if (options.svg && options.lock_globs.size() != 1) {
-    fmt::print(stderr, "lockscope analyze: --format svg needs one --lock NAME (the lock to draw)\n");
+    print_diagnostic("lockscope analyze: --format svg needs one --lock NAME (the lock to draw)\n");
     return 2;
   }
   std::function<bool(std::string_view)> selected;
@@ -41,8 +42,8 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
       return false;
     };
   }
-  auto warn = [](const std::string& w) { fmt::print(stderr, "lockscope analyze: warning: {}\n", w); };
-  auto error = [](const std::string& e) { fmt::print(stderr, "lockscope analyze: error: {}\n", e); };
+  auto warn = [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); };
+  auto error = [](const std::string& e) { print_diagnostic("lockscope analyze: error: {}\n", e); };
   try {
     // Created first, so that a path that cannot be written stops the run before two passes.
     output_file out(options.output == "-" ? std::string() : options.output);
@@ -67,10 +68,10 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
           names += (i ? ", " : "") + std::string(analyzer::printable(block_title(keys[i])));  // names from the wire
         }
         if (keys.empty()) {
-          fmt::print(stderr, "lockscope analyze: --lock {}: no lock of that name in the capture\n",
+          print_diagnostic("lockscope analyze: --lock {}: no lock of that name in the capture\n",
                      options.lock_globs.front());
         } else {
-          fmt::print(stderr, "lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
+          print_diagnostic("lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
                      options.lock_globs.front(), more ? "more than " : "",
                      more ? analyzer::block_ranking::max_matches : keys.size(), names, more ? ", …" : "");
         }
@@ -87,7 +88,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
         files, analysis, builder, [&](std::string_view lock) { return builder.selects(lock); },
         [&](const analyzer::lock_timeline& t) { info.rows = analyzer::summary_rows(t, builder.blocks()); }, {}, {});
     if (second.failed_files > 0 || second.capture.packets != first.capture.packets) {
-      fmt::print(stderr, "lockscope analyze: the capture files changed while the report was being made\n");
+      print_diagnostic("lockscope analyze: the capture files changed while the report was being made\n");
       return 1;
     }
     builder.finish(first.last_packet_us);
@@ -114,7 +115,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     else analyzer::write_html_page(info, builder.blocks(), geometry, write);
     out.commit();
     const bool to_stdout = out.is_stdout();
-    fmt::print(stderr,
+    print_diagnostic(
                "lockscope analyze: {} packets, {} flows, {} exchanges; {} locks ({} drawn, {} left out); {} {} "
                "bytes{}{}\n",
                first.capture.packets, first.capture.flows, first.capture.exchanges + first.capture.pushes,
@@ -126,10 +127,10 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
                        forgotten, analysis.timeline.max_locks, format));
     }
   } catch (const analyzer::capture_error& e) {
-    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+    print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   } catch (const output_error& e) {
-    fmt::print(stderr, "lockscope analyze: {}\n", e.what());
+    print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   }
   return 0;

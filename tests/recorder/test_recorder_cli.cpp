@@ -236,6 +236,43 @@ TEST_CASE("every command whose stdout takes no more (a full disk) says so and ex
   }
 }
 
+TEST_CASE("every command whose stderr takes no more (a full disk) loses its messages, not its work", "[recorder][cli]") {
+  // fmt::print(stderr, …) threw on the failed write: the closing totals line aborted
+  // analyze (SIGABRT, a core) after its report was written.
+  if (!have_cli()) return;
+  if (!fs::exists("/dev/full")) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string capture = quoted(captures_dir / "seed-redisson.pcap");
+  temp_dir dir("stderr-full");
+  struct attempt {
+    std::string args;
+    int status;
+  };
+  const std::vector<attempt> attempts = {
+      {"analyze " + capture, 0},
+      {"analyze --format jsonl " + capture, 0},
+      {"analyze --summary --replay-speed 0 --replay " + capture + " --save-anomalies " + quoted(dir.path) + " -w " +
+           quoted(dir.path / "w.pcap"),
+       0},
+      {"analyze --format html -o " + quoted(dir.path / "r.html") + " " + capture, 0},
+      {"decode " + capture, 0},
+      {"resp " + quoted(captures_dir / "seed-4.2.resp"), 0},
+      {"analyze /nonexistent.pcap", 2},  // the error is lost, its status is not
+      {"analyze --port 0 " + capture, 2},
+  };
+  for (const attempt& a : attempts) {
+    CAPTURE(a.args);
+    const run_result r = run("{ " + cli + " " + a.args + " 2>/dev/full; }");  // run()'s own 2> applies outside
+    CHECK(WIFEXITED(r.status));
+    CHECK(WEXITSTATUS(r.status) == a.status);
+    if (a.status == 0 && a.args.find(" -o ") == std::string::npos && a.args.find("--replay") == std::string::npos) {
+      CHECK(!r.out.empty());
+    }
+  }
+  CHECK(fs::file_size(dir.path / "r.html") > 0);
+  CHECK(fs::file_size(dir.path / "w.pcap") > 0);
+}
+
 TEST_CASE("options: values that make no sense are refused as usage errors", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
@@ -640,6 +677,39 @@ TEST_CASE("write: a write that fails later (a full disk) is repeated at the end,
   CHECK(r.err.find("--write failed: /dev/full: No space left on device; writing stopped there, after ") !=
         std::string::npos);
   CHECK(r.out.find("lock ") != std::string::npos);  // the analysis went on
+}
+
+TEST_CASE("save-anomalies: an anomaly whose files cannot be written is named at the end, exit 1", "[recorder][cli]") {
+  // RLIMIT_FSIZE 0 (SIGXFSZ ignored) makes every write to a file fail with EFBIG, as a
+  // full disk would, while the start-up probe (an empty file) still succeeds. stdout and
+  // stderr are pipes (a file would fail too): python3 sets the limit for the child only.
+  if (!have_cli()) return;
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  temp_dir dir("save-efbig");
+  const std::string replay = cli + " analyze --summary --replay-speed 0 --replay " +
+                             quoted(captures_dir / "recorded" / "expiry.pcap") + " --save-anomalies " + quoted(dir.path);
+  temp_dir script_dir("save-efbig-script");
+  const fs::path limiter = script_dir.path / "limit.py";
+  std::ofstream(limiter) << R"py(import resource, signal, subprocess, sys
+def limit():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+p = subprocess.run(['sh', '-c', sys.argv[1]], preexec_fn=limit, capture_output=True)
+sys.stdout.buffer.write(p.stdout)
+sys.stderr.buffer.write(p.stderr)
+sys.exit(p.returncode)
+)py";
+  const run_result r = run("python3 " + quoted(limiter) + " \"" + replay + "\"");
+  CHECK(WEXITSTATUS(r.status) == 1);
+  CHECK(r.err.find("0 anomalies saved to") != std::string::npos);
+  CHECK(r.err.find("1 write errors") != std::string::npos);
+  CHECK(r.err.find("-report_daily-expired_while_held.pcap: File too large") != std::string::npos);
+  CHECK(r.out.find("report:daily") != std::string::npos);  // the analysis went on
+  CHECK(fs::is_empty(dir.path));  // no half-written file is left
+  // The control: the same run with room writes its pair and exits 0.
+  const run_result room = run(replay);
+  CHECK(WEXITSTATUS(room.status) == 0);
+  CHECK(room.err.find("1 anomalies saved to") != std::string::npos);
 }
 
 namespace {
