@@ -708,7 +708,10 @@ struct lock_timeline::impl {
         x.waiters.resize(kept);
         if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
       }
-      schedule(lock);
+      // No schedule(lock): the timer queued is no later than every deadline left (fire()
+      // and every deadline set keep it so), and leaving only takes deadlines away; one
+      // that fires early finds nothing due and queues the next. schedule() walks every
+      // waiter: a herd's connections ending one by one made that quadratic.
     }
     release_connection(conn);
   }
