@@ -84,6 +84,16 @@ TEST_CASE("message text is capped per message and truncation is counted", "[outp
   CHECK(m.root_node()->length == 10);
 }
 
+TEST_CASE("elements past the node cap are counted once each, even when they arrive in pieces", "[output]") {
+  // Fed a byte at a time, every bulk string comes in several pieces: each dropped one is
+  // still one element (its pieces were counted as elements of their own).
+  std::string wire = "*40\r\n";
+  for (int i = 0; i < 40; ++i) wire += "$3\r\nabc\r\n";
+  const message m = decode(wire, 64);  // 64 / 16: the root and 3 elements
+  CHECK(m.dropped_nodes() == 37);
+  CHECK(m.truncated_bytes() == 37 * 3);
+}
+
 TEST_CASE("to_cli_line writes redis-cli's form on one line", "[output]") {
   CHECK(to_cli_line(decode("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\n0\r\n")) == "1) \"message\" 2) \"ch\" 3) \"0\"");
   CHECK(to_cli_line(decode(":7\r\n")) == "(integer) 7");

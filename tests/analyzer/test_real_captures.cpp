@@ -257,6 +257,73 @@ TEST_CASE("a real 1 MB value crosses many segments and decodes whole", "[real]")
   CHECK(get_seen);
 }
 
+TEST_CASE("real values and arrays past the message limits say how much was not kept, in text and JSONL",
+          "[real][cli]") {
+  // A message keeps 1 MiB of text and 65,536 nodes. What was cut must be said: before,
+  // JSONL held the first 1 MiB of a 3 MB value (and the first elements of an array) as
+  // if they were all of it, and text said nothing of a cut value. The server's STRLEN
+  // and LLEN are the truth.
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  LOCKSCOPE_REQUIRE_CLI(binary);
+  recorded_session r;
+  const std::string cli = "redis-cli -p " + std::to_string(r.server.port());
+  constexpr std::int64_t value_size = 3'000'000, list_size = 100'000;
+  std::ofstream(r.dir / "big.txt", std::ios::binary) << std::string(value_size, 'v');
+  {
+    tcpdump_recording rec(r.file, r.server.port());
+    if (!rec.ready()) {
+      WARN("tcpdump could not capture on lo: skipping");
+      return;
+    }
+    REQUIRE(run(cli + " -x SET big < " + (r.dir / "big.txt").string() + " >/dev/null") == 0);
+    REQUIRE(run(cli + " GET big >/dev/null") == 0);
+    REQUIRE(run(cli + " RPUSH list $(seq 0 " + std::to_string(list_size - 1) + ") >/dev/null") == 0);
+    REQUIRE(run(cli + " LRANGE list 0 -1 >/dev/null") == 0);
+    ltest::resp_connection c(r.server.host(), r.server.port());
+    CHECK(c.command("STRLEN", "big").integer == value_size);
+    CHECK(c.command("LLEN", "list").integer == list_size);
+  }
+  std::map<std::string, int> seen;
+  const std::string jsonl = read_command_output(binary + " decode --format jsonl " + r.file.string());
+  CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::exchange_line_errors) == "");
+  std::istringstream in(jsonl);
+  for (std::string line; std::getline(in, line);) {
+    const auto v = boost::json::parse(line).as_object();
+    const auto& command = v.at("command").as_array();
+    const std::string name(command.at(0).as_string());
+    CAPTURE(name);
+    const auto count = [&](const char* key) {
+      return v.contains("not_kept") ? v.at("not_kept").as_object().at(key).as_int64() : std::int64_t{0};
+    };
+    if (name == "SET") {
+      CHECK(static_cast<std::int64_t>(command.at(2).as_string().size()) + count("command_bytes") == value_size);
+      CHECK(count("command_bytes") > 0);
+    } else if (name == "GET") {
+      CHECK(static_cast<std::int64_t>(v.at("reply").as_string().size()) + count("reply_bytes") == value_size);
+      CHECK(count("reply_bytes") > 0);
+    } else if (name == "RPUSH") {
+      CHECK(static_cast<std::int64_t>(command.size()) - 2 + count("command_arguments") == list_size);
+      CHECK(count("command_arguments") > 0);
+    } else if (name == "LRANGE") {
+      CHECK(static_cast<std::int64_t>(v.at("reply").as_array().size()) + count("reply_elements") == list_size);
+      CHECK(count("reply_elements") > 0);
+    } else {
+      CHECK(!v.contains("not_kept"));  // nothing cut: the schema's fields alone
+    }
+    ++seen[name];
+  }
+  CHECK(seen["SET"] == 1);
+  CHECK(seen["GET"] == 1);
+  CHECK(seen["RPUSH"] == 1);
+  CHECK(seen["LRANGE"] == 1);
+  CHECK(seen["STRLEN"] == 1);
+  const std::string text = read_command_output(binary + " decode " + r.file.string());
+  CHECK(text.find("(… " + std::to_string(value_size - (1 << 20)) + " more bytes not kept) [") != std::string::npos);
+  CHECK(text.find("(… " + std::to_string(list_size - 65'533) + " more arguments not kept) ⇒ (integer) 100000") !=
+        std::string::npos);
+  CHECK(text.find("(… " + std::to_string(list_size - 65'535) + " more elements not kept) [") != std::string::npos);
+}
+
 // SREs often capture with a short snapshot length (tcpdump -s 96) to keep files small.
 // Then the commands are gone, and the gaps alone would not say why: both commands name
 // the cause and the fix. The truth is the file's own records, as tcpdump wrote them: a

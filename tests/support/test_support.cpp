@@ -216,6 +216,9 @@ TEST_CASE("jsonl schema: the checker accepts the README's examples and rejects e
   CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[1],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange"})") != "");  // argument type
   CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[],"reply_type":"integer","reply":"1","latency_us":3,"kind":"exchange"})") != "");  // reply type
   CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":[],"reply_type":"none","reply":null,"latency_us":null,"kind":"exchange","x":1})") != "");  // extra
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":["GET","k"],"reply_type":"bulk_string","reply":"v","latency_us":3,"not_kept":{"command_arguments":0,"command_bytes":0,"reply_elements":0,"reply_bytes":7},"kind":"exchange"})") == "");
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":["GET","k"],"reply_type":"bulk_string","reply":"v","latency_us":3,"not_kept":{"command_arguments":0,"command_bytes":0,"reply_elements":0,"reply_bytes":0},"kind":"exchange"})") != "");  // nothing cut
+  CHECK(exchange_line_errors(R"({"ts":1.5,"client":"127.0.0.1:1","server":"127.0.0.1:6379","command":["GET","k"],"reply_type":"bulk_string","reply":"v","latency_us":3,"kind":"exchange","not_kept":{"command_arguments":0,"command_bytes":0,"reply_elements":0,"reply_bytes":7}})") != "");  // order
 
   const std::string event =
       R"({"ts":1717209306.000520,"lock":"myLock","event":"acquired","owner":"5f1c:15","client":"192.168.1.22:50002","server":"192.168.1.10:16379","db":0,"hold_count":1,"lease_ms":6000,"wait_ms":2750.520})";

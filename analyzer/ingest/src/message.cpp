@@ -43,6 +43,8 @@ void message::add(const resp::node& n, std::size_t max_text) {
   if (dropping_) {  // everything after the cap, pieces of a dropped bulk included
     truncated_ += n.value.size();
     if (!continues) ++dropped_nodes_;
+    // A dropped bulk split over segments is one element, as a kept one is.
+    if (n.type != resp::type::streamed_string_part) bulk_open_ = resp::is_bulk(n.type) && n.is_partial();
     return;
   }
   // The common case (a whole node whose text fits) in one pass: per node of every

@@ -29,12 +29,27 @@ void append_endpoint(std::string& out, std::string_view cached, const endpoint& 
   else e.append_to(out);
 }
 
-// A reply too large to keep whole (message::add) says what was left out.
-void append_dropped(std::string& out, const message& m) {
-  if (m.dropped_nodes() == 0) return;
+void append_not_kept(std::string& out, std::uint64_t elements, std::uint64_t bytes, std::string_view what) {
+  if (elements == 0 && bytes == 0) return;
   out += " (… ";
-  append_int(out, static_cast<std::int64_t>(m.dropped_nodes()));
-  out += " more elements not kept)";
+  if (elements > 0) {
+    append_int(out, static_cast<std::int64_t>(elements));
+    out += " more ";
+    out += what;
+  } else {
+    append_int(out, static_cast<std::int64_t>(bytes));
+    out += " more bytes";
+  }
+  out += " not kept)";
+}
+// A reply too large to keep whole (message::add) says what was left out: its elements
+// past the node cap, or else the bytes of a value cut at the text cap.
+void append_dropped(std::string& out, const message& m) {
+  append_not_kept(out, m.dropped_nodes(), m.truncated_bytes(), "elements");
+}
+void append_json_count(std::string& out, std::string_view key, std::uint64_t n) {
+  out += key;
+  append_int(out, static_cast<std::int64_t>(n));
 }
 
 }  // namespace
@@ -72,6 +87,7 @@ void append_text_line(std::string& out, const exchange& e, const text_options& o
     if (i > 0) out.push_back(' ');
     resp::append_parsed_argument(out, e.command[i], parsed);
   }
+  append_not_kept(out, e.command_arguments_not_kept, e.command_bytes_not_kept, "arguments");
   out += " ⇒ ";
   if (e.reply == nullptr) {
     out += "(no reply)";
@@ -108,6 +124,16 @@ void append_jsonl(std::string& out, const exchange& e) {
   out += ",\"latency_us\":";
   if (e.kind == exchange_kind::exchange && e.reply != nullptr) append_int(out, e.latency_us());
   else out += "null";
+  const std::uint64_t reply_elements = e.reply != nullptr ? e.reply->dropped_nodes() : 0;
+  const std::uint64_t reply_bytes = e.reply != nullptr ? e.reply->truncated_bytes() : 0;
+  if ((e.command_arguments_not_kept | e.command_bytes_not_kept | reply_elements | reply_bytes) != 0) {
+    // Only when a limit cut something: the arrays and strings above are then partial.
+    append_json_count(out, ",\"not_kept\":{\"command_arguments\":", e.command_arguments_not_kept);
+    append_json_count(out, ",\"command_bytes\":", e.command_bytes_not_kept);
+    append_json_count(out, ",\"reply_elements\":", reply_elements);
+    append_json_count(out, ",\"reply_bytes\":", reply_bytes);
+    out.push_back('}');
+  }
   out += e.kind == exchange_kind::push ? ",\"kind\":\"push\"}" : ",\"kind\":\"exchange\"}";
 }
 

@@ -457,6 +457,10 @@ void resp_session::emit(pending_command& c, const message* reply) {
     e.interned_argument = c.whole.interned_argument();
   } else {
     c.arguments(arguments_);
+    if (c.whole.empty()) {  // a whole command is within every limit
+      e.command_arguments_not_kept = c.command.dropped_nodes();
+      e.command_bytes_not_kept = c.command.truncated_bytes();
+    }
     if (!options_.show_secrets) {
       for (const std::uint32_t i : c.secrets) {
         if (i < arguments_.size()) arguments_[i] = "****";

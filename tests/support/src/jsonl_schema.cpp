@@ -75,8 +75,24 @@ std::string exchange_line_errors(std::string_view line) {
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> fields = {"ts", "client", "server", "command", "reply_type",
                                                        "reply", "latency_us", "kind"};
-  if (std::string e = keys_in_order(o, fields, fields); !e.empty()) return e;
-  if (o.size() != fields.size()) return "duplicate fields";
+  // not_kept: only when a message limit cut the command or the reply.
+  static const std::vector<std::string_view> order = {"ts",    "client",     "server",   "command", "reply_type",
+                                                      "reply", "latency_us", "not_kept", "kind"};
+  if (std::string e = keys_in_order(o, order, fields); !e.empty()) return e;
+  if (o.size() != fields.size() + (o.contains("not_kept") ? 1 : 0)) return "duplicate fields";
+  if (o.contains("not_kept")) {
+    static const std::vector<std::string_view> counts = {"command_arguments", "command_bytes", "reply_elements",
+                                                         "reply_bytes"};
+    if (!o.at("not_kept").is_object()) return "not_kept is not an object";
+    const json::object& n = o.at("not_kept").as_object();
+    if (std::string e = keys_in_order(n, counts, counts); !e.empty()) return "not_kept: " + e;
+    bool any = false;
+    for (const auto& kv : n) {
+      if (!kv.value().is_int64() || kv.value().as_int64() < 0) return "not_kept: a count is not a non-negative integer";
+      any = any || kv.value().as_int64() > 0;
+    }
+    if (n.size() != counts.size() || !any) return "not_kept: not four counts, at least one above 0";
+  }
   if (!timestamp(o.at("ts"))) return "ts is not a positive number";
   if (!endpoint_text(o.at("client"))) return "client is not ip:port";
   if (!endpoint_text(o.at("server"))) return "server is not ip:port";

@@ -147,6 +147,10 @@ struct exchange {
   // argument was long and repeated).
   std::uint64_t interned_identity = 0;
   std::uint32_t interned_argument = 0;
+  // What the command's limits left out (the same cap as a reply's: message::add): its
+  // arguments past the node cap, and the bytes of those and of arguments cut short.
+  std::uint64_t command_arguments_not_kept = 0;
+  std::uint64_t command_bytes_not_kept = 0;
 
   std::int64_t latency_us() const noexcept { return reply_us < 0 ? -1 : reply_us - request_us; }
 };
