@@ -401,9 +401,11 @@ int run_lock(const lock_options& o) {
     if ((fds[1].revents & POLLIN) != 0) {
       const auto sig = read_signal(signal_fd);
       if (!sig || sig->signo == SIGCHLD) continue;
-      // Interrupted while waiting: give back the lock in case the attempt in flight
-      // got it, then stop. Both happen in one strand handler, so no retry slips in
-      // between.
+      // Interrupted while waiting: stop waiting, so that no attempt goes out any more
+      // (a wake-up between the unlock and the close used to send one, which took the
+      // lock for a process about to exit), then give back the lock in case the attempt
+      // in flight got it. Each client's strand runs the two in order.
+      for (auto& c : clients) c->abandon_waits();
       if (multi) {
         // Each unlock goes out before its client's QUIT, after any acquire in flight.
         multi->async_unlock([](boost::system::error_code) {});

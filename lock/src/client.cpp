@@ -506,6 +506,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   void add_op(const std::shared_ptr<acquire_op>& op) { ops_.insert(op); }
   void remove_op(const std::shared_ptr<acquire_op>& op) { ops_.erase(op); }
+  void abandon_waits();
 
   void close(unique_function<void()> done);
 
@@ -732,6 +733,11 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   bool queued_ = false;  // a busy reply came: a fair waiter is in the queue
   bool finished_ = false;
 };
+
+void client_impl::abandon_waits() {
+  auto ops = ops_;  // abort() removes each from ops_
+  for (const auto& op : ops) op->abort({errc::shut_down, {}});
+}
 
 void client_impl::close(unique_function<void()> done) {
   if (done) close_waiters_.push_back(std::move(done));
@@ -1031,6 +1037,10 @@ client::~client() {
   }
   impl_.reset();
   // own_io_ is destroyed last: handlers still holding the impl go with it.
+}
+
+void client::abandon_waits() noexcept {
+  if (auto impl = impl_) asio::dispatch(impl->strand(), [impl] { impl->abandon_waits(); });
 }
 
 void client::close() noexcept {

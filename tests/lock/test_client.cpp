@@ -355,6 +355,42 @@ TEST_CASE("waiters are woken by the unlock message, not by the TTL", "[lock][cli
   CHECK(eventually([&] { return numsub(raw, w.channel()) == 0; }, 5s));
 }
 
+TEST_CASE("abandon_waits: a waiter stops, and the release that follows does not hand it the lock",
+          "[lock][client][redis]") {
+  // `lockscope lock` interrupted while waiting abandons its wait before giving back: a
+  // wake-up after that must not send another attempt (one that did took the lock for a
+  // process on its way out: held by nobody alive for 30 s).
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  const bool fair = GENERATE(false, true);
+  CAPTURE(fair);
+  redis_server server;
+  auto cfg = config_for(server);
+  lock::client holder(cfg);
+  lock::client waiter(cfg);
+  resp_connection raw(server.host(), server.port());
+  auto check = [&](auto h, auto w) {
+    h.lock();
+    auto outcome = w.async_lock(asio::use_future);
+    // A fair waiter is woken on a channel of its own.
+    const std::string channel = fair ? w.channel() + ":" + w.owner() : w.channel();
+    REQUIRE(eventually([&] { return numsub(raw, channel) == 1; }, 5s));
+    waiter.abandon_waits();
+    REQUIRE(outcome.wait_for(5s) == std::future_status::ready);
+    CHECK_THROWS(outcome.get());  // errc::shut_down
+    CHECK(eventually([&] { return numsub(raw, channel) == 0; }, 5s));  // it left the channel
+    if (fair) CHECK(eventually([&] { return raw.command("LLEN", "redisson_lock_queue:{abandoned}").integer == 0; }, 5s));
+    h.unlock_or_throw();  // publishes the wake-up
+    std::this_thread::sleep_for(300ms);
+    CHECK(raw.command("EXISTS", "abandoned").integer == 0);  // nobody took it
+  };
+  if (fair) check(holder.get_fair_lock("abandoned"), waiter.get_fair_lock("abandoned"));
+  else check(holder.get_lock("abandoned"), waiter.get_lock("abandoned"));
+  // The client still works: the next lock() is its own.
+  auto again = waiter.get_lock("abandoned-next");
+  CHECK(again.try_lock());
+  again.unlock();
+}
+
 TEST_CASE("no lost wake-up when the unlock lands before the waiter's SUBSCRIBE", "[lock][client][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   redis_server server;

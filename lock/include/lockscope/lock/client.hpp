@@ -148,6 +148,14 @@ class client {
   // Blocks until done when the client owns its I/O thread.
   void close() noexcept;
 
+  // Ends every lock()/try_lock() still waiting, with errc::shut_down, and leaves the
+  // connections open: no attempt goes out after this (a fair waiter leaves its queue).
+  // An attempt already sent may still take the lock, unwatched: an unlock queued right
+  // after, in the same strand handler, releases it. For a caller interrupted while
+  // waiting, which must not take the lock on its way out (a wake-up between its unlock
+  // and close() used to send one more attempt). Does not block; runs on the strand.
+  void abandon_waits() noexcept;
+
   // A handle on lock `name` whose owner is the calling thread.
   rlock get_lock(std::string name);
   // A handle on lock `name` owned by `owner`, whatever thread calls.
