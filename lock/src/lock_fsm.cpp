@@ -4,8 +4,19 @@
 
 namespace lockscope::lock {
 
+namespace {
+
+// now + wait, saturated: a wait of 3,000,000 h or INT64_MAX ms overflowed the clock's
+// nanoseconds, and the deadline came before now (gave up at once).
+fsm_clock::time_point deadline_after(std::chrono::milliseconds wait, fsm_clock::time_point now) noexcept {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(fsm_clock::time_point::max() - now);
+  return wait >= room ? fsm_clock::time_point::max() : now + wait;
+}
+
+}  // namespace
+
 acquire_fsm::acquire_fsm(std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept
-    : deadline_(wait ? now + *wait : fsm_clock::time_point::max()), forever_(!wait) {}
+    : deadline_(wait ? deadline_after(*wait, now) : fsm_clock::time_point::max()), forever_(!wait) {}
 
 acquire_action acquire_fsm::on_busy(std::int64_t ttl_ms, fsm_clock::time_point now) noexcept {
   last_ttl_ = ttl_ms;
@@ -139,7 +150,7 @@ redlock_fsm::redlock_fsm(std::size_t servers, std::chrono::milliseconds lease,
                          std::optional<std::chrono::milliseconds> wait, fsm_clock::time_point now) noexcept
     : servers_(servers),
       lease_(lease),
-      deadline_(wait ? std::optional(now + *wait) : std::nullopt),
+      deadline_(wait ? std::optional(deadline_after(*wait, now)) : std::nullopt),
       one_round_(wait && wait->count() <= 0),
       round_start_(now) {}
 

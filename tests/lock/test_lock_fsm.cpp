@@ -24,6 +24,20 @@ TEST_CASE("acquire_fsm: one attempt gives up without subscribing", "[lock][fsm]"
   CHECK_FALSE(fsm.subscribed());
 }
 
+TEST_CASE("acquire_fsm: a wait too long for the clock waits, it does not give up at once", "[lock][fsm]") {
+  // now + 3,000,000 h (or INT64_MAX ms) overflowed the clock's nanoseconds: the deadline
+  // fell before now, and --wait 3000000h timed out after 10 ms.
+  const fsm_time now = lock::fsm_clock::now();
+  for (const std::chrono::milliseconds wait : {std::chrono::milliseconds(3'000'000h), std::chrono::milliseconds::max()}) {
+    lock::acquire_fsm fsm(wait, now);
+    CHECK(fsm.deadline() == fsm_time::max());
+    CHECK(fsm.on_busy(5000, now) == acquire_action::subscribe);
+    CHECK(fsm.on_subscribe_started(false, now) == acquire_action::sleep);
+  }
+  lock::acquire_fsm bounded(1'000'000h, now);  // still fits: unchanged
+  CHECK(bounded.deadline() == now + 1'000'000h);
+}
+
 TEST_CASE("acquire_fsm: first busy subscribes: a confirmed subscription retries at once", "[lock][fsm]") {
   lock::acquire_fsm fsm(std::nullopt, t0);
   CHECK(fsm.on_busy(5000, t0) == acquire_action::subscribe);
