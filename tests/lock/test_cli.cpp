@@ -223,6 +223,29 @@ TEST_CASE("lockscope lock: a signal while waiting stops the wait", "[lock][cli][
   CHECK(raw.command("HGET", "waited", "someone-else:1").text == "1");
 }
 
+TEST_CASE("lockscope lock: exit 70 when the lock was lost while CMD ran, or Redis refused the acquire script",
+          "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  SECTION("lost while CMD ran: CMD's 0 becomes 70") {
+    // The --lease runs out while CMD sleeps (no watchdog renews a --lease): the release
+    // after CMD is refused. A watchdog's loss (a deleted key) takes its 10 s renewal
+    // period to be seen, and ends the same way.
+    auto p = spawn(lock_command(url_of(server), "lost", {"--lease", "300ms"}, {"sleep", "1"}));
+    CHECK(p->wait(20s) == 70);
+    CHECK(p->output().find("releasing 'lost' failed: attempt to unlock lock, not locked by current thread") !=
+          std::string::npos);
+  }
+  SECTION("a key of another kind: WRONGTYPE") {
+    raw.command("SET", "a-string", "redis-py's lock token");
+    auto p = spawn(lock_command(url_of(server), "a-string", {}, {"true"}));
+    CHECK(p->wait(20s) == 70);
+    CHECK(p->output() == "lockscope lock: acquiring 'a-string' failed: Redis replied with an error\n");
+    CHECK(raw.command("GET", "a-string").text == "redis-py's lock token");
+  }
+}
+
 TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, a wrong password",
           "[lock][cli][redis][process]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
