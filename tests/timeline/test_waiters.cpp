@@ -60,6 +60,28 @@ TEST_CASE("waiters: node-redisson's lost subscription: idle_with_waiters after t
   }
 }
 
+TEST_CASE("waiters: a Redisson tryLock that timed out and left the channel, then a new tryLock by the same thread, "
+          "is two waits",
+          "[timeline][waiter][anomaly]") {
+  // Redisson's tryLock(1 s): attempt, SUBSCRIBE, attempt, then at its wait time the
+  // UNSUBSCRIBE and no more attempts. The same thread's next tryLock, seconds later, is
+  // a new wait: before, the old one ran on into it (a 4.5 s wait) with a missed wake-up,
+  // a lost subscription and a timer retry that never were.
+  fixture f;
+  f.acquire("H", 0, 30000, op_outcome::ok, 9, "10.0.0.9");
+  f.acquire(p2, 196.9, 30000, op_outcome::contended, 2, "10.0.0.2", 29804);
+  f.pubsub(lock_op_kind::subscribe, 197.3, 3, "10.0.0.2", 1);
+  f.acquire(p2, 197.4, 30000, op_outcome::contended, 2, "10.0.0.2", 29804);
+  f.pubsub(lock_op_kind::unsubscribe, 1198, 3, "10.0.0.2", 0);  // tryLock's wait ran out
+  f.unlock("H", 2500, op_outcome::ok, 9);
+  f.acquire(p2, 4698.8, 30000, op_outcome::ok, 2, "10.0.0.2");  // the next tryLock: free, taken at once
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.names().back() == "acquired");
+  CHECK(f.events.events.back().wait_us < 0);  // no wait: taken at its first attempt
+}
+
 TEST_CASE("waiters: a poller's idleness is its sleep between attempts, not a missed wake-up", "[timeline][waiter][anomaly]") {
   // A SET NX PX client (no pub/sub) fails, sleeps 200 ms, and finds the lock free since 50.
   fixture f;

@@ -659,6 +659,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
       // Answering no SUNSUBSCRIBE: the server dropped the shard channel (its slot moved
       // to another node); the subscriber has to subscribe again on the new owner.
       op.kind = lock_op_kind::unsubscribe;
+      op.server_dropped = true;
       op.channel = parts[1];
       op.lock = lock_of_channel(parts[1]);
       op.outcome = op_outcome::ok;

@@ -105,6 +105,7 @@ struct waiter {
   bool notified = false;             // woken by a message since its latest attempt
   bool timeout_reported = false;
   bool lost_reported = false;
+  bool left_channel = false;         // its own subscription ended by an UNSUBSCRIBE, no sibling sharing it
   // Whether its wait may have begun before the capture (the acquisition's wait_at_least):
   bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
   bool quick_second = false;         // its second attempt came at once (a first failure's retry)
@@ -1240,6 +1241,32 @@ struct lock_timeline::impl {
     return no_id;
   }
 
+  // The waiter `owner`'s attempt continues, if any. A pub/sub waiter whose own
+  // subscription (its SUBSCRIBE's, shared with no other waiter of its client) left the
+  // lock's channel by an UNSUBSCRIBE after its latest attempt, and whose owner attempts again
+  // neither at once (node-redisson leaves, then retries) nor when its TTL runs out (a
+  // waiter that lost its subscription retries then), gave up when it left (Redisson's
+  // tryLock at its wait time): this attempt begins a new wait. Carried on, the old wait
+  // ran into the new one, and a thread's next tryLock seconds later showed the whole
+  // span as its wait, with a missed wake-up, a lost subscription and a timer retry.
+  waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op) {
+    waiter* w = find_waiter(l, owner);
+    // Redisson's order: its first attempt, SUBSCRIBE, the retry after it, and nothing
+    // more (a tryLock that heard no release). A waiter with more attempts may be a poller
+    // that a subscriber was linked to by mistake, whose next poll is no new wait; one
+    // that subscribed after its retry is node-redisson's, whose stale timer sends an
+    // UNSUBSCRIBE while it still waits.
+    if (w == nullptr || !w->pubsub || !w->left_channel || w->attempts > 2 || w->subscribed_us > w->last_attempt_us ||
+        w->unsubscribed_us < w->last_attempt_us || w->last_ttl_us < 0) {
+      return w;
+    }
+    if (op.request_us - w->unsubscribed_us <= options.wake_window_us) return w;
+    const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+    if (op.request_us >= w->last_attempt_us + w->last_ttl_us - slack) return w;  // its timer
+    drop_waiter(l, lock, w);
+    return nullptr;
+  }
+
   // The time a waiter gives its next attempt: the TTL it was given (Redisson waits for a
   // message at most that long), else the holder's remaining lease, else 30 s.
   std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at) {
@@ -1262,7 +1289,7 @@ struct lock_timeline::impl {
     if (has_extra(l) || op.outcome == op_outcome::contended) client = client_key(owner, op.connection);
     if (has_extra(l)) attribute_wakes(*xp(l), client, op.request_us);
     if (op.outcome == op_outcome::contended) {
-      waiter* w = find_waiter(l, owner);
+      waiter* w = continuing_waiter(l, id, owner, op);
       if (w == nullptr) {
         lock_extra& x = ex(l);
         if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
@@ -1347,7 +1374,7 @@ struct lock_timeline::impl {
     // A waiter still subscribed when it acquires leaves the channel next (Redisson, our
     // client); node-redisson left it before retrying: then the next UNSUBSCRIBE is not its.
     bool leaves_next = false;
-    if (waiter* w = find_waiter(l, owner)) {
+    if (waiter* w = continuing_waiter(l, id, owner, op)) {
       leaves_next = subscribed(*w, id);
       client = w->client;
       retry(l, id, *w, op, at);
@@ -1624,6 +1651,7 @@ struct lock_timeline::impl {
       o.sub_connection = s.id;
       o.confidence = conf;
       o.unsubscribed_us = -1;
+      o.left_channel = false;
       if (&o == &w) o.subscribed_us = at;  // its own SUBSCRIBE: its next attempt is no timer's
     }
   }
@@ -1888,9 +1916,16 @@ struct lock_timeline::impl {
                  (has_sibling(l, sub->owner, sub->client) || !explained_unsubscribe(l, s, *sub, op))) {
         e.confidence = link_confidence::low;
       }
+      // Its own SUBSCRIBE's subscription, which no other waiter of its client shares, left
+      // by the client's UNSUBSCRIBE (not the server's, for a moved slot): the waiter
+      // surely left with it (continuing_waiter).
+      waiter* own = sub->owner != no_id && leaver == no_id && !op.server_dropped ? find_waiter(l, sub->owner) : nullptr;
+      const bool own_leaves = own != nullptr && own->sub_connection == s.id && own->subscribed_us >= 0 &&
+                              !has_sibling(l, sub->owner, sub->client);
       owners.release(sub->owner);  // freed by the next collect(): the view stays valid until then
       // Its waiters keep waiting, unsubscribed.
       subscription_ended(id, s.id, at);
+      if (own_leaves) own->left_channel = true;
     }
     set_inactive(conn, id);
     emit(l, e);

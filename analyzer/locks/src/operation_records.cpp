@@ -22,6 +22,7 @@ struct operation_header {
   bool inferred = false;
   bool shared = false;
   bool lease_added = false;
+  bool server_dropped = false;
   bool has_client = false;
   cluster_reply redirect{};
   bool asking = false;
@@ -100,6 +101,7 @@ const std::byte* read_operation(const std::byte* p, lock_operation& op, endpoint
   op.ttl_ms = h.ttl_ms;
   op.token = h.token;
   op.sub_count = h.sub_count;
+  op.server_dropped = h.server_dropped;
   op.connection = h.connection;
   client = h.client;
   op.client = h.has_client ? &client : nullptr;
@@ -151,6 +153,7 @@ void write_operation(writer& out, const lock_operation& op) {
   h.ttl_ms = op.ttl_ms;
   h.token = op.token;
   h.sub_count = op.sub_count;
+  h.server_dropped = op.server_dropped;
   h.connection = op.connection;
   h.request_us = op.request_us;
   h.reply_us = op.reply_us;

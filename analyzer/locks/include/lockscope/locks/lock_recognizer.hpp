@@ -150,6 +150,8 @@ struct lock_operation {
   bool inferred = false;          // EVALSHA of an unknown script: kind guessed
   bool shared = false;            // a read lock: several holders are legal
   bool lease_added = false;       // renew: lease_ms is added to the remaining TTL (redis-py's extend)
+  bool server_dropped = false;    // unsubscribe: the server dropped the shard channel (its slot
+                                  // moved); the client asked for nothing and may subscribe again
   std::string_view lock;          // the lock's key
   std::string_view owner;         // Redisson owner, or the SET value/token
   std::string_view channel;       // wake-up channel when the operation names one
