@@ -123,11 +123,14 @@ TEST_CASE("timeline: a renewal refused past request + lease is an expiry even wh
   // The acquisition ran at about its request (t0) and its reply came 12 ms later: by our
   // clock the lease ends at t0 + 42 ms, by the server's at t0 + 30 to 31 ms. A refusal
   // at 31 ms is the lease running out, not a lost key.
+  const auto acquire_with_late_reply = [](fixture& x) {
+    auto acquisition = x.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
+    acquisition.lease_ms = 30;
+    acquisition.reply_us = t0 + 12 * ms;
+    x.timeline.on_operation(acquisition);
+  };
   fixture f;
-  auto acquisition = f.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
-  acquisition.lease_ms = 30;
-  acquisition.reply_us = t0 + 12 * ms;
-  f.timeline.on_operation(acquisition);
+  acquire_with_late_reply(f);
   f.renew("A", 31.0, 30, op_outcome::rejected);
   CHECK(f.events.names() ==
         std::vector<std::string>{"acquired", "renew_failed", "expired", "anomaly:expired_while_held"});
@@ -136,10 +139,7 @@ TEST_CASE("timeline: a renewal refused past request + lease is an expiry even wh
 
   // Refused before request + lease, the key cannot have expired: it was lost.
   fixture g;
-  auto early = g.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
-  early.lease_ms = 30;
-  early.reply_us = t0 + 12 * ms;
-  g.timeline.on_operation(early);
+  acquire_with_late_reply(g);
   g.renew("A", 29.0, 30, op_outcome::rejected);
   CHECK(g.events.count("expired") == 0);
   REQUIRE(g.events.first("anomaly:expired_while_held") != nullptr);
