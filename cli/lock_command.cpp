@@ -92,6 +92,22 @@ int exit_code_for(const std::error_code& ec) {
   return exit_software;
 }
 
+// Redis's own text for an acquire script it answered with an error (WRONGTYPE: NAME is a
+// key of another kind; READONLY: a replica). The asynchronous API carries only the code,
+// so one more attempt goes through the blocking API, which throws with the text. Should
+// that attempt get the lock after all, it is given back at once.
+std::string server_error_text(lock::rlock& handle, const std::error_code& ec) {
+  try {
+    if (handle.try_lock()) {
+      handle.unlock();
+      return ec.message() + " (a second attempt got the lock, and gave it back)";
+    }
+    return ec.message();
+  } catch (const lock::lock_error& e) {
+    return e.what();
+  }
+}
+
 // The child must not inherit the Redis sockets: a CMD that leaves a daemon behind
 // would otherwise keep them open after we exit.
 void mark_descriptors_close_on_exec() {
@@ -432,6 +448,8 @@ int run_lock(const lock_options& o) {
     if (ec == lock::errc::replica_sync_failed) {
       say(fmt::format("acquiring '{}' failed: WAIT did not see it on {} replicas within {} ms; it was given back",
                       o.name, config.sync_replicas, config.sync_timeout.count()));
+    } else if (ec == lock::errc::server_error && !multi) {
+      say(fmt::format("acquiring '{}' failed: {}", o.name, server_error_text(lock_handle, ec)));
     } else {
       say(fmt::format("acquiring '{}' failed: {}", o.name, result->ec.message()));
     }
