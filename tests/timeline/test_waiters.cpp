@@ -82,6 +82,32 @@ TEST_CASE("waiters: a Redisson tryLock that timed out and left the channel, then
   CHECK(f.events.events.back().wait_us < 0);  // no wait: taken at its first attempt
 }
 
+TEST_CASE("waiters: a subscription seen from a poller's address is not the poller's", "[timeline][waiter][link]") {
+  // Joined mid-stream: a pub/sub waiter W subscribed before the capture (its attempts
+  // unseen), and a poller P on the same host tries every 100 ms with Redisson's script.
+  // The message W's subscriber gets, and its UNSUBSCRIBE, were named as P's "(high)",
+  // and P's next poll then had a lost subscription and a timer retry (an audit's
+  // recording, 4 runs of 4).
+  fixture f;
+  f.acquire("H", 0, 30000, op_outcome::ok, 9, "10.0.0.9");
+  for (int i = 0; i < 5; ++i) f.acquire(p2, 100 + 100 * i, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);
+  f.unlock("H", 560, op_outcome::ok, 9);
+  f.pubsub(lock_op_kind::message, 560.2, 5, "10.0.0.2");  // W's subscriber, from P's host
+  f.acquire("W", 560.5, 30000, op_outcome::ok, 6, "10.0.0.2");
+  f.pubsub(lock_op_kind::unsubscribe, 561, 5, "10.0.0.2", 0);
+  f.unlock("W", 580, op_outcome::ok, 6);
+  f.acquire(p2, 600, 30000, op_outcome::ok, 2, "10.0.0.2");  // its next poll takes it
+  const recorded_event* notified = f.events.first("notified");
+  REQUIRE(notified != nullptr);
+  CHECK(notified->owner != p2);
+  CHECK(f.events.first("unsubscribed")->owner != p2);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  for (const auto& e : f.events.events) {
+    if (e.event == "anomaly") CHECK(e.detail.find("missed wake-up") == std::string::npos);
+  }
+}
+
 TEST_CASE("waiters: a poller's idleness is its sleep between attempts, not a missed wake-up", "[timeline][waiter][anomaly]") {
   // A SET NX PX client (no pub/sub) fails, sleeps 200 ms, and finds the lock free since 50.
   fixture f;

@@ -1160,14 +1160,14 @@ struct lock_timeline::impl {
       x.idle_reported = true;
       // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
       // longer than the lock stayed free.
-      detail = !w.pubsub            ? "free while a polling waiter slept between its attempts"
+      detail = !w.pubsub || polls(w) ? "free while a polling waiter slept between its attempts"
                : subscribed(w, lock) ? "free while a subscribed waiter waited (missed wake-up)"
                                      : "free while an unsubscribed waiter waited (missed wake-up)";
       anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.free_since_us,
               at - x.free_since_us);
     } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us) {
-      detail = w.pubsub ? "free while this waiter waited (missed wake-up)"
-                        : "free while this polling waiter slept between its attempts";
+      detail = w.pubsub && !polls(w) ? "free while this waiter waited (missed wake-up)"
+                                     : "free while this polling waiter slept between its attempts";
       anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.idle_start_us,
               x.idle_end_us - x.idle_start_us);
       x.idle_start_us = x.idle_end_us = -1;
@@ -1664,6 +1664,10 @@ struct lock_timeline::impl {
   // the waiter on the same connection (RESP3); else the waiter of the client the
   // traffic has established as the subscriber's; else the most recent waiter from the
   // same IP within link_window, preferring the client the evidence points to.
+  static bool polls(const waiter& w) {
+    return w.attempts >= 3 && w.sub_connection == 0 && w.subscribed_us < 0 && w.last_ttl_us > 0 &&
+           w.longest_gap_us * 4 < w.last_ttl_us;
+  }
   linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request) {
     linked r;
     if (!has_extra(l)) return r;
@@ -1685,6 +1689,10 @@ struct lock_timeline::impl {
       }
       // The time first: the address is another table's row.
       if (at - w.last_attempt_us > options.link_window_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) continue;
+      // A poller (three attempts or more, never subscribed nor linked, far more often than
+      // its TTL) listens to no channel: a subscription seen from its address is another
+      // client's, one whose waiter may be unseen (subscribed before the capture).
+      if (polls(w)) continue;
       // Waiting with a live subscription elsewhere: not this one's (if that link is
       // itself only a guess, this one cannot be sure either).
       if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock) &&
