@@ -108,6 +108,54 @@ TEST_CASE("waiters: a subscription seen from a poller's address is not the polle
   }
 }
 
+TEST_CASE("waiters: a Redisson waiter whose command connection is killed goes on waiting on its subscription",
+          "[timeline][waiter][link]") {
+  // CLIENT KILL of a waiter's command connection: Redisson reconnects and its thread
+  // goes on waiting, under the same owner, while its subscriber stays subscribed. The
+  // wait ran from the new connection's first attempt (724 ms for the 1,327 ms its
+  // client logged, in an audit's recording).
+  const auto start = [](fixture& f) {
+    f.acquire("H", 0, 30000, op_outcome::ok, 9, "10.0.0.9");
+    f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2", 29900);
+    f.pubsub(lock_op_kind::subscribe, 100.3, 3, "10.0.0.2", 1);
+    f.acquire(p2, 100.4, 30000, op_outcome::contended, 2, "10.0.0.2", 29899);
+  };
+  SECTION("its subscriber still subscribed: the wait goes on") {
+    fixture f;
+    start(f);
+    f.timeline.on_connection_end(2, at(500));
+    f.acquire(p2, 700, 30000, op_outcome::contended, 4, "10.0.0.2", 29300);  // the new connection
+    f.unlock("H", 1400, op_outcome::ok, 9);
+    f.pubsub(lock_op_kind::message, 1400.2, 3, "10.0.0.2");
+    f.acquire(p2, 1400.5, 30000, op_outcome::ok, 4, "10.0.0.2");
+    REQUIRE(f.events.names().back() == "acquired");
+    CHECK(f.events.events.back().wait_us == at(1400.5) + 100 - at(100));
+    CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  }
+  SECTION("its subscriber gone first: the waiter left with its connection") {
+    fixture f;
+    start(f);
+    f.timeline.on_connection_end(3, at(400));
+    f.timeline.on_connection_end(2, at(500));
+    f.acquire(p2, 700, 30000, op_outcome::contended, 4, "10.0.0.2", 29300);
+    f.unlock("H", 1400, op_outcome::ok, 9);
+    f.acquire(p2, 1400.5, 30000, op_outcome::ok, 4, "10.0.0.2");
+    REQUIRE(f.events.names().back() == "acquired");
+    CHECK(f.events.events.back().wait_us == at(1400.5) + 100 - at(700));
+  }
+  SECTION("its subscriber gone after: it leaves then, and no idleness is charged to it") {
+    fixture f;
+    start(f);
+    f.timeline.on_connection_end(2, at(500));
+    f.timeline.on_connection_end(3, at(600));
+    // Nothing names the two connections any more: only the holder's is left.
+    CHECK(f.timeline.memory().connections == 1);
+    f.unlock("H", 1000, op_outcome::ok, 9);
+    f.timeline.advance_to(at(5000));
+    CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+  }
+}
+
 TEST_CASE("waiters: a poller's idleness is its sleep between attempts, not a missed wake-up", "[timeline][waiter][anomaly]") {
   // A SET NX PX client (no pub/sub) fails, sleeps 200 ms, and finds the lock free since 50.
   fixture f;

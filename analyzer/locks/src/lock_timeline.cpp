@@ -698,7 +698,7 @@ struct lock_timeline::impl {
       lock_extra& x = *xp(l);
       std::size_t kept = 0;
       for (std::size_t i = 0; i < x.waiters.size(); ++i) {
-        if (x.waiters[i].conn == conn) {
+        if (x.waiters[i].conn == conn && !waits_on_subscription(x.waiters[i], lock, connection)) {
           forget_waiter(x, x.waiters[i]);
           continue;
         }
@@ -1635,12 +1635,40 @@ struct lock_timeline::impl {
     schedule(id);
   }
 
+  // A pub/sub waiter whose command connection ended while its subscriber, another
+  // connection, is still subscribed to the lock's channel: its client reconnects and
+  // goes on waiting (Redisson's thread does, under the same owner id), and its next
+  // attempt, on the new connection, continues this wait. It leaves with its
+  // subscription (subscription_ended), or at its deadline.
+  // Only a link the traffic makes sure of: a waiter kept for a subscription that is
+  // another client's would outlive its process.
+  bool waits_on_subscription(const waiter& w, std::uint32_t lock, std::uint64_t ended) {
+    return w.pubsub && w.sub_connection != 0 && w.sub_connection != ended &&
+           (w.confidence == link_confidence::certain || w.confidence == link_confidence::high) && subscribed(w, lock);
+  }
   // Waiters linked to subscriber `sub` lost their subscription to the lock's channel.
+  // Those whose command connection had ended already (waits_on_subscription) leave now.
   void subscription_ended(std::uint32_t lock, std::uint64_t sub, std::int64_t at) {
     lock_state& l = locks[lock];
     if (!has_extra(l)) return;
-    for (waiter& w : xp(l)->waiters) {
-      if (w.sub_connection == sub) w.unsubscribed_us = at;
+    lock_extra& x = *xp(l);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < x.waiters.size(); ++i) {
+      waiter& w = x.waiters[i];
+      if (w.sub_connection == sub) {
+        w.unsubscribed_us = at;
+        if (!connections[w.conn].open) {
+          unlist_wait(w.conn, lock);
+          forget_waiter(x, w);
+          continue;
+        }
+      }
+      if (kept != i) x.waiters[kept] = x.waiters[i];
+      ++kept;
+    }
+    if (kept != x.waiters.size()) {
+      x.waiters.resize(kept);
+      if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
     }
   }
   // Links `w` to subscriber `s` (and its client's other waiters, which share it).
@@ -1927,13 +1955,15 @@ struct lock_timeline::impl {
       // Its own SUBSCRIBE's subscription, which no other waiter of its client shares, left
       // by the client's UNSUBSCRIBE (not the server's, for a moved slot): the waiter
       // surely left with it (continuing_waiter).
-      waiter* own = sub->owner != no_id && leaver == no_id && !op.server_dropped ? find_waiter(l, sub->owner) : nullptr;
-      const bool own_leaves = own != nullptr && own->sub_connection == s.id && own->subscribed_us >= 0 &&
-                              !has_sibling(l, sub->owner, sub->client);
+      const waiter* own = sub->owner != no_id && leaver == no_id && !op.server_dropped ? find_waiter(l, sub->owner) : nullptr;
+      const std::uint32_t leaving = own != nullptr && own->sub_connection == s.id && own->subscribed_us >= 0 &&
+                                            !has_sibling(l, sub->owner, sub->client)
+                                        ? own->owner
+                                        : no_id;
       owners.release(sub->owner);  // freed by the next collect(): the view stays valid until then
-      // Its waiters keep waiting, unsubscribed.
+      // Its waiters keep waiting, unsubscribed (those whose command connection ended leave).
       subscription_ended(id, s.id, at);
-      if (own_leaves) own->left_channel = true;
+      if (waiter* w = leaving != no_id ? find_waiter(l, leaving) : nullptr) w->left_channel = true;
     }
     set_inactive(conn, id);
     emit(l, e);
