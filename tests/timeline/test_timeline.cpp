@@ -426,14 +426,23 @@ TEST_CASE("timeline: read locks are shared", "[timeline]") {
   CHECK(f.events.names() == std::vector<std::string>{"acquired", "acquired"});
 }
 
-TEST_CASE("timeline: woken_by_timeout is reported once per wait", "[timeline][anomaly]") {
-  // A releases at 150 and C takes the lock at once; no message reaches B, whose timer
-  // wakes it at 299.5, and it retries in a tight loop.
-  fixture f;
+namespace {
+
+// A holds (a 300 ms lease); B fails, subscribes, and fails again (Redisson's order).
+void subscribed_waiter_b(fixture& f) {
   f.acquire("A", 0, 300);
   f.acquire("B", 100, 300, op_outcome::contended, 2, "10.0.0.2", 200);
   f.pubsub(lock_op_kind::subscribe, 101, 3);
   f.acquire("B", 102, 300, op_outcome::contended, 2, "10.0.0.2", 198);
+}
+
+}  // namespace
+
+TEST_CASE("timeline: woken_by_timeout is reported once per wait", "[timeline][anomaly]") {
+  // A releases at 150 and C takes the lock at once; no message reaches B, whose timer
+  // wakes it at 299.5, and it retries in a tight loop.
+  fixture f;
+  subscribed_waiter_b(f);
   f.unlock("A", 150, op_outcome::ok);
   f.acquire("C", 150.5, 30000, op_outcome::ok, 4, "10.0.0.4");
   for (int i = 0; i < 5; ++i) f.acquire("B", 299.5 + 0.1 * i, 300, op_outcome::contended, 2, "10.0.0.2", 29000);
@@ -444,10 +453,7 @@ TEST_CASE("timeline: a timer retry while the lock was held all along is no woken
   // A's watchdog keeps the lock; B retries when the TTL it was given runs out (Redisson
   // does, and so does tryLock when its wait time ends): nothing went free, nothing to hear.
   fixture f;
-  f.acquire("A", 0, 300);
-  f.acquire("B", 100, 300, op_outcome::contended, 2, "10.0.0.2", 200);
-  f.pubsub(lock_op_kind::subscribe, 101, 3);
-  f.acquire("B", 102, 300, op_outcome::contended, 2, "10.0.0.2", 198);
+  subscribed_waiter_b(f);
   f.renew("A", 200, 300);
   f.acquire("B", 300.5, 300, op_outcome::contended, 2, "10.0.0.2", 199);
   f.renew("A", 400, 300);

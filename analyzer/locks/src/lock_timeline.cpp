@@ -579,6 +579,23 @@ struct lock_timeline::impl {
     }
     return false;
   }
+  // The waiters `leaves` picks leave, in one pass that keeps the others' order (it may
+  // update those it keeps).
+  template <class Leaves>
+  void remove_waiters(lock_extra& x, Leaves&& leaves) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < x.waiters.size(); ++i) {
+      if (leaves(x.waiters[i])) {
+        forget_waiter(x, x.waiters[i]);
+        continue;
+      }
+      if (kept != i) x.waiters[kept] = x.waiters[i];
+      ++kept;
+    }
+    if (kept == x.waiters.size()) return;
+    x.waiters.resize(kept);
+    if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
+  }
   // The waiter leaves (acquired or gave up).
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w) {
     auto& ws = xp(l)->waiters;
@@ -695,20 +712,7 @@ struct lock_timeline::impl {
     for (const std::uint32_t lock : waits) {
       lock_state& l = locks[lock];
       if (!has_extra(l)) continue;
-      lock_extra& x = *xp(l);
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < x.waiters.size(); ++i) {
-        if (x.waiters[i].conn == conn && !waits_on_subscription(x.waiters[i], lock, connection)) {
-          forget_waiter(x, x.waiters[i]);
-          continue;
-        }
-        if (kept != i) x.waiters[kept] = x.waiters[i];
-        ++kept;
-      }
-      if (kept != x.waiters.size()) {
-        x.waiters.resize(kept);
-        if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
-      }
+      remove_waiters(*xp(l), [&](const waiter& w) { return w.conn == conn && !waits_on_subscription(w, lock, connection); });
       // No schedule(lock): the timer queued is no later than every deadline left (fire()
       // and every deadline set keep it so), and leaving only takes deadlines away; one
       // that fires early finds nothing due and queues the next. schedule() walks every
@@ -1651,25 +1655,13 @@ struct lock_timeline::impl {
   void subscription_ended(std::uint32_t lock, std::uint64_t sub, std::int64_t at) {
     lock_state& l = locks[lock];
     if (!has_extra(l)) return;
-    lock_extra& x = *xp(l);
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < x.waiters.size(); ++i) {
-      waiter& w = x.waiters[i];
-      if (w.sub_connection == sub) {
-        w.unsubscribed_us = at;
-        if (!connections[w.conn].open) {
-          unlist_wait(w.conn, lock);
-          forget_waiter(x, w);
-          continue;
-        }
-      }
-      if (kept != i) x.waiters[kept] = x.waiters[i];
-      ++kept;
-    }
-    if (kept != x.waiters.size()) {
-      x.waiters.resize(kept);
-      if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
-    }
+    remove_waiters(*xp(l), [&](waiter& w) {
+      if (w.sub_connection != sub) return false;
+      w.unsubscribed_us = at;
+      if (connections[w.conn].open) return false;
+      unlist_wait(w.conn, lock);
+      return true;
+    });
   }
   // Links `w` to subscriber `s` (and its client's other waiters, which share it).
   void link(lock_state& l, std::uint32_t lock, waiter& w, connection_info& s, link_confidence conf, std::int64_t at) {
