@@ -1226,17 +1226,14 @@ struct lock_timeline::impl {
   // Remembers `owner` as the connection's last owner of lock `id` (see last_owners).
   void note_owner(std::uint32_t conn, std::uint32_t id, std::uint32_t owner) {
     auto& slots = connections[conn].last_owners;
-    auto* slot = &slots.back();  // the least recent when the lock is not there yet
-    for (auto& s : slots) {
-      if (s.lock == id) {
-        slot = &s;
-        break;
-      }
+    std::size_t k = 0;  // the lock's slot, or the least recent when it is not there yet
+    while (k + 1 < slots.size() && slots[k].lock != id) ++k;
+    if (slots[k].owner != owner) {
+      owners.retain(owner);
+      owners.release(slots[k].owner);
     }
-    owners.retain(owner);
-    owners.release(slot->owner);
-    std::rotate(slots.begin(), slot, slot + 1);  // most recent first
-    slots.front() = {id, owner};
+    for (; k > 0; --k) slots[k] = slots[k - 1];  // most recent first
+    slots[0] = {id, owner};
   }
   std::uint32_t last_owner_on(std::uint32_t conn, std::uint32_t id) const {
     for (const auto& s : connections[conn].last_owners) {
@@ -1341,7 +1338,7 @@ struct lock_timeline::impl {
       e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
       e.lease_ms = op.lease_ms;
       emit(l, e);
-      schedule(id);
+      schedule_at(id, h->deadline_us);  // only this holder's deadline changed
       return;
     }
     // Other holders: either their lease has run out (we had not seen it yet), or

@@ -5,14 +5,23 @@
 #include <memory>
 #include <span>
 
+#include "lockscope/locks/short_bytes.hpp"
+
 namespace lockscope::analyzer {
 
 namespace {
 
-// The operation's text fields, in one order for copying them in and out.
-template <class Op>
-auto text_fields_of(Op& op) {
-  return std::array{&op.lock, &op.owner, &op.channel, &op.message, &op.client_text, &op.server_text, &op.redirect_to};
+// Calls f on each of the operation's text fields, always in this order: their copies
+// lie end to end in this order from the operation's text start.
+template <class F>
+void for_each_text(lock_operation& op, F&& f) {
+  f(op.lock);
+  f(op.owner);
+  f(op.channel);
+  f(op.message);
+  f(op.client_text);
+  f(op.server_text);
+  f(op.redirect_to);
 }
 
 }  // namespace
@@ -25,16 +34,12 @@ operation_batch::operation_batch(lock_operation_sink& downstream, std::size_t ma
 
 void operation_batch::on_operation(const lock_operation& op) {
   lock_operation& held = operations_.emplace_back(op);
-  auto& offsets = text_offsets_.emplace_back();
-  const auto fields = text_fields_of(held);
   std::size_t total = 0;
-  for (const std::string_view* f : fields) total += f->size();
-  char* out = reserve_text(total);
-  for (std::size_t i = 0; i < text_fields; ++i) {
-    offsets[i] = static_cast<std::uint32_t>(text_size_);
-    if (!fields[i]->empty()) std::memcpy(out + text_size_, fields[i]->data(), fields[i]->size());
-    text_size_ += fields[i]->size();
-  }
+  for_each_text(held, [&](const std::string_view& f) { total += f.size(); });
+  char* out = reserve_text(total) + text_size_;
+  text_starts_.push_back(static_cast<std::uint32_t>(text_size_));
+  for_each_text(held, [&](const std::string_view& f) { out = copy_bytes(out, f); });
+  text_size_ += total;
   clients_.push_back(op.client != nullptr ? *op.client : endpoint{});
   order_.push_back(call::operation);
   if (operations_.size() >= max_operations_ || text_size_ >= max_text_bytes_) flush();
@@ -72,7 +77,7 @@ void operation_batch::flush() {
     ~empty_after() {
       batch.order_.clear();
       batch.operations_.clear();
-      batch.text_offsets_.clear();
+      batch.text_starts_.clear();
       batch.clients_.clear();
       batch.events_.clear();
       batch.ends_.clear();
@@ -92,10 +97,11 @@ void operation_batch::deliver() {
   // The views and pointers into this batch's own copies, now that nothing moves.
   for (std::size_t k = 0; k < operations_.size(); ++k) {
     lock_operation& op = operations_[k];
-    const auto fields = text_fields_of(op);
-    for (std::size_t i = 0; i < text_fields; ++i) {
-      *fields[i] = std::string_view(text_.get() + text_offsets_[k][i], fields[i]->size());
-    }
+    const char* at = text_.get() + text_starts_[k];
+    for_each_text(op, [&](std::string_view& f) {
+      f = std::string_view(at, f.size());
+      at += f.size();
+    });
     if (op.client != nullptr) op.client = &clients_[k];
   }
   for (held_event& e : events_) {

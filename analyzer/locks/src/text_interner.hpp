@@ -177,7 +177,7 @@ class interner {
   explicit interner(std::size_t compact_after = 64 * 1024) : compact_after_(compact_after) {}
 
   std::uint32_t id(std::string_view s) {
-    if (last_ != no_id && text(last_) == s) return last_;  // the same owner again: common
+    if (last_ != no_id && same_bytes(text(last_), s)) return last_;  // the same owner again: common
     last_ = lookup(s);
     return last_;
   }

@@ -85,9 +85,11 @@ class timer_queue {
     }
     if (best != nullptr) best->push(t);
     else heap_.push(t);
+    if (t.at_us < no_entry_before_) no_entry_before_ = t.at_us;
   }
   // Takes the earliest entry into `due` if there is one at or before `to`.
   bool pop_due(std::int64_t to, timer& due) {
+    if (to < no_entry_before_) return false;  // the common case: every operation asks
     timer_run* earliest_run = nullptr;
     std::int64_t earliest = heap_.empty() ? 0 : heap_.top().at_us.get();
     for (timer_run& run : runs_) {
@@ -96,7 +98,14 @@ class timer_queue {
         earliest = run.front_us();
       }
     }
-    if ((heap_.empty() && earliest_run == nullptr) || earliest > to) return false;
+    if (heap_.empty() && earliest_run == nullptr) {
+      no_entry_before_ = std::numeric_limits<std::int64_t>::max();
+      return false;
+    }
+    if (earliest > to) {
+      no_entry_before_ = earliest;
+      return false;
+    }
     if (earliest_run == nullptr) {
       due = heap_.top();
       heap_.pop();
@@ -120,6 +129,9 @@ class timer_queue {
 
  private:
   timer_run runs_[4];
+  // No entry is due before this (a lower bound: popping the earliest keeps it true), so
+  // that asking before it scans nothing.
+  std::int64_t no_entry_before_ = std::numeric_limits<std::int64_t>::max();
   std::priority_queue<timer, std::vector<timer>, std::greater<>> heap_;
 };
 

@@ -51,7 +51,6 @@ class operation_batch final : public lock_operation_sink {
 
  private:
   enum class call : std::uint8_t { operation, session_event, connection_end };
-  static constexpr std::size_t text_fields = 7;
   struct held_event {
     session_event event;
     endpoint from, to;
@@ -74,7 +73,7 @@ class operation_batch final : public lock_operation_sink {
   // into text_ (their views set when delivered: text_ may move as it grows).
   std::vector<call> order_;
   std::vector<lock_operation> operations_;
-  std::vector<std::array<std::uint32_t, text_fields>> text_offsets_;
+  std::vector<std::uint32_t> text_starts_;  // where each operation's texts begin in text_
   std::vector<endpoint> clients_;  // one per operation (used when op.client was set)
   std::vector<held_event> events_;
   std::vector<held_end> ends_;
