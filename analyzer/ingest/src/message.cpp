@@ -12,15 +12,6 @@ void message::prefetch(std::size_t max_bytes) const noexcept {
   prefetch_lines(text_.data(), std::min(text_.size(), max_bytes));
 }
 
-void message::clear() noexcept {
-  nodes_.clear();
-  text_.clear();
-  truncated_ = 0;
-  dropped_nodes_ = 0;
-  bulk_open_ = false;
-  dropping_ = false;
-}
-
 std::size_t message::clear_and_trim(std::size_t keep) {
   std::size_t freed = 0;
   if (text_.capacity() > keep) {

@@ -64,7 +64,11 @@ void resp_session::pop_front() {
   c.footprint = 0;
   // A large command's buffers go: the ring keeps only ordinary capacity per slot (a
   // ring grown by a deep pipeline keeps its slots, each with what it holds).
-  retained_ -= c.command.clear_and_trim(slot_keeps) + c.whole.clear_and_trim(slot_keeps);
+  // (Most slots hold no more than that: cleared in place, without the calls.)
+  if (c.command.holds_at_most(slot_keeps)) c.command.clear();
+  else retained_ -= c.command.clear_and_trim(slot_keeps);
+  if (c.whole.holds_at_most(slot_keeps)) c.whole.clear();
+  else retained_ -= c.whole.clear_and_trim(slot_keeps);
   head_ = ring_index(head_ + 1);
   --count_;
 }

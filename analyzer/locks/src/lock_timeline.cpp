@@ -310,8 +310,11 @@ struct lock_timeline::impl {
     last_scope = no_id;
     lock_ids.rehash([&](std::uint32_t id) { return lock_hash(canon(lock_store::scope_of(locks[id])), name_of(locks[id])); });
   }
-  std::uint32_t raw_scope(std::string_view server, std::int32_t db) {
+  [[gnu::always_inline]] std::uint32_t raw_scope(std::string_view server, std::int32_t db) {
     if (last_scope != no_id && scopes[last_scope].db == db && same_bytes(scopes[last_scope].server, server)) return last_scope;
+    return find_scope(server, db);
+  }
+  [[gnu::noinline]] std::uint32_t find_scope(std::string_view server, std::int32_t db) {
     auto it = scope_by_server.find(server);
     if (it == scope_by_server.end()) it = scope_by_server.emplace(std::string(server), no_id).first;
     std::uint32_t* link = &it->second;
@@ -874,7 +877,7 @@ struct lock_timeline::impl {
       if (t.at_us > now) now = t.at_us;
       fire(t.lock, t.at_us);
     }
-    report_overlaps(to);
+    if (!suspected_overlaps.empty()) report_overlaps(to);
     if (to > now) now = to;
   }
 

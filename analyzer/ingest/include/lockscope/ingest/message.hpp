@@ -47,9 +47,20 @@ class message {
   static constexpr std::size_t bytes_per_kept_node = 16;
   // A one-node message (used for replication preamble lines).
   void set_single(resp::type t, std::string_view text);
-  void clear() noexcept;
+  void clear() noexcept {
+    nodes_.clear();
+    text_.clear();
+    truncated_ = 0;
+    dropped_nodes_ = 0;
+    bulk_open_ = false;
+    dropping_ = false;
+  }
   // clear(), and each buffer's memory released when it exceeds `keep` bytes; the bytes freed.
   std::size_t clear_and_trim(std::size_t keep);
+  // Neither buffer exceeds `keep` bytes: clear_and_trim(keep) would free nothing.
+  bool holds_at_most(std::size_t keep) const noexcept {
+    return text_.capacity() <= keep && nodes_.capacity() * sizeof(message_node) <= keep;
+  }
   // Bytes this message holds (nodes and text), as counted against memory caps.
   std::size_t footprint() const noexcept { return nodes_.size() * sizeof(message_node) + text_.size(); }
   // Heap bytes held (in use or kept for the next message).

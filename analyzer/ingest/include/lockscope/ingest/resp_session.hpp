@@ -257,6 +257,10 @@ class resp_session {
     }
     // clear(), and each heap block released when it exceeds `keep` bytes; the bytes freed.
     std::size_t clear_and_trim(std::size_t keep) noexcept;
+    // No heap block exceeds `keep` bytes: clear_and_trim(keep) would free nothing.
+    bool holds_at_most(std::size_t keep) const noexcept {
+      return capacity_ <= keep && arguments_.capacity() * sizeof(std::string_view) <= keep;
+    }
     bool empty() const noexcept { return count_ == 0; }
     // Heap bytes held (in use or kept for the next command).
     std::size_t capacity_bytes() const noexcept { return capacity_ + arguments_.capacity() * sizeof(std::string_view); }
