@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,7 @@
 #include "lockscope/locks/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "text_interner.hpp"
+#include "timer_queue.hpp"
 
 using namespace lockscope;
 using analyzer::command_word;
@@ -505,4 +507,59 @@ TEST_CASE("hash_text reads a text's last bytes in one load: the hash of reading 
     }
   }
   CHECK(analyzer::timeline_detail::hash_text("myLock:000000012345") != analyzer::timeline_detail::hash_text("myLock:000000012346"));
+}
+
+TEST_CASE("timer_queue pops what a sorted map pops: its 'nothing due' bound never hides an entry", "[fast]") {
+  // Entries arrive as the timeline queues them: mostly in time order per lease (runs),
+  // some earlier than everything queued (the heap), asked for between pushes at times
+  // before, at and after the earliest. Distinct times: the order is the times' order.
+  using analyzer::timeline_detail::timer;
+  analyzer::timeline_detail::timer_queue queue;
+  std::map<std::int64_t, std::uint32_t> model;
+  std::mt19937_64 rng(11);
+  std::int64_t clock = 1'700'000'000'000'000;
+  std::int64_t unique = 0;
+  std::size_t popped = 0, refused = 0, earlier = 0;
+  for (int step = 0; step < 200'000; ++step) {
+    const unsigned what = static_cast<unsigned>(rng() % 8);
+    if (what < 4) {
+      const std::int64_t lease = what == 3 ? 1000 : (what + 1) * 30'000;
+      std::int64_t at = clock + lease * 1000 + (++unique % 997);
+      if (rng() % 16 == 0 && !model.empty()) {  // before everything queued
+        at = model.begin()->first - 1 - static_cast<std::int64_t>(rng() % 1000);
+        ++earlier;
+      }
+      if (model.count(at) != 0) continue;
+      const auto lock = static_cast<std::uint32_t>(rng() % 100'000);
+      queue.push(timer{at, lock});
+      model.emplace(at, lock);
+    } else {
+      std::int64_t to = clock;
+      if (!model.empty() && rng() % 2 == 0) {  // right at, just before, or just after the earliest
+        to = model.begin()->first + static_cast<std::int64_t>(rng() % 3) - 1;
+      }
+      timer due;
+      const bool got = queue.pop_due(to, due);
+      const bool expected = !model.empty() && model.begin()->first <= to;
+      REQUIRE(got == expected);
+      if (got) {
+        CHECK(due.at_us.get() == model.begin()->first);
+        CHECK(due.lock == model.begin()->second);
+        model.erase(model.begin());
+        ++popped;
+      } else {
+        ++refused;
+      }
+      clock += static_cast<std::int64_t>(rng() % 50'000);
+    }
+  }
+  for (timer due; queue.pop_due(std::numeric_limits<std::int64_t>::max(), due);) {
+    REQUIRE(!model.empty());
+    CHECK(due.at_us.get() == model.begin()->first);
+    model.erase(model.begin());
+  }
+  CHECK(model.empty());
+  CHECK(popped > 10'000);
+  CHECK(refused > 10'000);
+  CHECK(earlier > 1'000);
 }
