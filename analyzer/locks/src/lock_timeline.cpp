@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <new>
 #include <queue>
@@ -20,6 +19,7 @@
 #include "lockscope/locks/short_bytes.hpp"
 #include "duration_histogram.hpp"
 #include "lock_store.hpp"
+#include "stable_vector.hpp"
 #include "text_interner.hpp"
 #include "timer_queue.hpp"
 
@@ -242,10 +242,10 @@ struct lock_timeline::impl {
   // waiter finds its client's subscription here, not by walking every connection's
   // records (a herd of 20,000 subscribed waiters: 20,000 walks of 40,000 connections).
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> subscribers_by_client;
-  std::deque<connection_info> connections;
+  stable_vector<connection_info> connections;
   std::vector<std::uint32_t> free_connections;  // indices of freed entries, reused first
-  std::deque<lock_side> sides;
-  std::deque<lock_extra> extras;
+  stable_vector<lock_side> sides;
+  stable_vector<lock_extra> extras;
   std::int64_t now = -1;
   std::int64_t first = -1;
   std::string detail;  // scratch for event details
@@ -277,7 +277,7 @@ struct lock_timeline::impl {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
-  std::deque<scope> scopes;
+  stable_vector<scope> scopes;
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> scope_by_server;
   std::uint32_t last_scope = no_id;
   // A client's subscriber connection as far as the episodes tell (its best partner);
@@ -2021,8 +2021,8 @@ struct lock_timeline::impl {
     }
     lock_store kept;
     id_table kept_ids;
-    std::deque<lock_side> kept_sides;
-    std::deque<lock_extra> kept_extras;
+    stable_vector<lock_side> kept_sides;
+    stable_vector<lock_extra> kept_extras;
     std::vector<std::pair<std::uint32_t, std::int64_t>> kept_expired;
     // Once its row is copied, an old row's `active` says where it went (no_id: forgotten).
     locks.for_each_with_id([&](std::uint32_t id, lock_state& l, std::string_view name) {
