@@ -5,15 +5,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -110,6 +109,89 @@ std::string server_error_text(lock::rlock& handle, const std::error_code& ec) {
 
 // The child must not inherit the Redis sockets: a CMD that leaves a daemon behind
 // would otherwise keep them open after we exit.
+// CMD as a child of this process: its pid, or the errno its start failed with (ENOENT:
+// no such program on PATH).
+struct started_command {
+  pid_t pid = -1;
+  int error = 0;
+};
+
+// Starts CMD by fork and execve rather than posix_spawn, for one thing posix_spawn cannot
+// ask: PR_SET_PDEATHSIG. If this process dies without forwarding anything (SIGKILL, the
+// OOM killer), nobody renews the lock any more and it expires within its lease; CMD gets
+// SIGTERM then instead of running on unprotected. The child runs only async-signal-safe
+// calls before execve (the paths to try are built here first), and tries PATH as execvp
+// does: on past a missing file or directory and a denied one, stopping at any other error.
+started_command start_command(const std::vector<std::string>& command, char* const* envp, const sigset_t& defaults) {
+  const std::string& file = command.front();
+  if (file.empty()) return {-1, ENOENT};
+  std::vector<std::string> candidates;
+  if (file.find('/') != std::string::npos) {
+    candidates.push_back(file);
+  } else {
+    const char* path = std::getenv("PATH");
+    const std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/bin:/usr/bin";
+    for (std::size_t at = 0;;) {
+      const std::size_t colon = dirs.find(':', at);
+      const std::string_view dir = dirs.substr(at, colon == std::string_view::npos ? std::string_view::npos : colon - at);
+      candidates.push_back((dir.empty() ? std::string(".") : std::string(dir)) + "/" + file);
+      if (colon == std::string_view::npos) break;
+      at = colon + 1;
+    }
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return {-1, errno};
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int error = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return {-1, error};
+  }
+  if (pid == 0) {
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s) {
+      if (sigismember(&defaults, s) == 1) ::sigaction(s, &default_action, nullptr);
+    }
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);  // died before the request took hold
+    int error = ENOENT;
+    for (const std::string& c : candidates) {
+      ::execve(c.c_str(), argv.data(), envp);
+      if (errno == EACCES) {
+        error = EACCES;
+      } else if (errno != ENOENT && errno != ENOTDIR) {
+        error = errno;
+        break;
+      }
+    }
+    [[maybe_unused]] const ssize_t written = ::write(report[1], &error, sizeof error);
+    ::_exit(exit_not_found);
+  }
+  ::close(report[1]);
+  int error = 0;
+  ssize_t got = 0;
+  do {
+    got = ::read(report[0], &error, sizeof error);
+  } while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof error)) {  // execve failed: the child has exited
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return {-1, error};
+  }
+  return {pid, 0};
+}
+
 void mark_descriptors_close_on_exec() {
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return;
@@ -462,25 +544,15 @@ int run_lock(const lock_options& o) {
 
   // Run CMD with default signal dispositions and an empty mask.
   mark_descriptors_close_on_exec();
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t empty;
-  sigemptyset(&empty);
   sigset_t defaults = signals;
   sigaddset(&defaults, SIGPIPE);
-  posix_spawnattr_setsigmask(&attributes, &empty);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> argv;
-  for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
   std::vector<std::string> env_strings = child_environment(result->fence_token);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
-  pid_t child = -1;
-  const int spawn_error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attributes);
+  const started_command started = start_command(o.command, envp.data(), defaults);
+  const pid_t child = started.pid;
+  const int spawn_error = started.error;
 
   int exit_status = 0;
   if (spawn_error != 0) {

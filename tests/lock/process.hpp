@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -76,8 +78,16 @@ inline std::unique_ptr<child_process> spawn(const std::vector<std::string>& args
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // extra_env replaces inherited variables of the same name (getenv takes the first).
+  auto overridden = [&extra_env](std::string_view inherited) {
+    const std::string_view name = inherited.substr(0, inherited.find('='));
+    return std::any_of(extra_env.begin(), extra_env.end(),
+                       [name](const std::string& e) { return std::string_view(e).substr(0, e.find('=')) == name; });
+  };
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) env_strings.emplace_back(*e);
+  }
   for (const auto& e : extra_env) env_strings.push_back(e);
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());

@@ -184,6 +184,28 @@ TEST_CASE("lockscope lock: exit status, timeout 75, try once, release", "[lock][
     CHECK(line_count(p->output()) == 1);
     CHECK(raw.command("EXISTS", "job").integer == 0);
   }
+  SECTION("CMD searched on PATH as execvp does: found, missing (127), or not executable (126)") {
+    temp_dir dir;
+    const std::string not_executable = (dir.path / "plain-file").string();
+    std::ofstream(not_executable) << "#!/bin/sh\nexit 0\n";
+    auto found = spawn(lock_command(url, "job", {}, {"sh", "-c", "exit 3"}));
+    CHECK(found->wait(20s) == 3);
+    auto missing = spawn(lock_command(url, "job", {}, {"lockscope-no-such-command"}));
+    CHECK(missing->wait(20s) == 127);
+    CHECK_THAT(missing->output(), Catch::Contains("No such file or directory"));
+    auto denied = spawn(lock_command(url, "job", {}, {not_executable}));
+    CHECK(denied->wait(20s) == 126);
+    CHECK_THAT(denied->output(), Catch::Contains("Permission denied"));
+    // On PATH: a directory where it is not executable, then one where it is.
+    const std::filesystem::path bin = dir.path / "bin";
+    std::filesystem::create_directory(bin);
+    std::ofstream(bin / "plain-file") << "#!/bin/sh\nexit 5\n";
+    std::filesystem::permissions(bin / "plain-file", std::filesystem::perms::owner_all);
+    auto later = spawn(lock_command(url, "job", {}, {"plain-file"}),
+                       {"PATH=" + dir.path.string() + ":" + bin.string() + ":/usr/bin:/bin"});
+    CHECK(later->wait(20s) == 5);
+    CHECK(raw.command("EXISTS", "job").integer == 0);
+  }
 }
 
 TEST_CASE("lockscope lock: SIGTERM and SIGINT are forwarded to CMD and the lock is released",
@@ -204,6 +226,39 @@ TEST_CASE("lockscope lock: SIGTERM and SIGINT are forwarded to CMD and the lock 
   CHECK(p->wait(20s) == 99);
   CHECK(std::filesystem::exists(marker));
   CHECK(raw.command("EXISTS", "sig").integer == 0);
+}
+
+TEST_CASE("lockscope lock: killed with SIGKILL while CMD runs, CMD gets SIGTERM and the lock runs out",
+          "[lock][cli][redis][process]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  temp_dir dir;
+  const std::string marker = (dir.path / "got").string();
+  const std::string pid_file = (dir.path / "pid").string();
+  // CMD records its pid, and SIGTERM when it comes; without it, it would run on forever.
+  auto p = spawn(lock_command(url_of(server), "orphaned", {"--lease", "20s"},
+                              {"sh", "-c", "trap 'echo term > " + marker + "; exit 0' TERM; echo $$ > " + pid_file +
+                                               "; echo started; while true; do sleep 0.05; done"}));
+  lockscope::test::wait_for_output(*p, "started", 10s);
+  pid_t cmd = 0;
+  std::ifstream(pid_file) >> cmd;
+  REQUIRE(cmd > 0);
+  CHECK(raw.command("EXISTS", "orphaned").integer == 1);
+  ::kill(p->pid, SIGKILL);
+  CHECK(p->wait(20s) == 128 + SIGKILL);
+  bool terminated = false;
+  for (int i = 0; i < 500 && !terminated; ++i) {
+    terminated = std::filesystem::exists(marker);
+    if (!terminated) std::this_thread::sleep_for(10ms);
+  }
+  if (!terminated) ::kill(cmd, SIGKILL);  // not left running after a failed check
+  CHECK(terminated);
+  // Nobody released it: the lock is still there, and runs out within its lease.
+  CHECK(raw.command("EXISTS", "orphaned").integer == 1);
+  const long long ttl = raw.command("PTTL", "orphaned").integer;
+  CHECK(ttl > 0);
+  CHECK(ttl <= 20000);
 }
 
 TEST_CASE("lockscope lock: a signal while waiting stops the wait", "[lock][cli][redis][process]") {
