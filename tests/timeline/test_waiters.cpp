@@ -108,6 +108,48 @@ TEST_CASE("waiters: a subscription seen from a poller's address is not the polle
   }
 }
 
+TEST_CASE("waiters: a subscription guessed to be a poller's is the waiter's that retries right after its confirmation",
+          "[timeline][waiter][link]") {
+  // Churn on one host (an audit's recordings, checked against the clients' logs): a
+  // poller P's attempt came between a Redisson-style waiter B's failure and B's
+  // SUBSCRIBE, so the subscription went to P, the latest failure before it. B's retry
+  // right after the confirmation is Redisson's order and names B; before, P was charged
+  // with the subscription's loss and a timer wake-up when it next polled.
+  const auto run = [](fixture& f, double b_retry_ms) {
+    f.acquire("H", 0, 30000, op_outcome::ok, 9, "10.0.0.9");
+    f.acquire(p1, 100.0, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);  // P polls
+    f.acquire(p2, 100.2, 30000, op_outcome::contended, 4, "10.0.0.2", 29000);  // B fails
+    f.acquire(p1, 100.5, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);  // P again
+    f.pubsub(lock_op_kind::subscribe, 100.7, 5, "10.0.0.2", 1);                 // B's SUBSCRIBE
+    f.acquire(p2, b_retry_ms, 30000, op_outcome::contended, 4, "10.0.0.2", 29000);
+    f.unlock("H", 150, op_outcome::ok, 9);
+    f.pubsub(lock_op_kind::message, 150.2, 5, "10.0.0.2");
+    f.acquire(p2, 150.5, 30000, op_outcome::ok, 4, "10.0.0.2");
+    f.pubsub(lock_op_kind::unsubscribe, 151, 5, "10.0.0.2", 0);
+    f.acquire(p1, 160, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);  // P polls while B holds
+    f.unlock(p2, 170, op_outcome::ok, 4);
+    f.acquire(p1, 190, 30000, op_outcome::ok, 2, "10.0.0.2");  // P's next poll takes it
+  };
+  SECTION("B retries 0.2 ms after the confirmation: the subscription is B's") {
+    fixture f;
+    run(f, 100.9);
+    CHECK(f.events.first("subscribed")->owner == p1);  // the guess, as it was made (low)
+    CHECK(f.events.first("subscribed")->confidence == link_confidence::low);
+    REQUIRE(f.events.first("notified") != nullptr);
+    CHECK(f.events.first("notified")->owner == p2);
+    CHECK(f.events.first("unsubscribed")->owner == p2);
+    CHECK(f.events.count("anomaly:subscription_lost") == 0);
+    CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  }
+  SECTION("B retries 5 ms after it: no telling, the guess stands") {
+    fixture f;
+    run(f, 105.8);
+    REQUIRE(f.events.first("notified") != nullptr);
+    CHECK(f.events.first("notified")->owner == p1);
+    CHECK(f.events.first("unsubscribed")->owner == p1);
+  }
+}
+
 TEST_CASE("waiters: a Redisson waiter whose command connection is killed goes on waiting on its subscription",
           "[timeline][waiter][link]") {
   // CLIENT KILL of a waiter's command connection: Redisson reconnects and its thread

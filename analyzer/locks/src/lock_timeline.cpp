@@ -152,6 +152,15 @@ struct lock_extra {
   // it waited through (its next attempt does); forgotten when the last waiter leaves.
   std::int64_t idle_start_us = -1, idle_end_us = -1;
   std::array<wake, 4> wakes{};
+  // The latest SUBSCRIBE whose waiter was a guess among several waiters of its address
+  // (link_confidence::low): Redisson's waiter retries right after its SUBSCRIBE is
+  // confirmed, and that retry may name it better (retry()). sub == 0: none pending.
+  struct guessed_subscribe {
+    std::uint64_t sub = 0;
+    std::int64_t request_us = -1;
+    std::int64_t confirmed_us = -1;
+    std::uint32_t owner = no_id;
+  } guessed;
   std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
   std::uint64_t acquired_client = 0;
   std::uint32_t acquired_owner = no_id;  // retained
@@ -1145,6 +1154,7 @@ struct lock_timeline::impl {
   void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at) {
     lock_extra& x = ex(l);
     const std::int64_t t = op.request_us;
+    if (x.guessed.sub != 0) take_guessed_subscription(l, lock, w, t);
     if (!w.notified) w.notified = woken_by_message(x, w, t);
     w.longest_gap_us = std::max(w.longest_gap_us, t - w.last_attempt_us);
     // A first failure's retry comes at once and unprompted; a retry a message woke
@@ -1203,6 +1213,60 @@ struct lock_timeline::impl {
     w.last_attempt_us = at;
   }
 
+  // Redisson's waiter fails, SUBSCRIBEs at once, and retries as soon as the SUBSCRIBE is
+  // confirmed. When the subscription was guessed to be another waiter's (the latest
+  // failure from that address before it, among several), and instead `w` retries first,
+  // within subscribe_retry_us of the confirmation, having failed within wake_window
+  // before the SUBSCRIBE went out (a client may connect its subscriber first), the
+  // subscription is w's: the guessed waiter had not tried again. Not when the traffic
+  // has shown w's client subscribing on another connection: a client that retries at
+  // once after its first failure (node-redisson's way) looks the same. Seen in churn on
+  // one host: a poller's attempt landed between a Redisson-style waiter's failure and
+  // its SUBSCRIBE, and the poller was then charged with that subscription's loss and a
+  // timer wake-up.
+  static constexpr std::int64_t subscribe_retry_us = 2'000;
+  void take_guessed_subscription(lock_state& l, std::uint32_t lock, waiter& w, std::int64_t t) {
+    lock_extra& x = *xp(l);
+    lock_extra::guessed_subscribe& g = x.guessed;
+    if (t < g.confirmed_us) return;  // not yet confirmed: nobody's retry answers it
+    if (t - g.confirmed_us > subscribe_retry_us || w.owner == g.owner) {
+      g = {};  // too late for anyone, or the guessed waiter retried first: it stands
+      return;
+    }
+    if (!w.pubsub || polls(w) || w.last_attempt_us > g.request_us || g.request_us - w.last_attempt_us > options.wake_window_us ||
+        (w.sub_connection != 0 && w.sub_connection != g.sub && subscribed(w, lock))) {
+      return;
+    }
+    const auto it = connection_ids.find(g.sub);
+    if (it == connection_ids.end() || !connections[it->second].open) {
+      g = {};
+      return;
+    }
+    const std::uint32_t conn = it->second;
+    connection_info& s = connections[conn];
+    connection_info::subscription* sub = subscription_of(s, lock);
+    if (!(connections[w.conn].ip == s.ip) || sub == nullptr || sub->owner != g.owner) {
+      g = {};
+      return;
+    }
+    // The traffic has shown w's client subscribing on another connection: not w's.
+    if (subscribes_elsewhere(w.client, s)) return;
+    const std::int64_t confirmed = g.confirmed_us;
+    g = {};
+    if (waiter* guessed = find_waiter(l, sub->owner)) {
+      const std::uint64_t client = guessed->client;
+      for (waiter& o : x.waiters) {
+        if (o.client != client || o.sub_connection != s.id) continue;
+        o.sub_connection = 0;
+        o.confidence = link_confidence::none;
+        o.subscribed_us = -1;
+      }
+    }
+    link(l, lock, w, s, link_confidence::low, confirmed);
+    owners.retain(w.owner);
+    owners.release(sub->owner);
+    put_subscription(conn, sub, {lock, w.owner, w.client, link_confidence::low, true});
+  }
   // A new waiter whose client already has a subscription on the lock's channel shares
   // it: Redisson shares one subscription among a client's threads.
   // The first such connection in table order, as a walk of the table would find.
@@ -1785,6 +1849,16 @@ struct lock_timeline::impl {
     return found;
   }
 
+  // A subscription given to a guessed waiter may be taken by the waiter that retries
+  // right after its confirmation (take_guessed_subscription).
+  void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen) {
+    if (!has_extra(l)) return;
+    if (chosen.w != nullptr && chosen.confidence == link_confidence::low) {
+      xp(l)->guessed = {s.id, op.request_us, op.at_us(), chosen.w->owner};
+    } else {
+      xp(l)->guessed = {};
+    }
+  }
   void on_subscribe(std::uint32_t id, const lock_operation& op) {
     lock_state& l = locks[id];
     const std::uint32_t conn = conn_index(op);
@@ -1828,9 +1902,11 @@ struct lock_timeline::impl {
       } else {
         owners.release(sub->owner);
         put_subscription(conn, sub, {id, owner, client, chosen.confidence, true});
+        note_guess(l, s, op, chosen);
       }
     } else {
       put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true});
+      note_guess(l, s, op, chosen);
     }
     lock_event e = from_op(l, op, lock_event_kind::subscribed);
     e.owner = owners.text(owner);
