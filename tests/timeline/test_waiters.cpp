@@ -150,6 +150,40 @@ TEST_CASE("waiters: a subscription guessed to be a poller's is the waiter's that
   }
 }
 
+TEST_CASE("waiters: a waiter already subscribed on its own connection is not taken for the next SUBSCRIBE's",
+          "[timeline][waiter][link]") {
+  // Churn on one host (an audit's recording): W failed, SUBSCRIBEd on its connection
+  // and retried; another client's SUBSCRIBE came just after W's retry, which taught
+  // that connection it was W's and moved W's link there. When that client acquired and
+  // left the channel, W's own wake-up on its real subscription went unheard: a false
+  // subscription_lost and woken_by_timeout.
+  fixture f;
+  f.acquire("H", 0, 30000, op_outcome::ok, 9, "10.0.0.9");
+  f.acquire(p3, 99.0, 30000, op_outcome::contended, 6, "10.0.0.2", 29000);  // X fails
+  f.acquire(p1, 100.0, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);  // W fails
+  f.pubsub(lock_op_kind::subscribe, 100.3, 3, "10.0.0.2", 1);                 // W's SUBSCRIBE
+  f.acquire(p1, 100.4, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);  // W's retry
+  f.pubsub(lock_op_kind::subscribe, 100.6, 5, "10.0.0.2", 1);                 // X's SUBSCRIBE
+  f.unlock("H", 120, op_outcome::ok, 9);
+  f.pubsub(lock_op_kind::message, 120.2, 3, "10.0.0.2");
+  f.pubsub(lock_op_kind::message, 120.2, 5, "10.0.0.2");
+  f.acquire(p3, 120.5, 30000, op_outcome::ok, 6, "10.0.0.2");
+  f.acquire(p1, 120.6, 30000, op_outcome::contended, 2, "10.0.0.2", 29000);
+  f.pubsub(lock_op_kind::unsubscribe, 121, 5, "10.0.0.2", 0);
+  f.unlock(p3, 140, op_outcome::ok, 6);
+  f.pubsub(lock_op_kind::message, 140.2, 3, "10.0.0.2");
+  f.acquire(p1, 140.5, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  std::vector<std::string> subscribed_owners;
+  for (const auto& e : f.events.events) {
+    if (e.event == "subscribed") subscribed_owners.push_back(e.owner);
+  }
+  REQUIRE(subscribed_owners.size() == 2);
+  CHECK(subscribed_owners[0] == p1);
+  CHECK(subscribed_owners[1] != p1);
+}
+
 TEST_CASE("waiters: a Redisson waiter whose command connection is killed goes on waiting on its subscription",
           "[timeline][waiter][link]") {
   // CLIENT KILL of a waiter's command connection: Redisson reconnects and its thread

@@ -1871,6 +1871,10 @@ struct lock_timeline::impl {
       const waiter* latest = nullptr;
       for (const waiter& w : xp(l)->waiters) {
         if (w.connection == s.id || w.last_attempt_us > op.request_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) continue;
+        // Subscribed on another connection already (its own SUBSCRIBE, just before its
+        // retry): a client listens on one subscription per channel, so this one is not
+        // its; its retry must not teach this connection that it is.
+        if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) continue;
         if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
       }
       if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
