@@ -2,6 +2,7 @@
 //
 // Pipeline: capture → ingest_pipeline (exchanges) → lock_recognizer (operations) → lock
 // filter → lock_timeline (events, on a clock) → lock_report (text / jsonl / summary).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -196,14 +197,24 @@ int run(const analyze_options& o, bool live_mode) {
   drop_reporter drops("analyze", o.capture.stats_interval);
   std::optional<silence_notice> silence;
   std::optional<clock_step_notice> clock_steps;  // a replay's clock is its packets'
-  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) {
-    silence.emplace("analyze", co, *live);
+  if (auto* live_source = dynamic_cast<analyzer::live_capture*>(source.get())) {
+    silence.emplace("analyze", co, *live_source);
     clock_steps.emplace("analyze");
   }
+  // Live, the clock may pass only what no packet still in the kernel's ring can precede:
+  // when packets were handed over, the newest of them (the ring keeps their order; out of
+  // immediate mode the capture lets a whole burst gather before taking it), else the wall
+  // clock less what a packet may still wait in a block the kernel has not handed over
+  // (its timeout, out of immediate mode). A deadline must not fire before a renewal
+  // captured in time and still in the ring. A replay's clock already stops at its next packet.
+  const bool live = dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr;
+  const std::int64_t idle_lag_us = 5000 + (live && !co.immediate ? analyzer::live_options{}.timeout_ms * 1000 : 0);
+  std::int64_t newest_packet_us = INT64_MIN;
   auto on_packet = [&](const analyzer::captured_packet& p) {
     hooks.on_loop(&p, now_us());
     a.on_packet(p.ts_us, p.link_type, p.data);
     batch.flush();
+    newest_packet_us = std::max(newest_packet_us, p.ts_us);
   };
   while (!stop.requested()) {
     const auto r = source->dispatch(packets_per_pass, on_packet);
@@ -212,8 +223,9 @@ int run(const analyze_options& o, bool live_mode) {
     const std::int64_t now = now_us();
     if (!got) hooks.on_loop(nullptr, now);
     // Lease deadlines pass on the clock even when the lock's traffic stops.
-    timeline.advance_to(now - 5000);  // packets carry capture times slightly behind now
-    groups.advance_to(now - 5000);
+    const std::int64_t clock = !live ? now - 5000 : got ? std::min(now - 5000, newest_packet_us) : now - idle_lag_us;
+    timeline.advance_to(clock);  // packets carry capture times slightly behind now
+    groups.advance_to(clock);
     drops.poll(*source);
     if (clock_steps) clock_steps->poll();
     if (silence) silence->poll(got);

@@ -88,7 +88,7 @@ for tool in "${tools[@]}"; do
   sleep 1
   before=$(cpu_ticks "$tool_pid")
   start=$(date +%s.%N)
-  redis-benchmark -p "$port" -c "$clients" -P "$pipeline" -n "$requests" -r 100000 -q \
+  redis-benchmark -p "$port" -c "$clients" -P "$pipeline" -n "$requests" -r ${RANDOM_KEYS:-100000} -q \
     EVAL "$script" 1 "myLock:__rand_int__" 30000 "$owner" | tr '\r' '\n' | tail -1 >"$workdir/bench.txt"
   end=$(date +%s.%N)
   # Let the tool drain its buffer (a tool that fell behind, as tshark does at 100% of a

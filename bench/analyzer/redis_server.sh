@@ -15,6 +15,6 @@ start_redis_server() {
 # Stops the server and removes workdir (safe to call when nothing was started).
 stop_redis_server() {
   [[ -n "${server_pid:-}" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
-  [[ -n "${workdir:-}" ]] && rm -rf "$workdir"
+  [[ -n "${workdir:-}" && -z "${KEEP_WORKDIR:-}" ]] && rm -rf "$workdir"
   server_pid=""
 }

@@ -327,6 +327,9 @@ live_capture::live_capture(const live_options& options) {
   }
   link_type_ = pcap_datalink(p);
   timeout_ms_ = options.timeout_ms;
+  if (!options.immediate && options.max_gather_us > 0) {
+    gathering_.emplace(static_cast<std::uint64_t>(options.buffer_mb) * 1024 * 1024, options.max_gather_us);
+  }
   // Non-blocking reads plus poll(): in immediate mode a blocking read ignores the
   // timeout, and the caller needs to wake up for periodic drop reports and signals.
   pcap_setnonblock(p, 1, error);
@@ -353,12 +356,20 @@ live_capture::~live_capture() {
   if (handle_ != nullptr) pcap_close(static_cast<pcap_t*>(handle_));
 }
 
-bool live_capture::wait_for_packets() {
+bool live_capture::wait_for_packets(bool* ready) {
   const int fd = pcap_get_selectable_fd(static_cast<pcap_t*>(handle_));
   if (fd >= 0) {
     pollfd waiter{fd, POLLIN, 0};
-    ::poll(&waiter, 1, timeout_ms_);  // EINTR (a signal) is fine: stopped_ says
+    const int n = ::poll(&waiter, 1, timeout_ms_);  // EINTR (a signal) is fine: stopped_ says
+    if (ready != nullptr) *ready = n > 0;
   }
+  return !stopped_;
+}
+
+bool live_capture::gather(bool after_idle) {
+  const std::int64_t wait = gathering_->wait_us(now_us(), bytes_since_wake_, after_idle);
+  bytes_since_wake_ = 0;
+  if (wait > 0 && !stopped_) ::poll(nullptr, 0, static_cast<int>((wait + 999) / 1000));  // a signal ends it early
   return !stopped_;
 }
 
@@ -385,10 +396,16 @@ namespace {
 struct dispatch_context {
   packet_source::packet_callback& on_packet;
   int link_type;
+  std::uint64_t ring_bytes = 0;
 };
 
+// What a packet takes in the kernel's TPACKET_V3 ring: its captured bytes and its
+// header (struct tpacket3_hdr and the link-level address, aligned: about 64 bytes).
+constexpr std::uint64_t ring_header_bytes = 64;
+
 void on_ring_packet(u_char* user, const pcap_pkthdr* header, const u_char* data) {
-  const auto& c = *reinterpret_cast<dispatch_context*>(user);
+  auto& c = *reinterpret_cast<dispatch_context*>(user);
+  c.ring_bytes += header->caplen + ring_header_bytes;
   captured_packet p;
   p.ts_us = static_cast<std::int64_t>(header->ts.tv_sec) * 1'000'000 + header->ts.tv_usec;
   p.link_type = c.link_type;
@@ -414,9 +431,13 @@ live_capture::result live_capture::dispatch(int max_packets, packet_callback on_
   const int count = std::max(max_packets, 1);
   int rc = pcap_dispatch(p, count, on_ring_packet, user);
   if (rc == 0) {
-    if (!wait_for_packets()) return result::end;
+    bool ready = false;
+    if (!wait_for_packets(&ready)) return result::end;
+    if (gathering_ && ready && !gather(idle_since_wake_)) return result::end;
+    idle_since_wake_ = !ready;
     rc = pcap_dispatch(p, count, on_ring_packet, user);
   }
+  bytes_since_wake_ += context.ring_bytes;
   return rc > 0 ? result::packet : ended_or_timeout(rc);
 }
 

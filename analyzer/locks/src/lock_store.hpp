@@ -89,6 +89,7 @@ class holder_pool {
     (*this)[i].owner = free_;
     free_ = i;
   }
+  bool empty() const noexcept { return size_ == 0; }
   holder& operator[](std::uint32_t i) noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
   const holder& operator[](std::uint32_t i) const noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
 

@@ -23,6 +23,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "lockscope/ingest/capture_gathering.hpp"
+
 namespace lockscope::analyzer {
 
 namespace capture_files {
@@ -113,6 +115,9 @@ struct live_options {
   // they happen). Off, the kernel fills buffer blocks and hands them over when full or
   // after timeout_ms: far fewer wake-ups under load (--summary, metrics only).
   bool immediate = true;
+  // Out of immediate mode: how long dispatch() may let packets gather in the buffer
+  // once the ring has run empty and more arrive (capture_gathering.hpp); 0: no wait.
+  std::int64_t max_gather_us = 250'000;
 };
 
 // The command that lets a user without root capture live with this program, e.g.
@@ -197,8 +202,12 @@ class live_capture final : public packet_source {
   const std::string& filter() const noexcept { return filter_; }
 
  private:
-  // Waits (up to the timeout) for the ring to have packets; false once stopped.
-  bool wait_for_packets();
+  // Waits (up to the timeout) for the ring to have packets; false once stopped. `ready`:
+  // poll() said packets are waiting (not a timeout).
+  bool wait_for_packets(bool* ready = nullptr);
+  // Out of immediate mode, after the ring ran empty and packets arrived: lets more
+  // gather (capture_gathering); false once stopped.
+  bool gather(bool after_idle);
   // What libpcap's read returned, as a result (PCAP_ERROR keeps its message).
   result ended_or_timeout(int rc);
 
@@ -208,6 +217,9 @@ class live_capture final : public packet_source {
   int link_type_ = 0;
   int timeout_ms_ = 100;
   volatile std::sig_atomic_t stopped_ = 0;
+  std::optional<capture_gathering> gathering_;  // out of immediate mode only
+  std::uint64_t bytes_since_wake_ = 0;          // what the ring held of the packets taken
+  bool idle_since_wake_ = false;                // a poll timed out with nothing since
 };
 
 }  // namespace lockscope::analyzer
