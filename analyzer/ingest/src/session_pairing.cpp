@@ -15,6 +15,24 @@ namespace lockscope::analyzer {
 using namespace session_detail;
 
 namespace {
+// A value with no parts of its own (no aggregate, attribute, push or streamed chunk).
+constexpr bool is_plain_scalar(resp::type t) noexcept {
+  switch (t) {
+    case resp::type::null:
+    case resp::type::integer:
+    case resp::type::simple_string:
+    case resp::type::simple_error:
+    case resp::type::bulk_string:
+    case resp::type::boolean:
+    case resp::type::double_:
+    case resp::type::big_number:
+    case resp::type::bulk_error:
+    case resp::type::verbatim_string:
+      return true;
+    default:
+      return false;
+  }
+}
 // What a ring slot keeps of its buffers for the next command: an ordinary command's.
 constexpr std::size_t slot_keeps = 4u << 10;
 constexpr std::size_t reply_keeps = 16u << 10;
@@ -219,6 +237,20 @@ void resp_session::on_server_node(const resp::node& n) {
     stats_.replication_bytes += n.value.size();
     return;
   }
+  // The usual reply (nil, an integer, +OK, a short string: one whole node, none before
+  // it) to the usual command (no state to change, nothing skipped or lost, no MONITOR):
+  // paired at once. reply_complete() would find the same, after its checks of
+  // aggregates, pushes and connection states.
+  if (n.ends_message() && reply_.empty() && is_plain_scalar(n.type) && !n.is_partial() &&
+      n.value.size() <= options_.max_message_bytes && !monitor_ && count_ > 0 && replies_to_skip_ == 0 &&
+      !server_lost_replies_ && front().expect == expect_reply) {
+    reply_.add_whole(n);
+    emit(front(), &reply_);
+    pop_front();
+    if (reply_.capacity_bytes() > reply_keeps) reply_.clear_and_trim(reply_keeps);
+    else reply_.clear();
+    return;
+  }
   reply_.add(n, options_.max_message_bytes);
   if (n.ends_message()) {
     reply_complete();
@@ -259,8 +291,14 @@ void resp_session::command_complete(pending_command& c) {
   // for the few that change the connection's state or may carry a secret. Every one
   // of those starts with one of these letters; the rest (EVAL, GET, ...) skip the
   // comparisons.
-  static constexpr std::string_view special_initials = "ahmcrspu";
-  const bool ordinary = name.empty() || special_initials.find(resp::ascii_lower(name[0])) == std::string_view::npos;
+  // (A bit per letter, either case: one test instead of a search.)
+  constexpr std::uint32_t special_initials = [] {
+    std::uint32_t bits = 0;
+    for (const char letter : std::string_view("ahmcrspu")) bits |= 1u << (letter - 'a');
+    return bits;
+  }();
+  const auto initial = static_cast<unsigned>(static_cast<unsigned char>(name.empty() ? 0 : name[0]) | 0x20) - 'a';
+  const bool ordinary = name.empty() || initial >= 26 || (special_initials >> initial & 1u) == 0;
   const bool secrets = !ordinary && may_carry_secrets(name);
   if (secrets || (!ordinary && (iequals(name, "HELLO") || iequals(name, "CLIENT") || iequals(name, "REPLCONF")))) {
     c.arguments(args);

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -205,6 +206,13 @@ struct lock_recognizer::state {
   // (binary SHA1; zero for an EVAL, whose script is known by its text).
   recognizer_detail::value_flow flow{value_flow_entries};
   std::array<std::uint8_t, 20> current_sha{};
+  // current_sha = {} in three stores (an EVAL per exchange; GCC zeroed it with `rep stos`).
+  void clear_current_sha() noexcept {
+    static constexpr std::uint8_t zeros[20] = {};
+    std::memcpy(current_sha.data(), zeros, 8);
+    std::memcpy(current_sha.data() + 8, zeros, 8);
+    std::memcpy(current_sha.data() + 16, zeros, 4);
+  }
   bool current_is_script = false;
   // Redis Cluster: connections whose last command was an answered ASKING (the next
   // call is the asked one), the current redirect's target text, and the node pairs
@@ -886,7 +894,7 @@ void lock_recognizer::on_exchange(const exchange& e) {
   script_class cls;
   state::sha_entry* sha_entry = nullptr;
   st.current_is_script = true;
-  st.current_sha = {};
+  st.clear_current_sha();
   // The script's interned identity, when the session held it once (see exchange).
   const std::uint64_t script_identity = e.interned_argument == 1 ? e.interned_identity : 0;
   if (eval && script_identity != 0 && script_identity == st.last_eval_identity) {

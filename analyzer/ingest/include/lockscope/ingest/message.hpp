@@ -45,6 +45,12 @@ class message {
   // still ends where the wire's does.
   void add(const resp::node& n, std::size_t max_text);
   static constexpr std::size_t bytes_per_kept_node = 16;
+  // add(n, max_text) for the message's one node: an empty message, and a whole node with
+  // no parts (no aggregate, attribute or stream) whose text is within max_text.
+  void add_whole(const resp::node& n) {
+    if (!n.value.empty()) text_.assign(n.value.data(), n.value.size());
+    nodes_.push_back(message_node{n.type, n.flags, n.depth, n.length, n.integer, 0, static_cast<std::uint32_t>(n.value.size())});
+  }
   // A one-node message (used for replication preamble lines).
   void set_single(resp::type t, std::string_view text);
   void clear() noexcept {
