@@ -158,15 +158,21 @@ class lock_store {
   }
   std::size_t size() const noexcept { return count_; }
   // Only for a row that lives in the store: its scope and name follow it.
-  static std::string_view name_of(const lock_state& l) noexcept {
-    const char* p = reinterpret_cast<const char*>(&l) + sizeof(lock_state);
-    get_varint(p);  // the scope
-    const std::size_t size = get_varint(p);
-    return {p, size};
-  }
+  static std::string_view name_of(const lock_state& l) noexcept { return identity_of(l).name; }
   static std::uint32_t scope_of(const lock_state& l) noexcept {
     const char* p = reinterpret_cast<const char*>(&l) + sizeof(lock_state);
     return static_cast<std::uint32_t>(get_varint(p));
+  }
+  struct identity {
+    std::uint32_t scope;
+    std::string_view name;
+  };
+  // Both, read in one pass.
+  static identity identity_of(const lock_state& l) noexcept {
+    const char* p = reinterpret_cast<const char*>(&l) + sizeof(lock_state);
+    const auto scope = static_cast<std::uint32_t>(get_varint(p));
+    const std::size_t size = get_varint(p);
+    return {scope, {p, size}};
   }
   // In first-seen order.
   template <class F>
@@ -220,6 +226,11 @@ class lock_store {
     }
   }
   static std::uint64_t get_varint(const char*& p) noexcept {
+    // One byte: a scope index below 128, a name shorter than 128 bytes (nearly every lock).
+    if (const auto first = static_cast<unsigned char>(*p); first < 0x80) {
+      ++p;
+      return first;
+    }
     std::uint64_t v = 0;
     for (unsigned shift = 0;; shift += 7) {
       const auto byte = static_cast<unsigned char>(*p++);

@@ -298,9 +298,11 @@ struct lock_timeline::impl {
 
   // ---- storage ----
   std::uint32_t canon(std::uint32_t s) const noexcept {
+    if (!scopes_linked) return s;  // no cluster seen: every scope is its own
     while (scopes[s].alias != no_id) s = scopes[s].alias;
     return s;
   }
+  bool scopes_linked = false;  // some scope has an alias (link_servers)
   std::uint32_t scope_of(const lock_operation& op) {
     const std::uint32_t s = canon(raw_scope(options.merge_servers ? std::string_view() : op.server_text, op.db < 0 ? 0 : op.db));
     scopes[s].seen = true;
@@ -315,6 +317,7 @@ struct lock_timeline::impl {
     if (sa == sb) return;
     const std::uint32_t keep = std::min(sa, sb), gone = std::max(sa, sb);
     scopes[gone].alias = keep;
+    scopes_linked = true;
     scopes[keep].seen = scopes[keep].seen || scopes[gone].seen;
     if (scopes[keep].label.empty()) scopes[keep].label = "cluster:" + scopes[keep].server;
     last_scope = no_id;
@@ -357,7 +360,8 @@ struct lock_timeline::impl {
   }
   std::uint32_t find_lock(std::uint32_t where, std::string_view name) const {
     return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) {
-      return canon(lock_store::scope_of(locks[id])) == where && same_bytes(name_of(locks[id]), name);
+      const lock_store::identity row = lock_store::identity_of(locks[id]);
+      return canon(row.scope) == where && same_bytes(row.name, name);
     });
   }
   static std::string_view name_of(const lock_state& l) noexcept { return lock_store::name_of(l); }
@@ -745,8 +749,9 @@ struct lock_timeline::impl {
   lock_event base(const lock_state& l, std::int64_t ts) const {
     lock_event e;
     e.ts_us = ts;
-    e.lock = name_of(l);
-    const scope& sc = scopes[canon(lock_store::scope_of(l))];
+    const lock_store::identity row = lock_store::identity_of(l);
+    e.lock = row.name;
+    const scope& sc = scopes[canon(row.scope)];
     e.lock_server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
     e.db = sc.db;
     return e;
@@ -2250,10 +2255,9 @@ struct lock_timeline::impl {
   }
   // The lock find_lock(where, name) gives, taken from the announcement when it can.
   std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
-    if (a != nullptr && a->id != no_id && a->where == where &&
-        a->generation == lock_ids.generation() && canon(lock_store::scope_of(locks[a->id])) == where &&
-        same_bytes(name_of(locks[a->id]), name)) {
-      return a->id;
+    if (a != nullptr && a->id != no_id && a->where == where && a->generation == lock_ids.generation()) {
+      const lock_store::identity row = lock_store::identity_of(locks[a->id]);
+      if (canon(row.scope) == where && same_bytes(row.name, name)) return a->id;
     }
     return find_lock(where, name);
   }
