@@ -299,6 +299,10 @@ void resp_session::command_complete(pending_command& c) {
   }();
   const auto initial = static_cast<unsigned>(static_cast<unsigned char>(name.empty() ? 0 : name[0]) | 0x20) - 'a';
   const bool ordinary = name.empty() || initial >= 26 || (special_initials >> initial & 1u) == 0;
+  if (ordinary && !unbalanced && !server_closing_ && reply_mode_ == reply_mode::on) {
+    commit_tail();  // the usual command: nothing below applies to it
+    return;
+  }
   const bool secrets = !ordinary && may_carry_secrets(name);
   if (secrets || (!ordinary && (iequals(name, "HELLO") || iequals(name, "CLIENT") || iequals(name, "REPLCONF")))) {
     c.arguments(args);

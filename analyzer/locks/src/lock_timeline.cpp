@@ -290,6 +290,7 @@ struct lock_timeline::impl {
   stable_vector<scope> scopes;
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> scope_by_server;
   std::uint32_t last_scope = no_id;
+  std::uint64_t scope_links = 0;  // counts link_servers' re-filings: a scope resolved before may be stale
   // A client's subscriber connection as far as the episodes tell (its best partner);
   // entries go when that connection ends.
   std::unordered_map<std::uint64_t, std::uint64_t> subscriber_of_client;
@@ -321,6 +322,7 @@ struct lock_timeline::impl {
     scopes[keep].seen = scopes[keep].seen || scopes[gone].seen;
     if (scopes[keep].label.empty()) scopes[keep].label = "cluster:" + scopes[keep].server;
     last_scope = no_id;
+    ++scope_links;
     lock_ids.rehash([&](std::uint32_t id) { return lock_hash(canon(lock_store::scope_of(locks[id])), name_of(locks[id])); });
   }
   [[gnu::always_inline]] std::uint32_t raw_scope(std::string_view server, std::int32_t db) {
@@ -2187,6 +2189,12 @@ struct lock_timeline::impl {
   struct announced {
     const lock_operation* op = nullptr;  // matched by address only, never read later
     std::uint64_t generation = 0;        // lock_ids' when `id` was read
+    // What `where` was resolved from: the operation's server text (its bytes unchanged
+    // until delivery: lock_operation_sink::will_handle) and database, and scope_links then.
+    const char* server = nullptr;
+    std::size_t server_size = 0;
+    std::int32_t db = 0;
+    std::uint64_t scope_links = 0;
     std::uint32_t hash = 0;
     std::uint32_t where = no_id;         // no_id: not looked up
     std::uint32_t id = no_id;            // the first id with `hash` in its probe run
@@ -2212,6 +2220,10 @@ struct lock_timeline::impl {
       if (op.lock.empty() || op.kind == lock_op_kind::cluster_link) continue;
       a.where = known_scope(op);
       if (a.where == no_id) continue;
+      a.server = op.server_text.data();
+      a.server_size = op.server_text.size();
+      a.db = op.db;
+      a.scope_links = scope_links;
       a.hash = lock_hash(a.where, op.lock);
       lock_ids.prefetch(a.hash);
     }
@@ -2252,6 +2264,17 @@ struct lock_timeline::impl {
     }
     ++upcoming_head;
     return &a;  // its entry is reused only by a later will_handle()
+  }
+  // The scope scope_of(op) gives, when `a` resolved it from the same texts (the same
+  // bytes: an announced operation's texts do not change before its delivery) and no
+  // scopes were linked since; no_id otherwise.
+  std::uint32_t announced_scope(const announced* a, const lock_operation& op) noexcept {
+    if (a == nullptr || a->where == no_id || a->server != op.server_text.data() ||
+        a->server_size != op.server_text.size() || a->db != op.db || a->scope_links != scope_links) {
+      return no_id;
+    }
+    scopes[a->where].seen = true;
+    return a->where;
   }
   // The lock find_lock(where, name) gives, taken from the announcement when it can.
   std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
@@ -2318,7 +2341,8 @@ struct lock_timeline::impl {
     const std::int64_t at = op.at_us();
     if (first < 0) first = op.request_us;
     // Plain commands only matter for keys already known as locks.
-    std::uint32_t where = scope_of(op);
+    std::uint32_t where = announced_scope(ann, op);
+    if (where == no_id) where = scope_of(op);
     if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
     const bool plain = op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del;
     const std::uint32_t found = find_announced(ann, where, op.lock);

@@ -194,7 +194,9 @@ class lock_operation_sink {
   // The operations this sink is given next, in this order (each then through
   // on_operation): a sink may start loading the memory they touch, so that the cache
   // misses of many overlap instead of each stalling in turn. Changes nothing that can
-  // be observed. Ignored by default.
+  // be observed. Ignored by default. The texts the announced operations view stay as
+  // they are until those operations are delivered (another operation may be delivered
+  // in an announced one's place: it is then handled as if unannounced).
   virtual void will_handle(std::span<const lock_operation> /*upcoming*/) noexcept {}
 };
 
