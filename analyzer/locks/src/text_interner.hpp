@@ -131,12 +131,10 @@ class id_table {
     std::uint32_t id = no_id;
     std::uint32_t hash = 0;
   };
+  // The range reduction uses the high bits: hash_text() ends with a full 64-bit mix
+  // folded to 32 bits, so they are as good as the low ones (no finalizer of its own here:
+  // two multiplies on the path of every lookup).
   std::size_t start(std::uint32_t h) const noexcept {
-    h ^= h >> 16;  // murmur3's finalizer: the range reduction below uses the high bits
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
     return static_cast<std::size_t>((std::uint64_t{h} * slots_.size()) >> 32);
   }
   std::size_t next(std::size_t i) const noexcept { return i + 1 == slots_.size() ? 0 : i + 1; }
