@@ -210,8 +210,9 @@ int run(const analyze_options& o, bool live_mode) {
   const bool live = dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr;
   const std::int64_t idle_lag_us = 5000 + (live && !co.immediate ? analyzer::live_options{}.timeout_ms * 1000 : 0);
   std::int64_t newest_packet_us = INT64_MIN;
+  const bool hooks_active = hooks.active();
   auto on_packet = [&](const analyzer::captured_packet& p) {
-    hooks.on_loop(&p, now_us());
+    if (hooks_active) hooks.on_loop(&p, now_us());
     a.on_packet(p.ts_us, p.link_type, p.data);
     batch.flush();
     newest_packet_us = std::max(newest_packet_us, p.ts_us);

@@ -57,6 +57,9 @@ class recorder_hooks {
   recorder_hooks& operator=(const recorder_hooks&) = delete;
 
   bool ready() const noexcept { return ready_; }
+  // Whether on_loop() has anything to do (--write or --save-anomalies given): the loop
+  // then needs the clock's time per packet, else not.
+  bool active() const noexcept { return recorder_ != nullptr || writer_ != nullptr; }
   analyzer::lock_event_sink& chain(analyzer::lock_event_sink& next);
   // Every loop turn, before the analysis sees the packet (`p`: nullptr on a timeout).
   // A --write error is printed once and ends the writing, not the analysis.
