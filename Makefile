@@ -9,7 +9,7 @@ LOCKSCOPE := $(BUILD_DIR)/cli/lockscope
 # 2-core machine the suite took 97 s this way against 136 s at one per core.
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
-.PHONY: all deps configure build demo test clean
+.PHONY: all deps configure build demo test pgo clean
 all: build
 
 deps:
@@ -29,6 +29,17 @@ demo: build
 
 test: build
 	@ctest --preset $(PRESET) --parallel $(TEST_JOBS) --output-on-failure
+
+# A lockscope for a long-running deployment: optimized with a profile of itself at work
+# (scripts/pgo-train; about 9 minutes on 2 cores with the build) and link-time optimized; 11-12% less
+# CPU per exchange than the default build (README: Building by hand). Not the default:
+# it would add those minutes to every `make test`. Trains again on every run.
+pgo: deps
+	@scripts/pgo-train
+	@mkdir -p build && cmake --preset pgo > build/pgo.configure.log 2>&1 || (cat build/pgo.configure.log; exit 1)
+	@cmake --build --preset pgo --target lockscope
+	@tests/build/check_profile_guided.sh build/pgo build/pgo-profile build/pgo/cli/lockscope
+	@echo "== build/pgo/cli/lockscope"
 
 clean:
 	rm -rf build

@@ -16,13 +16,21 @@
 # On a shared 2-core VM one run's CPU figure varies by ±20% (the same binary measured
 # 0.59 to 0.83 µs per exchange), so the ratio is taken from the medians of REPEAT rounds.
 #
+# lockscope is build/pgo's (`make pgo`: profile-guided, what a deployment should run)
+# when it is built, else the default build's; LOCKSCOPE=path picks another.
+#
 # Every tool gets the same kernel buffer (BUFFER_MB, lockscope's --buffer-mb default)
 # and the same BPF filter. Needs root (capture), redis-server, redis-benchmark, tcpdump,
 # tshark and a built lockscope. A benchmark, not a test: run it on a quiet machine.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-lockscope=${LOCKSCOPE:-$root/build/default/cli/lockscope}
+lockscope=${LOCKSCOPE:-}
+if [[ -z $lockscope ]]; then
+  lockscope=$root/build/default/cli/lockscope
+  [[ -x $root/build/pgo/cli/lockscope ]] && lockscope=$root/build/pgo/cli/lockscope
+fi
+echo "keepup: lockscope is $lockscope" >&2
 requests=${REQUESTS:-2000000}
 clients=${CLIENTS:-100}
 pipeline=${PIPELINE:-64}
