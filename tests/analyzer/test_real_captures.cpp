@@ -825,19 +825,12 @@ for i in range(240):
         c.delete(lock)
 )py";
 
-}  // namespace
-
-TEST_CASE("real Redis and a watchdog renewing as the lease ends, every renewal the server accepted is renewed, "
-          "and every refused one expired",
-          "[real][cli][expiry]") {
-  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
-  const std::string binary = cli_binary_with_python_redis();
-  if (binary.empty()) return;
-  recorded_session r;
-  const auto truth_file = r.dir / "truth.jsonl";
-  if (!record_python_client(binary, r, edge_client, {"acquire", "renew"}, truth_file.string())) return;
+// Checks one recording of edge_client against the server's answers it logged; returns
+// how many of each mode and answer it holds.
+std::map<std::string, int> check_edge_recording(const std::string& binary, const std::filesystem::path& file,
+                                                const std::filesystem::path& truth_file) {
   std::map<std::string, std::vector<std::string>> events;  // per lock, in order
-  const std::string jsonl = read_command_output(binary + " analyze --format jsonl " + r.file.string());
+  const std::string jsonl = read_command_output(binary + " analyze --format jsonl " + file.string());
   std::istringstream in(jsonl);
   for (std::string line; std::getline(in, line);) {
     const auto v = boost::json::parse(line).as_object();
@@ -873,6 +866,31 @@ TEST_CASE("real Redis and a watchdog renewing as the lease ends, every renewal t
   INFO(accepted << " renewals accepted, " << refused << " refused");
   CHECK(accepted + refused == 240);
   CHECK(contradicted == 0);
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("real Redis and a watchdog renewing as the lease ends, every renewal the server accepted is renewed, "
+          "and every refused one expired",
+          "[real][cli][expiry]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  const std::string binary = cli_binary_with_python_redis();
+  if (binary.empty()) return;
+  // The edge cases come from the client's timing: on a loaded machine (CI runs tests two
+  // per core) its busy-wait is preempted, the renewals go out late and the server refuses
+  // them all (5 of 80 accepted slow_renewal_reply in one such run, about 70 otherwise).
+  // Every recording must agree with the server; one is recorded again, up to three in
+  // all, until both edge cases happened often enough to mean something.
+  std::map<std::string, int> cases;  // mode + the server's answer, of the last recording
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    CAPTURE(attempt);
+    recorded_session r;
+    const auto truth_file = r.dir / "truth.jsonl";
+    if (!record_python_client(binary, r, edge_client, {"acquire", "renew"}, truth_file.string())) return;
+    cases = check_edge_recording(binary, r.file, truth_file);
+    if (cases["slow_renewal_reply accepted"] >= 10 && cases["slow_acquisition_reply refused"] >= 10) break;
+  }
   // The cases the late replies are there for happened (about 70 of the 80 each, in practice).
   CHECK(cases["slow_renewal_reply accepted"] >= 10);
   CHECK(cases["slow_acquisition_reply refused"] >= 10);
