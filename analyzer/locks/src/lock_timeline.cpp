@@ -290,7 +290,9 @@ struct lock_timeline::impl {
   stable_vector<scope> scopes;
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> scope_by_server;
   std::uint32_t last_scope = no_id;
-  std::uint64_t scope_links = 0;  // counts link_servers' re-filings: a scope resolved before may be stale
+  // link_servers' re-filings so far: a scope resolved before one may be stale, and while
+  // there are none every scope is its own (canon() has no alias to walk).
+  std::uint64_t scope_links = 0;
   // A client's subscriber connection as far as the episodes tell (its best partner);
   // entries go when that connection ends.
   std::unordered_map<std::uint64_t, std::uint64_t> subscriber_of_client;
@@ -299,11 +301,10 @@ struct lock_timeline::impl {
 
   // ---- storage ----
   std::uint32_t canon(std::uint32_t s) const noexcept {
-    if (!scopes_linked) return s;  // no cluster seen: every scope is its own
+    if (scope_links == 0) return s;
     while (scopes[s].alias != no_id) s = scopes[s].alias;
     return s;
   }
-  bool scopes_linked = false;  // some scope has an alias (link_servers)
   std::uint32_t scope_of(const lock_operation& op) {
     const std::uint32_t s = canon(raw_scope(options.merge_servers ? std::string_view() : op.server_text, op.db < 0 ? 0 : op.db));
     scopes[s].seen = true;
@@ -318,11 +319,10 @@ struct lock_timeline::impl {
     if (sa == sb) return;
     const std::uint32_t keep = std::min(sa, sb), gone = std::max(sa, sb);
     scopes[gone].alias = keep;
-    scopes_linked = true;
+    ++scope_links;
     scopes[keep].seen = scopes[keep].seen || scopes[gone].seen;
     if (scopes[keep].label.empty()) scopes[keep].label = "cluster:" + scopes[keep].server;
     last_scope = no_id;
-    ++scope_links;
     lock_ids.rehash([&](std::uint32_t id) { return lock_hash(canon(lock_store::scope_of(locks[id])), name_of(locks[id])); });
   }
   [[gnu::always_inline]] std::uint32_t raw_scope(std::string_view server, std::int32_t db) {
