@@ -156,4 +156,18 @@ fi
 if [[ -n "$median_lockscope" && -n "$median_tshark" ]]; then
   printf 'lockscope uses %.1f× less CPU per exchange than tshark (target ≥ 20×)\n' \
     "$(echo "$median_tshark / $median_lockscope" | bc -l)"
+  # The margin: each round's ratio (the two tools measured minutes apart, in the same
+  # round), and how many rounds met the target on their own.
+  if (( repeat > 1 )); then
+    ratios=() met=0 paired=0
+    for i in $(seq 0 $((repeat - 1))); do
+      l=${per_lockscope[$i]:-} t=${per_tshark[$i]:-}
+      [[ $l =~ ^[0-9.]+$ && $t =~ ^[0-9.]+$ ]] && (( $(echo "$l > 0" | bc -l) )) || continue
+      r=$(printf '%.1f' "$(echo "$t / $l" | bc -l)")
+      ratios+=("$r×")
+      paired=$((paired + 1))
+      (( $(echo "$r >= 20" | bc -l) )) && met=$((met + 1))
+    done
+    (( paired > 0 )) && echo "per round: ${ratios[*]} ($met of $paired rounds at or above 20×)"
+  fi
 fi
