@@ -17,3 +17,19 @@ pgo_training_run() {
     exit 1
   fi
 }
+
+# Every training run over the bundled CAPTURES (each in every output form, then the HTML
+# report of all of them into WORKDIR), through pgo_training_run.
+#
+#   pgo_train_on_captures LOCKSCOPE WORKDIR CAPTURE...
+pgo_train_on_captures() {
+  local lockscope=$1 work=$2 f
+  shift 2
+  for f in "$@"; do
+    pgo_training_run "$lockscope" "$work/train.err" analyze --threads 1 "$f"
+    pgo_training_run "$lockscope" "$work/train.err" analyze --threads 2 --format jsonl "$f"
+    pgo_training_run "$lockscope" "$work/train.err" analyze --summary "$f"
+    pgo_training_run "$lockscope" "$work/train.err" decode --format jsonl "$f"
+  done
+  pgo_training_run "$lockscope" "$work/train.err" analyze --format html -o "$work/report.html" "$@"
+}
