@@ -4,6 +4,10 @@
 #include <pcap/pcap.h>
 #include <poll.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,6 +59,17 @@ std::string first_bytes_hex(std::string_view head) {
 }
 
 }  // namespace
+
+bool is_loopback_interface(const std::string& name) {
+  if (name.size() >= IFNAMSIZ) return false;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ifreq request{};
+  std::memcpy(request.ifr_name, name.data(), name.size());
+  const bool loopback = ::ioctl(fd, SIOCGIFFLAGS, &request) == 0 && (request.ifr_flags & IFF_LOOPBACK) != 0;
+  ::close(fd);
+  return loopback;
+}
 
 struct offline_capture::file {
   std::unique_ptr<capture_files::byte_source> source;
@@ -350,6 +365,25 @@ live_capture::live_capture(const live_options& options) {
     handle_ = nullptr;
     throw capture_error(message);
   }
+  if (is_loopback_interface(options.interface)) reject_sent_copies(filter);
+}
+
+void live_capture::reject_sent_copies(const std::string& filter) {
+  // On a loopback interface the kernel shows a capture every packet twice, as sent and as
+  // received, copying both into the ring; libpcap then throws the sent copy away. Rejected
+  // by the kernel's filter, it is never copied: half the ring traffic, and the drop count
+  // no longer counts copies nobody reads. Only the kernel's filter changes: libpcap still
+  // filters in userland, with its own program, what reached the ring before its filter
+  // was set, and its interpreter cannot read the direction (`inbound` rejects there).
+  auto* p = static_cast<pcap_t*>(handle_);
+  bpf_program program{};
+  if (pcap_compile(p, &program, ("inbound and (" + filter + ")").c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) return;
+  static_assert(sizeof(sock_filter) == sizeof(bpf_insn));  // the same {code, jt, jf, k}
+  const sock_fprog kernel_program{static_cast<unsigned short>(program.bf_len),
+                                  reinterpret_cast<sock_filter*>(program.bf_insns)};
+  sent_copies_rejected_ = program.bf_len <= 0xffff && ::setsockopt(pcap_fileno(p), SOL_SOCKET, SO_ATTACH_FILTER,
+                                                                   &kernel_program, sizeof kernel_program) == 0;
+  pcap_freecode(&program);
 }
 
 live_capture::~live_capture() {

@@ -131,6 +131,9 @@ std::string capture_capability_command();
 // untagged on the VLAN's own device), and libpcap cannot compile `vlan` for them.
 std::string port_filter(const std::vector<std::uint16_t>& ports, int datalink);
 
+// Whether the named interface is a loopback (IFF_LOOPBACK); false when there is none.
+bool is_loopback_interface(const std::string& name);
+
 // From a signal handler (async-signal-safe): every capture file being read ends at its
 // next read, as if it ended there, within 0.1 s for a pipe that is waiting for data. So
 // `tcpdump -w - | lockscope analyze -` stopped with Ctrl-C still reports what it read.
@@ -200,6 +203,9 @@ class live_capture final : public packet_source {
   int link_type() const noexcept { return link_type_; }
   // The BPF expression in use (--filter, or the one built from the ports).
   const std::string& filter() const noexcept { return filter_; }
+  // On a loopback interface, whether the kernel's filter also rejects each packet's
+  // sent copy (the kernel shows a capture both copies; libpcap keeps the received one).
+  bool sent_copies_rejected() const noexcept { return sent_copies_rejected_; }
 
  private:
   // Waits (up to the timeout) for the ring to have packets; false once stopped. `ready`:
@@ -208,6 +214,8 @@ class live_capture final : public packet_source {
   // Out of immediate mode, after the ring ran empty and packets arrived: lets more
   // gather (capture_gathering); false once stopped.
   bool gather(bool after_idle);
+  // On a loopback interface: the kernel's filter also rejects each packet's sent copy.
+  void reject_sent_copies(const std::string& filter);
   // What libpcap's read returned, as a result (PCAP_ERROR keeps its message).
   result ended_or_timeout(int rc);
 
@@ -216,6 +224,7 @@ class live_capture final : public packet_source {
   std::string filter_;
   int link_type_ = 0;
   int timeout_ms_ = 100;
+  bool sent_copies_rejected_ = false;
   volatile std::sig_atomic_t stopped_ = 0;
   std::optional<capture_gathering> gathering_;  // out of immediate mode only
   std::uint64_t bytes_since_wake_ = 0;          // what the ring held of the packets taken
