@@ -20,7 +20,7 @@
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/locks/command_words.hpp"
 #include "lockscope/locks/lock_report.hpp"
-#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "text_interner.hpp"
 #include "timer_queue.hpp"

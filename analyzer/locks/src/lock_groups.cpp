@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
-#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 

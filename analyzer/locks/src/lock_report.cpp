@@ -23,7 +23,7 @@
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/locks/lock_groups.hpp"
-#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 

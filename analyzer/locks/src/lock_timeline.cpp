@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
-#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
 #include "duration_histogram.hpp"
 #include "lock_store.hpp"
 #include "stable_vector.hpp"

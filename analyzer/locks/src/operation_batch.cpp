@@ -5,7 +5,7 @@
 #include <memory>
 #include <span>
 
-#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
 
 namespace lockscope::analyzer {
 

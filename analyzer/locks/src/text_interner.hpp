@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "huge_pages.hpp"
-#include "lockscope/locks/short_bytes.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
 
 namespace lockscope::analyzer::timeline_detail {
 

@@ -1,4 +1,4 @@
-// Equality and copies of the short texts the lock stages handle per event (endpoints,
+// Equality and copies of the short texts handled per exchange or event (endpoints,
 // owner ids, lock names: tens of bytes), inline and eight bytes at a time: a call to
 // memcmp/memcpy costs more than the work at these sizes. Same results as
 // `a == b` and std::memcpy (tests/timeline/test_fast_paths.cpp compares them).
