@@ -466,6 +466,16 @@ TEST_CASE("same_bytes is ==, and copy_bytes is memcpy, at every length and every
     CHECK(analyzer::copy_bytes(to.data() + 8, va) == to.data() + 8 + n);
     CHECK(to == expected);
   }
+  // Around the length where copy_bytes hands over to memcpy, and well past it.
+  for (std::size_t n : {120u, 127u, 128u, 129u, 136u, 300u, 4099u}) {
+    std::string from(n + 16, '#');
+    for (std::size_t i = 0; i < n; ++i) from[8 + i] = static_cast<char>(rng());
+    const std::string_view text(from.data() + 8, n);
+    std::string to(n + 16, '-'), expected(n + 16, '-');
+    std::memcpy(expected.data() + 8, text.data(), n);
+    CHECK(analyzer::copy_bytes(to.data() + 8, text) == to.data() + 8 + n);
+    CHECK(to == expected);
+  }
 }
 
 TEST_CASE("hash_text reads a text's last bytes in one load: the hash of reading them byte by byte", "[fast]") {

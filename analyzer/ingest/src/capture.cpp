@@ -379,10 +379,12 @@ void live_capture::reject_sent_copies(const std::string& filter) {
   bpf_program program{};
   if (pcap_compile(p, &program, ("inbound and (" + filter + ")").c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) return;
   static_assert(sizeof(sock_filter) == sizeof(bpf_insn));  // the same {code, jt, jf, k}
-  const sock_fprog kernel_program{static_cast<unsigned short>(program.bf_len),
-                                  reinterpret_cast<sock_filter*>(program.bf_insns)};
-  sent_copies_rejected_ = program.bf_len <= 0xffff && ::setsockopt(pcap_fileno(p), SOL_SOCKET, SO_ATTACH_FILTER,
-                                                                   &kernel_program, sizeof kernel_program) == 0;
+  if (program.bf_len <= 0xffff) {
+    const sock_fprog kernel_program{static_cast<unsigned short>(program.bf_len),
+                                    reinterpret_cast<sock_filter*>(program.bf_insns)};
+    sent_copies_rejected_ =
+        ::setsockopt(pcap_fileno(p), SOL_SOCKET, SO_ATTACH_FILTER, &kernel_program, sizeof kernel_program) == 0;
+  }
   pcap_freecode(&program);
 }
 

@@ -193,15 +193,9 @@ std::size_t resp_session::whole_command::assign(std::string_view frame, std::spa
   }
   char* const bytes = bytes_.get();
   size_ = kept;
-  // What is left around an interned script is short (tens of bytes): copied inline. A
-  // profile-guided build otherwise expands these memcpy calls into `rep movsq`, whose
-  // start-up cost was about half of this function's samples under the keep-up load.
-  auto copy = [](char* to, std::string_view from) {
-    if (from.size() <= 128) copy_bytes(to, from);
-    else std::memcpy(to, from.data(), from.size());
-  };
-  copy(bytes, frame.substr(0, cut_at));
-  copy(bytes + cut_at, frame.substr(cut_at + cut));
+  // What is left around an interned script is short (tens of bytes): copy_bytes, not memcpy.
+  copy_bytes(bytes, frame.substr(0, cut_at));
+  copy_bytes(bytes + cut_at, frame.substr(cut_at + cut));
   if (arguments_.size() < count) {
     grown -= arguments_.capacity() * sizeof(std::string_view);
     arguments_.resize(count);
