@@ -10,7 +10,8 @@
 
 namespace {
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 
 std::vector<std::string> lock_names(std::size_t n) {
   std::vector<std::string> names;

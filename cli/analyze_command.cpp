@@ -58,8 +58,8 @@ struct analyze_options {
   std::size_t html_detail = 3000;
 };
 
-analyzer::timeline_options make_timeline_options(const analyze_options& o) {
-  analyzer::timeline_options t;
+locks::timeline_options make_timeline_options(const analyze_options& o) {
+  locks::timeline_options t;
   t.idle_threshold_us = static_cast<std::int64_t>(o.idle_threshold_ms * 1e3);
   t.long_hold_us = static_cast<std::int64_t>(o.long_hold_s * 1e6);
   t.link_window_us = static_cast<std::int64_t>(o.link_window_ms * 1e3);
@@ -69,15 +69,15 @@ analyzer::timeline_options make_timeline_options(const analyze_options& o) {
 }
 
 // --format trace: the events go to a trace_export instead of the report.
-std::unique_ptr<analyzer::trace_export> make_trace(const analyze_options& o, output_file& out) {
+std::unique_ptr<locks::trace_export> make_trace(const analyze_options& o, output_file& out) {
   if (o.format != "trace" || o.summary) return nullptr;
-  analyzer::trace_options t;
+  locks::trace_options t;
   if (o.capture.live()) t.source = "live: " + o.capture.interface;
   for (const auto& f : o.capture.files) t.source += (t.source.empty() ? "" : " ") + f;
-  return std::make_unique<analyzer::trace_export>(t, [&out](std::string_view s) { out.write(s); });
+  return std::make_unique<locks::trace_export>(t, [&out](std::string_view s) { out.write(s); });
 }
 
-void print_totals(const analyzer::ingest_stats& s, const analyzer::recognizer_stats& r, std::size_t locks,
+void print_totals(const ingest::ingest_stats& s, const locks::recognizer_stats& r, std::size_t locks,
                   std::uint64_t events, const std::string& drops) {
   print_diagnostic(
              "lockscope analyze: {} packets, {} flows ({} RESP), {} exchanges, {} lock operations ({} inferred), "
@@ -110,16 +110,16 @@ int run_reporting_errors(const analyze_options& o, bool live_mode) {
 
 int run(const analyze_options& o, bool live_mode) {
   flow_reporter flows("analyze");
-  analyzer::report_options ro;
+  locks::report_options ro;
   ro.lock_globs = o.locks;
   ro.summary = !o.no_summary;
   ro.top = o.top;
-  if (o.summary) ro.format = analyzer::report_format::summary_only;
-  else if (o.format == "jsonl") ro.format = analyzer::report_format::jsonl;
-  else ro.format = live_mode ? analyzer::report_format::stream_text : analyzer::report_format::text;
+  if (o.summary) ro.format = locks::report_format::summary_only;
+  else if (o.format == "jsonl") ro.format = locks::report_format::jsonl;
+  else ro.format = live_mode ? locks::report_format::stream_text : locks::report_format::text;
   ro.line_buffered = live_mode;
   if (!live_mode) {
-    analyzer::analysis_options ao;
+    locks::analysis_options ao;
     ao.capture = make_ingest_options(o.capture);
     if (o.capture.verbose) ao.capture.session.observer = &flows;
     ao.timeline = make_timeline_options(o);
@@ -135,7 +135,7 @@ int run(const analyze_options& o, bool live_mode) {
     ao.events_to = trace.get();
     const stop_reading_on_signal interrupt;
     try {
-      const auto r = analyzer::analyze_files(
+      const auto r = locks::analyze_files(
           o.capture.files, ao, [&out](std::string_view s) { out.write(s); },
           [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); },
           [](const std::string& e) { print_diagnostic("lockscope analyze: error: {}\n", e); });
@@ -144,10 +144,10 @@ int run(const analyze_options& o, bool live_mode) {
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
-    } catch (const analyzer::capture_error& e) {
+    } catch (const ingest::capture_error& e) {
       print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
-    } catch (const analyzer::report_error& e) {
+    } catch (const locks::report_error& e) {
       print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
     }
@@ -160,44 +160,44 @@ int run(const analyze_options& o, bool live_mode) {
     return 2;
   }
   capture_options co = o.capture;
-  co.immediate = ro.format != analyzer::report_format::summary_only;  // events printed as they happen
-  const std::unique_ptr<analyzer::packet_source> source = open_packet_source("analyze", co, o.recorder);
+  co.immediate = ro.format != locks::report_format::summary_only;  // events printed as they happen
+  const std::unique_ptr<ingest::packet_source> source = open_packet_source("analyze", co, o.recorder);
   if (!source) return 2;
   // Replays need no privilege; a live capture drops it once open, before anything is
   // written (-o, --write, --save-anomalies DIR are created as the user dropped to).
-  if (dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr && !drop_privileges("analyze", o.privileges)) {
+  if (dynamic_cast<ingest::live_capture*>(source.get()) != nullptr && !drop_privileges("analyze", o.privileges)) {
     return 2;
   }
   recorder_hooks hooks("analyze", o.recorder, source->now_us());
   if (!hooks.ready()) return 2;
   output_file out(o.output);  // as the user dropped to
   const auto trace = make_trace(o, out);
-  analyzer::lock_report report(ro, [&out](std::string_view s) {
+  locks::lock_report report(ro, [&out](std::string_view s) {
     out.write(s);
     out.flush();  // live: line-buffered
   });
   // The live loop's clock: the wall clock, or a replay's packet times.
   auto now_us = [&source] { return source->now_us(); };
   report.set_start_us(now_us());  // live: times relative to when the capture began
-  analyzer::group_options go;
+  locks::group_options go;
   go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
-  analyzer::lock_event_sink& output = trace ? static_cast<analyzer::lock_event_sink&>(*trace) : report;
-  analyzer::lock_event_tee to_metrics(output, metrics ? &metrics->metrics() : nullptr);
-  analyzer::lock_groups groups(go, hooks.chain(metrics ? static_cast<analyzer::lock_event_sink&>(to_metrics) : output));
-  analyzer::lock_timeline timeline(make_timeline_options(o), groups);
-  analyzer::operation_batch batch(timeline);  // flushed after every packet
-  analyzer::lock_operation_filter filter(report, batch);
-  analyzer::lock_recognizer recognizer(filter.entry());
+  locks::lock_event_sink& output = trace ? static_cast<locks::lock_event_sink&>(*trace) : report;
+  locks::lock_event_tee to_metrics(output, metrics ? &metrics->metrics() : nullptr);
+  locks::lock_groups groups(go, hooks.chain(metrics ? static_cast<locks::lock_event_sink&>(to_metrics) : output));
+  locks::lock_timeline timeline(make_timeline_options(o), groups);
+  locks::operation_batch batch(timeline);  // flushed after every packet
+  locks::lock_operation_filter filter(report, batch);
+  locks::lock_recognizer recognizer(filter.entry());
   recognizer.set_warning_handler([](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); });
-  analyzer::ingest_options io = make_ingest_options(co);
+  ingest::ingest_options io = make_ingest_options(co);
   if (o.capture.verbose) io.session.observer = &flows;
-  analyzer::ingest_pipeline a(io, recognizer, &recognizer);
+  ingest::ingest_pipeline a(io, recognizer, &recognizer);
   if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *source, io.max_flows, o.max_locks); });
   const stop_on_signal stop(*source);
   drop_reporter drops("analyze", o.capture.stats_interval);
   std::optional<silence_notice> silence;
   std::optional<clock_step_notice> clock_steps;  // a replay's clock is its packets'
-  if (auto* live_source = dynamic_cast<analyzer::live_capture*>(source.get())) {
+  if (auto* live_source = dynamic_cast<ingest::live_capture*>(source.get())) {
     silence.emplace("analyze", co, *live_source);
     clock_steps.emplace("analyze");
   }
@@ -207,11 +207,11 @@ int run(const analyze_options& o, bool live_mode) {
   // clock less what a packet may still wait in a block the kernel has not handed over
   // (its timeout, out of immediate mode). A deadline must not fire before a renewal
   // captured in time and still in the ring. A replay's clock already stops at its next packet.
-  const bool live = dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr;
-  const std::int64_t idle_lag_us = 5000 + (live && !co.immediate ? analyzer::live_options{}.timeout_ms * 1000 : 0);
+  const bool live = dynamic_cast<ingest::live_capture*>(source.get()) != nullptr;
+  const std::int64_t idle_lag_us = 5000 + (live && !co.immediate ? ingest::live_options{}.timeout_ms * 1000 : 0);
   std::int64_t newest_packet_us = INT64_MIN;
   const bool hooks_active = hooks.active();
-  auto on_packet = [&](const analyzer::captured_packet& p) {
+  auto on_packet = [&](const ingest::captured_packet& p) {
     if (hooks_active) hooks.on_loop(&p, now_us());
     a.on_packet(p.ts_us, p.link_type, p.data);
     batch.flush();
@@ -219,8 +219,8 @@ int run(const analyze_options& o, bool live_mode) {
   };
   while (!stop.requested()) {
     const auto r = source->dispatch(packets_per_pass, on_packet);
-    if (r == analyzer::packet_source::result::end) break;
-    const bool got = r == analyzer::packet_source::result::packet;
+    if (r == ingest::packet_source::result::end) break;
+    const bool got = r == ingest::packet_source::result::packet;
     const std::int64_t now = now_us();
     if (!got) hooks.on_loop(nullptr, now);
     // Lease deadlines pass on the clock even when the lock's traffic stops.
@@ -238,11 +238,11 @@ int run(const analyze_options& o, bool live_mode) {
   groups.finish(now_us());
   if (trace) trace->finish(now_us());
   else report.finish(timeline);
-  if ((trace || ro.format == analyzer::report_format::jsonl) && !o.no_summary) {
+  if ((trace || ro.format == locks::report_format::jsonl) && !o.no_summary) {
     // stdout stays pure JSON lines: the closing table goes to stderr.
-    analyzer::report_options so = ro;
-    so.format = analyzer::report_format::summary_only;
-    analyzer::lock_report to_stderr(so, [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stderr); });
+    locks::report_options so = ro;
+    so.format = locks::report_format::summary_only;
+    locks::lock_report to_stderr(so, [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stderr); });
     to_stderr.write_summary(timeline);
   }
   out.commit();

@@ -17,11 +17,11 @@ namespace lockscope::cli {
 
 namespace {
 std::atomic<bool> stop_requested{false};
-std::atomic<analyzer::packet_source*> stopping_live{nullptr};
+std::atomic<ingest::packet_source*> stopping_live{nullptr};
 
 extern "C" void on_stop_signal(int) {
   stop_requested = true;
-  if (analyzer::packet_source* source = stopping_live.load()) source->stop();
+  if (ingest::packet_source* source = stopping_live.load()) source->stop();
 }
 }  // namespace
 
@@ -58,23 +58,23 @@ void add_capture_options(CLI::App& cmd, capture_options& o) {
       ->capture_default_str();
 }
 
-void flow_reporter::on_flow_note(const analyzer::flow_note& n) {
+void flow_reporter::on_flow_note(const ingest::flow_note& n) {
   switch (n.kind) {
-    case analyzer::flow_note_kind::sides_decided:
-    case analyzer::flow_note_kind::sides_corrected:
+    case ingest::flow_note_kind::sides_decided:
+    case ingest::flow_note_kind::sides_corrected:
       print_diagnostic("lockscope {}: flow {}: client {} → server {}{} by {}{}{}\n", command_, n.connection,
                  n.client->to_string(), n.server->to_string(),
-                 n.kind == analyzer::flow_note_kind::sides_corrected ? " (corrected)" : "",
-                 analyzer::to_string(n.reason), n.detail.empty() ? "" : ": ", n.detail);
+                 n.kind == ingest::flow_note_kind::sides_corrected ? " (corrected)" : "",
+                 to_string(n.reason), n.detail.empty() ? "" : ": ", n.detail);
       break;
-    case analyzer::flow_note_kind::other_protocol:
+    case ingest::flow_note_kind::other_protocol:
       print_diagnostic("lockscope {}: flow {}: {} ↔ {}: {}\n", command_, n.connection, n.client->to_string(),
-                 n.server->to_string(), analyzer::describe(n.protocol));
+                 n.server->to_string(), ingest::describe(n.protocol));
       break;
   }
 }
 
-void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
+void print_flow_summary(const char* command, const ingest::ingest_stats& s) {
   if (s.snaplen_cut_segments > 0) {
     print_diagnostic(
                "lockscope {}: {} packets were cut short by the capture's snapshot length ({} bytes of TCP payload "
@@ -86,7 +86,7 @@ void print_flow_summary(const char* command, const analyzer::ingest_stats& s) {
     print_diagnostic("lockscope {}: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n", command,
                s.evicted_flows, s.capped_flows);
   }
-  for (const std::string& line : analyzer::describe_other_protocols(s)) {
+  for (const std::string& line : ingest::describe_other_protocols(s)) {
     print_diagnostic("lockscope {}: {}\n", command, line);
   }
   if (s.side_corrections > 0) {
@@ -130,8 +130,8 @@ void refuse_live_options(const CLI::App& cmd, const capture_options& o, bool rep
   }
 }
 
-analyzer::ingest_options make_ingest_options(const capture_options& o) {
-  analyzer::ingest_options a;
+ingest::ingest_options make_ingest_options(const capture_options& o) {
+  ingest::ingest_options a;
   a.ports = o.ports;
   if (o.live() && a.ports.empty() && o.filter.empty()) a.ports = {6379};
   a.tcp.max_buffer = static_cast<std::size_t>(o.max_buffer_per_flow);
@@ -142,17 +142,17 @@ analyzer::ingest_options make_ingest_options(const capture_options& o) {
   return a;
 }
 
-std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o) {
-  analyzer::live_options lo;
+std::unique_ptr<ingest::live_capture> open_live(const char* command, const capture_options& o) {
+  ingest::live_options lo;
   lo.interface = o.interface;
   lo.ports = o.ports.empty() ? std::vector<std::uint16_t>{6379} : o.ports;
   lo.filter = o.filter;
   lo.buffer_mb = o.buffer_mb;
   lo.immediate = o.immediate;
-  std::unique_ptr<analyzer::live_capture> live;
+  std::unique_ptr<ingest::live_capture> live;
   try {
-    live = std::make_unique<analyzer::live_capture>(lo);
-  } catch (const analyzer::capture_error& e) {
+    live = std::make_unique<ingest::live_capture>(lo);
+  } catch (const ingest::capture_error& e) {
     print_diagnostic("lockscope {}: {}\n", command, e.what());
     return nullptr;
   }
@@ -166,7 +166,7 @@ std::unique_ptr<analyzer::live_capture> open_live(const char* command, const cap
   return live;
 }
 
-silence_notice::silence_notice(const char* command, const capture_options& o, const analyzer::live_capture& live,
+silence_notice::silence_notice(const char* command, const capture_options& o, const ingest::live_capture& live,
                                std::chrono::steady_clock::duration after)
     : command_(command),
       interface_(o.interface),
@@ -227,7 +227,7 @@ void clock_step_notice::poll(std::int64_t wall_us, std::int64_t monotonic_us) {
                       : "");
 }
 
-stop_on_signal::stop_on_signal(analyzer::packet_source& source) {
+stop_on_signal::stop_on_signal(ingest::packet_source& source) {
   stop_requested = false;
   stopping_live = &source;
   std::signal(SIGINT, on_stop_signal);
@@ -246,7 +246,7 @@ namespace {
 volatile std::sig_atomic_t reading_stopped_by = 0;  // the signal
 extern "C" void on_stop_reading_signal(int signal) {
   reading_stopped_by = signal;
-  analyzer::stop_reading_captures();
+  ingest::stop_reading_captures();
 }
 }  // namespace
 
@@ -265,15 +265,15 @@ stop_reading_on_signal::~stop_reading_on_signal() {
 }
 
 int stop_reading_on_signal::exit_status(const char* command) const {
-  if (!analyzer::reading_captures_stopped()) return 0;
+  if (!ingest::reading_captures_stopped()) return 0;
   print_diagnostic("lockscope {}: interrupted: the output covers the packets read before the signal\n", command);
   return 128 + (reading_stopped_by != 0 ? static_cast<int>(reading_stopped_by) : SIGINT);
 }
 
-int capture_exit_status(const char* command, const analyzer::packet_source& source) {
+int capture_exit_status(const char* command, const ingest::packet_source& source) {
   // A replayed file that changed or could not be read on was named as an error when it
   // happened (as for capture files): the same exit status, 1.
-  if (const auto* replay = dynamic_cast<const analyzer::replay_capture*>(&source); replay && replay->failed_files() > 0) {
+  if (const auto* replay = dynamic_cast<const ingest::replay_capture*>(&source); replay && replay->failed_files() > 0) {
     return 1;
   }
   const std::string failure = source.failure();
@@ -288,7 +288,7 @@ drop_reporter::drop_reporter(const char* command, double interval_s)
       interval_(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(interval_s))),
       next_(std::chrono::steady_clock::now() + interval_) {}
 
-void drop_reporter::poll(const analyzer::packet_source& live) {
+void drop_reporter::poll(const ingest::packet_source& live) {
   if (interval_.count() <= 0 || std::chrono::steady_clock::now() < next_) return;
   next_ += interval_;
   const auto d = live.stats();

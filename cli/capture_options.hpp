@@ -27,8 +27,8 @@ struct capture_options {
   double stats_interval = 10;
   double flow_timeout = 600;
   std::uint64_t max_buffer_per_flow = 4u << 20;
-  std::uint64_t max_buffer_total = analyzer::ingest_options::default_max_buffer_total;
-  std::size_t max_flows = analyzer::ingest_options::default_max_flows;
+  std::uint64_t max_buffer_total = ingest::ingest_options::default_max_buffer_total;
+  std::size_t max_flows = ingest::ingest_options::default_max_flows;
   bool show_secrets = false;
   bool verbose = false;
   // Live: pcap immediate mode (each packet handed over at once), for printing events
@@ -53,14 +53,14 @@ void refuse_live_options(const CLI::App& cmd, const capture_options& o, bool rep
 
 // The ingest pipeline's options. Live capture without --port or --filter selects port
 // 6379, so that end is the server.
-analyzer::ingest_options make_ingest_options(const capture_options& o);
+ingest::ingest_options make_ingest_options(const capture_options& o);
 
 // -v: one stderr line per flow when its sides are decided (and why), corrected, or
 // found to carry another protocol. Same lines for decode and analyze.
-class flow_reporter final : public analyzer::flow_observer {
+class flow_reporter final : public ingest::flow_observer {
  public:
   explicit flow_reporter(const char* command) : command_(command) {}
-  void on_flow_note(const analyzer::flow_note& n) override;
+  void on_flow_note(const ingest::flow_note& n) override;
 
  private:
   const char* command_;
@@ -69,13 +69,13 @@ class flow_reporter final : public analyzer::flow_observer {
 // The end-of-run lines about flows: other protocols (named once each, with their
 // flows), flows ended idle or over --max-flows, side corrections, pending-command
 // overflow. Nothing when all is well.
-void print_flow_summary(const char* command, const analyzer::ingest_stats& s);
+void print_flow_summary(const char* command, const ingest::ingest_stats& s);
 
 // Opens -i IFACE and prints, as tcpdump does, what it listens to:
 //   lockscope decode: listening on lo, port 6379 (BPF "(tcp port 6379) or (vlan and (tcp port 6379))")
 // On failure prints "lockscope COMMAND: <reason>" (CAP_NET_RAW and the setcap command
 // named when that is the cause) and returns nullptr.
-std::unique_ptr<analyzer::live_capture> open_live(const char* command, const capture_options& o);
+std::unique_ptr<ingest::live_capture> open_live(const char* command, const capture_options& o);
 
 // The live loops' packets per packet_source::dispatch(): enough that a busy port's
 // packets are taken from the ring in runs, few enough (a few ms of work) that the
@@ -83,7 +83,7 @@ std::unique_ptr<analyzer::live_capture> open_live(const char* command, const cap
 inline constexpr int packets_per_pass = 256;
 
 // While alive, the first SIGINT or SIGTERM ends the capture files being read, as if they
-// ended there (analyzer::stop_reading_captures), so that the report of what was read is
+// ended there (ingest::stop_reading_captures), so that the report of what was read is
 // still printed: `tcpdump -w - | lockscope analyze -` is ended with Ctrl-C. A second
 // signal kills the process as usual.
 class stop_reading_on_signal {
@@ -101,13 +101,13 @@ class stop_reading_on_signal {
 // ended on an error (already printed), or 1 after saying why the capture failed (the
 // interface went down or disappeared), as tcpdump does:
 //   lockscope analyze: the capture failed: The interface disappeared; the report covers the traffic before that
-int capture_exit_status(const char* command, const analyzer::packet_source& source);
+int capture_exit_status(const char* command, const ingest::packet_source& source);
 
 // While alive, SIGINT and SIGTERM stop `source` (its next() returns end) instead of
 // killing the process, so the caller can print its summary.
 class stop_on_signal {
  public:
-  explicit stop_on_signal(analyzer::packet_source& source);
+  explicit stop_on_signal(ingest::packet_source& source);
   ~stop_on_signal();
   stop_on_signal(const stop_on_signal&) = delete;
   stop_on_signal& operator=(const stop_on_signal&) = delete;
@@ -118,7 +118,7 @@ class stop_on_signal {
 // last packet), says so once and suggests --port (or checking --filter).
 class silence_notice {
  public:
-  silence_notice(const char* command, const capture_options& o, const analyzer::live_capture& live,
+  silence_notice(const char* command, const capture_options& o, const ingest::live_capture& live,
                  std::chrono::steady_clock::duration after = std::chrono::seconds(10));
   void poll(bool got_packet);
 
@@ -143,7 +143,7 @@ class clock_step_notice {
 
  private:
   const char* command_;
-  analyzer::wall_clock_watch watch_;
+  ingest::wall_clock_watch watch_;
 };
 
 // The totals' "kernel drops" of a run over files: what the capturing tool recorded in
@@ -154,7 +154,7 @@ std::string file_drops_text(const std::optional<std::uint64_t>& recorded);
 class drop_reporter {
  public:
   drop_reporter(const char* command, double interval_s);
-  void poll(const analyzer::packet_source& source);
+  void poll(const ingest::packet_source& source);
 
  private:
   const char* command_;

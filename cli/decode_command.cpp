@@ -43,7 +43,7 @@ struct decode_options {
 using resp::iequals;
 
 // Writes exchanges as they complete; applies --command and --grep.
-class printer final : public analyzer::exchange_sink {
+class printer final : public ingest::exchange_sink {
  public:
   printer(const decode_options& o, bool line_buffered) : options_(o), line_buffered_(line_buffered) {
     buffer_.reserve(1u << 20);
@@ -56,24 +56,24 @@ class printer final : public analyzer::exchange_sink {
   }
   ~printer() override { flush(); }
 
-  void on_exchange(const analyzer::exchange& e) override {
+  void on_exchange(const ingest::exchange& e) override {
     if (!selected(e)) return;
-    if (options_.format == "jsonl") analyzer::append_jsonl(buffer_, e);
-    else analyzer::append_text_line(buffer_, e, {options_.max_argument, true});
+    if (options_.format == "jsonl") ingest::append_jsonl(buffer_, e);
+    else ingest::append_text_line(buffer_, e, {options_.max_argument, true});
     buffer_.push_back('\n');
     ++printed_;
     if (line_buffered_ || buffer_.size() > (1u << 20) - 4096) flush();
   }
 
-  void on_session_event(const analyzer::session_event& ev) override {
+  void on_session_event(const ingest::session_event& ev) override {
     const char* direction = ev.from_client ? "client" : "server";
     switch (ev.kind) {
-      case analyzer::session_event_kind::decode_error:
+      case ingest::session_event_kind::decode_error:
         clear_progress();
         print_diagnostic("lockscope decode: {} → {}: {} stream offset {}: {}; resynchronising\n",
                    ev.from->to_string(), ev.to->to_string(), direction, ev.offset, ev.error.message());
         break;
-      case analyzer::session_event_kind::gap:
+      case ingest::session_event_kind::gap:
         clear_progress();
         print_diagnostic("lockscope decode: {} → {}: {} bytes missing at {} stream offset {}\n",
                    ev.from->to_string(), ev.to->to_string(), ev.bytes, direction, ev.offset);
@@ -103,9 +103,9 @@ class printer final : public analyzer::exchange_sink {
   }
 
  private:
-  bool selected(const analyzer::exchange& e) const {
+  bool selected(const ingest::exchange& e) const {
     if (!options_.commands.empty()) {
-      if (e.kind == analyzer::exchange_kind::push) {
+      if (e.kind == ingest::exchange_kind::push) {
         if (!pushes_pass_filter_) return false;
       } else {
         if (e.command.empty()) return false;
@@ -124,7 +124,7 @@ class printer final : public analyzer::exchange_sink {
         if (arg.find(options_.grep) != std::string_view::npos) return true;
       }
       if (e.reply != nullptr) {
-        for (const analyzer::message_node& n : e.reply->nodes()) {
+        for (const ingest::message_node& n : e.reply->nodes()) {
           if (e.reply->text(n).find(options_.grep) != std::string_view::npos) return true;
         }
       }
@@ -140,7 +140,7 @@ class printer final : public analyzer::exchange_sink {
   std::uint64_t printed_ = 0;
 };
 
-void print_summary(const analyzer::ingest_stats& s, std::uint64_t printed, const char* drops) {
+void print_summary(const ingest::ingest_stats& s, std::uint64_t printed, const char* drops) {
   print_diagnostic(
              "lockscope decode: {} packets ({:.1f} MB), {} flows ({} RESP), {} exchanges, {} pushes, "
              "{} printed; gaps {} ({} bytes), decode errors {}, kernel drops {}\n",
@@ -159,24 +159,24 @@ void print_summary(const analyzer::ingest_stats& s, std::uint64_t printed, const
 }
 
 int run_files(const decode_options& o) {
-  std::unique_ptr<analyzer::offline_capture> source;
+  std::unique_ptr<ingest::offline_capture> source;
   try {
-    source = std::make_unique<analyzer::offline_capture>(
+    source = std::make_unique<ingest::offline_capture>(
         o.capture.files, [](const std::string& w) { print_diagnostic("lockscope decode: warning: {}\n", w); },
         [](const std::string& e) { print_diagnostic("lockscope decode: error: {}\n", e); });
-  } catch (const analyzer::capture_error& e) {
+  } catch (const ingest::capture_error& e) {
     print_diagnostic("lockscope decode: {}\n", e.what());
     return 2;
   }
   printer out(o, false);
   flow_reporter flows("decode");
-  analyzer::ingest_options io = make_ingest_options(o.capture);
+  ingest::ingest_options io = make_ingest_options(o.capture);
   if (o.capture.verbose) io.session.observer = &flows;
-  analyzer::ingest_pipeline a(io, out);
+  ingest::ingest_pipeline a(io, out);
   const stop_reading_on_signal interrupt;
   const bool progress = !o.no_progress && isatty(STDERR_FILENO) == 1 && source->total_bytes() > (16u << 20);
   auto last_progress = std::chrono::steady_clock::now();
-  analyzer::captured_packet p;
+  ingest::captured_packet p;
   std::uint64_t n = 0;
   while (source->next(p)) {
     a.on_packet(p.ts_us, p.link_type, p.data);
@@ -201,30 +201,30 @@ int run_files(const decode_options& o) {
 }
 
 int run_live(const decode_options& o) {
-  const std::unique_ptr<analyzer::packet_source> source = open_packet_source("decode", o.capture, o.replay);
+  const std::unique_ptr<ingest::packet_source> source = open_packet_source("decode", o.capture, o.replay);
   if (!source) return 2;
   // Replays need no privilege; a live capture drops it once open.
-  if (dynamic_cast<analyzer::live_capture*>(source.get()) != nullptr && !drop_privileges("decode", o.privileges)) return 2;
+  if (dynamic_cast<ingest::live_capture*>(source.get()) != nullptr && !drop_privileges("decode", o.privileges)) return 2;
   printer out(o, true);
   flow_reporter flows("decode");
-  analyzer::ingest_options io = make_ingest_options(o.capture);
+  ingest::ingest_options io = make_ingest_options(o.capture);
   if (o.capture.verbose) io.session.observer = &flows;
-  analyzer::ingest_pipeline a(io, out);
+  ingest::ingest_pipeline a(io, out);
   const stop_on_signal stop(*source);
   drop_reporter drops("decode", o.capture.stats_interval);
   std::optional<silence_notice> silence;
   std::optional<clock_step_notice> clock_steps;  // a replay's clock is its packets'
-  if (auto* live = dynamic_cast<analyzer::live_capture*>(source.get())) {
+  if (auto* live = dynamic_cast<ingest::live_capture*>(source.get())) {
     silence.emplace("decode", o.capture, *live);
     clock_steps.emplace("decode");
   }
-  auto on_packet = [&a](const analyzer::captured_packet& p) { a.on_packet(p.ts_us, p.link_type, p.data); };
+  auto on_packet = [&a](const ingest::captured_packet& p) { a.on_packet(p.ts_us, p.link_type, p.data); };
   while (!stop.requested()) {
     const auto r = source->dispatch(packets_per_pass, on_packet);
-    if (r == analyzer::packet_source::result::end) break;
+    if (r == ingest::packet_source::result::end) break;
     drops.poll(*source);
     if (clock_steps) clock_steps->poll();
-    if (silence) silence->poll(r == analyzer::packet_source::result::packet);
+    if (silence) silence->poll(r == ingest::packet_source::result::packet);
   }
   a.finish();
   out.flush();

@@ -71,8 +71,8 @@ std::uint64_t resident_bytes() {
 }  // namespace
 
 struct metrics_server::impl {
-  analyzer::lock_metrics metrics;
-  std::function<analyzer::capture_gauges()> gather;
+  locks::lock_metrics metrics;
+  std::function<locks::capture_gauges()> gather;
   std::string scratch;  // capture thread: rendered here, then swapped into snapshot
 
   // Shared between the capture thread and the HTTP thread.
@@ -87,7 +87,7 @@ struct metrics_server::impl {
   tcp::acceptor acceptor{io};
   std::thread thread;
 
-  explicit impl(const analyzer::metrics_options& o) : metrics(o) {}
+  explicit impl(const locks::metrics_options& o) : metrics(o) {}
 
   void accept();
   class session;
@@ -203,7 +203,7 @@ void metrics_server::impl::accept() {
   });
 }
 
-metrics_server::metrics_server(const std::string& listen, const analyzer::metrics_options& options)
+metrics_server::metrics_server(const std::string& listen, const locks::metrics_options& options)
     : impl_(std::make_unique<impl>(options)) {
   const tcp::endpoint endpoint = parse_listen(listen);
   beast::error_code ec;
@@ -221,7 +221,7 @@ metrics_server::~metrics_server() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-analyzer::lock_metrics& metrics_server::metrics() noexcept { return impl_->metrics; }
+locks::lock_metrics& metrics_server::metrics() noexcept { return impl_->metrics; }
 
 std::string metrics_server::address() const {
   beast::error_code ec;
@@ -231,7 +231,7 @@ std::string metrics_server::address() const {
   return e.address().is_v6() ? fmt::format("[{}]:{}", host, e.port()) : fmt::format("{}:{}", host, e.port());
 }
 
-void metrics_server::attach(std::function<analyzer::capture_gauges()> gather) {
+void metrics_server::attach(std::function<locks::capture_gauges()> gather) {
   impl_->gather = std::move(gather);
   impl_->wanted.store(true, std::memory_order_relaxed);  // a first snapshot right away
   poll();
@@ -250,7 +250,7 @@ void metrics_server::poll() {
 std::unique_ptr<metrics_server> open_metrics_server(const char* command, const std::string& listen,
                                                     std::size_t max_locks) {
   try {
-    analyzer::metrics_options o;
+    locks::metrics_options o;
     o.max_locks = max_locks;
     auto server = std::make_unique<metrics_server>(listen, o);
     print_diagnostic("lockscope {}: serving metrics at http://{}/metrics\n", command, server->address());
@@ -261,15 +261,15 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
   }
 }
 
-analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& ingest,
-                                               const analyzer::lock_recognizer& recognizer,
-                                               const analyzer::lock_timeline& timeline,
-                                               const analyzer::packet_source& live, std::size_t max_flows,
+locks::capture_gauges gather_capture_gauges(const ingest::ingest_pipeline& ingest,
+                                               const locks::lock_recognizer& recognizer,
+                                               const locks::lock_timeline& timeline,
+                                               const ingest::packet_source& live, std::size_t max_flows,
                                                std::size_t max_locks) {
-  const analyzer::ingest_stats s = ingest.stats();
+  const ingest::ingest_stats s = ingest.stats();
   const auto drops = live.stats();
-  const analyzer::timeline_memory memory = timeline.memory();
-  analyzer::capture_gauges g;
+  const locks::timeline_memory memory = timeline.memory();
+  locks::capture_gauges g;
   g.packets = s.packets;
   g.bytes = s.bytes;
   g.kernel_drops = drops.dropped + drops.interface_dropped;
@@ -286,11 +286,11 @@ analyzer::capture_gauges gather_capture_gauges(const analyzer::ingest_pipeline& 
   g.locks_cap = max_locks;
   g.locks_forgotten = timeline.forgotten().locks;
   g.scripts = recognizer.cached_scripts();
-  g.scripts_cap = analyzer::script_cache_entries;
+  g.scripts_cap = locks::script_cache_entries;
   g.shas = recognizer.cached_shas();
-  g.shas_cap = analyzer::sha_cache_entries;
+  g.shas_cap = locks::sha_cache_entries;
   g.values = recognizer.stats().values_tracked;
-  g.values_cap = analyzer::value_flow_entries;
+  g.values_cap = locks::value_flow_entries;
   g.flows_cap = max_flows;
   return g;
 }

@@ -83,7 +83,7 @@ void refuse_reused_rotation_names(const recorder_options& o) {
   if (o.rotate_s <= 0) return;
   // tcpdump's trap: a name that does not change within an interval's length names two
   // intervals alike, and the later one's file overwrites the earlier.
-  const double span = analyzer::strftime_name_span_s(o.write);
+  const double span = ingest::strftime_name_span_s(o.write);
   if (span == 0) {
     throw CLI::ValidationError(
         "-G", fmt::format("--write {} has no strftime time conversion (%S, %M, %H, %d…): every {} s the new "
@@ -131,18 +131,18 @@ void refuse_overwriting_inputs(const capture_options& c, const recorder_options&
   }
 }
 
-std::unique_ptr<analyzer::packet_source> open_packet_source(const char* command, const capture_options& c,
+std::unique_ptr<ingest::packet_source> open_packet_source(const char* command, const capture_options& c,
                                                             const recorder_options& o) {
   if (o.replay.empty()) return open_live(command, c);
   try {
-    auto r = std::make_unique<analyzer::replay_capture>(
+    auto r = std::make_unique<ingest::replay_capture>(
         std::vector<std::string>{o.replay}, o.replay_speed,
         [command](const std::string& w) { print_diagnostic("lockscope {}: warning: {}\n", command, w); },
         [command](const std::string& e) { print_diagnostic("lockscope {}: error: {}\n", command, e); });
     print_diagnostic("lockscope {}: replaying {} through the live path at {}\n", command, o.replay,
                o.replay_speed > 0 ? fmt::format("{}× its speed", o.replay_speed) : std::string("full speed"));
     return r;
-  } catch (const analyzer::capture_error& e) {
+  } catch (const ingest::capture_error& e) {
     print_diagnostic("lockscope {}: {}\n", command, e.what());
     return nullptr;
   }

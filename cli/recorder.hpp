@@ -36,7 +36,7 @@ void refuse_overwriting_inputs(const capture_options& c, const recorder_options&
 
 // The live loop's packets: -i IFACE, or --replay FILE at --replay-speed. Prints the
 // error ("lockscope COMMAND: …") and returns nullptr when it cannot be opened.
-std::unique_ptr<analyzer::packet_source> open_packet_source(const char* command, const capture_options& c,
+std::unique_ptr<ingest::packet_source> open_packet_source(const char* command, const capture_options& c,
                                                             const recorder_options& o);
 
 }  // namespace lockscope::cli

@@ -60,10 +60,10 @@ class recorder_hooks {
   // Whether on_loop() has anything to do (--write or --save-anomalies given): the loop
   // then needs the clock's time per packet, else not.
   bool active() const noexcept { return recorder_ != nullptr || writer_ != nullptr; }
-  analyzer::lock_event_sink& chain(analyzer::lock_event_sink& next);
+  locks::lock_event_sink& chain(locks::lock_event_sink& next);
   // Every loop turn, before the analysis sees the packet (`p`: nullptr on a timeout).
   // A --write error is printed once and ends the writing, not the analysis.
-  void on_loop(const analyzer::captured_packet* p, std::int64_t now_us);
+  void on_loop(const ingest::captured_packet* p, std::int64_t now_us);
   // Waits for the writer, prints what was written (and a --write error again: it may be
   // far up in the output).
   void finish();

@@ -33,14 +33,14 @@ struct resp_options {
 // like. A reply that reads like such a command is masked too: failing closed.
 void redact(resp::value& v) {
   if (v.type != resp::type::array || v.elements.empty() || !v.elements[0].is_string() ||
-      !analyzer::may_carry_secrets(v.elements[0].text)) {
+      !ingest::may_carry_secrets(v.elements[0].text)) {
     return;
   }
   std::vector<std::string_view> args;
   args.reserve(v.elements.size());
   for (const resp::value& e : v.elements) args.push_back(e.is_string() ? std::string_view(e.text) : std::string_view());
   std::vector<std::uint32_t> secrets;
-  analyzer::find_secrets(args, secrets);
+  ingest::find_secrets(args, secrets);
   for (const std::uint32_t i : secrets) v.elements[i] = resp::value::bulk("****");
 }
 

@@ -26,7 +26,7 @@ std::string block_title(const std::string& key) {
 
 }  // namespace
 
-int run_visual_report(const std::vector<std::string>& files, const analyzer::analysis_options& analysis,
+int run_visual_report(const std::vector<std::string>& files, const locks::analysis_options& analysis,
                       const visual_report_options& options) {
   const char* format = options.svg ? "svg" : "html";
   if (options.svg && options.lock_globs.size() != 1) {
@@ -37,7 +37,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
   if (!options.lock_globs.empty()) {
     selected = [&](std::string_view lock) {
       for (const auto& g : options.lock_globs) {
-        if (analyzer::glob_match(g, lock)) return true;
+        if (locks::glob_match(g, lock)) return true;
       }
       return false;
     };
@@ -48,11 +48,11 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     // Created first, so that a path that cannot be written stops the run before two passes.
     output_file out(options.output == "-" ? std::string() : options.output);
     // Pass 1: which locks to draw.
-    analyzer::block_ranking ranking(options.svg ? 0 : options.max_locks, options.svg ? options.lock_globs.front() : "");
+    locks::block_ranking ranking(options.svg ? 0 : options.max_locks, options.svg ? options.lock_globs.front() : "");
     std::uint64_t forgotten = 0;  // rows given up at --max-locks: neither ranked nor counted
-    const auto first = analyzer::analyze_files_into(
+    const auto first = locks::analyze_files_into(
         files, analysis, ranking, selected,
-        [&](const analyzer::lock_timeline& t) {
+        [&](const locks::lock_timeline& t) {
           ranking.add_stats(t);
           forgotten = t.forgotten().locks;
         },
@@ -62,10 +62,10 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     if (options.svg) {
       keys = ranking.matching();
       if (keys.size() != 1) {
-        const bool more = keys.size() > analyzer::block_ranking::max_matches;
+        const bool more = keys.size() > locks::block_ranking::max_matches;
         std::string names;
-        for (std::size_t i = 0; i < keys.size() && i < analyzer::block_ranking::max_matches; ++i) {
-          names += (i ? ", " : "") + std::string(analyzer::printable(block_title(keys[i])));  // names from the wire
+        for (std::size_t i = 0; i < keys.size() && i < locks::block_ranking::max_matches; ++i) {
+          names += (i ? ", " : "") + std::string(locks::printable(block_title(keys[i])));  // names from the wire
         }
         if (keys.empty()) {
           print_diagnostic("lockscope analyze: --lock {}: no lock of that name in the capture\n",
@@ -73,7 +73,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
         } else {
           print_diagnostic("lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
                      options.lock_globs.front(), more ? "more than " : "",
-                     more ? analyzer::block_ranking::max_matches : keys.size(), names, more ? ", …" : "");
+                     more ? locks::block_ranking::max_matches : keys.size(), names, more ? ", …" : "");
         }
         return 2;
       }
@@ -82,11 +82,11 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     }
 
     // Pass 2: the swimlanes of those locks only.
-    analyzer::swimlane_builder builder({}, keys);
-    analyzer::page_info info;
-    const auto second = analyzer::analyze_files_into(
+    locks::swimlane_builder builder({}, keys);
+    locks::page_info info;
+    const auto second = locks::analyze_files_into(
         files, analysis, builder, [&](std::string_view lock) { return builder.selects(lock); },
-        [&](const analyzer::lock_timeline& t) { info.rows = analyzer::summary_rows(t, builder.blocks()); }, {}, {});
+        [&](const locks::lock_timeline& t) { info.rows = locks::summary_rows(t, builder.blocks()); }, {}, {});
     if (second.failed_files > 0 || second.capture.packets != first.capture.packets) {
       print_diagnostic("lockscope analyze: the capture files changed while the report was being made\n");
       return 1;
@@ -98,10 +98,10 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
     info.end_us = std::max(info.start_us + 1, first.last_packet_us);
     info.capture = first.capture;
     if (first.recorded_drops) info.kernel_drops = file_drops_text(first.recorded_drops);
-    std::copy(ranking.anomalies(), ranking.anomalies() + analyzer::anomaly_kind_count, info.anomalies);
+    std::copy(ranking.anomalies(), ranking.anomalies() + locks::anomaly_kind_count, info.anomalies);
     info.blocks_total = ranking.blocks();
     info.max_blocks = options.max_locks;
-    analyzer::swimlane_geometry geometry;
+    locks::swimlane_geometry geometry;
     geometry.start_us = info.start_us;
     geometry.end_us = info.end_us;
     geometry.fine_limit = options.detail;
@@ -111,8 +111,8 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
       bytes += s.size();
       out.write(s);
     };
-    if (options.svg) analyzer::write_svg_page(info, builder.blocks().front(), geometry, write);
-    else analyzer::write_html_page(info, builder.blocks(), geometry, write);
+    if (options.svg) locks::write_svg_page(info, builder.blocks().front(), geometry, write);
+    else locks::write_html_page(info, builder.blocks(), geometry, write);
     out.commit();
     const bool to_stdout = out.is_stdout();
     print_diagnostic(
@@ -126,7 +126,7 @@ int run_visual_report(const std::vector<std::string>& files, const analyzer::ana
                        "others (--max-locks 0 keeps every lock)",
                        forgotten, analysis.timeline.max_locks, format));
     }
-  } catch (const analyzer::capture_error& e) {
+  } catch (const ingest::capture_error& e) {
     print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   } catch (const output_error& e) {

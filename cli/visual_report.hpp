@@ -20,7 +20,7 @@ struct visual_report_options {
 };
 
 // Returns the exit code; errors go to stderr naming the file or argument.
-int run_visual_report(const std::vector<std::string>& files, const analyzer::analysis_options& analysis,
+int run_visual_report(const std::vector<std::string>& files, const locks::analysis_options& analysis,
                       const visual_report_options& options);
 
 }  // namespace lockscope::cli

@@ -43,7 +43,7 @@ int file_descriptor() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace lockscope::analyzer;
+  using namespace lockscope::ingest;
   const int fd = file_descriptor();
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size)) fail("pwrite", "failed");
   const std::string path = "/proc/self/fd/" + std::to_string(fd);

@@ -42,7 +42,7 @@
 
 namespace {
 
-namespace az = lockscope::analyzer;
+namespace az = lockscope::locks;
 namespace lk = lockscope::lock;
 
 [[noreturn]] void violation(const char* what, std::uint64_t detail = 0) {

@@ -20,7 +20,8 @@
 #include "lockscope/test/pcap_writer.hpp"
 #include "recorder_hooks.hpp"
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 namespace fs = std::filesystem;
 
 namespace {

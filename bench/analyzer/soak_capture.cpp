@@ -29,7 +29,7 @@
 
 namespace {
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
 
 constexpr int locks = 64;
 constexpr int workers = 2 * locks;

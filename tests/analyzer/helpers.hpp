@@ -14,7 +14,7 @@
 #include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/resp/format.hpp"
 
-namespace lockscope::analyzer::test {
+namespace lockscope::ingest::test {
 
 struct recorded {
   exchange_kind kind{};
@@ -232,4 +232,4 @@ inline std::string cmd(std::initializer_list<std::string_view> args) {
   return out;
 }
 
-}  // namespace lockscope::analyzer::test
+}  // namespace lockscope::ingest::test

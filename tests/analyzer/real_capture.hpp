@@ -17,7 +17,7 @@
 
 #include "helpers.hpp"  // read_command_output
 
-namespace lockscope::analyzer::test {
+namespace lockscope::ingest::test {
 
 using namespace std::chrono_literals;
 
@@ -130,7 +130,7 @@ inline void cut_pcap(const std::filesystem::path& in, const std::filesystem::pat
   }
 }
 
-}  // namespace lockscope::analyzer::test
+}  // namespace lockscope::ingest::test
 
 #define LOCKSCOPE_REQUIRE_CAPTURE_TOOLS()                                         \
   LOCKSCOPE_REQUIRE_REDIS_SERVER();                                               \

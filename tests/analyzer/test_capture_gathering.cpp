@@ -7,7 +7,7 @@
 
 #include "lockscope/ingest/capture_gathering.hpp"
 
-using lockscope::analyzer::capture_gathering;
+using lockscope::ingest::capture_gathering;
 
 namespace {
 

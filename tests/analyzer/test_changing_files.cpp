@@ -22,8 +22,8 @@
 
 #include "helpers.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 using namespace std::chrono_literals;
 
 namespace {

@@ -13,8 +13,8 @@
 #include "lockscope/ingest/clock_steps.hpp"
 #include "real_capture.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 
 TEST_CASE("clock steps: packet times a second or more back are a step, reordering is not", "[capture][clock]") {
   packet_clock_watch watch;

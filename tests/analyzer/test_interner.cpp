@@ -15,8 +15,8 @@
 #include "lockscope/ingest/argument_interner.hpp"
 #include "lockscope/ingest/resp_session.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 
 namespace {
 

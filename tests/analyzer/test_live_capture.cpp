@@ -16,7 +16,7 @@
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
 using namespace std::chrono_literals;
 
 TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") {

@@ -6,8 +6,8 @@
 #include "lockscope/ingest/output.hpp"
 #include "lockscope/resp/decoder.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 
 namespace {
 

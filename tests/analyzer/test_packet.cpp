@@ -3,8 +3,8 @@
 #include "helpers.hpp"
 #include "lockscope/ingest/packet.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 
 namespace {
 

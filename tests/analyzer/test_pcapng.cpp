@@ -27,8 +27,8 @@
 #include "lockscope/test/redis_server.hpp"
 #include "real_capture.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 using Catch::Matchers::Equals;
 using namespace std::chrono_literals;
 namespace ltest = lockscope::test;

@@ -23,8 +23,8 @@
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 using namespace std::chrono_literals;
 namespace ltest = lockscope::test;
 

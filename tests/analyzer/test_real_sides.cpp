@@ -17,8 +17,8 @@
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 namespace json = boost::json;
 namespace ltest = lockscope::test;
 

@@ -10,8 +10,8 @@
 #include "lockscope/ingest/output.hpp"
 #include "lockscope/ingest/redaction.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 using strings = std::vector<std::string>;
 using positions = std::vector<std::uint32_t>;
 

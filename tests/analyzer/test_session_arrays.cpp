@@ -12,8 +12,8 @@
 #include "helpers.hpp"
 #include "lockscope/ingest/resp_session.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 
 namespace {
 

@@ -5,8 +5,8 @@
 
 #include "helpers.hpp"
 
-using namespace lockscope::analyzer;
-using namespace lockscope::analyzer::test;
+using namespace lockscope::ingest;
+using namespace lockscope::ingest::test;
 using Catch::Matchers::Equals;
 using strings = std::vector<std::string>;
 

@@ -6,7 +6,7 @@
 #include "lockscope/ingest/packet.hpp"
 #include "lockscope/ingest/tcp_stream.hpp"
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
 
 namespace {
 

@@ -8,9 +8,9 @@
 
 namespace lockscope::recorder_test {
 
-inline analyzer::lock_event event(std::int64_t ts, std::string_view lock, std::string_view client,
-                                  analyzer::lock_event_kind k, analyzer::anomaly_kind a = analyzer::anomaly_kind::none) {
-  analyzer::lock_event e;
+inline locks::lock_event event(std::int64_t ts, std::string_view lock, std::string_view client,
+                                  locks::lock_event_kind k, locks::anomaly_kind a = locks::anomaly_kind::none) {
+  locks::lock_event e;
   e.ts_us = ts;
   e.lock = lock;
   e.client = client;

@@ -14,7 +14,8 @@
 #include "lockscope/test/pcap_writer.hpp"
 #include "lock_events.hpp"
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 
 namespace {
 

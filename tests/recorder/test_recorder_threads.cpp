@@ -26,7 +26,8 @@
 #include "recorder_hooks.hpp"
 #include "lock_events.hpp"
 
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 namespace fs = std::filesystem;
 
 namespace {

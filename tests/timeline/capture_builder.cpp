@@ -8,8 +8,8 @@ namespace lockscope::timeline_test {
 int capture_builder::connect(std::string_view client_ip, std::uint16_t client_port, std::string_view server_ip,
                              std::uint16_t server_port, std::int64_t at_us) {
   const auto isn = static_cast<std::uint32_t>(1000 + 7919 * conversations_.size());
-  conversations_.emplace_back(analyzer::make_endpoint(client_ip, client_port),
-                              analyzer::make_endpoint(server_ip, server_port), isn, isn + 50000);
+  conversations_.emplace_back(ingest::make_endpoint(client_ip, client_port),
+                              ingest::make_endpoint(server_ip, server_port), isn, isn + 50000);
   auto& c = conversations_.back();
   std::int64_t t = at_us;
   for (const auto& s : c.handshake()) add(t++, s);
@@ -37,15 +37,15 @@ void capture_builder::close(int conn, std::int64_t at_us) {
   add(at_us + 60, c.client_acks());
 }
 
-void capture_builder::add(std::int64_t ts, const analyzer::tcp_segment_spec& s) {
-  frames_.push_back(frame{ts, frames_.size(), analyzer::make_frame(analyzer::link_type::en10mb, s)});
+void capture_builder::add(std::int64_t ts, const ingest::tcp_segment_spec& s) {
+  frames_.push_back(frame{ts, frames_.size(), ingest::make_frame(ingest::link_type::en10mb, s)});
 }
 
 void capture_builder::write(const std::string& path) const {
   std::vector<const frame*> order;
   for (const frame& f : frames_) order.push_back(&f);
   std::stable_sort(order.begin(), order.end(), [](const frame* a, const frame* b) { return a->ts_us < b->ts_us; });
-  analyzer::pcap_file_writer out(path, analyzer::link_type::en10mb);
+  ingest::pcap_file_writer out(path, ingest::link_type::en10mb);
   for (const frame* f : order) out.write(f->ts_us, f->bytes);
   out.close();
 }

@@ -38,8 +38,8 @@ class capture_builder {
     std::uint64_t order;
     std::string bytes;
   };
-  void add(std::int64_t ts, const analyzer::tcp_segment_spec& s);
-  std::vector<analyzer::tcp_conversation> conversations_;
+  void add(std::int64_t ts, const ingest::tcp_segment_spec& s);
+  std::vector<ingest::tcp_conversation> conversations_;
   std::vector<frame> frames_;
 };
 

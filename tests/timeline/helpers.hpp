@@ -19,12 +19,12 @@
 
 namespace lockscope::timeline_test {
 
-inline analyzer::message make_message(std::string_view resp_text) {
+inline ingest::message make_message(std::string_view resp_text) {
   struct adder final : resp::handler {
-    analyzer::message* m;
+    ingest::message* m;
     void on_node(const resp::node& n) override { m->add(n, 1u << 20); }
   } h;
-  analyzer::message m;
+  ingest::message m;
   h.m = &m;
   resp::decoder d;
   const std::size_t used = d.feed(resp_text, h);
@@ -34,18 +34,18 @@ inline analyzer::message make_message(std::string_view resp_text) {
 }
 
 struct recorded_op {
-  analyzer::lock_op_kind kind{};
-  analyzer::lock_family family{};
-  analyzer::op_outcome outcome{};
+  locks::lock_op_kind kind{};
+  locks::lock_family family{};
+  locks::op_outcome outcome{};
   bool inferred = false;
   std::string lock, owner, channel;
   std::int64_t lease_ms = -1, ttl_ms = -1, token = -1, sub_count = -1;
   std::int32_t db = 0;
 };
 
-class op_recorder final : public analyzer::lock_operation_sink {
+class op_recorder final : public locks::lock_operation_sink {
  public:
-  void on_operation(const analyzer::lock_operation& op) override {
+  void on_operation(const locks::lock_operation& op) override {
     ops.push_back({op.kind, op.family, op.outcome, op.inferred, std::string(op.lock), std::string(op.owner),
                    std::string(op.channel), op.lease_ms, op.ttl_ms, op.token, op.sub_count, op.db});
   }
@@ -53,16 +53,16 @@ class op_recorder final : public analyzer::lock_operation_sink {
 };
 
 // Feeds one command (and its reply, RESP text; empty: none) to a recognizer.
-inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
+inline void feed(locks::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
                  std::int64_t at_us = 1'000'000, std::uint64_t connection = 1,
                  std::string_view client_text = "10.0.0.1:50000", std::string_view server_text = "10.0.0.2:6379",
                  bool from_start = false) {
-  static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
-  static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
+  static const ingest::endpoint client = ingest::make_endpoint("10.0.0.1", 50000);
+  static const ingest::endpoint server = ingest::make_endpoint("10.0.0.2", 6379);
   std::vector<std::string_view> views(args.begin(), args.end());
-  analyzer::message m;
+  ingest::message m;
   if (!reply.empty()) m = make_message(reply);
-  analyzer::exchange e;
+  ingest::exchange e;
   e.connection = connection;
   e.client = &client;
   e.server = &server;
@@ -76,12 +76,12 @@ inline void feed(analyzer::lock_recognizer& r, const std::vector<std::string>& a
   r.on_exchange(e);
 }
 
-inline void feed_push(analyzer::lock_recognizer& r, std::string_view push, std::int64_t at_us = 1'000'000) {
-  static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50001);
-  static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
-  analyzer::message m = make_message(push);
-  analyzer::exchange e;
-  e.kind = analyzer::exchange_kind::push;
+inline void feed_push(locks::lock_recognizer& r, std::string_view push, std::int64_t at_us = 1'000'000) {
+  static const ingest::endpoint client = ingest::make_endpoint("10.0.0.1", 50001);
+  static const ingest::endpoint server = ingest::make_endpoint("10.0.0.2", 6379);
+  ingest::message m = make_message(push);
+  ingest::exchange e;
+  e.kind = ingest::exchange_kind::push;
   e.connection = 2;
   e.client = &client;
   e.server = &server;
@@ -96,7 +96,7 @@ struct recorded_event {
   std::string lock, owner, client;
   std::int64_t hold_count = -1, lease_ms = -1, ttl_ms = -1, wait_us = -1, held_us = -1;
   bool inferred = false;
-  analyzer::link_confidence confidence{};
+  locks::link_confidence confidence{};
   std::string server;
   std::int64_t token = -1;
   std::int64_t interval_start_us = -1, interval_us = -1;
@@ -112,9 +112,9 @@ struct recorded_event {
 
 // A lock event as the timeline sends it for a try, release, ... of `lock` (its identity
 // is the server's: lock_server = server).
-inline analyzer::lock_event lock_event_of(analyzer::lock_event_kind kind, std::int64_t ts_us, std::string_view lock,
+inline locks::lock_event lock_event_of(locks::lock_event_kind kind, std::int64_t ts_us, std::string_view lock,
                                           std::string_view owner, std::string_view client, std::string_view server) {
-  analyzer::lock_event e;
+  locks::lock_event e;
   e.ts_us = ts_us;
   e.event = kind;
   e.lock = lock;
@@ -125,11 +125,11 @@ inline analyzer::lock_event lock_event_of(analyzer::lock_event_kind kind, std::i
   return e;
 }
 
-class event_recorder final : public analyzer::lock_event_sink {
+class event_recorder final : public locks::lock_event_sink {
  public:
-  void on_event(const analyzer::lock_event& e) override {
-    std::string name(analyzer::to_string(e.event));
-    if (e.event == analyzer::lock_event_kind::anomaly) name += ":" + std::string(analyzer::to_string(e.kind));
+  void on_event(const locks::lock_event& e) override {
+    std::string name(to_string(e.event));
+    if (e.event == locks::lock_event_kind::anomaly) name += ":" + std::string(to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
                       e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, std::string(e.detail), 0, 0, 0, false, false, {}, {}, {}});
@@ -167,41 +167,41 @@ class event_recorder final : public analyzer::lock_event_sink {
 // The full pipeline over a capture file into `sink` (lock groups included), calling
 // after_packet(timeline) after each packet and at_end(timeline) once it is finished.
 template <class AfterPacket, class AtEnd>
-void run_pipeline(const std::string& pcap, const analyzer::timeline_options& options, analyzer::lock_event_sink& sink,
+void run_pipeline(const std::string& pcap, const locks::timeline_options& options, locks::lock_event_sink& sink,
                   AfterPacket&& after_packet, AtEnd&& at_end) {
-  analyzer::lock_groups groups({}, sink);
-  analyzer::lock_timeline timeline(options, groups);
-  analyzer::lock_recognizer recognizer(timeline);
-  analyzer::ingest_pipeline a({}, recognizer, &recognizer);
-  analyzer::offline_capture source({pcap});
-  analyzer::captured_packet p;
+  locks::lock_groups groups({}, sink);
+  locks::lock_timeline timeline(options, groups);
+  locks::lock_recognizer recognizer(timeline);
+  ingest::ingest_pipeline a({}, recognizer, &recognizer);
+  ingest::offline_capture source({pcap});
+  ingest::captured_packet p;
   std::int64_t last = -1;
   while (source.next(p)) {
     last = p.ts_us;
     a.on_packet(p.ts_us, p.link_type, p.data);
-    after_packet(static_cast<const analyzer::lock_timeline&>(timeline));
+    after_packet(static_cast<const locks::lock_timeline&>(timeline));
   }
   a.finish();
   timeline.finish(last);
   groups.finish(last);
-  at_end(static_cast<const analyzer::lock_timeline&>(timeline));
+  at_end(static_cast<const locks::lock_timeline&>(timeline));
 }
 
 // The full pipeline over a capture file into an event recorder.
-inline event_recorder events_of(const std::string& pcap, const analyzer::timeline_options& options = {}) {
+inline event_recorder events_of(const std::string& pcap, const locks::timeline_options& options = {}) {
   event_recorder rec;
-  run_pipeline(pcap, options, rec, [](const analyzer::lock_timeline&) {}, [](const analyzer::lock_timeline&) {});
+  run_pipeline(pcap, options, rec, [](const locks::lock_timeline&) {}, [](const locks::lock_timeline&) {});
   return rec;
 }
 
-inline std::string report_of(const std::string& pcap, analyzer::report_format format,
-                             const analyzer::timeline_options& options = {}, unsigned threads = 2) {
-  analyzer::analysis_options o;
+inline std::string report_of(const std::string& pcap, locks::report_format format,
+                             const locks::timeline_options& options = {}, unsigned threads = 2) {
+  locks::analysis_options o;
   o.report.format = format;
   o.timeline = options;
   o.threads = threads;
   std::string out;
-  analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
+  locks::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
   return out;
 }
 

@@ -12,11 +12,11 @@
 
 namespace {
 
-std::string analyze(const std::string& pcap, lockscope::analyzer::report_format format) {
-  lockscope::analyzer::analysis_options o;
+std::string analyze(const std::string& pcap, lockscope::locks::report_format format) {
+  lockscope::locks::analysis_options o;
   o.report.format = format;
   std::string out;
-  lockscope::analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
+  lockscope::locks::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
   return out;
 }
 
@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
     s.build(b);
     const std::string pcap = base.string() + ".pcap";
     b.write(pcap);
-    std::ofstream(base.string() + ".timeline.txt") << analyze(pcap, lockscope::analyzer::report_format::text);
-    std::ofstream(base.string() + ".jsonl") << analyze(pcap, lockscope::analyzer::report_format::jsonl);
+    std::ofstream(base.string() + ".timeline.txt") << analyze(pcap, lockscope::locks::report_format::text);
+    std::ofstream(base.string() + ".jsonl") << analyze(pcap, lockscope::locks::report_format::jsonl);
     std::printf("%s: %s\n", pcap.c_str(), s.description.c_str());
   }
   return 0;

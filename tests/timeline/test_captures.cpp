@@ -54,8 +54,8 @@ TEST_CASE("captures: every bundled synthetic capture is reproducible and matches
     CHECK(read_file(rebuilt) == read_file(pcap_of(s.name)));
     CHECK(std::filesystem::file_size(pcap_of(s.name)) < 2u << 20);
     const auto base = captures_dir / s.name;
-    CHECK(report_of(pcap_of(s.name), analyzer::report_format::text) == read_file(base.string() + ".timeline.txt"));
-    const std::string jsonl = report_of(pcap_of(s.name), analyzer::report_format::jsonl);
+    CHECK(report_of(pcap_of(s.name), locks::report_format::text) == read_file(base.string() + ".timeline.txt"));
+    const std::string jsonl = report_of(pcap_of(s.name), locks::report_format::jsonl);
     CHECK(jsonl == read_file(base.string() + ".jsonl"));
     CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
   }
@@ -79,7 +79,7 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   // [5] ClientB subscribes on its pub/sub connection, linked to its waiter.
   CHECK(e[2].client == "192.168.1.22:50003");
   CHECK(e[2].owner == owner_b);
-  CHECK(e[2].confidence == analyzer::link_confidence::high);
+  CHECK(e[2].confidence == locks::link_confidence::high);
   // The watchdog renews at lease/3.
   CHECK(e[3].owner == owner_a);
   CHECK(e[3].lease_ms == 6000);
@@ -100,7 +100,7 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   for (const auto& ev : e) CHECK_FALSE(ev.inferred);
 
   // The same in the jsonl form, with its fields.
-  const auto lines = lines_of(report_of(pcap_of("seed-redisson"), analyzer::report_format::jsonl));
+  const auto lines = lines_of(report_of(pcap_of("seed-redisson"), locks::report_format::jsonl));
   REQUIRE(lines.size() == 8);
   CHECK(lines[0] ==
         "{\"ts\":1717209303.010120,\"lock\":\"myLock\",\"event\":\"acquired\",\"owner\":\"80e6bb0b-b3bb-4ce0-b120-"
@@ -112,9 +112,9 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   CHECK(lines[4].find("\"held_ms\":2990.000") != std::string::npos);
 }
 
-TEST_CASE("captures: the README's line of every anomaly kind is what analyze prints on its capture",
+TEST_CASE("captures: the anomaly reference's line of every anomaly kind is what analyze prints on its capture",
           "[captures][anomaly][readme]") {
-  const std::string readme = read_file(captures_dir.parent_path() / "README.md");
+  const std::string readme = read_file(captures_dir.parent_path() / "docs/reference/anomalies.md");
   const std::size_t marker = readme.find("<!-- anomaly examples: tests/timeline/test_captures.cpp -->");
   REQUIRE(marker != std::string::npos);
   const std::size_t begin = readme.find("```\n", marker) + 4;
@@ -128,7 +128,7 @@ TEST_CASE("captures: the README's line of every anomaly kind is what analyze pri
       const std::string pcap = (captures_dir.parent_path() / line.substr(20)).string();
       INFO(pcap);
       REQUIRE(std::filesystem::exists(pcap));
-      output = "\n" + report_of(pcap, analyzer::report_format::text);
+      output = "\n" + report_of(pcap, locks::report_format::text);
       continue;
     }
     INFO(line);
@@ -138,8 +138,8 @@ TEST_CASE("captures: the README's line of every anomaly kind is what analyze pri
     kinds.insert(line.substr(at + 8, line.find(' ', at + 8) - at - 8));
   }
   // Every kind the analyzer knows is shown (none = 0 is not a kind).
-  for (std::size_t k = 1; k < analyzer::anomaly_kind_count; ++k) {
-    const std::string kind(analyzer::to_string(static_cast<analyzer::anomaly_kind>(k)));
+  for (std::size_t k = 1; k < locks::anomaly_kind_count; ++k) {
+    const std::string kind(to_string(static_cast<locks::anomaly_kind>(k)));
     INFO(kind);
     CHECK(kinds.count(kind) == 1);
   }
@@ -176,8 +176,8 @@ TEST_CASE("captures: each crafted capture shows its anomaly", "[captures][anomal
   }
   CHECK(lost.first("anomaly:idle_with_waiters")->interval_start_us == lost.first("released")->ts_us);
   CHECK(lost.first("anomaly:subscription_lost")->interval_us == 5'011'000);
-  // The README shows this capture's timeline and JSONL lines: they are its output.
-  const std::string readme = read_file((captures_dir.parent_path() / "README.md").string());
+  // The anomaly reference shows this capture's timeline and JSONL lines: they are its output.
+  const std::string readme = read_file((captures_dir.parent_path() / "docs/reference/anomalies.md").string());
   for (const char* golden : {".timeline.txt", ".jsonl"}) {
     const std::string text = read_file((captures_dir / "crafted/subscription_lost").string() + golden);
     for (const char* kind : {"subscription_lost"}) {
@@ -279,15 +279,15 @@ namespace {
 
 // Command names in a capture (to check what a recording contains).
 std::map<std::string, int> command_counts(const std::string& pcap) {
-  struct counter final : analyzer::exchange_sink {
+  struct counter final : ingest::exchange_sink {
     std::map<std::string, int> counts;
-    void on_exchange(const analyzer::exchange& e) override {
+    void on_exchange(const ingest::exchange& e) override {
       if (!e.command.empty()) ++counts[std::string(e.command[0])];
     }
   } sink;
-  analyzer::ingest_pipeline a({}, sink);
-  analyzer::offline_capture source({pcap});
-  analyzer::captured_packet p;
+  ingest::ingest_pipeline a({}, sink);
+  ingest::offline_capture source({pcap});
+  ingest::captured_packet p;
   while (source.next(p)) a.on_packet(p.ts_us, p.link_type, p.data);
   a.finish();
   return sink.counts;
@@ -309,8 +309,8 @@ TEST_CASE("captures: real recordings match their goldens", "[captures][golden][r
     const std::string base = (captures_dir / "recorded" / name).string();
     REQUIRE(std::filesystem::exists(base + ".pcap"));
     CHECK(std::filesystem::file_size(base + ".pcap") < 2u << 20);
-    CHECK(report_of(base + ".pcap", analyzer::report_format::text) == read_file(base + ".timeline.txt"));
-    const std::string jsonl = report_of(base + ".pcap", analyzer::report_format::jsonl);
+    CHECK(report_of(base + ".pcap", locks::report_format::text) == read_file(base + ".timeline.txt"));
+    const std::string jsonl = report_of(base + ".pcap", locks::report_format::jsonl);
     CHECK(jsonl == read_file(base + ".jsonl"));
     CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
   }
@@ -567,8 +567,8 @@ TEST_CASE("captures: RedLock over three servers: each server's lock apart, group
   for (const auto& e : rec.events) {
     if (e.event == "quorum" && e.succeeded) CHECK(e.acquired == 3);
   }
-  // The README's example lines are the golden's.
-  const std::string readme = read_file(captures_dir.parent_path() / "README.md");
+  // The pipeline design document's example lines are the golden's.
+  const std::string readme = read_file(captures_dir.parent_path() / "docs/design/pipeline.md");
   const std::string golden = read_file(captures_dir / "recorded/redlock.timeline.txt");
   const std::size_t from = readme.find("```\n== lock groups\n");
   REQUIRE(from != std::string::npos);

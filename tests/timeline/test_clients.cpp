@@ -13,16 +13,16 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-using analyzer::lock_family;
-using analyzer::lock_op_kind;
-using analyzer::op_outcome;
+using locks::lock_family;
+using locks::lock_op_kind;
+using locks::op_outcome;
 
 namespace {
 
 // The wire: exchanges with a time, a connection and a server, into a recognizer.
 class wire {
  public:
-  explicit wire(analyzer::lock_operation_sink& sink) : recognizer(sink) {}
+  explicit wire(locks::lock_operation_sink& sink) : recognizer(sink) {}
   void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection = 1,
             int server = 0) {
     static const std::string servers[] = {"10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379"};
@@ -31,14 +31,14 @@ class wire {
     feed(recognizer, args, reply, t0 + static_cast<std::int64_t>(at_ms * ms), connection, clients[connection % 8],
          servers[server]);
   }
-  analyzer::lock_recognizer recognizer;
+  locks::lock_recognizer recognizer;
 };
 
-const analyzer::known_script& client_script(std::string_view name) {
-  for (const auto& s : analyzer::client_scripts()) {
+const locks::known_script& client_script(std::string_view name) {
+  for (const auto& s : locks::client_scripts()) {
     if (s.name == name) return s;
   }
-  for (const auto& s : analyzer::known_scripts()) {
+  for (const auto& s : locks::known_scripts()) {
     if (s.name == name) return s;
   }
   FAIL("no such script: " << name);
@@ -90,11 +90,11 @@ TEST_CASE("client scripts: each text hashes to the SHA1 its client sends", "[rec
     INFO(name);
     CHECK(lock::sha1_hex(client_script(name).text) == sha);
   }
-  CHECK(analyzer::client_scripts().size() == 16);
-  for (const auto& s : analyzer::client_scripts()) {
+  CHECK(locks::client_scripts().size() == 16);
+  for (const auto& s : locks::client_scripts()) {
     INFO(s.name);
     CHECK_FALSE(s.origin.empty());
-    CHECK(analyzer::classify_script(s.text).is_lock_script());
+    CHECK(locks::classify_script(s.text).is_lock_script());
   }
 }
 
@@ -198,7 +198,7 @@ TEST_CASE("client scripts: node-redlock's multi-key scripts, all or nothing, as 
     INFO((unseen ? "unseen EVALSHA" : "EVAL"));
     op_recorder rec;
     wire w(rec);
-    auto send = [&](const analyzer::known_script& s, std::vector<std::string> argv, std::string_view reply, double at) {
+    auto send = [&](const locks::known_script& s, std::vector<std::string> argv, std::string_view reply, double at) {
       if (unseen) w.send(call("evalsha", unseen_sha(s.text), keys, std::move(argv)), reply, at);
       else w.send(call("EVAL", s.text, keys, std::move(argv)), reply, at);
     };
@@ -272,7 +272,7 @@ redlock_traffic node_redlock(wire& w, std::size_t n, const std::string& acquire_
 TEST_CASE("value flow: node-redlock EVALSHA-only traffic over three servers, acquisitions counted right",
           "[recognizer][clients][value-flow]") {
   event_recorder events;
-  analyzer::lock_timeline timeline({}, events);
+  locks::lock_timeline timeline({}, events);
   wire w(timeline);
   const std::string a = unseen_sha("acquire"), e = unseen_sha("extend"), r = unseen_sha("release");
   const auto t = node_redlock(w, 65, a, e, r);
@@ -364,23 +364,23 @@ TEST_CASE("value flow: the table of values is bounded and released values leave 
   wire w(rec);
   const std::string a = unseen_sha("acquire"), r = unseen_sha("release");
   // Many values acquired and never released: the oldest are forgotten.
-  const std::size_t n = analyzer::value_flow_entries + 10;
+  const std::size_t n = locks::value_flow_entries + 10;
   for (std::size_t i = 0; i < n; ++i) {
     w.send({"evalsha", a, "1", "k" + std::to_string(i), "value-" + std::to_string(i), "1000"}, ":1\r\n", static_cast<double>(i));
   }
-  CHECK(w.recognizer.stats().values_tracked == analyzer::value_flow_entries);
+  CHECK(w.recognizer.stats().values_tracked == locks::value_flow_entries);
   CHECK(w.recognizer.stats().values_evicted == 10);
   for (std::size_t i = n - 5; i < n; ++i) {
     w.send({"evalsha", r, "1", "k" + std::to_string(i), "value-" + std::to_string(i)}, ":1\r\n", static_cast<double>(n + i));
   }
-  CHECK(w.recognizer.stats().values_tracked == analyzer::value_flow_entries - 5);
+  CHECK(w.recognizer.stats().values_tracked == locks::value_flow_entries - 5);
 }
 
 // Seed 004's anti-pattern: a plain DEL carries no owner.
 TEST_CASE("timeline: a DEL from a client whose lease ran out removes the new holder's lock: released_other_owner",
           "[timeline][anomaly][clients]") {
   event_recorder events;
-  analyzer::lock_timeline timeline({}, events);
+  locks::lock_timeline timeline({}, events);
   wire w(timeline);
   w.send({"SET", "k", "a", "NX", "PX", "300"}, "+OK\r\n", 0, 1);
   w.send({"SET", "k", "b", "NX", "PX", "5000"}, "+OK\r\n", 500, 2);
@@ -404,7 +404,7 @@ TEST_CASE("timeline: a DEL from a client whose lease ran out removes the new hol
 
 TEST_CASE("timeline: a DEL from a connection that never acquired the lock names nobody else", "[timeline][anomaly]") {
   event_recorder events;
-  analyzer::lock_timeline timeline({}, events);
+  locks::lock_timeline timeline({}, events);
   wire w(timeline);
   // A connection pool: acquired on one connection, deleted from another.
   w.send({"SET", "k", "a", "NX", "PX", "3000"}, "+OK\r\n", 0, 1);
@@ -440,15 +440,15 @@ TEST_CASE("client scripts: a retried Redisson 3.24+ unlock (same latch key) repl
 
 TEST_CASE("client scripts: redis-py's extend adds to the remaining TTL unless replace_ttl", "[recognizer][clients]") {
   const auto& extend = client_script("redis-py 4.3 Lock extend");
-  const auto c = analyzer::classify_script(extend.text);
+  const auto c = locks::classify_script(extend.text);
   CHECK(c.lease_added);
   CHECK(c.replace_argv == 3);
-  CHECK_FALSE(analyzer::classify_script(client_script("redis-py 4.3 Lock reacquire").text).lease_added);
-  CHECK_FALSE(analyzer::classify_script(client_script("redsync v4 extend").text).lease_added);
+  CHECK_FALSE(locks::classify_script(client_script("redis-py 4.3 Lock reacquire").text).lease_added);
+  CHECK_FALSE(locks::classify_script(client_script("redsync v4 extend").text).lease_added);
   for (const bool unseen : {false, true}) {
     INFO((unseen ? "unseen EVALSHA" : "known EVALSHA"));
     event_recorder events;
-    analyzer::lock_timeline timeline({}, events);
+    locks::lock_timeline timeline({}, events);
     wire w(timeline);
     const std::string sha = unseen ? unseen_sha(extend.text) : lock::sha1_hex(extend.text);
     w.send({"SET", "job", "tok", "PX", "2000", "NX"}, "+OK\r\n", 0);

@@ -16,17 +16,17 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-using analyzer::cluster_reply;
-using analyzer::lock_op_kind;
-using analyzer::op_outcome;
+using locks::cluster_reply;
+using locks::lock_op_kind;
+using locks::op_outcome;
 
 namespace {
 
 constexpr std::string_view owner_a = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:1";
 constexpr std::string_view owner_b = "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:1";
 const std::string ch = lock::channel_name("orders");
-const std::string acquire_script(analyzer::known_scripts()[0].text);
-const std::string latch_unlock(analyzer::known_scripts()[1].text);
+const std::string acquire_script(locks::known_scripts()[0].text);
+const std::string latch_unlock(locks::known_scripts()[1].text);
 const std::string latch = "redisson_unlock_latch:{orders}:0123456789abcdef0123456789abcdef";
 
 struct cluster_op {
@@ -38,9 +38,9 @@ struct cluster_op {
   std::string lock, owner, server, redirect_to;
 };
 
-class cluster_recorder final : public analyzer::lock_operation_sink {
+class cluster_recorder final : public locks::lock_operation_sink {
  public:
-  void on_operation(const analyzer::lock_operation& op) override {
+  void on_operation(const locks::lock_operation& op) override {
     ops.push_back({op.kind, op.outcome, op.redirect, op.asking, op.slot, std::string(op.lock), std::string(op.owner),
                    std::string(op.server_text), std::string(op.redirect_to)});
   }
@@ -63,32 +63,32 @@ std::vector<std::string> unlock_args(std::string_view owner) {
 
 TEST_CASE("cluster: parse_cluster_error reads MOVED/ASK/TRYAGAIN/CLUSTERDOWN and flags malformed redirects",
           "[cluster][recognizer]") {
-  auto moved = analyzer::parse_cluster_error("MOVED 3999 127.0.0.1:6381");
+  auto moved = locks::parse_cluster_error("MOVED 3999 127.0.0.1:6381");
   CHECK(moved.kind == cluster_reply::moved);
   CHECK(moved.slot == 3999);
   CHECK(moved.host == "127.0.0.1");
   CHECK(moved.port == 6381);
-  CHECK(analyzer::cluster_node_text(moved.host, moved.port) == "127.0.0.1:6381");
-  auto ask = analyzer::parse_cluster_error("ASK 16383 ::1:7001");
+  CHECK(locks::cluster_node_text(moved.host, moved.port) == "127.0.0.1:6381");
+  auto ask = locks::parse_cluster_error("ASK 16383 ::1:7001");
   CHECK(ask.kind == cluster_reply::ask);
   CHECK(ask.slot == 16383);
-  CHECK(analyzer::cluster_node_text(ask.host, ask.port) == "[::1]:7001");  // as the analyzer names IPv6 endpoints
-  auto own_host = analyzer::parse_cluster_error("MOVED 0 :6380");  // the node's own address
+  CHECK(locks::cluster_node_text(ask.host, ask.port) == "[::1]:7001");  // as the analyzer names IPv6 endpoints
+  auto own_host = locks::parse_cluster_error("MOVED 0 :6380");  // the node's own address
   CHECK(own_host.kind == cluster_reply::moved);
   CHECK(own_host.host.empty());
-  CHECK(analyzer::parse_cluster_error("TRYAGAIN Multiple keys request during rehashing of slot").kind == cluster_reply::tryagain);
-  CHECK(analyzer::parse_cluster_error("CLUSTERDOWN The cluster is down").kind == cluster_reply::clusterdown);
-  CHECK(analyzer::parse_cluster_error("CLUSTERDOWN Hash slot not served").kind == cluster_reply::clusterdown);
+  CHECK(locks::parse_cluster_error("TRYAGAIN Multiple keys request during rehashing of slot").kind == cluster_reply::tryagain);
+  CHECK(locks::parse_cluster_error("CLUSTERDOWN The cluster is down").kind == cluster_reply::clusterdown);
+  CHECK(locks::parse_cluster_error("CLUSTERDOWN Hash slot not served").kind == cluster_reply::clusterdown);
   for (std::string_view bad : {"MOVED", "MOVED 12", "MOVED abc 10.0.0.1:6379", "MOVED 16384 10.0.0.1:6379", "MOVED -1 h:1",
                                "MOVED 1 host", "MOVED 1 host:0", "ASK 1 host:65536", "ASK 1 host:port", "MOVED 1 a b:1"}) {
     INFO(bad);
-    const auto r = analyzer::parse_cluster_error(bad);
+    const auto r = locks::parse_cluster_error(bad);
     CHECK(r.kind == cluster_reply::none);
     CHECK(r.malformed);
   }
   for (std::string_view other : {"ERR unknown command", "MOVEDX 1 h:2", "NOSCRIPT No matching script", "ASKING"}) {
     INFO(other);
-    const auto r = analyzer::parse_cluster_error(other);
+    const auto r = locks::parse_cluster_error(other);
     CHECK(r.kind == cluster_reply::none);
     CHECK_FALSE(r.malformed);
   }
@@ -96,7 +96,7 @@ TEST_CASE("cluster: parse_cluster_error reads MOVED/ASK/TRYAGAIN/CLUSTERDOWN and
 
 TEST_CASE("cluster: a redirected acquire, the ASKING retry and a TRYAGAIN'd latched SPUBLISH unlock", "[cluster][recognizer]") {
   cluster_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, acquire_args(owner_a), "-MOVED 5474 10.0.0.3:6379\r\n", 1'000'000, 1);
   REQUIRE(rec.ops.size() == 2);
   CHECK(rec.ops[0].kind == lock_op_kind::cluster_link);  // the two nodes are one cluster
@@ -148,7 +148,7 @@ TEST_CASE("cluster: a redirected acquire, the ASKING retry and a TRYAGAIN'd latc
 TEST_CASE("cluster: SSUBSCRIBE, smessage (RESP2 and RESP3) and the server's sunsubscribe when a slot moves",
           "[cluster][recognizer]") {
   cluster_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"SSUBSCRIBE", ch}, "*3\r\n$10\r\nssubscribe\r\n$31\r\nredisson_lock__channel:{orders}\r\n:1\r\n");
   feed_push(r, "*3\r\n$8\r\nsmessage\r\n$31\r\nredisson_lock__channel:{orders}\r\n$1\r\n0\r\n");
   feed_push(r, ">3\r\n$8\r\nsmessage\r\n$31\r\nredisson_lock__channel:{orders}\r\n$1\r\n0\r\n");
@@ -168,7 +168,7 @@ TEST_CASE("cluster: SSUBSCRIBE, smessage (RESP2 and RESP3) and the server's suns
 
 TEST_CASE("cluster: CLUSTER SLOTS and CLUSTER SHARDS replies link every node named", "[cluster][recognizer]") {
   cluster_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"CLUSTER", "SLOTS"},
        "*2\r\n"
        "*4\r\n:0\r\n:5460\r\n*3\r\n$8\r\n10.0.0.2\r\n:6379\r\n$2\r\nid\r\n*3\r\n$8\r\n10.0.0.5\r\n:6379\r\n$2\r\nid\r\n"
@@ -190,7 +190,7 @@ TEST_CASE("cluster: CLUSTER SLOTS and CLUSTER SHARDS replies link every node nam
 TEST_CASE("cluster: a malformed MOVED and an SSUBSCRIBE with no channel are warnings naming the flow, and nothing else is lost",
           "[cluster][recognizer][robustness]") {
   cluster_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   std::vector<std::string> warnings;
   r.set_warning_handler([&](const std::string& w) { warnings.push_back(w); });
   feed(r, acquire_args(owner_a), "-MOVED notaslot 10.0.0.3:6379\r\n");
@@ -212,7 +212,7 @@ TEST_CASE("cluster: a malformed MOVED and an SSUBSCRIBE with no channel are warn
   CHECK(r.stats().skipped == 1);
   // A flood of bad input: warning_limit lines, the rest counted.
   for (int i = 0; i < 100; ++i) feed(r, {"SSUBSCRIBE"}, "");
-  CHECK(warnings.size() == analyzer::lock_recognizer::warning_limit);
+  CHECK(warnings.size() == locks::lock_recognizer::warning_limit);
   CHECK(r.stats().skipped == 101);
 }
 
@@ -221,12 +221,12 @@ namespace {
 // Operations straight into a timeline.
 struct cluster_timeline {
   event_recorder events;
-  analyzer::lock_timeline timeline{analyzer::timeline_options{}, events};
-  analyzer::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, std::int64_t at_us,
+  locks::lock_timeline timeline{locks::timeline_options{}, events};
+  locks::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, std::int64_t at_us,
                               std::uint64_t connection, std::string_view server) {
-    analyzer::lock_operation o;
+    locks::lock_operation o;
     o.kind = kind;
-    o.family = analyzer::lock_family::redisson;
+    o.family = locks::lock_family::redisson;
     o.outcome = outcome;
     o.lock = "orders";
     o.owner = owner;
@@ -239,7 +239,7 @@ struct cluster_timeline {
     return o;
   }
   void link(std::string_view a, std::string_view b, std::int64_t at_us) {
-    analyzer::lock_operation o;
+    locks::lock_operation o;
     o.kind = lock_op_kind::cluster_link;
     o.server_text = a;
     o.redirect_to = b;
@@ -312,12 +312,12 @@ TEST_CASE("cluster: the bundled cluster recordings match their goldens (text and
     const std::string base = std::string(LOCKSCOPE_CAPTURES_DIR) + "/thirdparty/" + name;
     REQUIRE(std::filesystem::exists(base + ".pcap"));
     CHECK(std::filesystem::file_size(base + ".pcap") < 2u << 20);
-    const std::string text = report_of(base + ".pcap", analyzer::report_format::text);
+    const std::string text = report_of(base + ".pcap", locks::report_format::text);
     CHECK(text == file_text(base + ".timeline.txt"));
     for (const char* shown : {"redirected", ": acquire retried there", "ASK slot ", "TRYAGAIN (slot migrating", "after ASKING"}) {
       CHECK(text.find(shown) != std::string::npos);
     }
-    const std::string jsonl = report_of(base + ".pcap", analyzer::report_format::jsonl);
+    const std::string jsonl = report_of(base + ".pcap", locks::report_format::jsonl);
     CHECK(jsonl == file_text(base + ".jsonl"));
     CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
   }
@@ -340,12 +340,12 @@ TEST_CASE("cluster: over a capture file, bad redirects and SSUBSCRIBEs are warni
   b.write(path);
   for (unsigned threads : {1u, 2u}) {
     INFO(threads << " threads");
-    analyzer::analysis_options o;
-    o.report.format = analyzer::report_format::jsonl;
+    locks::analysis_options o;
+    o.report.format = locks::report_format::jsonl;
     o.threads = threads;
     std::string out;
     std::vector<std::string> warnings;
-    const auto r = analyzer::analyze_files({path}, o, [&](std::string_view s) { out += s; },
+    const auto r = locks::analyze_files({path}, o, [&](std::string_view s) { out += s; },
                                            [&](const std::string& w) { warnings.push_back(w); });
     REQUIRE(warnings.size() == 2);
     CHECK(warnings[0].find("10.0.0.1:50001 > 10.0.0.3:7001: EVAL answered by a malformed cluster redirect") == 0);

@@ -22,11 +22,11 @@
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"
-#include "text_interner.hpp"
-#include "timer_queue.hpp"
+#include "timeline/text_interner.hpp"
+#include "timeline/timer_queue.hpp"
 
 using namespace lockscope;
-using analyzer::command_word;
+using locks::command_word;
 
 namespace {
 
@@ -58,7 +58,7 @@ command_word by_iequals(std::string_view name) {
   for (const auto& [word, id] : words) {
     if (resp::iequals(name, word)) found = id;
   }
-  CHECK(analyzer::identify_command_general(name) == found);
+  CHECK(locks::identify_command_general(name) == found);
   return found;
 }
 
@@ -71,9 +71,9 @@ TEST_CASE("identify_command names what resp::iequals names, case folded, and not
       lower[i] = resp::ascii_lower(word[i]);
       if (i % 2 == 1) mixed[i] = lower[i];
     }
-    CHECK(analyzer::identify_command(upper) == id);
-    CHECK(analyzer::identify_command(lower) == id);
-    CHECK(analyzer::identify_command(mixed) == id);
+    CHECK(locks::identify_command(upper) == id);
+    CHECK(locks::identify_command(lower) == id);
+    CHECK(locks::identify_command(mixed) == id);
   }
   // Every one-byte change, every prefix and every one-byte extension of every word (in
   // both cases), over all 256 byte values: near misses stay `other`, exactly as iequals says.
@@ -86,7 +86,7 @@ TEST_CASE("identify_command names what resp::iequals names, case folded, and not
       }
       for (std::size_t n = 0; n <= w.size(); ++n) {
         const std::string prefix = w.substr(0, n);
-        CHECK(analyzer::identify_command(prefix) == by_iequals(prefix));
+        CHECK(locks::identify_command(prefix) == by_iequals(prefix));
         ++compared;
       }
       for (std::size_t i = 0; i <= w.size(); ++i) {
@@ -94,8 +94,8 @@ TEST_CASE("identify_command names what resp::iequals names, case folded, and not
           std::string changed = w, extended = w;
           if (i < w.size()) changed[i] = static_cast<char>(b);
           extended.insert(i, 1, static_cast<char>(b));
-          CHECK(analyzer::identify_command(changed) == by_iequals(changed));
-          CHECK(analyzer::identify_command(extended) == by_iequals(extended));
+          CHECK(locks::identify_command(changed) == by_iequals(changed));
+          CHECK(locks::identify_command(extended) == by_iequals(extended));
           compared += 2;
         }
       }
@@ -104,7 +104,7 @@ TEST_CASE("identify_command names what resp::iequals names, case folded, and not
   CHECK(compared > 100'000);
   for (std::string_view other : {"", "GET", "HSET", "PTTL", "PUBLISH", "EVALX", "EVAL RO", "EVALSHA-RO", "MULTI",
                                  "PSUBSCRIBE", "PUNSUBSCRIBE", "SPUBLISH", "HELLO", "AUTH", "CLIENT"}) {
-    CHECK(analyzer::identify_command(other) == command_word::other);
+    CHECK(locks::identify_command(other) == command_word::other);
     CHECK(by_iequals(other) == command_word::other);
   }
 }
@@ -112,8 +112,8 @@ TEST_CASE("identify_command names what resp::iequals names, case folded, and not
 TEST_CASE("parse_wire_int reads what std::from_chars reads, and refuses what it refuses", "[recognizer][fast]") {
   auto same = [](std::string_view s) {
     std::int64_t fast = 11, general = 11;
-    const bool fast_ok = analyzer::parse_wire_int(s, fast);
-    const bool general_ok = analyzer::parse_wire_int_general(s, general);
+    const bool fast_ok = locks::parse_wire_int(s, fast);
+    const bool general_ok = locks::parse_wire_int_general(s, general);
     INFO("input \"" << std::string(s) << "\"");
     REQUIRE(fast_ok == general_ok);
     if (fast_ok) REQUIRE(fast == general);
@@ -188,9 +188,9 @@ TEST_CASE("the recognizer reads an EVAL's integers alike on its fast path and of
   for (std::string lease : {"30000", "0", "-1", "-30000", "999999999999999999", "1000000000000000000",
                             "9223372036854775807", "9223372036854775808", "+30000", "30000 ", "3e4", ""}) {
     std::int64_t expected = -1;
-    if (!analyzer::parse_wire_int_general(lease, expected)) expected = -1;
+    if (!locks::parse_wire_int_general(lease, expected)) expected = -1;
     timeline_test::op_recorder rec;
-    analyzer::lock_recognizer r(rec);
+    locks::lock_recognizer r(rec);
     // The same script three times: the first is classified, the rest found as the last one.
     for (int i = 0; i < 3; ++i) {
       timeline_test::feed(r, {"EVAL", acquire, "1", "myLock", lease, "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"}, "$-1\r\n");
@@ -198,7 +198,7 @@ TEST_CASE("the recognizer reads an EVAL's integers alike on its fast path and of
     INFO("lease \"" << lease << "\"");
     REQUIRE(rec.ops.size() == 3);
     for (const auto& op : rec.ops) {
-      CHECK(op.kind == analyzer::lock_op_kind::acquire);
+      CHECK(op.kind == locks::lock_op_kind::acquire);
       CHECK(op.lease_ms == expected);
       CHECK(op.lock == "myLock");
     }
@@ -206,7 +206,7 @@ TEST_CASE("the recognizer reads an EVAL's integers alike on its fast path and of
   // numkeys: a sign, spaces, or a count beyond the arguments are not an EVAL of a lock.
   for (std::string numkeys : {"+1", " 1", "1 ", "-1", "01", "2", "18446744073709551617"}) {
     timeline_test::op_recorder rec;
-    analyzer::lock_recognizer r(rec);
+    locks::lock_recognizer r(rec);
     timeline_test::feed(r, {"EVAL", acquire, numkeys, "myLock", "30000", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12"},
                         "$-1\r\n");
     INFO("numkeys \"" << numkeys << "\"");
@@ -239,18 +239,18 @@ std::string describe(const timeline_test::recorded_event& e) {
 // reports, one line an event.
 std::vector<std::string> group_events(std::uint64_t seed, bool shortcuts, std::size_t max_open) {
   timeline_test::event_recorder rec;
-  analyzer::group_options o;
+  locks::group_options o;
   o.lookup_shortcuts = shortcuts;
   o.max_open = max_open;
   o.max_set_keys = 4;
-  analyzer::lock_groups groups(o, rec);
+  locks::lock_groups groups(o, rec);
   std::mt19937_64 rng(seed);
-  const analyzer::lock_event_kind kinds[] = {
-      analyzer::lock_event_kind::acquired,       analyzer::lock_event_kind::acquired,
-      analyzer::lock_event_kind::contended,      analyzer::lock_event_kind::released,
-      analyzer::lock_event_kind::unlock_rejected, analyzer::lock_event_kind::expired,
-      analyzer::lock_event_kind::renewed,        analyzer::lock_event_kind::renew_failed,
-      analyzer::lock_event_kind::reentered,      analyzer::lock_event_kind::force_released};
+  const locks::lock_event_kind kinds[] = {
+      locks::lock_event_kind::acquired,       locks::lock_event_kind::acquired,
+      locks::lock_event_kind::contended,      locks::lock_event_kind::released,
+      locks::lock_event_kind::unlock_rejected, locks::lock_event_kind::expired,
+      locks::lock_event_kind::renewed,        locks::lock_event_kind::renew_failed,
+      locks::lock_event_kind::reentered,      locks::lock_event_kind::force_released};
   const char* servers[] = {"10.0.0.9:6379", "10.0.0.9:6380", "10.0.0.9:6381"};
   // "R1\0x" + "10.0.0.1:50000" and "R1" + "x\010.0.0.1:50000" join to one set key.
   using namespace std::string_view_literals;
@@ -301,11 +301,11 @@ namespace {
 
 // The summary row as the table's specification says, by fmt:
 // "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n" (names plain ASCII).
-std::string row_by_fmt(std::string_view lock, const analyzer::lock_stats& s, std::size_t width) {
-  auto triple = [](const analyzer::duration_stats& d) {
+std::string row_by_fmt(std::string_view lock, const locks::lock_stats& s, std::size_t width) {
+  auto triple = [](const locks::duration_stats& d) {
     return d.max < 0 ? std::string("-")
-                     : analyzer::format_duration(d.p50) + "/" + analyzer::format_duration(d.p99) + "/" +
-                           analyzer::format_duration(d.max);
+                     : locks::format_duration(d.p50) + "/" + locks::format_duration(d.p99) + "/" +
+                           locks::format_duration(d.max);
   };
   auto columns = [](const std::string& t) {  // µ is two bytes, one column
     std::size_t n = 0;
@@ -314,10 +314,10 @@ std::string row_by_fmt(std::string_view lock, const analyzer::lock_stats& s, std
   };
   auto padded = [&](const std::string& t) { return t + std::string(columns(t) < 28 ? 28 - columns(t) : 0, ' '); };
   std::string anomalies;
-  for (std::size_t k = 1; k < analyzer::anomaly_kind_count; ++k) {
+  for (std::size_t k = 1; k < locks::anomaly_kind_count; ++k) {
     if (s.anomalies[k] == 0) continue;
     if (!anomalies.empty()) anomalies += ' ';
-    anomalies += fmt::format("{}={}", analyzer::to_string(static_cast<analyzer::anomaly_kind>(k)), s.anomalies[k]);
+    anomalies += fmt::format("{}={}", to_string(static_cast<locks::anomaly_kind>(k)), s.anomalies[k]);
   }
   if (s.anomaly_total() == 0) anomalies = "-";
   const double contended = s.acquisitions == 0 ? 0.0
@@ -329,7 +329,7 @@ std::string row_by_fmt(std::string_view lock, const analyzer::lock_stats& s, std
   for (std::size_t i = 0; i < name.size(); ++i) {
     const auto c = static_cast<unsigned char>(name[i]);
     if (c >= 0x80) {
-      const std::size_t n = analyzer::utf8_sequence(name, i);
+      const std::size_t n = locks::utf8_sequence(name, i);
       if (n == 2 && c == 0xc2 && static_cast<unsigned char>(name[i + 1]) < 0xa0) {
         name[i] = '?';
         name[i + 1] = '?';
@@ -352,11 +352,11 @@ TEST_CASE("summary rows that repeat the previous row's figures, or have plain na
   // the same hold; contended the same way) between locks whose figures differ; then
   // names with one byte of every value at every position up to 22 (plain ASCII or not).
   std::string out;
-  analyzer::report_options ro;
-  ro.format = analyzer::report_format::summary_only;
+  locks::report_options ro;
+  ro.format = locks::report_format::summary_only;
   ro.threads = 1;
-  analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
-  analyzer::lock_timeline timeline({}, report);
+  locks::lock_report report(ro, [&](std::string_view s) { out += s; });
+  locks::lock_timeline timeline({}, report);
   std::mt19937_64 rng(7);
   std::int64_t t = 1'000'000;
   constexpr int named = 3000, odd = 1024, pairs = 256;
@@ -370,9 +370,9 @@ TEST_CASE("summary rows that repeat the previous row's figures, or have plain na
       name = std::string(static_cast<std::size_t>(k % 23), 'a') + static_cast<char>(k % 256) + ":" + std::to_string(k);
     }
     const int pattern = (i / 25) % 5;  // runs of 25 alike
-    analyzer::lock_operation op;
-    op.kind = analyzer::lock_op_kind::acquire;
-    op.outcome = pattern == 2 ? analyzer::op_outcome::contended : analyzer::op_outcome::ok;
+    locks::lock_operation op;
+    op.kind = locks::lock_op_kind::acquire;
+    op.outcome = pattern == 2 ? locks::op_outcome::contended : locks::op_outcome::ok;
     op.ttl_ms = 5;
     op.lock = name;
     op.owner = "a:1";
@@ -381,30 +381,30 @@ TEST_CASE("summary rows that repeat the previous row's figures, or have plain na
     op.lease_ms = 30'000;
     timeline.on_operation(op);
     if (pattern == 2) {
-      op.outcome = analyzer::op_outcome::ok;
+      op.outcome = locks::op_outcome::ok;
       op.request_us = op.reply_us = t + 700 + (i % 3 == 0 ? 1 : 0);
       timeline.on_operation(op);
     }
     if (pattern == 1 || pattern == 2 || (pattern == 3 && rng() % 2 == 0)) {
-      op.kind = analyzer::lock_op_kind::unlock;
-      op.outcome = analyzer::op_outcome::ok;
+      op.kind = locks::lock_op_kind::unlock;
+      op.outcome = locks::op_outcome::ok;
       op.request_us = t + 900;
       op.reply_us = t + 1000 + (pattern == 3 ? static_cast<std::int64_t>(rng() % 3) * 1000 : 0);
       timeline.on_operation(op);
     }
     if (pattern == 3) {  // a second hold: the same p50, a max that varies
-      op.kind = analyzer::lock_op_kind::acquire;
-      op.outcome = analyzer::op_outcome::ok;
+      op.kind = locks::lock_op_kind::acquire;
+      op.outcome = locks::op_outcome::ok;
       op.request_us = op.reply_us = t + 4000;
       timeline.on_operation(op);
-      op.kind = analyzer::lock_op_kind::unlock;
+      op.kind = locks::lock_op_kind::unlock;
       op.request_us = t + 4100;
       op.reply_us = t + 4000 + 1000 + static_cast<std::int64_t>(rng() % 2) * 500;
       timeline.on_operation(op);
     }
     if (pattern == 4) {
-      op.kind = analyzer::lock_op_kind::renew;
-      op.outcome = analyzer::op_outcome::ok;
+      op.kind = locks::lock_op_kind::renew;
+      op.outcome = locks::op_outcome::ok;
       op.request_us = op.reply_us = t + 2000;
       timeline.on_operation(op);
     }
@@ -413,11 +413,11 @@ TEST_CASE("summary rows that repeat the previous row's figures, or have plain na
   timeline.finish(t + 1'000'000);
   report.finish(timeline);
   std::size_t width = 4;
-  timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats&) {
+  timeline.for_each_lock([&](std::string_view lock, const locks::lock_stats&) {
     width = std::max(width, std::min<std::size_t>(lock.size(), 48));
   });
   std::vector<std::string> expected;
-  timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats& s) {
+  timeline.for_each_lock([&](std::string_view lock, const locks::lock_stats& s) {
     expected.push_back(row_by_fmt(lock, s, width));
   });
   REQUIRE(expected.size() == named + odd + pairs);
@@ -445,25 +445,25 @@ TEST_CASE("same_bytes is ==, and copy_bytes is memcpy, at every length and every
     std::string a(n + 16, '#'), b(n + 16, '#');
     for (std::size_t i = 0; i < n; ++i) a[8 + i] = b[8 + i] = static_cast<char>(rng());
     const std::string_view va(a.data() + 8, n), vb(b.data() + 8, n);
-    CHECK(analyzer::same_bytes(va, vb));
+    CHECK(ingest::same_bytes(va, vb));
     for (std::size_t i = 0; i < n; ++i) {
       for (int flip : {1, 0x80, 0xff}) {
         b[8 + i] = static_cast<char>(b[8 + i] ^ flip);
-        CHECK_FALSE(analyzer::same_bytes(va, vb));
-        CHECK_FALSE(analyzer::same_bytes(vb, va));
+        CHECK_FALSE(ingest::same_bytes(va, vb));
+        CHECK_FALSE(ingest::same_bytes(vb, va));
         b[8 + i] = static_cast<char>(b[8 + i] ^ flip);
       }
     }
     b[7] = 'x';  // a guard byte that differs does not count
     b[8 + n] = 'y';
-    CHECK(analyzer::same_bytes(va, vb));
+    CHECK(ingest::same_bytes(va, vb));
     if (n > 0) {
-      CHECK_FALSE(analyzer::same_bytes(va.substr(1), vb));
-      CHECK_FALSE(analyzer::same_bytes(va, vb.substr(0, n - 1)));
+      CHECK_FALSE(ingest::same_bytes(va.substr(1), vb));
+      CHECK_FALSE(ingest::same_bytes(va, vb.substr(0, n - 1)));
     }
     std::string to(n + 16, '-'), expected(n + 16, '-');
     std::memcpy(expected.data() + 8, va.data(), n);
-    CHECK(analyzer::copy_bytes(to.data() + 8, va) == to.data() + 8 + n);
+    CHECK(ingest::copy_bytes(to.data() + 8, va) == to.data() + 8 + n);
     CHECK(to == expected);
   }
   // Around the length where copy_bytes hands over to memcpy, and well past it.
@@ -473,7 +473,7 @@ TEST_CASE("same_bytes is ==, and copy_bytes is memcpy, at every length and every
     const std::string_view text(from.data() + 8, n);
     std::string to(n + 16, '-'), expected(n + 16, '-');
     std::memcpy(expected.data() + 8, text.data(), n);
-    CHECK(analyzer::copy_bytes(to.data() + 8, text) == to.data() + 8 + n);
+    CHECK(ingest::copy_bytes(to.data() + 8, text) == to.data() + 8 + n);
     CHECK(to == expected);
   }
 }
@@ -509,22 +509,22 @@ TEST_CASE("hash_text reads a text's last bytes in one load: the hash of reading 
     for (int round = 0; round < 4; ++round) {
       for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<char>(rng());
       const std::string_view text(buffer.data() + 8, n);
-      const std::uint32_t h = analyzer::timeline_detail::hash_text(text);
+      const std::uint32_t h = locks::timeline_detail::hash_text(text);
       CHECK(h == by_bytes(text));
       buffer[7] = static_cast<char>(buffer[7] ^ 0x5a);
       buffer[8 + n] = static_cast<char>(buffer[8 + n] ^ 0xa5);
-      CHECK(analyzer::timeline_detail::hash_text(text) == h);
+      CHECK(locks::timeline_detail::hash_text(text) == h);
     }
   }
-  CHECK(analyzer::timeline_detail::hash_text("myLock:000000012345") != analyzer::timeline_detail::hash_text("myLock:000000012346"));
+  CHECK(locks::timeline_detail::hash_text("myLock:000000012345") != locks::timeline_detail::hash_text("myLock:000000012346"));
 }
 
 TEST_CASE("timer_queue pops what a sorted map pops: its 'nothing due' bound never hides an entry", "[fast]") {
   // Entries arrive as the timeline queues them: mostly in time order per lease (runs),
   // some earlier than everything queued (the heap), asked for between pushes at times
   // before, at and after the earliest. Distinct times: the order is the times' order.
-  using analyzer::timeline_detail::timer;
-  analyzer::timeline_detail::timer_queue queue;
+  using locks::timeline_detail::timer;
+  locks::timeline_detail::timer_queue queue;
   std::map<std::int64_t, std::uint32_t> model;
   std::mt19937_64 rng(11);
   std::int64_t clock = 1'700'000'000'000'000;

@@ -131,30 +131,30 @@ built_truth build_order_locks(const std::string& path, int cycles) {
 
 struct forgetting_run {
   event_recorder events;
-  analyzer::forgotten_locks forgotten;
+  locks::forgotten_locks forgotten;
   std::size_t rows = 0;
   std::uint64_t acquisitions = 0, contended = 0, renewals = 0, expiries = 0;
-  std::uint64_t anomalies[analyzer::anomaly_kind_count] = {};
+  std::uint64_t anomalies[locks::anomaly_kind_count] = {};
 };
 
 // The full pipeline, with the timeline's rows and totals kept.
 forgetting_run run_forgetting(const std::string& pcap, std::size_t max_locks, std::size_t& most_rows) {
   forgetting_run r;
-  analyzer::timeline_options o;
+  locks::timeline_options o;
   o.max_locks = max_locks;
   most_rows = 0;
   run_pipeline(
       pcap, o, r.events,
-      [&](const analyzer::lock_timeline& timeline) { most_rows = std::max(most_rows, timeline.lock_count()); },
-      [&](const analyzer::lock_timeline& timeline) {
+      [&](const locks::lock_timeline& timeline) { most_rows = std::max(most_rows, timeline.lock_count()); },
+      [&](const locks::lock_timeline& timeline) {
         r.forgotten = timeline.forgotten();
         r.rows = timeline.lock_count();
-        timeline.for_each_lock([&](std::string_view, const analyzer::lock_stats& s) {
+        timeline.for_each_lock([&](std::string_view, const locks::lock_stats& s) {
           r.acquisitions += s.acquisitions;
           r.contended += s.contended_acquisitions;
           r.renewals += s.renewals;
           r.expiries += s.expiries;
-          for (std::size_t k = 0; k < analyzer::anomaly_kind_count; ++k) r.anomalies[k] += s.anomalies[k];
+          for (std::size_t k = 0; k < locks::anomaly_kind_count; ++k) r.anomalies[k] += s.anomalies[k];
         });
       });
   return r;
@@ -182,9 +182,9 @@ TEST_CASE("forgetting: ever-new lock names keep a bounded number of rows, and ev
   CHECK(all.contended == truth.contended);
   CHECK(all.expiries == truth.expiries);
   CHECK(all.renewals == truth.renewals);
-  const auto kind = [](analyzer::anomaly_kind k) { return static_cast<std::size_t>(k); };
-  CHECK(all.anomalies[kind(analyzer::anomaly_kind::expired_while_held)] == truth.late_renewals);
-  CHECK(all.anomalies[kind(analyzer::anomaly_kind::unlock_by_non_owner)] == truth.non_owner_unlocks);
+  const auto kind = [](locks::anomaly_kind k) { return static_cast<std::size_t>(k); };
+  CHECK(all.anomalies[kind(locks::anomaly_kind::expired_while_held)] == truth.late_renewals);
+  CHECK(all.anomalies[kind(locks::anomaly_kind::unlock_by_non_owner)] == truth.non_owner_unlocks);
 
   // With 64: the same events, in the same order, with the same fields.
   REQUIRE(few.events.events.size() == all.events.events.size());
@@ -206,8 +206,8 @@ TEST_CASE("forgetting: ever-new lock names keep a bounded number of rows, and ev
   CHECK(few.contended + few.forgotten.contended_acquisitions == truth.contended);
   CHECK(few.expiries + few.forgotten.expiries == truth.expiries);
   CHECK(few.renewals + few.forgotten.renewals == truth.renewals);
-  for (std::size_t k = 0; k < analyzer::anomaly_kind_count; ++k) {
-    INFO("anomaly kind " << analyzer::to_string(static_cast<analyzer::anomaly_kind>(k)));
+  for (std::size_t k = 0; k < locks::anomaly_kind_count; ++k) {
+    INFO("anomaly kind " << to_string(static_cast<locks::anomaly_kind>(k)));
     CHECK(few.anomalies[k] + few.forgotten.anomalies[k] == all.anomalies[k]);
   }
   // A name forgotten and seen again is a row again (it started fresh).

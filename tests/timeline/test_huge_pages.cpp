@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "huge_pages.hpp"
+#include "timeline/huge_pages.hpp"
 
-using namespace lockscope::analyzer::timeline_detail;
+using namespace lockscope::locks::timeline_detail;
 
 namespace {
 

@@ -20,10 +20,10 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-using analyzer::lock_event_kind;
-using analyzer::lock_family;
-using analyzer::lock_op_kind;
-using analyzer::op_outcome;
+using locks::lock_event_kind;
+using locks::lock_family;
+using locks::lock_op_kind;
+using locks::op_outcome;
 
 namespace {
 
@@ -31,7 +31,7 @@ constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
 // Exchanges on one connection whose start was (or was not) captured.
 struct connection_feeder {
-  analyzer::lock_recognizer& r;
+  locks::lock_recognizer& r;
   std::uint64_t connection;
   bool from_start;
   std::int64_t at_us = t0;
@@ -45,7 +45,7 @@ struct connection_feeder {
 
 TEST_CASE("recognizer: each connection's database follows SELECT and RESET: HELLO keeps it", "[identity][recognizer]") {
   op_recorder ops;
-  analyzer::lock_recognizer r(ops);
+  locks::lock_recognizer r(ops);
   connection_feeder c{r, 1, true};
   c.acquire();
   c({"SELECT", "1"}, "+OK\r\n");
@@ -94,7 +94,7 @@ TEST_CASE("recognizer: the database it follows is the one redis-server uses, acr
   lockscope::test::redis_server server;
   lockscope::test::resp_connection c(server.host(), server.port());
   op_recorder ops;
-  analyzer::lock_recognizer r(ops);
+  locks::lock_recognizer r(ops);
   connection_feeder feed{r, 1, true};
   // Each command goes to redis-server, and with redis-server's own reply to the recognizer.
   auto both = [&](const std::vector<std::string>& args) {
@@ -124,11 +124,11 @@ namespace {
 
 class identity_fixture {
  public:
-  explicit identity_fixture(analyzer::timeline_options o = {}) : timeline(o, events) {}
+  explicit identity_fixture(locks::timeline_options o = {}) : timeline(o, events) {}
 
   void op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms, std::string_view server,
           std::int32_t db = 0, std::uint64_t connection = 0) {
-    analyzer::lock_operation o;
+    locks::lock_operation o;
     o.kind = kind;
     o.family = lock_family::set_based;
     o.outcome = outcome;
@@ -146,7 +146,7 @@ class identity_fixture {
   }
 
   event_recorder events;
-  analyzer::lock_timeline timeline;
+  locks::lock_timeline timeline;
   std::deque<std::string> texts;
 };
 
@@ -212,7 +212,7 @@ TEST_CASE("timeline: an unknown database is the one other database that has the 
 }
 
 TEST_CASE("timeline: merge_servers makes the key on any server one lock, databases still apart", "[identity][timeline]") {
-  analyzer::timeline_options o;
+  locks::timeline_options o;
   o.merge_servers = true;
   identity_fixture f(o);
   f.op(lock_op_kind::acquire, op_outcome::ok, "A", 1, s1);
@@ -228,16 +228,16 @@ TEST_CASE("timeline: merge_servers makes the key on any server one lock, databas
 
 TEST_CASE("report: a name on several servers is titled with its server: one server keeps the bare name",
           "[identity][report]") {
-  auto render = [](analyzer::report_format format, const std::vector<const char*>& servers) {
+  auto render = [](locks::report_format format, const std::vector<const char*>& servers) {
     std::string out;
-    analyzer::report_options ro;
+    locks::report_options ro;
     ro.format = format;
-    analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
-    analyzer::lock_timeline timeline({}, report);
+    locks::lock_report report(ro, [&](std::string_view s) { out += s; });
+    locks::lock_timeline timeline({}, report);
     std::deque<std::string> texts;
     double at = 1;
     for (const char* s : servers) {
-      analyzer::lock_operation o;
+      locks::lock_operation o;
       o.kind = lock_op_kind::acquire;
       o.family = lock_family::set_based;
       o.outcome = op_outcome::ok;
@@ -254,15 +254,15 @@ TEST_CASE("report: a name on several servers is titled with its server: one serv
     report.finish(timeline);
     return out;
   };
-  const std::string one = render(analyzer::report_format::text, {s1});
+  const std::string one = render(locks::report_format::text, {s1});
   CHECK(one.find("== rl:payment\n") != std::string::npos);
   CHECK(one.find("@") == std::string::npos);
-  const std::string three = render(analyzer::report_format::text, {s1, s2, s3});
+  const std::string three = render(locks::report_format::text, {s1, s2, s3});
   for (const char* s : {s1, s2, s3}) {
     CHECK(three.find("== rl:payment @" + std::string(s) + "\n") != std::string::npos);
     CHECK(three.find("\nrl:payment @" + std::string(s) + "  ") != std::string::npos);  // its summary row
   }
-  const std::string jsonl = render(analyzer::report_format::jsonl, {s1, s2});
+  const std::string jsonl = render(locks::report_format::jsonl, {s1, s2});
   CHECK(jsonl.find(R"("server":"10.0.0.9:6379","db":0,)") != std::string::npos);
   CHECK(jsonl.find(R"("server":"10.0.0.9:6380","db":0,)") != std::string::npos);
   CHECK(lockscope::test::jsonl_errors(jsonl, lockscope::test::event_line_errors) == "");
@@ -273,7 +273,7 @@ namespace {
 // The group stage fed lock events directly.
 class group_fixture {
  public:
-  explicit group_fixture(analyzer::group_options o = {}) : groups(o, events) {}
+  explicit group_fixture(locks::group_options o = {}) : groups(o, events) {}
 
   void event(lock_event_kind kind, std::string_view owner, double at_ms, std::string_view server,
              std::string_view lock = "rl:payment", std::string_view client = "10.0.0.1:50000") {
@@ -288,7 +288,7 @@ class group_fixture {
   }
 
   event_recorder events;
-  analyzer::lock_groups groups;
+  locks::lock_groups groups;
 };
 
 }  // namespace
@@ -349,7 +349,7 @@ TEST_CASE("lock_groups: a single server's lock is no group: the window ends an a
   f.groups.finish(t0 + 10'000);
   CHECK(f.events.count("quorum") == 0);
   // Tries more than the window apart are different attempts, one server each.
-  analyzer::group_options o;
+  locks::group_options o;
   o.window_us = 50'000;
   group_fixture g(o);
   g.event(lock_event_kind::acquired, "R1", 0, s1);
@@ -590,18 +590,18 @@ TEST_CASE("thirdparty node-redlock over three servers: a lock per server, groups
 }
 
 TEST_CASE("report: group lines in text (a section of their own) and live text (as they come)", "[groups][report]") {
-  auto render = [](analyzer::report_format format) {
+  auto render = [](locks::report_format format) {
     std::string out;
-    analyzer::report_options ro;
+    locks::report_options ro;
     ro.format = format;
     ro.start_us = t0;
-    analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
-    analyzer::lock_groups groups({}, report);
-    analyzer::lock_timeline timeline({}, groups);
+    locks::lock_report report(ro, [&](std::string_view s) { out += s; });
+    locks::lock_groups groups({}, report);
+    locks::lock_timeline timeline({}, groups);
     std::deque<std::string> texts;
     auto op = [&](lock_op_kind kind, op_outcome outcome, std::string_view lock, std::string_view owner, double at_ms,
                   const char* server, std::uint64_t connection) {
-      analyzer::lock_operation o;
+      locks::lock_operation o;
       o.kind = kind;
       o.family = lock_family::set_based;
       o.outcome = outcome;
@@ -631,7 +631,7 @@ TEST_CASE("report: group lines in text (a section of their own) and live text (a
     report.finish(timeline);
     return out;
   };
-  const std::string text = render(analyzer::report_format::text);
+  const std::string text = render(locks::report_format::text);
   const std::size_t section = text.find("== lock groups\n");
   REQUIRE(section != std::string::npos);
   CHECK(text.find("    +0.001100  rl:payment: R1 acquired on 3/3 servers, quorum 2 in 0µs\n", section) != std::string::npos);
@@ -640,7 +640,7 @@ TEST_CASE("report: group lines in text (a section of their own) and live text (a
   CHECK(text.find("    +0.020600  a+b: M acquired 2/2 keys together (MultiLock) in 500µs\n", section) !=
         std::string::npos);
   CHECK(text.find("== rl:payment @10.0.0.9:6380\n") < section);
-  const std::string live = render(analyzer::report_format::stream_text);
+  const std::string live = render(locks::report_format::stream_text);
   CHECK(live.find("rl:payment: R1 acquired on 3/3 servers, quorum 2") != std::string::npos);
   CHECK(live.find("== lock groups") == std::string::npos);
   CHECK(live.find("rl:payment @10.0.0.9:6381  10.0.0.1:50003") != std::string::npos);  // a live line names its server
@@ -664,7 +664,7 @@ TEST_CASE("lock_groups: random event sequences over three servers keep every gro
   const char* owners[] = {"R1", "R2", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12",
                           "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:12", ""};
   for (int round = 0; round < 10; ++round) {
-    analyzer::group_options o;
+    locks::group_options o;
     o.max_open = 64;  // small, so the bound is exercised
     group_fixture f(o);
     double t = 0;

@@ -8,7 +8,8 @@
 #include "metrics_text.hpp"
 
 using namespace lockscope;
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "metrics_server.hpp"
 
 using namespace std::chrono_literals;
-namespace analyzer = lockscope::analyzer;
+namespace locks = lockscope::locks;
 
 using namespace lockscope::timeline_test;  // loopback sockets
 
@@ -56,9 +56,9 @@ long acquisitions_of_l(const std::string& response) {
   return std::stol(response.substr(at + series.size()));
 }
 
-analyzer::lock_event acquired(std::string_view lock, std::int64_t ts_us) {
-  analyzer::lock_event e;
-  e.event = analyzer::lock_event_kind::acquired;
+locks::lock_event acquired(std::string_view lock, std::int64_t ts_us) {
+  locks::lock_event e;
+  e.event = locks::lock_event_kind::acquired;
   e.lock = lock;
   e.ts_us = ts_us;
   e.wait_us = 150;
@@ -69,10 +69,10 @@ analyzer::lock_event acquired(std::string_view lock, std::int64_t ts_us) {
 
 TEST_CASE("metrics server: scrapes on four threads while the capture thread counts and renders", "[metrics][threads]") {
   const std::uint16_t port = free_port();
-  lockscope::cli::metrics_server server("127.0.0.1:" + std::to_string(port), analyzer::metrics_options{});
+  lockscope::cli::metrics_server server("127.0.0.1:" + std::to_string(port), locks::metrics_options{});
   std::uint64_t packets = 0;  // the capture thread's, read by gather on that thread
   server.attach([&packets] {
-    analyzer::capture_gauges g;
+    locks::capture_gauges g;
     g.packets = packets;
     return g;
   });

@@ -25,22 +25,22 @@ namespace {
 // Everything a lock_operation or session_event carries, owned.
 struct copied_call {
   bool is_event = false;
-  analyzer::lock_op_kind kind{};
-  analyzer::lock_family family{};
-  analyzer::op_outcome outcome{};
+  locks::lock_op_kind kind{};
+  locks::lock_family family{};
+  locks::op_outcome outcome{};
   bool inferred = false, shared = false, lease_added = false, has_client = false;
   std::string lock, owner, channel, message, client_text, server_text, redirect_to;
-  analyzer::cluster_reply redirect{};
+  locks::cluster_reply redirect{};
   bool asking = false;
   std::int32_t slot = -1;
   std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, sub_count = 0, request_us = 0, reply_us = 0;
   std::uint64_t connection = 0;
   std::int32_t db = 0;
-  analyzer::endpoint client{};
+  ingest::endpoint client{};
   // session events
-  analyzer::session_event_kind event_kind{};
+  ingest::session_event_kind event_kind{};
   bool from_client = false, has_from = false, has_to = false;
-  analyzer::endpoint from{}, to{};
+  ingest::endpoint from{}, to{};
   std::uint64_t offset = 0, bytes = 0;
   std::error_code error;
   // connection ends
@@ -49,7 +49,7 @@ struct copied_call {
   bool operator==(const copied_call&) const = default;
 };
 
-copied_call copy_of(const analyzer::lock_operation& op) {
+copied_call copy_of(const locks::lock_operation& op) {
   copied_call c;
   c.kind = op.kind;
   c.family = op.family;
@@ -80,7 +80,7 @@ copied_call copy_of(const analyzer::lock_operation& op) {
   return c;
 }
 
-copied_call copy_of(const analyzer::session_event& ev) {
+copied_call copy_of(const ingest::session_event& ev) {
   copied_call c;
   c.is_event = true;
   c.event_kind = ev.kind;
@@ -97,8 +97,8 @@ copied_call copy_of(const analyzer::session_event& ev) {
 }
 
 // The operation a copied call describes (its views into `c`).
-analyzer::lock_operation operation_of(const copied_call& c) {
-  analyzer::lock_operation op;
+locks::lock_operation operation_of(const copied_call& c) {
+  locks::lock_operation op;
   op.kind = c.kind;
   op.family = c.family;
   op.outcome = c.outcome;
@@ -128,11 +128,11 @@ analyzer::lock_operation operation_of(const copied_call& c) {
 }
 
 // Makes the call `c` records on `sink`.
-void replay_call(const copied_call& c, analyzer::lock_operation_sink& sink) {
+void replay_call(const copied_call& c, locks::lock_operation_sink& sink) {
   if (c.is_end) {
     sink.on_connection_end(c.connection, c.at_us);
   } else if (c.is_event) {
-    analyzer::session_event ev;
+    ingest::session_event ev;
     ev.kind = c.event_kind;
     ev.connection = c.connection;
     ev.from_client = c.from_client;
@@ -147,17 +147,17 @@ void replay_call(const copied_call& c, analyzer::lock_operation_sink& sink) {
   }
 }
 
-class call_recorder final : public analyzer::lock_operation_sink {
+class call_recorder final : public locks::lock_operation_sink {
  public:
-  void on_operation(const analyzer::lock_operation& op) override { calls.push_back(copy_of(op)); }
+  void on_operation(const locks::lock_operation& op) override { calls.push_back(copy_of(op)); }
   // Each announcement: the index of the next call, and the operations announced.
-  void will_handle(std::span<const analyzer::lock_operation> upcoming) noexcept override {
+  void will_handle(std::span<const locks::lock_operation> upcoming) noexcept override {
     std::vector<copied_call> ops;
-    for (const analyzer::lock_operation& op : upcoming) ops.push_back(copy_of(op));
+    for (const locks::lock_operation& op : upcoming) ops.push_back(copy_of(op));
     announced.emplace_back(calls.size(), std::move(ops));
   }
   std::vector<std::pair<std::size_t, std::vector<copied_call>>> announced;
-  void on_session_event(const analyzer::session_event& ev) override { calls.push_back(copy_of(ev)); }
+  void on_session_event(const ingest::session_event& ev) override { calls.push_back(copy_of(ev)); }
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
     copied_call c;
     c.is_end = true;
@@ -168,21 +168,21 @@ class call_recorder final : public analyzer::lock_operation_sink {
   std::vector<copied_call> calls;
 };
 
-const analyzer::endpoint client4 = analyzer::make_endpoint("10.0.0.1", 50000);
-const analyzer::endpoint client6 = analyzer::make_endpoint("2001:db8::7", 50001);
-const analyzer::endpoint server4 = analyzer::make_endpoint("10.0.0.2", 6379);
+const ingest::endpoint client4 = ingest::make_endpoint("10.0.0.1", 50000);
+const ingest::endpoint client6 = ingest::make_endpoint("2001:db8::7", 50001);
+const ingest::endpoint server4 = ingest::make_endpoint("10.0.0.2", 6379);
 
 // The i-th of a varied sequence: every kind, family and outcome, both address
 // families, no client, empty texts, connection ends, and now and then a payload bigger
 // than a chunk.
-void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& big) {
+void send_call(locks::lock_operation_sink& sink, int i, const std::string& big) {
   if (i % 89 == 7) {
     sink.on_connection_end(static_cast<std::uint64_t>(i % 40 + 1), 1'700'000'000'000'000 + i * 100);
     return;
   }
   if (i % 97 == 5) {
-    analyzer::session_event ev;
-    ev.kind = static_cast<analyzer::session_event_kind>(i % 3);
+    ingest::session_event ev;
+    ev.kind = static_cast<ingest::session_event_kind>(i % 3);
     ev.connection = static_cast<std::uint64_t>(i);
     ev.from = i % 2 == 0 ? &client4 : nullptr;
     ev.to = &server4;
@@ -196,10 +196,10 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   const std::string lock = "lock:" + std::to_string(i % 50);
   const std::string owner = i % 7 == 0 ? "" : "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:" + std::to_string(i % 13);
   const std::string channel = "redisson_lock__channel:{" + lock + "}";
-  analyzer::lock_operation op;
-  op.kind = static_cast<analyzer::lock_op_kind>(i % 9);
-  op.family = static_cast<analyzer::lock_family>(i % 10);
-  op.outcome = static_cast<analyzer::op_outcome>(i % 8);
+  locks::lock_operation op;
+  op.kind = static_cast<locks::lock_op_kind>(i % 9);
+  op.family = static_cast<locks::lock_family>(i % 10);
+  op.outcome = static_cast<locks::op_outcome>(i % 8);
   op.inferred = i % 3 == 0;
   op.shared = i % 5 == 0;
   op.lease_added = i % 7 == 1;
@@ -216,7 +216,7 @@ void send_call(analyzer::lock_operation_sink& sink, int i, const std::string& bi
   op.connection = static_cast<std::uint64_t>(i % 40 + 1);
   op.db = static_cast<std::int32_t>(i % 7) - 1;
   if (i % 17 == 4) {  // a Redis Cluster redirect
-    op.redirect = static_cast<analyzer::cluster_reply>(1 + i % 4);
+    op.redirect = static_cast<locks::cluster_reply>(1 + i % 4);
     op.asking = i % 2 == 0;
     op.slot = i % 16384;
     op.redirect_to = "10.0.0.3:7001";
@@ -246,7 +246,7 @@ TEST_CASE("operation_pipe: every field of every call crosses, in order, through 
   call_recorder direct;
   for (int i = 0; i < n; ++i) send_call(direct, i, big);
 
-  analyzer::operation_pipe pipe(4096, 2);
+  locks::operation_pipe pipe(4096, 2);
   call_recorder piped;
   std::thread producer([&] {
     for (int i = 0; i < n; ++i) send_call(pipe, i, big);
@@ -265,7 +265,7 @@ TEST_CASE("operation_pipe: every field of every call crosses, in order, through 
 }
 
 TEST_CASE("operation_pipe: close() with nothing written ends drain(): writing after close() is misuse", "[pipe]") {
-  analyzer::operation_pipe pipe;
+  locks::operation_pipe pipe;
   call_recorder rec;
   pipe.close();
   pipe.close();  // idempotent
@@ -275,13 +275,13 @@ TEST_CASE("operation_pipe: close() with nothing written ends drain(): writing af
 }
 
 TEST_CASE("operation_pipe: a throwing consumer abandons the pipe and never blocks the producer", "[pipe]") {
-  struct failing final : analyzer::lock_operation_sink {
+  struct failing final : locks::lock_operation_sink {
     int seen = 0;
-    void on_operation(const analyzer::lock_operation&) override {
+    void on_operation(const locks::lock_operation&) override {
       if (++seen == 100) throw std::runtime_error("disk full");
     }
   } sink;
-  analyzer::operation_pipe pipe(4096, 2);
+  locks::operation_pipe pipe(4096, 2);
   std::atomic<int> sent{0};
   std::thread producer([&] {
     // Far more than two chunks hold: without abandonment this would wait forever.
@@ -298,8 +298,8 @@ TEST_CASE("operation_pipe: a throwing consumer abandons the pipe and never block
 TEST_CASE("analyze_files: one thread or two, the same output for every bundled capture", "[pipe][captures]") {
   for (const std::string& pcap : bundled_captures()) {
     INFO(pcap);
-    for (auto format : {analyzer::report_format::text, analyzer::report_format::jsonl,
-                        analyzer::report_format::summary_only}) {
+    for (auto format : {locks::report_format::text, locks::report_format::jsonl,
+                        locks::report_format::summary_only}) {
       const std::string one = report_of(pcap, format, {}, 1);
       CHECK_FALSE(one.empty());
       CHECK(report_of(pcap, format, {}, 2) == one);
@@ -312,11 +312,11 @@ TEST_CASE("analyze_files: an output failure on the timeline's thread stops the i
   const std::string pcap = std::string(LOCKSCOPE_CAPTURES_DIR) + "/recorded/stress.pcap";
   for (unsigned threads : {1u, 2u}) {
     INFO("threads " << threads);
-    analyzer::analysis_options o;
-    o.report.format = analyzer::report_format::stream_text;  // writes at every event
+    locks::analysis_options o;
+    o.report.format = locks::report_format::stream_text;  // writes at every event
     o.threads = threads;
     int writes = 0;
-    CHECK_THROWS_WITH(analyzer::analyze_files({pcap}, o,
+    CHECK_THROWS_WITH(locks::analyze_files({pcap}, o,
                                               [&](std::string_view) {
                                                 if (++writes == 3) throw std::runtime_error("broken pipe");
                                               }),
@@ -329,13 +329,13 @@ TEST_CASE("analyze_files: text spilled to a temporary file is the same text, for
           "[report][captures][memory]") {
   for (const std::string& pcap : bundled_captures()) {
     INFO(pcap);
-    const std::string in_memory = report_of(pcap, analyzer::report_format::text);
+    const std::string in_memory = report_of(pcap, locks::report_format::text);
     for (std::size_t budget : {0u, 200u, 5000u}) {  // 0: a run per event
       INFO("budget " << budget);
-      analyzer::analysis_options o;
+      locks::analysis_options o;
       o.report.text_buffer_bytes = budget;
       std::string out;
-      analyzer::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
+      locks::analyze_files({pcap}, o, [&](std::string_view s) { out += s; });
       CHECK(out == in_memory);
     }
   }
@@ -345,13 +345,13 @@ TEST_CASE("lock_report: an unusable TMPDIR is a clear error once the text outgro
   const char* old = std::getenv("TMPDIR");
   const std::string saved = old != nullptr ? old : "";
   ::setenv("TMPDIR", "/nonexistent/lockscope-tmp", 1);
-  analyzer::analysis_options o;
+  locks::analysis_options o;
   o.report.text_buffer_bytes = 100;
   const std::string pcap = std::string(LOCKSCOPE_CAPTURES_DIR) + "/recorded/stress.pcap";
-  CHECK_THROWS_WITH(analyzer::analyze_files({pcap}, o, [](std::string_view) {}),
+  CHECK_THROWS_WITH(locks::analyze_files({pcap}, o, [](std::string_view) {}),
                     Catch::Contains("/nonexistent/lockscope-tmp") && Catch::Contains("TMPDIR"));
   o.report.text_buffer_bytes = 64u << 20;  // fits in memory: no file needed
-  CHECK_NOTHROW(analyzer::analyze_files({pcap}, o, [](std::string_view) {}));
+  CHECK_NOTHROW(locks::analyze_files({pcap}, o, [](std::string_view) {}));
   if (old != nullptr) ::setenv("TMPDIR", saved.c_str(), 1);
   else ::unsetenv("TMPDIR");
 }
@@ -383,10 +383,10 @@ void check_announcements(const call_recorder& rec, std::size_t ahead) {
 // What `pcap`'s packets make the recognizer call, copied.
 std::vector<copied_call> recognized_calls(const std::string& pcap) {
   call_recorder rec;
-  analyzer::lock_recognizer recognizer(rec);
-  analyzer::ingest_pipeline ingest(analyzer::ingest_options{}, recognizer, &recognizer);
-  analyzer::offline_capture source({pcap});
-  analyzer::captured_packet p;
+  locks::lock_recognizer recognizer(rec);
+  ingest::ingest_pipeline ingest(ingest::ingest_options{}, recognizer, &recognizer);
+  ingest::offline_capture source({pcap});
+  ingest::captured_packet p;
   while (source.next(p)) ingest.on_packet(p.ts_us, p.link_type, p.data);
   ingest.finish();
   return rec.calls;
@@ -396,10 +396,10 @@ std::vector<copied_call> recognized_calls(const std::string& pcap) {
 template <class Feed>
 std::string timeline_jsonl(const std::vector<copied_call>& calls, Feed&& feed) {
   std::string out;
-  analyzer::report_options ro;
-  ro.format = analyzer::report_format::jsonl;
-  analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
-  analyzer::lock_timeline timeline({}, report);
+  locks::report_options ro;
+  ro.format = locks::report_format::jsonl;
+  locks::lock_report report(ro, [&](std::string_view s) { out += s; });
+  locks::lock_timeline timeline({}, report);
   feed(timeline);
   const std::int64_t end = calls.empty() ? 0 : calls.back().request_us + 120'000'000;
   timeline.finish(end);
@@ -417,7 +417,7 @@ TEST_CASE("operation_batch: every call passes on intact and in order, its operat
   for (int i = 0; i < n; ++i) send_call(direct, i, big);
 
   call_recorder batched;
-  analyzer::operation_batch batch(batched, 100, 4096);
+  locks::operation_batch batch(batched, 100, 4096);
   for (int i = 0; i < n; ++i) {
     send_call(batch, i, big);
     if (i % 37 == 0) batch.flush();  // as the live loop does after each packet
@@ -432,12 +432,12 @@ TEST_CASE("operation_batch: every call passes on intact and in order, its operat
     REQUIRE(batched.calls[i] == direct.calls[i]);
   }
   CHECK(batched.announced.size() > 100);
-  check_announcements(batched, 2 * analyzer::operation_batch::window);
+  check_announcements(batched, 2 * locks::operation_batch::window);
 
   // Unflushed, it passes calls on by itself once it holds its most operations.
   call_recorder bounded;
-  analyzer::operation_batch small(bounded, 10);
-  analyzer::lock_operation op;
+  locks::operation_batch small(bounded, 10);
+  locks::lock_operation op;
   op.lock = "lock:1";
   for (int i = 0; i < 9; ++i) small.on_operation(op);
   CHECK(bounded.calls.empty());
@@ -449,7 +449,7 @@ TEST_CASE("operation_batch: every call passes on intact and in order, its operat
 TEST_CASE("operation_pipe: the operations of each chunk are announced in windows before they are delivered",
           "[pipe][batch]") {
   call_recorder piped;
-  analyzer::operation_pipe pipe(8192, 2);
+  locks::operation_pipe pipe(8192, 2);
   std::thread producer([&] {
     for (int i = 0; i < 5'000; ++i) send_call(pipe, i, "");
     pipe.close();
@@ -462,13 +462,13 @@ TEST_CASE("operation_pipe: the operations of each chunk are announced in windows
 }
 
 TEST_CASE("operation_batch: a throwing downstream drops the calls held, and the batch goes on after", "[pipe][batch]") {
-  struct failing final : analyzer::lock_operation_sink {
+  struct failing final : locks::lock_operation_sink {
     int seen = 0;
-    void on_operation(const analyzer::lock_operation&) override {
+    void on_operation(const locks::lock_operation&) override {
       if (++seen == 10) throw std::runtime_error("disk full");
     }
   } sink;
-  analyzer::operation_batch batch(sink);
+  locks::operation_batch batch(sink);
   for (int i = 0; i < 100; ++i) send_call(batch, i * 3 + 1, "");  // operations, and a connection end
   CHECK_THROWS_WITH(batch.flush(), "disk full");
   CHECK(sink.seen == 10);
@@ -501,7 +501,7 @@ TEST_CASE("lock_timeline: announcing operations (will_handle) changes no event, 
     const std::vector<copied_call>& calls = inputs[input];
     INFO("input " << input << ", " << calls.size() << " calls");
     REQUIRE_FALSE(calls.empty());
-    const std::string plain = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
+    const std::string plain = timeline_jsonl(calls, [&](locks::lock_timeline& t) {
       for (const copied_call& c : calls) replay_call(c, t);
     });
     CHECK_FALSE(plain.empty());
@@ -510,10 +510,10 @@ TEST_CASE("lock_timeline: announcing operations (will_handle) changes no event, 
       INFO("window " << window);
       // Each operation announced up to `window` times, in overlapping windows, some of
       // which name operations that come after events and ends.
-      const std::string announced = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
+      const std::string announced = timeline_jsonl(calls, [&](locks::lock_timeline& t) {
         for (std::size_t i = 0; i < calls.size(); ++i) {
           if (i % window == 0) {
-            std::vector<analyzer::lock_operation> ops;
+            std::vector<locks::lock_operation> ops;
             for (std::size_t j = i; j < calls.size() && ops.size() < window; ++j) {
               if (!calls[j].is_event && !calls[j].is_end) ops.push_back(operation_of(calls[j]));
             }
@@ -525,8 +525,8 @@ TEST_CASE("lock_timeline: announcing operations (will_handle) changes no event, 
       CHECK(announced == plain);
     }
     // Through a batch, as the analyzer runs it.
-    const std::string batched = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
-      analyzer::operation_batch batch(t, 50, 2048);
+    const std::string batched = timeline_jsonl(calls, [&](locks::lock_timeline& t) {
+      locks::operation_batch batch(t, 50, 2048);
       for (const copied_call& c : calls) replay_call(c, batch);
       batch.flush();
     });
@@ -553,7 +553,7 @@ TEST_CASE("lock_timeline: operations delivered as announced reuse the lookup, an
       if (!calls[k].is_event && !calls[k].is_end) operations.push_back(k);
     }
     REQUIRE(operations.size() > 100);
-    const std::string plain = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
+    const std::string plain = timeline_jsonl(calls, [&](locks::lock_timeline& t) {
       for (const copied_call& c : calls) replay_call(c, t);
     });
     // `shift`: each position announced with the content of the operation that many
@@ -561,8 +561,8 @@ TEST_CASE("lock_timeline: operations delivered as announced reuse the lookup, an
     for (std::size_t shift : {0u, 1u, 5u}) {
       for (std::size_t window : {1u, 16u, 100u}) {  // 100: more than the timeline keeps
         INFO("shift " << shift << ", window " << window);
-        const std::string announced = timeline_jsonl(calls, [&](analyzer::lock_timeline& t) {
-          std::vector<analyzer::lock_operation> ops;
+        const std::string announced = timeline_jsonl(calls, [&](locks::lock_timeline& t) {
+          std::vector<locks::lock_operation> ops;
           std::size_t next_call = 0;
           for (std::size_t first = 0; first < operations.size(); first += window) {
             const std::size_t count = std::min(window, operations.size() - first);
@@ -597,10 +597,10 @@ TEST_CASE("lock_timeline: an announcement resolved before two servers were linke
   std::vector<std::string> names;
   for (int i = 0; i < keys; ++i) names.push_back("lock:" + std::to_string(i));
   auto acquire = [&](int i, const std::string& node, std::string_view owner, std::int64_t at) {
-    analyzer::lock_operation op;
-    op.kind = analyzer::lock_op_kind::acquire;
-    op.family = analyzer::lock_family::redisson;
-    op.outcome = analyzer::op_outcome::ok;
+    locks::lock_operation op;
+    op.kind = locks::lock_op_kind::acquire;
+    op.family = locks::lock_family::redisson;
+    op.outcome = locks::op_outcome::ok;
     op.lock = names[static_cast<std::size_t>(i)];
     op.owner = owner;
     op.lease_ms = 30'000;
@@ -613,10 +613,10 @@ TEST_CASE("lock_timeline: an announcement resolved before two servers were linke
   };
   auto run = [&](bool announce) {
     std::string out;
-    analyzer::report_options ro;
-    ro.format = analyzer::report_format::jsonl;
-    analyzer::lock_report report(ro, [&](std::string_view s) { out += s; });
-    analyzer::lock_timeline t({}, report);
+    locks::report_options ro;
+    ro.format = locks::report_format::jsonl;
+    locks::lock_report report(ro, [&](std::string_view s) { out += s; });
+    locks::lock_timeline t({}, report);
     std::int64_t at = 1'000'000;
     // Node a first: its scope is the one the link keeps. The last operation before the
     // window is on node a, so that the window's are looked up in advance.
@@ -624,16 +624,16 @@ TEST_CASE("lock_timeline: an announcement resolved before two servers were linke
     for (int i = 0; i < keys; ++i) t.on_operation(acquire(i, node_b, "b:1", at += 100));
     t.on_operation(acquire(0, node_a, "a:1", at += 100));
     // The link, then every key again on node a, announced together.
-    std::vector<analyzer::lock_operation> ops;
-    analyzer::lock_operation link;
-    link.kind = analyzer::lock_op_kind::cluster_link;
+    std::vector<locks::lock_operation> ops;
+    locks::lock_operation link;
+    link.kind = locks::lock_op_kind::cluster_link;
     link.server_text = node_a;
     link.redirect_to = node_b;
     link.request_us = link.reply_us = at += 100;
     ops.push_back(link);
     for (int i = 0; i < keys; ++i) ops.push_back(acquire(i, node_a, "a:1", at += 100));
     if (announce) t.will_handle(ops);
-    for (const analyzer::lock_operation& op : ops) t.on_operation(op);
+    for (const locks::lock_operation& op : ops) t.on_operation(op);
     t.finish(at + 1'000'000);
     report.finish(t);
     return out;

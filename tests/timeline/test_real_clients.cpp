@@ -17,7 +17,7 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-namespace atest = lockscope::analyzer::test;
+namespace atest = lockscope::ingest::test;
 using atest::on_path;
 namespace ltest = lockscope::test;
 
@@ -149,7 +149,7 @@ TEST_CASE("thirdparty node-redlock over three servers, its scripts made unseen: 
   for (std::string_view name : {"node-redlock 5.0.0-beta.2 acquire", "node-redlock 5.0.0-beta.2 extend",
                                 "node-redlock 5.0.0-beta.2 release"}) {
     std::string text;
-    for (const auto& s : analyzer::client_scripts()) {
+    for (const auto& s : locks::client_scripts()) {
       if (s.name == name) text = s.text;
     }
     const std::string known = lock::sha1_hex(text), unseen = lock::sha1_hex(text + "-- unseen");

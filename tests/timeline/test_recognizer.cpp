@@ -13,10 +13,10 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-using analyzer::lock_family;
-using analyzer::lock_op_kind;
-using analyzer::op_outcome;
-using analyzer::script_op;
+using locks::lock_family;
+using locks::lock_op_kind;
+using locks::op_outcome;
+using locks::script_op;
 
 namespace {
 
@@ -29,7 +29,7 @@ std::string text_of(lock::script_kind k) { return std::string(lock::script(k).te
 std::vector<recorded_op> run_eval(const std::string& script, std::vector<std::string> keys,
                                   std::vector<std::string> argv, std::string_view reply) {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   std::vector<std::string> args{"EVAL", script, std::to_string(keys.size())};
   args.insert(args.end(), keys.begin(), keys.end());
   args.insert(args.end(), argv.begin(), argv.end());
@@ -37,11 +37,11 @@ std::vector<recorded_op> run_eval(const std::string& script, std::vector<std::st
   return rec.ops;
 }
 
-const std::string one_branch_acquire(analyzer::known_scripts()[0].text);
-const std::string latch_unlock(analyzer::known_scripts()[1].text);
-const std::string batched_renew(analyzer::known_scripts()[2].text);
-const std::string force_unlock_argv(analyzer::known_scripts()[3].text);
-const std::string spin_unlock(analyzer::known_scripts()[4].text);
+const std::string one_branch_acquire(locks::known_scripts()[0].text);
+const std::string latch_unlock(locks::known_scripts()[1].text);
+const std::string batched_renew(locks::known_scripts()[2].text);
+const std::string force_unlock_argv(locks::known_scripts()[3].text);
+const std::string spin_unlock(locks::known_scripts()[4].text);
 
 const std::string fair_acquire =
     "while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0); if firstThreadId2 == false then break; end; "
@@ -133,20 +133,20 @@ const std::string redlock_release =
 }  // namespace
 
 TEST_CASE("classify_script: the seed's Redisson scripts", "[recognizer]") {
-  const auto acquire = analyzer::classify_script(text_of(lock::script_kind::acquire));
+  const auto acquire = locks::classify_script(text_of(lock::script_kind::acquire));
   CHECK(acquire.op == script_op::acquire);
   CHECK(acquire.family == lock_family::redisson);
   CHECK(acquire.owner_argv == 2);
   CHECK(acquire.lease_argv == 1);
-  const auto unlock = analyzer::classify_script(text_of(lock::script_kind::unlock));
+  const auto unlock = locks::classify_script(text_of(lock::script_kind::unlock));
   CHECK(unlock.op == script_op::unlock);
   CHECK(unlock.owner_argv == 3);
   CHECK(unlock.lease_argv == 2);
   CHECK(unlock.channel_key == 2);
-  const auto renew = analyzer::classify_script(text_of(lock::script_kind::renew));
+  const auto renew = locks::classify_script(text_of(lock::script_kind::renew));
   CHECK(renew.op == script_op::renew);
   CHECK(renew.owner_argv == 2);
-  const auto force = analyzer::classify_script(text_of(lock::script_kind::force_unlock));
+  const auto force = locks::classify_script(text_of(lock::script_kind::force_unlock));
   CHECK(force.op == script_op::force_unlock);
   CHECK(force.channel_key == 2);
 }
@@ -155,12 +155,12 @@ TEST_CASE("classify_script: whitespace, case, quotes and comments do not matter"
   const std::string reformatted =
       "-- acquire\nIF (redis.call(\"EXISTS\", KEYS[1]) == 0) THEN\n  redis.call(\"HINCRBY\", KEYS[1], ARGV[2], 1)\n"
       "  redis.call(\"PEXPIRE\", KEYS[1], ARGV[1])\n  return nil\nend\nreturn redis.call(\"PTTL\", KEYS[1])\n";
-  const auto c = analyzer::classify_script(reformatted);
+  const auto c = locks::classify_script(reformatted);
   CHECK(c.op == script_op::acquire);
   CHECK(c.owner_argv == 2);
-  CHECK(analyzer::classify_script("return redis.call('get', KEYS[1])").op == script_op::none);
-  CHECK(analyzer::classify_script("").op == script_op::none);
-  CHECK(analyzer::classify_script("redis.call(").op == script_op::none);  // cut short: no crash
+  CHECK(locks::classify_script("return redis.call('get', KEYS[1])").op == script_op::none);
+  CHECK(locks::classify_script("").op == script_op::none);
+  CHECK(locks::classify_script("redis.call(").op == script_op::none);  // cut short: no crash
 }
 
 TEST_CASE("recognizer: Redisson acquire in both forms, with the reply deciding the outcome", "[recognizer]") {
@@ -206,7 +206,7 @@ TEST_CASE("recognizer: unlock in the seed form and with a latch and PUBLISH/SPUB
   }
   // The follow-up DEL of the latch key is not a lock release.
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"DEL", "redisson_unlock_latch:{myLock}:0123456789abcdef0123456789abcdef"}, ":1\r\n");
   CHECK(rec.ops.empty());
 }
@@ -230,7 +230,7 @@ TEST_CASE("recognizer: renew single, batched (list reply) and plain PEXPIRE", "[
   CHECK(ops[2].outcome == op_outcome::ok);
   CHECK(ops[2].lease_ms == 30000);
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"PEXPIRE", "myLock", "30000"}, ":1\r\n");
   REQUIRE(rec.ops.size() == 1);
   CHECK(rec.ops[0].kind == lock_op_kind::expire);
@@ -314,7 +314,7 @@ TEST_CASE("recognizer: spin lock unlock and fenced lock acquire with its token",
 
 TEST_CASE("recognizer: SET NX PX and the get==token scripts of redis-py and redsync", "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"SET", "job", "tok1", "NX", "PX", "10000"}, "+OK\r\n");
   feed(r, {"SET", "job", "tok2", "PX", "10000", "NX"}, "$-1\r\n");
   feed(r, {"SET", "job", "tok3", "EX", "10", "NX"}, "$-1\r\n");
@@ -371,7 +371,7 @@ TEST_CASE("recognizer: node-redlock's multi-key acquire, extend and release", "[
 
 TEST_CASE("recognizer: SETNX, EXPIRE, DEL, SUBSCRIBE and message pushes", "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"SETNX", "user:1", "1"}, ":1\r\n");
   feed(r, {"EXPIRE", "user:1", "15"}, ":1\r\n");
   feed(r, {"DEL", "user:1"}, ":1\r\n");
@@ -397,7 +397,7 @@ TEST_CASE("recognizer: SETNX, EXPIRE, DEL, SUBSCRIBE and message pushes", "[reco
 
 TEST_CASE("recognizer: (un)subscribe confirmations pass their count, RESP2 and RESP3, per channel", "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   const std::string other = lock::channel_name("other");
   // RESP3: the confirmation is a push paired with the command.
   feed(r, {"UNSUBSCRIBE", ch}, ">3\r\n$11\r\nunsubscribe\r\n$31\r\nredisson_lock__channel:{myLock}\r\n:2\r\n");
@@ -417,7 +417,7 @@ TEST_CASE("recognizer: an UNSUBSCRIBE naming no channel, or a RESET, leaves the 
           "seen subscribed to",
           "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   auto confirm = [](std::string_view kind, std::string_view channel, int count) {
     return "*3\r\n$" + std::to_string(kind.size()) + "\r\n" + std::string(kind) + "\r\n$" +
            std::to_string(channel.size()) + "\r\n" + std::string(channel) + "\r\n:" + std::to_string(count) + "\r\n";
@@ -472,7 +472,7 @@ TEST_CASE("recognizer: an UNSUBSCRIBE naming no channel, or a RESET, leaves the 
 
 TEST_CASE("recognizer: EVALSHA resolves built-in SHA1s, earlier EVALs and SCRIPT LOAD", "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   const std::string acquire_sha(lock::script(lock::script_kind::acquire).sha1);
   feed(r, {"EVALSHA", acquire_sha, "1", "myLock", "6000", std::string(recognizer_owner)}, "$-1\r\n");
   // Upper-case SHA1 of the batched renew form, a known script.
@@ -500,7 +500,7 @@ TEST_CASE("recognizer: EVALSHA resolves built-in SHA1s, earlier EVALs and SCRIPT
 
 TEST_CASE("recognizer: an unknown SHA1 is inferred from arguments and reply", "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   const std::string a(40, 'a'), b(40, 'b'), c(40, 'c'), d(40, 'd'), e(40, 'e');
   feed(r, {"EVALSHA", a, "1", "myLock", "30000", std::string(recognizer_owner)}, ":1\r\n");   // renew-shaped: 0/1
   feed(r, {"EVALSHA", b, "1", "myLock", "30000", std::string(recognizer_owner)}, "$-1\r\n");  // nil: an acquire
@@ -525,7 +525,7 @@ TEST_CASE("recognizer: an unknown SHA1 is inferred from arguments and reply", "[
 
 TEST_CASE("recognizer: EVALs that are not lock scripts and malformed calls are ignored", "[recognizer]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   feed(r, {"EVAL", "return redis.call('incr', KEYS[1])", "1", "counter"}, ":5\r\n");
   feed(r, {"EVAL", text_of(lock::script_kind::acquire), "7", "myLock"}, "-ERR Number of keys can't be greater\r\n");
   feed(r, {"EVAL", text_of(lock::script_kind::acquire), "x"}, "-ERR value is not an integer\r\n");
@@ -551,7 +551,7 @@ TEST_CASE("recognizer: random scripts, arguments and replies never crash it", "[
                                        "redisson_lock_token:{x}", "30000", "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:1",
                                        "0", "PUBLISH", "tok", "", "-5", "99999999999999999999"};
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   for (int i = 0; i < 5000; ++i) {
     std::string script;
     for (std::uint64_t k = next(30); k > 0; --k) script += pieces[next(pieces.size())];
@@ -578,8 +578,8 @@ std::string release_variant(std::size_t i) { return redis_py_release + "\n-- var
 TEST_CASE("recognizer: learnt SHA1s are an LRU of sha_cache_entries, and built-ins are never forgotten",
           "[recognizer][memory]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
-  const std::size_t n = analyzer::sha_cache_entries + 1;
+  locks::lock_recognizer r(rec);
+  const std::size_t n = locks::sha_cache_entries + 1;
   std::vector<std::string> shas;
   for (std::size_t i = 0; i < n; ++i) {
     const std::string script = release_variant(i);
@@ -589,7 +589,7 @@ TEST_CASE("recognizer: learnt SHA1s are an LRU of sha_cache_entries, and built-i
   }
   CHECK(r.stats().scripts_seen == n);
   CHECK(r.stats().shas_evicted == 1);
-  CHECK(r.stats().scripts_evicted == n - analyzer::script_cache_entries);
+  CHECK(r.stats().scripts_evicted == n - locks::script_cache_entries);
   rec.ops.clear();
   feed(r, {"EVALSHA", shas[0], "1", "job", "tok"}, ":1\r\n");      // kept: used recently
   feed(r, {"EVALSHA", shas[n - 1], "1", "job", "tok"}, ":1\r\n");  // kept: the newest
@@ -608,8 +608,8 @@ TEST_CASE("recognizer: learnt SHA1s are an LRU of sha_cache_entries, and built-i
 
 TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by bytes", "[recognizer][memory]") {
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
-  const std::size_t n = analyzer::script_cache_entries + 1;
+  locks::lock_recognizer r(rec);
+  const std::size_t n = locks::script_cache_entries + 1;
   for (std::size_t i = 0; i < n; ++i) feed(r, {"EVAL", release_variant(i), "1", "job", "tok"}, ":1\r\n");
   CHECK(r.stats().scripts_seen == n);
   CHECK(r.stats().scripts_evicted == 1);
@@ -622,8 +622,8 @@ TEST_CASE("recognizer: EVAL'd script texts are an LRU capped by count and by byt
 
   // Two scripts bigger than half the byte cap: the second pushes the first out.
   op_recorder big_rec;
-  analyzer::lock_recognizer big(big_rec);
-  const std::string padding(analyzer::script_cache_bytes / 2 + 1, ' ');
+  locks::lock_recognizer big(big_rec);
+  const std::string padding(locks::script_cache_bytes / 2 + 1, ' ');
   feed(big, {"EVAL", redis_py_release + padding, "1", "job", "tok"}, ":1\r\n");
   feed(big, {"EVAL", redis_py_release + padding + " ", "1", "job", "tok"}, ":1\r\n");
   CHECK(big.stats().scripts_evicted == 1);
@@ -670,7 +670,7 @@ TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL 
     for (const bool by_sha : {false, true}) {
       INFO(s.name << (by_sha ? " as EVALSHA" : " as EVAL"));
       op_recorder rec;
-      analyzer::lock_recognizer r(rec);
+      locks::lock_recognizer r(rec);
       std::vector<std::string> args{by_sha ? "EVALSHA" : "EVAL", std::string(by_sha ? s.sha1 : s.text),
                                     std::to_string(c.keys.size())};
       args.insert(args.end(), c.keys.begin(), c.keys.end());
@@ -689,7 +689,7 @@ TEST_CASE("recognizer: the client's fair, fenced and read/write scripts as EVAL 
 
 namespace {
 
-std::string describe_ops(const std::vector<recorded_op>& ops, const analyzer::recognizer_stats& s) {
+std::string describe_ops(const std::vector<recorded_op>& ops, const locks::recognizer_stats& s) {
   std::string out;
   for (const recorded_op& o : ops) {
     out += fmt::format("{} {} {} {} {} {} {} {} {}\n", static_cast<int>(o.kind), static_cast<int>(o.family),
@@ -706,10 +706,10 @@ constexpr std::uint64_t script_load = ~std::uint64_t{0};
 // would (0: none) or not at all (identity script_load: a SCRIPT LOAD of the text);
 // returns what the recognizer made of them.
 std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& calls, bool identities) {
-  static const analyzer::endpoint client = analyzer::make_endpoint("10.0.0.1", 50000);
-  static const analyzer::endpoint server = analyzer::make_endpoint("10.0.0.2", 6379);
+  static const ingest::endpoint client = ingest::make_endpoint("10.0.0.1", 50000);
+  static const ingest::endpoint server = ingest::make_endpoint("10.0.0.2", 6379);
   op_recorder rec;
-  analyzer::lock_recognizer r(rec);
+  locks::lock_recognizer r(rec);
   std::int64_t at = 1'000'000;
   for (const auto& [script, identity] : calls) {
     const std::string lease = std::to_string(at % 7 + 30000);
@@ -718,8 +718,8 @@ std::string run_evals(const std::vector<std::pair<std::string, std::uint64_t>>& 
         load ? std::vector<std::string_view>{"SCRIPT", "LOAD", script}
              : std::vector<std::string_view>{"EVAL", script, "1", "myLock", lease, recognizer_owner};
     const std::string sha = "$40\r\n" + lock::sha1_hex(script) + "\r\n";
-    const analyzer::message reply = make_message(load ? sha : at % 3 == 0 ? ":1234\r\n" : "$-1\r\n");
-    analyzer::exchange e;
+    const ingest::message reply = make_message(load ? sha : at % 3 == 0 ? ":1234\r\n" : "$-1\r\n");
+    ingest::exchange e;
     e.connection = 1;
     e.client = &client;
     e.server = &server;
@@ -786,14 +786,14 @@ TEST_CASE("analyze_files: interning the session's long arguments changes no outp
     ++files;
     INFO(path);
     // JSONL: every operation's and event's fields (the text report shows fewer).
-    for (auto format : {analyzer::report_format::jsonl}) {
+    for (auto format : {locks::report_format::jsonl}) {
       std::string out[2];
       for (bool intern : {false, true}) {
-        analyzer::analysis_options o;
+        locks::analysis_options o;
         o.report.format = format;
         o.threads = 1;
         o.capture.session.intern_arguments = intern;
-        analyzer::analyze_files({path}, o, [&](std::string_view s) { out[intern] += s; });
+        locks::analyze_files({path}, o, [&](std::string_view s) { out[intern] += s; });
       }
       CHECK(out[1] == out[0]);
     }

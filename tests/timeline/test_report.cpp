@@ -3,7 +3,8 @@
 #include "lockscope/locks/lock_report.hpp"
 
 using namespace lockscope;
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 
 TEST_CASE("report: jsonl has the documented fields, only where they apply, escaped", "[report]") {
   lock_event e;

@@ -10,7 +10,8 @@
 #include "lockscope/locks/swimlane.hpp"
 
 using namespace lockscope;
-using namespace lockscope::analyzer;
+using namespace lockscope::ingest;
+using namespace lockscope::locks;
 
 namespace {
 

@@ -10,10 +10,10 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-using analyzer::link_confidence;
-using analyzer::lock_family;
-using analyzer::lock_op_kind;
-using analyzer::op_outcome;
+using locks::link_confidence;
+using locks::lock_family;
+using locks::lock_op_kind;
+using locks::op_outcome;
 
 
 TEST_CASE("timeline: acquire, reenter, partial and final release with hold counts", "[timeline]") {
@@ -31,7 +31,7 @@ TEST_CASE("timeline: acquire, reenter, partial and final release with hold count
   CHECK(f.events.events[3].hold_count == 0);
   CHECK(f.events.events[3].held_us == 30 * ms);
   bool seen = false;
-  f.timeline.for_each_lock([&](std::string_view lock, const analyzer::lock_stats& s) {
+  f.timeline.for_each_lock([&](std::string_view lock, const locks::lock_stats& s) {
     seen = true;
     CHECK(lock == "L");
     CHECK(s.acquisitions == 1);
@@ -369,7 +369,7 @@ TEST_CASE("timeline: late_renewal when the gap exceeds 1.5 x lease/3", "[timelin
 }
 
 TEST_CASE("timeline: long_hold is emitted when the threshold passes", "[timeline][anomaly]") {
-  analyzer::timeline_options o;
+  locks::timeline_options o;
   o.long_hold_us = 1000 * ms;
   fixture f(o);
   f.acquire("A", 0, 30000);
@@ -507,7 +507,7 @@ TEST_CASE("timeline: random operation sequences keep events in time order and ne
 }
 
 TEST_CASE("timeline: hold percentiles are exact up to the limit, then from the histogram", "[timeline][summary]") {
-  const std::size_t limit = analyzer::duration_exact_limit;
+  const std::size_t limit = locks::duration_exact_limit;
   for (const std::size_t holds : {limit - 56, limit + 44}) {
     fixture f;
     for (std::size_t i = 1; i <= holds; ++i) {
@@ -516,7 +516,7 @@ TEST_CASE("timeline: hold percentiles are exact up to the limit, then from the h
       f.unlock("A", start + static_cast<double>(i), op_outcome::ok);
     }
     bool seen = false;
-    f.timeline.for_each_lock([&](std::string_view, const analyzer::lock_stats& s) {
+    f.timeline.for_each_lock([&](std::string_view, const locks::lock_stats& s) {
       seen = true;
       CHECK(s.hold.count == holds);
       CHECK(s.hold.max == static_cast<std::int64_t>(holds) * ms);  // always exact
@@ -558,13 +558,13 @@ TEST_CASE("timeline: the summary prints durations exactly as format_duration doe
     unlock.request_us = acquire.reply_us + d - 100;
     unlock.reply_us = acquire.reply_us + d;
     f.timeline.on_operation(unlock);
-    const std::string one = analyzer::format_duration(d);
+    const std::string one = locks::format_duration(d);
     expected.push_back(names.back() + " " + one + "/" + one + "/" + one);
   }
   std::string out;
-  analyzer::report_options o;
-  o.format = analyzer::report_format::summary_only;
-  analyzer::lock_report r(o, [&](std::string_view s) { out += s; });
+  locks::report_options o;
+  o.format = locks::report_format::summary_only;
+  locks::lock_report r(o, [&](std::string_view s) { out += s; });
   r.write_summary(f.timeline);
   std::istringstream lines(out);
   std::string line;
@@ -592,9 +592,9 @@ TEST_CASE("timeline: summary columns stay aligned for non-ASCII and control-byte
     f.timeline.on_operation(unlock);
   }
   std::string out;
-  analyzer::report_options o;
-  o.format = analyzer::report_format::summary_only;
-  analyzer::lock_report r(o, [&](std::string_view s) { out += s; });
+  locks::report_options o;
+  o.format = locks::report_format::summary_only;
+  locks::lock_report r(o, [&](std::string_view s) { out += s; });
   r.write_summary(f.timeline);
   // The '%' of the contended column sits at the same display column on every row.
   auto column_of_percent = [](std::string_view line) {
@@ -649,7 +649,7 @@ TEST_CASE("timeline: ended connections and released owners are freed and the tex
   fixture f;
   CHECK(f.timeline.memory().owners == 0);
   churn(f, 1, 5000, 10);  // 5000 owners of ~80 bytes: 400 KB of text over time
-  const analyzer::timeline_memory m = f.timeline.memory();
+  const locks::timeline_memory m = f.timeline.memory();
   CHECK(m.owners == 0);
   CHECK(m.connections == 0);
   CHECK(m.endpoint_texts == 0);
@@ -668,7 +668,7 @@ TEST_CASE("timeline: a lock still held keeps its owner and its ended connection,
   f.timeline.on_operation(a);
   f.timeline.on_connection_end(20'000, a.reply_us + 10);
   churn(f, 1, 5000, 10);  // forces compactions: the kept texts move
-  analyzer::timeline_memory m = f.timeline.memory();
+  locks::timeline_memory m = f.timeline.memory();
   CHECK(m.owners == 1);
   CHECK(m.connections == 1);      // ended, but the holder names it
   CHECK(m.endpoint_texts == 2);   // its client and server
@@ -709,7 +709,7 @@ TEST_CASE("timeline: a waiter gives up when its connection ends, subscriptions e
   REQUIRE(acquired != nullptr);
   CHECK(acquired->wait_us == -1);
   f.timeline.on_connection_end(1, t0 + 1007 * ms);
-  const analyzer::timeline_memory m = f.timeline.memory();
+  const locks::timeline_memory m = f.timeline.memory();
   CHECK(m.connections == 1);  // 4, open and holding
   CHECK(m.owners == 1);       // b:1
   CHECK(m.endpoint_texts == 2);

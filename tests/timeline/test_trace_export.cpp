@@ -13,10 +13,10 @@
 
 namespace {
 
-using lockscope::analyzer::lock_event;
-using lockscope::analyzer::lock_event_kind;
-using lockscope::analyzer::trace_export;
-using lockscope::analyzer::trace_options;
+using lockscope::locks::lock_event;
+using lockscope::locks::lock_event_kind;
+using lockscope::locks::trace_export;
+using lockscope::locks::trace_options;
 
 constexpr std::int64_t s = 1'000'000;
 
@@ -124,7 +124,7 @@ TEST_CASE("trace_export: a waiter that stops trying is closed at its last attemp
 TEST_CASE("trace_export: a MultiLock set is a process of its own with the group's span") {
   run r;
   std::vector<std::string_view> keys = {"a", "b"};
-  lockscope::analyzer::lock_group g;
+  lockscope::locks::lock_group g;
   g.start_us = 5 * s;
   g.end_us = 5 * s + 700;
   g.total = 2;

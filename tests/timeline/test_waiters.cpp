@@ -7,7 +7,7 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-using analyzer::link_confidence;
+using locks::link_confidence;
 
 namespace {
 
@@ -303,7 +303,7 @@ TEST_CASE("waiters: woken_by_timeout for an unsubscribed waiter after an expiry 
 }
 
 TEST_CASE("waiters: a waiter that does not retry within its TTL plus the margin gave up", "[timeline][waiter]") {
-  analyzer::timeline_options o;
+  locks::timeline_options o;
   o.waiter_margin_us = 1000 * ms;
   fixture f(o);
   f.acquire("A", 0, 30000);
@@ -461,7 +461,7 @@ TEST_CASE("waiters: learned links are freed with their connections", "[timeline]
     f.timeline.on_connection_end(c, at(t + 5));
     f.timeline.on_connection_end(c + 1, at(t + 5));
   }
-  const analyzer::timeline_memory m = f.timeline.memory();
+  const locks::timeline_memory m = f.timeline.memory();
   CHECK(m.connections == 1);  // the holder's
   CHECK(m.owners == 1);
   CHECK(m.subscriber_clients == 0);

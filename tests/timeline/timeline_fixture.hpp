@@ -10,28 +10,28 @@
 
 namespace lockscope::timeline_test {
 
-using analyzer::lock_family;
-using analyzer::lock_op_kind;
-using analyzer::op_outcome;
+using locks::lock_family;
+using locks::lock_op_kind;
+using locks::op_outcome;
 
 constexpr std::int64_t ms = 1000;
 constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
 class fixture {
  public:
-  explicit fixture(analyzer::timeline_options o = {}) : timeline(o, events) {}
+  explicit fixture(locks::timeline_options o = {}) : timeline(o, events) {}
 
   // An operation at t0 + at_ms (reply 100 µs after the request).
-  analyzer::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms,
+  locks::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms,
                               std::uint64_t connection = 1, std::string_view ip = "10.0.0.1") {
-    analyzer::lock_operation o;
+    locks::lock_operation o;
     o.kind = kind;
     o.family = lock_family::redisson;
     o.outcome = outcome;
     o.lock = "L";
     o.owner = owner;
     o.connection = connection;
-    endpoints.push_back(analyzer::make_endpoint(ip, static_cast<std::uint16_t>(40000 + connection)));
+    endpoints.push_back(ingest::make_endpoint(ip, static_cast<std::uint16_t>(40000 + connection)));
     texts.push_back(endpoints.back().to_string());
     o.client = &endpoints.back();
     o.client_text = texts.back();
@@ -69,8 +69,8 @@ class fixture {
   }
 
   event_recorder events;
-  analyzer::lock_timeline timeline;
-  std::deque<analyzer::endpoint> endpoints;
+  locks::lock_timeline timeline;
+  std::deque<ingest::endpoint> endpoints;
   std::deque<std::string> texts;
 };
 

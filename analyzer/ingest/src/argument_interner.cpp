@@ -5,7 +5,7 @@
 #include <bit>
 #include <cstring>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 
@@ -163,4 +163,4 @@ void argument_interner::link_idle(entry* e) noexcept {
   idle_newest_ = e;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -22,7 +22,7 @@
 #include "capture_files.hpp"
 #include "lockscope/ingest/clock_steps.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 
@@ -506,4 +506,4 @@ live_capture::drop_stats live_capture::stats() const {
   return out;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

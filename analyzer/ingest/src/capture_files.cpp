@@ -14,7 +14,7 @@
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/ingest/clock_steps.hpp"
 
-namespace lockscope::analyzer::capture_files {
+namespace lockscope::ingest::capture_files {
 
 namespace {
 
@@ -554,4 +554,4 @@ const file_record& interface_merge::pop() {
   return current_.record;
 }
 
-}  // namespace lockscope::analyzer::capture_files
+}  // namespace lockscope::ingest::capture_files

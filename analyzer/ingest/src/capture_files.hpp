@@ -22,7 +22,7 @@
 
 #include <csignal>
 
-namespace lockscope::analyzer::capture_files {
+namespace lockscope::ingest::capture_files {
 
 // One input's bytes, read with read(), whatever the format.
 //
@@ -303,4 +303,4 @@ class interface_merge {
   std::uint64_t late_ = 0;
 };
 
-}  // namespace lockscope::analyzer::capture_files
+}  // namespace lockscope::ingest::capture_files

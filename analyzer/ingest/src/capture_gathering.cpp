@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 std::int64_t capture_gathering::wait_us(std::int64_t now_us, std::uint64_t bytes, bool after_idle) noexcept {
   if (max_wait_us_ == 0) return 0;
@@ -23,4 +23,4 @@ std::int64_t capture_gathering::wait_us(std::int64_t now_us, std::uint64_t bytes
   return fill_us >= static_cast<double>(max_wait_us_) ? max_wait_us_ : static_cast<std::int64_t>(fill_us);
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

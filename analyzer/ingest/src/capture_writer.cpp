@@ -8,7 +8,7 @@
 
 #include "lockscope/ingest/capture.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 savefile_writer::~savefile_writer() { close(); }
 
@@ -136,4 +136,4 @@ std::string rotating_pcap_writer::write(const captured_packet& p, std::int64_t n
   return {};
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

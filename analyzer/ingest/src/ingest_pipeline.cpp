@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 // One TCP connection: two reassembled directions feeding one RESP session.
 struct ingest_pipeline::connection {
@@ -322,9 +322,9 @@ ingest_stats ingest_pipeline::stats() const {
   return s;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 std::vector<std::string> describe_other_protocols(const ingest_stats& s) {
   std::vector<std::string> lines;
@@ -343,4 +343,4 @@ std::vector<std::string> describe_other_protocols(const ingest_stats& s) {
   return lines;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

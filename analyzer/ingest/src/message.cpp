@@ -5,7 +5,7 @@
 
 #include "lockscope/resp/format.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 void message::prefetch(std::size_t max_bytes) const noexcept {
   prefetch_lines(nodes_.data(), std::min(nodes_.size() * sizeof(message_node), max_bytes));
@@ -335,4 +335,4 @@ std::string to_cli_line(const message& m) {
   return out;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

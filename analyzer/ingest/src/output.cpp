@@ -5,7 +5,7 @@
 
 #include "lockscope/resp/format.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 
@@ -137,4 +137,4 @@ void append_jsonl(std::string& out, const exchange& e) {
   out += e.kind == exchange_kind::push ? ",\"kind\":\"push\"}" : ",\"kind\":\"exchange\"}";
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

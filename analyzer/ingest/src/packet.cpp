@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 
@@ -262,4 +262,4 @@ bool endpoint::parse(std::string_view ip, std::uint16_t p, endpoint& out) {
   return true;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 // A record as stored: this header, then the frame, padded to 8 bytes.
@@ -89,4 +89,4 @@ void packet_ring::for_each_since(std::int64_t since_us, const std::function<void
   }
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 
@@ -156,4 +156,4 @@ void find_secrets(std::span<const std::string_view> args, position_list& out) {
   out.erase(std::unique(out.begin() + static_cast<std::ptrdiff_t>(first_new), out.end()), out.end());
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

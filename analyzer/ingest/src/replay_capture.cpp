@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 replay_capture::replay_capture(const std::vector<std::string>& files, double speed,
                                offline_capture::warning_handler warn, offline_capture::warning_handler error,
@@ -61,4 +61,4 @@ packet_source::drop_stats replay_capture::stats() const {
   return d;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

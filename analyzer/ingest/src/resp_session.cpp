@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 using namespace session_detail;
 
@@ -175,4 +175,4 @@ void resp_session::finish(std::int64_t now_us) {
   drop_pending(true);
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

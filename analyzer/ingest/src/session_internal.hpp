@@ -9,7 +9,7 @@
 #include "lockscope/resp/ascii.hpp"
 #include "lockscope/resp/decoder.hpp"
 
-namespace lockscope::analyzer::session_detail {
+namespace lockscope::ingest::session_detail {
 
 enum : std::uint8_t {
   expect_reply = 0,
@@ -77,4 +77,4 @@ inline bool looks_like_command_array(std::string_view bytes, std::string_view* f
   return true;
 }
 
-}  // namespace lockscope::analyzer::session_detail
+}  // namespace lockscope::ingest::session_detail

@@ -11,7 +11,7 @@
 #include <memory>
 #include <utility>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 using namespace session_detail;
 
@@ -537,4 +537,4 @@ void resp_session::emit_push(const message& m) {
   sink_.on_exchange(e);
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

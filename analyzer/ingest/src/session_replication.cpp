@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <charconv>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 using namespace session_detail;
 
@@ -107,4 +107,4 @@ std::size_t resp_session::consume_replication(std::string_view bytes) {
   return pos;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 using namespace session_detail;
 
@@ -169,4 +169,4 @@ void resp_session::resync(int side, std::string_view bytes) {
   }
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 using namespace session_detail;
 
@@ -321,4 +321,4 @@ void resp_session::correct_sides(int side, std::string_view rest) {
   resync(side, rest);
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

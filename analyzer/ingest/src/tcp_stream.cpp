@@ -2,7 +2,7 @@
 
 #include "lockscope/ingest/packet.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 void tcp_stream::deliver(std::string_view bytes, stream_sink& sink) {
   if (bytes.empty()) return;
@@ -140,4 +140,4 @@ void tcp_stream::flush(stream_sink& sink) {
   }
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace {
 
@@ -415,4 +415,4 @@ tcp_segment_spec tcp_conversation::client_fin() { return from_client(tcp_flags::
 tcp_segment_spec tcp_conversation::server_fin() { return from_server(tcp_flags::fin | tcp_flags::ack, {}); }
 tcp_segment_spec tcp_conversation::client_rst() { return from_client(tcp_flags::rst | tcp_flags::ack, {}); }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

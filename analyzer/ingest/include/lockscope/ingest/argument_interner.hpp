@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 class argument_interner {
  public:
@@ -116,4 +116,4 @@ class argument_interner {
   statistics stats_;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -25,7 +25,7 @@
 
 #include "lockscope/ingest/capture_gathering.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace capture_files {
 struct file_record;
@@ -231,4 +231,4 @@ class live_capture final : public packet_source {
   bool idle_since_wake_ = false;                // a poll timed out with nothing since
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -23,7 +23,7 @@
 
 #include <cstdint>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 class capture_gathering {
  public:
@@ -46,4 +46,4 @@ class capture_gathering {
   double peak_bytes_per_s_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 struct captured_packet;
 
@@ -88,4 +88,4 @@ class rotating_pcap_writer {
   std::uint64_t packets_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 // Steps shorter than this are not reported: multi-queue capture reorders packets by
 // microseconds, and NTP corrects small offsets by slewing (at most 0.5 ms a second).
@@ -58,4 +58,4 @@ class wall_clock_watch {
   bool started_ = false;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

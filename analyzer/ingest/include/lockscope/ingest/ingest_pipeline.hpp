@@ -35,7 +35,7 @@
 #include "lockscope/ingest/resp_session.hpp"
 #include "lockscope/ingest/tcp_stream.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 struct ingest_options {
   // Server ports. Empty: every TCP flow is examined and RESP is found by content.
@@ -177,4 +177,4 @@ class ingest_pipeline {
   tcp_segment segment_;           // reused decode target
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

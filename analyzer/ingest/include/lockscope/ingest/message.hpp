@@ -17,7 +17,7 @@
 #include "lockscope/resp/types.hpp"
 #include "lockscope/resp/value.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 // Starts loading the cache lines of [p, p + bytes): for what a later stage reads cold
 // (a pending command when its reply arrives).
@@ -145,4 +145,4 @@ using resp::utf8_sequence;
 // `1) "message" 2) "ch" 3) "0"`.
 std::string to_cli_line(const message& m);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -7,7 +7,7 @@
 
 #include "lockscope/ingest/resp_session.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 struct text_options {
   std::size_t max_argument = 40;  // arguments longer than this end in "…"
@@ -34,4 +34,4 @@ void append_jsonl(std::string& out, const exchange& e);
 // "2026-11-21 05:34:25.123456" (UTC).
 void append_timestamp(std::string& out, std::int64_t ts_us);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

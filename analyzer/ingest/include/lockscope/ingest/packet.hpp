@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 // libpcap link types (DLT_* values as pcap_datalink() reports them, plus the
 // LINKTYPE_* values some files carry).
@@ -78,4 +78,4 @@ enum class decode_status : std::uint8_t {
 // past the IP length is ignored.
 decode_status decode_packet(int link_type, std::string_view frame, tcp_segment& out) noexcept;
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -22,7 +22,7 @@
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/ingest/packet.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 struct packet_ring_options {
   std::size_t budget_bytes = 64u << 20;
@@ -69,4 +69,4 @@ class packet_ring {
   std::uint64_t evicted_in_window_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 // False for every command that can never carry a secret: callers skip splitting
 // the arguments of those (nearly all of them, EVAL included).
@@ -27,4 +27,4 @@ bool may_carry_secrets(std::string_view command_name) noexcept;
 // name), in increasing order. `positions` is not cleared.
 void find_secrets(std::span<const std::string_view> args, std::vector<std::uint32_t>& positions);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -18,7 +18,7 @@
 
 #include "lockscope/ingest/capture.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 class replay_capture final : public packet_source {
  public:
@@ -54,4 +54,4 @@ class replay_capture final : public packet_source {
   volatile std::sig_atomic_t stopped_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string_view>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 namespace short_bytes_detail {
 inline std::uint64_t load8(const char* p) noexcept {
@@ -72,4 +72,4 @@ inline char* copy_bytes(char* to, std::string_view from) noexcept {
   return to + n;
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 class stream_sink {
  public:
@@ -91,4 +91,4 @@ class tcp_stream {
   tcp_stream_stats stats_;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

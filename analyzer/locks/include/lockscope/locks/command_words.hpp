@@ -16,7 +16,7 @@
 
 #include "lockscope/resp/ascii.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 // The commands the recognizer looks at; `other` for every other name.
 enum class command_word : std::uint8_t {
@@ -214,4 +214,4 @@ inline bool parse_wire_int(std::string_view s, std::int64_t& out) noexcept {
   return parse_wire_int_general(s, out);
 }
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

@@ -24,7 +24,7 @@
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 struct analysis_options {
   ingest_options capture{};  // ports, TCP buffering, flow timeout: as for `decode`
@@ -88,4 +88,4 @@ analysis_result analyze_files_into(const std::vector<std::string>& files, const 
                                    offline_capture::warning_handler warn = {},
                                    offline_capture::warning_handler error = {});
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

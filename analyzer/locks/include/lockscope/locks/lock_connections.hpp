@@ -26,7 +26,7 @@
 #include "lockscope/ingest/packet.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 // A connection by its client endpoint and, when known, its server's.
 struct connection_ref {
@@ -95,4 +95,4 @@ class lock_connections final : public lock_event_sink {
   lock_connections_stats stats_;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

@@ -48,7 +48,7 @@
 
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 struct group_options {
   std::int64_t window_us = 1'000'000;  // an attempt's tries fall within this of its first
@@ -97,4 +97,4 @@ class lock_groups final : public lock_event_sink {
   std::unique_ptr<impl> impl_;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

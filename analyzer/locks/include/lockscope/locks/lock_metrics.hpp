@@ -43,7 +43,7 @@
 
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 struct metrics_options {
   std::size_t max_locks = 100;
@@ -149,4 +149,4 @@ class lock_event_tee final : public lock_event_sink {
 // as `?`: a scrape read in a terminal carries no escape sequence.
 void append_label_value(std::string& out, std::string_view value);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

@@ -30,7 +30,7 @@
 
 #include "lockscope/locks/lock_recognizer.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 enum class script_op : std::uint8_t {
   none,
@@ -83,4 +83,4 @@ std::span<const known_script> known_scripts() noexcept;
 // node-redisson 1.0 (each entry's `origin` names the source).
 std::span<const known_script> client_scripts() noexcept;
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

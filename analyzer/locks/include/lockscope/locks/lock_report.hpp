@@ -40,7 +40,7 @@
 
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 enum class report_format : std::uint8_t { text, stream_text, jsonl, summary_only };
 
@@ -150,4 +150,4 @@ class lock_report final : public lock_event_sink {
   std::uint64_t events_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

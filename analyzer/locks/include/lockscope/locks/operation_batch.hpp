@@ -22,7 +22,7 @@
 
 #include "lockscope/locks/lock_recognizer.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 class operation_batch final : public lock_operation_sink {
  public:
@@ -82,4 +82,4 @@ class operation_batch final : public lock_operation_sink {
   std::size_t text_capacity_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

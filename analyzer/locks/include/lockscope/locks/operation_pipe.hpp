@@ -30,7 +30,7 @@
 
 #include "lockscope/locks/lock_recognizer.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 class operation_pipe final : public lock_operation_sink {
  public:
@@ -77,4 +77,4 @@ class operation_pipe final : public lock_operation_sink {
   std::atomic<bool> abandoned_{false};
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

@@ -27,7 +27,7 @@
 #include "lockscope/locks/lock_timeline.hpp"
 #include "lockscope/locks/swimlane.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 // Pass 1: which blocks (name, database) to draw, from the timeline's per-lock
 // statistics once it finished (so it holds nothing per lock itself), and the anomalies
@@ -92,4 +92,4 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
 void write_svg_page(const page_info& info, const swimlane_block& block, const swimlane_geometry& g,
                     const std::function<void(std::string_view)>& write);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

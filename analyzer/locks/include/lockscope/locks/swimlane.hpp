@@ -37,7 +37,7 @@
 
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 enum class mark_kind : std::uint8_t {
   hold,
@@ -181,4 +181,4 @@ void append_xml_escaped(std::string& out, std::string_view s);
 std::int64_t axis_step(std::int64_t span_us, int ticks) noexcept;
 std::string axis_label(std::int64_t t_us, std::int64_t step_us);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

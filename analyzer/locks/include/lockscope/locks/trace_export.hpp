@@ -53,7 +53,7 @@
 
 #include "lockscope/locks/lock_timeline.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::locks {
 
 struct trace_options {
   std::string generator = "lockscope analyze";  // otherData.generator
@@ -90,4 +90,4 @@ class trace_export final : public lock_event_sink {
   std::uint64_t written_ = 0;
 };
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::locks

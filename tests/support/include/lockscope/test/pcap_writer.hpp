@@ -19,7 +19,7 @@
 
 #include "lockscope/ingest/packet.hpp"
 
-namespace lockscope::analyzer {
+namespace lockscope::ingest {
 
 struct pcap_write_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -156,4 +156,4 @@ class tcp_conversation {
 // An endpoint from text; throws std::invalid_argument for a bad address.
 endpoint make_endpoint(std::string_view ip, std::uint16_t port);
 
-}  // namespace lockscope::analyzer
+}  // namespace lockscope::ingest

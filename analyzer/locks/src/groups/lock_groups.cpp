@@ -1,0 +1,671 @@
+#include "lockscope/locks/lock_groups.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
+
+namespace lockscope::locks {
+
+namespace {
+
+struct text_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+// A map by text whose erased entries are kept and reused (key and value keep their
+// capacity): no allocation per event once warm. V::reset() readies a reused value.
+// The entry found or added last is remembered: a client's pipelined calls come in runs
+// from one connection and owner, and comparing one key is cheaper than hashing it.
+template <class V>
+class reusing_map {
+  using map = std::unordered_map<std::string, V, text_hash, std::equal_to<>>;
+
+ public:
+  explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
+  V* find(std::string_view k) {
+    if (last_ != nullptr && same_bytes(last_->first, k)) return &last_->second;
+    const auto it = map_.find(k);
+    if (it == map_.end()) return nullptr;
+    if (remember_last_) last_ = &*it;
+    return &it->second;
+  }
+  // The entry found or added last, when its key is a + separator + b (find(a + separator
+  // + b) without joining them); nullptr otherwise.
+  V* last_found(std::string_view a, char separator, std::string_view b) noexcept {
+    if (last_ == nullptr) return nullptr;
+    const std::string_view key = last_->first;
+    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !same_bytes(key.substr(0, a.size()), a) ||
+        !same_bytes(key.substr(a.size() + 1), b)) {
+      return nullptr;
+    }
+    return &last_->second;
+  }
+  V& add(std::string_view k) {
+    typename map::value_type* added = nullptr;
+    if (spare_.empty()) {
+      added = &*map_.emplace(std::string(k), V{}).first;
+    } else {
+      auto node = std::move(spare_.back());
+      spare_.pop_back();
+      node.key().assign(k);
+      node.mapped().reset();
+      added = &*map_.insert(std::move(node)).position;
+    }
+    if (remember_last_) last_ = added;
+    return added->second;
+  }
+  void erase(std::string_view k) {
+    const auto it = map_.find(k);
+    if (it == map_.end()) return;
+    if (&*it == last_) last_ = nullptr;
+    spare_.push_back(map_.extract(it));
+  }
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& [k, v] : map_) f(std::string_view(k), v);
+  }
+  bool empty() const noexcept { return map_.empty(); }
+
+ private:
+  map map_;
+  bool remember_last_ = true;
+  typename map::value_type* last_ = nullptr;  // an entry in map_ (nodes do not move)
+  std::vector<typename map::node_type> spare_;
+};
+
+// Vectors whose elements are reused: `n` in use, the rest kept with their capacity.
+template <class T>
+struct reused {
+  std::vector<T> items;
+  std::size_t n = 0;
+  T& add() {
+    if (n == items.size()) items.emplace_back();
+    return items[n++];
+  }
+  T* begin() noexcept { return items.data(); }
+  T* end() noexcept { return items.data() + n; }
+  const T* begin() const noexcept { return items.data(); }
+  const T* end() const noexcept { return items.data() + n; }
+  void clear() noexcept { n = 0; }
+};
+
+// The client IP of "ip:port" / "[v6]:port".
+std::string_view ip_of(std::string_view endpoint) {
+  const std::size_t colon = endpoint.rfind(':');
+  return colon == std::string_view::npos ? endpoint : endpoint.substr(0, colon);
+}
+
+void append_db(std::string& out, std::int32_t db) {
+  char digits[12];
+  const auto r = std::to_chars(digits, digits + sizeof digits, db);
+  out.append(digits, r.ptr);
+}
+
+bool is_try(lock_event_kind k) { return k == lock_event_kind::acquired || k == lock_event_kind::contended; }
+bool is_release(lock_event_kind k) {
+  return k == lock_event_kind::released || k == lock_event_kind::unlock_rejected ||
+         k == lock_event_kind::force_released;
+}
+
+}  // namespace
+
+struct lock_groups::impl {
+  struct vote {
+    std::uint32_t server = 0;
+    std::string owner;
+    bool acquired = false;
+  };
+  // One owner's tries of one key over several servers.
+  struct attempt {
+    std::string name;
+    std::int32_t db = 0;
+    std::string group;   // the owner, or "<client ip> thread <n>" for Redisson owner ids
+    std::int64_t start_us = 0, end_us = 0;
+    std::size_t servers_at_start = 0;  // the key's servers known when it began
+    reused<vote> votes;
+    void reset() { votes.clear(); }
+  };
+  // A successful attempt's servers still held.
+  struct holding {
+    std::string group;
+    std::string owner;   // its first owner (what the anomalies name)
+    std::vector<std::uint32_t> held;
+    std::uint32_t total = 0, needed = 0;
+    std::uint32_t lost = 0;  // servers lost by expiry or refused renewal
+    std::uint32_t given_back = 0;  // servers released by the owner while still held
+    std::int64_t last_renew_us = -1;
+    bool lost_reported = false, split_reported = false;
+  };
+  // A key seen on two or more servers (or with an attempt open).
+  struct key_record {
+    std::vector<std::uint32_t> servers;
+    std::vector<holding> holdings;
+    std::size_t open = 0;  // its attempts open now
+    void reset() {
+      servers.clear();
+      holdings.clear();
+      open = 0;
+    }
+  };
+  struct set_key {
+    std::string name;
+    std::int32_t db = 0;
+    bool acquired = false;
+  };
+  // One owner's tries of several keys on one connection (MultiLock).
+  struct key_set {
+    std::string owner, client, server;
+    std::int64_t start_us = 0, end_us = 0;
+    reused<set_key> keys;
+    bool overflowed = false;  // more than max_set_keys: no MultiLock, not reported
+    void reset() {
+      keys.clear();
+      overflowed = false;
+    }
+  };
+
+  group_options options;
+  lock_event_sink& next;
+  reusing_map<attempt> attempts{options.lookup_shortcuts};  // by name \0 db \0 group
+  reusing_map<key_record> keys{options.lookup_shortcuts};   // by name \0 db
+  reusing_map<key_set> sets{options.lookup_shortcuts};      // by owner \0 client
+  // Owners (by set text) whose last set overflowed, and when: their next set within a
+  // window of it is part of the same stream, not a MultiLock.
+  std::unordered_map<std::string, std::int64_t, text_hash, std::equal_to<>> streaming;
+  std::vector<std::string> servers;  // by id
+  std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
+  // Scratch, reused.
+  std::string key_text, attempt_text, set_text, group_text, detail;
+  std::vector<std::string_view> views_a, views_b, views_c;
+
+  impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
+
+  std::uint32_t server_id(std::string_view s) {
+    if (last_server_id < servers.size() && same_bytes(servers[last_server_id], s)) return last_server_id;
+    return find_server_id(s);
+  }
+  // server_id's lookup by hash, and a new server's id.
+  [[gnu::noinline]] std::uint32_t find_server_id(std::string_view s) {
+    if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
+    const auto id = static_cast<std::uint32_t>(servers.size());
+    servers.emplace_back(s);
+    server_ids.emplace(std::string(s), id);
+    return last_server_id = id;
+  }
+  std::uint32_t last_server_id = UINT32_MAX;
+  // The owner an attempt belongs to: the value itself, or for a Redisson owner id (one
+  // UUID per client instance, hence per server in a RedLock) its client IP and thread.
+  std::string_view group_of(std::string_view owner, std::string_view client) {
+    const auto parts = lock::parse_owner_id(owner);
+    if (!parts) return owner;
+    group_text.assign(ip_of(client));
+    group_text += " thread ";
+    group_text += parts->thread_id;
+    return group_text;
+  }
+  void make_key_text(std::string_view name, std::int32_t db) {
+    key_text.assign(name);
+    key_text += '\0';
+    append_db(key_text, db);
+  }
+
+  // ---- output ----
+  void emit_anomaly(const std::string& name, std::int32_t db, anomaly_kind kind, std::int64_t ts,
+                    std::string_view owner, std::string_view client, std::string_view server) {
+    lock_event e;
+    e.ts_us = ts;
+    e.event = lock_event_kind::anomaly;
+    e.kind = kind;
+    e.lock = name;
+    e.db = db;
+    e.owner = owner;
+    e.client = client;
+    e.server = server;
+    e.detail = detail;
+    next.on_event(e);
+  }
+
+  // ---- quorum attempts ----
+  void close_attempt(std::string_view akey, attempt& a, bool released) {
+    make_key_text(a.name, a.db);
+    key_record* kr = keys.find(key_text);
+    const std::size_t voted = a.votes.n;
+    if (kr != nullptr && kr->open > 0) --kr->open;
+    if (voted >= 2 && kr != nullptr) {
+      lock_group g;
+      g.start_us = a.start_us;
+      g.end_us = a.end_us;
+      g.total = static_cast<std::uint32_t>(std::max(kr->servers.size(), voted));
+      g.needed = g.total / 2 + 1;
+      views_a.clear();
+      views_b.clear();
+      for (const vote& v : a.votes) {
+        if (!v.acquired) continue;
+        views_a.push_back(servers[v.server]);
+        views_b.push_back(v.owner);
+      }
+      g.acquired = static_cast<std::uint32_t>(views_a.size());
+      g.succeeded = g.acquired >= g.needed;
+      g.released = !g.succeeded && released;
+      g.acquired_on = views_a;
+      g.owners = views_b;
+      lock_event e;
+      e.ts_us = a.end_us;
+      e.event = lock_event_kind::quorum;
+      e.lock = a.name;
+      e.db = a.db;
+      e.owner = views_b.empty() ? std::string_view(a.votes.begin()->owner) : views_b.front();
+      e.group = &g;
+      next.on_event(e);
+      if (g.succeeded) start_holding(*kr, a, g);
+    }
+    if (kr != nullptr && kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_text);
+    attempts.erase(akey);
+  }
+
+  void start_holding(key_record& kr, const attempt& a, const lock_group& g) {
+    std::erase_if(kr.holdings, [&](const holding& h) { return h.group == a.group; });  // its previous round
+    holding& h = kr.holdings.emplace_back();
+    h.group = a.group;
+    h.owner.assign(g.owners.front());
+    for (const vote& v : a.votes) {
+      if (v.acquired) h.held.push_back(v.server);
+    }
+    h.total = g.total;
+    h.needed = g.needed;
+    for (holding& other : kr.holdings) {
+      if (&other == &h || other.held.size() < other.needed || (other.split_reported && h.split_reported)) continue;
+      detail = fmt::format("{} holds {}/{} servers while {} holds {}/{} (quorum {})", h.owner, h.held.size(),
+                           h.total, other.owner, other.held.size(), other.total, h.needed);
+      h.split_reported = other.split_reported = true;
+      emit_anomaly(a.name, a.db, anomaly_kind::split_quorum, a.end_us, h.owner, {}, {});
+      break;
+    }
+  }
+
+  // A change on a key a holding may include (after the attempt, if any, was closed).
+  void update_holding(const lock_event& e, std::string_view group) {
+    make_key_text(e.lock, e.db);
+    key_record* kr = keys.find(key_text);
+    if (kr == nullptr) return;
+    auto it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) { return h.group == group; });
+    if (it == kr->holdings.end()) return;
+    holding& h = *it;
+    const auto sit = server_ids.find(e.server);
+    const std::uint32_t server = sit == server_ids.end() ? UINT32_MAX : sit->second;
+    const auto held = std::find(h.held.begin(), h.held.end(), server);
+    switch (e.event) {
+      case lock_event_kind::released:
+      case lock_event_kind::force_released:
+      case lock_event_kind::unlock_rejected:
+        // Given back (or found gone while giving it back): the owner is letting go. A
+        // release after its quorum ran out shows it worked on as the holder meanwhile,
+        // unprotected (a stalled node-redlock holder releases only then).
+        report_quorum_lost(*kr, h, e);
+        if (held != h.held.end()) {
+          h.held.erase(held);
+          ++h.given_back;
+        }
+        if (h.held.empty()) kr->holdings.erase(it);
+        break;
+      case lock_event_kind::expired:
+      case lock_event_kind::renew_failed: {
+        if (held == h.held.end()) break;
+        h.held.erase(held);
+        ++h.lost;
+        // Refused in the same round as a successful renewal: it still acts as holder.
+        if (e.event == lock_event_kind::renew_failed && h.last_renew_us >= 0 &&
+            e.ts_us - h.last_renew_us <= options.window_us) {
+          report_quorum_lost(*kr, h, e);
+        }
+        break;
+      }
+      case lock_event_kind::renewed:
+        h.last_renew_us = e.ts_us;
+        report_quorum_lost(*kr, h, e);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void report_quorum_lost(key_record&, holding& h, const lock_event& e) {
+    if (h.lost_reported || h.lost == 0 || h.held.size() + h.given_back >= h.needed) return;
+    h.lost_reported = true;
+    detail = fmt::format("holds {}/{} servers (quorum {}) after {} ran out or refused a renewal, yet still acts "
+                         "as the holder",
+                         h.held.size(), h.total, h.needed, h.lost);
+    emit_anomaly(std::string(e.lock), e.db, anomaly_kind::quorum_lost, e.ts_us, e.owner, e.client, e.server);
+  }
+
+  // A try on a server (key) the open attempt (set) already has: that one is over.
+  void end_previous_round(const lock_event& e, std::string_view group) {
+    make_attempt_text(e, group);
+    if (attempt* a = attempts.find(attempt_text)) {
+      const auto sit = server_ids.find(e.server);
+      if (sit != server_ids.end() &&
+          std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == sit->second; })) {
+        close_attempt(attempt_text, *a, false);
+      }
+    }
+  }
+  // Returns the owner's open set still open after this (nullptr: none), for
+  // on_set_try, which follows with the same set_text: one lookup per try, not two.
+  // An overflowed set (a stream of locks, not a MultiLock) found as the last one used
+  // needs no set_text: on_set_try only moves its end. set_text is then stale.
+  key_set* end_previous_set(const lock_event& e) {
+    if (key_set* last = sets.last_found(e.owner, '\0', e.client); last != nullptr && last->overflowed) return last;
+    return end_previous_set_by_text(e);
+  }
+  [[gnu::noinline]] key_set* end_previous_set_by_text(const lock_event& e) {
+    make_set_text(e);
+    key_set* st = sets.find(set_text);
+    if (st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
+          return k.name == e.lock && k.db == e.db;
+        })) {
+      close_set(set_text, *st, false);
+      return nullptr;
+    }
+    return st;
+  }
+  void make_attempt_text(const lock_event& e, std::string_view group) {
+    attempt_text.assign(e.lock);
+    attempt_text += '\0';
+    append_db(attempt_text, e.db);
+    attempt_text += '\0';
+    attempt_text += group;
+  }
+
+  void on_try(const lock_event& e, std::string_view group) {
+    make_attempt_text(e, group);
+    const std::uint32_t server = server_id(e.server);
+    attempt* a = attempts.find(attempt_text);
+    if (a != nullptr && std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
+      close_attempt(attempt_text, *a, false);  // a second try on a server: its next round
+      a = nullptr;
+    }
+    make_key_text(e.lock, e.db);
+    key_record* kr = keys.find(key_text);
+    if (kr == nullptr) kr = &keys.add(key_text);
+    if (a == nullptr) {
+      a = &attempts.add(attempt_text);
+      a->name.assign(e.lock);
+      a->db = e.db;
+      a->group.assign(group);
+      a->start_us = e.ts_us;
+      a->servers_at_start = kr->servers.size();
+      ++kr->open;
+      push_timer(attempt_text, e.ts_us, false);
+    }
+    if (std::find(kr->servers.begin(), kr->servers.end(), server) == kr->servers.end()) kr->servers.push_back(server);
+    vote& v = a->votes.add();
+    v.server = server;
+    v.owner.assign(e.owner);
+    v.acquired = e.event == lock_event_kind::acquired;
+    a->end_us = e.ts_us;
+    // Every server the key was known on has answered and granted a quorum: nothing more
+    // to wait for. A failed one stays open for its clean-up (the releases that follow).
+    if (a->servers_at_start >= 2 && a->votes.n >= a->servers_at_start) {
+      const auto granted = static_cast<std::size_t>(
+          std::count_if(a->votes.begin(), a->votes.end(), [](const vote& x) { return x.acquired; }));
+      if (granted >= a->votes.n / 2 + 1) close_attempt(attempt_text, *a, false);
+    }
+  }
+
+  // Tries seen while the capture had one server (a ring of the last recent_tries).
+  // Its lock, owner and client texts one after the other in `text` (one copy per try,
+  // into a buffer that is kept). Its server is the one server seen so far: servers[0].
+  struct recent_try {
+    std::unique_ptr<char[]> text;
+    std::size_t capacity = 0;
+    std::size_t lock_size = 0, owner_size = 0, client_size = 0;
+    std::int32_t db = 0;
+    std::int64_t ts_us = 0;
+    lock_event_kind event = lock_event_kind::acquired;
+  };
+  static constexpr std::size_t recent_tries = 256;
+  std::vector<recent_try> recent;
+  std::size_t recent_next = 0;
+  // e: a try while the capture has one server (e.server is servers[0]).
+  void remember_try(const lock_event& e) {
+    if (recent.size() < recent_tries) recent.emplace_back();
+    recent_try& r = recent[recent_next];
+    recent_next = (recent_next + 1) % recent_tries;
+    const std::size_t size = e.lock.size() + e.owner.size() + e.client.size();
+    if (r.capacity < size) {
+      r.capacity = std::max<std::size_t>(size, 128);
+      r.text = std::make_unique<char[]>(r.capacity);
+    }
+    copy_bytes(copy_bytes(copy_bytes(r.text.get(), e.lock), e.owner), e.client);
+    r.lock_size = e.lock.size();
+    r.owner_size = e.owner.size();
+    r.client_size = e.client.size();
+    r.db = e.db;
+    r.ts_us = e.ts_us;
+    r.event = e.event;
+  }
+  // Called when the second server appears: servers[0] is still the first.
+  void replay_recent_tries(std::int64_t now) {
+    const std::size_t n = recent.size();
+    const std::string first_server = servers[0];  // a copy: a view would not outlive servers' growth
+    for (std::size_t i = 0; i < n; ++i) {
+      const recent_try& r = recent[(recent_next + i) % n];  // oldest first, full or not
+      if (now - r.ts_us > options.window_us) continue;
+      const std::string_view text(r.text.get(), r.lock_size + r.owner_size + r.client_size);
+      lock_event e;
+      e.ts_us = r.ts_us;
+      e.event = r.event;
+      e.lock = text.substr(0, r.lock_size);
+      e.owner = text.substr(r.lock_size, r.owner_size);
+      e.client = text.substr(r.lock_size + r.owner_size, r.client_size);
+      e.server = first_server;
+      e.db = r.db;
+      on_try(e, group_of(e.owner, e.client));
+    }
+    std::vector<recent_try>().swap(recent);
+  }
+
+  // ---- MultiLock sets ----
+  void close_set(std::string_view skey, key_set& s, bool released) {
+    if (s.overflowed) note_streaming(skey, s.end_us);
+    if (s.keys.n >= 2 && !s.overflowed) {
+      lock_group g;
+      g.start_us = s.start_us;
+      g.end_us = s.end_us;
+      views_a.clear();
+      views_c.clear();
+      for (const set_key& k : s.keys) {
+        views_c.push_back(k.name);
+        if (k.acquired) views_a.push_back(k.name);
+      }
+      g.total = static_cast<std::uint32_t>(views_c.size());
+      g.acquired = static_cast<std::uint32_t>(views_a.size());
+      g.needed = g.total;
+      g.succeeded = g.acquired == g.total;
+      g.released = !g.succeeded && released;
+      g.acquired_on = views_a;
+      g.tried = views_c;
+      lock_event e;
+      e.ts_us = s.end_us;
+      e.event = lock_event_kind::multilock;
+      e.lock = s.keys.begin()->name;
+      e.db = s.keys.begin()->db;
+      e.owner = s.owner;
+      e.client = s.client;
+      e.server = s.server;
+      e.group = &g;
+      next.on_event(e);
+    }
+    sets.erase(skey);
+  }
+
+  void make_set_text(const lock_event& e) {
+    set_text.assign(e.owner);
+    set_text += '\0';
+    set_text += e.client;
+  }
+
+  // `s`: end_previous_set's answer for this event (set_text is still its text).
+  void on_set_try(const lock_event& e, key_set* s) {
+    if (s != nullptr && s->overflowed) {
+      s->end_us = e.ts_us;
+      return;
+    }
+    on_set_try_member(e, s);
+  }
+  [[gnu::noinline]] void on_set_try_member(const lock_event& e, key_set* s) {
+    if (s != nullptr && std::any_of(s->keys.begin(), s->keys.end(),
+                                    [&](const set_key& k) { return k.name == e.lock && k.db == e.db; })) {
+      close_set(set_text, *s, false);
+      s = nullptr;
+    }
+    if (s == nullptr) {
+      s = &sets.add(set_text);
+      if (!streaming.empty()) {
+        if (const auto it = streaming.find(set_text); it != streaming.end()) {
+          if (e.ts_us - it->second <= options.window_us) s->overflowed = true;
+          else streaming.erase(it);
+        }
+      }
+      s->owner.assign(e.owner);
+      s->client.assign(e.client);
+      s->server.assign(e.server);
+      s->start_us = e.ts_us;
+      push_timer(set_text, e.ts_us, true);
+    }
+    if (s->overflowed || s->keys.n >= options.max_set_keys) {
+      s->overflowed = true;
+      s->end_us = e.ts_us;
+      return;
+    }
+    set_key& k = s->keys.add();
+    k.name.assign(e.lock);
+    k.db = e.db;
+    k.acquired = e.event == lock_event_kind::acquired;
+    s->end_us = e.ts_us;
+  }
+
+  // An overflowed set's owner (skey) tried its last key at `ts`.
+  void note_streaming(std::string_view skey, std::int64_t ts) {
+    if (const auto it = streaming.find(skey); it != streaming.end()) {
+      it->second = ts;
+      return;
+    }
+    if (streaming.size() >= options.max_open) {
+      std::erase_if(streaming, [&](const auto& entry) { return ts - entry.second > options.window_us; });
+      if (streaming.size() >= options.max_open) streaming.clear();  // bounded whatever the rate
+    }
+    streaming.emplace(std::string(skey), ts);
+  }
+
+  void on_set_release(const lock_event& e) {
+    make_set_text(e);
+    key_set* s = sets.find(set_text);
+    if (s == nullptr || s->overflowed) return;
+    const bool member = std::any_of(s->keys.begin(), s->keys.end(),
+                                    [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
+    if (member) close_set(set_text, *s, true);
+  }
+
+  // ---- the clock ----
+  // Open attempts and sets by window end, in the order they opened (times only grow,
+  // so this is time order); an entry closed meanwhile is skipped (its start differs or
+  // it is gone). A ring of reused entries.
+  struct timer {
+    std::int64_t start_us = 0;
+    bool is_set = false;
+    std::string key;
+  };
+  std::vector<timer> ring;
+  std::size_t head = 0, queued = 0;
+  void push_timer(std::string_view key, std::int64_t start_us, bool is_set) {
+    if (queued >= options.max_open) close_front();  // memory stays bounded at any rate
+    if (queued == ring.size()) {
+      std::rotate(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head), ring.end());
+      head = 0;
+      ring.resize(std::max<std::size_t>(16, ring.size() * 2));
+    }
+    timer& t = ring[(head + queued++) % ring.size()];
+    t.start_us = start_us;
+    t.is_set = is_set;
+    t.key.assign(key);
+  }
+  void close_front() {
+    timer& t = ring[head];
+    if (t.is_set) {
+      if (key_set* st = sets.find(t.key); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false);
+    } else if (attempt* a = attempts.find(t.key); a != nullptr && a->start_us == t.start_us) {
+      close_attempt(t.key, *a, false);
+    }
+    head = (head + 1) % ring.size();
+    --queued;
+  }
+  void advance(std::int64_t now, bool all) {
+    while (queued > 0 && (all || now > ring[head].start_us + options.window_us)) close_front();
+  }
+
+  void on_event(const lock_event& e) {
+    advance(e.ts_us, false);
+    if (e.group != nullptr || e.owner.empty() || e.event == lock_event_kind::anomaly) {
+      next.on_event(e);
+      return;
+    }
+    // Quorums need a key on two servers: until a second server shows up, no attempt
+    // or holding is kept (a one-server capture pays little for them); the last tries
+    // are kept in a small ring and replayed when it does.
+    const std::size_t known = servers.size();
+    server_id(e.server);
+    const bool quorums = servers.size() >= 2;
+    if (quorums && known == 1) replay_recent_tries(e.ts_us);
+    if (!quorums && is_try(e.event)) remember_try(e);
+    if (is_try(e.event)) {
+      if (quorums) end_previous_round(e, group_of(e.owner, e.client));  // reported before the try that starts the next
+      key_set* open_set = end_previous_set(e);
+      next.on_event(e);
+      if (quorums) {
+        on_try(e, group_of(e.owner, e.client));
+        // on_try's timers may have closed sets: look again.
+        make_set_text(e);
+        open_set = sets.find(set_text);
+      }
+      on_set_try(e, open_set);
+      return;
+    }
+    const bool relevant = is_release(e.event) || e.event == lock_event_kind::expired ||
+                          e.event == lock_event_kind::renewed || e.event == lock_event_kind::renew_failed ||
+                          e.event == lock_event_kind::partially_released;
+    if (relevant) {
+      // The owner has moved on from its attempt on this key.
+      if (!attempts.empty()) {
+        make_attempt_text(e, group_of(e.owner, e.client));
+        if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
+      }
+      // A key given up (released, or its lease ran out) ends the owner's set: what it
+      // takes next is not held together with it.
+      if (is_release(e.event) || e.event == lock_event_kind::expired) on_set_release(e);
+    }
+    next.on_event(e);
+    // group_text may have been reused by close_attempt's callees: recompute.
+    if (relevant && !keys.empty()) update_holding(e, group_of(e.owner, e.client));
+  }
+};
+
+lock_groups::lock_groups(const group_options& options, lock_event_sink& next)
+    : impl_(std::make_unique<impl>(options, next)) {}
+lock_groups::~lock_groups() = default;
+
+void lock_groups::on_event(const lock_event& e) { impl_->on_event(e); }
+void lock_groups::advance_to(std::int64_t now_us) { impl_->advance(now_us, false); }
+void lock_groups::finish(std::int64_t) { impl_->advance(0, true); }
+
+}  // namespace lockscope::locks

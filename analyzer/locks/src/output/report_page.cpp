@@ -1,0 +1,418 @@
+#include "lockscope/locks/report_page.hpp"
+
+#include <algorithm>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "lockscope/locks/lock_report.hpp"
+#include "report_assets.hpp"
+
+namespace lockscope::locks {
+
+namespace {
+
+template <class... Args>
+void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::format_to(std::back_inserter(out), f, std::forward<Args>(args)...);
+}
+
+std::string utc_time(std::int64_t us) {
+  const std::time_t s = static_cast<std::time_t>(us / 1'000'000);
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return fmt::format("{}.{:06} UTC", buf, us % 1'000'000);
+}
+
+// A block's element id: its position among the blocks drawn.
+std::string block_id(std::size_t i) { return fmt::format("lock-{}", i); }
+
+// The SVG definitions the marks refer to: the waits' hatching, the notifications'
+// arrow head and the clip that keeps marks off the lane labels.
+void append_defs(std::string& out, const swimlane_geometry& g) {
+  append_format(out,
+                "<defs><pattern id=\"ls-hatch\" patternUnits=\"userSpaceOnUse\" width=\"6\" height=\"6\" "
+                "patternTransform=\"rotate(45)\"><rect class=\"hatch-bg\" width=\"6\" height=\"6\"/>"
+                "<line class=\"hatch-line\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\"/></pattern>"
+                "<marker id=\"ls-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+                "markerHeight=\"7\" orient=\"auto-start-reverse\"><path class=\"arrow-head\" d=\"M0,0L10,5L0,10z\"/>"
+                "</marker><clipPath id=\"ls-clip\" clipPathUnits=\"userSpaceOnUse\"><rect x=\"{:.1f}\" y=\"-10\" "
+                "width=\"{:.1f}\" height=\"100000\"/></clipPath></defs>",
+                g.left, g.width);
+}
+
+void append_axis(std::string& out, const swimlane_geometry& g, double y) {
+  const std::int64_t span = std::max<std::int64_t>(1, g.end_us - g.start_us);
+  const std::int64_t step = axis_step(span, 10);
+  for (std::int64_t t = 0; t <= span; t += step) {
+    const double x = g.left + static_cast<double>(t) / static_cast<double>(span) * g.width;
+    append_format(out, "<line class=\"tick\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>", x, y - 6, x,
+                  y);
+    append_format(out, "<text class=\"tick-label\" x=\"{:.1f}\" y=\"{:.1f}\">+", x + 2, y - 8);
+    append_xml_escaped(out, axis_label(t, step));
+    out += "</text>";
+  }
+}
+
+std::string duration_cell(std::int64_t us) { return us < 0 ? std::string("-") : format_duration(us); }
+
+void append_cell(std::string& out, std::string_view text, double sort_value, std::string_view cls = {}) {
+  append_format(out, "<td data-v=\"{}\"{}{}{}>", sort_value, cls.empty() ? "" : " class=\"", cls,
+                cls.empty() ? "" : "\"");
+  append_xml_escaped(out, text);
+  out += "</td>";
+}
+
+// A cell with a small bar: `share` of the column's largest value.
+void append_bar_cell(std::string& out, std::string_view text, double sort_value, double share) {
+  append_format(out, "<td class=\"num\" data-v=\"{}\"><span class=\"bar\" style=\"width:{:.0f}%\"></span>", sort_value,
+                std::clamp(share, 0.0, 1.0) * 100);
+  append_xml_escaped(out, text);
+  out += "</td>";
+}
+
+// Text inside an element (a <template>): only & and < need escaping, and the text is
+// UTF-8 already (JSONL lines, our SVG markup).
+void append_text_escaped(std::string& out, std::string_view s) {
+  for (char c : s) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else out += c;
+  }
+}
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+}  // namespace
+
+block_ranking::block_ranking(std::size_t max_blocks, std::string glob)
+    : max_blocks_(max_blocks), capacity_(max_blocks), glob_(std::move(glob)) {}
+
+void block_ranking::on_event(const lock_event& e) {
+  if (e.event != lock_event_kind::anomaly) return;
+  ++anomalies_[static_cast<std::size_t>(e.kind)];
+  // The timeline's statistics count its own anomalies, not lock_groups'.
+  if (e.kind == anomaly_kind::quorum_lost || e.kind == anomaly_kind::split_quorum) {
+    ++group_anomalies_[block_key(e.lock, e.db)];
+  }
+}
+
+bool block_ranking::more_active(const candidate& a, const candidate& b) noexcept {
+  if (a.trouble != b.trouble) return a.trouble > b.trouble;
+  if (a.activity != b.activity) return a.activity > b.activity;
+  return a.seen < b.seen;
+}
+
+void block_ranking::consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity) {
+  candidate c{trouble, activity, seen_++, {}};
+  if (heap_.size() >= capacity_ && (capacity_ == 0 || !more_active(c, heap_.front()))) return;
+  c.key = block_key(name, db);
+  heap_.push_back(std::move(c));
+  std::push_heap(heap_.begin(), heap_.end(), more_active);
+  if (heap_.size() > capacity_) {
+    std::pop_heap(heap_.begin(), heap_.end(), more_active);
+    heap_.pop_back();
+  }
+}
+
+void block_ranking::add_stats(const lock_timeline& timeline) {
+  // A name on several servers is one block: keep enough locks to fill max_blocks.
+  capacity_ = max_blocks_ * std::min<std::size_t>(std::max<std::size_t>(1, timeline.scope_count()), 8);
+  std::map<std::string, int, std::less<>> distinct;  // only when names can repeat
+  const bool repeats = timeline.scope_count() > 1;
+  timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+    lock_rank rank(s);
+    if (!group_anomalies_.empty()) {
+      auto g = group_anomalies_.find(block_key(lock, s.db));
+      if (g != group_anomalies_.end()) rank.trouble += g->second;
+    }
+    consider(lock, s.db, rank.trouble, rank.activity);
+    if (repeats) distinct.emplace(block_key(lock, s.db), 0);
+    if (!glob_.empty() && matching_.size() <= max_matches && glob_match(glob_, lock)) {
+      auto key = block_key(lock, s.db);
+      if (std::find(matching_.begin(), matching_.end(), key) == matching_.end()) matching_.push_back(std::move(key));
+    }
+  });
+  blocks_ = repeats ? distinct.size() : timeline.lock_count();
+}
+
+std::vector<std::string> block_ranking::top() const {
+  std::vector<candidate> all = heap_;
+  std::sort(all.begin(), all.end(), more_active);
+  std::vector<std::string> keys;
+  for (auto& c : all) {
+    if (keys.size() >= max_blocks_) break;
+    if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(std::move(c.key));
+  }
+  return keys;
+}
+
+std::vector<summary_row> summary_rows(const lock_timeline& timeline, const std::vector<swimlane_block>& blocks) {
+  std::map<std::string, std::size_t, std::less<>> drawn;
+  for (std::size_t i = 0; i < blocks.size(); ++i) drawn.emplace(block_key(blocks[i].name, blocks[i].db), i);
+  std::vector<summary_row> rows;
+  std::vector<std::pair<std::string, std::string>> name_server;  // per row
+  std::map<std::string, int, std::less<>> locks_of_name;  // a name on several servers says which
+  timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+    auto key = block_key(lock, s.db);
+    if (drawn.find(key) == drawn.end()) return;
+    summary_row r;
+    r.block_key = std::move(key);
+    r.stats = s;
+    r.stats.server = {};  // the views are the timeline's
+    r.stats.hold_us = {};
+    r.stats.wait_us = {};
+    name_server.emplace_back(std::string(lock), std::string(s.server));
+    ++locks_of_name[std::string(lock)];
+    rows.push_back(std::move(r));
+  });
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& [name, server] = name_server[i];
+    rows[i].title =
+        lock_title(name, server, rows[i].stats.db, locks_of_name[name] > 1 && !server.empty(), rows[i].stats.db != 0);
+  }
+  return rows;
+}
+
+void write_html_page(const page_info& info, const std::vector<swimlane_block>& blocks, const swimlane_geometry& g,
+                     const std::function<void(std::string_view)>& write) {
+  std::map<std::string, std::size_t, std::less<>> block_index;
+  for (std::size_t i = 0; i < blocks.size(); ++i) block_index.emplace(block_key(blocks[i].name, blocks[i].db), i);
+
+  // Where each anomaly kind is first drawn: the header links there.
+  struct first_seen {
+    std::int64_t ts = -1;
+    std::size_t block = 0;
+    std::uint32_t event = 0;
+  };
+  first_seen firsts[anomaly_kind_count];
+  for (std::size_t bi = 0; bi < blocks.size(); ++bi) {
+    for (const auto& m : blocks[bi].marks) {
+      if (m.kind != mark_kind::anomaly) continue;
+      auto& f = firsts[static_cast<std::size_t>(blocks[bi].events[m.event].anomaly)];
+      if (f.ts < 0 || m.t0_us < f.ts) f = {m.t0_us, bi, m.event};
+    }
+  }
+
+  std::string head;
+  head += "<h1>lockscope: lock timelines</h1><dl class=\"facts\"><dt>capture</dt><dd>";
+  for (std::size_t i = 0; i < info.files.size(); ++i) {
+    if (i) head += ", ";
+    head += "<code>";
+    append_xml_escaped(head, info.files[i]);
+    head += "</code>";
+  }
+  append_format(head, "</dd><dt>span</dt><dd>{} → {} ({})</dd>", utc_time(info.start_us), utc_time(info.end_us),
+                format_duration(info.end_us - info.start_us));
+  append_format(head,
+                "<dt>packets</dt><dd>{}</dd><dt>flows</dt><dd>{} ({} RESP)</dd><dt>exchanges</dt><dd>{}</dd>"
+                "<dt>decode gaps</dt><dd>{}</dd><dt>decode errors</dt><dd>{}</dd><dt>kernel drops</dt><dd>",
+                info.capture.packets, info.capture.flows, info.capture.resp_flows,
+                info.capture.exchanges + info.capture.pushes, info.capture.gaps, info.capture.decode_errors);
+  append_xml_escaped(head, info.kernel_drops);
+  head += "</dd><dt>anomalies</dt><dd class=\"anomaly-counts\">";
+  bool any = false;
+  for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
+    if (info.anomalies[k] == 0) continue;
+    any = true;
+    const auto name = to_string(static_cast<anomaly_kind>(k));
+    const auto& f = firsts[k];
+    if (f.ts >= 0) {
+      append_format(head,
+                    "<a class=\"anomaly-link\" href=\"#{}\" data-anomaly=\"{}\" data-block=\"{}\" data-i=\"{}\" "
+                    "data-t=\"{}\">{} × {}</a> ",
+                    block_id(f.block), name, block_id(f.block), f.event, f.ts - info.start_us, name,
+                    info.anomalies[k]);
+    } else {
+      append_format(head,
+                    "<span class=\"anomaly-link undrawn\" data-anomaly=\"{}\" title=\"in a lock not drawn\">{} × {}"
+                    "</span> ",
+                    name, name, info.anomalies[k]);
+    }
+  }
+  if (!any) head += "none";
+  head += "</dd></dl>";
+  const std::size_t left_out = info.blocks_total > blocks.size() ? info.blocks_total - blocks.size() : 0;
+  append_format(head, "<p class=\"left-out\" data-drawn=\"{}\" data-left-out=\"{}\">{} lock{} drawn", blocks.size(),
+                left_out, blocks.size(), blocks.size() == 1 ? "" : "s");
+  if (left_out > 0) {
+    append_format(head, "; {} less active lock{} left out (the {} with the most contention and anomalies, then "
+                        "events, are drawn: <code>--html-max-locks N</code>)",
+                  left_out, left_out == 1 ? "" : "s", info.max_blocks);
+  }
+  head += ".</p>";
+
+  // The summary table.
+  std::string table;
+  table +=
+      "<div class=\"table-tools\"><input id=\"filter\" type=\"search\" placeholder=\"filter by lock name\" "
+      "aria-label=\"filter by lock name\"></div><table id=\"summary\"><thead><tr>"
+      "<th data-type=\"text\">lock</th><th>acq</th><th>contended</th><th>hold p50</th><th>hold p99</th>"
+      "<th>hold max</th><th>wait p50</th><th>wait p99</th><th>wait max</th><th>renewals</th><th>expiries</th>"
+      "<th>anomalies</th></tr></thead><tbody>";
+  std::int64_t max_wait_p99 = 1;
+  for (const auto& r : info.rows) max_wait_p99 = std::max(max_wait_p99, r.stats.wait.p99);
+  for (const auto& r : info.rows) {
+    const auto& s = r.stats;
+    const auto bi = block_index.find(r.block_key);
+    if (bi == block_index.end()) continue;
+    append_format(table, "<tr data-block=\"{}\" data-lock=\"", block_id(bi->second));
+    append_xml_escaped(table, blocks[bi->second].name);
+    table += "\"><td class=\"name\" data-v=\"";
+    append_xml_escaped(table, r.title);
+    table += "\">";
+    append_xml_escaped(table, r.title);
+    table += "</td>";
+    append_cell(table, std::to_string(s.acquisitions), static_cast<double>(s.acquisitions), "num");
+    const double contended =
+        s.acquisitions ? static_cast<double>(s.contended_acquisitions) / static_cast<double>(s.acquisitions) : 0;
+    append_bar_cell(table, fmt::format("{:.1f}%", contended * 100), contended, contended);
+    append_cell(table, duration_cell(s.hold.p50), static_cast<double>(s.hold.p50), "num");
+    append_cell(table, duration_cell(s.hold.p99), static_cast<double>(s.hold.p99), "num");
+    append_cell(table, duration_cell(s.hold.max), static_cast<double>(s.hold.max), "num");
+    append_cell(table, duration_cell(s.wait.p50), static_cast<double>(s.wait.p50), "num");
+    append_bar_cell(table, duration_cell(s.wait.p99), static_cast<double>(s.wait.p99),
+                    static_cast<double>(std::max<std::int64_t>(0, s.wait.p99)) / static_cast<double>(max_wait_p99));
+    append_cell(table, duration_cell(s.wait.max), static_cast<double>(s.wait.max), "num");
+    append_cell(table, std::to_string(s.renewals), static_cast<double>(s.renewals), "num");
+    append_cell(table, std::to_string(s.expiries), static_cast<double>(s.expiries), "num");
+    std::string kinds;
+    for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
+      if (s.anomalies[k] == 0) continue;
+      if (!kinds.empty()) kinds += ", ";
+      kinds += fmt::format("{} {}", to_string(static_cast<anomaly_kind>(k)), s.anomalies[k]);
+    }
+    append_cell(table, kinds.empty() ? "-" : kinds, static_cast<double>(s.anomaly_total()));
+    table += "</tr>";
+  }
+  table += "</tbody></table>";
+
+  const std::string page = replace_all(
+      replace_all(replace_all(std::string(report_assets::page_html), "{{CSS}}",
+                              std::string(report_assets::swimlane_css) + std::string(report_assets::page_css)),
+                  "{{JS}}", report_assets::page_js),
+      "{{TITLE}}", info.files.empty() ? std::string("lockscope") : "lockscope: " + info.files.front());
+  const auto body_at = page.find("{{BODY}}");
+  write(std::string_view(page).substr(0, body_at));
+  write(head);
+  write(table);
+
+  std::string out;
+  append_format(out,
+                "<div id=\"timeline\" data-start-us=\"{}\" data-span-us=\"{}\" data-left=\"{}\" data-width=\"{}\" "
+                "data-fine-limit=\"{}\"><div id=\"axis-bar\"><div class=\"zoom\"><button id=\"zoom-out\" "
+                "title=\"zoom out (-)\">−</button><button id=\"zoom-in\" title=\"zoom in (+)\">+</button>"
+                "<button id=\"zoom-reset\" title=\"whole capture (0)\">whole capture</button> "
+                "<span class=\"hint\">wheel over the axis or ctrl+wheel: zoom · drag: pan</span></div>"
+                "<svg id=\"axis\" width=\"{:.0f}\" height=\"26\">",
+                info.start_us, std::max<std::int64_t>(1, info.end_us - info.start_us), g.left, g.width, g.fine_limit,
+                g.left + g.width);
+  append_axis(out, g, 24);
+  out += "</svg></div><svg class=\"defs\" width=\"0\" height=\"0\" aria-hidden=\"true\">";
+  append_defs(out, g);
+  out += "</svg>";
+  write(out);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const auto& b = blocks[i];
+    const block_svg svg = layout_block(b, g);
+    out.clear();
+    append_format(out, "<section class=\"block\" id=\"{}\" data-lock=\"", block_id(i));
+    append_xml_escaped(out, b.name);
+    // Its size while off screen, where the browser does not lay it out (page.css).
+    append_format(out,
+                  "\" data-db=\"{}\" data-lanes=\"{}\" data-marks=\"{}\"{} style=\"contain-intrinsic-size:auto "
+                  "{:.0f}px\"><h2>",
+                  b.db, b.lanes.size(), b.marks.size(), svg.coarse.empty() ? "" : " data-coarse=\"1\"",
+                  svg.height + 36);
+    append_xml_escaped(out, b.name);
+    if (b.db != 0) append_format(out, " <small>db {}</small>", b.db);
+    if (b.several_servers()) out += " <small>one lane per server and owner</small>";
+    if (!svg.coarse.empty()) {
+      append_format(out, " <small class=\"coarse-note\">{} marks: drawn coarse (how busy each slice was) until "
+                         "zoomed in</small>",
+                    b.marks.size());
+    }
+    if (b.events_dropped > 0) {
+      append_format(out, " <small class=\"dropped\">the last {} of {} events are not drawn (at most {} a lock)</small>",
+                    b.events_dropped, b.events_seen, b.events.size());
+    }
+    append_format(out, "</h2><svg class=\"lanes\" width=\"{:.0f}\" height=\"{:.0f}\">", g.left + g.width, svg.height);
+    out += svg.lanes;
+    out += "<g class=\"marks\" clip-path=\"url(#ls-clip)\">";
+    if (svg.coarse.empty()) {
+      out += svg.marks;
+      out += "</g>";
+    } else {
+      out += svg.coarse;
+      out += "</g><g class=\"fine\" clip-path=\"url(#ls-clip)\"></g>";
+    }
+    out += "</svg>";
+    // Text in inert <template>s, not <script>s: the parser does not stop at each one
+    // (5,000 blocks with a <script> each took 4x as long to open).
+    if (!svg.coarse.empty()) {
+      // The marks, parsed only when zoomed in far enough.
+      out += "<template class=\"fine-marks\">";
+      append_text_escaped(out, svg.marks);
+      out += "</template>";
+    }
+    // The events' JSONL lines, for the tooltips.
+    out += "<template class=\"events\">";
+    for (const auto& ev : b.events) {
+      append_text_escaped(out, b.json(ev));
+      out += '\n';
+    }
+    out += "</template></section>";
+    write(out);
+  }
+  write("</div>");
+  write(std::string_view(page).substr(body_at + 8));
+}
+
+void write_svg_page(const page_info& info, const swimlane_block& block, const swimlane_geometry& g,
+                    const std::function<void(std::string_view)>& write) {
+  swimlane_geometry fine = g;
+  fine.fine_limit = static_cast<std::size_t>(-1);  // no script to load them later: every mark now
+  const block_svg svg = layout_block(block, fine);
+  const double axis_h = 44, legend_h = 22;
+  const double width = g.left + g.width + 10, height = axis_h + svg.height + legend_h;
+  std::string out;
+  append_format(out,
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                "class=\"lockscope-svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
+                "data-lock=\"",
+                width, height, width, height);
+  append_xml_escaped(out, block.name);
+  append_format(out, "\" data-db=\"{}\" data-start-us=\"{}\">", block.db, info.start_us);
+  out += "<style>";
+  out += report_assets::swimlane_css;
+  out += "</style>";
+  append_defs(out, g);
+  append_format(out, "<rect class=\"bg\" width=\"{:.0f}\" height=\"{:.0f}\"/><text class=\"title\" x=\"4\" y=\"14\">",
+                width, height);
+  append_xml_escaped(out, block.name);
+  if (block.db != 0) append_format(out, " (db {})", block.db);
+  out += " — ";
+  append_xml_escaped(out, utc_time(info.start_us));
+  out += " + time</text>";
+  append_axis(out, g, axis_h - 2);
+  append_format(out, "<g transform=\"translate(0,{:.0f})\">", axis_h);
+  out += svg.lanes;
+  out += "<g class=\"marks\" clip-path=\"url(#ls-clip)\">";
+  out += svg.marks;
+  out += "</g></g>";
+  append_format(out,
+                "<text class=\"legend\" x=\"4\" y=\"{:.0f}\">solid: hold (inset: reentrant level) · light: lease · "
+                "hatched: wait (dots: attempts) · thin line: subscription · arrow: notification · red: anomaly"
+                "</text></svg>\n",
+                height - 6);
+  write(out);
+}
+
+}  // namespace lockscope::locks

@@ -1,0 +1,327 @@
+#include "lockscope/locks/lock_patterns.hpp"
+#include "lockscope/resp/ascii.hpp"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+namespace lockscope::locks {
+
+namespace {
+
+using resp::ascii_lower;
+bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+struct call {
+  std::string_view command;               // quoted literal without quotes, or an operand like argv[4]
+  std::vector<std::string_view> operands; // the remaining arguments, as normalised text
+};
+
+// "keys[3]" → 3 for prefix "keys["; 0 when `s` is not exactly such an operand.
+int index_of(std::string_view s, std::string_view prefix) {
+  if (s.size() <= prefix.size() + 1 || s.substr(0, prefix.size()) != prefix || s.back() != ']') return 0;
+  int v = 0;
+  for (char c : s.substr(prefix.size(), s.size() - prefix.size() - 1)) {
+    if (c < '0' || c > '9') return 0;
+    v = v * 10 + (c - '0');
+    if (v > 250) return 0;
+  }
+  return v;
+}
+int key_index(std::string_view s) { return index_of(s, "keys["); }
+int argv_index(std::string_view s) { return index_of(s, "argv["); }
+// The first `argv[N]` anywhere inside an expression (e.g. `expiration+argv[2]`).
+int argv_inside(std::string_view s) {
+  const std::size_t p = s.find("argv[");
+  if (p == std::string_view::npos) return 0;
+  const std::size_t e = s.find(']', p);
+  if (e == std::string_view::npos) return 0;
+  return argv_index(s.substr(p, e - p + 1));
+}
+std::string_view unquote(std::string_view s) {
+  if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') return s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::vector<call> parse_calls(std::string_view n) {
+  std::vector<call> calls;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t a = n.find("redis.call(", pos);
+    const std::size_t b = n.find("redis.pcall(", pos);
+    const std::size_t start = std::min(a, b);
+    if (start == std::string_view::npos) break;
+    std::size_t i = start + (start == a ? 11 : 12);
+    call c;
+    int depth = 0;
+    bool quoted = false;
+    std::size_t arg_start = i;
+    std::vector<std::string_view> args;
+    for (; i < n.size(); ++i) {
+      const char ch = n[i];
+      if (quoted) {
+        if (ch == '\\') ++i;
+        else if (ch == '\'') quoted = false;
+        continue;
+      }
+      if (ch == '\'') quoted = true;
+      else if (ch == '(' || ch == '[' || ch == '{') ++depth;
+      else if ((ch == ')' || ch == ']' || ch == '}') && depth > 0) --depth;
+      else if (ch == ')' && depth == 0) {
+        args.push_back(n.substr(arg_start, i - arg_start));
+        break;
+      } else if (ch == ',' && depth == 0) {
+        args.push_back(n.substr(arg_start, i - arg_start));
+        arg_start = i + 1;
+      }
+    }
+    pos = i;
+    if (args.empty() || i >= n.size()) break;
+    c.command = unquote(args[0]);
+    c.operands.assign(args.begin() + 1, args.end());
+    calls.push_back(std::move(c));
+  }
+  return calls;
+}
+
+bool has(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+
+std::uint8_t u8(int v) { return static_cast<std::uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+
+}  // namespace
+
+std::string normalize_script(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  char quote = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quote != 0) {
+      if (c == '\\' && i + 1 < text.size()) {
+        out.push_back(c);
+        out.push_back(ascii_lower(text[++i]));
+        continue;
+      }
+      if (c == quote) {
+        out.push_back('\'');
+        quote = 0;
+        continue;
+      }
+      out.push_back(ascii_lower(c));
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      out.push_back('\'');
+      continue;
+    }
+    if (c == '-' && i + 1 < text.size() && text[i + 1] == '-') {  // Lua comment to end of line
+      while (i < text.size() && text[i] != '\n') ++i;
+      continue;
+    }
+    if (is_space(c)) continue;
+    out.push_back(ascii_lower(c));
+  }
+  return out;
+}
+
+script_class classify_script(std::string_view text) {
+  const std::string norm = normalize_script(text);
+  const std::vector<call> calls = parse_calls(norm);
+  script_class c;
+  if (calls.empty()) return c;
+
+  int owner = 0, lease = 0, channel = 0, token = 0;
+  bool inc = false, dec = false, hexists = false, pexpire = false, pttl = false, del1 = false,
+       publish = false, get = false, set_px = false, set_nx = false, incr = false, mode = false,
+       queue = false, exists = false, latch = false, any_del = false, mode_write = false;
+  std::size_t countdown_at = std::string::npos;  // where the first hold count-down is in `norm`
+  for (const call& k : calls) {
+    const std::string_view cmd = k.command;
+    const auto& o = k.operands;
+    const std::string_view o0 = o.size() > 0 ? o[0] : std::string_view();
+    const std::string_view o1 = o.size() > 1 ? o[1] : std::string_view();
+    const std::string_view o2 = o.size() > 2 ? o[2] : std::string_view();
+    if (cmd == "hincrby" && argv_index(o1) > 0) {
+      owner = argv_index(o1);
+      if (o2 == "1") inc = true;
+      else if (o2 == "-1") {
+        dec = true;
+        countdown_at = std::min(countdown_at, static_cast<std::size_t>(o1.data() - norm.data()));
+      }
+    } else if (cmd == "hset" && unquote(o1) == "mode") {
+      mode = true;
+      if (unquote(o2) == "write") mode_write = true;
+    } else if (cmd == "hset" && argv_index(o1) > 0 && o2 == "1") {
+      owner = argv_index(o1);
+      inc = true;
+    } else if (cmd == "hexists" && has(o1, "argv[")) {
+      hexists = true;
+      // `ARGV[i + 1]` in a loop over KEYS (batched renew): the owners start at ARGV[2].
+      if (owner == 0) owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
+    } else if (cmd == "hget" && unquote(o1) == "mode") {
+      mode = true;
+    } else if (cmd == "pexpire" || cmd == "expire") {
+      if (has(o0, "keys[") || o0 == "key") pexpire = true;
+      if (lease == 0) lease = argv_inside(o1);
+    } else if (cmd == "pttl") {
+      pttl = true;
+    } else if (cmd == "del" || cmd == "unlink") {
+      any_del = true;
+      if (key_index(o0) == 1 || o0 == "key" || has(o0, "keys[i]")) del1 = true;
+    } else if (cmd == "publish" || cmd == "spublish" || argv_index(cmd) > 0) {
+      if (key_index(o0) > 0) {
+        publish = true;
+        channel = key_index(o0);
+      } else if (has(o0, "keys[")) {
+        publish = true;  // fair lock: KEYS[4] .. ':' .. owner
+        channel = key_index(o0.substr(0, o0.find(']') + 1));
+      }
+    } else if (cmd == "get") {
+      if (key_index(o0) == 3) latch = true;
+      else get = true;
+    } else if (cmd == "set") {
+      if (key_index(o0) == 3) continue;  // the unlock latch
+      for (std::size_t i = 1; i < o.size(); ++i) {
+        const std::string_view opt = unquote(o[i]);
+        if ((opt == "px" || opt == "ex") && i + 1 < o.size()) {
+          set_px = true;
+          if (lease == 0) lease = argv_inside(o[i + 1]);
+        }
+        if (opt == "nx") set_nx = true;
+      }
+      if (token == 0 && o.size() > 1) token = argv_index(o[1]);
+    } else if (cmd == "incr") {
+      incr = true;
+    } else if (cmd == "lindex" || cmd == "zscore" || cmd == "rpush" || cmd == "zadd" || cmd == "lpop") {
+      queue = true;
+    } else if (cmd == "exists") {
+      exists = true;
+    }
+  }
+  const bool key_loop = has(norm, "ipairs(keys)") || has(norm, "#keys") || has(norm, "keys[i]");
+  c.lease_argv = u8(lease);
+  c.latch = latch;
+
+  if (owner > 0 && (inc || dec || hexists)) {
+    c.owner_argv = u8(owner);
+    c.family = lock_family::redisson;
+    if (queue) c.family = lock_family::redisson_fair;
+    else if (mode) c.family = mode_write ? lock_family::redisson_write : lock_family::redisson_read;
+    else if (incr) c.family = lock_family::redisson_fenced;
+    if (dec) {
+      c.op = script_op::unlock;
+      c.channel_key = u8(channel);
+      if (!publish && c.family == lock_family::redisson) c.family = lock_family::redisson_spin;
+      if (mode) {
+        // A write unlock counts a hold down only after finding the mode is 'write'; a read
+        // unlock counts down in either mode (Redisson 3.x's compares with 'write' after
+        // that, only to decide whether the key stays).
+        const std::size_t write_check = std::min(norm.find("=='write'"), norm.find("'write'=="));
+        c.family = write_check < countdown_at ? lock_family::redisson_write : lock_family::redisson_read;
+      }
+      return c;
+    }
+    if (inc && (pttl || queue || mode || incr)) {
+      c.op = script_op::acquire;
+      return c;
+    }
+    if (hexists && pexpire && !inc && !any_del) {
+      c.op = key_loop ? script_op::renew_batch : script_op::renew;
+      if (key_loop) c.owner_argv = 2;  // ARGV[i + 1]
+      return c;
+    }
+    c.family = lock_family::unknown;
+    c.owner_argv = 0;
+    return c;
+  }
+  if (del1 && publish && !get && !key_loop) {
+    c.op = script_op::force_unlock;
+    c.family = lock_family::redisson;
+    c.channel_key = u8(channel);
+    return c;
+  }
+  // The token is the ARGV compared with a GET's result.
+  int compared = 0;
+  for (std::string_view pat : {"==argv[", "~=argv[", "argv[1]=="}) {
+    const std::size_t p = norm.find(pat);
+    if (p != std::string::npos) {
+      compared = pat == std::string_view("argv[1]==") ? 1 : argv_inside(norm.substr(p + 2, 10));
+      break;
+    }
+  }
+  if (key_loop && (set_px || any_del)) {
+    c.family = lock_family::redlock_multi;
+    c.owner_argv = u8(token > 0 ? token : (compared > 0 ? compared : 1));
+    if (any_del && get) c.op = script_op::multi_release;
+    else if (set_px && get) c.op = script_op::multi_extend;
+    else if (set_px && exists) c.op = script_op::multi_acquire;
+    else c.family = lock_family::unknown;
+    return c;
+  }
+  if (get && compared > 0) {
+    c.family = lock_family::set_based;
+    c.owner_argv = u8(compared);
+    if (del1) c.op = script_op::release;
+    else if (pexpire || set_px) {
+      c.op = script_op::extend;
+      // redis-py: `pexpire(KEYS[1], expiration + ARGV[2])`, since 4.0 only when
+      // `ARGV[3] == "0"` (replace_ttl false).
+      const int lease_at = c.lease_argv != 0 ? c.lease_argv : (compared == 1 ? 2 : 1);
+      const std::string lease_operand = "argv[" + std::to_string(lease_at) + "]";
+      if (has(norm, lease_operand + "+expiration") || has(norm, "expiration+" + lease_operand)) {
+        c.lease_added = true;
+        const std::size_t flag = norm.find("ifargv[");
+        const std::size_t close = flag == std::string::npos ? flag : norm.find(']', flag);
+        if (close != std::string::npos && norm.compare(close + 1, 9, "=='0'then") == 0) {
+          c.replace_argv = u8(argv_index(norm.substr(flag + 2, close - flag - 1)));
+        }
+      }
+      if (c.lease_argv == 0) {
+        // redis-py style `pexpire(KEYS[1], expiration + ARGV[2])` was read above; else
+        // take the first ARGV that is not the token.
+        c.lease_argv = u8(compared == 1 ? 2 : 1);
+      }
+    } else c.family = lock_family::unknown;
+    return c;
+  }
+  if (set_nx && set_px) {
+    c.family = lock_family::set_based;
+    c.op = script_op::acquire;
+    c.owner_argv = u8(token > 0 ? token : 1);
+    return c;
+  }
+  return c;
+}
+
+namespace {
+// Written in Redisson's own style (string concatenations joined); see wire-facts §1.
+constexpr std::array<known_script, 5> extra{{
+    {"redisson acquire (one branch, since 2022)",
+     "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+     "redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+     "return redis.call('pttl', KEYS[1]);"},
+    {"redisson unlock (latch, publish command as ARGV, since 3.24)",
+     "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val);end; "
+     "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; "
+     "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then "
+     "redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; "
+     "else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+     "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; "},
+    {"redisson renew (batched, since 3.44)",
+     "local result = {} for i = 1, #KEYS, 1 do if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then "
+     "redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(result, 1); else table.insert(result, 0); end; end; "
+     "return result;"},
+    {"redisson forceUnlock (publish command as ARGV)",
+     "if (redis.call('del', KEYS[1]) == 1) then redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1 else return 0 end"},
+    {"redisson spin unlock",
+     "if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil;end; "
+     "local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); if (counter > 0) then "
+     "redis.call('pexpire', KEYS[1], ARGV[1]); return 0; else redis.call('del', KEYS[1]); return 1; end; "
+     "return nil;"},
+}};
+}  // namespace
+
+std::span<const known_script> known_scripts() noexcept { return extra; }
+
+}  // namespace lockscope::locks

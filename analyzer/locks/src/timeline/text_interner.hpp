@@ -1,0 +1,289 @@
+// Interned texts (owners, "ip:port") with reference counts, and the open-addressing
+// table of 32-bit ids they (and the lock names) are found by.
+// Private to lock_timeline.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "huge_pages.hpp"
+#include "lockscope/ingest/short_bytes.hpp"
+
+namespace lockscope::locks::timeline_detail {
+
+constexpr std::uint32_t no_id = 0xffffffffu;
+
+// Eight bytes a step (lock names and owners are 20-60 bytes, hashed on every
+// operation), mixed by multiplication; the table's slot comes from the high bits after
+// id_table's own finalizer.
+inline std::uint32_t hash_text(std::string_view s) noexcept {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+  const char* p = s.data();
+  std::size_t n = s.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  if (n > 0) {
+    // The last n bytes as a number, byte i at bits 8i: from the 8 bytes ending with them
+    // when the text has 8 (no loop over the tail; on a little-endian machine the same
+    // number), else byte by byte.
+    std::uint64_t v = 0;
+    if (s.size() >= 8) {
+      std::memcpy(&v, p + n - 8, 8);
+      v >>= 8 * (8 - n);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+    }
+    h = (h ^ v) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+  }
+  h *= 0xff51afd7ed558ccdull;
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+
+// An open-addressing table of 32-bit ids (any value but no_id) keyed by text that
+// lives elsewhere: 8 bytes a slot (id and hash), so a probe touches the text only when
+// the hashes agree. Linear probing; erase shifts the entries after it back (no
+// tombstones), so the table never degrades however many ids come and go.
+class id_table {
+ public:
+  template <class TextOf>
+  std::uint32_t find(std::string_view s, std::uint32_t h, TextOf&& text_of) const {
+    if (slots_.empty()) return no_id;
+    for (std::size_t i = start(h);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id) return no_id;
+      if (e.hash == h && same_bytes(text_of(e.id), s)) return e.id;
+    }
+  }
+  // The id with hash `h` for which matches(id) holds.
+  template <class Matches>
+  std::uint32_t find_if(std::uint32_t h, Matches&& matches) const {
+    if (slots_.empty()) return no_id;
+    for (std::size_t i = start(h);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id) return no_id;
+      if (e.hash == h && matches(e.id)) return e.id;
+    }
+  }
+  // Starts loading the slot where a probe for hash `h` begins.
+  void prefetch(std::uint32_t h) const noexcept {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[start(h)]);
+  }
+  // The first id in the probe run of `h` whose hash is `h` (its text unchecked);
+  // no_id when the run has none. For prefetching: find_if() decides.
+  std::uint32_t first_with_hash(std::uint32_t h) const noexcept {
+    if (slots_.empty()) return no_id;
+    for (std::size_t i = start(h);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id || e.hash == h) return e.id;
+    }
+  }
+  void insert(std::uint32_t id, std::uint32_t h) {
+    // At most 4/5 full, growing by a quarter: 8 bytes a slot, 10-13 bytes an id.
+    if ((++count_) * 5 > slots_.size() * 4) grow();
+    place(id, h);
+  }
+  // Every id placed again under hash_of(id) (the identity of some entries changed).
+  template <class HashOf>
+  void rehash(HashOf&& hash_of) {
+    ++generation_;
+    slot_vector old = std::move(slots_);
+    slots_.assign(old.size(), slot{});
+    for (const slot& e : old) {
+      if (e.id != no_id) place(e.id, hash_of(e.id));
+    }
+  }
+  // Changes whenever entries may have moved (grow, rehash, erase): an id that was the first of
+  // its hash in its probe run stays so while this is unchanged (an insert goes after
+  // every entry of its run).
+  std::uint64_t generation() const noexcept { return generation_; }
+  // Removes `id`, inserted with hash `h` (it must be there).
+  void erase(std::uint32_t id, std::uint32_t h) noexcept {
+    std::size_t hole = start(h);
+    while (slots_[hole].id != id) hole = next(hole);
+    --count_;
+    ++generation_;
+    // Backward shift: move up every later entry of the run whose home slot is not
+    // between the hole and itself (cyclically).
+    for (std::size_t i = next(hole);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id) break;
+      const std::size_t home = start(e.hash);
+      const bool stays = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
+      if (stays) continue;
+      slots_[hole] = e;
+      hole = i;
+    }
+    slots_[hole] = slot{};
+  }
+
+ private:
+  struct slot {
+    std::uint32_t id = no_id;
+    std::uint32_t hash = 0;
+  };
+  // The range reduction uses the high bits: hash_text() ends with a full 64-bit mix
+  // folded to 32 bits, so they are as good as the low ones (no finalizer of its own here:
+  // two multiplies on the path of every lookup).
+  std::size_t start(std::uint32_t h) const noexcept {
+    return static_cast<std::size_t>((std::uint64_t{h} * slots_.size()) >> 32);
+  }
+  std::size_t next(std::size_t i) const noexcept { return i + 1 == slots_.size() ? 0 : i + 1; }
+  void place(std::uint32_t id, std::uint32_t h) {
+    std::size_t i = start(h);
+    while (slots_[i].id != no_id) i = next(i);
+    slots_[i] = slot{id, h};
+  }
+  void grow() {
+    ++generation_;
+    slot_vector old = std::move(slots_);
+    slots_.assign(std::max<std::size_t>(64, old.size() + old.size() / 4), slot{});
+    for (const slot& e : old) {
+      if (e.id != no_id) place(e.id, e.hash);
+    }
+  }
+  using slot_vector = std::vector<slot, huge_page_allocator<slot>>;
+  slot_vector slots_;
+  std::size_t count_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+// Interns strings as dense, reference-counted ids (owners, "ip:port" texts).
+//
+//   std::uint32_t o = owners.id(text);  // new ids start with no reference
+//   owners.retain(o);  ...  owners.release(o);
+//   owners.collect();  // frees every id left without references, may move the texts
+//
+// An id is freed by the first collect() after it was left unreferenced (or created
+// and never retained), so ids and views stay usable until then: the timeline collects
+// once per operation, when it holds no view. Freed ids are reused first. The texts sit
+// back to back in 64 KiB blocks; collect() copies the live ones into fresh blocks once
+// the dead bytes outweigh them (and at least `compact_after` are dead), so the memory
+// follows the live texts, not every text ever seen: 24 bytes an id, its text, its slot
+// in the id table, and at most as many dead bytes as live ones.
+class interner {
+ public:
+  explicit interner(std::size_t compact_after = 64 * 1024) : compact_after_(compact_after) {}
+
+  std::uint32_t id(std::string_view s) {
+    if (last_ != no_id && same_bytes(text(last_), s)) return last_;  // the same owner again: common
+    last_ = lookup(s);
+    return last_;
+  }
+  std::string_view text(std::uint32_t id) const {
+    return id == no_id ? std::string_view() : std::string_view(entries_[id].data, entries_[id].size);
+  }
+  void retain(std::uint32_t id) noexcept {
+    if (id != no_id) ++entries_[id].refs;
+  }
+  void release(std::uint32_t id) {
+    if (id != no_id && --entries_[id].refs == 0) unreferenced_.push_back(id);
+  }
+  // Frees the ids left without references; invalidates every view given out before.
+  // (Inline: the timeline calls it after every operation, and most leave nothing.)
+  [[gnu::always_inline]] void collect() {
+    if (!unreferenced_.empty()) [[unlikely]] collect_unreferenced();
+  }
+
+  std::size_t live() const noexcept { return live_; }             // ids in use
+  std::size_t text_bytes() const noexcept { return live_bytes_; }  // their texts
+  std::size_t arena_bytes() const noexcept { return arena_bytes_; }  // blocks held
+
+ private:
+  [[gnu::noinline]] void collect_unreferenced() {
+    for (std::uint32_t id : unreferenced_) {
+      entry& e = entries_[id];
+      if (e.refs != 0 || e.data == nullptr) continue;  // retained again, or already freed
+      table_.erase(id, e.hash);
+      dead_bytes_ += e.size;
+      live_bytes_ -= e.size;
+      e = entry{};
+      e.hash = free_;  // the free list runs through the hash fields
+      free_ = id;
+      --live_;
+      if (last_ == id) last_ = no_id;
+    }
+    unreferenced_.clear();
+    if (dead_bytes_ >= compact_after_ && dead_bytes_ > live_bytes_) compact();
+  }
+  struct entry {
+    const char* data = nullptr;  // nullptr: a free id
+    std::uint32_t size = 0;
+    std::uint32_t refs = 0;
+    std::uint32_t hash = 0;
+  };
+  struct block {
+    std::unique_ptr<char[]> bytes;
+    std::size_t size = 0;
+    std::size_t used = 0;
+  };
+  static constexpr std::size_t block_bytes = 64 * 1024;
+
+  std::uint32_t lookup(std::string_view s) {
+    const std::uint32_t h = hash_text(s);
+    const std::uint32_t found = table_.find(s, h, [this](std::uint32_t id) { return text(id); });
+    if (found != no_id) return found;
+    std::uint32_t id = free_;
+    if (id != no_id) {
+      free_ = entries_[id].hash;
+    } else {
+      id = static_cast<std::uint32_t>(entries_.size());
+      entries_.emplace_back();
+    }
+    entry& e = entries_[id];
+    e.data = store(s);
+    e.size = static_cast<std::uint32_t>(s.size());
+    e.refs = 0;
+    e.hash = h;
+    table_.insert(id, h);
+    unreferenced_.push_back(id);  // freed by the next collect() unless retained
+    live_bytes_ += s.size();
+    ++live_;
+    return id;
+  }
+  const char* store(std::string_view s) {
+    if (blocks_.empty() || blocks_.back().size - blocks_.back().used < s.size()) {
+      const std::size_t size = std::max(s.size(), block_bytes);
+      blocks_.push_back(block{std::make_unique_for_overwrite<char[]>(size), size, 0});
+      arena_bytes_ += size;
+    }
+    block& b = blocks_.back();
+    char* at = b.bytes.get() + b.used;
+    if (!s.empty()) std::memcpy(at, s.data(), s.size());
+    b.used += s.size();
+    return at;
+  }
+  // The live texts into fresh blocks, the old blocks freed.
+  void compact() {
+    std::vector<block> old = std::move(blocks_);
+    blocks_.clear();
+    arena_bytes_ = 0;
+    for (entry& e : entries_) {
+      if (e.data != nullptr) e.data = store(std::string_view(e.data, e.size));
+    }
+    dead_bytes_ = 0;
+  }
+
+  std::size_t compact_after_;
+  std::uint32_t last_ = no_id;
+  id_table table_;
+  std::vector<entry> entries_;
+  std::vector<std::uint32_t> unreferenced_;  // candidates for the next collect()
+  std::uint32_t free_ = no_id;
+  std::vector<block> blocks_;
+  std::size_t live_ = 0;
+  std::size_t live_bytes_ = 0;
+  std::size_t dead_bytes_ = 0;
+  std::size_t arena_bytes_ = 0;
+};
+
+}  // namespace lockscope::locks::timeline_detail
