@@ -1,6 +1,7 @@
 # The README's two set-up commands. Both are idempotent and start from a fresh clone.
-#   make demo   install missing Debian packages, build, run the main job on a bundled input
-#   make test   the same set-up, then the whole test suite
+#   make demo   install the missing Debian packages the build needs, build, run the main job on a bundled input
+#   make test   the same, plus what only the tests use (servers, clients, tshark, a browser,
+#               promtool, the pinned npm packages), then the whole test suite
 PRESET ?= default
 BUILD_DIR := build/$(PRESET)
 LOCKSCOPE := $(BUILD_DIR)/cli/lockscope
@@ -9,11 +10,17 @@ LOCKSCOPE := $(BUILD_DIR)/cli/lockscope
 # 2-core machine the suite took 97 s this way against 136 s at one per core.
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
-.PHONY: all deps configure build demo test pgo clean
+.PHONY: all deps test-deps configure build demo test pgo clean
 all: build
 
 deps:
 	@scripts/install-deps
+
+# Test-only tools: Debian packages, then the npm packages the browser test pins (into a
+# cache under build/; nothing is installed again while its lock file is unchanged).
+test-deps:
+	@scripts/install-deps --test
+	@tests/browser/install.sh > /dev/null
 
 configure: deps
 	@mkdir -p build && cmake --preset $(PRESET) > build/$(PRESET).configure.log 2>&1 || (cat build/$(PRESET).configure.log; exit 1)
@@ -27,7 +34,7 @@ demo: build
 	@$(LOCKSCOPE) analyze captures/seed-redisson.pcap --format html -o $(BUILD_DIR)/demo-report.html 2>/dev/null
 	@echo "== the same as an HTML swimlane report (open it in a browser): $(abspath $(BUILD_DIR)/demo-report.html)"
 
-test: build
+test: test-deps build
 	@ctest --preset $(PRESET) --parallel $(TEST_JOBS) --output-on-failure
 
 # A lockscope for a long-running deployment: optimized with a profile of itself at work

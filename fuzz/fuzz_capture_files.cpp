@@ -1,4 +1,4 @@
-// libFuzzer target for the capture file readers (analyzer/ingest/src/capture_files.hpp):
+// libFuzzer target for the capture file readers (analyzer/ingest/src/capture/capture_files.hpp):
 // classic pcap and pcapng, read through offline_capture as `lockscope analyze FILE` reads
 // them. The input is the file itself, written to a memfd and opened by its /proc path.
 //
