@@ -24,7 +24,7 @@
 #include "lockscope/ingest/capture_writer.hpp"
 #include "lockscope/ingest/packet_ring.hpp"
 #include "lockscope/locks/lock_connections.hpp"
-#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/event_jsonl.hpp"
 
 namespace lockscope::cli {
 

@@ -10,9 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/display_text.hpp"
+#include "lockscope/locks/lock_globs.hpp"
 #include "lockscope/locks/report_page.hpp"
 #include "lockscope/locks/swimlane.hpp"
+#include "lockscope/locks/swimlane_svg.hpp"
 
 namespace lockscope::cli {
 

@@ -19,6 +19,7 @@
 #include "helpers.hpp"
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/locks/command_words.hpp"
+#include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"

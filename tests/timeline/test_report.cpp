@@ -1,5 +1,8 @@
 // Rendering: jsonl fields and escaping, text lines, the summary table, --lock globs.
 #include "helpers.hpp"
+#include "lockscope/locks/display_text.hpp"
+#include "lockscope/locks/event_jsonl.hpp"
+#include "lockscope/locks/lock_globs.hpp"
 #include "lockscope/locks/lock_report.hpp"
 
 using namespace lockscope;

@@ -8,6 +8,7 @@
 #include "helpers.hpp"
 #include "lockscope/locks/report_page.hpp"
 #include "lockscope/locks/swimlane.hpp"
+#include "lockscope/locks/swimlane_svg.hpp"
 
 using namespace lockscope;
 using namespace lockscope::ingest;

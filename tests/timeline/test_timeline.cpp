@@ -6,6 +6,7 @@
 
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
+#include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_report.hpp"
 
 using namespace lockscope;

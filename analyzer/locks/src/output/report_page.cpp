@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "lockscope/locks/lock_report.hpp"
-#include "report_assets.hpp"
+#include "lockscope/locks/display_text.hpp"
+#include "lockscope/locks/event_text.hpp"
+#include "lockscope/locks/lock_globs.hpp"
+#include "output/report_assets.hpp"
 
 namespace lockscope::locks {
 

@@ -10,7 +10,8 @@
 
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/locks/lock_groups.hpp"
-#include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/event_jsonl.hpp"
+#include "lockscope/locks/event_text.hpp"
 
 namespace lockscope::locks {
 

@@ -7,26 +7,16 @@
 // A lock is (server, database, name): when a name is seen on several servers or in
 // several databases, its locks' headers and summary rows say which (`== red:job
 // @127.0.0.1:6381`, `k db 1`); otherwise they are the name alone.
-// Text: for each lock (first-seen order), one line per event:
-//   `  +2.000123  10.0.0.2:50012  80e6…:12  released  held 1.900 s`
-// (time relative to the capture start, client, short owner id, event, details). The
-// lines wait in memory, per lock, up to `text_buffer_bytes` in all; beyond, they are
-// appended to an unlinked temporary file (in $TMPDIR, else /tmp) as a run sorted by
-// lock, and finish() merges the runs back lock by lock: the output is the same, and the
-// memory stays bounded however long the capture (the file holds about the text's size).
+// Text: for each lock (first-seen order), its events' lines (event_text.hpp). The lines
+// wait in memory, per lock, up to `text_buffer_bytes` in all; beyond, they go to a
+// temporary file as a run sorted by lock, and finish() merges the runs back lock by
+// lock: the output is the same, and the memory stays bounded however long the capture.
+// Quorum / multilock lines and the quorum anomalies come in a section of their own,
+// `== lock groups`, after the locks.
 // In live mode (`stream_text`) lines are written as events happen, with the lock name.
 // The summary table (threads = 2, tens of thousands of locks) is formatted by two
 // threads in alternate batches, written in order; the text is the same either way.
-// JSONL: one object per event, fields in this order, absent when they do not apply:
-//   ts (epoch seconds.microseconds), lock, event, owner, client, server, db, hold_count,
-//   lease_ms, ttl_ms, wait_ms, held_ms (milliseconds, microsecond precision), kind
-//   (anomalies), inferred (true only), confidence (subscriber linking: certain, high,
-//   low), token (fenced lock); quorum events (lock_groups.hpp): servers, acquired_on,
-//   needed (counts), acquired_servers, owners, outcome (acquired, failed,
-//   failed_released), start, end; multilock events: keys, acquired_keys, outcome,
-//   start, end.
-// Text: quorum / multilock lines and the quorum anomalies come in a section of their
-// own, `== lock groups`, after the locks.
+// JSONL: one object per event (event_jsonl.hpp).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockscope/locks/display_text.hpp"  // printable and the rest, for users that took them from here
 #include "lockscope/locks/lock_timeline.hpp"
 
 namespace lockscope::locks {
@@ -66,33 +57,7 @@ struct report_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// fnmatch-style: `*`, `?`, `[...]`.
-bool glob_match(std::string_view pattern, std::string_view text) noexcept;
-
-// `80e6bb0b-…:12` → `80e6…:12`; other long values are cut to 8 characters + `…`.
-std::string short_owner(std::string_view owner);
-
-// "850µs", "12.3ms", "2.900s".
-std::string format_duration(std::int64_t us);
-
-void append_event_jsonl(std::string& out, const lock_event& e);
-
-// A name from the wire as the text outputs show it: each control byte (C0, DEL), each
-// byte that is not UTF-8, and both bytes of a C1 control written as UTF-8 become '?', so
-// that no escape sequence reaches a terminal and the length stays. The view is valid
-// until the next call on the same thread.
-std::string_view printable(std::string_view s);
-// Quorum / multilock events and their anomalies (lock_groups.hpp): shown apart.
-bool is_group_event(const lock_event& e) noexcept;
-// `  +0.014421  red:job: 497b…:1,d646…:1 acquired on 3/3 servers, quorum 2 in 730µs`
-void append_group_text(std::string& out, const lock_event& e, std::int64_t start_us);
-// `lock_title`: printed instead of the lock's name (with_lock) when not empty.
-void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock,
-                       std::string_view lock_title = {});
-// `name`, then ` @server` and/or ` db N` (the parts that tell it apart from other locks
-// of the same name).
-std::string lock_title(std::string_view name, std::string_view server, std::int32_t db, bool with_server,
-                       bool with_db);
+class sorted_spool;
 
 class lock_report final : public lock_event_sink {
  public:
@@ -119,10 +84,12 @@ class lock_report final : public lock_event_sink {
 
  private:
   void write_event(const lock_event& e);  // on_event, for the formats that print events
-  // The summary's rows with options_.top set, and the line on the others; the number of
-  // locks selected. `title_of`: a row's title when not just the name (else empty).
-  std::uint64_t write_top_rows(const lock_timeline& timeline, std::size_t width,
-                               const std::function<std::string(std::string_view, const lock_stats&)>& title_of);
+  // The lock's title: its name, with the server and/or database when another lock
+  // seen shares the name (`red:job @127.0.0.1:6381`, `k db 1`).
+  std::vector<std::string> titles() const;
+  void spill();
+  void write_spilled();
+
   report_options options_;
   std::function<void(std::string_view)> write_;
   std::string out_;
@@ -132,9 +99,6 @@ class lock_report final : public lock_event_sink {
   std::vector<std::pair<std::string, std::int32_t>> scope_of_;
   std::map<std::string, std::size_t, std::less<>> index_;  // by identity_key
   std::string identity_key_;  // scratch: name, server and database
-  // The lock's title: its name, with the server and/or database when another lock
-  // seen shares the name (`red:job @127.0.0.1:6381`, `k db 1`).
-  std::vector<std::string> titles() const;
   // Stream text: whether events came from more than one server / database so far.
   bool several_servers_ = false, several_dbs_ = false, seen_scope_ = false;
   std::string first_server_;
@@ -143,10 +107,7 @@ class lock_report final : public lock_event_sink {
   std::vector<std::pair<std::int64_t, std::string>> group_lines_;
   std::int32_t first_db_ = 0;
   std::size_t buffered_bytes_ = 0;  // in per_lock_'s lines
-  class spill_file;
-  std::unique_ptr<spill_file> spill_;  // once the lines outgrew text_buffer_bytes
-  void spill();
-  void write_spilled();
+  std::unique_ptr<sorted_spool> spill_;  // once the lines outgrew text_buffer_bytes
   std::uint64_t events_ = 0;
 };
 

@@ -25,7 +25,7 @@
 
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
-#include "lockscope/locks/swimlane.hpp"
+#include "lockscope/locks/swimlane_svg.hpp"
 
 namespace lockscope::locks {
 
