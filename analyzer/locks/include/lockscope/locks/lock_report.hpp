@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
 
 namespace lockscope::locks {
@@ -77,11 +78,6 @@ std::string format_duration(std::int64_t us);
 
 void append_event_jsonl(std::string& out, const lock_event& e);
 
-// A name from the wire as the text outputs show it: each control byte (C0, DEL), each
-// byte that is not UTF-8, and both bytes of a C1 control written as UTF-8 become '?', so
-// that no escape sequence reaches a terminal and the length stays. The view is valid
-// until the next call on the same thread.
-std::string_view printable(std::string_view s);
 // Quorum / multilock events and their anomalies (lock_groups.hpp): shown apart.
 bool is_group_event(const lock_event& e) noexcept;
 // `  +0.014421  red:job: 497b…:1,d646…:1 acquired on 3/3 servers, quorum 2 in 730µs`
