@@ -116,30 +116,24 @@ class lock_recognizer final : public exchange_sink, public connection_end_sink {
   lock_recognizer& operator=(const lock_recognizer&) = delete;
 
   void on_exchange(const exchange& e) override;
-  void on_session_event(const session_event& ev) override { sink_.on_session_event(ev); }
+  void on_session_event(const session_event& ev) override;
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
 
-  const recognizer_stats& stats() const noexcept { return stats_; }
+  const recognizer_stats& stats() const noexcept;
   // Input the recognizer skipped or kept as a plain error (a MOVED/ASK reply that does
   // not parse, an (S)SUBSCRIBE naming no channel), one line naming the flow; at most
   // warning_limit lines, then only counted. Called on the recognizer's thread.
   using warning_handler = std::function<void(const std::string&)>;
   static constexpr std::uint64_t warning_limit = 20;
-  void set_warning_handler(warning_handler h) { warn_ = std::move(h); }
+  void set_warning_handler(warning_handler h);
   // Entries in the script and SHA1 caches now (at most script_cache_entries, sha_cache_entries).
   std::size_t cached_scripts() const noexcept;
   std::size_t cached_shas() const noexcept;
 
  private:
+  // Everything the recognizer keeps, and its handlers (src/recognize/recognizer_state.hpp).
   struct state;
-  void warn(const exchange& e, std::string_view what);
-  void report_link(const exchange& e, std::string_view other_node);
-  void report_cluster_nodes(const exchange& e, bool shards);
-  lock_operation_sink& sink_;
   std::unique_ptr<state> state_;
-  recognizer_stats stats_;
-  warning_handler warn_;
-  std::uint64_t warnings_ = 0;
 };
 
 }  // namespace lockscope::locks

@@ -1,0 +1,53 @@
+// What a connection's own commands change for the operations that follow on it: its
+// database (SELECT answered +OK; RESET, back to 0, which also leaves every channel),
+// and forgetting all of it when the connection ends.
+#include "recognize/lock_channels.hpp"
+#include "recognize/recognizer_state.hpp"
+
+namespace lockscope::locks {
+
+using namespace recognizer_detail;
+
+using resp::iequals;
+
+void lock_recognizer::state::on_select(command_call& c) {
+  if (c.args.size() != 2) return;
+  std::int64_t db = 0;
+  if (c.reply.kind == reply_view::shape::ok && parse_int(c.args[1], db) && db >= 0 && db <= INT32_MAX) {
+    set_database(c.e.connection, static_cast<std::int32_t>(db));
+  }
+}
+
+void lock_recognizer::state::on_reset(command_call& c) {
+  const exchange& e = c.e;
+  if (c.args.size() != 1) return;
+  // Answered +RESET: the connection is back in db 0 (HELLO keeps the database).
+  if (e.reply == nullptr || e.reply->root() == message::npos ||
+      !iequals(e.reply->text(e.reply->nodes()[e.reply->root()]), "RESET")) {
+    return;
+  }
+  set_database(e.connection, 0);
+  // It also left every channel: each lock channel's subscription ends here.
+  lock_operation& op = c.op;
+  for (const auto& t : take_channels(e.connection, true, false)) {
+    op.kind = lock_op_kind::unsubscribe;
+    op.outcome = op_outcome::ok;
+    op.channel = t.name;
+    op.lock = lock_of_channel(t.name);
+    op.family = channel_family(t.name);
+    op.sub_count = -1;
+    emit(op);
+  }
+}
+
+void lock_recognizer::state::on_connection_end(std::uint64_t connection) {
+  databases.erase(connection);
+  asking.erase(connection);
+  channels.erase(connection);
+  if (last_db_connection == connection) {
+    last_db_connection = 0;
+    last_db = 0;
+  }
+}
+
+}  // namespace lockscope::locks

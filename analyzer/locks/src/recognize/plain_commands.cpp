@@ -1,0 +1,94 @@
+// Locks taken with plain commands: SET key value NX PX|EX (an acquire), SETNX (with a
+// separate EXPIRE), EXPIRE/PEXPIRE (a renewal when the key is a held lock) and
+// DEL/UNLINK (a release), but not the DEL of a Redisson unlock latch key.
+#include "recognize/lock_channels.hpp"
+#include "recognize/recognizer_state.hpp"
+
+namespace lockscope::locks {
+
+using namespace recognizer_detail;
+
+namespace {
+
+using resp::iequals;
+
+// Seconds to milliseconds, saturating (the value comes from the wire).
+std::int64_t seconds_to_ms(std::int64_t s) noexcept {
+  constexpr std::int64_t limit = INT64_MAX / 1000;
+  return s > limit ? INT64_MAX : s < -limit ? -INT64_MAX : s * 1000;
+}
+
+}  // namespace
+
+void lock_recognizer::state::on_set(command_call& c) {
+  const auto& args = c.args;
+  if (args.size() < 3) return;
+  bool nx = false;
+  std::int64_t lease = -1;
+  for (std::size_t i = 3; i < args.size(); ++i) {
+    if (iequals(args[i], "NX")) nx = true;
+    else if ((iequals(args[i], "PX") || iequals(args[i], "EX")) && i + 1 < args.size()) {
+      std::int64_t v = 0;
+      if (parse_int(args[i + 1], v)) lease = iequals(args[i], "EX") ? seconds_to_ms(v) : v;
+      ++i;
+    }
+  }
+  if (!nx) return;
+  lock_operation& op = c.op;
+  op.kind = lock_op_kind::acquire;
+  op.family = lock_family::set_based;
+  op.lock = args[1];
+  op.owner = args[2];
+  op.lease_ms = lease;
+  op.outcome = c.reply.kind == reply_view::shape::ok     ? op_outcome::ok
+               : c.reply.kind == reply_view::shape::null ? op_outcome::contended
+               : c.reply.kind == reply_view::shape::none ? op_outcome::no_reply
+                                                         : op_outcome::error;
+  emit(op);
+}
+
+void lock_recognizer::state::on_setnx(command_call& c) {
+  if (c.args.size() != 3) return;
+  const reply_view& reply = c.reply;
+  lock_operation& op = c.op;
+  op.kind = lock_op_kind::acquire;
+  op.family = lock_family::setnx;
+  op.lock = c.args[1];
+  op.owner = c.args[2];
+  op.outcome = reply.kind != reply_view::shape::integer ? (reply.kind == reply_view::shape::none ? op_outcome::no_reply
+                                                                                                 : op_outcome::error)
+               : reply.integer == 1                     ? op_outcome::ok
+                                                        : op_outcome::contended;
+  emit(op);
+}
+
+void lock_recognizer::state::on_expire(command_call& c) {
+  if (c.args.size() < 3) return;
+  std::int64_t v = 0;
+  if (!parse_int(c.args[2], v)) return;
+  lock_operation& op = c.op;
+  op.kind = lock_op_kind::expire;
+  op.lock = c.args[1];
+  op.lease_ms = c.word == command_word::expire ? seconds_to_ms(v) : v;
+  op.outcome = c.reply.kind != reply_view::shape::integer ? op_outcome::no_reply
+               : c.reply.integer == 1                     ? op_outcome::ok
+                                                          : op_outcome::none;
+  emit(op);
+}
+
+void lock_recognizer::state::on_del(command_call& c) {
+  if (c.args.size() != 2) return;
+  if (starts_with(c.args[1], "redisson_unlock_latch")) {
+    flow.erase(latch_key(c.e.server_text, c.args[1]));
+    return;
+  }
+  lock_operation& op = c.op;
+  op.kind = lock_op_kind::del;
+  op.lock = c.args[1];
+  op.outcome = c.reply.kind != reply_view::shape::integer ? op_outcome::no_reply
+               : c.reply.integer >= 1                     ? op_outcome::ok
+                                                          : op_outcome::none;
+  emit(op);
+}
+
+}  // namespace lockscope::locks

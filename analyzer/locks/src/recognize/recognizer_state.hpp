@@ -1,0 +1,292 @@
+// What lock_recognizer keeps between exchanges, all its data members in one place, and
+// the handlers that read an exchange, each defined in the file of its job:
+//   lock_recognizer.cpp   the public class, an exchange's common reading (database,
+//                         reply shape, redirects) and the command dispatch table
+//   script_calls.cpp      EVAL/EVALSHA/SCRIPT LOAD: the script and SHA1 caches, the
+//                         classification, the inference of unknown SHA1s, the outcomes
+//   value_tracking.cpp    lock values followed through SET-based and node-redlock calls,
+//                         and Redisson's unlock latches
+//   plain_commands.cpp    SET NX, SETNX, EXPIRE/PEXPIRE, DEL/UNLINK
+//   pubsub.cpp            (S)SUBSCRIBE, (S)UNSUBSCRIBE, message/smessage/sunsubscribe pushes
+//   connection_state.cpp  SELECT, RESET
+//   redis_cluster.cpp     MOVED/ASK/TRYAGAIN/CLUSTERDOWN replies, ASKING, CLUSTER SLOTS/SHARDS
+// Private to the recognizer.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "lockscope/locks/command_words.hpp"
+#include "lockscope/locks/lock_patterns.hpp"
+#include "lockscope/locks/lock_recognizer.hpp"
+#include "recognize/lru_cache.hpp"
+#include "recognize/value_flow.hpp"
+
+namespace lockscope::locks {
+
+namespace recognizer_detail {
+
+struct string_hash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to<>>;
+
+inline bool parse_int(std::string_view s, std::int64_t& out) noexcept { return parse_wire_int(s, out); }
+
+// The reply, reduced to what lock outcomes need.
+struct reply_view {
+  enum class shape : std::uint8_t { none, null, integer, ok, error, array, other } kind = shape::none;
+  std::int64_t integer = 0;
+  const message* m = nullptr;
+  std::size_t root = message::npos;
+};
+
+// One command exchange as the handlers read it: the operation comes filled with the
+// exchange's connection, database, endpoints and times (and `asking`); a handler sets
+// the rest and emits it.
+struct command_call {
+  const exchange& e;
+  std::span<const std::string_view> args;  // args[0]: the command's name
+  command_word word;
+  reply_view reply;
+  lock_operation op;
+};
+
+}  // namespace recognizer_detail
+
+struct lock_recognizer::state {
+  using command_call = recognizer_detail::command_call;
+  using reply_view = recognizer_detail::reply_view;
+
+  explicit state(lock_operation_sink& operation_sink);  // script_calls.cpp (it loads the built-in scripts)
+
+  // ---- Data ----
+
+  lock_operation_sink& sink;
+  recognizer_stats stats;
+  warning_handler warn_handler;
+  std::uint64_t warnings = 0;
+
+  // Classification by exact script text (EVAL) and by SHA1 (EVALSHA).
+  struct sha_entry {
+    script_class cls;
+    bool inferred = false;       // learnt from the argument shape, not from the text
+    bool acquire_proven = false; // an inferred SHA that answered nil or a PTTL >= 2
+    // Value flow (an inferred [value, ttl] script): calls that showed it to be the
+    // first script of a value (an acquire) or a later one (an extend).
+    std::uint32_t acquire_votes = 0;
+    std::uint32_t extend_votes = 0;
+  };
+  // The built-in scripts: always known, never evicted.
+  recognizer_detail::string_map<script_class> builtin_text;
+  // By SHA1: built at the first lookup by SHA1 (EVALSHA, SCRIPT LOAD, a new EVAL), as
+  // hashing the scripts costs more than a short capture's whole analysis.
+  recognizer_detail::string_map<sha_entry> builtin_sha_table;
+  bool builtin_sha_ready = false;
+  // Scripts and SHA1s learnt from the capture, least recently used forgotten first.
+  recognizer_detail::lru_cache<script_class> by_text{script_cache_entries, script_cache_bytes};
+  recognizer_detail::lru_cache<sha_entry> by_sha{sha_cache_entries, sha_cache_entries * 40};
+  // The last EVAL's script (clients repeat one, and comparing its text is cheaper than
+  // hashing it): a built-in's, or a by_text entry's, forgotten whenever by_text changes
+  // (an insert may evict it).
+  const std::string* last_eval_text = nullptr;
+  const script_class* last_eval_class = nullptr;
+  // The ingest interner's identity of last_eval_text's bytes (exchange::interned_identity),
+  // when the last EVAL carried one; 0: none. Valid only with last_eval_text: an EVAL
+  // with this identity has that script, known with no compare of its (by then cold)
+  // bytes. Forgotten with last_eval_text.
+  std::uint64_t last_eval_identity = 0;
+  std::array<char, 40> sha_scratch{};
+  std::array<char, 40> vote_scratch{};
+
+  // The database of each connection not simply in db 0 since its SYN: SELECTed (or
+  // RESET) ones, and -1 for those whose earlier commands may be missing. One entry a
+  // connection, dropped when it ends; the last one looked up is cached.
+  std::unordered_map<std::uint64_t, std::int32_t> databases;
+  std::uint64_t last_db_connection = 0;
+  std::int32_t last_db = 0;
+
+  // Lock values seen recently (see value_flow.hpp), and the script of the current call
+  // (binary SHA1; zero for an EVAL, whose script is known by its text).
+  recognizer_detail::value_flow flow{value_flow_entries};
+  std::array<std::uint8_t, 20> current_sha{};
+  bool current_is_script = false;
+
+  // Redis Cluster: connections whose last command was an answered ASKING (the next
+  // call is the asked one), the current redirect's target text, and the node pairs
+  // already reported as cluster_link (a hash each; capped, then forgotten and
+  // reported again, which the timeline takes as no change).
+  std::unordered_set<std::uint64_t> asking;
+  std::string redirect_text;
+  std::unordered_set<std::uint64_t> links_reported;
+
+  // The lock channels each connection is subscribed to, as its confirmed (S)SUBSCRIBEs,
+  // (S)UNSUBSCRIBEs and messages show: an UNSUBSCRIBE naming no channel (redis-py's
+  // unsubscribe(), go-redis) or a RESET leaves them all without naming them. At most
+  // max_tracked_channels a connection (the oldest forgotten); dropped when it ends.
+  struct tracked_channel {
+    std::string name;
+    bool sharded = false;
+  };
+  static constexpr std::size_t max_tracked_channels = 256;
+  std::unordered_map<std::uint64_t, std::vector<tracked_channel>> channels;
+
+  // ---- lock_recognizer.cpp: the exchange, its dispatch, what every handler uses ----
+
+  void on_exchange(const exchange& e);
+  void dispatch(command_call& c);
+  // One line naming the flow, to the warning handler (see lock_recognizer::warn_handler).
+  void warn(const exchange& e, std::string_view what);
+
+  std::int32_t database(const exchange& e) {
+    if (e.connection == last_db_connection && (e.client_from_start || last_db != 0)) return last_db;
+    std::int32_t db = 0;
+    if (const auto it = databases.find(e.connection); it != databases.end()) db = it->second;
+    else if (!e.client_from_start) databases.emplace(e.connection, db = -1);
+    last_db_connection = e.connection;
+    last_db = db;
+    return db;
+  }
+  void set_database(std::uint64_t connection, std::int32_t db) {
+    databases[connection] = db;
+    last_db_connection = connection;
+    last_db = db;
+  }
+
+  // Hands an operation to the sink. `in` is left as it is (a caller may emit it again
+  // with other fields changed): an operation whose outcome emit changes (a redirect, a
+  // value-checked call) is copied.
+  void emit(const lock_operation& in) {
+    const bool redirect = in.redirect != cluster_reply::none && in.outcome == op_outcome::error;
+    const bool value_checked =
+        in.family == lock_family::set_based || in.family == lock_family::redlock_multi || in.family == lock_family::setnx;
+    ++stats.operations;
+    if (in.inferred) ++stats.inferred;
+    if (!redirect && !value_checked) {
+      sink.on_operation(in);
+      return;
+    }
+    lock_operation o = in;
+    if (redirect) {
+      o.outcome = op_outcome::redirected;  // not run on this node: retried elsewhere or later
+      ++stats.redirects;
+    }
+    if (o.outcome != op_outcome::redirected && value_checked) {
+      track_value(o);
+      stats.values_tracked = flow.size();
+      stats.values_evicted = flow.evictions();
+    }
+    sink.on_operation(o);
+  }
+
+  // ---- script_calls.cpp ----
+
+  void on_script_load(command_call& c);
+  void on_script_call(command_call& c);  // EVAL, EVALSHA and their _RO forms
+  // How a script call's operations come out of its class and reply.
+  void emit_script_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
+                              std::span<const std::string_view> argv);
+  void emit_multi_key_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
+                                 std::span<const std::string_view> argv);
+  // The class an unknown SHA1's call is guessed to have from its argument shape and
+  // reply (see lock_recognizer.hpp); op none when no guess fits.
+  script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
+                            std::span<const std::string_view> argv);
+  recognizer_detail::string_map<sha_entry>& builtin_sha();
+  // Makes `text` the last EVAL's script when it is known.
+  bool find_eval(std::string_view text);
+  sha_entry* find_sha(std::string_view sha);
+  // A script seen in full (EVAL, SCRIPT LOAD) and its SHA1.
+  script_class learn(std::string_view text, std::string_view sha);
+  // The SHA1 lower-cased into sha_scratch; empty when it is not 40 hex digits.
+  std::string_view normal_sha(std::string_view s) {
+    if (s.size() != 40) return {};
+    for (std::size_t i = 0; i < 40; ++i) {
+      const char c = resp::ascii_lower(s[i]);
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+      sha_scratch[i] = c;
+    }
+    return {sha_scratch.data(), 40};
+  }
+  static std::array<std::uint8_t, 20> sha_bytes(std::string_view hex) noexcept {
+    std::array<std::uint8_t, 20> out{};
+    auto nibble = [](char c) { return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+    for (std::size_t i = 0; i < 20 && 2 * i + 1 < hex.size(); ++i) {
+      out[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+    }
+    return out;
+  }
+  // current_sha = {} in three stores (an EVAL per exchange; GCC zeroed it with `rep stos`).
+  void clear_current_sha() noexcept {
+    static constexpr std::uint8_t zeros[20] = {};
+    std::memcpy(current_sha.data(), zeros, 8);
+    std::memcpy(current_sha.data() + 8, zeros, 8);
+    std::memcpy(current_sha.data() + 16, zeros, 4);
+  }
+
+  // ---- value_tracking.cpp ----
+
+  // The role value flow has shown an inferred script to play (acquire or extend),
+  // once the votes agree (4 to 1 at least); none before.
+  static script_op learned_role(const sha_entry& e) noexcept;
+  // The script that carried a value first turns out to be that value's acquire.
+  void vote_first_acquire(recognizer_detail::value_record& rec);
+  // The role of an unseen [value, ttl] script from how its value flowed so far (see
+  // the header): the first script a value meets is its acquire, a later one its extend.
+  script_op value_role(sha_entry& se, std::string_view server, std::string_view key, std::string_view value,
+                       const std::array<std::uint8_t, 20>& sha, bool answered_yes, std::int64_t at_us);
+  // Follows a value through a SET-based or node-redlock operation about to be
+  // emitted; a value-checked call that changed nothing gets outcome `none`.
+  void track_value(lock_operation& op);
+  // Redisson ≥ 3.24 / node-redisson: an unlock names a latch key per unlock call; a
+  // retry of the call names it again, and the script then replays the first reply
+  // (the latch value) without doing anything. The client DELs the latch afterwards.
+  static std::uint64_t latch_key(std::string_view server, std::string_view latch) noexcept {
+    return recognizer_detail::value_key(server, latch, "\x01latch");
+  }
+  bool replayed_unlock(std::string_view server, std::string_view latch);
+
+  // ---- plain_commands.cpp ----
+
+  void on_set(command_call& c);
+  void on_setnx(command_call& c);
+  void on_expire(command_call& c);  // EXPIRE, PEXPIRE
+  void on_del(command_call& c);     // DEL, UNLINK
+
+  // ---- pubsub.cpp ----
+
+  void on_push(const exchange& e, lock_operation& op);
+  void on_subscription(command_call& c);  // (S)SUBSCRIBE, (S)UNSUBSCRIBE
+  void note_subscribed(std::uint64_t connection, std::string_view channel, bool sharded);
+  void note_unsubscribed(std::uint64_t connection, std::string_view channel);
+  // The channels a bare (S)UNSUBSCRIBE (sharded: SUNSUBSCRIBE) or a RESET (all) leaves;
+  // forgotten here.
+  std::vector<tracked_channel> take_channels(std::uint64_t connection, bool all, bool sharded);
+
+  // ---- connection_state.cpp ----
+
+  void on_select(command_call& c);
+  void on_reset(command_call& c);
+  void on_connection_end(std::uint64_t connection);
+
+  // ---- redis_cluster.cpp ----
+
+  void on_asking(command_call& c);
+  // An error reply: a cluster redirect sets the operation's redirect, slot and target.
+  void on_error_reply(command_call& c);
+  void on_cluster(command_call& c);  // CLUSTER SLOTS / SHARDS
+  void report_link(const exchange& e, std::string_view other_node);
+  void report_cluster_nodes(const exchange& e, bool shards);
+};
+
+}  // namespace lockscope::locks

@@ -1,0 +1,419 @@
+// EVAL, EVALSHA (and their _RO forms) and SCRIPT LOAD: the script and SHA1 caches, the
+// class of each call's script (known by its text, its SHA1, or guessed from the call's
+// shape when the SHA1 is unknown), and the operations the class and the reply make.
+#include <array>
+
+#include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "recognize/lock_channels.hpp"
+#include "recognize/recognizer_state.hpp"
+
+namespace lockscope::locks {
+
+using namespace recognizer_detail;
+
+namespace {
+
+using resp::iequals;
+
+bool is_number(std::string_view s) noexcept {
+  std::int64_t v = 0;
+  return parse_int(s, v);
+}
+
+// An owner id: Redisson's `<uuid>:<thread>` or anything with a ':' that is not a number.
+bool looks_like_owner(std::string_view s) noexcept {
+  return lock::parse_owner_id(s).has_value() || (s.find(':') != std::string_view::npos && !is_number(s));
+}
+
+// KEYS[i] / ARGV[i], 1-based; empty when absent.
+std::string_view arg_at(std::span<const std::string_view> v, std::uint8_t i) noexcept {
+  return i >= 1 && i <= v.size() ? v[i - 1] : std::string_view();
+}
+// ARGV[i] as an integer; -1 when absent or not one.
+std::int64_t int_arg(std::span<const std::string_view> argv, std::uint8_t i) noexcept {
+  std::int64_t v = -1;
+  if (!parse_int(arg_at(argv, i), v)) v = -1;
+  return v;
+}
+
+// Integer elements of an array reply (up to `out.size()`); returns how many.
+std::size_t array_integers(const reply_view& r, std::span<std::int64_t> out, std::size_t& total) {
+  std::size_t k = 0;
+  total = 0;
+  if (r.kind != reply_view::shape::array) return 0;
+  r.m->for_each_child(r.root, [&](const message_node& e) {
+    std::int64_t v = -1;
+    if (e.type == resp::type::integer) v = e.integer;
+    else if (e.type == resp::type::boolean) v = e.integer != 0 ? 1 : 0;
+    else if (e.type == resp::type::bulk_string || e.type == resp::type::simple_string) {
+      if (!parse_int(r.m->text(e), v)) v = -1;
+    }
+    if (k < out.size()) out[k++] = v;
+    ++total;
+    return true;
+  });
+  return k;
+}
+
+// An acquire script's outcome (and the holder's TTL, or the fenced token) from its reply.
+void read_acquire_reply(lock_operation& op, const script_class& cls, const reply_view& reply) {
+  if (reply.kind == reply_view::shape::none) op.outcome = op_outcome::no_reply;
+  else if (reply.kind == reply_view::shape::error) op.outcome = op_outcome::error;
+  else if (cls.family == lock_family::redisson_fenced && reply.kind == reply_view::shape::array) {
+    std::array<std::int64_t, 2> v{-1, -1};
+    std::size_t total = 0;
+    array_integers(reply, v, total);
+    if (v[0] == -1) {
+      op.outcome = op_outcome::ok;
+      op.token = v[1];
+    } else {
+      op.outcome = op_outcome::contended;
+      op.ttl_ms = v[0];
+    }
+  } else if (reply.kind == reply_view::shape::null && cls.family != lock_family::set_based) op.outcome = op_outcome::ok;
+  else if (cls.family == lock_family::set_based && reply.kind == reply_view::shape::integer) {
+    op.outcome = reply.integer >= 1 ? op_outcome::ok : op_outcome::contended;  // a script's 1 / 0
+  } else if (cls.family == lock_family::set_based) op.outcome = reply.kind == reply_view::shape::ok ? op_outcome::ok : op_outcome::contended;
+  else if (reply.kind == reply_view::shape::integer) {
+    op.outcome = op_outcome::contended;
+    op.ttl_ms = reply.integer;
+  } else op.outcome = op_outcome::error;
+}
+
+// An unlock or release script's outcome from its reply.
+op_outcome unlock_outcome(const script_class& cls, const reply_view& reply) noexcept {
+  if (reply.kind == reply_view::shape::none) return op_outcome::no_reply;
+  if (reply.kind == reply_view::shape::error) return op_outcome::error;
+  if (reply.kind == reply_view::shape::null) return op_outcome::rejected;
+  if (reply.kind != reply_view::shape::integer) return op_outcome::error;
+  if (cls.op == script_op::release) {
+    return reply.integer >= 1 ? op_outcome::ok : reply.integer == -1 ? op_outcome::expired : op_outcome::rejected;
+  }
+  return reply.integer == 1 ? op_outcome::ok : reply.integer == 0 ? op_outcome::partial : op_outcome::rejected;
+}
+
+}  // namespace
+
+lock_recognizer::state::state(lock_operation_sink& operation_sink) : sink(operation_sink) {
+  auto add = [this](std::string_view text) {
+    if (builtin_text.find(text) == builtin_text.end()) builtin_text.emplace(std::string(text), classify_script(text));
+  };
+  for (const lock::script_info& s : lock::all_scripts()) add(s.text);
+  for (const known_script& s : known_scripts()) add(s.text);
+  for (const known_script& s : client_scripts()) add(s.text);
+}
+
+string_map<lock_recognizer::state::sha_entry>& lock_recognizer::state::builtin_sha() {
+  if (!builtin_sha_ready) {
+    builtin_sha_ready = true;
+    auto add = [this](std::string_view text, const std::string& sha) {
+      builtin_sha_table[sha] = sha_entry{builtin_text.find(text)->second, false, false};
+    };
+    for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
+    for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
+    for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
+  }
+  return builtin_sha_table;
+}
+
+bool lock_recognizer::state::find_eval(std::string_view text) {
+  if (const auto it = builtin_text.find(text); it != builtin_text.end()) {
+    last_eval_text = &it->first;
+    last_eval_class = &it->second;
+    return true;
+  }
+  if (auto* e = by_text.find(text)) {
+    last_eval_text = &e->key;
+    last_eval_class = &e->value;
+    return true;
+  }
+  return false;
+}
+
+lock_recognizer::state::sha_entry* lock_recognizer::state::find_sha(std::string_view sha) {
+  if (const auto it = builtin_sha().find(sha); it != builtin_sha().end()) return &it->second;
+  if (auto* e = by_sha.find(sha)) return &e->value;
+  return nullptr;
+}
+
+script_class lock_recognizer::state::learn(std::string_view text, std::string_view sha) {
+  script_class c;
+  if (const auto it = builtin_text.find(text); it != builtin_text.end()) {
+    c = it->second;
+  } else if (auto* e = by_text.find(text)) {
+    c = e->value;
+  } else {
+    c = classify_script(text);
+    last_eval_text = nullptr;
+    last_eval_class = nullptr;
+    last_eval_identity = 0;
+    by_text.insert(text, c);
+    stats.scripts_evicted = by_text.evictions();
+  }
+  if (builtin_sha().find(sha) == builtin_sha().end()) {
+    by_sha.insert(sha, sha_entry{c, false, false});
+    stats.shas_evicted = by_sha.evictions();
+  }
+  return c;
+}
+
+void lock_recognizer::state::on_script_load(command_call& c) {
+  const exchange& e = c.e;
+  if (c.args.size() != 3 || !iequals(c.args[1], "LOAD")) return;
+  if (e.reply == nullptr) return;
+  const std::size_t root = e.reply->root();
+  if (root == message::npos) return;
+  const std::string_view sha = normal_sha(e.reply->text(e.reply->nodes()[root]));
+  if (sha.empty()) return;
+  if (find_sha(sha) == nullptr) {
+    ++stats.scripts_seen;
+    learn(c.args[2], sha);
+  }
+}
+
+void lock_recognizer::state::on_script_call(command_call& c) {
+  const exchange& e = c.e;
+  const auto& args = c.args;
+  const bool eval = c.word == command_word::eval || c.word == command_word::eval_ro;
+  if (args.size() < 3) return;
+  std::int64_t numkeys = 0;
+  if (!parse_int(args[2], numkeys) || numkeys < 0 || static_cast<std::size_t>(numkeys) > args.size() - 3) return;
+  const std::span<const std::string_view> keys = args.subspan(3, static_cast<std::size_t>(numkeys));
+  const std::span<const std::string_view> argv = args.subspan(3 + static_cast<std::size_t>(numkeys));
+
+  script_class cls;
+  sha_entry* entry = nullptr;
+  current_is_script = true;
+  clear_current_sha();
+  // The script's interned identity, when the session held it once (see exchange).
+  const std::uint64_t script_identity = e.interned_argument == 1 ? e.interned_identity : 0;
+  if (eval && script_identity != 0 && script_identity == last_eval_identity) {
+    cls = *last_eval_class;  // the same bytes as the last EVAL's script: no compare
+  } else if (eval && last_eval_text != nullptr && *last_eval_text == args[1]) {
+    cls = *last_eval_class;
+    last_eval_identity = script_identity;
+  } else if (eval) {
+    if (!find_eval(args[1])) {
+      ++stats.scripts_seen;
+      cls = learn(args[1], lock::sha1_hex(args[1]));
+      if (!cls.is_lock_script()) ++stats.unknown_scripts;
+      find_eval(args[1]);
+    }
+    cls = *last_eval_class;
+    last_eval_identity = script_identity;
+  } else {
+    const std::string_view sha = normal_sha(args[1]);
+    if (sha.empty()) return;
+    current_sha = sha_bytes(sha);
+    entry = find_sha(sha);
+    if (entry == nullptr) {
+      ++stats.unknown_shas;
+      entry = &by_sha.insert(sha, sha_entry{{}, true, false}).value;
+      stats.shas_evicted = by_sha.evictions();
+    }
+    cls = entry->cls;
+    c.op.inferred = entry->inferred;
+  }
+  if (!cls.is_lock_script() && !(entry != nullptr && entry->inferred)) return;
+
+  if (entry != nullptr && entry->inferred) {
+    cls = infer_script(c, *entry, keys, argv);
+    if (cls.op == script_op::none) return;
+    c.op.inferred = true;
+  }
+  emit_script_operations(c, cls, keys, argv);
+}
+
+// Unknown script: guess from the argument shape and the reply (see the header).
+script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& entry,
+                                                  std::span<const std::string_view> keys,
+                                                  std::span<const std::string_view> argv) {
+  const reply_view& reply = c.reply;
+  const std::string_view k2 = keys.size() >= 2 ? keys[1] : std::string_view();
+  script_class g;
+  g.lock_key = 1;
+  if (starts_with(k2, "redisson_lock_queue:")) {
+    g.family = lock_family::redisson_fair;
+    g.op = keys.size() == 3 ? script_op::acquire : script_op::unlock;
+    g.owner_argv = g.op == script_op::acquire ? 2 : 3;
+    g.lease_argv = g.op == script_op::acquire ? 1 : 2;
+    g.channel_key = g.op == script_op::unlock ? 4 : 0;
+  } else if (is_lock_channel(k2)) {
+    g.family = starts_with(k2, "redisson_rwlock") ? lock_family::redisson_write : lock_family::redisson;
+    g.channel_key = 2;
+    if (argv.size() >= 3 && looks_like_owner(argv[2])) {
+      g.op = script_op::unlock;
+      g.owner_argv = 3;
+      g.lease_argv = 2;
+    } else if (argv.size() >= 2 && looks_like_owner(argv[1])) {
+      g.op = script_op::unlock;  // read lock unlock: [message, owner]
+      g.owner_argv = 2;
+      g.family = lock_family::redisson_read;
+    } else {
+      g.op = script_op::force_unlock;
+    }
+  } else if (starts_with(k2, "redisson_lock_token:")) {
+    g.family = lock_family::redisson_fenced;
+    g.op = script_op::acquire;
+    g.owner_argv = 2;
+    g.lease_argv = 1;
+  } else if (keys.size() >= 1 && argv.size() == keys.size() + 1 && is_number(argv[0]) && looks_like_owner(argv[1]) &&
+             reply.kind == reply_view::shape::array) {
+    g.family = lock_family::redisson;
+    g.op = script_op::renew_batch;
+    g.owner_argv = 2;
+    g.lease_argv = 1;
+  } else if (keys.size() == 1 && argv.size() == 2 && is_number(argv[0]) && looks_like_owner(argv[1])) {
+    g.family = lock_family::redisson;
+    g.owner_argv = 2;
+    g.lease_argv = 1;
+    const bool decisive = reply.kind == reply_view::shape::null ||
+                          (reply.kind == reply_view::shape::integer && reply.integer >= 2) ||
+                          (reply.kind == reply_view::shape::integer && reply.integer == -1);
+    if (decisive) entry.acquire_proven = true;
+    g.op = entry.acquire_proven || decisive ? script_op::acquire : script_op::renew;
+  } else if (keys.size() >= 1 && argv.size() == 1 && reply.kind == reply_view::shape::integer) {
+    // get == value → del: one key (redis-py, redsync, redis-plus-plus) or node-redlock's N.
+    g.family = keys.size() == 1 ? lock_family::set_based : lock_family::redlock_multi;
+    g.op = keys.size() == 1 ? script_op::release : script_op::multi_release;
+    g.owner_argv = 1;
+  } else if (keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
+             reply.kind == reply_view::shape::integer) {
+    // [value, ttl]: node-redlock's acquire and extend have the same shape; how the
+    // value flows tells them apart.
+    const script_op role = value_role(entry, c.e.server_text, keys[0], argv[0], current_sha, reply.integer >= 1,
+                                      c.op.at_us());
+    const bool multi = keys.size() > 1;
+    g.family = multi ? lock_family::redlock_multi : lock_family::set_based;
+    g.op = role == script_op::acquire ? (multi ? script_op::multi_acquire : script_op::acquire)
+                                      : (multi ? script_op::multi_extend : script_op::extend);
+    g.owner_argv = 1;
+    g.lease_argv = 2;
+    // redis-py's extend: [token, ms, "0" | "1"], the time added unless "1" (replace_ttl).
+    if (g.op == script_op::extend && argv.size() == 3 && (argv[2] == "0" || argv[2] == "1")) {
+      g.lease_added = true;
+      g.replace_argv = 3;
+    }
+  }
+  return g;
+}
+
+void lock_recognizer::state::emit_script_operations(command_call& c, const script_class& cls,
+                                                    std::span<const std::string_view> keys,
+                                                    std::span<const std::string_view> argv) {
+  lock_operation& op = c.op;
+  const reply_view& reply = c.reply;
+  op.family = cls.family;
+  op.shared = cls.family == lock_family::redisson_read;
+  op.lock = arg_at(keys, cls.lock_key);
+  op.owner = arg_at(argv, cls.owner_argv);
+  op.channel = arg_at(keys, cls.channel_key);
+  op.lease_ms = int_arg(argv, cls.lease_argv);
+  if (op.lock.empty() && cls.op != script_op::renew_batch && cls.op != script_op::multi_acquire &&
+      cls.op != script_op::multi_extend && cls.op != script_op::multi_release) {
+    return;
+  }
+  const bool no_reply = reply.kind == reply_view::shape::none;
+  const bool error = reply.kind == reply_view::shape::error;
+
+  switch (cls.op) {
+    case script_op::acquire:
+      op.kind = lock_op_kind::acquire;
+      read_acquire_reply(op, cls, reply);
+      emit(op);
+      return;
+    case script_op::unlock:
+    case script_op::release:
+      op.kind = lock_op_kind::unlock;
+      op.outcome = unlock_outcome(cls, reply);
+      // (An error reply ran nothing: a TRYAGAIN/ASK'd unlock's retry is the first run.)
+      if (!no_reply && !error && cls.op == script_op::unlock && keys.size() >= 3 &&
+          starts_with(keys[2], "redisson_unlock_latch") && replayed_unlock(c.e.server_text, keys[2])) {
+        op.outcome = op_outcome::none;  // a retried unlock: the reply replays the first
+      }
+      emit(op);
+      return;
+    case script_op::renew:
+    case script_op::extend:
+      op.kind = lock_op_kind::renew;
+      op.lease_added = cls.lease_added && (cls.replace_argv == 0 || arg_at(argv, cls.replace_argv) != "1");
+      op.outcome = no_reply ? op_outcome::no_reply
+                   : error  ? op_outcome::error
+                   : reply.kind == reply_view::shape::integer ? (reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected)
+                   : reply.kind == reply_view::shape::ok      ? op_outcome::ok
+                                                              : op_outcome::rejected;
+      emit(op);
+      return;
+    case script_op::force_unlock:
+      op.kind = lock_op_kind::force_unlock;
+      op.owner = {};
+      op.lease_ms = -1;
+      op.outcome = no_reply ? op_outcome::no_reply
+                   : error  ? op_outcome::error
+                   : reply.kind == reply_view::shape::integer && reply.integer == 1 ? op_outcome::ok
+                                                                                     : op_outcome::none;
+      emit(op);
+      return;
+    case script_op::renew_batch:
+    case script_op::multi_acquire:
+    case script_op::multi_extend:
+    case script_op::multi_release:
+      emit_multi_key_operations(c, cls, keys, argv);
+      return;
+    case script_op::none:
+      return;
+  }
+}
+
+// A call on several keys at once: one operation per key.
+void lock_recognizer::state::emit_multi_key_operations(command_call& c, const script_class& cls,
+                                                       std::span<const std::string_view> keys,
+                                                       std::span<const std::string_view> argv) {
+  lock_operation& op = c.op;
+  const reply_view& reply = c.reply;
+  const bool no_reply = reply.kind == reply_view::shape::none;
+  const bool error = reply.kind == reply_view::shape::error;
+  if (cls.op == script_op::renew_batch) {
+    op.kind = lock_op_kind::renew;
+    op.lease_ms = int_arg(argv, 1);
+    std::array<std::int64_t, 64> results{};
+    std::size_t total = 0;
+    const std::size_t n = array_integers(reply, results, total);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      op.lock = keys[i];
+      op.owner = i + 2 <= argv.size() ? argv[i + 1] : std::string_view();
+      if (no_reply) op.outcome = op_outcome::no_reply;
+      else if (error) op.outcome = op_outcome::error;
+      else if (reply.kind == reply_view::shape::integer) op.outcome = reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected;
+      else if (i < n) op.outcome = results[i] >= 1 ? op_outcome::ok : op_outcome::rejected;
+      else op.outcome = op_outcome::no_reply;
+      emit(op);
+    }
+    return;
+  }
+  // node-redlock's multi_acquire / multi_extend / multi_release.
+  op.owner = arg_at(argv, cls.owner_argv);
+  op.lease_ms = int_arg(argv, cls.lease_argv);
+  const bool all = reply.kind == reply_view::shape::integer && reply.integer >= static_cast<std::int64_t>(keys.size());
+  for (std::string_view key : keys) {
+    op.lock = key;
+    if (cls.op == script_op::multi_acquire) {
+      op.kind = lock_op_kind::acquire;
+      op.outcome = no_reply ? op_outcome::no_reply : error ? op_outcome::error : all ? op_outcome::ok : op_outcome::contended;
+    } else if (cls.op == script_op::multi_extend) {
+      op.kind = lock_op_kind::renew;
+      op.outcome = no_reply ? op_outcome::no_reply : error ? op_outcome::error : all ? op_outcome::ok : op_outcome::rejected;
+    } else {
+      op.kind = lock_op_kind::unlock;
+      // The count says how many keys still held this value; which ones is not known.
+      op.outcome = no_reply ? op_outcome::no_reply
+                   : error  ? op_outcome::error
+                   : reply.kind == reply_view::shape::integer && reply.integer > 0 ? op_outcome::ok
+                                                                                    : op_outcome::rejected;
+    }
+    emit(op);
+  }
+}
+
+}  // namespace lockscope::locks
