@@ -38,7 +38,7 @@ HEADER_STAGES = {
     "lockscope/ingest/clock_steps.hpp": "capture",
     "lockscope/ingest/exchange.hpp": "session",
     "lockscope/ingest/short_bytes.hpp": "session",
-    "lockscope/locks/command_words.hpp": "recognize",
+    "lockscope/locks/command_words.hpp": "vocabulary",
 }
 # What the analyzer may include of the lock client: the scripts and their naming.
 LOCK_HEADERS_SHARED = {"lockscope/lock/scripts.hpp", "lockscope/lock/naming.hpp"}
@@ -109,7 +109,7 @@ def main():
         _, lib = library_of(f)
         if lib in STAGES and f.endswith(".cpp") and stage_of.get(f) and edges[f]:
             first_target = edges[f][0][0]
-            if "/include/" in first_target and first_target not in stage_of:
+            if "/include/" in first_target and first_target not in stage_of and library_of(first_target)[1] == lib:
                 stage_of[first_target] = stage_of[f]
     problems = []
     for f in files:
