@@ -14,7 +14,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
@@ -25,28 +24,6 @@
 #include "timer_queue.hpp"
 
 namespace lockscope::locks {
-
-std::string_view to_string(lock_event_kind k) noexcept {
-  static constexpr std::string_view names[] = {
-      "acquired", "reentered",       "contended",      "renewed",    "renew_failed",
-      "released", "partially_released", "unlock_rejected", "force_released", "expired",
-      "subscribed", "notified",      "unsubscribed",   "anomaly",    "quorum",
-      "multilock", "redirected"};
-  return names[static_cast<std::size_t>(k)];
-}
-
-std::string_view to_string(anomaly_kind k) noexcept {
-  static constexpr std::string_view names[] = {
-      "none",         "expired_while_held", "overlapping_holders", "unlock_by_non_owner", "idle_with_waiters",
-      "woken_by_timeout", "late_renewal",   "long_hold",           "non_atomic_acquire",  "quorum_lost",
-      "split_quorum", "released_other_owner", "unchecked_release", "subscription_lost"};
-  return names[static_cast<std::size_t>(k)];
-}
-
-std::string_view to_string(link_confidence c) noexcept {
-  static constexpr std::string_view names[] = {"none", "certain", "high", "low"};
-  return names[static_cast<std::size_t>(c)];
-}
 
 namespace {
 
@@ -258,7 +235,6 @@ struct lock_timeline::impl {
   stable_vector<lock_extra> extras;
   std::int64_t now = -1;
   std::int64_t first = -1;
-  std::string detail;  // scratch for event details
   // Exclusive acquisitions while another owner still held the lock, not reported yet:
   // replies on different connections can be captured out of the server's order, so an
   // unlock by that owner sent before this acquisition's reply (its reply captured just
@@ -785,7 +761,7 @@ struct lock_timeline::impl {
     sink.on_event(e);
   }
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn,
-               std::string_view why, bool inferred = false, std::int64_t interval_start = -1,
+               const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1,
                std::int64_t interval = -1) {
     lock_event e = base(l, ts);
     e.event = lock_event_kind::anomaly;
@@ -793,7 +769,7 @@ struct lock_timeline::impl {
     e.owner = owners.text(owner);
     e.client = client_of(conn);
     e.server = server_of(conn);
-    e.detail = why;
+    e.found = found;
     e.inferred = inferred;
     e.interval_start_us = interval_start;
     e.interval_us = interval;
@@ -856,8 +832,8 @@ struct lock_timeline::impl {
     for_each_holder(l, [&](holder& h) {
       if (!h.long_hold_reported() && h.since_us >= 0 && options.long_hold_us > 0 && h.since_us + options.long_hold_us <= at) {
         h.set_long_hold_reported();
-        detail = "held longer than " + std::to_string(options.long_hold_us / 1000) + " ms";
-        anomaly(l, h.since_us + options.long_hold_us, anomaly_kind::long_hold, h.owner, h.conn, detail);
+        anomaly(l, h.since_us + options.long_hold_us, anomaly_kind::long_hold, h.owner, h.conn,
+                {anomaly_finding::held_too_long, options.long_hold_us});
       }
     });
     // Waiters that made no attempt within their last TTL plus the margin gave up.
@@ -880,8 +856,8 @@ struct lock_timeline::impl {
       }
       // At the threshold, or now when the waiter only appeared after it had passed.
       const std::int64_t ts = std::max(x.free_since_us + options.idle_threshold_us, at);
-      detail = "free so far while a subscribed waiter waits (missed wake-up?)";
-      anomaly(l, ts, anomaly_kind::idle_with_waiters, longest->owner, longest->conn, detail, false, x.free_since_us,
+      anomaly(l, ts, anomaly_kind::idle_with_waiters, longest->owner, longest->conn,
+              {anomaly_finding::idle_while_subscribed_waiter_waits}, false, x.free_since_us,
               ts - x.free_since_us);
     }
     schedule(id);
@@ -913,14 +889,12 @@ struct lock_timeline::impl {
       }
       // The interval: from the acquisition to when it became certain (or the end).
       const std::int64_t ts = certain <= until ? std::max(now, certain) : now;
-      detail = "acquired while " + std::string(owners.text(p.other)) + " still held it";
       // Mid-stream, a connection's SELECT may be before the capture: the same key in two
       // databases would read as one lock held twice.
-      if (p.database_guessed) {
-        detail += " (a connection's database was not seen, so counted as db 0: if the two use different "
-                  "databases, these are two locks)";
-      }
-      anomaly(locks[p.lock], ts, anomaly_kind::overlapping_holders, p.owner, p.conn, detail, p.inferred, p.at,
+      const anomaly_finding finding = p.database_guessed ? anomaly_finding::acquired_while_held_db_guessed
+                                                         : anomaly_finding::acquired_while_held;
+      anomaly(locks[p.lock], ts, anomaly_kind::overlapping_holders, p.owner, p.conn,
+              {finding, owners.text(p.other)}, p.inferred, p.at,
               ts - p.at);
       forget_overlap(p);
     }
@@ -975,12 +949,6 @@ struct lock_timeline::impl {
     for (waiter& w : xp(l)->waiters) {
       if (w.pubsub && w.lost_release_us < 0 && !subscribed(w, lock)) w.lost_release_us = at;
     }
-  }
-  static std::string format_ms(std::int64_t us) {
-    std::string out = std::to_string(us / 1000) + ".";
-    const std::int64_t frac = (us % 1000) / 100;
-    out += static_cast<char>('0' + frac);
-    return out + " ms";
   }
 
   void expire(lock_state& l, holder& h, std::int64_t at) {
@@ -1185,27 +1153,25 @@ struct lock_timeline::impl {
       x.idle_reported = true;
       // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
       // longer than the lock stayed free.
-      detail = !w.pubsub || polls(w) ? "free while a polling waiter slept between its attempts"
-               : subscribed(w, lock) ? "free while a subscribed waiter waited (missed wake-up)"
-                                     : "free while an unsubscribed waiter waited (missed wake-up)";
-      anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.free_since_us,
+      const anomaly_finding finding = !w.pubsub || polls(w) ? anomaly_finding::idle_while_poller_slept
+                                      : subscribed(w, lock) ? anomaly_finding::idle_while_subscribed_waiter_waited
+                                                            : anomaly_finding::idle_while_unsubscribed_waiter_waited;
+      anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.free_since_us,
               at - x.free_since_us);
     } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us) {
-      detail = w.pubsub && !polls(w) ? "free while this waiter waited (missed wake-up)"
-                                     : "free while this polling waiter slept between its attempts";
-      anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, detail, op.inferred, x.idle_start_us,
+      const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
+                                                            : anomaly_finding::idle_while_this_poller_slept;
+      anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.idle_start_us,
               x.idle_end_us - x.idle_start_us);
       x.idle_start_us = x.idle_end_us = -1;
     }
     if (by_timer && w.lost_release_us >= 0 && !w.lost_reported) {
       w.lost_reported = true;  // once per wait
+      anomaly_facts found{anomaly_finding::not_subscribed_at_release};
       if (w.unsubscribed_us >= 0 && w.unsubscribed_us <= w.lost_release_us) {
-        detail = "its subscriber unsubscribed " + format_ms(w.lost_release_us - w.unsubscribed_us) +
-                 " before the release while it still waited: nobody told it";
-      } else {
-        detail = "not subscribed when the lock was released: nobody told it";
+        found = {anomaly_finding::unsubscribed_before_release, w.lost_release_us - w.unsubscribed_us};
       }
-      anomaly(l, at, anomaly_kind::subscription_lost, w.owner, w.conn, detail, op.inferred, w.lost_release_us,
+      anomaly(l, at, anomaly_kind::subscription_lost, w.owner, w.conn, found, op.inferred, w.lost_release_us,
               at - w.lost_release_us);
     }
     // Held all along since its previous attempt (a watchdog renewing), there was nothing
@@ -1214,7 +1180,7 @@ struct lock_timeline::impl {
     if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us) {
       w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
       anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
-              "retried with no notification since the previous attempt", op.inferred);
+              {anomaly_finding::retried_without_notification}, op.inferred);
     }
     w.notified = false;
     w.lost_release_us = -1;
@@ -1504,7 +1470,7 @@ struct lock_timeline::impl {
     emit(l, e);
     if (op.family == lock_family::setnx) {
       anomaly(l, at, anomaly_kind::non_atomic_acquire, owner, conn,
-              "SETNX: the expiry is not set atomically with the lock", op.inferred);
+              {anomaly_finding::setnx_expiry_not_atomic}, op.inferred);
     }
     schedule_at(id, deadline);
     schedule_at(id, long_hold);
@@ -1529,19 +1495,19 @@ struct lock_timeline::impl {
         remove_holder(l, mine);
         became_free(l, at);
       }
+      anomaly_facts found;
       if (!lease_over) {
-        detail = fmt::format("{} refused {} ms before the lease would run out: the key was lost (deleted, evicted, "
-                             "or a restart or failover without it)",
-                             renew ? "renewal" : "unlock", left / 1000);
+        found.finding = renew ? anomaly_finding::renewal_refused_key_lost : anomaly_finding::unlock_refused_key_lost;
+        found.duration_us = left;
       } else {
-        detail = renew ? "renewal refused: the lease had already run out" : "unlock refused: the lease had already run out";
+        found.finding = renew ? anomaly_finding::renewal_refused_lease_over : anomaly_finding::unlock_refused_lease_over;
       }
-      anomaly(l, at, anomaly_kind::expired_while_held, owner, conn, detail, inferred);
+      anomaly(l, at, anomaly_kind::expired_while_held, owner, conn, found, inferred);
       return;
     }
     if (!renew) {
       anomaly(l, at, anomaly_kind::unlock_by_non_owner, owner, conn,
-              has_holder(l) ? "unlock by an owner that does not hold the lock" : "unlock of a lock nobody holds",
+              {has_holder(l) ? anomaly_finding::unlock_by_non_holder : anomaly_finding::unlock_of_free_lock},
               inferred);
     }
   }
@@ -1624,9 +1590,9 @@ struct lock_timeline::impl {
         const std::int64_t gap = at - h->last_renew_us;
         const double limit = options.late_renewal_factor * static_cast<double>(op.lease_ms) * 1000.0 / 3.0;
         if (static_cast<double>(gap) > limit) {
-          detail = "renewed " + std::to_string(gap / 1000) + " ms after the previous renewal (expected every " +
-                   std::to_string(op.lease_ms / 3) + " ms)";
-          anomaly(l, at, anomaly_kind::late_renewal, owner, conn, detail, op.inferred);
+          anomaly(l, at, anomaly_kind::late_renewal, owner, conn,
+                  {anomaly_finding::renewed_late, gap, op.lease_ms / 3},
+                  op.inferred);
         }
       }
       h->last_renew_us = at;
@@ -1684,13 +1650,13 @@ struct lock_timeline::impl {
       became_free(l, at);
       emit(l, e);
       if (deleter != no_id && deleter != removed) {
-        detail = "DEL from " + std::string(owners.text(deleter)) + "'s connection removed " +
-                 std::string(owners.text(removed)) + "'s lock";
-        anomaly(l, at, anomaly_kind::released_other_owner, deleter, conn, detail, op.inferred);
+        anomaly(l, at, anomaly_kind::released_other_owner, deleter, conn,
+                {anomaly_finding::del_removed_other_owner, owners.text(removed)},
+                op.inferred);
       }
       if (!has_extra(l) || xp(l)->anomalies[static_cast<std::size_t>(anomaly_kind::unchecked_release)] == 0) {
         anomaly(l, at, anomaly_kind::unchecked_release, removed, conn,
-                "released by a plain DEL, which does not check the owner", op.inferred);
+                {anomaly_finding::released_by_plain_del}, op.inferred);
       }
       owners.release(removed);
     }
