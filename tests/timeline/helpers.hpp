@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "lockscope/locks/anomaly_text.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
 #include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
@@ -102,7 +103,7 @@ struct recorded_event {
   std::int64_t interval_start_us = -1, interval_us = -1;
   std::string lock_server;  // the lock's identity: server ("" merged) and database
   std::int32_t db = 0;
-  std::string detail;
+  std::string detail;  // an anomaly's sentence, as the outputs write it (append_anomaly_detail)
   // quorum / multilock events
   std::uint32_t total = 0, acquired = 0, needed = 0;
   bool succeeded = false, released = false;
@@ -127,12 +128,17 @@ inline locks::lock_event lock_event_of(locks::lock_event_kind kind, std::int64_t
 
 class event_recorder final : public locks::lock_event_sink {
  public:
+  static std::string sentence_of(const locks::lock_event& e) {
+    std::string out;
+    locks::append_anomaly_detail(out, e);
+    return out;
+  }
   void on_event(const locks::lock_event& e) override {
     std::string name(to_string(e.event));
     if (e.event == locks::lock_event_kind::anomaly) name += ":" + std::string(to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
-                      e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, std::string(e.detail), 0, 0, 0, false, false, {}, {}, {}});
+                      e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, sentence_of(e), 0, 0, 0, false, false, {}, {}, {}});
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;

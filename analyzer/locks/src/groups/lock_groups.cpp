@@ -8,7 +8,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include <fmt/format.h>
 
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
@@ -185,7 +184,7 @@ struct lock_groups::impl {
   std::vector<std::string> servers;  // by id
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
   // Scratch, reused.
-  std::string key_text, attempt_text, set_text, group_text, detail;
+  std::string key_text, attempt_text, set_text, group_text;
   std::vector<std::string_view> views_a, views_b, views_c;
 
   impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
@@ -221,7 +220,8 @@ struct lock_groups::impl {
 
   // ---- output ----
   void emit_anomaly(const std::string& name, std::int32_t db, anomaly_kind kind, std::int64_t ts,
-                    std::string_view owner, std::string_view client, std::string_view server) {
+                    std::string_view owner, std::string_view client, std::string_view server,
+                    const anomaly_facts& found) {
     lock_event e;
     e.ts_us = ts;
     e.event = lock_event_kind::anomaly;
@@ -231,7 +231,7 @@ struct lock_groups::impl {
     e.owner = owner;
     e.client = client;
     e.server = server;
-    e.detail = detail;
+    e.found = found;
     next.on_event(e);
   }
 
@@ -285,10 +285,14 @@ struct lock_groups::impl {
     h.needed = g.needed;
     for (holding& other : kr.holdings) {
       if (&other == &h || other.held.size() < other.needed || (other.split_reported && h.split_reported)) continue;
-      detail = fmt::format("{} holds {}/{} servers while {} holds {}/{} (quorum {})", h.owner, h.held.size(),
-                           h.total, other.owner, other.held.size(), other.total, h.needed);
+      anomaly_facts found{anomaly_finding::two_quorums_held, other.owner};
+      found.quorum.held = static_cast<std::uint32_t>(h.held.size());
+      found.quorum.total = h.total;
+      found.quorum.needed = h.needed;
+      found.quorum.other_held = static_cast<std::uint32_t>(other.held.size());
+      found.quorum.other_total = other.total;
       h.split_reported = other.split_reported = true;
-      emit_anomaly(a.name, a.db, anomaly_kind::split_quorum, a.end_us, h.owner, {}, {});
+      emit_anomaly(a.name, a.db, anomaly_kind::split_quorum, a.end_us, h.owner, {}, {}, found);
       break;
     }
   }
@@ -342,10 +346,12 @@ struct lock_groups::impl {
   void report_quorum_lost(key_record&, holding& h, const lock_event& e) {
     if (h.lost_reported || h.lost == 0 || h.held.size() + h.given_back >= h.needed) return;
     h.lost_reported = true;
-    detail = fmt::format("holds {}/{} servers (quorum {}) after {} ran out or refused a renewal, yet still acts "
-                         "as the holder",
-                         h.held.size(), h.total, h.needed, h.lost);
-    emit_anomaly(std::string(e.lock), e.db, anomaly_kind::quorum_lost, e.ts_us, e.owner, e.client, e.server);
+    anomaly_facts found{anomaly_finding::holds_below_quorum};
+    found.quorum.held = static_cast<std::uint32_t>(h.held.size());
+    found.quorum.total = h.total;
+    found.quorum.needed = h.needed;
+    found.quorum.lost = h.lost;
+    emit_anomaly(std::string(e.lock), e.db, anomaly_kind::quorum_lost, e.ts_us, e.owner, e.client, e.server, found);
   }
 
   // A try on a server (key) the open attempt (set) already has: that one is over.

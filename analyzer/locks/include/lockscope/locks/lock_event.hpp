@@ -54,6 +54,73 @@ inline constexpr std::size_t anomaly_kind_count = 14;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
+// Which finding an anomaly event reports, one per sentence the outputs write for it
+// (anomaly_text.hpp): the timeline and the lock groups report findings as data, with
+// the figures in anomaly_facts, and never format text on their path.
+enum class anomaly_finding : std::uint8_t {
+  none,
+  // long_hold: held past timeline_options::long_hold_us (duration_us).
+  held_too_long,
+  // idle_with_waiters, found at the threshold while a subscribed waiter still waits.
+  idle_while_subscribed_waiter_waits,
+  // idle_with_waiters, found when a waiter's retry proves it waited through the free time.
+  idle_while_poller_slept,
+  idle_while_subscribed_waiter_waited,
+  idle_while_unsubscribed_waiter_waited,
+  // ... through an earlier free interval, kept until this waiter's next attempt.
+  idle_while_this_waiter_waited,
+  idle_while_this_poller_slept,
+  // subscription_lost: its subscriber had unsubscribed duration_us before the release.
+  unsubscribed_before_release,
+  not_subscribed_at_release,
+  // woken_by_timeout.
+  retried_without_notification,
+  // overlapping_holders: acquired while other_owner held it; _db_guessed: a connection's
+  // database was not seen (counted as db 0), so the two may be different locks.
+  acquired_while_held,
+  acquired_while_held_db_guessed,
+  // expired_while_held: refused duration_us before the lease would run out (key lost).
+  renewal_refused_key_lost,
+  unlock_refused_key_lost,
+  // expired_while_held: refused once the lease had run out.
+  renewal_refused_lease_over,
+  unlock_refused_lease_over,
+  // unlock_by_non_owner.
+  unlock_by_non_holder,
+  unlock_of_free_lock,
+  // late_renewal: duration_us since the previous renewal, expected every expected_ms.
+  renewed_late,
+  // non_atomic_acquire.
+  setnx_expiry_not_atomic,
+  // released_other_owner: the event's owner's connection DELeted other_owner's lock.
+  del_removed_other_owner,
+  // unchecked_release.
+  released_by_plain_del,
+  // quorum_lost: holds quorum.held of quorum.total servers (quorum.needed) after
+  // quorum.lost ran out or refused a renewal.
+  holds_below_quorum,
+  // split_quorum: the event's owner holds quorum.held/quorum.total while other_owner
+  // holds quorum.other_held/quorum.other_total (quorum.needed).
+  two_quorums_held,
+};
+
+// What an anomaly found, as data; which fields apply depends on `finding` (above).
+struct anomaly_facts {
+  anomaly_facts() = default;
+  anomaly_facts(anomaly_finding f) noexcept : finding(f) {}  // NOLINT: a finding alone is its facts
+  anomaly_facts(anomaly_finding f, std::int64_t duration, std::int64_t expected = -1) noexcept
+      : finding(f), duration_us(duration), expected_ms(expected) {}
+  anomaly_facts(anomaly_finding f, std::string_view other) noexcept : finding(f), other_owner(other) {}
+
+  anomaly_finding finding = anomaly_finding::none;
+  std::string_view other_owner;  // the other owner the finding names
+  std::int64_t duration_us = -1; // the duration it names
+  std::int64_t expected_ms = -1; // renewed_late: the expected time between renewals
+  struct quorum_counts {
+    std::uint32_t held = 0, total = 0, needed = 0, lost = 0, other_held = 0, other_total = 0;
+  } quorum;
+};
+
 std::string_view to_string(lock_event_kind k) noexcept;
 std::string_view to_string(anomaly_kind k) noexcept;
 std::string_view to_string(link_confidence c) noexcept;
@@ -90,7 +157,7 @@ struct lock_event {
   // wait_us is a lower bound: the owner's first attempt seen came on a connection joined
   // mid-stream, early enough in the capture that earlier attempts may not be in it.
   bool wait_at_least = false;
-  std::string_view detail;   // a short human explanation (anomalies)
+  anomaly_facts found;       // an anomaly's finding (put into words by anomaly_text.hpp)
   const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
   // Redis Cluster. redirected: the reply, its slot and target node (MOVED/ASK), and the
   // call it answered (`operation`). Any event: `asking`, the call went to the importing

@@ -1,0 +1,194 @@
+// Part of lock_timeline::impl (its data: timeline_state.hpp).
+// The channel operations: SUBSCRIBE, a message, UNSUBSCRIBE on a lock's channel.
+// Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
+// unit, inlined as when it was one struct (the default build has no LTO).
+#pragma once
+
+#include "timeline/timeline_state.hpp"
+
+namespace lockscope::locks {
+
+inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  connection_info& s = connections[conn];
+  const std::int64_t at = op.at_us();
+  if (has_extra(l)) {
+    // Episode: one client had just failed when this connection subscribed, and no
+    // other client nearly as recently.
+    const std::uint16_t ip_tag = s.ip.tag();
+    const waiter* latest = nullptr;
+    for (const waiter& w : xp(l)->waiters) {
+      if (w.connection == s.id || w.last_attempt_us > op.request_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) continue;
+      // Subscribed on another connection already (its own SUBSCRIBE, just before its
+      // retry): a client listens on one subscription per channel, so this one is not
+      // its; its retry must not teach this connection that it is.
+      if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) continue;
+      if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
+    }
+    if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
+      const std::int64_t d1 = op.request_us - latest->last_attempt_us;
+      std::int64_t d2 = -1;
+      for (const waiter& w : xp(l)->waiters) {
+        if (w.client == latest->client || w.last_attempt_us > op.request_us) continue;
+        if (d2 < 0 || op.request_us - w.last_attempt_us < d2) d2 = op.request_us - w.last_attempt_us;
+      }
+      if (d2 < 0 || d2 >= 4 * d1 + 1'000) learn(s, latest->client);
+    }
+  }
+  const linked chosen = choose_waiter(l, id, s, at, op.request_us);
+  std::uint32_t owner = no_id;
+  std::uint64_t client = 0;
+  if (chosen.w != nullptr) {
+    owner = chosen.w->owner;
+    client = chosen.w->client;
+    link(l, id, *chosen.w, s, chosen.confidence, at);
+  }
+  // One subscription a channel and connection: a repeated SUBSCRIBE names its latest waiter.
+  owners.retain(owner);
+  if (auto* sub = record_of(s, id)) {
+    // Already subscribed for a waiter of the same client that still waits: the channel
+    // stays its (node-redisson's handlers run in subscription order).
+    const waiter* earlier = sub->active && sub->owner != no_id ? find_waiter(l, sub->owner) : nullptr;
+    if (earlier != nullptr && earlier->client == client) {
+      owners.release(owner);
+    } else {
+      owners.release(sub->owner);
+      put_subscription(conn, sub, {id, owner, client, chosen.confidence, true});
+      note_guess(l, s, op, chosen);
+    }
+  } else {
+    put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true});
+    note_guess(l, s, op, chosen);
+  }
+  lock_event e = from_op(l, op, lock_event_kind::subscribed);
+  e.owner = owners.text(owner);
+  e.confidence = chosen.confidence;
+  emit(l, e);
+  schedule(id);
+}
+
+inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  connection_info& s = connections[conn];
+  const std::int64_t at = op.at_us();
+  note_wake(ex(l), s.id, at, true);
+  // A subscription begun before the capture shows itself by its messages.
+  auto* sub = subscription_of(s, id);
+  if (sub == nullptr) {
+    const linked guess = choose_waiter(l, id, s, at, at);
+    std::uint32_t owner = no_id;
+    std::uint64_t client = 0;
+    if (guess.w != nullptr && guess.confidence != link_confidence::low) {
+      owner = guess.w->owner;
+      client = guess.w->client;
+      link(l, id, *guess.w, s, guess.confidence, at);
+    }
+    owners.retain(owner);
+    put_subscription(conn, record_of(s, id), {id, owner, client, owner == no_id ? link_confidence::none : guess.confidence, true});
+  }
+  waiter* woken = nullptr;
+  const std::uint64_t partner = best_partner(s);
+  const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
+  for (waiter& w : xp(l)->waiters) {
+    if (w.sub_connection != s.id && !(established && w.client == partner)) continue;
+    w.notified = true;
+    const bool preferred = !established || w.client == partner;
+    const bool best_preferred = woken != nullptr && (!established || woken->client == partner);
+    if (woken == nullptr || (preferred && !best_preferred) ||
+        (preferred == best_preferred && w.first_us < woken->first_us)) {
+      woken = &w;
+    }
+  }
+  if (woken == nullptr) {
+    woken = partner_waiter(l, s);
+    if (woken != nullptr) woken->notified = true;
+  }
+  lock_event e = from_op(l, op, lock_event_kind::notified);
+  e.owner = {};
+  if (woken != nullptr) {
+    e.owner = owners.text(woken->owner);
+    e.confidence = confidence_of(s, woken->client, woken->confidence);
+  }
+  emit(l, e);
+}
+
+inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  connection_info& s = connections[conn];
+  const std::int64_t at = op.at_us();
+  auto* sub = subscription_of(s, id);
+  // Clients send UNSUBSCRIBE for channels they are not subscribed to (answered with 0
+  // subscriptions left, or seen leaving before): nothing happened.
+  // (A fair lock's waiters have a channel each, all one lock here: leaving one says
+  // nothing of the others.)
+  const bool per_waiter_channel = !op.channel.empty() && op.channel.back() != '}';
+  if (sub == nullptr && (op.sub_count == 0 || (!per_waiter_channel && record_of(s, id) != nullptr))) return;
+  // Episode: a client unsubscribes right after its waiter acquired (Redisson and
+  // our client leave the channel once the wait is over).
+  std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
+  std::uint64_t leaver_client = 0;
+  if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
+      op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
+    leaver_client = xp(l)->acquired_client;
+    learn(s, leaver_client);
+    leaver = xp(l)->acquired_owner;
+    xp(l)->acquired_us = -1;  // one client leaves per acquisition
+    owners.release(leaver);   // its text stays valid until the next collect()
+    xp(l)->acquired_owner = no_id;
+  } else if (has_extra(l) && !xp(l)->waiters.empty()) {
+    // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
+    note_wake(*xp(l), s.id, at, false);
+  }
+  lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
+  e.owner = {};
+  if (sub != nullptr) {
+    e.owner = owners.text(sub->owner);
+    e.confidence = sub->owner == no_id ? link_confidence::none : confidence_of(s, sub->client, sub->confidence);
+    if (sub->owner == no_id) {
+      if (const waiter* w = partner_waiter(l, s)) {
+        e.owner = owners.text(w->owner);
+        e.confidence = confidence_of(s, w->client, link_confidence::low);
+      } else if (leaver != no_id) {
+        e.owner = owners.text(leaver);
+        e.confidence = confidence_of(s, xp(l)->acquired_client, link_confidence::low);
+      }
+    }
+    // The traffic has since established whose subscriber this is: name that client.
+    const std::uint64_t partner = best_partner(s);
+    if (partner != 0 && partner != sub->client && pairing_of(s, partner) == pairing::established && has_extra(l)) {
+      for (const waiter& w : xp(l)->waiters) {
+        if (w.client == partner) {
+          e.owner = owners.text(w.owner);
+          e.confidence = link_confidence::certain;
+          break;
+        }
+      }
+    }
+    if (leaver != no_id && sub->client == leaver_client) {
+      e.owner = owners.text(leaver);  // the waiter that just acquired leaves the channel
+    } else if (sub->owner != no_id &&
+               (has_sibling(l, sub->owner, sub->client) || !explained_unsubscribe(l, s, *sub, op))) {
+      e.confidence = link_confidence::low;
+    }
+    // Its own SUBSCRIBE's subscription, which no other waiter of its client shares, left
+    // by the client's UNSUBSCRIBE (not the server's, for a moved slot): the waiter
+    // surely left with it (continuing_waiter).
+    const waiter* own = sub->owner != no_id && leaver == no_id && !op.server_dropped ? find_waiter(l, sub->owner) : nullptr;
+    const std::uint32_t leaving = own != nullptr && own->sub_connection == s.id && own->subscribed_us >= 0 &&
+                                          !has_sibling(l, sub->owner, sub->client)
+                                      ? own->owner
+                                      : no_id;
+    owners.release(sub->owner);  // freed by the next collect(): the view stays valid until then
+    // Its waiters keep waiting, unsubscribed (those whose command connection ended leave).
+    subscription_ended(id, s.id, at);
+    if (waiter* w = leaving != no_id ? find_waiter(l, leaving) : nullptr) w->left_channel = true;
+  }
+  set_inactive(conn, id);
+  emit(l, e);
+  schedule(id);
+}
+
+}  // namespace lockscope::locks

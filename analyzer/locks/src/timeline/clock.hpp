@@ -1,0 +1,154 @@
+// Part of lock_timeline::impl (its data: timeline_state.hpp).
+// The clock: each lock's next timed event in the timer queue (lease expiry, long hold,
+// a waiter's deadline, idleness), firing what fell due, and the overlaps held back for
+// reply_skew_us before they are reported.
+// Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
+// unit, inlined as when it was one struct (the default build has no LTO).
+#pragma once
+
+#include "timeline/timeline_state.hpp"
+
+namespace lockscope::locks {
+
+// Queues the lock's next timed event unless an earlier entry is already queued (a
+// later deadline is found when that entry fires: renewals push nothing).
+inline void lock_timeline::impl::schedule(std::uint32_t id) {
+  lock_state& l = locks[id];
+  std::int64_t next = -1;
+  auto consider = [&](std::int64_t t) {
+    if (t < 0) return;
+    t = std::max(t, now);  // already due (e.g. a waiter subscribed to a long-free lock): fire now
+    if (next < 0 || t < next) next = t;
+  };
+  for_each_holder(l, [&](holder& h) {
+    consider(h.deadline_us);
+    if (!h.long_hold_reported() && h.since_us >= 0 && options.long_hold_us > 0) consider(h.since_us + options.long_hold_us);
+  });
+  if (has_extra(l)) {
+    for (const waiter& w : xp(l)->waiters) consider(w.deadline_us);
+    if (!has_holder(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported && has_subscribed_waiter(l, id)) {
+      consider(xp(l)->free_since_us + options.idle_threshold_us);
+    }
+  }
+  if (next < 0 || (l.queued_us >= 0 && l.queued_us <= next)) return;
+  l.queued_us = next;
+  timers.push(timer{next, id});
+}
+
+// schedule(id) when only one deadline, `t`, changed: the entry queued is no later than
+// every other deadline (schedule() keeps it so, and fire() calls it), so it is enough
+// to queue `t` when it comes first.
+inline void lock_timeline::impl::schedule_at(std::uint32_t id, std::int64_t t) {
+  if (t < 0) return;
+  lock_state& l = locks[id];
+  t = std::max(t, now);
+  if (l.queued_us >= 0 && l.queued_us <= t) return;
+  l.queued_us = t;
+  timers.push(timer{t, id});
+}
+
+inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
+  lock_state& l = locks[id];
+  l.queued_us = -1;
+  // Expiries first (in deadline order), then long holds, then idleness.
+  for (bool again = true; again;) {
+    again = false;
+    holder* due = nullptr;
+    for_each_holder(l, [&](holder& h) {
+      if (h.deadline_us >= 0 && h.deadline_us <= at && (due == nullptr || h.deadline_us < due->deadline_us)) due = &h;
+    });
+    if (due != nullptr) {
+      expire(l, *due, std::max(due->deadline_us.get(), now));  // a deadline set in the past fires now
+      again = true;
+    }
+  }
+  for_each_holder(l, [&](holder& h) {
+    if (!h.long_hold_reported() && h.since_us >= 0 && options.long_hold_us > 0 && h.since_us + options.long_hold_us <= at) {
+      h.set_long_hold_reported();
+      anomaly(l, h.since_us + options.long_hold_us, anomaly_kind::long_hold, h.owner, h.conn,
+              {anomaly_finding::held_too_long, options.long_hold_us});
+    }
+  });
+  // Waiters that made no attempt within their last TTL plus the margin gave up.
+  if (has_extra(l)) {
+    for (std::size_t i = 0; i < xp(l)->waiters.size();) {
+      waiter& w = xp(l)->waiters[i];
+      if (w.deadline_us >= 0 && w.deadline_us <= at) drop_waiter(l, id, &w);
+      else ++i;
+    }
+  }
+  // A subscribed waiter still waits (clients unsubscribe when they give up): the
+  // idleness is certain at the threshold, live or not.
+  if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported &&
+      has_subscribed_waiter(l, id) && xp(l)->free_since_us + options.idle_threshold_us <= at) {
+    lock_extra& x = *xp(l);
+    x.idle_reported = true;
+    const waiter* longest = nullptr;
+    for (const waiter& w : x.waiters) {
+      if (subscribed(w, id) && (longest == nullptr || w.first_us < longest->first_us)) longest = &w;
+    }
+    // At the threshold, or now when the waiter only appeared after it had passed.
+    const std::int64_t ts = std::max(x.free_since_us + options.idle_threshold_us, at);
+    anomaly(l, ts, anomaly_kind::idle_with_waiters, longest->owner, longest->conn,
+            {anomaly_finding::idle_while_subscribed_waiter_waits}, false, x.free_since_us,
+            ts - x.free_since_us);
+  }
+  schedule(id);
+}
+
+[[gnu::always_inline]] inline void lock_timeline::impl::advance(std::int64_t to) {
+  for (timer t; timers.pop_due(to, t);) {
+    if (locks[t.lock].queued_us != t.at_us) continue;  // superseded by an earlier entry
+    report_overlaps(t.at_us);
+    if (t.at_us > now) now = t.at_us;
+    fire(t.lock, t.at_us);
+  }
+  if (!suspected_overlaps.empty()) report_overlaps(to);
+  if (to > now) now = to;
+}
+
+// Reports the suspected overlaps certain by `until` (reply_skew_us after their
+// acquisition; `all`: the rest too, now: the capture ended), at that moment: events
+// stay in time order.
+inline void lock_timeline::impl::report_overlaps(std::int64_t until, bool all) {
+  if (suspected_overlaps.empty()) return;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < suspected_overlaps.size(); ++i) {
+    const suspected_overlap p = suspected_overlaps[i];
+    const std::int64_t certain = p.at + options.reply_skew_us;
+    if (certain > until && !all) {
+      suspected_overlaps[kept++] = p;
+      continue;
+    }
+    // The interval: from the acquisition to when it became certain (or the end).
+    const std::int64_t ts = certain <= until ? std::max(now, certain) : now;
+    // Mid-stream, a connection's SELECT may be before the capture: the same key in two
+    // databases would read as one lock held twice.
+    const anomaly_finding finding = p.database_guessed ? anomaly_finding::acquired_while_held_db_guessed
+                                                       : anomaly_finding::acquired_while_held;
+    anomaly(locks[p.lock], ts, anomaly_kind::overlapping_holders, p.owner, p.conn,
+            {finding, owners.text(p.other)}, p.inferred, p.at,
+            ts - p.at);
+    forget_overlap(p);
+  }
+  suspected_overlaps.resize(kept);
+}
+
+inline void lock_timeline::impl::forget_overlap(const suspected_overlap& p) {
+  owners.release(p.owner);
+  owners.release(p.other);
+  release_connection(p.conn);
+}
+
+// `owner` released lock `id` with an unlock sent at request_us: an overlap suspected
+// with an acquisition whose reply came after that was the capture's order, not the
+// server's.
+inline void lock_timeline::impl::released_before(std::uint32_t id, std::uint32_t owner, std::int64_t request_us) {
+  std::erase_if(suspected_overlaps, [&](const suspected_overlap& p) {
+    if (p.lock != id || p.other != owner || request_us > p.at) return false;
+    forget_overlap(p);
+    return true;
+  });
+}
+
+}  // namespace lockscope::locks

@@ -1,0 +1,122 @@
+// Part of lock_timeline::impl (its data: timeline_state.hpp).
+// An operation's way in (on_operation → handle → dispatch), and events out (the
+// event's fields from its lock and operation, anomalies counted and sent).
+// Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
+// unit, inlined as when it was one struct (the default build has no LTO).
+#pragma once
+
+#include "timeline/timeline_state.hpp"
+
+namespace lockscope::locks {
+
+inline lock_event lock_timeline::impl::base(const lock_state& l, std::int64_t ts) const {
+  lock_event e;
+  e.ts_us = ts;
+  const lock_store::identity row = lock_store::identity_of(l);
+  e.lock = row.name;
+  const scope& sc = scopes[canon(row.scope)];
+  e.lock_server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
+  e.db = sc.db;
+  return e;
+}
+
+inline lock_event lock_timeline::impl::from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const {
+  lock_event e = base(l, op.at_us());
+  e.event = kind;
+  e.owner = op.owner;
+  e.client = op.client_text;
+  e.server = op.server_text;
+  e.inferred = op.inferred;
+  e.asking = op.asking;
+  return e;
+}
+
+// A call the cluster did not run here: shown, and nothing changes (its retry, on the
+// node named or after a pause, is the operation that counts).
+inline void lock_timeline::impl::on_redirect(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  lock_event e = from_op(l, op, lock_event_kind::redirected);
+  e.redirect = op.redirect;
+  e.slot = op.slot;
+  e.redirect_to = op.redirect_to;
+  e.operation = op.kind;
+  emit(l, e);
+  schedule(id);
+}
+
+inline void lock_timeline::impl::emit(lock_state& l, lock_event& e) {
+  if (e.event == lock_event_kind::anomaly) ++ex(l).anomalies[static_cast<std::size_t>(e.kind)];
+  sink.on_event(e);
+}
+
+inline void lock_timeline::impl::anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred, std::int64_t interval_start, std::int64_t interval) {
+  lock_event e = base(l, ts);
+  e.event = lock_event_kind::anomaly;
+  e.kind = kind;
+  e.owner = owners.text(owner);
+  e.client = client_of(conn);
+  e.server = server_of(conn);
+  e.found = found;
+  e.inferred = inferred;
+  e.interval_start_us = interval_start;
+  e.interval_us = interval;
+  emit(l, e);
+}
+
+inline void lock_timeline::impl::on_operation(const lock_operation& op) {
+  if (first_op_us < 0) first_op_us = op.request_us;
+  if (forget_at != 0 && locks.size() >= forget_at) forget_idle_locks();
+  handle(op, take_announced(op));
+  collect();
+}
+
+inline void lock_timeline::impl::handle(const lock_operation& op, const announced* ann) {
+  if (op.kind == lock_op_kind::cluster_link) {
+    link_servers(op.server_text, op.redirect_to);
+    return;
+  }
+  if (op.lock.empty()) return;
+  const std::int64_t at = op.at_us();
+  if (first < 0) first = op.request_us;
+  // Plain commands only matter for keys already known as locks.
+  std::uint32_t where = announced_scope(ann, op);
+  if (where == no_id) where = scope_of(op);
+  if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
+  const bool plain = op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del;
+  const std::uint32_t found = find_announced(ann, where, op.lock);
+  const std::uint32_t id = plain ? found : lock_id(where, op.lock, found);
+  if (id == no_id) {
+    advance(at);
+    return;
+  }
+  const bool answered_by_key = op.reply_us > op.request_us &&
+                               (op.outcome == op_outcome::ok || op.outcome == op_outcome::partial) &&
+                               (plain || op.kind == lock_op_kind::renew || op.kind == lock_op_kind::unlock);
+  const shielded_deadline shielded = answered_by_key ? shield_answering_holder(id, op, at, plain) : shielded_deadline{};
+  advance(at);
+  dispatch(id, op, plain);
+  if (shielded.owner != no_id) unshield(id, shielded, at);
+}
+
+[[gnu::always_inline]] inline void lock_timeline::impl::dispatch(std::uint32_t id, const lock_operation& op, bool plain) {
+  if (op.outcome == op_outcome::redirected) {
+    on_redirect(id, op);
+    return;
+  }
+  if (plain) {
+    on_plain(id, op);
+    return;
+  }
+  switch (op.kind) {
+    case lock_op_kind::acquire: on_acquire(id, op); break;
+    case lock_op_kind::unlock: on_unlock(id, op); break;
+    case lock_op_kind::renew: on_renew(id, op); break;
+    case lock_op_kind::force_unlock: on_force_unlock(id, op); break;
+    case lock_op_kind::subscribe: on_subscribe(id, op); break;
+    case lock_op_kind::unsubscribe: on_unsubscribe(id, op); break;
+    case lock_op_kind::message: on_message(id, op); break;
+    default: break;
+  }
+}
+
+}  // namespace lockscope::locks

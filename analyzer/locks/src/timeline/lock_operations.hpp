@@ -1,0 +1,368 @@
+// Part of lock_timeline::impl (its data: timeline_state.hpp).
+// The lock operations: acquire (and contended attempts), unlock, renew, plain
+// EXPIRE/DEL, forced unlock.
+// Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
+// unit, inlined as when it was one struct (the default build has no LTO).
+#pragma once
+
+#include "timeline/timeline_state.hpp"
+
+namespace lockscope::locks {
+
+inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  const std::uint32_t owner = owners.id(op.owner);
+  const std::int64_t at = op.at_us();
+  if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
+  // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
+  std::uint64_t client = 0;
+  if (has_extra(l) || op.outcome == op_outcome::contended) client = client_key(owner, op.connection);
+  if (has_extra(l)) attribute_wakes(*xp(l), client, op.request_us);
+  if (op.outcome == op_outcome::contended) {
+    waiter* w = continuing_waiter(l, id, owner, op);
+    if (w == nullptr) {
+      lock_extra& x = ex(l);
+      if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
+      w = &x.waiters.emplace_back();
+      w->seq = x.next_waiter_seq++;
+      if (x.waiter_index_valid) x.waiter_index.emplace(owner, w->seq);
+      w->owner = owner;
+      w->conn = conn;
+      w->ip_tag = connections[conn].ip.tag();
+      owners.retain(owner);
+      retain_connection(conn);
+      connections[conn].waits.push_back(id);
+      w->connection = op.connection;
+      w->client = client;
+      w->pubsub = pubsub_family(op.family);
+      w->first_us = op.request_us;
+      w->last_attempt_us = at;
+      w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
+      w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
+      link_existing_subscription(id, *w);
+    } else {
+      move_waiter(*w, id, conn, op.connection);
+      retry(l, id, *w, op, at);
+    }
+    w->last_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
+    w->deadline_us = at + expected_wait_us(l, op, at) + options.waiter_margin_us;
+    lock_event e = from_op(l, op, lock_event_kind::contended);
+    e.ttl_ms = op.ttl_ms;
+    emit(l, e);
+    // While the lock is held, only this waiter's deadline changed: no scan of the others.
+    if (has_holder(l)) schedule_at(id, w->deadline_us);
+    else schedule(id);
+    return;
+  }
+  if (op.outcome != op_outcome::ok) return;
+
+  // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
+  // the key exists, whoever set it).
+  if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
+                                         op.family != lock_family::set_based &&
+                                         op.family != lock_family::redlock_multi) {
+    h->reenter();
+    if (op.lease_ms >= 0) h->set_lease(op, at);
+    lock_event e = from_op(l, op, lock_event_kind::reentered);
+    e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
+    e.lease_ms = op.lease_ms;
+    emit(l, e);
+    schedule_at(id, h->deadline_us);  // only this holder's deadline changed
+    return;
+  }
+  // Other holders: either their lease has run out (we had not seen it yet), or
+  // two owners hold an exclusive lock at once.
+  if (!op.shared) {
+    for (bool again = true; again;) {
+      again = false;
+      holder* stale = nullptr;
+      for_each_holder(l, [&](holder& h) {
+        if (stale == nullptr && h.owner != owner && h.floor_us() >= 0 && at >= h.floor_us()) stale = &h;
+      });
+      if (stale != nullptr) {
+        expire(l, *stale, at);
+        again = true;
+      }
+    }
+    std::uint32_t other = no_id;
+    bool guessed = op.db < 0;
+    for_each_holder(l, [&](holder& h) {
+      if (h.owner != owner && other == no_id) {
+        other = h.owner;
+        guessed = guessed || (h.conn != no_id && connections[h.conn].database_guessed);
+      }
+    });
+    if (other != no_id) {
+      owners.retain(owner);
+      owners.retain(other);
+      retain_connection(conn);
+      suspected_overlaps.push_back({id, owner, other, conn, at, op.inferred, guessed});
+    }
+  }
+  std::int64_t wait = -1;
+  bool wait_at_least = false;
+  // A waiter still subscribed when it acquires leaves the channel next (Redisson, our
+  // client); node-redisson left it before retrying: then the next UNSUBSCRIBE is not its.
+  bool leaves_next = false;
+  if (waiter* w = continuing_waiter(l, id, owner, op)) {
+    leaves_next = subscribed(*w, id);
+    client = w->client;
+    retry(l, id, *w, op, at);
+    wait = at - w->first_us;
+    // An attempt before the capture cannot be ruled out: its connection was joined
+    // mid-stream, its first attempt seen was not answered by an immediate retry (as a
+    // first failure is, by Redisson and node-redisson), and it came no later after the
+    // capture's first operation than the client may wait between attempts (the TTL
+    // it was given, or its longest gap between attempts).
+    wait_at_least = w->mid_stream && !w->quick_second &&
+                    w->first_us - first_op_us <= std::max(w->longest_gap_us, w->first_ttl_us) + options.wake_window_us;
+    drop_waiter(l, id, w);
+  }
+  take_expired(l, owner);
+  free_interval_ends(l, at);
+  if (has_extra(l)) {
+    lock_extra& x = *xp(l);
+    x.acquired_us = leaves_next ? at : -1;
+    x.acquired_client = client;
+    const std::uint32_t kept = leaves_next ? owner : no_id;
+    owners.retain(kept);
+    owners.release(x.acquired_owner);
+    x.acquired_owner = kept;
+  }
+  holder& h = add_holder(l, owner, conn);
+  h.set_hold_count(1);
+  h.since_us = at;
+  h.last_renew_us = at;
+  if (op.lease_ms >= 0) h.set_lease(op, at);
+  // A holder is present now, so no idleness is timed: its lease and long hold are the
+  // only new times (no scan of the other holders and waiters).
+  const std::int64_t deadline = h.deadline_us;
+  const std::int64_t long_hold = options.long_hold_us > 0 ? at + options.long_hold_us : -1;
+  count_acquisition(l);
+  if (wait >= 0) {
+    ex(l).waits.add(wait);
+  }
+  lock_event e = from_op(l, op, lock_event_kind::acquired);
+  e.hold_count = 1;
+  e.lease_ms = op.lease_ms;
+  e.wait_us = wait;
+  e.wait_at_least = wait_at_least;
+  e.token = op.token;
+  emit(l, e);
+  if (op.family == lock_family::setnx) {
+    anomaly(l, at, anomaly_kind::non_atomic_acquire, owner, conn,
+            {anomaly_finding::setnx_expiry_not_atomic}, op.inferred);
+  }
+  schedule_at(id, deadline);
+  schedule_at(id, long_hold);
+}
+
+inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew) {
+  holder* mine = find_holder(l, owner);
+  if (take_expired(l, owner) || mine != nullptr) {
+    // The lease's end by our clock (reply + lease) is later than the server's by the
+    // reply's latency: refused well before it, the key was not expired but lost.
+    const std::int64_t left = mine != nullptr && mine->deadline_us >= 0 ? mine->lease_end_us() - at : -1;
+    // Past the floor (request + lease) the key may have expired whatever the reply's
+    // latency was: the acquisition's reply may have waited on a busy server.
+    const bool lease_over = left <= options.reply_skew_us || (mine != nullptr && at >= mine->floor_us());
+    if (mine != nullptr && mine->deadline_us >= 0 && lease_over) {
+      // Refused about when the lease ends (Redis's clock counts whole milliseconds, so
+      // before our deadline): the lease ran out, and the refusal makes that certain.
+      expire(l, *mine, at);
+      take_expired(l, owner);  // reported below, once
+    } else if (mine != nullptr) {
+      remove_holder(l, mine);
+      became_free(l, at);
+    }
+    anomaly_facts found;
+    if (!lease_over) {
+      found.finding = renew ? anomaly_finding::renewal_refused_key_lost : anomaly_finding::unlock_refused_key_lost;
+      found.duration_us = left;
+    } else {
+      found.finding = renew ? anomaly_finding::renewal_refused_lease_over : anomaly_finding::unlock_refused_lease_over;
+    }
+    anomaly(l, at, anomaly_kind::expired_while_held, owner, conn, found, inferred);
+    return;
+  }
+  if (!renew) {
+    anomaly(l, at, anomaly_kind::unlock_by_non_owner, owner, conn,
+            {has_holder(l) ? anomaly_finding::unlock_by_non_holder : anomaly_finding::unlock_of_free_lock},
+            inferred);
+  }
+}
+
+inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  const std::uint32_t owner = owners.id(op.owner);
+  const std::int64_t at = op.at_us();
+  holder* h = find_holder(l, owner);
+  auto release_holder = [&] {
+    lock_event e = from_op(l, op, lock_event_kind::released);
+    e.hold_count = 0;
+    if (h != nullptr) {
+      if (h->since_us >= 0) {
+        e.held_us = at - h->since_us;
+        add_hold(l, e.held_us);
+      }
+      remove_holder(l, h);
+    }
+    return e;
+  };
+  switch (op.outcome) {
+    case op_outcome::ok: {
+      if (!suspected_overlaps.empty()) released_before(id, owner, op.request_us);
+      lock_event e = release_holder();
+      became_free(l, at);
+      if (!has_holder(l)) released_publishing(l, id, at);
+      emit(l, e);
+      break;
+    }
+    case op_outcome::partial: {
+      // A read unlock answers 0 while any read hold remains, other readers' included:
+      // a reader's last level is its release even though the lock stays held.
+      if (op.shared && h != nullptr && h->hold_count() <= 1) {
+        lock_event e = release_holder();
+        emit(l, e);
+        break;
+      }
+      lock_event e = from_op(l, op, lock_event_kind::partially_released);
+      if (h == nullptr) {
+        h = &add_holder(l, owner, conn);
+        free_interval_ends(l, at);
+      } else if (h->hold_count() > 1) {
+        h->set_hold_count(h->hold_count() - 1);
+      }
+      if (op.lease_ms >= 0) h->set_lease(op, at);
+      e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
+      emit(l, e);
+      break;
+    }
+    case op_outcome::rejected:
+    case op_outcome::expired: {
+      lock_event e = from_op(l, op, lock_event_kind::unlock_rejected);
+      emit(l, e);
+      rejected_by_owner(l, owner, conn, at, op.inferred, false);
+      break;
+    }
+    default:
+      return;
+  }
+  schedule(id);
+}
+
+inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  const std::uint32_t owner = owners.id(op.owner);
+  const std::int64_t at = op.at_us();
+  lock_event e = from_op(l, op, lock_event_kind::renewed);
+  e.lease_ms = op.lease_ms;
+  if (op.outcome == op_outcome::ok) {
+    holder* h = find_holder(l, owner);
+    if (h == nullptr) {
+      take_expired(l, owner);
+      h = &add_holder(l, owner, conn);
+      free_interval_ends(l, at);
+    } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
+               h->last_renew_us >= 0) {
+      const std::int64_t gap = at - h->last_renew_us;
+      const double limit = options.late_renewal_factor * static_cast<double>(op.lease_ms) * 1000.0 / 3.0;
+      if (static_cast<double>(gap) > limit) {
+        anomaly(l, at, anomaly_kind::late_renewal, owner, conn,
+                {anomaly_finding::renewed_late, gap, op.lease_ms / 3},
+                op.inferred);
+      }
+    }
+    h->last_renew_us = at;
+    if (op.lease_ms >= 0 && op.lease_added) {
+      // redis-py's extend adds to the remaining TTL; unknown when the hold was not seen.
+      if (h->deadline_us >= 0) {
+        lock_operation added = op;
+        added.lease_ms = std::max<std::int64_t>(0, (h->lease_end_us() - at) / 1000) + op.lease_ms;
+        h->set_lease(added, at);
+        e.lease_ms = added.lease_ms;
+      }
+    } else if (op.lease_ms >= 0) {
+      h->set_lease(op, at);
+    }
+    e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
+    count_renewal(l);
+    emit(l, e);
+  } else if (op.outcome == op_outcome::rejected) {
+    e.event = lock_event_kind::renew_failed;
+    emit(l, e);
+    rejected_by_owner(l, owner, conn, at, op.inferred, true);
+  } else {
+    return;
+  }
+  schedule(id);
+}
+
+// Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson).
+inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  holder* h = first_holder(l);
+  if (h == nullptr || op.outcome != op_outcome::ok) return;
+  const std::int64_t at = op.at_us();
+  lock_event e = from_op(l, op, lock_event_kind::renewed);
+  e.owner = owners.text(h->owner);
+  if (op.kind == lock_op_kind::expire) {
+    h->set_lease(op, at);
+    h->last_renew_us = at;
+    e.lease_ms = op.lease_ms;
+    e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
+    count_renewal(l);
+    emit(l, e);
+  } else {
+    e.event = lock_event_kind::released;
+    e.hold_count = 0;
+    if (h->since_us >= 0) {
+      e.held_us = at - h->since_us;
+      add_hold(l, e.held_us);
+    }
+    const std::uint32_t conn = conn_index(op);
+    const std::uint32_t deleter = last_owner_on(conn, id);
+    const std::uint32_t removed = h->owner;
+    owners.retain(removed);  // named by the anomaly below, after the holders are gone
+    clear_holders(l);  // every holder is gone with the key
+    became_free(l, at);
+    emit(l, e);
+    if (deleter != no_id && deleter != removed) {
+      anomaly(l, at, anomaly_kind::released_other_owner, deleter, conn,
+              {anomaly_finding::del_removed_other_owner, owners.text(removed)},
+              op.inferred);
+    }
+    if (!has_extra(l) || xp(l)->anomalies[static_cast<std::size_t>(anomaly_kind::unchecked_release)] == 0) {
+      anomaly(l, at, anomaly_kind::unchecked_release, removed, conn,
+              {anomaly_finding::released_by_plain_del}, op.inferred);
+    }
+    owners.release(removed);
+  }
+  schedule(id);
+}
+
+inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  if (op.outcome != op_outcome::ok) return;
+  const std::int64_t at = op.at_us();
+  lock_event e = from_op(l, op, lock_event_kind::force_released);
+  e.owner = {};
+  e.hold_count = 0;
+  if (holder* h = first_holder(l)) {
+    e.owner = owners.text(h->owner);
+    if (h->since_us >= 0) {
+      e.held_us = at - h->since_us;
+      add_hold(l, e.held_us);
+    }
+  }
+  clear_holders(l);
+  became_free(l, at);
+  released_publishing(l, id, at);
+  emit(l, e);
+  schedule(id);
+}
+
+}  // namespace lockscope::locks

@@ -1,0 +1,327 @@
+// Part of lock_timeline::impl (its data: timeline_state.hpp).
+// Subscriber links: which subscriber connection belongs to which client's waiter,
+// learned from episodes (one client alone reacting to a wake-up), and the choice of
+// the waiter a SUBSCRIBE, message or UNSUBSCRIBE is about.
+// Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
+// unit, inlined as when it was one struct (the default build has no LTO).
+#pragma once
+
+#include "timeline/timeline_state.hpp"
+
+namespace lockscope::locks {
+
+inline pairing lock_timeline::impl::pairing_of(const connection_info& s, std::uint64_t client) {
+  std::uint32_t mine = 0, others = 0;
+  for (const auto& p : s.partners) {
+    if (p.episodes == 0) continue;
+    if (p.client == client) mine = p.episodes;
+    else others += p.episodes;
+  }
+  if (mine == 0 && others == 0) return pairing::none;
+  if (mine >= certain_after && others * 8 <= mine) return pairing::established;
+  if (others == 0) return pairing::consistent;
+  return pairing::contradicted;
+}
+
+inline std::uint64_t lock_timeline::impl::best_partner(const connection_info& s) {
+  const connection_info::partner* best = nullptr;
+  for (const auto& p : s.partners) {
+    if (p.episodes > 0 && (best == nullptr || p.episodes > best->episodes)) best = &p;
+  }
+  return best == nullptr ? 0 : best->client;
+}
+
+// One episode: `client` alone reacted to a wake-up of subscriber `s` (or alone had
+// just failed when `s` subscribed).
+inline void lock_timeline::impl::learn(connection_info& s, std::uint64_t client) {
+  connection_info::partner* slot = nullptr;
+  for (auto& p : s.partners) {
+    if (p.episodes > 0 && p.client == client) slot = &p;
+  }
+  if (slot == nullptr) {
+    for (auto& p : s.partners) {
+      if (slot == nullptr || p.episodes < slot->episodes) slot = &p;
+    }
+    if (slot->episodes > 0) forget_subscriber(slot->client, s.id);
+    *slot = {client, 0};  // the weakest evidence makes room
+  }
+  if (slot->episodes < 0xffffffffu) ++slot->episodes;
+  if (best_partner(s) != client) return;
+  // The client's subscriber is the connection with the most episodes for it.
+  std::uint64_t& mapped = subscriber_of_client[client];
+  if (mapped != s.id) {
+    const connection_info* current = open_connection(mapped);
+    if (current == nullptr || best_partner(*current) != client || episodes_of(*current, client) < slot->episodes) {
+      mapped = s.id;
+    }
+  }
+}
+
+inline std::uint32_t lock_timeline::impl::episodes_of(const connection_info& s, std::uint64_t client) {
+  for (const auto& p : s.partners) {
+    if (p.episodes > 0 && p.client == client) return p.episodes;
+  }
+  return 0;
+}
+
+inline void lock_timeline::impl::forget_subscriber(std::uint64_t client, std::uint64_t sub) {
+  const auto found = subscriber_of_client.find(client);
+  if (found != subscriber_of_client.end() && found->second == sub) subscriber_of_client.erase(found);
+}
+
+// The client's episodes point to another open subscriber connection than `s`.
+inline bool lock_timeline::impl::subscribes_elsewhere(std::uint64_t client, const connection_info& s) {
+  const auto it = subscriber_of_client.find(client);
+  if (it == subscriber_of_client.end() || it->second == s.id) return false;
+  const connection_info* other = open_connection(it->second);
+  return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) != pairing::contradicted;
+}
+
+// The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
+// traffic has said nothing yet.
+inline link_confidence lock_timeline::impl::confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess) {
+  switch (pairing_of(s, client)) {
+    case pairing::established: return link_confidence::certain;
+    case pairing::consistent: return guess == link_confidence::certain ? guess : link_confidence::high;
+    case pairing::contradicted: return guess == link_confidence::certain ? guess : link_confidence::low;
+    case pairing::none: break;
+  }
+  return guess;
+}
+
+// The wake-ups (messages) whose window has passed by `t` teach who reacted alone.
+inline void lock_timeline::impl::settle_wakes(lock_extra& x, std::int64_t t) {
+  for (wake& k : x.wakes) {
+    if (k.at_us < 0 || t <= k.at_us + options.wake_window_us) continue;
+    // The first client, alone by a wide margin: the others were not reacting to it.
+    const bool alone = k.other_delay_us < 0 || k.other_delay_us >= 4 * k.first_delay_us + 1'000;
+    if (!k.fanout && k.first_client != 0 && alone) {
+      if (connection_info* s = open_connection(k.sub)) learn(*s, k.first_client);
+    }
+    k = wake{};
+  }
+}
+
+// An attempt by `client` at `t` (request time): maybe a reaction to a wake-up before.
+inline void lock_timeline::impl::attribute_wakes(lock_extra& x, std::uint64_t client, std::int64_t t) {
+  settle_wakes(x, t);
+  for (wake& k : x.wakes) {
+    if (k.at_us < 0 || t < k.at_us) continue;
+    if (k.first_client == 0) {
+      k.first_client = client;
+      k.first_delay_us = t - k.at_us;
+    } else if (k.first_client != client && k.other_delay_us < 0) {
+      k.other_delay_us = t - k.at_us;
+    }
+  }
+}
+
+inline void lock_timeline::impl::note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message) {
+  settle_wakes(x, at);
+  wake* slot = nullptr;
+  bool fanout = false;
+  for (wake& k : x.wakes) {
+    // Messages on several subscribers at once: one publish fanned out.
+    if (message && k.at_us >= 0 && k.message && k.sub != sub && at - k.at_us <= 2'000) k.fanout = fanout = true;
+  }
+  for (wake& k : x.wakes) {
+    if (slot == nullptr || k.at_us < slot->at_us) slot = &k;  // a free slot (-1) or the oldest
+  }
+  *slot = wake{};
+  slot->at_us = at;
+  slot->sub = sub;
+  slot->message = message;
+  slot->fanout = fanout;
+}
+
+// The waiter's attempt at `t` came right after a message on a subscriber that may be
+// its client's.
+inline bool lock_timeline::impl::woken_by_message(lock_extra& x, const waiter& w, std::int64_t t) {
+  for (const wake& k : x.wakes) {
+    if (!k.message || k.at_us < 0 || k.at_us < w.last_attempt_us || t < k.at_us || t - k.at_us > options.wake_window_us) continue;
+    if (k.sub == w.sub_connection) return true;
+    connection_info* s = open_connection(k.sub);
+    if (s != nullptr && pairing_of(*s, w.client) != pairing::contradicted) return true;
+  }
+  return false;
+}
+
+inline void lock_timeline::impl::take_guessed_subscription(lock_state& l, std::uint32_t lock, waiter& w, std::int64_t t) {
+  lock_extra& x = *xp(l);
+  lock_extra::guessed_subscribe& g = x.guessed;
+  if (t < g.confirmed_us) return;  // not yet confirmed: nobody's retry answers it
+  if (t - g.confirmed_us > subscribe_retry_us || w.owner == g.owner) {
+    g = {};  // too late for anyone, or the guessed waiter retried first: it stands
+    return;
+  }
+  if (!w.pubsub || polls(w) || w.last_attempt_us > g.request_us || g.request_us - w.last_attempt_us > options.wake_window_us ||
+      (w.sub_connection != 0 && w.sub_connection != g.sub && subscribed(w, lock))) {
+    return;
+  }
+  const auto it = connection_ids.find(g.sub);
+  if (it == connection_ids.end() || !connections[it->second].open) {
+    g = {};
+    return;
+  }
+  const std::uint32_t conn = it->second;
+  connection_info& s = connections[conn];
+  connection_info::subscription* sub = subscription_of(s, lock);
+  if (!(connections[w.conn].ip == s.ip) || sub == nullptr || sub->owner != g.owner) {
+    g = {};
+    return;
+  }
+  // The traffic has shown w's client subscribing on another connection: not w's.
+  if (subscribes_elsewhere(w.client, s)) return;
+  const std::int64_t confirmed = g.confirmed_us;
+  g = {};
+  if (waiter* guessed = find_waiter(l, sub->owner)) {
+    const std::uint64_t client = guessed->client;
+    for (waiter& o : x.waiters) {
+      if (o.client != client || o.sub_connection != s.id) continue;
+      o.sub_connection = 0;
+      o.confidence = link_confidence::none;
+      o.subscribed_us = -1;
+    }
+  }
+  link(l, lock, w, s, link_confidence::low, confirmed);
+  owners.retain(w.owner);
+  owners.release(sub->owner);
+  put_subscription(conn, sub, {lock, w.owner, w.client, link_confidence::low, true});
+}
+
+// A new waiter whose client already has a subscription on the lock's channel shares
+// it: Redisson shares one subscription among a client's threads.
+// The first such connection in table order, as a walk of the table would find.
+inline void lock_timeline::impl::link_existing_subscription(std::uint32_t lock, waiter& w) {
+  const auto it = subscribers_by_client.find(w.client);
+  if (it == subscribers_by_client.end()) return;
+  std::uint32_t found = no_id;
+  for (const std::uint32_t conn : it->second) {
+    const connection_info& c = connections[conn];
+    if (!c.open || conn >= found) continue;
+    for (const auto& sub : c.subscriptions) {
+      if (sub.lock == lock && sub.owner != no_id && sub.client == w.client) {
+        found = conn;
+        break;
+      }
+    }
+  }
+  if (found == no_id) return;
+  const connection_info& c = connections[found];
+  w.sub_connection = c.id;
+  w.confidence = c.id == w.connection ? link_confidence::certain : confidence_of(c, w.client, link_confidence::high);
+}
+
+// Links `w` to subscriber `s` (and its client's other waiters, which share it).
+inline void lock_timeline::impl::link(lock_state& l, std::uint32_t lock, waiter& w, connection_info& s, link_confidence conf, std::int64_t at) {
+  for (waiter& o : xp(l)->waiters) {
+    if (&o != &w && o.client != w.client) continue;
+    if (&o != &w && o.sub_connection != 0 && o.sub_connection != s.id && subscribed(o, lock)) continue;
+    o.sub_connection = s.id;
+    o.confidence = conf;
+    o.unsubscribed_us = -1;
+    o.left_channel = false;
+    if (&o == &w) o.subscribed_us = at;  // its own SUBSCRIBE: its next attempt is no timer's
+  }
+}
+
+inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request) -> linked {
+  linked r;
+  if (!has_extra(l)) return r;
+  const std::uint64_t partner = best_partner(s);
+  const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
+  const std::uint16_t ip_tag = s.ip.tag();
+  int candidates = 0;
+  bool uncertain = false;
+  // The latest failure before the request (an attempt answered after it cannot have
+  // caused it): among a client's waiters, the one that subscribes.
+  auto distance = [&](const waiter& o) {
+    return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
+  };
+  for (waiter& w : xp(l)->waiters) {
+    if (w.connection == s.id) return {&w, link_confidence::certain};
+    if (established) {
+      if (w.client == partner && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
+      continue;
+    }
+    // The time first: the address is another table's row.
+    if (at - w.last_attempt_us > options.link_window_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) continue;
+    // A poller (three attempts or more, never subscribed nor linked, far more often than
+    // its TTL) listens to no channel: a subscription seen from its address is another
+    // client's, one whose waiter may be unseen (subscribed before the capture).
+    if (polls(w)) continue;
+    // Waiting with a live subscription elsewhere: not this one's (if that link is
+    // itself only a guess, this one cannot be sure either).
+    if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock) &&
+        !(partner != 0 && w.client == partner)) {
+      if (w.confidence == link_confidence::low) uncertain = true;
+      continue;
+    }
+    ++candidates;
+    // The client the evidence points to; else the latest failure before the request.
+    auto rank = [&](const waiter& o) { return partner != 0 && o.client == partner ? 2 : subscribes_elsewhere(o.client, s) ? 0 : 1; };
+    const int preferred = rank(w);
+    const int best_preferred = r.w == nullptr ? -1 : rank(*r.w);
+    if (r.w == nullptr || preferred > best_preferred || (preferred == best_preferred && distance(w) < distance(*r.w))) {
+      r.w = &w;
+    }
+  }
+  if (r.w == nullptr) return r;
+  if (established) {
+    r.confidence = link_confidence::certain;
+  } else {
+    r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
+    if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
+    // A guess among several waiters stays low however consistent the few episodes.
+    if (candidates > 1 && r.confidence == link_confidence::high && r.w->client != partner) r.confidence = link_confidence::low;
+  }
+  // The client may be sure while its waiter is not: another waiter of that client
+  // failed nearly as recently (e.g. two attempts in one pipeline).
+  for (const waiter& o : xp(l)->waiters) {
+    if (&o != r.w && o.client == r.w->client && distance(o) < 4 * distance(*r.w) + 1'000) {
+      r.confidence = link_confidence::low;
+    }
+  }
+  return r;
+}
+
+// An UNSUBSCRIBE follows a message on the connection (the woken waiter leaves), or
+// comes when the named waiter's wait for a message ends (its TTL since its latest
+// attempt): else it may be a stale timer of a waiter long gone (node-redisson).
+inline bool lock_timeline::impl::explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub, const lock_operation& op) {
+  if (!has_extra(l)) return false;
+  for (const wake& k : xp(l)->wakes) {
+    if (k.message && k.sub == s.id && k.at_us <= op.request_us && op.request_us - k.at_us <= options.wake_window_us) {
+      return true;
+    }
+  }
+  const waiter* w = find_waiter(l, sub.owner);
+  if (w == nullptr || w->last_ttl_us < 0) return false;
+  const std::int64_t due = w->last_attempt_us + w->last_ttl_us;
+  const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+  return op.request_us >= due - slack && op.request_us <= due + slack;
+}
+
+// The waiter of the client the subscriber's episodes point to (not contradicted).
+inline waiter* lock_timeline::impl::partner_waiter(lock_state& l, const connection_info& s) {
+  const std::uint64_t partner = best_partner(s);
+  if (partner == 0 || !has_extra(l) || pairing_of(s, partner) == pairing::contradicted) return nullptr;
+  waiter* found = nullptr;
+  for (waiter& w : xp(l)->waiters) {
+    if (w.client == partner && (found == nullptr || w.first_us < found->first_us)) found = &w;
+  }
+  return found;
+}
+
+// A subscription given to a guessed waiter may be taken by the waiter that retries
+// right after its confirmation (take_guessed_subscription).
+inline void lock_timeline::impl::note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen) {
+  if (!has_extra(l)) return;
+  if (chosen.w != nullptr && chosen.confidence == link_confidence::low) {
+    xp(l)->guessed = {s.id, op.request_us, op.at_us(), chosen.w->owner};
+  } else {
+    xp(l)->guessed = {};
+  }
+}
+
+}  // namespace lockscope::locks

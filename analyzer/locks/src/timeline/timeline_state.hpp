@@ -1,0 +1,315 @@
+// lock_timeline's private state: every data member of lock_timeline::impl, declared
+// here in one place, and its member functions by job, each job defined in its own
+// file of src/timeline/ (named at each group below).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "lockscope/ingest/short_bytes.hpp"
+#include "lockscope/lock/naming.hpp"
+
+#include "lockscope/locks/lock_timeline.hpp"
+#include "timeline/lock_store.hpp"
+#include "timeline/stable_vector.hpp"
+#include "timeline/text_interner.hpp"
+#include "timeline/timer_queue.hpp"
+#include "timeline/timeline_types.hpp"
+
+namespace lockscope::locks {
+
+using namespace timeline_detail;
+
+struct lock_timeline::impl {
+  timeline_options options;
+  lock_event_sink& sink;
+  interner owners;
+  interner texts;                     // "ip:port"
+  id_table lock_ids;
+  lock_store locks;
+  holder_pool pool;                   // first holders of held locks
+  timer_queue timers;
+  std::unordered_map<std::uint64_t, std::uint32_t> connection_ids;
+  // The connections (indexes) with a record naming an owner of the client: a new
+  // waiter finds its client's subscription here, not by walking every connection's
+  // records (a herd of 20,000 subscribed waiters: 20,000 walks of 40,000 connections).
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> subscribers_by_client;
+  stable_vector<connection_info> connections;
+  std::vector<std::uint32_t> free_connections;  // indices of freed entries, reused first
+  stable_vector<lock_side> sides;
+  stable_vector<lock_extra> extras;
+  std::int64_t now = -1;
+  std::int64_t first = -1;
+  // Exclusive acquisitions while another owner still held the lock, not reported yet:
+  // replies on different connections can be captured out of the server's order, so an
+  // unlock by that owner sent before this acquisition's reply (its reply captured just
+  // after) means the server ran the unlock first. Reported once reply_skew_us passed.
+  struct suspected_overlap {
+    std::uint32_t lock = no_id, owner = no_id, other = no_id, conn = no_id;
+    std::int64_t at = 0;
+    bool inferred = false;
+    bool database_guessed = false;  // either connection's database was counted as db 0
+  };
+  std::vector<suspected_overlap> suspected_overlaps;
+  // Every (server, database) a lock was seen in; a lock's row names its scope's index.
+  // Found through the server's first scope (its others chained), the last one cached.
+  struct scope {
+    std::string server;  // "" with merge_servers
+    std::int32_t db = 0;
+    std::uint32_t next = no_id;  // the server's next scope (another database)
+    // Redis Cluster: the scope of the cluster this node's scope joined (no_id: it is
+    // its own); `label` names a cluster's scope; `seen`: an operation named it (not
+    // only a cluster_link).
+    std::uint32_t alias = no_id;
+    std::string label;
+    bool seen = false;
+  };
+  struct text_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  stable_vector<scope> scopes;
+  std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> scope_by_server;
+  std::uint32_t last_scope = no_id;
+  // link_servers' re-filings so far: a scope resolved before one may be stale, and while
+  // there are none every scope is its own (canon() has no alias to walk).
+  std::uint64_t scope_links = 0;
+  // A client's subscriber connection as far as the episodes tell (its best partner);
+  // entries go when that connection ends.
+  std::unordered_map<std::uint64_t, std::uint64_t> subscriber_of_client;
+  impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s), forget_at(o.max_locks) {}
+  static constexpr std::size_t scanned_holders = 32;  // more: found by holder_index
+  static constexpr std::size_t scanned_waiters = 32;  // more: found by waiter_index
+  std::uint32_t last_conn_ = no_id;
+  // Redisson's waiter fails, SUBSCRIBEs at once, and retries as soon as the SUBSCRIBE is
+  // confirmed. When the subscription was guessed to be another waiter's (the latest
+  // failure from that address before it, among several), and instead `w` retries first,
+  // within subscribe_retry_us of the confirmation, having failed within wake_window
+  // before the SUBSCRIBE went out (a client may connect its subscriber first), the
+  // subscription is w's: the guessed waiter had not tried again. Not when the traffic
+  // has shown w's client subscribing on another connection: a client that retries at
+  // once after its first failure (node-redisson's way) looks the same. Seen in churn on
+  // one host: a poller's attempt landed between a Redisson-style waiter's failure and
+  // its SUBSCRIBE, and the poller was then charged with that subscription's loss and a
+  // timer wake-up.
+  static constexpr std::int64_t subscribe_retry_us = 2'000;
+  // The waiter a subscriber connection's event is about, and how sure that is.
+  struct linked {
+    waiter* w = nullptr;
+    link_confidence confidence = link_confidence::none;
+  };
+  std::int64_t first_op_us = -1;  // the capture's first operation (request time)
+  // ---- forgetting idle locks (timeline_options::max_locks) ----
+  // Between operations (no row is referenced from the stack), the rows of the locks
+  // that still matter are copied into a new store and everything that names a lock by
+  // id is rewritten; the old rows, their side records and lookup slots go.
+  std::size_t forget_at = 0;  // 0: never
+  forgotten_locks forgotten;
+  // A lock whose owner's lease ran out is kept that long after a pass first finds it
+  // idle: a late renewal or unlock by that owner (a paused process resuming) is
+  // expired_while_held, which only its row can tell.
+  static constexpr std::int64_t expired_memory_us = 600'000'000;
+  std::vector<std::pair<std::uint32_t, std::int64_t>> expired_kept;  // (id, since), by id
+  // ---- announced operations (will_handle) ----
+  // will_handle() loads what handling the announced operations reads first (their id
+  // table slots, rows and holders) in three passes, so that each pass's misses overlap,
+  // and keeps what it resolved. Rows and holders are read, not prefetched: on the
+  // (virtualized) machines measured, a software prefetch far from its use often came
+  // too late or not at all, while a pass of independent loads overlaps its misses
+  // for certain (the keep-up replay: ~8% less CPU than prefetching them). handle()
+  // then takes an operation's candidate lock instead of hashing its name and probing
+  // again, once it has checked that the candidate is what find_lock() would give (the
+  // same scope and name, the table not reshaped since). A stale or wrong announcement costs a lookup, never a wrong lock.
+  // (Spreading the passes over the operations handled meanwhile, each stage a few
+  // operations ahead, measured ~10% slower than these bursts.)
+  struct announced {
+    const lock_operation* op = nullptr;  // matched by address only, never read later
+    std::uint64_t generation = 0;        // lock_ids' when `id` was read
+    // What `where` was resolved from: the operation's server text (its bytes unchanged
+    // until delivery: lock_operation_sink::will_handle) and database, and scope_links then.
+    const char* server = nullptr;
+    std::size_t server_size = 0;
+    std::int32_t db = 0;
+    std::uint64_t scope_links = 0;
+    std::uint32_t hash = 0;
+    std::uint32_t where = no_id;         // no_id: not looked up
+    std::uint32_t id = no_id;            // the first id with `hash` in its probe run
+  };
+  static constexpr std::size_t announced_capacity = 64;
+  std::array<announced, announced_capacity> upcoming{};
+  std::size_t upcoming_head = 0, upcoming_tail = 0;  // the announced, not yet handled
+  unsigned touched = 0;  // what the passes read (kept, so that the reads stay)
+  // An operation the key answered as its holder's (a renewal, an unlock, a PEXPIRE or DEL
+  // that found it: not an acquisition, as a reentry and a fresh acquisition after an
+  // expiry get the same reply) proves the key was there when the command ran, which
+  // was before its reply. A holder's deadline between the request and the reply must not
+  // fire first (a server descheduled between running the command and writing its reply):
+  // it moves past the reply while the clock catches up, and comes back if the operation
+  // left it as it was.
+  struct shielded_deadline {
+    std::uint32_t owner = no_id;
+    std::int64_t deadline_us = -1;
+  };
+
+  // ---- identity (timeline/identity.hpp) ----
+  std::uint32_t canon(std::uint32_t s) const noexcept;
+  std::uint32_t scope_of(const lock_operation& op);
+  void link_servers(std::string_view a, std::string_view b);
+  [[gnu::always_inline]] std::uint32_t raw_scope(std::string_view server, std::int32_t db);
+  [[gnu::noinline]] std::uint32_t find_scope(std::string_view server, std::int32_t db);  // identity.cpp
+  std::uint32_t scope_of_unknown_db(std::uint32_t db0, std::string_view name) const;
+  static std::uint32_t lock_hash(std::uint32_t where, std::string_view name) noexcept;
+  std::uint32_t find_lock(std::uint32_t where, std::string_view name) const;
+  static std::string_view name_of(const lock_state& l) noexcept;
+  std::uint32_t lock_id(std::uint32_t where, std::string_view name, std::uint32_t found);
+
+  // ---- lock rows (timeline/lock_rows.hpp) ----
+  void count_acquisition(lock_state& l);
+  void count_renewal(lock_state& l);
+  void count_expiry(lock_state& l);
+  lock_extra& ex(lock_state& l);
+  lock_side& side_of(lock_state& l);
+  const lock_side* side_ptr(const lock_state& l) const;
+  bool has_extra(const lock_state& l) const;
+  lock_extra* xp(const lock_state& l);
+  const lock_extra* xp(const lock_state& l) const;
+  void add_hold(lock_state& l, std::int64_t us);
+
+  // ---- holders (timeline/holders.hpp) ----
+  holder* first_holder(lock_state& l);
+  bool has_holder(const lock_state& l) const;
+  template <class F>
+  void for_each_holder(lock_state& l, F&& f);
+  holder* find_holder(lock_state& l, std::uint32_t owner);
+  holder& add_holder(lock_state& l, std::uint32_t owner, std::uint32_t conn);
+  void remove_holder(lock_state& l, holder* h);
+  void clear_holders(lock_state& l);
+  void expire(lock_state& l, holder& h, std::int64_t at);
+  void set_last_expired(lock_state& l, std::uint32_t owner);
+  bool take_expired(lock_state& l, std::uint32_t owner);
+  void note_owner(std::uint32_t conn, std::uint32_t id, std::uint32_t owner);
+  std::uint32_t last_owner_on(std::uint32_t conn, std::uint32_t id) const;
+  shielded_deadline shield_answering_holder(std::uint32_t id, const lock_operation& op, std::int64_t at, bool plain);
+  void unshield(std::uint32_t id, const shielded_deadline& s, std::int64_t at);
+
+  // ---- waiters (timeline/waiters.hpp) ----
+  waiter* find_waiter(lock_state& l, std::uint32_t owner);
+  void forget_waiter(lock_extra& x, const waiter& w);
+  template <class Leaves>
+  void remove_waiters(lock_extra& x, Leaves&& leaves);
+  void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w);
+  void unlist_wait(std::uint32_t conn, std::uint32_t lock);
+  void move_waiter(waiter& w, std::uint32_t lock, std::uint32_t conn, std::uint64_t connection);
+  void became_free(lock_state& l, std::int64_t at);
+  void free_interval_ends(lock_state& l, std::int64_t at);
+  void released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at);
+  std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection) const;
+  static std::string_view client_part(std::string_view owner);
+  void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at);
+  waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
+  std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at);
+  bool waits_on_subscription(const waiter& w, std::uint32_t lock, std::uint64_t ended);
+  static bool polls(const waiter& w);
+  bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client);
+
+  // ---- subscriptions (timeline/subscriptions.hpp) ----
+  static connection_info::subscription* subscription_of(connection_info& c, std::uint32_t lock);
+  static connection_info::subscription* record_of(connection_info& c, std::uint32_t lock);
+  void set_inactive(std::uint32_t conn, std::uint32_t lock);
+  void put_subscription(std::uint32_t conn, connection_info::subscription* r, const connection_info::subscription& v);
+  void unindex_subscriber(std::uint32_t conn, std::uint64_t client);
+  bool subscribed(const waiter& w, std::uint32_t lock);
+  bool has_subscribed_waiter(lock_state& l, std::uint32_t lock);
+  void subscription_ended(std::uint32_t lock, std::uint64_t sub, std::int64_t at);
+
+  // ---- subscriber links (timeline/subscriber_links.hpp) ----
+  static pairing pairing_of(const connection_info& s, std::uint64_t client);
+  static std::uint64_t best_partner(const connection_info& s);
+  void learn(connection_info& s, std::uint64_t client);
+  static std::uint32_t episodes_of(const connection_info& s, std::uint64_t client);
+  void forget_subscriber(std::uint64_t client, std::uint64_t sub);
+  bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
+  static link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
+  void settle_wakes(lock_extra& x, std::int64_t t);
+  void attribute_wakes(lock_extra& x, std::uint64_t client, std::int64_t t);
+  void note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message);
+  bool woken_by_message(lock_extra& x, const waiter& w, std::int64_t t);
+  void take_guessed_subscription(lock_state& l, std::uint32_t lock, waiter& w, std::int64_t t);
+  void link_existing_subscription(std::uint32_t lock, waiter& w);
+  void link(lock_state& l, std::uint32_t lock, waiter& w, connection_info& s, link_confidence conf, std::int64_t at);
+  linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request);
+  bool explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub, const lock_operation& op);
+  waiter* partner_waiter(lock_state& l, const connection_info& s);
+  void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen);
+
+  // ---- connections (timeline/connections.hpp) ----
+  connection_info* open_connection(std::uint64_t id);
+  std::uint32_t conn_index(const lock_operation& op);
+  std::uint32_t conn_lookup(const lock_operation& op);
+  void retain_connection(std::uint32_t conn) noexcept;
+  void release_connection(std::uint32_t conn);
+  void free_connection(std::uint32_t conn);
+  void connection_ended(std::uint64_t connection, std::int64_t at);
+  void collect();
+  std::string_view client_of(std::uint32_t conn) const;
+  std::string_view server_of(std::uint32_t conn) const;
+
+  // ---- clock (timeline/clock.hpp) ----
+  void schedule(std::uint32_t id);
+  void schedule_at(std::uint32_t id, std::int64_t t);
+  void fire(std::uint32_t id, std::int64_t at);
+  [[gnu::always_inline]] void advance(std::int64_t to);
+  void report_overlaps(std::int64_t until, bool all = false);
+  void forget_overlap(const suspected_overlap& p);
+  void released_before(std::uint32_t id, std::uint32_t owner, std::int64_t request_us);
+
+  // ---- lock operations (timeline/lock_operations.hpp) ----
+  void on_acquire(std::uint32_t id, const lock_operation& op);
+  void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew);
+  void on_unlock(std::uint32_t id, const lock_operation& op);
+  void on_renew(std::uint32_t id, const lock_operation& op);
+  void on_plain(std::uint32_t id, const lock_operation& op);
+  void on_force_unlock(std::uint32_t id, const lock_operation& op);
+
+  // ---- channel operations (timeline/channel_operations.hpp) ----
+  void on_subscribe(std::uint32_t id, const lock_operation& op);
+  void on_message(std::uint32_t id, const lock_operation& op);
+  void on_unsubscribe(std::uint32_t id, const lock_operation& op);
+
+  // ---- dispatch (timeline/dispatch.hpp) ----
+  lock_event base(const lock_state& l, std::int64_t ts) const;
+  lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
+  void on_redirect(std::uint32_t id, const lock_operation& op);
+  void emit(lock_state& l, lock_event& e);
+  void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);
+  void on_operation(const lock_operation& op);
+  void handle(const lock_operation& op, const announced* ann);
+  [[gnu::always_inline]] void dispatch(std::uint32_t id, const lock_operation& op, bool plain);
+
+  // ---- announcements (timeline/announced.hpp) ----
+  void will_handle(std::span<const lock_operation> ops) noexcept;
+  const announced* take_announced(const lock_operation& op) noexcept;
+  std::uint32_t announced_scope(const announced* a, const lock_operation& op) noexcept;
+  std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const;
+  static unsigned touch_ends(const void* p, std::size_t bytes) noexcept;
+  std::uint32_t known_scope(const lock_operation& op) const noexcept;
+
+  // ---- forgetting (timeline/forgetting.cpp) ----
+  bool idle(const lock_state& l) const;
+  lock_stats counts_of(const lock_state& l) const;
+  void fold_into_forgotten(const lock_state& l);
+  void forget_idle_locks();
+};
+
+}  // namespace lockscope::locks

@@ -1,0 +1,203 @@
+// The timeline's records besides a lock's row (lock_store.hpp): a connection's address,
+// a waiter, a wake-up, a lock's rarely needed extra part and side record, a connection's
+// entry, and what the traffic says of a subscriber connection's client.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "lockscope/locks/lock_event.hpp"
+#include "lockscope/locks/lock_operation.hpp"
+#include "timeline/duration_histogram.hpp"
+#include "timeline/lock_store.hpp"
+
+namespace lockscope::locks::timeline_detail {
+
+struct address {
+  std::array<std::uint8_t, 16> bytes{};
+  std::uint8_t family = 0;
+  // Two 8-byte compares: the defaulted form called memcmp, a quarter of the time of a
+  // herd of subscribed waiters (choose_waiter compares every waiter's address).
+  bool operator==(const address& o) const noexcept {
+    std::uint64_t a[2], b[2];
+    std::memcpy(a, bytes.data(), sizeof a);
+    std::memcpy(b, o.bytes.data(), sizeof b);
+    return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0 && family == o.family;
+  }
+  // Equal addresses have equal tags: a waiter keeps its connection's, so a scan of
+  // waiters rules most out without reading the connection table.
+  std::uint16_t tag() const noexcept {
+    std::uint64_t a[2];
+    std::memcpy(a, bytes.data(), sizeof a);
+    const std::uint64_t h = (a[0] ^ (a[1] * 0x9e3779b97f4a7c15ull) ^ family) * 0xff51afd7ed558ccdull;
+    return static_cast<std::uint16_t>(h >> 48);
+  }
+};
+
+inline address address_of(const endpoint* e) {
+  address a;
+  if (e != nullptr) {
+    a.bytes = e->address;
+    a.family = e->family;
+  }
+  return a;
+}
+
+// One owner waiting for a lock: from its first failed attempt until it acquires or
+// shows it gave up (its connection ends, or no attempt comes within the last TTL it
+// was given plus timeline_options::waiter_margin_us). Its subscription is a property
+// of the wait: it may subscribe, lose the subscription and subscribe again.
+struct waiter {
+  std::uint64_t seq = 0;             // its lock's count of waiters before it (waiters stay in this order)
+  std::uint32_t owner = no_id;
+  std::uint32_t conn = no_id;        // the connection of its latest attempt
+  std::uint64_t connection = 0;
+  std::uint64_t client = 0;          // the client it belongs to (client_key)
+  std::int64_t first_us = 0;         // its first failed attempt (request time)
+  std::int64_t last_attempt_us = 0;  // its latest attempt (reply time)
+  std::int64_t deadline_us = -1;     // it gave up if no attempt comes by then
+  std::int64_t last_ttl_us = -1;     // the TTL its latest failed attempt was given
+  std::uint64_t sub_connection = 0;  // linked subscriber connection; 0 none
+  std::int64_t subscribed_us = -1;   // when that subscription was confirmed
+  std::int64_t unsubscribed_us = -1; // when it ended while this waiter waited
+  std::int64_t lost_release_us = -1; // a release while it was not subscribed, since its latest attempt
+  link_confidence confidence = link_confidence::none;
+  std::uint16_t ip_tag = 0;          // its connection's address's tag()
+  bool pubsub = false;               // its lock wakes waiters by pub/sub
+  bool notified = false;             // woken by a message since its latest attempt
+  bool timeout_reported = false;
+  bool lost_reported = false;
+  bool left_channel = false;         // its own subscription ended by an UNSUBSCRIBE, no sibling sharing it
+  // Whether its wait may have begun before the capture (the acquisition's wait_at_least):
+  bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
+  bool quick_second = false;         // its second attempt came at once (a first failure's retry)
+  std::uint32_t attempts = 1;
+  std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
+  std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
+};
+
+// Something that wakes a waiter on a subscriber connection (a message on the lock's
+// channel; node-redisson's UNSUBSCRIBE before it retries), kept for wake_window_us to
+// see which client attempts first: when no other client attempts nearly as soon, that
+// client's waiter reacted, and the subscriber is its client's.
+struct wake {
+  std::int64_t at_us = -1;         // -1: free slot
+  std::uint64_t sub = 0;           // the subscriber connection
+  std::uint64_t first_client = 0;  // the first client that attempted since; 0 none yet
+  std::int64_t first_delay_us = -1;
+  std::int64_t other_delay_us = -1;  // the first attempt by another client
+  bool message = false;
+  bool fanout = false;             // one publish reached several subscribers: no episode
+};
+
+// Rarely needed parts, allocated on demand to keep the common lock small.
+struct lock_extra {
+  std::vector<holder> more_holders;  // read locks, overlaps
+  // Owner to position in `more_holders`, for a read lock with many readers; made when
+  // first needed, and made again after one leaves once enough lookups have scanned
+  // (a reader leaving between every lookup then costs what a scan did, no more).
+  std::unordered_map<std::uint32_t, std::uint32_t> holder_index;
+  bool holder_index_valid = false;
+  std::size_t holder_scans = 0;  // lookups that scanned since the index went stale
+  std::vector<waiter> waiters;
+  // Owner to seq of its waiter, for a lock with many (a thundering herd when it stalls:
+  // 60,000 waiters took 17 s to analyze by scans); made when first needed, then kept up
+  // as waiters come and go. `waiters` is in seq order, so a seq's position is a binary
+  // search away, whatever left before it.
+  std::unordered_map<std::uint32_t, std::uint64_t> waiter_index;
+  bool waiter_index_valid = false;
+  std::uint64_t next_waiter_seq = 0;
+  std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
+  std::int64_t last_freed_us = -1;   // when it last went free (released, expired), whoever took it since
+  bool idle_reported = false;
+  // The longest completed free interval >= idle_threshold that no waiter has yet shown
+  // it waited through (its next attempt does); forgotten when the last waiter leaves.
+  std::int64_t idle_start_us = -1, idle_end_us = -1;
+  std::array<wake, 4> wakes{};
+  // The latest SUBSCRIBE whose waiter was a guess among several waiters of its address
+  // (link_confidence::low): Redisson's waiter retries right after its SUBSCRIBE is
+  // confirmed, and that retry may name it better (retry()). sub == 0: none pending.
+  struct guessed_subscribe {
+    std::uint64_t sub = 0;
+    std::int64_t request_us = -1;
+    std::int64_t confirmed_us = -1;
+    std::uint32_t owner = no_id;
+  } guessed;
+  std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
+  std::uint64_t acquired_client = 0;
+  std::uint32_t acquired_owner = no_id;  // retained
+  std::uint64_t anomalies[anomaly_kind_count] = {};
+  duration_samples waits;  // their count is the contended acquisitions
+};
+
+// What a lock with more than one completed hold adds (common: kept apart from the
+// larger lock_extra, which only locks with waiters, several holders or anomalies need).
+struct lock_side {
+  duration_samples holds;        // every completed hold after the first
+  std::uint64_t acquisitions_carry = 0;  // the lock's 16-bit counters overflow here
+  std::uint64_t renewals_carry = 0;
+  std::uint64_t expiries_carry = 0;
+  std::uint32_t extra = no_id;   // index into the extras
+};
+
+struct connection_info {
+  std::uint32_t client = no_id;  // interned "ip:port"
+  std::uint32_t server = no_id;
+  address ip;
+  std::uint64_t id = 0;
+  // Holders and waiters that name it (they print its texts later); a connection is
+  // freed once it has ended and nothing names it.
+  std::uint32_t refs = 0;
+  bool open = true;
+  // Its database was not seen (no SELECT since the capture began): counted as db 0.
+  bool database_guessed = false;
+  // Lock channels this connection is subscribed to, with the owner linked when it
+  // subscribed (reported on notified/unsubscribed).
+  // Lock channels this connection is subscribed to (active), or was seen leaving
+  // (inactive: known not to be subscribed; at most max_inactive kept).
+  struct subscription {
+    std::uint32_t lock;
+    std::uint32_t owner;
+    std::uint64_t client;
+    link_confidence confidence;
+    bool active = true;
+  };
+  static constexpr std::size_t max_inactive = 8;
+  std::vector<subscription> subscriptions;
+  // The owners that last acquired or renewed a lock on this connection (the 4 most
+  // recent locks): a plain DEL carries no owner, so this says whose it was.
+  struct lock_owner {
+    std::uint32_t lock = no_id;
+    std::uint32_t owner = no_id;
+  };
+  std::array<lock_owner, 4> last_owners{};
+  // Locks where a waiter's latest attempt came over this connection (one entry a
+  // waiter): they give up when it ends.
+  std::vector<std::uint32_t> waits;
+  // As a subscriber connection: the clients whose attempts followed its wake-ups alone
+  // (episodes), the evidence of whose subscriber it is.
+  struct partner {
+    std::uint64_t client = 0;
+    std::uint32_t episodes = 0;
+  };
+  std::array<partner, 3> partners{};
+};
+
+// What the traffic says about a subscriber connection belonging to a client.
+enum class pairing : std::uint8_t {
+  none,          // no episode yet
+  consistent,    // its episodes all point to this client, fewer than certain_after
+  established,   // at least certain_after episodes, and at most 1 in 8 point elsewhere
+  contradicted,  // episodes point to another client
+};
+inline constexpr std::uint32_t certain_after = 3;
+
+inline bool pubsub_family(lock_family f) noexcept {
+  return f == lock_family::redisson || f == lock_family::redisson_fair || f == lock_family::redisson_read ||
+         f == lock_family::redisson_write || f == lock_family::redisson_fenced;
+}
+
+}  // namespace lockscope::locks::timeline_detail

@@ -1,0 +1,279 @@
+// Part of lock_timeline::impl (its data: timeline_state.hpp).
+// Waiters: an owner waiting for a lock, from its first failed attempt until it
+// acquires or gives up; its retries, and what they prove about the time the lock
+// stood free (idle_with_waiters, subscription_lost, woken_by_timeout).
+// Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
+// unit, inlined as when it was one struct (the default build has no LTO).
+#pragma once
+
+#include "timeline/timeline_state.hpp"
+
+namespace lockscope::locks {
+
+inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t owner) {
+  if (!has_extra(l)) return nullptr;
+  lock_extra& x = *xp(l);
+  if (x.waiters.size() <= scanned_waiters) {
+    for (waiter& w : x.waiters) {
+      if (w.owner == owner) return &w;
+    }
+    return nullptr;
+  }
+  if (!x.waiter_index_valid) {
+    x.waiter_index.clear();
+    for (const waiter& w : x.waiters) x.waiter_index.emplace(w.owner, w.seq);
+    x.waiter_index_valid = true;
+  }
+  const auto it = x.waiter_index.find(owner);
+  if (it == x.waiter_index.end()) return nullptr;
+  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), it->second,
+                                   [](const waiter& w, std::uint64_t seq) { return w.seq < seq; });
+  return at != x.waiters.end() && at->seq == it->second ? &*at : nullptr;
+}
+
+// `w` leaves its lock's waiters: out of the index, and what it retained released (the
+// caller removes it from the vector).
+inline void lock_timeline::impl::forget_waiter(lock_extra& x, const waiter& w) {
+  if (x.waiter_index_valid) {
+    const auto it = x.waiter_index.find(w.owner);
+    if (it != x.waiter_index.end() && it->second == w.seq) x.waiter_index.erase(it);
+  }
+  owners.release(w.owner);
+  release_connection(w.conn);
+}
+
+// The waiters `leaves` picks leave, in one pass that keeps the others' order (it may
+// update those it keeps).
+template <class Leaves>
+inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < x.waiters.size(); ++i) {
+    if (leaves(x.waiters[i])) {
+      forget_waiter(x, x.waiters[i]);
+      continue;
+    }
+    if (kept != i) x.waiters[kept] = x.waiters[i];
+    ++kept;
+  }
+  if (kept == x.waiters.size()) return;
+  x.waiters.resize(kept);
+  if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
+}
+
+// The waiter leaves (acquired or gave up).
+inline void lock_timeline::impl::drop_waiter(lock_state& l, std::uint32_t lock, waiter* w) {
+  auto& ws = xp(l)->waiters;
+  const waiter gone = *w;
+  ws.erase(ws.begin() + (w - ws.data()));
+  unlist_wait(gone.conn, lock);
+  forget_waiter(*xp(l), gone);
+  if (ws.empty()) xp(l)->idle_start_us = xp(l)->idle_end_us = -1;
+}
+
+inline void lock_timeline::impl::unlist_wait(std::uint32_t conn, std::uint32_t lock) {
+  auto& waits = connections[conn].waits;
+  const auto it = std::find(waits.begin(), waits.end(), lock);
+  if (it != waits.end()) {
+    *it = waits.back();
+    waits.pop_back();
+  }
+}
+
+// The waiter's latest attempt came over `conn` (clients with connection pools retry
+// over any of them): the connection whose end means it gave up.
+inline void lock_timeline::impl::move_waiter(waiter& w, std::uint32_t lock, std::uint32_t conn, std::uint64_t connection) {
+  if (w.conn == conn) return;
+  unlist_wait(w.conn, lock);
+  retain_connection(conn);
+  release_connection(w.conn);
+  w.conn = conn;
+  w.ip_tag = connections[conn].ip.tag();
+  w.connection = connection;
+  connections[conn].waits.push_back(lock);
+}
+
+inline void lock_timeline::impl::became_free(lock_state& l, std::int64_t at) {
+  if (!has_holder(l) && has_extra(l)) {
+    lock_extra& x = *xp(l);
+    x.free_since_us = at;
+    x.last_freed_us = at;
+    x.idle_reported = false;
+    if (x.acquired_owner != no_id && at - x.acquired_us > options.wake_window_us) {
+      owners.release(x.acquired_owner);  // its UNSUBSCRIBE would have come by now
+      x.acquired_owner = no_id;
+      x.acquired_us = -1;
+    }
+  }
+}
+
+// The lock is taken again at `at`: a free interval >= the threshold that no waiter has
+// shown it waited through yet is kept (the longest) for the next attempt to confirm.
+inline void lock_timeline::impl::free_interval_ends(lock_state& l, std::int64_t at) {
+  if (!has_extra(l)) return;
+  lock_extra& x = *xp(l);
+  if (x.free_since_us >= 0 && !x.idle_reported && !x.waiters.empty() &&
+      at - x.free_since_us >= options.idle_threshold_us &&
+      (x.idle_start_us < 0 || at - x.free_since_us > x.idle_end_us - x.idle_start_us)) {
+    x.idle_start_us = x.free_since_us;
+    x.idle_end_us = at;
+  }
+  x.free_since_us = -1;
+}
+
+// A release that publishes (an unlock, a forced unlock): a waiter of a pub/sub lock
+// that is not subscribed now will not hear it.
+inline void lock_timeline::impl::released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at) {
+  if (!has_extra(l)) return;
+  for (waiter& w : xp(l)->waiters) {
+    if (w.pubsub && w.lost_release_us < 0 && !subscribed(w, lock)) w.lost_release_us = at;
+  }
+}
+
+// The client a waiter belongs to: a Redisson-style owner's UUID (its threads share
+// one subscriber connection, whatever command connection they use), else its command
+// connection.
+inline std::uint64_t lock_timeline::impl::client_key(std::uint32_t owner, std::uint64_t connection) const {
+  const std::string_view uuid = owner == no_id ? std::string_view() : client_part(owners.text(owner));
+  if (uuid.empty()) return (connection & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62);  // never 0
+  return std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
+}
+
+// The client part of a Redisson owner id (`<uuid>:<thread>` → uuid): the owners of
+// one client share its subscriber connection. Empty for other owners.
+inline std::string_view lock_timeline::impl::client_part(std::string_view owner) {
+  const std::size_t colon = owner.find(':');
+  if (colon == std::string_view::npos || !lock::is_uuid(owner.substr(0, colon))) return {};
+  return owner.substr(0, colon);
+}
+
+// An attempt by a waiter that already failed before: a retry. It shows the waiter
+// waited all along, which confirms what happened meanwhile.
+inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at) {
+  lock_extra& x = ex(l);
+  const std::int64_t t = op.request_us;
+  if (x.guessed.sub != 0) take_guessed_subscription(l, lock, w, t);
+  if (!w.notified) w.notified = woken_by_message(x, w, t);
+  w.longest_gap_us = std::max(w.longest_gap_us, t - w.last_attempt_us);
+  // A first failure's retry comes at once and unprompted; a retry a message woke
+  // may come as soon, mid-wait, when releases follow each other.
+  if (++w.attempts == 2) w.quick_second = t - w.last_attempt_us <= options.wake_window_us && !w.notified;
+  // Redisson retries once its SUBSCRIBE is confirmed; node-redisson retries at once
+  // after its first failure: neither waited for anything. A wait shorter than the
+  // TTL it was given (or than the wake window) was not a timer either.
+  const bool after_subscribe = w.subscribed_us >= w.last_attempt_us && t - w.subscribed_us <= options.wake_window_us;
+  const std::int64_t quick = w.last_ttl_us >= 0 ? std::clamp<std::int64_t>(w.last_ttl_us * 9 / 10, 2'000, options.wake_window_us)
+                                               : options.wake_window_us;
+  // Only a waiter that subscribes at all waits for a message (RedLock and spin-lock
+  // clients poll by design).
+  const bool by_timer = w.pubsub && w.sub_connection != 0 && !w.notified && !after_subscribe &&
+                        t - w.last_attempt_us >= quick;
+
+  // The lock was free >= threshold while it waited: this attempt proves it waited.
+  if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
+      at - x.free_since_us >= options.idle_threshold_us) {
+    x.idle_reported = true;
+    // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
+    // longer than the lock stayed free.
+    const anomaly_finding finding = !w.pubsub || polls(w) ? anomaly_finding::idle_while_poller_slept
+                                    : subscribed(w, lock) ? anomaly_finding::idle_while_subscribed_waiter_waited
+                                                          : anomaly_finding::idle_while_unsubscribed_waiter_waited;
+    anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.free_since_us,
+            at - x.free_since_us);
+  } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us) {
+    const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
+                                                          : anomaly_finding::idle_while_this_poller_slept;
+    anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.idle_start_us,
+            x.idle_end_us - x.idle_start_us);
+    x.idle_start_us = x.idle_end_us = -1;
+  }
+  if (by_timer && w.lost_release_us >= 0 && !w.lost_reported) {
+    w.lost_reported = true;  // once per wait
+    anomaly_facts found{anomaly_finding::not_subscribed_at_release};
+    if (w.unsubscribed_us >= 0 && w.unsubscribed_us <= w.lost_release_us) {
+      found = {anomaly_finding::unsubscribed_before_release, w.lost_release_us - w.unsubscribed_us};
+    }
+    anomaly(l, at, anomaly_kind::subscription_lost, w.owner, w.conn, found, op.inferred, w.lost_release_us,
+            at - w.lost_release_us);
+  }
+  // Held all along since its previous attempt (a watchdog renewing), there was nothing
+  // to be told: a retry when its TTL, or tryLock's wait time, runs out is the client's
+  // design, not a missed wake-up.
+  if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us) {
+    w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
+    anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
+            {anomaly_finding::retried_without_notification}, op.inferred);
+  }
+  w.notified = false;
+  w.lost_release_us = -1;
+  w.last_attempt_us = at;
+}
+
+// The waiter `owner`'s attempt continues, if any. A pub/sub waiter whose own
+// subscription (its SUBSCRIBE's, shared with no other waiter of its client) left the
+// lock's channel by an UNSUBSCRIBE after its latest attempt, and whose owner attempts again
+// neither at once (node-redisson leaves, then retries) nor when its TTL runs out (a
+// waiter that lost its subscription retries then), gave up when it left (Redisson's
+// tryLock at its wait time): this attempt begins a new wait. Carried on, the old wait
+// ran into the new one, and a thread's next tryLock seconds later showed the whole
+// span as its wait, with a missed wake-up, a lost subscription and a timer retry.
+inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op) {
+  waiter* w = find_waiter(l, owner);
+  // Redisson's order: its first attempt, SUBSCRIBE, the retry after it, and nothing
+  // more (a tryLock that heard no release). A waiter with more attempts may be a poller
+  // that a subscriber was linked to by mistake, whose next poll is no new wait; one
+  // that subscribed after its retry is node-redisson's, whose stale timer sends an
+  // UNSUBSCRIBE while it still waits.
+  if (w == nullptr || !w->pubsub || !w->left_channel || w->attempts > 2 || w->subscribed_us > w->last_attempt_us ||
+      w->unsubscribed_us < w->last_attempt_us || w->last_ttl_us < 0) {
+    return w;
+  }
+  if (op.request_us - w->unsubscribed_us <= options.wake_window_us) return w;
+  const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+  if (op.request_us >= w->last_attempt_us + w->last_ttl_us - slack) return w;  // its timer
+  drop_waiter(l, lock, w);
+  return nullptr;
+}
+
+// The time a waiter gives its next attempt: the TTL it was given (Redisson waits for a
+// message at most that long), else the holder's remaining lease, else 30 s.
+inline std::int64_t lock_timeline::impl::expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at) {
+  if (op.ttl_ms >= 0) return std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000;
+  std::int64_t remaining = -1;
+  for_each_holder(l, [&](holder& h) {
+    if (h.lease_end_us() > at) remaining = std::max(remaining, h.lease_end_us() - at);
+  });
+  return remaining >= 0 ? remaining : 30'000'000;
+}
+
+// A pub/sub waiter whose command connection ended while its subscriber, another
+// connection, is still subscribed to the lock's channel: its client reconnects and
+// goes on waiting (Redisson's thread does, under the same owner id), and its next
+// attempt, on the new connection, continues this wait. It leaves with its
+// subscription (subscription_ended), or at its deadline.
+// Only a link the traffic makes sure of: a waiter kept for a subscription that is
+// another client's would outlive its process.
+inline bool lock_timeline::impl::waits_on_subscription(const waiter& w, std::uint32_t lock, std::uint64_t ended) {
+  return w.pubsub && w.sub_connection != 0 && w.sub_connection != ended &&
+         (w.confidence == link_confidence::certain || w.confidence == link_confidence::high) && subscribed(w, lock);
+}
+
+// For a SUBSCRIBE (or the first message on a subscription begun before the capture):
+// the waiter on the same connection (RESP3); else the waiter of the client the
+// traffic has established as the subscriber's; else the most recent waiter from the
+// same IP within link_window, preferring the client the evidence points to.
+inline bool lock_timeline::impl::polls(const waiter& w) {
+  return w.attempts >= 3 && w.sub_connection == 0 && w.subscribed_us < 0 && w.last_ttl_us > 0 &&
+         w.longest_gap_us * 4 < w.last_ttl_us;
+}
+
+// Another waiter of the same client waits for the lock: which of them an event is
+// about is not sure.
+inline bool lock_timeline::impl::has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client) {
+  if (!has_extra(l)) return false;
+  for (const waiter& w : xp(l)->waiters) {
+    if (w.owner != owner && w.client == client) return true;
+  }
+  return false;
+}
+
+}  // namespace lockscope::locks
