@@ -6,12 +6,13 @@
 
 #include <benchmark/benchmark.h>
 
-#include "lockscope/locks/lock_metrics.hpp"
+#include "lockscope/live/lock_metrics.hpp"
 
 namespace {
 
 using namespace lockscope::ingest;
 using namespace lockscope::locks;
+using namespace lockscope::live;
 
 std::vector<std::string> lock_names(std::size_t n) {
   std::vector<std::string> names;

@@ -1,7 +1,8 @@
 // `lockscope analyze FILE... | -i IFACE`: each lock's life rebuilt from Redis traffic.
 //
-// Pipeline: capture → ingest_pipeline (exchanges) → lock_recognizer (operations) → lock
-// filter → lock_timeline (events, on a clock) → lock_report (text / jsonl / summary).
+// The options, and which library runs them: files through locks::analyze_files (or the
+// visual report's two passes), -i and --replay through live::run_live; the events go to
+// a lock_report (text / jsonl / summary) or a trace_export.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,18 +18,15 @@
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "privileges.hpp"
-#include "metrics_server.hpp"
 #include "option_checks.hpp"
 #include "recorder.hpp"
 #include "visual_report.hpp"
-#include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
+#include "lockscope/live/live_loop.hpp"
+#include "lockscope/live/metrics_server.hpp"
+#include "lockscope/live/recorder_hooks.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
-#include "lockscope/locks/operation_batch.hpp"
-#include "lockscope/locks/lock_groups.hpp"
-#include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
-#include "lockscope/locks/lock_timeline.hpp"
 #include "lockscope/locks/trace_export.hpp"
 
 namespace lockscope::cli {
@@ -97,6 +95,7 @@ void print_totals(const ingest::ingest_stats& s, const locks::recognizer_stats& 
 }
 
 int run(const analyze_options& o, bool live_mode);
+int run_live_mode(const analyze_options& o, const locks::report_options& ro, flow_reporter& flows);
 
 // A file -o cannot create or write ends the run with exit code 2, naming it.
 int run_reporting_errors(const analyze_options& o, bool live_mode) {
@@ -154,9 +153,13 @@ int run(const analyze_options& o, bool live_mode) {
     return 0;
   }
 
+  return run_live_mode(o, ro, flows);
+}
+
+int run_live_mode(const analyze_options& o, const locks::report_options& ro, flow_reporter& flows) {
   // Opened before the capture (and any privilege drop after it): it may need a low port.
-  std::unique_ptr<metrics_server> metrics;
-  if (!o.metrics_listen.empty() && !(metrics = open_metrics_server("analyze", o.metrics_listen, o.metrics_max_locks))) {
+  std::unique_ptr<live::metrics_server> metrics;
+  if (!o.metrics_listen.empty() && !(metrics = live::open_metrics_server("analyze", o.metrics_listen, o.metrics_max_locks))) {
     return 2;
   }
   capture_options co = o.capture;
@@ -165,10 +168,9 @@ int run(const analyze_options& o, bool live_mode) {
   if (!source) return 2;
   // Replays need no privilege; a live capture drops it once open, before anything is
   // written (-o, --write, --save-anomalies DIR are created as the user dropped to).
-  if (dynamic_cast<ingest::live_capture*>(source.get()) != nullptr && !drop_privileges("analyze", o.privileges)) {
-    return 2;
-  }
-  recorder_hooks hooks("analyze", o.recorder, source->now_us());
+  auto* const live_source = dynamic_cast<ingest::live_capture*>(source.get());
+  if (live_source != nullptr && !drop_privileges("analyze", o.privileges)) return 2;
+  live::recorder_hooks hooks("analyze", o.recorder, source->now_us());
   if (!hooks.ready()) return 2;
   output_file out(o.output);  // as the user dropped to
   const auto trace = make_trace(o, out);
@@ -176,79 +178,47 @@ int run(const analyze_options& o, bool live_mode) {
     out.write(s);
     out.flush();  // live: line-buffered
   });
-  // The live loop's clock: the wall clock, or a replay's packet times.
-  auto now_us = [&source] { return source->now_us(); };
-  report.set_start_us(now_us());  // live: times relative to when the capture began
-  locks::group_options go;
-  go.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
-  locks::lock_event_sink& output = trace ? static_cast<locks::lock_event_sink&>(*trace) : report;
-  locks::lock_event_tee to_metrics(output, metrics ? &metrics->metrics() : nullptr);
-  locks::lock_groups groups(go, hooks.chain(metrics ? static_cast<locks::lock_event_sink&>(to_metrics) : output));
-  locks::lock_timeline timeline(make_timeline_options(o), groups);
-  locks::operation_batch batch(timeline);  // flushed after every packet
-  locks::lock_operation_filter filter(report, batch);
-  locks::lock_recognizer recognizer(filter.entry());
-  recognizer.set_warning_handler([](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); });
-  ingest::ingest_options io = make_ingest_options(co);
-  if (o.capture.verbose) io.session.observer = &flows;
-  ingest::ingest_pipeline a(io, recognizer, &recognizer);
-  if (metrics) metrics->attach([&] { return gather_capture_gauges(a, recognizer, timeline, *source, io.max_flows, o.max_locks); });
+  report.set_start_us(source->now_us());  // live: times relative to when the capture began
   const stop_on_signal stop(*source);
   drop_reporter drops("analyze", o.capture.stats_interval);
   std::optional<silence_notice> silence;
   std::optional<clock_step_notice> clock_steps;  // a replay's clock is its packets'
-  if (auto* live_source = dynamic_cast<ingest::live_capture*>(source.get())) {
+  if (live_source != nullptr) {
     silence.emplace("analyze", co, *live_source);
     clock_steps.emplace("analyze");
   }
-  // Live, the clock may pass only what no packet still in the kernel's ring can precede:
-  // when packets were handed over, the newest of them (the ring keeps their order; out of
-  // immediate mode the capture lets a whole burst gather before taking it), else the wall
-  // clock less what a packet may still wait in a block the kernel has not handed over
-  // (its timeout, out of immediate mode). A deadline must not fire before a renewal
-  // captured in time and still in the ring. A replay's clock already stops at its next packet.
-  const bool live = dynamic_cast<ingest::live_capture*>(source.get()) != nullptr;
-  const std::int64_t idle_lag_us = 5000 + (live && !co.immediate ? ingest::live_options{}.timeout_ms * 1000 : 0);
-  std::int64_t newest_packet_us = INT64_MIN;
-  const bool hooks_active = hooks.active();
-  auto on_packet = [&](const ingest::captured_packet& p) {
-    if (hooks_active) hooks.on_loop(&p, now_us());
-    a.on_packet(p.ts_us, p.link_type, p.data);
-    batch.flush();
-    newest_packet_us = std::max(newest_packet_us, p.ts_us);
-  };
-  while (!stop.requested()) {
-    const auto r = source->dispatch(packets_per_pass, on_packet);
-    if (r == ingest::packet_source::result::end) break;
-    const bool got = r == ingest::packet_source::result::packet;
-    const std::int64_t now = now_us();
-    if (!got) hooks.on_loop(nullptr, now);
-    // Lease deadlines pass on the clock even when the lock's traffic stops.
-    const std::int64_t clock = !live ? now - 5000 : got ? std::min(now - 5000, newest_packet_us) : now - idle_lag_us;
-    timeline.advance_to(clock);  // packets carry capture times slightly behind now
-    groups.advance_to(clock);
+  live::live_options lo;
+  lo.pipeline.capture = make_ingest_options(co);
+  if (o.capture.verbose) lo.pipeline.capture.session.observer = &flows;
+  lo.pipeline.timeline = make_timeline_options(o);
+  lo.pipeline.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
+  lo.immediate = co.immediate;
+  lo.stop_requested = [&stop] { return stop.requested(); };
+  lo.on_turn = [&](bool got) {
     drops.poll(*source);
     if (clock_steps) clock_steps->poll();
     if (silence) silence->poll(got);
-    if (metrics) metrics->poll();
-  }
-  a.finish();
-  batch.flush();
-  timeline.finish(now_us());
-  groups.finish(now_us());
-  if (trace) trace->finish(now_us());
-  else report.finish(timeline);
-  if ((trace || ro.format == locks::report_format::jsonl) && !o.no_summary) {
-    // stdout stays pure JSON lines: the closing table goes to stderr.
-    locks::report_options so = ro;
-    so.format = locks::report_format::summary_only;
-    locks::lock_report to_stderr(so, [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stderr); });
-    to_stderr.write_summary(timeline);
-  }
+  };
+  lo.warn = [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); };
+  std::optional<locks::lock_operation_filter> filter;
+  const live::live_result r = live::run_live(
+      lo, {*source, hooks, metrics.get()}, trace ? static_cast<locks::lock_event_sink&>(*trace) : report,
+      [&](locks::lock_operation_sink& next) -> locks::lock_operation_sink& { return filter.emplace(report, next).entry(); },
+      [&](const locks::lock_timeline& timeline) {
+        if (trace) trace->finish(source->now_us());
+        else report.finish(timeline);
+        if ((trace || ro.format == locks::report_format::jsonl) && !o.no_summary) {
+          // stdout stays pure JSON lines: the closing table goes to stderr.
+          locks::report_options so = ro;
+          so.format = locks::report_format::summary_only;
+          locks::lock_report to_stderr(so, [](std::string_view s) { std::fwrite(s.data(), 1, s.size(), stderr); });
+          to_stderr.write_summary(timeline);
+        }
+      });
   out.commit();
   hooks.finish();
   const auto d = source->stats();
-  print_totals(a.stats(), recognizer.stats(), timeline.lock_count(), trace ? trace->events() : report.events(),
+  print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : report.events(),
                std::to_string(d.dropped + d.interface_dropped));
   const int status = capture_exit_status("analyze", *source);
   return status != 0 ? status : hooks.write_failed() ? 1 : 0;

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "diagnostics.hpp"
-#include "lockscope/ingest/capture_writer.hpp"
+#include "lockscope/live/capture_writer.hpp"
 #include "lockscope/ingest/replay_capture.hpp"
 #include "option_checks.hpp"
 
@@ -83,7 +83,7 @@ void refuse_reused_rotation_names(const recorder_options& o) {
   if (o.rotate_s <= 0) return;
   // tcpdump's trap: a name that does not change within an interval's length names two
   // intervals alike, and the later one's file overwrites the earlier.
-  const double span = ingest::strftime_name_span_s(o.write);
+  const double span = live::strftime_name_span_s(o.write);
   if (span == 0) {
     throw CLI::ValidationError(
         "-G", fmt::format("--write {} has no strftime time conversion (%S, %M, %H, %d…): every {} s the new "

@@ -1,7 +1,7 @@
 // `lockscope analyze`'s recording options on the command line: --replay (a capture file
 // through the live loop), --write (tcpdump -w with -C/-G rotation) and --save-anomalies
 // (the flight recorder), and the live loop's packet source. The hooks that write and
-// save are recorder_hooks.hpp.
+// save are the live library's (lockscope/live/recorder_hooks.hpp).
 #pragma once
 
 #include <memory>
@@ -11,9 +11,11 @@
 
 #include "capture_options.hpp"
 #include "lockscope/ingest/capture.hpp"
-#include "recorder_hooks.hpp"
+#include "lockscope/live/recorder_hooks.hpp"
 
 namespace lockscope::cli {
+
+using live::recorder_options;
 
 // Registers --replay and --replay-speed (decode has only these).
 void add_replay_options(CLI::App& cmd, recorder_options& o);

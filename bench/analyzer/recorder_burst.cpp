@@ -18,7 +18,7 @@
 #include "lock_events.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/test/pcap_writer.hpp"
-#include "recorder_hooks.hpp"
+#include "lockscope/live/recorder_hooks.hpp"
 
 using namespace lockscope::ingest;
 using namespace lockscope::locks;
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   const int locks = argc > 1 ? std::atoi(argv[1]) : 300;
   const fs::path dir = fs::temp_directory_path() / ("lockscope-recorder-burst-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  lockscope::cli::recorder_options o;
+  lockscope::live::recorder_options o;
   o.save_dir = dir.string();
   o.save_window_s = 30;
   o.save_after_s = 1;
@@ -53,13 +53,13 @@ int main(int argc, char** argv) {
     clients.push_back(s.source.to_string());
   }
   null_sink next;
-  lockscope::cli::recorder_stats stats;
+  lockscope::live::recorder_stats stats;
   double finish_ms = 0;
   struct period {
     double longest_ms = 0, total_ms = 0;
   } bursts[2];
   {
-    lockscope::cli::recorder_hooks hooks("analyze", o);
+    lockscope::live::recorder_hooks hooks("analyze", o);
     if (!hooks.ready()) return 2;
     lock_event_sink& sink = hooks.chain(next);
     const std::int64_t first = 1'700'000'000'000'000, second = first + 1'500'000;

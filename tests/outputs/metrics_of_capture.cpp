@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "lockscope/locks/lock_analysis.hpp"
-#include "lockscope/locks/lock_metrics.hpp"
+#include "lockscope/live/lock_metrics.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -16,13 +16,13 @@ int main(int argc, char** argv) {
   }
   namespace a = lockscope::locks;
   try {
-    a::lock_metrics metrics;
+    lockscope::live::lock_metrics metrics;
     a::analysis_options options;
     options.threads = 1;
     const a::analysis_result r = a::analyze_files_into(
         {argv[1]}, options, metrics, {}, [](const a::lock_timeline&) {},
         [](std::string_view) {}, [](std::string_view) {});
-    a::capture_gauges gauges;
+    lockscope::live::capture_gauges gauges;
     gauges.exchanges = r.capture.exchanges;
     std::string text;
     metrics.render(text, gauges);

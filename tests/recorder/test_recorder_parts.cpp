@@ -7,15 +7,16 @@
 
 #include <catch2/catch.hpp>
 
-#include "lockscope/ingest/capture_writer.hpp"
-#include "lockscope/ingest/packet_ring.hpp"
+#include "lockscope/live/capture_writer.hpp"
+#include "lockscope/live/packet_ring.hpp"
 #include "lockscope/ingest/replay_capture.hpp"
-#include "lockscope/locks/lock_connections.hpp"
+#include "lockscope/live/lock_connections.hpp"
 #include "lockscope/test/pcap_writer.hpp"
 #include "lock_events.hpp"
 
 using namespace lockscope::ingest;
 using namespace lockscope::locks;
+using namespace lockscope::live;
 
 namespace {
 

@@ -23,7 +23,7 @@
 
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/test/pcap_writer.hpp"
-#include "recorder_hooks.hpp"
+#include "lockscope/live/recorder_hooks.hpp"
 #include "lock_events.hpp"
 
 using namespace lockscope::ingest;
@@ -62,7 +62,7 @@ TEST_CASE("flight recorder: the writer thread saves and deletes while the captur
   fs::remove_all(dir);
   fs::create_directories(dir);
 
-  lockscope::cli::recorder_options o;
+  lockscope::live::recorder_options o;
   o.save_dir = dir.string();
   o.save_window_s = 0.05;      // 50 ms of packets before an anomaly
   o.save_after_s = 0.01;       // and 10 ms after it
@@ -71,7 +71,7 @@ TEST_CASE("flight recorder: the writer thread saves and deletes while the captur
   counting_sink next;
   std::size_t anomalies = 0;
   {
-    lockscope::cli::recorder_hooks hooks("analyze", o);
+    lockscope::live::recorder_hooks hooks("analyze", o);
     REQUIRE(hooks.ready());
     lock_event_sink& sink = hooks.chain(next);
 
@@ -104,7 +104,7 @@ TEST_CASE("flight recorder: the writer thread saves and deletes while the captur
       hooks.on_loop(nullptr, t + 5000);
     }
     hooks.finish();  // saves the last ones, joins the writer, prints its summary
-    const lockscope::cli::recorder_stats st = hooks.stats();
+    const lockscope::live::recorder_stats st = hooks.stats();
     // Every anomaly was written (the disk cap deleted the oldest later): a burst of 300
     // fits the writer's queue, which only --save-buffer bytes bound.
     CHECK(st.saved == anomalies);
@@ -171,7 +171,7 @@ client_frames make_clients(const std::string& subnet, std::uint16_t first_port, 
 }
 
 // One packet of `frame` at `t`, the loop's clock at the packet's time.
-void feed(lockscope::cli::recorder_hooks& hooks, const std::string& frame, std::int64_t t) {
+void feed(lockscope::live::recorder_hooks& hooks, const std::string& frame, std::int64_t t) {
   captured_packet p;
   p.ts_us = t;
   p.link_type = link_type::en10mb;
@@ -188,11 +188,11 @@ void feed(lockscope::cli::recorder_hooks& hooks, const std::string& frame, std::
 // recorder), and the recorder's counts.
 struct burst_result {
   std::map<int, std::size_t> expected;  // lock number → packets its file must hold
-  lockscope::cli::recorder_stats stats;
+  lockscope::live::recorder_stats stats;
 };
 
 burst_result run_burst(const fs::path& dir, int locks, std::uint64_t save_buffer, std::size_t payload = 100) {
-  lockscope::cli::recorder_options o;
+  lockscope::live::recorder_options o;
   o.save_dir = dir.string();
   o.save_window_s = 0.05;  // 50 ms of packets before an anomaly
   o.save_after_s = 0.01;   // and 10 ms after it
@@ -209,7 +209,7 @@ burst_result run_burst(const fs::path& dir, int locks, std::uint64_t save_buffer
   burst_result out;
   counting_sink next;
   {
-    lockscope::cli::recorder_hooks hooks("analyze", o);
+    lockscope::live::recorder_hooks hooks("analyze", o);
     REQUIRE(hooks.ready());
     lock_event_sink& sink = hooks.chain(next);
     std::vector<std::pair<std::int64_t, int>> sent;  // (time, connection)
@@ -368,7 +368,7 @@ std::size_t prefix_fitting(const std::vector<std::uint64_t>& sizes, std::size_t 
 TEST_CASE("flight recorder: a stalled writer puts passes off, and a file that waited a whole window is dropped",
           "[recorder][threads]") {
   const fs::path dir = fresh_dir("lockscope-recorder-stalled");
-  lockscope::cli::recorder_options o;
+  lockscope::live::recorder_options o;
   o.save_dir = dir.string();
   o.save_window_s = 1;     // a file may wait 1 s for the writer
   o.save_after_s = 0.01;
@@ -384,10 +384,10 @@ TEST_CASE("flight recorder: a stalled writer puts passes off, and a file that wa
 
   std::vector<std::pair<std::int64_t, int>> sent;  // (time, connection)
   counting_sink next;
-  lockscope::cli::recorder_stats st;
+  lockscope::live::recorder_stats st;
   std::size_t fit_first = 0, fit_second = 0;
   {
-    lockscope::cli::recorder_hooks hooks("analyze", o);
+    lockscope::live::recorder_hooks hooks("analyze", o);
     unblock_on_exit unblock{stuck_json};  // destroyed first
     REQUIRE(hooks.ready());
     lock_event_sink& sink = hooks.chain(next);

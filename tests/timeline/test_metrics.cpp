@@ -4,12 +4,13 @@
 #include <random>
 
 #include "helpers.hpp"
-#include "lockscope/locks/lock_metrics.hpp"
+#include "lockscope/live/lock_metrics.hpp"
 #include "metrics_text.hpp"
 
 using namespace lockscope;
 using namespace lockscope::ingest;
 using namespace lockscope::locks;
+using namespace lockscope::live;
 
 namespace {
 

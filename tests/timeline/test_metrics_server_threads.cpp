@@ -18,7 +18,7 @@
 #include <catch2/catch.hpp>
 
 #include "loopback_socket.hpp"
-#include "metrics_server.hpp"
+#include "lockscope/live/metrics_server.hpp"
 
 using namespace std::chrono_literals;
 namespace locks = lockscope::locks;
@@ -69,10 +69,10 @@ locks::lock_event acquired(std::string_view lock, std::int64_t ts_us) {
 
 TEST_CASE("metrics server: scrapes on four threads while the capture thread counts and renders", "[metrics][threads]") {
   const std::uint16_t port = free_port();
-  lockscope::cli::metrics_server server("127.0.0.1:" + std::to_string(port), locks::metrics_options{});
+  lockscope::live::metrics_server server("127.0.0.1:" + std::to_string(port), lockscope::live::metrics_options{});
   std::uint64_t packets = 0;  // the capture thread's, read by gather on that thread
   server.attach([&packets] {
-    locks::capture_gauges g;
+    lockscope::live::capture_gauges g;
     g.packets = packets;
     return g;
   });

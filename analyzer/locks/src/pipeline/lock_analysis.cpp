@@ -1,28 +1,12 @@
 #include "lockscope/locks/lock_analysis.hpp"
 
-#include <exception>
 #include <optional>
-#include <thread>
 
-#include "lockscope/locks/operation_batch.hpp"
-#include "lockscope/locks/operation_pipe.hpp"
+#include "lockscope/locks/lock_pipeline.hpp"
 
 namespace lockscope::locks {
 
 namespace {
-
-// capture → ingest_pipeline (→ recognizer → filter → ...); returns the last packet's
-// time (-1: none). Stops early when `stop` says so.
-template <class Stop>
-std::int64_t ingest(offline_capture& source, captured_packet& p, bool more, ingest_pipeline& a, Stop&& stop) {
-  std::int64_t last = -1;
-  for (; more && !stop(); more = source.next(p)) {
-    last = p.ts_us;
-    a.on_packet(p.ts_us, p.link_type, p.data);
-  }
-  a.finish();
-  return last;
-}
 
 // Drops operations on locks `select` refuses before the timeline.
 class predicate_filter final : public lock_operation_sink {
@@ -42,63 +26,38 @@ class predicate_filter final : public lock_operation_sink {
   lock_operation_sink& next_;
 };
 
-// The pipeline from the files to `sink`; `entry(next)` gives where the recognizer's
-// operations go (a filter in front of `next`, or `next` itself).
-template <class Entry>
+// The chain from the files to `sink`; `filter` as for lock_pipeline.
 analysis_result run_pipeline(const std::vector<std::string>& files, const analysis_options& options,
-                             lock_event_sink& sink, Entry&& entry,
+                             lock_event_sink& sink, const lock_pipeline::filter_factory& filter,
                              const std::function<void(std::int64_t first_us)>& started,
                              const std::function<void(const lock_timeline&)>& finished,
                              offline_capture::warning_handler warn, offline_capture::warning_handler error) {
   const offline_capture::warning_handler recognizer_warn = warn;
   offline_capture source(files, std::move(warn), std::move(error));
-  lock_groups groups(options.groups, sink);
-  lock_timeline timeline(options.timeline, groups);
   captured_packet p;
-  const bool more = source.next(p);
+  bool more = source.next(p);
   const std::int64_t first = more ? p.ts_us : -1;
   if (more && started) started(p.ts_us);
-  std::optional<operation_pipe> pipe;
-  std::optional<operation_batch> batch;  // one thread: the timeline still gets windows
-  if (options.threads >= 2) pipe.emplace();
-  else batch.emplace(timeline);
-  lock_operation_sink& after_filter = pipe ? static_cast<lock_operation_sink&>(*pipe) : *batch;
-  auto&& filter = entry(after_filter);
-  lock_recognizer recognizer(filter.entry());
-  if (recognizer_warn) recognizer.set_warning_handler(recognizer_warn);
-  ingest_pipeline a(options.capture, recognizer, &recognizer);
-  std::int64_t last = -1;
-  if (!pipe) {
-    last = ingest(source, p, more, a, [] { return false; });
-    batch->flush();
-  } else {
-    // Ingest on a second thread; the timeline and the report stay on this one (their
-    // memory then comes from the main malloc arena, and `write` is called here).
-    std::exception_ptr ingest_error;
-    std::thread producer([&] {
-      try {
-        last = ingest(source, p, more, a, [&] { return pipe->abandoned(); });
-      } catch (...) {
-        ingest_error = std::current_exception();
-      }
-      pipe->close();
-    });
-    try {
-      pipe->drain(timeline);
-    } catch (...) {
-      producer.join();  // it stops at its next packet: the pipe is abandoned
-      throw;
+  pipeline_options po;
+  po.capture = options.capture;
+  po.timeline = options.timeline;
+  po.groups = options.groups;
+  po.threads = options.threads;
+  lock_pipeline pipeline(po, sink, filter);
+  if (recognizer_warn) pipeline.recognizer().set_warning_handler(recognizer_warn);
+  std::int64_t last = -1;  // the last packet's time (-1: none)
+  pipeline.run_ingest([&](auto&& stop) {
+    for (; more && !stop(); more = source.next(p)) {
+      last = p.ts_us;
+      pipeline.on_packet(p.ts_us, p.link_type, p.data);
     }
-    producer.join();
-    if (ingest_error) std::rethrow_exception(ingest_error);
-  }
-  timeline.finish(last);
-  groups.finish(last);
-  if (finished) finished(timeline);
+  });
+  pipeline.finish(last);
+  if (finished) finished(pipeline.timeline());
   analysis_result r;
-  r.capture = a.stats();
-  r.recognizer = recognizer.stats();
-  r.locks = timeline.lock_count();
+  r.capture = pipeline.ingest().stats();
+  r.recognizer = pipeline.recognizer().stats();
+  r.locks = pipeline.timeline().lock_count();
   r.changed_files = source.changed_files();
   r.failed_files = source.failed_files();
   r.recorded_drops = source.recorded_drops();
@@ -106,13 +65,6 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
   r.last_packet_us = last;
   return r;
 }
-
-// Gives the predicate filter the `entry()` of lock_operation_filter.
-struct optional_predicate_filter {
-  std::optional<predicate_filter> filter;
-  lock_operation_sink* next;
-  lock_operation_sink& entry() noexcept { return filter ? static_cast<lock_operation_sink&>(*filter) : *next; }
-};
 
 }  // namespace
 
@@ -126,7 +78,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   std::optional<lock_operation_filter> filter;
   auto r = run_pipeline(
       files, options, sink,
-      [&](lock_operation_sink& next) -> lock_operation_filter& { return filter.emplace(report, next); },
+      [&](lock_operation_sink& next) -> lock_operation_sink& { return filter.emplace(report, next).entry(); },
       [&](std::int64_t first_us) { report.set_start_us(first_us); },  // text times: from the first packet
       [&](const lock_timeline& timeline) {
         if (options.events_to == nullptr) report.finish(timeline);
@@ -140,13 +92,12 @@ analysis_result analyze_files_into(const std::vector<std::string>& files, const 
                                    lock_event_sink& sink, const std::function<bool(std::string_view)>& select,
                                    const std::function<void(const lock_timeline&)>& finished,
                                    offline_capture::warning_handler warn, offline_capture::warning_handler error) {
-  std::optional<optional_predicate_filter> filter;
+  std::optional<predicate_filter> filter;
   return run_pipeline(
       files, options, sink,
-      [&](lock_operation_sink& next) -> optional_predicate_filter& {
-        auto& f = filter.emplace(optional_predicate_filter{std::nullopt, &next});
-        if (select) f.filter.emplace(select, next);
-        return f;
+      [&](lock_operation_sink& next) -> lock_operation_sink& {
+        if (!select) return next;
+        return filter.emplace(select, next);
       },
       {}, finished, std::move(warn), std::move(error));
 }

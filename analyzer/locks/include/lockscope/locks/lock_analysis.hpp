@@ -1,6 +1,6 @@
-// The whole `lockscope analyze` pipeline over capture files, for the CLI and tests:
-// capture → analyzer → lock_recognizer → lock filter → lock_timeline → lock_groups →
-// lock_report.
+// The whole `lockscope analyze` over capture files, for the CLI and tests: the files,
+// merged by time, through lock_pipeline (capture → ingest → lock_recognizer → lock filter
+// → lock_timeline → lock_groups) into a lock_report.
 // With threads = 2 an operation_pipe sits between the filter and the timeline: the
 // ingest runs on a second thread (the warning handler is called there), the timeline
 // and the report on the calling thread. The output is the same byte for byte; only
@@ -20,6 +20,7 @@
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/lock_pipeline.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
@@ -48,28 +49,6 @@ struct analysis_result {
   // Drops the capturing tool recorded in the files (offline_capture::recorded_drops).
   std::optional<std::uint64_t> recorded_drops;
   std::int64_t first_packet_us = -1, last_packet_us = -1;  // -1: no packet
-};
-
-// Operations on locks the report does not select are dropped before the timeline.
-// Only worth inserting when the report has lock globs.
-class lock_operation_filter final : public lock_operation_sink {
- public:
-  lock_operation_filter(const lock_report& report, lock_operation_sink& next) noexcept
-      : report_(report), next_(next) {}
-  void on_operation(const lock_operation& op) override {
-    if (op.kind == lock_op_kind::cluster_link || report_.selected(op.lock)) next_.on_operation(op);
-  }
-  void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
-  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
-    next_.on_connection_end(connection, at_us);
-  }
-  // Where operations should go: this filter when the report selects locks by glob,
-  // else straight to `next` (one virtual call less per operation).
-  lock_operation_sink& entry() noexcept { return report_.selects_locks() ? *this : next_; }
-
- private:
-  const lock_report& report_;
-  lock_operation_sink& next_;
 };
 
 // Reads the files (merged by time), writes the report through `write`. Throws

@@ -137,6 +137,10 @@ struct lock_event {
   std::string_view owner;
   std::string_view client;   // "ip:port" of the connection concerned
   std::string_view server;   // that connection's server
+  // The same two as addresses, when the stage that made the event had them (else null:
+  // the texts above are then the only spelling, and a reader parses them).
+  const endpoint* client_endpoint = nullptr;
+  const endpoint* server_endpoint = nullptr;
   // The lock's identity besides its name: its server ("" when merge_servers) and
   // database (an unknown database: see Identity above).
   std::string_view lock_server;

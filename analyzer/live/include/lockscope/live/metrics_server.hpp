@@ -20,17 +20,18 @@
 
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/ingest/ingest_pipeline.hpp"
-#include "lockscope/locks/lock_metrics.hpp"
+#include "lockscope/live/lock_metrics.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/live/vocabulary.hpp"
 
-namespace lockscope::cli {
+namespace lockscope::live {
 
 class metrics_server {
  public:
   // Binds ADDR:PORT (IPv6: [ADDR]:PORT) and starts serving. Throws std::runtime_error
   // naming ADDR:PORT when the address is bad or cannot be bound.
-  metrics_server(const std::string& listen, const locks::metrics_options& options);
+  metrics_server(const std::string& listen, const metrics_options& options);
   ~metrics_server();
   metrics_server(const metrics_server&) = delete;
   metrics_server& operator=(const metrics_server&) = delete;
@@ -40,9 +41,9 @@ class metrics_server {
   std::string address() const;
 
   // Capture thread only.
-  locks::lock_metrics& metrics() noexcept;
+  lock_metrics& metrics() noexcept;
   // What each render reports besides the locks (called on the capture thread).
-  void attach(std::function<locks::capture_gauges()> gather);
+  void attach(std::function<capture_gauges()> gather);
   // Capture thread, every loop turn: renders when a scraper waits for a snapshot.
   void poll();
 
@@ -59,10 +60,10 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
                                                     std::size_t max_locks);
 
 // The live analyzer's counters and store sizes, and this process's resident memory.
-locks::capture_gauges gather_capture_gauges(const ingest::ingest_pipeline& ingest,
-                                               const locks::lock_recognizer& recognizer,
-                                               const locks::lock_timeline& timeline,
-                                               const ingest::packet_source& live, std::size_t max_flows,
+capture_gauges gather_capture_gauges(const ingest_pipeline& ingest,
+                                               const lock_recognizer& recognizer,
+                                               const lock_timeline& timeline,
+                                               const packet_source& live, std::size_t max_flows,
                                                std::size_t max_locks);
 
-}  // namespace lockscope::cli
+}  // namespace lockscope::live

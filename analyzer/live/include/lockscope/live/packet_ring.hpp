@@ -21,8 +21,9 @@
 
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/ingest/packet.hpp"
+#include "lockscope/live/vocabulary.hpp"
 
-namespace lockscope::ingest {
+namespace lockscope::live {
 
 struct packet_ring_options {
   std::size_t budget_bytes = 64u << 20;
@@ -69,4 +70,4 @@ class packet_ring {
   std::uint64_t evicted_in_window_ = 0;
 };
 
-}  // namespace lockscope::ingest
+}  // namespace lockscope::live

@@ -25,8 +25,9 @@
 
 #include "lockscope/ingest/packet.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/live/vocabulary.hpp"
 
-namespace lockscope::locks {
+namespace lockscope::live {
 
 // A connection by its client endpoint and, when known, its server's.
 struct connection_ref {
@@ -95,4 +96,4 @@ class lock_connections final : public lock_event_sink {
   lock_connections_stats stats_;
 };
 
-}  // namespace lockscope::locks
+}  // namespace lockscope::live

@@ -11,8 +11,9 @@
 
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/live/vocabulary.hpp"
 
-namespace lockscope::cli {
+namespace lockscope::live {
 
 struct recorder_options {
   std::string replay;              // --replay FILE
@@ -60,10 +61,10 @@ class recorder_hooks {
   // Whether on_loop() has anything to do (--write or --save-anomalies given): the loop
   // then needs the clock's time per packet, else not.
   bool active() const noexcept { return recorder_ != nullptr || writer_ != nullptr; }
-  locks::lock_event_sink& chain(locks::lock_event_sink& next);
+  lock_event_sink& chain(lock_event_sink& next);
   // Every loop turn, before the analysis sees the packet (`p`: nullptr on a timeout).
   // A --write error is printed once and ends the writing, not the analysis.
-  void on_loop(const ingest::captured_packet* p, std::int64_t now_us);
+  void on_loop(const captured_packet* p, std::int64_t now_us);
   // Waits for the writer, prints what was written (and a --write error again: it may be
   // far up in the output).
   void finish();
@@ -84,4 +85,4 @@ class recorder_hooks {
   std::string write_error_;  // the first; writing stopped there
 };
 
-}  // namespace lockscope::cli
+}  // namespace lockscope::live

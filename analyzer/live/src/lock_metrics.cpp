@@ -1,4 +1,4 @@
-#include "lockscope/locks/lock_metrics.hpp"
+#include "lockscope/live/lock_metrics.hpp"
 
 #include <algorithm>
 #include <initializer_list>
@@ -9,7 +9,7 @@
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/resp/format.hpp"
 
-namespace lockscope::locks {
+namespace lockscope::live {
 
 namespace {
 
@@ -285,4 +285,4 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
   sample(out, "locks_forgotten_total", g.locks_forgotten);
 }
 
-}  // namespace lockscope::locks
+}  // namespace lockscope::live

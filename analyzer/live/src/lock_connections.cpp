@@ -1,9 +1,9 @@
-#include "lockscope/locks/lock_connections.hpp"
+#include "lockscope/live/lock_connections.hpp"
 
 #include <algorithm>
 #include <charconv>
 
-namespace lockscope::locks {
+namespace lockscope::live {
 
 bool parse_endpoint_text(std::string_view text, endpoint& out) noexcept {
   const std::size_t colon = text.rfind(':');
@@ -24,8 +24,18 @@ lock_connections::lock_connections(const lock_connections_options& options, lock
 void lock_connections::note(lock_entry& entry, const lock_event& e) {
   entry.last_us = std::max(entry.last_us, e.ts_us);
   connection_ref ref;
-  if (!parse_endpoint_text(e.client, ref.client)) return;
-  ref.has_server = parse_endpoint_text(e.server, ref.server);
+  // The addresses when the event carries them; else their "ip:port" texts parsed back.
+  if (e.client_endpoint != nullptr) {
+    ref.client = *e.client_endpoint;
+  } else if (!parse_endpoint_text(e.client, ref.client)) {
+    return;
+  }
+  if (e.server_endpoint != nullptr) {
+    ref.server = *e.server_endpoint;
+    ref.has_server = true;
+  } else {
+    ref.has_server = parse_endpoint_text(e.server, ref.server);
+  }
   for (seen_connection& c : entry.connections) {
     if (c.ref.client == ref.client && c.ref.has_server == ref.has_server && (!ref.has_server || c.ref.server == ref.server)) {
       c.last_us = std::max(c.last_us, e.ts_us);
@@ -100,4 +110,4 @@ std::vector<connection_ref> lock_connections::connections_of(std::string_view lo
   return out;
 }
 
-}  // namespace lockscope::locks
+}  // namespace lockscope::live

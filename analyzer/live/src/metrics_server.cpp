@@ -1,4 +1,4 @@
-#include "metrics_server.hpp"
+#include "lockscope/live/metrics_server.hpp"
 
 #include <unistd.h>
 
@@ -17,9 +17,9 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 
-namespace lockscope::cli {
+namespace lockscope::live {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -71,8 +71,8 @@ std::uint64_t resident_bytes() {
 }  // namespace
 
 struct metrics_server::impl {
-  locks::lock_metrics metrics;
-  std::function<locks::capture_gauges()> gather;
+  lock_metrics metrics;
+  std::function<capture_gauges()> gather;
   std::string scratch;  // capture thread: rendered here, then swapped into snapshot
 
   // Shared between the capture thread and the HTTP thread.
@@ -87,7 +87,7 @@ struct metrics_server::impl {
   tcp::acceptor acceptor{io};
   std::thread thread;
 
-  explicit impl(const locks::metrics_options& o) : metrics(o) {}
+  explicit impl(const metrics_options& o) : metrics(o) {}
 
   void accept();
   class session;
@@ -203,7 +203,7 @@ void metrics_server::impl::accept() {
   });
 }
 
-metrics_server::metrics_server(const std::string& listen, const locks::metrics_options& options)
+metrics_server::metrics_server(const std::string& listen, const metrics_options& options)
     : impl_(std::make_unique<impl>(options)) {
   const tcp::endpoint endpoint = parse_listen(listen);
   beast::error_code ec;
@@ -221,7 +221,7 @@ metrics_server::~metrics_server() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-locks::lock_metrics& metrics_server::metrics() noexcept { return impl_->metrics; }
+lock_metrics& metrics_server::metrics() noexcept { return impl_->metrics; }
 
 std::string metrics_server::address() const {
   beast::error_code ec;
@@ -231,7 +231,7 @@ std::string metrics_server::address() const {
   return e.address().is_v6() ? fmt::format("[{}]:{}", host, e.port()) : fmt::format("{}:{}", host, e.port());
 }
 
-void metrics_server::attach(std::function<locks::capture_gauges()> gather) {
+void metrics_server::attach(std::function<capture_gauges()> gather) {
   impl_->gather = std::move(gather);
   impl_->wanted.store(true, std::memory_order_relaxed);  // a first snapshot right away
   poll();
@@ -250,7 +250,7 @@ void metrics_server::poll() {
 std::unique_ptr<metrics_server> open_metrics_server(const char* command, const std::string& listen,
                                                     std::size_t max_locks) {
   try {
-    locks::metrics_options o;
+    metrics_options o;
     o.max_locks = max_locks;
     auto server = std::make_unique<metrics_server>(listen, o);
     print_diagnostic("lockscope {}: serving metrics at http://{}/metrics\n", command, server->address());
@@ -261,15 +261,15 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
   }
 }
 
-locks::capture_gauges gather_capture_gauges(const ingest::ingest_pipeline& ingest,
-                                               const locks::lock_recognizer& recognizer,
-                                               const locks::lock_timeline& timeline,
-                                               const ingest::packet_source& live, std::size_t max_flows,
+capture_gauges gather_capture_gauges(const ingest_pipeline& ingest,
+                                               const lock_recognizer& recognizer,
+                                               const lock_timeline& timeline,
+                                               const packet_source& live, std::size_t max_flows,
                                                std::size_t max_locks) {
-  const ingest::ingest_stats s = ingest.stats();
+  const ingest_stats s = ingest.stats();
   const auto drops = live.stats();
-  const locks::timeline_memory memory = timeline.memory();
-  locks::capture_gauges g;
+  const timeline_memory memory = timeline.memory();
+  capture_gauges g;
   g.packets = s.packets;
   g.bytes = s.bytes;
   g.kernel_drops = drops.dropped + drops.interface_dropped;
@@ -286,13 +286,13 @@ locks::capture_gauges gather_capture_gauges(const ingest::ingest_pipeline& inges
   g.locks_cap = max_locks;
   g.locks_forgotten = timeline.forgotten().locks;
   g.scripts = recognizer.cached_scripts();
-  g.scripts_cap = locks::script_cache_entries;
+  g.scripts_cap = script_cache_entries;
   g.shas = recognizer.cached_shas();
-  g.shas_cap = locks::sha_cache_entries;
+  g.shas_cap = sha_cache_entries;
   g.values = recognizer.stats().values_tracked;
-  g.values_cap = locks::value_flow_entries;
+  g.values_cap = value_flow_entries;
   g.flows_cap = max_flows;
   return g;
 }
 
-}  // namespace lockscope::cli
+}  // namespace lockscope::live

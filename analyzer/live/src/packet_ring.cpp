@@ -1,9 +1,9 @@
-#include "lockscope/ingest/packet_ring.hpp"
+#include "lockscope/live/packet_ring.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-namespace lockscope::ingest {
+namespace lockscope::live {
 
 namespace {
 // A record as stored: this header, then the frame, padded to 8 bytes.
@@ -89,4 +89,4 @@ void packet_ring::for_each_since(std::int64_t since_us, const std::function<void
   }
 }
 
-}  // namespace lockscope::ingest
+}  // namespace lockscope::live

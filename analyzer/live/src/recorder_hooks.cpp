@@ -1,4 +1,4 @@
-#include "recorder_hooks.hpp"
+#include "lockscope/live/recorder_hooks.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,13 +20,13 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
-#include "lockscope/ingest/capture_writer.hpp"
-#include "lockscope/ingest/packet_ring.hpp"
-#include "lockscope/locks/lock_connections.hpp"
+#include "lockscope/live/diagnostics.hpp"
+#include "lockscope/live/capture_writer.hpp"
+#include "lockscope/live/packet_ring.hpp"
+#include "lockscope/live/lock_connections.hpp"
 #include "lockscope/locks/event_jsonl.hpp"
 
-namespace lockscope::cli {
+namespace lockscope::live {
 
 // --write: tcpdump -w's files, on the capture thread (buffered by stdio, as tcpdump).
 class recorder_hooks::packet_writer {
@@ -38,7 +38,7 @@ class recorder_hooks::packet_writer {
   // writer opens its files only when a packet comes, which would be too late to say so
   // and exit before the capture starts (as --save-anomalies DIR and -o are checked).
   std::string probe(std::int64_t now_us) const {
-    const std::string path = ingest::rotated_file_name(options_, now_us, 0);
+    const std::string path = rotated_file_name(options_, now_us, 0);
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) return fmt::format("{}: {}", path, std::strerror(EISDIR));
@@ -55,14 +55,14 @@ class recorder_hooks::packet_writer {
     ::unlink(path.c_str());
     return {};
   }
-  std::string write(const ingest::captured_packet& p, std::int64_t now_us) { return writer_.write(p, now_us); }
+  std::string write(const captured_packet& p, std::int64_t now_us) { return writer_.write(p, now_us); }
   std::string close() { return writer_.close(); }
   std::uint64_t files() const noexcept { return writer_.files(); }
   std::uint64_t packets() const noexcept { return writer_.packets(); }
 
  private:
-  ingest::rotation_options options_;
-  ingest::rotating_pcap_writer writer_;
+  rotation_options options_;
+  rotating_pcap_writer writer_;
 };
 
 namespace {
@@ -106,8 +106,8 @@ bool is_saved_anomaly_name(std::string_view name) {
   }
   name.remove_prefix(24);
   auto ends_with_kind = [](std::string_view rest) {
-    for (std::size_t k = 0; k < locks::anomaly_kind_count; ++k) {
-      const std::string_view kind = to_string(static_cast<locks::anomaly_kind>(k));
+    for (std::size_t k = 0; k < anomaly_kind_count; ++k) {
+      const std::string_view kind = to_string(static_cast<anomaly_kind>(k));
       if (rest.size() > kind.size() + 1 && rest.ends_with(kind) && rest[rest.size() - kind.size() - 1] == '-') return true;
     }
     return false;
@@ -138,16 +138,16 @@ class recorder_hooks::flight_recorder {
   }
   ~flight_recorder() { stop(); }
 
-  locks::lock_event_sink& chain(locks::lock_event_sink& next) {
-    locks::lock_connections_options co;
+  lock_event_sink& chain(lock_event_sink& next) {
+    lock_connections_options co;
     co.window_us = window_us_;
     co.min_interval_us = window_us_;
-    connections_ = std::make_unique<locks::lock_connections>(
-        co, next, [this](const locks::lock_event& e, std::span<const locks::connection_ref> c) { defer(e, c); });
+    connections_ = std::make_unique<lock_connections>(
+        co, next, [this](const lock_event& e, std::span<const connection_ref> c) { defer(e, c); });
     return *connections_;
   }
 
-  void on_packet(const ingest::captured_packet& p) { ring_.add(p); }
+  void on_packet(const captured_packet& p) { ring_.add(p); }
 
   // Saves the anomalies whose --save-after has passed on the loop's clock (all of them
   // at the end: `now_us` < 0). Those due together share one pass over the ring, and
@@ -217,7 +217,7 @@ class recorder_hooks::flight_recorder {
 
   void print_summary() {
     stop();
-    const auto s = connections_ ? connections_->stats() : locks::lock_connections_stats{};
+    const auto s = connections_ ? connections_->stats() : lock_connections_stats{};
     print_diagnostic(
                "lockscope {}: flight recorder: {} anomalies saved to {}, {} not saved: {} rate-limited (one per lock "
                "and kind per {} s), {} dropped (the writer was behind), {} write errors; {} old files deleted "
@@ -299,14 +299,14 @@ class recorder_hooks::flight_recorder {
     std::int64_t ts_us;
     std::string base;
     std::string json;
-    std::vector<locks::connection_ref> connections;
+    std::vector<connection_ref> connections;
     // The pcap's bytes, from its first pass; kept while it waits, so that a wait costs
     // each later pass one scan (the copy), not two. The ring only loses packets, so the
     // size kept is at least the file's.
     std::uint64_t bytes = not_sized;
   };
 
-  void defer(const locks::lock_event& e, std::span<const locks::connection_ref> connections) {
+  void defer(const lock_event& e, std::span<const connection_ref> connections) {
     if (pending_.size() >= max_pending_saves) {
       ++dropped_;
       return;
@@ -314,14 +314,14 @@ class recorder_hooks::flight_recorder {
     pending_save s{e.ts_us, fmt::format("{}/{}-{}-{}", dir_, utc_stamp(e.ts_us), file_name_part(e.lock),
                                         to_string(e.kind)),
                    {}, {connections.begin(), connections.end()}};
-    locks::append_event_jsonl(s.json, e);
+    append_event_jsonl(s.json, e);
     s.json += '\n';
     pending_.push_back(std::move(s));
   }
 
   // For looking the due saves up by their connections' client endpoints.
   struct endpoint_hash {
-    std::size_t operator()(const ingest::endpoint& e) const noexcept {
+    std::size_t operator()(const endpoint& e) const noexcept {
       std::uint64_t low, high;
       std::memcpy(&low, e.address.data(), 8);
       std::memcpy(&high, e.address.data() + 8, 8);
@@ -336,11 +336,11 @@ class recorder_hooks::flight_recorder {
   // connections, within its window, of the link type of its first such record.
   template <class F>
   void for_each_match(std::span<const pending_save> due, F&& f) const {
-    std::unordered_map<ingest::endpoint, std::vector<std::uint32_t>, endpoint_hash> by_client;
+    std::unordered_map<endpoint, std::vector<std::uint32_t>, endpoint_hash> by_client;
     std::int64_t since = std::numeric_limits<std::int64_t>::max();
     for (std::size_t k = 0; k < due.size(); ++k) {
       since = std::min(since, due[k].ts_us - window_us_);
-      for (const locks::connection_ref& c : due[k].connections) {
+      for (const connection_ref& c : due[k].connections) {
         std::vector<std::uint32_t>& saves = by_client[c.client];
         if (saves.empty() || saves.back() != k) saves.push_back(static_cast<std::uint32_t>(k));
       }
@@ -348,16 +348,16 @@ class recorder_hooks::flight_recorder {
     std::vector<int> link_type(due.size(), -1);
     std::vector<std::uint64_t> last_record(due.size(), 0);  // a record goes into a file once
     std::uint64_t record = 0;
-    ring_.for_each_since(since, [&](const ingest::packet_ring::record& r) {
+    ring_.for_each_since(since, [&](const packet_ring::record& r) {
       ++record;
-      for (const ingest::endpoint* end : {&r.source, &r.destination}) {
+      for (const endpoint* end : {&r.source, &r.destination}) {
         const auto found = by_client.find(*end);
         if (found == by_client.end()) continue;
         for (const std::uint32_t k : found->second) {
           const pending_save& s = due[k];
           if (last_record[k] == record || r.ts_us < s.ts_us - window_us_ || r.ts_us > s.ts_us + after_us_) continue;
           if (std::none_of(s.connections.begin(), s.connections.end(),
-                           [&](const locks::connection_ref& c) { return c.matches(r.source, r.destination); })) {
+                           [&](const connection_ref& c) { return c.matches(r.source, r.destination); })) {
             continue;
           }
           last_record[k] = record;
@@ -381,7 +381,7 @@ class recorder_hooks::flight_recorder {
       const auto unsized = due.subspan(first_unsized);
       for (pending_save& s : unsized) s.bytes = 0;
       ++ring_scans_;
-      for_each_match(unsized, [&](std::size_t k, const ingest::packet_ring::record& r) {
+      for_each_match(unsized, [&](std::size_t k, const packet_ring::record& r) {
         unsized[k].bytes += 16 + r.data.size();
       });
     }
@@ -415,7 +415,7 @@ class recorder_hooks::flight_recorder {
     const std::size_t files_queued = taken - too_large;
     if (files_queued > 0) {
       ++ring_scans_;
-      for_each_match(due.first(taken), [&](std::size_t k, const ingest::packet_ring::record& r) {
+      for_each_match(due.first(taken), [&](std::size_t k, const packet_ring::record& r) {
         if (!queued[k]) return;
         job& j = jobs[k];
         if (j.records.empty()) j.link_type = r.link_type;
@@ -465,7 +465,7 @@ class recorder_hooks::flight_recorder {
     std::string base = j.base;
     for (int n = 2; ::access((base + ".pcap").c_str(), F_OK) == 0; ++n) base = fmt::format("{}-{}", j.base, n);
     const std::string pcap_path = base + ".pcap", json_path = base + ".json";
-    ingest::savefile_writer f;
+    savefile_writer f;
     std::string err = f.open(pcap_path, j.link_type);
     if (err.empty()) {
       std::size_t at = 0;
@@ -525,13 +525,13 @@ class recorder_hooks::flight_recorder {
   std::uint64_t queue_limit_bytes_;
   std::int64_t window_us_;
   std::int64_t after_us_;
-  ingest::packet_ring ring_;
+  packet_ring ring_;
   std::deque<pending_save> pending_;
   std::int64_t next_pass_us_ = 0;  // the loop's clock: no pass over the ring before it
   std::uint64_t ring_passes_ = 0;
   std::uint64_t ring_scans_ = 0;
   std::uint64_t passes_put_off_ = 0;
-  std::unique_ptr<locks::lock_connections> connections_;
+  std::unique_ptr<lock_connections> connections_;
 
   std::mutex mutex_;
   std::condition_variable wake_;     // the writer: a job is queued, or stop
@@ -571,11 +571,11 @@ recorder_hooks::recorder_hooks(const char* command, const recorder_options& o, s
 
 recorder_hooks::~recorder_hooks() = default;
 
-locks::lock_event_sink& recorder_hooks::chain(locks::lock_event_sink& next) {
+lock_event_sink& recorder_hooks::chain(lock_event_sink& next) {
   return recorder_ ? recorder_->chain(next) : next;
 }
 
-void recorder_hooks::on_loop(const ingest::captured_packet* p, std::int64_t now_us) {
+void recorder_hooks::on_loop(const captured_packet* p, std::int64_t now_us) {
   if (recorder_) {
     recorder_->save_due(now_us);
     if (p != nullptr) recorder_->on_packet(*p);
@@ -607,4 +607,4 @@ void recorder_hooks::finish() {
   if (recorder_) recorder_->print_summary();
 }
 
-}  // namespace lockscope::cli
+}  // namespace lockscope::live

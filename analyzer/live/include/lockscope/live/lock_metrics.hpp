@@ -1,6 +1,6 @@
 // Prometheus metrics of a live `lockscope analyze` (`--metrics-listen`): lock events in,
 // the text exposition format (version 0.0.4) out. Sans-I/O: the HTTP side is elsewhere
-// (cli/metrics_server.hpp) and hands render() the capture's own counters.
+// (metrics_server.hpp) and hands render() the capture's own counters.
 //
 //   lock_metrics m({.max_locks = 100});
 //   lock_event_tee tee(report, &m);   // the same events as the report
@@ -42,8 +42,9 @@
 #include <vector>
 
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/live/vocabulary.hpp"
 
-namespace lockscope::locks {
+namespace lockscope::live {
 
 struct metrics_options {
   std::size_t max_locks = 100;
@@ -149,4 +150,4 @@ class lock_event_tee final : public lock_event_sink {
 // as `?`: a scrape read in a terminal carries no escape sequence.
 void append_label_value(std::string& out, std::string_view value);
 
-}  // namespace lockscope::locks
+}  // namespace lockscope::live

@@ -1,4 +1,4 @@
-#include "lockscope/ingest/capture_writer.hpp"
+#include "lockscope/live/capture_writer.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,7 +8,7 @@
 
 #include "lockscope/ingest/capture.hpp"
 
-namespace lockscope::ingest {
+namespace lockscope::live {
 
 savefile_writer::~savefile_writer() { close(); }
 
@@ -136,4 +136,4 @@ std::string rotating_pcap_writer::write(const captured_packet& p, std::int64_t n
   return {};
 }
 
-}  // namespace lockscope::ingest
+}  // namespace lockscope::live

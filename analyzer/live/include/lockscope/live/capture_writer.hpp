@@ -15,10 +15,10 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include "lockscope/live/vocabulary.hpp"
 
-namespace lockscope::ingest {
+namespace lockscope::live {
 
-struct captured_packet;
 
 class savefile_writer {
  public:
@@ -88,4 +88,4 @@ class rotating_pcap_writer {
   std::uint64_t packets_ = 0;
 };
 
-}  // namespace lockscope::ingest
+}  // namespace lockscope::live
