@@ -125,17 +125,21 @@ std::string normalize_script(std::string_view text) {
   return out;
 }
 
-script_class classify_script(std::string_view text) {
-  const std::string norm = normalize_script(text);
-  const std::vector<call> calls = parse_calls(norm);
-  script_class c;
-  if (calls.empty()) return c;
+namespace {
 
+// What a script's redis.call()s do, read before its class is decided: the operands
+// that hold the owner, lease, channel and token, and which kinds of command it runs.
+struct script_facts {
   int owner = 0, lease = 0, channel = 0, token = 0;
   bool inc = false, dec = false, hexists = false, pexpire = false, pttl = false, del1 = false,
        publish = false, get = false, set_px = false, set_nx = false, incr = false, mode = false,
        queue = false, exists = false, latch = false, any_del = false, mode_write = false;
   std::size_t countdown_at = std::string::npos;  // where the first hold count-down is in `norm`
+  bool key_loop = false;                         // a loop over KEYS
+};
+
+script_facts read_facts(const std::string& norm, const std::vector<call>& calls) {
+  script_facts f;
   for (const call& k : calls) {
     const std::string_view cmd = k.command;
     const auto& o = k.operands;
@@ -143,102 +147,107 @@ script_class classify_script(std::string_view text) {
     const std::string_view o1 = o.size() > 1 ? o[1] : std::string_view();
     const std::string_view o2 = o.size() > 2 ? o[2] : std::string_view();
     if (cmd == "hincrby" && argv_index(o1) > 0) {
-      owner = argv_index(o1);
-      if (o2 == "1") inc = true;
+      f.owner = argv_index(o1);
+      if (o2 == "1") f.inc = true;
       else if (o2 == "-1") {
-        dec = true;
-        countdown_at = std::min(countdown_at, static_cast<std::size_t>(o1.data() - norm.data()));
+        f.dec = true;
+        f.countdown_at = std::min(f.countdown_at, static_cast<std::size_t>(o1.data() - norm.data()));
       }
     } else if (cmd == "hset" && unquote(o1) == "mode") {
-      mode = true;
-      if (unquote(o2) == "write") mode_write = true;
+      f.mode = true;
+      if (unquote(o2) == "write") f.mode_write = true;
     } else if (cmd == "hset" && argv_index(o1) > 0 && o2 == "1") {
-      owner = argv_index(o1);
-      inc = true;
+      f.owner = argv_index(o1);
+      f.inc = true;
     } else if (cmd == "hexists" && has(o1, "argv[")) {
-      hexists = true;
+      f.hexists = true;
       // `ARGV[i + 1]` in a loop over KEYS (batched renew): the owners start at ARGV[2].
-      if (owner == 0) owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
+      if (f.owner == 0) f.owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
     } else if (cmd == "hget" && unquote(o1) == "mode") {
-      mode = true;
+      f.mode = true;
     } else if (cmd == "pexpire" || cmd == "expire") {
-      if (has(o0, "keys[") || o0 == "key") pexpire = true;
-      if (lease == 0) lease = argv_inside(o1);
+      if (has(o0, "keys[") || o0 == "key") f.pexpire = true;
+      if (f.lease == 0) f.lease = argv_inside(o1);
     } else if (cmd == "pttl") {
-      pttl = true;
+      f.pttl = true;
     } else if (cmd == "del" || cmd == "unlink") {
-      any_del = true;
-      if (key_index(o0) == 1 || o0 == "key" || has(o0, "keys[i]")) del1 = true;
+      f.any_del = true;
+      if (key_index(o0) == 1 || o0 == "key" || has(o0, "keys[i]")) f.del1 = true;
     } else if (cmd == "publish" || cmd == "spublish" || argv_index(cmd) > 0) {
       if (key_index(o0) > 0) {
-        publish = true;
-        channel = key_index(o0);
+        f.publish = true;
+        f.channel = key_index(o0);
       } else if (has(o0, "keys[")) {
-        publish = true;  // fair lock: KEYS[4] .. ':' .. owner
-        channel = key_index(o0.substr(0, o0.find(']') + 1));
+        f.publish = true;  // fair lock: KEYS[4] .. ':' .. owner
+        f.channel = key_index(o0.substr(0, o0.find(']') + 1));
       }
     } else if (cmd == "get") {
-      if (key_index(o0) == 3) latch = true;
-      else get = true;
+      if (key_index(o0) == 3) f.latch = true;
+      else f.get = true;
     } else if (cmd == "set") {
       if (key_index(o0) == 3) continue;  // the unlock latch
       for (std::size_t i = 1; i < o.size(); ++i) {
         const std::string_view opt = unquote(o[i]);
         if ((opt == "px" || opt == "ex") && i + 1 < o.size()) {
-          set_px = true;
-          if (lease == 0) lease = argv_inside(o[i + 1]);
+          f.set_px = true;
+          if (f.lease == 0) f.lease = argv_inside(o[i + 1]);
         }
-        if (opt == "nx") set_nx = true;
+        if (opt == "nx") f.set_nx = true;
       }
-      if (token == 0 && o.size() > 1) token = argv_index(o[1]);
+      if (f.token == 0 && o.size() > 1) f.token = argv_index(o[1]);
     } else if (cmd == "incr") {
-      incr = true;
+      f.incr = true;
     } else if (cmd == "lindex" || cmd == "zscore" || cmd == "rpush" || cmd == "zadd" || cmd == "lpop") {
-      queue = true;
+      f.queue = true;
     } else if (cmd == "exists") {
-      exists = true;
+      f.exists = true;
     }
   }
-  const bool key_loop = has(norm, "ipairs(keys)") || has(norm, "#keys") || has(norm, "keys[i]");
-  c.lease_argv = u8(lease);
-  c.latch = latch;
+  f.key_loop = has(norm, "ipairs(keys)") || has(norm, "#keys") || has(norm, "keys[i]");
+  return f;
+}
 
-  if (owner > 0 && (inc || dec || hexists)) {
-    c.owner_argv = u8(owner);
-    c.family = lock_family::redisson;
-    if (queue) c.family = lock_family::redisson_fair;
-    else if (mode) c.family = mode_write ? lock_family::redisson_write : lock_family::redisson_read;
-    else if (incr) c.family = lock_family::redisson_fenced;
-    if (dec) {
-      c.op = script_op::unlock;
-      c.channel_key = u8(channel);
-      if (!publish && c.family == lock_family::redisson) c.family = lock_family::redisson_spin;
-      if (mode) {
-        // A write unlock counts a hold down only after finding the mode is 'write'; a read
-        // unlock counts down in either mode (Redisson 3.x's compares with 'write' after
-        // that, only to decide whether the key stays).
-        const std::size_t write_check = std::min(norm.find("=='write'"), norm.find("'write'=="));
-        c.family = write_check < countdown_at ? lock_family::redisson_write : lock_family::redisson_read;
-      }
-      return c;
+// A Redisson hash lock (owner → hold count): its family and operation.
+script_class classify_hash_lock(const script_facts& f, const std::string& norm, script_class c) {
+  c.owner_argv = u8(f.owner);
+  c.family = lock_family::redisson;
+  if (f.queue) c.family = lock_family::redisson_fair;
+  else if (f.mode) c.family = f.mode_write ? lock_family::redisson_write : lock_family::redisson_read;
+  else if (f.incr) c.family = lock_family::redisson_fenced;
+  if (f.dec) {
+    c.op = script_op::unlock;
+    c.channel_key = u8(f.channel);
+    if (!f.publish && c.family == lock_family::redisson) c.family = lock_family::redisson_spin;
+    if (f.mode) {
+      // A write unlock counts a hold down only after finding the mode is 'write'; a read
+      // unlock counts down in either mode (Redisson 3.x's compares with 'write' after
+      // that, only to decide whether the key stays).
+      const std::size_t write_check = std::min(norm.find("=='write'"), norm.find("'write'=="));
+      c.family = write_check < f.countdown_at ? lock_family::redisson_write : lock_family::redisson_read;
     }
-    if (inc && (pttl || queue || mode || incr)) {
-      c.op = script_op::acquire;
-      return c;
-    }
-    if (hexists && pexpire && !inc && !any_del) {
-      c.op = key_loop ? script_op::renew_batch : script_op::renew;
-      if (key_loop) c.owner_argv = 2;  // ARGV[i + 1]
-      return c;
-    }
-    c.family = lock_family::unknown;
-    c.owner_argv = 0;
     return c;
   }
-  if (del1 && publish && !get && !key_loop) {
+  if (f.inc && (f.pttl || f.queue || f.mode || f.incr)) {
+    c.op = script_op::acquire;
+    return c;
+  }
+  if (f.hexists && f.pexpire && !f.inc && !f.any_del) {
+    c.op = f.key_loop ? script_op::renew_batch : script_op::renew;
+    if (f.key_loop) c.owner_argv = 2;  // ARGV[i + 1]
+    return c;
+  }
+  c.family = lock_family::unknown;
+  c.owner_argv = 0;
+  return c;
+}
+
+// Every other lock script: Redisson's forceUnlock, node-redlock's multi-key scripts, and
+// the SET-based scripts whose token is compared with a GET.
+script_class classify_value_lock(const script_facts& f, const std::string& norm, script_class c) {
+  if (f.del1 && f.publish && !f.get && !f.key_loop) {
     c.op = script_op::force_unlock;
     c.family = lock_family::redisson;
-    c.channel_key = u8(channel);
+    c.channel_key = u8(f.channel);
     return c;
   }
   // The token is the ARGV compared with a GET's result.
@@ -250,20 +259,20 @@ script_class classify_script(std::string_view text) {
       break;
     }
   }
-  if (key_loop && (set_px || any_del)) {
+  if (f.key_loop && (f.set_px || f.any_del)) {
     c.family = lock_family::redlock_multi;
-    c.owner_argv = u8(token > 0 ? token : (compared > 0 ? compared : 1));
-    if (any_del && get) c.op = script_op::multi_release;
-    else if (set_px && get) c.op = script_op::multi_extend;
-    else if (set_px && exists) c.op = script_op::multi_acquire;
+    c.owner_argv = u8(f.token > 0 ? f.token : (compared > 0 ? compared : 1));
+    if (f.any_del && f.get) c.op = script_op::multi_release;
+    else if (f.set_px && f.get) c.op = script_op::multi_extend;
+    else if (f.set_px && f.exists) c.op = script_op::multi_acquire;
     else c.family = lock_family::unknown;
     return c;
   }
-  if (get && compared > 0) {
+  if (f.get && compared > 0) {
     c.family = lock_family::set_based;
     c.owner_argv = u8(compared);
-    if (del1) c.op = script_op::release;
-    else if (pexpire || set_px) {
+    if (f.del1) c.op = script_op::release;
+    else if (f.pexpire || f.set_px) {
       c.op = script_op::extend;
       // redis-py: `pexpire(KEYS[1], expiration + ARGV[2])`, since 4.0 only when
       // `ARGV[3] == "0"` (replace_ttl false).
@@ -285,13 +294,27 @@ script_class classify_script(std::string_view text) {
     } else c.family = lock_family::unknown;
     return c;
   }
-  if (set_nx && set_px) {
+  if (f.set_nx && f.set_px) {
     c.family = lock_family::set_based;
     c.op = script_op::acquire;
-    c.owner_argv = u8(token > 0 ? token : 1);
+    c.owner_argv = u8(f.token > 0 ? f.token : 1);
     return c;
   }
   return c;
+}
+
+}  // namespace
+
+script_class classify_script(std::string_view text) {
+  const std::string norm = normalize_script(text);
+  const std::vector<call> calls = parse_calls(norm);
+  script_class c;
+  if (calls.empty()) return c;
+  const script_facts f = read_facts(norm, calls);
+  c.lease_argv = u8(f.lease);
+  c.latch = f.latch;
+  if (f.owner > 0 && (f.inc || f.dec || f.hexists)) return classify_hash_lock(f, norm, c);
+  return classify_value_lock(f, norm, c);
 }
 
 namespace {

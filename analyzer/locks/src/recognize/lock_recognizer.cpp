@@ -138,7 +138,7 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
 void lock_recognizer::state::dispatch(command_call& c) {
   switch (c.word) {
     case command_word::other: return;  // none of the commands below
-    case command_word::asking: return;  // answered, or with arguments: on_exchange has seen it
+    case command_word::asking: return;  // with arguments: not the ASKING on_exchange reads
     case command_word::cluster: return on_cluster(c);
     case command_word::select: return on_select(c);
     case command_word::reset: return on_reset(c);

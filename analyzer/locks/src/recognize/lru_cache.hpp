@@ -1,5 +1,5 @@
 // A string-keyed cache that forgets its least recently used entries beyond a number
-// of entries and of key bytes. Private to lock_recognizer.cpp (its script and SHA1
+// of entries and of key bytes. Private to the recognizer (the script and SHA1
 // caches).
 #pragma once
 

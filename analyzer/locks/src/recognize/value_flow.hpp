@@ -1,6 +1,6 @@
 // The lock values (SET tokens, node-redlock values) seen recently, one record per
 // (server, key, value): which script carried the value first, whether it held the lock
-// there, and whether a release of it was refused. Private to lock_recognizer.cpp, which
+// there, and whether a release of it was refused. Private to the recognizer, which
 // uses it to tell an unseen acquire script from an extend script of the same shape (a
 // fresh value's first script is its acquire) and to recognise the clean-up releases of
 // a failed attempt.
