@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "lockscope/locks/block_ranking.hpp"
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_globs.hpp"
 #include "lockscope/locks/report_page.hpp"

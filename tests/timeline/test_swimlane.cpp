@@ -6,6 +6,7 @@
 
 #include "capture_builder.hpp"
 #include "helpers.hpp"
+#include "lockscope/locks/block_ranking.hpp"
 #include "lockscope/locks/report_page.hpp"
 #include "lockscope/locks/swimlane.hpp"
 #include "lockscope/locks/swimlane_svg.hpp"

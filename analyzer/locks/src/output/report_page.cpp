@@ -7,7 +7,6 @@
 
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/event_text.hpp"
-#include "lockscope/locks/lock_globs.hpp"
 #include "output/report_assets.hpp"
 
 namespace lockscope::locks {
@@ -94,68 +93,6 @@ std::string replace_all(std::string s, std::string_view from, std::string_view t
 
 }  // namespace
 
-block_ranking::block_ranking(std::size_t max_blocks, std::string glob)
-    : max_blocks_(max_blocks), capacity_(max_blocks), glob_(std::move(glob)) {}
-
-void block_ranking::on_event(const lock_event& e) {
-  if (e.event != lock_event_kind::anomaly) return;
-  ++anomalies_[static_cast<std::size_t>(e.kind)];
-  // The timeline's statistics count its own anomalies, not lock_groups'.
-  if (e.kind == anomaly_kind::quorum_lost || e.kind == anomaly_kind::split_quorum) {
-    ++group_anomalies_[block_key(e.lock, e.db)];
-  }
-}
-
-bool block_ranking::more_active(const candidate& a, const candidate& b) noexcept {
-  if (a.trouble != b.trouble) return a.trouble > b.trouble;
-  if (a.activity != b.activity) return a.activity > b.activity;
-  return a.seen < b.seen;
-}
-
-void block_ranking::consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity) {
-  candidate c{trouble, activity, seen_++, {}};
-  if (heap_.size() >= capacity_ && (capacity_ == 0 || !more_active(c, heap_.front()))) return;
-  c.key = block_key(name, db);
-  heap_.push_back(std::move(c));
-  std::push_heap(heap_.begin(), heap_.end(), more_active);
-  if (heap_.size() > capacity_) {
-    std::pop_heap(heap_.begin(), heap_.end(), more_active);
-    heap_.pop_back();
-  }
-}
-
-void block_ranking::add_stats(const lock_timeline& timeline) {
-  // A name on several servers is one block: keep enough locks to fill max_blocks.
-  capacity_ = max_blocks_ * std::min<std::size_t>(std::max<std::size_t>(1, timeline.scope_count()), 8);
-  std::map<std::string, int, std::less<>> distinct;  // only when names can repeat
-  const bool repeats = timeline.scope_count() > 1;
-  timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
-    lock_rank rank(s);
-    if (!group_anomalies_.empty()) {
-      auto g = group_anomalies_.find(block_key(lock, s.db));
-      if (g != group_anomalies_.end()) rank.trouble += g->second;
-    }
-    consider(lock, s.db, rank.trouble, rank.activity);
-    if (repeats) distinct.emplace(block_key(lock, s.db), 0);
-    if (!glob_.empty() && matching_.size() <= max_matches && glob_match(glob_, lock)) {
-      auto key = block_key(lock, s.db);
-      if (std::find(matching_.begin(), matching_.end(), key) == matching_.end()) matching_.push_back(std::move(key));
-    }
-  });
-  blocks_ = repeats ? distinct.size() : timeline.lock_count();
-}
-
-std::vector<std::string> block_ranking::top() const {
-  std::vector<candidate> all = heap_;
-  std::sort(all.begin(), all.end(), more_active);
-  std::vector<std::string> keys;
-  for (auto& c : all) {
-    if (keys.size() >= max_blocks_) break;
-    if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(std::move(c.key));
-  }
-  return keys;
-}
-
 std::vector<summary_row> summary_rows(const lock_timeline& timeline, const std::vector<swimlane_block>& blocks) {
   std::map<std::string, std::size_t, std::less<>> drawn;
   for (std::size_t i = 0; i < blocks.size(); ++i) drawn.emplace(block_key(blocks[i].name, blocks[i].db), i);
@@ -183,11 +120,11 @@ std::vector<summary_row> summary_rows(const lock_timeline& timeline, const std::
   return rows;
 }
 
-void write_html_page(const page_info& info, const std::vector<swimlane_block>& blocks, const swimlane_geometry& g,
-                     const std::function<void(std::string_view)>& write) {
-  std::map<std::string, std::size_t, std::less<>> block_index;
-  for (std::size_t i = 0; i < blocks.size(); ++i) block_index.emplace(block_key(blocks[i].name, blocks[i].db), i);
+namespace {
 
+// The page's header: the capture's figures, each anomaly kind linked to where it is
+// first drawn, and how many locks are drawn.
+std::string page_facts(const page_info& info, const std::vector<swimlane_block>& blocks) {
   // Where each anomaly kind is first drawn: the header links there.
   struct first_seen {
     std::int64_t ts = -1;
@@ -250,8 +187,14 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
                   left_out, left_out == 1 ? "" : "s", info.max_blocks);
   }
   head += ".</p>";
+  return head;
+}
 
-  // The summary table.
+// The summary table of the drawn locks (sortable and filtered by the page's script).
+std::string summary_table_html(const page_info& info, const std::vector<swimlane_block>& blocks) {
+  std::map<std::string, std::size_t, std::less<>> block_index;
+  for (std::size_t i = 0; i < blocks.size(); ++i) block_index.emplace(block_key(blocks[i].name, blocks[i].db), i);
+
   std::string table;
   table +=
       "<div class=\"table-tools\"><input id=\"filter\" type=\"search\" placeholder=\"filter by lock name\" "
@@ -295,17 +238,12 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
     table += "</tr>";
   }
   table += "</tbody></table>";
+  return table;
+}
 
-  const std::string page = replace_all(
-      replace_all(replace_all(std::string(report_assets::page_html), "{{CSS}}",
-                              std::string(report_assets::swimlane_css) + std::string(report_assets::page_css)),
-                  "{{JS}}", report_assets::page_js),
-      "{{TITLE}}", info.files.empty() ? std::string("lockscope") : "lockscope: " + info.files.front());
-  const auto body_at = page.find("{{BODY}}");
-  write(std::string_view(page).substr(0, body_at));
-  write(head);
-  write(table);
-
+// The time axis over the swimlanes, its zoom buttons, and the SVG definitions the
+// blocks refer to.
+std::string timeline_bar(const page_info& info, const swimlane_geometry& g) {
   std::string out;
   append_format(out,
                 "<div id=\"timeline\" data-start-us=\"{}\" data-span-us=\"{}\" data-left=\"{}\" data-width=\"{}\" "
@@ -320,57 +258,81 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
   out += "</svg></div><svg class=\"defs\" width=\"0\" height=\"0\" aria-hidden=\"true\">";
   append_defs(out, g);
   out += "</svg>";
-  write(out);
+  return out;
+}
+
+// One block: its title, its swimlanes, its marks kept aside when drawn coarse, and its
+// events' JSONL lines.
+void append_block_section(std::string& out, const swimlane_block& b, std::size_t i, const swimlane_geometry& g) {
+  const block_svg svg = layout_block(b, g);
+  append_format(out, "<section class=\"block\" id=\"{}\" data-lock=\"", block_id(i));
+  append_xml_escaped(out, b.name);
+  // Its size while off screen, where the browser does not lay it out (page.css).
+  append_format(out,
+                "\" data-db=\"{}\" data-lanes=\"{}\" data-marks=\"{}\"{} style=\"contain-intrinsic-size:auto "
+                "{:.0f}px\"><h2>",
+                b.db, b.lanes.size(), b.marks.size(), svg.coarse.empty() ? "" : " data-coarse=\"1\"",
+                svg.height + 36);
+  append_xml_escaped(out, b.name);
+  if (b.db != 0) append_format(out, " <small>db {}</small>", b.db);
+  if (b.several_servers()) out += " <small>one lane per server and owner</small>";
+  if (!svg.coarse.empty()) {
+    append_format(out, " <small class=\"coarse-note\">{} marks: drawn coarse (how busy each slice was) until "
+                       "zoomed in</small>",
+                  b.marks.size());
+  }
+  if (b.events_dropped > 0) {
+    append_format(out, " <small class=\"dropped\">the last {} of {} events are not drawn (at most {} a lock)</small>",
+                  b.events_dropped, b.events_seen, b.events.size());
+  }
+  append_format(out, "</h2><svg class=\"lanes\" width=\"{:.0f}\" height=\"{:.0f}\">", g.left + g.width, svg.height);
+  out += svg.lanes;
+  out += "<g class=\"marks\" clip-path=\"url(#ls-clip)\">";
+  if (svg.coarse.empty()) {
+    out += svg.marks;
+    out += "</g>";
+  } else {
+    out += svg.coarse;
+    out += "</g><g class=\"fine\" clip-path=\"url(#ls-clip)\"></g>";
+  }
+  out += "</svg>";
+  // Text in inert <template>s, not <script>s: the parser does not stop at each one
+  // (5,000 blocks with a <script> each took 4x as long to open).
+  if (!svg.coarse.empty()) {
+    // The marks, parsed only when zoomed in far enough.
+    out += "<template class=\"fine-marks\">";
+    append_text_escaped(out, svg.marks);
+    out += "</template>";
+  }
+  // The events' JSONL lines, for the tooltips.
+  out += "<template class=\"events\">";
+  for (const auto& ev : b.events) {
+    append_text_escaped(out, b.json(ev));
+    out += '\n';
+  }
+  out += "</template></section>";
+}
+
+}  // namespace
+
+void write_html_page(const page_info& info, const std::vector<swimlane_block>& blocks, const swimlane_geometry& g,
+                     const std::function<void(std::string_view)>& write) {
+  const std::string head = page_facts(info, blocks);
+  const std::string table = summary_table_html(info, blocks);
+  const std::string page = replace_all(
+      replace_all(replace_all(std::string(report_assets::page_html), "{{CSS}}",
+                              std::string(report_assets::swimlane_css) + std::string(report_assets::page_css)),
+                  "{{JS}}", report_assets::page_js),
+      "{{TITLE}}", info.files.empty() ? std::string("lockscope") : "lockscope: " + info.files.front());
+  const auto body_at = page.find("{{BODY}}");
+  write(std::string_view(page).substr(0, body_at));
+  write(head);
+  write(table);
+  write(timeline_bar(info, g));
+  std::string out;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const auto& b = blocks[i];
-    const block_svg svg = layout_block(b, g);
     out.clear();
-    append_format(out, "<section class=\"block\" id=\"{}\" data-lock=\"", block_id(i));
-    append_xml_escaped(out, b.name);
-    // Its size while off screen, where the browser does not lay it out (page.css).
-    append_format(out,
-                  "\" data-db=\"{}\" data-lanes=\"{}\" data-marks=\"{}\"{} style=\"contain-intrinsic-size:auto "
-                  "{:.0f}px\"><h2>",
-                  b.db, b.lanes.size(), b.marks.size(), svg.coarse.empty() ? "" : " data-coarse=\"1\"",
-                  svg.height + 36);
-    append_xml_escaped(out, b.name);
-    if (b.db != 0) append_format(out, " <small>db {}</small>", b.db);
-    if (b.several_servers()) out += " <small>one lane per server and owner</small>";
-    if (!svg.coarse.empty()) {
-      append_format(out, " <small class=\"coarse-note\">{} marks: drawn coarse (how busy each slice was) until "
-                         "zoomed in</small>",
-                    b.marks.size());
-    }
-    if (b.events_dropped > 0) {
-      append_format(out, " <small class=\"dropped\">the last {} of {} events are not drawn (at most {} a lock)</small>",
-                    b.events_dropped, b.events_seen, b.events.size());
-    }
-    append_format(out, "</h2><svg class=\"lanes\" width=\"{:.0f}\" height=\"{:.0f}\">", g.left + g.width, svg.height);
-    out += svg.lanes;
-    out += "<g class=\"marks\" clip-path=\"url(#ls-clip)\">";
-    if (svg.coarse.empty()) {
-      out += svg.marks;
-      out += "</g>";
-    } else {
-      out += svg.coarse;
-      out += "</g><g class=\"fine\" clip-path=\"url(#ls-clip)\"></g>";
-    }
-    out += "</svg>";
-    // Text in inert <template>s, not <script>s: the parser does not stop at each one
-    // (5,000 blocks with a <script> each took 4x as long to open).
-    if (!svg.coarse.empty()) {
-      // The marks, parsed only when zoomed in far enough.
-      out += "<template class=\"fine-marks\">";
-      append_text_escaped(out, svg.marks);
-      out += "</template>";
-    }
-    // The events' JSONL lines, for the tooltips.
-    out += "<template class=\"events\">";
-    for (const auto& ev : b.events) {
-      append_text_escaped(out, b.json(ev));
-      out += '\n';
-    }
-    out += "</template></section>";
+    append_block_section(out, blocks[i], i, g);
     write(out);
   }
   write("</div>");
