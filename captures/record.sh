@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-records captures/recorded/*.pcap: real tcpdump recordings of our lock client
-# (tests/timeline/record_lock_traffic.cpp) against redis-server, and writes each
+# (tests/locks/record_lock_traffic.cpp) against redis-server, and writes each
 # one's expected timeline beside it (.timeline.txt, .jsonl) with `lockscope analyze`.
 #
 #   captures/record.sh [BUILD_DIR [NAME...]]   (default build/default and every
@@ -16,7 +16,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/default}
-recorder=$build/tests/timeline/record_lock_traffic
+recorder=$build/tests/locks/record_lock_traffic
 lockscope=$build/cli/lockscope
 out=$root/captures/recorded
 for tool in redis-server redis-cli tcpdump python3 "$recorder" "$lockscope"; do

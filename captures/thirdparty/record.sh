@@ -278,7 +278,7 @@ record_cluster() {
   for f in "$workdir"/cluster.*.jsonl; do cp "$f" "$workdir/cluster_midstream.${f#"$workdir"/cluster.}"; done
   size_limit_kb=2048 finish cluster "$servers"
   size_limit_kb=2048 finish cluster_midstream "$servers"
-  # These two also keep their expected timelines (tests/timeline/test_cluster.cpp).
+  # These two also keep their expected timelines (tests/locks/test_cluster.cpp).
   local lockscope=${LOCKSCOPE:-$here/../../build/default/cli/lockscope}
   for name in cluster cluster_midstream; do
     "$lockscope" analyze "$here/$name.pcap" > "$here/$name.timeline.txt" 2>/dev/null

@@ -7,7 +7,7 @@ namespace lockscope::locks {
 namespace {
 // Byte for byte as each client sends them (their SHA1s are what EVALSHA names), taken
 // from the sources named in `origin`; see README "Recognised clients". Their SHA1s are
-// checked against SHA1s computed from those sources in tests/timeline/test_clients.cpp.
+// checked against SHA1s computed from those sources in tests/locks/test_client_scripts.cpp.
 constexpr std::array<known_script, 16> clients{{
     {"redisson unlock (publish command as ARGV, 3.22-3.23)", "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; return nil;",
      "redisson 3.22.0-3.23.5, RedissonLock.unlockInnerAsync"},

@@ -1,7 +1,7 @@
 // Equality and copies of the short texts handled per exchange or event (endpoints,
 // owner ids, lock names: tens of bytes), inline and eight bytes at a time: a call to
 // memcmp/memcpy costs more than the work at these sizes. Same results as
-// `a == b` and std::memcpy (tests/timeline/test_fast_paths.cpp compares them).
+// `a == b` and std::memcpy (tests/locks/test_fast_paths.cpp compares them).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The recognizer's reading of command words and integer arguments, on its hot path
 // (one call per exchange): which of the commands it handles a name is, and an integer
 // argument's value. Each has a fast path and the general one it must agree with
-// (tests/timeline/test_command_words.cpp compares them).
+// (tests/locks/test_fast_paths.cpp compares them).
 //
 //   switch (identify_command(args[0])) { case command_word::eval: ... }
 //   std::int64_t lease;  if (parse_wire_int(args[4], lease)) ...

@@ -523,3 +523,192 @@ TEST_CASE("waiters: a sure client with two waiters in one pipeline names either 
   CHECK(f.events.events.back().owner == sibling);
   CHECK(f.events.events.back().confidence == link_confidence::certain);
 }
+
+TEST_CASE("timeline: a waiter fails, subscribes, is notified and acquires with wait_ms", "[timeline]") {
+  fixture f;
+  f.acquire("A", 0, 30000, op_outcome::ok, 1, "10.0.0.1");
+  f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2", 29900);
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.acquire("B", 102, 30000, op_outcome::contended, 2, "10.0.0.2", 29898);  // the retry after SUBSCRIBE
+  f.unlock("A", 1000, op_outcome::ok);
+  f.pubsub(lock_op_kind::message, 1000.2, 3);
+  f.acquire("B", 1001, 30000, op_outcome::ok, 2, "10.0.0.2");
+  f.pubsub(lock_op_kind::unsubscribe, 1002, 3);
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "contended", "subscribed", "contended", "released",
+                                                     "notified", "acquired", "unsubscribed"});
+  const auto& sub = f.events.events[2];
+  CHECK(sub.owner == "B");
+  CHECK(sub.confidence == link_confidence::high);
+  CHECK(f.events.events[1].ttl_ms == 29900);
+  CHECK(f.events.events[5].owner == "B");
+  const auto& acquired = f.events.events[6];
+  CHECK(acquired.wait_us == 1001 * ms + 100 - 100 * ms);  // reply of the acquire - first failed request
+  CHECK(f.events.events[7].owner == "B");
+}
+
+TEST_CASE("timeline: subscriber linking confidence", "[timeline]") {
+  SECTION("same connection (RESP3): certain") {
+    fixture f;
+    f.acquire("A", 0, 30000);
+    f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    f.pubsub(lock_op_kind::subscribe, 101, 2);
+    CHECK(f.events.first("subscribed")->confidence == link_confidence::certain);
+  }
+  SECTION("two waiters on the same IP: low, the most recent") {
+    fixture f;
+    f.acquire("A", 0, 30000);
+    f.acquire("B1", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    f.acquire("B2", 101, 30000, op_outcome::contended, 4, "10.0.0.2");
+    f.pubsub(lock_op_kind::subscribe, 102, 3);
+    CHECK(f.events.first("subscribed")->confidence == link_confidence::low);
+    CHECK(f.events.first("subscribed")->owner == "B2");
+  }
+  SECTION("another IP or outside the window: not linked") {
+    fixture f;
+    f.acquire("A", 0, 30000);
+    f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    f.pubsub(lock_op_kind::subscribe, 101, 3, "10.0.0.3");
+    f.pubsub(lock_op_kind::subscribe, 5000, 5, "10.0.0.2");
+    CHECK(f.events.count("subscribed") == 2);
+    for (const auto& e : f.events.events) {
+      if (e.event == "subscribed") CHECK(e.owner.empty());
+    }
+  }
+}
+
+TEST_CASE("timeline: idle_with_waiters fires at free + threshold with nothing following", "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 30000);
+  f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.unlock("A", 1000, op_outcome::ok);
+  f.timeline.advance_to(t0 + 1040 * ms);
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+  f.timeline.advance_to(t0 + 2000 * ms);
+  REQUIRE(f.events.count("anomaly:idle_with_waiters") == 1);
+  CHECK(f.events.first("anomaly:idle_with_waiters")->ts_us == t0 + 1000 * ms + 100 + 50 * ms);
+  CHECK(f.events.first("anomaly:idle_with_waiters")->owner == "B");
+
+  fixture quick;  // the waiter takes it within the threshold: no anomaly
+  quick.acquire("A", 0, 30000);
+  quick.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  quick.pubsub(lock_op_kind::subscribe, 101, 3);
+  quick.unlock("A", 1000, op_outcome::ok);
+  quick.acquire("B", 1030, 30000, op_outcome::ok, 2, "10.0.0.2");
+  quick.timeline.advance_to(t0 + 5000 * ms);
+  CHECK(quick.events.count("anomaly:idle_with_waiters") == 0);
+}
+
+TEST_CASE("timeline: woken_by_timeout, but not for the retry right after SUBSCRIBE or after a message",
+          "[timeline][anomaly]") {
+  fixture f;
+  f.acquire("A", 0, 500);
+  f.acquire("B", 100, 500, op_outcome::contended, 2, "10.0.0.2", 400);
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.acquire("B", 102, 500, op_outcome::contended, 2, "10.0.0.2", 398);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  f.acquire("B", 520, 500, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+  CHECK(f.events.first("anomaly:woken_by_timeout")->owner == "B");
+
+  fixture g;
+  g.acquire("A", 0, 30000);
+  g.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+  g.pubsub(lock_op_kind::subscribe, 101, 3);
+  g.acquire("B", 102, 30000, op_outcome::contended, 2, "10.0.0.2");
+  g.unlock("A", 200, op_outcome::ok);
+  g.pubsub(lock_op_kind::message, 200.2, 3);
+  g.acquire("B", 201, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(g.events.count("anomaly:woken_by_timeout") == 0);
+}
+
+namespace {
+
+// A holds (a 300 ms lease); B fails, subscribes, and fails again (Redisson's order).
+void subscribed_waiter_b(fixture& f) {
+  f.acquire("A", 0, 300);
+  f.acquire("B", 100, 300, op_outcome::contended, 2, "10.0.0.2", 200);
+  f.pubsub(lock_op_kind::subscribe, 101, 3);
+  f.acquire("B", 102, 300, op_outcome::contended, 2, "10.0.0.2", 198);
+}
+
+}  // namespace
+
+TEST_CASE("timeline: woken_by_timeout is reported once per wait", "[timeline][anomaly]") {
+  // A releases at 150 and C takes the lock at once; no message reaches B, whose timer
+  // wakes it at 299.5, and it retries in a tight loop.
+  fixture f;
+  subscribed_waiter_b(f);
+  f.unlock("A", 150, op_outcome::ok);
+  f.acquire("C", 150.5, 30000, op_outcome::ok, 4, "10.0.0.4");
+  for (int i = 0; i < 5; ++i) f.acquire("B", 299.5 + 0.1 * i, 300, op_outcome::contended, 2, "10.0.0.2", 29000);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+}
+
+TEST_CASE("timeline: a timer retry while the lock was held all along is no woken_by_timeout", "[timeline][anomaly]") {
+  // A's watchdog keeps the lock; B retries when the TTL it was given runs out (Redisson
+  // does, and so does tryLock when its wait time ends): nothing went free, nothing to hear.
+  fixture f;
+  subscribed_waiter_b(f);
+  f.renew("A", 200, 300);
+  f.acquire("B", 300.5, 300, op_outcome::contended, 2, "10.0.0.2", 199);
+  f.renew("A", 400, 300);
+  f.acquire("B", 500, 300, op_outcome::contended, 2, "10.0.0.2", 200);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+}
+
+TEST_CASE("timeline: a waiter gives up when its connection ends, subscriptions end with their connection",
+          "[timeline][memory][waiter]") {
+  fixture f;
+  f.acquire("a:1", 0, 30'000, op_outcome::ok, 1);
+  f.acquire("b:1", 1, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  f.pubsub(lock_op_kind::subscribe, 2, 3);  // b's subscriber connection, linked to its wait
+  CHECK(f.timeline.memory().connections == 3);
+  f.timeline.on_connection_end(2, t0 + 3 * ms);  // b's command connection: b gave up
+  f.timeline.on_connection_end(3, t0 + 3 * ms);
+  CHECK(f.timeline.memory().connections == 1);  // only 1, open and holding
+  CHECK(f.timeline.memory().owners == 1);
+  f.unlock("a:1", 5, op_outcome::ok, 1);
+  f.timeline.advance_to(t0 + 1000 * ms);
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);  // nobody waits any more
+  f.acquire("b:1", 1006, 30'000, op_outcome::ok, 4, "10.0.0.2");  // a new start on a new connection
+  const recorded_event* acquired = f.events.events.back().event == "acquired" ? &f.events.events.back() : nullptr;
+  REQUIRE(acquired != nullptr);
+  CHECK(acquired->wait_us == -1);
+  f.timeline.on_connection_end(1, t0 + 1007 * ms);
+  const locks::timeline_memory m = f.timeline.memory();
+  CHECK(m.connections == 1);  // 4, open and holding
+  CHECK(m.owners == 1);       // b:1
+  CHECK(m.endpoint_texts == 2);
+}
+
+TEST_CASE("timeline: a thundering herd of waiters, a connection of half of them ending, the others found again",
+          "[timeline][waiters]") {
+  // More waiters than a scan is used for: they are found by an index, which must follow
+  // the ones that leave (a connection's end takes 50 of them at once).
+  fixture f;
+  f.acquire("holder:1", 0, 30000);
+  constexpr int waiters = 100;
+  for (int i = 0; i < waiters; ++i) {
+    const std::uint64_t connection = i < waiters / 2 ? 10 : 11;
+    f.acquire("w" + std::to_string(i) + ":1", 1 + i * 0.01, 30000, op_outcome::contended, connection, "10.0.0.1", 29000);
+  }
+  f.timeline.on_connection_end(10, t0 + 5 * ms);  // w0..w49 gave up
+  f.acquire("w10:1", 6, 30000, op_outcome::contended, 12, "10.0.0.1", 29000);  // a new wait, from 6 ms
+  f.acquire("w60:1", 6.5, 30000, op_outcome::contended, 11, "10.0.0.1", 29000);  // still waiting since 1.6 ms
+  f.unlock("holder:1", 7, op_outcome::ok);
+  f.acquire("w60:1", 7.1, 30000, op_outcome::ok, 11);
+  f.unlock("w60:1", 7.2, op_outcome::ok, 11);
+  f.acquire("w10:1", 7.3, 30000, op_outcome::ok, 12);
+  f.unlock("w10:1", 7.4, op_outcome::ok, 12);
+  f.acquire("w99:1", 7.5, 30000, op_outcome::ok, 11);
+  std::map<std::string, std::int64_t> waited;
+  for (const auto& e : f.events.events) {
+    if (e.event == "acquired") waited[e.owner] = e.wait_us;
+  }
+  // From the first failed attempt's request to the acquisition's reply (100 µs later).
+  CHECK(waited.at("w60:1") == 7200 - 1600);
+  CHECK(waited.at("w10:1") == 7400 - 6000);
+  CHECK(waited.at("w99:1") == 7600 - 1990);
+  CHECK(f.events.count("contended") == waiters + 2);
+}

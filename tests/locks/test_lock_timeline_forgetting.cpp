@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <set>
 #include <unistd.h>
 
 #include "capture_builder.hpp"

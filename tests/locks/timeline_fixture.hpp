@@ -17,6 +17,12 @@ using locks::op_outcome;
 constexpr std::int64_t ms = 1000;
 constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
+// Three servers on one host, for the tests of lock identity and lock groups (the same
+// name on several servers).
+inline const char* const s1 = "10.0.0.9:6379";
+inline const char* const s2 = "10.0.0.9:6380";
+inline const char* const s3 = "10.0.0.9:6381";
+
 class fixture {
  public:
   explicit fixture(locks::timeline_options o = {}) : timeline(o, events) {}

@@ -16,6 +16,7 @@
 #include "lockscope/locks/lock_timeline.hpp"
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/test/pcap_writer.hpp"
+#include "lockscope/test/shell.hpp"
 #include "lockscope/resp/decoder.hpp"
 
 namespace lockscope::timeline_test {
@@ -211,16 +212,7 @@ inline std::string report_of(const std::string& pcap, locks::report_format forma
   return out;
 }
 
-// What a shell command prints on stdout; `status` gets pclose()'s.
-inline std::string command_output(const std::string& command, int& status) {
-  FILE* p = ::popen(command.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  status = ::pclose(p);
-  return out;
-}
+using lockscope::test::command_output;
 
 // How many times `what` occurs in `text` (overlapping).
 inline std::size_t occurrences(std::string_view text, std::string_view what) {

@@ -12,6 +12,7 @@
 #include "lockscope/ingest/ingest_pipeline.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/test/pcap_writer.hpp"
+#include "lockscope/test/shell.hpp"
 #include "lockscope/resp/format.hpp"
 
 namespace lockscope::ingest::test {
@@ -178,17 +179,7 @@ inline recording_sink analyze_files(const std::vector<std::string>& files, inges
   return sink;
 }
 
-// What a shell command prints on stdout.
-inline std::string read_command_output(const std::string& command) {
-  std::string out;
-  std::FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buffer[65536];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, p)) > 0) out.append(buffer, n);
-  ::pclose(p);
-  return out;
-}
+using lockscope::test::read_command_output;
 
 // Declares `binary`, the lockscope CLI's path; skips the test (with a warning) when the
 // CLI is not built.

@@ -1,6 +1,6 @@
 // The metrics server's two threads in one process: scrapers on their own threads while
 // the capture thread counts lock events and polls, as `analyze -i` does. Built into
-// make test, and into CI's TSan run (metrics_tsan_tests), which fails on any data race
+// make test, and into CI's TSan run (live_thread_tests), which fails on any data race
 // between the HTTP thread and the capture thread. The CLI's own scrape tests
 // (test_metrics_live.cpp) run the lockscope process, which the TSan preset does not build.
 #include <arpa/inet.h>

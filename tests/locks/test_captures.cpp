@@ -115,7 +115,7 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
 TEST_CASE("captures: the anomaly reference's line of every anomaly kind is what analyze prints on its capture",
           "[captures][anomaly][readme]") {
   const std::string readme = read_file(captures_dir.parent_path() / "docs/reference/anomalies.md");
-  const std::size_t marker = readme.find("<!-- anomaly examples: tests/timeline/test_captures.cpp -->");
+  const std::size_t marker = readme.find("<!-- anomaly examples: tests/locks/test_captures.cpp -->");
   REQUIRE(marker != std::string::npos);
   const std::size_t begin = readme.find("```\n", marker) + 4;
   const std::size_t end = readme.find("```", begin);
@@ -498,7 +498,7 @@ TEST_CASE("captures: readers overlap, the writer overlaps nobody", "[captures][r
 }
 
 // A lock is (server, database, key): each server's red:job is its own lock (see also
-// test_identity.cpp for the groups against the driver's log).
+// test_lock_groups.cpp for the groups against the driver's log).
 TEST_CASE("captures: a RedLock over three servers, each server's acquisitions appear", "[captures][recorded][redlock]") {
   const auto log = driver_log("redlock");
   REQUIRE(log.size() == 6);

@@ -8,7 +8,7 @@
 
 #include <boost/json.hpp>
 
-#include "../analyzer/real_capture.hpp"
+#include "../ingest/real_capture.hpp"
 #include "helpers.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
@@ -25,7 +25,7 @@ namespace {
 
 constexpr const char* debian_python = "/usr/bin/python3";
 const std::filesystem::path python_client =
-    std::filesystem::path(LOCKSCOPE_CAPTURES_DIR).parent_path() / "tests" / "timeline" / "clients" / "redis_py_locks.py";
+    std::filesystem::path(LOCKSCOPE_CAPTURES_DIR).parent_path() / "tests" / "locks" / "clients" / "redis_py_locks.py";
 
 bool redis_py_available() {
   return std::filesystem::exists(debian_python) &&
