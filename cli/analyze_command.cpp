@@ -3,8 +3,6 @@
 // The options, and which library runs them: files through locks::analyze_files (or the
 // visual report's two passes), -i and --replay through live::run_live; the events go to
 // a lock_report (text / jsonl / summary) or a trace_export.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>

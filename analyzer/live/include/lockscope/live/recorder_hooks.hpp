@@ -1,8 +1,8 @@
 // `lockscope analyze`'s --write (tcpdump -w with -C/-G rotation) and --save-anomalies
 // (the flight recorder) around the live loop, and the options of both. The sans-I/O
-// parts are packet_ring (ingest), lock_connections (locks) and rotating_pcap_writer;
-// this file wires them to the live loop, the disk and a thread. No CLI11 here: the
-// command-line side is recorder.hpp.
+// parts are packet_ring, lock_connections and rotating_pcap_writer; the flight recorder
+// (src/flight_recorder.hpp) wires them to the disk and a thread, and this class to the
+// live loop. No CLI11 here: the command-line side is the CLI's recorder.hpp.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,9 @@
 #include "lockscope/live/vocabulary.hpp"
 
 namespace lockscope::live {
+
+class flight_recorder;  // --save-anomalies
+class packet_writer;    // --write
 
 struct recorder_options {
   std::string replay;              // --replay FILE
@@ -76,8 +79,6 @@ class recorder_hooks {
   recorder_stats stats() const;
 
  private:
-  class flight_recorder;
-  class packet_writer;
   const char* command_;
   bool ready_ = true;
   std::unique_ptr<flight_recorder> recorder_;
