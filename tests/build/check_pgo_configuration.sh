@@ -17,7 +17,7 @@ configure() {  # configure NAME -D...
     > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name: configure failed"; }
 }
 # The compile line of one analyzer object and the link line of the command, from build.ninja.
-compile_line() { grep -A4 "^build [^:]*lockscope_ingest.dir/src/capture.cpp.o:" "$1/build.ninja" | grep -m1 FLAGS; }
+compile_line() { grep -A4 "^build [^:]*lockscope_ingest.dir/src/capture/capture.cpp.o:" "$1/build.ninja" | grep -m1 FLAGS; }
 link_line() { grep -A6 "^build cli/lockscope:" "$1/build.ninja" | grep -m1 LINK_FLAGS || true; }
 
 mkdir -p "$work/profile"
