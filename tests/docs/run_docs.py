@@ -40,6 +40,11 @@ import sys
 import tempfile
 import time
 
+# The shared fixtures of the Python tests (tests/support/python).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "python"))
+from redis_fixture import Redis, free_port  # noqa: E402
+
+
 # ```sh blocks that are shown and not run, by their first command, with the reason.
 EXEMPT = {
     "make demo": "the set-up itself: it builds what this test runs",
@@ -51,40 +56,6 @@ EXEMPT = {
 BLOCK_TIMEOUT = 90
 README_MAX_LINES = 300
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Redis:
-    def __init__(self, work):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.cli("PING").strip() == "PONG":
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise SystemExit("run_docs: redis-server did not start")
-
-    def cli(self, *args):
-        return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port), *args],
-                              capture_output=True, text=True).stdout
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def may_capture():

@@ -17,20 +17,18 @@ import json
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+# The shared fixtures of the Python tests (tests/support/python).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "python"))
+from redis_fixture import Redis  # noqa: E402
+
+
 SKIP = 77
 TARGET_USER = "daemon"  # exists on every Debian system, not root, owns nothing we need
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def status(pid):
@@ -40,27 +38,6 @@ def status(pid):
             k, _, v = line.partition(":")
             fields[k] = v.split()
     return fields
-
-
-class Redis:
-    def __init__(self, work):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.cli("PING").strip() == "PONG":
-                return
-            time.sleep(0.05)
-        raise SystemExit("redis-server did not start")
-
-    def cli(self, *args):
-        return subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True).stdout
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
 
 
 def start_analyzer(cmd, stderr_path):
