@@ -3,6 +3,9 @@
 #   MODE CAPTURE STREAM SHA256 (STREAM: out, err, or rc=N for the exit status)
 # A restructuring that changes no behaviour must leave every line as it was: the lines
 # made before it are stored in tests/outputs/digests.txt, and CI compares (outputs.digests).
+# A change that is meant to change an output stores new digests in the same commit
+# (output_digests.sh LOCKSCOPE METRICS_TOOL > tests/outputs/digests.txt) and says which
+# outputs changed and why; the diff of digests.txt lists them by mode and capture.
 #
 #   output_digests.sh LOCKSCOPE METRICS_TOOL            print the digests
 #   output_digests.sh LOCKSCOPE METRICS_TOOL --check F  compare with F, list what differs
