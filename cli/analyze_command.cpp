@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "capture_options.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
@@ -75,18 +75,18 @@ std::unique_ptr<locks::trace_export> make_trace(const analyze_options& o, output
 
 void print_totals(const ingest::ingest_stats& s, const locks::recognizer_stats& r, std::size_t locks,
                   std::uint64_t events, const std::string& drops) {
-  print_diagnostic(
+  live::print_diagnostic(
              "lockscope analyze: {} packets, {} flows ({} RESP), {} exchanges, {} lock operations ({} inferred), "
              "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
              s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
              s.gaps, s.decode_errors, drops);
   if (r.redirects > 0 || r.malformed_redirects > 0 || r.skipped > 0) {
-    print_diagnostic("lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
+    live::print_diagnostic("lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
                "{} malformed redirects kept as errors, {} (S)SUBSCRIBEs with no channel skipped\n",
                r.redirects, r.malformed_redirects, r.skipped);
   }
   if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
-    print_diagnostic("lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
+    live::print_diagnostic("lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);
   }
   print_flow_summary("analyze", s);
@@ -100,7 +100,7 @@ int run_reporting_errors(const analyze_options& o, bool live_mode) {
   try {
     return run(o, live_mode);
   } catch (const output_error& e) {
-    print_diagnostic("lockscope analyze: {}\n", e.what());
+    live::print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   }
 }
@@ -134,18 +134,18 @@ int run(const analyze_options& o, bool live_mode) {
     try {
       const auto r = locks::analyze_files(
           o.capture.files, ao, [&out](std::string_view s) { out.write(s); },
-          [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); },
-          [](const std::string& e) { print_diagnostic("lockscope analyze: error: {}\n", e); });
+          [](const std::string& w) { live::print_diagnostic("lockscope analyze: warning: {}\n", w); },
+          [](const std::string& e) { live::print_diagnostic("lockscope analyze: error: {}\n", e); });
       if (trace) trace->finish(r.last_packet_us);
       out.commit();
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
     } catch (const ingest::capture_error& e) {
-      print_diagnostic("lockscope analyze: {}\n", e.what());
+      live::print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
     } catch (const locks::report_error& e) {
-      print_diagnostic("lockscope analyze: {}\n", e.what());
+      live::print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
     }
     return 0;
@@ -197,7 +197,7 @@ int run_live_mode(const analyze_options& o, const locks::report_options& ro, flo
     if (clock_steps) clock_steps->poll();
     if (silence) silence->poll(got);
   };
-  lo.warn = [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); };
+  lo.warn = [](const std::string& w) { live::print_diagnostic("lockscope analyze: warning: {}\n", w); };
   std::optional<locks::lock_operation_filter> filter;
   const live::live_result r = live::run_live(
       lo, {*source, hooks, metrics.get()}, trace ? static_cast<locks::lock_event_sink&>(*trace) : report,

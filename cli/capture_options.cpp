@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "option_checks.hpp"
 
 #include "lockscope/ingest/replay_capture.hpp"
@@ -62,13 +62,13 @@ void flow_reporter::on_flow_note(const ingest::flow_note& n) {
   switch (n.kind) {
     case ingest::flow_note_kind::sides_decided:
     case ingest::flow_note_kind::sides_corrected:
-      print_diagnostic("lockscope {}: flow {}: client {} → server {}{} by {}{}{}\n", command_, n.connection,
+      live::print_diagnostic("lockscope {}: flow {}: client {} → server {}{} by {}{}{}\n", command_, n.connection,
                  n.client->to_string(), n.server->to_string(),
                  n.kind == ingest::flow_note_kind::sides_corrected ? " (corrected)" : "",
                  to_string(n.reason), n.detail.empty() ? "" : ": ", n.detail);
       break;
     case ingest::flow_note_kind::other_protocol:
-      print_diagnostic("lockscope {}: flow {}: {} ↔ {}: {}\n", command_, n.connection, n.client->to_string(),
+      live::print_diagnostic("lockscope {}: flow {}: {} ↔ {}: {}\n", command_, n.connection, n.client->to_string(),
                  n.server->to_string(), ingest::describe(n.protocol));
       break;
   }
@@ -76,35 +76,35 @@ void flow_reporter::on_flow_note(const ingest::flow_note& n) {
 
 void print_flow_summary(const char* command, const ingest::ingest_stats& s) {
   if (s.snaplen_cut_segments > 0) {
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope {}: {} packets were cut short by the capture's snapshot length ({} bytes of TCP payload "
                "missing, counted in the gaps): the commands and replies in them cannot be decoded. Capture whole "
                "packets (tcpdump -s 0, its default)\n",
                command, s.snaplen_cut_segments, s.snaplen_cut_bytes);
   }
   if (s.evicted_flows > 0 || s.capped_flows > 0) {
-    print_diagnostic("lockscope {}: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n", command,
+    live::print_diagnostic("lockscope {}: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n", command,
                s.evicted_flows, s.capped_flows);
   }
   for (const std::string& line : ingest::describe_other_protocols(s)) {
-    print_diagnostic("lockscope {}: {}\n", command, line);
+    live::print_diagnostic("lockscope {}: {}\n", command, line);
   }
   if (s.side_corrections > 0) {
-    print_diagnostic("lockscope {}: {} flows had their client and server swapped after a guess (see -v)\n", command,
+    live::print_diagnostic("lockscope {}: {} flows had their client and server swapped after a guess (see -v)\n", command,
                s.side_corrections);
   }
   if (s.buffer_sheds > 0) {
     std::string named;
     for (const std::string& flow : s.shed_examples) named += (named.empty() ? "" : ", ") + flow;
     if (s.shed_flows > s.shed_examples.size()) named += ", …";
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope {}: the connections together held more than --max-buffer-total ({} bytes at the peak): "
                "{} times the connection that grew gave it back: its holes were given up (in the gaps) and {} "
                "commands were shown without a reply; {} connections gave back: {}\n",
                command, s.held_bytes_peak, s.buffer_sheds, s.pending_shed, s.shed_flows, named);
   }
   if (s.pending_overflow > 0) {
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope {}: {} commands shown without a reply: too many bytes waiting for replies on one "
                "connection (a capture of one direction?)\n",
                command, s.pending_overflow);
@@ -153,15 +153,15 @@ std::unique_ptr<ingest::live_capture> open_live(const char* command, const captu
   try {
     live = std::make_unique<ingest::live_capture>(lo);
   } catch (const ingest::capture_error& e) {
-    print_diagnostic("lockscope {}: {}\n", command, e.what());
+    live::print_diagnostic("lockscope {}: {}\n", command, e.what());
     return nullptr;
   }
   // As tcpdump does: say what is being listened to before anything (or nothing) arrives.
   if (o.filter.empty()) {
-    print_diagnostic("lockscope {}: listening on {}, {} {} (BPF \"{}\")\n", command, lo.interface,
+    live::print_diagnostic("lockscope {}: listening on {}, {} {} (BPF \"{}\")\n", command, lo.interface,
                lo.ports.size() == 1 ? "port" : "ports", fmt::join(lo.ports, ", "), live->filter());
   } else {
-    print_diagnostic("lockscope {}: listening on {} (BPF \"{}\")\n", command, lo.interface, live->filter());
+    live::print_diagnostic("lockscope {}: listening on {} (BPF \"{}\")\n", command, lo.interface, live->filter());
   }
   return live;
 }
@@ -188,12 +188,12 @@ void silence_notice::poll(bool got_packet) {
   said_ = true;
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(after_).count();
   if (by_filter_) {
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope {}: nothing arrived on {} for {} s (BPF \"{}\"); check the --filter expression, or "
                "give the Redis server's port with --port PORT instead\n",
                command_, interface_, seconds, filter_);
   } else {
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope {}: nothing arrived on {} for {} s (BPF \"{}\"); if Redis listens on another port, "
                "give it with --port PORT (or a BPF expression with --filter), or try -i any\n",
                command_, interface_, seconds, filter_);
@@ -219,7 +219,7 @@ void clock_step_notice::poll(std::int64_t wall_us, std::int64_t monotonic_us) {
   gmtime_r(&at, &utc);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &utc);
-  print_diagnostic(
+  live::print_diagnostic(
              "lockscope {}: warning: the wall clock, which stamps the packets, was stepped {} {:.3f} s (now {} UTC): "
              "waits, holds and leases that span the step are measured across it{}\n",
              command_, step > 0 ? "forward" : "back", static_cast<double>(step > 0 ? step : -step) / 1e6, when,
@@ -266,7 +266,7 @@ stop_reading_on_signal::~stop_reading_on_signal() {
 
 int stop_reading_on_signal::exit_status(const char* command) const {
   if (!ingest::reading_captures_stopped()) return 0;
-  print_diagnostic("lockscope {}: interrupted: the output covers the packets read before the signal\n", command);
+  live::print_diagnostic("lockscope {}: interrupted: the output covers the packets read before the signal\n", command);
   return 128 + (reading_stopped_by != 0 ? static_cast<int>(reading_stopped_by) : SIGINT);
 }
 
@@ -278,7 +278,7 @@ int capture_exit_status(const char* command, const ingest::packet_source& source
   }
   const std::string failure = source.failure();
   if (failure.empty()) return 0;
-  print_diagnostic("lockscope {}: the capture failed: {}; the report covers the traffic before that\n", command,
+  live::print_diagnostic("lockscope {}: the capture failed: {}; the report covers the traffic before that\n", command,
              failure);
   return 1;
 }
@@ -292,7 +292,7 @@ void drop_reporter::poll(const ingest::packet_source& live) {
   if (interval_.count() <= 0 || std::chrono::steady_clock::now() < next_) return;
   next_ += interval_;
   const auto d = live.stats();
-  print_diagnostic("lockscope {}: kernel: {} received, {} dropped, {} dropped by the interface\n", command_,
+  live::print_diagnostic("lockscope {}: kernel: {} received, {} dropped, {} dropped by the interface\n", command_,
              d.received, d.dropped, d.interface_dropped);
 }
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "capture_options.hpp"
 #include "lockscope/resp/ascii.hpp"
 #include "commands.hpp"
@@ -70,12 +70,12 @@ class printer final : public ingest::exchange_sink {
     switch (ev.kind) {
       case ingest::session_event_kind::decode_error:
         clear_progress();
-        print_diagnostic("lockscope decode: {} → {}: {} stream offset {}: {}; resynchronising\n",
+        live::print_diagnostic("lockscope decode: {} → {}: {} stream offset {}: {}; resynchronising\n",
                    ev.from->to_string(), ev.to->to_string(), direction, ev.offset, ev.error.message());
         break;
       case ingest::session_event_kind::gap:
         clear_progress();
-        print_diagnostic("lockscope decode: {} → {}: {} bytes missing at {} stream offset {}\n",
+        live::print_diagnostic("lockscope decode: {} → {}: {} bytes missing at {} stream offset {}\n",
                    ev.from->to_string(), ev.to->to_string(), ev.bytes, direction, ev.offset);
         break;
       default:
@@ -141,18 +141,18 @@ class printer final : public ingest::exchange_sink {
 };
 
 void print_summary(const ingest::ingest_stats& s, std::uint64_t printed, const char* drops) {
-  print_diagnostic(
+  live::print_diagnostic(
              "lockscope decode: {} packets ({:.1f} MB), {} flows ({} RESP), {} exchanges, {} pushes, "
              "{} printed; gaps {} ({} bytes), decode errors {}, kernel drops {}\n",
              s.packets, static_cast<double>(s.bytes) / 1e6, s.flows, s.resp_flows, s.exchanges, s.pushes,
              printed, s.gaps, s.gap_bytes, s.decode_errors, drops);
   if (s.resyncs > 0 || s.unpaired_replies > 0 || s.not_resp_flows > 0) {
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope decode: {} resyncs, {} replies to commands sent before the capture, {} non-RESP flows\n",
                s.resyncs, s.unpaired_replies, s.not_resp_flows);
   }
   if (s.unsupported_link > 0 || s.malformed > 0 || s.fragments > 0) {
-    print_diagnostic("lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",
+    live::print_diagnostic("lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",
                s.unsupported_link, s.malformed, s.fragments);
   }
   print_flow_summary("decode", s);
@@ -162,10 +162,10 @@ int run_files(const decode_options& o) {
   std::unique_ptr<ingest::offline_capture> source;
   try {
     source = std::make_unique<ingest::offline_capture>(
-        o.capture.files, [](const std::string& w) { print_diagnostic("lockscope decode: warning: {}\n", w); },
-        [](const std::string& e) { print_diagnostic("lockscope decode: error: {}\n", e); });
+        o.capture.files, [](const std::string& w) { live::print_diagnostic("lockscope decode: warning: {}\n", w); },
+        [](const std::string& e) { live::print_diagnostic("lockscope decode: error: {}\n", e); });
   } catch (const ingest::capture_error& e) {
-    print_diagnostic("lockscope decode: {}\n", e.what());
+    live::print_diagnostic("lockscope decode: {}\n", e.what());
     return 2;
   }
   printer out(o, false);
@@ -186,7 +186,7 @@ int run_files(const decode_options& o) {
         last_progress = now;
         const double fraction = static_cast<double>(source->bytes_read()) / static_cast<double>(source->total_bytes());
         const int filled = static_cast<int>(fraction * 30);
-        print_diagnostic("\r[{:=<{}}{: <{}}] {:3.0f}% ", "", filled, "", 30 - filled, fraction * 100);
+        live::print_diagnostic("\r[{:=<{}}{: <{}}] {:3.0f}% ", "", filled, "", 30 - filled, fraction * 100);
         out.progress_shown = true;
       }
     }
@@ -259,7 +259,7 @@ void add_decode_command(CLI::App& app, int& exit_code) {
     try {
       exit_code = o->capture.live() || !o->replay.replay.empty() ? run_live(*o) : run_files(*o);
     } catch (const output_error& e) {
-      print_diagnostic("lockscope decode: {}\n", e.what());
+      live::print_diagnostic("lockscope decode: {}\n", e.what());
       exit_code = 2;
     }
   });

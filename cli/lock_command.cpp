@@ -28,7 +28,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "commands.hpp"
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/config.hpp"
@@ -80,7 +80,7 @@ struct lock_options {
 // a queued command outlives a failover.
 constexpr std::chrono::milliseconds sentinel_failover_budget{10000};
 
-void say(const std::string& line) { print_diagnostic("lockscope lock: {}\n", line); }
+void say(const std::string& line) { live::print_diagnostic("lockscope lock: {}\n", line); }
 
 int exit_code_for(const std::error_code& ec) {
   if (ec == lock::errc::auth_failed) return exit_noperm;

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "option_checks.hpp"
 
 namespace lockscope::cli {
@@ -31,7 +31,7 @@ bool get_capabilities(__user_cap_data_struct (&data)[_LINUX_CAPABILITY_U32S_3]) 
 }
 
 bool fail(const char* command, const std::string& what) {
-  print_diagnostic("lockscope {}: {}\n", command, what);
+  live::print_diagnostic("lockscope {}: {}\n", command, what);
   return false;
 }
 
@@ -94,7 +94,7 @@ bool drop_privileges(const char* command, const privilege_options& o) {
         return fail(command, fmt::format("-Z {}: root could be regained after setuid({})", name, uid));
       }
       if (o.user.empty()) {
-        print_diagnostic("lockscope {}: started as root: running as `nobody` from now on (-Z USER to choose "
+        live::print_diagnostic("lockscope {}: started as root: running as `nobody` from now on (-Z USER to choose "
                            "another user, --no-drop to keep root)\n",
                    command);
       }

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "lockscope/live/capture_writer.hpp"
 #include "lockscope/ingest/replay_capture.hpp"
 #include "option_checks.hpp"
@@ -137,13 +137,13 @@ std::unique_ptr<ingest::packet_source> open_packet_source(const char* command, c
   try {
     auto r = std::make_unique<ingest::replay_capture>(
         std::vector<std::string>{o.replay}, o.replay_speed,
-        [command](const std::string& w) { print_diagnostic("lockscope {}: warning: {}\n", command, w); },
-        [command](const std::string& e) { print_diagnostic("lockscope {}: error: {}\n", command, e); });
-    print_diagnostic("lockscope {}: replaying {} through the live path at {}\n", command, o.replay,
+        [command](const std::string& w) { live::print_diagnostic("lockscope {}: warning: {}\n", command, w); },
+        [command](const std::string& e) { live::print_diagnostic("lockscope {}: error: {}\n", command, e); });
+    live::print_diagnostic("lockscope {}: replaying {} through the live path at {}\n", command, o.replay,
                o.replay_speed > 0 ? fmt::format("{}× its speed", o.replay_speed) : std::string("full speed"));
     return r;
   } catch (const ingest::capture_error& e) {
-    print_diagnostic("lockscope {}: {}\n", command, e.what());
+    live::print_diagnostic("lockscope {}: {}\n", command, e.what());
     return nullptr;
   }
 }

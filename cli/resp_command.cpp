@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "commands.hpp"
 #include "lockscope/ingest/redaction.hpp"
 #include "lockscope/resp/decoder.hpp"
@@ -73,7 +73,7 @@ class message_printer final : public resp::handler {
 int run_resp(const resp_options& o) {
   std::FILE* in = o.file == "-" ? stdin : std::fopen(o.file.c_str(), "rb");
   if (in == nullptr) {
-    print_diagnostic("lockscope resp: {}: {}\n", o.file, std::strerror(errno));
+    live::print_diagnostic("lockscope resp: {}: {}\n", o.file, std::strerror(errno));
     return 2;
   }
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(in == stdin ? nullptr : in, &std::fclose);
@@ -88,21 +88,21 @@ int run_resp(const resp_options& o) {
     if (n == 0) break;
     decoder.feed(std::string_view(buffer.data(), n), printer);
     if (decoder.error()) {
-      print_diagnostic("lockscope resp: {}: offset {}: {}\n", o.file, decoder.error_offset(),
+      live::print_diagnostic("lockscope resp: {}: offset {}: {}\n", o.file, decoder.error_offset(),
                  decoder.error().message());
       return 1;
     }
   }
   if (std::ferror(in)) {
-    print_diagnostic("lockscope resp: {}: read error: {}\n", o.file, std::strerror(errno));
+    live::print_diagnostic("lockscope resp: {}: read error: {}\n", o.file, std::strerror(errno));
     return 2;
   }
   if (!decoder.at_message_boundary()) {
-    print_diagnostic("lockscope resp: {}: offset {}: input ends inside a message\n", o.file,
+    live::print_diagnostic("lockscope resp: {}: offset {}: input ends inside a message\n", o.file,
                decoder.offset());
     return 1;
   }
-  print_diagnostic("lockscope resp: {} messages, {} bytes\n", printer.messages(), decoder.offset());
+  live::print_diagnostic("lockscope resp: {} messages, {} bytes\n", printer.messages(), decoder.offset());
   return 0;
 }
 

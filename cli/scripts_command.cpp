@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "commands.hpp"
 #include "lockscope/lock/scripts.hpp"
 
@@ -43,7 +43,7 @@ int run(const scripts_options& o) {
   }
   std::string names;
   for (const lock::script_info& s : lock::all_scripts()) names += fmt::format("{}{}", names.empty() ? "" : ", ", s.name);
-  print_diagnostic("lockscope scripts: no script named '{}' (known: {})\n", o.name, names);
+  live::print_diagnostic("lockscope scripts: no script named '{}' (known: {})\n", o.name, names);
   return 64;  // EX_USAGE
 }
 

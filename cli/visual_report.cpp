@@ -1,6 +1,6 @@
 #include "visual_report.hpp"
 
-#include "diagnostics.hpp"
+#include "lockscope/live/diagnostics.hpp"
 #include "capture_options.hpp"
 #include "output_file.hpp"
 
@@ -33,7 +33,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
                       const visual_report_options& options) {
   const char* format = options.svg ? "svg" : "html";
   if (options.svg && options.lock_globs.size() != 1) {
-    print_diagnostic("lockscope analyze: --format svg needs one --lock NAME (the lock to draw)\n");
+    live::print_diagnostic("lockscope analyze: --format svg needs one --lock NAME (the lock to draw)\n");
     return 2;
   }
   std::function<bool(std::string_view)> selected;
@@ -45,8 +45,8 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
       return false;
     };
   }
-  auto warn = [](const std::string& w) { print_diagnostic("lockscope analyze: warning: {}\n", w); };
-  auto error = [](const std::string& e) { print_diagnostic("lockscope analyze: error: {}\n", e); };
+  auto warn = [](const std::string& w) { live::print_diagnostic("lockscope analyze: warning: {}\n", w); };
+  auto error = [](const std::string& e) { live::print_diagnostic("lockscope analyze: error: {}\n", e); };
   try {
     // Created first, so that a path that cannot be written stops the run before two passes.
     output_file out(options.output == "-" ? std::string() : options.output);
@@ -71,10 +71,10 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
           names += (i ? ", " : "") + std::string(locks::printable(block_title(keys[i])));  // names from the wire
         }
         if (keys.empty()) {
-          print_diagnostic("lockscope analyze: --lock {}: no lock of that name in the capture\n",
+          live::print_diagnostic("lockscope analyze: --lock {}: no lock of that name in the capture\n",
                      options.lock_globs.front());
         } else {
-          print_diagnostic("lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
+          live::print_diagnostic("lockscope analyze: --lock {} matches {}{} locks ({}{}): name one\n",
                      options.lock_globs.front(), more ? "more than " : "",
                      more ? locks::block_ranking::max_matches : keys.size(), names, more ? ", …" : "");
         }
@@ -91,7 +91,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
         files, analysis, builder, [&](std::string_view lock) { return builder.selects(lock); },
         [&](const locks::lock_timeline& t) { info.rows = locks::summary_rows(t, builder.blocks()); }, {}, {});
     if (second.failed_files > 0 || second.capture.packets != first.capture.packets) {
-      print_diagnostic("lockscope analyze: the capture files changed while the report was being made\n");
+      live::print_diagnostic("lockscope analyze: the capture files changed while the report was being made\n");
       return 1;
     }
     builder.finish(first.last_packet_us);
@@ -118,7 +118,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
     else locks::write_html_page(info, builder.blocks(), geometry, write);
     out.commit();
     const bool to_stdout = out.is_stdout();
-    print_diagnostic(
+    live::print_diagnostic(
                "lockscope analyze: {} packets, {} flows, {} exchanges; {} locks ({} drawn, {} left out); {} {} "
                "bytes{}{}\n",
                first.capture.packets, first.capture.flows, first.capture.exchanges + first.capture.pushes,
@@ -130,10 +130,10 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
                        forgotten, analysis.timeline.max_locks, format));
     }
   } catch (const ingest::capture_error& e) {
-    print_diagnostic("lockscope analyze: {}\n", e.what());
+    live::print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   } catch (const output_error& e) {
-    print_diagnostic("lockscope analyze: {}\n", e.what());
+    live::print_diagnostic("lockscope analyze: {}\n", e.what());
     return 2;
   }
   return 0;

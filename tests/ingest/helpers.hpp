@@ -13,6 +13,7 @@
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/test/shell.hpp"
+#include "lockscope/test/temp_dir.hpp"
 #include "lockscope/resp/format.hpp"
 
 namespace lockscope::ingest::test {
@@ -190,19 +191,7 @@ using lockscope::test::read_command_output;
     return;                                                   \
   }
 
-// A scratch directory removed at scope exit.
-struct temp_dir {
-  temp_dir() {
-    char pattern[] = "/tmp/lockscope-analyzer-XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::filesystem::path operator/(const std::string& name) const { return path / name; }
-  std::filesystem::path path;
-};
+using lockscope::test::temp_dir;
 
 // The seed article's acquire script (Redisson 3.x) and a lock owner, as the session
 // tests send them.

@@ -11,10 +11,11 @@
 #include "helpers.hpp"
 #include "lockscope/ingest/capture.hpp"
 #include "lockscope/ingest/clock_steps.hpp"
-#include "real_capture.hpp"
+#include "lockscope/test/real_capture.hpp"
 
 using namespace lockscope::ingest;
 using namespace lockscope::ingest::test;
+using namespace lockscope::test;
 
 TEST_CASE("clock steps: packet times a second or more back are a step, reordering is not", "[capture][clock]") {
   packet_clock_watch watch;

@@ -25,10 +25,11 @@
 
 #include "helpers.hpp"
 #include "lockscope/test/redis_server.hpp"
-#include "real_capture.hpp"
+#include "lockscope/test/real_capture.hpp"
 
 using namespace lockscope::ingest;
 using namespace lockscope::ingest::test;
+using namespace lockscope::test;
 using Catch::Matchers::Equals;
 using namespace std::chrono_literals;
 namespace ltest = lockscope::test;

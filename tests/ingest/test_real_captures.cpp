@@ -18,13 +18,14 @@
 
 #include "helpers.hpp"
 #include "lockscope/test/jsonl_schema.hpp"
-#include "real_capture.hpp"
+#include "lockscope/test/real_capture.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 
 using namespace lockscope::ingest;
 using namespace lockscope::ingest::test;
+using namespace lockscope::test;
 using namespace std::chrono_literals;
 namespace ltest = lockscope::test;
 
@@ -46,7 +47,7 @@ bool record_python_client(const std::string& binary, recorded_session& r, const 
   std::string command = "/usr/bin/python3 " + (r.dir / "client.py").string() + " " + std::to_string(r.server.port());
   for (const char* name : scripts) {
     const auto lua = r.dir / (std::string(name) + ".lua");
-    REQUIRE(test::run(binary + " scripts " + name + " > " + lua.string()) == 0);
+    REQUIRE(lockscope::test::run(binary + " scripts " + name + " > " + lua.string()) == 0);
     command += " " + lua.string();
   }
   if (!extra.empty()) command += " " + extra;
@@ -55,7 +56,7 @@ bool record_python_client(const std::string& binary, recorded_session& r, const 
     WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
     return false;
   }
-  REQUIRE(test::run(command) == 0);
+  REQUIRE(lockscope::test::run(command) == 0);
   return true;
 }
 

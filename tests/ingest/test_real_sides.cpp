@@ -13,12 +13,13 @@
 
 #include "helpers.hpp"
 #include "lockscope/test/jsonl_schema.hpp"
-#include "real_capture.hpp"
+#include "lockscope/test/real_capture.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 
 using namespace lockscope::ingest;
 using namespace lockscope::ingest::test;
+using namespace lockscope::test;
 namespace json = boost::json;
 namespace ltest = lockscope::test;
 

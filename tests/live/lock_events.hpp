@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "lockscope/locks/lock_timeline.hpp"
+#include "lockscope/test/endpoint_text.hpp"
 
 namespace lockscope::recorder_test {
 
@@ -15,6 +16,8 @@ inline locks::lock_event event(std::int64_t ts, std::string_view lock, std::stri
   e.lock = lock;
   e.client = client;
   e.server = "10.0.0.1:6379";
+  e.client_endpoint = test::interned_endpoint(e.client);
+  e.server_endpoint = test::interned_endpoint(e.server);
   e.event = k;
   e.kind = a;
   return e;

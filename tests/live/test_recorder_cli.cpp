@@ -20,6 +20,7 @@
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
 
+#include "lockscope/test/temp_dir.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
@@ -70,15 +71,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-struct temp_dir {
-  fs::path path;
-  explicit temp_dir(const std::string& name)
-      : path(fs::temp_directory_path() / ("lockscope-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
+using lockscope::test::temp_dir;
 
 std::vector<fs::path> bundled_captures() {
   std::vector<fs::path> out{captures_dir / "seed-redisson.pcap"};
@@ -243,7 +236,7 @@ TEST_CASE("every command whose stderr takes no more (a full disk) loses its mess
   if (!fs::exists("/dev/full")) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
   const std::string capture = quoted(captures_dir / "seed-redisson.pcap");
-  temp_dir dir("stderr-full");
+  temp_dir dir;
   struct attempt {
     std::string args;
     int status;
@@ -341,7 +334,7 @@ TEST_CASE("options: live capture's own options are refused with capture files", 
 TEST_CASE("analyze: an output that is one of the inputs is refused, the input left as it was", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("clobber");
+  temp_dir dir;
   const fs::path input = dir.path / "victim.pcap";
   fs::copy_file(captures_dir / "seed-redisson.pcap", input);
   const auto size = fs::file_size(input);
@@ -377,7 +370,7 @@ TEST_CASE("replay: the soak capture through the live loop keeps RSS flat", "[rec
     return;
   }
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("soak");
+  temp_dir dir;
   const fs::path capture = dir.path / "soak.pcap";
   // 2,000 short-lived connections with fresh owners (80,000 of them), 64 locks: about
   // 62 MB, 510,000 packets and 250,000 exchanges, replayed as fast as possible (a few seconds).
@@ -438,7 +431,7 @@ TEST_CASE("save-anomalies: each anomaly's pcap, analyzed alone, shows the same a
     const auto expected = anomalies_in(file.out);
     if (expected.empty()) continue;
     INFO(capture.string());
-    temp_dir dir("saved");
+    temp_dir dir;
     // A long hold is shown only by a file that holds its start: the window must be longer
     // than --long-hold (60 s).
     const std::string window = capture.stem() == "long_hold" ? " --save-window 90" : "";
@@ -486,7 +479,7 @@ TEST_CASE("save-anomalies: a missing or unusable directory is named before the c
   CHECK(missing.status == 512);  // exit 2
   CHECK(missing.err.find("--save-anomalies /nonexistent/dir: No such file or directory") != std::string::npos);
   CHECK(missing.out.empty());
-  temp_dir dir("notdir");
+  temp_dir dir;
   std::ofstream(dir.path / "file") << "x";
   const run_result file = run(cli + " analyze --replay " + seed + " --save-anomalies " + quoted(dir.path / "file"));
   CHECK(file.status == 512);
@@ -507,7 +500,7 @@ TEST_CASE("save-anomalies: a missing or unusable directory is named before the c
 TEST_CASE("save-anomalies: the directory stays under --save-max-mb, oldest files deleted first", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("maxmb");
+  temp_dir dir;
   // An old file from an earlier run counts and goes first.
   const fs::path old = dir.path / "20000101T000000.000000Z-old-long_hold.pcap";
   std::ofstream(old) << std::string(5000, 'x');
@@ -549,7 +542,7 @@ TEST_CASE("write: -C rotation as tcpdump, every packet readable by tshark", "[re
     return;
   }
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("write");
+  temp_dir dir;
   const fs::path capture = captures_dir / "recorded" / "contend.pcap";
   const run_result r = run(cli + " analyze --summary --replay-speed 0 --replay " + quoted(capture) + " --write " +
                            quoted(dir.path / "out.pcap") + " -C 0.02");
@@ -577,7 +570,7 @@ TEST_CASE("write: -C rotation as tcpdump, every packet readable by tshark", "[re
 TEST_CASE("write: -G names files by strftime on the loop's clock", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("write-g");
+  temp_dir dir;
   // The seed spans 3 s: with -G 1, one file per second of its time, named by its epoch.
   const run_result r = run(cli + " analyze --summary --replay-speed 0 --replay " +
                            quoted(captures_dir / "seed-redisson.pcap") + " --write " +
@@ -596,7 +589,7 @@ TEST_CASE("write: -G names files by strftime on the loop's clock", "[recorder][c
 TEST_CASE("write: -G with a name that would repeat within -G is refused before writing", "[recorder][cli]") {
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("write-g-refused");
+  temp_dir dir;
   const std::string replay = cli + " analyze --summary --replay-speed 0 --replay " +
                              quoted(captures_dir / "recorded" / "contend.pcap") + " --write ";
   struct attempt {
@@ -636,7 +629,7 @@ TEST_CASE("write: a --write file that cannot be created is named before the capt
   CHECK(WEXITSTATUS(missing.status) == 2);
   CHECK(missing.err.find("--write /nonexistent/w.pcap: cannot create it as uid ") != std::string::npos);
   CHECK(missing.out.empty());  // before the analysis: no summary table
-  temp_dir dir("write-probe");
+  temp_dir dir;
   const run_result directory = run(replay + quoted(dir.path));
   CHECK(WEXITSTATUS(directory.status) == 2);
   CHECK(directory.err.find("--write " + dir.path.string() + ": Is a directory") != std::string::npos);
@@ -685,10 +678,10 @@ TEST_CASE("save-anomalies: an anomaly whose files cannot be written is named at 
   // stderr are pipes (a file would fail too): python3 sets the limit for the child only.
   if (!have_cli()) return;
   const std::string cli = LOCKSCOPE_CLI_PATH;
-  temp_dir dir("save-efbig");
+  temp_dir dir;
   const std::string replay = cli + " analyze --summary --replay-speed 0 --replay " +
                              quoted(captures_dir / "recorded" / "expiry.pcap") + " --save-anomalies " + quoted(dir.path);
-  temp_dir script_dir("save-efbig-script");
+  temp_dir script_dir;
   const fs::path limiter = script_dir.path / "limit.py";
   std::ofstream(limiter) << R"py(import resource, signal, subprocess, sys
 def limit():
@@ -743,7 +736,7 @@ TEST_CASE("live on lo: a holder killed with SIGKILL, its lease runs out while an
   }
   const std::string cli = LOCKSCOPE_CLI_PATH;
   lockscope::test::redis_server server;
-  temp_dir dir("live-saved");
+  temp_dir dir;
   const fs::path saved = dir.path / "saved", out = dir.path / "out.jsonl", err = dir.path / "err",
                  written = dir.path / "all.pcap";
   fs::create_directories(saved);

@@ -15,11 +15,21 @@
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
 #include "lockscope/ingest/message.hpp"
+#include "lockscope/test/endpoint_text.hpp"
 #include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/test/shell.hpp"
 #include "lockscope/resp/decoder.hpp"
 
 namespace lockscope::timeline_test {
+
+using test::interned_endpoint;
+
+// An operation built by hand gets the addresses its texts spell, as the recognizer sets both.
+inline locks::lock_operation& with_addresses(locks::lock_operation& o) {
+  o.client = interned_endpoint(o.client_text);
+  o.server = interned_endpoint(o.server_text);
+  return o;
+}
 
 inline ingest::message make_message(std::string_view resp_text) {
   struct adder final : resp::handler {
@@ -59,15 +69,17 @@ inline void feed(locks::lock_recognizer& r, const std::vector<std::string>& args
                  std::int64_t at_us = 1'000'000, std::uint64_t connection = 1,
                  std::string_view client_text = "10.0.0.1:50000", std::string_view server_text = "10.0.0.2:6379",
                  bool from_start = false) {
-  static const ingest::endpoint client = ingest::make_endpoint("10.0.0.1", 50000);
-  static const ingest::endpoint server = ingest::make_endpoint("10.0.0.2", 6379);
   std::vector<std::string_view> views(args.begin(), args.end());
   ingest::message m;
   if (!reply.empty()) m = make_message(reply);
   ingest::exchange e;
   e.connection = connection;
-  e.client = &client;
-  e.server = &server;
+  static const ingest::endpoint any_client = ingest::make_endpoint("10.0.0.1", 50000);
+  static const ingest::endpoint any_server = ingest::make_endpoint("10.0.0.2", 6379);
+  e.client = interned_endpoint(client_text);
+  e.server = interned_endpoint(server_text);
+  if (e.client == nullptr) e.client = &any_client;  // a test's text that spells no address
+  if (e.server == nullptr) e.server = &any_server;
   e.client_text = client_text;
   e.server_text = server_text;
   e.request_us = at_us;
@@ -123,6 +135,8 @@ inline locks::lock_event lock_event_of(locks::lock_event_kind kind, std::int64_t
   e.owner = owner;
   e.client = client;
   e.server = server;
+  e.client_endpoint = interned_endpoint(client);
+  e.server_endpoint = interned_endpoint(server);
   e.lock_server = server;
   return e;
 }

@@ -236,7 +236,7 @@ struct cluster_timeline {
     o.server_text = server;
     o.request_us = at_us;
     o.reply_us = at_us + 100;
-    return o;
+    return with_addresses(o);
   }
   void link(std::string_view a, std::string_view b, std::int64_t at_us) {
     locks::lock_operation o;

@@ -330,7 +330,7 @@ std::string row_by_fmt(std::string_view lock, const locks::lock_stats& s, std::s
   for (std::size_t i = 0; i < name.size(); ++i) {
     const auto c = static_cast<unsigned char>(name[i]);
     if (c >= 0x80) {
-      const std::size_t n = locks::utf8_sequence(name, i);
+      const std::size_t n = ingest::utf8_sequence(name, i);
       if (n == 2 && c == 0xc2 && static_cast<unsigned char>(name[i + 1]) < 0xa0) {
         name[i] = '?';
         name[i + 1] = '?';

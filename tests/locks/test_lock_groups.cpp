@@ -369,7 +369,7 @@ TEST_CASE("report: group lines in text (a section of their own) and live text (a
       o.connection = connection;
       o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
       o.reply_us = o.request_us + 100;
-      timeline.on_operation(o);
+      timeline.on_operation(with_addresses(o));
     };
     std::uint64_t c = 1;
     for (const char* s : {s1, s2, s3}) op(lock_op_kind::acquire, op_outcome::ok, "rl:payment", "R1", 1, s, c++);

@@ -140,7 +140,7 @@ class identity_fixture {
     o.connection = connection != 0 ? connection : std::hash<std::string_view>{}(server) % 1000 + 1;
     o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
     o.reply_us = o.request_us + 100;
-    timeline.on_operation(o);
+    timeline.on_operation(with_addresses(o));
   }
 
   event_recorder events;
@@ -242,7 +242,7 @@ TEST_CASE("report: a name on several servers is titled with its server: one serv
       o.connection = static_cast<std::uint64_t>(at);
       o.request_us = t0 + static_cast<std::int64_t>(at++ * 1000);
       o.reply_us = o.request_us + 100;
-      timeline.on_operation(o);
+      timeline.on_operation(with_addresses(o));
     }
     timeline.finish(t0 + 10'000);
     report.finish(timeline);

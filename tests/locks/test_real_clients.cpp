@@ -8,7 +8,7 @@
 
 #include <boost/json.hpp>
 
-#include "../ingest/real_capture.hpp"
+#include "lockscope/test/real_capture.hpp"
 #include "helpers.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
@@ -17,7 +17,7 @@
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
-namespace atest = lockscope::ingest::test;
+namespace atest = lockscope::test;
 using atest::on_path;
 namespace ltest = lockscope::test;
 

@@ -42,6 +42,7 @@ class fixture {
     o.client = &endpoints.back();
     o.client_text = texts.back();
     o.server_text = "10.0.0.9:6379";
+    o.server = interned_endpoint(o.server_text);
     o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
     o.reply_us = o.request_us + 100;
     return o;

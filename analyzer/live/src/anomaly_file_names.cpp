@@ -48,7 +48,7 @@ bool is_saved_anomaly_name(std::string_view name) {
   }
   name.remove_prefix(24);
   auto ends_with_kind = [](std::string_view rest) {
-    for (std::size_t k = 0; k < anomaly_kind_count; ++k) {
+    for (std::size_t k = 0; k < locks::anomaly_kind_count; ++k) {
       const std::string_view kind = to_string(static_cast<anomaly_kind>(k));
       if (rest.size() > kind.size() + 1 && rest.ends_with(kind) && rest[rest.size() - kind.size() - 1] == '-') return true;
     }

@@ -13,15 +13,15 @@ constexpr int packets_per_pass = 256;
 }  // namespace
 
 live_result run_live(const live_options& options, const live_parts& parts, lock_event_sink& output,
-                     const lock_pipeline::filter_factory& filter,
-                     const std::function<void(const lock_timeline&)>& finished) {
-  packet_source& source = parts.source;
+                     const locks::lock_pipeline::filter_factory& filter,
+                     const std::function<void(const locks::lock_timeline&)>& finished) {
+  ingest::packet_source& source = parts.source;
   recorder_hooks& hooks = parts.recorder;
   metrics_server* const metrics = parts.metrics;
   lock_event_tee to_metrics(output, metrics ? &metrics->metrics() : nullptr);
-  pipeline_options po = options.pipeline;
+  locks::pipeline_options po = options.pipeline;
   po.threads = 1;
-  lock_pipeline pipeline(po, hooks.chain(metrics ? static_cast<lock_event_sink&>(to_metrics) : output), filter);
+  locks::lock_pipeline pipeline(po, hooks.chain(metrics ? static_cast<lock_event_sink&>(to_metrics) : output), filter);
   if (options.warn) pipeline.recognizer().set_warning_handler(options.warn);
   if (metrics) {
     metrics->attach([&] {
@@ -37,7 +37,7 @@ live_result run_live(const live_options& options, const live_parts& parts, lock_
   // clock less what a packet may still wait in a block the kernel has not handed over
   // (its timeout, out of immediate mode). A deadline must not fire before a renewal
   // captured in time and still in the ring. A replay's clock already stops at its next packet.
-  const bool live = dynamic_cast<live_capture*>(&source) != nullptr;
+  const bool live = dynamic_cast<ingest::live_capture*>(&source) != nullptr;
   const std::int64_t idle_lag_us = 5000 + (live && !options.immediate ? ingest::live_options{}.timeout_ms * 1000 : 0);
   std::int64_t newest_packet_us = INT64_MIN;
   const bool hooks_active = hooks.active();
@@ -49,8 +49,8 @@ live_result run_live(const live_options& options, const live_parts& parts, lock_
   };
   while (!(options.stop_requested && options.stop_requested())) {
     const auto r = source.dispatch(packets_per_pass, on_packet);
-    if (r == packet_source::result::end) break;
-    const bool got = r == packet_source::result::packet;
+    if (r == ingest::packet_source::result::end) break;
+    const bool got = r == ingest::packet_source::result::packet;
     const std::int64_t now = now_us();
     if (!got) hooks.on_loop(nullptr, now);
     // Lease deadlines pass on the clock even when the lock's traffic stops.

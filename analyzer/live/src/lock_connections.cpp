@@ -1,21 +1,8 @@
 #include "lockscope/live/lock_connections.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 namespace lockscope::live {
-
-bool parse_endpoint_text(std::string_view text, endpoint& out) noexcept {
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon + 1 >= text.size()) return false;
-  unsigned port = 0;
-  const char* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data() + colon + 1, end, port);
-  if (ec != std::errc() || p != end || port > 65535) return false;
-  std::string_view ip = text.substr(0, colon);
-  if (ip.size() >= 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
-  return endpoint::parse(ip, static_cast<std::uint16_t>(port), out);
-}
 
 lock_connections::lock_connections(const lock_connections_options& options, lock_event_sink& next,
                                    anomaly_handler on_anomaly)
@@ -23,19 +10,12 @@ lock_connections::lock_connections(const lock_connections_options& options, lock
 
 void lock_connections::note(lock_entry& entry, const lock_event& e) {
   entry.last_us = std::max(entry.last_us, e.ts_us);
+  // An event that names no connection (a group's split quorum) has none to remember.
+  if (e.client_endpoint == nullptr) return;
   connection_ref ref;
-  // The addresses when the event carries them; else their "ip:port" texts parsed back.
-  if (e.client_endpoint != nullptr) {
-    ref.client = *e.client_endpoint;
-  } else if (!parse_endpoint_text(e.client, ref.client)) {
-    return;
-  }
-  if (e.server_endpoint != nullptr) {
-    ref.server = *e.server_endpoint;
-    ref.has_server = true;
-  } else {
-    ref.has_server = parse_endpoint_text(e.server, ref.server);
-  }
+  ref.client = *e.client_endpoint;
+  ref.has_server = e.server_endpoint != nullptr;
+  if (ref.has_server) ref.server = *e.server_endpoint;
   for (seen_connection& c : entry.connections) {
     if (c.ref.client == ref.client && c.ref.has_server == ref.has_server && (!ref.has_server || c.ref.server == ref.server)) {
       c.last_us = std::max(c.last_us, e.ts_us);

@@ -44,7 +44,7 @@ std::uint64_t monotonic(std::uint64_t& last, std::uint64_t now) noexcept {
 void append_label_value(std::string& out, std::string_view value) {
   for (std::size_t i = 0; i < value.size();) {
     const bool ascii = static_cast<unsigned char>(value[i]) < 0x80;
-    const std::size_t n = ascii ? 1 : utf8_sequence(value, i);  // the JSONL's reading of the bytes
+    const std::size_t n = ascii ? 1 : ingest::utf8_sequence(value, i);  // the JSONL's reading of the bytes
     if (n == 0) {
       fmt::format_to(std::back_inserter(out), "\\\\x{:02X}", static_cast<unsigned char>(value[i]));
       ++i;
@@ -204,7 +204,7 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
 
   header(out, "lock_anomalies_total", "counter", "Anomalies by kind (see lockscope analyze)." + fold);
   for (const series* s : shown) {
-    for (std::size_t k = 1; k < anomaly_kind_count; ++k) {
+    for (std::size_t k = 1; k < locks::anomaly_kind_count; ++k) {
       if (s->anomalies[k] == 0) continue;
       fmt::format_to(std::back_inserter(out), "lockscope_lock_anomalies_total{{lock=\"{}\",kind=\"{}\"}} {}\n",
                      s->label, to_string(static_cast<anomaly_kind>(k)), s->anomalies[k]);

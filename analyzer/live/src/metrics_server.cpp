@@ -261,14 +261,14 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
   }
 }
 
-capture_gauges gather_capture_gauges(const ingest_pipeline& ingest,
-                                               const lock_recognizer& recognizer,
-                                               const lock_timeline& timeline,
-                                               const packet_source& live, std::size_t max_flows,
+capture_gauges gather_capture_gauges(const ingest::ingest_pipeline& ingest,
+                                               const locks::lock_recognizer& recognizer,
+                                               const locks::lock_timeline& timeline,
+                                               const ingest::packet_source& live, std::size_t max_flows,
                                                std::size_t max_locks) {
-  const ingest_stats s = ingest.stats();
+  const ingest::ingest_stats s = ingest.stats();
   const auto drops = live.stats();
-  const timeline_memory memory = timeline.memory();
+  const locks::timeline_memory memory = timeline.memory();
   capture_gauges g;
   g.packets = s.packets;
   g.bytes = s.bytes;
@@ -286,11 +286,11 @@ capture_gauges gather_capture_gauges(const ingest_pipeline& ingest,
   g.locks_cap = max_locks;
   g.locks_forgotten = timeline.forgotten().locks;
   g.scripts = recognizer.cached_scripts();
-  g.scripts_cap = script_cache_entries;
+  g.scripts_cap = locks::script_cache_entries;
   g.shas = recognizer.cached_shas();
-  g.shas_cap = sha_cache_entries;
+  g.shas_cap = locks::sha_cache_entries;
   g.values = recognizer.stats().values_tracked;
-  g.values_cap = value_flow_entries;
+  g.values_cap = locks::value_flow_entries;
   g.flows_cap = max_flows;
   return g;
 }

@@ -46,8 +46,8 @@ void packet_ring::recycle_oldest(std::int64_t newest_us) {
 }
 
 bool packet_ring::add(const captured_packet& p) {
-  tcp_segment segment;
-  if (decode_packet(p.link_type, p.data, segment) != decode_status::tcp) return false;
+  ingest::tcp_segment segment;
+  if (ingest::decode_packet(p.link_type, p.data, segment) != ingest::decode_status::tcp) return false;
   // The window: blocks whose newest packet is older go back to the pool.
   while (!used_.empty() && used_.front()->newest_us < p.ts_us - options_.window_us) recycle_oldest(p.ts_us);
   const std::size_t caplen = std::min<std::size_t>(p.data.size(), 262144);

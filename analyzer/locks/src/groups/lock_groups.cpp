@@ -32,7 +32,7 @@ class reusing_map {
  public:
   explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
   V* find(std::string_view k) {
-    if (last_ != nullptr && same_bytes(last_->first, k)) return &last_->second;
+    if (last_ != nullptr && ingest::same_bytes(last_->first, k)) return &last_->second;
     const auto it = map_.find(k);
     if (it == map_.end()) return nullptr;
     if (remember_last_) last_ = &*it;
@@ -43,8 +43,8 @@ class reusing_map {
   V* last_found(std::string_view a, char separator, std::string_view b) noexcept {
     if (last_ == nullptr) return nullptr;
     const std::string_view key = last_->first;
-    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !same_bytes(key.substr(0, a.size()), a) ||
-        !same_bytes(key.substr(a.size() + 1), b)) {
+    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !ingest::same_bytes(key.substr(0, a.size()), a) ||
+        !ingest::same_bytes(key.substr(a.size() + 1), b)) {
       return nullptr;
     }
     return &last_->second;
@@ -97,12 +97,6 @@ struct reused {
   const T* end() const noexcept { return items.data() + n; }
   void clear() noexcept { n = 0; }
 };
-
-// The client IP of "ip:port" / "[v6]:port".
-std::string_view ip_of(std::string_view endpoint) {
-  const std::size_t colon = endpoint.rfind(':');
-  return colon == std::string_view::npos ? endpoint : endpoint.substr(0, colon);
-}
 
 void append_db(std::string& out, std::int32_t db) {
   char digits[12];
@@ -164,6 +158,8 @@ struct lock_groups::impl {
   // One owner's tries of several keys on one connection (MultiLock).
   struct key_set {
     std::string owner, client, server;
+    endpoint client_address{}, server_address{};
+    bool has_client_address = false, has_server_address = false;
     std::int64_t start_us = 0, end_us = 0;
     reused<set_key> keys;
     bool overflowed = false;  // more than max_set_keys: no MultiLock, not reported
@@ -190,7 +186,7 @@ struct lock_groups::impl {
   impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
 
   std::uint32_t server_id(std::string_view s) {
-    if (last_server_id < servers.size() && same_bytes(servers[last_server_id], s)) return last_server_id;
+    if (last_server_id < servers.size() && ingest::same_bytes(servers[last_server_id], s)) return last_server_id;
     return find_server_id(s);
   }
   // server_id's lookup by hash, and a new server's id.
@@ -204,10 +200,15 @@ struct lock_groups::impl {
   std::uint32_t last_server_id = UINT32_MAX;
   // The owner an attempt belongs to: the value itself, or for a Redisson owner id (one
   // UUID per client instance, hence per server in a RedLock) its client IP and thread.
-  std::string_view group_of(std::string_view owner, std::string_view client) {
+  // The IP as its bytes (a key, never shown); an event without an address has none.
+  std::string_view group_of(std::string_view owner, const endpoint* client) {
     const auto parts = lock::parse_owner_id(owner);
     if (!parts) return owner;
-    group_text.assign(ip_of(client));
+    group_text.clear();
+    if (client != nullptr) {
+      group_text.push_back(static_cast<char>(client->family));
+      group_text.append(reinterpret_cast<const char*>(client->address.data()), client->family == 6 ? 16 : 4);
+    }
     group_text += " thread ";
     group_text += parts->thread_id;
     return group_text;
@@ -219,18 +220,20 @@ struct lock_groups::impl {
   }
 
   // ---- output ----
+  // `about`: the event whose owner and connection the anomaly names.
   void emit_anomaly(const std::string& name, std::int32_t db, anomaly_kind kind, std::int64_t ts,
-                    std::string_view owner, std::string_view client, std::string_view server,
-                    const anomaly_facts& found) {
+                    const lock_event& about, const anomaly_facts& found) {
     lock_event e;
     e.ts_us = ts;
     e.event = lock_event_kind::anomaly;
     e.kind = kind;
     e.lock = name;
     e.db = db;
-    e.owner = owner;
-    e.client = client;
-    e.server = server;
+    e.owner = about.owner;
+    e.client = about.client;
+    e.server = about.server;
+    e.client_endpoint = about.client_endpoint;
+    e.server_endpoint = about.server_endpoint;
     e.found = found;
     next.on_event(e);
   }
@@ -292,7 +295,9 @@ struct lock_groups::impl {
       found.quorum.other_held = static_cast<std::uint32_t>(other.held.size());
       found.quorum.other_total = other.total;
       h.split_reported = other.split_reported = true;
-      emit_anomaly(a.name, a.db, anomaly_kind::split_quorum, a.end_us, h.owner, {}, {}, found);
+      lock_event about;
+      about.owner = h.owner;
+      emit_anomaly(a.name, a.db, anomaly_kind::split_quorum, a.end_us, about, found);
       break;
     }
   }
@@ -351,7 +356,7 @@ struct lock_groups::impl {
     found.quorum.total = h.total;
     found.quorum.needed = h.needed;
     found.quorum.lost = h.lost;
-    emit_anomaly(std::string(e.lock), e.db, anomaly_kind::quorum_lost, e.ts_us, e.owner, e.client, e.server, found);
+    emit_anomaly(std::string(e.lock), e.db, anomaly_kind::quorum_lost, e.ts_us, e, found);
   }
 
   // A try on a server (key) the open attempt (set) already has: that one is over.
@@ -438,6 +443,8 @@ struct lock_groups::impl {
     std::int32_t db = 0;
     std::int64_t ts_us = 0;
     lock_event_kind event = lock_event_kind::acquired;
+    endpoint client_address{}, server_address{};
+    bool has_client_address = false, has_server_address = false;
   };
   static constexpr std::size_t recent_tries = 256;
   std::vector<recent_try> recent;
@@ -452,13 +459,17 @@ struct lock_groups::impl {
       r.capacity = std::max<std::size_t>(size, 128);
       r.text = std::make_unique<char[]>(r.capacity);
     }
-    copy_bytes(copy_bytes(copy_bytes(r.text.get(), e.lock), e.owner), e.client);
+    ingest::copy_bytes(ingest::copy_bytes(ingest::copy_bytes(r.text.get(), e.lock), e.owner), e.client);
     r.lock_size = e.lock.size();
     r.owner_size = e.owner.size();
     r.client_size = e.client.size();
     r.db = e.db;
     r.ts_us = e.ts_us;
     r.event = e.event;
+    r.has_client_address = e.client_endpoint != nullptr;
+    if (e.client_endpoint != nullptr) r.client_address = *e.client_endpoint;
+    r.has_server_address = e.server_endpoint != nullptr;
+    if (e.server_endpoint != nullptr) r.server_address = *e.server_endpoint;
   }
   // Called when the second server appears: servers[0] is still the first.
   void replay_recent_tries(std::int64_t now) {
@@ -474,9 +485,11 @@ struct lock_groups::impl {
       e.lock = text.substr(0, r.lock_size);
       e.owner = text.substr(r.lock_size, r.owner_size);
       e.client = text.substr(r.lock_size + r.owner_size, r.client_size);
+      e.client_endpoint = r.has_client_address ? &r.client_address : nullptr;
       e.server = first_server;
+      e.server_endpoint = r.has_server_address ? &r.server_address : nullptr;
       e.db = r.db;
-      on_try(e, group_of(e.owner, e.client));
+      on_try(e, group_of(e.owner, e.client_endpoint));
     }
     std::vector<recent_try>().swap(recent);
   }
@@ -509,6 +522,8 @@ struct lock_groups::impl {
       e.owner = s.owner;
       e.client = s.client;
       e.server = s.server;
+      e.client_endpoint = s.has_client_address ? &s.client_address : nullptr;
+      e.server_endpoint = s.has_server_address ? &s.server_address : nullptr;
       e.group = &g;
       next.on_event(e);
     }
@@ -546,6 +561,10 @@ struct lock_groups::impl {
       s->owner.assign(e.owner);
       s->client.assign(e.client);
       s->server.assign(e.server);
+      s->has_client_address = e.client_endpoint != nullptr;
+      if (e.client_endpoint != nullptr) s->client_address = *e.client_endpoint;
+      s->has_server_address = e.server_endpoint != nullptr;
+      if (e.server_endpoint != nullptr) s->server_address = *e.server_endpoint;
       s->start_us = e.ts_us;
       push_timer(set_text, e.ts_us, true);
     }
@@ -635,11 +654,11 @@ struct lock_groups::impl {
     if (quorums && known == 1) replay_recent_tries(e.ts_us);
     if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
-      if (quorums) end_previous_round(e, group_of(e.owner, e.client));  // reported before the try that starts the next
+      if (quorums) end_previous_round(e, group_of(e.owner, e.client_endpoint));  // reported before the try that starts the next
       key_set* open_set = end_previous_set(e);
       next.on_event(e);
       if (quorums) {
-        on_try(e, group_of(e.owner, e.client));
+        on_try(e, group_of(e.owner, e.client_endpoint));
         // on_try's timers may have closed sets: look again.
         make_set_text(e);
         open_set = sets.find(set_text);
@@ -653,7 +672,7 @@ struct lock_groups::impl {
     if (relevant) {
       // The owner has moved on from its attempt on this key.
       if (!attempts.empty()) {
-        make_attempt_text(e, group_of(e.owner, e.client));
+        make_attempt_text(e, group_of(e.owner, e.client_endpoint));
         if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
       }
       // A key given up (released, or its lease ran out) ends the owner's set: what it
@@ -662,7 +681,7 @@ struct lock_groups::impl {
     }
     next.on_event(e);
     // group_text may have been reused by close_attempt's callees: recompute.
-    if (relevant && !keys.empty()) update_holding(e, group_of(e.owner, e.client));
+    if (relevant && !keys.empty()) update_holding(e, group_of(e.owner, e.client_endpoint));
   }
 };
 

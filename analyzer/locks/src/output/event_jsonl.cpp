@@ -23,19 +23,19 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
   const std::int64_t secs = e.ts_us / 1'000'000;
   const std::int64_t frac = e.ts_us % 1'000'000;
   append_format(out, "{{\"ts\":{}.{:06},\"lock\":", secs, frac);
-  append_json_string(out, e.lock);
+  ingest::append_json_string(out, e.lock);
   out += ",\"event\":\"";
   out += to_string(e.event);
   out += "\",\"owner\":";
-  append_json_string(out, e.owner);
+  ingest::append_json_string(out, e.owner);
   out += ",\"client\":";
-  append_json_string(out, e.client);
+  ingest::append_json_string(out, e.client);
   out += ",\"server\":";
-  append_json_string(out, e.server);
+  ingest::append_json_string(out, e.server);
   append_format(out, ",\"db\":{}", e.db);
   if (!e.lock_server.empty() && e.lock_server != e.server) {
     out += ",\"lock_server\":";  // a Redis Cluster's lock: "cluster:<first node>"
-    append_json_string(out, e.lock_server);
+    ingest::append_json_string(out, e.lock_server);
   }
   if (e.hold_count >= 0) append_format(out, ",\"hold_count\":{}", e.hold_count);
   if (e.lease_ms >= 0) append_format(out, ",\"lease_ms\":{}", e.lease_ms);
@@ -70,7 +70,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     if (e.slot >= 0) append_format(out, ",\"slot\":{}", e.slot);
     if (!e.redirect_to.empty()) {
       out += ",\"to\":";
-      append_json_string(out, e.redirect_to);
+      ingest::append_json_string(out, e.redirect_to);
     }
   }
   if (e.asking) out += ",\"asking\":true";
@@ -86,7 +86,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
       out += "\":[";
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out += ',';
-        append_json_string(out, items[i]);
+        ingest::append_json_string(out, items[i]);
       }
       out += ']';
     };

@@ -8,15 +8,11 @@
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/event_text.hpp"
 #include "output/report_assets.hpp"
+#include "output/append_format.hpp"
 
 namespace lockscope::locks {
 
 namespace {
-
-template <class... Args>
-void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
-  fmt::format_to(std::back_inserter(out), f, std::forward<Args>(args)...);
-}
 
 std::string utc_time(std::int64_t us) {
   const std::time_t s = static_cast<std::time_t>(us / 1'000'000);

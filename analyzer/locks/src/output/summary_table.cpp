@@ -198,7 +198,7 @@ void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, st
   // The fixed part takes < 128 bytes, a duration < 32, an anomaly < 48.
   char* p = rows.begin_row(lock.size() + width + 128 + 8 * 32 + anomaly_kind_count * 48);
   if (plain_ascii(lock)) {  // the usual case
-    p = copy_bytes(p, lock);
+    p = ingest::copy_bytes(p, lock);
     if (lock.size() < width) {  // width <= 48: 48 spaces fit the room asked for, the rest is overwritten
       std::memset(p, ' ', 48);
       p += width - lock.size();

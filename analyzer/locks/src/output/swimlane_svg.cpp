@@ -8,17 +8,9 @@
 
 #include "lockscope/ingest/message.hpp"
 #include "lockscope/locks/display_text.hpp"
+#include "output/append_format.hpp"
 
 namespace lockscope::locks {
-
-namespace {
-
-template <class... Args>
-void append_format(std::string& out, fmt::format_string<Args...> f, Args&&... args) {
-  fmt::format_to(std::back_inserter(out), f, std::forward<Args>(args)...);
-}
-
-}  // namespace
 
 void append_xml_escaped(std::string& out, std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -38,7 +30,7 @@ void append_xml_escaped(std::string& out, std::string_view s) {
       else out += "\xEF\xBF\xBD";
     } else if (u < 0x80) {
       out += c;
-    } else if (const std::size_t n = utf8_sequence(s, i); n > 0) {
+    } else if (const std::size_t n = ingest::utf8_sequence(s, i); n > 0) {
       out.append(s, i, n);
       i += n - 1;
     } else {

@@ -90,7 +90,7 @@ struct trace_export::impl {
     begin_event();
     fmt::format_to(std::back_inserter(out), "{{\"name\":\"{}\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":",
                    name, pid, tid);
-    append_json_string(out, value);
+    ingest::append_json_string(out, value);
     out += "}}";
   }
   void sort_index(std::string_view name, std::uint32_t pid, std::uint32_t tid, std::uint32_t index) {
@@ -312,10 +312,10 @@ struct trace_export::impl {
     }
     if (first_event) out += "{\"traceEvents\":[\n";
     out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":";
-    append_json_string(out, options.generator);
+    ingest::append_json_string(out, options.generator);
     if (!options.source.empty()) {
       out += ",\"source\":";
-      append_json_string(out, options.source);
+      ingest::append_json_string(out, options.source);
     }
     out += ",\"time\":\"ts and dur in microseconds since the Unix epoch (the JSONL's ts)\"}}\n";
     flush();

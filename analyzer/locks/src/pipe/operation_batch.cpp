@@ -38,9 +38,9 @@ void operation_batch::on_operation(const lock_operation& op) {
   for_each_text(held, [&](const std::string_view& f) { total += f.size(); });
   char* out = reserve_text(total) + text_size_;
   text_starts_.push_back(static_cast<std::uint32_t>(text_size_));
-  for_each_text(held, [&](const std::string_view& f) { out = copy_bytes(out, f); });
+  for_each_text(held, [&](const std::string_view& f) { out = ingest::copy_bytes(out, f); });
   text_size_ += total;
-  clients_.push_back(op.client != nullptr ? *op.client : endpoint{});
+  addresses_.push_back({op.client != nullptr ? *op.client : endpoint{}, op.server != nullptr ? *op.server : endpoint{}});
   order_.push_back(call::operation);
   if (operations_.size() >= max_operations_ || text_size_ >= max_text_bytes_) flush();
 }
@@ -78,7 +78,7 @@ void operation_batch::flush() {
       batch.order_.clear();
       batch.operations_.clear();
       batch.text_starts_.clear();
-      batch.clients_.clear();
+      batch.addresses_.clear();
       batch.events_.clear();
       batch.ends_.clear();
       batch.text_size_ = 0;
@@ -102,7 +102,8 @@ void operation_batch::deliver() {
       f = std::string_view(at, f.size());
       at += f.size();
     });
-    if (op.client != nullptr) op.client = &clients_[k];
+    if (op.client != nullptr) op.client = &addresses_[k].client;
+    if (op.server != nullptr) op.server = &addresses_[k].server;
   }
   for (held_event& e : events_) {
     if (e.event.from != nullptr) e.event.from = &e.from;

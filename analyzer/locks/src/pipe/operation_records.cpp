@@ -24,6 +24,7 @@ struct operation_header {
   bool lease_added = false;
   bool server_dropped = false;
   bool has_client = false;
+  bool has_server = false;
   cluster_reply redirect{};
   bool asking = false;
   std::int32_t db = 0;
@@ -37,11 +38,12 @@ struct operation_header {
   std::int64_t request_us = 0;
   std::int64_t reply_us = -1;
   endpoint client{};
+  endpoint server{};
 };
 static_assert(std::is_trivially_copyable_v<operation_header>);
 // A field added to lock_operation must be carried here too (sub_count once was not, and
 // two threads then reported what one did not): this size says when to look.
-static_assert(sizeof(lock_operation) == 200, "lock_operation changed: carry the new field through the pipe");
+static_assert(sizeof(lock_operation) == 208, "lock_operation changed: carry the new field through the pipe");
 
 struct event_header {
   std::uint64_t size = sizeof(event_header);
@@ -68,9 +70,12 @@ struct end_header {
 };
 static_assert(std::is_trivially_copyable_v<end_header>);
 
-// The operation record at `p` (whose type is operation) as a view; `client` holds its
-// endpoint. Returns the next record.
-const std::byte* read_operation(const std::byte* p, lock_operation& op, endpoint& client) {
+// The operation record at `p` (whose type is operation) as a view; `ends` holds its
+// endpoints. Returns the next record.
+struct operation_endpoints {
+  endpoint client, server;
+};
+const std::byte* read_operation(const std::byte* p, lock_operation& op, operation_endpoints& ends) {
   operation_header h;
   std::memcpy(&h, p, sizeof h);
   const char* text = reinterpret_cast<const char*>(p + sizeof h);
@@ -103,8 +108,10 @@ const std::byte* read_operation(const std::byte* p, lock_operation& op, endpoint
   op.sub_count = h.sub_count;
   op.server_dropped = h.server_dropped;
   op.connection = h.connection;
-  client = h.client;
-  op.client = h.has_client ? &client : nullptr;
+  ends.client = h.client;
+  ends.server = h.server;
+  op.client = h.has_client ? &ends.client : nullptr;
+  op.server = h.has_server ? &ends.server : nullptr;
   op.request_us = h.request_us;
   op.reply_us = h.reply_us;
   return p + h.size;
@@ -149,6 +156,8 @@ void write_operation(writer& out, const lock_operation& op) {
   h.slot = op.slot;
   h.has_client = op.client != nullptr;
   if (op.client != nullptr) h.client = *op.client;
+  h.has_server = op.server != nullptr;
+  if (op.server != nullptr) h.server = *op.server;
   h.lease_ms = op.lease_ms;
   h.ttl_ms = op.ttl_ms;
   h.token = op.token;
@@ -197,14 +206,14 @@ void deliver(const std::byte* p, std::size_t used, lock_operation_sink& downstre
   // is delivered, so that the downstream's memory loads for all of them overlap.
   constexpr std::size_t window = 16;
   lock_operation ops[window];
-  endpoint clients[window];
+  operation_endpoints ends[window];
   const std::byte* const end = p + used;
   while (p < end) {
     std::size_t count = 0;
     const std::byte* q = p;
     for (; q < end && count < window; q += size_at(q)) {
       if (type_at(q) == record_type::operation) {
-        read_operation(q, ops[count], clients[count]);
+        read_operation(q, ops[count], ends[count]);
         ++count;
       }
     }

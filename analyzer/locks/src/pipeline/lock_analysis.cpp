@@ -31,10 +31,10 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
                              lock_event_sink& sink, const lock_pipeline::filter_factory& filter,
                              const std::function<void(std::int64_t first_us)>& started,
                              const std::function<void(const lock_timeline&)>& finished,
-                             offline_capture::warning_handler warn, offline_capture::warning_handler error) {
-  const offline_capture::warning_handler recognizer_warn = warn;
-  offline_capture source(files, std::move(warn), std::move(error));
-  captured_packet p;
+                             ingest::offline_capture::warning_handler warn, ingest::offline_capture::warning_handler error) {
+  const ingest::offline_capture::warning_handler recognizer_warn = warn;
+  ingest::offline_capture source(files, std::move(warn), std::move(error));
+  ingest::captured_packet p;
   bool more = source.next(p);
   const std::int64_t first = more ? p.ts_us : -1;
   if (more && started) started(p.ts_us);
@@ -70,7 +70,7 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
 
 analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
                               const std::function<void(std::string_view)>& write,
-                              offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+                              ingest::offline_capture::warning_handler warn, ingest::offline_capture::warning_handler error) {
   report_options with_threads = options.report;
   with_threads.threads = options.threads;  // the summary table too, once the timeline is done
   lock_report report(with_threads, write);
@@ -91,7 +91,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
 analysis_result analyze_files_into(const std::vector<std::string>& files, const analysis_options& options,
                                    lock_event_sink& sink, const std::function<bool(std::string_view)>& select,
                                    const std::function<void(const lock_timeline&)>& finished,
-                                   offline_capture::warning_handler warn, offline_capture::warning_handler error) {
+                                   ingest::offline_capture::warning_handler warn, ingest::offline_capture::warning_handler error) {
   std::optional<predicate_filter> filter;
   return run_pipeline(
       files, options, sink,

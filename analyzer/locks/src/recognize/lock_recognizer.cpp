@@ -104,6 +104,7 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
   op.connection = e.connection;
   op.db = database(e);
   op.client = e.client;
+  op.server = e.server;
   op.client_text = e.client_text;
   op.server_text = e.server_text;
   op.request_us = e.request_us;

@@ -65,6 +65,7 @@ void lock_recognizer::state::report_link(const exchange& e, std::string_view oth
   op.outcome = op_outcome::ok;
   op.connection = e.connection;
   op.client = e.client;
+  op.server = e.server;
   op.client_text = e.client_text;
   op.server_text = e.server_text;
   op.redirect_to = other_node;

@@ -88,7 +88,7 @@ inline std::uint32_t lock_timeline::impl::announced_scope(const announced* a, co
 inline std::uint32_t lock_timeline::impl::find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
   if (a != nullptr && a->id != no_id && a->where == where && a->generation == lock_ids.generation()) {
     const lock_store::identity row = lock_store::identity_of(locks[a->id]);
-    if (canon(row.scope) == where && same_bytes(row.name, name)) return a->id;
+    if (canon(row.scope) == where && ingest::same_bytes(row.name, name)) return a->id;
   }
   return find_lock(where, name);
 }
@@ -103,7 +103,7 @@ inline unsigned lock_timeline::impl::touch_ends(const void* p, std::size_t bytes
 inline std::uint32_t lock_timeline::impl::known_scope(const lock_operation& op) const noexcept {
   if (last_scope == no_id) return no_id;
   const scope& s = scopes[last_scope];
-  if (s.db != (op.db < 0 ? 0 : op.db) || !same_bytes(s.server, options.merge_servers ? std::string_view() : op.server_text)) {
+  if (s.db != (op.db < 0 ? 0 : op.db) || !ingest::same_bytes(s.server, options.merge_servers ? std::string_view() : op.server_text)) {
     return no_id;
   }
   return canon(last_scope);

@@ -42,6 +42,10 @@ inline std::uint32_t lock_timeline::impl::conn_lookup(const lock_operation& op) 
     texts.retain(c.client);
     texts.retain(c.server);
     c.ip = address_of(op.client);
+    c.has_client_address = op.client != nullptr;
+    if (op.client != nullptr) c.client_address = *op.client;
+    c.has_server_address = op.server != nullptr;
+    if (op.server != nullptr) c.server_address = *op.server;
     c.id = op.connection;
   }
   return it->second;
@@ -122,8 +126,13 @@ inline void lock_timeline::impl::collect() {
   texts.collect();
 }
 
-inline std::string_view lock_timeline::impl::client_of(std::uint32_t conn) const { return conn == no_id ? "" : texts.text(connections[conn].client); }
-
-inline std::string_view lock_timeline::impl::server_of(std::uint32_t conn) const { return conn == no_id ? "" : texts.text(connections[conn].server); }
+inline void lock_timeline::impl::name_connection(lock_event& e, std::uint32_t conn) const {
+  if (conn == no_id) return;
+  const connection_info& c = connections[conn];
+  e.client = texts.text(c.client);
+  e.server = texts.text(c.server);
+  if (c.has_client_address) e.client_endpoint = &c.client_address;
+  if (c.has_server_address) e.server_endpoint = &c.server_address;
+}
 
 }  // namespace lockscope::locks

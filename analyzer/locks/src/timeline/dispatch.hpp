@@ -26,6 +26,8 @@ inline lock_event lock_timeline::impl::from_op(const lock_state& l, const lock_o
   e.owner = op.owner;
   e.client = op.client_text;
   e.server = op.server_text;
+  e.client_endpoint = op.client;
+  e.server_endpoint = op.server;
   e.inferred = op.inferred;
   e.asking = op.asking;
   return e;
@@ -54,8 +56,7 @@ inline void lock_timeline::impl::anomaly(lock_state& l, std::int64_t ts, anomaly
   e.event = lock_event_kind::anomaly;
   e.kind = kind;
   e.owner = owners.text(owner);
-  e.client = client_of(conn);
-  e.server = server_of(conn);
+  name_connection(e, conn);
   e.found = found;
   e.inferred = inferred;
   e.interval_start_us = interval_start;

@@ -105,8 +105,7 @@ inline void lock_timeline::impl::expire(lock_state& l, holder& h, std::int64_t a
   lock_event e = base(l, at);
   e.event = lock_event_kind::expired;
   e.owner = owners.text(h.owner);
-  e.client = client_of(h.conn);
-  e.server = server_of(h.conn);
+  name_connection(e, h.conn);
   e.lease_ms = h.lease_ms;
   e.hold_count = 0;
   if (h.since_us >= 0) {

@@ -38,7 +38,7 @@ inline void lock_timeline::impl::link_servers(std::string_view a, std::string_vi
 }
 
 [[gnu::always_inline]] inline std::uint32_t lock_timeline::impl::raw_scope(std::string_view server, std::int32_t db) {
-  if (last_scope != no_id && scopes[last_scope].db == db && same_bytes(scopes[last_scope].server, server)) return last_scope;
+  if (last_scope != no_id && scopes[last_scope].db == db && ingest::same_bytes(scopes[last_scope].server, server)) return last_scope;
   return find_scope(server, db);
 }
 
@@ -64,7 +64,7 @@ inline std::uint32_t lock_timeline::impl::lock_hash(std::uint32_t where, std::st
 inline std::uint32_t lock_timeline::impl::find_lock(std::uint32_t where, std::string_view name) const {
   return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) {
     const lock_store::identity row = lock_store::identity_of(locks[id]);
-    return canon(row.scope) == where && same_bytes(row.name, name);
+    return canon(row.scope) == where && ingest::same_bytes(row.name, name);
   });
 }
 

@@ -61,7 +61,7 @@ class id_table {
     for (std::size_t i = start(h);; i = next(i)) {
       const slot& e = slots_[i];
       if (e.id == no_id) return no_id;
-      if (e.hash == h && same_bytes(text_of(e.id), s)) return e.id;
+      if (e.hash == h && ingest::same_bytes(text_of(e.id), s)) return e.id;
     }
   }
   // The id with hash `h` for which matches(id) holds.
@@ -175,7 +175,7 @@ class interner {
   explicit interner(std::size_t compact_after = 64 * 1024) : compact_after_(compact_after) {}
 
   std::uint32_t id(std::string_view s) {
-    if (last_ != no_id && same_bytes(text(last_), s)) return last_;  // the same owner again: common
+    if (last_ != no_id && ingest::same_bytes(text(last_), s)) return last_;  // the same owner again: common
     last_ = lookup(s);
     return last_;
   }

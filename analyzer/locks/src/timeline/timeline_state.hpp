@@ -262,8 +262,8 @@ struct lock_timeline::impl {
   void free_connection(std::uint32_t conn);
   void connection_ended(std::uint64_t connection, std::int64_t at);
   void collect();
-  std::string_view client_of(std::uint32_t conn) const;
-  std::string_view server_of(std::uint32_t conn) const;
+  // The event's client and server (texts and addresses) from the connection (none: unchanged).
+  void name_connection(lock_event& e, std::uint32_t conn) const;
 
   // ---- clock (timeline/clock.hpp) ----
   void schedule(std::uint32_t id);

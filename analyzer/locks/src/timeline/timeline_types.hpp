@@ -148,6 +148,9 @@ struct connection_info {
   std::uint32_t server = no_id;
   address ip;
   std::uint64_t id = 0;
+  // The two ends as addresses, for the events that name this connection.
+  endpoint client_address{}, server_address{};
+  bool has_client_address = false, has_server_address = false;
   // Holders and waiters that name it (they print its texts later); a connection is
   // freed once it has ended and nothing names it.
   std::uint32_t refs = 0;

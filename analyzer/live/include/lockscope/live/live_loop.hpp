@@ -27,25 +27,25 @@
 namespace lockscope::live {
 
 struct live_options {
-  pipeline_options pipeline{};  // threads is not used: the live loop runs on one thread
+  locks::pipeline_options pipeline{};  // threads is not used: the live loop runs on one thread
   // The capture hands packets over as they come (events printed as they happen); else it
   // lets a burst gather for its timeout, which the clock must then lag behind.
   bool immediate = false;
   std::function<bool()> stop_requested;          // asked every turn (a signal, say)
   std::function<void(bool got_packet)> on_turn;  // every turn, after the clock moved
-  lock_recognizer::warning_handler warn;         // the recognizer's warnings
+  locks::lock_recognizer::warning_handler warn;         // the recognizer's warnings
 };
 
 // The parts around the analysis, which the caller opens (and which print why not).
 struct live_parts {
-  packet_source& source;
+  ingest::packet_source& source;
   recorder_hooks& recorder;
   metrics_server* metrics = nullptr;  // --metrics-listen
 };
 
 struct live_result {
-  ingest_stats capture;
-  recognizer_stats recognizer;
+  ingest::ingest_stats capture;
+  locks::recognizer_stats recognizer;
   std::size_t locks = 0;
 };
 
@@ -53,7 +53,7 @@ struct live_result {
 // clock's time; `finished` sees the timeline once it and the groups are finished.
 // `filter` as for lock_pipeline.
 live_result run_live(const live_options& options, const live_parts& parts, lock_event_sink& output,
-                     const lock_pipeline::filter_factory& filter = {},
-                     const std::function<void(const lock_timeline&)>& finished = {});
+                     const locks::lock_pipeline::filter_factory& filter = {},
+                     const std::function<void(const locks::lock_timeline&)>& finished = {});
 
 }  // namespace lockscope::live

@@ -42,9 +42,6 @@ struct connection_ref {
   }
 };
 
-// "10.0.0.1:6379" / "[::1]:6379" → endpoint; false when it is not one.
-bool parse_endpoint_text(std::string_view text, endpoint& out) noexcept;
-
 struct lock_connections_options {
   std::int64_t window_us = 30'000'000;
   std::int64_t min_interval_us = 30'000'000;  // per lock and anomaly kind

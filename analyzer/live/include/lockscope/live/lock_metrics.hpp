@@ -105,7 +105,7 @@ class lock_metrics final : public lock_event_sink {
   struct series {
     std::string label;  // the escaped label value
     std::uint64_t acquisitions = 0, contended = 0, expired = 0;
-    std::array<std::uint64_t, anomaly_kind_count> anomalies{};
+    std::array<std::uint64_t, locks::anomaly_kind_count> anomalies{};
     histogram wait, hold;
     std::int64_t last_active_us = 0;
     bool retired = false;

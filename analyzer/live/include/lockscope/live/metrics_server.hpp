@@ -60,10 +60,10 @@ std::unique_ptr<metrics_server> open_metrics_server(const char* command, const s
                                                     std::size_t max_locks);
 
 // The live analyzer's counters and store sizes, and this process's resident memory.
-capture_gauges gather_capture_gauges(const ingest_pipeline& ingest,
-                                               const lock_recognizer& recognizer,
-                                               const lock_timeline& timeline,
-                                               const packet_source& live, std::size_t max_flows,
+capture_gauges gather_capture_gauges(const ingest::ingest_pipeline& ingest,
+                                               const locks::lock_recognizer& recognizer,
+                                               const locks::lock_timeline& timeline,
+                                               const ingest::packet_source& live, std::size_t max_flows,
                                                std::size_t max_locks);
 
 }  // namespace lockscope::live

@@ -1,5 +1,5 @@
-// The live stage reads the earlier stages' vocabulary unqualified (packets, endpoints,
-// lock events), as the lock stages read the ingest's (lock_operation.hpp).
+// The earlier stages' vocabulary that the live stage reads by its own names: captured
+// packets and their endpoints, and lock events. Anything else is named ingest:: or locks::.
 #pragma once
 
 #include "lockscope/ingest/capture.hpp"
@@ -7,6 +7,11 @@
 
 namespace lockscope::live {
 
-using namespace lockscope::locks;  // and, through it, lockscope::ingest
+using ingest::captured_packet;
+using ingest::endpoint;
+using locks::anomaly_kind;
+using locks::lock_event;
+using locks::lock_event_kind;
+using locks::lock_event_sink;
 
 }  // namespace lockscope::live

@@ -28,7 +28,7 @@
 namespace lockscope::locks {
 
 struct analysis_options {
-  ingest_options capture{};  // ports, TCP buffering, flow timeout: as for `decode`
+  ingest::ingest_options capture{};  // ports, TCP buffering, flow timeout: as for `decode`
   timeline_options timeline{};  // merge_servers: a lock is its key on any server
   group_options groups{};
   report_options report{};
@@ -39,7 +39,7 @@ struct analysis_options {
 };
 
 struct analysis_result {
-  ingest_stats capture;
+  ingest::ingest_stats capture;
   recognizer_stats recognizer;
   std::size_t locks = 0;
   std::uint64_t events = 0;
@@ -55,8 +55,8 @@ struct analysis_result {
 // capture_error when a file cannot be opened. `warn` and `error` as for offline_capture.
 analysis_result analyze_files(const std::vector<std::string>& files, const analysis_options& options,
                               const std::function<void(std::string_view)>& write,
-                              offline_capture::warning_handler warn = {},
-                              offline_capture::warning_handler error = {});
+                              ingest::offline_capture::warning_handler warn = {},
+                              ingest::offline_capture::warning_handler error = {});
 
 // The same pipeline with `sink` in place of the report (options.report is not used):
 // operations on locks `select` refuses (when given) are dropped before the timeline;
@@ -64,7 +64,7 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
 analysis_result analyze_files_into(const std::vector<std::string>& files, const analysis_options& options,
                                    lock_event_sink& sink, const std::function<bool(std::string_view)>& select,
                                    const std::function<void(const lock_timeline&)>& finished,
-                                   offline_capture::warning_handler warn = {},
-                                   offline_capture::warning_handler error = {});
+                                   ingest::offline_capture::warning_handler warn = {},
+                                   ingest::offline_capture::warning_handler error = {});
 
 }  // namespace lockscope::locks

@@ -13,9 +13,16 @@
 
 namespace lockscope::locks {
 
-// The lock stages read the ingest's vocabulary (exchanges, endpoints, messages, session
-// events) by its own names.
-using namespace lockscope::ingest;
+// The ingest's vocabulary that the lock stages read: the exchange (with its message and
+// endpoints) and the session's events. Anything else of the ingest is named ingest::.
+using ingest::endpoint;
+using ingest::exchange;
+using ingest::exchange_kind;
+using ingest::exchange_sink;
+using ingest::message;
+using ingest::message_node;
+using ingest::session_event;
+using ingest::session_event_kind;
 
 enum class lock_family : std::uint8_t {
   redisson,        // RedissonLock (hash owner → count, pub/sub wake-ups)
@@ -114,6 +121,7 @@ struct lock_operation {
   // from its SYN); -1: unknown (joined mid-stream, or a gap before any SELECT).
   std::int32_t db = 0;
   const endpoint* client = nullptr;
+  const endpoint* server = nullptr;
   std::string_view client_text;
   std::string_view server_text;
   std::int64_t request_us = 0;

@@ -33,7 +33,7 @@ namespace lockscope::locks {
 class lock_report;
 
 struct pipeline_options {
-  ingest_options capture{};     // ports, TCP buffering, flow timeout: as for `decode`
+  ingest::ingest_options capture{};     // ports, TCP buffering, flow timeout: as for `decode`
   timeline_options timeline{};  // merge_servers: a lock is its key on any server
   group_options groups{};
   unsigned threads = 1;  // 1: everything on the calling thread; 2 (or more): run_ingest() on two
@@ -108,7 +108,7 @@ class lock_pipeline {
 
   lock_recognizer& recognizer() noexcept { return recognizer_; }
   const lock_recognizer& recognizer() const noexcept { return recognizer_; }
-  const ingest_pipeline& ingest() const noexcept { return ingest_; }
+  const ingest::ingest_pipeline& ingest() const noexcept { return ingest_; }
   const lock_timeline& timeline() const noexcept { return timeline_; }
 
  private:
@@ -120,7 +120,7 @@ class lock_pipeline {
   std::optional<operation_pipe> pipe_;    // two threads
   std::optional<operation_batch> batch_;  // one thread: the timeline still gets windows
   lock_recognizer recognizer_;
-  ingest_pipeline ingest_;
+  ingest::ingest_pipeline ingest_;
 };
 
 }  // namespace lockscope::locks

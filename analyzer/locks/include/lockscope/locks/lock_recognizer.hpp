@@ -108,7 +108,7 @@ inline constexpr std::size_t sha_cache_entries = 4096;
 // value's record dropped when it is released.
 inline constexpr std::size_t value_flow_entries = 4096;
 
-class lock_recognizer final : public exchange_sink, public connection_end_sink {
+class lock_recognizer final : public exchange_sink, public ingest::connection_end_sink {
  public:
   explicit lock_recognizer(lock_operation_sink& sink);
   ~lock_recognizer() override;

@@ -74,7 +74,10 @@ class operation_batch final : public lock_operation_sink {
   std::vector<call> order_;
   std::vector<lock_operation> operations_;
   std::vector<std::uint32_t> text_starts_;  // where each operation's texts begin in text_
-  std::vector<endpoint> clients_;  // one per operation (used when op.client was set)
+  struct addresses {
+    endpoint client, server;
+  };
+  std::vector<addresses> addresses_;  // one per operation (each used when op's pointer was set)
   std::vector<held_event> events_;
   std::vector<held_end> ends_;
   std::unique_ptr<char[]> text_;  // not zero-filled as it grows, unlike a std::string

@@ -39,7 +39,7 @@ struct summary_row {
 struct page_info {
   std::vector<std::string> files;
   std::int64_t start_us = 0, end_us = 0;
-  ingest_stats capture{};
+  ingest::ingest_stats capture{};
   std::string kernel_drops = "n/a (file)";
   std::uint64_t anomalies[anomaly_kind_count] = {};  // every lock's
   std::size_t blocks_total = 0;                      // blocks in the capture

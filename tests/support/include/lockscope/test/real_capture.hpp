@@ -1,5 +1,6 @@
 // Recording real traffic on loopback for the end-to-end tests: tcpdump for a scope,
 // shell commands with a timeout, and a classic pcap cut so that it starts mid-stream.
+// Needs LOCKSCOPE_CLI_PATH defined (the test targets define it).
 #pragma once
 
 #include <signal.h>
@@ -15,9 +16,10 @@
 #include <string>
 #include <thread>
 
-#include "helpers.hpp"  // read_command_output
+#include "lockscope/test/shell.hpp"  // read_command_output
+#include "lockscope/test/temp_dir.hpp"
 
-namespace lockscope::ingest::test {
+namespace lockscope::test {
 
 using namespace std::chrono_literals;
 
@@ -130,7 +132,7 @@ inline void cut_pcap(const std::filesystem::path& in, const std::filesystem::pat
   }
 }
 
-}  // namespace lockscope::ingest::test
+}  // namespace lockscope::test
 
 #define LOCKSCOPE_REQUIRE_CAPTURE_TOOLS()                                         \
   LOCKSCOPE_REQUIRE_REDIS_SERVER();                                               \
