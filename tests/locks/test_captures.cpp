@@ -612,3 +612,51 @@ TEST_CASE("lockscope analyze --merge-servers and --lock on the RedLock recording
   const std::string merged_text = run(" --merge-servers");
   CHECK(count(merged_text, "acquired on 3/3 servers, quorum 2") == 6);
 }
+
+TEST_CASE("every event of every bundled capture carries its connection's addresses, as its texts spell them",
+          "[captures][endpoints]") {
+  // The stages after the timeline (live flight recorder, groups) read the addresses, never
+  // the texts: an event whose address is missing or disagrees with its text would send
+  // the recorder to the wrong connection.
+  struct address_check final : locks::lock_event_sink {
+    std::size_t events = 0, with_client = 0, mismatches = 0, groups = 0;
+    std::string first_mismatch;
+    void on_event(const locks::lock_event& e) override {
+      ++events;
+      if (e.group != nullptr) ++groups;
+      check(e, e.client, e.client_endpoint, "client");
+      check(e, e.server, e.server_endpoint, "server");
+      if (e.client_endpoint != nullptr) ++with_client;
+    }
+    void check(const locks::lock_event& e, std::string_view text, const ingest::endpoint* address, const char* side) {
+      const bool ok = text.empty() ? address == nullptr : address != nullptr && address->to_string() == text;
+      if (ok) return;
+      if (++mismatches == 1) {
+        first_mismatch = std::string(locks::to_string(e.event)) + " " + side + " text '" + std::string(text) + "' address " +
+                         (address != nullptr ? address->to_string() : std::string("none"));
+      }
+    }
+  };
+  std::vector<std::filesystem::path> pcaps;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(captures_dir)) {
+    if (f.path().extension() == ".pcap" || f.path().extension() == ".pcapng") pcaps.push_back(f.path());
+  }
+  std::sort(pcaps.begin(), pcaps.end());
+  REQUIRE(pcaps.size() >= 20);
+  std::size_t total_groups = 0;
+  for (const auto& pcap : pcaps) {
+    for (const unsigned threads : {1u, 2u}) {
+      INFO(pcap.string() << " --threads " << threads);
+      address_check sink;
+      locks::analysis_options o;
+      o.threads = threads;
+      o.events_to = &sink;
+      locks::analyze_files_into({pcap.string()}, o, sink, {}, {});
+      CHECK(sink.mismatches == 0);
+      if (sink.mismatches != 0) FAIL_CHECK(sink.first_mismatch);
+      if (sink.events > 0) CHECK(sink.with_client > 0);
+      if (threads == 1) total_groups += sink.groups;
+    }
+  }
+  CHECK(total_groups > 0);  // the bundled RedLock/MultiLock recordings make group events
+}
