@@ -13,93 +13,117 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
   const std::uint32_t owner = owners.id(op.owner);
-  const std::int64_t at = op.at_us();
   if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
   // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
   std::uint64_t client = 0;
   if (has_extra(l) || op.outcome == op_outcome::contended) client = client_key(owner, op.connection);
   if (has_extra(l)) attribute_wakes(*xp(l), client, op.request_us);
   if (op.outcome == op_outcome::contended) {
-    waiter* w = continuing_waiter(l, id, owner, op);
-    if (w == nullptr) {
-      lock_extra& x = ex(l);
-      if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
-      w = &x.waiters.emplace_back();
-      w->seq = x.next_waiter_seq++;
-      if (x.waiter_index_valid) x.waiter_index.emplace(owner, w->seq);
-      w->owner = owner;
-      w->conn = conn;
-      w->ip_tag = connections[conn].ip.tag();
-      owners.retain(owner);
-      retain_connection(conn);
-      connections[conn].waits.push_back(id);
-      w->connection = op.connection;
-      w->client = client;
-      w->pubsub = pubsub_family(op.family);
-      w->first_us = op.request_us;
-      w->last_attempt_us = at;
-      w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
-      w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
-      link_existing_subscription(id, *w);
-    } else {
-      move_waiter(*w, id, conn, op.connection);
-      retry(l, id, *w, op, at);
-    }
-    w->last_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
-    w->deadline_us = at + expected_wait_us(l, op, at) + options.waiter_margin_us;
-    lock_event e = from_op(l, op, lock_event_kind::contended);
-    e.ttl_ms = op.ttl_ms;
-    emit(l, e);
-    // While the lock is held, only this waiter's deadline changed: no scan of the others.
-    if (has_holder(l)) schedule_at(id, w->deadline_us);
-    else schedule(id);
+    on_contended(id, op, owner, conn, client);
     return;
   }
   if (op.outcome != op_outcome::ok) return;
-
   // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
   // the key exists, whoever set it).
   if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
                                          op.family != lock_family::set_based &&
                                          op.family != lock_family::redlock_multi) {
-    h->reenter();
-    if (op.lease_ms >= 0) h->set_lease(op, at);
-    lock_event e = from_op(l, op, lock_event_kind::reentered);
-    e.hold_count = h->hold_count() > 0 ? h->hold_count() : -1;
-    e.lease_ms = op.lease_ms;
-    emit(l, e);
-    schedule_at(id, h->deadline_us);  // only this holder's deadline changed
+    on_reentered(id, op, *h);
     return;
   }
-  // Other holders: either their lease has run out (we had not seen it yet), or
-  // two owners hold an exclusive lock at once.
-  if (!op.shared) {
-    for (bool again = true; again;) {
-      again = false;
-      holder* stale = nullptr;
-      for_each_holder(l, [&](holder& h) {
-        if (stale == nullptr && h.owner != owner && h.floor_us() >= 0 && at >= h.floor_us()) stale = &h;
-      });
-      if (stale != nullptr) {
-        expire(l, *stale, at);
-        again = true;
-      }
-    }
-    std::uint32_t other = no_id;
-    bool guessed = op.db < 0;
+  if (!op.shared) check_other_holders(id, op, owner, conn);
+  on_acquired(id, op, owner, conn, client);
+}
+
+// A failed attempt: a new waiter, or the next attempt of one already waiting.
+inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
+                                             std::uint32_t conn, std::uint64_t client) {
+  lock_state& l = locks[id];
+  const std::int64_t at = op.at_us();
+  waiter* w = continuing_waiter(l, id, owner, op);
+  if (w == nullptr) {
+    lock_extra& x = ex(l);
+    if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
+    w = &x.waiters.emplace_back();
+    w->seq = x.next_waiter_seq++;
+    if (x.waiter_index_valid) x.waiter_index.emplace(owner, w->seq);
+    w->owner = owner;
+    w->conn = conn;
+    w->ip_tag = connections[conn].ip.tag();
+    owners.retain(owner);
+    retain_connection(conn);
+    connections[conn].waits.push_back(id);
+    w->connection = op.connection;
+    w->client = client;
+    w->pubsub = pubsub_family(op.family);
+    w->first_us = op.request_us;
+    w->last_attempt_us = at;
+    w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
+    w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
+    link_existing_subscription(id, *w);
+  } else {
+    move_waiter(*w, id, conn, op.connection);
+    retry(l, id, *w, op, at);
+  }
+  w->last_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
+  w->deadline_us = at + expected_wait_us(l, op, at) + options.waiter_margin_us;
+  lock_event e = from_op(l, op, lock_event_kind::contended);
+  e.ttl_ms = op.ttl_ms;
+  emit(l, e);
+  // While the lock is held, only this waiter's deadline changed: no scan of the others.
+  if (has_holder(l)) schedule_at(id, w->deadline_us);
+  else schedule(id);
+}
+
+inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_operation& op, holder& h) {
+  lock_state& l = locks[id];
+  h.reenter();
+  if (op.lease_ms >= 0) h.set_lease(op, op.at_us());
+  lock_event e = from_op(l, op, lock_event_kind::reentered);
+  e.hold_count = h.hold_count() > 0 ? h.hold_count() : -1;
+  e.lease_ms = op.lease_ms;
+  emit(l, e);
+  schedule_at(id, h.deadline_us);  // only this holder's deadline changed
+}
+
+// An exclusive acquisition while others hold: either their lease has run out (we had
+// not seen it yet), or two owners hold at once (an overlap, confirmed or not later).
+inline void lock_timeline::impl::check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
+                                                    std::uint32_t conn) {
+  lock_state& l = locks[id];
+  const std::int64_t at = op.at_us();
+  for (bool again = true; again;) {
+    again = false;
+    holder* stale = nullptr;
     for_each_holder(l, [&](holder& h) {
-      if (h.owner != owner && other == no_id) {
-        other = h.owner;
-        guessed = guessed || (h.conn != no_id && connections[h.conn].database_guessed);
-      }
+      if (stale == nullptr && h.owner != owner && h.floor_us() >= 0 && at >= h.floor_us()) stale = &h;
     });
-    if (other != no_id) {
-      owners.retain(owner);
-      owners.retain(other);
-      retain_connection(conn);
-      suspected_overlaps.push_back({id, owner, other, conn, at, op.inferred, guessed});
+    if (stale != nullptr) {
+      expire(l, *stale, at);
+      again = true;
     }
   }
+  std::uint32_t other = no_id;
+  bool guessed = op.db < 0;
+  for_each_holder(l, [&](holder& h) {
+    if (h.owner != owner && other == no_id) {
+      other = h.owner;
+      guessed = guessed || (h.conn != no_id && connections[h.conn].database_guessed);
+    }
+  });
+  if (other != no_id) {
+    owners.retain(owner);
+    owners.retain(other);
+    retain_connection(conn);
+    suspected_overlaps.push_back({id, owner, other, conn, at, op.inferred, guessed});
+  }
+}
+
+// A new holder: the waiter it was (if any) leaves with its wait measured.
+inline void lock_timeline::impl::on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
+                                            std::uint32_t conn, std::uint64_t client) {
+  lock_state& l = locks[id];
+  const std::int64_t at = op.at_us();
   std::int64_t wait = -1;
   bool wait_at_least = false;
   // A waiter still subscribed when it acquires leaves the channel next (Redisson, our

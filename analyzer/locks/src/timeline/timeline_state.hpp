@@ -276,6 +276,10 @@ struct lock_timeline::impl {
 
   // ---- lock operations (timeline/lock_operations.hpp) ----
   void on_acquire(std::uint32_t id, const lock_operation& op);
+  void on_contended(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
+  void on_reentered(std::uint32_t id, const lock_operation& op, holder& h);
+  void check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
+  void on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
   void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew);
   void on_unlock(std::uint32_t id, const lock_operation& op);
   void on_renew(std::uint32_t id, const lock_operation& op);
