@@ -133,7 +133,8 @@ struct script_facts {
   int owner = 0, lease = 0, channel = 0, token = 0;
   bool inc = false, dec = false, hexists = false, pexpire = false, pttl = false, del1 = false,
        publish = false, get = false, set_px = false, set_nx = false, incr = false, mode = false,
-       queue = false, exists = false, latch = false, any_del = false, mode_write = false;
+       queue = false, exists = false, any_del = false, mode_write = false;
+  int latch = 0;  // the unlock latch's KEYS position
   std::size_t countdown_at = std::string::npos;  // where the first hold count-down is in `norm`
   bool key_loop = false;                         // a loop over KEYS
 };
@@ -182,10 +183,15 @@ script_facts read_facts(const std::string& norm, const std::vector<call>& calls)
         f.channel = key_index(o0.substr(0, o0.find(']') + 1));
       }
     } else if (cmd == "get") {
-      if (key_index(o0) == 3) f.latch = true;
-      else f.get = true;
+      // Redisson's unlock latch: `local val = redis.call('get', KEYS[n]); if val ~= false
+      // then return tonumber(val)` before anything else, on a key other than the lock.
+      if (key_index(o0) > 1 && f.latch == 0 && !f.hexists && !f.dec && has(norm, "ifval~=falsethenreturntonumber(val)")) {
+        f.latch = key_index(o0);
+      } else {
+        f.get = true;
+      }
     } else if (cmd == "set") {
-      if (key_index(o0) == 3) continue;  // the unlock latch
+      if (f.latch != 0 && key_index(o0) == f.latch) continue;  // the latch: its PX is no lease
       for (std::size_t i = 1; i < o.size(); ++i) {
         const std::string_view opt = unquote(o[i]);
         if ((opt == "px" || opt == "ex") && i + 1 < o.size()) {
@@ -312,7 +318,7 @@ script_class classify_script(std::string_view text) {
   if (calls.empty()) return c;
   const script_facts f = read_facts(norm, calls);
   c.lease_argv = u8(f.lease);
-  c.latch = f.latch;
+  c.latch_key = u8(f.latch);
   if (f.owner > 0 && (f.inc || f.dec || f.hexists)) return classify_hash_lock(f, norm, c);
   return classify_value_lock(f, norm, c);
 }
@@ -346,5 +352,69 @@ constexpr std::array<known_script, 5> extra{{
 }  // namespace
 
 std::span<const known_script> known_scripts() noexcept { return extra; }
+
+script_class redisson_script_class(const lock::redisson_script& s) {
+  using lock::redisson_lock_type;
+  using lock::redisson_role;
+  script_class c;
+  c.lock_key = s.lock_key;
+  c.channel_key = s.channel_key;
+  c.latch_key = s.latch_key;
+  c.owner_argv = s.owner_argv;
+  c.lease_argv = s.lease_argv;
+  switch (s.type) {
+    case redisson_lock_type::lock:
+    case redisson_lock_type::non_reentrant: c.family = lock_family::redisson; break;
+    case redisson_lock_type::fair:
+    case redisson_lock_type::non_reentrant_fair: c.family = lock_family::redisson_fair; break;
+    case redisson_lock_type::read: c.family = lock_family::redisson_read; break;
+    case redisson_lock_type::write: c.family = lock_family::redisson_write; break;
+    case redisson_lock_type::spin: c.family = lock_family::redisson_spin; break;
+    case redisson_lock_type::fenced: c.family = lock_family::redisson_fenced; break;
+    case redisson_lock_type::faster_multi:
+      // One hash for the group, a field per lock: threads holding different locks of one
+      // group are several holders of the group's key, not an overlap.
+      c.family = lock_family::redisson;
+      c.shared = true;
+      break;
+  }
+  c.shared = c.shared || c.family == lock_family::redisson_read;
+  switch (s.role) {
+    case redisson_role::acquire: c.op = script_op::acquire; break;
+    case redisson_role::try_acquire:
+      c.op = script_op::acquire;
+      c.reply = acquire_reply::busy_one;
+      break;
+    case redisson_role::acquire_once:
+      c.op = script_op::acquire;
+      c.reply = acquire_reply::one_zero;
+      break;
+    case redisson_role::acquire_token:
+      c.op = script_op::acquire;
+      c.reply = acquire_reply::token_list;
+      break;
+    case redisson_role::unlock: c.op = script_op::unlock; break;
+    case redisson_role::force_unlock:
+      c.op = script_op::force_unlock;
+      c.owner_argv = 0;
+      c.lease_argv = 0;
+      break;
+    case redisson_role::renew: c.op = script_op::renew; break;
+    case redisson_role::renew_batch:
+      c.op = script_op::renew_batch;
+      if (s.type == redisson_lock_type::read) {
+        // 4.4+ counts each lock's owners (`lockNamesCount = tonumber(ARGV[argIdx])`).
+        c.batch = s.text.find("lockNamesCount") != std::string_view::npos ? batch_layout::key_pairs_counted
+                                                                          : batch_layout::key_pairs;
+      }
+      break;
+    case redisson_role::acquire_failed:
+    case redisson_role::expire:
+    case redisson_role::query:
+      c = script_class{};
+      break;
+  }
+  return c;
+}
 
 }  // namespace lockscope::locks
