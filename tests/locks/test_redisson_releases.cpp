@@ -387,3 +387,68 @@ TEST_CASE("redisson releases: a fair waiter's give-up, the fair lock's expire an
   }
   CHECK(forms == 8);
 }
+
+// docs/reference/clients.md lists the recognised Redisson releases: every row there is
+// an extracted script (lock type, role, first and last release, SHA1), and every
+// extracted script is listed. The test above proves each is recognised.
+TEST_CASE("redisson releases: docs/reference/clients.md lists exactly the extracted scripts", "[recognizer][redisson][docs]") {
+  std::ifstream in(std::string(LOCKSCOPE_SOURCE_DIR) + "/docs/reference/clients.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::size_t start = doc.find("## Redisson releases 3.10.0–4.7.0");
+  REQUIRE(start != std::string::npos);
+  const std::size_t end = doc.find("\n## ", start + 1);
+  const std::string section = doc.substr(start, end - start);
+  // The first cell names the Java class; the type is the one the extraction gives it.
+  const std::vector<std::pair<std::string, std::string>> classes{
+      {"RedissonNonReentrantFairLock", "non_reentrant_fair"}, {"RedissonNonReentrantLock", "non_reentrant"},
+      {"RedissonFasterMultiLock", "faster_multi"}, {"RedissonFairLock", "fair"}, {"RedissonReadLock", "read"},
+      {"RedissonWriteLock", "write"}, {"RedissonSpinLock", "spin"}, {"RedissonFencedLock", "fenced"},
+      {"RedissonLock", "lock"}};
+  std::multiset<std::string> listed;  // "type role first last sha8"
+  std::istringstream lines(section);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.starts_with("| ") || line.starts_with("| lock type") || line.starts_with("|---")) continue;
+    std::vector<std::string> cells;
+    for (std::size_t p = 1; p < line.size();) {
+      const std::size_t q = line.find(" |", p);
+      if (q == std::string::npos) break;
+      std::string cell = line.substr(p, q - p);
+      while (!cell.empty() && cell.front() == ' ') cell.erase(0, 1);
+      cells.push_back(cell);
+      p = q + 2;
+    }
+    INFO(line);
+    REQUIRE(cells.size() == 3);
+    std::string type;
+    for (const auto& [cls, t] : classes) {
+      if (cells[0].find(cls) != std::string::npos) {
+        type = t;
+        break;
+      }
+    }
+    REQUIRE_FALSE(type.empty());
+    // "3.10.0–3.12.2 `9401052d`, ..."
+    std::size_t p = 0;
+    while (p < cells[2].size()) {
+      const std::size_t dash = cells[2].find("–", p);
+      const std::size_t tick = cells[2].find('`', p);
+      REQUIRE(dash != std::string::npos);
+      REQUIRE(tick != std::string::npos);
+      const std::string first = cells[2].substr(p, dash - p);
+      const std::string last = cells[2].substr(dash + std::string_view("–").size(), tick - 1 - dash - std::string_view("–").size());
+      const std::string sha = cells[2].substr(tick + 1, 8);
+      listed.insert(type + " " + cells[1] + " " + first + " " + last + " " + sha);
+      p = cells[2].find(", ", tick);
+      p = p == std::string::npos ? cells[2].size() : p + 2;
+    }
+  }
+  std::multiset<std::string> extracted_rows;
+  for (const extracted& e : extracted_scripts().scripts) {
+    extracted_rows.insert(e.type + " " + e.role + " " + e.first + " " + e.last + " " + e.sha1.substr(0, 8));
+  }
+  CHECK(listed == extracted_rows);
+  CHECK(listed.size() == extracted_scripts().scripts.size());
+}
