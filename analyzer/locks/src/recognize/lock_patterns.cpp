@@ -133,7 +133,7 @@ struct script_facts {
   int owner = 0, lease = 0, channel = 0, token = 0;
   bool inc = false, dec = false, hexists = false, pexpire = false, pttl = false, del1 = false,
        publish = false, get = false, set_px = false, set_nx = false, incr = false, mode = false,
-       queue = false, exists = false, any_del = false, mode_write = false;
+       queue = false, exists = false, any_del = false, mode_write = false, hget_owner = false;
   int latch = 0;  // the unlock latch's KEYS position
   std::size_t countdown_at = std::string::npos;  // where the first hold count-down is in `norm`
   bool key_loop = false;                         // a loop over KEYS
@@ -166,6 +166,11 @@ script_facts read_facts(const std::string& norm, const std::vector<call>& calls)
       if (f.owner == 0) f.owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
     } else if (cmd == "hget" && unquote(o1) == "mode") {
       f.mode = true;
+    } else if (cmd == "hget" && has(o1, "argv[") && has(o0, "keys[") && !has(norm, "#argv")) {
+      // Redisson's read renewal reads the owner's hold count: `hget(KEYS[1], ARGV[2])`
+      // (batched: `hget(KEYS[i], ARGV[j])`).
+      f.hget_owner = true;
+      if (f.owner == 0) f.owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
     } else if (cmd == "pexpire" || cmd == "expire") {
       if (has(o0, "keys[") || o0 == "key") f.pexpire = true;
       if (f.lease == 0) f.lease = argv_inside(o1);
@@ -209,8 +214,14 @@ script_facts read_facts(const std::string& norm, const std::vector<call>& calls)
       f.exists = true;
     }
   }
-  f.key_loop = has(norm, "ipairs(keys)") || has(norm, "#keys") || has(norm, "keys[i]");
   return f;
+}
+
+// A loop over KEYS, read from the script as sent: Lua names are case-sensitive, and a
+// local called `keys` (Redisson's read lock: `local keys = redis.call('hkeys', …)`) is
+// not KEYS once the text is lower-cased.
+bool loops_over_keys(std::string_view text) {
+  return has(text, "ipairs(KEYS)") || has(text, "#KEYS") || has(text, "KEYS[i]");
 }
 
 // A Redisson hash lock (owner → hold count): its family and operation.
@@ -237,9 +248,18 @@ script_class classify_hash_lock(const script_facts& f, const std::string& norm, 
     c.op = script_op::acquire;
     return c;
   }
-  if (f.hexists && f.pexpire && !f.inc && !f.any_del) {
+  if ((f.hexists || f.hget_owner) && f.pexpire && !f.inc && !f.any_del) {
     c.op = f.key_loop ? script_op::renew_batch : script_op::renew;
     if (f.key_loop) c.owner_argv = 2;  // ARGV[i + 1]
+    // A read lock's renewal also renews each read hold's `…:rwlock_timeout:<n>` key; batched,
+    // its KEYS come in (lock, timeout prefix) pairs, since 4.4 with a count of owners per lock.
+    if (has(norm, "rwlock_timeout")) {
+      c.family = lock_family::redisson_read;
+      c.shared = true;
+      if (f.key_loop && has(norm, "keys[i+1]")) {
+        c.batch = has(norm, "=tonumber(argv[argidx])") ? batch_layout::key_pairs_counted : batch_layout::key_pairs;
+      }
+    }
     return c;
   }
   c.family = lock_family::unknown;
@@ -252,8 +272,19 @@ script_class classify_hash_lock(const script_facts& f, const std::string& norm, 
 script_class classify_value_lock(const script_facts& f, const std::string& norm, script_class c) {
   if (f.del1 && f.publish && !f.get && !f.key_loop) {
     c.op = script_op::force_unlock;
-    c.family = lock_family::redisson;
+    // Labelled with its lock type: a fair lock's wakes the queue's head; a read or write
+    // lock's deletes only in its own mode.
+    c.family = f.queue ? lock_family::redisson_fair
+               : f.mode ? (has(norm, "=='write'") ? lock_family::redisson_write : lock_family::redisson_read)
+                        : lock_family::redisson;
     c.channel_key = u8(f.channel);
+    return c;
+  }
+  if (f.del1 && !f.publish && !f.get && !f.key_loop && !has(norm, "argv[") &&
+      has(norm, "if(redis.call('del',keys[1])==1)thenreturn1")) {
+    // RedissonSpinLock's forceUnlock: a DEL of the lock and nothing else (no waiters to wake).
+    c.op = script_op::force_unlock;
+    c.family = lock_family::redisson_spin;
     return c;
   }
   // The token is the ARGV compared with a GET's result.
@@ -316,10 +347,11 @@ script_class classify_script(std::string_view text) {
   const std::vector<call> calls = parse_calls(norm);
   script_class c;
   if (calls.empty()) return c;
-  const script_facts f = read_facts(norm, calls);
+  script_facts f = read_facts(norm, calls);
+  f.key_loop = loops_over_keys(text);
   c.lease_argv = u8(f.lease);
   c.latch_key = u8(f.latch);
-  if (f.owner > 0 && (f.inc || f.dec || f.hexists)) return classify_hash_lock(f, norm, c);
+  if (f.owner > 0 && (f.inc || f.dec || f.hexists || f.hget_owner)) return classify_hash_lock(f, norm, c);
   return classify_value_lock(f, norm, c);
 }
 

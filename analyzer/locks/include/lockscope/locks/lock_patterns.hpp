@@ -12,13 +12,21 @@
 //     an INCR → fenced lock;
 //     field incremented by 1 (or set to 1) and a PTTL → acquire;
 //     field incremented by -1 → unlock (no publish: spin lock);
-//     hexists + pexpire only → renew (a loop over KEYS: batched renew);
-//   del KEYS[1] + publish, no get → forceUnlock;
+//     hexists (or a read lock's hget of the owner's count) + pexpire only → renew (a
+//     loop over KEYS: batched renew; `rwlock_timeout` keys: a read lock's, batched in
+//     (lock, timeout prefix) KEYS pairs);
+//   del KEYS[1] + publish, no get → forceUnlock, of a fair lock with queue commands, of
+//     a read or write lock with a `mode` check; a bare `del KEYS[1]` with no ARGV → the
+//     spin lock's forceUnlock;
 //   a loop over KEYS (ipairs/#KEYS) with set … px → node-redlock acquire (exists),
 //     extend (get) — with del → node-redlock release;
 //   get KEYS[1] compared with an ARGV (the token): del → release, pexpire/expire/set px
 //     → extend;
 //   set … nx … px → SET-based acquire.
+// A loop over KEYS is read from the text as sent (`#KEYS`, `ipairs(KEYS)`, `KEYS[i]`):
+// Lua is case-sensitive and Redisson's read lock has a local named `keys`. An unlock
+// latch (`local val = redis.call('get', KEYS[n]); if val ~= false then return
+// tonumber(val)`) is found at any KEYS position, and its `set … px` is no lease.
 // A publish whose command is an ARGV (`redis.call(ARGV[4], KEYS[2], ARGV[1])`, how
 // Redisson passes PUBLISH/SPUBLISH) counts as a publish on that KEYS operand.
 #pragma once
