@@ -2,6 +2,9 @@
 // Redisson itself reports: one JSON object a line, {"ms", "type", "lock", "owner", "did"}
 // with did = acquired | busy | released | force_released (and "token" for the fenced lock).
 // The log is the oracle tests/locks/test_redisson_releases.cpp compares lockscope with.
+// The lock types a release lacks (fenced before 3.19, FasterMultiLock before 3.38, the
+// non-reentrant ones before 4.4) are looked up by reflection and skipped, so the one
+// source compiles against every release's jar.
 //
 //   java -cp out:$CP RedissonLockDriver <port> <log file>
 import java.io.FileWriter;
@@ -10,7 +13,6 @@ import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
-import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
@@ -32,6 +34,18 @@ public class RedissonLockDriver {
     }
 
     interface Body { void run() throws Exception; }
+
+    // redisson.<method>(args), or null when this release has no such method.
+    static Object optional(String method, Object... args) throws Exception {
+        for (java.lang.reflect.Method m : RedissonClient.class.getMethods()) {
+            if (!m.getName().equals(method) || m.getParameterCount() != args.length) continue;
+            Class<?>[] types = m.getParameterTypes();
+            boolean fits = true;
+            for (int i = 0; i < args.length; ++i) fits &= types[i].isInstance(args[i]);
+            if (fits) return m.invoke(redisson, args);
+        }
+        return null;
+    }
 
     static Thread start(Body b) {
         Thread t = new Thread(() -> { try { b.run(); } catch (Exception e) { throw new RuntimeException(e); } });
@@ -141,28 +155,34 @@ public class RedissonLockDriver {
         contended("spin", "spin", redisson.getSpinLock("spin"), redisson.getSpinLock("spin"));
         forced("spin", "spin", redisson.getSpinLock("spin"));
 
-        {
-            RFencedLock fenced = redisson.getFencedLock("fenced");
+        Object fenced = optional("getFencedLock", "fenced");
+        if (fenced != null) {
+            RLock fencedLock = (RLock) fenced;
+            java.lang.reflect.Method lockAndGetToken = fenced.getClass().getMethod("lockAndGetToken");
             Thread t = start(() -> {
-                Long token = fenced.lockAndGetToken();
+                Long token = (Long) lockAndGetToken.invoke(fenced);
                 did("fenced", "fenced", "acquired", ", \"token\": " + token);
-                fenced.unlock();
+                fencedLock.unlock();
                 did("fenced", "fenced", "released", "");
-                fenced.lock();
+                fencedLock.lock();
                 did("fenced", "fenced", "acquired", "");
-                fenced.unlock();
+                fencedLock.unlock();
                 did("fenced", "fenced", "released", "");
             });
             t.join();
         }
 
-        contended("faster_multi", "group", redisson.getMultiLock("group", Arrays.asList("a", "b")),
-                  redisson.getMultiLock("group", Arrays.asList("b", "c")));
-
-        contended("non_reentrant", "nonreentrant", redisson.getNonReentrantLock("nonreentrant"),
-                  redisson.getNonReentrantLock("nonreentrant"));
-        contended("non_reentrant_fair", "nonreentrantfair", redisson.getNonReentrantFairLock("nonreentrantfair"),
-                  redisson.getNonReentrantFairLock("nonreentrantfair"));
+        if (optional("getMultiLock", "group", Arrays.asList("a", "b")) != null) {
+            contended("faster_multi", "group", (RLock) optional("getMultiLock", "group", Arrays.asList("a", "b")),
+                      (RLock) optional("getMultiLock", "group", Arrays.asList("b", "c")));
+        }
+        if (optional("getNonReentrantLock", "nonreentrant") != null) {
+            contended("non_reentrant", "nonreentrant", (RLock) optional("getNonReentrantLock", "nonreentrant"),
+                      (RLock) optional("getNonReentrantLock", "nonreentrant"));
+            contended("non_reentrant_fair", "nonreentrantfair",
+                      (RLock) optional("getNonReentrantFairLock", "nonreentrantfair"),
+                      (RLock) optional("getNonReentrantFairLock", "nonreentrantfair"));
+        }
 
         redisson.shutdown();
         log.close();
