@@ -608,6 +608,7 @@ TEST_CASE("redisson releases: the text classifier alone reads every form's role 
     // (The recognizer takes a read lock's operations as shared whatever the class says.)
     CHECK((read.shared || read.family == lock_family::redisson_read) == expected.shared);
     if (expected.op == locks::script_op::renew_batch) CHECK(read.batch == expected.batch);
+    if (expected.op == locks::script_op::acquire) CHECK(read.reply == expected.reply);
     ++agreed;
   }
   CHECK(agreed == 53);  // 67 forms, less FasterMultiLock's 8 and the 6 that are no lock operation

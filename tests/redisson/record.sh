@@ -5,6 +5,10 @@
 # tests/locks/test_redisson_releases.cpp's "[real]" case).
 #
 #   tests/redisson/record.sh [RELEASE]        (run as a user that may capture on lo)
+#
+# Needs JDK 17, redis-server, tcpdump and the Debian jars Redisson runs on
+# (libnetty-java libjackson2-databind-java libjackson2-dataformat-yaml libbyte-buddy-java
+# libslf4j-java libgeronimo-jcache-1.0-spec-java; /work/shared/redisson/README.md).
 set -euo pipefail
 release=${1:-4.7.0}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -246,6 +246,10 @@ script_class classify_hash_lock(const script_facts& f, const std::string& norm, 
   }
   if (f.inc && (f.pttl || f.queue || f.mode || f.incr)) {
     c.op = script_op::acquire;
+    // Redisson's fair tryLock() without arguments answers a bare 1 when busy, no TTL.
+    if (!f.pttl && norm.ends_with("return1;")) c.reply = acquire_reply::busy_one;
+    // The fenced lockAndGetToken answers {-1, token} / {pttl, -1}.
+    if (f.incr && has(norm, "return{-1,")) c.reply = acquire_reply::token_list;
     return c;
   }
   if ((f.hexists || f.hget_owner) && f.pexpire && !f.inc && !f.any_del) {
