@@ -303,6 +303,12 @@ std::string sha1_hex(std::string_view bytes);
 // speaks a given release's dialect picks its rows by release (redisson_scripts_of).
 // A text can have several rows: RedissonSpinLock's acquire is RLock's 3.12.3-3.18.1
 // acquire, byte for byte, so the text alone cannot tell the two lock types apart.
+// Every script above is a row, which dates the "Version" notes above: acquire 3.12.3-3.18.1,
+// unlock and force_unlock 3.10.6/3.10.0-3.21.3, renew 3.10.0-3.43.0, fair_acquire
+// 3.11.1-3.30.0, fair_unlock and fair_force_unlock 3.10.0-3.21.3, fair_acquire_failed
+// 3.11.1-4.7.0, fenced_acquire 3.19.0-4.7.0, read_acquire 3.11.1-4.7.0, write_acquire
+// 3.10.0-4.7.0, read_renew 3.10.0-3.43.0, the other read/write scripts 3.10.0-3.21.3,
+// unlock_publish_argv 3.22.0-3.23.5, force_unlock_publish_argv 3.22.0-4.7.0.
 
 enum class redisson_lock_type : std::uint8_t {
   lock,                // RedissonLock (and the watchdog renewals every RLock shares)
