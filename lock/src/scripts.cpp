@@ -74,6 +74,71 @@ const script_info* find_script_by_sha1(std::string_view sha1) noexcept {
   return nullptr;
 }
 
+namespace {
+constexpr redisson_script redisson_rows[] = {
+#include "redisson_catalogue.inc"
+};
+}  // namespace
+
+std::span<const redisson_script> redisson_catalogue() noexcept { return redisson_rows; }
+
+int compare_releases(std::string_view a, std::string_view b) noexcept {
+  while (!a.empty() || !b.empty()) {
+    auto take = [](std::string_view& s) {
+      std::uint64_t v = 0;
+      std::size_t i = 0;
+      for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      s.remove_prefix(i < s.size() ? i + 1 : i);
+      return v;
+    };
+    const std::uint64_t x = take(a), y = take(b);
+    if (x != y) return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+std::vector<const redisson_script*> redisson_scripts_of(std::string_view release) {
+  std::vector<const redisson_script*> out;
+  for (const redisson_script& s : redisson_rows) {
+    if (compare_releases(s.first_release, release) <= 0 && compare_releases(release, s.last_release) <= 0) {
+      out.push_back(&s);
+    }
+  }
+  return out;
+}
+
+std::string_view to_string(redisson_lock_type t) noexcept {
+  switch (t) {
+    case redisson_lock_type::lock: return "lock";
+    case redisson_lock_type::fair: return "fair";
+    case redisson_lock_type::read: return "read";
+    case redisson_lock_type::write: return "write";
+    case redisson_lock_type::spin: return "spin";
+    case redisson_lock_type::fenced: return "fenced";
+    case redisson_lock_type::faster_multi: return "faster_multi";
+    case redisson_lock_type::non_reentrant: return "non_reentrant";
+    case redisson_lock_type::non_reentrant_fair: return "non_reentrant_fair";
+  }
+  return "?";
+}
+
+std::string_view to_string(redisson_role r) noexcept {
+  switch (r) {
+    case redisson_role::acquire: return "acquire";
+    case redisson_role::try_acquire: return "try_acquire";
+    case redisson_role::acquire_once: return "acquire_once";
+    case redisson_role::acquire_token: return "acquire_token";
+    case redisson_role::unlock: return "unlock";
+    case redisson_role::force_unlock: return "force_unlock";
+    case redisson_role::renew: return "renew";
+    case redisson_role::renew_batch: return "renew_batch";
+    case redisson_role::acquire_failed: return "acquire_failed";
+    case redisson_role::expire: return "expire";
+    case redisson_role::query: return "query";
+  }
+  return "?";
+}
+
 std::string sha1_hex(std::string_view bytes) {
   // Fetched once: OpenSSL 3's one-shot SHA1() looks the algorithm up on every call,
   // which costs more than hashing a lock script.

@@ -133,7 +133,8 @@ struct script_facts {
   int owner = 0, lease = 0, channel = 0, token = 0;
   bool inc = false, dec = false, hexists = false, pexpire = false, pttl = false, del1 = false,
        publish = false, get = false, set_px = false, set_nx = false, incr = false, mode = false,
-       queue = false, exists = false, latch = false, any_del = false, mode_write = false;
+       queue = false, exists = false, any_del = false, mode_write = false, hget_owner = false;
+  int latch = 0;  // the unlock latch's KEYS position
   std::size_t countdown_at = std::string::npos;  // where the first hold count-down is in `norm`
   bool key_loop = false;                         // a loop over KEYS
 };
@@ -165,6 +166,11 @@ script_facts read_facts(const std::string& norm, const std::vector<call>& calls)
       if (f.owner == 0) f.owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
     } else if (cmd == "hget" && unquote(o1) == "mode") {
       f.mode = true;
+    } else if (cmd == "hget" && has(o1, "argv[") && has(o0, "keys[") && !has(norm, "#argv")) {
+      // Redisson's read renewal reads the owner's hold count: `hget(KEYS[1], ARGV[2])`
+      // (batched: `hget(KEYS[i], ARGV[j])`).
+      f.hget_owner = true;
+      if (f.owner == 0) f.owner = argv_index(o1) > 0 ? argv_index(o1) : 2;
     } else if (cmd == "pexpire" || cmd == "expire") {
       if (has(o0, "keys[") || o0 == "key") f.pexpire = true;
       if (f.lease == 0) f.lease = argv_inside(o1);
@@ -182,10 +188,15 @@ script_facts read_facts(const std::string& norm, const std::vector<call>& calls)
         f.channel = key_index(o0.substr(0, o0.find(']') + 1));
       }
     } else if (cmd == "get") {
-      if (key_index(o0) == 3) f.latch = true;
-      else f.get = true;
+      // Redisson's unlock latch: `local val = redis.call('get', KEYS[n]); if val ~= false
+      // then return tonumber(val)` before anything else, on a key other than the lock.
+      if (key_index(o0) > 1 && f.latch == 0 && !f.hexists && !f.dec && has(norm, "ifval~=falsethenreturntonumber(val)")) {
+        f.latch = key_index(o0);
+      } else {
+        f.get = true;
+      }
     } else if (cmd == "set") {
-      if (key_index(o0) == 3) continue;  // the unlock latch
+      if (f.latch != 0 && key_index(o0) == f.latch) continue;  // the latch: its PX is no lease
       for (std::size_t i = 1; i < o.size(); ++i) {
         const std::string_view opt = unquote(o[i]);
         if ((opt == "px" || opt == "ex") && i + 1 < o.size()) {
@@ -203,8 +214,14 @@ script_facts read_facts(const std::string& norm, const std::vector<call>& calls)
       f.exists = true;
     }
   }
-  f.key_loop = has(norm, "ipairs(keys)") || has(norm, "#keys") || has(norm, "keys[i]");
   return f;
+}
+
+// A loop over KEYS, read from the script as sent: Lua names are case-sensitive, and a
+// local called `keys` (Redisson's read lock: `local keys = redis.call('hkeys', …)`) is
+// not KEYS once the text is lower-cased.
+bool loops_over_keys(std::string_view text) {
+  return has(text, "ipairs(KEYS)") || has(text, "#KEYS") || has(text, "KEYS[i]");
 }
 
 // A Redisson hash lock (owner → hold count): its family and operation.
@@ -229,11 +246,24 @@ script_class classify_hash_lock(const script_facts& f, const std::string& norm, 
   }
   if (f.inc && (f.pttl || f.queue || f.mode || f.incr)) {
     c.op = script_op::acquire;
+    // Redisson's fair tryLock() without arguments answers a bare 1 when busy, no TTL.
+    if (!f.pttl && norm.ends_with("return1;")) c.reply = acquire_reply::busy_one;
+    // The fenced lockAndGetToken answers {-1, token} / {pttl, -1}.
+    if (f.incr && has(norm, "return{-1,")) c.reply = acquire_reply::token_list;
     return c;
   }
-  if (f.hexists && f.pexpire && !f.inc && !f.any_del) {
+  if ((f.hexists || f.hget_owner) && f.pexpire && !f.inc && !f.any_del) {
     c.op = f.key_loop ? script_op::renew_batch : script_op::renew;
     if (f.key_loop) c.owner_argv = 2;  // ARGV[i + 1]
+    // A read lock's renewal also renews each read hold's `…:rwlock_timeout:<n>` key; batched,
+    // its KEYS come in (lock, timeout prefix) pairs, since 4.4 with a count of owners per lock.
+    if (has(norm, "rwlock_timeout")) {
+      c.family = lock_family::redisson_read;
+      c.shared = true;
+      if (f.key_loop && has(norm, "keys[i+1]")) {
+        c.batch = has(norm, "=tonumber(argv[argidx])") ? batch_layout::key_pairs_counted : batch_layout::key_pairs;
+      }
+    }
     return c;
   }
   c.family = lock_family::unknown;
@@ -246,8 +276,19 @@ script_class classify_hash_lock(const script_facts& f, const std::string& norm, 
 script_class classify_value_lock(const script_facts& f, const std::string& norm, script_class c) {
   if (f.del1 && f.publish && !f.get && !f.key_loop) {
     c.op = script_op::force_unlock;
-    c.family = lock_family::redisson;
+    // Labelled with its lock type: a fair lock's wakes the queue's head; a read or write
+    // lock's deletes only in its own mode.
+    c.family = f.queue ? lock_family::redisson_fair
+               : f.mode ? (has(norm, "=='write'") ? lock_family::redisson_write : lock_family::redisson_read)
+                        : lock_family::redisson;
     c.channel_key = u8(f.channel);
+    return c;
+  }
+  if (f.del1 && !f.publish && !f.get && !f.key_loop && !has(norm, "argv[") &&
+      has(norm, "if(redis.call('del',keys[1])==1)thenreturn1")) {
+    // RedissonSpinLock's forceUnlock: a DEL of the lock and nothing else (no waiters to wake).
+    c.op = script_op::force_unlock;
+    c.family = lock_family::redisson_spin;
     return c;
   }
   // The token is the ARGV compared with a GET's result.
@@ -310,10 +351,11 @@ script_class classify_script(std::string_view text) {
   const std::vector<call> calls = parse_calls(norm);
   script_class c;
   if (calls.empty()) return c;
-  const script_facts f = read_facts(norm, calls);
+  script_facts f = read_facts(norm, calls);
+  f.key_loop = loops_over_keys(text);
   c.lease_argv = u8(f.lease);
-  c.latch = f.latch;
-  if (f.owner > 0 && (f.inc || f.dec || f.hexists)) return classify_hash_lock(f, norm, c);
+  c.latch_key = u8(f.latch);
+  if (f.owner > 0 && (f.inc || f.dec || f.hexists || f.hget_owner)) return classify_hash_lock(f, norm, c);
   return classify_value_lock(f, norm, c);
 }
 
@@ -346,5 +388,69 @@ constexpr std::array<known_script, 5> extra{{
 }  // namespace
 
 std::span<const known_script> known_scripts() noexcept { return extra; }
+
+script_class redisson_script_class(const lock::redisson_script& s) {
+  using lock::redisson_lock_type;
+  using lock::redisson_role;
+  script_class c;
+  c.lock_key = s.lock_key;
+  c.channel_key = s.channel_key;
+  c.latch_key = s.latch_key;
+  c.owner_argv = s.owner_argv;
+  c.lease_argv = s.lease_argv;
+  switch (s.type) {
+    case redisson_lock_type::lock:
+    case redisson_lock_type::non_reentrant: c.family = lock_family::redisson; break;
+    case redisson_lock_type::fair:
+    case redisson_lock_type::non_reentrant_fair: c.family = lock_family::redisson_fair; break;
+    case redisson_lock_type::read: c.family = lock_family::redisson_read; break;
+    case redisson_lock_type::write: c.family = lock_family::redisson_write; break;
+    case redisson_lock_type::spin: c.family = lock_family::redisson_spin; break;
+    case redisson_lock_type::fenced: c.family = lock_family::redisson_fenced; break;
+    case redisson_lock_type::faster_multi:
+      // One hash for the group, a field per lock: threads holding different locks of one
+      // group are several holders of the group's key, not an overlap.
+      c.family = lock_family::redisson;
+      c.shared = true;
+      break;
+  }
+  c.shared = c.shared || c.family == lock_family::redisson_read;
+  switch (s.role) {
+    case redisson_role::acquire: c.op = script_op::acquire; break;
+    case redisson_role::try_acquire:
+      c.op = script_op::acquire;
+      c.reply = acquire_reply::busy_one;
+      break;
+    case redisson_role::acquire_once:
+      c.op = script_op::acquire;
+      c.reply = acquire_reply::one_zero;
+      break;
+    case redisson_role::acquire_token:
+      c.op = script_op::acquire;
+      c.reply = acquire_reply::token_list;
+      break;
+    case redisson_role::unlock: c.op = script_op::unlock; break;
+    case redisson_role::force_unlock:
+      c.op = script_op::force_unlock;
+      c.owner_argv = 0;
+      c.lease_argv = 0;
+      break;
+    case redisson_role::renew: c.op = script_op::renew; break;
+    case redisson_role::renew_batch:
+      c.op = script_op::renew_batch;
+      if (s.type == redisson_lock_type::read) {
+        // 4.4+ counts each lock's owners (`lockNamesCount = tonumber(ARGV[argIdx])`).
+        c.batch = s.text.find("lockNamesCount") != std::string_view::npos ? batch_layout::key_pairs_counted
+                                                                          : batch_layout::key_pairs;
+      }
+      break;
+    case redisson_role::acquire_failed:
+    case redisson_role::expire:
+    case redisson_role::query:
+      c = script_class{};
+      break;
+  }
+  return c;
+}
 
 }  // namespace lockscope::locks

@@ -60,7 +60,17 @@ std::size_t array_integers(const reply_view& r, std::span<std::int64_t> out, std
 void read_acquire_reply(lock_operation& op, const script_class& cls, const reply_view& reply) {
   if (reply.kind == reply_view::shape::none) op.outcome = op_outcome::no_reply;
   else if (reply.kind == reply_view::shape::error) op.outcome = op_outcome::error;
-  else if (cls.family == lock_family::redisson_fenced && reply.kind == reply_view::shape::array) {
+  else if (cls.reply == acquire_reply::busy_one) {
+    // Fair tryLock() without arguments: nil = acquired, 1 = busy (no TTL is told).
+    op.outcome = reply.kind == reply_view::shape::null      ? op_outcome::ok
+                 : reply.kind == reply_view::shape::integer ? op_outcome::contended
+                                                            : op_outcome::error;
+  } else if (cls.reply == acquire_reply::one_zero) {
+    op.outcome = reply.kind != reply_view::shape::integer ? op_outcome::error
+                 : reply.integer >= 1                     ? op_outcome::ok
+                                                          : op_outcome::contended;
+  } else if ((cls.reply == acquire_reply::token_list || cls.family == lock_family::redisson_fenced) &&
+             reply.kind == reply_view::shape::array) {
     std::array<std::int64_t, 2> v{-1, -1};
     std::size_t total = 0;
     array_integers(reply, v, total);
@@ -99,6 +109,12 @@ lock_recognizer::state::state(lock_operation_sink& operation_sink) : sink(operat
   auto add = [this](std::string_view text) {
     if (builtin_text.find(text) == builtin_text.end()) builtin_text.emplace(std::string(text), classify_script(text));
   };
+  // Every Redisson release's scripts first, by the role their Java method gives them
+  // (lockscope's own scripts are among them, byte for byte); a text two lock types share
+  // (RedissonSpinLock's acquire is RLock's 3.12-3.18 one) takes the first row's.
+  for (const lock::redisson_script& s : lock::redisson_catalogue()) {
+    if (builtin_text.find(s.text) == builtin_text.end()) builtin_text.emplace(std::string(s.text), redisson_script_class(s));
+  }
   for (const lock::script_info& s : lock::all_scripts()) add(s.text);
   for (const known_script& s : known_scripts()) add(s.text);
   for (const known_script& s : client_scripts()) add(s.text);
@@ -110,6 +126,7 @@ string_map<lock_recognizer::state::sha_entry>& lock_recognizer::state::builtin_s
     auto add = [this](std::string_view text, const std::string& sha) {
       builtin_sha_table[sha] = sha_entry{builtin_text.find(text)->second, false, false};
     };
+    for (const lock::redisson_script& s : lock::redisson_catalogue()) add(s.text, std::string(s.sha1));
     for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
     for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
     for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
@@ -253,6 +270,12 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     } else {
       g.op = script_op::force_unlock;
     }
+  } else if (starts_with(k2, "redisson_unlock_latch") && argv.size() >= 2 && looks_like_owner(argv[1])) {
+    // RedissonSpinLock 3.24+: [name, latch], [lease, owner, latch life].
+    g.family = lock_family::redisson_spin;
+    g.op = script_op::unlock;
+    g.owner_argv = 2;
+    g.lease_argv = 1;
   } else if (starts_with(k2, "redisson_lock_token:")) {
     g.family = lock_family::redisson_fenced;
     g.op = script_op::acquire;
@@ -296,6 +319,12 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
       g.replace_argv = 3;
     }
   }
+  if (g.op == script_op::unlock) {
+    // Redisson 3.24+'s unlock latch, wherever the call puts it (KEYS[3], [5] or [2]).
+    for (std::size_t i = 1; i < keys.size() && i < 255; ++i) {
+      if (starts_with(keys[i], "redisson_unlock_latch")) g.latch_key = static_cast<std::uint8_t>(i + 1);
+    }
+  }
   return g;
 }
 
@@ -305,7 +334,7 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
   lock_operation& op = c.op;
   const reply_view& reply = c.reply;
   op.family = cls.family;
-  op.shared = cls.family == lock_family::redisson_read;
+  op.shared = cls.shared || cls.family == lock_family::redisson_read;
   op.lock = arg_at(keys, cls.lock_key);
   op.owner = arg_at(argv, cls.owner_argv);
   op.channel = arg_at(keys, cls.channel_key);
@@ -328,8 +357,9 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
       op.kind = lock_op_kind::unlock;
       op.outcome = unlock_outcome(cls, reply);
       // (An error reply ran nothing: a TRYAGAIN/ASK'd unlock's retry is the first run.)
-      if (!no_reply && !error && cls.op == script_op::unlock && keys.size() >= 3 &&
-          starts_with(keys[2], "redisson_unlock_latch") && replayed_unlock(c.e.server_text, keys[2])) {
+      if (!no_reply && !error && cls.op == script_op::unlock && cls.latch_key != 0 && keys.size() >= cls.latch_key &&
+          starts_with(keys[cls.latch_key - 1], "redisson_unlock_latch") &&
+          replayed_unlock(c.e.server_text, keys[cls.latch_key - 1])) {
         op.outcome = op_outcome::none;  // a retried unlock: the reply replays the first
       }
       emit(op);
@@ -351,7 +381,8 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
       op.lease_ms = -1;
       op.outcome = no_reply ? op_outcome::no_reply
                    : error  ? op_outcome::error
-                   : reply.kind == reply_view::shape::integer && reply.integer == 1 ? op_outcome::ok
+                   // FasterMultiLock's answers how many of its group's locks it removed.
+                   : reply.kind == reply_view::shape::integer && reply.integer >= 1 ? op_outcome::ok
                                                                                      : op_outcome::none;
       emit(op);
       return;
@@ -380,15 +411,36 @@ void lock_recognizer::state::emit_multi_key_operations(command_call& c, const sc
     std::array<std::int64_t, 64> results{};
     std::size_t total = 0;
     const std::size_t n = array_integers(reply, results, total);
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      op.lock = keys[i];
-      op.owner = i + 2 <= argv.size() ? argv[i + 1] : std::string_view();
-      if (no_reply) op.outcome = op_outcome::no_reply;
-      else if (error) op.outcome = op_outcome::error;
-      else if (reply.kind == reply_view::shape::integer) op.outcome = reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected;
-      else if (i < n) op.outcome = results[i] >= 1 ? op_outcome::ok : op_outcome::rejected;
-      else op.outcome = op_outcome::no_reply;
-      emit(op);
+    auto outcome_of = [&](std::size_t i) {
+      if (no_reply) return op_outcome::no_reply;
+      if (error) return op_outcome::error;
+      if (reply.kind == reply_view::shape::integer) return reply.integer >= 1 ? op_outcome::ok : op_outcome::rejected;
+      if (i < n) return results[i] >= 1 ? op_outcome::ok : op_outcome::rejected;
+      return op_outcome::no_reply;
+    };
+    if (cls.batch == batch_layout::owner_per_key) {
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        op.lock = keys[i];
+        op.owner = i + 2 <= argv.size() ? argv[i + 1] : std::string_view();
+        op.outcome = outcome_of(i);
+        emit(op);
+      }
+      return;
+    }
+    // Read locks: KEYS in pairs (the lock, its timeout prefix); one reply per pair.
+    std::size_t at = 1;  // the next ARGV (0-based) after the lease
+    for (std::size_t pair = 0; 2 * pair < keys.size(); ++pair) {
+      op.lock = keys[2 * pair];
+      op.outcome = outcome_of(pair);
+      std::int64_t owners = 1;
+      if (cls.batch == batch_layout::key_pairs_counted) {
+        if (at >= argv.size() || !parse_int(argv[at], owners) || owners < 0) return;  // not this layout
+        ++at;
+      }
+      for (std::int64_t k = 0; k < owners && at < argv.size(); ++k, ++at) {
+        op.owner = argv[at];
+        emit(op);
+      }
     }
     return;
   }

@@ -90,6 +90,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockscope::lock {
 
@@ -291,5 +292,80 @@ const script_info* find_script_by_sha1(std::string_view sha1_hex) noexcept;
 
 // SHA1 of any bytes as 40 lowercase hex digits (OpenSSL), as Redis names scripts.
 std::string sha1_hex(std::string_view bytes);
+
+// ---- Every Redisson release's lock scripts (3.10.0 to 4.7.0) ----
+//
+// The scripts above are what this client sends. Below is what every Redisson release
+// from 3.10.0 to 4.7.0 sends, extracted from each release tag's lock classes by
+// tests/redisson/extract_scripts.py (Java string concatenation resolved as javac
+// does; nothing else changed), one row per (text, lock type, role) and unbroken range of
+// releases. The analyzer recognises every row by text and by SHA1; a client that
+// speaks a given release's dialect picks its rows by release (redisson_scripts_of).
+// A text can have several rows: RedissonSpinLock's acquire is RLock's 3.12.3-3.18.1
+// acquire, byte for byte, so the text alone cannot tell the two lock types apart.
+// Every script above is a row, which dates the "Version" notes above: acquire 3.12.3-3.18.1,
+// unlock and force_unlock 3.10.6/3.10.0-3.21.3, renew 3.10.0-3.43.0, fair_acquire
+// 3.11.1-3.30.0, fair_unlock and fair_force_unlock 3.10.0-3.21.3, fair_acquire_failed
+// 3.11.1-4.7.0, fenced_acquire 3.19.0-4.7.0, read_acquire 3.11.1-4.7.0, write_acquire
+// 3.10.0-4.7.0, read_renew 3.10.0-3.43.0, the other read/write scripts 3.10.0-3.21.3,
+// unlock_publish_argv 3.22.0-3.23.5, force_unlock_publish_argv 3.22.0-4.7.0.
+
+enum class redisson_lock_type : std::uint8_t {
+  lock,                // RedissonLock (and the watchdog renewals every RLock shares)
+  fair,                // RedissonFairLock
+  read,                // RedissonReadLock
+  write,               // RedissonWriteLock
+  spin,                // RedissonSpinLock (3.15+)
+  fenced,              // RedissonFencedLock (3.19+)
+  faster_multi,        // RedissonFasterMultiLock (3.38+): one hash per group, a field per lock
+  non_reentrant,       // RedissonNonReentrantLock (4.4+)
+  non_reentrant_fair,  // RedissonNonReentrantFairLock (4.4+)
+};
+
+// What a script does to its lock, and what its reply means.
+enum class redisson_role : std::uint8_t {
+  acquire,         // nil = acquired (or re-entered); integer = holder's PTTL or ms to wait
+                   // (non-reentrant: an error reply on re-entry)
+  try_acquire,     // fair tryLock() without arguments: nil = acquired; 1 = busy
+  acquire_once,    // FasterMultiLock tryLockOnce: 1 = acquired; 0 = busy
+  acquire_token,   // fenced lockAndGetToken: {-1, token} = acquired; {pttl, -1} = busy
+  unlock,          // nil = not held; 0 = one level released (or, with a latch, a retried
+                   // call's replayed answer); 1 = released
+  force_unlock,    // 1 = deleted (FasterMultiLock: the number of fields removed); 0 = none
+  renew,           // 1 = renewed; 0 = not held
+  renew_batch,     // several locks at once (3.44+); reply: a 0/1 per lock
+  acquire_failed,  // fair lock: a waiter that gave up leaves the queue (reply nil)
+  expire,          // fair lock's expire/expireAt/clearExpire (3.10-3.13): the user's TTL
+                   // on the lock and its queue keys; not a lock operation
+  query,           // isLocked / isHeldByThread: reads only
+};
+
+struct redisson_script {
+  std::string_view first_release;  // "3.10.0"
+  std::string_view last_release;   // "4.7.0": every release between sends these bytes
+  redisson_lock_type type;
+  redisson_role role;
+  std::string_view source;  // the Java methods that send it ("RedissonLock.unlockInnerAsync")
+  std::string_view text;    // the exact bytes after EVAL
+  std::string_view sha1;    // 40 lowercase hex digits
+  // 1-based KEYS / ARGV positions as the Java call passes them; 0 = none.
+  //   lock_key: the lock's hash (0: acquire_failed names only the queue and timeout set;
+  //     renew_batch: every KEYS, every other one for read locks, is a lock)
+  //   channel_key: the wake-up channel (the fair lock's is a prefix: `<prefix>:<owner>`)
+  //   latch_key: the unlock latch (3.24+), KEYS[3] for RLock and write, KEYS[5] for fair
+  //     and read, KEYS[2] for spin; its PX argument is the latch's life, not a lease
+  //   owner_argv: `<uuid>:<thread>` (write: `...:write`; renew_batch: the first owner)
+  //   lease_argv: the lease in ms
+  std::uint8_t lock_key, channel_key, latch_key, owner_argv, lease_argv;
+};
+
+std::span<const redisson_script> redisson_catalogue() noexcept;
+// "3.27.2" → the rows that release sends (empty for a release outside 3.10.0-4.7.0 or
+// not tagged).
+std::vector<const redisson_script*> redisson_scripts_of(std::string_view release);
+// Release strings compared as dotted numbers: <0, 0, >0.
+int compare_releases(std::string_view a, std::string_view b) noexcept;
+std::string_view to_string(redisson_lock_type t) noexcept;
+std::string_view to_string(redisson_role r) noexcept;
 
 }  // namespace lockscope::lock

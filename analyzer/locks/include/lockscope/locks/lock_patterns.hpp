@@ -12,13 +12,21 @@
 //     an INCR → fenced lock;
 //     field incremented by 1 (or set to 1) and a PTTL → acquire;
 //     field incremented by -1 → unlock (no publish: spin lock);
-//     hexists + pexpire only → renew (a loop over KEYS: batched renew);
-//   del KEYS[1] + publish, no get → forceUnlock;
+//     hexists (or a read lock's hget of the owner's count) + pexpire only → renew (a
+//     loop over KEYS: batched renew; `rwlock_timeout` keys: a read lock's, batched in
+//     (lock, timeout prefix) KEYS pairs);
+//   del KEYS[1] + publish, no get → forceUnlock, of a fair lock with queue commands, of
+//     a read or write lock with a `mode` check; a bare `del KEYS[1]` with no ARGV → the
+//     spin lock's forceUnlock;
 //   a loop over KEYS (ipairs/#KEYS) with set … px → node-redlock acquire (exists),
 //     extend (get) — with del → node-redlock release;
 //   get KEYS[1] compared with an ARGV (the token): del → release, pexpire/expire/set px
 //     → extend;
 //   set … nx … px → SET-based acquire.
+// A loop over KEYS is read from the text as sent (`#KEYS`, `ipairs(KEYS)`, `KEYS[i]`):
+// Lua is case-sensitive and Redisson's read lock has a local named `keys`. An unlock
+// latch (`local val = redis.call('get', KEYS[n]); if val ~= false then return
+// tonumber(val)`) is found at any KEYS position, and its `set … px` is no lease.
 // A publish whose command is an ARGV (`redis.call(ARGV[4], KEYS[2], ARGV[1])`, how
 // Redisson passes PUBLISH/SPUBLISH) counts as a publish on that KEYS operand.
 #pragma once
@@ -28,6 +36,7 @@
 #include <string>
 #include <string_view>
 
+#include "lockscope/lock/scripts.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 
 namespace lockscope::locks {
@@ -37,13 +46,30 @@ enum class script_op : std::uint8_t {
   acquire,
   unlock,
   renew,
-  renew_batch,   // KEYS[i] renewed for ARGV[i+1]; reply: list of 0/1
+  renew_batch,   // several locks renewed at once (see batch_layout); reply: list of 0/1
   force_unlock,
   release,       // get == token → del
   extend,        // get == token → pexpire
   multi_acquire, // node-redlock: every KEYS set to ARGV[1] PX ARGV[2]
   multi_extend,
   multi_release,
+};
+
+// What an acquire's reply says.
+enum class acquire_reply : std::uint8_t {
+  ttl,         // nil = acquired; integer = the holder's PTTL (or the fair lock's ms to wait)
+  busy_one,    // nil = acquired; 1 = busy (Redisson's fair tryLock() without arguments)
+  one_zero,    // 1 = acquired; 0 = busy (FasterMultiLock's tryLockOnce)
+  token_list,  // {-1, token} = acquired; {pttl, -1} = busy (fenced lock)
+};
+
+// Where a renew_batch finds its locks and owners (ARGV[1] is the lease in all three).
+enum class batch_layout : std::uint8_t {
+  owner_per_key,      // KEYS[i] held by ARGV[i + 1] (Redisson 3.44+ LockTask)
+  key_pairs,          // KEYS[2n-1] a read lock, KEYS[2n] its timeout prefix, owner ARGV[n + 1]
+                      // (ReadLockTask 3.44-4.3)
+  key_pairs_counted,  // key pairs as above; ARGV after the lease: per lock a count, then
+                      // that many owners (ReadLockTask 4.4+)
 };
 
 struct script_class {
@@ -54,7 +80,12 @@ struct script_class {
   std::uint8_t channel_key = 0;
   std::uint8_t owner_argv = 0;
   std::uint8_t lease_argv = 0;
-  bool latch = false;  // Redisson ≥ 3.24 unlock latch (KEYS[3])
+  // Redisson ≥ 3.24's unlock latch: its KEYS position (3 for RLock and write, 5 for
+  // fair and read, 2 for spin); 0 = none. Its PX argument is the latch's life, no lease.
+  std::uint8_t latch_key = 0;
+  bool shared = false;  // several holders are legal (read lock, FasterMultiLock's group)
+  acquire_reply reply = acquire_reply::ttl;
+  batch_layout batch = batch_layout::owner_per_key;
   // extend: the lease ARGV is added to the remaining TTL (redis-py's `expiration +
   // ARGV[2]`), always, or only unless ARGV[replace_argv] is "1" (redis-py ≥ 4's flag).
   bool lease_added = false;
@@ -64,6 +95,11 @@ struct script_class {
 };
 
 script_class classify_script(std::string_view text);
+
+// The class of a script of lockscope::lock::redisson_catalogue() (every Redisson release's
+// lock scripts, by their role as the Java source names it); op none for the roles that
+// are no lock operation (a fair waiter's give-up, the fair lock's expire, queries).
+script_class redisson_script_class(const lock::redisson_script& s);
 
 // The normalised form classify_script works on (exposed for tests).
 std::string normalize_script(std::string_view text);
