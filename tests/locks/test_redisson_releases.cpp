@@ -14,7 +14,7 @@
 
 #include <boost/json.hpp>
 
-#include "../ingest/real_capture.hpp"
+#include "lockscope/test/real_capture.hpp"
 #include "helpers.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/locks/lock_patterns.hpp"
@@ -559,7 +559,7 @@ TEST_CASE("redisson releases: a Redisson 4.7.0 recording joined mid-run still ag
   const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
   const std::vector<logged_call> log = redisson_log(dir + "redisson-4.7.0.log.jsonl");
   const auto cut = std::filesystem::temp_directory_path() / ("lockscope-redisson-cut-" + std::to_string(::getpid()) + ".pcap");
-  lockscope::ingest::test::cut_pcap(dir + "redisson-4.7.0.pcap", cut, 300);
+  lockscope::test::cut_pcap(dir + "redisson-4.7.0.pcap", cut, 300);
   const event_recorder rec = events_of(cut.string());
   std::filesystem::remove(cut);
   REQUIRE_FALSE(rec.events.empty());
