@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "lockscope/test/catch_support.hpp"  // LOCKSCOPE_REQUIRE_REDIS_SERVER
 #include "lockscope/test/shell.hpp"  // read_command_output
 #include "lockscope/test/temp_dir.hpp"
 
@@ -136,7 +137,7 @@ inline void cut_pcap(const std::filesystem::path& in, const std::filesystem::pat
 
 #define LOCKSCOPE_REQUIRE_CAPTURE_TOOLS()                                         \
   LOCKSCOPE_REQUIRE_REDIS_SERVER();                                               \
-  if (!on_path("tcpdump") || !on_path("redis-cli")) {                             \
+  if (!lockscope::test::on_path("tcpdump") || !lockscope::test::on_path("redis-cli")) { \
     WARN("tcpdump or redis-cli is not installed: skipping");                      \
     return;                                                                       \
   }
