@@ -268,6 +268,7 @@ void resp_session::command_complete(pending_command& c) {
   c.secrets.clear();
   c.expect = expect_reply;
   c.hello_protocol = 0;
+  c.reply_checks = 0;
   ++stats_.commands;
   if (replica_link_) {  // REPLCONF ACK from a replica: never answered, not shown
     c.clear_command();
@@ -311,7 +312,10 @@ void resp_session::command_complete(pending_command& c) {
   } else {
     args.push_back(name);
   }
-  if (secrets) find_secrets(args, c.secrets);
+  if (secrets) {
+    find_secrets(args, c.secrets);
+    c.reply_checks = reply_checks(args, !c.secrets.empty());
+  }
   if (server_closing_) {
     c.expect = expect_nothing;
     commit_tail();
@@ -415,6 +419,14 @@ void resp_session::reply_complete() {
   };
 
   if (monitor_) {
+    // A server older than 6.2 shows some passwords in MONITOR lines.
+    std::string& masked = monitor_scratch_;
+    masked.clear();
+    if (!options_.show_secrets && top.type == resp::type::simple_string && mask_monitor_line(reply_.text(top), masked)) {
+      redacted_reply_.set_single(resp::type::simple_string, masked);
+      emit_push(redacted_reply_);
+      return;
+    }
     emit_push(reply_);
     return;
   }
@@ -499,6 +511,18 @@ void resp_session::reply_complete() {
 
 void resp_session::emit(pending_command& c, const message* reply) {
   exchange e = make_exchange(exchange_kind::exchange);
+  if (reply != nullptr && c.reply_checks != 0 && !options_.show_secrets) {
+    // Only the few commands whose replies may show a secret get here (reply_checks).
+    secret_values_.clear();
+    if (!c.secrets.empty()) {
+      c.arguments(arguments_);
+      for (const std::uint32_t i : c.secrets) {
+        if (i < arguments_.size()) secret_values_.push_back(arguments_[i]);
+      }
+    }
+    redacted_reply_ = *reply;
+    if (redact_reply(c.reply_checks, secret_values_, redacted_reply_)) reply = &redacted_reply_;
+  }
   if (!c.whole.empty() && (c.secrets.empty() || options_.show_secrets)) {
     e.command = c.whole.arguments();  // nothing to redact: the views as they are
     e.interned_identity = c.whole.interned_identity();

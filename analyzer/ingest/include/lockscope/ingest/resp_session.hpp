@@ -26,7 +26,8 @@
 // RESET, CLIENT REPLY OFF/SKIP/ON, MONITOR, PSYNC/SYNC (the RDB payload and the
 // replication stream are skipped), an inline line with unbalanced quotes (answered
 // with a protocol error, then the server closes). Secrets (redaction.hpp) are
-// replaced by "****" unless show_secrets.
+// replaced by "****" unless show_secrets, in the commands and in the replies that
+// may show them (a reply quoting a masked argument, CONFIG GET, ACL LIST/GETUSER).
 #pragma once
 
 #include <algorithm>
@@ -233,6 +234,7 @@ class resp_session {
     std::vector<std::uint32_t> secrets;  // positions of arguments to redact (redaction.hpp)
     std::uint8_t expect = 0;         // what the reply looks like (expect_* below)
     std::uint8_t hello_protocol = 0;
+    std::uint8_t reply_checks = 0;   // what its reply may show that is secret (redaction.hpp)
     std::size_t footprint = 0;       // bytes counted against max_pending_bytes
 
     void clear_command() noexcept {
@@ -372,6 +374,9 @@ class resp_session {
   std::string rdb_eof_mark_;   // `$EOF:<mark>` transfers end with the 40-byte mark
   std::string rdb_tail_;       // the last bytes seen, to find a mark split across feeds
   std::vector<std::string_view> arguments_;
+  message redacted_reply_;  // a reply with its secrets masked (reply_checks)
+  std::vector<std::string_view> secret_values_;
+  std::string monitor_scratch_;
   session_stats stats_;
 };
 
