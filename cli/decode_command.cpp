@@ -146,10 +146,14 @@ void print_summary(const ingest::ingest_stats& s, std::uint64_t printed, const c
              "{} printed; gaps {} ({} bytes), decode errors {}, kernel drops {}\n",
              s.packets, static_cast<double>(s.bytes) / 1e6, s.flows, s.resp_flows, s.exchanges, s.pushes,
              printed, s.gaps, s.gap_bytes, s.decode_errors, drops);
-  if (s.resyncs > 0 || s.unpaired_replies > 0 || s.not_resp_flows > 0) {
+  if (s.resyncs > 0 || s.unpaired_replies > 0 || s.not_resp_flows > 0 || s.skipped_bytes > 0) {
     print_diagnostic(
-               "lockscope decode: {} resyncs, {} replies to commands sent before the capture, {} non-RESP flows\n",
-               s.resyncs, s.unpaired_replies, s.not_resp_flows);
+               "lockscope decode: {} resyncs ({} bytes that were not RESP skipped), {} replies to commands sent "
+               "before the capture, {} non-RESP flows\n",
+               s.resyncs, s.skipped_bytes, s.unpaired_replies, s.not_resp_flows);
+  }
+  if (s.stray_bytes > 0) {
+    print_diagnostic("lockscope decode: {} stray line-end bytes between messages skipped\n", s.stray_bytes);
   }
   if (s.unsupported_link > 0 || s.malformed > 0 || s.fragments > 0) {
     print_diagnostic("lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",

@@ -127,6 +127,7 @@ struct session_stats {
   std::uint64_t decode_errors = 0;
   std::uint64_t resyncs = 0;
   std::uint64_t skipped_bytes = 0;      // dropped while resynchronising
+  std::uint64_t stray_bytes = 0;        // CR/LF between two messages, skipped in step
   std::uint64_t replication_bytes = 0;  // RDB payload and replication stream
   std::uint64_t pending_overflow = 0;   // commands emitted unanswered: too many waiting
   std::uint64_t pending_shed = 0;       // emitted unanswered by shed(): all connections held too much
@@ -280,6 +281,7 @@ class resp_session {
     std::string resync_buffer;
     std::uint64_t resync_start = 0;   // stream offset of resync_buffer[0]
     std::uint64_t unsynced_bytes = 0;
+    std::uint64_t trailing_line_ends = 0;  // CR/LF bytes that ended the bytes fed so far
     std::string held;                 // undecided sides: this direction's bytes so far
     std::uint8_t evidence = 0;        // what `held` shows (session_sides.cpp)
     std::string_view evidence_detail;
@@ -304,6 +306,10 @@ class resp_session {
   void give_up(int side, std::uint64_t offset);
   void feed(int side, std::string_view bytes, std::int64_t now_us);
   void feed_synced(int side, std::string_view bytes);
+  // The decoder stopped at CR/LF bytes where a message should start: skips them
+  // (`rest` becomes what follows them) and keeps the stream in step. False otherwise.
+  bool skip_stray_line_ends(int side, std::string_view fed, std::uint64_t fed_at, std::uint64_t line_ends_before,
+                            std::string_view& rest);
   void resync(int side, std::string_view bytes);
   bool validate(int side, std::string_view candidate, bool& need_more);
   std::size_t consume_replication(std::string_view bytes);
