@@ -61,6 +61,11 @@ TEST_CASE("a real admin session: no password or hash in any output", "[real][cli
     c.command("CONFIG", "GET", "requirepass");
     c.command("ACL", "GETUSER", "alice");
     c.command("ACL", "LIST");
+    // In a transaction: the replies come in EXEC's.
+    c.command("MULTI");
+    c.command("CONFIG", "GET", "masterauth");
+    c.command("ACL", "GETUSER", "alice");
+    c.command("EXEC");
     c.command("SET", "ordinary", "value");
   }
   const std::vector<std::string> secrets = {admin, master, alice, sentinel, "longPw-qqq", password_hash(alice),

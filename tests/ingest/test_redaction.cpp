@@ -253,6 +253,14 @@ std::vector<reply_case> reply_table() {
        "*8\r\n" + bulk("flags") + "*1\r\n" + bulk("on") + bulk("passwords") + "*2\r\n" + bulk(hash_a) + bulk(hash_b) +
            bulk("commands") + bulk("+@all") + bulk("keys") + bulk("~*"),
        {hash_a, hash_b}, {"passwords", "+@all"}},
+      {"MULTI: CONFIG GET and ACL LIST answered in EXEC's reply",
+       {{"MULTI"}, {"CONFIG", "GET", "requirepass"}, {"GET", "k"}, {"ACL", "LIST"}, {"EXEC"}},
+       "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n*2\r\n" + bulk("requirepass") + bulk("s3cret-1") + bulk("v") +
+           "*1\r\n" + bulk("user alice on #" + hash_a + " ~*"),
+       {"s3cret-1", hash_a}, {"requirepass", "user alice on #****", "\"v\""}},
+      {"MULTI: a queued command's masked argument echoed in EXEC's reply",
+       {{"MULTI"}, {"CONFIG", "SET", "masterauth", "s3cret-1"}, {"EXEC"}},
+       "+OK\r\n+QUEUED\r\n*1\r\n-ERR bad value 's3cret-1'\r\n", {"s3cret-1"}, {"bad value"}},
       {"ACL GETUSER passwords (RESP3)", {{"HELLO", "3"}, {"ACL", "GETUSER", "alice"}},
        hello3_reply + "%2\r\n" + bulk("flags") + "~1\r\n" + bulk("on") + bulk("passwords") + "*1\r\n" + bulk(hash_a),
        {hash_a}, {"passwords"}},
@@ -354,4 +362,21 @@ TEST_CASE("redaction of MONITOR lines: the arguments find_secrets names, escaped
     CHECK((sink.text.find(R"("AUTH" "****")") == std::string::npos) == show);
     CHECK(sink.text.find(R"("GET" "s3cret-1")") != std::string::npos);  // data, not a password
   }
+}
+
+TEST_CASE("redaction of replies: a transaction with more secrets than are kept masks every string of EXEC's reply",
+          "[redaction]") {
+  std::vector<strings> commands = {{"MULTI"}};
+  std::string replies = "+OK\r\n";
+  std::string exec = "*70\r\n";
+  for (int i = 0; i < 70; ++i) {
+    commands.push_back({"CONFIG", "SET", "masterauth", "s3cret-" + std::to_string(1000 + i)});
+    replies += "+QUEUED\r\n";
+    exec += "-ERR no 's3cret-" + std::to_string(1000 + i) + "'\r\n";
+  }
+  commands.push_back({"EXEC"});
+  const printing_sink sink = run_exchanges(commands, replies + exec, false);
+  REQUIRE(sink.commands.size() == commands.size());
+  CHECK(sink.text.find("s3cret-") == std::string::npos);
+  CHECK(sink.jsonl.find("s3cret-") == std::string::npos);
 }

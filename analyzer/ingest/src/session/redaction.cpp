@@ -342,6 +342,13 @@ bool mask_monitor_line(std::string_view line, std::string& out) {
 
 bool redact_reply(std::uint8_t checks, std::span<const std::string_view> secrets, message& reply) {
   bool changed = false;
+  if ((checks & reply_every_string) != 0 && !reply.empty()) {
+    mask_subtree(reply, 0, changed);
+    for (std::size_t next = reply.skip_subtree(0); next < reply.nodes().size(); next = reply.skip_subtree(next)) {
+      mask_subtree(reply, next, changed);  // after a leading attribute
+    }
+    return changed;
+  }
   std::string scratch;
   if ((checks & (reply_config_values | reply_acl_passwords)) != 0) {
     for_each_pair(reply, [&](std::size_t key, std::size_t value) {

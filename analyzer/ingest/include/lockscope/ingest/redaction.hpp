@@ -43,6 +43,7 @@ enum reply_check : std::uint8_t {
   reply_config_values = 2,    // CONFIG GET, SENTINEL CONFIG GET: name/value pairs
   reply_acl_rules = 4,        // ACL LIST: "user u on #<sha256> ~* +@all"
   reply_acl_passwords = 8,    // ACL GETUSER: the value of "passwords"
+  reply_every_string = 16,    // every string: too many secrets to look for one by one
 };
 
 // The reply_check bits for a command's reply (args[0] is the command name; call it

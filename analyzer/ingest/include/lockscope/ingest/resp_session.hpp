@@ -380,6 +380,14 @@ class resp_session {
   std::string rdb_eof_mark_;   // `$EOF:<mark>` transfers end with the 40-byte mark
   std::string rdb_tail_;       // the last bytes seen, to find a mark split across feeds
   std::vector<std::string_view> arguments_;
+  // MULTI ... EXEC: a queued command's reply comes in EXEC's, so EXEC's is checked for
+  // what the queued ones may show (their secrets kept here, at most max_transaction_secrets).
+  void note_transaction(pending_command& c, std::string_view name, std::span<const std::string_view> args);
+  static constexpr std::uint8_t reply_in_transaction = 0x80;  // with reply_checks: the secrets are these
+  static constexpr std::size_t max_transaction_secrets = 64;
+  bool in_transaction_ = false;
+  std::uint8_t transaction_checks_ = 0;
+  std::vector<std::string> transaction_secrets_;
   message redacted_reply_;  // a reply with its secrets masked (reply_checks)
   std::vector<std::string_view> secret_values_;
   std::string monitor_scratch_;
