@@ -30,7 +30,7 @@ std::string block_title(const std::string& key) {
 
 }  // namespace
 
-int no_lock_matched(const std::vector<std::string>& lock_globs, std::size_t matching_locks) {
+int no_lock_matched(const std::vector<std::string>& lock_globs, std::uint64_t matching_locks) {
   if (lock_globs.empty() || matching_locks > 0) return 0;
   std::string names;
   for (const std::string& g : lock_globs) names += (names.empty() ? "" : ",") + g;
@@ -71,7 +71,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
         },
         warn, error);
     if (first.failed_files > 0) return 1;
-    if (const int status = no_lock_matched(options.lock_globs, first.locks); status != 0) return status;
+    if (const int status = no_lock_matched(options.lock_globs, first.locks + forgotten); status != 0) return status;
     std::vector<std::string> keys;
     if (options.svg) {
       keys = ranking.matching();
