@@ -20,6 +20,7 @@
 #include "recorder.hpp"
 #include "visual_report.hpp"
 #include "lockscope/ingest/capture.hpp"
+#include "lockscope/ingest/counted.hpp"
 #include "lockscope/live/live_loop.hpp"
 #include "lockscope/live/metrics_server.hpp"
 #include "lockscope/live/recorder_hooks.hpp"
@@ -75,11 +76,13 @@ std::unique_ptr<locks::trace_export> make_trace(const analyze_options& o, output
 
 void print_totals(const ingest::ingest_stats& s, const locks::recognizer_stats& r, std::size_t locks,
                   std::uint64_t events, const std::string& drops) {
+  using ingest::counted;
   live::print_diagnostic(
-             "lockscope analyze: {} packets, {} flows ({} RESP), {} exchanges, {} lock operations ({} inferred), "
-             "{} locks, {} events; gaps {}, decode errors {}, kernel drops {}\n",
-             s.packets, s.flows, s.resp_flows, s.exchanges + s.pushes, r.operations, r.inferred, locks, events,
-             s.gaps, s.decode_errors, drops);
+             "lockscope analyze: {}, {} ({} RESP), {}, {} ({} inferred), {}, {}; gaps {}, decode errors {}, "
+             "kernel drops {}\n",
+             counted(s.packets, "packet"), counted(s.flows, "flow"), s.resp_flows,
+             counted(s.exchanges + s.pushes, "exchange"), counted(r.operations, "lock operation"), r.inferred,
+             counted(locks, "lock"), counted(events, "event"), s.gaps, s.decode_errors, drops);
   if (r.redirects > 0 || r.malformed_redirects > 0 || r.skipped > 0) {
     live::print_diagnostic("lockscope analyze: {} lock calls redirected by Redis Cluster (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), "
                "{} malformed redirects kept as errors, {} (S)SUBSCRIBEs with no channel skipped\n",
@@ -141,6 +144,9 @@ int run(const analyze_options& o, bool live_mode) {
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
+      // A lock forgotten at --max-locks matched too: its events were reported.
+      const std::uint64_t events = trace ? trace->events() : r.events;
+      if (const int status = no_lock_matched(o.locks, r.locks + events); status != 0) return status;
     } catch (const ingest::capture_error& e) {
       live::print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;

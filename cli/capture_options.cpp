@@ -11,6 +11,7 @@
 #include "lockscope/live/diagnostics.hpp"
 #include "option_checks.hpp"
 
+#include "lockscope/ingest/counted.hpp"
 #include "lockscope/ingest/replay_capture.hpp"
 
 namespace lockscope::cli {
@@ -83,15 +84,15 @@ void print_flow_summary(const char* command, const ingest::ingest_stats& s) {
                command, s.snaplen_cut_segments, s.snaplen_cut_bytes);
   }
   if (s.evicted_flows > 0 || s.capped_flows > 0) {
-    live::print_diagnostic("lockscope {}: {} flows ended idle (--flow-timeout), {} ended over --max-flows\n", command,
-               s.evicted_flows, s.capped_flows);
+    live::print_diagnostic("lockscope {}: {} ended idle (--flow-timeout), {} ended over --max-flows\n", command,
+               ingest::counted(s.evicted_flows, "flow"), s.capped_flows);
   }
   for (const std::string& line : ingest::describe_other_protocols(s)) {
     live::print_diagnostic("lockscope {}: {}\n", command, line);
   }
   if (s.side_corrections > 0) {
-    live::print_diagnostic("lockscope {}: {} flows had their client and server swapped after a guess (see -v)\n", command,
-               s.side_corrections);
+    live::print_diagnostic("lockscope {}: {} had their client and server swapped after a guess (see -v)\n", command,
+               ingest::counted(s.side_corrections, "flow"));
   }
   if (s.buffer_sheds > 0) {
     std::string named;
@@ -105,9 +106,9 @@ void print_flow_summary(const char* command, const ingest::ingest_stats& s) {
   }
   if (s.pending_overflow > 0) {
     live::print_diagnostic(
-               "lockscope {}: {} commands shown without a reply: too many bytes waiting for replies on one "
+               "lockscope {}: {} shown without a reply: too many bytes waiting for replies on one "
                "connection (a capture of one direction?)\n",
-               command, s.pending_overflow);
+               command, ingest::counted(s.pending_overflow, "command"));
   }
 }
 

@@ -15,6 +15,7 @@
 #include "lockscope/live/diagnostics.hpp"
 #include "capture_options.hpp"
 #include "lockscope/resp/ascii.hpp"
+#include "lockscope/ingest/counted.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "option_checks.hpp"
@@ -42,10 +43,25 @@ struct decode_options {
 
 using resp::iequals;
 
+// The command words --command selects. EVAL stands for every way to run a script
+// (EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: a client sends EVALSHA once the script is
+// loaded, and a user asking for EVAL wants those calls too), EVALSHA for EVALSHA and
+// EVALSHA_RO; every other word is itself.
+std::vector<std::string> command_words(const std::vector<std::string>& given) {
+  std::vector<std::string> words;
+  for (const std::string& c : given) {
+    words.push_back(c);
+    if (iequals(c, "EVAL")) words.insert(words.end(), {"EVALSHA", "EVAL_RO", "EVALSHA_RO"});
+    else if (iequals(c, "EVALSHA")) words.push_back("EVALSHA_RO");
+  }
+  return words;
+}
+
 // Writes exchanges as they complete; applies --command and --grep.
 class printer final : public ingest::exchange_sink {
  public:
-  printer(const decode_options& o, bool line_buffered) : options_(o), line_buffered_(line_buffered) {
+  printer(const decode_options& o, bool line_buffered)
+      : options_(o), command_words_(command_words(o.commands)), line_buffered_(line_buffered) {
     buffer_.reserve(1u << 20);
     for (const std::string& c : o.commands) {
       if (iequals(c, "PUSH") || iequals(c, "MONITOR") || c.find("SUBSCRIBE") != std::string::npos ||
@@ -110,7 +126,7 @@ class printer final : public ingest::exchange_sink {
       } else {
         if (e.command.empty()) return false;
         bool found = false;
-        for (const std::string& c : options_.commands) {
+        for (const std::string& c : command_words_) {
           if (iequals(c, e.command[0])) {
             found = true;
             break;
@@ -134,6 +150,7 @@ class printer final : public ingest::exchange_sink {
   }
 
   const decode_options& options_;
+  std::vector<std::string> command_words_;
   bool line_buffered_;
   bool pushes_pass_filter_ = false;
   std::string buffer_;
@@ -141,15 +158,21 @@ class printer final : public ingest::exchange_sink {
 };
 
 void print_summary(const ingest::ingest_stats& s, std::uint64_t printed, const char* drops) {
+  using ingest::counted;
   live::print_diagnostic(
-             "lockscope decode: {} packets ({:.1f} MB), {} flows ({} RESP), {} exchanges, {} pushes, "
-             "{} printed; gaps {} ({} bytes), decode errors {}, kernel drops {}\n",
-             s.packets, static_cast<double>(s.bytes) / 1e6, s.flows, s.resp_flows, s.exchanges, s.pushes,
-             printed, s.gaps, s.gap_bytes, s.decode_errors, drops);
-  if (s.resyncs > 0 || s.unpaired_replies > 0 || s.not_resp_flows > 0) {
+             "lockscope decode: {} ({:.1f} MB), {} ({} RESP), {}, {}, "
+             "{} printed; gaps {} ({}), decode errors {}, kernel drops {}\n",
+             counted(s.packets, "packet"), static_cast<double>(s.bytes) / 1e6, counted(s.flows, "flow"), s.resp_flows,
+             counted(s.exchanges, "exchange"), counted(s.pushes, "push", "pushes"), printed, s.gaps,
+             counted(s.gap_bytes, "byte"), s.decode_errors, drops);
+  if (s.resyncs > 0 || s.unpaired_replies > 0 || s.not_resp_flows > 0 || s.skipped_bytes > 0) {
     live::print_diagnostic(
-               "lockscope decode: {} resyncs, {} replies to commands sent before the capture, {} non-RESP flows\n",
-               s.resyncs, s.unpaired_replies, s.not_resp_flows);
+               "lockscope decode: {} ({} not RESP, skipped), {} to commands sent before the capture, {}\n",
+               counted(s.resyncs, "resync"), counted(s.skipped_bytes, "byte"),
+               counted(s.unpaired_replies, "reply", "replies"), counted(s.not_resp_flows, "non-RESP flow"));
+  }
+  if (s.stray_bytes > 0) {
+    live::print_diagnostic("lockscope decode: {} between messages skipped\n", counted(s.stray_bytes, "stray line-end byte"));
   }
   if (s.unsupported_link > 0 || s.malformed > 0 || s.fragments > 0) {
     live::print_diagnostic("lockscope decode: skipped {} frames of unsupported link types, {} malformed, {} IP fragments\n",
@@ -242,13 +265,13 @@ void add_decode_command(CLI::App& app, int& exit_code) {
   add_capture_options(*cmd, o->capture);
   add_replay_options(*cmd, o->replay);
   add_privilege_options(*cmd, o->privileges);
-  cmd->add_option("--command", o->commands, "Only these commands (comma-separated, e.g. EVAL,SUBSCRIBE)")
+  cmd->add_option("--command", o->commands, "Only these commands (comma-separated, e.g. EVAL,SUBSCRIBE; EVAL also selects EVALSHA, EVAL_RO and EVALSHA_RO)")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--grep", o->grep, "Only exchanges with an argument or reply containing TEXT");
   cmd->add_option("--format", o->format, "text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))
       ->capture_default_str();
-  cmd->add_flag("--show-secrets", o->capture.show_secrets, "Do not redact passwords (AUTH, HELLO, MIGRATE, CONFIG SET)");
+  cmd->add_flag("--show-secrets", o->capture.show_secrets, "Do not redact passwords (in AUTH, HELLO, MIGRATE, CONFIG SET, ACL SETUSER, SENTINEL and in the replies that show them)");
   cmd->add_option("--max-argument", o->max_argument, "Text: cut longer arguments with … (0: never)")
       ->check(zero_or_more())
       ->capture_default_str();

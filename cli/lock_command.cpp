@@ -82,6 +82,24 @@ constexpr std::chrono::milliseconds sentinel_failover_budget{10000};
 
 void say(const std::string& line) { live::print_diagnostic("lockscope lock: {}\n", line); }
 
+// --wait, --lease and --sync-timeout take one form: a number and its unit (ms, s, m, h);
+// only 0 may go without. A bare "5" could mean 5 s as easily as 5 ms: it is refused,
+// naming the argument and the two readings. nullopt after saying why.
+std::optional<std::chrono::milliseconds> duration_argument(std::string_view option, const std::string& text,
+                                                           bool zero_allowed) {
+  std::optional<std::chrono::milliseconds> parsed = lock::parse_duration(text);
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && (!parsed || parsed->count() != 0)) {
+    say(fmt::format("{}: '{}' needs a unit: {}ms or {}s (units: ms, s, m, h)", option, text, text, text));
+    return std::nullopt;
+  }
+  if (!parsed || (!zero_allowed && parsed->count() == 0)) {
+    say(fmt::format("{}: '{}' is not a {}duration (use e.g. 500ms, 10s, 2m)", option, text,
+                    zero_allowed ? "" : "positive "));
+    return std::nullopt;
+  }
+  return parsed;
+}
+
 int exit_code_for(const std::error_code& ec) {
   if (ec == lock::errc::auth_failed) return exit_noperm;
   if (ec == lock::errc::invalid_url || ec == lock::errc::invalid_argument) return exit_usage;
@@ -288,16 +306,8 @@ void connect_through_failover(lock::client& c) {
 int apply_sync_options(const lock_options& o, std::vector<lock::client_config>& configs) {
   std::chrono::milliseconds timeout = lock::client_config{}.sync_timeout;
   if (!o.sync_timeout.empty()) {
-    // A bare number is milliseconds, as WAIT takes it.
-    std::optional<std::chrono::milliseconds> parsed = lock::parse_duration(o.sync_timeout);
-    if (!parsed && !o.sync_timeout.empty() && o.sync_timeout.find_first_not_of("0123456789") == std::string::npos &&
-        o.sync_timeout.size() < 10)
-      parsed = std::chrono::milliseconds(std::stoll(o.sync_timeout));
-    if (!parsed || parsed->count() <= 0) {
-      say(fmt::format("--sync-timeout: '{}' is not a positive duration (milliseconds, or e.g. 500ms, 2s)",
-                      o.sync_timeout));
-      return exit_usage;
-    }
+    const std::optional<std::chrono::milliseconds> parsed = duration_argument("--sync-timeout", o.sync_timeout, false);
+    if (!parsed) return exit_usage;
     if (o.sync_replicas == 0) {
       say("--sync-timeout needs --sync-replicas");
       return exit_usage;
@@ -335,18 +345,12 @@ int run_lock(const lock_options& o) {
   std::optional<std::chrono::milliseconds> wait;
   std::optional<std::chrono::milliseconds> lease;
   if (!o.wait.empty()) {
-    wait = lock::parse_duration(o.wait);
-    if (!wait) {
-      say(fmt::format("--wait: '{}' is not a duration (use e.g. 500ms, 10s, 2m)", o.wait));
-      return exit_usage;
-    }
+    wait = duration_argument("--wait", o.wait, true);
+    if (!wait) return exit_usage;
   }
   if (!o.lease.empty()) {
-    lease = lock::parse_duration(o.lease);
-    if (!lease || lease->count() == 0) {
-      say(fmt::format("--lease: '{}' is not a positive duration (use e.g. 500ms, 10s, 2m)", o.lease));
-      return exit_usage;
-    }
+    lease = duration_argument("--lease", o.lease, false);
+    if (!lease) return exit_usage;
   }
   std::vector<std::string> urls = o.redis_urls;
   if (urls.empty()) {
@@ -617,7 +621,7 @@ void add_lock_command(CLI::App& app, int& exit_code) {
                 "With several --redis: a MultiLock (NAME on every server, all or nothing) instead of a RedLock");
   cmd->add_option("--wait", options->wait, "How long to wait for the lock: 500ms, 10s, 2m; 0 tries once (default: forever)");
   cmd->add_option("--lease", options->lease,
-                  "Lease after which the lock expires (default: held by a watchdog while CMD runs)");
+                  "Lease after which the lock expires: 500ms, 30s, 2m (default: held by a watchdog while CMD runs)");
   cmd->add_option("--owner", options->owner, "Owner id (default: <client uuid>:<thread id>)");
   cmd->add_flag("--fair", options->fair,
                 "Redisson's fair lock: waiters get the lock in the order they asked (queue "
@@ -644,7 +648,7 @@ void add_lock_command(CLI::App& app, int& exit_code) {
                   "gives the lock back and exits 69; after unlock, too few is reported (CMD's status "
                   "stands) (default: 0, off)");
   cmd->add_option("--sync-timeout", options->sync_timeout,
-                  "How long each WAIT may take: milliseconds, or 500ms, 2s (default: 1000)");
+                  "How long each WAIT may take: 500ms, 2s (default: 1s)");
   cmd->footer(
       "Exit status: CMD's; 75 if the lock (or a RedLock's majority) was not acquired in time; 64 bad "
       "arguments; 69 Redis unreachable, TLS failed, no sentinel naming the master (or the master it names "

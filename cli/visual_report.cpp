@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/locks/block_ranking.hpp"
+#include "lockscope/ingest/counted.hpp"
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_globs.hpp"
 #include "lockscope/locks/report_page.hpp"
@@ -28,6 +29,15 @@ std::string block_title(const std::string& key) {
 }
 
 }  // namespace
+
+int no_lock_matched(const std::vector<std::string>& lock_globs, std::uint64_t matching_locks) {
+  if (lock_globs.empty() || matching_locks > 0) return 0;
+  std::string names;
+  for (const std::string& g : lock_globs) names += (names.empty() ? "" : ",") + g;
+  live::print_diagnostic("lockscope analyze: --lock {}: no lock of {} in the capture\n", names,
+                   lock_globs.size() == 1 ? "that name" : "those names");
+  return 2;
+}
 
 int run_visual_report(const std::vector<std::string>& files, const locks::analysis_options& analysis,
                       const visual_report_options& options) {
@@ -61,6 +71,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
         },
         warn, error);
     if (first.failed_files > 0) return 1;
+    if (const int status = no_lock_matched(options.lock_globs, first.locks + forgotten); status != 0) return status;
     std::vector<std::string> keys;
     if (options.svg) {
       keys = ranking.matching();
@@ -119,10 +130,11 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
     out.commit();
     const bool to_stdout = out.is_stdout();
     live::print_diagnostic(
-               "lockscope analyze: {} packets, {} flows, {} exchanges; {} locks ({} drawn, {} left out); {} {} "
-               "bytes{}{}\n",
-               first.capture.packets, first.capture.flows, first.capture.exchanges + first.capture.pushes,
-               ranking.blocks(), keys.size(), ranking.blocks() - keys.size(), format, bytes,
+               "lockscope analyze: {}, {}, {}; {} ({} drawn, {} left out); {} {}{}{}\n",
+               ingest::counted(first.capture.packets, "packet"), ingest::counted(first.capture.flows, "flow"),
+               ingest::counted(first.capture.exchanges + first.capture.pushes, "exchange"),
+               ingest::counted(ranking.blocks(), "lock"), keys.size(), ranking.blocks() - keys.size(), format,
+               ingest::counted(bytes, "byte"),
                to_stdout ? "" : " written to ", to_stdout ? "" : options.output);
     if (forgotten > 0) {
       warn(fmt::format("{} idle locks were forgotten at --max-locks {}: the {} ranks, counts and draws only the "

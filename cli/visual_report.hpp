@@ -19,6 +19,11 @@ struct visual_report_options {
   std::vector<std::string> lock_globs;  // --lock; svg: exactly one lock must match
 };
 
+// When --lock names locks and the capture holds none of them (`matching_locks`: locks, or
+// anything else that shows one matched): says so on stderr, the same
+// in every format, and returns 2 (as any argument the capture contradicts). Else 0.
+int no_lock_matched(const std::vector<std::string>& lock_globs, std::uint64_t matching_locks);
+
 // Returns the exit code; errors go to stderr naming the file or argument.
 int run_visual_report(const std::vector<std::string>& files, const locks::analysis_options& analysis,
                       const visual_report_options& options);

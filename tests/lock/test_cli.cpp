@@ -348,6 +348,22 @@ TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, 
     CHECK(p->wait(20s) == 64);
     CHECK(line_count(p->output()) == 1);
   }
+  SECTION("a duration without its unit: refused the same way by --wait, --lease and --sync-timeout") {
+    for (const char* option : {"--wait", "--lease", "--sync-timeout"}) {
+      CAPTURE(option);
+      std::vector<std::string> args = {option, "5"};
+      if (std::string(option) == "--sync-timeout") args.insert(args.end(), {"--sync-replicas", "1"});
+      auto p = spawn(lock_command("redis://127.0.0.1:1", "x", args, {"true"}));
+      CHECK(p->wait(20s) == 64);
+      CHECK(p->output() == fmt::format("lockscope lock: {}: '5' needs a unit: 5ms or 5s (units: ms, s, m, h)\n", option));
+    }
+  }
+  SECTION("an unknown option: the nearest one named") {
+    auto p = spawn({LOCKSCOPE_CLI, "lock", "x", "--wiat", "5s", "--", "true"});
+    CHECK(p->wait(20s) == 64);
+    CHECK(p->output() ==
+          "lockscope lock: unknown option --wiat (did you mean --wait?)\nRun 'lockscope lock --help' for the options.\n");
+  }
   SECTION("refused") {
     const auto port = lockscope::test::find_free_port();
     auto p = spawn(lock_command("redis://127.0.0.1:" + std::to_string(port), "x", {}, {"true"}));
@@ -677,7 +693,7 @@ TEST_CASE("lockscope lock --sync-replicas: waits for the replica, or gives the l
     resp_connection sleeper = lockscope::test::put_to_sleep(*redis.replica, "1.5");
     const auto start = std::chrono::system_clock::now();
     // CMD notes when it started, then checks the replica has the lock.
-    auto p = spawn(lock_command(url, "job", {"--sync-replicas", "1", "--sync-timeout", "10000"},
+    auto p = spawn(lock_command(url, "job", {"--sync-replicas", "1", "--sync-timeout", "10s"},
                                 {"sh", "-c",
                                  "date +%s%N > '" + ran + "'; [ \"$(redis-cli -p " + replica_port +
                                      " EXISTS job)\" = 1 ] || exit 5"}));
@@ -708,7 +724,7 @@ TEST_CASE("lockscope lock --sync-replicas: waits for the replica, or gives the l
     auto zero = spawn(lock_command(url, "job", {"--sync-replicas", "1", "--sync-timeout", "0"}, {"true"}));
     CHECK(zero->wait(30s) == 64);
     CHECK(zero->output().find("--sync-timeout") != std::string::npos);
-    auto alone = spawn(lock_command(url, "job", {"--sync-timeout", "500"}, {"true"}));
+    auto alone = spawn(lock_command(url, "job", {"--sync-timeout", "500ms"}, {"true"}));
     CHECK(alone->wait(30s) == 64);
     CHECK(alone->output() == "lockscope lock: --sync-timeout needs --sync-replicas\n");
   }

@@ -237,6 +237,7 @@ TEST_CASE("forgetting: lockscope analyze --max-locks prints what the forgotten r
   // With --lock, the forgotten totals are of every lock: the line says so.
   const std::string selected =
       command_output(cli + " analyze --summary --max-locks 32 --lock 'order:1*' " + pcap.string() + " 2>/dev/null", status);
+  CHECK(status == 0);  // locks matched, whether kept or forgotten
   // The HTML report ranks the locks it kept: it says so.
   const std::filesystem::path page = pcap.string() + ".html";
   const std::string html =

@@ -230,6 +230,8 @@ void ingest_pipeline::add_traffic(ingest_stats& to, const connection& c) noexcep
   to.unpaired_replies += s.unpaired_replies;
   to.decode_errors += s.decode_errors;
   to.resyncs += s.resyncs;
+  to.skipped_bytes += s.skipped_bytes;
+  to.stray_bytes += s.stray_bytes;
   to.pending_overflow += s.pending_overflow;
   to.pending_shed += s.pending_shed;
   to.side_corrections += s.side_corrections;

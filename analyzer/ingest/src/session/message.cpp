@@ -65,6 +65,14 @@ void message::set_single(resp::type t, std::string_view text) {
   m.text_size = static_cast<std::uint32_t>(text.size());
 }
 
+void message::replace_text(std::size_t index, std::string_view text) {
+  message_node& m = nodes_[index];
+  m.text_offset = static_cast<std::uint32_t>(text_.size());
+  m.text_size = static_cast<std::uint32_t>(text.size());
+  if (resp::is_bulk(m.type)) m.length = text.size();
+  text_.append(text);
+}
+
 std::size_t message::skip_subtree(std::size_t index) const noexcept {
   const std::uint32_t depth = nodes_[index].depth;
   std::size_t i = index + 1;

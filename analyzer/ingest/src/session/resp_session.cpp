@@ -123,6 +123,8 @@ void resp_session::feed_synced(int side, std::string_view bytes) {
       }
       continue;
     }
+    const std::string_view fed = bytes;
+    const std::uint64_t fed_at = s.next_offset;
     const std::size_t n = d.feed(bytes, s.handler);
     bytes.remove_prefix(n);
     s.next_offset += n;
@@ -130,23 +132,64 @@ void resp_session::feed_synced(int side, std::string_view bytes) {
       correct_sides(side, bytes);
       return;
     }
+    // CR/LF bytes that ended this feed (a stray line end split across segments).
+    const std::uint64_t line_ends_before = s.trailing_line_ends;
+    const std::size_t last = fed.find_last_not_of("\r\n");
+    const std::size_t trailing = last == std::string_view::npos ? fed.size() : fed.size() - 1 - last;
+    s.trailing_line_ends = trailing == fed.size() ? line_ends_before + trailing : trailing;
+    if (d.error() && skip_stray_line_ends(side, fed, fed_at, line_ends_before, bytes)) continue;
     if (d.error()) {
       ++stats_.decode_errors;
-      report(session_event_kind::decode_error, side, s.decoder_base + d.error_offset(), 0, d.error());
+      // (lose_sync resets the decoder, and with it the error's offset.)
+      const std::uint64_t bad = s.decoder_base + d.error_offset();
+      report(session_event_kind::decode_error, side, bad, 0, d.error());
       lose_sync(side);
       // Look for the next frame boundary after the bad byte.
-      const std::uint64_t bad = s.decoder_base + d.error_offset();
-      if (bad + 1 > s.next_offset) {
+      if (bad >= fed_at && bad < fed_at + fed.size()) {
+        // From the byte after the bad one, whatever the decoder had taken in after it:
+        // those bytes are looked at again for a frame start, and counted if skipped.
+        bytes = fed.substr(static_cast<std::size_t>(bad + 1 - fed_at));
+        s.next_offset = bad + 1;
+        stats_.skipped_bytes += 1;
+        s.unsynced_bytes += 1;
+      } else if (bad + 1 > s.next_offset) {
         const std::uint64_t skip = std::min<std::uint64_t>(bad + 1 - s.next_offset, bytes.size());
         bytes.remove_prefix(static_cast<std::size_t>(skip));
         s.next_offset += skip;
         stats_.skipped_bytes += skip;
+        s.unsynced_bytes += skip;
       }
       s.resync_buffer.clear();
       resync(side, bytes);
       return;
     }
   }
+}
+
+bool resp_session::skip_stray_line_ends(int side, std::string_view fed, std::uint64_t fed_at,
+                                        std::uint64_t line_ends_before, std::string_view& rest) {
+  side_state& s = sides_[side];
+  resp::decoder& d = *s.decoder;
+  if (d.error() != resp::make_error_code(resp::errc::unknown_type)) return false;
+  // Between two messages: nothing of a reply (or a command) is under way.
+  const bool between =
+      side == client_side_ ? count_ > ring_mask_ || ring_[ring_index(head_ + count_)].command.empty() : reply_.empty();
+  if (!between) return false;
+  const std::uint64_t bad = s.decoder_base + d.error_offset();
+  // The bad line may have begun in earlier feeds: then only with CR/LF bytes.
+  if (bad >= fed_at + fed.size() || (bad < fed_at && fed_at - bad > line_ends_before)) return false;
+  const std::size_t in_fed = bad < fed_at ? 0 : static_cast<std::size_t>(bad - fed_at);
+  const std::string_view from_bad = fed.substr(in_fed);
+  const std::uint64_t stray = std::min(from_bad.find_first_not_of("\r\n"), from_bad.size()) + (fed_at - std::min(bad, fed_at));
+  if (stray == 0) return false;
+  // A line end where a message should start (a server or a proxy that ends a reply
+  // twice): skipped and counted, the stream still in step.
+  stats_.stray_bytes += stray;
+  d.reset();
+  s.decoder_base = bad + stray;
+  s.next_offset = bad + stray;
+  rest = fed.substr(static_cast<std::size_t>(bad + stray - fed_at));
+  return true;
 }
 
 exchange resp_session::make_exchange(exchange_kind kind) const noexcept {

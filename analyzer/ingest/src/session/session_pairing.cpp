@@ -268,6 +268,7 @@ void resp_session::command_complete(pending_command& c) {
   c.secrets.clear();
   c.expect = expect_reply;
   c.hello_protocol = 0;
+  c.reply_checks = 0;
   ++stats_.commands;
   if (replica_link_) {  // REPLCONF ACK from a replica: never answered, not shown
     c.clear_command();
@@ -301,7 +302,7 @@ void resp_session::command_complete(pending_command& c) {
   }();
   const auto initial = static_cast<unsigned>(static_cast<unsigned char>(name.empty() ? 0 : name[0]) | 0x20) - 'a';
   const bool ordinary = name.empty() || initial >= 26 || (special_initials >> initial & 1u) == 0;
-  if (ordinary && !unbalanced && !server_closing_ && reply_mode_ == reply_mode::on) {
+  if (ordinary && !unbalanced && !server_closing_ && reply_mode_ == reply_mode::on && transaction_checks_ == 0) {
     commit_tail();  // the usual command: nothing below applies to it
     return;
   }
@@ -311,7 +312,13 @@ void resp_session::command_complete(pending_command& c) {
   } else {
     args.push_back(name);
   }
-  if (secrets) find_secrets(args, c.secrets);
+  if (secrets) {
+    find_secrets(args, c.secrets);
+    c.reply_checks = reply_checks(args, !c.secrets.empty());
+  }
+  if (c.reply_checks != 0 || transaction_checks_ != 0 || (!ordinary && iequals(name, "MULTI"))) {
+    note_transaction(c, name, args);
+  }
   if (server_closing_) {
     c.expect = expect_nothing;
     commit_tail();
@@ -382,6 +389,32 @@ void resp_session::command_complete(pending_command& c) {
   commit_tail();
 }
 
+void resp_session::note_transaction(pending_command& c, std::string_view name, std::span<const std::string_view> args) {
+  if (iequals(name, "MULTI")) {
+    in_transaction_ = true;
+    return;
+  }
+  // Outside MULTI (or after an EXEC not looked at, there being nothing to look for) this
+  // counts a command as queued: EXEC's reply is then checked for nothing it holds.
+  if (c.reply_checks != 0 && in_transaction_) {
+    transaction_checks_ |= c.reply_checks;
+    for (const std::uint32_t i : c.secrets) {
+      if (i >= args.size()) continue;
+      if (transaction_secrets_.size() < max_transaction_secrets) transaction_secrets_.emplace_back(args[i]);
+      else transaction_checks_ |= reply_every_string;
+    }
+    return;
+  }
+  if (iequals(name, "EXEC")) {
+    c.reply_checks = transaction_checks_ | reply_in_transaction;
+    transaction_checks_ = 0;
+    in_transaction_ = false;
+  } else if (iequals(name, "DISCARD")) {
+    transaction_checks_ = 0;
+    in_transaction_ = false;
+  }
+}
+
 void resp_session::reply_complete() {
   const std::size_t root = reply_.root();
   if (root == message::npos) return;
@@ -415,6 +448,14 @@ void resp_session::reply_complete() {
   };
 
   if (monitor_) {
+    // A server older than 6.2 shows some passwords in MONITOR lines.
+    std::string& masked = monitor_scratch_;
+    masked.clear();
+    if (!options_.show_secrets && top.type == resp::type::simple_string && mask_monitor_line(reply_.text(top), masked)) {
+      redacted_reply_.set_single(resp::type::simple_string, masked);
+      emit_push(redacted_reply_);
+      return;
+    }
     emit_push(reply_);
     return;
   }
@@ -499,6 +540,22 @@ void resp_session::reply_complete() {
 
 void resp_session::emit(pending_command& c, const message* reply) {
   exchange e = make_exchange(exchange_kind::exchange);
+  if (reply != nullptr && c.reply_checks != 0 && !options_.show_secrets) {
+    // Only the few commands whose replies may show a secret get here (reply_checks).
+    secret_values_.clear();
+    if ((c.reply_checks & reply_in_transaction) != 0) {
+      // EXEC: the secrets of the commands queued (the connection's last few transactions).
+      secret_values_.assign(transaction_secrets_.begin(), transaction_secrets_.end());
+    } else if (!c.secrets.empty()) {
+      c.arguments(arguments_);
+      for (const std::uint32_t i : c.secrets) {
+        if (i < arguments_.size()) secret_values_.push_back(arguments_[i]);
+      }
+    }
+    redacted_reply_ = *reply;
+    const auto checks = static_cast<std::uint8_t>(c.reply_checks & ~reply_in_transaction);
+    if (redact_reply(checks, secret_values_, redacted_reply_)) reply = &redacted_reply_;
+  }
   if (!c.whole.empty() && (c.secrets.empty() || options_.show_secrets)) {
     e.command = c.whole.arguments();  // nothing to redact: the views as they are
     e.interned_identity = c.whole.interned_identity();

@@ -74,7 +74,14 @@ bool resp_session::validate(int side, std::string_view candidate, bool& need_mor
   resp::decoder& d = scratch_decoder(allow_inline);
   counting_handler h;
   d.feed(candidate, h);
-  if (d.error()) return false;
+  if (d.error()) {
+    // Valid messages, then bytes that are not RESP: the messages are kept (the real
+    // decoder reports the bad byte, then resynchronises after it). A frame start is
+    // certain at the first byte of a stream seen from its SYN; elsewhere two messages
+    // must decode first, so that a value's text is not taken for a reply.
+    const bool certain_start = sides_[side].at_stream_start && first_bytes;
+    return h.messages >= (certain_start ? 1u : 2u);
+  }
   // A client that sends arrays after it is not typing: the line was a value's text.
   if (allow_inline && !stream_start && !candidate.starts_with('*') && h.arrays > 0) return false;
   if (h.messages >= 1 || candidate.size() >= validation_enough) return true;

@@ -239,6 +239,77 @@ std::string summary_table_html(const page_info& info, const std::vector<swimlane
 
 // The time axis over the swimlanes, its zoom buttons, and the SVG definitions the
 // blocks refer to.
+// What each mark means, in the marks' colours (swimlane.css: the same variables, so the
+// palette and dark mode follow). Not the marks' classes: the page's script and its tests
+// take every .m for a mark of the timeline.
+std::string legend_html() {
+  struct item {
+    const char* swatch;  // SVG inside a 30x16 box
+    const char* label;
+  };
+#define LS_HOLD "fill:var(--c)"
+#define LS_TICK "fill:var(--fg)"
+#define LS_RED "fill:var(--anomaly)"
+  static constexpr item items[] = {
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(" x="1" y="3" width="28" height="10"/><rect class="c1" style=")~" LS_HOLD
+       R"~(" x="16" y="3" width="13" height="10"/>)~",
+       "hold (a colour per owner)"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(" x="1" y="3" width="28" height="10"/><rect style=")~" LS_TICK
+       R"~(;fill-opacity:0.35" x="8" y="5" width="14" height="6"/>)~",
+       "reentrant hold (inset: each level)"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(;fill-opacity:0.28" x="1" y="5" width="28" height="6"/>)~",
+       "lease (light: until it would run out)"},
+      {R"~(<rect class="c0" style="fill:url(#ls-hatch);stroke:var(--c);stroke-width:1" x="1" y="4" width="28" height="8"/>)~",
+       "wait (hatched)"},
+      {R"~(<rect class="c0" style="fill:url(#ls-hatch);stroke:var(--c);stroke-width:1" x="1" y="4" width="28" height="8"/>)~"
+       R"~(<circle style=")~" LS_TICK R"~(" cx="10" cy="7" r="2.5"/><circle style=")~" LS_TICK R"~(" cx="21" cy="7" r="2.5"/>)~",
+       "attempt while waiting"},
+      {R"~(<circle style="fill:none;stroke:var(--fg);stroke-width:1" cx="15" cy="7" r="2.5"/>)~",
+       "cluster redirect (MOVED/ASK)"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(" x="1" y="12" width="28" height="2"/>)~",
+       "subscribed to the lock's channel"},
+      {R"~(<line style="stroke:var(--line);stroke-width:1.2" x1="3" y1="2" x2="25" y2="13" marker-end="url(#ls-arrow)"/>)~",
+       "notification (release → waiter)"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(" x="1" y="3" width="13" height="10"/><rect style=")~" LS_TICK
+       R"~(" x="14" y="0" width="2" height="16"/>)~",
+       "renewal"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(" x="1" y="3" width="13" height="10"/><rect style="fill:var(--line)" )~"
+       R"~(x="14" y="1" width="2" height="14"/>)~",
+       "release"},
+      {R"~(<rect style=")~" LS_RED R"~(" x="9" y="0" width="2" height="16"/><rect style=")~" LS_RED
+       R"~(" x="19" y="1" width="2" height="14"/>)~",
+       "refused renewal / release"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(;fill-opacity:0.28" x="1" y="5" width="13" height="6"/><rect style=")~" LS_RED
+       R"~(;fill-opacity:0.55" x="13" y="0" width="3" height="16"/>)~",
+       "expiry (the lease ran out)"},
+      {R"~(<rect class="c0" style="fill:none;stroke:var(--c);stroke-width:2" x="2" y="3" width="26" height="10"/>)~",
+       "RedLock / MultiLock hold (one owner, several keys)"},
+      {R"~(<rect style="fill:var(--anomaly-band)" x="0" y="0" width="30" height="16"/><rect style=")~" LS_RED
+       R"~(;fill-opacity:0.35;stroke:var(--anomaly);stroke-width:1.5;stroke-dasharray:3 2" x="11" y="1" width="8" )~"
+       R"~(height="14"/>)~",
+       "anomaly (red, dashed; a band across the lanes)"},
+      {R"~(<rect class="c0" style=")~" LS_HOLD R"~(" x="1" y="3" width="9" height="10"/><rect style="fill:var(--muted)" )~"
+       R"~(x="12" y="4" width="17" height="8"/>)~",
+       "zoomed out: how busy each slice was"},
+  };
+#undef LS_HOLD
+#undef LS_TICK
+#undef LS_RED
+  std::string out =
+      "<figure class=\"legend\" aria-label=\"legend\" style=\"margin:8px 0\"><figcaption>Legend</figcaption>"
+      "<ul style=\"display:flex;flex-wrap:wrap;gap:4px 18px;list-style:none;padding:0;margin:4px 0\">";
+  for (const item& i : items) {
+    out += "<li style=\"display:flex;align-items:center;gap:6px\"><svg width=\"30\" height=\"16\" "
+           "aria-hidden=\"true\" style=\"pointer-events:none\">";
+    out += i.swatch;
+    out += "</svg>";
+    out += i.label;
+    out += "</li>";
+  }
+  out += "</ul></figure>";
+  return out;
+}
+
 std::string timeline_bar(const page_info& info, const swimlane_geometry& g) {
   std::string out;
   append_format(out,
@@ -324,6 +395,7 @@ void write_html_page(const page_info& info, const std::vector<swimlane_block>& b
   write(std::string_view(page).substr(0, body_at));
   write(head);
   write(table);
+  write(legend_html());
   write(timeline_bar(info, g));
   std::string out;
   for (std::size_t i = 0; i < blocks.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/ingest/short_bytes.hpp"
+#include "lockscope/ingest/counted.hpp"
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/event_text.hpp"
 #include "lockscope/locks/lock_globs.hpp"
@@ -401,9 +402,11 @@ class summary_writer {
     if (total > heap.size()) {
       append_format(out_,
                     "(not in the rows above: the other {} of {} locks (--top {} shows the most contended and "
-                    "anomalous), with {} acquisitions ({} contended), {} renewals, {} expiries and {} anomalies)\n",
-                    total - heap.size(), total, options_.top, others.acquisitions, others.contended, others.renewals,
-                    others.expiries, others.anomalies);
+                    "anomalous), with {} ({} contended), {}, {} and {})\n",
+                    total - heap.size(), total, options_.top, ingest::counted(others.acquisitions, "acquisition"),
+                    others.contended, ingest::counted(others.renewals, "renewal"),
+                    ingest::counted(others.expiries, "expiry", "expiries"),
+                    ingest::counted(others.anomalies, "anomaly", "anomalies"));
     }
     return total;
   }
@@ -415,10 +418,12 @@ class summary_writer {
       std::uint64_t anomalies = 0;
       for (const std::uint64_t a : f.anomalies) anomalies += a;
       append_format(out_,
-                    "(not in the rows above: {} idle locks forgotten at --max-locks{}, with {} acquisitions ({} "
-                    "contended), {} renewals, {} expiries and {} anomalies)\n",
-                    f.locks, options_.lock_globs.empty() ? "" : " (selected by --lock or not)", f.acquisitions,
-                    f.contended_acquisitions, f.renewals, f.expiries, anomalies);
+                    "(not in the rows above: {} forgotten at --max-locks{}, with {} ({} "
+                    "contended), {}, {} and {})\n",
+                    ingest::counted(f.locks, "idle lock"), options_.lock_globs.empty() ? "" : " (selected by --lock or not)",
+                    ingest::counted(f.acquisitions, "acquisition"), f.contended_acquisitions,
+                    ingest::counted(f.renewals, "renewal"), ingest::counted(f.expiries, "expiry", "expiries"),
+                    ingest::counted(anomalies, "anomaly", "anomalies"));
     } else if (locks == 0) {
       out_ += "(no lock activity)\n";
     }

@@ -93,6 +93,8 @@ struct ingest_stats {
   std::uint64_t pushes = 0;
   std::uint64_t unpaired_replies = 0;
   std::uint64_t resyncs = 0;
+  std::uint64_t skipped_bytes = 0;      // not RESP, dropped while resynchronising
+  std::uint64_t stray_bytes = 0;        // CR/LF between two messages, skipped in step
   std::uint64_t pending_overflow = 0;   // commands shown unanswered: too many bytes waiting
   // max_buffer_total: times a connection gave back what it held, and the commands it so
   // emitted unanswered (its holes given up are counted in gaps).

@@ -53,6 +53,9 @@ class message {
   }
   // A one-node message (used for replication preamble lines).
   void set_single(resp::type t, std::string_view text);
+  // Node `index`'s text becomes `text` (redaction: a copy of a reply with its secrets
+  // masked). The old text stays in the buffer, unreferenced.
+  void replace_text(std::size_t index, std::string_view text);
   void clear() noexcept {
     nodes_.clear();
     text_.clear();

@@ -26,7 +26,8 @@
 // RESET, CLIENT REPLY OFF/SKIP/ON, MONITOR, PSYNC/SYNC (the RDB payload and the
 // replication stream are skipped), an inline line with unbalanced quotes (answered
 // with a protocol error, then the server closes). Secrets (redaction.hpp) are
-// replaced by "****" unless show_secrets.
+// replaced by "****" unless show_secrets, in the commands and in the replies that
+// may show them (a reply quoting a masked argument, CONFIG GET, ACL LIST/GETUSER).
 #pragma once
 
 #include <algorithm>
@@ -126,6 +127,7 @@ struct session_stats {
   std::uint64_t decode_errors = 0;
   std::uint64_t resyncs = 0;
   std::uint64_t skipped_bytes = 0;      // dropped while resynchronising
+  std::uint64_t stray_bytes = 0;        // CR/LF between two messages, skipped in step
   std::uint64_t replication_bytes = 0;  // RDB payload and replication stream
   std::uint64_t pending_overflow = 0;   // commands emitted unanswered: too many waiting
   std::uint64_t pending_shed = 0;       // emitted unanswered by shed(): all connections held too much
@@ -233,6 +235,7 @@ class resp_session {
     std::vector<std::uint32_t> secrets;  // positions of arguments to redact (redaction.hpp)
     std::uint8_t expect = 0;         // what the reply looks like (expect_* below)
     std::uint8_t hello_protocol = 0;
+    std::uint8_t reply_checks = 0;   // what its reply may show that is secret (redaction.hpp)
     std::size_t footprint = 0;       // bytes counted against max_pending_bytes
 
     void clear_command() noexcept {
@@ -278,6 +281,7 @@ class resp_session {
     std::string resync_buffer;
     std::uint64_t resync_start = 0;   // stream offset of resync_buffer[0]
     std::uint64_t unsynced_bytes = 0;
+    std::uint64_t trailing_line_ends = 0;  // CR/LF bytes that ended the bytes fed so far
     std::string held;                 // undecided sides: this direction's bytes so far
     std::uint8_t evidence = 0;        // what `held` shows (session_sides.cpp)
     std::string_view evidence_detail;
@@ -302,6 +306,10 @@ class resp_session {
   void give_up(int side, std::uint64_t offset);
   void feed(int side, std::string_view bytes, std::int64_t now_us);
   void feed_synced(int side, std::string_view bytes);
+  // The decoder stopped at CR/LF bytes where a message should start: skips them
+  // (`rest` becomes what follows them) and keeps the stream in step. False otherwise.
+  bool skip_stray_line_ends(int side, std::string_view fed, std::uint64_t fed_at, std::uint64_t line_ends_before,
+                            std::string_view& rest);
   void resync(int side, std::string_view bytes);
   bool validate(int side, std::string_view candidate, bool& need_more);
   std::size_t consume_replication(std::string_view bytes);
@@ -372,6 +380,17 @@ class resp_session {
   std::string rdb_eof_mark_;   // `$EOF:<mark>` transfers end with the 40-byte mark
   std::string rdb_tail_;       // the last bytes seen, to find a mark split across feeds
   std::vector<std::string_view> arguments_;
+  // MULTI ... EXEC: a queued command's reply comes in EXEC's, so EXEC's is checked for
+  // what the queued ones may show (their secrets kept here, at most max_transaction_secrets).
+  void note_transaction(pending_command& c, std::string_view name, std::span<const std::string_view> args);
+  static constexpr std::uint8_t reply_in_transaction = 0x80;  // with reply_checks: the secrets are these
+  static constexpr std::size_t max_transaction_secrets = 64;
+  bool in_transaction_ = false;
+  std::uint8_t transaction_checks_ = 0;
+  std::vector<std::string> transaction_secrets_;
+  message redacted_reply_;  // a reply with its secrets masked (reply_checks)
+  std::vector<std::string_view> secret_values_;
+  std::string monitor_scratch_;
   session_stats stats_;
 };
 
