@@ -36,6 +36,7 @@ STAGES = {
 HEADER_STAGES = {
     "lockscope/ingest/capture.hpp": "capture",
     "lockscope/ingest/clock_steps.hpp": "capture",
+    "lockscope/ingest/counted.hpp": "capture",  # wording of counts: any stage may print one
     "lockscope/ingest/exchange.hpp": "session",
     "lockscope/ingest/short_bytes.hpp": "session",
     "lockscope/locks/command_words.hpp": "vocabulary",
