@@ -134,8 +134,17 @@ void resp_session::feed_synced(int side, std::string_view bytes) {
     }
     // CR/LF bytes that ended this feed (a stray line end split across segments).
     const std::uint64_t line_ends_before = s.trailing_line_ends;
-    const std::size_t last = fed.find_last_not_of("\r\n");
-    const std::size_t trailing = last == std::string_view::npos ? fed.size() : fed.size() - 1 - last;
+    // Every feed pays this: the usual ending (a message's own CR LF) is decided in four
+    // compares, and find_last_not_of (a memchr per byte) is left for the rest.
+    const std::size_t size = fed.size();
+    const auto line_end = [](char c) { return c == '\r' || c == '\n'; };
+    std::size_t trailing = 0;
+    if (size >= 3 && fed[size - 1] == '\n' && fed[size - 2] == '\r' && !line_end(fed[size - 3])) {
+      trailing = 2;
+    } else if (size > 0 && line_end(fed[size - 1])) {
+      const std::size_t last = fed.find_last_not_of("\r\n");
+      trailing = last == std::string_view::npos ? size : size - 1 - last;
+    }
     s.trailing_line_ends = trailing == fed.size() ? line_ends_before + trailing : trailing;
     if (d.error() && skip_stray_line_ends(side, fed, fed_at, line_ends_before, bytes)) continue;
     if (d.error()) {

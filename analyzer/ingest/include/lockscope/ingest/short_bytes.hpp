@@ -23,8 +23,9 @@ inline std::uint32_t load4(const char* p) noexcept {
 }
 }  // namespace short_bytes_detail
 
-// a == b. Reads only the bytes of a and b.
-inline bool same_bytes(std::string_view a, std::string_view b) noexcept {
+// a == b. Reads only the bytes of a and b. Always inlined: a call is the cost it saves
+// (the compiler once left it out of line in the groups' event path, 1% of analyze).
+[[gnu::always_inline]] inline bool same_bytes(std::string_view a, std::string_view b) noexcept {
   using namespace short_bytes_detail;
   const std::size_t n = a.size();
   if (n != b.size()) return false;
