@@ -460,3 +460,61 @@ TEST_CASE("owner models: per handle by default, Redisson's per thread on request
     CHECK(raw.command("EXISTS", "o").integer == 0);
   }
 }
+
+TEST_CASE("abandon_waits with a fair attempt in flight: the waiter has left the queue when the wait completes",
+          "[lock][async][redis][cancel][fair]") {
+  // The race behind `lockscope lock --fair` interrupted by SIGTERM: the server queued the
+  // waiter, the client had not read that reply yet. The start and abandon_waits() reach
+  // the strand in that order, so the attempt is always in flight here.
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  lock::client redis(config_for(server));
+  raw.command("HSET", "fq", "someone-else:1", 1);
+  for (int i = 0; i < 20; ++i) {
+    auto l = redis.get_fair_lock("fq");
+    std::promise<boost::system::error_code> result;
+    l.async_lock([&](boost::system::error_code ec) { result.set_value(ec); });
+    redis.abandon_waits();
+    auto f = result.get_future();
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    CHECK(f.get() == lock::errc::shut_down);
+    CHECK(raw.command("EXISTS", "redisson_lock_queue:{fq}", "redisson_lock_timeout:{fq}").integer == 0);
+    CHECK(numsub(raw, l.channel() + ":" + l.owner()) == 0);
+  }
+  CHECK(raw.command("HLEN", "fq").integer == 1);
+}
+
+TEST_CASE("the README's async example: two tasks on one thread take turns", "[lock][async][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  namespace lk = lockscope::lock;
+  lk::client redis(config_for(server));
+  const auto main_thread = std::this_thread::get_id();
+  int holders = 0, most = 0, turns = 0, elsewhere = 0;
+  // Holds the lock a while, and counts who holds it meanwhile.
+  auto write_order = [&](int) -> asio::awaitable<void> {
+    if (std::this_thread::get_id() != main_thread) ++elsewhere;
+    most = std::max(most, ++holders);
+    asio::steady_timer pause(co_await asio::this_coro::executor, 50ms);
+    co_await pause.async_wait(asio::use_awaitable);
+    --holders;
+    ++turns;
+  };
+  // The README's lines, word for word (tests/docs checks that they are these):
+  boost::asio::io_context io;                        // yours: each task resumes on its thread
+  for (int task = 1; task <= 2; ++task) {
+    boost::asio::co_spawn(io, [&, task]() -> boost::asio::awaitable<void> {
+      lk::rlock mine = redis.get_lock("orders:42");  // a handle per task: an owner per task
+      co_await mine.async_lock(boost::asio::use_awaitable);
+      co_await write_order(42);                      // one task at a time
+      co_await mine.async_unlock(boost::asio::use_awaitable);
+    }, boost::asio::detached);
+  }
+  io.run();                                          // returns once both are done
+  CHECK(turns == 2);
+  CHECK(most == 1);
+  CHECK(elsewhere == 0);
+  CHECK(raw.command("EXISTS", "orders:42").integer == 0);
+}

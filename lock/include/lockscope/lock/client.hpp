@@ -14,12 +14,16 @@
 //
 // Threads: the client runs its I/O on its own thread (or on an io_context you run).
 // The blocking calls may be made from any other thread; on the I/O thread they throw
-// errc::would_deadlock. Async completions run on the handler's associated executor
-// (by default the client's strand).
+// errc::would_deadlock. An async_* call completes on its handler's associated executor
+// (by default the client's strand) with its associated allocator, keeps that executor's
+// work count up meanwhile, and never runs the handler inside the call. The acquires
+// honour the handler's cancellation slot: a cancelled one completes with
+// boost::asio::error::operation_aborted once it left nothing behind (no waiter, no
+// subscription, no hold).
 //
-// Owners: by default `<client uuid>:<thread id>`, the thread being the one that calls
-// (a small per-process number, like Java's thread ids). For coroutines and callbacks,
-// whose threads do not map to owners, get a handle with an explicit owner id.
+// Owners (client_config::owners): by default each handle get_lock() returns is one
+// owner, `<client uuid>:<n>`, whatever thread or coroutine uses it: give each task its
+// own handle. owner_model::per_thread is Redisson's model, the calling thread.
 #pragma once
 
 #include <atomic>
@@ -270,7 +274,8 @@ class client {
   // block; runs on the strand. (One operation: its handler's cancellation slot.)
   void abandon_waits() noexcept;
 
-  // A handle on lock `name` whose owner is the calling thread.
+  // A handle on lock `name`: an owner of its own (or the calling thread's, with
+  // owner_model::per_thread).
   rlock get_lock(std::string name);
   // A handle on lock `name` owned by `owner`, whatever thread calls.
   rlock get_lock(std::string name, std::string owner);
@@ -330,7 +335,8 @@ class rlock {
   const std::string& name() const noexcept;
   // `redisson_lock__channel:{name}`
   const std::string& channel() const noexcept;
-  // The owner id calls from this thread use.
+  // The owner id of this call: the handle's (or, with owner_model::per_thread, the
+  // calling thread's).
   std::string owner() const;
 
   // Blocking API; throws lock_error on failure. With replica sync on

@@ -9,8 +9,9 @@
 //     red.unlock();                               // released on every server
 //   }
 //
-// The owners are those of the calling thread (or the handles' explicit owners), fixed
-// when the call starts, so the async forms may complete on any thread.
+// The owners are the handles' (see client_config::owners), fixed when the call starts.
+// The async acquires honour the handler's cancellation slot: a cancelled one releases
+// whatever it took before it completes with operation_aborted.
 //
 // Safety (RedLock): it assumes bounded clock drift and pauses shorter than the validity;
 // it gives no fencing token, so a holder paused past its validity can still write after
@@ -103,7 +104,7 @@ class multi_lock {
  protected:
   multi_lock(std::vector<rlock> locks, bool majority);
   std::shared_ptr<detail::multi_state> state_;
-  std::vector<rlock> handles_;  // for their owner(): the calling thread's, or explicit
+  std::vector<rlock> handles_;  // for their owner()
 
  private:
   friend multi_lock get_multi_lock(std::vector<rlock> locks);
