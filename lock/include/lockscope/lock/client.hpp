@@ -162,6 +162,10 @@ class adapted_handler {
   void operator()(status s, T value) {
     auto executor = work_.get_executor();
     auto allocator = boost::asio::get_associated_allocator(handler_);
+    // Counted until dispatch() returned: the handler may run (and its own work end) on
+    // another thread at once, and that executor's io_context, out of work, could return
+    // from run() and be destroyed while this thread is still inside its post.
+    auto posting = boost::asio::make_work_guard(executor);
     boost::asio::dispatch(executor, boost::asio::bind_allocator(
                                         allocator, [self = std::move(*this), code = s.code, value = std::move(value)]() mutable {
                                           self.deliver(code, std::move(value));
