@@ -211,7 +211,7 @@ TEST_CASE("a thread pool: coroutines resume on the pool, unlock from another thr
   CHECK(raw.command("EXISTS", "pooled").integer == 0);
 }
 
-TEST_CASE("callbacks: on their bound executor, or the client's; an unlock from a completion callback works",
+TEST_CASE("callbacks: on their bound executor, or the client's strand, and an unlock from a completion callback works",
           "[lock][async][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   redis_server server;
@@ -310,7 +310,7 @@ TEST_CASE("a wait cancelled by `||` with a timer leaves no waiter, subscription 
   CHECK(raw.command("EXISTS", "busy").integer == 0);
 }
 
-TEST_CASE("a cancellation_signal ends a wait with operation_aborted; a later lock works",
+TEST_CASE("a cancellation_signal ends a wait with operation_aborted, and a later lock works",
           "[lock][async][redis][cancel]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   redis_server server;
