@@ -426,7 +426,8 @@ TEST_CASE("owner models: per handle by default, Redisson's per thread on request
     auto a_copy = a;
     CHECK(a.owner() != b.owner());
     CHECK(a_copy.owner() == a.owner());
-    CHECK(lock::parse_owner_id(a.owner())->client_id == redis.id());
+    const std::string owner = a.owner();
+    CHECK(lock::parse_owner_id(owner)->client_id == redis.id());
     a.lock();
     CHECK_FALSE(b.try_lock());
     CHECK(a_copy.try_lock());  // a re-entry

@@ -64,7 +64,8 @@ TEST_CASE("reentrancy: hold count 2, 1, 0 and the key is gone at 0", "[lock][cli
   // number (the default owner model), never the calling thread's.
   const auto field = raw.command("HGET", "myLock", l.owner());
   CHECK(field.text == "2");
-  const auto parts = lock::parse_owner_id(l.owner());
+  const std::string owner = l.owner();
+  const auto parts = lock::parse_owner_id(owner);  // views into `owner`
   REQUIRE(parts);
   CHECK(parts->client_id == client.id());
   CHECK(l.owner() != client.thread_owner());
