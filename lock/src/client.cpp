@@ -666,7 +666,8 @@ class acquire_op final : public subscription_listener,
 
   // The attempt sent before the stop answered: undo whatever it did.
   void on_reply_after_stop(std::error_code ec, const resp::value& reply) {
-    const acquire_reply r = ec ? acquire_reply{acquire_reply::kind::unexpected} : classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
+    const acquire_reply r = ec ? acquire_reply{acquire_reply::kind::unexpected}
+                               : classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
     if (!ec && r.outcome == acquire_reply::kind::acquired) return release_then_finish();
     const bool maybe_queued = queued_ || (ec && !impl_->closed()) || r.outcome == acquire_reply::kind::busy;
     if (lock_->kind == lock_kind::fair && maybe_queued && !impl_->closed())

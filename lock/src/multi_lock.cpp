@@ -229,7 +229,8 @@ class redlock_acquire_op : public cancellable, public std::enable_shared_from_th
           start_acquire(
               state_->locks[i], owners_[i], acquire_request{milliseconds(0), request_.lease},
               [self = shared_from_this(), i](status s, std::int64_t v) {
-                asio::post(self->state_->strand, [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
+                asio::post(self->state_->strand,
+                           [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
               },
               attempts_[i]);
         }

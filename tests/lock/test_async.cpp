@@ -369,7 +369,8 @@ TEST_CASE("cancellation racing a free lock's acquisition: acquired and reported,
           } else {
             ++cancelled;
           }
-          if (raw.command("EXISTS", "race").integer != 0) leaks.push_back("the key outlived round " + std::to_string(i));
+          if (raw.command("EXISTS", "race").integer != 0)
+            leaks.push_back("the key outlived round " + std::to_string(i));
           if (fair && raw.command("EXISTS", "redisson_lock_queue:{race}").integer != 0) leaks.push_back("queued");
         }
       },

@@ -166,10 +166,10 @@ class adapted_handler {
     // another thread at once, and that executor's io_context, out of work, could return
     // from run() and be destroyed while this thread is still inside its post.
     auto posting = boost::asio::make_work_guard(executor);
-    boost::asio::dispatch(executor, boost::asio::bind_allocator(
-                                        allocator, [self = std::move(*this), code = s.code, value = std::move(value)]() mutable {
-                                          self.deliver(code, std::move(value));
-                                        }));
+    auto run = [self = std::move(*this), code = s.code, value = std::move(value)]() mutable {
+      self.deliver(code, std::move(value));
+    };
+    boost::asio::dispatch(executor, boost::asio::bind_allocator(allocator, std::move(run)));
   }
 
  private:
