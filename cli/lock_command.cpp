@@ -513,16 +513,22 @@ int run_lock(const lock_options& o) {
         multi->async_unlock([](boost::system::error_code) {});
         for (auto& c : clients) c->close();
       } else {
-        // The unlock may go out only after the attempt in flight returns (and a fair
-        // waiter's leaves the queue in a script of its own), so the connection closes
-        // once it completed, not right after it was asked for. Bounded: a server that
+        // abandon_waits() completes the acquisition once nothing is left behind: the
+        // attempt in flight answered, a hold it took was given back, a fair waiter left
+        // the queue. Only an acquisition that completed just before the signal holds
+        // the lock: give it back. Then the connection may close. Bounded: a server that
         // stopped answering does not keep us.
-        auto released = std::make_shared<std::promise<void>>();
-        std::future<void> done = released->get_future();
-        boost::asio::dispatch(client.get_executor(), [lock_handle, released]() mutable {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!result->done && std::chrono::steady_clock::now() < deadline) {
+          pollfd fd{done_fd, POLLIN, 0};
+          (void)::poll(&fd, 1, 50);
+        }
+        if (result->done && !result->ec && result->acquired) {
+          auto released = std::make_shared<std::promise<void>>();
+          std::future<void> done = released->get_future();
           lock_handle.async_unlock([released](boost::system::error_code) { released->set_value(); });
-        });
-        done.wait_for(std::chrono::seconds(5));
+          done.wait_until(deadline);
+        }
         client.close();
       }
       say(fmt::format("interrupted by signal {} while waiting for '{}'", sig->signo, o.name));

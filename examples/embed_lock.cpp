@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   config.on_lock_lost = [](const std::string& name) { std::fprintf(stderr, "lost %s\n", name.c_str()); };
   lk::client redis(config);
   redis.connect();                                  // throws lk::lock_error: refused, WRONGPASS, timeout
-  lk::rlock lock = redis.get_lock("orders:42");     // owner: <client uuid>:<thread id>
+  lk::rlock lock = redis.get_lock("orders:42");     // owner: <client uuid>:<n>, this handle's
   {
     std::scoped_lock hold(lock);                    // waits via pub/sub; the watchdog renews every 10 s
     std::printf("held, hold count %lld\n", static_cast<long long>(lock.hold_count()));

@@ -537,7 +537,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 // One lock() / try_lock(): the Asio side of acquire_fsm. Attempts, subscribes, retries
 // after the subscription is confirmed, then waits for an unlock message or the
 // holder's TTL, and loops.
-class acquire_op final : public subscription_listener, public std::enable_shared_from_this<acquire_op> {
+class acquire_op final : public subscription_listener,
+                         public cancellable,
+                         public std::enable_shared_from_this<acquire_op> {
  public:
   acquire_op(std::shared_ptr<client_impl> impl, std::shared_ptr<lock_state> lock, std::string owner,
              acquire_request request, completion<std::int64_t> done)
@@ -555,25 +557,50 @@ class acquire_op final : public subscription_listener, public std::enable_shared
         done_(std::move(done)),
         timer_(impl_->strand()) {}
 
-  void start() {
+  void start(std::shared_ptr<cancel_link> link) {
     impl_->add_op(shared_from_this());
+    link_ = std::move(link);
+    if (link_) {
+      link_->target = shared_from_this();
+      if (link_->requested) return cancel();
+    }
     attempt();
   }
 
   void on_subscribed() override { wake(); }
   void on_message(std::string_view) override { wake(); }
 
-  // The client closes. A queued fair waiter still leaves the queue: the script goes out
-  // before the QUIT that close() queues next, and nobody waits for its reply.
+  // The handler's cancellation slot fired.
+  void cancel() override { stop({operation_aborted(), {}}); }
+
+  // Stops waiting and completes with `s` once nothing is left behind: the attempt in
+  // flight answered (a hold it took is released; a fair waiter it queued leaves the
+  // queue), the subscription dropped.
+  void stop(status s) {
+    if (finished_ || stopping_) return;
+    stopping_ = true;
+    stop_status_ = std::move(s);
+    timer_.cancel();
+    if (waiter_) impl_->unsubscribe(channel_, *std::exchange(waiter_, std::nullopt));
+    // A reply on its way, or a cleanup (a leave-queue, a release), finishes it.
+    if (in_flight_ || cleaning_up_) return;
+    if (lock_->kind == lock_kind::fair && queued_) return leave_queue_then_finish(std::move(stop_status_));
+    finish(std::move(stop_status_), 0);
+  }
+
+  // The client closes: completes now. A fair waiter queued, or maybe queued by the
+  // attempt in flight, still leaves the queue: the script goes out behind that attempt
+  // and before the QUIT that close() queues next, and nobody waits for its reply.
   void abort(status s) {
     if (finished_) return;
-    if (lock_->kind == lock_kind::fair && queued_)
+    if (lock_->kind == lock_kind::fair && (queued_ || in_flight_))
       send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {}, true);
     finish(std::move(s), 0);
   }
 
  private:
   void wake() {
+    if (stopping_) return;
     if (fsm_.on_signal()) timer_.cancel();
   }
 
@@ -601,6 +628,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   }
 
   void send(const script_call& call) {
+    in_flight_ = true;
     impl_->run_synced_script(
         call, impl_->command_deadline(),
         [self = shared_from_this()](std::error_code ec, resp::value&& reply, const sync_result& sync) {
@@ -609,7 +637,12 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   }
 
   void on_reply(std::error_code ec, resp::value&& reply, const sync_result& sync) {
+    // A cancellation may be on its way to the strand: its request counts at once (with
+    // the reply still in flight, stop() only marks the operation).
+    if (!finished_ && !stopping_ && link_ && link_->requested) stop({operation_aborted(), {}});
+    in_flight_ = false;
     if (finished_) return;
+    if (stopping_) return on_reply_after_stop(ec, reply);
     if (ec && impl_->retry_after_failover(ec, reply) && clock_type::now() + failover_retry_delay < fsm_.deadline())
       return retry_later();
     if (ec) return give_up(error_status(ec, reply));
@@ -631,6 +664,39 @@ class acquire_op final : public subscription_listener, public std::enable_shared
     act(fsm_.on_busy(r.ttl_ms, clock_type::now()));
   }
 
+  // The attempt sent before the stop answered: undo whatever it did.
+  void on_reply_after_stop(std::error_code ec, const resp::value& reply) {
+    const acquire_reply r = ec ? acquire_reply{acquire_reply::kind::unexpected}
+                               : classify_acquire_reply(reply, lock_->kind == lock_kind::fenced);
+    if (!ec && r.outcome == acquire_reply::kind::acquired) return release_then_finish();
+    const bool maybe_queued = queued_ || (ec && !impl_->closed()) || r.outcome == acquire_reply::kind::busy;
+    if (lock_->kind == lock_kind::fair && maybe_queued && !impl_->closed())
+      return leave_queue_then_finish(std::move(stop_status_));
+    finish(std::move(stop_status_), 0);
+  }
+
+  // Gives back the hold the attempt took (a re-entry only counts down), then finishes
+  // with the stop's status. Nothing was handed to the watchdog.
+  void release_then_finish() {
+    cleaning_up_ = true;
+    auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}});
+    const script_call call = unlock_call(*lock_, *data, impl_->publishes_sharded());
+    impl_->run_script(call, impl_->command_deadline(),
+                      [self = shared_from_this(), data](std::error_code, resp::value&&) {
+                        // A failed release expires after its lease.
+                        self->finish(std::move(self->stop_status_), 0);
+                      });
+  }
+
+  void leave_queue_then_finish(status s) {
+    cleaning_up_ = true;
+    pending_ = std::move(s);
+    send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {
+      // A failed cleanup leaves a queue entry that the purge removes after its timeout.
+      self->finish(std::move(self->pending_), 0);
+    });
+  }
+
   void act(acquire_action action) {
     switch (action) {
       case acquire_action::attempt:
@@ -643,7 +709,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
       case acquire_action::sleep:
         timer_.expires_at(fsm_.sleep_until());
         timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
-          if (self->finished_) return;
+          if (self->finished_ || self->stopping_) return;
           self->act(self->fsm_.on_timer());
         });
         return;
@@ -659,7 +725,7 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   void retry_later() {
     timer_.expires_after(failover_retry_delay);
     timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
-      if (!self->finished_) self->attempt();
+      if (!self->finished_ && !self->stopping_) self->attempt();
     });
   }
 
@@ -668,17 +734,14 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   void give_up(status s) {
     if (lock_->kind != lock_kind::fair || !queued_ || impl_->closed()) return finish(std::move(s), 0);
     if (waiter_) impl_->unsubscribe(channel_, *std::exchange(waiter_, std::nullopt));
-    pending_ = std::move(s);
-    send_leave_queue([self = shared_from_this()](std::error_code, resp::value&&) {
-      // A failed cleanup leaves a queue entry that the purge removes after its timeout.
-      self->finish(std::move(self->pending_), 0);
-    });
+    leave_queue_then_finish(std::move(s));
   }
 
   // Acquired on the master, but the write did not reach enough replicas: undo this
   // hold with the unlock script (a re-entry only counts down) and fail. Nothing was
   // handed to the watchdog yet.
   void release_unsynced(const sync_result& sync) {
+    cleaning_up_ = true;
     std::string message = impl_->describe_sync(fmt::format("lock '{}'", lock_->name), sync);
     auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}});
     const script_call call = unlock_call(*lock_, *data, impl_->publishes_sharded());
@@ -728,15 +791,20 @@ class acquire_op final : public subscription_listener, public std::enable_shared
   std::string now_text_;
   completion<std::int64_t> done_;
   status pending_;
+  status stop_status_;
+  std::shared_ptr<cancel_link> link_;
   asio::steady_timer timer_;
   std::optional<subscription_registry::waiter_id> waiter_;
-  bool queued_ = false;  // a busy reply came: a fair waiter is in the queue
+  bool queued_ = false;       // a busy reply came: a fair waiter is in the queue
+  bool in_flight_ = false;    // an acquire script is waiting for its reply
+  bool cleaning_up_ = false;  // a leave-queue or a release is, and then finishes
+  bool stopping_ = false;     // cancelled or abandoned: finishes once clean
   bool finished_ = false;
 };
 
 void client_impl::abandon_waits() {
-  auto ops = ops_;  // abort() removes each from ops_
-  for (const auto& op : ops) op->abort({errc::shut_down, {}});
+  auto ops = ops_;  // each removes itself from ops_ when it finishes
+  for (const auto& op : ops) op->stop({errc::shut_down, {}});
 }
 
 void client_impl::close(unique_function<void()> done) {
@@ -788,6 +856,13 @@ bool reject_if_closed(client_impl& impl, completion<T>& done) {
 
 const strand_type& strand_of(const client_impl& impl) noexcept { return impl.strand(); }
 
+void request_cancel(const std::shared_ptr<cancel_link>& link, const strand_type& strand) {
+  link->requested = true;
+  asio::post(strand, [link] {
+    if (auto target = link->target.lock()) target->cancel();
+  });
+}
+
 void ensure_usable(const lock_state& lock) {
   if (lock.impl->destroyed()) throw lock_error(errc::shut_down, "the client of lock '" + lock.name + "' was destroyed");
 }
@@ -804,23 +879,24 @@ completion<std::int64_t> acquired_flag(completion<bool> done) {
 }
 
 void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
-                   completion<std::int64_t> done) {
+                   completion<std::int64_t> done, std::shared_ptr<cancel_link> cancel) {
   if ((request.lease && request.lease->count() <= 0) || (request.wait && request.wait->count() < 0)) {
-    asio::dispatch(lock->impl->strand(), [d = std::move(done)]() mutable {
+    asio::post(lock->impl->strand(), [d = std::move(done)]() mutable {
       d({errc::invalid_argument, "lease must be positive and wait not negative"}, 0);
     });
     return;
   }
   auto impl = lock->impl;
-  asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), request, d = std::move(done)]() mutable {
+  asio::post(impl->strand(), [impl, lock, owner = std::move(owner), request, d = std::move(done),
+                               cancel = std::move(cancel)]() mutable {
     if (reject_if_closed(*impl, d)) return;
-    std::make_shared<acquire_op>(impl, lock, std::move(owner), request, std::move(d))->start();
+    std::make_shared<acquire_op>(impl, lock, std::move(owner), request, std::move(d))->start(std::move(cancel));
   });
 }
 
 void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, completion<bool> done) {
   auto impl = lock->impl;
-  asio::dispatch(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
+  asio::post(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), {}, {}, {}, {}});
     const script_call call = unlock_call(*lock, *data, impl->publishes_sharded());
@@ -853,7 +929,7 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
 
 void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool> done) {
   auto impl = lock->impl;
-  asio::dispatch(impl->strand(), [impl, lock, d = std::move(done)]() mutable {
+  asio::post(impl->strand(), [impl, lock, d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     impl->watchdog_release_lock(lock->name);
     lock->reset_lease(impl->config());
@@ -889,7 +965,7 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
 void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::string owner,
                  completion<std::int64_t> done) {
   auto impl = lock->impl;
-  asio::dispatch(impl->strand(), [impl, lock, kind, owner = std::move(owner), d = std::move(done)]() mutable {
+  asio::post(impl->strand(), [impl, lock, kind, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     const bool read_write = lock->kind == lock_kind::read || lock->kind == lock_kind::write;
     if (kind == query_kind::is_locked && read_write) {
@@ -930,12 +1006,12 @@ void start_query(const std::shared_ptr<lock_state>& lock, query_kind kind, std::
 }
 
 void start_connect(const std::shared_ptr<client_impl>& impl, completion<bool> done) {
-  asio::dispatch(impl->strand(), [impl, d = std::move(done)]() mutable { impl->connect(std::move(d)); });
+  asio::post(impl->strand(), [impl, d = std::move(done)]() mutable { impl->connect(std::move(d)); });
 }
 
 void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::string> args,
                    completion<resp::value> done) {
-  asio::dispatch(impl->strand(), [impl, args = std::move(args), d = std::move(done)]() mutable {
+  asio::post(impl->strand(), [impl, args = std::move(args), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     if (args.empty()) return d({errc::invalid_argument, "empty command"}, resp::value{});
     std::string encoded;
@@ -1073,6 +1149,9 @@ rlock client::get_lock(std::string name) {
   state->channel = channel_name(name);
   state->name = std::move(name);
   state->internal_lease_ms = impl_->config().watchdog_timeout.count();
+  // Numbered from the threads' counter: a handle's owner id never equals a thread's.
+  if (impl_->config().owners == owner_model::per_handle)
+    state->owner = make_owner_id(impl_->id(), detail::next_thread_id.fetch_add(1, std::memory_order_relaxed));
   return rlock(std::move(state));
 }
 
@@ -1107,6 +1186,8 @@ read_write_lock client::get_read_write_lock(std::string name) {
     state->key_prefix =
         state->name.find('{') != std::string::npos ? state->name : "{" + state->name + "}";
   }
+  // One owner for both sides: a writer may take the read lock (a downgrade).
+  write.state_->owner = read.state_->owner;
   read.state_->kind = detail::lock_kind::read;
   write.state_->kind = detail::lock_kind::write;
   write.state_->field_suffix = ":write";

@@ -78,11 +78,27 @@ double random01() {
 bool fatal(const status& s) { return s.code == errc::shut_down || s.code == errc::invalid_argument; }
 
 // A MultiLock: Redisson's order, one lock after the other.
-class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
+class multi_acquire_op : public cancellable, public std::enable_shared_from_this<multi_acquire_op> {
  public:
   multi_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
                    completion<bool> done)
       : state_(std::move(state)), owners_(std::move(owners)), request_(request), done_(std::move(done)) {}
+
+  void start(const std::shared_ptr<cancel_link>& link) {
+    if (link) {
+      link->target = shared_from_this();
+      if (link->requested) return finish({operation_aborted(), {}}, false);
+    }
+    start_round();
+  }
+
+  // Cancels the attempt in flight (it undoes what it did), then releases what the
+  // earlier ones took and completes with operation_aborted.
+  void cancel() override {
+    if (cancelled_ || !done_) return;
+    cancelled_ = true;
+    if (attempt_) request_cancel(attempt_, strand_of(*state_->locks[attempt_index_]));
+  }
 
   void start_round() {
     std::optional<milliseconds> wait = request_.wait;
@@ -96,13 +112,22 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
   bool forever() const noexcept { return !request_.once && !request_.wait; }
 
   void act(multi_action action) {
+    if (cancelled_) {
+      return release_then(state_, owners_, fsm_->acquired(),
+                          [self = shared_from_this()] { self->finish({operation_aborted(), {}}, false); });
+    }
     switch (action.kind) {
       case multi_action_kind::attempt: {
         const std::size_t i = action.index;
         acquire_request r{action.wait, request_.lease};
-        start_acquire(state_->locks[i], owners_[i], r, [self = shared_from_this(), i](status s, std::int64_t v) {
-          asio::post(self->state_->strand, [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
-        });
+        attempt_ = std::make_shared<cancel_link>();
+        attempt_index_ = i;
+        start_acquire(
+            state_->locks[i], owners_[i], r,
+            [self = shared_from_this(), i](status s, std::int64_t v) {
+              asio::post(self->state_->strand, [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
+            },
+            attempt_);
         return;
       }
       case multi_action_kind::release_and_retry:
@@ -121,6 +146,12 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
   }
 
   void on_result(std::size_t i, const status& s, std::int64_t acquired) {
+    attempt_.reset();
+    if (cancelled_) {
+      // A hold the attempt took before the cancellation reached it counts as acquired:
+      // act() releases it with the others.
+      return act(fsm_->on_result(!s && acquired != 0, fsm_clock::now()));
+    }
     if (fatal(s)) {
       return release_then(state_, owners_, fsm_->acquired(),
                           [self = shared_from_this(), s] { self->finish(s, false); });
@@ -136,17 +167,22 @@ class multi_acquire_op : public std::enable_shared_from_this<multi_acquire_op> {
     act(fsm_->on_result(acquired != 0, fsm_clock::now()));
   }
 
-  void finish(status s, bool acquired) { std::exchange(done_, nullptr)(std::move(s), acquired); }
+  void finish(status s, bool acquired) {
+    if (done_) std::exchange(done_, nullptr)(std::move(s), acquired);
+  }
 
   std::shared_ptr<multi_state> state_;
   std::vector<std::string> owners_;
   multi_request request_;
   completion<bool> done_;
   std::optional<multi_acquire_fsm> fsm_;
+  std::shared_ptr<cancel_link> attempt_;  // the acquire in flight
+  std::size_t attempt_index_ = 0;
+  bool cancelled_ = false;
 };
 
 // A RedLock: rounds sent to every server at once (redlock_fsm).
-class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_op> {
+class redlock_acquire_op : public cancellable, public std::enable_shared_from_this<redlock_acquire_op> {
  public:
   redlock_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
                      completion<bool> done)
@@ -160,19 +196,43 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
     maybe_held_.reserve(state_->locks.size());
   }
 
-  void start() { act(fsm_.start()); }
+  void start(const std::shared_ptr<cancel_link>& link) {
+    if (link) {
+      link->target = shared_from_this();
+      if (link->requested) return finish({operation_aborted(), {}}, false);
+    }
+    act(fsm_.start());
+  }
+
+  // Cancels the round in flight (each attempt undoes what it did), or the wait before the
+  // next; what the round took is released, then it completes with operation_aborted.
+  void cancel() override {
+    if (cancelled_ || !done_) return;
+    cancelled_ = true;
+    retry_timer_.cancel();
+    for (std::size_t i = 0; i < attempts_.size(); ++i)
+      if (attempts_[i]) request_cancel(attempts_[i], strand_of(*state_->locks[i]));
+  }
 
  private:
   void act(redlock_action action) {
+    if (cancelled_ && action != redlock_action::pending) {
+      return release_then(state_, owners_, maybe_held_,
+                          [self = shared_from_this()] { self->finish({operation_aborted(), {}}, false); });
+    }
     switch (action) {
       case redlock_action::attempt_all:
         maybe_held_.clear();
+        attempts_.assign(state_->locks.size(), nullptr);
         for (std::size_t i = 0; i < state_->locks.size(); ++i) {
-          start_acquire(state_->locks[i], owners_[i], acquire_request{milliseconds(0), request_.lease},
-                        [self = shared_from_this(), i](status s, std::int64_t v) {
-                          asio::post(self->state_->strand,
-                                     [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
-                        });
+          attempts_[i] = std::make_shared<cancel_link>();
+          start_acquire(
+              state_->locks[i], owners_[i], acquire_request{milliseconds(0), request_.lease},
+              [self = shared_from_this(), i](status s, std::int64_t v) {
+                asio::post(self->state_->strand,
+                           [self, i, s = std::move(s), v]() mutable { self->on_result(i, s, v); });
+              },
+              attempts_[i]);
         }
         return;
       case redlock_action::pending:
@@ -182,6 +242,7 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
         return finish({}, true);
       case redlock_action::release_and_retry: {
         release(*state_, owners_, maybe_held_);
+        maybe_held_.clear();
         const auto delay = std::chrono::duration_cast<fsm_clock::duration>(fsm_.retry_delay() * random01());
         retry_timer_.expires_after(delay);
         retry_timer_.async_wait(
@@ -196,25 +257,30 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
   }
 
   void on_result(std::size_t i, const status& s, std::int64_t acquired) {
+    attempts_[i].reset();
     if (fatal(s) && !fatal_) fatal_ = s;
     // The release goes to every server that may hold the lock: those that granted it
     // and those whose answer was lost (an error may hide a grant). One that answered
     // "busy" holds nothing of ours, and an unlock there would only be refused.
     if (s || acquired != 0) maybe_held_.push_back(i);
     const redlock_action next = fsm_.on_result(!s && acquired != 0, fsm_clock::now());
-    if (fatal_ && next != redlock_action::pending) {
+    if (fatal_ && next != redlock_action::pending && !cancelled_) {
       return release_then(state_, owners_, maybe_held_,
                           [self = shared_from_this()] { self->finish(std::move(*self->fatal_), false); });
     }
     act(next);
   }
 
-  void finish(status s, bool acquired) { std::exchange(done_, nullptr)(std::move(s), acquired); }
+  void finish(status s, bool acquired) {
+    if (done_) std::exchange(done_, nullptr)(std::move(s), acquired);
+  }
 
   std::shared_ptr<multi_state> state_;
   std::vector<std::string> owners_;
   multi_request request_;
   completion<bool> done_;
+  std::vector<std::shared_ptr<cancel_link>> attempts_;  // this round's, in flight
+  bool cancelled_ = false;
   asio::steady_timer retry_timer_;
   redlock_fsm fsm_;
   std::vector<std::size_t> maybe_held_;  // this round's
@@ -224,7 +290,7 @@ class redlock_acquire_op : public std::enable_shared_from_this<redlock_acquire_o
 }  // namespace
 
 void start_multi_acquire(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
-                         multi_request request, completion<bool> done) {
+                         multi_request request, completion<bool> done, std::shared_ptr<cancel_link> cancel) {
   if ((request.lease && request.lease->count() <= 0) || (request.wait && request.wait->count() < 0)) {
     asio::post(state->strand, [d = std::move(done)]() mutable {
       d({errc::invalid_argument, "lease must be positive and wait not negative"}, false);
@@ -233,11 +299,11 @@ void start_multi_acquire(const std::shared_ptr<multi_state>& state, std::vector<
   }
   if (state->majority) {
     auto op = std::make_shared<redlock_acquire_op>(state, std::move(owners), request, std::move(done));
-    asio::post(state->strand, [op] { op->start(); });
+    asio::post(state->strand, [op, cancel] { op->start(cancel); });
     return;
   }
   auto op = std::make_shared<multi_acquire_op>(state, std::move(owners), request, std::move(done));
-  asio::post(state->strand, [op] { op->start_round(); });
+  asio::post(state->strand, [op, cancel] { op->start(cancel); });
 }
 
 void start_multi_unlock(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,

@@ -60,10 +60,16 @@ TEST_CASE("reentrancy: hold count 2, 1, 0 and the key is gone at 0", "[lock][cli
   l.lock();
   l.lock();
   CHECK(l.hold_count() == 2);
-  // The hash Redisson builds: owner -> count, owner = <uuid>:<thread id>.
-  const auto field = raw.command("HGET", "myLock", client.thread_owner());
+  // The hash Redisson builds: owner -> count, owner = <uuid>:<n>, n the handle's own
+  // number (the default owner model), never the calling thread's.
+  const auto field = raw.command("HGET", "myLock", l.owner());
   CHECK(field.text == "2");
-  CHECK(lock::parse_owner_id(client.thread_owner()));
+  const std::string owner = l.owner();
+  const auto parts = lock::parse_owner_id(owner);  // views into `owner`
+  REQUIRE(parts);
+  CHECK(parts->client_id == client.id());
+  CHECK(l.owner() != client.thread_owner());
+  CHECK(raw.command("HEXISTS", "myLock", client.thread_owner()).integer == 0);
   CHECK(l.is_held_by_current_thread());
   CHECK(l.is_locked());
 
@@ -167,6 +173,7 @@ TEST_CASE("unlock by a non-owner fails with Redisson's message", "[lock][client]
     std::lock_guard g(m);
     reported.push_back(name + ": " + message);
   };
+  cfg.owners = lock::owner_model::per_thread;  // Redisson's: threads sharing a handle exclude each other
   lock::client client(cfg);
   auto l = client.get_lock("owned");
   std::thread([&] { l.lock(); }).join();  // held by another thread, which is gone
@@ -516,7 +523,7 @@ TEST_CASE("redis-server restarted during a hold: reconnect, then renewal resumes
   server.restart();  // no persistence: the key is gone
   resp_connection raw(server.host(), server.port());
   const bool resolved = eventually(
-      [&] { return lost > 0 || raw.command("HEXISTS", "restarted", client.thread_owner()).integer == 1; }, 5s);
+      [&] { return lost > 0 || raw.command("HEXISTS", "restarted", l.owner()).integer == 1; }, 5s);
   CHECK(resolved);
   CHECK(lost == 1);  // the data was lost with the restart, so renewal cannot resume
   // The client reconnected by itself.

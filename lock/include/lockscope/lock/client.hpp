@@ -14,26 +14,37 @@
 //
 // Threads: the client runs its I/O on its own thread (or on an io_context you run).
 // The blocking calls may be made from any other thread; on the I/O thread they throw
-// errc::would_deadlock. Async completions run on the handler's associated executor
-// (by default the client's strand).
+// errc::would_deadlock. An async_* call completes on its handler's associated executor
+// (by default the client's strand) with its associated allocator, keeps that executor's
+// work count up meanwhile, and never runs the handler inside the call. The acquires
+// honour the handler's cancellation slot: a cancelled one completes with
+// boost::asio::error::operation_aborted once it left nothing behind (no waiter, no
+// subscription, no hold).
 //
-// Owners: by default `<client uuid>:<thread id>`, the thread being the one that calls
-// (a small per-process number, like Java's thread ids). For coroutines and callbacks,
-// whose threads do not map to owners, get a handle with an explicit owner id.
+// Owners (client_config::owners): by default each handle get_lock() returns is one
+// owner, `<client uuid>:<n>`, whatever thread or coroutine uses it: give each task its
+// own handle. owner_model::per_thread is Redisson's model, the calling thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/system/error_code.hpp>
@@ -70,18 +81,129 @@ struct status {
 template <class T>
 using completion = unique_function<void(status, T)>;
 
-// Adapts an Asio completion handler: keeps its executor busy while the operation
-// runs, then invokes it there with a boost::system::error_code.
-template <class T, class Handler>
-completion<T> adapt(Handler&& handler, const strand_type& fallback) {
-  auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler, fallback));
-  return [h = std::forward<Handler>(handler), w = std::move(work)](status s, T value) mutable {
-    auto executor = w.get_executor();
-    boost::asio::dispatch(executor, [h = std::move(h), code = s.code, value = std::move(value)]() mutable {
-      std::move(h)(boost::system::error_code(code), std::move(value));
-    });
-    w.reset();
-  };
+// Per-operation cancellation. An operation that can be cancelled (an acquire) sets
+// `target` when it starts, on the client's strand; the handler's cancellation slot sets
+// `requested` and posts to the strand, which cancels the target.
+struct cancellable {
+  virtual void cancel() = 0;
+
+ protected:
+  ~cancellable() = default;
+};
+struct cancel_link {
+  std::weak_ptr<cancellable> target;  // the strand's only
+  std::atomic<bool> requested{false};
+};
+// Cancels the operation behind `link`, on `strand` (from any thread).
+void request_cancel(const std::shared_ptr<cancel_link>& link, const strand_type& strand);
+
+// A link for `handler`'s cancellation slot, or nullptr when the handler has none. Every
+// cancellation type cancels: a cancelled acquire leaves nothing behind (no waiter, no
+// subscription, no hold), which meets the terminal, partial and total guarantees alike.
+template <class Handler>
+std::shared_ptr<cancel_link> link_cancellation(Handler& handler, const strand_type& strand) {
+  auto slot = boost::asio::get_associated_cancellation_slot(handler);
+  if (!slot.is_connected()) return nullptr;
+  auto link = std::make_shared<cancel_link>();
+  slot.assign([link, strand](boost::asio::cancellation_type type) {
+    if ((type & (boost::asio::cancellation_type::terminal | boost::asio::cancellation_type::partial |
+                 boost::asio::cancellation_type::total)) != boost::asio::cancellation_type::none)
+      request_cancel(link, strand);
+  });
+  return link;
+}
+
+// boost::asio::error::operation_aborted as a std::error_code, and back: the system and
+// generic codes go back to Boost's own categories, so that `ec ==
+// boost::asio::error::operation_aborted` holds in the handler.
+inline std::error_code operation_aborted() noexcept {
+  return boost::system::error_code(boost::asio::error::operation_aborted);
+}
+inline boost::system::error_code to_boost(const std::error_code& code) noexcept {
+  if (code.category() == std::system_category()) return {code.value(), boost::system::system_category()};
+  if (code.category() == std::generic_category()) return {code.value(), boost::system::generic_category()};
+  return boost::system::error_code(code);
+}
+
+// Gives back what an acquire took, then calls `then` (on any thread).
+using undo_acquire = unique_function<void(unique_function<void()> then)>;
+
+struct same_value {
+  template <class T>
+  T operator()(T&& v) const {
+    return std::forward<T>(v);
+  }
+};
+
+// Adapts an Asio completion handler to a completion of the client: keeps the handler's
+// associated executor busy while the operation runs (the caller's io_context does not
+// return early), then invokes the handler there, allocating with its associated
+// allocator, after disconnecting its cancellation slot. The handler itself is adapted,
+// never a wrapper around it: a wrapper would lose its associated executor, allocator
+// and slot. `WithValue`: the handler takes (error_code, convert(value)), else
+// (error_code) alone.
+//
+// An acquire passes its cancel link and an undo: a cancellation emitted after the
+// acquisition but before its handler runs (an `||` whose other branch completed first
+// would drop the result) gives the lock back and completes with operation_aborted.
+template <class T, bool WithValue, class Handler, class Convert = same_value>
+class adapted_handler {
+ public:
+  using executor_type = boost::asio::associated_executor_t<Handler, strand_type>;
+
+  adapted_handler(Handler handler, const strand_type& fallback, Convert convert,
+                  std::shared_ptr<cancel_link> link = nullptr, undo_acquire undo = nullptr)
+      : handler_(std::move(handler)),
+        work_(boost::asio::make_work_guard(boost::asio::get_associated_executor(handler_, fallback))),
+        convert_(std::move(convert)),
+        link_(std::move(link)),
+        undo_(std::move(undo)) {}
+
+  void operator()(status s, T value) {
+    auto executor = work_.get_executor();
+    auto allocator = boost::asio::get_associated_allocator(handler_);
+    // Counted until dispatch() returned: the handler may run (and its own work end) on
+    // another thread at once, and that executor's io_context, out of work, could return
+    // from run() and be destroyed while this thread is still inside its post.
+    auto posting = boost::asio::make_work_guard(executor);
+    auto run = [self = std::move(*this), code = s.code, value = std::move(value)]() mutable {
+      self.deliver(code, std::move(value));
+    };
+    boost::asio::dispatch(executor, boost::asio::bind_allocator(allocator, std::move(run)));
+  }
+
+ private:
+  // On the handler's executor.
+  void deliver(std::error_code code, T value) {
+    if constexpr (std::is_integral_v<T>) {
+      if (undo_ && link_ && link_->requested.load() && !code && value != T{}) {
+        auto undo = std::exchange(undo_, nullptr);
+        return undo([self = std::move(*this)]() mutable { self(status{operation_aborted(), {}}, T{}); });
+      }
+    }
+    auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected()) slot.clear();
+    auto work = std::move(work_);
+    if constexpr (WithValue) {
+      std::move(handler_)(to_boost(code), convert_(std::move(value)));
+    } else {
+      (void)value;
+      std::move(handler_)(to_boost(code));
+    }
+  }
+
+  Handler handler_;
+  boost::asio::executor_work_guard<executor_type> work_;
+  Convert convert_;
+  std::shared_ptr<cancel_link> link_;
+  undo_acquire undo_;
+};
+
+template <class T, bool WithValue, class Handler, class Convert = same_value>
+completion<T> adapt(Handler handler, const strand_type& fallback, Convert convert = {},
+                    std::shared_ptr<cancel_link> link = nullptr, undo_acquire undo = nullptr) {
+  return adapted_handler<T, WithValue, Handler, Convert>(std::move(handler), fallback, std::move(convert),
+                                                         std::move(link), std::move(undo));
 }
 
 struct acquire_request {
@@ -91,8 +213,11 @@ struct acquire_request {
 enum class query_kind : std::uint8_t { is_locked, is_held, hold_count, remain_ttl, fence_token };
 
 // Completes with 0 when not acquired; else with the fencing token (a fenced lock) or 1.
+// `cancel`: cancels it (nullptr: not cancellable); a cancelled acquire completes with
+// boost::asio::error::operation_aborted once its waiter, subscription and any hold the
+// attempt in flight took are gone.
 void start_acquire(const std::shared_ptr<lock_state>& lock, std::string owner, acquire_request request,
-                   completion<std::int64_t> done);
+                   completion<std::int64_t> done, std::shared_ptr<cancel_link> cancel = nullptr);
 // The same, for callers that only want to know whether the lock was acquired.
 completion<std::int64_t> acquired_flag(completion<bool> done);
 void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, completion<bool> done);
@@ -135,10 +260,7 @@ class client {
   auto async_connect(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [impl = impl_](auto handler) {
-          auto done = detail::adapt<bool>(
-              [h = std::move(handler)](boost::system::error_code ec, bool) mutable { std::move(h)(ec); },
-              detail::strand_of(*impl));
-          detail::start_connect(impl, std::move(done));
+          detail::start_connect(impl, detail::adapt<bool, false>(std::move(handler), detail::strand_of(*impl)));
         },
         token);
   }
@@ -149,14 +271,15 @@ class client {
   void close() noexcept;
 
   // Ends every lock()/try_lock() still waiting, with errc::shut_down, and leaves the
-  // connections open: no attempt goes out after this (a fair waiter leaves its queue).
-  // An attempt already sent may still take the lock, unwatched: an unlock queued right
-  // after, in the same strand handler, releases it. For a caller interrupted while
-  // waiting, which must not take the lock on its way out (a wake-up between its unlock
-  // and close() used to send one more attempt). Does not block; runs on the strand.
+  // connections open: no attempt goes out after this. Each completes once it left
+  // nothing behind: an attempt in flight answered (a hold it took given back, a fair
+  // waiter it queued gone from the queue), its subscription dropped. For a caller
+  // interrupted while waiting, which must not take the lock on its way out. Does not
+  // block; runs on the strand. (One operation: its handler's cancellation slot.)
   void abandon_waits() noexcept;
 
-  // A handle on lock `name` whose owner is the calling thread.
+  // A handle on lock `name`: an owner of its own (or the calling thread's, with
+  // owner_model::per_thread).
   rlock get_lock(std::string name);
   // A handle on lock `name` owned by `owner`, whatever thread calls.
   rlock get_lock(std::string name, std::string owner);
@@ -191,7 +314,7 @@ class client {
     return boost::asio::async_initiate<Token, void(boost::system::error_code, resp::value)>(
         [impl = impl_](auto handler, std::vector<std::string> a) {
           detail::start_command(impl, std::move(a),
-                                detail::adapt<resp::value>(std::move(handler), detail::strand_of(*impl)));
+                                detail::adapt<resp::value, true>(std::move(handler), detail::strand_of(*impl)));
         },
         token, std::move(args));
   }
@@ -216,7 +339,8 @@ class rlock {
   const std::string& name() const noexcept;
   // `redisson_lock__channel:{name}`
   const std::string& channel() const noexcept;
-  // The owner id calls from this thread use.
+  // The owner id of this call: the handle's (or, with owner_model::per_thread, the
+  // calling thread's).
   std::string owner() const;
 
   // Blocking API; throws lock_error on failure. With replica sync on
@@ -277,7 +401,8 @@ class rlock {
     detail::ensure_usable(*state_);
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [state = state_](auto handler, std::string owner) {
-          detail::start_unlock(state, std::move(owner), void_completion(std::move(handler), *state));
+          detail::start_unlock(state, std::move(owner),
+                               detail::adapt<bool, false>(std::move(handler), detail::strand_of(*state)));
         },
         token, owner());
   }
@@ -286,7 +411,7 @@ class rlock {
     detail::ensure_usable(*state_);
     return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
         [state = state_](auto handler) {
-          detail::start_force_unlock(state, detail::adapt<bool>(std::move(handler), detail::strand_of(*state)));
+          detail::start_force_unlock(state, detail::adapt<bool, true>(std::move(handler), detail::strand_of(*state)));
         },
         token);
   }
@@ -310,44 +435,44 @@ class rlock {
  protected:
   explicit rlock(std::shared_ptr<detail::lock_state> state) : state_(std::move(state)) {}
 
-  template <class Handler>
-  static detail::completion<bool> void_completion(Handler&& handler, const detail::lock_state& state) {
-    return detail::adapt<bool>(
-        [h = std::forward<Handler>(handler)](boost::system::error_code ec, bool) mutable { std::move(h)(ec); },
-        detail::strand_of(state));
-  }
-
-  template <class Token>
-  auto initiate_acquire(detail::acquire_request request, Token&& token) {
+  // Every acquire: the completion is void(error_code, bool) (WithValue, Flag: acquired),
+  // void(error_code) (lock(): it completes when acquired) or void(error_code, int64_t)
+  // (the fencing token, 0 when not acquired).
+  template <class Signature, bool WithValue, bool Flag, class Token>
+  auto initiate_acquire_as(detail::acquire_request request, Token&& token) {
     detail::ensure_usable(*state_);
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
+    return boost::asio::async_initiate<Token, Signature>(
         [state = state_](auto handler, std::string owner, detail::acquire_request r) {
-          detail::start_acquire(
-              state, std::move(owner), r,
-              detail::acquired_flag(detail::adapt<bool>(std::move(handler), detail::strand_of(*state))));
+          const strand_type& strand = detail::strand_of(*state);
+          auto cancel = detail::link_cancellation(handler, strand);
+          auto flag = [](std::int64_t v) {
+            if constexpr (Flag) {
+              return v != 0;
+            } else {
+              return v;
+            }
+          };
+          detail::undo_acquire undo = [state, owner](detail::unique_function<void()> then) mutable {
+            detail::start_unlock(state, owner, [t = std::move(then)](detail::status, bool) mutable { t(); });
+          };
+          auto done = detail::adapt<std::int64_t, WithValue>(std::move(handler), strand, flag, cancel, std::move(undo));
+          detail::start_acquire(state, std::move(owner), r, std::move(done), std::move(cancel));
         },
         token, owner(), request);
+  }
+  template <class Token>
+  auto initiate_acquire(detail::acquire_request request, Token&& token) {
+    return initiate_acquire_as<void(boost::system::error_code, bool), true, true>(request, std::forward<Token>(token));
   }
   template <class Token>
   auto initiate_acquire_void(detail::acquire_request request, Token&& token) {
-    detail::ensure_usable(*state_);
-    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [state = state_](auto handler, std::string owner, detail::acquire_request r) {
-          detail::start_acquire(state, std::move(owner), r,
-                                detail::acquired_flag(void_completion(std::move(handler), *state)));
-        },
-        token, owner(), request);
+    return initiate_acquire_as<void(boost::system::error_code), false, true>(request, std::forward<Token>(token));
   }
   // Completion: void(boost::system::error_code, std::int64_t): 0 when not acquired.
   template <class Token>
   auto initiate_acquire_token(detail::acquire_request request, Token&& token) {
-    detail::ensure_usable(*state_);
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::int64_t)>(
-        [state = state_](auto handler, std::string owner, detail::acquire_request r) {
-          detail::start_acquire(state, std::move(owner), r,
-                                detail::adapt<std::int64_t>(std::move(handler), detail::strand_of(*state)));
-        },
-        token, owner(), request);
+    return initiate_acquire_as<void(boost::system::error_code, std::int64_t), true, false>(
+        request, std::forward<Token>(token));
   }
   std::int64_t acquire_token(detail::acquire_request request);
 
@@ -356,11 +481,9 @@ class rlock {
     detail::ensure_usable(*state_);
     return boost::asio::async_initiate<Token, void(boost::system::error_code, T)>(
         [state = state_, kind](auto handler, std::string owner) {
-          auto done = detail::adapt<T>(std::move(handler), detail::strand_of(*state));
           detail::start_query(state, kind, std::move(owner),
-                              [d = std::move(done)](detail::status s, std::int64_t v) mutable {
-                                d(std::move(s), static_cast<T>(convert<T>(v)));
-                              });
+                              detail::adapt<std::int64_t, true>(std::move(handler), detail::strand_of(*state),
+                                                                [](std::int64_t v) { return convert<T>(v); }));
         },
         token, owner());
   }

@@ -78,6 +78,22 @@ struct cluster_config {
   int max_redirects = 16;
 };
 
+// Who owns a lock handle's holds.
+enum class owner_model : std::uint8_t {
+  // Each handle that get_lock() (get_fair_lock(), ...) returns is one owner, with a
+  // number of its own (never a thread's): copies of the handle share it. Safe for
+  // coroutines and callbacks, which may resume on any thread (a thread pool) and share
+  // a thread with others: give each task its own handle, and two tasks never both hold
+  // the lock, while one task's unlock works from wherever it runs. Reentrant through
+  // one handle.
+  per_handle,
+  // Redisson's model: the calling thread (a small per-process number, like Java's
+  // thread ids), so threads that share one handle exclude each other as Redisson's
+  // threads sharing an RLock do. The blocking API only: an async completion may run
+  // elsewhere, and two coroutines on one thread would be one owner.
+  per_thread,
+};
+
 struct client_config {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
@@ -108,6 +124,10 @@ struct client_config {
   // Fair locks: how long a queued waiter keeps its place without retrying (Redisson's
   // threadWaitTime). A crashed waiter delays the ones behind it by up to this much.
   std::chrono::milliseconds fair_lock_thread_wait{300000};
+
+  // Who owns the holds of a handle from get_lock() and its kin (without an explicit
+  // owner). Either way the owner id is Redisson's `<client uuid>:<n>`.
+  owner_model owners = owner_model::per_handle;
 
   // Replica sync (Redisson's syncSlaves): `WAIT sync_replicas sync_timeout` pipelined
   // behind every acquire, unlock and force-unlock script, on the same connection. An

@@ -9,8 +9,9 @@
 //     red.unlock();                               // released on every server
 //   }
 //
-// The owners are those of the calling thread (or the handles' explicit owners), fixed
-// when the call starts, so the async forms may complete on any thread.
+// The owners are the handles' (see client_config::owners), fixed when the call starts.
+// The async acquires honour the handler's cancellation slot: a cancelled one releases
+// whatever it took before it completes with operation_aborted.
 //
 // Safety (RedLock): it assumes bounded clock drift and pauses shorter than the validity;
 // it gives no fencing token, so a holder paused past its validity can still write after
@@ -39,8 +40,10 @@ struct multi_request {
   bool once = false;                               // try_lock(): one attempt on each lock
 };
 
+// `cancel`: as start_acquire's; a cancelled multi-lock acquire releases whatever it
+// took before it completes with operation_aborted.
 void start_multi_acquire(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
-                         multi_request request, completion<bool> done);
+                         multi_request request, completion<bool> done, std::shared_ptr<cancel_link> cancel = nullptr);
 void start_multi_unlock(const std::shared_ptr<multi_state>& state, std::vector<std::string> owners,
                         completion<bool> done);
 const strand_type& strand_of(const multi_state& state) noexcept;
@@ -92,7 +95,8 @@ class multi_lock {
   auto async_unlock(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [state = state_](auto handler, std::vector<std::string> owners) {
-          detail::start_multi_unlock(state, std::move(owners), void_completion(std::move(handler), *state));
+          detail::start_multi_unlock(state, std::move(owners),
+                                     detail::adapt<bool, false>(std::move(handler), detail::strand_of(*state)));
         },
         token, owners());
   }
@@ -100,34 +104,34 @@ class multi_lock {
  protected:
   multi_lock(std::vector<rlock> locks, bool majority);
   std::shared_ptr<detail::multi_state> state_;
-  std::vector<rlock> handles_;  // for their owner(): the calling thread's, or explicit
+  std::vector<rlock> handles_;  // for their owner()
 
  private:
   friend multi_lock get_multi_lock(std::vector<rlock> locks);
 
   std::vector<std::string> owners() const;
-  template <class Handler>
-  static detail::completion<bool> void_completion(Handler&& handler, const detail::multi_state& state) {
-    return detail::adapt<bool>(
-        [h = std::forward<Handler>(handler)](boost::system::error_code ec, bool) mutable { std::move(h)(ec); },
-        detail::strand_of(state));
+  template <class Signature, bool WithValue, class Token>
+  auto initiate_acquire(detail::multi_request request, Token&& token) {
+    return boost::asio::async_initiate<Token, Signature>(
+        [state = state_](auto handler, std::vector<std::string> owners, detail::multi_request r) {
+          const strand_type& strand = detail::strand_of(*state);
+          auto cancel = detail::link_cancellation(handler, strand);
+          detail::undo_acquire undo = [state, owners](detail::unique_function<void()> then) mutable {
+            detail::start_multi_unlock(state, owners, [t = std::move(then)](detail::status, bool) mutable { t(); });
+          };
+          auto done = detail::adapt<bool, WithValue>(std::move(handler), strand, detail::same_value{}, cancel,
+                                                     std::move(undo));
+          detail::start_multi_acquire(state, std::move(owners), r, std::move(done), std::move(cancel));
+        },
+        token, owners(), request);
   }
   template <class Token>
   auto initiate_void(detail::multi_request request, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-        [state = state_](auto handler, std::vector<std::string> owners, detail::multi_request r) {
-          detail::start_multi_acquire(state, std::move(owners), r, void_completion(std::move(handler), *state));
-        },
-        token, owners(), request);
+    return initiate_acquire<void(boost::system::error_code), false>(request, std::forward<Token>(token));
   }
   template <class Token>
   auto initiate_bool(detail::multi_request request, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, bool)>(
-        [state = state_](auto handler, std::vector<std::string> owners, detail::multi_request r) {
-          detail::start_multi_acquire(state, std::move(owners), r,
-                                      detail::adapt<bool>(std::move(handler), detail::strand_of(*state)));
-        },
-        token, owners(), request);
+    return initiate_acquire<void(boost::system::error_code, bool), true>(request, std::forward<Token>(token));
   }
 };
 
