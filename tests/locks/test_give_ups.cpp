@@ -199,3 +199,56 @@ sleep 3.2
   CHECK(gave_up_column["gu:py"] == "2");
   CHECK(gave_up_column["gu:dead"] == "0");
 }
+
+// Real Redisson 3.27.2 (tests/locks/recordings/, record_redisson_trylock.sh): one thread's
+// three tryLock(1.5 s) in a row while another thread of the client keeps the channel
+// subscribed, so a give-up leaves nothing on the wire. Each wait is its own (never joined
+// with the next: the 28.9 s for a 13.8 s wait), within 10% of the client's log;
+// the last one, known only by its pool connection closing at shutdown, is a lower bound.
+TEST_CASE("real Redisson tryLock that runs out three times in a row: three give-ups, none joined",
+          "[clients][give-up][redisson]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const auto dir = std::filesystem::path(LOCKSCOPE_CAPTURES_DIR).parent_path() / "tests" / "locks" / "recordings";
+  const std::string pcap = (dir / "redisson_trylock.pcap").string();
+  REQUIRE(std::filesystem::exists(pcap));
+  std::ifstream truth_in(dir / "redisson_trylock.log.jsonl");
+  const std::string truth_text((std::istreambuf_iterator<char>(truth_in)), std::istreambuf_iterator<char>());
+  const auto truth = json_lines(truth_text);
+  const std::string jsonl = gtest::read_command_output(cli + " analyze --format jsonl " + pcap + " 2>/dev/null");
+  INFO(jsonl);
+  CHECK(gtest::jsonl_errors(jsonl, gtest::event_line_errors) == "");
+  const auto events = json_lines(jsonl);
+  const auto gave_up = of(events, "tl", "gave_up");
+  std::vector<const boost::json::object*> logged;
+  for (const auto& t : truth) {
+    if (str(t, "event") == "gave_up") logged.push_back(&t);
+  }
+  REQUIRE(logged.size() == 3);
+  REQUIRE(gave_up.size() == 3);
+  const std::string owner_b = str(*gave_up[0], "owner");
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(i);
+    CHECK(str(*gave_up[i], "owner") == owner_b);
+    const double began = num(*logged[i], "began_us") / 1e6;
+    const double waited_ms = (num(*logged[i], "t_us") - num(*logged[i], "began_us")) / 1000;
+    CHECK(std::abs(num(*gave_up[i], "since") - began) < 0.02);  // the log's clock: milliseconds
+    if (i < 2) {
+      CHECK(str(*gave_up[i], "ended") == "new_wait");
+      CHECK(std::abs(num(*gave_up[i], "wait_ms") - waited_ms) <= waited_ms / 10);
+    } else {
+      CHECK(str(*gave_up[i], "ended") == "connection_closed");
+      CHECK(gave_up[i]->contains("wait_at_least"));
+      CHECK(num(*gave_up[i], "wait_ms") <= waited_ms);
+    }
+  }
+  // C, who waited through all of it, acquired with its whole wait; no false alarm.
+  const auto acquired = of(events, "tl", "acquired");
+  REQUIRE(acquired.size() == 2);
+  for (const auto& t : truth) {
+    if (str(t, "who") == "C") {
+      const double waited_ms = (num(t, "t_us") - num(t, "began_us")) / 1000;
+      CHECK(std::abs(num(*acquired[1], "wait_ms") - waited_ms) <= waited_ms / 10);
+    }
+  }
+  for (const auto& e : events) CHECK(str(e, "event") != "anomaly");
+}

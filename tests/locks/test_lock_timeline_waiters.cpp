@@ -712,3 +712,32 @@ TEST_CASE("timeline: a thundering herd of waiters, a connection of half of them 
   CHECK(waited.at("w99:1") == 7600 - 1990);
   CHECK(f.events.count("contended") == waiters + 2);
 }
+
+TEST_CASE("timeline: connections that end after the capture's end close nothing: no gave_up, no closed holder",
+          "[timeline][waiter][give-up]") {
+  // The ingest closes the flows still open when the capture ends like the others;
+  // lock_pipeline says first that the capture ends (capture_ends_connection).
+  fixture f;
+  f.acquire("a:1", 0, 30'000, op_outcome::ok, 1);
+  f.acquire("b:1", 1, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  f.timeline.on_connection_end(locks::capture_ends_connection, 0);
+  f.timeline.on_connection_end(1, t0 + 3 * ms);
+  f.timeline.on_connection_end(2, t0 + 3 * ms);
+  f.timeline.finish(t0 + 3 * ms);
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(f.events.count("anomaly:holder_connection_closed") == 0);
+  // Seen closing instead: both are said.
+  fixture g;
+  g.acquire("a:1", 0, 30'000, op_outcome::ok, 1);
+  g.acquire("b:1", 1, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  g.timeline.on_connection_end(2, t0 + 3 * ms);
+  g.timeline.on_connection_end(1, t0 + 4 * ms);
+  REQUIRE(g.events.count("gave_up") == 1);
+  const recorded_event* gave_up = g.events.first("gave_up");
+  CHECK(gave_up->owner == "b:1");
+  CHECK(gave_up->ts_us == t0 + 3 * ms);
+  CHECK(gave_up->interval_start_us == t0 + 1 * ms);  // its first attempt's request
+  REQUIRE(g.events.count("anomaly:holder_connection_closed") == 1);
+  CHECK(g.events.first("anomaly:holder_connection_closed")->owner == "a:1");
+  CHECK(g.events.first("anomaly:holder_connection_closed")->ts_us == t0 + 4 * ms);
+}
