@@ -252,3 +252,64 @@ TEST_CASE("real Redisson tryLock that runs out three times in a row: three give-
   }
   for (const auto& e : events) CHECK(str(e, "event") != "anomaly");
 }
+
+// Real Redisson 3.27.2 in two JVMs (tests/locks/recordings/): the holder SIGKILLed while
+// one thread of the other JVM loops on tryLock(2 s) and another waits with tryLock(20 s).
+// The issue's case: the give-ups were joined into one wait with the next, and the retries
+// after the lease ran out were woken_by_timeout blaming pub/sub.
+TEST_CASE("real Redisson holder SIGKILLed while tryLock loops: the dead holder named, give-ups apart, no woken_by_timeout",
+          "[clients][give-up][redisson]") {
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const auto dir = std::filesystem::path(LOCKSCOPE_CAPTURES_DIR).parent_path() / "tests" / "locks" / "recordings";
+  const std::string pcap = (dir / "redisson_dead_holder.pcap").string();
+  REQUIRE(std::filesystem::exists(pcap));
+  std::ifstream truth_in(dir / "redisson_dead_holder.log.jsonl");
+  const std::string truth_text((std::istreambuf_iterator<char>(truth_in)), std::istreambuf_iterator<char>());
+  const auto truth = json_lines(truth_text);
+  INFO(truth_text);
+  const std::string jsonl = gtest::read_command_output(cli + " analyze --format jsonl " + pcap + " 2>/dev/null");
+  INFO(jsonl);
+  CHECK(gtest::jsonl_errors(jsonl, gtest::event_line_errors) == "");
+  const auto events = json_lines(jsonl);
+  const auto gave_up = of(events, "dl", "gave_up");
+  const auto acquired = of(events, "dl", "acquired");
+  REQUIRE_FALSE(acquired.empty());
+  const std::string dead = str(*acquired[0], "owner");
+  // Each logged outcome of a waiter: a gave_up or an acquisition beginning then, as long.
+  std::size_t logged_give_ups = 0;
+  for (const auto& t : truth) {
+    const std::string who = str(t, "who");
+    if (who != "B" && who != "C") continue;
+    const bool gave = str(t, "event") == "gave_up";
+    logged_give_ups += gave ? 1 : 0;
+    const double began = num(t, "began_us") / 1e6, waited_ms = (num(t, "t_us") - num(t, "began_us")) / 1000;
+    INFO(who << " " << str(t, "event") << " began " << began << " waited " << waited_ms << " ms");
+    const boost::json::object* found = nullptr;
+    for (const auto* e : gave ? gave_up : acquired) {
+      const double start = gave ? num(*e, "since") : num(*e, "ts") - num(*e, "wait_ms") / 1000;
+      if (std::abs(start - began) < 0.03) found = e;
+    }
+    REQUIRE(found != nullptr);
+    CHECK(std::abs(num(*found, "wait_ms") - waited_ms) <= waited_ms / 10);
+    if (!gave) CHECK(str(*found, "closed_holder") == dead);  // it waited for the dead holder
+  }
+  CHECK(gave_up.size() == logged_give_ups);
+  CHECK(logged_give_ups >= 1);
+  // Named at the kill: its connection closed while it held.
+  double killed = -1;
+  for (const auto& t : truth) {
+    if (str(t, "event") == "killed") killed = num(t, "t_us") / 1e6;
+  }
+  const auto closed = of(events, "dl", "anomaly:holder_connection_closed");
+  REQUIRE(closed.size() == 1);
+  CHECK(str(*closed[0], "owner") == dead);
+  CHECK(num(*closed[0], "ts") >= killed);
+  CHECK(num(*closed[0], "ts") - killed < 0.5);
+  const auto expired = of(events, "dl", "expired");
+  REQUIRE(expired.size() == 1);
+  CHECK(str(*expired[0], "closed_holder") == dead);
+  for (const char* kind : {"anomaly:woken_by_timeout", "anomaly:subscription_lost", "anomaly:idle_with_waiters"}) {
+    INFO(kind);
+    CHECK(of(events, "dl", kind).empty());
+  }
+}
