@@ -268,11 +268,7 @@ void swimlane_builder::on_event(const lock_event& e) {
       m.kind = mark_kind::gave_up;
       m.t0_us = m.t1_us = end;
       add_mark(bi, m);
-      if (e.wait_ended == wait_end::new_wait) {  // the attempt that began the next wait came already
-        m.kind = mark_kind::wait;
-        ls.wait_mark = add_mark(bi, m);
-      }
-      break;
+      break;  // a new wait's bar begins at its next contended attempt
     }
     case lock_event_kind::quorum:
     case lock_event_kind::multilock:
