@@ -261,8 +261,11 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
       return nullptr;
     }
   }
-  // Fair locks wake their waiters on per-thread channels and tell each its own TTL.
-  if (!left && w->pubsub && op.family != lock_family::redisson_fair && w->last_ttl_us > 0 && has_holder(l) &&
+  // Only locks whose channel hears of nothing but the lock going free: fair locks wake
+  // their waiters on per-thread channels and tell each its own TTL, and a read lock's
+  // reader leaving publishes while other readers still hold it.
+  const bool publishes_when_free = op.family == lock_family::redisson || op.family == lock_family::redisson_fenced;
+  if (!left && w->pubsub && publishes_when_free && w->last_ttl_us > 0 && has_holder(l) &&
       (w->sub_connection != 0 || w->subscribed_us >= 0)) {
     const lock_extra& x = *xp(l);
     const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
