@@ -49,6 +49,8 @@ function expectations(jsonl) {
       const w = b.waiting.get(lane);
       if (!w || e.ts * 1e6 > w.giveUp) b.waits.push(e.owner);
       b.waiting.set(lane, { giveUp: e.ts * 1e6 + (e.ttl_ms !== undefined ? e.ttl_ms * 1000 : 30e6) + 2e6 });
+    } else if (e.event === 'gave_up') {
+      b.waiting.delete(lane);  // its wait bar ends; the next attempt begins another
     } else if (e.event === 'anomaly') {
       b.anomalies.push(e.owner + ' ' + e.kind);
     }

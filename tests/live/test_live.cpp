@@ -415,10 +415,10 @@ TEST_CASE("live --summary: a renewal captured just before the deadline and hande
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("clockLock", 0) != 0) continue;
     ++rows;
-    // lock acq contended hold(p50/p99/max) wait(p50/p99/max) renewals expiries anomalies
+    // lock acq contended hold(p50/p99/max) wait(p50/p99/max) gave_up renewals expiries anomalies
     std::istringstream fields(line);
-    std::string name, acq, contended, hold, wait, renewals, expiries, anomalies;
-    fields >> name >> acq >> contended >> hold >> wait >> renewals >> expiries >> anomalies;
+    std::string name, acq, contended, hold, wait, gave_up, renewals, expiries, anomalies;
+    fields >> name >> acq >> contended >> hold >> wait >> gave_up >> renewals >> expiries >> anomalies;
     INFO(line);
     CHECK(acq == "1");
     if (!renewed[static_cast<std::size_t>(std::stoi(name.substr(9)))]) {

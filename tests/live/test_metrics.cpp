@@ -82,9 +82,15 @@ TEST_CASE("metrics: events count where the report counts them", "[metrics]") {
   m.on_event(a);
   m.on_event(make(lock_event_kind::reentered, "L", 5));  // not an acquisition
   m.on_event(make(lock_event_kind::renewed, "M", 6));    // counts nothing, takes no label
+  lock_event g = make(lock_event_kind::gave_up, "L", 7);
+  g.wait_us = 1'000'000;  // a wait given up is no acquisition's wait
+  m.on_event(g);
   const std::string text = rendered(m);
   const auto s = test::parse_samples(text);
   CHECK(test::sample_or(s, "lockscope_lock_contended_total{lock=\"L\"}", -1) == 2);
+  CHECK(test::sample_or(s, "lockscope_lock_gave_up_total{lock=\"L\"}", -1) == 1);
+  CHECK(test::sample_or(s, "lockscope_lock_wait_seconds_count{lock=\"L\"}", -1) == 0);
+  if (test::promtool_available()) CHECK(test::promtool_check(text).status == 0);
   CHECK(test::sample_or(s, "lockscope_lock_expired_total{lock=\"L\"}", -1) == 1);
   CHECK(test::sample_or(s, "lockscope_lock_hold_seconds_count{lock=\"L\"}", -1) == 1);
   CHECK(test::sample_or(s, "lockscope_lock_anomalies_total{lock=\"L\",kind=\"expired_while_held\"}", -1) == 1);

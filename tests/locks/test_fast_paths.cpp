@@ -341,8 +341,8 @@ std::string row_by_fmt(std::string_view lock, const locks::lock_stats& s, std::s
       name[i] = '?';
     }
   }
-  return fmt::format("{:<{}}  {:>6}  {:>8.1f}%  {}  {}  {:>8}  {:>8}  {}\n", name, width, s.acquisitions, contended,
-                     padded(triple(s.hold)), padded(triple(s.wait)), s.renewals, s.expiries, anomalies);
+  return fmt::format("{:<{}}  {:>6}  {:>8.1f}%  {}  {}  {:>7}  {:>8}  {:>8}  {}\n", name, width, s.acquisitions, contended,
+                     padded(triple(s.hold)), padded(triple(s.wait)), s.gave_up, s.renewals, s.expiries, anomalies);
 }
 
 }  // namespace

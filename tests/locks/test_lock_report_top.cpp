@@ -185,7 +185,7 @@ TEST_CASE("summary --top: the most contended and anomalous locks first, and what
   }
   CHECK(top4.others == "(not in the rows above: the other 21 of 25 locks (--top 4 shows the most contended and "
                        "anomalous), with " + std::to_string(other_acquisitions) + " acquisitions (" +
-                           std::to_string(other_contended) + " contended), 0 renewals, 0 expiries and " +
+                           std::to_string(other_contended) + " contended), 0 waits given up, 0 renewals, 0 expiries and " +
                            std::to_string(other_refused) + " anomalies)");
   // The live path's table: the same rows and line.
   const summary_table live_top = parse_summary(live);
@@ -203,7 +203,7 @@ TEST_CASE("summary --top: the most contended and anomalous locks first, and what
   // With --lock: ranked among the selected, the others being the other selected ones.
   CHECK(quiet.names == std::vector<std::string>{"jobs:quiet-0", "jobs:quiet-1"});
   CHECK(quiet.others == "(not in the rows above: the other 18 of 20 locks (--top 2 shows the most contended and "
-                        "anomalous), with 18 acquisitions (0 contended), 0 renewals, 0 expiries and 0 anomalies)");
+                        "anomalous), with 18 acquisitions (0 contended), 0 waits given up, 0 renewals, 0 expiries and 0 anomalies)");
 }
 
 }  // namespace lockscope::timeline_test

@@ -712,3 +712,104 @@ TEST_CASE("timeline: a thundering herd of waiters, a connection of half of them 
   CHECK(waited.at("w99:1") == 7600 - 1990);
   CHECK(f.events.count("contended") == waiters + 2);
 }
+
+TEST_CASE("timeline: connections that end after the capture's end close nothing: no gave_up, no closed holder",
+          "[timeline][waiter][give-up]") {
+  // The ingest closes the flows still open when the capture ends like the others;
+  // lock_pipeline says first that the capture ends (capture_ends_connection).
+  fixture f;
+  f.acquire("a:1", 0, 30'000, op_outcome::ok, 1);
+  f.acquire("b:1", 1, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  f.timeline.on_connection_end(locks::capture_ends_connection, 0);
+  f.timeline.on_connection_end(1, t0 + 3 * ms);
+  f.timeline.on_connection_end(2, t0 + 3 * ms);
+  f.timeline.finish(t0 + 3 * ms);
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(f.events.count("anomaly:holder_connection_closed") == 0);
+  // Seen closing instead: both are said.
+  fixture g;
+  g.acquire("a:1", 0, 30'000, op_outcome::ok, 1);
+  g.acquire("b:1", 1, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  g.timeline.on_connection_end(2, t0 + 3 * ms);
+  g.timeline.on_connection_end(1, t0 + 4 * ms);
+  REQUIRE(g.events.count("gave_up") == 1);
+  const recorded_event* gave_up = g.events.first("gave_up");
+  CHECK(gave_up->owner == "b:1");
+  CHECK(gave_up->ts_us == t0 + 3 * ms);
+  CHECK(gave_up->interval_start_us == t0 + 1 * ms);  // its first attempt's request
+  REQUIRE(g.events.count("anomaly:holder_connection_closed") == 1);
+  CHECK(g.events.first("anomaly:holder_connection_closed")->owner == "a:1");
+  CHECK(g.events.first("anomaly:holder_connection_closed")->ts_us == t0 + 4 * ms);
+}
+
+namespace {
+// Keeps what the closed-holder fields of each event said (lock_event's views are valid
+// during the call only).
+struct closed_holder_sink : locks::lock_event_sink {
+  struct seen {
+    std::string event, owner, closed_holder;
+    std::int64_t ts = 0, closed_us = -1, expired_us = -1;
+  };
+  std::vector<seen> all;
+  void on_event(const locks::lock_event& e) override {
+    std::string name(to_string(e.event));
+    if (e.event == locks::lock_event_kind::anomaly) name += ":" + std::string(to_string(e.kind));
+    all.push_back({name, std::string(e.owner), std::string(e.closed_holder), e.ts_us, e.closed_holder_us,
+                   e.closed_holder_expired_us});
+  }
+  const seen* first(std::string_view event) const {
+    for (const auto& s : all) {
+      if (s.event == event) return &s;
+    }
+    return nullptr;
+  }
+};
+}  // namespace
+
+TEST_CASE("timeline: a holder whose connection closed is named by its expiry and by its waiter, unless it acts from another connection",
+          "[timeline][waiter][give-up]") {
+  fixture ops;  // builds the operations
+  for (const bool lives_on : {false, true}) {
+    INFO(lives_on);
+    closed_holder_sink sink;
+    locks::lock_timeline timeline({}, sink);
+    auto a = ops.op(lock_op_kind::acquire, op_outcome::ok, "a:1", 0, 1);
+    a.lease_ms = 1000;
+    timeline.on_operation(a);
+    auto b = ops.op(lock_op_kind::acquire, op_outcome::contended, "b:1", 1, 2, "10.0.0.2");
+    b.ttl_ms = 999;
+    timeline.on_operation(b);
+    timeline.on_connection_end(1, t0 + 10 * ms);  // a's connection, while a holds
+    REQUIRE(sink.first("anomaly:holder_connection_closed") != nullptr);
+    CHECK(sink.first("anomaly:holder_connection_closed")->owner == "a:1");
+    if (lives_on) {  // a pool's other connection renews, then releases
+      auto r = ops.op(lock_op_kind::renew, op_outcome::ok, "a:1", 300, 5);
+      r.lease_ms = 1000;
+      timeline.on_operation(r);
+      auto u = ops.op(lock_op_kind::unlock, op_outcome::ok, "a:1", 600, 5);
+      timeline.on_operation(u);
+      auto won = ops.op(lock_op_kind::acquire, op_outcome::ok, "b:1", 601, 2, "10.0.0.2");
+      won.lease_ms = 1000;
+      timeline.on_operation(won);
+      REQUIRE(sink.first("acquired") != nullptr);
+      const auto* acquired = &sink.all.back();
+      CHECK(acquired->event == "acquired");
+      CHECK(acquired->closed_holder.empty());  // it waited for a holder that lived on
+      CHECK(sink.first("released")->owner == "a:1");
+      continue;
+    }
+    auto won = ops.op(lock_op_kind::acquire, op_outcome::ok, "b:1", 1002, 2, "10.0.0.2");  // its TTL ran out
+    won.lease_ms = 1000;
+    timeline.on_operation(won);
+    const auto* expired = sink.first("expired");
+    REQUIRE(expired != nullptr);
+    CHECK(expired->closed_holder == "a:1");
+    CHECK(expired->closed_us == t0 + 10 * ms);
+    const auto* acquired = &sink.all.back();
+    REQUIRE(acquired->event == "acquired");
+    CHECK(acquired->owner == "b:1");
+    CHECK(acquired->closed_holder == "a:1");
+    CHECK(acquired->closed_us == t0 + 10 * ms);
+    CHECK(acquired->expired_us == expired->ts);
+  }
+}

@@ -17,6 +17,7 @@ using lockscope::locks::lock_event;
 using lockscope::locks::lock_event_kind;
 using lockscope::locks::trace_export;
 using lockscope::locks::trace_options;
+using lockscope::locks::wait_end;
 
 constexpr std::int64_t s = 1'000'000;
 
@@ -98,7 +99,7 @@ TEST_CASE("trace_export: a reentrant hold is a hold span with the reentered leve
   CHECK(named(events, "M", "thread_name")[0].at("args").at("name").as_string() == "o1");
 }
 
-TEST_CASE("trace_export: a waiter that stops trying is closed at its last attempt once its TTL and margin pass") {
+TEST_CASE("trace_export: a waiter that gave up is closed by its gave_up, as the timeline measured its wait") {
   run r;
   auto c1 = ev(10 * s, lock_event_kind::contended, "L", "w");
   c1.ttl_ms = 1000;
@@ -106,19 +107,37 @@ TEST_CASE("trace_export: a waiter that stops trying is closed at its last attemp
   c2.ts_us = 11 * s;
   r.t.on_event(c1);
   r.t.on_event(c2);
-  r.t.on_event(ev(13 * s, lock_event_kind::acquired, "other", "x"));  // 11 + 1 + 2 not yet passed
+  r.t.on_event(ev(15 * s, lock_event_kind::renewed, "other", "x"));  // no span closes by the clock
   r.t.flush();
   CHECK(r.text.find("\"wait\"") == std::string::npos);
-  r.t.on_event(ev(15 * s, lock_event_kind::renewed, "other", "x"));
+  auto g = ev(14 * s, lock_event_kind::gave_up, "L", "w");  // known at its TTL + margin
+  g.interval_start_us = 10 * s - 200;                          // its first attempt's request
+  g.interval_us = g.wait_us = 1 * s + 200;                     // to its last attempt
+  g.wait_at_least = true;
+  g.wait_ended = wait_end::last_attempt;
+  r.t.on_event(g);
   r.t.flush();
   CHECK(r.text.find("\"wait\"") != std::string::npos);
   const auto events = r.finish(16 * s);
   const auto waits = named(events, "X", "wait");
   REQUIRE(waits.size() == 1);
-  CHECK(waits[0].at("ts").as_int64() == 10 * s);
-  CHECK(waits[0].at("dur").as_int64() == 1 * s);
-  CHECK(waits[0].at("args").at("gave_up").as_bool());
+  CHECK(waits[0].at("ts").as_int64() == 10 * s - 200);
+  CHECK(waits[0].at("dur").as_int64() == 1 * s + 200);
+  CHECK(waits[0].at("args").at("event").as_string() == "gave_up");
+  CHECK(waits[0].at("args").at("ended").as_string() == "last_attempt");
   CHECK(named(events, "i", "contended").size() == 2);  // each attempt
+}
+
+TEST_CASE("trace_export: a wait still open when the capture ends is drawn to the end, open") {
+  run r;
+  auto c1 = ev(10 * s, lock_event_kind::contended, "L", "w");
+  c1.ttl_ms = 1000;
+  r.t.on_event(c1);
+  const auto events = r.finish(16 * s);
+  const auto waits = named(events, "X", "wait");
+  REQUIRE(waits.size() == 1);
+  CHECK(waits[0].at("dur").as_int64() == 6 * s);
+  CHECK(waits[0].at("args").at("open_at_end").as_bool());
 }
 
 TEST_CASE("trace_export: a MultiLock set is a process of its own with the group's span") {

@@ -47,7 +47,7 @@ def load(text):
     return json.loads(text, parse_float=decimal.Decimal)
 
 
-SYNTHETIC = ({"gave_up": True}, {"open_at_end": True}, {"ended_with_hold": True})
+SYNTHETIC = ({"open_at_end": True}, {"ended_with_hold": True})
 
 
 def check_semantics(trace, jsonl):
@@ -119,7 +119,7 @@ def check_semantics(trace, jsonl):
             raise Bad("an acquisition after a wait as an instant, not the end of a wait span")
         if a["event"] in ("quorum", "multilock"):
             raise Bad(f"a {a['event']} event as an instant")
-    spans_by_event = {"hold": HOLD_CLOSERS, "wait": {"acquired"}, "reentered": {"partially_released"},
+    spans_by_event = {"hold": HOLD_CLOSERS, "wait": {"acquired", "gave_up"}, "reentered": {"partially_released"},
                       "quorum": {"quorum"}, "multilock": {"multilock"}}
     for e in xs:
         a = e["args"]
@@ -127,7 +127,7 @@ def check_semantics(trace, jsonl):
             raise Bad(f"unknown span {e['name']}")
         if "event" not in a:
             note = next(iter(a))
-            allowed = {"hold": "open_at_end", "wait": "gave_up", "reentered": ("ended_with_hold", "open_at_end")}
+            allowed = {"hold": "open_at_end", "wait": "open_at_end", "reentered": ("ended_with_hold", "open_at_end")}
             if note not in allowed.get(e["name"], ()):
                 raise Bad(f"a {e['name']} span with note {a}")
             continue
@@ -137,7 +137,10 @@ def check_semantics(trace, jsonl):
             if e["ts"] != us(a["start"]) or e["ts"] + e["dur"] != us(a["end"]):
                 raise Bad(f"group span {e['ts']}+{e['dur']} != start/end {a['start']}..{a['end']}")
             continue
-        if e["ts"] + e["dur"] != us(a["ts"]):
+        if a["event"] == "gave_up":  # known later than it ended: from its first attempt, for its wait
+            if e["ts"] != us(a["since"]):
+                raise Bad(f"gave_up wait span starts at {e['ts']}, its since is {a['since']}")
+        elif e["ts"] + e["dur"] != us(a["ts"]):
             raise Bad(f"{e['name']} span ends at {e['ts'] + e['dur']}, its closing event at {a['ts']}")
         # The timeline's own account of the span's length.
         length = a.get("held_ms") if e["name"] == "hold" else a.get("wait_ms") if e["name"] == "wait" else None
@@ -162,7 +165,7 @@ def check_semantics(trace, jsonl):
     # Holds still open at the end begin at an acquisition of that owner on that lock.
     acquired_at = {(j["lock"], j["owner"], us(j["ts"])) for j in jsonl if j["event"] in ("acquired", "reentered")}
     for e in xs:
-        if e["args"] == {"open_at_end": True}:
+        if e["name"] == "hold" and e["args"] == {"open_at_end": True}:
             name = process_name[e["pid"]]
             owner = thread_name[e["tid"]]
             if not any(k[1] == owner and k[2] == e["ts"] and (name == k[0] or name.startswith(k[0] + " "))

@@ -140,6 +140,7 @@ void lock_metrics::on_event(const lock_event& e) {
   switch (e.event) {
     case lock_event_kind::acquired:
     case lock_event_kind::contended:
+    case lock_event_kind::gave_up:
     case lock_event_kind::expired:
     case lock_event_kind::released:
     case lock_event_kind::force_released:
@@ -157,6 +158,9 @@ void lock_metrics::on_event(const lock_event& e) {
       break;
     case lock_event_kind::contended:
       ++s.contended;
+      break;
+    case lock_event_kind::gave_up:
+      ++s.gave_up;
       break;
     case lock_event_kind::expired:
       ++s.expired;
@@ -199,6 +203,8 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
           [](const series& s) { return s.acquisitions; });
   counter("lock_contended_total", "Failed acquire attempts: the lock was held (contended events).",
           [](const series& s) { return s.contended; });
+  counter("lock_gave_up_total", "Waits that ended without an acquisition (gave_up events).",
+          [](const series& s) { return s.gave_up; });
   counter("lock_expired_total", "Leases that ran out while held (expired events).",
           [](const series& s) { return s.expired; });
 

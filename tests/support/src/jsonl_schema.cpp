@@ -137,7 +137,7 @@ std::string event_line_errors(std::string_view line) {
       "ts",       "lock",  "event",    "owner",       "client",           "server", "db", "lock_server",
       "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "held_ms", "kind", "inferred", "confidence", "token",
       "redirect", "operation", "slot", "to", "asking",
-      "since", "for_ms",
+      "since", "for_ms", "ended", "closed_holder", "holder_closed_at", "holder_lease_ran_out_at",
       "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
       "start",    "end"};
   static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server", "db"};
@@ -155,7 +155,7 @@ std::string event_line_errors(std::string_view line) {
   static const std::initializer_list<std::string_view> events = {
       "acquired", "reentered", "contended", "renewed", "renew_failed", "released", "partially_released",
       "unlock_rejected", "force_released", "expired", "subscribed", "notified", "unsubscribed", "anomaly",
-      "quorum", "multilock", "redirected"};
+      "quorum", "multilock", "redirected", "gave_up"};
   if (!one_of(event, events)) return "unknown event: " + std::string(event);
   if (!(o.at("db").is_int64() || o.at("db").is_uint64()) || o.at("db").to_number<double>() < 0) {
     return "db is not a non-negative integer";
@@ -183,8 +183,30 @@ std::string event_line_errors(std::string_view line) {
   if (o.contains("since") != o.contains("for_ms")) return "since and for_ms go together";
   if (o.contains("since") && !timestamp(o.at("since"))) return "since is not a positive number";
   if (o.contains("since") && !(o.contains("kind") && o.at("kind").is_string() &&
-                               one_of(o.at("kind").get_string(), {"idle_with_waiters", "subscription_lost", "overlapping_holders"}))) {
-    return "since on an event other than idle_with_waiters/subscription_lost/overlapping_holders";
+                               one_of(o.at("kind").get_string(), {"idle_with_waiters", "subscription_lost", "overlapping_holders"})) &&
+      event != "gave_up") {
+    return "since on an event other than gave_up and idle_with_waiters/subscription_lost/overlapping_holders";
+  }
+  if (event == "gave_up") {
+    for (std::string_view f : {"wait_ms", "since", "ended"}) {
+      if (!o.contains(f)) return "gave_up without " + std::string(f);
+    }
+  }
+  if (o.contains("ended") != (event == "gave_up")) return "ended goes with gave_up events, and only with them";
+  if (o.contains("ended") && !(o.at("ended").is_string() &&
+                               one_of(o.at("ended").get_string(), {"last_attempt", "unsubscribed", "connection_closed", "new_wait"}))) {
+    return "ended is not last_attempt, unsubscribed, connection_closed or new_wait";
+  }
+  if (o.contains("closed_holder") != o.contains("holder_closed_at")) return "closed_holder and holder_closed_at go together";
+  if (o.contains("holder_lease_ran_out_at") && !o.contains("holder_closed_at")) {
+    return "holder_lease_ran_out_at without holder_closed_at";
+  }
+  if (o.contains("closed_holder") && !one_of(event, {"expired", "acquired", "gave_up"})) {
+    return "closed_holder on a " + std::string(event) + " event";
+  }
+  if (o.contains("closed_holder") && !o.at("closed_holder").is_string()) return "closed_holder is not a string";
+  for (std::string_view f : {"holder_closed_at", "holder_lease_ran_out_at"}) {
+    if (o.contains(f) && !timestamp(o.at(f))) return std::string(f) + " is not a positive number";
   }
   for (std::string_view f : {"wait_ms", "held_ms", "for_ms"}) {
     if (o.contains(f) && (!number(o.at(f)) || o.at(f).to_number<double>() < 0)) {
@@ -224,12 +246,12 @@ std::string event_line_errors(std::string_view line) {
   if (o.contains("lock_server") && !(o.at("lock_server").is_string() && o.at("lock_server").get_string().starts_with("cluster:"))) {
     return "lock_server is not cluster:<node>";
   }
-  if (o.contains("wait_ms") && event != "acquired") return "wait_ms on a " + std::string(event) + " event";
+  if (o.contains("wait_ms") && !one_of(event, {"acquired", "gave_up"})) return "wait_ms on a " + std::string(event) + " event";
   if (o.contains("wait_at_least") && !(o.contains("wait_ms") && o.at("wait_at_least").is_bool() &&
                                        o.at("wait_at_least").get_bool())) {
     return "wait_at_least is not true, or comes without wait_ms";
   }
-  if (o.contains("ttl_ms") && event != "contended") return "ttl_ms on a " + std::string(event) + " event";
+  if (o.contains("ttl_ms") && !one_of(event, {"contended", "gave_up"})) return "ttl_ms on a " + std::string(event) + " event";
   return "";
 }
 

@@ -86,6 +86,18 @@ void append_anomaly_detail(std::string& out, const lock_event& e) {
       fmt::format_to(put, "{} holds {}/{} servers while {} holds {}/{} (quorum {})", e.owner, f.quorum.held, f.quorum.total,
           f.other_owner, f.quorum.other_held, f.quorum.other_total, f.quorum.needed);
       return;
+    // Said as what is known: a pool may take the lock on one connection and renew or
+    // release it on another, so the holder's process may well live on.
+    case anomaly_finding::connection_closed_while_holding:
+      out += "the connection that took the lock closed while holding it: ";
+      if (f.duration_us >= 0) {
+        out += "it stays held until the lease runs out in ";
+        append_ms_tenths(out, f.duration_us);
+        out += " unless renewed or released from another connection";
+      } else {
+        out += "it has no lease and stays held until released or deleted from another connection";
+      }
+      return;
   }
 }
 

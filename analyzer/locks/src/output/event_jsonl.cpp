@@ -78,6 +78,20 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     append_format(out, ",\"since\":{}.{:06},\"for_ms\":", e.interval_start_us / 1'000'000, e.interval_start_us % 1'000'000);
     append_ms(out, std::max<std::int64_t>(e.interval_us, 0));
   }
+  if (e.wait_ended != wait_end::none) {
+    out += ",\"ended\":\"";
+    out += to_string(e.wait_ended);
+    out += '"';
+  }
+  if (e.closed_holder_us >= 0) {
+    out += ",\"closed_holder\":";
+    ingest::append_json_string(out, e.closed_holder);
+    append_format(out, ",\"holder_closed_at\":{}.{:06}", e.closed_holder_us / 1'000'000, e.closed_holder_us % 1'000'000);
+    if (e.closed_holder_expired_us >= 0) {
+      append_format(out, ",\"holder_lease_ran_out_at\":{}.{:06}", e.closed_holder_expired_us / 1'000'000,
+                    e.closed_holder_expired_us % 1'000'000);
+    }
+  }
   if (e.group != nullptr) {
     const lock_group& g = *e.group;
     auto list = [&](std::string_view field, std::span<const std::string_view> items) {

@@ -31,6 +31,40 @@ std::string redirect_text(const lock_event& e) {
   return std::string(op);
 }
 
+// "+12.345678": a time relative to the capture's start, as the lines begin.
+std::string relative_time(std::int64_t us, std::int64_t start_us) {
+  const std::int64_t rel = us - start_us;
+  const std::int64_t a = rel < 0 ? -rel : rel;
+  return fmt::format("{}{}.{:06}", rel < 0 ? '-' : '+', a / 1'000'000, a % 1'000'000);
+}
+
+// How a gave_up waiter's wait is known to have ended.
+std::string_view wait_end_text(wait_end w) {
+  switch (w) {
+    case wait_end::last_attempt: return "no attempt since its last one within the TTL it was given + margin";
+    case wait_end::unsubscribed: return "it left the lock's channel";
+    case wait_end::connection_closed: return "its connection closed";
+    case wait_end::new_wait: return "its owner began a new wait";
+    case wait_end::none: break;
+  }
+  return {};
+}
+
+// The holder whose connection closed while holding: on its expiry, what it was; on a
+// waiter's acquisition or give-up, what the waiter waited for.
+std::string closed_holder_text(const lock_event& e, std::int64_t start_us) {
+  const std::string closed = relative_time(e.closed_holder_us, start_us);
+  if (e.event == lock_event_kind::expired) {
+    return fmt::format("held by a closed connection (closed at {}) until the lease ran out", closed);
+  }
+  const std::string who(printable(short_owner(e.closed_holder)));
+  if (e.closed_holder_expired_us >= 0) {
+    return fmt::format("waited for {}, held by a closed connection (closed at {}) until the lease ran out at {}", who,
+                       closed, relative_time(e.closed_holder_expired_us, start_us));
+  }
+  return fmt::format("waited for {}, held by a closed connection (closed at {})", who, closed);
+}
+
 }  // namespace
 
 bool is_group_event(const lock_event& e) noexcept {
@@ -114,7 +148,10 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.wait_us >= 0) add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
   if (e.held_us >= 0) add("held " + format_duration(e.held_us));
   if (e.token >= 0) add(fmt::format("token {}", e.token));
-  if (e.interval_start_us >= 0) {
+  if (e.event == lock_event_kind::gave_up) {
+    if (e.interval_start_us >= 0) add("waiting since " + relative_time(e.interval_start_us, start_us));
+    if (e.wait_ended != wait_end::none) add(std::string(wait_end_text(e.wait_ended)));
+  } else if (e.interval_start_us >= 0) {
     const std::int64_t from = e.interval_start_us - start_us;
     const std::int64_t f = from < 0 ? -from : from;
     add(fmt::format("from {}{}.{:06} for {}", from < 0 ? '-' : '+', f / 1'000'000, f % 1'000'000,
@@ -123,6 +160,7 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.confidence != link_confidence::none && !e.owner.empty()) {
     add(fmt::format("subscriber linked to waiter ({})", to_string(e.confidence)));
   }
+  if (e.closed_holder_us >= 0) add(closed_holder_text(e, start_us));
   if (e.event == lock_event_kind::redirected) add(redirect_text(e));
   if (e.asking) add("after ASKING (ASK redirect)");
   {

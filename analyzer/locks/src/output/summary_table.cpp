@@ -24,18 +24,20 @@ namespace {
 // What a row shows after the lock's name: the whole of the row's tail depends on these
 // and on nothing else.
 struct row_values {
-  std::uint64_t acquisitions = 0, contended = 0, renewals = 0, expiries = 0;
+  std::uint64_t acquisitions = 0, contended = 0, gave_up = 0, renewals = 0, expiries = 0;
   std::int64_t hold[3] = {}, wait[3] = {};
   std::uint64_t anomalies[anomaly_kind_count] = {};
   explicit row_values(const lock_stats& s)
-      : acquisitions(s.acquisitions), contended(s.contended_acquisitions), renewals(s.renewals), expiries(s.expiries),
+      : acquisitions(s.acquisitions), contended(s.contended_acquisitions), gave_up(s.gave_up), renewals(s.renewals),
+        expiries(s.expiries),
         hold{s.hold.p50, s.hold.p99, s.hold.max}, wait{s.wait.p50, s.wait.p99, s.wait.max} {
     std::memcpy(anomalies, s.anomalies, sizeof anomalies);
   }
   // Whether `s` shows these values (the first ones differ most often).
   bool shown_by(const lock_stats& s) const noexcept {
     return acquisitions == s.acquisitions && hold[2] == s.hold.max && wait[2] == s.wait.max &&
-           contended == s.contended_acquisitions && renewals == s.renewals && expiries == s.expiries &&
+           contended == s.contended_acquisitions && gave_up == s.gave_up && renewals == s.renewals &&
+           expiries == s.expiries &&
            hold[0] == s.hold.p50 && hold[1] == s.hold.p99 && wait[0] == s.wait.p50 && wait[1] == s.wait.p99 &&
            std::memcmp(anomalies, s.anomalies, sizeof anomalies) == 0;
   }
@@ -151,7 +153,7 @@ char* put_triple(char* p, const duration_stats& d, std::size_t width) {
   return columns < width ? spaces(p, width - columns) : p;
 }
 
-// The row's tail (after the name's column): "  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+// The row's tail (after the name's column): "  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>7}  {:>8}  {:>8}  {}\n".
 char* put_row_tail(char* p, const lock_stats& s) {
   p = spaces(p, 2);
   p = put_right(p, s.acquisitions, 6);
@@ -170,6 +172,8 @@ char* put_row_tail(char* p, const lock_stats& s) {
   p = put_triple(p, s.hold, 28);
   p = spaces(p, 2);
   p = put_triple(p, s.wait, 28);
+  p = spaces(p, 2);
+  p = put_right(p, s.gave_up, 7);
   p = spaces(p, 2);
   p = put_right(p, s.renewals, 8);
   p = spaces(p, 2);
@@ -192,7 +196,7 @@ char* put_row_tail(char* p, const lock_stats& s) {
   return p;
 }
 
-// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>8}  {:>8}  {}\n".
+// One row of the table: "{:<{}}  {:>6}  {:>8.1f}%  {:<28}  {:<28}  {:>7}  {:>8}  {:>8}  {}\n".
 // Many locks have the same figures (acquired once, never released in the capture): a
 // row whose values equal the previous row's copies that row's tail.
 void append_row(row_buffer& rows, std::string_view lock, const lock_stats& s, std::size_t width) {
@@ -234,8 +238,8 @@ class summary_writer {
   void write() {
     find_shared_names();
     const std::size_t width = name_width();
-    append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>8}  {:>8}  {}\n", "lock", width,
-                   "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "renewals", "expiries", "anomalies");
+    append_format(out_, "{:<{}}  {:>6}  {:>9}  {:<28}  {:<28}  {:>7}  {:>8}  {:>8}  {}\n", "lock", width,
+                   "acq", "contended", "hold p50/p99/max", "wait p50/p99/max", "gave_up", "renewals", "expiries", "anomalies");
     flush();
     std::uint64_t locks = 0;
     if (options_.top > 0) {
@@ -350,10 +354,11 @@ class summary_writer {
       return a.seen < b.seen;
     };
     struct counts {
-      std::uint64_t acquisitions = 0, contended = 0, renewals = 0, expiries = 0, anomalies = 0;
+      std::uint64_t acquisitions = 0, contended = 0, gave_up = 0, renewals = 0, expiries = 0, anomalies = 0;
       void add(const lock_stats& s, std::uint64_t sign) noexcept {  // sign: 1 or -1 (mod 2^64)
         acquisitions += sign * s.acquisitions;
         contended += sign * s.contended_acquisitions;
+        gave_up += sign * s.gave_up;
         renewals += sign * s.renewals;
         expiries += sign * s.expiries;
         anomalies += sign * s.anomaly_total();
@@ -402,9 +407,10 @@ class summary_writer {
     if (total > heap.size()) {
       append_format(out_,
                     "(not in the rows above: the other {} of {} locks (--top {} shows the most contended and "
-                    "anomalous), with {} ({} contended), {}, {} and {})\n",
+                    "anomalous), with {} ({} contended), {}, {}, {} and {})\n",
                     total - heap.size(), total, options_.top, ingest::counted(others.acquisitions, "acquisition"),
-                    others.contended, ingest::counted(others.renewals, "renewal"),
+                    others.contended, ingest::counted(others.gave_up, "wait given up", "waits given up"),
+                    ingest::counted(others.renewals, "renewal"),
                     ingest::counted(others.expiries, "expiry", "expiries"),
                     ingest::counted(others.anomalies, "anomaly", "anomalies"));
     }
@@ -419,9 +425,10 @@ class summary_writer {
       for (const std::uint64_t a : f.anomalies) anomalies += a;
       append_format(out_,
                     "(not in the rows above: {} forgotten at --max-locks{}, with {} ({} "
-                    "contended), {}, {} and {})\n",
+                    "contended), {}, {}, {} and {})\n",
                     ingest::counted(f.locks, "idle lock"), options_.lock_globs.empty() ? "" : " (selected by --lock or not)",
                     ingest::counted(f.acquisitions, "acquisition"), f.contended_acquisitions,
+                    ingest::counted(f.gave_up, "wait given up", "waits given up"),
                     ingest::counted(f.renewals, "renewal"), ingest::counted(f.expiries, "expiry", "expiries"),
                     ingest::counted(anomalies, "anomaly", "anomalies"));
     } else if (locks == 0) {

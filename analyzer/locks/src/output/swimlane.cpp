@@ -33,6 +33,7 @@ std::string_view to_string(mark_kind k) noexcept {
     case mark_kind::anomaly_band: return "anomaly-band";
     case mark_kind::group: return "group";
     case mark_kind::redirect: return "redirect";
+    case mark_kind::gave_up: return "gave-up";
   }
   return "?";
 }
@@ -257,6 +258,18 @@ void swimlane_builder::on_event(const lock_event& e) {
       m.kind = mark_kind::redirect;
       add_mark(bi, m);
       break;
+    case lock_event_kind::gave_up: {
+      // The timeline's account: the wait ended at since + wait_ms, known now.
+      const std::int64_t end = e.interval_start_us >= 0 && e.wait_us >= 0 ? e.interval_start_us + e.wait_us : e.ts_us;
+      if (ls.wait_mark >= 0) {
+        b.marks[static_cast<std::size_t>(ls.wait_mark)].t1_us = std::max(end, b.marks[static_cast<std::size_t>(ls.wait_mark)].t0_us);
+        ls.wait_mark = -1;
+      }
+      m.kind = mark_kind::gave_up;
+      m.t0_us = m.t1_us = end;
+      add_mark(bi, m);
+      break;  // a new wait's bar begins at its next contended attempt
+    }
     case lock_event_kind::quorum:
     case lock_event_kind::multilock:
       m.kind = mark_kind::group;

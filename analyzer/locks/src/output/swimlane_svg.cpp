@@ -118,6 +118,7 @@ struct mark_writer {
       case mark_kind::renewal: rect(m, m.failed ? "renewal failed" : "renewal", y, h, 2); break;
       case mark_kind::release: rect(m, m.failed ? "release failed" : "release", y + 1, h - 2, 2); break;
       case mark_kind::expiry: rect(m, "expiry", y, h, 3); break;
+      case mark_kind::gave_up: rect(m, "gave-up", y + 2, h - 4, 3); break;
       case mark_kind::wait: rect(m, "wait", y + 4, h - 10, 1); break;
       case mark_kind::subscription: rect(m, "subscription", y + h - 4, 2, 1); break;
       case mark_kind::anomaly: rect(m, "anomaly", y + 1, h - 2, 4); break;

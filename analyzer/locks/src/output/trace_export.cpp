@@ -17,9 +17,6 @@ namespace lockscope::locks {
 
 namespace {
 
-constexpr std::int64_t default_wait_ttl_us = 30'000'000;  // as lock_timeline: no TTL given
-constexpr std::int64_t waiter_margin_us = 2'000'000;
-constexpr std::int64_t wait_check_interval_us = 1'000'000;
 
 bool closes_hold(lock_event_kind k) noexcept {
   return k == lock_event_kind::released || k == lock_event_kind::expired || k == lock_event_kind::force_released;
@@ -35,7 +32,6 @@ struct trace_export::impl {
     std::int64_t hold_start_us = -1;     // the outermost open hold; -1: none
     std::int64_t wait_start_us = -1;     // -1: no open wait
     std::int64_t wait_last_us = 0;       // its last attempt
-    std::int64_t wait_deadline_us = 0;   // it gave up if no attempt comes by then
     // Inside an open hold: the starts of its open reentered levels, and the spans that
     // closed inside it, held back (rendered) so that the hold is written first and a
     // thread's spans come in start order.
@@ -62,7 +58,6 @@ struct trace_export::impl {
   std::unordered_map<std::uint64_t, thread> threads;
   std::size_t open_waits = 0;
   std::size_t sweep_at = 0;  // bound_ids() sweeps when the maps hold more ids than this
-  std::int64_t next_wait_check_us = 0;
   std::string key, jsonl;  // scratch
   std::uint64_t* written = nullptr;
 
@@ -188,19 +183,6 @@ struct trace_export::impl {
     --open_waits;
   }
 
-  // Waiters that made no attempt within their TTL + margin gave up (no event says so):
-  // their wait spans up to the last attempt.
-  void close_given_up_waits(std::int64_t now_us) {
-    if (open_waits == 0 || now_us < next_wait_check_us) return;
-    next_wait_check_us = now_us + wait_check_interval_us;
-    for (auto& [k, t] : threads) {
-      if (t.wait_start_us >= 0 && t.wait_deadline_us < now_us) {
-        complete("wait", t.wait_start_us, t.wait_last_us, t, R"({"gave_up":true})");
-        end_wait(t);
-      }
-    }
-  }
-
   // Past the threshold: forget the threads with nothing open, then the processes left
   // with no thread. Many spans open at once: the next sweep waits until the maps doubled,
   // so sweeps cost O(1) per event however many stay open.
@@ -243,7 +225,6 @@ struct trace_export::impl {
   }
 
   void on_event(const lock_event& e) {
-    close_given_up_waits(e.ts_us);
     jsonl.clear();
     append_event_jsonl(jsonl, e);
     const std::uint32_t pid = process_of(e);
@@ -258,9 +239,23 @@ struct trace_export::impl {
             ++open_waits;
           }
           t.wait_last_us = e.ts_us;
-          t.wait_deadline_us = e.ts_us + (e.ttl_ms >= 0 ? e.ttl_ms * 1000 : default_wait_ttl_us) + waiter_margin_us;
           instant(e, t);
           break;
+        case lock_event_kind::gave_up: {
+          // The timeline's account of the wait (first attempt → its end), which it gives
+          // once the end is known: the span closes then, with the gave_up as its args.
+          const std::int64_t start = e.interval_start_us >= 0 ? e.interval_start_us : t.wait_start_us;
+          const std::int64_t end = start >= 0 && e.wait_us >= 0 ? start + e.wait_us : t.wait_last_us;
+          if (start >= 0) complete("wait", start, std::max(end, start), t, jsonl);
+          else instant(e, t);
+          if (t.wait_start_us >= 0) end_wait(t);
+          if (e.wait_ended == wait_end::new_wait) {  // the attempt that began the next wait came already
+            t.wait_start_us = end;
+            t.wait_last_us = end;
+            ++open_waits;
+          }
+          break;
+        }
         case lock_event_kind::acquired:
           if (t.wait_start_us >= 0 || e.wait_us > 0) {
             // The wait's span carries the acquisition; its start is the timeline's account.
@@ -305,7 +300,7 @@ struct trace_export::impl {
   void finish(std::int64_t end_us) {
     for (auto& [k, t] : threads) {
       if (t.wait_start_us >= 0) {
-        complete("wait", t.wait_start_us, t.wait_last_us, t, R"({"gave_up":true})");
+        complete("wait", t.wait_start_us, std::max(end_us, t.wait_last_us), t, R"({"open_at_end":true})");
         end_wait(t);
       }
       if (t.hold_start_us >= 0) close_holds(t, std::max(end_us, t.hold_start_us), R"({"open_at_end":true})");

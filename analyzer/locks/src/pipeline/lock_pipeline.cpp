@@ -26,6 +26,7 @@ lock_operation_sink& lock_pipeline::unfiltered_entry() noexcept {
 }
 
 void lock_pipeline::finish_ingest() {
+  recognizer_.on_connection_end(capture_ends_connection, 0);  // the ends that follow close no connection
   ingest_.finish();
   if (pipe_) pipe_->close();
   else batch_->flush();
@@ -38,6 +39,7 @@ void lock_pipeline::run_on_two_threads(const std::function<void()>& ingest) {
   std::thread producer([&] {
     try {
       ingest();
+      recognizer_.on_connection_end(capture_ends_connection, 0);
       ingest_.finish();
     } catch (...) {
       ingest_error = std::current_exception();

@@ -73,8 +73,13 @@ inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
   if (has_extra(l)) {
     for (std::size_t i = 0; i < xp(l)->waiters.size();) {
       waiter& w = xp(l)->waiters[i];
-      if (w.deadline_us >= 0 && w.deadline_us <= at) drop_waiter(l, id, &w);
-      else ++i;
+      if (w.deadline_us >= 0 && w.deadline_us <= at) {
+        const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
+        give_up(l, id, &w, left ? wait_end::unsubscribed : wait_end::last_attempt,
+                left ? w.unsubscribed_us : w.last_attempt_us, at);
+      } else {
+        ++i;
+      }
     }
   }
   // A subscribed waiter still waits (clients unsubscribe when they give up): the

@@ -108,16 +108,116 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
     std::erase_if(waits, [&](std::uint32_t lock) { return !seen.insert(lock).second; });
   }
   retain_connection(conn);
+  std::size_t waiters_kept = 0;  // names of the connection besides its holders
   for (const std::uint32_t lock : waits) {
     lock_state& l = locks[lock];
     if (!has_extra(l)) continue;
-    remove_waiters(*xp(l), [&](const waiter& w) { return w.conn == conn && !waits_on_subscription(w, lock, connection); });
+    remove_waiters(*xp(l), [&](const waiter& w) {
+      if (w.conn != conn) return false;
+      if (waits_on_subscription(w, lock, connection)) {
+        ++waiters_kept;
+        return false;
+      }
+      if (capture_ending) return true;  // still waiting when the capture ended
+      const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
+      if (left) {
+        report_give_up(l, w, wait_end::unsubscribed, w.unsubscribed_us, at, false);
+        return true;
+      }
+      // It waited until the close if the close came while it could still be waiting
+      // for its next attempt (a poller: twice its longest gap between attempts; at
+      // once, for a single attempt). A close long after (a process that gave up, then
+      // went on with other work; a pool's connection closed at shutdown) bounds
+      // nothing: the wait lasted at least to its last attempt. Not the TTL of a pub/sub
+      // waiter: Redisson's tryLock gives up within it, with nothing on the wire, and
+      // its attempts go over a pool's connections (seen: a 1.5 s tryLock on real
+      // Redisson 3.27.2 whose pool connection closed 2.5 s later, at shutdown).
+      const std::int64_t next_attempt_within =
+          std::max(2 * w.longest_gap_us, options.wake_window_us) + options.wake_window_us;
+      const bool waited_to_close = at - w.last_attempt_us <= next_attempt_within;
+      report_give_up(l, w, wait_end::connection_closed, waited_to_close ? at : w.last_attempt_us, at, !waited_to_close);
+      return true;
+    });
+    release_closed_holder_if_done(l);
     // No schedule(lock): the timer queued is no later than every deadline left (fire()
     // and every deadline set keep it so), and leaving only takes deadlines away; one
     // that fires early finds nothing due and queues the next. schedule() walks every
     // waiter: a herd's connections ending one by one made that quadratic.
   }
+  // What still names it besides this function: its holders, the waiters kept, overlaps.
+  std::int64_t named = std::int64_t{connections[conn].refs} - 1 - static_cast<std::int64_t>(waiters_kept);
+  for (const suspected_overlap& p : suspected_overlaps) named -= p.conn == conn ? 1 : 0;
+  if (named > 0 && !capture_ending) holders_lost_connection(conn, static_cast<std::size_t>(named), at);
   release_connection(conn);
+}
+
+// The connection `conn` that took `holders` holds closed at `at`. The lock stays held
+// until its lease runs out, unless the holder renews or releases it from another
+// connection (a client with a pool may: its process need not have died), so this is
+// said as what is known (holder_connection_closed), and the waiters' wait is put down
+// to it. Its locks are found among the connection's last owners (the 4 locks it
+// acquired or renewed most recently); a connection that held more is rare, and then
+// every lock is looked at.
+inline void lock_timeline::impl::holders_lost_connection(std::uint32_t conn, std::size_t holders, std::int64_t at) {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> held;  // (lock, owner)
+  auto look = [&](std::uint32_t id) {
+    for_each_holder(locks[id], [&](holder& h) {
+      if (h.conn == conn && std::find(held.begin(), held.end(), std::pair{id, h.owner}) == held.end()) {
+        held.emplace_back(id, h.owner);
+      }
+    });
+  };
+  for (const auto& lo : connections[conn].last_owners) {
+    if (lo.lock != no_id) look(lo.lock);
+  }
+  if (held.size() < holders) {
+    held.clear();
+    locks.for_each_with_id([&](std::uint32_t id, lock_state&, std::string_view) { look(id); });
+  }
+  std::sort(held.begin(), held.end());  // one order whichever way they were found
+  for (const auto& [id, owner] : held) {
+    lock_state& l = locks[id];
+    holder* h = find_holder(l, owner);
+    if (h == nullptr) continue;
+    const std::int64_t left = h->deadline_us >= 0 ? std::max<std::int64_t>(h->lease_end_us() - at, 0) : -1;
+    set_closed_holder(l, owner, at);
+    anomaly(l, at, anomaly_kind::holder_connection_closed, owner, conn,
+            {anomaly_finding::connection_closed_while_holding, left});
+  }
+}
+
+// Once the closed holder's hold has ended and no waiter is left to name it, it is
+// forgotten (its owner's text is released).
+inline void lock_timeline::impl::release_closed_holder_if_done(lock_state& l) {
+  lock_extra* x = xp(l);
+  if (x == nullptr || x->closed_owner == no_id || x->closed_expired_us < 0 || !x->waiters.empty()) return;
+  owners.release(x->closed_owner);
+  x->closed_owner = no_id;
+  x->closed_at_us = x->closed_expired_us = -1;
+}
+
+inline void lock_timeline::impl::set_closed_holder(lock_state& l, std::uint32_t owner, std::int64_t at) {
+  lock_extra& x = ex(l);
+  owners.retain(owner);
+  owners.release(x.closed_owner);
+  x.closed_owner = owner;
+  x.closed_at_us = at;
+  x.closed_expired_us = -1;
+}
+
+// A holder renewed or released its lock over `conn`: when the connection that took it
+// had closed, the holder lives on there (a pool's other connection), and it is no
+// holder of a closed connection any more.
+inline void lock_timeline::impl::holder_acted_elsewhere(lock_state& l, holder& h, std::uint32_t conn) {
+  if (h.conn == conn || h.conn == no_id || connections[h.conn].open) return;
+  retain_connection(conn);
+  release_connection(h.conn);
+  h.conn = conn;
+  if (lock_extra* x = xp(l); x != nullptr && x->closed_owner == h.owner && x->closed_expired_us < 0) {
+    owners.release(x->closed_owner);
+    x->closed_owner = no_id;
+    x->closed_at_us = -1;
+  }
 }
 
 // Frees the texts nothing names any more; no view into them may be held.

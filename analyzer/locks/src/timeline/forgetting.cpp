@@ -23,6 +23,7 @@ lock_stats lock_timeline::impl::counts_of(const lock_state& l) const {
   s.expiries = l.expiries + (sd != nullptr ? sd->expiries_carry : 0);
   if (x != nullptr) {
     s.contended_acquisitions = x->waits.count();
+    s.gave_up = x->gave_up;
     std::copy(std::begin(x->anomalies), std::end(x->anomalies), std::begin(s.anomalies));
   }
   return s;
@@ -33,6 +34,7 @@ void lock_timeline::impl::fold_into_forgotten(const lock_state& l) {
   ++forgotten.locks;
   forgotten.acquisitions += s.acquisitions;
   forgotten.contended_acquisitions += s.contended_acquisitions;
+  forgotten.gave_up += s.gave_up;
   forgotten.renewals += s.renewals;
   forgotten.expiries += s.expiries;
   for (std::size_t k = 0; k < anomaly_kind_count; ++k) forgotten.anomalies[k] += s.anomalies[k];
@@ -61,7 +63,10 @@ void lock_timeline::impl::forget_idle_locks() {
       }
       if (expired_since < 0 || now - expired_since >= expired_memory_us) {
         fold_into_forgotten(l);
-        if (lock_extra* x = xp(l)) owners.release(x->acquired_owner);
+        if (lock_extra* x = xp(l)) {
+          owners.release(x->acquired_owner);
+          owners.release(x->closed_owner);
+        }
         owners.release(l.last_expired);
         return;
       }

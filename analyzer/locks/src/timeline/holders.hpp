@@ -112,11 +112,18 @@ inline void lock_timeline::impl::expire(lock_state& l, holder& h, std::int64_t a
     e.held_us = at - h.since_us;
     add_hold(l, e.held_us);
   }
+  if (lock_extra* x = xp(l); x != nullptr && x->closed_owner == h.owner && x->closed_at_us >= 0 && x->closed_expired_us < 0) {
+    x->closed_expired_us = at;  // held by a closed connection until now
+    e.closed_holder = e.owner;
+    e.closed_holder_us = x->closed_at_us;
+    e.closed_holder_expired_us = at;
+  }
   count_expiry(l);
   set_last_expired(l, h.owner);
   remove_holder(l, &h);
   became_free(l, at);
   emit(l, e);
+  release_closed_holder_if_done(l);
 }
 
 inline void lock_timeline::impl::set_last_expired(lock_state& l, std::uint32_t owner) {

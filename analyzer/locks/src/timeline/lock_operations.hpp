@@ -57,6 +57,11 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
     w->client = client;
     w->pubsub = pubsub_family(op.family);
     w->first_us = op.request_us;
+    if (new_wait_from_us >= 0) {  // began by the attempt before, answered at once by this one
+      w->first_us = new_wait_from_us;
+      w->attempts = 2;
+      w->quick_second = true;
+    }
     w->last_attempt_us = at;
     w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
     w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
@@ -144,6 +149,8 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     wait_at_least = w->mid_stream && !w->quick_second &&
                     w->first_us - first_op_us <= std::max(w->longest_gap_us, w->first_ttl_us) + options.wake_window_us;
     drop_waiter(l, id, w);
+  } else if (new_wait_from_us >= 0) {
+    wait = at - new_wait_from_us;  // a new wait, begun by the attempt before this one
   }
   take_expired(l, owner);
   free_interval_ends(l, at);
@@ -175,7 +182,9 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
   e.wait_us = wait;
   e.wait_at_least = wait_at_least;
   e.token = op.token;
+  if (wait >= 0) attribute_to_closed_holder(l, e, at - wait, at);
   emit(l, e);
+  release_closed_holder_if_done(l);
   if (op.family == lock_family::setnx) {
     anomaly(l, at, anomaly_kind::non_atomic_acquire, owner, conn,
             {anomaly_finding::setnx_expiry_not_atomic}, op.inferred);
@@ -225,6 +234,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
+  if (h != nullptr && op.outcome == op_outcome::ok) holder_acted_elsewhere(l, *h, conn);
   auto release_holder = [&] {
     lock_event e = from_op(l, op, lock_event_kind::released);
     e.hold_count = 0;
@@ -303,6 +313,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
       }
     }
     h->last_renew_us = at;
+    holder_acted_elsewhere(l, *h, conn);
     if (op.lease_ms >= 0 && op.lease_added) {
       // redis-py's extend adds to the remaining TTL; unknown when the hold was not seen.
       if (h->deadline_us >= 0) {

@@ -31,6 +31,10 @@ lock_timeline::~lock_timeline() = default;
 void lock_timeline::on_operation(const lock_operation& op) { impl_->on_operation(op); }
 void lock_timeline::will_handle(std::span<const lock_operation> upcoming) noexcept { impl_->will_handle(upcoming); }
 void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
+  if (connection == capture_ends_connection) {
+    impl_->capture_ending = true;
+    return;
+  }
   // What fell due before the end (a lock left idle while this connection's waiter
   // waited) is judged with the waiter still there.
   impl_->advance(at_us);

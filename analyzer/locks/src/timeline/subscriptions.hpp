@@ -91,8 +91,10 @@ inline void lock_timeline::impl::subscription_ended(std::uint32_t lock, std::uin
     w.unsubscribed_us = at;
     if (connections[w.conn].open) return false;
     unlist_wait(w.conn, lock);
+    if (!capture_ending) report_give_up(l, w, wait_end::connection_closed, at, at, false);  // its subscriber's end too
     return true;
   });
+  release_closed_holder_if_done(l);
 }
 
 }  // namespace lockscope::locks

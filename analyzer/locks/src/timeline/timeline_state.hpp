@@ -110,6 +110,11 @@ struct lock_timeline::impl {
     link_confidence confidence = link_confidence::none;
   };
   std::int64_t first_op_us = -1;  // the capture's first operation (request time)
+  // continuing_waiter found the owner's wait ended and its new one begun at this request
+  // time, before the operation at hand (-1: at this operation, if a new one begins).
+  std::int64_t new_wait_from_us = -1;
+  // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
+  bool capture_ending = false;
   // ---- forgetting idle locks (timeline_options::max_locks) ----
   // Between operations (no row is referenced from the stack), the rows of the locks
   // that still matter are copied into a new store and everything that names a lock by
@@ -222,6 +227,9 @@ struct lock_timeline::impl {
   bool waits_on_subscription(const waiter& w, std::uint32_t lock, std::uint64_t ended);
   static bool polls(const waiter& w);
   bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client);
+  void report_give_up(lock_state& l, const waiter& w, wait_end how, std::int64_t ended, std::int64_t at, bool at_least);
+  void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at);
+  void attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us, std::int64_t until_us) const;
 
   // ---- subscriptions (timeline/subscriptions.hpp) ----
   static connection_info::subscription* subscription_of(connection_info& c, std::uint32_t lock);
@@ -261,6 +269,10 @@ struct lock_timeline::impl {
   void release_connection(std::uint32_t conn);
   void free_connection(std::uint32_t conn);
   void connection_ended(std::uint64_t connection, std::int64_t at);
+  void holders_lost_connection(std::uint32_t conn, std::size_t holders, std::int64_t at);
+  void set_closed_holder(lock_state& l, std::uint32_t owner, std::int64_t at);
+  void release_closed_holder_if_done(lock_state& l);
+  void holder_acted_elsewhere(lock_state& l, holder& h, std::uint32_t conn);
   void collect();
   // The event's client and server (texts and addresses) from the connection (none: unchanged).
   void name_connection(lock_event& e, std::uint32_t conn) const;

@@ -77,6 +77,11 @@ struct waiter {
   std::uint32_t attempts = 1;
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
+  // An attempt that nothing explains as this wait's (continuing_waiter): its request
+  // time, and when the wait before it ended at the latest; -1: none. Confirmed as a new
+  // wait's first attempt when the next attempt follows at once.
+  std::int64_t unexplained_us = -1;
+  std::int64_t unexplained_end_us = -1;
 };
 
 // Something that wakes a waiter on a subscriber connection (a message on the lock's
@@ -131,6 +136,12 @@ struct lock_extra {
   std::uint32_t acquired_owner = no_id;  // retained
   std::uint64_t anomalies[anomaly_kind_count] = {};
   duration_samples waits;  // their count is the contended acquisitions
+  std::uint64_t gave_up = 0;  // waiters that left without acquiring (gave_up events)
+  // The holder whose connection closed while it held (holder_connection_closed; retained),
+  // when, and when its lease then ran out (-1: not yet); until a new hold begins.
+  std::uint32_t closed_owner = no_id;
+  std::int64_t closed_at_us = -1;
+  std::int64_t closed_expired_us = -1;
 };
 
 // What a lock with more than one completed hold adds (common: kept apart from the

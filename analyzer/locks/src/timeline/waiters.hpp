@@ -198,7 +198,11 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // Held all along since its previous attempt (a watchdog renewing), there was nothing
   // to be told: a retry when its TTL, or tryLock's wait time, runs out is the client's
   // design, not a missed wake-up.
-  if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us) {
+  // A lease that ran out after its holder's connection closed published nothing: the
+  // timer was the only way to learn of it (the closed holder is named instead).
+  const bool closed_holder_expired = x.closed_expired_us >= 0 && x.closed_expired_us == x.last_freed_us;
+  if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us &&
+      !closed_holder_expired) {
     w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
     anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
             {anomaly_finding::retried_without_notification}, op.inferred);
@@ -208,30 +212,119 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   w.last_attempt_us = at;
 }
 
-// The waiter `owner`'s attempt continues, if any. A pub/sub waiter whose own
-// subscription (its SUBSCRIBE's, shared with no other waiter of its client) left the
-// lock's channel by an UNSUBSCRIBE after its latest attempt, and whose owner attempts again
-// neither at once (node-redisson leaves, then retries) nor when its TTL runs out (a
-// waiter that lost its subscription retries then), gave up when it left (Redisson's
-// tryLock at its wait time): this attempt begins a new wait. Carried on, the old wait
-// ran into the new one, and a thread's next tryLock seconds later showed the whole
-// span as its wait, with a missed wake-up, a lost subscription and a timer retry.
+// The waiter `owner`'s attempt continues, if any; nullptr when the owner has no
+// waiter, or its wait ended before this attempt (reported as gave_up here; when the
+// new wait began before this attempt, new_wait_from_us says when).
+//
+// A pub/sub waiter whose own subscription (its SUBSCRIBE's, shared with no other
+// waiter of its client) left the lock's channel by an UNSUBSCRIBE after its latest
+// attempt, and whose owner attempts again neither at once (node-redisson leaves, then
+// retries) nor when its TTL runs out (a waiter that lost its subscription retries
+// then), gave up when it left (Redisson's tryLock at its wait time): this attempt
+// begins a new wait. Carried on, the old wait ran into the new one, and a thread's
+// next tryLock seconds later showed the whole span as its wait, with a missed
+// wake-up, a lost subscription and a timer retry.
+//
+// Without an UNSUBSCRIBE (Redisson keeps the channel while another thread of its
+// client listens) a tryLock that runs out leaves nothing on the wire. A pub/sub waiter
+// attempts again when told (after a release), when the TTL it was given runs out, or
+// at once after its first failure or SUBSCRIBE: an attempt none of these explains,
+// while the lock stayed held, is marked; when the next attempt follows it at once (a
+// new tryLock's first failure and its retry), the marked one began a new wait, and the
+// old one had ended by then (and by its latest attempt + its TTL). Our own client's
+// last attempt at its --wait deadline is marked too, and then it leaves: no new wait.
 inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op) {
+  new_wait_from_us = -1;
   waiter* w = find_waiter(l, owner);
+  if (w == nullptr) return nullptr;
+  const std::int64_t t = op.request_us;
+  if (w->unexplained_us >= 0) {
+    const std::int64_t began = w->unexplained_us, ended = w->unexplained_end_us;
+    w->unexplained_us = w->unexplained_end_us = -1;
+    if (t - w->last_attempt_us <= options.wake_window_us) {
+      give_up(l, lock, w, wait_end::new_wait, ended, op.at_us());
+      new_wait_from_us = began;
+      return nullptr;
+    }
+  }
   // Redisson's order: its first attempt, SUBSCRIBE, the retry after it, and nothing
   // more (a tryLock that heard no release). A waiter with more attempts may be a poller
   // that a subscriber was linked to by mistake, whose next poll is no new wait; one
   // that subscribed after its retry is node-redisson's, whose stale timer sends an
   // UNSUBSCRIBE while it still waits.
-  if (w == nullptr || !w->pubsub || !w->left_channel || w->attempts > 2 || w->subscribed_us > w->last_attempt_us ||
-      w->unsubscribed_us < w->last_attempt_us || w->last_ttl_us < 0) {
-    return w;
+  const bool left = w->pubsub && w->left_channel && w->attempts <= 2 && w->subscribed_us <= w->last_attempt_us &&
+                    w->unsubscribed_us >= w->last_attempt_us && w->last_ttl_us >= 0;
+  if (left && t - w->unsubscribed_us > options.wake_window_us) {
+    const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+    if (t < w->last_attempt_us + w->last_ttl_us - slack) {  // not its timer
+      give_up(l, lock, w, wait_end::unsubscribed, w->unsubscribed_us, op.at_us());
+      return nullptr;
+    }
   }
-  if (op.request_us - w->unsubscribed_us <= options.wake_window_us) return w;
-  const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
-  if (op.request_us >= w->last_attempt_us + w->last_ttl_us - slack) return w;  // its timer
+  // Only locks whose channel hears of nothing but the lock going free: fair locks wake
+  // their waiters on per-thread channels and tell each its own TTL, and a read lock's
+  // reader leaving publishes while other readers still hold it.
+  const bool publishes_when_free = op.family == lock_family::redisson || op.family == lock_family::redisson_fenced;
+  if (!left && w->pubsub && publishes_when_free && w->last_ttl_us > 0 && has_holder(l) &&
+      (w->sub_connection != 0 || w->subscribed_us >= 0)) {
+    const lock_extra& x = *xp(l);
+    const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
+    const bool at_once = t - w->last_attempt_us <= options.wake_window_us ||
+                         (w->subscribed_us >= w->last_attempt_us && t - w->subscribed_us <= options.wake_window_us);
+    const bool freed = x.last_freed_us >= w->last_attempt_us - options.reply_skew_us;
+    const bool timer = t >= w->last_attempt_us + w->last_ttl_us - slack;
+    if (!at_once && !freed && !timer) {
+      w->unexplained_us = t;
+      w->unexplained_end_us = std::min(t, w->last_attempt_us + w->last_ttl_us);
+    }
+  }
+  return w;
+}
+
+// The waiter left without acquiring: said (gave_up), then dropped. `ended`: when its
+// wait ended as far as `how` tells; `at`: now, when that became known.
+inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at) {
+  report_give_up(l, *w, how, ended, at, how == wait_end::last_attempt);
   drop_waiter(l, lock, w);
-  return nullptr;
+  release_closed_holder_if_done(l);
+}
+
+// at_least: `ended` is only the latest time it is known to have waited until.
+inline void lock_timeline::impl::report_give_up(lock_state& l, const waiter& w, wait_end how, std::int64_t ended, std::int64_t at,
+                                               bool at_least) {
+  lock_extra& x = ex(l);
+  ++x.gave_up;
+  lock_event e = base(l, at);
+  e.event = lock_event_kind::gave_up;
+  e.owner = owners.text(w.owner);
+  name_connection(e, w.conn);
+  e.wait_ended = how;
+  e.wait_us = std::max<std::int64_t>(ended - w.first_us, 0);
+  // Its last attempt bounds the wait from below; so does a first attempt that may not
+  // have been its first (see on_acquired).
+  e.wait_at_least = at_least ||
+                    (w.mid_stream && !w.quick_second &&
+                     w.first_us - first_op_us <= std::max(w.longest_gap_us, w.first_ttl_us) + options.wake_window_us);
+  e.interval_start_us = w.first_us;
+  e.interval_us = e.wait_us;
+  if (w.last_ttl_us >= 0) e.ttl_ms = w.last_ttl_us / 1000;
+  attribute_to_closed_holder(l, e, w.first_us, ended);
+  emit(l, e);
+}
+
+// A waiter that waited (from first_us to until_us) while a holder whose connection had closed held
+// the lock: the event names that holder, when its connection closed and when its lease
+// ran out (what the waiter actually waited for, not a missed wake-up).
+inline void lock_timeline::impl::attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us,
+                                                           std::int64_t until_us) const {
+  const lock_extra* x = xp(l);
+  // Strictly after: a waiter whose process exited with the holder's (their connections
+  // closed at one instant) did not wait on a closed holder.
+  if (x == nullptr || x->closed_at_us < 0 || x->closed_owner == no_id || until_us <= x->closed_at_us) return;
+  if (x->closed_expired_us >= 0 && first_us > x->closed_expired_us) return;
+  e.closed_holder = owners.text(x->closed_owner);
+  e.closed_holder_us = x->closed_at_us;
+  e.closed_holder_expired_us = x->closed_expired_us;
 }
 
 // The time a waiter gives its next attempt: the TTL it was given (Redisson waits for a

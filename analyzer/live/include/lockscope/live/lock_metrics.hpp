@@ -10,7 +10,7 @@
 //   m.render(text, gauges);           // whenever a scraper asks
 //
 // Per lock (label `lock`, the key's name: one name on several servers or databases is
-// one series): acquisitions, failed attempts (`contended` events), expiries, anomalies
+// one series): acquisitions, failed attempts (`contended` events), waits given up (`gave_up`), expiries, anomalies
 // by kind, and histograms of wait times (acquisitions after a wait) and hold times
 // (released, expired, force-released), buckets 100 µs … 60 s.
 //
@@ -104,7 +104,7 @@ class lock_metrics final : public lock_event_sink {
   };
   struct series {
     std::string label;  // the escaped label value
-    std::uint64_t acquisitions = 0, contended = 0, expired = 0;
+    std::uint64_t acquisitions = 0, contended = 0, expired = 0, gave_up = 0;
     std::array<std::uint64_t, locks::anomaly_kind_count> anomalies{};
     histogram wait, hold;
     std::int64_t last_active_us = 0;

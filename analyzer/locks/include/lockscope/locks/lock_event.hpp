@@ -31,8 +31,19 @@ enum class lock_event_kind : std::uint8_t {
   multilock,  // lock_groups: one owner acquiring several keys together
   redirected, // Redis Cluster: a call answered MOVED/ASK/TRYAGAIN/CLUSTERDOWN (not run
               // there; the client retries it elsewhere or later); no state changed
+  gave_up,    // a waiter left without acquiring: wait_us, wait_ended says how it is known
 };
-inline constexpr std::size_t lock_event_kind_count = 17;
+inline constexpr std::size_t lock_event_kind_count = 18;
+
+// How a gave_up waiter's wait is known to have ended (the event comes when it is
+// known; interval_start_us is the wait's first attempt, wait_us its length).
+enum class wait_end : std::uint8_t {
+  none,
+  last_attempt,       // no attempt within its TTL + the margin: it stopped at its last attempt (a lower bound)
+  unsubscribed,       // it left the lock's channel (Redisson's tryLock at its wait time)
+  connection_closed,  // the connection of its attempts closed
+  new_wait,           // the owner began a new wait (a retry no release, message or timer explains)
+};
 
 enum class anomaly_kind : std::uint8_t {
   none,
@@ -49,8 +60,9 @@ enum class anomaly_kind : std::uint8_t {
   released_other_owner,
   unchecked_release,
   subscription_lost,
+  holder_connection_closed,  // the connection that took the lock closed while it held it
 };
-inline constexpr std::size_t anomaly_kind_count = 14;
+inline constexpr std::size_t anomaly_kind_count = 15;
 
 enum class link_confidence : std::uint8_t { none, certain, high, low };
 
@@ -102,6 +114,9 @@ enum class anomaly_finding : std::uint8_t {
   // split_quorum: the event's owner holds quorum.held/quorum.total while other_owner
   // holds quorum.other_held/quorum.other_total (quorum.needed).
   two_quorums_held,
+  // holder_connection_closed: the lease had duration_us left (-1: no lease, held until
+  // released or deleted).
+  connection_closed_while_holding,
 };
 
 // What an anomaly found, as data; which fields apply depends on `finding` (above).
@@ -124,6 +139,7 @@ struct anomaly_facts {
 std::string_view to_string(lock_event_kind k) noexcept;
 std::string_view to_string(anomaly_kind k) noexcept;
 std::string_view to_string(link_confidence c) noexcept;
+std::string_view to_string(wait_end w) noexcept;
 
 struct lock_group;  // lock_groups.hpp
 
@@ -171,6 +187,13 @@ struct lock_event {
   std::string_view redirect_to;
   lock_op_kind operation = lock_op_kind::acquire;
   bool asking = false;
+  wait_end wait_ended = wait_end::none;  // gave_up
+  // A holder whose connection closed while it held (holder_connection_closed): on its
+  // `expired`, and on the acquired / gave_up of a waiter that waited for it, when its
+  // connection closed and (-1: not yet, or not by expiry) when its lease ran out.
+  std::string_view closed_holder;
+  std::int64_t closed_holder_us = -1;
+  std::int64_t closed_holder_expired_us = -1;
 };
 
 class lock_event_sink {

@@ -162,6 +162,7 @@ struct lock_stats {
   std::int32_t db = 0;
   std::uint64_t acquisitions = 0;            // acquired (not reentered)
   std::uint64_t contended_acquisitions = 0;  // acquired after at least one failed attempt
+  std::uint64_t gave_up = 0;                 // waits that ended without an acquisition (gave_up)
   std::uint64_t renewals = 0;
   std::uint64_t expiries = 0;
   std::uint64_t anomalies[anomaly_kind_count] = {};
@@ -178,13 +179,13 @@ struct lock_stats {
 };
 
 // How a lock ranks where only the busiest are shown (the summary's top N, the HTML
-// report's blocks): by trouble (contended acquisitions + anomalies), then by activity
+// report's blocks): by trouble (contended acquisitions + waits given up + anomalies), then by activity
 // (acquisitions + renewals + expiries); ties go to the lock seen first.
 struct lock_rank {
   std::uint64_t trouble = 0;
   std::uint64_t activity = 0;
   explicit lock_rank(const lock_stats& s) noexcept
-      : trouble(s.contended_acquisitions + s.anomaly_total()), activity(s.acquisitions + s.renewals + s.expiries) {}
+      : trouble(s.contended_acquisitions + s.gave_up + s.anomaly_total()), activity(s.acquisitions + s.renewals + s.expiries) {}
 };
 
 // Locks whose rows were given up (timeline_options::max_locks), and what their rows
@@ -195,6 +196,7 @@ struct forgotten_locks {
   std::uint64_t locks = 0;
   std::uint64_t acquisitions = 0;
   std::uint64_t contended_acquisitions = 0;
+  std::uint64_t gave_up = 0;
   std::uint64_t renewals = 0;
   std::uint64_t expiries = 0;
   std::uint64_t anomalies[anomaly_kind_count] = {};
@@ -211,6 +213,10 @@ struct timeline_memory {
   std::size_t subscriber_clients = 0;  // clients with a subscription a new waiter of theirs would share
 };
 
+// Not a connection (ingest numbers them from 1): its end says that the capture ends, and
+// that the connection ends after it close flows still open (lock_pipeline sends it).
+inline constexpr std::uint64_t capture_ends_connection = 0;
+
 class lock_timeline final : public lock_operation_sink {
  public:
   lock_timeline(const timeline_options& options, lock_event_sink& sink);
@@ -221,7 +227,11 @@ class lock_timeline final : public lock_operation_sink {
   void on_operation(const lock_operation& op) override;
   // Loads the locks of the operations that come next (see operation_batch).
   void will_handle(std::span<const lock_operation> upcoming) noexcept override;
-  // The connection's texts are freed once no holder or waiter names it any more.
+  // The connection's texts are freed once no holder or waiter names it any more. A
+  // connection seen closing (FIN, RST; also an idle or evicted flow) while its owner
+  // holds a lock is holder_connection_closed, and its waiters gave up (gave_up). After
+  // on_connection_end(capture_ends_connection, _) the ends that follow are the flows
+  // still open when the capture ended: nothing closed, nobody gave up.
   void on_connection_end(std::uint64_t connection, std::int64_t at_us) override;
   // Emits every timed event (expiry, idle, long hold) due at or before now_us.
   void advance_to(std::int64_t now_us);

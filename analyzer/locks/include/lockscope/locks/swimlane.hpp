@@ -54,6 +54,7 @@ enum class mark_kind : std::uint8_t {
   anomaly_band,
   group,
   redirect,  // Redis Cluster: a call redirected (MOVED/ASK/TRYAGAIN/CLUSTERDOWN), a hollow dot
+  gave_up,   // a waiter's wait ended without an acquisition (at its end, as the timeline tells)
 };
 std::string_view to_string(mark_kind k) noexcept;
 

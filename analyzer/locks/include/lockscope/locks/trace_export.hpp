@@ -15,14 +15,15 @@
 //   thread   an owner within that process (thread_name = the owner id).
 //   "X"      `hold`: acquired → released / expired / force_released (a reentered level,
 //            or a shared hold taken again: `reentered`, nested inside, until
-//            partially_released); `wait`: the first contended attempt → acquired (its
-//            start as the acquisition's wait_ms says); `quorum` / `multilock`: the
+//            partially_released); `wait`: the first contended attempt → acquired or
+//            gave_up (as their wait_ms says; a gave_up's from its `since`);
+//            `quorum` / `multilock`: the
 //            group's first try → last. args: the JSONL of the event that closed the
-//            span (the `acquired` for a wait, the release for a hold; the group event).
+//            span (the `acquired` or `gave_up` for a wait, the release for a hold; the
+//            group event).
 //            A release with no acquisition seen (the capture began during the hold)
 //            spans its held_ms; without held_ms it is an instant. Spans no event
-//            closed: a wait whose waiter gave up (to its last attempt, args
-//            {"gave_up":true}), holds still open at the end (args {"open_at_end":true}),
+//            closed: waits and holds still open at the end (args {"open_at_end":true}),
 //            reentered levels ended by the hold's release (args {"ended_with_hold":true}).
 //   "i"      every other event: acquired without a wait, reentered, each contended
 //            attempt, renewed, renew_failed, unlock_rejected, subscribed, notified,
@@ -37,9 +38,8 @@
 //
 // Memory: nothing of an event is kept once written; per (lock, owner) with something
 // open, 48 bytes and its map entry (the start of its open hold, reentered levels and
-// wait). A waiter that gives up sends no event: its wait closes once the capture's clock
-// passes its last attempt + its TTL (else 30 s) + 2 s, as the timeline decides
-// (lock_timeline.hpp). Ids are kept per lock and per (lock, owner) under a 64-bit hash
+// wait). A waiter that gives up closes its wait by the timeline's gave_up event
+// (lock_timeline.hpp says when it comes). Ids are kept per lock and per (lock, owner) under a 64-bit hash
 // of the name; past 2 x max_ids of them, the ones with nothing open are forgotten, and a
 // lock or owner seen again gets a new id (and metadata naming it again), so a capture of
 // millions of locks or owners stays bounded.
