@@ -92,7 +92,7 @@ TEST_CASE("cli: counts agree with their nouns in text output", "[cli][messages]"
   const std::string decode = read_command_output(binary + " decode " + seed_capture + " 2>&1 >/dev/null");
   CHECK_THAT(decode, Catch::Contains(", 1 push, ") && !Catch::Contains("1 pushes"));
   const std::string analyze = read_command_output(binary + " analyze " + seed_capture + " 2>&1 >/dev/null");
-  CHECK_THAT(analyze, Catch::Contains(", 1 lock, 8 events;") && !Catch::Contains("1 locks"));
+  CHECK_THAT(analyze, Catch::Contains(", 1 lock, 9 events;") && !Catch::Contains("1 locks"));
   const std::string html = read_command_output(binary + " analyze " + seed_capture + " --format html -o /dev/null 2>&1");
   CHECK_THAT(html, Catch::Contains("; 1 lock (1 drawn, 0 left out)"));
   temp_dir dir;
