@@ -112,6 +112,12 @@ inline void lock_timeline::impl::expire(lock_state& l, holder& h, std::int64_t a
     e.held_us = at - h.since_us;
     add_hold(l, e.held_us);
   }
+  // A holder of a connection that closed holding many locks was not named when it
+  // closed (holders_lost_connection): it is now, if someone waits for the lock.
+  if (lock_extra* x = xp(l); x != nullptr && !x->waiters.empty() && x->closed_owner != h.owner && h.conn != no_id &&
+                             !connections[h.conn].open && connections[h.conn].closed_at_us >= 0) {
+    set_closed_holder(l, h.owner, connections[h.conn].closed_at_us);
+  }
   if (lock_extra* x = xp(l); x != nullptr && x->closed_owner == h.owner && x->closed_at_us >= 0 && x->closed_expired_us < 0) {
     x->closed_expired_us = at;  // held by a closed connection until now
     e.closed_holder = e.owner;

@@ -166,6 +166,7 @@ struct connection_info {
   // freed once it has ended and nothing names it.
   std::uint32_t refs = 0;
   bool open = true;
+  std::int64_t closed_at_us = -1;  // when it closed while it still held a lock (-1: it did not)
   // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it
