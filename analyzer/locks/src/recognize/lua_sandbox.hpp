@@ -60,7 +60,7 @@ struct shadow_write {
 struct sandbox_limits {
   std::size_t memory_bytes = 8u << 20;         // the interpreter's heap
   std::uint64_t instructions = 1'000'000;      // Lua VM instructions (and bytes made in C, / 64)
-  std::uint32_t wall_ms = 250;                 // a backstop for work inside C functions
+  std::uint32_t wall_ms = 50;                  // a backstop for work inside C functions
   std::size_t writes = 4096;                   // shadow writes recorded
   std::size_t store_bytes = 4u << 20;          // bytes of keys, values and fields in the shadow
 };
