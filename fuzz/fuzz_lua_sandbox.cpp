@@ -42,7 +42,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::vector<std::string_view> keys{"lock:a", "lock:a:channel", "lock:b"};
   const std::vector<std::string_view> argv{"owner-1", "30000", "30000", "0"};
   effect::shadow_store store;
-  store.keys["lock:b"] = effect::shadow_key{effect::shadow_key::type::hash, {}, {{"owner-1", "1"}}, 5000};
+  effect::shadow_key held;
+  held.kind = effect::shadow_key::type::hash;
+  held.fields.emplace_back("owner-1", "1");
+  held.pttl_ms = 5000;
+  store.keys["lock:b"] = held;
   const auto start = std::chrono::steady_clock::now();
   const effect::run_result r = effect::run_script(text, keys, argv, store, limits);
   if (r.writes.size() > limits.writes) fail("more writes than the limit");

@@ -255,3 +255,53 @@ TEST_CASE("effect pipeline: a capture of hostile scripts costs bounded time and 
   CHECK(rec.count("acquired") == 5);
   CHECK(rec.count("released") == 5);
 }
+
+TEST_CASE("effect pipeline: python-redis-lock's scripts as it sends them", "[effect][pipeline]") {
+  // Its release answers 0 = released, 1 = not held; its extend [seconds, id] answers 0.
+  const std::string unlock =
+      "\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then\n        return 1\n    else\n"
+      "        redis.call(\"del\", KEYS[2])\n        redis.call(\"lpush\", KEYS[2], 1)\n"
+      "        redis.call(\"del\", KEYS[1])\n        return 0\n    end\n";
+  const std::string extend =
+      "\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[2] then\n        return 1\n"
+      "    elseif redis.call(\"ttl\", KEYS[1]) < 0 then\n        return 2\n    else\n"
+      "        redis.call(\"expire\", KEYS[1], ARGV[1])\n        return 0\n    end\n";
+  const std::string unlock_sha = lock::sha1_hex(unlock), extend_sha = lock::sha1_hex(extend);
+  capture_builder b;
+  const int a = b.connect("10.7.0.10", 40000, "10.7.0.2", 6379, effect_t0);
+  const int w = b.connect("10.7.0.11", 40000, "10.7.0.2", 6379, effect_t0);
+  constexpr int rounds = 6;
+  std::int64_t t = effect_t0 + 10 * effect_ms;
+  for (int r = 0; r < rounds; ++r) {
+    const bool holder_a = r % 2 == 0;
+    const int h = holder_a ? a : w, o = holder_a ? w : a;
+    const std::string id = "id-" + std::to_string(r) + "-b64";
+    b.command(h, t, {"SET", "lock:report", id, "NX", "EX", "2"}, std::string(resp_ok));
+    b.command(o, t + 10 * effect_ms, {"SET", "lock:report", "other-" + std::to_string(r), "NX", "EX", "2"}, std::string(resp_nil));
+    // Its auto-renewal every 2/3 of the expiry.
+    b.command(h, t + 1333 * effect_ms, eval_call("EVAL", extend, {"lock:report"}, {"2", id}), resp_int(0));
+    b.command(h, t + 2666 * effect_ms, eval_call("EVALSHA", extend_sha, {"lock:report"}, {"2", id}), resp_int(0));
+    // EVALSHA first, EVAL on NOSCRIPT (the first time only), as _eval_script does.
+    if (r == 0) {
+      b.command(h, t + 3000 * effect_ms, eval_call("EVALSHA", unlock_sha, {"lock:report", "lock-signal:report"}, {id}),
+                "-NOSCRIPT No matching script. Please use EVAL.\r\n");
+      b.command(h, t + 3001 * effect_ms, eval_call("EVAL", unlock, {"lock:report", "lock-signal:report"}, {id}), resp_int(0));
+    } else {
+      b.command(h, t + 3000 * effect_ms, eval_call("EVALSHA", unlock_sha, {"lock:report", "lock-signal:report"}, {id}),
+                resp_int(0));
+    }
+    b.command(h, t + 3002 * effect_ms, {"DEL", "lock-signal:report"}, resp_int(1));
+    t += 4000 * effect_ms;
+  }
+  const std::string path = effect_capture_path("python_redis_lock");
+  b.write(path);
+  const event_recorder rec = events_of(path);
+  std::filesystem::remove(path);
+  CHECK(rec.count("acquired") == rounds);
+  CHECK(rec.count("contended") == rounds);
+  CHECK(rec.count("renewed") == 2 * rounds);
+  CHECK(rec.count("renew_failed") == 0);
+  CHECK(rec.count("released") == rounds);
+  CHECK(rec.count("unlock_rejected") == 0);
+  check_no_false_anomalies(rec);
+}

@@ -107,7 +107,13 @@ void diff_check_state(test::resp_connection& c, const shadow_store& store, const
       continue;
     }
     const shadow_key& k = it->second;
-    if (k.kind == shadow_key::type::hash) {
+    if (k.kind == shadow_key::type::list) {
+      REQUIRE(type.text == "list");
+      const resp::value all = c.command("LRANGE", key, "0", "-1");
+      std::vector<std::string> real;
+      for (const resp::value& v : all.elements) real.push_back(v.text);
+      CHECK(real == k.items);
+    } else if (k.kind == shadow_key::type::hash) {
       REQUIRE(type.text == "hash");
       const resp::value all = c.command("HGETALL", key);
       std::map<std::string, std::string> real, mine(k.fields.begin(), k.fields.end());
@@ -174,6 +180,18 @@ TEST_CASE("effect sandbox: the shadow answers and changes keys as redis-server d
       {"return redis.call('setnx', KEYS[1], ARGV[1])", {"k"}, {"tok-1"}},
       {"return redis.call('incrby', KEYS[1], 5)", {"k"}, {}},
       {"return redis.call('persist', KEYS[1])", {"k"}, {}},
+      // python-redis-lock 3.3's unlock and extend, byte for byte.
+      {"\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then\n        return 1\n    else\n"
+       "        redis.call(\"del\", KEYS[2])\n        redis.call(\"lpush\", KEYS[2], 1)\n"
+       "        redis.call(\"del\", KEYS[1])\n        return 0\n    end\n",
+       {"lock:r", "lock-signal:r"}, {"tok-1"}},
+      {"\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[2] then\n        return 1\n"
+       "    elseif redis.call(\"ttl\", KEYS[1]) < 0 then\n        return 2\n    else\n"
+       "        redis.call(\"expire\", KEYS[1], ARGV[1])\n        return 0\n    end\n",
+       {"lock:r"}, {"5", "tok-1"}},
+      {"redis.call('rpush', KEYS[1], 'a', 'b') return {redis.call('lpop', KEYS[1]), redis.call('llen', KEYS[1]), "
+       "redis.call('rpop', KEYS[1]), redis.call('exists', KEYS[1])}",
+       {"q"}, {}},
   };
   const std::vector<differential_state> states{
       {},

@@ -224,6 +224,39 @@ TEST_CASE("effect: an extend that adds its time to the remaining TTL", "[effect]
   CHECK(e.lease_added);
 }
 
+// python-redis-lock 3.3 (ionelmc/python-redis-lock, src/redis_lock/__init__.py), byte for
+// byte: its release answers 0 when it released and 1 when it did not, wakes waiters
+// through a list (LPUSH on KEYS[2], which they BLPOP), and its extend takes
+// [expire (seconds), id] and answers 0 / 1 / 2.
+const char* const python_redis_lock_unlock =
+    "\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then\n        return 1\n    else\n"
+    "        redis.call(\"del\", KEYS[2])\n        redis.call(\"lpush\", KEYS[2], 1)\n"
+    "        redis.call(\"del\", KEYS[1])\n        return 0\n    end\n";
+const char* const python_redis_lock_extend =
+    "\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[2] then\n        return 1\n"
+    "    elseif redis.call(\"ttl\", KEYS[1]) < 0 then\n        return 2\n    else\n"
+    "        redis.call(\"expire\", KEYS[1], ARGV[1])\n        return 0\n    end\n";
+
+TEST_CASE("effect: python-redis-lock's inverted replies and list wake-ups", "[effect]") {
+  const effect_call cu{{"lock:report", "lock-signal:report"}, {"q2VdLr0bI8y0fHk6YcK1oA6T"}};
+  const auto u = effect_of(python_redis_lock_unlock, cu);
+  INFO(u.finding);
+  CHECK(u.op == script_op::unlock);
+  CHECK(u.lock_key == 1);
+  CHECK(u.owner_argv == 1);
+  CHECK(eff_reading(u, eff_integer_reply(0), cu).outcome == op_outcome::ok);
+  CHECK(eff_reading(u, eff_integer_reply(1), cu).outcome == op_outcome::rejected);
+  const effect_call ce{{"lock:report"}, {"5", "q2VdLr0bI8y0fHk6YcK1oA6T"}};
+  const auto e = effect_of(python_redis_lock_extend, ce);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.owner_argv == 2);
+  CHECK(e.lease_argv == 1);
+  CHECK(e.lease_seconds);
+  CHECK(eff_reading(e, eff_integer_reply(0), ce).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_integer_reply(1), ce).outcome == op_outcome::rejected);
+}
+
 TEST_CASE("effect: SET with the GET option answers the other holder's value", "[effect]") {
   const std::string text = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET', 'EX', ARGV[2])";
   const effect_call c{{"k"}, {"me-1", "60"}};

@@ -106,6 +106,13 @@ lua_reply bulk(std::string_view s) {
   return r;
 }
 
+shadow_key string_key(const std::string& value, std::int64_t pttl_ms) {
+  shadow_key k;
+  k.value = value;
+  k.pttl_ms = pttl_ms;
+  return k;
+}
+
 class shadow_commands {
  public:
   explicit shadow_commands(context& c) : c_(c), keys_(c.store->keys) {}
@@ -140,6 +147,13 @@ class shadow_commands {
       if (!parse_i64(a[2], by) || by == INT64_MIN) return fail("ERR value is not an integer or out of range");
       return incrby(a[1], cmd == "INCRBY" ? by : -by);
     }
+    if ((cmd == "LPUSH" || cmd == "RPUSH") && n >= 3) return push(cmd == "LPUSH");
+    if ((cmd == "LPOP" || cmd == "RPOP") && n == 2) return pop(a[1], cmd == "LPOP");
+    if (cmd == "LLEN" && n == 2) {
+      const shadow_key* k = find(a[1]);
+      if (k != nullptr && k->kind != shadow_key::type::list) return wrong_type();
+      return answer(integer(k == nullptr ? 0 : static_cast<std::int64_t>(k->items.size())));
+    }
     if ((cmd == "PUBLISH" || cmd == "SPUBLISH") && n == 3) {
       if (!record(shadow_write::what::publish, a[1], a[2])) return false;
       return answer(integer(0));
@@ -154,7 +168,10 @@ class shadow_commands {
     }
     if (cmd == "TYPE" && n == 2) {
       const shadow_key* k = find(a[1]);
-      return answer(status(k == nullptr ? "none" : k->kind == shadow_key::type::hash ? "hash" : "string"));
+      return answer(status(k == nullptr                             ? "none"
+                           : k->kind == shadow_key::type::hash ? "hash"
+                           : k->kind == shadow_key::type::list ? "list"
+                                                               : "string"));
     }
     c_.unsupported = true;
     return fail("ERR the shadow does not model " + std::string(cmd));
@@ -244,14 +261,14 @@ class shadow_commands {
   bool setnx(const std::string& key, const std::string& value) {
     if (find(key) != nullptr) return answer(integer(0));
     if (!grow(key.size() + value.size()) || !record(shadow_write::what::set, key, value)) return false;
-    keys_[key] = shadow_key{shadow_key::type::string, value, {}, -1};
+    keys_[key] = string_key(value, -1);
     return answer(integer(1));
   }
   bool setex(const std::string& key, const std::string& ttl, const std::string& value, bool seconds) {
     std::int64_t ms = 0;
     if (!ttl_ms(ttl, seconds, ms)) return false;
     if (!grow(key.size() + value.size()) || !record(shadow_write::what::set, key, value, ttl, seconds)) return false;
-    keys_[key] = shadow_key{shadow_key::type::string, value, {}, ms};
+    keys_[key] = string_key(value, ms);
     return answer(status("OK"));
   }
   bool del() {
@@ -407,6 +424,31 @@ class shadow_commands {
       if (cmd != "HVALS") r.items.push_back(bulk(h->fields[i].first));
       if (cmd != "HKEYS") r.items.push_back(bulk(h->fields[i].second));
     }
+    return answer(std::move(r));
+  }
+  bool push(bool head) {
+    shadow_key* k = find(c_.args[1]);
+    if (k != nullptr && k->kind != shadow_key::type::list) return wrong_type();
+    if (k == nullptr) {
+      k = &keys_[c_.args[1]];
+      k->kind = shadow_key::type::list;
+    }
+    for (std::size_t i = 2; i < c_.args.size(); ++i) {
+      if (!grow(c_.args[i].size() + 8) || !record(shadow_write::what::push, c_.args[1], c_.args[i])) return false;
+      if (head) k->items.insert(k->items.begin(), c_.args[i]);
+      else k->items.push_back(c_.args[i]);
+    }
+    return answer(integer(static_cast<std::int64_t>(k->items.size())));
+  }
+  bool pop(const std::string& key, bool head) {
+    shadow_key* k = find(key);
+    if (k == nullptr) return answer(lua_reply{});
+    if (k->kind != shadow_key::type::list) return wrong_type();
+    if (!record(shadow_write::what::pop, key, {})) return false;
+    lua_reply r = bulk(head ? k->items.front() : k->items.back());
+    if (head) k->items.erase(k->items.begin());
+    else k->items.pop_back();
+    if (k->items.empty()) keys_.erase(key);  // Redis drops an empty list
     return answer(std::move(r));
   }
   bool incrby(const std::string& key, std::int64_t by) {
@@ -704,6 +746,7 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
   c.result = &result;
   for (const auto& [name, k] : store.keys) {
     c.store_bytes += name.size() + k.value.size();
+    for (const std::string& item : k.items) c.store_bytes += item.size();
     for (const auto& [f, v] : k.fields) c.store_bytes += f.size() + v.size();
   }
   if (!text.empty() && text.front() == LUA_SIGNATURE[0]) {

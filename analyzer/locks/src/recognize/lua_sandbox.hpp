@@ -38,9 +38,10 @@ inline constexpr std::size_t max_reply_items = 64;
 
 // One key of the shadow.
 struct shadow_key {
-  enum class type : std::uint8_t { string, hash } kind = type::string;
+  enum class type : std::uint8_t { string, hash, list } kind = type::string;
   std::string value;                                        // string
   std::vector<std::pair<std::string, std::string>> fields;  // hash, in insertion order
+  std::vector<std::string> items;                           // list, head first
   std::int64_t pttl_ms = -1;                                // -1: no expiry
 };
 
@@ -50,7 +51,7 @@ struct shadow_store {
 
 // One write the script made, with its arguments as sent.
 struct shadow_write {
-  enum class what : std::uint8_t { set, del, expire, hash_set, hash_incr, hash_del, incr, publish } kind;
+  enum class what : std::uint8_t { set, del, expire, hash_set, hash_incr, hash_del, incr, publish, push, pop } kind;
   std::string key;    // the key (publish: the channel)
   std::string value;  // set: the value; hash_*: the field; publish: the message
   std::string ttl;    // set, expire: the TTL argument as sent; empty when none

@@ -76,7 +76,7 @@ change key_change(const probe_run& r, const std::string& key, std::string_view o
     }
     if (fb != nullptr && fa == nullptr) return change::counted_down;
     if (x.fields != y.fields) return change::replaced;
-  } else if (x.kind != y.kind || x.value != y.value) {
+  } else if (x.kind != y.kind || x.value != y.value || x.items != y.items) {
     return change::replaced;
   }
   for (const shadow_write& w : r.result.writes) {
