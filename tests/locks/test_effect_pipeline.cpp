@@ -305,3 +305,32 @@ TEST_CASE("effect pipeline: python-redis-lock's scripts as it sends them", "[eff
   CHECK(rec.count("unlock_rejected") == 0);
   check_no_false_anomalies(rec);
 }
+
+TEST_CASE("effect pipeline: a refresh that re-creates a lost key renews while its value holds", "[effect][pipeline]") {
+  const std::string acquire =
+      "local key, id, ttl = KEYS[1], ARGV[1], ARGV[2]\n"
+      "if redis.call('set', key, id, 'NX', 'PX', ttl) then return 1 end\nreturn 0";
+  const std::string refresh =
+      "local key, id, ttl = KEYS[1], ARGV[1], ARGV[2]\nlocal v = redis.call('get', key)\n"
+      "if v == id then redis.call('pexpire', key, ttl) return 1\n"
+      "elseif v == false then redis.call('set', key, id) redis.call('pexpire', key, ttl) return 1 end\nreturn 0";
+  const std::string release =
+      "local key, id = KEYS[1], ARGV[1]\nif redis.call('get', key) == id then return redis.call('del', key) end\nreturn 0";
+  capture_builder b;
+  const int c = b.connect("10.8.0.10", 40000, "10.8.0.2", 6379, effect_t0);
+  std::int64_t t = effect_t0 + 10 * effect_ms;
+  b.command(c, t, eval_call("EVAL", acquire, {"mutex:job"}, {"id-1", "1000"}), resp_int(1));
+  for (int k = 1; k <= 4; ++k) {
+    b.command(c, t + k * 800 * effect_ms, eval_call("EVAL", refresh, {"mutex:job"}, {"id-1", "1000"}), resp_int(1));
+  }
+  b.command(c, t + 3500 * effect_ms, eval_call("EVAL", release, {"mutex:job"}, {"id-1"}), resp_int(1));
+  const std::string path = effect_capture_path("refresh_recreates");
+  b.write(path);
+  const event_recorder rec = events_of(path);
+  std::filesystem::remove(path);
+  CHECK(rec.count("acquired") == 1);
+  CHECK(rec.count("renewed") == 4);
+  CHECK(rec.count("reentered") == 0);
+  CHECK(rec.count("released") == 1);
+  check_no_false_anomalies(rec);
+}

@@ -133,9 +133,19 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     }
     return op_outcome::ok;
   };
+  const lock_op_kind kind = op.kind;
   auto one = [&](std::string_view key) {
     op.lock = key;
+    op.kind = kind;
+    if (e.renews_own) {
+      // A refresh that re-creates a lost key: a renewal while its value holds the lock.
+      const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
+      if (rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us())) {
+        op.kind = lock_op_kind::renew;
+      }
+    }
     op.outcome = outcome_for(key);
+    if (op.kind == lock_op_kind::renew && op.outcome == op_outcome::contended) op.outcome = op_outcome::rejected;
     op.ttl_ms = op.outcome == op_outcome::contended ? reading.ttl_ms : -1;
     emit(op);
   };

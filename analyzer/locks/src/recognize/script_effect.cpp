@@ -271,6 +271,7 @@ std::string describe(const script_effect& e) {
   if (e.lease_argv != 0) s += ", lease ARGV[" + std::to_string(e.lease_argv) + (e.lease_seconds ? "] s" : "] ms");
   if (e.lease_added) s += " added to the remaining time";
   if (e.channel_key != 0) s += ", publishes on KEYS[" + std::to_string(e.channel_key) + "]";
+  if (e.renews_own) s += "; renews a key its value holds";
   return s;
 }
 
@@ -315,6 +316,7 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   e.channel_key = p.channel_of(absent);
   add_path(e, p, absent, created.size(), op_outcome::ok);
   const change again = key_change(*mine, lock, mine_value);
+  e.renews_own = !hash && again == change::renewed;
   add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok);
   add_path(e, p, *other, created.size(), op_outcome::contended);
   return true;

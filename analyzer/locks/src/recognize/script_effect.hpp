@@ -86,6 +86,10 @@ struct script_effect {
   bool lease_added = false;       // the lease is added to the remaining time
   std::uint8_t channel_key = 0;   // a PUBLISH's channel among KEYS; 0: none
   bool multi = false;
+  // An acquire that, on a key already holding the caller's value, re-expires it (a
+  // refresh that re-creates a lost key): a call by a value that holds the lock is a
+  // renewal, by any other an acquire.
+  bool renews_own = false;
   std::vector<effect_path> paths;
   std::string finding;  // one line: what the probes found (or why they found nothing)
   bool hit_limit = false;  // a probe ran out of its budget (see sandbox_limits)
