@@ -257,6 +257,37 @@ TEST_CASE("effect: python-redis-lock's inverted replies and list wake-ups", "[ef
   CHECK(eff_reading(e, eff_integer_reply(1), ce).outcome == op_outcome::rejected);
 }
 
+TEST_CASE("effect: a lock that keeps its owner in a named hash field", "[effect]") {
+  const std::string acquire =
+      "if redis.call('exists', KEYS[1]) == 0 then\n"
+      "  redis.call('hset', KEYS[1], 'id', ARGV[1], 'since', ARGV[3])\n  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+      "  return 1\nend\nreturn 0";
+  const std::string release =
+      "if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('DEL', KEYS[1]) end\nreturn 0";
+  const std::string extend =
+      "if redis.call(\"HGET\", KEYS[1], \"id\") == ARGV[1] then return redis.call(\"PEXPIRE\", KEYS[1], ARGV[2]) end\n"
+      "return 0";
+  const effect_call ca{{"dl:job"}, {"owner-77", "4000", "1700000000"}};
+  const auto a = effect_of(acquire, ca);
+  INFO(a.finding);
+  CHECK(a.op == script_op::acquire);
+  CHECK(a.family == lock_family::set_based);
+  CHECK(a.owner_argv == 1);
+  CHECK(a.lease_argv == 2);
+  const effect_call cr{{"dl:job"}, {"owner-77"}};
+  const auto r = effect_of(release, cr);
+  INFO(r.finding);
+  CHECK(r.op == script_op::unlock);
+  CHECK(r.owner_argv == 1);
+  CHECK(eff_reading(r, eff_integer_reply(1), cr).outcome == op_outcome::ok);
+  CHECK(eff_reading(r, eff_integer_reply(0), cr).outcome == op_outcome::rejected);
+  const effect_call ce{{"dl:job"}, {"owner-77", "4000"}};
+  const auto e = effect_of(extend, ce);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.lease_argv == 2);
+}
+
 TEST_CASE("effect: SET with the GET option answers the other holder's value", "[effect]") {
   const std::string text = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET', 'EX', ARGV[2])";
   const effect_call c{{"k"}, {"me-1", "60"}};

@@ -365,6 +365,7 @@ class shadow_commands {
     return answer(integer(1));
   }
   bool hget(const std::string& key, const std::string& f) {
+    if (c_.result->hash_reads.size() < 64) c_.result->hash_reads.emplace_back(key, f);
     bool wrong = false;
     shadow_key* h = hash(key, false, wrong);
     if (wrong) return false;

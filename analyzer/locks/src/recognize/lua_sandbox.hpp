@@ -76,6 +76,9 @@ struct run_result {
   } outcome = status::ok;
   lua_reply reply;
   std::vector<shadow_write> writes;
+  // The hash fields the script read by HGET (key, field), the first 64: where a lock
+  // that keeps its owner in a named field looks for it.
+  std::vector<std::pair<std::string, std::string>> hash_reads;
   std::string message;  // why, for script_error / unsupported / limit / not_lua
 };
 

@@ -93,6 +93,14 @@ std::uint8_t argv_of(const std::vector<std::string>& argv, std::string_view v) {
   return 0;
 }
 
+// How a lock key holds its owner: a string value, a hash field named by the owner
+// (counting reentrant holds), or the value of a named hash field (`HGET key 'id'`).
+struct holding_form {
+  bool hash = false;
+  std::string field;  // the named field; empty: the owner is the field
+  bool owner_is_field() const { return hash && field.empty(); }
+};
+
 class prober {
  public:
   prober(std::string_view text, std::span<const std::string_view> keys, std::vector<std::string> argv,
@@ -119,16 +127,18 @@ class prober {
     return r;
   }
 
-  // The keys `targets` holding `owner` as a string or as a hash field counting `count`.
-  shadow_store holding(const std::vector<std::size_t>& targets, std::string_view owner, bool hash, int count,
-                       std::int64_t pttl = probe_pttl_ms) const {
+  // The keys `targets` holding `owner` as a string, as a hash field counting `count`,
+  // or as the value of a named hash field.
+  shadow_store holding(const std::vector<std::size_t>& targets, std::string_view owner, const holding_form& form,
+                       int count, std::int64_t pttl = probe_pttl_ms) const {
     shadow_store s;
     for (std::size_t t : targets) {
       shadow_key k;
       k.pttl_ms = pttl;
-      if (hash) {
+      if (form.hash) {
         k.kind = shadow_key::type::hash;
-        k.fields.emplace_back(std::string(owner), std::to_string(count));
+        if (form.field.empty()) k.fields.emplace_back(std::string(owner), std::to_string(count));
+        else k.fields.emplace_back(form.field, std::string(owner));
       } else {
         k.value = owner;
       }
@@ -266,7 +276,7 @@ std::string describe(const script_effect& e) {
     default: s = "none"; break;
   }
   s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
-  s += e.family == lock_family::redisson ? " (a hash of owners)" : " (a string value)";
+  s += e.family == lock_family::redisson ? " (a hash of owners)" : " (one owner's value)";
   s += ", owner ARGV[" + std::to_string(e.owner_argv) + "]";
   if (e.lease_argv != 0) s += ", lease ARGV[" + std::to_string(e.lease_argv) + (e.lease_seconds ? "] s" : "] ms");
   if (e.lease_added) s += " added to the remaining time";
@@ -279,44 +289,52 @@ std::string describe(const script_effect& e) {
 bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   std::vector<std::size_t> created;
   std::uint8_t owner = 0;
-  bool hash = false;
+  holding_form form;
   for (std::size_t i = 0; i < p.keys().size(); ++i) {
     const auto it = absent.after.keys.find(p.keys()[i]);
     if (it == absent.after.keys.end() || absent.before.keys.count(p.keys()[i]) != 0) continue;
     std::uint8_t o = 0;
+    holding_form f;
     if (it->second.kind == shadow_key::type::string) o = argv_of(p.argv(), it->second.value);
-    else {
-      for (const auto& [f, v] : it->second.fields) {
-        if ((o = argv_of(p.argv(), f)) != 0) break;
+    else if (it->second.kind == shadow_key::type::hash) {
+      f.hash = true;
+      for (const auto& [name, v] : it->second.fields) {
+        if ((o = argv_of(p.argv(), name)) != 0) break;
+      }
+      for (const auto& [name, v] : it->second.fields) {
+        if (o != 0) break;
+        if ((o = argv_of(p.argv(), v)) != 0) f.field = name;
       }
     }
     if (o == 0 || (owner != 0 && o != owner)) continue;
     owner = o;
-    hash = it->second.kind == shadow_key::type::hash;
+    form = f;
     created.push_back(i);
   }
   if (created.empty()) return false;
   const std::string& lock = p.keys()[created.front()];
   const std::string& mine_value = p.argv()[owner - 1];
-  auto other = p.run(p.holding(created, other_owner, hash, 1));
+  auto other = p.run(p.holding(created, other_owner, form, 1));
   if (!other) return false;
   if (key_change(*other, lock, other_owner) != change::unchanged) {
     e.finding = std::string("creates KEYS[") + std::to_string(created.front() + 1) + "] but also " +
                 change_name(key_change(*other, lock, other_owner)) + " it when another owner holds it: no lock";
     return false;
   }
-  auto mine = p.run(p.holding(created, mine_value, hash, 1));
+  auto mine = p.run(p.holding(created, mine_value, form, 1));
   if (!mine) return false;
   e.multi = created.size() > 1;
   e.op = e.multi ? script_op::multi_acquire : script_op::acquire;
-  e.family = hash ? lock_family::redisson : e.multi ? lock_family::redlock_multi : lock_family::set_based;
+  e.family = form.owner_is_field() ? lock_family::redisson
+             : e.multi               ? lock_family::redlock_multi
+                                     : lock_family::set_based;
   e.lock_key = static_cast<std::uint8_t>(created.front() + 1);
   e.owner_argv = owner;
   p.lease_of(absent, lock, e);
   e.channel_key = p.channel_of(absent);
   add_path(e, p, absent, created.size(), op_outcome::ok);
   const change again = key_change(*mine, lock, mine_value);
-  e.renews_own = !hash && again == change::renewed;
+  e.renews_own = !form.owner_is_field() && again == change::renewed;
   add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok);
   add_path(e, p, *other, created.size(), op_outcome::contended);
   return true;
@@ -345,15 +363,22 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
     const std::string& lock = p.keys()[targets.front()];
     for (std::uint8_t o : owners) {
       const std::string& value = p.argv()[o - 1];
-      for (bool hash : {false, true}) {
+      std::vector<holding_form> forms{holding_form{}, holding_form{true, {}}};
+      for (const auto& [key, field] : absent.result.hash_reads) {
+        if (key == lock && std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
+          forms.push_back(holding_form{true, field});
+        }
+      }
+      for (const holding_form& form : forms) {
+        const bool hash = form.owner_is_field();
         // A renewal may wait until the lease runs low: the lock nearly expired, too.
         std::int64_t pttl = probe_pttl_ms;
-        auto mine = p.run(p.holding(targets, value, hash, 1, pttl));
+        auto mine = p.run(p.holding(targets, value, form, 1, pttl));
         if (!mine) return false;
         change did = key_change(*mine, lock, value);
         if (did == change::unchanged) {
           pttl = probe_low_pttl_ms;
-          mine = p.run(p.holding(targets, value, hash, 1, pttl));
+          mine = p.run(p.holding(targets, value, form, 1, pttl));
           if (!mine) return false;
           did = key_change(*mine, lock, value);
         }
@@ -362,7 +387,7 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
         bool alike = true;  // several keys: each one changed as the first
         for (std::size_t t : targets) alike = alike && key_change(*mine, p.keys()[t], value) == did;
         if (!alike) continue;
-        auto other = p.run(p.holding(targets, other_owner, hash, 1, pttl));
+        auto other = p.run(p.holding(targets, other_owner, form, 1, pttl));
         if (!other) return false;
         if (key_change(*other, lock, other_owner) != change::unchanged) continue;
         e.multi = targets.size() > 1;
@@ -376,7 +401,7 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
         add_path(e, p, *mine, targets.size(), op_outcome::ok);
         if (release && hash) {
           // A reentrant hold: counted down and kept.
-          auto twice = p.run(p.holding(targets, value, hash, 2, pttl));
+          auto twice = p.run(p.holding(targets, value, form, 2, pttl));
           if (!twice) return false;
           const change c2 = key_change(*twice, lock, value);
           add_path(e, p, *twice, targets.size(), c2 == change::counted_down ? op_outcome::partial : op_outcome::ok);
