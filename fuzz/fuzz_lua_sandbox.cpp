@@ -53,8 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const effect::script_effect e = effect::analyse_script(text, keys, argv, limits);
   if (e.is_lock()) {
     if (e.lock_key < 1 || e.lock_key > keys.size()) fail("lock key out of range");
-    if (e.owner_argv < 1 || e.owner_argv > argv.size()) fail("owner out of range");
-    if (e.lease_argv > argv.size() || e.channel_key > keys.size()) fail("lease or channel out of range");
+    if (effect::argument_at(keys, argv, e.owner_argv).empty()) fail("owner out of range");
+    if ((e.lease_argv != 0 && effect::argument_at(keys, argv, e.lease_argv).empty()) || e.channel_key > keys.size()) {
+      fail("lease or channel out of range");
+    }
     if (e.paths.empty()) fail("an effect with no reply paths");
   }
   if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) fail("the probes took longer than 5 s");

@@ -288,6 +288,20 @@ TEST_CASE("effect: a lock that keeps its owner in a named hash field", "[effect]
   CHECK(e.lease_argv == 2);
 }
 
+TEST_CASE("effect: a client that passes its TTL and value as KEYS", "[effect]") {
+  const std::string text =
+      "local key = KEYS[1]\nlocal ttl = KEYS[2]\nlocal value = KEYS[3]\n"
+      "local set = redis.call('SETNX', key, value)\nlocal now = redis.call('GET', key)\nlocal ok = 0\n"
+      "if set == 1 or value == now then redis.call('PEXPIRE', key, ttl) ok = 1 end\nreturn ok";
+  const effect_call c{{"res:k", "5000", "val-9"}, {}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::acquire);
+  CHECK(effect::argument_at(c.key_views(), c.argv_views(), e.owner_argv) == "val-9");
+  CHECK(effect::argument_at(c.key_views(), c.argv_views(), e.lease_argv) == "5000");
+  CHECK(e.renews_own);
+}
+
 TEST_CASE("effect: SET with the GET option answers the other holder's value", "[effect]") {
   const std::string text = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET', 'EX', ARGV[2])";
   const effect_call c{{"k"}, {"me-1", "60"}};

@@ -102,11 +102,12 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
   lock_operation& op = c.op;
   op.family = e.family;
   op.shared = false;
-  op.owner = effect_arg(argv, e.owner_argv);
+  op.owner = effect::argument_at(keys, argv, e.owner_argv);
   op.channel = effect_arg(keys, e.channel_key);
   op.lease_ms = -1;
   op.lease_added = e.lease_added;
-  if (std::int64_t lease = 0; e.lease_argv != 0 && parse_int(effect_arg(argv, e.lease_argv), lease) && lease >= 0) {
+  if (std::int64_t lease = 0;
+      e.lease_argv != 0 && parse_int(effect::argument_at(keys, argv, e.lease_argv), lease) && lease >= 0) {
     op.lease_ms = e.lease_seconds ? std::min<std::int64_t>(lease, INT64_MAX / 1000) * 1000 : lease;
   }
   switch (e.op) {

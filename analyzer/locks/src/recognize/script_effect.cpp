@@ -212,7 +212,7 @@ class prober {
     for (const shadow_write& w : r.result.writes) {
       if (w.key != key || w.ttl.empty()) continue;
       if (w.kind != shadow_write::what::set && w.kind != shadow_write::what::expire) continue;
-      if (const std::uint8_t i = argv_of(argv_, w.ttl); i != 0) {
+      if (const std::uint8_t i = position_of(w.ttl); i != 0) {
         e.lease_argv = i;
         e.lease_seconds = w.ttl_seconds;
         return;
@@ -220,7 +220,7 @@ class prober {
       std::int64_t ttl = 0;
       if (remaining > 0 && number(w.ttl, ttl) && ttl > remaining) {
         const std::string added = std::to_string(w.ttl_seconds ? ttl - remaining / 1000 : ttl - remaining);
-        if (const std::uint8_t i = argv_of(argv_, added); i != 0) {
+        if (const std::uint8_t i = position_of(added); i != 0) {
           e.lease_argv = i;
           e.lease_seconds = w.ttl_seconds;
           e.lease_added = true;
@@ -240,6 +240,19 @@ class prober {
     return 0;
   }
 
+  // The position (see script_effect::owner_argv) of an argument whose value is `v`:
+  // an ARGV, else a KEYS entry after the first (a client passing its value or TTL as
+  // a key); 0 when none.
+  std::uint8_t position_of(std::string_view v) const {
+    if (const std::uint8_t i = argv_of(argv_, v); i != 0) return i;
+    for (std::size_t i = 1; i < keys_.size() && i + 1 < 128; ++i) {
+      if (keys_[i] == v) return static_cast<std::uint8_t>(keys_position + i + 1);
+    }
+    return 0;
+  }
+  const std::string& value_at(std::uint8_t position) const {
+    return position > keys_position ? keys_[position - keys_position - 1u] : argv_[position - 1u];
+  }
   const std::vector<std::string>& argv() const { return argv_; }
   const std::vector<std::string>& keys() const { return keys_; }
   const std::string& failure() const { return failure_; }
@@ -277,8 +290,11 @@ std::string describe(const script_effect& e) {
   }
   s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
   s += e.family == lock_family::redisson ? " (a hash of owners)" : " (one owner's value)";
-  s += ", owner ARGV[" + std::to_string(e.owner_argv) + "]";
-  if (e.lease_argv != 0) s += ", lease ARGV[" + std::to_string(e.lease_argv) + (e.lease_seconds ? "] s" : "] ms");
+  auto name = [](std::uint8_t at) {
+    return at > keys_position ? "KEYS[" + std::to_string(at - keys_position) + "]" : "ARGV[" + std::to_string(at) + "]";
+  };
+  s += ", owner " + name(e.owner_argv);
+  if (e.lease_argv != 0) s += ", lease " + name(e.lease_argv) + (e.lease_seconds ? " s" : " ms");
   if (e.lease_added) s += " added to the remaining time";
   if (e.channel_key != 0) s += ", publishes on KEYS[" + std::to_string(e.channel_key) + "]";
   if (e.renews_own) s += "; renews a key its value holds";
@@ -295,15 +311,15 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     if (it == absent.after.keys.end() || absent.before.keys.count(p.keys()[i]) != 0) continue;
     std::uint8_t o = 0;
     holding_form f;
-    if (it->second.kind == shadow_key::type::string) o = argv_of(p.argv(), it->second.value);
+    if (it->second.kind == shadow_key::type::string) o = p.position_of(it->second.value);
     else if (it->second.kind == shadow_key::type::hash) {
       f.hash = true;
       for (const auto& [name, v] : it->second.fields) {
-        if ((o = argv_of(p.argv(), name)) != 0) break;
+        if ((o = p.position_of(name)) != 0) break;
       }
       for (const auto& [name, v] : it->second.fields) {
         if (o != 0) break;
-        if ((o = argv_of(p.argv(), v)) != 0) f.field = name;
+        if ((o = p.position_of(v)) != 0) f.field = name;
       }
     }
     if (o == 0 || (owner != 0 && o != owner)) continue;
@@ -313,7 +329,7 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   }
   if (created.empty()) return false;
   const std::string& lock = p.keys()[created.front()];
-  const std::string& mine_value = p.argv()[owner - 1];
+  const std::string& mine_value = p.value_at(owner);
   auto other = p.run(p.holding(created, other_owner, form, 1));
   if (!other) return false;
   if (key_change(*other, lock, other_owner) != change::unchanged) {
@@ -359,13 +375,18 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
       if (number(p.argv()[i], v) == (pass == 1)) owners.push_back(static_cast<std::uint8_t>(i + 1));
     }
   }
+  for (std::size_t i = 1; i < p.keys().size() && i + 1 < 128 && owners.size() < max_owner_candidates + 2; ++i) {
+    owners.push_back(static_cast<std::uint8_t>(keys_position + i + 1));  // a value passed as a key
+  }
   for (const auto& targets : target_sets) {
     const std::string& lock = p.keys()[targets.front()];
     for (std::uint8_t o : owners) {
-      const std::string& value = p.argv()[o - 1];
+      const std::string& value = p.value_at(o);
       std::vector<holding_form> forms{holding_form{}, holding_form{true, {}}};
-      for (const auto& [key, field] : absent.result.hash_reads) {
-        if (key == lock && std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
+      for (const auto& read : absent.result.hash_reads) {
+        const std::string& field = read.second;  // (clang 14 lambdas cannot capture bindings)
+        if (read.first == lock &&
+            std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
           forms.push_back(holding_form{true, field});
         }
       }

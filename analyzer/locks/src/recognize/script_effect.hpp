@@ -40,6 +40,7 @@
 
 namespace lockscope::locks::effect {
 
+inline constexpr std::uint8_t keys_position = 128;  // see script_effect::owner_argv
 inline constexpr std::int64_t probe_pttl_ms = 4'321'987;
 inline constexpr std::int64_t probe_low_pttl_ms = 17;  // a lease about to run out
 
@@ -80,8 +81,10 @@ struct script_effect {
   // hash of owners).
   lock_family family = lock_family::unknown;
   std::uint8_t lock_key = 1;      // 1-based KEYS position of the lock (multi: every KEYS)
-  std::uint8_t owner_argv = 0;    // 1-based ARGV position of the owner's value
-  std::uint8_t lease_argv = 0;    // of the TTL written; 0: none or computed
+  // 1-based ARGV position of the owner's value; above keys_position, KEYS[n -
+  // keys_position] (a client that passes its value as a key).
+  std::uint8_t owner_argv = 0;
+  std::uint8_t lease_argv = 0;    // of the TTL written, likewise; 0: none or computed
   bool lease_seconds = false;     // the lease ARGV counts seconds (EX, EXPIRE, SETEX)
   bool lease_added = false;       // the lease is added to the remaining time
   std::uint8_t channel_key = 0;   // a PUBLISH's channel among KEYS; 0: none
@@ -122,4 +125,16 @@ struct reply_reading {
 reply_reading read_reply(const script_effect& e, const observed_reply& reply, std::span<const std::string_view> keys,
                          std::span<const std::string_view> argv);
 
+}  // namespace lockscope::locks::effect
+
+namespace lockscope::locks::effect {
+// The argument at an owner_argv / lease_argv position; empty when the call has none.
+inline std::string_view argument_at(std::span<const std::string_view> keys, std::span<const std::string_view> argv,
+                                    std::uint8_t position) noexcept {
+  if (position > keys_position) {
+    const std::size_t k = position - keys_position;
+    return k <= keys.size() ? keys[k - 1] : std::string_view();
+  }
+  return position >= 1 && position <= argv.size() ? argv[position - 1u] : std::string_view();
+}
 }  // namespace lockscope::locks::effect
