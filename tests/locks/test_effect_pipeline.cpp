@@ -334,3 +334,14 @@ TEST_CASE("effect pipeline: a refresh that re-creates a lost key renews while it
   CHECK(rec.count("released") == 1);
   check_no_false_anomalies(rec);
 }
+
+TEST_CASE("effect pipeline: a script that ran to its end and is no lock is not guessed at", "[effect][pipeline]") {
+  // [number] and an integer reply is the shape of a release (inference rule 6); the
+  // probes ran it whole and saw a counter.
+  const std::string counter = "local n = redis.call('incrby', KEYS[1], ARGV[1])\nreturn n";
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  feed(r, eval_call("EVAL", counter, {"hits:today"}, {"5"}), resp_int(5), effect_t0);
+  feed(r, eval_call("EVAL", counter, {"hits:today"}, {"7"}), resp_int(12), effect_t0 + effect_ms);
+  CHECK(rec.ops.empty());
+}

@@ -321,6 +321,9 @@ TEST_CASE("effect: scripts that are no lock are not taken for one", "[effect]") 
            "redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1",
            "return redis.call('get', KEYS[1])",
            "return redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])",
+           "local n = redis.call('incrby', KEYS[1], ARGV[2]) return n",  // a counter
+           "if redis.call('exists', KEYS[1]) == 0 then redis.call('set', KEYS[1], ARGV[1]) end "
+           "return redis.call('incr', KEYS[1])",  // fails when another value is there
            "this is not lua",
        }) {
     INFO(text);

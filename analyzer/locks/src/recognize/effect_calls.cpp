@@ -1,7 +1,8 @@
 // Scripts learnt from the capture (not built in): read by what they do (script_effect.hpp)
 // at their first call, then each call's operations from that effect and its reply. A
-// script whose effect shows no lock is classified by its shape (lock_patterns.hpp), and
-// failing that inferred from the traffic like an unseen SHA1.
+// script whose effect shows no lock is classified by its shape (lock_patterns.hpp); one
+// the probes could not run to the end (a command the shadow does not model, a budget
+// spent) and the shape does not know is inferred from the traffic like an unseen SHA1.
 #include "recognize/recognizer_state.hpp"
 
 namespace lockscope::locks {
@@ -90,6 +91,8 @@ void lock_recognizer::state::on_effect_call(command_call& c, std::uint16_t index
     emit_script_operations(c, learnt.by_shape, keys, argv);
     return;
   }
+  // Run to its end and no lock (a counter, a rate limiter, a cache): not guessed at.
+  if (learnt.found.ran) return;
   const script_class guess = infer_script(c, learnt.inference, keys, argv);
   if (guess.op == script_op::none) return;
   c.op.inferred = true;

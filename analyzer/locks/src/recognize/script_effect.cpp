@@ -311,6 +311,10 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     if (it == absent.after.keys.end() || absent.before.keys.count(p.keys()[i]) != 0) continue;
     std::uint8_t o = 0;
     holding_form f;
+    const bool counted = std::any_of(absent.result.writes.begin(), absent.result.writes.end(), [&](const shadow_write& w) {
+      return w.key == p.keys()[i] && w.kind == shadow_write::what::incr;
+    });
+    if (counted) continue;  // a counter (INCR/INCRBY) whose value happens to equal an ARGV
     if (it->second.kind == shadow_key::type::string) o = p.position_of(it->second.value);
     else if (it->second.kind == shadow_key::type::hash) {
       f.hash = true;
@@ -332,6 +336,10 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   const std::string& mine_value = p.value_at(owner);
   auto other = p.run(p.holding(created, other_owner, form, 1));
   if (!other) return false;
+  if (other->result.outcome == run_result::status::script_error) {
+    e.finding = "fails when another owner holds the key: no lock";  // a lock handles that case
+    return false;
+  }
   if (key_change(*other, lock, other_owner) != change::unchanged) {
     e.finding = std::string("creates KEYS[") + std::to_string(created.front() + 1) + "] but also " +
                 change_name(key_change(*other, lock, other_owner)) + " it when another owner holds it: no lock";
@@ -410,6 +418,7 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
         if (!alike) continue;
         auto other = p.run(p.holding(targets, other_owner, form, 1, pttl));
         if (!other) return false;
+        if (other->result.outcome == run_result::status::script_error) continue;
         if (key_change(*other, lock, other_owner) != change::unchanged) continue;
         e.multi = targets.size() > 1;
         e.op = release ? (e.multi ? script_op::multi_release : script_op::unlock)
@@ -466,6 +475,7 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
     e = script_effect{};
     e.finding = std::move(why);
     e.hit_limit = p.hit_limit();
+    e.ran = p.failure().empty();
     return e;
   }
   // One path per distinct (reply, outcome); a release that answers the same whether the
@@ -485,6 +495,7 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
   }
   e.paths = std::move(unique);
   e.finding = describe(e);
+  e.ran = true;
   return e;
 }
 

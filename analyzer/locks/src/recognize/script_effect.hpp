@@ -96,6 +96,9 @@ struct script_effect {
   std::vector<effect_path> paths;
   std::string finding;  // one line: what the probes found (or why they found nothing)
   bool hit_limit = false;  // a probe ran out of its budget (see sandbox_limits)
+  // Every probe ran to its end in the shadow (no command it does not model, no limit):
+  // a script found to be no lock here is certainly none.
+  bool ran = false;
 
   bool is_lock() const noexcept { return op != script_op::none; }
 };
