@@ -28,6 +28,7 @@
 #include "lockscope/locks/lock_patterns.hpp"
 #include "lockscope/locks/lock_recognizer.hpp"
 #include "recognize/lru_cache.hpp"
+#include "recognize/script_effect.hpp"
 #include "recognize/value_flow.hpp"
 
 namespace lockscope::locks {
@@ -96,6 +97,21 @@ struct lock_recognizer::state {
   // Scripts and SHA1s learnt from the capture, least recently used forgotten first.
   recognizer_detail::lru_cache<script_class> by_text{script_cache_entries, script_cache_bytes};
   recognizer_detail::lru_cache<sha_entry> by_sha{sha_cache_entries, sha_cache_entries * 40};
+  // Scripts learnt from the capture, read by their effect at their first call (see
+  // effect_calls.cpp): at most max_learnt_effects, then classified by shape alone.
+  struct learnt_effect {
+    std::string text;  // until the first call runs the probes
+    bool analysed = false;
+    effect::script_effect found;
+    script_class by_shape;  // when the probes found no lock effect
+    sha_entry inference{{}, true, false};  // neither: inferred from the traffic
+  };
+  static constexpr std::size_t max_learnt_effects = 4096;
+  std::vector<learnt_effect> effects;
+  // Scripts whose probes ran out of budget: after max_effect_strikes, new scripts are
+  // classified by shape alone (a capture of hostile scripts costs a bounded time).
+  static constexpr std::size_t max_effect_strikes = 16;
+  std::size_t effect_strikes = 0;
   // The last EVAL's script (clients repeat one, and comparing its text is cheaper than
   // hashing it): a built-in's, or a by_text entry's, forgotten whenever by_text changes
   // (an insert may evict it).
@@ -203,6 +219,13 @@ struct lock_recognizer::state {
   script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                             std::span<const std::string_view> argv);
   recognizer_detail::string_map<sha_entry>& builtin_sha();
+  // ---- effect_calls.cpp ----
+  // The class of a script learnt from the capture: one read by its effect when room is left.
+  script_class effect_class(std::string_view text);
+  void on_effect_call(command_call& c, std::uint16_t effect, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> argv);
+  void emit_effect_operations(command_call& c, const effect::script_effect& e, std::span<const std::string_view> keys,
+                              std::span<const std::string_view> argv);
   // Makes `text` the last EVAL's script when it is known.
   bool find_eval(std::string_view text);
   sha_entry* find_sha(std::string_view sha);

@@ -161,7 +161,7 @@ script_class lock_recognizer::state::learn(std::string_view text, std::string_vi
   } else if (auto* e = by_text.find(text)) {
     c = e->value;
   } else {
-    c = classify_script(text);
+    c = effect_class(text);
     last_eval_text = nullptr;
     last_eval_class = nullptr;
     last_eval_identity = 0;
@@ -231,6 +231,10 @@ void lock_recognizer::state::on_script_call(command_call& c) {
     }
     cls = entry->cls;
     c.op.inferred = entry->inferred;
+  }
+  if (cls.effect != 0) {
+    on_effect_call(c, cls.effect, keys, argv);
+    return;
   }
   if (!cls.is_lock_script() && !(entry != nullptr && entry->inferred)) return;
 

@@ -91,7 +91,11 @@ struct script_class {
   bool lease_added = false;
   std::uint8_t replace_argv = 0;
 
-  bool is_lock_script() const noexcept { return op != script_op::none; }
+  // A script learnt from the capture whose effect the recognizer reads by running it
+  // (its 1-based index among the recognizer's learnt effects); 0: classified here.
+  std::uint16_t effect = 0;
+
+  bool is_lock_script() const noexcept { return op != script_op::none || effect != 0; }
 };
 
 script_class classify_script(std::string_view text);

@@ -1,0 +1,163 @@
+// Scripts learnt from the capture (not built in): read by what they do (script_effect.hpp)
+// at their first call, then each call's operations from that effect and its reply. A
+// script whose effect shows no lock is classified by its shape (lock_patterns.hpp); one
+// the probes could not run to the end (a command the shadow does not model, a budget
+// spent) and the shape does not know is inferred from the traffic like an unseen SHA1.
+#include "recognize/recognizer_state.hpp"
+
+namespace lockscope::locks {
+
+using namespace recognizer_detail;
+
+namespace {
+
+std::string_view effect_arg(std::span<const std::string_view> v, std::uint8_t i) noexcept {
+  return i >= 1 && i <= v.size() ? v[i - 1] : std::string_view();
+}
+
+effect::observed_reply::form observed_form(const message& m, const message_node& n, std::int64_t& integer,
+                                           std::string_view& text) {
+  using form = effect::observed_reply::form;
+  switch (n.type) {
+    case resp::type::null: return form::nil;
+    case resp::type::integer: integer = n.integer; return form::integer;
+    case resp::type::boolean: integer = n.integer != 0 ? 1 : 0; return form::integer;
+    case resp::type::simple_error:
+    case resp::type::bulk_error: return form::error;
+    case resp::type::array:
+    case resp::type::set: return (n.flags & resp::node_flags::null_array) != 0 ? form::nil : form::array;
+    case resp::type::simple_string:
+    case resp::type::bulk_string:
+      if ((n.flags & resp::node_flags::null_bulk) != 0) return form::nil;
+      text = m.text(n);
+      if (parse_int(text, integer)) return form::integer;  // RESP2 clients' numbers
+      return n.type == resp::type::simple_string ? form::status : form::text;
+    default: return form::text;
+  }
+}
+
+effect::observed_reply observe(const reply_view& r) {
+  effect::observed_reply o;
+  using form = effect::observed_reply::form;
+  if (r.kind == reply_view::shape::none || r.m == nullptr || r.root == message::npos) return o;
+  const message& m = *r.m;
+  o.kind = observed_form(m, m.nodes()[r.root], o.integer, o.text);
+  if (o.kind == form::array) {
+    m.for_each_child(r.root, [&](const message_node& e) {
+      o.first = observed_form(m, e, o.first_integer, o.first_text);
+      return false;
+    });
+  }
+  return o;
+}
+
+}  // namespace
+
+script_class lock_recognizer::state::effect_class(std::string_view text) {
+  if (effects.size() >= max_learnt_effects) return classify_script(text);
+  effects.emplace_back().text = text;
+  script_class c;
+  c.effect = static_cast<std::uint16_t>(effects.size());
+  return c;
+}
+
+void lock_recognizer::state::on_effect_call(command_call& c, std::uint16_t index, std::span<const std::string_view> keys,
+                                            std::span<const std::string_view> argv) {
+  learnt_effect& learnt = effects[index - 1u];
+  // The probes need a call's arguments; a call with no KEYS or an error reply (not
+  // run, or run on arguments the script refuses) waits for a better one.
+  if (!learnt.analysed && !keys.empty() && c.reply.kind != reply_view::shape::error) {
+    learnt.analysed = true;
+    // A Redisson-shaped script (a hash of owners with Redisson's queue, mode, token or
+    // latch) keeps the shape classifier's class, which knows those; any other is read
+    // by its effect, and by its shape only when the effect shows no lock.
+    learnt.by_shape = classify_script(learnt.text);
+    const lock_family shape = learnt.by_shape.family;
+    const bool redisson_shaped = learnt.by_shape.is_lock_script() && shape != lock_family::set_based &&
+                                 shape != lock_family::redlock_multi && shape != lock_family::unknown;
+    if (!redisson_shaped && effect_strikes < max_effect_strikes) {
+      learnt.found = effect::analyse_script(learnt.text, keys, argv);
+      if (learnt.found.hit_limit) ++effect_strikes;
+    }
+    if (!learnt.found.is_lock() && !learnt.by_shape.is_lock_script()) ++stats.unknown_scripts;
+    learnt.text = std::string();
+  }
+  if (!learnt.analysed) return;
+  if (learnt.found.is_lock()) {
+    emit_effect_operations(c, learnt.found, keys, argv);
+    return;
+  }
+  if (learnt.by_shape.is_lock_script()) {
+    emit_script_operations(c, learnt.by_shape, keys, argv);
+    return;
+  }
+  // Run to its end and no lock (a counter, a rate limiter, a cache): not guessed at.
+  if (learnt.found.ran) return;
+  const script_class guess = infer_script(c, learnt.inference, keys, argv);
+  if (guess.op == script_op::none) return;
+  c.op.inferred = true;
+  emit_script_operations(c, guess, keys, argv);
+}
+
+void lock_recognizer::state::emit_effect_operations(command_call& c, const effect::script_effect& e,
+                                                    std::span<const std::string_view> keys,
+                                                    std::span<const std::string_view> argv) {
+  lock_operation& op = c.op;
+  op.family = e.family;
+  op.shared = false;
+  op.owner = effect::argument_at(keys, argv, e.owner_argv);
+  op.channel = effect_arg(keys, e.channel_key);
+  op.lease_ms = -1;
+  op.lease_added = e.lease_added;
+  if (std::int64_t lease = 0;
+      e.lease_argv != 0 && parse_int(effect::argument_at(keys, argv, e.lease_argv), lease) && lease >= 0) {
+    op.lease_ms = e.lease_seconds ? std::min<std::int64_t>(lease, INT64_MAX / 1000) * 1000 : lease;
+  }
+  switch (e.op) {
+    case script_op::acquire:
+    case script_op::multi_acquire: op.kind = lock_op_kind::acquire; break;
+    case script_op::unlock:
+    case script_op::multi_release: op.kind = lock_op_kind::unlock; break;
+    default: op.kind = lock_op_kind::renew; break;
+  }
+  const effect::reply_reading reading = effect::read_reply(e, observe(c.reply), keys, argv);
+  auto outcome_for = [&](std::string_view key) {
+    if (c.reply.kind == reply_view::shape::none) return op_outcome::no_reply;
+    if (c.reply.kind == reply_view::shape::error) return op_outcome::error;
+    if (!reading.ambiguous) return reading.outcome;
+    if (op.kind == lock_op_kind::acquire) return op_outcome::none;
+    // The reply does not tell (a script that answers nil whatever it did): what the
+    // value did before does. A value never seen acquiring here (held since before the
+    // capture began) is taken as the holder; a failed attempt's value changed nothing.
+    const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
+    if (rec == nullptr) return op_outcome::ok;
+    if (!rec->held) return op_outcome::none;
+    if (rec->deadline_us >= 0 && rec->deadline_us <= op.at_us()) {
+      return op.kind == lock_op_kind::unlock ? op_outcome::expired : op_outcome::rejected;
+    }
+    return op_outcome::ok;
+  };
+  const lock_op_kind kind = op.kind;
+  auto one = [&](std::string_view key) {
+    op.lock = key;
+    op.kind = kind;
+    if (e.renews_own) {
+      // A refresh that re-creates a lost key: a renewal while its value holds the lock.
+      const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
+      if (rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us())) {
+        op.kind = lock_op_kind::renew;
+      }
+    }
+    op.outcome = outcome_for(key);
+    if (op.kind == lock_op_kind::renew && op.outcome == op_outcome::contended) op.outcome = op_outcome::rejected;
+    op.ttl_ms = op.outcome == op_outcome::contended ? reading.ttl_ms : -1;
+    emit(op);
+  };
+  if (!e.multi) {
+    if (e.lock_key >= 1 && e.lock_key <= keys.size()) one(keys[e.lock_key - 1u]);
+    return;
+  }
+  for (std::string_view key : keys) one(key);
+}
+
+}  // namespace lockscope::locks

@@ -1,0 +1,808 @@
+// The sandbox (see lua_sandbox.hpp). Lua 5.1 reports errors with longjmp, which skips
+// C++ destructors: every C function here keeps its C++ objects in the run's context
+// (which outlives the interpreter) and calls into Lua only with trivially destructible
+// locals alive.
+#include "recognize/lua_sandbox.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+}
+
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/locks/command_words.hpp"
+
+namespace lockscope::locks::effect {
+
+namespace {
+
+struct context {
+  shadow_store* store = nullptr;
+  const sandbox_limits* limits = nullptr;
+  run_result* result = nullptr;
+  std::size_t heap = 0;
+  std::uint64_t executed = 0;
+  std::chrono::steady_clock::time_point deadline;
+  bool limit_hit = false;
+  bool unsupported = false;
+  std::size_t store_bytes = 0;
+  // One redis.call's arguments and answer.
+  std::vector<std::string> args;
+  lua_reply answer;
+  std::string failure;  // an error answer's text
+};
+
+context& ctx_of(lua_State* L) {
+  void* ud = nullptr;
+  lua_getallocf(L, &ud);
+  return *static_cast<context*>(ud);
+}
+
+void* bounded_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) {
+  auto& c = *static_cast<context*>(ud);
+  if (nsize == 0) {
+    std::free(ptr);
+    c.heap -= osize;
+    return nullptr;
+  }
+  if (nsize > osize && c.heap - osize + nsize > c.limits->memory_bytes) {
+    c.limit_hit = true;
+    return nullptr;  // Lua raises "not enough memory"
+  }
+  void* p = std::realloc(ptr, nsize);
+  if (p != nullptr) {
+    c.heap = c.heap - osize + nsize;
+    c.executed += nsize / 64;  // copying costs time the instruction count does not see
+  }
+  return p;
+}
+
+constexpr int hook_every = 100;
+
+void count_hook(lua_State* L, lua_Debug*) {
+  context& c = ctx_of(L);
+  c.executed += hook_every;
+  if (c.executed > c.limits->instructions || c.limit_hit || std::chrono::steady_clock::now() > c.deadline) {
+    c.limit_hit = true;
+    // From now on every instruction fails, so a pcall loop cannot outlive the budget.
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    luaL_error(L, "instruction limit reached");
+  }
+}
+
+// ---- The shadow's commands ----
+
+bool parse_i64(std::string_view s, std::int64_t& v) { return parse_wire_int(s, v); }
+
+std::string_view upper_name(std::string& s) {
+  for (char& ch : s) ch = static_cast<char>(ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
+  return s;
+}
+
+lua_reply integer(std::int64_t v) {
+  lua_reply r;
+  r.type = lua_reply::kind::integer;
+  r.integer = v;
+  return r;
+}
+lua_reply status(std::string_view s) {
+  lua_reply r;
+  r.type = lua_reply::kind::status;
+  r.text = s;
+  return r;
+}
+lua_reply bulk(std::string_view s) {
+  lua_reply r;
+  r.type = lua_reply::kind::bulk;
+  r.text = s;
+  return r;
+}
+
+shadow_key string_key(const std::string& value, std::int64_t pttl_ms) {
+  shadow_key k;
+  k.value = value;
+  k.pttl_ms = pttl_ms;
+  return k;
+}
+
+class shadow_commands {
+ public:
+  explicit shadow_commands(context& c) : c_(c), keys_(c.store->keys) {}
+
+  // Runs c.args; the answer in c.answer, or false with c.failure set.
+  bool run() {
+    auto& a = c_.args;
+    if (a.empty()) return fail("Please specify at least one argument for this redis lib call");
+    std::string name = a[0];
+    const std::string_view cmd = upper_name(name);
+    const std::size_t n = a.size();
+    if (cmd == "GET" && n == 2) return get(a[1]);
+    if (cmd == "SET" && n >= 3) return set(a);
+    if (cmd == "SETNX" && n == 3) return setnx(a[1], a[2]);
+    if ((cmd == "SETEX" || cmd == "PSETEX") && n == 4) return setex(a[1], a[2], a[3], cmd == "SETEX");
+    if ((cmd == "DEL" || cmd == "UNLINK") && n >= 2) return del();
+    if (cmd == "EXISTS" && n >= 2) return exists();
+    if ((cmd == "PEXPIRE" || cmd == "EXPIRE") && n >= 3) return expire(a[1], a[2], cmd == "EXPIRE", n > 3 ? a[3] : "");
+    if ((cmd == "PTTL" || cmd == "TTL") && n == 2) return ttl(a[1], cmd == "TTL");
+    if (cmd == "PERSIST" && n == 2) return persist(a[1]);
+    if ((cmd == "HSET" || cmd == "HMSET") && n >= 4 && n % 2 == 0) return hset(cmd == "HMSET");
+    if (cmd == "HSETNX" && n == 4) return hsetnx(a[1], a[2], a[3]);
+    if (cmd == "HGET" && n == 3) return hget(a[1], a[2]);
+    if (cmd == "HEXISTS" && n == 3) return hexists(a[1], a[2]);
+    if (cmd == "HINCRBY" && n == 4) return hincrby(a[1], a[2], a[3]);
+    if (cmd == "HDEL" && n >= 3) return hdel();
+    if (cmd == "HLEN" && n == 2) return hlen(a[1]);
+    if ((cmd == "HGETALL" || cmd == "HKEYS" || cmd == "HVALS") && n == 2) return hall(a[1], cmd);
+    if ((cmd == "INCR" || cmd == "DECR") && n == 2) return incrby(a[1], cmd == "INCR" ? 1 : -1);
+    if ((cmd == "INCRBY" || cmd == "DECRBY") && n == 3) {
+      std::int64_t by = 0;
+      if (!parse_i64(a[2], by) || by == INT64_MIN) return fail("ERR value is not an integer or out of range");
+      return incrby(a[1], cmd == "INCRBY" ? by : -by);
+    }
+    if ((cmd == "LPUSH" || cmd == "RPUSH") && n >= 3) return push(cmd == "LPUSH");
+    if ((cmd == "LPOP" || cmd == "RPOP") && n == 2) return pop(a[1], cmd == "LPOP");
+    if (cmd == "LLEN" && n == 2) {
+      const shadow_key* k = find(a[1]);
+      if (k != nullptr && k->kind != shadow_key::type::list) return wrong_type();
+      return answer(integer(k == nullptr ? 0 : static_cast<std::int64_t>(k->items.size())));
+    }
+    if ((cmd == "PUBLISH" || cmd == "SPUBLISH") && n == 3) {
+      if (!record(shadow_write::what::publish, a[1], a[2])) return false;
+      return answer(integer(0));
+    }
+    if (cmd == "SELECT" && n == 2) return answer(status("OK"));
+    if (cmd == "PING") return answer(status("PONG"));
+    if (cmd == "TIME" && n == 1) {
+      lua_reply r;
+      r.type = lua_reply::kind::array;
+      r.items = {bulk("1700000000"), bulk("0")};
+      return answer(std::move(r));
+    }
+    if (cmd == "TYPE" && n == 2) {
+      const shadow_key* k = find(a[1]);
+      return answer(status(k == nullptr                             ? "none"
+                           : k->kind == shadow_key::type::hash ? "hash"
+                           : k->kind == shadow_key::type::list ? "list"
+                                                               : "string"));
+    }
+    c_.unsupported = true;
+    return fail("ERR the shadow does not model " + std::string(cmd));
+  }
+
+ private:
+  bool fail(std::string why) {
+    c_.failure = std::move(why);
+    return false;
+  }
+  bool answer(lua_reply r) {
+    c_.answer = std::move(r);
+    return true;
+  }
+  bool wrong_type() { return fail("WRONGTYPE Operation against a key holding the wrong kind of value"); }
+  shadow_key* find(const std::string& key) {
+    const auto it = keys_.find(key);
+    return it == keys_.end() ? nullptr : &it->second;
+  }
+  bool record(shadow_write::what kind, std::string_view key, std::string_view value, std::string_view ttl = {},
+              bool seconds = false) {
+    if (c_.result->writes.size() >= c_.limits->writes) {
+      c_.limit_hit = true;
+      return fail("ERR shadow write limit reached");
+    }
+    c_.result->writes.push_back(shadow_write{kind, std::string(key), std::string(value), std::string(ttl), seconds});
+    return true;
+  }
+  bool grow(std::size_t bytes) {
+    c_.store_bytes += bytes;
+    if (c_.store_bytes > c_.limits->store_bytes) {
+      c_.limit_hit = true;
+      return fail("ERR shadow store limit reached");
+    }
+    return true;
+  }
+  // A TTL argument in ms; false when it is not a positive integer (Redis's error).
+  bool ttl_ms(std::string_view arg, bool seconds, std::int64_t& ms) {
+    if (!parse_i64(arg, ms) || ms <= 0 || ms > INT64_MAX / 1000) return fail("ERR invalid expire time in 'set' command");
+    if (seconds) ms *= 1000;
+    return true;
+  }
+
+  bool get(const std::string& key) {
+    const shadow_key* k = find(key);
+    if (k == nullptr) return answer(lua_reply{});
+    if (k->kind != shadow_key::type::string) return wrong_type();
+    return answer(bulk(k->value));
+  }
+  bool set(const std::vector<std::string>& a) {
+    bool nx = false, xx = false, get_old = false, keep = false, seconds = false;
+    std::string_view ttl_arg;
+    for (std::size_t i = 3; i < a.size(); ++i) {
+      std::string opt = a[i];
+      const std::string_view o = upper_name(opt);
+      if (o == "NX") nx = true;
+      else if (o == "XX") xx = true;
+      else if (o == "GET") get_old = true;
+      else if (o == "KEEPTTL") keep = true;
+      else if ((o == "PX" || o == "EX") && i + 1 < a.size() && ttl_arg.empty()) {
+        seconds = o == "EX";
+        ttl_arg = a[++i];
+      } else if ((o == "PXAT" || o == "EXAT") && i + 1 < a.size()) {
+        ++i;  // an absolute deadline: kept as "some expiry"
+        ttl_arg = "";
+        keep = false;
+      } else {
+        return fail("ERR syntax error");
+      }
+    }
+    if (nx && xx) return fail("ERR syntax error");
+    std::int64_t ms = -1;
+    if (!ttl_arg.empty() && !ttl_ms(ttl_arg, seconds, ms)) return false;
+    shadow_key* k = find(a[1]);
+    if (get_old && k != nullptr && k->kind != shadow_key::type::string) return wrong_type();
+    lua_reply old = k == nullptr || !get_old ? lua_reply{} : bulk(k->value);
+    if ((nx && k != nullptr) || (xx && k == nullptr)) return answer(get_old ? std::move(old) : lua_reply{});
+    if (!grow(a[1].size() + a[2].size())) return false;
+    if (!record(shadow_write::what::set, a[1], a[2], ttl_arg, seconds)) return false;
+    const std::int64_t kept = keep && k != nullptr ? k->pttl_ms : -1;
+    shadow_key& w = keys_[a[1]];
+    w = shadow_key{};
+    w.value = a[2];
+    w.pttl_ms = ms >= 0 ? ms : kept;
+    return answer(get_old ? std::move(old) : status("OK"));
+  }
+  bool setnx(const std::string& key, const std::string& value) {
+    if (find(key) != nullptr) return answer(integer(0));
+    if (!grow(key.size() + value.size()) || !record(shadow_write::what::set, key, value)) return false;
+    keys_[key] = string_key(value, -1);
+    return answer(integer(1));
+  }
+  bool setex(const std::string& key, const std::string& ttl, const std::string& value, bool seconds) {
+    std::int64_t ms = 0;
+    if (!ttl_ms(ttl, seconds, ms)) return false;
+    if (!grow(key.size() + value.size()) || !record(shadow_write::what::set, key, value, ttl, seconds)) return false;
+    keys_[key] = string_key(value, ms);
+    return answer(status("OK"));
+  }
+  bool del() {
+    std::int64_t removed = 0;
+    for (std::size_t i = 1; i < c_.args.size(); ++i) {
+      const auto it = keys_.find(c_.args[i]);
+      if (it == keys_.end()) continue;
+      if (!record(shadow_write::what::del, c_.args[i], {})) return false;
+      keys_.erase(it);
+      ++removed;
+    }
+    return answer(integer(removed));
+  }
+  bool exists() {
+    std::int64_t n = 0;
+    for (std::size_t i = 1; i < c_.args.size(); ++i) n += find(c_.args[i]) != nullptr ? 1 : 0;
+    return answer(integer(n));
+  }
+  bool expire(const std::string& key, const std::string& ttl, bool seconds, std::string_view condition) {
+    std::int64_t ms = 0;
+    if (!parse_i64(ttl, ms) || ms > INT64_MAX / 1000) return fail("ERR value is not an integer or out of range");
+    if (seconds) ms *= 1000;
+    shadow_key* k = find(key);
+    if (k == nullptr) return answer(integer(0));
+    std::string cond(condition);
+    const std::string_view cd = upper_name(cond);
+    if ((cd == "NX" && k->pttl_ms >= 0) || (cd == "XX" && k->pttl_ms < 0) ||
+        (cd == "GT" && (k->pttl_ms < 0 || ms <= k->pttl_ms)) || (cd == "LT" && k->pttl_ms >= 0 && ms >= k->pttl_ms)) {
+      return answer(integer(0));
+    }
+    if (!record(shadow_write::what::expire, key, {}, ttl, seconds)) return false;
+    if (ms <= 0) keys_.erase(key);
+    else k->pttl_ms = ms;
+    return answer(integer(1));
+  }
+  bool ttl(const std::string& key, bool seconds) {
+    const shadow_key* k = find(key);
+    if (k == nullptr) return answer(integer(-2));
+    if (k->pttl_ms < 0) return answer(integer(-1));
+    return answer(integer(seconds ? (k->pttl_ms + 500) / 1000 : k->pttl_ms));
+  }
+  bool persist(const std::string& key) {
+    shadow_key* k = find(key);
+    if (k == nullptr || k->pttl_ms < 0) return answer(integer(0));
+    if (!record(shadow_write::what::expire, key, {}, "-1")) return false;
+    k->pttl_ms = -1;
+    return answer(integer(1));
+  }
+  // The hash at `key`, made when absent and `make`; nullptr (and a failure) on a string.
+  shadow_key* hash(const std::string& key, bool make, bool& wrong) {
+    wrong = false;
+    shadow_key* k = find(key);
+    if (k != nullptr && k->kind != shadow_key::type::hash) {
+      wrong = true;
+      wrong_type();
+      return nullptr;
+    }
+    if (k == nullptr && make) {
+      k = &keys_[key];
+      k->kind = shadow_key::type::hash;
+    }
+    return k;
+  }
+  static std::string* field(shadow_key& h, std::string_view f) {
+    for (auto& [name, value] : h.fields) {
+      if (name == f) return &value;
+    }
+    return nullptr;
+  }
+  bool hset(bool hmset) {
+    bool wrong = false;
+    shadow_key* h = hash(c_.args[1], true, wrong);
+    if (h == nullptr) return false;
+    std::int64_t added = 0;
+    for (std::size_t i = 2; i + 1 < c_.args.size(); i += 2) {
+      if (!grow(c_.args[i].size() + c_.args[i + 1].size())) return false;
+      if (!record(shadow_write::what::hash_set, c_.args[1], c_.args[i])) return false;
+      if (std::string* v = field(*h, c_.args[i])) *v = c_.args[i + 1];
+      else {
+        h->fields.emplace_back(c_.args[i], c_.args[i + 1]);
+        ++added;
+      }
+    }
+    return answer(hmset ? status("OK") : integer(added));
+  }
+  bool hsetnx(const std::string& key, const std::string& f, const std::string& value) {
+    bool wrong = false;
+    shadow_key* h = hash(key, false, wrong);
+    if (wrong) return false;
+    if (h != nullptr && field(*h, f) != nullptr) return answer(integer(0));
+    if (!grow(f.size() + value.size()) || !record(shadow_write::what::hash_set, key, f)) return false;
+    h = hash(key, true, wrong);
+    h->fields.emplace_back(f, value);
+    return answer(integer(1));
+  }
+  bool hget(const std::string& key, const std::string& f) {
+    if (c_.result->hash_reads.size() < 64) c_.result->hash_reads.emplace_back(key, f);
+    bool wrong = false;
+    shadow_key* h = hash(key, false, wrong);
+    if (wrong) return false;
+    const std::string* v = h == nullptr ? nullptr : field(*h, f);
+    return answer(v == nullptr ? lua_reply{} : bulk(*v));
+  }
+  bool hexists(const std::string& key, const std::string& f) {
+    bool wrong = false;
+    shadow_key* h = hash(key, false, wrong);
+    if (wrong) return false;
+    return answer(integer(h != nullptr && field(*h, f) != nullptr ? 1 : 0));
+  }
+  bool hincrby(const std::string& key, const std::string& f, const std::string& by_text) {
+    std::int64_t by = 0;
+    if (!parse_i64(by_text, by)) return fail("ERR value is not an integer or out of range");
+    bool wrong = false;
+    shadow_key* h = hash(key, true, wrong);
+    if (h == nullptr) return false;
+    std::string* v = field(*h, f);
+    std::int64_t now = 0;
+    if (v != nullptr && !parse_i64(*v, now)) return fail("ERR hash value is not an integer");
+    if ((by > 0 && now > INT64_MAX - by) || (by < 0 && now < INT64_MIN - by)) return fail("ERR increment or decrement would overflow");
+    now += by;
+    if (!grow(f.size() + 20) || !record(shadow_write::what::hash_incr, key, f, by_text)) return false;
+    if (v != nullptr) *v = std::to_string(now);
+    else h->fields.emplace_back(f, std::to_string(now));
+    return answer(integer(now));
+  }
+  bool hdel() {
+    bool wrong = false;
+    shadow_key* h = hash(c_.args[1], false, wrong);
+    if (wrong) return false;
+    std::int64_t removed = 0;
+    for (std::size_t i = 2; h != nullptr && i < c_.args.size(); ++i) {
+      const auto it = std::find_if(h->fields.begin(), h->fields.end(), [&](const auto& p) { return p.first == c_.args[i]; });
+      if (it == h->fields.end()) continue;
+      if (!record(shadow_write::what::hash_del, c_.args[1], c_.args[i])) return false;
+      h->fields.erase(it);
+      ++removed;
+    }
+    if (h != nullptr && h->fields.empty()) keys_.erase(c_.args[1]);  // Redis drops an empty hash
+    return answer(integer(removed));
+  }
+  bool hlen(const std::string& key) {
+    bool wrong = false;
+    shadow_key* h = hash(key, false, wrong);
+    if (wrong) return false;
+    return answer(integer(h == nullptr ? 0 : static_cast<std::int64_t>(h->fields.size())));
+  }
+  bool hall(const std::string& key, std::string_view cmd) {
+    bool wrong = false;
+    shadow_key* h = hash(key, false, wrong);
+    if (wrong) return false;
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i = 0; h != nullptr && i < h->fields.size() && r.items.size() + 2 <= max_reply_items; ++i) {
+      if (cmd != "HVALS") r.items.push_back(bulk(h->fields[i].first));
+      if (cmd != "HKEYS") r.items.push_back(bulk(h->fields[i].second));
+    }
+    return answer(std::move(r));
+  }
+  bool push(bool head) {
+    shadow_key* k = find(c_.args[1]);
+    if (k != nullptr && k->kind != shadow_key::type::list) return wrong_type();
+    if (k == nullptr) {
+      k = &keys_[c_.args[1]];
+      k->kind = shadow_key::type::list;
+    }
+    for (std::size_t i = 2; i < c_.args.size(); ++i) {
+      if (!grow(c_.args[i].size() + 8) || !record(shadow_write::what::push, c_.args[1], c_.args[i])) return false;
+      if (head) k->items.insert(k->items.begin(), c_.args[i]);
+      else k->items.push_back(c_.args[i]);
+    }
+    return answer(integer(static_cast<std::int64_t>(k->items.size())));
+  }
+  bool pop(const std::string& key, bool head) {
+    shadow_key* k = find(key);
+    if (k == nullptr) return answer(lua_reply{});
+    if (k->kind != shadow_key::type::list) return wrong_type();
+    if (!record(shadow_write::what::pop, key, {})) return false;
+    lua_reply r = bulk(head ? k->items.front() : k->items.back());
+    if (head) k->items.erase(k->items.begin());
+    else k->items.pop_back();
+    if (k->items.empty()) keys_.erase(key);  // Redis drops an empty list
+    return answer(std::move(r));
+  }
+  bool incrby(const std::string& key, std::int64_t by) {
+    shadow_key* k = find(key);
+    std::int64_t now = 0;
+    if (k != nullptr && (k->kind != shadow_key::type::string || !parse_i64(k->value, now))) {
+      return fail("ERR value is not an integer or out of range");
+    }
+    if ((by > 0 && now > INT64_MAX - by) || (by < 0 && now < INT64_MIN - by)) return fail("ERR increment or decrement would overflow");
+    now += by;
+    if (!grow(key.size() + 20) || !record(shadow_write::what::incr, key, std::to_string(now))) return false;
+    if (k == nullptr) k = &keys_[key];
+    k->value = std::to_string(now);
+    return answer(integer(now));
+  }
+
+  context& c_;
+  std::map<std::string, shadow_key, std::less<>>& keys_;
+};
+
+// ---- Lua <-> Redis values (only trivially destructible locals while Lua may throw) ----
+
+void push_reply(lua_State* L, const lua_reply& r, int depth) {
+  luaL_checkstack(L, 4, "reply too deep");
+  switch (r.type) {
+    case lua_reply::kind::nil: lua_pushboolean(L, 0); return;
+    case lua_reply::kind::integer: lua_pushnumber(L, static_cast<lua_Number>(r.integer)); return;
+    case lua_reply::kind::bulk: lua_pushlstring(L, r.text.data(), r.text.size()); return;
+    case lua_reply::kind::status:
+    case lua_reply::kind::error:
+      lua_newtable(L);
+      lua_pushstring(L, r.type == lua_reply::kind::status ? "ok" : "err");
+      lua_pushlstring(L, r.text.data(), r.text.size());
+      lua_settable(L, -3);
+      return;
+    case lua_reply::kind::array:
+      lua_newtable(L);
+      for (std::size_t i = 0; i < r.items.size() && depth < 4; ++i) {
+        push_reply(L, r.items[i], depth + 1);
+        lua_rawseti(L, -2, static_cast<int>(i + 1));
+      }
+      return;
+  }
+}
+
+// Redis's conversion of a script's return value (or an array element).
+void read_reply(lua_State* L, int index, lua_reply& out, int depth) {
+  out = lua_reply{};
+  switch (lua_type(L, index)) {
+    case LUA_TNUMBER: {
+      const lua_Number v = lua_tonumber(L, index);
+      out.type = lua_reply::kind::integer;
+      out.integer = std::isfinite(v) && std::fabs(v) < 9.2e18 ? static_cast<std::int64_t>(v) : 0;
+      return;
+    }
+    case LUA_TSTRING: {
+      std::size_t n = 0;
+      const char* s = lua_tolstring(L, index, &n);
+      out.type = lua_reply::kind::bulk;
+      out.text.assign(s, std::min<std::size_t>(n, 1u << 16));
+      return;
+    }
+    case LUA_TBOOLEAN:
+      if (lua_toboolean(L, index)) {
+        out.type = lua_reply::kind::integer;
+        out.integer = 1;
+      }
+      return;
+    case LUA_TTABLE: {
+      const int t = index < 0 ? lua_gettop(L) + index + 1 : index;
+      for (const char* name : {"err", "ok"}) {
+        lua_pushstring(L, name);
+        lua_rawget(L, t);
+        if (lua_isstring(L, -1)) {
+          std::size_t n = 0;
+          const char* s = lua_tolstring(L, -1, &n);
+          out.type = name[0] == 'e' ? lua_reply::kind::error : lua_reply::kind::status;
+          out.text.assign(s, std::min<std::size_t>(n, 1024));
+          lua_pop(L, 1);
+          return;
+        }
+        lua_pop(L, 1);
+      }
+      out.type = lua_reply::kind::array;
+      if (depth >= 4) return;
+      for (int i = 1; i <= static_cast<int>(max_reply_items); ++i) {
+        lua_rawgeti(L, t, i);
+        if (lua_isnil(L, -1)) {
+          lua_pop(L, 1);
+          break;
+        }
+        out.items.emplace_back();
+        read_reply(L, -1, out.items.back(), depth + 1);
+        lua_pop(L, 1);
+      }
+      return;
+    }
+    default: return;  // nil and anything else: a nil reply
+  }
+}
+
+// redis.call / redis.pcall. The arguments are read into the context without calling
+// anything that can raise; the command runs in C++; the answer is pushed afterwards.
+int redis_command(lua_State* L, bool protected_call) {
+  context& c = ctx_of(L);
+  const int n = lua_gettop(L);
+  bool bad_argument = n == 0;
+  c.args.clear();
+  for (int i = 1; i <= n && !bad_argument; ++i) {
+    const int t = lua_type(L, i);
+    if (t == LUA_TSTRING) {
+      std::size_t len = 0;
+      const char* s = lua_tolstring(L, i, &len);
+      c.args.emplace_back(s, len);
+    } else if (t == LUA_TNUMBER) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(lua_tonumber(L, i)));
+      c.args.emplace_back(buf);
+    } else {
+      bad_argument = true;
+    }
+  }
+  bool ok = false;
+  if (bad_argument) c.failure = "ERR Lua redis lib command arguments must be strings or integers";
+  else ok = shadow_commands(c).run();
+  if (ok) {
+    push_reply(L, c.answer, 0);
+    return 1;
+  }
+  if (protected_call && !c.limit_hit && !c.unsupported) {
+    lua_newtable(L);
+    lua_pushstring(L, "err");
+    lua_pushlstring(L, c.failure.data(), c.failure.size());
+    lua_settable(L, -3);
+    return 1;
+  }
+  lua_pushlstring(L, c.failure.data(), c.failure.size());
+  return lua_error(L);
+}
+int redis_call(lua_State* L) { return redis_command(L, false); }
+int redis_pcall(lua_State* L) { return redis_command(L, true); }
+
+int redis_status_reply(lua_State* L) {
+  luaL_checkstring(L, 1);
+  lua_newtable(L);
+  lua_pushstring(L, "ok");
+  lua_pushvalue(L, 1);
+  lua_settable(L, -3);
+  return 1;
+}
+int redis_error_reply(lua_State* L) {
+  luaL_checkstring(L, 1);
+  lua_newtable(L);
+  lua_pushstring(L, "err");
+  lua_pushvalue(L, 1);
+  lua_settable(L, -3);
+  return 1;
+}
+int redis_nothing(lua_State*) { return 0; }
+int redis_true(lua_State* L) {
+  lua_pushboolean(L, 1);
+  return 1;
+}
+int redis_sha1hex(lua_State* L) {
+  std::size_t n = 0;
+  const char* s = luaL_checklstring(L, 1, &n);
+  char hex[41];
+  {
+    const std::string h = lock::sha1_hex(std::string_view(s, n));
+    std::memcpy(hex, h.data(), 40);
+  }
+  lua_pushlstring(L, hex, 40);
+  return 1;
+}
+
+// string.rep with a bounded result (the library's loops n times even for "").
+int checked_rep(lua_State* L) {
+  std::size_t len = 0;
+  const char* s = luaL_checklstring(L, 1, &len);
+  const lua_Number n = luaL_checknumber(L, 2);
+  if (!(n > 0)) {
+    lua_pushliteral(L, "");
+    return 1;
+  }
+  if (n > 1e6 || static_cast<double>(len) * n > static_cast<double>(1u << 20)) return luaL_error(L, "string.rep: result too large");
+  context& c = ctx_of(L);
+  c.executed += static_cast<std::uint64_t>(static_cast<double>(len) * n / 16) + 1;
+  if (c.executed > c.limits->instructions) {
+    c.limit_hit = true;
+    return luaL_error(L, "instruction limit reached");
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (long i = 0; i < static_cast<long>(n); ++i) luaL_addlstring(&b, s, len);
+  luaL_pushresult(&b);
+  return 1;
+}
+
+// The pattern functions, refused when backtracking could run too long in C (where the
+// instruction hook cannot stop it): about (length + 1)^(quantifiers + 1) steps.
+int checked_pattern(lua_State* L) {
+  std::size_t len = 0, plen = 0;
+  luaL_checklstring(L, 1, &len);
+  const char* p = luaL_checklstring(L, 2, &plen);
+  int quantifiers = 0;
+  for (std::size_t i = 0; i < plen; ++i) {
+    if (p[i] == '%') ++i;
+    else if (p[i] == '*' || p[i] == '+' || p[i] == '-' || p[i] == '?') ++quantifiers;
+  }
+  const bool plain = lua_gettop(L) >= 4 && lua_toboolean(L, 4);
+  if (!plain && std::pow(static_cast<double>(len) + 1, quantifiers + 1) > 2e7) {
+    return luaL_error(L, "pattern too costly for the sandbox");
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+void set_global_table_field(lua_State* L, const char* table, const char* name, lua_CFunction f) {
+  lua_getglobal(L, table);
+  lua_pushstring(L, name);
+  if (f == nullptr) lua_pushnil(L);
+  else lua_pushcfunction(L, f);
+  lua_settable(L, -3);
+  lua_pop(L, 1);
+}
+
+struct setup_args {
+  std::span<const std::string_view> keys, argv;
+};
+
+int setup(lua_State* L) {
+  const auto* a = static_cast<const setup_args*>(lua_touserdata(L, 1));
+  for (lua_CFunction open : {luaopen_base, luaopen_table, luaopen_string, luaopen_math}) {
+    lua_pushcfunction(L, open);
+    lua_pushstring(L, "");
+    lua_call(L, 1, 0);
+  }
+  for (const char* name : {"dofile", "loadfile", "load", "loadstring", "require", "module", "print", "collectgarbage",
+                           "getfenv", "setfenv", "newproxy", "coroutine", "gcinfo", "package", "debug", "io", "os"}) {
+    lua_pushnil(L);
+    lua_setglobal(L, name);
+  }
+  set_global_table_field(L, "string", "dump", nullptr);
+  set_global_table_field(L, "string", "rep", checked_rep);
+  for (const char* name : {"find", "match", "gmatch", "gsub"}) {
+    lua_getglobal(L, "string");
+    lua_pushstring(L, name);
+    lua_pushstring(L, name);
+    lua_rawget(L, -3);
+    lua_pushcclosure(L, checked_pattern, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+  }
+  lua_newtable(L);
+  const std::pair<const char*, lua_CFunction> fns[] = {
+      {"call", redis_call},           {"pcall", redis_pcall},       {"status_reply", redis_status_reply},
+      {"error_reply", redis_error_reply}, {"log", redis_nothing},   {"set_repl", redis_nothing},
+      {"setresp", redis_nothing},     {"replicate_commands", redis_true}, {"sha1hex", redis_sha1hex},
+      {"breakpoint", redis_nothing},  {"debug", redis_nothing},
+  };
+  for (const auto& [name, f] : fns) {
+    lua_pushstring(L, name);
+    lua_pushcfunction(L, f);
+    lua_settable(L, -3);
+  }
+  for (const char* name : {"LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING", "REPL_NONE", "REPL_AOF",
+                           "REPL_SLAVE", "REPL_REPLICA", "REPL_ALL"}) {
+    lua_pushstring(L, name);
+    lua_pushnumber(L, 0);
+    lua_settable(L, -3);
+  }
+  lua_setglobal(L, "redis");
+  for (int which = 0; which < 2; ++which) {
+    const auto& list = which == 0 ? a->keys : a->argv;
+    lua_createtable(L, static_cast<int>(std::min<std::size_t>(list.size(), 1024)), 0);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      lua_pushlstring(L, list[i].data(), list[i].size());
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    lua_setglobal(L, which == 0 ? "KEYS" : "ARGV");
+  }
+  return 0;
+}
+
+}  // namespace
+
+run_result run_script(std::string_view text, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> argv, shadow_store& store, const sandbox_limits& limits) {
+  run_result result;
+  context c;
+  c.store = &store;
+  c.limits = &limits;
+  c.result = &result;
+  for (const auto& [name, k] : store.keys) {
+    c.store_bytes += name.size() + k.value.size();
+    for (const std::string& item : k.items) c.store_bytes += item.size();
+    for (const auto& [f, v] : k.fields) c.store_bytes += f.size() + v.size();
+  }
+  if (!text.empty() && text.front() == LUA_SIGNATURE[0]) {
+    result.outcome = run_result::status::not_lua;
+    result.message = "a precompiled chunk";
+    return result;
+  }
+  if (keys.size() > 100000 || argv.size() > 100000) {
+    result.outcome = run_result::status::limit;
+    result.message = "too many arguments";
+    return result;
+  }
+  lua_State* L = lua_newstate(bounded_alloc, &c);
+  if (L == nullptr) {
+    result.outcome = run_result::status::limit;
+    result.message = "no memory for an interpreter";
+    return result;
+  }
+  setup_args args{keys, argv};
+  int rc = lua_cpcall(L, setup, &args);
+  if (rc == 0) {
+    rc = luaL_loadbuffer(L, text.data(), text.size(), "@user_script");
+    if (rc != 0) {
+      result.outcome = c.limit_hit ? run_result::status::limit : run_result::status::not_lua;
+    } else {
+      c.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.wall_ms);
+      lua_sethook(L, count_hook, LUA_MASKCOUNT, hook_every);
+      rc = lua_pcall(L, 0, 1, 0);
+      lua_sethook(L, nullptr, 0, 0);
+      if (rc == 0 && !c.limit_hit) {
+        read_reply(L, -1, result.reply, 0);
+      } else {
+        result.outcome = c.limit_hit     ? run_result::status::limit
+                         : c.unsupported ? run_result::status::unsupported
+                                         : run_result::status::script_error;
+        result.reply.type = lua_reply::kind::error;
+        if (lua_isstring(L, -1)) {
+          std::size_t n = 0;
+          const char* s = lua_tolstring(L, -1, &n);
+          result.reply.text.assign(s, std::min<std::size_t>(n, 512));
+        } else if (lua_istable(L, -1)) {
+          read_reply(L, -1, result.reply, 3);
+          result.reply.type = lua_reply::kind::error;
+        }
+      }
+    }
+  } else {
+    result.outcome = run_result::status::limit;
+  }
+  if (result.outcome != run_result::status::ok && result.message.empty()) {
+    result.message = result.reply.text.empty() && lua_gettop(L) > 0 && lua_isstring(L, -1) ? lua_tostring(L, -1) : result.reply.text;
+  }
+  lua_close(L);
+  if (c.unsupported && result.outcome == run_result::status::ok) result.outcome = run_result::status::unsupported;
+  return result;
+}
+
+}  // namespace lockscope::locks::effect

@@ -1,0 +1,90 @@
+// A Lua 5.1 sandbox that runs a Redis script against a shadow of the keys it touches,
+// so that what an unknown script does to a lock can be read from what it does (see
+// script_effect.hpp). Private to the recognizer.
+//
+//   shadow_store store;                      // the keys' state before the run
+//   store.keys["lock"] = {shadow_key::type::string, "v1", {}, 30000};
+//   run_result r = run_script(text, keys, argv, store);
+//   // r.writes: what the script wrote; store: the state after; r.reply: what it returned
+//
+// The script is untrusted: it runs in a fresh interpreter with only the base (without
+// dofile, loadfile, load, loadstring, require, module, print, collectgarbage, getfenv,
+// setfenv, newproxy, coroutine), table, string (without dump) and math libraries, a
+// budget of Lua instructions (bytes allocated count too, a 64th each: a loop that only
+// copies long strings is stopped like one that computes), a budget of bytes (a custom
+// allocator), a wall-clock backstop, bounded C loops (string.rep and the pattern
+// functions are replaced by checked versions), bounded shadow writes, and no
+// precompiled chunks. Whatever the text, run_script returns.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace lockscope::locks::effect {
+
+// A Redis reply as a script returns it (Redis's Lua-to-RESP conversion).
+struct lua_reply {
+  enum class kind : std::uint8_t { nil, integer, status, error, bulk, array } type = kind::nil;
+  std::int64_t integer = 0;
+  std::string text;              // status, error, bulk
+  std::vector<lua_reply> items;  // array (at most max_reply_items, nested at most 4 deep)
+};
+inline constexpr std::size_t max_reply_items = 64;
+
+// One key of the shadow.
+struct shadow_key {
+  enum class type : std::uint8_t { string, hash, list } kind = type::string;
+  std::string value;                                        // string
+  std::vector<std::pair<std::string, std::string>> fields;  // hash, in insertion order
+  std::vector<std::string> items;                           // list, head first
+  std::int64_t pttl_ms = -1;                                // -1: no expiry
+};
+
+struct shadow_store {
+  std::map<std::string, shadow_key, std::less<>> keys;
+};
+
+// One write the script made, with its arguments as sent.
+struct shadow_write {
+  enum class what : std::uint8_t { set, del, expire, hash_set, hash_incr, hash_del, incr, publish, push, pop } kind;
+  std::string key;    // the key (publish: the channel)
+  std::string value;  // set: the value; hash_*: the field; publish: the message
+  std::string ttl;    // set, expire: the TTL argument as sent; empty when none
+  bool ttl_seconds = false;  // EX / EXPIRE / SETEX rather than PX / PEXPIRE / PSETEX
+};
+
+struct sandbox_limits {
+  std::size_t memory_bytes = 8u << 20;         // the interpreter's heap
+  std::uint64_t instructions = 1'000'000;      // Lua VM instructions (and bytes made in C, / 64)
+  std::uint32_t wall_ms = 50;                  // a backstop for work inside C functions
+  std::size_t writes = 4096;                   // shadow writes recorded
+  std::size_t store_bytes = 4u << 20;          // bytes of keys, values and fields in the shadow
+};
+
+struct run_result {
+  enum class status : std::uint8_t {
+    ok,            // the script returned (reply)
+    script_error,  // it raised an error (reply: the error), as Redis would answer
+    unsupported,   // it ran a command the shadow does not model: its effect is unknown
+    limit,         // it ran out of instructions, memory or shadow space
+    not_lua,       // it does not compile (or is a precompiled chunk)
+  } outcome = status::ok;
+  lua_reply reply;
+  std::vector<shadow_write> writes;
+  // The hash fields the script read by HGET (key, field), the first 64: where a lock
+  // that keeps its owner in a named field looks for it.
+  std::vector<std::pair<std::string, std::string>> hash_reads;
+  std::string message;  // why, for script_error / unsupported / limit / not_lua
+};
+
+// Runs `text` with KEYS and ARGV against `store`, which it changes as Redis would.
+run_result run_script(std::string_view text, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> argv, shadow_store& store,
+                      const sandbox_limits& limits = {});
+
+}  // namespace lockscope::locks::effect

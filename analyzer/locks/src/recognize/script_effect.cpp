@@ -1,0 +1,577 @@
+// The probes (see script_effect.hpp).
+#include "recognize/script_effect.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "lockscope/locks/command_words.hpp"
+
+namespace lockscope::locks::effect {
+
+namespace {
+
+constexpr std::string_view other_owner = "lockscope:probe:another-owner";
+constexpr std::size_t max_owner_candidates = 8;
+
+bool number(std::string_view s, std::int64_t& v) { return parse_wire_int(s, v); }
+
+// ARGV with repeated values made distinct, so that a written value names one position.
+std::vector<std::string> distinct_argv(std::span<const std::string_view> argv) {
+  std::vector<std::string> out;
+  for (std::string_view a : argv) {
+    std::string v(a);
+    while (std::find(out.begin(), out.end(), v) != out.end()) {
+      std::int64_t n = 0;
+      if (number(v, n) && n < INT64_MAX) v = std::to_string(n + 1);
+      else v += '~';
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+enum class change : std::uint8_t { unchanged, created, deleted, counted_up, counted_down, renewed, replaced };
+
+const char* change_name(change c) {
+  switch (c) {
+    case change::unchanged: return "unchanged";
+    case change::created: return "created";
+    case change::deleted: return "deleted";
+    case change::counted_up: return "counted up";
+    case change::counted_down: return "counted down";
+    case change::renewed: return "renewed";
+    case change::replaced: return "replaced";
+  }
+  return "?";
+}
+
+const std::string* field_of(const shadow_key& k, std::string_view f) {
+  for (const auto& [name, value] : k.fields) {
+    if (name == f) return &value;
+  }
+  return nullptr;
+}
+
+struct probe_run {
+  run_result result;
+  shadow_store before, after;
+};
+
+// How one key changed in a run; `owner` is the caller's value (for hash counts).
+change key_change(const probe_run& r, const std::string& key, std::string_view owner) {
+  const auto b = r.before.keys.find(key);
+  const auto a = r.after.keys.find(key);
+  const bool was = b != r.before.keys.end(), is = a != r.after.keys.end();
+  if (!was && is) return change::created;
+  if (was && !is) return change::deleted;
+  if (!was) return change::unchanged;
+  const shadow_key& x = b->second;
+  const shadow_key& y = a->second;
+  if (x.kind == shadow_key::type::hash && y.kind == shadow_key::type::hash) {
+    std::int64_t before = 0, after = 0;
+    const std::string* fb = field_of(x, owner);
+    const std::string* fa = field_of(y, owner);
+    if (fb != nullptr && fa != nullptr && number(*fb, before) && number(*fa, after) && before != after) {
+      return after > before ? change::counted_up : change::counted_down;
+    }
+    if (fb != nullptr && fa == nullptr) return change::counted_down;
+    if (x.fields != y.fields) return change::replaced;
+  } else if (x.kind != y.kind || x.value != y.value || x.items != y.items) {
+    return change::replaced;
+  }
+  for (const shadow_write& w : r.result.writes) {
+    if (w.key == key && (w.kind == shadow_write::what::expire || w.kind == shadow_write::what::set)) return change::renewed;
+  }
+  return x.pttl_ms != y.pttl_ms ? change::renewed : change::unchanged;
+}
+
+// The ARGV position (1-based) whose value is `v`; 0 when none.
+std::uint8_t argv_of(const std::vector<std::string>& argv, std::string_view v) {
+  for (std::size_t i = 0; i < argv.size() && i < 255; ++i) {
+    if (argv[i] == v) return static_cast<std::uint8_t>(i + 1);
+  }
+  return 0;
+}
+
+// How a lock key holds its owner: a string value, a hash field named by the owner
+// (counting reentrant holds), or the value of a named hash field (`HGET key 'id'`).
+struct holding_form {
+  bool hash = false;
+  std::string field;  // the named field; empty: the owner is the field
+  bool owner_is_field() const { return hash && field.empty(); }
+};
+
+class prober {
+ public:
+  prober(std::string_view text, std::span<const std::string_view> keys, std::vector<std::string> argv,
+         const sandbox_limits& limits)
+      : text_(text), keys_(keys.begin(), keys.end()), argv_(std::move(argv)), limits_(limits) {
+    for (const std::string& a : argv_) argv_views_.emplace_back(a);
+  }
+
+  // A run on `state`; nullopt when the script's effect cannot be known (a command the
+  // shadow does not model, a limit, not Lua).
+  std::optional<probe_run> run(shadow_store state) {
+    ++runs_;
+    probe_run r;
+    r.before = state;
+    std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+    r.result = run_script(text_, keys, argv_views_, state, limits_);
+    r.after = std::move(state);
+    if (r.result.outcome == run_result::status::unsupported || r.result.outcome == run_result::status::limit ||
+        r.result.outcome == run_result::status::not_lua) {
+      failure_ = r.result.message;
+      hit_limit_ = hit_limit_ || r.result.outcome == run_result::status::limit;
+      return std::nullopt;
+    }
+    return r;
+  }
+
+  // The keys `targets` holding `owner` as a string, as a hash field counting `count`,
+  // or as the value of a named hash field.
+  shadow_store holding(const std::vector<std::size_t>& targets, std::string_view owner, const holding_form& form,
+                       int count, std::int64_t pttl = probe_pttl_ms) const {
+    shadow_store s;
+    for (std::size_t t : targets) {
+      shadow_key k;
+      k.pttl_ms = pttl;
+      if (form.hash) {
+        k.kind = shadow_key::type::hash;
+        if (form.field.empty()) k.fields.emplace_back(std::string(owner), std::to_string(count));
+        else k.fields.emplace_back(form.field, std::string(owner));
+      } else {
+        k.value = owner;
+      }
+      s.keys[std::string(keys_[t])] = std::move(k);
+    }
+    return s;
+  }
+
+  reply_sig signature(const lua_reply& r, std::size_t lock_keys, bool nested = false) const {
+    reply_sig s;
+    using form = reply_sig::form;
+    switch (r.type) {
+      case lua_reply::kind::nil: s.kind = form::nil; break;
+      case lua_reply::kind::integer:
+        if (r.integer == probe_pttl_ms || r.integer == (probe_pttl_ms + 500) / 1000 ||
+            r.integer == probe_pttl_ms / 1000 || r.integer == probe_low_pttl_ms) {
+          s.kind = form::ttl;
+          s.seconds = r.integer != probe_pttl_ms;
+        } else if (lock_keys > 1 && r.integer == static_cast<std::int64_t>(keys_.size())) {
+          s.kind = form::key_count;
+        } else {
+          s.kind = form::integer;
+          s.integer = r.integer;
+        }
+        break;
+      case lua_reply::kind::status:
+        s.kind = form::status;
+        s.text = r.text;
+        break;
+      case lua_reply::kind::error: s.kind = form::error; break;
+      case lua_reply::kind::bulk: {
+        std::int64_t v = 0;
+        if (const std::uint8_t i = argv_of(argv_, r.text); i != 0) {
+          s.kind = form::argv;
+          s.argv = i;
+        } else if (r.text.find(other_owner) != std::string::npos) {
+          s.kind = form::any_text;
+        } else if (number(r.text, v)) {
+          lua_reply n;
+          n.type = lua_reply::kind::integer;
+          n.integer = v;
+          return signature(n, lock_keys, nested);
+        } else {
+          s.kind = form::text;
+          s.text = r.text;
+        }
+        break;
+      }
+      case lua_reply::kind::array:
+        s.kind = form::array;
+        if (!nested && !r.items.empty()) {
+          const reply_sig f = signature(r.items.front(), lock_keys, true);
+          s.first = f.kind == form::array ? form::any_text : f.kind;
+          s.first_integer = f.integer;
+          s.first_seconds = f.seconds;
+          s.first_argv = f.argv;
+          s.first_text = f.text;
+        } else {
+          s.first = form::nil;
+        }
+        break;
+    }
+    return s;
+  }
+
+  // The TTL the run wrote on `key`: the ARGV it names (or 0), its unit, and whether it
+  // was added to the remaining time (redis-py's `pexpire(key, pttl + ARGV[2])`).
+  void lease_of(const probe_run& r, const std::string& key, script_effect& e) const {
+    const auto before = r.before.keys.find(key);
+    const std::int64_t remaining = before == r.before.keys.end() ? -1 : before->second.pttl_ms;
+    for (const shadow_write& w : r.result.writes) {
+      if (w.key != key || w.ttl.empty()) continue;
+      if (w.kind != shadow_write::what::set && w.kind != shadow_write::what::expire) continue;
+      if (const std::uint8_t i = position_of(w.ttl); i != 0) {
+        e.lease_argv = i;
+        e.lease_seconds = w.ttl_seconds;
+        return;
+      }
+      std::int64_t ttl = 0;
+      if (remaining > 0 && number(w.ttl, ttl) && ttl > remaining) {
+        const std::string added = std::to_string(w.ttl_seconds ? ttl - remaining / 1000 : ttl - remaining);
+        if (const std::uint8_t i = position_of(added); i != 0) {
+          e.lease_argv = i;
+          e.lease_seconds = w.ttl_seconds;
+          e.lease_added = true;
+          return;
+        }
+      }
+    }
+  }
+
+  std::uint8_t channel_of(const probe_run& r) const {
+    for (const shadow_write& w : r.result.writes) {
+      if (w.kind != shadow_write::what::publish) continue;
+      for (std::size_t i = 0; i < keys_.size() && i < 255; ++i) {
+        if (keys_[i] == w.key) return static_cast<std::uint8_t>(i + 1);
+      }
+    }
+    return 0;
+  }
+
+  // The position (see script_effect::owner_argv) of an argument whose value is `v`:
+  // an ARGV, else a KEYS entry after the first (a client passing its value or TTL as
+  // a key); 0 when none.
+  std::uint8_t position_of(std::string_view v) const {
+    if (const std::uint8_t i = argv_of(argv_, v); i != 0) return i;
+    for (std::size_t i = 1; i < keys_.size() && i + 1 < 128; ++i) {
+      if (keys_[i] == v) return static_cast<std::uint8_t>(keys_position + i + 1);
+    }
+    return 0;
+  }
+  const std::string& value_at(std::uint8_t position) const {
+    return position > keys_position ? keys_[position - keys_position - 1u] : argv_[position - 1u];
+  }
+  const std::vector<std::string>& argv() const { return argv_; }
+  const std::vector<std::string>& keys() const { return keys_; }
+  const std::string& failure() const { return failure_; }
+  int runs() const { return runs_; }
+  bool hit_limit() const { return hit_limit_; }
+
+ private:
+  std::string_view text_;
+  std::vector<std::string> keys_;
+  std::vector<std::string> argv_;
+  std::vector<std::string_view> argv_views_;
+  const sandbox_limits& limits_;
+  std::string failure_;
+  bool hit_limit_ = false;
+  int runs_ = 0;
+};
+
+void add_path(script_effect& e, const prober& p, const probe_run& r, std::size_t lock_keys, op_outcome outcome) {
+  reply_sig s;
+  if (r.result.outcome == run_result::status::script_error) s.kind = reply_sig::form::error;
+  else s = p.signature(r.result.reply, lock_keys);
+  e.paths.push_back(effect_path{std::move(s), outcome});
+}
+
+std::string describe(const script_effect& e) {
+  std::string s;
+  switch (e.op) {
+    case script_op::acquire:
+    case script_op::multi_acquire: s = "acquire"; break;
+    case script_op::unlock:
+    case script_op::multi_release: s = "release"; break;
+    case script_op::extend:
+    case script_op::multi_extend: s = "extend"; break;
+    default: s = "none"; break;
+  }
+  s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
+  s += e.family == lock_family::redisson ? " (a hash of owners)" : " (one owner's value)";
+  auto name = [](std::uint8_t at) {
+    return at > keys_position ? "KEYS[" + std::to_string(at - keys_position) + "]" : "ARGV[" + std::to_string(at) + "]";
+  };
+  s += ", owner " + name(e.owner_argv);
+  if (e.lease_argv != 0) s += ", lease " + name(e.lease_argv) + (e.lease_seconds ? " s" : " ms");
+  if (e.lease_added) s += " added to the remaining time";
+  if (e.channel_key != 0) s += ", publishes on KEYS[" + std::to_string(e.channel_key) + "]";
+  if (e.renews_own) s += "; renews a key its value holds";
+  return s;
+}
+
+// Acquire: `absent` created the lock key(s) holding ARGV[owner].
+bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
+  std::vector<std::size_t> created;
+  std::uint8_t owner = 0;
+  holding_form form;
+  for (std::size_t i = 0; i < p.keys().size(); ++i) {
+    const auto it = absent.after.keys.find(p.keys()[i]);
+    if (it == absent.after.keys.end() || absent.before.keys.count(p.keys()[i]) != 0) continue;
+    std::uint8_t o = 0;
+    holding_form f;
+    const bool counted = std::any_of(absent.result.writes.begin(), absent.result.writes.end(), [&](const shadow_write& w) {
+      return w.key == p.keys()[i] && w.kind == shadow_write::what::incr;
+    });
+    if (counted) continue;  // a counter (INCR/INCRBY) whose value happens to equal an ARGV
+    if (it->second.kind == shadow_key::type::string) o = p.position_of(it->second.value);
+    else if (it->second.kind == shadow_key::type::hash) {
+      f.hash = true;
+      for (const auto& [name, v] : it->second.fields) {
+        if ((o = p.position_of(name)) != 0) break;
+      }
+      for (const auto& [name, v] : it->second.fields) {
+        if (o != 0) break;
+        if ((o = p.position_of(v)) != 0) f.field = name;
+      }
+    }
+    if (o == 0 || (owner != 0 && o != owner)) continue;
+    owner = o;
+    form = f;
+    created.push_back(i);
+  }
+  if (created.empty()) return false;
+  const std::string& lock = p.keys()[created.front()];
+  const std::string& mine_value = p.value_at(owner);
+  auto other = p.run(p.holding(created, other_owner, form, 1));
+  if (!other) return false;
+  if (other->result.outcome == run_result::status::script_error) {
+    e.finding = "fails when another owner holds the key: no lock";  // a lock handles that case
+    return false;
+  }
+  if (key_change(*other, lock, other_owner) != change::unchanged) {
+    e.finding = std::string("creates KEYS[") + std::to_string(created.front() + 1) + "] but also " +
+                change_name(key_change(*other, lock, other_owner)) + " it when another owner holds it: no lock";
+    return false;
+  }
+  auto mine = p.run(p.holding(created, mine_value, form, 1));
+  if (!mine) return false;
+  e.multi = created.size() > 1;
+  e.op = e.multi ? script_op::multi_acquire : script_op::acquire;
+  e.family = form.owner_is_field() ? lock_family::redisson
+             : e.multi               ? lock_family::redlock_multi
+                                     : lock_family::set_based;
+  e.lock_key = static_cast<std::uint8_t>(created.front() + 1);
+  e.owner_argv = owner;
+  p.lease_of(absent, lock, e);
+  e.channel_key = p.channel_of(absent);
+  add_path(e, p, absent, created.size(), op_outcome::ok);
+  const change again = key_change(*mine, lock, mine_value);
+  e.renews_own = !form.owner_is_field() && again == change::renewed;
+  add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok);
+  add_path(e, p, *other, created.size(), op_outcome::contended);
+  return true;
+}
+
+// Release or extend: `mine` deletes, counts down or re-expires the lock key(s).
+bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent) {
+  // Every KEYS holding the value first (a loop over KEYS changes them all), then KEYS[1].
+  const std::size_t n = p.keys().size();
+  std::vector<std::vector<std::size_t>> target_sets;
+  if (n > 1) {
+    std::vector<std::size_t> all(n);
+    for (std::size_t i = 0; i < n; ++i) all[i] = i;
+    target_sets.push_back(std::move(all));
+  }
+  target_sets.push_back({0});
+  // Owner candidates: texts first (a token, a UUID), then numbers.
+  std::vector<std::uint8_t> owners;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = 0; i < p.argv().size() && owners.size() < max_owner_candidates; ++i) {
+      std::int64_t v = 0;
+      if (number(p.argv()[i], v) == (pass == 1)) owners.push_back(static_cast<std::uint8_t>(i + 1));
+    }
+  }
+  for (std::size_t i = 1; i < p.keys().size() && i + 1 < 128 && owners.size() < max_owner_candidates + 2; ++i) {
+    owners.push_back(static_cast<std::uint8_t>(keys_position + i + 1));  // a value passed as a key
+  }
+  for (const auto& targets : target_sets) {
+    const std::string& lock = p.keys()[targets.front()];
+    for (std::uint8_t o : owners) {
+      const std::string& value = p.value_at(o);
+      std::vector<holding_form> forms{holding_form{}, holding_form{true, {}}};
+      for (const auto& read : absent.result.hash_reads) {
+        const std::string& field = read.second;  // (clang 14 lambdas cannot capture bindings)
+        if (read.first == lock &&
+            std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
+          forms.push_back(holding_form{true, field});
+        }
+      }
+      for (const holding_form& form : forms) {
+        const bool hash = form.owner_is_field();
+        // A renewal may wait until the lease runs low: the lock nearly expired, too.
+        std::int64_t pttl = probe_pttl_ms;
+        auto mine = p.run(p.holding(targets, value, form, 1, pttl));
+        if (!mine) return false;
+        change did = key_change(*mine, lock, value);
+        if (did == change::unchanged) {
+          pttl = probe_low_pttl_ms;
+          mine = p.run(p.holding(targets, value, form, 1, pttl));
+          if (!mine) return false;
+          did = key_change(*mine, lock, value);
+        }
+        const bool release = did == change::deleted || did == change::counted_down;
+        if (!release && did != change::renewed) continue;
+        bool alike = true;  // several keys: each one changed as the first
+        for (std::size_t t : targets) alike = alike && key_change(*mine, p.keys()[t], value) == did;
+        if (!alike) continue;
+        auto other = p.run(p.holding(targets, other_owner, form, 1, pttl));
+        if (!other) return false;
+        if (other->result.outcome == run_result::status::script_error) continue;
+        if (key_change(*other, lock, other_owner) != change::unchanged) continue;
+        e.multi = targets.size() > 1;
+        e.op = release ? (e.multi ? script_op::multi_release : script_op::unlock)
+                       : (e.multi ? script_op::multi_extend : script_op::extend);
+        e.family = hash ? lock_family::redisson : e.multi ? lock_family::redlock_multi : lock_family::set_based;
+        e.lock_key = static_cast<std::uint8_t>(targets.front() + 1);
+        e.owner_argv = o;
+        p.lease_of(*mine, lock, e);
+        e.channel_key = p.channel_of(*mine);
+        add_path(e, p, *mine, targets.size(), op_outcome::ok);
+        if (release && hash) {
+          // A reentrant hold: counted down and kept.
+          auto twice = p.run(p.holding(targets, value, form, 2, pttl));
+          if (!twice) return false;
+          const change c2 = key_change(*twice, lock, value);
+          add_path(e, p, *twice, targets.size(), c2 == change::counted_down ? op_outcome::partial : op_outcome::ok);
+        }
+        add_path(e, p, *other, targets.size(), op_outcome::rejected);
+        add_path(e, p, absent, targets.size(), release ? op_outcome::expired : op_outcome::rejected);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool same_sig(const reply_sig& a, const reply_sig& b) {
+  return a.kind == b.kind && a.integer == b.integer && a.seconds == b.seconds && a.argv == b.argv && a.text == b.text &&
+         a.first == b.first && a.first_integer == b.first_integer && a.first_argv == b.first_argv &&
+         a.first_text == b.first_text;
+}
+
+}  // namespace
+
+script_effect analyse_script(std::string_view text, std::span<const std::string_view> keys,
+                             std::span<const std::string_view> argv, const sandbox_limits& limits) {
+  script_effect e;
+  if (keys.empty()) {
+    e.finding = "no KEYS: no lock";
+    return e;
+  }
+  prober p(text, keys, distinct_argv(argv), limits);
+  auto absent = p.run(shadow_store{});
+  if (!absent) {
+    e.finding = "not understood: " + p.failure();
+    e.hit_limit = p.hit_limit();
+    return e;
+  }
+  const bool found = try_acquire(e, p, *absent) || (e.finding.empty() && try_release_or_extend(e, p, *absent));
+  if (!found) {
+    std::string why = !e.finding.empty()      ? e.finding
+                      : p.failure().empty() ? std::string("no lock effect found")
+                                            : "not understood: " + p.failure();
+    e = script_effect{};
+    e.finding = std::move(why);
+    e.hit_limit = p.hit_limit();
+    e.ran = p.failure().empty();
+    return e;
+  }
+  // One path per distinct (reply, outcome); a release that answers the same whether the
+  // key is gone or another owner's is refused, not "expired".
+  for (effect_path& path : e.paths) {
+    if (path.outcome != op_outcome::expired) continue;
+    for (const effect_path& other : e.paths) {
+      if (other.outcome == op_outcome::rejected && same_sig(other.reply, path.reply)) path.outcome = op_outcome::rejected;
+    }
+  }
+  std::vector<effect_path> unique;
+  for (effect_path& path : e.paths) {
+    const bool seen = std::any_of(unique.begin(), unique.end(), [&](const effect_path& u) {
+      return u.outcome == path.outcome && same_sig(u.reply, path.reply);
+    });
+    if (!seen) unique.push_back(std::move(path));
+  }
+  e.paths = std::move(unique);
+  e.finding = describe(e);
+  e.ran = true;
+  return e;
+}
+
+namespace {
+
+// 2: the reply is exactly this; 1: of this kind (a TTL, a value from the state); 0: no.
+int matches(reply_sig::form kind, std::int64_t integer, std::uint8_t argv_at, const std::string& text,
+            observed_reply::form got, std::int64_t got_integer, std::string_view got_text,
+            std::span<const std::string_view> keys, std::span<const std::string_view> argv) {
+  using form = reply_sig::form;
+  using seen = observed_reply::form;
+  switch (kind) {
+    case form::nil: return got == seen::nil ? 2 : 0;
+    case form::integer: return got == seen::integer && got_integer == integer ? 2 : 0;
+    case form::ttl: return got == seen::integer ? 1 : 0;
+    case form::key_count: return got == seen::integer && got_integer == static_cast<std::int64_t>(keys.size()) ? 2 : 0;
+    case form::status: return (got == seen::status || got == seen::text) && got_text == text ? 2 : 0;
+    case form::error: return got == seen::error ? 2 : 0;
+    case form::argv:
+      return (got == seen::text || got == seen::status) && argv_at >= 1 && argv_at <= argv.size() &&
+                     got_text == argv[argv_at - 1]
+                 ? 2
+                 : 0;
+    case form::text: return (got == seen::text || got == seen::status) && got_text == text ? 2 : 0;
+    case form::any_text: return got == seen::text ? 1 : 0;
+    case form::array: return got == seen::array ? 1 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+reply_reading read_reply(const script_effect& e, const observed_reply& reply, std::span<const std::string_view> keys,
+                         std::span<const std::string_view> argv) {
+  reply_reading out;
+  int best = 0;
+  const effect_path* chosen = nullptr;
+  for (const effect_path& p : e.paths) {
+    const reply_sig& s = p.reply;
+    int level = 0;
+    if (s.kind == reply_sig::form::array) {
+      if (reply.kind != observed_reply::form::array) continue;
+      level = reply.first == observed_reply::form::none && s.first == reply_sig::form::nil
+                  ? 2
+                  : matches(s.first, s.first_integer, s.first_argv, s.first_text, reply.first, reply.first_integer,
+                            reply.first_text, keys, argv);
+    } else {
+      level = matches(s.kind, s.integer, s.argv, s.text, reply.kind, reply.integer, reply.text, keys, argv);
+    }
+    if (level == 0 || level < best) continue;
+    if (level > best) {
+      best = level;
+      chosen = &p;
+      out.ambiguous = false;
+      out.outcome = p.outcome;
+    } else if (p.outcome != out.outcome) {
+      out.ambiguous = true;
+    }
+  }
+  if (chosen == nullptr) {
+    out.ambiguous = true;
+    out.outcome = op_outcome::none;
+    return out;
+  }
+  if (out.ambiguous) {
+    out.outcome = op_outcome::none;
+    return out;
+  }
+  const reply_sig& s = chosen->reply;
+  if (s.kind == reply_sig::form::ttl && reply.kind == observed_reply::form::integer) {
+    out.ttl_ms = s.seconds ? reply.integer * 1000 : reply.integer;
+  } else if (s.kind == reply_sig::form::array && s.first == reply_sig::form::ttl &&
+             reply.first == observed_reply::form::integer) {
+    out.ttl_ms = s.first_seconds ? reply.first_integer * 1000 : reply.first_integer;
+  }
+  return out;
+}
+
+}  // namespace lockscope::locks::effect

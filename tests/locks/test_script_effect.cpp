@@ -1,0 +1,398 @@
+// Recognition by effect (analyzer/locks/src/recognize/script_effect.hpp): unknown lock
+// scripts written the ways real clients write them (locals, any argument order, a
+// database first, a minimum TTL, list replies, nil-always replies, several keys, hash
+// owners, EXPIRE in seconds) are run in the sandbox and read by what they do; scripts
+// that are no lock are not taken for one; and hostile scripts cannot hang, crash or
+// exhaust the sandbox.
+#include <chrono>
+
+#include <catch2/catch.hpp>
+
+#include "recognize/lua_sandbox.hpp"
+#include "recognize/script_effect.hpp"
+
+using namespace lockscope::locks;
+using effect::observed_reply;
+
+namespace {
+
+struct effect_call {
+  std::vector<std::string> keys, argv;
+  std::vector<std::string_view> key_views() const { return {keys.begin(), keys.end()}; }
+  std::vector<std::string_view> argv_views() const { return {argv.begin(), argv.end()}; }
+};
+
+effect::script_effect effect_of(std::string_view text, const effect_call& c) {
+  const auto k = c.key_views();
+  const auto a = c.argv_views();
+  return effect::analyse_script(text, k, a);
+}
+
+observed_reply eff_integer_reply(std::int64_t v) {
+  observed_reply r;
+  r.kind = observed_reply::form::integer;
+  r.integer = v;
+  return r;
+}
+observed_reply eff_nil_reply() {
+  observed_reply r;
+  r.kind = observed_reply::form::nil;
+  return r;
+}
+observed_reply eff_status_reply(std::string_view s) {
+  observed_reply r;
+  r.kind = observed_reply::form::status;
+  r.text = s;
+  return r;
+}
+observed_reply eff_text_reply(std::string_view s) {
+  observed_reply r;
+  r.kind = observed_reply::form::text;
+  r.text = s;
+  return r;
+}
+observed_reply eff_list_reply(std::int64_t first) {
+  observed_reply r;
+  r.kind = observed_reply::form::array;
+  r.first = observed_reply::form::integer;
+  r.first_integer = first;
+  return r;
+}
+
+effect::reply_reading eff_reading(const effect::script_effect& e, const observed_reply& r, const effect_call& c) {
+  const auto k = c.key_views();
+  const auto a = c.argv_views();
+  return effect::read_reply(e, r, k, a);
+}
+
+}  // namespace
+
+TEST_CASE("effect: a release written with locals", "[effect]") {
+  const std::string text =
+      "local key = KEYS[1]\nlocal token = ARGV[1]\n"
+      "if redis.call('get', key) == token then return redis.call('del', key) end\nreturn 0\n";
+  const effect_call c{{"orders:lock"}, {"f3a9c1d2-tok"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::unlock);
+  CHECK(e.family == lock_family::set_based);
+  CHECK(e.lock_key == 1);
+  CHECK(e.owner_argv == 1);
+  CHECK(eff_reading(e, eff_integer_reply(1), c).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_integer_reply(0), c).outcome == op_outcome::rejected);
+  CHECK_FALSE(eff_reading(e, eff_integer_reply(0), c).ambiguous);
+}
+
+TEST_CASE("effect: an acquire with locals and the arguments in another order", "[effect]") {
+  const std::string text =
+      "local ttl, token = ARGV[1], ARGV[2]\nlocal k = KEYS[1]\n"
+      "if redis.call('SET', k, token, 'NX', 'PX', ttl) then return 1 end\nreturn 0";
+  const effect_call c{{"jobs:7"}, {"30000", "c0ffee-1"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::acquire);
+  CHECK(e.owner_argv == 2);
+  CHECK(e.lease_argv == 1);
+  CHECK_FALSE(e.lease_seconds);
+  CHECK(eff_reading(e, eff_integer_reply(1), c).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_integer_reply(0), c).outcome == op_outcome::contended);
+}
+
+TEST_CASE("effect: a Redlock whose scripts take the database first", "[effect]") {
+  const std::string acquire =
+      "redis.call('select', ARGV[1])\nreturn redis.call('set', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3])";
+  const std::string release =
+      "redis.call('select', ARGV[1])\n"
+      "if redis.call('get', KEYS[1]) == ARGV[2] then return redis.call('del', KEYS[1]) else return 0 end";
+  const effect_call c{{"res"}, {"0", "9b1f00aa", "10000"}};
+  const auto a = effect_of(acquire, c);
+  INFO(a.finding);
+  CHECK(a.op == script_op::acquire);
+  CHECK(a.owner_argv == 2);
+  CHECK(a.lease_argv == 3);
+  CHECK(eff_reading(a, eff_status_reply("OK"), c).outcome == op_outcome::ok);
+  CHECK(eff_reading(a, eff_nil_reply(), c).outcome == op_outcome::contended);
+  const auto r = effect_of(release, c);
+  INFO(r.finding);
+  CHECK(r.op == script_op::unlock);
+  CHECK(r.owner_argv == 2);
+  CHECK(eff_reading(r, eff_integer_reply(1), c).outcome == op_outcome::ok);
+}
+
+TEST_CASE("effect: an extend that answers {1, ttl} and renews below a minimum TTL", "[effect]") {
+  const std::string text =
+      "local key, value = KEYS[1], ARGV[1]\nlocal minTTL, newTTL = tonumber(ARGV[2]), ARGV[3]\n"
+      "if redis.call('get', key) ~= value then return {0, redis.call('pttl', key)} end\n"
+      "local ttl = redis.call('pttl', key)\n"
+      "if ttl < minTTL then redis.call('pexpire', key, newTTL) return {1, tonumber(newTTL)} end\n"
+      "return {1, ttl}";
+  const effect_call c{{"cron:nightly"}, {"a1b2c3", "5000", "30000"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.owner_argv == 1);
+  CHECK(e.lease_argv == 3);  // the TTL written, not the minimum
+  CHECK(eff_reading(e, eff_list_reply(1), c).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_list_reply(0), c).outcome == op_outcome::rejected);
+}
+
+TEST_CASE("effect: a release that answers nil whatever it did", "[effect]") {
+  const std::string text =
+      "local k = KEYS[1]\nif redis.call(\"GET\", k) == ARGV[1] then redis.call(\"DEL\", k) end\nreturn nil";
+  const effect_call c{{"mutex:a"}, {"rnd-4711"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::unlock);
+  CHECK(e.owner_argv == 1);
+  CHECK(eff_reading(e, eff_nil_reply(), c).ambiguous);  // decided by the value's history
+}
+
+TEST_CASE("effect: a reentrant hash lock with a PUBLISH on release", "[effect]") {
+  const std::string acquire =
+      "local lock, owner, lease = KEYS[1], ARGV[1], ARGV[2]\n"
+      "if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 then\n"
+      "  redis.call('hincrby', lock, owner, 1)\n  redis.call('pexpire', lock, lease)\n  return nil\nend\n"
+      "return redis.call('pttl', lock)";
+  const std::string release =
+      "local lock, channel, owner = KEYS[1], KEYS[2], ARGV[1]\n"
+      "if redis.call('hexists', lock, owner) == 0 then return nil end\n"
+      "local left = redis.call('hincrby', lock, owner, -1)\n"
+      "if left > 0 then return 0 end\n"
+      "redis.call('del', lock)\nredis.call('publish', channel, 'free')\nreturn 1";
+  const effect_call ca{{"acct:42"}, {"node-7:thread-3", "20000"}};
+  const auto a = effect_of(acquire, ca);
+  INFO(a.finding);
+  CHECK(a.op == script_op::acquire);
+  CHECK(a.family == lock_family::redisson);
+  CHECK(a.owner_argv == 1);
+  CHECK(a.lease_argv == 2);
+  CHECK(eff_reading(a, eff_nil_reply(), ca).outcome == op_outcome::ok);
+  const auto busy = eff_reading(a, eff_integer_reply(15000), ca);
+  CHECK(busy.outcome == op_outcome::contended);
+  CHECK(busy.ttl_ms == 15000);
+  const effect_call cr{{"acct:42", "acct:42:released"}, {"node-7:thread-3"}};
+  const auto r = effect_of(release, cr);
+  INFO(r.finding);
+  CHECK(r.op == script_op::unlock);
+  CHECK(r.channel_key == 2);
+  CHECK(eff_reading(r, eff_integer_reply(1), cr).outcome == op_outcome::ok);
+  CHECK(eff_reading(r, eff_integer_reply(0), cr).outcome == op_outcome::partial);
+  CHECK(eff_reading(r, eff_nil_reply(), cr).outcome == op_outcome::rejected);
+}
+
+TEST_CASE("effect: a multi-key acquire and an EXPIRE renewal in seconds", "[effect]") {
+  const std::string multi =
+      "for _, key in ipairs(KEYS) do if redis.call('exists', key) == 1 then return 0 end end\n"
+      "for _, key in ipairs(KEYS) do redis.call('set', key, ARGV[1], 'PX', ARGV[2]) end\nreturn #KEYS";
+  const effect_call cm{{"a", "b", "c"}, {"v-1", "8000"}};
+  const auto m = effect_of(multi, cm);
+  INFO(m.finding);
+  CHECK(m.op == script_op::multi_acquire);
+  CHECK(m.multi);
+  CHECK(m.family == lock_family::redlock_multi);
+  CHECK(eff_reading(m, eff_integer_reply(3), cm).outcome == op_outcome::ok);
+  CHECK(eff_reading(m, eff_integer_reply(0), cm).outcome == op_outcome::contended);
+  const effect_call five{{"a", "b", "c", "d", "e"}, {"v-2", "8000"}};
+  CHECK(eff_reading(m, eff_integer_reply(5), five).outcome == op_outcome::ok);
+  const std::string release =
+      "local n = 0\nfor _, key in ipairs(KEYS) do\n  if redis.call('get', key) == ARGV[1] then\n"
+      "    redis.call('unlink', key) n = n + 1\n  end\nend\nreturn n";
+  const auto mr = effect_of(release, {{"a", "b", "c"}, {"v-1"}});
+  INFO(mr.finding);
+  CHECK(mr.op == script_op::multi_release);
+  CHECK(mr.multi);
+
+  const std::string renew =
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('expire', KEYS[1], ARGV[2]) end return 0";
+  const effect_call cr{{"lease:x"}, {"holder-9", "30"}};
+  const auto r = effect_of(renew, cr);
+  INFO(r.finding);
+  CHECK(r.op == script_op::extend);
+  CHECK(r.lease_argv == 2);
+  CHECK(r.lease_seconds);
+}
+
+TEST_CASE("effect: an extend that adds its time to the remaining TTL", "[effect]") {
+  const std::string text =
+      "local t = redis.call('get', KEYS[1])\nif t ~= ARGV[1] then return 0 end\n"
+      "local left = redis.call('pttl', KEYS[1])\nredis.call('pexpire', KEYS[1], left + ARGV[2])\nreturn 1";
+  const effect_call c{{"job"}, {"tok1", "5000"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.lease_argv == 2);
+  CHECK(e.lease_added);
+}
+
+// python-redis-lock 3.3 (ionelmc/python-redis-lock, src/redis_lock/__init__.py), byte for
+// byte: its release answers 0 when it released and 1 when it did not, wakes waiters
+// through a list (LPUSH on KEYS[2], which they BLPOP), and its extend takes
+// [expire (seconds), id] and answers 0 / 1 / 2.
+const char* const python_redis_lock_unlock =
+    "\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[1] then\n        return 1\n    else\n"
+    "        redis.call(\"del\", KEYS[2])\n        redis.call(\"lpush\", KEYS[2], 1)\n"
+    "        redis.call(\"del\", KEYS[1])\n        return 0\n    end\n";
+const char* const python_redis_lock_extend =
+    "\n    if redis.call(\"get\", KEYS[1]) ~= ARGV[2] then\n        return 1\n"
+    "    elseif redis.call(\"ttl\", KEYS[1]) < 0 then\n        return 2\n    else\n"
+    "        redis.call(\"expire\", KEYS[1], ARGV[1])\n        return 0\n    end\n";
+
+TEST_CASE("effect: python-redis-lock's inverted replies and list wake-ups", "[effect]") {
+  const effect_call cu{{"lock:report", "lock-signal:report"}, {"q2VdLr0bI8y0fHk6YcK1oA6T"}};
+  const auto u = effect_of(python_redis_lock_unlock, cu);
+  INFO(u.finding);
+  CHECK(u.op == script_op::unlock);
+  CHECK(u.lock_key == 1);
+  CHECK(u.owner_argv == 1);
+  CHECK(eff_reading(u, eff_integer_reply(0), cu).outcome == op_outcome::ok);
+  CHECK(eff_reading(u, eff_integer_reply(1), cu).outcome == op_outcome::rejected);
+  const effect_call ce{{"lock:report"}, {"5", "q2VdLr0bI8y0fHk6YcK1oA6T"}};
+  const auto e = effect_of(python_redis_lock_extend, ce);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.owner_argv == 2);
+  CHECK(e.lease_argv == 1);
+  CHECK(e.lease_seconds);
+  CHECK(eff_reading(e, eff_integer_reply(0), ce).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_integer_reply(1), ce).outcome == op_outcome::rejected);
+}
+
+TEST_CASE("effect: a lock that keeps its owner in a named hash field", "[effect]") {
+  const std::string acquire =
+      "if redis.call('exists', KEYS[1]) == 0 then\n"
+      "  redis.call('hset', KEYS[1], 'id', ARGV[1], 'since', ARGV[3])\n  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+      "  return 1\nend\nreturn 0";
+  const std::string release =
+      "if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('DEL', KEYS[1]) end\nreturn 0";
+  const std::string extend =
+      "if redis.call(\"HGET\", KEYS[1], \"id\") == ARGV[1] then return redis.call(\"PEXPIRE\", KEYS[1], ARGV[2]) end\n"
+      "return 0";
+  const effect_call ca{{"dl:job"}, {"owner-77", "4000", "1700000000"}};
+  const auto a = effect_of(acquire, ca);
+  INFO(a.finding);
+  CHECK(a.op == script_op::acquire);
+  CHECK(a.family == lock_family::set_based);
+  CHECK(a.owner_argv == 1);
+  CHECK(a.lease_argv == 2);
+  const effect_call cr{{"dl:job"}, {"owner-77"}};
+  const auto r = effect_of(release, cr);
+  INFO(r.finding);
+  CHECK(r.op == script_op::unlock);
+  CHECK(r.owner_argv == 1);
+  CHECK(eff_reading(r, eff_integer_reply(1), cr).outcome == op_outcome::ok);
+  CHECK(eff_reading(r, eff_integer_reply(0), cr).outcome == op_outcome::rejected);
+  const effect_call ce{{"dl:job"}, {"owner-77", "4000"}};
+  const auto e = effect_of(extend, ce);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.lease_argv == 2);
+}
+
+TEST_CASE("effect: a client that passes its TTL and value as KEYS", "[effect]") {
+  const std::string text =
+      "local key = KEYS[1]\nlocal ttl = KEYS[2]\nlocal value = KEYS[3]\n"
+      "local set = redis.call('SETNX', key, value)\nlocal now = redis.call('GET', key)\nlocal ok = 0\n"
+      "if set == 1 or value == now then redis.call('PEXPIRE', key, ttl) ok = 1 end\nreturn ok";
+  const effect_call c{{"res:k", "5000", "val-9"}, {}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::acquire);
+  CHECK(effect::argument_at(c.key_views(), c.argv_views(), e.owner_argv) == "val-9");
+  CHECK(effect::argument_at(c.key_views(), c.argv_views(), e.lease_argv) == "5000");
+  CHECK(e.renews_own);
+}
+
+TEST_CASE("effect: SET with the GET option answers the other holder's value", "[effect]") {
+  const std::string text = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET', 'EX', ARGV[2])";
+  const effect_call c{{"k"}, {"me-1", "60"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::acquire);
+  CHECK(e.lease_seconds);
+  CHECK(eff_reading(e, eff_nil_reply(), c).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_text_reply("someone-else"), c).outcome == op_outcome::contended);
+}
+
+TEST_CASE("effect: scripts that are no lock are not taken for one", "[effect]") {
+  const effect_call c{{"k"}, {"v", "60"}};
+  // A rate limiter, a cache write (it overwrites another's value), a read, a sorted set.
+  for (const char* text : {
+           "local n = redis.call('incr', KEYS[1]) if n == 1 then redis.call('expire', KEYS[1], ARGV[2]) end return n",
+           "redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1",
+           "return redis.call('get', KEYS[1])",
+           "return redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])",
+           "local n = redis.call('incrby', KEYS[1], ARGV[2]) return n",  // a counter
+           "if redis.call('exists', KEYS[1]) == 0 then redis.call('set', KEYS[1], ARGV[1]) end "
+           "return redis.call('incr', KEYS[1])",  // fails when another value is there
+           "this is not lua",
+       }) {
+    INFO(text);
+    const auto e = effect_of(text, c);
+    INFO(e.finding);
+    CHECK_FALSE(e.is_lock());
+  }
+  CHECK_FALSE(effect_of("return 1", {{}, {"v"}}).is_lock());  // no KEYS
+}
+
+TEST_CASE("sandbox: hostile scripts end, bounded, with a status", "[effect][sandbox]") {
+  using status = effect::run_result::status;
+  const std::vector<std::pair<std::string, std::vector<status>>> scripts{
+      {"while true do end", {status::limit}},
+      {"local t = {} while true do t[#t + 1] = string.rep('x', 100000) end", {status::limit}},
+      {"local s = 'x' while true do s = s .. s end", {status::limit}},
+      {"local function f(n) return 1 + f(n + 1) end return f(1)", {status::script_error, status::limit}},
+      {"return string.rep('x', 1e9)", {status::script_error}},
+      {"return string.rep('', 1e15)", {status::script_error}},
+      {"return string.find(string.rep('a', 5000), '.-.-.-.-.-b')", {status::script_error}},
+      {"local t = setmetatable({}, {__index = function(t, k) return t[k] end}) return t[1]",
+       {status::script_error, status::limit}},
+      {"error({})", {status::script_error}},
+      {"error('boom')", {status::script_error}},
+      {"while true do pcall(function() while true do end end) end", {status::limit}},
+      {"while true do pcall(error, 'x') end", {status::limit}},
+      {"return loadstring('return 1')()", {status::script_error}},
+      {"return os.execute('true')", {status::script_error}},
+      {"return io.open('/etc/passwd')", {status::script_error}},
+      {"return require('os')", {status::script_error}},
+      {"return string.dump(function() end)", {status::script_error}},
+      {"return coroutine.wrap(function() end)()", {status::script_error}},
+      {"return dofile('/etc/passwd')", {status::script_error}},
+      {"for i = 1, 1e7 do redis.call('set', 'k' .. i, string.rep('v', 10000)) end", {status::limit}},
+      {"return redis.call('flushall')", {status::unsupported}},
+      {std::string("\x1bLua\x51\x00\x01\x04", 8), {status::not_lua}},
+      {"return {", {status::not_lua}},
+  };
+  for (const auto& [text, allowed] : scripts) {
+    INFO(text);
+    effect::shadow_store store;
+    const std::vector<std::string_view> keys{"k"}, argv{"v"};
+    const auto start = std::chrono::steady_clock::now();
+    const effect::run_result r = effect::run_script(text, keys, argv, store);
+    const auto took = std::chrono::steady_clock::now() - start;
+    INFO(r.message);
+    CHECK(std::find(allowed.begin(), allowed.end(), r.outcome) != allowed.end());
+    CHECK(took < std::chrono::seconds(3));
+  }
+}
+
+TEST_CASE("sandbox: redis.call answers from the shadow as Redis would", "[effect][sandbox]") {
+  effect::shadow_store store;
+  const std::vector<std::string_view> keys{"lock"}, argv{"tok", "1500"};
+  auto r = effect::run_script("return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])", keys, argv, store);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(r.reply.type == effect::lua_reply::kind::status);
+  CHECK(store.keys.at("lock").value == "tok");
+  CHECK(store.keys.at("lock").pttl_ms == 1500);
+  REQUIRE(r.writes.size() == 1);
+  CHECK(r.writes[0].ttl == "1500");
+  r = effect::run_script("return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])", keys, argv, store);
+  CHECK(r.reply.type == effect::lua_reply::kind::nil);
+  r = effect::run_script("return {redis.call('pttl', KEYS[1]), redis.call('hset', KEYS[1], 'f', 1)}", keys, argv, store);
+  CHECK(r.outcome == effect::run_result::status::script_error);  // WRONGTYPE
+  r = effect::run_script("local x = redis.pcall('hset', KEYS[1], 'f', 1) return x.err", keys, argv, store);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(r.reply.text.rfind("WRONGTYPE", 0) == 0);
+  r = effect::run_script("return redis.call('del', KEYS[1])", keys, argv, store);
+  CHECK(r.reply.integer == 1);
+  CHECK(store.keys.empty());
+}
