@@ -1,0 +1,138 @@
+// `lockscope semaphore` and `lockscope latch` as processes against a real redis-server:
+// concurrent processes each log the interval their CMD ran (taken after the acquire,
+// before the release: inside the hold), and at no instant do more CMDs run than there
+// are permits. The exit statuses are `lockscope lock`'s.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
+#include "client_fixtures.hpp"
+#include "process.hpp"
+
+using namespace std::chrono_literals;
+using lockscope::test::child_process;
+using lockscope::test::eventually;
+using lockscope::test::redis_server;
+using lockscope::test::resp_connection;
+using lockscope::test::spawn;
+
+namespace {
+
+const std::string cli = LOCKSCOPE_CLI;
+
+std::string url(const redis_server& s) { return "redis://" + s.host() + ":" + std::to_string(s.port()); }
+
+// The most intervals open at one instant, from "+ <ns>" / "- <ns>" lines.
+int most_at_once(const std::string& log_path, int& intervals) {
+  std::ifstream in(log_path);
+  std::vector<std::pair<long long, int>> events;
+  std::string sign;
+  long long at = 0;
+  while (in >> sign >> at) events.emplace_back(at, sign == "+" ? 1 : -1);
+  // An end and a start at the same nanosecond: the end first.
+  std::sort(events.begin(), events.end());
+  int open = 0, most = 0;
+  intervals = 0;
+  for (const auto& [t, d] : events) {
+    open += d;
+    if (d > 0) ++intervals;
+    most = std::max(most, open);
+  }
+  return most;
+}
+
+}  // namespace
+
+TEST_CASE("lockscope semaphore: concurrent processes never run more CMDs than permits", "[lock][semaphore][cli][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  char log_template[] = "/tmp/lockscope-semaphore-log-XXXXXX";
+  const int fd = ::mkstemp(log_template);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string log = log_template;
+  constexpr int permits = 2;
+  constexpr int processes = 6;
+  constexpr int rounds = 4;
+  const std::string body = "for i in 1 2 3 4; do " + cli + " semaphore pool --permits " + std::to_string(permits) +
+                           " --redis " + url(server) +
+                           " -- sh -c 'echo \"+ $(date +%s%N)\" >> " + log +
+                           "; sleep 0.05; echo \"- $(date +%s%N)\" >> " + log + "' || exit $?; done";
+  std::vector<std::unique_ptr<child_process>> children;
+  for (int p = 0; p < processes; ++p) children.push_back(spawn({"sh", "-c", body}));
+  for (auto& c : children) CHECK(c->wait(60s) == 0);
+  int intervals = 0;
+  const int most = most_at_once(log, intervals);
+  CHECK(intervals == processes * rounds);
+  CHECK(most <= permits);
+  CHECK(most == permits);  // they did share the semaphore, not run one by one
+  CHECK(raw.command("GET", "pool").text == std::to_string(permits));
+  std::remove(log.c_str());
+}
+
+TEST_CASE("lockscope semaphore and latch: exit statuses and interrupted waits", "[lock][semaphore][cli][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  const std::string u = url(server);
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), cli);
+    auto c = spawn(args);
+    const int status = c->wait(20s);
+    return std::pair{status, c->output()};
+  };
+  CHECK(run({"semaphore", "s", "--permits", "1", "--redis", u, "--", "sh", "-c", "exit 7"}).first == 7);
+  CHECK(raw.command("GET", "s").text == "1");
+  raw.command("SET", "s", "0");
+  auto [timed_out, why] = run({"semaphore", "s", "--wait", "100ms", "--redis", u, "--", "true"});
+  CHECK(timed_out == 75);
+  CHECK_THAT(why, Catch::Contains("timed out after 100ms"));
+  CHECK(run({"semaphore", "s", "--wait", "5", "--redis", u, "--", "true"}).first == 64);
+  CHECK(run({"semaphore", "s", "--count", "0", "--redis", u, "--", "true"}).first == 64);
+  CHECK(run({"semaphore", "s", "--redis", "redis://127.0.0.1:1", "--", "true"}).first == 69);
+  raw.command("SET", "s", "1");
+  CHECK(run({"semaphore", "s", "--redis", u, "--", "no-such-program-lockscope"}).first == 127);
+  CHECK(raw.command("GET", "s").text == "1");  // released all the same
+
+  // SIGTERM while waiting: no permit taken, no subscription left.
+  raw.command("SET", "s", "0");
+  auto waiter = spawn({cli, "semaphore", "s", "--redis", u, "--", "true"});
+  REQUIRE(eventually([&] { return raw.command("PUBSUB", "NUMSUB", "redisson_sc:{s}").elements.at(1).integer == 1; }, 5s));
+  ::kill(waiter->pid, SIGTERM);
+  CHECK(waiter->wait(10s) == 128 + SIGTERM);
+  CHECK(raw.command("GET", "s").text == "0");
+  CHECK(raw.command("PUBSUB", "NUMSUB", "redisson_sc:{s}").elements.at(1).integer == 0);
+
+  // The latch verbs.
+  CHECK(run({"latch", "l", "--count", "2", "--redis", u}).first == 0);
+  CHECK(run({"latch", "l", "--count", "2", "--redis", u}).first == 1);
+  CHECK(run({"latch", "l", "--await", "--wait", "100ms", "--redis", u}).first == 75);
+  auto awaiting = spawn({cli, "latch", "l", "--await", "--wait", "20s", "--redis", u});
+  REQUIRE(eventually(
+      [&] {
+        return raw.command("PUBSUB", "NUMSUB", "redisson_countdownlatch__channel__{l}").elements.at(1).integer == 1;
+      },
+      5s));
+  CHECK(run({"latch", "l", "--count-down", "--redis", u}).first == 0);
+  CHECK(run({"latch", "l", "--get", "--redis", u}).second == "1\n");
+  CHECK(run({"latch", "l", "--count-down", "--redis", u}).first == 0);
+  CHECK(awaiting->wait(5s) == 0);
+  CHECK(run({"latch", "l", "--await", "--redis", u}).first == 0);  // gone: nothing to wait for
+  CHECK(run({"latch", "l", "--count-down", "--await", "--redis", u}).first == 64);
+}
