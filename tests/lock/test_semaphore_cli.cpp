@@ -9,12 +9,18 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include <catch2/catch.hpp>
 
@@ -43,7 +49,9 @@ int most_at_once(const std::string& log_path, int& intervals) {
   std::vector<std::pair<long long, int>> events;
   std::string sign;
   long long at = 0;
-  while (in >> sign >> at) events.emplace_back(at, sign == "+" ? 1 : -1);
+  while (in >> sign >> at) {
+    if (sign == "+" || sign == "-") events.emplace_back(at, sign == "+" ? 1 : -1);
+  }
   // An end and a start at the same nanosecond: the end first.
   std::sort(events.begin(), events.end());
   int open = 0, most = 0;
@@ -135,4 +143,110 @@ TEST_CASE("lockscope semaphore and latch: exit statuses and interrupted waits", 
   CHECK(awaiting->wait(5s) == 0);
   CHECK(run({"latch", "l", "--await", "--redis", u}).first == 0);  // gone: nothing to wait for
   CHECK(run({"latch", "l", "--count-down", "--await", "--redis", u}).first == 64);
+}
+
+namespace {
+
+// /work/shared/redisson (or $LOCKSCOPE_REDISSON_DIR): real Redisson built offline.
+std::optional<std::filesystem::path> redisson_dir() {
+  std::vector<std::filesystem::path> candidates;
+  if (const char* env = std::getenv("LOCKSCOPE_REDISSON_DIR"); env != nullptr && *env != '\0') candidates.emplace_back(env);
+  candidates.emplace_back(std::filesystem::path(LOCKSCOPE_SOURCE_DIR) / ".." / "shared" / "redisson");
+  candidates.emplace_back("/work/shared/redisson");
+  for (const auto& c : candidates) {
+    if (std::filesystem::exists(c / "redisson-4.7.0-offline.jar")) return c;
+  }
+  return std::nullopt;
+}
+
+bool on_path(const std::string& program) {
+  return std::system(("command -v " + program + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+std::string redisson_classpath(const std::filesystem::path& dir, const std::string& release) {
+  std::string cp = (dir / ("redisson-" + release + "-offline.jar")).string();
+  for (const char* j : {"netty-buffer", "netty-codec", "netty-codec-dns", "netty-common", "netty-handler",
+                        "netty-resolver", "netty-resolver-dns", "netty-transport", "netty-transport-native-epoll",
+                        "netty-transport-native-kqueue", "netty-transport-native-unix-common", "jackson-databind",
+                        "jackson-core", "jackson-annotations", "jackson-dataformat-yaml", "snakeyaml", "byte-buddy",
+                        "slf4j-api", "geronimo-jcache-1.0-spec", "slf4j-simple"})
+    cp += std::string(":/usr/share/java/") + j + ".jar";
+  return cp;
+}
+
+}  // namespace
+
+TEST_CASE("lockscope semaphore and latch beside real Redisson: permits never exceeded, wake-ups both ways",
+          "[lock][semaphore][cli][redis][redisson]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  const auto dir = redisson_dir();
+  if (!dir || !on_path("java") || !on_path("javac")) {
+    WARN("real Redisson needs /work/shared/redisson (or $LOCKSCOPE_REDISSON_DIR) and a JDK (java, javac; "
+         "scripts/install-deps --test): skipping");
+    return;
+  }
+  for (const std::string release : {"4.7.0", "3.16.8"}) {
+    DYNAMIC_SECTION("Redisson " << release) {
+      const std::string cp = redisson_classpath(*dir, release);
+      char work_template[] = "/tmp/lockscope-redisson-sem-XXXXXX";
+      REQUIRE(::mkdtemp(work_template) != nullptr);
+      const std::filesystem::path work = work_template;
+      const std::string classes = (work / "classes").string();
+      auto javac = spawn({"javac", "-nowarn", "-cp", cp, "-d", classes,
+                          std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/RedissonSemaphoreDriver.java"});
+      REQUIRE(javac->wait(120s) == 0);
+      redis_server server;
+      resp_connection raw(server.host(), server.port());
+      const std::string u = url(server);
+      const std::string log = (work / "holds.log").string();
+      constexpr int permits = 2;
+      auto run = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), cli);
+        auto c = spawn(args);
+        return c->wait(120s);
+      };
+      REQUIRE(run({"latch", "go", "--count", "1", "--redis", u}) == 0);
+      REQUIRE(run({"latch", "back", "--count", "1", "--redis", u}) == 0);
+      auto java = spawn({"java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classes + ":" + cp,
+                         "RedissonSemaphoreDriver", std::to_string(server.port()), "pool", std::to_string(permits), "3",
+                         "4", "go", "back", log});
+      // Redisson waits on the latch's channel once its JVM is up (seconds on 2 cores).
+      REQUIRE(eventually(
+          [&] {
+            return raw.command("PUBSUB", "NUMSUB", "redisson_countdownlatch__channel__{go}").elements.at(1).integer == 1;
+          },
+          120s, 50ms));
+      // lockscope waits for Redisson's count-down meanwhile.
+      auto back = spawn({cli, "latch", "back", "--await", "--wait", "120s", "--redis", u});
+      const std::string body = "for i in 1 2 3 4; do " + cli + " semaphore pool --permits " + std::to_string(permits) +
+                               " --redis " + u + " -- sh -c 'echo \"+ $(date +%s%N)\" >> " + log +
+                               "; sleep 0.05; echo \"- $(date +%s%N)\" >> " + log + "' || exit $?; done";
+      std::vector<std::unique_ptr<child_process>> ours;
+      for (int p = 0; p < 3; ++p) ours.push_back(spawn({"sh", "-c", body}));
+      const auto released = std::chrono::system_clock::now();
+      REQUIRE(run({"latch", "go", "--count-down", "--redis", u}) == 0);
+      for (auto& c : ours) CHECK(c->wait(120s) == 0);
+      CHECK(java->wait(120s) == 0);
+      CHECK(back->wait(10s) == 0);  // Redisson's count-down woke lockscope's await
+      int intervals = 0;
+      const int most = most_at_once(log, intervals);
+      CHECK(intervals == 3 * 4 + 3 * 4);
+      CHECK(most <= permits);
+      CHECK(raw.command("GET", "pool").text == std::to_string(permits));
+      // Redisson's await woke on lockscope's count-down message.
+      std::ifstream in(log);
+      std::string sign;
+      long long at = 0;
+      long long woke = 0;
+      while (in >> sign >> at) {
+        if (sign == "woke") woke = at;
+      }
+      const long long sent = std::chrono::duration_cast<std::chrono::nanoseconds>(released.time_since_epoch()).count();
+      INFO("count-down sent at " << sent << ", Redisson woke at " << woke << " (" << (woke - sent) / 1000000
+                                 << " ms, including the count-down process's start)");
+      CHECK(woke > sent);
+      CHECK(woke - sent < 250'000'000LL);  // 25-35 ms here, the CLI's start included
+      std::filesystem::remove_all(work);
+    }
+  }
 }
