@@ -6,12 +6,15 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -186,32 +189,37 @@ TEST_CASE("semaphore: a cancelled async acquire takes no permit and leaves no su
   boost::system::error_code result;
   bool completed = false;
   std::thread::id completed_on;
-  s.async_acquire(1, asio::bind_cancellation_slot(signal.slot(), [&](boost::system::error_code ec) {
-                    result = ec;
-                    completed = true;
-                    completed_on = std::this_thread::get_id();
-                  }));
+  // The handler runs on the application's io_context, where the signal is emitted too
+  // (a cancellation_signal is not thread-safe).
+  s.async_acquire(1, asio::bind_cancellation_slot(
+                         signal.slot(), asio::bind_executor(io, [&](boost::system::error_code ec) {
+                           result = ec;
+                           completed = true;
+                           completed_on = std::this_thread::get_id();
+                         })));
   asio::steady_timer t(io, 300ms);
+  bool subscribed = false;
   t.async_wait([&](boost::system::error_code) {
-    CHECK(numsub(raw, "redisson_sc:{cancel}") == 1);
+    subscribed = numsub(raw, "redisson_sc:{cancel}") == 1;
     signal.emit(asio::cancellation_type::terminal);
   });
-  // The handler has the default executor (the client's strand), so run a while here and
-  // wait on the flag.
-  io.run();
-  REQUIRE(eventually([&] { return completed; }, 3s));
+  io.run();  // returns once the handler ran: the acquire kept the io_context's work count up
+  CHECK(subscribed);
+  REQUIRE(completed);
+  CHECK(completed_on == std::this_thread::get_id());
   CHECK(result == asio::error::operation_aborted);
   CHECK(get(raw, "cancel") == "0");
   CHECK(eventually([&] { return numsub(raw, "redisson_sc:{cancel}") == 0; }, 2s));
 
   // A cancellation that races with the release: whatever the outcome, the permits add up.
   for (int i = 0; i < 20; ++i) {
-    asio::cancellation_signal race;
+    auto race = std::make_shared<asio::cancellation_signal>();  // outlives a late emit
     std::promise<boost::system::error_code> p;
-    s.async_acquire(1, asio::bind_cancellation_slot(race.slot(), [&](boost::system::error_code ec) { p.set_value(ec); }));
+    // The handler runs on the client's strand (its default executor): emit there too.
+    s.async_acquire(1, asio::bind_cancellation_slot(race->slot(), [&](boost::system::error_code ec) { p.set_value(ec); }));
     std::this_thread::sleep_for(std::chrono::milliseconds(i % 5));
     s.release();
-    race.emit(asio::cancellation_type::terminal);
+    asio::post(redis.get_executor(), [race] { race->emit(asio::cancellation_type::terminal); });
     const auto ec = p.get_future().get();
     // Acquired: it holds the permit; aborted: it took none (or gave it back).
     const std::string free = get(raw, "cancel");
@@ -319,7 +327,7 @@ TEST_CASE("count_down_latch: a cancelled async await leaves no subscription", "[
   std::promise<boost::system::error_code> p;
   latch.async_await(asio::bind_cancellation_slot(signal.slot(), [&](boost::system::error_code ec) { p.set_value(ec); }));
   REQUIRE(eventually([&] { return numsub(raw, latch.channel()) == 1; }, 2s));
-  signal.emit(asio::cancellation_type::terminal);
+  asio::post(redis.get_executor(), [&signal] { signal.emit(asio::cancellation_type::terminal); });
   CHECK(p.get_future().get() == asio::error::operation_aborted);
   CHECK(eventually([&] { return numsub(raw, latch.channel()) == 0; }, 2s));
   CHECK(latch.get_count() == 1);
