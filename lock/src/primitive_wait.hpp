@@ -5,6 +5,7 @@
 // (permits changed by a plain SET, a message lost with a connection).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -23,8 +24,9 @@
 
 namespace lockscope::lock::detail {
 
-// The attempt: sends one command and completes with a value; `succeeded(value)` says
-// whether the wait is over.
+// The attempt: sends one command and completes with a value: > 0 the wait is over
+// (the operation's result), 0 not yet, < 0 not yet, and try again in -value ms at the
+// latest (a permit-expirable semaphore's nearest permit expiry, which publishes nothing).
 using attempt_fn = unique_function<void(completion<std::int64_t> done)>;
 
 class primitive_wait final : public subscription_listener,
@@ -84,14 +86,14 @@ class primitive_wait final : public subscription_listener,
     in_flight_ = false;
     if (finished_) return;
     if (cancelled_) {
-      if (!s && value != 0 && spec_.undo) {
+      if (!s && value > 0 && spec_.undo) {
         auto self = shared_from_this();
         return spec_.undo(value, [self] { self->finish({operation_aborted(), {}}, 0); });
       }
       return finish({operation_aborted(), {}}, 0);
     }
     if (s) return finish(std::move(s), 0);
-    if (value != 0) return finish({}, value);
+    if (value > 0) return finish({}, value);
     if (deadline_ && clock::now() >= *deadline_) return finish({}, 0);
     if (!waiter_) {
       bool confirmed = false;
@@ -99,11 +101,11 @@ class primitive_wait final : public subscription_listener,
       if (confirmed) again_ = true;
     }
     if (std::exchange(again_, false)) return attempt();
-    arm_timer();
+    arm_timer(value < 0 ? std::chrono::milliseconds(-value) : poll_interval);
   }
 
-  void arm_timer() {
-    auto next = clock::now() + poll_interval;
+  void arm_timer(std::chrono::milliseconds after) {
+    auto next = clock::now() + std::min(after, std::chrono::milliseconds(poll_interval));
     if (deadline_ && *deadline_ < next) next = *deadline_;
     timer_.expires_at(next);
     timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {

@@ -140,7 +140,7 @@ std::string_view to_string(redisson_role r) noexcept {
 }
 
 namespace {
-constexpr std::array<primitive_script_info, 8> primitive_table{{
+constexpr std::array<primitive_script_info, 12> primitive_table{{
     {primitive_script::semaphore_try_acquire, "semaphore_try_acquire", scripts::semaphore_try_acquire,
      "c7dc9d189c1715465a31a06ddbc008585e0c20be", 1, 1},
     {primitive_script::semaphore_release, "semaphore_release", scripts::semaphore_release,
@@ -157,6 +157,14 @@ constexpr std::array<primitive_script_info, 8> primitive_table{{
      "2a52d54a6f35bc8af5e84a2930b2ca1aa2a15892", 2, 3},
     {primitive_script::latch_delete, "latch_delete", scripts::latch_delete, "47aed1b8133417c9bc009ffc08602e37ed4a1bb3",
      2, 2},
+    {primitive_script::expirable_try_acquire, "expirable_try_acquire", scripts::expirable_try_acquire,
+     "992c96b09a3d8ea0b37f5dc12e5347a44d93909d", 3, 6},
+    {primitive_script::expirable_try_release, "expirable_try_release", scripts::expirable_try_release,
+     "4ce079451bee2993ce00c8a4e205b536c6ccad67", 3, 4},
+    {primitive_script::expirable_available_permits, "expirable_available_permits",
+     scripts::expirable_available_permits, "26b3972b2c9e617556282f404cb79709d746a713", 3, 2},
+    {primitive_script::expirable_add_permits, "expirable_add_permits", scripts::expirable_add_permits,
+     "ec6fb1cd5f66817424e8fe70fee7929391b7c6f0", 2, 2},
 }};
 static_assert([] {
   for (std::size_t i = 0; i < primitive_table.size(); ++i)

@@ -25,6 +25,7 @@
 
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/count_down_latch.hpp"
+#include "lockscope/lock/permit_expirable_semaphore.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/lock/semaphore.hpp"
 #include "lockscope/test/catch_support.hpp"
@@ -331,4 +332,81 @@ TEST_CASE("count_down_latch: a cancelled async await leaves no subscription", "[
   CHECK(p.get_future().get() == asio::error::operation_aborted);
   CHECK(eventually([&] { return numsub(raw, latch.channel()) == 0; }, 2s));
   CHECK(latch.get_count() == 1);
+}
+
+TEST_CASE("permit_expirable_semaphore: ids, leases that run out, release by id", "[lock][semaphore][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  lock::client redis(config_for(server));
+  lock::permit_expirable_semaphore s = redis.get_permit_expirable_semaphore("jobs");
+  CHECK(s.channel() == "redisson_sc:{jobs}");
+  CHECK(s.timeout_name() == "{jobs}:timeout");
+  CHECK(s.try_set_permits(2));
+  CHECK_FALSE(s.try_set_permits(7));
+  const std::string leased = s.acquire(300ms);
+  CHECK(leased.size() == 32);
+  const std::string kept = s.acquire();
+  CHECK(kept != leased);
+  CHECK(get(raw, "jobs") == "0");
+  CHECK(raw.command("ZCARD", "{jobs}:timeout").integer == 2);
+  CHECK_FALSE(s.try_acquire(0ms).has_value());
+  // The leased permit comes back at its expiry: the waiter retries then (no message
+  // announces an expiry), not at the next 1 s poll.
+  const auto start = steady::now();
+  const auto third = s.try_acquire(3s, 5s);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start);
+  REQUIRE(third.has_value());
+  INFO("waited " << waited.count() << " ms for a lease of 300 ms");
+  CHECK(waited < 700ms);
+  CHECK_FALSE(s.try_release(leased));  // expired, and taken back
+  CHECK_THROWS_AS(s.release(leased), lock::lock_error);
+  CHECK_THROWS_AS(s.release("not hex"), lock::lock_error);
+  s.release(*third);
+  CHECK(s.available_permits() == 1);
+  CHECK(s.try_release(kept));
+  CHECK(s.available_permits() == 2);
+  CHECK(raw.command("ZCARD", "{jobs}:timeout").integer == 0);
+  s.add_permits(1);
+  CHECK(s.available_permits() == 3);
+}
+
+TEST_CASE("permit_expirable_semaphore: woken by a release, a cancelled acquire holds no permit",
+          "[lock][semaphore][async][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  lock::client redis(config_for(server));
+  lock::client other(config_for(server));
+  lock::permit_expirable_semaphore s = redis.get_permit_expirable_semaphore("one");
+  REQUIRE(s.try_set_permits(1));
+  const std::string held = s.acquire();
+  auto got = std::async(std::launch::async, [&] {
+    auto id = other.get_permit_expirable_semaphore("one").try_acquire(10s);
+    return std::pair{id, steady::now()};
+  });
+  REQUIRE(eventually([&] { return numsub(raw, "redisson_sc:{one}") == 1; }, 2s));
+  std::this_thread::sleep_for(100ms);
+  const auto released = steady::now();
+  s.release(held);
+  auto [id, at] = got.get();
+  REQUIRE(id.has_value());
+  CHECK(std::chrono::duration_cast<std::chrono::milliseconds>(at - released) < 100ms);
+
+  asio::cancellation_signal signal;
+  std::promise<std::pair<boost::system::error_code, std::string>> p;
+  s.async_try_acquire(10s, std::nullopt,
+                      asio::bind_cancellation_slot(signal.slot(), [&](boost::system::error_code ec, std::string permit) {
+                        p.set_value({ec, permit});
+                      }));
+  REQUIRE(eventually([&] { return numsub(raw, "redisson_sc:{one}") == 1; }, 2s));
+  asio::post(redis.get_executor(), [&signal] { signal.emit(asio::cancellation_type::terminal); });
+  const auto [ec, permit] = p.get_future().get();
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK(permit.empty());
+  CHECK(get(raw, "one") == "0");
+  CHECK(raw.command("ZCARD", "{one}:timeout").integer == 1);  // only the other's
+  CHECK(eventually([&] { return numsub(raw, "redisson_sc:{one}") == 0; }, 2s));
+  CHECK(other.get_permit_expirable_semaphore("one").try_release(*id));
+  CHECK(s.available_permits() == 1);
 }

@@ -63,6 +63,7 @@ class fenced_lock;
 class read_write_lock;
 class semaphore;
 class count_down_latch;
+class permit_expirable_semaphore;
 class subscription_listener;
 
 namespace detail {
@@ -316,6 +317,8 @@ class client {
   semaphore get_semaphore(std::string name);
   // Redisson's RCountDownLatch on `name` (lockscope/lock/count_down_latch.hpp).
   count_down_latch get_count_down_latch(std::string name);
+  // Redisson's RPermitExpirableSemaphore on `name` (lockscope/lock/permit_expirable_semaphore.hpp).
+  permit_expirable_semaphore get_permit_expirable_semaphore(std::string name);
 
   // This client's UUID: the node id part of its owner ids.
   const std::string& id() const noexcept;

@@ -391,6 +391,19 @@ std::string_view to_string(redisson_role r) noexcept;
 //   latch_try_set_count      KEYS[1..2]  ARGV[1]="1" ARGV[2]=count ARGV[3]=publish
 //                            reply: 1 = set, 0 = a count is already set
 //   latch_delete             KEYS[1..2]  ARGV[1]="1" ARGV[2]=publish   reply: 1 = deleted
+// Permit-expirable semaphore (RedissonPermitExpirableSemaphore): KEYS name, the sorted
+// set `{name}:timeout` (`name:timeout` when the name holds '{') of acquired permit ids
+// (16 raw bytes each) scored by their expiry (Unix ms; 922337203685477 = no lease), and
+// the channel `redisson_sc:{name}`. Every call first returns expired permits (and
+// publishes the new count). Its try_set_permits is semaphore_try_set_permits.
+//   expirable_try_acquire    KEYS name, timeout set, channel  ARGV[1]=permits ARGV[2]=expiry
+//                            ARGV[3]=now ARGV[4]=922337203685477 ARGV[5]=publish ARGV[6..]=ids
+//                            reply: "OK" = taken; ":<expiry>" = the nearest permit's expiry
+//                            (retry then); nil = wait for a release
+//   expirable_try_release    KEYS name, channel, timeout set  ARGV[1]=id ARGV[2]=1 ARGV[3]=now
+//                            ARGV[4]=publish   reply: 1 = released; 0 = unknown or expired
+//   expirable_available_permits KEYS name, timeout set, channel  ARGV[1]=now ARGV[2]=publish
+//   expirable_add_permits    KEYS name, channel  ARGV[1]=permits ARGV[2]=publish
 enum class primitive_script : std::uint8_t {
   semaphore_try_acquire,
   semaphore_release,
@@ -400,6 +413,10 @@ enum class primitive_script : std::uint8_t {
   latch_count_down,
   latch_try_set_count,
   latch_delete,
+  expirable_try_acquire,
+  expirable_try_release,
+  expirable_available_permits,
+  expirable_add_permits,
 };
 
 namespace scripts {
@@ -462,6 +479,69 @@ inline constexpr std::string_view latch_delete =
     "else "
     "return 0 "
     "end";
+// RedissonPermitExpirableSemaphore.tryAcquireAsync(List<String>, long).
+inline constexpr std::string_view expirable_try_acquire =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); "
+    "if #expiredIds > 0 then "
+    "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+    "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+    "if tonumber(value) > 0 then "
+    "redis.call(ARGV[5], KEYS[3], value); "
+    "end;"
+    "end; "
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+    "redis.call('decrby', KEYS[1], ARGV[1]); "
+    "for i = 6, #ARGV, 1 do "
+    "redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); "
+    "end; "
+    "local ttl = redis.call('pttl', KEYS[1]); "
+    "if ttl > 0 then "
+    "redis.call('pexpire', KEYS[2], ttl); "
+    "end; "
+    "return 'OK'; "
+    "end; "
+    "local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); "
+    "if v[1] ~= nil and v[2] ~= ARGV[4] then "
+    "return ':' .. tostring(v[2]); "
+    "end "
+    "return nil;";
+// RedissonPermitExpirableSemaphore.tryReleaseAsync(String).
+inline constexpr std::string_view expirable_try_release =
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);"
+    "local removed = redis.call('zrem', KEYS[3], ARGV[1]);"
+    "if tonumber(removed) ~= 1 then "
+    "return 0;"
+    "end;"
+    "local value = redis.call('incrby', KEYS[1], ARGV[2]); "
+    "redis.call(ARGV[4], KEYS[2], value); "
+    "if tonumber(expire) <= tonumber(ARGV[3]) then "
+    "return 0;"
+    "end;"
+    "return 1;";
+// RedissonPermitExpirableSemaphore.availablePermitsAsync.
+inline constexpr std::string_view expirable_available_permits =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); "
+    "if #expiredIds > 0 then "
+    "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+    "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+    "if tonumber(value) > 0 then "
+    "redis.call(ARGV[2], KEYS[3], value); "
+    "end;"
+    "return value; "
+    "end; "
+    "local ret = redis.call('get', KEYS[1]); "
+    "return ret == false and 0 or ret;";
+// RedissonPermitExpirableSemaphore.addPermitsAsync.
+inline constexpr std::string_view expirable_add_permits =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value == false) then "
+    "value = 0;"
+    "end;"
+    "redis.call('set', KEYS[1], tonumber(value) + tonumber(ARGV[1])); "
+    "if tonumber(ARGV[1]) > 0 then "
+    "redis.call(ARGV[2], KEYS[2], ARGV[1]); "
+    "end;";
 }  // namespace scripts
 
 struct primitive_script_info {
