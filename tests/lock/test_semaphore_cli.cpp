@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <memory>
 #include <sstream>
@@ -24,6 +25,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "lockscope/lock/client.hpp"
+#include "lockscope/lock/permit_expirable_semaphore.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
@@ -36,6 +39,7 @@ using lockscope::test::eventually;
 using lockscope::test::redis_server;
 using lockscope::test::resp_connection;
 using lockscope::test::spawn;
+namespace lock = lockscope::lock;
 
 namespace {
 
@@ -44,13 +48,13 @@ const std::string cli = LOCKSCOPE_CLI;
 std::string url(const redis_server& s) { return "redis://" + s.host() + ":" + std::to_string(s.port()); }
 
 // The most intervals open at one instant, from "+ <ns>" / "- <ns>" lines.
-int most_at_once(const std::string& log_path, int& intervals) {
+int most_at_once(const std::string& log_path, int& intervals, const std::string& suffix = "") {
   std::ifstream in(log_path);
   std::vector<std::pair<long long, int>> events;
   std::string sign;
   long long at = 0;
   while (in >> sign >> at) {
-    if (sign == "+" || sign == "-") events.emplace_back(at, sign == "+" ? 1 : -1);
+    if (sign == "+" + suffix || sign == "-" + suffix) events.emplace_back(at, sign[0] == '+' ? 1 : -1);
   }
   // An end and a start at the same nanosecond: the end first.
   std::sort(events.begin(), events.end());
@@ -226,6 +230,32 @@ TEST_CASE("lockscope semaphore and latch beside real Redisson: permits never exc
       const auto released = std::chrono::system_clock::now();
       REQUIRE(run({"latch", "go", "--count-down", "--redis", u}) == 0);
       for (auto& c : ours) CHECK(c->wait(120s) == 0);
+      // The permit-expirable semaphore pool-x: lockscope threads beside Redisson's.
+      {
+        lock::client redis(lockscope::test::config_for(server));
+        std::vector<std::thread> threads;
+        std::mutex log_mutex;
+        auto mark = [&](const char* what) {
+          const auto ns =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
+          std::lock_guard guard(log_mutex);
+          std::ofstream(log, std::ios::app) << what << " " << ns.count() << "\n";
+        };
+        redis.get_permit_expirable_semaphore("pool-x").try_set_permits(permits);
+        for (int t = 0; t < 3; ++t) {
+          threads.emplace_back([&] {
+            auto pes = redis.get_permit_expirable_semaphore("pool-x");
+            for (int i = 0; i < 4; ++i) {
+              const std::string id = pes.acquire(std::chrono::seconds(10));
+              mark("+x");
+              std::this_thread::sleep_for(50ms);
+              mark("-x");
+              pes.release(id);
+            }
+          });
+        }
+        for (auto& t : threads) t.join();
+      }
       CHECK(java->wait(120s) == 0);
       CHECK(back->wait(10s) == 0);  // Redisson's count-down woke lockscope's await
       int intervals = 0;
@@ -233,6 +263,10 @@ TEST_CASE("lockscope semaphore and latch beside real Redisson: permits never exc
       CHECK(intervals == 3 * 4 + 3 * 4);
       CHECK(most <= permits);
       CHECK(raw.command("GET", "pool").text == std::to_string(permits));
+      int expirable_intervals = 0;
+      const int most_expirable = most_at_once(log, expirable_intervals, "x");
+      CHECK(expirable_intervals > 12);  // ours (12) and some of Redisson's, at least
+      CHECK(most_expirable <= permits);
       // Redisson's await woke on lockscope's count-down message.
       std::ifstream in(log);
       std::string sign;

@@ -3,7 +3,9 @@
 // a wake-up from lockscope to Redisson), logs "woke <ns>", then <threads> threads each
 // acquire one permit of <semaphore> <rounds> times, log "+ <ns>" and "- <ns>" (wall
 // clock, as `date +%s%N`) around a 50 ms hold, and release; at the end it counts latch
-// <back> down (a wake-up from Redisson to lockscope) and prints "done".
+// <back> down (a wake-up from Redisson to lockscope) and prints "done". Between the two,
+// the same threads do the same on the permit-expirable semaphore <semaphore>-x (a lease
+// of 10 s per permit), logging "+x" and "-x".
 //
 //   java -cp out:$CP RedissonSemaphoreDriver <port> <semaphore> <permits> <threads> <rounds> <go> <back> <log>
 import java.io.FileWriter;
@@ -14,6 +16,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.redisson.Redisson;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -54,6 +57,28 @@ public class RedissonSemaphoreDriver {
                         Thread.sleep(50);
                         mark("-");
                         sem.release();
+                    }
+                } catch (InterruptedException e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            w.start();
+            workers.add(w);
+        }
+        for (Thread w : workers) w.join();
+        // The permit-expirable semaphore <semaphore>-x: permits with ids and a lease of 10 s.
+        RPermitExpirableSemaphore pes = redisson.getPermitExpirableSemaphore(semaphore + "-x");
+        pes.trySetPermits(permits);
+        workers.clear();
+        for (int t = 0; t < threads; ++t) {
+            Thread w = new Thread(() -> {
+                try {
+                    for (int i = 0; i < rounds; ++i) {
+                        String id = pes.acquire(10, TimeUnit.SECONDS);
+                        mark("+x");
+                        Thread.sleep(50);
+                        mark("-x");
+                        pes.release(id);
                     }
                 } catch (InterruptedException e) {
                     throw new RuntimeException(e);
