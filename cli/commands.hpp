@@ -18,6 +18,12 @@ void add_decode_command(CLI::App& app, int& exit_code);
 // `lockscope analyze FILE... | -i IFACE`: per-lock timelines, anomalies and a summary.
 void add_analyze_command(CLI::App& app, int& exit_code);
 
+// `lockscope semaphore NAME [--permits N] [--count K] [--wait DUR] -- CMD...`: run CMD
+// holding permits of a Redisson RSemaphore; `lockscope latch NAME --count N |
+// --count-down | --get | --await [--wait DUR]`: a Redisson RCountDownLatch.
+void add_semaphore_command(CLI::App& app, int& exit_code);
+void add_latch_command(CLI::App& app, int& exit_code);
+
 // `lockscope scripts [NAME] [--sha1]`: the lock scripts (lock/scripts.hpp) as text.
 void add_scripts_command(CLI::App& app, int& exit_code);
 

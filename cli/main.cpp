@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   lockscope::cli::add_resp_command(app, exit_code);
   lockscope::cli::add_lock_command(app, exit_code);
+  lockscope::cli::add_semaphore_command(app, exit_code);
+  lockscope::cli::add_latch_command(app, exit_code);
   lockscope::cli::add_decode_command(app, exit_code);
   lockscope::cli::add_analyze_command(app, exit_code);
   lockscope::cli::add_scripts_command(app, exit_code);
@@ -107,7 +109,8 @@ int main(int argc, char** argv) {
     // One status for every usage error, not CLI11's own (105, 109, …): 64 (EX_USAGE) for
     // `lock`, whose other statuses are sysexits, as scripts around it test; 2 elsewhere,
     // as the commands' own argument errors and tcpdump.
-    const bool lock_command = argc > 1 && std::string_view(argv[1]) == "lock";
+    const bool lock_command = argc > 1 && (std::string_view(argv[1]) == "lock" || std::string_view(argv[1]) == "semaphore" ||
+                                           std::string_view(argv[1]) == "latch");
     return lock_command ? 64 : 2;
   }
   return stdout_status(exit_code);

@@ -21,6 +21,8 @@
 // --cluster-only: throughput_locks_per_s (256 chains, one client) on one redis-server,
 // then on a Redis Cluster of 3 masters (no replicas) started by the bench, through the
 // cluster client (redis-cluster://), in the same run.
+// --semaphore-only: the semaphore's acquire+release pair against redis-benchmark -c 1's
+// EVAL of the same two scripts in the same run (target: 1.15 x two round trips).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -45,6 +47,7 @@
 #include <fmt/ranges.h>
 
 #include "lockscope/lock/client.hpp"
+#include "lockscope/lock/semaphore.hpp"
 #include "lockscope/lock/multi_lock.hpp"
 #include "lockscope/lock/scripts.hpp"
 #include "lockscope/test/redis_cluster.hpp"
@@ -88,11 +91,15 @@ struct rb_result {
 
 // Runs redis-benchmark on the acquire EVAL over random lock names and parses --csv.
 // `tls_options`: redis-benchmark's --tls flags, or empty.
+// `eval_args`: another EVAL's script and arguments (quoted for sh) instead.
 rb_result redis_benchmark(const std::string& binary, std::uint16_t port, int clients, int pipeline, int requests,
-                          const std::string& tls_options = {}) {
-  const std::string command = fmt::format(
-      "{} -h 127.0.0.1 -p {} {} -c {} -P {} -n {} -r 100000 --csv EVAL \"{}\" 1 lock:__rand_int__ 30000 {} 2>/dev/null",
-      binary, port, tls_options, clients, pipeline, requests, lock::scripts::acquire, bench_owner);
+                          const std::string& tls_options = {}, const std::string& eval_args = {}) {
+  const std::string args = eval_args.empty()
+                               ? fmt::format("\"{}\" 1 lock:__rand_int__ 30000 {}", lock::scripts::acquire, bench_owner)
+                               : eval_args;
+  const std::string command =
+      fmt::format("{} -h 127.0.0.1 -p {} {} -c {} -P {} -n {} -r 100000 --csv EVAL {} 2>/dev/null", binary, port,
+                  tls_options, clients, pipeline, requests, args);
   rb_result r;
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) return r;
@@ -548,6 +555,56 @@ int cluster_comparison(bool quick) {
   return 0;
 }
 
+// The semaphore's acquire + release pair (async_try_acquire(1, 0) then async_release(1),
+// chained on the client's I/O thread) against redis-benchmark -c 1 running the same two
+// scripts by EVAL in the same run: the pair's p50 target is 1.15 x the sum of their p50s
+// (two round trips).
+int semaphore_comparison(const std::string& rb_binary, bool quick) {
+  lockscope::test::redis_server server;
+  const int requests = quick ? 5000 : 20000;
+  {
+    lock::client setup(config_for(server));
+    // Enough permits that every benchmark acquire succeeds.
+    setup.command({"SET", "bench:sem", "1000000000000"});
+  }
+  fmt::print(stderr, "redis-benchmark -c 1, the semaphore's acquire and release scripts ...\n");
+  const rb_result rb_acquire = redis_benchmark(
+      rb_binary, server.port(), 1, 1, requests, {},
+      fmt::format("\"{}\" 1 bench:sem 1", lock::scripts::semaphore_try_acquire));
+  const rb_result rb_release =
+      redis_benchmark(rb_binary, server.port(), 1, 1, requests, {},
+                      fmt::format("\"{}\" 2 bench:sem redisson_sc:{{bench:sem}} 1 PUBLISH", lock::scripts::semaphore_release));
+  lock::client client(config_for(server));
+  client.connect();
+  lock::semaphore sem = client.get_semaphore("bench:sem");
+  fmt::print(stderr, "semaphore pair latency ...\n");
+  const auto pairs = chained_latencies(client.get_executor(), 1000, quick ? 3000 : 20000, [&](std::function<void()> done) {
+    sem.async_try_acquire(1, std::chrono::milliseconds(0), [&, done](boost::system::error_code ec, bool acquired) {
+      if (ec || !acquired) throw std::runtime_error("semaphore not acquired");
+      sem.async_release(1, [done](boost::system::error_code rec) {
+        if (rec) throw boost::system::system_error(rec);
+        done();
+      });
+    });
+  });
+  const double p50 = percentile(pairs, 50);
+  const double anchor = (rb_acquire.p50_ms + rb_release.p50_ms) * 1000.0;
+  const double target = 1.15 * anchor;
+  fmt::print("{{\n");
+  fmt::print("  \"loadavg_1m\": {:.2f},\n", load_average_1m());
+  fmt::print("  \"semaphore_pair_latency_us_p50\": {:.1f},\n", p50);
+  fmt::print("  \"semaphore_pair_latency_us_p99\": {:.1f},\n", percentile(pairs, 99));
+  fmt::print("  \"semaphore_pair_samples\": {},\n", pairs.size());
+  fmt::print("  \"anchor_redis_benchmark_c1_acquire_p50_us\": {:.1f},\n", rb_acquire.p50_ms * 1000.0);
+  fmt::print("  \"anchor_redis_benchmark_c1_release_p50_us\": {:.1f},\n", rb_release.p50_ms * 1000.0);
+  fmt::print("  \"anchors_ok\": {},\n", rb_acquire.ok && rb_release.ok ? "true" : "false");
+  fmt::print("  \"target_semaphore_pair_p50_max_us\": {:.1f},\n", target);
+  fmt::print("  \"verdict_semaphore_pair_latency\": {}\n",
+             rb_acquire.ok && rb_release.ok && p50 <= target ? "\"pass\"" : "\"fail\"");
+  fmt::print("}}\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   bool quick = false;
   bool tls_only = false;
@@ -568,6 +625,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     else if (a == "--cluster-only") return cluster_comparison(quick);
+    else if (a == "--semaphore-only") return semaphore_comparison(rb_binary, quick);
     else if (a == "--redlock-only") {
       std::vector<std::unique_ptr<lockscope::test::redis_server>> servers;
       std::vector<std::unique_ptr<lock::client>> clients;
@@ -639,7 +697,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr,
-                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only | [--quick] --cluster-only\n");
+                   "usage: lock_bench [--quick] [--tls] [--redis-benchmark PATH] | --pair-only PORT | --handoff-only PORT | --fair-handoff-only PORT | --redlock-only | [--quick] --cluster-only | [--quick] --semaphore-only\n");
       return 2;
     }
   }

@@ -867,6 +867,64 @@ void ensure_usable(const lock_state& lock) {
   if (lock.impl->destroyed()) throw lock_error(errc::shut_down, "the client of lock '" + lock.name + "' was destroyed");
 }
 const strand_type& strand_of(const lock_state& lock) noexcept { return lock.impl->strand(); }
+std::uint64_t subscribe_channel(client_impl& impl, const std::string& channel, subscription_listener& listener,
+                                bool& confirmed) {
+  const auto added = impl.subscribe(channel, listener, impl.publishes_sharded());
+  confirmed = added.subscribed;
+  return added.id;
+}
+void unsubscribe_channel(client_impl& impl, const std::string& channel, std::uint64_t id) {
+  impl.unsubscribe(channel, id);
+}
+const char* publish_command(const client_impl& impl) noexcept {
+  return impl.publishes_sharded() ? "SPUBLISH" : "PUBLISH";
+}
+void start_eval(const std::shared_ptr<client_impl>& impl, std::string_view text, std::string_view sha1,
+                std::vector<std::string> keys, std::vector<std::string> argv, completion<resp::value> done) {
+  asio::post(impl->strand(), [impl, text, sha1, keys = std::move(keys), argv = std::move(argv),
+                              d = std::move(done)]() mutable {
+    if (reject_if_closed(*impl, d)) return;
+    auto encode = [&](bool by_sha) {
+      std::string encoded;
+      resp::writer w(encoded);
+      w.array(3 + keys.size() + argv.size());
+      w.bulk_string(by_sha ? "EVALSHA" : "EVAL");
+      w.bulk_string(by_sha ? sha1 : text);
+      w.bulk_string(decimal(static_cast<std::int64_t>(keys.size())));
+      for (const std::string& k : keys) w.bulk_string(k);
+      for (const std::string& a : argv) w.bulk_string(a);
+      return encoded;
+    };
+    const bool by_sha = impl->config().scripts == script_mode::evalsha;
+    const std::string key = keys.empty() ? std::string() : keys[0];
+    auto finish = [](completion<resp::value>& to, std::error_code ec, resp::value&& reply) {
+      if (ec) return to(error_status(ec, reply), resp::value{});
+      to({}, std::move(reply));
+    };
+    if (!by_sha) {
+      return impl->send(key, encode(false), impl->command_deadline(),
+                        [d = std::move(d), finish](std::error_code ec, resp::value&& reply) mutable {
+                          finish(d, ec, std::move(reply));
+                        });
+    }
+    std::string full = encode(false);
+    impl->send(key, encode(true), impl->command_deadline(),
+               [impl, key, full = std::move(full), d = std::move(d), finish](std::error_code ec,
+                                                                              resp::value&& reply) mutable {
+                 if (ec == errc::server_error && reply.text.starts_with("NOSCRIPT")) {
+                   // EVAL caches the script on the server: the next EVALSHA finds it.
+                   return impl->send(key, full, impl->command_deadline(),
+                                     [d = std::move(d), finish](std::error_code e, resp::value&& r) mutable {
+                                       finish(d, e, std::move(r));
+                                     });
+                 }
+                 finish(d, ec, std::move(reply));
+               });
+  });
+}
+void ensure_usable(const client_impl& impl) {
+  if (impl.destroyed()) throw lock_error(errc::shut_down, "the client was destroyed");
+}
 std::chrono::milliseconds watchdog_timeout_of(const lock_state& lock) noexcept {
   return lock.impl->config().watchdog_timeout;
 }

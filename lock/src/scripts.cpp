@@ -139,6 +139,45 @@ std::string_view to_string(redisson_role r) noexcept {
   return "?";
 }
 
+namespace {
+constexpr std::array<primitive_script_info, 12> primitive_table{{
+    {primitive_script::semaphore_try_acquire, "semaphore_try_acquire", scripts::semaphore_try_acquire,
+     "c7dc9d189c1715465a31a06ddbc008585e0c20be", 1, 1},
+    {primitive_script::semaphore_release, "semaphore_release", scripts::semaphore_release,
+     "ae27582488dd01f4e238cc0733a12146d410eb44", 2, 2},
+    {primitive_script::semaphore_try_set_permits, "semaphore_try_set_permits", scripts::semaphore_try_set_permits,
+     "241ce4e87e652b4f9b39d33cbcd7df9ee8ed906c", 2, 2},
+    {primitive_script::semaphore_add_permits, "semaphore_add_permits", scripts::semaphore_add_permits,
+     "98238d408c6755085344670d3a2ddaa55cf177a9", 2, 2},
+    {primitive_script::semaphore_drain_permits, "semaphore_drain_permits", scripts::semaphore_drain_permits,
+     "c87766d572855e9461c4ecd453db5d1cbab6119e", 1, 0},
+    {primitive_script::latch_count_down, "latch_count_down", scripts::latch_count_down,
+     "38060fab26b0e7c5982a5cfd7ad542e44d3da19b", 2, 2},
+    {primitive_script::latch_try_set_count, "latch_try_set_count", scripts::latch_try_set_count,
+     "2a52d54a6f35bc8af5e84a2930b2ca1aa2a15892", 2, 3},
+    {primitive_script::latch_delete, "latch_delete", scripts::latch_delete, "47aed1b8133417c9bc009ffc08602e37ed4a1bb3",
+     2, 2},
+    {primitive_script::expirable_try_acquire, "expirable_try_acquire", scripts::expirable_try_acquire,
+     "992c96b09a3d8ea0b37f5dc12e5347a44d93909d", 3, 6},
+    {primitive_script::expirable_try_release, "expirable_try_release", scripts::expirable_try_release,
+     "4ce079451bee2993ce00c8a4e205b536c6ccad67", 3, 4},
+    {primitive_script::expirable_available_permits, "expirable_available_permits",
+     scripts::expirable_available_permits, "26b3972b2c9e617556282f404cb79709d746a713", 3, 2},
+    {primitive_script::expirable_add_permits, "expirable_add_permits", scripts::expirable_add_permits,
+     "ec6fb1cd5f66817424e8fe70fee7929391b7c6f0", 2, 2},
+}};
+static_assert([] {
+  for (std::size_t i = 0; i < primitive_table.size(); ++i)
+    if (static_cast<std::size_t>(primitive_table[i].kind) != i) return false;
+  return true;
+}(), "rows in primitive_script order");
+}  // namespace
+
+std::span<const primitive_script_info> all_primitive_scripts() noexcept { return primitive_table; }
+const primitive_script_info& script(primitive_script kind) noexcept {
+  return primitive_table[static_cast<std::size_t>(kind)];
+}
+
 std::string sha1_hex(std::string_view bytes) {
   // Fetched once: OpenSSL 3's one-shot SHA1() looks the algorithm up on every call,
   // which costs more than hashing a lock script.

@@ -17,7 +17,7 @@ expected lines. In the expected lines, a line `...` stands for any number of lin
 before a block compares it with every run of digits read as one number and every run
 of spaces as one space (live traffic: ports, times).
 
-A block whose commands name port 6379, `lockscope lock`, `redis-cli` or `./embed_lock`
+A block whose commands name port 6379, `lockscope lock` (or `semaphore`, `latch`), `redis-cli` or `./embed_lock`
 gets a fresh redis-server of its own on a free loopback port (FLUSHALL before each
 block): 6379 in the commands becomes that port, and LOCKSCOPE_REDIS names it. 9479 (the
 metrics port) becomes another free port. `./embed_lock` is --embed-lock, the built
@@ -151,7 +151,7 @@ def normalize(text, loose):
 
 
 def needs_redis(commands):
-    return any(re.search(r"6379|lockscope lock|redis-cli|\./embed_lock", c) for c in commands)
+    return any(re.search(r"6379|lockscope (?:lock|semaphore|latch)|redis-cli|\./embed_lock", c) for c in commands)
 
 
 def needs_capture(commands):

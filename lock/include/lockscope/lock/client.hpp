@@ -61,6 +61,10 @@ class rlock;
 class fair_lock;
 class fenced_lock;
 class read_write_lock;
+class semaphore;
+class count_down_latch;
+class permit_expirable_semaphore;
+class subscription_listener;
 
 namespace detail {
 
@@ -228,6 +232,21 @@ void start_connect(const std::shared_ptr<client_impl>& impl, completion<bool> do
 void start_command(const std::shared_ptr<client_impl>& impl, std::vector<std::string> args,
                    completion<resp::value> done);
 const strand_type& strand_of(const client_impl& impl) noexcept;
+// The client's pub/sub, for the semaphores and latches (semaphore.cpp,
+// count_down_latch.cpp); on the client's strand only. `confirmed`: the channel was
+// already subscribed (no on_subscribed will follow).
+std::uint64_t subscribe_channel(client_impl& impl, const std::string& channel, subscription_listener& listener,
+                                bool& confirmed);
+void unsubscribe_channel(client_impl& impl, const std::string& channel, std::uint64_t id);
+// "SPUBLISH" on a cluster with sharded pub/sub, else "PUBLISH": the publish command
+// Redisson passes to its semaphore and latch scripts.
+const char* publish_command(const client_impl& impl) noexcept;
+// EVALSHA `sha1` (EVAL `text` when the config says so, or after NOSCRIPT) with `keys`
+// and `argv`, routed by keys[0]; completes on the strand.
+void start_eval(const std::shared_ptr<client_impl>& impl, std::string_view text, std::string_view sha1,
+                std::vector<std::string> keys, std::vector<std::string> argv, completion<resp::value> done);
+// Throws lock_error(errc::shut_down) when the client was destroyed.
+void ensure_usable(const client_impl& impl);
 const strand_type& strand_of(const lock_state& lock) noexcept;
 // The lock's client's watchdog timeout, and its unlock-error hook.
 std::chrono::milliseconds watchdog_timeout_of(const lock_state& lock) noexcept;
@@ -294,6 +313,12 @@ class client {
   // Redisson's RReadWriteLock on `name`: read_lock() and write_lock() share one hash.
   read_write_lock get_read_write_lock(std::string name);
   read_write_lock get_read_write_lock(std::string name, std::string owner);
+  // Redisson's RSemaphore on `name` (lockscope/lock/semaphore.hpp).
+  semaphore get_semaphore(std::string name);
+  // Redisson's RCountDownLatch on `name` (lockscope/lock/count_down_latch.hpp).
+  count_down_latch get_count_down_latch(std::string name);
+  // Redisson's RPermitExpirableSemaphore on `name` (lockscope/lock/permit_expirable_semaphore.hpp).
+  permit_expirable_semaphore get_permit_expirable_semaphore(std::string name);
 
   // This client's UUID: the node id part of its owner ids.
   const std::string& id() const noexcept;

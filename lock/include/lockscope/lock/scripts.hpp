@@ -368,4 +368,191 @@ int compare_releases(std::string_view a, std::string_view b) noexcept;
 std::string_view to_string(redisson_lock_type t) noexcept;
 std::string_view to_string(redisson_role r) noexcept;
 
+// ---- Redisson's semaphore and count-down latch (RSemaphore, RCountDownLatch) ----
+//
+// Kept apart from script_kind: these are not lock scripts, and the analyzer's lock
+// recognition (all_scripts) must not count them as lock operations. Byte for byte as
+// Redisson 4.7.0 sends them (RedissonSemaphore.java, RedissonCountDownLatch.java at tag
+// redisson-4.7.0, Java concatenation resolved); every one takes the publish command as
+// an ARGV ("PUBLISH", or "SPUBLISH" on a cluster with sharded pub/sub).
+// Semaphore: KEYS[1]=name (a string holding the free permits), KEYS[2]=channel
+// `redisson_sc:{name}`; a release publishes the new permit count.
+//   semaphore_try_acquire    KEYS[1]          ARGV[1]=permits    reply: 1 = taken, 0 = too few free
+//   semaphore_release        KEYS[1..2]       ARGV[1]=permits ARGV[2]=publish command   reply: nil
+//   semaphore_try_set_permits KEYS[1..2]      ARGV[1]=permits ARGV[2]=publish command
+//                            reply: 1 = set (it did not exist), 0 = already set
+//   semaphore_add_permits    KEYS[1..2]       ARGV[1]=permits (may be negative) ARGV[2]=publish
+//   semaphore_drain_permits  KEYS[1]          reply: the permits taken (all that were free)
+// Latch: KEYS[1]=name (a string holding the count), KEYS[2]=channel
+// `redisson_countdownlatch__channel__{name}`; messages "0" (the count reached zero:
+// waiters go) and "1" (a new count was set).
+//   latch_count_down         KEYS[1..2]  ARGV[1]="0" ARGV[2]=publish   reply: nil (the key is
+//                            deleted at zero and "0" published)
+//   latch_try_set_count      KEYS[1..2]  ARGV[1]="1" ARGV[2]=count ARGV[3]=publish
+//                            reply: 1 = set, 0 = a count is already set
+//   latch_delete             KEYS[1..2]  ARGV[1]="1" ARGV[2]=publish   reply: 1 = deleted
+// Permit-expirable semaphore (RedissonPermitExpirableSemaphore): KEYS name, the sorted
+// set `{name}:timeout` (`name:timeout` when the name holds '{') of acquired permit ids
+// (16 raw bytes each) scored by their expiry (Unix ms; 922337203685477 = no lease), and
+// the channel `redisson_sc:{name}`. Every call first returns expired permits (and
+// publishes the new count). Its try_set_permits is semaphore_try_set_permits.
+//   expirable_try_acquire    KEYS name, timeout set, channel  ARGV[1]=permits ARGV[2]=expiry
+//                            ARGV[3]=now ARGV[4]=922337203685477 ARGV[5]=publish ARGV[6..]=ids
+//                            reply: "OK" = taken; ":<expiry>" = the nearest permit's expiry
+//                            (retry then); nil = wait for a release
+//   expirable_try_release    KEYS name, channel, timeout set  ARGV[1]=id ARGV[2]=1 ARGV[3]=now
+//                            ARGV[4]=publish   reply: 1 = released; 0 = unknown or expired
+//   expirable_available_permits KEYS name, timeout set, channel  ARGV[1]=now ARGV[2]=publish
+//   expirable_add_permits    KEYS name, channel  ARGV[1]=permits ARGV[2]=publish
+enum class primitive_script : std::uint8_t {
+  semaphore_try_acquire,
+  semaphore_release,
+  semaphore_try_set_permits,
+  semaphore_add_permits,
+  semaphore_drain_permits,
+  latch_count_down,
+  latch_try_set_count,
+  latch_delete,
+  expirable_try_acquire,
+  expirable_try_release,
+  expirable_available_permits,
+  expirable_add_permits,
+};
+
+namespace scripts {
+// RedissonSemaphore.tryAcquireAsync0.
+inline constexpr std::string_view semaphore_try_acquire =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+    "local val = redis.call('decrby', KEYS[1], ARGV[1]); "
+    "return 1; "
+    "end; "
+    "return 0;";
+// RedissonSemaphore.releaseAsync.
+inline constexpr std::string_view semaphore_release =
+    "local value = redis.call('incrby', KEYS[1], ARGV[1]); "
+    "redis.call(ARGV[2], KEYS[2], value); ";
+// RedissonSemaphore.trySetPermitsAsync(int).
+inline constexpr std::string_view semaphore_try_set_permits =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value == false) then "
+    "redis.call('set', KEYS[1], ARGV[1]); "
+    "redis.call(ARGV[2], KEYS[2], ARGV[1]); "
+    "return 1;"
+    "end;"
+    "return 0;";
+// RedissonSemaphore.addPermitsAsync.
+inline constexpr std::string_view semaphore_add_permits =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value == false) then "
+    "value = 0;"
+    "end;"
+    "redis.call('set', KEYS[1], value + ARGV[1]); "
+    "redis.call(ARGV[2], KEYS[2], value + ARGV[1]); ";
+// RedissonSemaphore.drainPermitsAsync.
+inline constexpr std::string_view semaphore_drain_permits =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value == false) then "
+    "return 0; "
+    "end; "
+    "redis.call('set', KEYS[1], 0); "
+    "return value;";
+// RedissonCountDownLatch.countDownAsync.
+inline constexpr std::string_view latch_count_down =
+    "local v = redis.call('decr', KEYS[1]);"
+    "if v <= 0 then redis.call('del', KEYS[1]) end;"
+    "if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+// RedissonCountDownLatch.trySetCountAsync.
+inline constexpr std::string_view latch_try_set_count =
+    "if redis.call('exists', KEYS[1]) == 0 then "
+    "redis.call('set', KEYS[1], ARGV[2]); "
+    "redis.call(ARGV[3], KEYS[2], ARGV[1]); "
+    "return 1 "
+    "else "
+    "return 0 "
+    "end";
+// RedissonCountDownLatch.deleteAsync.
+inline constexpr std::string_view latch_delete =
+    "if redis.call('del', KEYS[1]) == 1 then "
+    "redis.call(ARGV[2], KEYS[2], ARGV[1]); "
+    "return 1 "
+    "else "
+    "return 0 "
+    "end";
+// RedissonPermitExpirableSemaphore.tryAcquireAsync(List<String>, long).
+inline constexpr std::string_view expirable_try_acquire =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); "
+    "if #expiredIds > 0 then "
+    "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+    "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+    "if tonumber(value) > 0 then "
+    "redis.call(ARGV[5], KEYS[3], value); "
+    "end;"
+    "end; "
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+    "redis.call('decrby', KEYS[1], ARGV[1]); "
+    "for i = 6, #ARGV, 1 do "
+    "redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); "
+    "end; "
+    "local ttl = redis.call('pttl', KEYS[1]); "
+    "if ttl > 0 then "
+    "redis.call('pexpire', KEYS[2], ttl); "
+    "end; "
+    "return 'OK'; "
+    "end; "
+    "local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); "
+    "if v[1] ~= nil and v[2] ~= ARGV[4] then "
+    "return ':' .. tostring(v[2]); "
+    "end "
+    "return nil;";
+// RedissonPermitExpirableSemaphore.tryReleaseAsync(String).
+inline constexpr std::string_view expirable_try_release =
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);"
+    "local removed = redis.call('zrem', KEYS[3], ARGV[1]);"
+    "if tonumber(removed) ~= 1 then "
+    "return 0;"
+    "end;"
+    "local value = redis.call('incrby', KEYS[1], ARGV[2]); "
+    "redis.call(ARGV[4], KEYS[2], value); "
+    "if tonumber(expire) <= tonumber(ARGV[3]) then "
+    "return 0;"
+    "end;"
+    "return 1;";
+// RedissonPermitExpirableSemaphore.availablePermitsAsync.
+inline constexpr std::string_view expirable_available_permits =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); "
+    "if #expiredIds > 0 then "
+    "redis.call('zrem', KEYS[2], unpack(expiredIds)); "
+    "local value = redis.call('incrby', KEYS[1], #expiredIds); "
+    "if tonumber(value) > 0 then "
+    "redis.call(ARGV[2], KEYS[3], value); "
+    "end;"
+    "return value; "
+    "end; "
+    "local ret = redis.call('get', KEYS[1]); "
+    "return ret == false and 0 or ret;";
+// RedissonPermitExpirableSemaphore.addPermitsAsync.
+inline constexpr std::string_view expirable_add_permits =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value == false) then "
+    "value = 0;"
+    "end;"
+    "redis.call('set', KEYS[1], tonumber(value) + tonumber(ARGV[1])); "
+    "if tonumber(ARGV[1]) > 0 then "
+    "redis.call(ARGV[2], KEYS[2], ARGV[1]); "
+    "end;";
+}  // namespace scripts
+
+struct primitive_script_info {
+  primitive_script kind;
+  std::string_view name;  // "semaphore_try_acquire", ...
+  std::string_view text;
+  std::string_view sha1;
+  std::uint8_t key_count;
+  std::uint8_t arg_count;
+};
+std::span<const primitive_script_info> all_primitive_scripts() noexcept;
+const primitive_script_info& script(primitive_script kind) noexcept;
+
 }  // namespace lockscope::lock
