@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Real Redisson and `lockscope lock` contending on one lock at once (ctest lock.redisson_interop).
+
+For each dialect (Redisson 4.7.0 and 3.16.8: lockscope speaks the jar's release) and lock type
+(RLock, fair lock, write lock), on one throw-away redis-server: one JVM runs Redisson workers
+(tests/redisson/RedissonContender.java) while `lockscope lock --redisson R` processes queue for
+the same lock, each running lock_hold_marker as its command. Both sides log their holds on
+CLOCK_MONOTONIC from inside the hold. Checked:
+  - no two holds overlap (0 overlaps);
+  - wake-ups in both directions: when a hold ends while another contender is waiting, the next
+    hold starts within 100 ms (a Redisson holder waking lockscope, and lockscope waking Redisson).
+Skips (exit 77, a WARN line) without ../shared/redisson (searched upwards from the source
+directory, or $LOCKSCOPE_REDISSON_DIR), java/javac, the Debian jars, or redis-server.
+"""
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+WAKE_UP_LIMIT_NS = 100_000_000
+# A lockscope process counts as waiting this long after it was started: it connects,
+# attempts, and subscribes first.
+LOCKSCOPE_READY_NS = 300_000_000
+JARS = ["netty-buffer", "netty-codec", "netty-codec-dns", "netty-common", "netty-handler", "netty-resolver",
+        "netty-resolver-dns", "netty-transport", "netty-transport-native-epoll", "netty-transport-native-kqueue",
+        "netty-transport-native-unix-common", "jackson-databind", "jackson-core", "jackson-annotations",
+        "jackson-dataformat-yaml", "snakeyaml", "byte-buddy", "slf4j-api", "geronimo-jcache-1.0-spec", "slf4j-simple"]
+
+
+def skip(why):
+    print(f"WARN: lock.redisson_interop skipped: {why}")
+    sys.exit(77)
+
+
+def find_shared(source):
+    env = os.environ.get("LOCKSCOPE_REDISSON_DIR")
+    if env:
+        return env if os.path.isdir(env) else None
+    d = os.path.abspath(source)
+    while True:
+        candidate = os.path.join(os.path.dirname(d), "shared", "redisson")
+        if os.path.isdir(candidate):
+            return candidate
+        if os.path.dirname(d) == d:
+            return None
+        d = os.path.dirname(d)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(work):
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no"], stdout=open(os.path.join(work, "redis.log"), "w"),
+                            stderr=subprocess.STDOUT)
+    for _ in range(100):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("redis-server did not start")
+
+
+def read_holds(path):
+    holds = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3:
+                holds.append({"who": parts[0], "start": int(parts[1]), "end": int(parts[2]),
+                              "wait": int(parts[3]) if len(parts) > 3 else None})
+    return holds
+
+
+def check(holds, lockscope_waits, label):
+    """Overlaps and late wake-ups; returns a list of failures."""
+    failures = []
+    holds.sort(key=lambda h: h["start"])
+    for h in holds:
+        if h["wait"] is None:  # a lockscope hold: its process's start, plus its set-up time
+            h["wait"] = lockscope_waits.get(h["who"], h["start"]) + LOCKSCOPE_READY_NS
+    worst = {"lockscope->java": 0, "java->lockscope": 0, "java->java": 0, "lockscope->lockscope": 0}
+    for prev, nxt in zip(holds, holds[1:]):
+        if nxt["start"] < prev["end"]:
+            failures.append(f"{label}: {prev['who']} and {nxt['who']} overlap by "
+                            f"{(prev['end'] - nxt['start']) / 1e6:.3f} ms")
+            continue
+        # Was anyone waiting when prev ended (and still waiting)?
+        waiting = [h for h in holds if h is not prev and h["wait"] < prev["end"] and h["start"] >= prev["end"]]
+        if not waiting:
+            continue
+        gap = nxt["start"] - prev["end"]
+        kind = ("java" if prev["who"].startswith("java") else "lockscope") + "->" + \
+               ("java" if nxt["who"].startswith("java") else "lockscope")
+        worst[kind] = max(worst[kind], gap)
+        if gap > WAKE_UP_LIMIT_NS:
+            failures.append(f"{label}: the lock stayed free {gap / 1e6:.1f} ms after {prev['who']} released it "
+                            f"while {', '.join(sorted({w['who'] for w in waiting}))} waited")
+    java = sum(1 for h in holds if h["who"].startswith("java"))
+    print(f"{label}: {len(holds)} holds ({java} Redisson, {len(holds) - java} lockscope), "
+          f"0 overlaps expected, {len([f for f in failures if 'overlap' in f])} found; worst hand-over: " +
+          ", ".join(f"{k} {v / 1e6:.1f} ms" for k, v in worst.items() if v))
+    if not any(v for k, v in worst.items() if k in ("lockscope->java", "java->lockscope")):
+        failures.append(f"{label}: no hand-over between Redisson and lockscope was observed")
+    return failures
+
+
+def run(args, classes, cp, release, lock_type):
+    work = os.path.join(args.work, f"{release}-{lock_type}")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    log = os.path.join(work, "holds.log")
+    redis, port = start_redis(work)
+    jvm = None
+    try:
+        jvm = subprocess.Popen(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1",
+                                "-Dorg.slf4j.simpleLogger.defaultLogLevel=error", "-cp", f"{classes}:{cp}",
+                                "RedissonContender", str(port), lock_type, str(args.workers), str(args.rounds),
+                                str(args.hold_ms), log],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, "jvm.err"), "w"),
+                               text=True)
+        if jvm.stdout.readline().strip() != "ready":
+            raise SystemExit(f"{release} {lock_type}: the JVM did not start: "
+                             + open(os.path.join(work, "jvm.err")).read()[-2000:])
+        flag = {"lock": [], "fair": ["--fair"], "write": ["--write"]}[lock_type]
+        started = {}
+        running = []
+        n = 0
+
+        def launch():
+            nonlocal n
+            label = f"lockscope-{n}"
+            n += 1
+            started[label] = time.monotonic_ns()
+            running.append(subprocess.Popen(
+                [args.lockscope, "lock", "interop", "--redis", f"redis://127.0.0.1:{port}", "--redisson", release,
+                 "--wait", "30s", *flag, "--", args.marker, log, label, str(args.hold_ms)],
+                stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, label + ".err"), "w")))
+
+        for _ in range(args.processes):
+            launch()
+        time.sleep(0.3)  # the lockscope processes are queued before Redisson starts
+        jvm.stdin.write("go\n")
+        jvm.stdin.flush()
+        deadline = time.monotonic() + 120
+        while jvm.poll() is None and time.monotonic() < deadline:
+            for p in list(running):
+                if p.poll() is not None:
+                    running.remove(p)
+                    if p.returncode != 0:
+                        raise SystemExit(f"{release} {lock_type}: lockscope lock exited {p.returncode}")
+                    if n < args.workers * args.rounds:
+                        launch()  # keep lockscope contending while Redisson runs, as many holds as its side
+            time.sleep(0.005)
+        if jvm.poll() is None:
+            raise SystemExit(f"{release} {lock_type}: the JVM did not finish in 120 s")
+        if jvm.returncode != 0:
+            raise SystemExit(f"{release} {lock_type}: the JVM exited {jvm.returncode}: "
+                             + open(os.path.join(work, "jvm.err")).read()[-2000:])
+        for p in running:
+            if p.wait(timeout=60) != 0:
+                raise SystemExit(f"{release} {lock_type}: lockscope lock exited {p.returncode}")
+    finally:
+        if jvm and jvm.poll() is None:
+            jvm.kill()
+        redis.kill()
+        redis.wait()
+    return check(read_holds(log), started, f"Redisson {release} {lock_type}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lockscope", required=True)
+    parser.add_argument("--marker", required=True)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--releases", default="4.7.0,3.16.8")
+    parser.add_argument("--types", default="lock,fair,write")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--hold-ms", type=int, default=30)
+    args = parser.parse_args()
+
+    shared = find_shared(args.source)
+    if not shared:
+        skip(f"no shared/redisson above {args.source} (real Redisson jars; set LOCKSCOPE_REDISSON_DIR)")
+    for tool in ("java", "javac", "redis-server"):
+        if not shutil.which(tool):
+            skip(f"no {tool} on PATH (scripts/install-deps --test installs it)")
+    cp_jars = [f"/usr/share/java/{j}.jar" for j in JARS]
+    missing = [j for j in cp_jars if not os.path.exists(j)]
+    if missing:
+        skip(f"missing {', '.join(missing)} (scripts/install-deps --test installs them)")
+    os.makedirs(args.work, exist_ok=True)
+    driver = os.path.join(args.source, "tests", "redisson", "RedissonContender.java")
+    failures = []
+    for release in args.releases.split(","):
+        jar = os.path.join(shared, f"redisson-{release}-offline.jar")
+        if not os.path.exists(jar):
+            skip(f"no {jar}")
+        cp = ":".join([jar] + cp_jars)
+        classes = os.path.join(args.work, f"classes-{release}")
+        os.makedirs(classes, exist_ok=True)
+        subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", classes, driver], check=True)
+        for lock_type in args.types.split(","):
+            failures += run(args, classes, cp, release, lock_type)
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
