@@ -1,6 +1,7 @@
 // The command a `lockscope lock` runs in the Redisson interop test: appends
 // `<label> <start ns> <end ns>` (CLOCK_MONOTONIC, the clock Java's System.nanoTime reads)
-// to a log, holding the lock for <hold ms> in between. A process that starts in a
+// to a log, holding the lock for <hold ms> in between, then ` - <token>` when
+// LOCKSCOPE_FENCE_TOKEN is set (`lockscope lock --fenced`). A process that starts in a
 // millisecond, so that its start is close to the acquisition.
 //   lock_hold_marker LOG LABEL HOLD_MS
 #include <fcntl.h>
@@ -30,7 +31,9 @@ int main(int argc, char** argv) {
   while (nanosleep(&hold, &hold) != 0) {
   }
   const long long end = monotonic_ns();
-  const std::string line = std::string(argv[2]) + " " + std::to_string(start) + " " + std::to_string(end) + "\n";
+  std::string line = std::string(argv[2]) + " " + std::to_string(start) + " " + std::to_string(end);
+  if (const char* token = std::getenv("LOCKSCOPE_FENCE_TOKEN")) line += std::string(" - ") + token;
+  line += "\n";
   const int fd = open(argv[1], O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (fd < 0) return 1;
   // One write with O_APPEND: lines of concurrent holders never interleave.

@@ -2,13 +2,15 @@
 """Real Redisson and `lockscope lock` contending on one lock at once (ctest lock.redisson_interop).
 
 For each dialect (Redisson 4.7.0 and 3.16.8: lockscope speaks the jar's release) and lock type
-(RLock, fair lock, write lock), on one throw-away redis-server: one JVM runs Redisson workers
+(RLock, fair lock, write lock, readers and writers of a read/write lock, fenced lock from 3.19),
+on one throw-away redis-server: one JVM runs Redisson workers
 (tests/redisson/RedissonContender.java) while `lockscope lock --redisson R` processes queue for
 the same lock, each running lock_hold_marker as its command. Both sides log their holds on
 CLOCK_MONOTONIC from inside the hold. Checked:
-  - no two holds overlap (0 overlaps);
-  - wake-ups in both directions: when a hold ends while another contender is waiting, the next
-    hold starts within 100 ms (a Redisson holder waking lockscope, and lockscope waking Redisson).
+  - no two holds overlap (0 overlaps), but read holds with each other; fencing tokens grow in
+    hold order;
+  - wake-ups in both directions: when the lock becomes free while a contender is waiting, the
+    next hold starts within 100 ms (a Redisson holder waking lockscope, and lockscope waking Redisson).
 Skips (exit 77, a WARN line) without ../shared/redisson (searched upwards from the source
 directory, or $LOCKSCOPE_REDISSON_DIR), java/javac, the Debian jars, or redis-server.
 """
@@ -79,37 +81,62 @@ def read_holds(path):
             parts = line.split()
             if len(parts) >= 3:
                 holds.append({"who": parts[0], "start": int(parts[1]), "end": int(parts[2]),
-                              "wait": int(parts[3]) if len(parts) > 3 else None})
+                              "wait": int(parts[3]) if len(parts) > 3 and parts[3] != "-" else None,
+                              "token": int(parts[4]) if len(parts) > 4 else None})
     return holds
 
 
 def check(holds, lockscope_waits, label):
-    """Overlaps and late wake-ups; returns a list of failures."""
+    """Overlaps and late wake-ups; returns a list of failures. Holds labelled `-r-` are
+    read holds, which may overlap each other."""
     failures = []
     holds.sort(key=lambda h: h["start"])
     for h in holds:
         if h["wait"] is None:  # a lockscope hold: its process's start, plus its set-up time
             h["wait"] = lockscope_waits.get(h["who"], h["start"]) + LOCKSCOPE_READY_NS
+    reader = lambda h: "-r-" in h["who"]
+    overlaps = 0
+    for i, a in enumerate(holds):
+        for b in holds[i + 1:]:
+            if b["start"] >= a["end"]:
+                break
+            if not (reader(a) and reader(b)):
+                overlaps += 1
+                failures.append(f"{label}: {a['who']} and {b['who']} overlap by "
+                                f"{(min(a['end'], b['end']) - b['start']) / 1e6:.3f} ms")
+    # The lock's busy blocks (overlapping read holds merge); between two blocks it was free.
+    blocks = []
+    for h in holds:
+        if blocks and h["start"] < blocks[-1]["end"]:
+            if h["end"] > blocks[-1]["end"]:
+                blocks[-1]["end"], blocks[-1]["last"] = h["end"], h
+        else:
+            blocks.append({"start": h["start"], "end": h["end"], "last": h, "first": h})
     worst = {"lockscope->java": 0, "java->lockscope": 0, "java->java": 0, "lockscope->lockscope": 0}
-    for prev, nxt in zip(holds, holds[1:]):
-        if nxt["start"] < prev["end"]:
-            failures.append(f"{label}: {prev['who']} and {nxt['who']} overlap by "
-                            f"{(prev['end'] - nxt['start']) / 1e6:.3f} ms")
-            continue
-        # Was anyone waiting when prev ended (and still waiting)?
-        waiting = [h for h in holds if h is not prev and h["wait"] < prev["end"] and h["start"] >= prev["end"]]
+    for prev, nxt in zip(blocks, blocks[1:]):
+        released = prev["end"]
+        waiting = [h for h in holds if h["wait"] < released and h["start"] >= released]
         if not waiting:
             continue
-        gap = nxt["start"] - prev["end"]
-        kind = ("java" if prev["who"].startswith("java") else "lockscope") + "->" + \
-               ("java" if nxt["who"].startswith("java") else "lockscope")
+        gap = nxt["start"] - released
+        kind = ("java" if prev["last"]["who"].startswith("java") else "lockscope") + "->" + \
+               ("java" if nxt["first"]["who"].startswith("java") else "lockscope")
         worst[kind] = max(worst[kind], gap)
         if gap > WAKE_UP_LIMIT_NS:
-            failures.append(f"{label}: the lock stayed free {gap / 1e6:.1f} ms after {prev['who']} released it "
-                            f"while {', '.join(sorted({w['who'] for w in waiting}))} waited")
+            failures.append(f"{label}: the lock stayed free {gap / 1e6:.1f} ms after {prev['last']['who']} released "
+                            f"it while {', '.join(sorted({w['who'] for w in waiting}))} waited")
+    tokens = [h["token"] for h in holds if h["token"] is not None]
+    if tokens:
+        if len(tokens) != len(holds):
+            failures.append(f"{label}: {len(holds) - len(tokens)} holds without a fencing token")
+        for prev, nxt in zip(holds, holds[1:]):
+            if prev["token"] is not None and nxt["token"] is not None and nxt["token"] <= prev["token"]:
+                failures.append(f"{label}: fencing token {nxt['token']} of {nxt['who']} after "
+                                f"{prev['token']} of {prev['who']}")
+        print(f"{label}: fencing tokens {tokens[0]}..{tokens[-1]}, increasing in hold order")
     java = sum(1 for h in holds if h["who"].startswith("java"))
     print(f"{label}: {len(holds)} holds ({java} Redisson, {len(holds) - java} lockscope), "
-          f"0 overlaps expected, {len([f for f in failures if 'overlap' in f])} found; worst hand-over: " +
+          f"0 overlaps expected, {overlaps} found; worst hand-over: " +
           ", ".join(f"{k} {v / 1e6:.1f} ms" for k, v in worst.items() if v))
     if not any(v for k, v in worst.items() if k in ("lockscope->java", "java->lockscope")):
         failures.append(f"{label}: no hand-over between Redisson and lockscope was observed")
@@ -133,19 +160,23 @@ def run(args, classes, cp, release, lock_type):
         if jvm.stdout.readline().strip() != "ready":
             raise SystemExit(f"{release} {lock_type}: the JVM did not start: "
                              + open(os.path.join(work, "jvm.err")).read()[-2000:])
-        flag = {"lock": [], "fair": ["--fair"], "write": ["--write"]}[lock_type]
+        flag = {"lock": [], "fair": ["--fair"], "write": ["--write"], "fenced": ["--fenced"], "rw": []}[lock_type]
         started = {}
         running = []
         n = 0
 
         def launch():
             nonlocal n
+            mode = flag
             label = f"lockscope-{n}"
+            if lock_type == "rw":  # readers and writers in turn
+                mode = ["--read"] if n % 2 else ["--write"]
+                label = f"lockscope-{'r' if n % 2 else 'w'}-{n}"
             n += 1
             started[label] = time.monotonic_ns()
             running.append(subprocess.Popen(
                 [args.lockscope, "lock", "interop", "--redis", f"redis://127.0.0.1:{port}", "--redisson", release,
-                 "--wait", "30s", *flag, "--", args.marker, log, label, str(args.hold_ms)],
+                 "--wait", "30s", *mode, "--", args.marker, log, label, str(args.hold_ms)],
                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, label + ".err"), "w")))
 
         for _ in range(args.processes):
@@ -186,7 +217,7 @@ def main():
     parser.add_argument("--source", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--releases", default="4.7.0,3.16.8")
-    parser.add_argument("--types", default="lock,fair,write")
+    parser.add_argument("--types", default="lock,fair,write,rw,fenced")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--processes", type=int, default=2)
@@ -215,6 +246,8 @@ def main():
         os.makedirs(classes, exist_ok=True)
         subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", classes, driver], check=True)
         for lock_type in args.types.split(","):
+            if lock_type == "fenced" and [int(x) for x in release.split(".")] < [3, 19, 0]:
+                continue  # RedissonFencedLock first shipped in 3.19.0
             failures += run(args, classes, cp, release, lock_type)
     for f in failures:
         print("FAIL:", f)
