@@ -56,6 +56,9 @@ struct redisson_dialect {
   dialect_script write_acquire, write_unlock, write_force_unlock;
   // 3.44+: LockTask's renewal script, several locks per call, a list of 0/1 replies.
   bool batched_renewal = false;
+  // 3.13.3+: a fair tryLock(wait) passes its wait as the queue's thread wait (before:
+  // always threadWaitTime).
+  bool fair_wait_is_callers = false;
   // When an unlock puts internalLockLeaseTime back to the watchdog timeout
   // (RedissonLock.cancelExpirationRenewal): not before 3.19.2; after every unlock from
   // 3.19.2; from 3.27.2 only when the reply is nil or 1 (or there was none).
@@ -133,6 +136,7 @@ std::optional<redisson_dialect> make_dialect(std::string_view release, std::stri
     }
     missing.clear();
   }
+  d.fair_wait_is_callers = compare_releases(release, "3.13.3") >= 0;
   if (compare_releases(release, "3.27.2") >= 0)
     d.reset = redisson_dialect::lease_reset::unless_still_held;
   else if (compare_releases(release, "3.19.2") >= 0)
@@ -756,10 +760,11 @@ class acquire_op final : public subscription_listener,
         lease_text_(decimal(request.lease ? request.lease->count() : impl_->config().watchdog_timeout.count())),
         // A fair waiter is woken on its own channel: the unlock wakes only the queue's head.
         channel_(lock_->kind == lock_kind::fair ? lock_->channel + ":" + owner_ : lock_->channel),
-        // Redisson's fair lock: the caller's wait is the queue's thread wait; without one
-        // (lock()), the configured threadWaitTime.
-        thread_wait_text_(request.wait && request.wait->count() > 0 ? decimal(request.wait->count())
-                                                                    : lock_->thread_wait_text),
+        // Redisson's fair lock (3.13.3+): the caller's wait is the queue's thread wait;
+        // without one (lock(), tryLock()), the configured threadWaitTime.
+        thread_wait_text_(request.wait && request.wait->count() > 0 && impl_->dialect().fair_wait_is_callers
+                              ? decimal(request.wait->count())
+                              : lock_->thread_wait_text),
         try_once_(lock_->kind == lock_kind::fair && request.wait && request.wait->count() <= 0),
         done_(std::move(done)),
         timer_(impl_->strand()) {}

@@ -216,3 +216,36 @@ TEST_CASE("dialects: an unknown release is refused up front", "[lock][dialect]")
   cfg.redisson_dialect = "3.16";  // a release is named by its tag
   CHECK_THROWS_AS(lock::client{cfg}, lock::lock_error);
 }
+
+TEST_CASE("dialects: a fair waiter's thread wait is its own wait from 3.13.3, threadWaitTime before",
+          "[lock][dialect][fair][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  // RedissonFairLock.tryLockInnerAsync: `wait = threadWaitTime; if (waitTime != -1)`
+  // (3.13.3) / `if (waitTime > 0)` (3.17.1) `wait = unit.toMillis(waitTime)`; none before.
+  struct expectation {
+    std::string release;
+    std::string thread_wait;
+  };
+  const auto e = GENERATE(expectation{"3.13.0", "60000"}, expectation{"3.13.3", "200"}, expectation{"4.7.0", "200"});
+  CAPTURE(e.release);
+  redis_server server;
+  auto cfg = config_for(server, lock::script_mode::eval);
+  cfg.redisson_dialect = e.release;
+  cfg.fair_lock_thread_wait = 60000ms;
+  lock::client a(cfg);
+  lock::client b(cfg);
+  auto held = a.get_fair_lock("fair");
+  held.lock();
+  resp_connection monitor(server.host(), server.port());
+  monitor.command("MONITOR");
+  CHECK_FALSE(b.get_fair_lock("fair").try_lock(200ms));
+  held.unlock_or_throw();
+  std::vector<std::string> sent;
+  while (auto line = monitor.try_read_value(300ms)) {
+    const std::vector<std::string> args = monitor_arguments(line->text);
+    // EVAL text 3 fair queue timeouts lease owner <thread wait> now
+    if (args.size() == 10 && args[0] == "EVAL" && args[2] == "3" && args[3] == "fair") sent.push_back(args[8]);
+  }
+  REQUIRE(!sent.empty());
+  for (const std::string& wait : sent) CHECK(wait == e.thread_wait);
+}
