@@ -381,7 +381,7 @@ int run_lock(const lock_options& o) {
   if (const int status = apply_sync_options(o, configs); status != 0) return status;
   if (!o.redisson.empty()) {
     if (lock::redisson_scripts_of(o.redisson).empty() || std::count(o.redisson.begin(), o.redisson.end(), '.') != 2) {
-      say(fmt::format("--redisson: '{}' is not a Redisson release this client knows (3.10.0 to 4.7.0, as tagged: "
+      say(fmt::format("--redisson: '{}' is not a Redisson release this client knows (3.11.1 to 4.7.0, as tagged: "
                       "e.g. 4.7.0, 3.27.2, 3.16.8)",
                       o.redisson));
       return exit_usage;
@@ -663,7 +663,7 @@ void add_lock_command(CLI::App& app, int& exit_code) {
                   "$LOCKSCOPE_SENTINEL_PASSWORD)");
   cmd->add_option("--redisson", options->redisson,
                   "Redisson release whose lock scripts to speak, as the Java clients sharing the lock do: "
-                  "4.7.0 (default), 3.27.2, 3.16.8, ... (3.10.0 to 4.7.0)");
+                  "4.7.0 (default), 3.27.2, 3.16.8, ... (3.11.1 to 4.7.0)");
   cmd->add_option("--sync-replicas,--wait-replicas", options->sync_replicas,
                   "Replica sync: after acquire and unlock, WAIT until N replicas have the write; too few "
                   "gives the lock back and exits 69; after unlock, too few is reported (CMD's status "

@@ -81,8 +81,14 @@ std::optional<redisson_dialect> make_dialect(std::string_view release, std::stri
   const std::vector<const redisson_script*> rows =
       well_formed && dots == 2 ? redisson_scripts_of(release) : std::vector<const redisson_script*>{};
   if (rows.empty()) {
-    why = fmt::format("Redisson release '{}' is not in the catalogue (3.10.0 to 4.7.0, as tagged: e.g. 4.7.0, "
+    why = fmt::format("Redisson release '{}' is not a release this client speaks (3.11.1 to 4.7.0, as tagged: e.g. 4.7.0, "
                       "3.27.2, 3.16.8)",
+                      release);
+    return std::nullopt;
+  }
+  if (compare_releases(release, "3.11.1") < 0) {
+    // 3.10.x's fair lock passes `now + threadWaitTime` where later releases pass the wait.
+    why = fmt::format("Redisson {}: releases before 3.11.1 are not spoken (their fair lock's arguments differ)",
                       release);
     return std::nullopt;
   }

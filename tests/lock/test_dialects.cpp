@@ -215,6 +215,8 @@ TEST_CASE("dialects: an unknown release is refused up front", "[lock][dialect]")
   }
   cfg.redisson_dialect = "3.16";  // a release is named by its tag
   CHECK_THROWS_AS(lock::client{cfg}, lock::lock_error);
+  cfg.redisson_dialect = "3.10.6";  // its fair lock passes other arguments
+  CHECK_THROWS_AS(lock::client{cfg}, lock::lock_error);
 }
 
 TEST_CASE("dialects: a fair waiter's thread wait is its own wait from 3.13.3, threadWaitTime before",

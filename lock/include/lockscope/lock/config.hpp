@@ -126,7 +126,7 @@ struct client_config {
   std::chrono::milliseconds fair_lock_thread_wait{300000};
 
   // Which Redisson release's lock scripts and behaviour to speak: a release from
-  // "3.10.0" to "4.7.0" (any tag of Redisson's in that range). The scripts are that
+  // "3.11.1" to "4.7.0" (any tag of Redisson's in that range). The scripts are that
   // release's own bytes (lock/scripts.hpp's redisson_catalogue) with its KEYS/ARGV
   // layout: from 3.22 the publish command as an argument (SPUBLISH on a cluster with
   // sharded pub/sub, for every lock type), from 3.24 the unlock latch, from 3.44 the
