@@ -81,8 +81,8 @@ std::optional<redisson_dialect> make_dialect(std::string_view release, std::stri
   const std::vector<const redisson_script*> rows =
       well_formed && dots == 2 ? redisson_scripts_of(release) : std::vector<const redisson_script*>{};
   if (rows.empty()) {
-    why = fmt::format("Redisson release '{}' is not a release this client speaks (3.11.1 to 4.7.0, as tagged: e.g. 4.7.0, "
-                      "3.27.2, 3.16.8)",
+    why = fmt::format("Redisson release '{}' is not a release this client speaks (3.11.1 to 4.7.0, as tagged: "
+                      "e.g. 4.7.0, 3.27.2, 3.16.8)",
                       release);
     return std::nullopt;
   }
