@@ -34,6 +34,7 @@
 #include "lockscope/lock/config.hpp"
 #include "lockscope/lock/error.hpp"
 #include "lockscope/lock/multi_lock.hpp"
+#include "lockscope/lock/scripts.hpp"
 
 extern char** environ;
 
@@ -73,6 +74,8 @@ struct lock_options {
   // redis-sentinel:// only: AUTH to the sentinels.
   std::string sentinel_user;
   std::string sentinel_password;  // empty: $LOCKSCOPE_SENTINEL_PASSWORD, else none
+  // The Redisson release whose scripts to send (client_config::redisson_dialect).
+  std::string redisson;
 };
 
 // How long `lockscope lock` keeps trying while the sentinels name a master that cannot
@@ -376,6 +379,15 @@ int run_lock(const lock_options& o) {
   }
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
   if (const int status = apply_sync_options(o, configs); status != 0) return status;
+  if (!o.redisson.empty()) {
+    if (lock::redisson_scripts_of(o.redisson).empty() || std::count(o.redisson.begin(), o.redisson.end(), '.') != 2) {
+      say(fmt::format("--redisson: '{}' is not a Redisson release this client knows (3.11.1 to 4.7.0, as tagged: "
+                      "e.g. 4.7.0, 3.27.2, 3.16.8)",
+                      o.redisson));
+      return exit_usage;
+    }
+    for (lock::client_config& c : configs) c.redisson_dialect = o.redisson;
+  }
   if (const int status = apply_sentinel_options(o, configs); status != 0) return status;
   for (const lock::client_config& c : configs) {
     if (c.cluster.enabled && c.sync_replicas > 0) {
@@ -649,6 +661,9 @@ void add_lock_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--sentinel-password", options->sentinel_password,
                   "redis-sentinel://: password for AUTH to the sentinels, separate from the master's (default: "
                   "$LOCKSCOPE_SENTINEL_PASSWORD)");
+  cmd->add_option("--redisson", options->redisson,
+                  "Redisson release whose lock scripts to speak, as the Java clients sharing the lock do: "
+                  "4.7.0 (default), 3.27.2, 3.16.8, ... (3.11.1 to 4.7.0)");
   cmd->add_option("--sync-replicas,--wait-replicas", options->sync_replicas,
                   "Replica sync: after acquire and unlock, WAIT until N replicas have the write; too few "
                   "gives the lock back and exits 69; after unlock, too few is reported (CMD's status "

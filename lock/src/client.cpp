@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,21 +36,150 @@ namespace detail {
 
 namespace {
 
-// Up to eight keys and arguments of one script call. The views must stay valid until
+// One script as a Redisson dialect sends it: its bytes, and the layout they take.
+struct dialect_script {
+  std::string_view text;
+  std::string_view sha1;
+  bool publish_argv = false;  // the publish command (PUBLISH / SPUBLISH) is an ARGV (3.22+)
+  bool latched = false;       // an unlock that takes the unlock latch key and its life (3.24+)
+};
+
+// What one Redisson release sends for every lock type this client speaks, picked from
+// the catalogue of every release's scripts (scripts.hpp), and how that release
+// behaves where the scripts do not say.
+struct redisson_dialect {
+  std::string release;
+  dialect_script acquire, unlock, force_unlock, renew;
+  dialect_script fair_acquire, fair_try_acquire, fair_unlock, fair_force_unlock, fair_acquire_failed;
+  dialect_script fenced_acquire;
+  dialect_script read_acquire, read_unlock, read_renew, read_force_unlock;
+  dialect_script write_acquire, write_unlock, write_force_unlock;
+  // 3.44+: LockTask's renewal script, several locks per call, a list of 0/1 replies.
+  bool batched_renewal = false;
+  // 3.13.3+: a fair tryLock(wait) passes its wait as the queue's thread wait (before:
+  // always threadWaitTime).
+  bool fair_wait_is_callers = false;
+  // When an unlock puts internalLockLeaseTime back to the watchdog timeout
+  // (RedissonLock.cancelExpirationRenewal): not before 3.19.2; after every unlock from
+  // 3.19.2; from 3.27.2 only when the reply is nil or 1 (or there was none).
+  enum class lease_reset : std::uint8_t { never, always, unless_still_held } reset = lease_reset::never;
+};
+
+// The dialect of `release` ("4.7.0"), or nullopt with `why` set.
+std::optional<redisson_dialect> make_dialect(std::string_view release, std::string& why) {
+  // A release as tagged: three dotted numbers.
+  int dots = 0;
+  bool well_formed = !release.empty() && release.front() != '.' && release.back() != '.';
+  for (std::size_t i = 0; i < release.size(); ++i) {
+    if (release[i] == '.') {
+      ++dots;
+      well_formed = well_formed && release[i - 1] != '.';
+    } else {
+      well_formed = well_formed && release[i] >= '0' && release[i] <= '9';
+    }
+  }
+  const std::vector<const redisson_script*> rows =
+      well_formed && dots == 2 ? redisson_scripts_of(release) : std::vector<const redisson_script*>{};
+  if (rows.empty()) {
+    why = fmt::format("Redisson release '{}' is not a release this client speaks (3.11.1 to 4.7.0, as tagged: "
+                      "e.g. 4.7.0, 3.27.2, 3.16.8)",
+                      release);
+    return std::nullopt;
+  }
+  if (compare_releases(release, "3.11.1") < 0) {
+    // 3.10.x's fair lock passes `now + threadWaitTime` where later releases pass the wait.
+    why = fmt::format("Redisson {}: releases before 3.11.1 are not spoken (their fair lock's arguments differ)",
+                      release);
+    return std::nullopt;
+  }
+  redisson_dialect d;
+  d.release = std::string(release);
+  std::string missing;
+  const auto pick = [&](dialect_script& out, redisson_lock_type type, redisson_role role,
+                        std::optional<redisson_role> alternative = std::nullopt) {
+    for (const std::optional<redisson_role> wanted : {std::optional<redisson_role>(role), alternative}) {
+      if (!wanted) continue;
+      for (const redisson_script* row : rows) {
+        if (row->type != type || row->role != *wanted) continue;
+        out = {row->text, row->sha1, row->text.find("redis.call(ARGV[") != std::string_view::npos,
+               row->latch_key != 0};
+        return *wanted;
+      }
+    }
+    missing += fmt::format(" {} {}", to_string(type), to_string(role));
+    return role;
+  };
+  using T = redisson_lock_type;
+  using R = redisson_role;
+  pick(d.acquire, T::lock, R::acquire);
+  pick(d.unlock, T::lock, R::unlock);
+  pick(d.force_unlock, T::lock, R::force_unlock);
+  d.batched_renewal = pick(d.renew, T::lock, R::renew, R::renew_batch) == R::renew_batch;
+  pick(d.fair_acquire, T::fair, R::acquire);
+  pick(d.fair_try_acquire, T::fair, R::try_acquire);
+  pick(d.fair_unlock, T::fair, R::unlock);
+  pick(d.fair_force_unlock, T::fair, R::force_unlock);
+  pick(d.fair_acquire_failed, T::fair, R::acquire_failed);
+  pick(d.read_acquire, T::read, R::acquire);
+  pick(d.read_unlock, T::read, R::unlock);
+  pick(d.read_renew, T::read, R::renew, R::renew_batch);
+  pick(d.read_force_unlock, T::read, R::force_unlock);
+  pick(d.write_acquire, T::write, R::acquire);
+  pick(d.write_unlock, T::write, R::unlock);
+  pick(d.write_force_unlock, T::write, R::force_unlock);
+  if (!missing.empty()) {
+    why = fmt::format("Redisson {} lacks scripts this client needs:{}", release, missing);
+    return std::nullopt;
+  }
+  // The fenced lock first shipped in 3.19.0; an older dialect keeps the 3.19 script
+  // (nothing older could share a fenced lock anyway).
+  if (std::string missing_fenced; true) {
+    std::swap(missing, missing_fenced);
+    pick(d.fenced_acquire, T::fenced, R::acquire_token);
+    if (!missing.empty()) {
+      const script_info& own = script(script_kind::fenced_acquire);
+      d.fenced_acquire = {own.text, own.sha1, false, false};
+    }
+    missing.clear();
+  }
+  d.fair_wait_is_callers = compare_releases(release, "3.13.3") >= 0;
+  if (compare_releases(release, "3.27.2") >= 0)
+    d.reset = redisson_dialect::lease_reset::unless_still_held;
+  else if (compare_releases(release, "3.19.2") >= 0)
+    d.reset = redisson_dialect::lease_reset::always;
+  return d;
+}
+
+// Up to twelve keys and arguments of one script call. The views must stay valid until
 // the reply: they point into the heap object of the operation that waits for it.
 struct script_call {
-  script_kind kind;
-  std::array<std::string_view, 8> values;
-  std::size_t count;
+  std::string_view text;
+  std::string_view sha1;
+  std::uint8_t keys = 0;
+  std::array<std::string_view, 12> values;
+  std::size_t count = 0;
+  // An unlock latch (3.24+) the caller deletes once the unlock answered, as Redisson's
+  // unlockInnerAsync does.
+  std::string_view latch;
+
+  explicit script_call(const dialect_script& s) : text(s.text), sha1(s.sha1) {}
+  script_call& key(std::string_view v) {
+    values[count++] = v;
+    ++keys;
+    return *this;
+  }
+  script_call& arg(std::string_view v) {
+    values[count++] = v;
+    return *this;
+  }
 };
 
 void encode_script_call(std::string& out, bool by_sha, const script_call& call) {
-  const script_info& s = script(call.kind);
   resp::writer w(out);
   w.array(3 + call.count);
   w.bulk_string(by_sha ? "EVALSHA" : "EVAL");
-  w.bulk_string(by_sha ? s.sha1 : s.text);
-  const char digit = static_cast<char>('0' + s.key_count);
+  w.bulk_string(by_sha ? call.sha1 : call.text);
+  const char digit = static_cast<char>('0' + call.keys);
   w.bulk_string(std::string_view(&digit, 1));
   for (std::size_t i = 0; i < call.count; ++i) w.bulk_string(call.values[i]);
 }
@@ -136,6 +266,8 @@ struct renewal {
 
 namespace {
 
+constexpr std::string_view one_owner = "1";
+
 // Per-call data of the one-command operations, on the heap so that views into it stay
 // valid while the unique_function holding it is moved around.
 struct call_data {
@@ -145,42 +277,74 @@ struct call_data {
   std::string now_text;
   std::string field;           // owner, or `<owner>:write`
   std::string timeout_prefix;  // a reader's
+  std::string latch;           // the unlock latch `redisson_unlock_latch:{name}:<request id>` (3.24+)
+  std::string latch_life;      // its PX in ms
 };
 
-// Lock kinds whose unlock can SPUBLISH (their Redisson 3.22 scripts take the publish
-// command as an ARGV); the others' scripts PUBLISH, which a cluster broadcasts.
-bool sharded_unlock(lock_kind kind) noexcept { return kind == lock_kind::reentrant || kind == lock_kind::fenced; }
-constexpr std::string_view sharded_publish = "SPUBLISH";
-
-// The unlock script of `lock`'s kind for data.owner; fills the rest of `data`, which
-// the call's views point into. `sharded`: a cluster with sharded pub/sub.
-script_call unlock_call(const lock_state& lock, call_data& data, bool sharded) {
-  data.lease_text = decimal(lock.internal_lease_ms);
-  data.field = lock.field(data.owner);
-  switch (lock.kind) {
+const dialect_script& unlock_script(const redisson_dialect& d, lock_kind kind) noexcept {
+  switch (kind) {
     case lock_kind::fair:
-      data.now_text = unix_millis_now();
-      return {script_kind::fair_unlock,
-              {lock.name, lock.queue_name, lock.timeout_name, lock.channel, unlock_message, data.lease_text,
-               data.owner, data.now_text},
-              8};
+      return d.fair_unlock;
     case lock_kind::read:
-      data.timeout_prefix = lock.timeout_prefix(data.owner);
-      return {script_kind::read_unlock,
-              {lock.name, lock.channel, data.timeout_prefix, lock.key_prefix, unlock_message, data.owner},
-              6};
+      return d.read_unlock;
     case lock_kind::write:
-      return {script_kind::write_unlock, {lock.name, lock.channel, read_unlock_message, data.lease_text, data.field},
-              5};
+      return d.write_unlock;
     case lock_kind::reentrant:
     case lock_kind::fenced:
       break;
   }
-  if (sharded)
-    return {script_kind::unlock_publish_argv,
-            {lock.name, lock.channel, unlock_message, data.lease_text, data.owner, sharded_publish},
-            6};
-  return {script_kind::unlock, {lock.name, lock.channel, unlock_message, data.lease_text, data.owner}, 5};
+  return d.unlock;
+}
+
+// The publish command an unlock of this dialect passes: SPUBLISH on a cluster with
+// sharded pub/sub (Redisson's getPublishCommand()), where its waiters SSUBSCRIBE.
+std::string_view publish_command(bool sharded) noexcept { return sharded ? "SPUBLISH" : "PUBLISH"; }
+
+// Appends the publish command and the latch's life to an unlock's (or a force
+// unlock's) ARGV, and the latch to its KEYS, as the dialect's script takes them.
+void finish_unlock_call(script_call& call, const dialect_script& s, const call_data& data, bool sharded,
+                        std::size_t keys_end) {
+  if (s.latched) {
+    // The latch is the last key: move the arguments one place up.
+    for (std::size_t i = call.count; i > keys_end; --i) call.values[i] = call.values[i - 1];
+    call.values[keys_end] = data.latch;
+    ++call.count;
+    ++call.keys;
+    call.latch = data.latch;
+  }
+  if (s.publish_argv) call.arg(publish_command(sharded));
+  if (s.latched) call.arg(data.latch_life);
+}
+
+// The unlock script of `lock`'s kind for data.owner; fills the rest of `data`, which
+// the call's views point into (data.latch, when the dialect latches, is set by the
+// caller). `sharded`: a cluster with sharded pub/sub.
+script_call unlock_call(const redisson_dialect& d, const lock_state& lock, call_data& data, bool sharded) {
+  data.lease_text = decimal(lock.internal_lease_ms);
+  data.field = lock.field(data.owner);
+  const dialect_script& s = unlock_script(d, lock.kind);
+  script_call call(s);
+  switch (lock.kind) {
+    case lock_kind::fair:
+      data.now_text = unix_millis_now();
+      call.key(lock.name).key(lock.queue_name).key(lock.timeout_name).key(lock.channel);
+      call.arg(unlock_message).arg(data.lease_text).arg(data.owner).arg(data.now_text);
+      break;
+    case lock_kind::read:
+      data.timeout_prefix = lock.timeout_prefix(data.owner);
+      call.key(lock.name).key(lock.channel).key(data.timeout_prefix).key(lock.key_prefix);
+      call.arg(unlock_message).arg(data.owner);
+      break;
+    case lock_kind::write:
+      call.key(lock.name).key(lock.channel).arg(read_unlock_message).arg(data.lease_text).arg(data.field);
+      break;
+    case lock_kind::reentrant:
+    case lock_kind::fenced:
+      call.key(lock.name).key(lock.channel).arg(unlock_message).arg(data.lease_text).arg(data.owner);
+      break;
+  }
+  finish_unlock_call(call, s, data, sharded, call.keys);
+  return call;
 }
 
 // A script's completion with its replica sync (sync_outcome::synced when sync is off).
@@ -201,6 +365,27 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
       : io_(io), strand_(asio::make_strand(io)), config_(std::move(config)) {
     id_ = boost::uuids::to_string(boost::uuids::random_generator()());
     watchdog_lease_text_ = decimal(config_.watchdog_timeout.count());
+    std::string why;
+    dialect_ = *make_dialect(config_.redisson_dialect, why);  // checked by the client's constructor
+    // The latch outlives the one attempt this client makes; the DEL behind the reply
+    // removes it sooner (Redisson's: (timeout + retry delay) x attempts).
+    latch_life_text_ = decimal(std::max<std::int64_t>(config_.command_timeout.count(), 1));
+  }
+
+  const redisson_dialect& dialect() const noexcept { return dialect_; }
+
+  // An unlock's latch (3.24+): `redisson_unlock_latch:{name}:<request id>`, the request
+  // id 32 hex digits as Redisson's ServiceManager.generateId makes them.
+  void prepare_unlock(call_data& data) {
+    if (!unlock_script(dialect_, data.lock->kind).latched) return;
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string id(32, '0');
+    for (std::size_t i = 0; i < id.size(); i += 16) {
+      std::uint64_t bits = request_ids_();
+      for (std::size_t j = 0; j < 16; ++j, bits >>= 4) id[i + j] = hex[bits & 15];
+    }
+    data.latch = prefixed_name("redisson_unlock_latch", data.lock->name) + ":" + id;
+    data.latch_life = latch_life_text_;
   }
 
   void start() {
@@ -251,9 +436,12 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     resp::append_command(command, args...);
     send(key, command, deadline, std::move(done));
   }
-  // Unlock scripts SPUBLISH (Redisson 3.22's form, publish command as ARGV): a cluster
-  // with sharded pub/sub.
-  bool publishes_sharded() const noexcept { return router_ && router_->sharded_pubsub(); }
+  // A cluster with sharded pub/sub, where a dialect whose unlock of `kind` takes the
+  // publish command (3.22+) SPUBLISHes and its waiters SSUBSCRIBE; before 3.22 Redisson
+  // PUBLISHes and SUBSCRIBEs everywhere.
+  bool publishes_sharded(lock_kind kind) const noexcept {
+    return router_ && router_->sharded_pubsub() && unlock_script(dialect_, kind).publish_argv;
+  }
   const client_config& config() const noexcept { return config_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return io_; }
@@ -272,6 +460,18 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void run_script(const script_call& call, clock_type::time_point deadline, reply_handler done,
                   bool last_words = false, std::shared_ptr<synced_call> sync = nullptr) {
     const bool by_sha = config_.scripts == script_mode::evalsha && !last_words;
+    if (!call.latch.empty()) {
+      // Redisson deletes the latch once the unlock answered (unlockInnerAsync).
+      done = [self = shared_from_this(), key = std::string(call.values[0]), latch = std::string(call.latch),
+              done = std::move(done)](std::error_code ec, resp::value&& reply) mutable {
+        if (!self->closed()) {
+          std::string del;
+          resp::append_command(del, "DEL", latch);
+          self->send(key, del, self->command_deadline(), [](std::error_code, resp::value&&) {});
+        }
+        done(ec, std::move(reply));
+      };
+    }
     if (sentinel_) done = sentinel_->watch_writes(std::move(done));
     scratch_.clear();
     encode_script_call(scratch_, by_sha, call);
@@ -293,8 +493,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
           }
           if (ec == errc::server_error && reply.text.starts_with("NOSCRIPT")) {
             // Load it and retry once, pipelined: one more round trip.
-            self->commands_->execute(deadline, [](std::error_code, resp::value&&) {}, "SCRIPT", "LOAD",
-                                     script(call.kind).text);
+            self->commands_->execute(deadline, [](std::error_code, resp::value&&) {}, "SCRIPT", "LOAD", call.text);
             self->scratch_.clear();
             encode_script_call(self->scratch_, true, call);
             self->commands_->execute_encoded(self->scratch_, deadline, std::move(done));
@@ -463,13 +662,23 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   void renew(const std::shared_ptr<renewal>& r) {
     const clock_type::time_point sent = clock_type::now();
-    const script_call call =
-        r->kind == script_kind::read_renew
-            ? script_call{script_kind::read_renew, {r->name, r->key_prefix, r->lease_text, r->owner}, 4}
-            : script_call{script_kind::renew, {r->name, r->lease_text, r->owner}, 3};
+    const bool read = r->kind == script_kind::read_renew;
+    script_call call(read ? dialect_.read_renew : dialect_.renew);
+    call.key(r->name);
+    if (read) call.key(r->key_prefix);
+    call.arg(r->lease_text);
+    // 3.44's batch for read locks: ARGV[2] counts the owners of each lock that follow.
+    if (read && dialect_.batched_renewal) call.arg(one_owner);
+    call.arg(r->owner);
     run_script(call, sent + std::min(config_.command_timeout, config_.watchdog_timeout / 3),
                [self = shared_from_this(), r, sent](std::error_code ec, resp::value&& reply) {
                  if (r->cancelled) return;
+                 // A batch answers a list with one 0/1 per lock.
+                 if (!ec && self->dialect_.batched_renewal && reply.type == resp::type::array &&
+                     reply.elements.size() == 1) {
+                   resp::value first = std::move(reply.elements[0]);
+                   reply = std::move(first);
+                 }
                  const milliseconds timeout = self->config_.watchdog_timeout;
                  const renew_outcome outcome = classify_renew(ec, reply, clock_type::now(), r->last_confirmed, timeout);
                  if (outcome == renew_outcome::lost) return self->lock_lost(r);
@@ -518,6 +727,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   client_config config_;
   std::string id_;
   std::string watchdog_lease_text_;
+  redisson_dialect dialect_;
+  std::string latch_life_text_;
+  std::mt19937_64 request_ids_{std::random_device{}()};
   std::shared_ptr<connection> commands_;
   std::shared_ptr<connection> subscriber_;
   std::shared_ptr<sentinel_monitor> sentinel_;  // Sentinel mode only
@@ -554,6 +766,12 @@ class acquire_op final : public subscription_listener,
         lease_text_(decimal(request.lease ? request.lease->count() : impl_->config().watchdog_timeout.count())),
         // A fair waiter is woken on its own channel: the unlock wakes only the queue's head.
         channel_(lock_->kind == lock_kind::fair ? lock_->channel + ":" + owner_ : lock_->channel),
+        // Redisson's fair lock (3.13.3+): the caller's wait is the queue's thread wait;
+        // without one (lock(), tryLock()), the configured threadWaitTime.
+        thread_wait_text_(request.wait && request.wait->count() > 0 && impl_->dialect().fair_wait_is_callers
+                              ? decimal(request.wait->count())
+                              : lock_->thread_wait_text),
+        try_once_(lock_->kind == lock_kind::fair && request.wait && request.wait->count() <= 0),
         done_(std::move(done)),
         timer_(impl_->strand()) {}
 
@@ -605,26 +823,28 @@ class acquire_op final : public subscription_listener,
   }
 
   void attempt() {
-    if (lock_->kind == lock_kind::fair) {
-      now_text_ = unix_millis_now();
-      const script_call call{script_kind::fair_acquire,
-                             {lock_->name, lock_->queue_name, lock_->timeout_name, lease_text_, owner_,
-                              lock_->thread_wait_text, now_text_},
-                             7};
-      return send(call);
-    }
+    const redisson_dialect& d = impl_->dialect();
     switch (lock_->kind) {
+      case lock_kind::fair: {
+        now_text_ = unix_millis_now();
+        // tryLock() without a wait: Redisson's one-shot form, which never queues.
+        script_call call(try_once_ ? d.fair_try_acquire : d.fair_acquire);
+        call.key(lock_->name).key(lock_->queue_name).key(lock_->timeout_name).arg(lease_text_).arg(owner_);
+        if (try_once_) return send(call.arg(now_text_).arg(thread_wait_text_));
+        return send(call.arg(thread_wait_text_).arg(now_text_));
+      }
       case lock_kind::fenced:
-        return send({script_kind::fenced_acquire, {lock_->name, lock_->token_name, lease_text_, owner_}, 4});
+        return send(script_call(d.fenced_acquire).key(lock_->name).key(lock_->token_name).arg(lease_text_).arg(owner_));
       case lock_kind::read:
-        return send({script_kind::read_acquire, {lock_->name, timeout_prefix_, lease_text_, owner_, write_field_}, 5});
+        return send(
+            script_call(d.read_acquire).key(lock_->name).key(timeout_prefix_).arg(lease_text_).arg(owner_).arg(
+                write_field_));
       case lock_kind::write:
-        return send({script_kind::write_acquire, {lock_->name, lease_text_, field_}, 3});
+        return send(script_call(d.write_acquire).key(lock_->name).arg(lease_text_).arg(field_));
       case lock_kind::reentrant:
-      case lock_kind::fair:
         break;
     }
-    send({script_kind::acquire, {lock_->name, lease_text_, owner_}, 3});
+    send(script_call(d.acquire).key(lock_->name).arg(lease_text_).arg(owner_));
   }
 
   void send(const script_call& call) {
@@ -660,7 +880,7 @@ class acquire_op final : public subscription_listener,
       return finish({}, lock_->kind == lock_kind::fenced ? r.token : 1);
     }
     if (r.outcome != acquire_reply::kind::busy) return give_up(unexpected("the acquire script", reply));
-    queued_ = true;
+    queued_ = !try_once_;
     act(fsm_.on_busy(r.ttl_ms, clock_type::now()));
   }
 
@@ -679,8 +899,9 @@ class acquire_op final : public subscription_listener,
   // with the stop's status. Nothing was handed to the watchdog.
   void release_then_finish() {
     cleaning_up_ = true;
-    auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}});
-    const script_call call = unlock_call(*lock_, *data, impl_->publishes_sharded());
+    auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}, {}, {}});
+    impl_->prepare_unlock(*data);
+    const script_call call = unlock_call(impl_->dialect(), *lock_, *data, impl_->publishes_sharded(lock_->kind));
     impl_->run_script(call, impl_->command_deadline(),
                       [self = shared_from_this(), data](std::error_code, resp::value&&) {
                         // A failed release expires after its lease.
@@ -702,7 +923,7 @@ class acquire_op final : public subscription_listener,
       case acquire_action::attempt:
         return attempt();
       case acquire_action::subscribe: {
-        const auto added = impl_->subscribe(channel_, *this, sharded_unlock(lock_->kind));
+        const auto added = impl_->subscribe(channel_, *this, impl_->publishes_sharded(lock_->kind));
         waiter_ = added.id;
         return act(fsm_.on_subscribe_started(added.subscribed, clock_type::now()));
       }
@@ -743,8 +964,9 @@ class acquire_op final : public subscription_listener,
   void release_unsynced(const sync_result& sync) {
     cleaning_up_ = true;
     std::string message = impl_->describe_sync(fmt::format("lock '{}'", lock_->name), sync);
-    auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}});
-    const script_call call = unlock_call(*lock_, *data, impl_->publishes_sharded());
+    auto data = std::make_shared<call_data>(call_data{lock_, owner_, {}, {}, {}, {}, {}, {}});
+    impl_->prepare_unlock(*data);
+    const script_call call = unlock_call(impl_->dialect(), *lock_, *data, impl_->publishes_sharded(lock_->kind));
     impl_->run_script(call, impl_->command_deadline(),
                       [self = shared_from_this(), data, message = std::move(message)](
                           std::error_code ec, resp::value&& reply) mutable {
@@ -761,9 +983,8 @@ class acquire_op final : public subscription_listener,
 
   // The reply handler must keep this operation alive: the call's views point into it.
   void send_leave_queue(reply_handler done, bool last_words = false) {
-    const script_call call{script_kind::fair_acquire_failed,
-                           {lock_->queue_name, lock_->timeout_name, owner_, lock_->thread_wait_text},
-                           4};
+    script_call call(impl_->dialect().fair_acquire_failed);
+    call.key(lock_->queue_name).key(lock_->timeout_name).arg(owner_).arg(thread_wait_text_);
     impl_->run_script(call, impl_->command_deadline(), std::move(done), last_words);
   }
 
@@ -788,6 +1009,8 @@ class acquire_op final : public subscription_listener,
   acquire_fsm fsm_;
   std::string lease_text_;
   std::string channel_;
+  std::string thread_wait_text_;
+  bool try_once_;  // a fair tryLock() without a wait
   std::string now_text_;
   completion<std::int64_t> done_;
   status pending_;
@@ -956,15 +1179,26 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
   auto impl = lock->impl;
   asio::post(impl->strand(), [impl, lock, owner = std::move(owner), d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
-    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), {}, {}, {}, {}});
-    const script_call call = unlock_call(*lock, *data, impl->publishes_sharded());
+    auto data = std::make_shared<call_data>(call_data{lock, std::move(owner), {}, {}, {}, {}, {}, {}});
+    impl->prepare_unlock(*data);
+    const script_call call = unlock_call(impl->dialect(), *lock, *data, impl->publishes_sharded(lock->kind));
     impl->run_synced_script(
         call, impl->command_deadline(),
         [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
           const unlock_outcome outcome = classify_unlock_reply(reply);
           const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
           impl->watchdog_release(data->lock->name, data->field, effects.stop_renewal);
-          if (effects.reset_lease) data->lock->reset_lease(impl->config());
+          // Redisson's cancelExpirationRenewal: the lease reset's rule depends on the release.
+          switch (impl->dialect().reset) {
+            case redisson_dialect::lease_reset::never:
+              break;
+            case redisson_dialect::lease_reset::always:
+              data->lock->reset_lease(impl->config());
+              break;
+            case redisson_dialect::lease_reset::unless_still_held:
+              if (ec || effects.reset_lease) data->lock->reset_lease(impl->config());
+              break;
+          }
           if (ec) return d(error_status(ec, reply), false);
           switch (outcome) {
             case unlock_outcome::not_owner:
@@ -990,21 +1224,22 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
   asio::post(impl->strand(), [impl, lock, d = std::move(done)]() mutable {
     if (reject_if_closed(*impl, d)) return;
     impl->watchdog_release_lock(lock->name);
-    lock->reset_lease(impl->config());
-    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}, {}, {}});
-    script_call call{script_kind::force_unlock, {lock->name, lock->channel, unlock_message}, 3};
-    if (impl->publishes_sharded())
-      call = {script_kind::force_unlock_publish_argv, {lock->name, lock->channel, unlock_message, sharded_publish}, 4};
-    if (lock->kind == lock_kind::read) {
-      call = {script_kind::read_force_unlock, {lock->name, lock->channel, unlock_message}, 3};
-    } else if (lock->kind == lock_kind::write) {
-      call = {script_kind::write_force_unlock, {lock->name, lock->channel, read_unlock_message}, 3};
-    } else if (lock->kind == lock_kind::fair) {
+    if (impl->dialect().reset != redisson_dialect::lease_reset::never) lock->reset_lease(impl->config());
+    auto data = std::make_shared<call_data>(call_data{lock, {}, {}, {}, {}, {}, {}, {}});
+    const redisson_dialect& dialect = impl->dialect();
+    const dialect_script* s = &dialect.force_unlock;
+    if (lock->kind == lock_kind::read) s = &dialect.read_force_unlock;
+    if (lock->kind == lock_kind::write) s = &dialect.write_force_unlock;
+    if (lock->kind == lock_kind::fair) s = &dialect.fair_force_unlock;
+    script_call call(*s);
+    call.key(lock->name);
+    if (lock->kind == lock_kind::fair) {
       data->now_text = unix_millis_now();
-      call = {script_kind::fair_force_unlock,
-              {lock->name, lock->queue_name, lock->timeout_name, lock->channel, unlock_message, data->now_text},
-              6};
+      call.key(lock->queue_name).key(lock->timeout_name);
     }
+    call.key(lock->channel).arg(lock->kind == lock_kind::write ? read_unlock_message : unlock_message);
+    if (lock->kind == lock_kind::fair) call.arg(data->now_text);
+    finish_unlock_call(call, *s, *data, impl->publishes_sharded(lock->kind), call.keys);
     impl->run_synced_script(
         call, impl->command_deadline(),
         [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
@@ -1137,6 +1372,7 @@ namespace {
 client_config checked(client_config config) {
   std::string why;
   if (const std::error_code ec = check_replica_sync(config, &why)) throw lock_error(ec, why);
+  if (!detail::make_dialect(config.redisson_dialect, why)) throw lock_error(errc::invalid_argument, why);
   if (config.cluster.enabled && config.sentinel.enabled())
     throw lock_error(errc::invalid_argument,
                      "cluster and sentinel are both set: a client talks to a Redis Cluster or to a Sentinel-managed master");

@@ -328,6 +328,10 @@ TEST_CASE("lockscope lock: one-line errors for a bad URL, a refused connection, 
     CHECK(auth->wait(20s) == 64);
     CHECK(auth->output() ==
           "lockscope lock: --sentinel-user and --sentinel-password need a redis-sentinel:// or rediss-sentinel:// URL\n");
+    auto dialect = spawn(lock_command("redis://localhost", "x", {"--redisson", "3.16"}, {"true"}));
+    CHECK(dialect->wait(20s) == 64);
+    CHECK(dialect->output() == "lockscope lock: --redisson: '3.16' is not a Redisson release this client knows "
+                               "(3.11.1 to 4.7.0, as tagged: e.g. 4.7.0, 3.27.2, 3.16.8)\n");
   }
   SECTION("no sentinel answers: exit 69 at once, naming each one tried") {
     const auto a = lockscope::test::find_free_port();

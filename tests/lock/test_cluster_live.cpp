@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <fstream>
+#include <future>
 #include <set>
 #include <sstream>
 #include <string>
@@ -273,6 +274,41 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): CLUSTER KEYSLOT, routing, shar
     all.unlock();
     for (const std::string& name : names)
       CHECK(exists_on_its_master(cluster, name) == 0);
+  }
+
+  SECTION("dialects: fair, read and write waiters SSUBSCRIBE from Redisson 3.22 (4.7.0), SUBSCRIBE in 3.16.8") {
+    for (const std::string release : {"4.7.0", "3.16.8"}) {
+      INFO(release);
+      const bool sharded = release == "4.7.0";
+      auto config = lock::client_config::from_url(cluster.url());
+      config.redisson_dialect = release;
+      lock::client holder(config);
+      lock::client waiter(config);
+      const std::string name = "dialect-" + release;
+      // A lost wake-up would leave each waiter asleep for the holder's whole TTL (30 s).
+      const auto woken_at_once = [&](auto& held, auto waiting, const std::string& channel) {
+        const std::size_t master = cluster.master_of(lock::key_slot(held.name()));
+        held.lock();
+        const auto started = std::chrono::steady_clock::now();
+        auto acquired = std::async(std::launch::async, [&] {
+          const bool ok = waiting.try_lock(20s);
+          if (ok) waiting.unlock();
+          return ok;
+        });
+        CHECK(shard_subscribers(cluster, master, channel, sharded ? 1 : 0) == (sharded ? 1 : 0));
+        std::this_thread::sleep_for(200ms);  // the waiter is subscribed and asleep
+        held.unlock();
+        CHECK(acquired.get());
+        CHECK(std::chrono::steady_clock::now() - started < 5s);
+      };
+      auto fair_holder = holder.get_fair_lock(name + "-fair");
+      auto fair_waiter = waiter.get_fair_lock(name + "-fair");
+      woken_at_once(fair_holder, fair_waiter, "redisson_lock__channel:{" + name + "-fair}:" + fair_waiter.owner());
+      auto writer = holder.get_read_write_lock(name + "-rw").write_lock();
+      woken_at_once(writer, waiter.get_read_write_lock(name + "-rw").read_lock(), "redisson_rwlock:{" + name + "-rw}");
+      auto reader = holder.get_read_write_lock(name + "-rw").read_lock();
+      woken_at_once(reader, waiter.get_read_write_lock(name + "-rw").write_lock(), "redisson_rwlock:{" + name + "-rw}");
+    }
   }
 
   SECTION("wrong URLs: redis:// on a cluster node says to use redis-cluster://, and the reverse") {

@@ -125,6 +125,15 @@ struct client_config {
   // threadWaitTime). A crashed waiter delays the ones behind it by up to this much.
   std::chrono::milliseconds fair_lock_thread_wait{300000};
 
+  // Which Redisson release's lock scripts and behaviour to speak: a release from
+  // "3.11.1" to "4.7.0" (any tag of Redisson's in that range). The scripts are that
+  // release's own bytes (lock/scripts.hpp's redisson_catalogue) with its KEYS/ARGV
+  // layout: from 3.22 the publish command as an argument (SPUBLISH on a cluster with
+  // sharded pub/sub, for every lock type), from 3.24 the unlock latch, from 3.44 the
+  // batched renewal script. Share a lock with Java only in the dialect its Redisson
+  // speaks, or in one with the same pub/sub (before 3.22: PUBLISH everywhere).
+  std::string redisson_dialect = "4.7.0";
+
   // Who owns the holds of a handle from get_lock() and its kin (without an explicit
   // owner). Either way the owner id is Redisson's `<client uuid>:<n>`.
   owner_model owners = owner_model::per_handle;
