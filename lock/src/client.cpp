@@ -442,6 +442,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   bool publishes_sharded(lock_kind kind) const noexcept {
     return router_ && router_->sharded_pubsub() && unlock_script(dialect_, kind).publish_argv;
   }
+  // The semaphores and latches: their scripts (Redisson 4.7.0's, whatever the dialect)
+  // take the publish command, so a cluster with sharded pub/sub gets SPUBLISH/SSUBSCRIBE.
+  bool publishes_sharded() const noexcept { return router_ && router_->sharded_pubsub(); }
   const client_config& config() const noexcept { return config_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return io_; }
