@@ -129,9 +129,10 @@ struct timeline_options {
   std::int64_t wake_window_us = 20'000;
   double late_renewal_factor = 1.5;  // × lease/3
   // A connection that closes holding locks: holder_connection_closed on every lock
-  // someone waits for, and on this many of those nobody waits for (the rest are named
-  // when a waiter comes): a connection holding thousands (a batch job, a load
-  // generator) costs no anomaly record per lock.
+  // someone waits for, and on this many of those nobody waits for, when it held at most
+  // this many (or they are among the 4 locks it used last); the rest are named when a
+  // waiter's wait ends. A connection holding thousands (a batch job, a load generator)
+  // costs neither an anomaly record per lock nor a scan of every lock.
   std::size_t closed_holders_reported = 64;
   // Replies on different connections can be captured up to this far out of the order
   // the server ran the commands in (redis-server writes a loop's replies client by
