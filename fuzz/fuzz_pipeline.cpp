@@ -43,6 +43,7 @@
 namespace {
 
 namespace az = lockscope::locks;
+namespace in = lockscope::ingest;
 namespace lk = lockscope::lock;
 
 [[noreturn]] void violation(const char* what, std::uint64_t detail = 0) {
@@ -70,17 +71,17 @@ class input_reader {
 
 // Four connections: 0 and 1 to server A, 2 and 3 to server B (a RedLock's other master).
 struct connection {
-  az::tcp_conversation tcp;
+  in::tcp_conversation tcp;
   bool opened = false;
 };
 
 std::vector<connection> make_connections() {
   std::vector<connection> c;
   for (std::uint16_t i = 0; i < 4; ++i) {
-    az::endpoint client, server;
-    az::endpoint::parse(i % 2 ? "10.0.0.2" : "10.0.0.1", static_cast<std::uint16_t>(40000 + i), client);
-    az::endpoint::parse("10.0.0.9", i < 2 ? 6379 : 6380, server);
-    c.push_back({az::tcp_conversation(client, server, 1000u + i * 7919u, 5000u + i * 104729u)});
+    in::endpoint client, server;
+    in::endpoint::parse(i % 2 ? "10.0.0.2" : "10.0.0.1", static_cast<std::uint16_t>(40000 + i), client);
+    in::endpoint::parse("10.0.0.9", i < 2 ? 6379 : 6380, server);
+    c.push_back({in::tcp_conversation(client, server, 1000u + i * 7919u, 5000u + i * 104729u)});
   }
   return c;
 }
@@ -130,13 +131,13 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
   input_reader in(data, size);
   const std::uint8_t options_byte = in.byte();
 
-  az::ingest_options ingest;
+  in::ingest_options ingest;
   if (options_byte & 1) ingest.ports = {6379, 6380};
   ingest.tcp.max_buffer = (options_byte & 2) ? 512 : 1u << 20;
   // Tight buffers for all flows too: connections give back what they hold (shed()).
-  ingest.max_buffer_total = (options_byte & 2) ? 2048 : az::ingest_options::default_max_buffer_total;
+  ingest.max_buffer_total = (options_byte & 2) ? 2048 : in::ingest_options::default_max_buffer_total;
   ingest.session.max_message_bytes = (options_byte & 4) ? 200 : 1u << 20;
-  ingest.max_flows = (options_byte & 8) ? 2 : az::ingest_options::default_max_flows;
+  ingest.max_flows = (options_byte & 8) ? 2 : in::ingest_options::default_max_flows;
   ingest.session.intern_arguments = intern;
   az::timeline_options timeline_opts;
   timeline_opts.merge_servers = (options_byte & 16) != 0;
@@ -153,7 +154,7 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
     // As the live loop runs it: operations held per packet, announced, then handled.
     az::operation_batch batch(timeline, 40, 4096);
     az::lock_recognizer recognizer(batch);
-    az::ingest_pipeline pipeline(ingest, recognizer, &recognizer);
+    in::ingest_pipeline pipeline(ingest, recognizer, &recognizer);
 
     auto connections = make_connections();
     const auto scripts = lk::all_scripts();
@@ -169,12 +170,12 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
     std::vector<std::string> held_back;  // frames delayed to arrive out of order
     std::uint8_t damage_counter = 0;
 
-    const auto emit = [&](const az::tcp_segment_spec& segment) {
-      std::string frame = az::make_frame(az::link_type::en10mb, segment);
+    const auto emit = [&](const in::tcp_segment_spec& segment) {
+      std::string frame = in::make_frame(in::link_type::en10mb, segment);
       if (++damage_counter % 10 == 0 && !frame.empty()) {
         frame[(damage_counter * 131u) % frame.size()] ^= static_cast<char>(damage_counter);
       }
-      pipeline.on_packet(now_us, az::link_type::en10mb, frame);
+      pipeline.on_packet(now_us, in::link_type::en10mb, frame);
       batch.flush();
       ++sent;
       last_frame = std::move(frame);
@@ -208,24 +209,24 @@ std::string run_program(const std::uint8_t* data, std::size_t size, bool intern,
         }
         case 6:  // a retransmission
           if (!last_frame.empty()) {
-            pipeline.on_packet(now_us, az::link_type::en10mb, last_frame);
+            pipeline.on_packet(now_us, in::link_type::en10mb, last_frame);
             ++sent;
           }
           break;
         case 7: {  // this segment arrives after the next one
-          held_back.push_back(az::make_frame(az::link_type::en10mb, c.tcp.client_sends(in.bytes(in.byte()))));
+          held_back.push_back(in::make_frame(in::link_type::en10mb, c.tcp.client_sends(in.bytes(in.byte()))));
           break;
         }
         case 8: advance(static_cast<std::int64_t>(in.byte()) << 16); break;  // up to 16 s of silence
         default: c.opened = true; break;  // mid-stream: the connection was open before the capture
       }
       if (held_back.size() > 1 || (!held_back.empty() && (op & 0x80))) {
-        for (const std::string& f : held_back) pipeline.on_packet(now_us, az::link_type::en10mb, f);
+        for (const std::string& f : held_back) pipeline.on_packet(now_us, in::link_type::en10mb, f);
         sent += held_back.size();
         held_back.clear();
       }
     }
-    for (const std::string& f : held_back) pipeline.on_packet(now_us, az::link_type::en10mb, f);
+    for (const std::string& f : held_back) pipeline.on_packet(now_us, in::link_type::en10mb, f);
     sent += held_back.size();
     pipeline.finish();
     batch.flush();
