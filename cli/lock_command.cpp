@@ -28,6 +28,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <fmt/format.h>
 
+#include "verb_arguments.hpp"
 #include "lockscope/live/diagnostics.hpp"
 #include "commands.hpp"
 #include "lockscope/lock/client.hpp"
@@ -84,33 +85,6 @@ struct lock_options {
 constexpr std::chrono::milliseconds sentinel_failover_budget{10000};
 
 void say(const std::string& line) { live::print_diagnostic("lockscope lock: {}\n", line); }
-
-// --wait, --lease and --sync-timeout take one form: a number and its unit (ms, s, m, h);
-// only 0 may go without. A bare "5" could mean 5 s as easily as 5 ms: it is refused,
-// naming the argument and the two readings. nullopt after saying why.
-std::optional<std::chrono::milliseconds> duration_argument(std::string_view option, const std::string& text,
-                                                           bool zero_allowed) {
-  std::optional<std::chrono::milliseconds> parsed = lock::parse_duration(text);
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && (!parsed || parsed->count() != 0)) {
-    say(fmt::format("{}: '{}' needs a unit: {}ms or {}s (units: ms, s, m, h)", option, text, text, text));
-    return std::nullopt;
-  }
-  if (!parsed || (!zero_allowed && parsed->count() == 0)) {
-    say(fmt::format("{}: '{}' is not a {}duration (use e.g. 500ms, 10s, 2m)", option, text,
-                    zero_allowed ? "" : "positive "));
-    return std::nullopt;
-  }
-  return parsed;
-}
-
-int exit_code_for(const std::error_code& ec) {
-  if (ec == lock::errc::auth_failed) return exit_noperm;
-  if (ec == lock::errc::invalid_url || ec == lock::errc::invalid_argument) return exit_usage;
-  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::no_master || ec == lock::errc::replica_sync_failed || ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
-      ec.category() == std::system_category() || ec.category() == boost::system::system_category())
-    return exit_unavailable;
-  return exit_software;
-}
 
 // Redis's own text for an acquire script it answered with an error (WRONGTYPE: NAME is a
 // key of another kind; READONLY: a replica). The asynchronous API carries only the code,
@@ -224,14 +198,6 @@ void mark_descriptors_close_on_exec() {
   ::closedir(dir);
 }
 
-// Signals we handle ourselves: blocked in every thread, read from a signalfd.
-sigset_t handled_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
-  return set;
-}
-
 struct signal_event {
   int signo = 0;
   bool from_terminal = false;  // sent by the kernel (Ctrl-C): the child got it too
@@ -309,7 +275,7 @@ void connect_through_failover(lock::client& c) {
 int apply_sync_options(const lock_options& o, std::vector<lock::client_config>& configs) {
   std::chrono::milliseconds timeout = lock::client_config{}.sync_timeout;
   if (!o.sync_timeout.empty()) {
-    const std::optional<std::chrono::milliseconds> parsed = duration_argument("--sync-timeout", o.sync_timeout, false);
+    const std::optional<std::chrono::milliseconds> parsed = cli::verb::duration_argument("lock", "--sync-timeout", o.sync_timeout, false);
     if (!parsed) return exit_usage;
     if (o.sync_replicas == 0) {
       say("--sync-timeout needs --sync-replicas");
@@ -348,11 +314,11 @@ int run_lock(const lock_options& o) {
   std::optional<std::chrono::milliseconds> wait;
   std::optional<std::chrono::milliseconds> lease;
   if (!o.wait.empty()) {
-    wait = duration_argument("--wait", o.wait, true);
+    wait = cli::verb::duration_argument("lock", "--wait", o.wait, true);
     if (!wait) return exit_usage;
   }
   if (!o.lease.empty()) {
-    lease = duration_argument("--lease", o.lease, false);
+    lease = cli::verb::duration_argument("lock", "--lease", o.lease, false);
     if (!lease) return exit_usage;
   }
   std::vector<std::string> urls = o.redis_urls;
@@ -405,7 +371,7 @@ int run_lock(const lock_options& o) {
 
   // Block the signals before the client starts its I/O thread, so that only our
   // signalfd sees them.
-  const sigset_t signals = handled_signals();
+  const sigset_t signals = cli::verb::handled_signals();
   sigset_t previous;
   pthread_sigmask(SIG_BLOCK, &signals, &previous);
   const int signal_fd = ::signalfd(-1, &signals, SFD_CLOEXEC);
@@ -440,7 +406,7 @@ int run_lock(const lock_options& o) {
   if (reachable < required) {
     if (several) say(fmt::format("{} of {} servers reachable, {} needed", reachable, clients.size(), required));
     return connect_error == lock::errc::auth_failed ? exit_noperm : several ? exit_unavailable
-                                                                            : exit_code_for(connect_error);
+                                                                            : cli::verb::exit_code_for(connect_error);
   }
   // The owner is fixed here: the acquisition runs on the client's I/O thread.
   const std::string owner = o.owner.empty() ? client.thread_owner() : o.owner;
@@ -557,7 +523,7 @@ int run_lock(const lock_options& o) {
     } else {
       say(fmt::format("acquiring '{}' failed: {}", o.name, result->ec.message()));
     }
-    return exit_code_for(ec);
+    return cli::verb::exit_code_for(ec);
   }
   if (!result->acquired) {
     say(fmt::format("timed out after {} waiting for lock '{}'", o.wait, o.name));
@@ -612,7 +578,7 @@ int run_lock(const lock_options& o) {
       say(e.what());
     } else {
       say(fmt::format("releasing '{}' failed: {}", o.name, e.what()));
-      if (exit_status == 0) exit_status = exit_code_for(e.code());
+      if (exit_status == 0) exit_status = cli::verb::exit_code_for(e.code());
     }
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);

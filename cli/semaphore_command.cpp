@@ -32,6 +32,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "verb_arguments.hpp"
 #include "lockscope/live/diagnostics.hpp"
 #include "lockscope/lock/client.hpp"
 #include "lockscope/lock/config.hpp"
@@ -53,27 +54,6 @@ constexpr int ex_not_found = 127;
 
 void tell(std::string_view verb, const std::string& line) {
   live::print_diagnostic("lockscope {}: {}\n", verb, line);
-}
-
-// As `lockscope lock`: a number and its unit; only 0 may go without.
-std::optional<std::chrono::milliseconds> wait_argument(std::string_view verb, const std::string& text) {
-  const auto parsed = lock::parse_duration(text);
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos && (!parsed || parsed->count() != 0)) {
-    tell(verb, fmt::format("--wait: '{}' needs a unit: {}ms or {}s (units: ms, s, m, h)", text, text, text));
-    return std::nullopt;
-  }
-  if (!parsed) tell(verb, fmt::format("--wait: '{}' is not a duration (use e.g. 500ms, 10s, 2m)", text));
-  return parsed;
-}
-
-int status_for(const std::error_code& ec) {
-  if (ec == lock::errc::auth_failed) return ex_noperm;
-  if (ec == lock::errc::invalid_url || ec == lock::errc::invalid_argument) return ex_usage;
-  if (ec == lock::errc::timeout || ec == lock::errc::tls_failed || ec == lock::errc::no_master ||
-      ec == lock::errc::not_connected || ec == lock::errc::connection_lost ||
-      ec.category() == std::system_category() || ec.category() == boost::system::system_category())
-    return ex_unavailable;
-  return ex_software;
 }
 
 // The client for --redis (else $LOCKSCOPE_REDIS, else 127.0.0.1:6379), connected; a
@@ -100,23 +80,16 @@ connected connect(std::string_view verb, const std::string& url_option) {
     client->connect();
   } catch (const lock::lock_error& e) {
     tell(verb, e.what());
-    return {nullptr, status_for(e.code())};
+    return {nullptr, cli::verb::exit_code_for(e.code())};
   }
   return {std::move(client), 0};
-}
-
-sigset_t handled_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
-  return set;
 }
 
 // Blocks the handled signals (before the client's thread starts: only our signalfd
 // sees them) and restores the mask on the way out.
 class signal_guard {
  public:
-  signal_guard() : set_(handled_signals()) {
+  signal_guard() : set_(cli::verb::handled_signals()) {
     pthread_sigmask(SIG_BLOCK, &set_, &previous_);
     fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC);
   }
@@ -264,7 +237,7 @@ int run_semaphore(const semaphore_options& o) {
     return ex_usage;
   }
   std::optional<std::chrono::milliseconds> wait;
-  if (!o.wait.empty() && !(wait = wait_argument(verb, o.wait))) return ex_usage;
+  if (!o.wait.empty() && !(wait = cli::verb::duration_argument(verb, "--wait", o.wait, true))) return ex_usage;
   signal_guard signals;
   if (signals.fd() < 0) {
     tell(verb, fmt::format("cannot set up signal handling: {}", std::strerror(errno)));
@@ -278,7 +251,7 @@ int run_semaphore(const semaphore_options& o) {
     if (o.permits > 0) sem.try_set_permits(o.permits);
   } catch (const lock::lock_error& e) {
     tell(verb, fmt::format("setting the permits of '{}' failed: {}", o.name, e.what()));
-    return status_for(e.code());
+    return cli::verb::exit_code_for(e.code());
   }
   const wait_outcome got = interruptible(*c.client, signals, [&](auto handler) {
     if (wait) {
@@ -300,7 +273,7 @@ int run_semaphore(const semaphore_options& o) {
   }
   if (got.ec) {
     tell(verb, fmt::format("acquiring {} permit(s) of '{}' failed: {}", o.count, o.name, got.ec.message()));
-    return status_for(got.ec);
+    return cli::verb::exit_code_for(got.ec);
   }
   if (!got.done) {
     tell(verb, fmt::format("timed out after {} waiting for {} permit(s) of '{}'", o.wait, o.count, o.name));
@@ -311,7 +284,7 @@ int run_semaphore(const semaphore_options& o) {
     sem.release(o.count);
   } catch (const lock::lock_error& e) {
     tell(verb, fmt::format("releasing {} permit(s) of '{}' failed: {}", o.count, o.name, e.what()));
-    if (status == 0) status = status_for(e.code());
+    if (status == 0) status = cli::verb::exit_code_for(e.code());
   }
   return status;
 }
@@ -342,7 +315,7 @@ int run_latch(const latch_options& o) {
     return ex_usage;
   }
   std::optional<std::chrono::milliseconds> wait;
-  if (!o.wait.empty() && !(wait = wait_argument(verb, o.wait))) return ex_usage;
+  if (!o.wait.empty() && !(wait = cli::verb::duration_argument(verb, "--wait", o.wait, true))) return ex_usage;
   signal_guard signals;
   connected c = connect(verb, o.redis);
   if (!c.client) return c.status;
@@ -363,7 +336,7 @@ int run_latch(const latch_options& o) {
     }
   } catch (const lock::lock_error& e) {
     tell(verb, fmt::format("'{}': {}", o.name, e.what()));
-    return status_for(e.code());
+    return cli::verb::exit_code_for(e.code());
   }
   const wait_outcome got = interruptible(*c.client, signals, [&](auto handler) {
     if (wait) {
@@ -378,7 +351,7 @@ int run_latch(const latch_options& o) {
   }
   if (got.ec) {
     tell(verb, fmt::format("waiting for '{}' failed: {}", o.name, got.ec.message()));
-    return status_for(got.ec);
+    return cli::verb::exit_code_for(got.ec);
   }
   if (!got.done) {
     tell(verb, fmt::format("timed out after {} waiting for '{}' to count down", o.wait, o.name));
