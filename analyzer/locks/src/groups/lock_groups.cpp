@@ -126,13 +126,23 @@ struct lock_groups::impl {
     std::int64_t start_us = 0, end_us = 0;
     std::size_t servers_at_start = 0;  // the key's servers known when it began
     reused<vote> votes;
-    void reset() { votes.clear(); }
+    // Redisson's RedissonRedLock goes on to the next server past a refusal (one client a
+    // server, the owner ids differ, the thread id is shared); RedissonMultiLock instead
+    // gives back what it took and starts again (all servers are needed).
+    bool redisson = false;
+    bool moved_past_refusal = false;
+    void reset() {
+      votes.clear();
+      redisson = false;
+      moved_past_refusal = false;
+    }
   };
   // A successful attempt's servers still held.
   struct holding {
     std::string group;
     std::string owner;   // its first owner (what the anomalies name)
     std::vector<std::uint32_t> held;
+    std::vector<std::string> held_owners;  // the owner on each server held (Redisson: one a server)
     std::uint32_t total = 0, needed = 0;
     std::uint32_t lost = 0;  // servers lost by expiry or refused renewal
     std::uint32_t given_back = 0;  // servers released by the owner while still held
@@ -177,6 +187,10 @@ struct lock_groups::impl {
   // Owners (by set text) whose last set overflowed, and when: their next set within a
   // window of it is part of the same stream, not a MultiLock.
   std::unordered_map<std::string, std::int64_t, text_hash, std::equal_to<>> streaming;
+  // What a Redisson group (by group text) showed itself to be: a RedLock (it went on
+  // past a refusal) or a MultiLock (it gave back after one refusal, servers untried).
+  enum class group_kind : std::uint8_t { unknown, redlock, multilock };
+  std::unordered_map<std::string, group_kind, text_hash, std::equal_to<>> kinds;
   std::vector<std::string> servers;  // by id
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
   // Scratch, reused.
@@ -213,6 +227,87 @@ struct lock_groups::impl {
     group_text += parts->thread_id;
     return group_text;
   }
+  // The group an event belongs to. Redisson's: by client IP and thread, and since two
+  // processes on one host may number their threads alike, one of up to max_slots
+  // attempts of that group open at once: the one with this owner's try on this server,
+  // else one with no try on it yet (one whose first server's owner shares a process with
+  // this one, as learnt from groups won before, first), else a new one.
+  static constexpr int max_slots = 4;
+  std::string_view group_for(const lock_event& e) {
+    const std::string_view base = group_of(e.owner, e.client_endpoint);
+    if (base.data() == e.owner.data() || attempts.empty()) return base;
+    const auto sit = server_ids.find(e.server);
+    const std::uint32_t server = sit == server_ids.end() ? UINT32_MAX : sit->second;
+    const auto home = homes.find(process_of(e.owner));
+    int compatible = -1, linked = -1, fresh = -1;
+    std::int64_t compatible_end = 0;
+    for (int k = 0; k < max_slots; ++k) {
+      slot_text.assign(base);
+      if (k > 0) {
+        slot_text += '\x01';
+        slot_text += static_cast<char>('0' + k);
+      }
+      make_attempt_text(e, slot_text);
+      const attempt* a = attempts.find(attempt_text);
+      if (a == nullptr) {
+        if (fresh < 0) fresh = k;
+        continue;
+      }
+      bool on_server = false;
+      for (const vote& v : a->votes) {
+        if (v.server != server) continue;
+        on_server = true;
+        if (v.owner == e.owner) return slot(base, k);
+      }
+      if (on_server || a->votes.n == 0) continue;
+      if (home != homes.end()) {
+        // Its process is known to have won groups with other clients: only theirs.
+        if (linked < 0 && std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) {
+              const auto h = homes.find(process_of(v.owner));
+              return h != homes.end() && h->second == home->second;
+            })) {
+          linked = k;
+        }
+        continue;
+      }
+      // Unknown yet: the attempt tried last (a thread tries the next server as soon as
+      // the previous one answered).
+      if (compatible < 0 || a->end_us > compatible_end) {
+        compatible = k;
+        compatible_end = a->end_us;
+      }
+    }
+    return slot(base, linked >= 0 ? linked : compatible >= 0 ? compatible : fresh >= 0 ? fresh : 0);
+  }
+  std::string_view slot(std::string_view base, int k) {
+    slot_text.assign(base);
+    if (k > 0) {
+      slot_text += '\x01';
+      slot_text += static_cast<char>('0' + k);
+    }
+    return slot_text;
+  }
+  // A slot's mark ends the text ("... thread <id>" never does; the IP's bytes may hold one).
+  static std::string_view unslotted(std::string_view group) {
+    return group.size() >= 2 && group[group.size() - 2] == '\x01' ? group.substr(0, group.size() - 2) : group;
+  }
+  // A Redisson owner id's process part (its client's id: one a server in a group).
+  static std::string_view process_of(std::string_view owner) { return owner.substr(0, owner.rfind(':')); }
+  // The owners of a group won by one process (a client a server): each client's first
+  // server's client, so that its next attempts find their own slot.
+  void learn_homes(const attempt& a) {
+    if (a.votes.n < 2) return;
+    const std::string_view first = process_of(a.votes.begin()->owner);
+    if (homes.size() >= options.max_open) homes.clear();  // bounded whatever the churn
+    for (const vote& v : a.votes) {
+      const std::string_view p = process_of(v.owner);
+      if (const auto it = homes.find(p); it != homes.end()) it->second.assign(first);
+      else homes.emplace(std::string(p), std::string(first));
+    }
+  }
+  std::unordered_map<std::string, std::string, text_hash, std::equal_to<>> homes;
+  std::string slot_text;
+
   void make_key_text(std::string_view name, std::int32_t db) {
     key_text.assign(name);
     key_text += '\0';
@@ -258,13 +353,22 @@ struct lock_groups::impl {
         views_b.push_back(v.owner);
       }
       g.acquired = static_cast<std::uint32_t>(views_a.size());
+      const group_kind kind = kind_of(a, *kr, released);
+      if (kind == group_kind::multilock) {
+        g.needed = g.total;  // every server (Redisson's MultiLock over one client a server)
+        views_c.clear();
+        for (const std::uint32_t server : kr->servers) views_c.push_back(servers[server]);
+        g.tried = views_c;
+        g.total = static_cast<std::uint32_t>(views_c.size());
+        g.needed = g.total;
+      }
       g.succeeded = g.acquired >= g.needed;
       g.released = !g.succeeded && released;
       g.acquired_on = views_a;
       g.owners = views_b;
       lock_event e;
       e.ts_us = a.end_us;
-      e.event = lock_event_kind::quorum;
+      e.event = kind == group_kind::multilock ? lock_event_kind::multilock : lock_event_kind::quorum;
       e.lock = a.name;
       e.db = a.db;
       e.owner = views_b.empty() ? std::string_view(a.votes.begin()->owner) : views_b.front();
@@ -276,14 +380,50 @@ struct lock_groups::impl {
     attempts.erase(akey);
   }
 
+  // Whether a Redisson attempt over servers is a RedLock or a MultiLock, from what its
+  // group did so far: a RedLock goes on to another server past a refusal; a MultiLock gives
+  // back what it took after one refusal with servers left untried. Unknown (every server
+  // granted at once, nothing refused yet): a quorum, as any other group.
+  // What kinds are kept by: the key and the process of the attempt's first server's owner
+  // (Redisson tries the servers in one order: all its threads share that client).
+  std::string kind_text;
+  std::string_view kind_key(const attempt& a) {
+    kind_text.assign(a.name);
+    kind_text += '\0';
+    if (a.votes.n > 0) kind_text += process_of(a.votes.begin()->owner);
+    return kind_text;
+  }
+  group_kind kind_of(const attempt& a, const key_record& kr, bool released) {
+    if (!a.redisson) return group_kind::unknown;
+    const auto refused = static_cast<std::size_t>(
+        std::count_if(a.votes.begin(), a.votes.end(), [](const vote& v) { return !v.acquired; }));
+    group_kind seen = group_kind::unknown;
+    if (a.moved_past_refusal) seen = group_kind::redlock;
+    else if (released && refused == 1 && a.votes.n < kr.servers.size()) seen = group_kind::multilock;
+    const std::string_view group = kind_key(a);
+    const auto it = kinds.find(group);
+    if (seen != group_kind::unknown) {
+      // Once seen going on past a refusal, a RedLock stays one: a RedLock whose wait ran
+      // out after one refusal gives back what it took too.
+      if (it != kinds.end() && it->second == group_kind::redlock) return group_kind::redlock;
+      if (it != kinds.end()) it->second = seen;
+      else if (kinds.size() < options.max_open) kinds.emplace(std::string(group), seen);
+      return seen;
+    }
+    return it == kinds.end() ? group_kind::unknown : it->second;
+  }
+
   void start_holding(key_record& kr, const attempt& a, const lock_group& g) {
     std::erase_if(kr.holdings, [&](const holding& h) { return h.group == a.group; });  // its previous round
     holding& h = kr.holdings.emplace_back();
     h.group = a.group;
     h.owner.assign(g.owners.front());
     for (const vote& v : a.votes) {
-      if (v.acquired) h.held.push_back(v.server);
+      if (!v.acquired) continue;
+      h.held.push_back(v.server);
+      h.held_owners.push_back(v.owner);
     }
+    if (a.redisson && g.succeeded && a.votes.n == kr.servers.size()) learn_homes(a);
     h.total = g.total;
     h.needed = g.needed;
     for (holding& other : kr.holdings) {
@@ -307,12 +447,23 @@ struct lock_groups::impl {
     make_key_text(e.lock, e.db);
     key_record* kr = keys.find(key_text);
     if (kr == nullptr) return;
-    auto it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) { return h.group == group; });
-    if (it == kr->holdings.end()) return;
-    holding& h = *it;
     const auto sit = server_ids.find(e.server);
     const std::uint32_t server = sit == server_ids.end() ? UINT32_MAX : sit->second;
+    // The holding whose owner on this server this is (two processes' threads may share a
+    // thread id), else the group's.
+    auto it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) {
+      for (std::size_t i = 0; i < h.held.size(); ++i) {
+        if (h.held[i] == server && h.held_owners[i] == e.owner) return true;
+      }
+      return false;
+    });
+    if (it == kr->holdings.end()) {
+      it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) { return h.group == group; });
+    }
+    if (it == kr->holdings.end()) return;
+    holding& h = *it;
     const auto held = std::find(h.held.begin(), h.held.end(), server);
+    const auto erase_held = [&] { h.held_owners.erase(h.held_owners.begin() + (held - h.held.begin())); h.held.erase(held); };
     switch (e.event) {
       case lock_event_kind::released:
       case lock_event_kind::force_released:
@@ -322,7 +473,7 @@ struct lock_groups::impl {
         // unprotected (a stalled node-redlock holder releases only then).
         report_quorum_lost(*kr, h, e);
         if (held != h.held.end()) {
-          h.held.erase(held);
+          erase_held();
           ++h.given_back;
         }
         if (h.held.empty()) kr->holdings.erase(it);
@@ -330,7 +481,7 @@ struct lock_groups::impl {
       case lock_event_kind::expired:
       case lock_event_kind::renew_failed: {
         if (held == h.held.end()) break;
-        h.held.erase(held);
+        erase_held();
         ++h.lost;
         // Refused in the same round as a successful renewal: it still acts as holder.
         if (e.event == lock_event_kind::renew_failed && h.last_renew_us >= 0 &&
@@ -364,11 +515,20 @@ struct lock_groups::impl {
     make_attempt_text(e, group);
     if (attempt* a = attempts.find(attempt_text)) {
       const auto sit = server_ids.find(e.server);
-      if (sit != server_ids.end() &&
+      if (sit != server_ids.end() && retried_vote(*a, sit->second, e) == nullptr &&
           std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == sit->second; })) {
         close_attempt(attempt_text, *a, false);
       }
     }
+  }
+  // Redisson waits on each server in turn (tryLock on one client, retried when told or
+  // timed out) before it tries the next: a try by the same owner on the server that last
+  // refused it in this attempt, none tried since, is that wait, not the group's next
+  // round (a client that polls every server in rounds has tried the others since).
+  vote* retried_vote(attempt& a, std::uint32_t server, const lock_event& e) {
+    if (!a.redisson || a.votes.n == 0) return nullptr;
+    vote& last = *(a.votes.end() - 1);
+    return last.server == server && !last.acquired && last.owner == e.owner ? &last : nullptr;
   }
   // Returns the owner's open set still open after this (nullptr: none), for
   // on_set_try, which follows with the same set_text: one lookup per try, not two.
@@ -401,6 +561,14 @@ struct lock_groups::impl {
     make_attempt_text(e, group);
     const std::uint32_t server = server_id(e.server);
     attempt* a = attempts.find(attempt_text);
+    if (a != nullptr) {
+      if (vote* again = retried_vote(*a, server, e)) {
+        again->acquired = e.event == lock_event_kind::acquired;
+        a->end_us = e.ts_us;
+        close_if_complete(*a);
+        return;
+      }
+    }
     if (a != nullptr && std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
       close_attempt(attempt_text, *a, false);  // a second try on a server: its next round
       a = nullptr;
@@ -414,23 +582,35 @@ struct lock_groups::impl {
       a->db = e.db;
       a->group.assign(group);
       a->start_us = e.ts_us;
+      a->redisson = group != e.owner;  // grouped by client IP and thread: Redisson's owner ids
       a->servers_at_start = kr->servers.size();
       ++kr->open;
       push_timer(attempt_text, e.ts_us, false);
     }
     if (std::find(kr->servers.begin(), kr->servers.end(), server) == kr->servers.end()) kr->servers.push_back(server);
+    if (std::any_of(a->votes.begin(), a->votes.end(), [](const vote& x) { return !x.acquired; })) {
+      a->moved_past_refusal = true;  // a new server after one that refused
+    }
     vote& v = a->votes.add();
     v.server = server;
     v.owner.assign(e.owner);
     v.acquired = e.event == lock_event_kind::acquired;
     a->end_us = e.ts_us;
-    // Every server the key was known on has answered and granted a quorum: nothing more
-    // to wait for. A failed one stays open for its clean-up (the releases that follow).
-    if (a->servers_at_start >= 2 && a->votes.n >= a->servers_at_start) {
-      const auto granted = static_cast<std::size_t>(
-          std::count_if(a->votes.begin(), a->votes.end(), [](const vote& x) { return x.acquired; }));
-      if (granted >= a->votes.n / 2 + 1) close_attempt(attempt_text, *a, false);
+    close_if_complete(*a);
+  }
+  // Every server the key was known on has answered and granted a quorum (every server,
+  // for a known MultiLock): nothing more to wait for. A failed one stays open for its
+  // clean-up (the releases that follow), a Redisson one for its waits on each server.
+  void close_if_complete(attempt& a) {
+    if (a.servers_at_start < 2 || a.votes.n < a.servers_at_start) return;
+    const auto granted = static_cast<std::size_t>(
+        std::count_if(a.votes.begin(), a.votes.end(), [](const vote& x) { return x.acquired; }));
+    std::size_t needed = a.votes.n / 2 + 1;
+    if (a.redisson) {
+      const auto it = kinds.find(kind_key(a));
+      if (it != kinds.end() && it->second == group_kind::multilock) needed = a.votes.n;
     }
+    if (granted >= needed) close_attempt(attempt_text, a, false);
   }
 
   // Tries seen while the capture had one server (a ring of the last recent_tries).
@@ -489,7 +669,7 @@ struct lock_groups::impl {
       e.server = first_server;
       e.server_endpoint = r.has_server_address ? &r.server_address : nullptr;
       e.db = r.db;
-      on_try(e, group_of(e.owner, e.client_endpoint));
+      on_try(e, group_for(e));
     }
     std::vector<recent_try>().swap(recent);
   }
@@ -654,11 +834,11 @@ struct lock_groups::impl {
     if (quorums && known == 1) replay_recent_tries(e.ts_us);
     if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
-      if (quorums) end_previous_round(e, group_of(e.owner, e.client_endpoint));  // reported before the try that starts the next
+      if (quorums) end_previous_round(e, group_for(e));  // reported before the try that starts the next
       key_set* open_set = end_previous_set(e);
       next.on_event(e);
       if (quorums) {
-        on_try(e, group_of(e.owner, e.client_endpoint));
+        on_try(e, group_for(e));
         // on_try's timers may have closed sets: look again.
         make_set_text(e);
         open_set = sets.find(set_text);
@@ -672,8 +852,13 @@ struct lock_groups::impl {
     if (relevant) {
       // The owner has moved on from its attempt on this key.
       if (!attempts.empty()) {
-        make_attempt_text(e, group_of(e.owner, e.client_endpoint));
-        if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
+        make_attempt_text(e, group_for(e));
+        // Not by a Redisson watchdog renewing the servers taken while its thread still tries
+        // the others.
+        if (attempt* a = attempts.find(attempt_text);
+            a != nullptr && !(a->redisson && e.event == lock_event_kind::renewed)) {
+          close_attempt(attempt_text, *a, is_release(e.event));
+        }
       }
       // A key given up (released, or its lease ran out) ends the owner's set: what it
       // takes next is not held together with it.
@@ -681,7 +866,7 @@ struct lock_groups::impl {
     }
     next.on_event(e);
     // group_text may have been reused by close_attempt's callees: recompute.
-    if (relevant && !keys.empty()) update_holding(e, group_of(e.owner, e.client_endpoint));
+    if (relevant && !keys.empty()) update_holding(e, group_for(e));
   }
 };
 

@@ -127,6 +127,11 @@ inline void lock_timeline::impl::report_overlaps(std::int64_t until, bool all) {
     }
     // The interval: from the acquisition to when it became certain (or the end).
     const std::int64_t ts = certain <= until ? std::max(now, certain) : now;
+    if (p.refused_renewal) {
+      settle_refused_renewal(p, ts);
+      forget_overlap(p);
+      continue;
+    }
     // Mid-stream, a connection's SELECT may be before the capture: the same key in two
     // databases would read as one lock held twice.
     const anomaly_finding finding = p.database_guessed ? anomaly_finding::acquired_while_held_db_guessed
@@ -150,7 +155,8 @@ inline void lock_timeline::impl::forget_overlap(const suspected_overlap& p) {
 // server's.
 inline void lock_timeline::impl::released_before(std::uint32_t id, std::uint32_t owner, std::int64_t request_us) {
   std::erase_if(suspected_overlaps, [&](const suspected_overlap& p) {
-    if (p.lock != id || p.other != owner || request_us > p.at) return false;
+    // A refused renewal of this owner: its unlock ran first, and the refusal was its effect.
+    if (p.lock != id || (p.refused_renewal ? p.owner : p.other) != owner || request_us > p.at) return false;
     forget_overlap(p);
     return true;
   });

@@ -193,7 +193,10 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
   schedule_at(id, long_hold);
 }
 
-inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew) {
+// A refusal of `owner`'s unlock or renewal at `at` (the reply), reported at report_at
+// when that is later (a refused renewal whose judgement waited: settle_refused_renewal).
+inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew,
+                                                   std::int64_t report_at) {
   holder* mine = find_holder(l, owner);
   if (take_expired(l, owner) || mine != nullptr) {
     // The lease's end by our clock (reply + lease) is later than the server's by the
@@ -218,7 +221,11 @@ inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t 
     } else {
       found.finding = renew ? anomaly_finding::renewal_refused_lease_over : anomaly_finding::unlock_refused_lease_over;
     }
-    anomaly(l, at, anomaly_kind::expired_while_held, owner, conn, found, inferred);
+    if (report_at > at) {
+      anomaly(l, report_at, anomaly_kind::expired_while_held, owner, conn, found, inferred, at, report_at - at);
+    } else {
+      anomaly(l, at, anomaly_kind::expired_while_held, owner, conn, found, inferred);
+    }
     return;
   }
   if (!renew) {
@@ -250,6 +257,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   switch (op.outcome) {
     case op_outcome::ok: {
       if (!suspected_overlaps.empty()) released_before(id, owner, op.request_us);
+      if (h != nullptr) note_release(id, owner, at);
       lock_event e = release_holder();
       became_free(l, at);
       if (!has_holder(l)) released_publishing(l, id, at);
@@ -260,11 +268,18 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
       // A read unlock answers 0 while any read hold remains, other readers' included:
       // a reader's last level is its release even though the lock stays held.
       if (op.shared && h != nullptr && h->hold_count() <= 1) {
+        note_release(id, owner, at);
         lock_event e = release_holder();
         emit(l, e);
         break;
       }
       lock_event e = from_op(l, op, lock_event_kind::partially_released);
+      if (h == nullptr && op.shared) {
+        // A reader unseen until its unlock: the 0 says some read hold remains, perhaps not
+        // its own (another reader's); it is not made a holder on that guess.
+        emit(l, e);
+        break;
+      }
       if (h == nullptr) {
         h = &add_holder(l, owner, conn);
         free_interval_ends(l, at);
@@ -298,6 +313,12 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
   e.lease_ms = op.lease_ms;
   if (op.outcome == op_outcome::ok) {
     holder* h = find_holder(l, owner);
+    if (h == nullptr && released_after(id, op.owner, op.request_us)) {
+      // Its owner's release, captured first, ran after it: the hold ended there.
+      count_renewal(l);
+      emit(l, e);
+      return;
+    }
     if (h == nullptr) {
       take_expired(l, owner);
       h = &add_holder(l, owner, conn);
@@ -331,11 +352,63 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
   } else if (op.outcome == op_outcome::rejected) {
     e.event = lock_event_kind::renew_failed;
     emit(l, e);
+    if (defer_refused_renewal(id, op, owner, conn)) return;
     rejected_by_owner(l, owner, conn, at, op.inferred, true);
   } else {
     return;
   }
   schedule(id);
+}
+
+// A renewal refused to a holder well before its lease's end says the key was lost,
+// unless its own unlock ran first on the server: a watchdog's renewal and the unlock
+// cross on two connections (the unlock's request sent before the refusal was captured,
+// its reply captured after). Which ran first shows once that unlock's reply comes, within
+// reply_skew_us: until then the holder stays and the judgement waits among the suspected
+// overlaps (released_before drops it, report_overlaps settles it). A refusal about when
+// the lease ends is judged at once: the lease's end explains it either way.
+inline bool lock_timeline::impl::defer_refused_renewal(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
+                                                      std::uint32_t conn) {
+  lock_state& l = locks[id];
+  const holder* mine = find_holder(l, owner);
+  const std::int64_t at = op.at_us();
+  if (mine == nullptr || l.last_expired == owner || mine->deadline_us < 0) return false;
+  if (mine->lease_end_us() - at <= options.reply_skew_us || at >= mine->floor_us()) return false;
+  owners.retain(owner);
+  retain_connection(conn);
+  suspected_overlap p;
+  p.lock = id;
+  p.owner = owner;
+  p.conn = conn;
+  p.at = at;
+  p.inferred = op.inferred;
+  p.refused_renewal = true;
+  suspected_overlaps.push_back(p);
+  return true;
+}
+
+inline void lock_timeline::impl::note_release(std::uint32_t id, std::uint32_t owner, std::int64_t at) {
+  recent_releases[next_release] = {id, std::hash<std::string_view>{}(owners.text(owner)), at};
+  next_release = (next_release + 1) % recent_releases.size();
+}
+
+// Whether `owner` released lock `id` with a reply captured at or after request_us, within
+// reply_skew_us of it: an operation sent meanwhile crossed that release.
+inline bool lock_timeline::impl::released_after(std::uint32_t id, std::string_view owner, std::int64_t request_us) const {
+  const std::uint64_t hash = std::hash<std::string_view>{}(owner);
+  for (const recent_release& r : recent_releases) {
+    if (r.lock == id && r.owner_hash == hash && r.at >= request_us && r.at - request_us <= options.reply_skew_us) return true;
+  }
+  return false;
+}
+
+// No unlock of its owner came that ran before the refused renewal: the key was lost
+// (or the lease ran out meanwhile), judged as at the refusal and reported at `ts`.
+inline void lock_timeline::impl::settle_refused_renewal(const suspected_overlap& p, std::int64_t ts) {
+  lock_state& l = locks[p.lock];
+  if (find_holder(l, p.owner) == nullptr) return;  // it left meanwhile (and that was judged)
+  rejected_by_owner(l, p.owner, p.conn, p.at, p.inferred, true, ts);
+  schedule(p.lock);
 }
 
 // Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson).

@@ -60,8 +60,23 @@ struct lock_timeline::impl {
     std::int64_t at = 0;
     bool inferred = false;
     bool database_guessed = false;  // either connection's database was counted as db 0
+    // Not an overlap but a renewal refused to its holder at `at` (the key was gone): the
+    // owner's unlock, sent before that reply and captured after it, ran first on the
+    // server (the refusal is then its effect, not a lost key). `other` is no_id.
+    bool refused_renewal = false;
   };
   std::vector<suspected_overlap> suspected_overlaps;
+  // The latest releases (lock, owner's text hash, reply time), a ring: a renewal answered
+  // OK whose reply is captured after its owner's release, both outstanding at once, ran
+  // first on the server (a watchdog renewal crossing the unlock): it does not bring the
+  // holder back. By hash, not interned id: the ring keeps no owner alive.
+  struct recent_release {
+    std::uint32_t lock = no_id;
+    std::uint64_t owner_hash = 0;
+    std::int64_t at = 0;
+  };
+  std::array<recent_release, 8> recent_releases{};
+  std::size_t next_release = 0;
   // Every (server, database) a lock was seen in; a lock's row names its scope's index.
   // Found through the server's first scope (its others chained), the last one cached.
   struct scope {
@@ -292,7 +307,12 @@ struct lock_timeline::impl {
   void on_reentered(std::uint32_t id, const lock_operation& op, holder& h);
   void check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
   void on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
-  void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew);
+  void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew,
+                         std::int64_t report_at = -1);
+  bool defer_refused_renewal(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
+  void settle_refused_renewal(const suspected_overlap& p, std::int64_t ts);
+  void note_release(std::uint32_t id, std::uint32_t owner, std::int64_t at);
+  bool released_after(std::uint32_t id, std::string_view owner, std::int64_t request_us) const;
   void on_unlock(std::uint32_t id, const lock_operation& op);
   void on_renew(std::uint32_t id, const lock_operation& op);
   void on_plain(std::uint32_t id, const lock_operation& op);

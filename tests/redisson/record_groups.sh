@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Records real Redisson (default 4.7.0) read/write locks, MultiLocks and RedLocks, with
+# each JVM's own log of what it did (RedissonGroupsDriver.java):
+#   tests/redisson/groups-<release>-rw.pcap      one redis-server; two readers leave 1 s
+#                                                apart while a writer waits
+#   tests/redisson/groups-<release>-multi.pcap   three redis-servers; two JVMs of 3 threads
+#   tests/redisson/groups-<release>-red.pcap     each contending for a MultiLock / RedLock
+# and the .log.jsonl beside each (the oracle of tests/locks/test_groups_recorded.cpp).
+#
+#   tests/redisson/record_groups.sh [RELEASE]   (run as a user that may capture on lo)
+#
+# Needs what record.sh needs (JDK 17, redis-server, tcpdump, Debian's jars).
+set -euo pipefail
+release=${1:-4.7.0}
+here=$(cd "$(dirname "$0")" && pwd)
+shared=${REDISSON_DIR:-/work/shared/redisson}
+jar=$shared/redisson-$release-offline.jar
+[ -f "$jar" ] || { echo "record_groups.sh: no $jar" >&2; exit 1; }
+J=/usr/share/java
+CP=$jar
+for j in netty-buffer netty-codec netty-codec-dns netty-common netty-handler netty-resolver netty-resolver-dns \
+         netty-transport netty-transport-native-epoll netty-transport-native-kqueue netty-transport-native-unix-common \
+         jackson-databind jackson-core jackson-annotations jackson-dataformat-yaml snakeyaml byte-buddy slf4j-api \
+         geronimo-jcache-1.0-spec slf4j-simple; do
+  CP=$CP:$J/$j.jar
+done
+work=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+javac -cp "$CP" -d "$work/classes" "$here/RedissonGroupsDriver.java"
+ports=()
+for i in 1 2 3; do
+  p=$(free_port)
+  redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis-$i.log" 2>&1 &
+  pids+=($!)
+  ports+=("$p")
+done
+for p in "${ports[@]}"; do
+  for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+run() {  # run NAME MODE PORTS JVMS [THREADS ROUNDS]
+  local name=$1 mode=$2 list=$3 jvms=$4
+  shift 4
+  local filter="tcp port ${list//,/ or tcp port }"
+  rm -f "$work/log.jsonl"
+  tcpdump -i lo -U -s 0 -w "$work/$name.pcap" "$filter" 2>"$work/tcpdump.log" &
+  local dump=$!
+  sleep 1
+  local java_pids=()
+  for k in $(seq "$jvms"); do
+    java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$work/classes:$CP" RedissonGroupsDriver \
+      "$mode" "$list" "$work/log.jsonl" "jvm-$k" "$@" &
+    java_pids+=($!)
+  done
+  wait "${java_pids[@]}"
+  sleep 1
+  kill -INT $dump
+  wait $dump || true
+  cp "$work/$name.pcap" "$here/groups-$release-$name.pcap"
+  cp "$work/log.jsonl" "$here/groups-$release-$name.log.jsonl"
+  ls -l "$here/groups-$release-$name.pcap" "$here/groups-$release-$name.log.jsonl"
+}
+run rw rw "${ports[0]}" 1
+all=$(IFS=,; echo "${ports[*]}")
+run multi multi "$all" 2 3 8
+run red red "$all" 2 3 8
