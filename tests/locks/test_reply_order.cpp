@@ -4,6 +4,7 @@
 // the anomaly, so that the tests can fail.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "capture_builder.hpp"
@@ -36,7 +37,10 @@ struct temp_capture {
            ("lockscope-order-" + std::to_string(::getpid()) + "-" + std::string(name) + ".pcap");
     b.write(path.string());
   }
-  ~temp_capture() { std::filesystem::remove(path); }
+  // LOCKSCOPE_KEEP_CAPTURES=1 keeps them (to run another build's CLI on them).
+  ~temp_capture() {
+    if (std::getenv("LOCKSCOPE_KEEP_CAPTURES") == nullptr) std::filesystem::remove(path);
+  }
 };
 
 // A Redisson holder (lease 30 s, watchdog) whose unlock (command connection) and
