@@ -120,3 +120,126 @@ TEST_CASE("recorded Redisson read/write lock: readers leaving one by one, the wr
   REQUIRE(write != nullptr);
   CHECK(write->wait_us > 0);
 }
+
+// The same rules on events fed to the group stage directly.
+namespace groups_recorded_test {
+
+constexpr std::int64_t base_us = 1717209303000000;
+
+struct direct {
+  event_recorder events;
+  locks::lock_groups groups{locks::group_options{}, events};
+  // `owner` tries "grp" on `server` (one of three) at `at_ms`, from 127.0.0.1:<port>.
+  void at(double at_ms, locks::lock_event_kind kind, std::string_view owner, std::string_view server,
+          std::string_view client = "127.0.0.1:40000") {
+    groups.on_event(lock_event_of(kind, base_us + static_cast<std::int64_t>(at_ms * 1000), "grp", owner, client, server));
+  }
+  std::vector<const recorded_event*> all(std::string_view name) const {
+    std::vector<const recorded_event*> out;
+    for (const auto& e : events.events) {
+      if (e.event == name) out.push_back(&e);
+    }
+    return out;
+  }
+};
+
+constexpr const char* srv1 = "10.0.0.9:6379";
+constexpr const char* srv2 = "10.0.0.9:6380";
+constexpr const char* srv3 = "10.0.0.9:6381";
+// One process's client on each server (Redisson: one client, one UUID, a server).
+const std::string p1 = "11111111-1111-4111-8111-111111111111", p2 = "22222222-2222-4222-8222-222222222222",
+                  p3 = "33333333-3333-4333-8333-333333333333";
+const std::string q1 = "44444444-4444-4444-8444-444444444444", q2 = "55555555-5555-4555-8555-555555555555",
+                  q3 = "66666666-6666-4666-8666-666666666666";
+
+}  // namespace groups_recorded_test
+
+TEST_CASE("lock_groups: a Redisson thread's wait on one server stays in its attempt", "[groups][redisson]") {
+  using k = locks::lock_event_kind;
+  direct f;
+  f.at(0, k::acquired, p1 + ":7", srv1);
+  f.at(1, k::contended, p2 + ":7", srv2);
+  f.at(30, k::contended, p2 + ":7", srv2);  // told, tried again: still refused
+  f.at(1.5, k::renewed, p1 + ":7", srv1);   // (its watchdog, meanwhile: kept apart below)
+  f.at(60, k::acquired, p2 + ":7", srv2);
+  f.at(61, k::acquired, p3 + ":7", srv3);
+  f.groups.finish(base_us + 10'000'000);
+  const auto q = f.all("quorum");
+  REQUIRE(q.size() == 1);
+  CHECK(q[0]->succeeded);
+  CHECK(q[0]->acquired == 3);
+  CHECK(std::set<std::string>(q[0]->owners.begin(), q[0]->owners.end()) ==
+        std::set<std::string>{p1 + ":7", p2 + ":7", p3 + ":7"});
+}
+
+TEST_CASE("lock_groups: a Redisson group giving back after one refusal is a MultiLock over servers, one going on a RedLock",
+          "[groups][redisson]") {
+  using k = locks::lock_event_kind;
+  direct f;
+  // Known servers first (another client's RedLock-free tries).
+  f.at(0, k::acquired, q1 + ":9", srv1, "127.0.0.2:1");
+  f.at(1, k::acquired, q2 + ":9", srv2, "127.0.0.2:2");
+  f.at(2, k::acquired, q3 + ":9", srv3, "127.0.0.2:3");
+  f.at(3, k::released, q1 + ":9", srv1, "127.0.0.2:1");
+  // p: takes server 1, refused on server 2 (its wait there runs out), gives server 1 back
+  // with server 3 untried: a MultiLock's way.
+  f.at(2000, k::acquired, p1 + ":7", srv1);
+  f.at(2001, k::contended, p2 + ":7", srv2);
+  f.at(2500, k::released, p1 + ":7", srv1);
+  f.at(2501, k::released, q2 + ":9", srv2, "127.0.0.2:2");
+  f.at(2502, k::released, q3 + ":9", srv3, "127.0.0.2:3");
+  // Then it wins all three: a MultiLock, every server needed.
+  f.at(4000, k::acquired, p1 + ":7", srv1);
+  f.at(4001, k::acquired, p2 + ":7", srv2);
+  f.at(4002, k::acquired, p3 + ":7", srv3);
+  f.groups.finish(base_us + 10'000'000);
+  const auto m = f.all("multilock");
+  REQUIRE(m.size() == 2);
+  CHECK_FALSE(m[0]->succeeded);
+  CHECK(m[0]->released);
+  CHECK(m[1]->succeeded);
+  CHECK(m[1]->needed == 3);
+  CHECK(m[1]->acquired == 3);
+  CHECK(m[1]->tried.size() == 3);  // the servers
+
+  // q, a RedLock: refused on server 1, it goes on to 2 and 3 and holds a majority.
+  direct r;
+  r.at(0, k::acquired, p1 + ":7", srv1, "127.0.0.3:1");
+  r.at(1, k::contended, q1 + ":9", srv1, "127.0.0.2:1");
+  r.at(2, k::acquired, q2 + ":9", srv2, "127.0.0.2:2");
+  r.at(3, k::acquired, q3 + ":9", srv3, "127.0.0.2:3");
+  r.groups.finish(base_us + 10'000'000);
+  CHECK(r.all("multilock").empty());
+  const auto q = r.all("quorum");
+  REQUIRE(q.size() == 1);
+  CHECK(q[0]->succeeded);
+  CHECK(q[0]->acquired == 2);
+  CHECK(q[0]->needed == 2);
+}
+
+TEST_CASE("lock_groups: two processes whose threads share an id keep their own Redisson attempts", "[groups][redisson]") {
+  using k = locks::lock_event_kind;
+  direct f;
+  // p and q (two JVMs on one host), both thread 7, interleaved: p wins, q waits on server 1.
+  f.at(0, k::acquired, p1 + ":7", srv1);
+  f.at(0.5, k::contended, q1 + ":7", srv1);
+  f.at(1, k::acquired, p2 + ":7", srv2);
+  f.at(2, k::acquired, p3 + ":7", srv3);
+  f.at(50, k::released, p1 + ":7", srv1);
+  f.at(51, k::acquired, q1 + ":7", srv1);
+  f.at(51.5, k::released, p2 + ":7", srv2);
+  f.at(52, k::acquired, q2 + ":7", srv2);
+  f.at(52.5, k::released, p3 + ":7", srv3);
+  f.at(53, k::acquired, q3 + ":7", srv3);
+  f.groups.finish(base_us + 10'000'000);
+  const auto q = f.all("quorum");
+  REQUIRE(q.size() == 2);
+  for (const recorded_event* e : q) {
+    CHECK(e->succeeded);
+    CHECK(e->acquired == 3);
+    const std::set<std::string> owners(e->owners.begin(), e->owners.end());
+    const bool all_p = owners == std::set<std::string>{p1 + ":7", p2 + ":7", p3 + ":7"};
+    const bool all_q = owners == std::set<std::string>{q1 + ":7", q2 + ":7", q3 + ":7"};
+    CHECK((all_p || all_q));
+  }
+}

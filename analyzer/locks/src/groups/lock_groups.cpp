@@ -241,6 +241,7 @@ struct lock_groups::impl {
     const auto home = homes.find(process_of(e.owner));
     int compatible = -1, linked = -1, fresh = -1;
     std::int64_t compatible_end = 0;
+    bool compatible_granted = false;
     for (int k = 0; k < max_slots; ++k) {
       slot_text.assign(base);
       if (k > 0) {
@@ -270,11 +271,18 @@ struct lock_groups::impl {
         }
         continue;
       }
-      // Unknown yet: the attempt tried last (a thread tries the next server as soon as
-      // the previous one answered).
-      if (compatible < 0 || a->end_us > compatible_end) {
+      // Unknown yet: one whose last server granted (a thread refused on a server waits
+      // there before it tries another), the one tried last first (a thread tries the next
+      // server as soon as the previous one answered).
+      // (A thread goes on to the next server at once, or when its wait on one ends: not
+      // long after its last try there.)
+      if (e.ts_us - a->end_us > options.window_us / 4) continue;
+      const bool granted_last = (a->votes.end() - 1)->acquired;
+      if (compatible < 0 || granted_last > compatible_granted ||
+          (granted_last == compatible_granted && a->end_us > compatible_end)) {
         compatible = k;
         compatible_end = a->end_us;
+        compatible_granted = granted_last;
       }
     }
     return slot(base, linked >= 0 ? linked : compatible >= 0 ? compatible : fresh >= 0 ? fresh : 0);
