@@ -71,9 +71,9 @@ std::size_t anomalies_named(const event_recorder& rec, std::string_view kind, st
 using namespace groups_recorded_test;
 
 // Two JVMs whose threads share ids (159-161 in both), each thread waiting on each server
-// in turn, the watchdog renewing what it took meanwhile. The build before this one named
-// 32 of the 38 MultiLock holds and 27 of the 44 RedLock holds with that hold's owners
-// only; the rest mixed the two JVMs' threads or split one attempt in rounds.
+// in turn, the watchdog renewing what it took meanwhile. The build before these changes
+// named 32 of the 38 MultiLock holds and 27 of the 44 RedLock holds with that hold's
+// owners only; the rest mixed the two JVMs' threads or split one attempt in rounds.
 TEST_CASE("recorded Redisson MultiLock and RedLock over three servers: group events name the servers won",
           "[groups][recorded][redisson]") {
   for (const char* name : {"multi", "red"}) {
@@ -82,8 +82,10 @@ TEST_CASE("recorded Redisson MultiLock and RedLock over three servers: group eve
     REQUIRE(logged.size() >= 30);
     const auto rec = events_of(pcap(name));
     const std::size_t found = matched(logged, rec);
-    CHECK(found >= logged.size() * 3 / 4);
-    CHECK(found >= 34);
+    // MultiLock: all 38; RedLock: 34 of 44 (a thread refused on a server goes on when its
+    // wait there ends: another process's thread of the same id can come first).
+    if (std::string_view(name) == "multi") CHECK(found == logged.size());
+    else CHECK(found >= 34);
     // An unlock crossing the watchdog's renewal on another connection, both ways (the
     // real race: 3 expired_while_held and 1 overlapping_holders in the MultiLock
     // recording, 3 expired_while_held in the RedLock one, before).
