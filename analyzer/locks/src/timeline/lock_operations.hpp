@@ -228,7 +228,7 @@ inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t 
     }
     return;
   }
-  if (!renew) {
+  if (!renew && !group_cleanup_unlock(l, owner, conn)) {
     anomaly(l, at, anomaly_kind::unlock_by_non_owner, owner, conn,
             {has_holder(l) ? anomaly_finding::unlock_by_non_holder : anomaly_finding::unlock_of_free_lock},
             inferred);
@@ -385,6 +385,43 @@ inline bool lock_timeline::impl::defer_refused_renewal(std::uint32_t id, const l
   p.refused_renewal = true;
   suspected_overlaps.push_back(p);
   return true;
+}
+
+// Redisson's RedLock and MultiLock unlock every server, won or not, and give back a server
+// whose wait ended refused: an unlock refused to a Redisson owner whose thread (client IP
+// and thread id: one client, one owner id, a server) waits for this lock, or holds or
+// waits for the same key on another server, is its group's clean-up, not an unlock by a
+// non-owner. Only when the key is known on another server (a plain RLock's unlock after a
+// failed tryLock stays an anomaly).
+inline bool lock_timeline::impl::group_cleanup_unlock(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
+  const std::string_view text = owners.text(owner);
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || conn == no_id || !lock::is_uuid(text.substr(0, colon))) return false;
+  const std::string_view thread = text.substr(colon);  // ":<thread id>"
+  const address ip = connections[conn].ip;
+  const auto same_thread = [&](std::uint32_t o, std::uint32_t c) {
+    const std::string_view t = owners.text(o);
+    return c != no_id && t.size() > thread.size() && t.substr(t.size() - thread.size()) == thread && connections[c].ip == ip;
+  };
+  const auto involves = [&](lock_state& x) {
+    bool found = false;
+    for_each_holder(x, [&](holder& h) { found = found || same_thread(h.owner, h.conn); });
+    if (!found && has_extra(x)) {
+      for (const waiter& w : xp(x)->waiters) found = found || same_thread(w.owner, w.conn);
+    }
+    return found;
+  };
+  const lock_store::identity row = lock_store::identity_of(l);
+  const std::uint32_t here = canon(row.scope);
+  bool elsewhere = false, on_another_server = false;
+  for (std::uint32_t s = 0; s < scopes.size() && !elsewhere; ++s) {
+    if (canon(s) != s || s == here) continue;
+    const std::uint32_t other = find_lock(s, row.name);
+    if (other == no_id) continue;
+    on_another_server = true;
+    elsewhere = involves(locks[other]);
+  }
+  return on_another_server && (elsewhere || involves(l));
 }
 
 inline void lock_timeline::impl::note_release(std::uint32_t id, std::uint32_t owner, std::int64_t at) {

@@ -312,6 +312,7 @@ struct lock_timeline::impl {
   bool defer_refused_renewal(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
   void settle_refused_renewal(const suspected_overlap& p, std::int64_t ts);
   void note_release(std::uint32_t id, std::uint32_t owner, std::int64_t at);
+  bool group_cleanup_unlock(lock_state& l, std::uint32_t owner, std::uint32_t conn);
   bool released_after(std::uint32_t id, std::string_view owner, std::int64_t request_us) const;
   void on_unlock(std::uint32_t id, const lock_operation& op);
   void on_renew(std::uint32_t id, const lock_operation& op);
