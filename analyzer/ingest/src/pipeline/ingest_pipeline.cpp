@@ -263,7 +263,14 @@ void ingest_pipeline::close(
       o.examples.push_back(e[client].to_string() + " → " + e[1 - client].to_string());
     }
   }
-  else if (c.session.client_side()) ++totals_.resp_flows;
+  else if (c.session.client_side()) {
+    ++totals_.resp_flows;
+    // Counted once per connection, at its end: nothing on the packet path.
+    const int client = *c.session.client_side();
+    const bool from_client = c.streams[client].stats().delivered_bytes > 0;
+    const bool from_server = c.streams[1 - client].stats().delivered_bytes > 0;
+    if (from_client != from_server) ++(from_client ? totals_.requests_only_flows : totals_.replies_only_flows);
+  }
   if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
   const std::uint64_t number = c.number;
   unlink(c);
