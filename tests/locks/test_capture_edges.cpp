@@ -171,6 +171,9 @@ TEST_CASE("capture edges: a holder seen first by its renewal or release holds fr
       const run_result jsonl = run_cli(cut.string() + " --format jsonl --lock " + lock);
       REQUIRE(jsonl.status == 0);
       CHECK(lockscope::test::jsonl_errors(jsonl.out, lockscope::test::event_line_errors) == "");
+      // Joined mid-run, subscriber connections only receive pushes: no one-direction capture.
+      CHECK(jsonl.err.find("were captured") == std::string::npos);
+      CHECK(jsonl.err.find("one direction") == std::string::npos);
       bool found = false;
       for (const std::string& line : lines_of(jsonl.out)) {
         const json::object o = json::parse(line).as_object();
@@ -408,4 +411,43 @@ TEST_CASE("capture edges: html and svg read standard input through a spool", "[e
   const run_result nowhere = run_cli("- --format html", "TMPDIR=/nonexistent-lockscope-dir", pcap);
   CHECK(nowhere.status == 2);
   CHECK(nowhere.err.find("-: cannot spool standard input") != std::string::npos);
+}
+
+// A real one: tcpdump 'tcp dst port P' on loopback while two `lockscope lock` processes
+// contend on a real redis-server (their exit statuses say both ran). Needs CAP_NET_RAW.
+TEST_CASE("capture edges: a real capture of requests only (tcpdump 'dst port') is said once", "[edges][one-direction][real]") {
+  LOCKSCOPE_REQUIRE_CAPTURE_TOOLS();
+  if (!have_cli()) return;
+  lockscope::test::redis_server server;
+  temp_dir tmp;
+  const std::string port = std::to_string(server.port());
+  const auto pcap = tmp / "requests.pcap";
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  const std::string url = "redis://127.0.0.1:" + port;
+  const std::string script =
+      "tcpdump -i lo -U --immediate-mode -w " + pcap.string() + " 'tcp dst port " + port + "' 2>/dev/null & t=$!; " +
+      "sleep 1; " + cli + " lock edges:k --redis " + url + " -- sleep 0.5 & h=$!; sleep 0.2; " + cli +
+      " lock edges:k --redis " + url + " --wait 3s -- true; w=$?; wait $h; a=$?; sleep 0.5; kill -INT $t; wait $t; " +
+      "exit $((w + a))";
+  std::ofstream(tmp / "run.sh") << script;
+  REQUIRE(lockscope::test::run("bash " + (tmp / "run.sh").string()) == 0);  // both held the lock
+  if (!std::filesystem::exists(pcap) || std::filesystem::file_size(pcap) <= 24) {
+    WARN("tcpdump could not capture on lo (needs CAP_NET_RAW): skipping");
+    return;
+  }
+  const run_result r = run_cli(pcap.string());
+  CHECK(r.status == 0);
+  const std::size_t at = r.err.find("only requests were captured");
+  CHECK(at != std::string::npos);
+  CHECK(r.err.find("only requests were captured", at + 1) == std::string::npos);
+  CHECK(r.out.find(" acquired ") == std::string::npos);  // nothing decided without replies
+  double last = -1e9;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.starts_with("== ")) last = -1e9;
+    if (!line.starts_with("    +")) continue;
+    const double t = relative_seconds(time_field(line));
+    INFO(line);
+    CHECK(t >= last);
+    last = t;
+  }
 }
