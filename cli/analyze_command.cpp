@@ -4,6 +4,7 @@
 // visual report's two passes), -i and --replay through live::run_live; the events go to
 // a lock_report (text / jsonl / summary) or a trace_export.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/live/diagnostics.hpp"
+#include "capture_edges.hpp"
 #include "capture_options.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
@@ -35,6 +37,7 @@ namespace {
 struct analyze_options {
   capture_options capture;
   std::string format = "text";
+  std::string time = "rel";  // --time: text lines' times relative to the capture's start, or absolute
   std::string output;  // -o; empty: stdout
   privilege_options privileges;
   bool summary = false;
@@ -53,6 +56,7 @@ struct analyze_options {
   recorder_options recorder;
   std::size_t html_max_locks = 500;
   std::size_t html_detail = 3000;
+  std::uint64_t stdin_spool_max = std::uint64_t{4} << 30;  // html/svg from -: bytes copied at most
 };
 
 locks::timeline_options make_timeline_options(const analyze_options& o) {
@@ -93,6 +97,7 @@ void print_totals(const ingest::ingest_stats& s, const locks::recognizer_stats& 
                r.scripts_evicted, r.shas_evicted);
   }
   print_flow_summary("analyze", s);
+  report_one_direction("analyze", s);
 }
 
 int run(const analyze_options& o, bool live_mode);
@@ -118,6 +123,10 @@ int run(const analyze_options& o, bool live_mode) {
   else if (o.format == "jsonl") ro.format = locks::report_format::jsonl;
   else ro.format = live_mode ? locks::report_format::stream_text : locks::report_format::text;
   ro.line_buffered = live_mode;
+  ro.start_line = true;  // text: the capture's start, in absolute time, first
+  ro.absolute_time = o.time == "abs";
+  const char* tz = std::getenv("TZ");
+  ro.local_time = tz != nullptr && *tz != '\0';  // else UTC, whatever /etc/localtime says
   if (!live_mode) {
     locks::analysis_options ao;
     ao.capture = make_ingest_options(o.capture);
@@ -127,8 +136,19 @@ int run(const analyze_options& o, bool live_mode) {
     ao.report = ro;
     ao.threads = o.threads;
     if (o.format == "html" || o.format == "svg") {  // two passes over the files: its own -o
-      return run_visual_report(o.capture.files, ao,
-                               {o.format == "svg", o.output, o.html_max_locks, o.html_detail, o.locks});
+      std::vector<std::string> files = o.capture.files;
+      std::optional<stdin_spool> spool;
+      for (std::string& f : files) {
+        if (f != "-") continue;
+        if (!spool.emplace(o.stdin_spool_max).ok()) {
+          live::print_diagnostic("lockscope analyze: {}\n", spool->error());
+          return 2;
+        }
+        f = spool->path();
+      }
+      return run_visual_report(files, ao,
+                               {o.format == "svg", o.output, o.html_max_locks, o.html_detail, o.locks,
+                                spool ? &*spool : nullptr});
     }
     output_file out(o.output);
     const auto trace = make_trace(o, out);
@@ -144,6 +164,9 @@ int run(const analyze_options& o, bool live_mode) {
       print_totals(r.capture, r.recognizer, r.locks, trace ? trace->events() : r.events, file_drops_text(r.recorded_drops));
       if (const int status = interrupt.exit_status("analyze"); status != 0) return status;
       if (r.failed_files > 0) return 1;  // the report covers the files only up to the change or read error
+      if (const int status = report_port_miss("analyze", o.capture.files, ao.capture, r.capture); status != 0) {
+        return status;
+      }
       // A lock forgotten at --max-locks matched too: its events were reported.
       const std::uint64_t events = trace ? trace->events() : r.events;
       if (const int status = no_lock_matched(o.locks, r.locks + events); status != 0) return status;
@@ -195,6 +218,7 @@ int run_live_mode(const analyze_options& o, const locks::report_options& ro, flo
   lo.pipeline.capture = make_ingest_options(co);
   if (o.capture.verbose) lo.pipeline.capture.session.observer = &flows;
   lo.pipeline.timeline = make_timeline_options(o);
+  lo.pipeline.timeline.capture_start_us = source->now_us();  // holds begun before it are held from then
   lo.pipeline.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
   lo.immediate = co.immediate;
   lo.stop_requested = [&stop] { return stop.requested(); };
@@ -239,6 +263,12 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "--lock's swimlanes)")
       ->check(CLI::IsMember({"text", "jsonl", "trace", "html", "svg"}))
       ->capture_default_str();
+  cmd->add_option("--time", o->time,
+                  "Text: rel prints each line's time as seconds after the capture's start (its first line "
+                  "names the start in UTC); abs prints absolute ISO-8601 times with microseconds, to line them "
+                  "up with application logs (UTC, or the local zone with its offset when TZ is set)")
+      ->check(CLI::IsMember({"rel", "abs"}))
+      ->capture_default_str();
   cmd->add_option("-o,--output", o->output,
                   "Write the output to FILE (as FILE.tmp, renamed when complete) instead of stdout; live, it is "
                   "created after the privilege drop (-Z), as that user")
@@ -250,6 +280,11 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--html-detail", o->html_detail,
                   "html: a lock with more marks is drawn coarse (how busy each slice of time was) until zoomed in")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--stdin-spool-max", o->stdin_spool_max,
+                  "html/svg from - (standard input): the report reads its input twice, so stdin is first copied "
+                  "to a file in $TMPDIR (removed at once); at most this much (e.g. 4GiB)")
+      ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   add_privilege_options(*cmd, o->privileges);
   add_recorder_options(*cmd, o->recorder);

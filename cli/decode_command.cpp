@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "lockscope/live/diagnostics.hpp"
+#include "capture_edges.hpp"
 #include "capture_options.hpp"
 #include "lockscope/resp/ascii.hpp"
 #include "lockscope/ingest/counted.hpp"
@@ -179,6 +180,7 @@ void print_summary(const ingest::ingest_stats& s, std::uint64_t printed, const c
                s.unsupported_link, s.malformed, s.fragments);
   }
   print_flow_summary("decode", s);
+  report_one_direction("decode", s);
 }
 
 int run_files(const decode_options& o) {
@@ -220,7 +222,8 @@ int run_files(const decode_options& o) {
   if (std::fflush(stdout) != 0) throw output_error(fmt::format("cannot write stdout: {}", std::strerror(errno)));
   print_summary(a.stats(), out.printed(), file_drops_text(source->recorded_drops()).c_str());
   if (const int status = interrupt.exit_status("decode"); status != 0) return status;
-  return source->failed_files() > 0 ? 1 : 0;  // the output is complete only up to the change or read error
+  if (source->failed_files() > 0) return 1;  // the output is complete only up to the change or read error
+  return report_port_miss("decode", o.capture.files, io, a.stats());
 }
 
 int run_live(const decode_options& o) {

@@ -1,6 +1,7 @@
 #include "visual_report.hpp"
 
 #include "lockscope/live/diagnostics.hpp"
+#include "capture_edges.hpp"
 #include "capture_options.hpp"
 #include "output_file.hpp"
 
@@ -55,8 +56,11 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
       return false;
     };
   }
-  auto warn = [](const std::string& w) { live::print_diagnostic("lockscope analyze: warning: {}\n", w); };
-  auto error = [](const std::string& e) { live::print_diagnostic("lockscope analyze: error: {}\n", e); };
+  const auto shown = [&](std::string text) {
+    return options.spooled_stdin != nullptr ? options.spooled_stdin->shown_as_stdin(std::move(text)) : text;
+  };
+  auto warn = [&](const std::string& w) { live::print_diagnostic("lockscope analyze: warning: {}\n", shown(w)); };
+  auto error = [&](const std::string& e) { live::print_diagnostic("lockscope analyze: error: {}\n", shown(e)); };
   try {
     // Created first, so that a path that cannot be written stops the run before two passes.
     output_file out(options.output == "-" ? std::string() : options.output);
@@ -71,6 +75,9 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
         },
         warn, error);
     if (first.failed_files > 0) return 1;
+    if (const int status = report_port_miss("analyze", files, analysis.capture, first.capture); status != 0) {
+      return status;
+    }
     if (const int status = no_lock_matched(options.lock_globs, first.locks + forgotten); status != 0) return status;
     std::vector<std::string> keys;
     if (options.svg) {
@@ -97,6 +104,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
 
     // Pass 2: the swimlanes of those locks only.
     locks::swimlane_builder builder({}, keys);
+    builder.set_capture_start(std::max<std::int64_t>(0, first.first_packet_us));
     locks::page_info info;
     const auto second = locks::analyze_files_into(
         files, analysis, builder, [&](std::string_view lock) { return builder.selects(lock); },
@@ -108,6 +116,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
     builder.finish(first.last_packet_us);
 
     info.files = files;
+    for (std::string& f : info.files) f = shown(f);
     info.start_us = std::max<std::int64_t>(0, first.first_packet_us);
     info.end_us = std::max(info.start_us + 1, first.last_packet_us);
     info.capture = first.capture;
@@ -142,7 +151,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
                        forgotten, analysis.timeline.max_locks, format));
     }
   } catch (const ingest::capture_error& e) {
-    live::print_diagnostic("lockscope analyze: {}\n", e.what());
+    live::print_diagnostic("lockscope analyze: {}\n", shown(e.what()));
     return 2;
   } catch (const output_error& e) {
     live::print_diagnostic("lockscope analyze: {}\n", e.what());

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lockscope/locks/lock_analysis.hpp"
+#include "stdin_spool.hpp"
 
 namespace lockscope::cli {
 
@@ -17,6 +18,8 @@ struct visual_report_options {
   std::size_t max_locks = 500;        // --html-max-locks
   std::size_t detail = 3000;          // --html-detail: marks a lock draws in full before coarsening
   std::vector<std::string> lock_globs;  // --lock; svg: exactly one lock must match
+  // Standard input copied to a file (the files name its path): messages and the page say "-".
+  const stdin_spool* spooled_stdin = nullptr;
 };
 
 // When --lock names locks and the capture holds none of them (`matching_locks`: locks, or

@@ -399,7 +399,8 @@ TEST_CASE("report: group lines in text (a section of their own) and live text (a
   const std::string live = render(locks::report_format::stream_text);
   CHECK(live.find("rl:payment: R1 acquired on 3/3 servers, quorum 2") != std::string::npos);
   CHECK(live.find("== lock groups") == std::string::npos);
-  CHECK(live.find("rl:payment @10.0.0.9:6381  10.0.0.1:50003") != std::string::npos);  // a live line names its server
+  // A live line names its server, in the lock column (32 wide: padded).
+  CHECK(live.find("rl:payment @10.0.0.9:6381         10.0.0.1:50003") != std::string::npos);
 }
 
 TEST_CASE("lock_groups: random event sequences over three servers keep every group sane and bounded",

@@ -232,7 +232,9 @@ TEST_CASE("swimlane: lockscope analyze --format html and svg", "[swimlane][cli]"
   CHECK(html.find("Content-Security-Policy\" content=\"default-src 'none'") != std::string::npos);
   CHECK(html.find("src=\"http") == std::string::npos);
   CHECK(count(html, "<section class=\"block\"") == 3);  // res:alpha, res:beta, res:gamma
-  CHECK(count(html, "class=\"m hold") == count(jsonl, "\"event\":\"acquired\""));
+  // A hold per acquisition, and one from the capture's start per holder that held before it.
+  CHECK(count(html, " before\"") == 2);
+  CHECK(count(html, "class=\"m hold") == count(jsonl, "\"event\":\"acquired\"") + count(html, " before\""));
   CHECK(count(html, "class=\"m anomaly ") == count(jsonl, "\"event\":\"anomaly\""));
 
   const std::string svg = run_cli(capture + " --format svg --lock res:alpha 2>/dev/null", status);
@@ -245,7 +247,7 @@ TEST_CASE("swimlane: lockscope analyze --format html and svg", "[swimlane][cli]"
     ++alpha_acquired;
   }
   CHECK(alpha_acquired > 0);
-  CHECK(count(svg, "class=\"m hold") == alpha_acquired);
+  CHECK(count(svg, "class=\"m hold") == alpha_acquired + count(svg, " before\""));
 
   const std::string none = run_cli(capture + " --format svg --lock nope 2>&1", status);
   CHECK(status != 0);

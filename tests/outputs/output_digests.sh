@@ -15,6 +15,7 @@
 # tests/outputs/metrics_of_capture (the exposition text the live metrics server would
 # serve after the capture, its process gauges zeroed).
 set -euo pipefail
+unset TZ  # text output names the capture start in UTC, and in the local zone too when TZ is set
 lockscope=$(realpath "$1")
 metrics_tool=$(realpath "$2")
 mode=${3:-print}

@@ -164,11 +164,11 @@ void lock_metrics::on_event(const lock_event& e) {
       break;
     case lock_event_kind::expired:
       ++s.expired;
-      if (e.held_us >= 0) s.hold.add(e.held_us);
+      if (e.held_us >= 0 && !e.held_since_capture_start) s.hold.add(e.held_us);  // not a lower bound
       break;
     case lock_event_kind::released:
     case lock_event_kind::force_released:
-      if (e.held_us >= 0) s.hold.add(e.held_us);
+      if (e.held_us >= 0 && !e.held_since_capture_start) s.hold.add(e.held_us);
       break;
     case lock_event_kind::anomaly:
       ++s.anomalies[static_cast<std::size_t>(e.kind)];

@@ -263,7 +263,19 @@ void ingest_pipeline::close(
       o.examples.push_back(e[client].to_string() + " → " + e[1 - client].to_string());
     }
   }
-  else if (c.session.client_side()) ++totals_.resp_flows;
+  else if (c.session.client_side()) {
+    ++totals_.resp_flows;
+    // Counted once per connection, at its end: nothing on the packet path.
+    const int client = *c.session.client_side();
+    const bool from_client = c.streams[client].stats().delivered_bytes > 0;
+    const bool from_server = c.streams[1 - client].stats().delivered_bytes > 0;
+    // A subscriber joined mid-run only receives pushes, and a command sent as the
+    // capture ends has no reply yet: neither is a capture of one direction.
+    const session_stats& ss = c.session.stats();
+    if (from_client && from_server) ++totals_.two_way_resp_flows;
+    else if (from_client && ss.commands > 0) ++totals_.requests_only_flows;
+    else if (from_server && ss.unpaired_replies > 0) ++totals_.replies_only_flows;
+  }
   if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
   const std::uint64_t number = c.number;
   unlink(c);

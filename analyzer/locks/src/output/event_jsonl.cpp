@@ -49,6 +49,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += ",\"held_ms\":";
     append_ms(out, e.held_us);
   }
+  if (e.held_since_capture_start) out += ",\"since_capture_start\":true";
   if (e.event == lock_event_kind::anomaly) {
     out += ",\"kind\":\"";
     out += to_string(e.kind);

@@ -1,6 +1,7 @@
 #include "lockscope/locks/event_text.hpp"
 
 #include <algorithm>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -31,11 +32,13 @@ std::string redirect_text(const lock_event& e) {
   return std::string(op);
 }
 
-// "+12.345678": a time relative to the capture's start, as the lines begin.
-std::string relative_time(std::int64_t us, std::int64_t start_us) {
-  const std::int64_t rel = us - start_us;
-  const std::int64_t a = rel < 0 ? -rel : rel;
-  return fmt::format("{}{}.{:06}", rel < 0 ? '-' : '+', a / 1'000'000, a % 1'000'000);
+// "+12.345678", or the absolute time (--time abs), as the lines begin.
+std::string relative_time(std::int64_t us, const text_clock& clock) { return clock.stamp(us); }
+
+// The time column: relative times right-aligned in 11 columns (+12.345678).
+void append_time_column(std::string& out, std::int64_t us, const text_clock& clock) {
+  if (clock.absolute) append_format(out, "  {}  ", clock.stamp(us));
+  else append_format(out, "  {:>11}  ", clock.stamp(us));
 }
 
 // How a gave_up waiter's wait is known to have ended.
@@ -52,7 +55,7 @@ std::string_view wait_end_text(wait_end w) {
 
 // The holder whose connection closed while holding: on its expiry, what it was; on a
 // waiter's acquisition or give-up, what the waiter waited for.
-std::string closed_holder_text(const lock_event& e, std::int64_t start_us) {
+std::string closed_holder_text(const lock_event& e, const text_clock& start_us) {
   const std::string closed = relative_time(e.closed_holder_us, start_us);
   if (e.event == lock_event_kind::expired) {
     return fmt::format("held by a closed connection (closed at {}) until the lease ran out", closed);
@@ -67,22 +70,56 @@ std::string closed_holder_text(const lock_event& e, std::int64_t start_us) {
 
 }  // namespace
 
+std::string iso_time(std::int64_t epoch_us, bool local) {
+  std::int64_t seconds = epoch_us / 1'000'000, micros = epoch_us % 1'000'000;
+  if (micros < 0) {
+    micros += 1'000'000;
+    --seconds;
+  }
+  const auto t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  if (local) ::localtime_r(&t, &tm);
+  else ::gmtime_r(&t, &tm);
+  std::string zone = "Z";
+  if (local) {
+    const long off = tm.tm_gmtoff;
+    const long a = off < 0 ? -off : off;
+    zone = fmt::format("{}{:02}:{:02}", off < 0 ? '-' : '+', a / 3600, a / 60 % 60);
+  }
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}{}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, micros, zone);
+}
+
+std::string text_clock::stamp(std::int64_t us) const {
+  if (absolute) return iso_time(us, local);
+  const std::int64_t rel = us - start_us;
+  const std::int64_t a = rel < 0 ? -rel : rel;
+  return fmt::format("{}{}.{:06}", rel < 0 ? '-' : '+', a / 1'000'000, a % 1'000'000);
+}
+
+std::string capture_start_line(std::int64_t start_us, bool absolute, bool local_zone) {
+  std::string line = "capture start " + iso_time(start_us, false);
+  const std::string local = local_zone ? iso_time(start_us, true) : std::string();
+  const bool local_differs = local_zone && !local.ends_with("+00:00");
+  if (local_differs && !absolute) line += " (" + local + " local)";
+  if (!absolute) return line + "; times are seconds after it\n";
+  if (local_differs) return line + "; times are local (" + local.substr(local.size() - 6) + ")\n";
+  return line + "; times are UTC\n";
+}
+
 bool is_group_event(const lock_event& e) noexcept {
   return e.group != nullptr ||
          (e.event == lock_event_kind::anomaly &&
           (e.kind == anomaly_kind::quorum_lost || e.kind == anomaly_kind::split_quorum));
 }
 
-void append_group_text(std::string& out, const lock_event& e, std::int64_t start_us) {
+void append_group_text(std::string& out, const lock_event& e, const text_clock& clock) {
   if (e.group == nullptr) {
-    append_event_text(out, e, start_us, true);
+    append_event_text(out, e, clock, true);
     return;
   }
   const lock_group& g = *e.group;
-  const std::int64_t rel = e.ts_us - start_us;
-  const char sign = rel < 0 ? '-' : '+';
-  const std::int64_t a = rel < 0 ? -rel : rel;
-  append_format(out, "  {:>11}  ", fmt::format("{}{}.{:06}", sign, a / 1'000'000, a % 1'000'000));
+  append_time_column(out, e.ts_us, clock);
   std::string owners;
   auto add_owner = [&](std::string_view o) {
     const std::string s = short_owner(o);
@@ -122,12 +159,9 @@ std::string lock_title(std::string_view name, std::string_view server, std::int3
   return t;
 }
 
-void append_event_text(std::string& out, const lock_event& e, std::int64_t start_us, bool with_lock,
+void append_event_text(std::string& out, const lock_event& e, const text_clock& start_us, bool with_lock,
                        std::string_view lock_title) {
-  const std::int64_t rel = e.ts_us - start_us;
-  const char sign = rel < 0 ? '-' : '+';
-  const std::int64_t a = rel < 0 ? -rel : rel;
-  append_format(out, "  {:>11}  ", fmt::format("{}{}.{:06}", sign, a / 1'000'000, a % 1'000'000));
+  append_time_column(out, e.ts_us, start_us);
   if (with_lock) {
     out += lock_title.empty() ? printable(e.lock) : lock_title;
     out += "  ";
@@ -146,15 +180,14 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.lease_ms >= 0) add(fmt::format("lease {} ms", e.lease_ms));
   if (e.ttl_ms >= 0) add(fmt::format("holder's ttl {} ms", e.ttl_ms));
   if (e.wait_us >= 0) add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
-  if (e.held_us >= 0) add("held " + format_duration(e.held_us));
+  if (e.held_us >= 0) add((e.held_since_capture_start ? "held ≥" : "held ") + format_duration(e.held_us));
+  if (e.held_since_capture_start) add("held since before the capture");
   if (e.token >= 0) add(fmt::format("token {}", e.token));
   if (e.event == lock_event_kind::gave_up) {
     if (e.interval_start_us >= 0) add("waiting since " + relative_time(e.interval_start_us, start_us));
     if (e.wait_ended != wait_end::none) add(std::string(wait_end_text(e.wait_ended)));
   } else if (e.interval_start_us >= 0) {
-    const std::int64_t from = e.interval_start_us - start_us;
-    const std::int64_t f = from < 0 ? -from : from;
-    add(fmt::format("from {}{}.{:06} for {}", from < 0 ? '-' : '+', f / 1'000'000, f % 1'000'000,
+    add(fmt::format("from {} for {}", start_us.stamp(e.interval_start_us),
                     format_duration(std::max<std::int64_t>(e.interval_us, 0))));
   }
   if (e.confidence != link_confidence::none && !e.owner.empty()) {

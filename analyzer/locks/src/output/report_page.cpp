@@ -53,7 +53,9 @@ void append_axis(std::string& out, const swimlane_geometry& g, double y) {
   }
 }
 
-std::string duration_cell(std::int64_t us) { return us < 0 ? std::string("-") : format_duration(us); }
+std::string duration_cell(std::int64_t us, bool at_least = false) {
+  return us < 0 ? std::string("-") : (at_least ? "≥" : "") + format_duration(us);
+}
 
 void append_cell(std::string& out, std::string_view text, double sort_value, std::string_view cls = {}) {
   append_format(out, "<td data-v=\"{}\"{}{}{}>", sort_value, cls.empty() ? "" : " class=\"", cls,
@@ -215,13 +217,13 @@ std::string summary_table_html(const page_info& info, const std::vector<swimlane
     const double contended =
         s.acquisitions ? static_cast<double>(s.contended_acquisitions) / static_cast<double>(s.acquisitions) : 0;
     append_bar_cell(table, fmt::format("{:.1f}%", contended * 100), contended, contended);
-    append_cell(table, duration_cell(s.hold.p50), static_cast<double>(s.hold.p50), "num");
-    append_cell(table, duration_cell(s.hold.p99), static_cast<double>(s.hold.p99), "num");
-    append_cell(table, duration_cell(s.hold.max), static_cast<double>(s.hold.max), "num");
-    append_cell(table, duration_cell(s.wait.p50), static_cast<double>(s.wait.p50), "num");
-    append_bar_cell(table, duration_cell(s.wait.p99), static_cast<double>(s.wait.p99),
+    append_cell(table, duration_cell(s.hold.p50, s.hold.at_least), static_cast<double>(s.hold.p50), "num");
+    append_cell(table, duration_cell(s.hold.p99, s.hold.at_least), static_cast<double>(s.hold.p99), "num");
+    append_cell(table, duration_cell(s.hold.max, s.hold.at_least), static_cast<double>(s.hold.max), "num");
+    append_cell(table, duration_cell(s.wait.p50, s.wait.at_least), static_cast<double>(s.wait.p50), "num");
+    append_bar_cell(table, duration_cell(s.wait.p99, s.wait.at_least), static_cast<double>(s.wait.p99),
                     static_cast<double>(std::max<std::int64_t>(0, s.wait.p99)) / static_cast<double>(max_wait_p99));
-    append_cell(table, duration_cell(s.wait.max), static_cast<double>(s.wait.max), "num");
+    append_cell(table, duration_cell(s.wait.max, s.wait.at_least), static_cast<double>(s.wait.max), "num");
     append_cell(table, std::to_string(s.renewals), static_cast<double>(s.renewals), "num");
     append_cell(table, std::to_string(s.expiries), static_cast<double>(s.expiries), "num");
     std::string kinds;

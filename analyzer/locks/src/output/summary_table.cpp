@@ -26,11 +26,13 @@ namespace {
 struct row_values {
   std::uint64_t acquisitions = 0, contended = 0, gave_up = 0, renewals = 0, expiries = 0;
   std::int64_t hold[3] = {}, wait[3] = {};
+  bool hold_at_least = false, wait_at_least = false;
   std::uint64_t anomalies[anomaly_kind_count] = {};
   explicit row_values(const lock_stats& s)
       : acquisitions(s.acquisitions), contended(s.contended_acquisitions), gave_up(s.gave_up), renewals(s.renewals),
         expiries(s.expiries),
-        hold{s.hold.p50, s.hold.p99, s.hold.max}, wait{s.wait.p50, s.wait.p99, s.wait.max} {
+        hold{s.hold.p50, s.hold.p99, s.hold.max}, wait{s.wait.p50, s.wait.p99, s.wait.max},
+        hold_at_least(s.hold.at_least), wait_at_least(s.wait.at_least) {
     std::memcpy(anomalies, s.anomalies, sizeof anomalies);
   }
   // Whether `s` shows these values (the first ones differ most often).
@@ -39,6 +41,7 @@ struct row_values {
            contended == s.contended_acquisitions && gave_up == s.gave_up && renewals == s.renewals &&
            expiries == s.expiries &&
            hold[0] == s.hold.p50 && hold[1] == s.hold.p99 && wait[0] == s.wait.p50 && wait[1] == s.wait.p99 &&
+           hold_at_least == s.hold.at_least && wait_at_least == s.wait.at_least &&
            std::memcmp(anomalies, s.anomalies, sizeof anomalies) == 0;
   }
 };
@@ -143,6 +146,10 @@ char* put_triple(char* p, const duration_stats& d, std::size_t width) {
     *p++ = '-';
     columns = 1;
   } else {
+    if (d.at_least) {
+      p = put(p, "≥");  // three bytes, one column
+      columns += 1;
+    }
     p = put_duration(p, d.p50, columns);
     *p++ = '/';
     p = put_duration(p, d.p99, columns);

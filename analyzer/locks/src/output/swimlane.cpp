@@ -162,6 +162,16 @@ void swimlane_builder::on_event(const lock_event& e) {
       ls.reenters.pop_back();
     }
   };
+  // A holder first seen by its renewal or release held the lock when the capture began.
+  auto hold_from_capture_start = [&] {
+    if (!e.held_since_capture_start || ls.hold_mark >= 0) return;
+    swimlane_mark h = m;
+    h.kind = mark_kind::hold;
+    h.before_capture = true;
+    h.t0_us = capture_start_us_ >= 0 ? std::min(capture_start_us_, e.ts_us)
+                                     : e.ts_us - std::max<std::int64_t>(e.held_us, 0);
+    ls.hold_mark = add_mark(bi, h);
+  };
   auto end_hold = [&] {
     close_reenters_to(0);
     if (ls.hold_mark >= 0) b.marks[static_cast<std::size_t>(ls.hold_mark)].t1_us = e.ts_us;
@@ -187,12 +197,14 @@ void swimlane_builder::on_event(const lock_event& e) {
       break;
     case lock_event_kind::renewed:
     case lock_event_kind::renew_failed:
+      hold_from_capture_start();
       m.kind = mark_kind::renewal;
       m.failed = e.event == lock_event_kind::renew_failed;
       add_mark(bi, m);
       if (!m.failed) lease();
       break;
     case lock_event_kind::partially_released:
+      hold_from_capture_start();
       close_reenters_to(static_cast<std::size_t>(std::max<std::int64_t>(e.hold_count - 1, 0)));
       m.kind = mark_kind::release;
       add_mark(bi, m);
@@ -205,6 +217,7 @@ void swimlane_builder::on_event(const lock_event& e) {
     case lock_event_kind::released:
     case lock_event_kind::force_released:
     case lock_event_kind::expired:
+      hold_from_capture_start();
       end_hold();
       m.kind = e.event == lock_event_kind::expired ? mark_kind::expiry : mark_kind::release;
       add_mark(bi, m);

@@ -99,8 +99,8 @@ struct mark_writer {
   void rect(const swimlane_mark& m, std::string_view cls, double y, double h, double min_w) {
     const double x0 = x(m.t0_us);
     const double w = std::max(min_w, x(m.t1_us) - x0);
-    append_format(out, "<rect class=\"m {} c{}{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\"", cls,
-                  colours[m.lane], m.open ? " open" : "", x0, y, w, h);
+    append_format(out, "<rect class=\"m {} c{}{}{}\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\"", cls,
+                  colours[m.lane], m.open ? " open" : "", m.before_capture ? " before" : "", x0, y, w, h);
     append_format(out, " data-w=\"{}\"", min_w);
     attrs(m);
     out += "/>";

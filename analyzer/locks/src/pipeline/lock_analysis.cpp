@@ -41,6 +41,7 @@ analysis_result run_pipeline(const std::vector<std::string>& files, const analys
   pipeline_options po;
   po.capture = options.capture;
   po.timeline = options.timeline;
+  if (po.timeline.capture_start_us < 0) po.timeline.capture_start_us = first;  // holds begun before it
   po.groups = options.groups;
   po.threads = options.threads;
   lock_pipeline pipeline(po, sink, filter);

@@ -111,6 +111,8 @@ inline void lock_timeline::impl::expire(lock_state& l, holder& h, std::int64_t a
   if (h.since_us >= 0) {
     e.held_us = at - h.since_us;
     add_hold(l, e.held_us);
+  } else {
+    held_since_capture(l, e, at);
   }
   // A holder of a connection that closed holding many locks was not named when it
   // closed (holders_lost_connection): it is now, if someone waits for the lock.
@@ -130,6 +132,16 @@ inline void lock_timeline::impl::expire(lock_state& l, holder& h, std::int64_t a
   became_free(l, at);
   emit(l, e);
   release_closed_holder_if_done(l);
+}
+
+// Counted in the lock's hold durations as what it is, a lower bound (the summary's "≥").
+inline void lock_timeline::impl::held_since_capture(lock_state& l, lock_event& e, std::int64_t at) {
+  const std::int64_t start = options.capture_start_us >= 0 ? options.capture_start_us : first_op_us;
+  if (start < 0 || at < start) return;
+  e.held_us = at - start;
+  e.held_since_capture_start = true;
+  add_hold(l, e.held_us);
+  side_of(l).holds_at_least = true;
 }
 
 inline void lock_timeline::impl::set_last_expired(lock_state& l, std::uint32_t owner) {

@@ -175,6 +175,7 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
   count_acquisition(l);
   if (wait >= 0) {
     ex(l).waits.add(wait);
+    if (wait_at_least) xp(l)->waits_at_least = true;
   }
   lock_event e = from_op(l, op, lock_event_kind::acquired);
   e.hold_count = 1;
@@ -249,8 +250,12 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
       if (h->since_us >= 0) {
         e.held_us = at - h->since_us;
         add_hold(l, e.held_us);
+      } else {
+        held_since_capture(l, e, at);
       }
       remove_holder(l, h);
+    } else if (op.outcome == op_outcome::ok && l.last_expired != owner) {
+      held_since_capture(l, e, at);  // its release is the first sign of its hold
     }
     return e;
   };
@@ -281,6 +286,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
         break;
       }
       if (h == nullptr) {
+        e.held_since_capture_start = l.last_expired != owner;
         h = &add_holder(l, owner, conn);
         free_interval_ends(l, at);
       } else if (h->hold_count() > 1) {
@@ -320,7 +326,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
       return;
     }
     if (h == nullptr) {
-      take_expired(l, owner);
+      e.held_since_capture_start = !take_expired(l, owner);  // else: held again after its lease ran out
       h = &add_holder(l, owner, conn);
       free_interval_ends(l, at);
     } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
@@ -469,6 +475,8 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
     if (h->since_us >= 0) {
       e.held_us = at - h->since_us;
       add_hold(l, e.held_us);
+    } else {
+      held_since_capture(l, e, at);
     }
     const std::uint32_t conn = conn_index(op);
     const std::uint32_t deleter = last_owner_on(conn, id);
@@ -503,6 +511,8 @@ inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_op
     if (h->since_us >= 0) {
       e.held_us = at - h->since_us;
       add_hold(l, e.held_us);
+    } else {
+      held_since_capture(l, e, at);
     }
   }
   clear_holders(l);

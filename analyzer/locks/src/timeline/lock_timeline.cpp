@@ -97,6 +97,8 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
     s.db = sc.db;
     s.hold = holds.summarize(l.first_hold_us, scratch);
     s.wait = waits.summarize(-1, scratch);
+    s.hold.at_least = sd != nullptr && sd->holds_at_least;
+    s.wait.at_least = x != nullptr && x->waits_at_least;
     hold_us.clear();
     if (s.hold.exact) {
       if (l.first_hold_us >= 0) hold_us.push_back(l.first_hold_us);

@@ -216,6 +216,9 @@ struct lock_timeline::impl {
   void remove_holder(lock_state& l, holder* h);
   void clear_holders(lock_state& l);
   void expire(lock_state& l, holder& h, std::int64_t at);
+  // A hold begun before the capture (its holder first seen by a renewal or a release):
+  // held at least since the capture's first operation (lock_event::held_since_capture_start).
+  void held_since_capture(lock_state& l, lock_event& e, std::int64_t at);
   void set_last_expired(lock_state& l, std::uint32_t owner);
   bool take_expired(lock_state& l, std::uint32_t owner);
   void note_owner(std::uint32_t conn, std::uint32_t id, std::uint32_t owner);

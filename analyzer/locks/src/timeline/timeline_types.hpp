@@ -142,12 +142,14 @@ struct lock_extra {
   std::uint32_t closed_owner = no_id;
   std::int64_t closed_at_us = -1;
   std::int64_t closed_expired_us = -1;
+  bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
 };
 
 // What a lock with more than one completed hold adds (common: kept apart from the
 // larger lock_extra, which only locks with waiters, several holders or anomalies need).
 struct lock_side {
   duration_samples holds;        // every completed hold after the first
+  bool holds_at_least = false;   // some hold (the first included) began before the capture
   std::uint64_t acquisitions_carry = 0;  // the lock's 16-bit counters overflow here
   std::uint64_t renewals_carry = 0;
   std::uint64_t expiries_carry = 0;

@@ -78,6 +78,13 @@ struct ingest_stats {
   std::uint64_t flows = 0;              // connections seen
   std::uint64_t resp_flows = 0;         // connections that carried RESP
   std::uint64_t not_resp_flows = 0;
+  // RESP connections of which the capture holds one direction only (`tcpdump 'dst port
+  // 6379'`, a SPAN port that mirrors one way): bytes from the client and none from the
+  // server, or the reverse. Counted when they end (closed ones only).
+  // (Replies only: replies to commands not in the capture; pushes alone do not count.)
+  std::uint64_t requests_only_flows = 0;
+  std::uint64_t replies_only_flows = 0;
+  std::uint64_t two_way_resp_flows = 0;   // RESP connections with bytes both ways
   std::uint64_t evicted_flows = 0;      // idle longer than flow_timeout_us
   std::uint64_t capped_flows = 0;       // ended to keep the table within max_flows
   std::uint64_t payload_bytes = 0;      // TCP payload delivered in order

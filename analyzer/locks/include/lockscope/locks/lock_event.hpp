@@ -177,6 +177,11 @@ struct lock_event {
   // wait_us is a lower bound: the owner's first attempt seen came on a connection joined
   // mid-stream, early enough in the capture that earlier attempts may not be in it.
   bool wait_at_least = false;
+  // The hold began before the capture: on the renewal or partial release that first
+  // shows its holder, and on its release or expiry, whose held_us is then a lower bound
+  // counted from the capture's start (timeline_options::capture_start_us), and marked
+  // "≥" in the lock's hold times.
+  bool held_since_capture_start = false;
   anomaly_facts found;       // an anomaly's finding (put into words by anomaly_text.hpp)
   const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
   // Redis Cluster. redirected: the reply, its slot and target node (MOVED/ASK), and the

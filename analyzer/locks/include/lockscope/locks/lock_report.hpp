@@ -23,12 +23,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lockscope/locks/display_text.hpp"  // printable and the rest, for users that took them from here
+#include "lockscope/locks/event_text.hpp"
 #include "lockscope/locks/lock_timeline.hpp"
 
 namespace lockscope::locks {
@@ -50,7 +52,19 @@ struct report_options {
   // The summary table: only the `top` highest ranked locks (lock_rank), highest first,
   // then a line with what the others counted; 0: every lock, in first-seen order.
   std::size_t top = 0;
+  // Text: times as absolute ISO-8601 stamps (--time abs), in the local zone when
+  // local_time (TZ set), else UTC; and a first line naming the capture's start.
+  bool absolute_time = false;
+  bool local_time = false;
+  bool start_line = false;
+  // Live text: the lock column's width, so that the columns after it stay aligned; a
+  // longer name keeps its first and last characters around a "…" (0: no column).
+  std::size_t live_lock_width = 32;
 };
+
+// `name` in exactly `width` display columns: padded, or its head and tail around "…"
+// (the tail is where keys usually differ: lock:order:12345).
+std::string fit_column(std::string_view name, std::size_t width);
 
 // The text output's temporary file could not be created, written or read.
 struct report_error : std::runtime_error {
@@ -84,6 +98,8 @@ class lock_report final : public lock_event_sink {
 
  private:
   void write_event(const lock_event& e);  // on_event, for the formats that print events
+  text_clock clock() const noexcept;
+  void write_start_line();  // once, when asked for and the start is known
   // The lock's title: its name, with the server and/or database when another lock
   // seen shares the name (`red:job @127.0.0.1:6381`, `k db 1`).
   std::vector<std::string> titles() const;
@@ -107,8 +123,14 @@ class lock_report final : public lock_event_sink {
   std::vector<std::pair<std::int64_t, std::string>> group_lines_;
   std::int32_t first_db_ = 0;
   std::size_t buffered_bytes_ = 0;  // in per_lock_'s lines
+  // Text: each lock's latest event time so far, and the locks whose lines came out of
+  // time order (sorted by sort_lines_by_time when written; not once spilled).
+  std::vector<std::int64_t> last_ts_;
+  std::set<std::size_t> unsorted_locks_;
+  static void sort_lines_by_time(std::string& lines);
   std::unique_ptr<sorted_spool> spill_;  // once the lines outgrew text_buffer_bytes
   std::uint64_t events_ = 0;
+  bool start_line_written_ = false;
 };
 
 }  // namespace lockscope::locks

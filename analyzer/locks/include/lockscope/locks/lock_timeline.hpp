@@ -119,6 +119,10 @@ namespace lockscope::locks {
 
 struct timeline_options {
   std::int64_t idle_threshold_us = 50'000;
+  // When the capture began (its first packet; live: when capturing began): a hold begun
+  // before it is held from then (lock_event::held_since_capture_start). -1: from the
+  // first lock operation.
+  std::int64_t capture_start_us = -1;
   std::int64_t long_hold_us = 60'000'000;
   std::int64_t link_window_us = 1'000'000;
   // A waiter that makes no attempt within the last TTL it was given plus this margin
@@ -160,6 +164,9 @@ struct duration_stats {
   std::uint64_t count = 0;
   std::int64_t p50 = -1, p99 = -1, max = -1;
   bool exact = true;
+  // Some samples are lower bounds (a wait or hold begun before the capture): so are the
+  // figures (the summary writes them "≥").
+  bool at_least = false;
 };
 
 // Aggregates per lock, for the summary table.

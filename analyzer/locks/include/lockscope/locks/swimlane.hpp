@@ -7,7 +7,8 @@
 //
 // A block is a lock name in one database, over every server it is on (a RedLock's
 // servers are one block with a lane per server); a lane is one (server, owner). Marks:
-//   hold          acquired → released / expired / force_released (open: the capture end)
+//   hold          acquired → released / expired / force_released (open: the capture end);
+//                 a hold begun before the capture, from the capture's start (before_capture)
 //   reenter       a reentrant level inside a hold (depth = hold count)
 //   lease         acquired / renewed → + lease_ms (the lease's deadline)
 //   renewal       a tick at renewed / renew_failed
@@ -66,6 +67,7 @@ struct swimlane_mark {
   mark_kind kind = mark_kind::hold;
   std::uint8_t depth = 1;             // hold count (reenter)
   bool open = false;                  // hold / subscription still open at the capture end
+  bool before_capture = false;        // hold: held when the capture began (drawn from its start)
   bool failed = false;                // renewal: renew_failed; release: unlock_rejected
 };
 
@@ -116,6 +118,9 @@ class swimlane_builder final : public lock_event_sink {
   swimlane_builder(const swimlane_options& options, const std::vector<std::string>& blocks);
   void on_event(const lock_event& e) override;
   void finish(std::int64_t end_us);
+  // Where a hold begun before the capture is drawn from (lock_event::held_since_capture_start);
+  // unset, from its release's held time back.
+  void set_capture_start(std::int64_t us) noexcept { capture_start_us_ = us; }
   const std::vector<swimlane_block>& blocks() const noexcept { return blocks_; }
   // Whether a lock name is drawn at all (the operation filter in front of the timeline).
   bool selects(std::string_view name) const noexcept;
@@ -136,6 +141,7 @@ class swimlane_builder final : public lock_event_sink {
   };
   swimlane_options options_;
   std::size_t block_events_;  // kept per block
+  std::int64_t capture_start_us_ = -1;
   std::vector<swimlane_block> blocks_;
   std::vector<block_state> state_;
   std::map<std::string, std::size_t, std::less<>> index_;  // block_key → block
