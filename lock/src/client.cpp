@@ -443,8 +443,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return router_ && router_->sharded_pubsub() && unlock_script(dialect_, kind).publish_argv;
   }
   // The semaphores and latches: their scripts (Redisson 4.7.0's, whatever the dialect)
-  // take the publish command, so a cluster with sharded pub/sub gets SPUBLISH/SSUBSCRIBE.
-  bool publishes_sharded() const noexcept { return router_ && router_->sharded_pubsub(); }
+  // take the publish command, and Redisson's RSemaphore, RPermitExpirableSemaphore and
+  // RCountDownLatch send getPublishCommand() and subscribe with SSUBSCRIBE from the same
+  // release as its locks (3.22.0): a cluster with sharded pub/sub gets SPUBLISH/SSUBSCRIBE
+  // in a dialect from 3.22 on, PUBLISH/SUBSCRIBE before, where Java's waiters SUBSCRIBE.
+  bool publishes_sharded() const noexcept { return publishes_sharded(lock_kind::reentrant); }
   const client_config& config() const noexcept { return config_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return io_; }
