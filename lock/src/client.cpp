@@ -722,6 +722,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void add_op(const std::shared_ptr<acquire_op>& op) { ops_.insert(op); }
   void remove_op(const std::shared_ptr<acquire_op>& op) { ops_.erase(op); }
   void abandon_waits();
+  void add_waiting(const std::shared_ptr<abandonable>& wait) { primitive_waits_[wait.get()] = wait; }
+  void remove_waiting(const abandonable* wait) noexcept { primitive_waits_.erase(wait); }
 
   void close(unique_function<void()> done);
 
@@ -743,6 +745,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   subscription_registry registry_;
   std::unordered_map<std::string, std::shared_ptr<renewal>> renewals_;
   std::unordered_set<std::shared_ptr<acquire_op>> ops_;
+  // The semaphores' and latches' waits (primitive_wait.hpp), for abandon_waits().
+  std::unordered_map<const abandonable*, std::weak_ptr<abandonable>> primitive_waits_;
   std::vector<completion<bool>> connect_waiters_;
   std::string scratch_;
   std::string wait_scratch_;
@@ -1034,6 +1038,10 @@ class acquire_op final : public subscription_listener,
 void client_impl::abandon_waits() {
   auto ops = ops_;  // each removes itself from ops_ when it finishes
   for (const auto& op : ops) op->stop({errc::shut_down, {}});
+  auto waits = primitive_waits_;  // likewise from primitive_waits_
+  for (const auto& [key, weak] : waits) {
+    if (auto wait = weak.lock()) wait->abandon();
+  }
 }
 
 void client_impl::close(unique_function<void()> done) {
@@ -1105,6 +1113,8 @@ std::uint64_t subscribe_channel(client_impl& impl, const std::string& channel, s
 void unsubscribe_channel(client_impl& impl, const std::string& channel, std::uint64_t id) {
   impl.unsubscribe(channel, id);
 }
+void add_waiting(client_impl& impl, const std::shared_ptr<abandonable>& wait) { impl.add_waiting(wait); }
+void remove_waiting(client_impl& impl, const abandonable* wait) noexcept { impl.remove_waiting(wait); }
 const char* publish_command(const client_impl& impl) noexcept {
   return impl.publishes_sharded() ? "SPUBLISH" : "PUBLISH";
 }
