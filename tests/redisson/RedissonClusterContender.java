@@ -2,9 +2,9 @@
 // the cluster interop test (tests/lock/redisson_interop_cluster.py): JVM start-up costs
 // seconds, so this one process plays Redisson's side of every phase the test sends it.
 // Redisson connects with useClusterServers() and its default subscription mode: from 3.22
-// it finds sharded pub/sub on Redis 7 (3.22-3.2x by a test SPUBLISH, 4.x by PUBSUB
-// SHARDNUMSUB: ShardedSubscriptionMode.AUTO) and then SSUBSCRIBEs and SPUBLISHes; 3.16
-// SUBSCRIBEs and PUBLISHes.
+// it finds sharded pub/sub on Redis 7 (3.22.0-3.27.2 by a test SPUBLISH, from 3.28.0 by
+// PUBSUB SHARDNUMSUB; ShardedSubscriptionMode.AUTO from 3.29.0) and then SSUBSCRIBEs and
+// SPUBLISHes; 3.16 SUBSCRIBEs and PUBLISHes.
 //
 // Prints "ready", then reads one command a line from stdin and answers "done" (or
 // "awaiting" for await) when it finished:
