@@ -1,14 +1,10 @@
 // `lockscope lock NAME [--redis URL]... [--sentinel-user U] [--sentinel-password P] [--wait DUR] [--lease DUR] [--owner ID] [--fair|--fenced|--read|--write] [--multi] [--tls-ca …] [--sync-replicas N [--sync-timeout DUR]] -- CMD [ARGS...]`:
 // several --redis URLs take a RedLock (or with --multi a MultiLock) of NAME on each server.
 // flock(1) for Redis, on a Redisson-compatible lock.
-#include <dirent.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,14 +39,11 @@ namespace lockscope::cli {
 
 namespace {
 
-// sysexits.h values, so scripts can tell failures apart.
-constexpr int exit_usage = 64;        // EX_USAGE: bad URL, duration or arguments
-constexpr int exit_unavailable = 69;  // EX_UNAVAILABLE: Redis refused, unreachable or timed out
-constexpr int exit_software = 70;     // EX_SOFTWARE: anything else that went wrong
-constexpr int exit_tempfail = 75;     // EX_TEMPFAIL: the lock was not acquired in time
-constexpr int exit_noperm = 77;       // EX_NOPERM: wrong password or user
-constexpr int exit_cannot_execute = 126;
-constexpr int exit_not_found = 127;
+using verb::exit_software;
+using verb::exit_tempfail;
+using verb::exit_unavailable;
+using verb::exit_usage;
+using verb::exit_noperm;
 
 struct lock_options {
   std::string name;
@@ -100,113 +93,6 @@ std::string server_error_text(lock::rlock& handle, const std::error_code& ec) {
   } catch (const lock::lock_error& e) {
     return e.what();
   }
-}
-
-// The child must not inherit the Redis sockets: a CMD that leaves a daemon behind
-// would otherwise keep them open after we exit.
-// CMD as a child of this process: its pid, or the errno its start failed with (ENOENT:
-// no such program on PATH).
-struct started_command {
-  pid_t pid = -1;
-  int error = 0;
-};
-
-// Starts CMD by fork and execve rather than posix_spawn, for one thing posix_spawn cannot
-// ask: PR_SET_PDEATHSIG. If this process dies without forwarding anything (SIGKILL, the
-// OOM killer), nobody renews the lock any more and it expires within its lease; CMD gets
-// SIGTERM then instead of running on unprotected. The child runs only async-signal-safe
-// calls before execve (the paths to try are built here first), and tries PATH as execvp
-// does: on past a missing file or directory and a denied one, stopping at any other error.
-started_command start_command(const std::vector<std::string>& command, char* const* envp, const sigset_t& defaults) {
-  const std::string& file = command.front();
-  if (file.empty()) return {-1, ENOENT};
-  std::vector<std::string> candidates;
-  if (file.find('/') != std::string::npos) {
-    candidates.push_back(file);
-  } else {
-    const char* path = std::getenv("PATH");
-    const std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/bin:/usr/bin";
-    for (std::size_t at = 0;;) {
-      const std::size_t colon = dirs.find(':', at);
-      const std::string_view dir = dirs.substr(at, colon == std::string_view::npos ? std::string_view::npos : colon - at);
-      candidates.push_back((dir.empty() ? std::string(".") : std::string(dir)) + "/" + file);
-      if (colon == std::string_view::npos) break;
-      at = colon + 1;
-    }
-  }
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return {-1, errno};
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int error = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    return {-1, error};
-  }
-  if (pid == 0) {
-    struct sigaction default_action {};
-    default_action.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; ++s) {
-      if (sigismember(&defaults, s) == 1) ::sigaction(s, &default_action, nullptr);
-    }
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(128 + SIGTERM);  // died before the request took hold
-    int error = ENOENT;
-    for (const std::string& c : candidates) {
-      ::execve(c.c_str(), argv.data(), envp);
-      if (errno == EACCES) {
-        error = EACCES;
-      } else if (errno != ENOENT && errno != ENOTDIR) {
-        error = errno;
-        break;
-      }
-    }
-    [[maybe_unused]] const ssize_t written = ::write(report[1], &error, sizeof error);
-    ::_exit(exit_not_found);
-  }
-  ::close(report[1]);
-  int error = 0;
-  ssize_t got = 0;
-  do {
-    got = ::read(report[0], &error, sizeof error);
-  } while (got < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (got == static_cast<ssize_t>(sizeof error)) {  // execve failed: the child has exited
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return {-1, error};
-  }
-  return {pid, 0};
-}
-
-void mark_descriptors_close_on_exec() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return;
-  const int own = ::dirfd(dir);
-  while (const dirent* entry = ::readdir(dir)) {
-    const int fd = std::atoi(entry->d_name);
-    if (fd > 2 && fd != own) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
-  }
-  ::closedir(dir);
-}
-
-struct signal_event {
-  int signo = 0;
-  bool from_terminal = false;  // sent by the kernel (Ctrl-C): the child got it too
-};
-
-std::optional<signal_event> read_signal(int signal_fd) {
-  signalfd_siginfo info{};
-  if (::read(signal_fd, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
-  return signal_event{static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL};
 }
 
 // The --tls-* flags and --insecure, for every rediss:// server; a usage error when no
@@ -346,12 +232,7 @@ int run_lock(const lock_options& o) {
   if (const int status = apply_tls_options(o, configs); status != 0) return status;
   if (const int status = apply_sync_options(o, configs); status != 0) return status;
   if (!o.redisson.empty()) {
-    if (lock::redisson_scripts_of(o.redisson).empty() || std::count(o.redisson.begin(), o.redisson.end(), '.') != 2) {
-      say(fmt::format("--redisson: '{}' is not a Redisson release this client knows (3.11.1 to 4.7.0, as tagged: "
-                      "e.g. 4.7.0, 3.27.2, 3.16.8)",
-                      o.redisson));
-      return exit_usage;
-    }
+    if (!verb::redisson_release_argument("lock", o.redisson)) return exit_usage;
     for (lock::client_config& c : configs) c.redisson_dialect = o.redisson;
   }
   if (const int status = apply_sentinel_options(o, configs); status != 0) return status;
@@ -479,7 +360,7 @@ int run_lock(const lock_options& o) {
     pollfd fds[2] = {{done_fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
     if ((fds[1].revents & POLLIN) != 0) {
-      const auto sig = read_signal(signal_fd);
+      const auto sig = verb::read_signal(signal_fd);
       if (!sig || sig->signo == SIGCHLD) continue;
       // Interrupted while waiting: stop waiting, so that no attempt goes out any more
       // (a wake-up between the unlock and the close used to send one, which took the
@@ -530,41 +411,12 @@ int run_lock(const lock_options& o) {
     return exit_tempfail;
   }
 
-  // Run CMD with default signal dispositions and an empty mask.
-  mark_descriptors_close_on_exec();
-  sigset_t defaults = signals;
-  sigaddset(&defaults, SIGPIPE);
+  // Run CMD with LOCKSCOPE_FENCE_TOKEN for a fenced lock.
   std::vector<std::string> env_strings = child_environment(result->fence_token);
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
-  const started_command started = start_command(o.command, envp.data(), defaults);
-  const pid_t child = started.pid;
-  const int spawn_error = started.error;
-
-  int exit_status = 0;
-  if (spawn_error != 0) {
-    say(fmt::format("cannot run '{}': {}", o.command.front(), std::strerror(spawn_error)));
-    exit_status = spawn_error == ENOENT ? exit_not_found : exit_cannot_execute;
-  } else {
-    for (;;) {
-      int status = 0;
-      const pid_t reaped = ::waitpid(child, &status, WNOHANG);
-      if (reaped == child) {
-        exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        break;
-      }
-      if (reaped < 0 && errno != EINTR) {
-        exit_status = exit_software;
-        break;
-      }
-      pollfd fd{signal_fd, POLLIN, 0};
-      if (::poll(&fd, 1, -1) < 0 && errno != EINTR) continue;
-      const auto sig = read_signal(signal_fd);
-      // A terminal's Ctrl-C already reached CMD, which shares our process group.
-      if (sig && sig->signo != SIGCHLD && !sig->from_terminal) ::kill(child, sig->signo);
-    }
-  }
+  int exit_status = verb::run_child("lock", o.command, envp.data(), signal_fd, signals);
 
   try {
     if (multi) {

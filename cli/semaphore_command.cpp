@@ -1,6 +1,7 @@
-// `lockscope semaphore NAME [--permits N] [--count K] [--wait DUR] [--redis URL] -- CMD [ARGS...]`:
-// run CMD while holding K permits of Redisson's RSemaphore NAME (sem(1) for Redis).
-// `lockscope latch NAME --count N | --count-down | --get | --await [--wait DUR]`:
+// `lockscope semaphore NAME [--permits N] [--count K | --lease DUR] [--wait DUR] [--redis URL] [--redisson R] -- CMD [ARGS...]`:
+// run CMD while holding K permits of Redisson's RSemaphore NAME (sem(1) for Redis), or with
+// --lease one permit of its RPermitExpirableSemaphore NAME, which expires after DUR.
+// `lockscope latch NAME --count N | --count-down | --get | --await [--wait DUR] [--redisson R]`:
 // Redisson's RCountDownLatch NAME from the shell.
 // Exit statuses as `lockscope lock`'s (sysexits): 75 not acquired (or not released) in
 // time, 64 bad arguments, 69 Redis unreachable, 77 wrong password, 70 anything else,
@@ -26,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/post.hpp>
@@ -38,19 +40,18 @@
 #include "lockscope/lock/config.hpp"
 #include "lockscope/lock/count_down_latch.hpp"
 #include "lockscope/lock/error.hpp"
+#include "lockscope/lock/permit_expirable_semaphore.hpp"
 #include "lockscope/lock/semaphore.hpp"
+
+extern char** environ;
 
 namespace lockscope::cli {
 namespace primitive_verbs {
 namespace {
 
-constexpr int ex_usage = 64;
-constexpr int ex_unavailable = 69;
-constexpr int ex_software = 70;
-constexpr int ex_tempfail = 75;
-constexpr int ex_noperm = 77;
-constexpr int ex_cannot_execute = 126;
-constexpr int ex_not_found = 127;
+using verb::exit_software;
+using verb::exit_tempfail;
+using verb::exit_usage;
 
 void tell(std::string_view verb, const std::string& line) {
   live::print_diagnostic("lockscope {}: {}\n", verb, line);
@@ -62,7 +63,7 @@ struct connected {
   std::unique_ptr<lock::client> client;
   int status = 0;
 };
-connected connect(std::string_view verb, const std::string& url_option) {
+connected connect(std::string_view verb, const std::string& url_option, const std::string& redisson) {
   std::string url = url_option;
   if (url.empty()) {
     const char* env = std::getenv("LOCKSCOPE_REDIS");
@@ -73,7 +74,11 @@ connected connect(std::string_view verb, const std::string& url_option) {
   std::string why;
   if (lock::parse_url(url, config, &why)) {
     tell(verb, fmt::format("bad Redis URL: {}", why));
-    return {nullptr, ex_usage};
+    return {nullptr, exit_usage};
+  }
+  if (!redisson.empty()) {
+    if (!cli::verb::redisson_release_argument(verb, redisson)) return {nullptr, exit_usage};
+    config.redisson_dialect = redisson;
   }
   auto client = std::make_unique<lock::client>(config);
   try {
@@ -101,12 +106,6 @@ class signal_guard {
   signal_guard& operator=(const signal_guard&) = delete;
   int fd() const noexcept { return fd_; }
   const sigset_t& set() const noexcept { return set_; }
-  // The next signal (not SIGCHLD), and whether the kernel sent it (a terminal's Ctrl-C).
-  std::optional<std::pair<int, bool>> read() const {
-    signalfd_siginfo info{};
-    if (::read(fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
-    return std::pair{static_cast<int>(info.ssi_signo), info.ssi_code == SI_KERNEL};
-  }
 
  private:
   sigset_t set_;
@@ -146,9 +145,9 @@ wait_outcome interruptible(lock::client& client, const signal_guard& signals, St
     pollfd fds[2] = {{s->event_fd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
     if ((fds[1].revents & POLLIN) == 0) continue;
-    const auto sig = signals.read();
-    if (!sig || sig->first == SIGCHLD) continue;
-    out.signal = sig->first;
+    const auto sig = cli::verb::read_signal(signals.fd());
+    if (!sig || sig->signo == SIGCHLD) continue;
+    out.signal = sig->signo;
     boost::asio::post(client.get_executor(), [s] { s->cancel.emit(boost::asio::cancellation_type::terminal); });
     // Bounded: a server that stopped answering does not keep us.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -164,107 +163,101 @@ wait_outcome interruptible(lock::client& client, const signal_guard& signals, St
   return out;
 }
 
-// CMD as a child (PR_SET_PDEATHSIG as `lockscope lock`: should we die unannounced, CMD
-// gets SIGTERM rather than run on without its permits being ours); signals forwarded;
-// its exit status.
-int run_child(std::string_view verb, const std::vector<std::string>& command, const signal_guard& signals) {
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return ex_software;
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    tell(verb, fmt::format("cannot run '{}': {}", command.front(), std::strerror(errno)));
-    return ex_software;
-  }
-  if (pid == 0) {
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(128 + SIGTERM);
-    ::execvp(argv[0], argv.data());
-    const int error = errno;
-    [[maybe_unused]] const ssize_t written = ::write(report[1], &error, sizeof error);
-    ::_exit(ex_not_found);
-  }
-  ::close(report[1]);
-  int error = 0;
-  ssize_t got = 0;
-  do {
-    got = ::read(report[0], &error, sizeof error);
-  } while (got < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (got == static_cast<ssize_t>(sizeof error)) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    tell(verb, fmt::format("cannot run '{}': {}", command.front(), std::strerror(error)));
-    return error == ENOENT ? ex_not_found : ex_cannot_execute;
-  }
-  for (;;) {
-    int status = 0;
-    const pid_t reaped = ::waitpid(pid, &status, WNOHANG);
-    if (reaped == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (reaped < 0 && errno != EINTR) return ex_software;
-    pollfd fd{signals.fd(), POLLIN, 0};
-    if (::poll(&fd, 1, -1) < 0) continue;
-    const auto sig = signals.read();
-    // A terminal's Ctrl-C already reached CMD, which shares our process group.
-    if (sig && sig->first != SIGCHLD && !sig->second) ::kill(pid, sig->first);
-  }
-}
-
 struct semaphore_options {
   std::string name;
   std::string redis;
   std::int64_t permits = 0;  // 0: do not set
   std::int64_t count = 1;
   std::string wait;
+  std::string lease;  // set: the permit-expirable semaphore
+  std::string redisson;
   std::vector<std::string> command;
 };
+
+// `f` with the cancellation slot of `handler` (taken before `handler` moves into `f`):
+// a wrapped handler still hears the signal's cancellation.
+template <class Handler, class F>
+auto with_slot_of(const Handler& handler, F f) {
+  return boost::asio::bind_cancellation_slot(boost::asio::get_associated_cancellation_slot(handler), std::move(f));
+}
 
 int run_semaphore(const semaphore_options& o) {
   constexpr std::string_view verb = "semaphore";
   if (o.count < 1) {
     tell(verb, fmt::format("--count: {} is not a positive number of permits", o.count));
-    return ex_usage;
+    return exit_usage;
   }
   if (o.permits < 0) {
     tell(verb, fmt::format("--permits: {} is negative", o.permits));
-    return ex_usage;
+    return exit_usage;
   }
   std::optional<std::chrono::milliseconds> wait;
-  if (!o.wait.empty() && !(wait = cli::verb::duration_argument(verb, "--wait", o.wait, true))) return ex_usage;
+  if (!o.wait.empty() && !(wait = cli::verb::duration_argument(verb, "--wait", o.wait, true))) return exit_usage;
+  std::optional<std::chrono::milliseconds> lease;
+  if (!o.lease.empty()) {
+    if (!(lease = cli::verb::duration_argument(verb, "--lease", o.lease, false))) return exit_usage;
+    if (o.count != 1) {
+      tell(verb, "--lease takes one permit (Redisson's RPermitExpirableSemaphore: one id per permit); drop --count");
+      return exit_usage;
+    }
+  }
   signal_guard signals;
   if (signals.fd() < 0) {
     tell(verb, fmt::format("cannot set up signal handling: {}", std::strerror(errno)));
-    return ex_software;
+    return exit_software;
   }
-  connected c = connect(verb, o.redis);
+  connected c = connect(verb, o.redis, o.redisson);
   if (!c.client) return c.status;
-  lock::semaphore sem = c.client->get_semaphore(o.name);
+  // --lease: Redisson's RPermitExpirableSemaphore, whose permit has an id and an expiry of
+  // its own; else RSemaphore. The two keep their permits apart: use one kind per name.
+  std::optional<lock::semaphore> sem;
+  std::optional<lock::permit_expirable_semaphore> expirable;
+  if (lease) {
+    expirable.emplace(c.client->get_permit_expirable_semaphore(o.name));
+  } else {
+    sem.emplace(c.client->get_semaphore(o.name));
+  }
   try {
     // As Redisson's trySetPermits: only when the semaphore does not exist yet.
-    if (o.permits > 0) sem.try_set_permits(o.permits);
+    if (o.permits > 0) (void)(expirable ? expirable->try_set_permits(o.permits) : sem->try_set_permits(o.permits));
   } catch (const lock::lock_error& e) {
     tell(verb, fmt::format("setting the permits of '{}' failed: {}", o.name, e.what()));
     return cli::verb::exit_code_for(e.code());
   }
+  auto permit_id = std::make_shared<std::string>();  // --lease: the id acquired
   const wait_outcome got = interruptible(*c.client, signals, [&](auto handler) {
-    if (wait) {
-      sem.async_try_acquire(o.count, *wait, std::move(handler));
+    if (expirable) {
+      auto got_id = with_slot_of(handler, [h = std::move(handler), permit_id](boost::system::error_code ec,
+                                                                              std::string id) mutable {
+        *permit_id = std::move(id);
+        const bool acquired = !permit_id->empty();
+        h(ec, acquired);
+      });
+      if (wait) {
+        expirable->async_try_acquire(*wait, lease, std::move(got_id));
+      } else {
+        expirable->async_acquire(lease, std::move(got_id));
+      }
+    } else if (wait) {
+      sem->async_try_acquire(o.count, *wait, std::move(handler));
     } else {
-      sem.async_acquire(o.count, [h = std::move(handler)](boost::system::error_code ec) mutable { h(ec, !ec); });
+      sem->async_acquire(o.count, with_slot_of(handler, [h = std::move(handler)](boost::system::error_code ec) mutable {
+                           h(ec, !ec);
+                         }));
     }
   });
+  const auto release = [&] {
+    if (expirable) {
+      expirable->release(*permit_id);
+    } else {
+      sem->release(o.count);
+    }
+  };
   if (got.signal != 0) {
     // A cancelled acquire took no permit; one that completed just before did.
     if (got.done) {
       try {
-        sem.release(o.count);
+        release();
       } catch (const lock::lock_error&) {
       }
     }
@@ -277,13 +270,19 @@ int run_semaphore(const semaphore_options& o) {
   }
   if (!got.done) {
     tell(verb, fmt::format("timed out after {} waiting for {} permit(s) of '{}'", o.wait, o.count, o.name));
-    return ex_tempfail;
+    return exit_tempfail;
   }
-  int status = run_child(verb, o.command, signals);
+  int status = cli::verb::run_child(verb, o.command, environ, signals.fd(), signals.set());
   try {
-    sem.release(o.count);
+    release();
   } catch (const lock::lock_error& e) {
-    tell(verb, fmt::format("releasing {} permit(s) of '{}' failed: {}", o.count, o.name, e.what()));
+    if (expirable && e.code() == lock::errc::not_owner) {
+      tell(verb, fmt::format("the permit of '{}' expired after its lease of {} while CMD ran: it was not ours any "
+                             "more when CMD ended",
+                             o.name, o.lease));
+    } else {
+      tell(verb, fmt::format("releasing {} permit(s) of '{}' failed: {}", o.count, o.name, e.what()));
+    }
     if (status == 0) status = cli::verb::exit_code_for(e.code());
   }
   return status;
@@ -297,6 +296,7 @@ struct latch_options {
   bool await = false;
   bool get = false;
   std::string wait;
+  std::string redisson;
 };
 
 int run_latch(const latch_options& o) {
@@ -304,20 +304,20 @@ int run_latch(const latch_options& o) {
   const int actions = int{o.count != 0} + int{o.count_down} + int{o.await} + int{o.get};
   if (actions != 1) {
     tell(verb, "give one of --count N, --count-down, --await, --get");
-    return ex_usage;
+    return exit_usage;
   }
   if (o.count < 0) {
     tell(verb, fmt::format("--count: {} is negative", o.count));
-    return ex_usage;
+    return exit_usage;
   }
   if (!o.wait.empty() && !o.await) {
     tell(verb, "--wait goes with --await");
-    return ex_usage;
+    return exit_usage;
   }
   std::optional<std::chrono::milliseconds> wait;
-  if (!o.wait.empty() && !(wait = cli::verb::duration_argument(verb, "--wait", o.wait, true))) return ex_usage;
+  if (!o.wait.empty() && !(wait = cli::verb::duration_argument(verb, "--wait", o.wait, true))) return exit_usage;
   signal_guard signals;
-  connected c = connect(verb, o.redis);
+  connected c = connect(verb, o.redis, o.redisson);
   if (!c.client) return c.status;
   lock::count_down_latch latch = c.client->get_count_down_latch(o.name);
   try {
@@ -355,7 +355,7 @@ int run_latch(const latch_options& o) {
   }
   if (!got.done) {
     tell(verb, fmt::format("timed out after {} waiting for '{}' to count down", o.wait, o.name));
-    return ex_tempfail;
+    return exit_tempfail;
   }
   return 0;
 }
@@ -377,9 +377,17 @@ void add_semaphore_command(CLI::App& app, int& exit_code) {
                   "an existing semaphore keeps its count)");
   cmd->add_option("--count", o->count, "How many permits CMD holds (default: 1)");
   cmd->add_option("--wait", o->wait, "How long to wait for the permits: 500ms, 10s, 2m; 0 tries once (default: forever)");
+  cmd->add_option("--lease", o->lease,
+                  "Use Redisson's RPermitExpirableSemaphore NAME: one permit with an id of its own that comes back "
+                  "by itself after DUR (500ms, 30s, 2m) should CMD outlive it or we die");
+  cmd->add_option("--redisson", o->redisson,
+                  "Redisson release of the Java clients sharing NAME: 4.7.0 (default), 3.27.2, 3.16.8, ...; on a "
+                  "Redis 7 cluster, releases from 3.22 wake waiters by SPUBLISH/SSUBSCRIBE, older ones by "
+                  "PUBLISH/SUBSCRIBE");
   cmd->footer(
       "Exit status: CMD's; 75 if the permits were not acquired in time; 64 bad arguments; 69 Redis "
-      "unreachable; 77 wrong password; 126/127 CMD not runnable; 128+n interrupted by signal n while "
+      "unreachable; 77 wrong password; 70 the --lease ran out while CMD ran (when CMD succeeded); "
+      "126/127 CMD not runnable; 128+n interrupted by signal n while "
       "waiting (no permit taken). Signals are forwarded to CMD; the permits are released when CMD exits.");
   cmd->callback([o, &exit_code] { exit_code = primitive_verbs::run_semaphore(*o); });
 }
@@ -395,6 +403,8 @@ void add_latch_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--get", o->get, "Print the count (0 when the latch does not exist)");
   cmd->add_flag("--await", o->await, "Wait until the count is zero");
   cmd->add_option("--wait", o->wait, "With --await: how long to wait: 500ms, 10s, 2m (default: forever)");
+  cmd->add_option("--redisson", o->redisson,
+                  "Redisson release of the Java clients sharing NAME, as for `lockscope semaphore` (default: 4.7.0)");
   cmd->footer(
       "Exit status: 0 done; 1 --count found a count already set; 75 --await timed out; 64 bad "
       "arguments; 69 Redis unreachable; 77 wrong password; 128+n interrupted by signal n.");

@@ -443,8 +443,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return router_ && router_->sharded_pubsub() && unlock_script(dialect_, kind).publish_argv;
   }
   // The semaphores and latches: their scripts (Redisson 4.7.0's, whatever the dialect)
-  // take the publish command, so a cluster with sharded pub/sub gets SPUBLISH/SSUBSCRIBE.
-  bool publishes_sharded() const noexcept { return router_ && router_->sharded_pubsub(); }
+  // take the publish command, and Redisson's RSemaphore, RPermitExpirableSemaphore and
+  // RCountDownLatch send getPublishCommand() and subscribe with SSUBSCRIBE from the same
+  // release as its locks (3.22.0): a cluster with sharded pub/sub gets SPUBLISH/SSUBSCRIBE
+  // in a dialect from 3.22 on, PUBLISH/SUBSCRIBE before, where Java's waiters SUBSCRIBE.
+  bool publishes_sharded() const noexcept { return publishes_sharded(lock_kind::reentrant); }
   const client_config& config() const noexcept { return config_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return io_; }
@@ -719,6 +722,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   void add_op(const std::shared_ptr<acquire_op>& op) { ops_.insert(op); }
   void remove_op(const std::shared_ptr<acquire_op>& op) { ops_.erase(op); }
   void abandon_waits();
+  void add_waiting(const std::shared_ptr<abandonable>& wait) { primitive_waits_[wait.get()] = wait; }
+  void remove_waiting(const abandonable* wait) noexcept { primitive_waits_.erase(wait); }
 
   void close(unique_function<void()> done);
 
@@ -740,6 +745,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   subscription_registry registry_;
   std::unordered_map<std::string, std::shared_ptr<renewal>> renewals_;
   std::unordered_set<std::shared_ptr<acquire_op>> ops_;
+  // The semaphores' and latches' waits (primitive_wait.hpp), for abandon_waits().
+  std::unordered_map<const abandonable*, std::weak_ptr<abandonable>> primitive_waits_;
   std::vector<completion<bool>> connect_waiters_;
   std::string scratch_;
   std::string wait_scratch_;
@@ -1031,6 +1038,10 @@ class acquire_op final : public subscription_listener,
 void client_impl::abandon_waits() {
   auto ops = ops_;  // each removes itself from ops_ when it finishes
   for (const auto& op : ops) op->stop({errc::shut_down, {}});
+  auto waits = primitive_waits_;  // likewise from primitive_waits_
+  for (const auto& [key, weak] : waits) {
+    if (auto wait = weak.lock()) wait->abandon();
+  }
 }
 
 void client_impl::close(unique_function<void()> done) {
@@ -1102,6 +1113,8 @@ std::uint64_t subscribe_channel(client_impl& impl, const std::string& channel, s
 void unsubscribe_channel(client_impl& impl, const std::string& channel, std::uint64_t id) {
   impl.unsubscribe(channel, id);
 }
+void add_waiting(client_impl& impl, const std::shared_ptr<abandonable>& wait) { impl.add_waiting(wait); }
+void remove_waiting(client_impl& impl, const abandonable* wait) noexcept { impl.remove_waiting(wait); }
 const char* publish_command(const client_impl& impl) noexcept {
   return impl.publishes_sharded() ? "SPUBLISH" : "PUBLISH";
 }

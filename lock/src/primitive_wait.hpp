@@ -31,6 +31,7 @@ using attempt_fn = unique_function<void(completion<std::int64_t> done)>;
 
 class primitive_wait final : public subscription_listener,
                              public cancellable,
+                             public abandonable,
                              public std::enable_shared_from_this<primitive_wait> {
  public:
   using clock = std::chrono::steady_clock;
@@ -55,6 +56,7 @@ class primitive_wait final : public subscription_listener,
         if (cancel->requested) return op->finish({operation_aborted(), {}}, 0);
       }
       op->self_ = op;
+      add_waiting(*op->spec_.impl, op);
       if (op->spec_.wait) op->deadline_ = clock::now() + *op->spec_.wait;
       op->attempt();
     });
@@ -62,15 +64,22 @@ class primitive_wait final : public subscription_listener,
 
   void on_subscribed() override { attempt(); }
   void on_message(std::string_view) override { attempt(); }
-  void cancel() override {
-    if (finished_) return;
-    cancelled_ = true;
-    if (!in_flight_) finish({operation_aborted(), {}}, 0);
-  }
+  void cancel() override { stop(operation_aborted()); }
+  // client::abandon_waits(): as a cancellation, but ends with errc::shut_down.
+  void abandon() override { stop(make_error_code(errc::shut_down)); }
 
  private:
   primitive_wait(spec s, completion<std::int64_t> done, const strand_type& strand)
       : spec_(std::move(s)), done_(std::move(done)), timer_(strand) {}
+
+  // Ends the wait with `why` now, or once the attempt in flight answered (a permit it
+  // took is given back first).
+  void stop(std::error_code why) {
+    if (finished_) return;
+    cancelled_ = true;
+    stop_code_ = why;
+    if (!in_flight_) finish({stop_code_, {}}, 0);
+  }
 
   void attempt() {
     if (finished_) return;
@@ -88,9 +97,9 @@ class primitive_wait final : public subscription_listener,
     if (cancelled_) {
       if (!s && value > 0 && spec_.undo) {
         auto self = shared_from_this();
-        return spec_.undo(value, [self] { self->finish({operation_aborted(), {}}, 0); });
+        return spec_.undo(value, [self] { self->finish({self->stop_code_, {}}, 0); });
       }
-      return finish({operation_aborted(), {}}, 0);
+      return finish({stop_code_, {}}, 0);
     }
     if (s) return finish(std::move(s), 0);
     if (value > 0) return finish({}, value);
@@ -117,6 +126,7 @@ class primitive_wait final : public subscription_listener,
     if (finished_) return;
     finished_ = true;
     timer_.cancel();
+    remove_waiting(*spec_.impl, this);
     if (waiter_) unsubscribe_channel(*spec_.impl, spec_.channel, *std::exchange(waiter_, std::nullopt));
     auto keep = std::move(self_);
     std::exchange(done_, nullptr)(std::move(s), value);
@@ -131,6 +141,7 @@ class primitive_wait final : public subscription_listener,
   bool in_flight_ = false;
   bool again_ = false;
   bool cancelled_ = false;
+  std::error_code stop_code_;
   bool finished_ = false;
 };
 

@@ -22,6 +22,8 @@
 #include "lockscope/lock/cluster.hpp"
 #include "lockscope/lock/multi_lock.hpp"
 #include "lockscope/lock/naming.hpp"
+#include "lockscope/lock/semaphore.hpp"
+#include "lockscope/lock/count_down_latch.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_cluster.hpp"
 #include "lockscope/test/tls_certificates.hpp"
@@ -308,6 +310,68 @@ TEST_CASE("Redis Cluster (3 masters, 3 replicas): CLUSTER KEYSLOT, routing, shar
       woken_at_once(writer, waiter.get_read_write_lock(name + "-rw").read_lock(), "redisson_rwlock:{" + name + "-rw}");
       auto reader = holder.get_read_write_lock(name + "-rw").read_lock();
       woken_at_once(reader, waiter.get_read_write_lock(name + "-rw").write_lock(), "redisson_rwlock:{" + name + "-rw}");
+    }
+  }
+
+  SECTION("dialects: semaphore and latch wake-ups SPUBLISH/SSUBSCRIBE from Redisson 3.22 (4.7.0), PUBLISH/SUBSCRIBE "
+          "in 3.16.8, as Java's waiters of each release listen") {
+    for (const std::string release : {"4.7.0", "3.16.8"}) {
+      INFO(release);
+      const bool sharded = release == "4.7.0";
+      auto config = lock::client_config::from_url(cluster.url());
+      config.redisson_dialect = release;
+      lock::client holder(config);
+      lock::client waiter(config);
+      const std::string name = "sem-dialect-" + release;
+      auto held = holder.get_semaphore(name);
+      REQUIRE(held.try_set_permits(1));
+      REQUIRE(held.try_acquire(1));
+      const std::size_t master = cluster.master_of(lock::key_slot(name));
+      // Java's waiter of this release, played by a raw connection: SSUBSCRIBE on the
+      // shard master from 3.22, SUBSCRIBE on any node before (PUBLISH reaches every node).
+      auto java = cluster.connect(sharded ? master : (master + 1) % cluster.size());
+      java.command(sharded ? "SSUBSCRIBE" : "SUBSCRIBE", held.channel());
+      auto acquired = std::async(std::launch::async, [&] {
+        auto w = waiter.get_semaphore(name);
+        const bool ok = w.try_acquire(1, 20s);
+        if (ok) w.release(1);
+        return ok;
+      });
+      // lockscope's waiter listens as Java's would: on the shard from 3.22, else classic.
+      CHECK(shard_subscribers(cluster, master, held.channel(), sharded ? 2 : 0) == (sharded ? 2 : 0));
+      const auto classic = [&] {
+        long long n = 0;
+        for (std::size_t i = 0; i < cluster.size(); ++i)
+          n += cluster.connect(i).command("PUBSUB", "NUMSUB", held.channel()).elements.at(1).integer;
+        return n;
+      };
+      for (int i = 0; i < 500 && classic() != (sharded ? 0 : 2); ++i) std::this_thread::sleep_for(5ms);
+      CHECK(classic() == (sharded ? 0 : 2));
+      std::this_thread::sleep_for(100ms);
+      const auto released = std::chrono::steady_clock::now();
+      held.release(1);
+      // Java's waiter hears the release...
+      const auto message = java.read_value(5000ms);
+      REQUIRE(message.elements.size() == 3);
+      CHECK(message.elements[0].text == (sharded ? "smessage" : "message"));
+      // ...and lockscope's wakes at once, not at the end of its wait.
+      CHECK(acquired.get());
+      CHECK(std::chrono::steady_clock::now() - released < 2s);
+
+      // The latch: a lockscope await woken by a count-down, heard by Java's waiter too.
+      auto latch = holder.get_count_down_latch(name + "-latch");
+      REQUIRE(latch.try_set_count(1));
+      auto java_latch = cluster.connect(sharded ? cluster.master_of(lock::key_slot(latch.channel())) : master);
+      java_latch.command(sharded ? "SSUBSCRIBE" : "SUBSCRIBE", latch.channel());
+      auto awaited = std::async(std::launch::async, [&] { return waiter.get_count_down_latch(name + "-latch").await(20s); });
+      std::this_thread::sleep_for(300ms);
+      const auto counted = std::chrono::steady_clock::now();
+      latch.count_down();
+      const auto zero = java_latch.read_value(5000ms);
+      REQUIRE(zero.elements.size() == 3);
+      CHECK(zero.elements[0].text == (sharded ? "smessage" : "message"));
+      CHECK(awaited.get());
+      CHECK(std::chrono::steady_clock::now() - counted < 2s);
     }
   }
 

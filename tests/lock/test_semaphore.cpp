@@ -410,3 +410,61 @@ TEST_CASE("permit_expirable_semaphore: woken by a release, a cancelled acquire h
   CHECK(other.get_permit_expirable_semaphore("one").try_release(*id));
   CHECK(s.available_permits() == 1);
 }
+
+TEST_CASE("client::abandon_waits ends semaphore acquires and latch awaits with shut_down, the client stays usable",
+          "[lock][semaphore][latch][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  lock::client c(config_for(server));
+  lock::semaphore sem = c.get_semaphore("abandoned");
+  REQUIRE(sem.try_set_permits(1));
+  REQUIRE(sem.try_acquire());
+  lock::permit_expirable_semaphore expirable = c.get_permit_expirable_semaphore("abandoned-x");
+  REQUIRE(expirable.try_set_permits(1));
+  const std::string held_id = expirable.acquire(std::chrono::milliseconds(60000));
+  lock::count_down_latch latch = c.get_count_down_latch("abandoned-latch");
+  REQUIRE(latch.try_set_count(1));
+  // What each blocking wait ended with: "" when it returned normally.
+  const auto ended_with = [](auto wait) {
+    return std::async(std::launch::async, [wait]() mutable -> std::string {
+      try {
+        wait();
+        return "";
+      } catch (const lock::lock_error& e) {
+        return e.code() == lock::errc::shut_down ? "shut_down" : e.what();
+      }
+    });
+  };
+  auto plain = ended_with([sem]() mutable { sem.acquire(1); });
+  auto timed = ended_with([sem]() mutable { (void)sem.try_acquire(1, 30s); });
+  auto leased = ended_with([expirable]() mutable { (void)expirable.try_acquire(30s, 10s); });
+  auto awaited = ended_with([latch]() mutable { latch.await(); });
+  REQUIRE(eventually([&] { return numsub(raw, "redisson_sc:{abandoned}") == 1; }, 5s));
+  REQUIRE(eventually([&] { return numsub(raw, "redisson_sc:{abandoned-x}") == 1; }, 5s));
+  REQUIRE(eventually([&] { return numsub(raw, latch.channel()) == 1; }, 5s));
+  std::this_thread::sleep_for(50ms);
+  const auto abandoned = steady::now();
+  c.abandon_waits();
+  CHECK(plain.get() == "shut_down");
+  CHECK(timed.get() == "shut_down");
+  CHECK(leased.get() == "shut_down");
+  CHECK(awaited.get() == "shut_down");
+  CHECK(steady::now() - abandoned < 1s);  // at once, not at a poll or the wait's end
+  // Nothing taken, nothing left subscribed; the latch still counts.
+  CHECK(get(raw, "abandoned") == "0");
+  CHECK(get(raw, "abandoned-x") == "0");
+  CHECK(raw.command("ZCARD", "{abandoned-x}:timeout").integer == 1);
+  CHECK(latch.get_count() == 1);
+  REQUIRE(eventually([&] {
+    return numsub(raw, "redisson_sc:{abandoned}") == 0 && numsub(raw, "redisson_sc:{abandoned-x}") == 0 &&
+           numsub(raw, latch.channel()) == 0;
+  }, 2s));
+  // The client goes on: a later wait is not abandoned.
+  sem.release(1);
+  CHECK(sem.try_acquire(1, 1s));
+  expirable.release(held_id);
+  CHECK(expirable.try_acquire(1s, 10s).has_value());
+  latch.count_down();
+  CHECK(latch.await(1s));
+}

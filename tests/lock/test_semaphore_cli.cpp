@@ -149,6 +149,75 @@ TEST_CASE("lockscope semaphore and latch: exit statuses and interrupted waits", 
   CHECK(run({"latch", "l", "--count-down", "--await", "--redis", u}).first == 64);
 }
 
+TEST_CASE("lockscope semaphore --lease: Redisson's permit-expirable semaphore, a permit id with its own expiry",
+          "[lock][semaphore][cli][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  const std::string u = url(server);
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), cli);
+    auto c = spawn(args);
+    const int status = c->wait(20s);
+    return std::pair{status, c->output()};
+  };
+  const auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  // CMD's status; the permit comes back when CMD ends, its id leaves the timeout set.
+  CHECK(run({"semaphore", "x", "--permits", "1", "--lease", "10s", "--redis", u, "--", "sh", "-c", "exit 7"}).first == 7);
+  CHECK(raw.command("GET", "x").text == "1");
+  CHECK(raw.command("ZCARD", "{x}:timeout").integer == 0);
+
+  // While CMD runs: one id expiring a lease from now, no free permit,
+  // and another process with --wait gives up with 75.
+  auto holder = spawn({cli, "semaphore", "x", "--lease", "10s", "--redis", u, "--", "sleep", "1"});
+  REQUIRE(eventually([&] { return raw.command("ZCARD", "{x}:timeout").integer == 1; }, 5s));
+  const auto ids = raw.command("ZRANGE", "{x}:timeout", "0", "-1", "WITHSCORES");
+  REQUIRE(ids.elements.size() == 2);
+  CHECK(ids.elements[0].text.size() == 16);  // Redisson stores the 16 random bytes, the API shows hex
+  const long long expires_in = std::stoll(ids.elements[1].text) - now_ms();
+  CHECK(expires_in > 8000);
+  CHECK(expires_in <= 10000);
+  CHECK(raw.command("GET", "x").text == "0");
+  auto [busy, busy_why] = run({"semaphore", "x", "--lease", "10s", "--wait", "100ms", "--redis", u, "--", "true"});
+  CHECK(busy == 75);
+  CHECK_THAT(busy_why, Catch::Contains("timed out after 100ms"));
+  CHECK(holder->wait(10s) == 0);
+  CHECK(raw.command("GET", "x").text == "1");
+  CHECK(raw.command("ZCARD", "{x}:timeout").integer == 0);
+
+  // A lease shorter than CMD: the permit came back on its own while CMD ran, so a waiter
+  // got it then; the release finds it gone and says so (70 when CMD succeeded).
+  auto overrun = spawn({cli, "semaphore", "x", "--lease", "300ms", "--redis", u, "--", "sleep", "1"});
+  REQUIRE(eventually([&] { return raw.command("ZCARD", "{x}:timeout").integer == 1; }, 5s));
+  const auto waited_from = std::chrono::steady_clock::now();
+  CHECK(run({"semaphore", "x", "--lease", "10s", "--wait", "5s", "--redis", u, "--", "true"}).first == 0);
+  CHECK(std::chrono::steady_clock::now() - waited_from < 1500ms);  // within the lease, plus a poll
+  CHECK(overrun->wait(10s) == 70);
+  CHECK_THAT(overrun->output(), Catch::Contains("expired after its lease of 300ms while CMD ran"));
+
+  // Arguments.
+  CHECK(run({"semaphore", "x", "--lease", "0", "--redis", u, "--", "true"}).first == 64);
+  CHECK(run({"semaphore", "x", "--lease", "5", "--redis", u, "--", "true"}).first == 64);
+  CHECK(run({"semaphore", "x", "--lease", "1s", "--count", "2", "--redis", u, "--", "true"}).first == 64);
+  CHECK(run({"semaphore", "x", "--lease", "1s", "--redisson", "2.0.0", "--redis", u, "--", "true"}).first == 64);
+  CHECK(run({"semaphore", "x", "--lease", "1s", "--redis", u, "--", "no-such-program-lockscope"}).first == 127);
+
+  // SIGTERM while waiting (no --wait): no permit taken, no subscription left.
+  raw.command("SET", "x", "0");
+  auto waiter = spawn({cli, "semaphore", "x", "--lease", "10s", "--redis", u, "--", "true"});
+  REQUIRE(eventually([&] { return raw.command("PUBSUB", "NUMSUB", "redisson_sc:{x}").elements.at(1).integer == 1; }, 5s));
+  const auto signalled = std::chrono::steady_clock::now();
+  ::kill(waiter->pid, SIGTERM);
+  CHECK(waiter->wait(10s) == 128 + SIGTERM);
+  CHECK(std::chrono::steady_clock::now() - signalled < 2s);  // cancelled, not left to the 5 s bound
+  CHECK(raw.command("GET", "x").text == "0");
+  CHECK(raw.command("ZCARD", "{x}:timeout").integer == 0);
+  CHECK(raw.command("PUBSUB", "NUMSUB", "redisson_sc:{x}").elements.at(1).integer == 0);
+}
+
 namespace {
 
 // /work/shared/redisson (or $LOCKSCOPE_REDISSON_DIR): real Redisson built offline.

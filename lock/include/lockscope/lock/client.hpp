@@ -238,6 +238,17 @@ const strand_type& strand_of(const client_impl& impl) noexcept;
 std::uint64_t subscribe_channel(client_impl& impl, const std::string& channel, subscription_listener& listener,
                                 bool& confirmed);
 void unsubscribe_channel(client_impl& impl, const std::string& channel, std::uint64_t id);
+// The semaphores' and latches' waits, which client::abandon_waits() ends with
+// errc::shut_down as it ends the locks' (each once its attempt in flight answered, a
+// permit that attempt took given back); registered on the strand only.
+struct abandonable {
+  virtual void abandon() = 0;
+
+ protected:
+  ~abandonable() = default;
+};
+void add_waiting(client_impl& impl, const std::shared_ptr<abandonable>& wait);
+void remove_waiting(client_impl& impl, const abandonable* wait) noexcept;
 // "SPUBLISH" on a cluster with sharded pub/sub, else "PUBLISH": the publish command
 // Redisson passes to its semaphore and latch scripts.
 const char* publish_command(const client_impl& impl) noexcept;
@@ -289,8 +300,9 @@ class client {
   // Blocks until done when the client owns its I/O thread.
   void close() noexcept;
 
-  // Ends every lock()/try_lock() still waiting, with errc::shut_down, and leaves the
-  // connections open: no attempt goes out after this. Each completes once it left
+  // Ends every lock()/try_lock() still waiting, and every semaphore acquire and latch
+  // await, with errc::shut_down, and leaves the connections open: no attempt goes out
+  // after this. Each completes once it left
   // nothing behind: an attempt in flight answered (a hold it took given back, a fair
   // waiter it queued gone from the queue), its subscription dropped. For a caller
   // interrupted while waiting, which must not take the lock on its way out. Does not

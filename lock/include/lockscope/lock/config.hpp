@@ -129,7 +129,8 @@ struct client_config {
   // "3.11.1" to "4.7.0" (any tag of Redisson's in that range). The scripts are that
   // release's own bytes (lock/scripts.hpp's redisson_catalogue) with its KEYS/ARGV
   // layout: from 3.22 the publish command as an argument (SPUBLISH on a cluster with
-  // sharded pub/sub, for every lock type), from 3.24 the unlock latch, from 3.44 the
+  // sharded pub/sub, for every lock type, the semaphores and the latch; before, they
+  // PUBLISH and SUBSCRIBE as Redisson did), from 3.24 the unlock latch, from 3.44 the
   // batched renewal script. Share a lock with Java only in the dialect its Redisson
   // speaks, or in one with the same pub/sub (before 3.22: PUBLISH everywhere).
   std::string redisson_dialect = "4.7.0";
