@@ -7,6 +7,7 @@
 #include "lockscope/locks/anomaly_text.hpp"
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/permit_text.hpp"
 #include "output/append_format.hpp"
 
 namespace lockscope::locks {
@@ -148,6 +149,7 @@ void append_event_text(std::string& out, const lock_event& e, std::int64_t start
   if (e.wait_us >= 0) add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
   if (e.held_us >= 0) add("held " + format_duration(e.held_us));
   if (e.token >= 0) add(fmt::format("token {}", e.token));
+  if (std::string permits = permit_detail(e); !permits.empty()) add(permits);
   if (e.event == lock_event_kind::gave_up) {
     if (e.interval_start_us >= 0) add("waiting since " + relative_time(e.interval_start_us, start_us));
     if (e.wait_ended != wait_end::none) add(std::string(wait_end_text(e.wait_ended)));

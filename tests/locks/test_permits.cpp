@@ -1,0 +1,359 @@
+// Semaphores and latches (several holders): recognised by the catalogue's roles and by
+// what other releases' texts do, and their timeline checked against real Redisson's
+// own log (tests/redisson/permits-<release>.pcap and .log.jsonl, recorded by
+// tests/redisson/record_permits.sh running RedissonPermitsDriver.java), whole and
+// joined mid-run.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "lockscope/lock/scripts.hpp"
+#include "lockscope/locks/lock_patterns.hpp"
+#include "lockscope/locks/permit_text.hpp"
+#include "lockscope/test/real_capture.hpp"
+
+namespace lockscope::timeline_test {
+
+namespace {
+
+struct permit_event {
+  std::int64_t ts_us = 0;
+  std::string event, lock, owner;
+  std::int64_t permits = -1, in_use = -1, limit = -1, held_us = -1;
+  bool latch = false, inferred = false;
+};
+
+class permit_recorder final : public locks::lock_event_sink {
+ public:
+  void on_event(const locks::lock_event& e) override {
+    std::string name(to_string(e.event));
+    if (e.event == locks::lock_event_kind::anomaly) name += ":" + std::string(to_string(e.kind));
+    events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), e.permits, e.permits_in_use,
+                      e.permit_limit, e.held_us, e.latch, e.inferred});
+  }
+  std::vector<permit_event> events;
+};
+
+permit_recorder permit_events_of(const std::string& pcap) {
+  permit_recorder rec;
+  run_pipeline(pcap, {}, rec, [](const locks::lock_timeline&) {}, [](const locks::lock_timeline&) {});
+  return rec;
+}
+
+struct logged {
+  std::int64_t ms = 0;
+  std::string type, lock, owner, did;
+};
+
+std::vector<logged> permits_log(const std::string& file) {
+  std::vector<logged> log;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto o = boost::json::parse(line).as_object();
+    log.push_back({o.at("ms").as_int64(), std::string(o.at("type").as_string()), std::string(o.at("lock").as_string()),
+                   std::string(o.at("owner").as_string()), std::string(o.at("did").as_string())});
+  }
+  return log;
+}
+
+std::string hex(std::string_view s) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+// A permit id as the log writes it (hex): Redisson 3.2x+ sends the 16 raw bytes, 3.16 the hex text.
+bool same_id(const std::string& owner, const std::string& logged_id) {
+  return owner == logged_id || hex(owner) == logged_id;
+}
+
+// The event of `lock` named `what` that the logged call returned after: at most 100 ms
+// before the log's time (and not after it: the thread logs once the reply came), not
+// taken yet; owner-checked when the log names a permit id.
+const permit_event* match(const permit_recorder& rec, std::vector<bool>& taken, const logged& l, const std::string& what,
+                          bool by_id) {
+  for (std::size_t i = 0; i < rec.events.size(); ++i) {
+    const permit_event& e = rec.events[i];
+    if (taken[i] || e.lock != l.lock || e.event != what) continue;
+    const std::int64_t ms = e.ts_us / 1000;
+    if (ms > l.ms + 1 || ms < l.ms - 100) continue;
+    if (by_id && !same_id(e.owner, l.owner)) continue;
+    taken[i] = true;
+    return &e;
+  }
+  return nullptr;
+}
+
+// How many permits of `lock` the log shows held at `ms` (acquired by then, not yet released).
+// (A call logged within `slack` of `ms` counts either way, as the log's time is when
+// the reply had come back.)
+int held_per_log(const std::vector<logged>& log, const std::string& lock, std::int64_t ms, std::int64_t slack) {
+  int n = 0;
+  for (const logged& l : log) {
+    if (l.lock != lock) continue;
+    if (l.ms > ms + slack) break;
+    if (l.did == "acquired") ++n;
+    if ((l.did == "released" || l.did == "lost") && l.ms < ms - slack) --n;
+  }
+  return n;
+}
+
+// Every acquisition, release, refusal of a polling thread, expiry, count-down and
+// latch wake-up the threads logged after from_ms is an event; no permits shown beyond
+// the limit, no overlapping_holders.
+void check_permits_against_log(const permit_recorder& rec, const std::vector<logged>& log, std::int64_t from_ms,
+                               bool whole) {
+  std::vector<bool> taken(rec.events.size(), false);
+  std::map<std::string, int> logged_n, found_n;
+  std::int64_t leaked_at = -1;
+  std::string leaked;
+  for (const logged& l : log) {
+    if (l.type == "expirable" && l.did == "acquired" && leaked.empty()) {
+      leaked = l.owner;
+      leaked_at = l.ms;
+    }
+    if (l.ms < from_ms) continue;
+    INFO(l.type << " " << l.lock << " " << l.owner << " " << l.did << " at " << l.ms);
+    const bool by_id = l.type == "expirable" && l.did != "refused" && l.did != "set";
+    const std::string key = l.lock + " " + l.did;
+    const permit_event* e = nullptr;
+    if (l.did == "acquired" || l.did == "released") {
+      e = match(rec, taken, l, l.did, by_id);
+    } else if (l.did == "refused") {
+      e = match(rec, taken, l, "contended", false);
+    } else if (l.did == "lost") {
+      e = match(rec, taken, l, "unlock_rejected", by_id);
+    } else if (l.did == "set") {
+      e = match(rec, taken, l, "permits_set", false);
+      if (e != nullptr) CHECK(e->in_use >= 0);
+    } else if (l.did == "counted_down") {
+      e = match(rec, taken, l, "counted_down", false);
+    } else if (l.did == "woke") {
+      // The waiters' channel message "0" (delivered once per subscribed connection).
+      e = nullptr;
+      for (const permit_event& n : rec.events) {
+        if (n.lock == l.lock && n.event == "notified" && n.ts_us / 1000 <= l.ms + 1 && n.ts_us / 1000 >= l.ms - 100) e = &n;
+      }
+      if (e != nullptr) CHECK(e->in_use == 0);  // the count reached zero
+    } else {
+      continue;
+    }
+    ++logged_n[key];
+    if (e != nullptr) ++found_n[key];
+    CHECK(e != nullptr);
+  }
+  for (const auto& [key, n] : logged_n) {
+    INFO(key << ": found " << found_n[key] << " of " << n);
+    CHECK(found_n[key] == n);
+  }
+  // The leaked permit ran out at its lease (400 ms), and no other did.
+  std::size_t expiries = 0;
+  for (const permit_event& e : rec.events) {
+    if (e.event != "expired") continue;
+    ++expiries;
+    CHECK(same_id(e.owner, leaked));
+    CHECK(std::abs(e.ts_us / 1000 - (leaked_at + 400)) <= 60);
+  }
+  if (whole || leaked_at >= from_ms) CHECK(expiries == 1);
+  // Nothing beyond the limit, nothing reported as an overlap; a refusal only when the
+  // threads' log shows every permit held around it.
+  for (const permit_event& e : rec.events) {
+    INFO(e.event << " " << e.lock << " at " << e.ts_us << " in use " << e.in_use << "/" << e.limit);
+    CHECK(e.event.rfind("anomaly:", 0) == std::string::npos);
+    CHECK_FALSE(e.inferred);
+    if (!e.latch && e.in_use >= 0) CHECK(e.in_use <= 2);
+    if (!e.latch && e.limit >= 0) CHECK(e.limit == 2);
+    if (whole && !e.latch && e.event == "acquired") CHECK(e.limit == 2);
+    if (e.event == "contended") CHECK(held_per_log(log, e.lock, e.ts_us / 1000, 20) >= 2);
+  }
+  // Whole recordings: no event beyond what the log explains (blocking threads' inner
+  // attempts are refusals the log does not list, so contended is bounded above only by
+  // the check above).
+  if (whole) {
+    for (const std::string what : {"acquired", "released", "counted_down", "unlock_rejected"}) {
+      const std::size_t events = static_cast<std::size_t>(
+          std::count_if(rec.events.begin(), rec.events.end(), [&](const permit_event& e) { return e.event == what; }));
+      std::size_t logs = 0;
+      for (const logged& l : log) logs += (l.did == what || (what == std::string("unlock_rejected") && l.did == "lost")) ? 1 : 0;
+      INFO(what);
+      CHECK(events == logs);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("permits: every semaphore and latch script of the catalogue is read by its role, by text and by its text's reading",
+          "[recognizer][permits]") {
+  for (const lock::primitive_script_info& s : lock::all_primitive_scripts()) {
+    INFO(s.name);
+    const locks::script_class c = locks::permit_script_class(s.text);
+    CHECK(c.permit_role == static_cast<unsigned>(s.kind) + 1);
+    // The same text with its spacing changed is no catalogue text: read by what it does.
+    std::string respaced(s.text);
+    std::replace(respaced.begin(), respaced.end(), ';', '\n');
+    const locks::script_class read = locks::permit_script_class(respaced);
+    if (s.kind != lock::primitive_script::latch_delete && s.kind != lock::primitive_script::expirable_add_permits) {
+      CHECK(read.permit_role == c.permit_role);
+      CHECK(read.owner_argv == c.owner_argv);
+      CHECK(read.lease_argv == c.lease_argv);
+    }
+  }
+  // Lock scripts are none of these.
+  for (const lock::redisson_script& s : lock::redisson_catalogue()) {
+    INFO(s.source);
+    CHECK(locks::permit_script_class(s.text).permit_role == 0);
+  }
+}
+
+TEST_CASE("permits: real Redisson's RSemaphore, RPermitExpirableSemaphore and RCountDownLatch agree with its threads' log",
+          "[recognizer][permits][real]") {
+  const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
+  for (const std::string release : {"4.7.0", "3.16.8"}) {
+    if (!std::filesystem::exists(dir + "permits-" + release + ".pcap")) continue;
+    INFO("Redisson " << release);
+    const std::vector<logged> log = permits_log(dir + "permits-" + release + ".log.jsonl");
+    REQUIRE(log.size() >= 60);
+    const permit_recorder rec = permit_events_of(dir + "permits-" + release + ".pcap");
+    check_permits_against_log(rec, log, 0, true);
+    // Both semaphores were full at times: 2/2 shown.
+    for (const std::string lock : {"sem", "xsem"}) {
+      INFO(lock);
+      CHECK(std::any_of(rec.events.begin(), rec.events.end(),
+                        [&](const permit_event& e) { return e.lock == lock && e.in_use == 2 && e.limit == 2; }));
+    }
+  }
+}
+
+TEST_CASE("permits: a Redisson recording joined mid-run still agrees with its threads' log", "[recognizer][permits][real]") {
+  const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
+  for (const std::string release : {"4.7.0", "3.16.8"}) {
+    const std::string pcap = dir + "permits-" + release + ".pcap";
+    if (!std::filesystem::exists(pcap)) continue;
+    INFO("Redisson " << release);
+    const std::vector<logged> log = permits_log(dir + "permits-" + release + ".log.jsonl");
+    const auto cut = std::filesystem::temp_directory_path() /
+                     ("lockscope-permits-cut-" + std::to_string(::getpid()) + ".pcap");
+    // Past the connections' set-up and the semaphore's trySetPermits, into its contention.
+    lockscope::test::cut_pcap(pcap, cut, 400);
+    const permit_recorder rec = permit_events_of(cut.string());
+    std::filesystem::remove(cut);
+    REQUIRE_FALSE(rec.events.empty());
+    // From a second after the first event: what began before the cut is seen in part.
+    const std::int64_t from_ms = rec.events.front().ts_us / 1000 + 1000;
+    std::size_t checked = 0;
+    for (const logged& l : log) checked += l.ms >= from_ms ? 1 : 0;
+    CHECK(checked >= 30);
+    check_permits_against_log(rec, log, from_ms, false);
+  }
+}
+
+TEST_CASE("permits: the summary and JSONL show a semaphore's permits", "[permits][outputs]") {
+  const std::string pcap = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/permits-4.7.0.pcap";
+  if (!std::filesystem::exists(pcap)) return;
+  const std::string summary = report_of(pcap, locks::report_format::summary_only);
+  CHECK(summary.find("sem: 2/2 permits at most") != std::string::npos);
+  CHECK(summary.find("xsem: 2/2 permits at most") != std::string::npos);
+  CHECK(summary.find("latch: latch, count 0") != std::string::npos);
+  const std::string jsonl = report_of(pcap, locks::report_format::jsonl);
+  CHECK(jsonl.find("\"permits_in_use\":2,\"permit_limit\":2") != std::string::npos);
+  CHECK(jsonl.find("\"event\":\"counted_down\"") != std::string::npos);
+  const std::string text = report_of(pcap, locks::report_format::text);
+  CHECK(text.find("2/2 in use") != std::string::npos);
+  CHECK(text.find("overlapping_holders") == std::string::npos);
+}
+
+// npm redis-semaphore 5.8.0's Semaphore (never used while building this): a sorted set,
+// read by what its scripts do (its locals resolved), 3 processes on 2 permits, each
+// process's own log the truth (tests/locks/effect_clients/record.sh redis_semaphore_sem).
+TEST_CASE("permits: redis-semaphore's sorted-set Semaphore agrees with its processes' logs", "[recognizer][permits][real]") {
+  const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/locks/effect_clients/";
+  struct truth {
+    std::int64_t us = 0;
+    std::string event, owner;
+    std::int64_t reply = -1;
+  };
+  std::vector<truth> log;
+  {
+    std::ifstream in(dir + "redis_semaphore_sem.truth.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto o = boost::json::parse(line).as_object();
+      if (!o.contains("t_us")) continue;
+      truth t{o.at("t_us").as_int64(), std::string(o.at("event").as_string()), std::string(o.at("owner").as_string())};
+      if (o.contains("reply") && o.at("reply").is_int64()) t.reply = o.at("reply").as_int64();
+      log.push_back(t);
+    }
+  }
+  REQUIRE(log.size() >= 100);
+  const permit_recorder rec = permit_events_of(dir + "redis_semaphore_sem.pcap");
+  std::vector<bool> taken(rec.events.size(), false);
+  auto find = [&](const truth& t, std::initializer_list<std::string_view> kinds) -> const permit_event* {
+    for (std::size_t i = 0; i < rec.events.size(); ++i) {
+      const permit_event& e = rec.events[i];
+      if (taken[i] || e.owner != t.owner || e.ts_us > t.us + 1000 || e.ts_us < t.us - 100'000) continue;
+      if (std::find(kinds.begin(), kinds.end(), e.event) == kinds.end()) continue;
+      taken[i] = true;
+      return &e;
+    }
+    return nullptr;
+  };
+  std::map<std::string, std::pair<int, int>> found;  // event → (found, logged)
+  std::string lost;
+  std::int64_t lost_at = -1;
+  for (const truth& t : log) {
+    INFO(t.event << " " << t.owner << " at " << t.us);
+    const permit_event* e = nullptr;
+    if (t.event == "acquired") e = find(t, {"acquired"});
+    else if (t.event == "refused") e = find(t, {"contended"});
+    else if (t.event == "refresh") e = find(t, {t.reply == 1 ? "renewed" : "renew_failed"});
+    else if (t.event == "released") e = find(t, t.owner == lost ? std::initializer_list<std::string_view>{"released", "unlock_rejected"}
+                                                                    : std::initializer_list<std::string_view>{"released"});
+    else if (t.event == "unrefreshed") {
+      lost = t.owner;
+      lost_at = t.us;
+      continue;
+    } else continue;
+    ++found[t.event].second;
+    if (e != nullptr) ++found[t.event].first;
+    CHECK(e != nullptr);
+  }
+  for (const auto& [event, n] : found) {
+    INFO(event << ": " << n.first << " of " << n.second);
+    CHECK(n.first == n.second);
+  }
+  REQUIRE_FALSE(lost.empty());
+  std::size_t expiries = 0;
+  for (const permit_event& e : rec.events) {
+    INFO(e.event << " " << e.owner << " at " << e.ts_us << " " << e.in_use << "/" << e.limit);
+    CHECK(e.lock == "semaphore:pool");
+    CHECK(e.event.rfind("anomaly:", 0) == std::string::npos);
+    CHECK(e.in_use <= 2);
+    if (e.event == "acquired" || e.event == "contended") CHECK(e.limit == 2);
+    if (e.event == "expired") {
+      ++expiries;
+      CHECK(e.owner == lost);
+      CHECK(std::abs(e.ts_us - (lost_at + 1'000'000)) <= 60'000);  // its lockTimeout after the acquisition
+    }
+  }
+  CHECK(expiries == 1);
+  // No event beyond the logs': every acquisition, refusal and release is one logged.
+  CHECK(static_cast<int>(std::count_if(rec.events.begin(), rec.events.end(), [](const permit_event& e) { return e.event == "acquired"; })) ==
+        found["acquired"].second);
+  CHECK(static_cast<int>(std::count_if(rec.events.begin(), rec.events.end(), [](const permit_event& e) { return e.event == "contended"; })) ==
+        found["refused"].second);
+}
+
+}  // namespace lockscope::timeline_test
