@@ -20,6 +20,20 @@
 
 namespace lockscope::locks {
 
+// `id` as it is shown: itself when printable ASCII, else its bytes in hex.
+inline std::string permit_owner_text(std::string_view id) {
+  const bool printable = std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  if (printable) return std::string(id);
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(id.size() * 2);
+  for (const char c : id) {
+    out += digits[static_cast<unsigned char>(c) >> 4];
+    out += digits[static_cast<unsigned char>(c) & 15];
+  }
+  return out;
+}
+
 inline permit_lock& lock_timeline::impl::permit_lock_of(std::uint32_t id) {
   const lock_state& l = locks[id];
   const std::uint32_t where = canon(lock_store::scope_of(l));
@@ -141,8 +155,11 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
   const std::int64_t at = op.at_us();
   if (p.overrun_at_us >= 0) judge_overrun(p, at, false);
   if (op.caller_now_ms >= 0 && p.next_deadline_us >= 0) expire_by_caller_clock(p, op.caller_now_ms, op.request_us);
+  // A permit id as text: Redisson 3.2x+ sends 16 raw bytes, shown (and matched) in hex.
+  const std::string owner = permit_owner_text(op.owner);
   auto event = [&](lock_event_kind kind) {
     lock_event e = from_op(l, op, kind);
+    e.owner = owner;
     e.permits_in_use = p.latch ? p.count : p.in_use;
     e.permit_limit = p.limit;
     e.latch = p.latch;
@@ -163,7 +180,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
       if (op.limit >= 0) p.limit = op.limit;  // a sorted-set semaphore's call names it
       const std::int64_t n = op.permits > 0 ? op.permits : 1;
       permit_holder h;
-      h.owner.assign(op.owner);
+      h.owner.assign(owner);
       h.client.assign(op.client_text);
       h.server.assign(op.server_text);
       h.connection = op.connection;
@@ -176,7 +193,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
       ++p.acquisitions;
       count_acquisition(l);
       lock_event e = event(lock_event_kind::acquired);
-      if (op.owner.empty()) e.owner = op.client_text;  // RSemaphore: the holder is its connection
+      if (owner.empty()) e.owner = op.client_text;  // RSemaphore: the holder is its connection
       e.permits = n;
       e.lease_ms = op.lease_ms;
       if (p.limit >= 0 && p.in_use > p.limit && !p.unseen_holders) {
@@ -200,7 +217,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
         // An id not held (never acquired, given back twice, or expired: Redisson's
         // try_release answers 0 for an expired permit).
         auto it = std::find_if(p.holders.begin(), p.holders.end(),
-                               [&](const permit_holder& h) { return !op.owner.empty() && h.owner == op.owner; });
+                               [&](const permit_holder& h) { return !owner.empty() && h.owner == owner; });
         if (it != p.holders.end()) {
           // Its expiry was not yet passed by our clock (the caller's clock is ahead):
           // the permit is gone either way.
@@ -221,8 +238,8 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
       // The holder: the permit's id; else (RSemaphore) one on this connection, else the oldest.
       while (n > 0) {
         auto it = p.holders.end();
-        if (!op.owner.empty()) {
-          it = std::find_if(p.holders.begin(), p.holders.end(), [&](const permit_holder& h) { return h.owner == op.owner; });
+        if (!owner.empty()) {
+          it = std::find_if(p.holders.begin(), p.holders.end(), [&](const permit_holder& h) { return h.owner == owner; });
         } else {
           it = std::find_if(p.holders.begin(), p.holders.end(),
                             [&](const permit_holder& h) { return h.owner.empty() && h.connection == op.connection; });
@@ -231,8 +248,8 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
           }
         }
         if (it == p.holders.end()) {
-          const bool expired = !op.owner.empty() &&
-                               std::find(p.expired_ids.begin(), p.expired_ids.end(), op.owner) != p.expired_ids.end();
+          const bool expired = !owner.empty() &&
+                               std::find(p.expired_ids.begin(), p.expired_ids.end(), owner) != p.expired_ids.end();
           if (!expired) p.unseen_holders = true;  // taken before the capture began
           break;
         }
@@ -250,7 +267,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
         p.in_use = std::max<std::int64_t>(0, p.in_use - taken);
         n -= taken;
         if (it->permits == 0) p.holders.erase(it);
-        if (!op.owner.empty()) break;
+        if (!owner.empty()) break;
       }
       ++p.releases;
       permit_deadlines(p);
@@ -266,7 +283,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
           e.client_endpoint = nullptr;
           e.server_endpoint = nullptr;
         }
-      } else if (op.owner.empty()) {
+      } else if (owner.empty()) {
         e.owner = op.client_text;
       }
       emit(l, e);
@@ -276,7 +293,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
       // A sorted-set semaphore's refresh: its holder's lease starts again.
       if (op.outcome != op_outcome::ok && op.outcome != op_outcome::rejected) return;
       if (op.limit >= 0) p.limit = op.limit;
-      auto it = std::find_if(p.holders.begin(), p.holders.end(), [&](const permit_holder& h) { return h.owner == op.owner; });
+      auto it = std::find_if(p.holders.begin(), p.holders.end(), [&](const permit_holder& h) { return h.owner == owner; });
       if (op.outcome == op_outcome::ok && it != p.holders.end()) {
         it->deadline_us = op.lease_ms > 0 ? at + op.lease_ms * 1000 : -1;
         it->deadline_caller_ms = op.lease_ms > 0 && op.caller_now_ms >= 0 ? op.caller_now_ms + op.lease_ms : -1;
