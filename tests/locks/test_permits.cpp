@@ -165,7 +165,10 @@ void check_permits_against_log(const permit_recorder& rec, const std::vector<log
     if (e.event != "expired") continue;
     ++expiries;
     CHECK(same_id(e.owner, leaked));
-    CHECK(std::abs(e.ts_us / 1000 - (leaked_at + 400)) <= 60);
+    // Redisson counts the lease from before its call; the leaker logs once it returned
+    // (its first call of the semaphore took up to ~100 ms).
+    CHECK(e.ts_us / 1000 >= leaked_at + 400 - 150);
+    CHECK(e.ts_us / 1000 <= leaked_at + 400 + 60);
   }
   if (whole || leaked_at >= from_ms) CHECK(expiries == 1);
   // Nothing beyond the limit, nothing reported as an overlap; a refusal only when the
@@ -177,7 +180,8 @@ void check_permits_against_log(const permit_recorder& rec, const std::vector<log
     if (!e.latch && e.in_use >= 0) CHECK(e.in_use <= 2);
     if (!e.latch && e.limit >= 0) CHECK(e.limit == 2);
     if (whole && !e.latch && e.event == "acquired") CHECK(e.limit == 2);
-    if (e.event == "contended") CHECK(held_per_log(log, e.lock, e.ts_us / 1000, 20) >= 2);
+    // (100 ms: a thread logs once its call returned, late at a JVM's first calls.)
+    if (e.event == "contended") CHECK(held_per_log(log, e.lock, e.ts_us / 1000, 100) >= 2);
   }
   // Whole recordings: no event beyond what the log explains (blocking threads' inner
   // attempts are refusals the log does not list, so contended is bounded above only by
