@@ -277,7 +277,18 @@ TEST_CASE("permits: the summary and JSONL show a semaphore's permits", "[permits
   CHECK(jsonl.find("\"event\":\"counted_down\"") != std::string::npos);
   const std::string text = report_of(pcap, locks::report_format::text);
   CHECK(text.find("2/2 in use") != std::string::npos);
+  CHECK(text.find("counted_down                 count 0") != std::string::npos);
   CHECK(text.find("overlapping_holders") == std::string::npos);
+  // The HTML report's table and the trace's args, through the CLI.
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (cli.empty()) return;
+  int status = 0;
+  const std::string html = command_output(cli + " analyze --format html " + pcap + " 2>/dev/null", status);
+  CHECK(status == 0);
+  CHECK(html.find("<span class=\"permits\">(2/2 permits at most, 56 refused)</span>") != std::string::npos);
+  const std::string trace = command_output(cli + " analyze --format trace " + pcap + " 2>/dev/null", status);
+  CHECK(status == 0);
+  CHECK(trace.find("\"permits_in_use\":2,\"permit_limit\":2") != std::string::npos);
 }
 
 // npm redis-semaphore 5.8.0's Semaphore (never used while building this): a sorted set,
