@@ -291,6 +291,78 @@ TEST_CASE("permits: the summary and JSONL show a semaphore's permits", "[permits
   CHECK(trace.find("\"permits_in_use\":2,\"permit_limit\":2") != std::string::npos);
 }
 
+TEST_CASE("permits: the catalogue's scripts by EVALSHA of texts never seen", "[recognizer][permits]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const auto sha = [](lock::primitive_script k) { return std::string(lock::script(k).sha1); };
+  feed(r, {"EVALSHA", sha(lock::primitive_script::semaphore_try_set_permits), "2", "sem", "redisson_sc:{sem}", "3", "PUBLISH"}, ":1\r\n");
+  feed(r, {"EVALSHA", sha(lock::primitive_script::semaphore_try_acquire), "1", "sem", "2"}, ":1\r\n");
+  feed(r, {"EVALSHA", sha(lock::primitive_script::semaphore_try_acquire), "1", "sem", "1"}, ":0\r\n");
+  feed(r, {"EVALSHA", sha(lock::primitive_script::semaphore_release), "2", "sem", "redisson_sc:{sem}", "2", "PUBLISH"}, "$-1\r\n");
+  feed(r, {"EVALSHA", sha(lock::primitive_script::latch_count_down), "2", "l", "redisson_countdownlatch__channel__{l}", "0", "PUBLISH"}, "$-1\r\n");
+  feed(r, {"EVALSHA", sha(lock::primitive_script::expirable_try_acquire), "3", "x", "{x}:timeout", "redisson_sc:{x}", "1",
+           "1000400", "1000000", "922337203685477", "PUBLISH", "id-1"}, "$2\r\nOK\r\n");
+  feed(r, {"EVALSHA", sha(lock::primitive_script::expirable_try_release), "3", "x", "redisson_sc:{x}", "{x}:timeout", "id-1",
+           "1", "1000100", "PUBLISH"}, ":1\r\n");
+  REQUIRE(rec.ops.size() == 7);
+  using K = locks::lock_op_kind;
+  using O = locks::op_outcome;
+  CHECK((rec.ops[0].kind == K::set_permits && rec.ops[0].outcome == O::ok));
+  CHECK((rec.ops[1].kind == K::acquire && rec.ops[1].outcome == O::ok && rec.ops[1].family == locks::lock_family::redisson_semaphore));
+  CHECK((rec.ops[2].kind == K::acquire && rec.ops[2].outcome == O::contended));
+  CHECK((rec.ops[3].kind == K::unlock && rec.ops[3].outcome == O::ok));
+  CHECK((rec.ops[4].kind == K::count_down && rec.ops[4].family == locks::lock_family::redisson_latch));
+  CHECK((rec.ops[5].kind == K::acquire && rec.ops[5].outcome == O::ok && rec.ops[5].owner == "id-1" && rec.ops[5].lease_ms == 400));
+  CHECK((rec.ops[6].kind == K::unlock && rec.ops[6].outcome == O::ok && rec.ops[6].owner == "id-1"));
+  for (const recorded_op& o : rec.ops) CHECK_FALSE(o.inferred);
+}
+
+TEST_CASE("permits: a sorted-set semaphore is read by what its script does, whatever its locals and argument order",
+          "[recognizer][permits]") {
+  // redis-semaphore 5.8.0's acquire, byte for byte, and the same effect written with
+  // other locals, another argument order and a <= comparison's mirror.
+  const std::string redis_semaphore =
+      "\n  local key = KEYS[1]\n  local limit = tonumber(ARGV[1])\n  local identifier = ARGV[2]\n"
+      "  local lockTimeout = tonumber(ARGV[3])\n  local now = tonumber(ARGV[4])\n"
+      "  local expiredTimestamp = now - lockTimeout\n\n"
+      "  redis.call('zremrangebyscore', key, '-inf', expiredTimestamp)\n\n"
+      "  if redis.call('zcard', key) < limit then\n    redis.call('zadd', key, now, identifier)\n"
+      "    redis.call('pexpire', key, lockTimeout)\n    return 1\n  else\n    return 0\n  end";
+  const std::string other =
+      "local ttl = ARGV[1]; local who = ARGV[2]; local t = tonumber(ARGV[3]); local cap = tonumber(ARGV[4])\n"
+      "redis.call(\"ZREMRANGEBYSCORE\", KEYS[1], 0, t - ttl)\n"
+      "if redis.call(\"ZCARD\", KEYS[1]) < cap then redis.call(\"ZADD\", KEYS[1], t, who) "
+      "redis.call(\"PEXPIRE\", KEYS[1], ttl) return 1 end return 0";
+  const locks::script_class a = locks::permit_script_class(redis_semaphore);
+  CHECK(a.permit_role == locks::permit_zset_acquire);
+  CHECK(a.limit_argv == 1);
+  CHECK(a.owner_argv == 2);
+  CHECK(a.lease_argv == 3);
+  CHECK(a.now_argv == 4);
+  const locks::script_class b = locks::permit_script_class(other);
+  CHECK(b.permit_role == locks::permit_zset_acquire);
+  CHECK(b.limit_argv == 4);
+  CHECK(b.owner_argv == 2);
+  CHECK(b.lease_argv == 1);
+  CHECK(b.now_argv == 3);
+  // Through the recognizer and the timeline: two holders of two permits are no anomaly,
+  // a ZREM gives one back, the third refused; the member whose lease passed expires.
+  permit_recorder events;
+  locks::lock_timeline timeline({}, events);
+  locks::lock_recognizer r(timeline);
+  const std::int64_t s = 1'000'000;
+  feed(r, {"EVAL", other, "1", "pool", "1000", "a", "5000", "2"}, ":1\r\n", 5 * s);
+  feed(r, {"EVAL", other, "1", "pool", "1000", "b", "5100", "2"}, ":1\r\n", 5 * s + 100'000, 2);
+  feed(r, {"EVAL", other, "1", "pool", "1000", "c", "5200", "2"}, ":0\r\n", 5 * s + 200'000, 3);
+  feed(r, {"ZREM", "pool", "a"}, ":1\r\n", 5 * s + 300'000);
+  feed(r, {"EVAL", other, "1", "pool", "1000", "c", "5400", "2"}, ":1\r\n", 5 * s + 400'000, 3);
+  timeline.finish(8 * s);
+  std::vector<std::string> seen;
+  for (const permit_event& e : events.events) seen.push_back(e.event + " " + e.owner + " " + std::to_string(e.in_use) + "/" + std::to_string(e.limit));
+  CHECK(seen == std::vector<std::string>{"acquired a 1/2", "acquired b 2/2", "contended c 2/2", "released a 1/2",
+                                         "acquired c 2/2", "expired b 1/2", "expired c 0/2"});
+}
+
 // npm redis-semaphore 5.8.0's Semaphore (never used while building this): a sorted set,
 // read by what its scripts do (its locals resolved), 3 processes on 2 permits, each
 // process's own log the truth (tests/locks/effect_clients/record.sh redis_semaphore_sem).
