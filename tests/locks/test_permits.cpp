@@ -363,6 +363,32 @@ TEST_CASE("permits: a sorted-set semaphore is read by what its script does, what
                                          "acquired c 2/2", "expired b 1/2", "expired c 0/2"});
 }
 
+TEST_CASE("permits: hostile script texts are read without harm", "[recognizer][permits]") {
+  // Long operands (a regex engine that recurses per character would overflow its
+  // stack), unterminated calls, aliases of aliases, random token soup.
+  std::string huge = "local k = KEYS[1] if redis.call('zcard', k) < tonumber(ARGV[1]) then redis.call('zadd', k, ";
+  huge += std::string(2'000'000, 'x');
+  huge += ", ARGV[2]) end";
+  CHECK(locks::permit_script_class(huge).permit_role == locks::permit_zset_acquire);  // its score is any expression
+  CHECK(locks::permit_script_class("redis.call('zadd'").permit_role == 0);
+  CHECK(locks::permit_script_class("local a = KEYS[1] local b = a redis.call('zadd', b, 1, ARGV[").permit_role == 0);
+  CHECK(locks::permit_script_class(std::string(100'000, '(')).permit_role == 0);
+  const std::vector<std::string> tokens = {"local ", "k", "=", "KEYS[1]", "ARGV[2]", "tonumber(", ")", "redis.call(",
+                                           "'zadd'", "'zcard'", "'decrby'", "'get'", ",", "<", "then ", "end", "[", "]",
+                                           "'zrangebyscore'", "'zscore'", "'pexpire'", "for i = ", "argv[i]"};
+  std::uint32_t seed = 12345;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text;
+    const int n = 1 + round % 60;
+    for (int i = 0; i < n; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      text += tokens[(seed >> 8) % tokens.size()];
+    }
+    const locks::script_class c = locks::permit_script_class(text);
+    CHECK(c.permit_role <= locks::permit_zset_refresh);
+  }
+}
+
 // npm redis-semaphore 5.8.0's Semaphore (never used while building this): a sorted set,
 // read by what its scripts do (its locals resolved), 3 processes on 2 permits, each
 // process's own log the truth (tests/locks/effect_clients/record.sh redis_semaphore_sem).

@@ -12,7 +12,6 @@
 // operands of those commands.
 #include <algorithm>
 #include <cstdlib>
-#include <regex>
 #include <unordered_map>
 #include <vector>
 
@@ -79,18 +78,42 @@ void read_expirable_acquire(std::string_view norm, script_class& c) {
 // limit = tonumber(ARGV[1])`). Acquire: ZCARD of KEYS[1] compared `<` with an ARGV (the
 // limit), then ZADD of an ARGV member (the holder); refresh: ZSCORE of the member,
 // then ZADD; the lease is the PEXPIRE's ARGV (or the ZREMRANGEBYSCORE's `now - ARGV`).
+// Scanned by hand, not by std::regex: an untrusted script can be megabytes long, and
+// libstdc++'s regex recurses per character (a stack overflow on a long operand).
+bool ident_char(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+// "keys[12]" / "argv[3]" at `at` in `s`: its length, 0 when it is not one.
+std::size_t keys_or_argv_at(std::string_view s, std::size_t at) noexcept {
+  const std::string_view rest = s.substr(at);
+  if (rest.substr(0, 5) != "keys[" && rest.substr(0, 5) != "argv[") return 0;
+  std::size_t i = 5;
+  while (i < rest.size() && i < 9 && rest[i] >= '0' && rest[i] <= '9') ++i;
+  return i > 5 && i < rest.size() && rest[i] == ']' ? i + 1 : 0;
+}
+
 struct operand_reader {
   std::unordered_map<std::string, std::string> alias;  // local name → "keys[1]" / "argv[2]"
-  explicit operand_reader(const std::string& norm) {
-    static const std::regex local_def(R"(local([a-z_][a-z0-9_]*)=(?:tonumber\()?((?:keys|argv)\[[0-9]+\]))");
-    for (auto it = std::sregex_iterator(norm.begin(), norm.end(), local_def); it != std::sregex_iterator(); ++it) {
-      alias.emplace((*it)[1].str(), (*it)[2].str());
+  explicit operand_reader(std::string_view norm) {
+    // `local<name>=keys[n]`, `local<name>=argv[n]`, `local<name>=tonumber(argv[n])`.
+    for (std::size_t at = norm.find("local"); at != std::string_view::npos; at = norm.find("local", at + 5)) {
+      std::size_t i = at + 5;
+      const std::size_t name_from = i;
+      while (i < norm.size() && ident_char(norm[i])) ++i;
+      if (i == name_from || i >= norm.size() || norm[i] != '=') continue;
+      const std::string_view name = norm.substr(name_from, i - name_from);
+      ++i;
+      if (norm.substr(i, 9) == "tonumber(") i += 9;
+      const std::size_t n = keys_or_argv_at(norm, i);
+      if (n == 0 || alias.size() >= 256) continue;
+      alias.emplace(std::string(name), std::string(norm.substr(i, n)));
     }
   }
   // "argv[3]" (through aliases and tonumber()); "" when it is neither KEYS nor ARGV.
   std::string resolve(std::string operand) const {
-    if (operand.rfind("tonumber(", 0) == 0 && operand.back() == ')') operand = operand.substr(9, operand.size() - 10);
-    if (operand.rfind("keys[", 0) == 0 || operand.rfind("argv[", 0) == 0) return operand;
+    if (operand.rfind("tonumber(", 0) == 0 && !operand.empty() && operand.back() == ')') {
+      operand = operand.substr(9, operand.size() - 10);
+    }
+    if (keys_or_argv_at(operand, 0) == operand.size() && !operand.empty()) return operand;
     const auto it = alias.find(operand);
     return it != alias.end() ? it->second : std::string();
   }
@@ -106,21 +129,31 @@ struct zcall {
   std::string after;  // the text after the call's ')' (a comparison's other side)
 };
 
-std::vector<zcall> redis_calls(const std::string& norm) {
-  static const std::regex call(R"(redis\.p?call\('([a-z]+)',([^()]*)\))");
+// Every `redis.call('<word>',<operands without parentheses>)` (and pcall), at most 256.
+std::vector<zcall> redis_calls(std::string_view norm) {
   std::vector<zcall> out;
-  for (auto it = std::sregex_iterator(norm.begin(), norm.end(), call); it != std::sregex_iterator(); ++it) {
+  for (std::size_t at = norm.find("redis."); at != std::string_view::npos && out.size() < 256; at = norm.find("redis.", at + 6)) {
+    std::size_t i = at + 6;
+    if (norm.substr(i, 1) == "p") ++i;
+    if (norm.substr(i, 6) != "call('") continue;
+    i += 6;
+    const std::size_t word_from = i;
+    while (i < norm.size() && norm[i] >= 'a' && norm[i] <= 'z') ++i;
+    if (i == word_from || norm.substr(i, 2) != "',") continue;
     zcall c;
-    c.command = (*it)[1].str();
-    std::string ops = (*it)[2].str();
-    for (std::size_t from = 0;;) {
+    c.command.assign(norm.substr(word_from, i - word_from));
+    i += 2;
+    const std::size_t ops_from = i;
+    while (i < norm.size() && norm[i] != ')' && norm[i] != '(') ++i;
+    if (i >= norm.size() || norm[i] != ')') continue;
+    const std::string_view ops = norm.substr(ops_from, i - ops_from);
+    for (std::size_t from = 0; c.operands.size() < 16;) {
       const std::size_t comma = ops.find(',', from);
-      c.operands.push_back(ops.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-      if (comma == std::string::npos) break;
+      c.operands.emplace_back(ops.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+      if (comma == std::string_view::npos) break;
       from = comma + 1;
     }
-    const std::size_t end = static_cast<std::size_t>(it->position(0) + it->length(0));
-    c.after = norm.substr(end, 24);
+    c.after.assign(norm.substr(i + 1, 24));
     out.push_back(std::move(c));
   }
   return out;
