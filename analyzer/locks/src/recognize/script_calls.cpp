@@ -250,6 +250,11 @@ void lock_recognizer::state::on_script_call(command_call& c) {
 
   if (entry != nullptr && entry->inferred) {
     cls = infer_script(c, *entry, keys, argv);
+    if (cls.permit_role != 0) {
+      c.op.inferred = true;
+      emit_permit_operations(c, cls, keys, argv);
+      return;
+    }
     if (cls.op == script_op::none) return;
     c.op.inferred = true;
   }
@@ -315,6 +320,21 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     g.family = keys.size() == 1 ? lock_family::set_based : lock_family::redlock_multi;
     g.op = keys.size() == 1 ? script_op::release : script_op::multi_release;
     g.owner_argv = 1;
+  } else if (std::int64_t limit = 0, ttl = 0, now = 0;
+             keys.size() == 1 && argv.size() == 4 && parse_int(argv[0], limit) && limit >= 1 && limit <= 1'000'000 &&
+             !is_number(argv[1]) && parse_int(argv[2], ttl) && ttl > 0 && parse_int(argv[3], now) &&
+             now >= 1'000'000'000'000 && reply.kind == reply_view::shape::integer && reply.integer >= 0 &&
+             reply.integer <= 1) {
+    // [limit, member, ttl, now], answered 1/0: a sorted-set semaphore's acquire (or its
+    // refresh: the timeline reads a held member's acquire as one), npm redis-semaphore's
+    // form (its texts are read by permit_scripts.cpp when seen).
+    g.family = lock_family::semaphore;
+    g.permit_role = permit_zset_acquire;
+    g.limit_argv = 1;
+    g.owner_argv = 2;
+    g.lease_argv = 3;
+    g.now_argv = 4;
+    return g;
   } else if (keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
              reply.kind == reply_view::shape::integer) {
     // [value, ttl]: node-redlock's acquire and extend have the same shape; how the

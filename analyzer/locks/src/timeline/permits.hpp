@@ -154,6 +154,7 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
   if (op.family == lock_family::redisson_latch) p.latch = true;
   const std::int64_t at = op.at_us();
   if (p.overrun_at_us >= 0) judge_overrun(p, at, false);
+  if (op.family == lock_family::semaphore && op.limit >= 0) p.limit = op.limit;  // each call names it
   if (op.caller_now_ms >= 0 && p.next_deadline_us >= 0) expire_by_caller_clock(p, op.caller_now_ms, op.request_us);
   // A permit id as text: Redisson 3.2x+ sends 16 raw bytes, shown (and matched) in hex.
   const std::string owner = permit_owner_text(op.owner);
@@ -168,6 +169,24 @@ inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const loc
   const bool ok = op.outcome == op_outcome::ok;
   switch (op.kind) {
     case lock_op_kind::acquire: {
+      // An inferred sorted-set acquire (EVALSHA of a text never seen) of a member that
+      // holds already is its refresh (the two scripts take the same arguments).
+      if (op.inferred && !owner.empty() && (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended)) {
+        const auto held = std::find_if(p.holders.begin(), p.holders.end(), [&](const permit_holder& h) { return h.owner == owner; });
+        if (held != p.holders.end()) {
+          if (op.limit >= 0) p.limit = op.limit;
+          if (op.outcome == op_outcome::ok) {
+            held->deadline_us = op.lease_ms > 0 ? at + op.lease_ms * 1000 : -1;
+            held->deadline_caller_ms = op.lease_ms > 0 && op.caller_now_ms >= 0 ? op.caller_now_ms + op.lease_ms : -1;
+            permit_deadlines(p);
+            count_renewal(l);
+          }
+          lock_event e = event(op.outcome == op_outcome::ok ? lock_event_kind::renewed : lock_event_kind::renew_failed);
+          e.lease_ms = op.lease_ms;
+          emit(l, e);
+          return;
+        }
+      }
       if (op.outcome == op_outcome::contended) {
         ++p.refusals;
         lock_event e = event(lock_event_kind::contended);
