@@ -177,7 +177,10 @@ void check_permits_against_log(const permit_recorder& rec, const std::vector<log
     INFO(e.event << " " << e.lock << " at " << e.ts_us << " in use " << e.in_use << "/" << e.limit);
     CHECK(e.event.rfind("anomaly:", 0) == std::string::npos);
     CHECK_FALSE(e.inferred);
-    if (!e.latch && e.in_use >= 0) CHECK(e.in_use <= 2);
+    // Joined after trySetPermits the limit is not known, and an acquisition's reply
+    // captured a few µs before a release's that the server ran first shows one permit
+    // more until that release (with a known limit it is held back: reply_skew_us).
+    if (!e.latch && e.in_use >= 0) CHECK(e.in_use <= (e.limit >= 0 || whole ? 2 : 3));
     if (!e.latch && e.limit >= 0) CHECK(e.limit == 2);
     if (whole && !e.latch && e.event == "acquired") CHECK(e.limit == 2);
     // (100 ms: a thread logs once its call returned, late at a JVM's first calls.)
@@ -226,7 +229,7 @@ TEST_CASE("permits: every semaphore and latch script of the catalogue is read by
 TEST_CASE("permits: real Redisson's RSemaphore, RPermitExpirableSemaphore and RCountDownLatch agree with its threads' log",
           "[recognizer][permits][real]") {
   const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
-  for (const std::string release : {"4.7.0", "3.16.8"}) {
+  for (const std::string release : {"4.7.0", "3.27.2", "3.16.8"}) {
     if (!std::filesystem::exists(dir + "permits-" + release + ".pcap")) continue;
     INFO("Redisson " << release);
     const std::vector<logged> log = permits_log(dir + "permits-" + release + ".log.jsonl");
@@ -244,7 +247,7 @@ TEST_CASE("permits: real Redisson's RSemaphore, RPermitExpirableSemaphore and RC
 
 TEST_CASE("permits: a Redisson recording joined mid-run still agrees with its threads' log", "[recognizer][permits][real]") {
   const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
-  for (const std::string release : {"4.7.0", "3.16.8"}) {
+  for (const std::string release : {"4.7.0", "3.27.2", "3.16.8"}) {
     const std::string pcap = dir + "permits-" + release + ".pcap";
     if (!std::filesystem::exists(pcap)) continue;
     INFO("Redisson " << release);
