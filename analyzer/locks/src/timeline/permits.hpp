@@ -109,7 +109,7 @@ inline void lock_timeline::impl::expire_by_caller_clock(permit_lock& p, std::int
 }
 
 // Permits whose lease ran out by `to`: each an `expired` event at its deadline.
-inline void lock_timeline::impl::expire_permits(std::int64_t to) {
+void lock_timeline::impl::expire_permits(std::int64_t to) {  // (one translation unit: lock_timeline.cpp)
   permits.next_deadline_us = -1;
   for (auto& [key, p] : permits.locks) {
     if (p.next_deadline_us >= 0 && p.next_deadline_us <= to) {
@@ -143,7 +143,7 @@ inline void lock_timeline::impl::expire_permits(std::int64_t to) {
   }
 }
 
-inline void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_operation& op) {
+void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_operation& op) {
   if (permits.next_deadline_us >= 0 && permits.next_deadline_us <= op.at_us()) expire_permits(op.at_us());
   if (op.outcome == op_outcome::redirected) {
     on_redirect(id, op);
