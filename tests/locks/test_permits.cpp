@@ -30,6 +30,7 @@ struct permit_event {
   std::string event, lock, owner;
   std::int64_t permits = -1, in_use = -1, limit = -1, held_us = -1;
   bool latch = false, inferred = false;
+  std::int64_t wait_us = -1;
 };
 
 class permit_recorder final : public locks::lock_event_sink {
@@ -38,7 +39,7 @@ class permit_recorder final : public locks::lock_event_sink {
     std::string name(to_string(e.event));
     if (e.event == locks::lock_event_kind::anomaly) name += ":" + std::string(to_string(e.kind));
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), e.permits, e.permits_in_use,
-                      e.permit_limit, e.held_us, e.latch, e.inferred});
+                      e.permit_limit, e.held_us, e.latch, e.inferred, e.wait_us});
   }
   std::vector<permit_event> events;
 };
@@ -434,7 +435,10 @@ void check_redis_semaphore(const std::string& pcap, std::int64_t from_us, bool w
   std::map<std::string, std::pair<int, int>> found;  // event → (found, logged)
   std::string lost;
   std::int64_t lost_at = -1;
+  std::map<std::string, std::int64_t> first_refused;  // member → its first refusal logged
+  std::size_t waits_checked = 0;
   for (const truth& t : log) {
+    if (t.event == "refused") first_refused.try_emplace(t.owner, t.us);
     if (t.event == "unrefreshed") {
       lost = t.owner;
       lost_at = t.us;
@@ -443,7 +447,20 @@ void check_redis_semaphore(const std::string& pcap, std::int64_t from_us, bool w
     // (A member acquired before the cut: its refreshes are read as its acquisitions.)
     INFO(t.event << " " << t.owner << " at " << t.us);
     const permit_event* e = nullptr;
-    if (t.event == "acquired") e = find(t, {"acquired"});
+    if (t.event == "acquired") {
+      e = find(t, {"acquired"});
+      // Its wait: from its first refused attempt to the acquisition, as its process saw
+      // them (each logged once the reply came; lockscope counts from the first request).
+      const auto r = first_refused.find(t.owner);
+      if (e != nullptr && r != first_refused.end() && r->second >= from_us) {
+        const std::int64_t logged_wait = t.us - r->second;
+        INFO("wait " << e->wait_us << " us, logged " << logged_wait << " us");
+        CHECK(std::abs(e->wait_us - logged_wait) <= 25'000);
+        ++waits_checked;
+      } else if (e != nullptr && r == first_refused.end()) {
+        CHECK(e->wait_us == -1);  // never refused: no wait
+      }
+    }
     else if (t.event == "refused") e = find(t, {"contended"});
     else if (t.event == "refresh") e = find(t, {t.reply == 1 ? "renewed" : "renew_failed"});
     else if (t.event == "released") e = find(t, t.owner == lost ? std::initializer_list<std::string_view>{"released", "unlock_rejected"}
@@ -476,6 +493,7 @@ void check_redis_semaphore(const std::string& pcap, std::int64_t from_us, bool w
     }
   }
   if (whole || lost_at >= from_us) CHECK(expiries == 1);
+  if (whole) CHECK(waits_checked >= 10);
   if (!whole) return;
   // No event beyond the logs': every acquisition, refusal and release is one logged.
   CHECK(static_cast<int>(std::count_if(rec.events.begin(), rec.events.end(), [](const permit_event& e) { return e.event == "acquired"; })) ==

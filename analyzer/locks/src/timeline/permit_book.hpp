@@ -49,6 +49,9 @@ struct permit_lock {
   // The ids of permits that expired lately (at most 64): one given back later is no
   // holder unseen.
   std::vector<std::string> expired_ids;
+  // Waiters by owner (a sorted-set semaphore's member keeps its id across attempts): the
+  // first refused attempt's time, until the owner acquires (at most 4096 owners).
+  std::unordered_map<std::string, std::int64_t> waiting_since;
   // Subscribed waiters: connections on the lock's channel.
   std::vector<std::uint64_t> subscribers;
   // Counted for the summary.

@@ -189,6 +189,11 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       }
       if (op.outcome == op_outcome::contended) {
         ++p.refusals;
+        // A wait, when the owner is the same across attempts: a sorted-set semaphore's
+        // member (Redisson's permit-expirable semaphore tries with a fresh id each time).
+        if (op.family == lock_family::semaphore && !owner.empty() && p.waiting_since.size() < 4096) {
+          p.waiting_since.try_emplace(owner, op.request_us);
+        }
         lock_event e = event(lock_event_kind::contended);
         e.permits = op.permits;
         e.ttl_ms = op.ttl_ms;
@@ -215,6 +220,13 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       if (owner.empty()) e.owner = op.client_text;  // RSemaphore: the holder is its connection
       e.permits = n;
       e.lease_ms = op.lease_ms;
+      if (!owner.empty()) {
+        if (const auto w = p.waiting_since.find(owner); w != p.waiting_since.end()) {
+          e.wait_us = at - w->second;  // from the first refused attempt's request
+          ex(l).waits.add(e.wait_us);
+          p.waiting_since.erase(w);
+        }
+      }
       if (p.limit >= 0 && p.in_use > p.limit && !p.unseen_holders) {
         // Beyond the limit: judged reply_skew_us later (a release captured after this
         // reply may have run before it); shown at the limit until then.
