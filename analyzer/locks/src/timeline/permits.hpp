@@ -124,7 +124,10 @@ void lock_timeline::impl::expire_permits(std::int64_t to) {  // (one translation
         p.holders.erase(p.holders.begin() + static_cast<std::ptrdiff_t>(i));
         p.in_use = std::max<std::int64_t>(0, p.in_use - h.permits);
         ++p.expiries;
-        if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) count_expiry(locks[id]);
+        if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
+          count_expiry(locks[id]);
+          add_hold(locks[id], h.deadline_us - h.since_us);
+        }
         if (p.overrun_at_us >= 0 && p.in_use <= p.limit && h.deadline_us <= p.overrun_at_us) p.overrun_at_us = -1;
         if (!h.owner.empty()) {
           if (p.expired_ids.size() >= 64) p.expired_ids.erase(p.expired_ids.begin());
