@@ -184,6 +184,11 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
             permit_deadlines(p);
             count_renewal(l);
           }
+          if (op.outcome != op_outcome::ok) {  // refused: the member was no longer in the set
+            p.in_use = std::max<std::int64_t>(0, p.in_use - held->permits);
+            p.holders.erase(held);
+            permit_deadlines(p);
+          }
           lock_event e = event(op.outcome == op_outcome::ok ? lock_event_kind::renewed : lock_event_kind::renew_failed);
           e.lease_ms = op.lease_ms;
           emit(l, e);
@@ -328,7 +333,11 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       if (op.outcome != op_outcome::ok && op.outcome != op_outcome::rejected) return;
       if (op.limit >= 0) p.limit = op.limit;
       auto it = std::find_if(p.holders.begin(), p.holders.end(), [&](const permit_holder& h) { return h.owner == owner; });
-      if (op.outcome == op_outcome::ok && it != p.holders.end()) {
+      if (op.outcome == op_outcome::rejected && it != p.holders.end()) {  // the member was gone
+        p.in_use = std::max<std::int64_t>(0, p.in_use - it->permits);
+        p.holders.erase(it);
+        permit_deadlines(p);
+      } else if (op.outcome == op_outcome::ok && it != p.holders.end()) {
         it->deadline_us = op.lease_ms > 0 ? at + op.lease_ms * 1000 : -1;
         it->deadline_caller_ms = op.lease_ms > 0 && op.caller_now_ms >= 0 ? op.caller_now_ms + op.lease_ms : -1;
         permit_deadlines(p);
