@@ -147,10 +147,15 @@ void lock_metrics::on_event(const lock_event& e) {
     case lock_event_kind::anomaly:
       break;
     default:
+      if (e.permits_in_use >= 0 && !e.latch) break;  // a semaphore's permits changed
       return;  // nothing counted: no slot taken either
   }
   series* found = series_for(e.lock, e.ts_us);
   series& s = found != nullptr ? *found : other_;
+  if (e.permits_in_use >= 0 && !e.latch && found != nullptr) {
+    s.permits_in_use = e.permits_in_use;
+    s.permit_limit = e.permit_limit;
+  }
   switch (e.event) {
     case lock_event_kind::acquired:
       ++s.acquisitions;
@@ -207,6 +212,19 @@ void lock_metrics::render(std::string& out, const capture_gauges& g) {
           [](const series& s) { return s.gave_up; });
   counter("lock_expired_total", "Leases that ran out while held (expired events).",
           [](const series& s) { return s.expired; });
+
+  // Semaphores only (no lines when the capture has none).
+  const bool any_permits = std::any_of(shown.begin(), shown.end(), [](const series* s) { return s->permits_in_use >= 0; });
+  if (any_permits) {
+    header(out, "lock_permits_in_use", "gauge", "A semaphore's permits held now (as its traffic shows)." + fold);
+    for (const series* s : shown) {
+      if (s->permits_in_use >= 0) fmt::format_to(std::back_inserter(out), "lockscope_lock_permits_in_use{{lock=\"{}\"}} {}\n", s->label, s->permits_in_use);
+    }
+    header(out, "lock_permit_limit", "gauge", "A semaphore's permits, when its traffic told them." + fold);
+    for (const series* s : shown) {
+      if (s->permit_limit >= 0) fmt::format_to(std::back_inserter(out), "lockscope_lock_permit_limit{{lock=\"{}\"}} {}\n", s->label, s->permit_limit);
+    }
+  }
 
   header(out, "lock_anomalies_total", "counter", "Anomalies by kind (see lockscope analyze)." + fold);
   for (const series* s : shown) {

@@ -6,17 +6,19 @@
 #
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_semaphore   # mutex_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR simple_redis_mutex # srm_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_semaphore_sem # semaphore_worker.js
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
   simple_redis_mutex) worker=srm_worker.js; scenario="simple-redis-mutex 3.0.0" ;;
+  redis_semaphore_sem) worker=semaphore_worker.js; scenario="redis-semaphore 5.8.0 Semaphore (2 permits)" ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)

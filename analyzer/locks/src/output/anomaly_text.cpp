@@ -98,6 +98,10 @@ void append_anomaly_detail(std::string& out, const lock_event& e) {
         out += "it has no lease and stays held until released or deleted from another connection";
       }
       return;
+    // A semaphore whose holders seen hold more permits than it has.
+    case anomaly_finding::permits_over_limit:
+      fmt::format_to(put, "{} permits held of a limit of {}", e.permits_in_use, e.permit_limit);
+      return;
   }
 }
 

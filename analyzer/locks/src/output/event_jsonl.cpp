@@ -62,6 +62,14 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += '"';
   }
   if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
+  // Semaphores and latches (keys only on their events).
+  if (e.permits >= 0) append_format(out, ",\"permits\":{}", e.permits);
+  if (e.latch) {
+    if (e.permits_in_use >= 0) append_format(out, ",\"count\":{}", e.permits_in_use);
+  } else if (e.permits_in_use >= 0) {
+    append_format(out, ",\"permits_in_use\":{}", e.permits_in_use);
+    if (e.permit_limit >= 0) append_format(out, ",\"permit_limit\":{}", e.permit_limit);
+  }
   if (e.event == lock_event_kind::redirected) {
     out += ",\"redirect\":\"";
     out += to_string(e.redirect);

@@ -8,6 +8,7 @@
 #include "lockscope/locks/anomaly_text.hpp"
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/permit_text.hpp"
 #include "output/append_format.hpp"
 
 namespace lockscope::locks {
@@ -183,6 +184,7 @@ void append_event_text(std::string& out, const lock_event& e, const text_clock& 
   if (e.held_us >= 0) add((e.held_since_capture_start ? "held ≥" : "held ") + format_duration(e.held_us));
   if (e.held_since_capture_start) add("held since before the capture");
   if (e.token >= 0) add(fmt::format("token {}", e.token));
+  if (std::string permits = permit_detail(e); !permits.empty()) add(permits);
   if (e.event == lock_event_kind::gave_up) {
     if (e.interval_start_us >= 0) add("waiting since " + relative_time(e.interval_start_us, start_us));
     if (e.wait_ended != wait_end::none) add(std::string(wait_end_text(e.wait_ended)));

@@ -1,5 +1,7 @@
 #include "lockscope/locks/report_page.hpp"
 
+#include "lockscope/locks/permit_text.hpp"
+
 #include <algorithm>
 #include <ctime>
 
@@ -212,6 +214,12 @@ std::string summary_table_html(const page_info& info, const std::vector<swimlane
     append_xml_escaped(table, r.title);
     table += "\">";
     append_xml_escaped(table, r.title);
+    // A semaphore or latch: its permits beside its name.
+    if (const std::string permits = permit_summary(s); !permits.empty()) {
+      table += " <span class=\"permits\">(";
+      append_xml_escaped(table, permits);
+      table += ")</span>";
+    }
     table += "</td>";
     append_cell(table, std::to_string(s.acquisitions), static_cast<double>(s.acquisitions), "num");
     const double contended =

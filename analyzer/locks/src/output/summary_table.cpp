@@ -14,6 +14,7 @@
 #include "lockscope/locks/display_text.hpp"
 #include "lockscope/locks/event_text.hpp"
 #include "lockscope/locks/lock_globs.hpp"
+#include "lockscope/locks/permit_text.hpp"
 #include "output/append_format.hpp"
 #include "output/two_thread_batches.hpp"
 
@@ -255,12 +256,26 @@ class summary_writer {
       locks = write_rows(width);
     }
     write_footer(locks);
+    write_permit_notes();
     flush();
   }
 
  private:
   bool selected(std::string_view lock) const noexcept {
     return options_.lock_globs.empty() || matches_any_glob(options_.lock_globs, lock);
+  }
+
+  // Semaphores and latches: their permits beside the table's columns ("sem: 2/2 permits
+  // at most, 41 refused"), in name order.
+  void write_permit_notes() {
+    std::vector<std::pair<std::string, std::string>> notes;
+    timeline_.for_each_permit_lock([&](std::string_view lock, const lock_stats& s) {
+      if (selected(lock)) notes.emplace_back(printable(lock), permit_summary(s));
+    });
+    if (notes.empty()) return;
+    std::sort(notes.begin(), notes.end());
+    out_ += notes.size() == 1 ? "semaphore or latch (several holders by design):\n" : "semaphores and latches (several holders by design):\n";
+    for (const auto& [lock, note] : notes) append_format(out_, "  {}: {}\n", lock, note);
   }
 
   void flush() {

@@ -283,6 +283,12 @@ void swimlane_builder::on_event(const lock_event& e) {
       add_mark(bi, m);
       break;  // a new wait's bar begins at its next contended attempt
     }
+    case lock_event_kind::counted_down:  // a latch's count going down: a mark on its lane
+      m.kind = mark_kind::release;
+      add_mark(bi, m);
+      break;
+    case lock_event_kind::permits_set:
+      break;
     case lock_event_kind::quorum:
     case lock_event_kind::multilock:
       m.kind = mark_kind::group;

@@ -34,6 +34,9 @@ struct operation_header {
   std::int64_t ttl_ms = -1;
   std::int64_t token = -1;
   std::int64_t sub_count = -1;
+  std::int64_t permits = -1;
+  std::int64_t limit = -1;
+  std::int64_t caller_now_ms = -1;
   std::uint64_t connection = 0;
   std::int64_t request_us = 0;
   std::int64_t reply_us = -1;
@@ -43,7 +46,7 @@ struct operation_header {
 static_assert(std::is_trivially_copyable_v<operation_header>);
 // A field added to lock_operation must be carried here too (sub_count once was not, and
 // two threads then reported what one did not): this size says when to look.
-static_assert(sizeof(lock_operation) == 208, "lock_operation changed: carry the new field through the pipe");
+static_assert(sizeof(lock_operation) == 232, "lock_operation changed: carry the new field through the pipe");
 
 struct event_header {
   std::uint64_t size = sizeof(event_header);
@@ -106,6 +109,9 @@ const std::byte* read_operation(const std::byte* p, lock_operation& op, operatio
   op.ttl_ms = h.ttl_ms;
   op.token = h.token;
   op.sub_count = h.sub_count;
+  op.permits = h.permits;
+  op.limit = h.limit;
+  op.caller_now_ms = h.caller_now_ms;
   op.server_dropped = h.server_dropped;
   op.connection = h.connection;
   ends.client = h.client;
@@ -162,6 +168,9 @@ void write_operation(writer& out, const lock_operation& op) {
   h.ttl_ms = op.ttl_ms;
   h.token = op.token;
   h.sub_count = op.sub_count;
+  h.permits = op.permits;
+  h.limit = op.limit;
+  h.caller_now_ms = op.caller_now_ms;
   h.server_dropped = op.server_dropped;
   h.connection = op.connection;
   h.request_us = op.request_us;

@@ -158,6 +158,7 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::eval_ro:
     case command_word::evalsha:
     case command_word::evalsha_ro: return on_script_call(c);
+    case command_word::zrem: return on_zrem(c);
   }
 }
 

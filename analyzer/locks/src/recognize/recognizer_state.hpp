@@ -219,6 +219,15 @@ struct lock_recognizer::state {
   script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                             std::span<const std::string_view> argv);
   recognizer_detail::string_map<sha_entry>& builtin_sha();
+  // ---- permit_scripts.cpp: semaphores and latches ----
+  void emit_permit_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
+                              std::span<const std::string_view> argv);
+  // ZREM of a sorted-set semaphore's key (one a recognised acquire script named): a release.
+  void on_zrem(command_call& c);
+  // The sorted-set semaphores' keys seen in acquire scripts, by server (at most
+  // max_zset_semaphores; none forgotten: a new one beyond is not followed).
+  static constexpr std::size_t max_zset_semaphores = 4096;
+  std::unordered_set<std::string> zset_semaphores;
   // ---- effect_calls.cpp ----
   // The class of a script learnt from the capture: one read by its effect when room is left.
   script_class effect_class(std::string_view text);

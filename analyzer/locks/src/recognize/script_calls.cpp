@@ -116,6 +116,10 @@ lock_recognizer::state::state(lock_operation_sink& operation_sink) : sink(operat
     if (builtin_text.find(s.text) == builtin_text.end()) builtin_text.emplace(std::string(s.text), redisson_script_class(s));
   }
   for (const lock::script_info& s : lock::all_scripts()) add(s.text);
+  // Semaphores and latches, by their catalogue roles (permit_scripts.cpp).
+  for (const lock::primitive_script_info& s : lock::all_primitive_scripts()) {
+    if (builtin_text.find(s.text) == builtin_text.end()) builtin_text.emplace(std::string(s.text), permit_script_class(s.text));
+  }
   for (const known_script& s : known_scripts()) add(s.text);
   for (const known_script& s : client_scripts()) add(s.text);
 }
@@ -128,6 +132,7 @@ string_map<lock_recognizer::state::sha_entry>& lock_recognizer::state::builtin_s
     };
     for (const lock::redisson_script& s : lock::redisson_catalogue()) add(s.text, std::string(s.sha1));
     for (const lock::script_info& s : lock::all_scripts()) add(s.text, std::string(s.sha1));
+    for (const lock::primitive_script_info& s : lock::all_primitive_scripts()) add(s.text, std::string(s.sha1));
     for (const known_script& s : known_scripts()) add(s.text, lock::sha1_hex(s.text));
     for (const known_script& s : client_scripts()) add(s.text, lock::sha1_hex(s.text));
   }
@@ -161,7 +166,8 @@ script_class lock_recognizer::state::learn(std::string_view text, std::string_vi
   } else if (auto* e = by_text.find(text)) {
     c = e->value;
   } else {
-    c = effect_class(text);
+    c = permit_script_class(text);  // a semaphore's or latch's (other releases' spellings)
+    if (c.permit_role == 0) c = effect_class(text);
     last_eval_text = nullptr;
     last_eval_class = nullptr;
     last_eval_identity = 0;
@@ -232,6 +238,10 @@ void lock_recognizer::state::on_script_call(command_call& c) {
     cls = entry->cls;
     c.op.inferred = entry->inferred;
   }
+  if (cls.permit_role != 0) {
+    emit_permit_operations(c, cls, keys, argv);
+    return;
+  }
   if (cls.effect != 0) {
     on_effect_call(c, cls.effect, keys, argv);
     return;
@@ -240,6 +250,11 @@ void lock_recognizer::state::on_script_call(command_call& c) {
 
   if (entry != nullptr && entry->inferred) {
     cls = infer_script(c, *entry, keys, argv);
+    if (cls.permit_role != 0) {
+      c.op.inferred = true;
+      emit_permit_operations(c, cls, keys, argv);
+      return;
+    }
     if (cls.op == script_op::none) return;
     c.op.inferred = true;
   }
@@ -260,7 +275,7 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     g.owner_argv = g.op == script_op::acquire ? 2 : 3;
     g.lease_argv = g.op == script_op::acquire ? 1 : 2;
     g.channel_key = g.op == script_op::unlock ? 4 : 0;
-  } else if (is_lock_channel(k2)) {
+  } else if (is_lock_channel(k2) && !permit_channel(k2)) {
     g.family = starts_with(k2, "redisson_rwlock") ? lock_family::redisson_write : lock_family::redisson;
     g.channel_key = 2;
     if (argv.size() >= 3 && looks_like_owner(argv[2])) {
@@ -305,6 +320,21 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     g.family = keys.size() == 1 ? lock_family::set_based : lock_family::redlock_multi;
     g.op = keys.size() == 1 ? script_op::release : script_op::multi_release;
     g.owner_argv = 1;
+  } else if (std::int64_t limit = 0, ttl = 0, now = 0;
+             keys.size() == 1 && argv.size() == 4 && parse_int(argv[0], limit) && limit >= 1 && limit <= 1'000'000 &&
+             !is_number(argv[1]) && parse_int(argv[2], ttl) && ttl > 0 && parse_int(argv[3], now) &&
+             now >= 1'000'000'000'000 && reply.kind == reply_view::shape::integer && reply.integer >= 0 &&
+             reply.integer <= 1) {
+    // [limit, member, ttl, now], answered 1/0: a sorted-set semaphore's acquire (or its
+    // refresh: the timeline reads a held member's acquire as one), npm redis-semaphore's
+    // form (its texts are read by permit_scripts.cpp when seen).
+    g.family = lock_family::semaphore;
+    g.permit_role = permit_zset_acquire;
+    g.limit_argv = 1;
+    g.owner_argv = 2;
+    g.lease_argv = 3;
+    g.now_argv = 4;
+    return g;
   } else if (keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
              reply.kind == reply_view::shape::integer) {
     // [value, ttl]: node-redlock's acquire and extend have the same shape; how the

@@ -66,6 +66,7 @@ inline void lock_timeline::impl::anomaly(lock_state& l, std::int64_t ts, anomaly
 
 inline void lock_timeline::impl::on_operation(const lock_operation& op) {
   if (first_op_us < 0) first_op_us = op.request_us;
+  if (permits.next_deadline_us >= 0 && permits.next_deadline_us <= op.at_us()) [[unlikely]] expire_permits(op.at_us());
   if (forget_at != 0 && locks.size() >= forget_at) forget_idle_locks();
   handle(op, take_announced(op));
   collect();
@@ -88,6 +89,11 @@ inline void lock_timeline::impl::handle(const lock_operation& op, const announce
   const std::uint32_t id = plain ? found : lock_id(where, op.lock, found);
   if (id == no_id) {
     advance(at);
+    return;
+  }
+  if (permit_family(op.family)) [[unlikely]] {  // several holders by design: timeline/permits.hpp
+    advance(at);
+    on_permit_operation(id, op);
     return;
   }
   const bool answered_by_key = op.reply_us > op.request_us &&

@@ -17,6 +17,7 @@
 #include "timeline/identity.hpp"
 #include "timeline/lock_operations.hpp"
 #include "timeline/lock_rows.hpp"
+#include "timeline/permits.hpp"
 #include "timeline/subscriber_links.hpp"
 #include "timeline/subscriptions.hpp"
 #include "timeline/timeline_state.hpp"
@@ -43,10 +44,13 @@ void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_
 }
 void lock_timeline::advance_to(std::int64_t now_us) {
   impl_->advance(now_us);
+  if (impl_->permits.next_deadline_us >= 0 && impl_->permits.next_deadline_us <= now_us) impl_->expire_permits(now_us);
   impl_->collect();
 }
 void lock_timeline::finish(std::int64_t end_us) {
   impl_->advance(end_us);
+  if (impl_->permits.next_deadline_us >= 0) impl_->expire_permits(end_us);
+  for (auto& [key, p] : impl_->permits.locks) impl_->judge_overrun(p, end_us, true);
   impl_->report_overlaps(end_us, true);  // no reply can come any more
   impl_->collect();
 }
@@ -72,6 +76,22 @@ std::size_t lock_timeline::scope_count() const noexcept {
 
 void lock_timeline::for_each_lock_name(const std::function<void(std::string_view)>& f) const {
   impl_->locks.for_each([&](const lock_state&, std::string_view name) { f(name); });
+}
+
+void lock_timeline::for_each_permit_lock(const std::function<void(std::string_view, const lock_stats&)>& f) const {
+  for (const auto& [key, p] : impl_->permits.locks) {
+    lock_stats s;
+    const impl::scope& sc = impl_->scopes[impl_->canon(p.scope)];
+    s.server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
+    s.db = sc.db;
+    s.acquisitions = p.acquisitions;
+    s.permit_limit = p.latch ? p.count : p.limit;
+    s.permits_peak = p.peak_in_use;
+    s.permits_in_use = p.latch ? p.count : p.in_use;
+    s.permit_refusals = p.refusals;
+    s.latch = p.latch;
+    f(p.name, s);
+  }
 }
 
 std::size_t lock_timeline::longest_lock_name() const noexcept { return impl_->locks.longest_name(); }
@@ -106,6 +126,19 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
     }
     s.hold_us = hold_us;
     s.wait_us = waits.samples();
+    if (!impl_->permits.locks.empty()) {
+      std::string key = std::to_string(impl_->canon(lock_store::scope_of(l)));
+      key += ':';
+      key.append(name);
+      if (const auto it = impl_->permits.locks.find(key); it != impl_->permits.locks.end()) {
+        const timeline_detail::permit_lock& p = it->second;
+        s.permit_limit = p.latch ? p.count : p.limit;
+        s.permits_peak = p.peak_in_use;
+        s.permits_in_use = p.latch ? p.count : p.in_use;
+        s.permit_refusals = p.refusals;
+        s.latch = p.latch;
+      }
+    }
     f(name, s);
   });
 }

@@ -8,7 +8,7 @@ std::string_view to_string(lock_event_kind k) noexcept {
       "acquired", "reentered",       "contended",      "renewed",    "renew_failed",
       "released", "partially_released", "unlock_rejected", "force_released", "expired",
       "subscribed", "notified",      "unsubscribed",   "anomaly",    "quorum",
-      "multilock", "redirected",    "gave_up"};
+      "multilock", "redirected",    "gave_up",   "permits_set", "counted_down"};
   return names[static_cast<std::size_t>(k)];
 }
 

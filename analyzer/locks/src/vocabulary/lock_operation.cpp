@@ -12,7 +12,8 @@ namespace lockscope::locks {
 
 std::string_view to_string(lock_op_kind k) noexcept {
   static constexpr std::string_view names[] = {"acquire",   "unlock",      "renew",   "force_unlock", "expire",
-                                               "del",       "subscribe",   "unsubscribe", "message", "cluster_link"};
+                                               "del",       "subscribe",   "unsubscribe", "message", "cluster_link",
+                                               "set_permits", "count_down"};
   return names[static_cast<std::size_t>(k)];
 }
 

@@ -107,6 +107,9 @@ class lock_metrics final : public lock_event_sink {
     std::uint64_t acquisitions = 0, contended = 0, expired = 0, gave_up = 0;
     std::array<std::uint64_t, locks::anomaly_kind_count> anomalies{};
     histogram wait, hold;
+    // A semaphore's permits held and limit after its latest event (-1: not a
+    // semaphore, or the limit not known).
+    std::int64_t permits_in_use = -1, permit_limit = -1;
     std::int64_t last_active_us = 0;
     bool retired = false;
     std::list<std::string>::iterator retired_at;  // in retired_, when retired

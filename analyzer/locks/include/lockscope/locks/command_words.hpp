@@ -40,6 +40,7 @@ enum class command_word : std::uint8_t {
   eval_ro,
   evalsha,
   evalsha_ro,
+  zrem,  // a sorted-set semaphore's release (of a key its acquire script named)
 };
 
 namespace command_words_detail {
@@ -98,9 +99,10 @@ inline command_word identify_command(std::string_view name) noexcept {
       break;
     }
     case 4: {
-      static constexpr d::pattern eval = d::pattern_of("EVAL");
+      static constexpr d::pattern eval = d::pattern_of("EVAL"), zrem = d::pattern_of("ZREM");
       d::load<4>(name.data(), w);
       if (d::matches(w, eval)) return command_word::eval;
+      if (d::matches(w, zrem)) return command_word::zrem;
       break;
     }
     case 5: {
@@ -176,7 +178,7 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"UNSUBSCRIBE", command_word::unsubscribe}, {"SUNSUBSCRIBE", command_word::sunsubscribe},
       {"SCRIPT", command_word::script},         {"EVAL", command_word::eval},
       {"EVAL_RO", command_word::eval_ro},       {"EVALSHA", command_word::evalsha},
-      {"EVALSHA_RO", command_word::evalsha_ro},
+      {"EVALSHA_RO", command_word::evalsha_ro}, {"ZREM", command_word::zrem},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;

@@ -32,8 +32,14 @@ enum class lock_event_kind : std::uint8_t {
   redirected, // Redis Cluster: a call answered MOVED/ASK/TRYAGAIN/CLUSTERDOWN (not run
               // there; the client retries it elsewhere or later); no state changed
   gave_up,    // a waiter left without acquiring: wait_us, wait_ended says how it is known
+  // Permit families (semaphores, latches; lock_operation.hpp permit_family). Their
+  // acquired / contended / released / expired events carry `permits`, `permits_in_use`
+  // and `permit_limit`.
+  permits_set,  // a semaphore's permits set, added or drained (permit_limit: the limit
+                // now when known); a latch's count set (permits_in_use: the count)
+  counted_down, // a latch's countDown (permits_in_use: the count left; 0: its waiters go)
 };
-inline constexpr std::size_t lock_event_kind_count = 18;
+inline constexpr std::size_t lock_event_kind_count = 20;
 
 // How a gave_up waiter's wait is known to have ended (the event comes when it is
 // known; interval_start_us is the wait's first attempt, wait_us its length).
@@ -117,6 +123,9 @@ enum class anomaly_finding : std::uint8_t {
   // holder_connection_closed: the lease had duration_us left (-1: no lease, held until
   // released or deleted).
   connection_closed_while_holding,
+  // overlapping_holders of a semaphore: its holders hold permits_in_use permits, more
+  // than its permit_limit (within the limit, several holders are no anomaly).
+  permits_over_limit,
 };
 
 // What an anomaly found, as data; which fields apply depends on `finding` (above).
@@ -199,6 +208,13 @@ struct lock_event {
   std::string_view closed_holder;
   std::int64_t closed_holder_us = -1;
   std::int64_t closed_holder_expired_us = -1;
+  // Permit families: the permits this event took or gave back (-1: not a permit event),
+  // the permits held after it (a latch: its count) and the limit (-1: not known, e.g.
+  // joined mid-run before the semaphore's permits were set).
+  std::int64_t permits = -1;
+  std::int64_t permits_in_use = -1;
+  std::int64_t permit_limit = -1;
+  bool latch = false;  // a count-down latch's event: permits_in_use is its count
 };
 
 class lock_event_sink {

@@ -35,7 +35,20 @@ enum class lock_family : std::uint8_t {
   redlock_multi,   // node-redlock's multi-key scripts
   setnx,           // SETNX + EXPIRE (non-atomic)
   unknown,
+  // Several holders (permits): see `permits` / `limit` below and timeline/permits.hpp.
+  redisson_semaphore,   // RSemaphore: the key holds the free permits; no owner on the
+                        // wire (a holder is the connection that took the permit)
+  redisson_expirable,   // RPermitExpirableSemaphore: each permit an id with an expiry
+  redisson_latch,       // RCountDownLatch: the key holds the count; waiters go at zero
+  semaphore,            // another client's sorted-set semaphore (a member per holder,
+                        // the limit from the script's comparison argument)
 };
+// A family whose lock has several holders by design (semaphores, latches): the
+// timeline counts its permits instead of judging holders' overlaps.
+inline bool permit_family(lock_family f) noexcept {
+  return f == lock_family::redisson_semaphore || f == lock_family::redisson_expirable ||
+         f == lock_family::redisson_latch || f == lock_family::semaphore;
+}
 
 enum class lock_op_kind : std::uint8_t {
   acquire,       // reply: acquired / contended (ttl_ms when known) / error
@@ -49,6 +62,10 @@ enum class lock_op_kind : std::uint8_t {
   message,       // a pub/sub message delivered on `channel`
   cluster_link,  // no lock: server_text and redirect_to are nodes of one Redis Cluster
                  // (a MOVED/ASK target, a CLUSTER SLOTS/SHARDS reply's nodes)
+  set_permits,   // a semaphore's permits set (trySetPermits: ok = set, none = already
+                 // set), added (addPermits: `permits` may be negative) or drained; a
+                 // latch's trySetCount (`permits` = the count)
+  count_down,    // a latch's countDown
 };
 
 // A Redis Cluster reply that did not run the command: the client is to retry it
@@ -109,6 +126,16 @@ struct lock_operation {
   std::string_view message;       // kind == message: the payload
   std::int64_t sub_count = -1;    // (un)subscribe: the count in the server's confirmation
                                   // of this channel (subscriptions left); -1 not seen
+  // Permit families (permit_family): acquire/unlock: the permits asked or given back;
+  // set_permits: the permits set or added (latch: the count); -1 unknown. `limit`: the
+  // semaphore's limit when the call tells it (a sorted-set semaphore's comparison
+  // argument; set_permits: the free permits after the call when known); -1 unknown.
+  // A permit id (RPermitExpirableSemaphore) or a sorted-set member is the `owner`.
+  std::int64_t permits = -1;
+  std::int64_t limit = -1;
+  // The caller's clock (Unix ms) as the call passed it (a permit-expirable or sorted-set
+  // semaphore's `now`: the server judges its permits' expiry by it); -1 none.
+  std::int64_t caller_now_ms = -1;
   // Redis Cluster: the reply that redirected this call (outcome redirected), its slot
   // and target node ("ip:port"; MOVED/ASK only); `asking`: the call followed an
   // answered ASKING on its connection (sent to the importing node after an ASK).

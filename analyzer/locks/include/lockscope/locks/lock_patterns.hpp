@@ -95,10 +95,30 @@ struct script_class {
   // (its 1-based index among the recognizer's learnt effects); 0: classified here.
   std::uint16_t effect = 0;
 
-  bool is_lock_script() const noexcept { return op != script_op::none || effect != 0; }
+  // A semaphore or latch script (recognize/permit_scripts.cpp): 1 + its
+  // lock::primitive_script role; 0: none. Positions read from its text: now_argv, the
+  // caller's clock (Unix ms; a permit-expirable semaphore's expiry is lease_argv, its
+  // permit id owner_argv, the first of ids from there on when ids_from_owner_argv).
+  // Beyond the catalogue's roles: permit_zset_acquire / permit_zset_refresh, a sorted-set
+  // semaphore's (a member per holder; limit_argv: the ZCARD comparison's ARGV).
+  std::uint8_t permit_role = 0;
+  std::uint8_t now_argv = 0;
+  std::uint8_t permits_argv = 1;
+  std::uint8_t limit_argv = 0;
+  bool ids_from_owner_argv = false;
+
+  bool is_lock_script() const noexcept { return op != script_op::none || effect != 0 || permit_role != 0; }
 };
 
 script_class classify_script(std::string_view text);
+
+// The class of a semaphore or latch script: a text of lock::all_primitive_scripts() by
+// its catalogue role, any other by what its text does (Redisson's other releases spell
+// them with a literal 'publish', other ARGV orders...; see permit_scripts.cpp);
+// permit_role 0 when it is neither.
+script_class permit_script_class(std::string_view text);
+inline constexpr std::uint8_t permit_zset_acquire = 200;  // ZCARD < limit → ZADD member
+inline constexpr std::uint8_t permit_zset_refresh = 201;  // ZSCORE member → ZADD member
 
 // The class of a script of lockscope::lock::redisson_catalogue() (every Redisson release's
 // lock scripts, by their role as the Java source names it); op none for the roles that

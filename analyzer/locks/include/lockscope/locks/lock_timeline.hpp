@@ -184,6 +184,15 @@ struct lock_stats {
   // The samples themselves, in time order, while they are kept exactly (else empty).
   std::span<const std::int64_t> hold_us;
   std::span<const std::int64_t> wait_us;
+  // A semaphore or latch (lock_operation.hpp permit_family); permits_peak -1: not one.
+  // Semaphore: its limit (-1 not known), the most permits held at once, those held at
+  // the end, and the attempts refused. Latch (`latch`): permit_limit and permits_in_use
+  // are its count at the end (-1 not known).
+  std::int64_t permit_limit = -1;
+  std::int64_t permits_peak = -1;
+  std::int64_t permits_in_use = -1;
+  std::uint64_t permit_refusals = 0;
+  bool latch = false;
   std::uint64_t anomaly_total() const noexcept {
     std::uint64_t n = 0;
     for (std::uint64_t a : anomalies) n += a;
@@ -268,6 +277,10 @@ class lock_timeline final : public lock_operation_sink {
   // Every lock seen, in first-seen order.
   void for_each_lock(const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
   void for_each_lock_name(const std::function<void(std::string_view lock)>& f) const;
+  // Every semaphore and latch (lock_operation.hpp permit_family), in no set order, with
+  // its server, database and permit fields of lock_stats (the others left zero): a
+  // walk over these few, not over every lock.
+  void for_each_permit_lock(const std::function<void(std::string_view lock, const lock_stats&)>& f) const;
   // Part `part` of `parts` (part < parts, else std::invalid_argument): the locks in
   // first-seen order cut into consecutive runs of about equal size. Visiting parts
   // 0..parts-1 in turn visits every lock once, in order. Different parts may be visited

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Records real Redisson (a jar of /work/shared/redisson, default 4.7.0) driving its
+# RSemaphore, RPermitExpirableSemaphore and RCountDownLatch under contention
+# (RedissonPermitsDriver.java) against a throw-away redis-server, with tcpdump, and each
+# thread's own log of what it did: tests/redisson/permits-<release>.pcap and .log.jsonl
+# (the oracle of tests/locks/test_permits.cpp).
+#
+#   tests/redisson/record_permits.sh [RELEASE]   (run as a user that may capture on lo)
+#
+# Needs JDK 17, redis-server, tcpdump and the Debian jars Redisson runs on
+# (libnetty-java libjackson2-databind-java libjackson2-dataformat-yaml libbyte-buddy-java
+# libslf4j-java libgeronimo-jcache-1.0-spec-java; /work/shared/redisson/README.md).
+set -euo pipefail
+release=${1:-4.7.0}
+here=$(cd "$(dirname "$0")" && pwd)
+shared=${REDISSON_DIR:-/work/shared/redisson}
+jar=$shared/redisson-$release-offline.jar
+[ -f "$jar" ] || { echo "record.sh: no $jar" >&2; exit 1; }
+J=/usr/share/java
+CP=$jar
+for j in netty-buffer netty-codec netty-codec-dns netty-common netty-handler netty-resolver netty-resolver-dns \
+         netty-transport netty-transport-native-epoll netty-transport-native-kqueue netty-transport-native-unix-common \
+         jackson-databind jackson-core jackson-annotations jackson-dataformat-yaml snakeyaml byte-buddy slf4j-api \
+         geronimo-jcache-1.0-spec slf4j-simple; do
+  CP=$CP:$J/$j.jar
+done
+work=$(mktemp -d)
+trap 'kill $tcpdump_pid $redis_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+javac -cp "$CP" -d "$work/classes" "$here/RedissonPermitsDriver.java"
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+redis_pid=$!
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+tcpdump -i lo -U -s 0 -w "$work/capture.pcap" "tcp port $port" 2>"$work/tcpdump.log" &
+tcpdump_pid=$!
+sleep 1
+java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$work/classes:$CP" RedissonPermitsDriver "$port" "$work/log.jsonl"
+sleep 1
+kill -INT $tcpdump_pid
+wait $tcpdump_pid || true
+cp "$work/capture.pcap" "$here/permits-$release.pcap"
+cp "$work/log.jsonl" "$here/permits-$release.log.jsonl"
+ls -l "$here/permits-$release.pcap" "$here/permits-$release.log.jsonl"
