@@ -6,6 +6,7 @@
 // line by lock, owner and time, and nothing false.
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <boost/json.hpp>
 
@@ -18,7 +19,7 @@ namespace {
 
 struct truth_line {
   std::int64_t t_us = 0;
-  std::string event, lock, owner;
+  std::string event, lock, owner, proc;
   std::int64_t attempts = 0, reply = -1;
   std::string reply_text;  // a string reply ("OK"); empty for nil
 };
@@ -36,6 +37,7 @@ std::vector<truth_line> read_truth(const std::string& path) {
     t.t_us = o.at("t_us").to_number<std::int64_t>();
     t.lock = std::string(o.at("lock").as_string());
     t.owner = std::string(o.at("owner").as_string());
+    if (const auto* p = o.if_contains("proc")) t.proc = std::string(p->as_string());
     if (const auto* a = o.if_contains("attempts")) t.attempts = a->to_number<std::int64_t>();
     if (const auto* r = o.if_contains("reply")) {
       if (r->is_number()) t.reply = r->to_number<std::int64_t>();
@@ -56,6 +58,51 @@ const recorded_event* matching(const event_recorder& rec, std::string_view kind,
     if (best == nullptr || e.ts_us > best->ts_us) best = &e;
   }
   return best;
+}
+
+// The waits the client's log shows: for each acquisition, from the process's first
+// refused attempt since its previous acquisition (a client that logs its attempts); -1
+// when it acquired at its first attempt. std::nullopt: the log does not tell (a client
+// that logs only a count of attempts).
+std::vector<std::pair<const truth_line*, std::optional<std::int64_t>>> logged_waits(const std::vector<truth_line>& truth) {
+  std::vector<std::pair<const truth_line*, std::optional<std::int64_t>>> out;
+  std::map<std::pair<std::string, std::string>, std::int64_t> first_refused;  // (proc, lock) -> t_us
+  bool logs_attempts = false;
+  for (const truth_line& t : truth) logs_attempts = logs_attempts || t.event == "attempt";
+  for (const truth_line& t : truth) {
+    const auto key = std::make_pair(t.proc, t.lock);
+    if (t.event == "attempt" && t.reply_text != "OK") {
+      first_refused.try_emplace(key, t.t_us);
+    } else if (t.event == "acquired") {
+      const auto it = first_refused.find(key);
+      if (!logs_attempts) out.emplace_back(&t, std::nullopt);
+      else out.emplace_back(&t, it == first_refused.end() ? -1 : t.t_us - it->second);
+      if (it != first_refused.end()) first_refused.erase(it);
+    }
+  }
+  return out;
+}
+
+// Each acquisition after refused attempts is `acquired` with a wait within 10% of the
+// one the client logged (at least 2 ms: the client logs each reply after it arrived,
+// lockscope counts from the first attempt's request), whatever value each attempt
+// sent; one at the first attempt has no wait.
+void check_waits(const std::vector<truth_line>& truth, const event_recorder& rec) {
+  std::size_t waits = 0;
+  for (const auto& [t, logged] : logged_waits(truth)) {
+    const recorded_event* e = matching(rec, "acquired", *t);
+    if (e == nullptr || !logged) continue;  // counted missing above
+    INFO("acquired " << t->lock << " by " << t->proc << " at " << t->t_us << ": logged wait " << *logged
+                     << " us, lockscope " << e->wait_us << " us");
+    if (*logged < 0) {
+      CHECK(e->wait_us < 0);
+      continue;
+    }
+    ++waits;
+    CHECK(std::abs(e->wait_us - *logged) <= std::max<std::int64_t>(*logged / 10, 2'000));
+  }
+  INFO("waits logged by the client: " << waits);
+  CHECK((waits == 0 || rec.count("gave_up") == 0));
 }
 
 // Every acquisition, release, refresh and refused attempt the client logged is found
@@ -82,6 +129,7 @@ void check_recording(const std::string& name, std::size_t min_acquired, std::siz
       CHECK(matching(rec, "renewed", t) != nullptr);
     }
   }
+  check_waits(truth, rec);
   REQUIRE(expected["acquired"] >= min_acquired);
   REQUIRE(expected["renewed"] >= min_renewed);
   for (const auto& [kind, n] : expected) {

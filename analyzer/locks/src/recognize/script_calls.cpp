@@ -396,6 +396,24 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
     case script_op::multi_release:
       emit_multi_key_operations(c, cls, keys, argv);
       return;
+    case script_op::abandon: {
+      // The lock's name inside its queue's: `redisson_lock_queue:{name}`, or, for a
+      // name with braces of its own, `redisson_lock_queue:name`.
+      constexpr std::string_view prefix = "redisson_lock_queue:";
+      if (!starts_with(op.lock, prefix) || no_reply || error) return;
+      std::string_view name = op.lock.substr(prefix.size());
+      if (name.size() >= 2 && name.front() == '{' && name.back() == '}' &&
+          name.find('{', 1) == std::string_view::npos) {
+        name = name.substr(1, name.size() - 2);
+      }
+      if (name.empty()) return;
+      op.lock = name;
+      op.kind = lock_op_kind::acquire;
+      op.lease_ms = -1;
+      op.outcome = op_outcome::abandoned;
+      emit(op);
+      return;
+    }
     case script_op::none:
       return;
   }

@@ -22,6 +22,10 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
     on_contended(id, op, owner, conn, client);
     return;
   }
+  if (op.outcome == op_outcome::abandoned) {
+    left_queue(id, op, owner);
+    return;
+  }
   if (op.outcome != op_outcome::ok) return;
   // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
   // the key exists, whoever set it).

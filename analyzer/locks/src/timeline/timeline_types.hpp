@@ -75,6 +75,10 @@ struct waiter {
   bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
   bool quick_second = false;         // its second attempt came at once (a first failure's retry)
   std::uint32_t attempts = 1;
+  // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a
+  // later attempt (a stable one, never relinked), or changed from one attempt to the next.
+  bool owner_repeated = false;
+  bool fresh_values = false;
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request

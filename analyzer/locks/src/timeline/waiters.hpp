@@ -236,7 +236,16 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
 inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op) {
   new_wait_from_us = -1;
   waiter* w = find_waiter(l, owner);
-  if (w == nullptr) return nullptr;
+  // A waiter whose value changes with every attempt stays on its connection: its value
+  // sent over another is another client's that happened to draw the same (two
+  // processes' millisecond timestamps).
+  if (w != nullptr && w->fresh_values && w->connection != op.connection) w = nullptr;
+  if (w != nullptr) {
+    w->owner_repeated = true;
+  } else {
+    w = waiter_of_fresh_value(l, owner, op);
+    if (w == nullptr) return nullptr;
+  }
   const std::int64_t t = op.request_us;
   if (w->unexplained_us >= 0) {
     const std::int64_t began = w->unexplained_us, ended = w->unexplained_end_us;
@@ -279,6 +288,50 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     }
   }
   return w;
+}
+
+// A client that sends a new random value on every attempt (simple-redis-mutex, a
+// SET NX poller whose value is a timestamp, warlock's optimistic lock) shows a new owner
+// each time: its attempts are still one wait. An attempt whose owner no waiter has is
+// the next attempt of the one waiter of this lock on the same connection whose owner
+// never came back (a stable owner's retry proves its client keeps one), when no other
+// waiter of the lock shares that connection (then whose it is is not known) and it
+// comes within the waiter's spacing (a poll interval, or a message's wake-up sooner).
+// A Redisson-style owner (`<uuid>:<thread>`) is its thread's, never a fresh value.
+// A success on that connection ends the wait (it acquired); a new value on another
+// connection is another client's.
+inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t owner, const lock_operation& op) {
+  if (!has_extra(l) || op.owner.empty() || !client_part(op.owner).empty()) return nullptr;
+  lock_extra& x = *xp(l);
+  waiter* found = nullptr;
+  for (waiter& w : x.waiters) {
+    if (w.connection != op.connection) continue;
+    if (found != nullptr || w.owner_repeated) return nullptr;
+    found = &w;
+  }
+  if (found == nullptr || !client_part(owners.text(found->owner)).empty()) return nullptr;
+  // Past three of its spacings plus the wake window, the waiter had stopped (a give-up
+  // that left nothing on the wire): this is a new wait.
+  const std::int64_t gap = op.request_us - found->last_attempt_us;
+  if (found->attempts >= 2 && gap > 3 * found->longest_gap_us + options.wake_window_us) return nullptr;
+  if (x.waiter_index_valid) {
+    const auto it = x.waiter_index.find(found->owner);
+    if (it != x.waiter_index.end() && it->second == found->seq) x.waiter_index.erase(it);
+    x.waiter_index.insert_or_assign(owner, found->seq);
+  }
+  owners.retain(owner);
+  owners.release(found->owner);
+  found->owner = owner;
+  found->fresh_values = true;
+  return found;
+}
+
+// The owner's client took it out of the lock's queue (Redisson's fair acquireFailed,
+// sent when its tryLock's wait ran out): its wait ended when the clean-up was sent.
+inline void lock_timeline::impl::left_queue(std::uint32_t id, const lock_operation& op, std::uint32_t owner) {
+  lock_state& l = locks[id];
+  if (waiter* w = find_waiter(l, owner)) give_up(l, id, w, wait_end::left_queue, op.request_us, op.at_us());
+  schedule(id);
 }
 
 // The waiter left without acquiring: said (gave_up), then dropped. `ended`: when its

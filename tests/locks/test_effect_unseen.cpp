@@ -1,0 +1,47 @@
+// Scripts of the npm clients recorded in tests/locks/effect_clients (redis-lock,
+// node-redis-warlock, ioredfour), byte for byte as their packages ship them, read by
+// their effect (script_effect.hpp) as the recordings need them.
+#include <catch2/catch.hpp>
+
+#include "recognize/lua_sandbox.hpp"
+#include "recognize/script_effect.hpp"
+
+using namespace lockscope::locks;
+
+namespace {
+
+effect::script_effect effect_of(std::string_view text, std::vector<std::string_view> keys,
+                                std::vector<std::string_view> argv) {
+  return effect::analyse_script(text, keys, argv);
+}
+
+// node-redis-warlock 1.0.2, lib/lua/parityRelock.lua: the TTL and the id come as KEYS.
+constexpr std::string_view warlock_relock =
+    "--\n-- Extend the key if content is equal\n-- This will extend the lock on the\n--\n-- KEYS[1]   - key\n"
+    "-- KEYS[2]   - content\n-- KEYS[3]   - lock id\nlocal key = KEYS[1]\nlocal ttl = KEYS[2]\nlocal id  = KEYS[3]\n\n"
+    "local value = redis.call('GET', key)\n\nif value == id then\n  return redis.call('SET', key, id, 'PX', ttl, 'XX');\n"
+    "else\n  return 0\nend";
+
+// node-redis-warlock 1.0.2, lib/lua/parityDel.lua.
+constexpr std::string_view warlock_del =
+    "--\n-- Delete a key if content is equal\n--\n-- KEYS[1]   - key\n-- ARGV[1]   - content\nlocal key     = KEYS[1]\n"
+    "local content = ARGV[1]\n\nlocal value = redis.call('get', key)\n\nif value == content then\n  return "
+    "redis.call('del', key);\nend\n\nreturn 0";
+
+}  // namespace
+
+TEST_CASE("effect unseen: warlock's touch, an extend whose TTL and id are KEYS, by SET XX PX", "[effect][unseen]") {
+  const effect::script_effect e = effect_of(warlock_relock, {"stock:lock", "1000", "Gn0C8Ou+EfGuhDnGEyxVIw=="}, {});
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.lock_key == 1);
+  CHECK(e.owner_argv == effect::keys_position + 3);
+  CHECK(e.lease_argv == effect::keys_position + 2);
+}
+
+TEST_CASE("effect unseen: warlock's release with Lua locals", "[effect][unseen]") {
+  const effect::script_effect e = effect_of(warlock_del, {"stock:lock"}, {"Gn0C8Ou+EfGuhDnGEyxVIw=="});
+  INFO(e.finding);
+  CHECK(e.op == script_op::unlock);
+  CHECK(e.owner_argv == 1);
+}
