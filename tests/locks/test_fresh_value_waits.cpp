@@ -147,3 +147,22 @@ TEST_CASE("fresh values: a Redisson fair waiter's acquireFailed is its give-up, 
   f.timeline.advance_to(at(120'000));
   CHECK(f.events.count("gave_up") == 1);
 }
+
+TEST_CASE("fresh values: a poller that stopped, then waits again on its connection: a give-up, then a new wait",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "a1", 10, op_outcome::contended, 2);
+  attempt(f, "a2", 70, op_outcome::contended, 2);
+  attempt(f, "a3", 130, op_outcome::contended, 2);  // it gives up after this one
+  attempt(f, "b1", 900, op_outcome::contended, 2);   // its next wait, on the same connection
+  attempt(f, "b2", 960, op_outcome::contended, 2);
+  release(f, "holder", 1000, 1);
+  attempt(f, "b3", 1020, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "a3");
+  CHECK(gone->wait_us == at(130) + 100 - at(10));
+  CHECK(gone->ts_us == at(900) + 100);  // known when the new wait began
+  CHECK(first_of(f.events, "acquired", "b3")->wait_us == at(1020) + 100 - at(900));
+}

@@ -183,7 +183,9 @@ void lock_recognizer::state::on_script_load(command_call& c) {
   if (root == message::npos) return;
   const std::string_view sha = normal_sha(e.reply->text(e.reply->nodes()[root]));
   if (sha.empty()) return;
-  if (find_sha(sha) == nullptr) {
+  // A SHA1 met before its text (an EVALSHA answered NOSCRIPT, then this SCRIPT LOAD:
+  // node-redis-script's order) was only inferred: its text now says what it does.
+  if (const sha_entry* known = find_sha(sha); known == nullptr || known->inferred) {
     ++stats.scripts_seen;
     learn(c.args[2], sha);
   }

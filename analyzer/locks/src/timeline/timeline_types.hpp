@@ -79,6 +79,7 @@ struct waiter {
   // later attempt (a stable one, never relinked), or changed from one attempt to the next.
   bool owner_repeated = false;
   bool fresh_values = false;
+  bool withdrawn = false;  // its client released its latest value after it was refused
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request

@@ -242,8 +242,9 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   if (w != nullptr && w->fresh_values && w->connection != op.connection) w = nullptr;
   if (w != nullptr) {
     w->owner_repeated = true;
+    w->withdrawn = false;
   } else {
-    w = waiter_of_fresh_value(l, owner, op);
+    w = waiter_of_fresh_value(l, lock, owner, op);
     if (w == nullptr) return nullptr;
   }
   const std::int64_t t = op.request_us;
@@ -296,24 +297,54 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
 // the next attempt of the one waiter of this lock on the same connection whose owner
 // never came back (a stable owner's retry proves its client keeps one), when no other
 // waiter of the lock shares that connection (then whose it is is not known) and it
-// comes within the waiter's spacing (a poll interval, or a message's wake-up sooner).
+// comes after its latest attempt was answered and within its spacing (a poll interval,
+// or a message's wake-up sooner).
 // A Redisson-style owner (`<uuid>:<thread>`) is its thread's, never a fresh value.
 // A success on that connection ends the wait (it acquired); a new value on another
 // connection is another client's.
-inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t owner, const lock_operation& op) {
+inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner,
+                                                          const lock_operation& op) {
   if (!has_extra(l) || op.owner.empty() || !client_part(op.owner).empty()) return nullptr;
-  lock_extra& x = *xp(l);
+  // A retry is sent once the attempt before it was answered: an attempt sent earlier
+  // is another waiter's sharing the connection (a client multiplexing its waits). Past
+  // three of its spacings plus the wake window, a waiter whose value kept changing had
+  // stopped (a give-up that left nothing on the wire): its connection's new value
+  // begins a new wait, and that one ended at its last attempt.
+  const auto stopped = [&](const waiter& w) {
+    return w.withdrawn ||
+           (w.attempts >= 2 && op.request_us - w.last_attempt_us > 3 * w.longest_gap_us + options.wake_window_us);
+  };
+  bool any_stopped = false;
   waiter* found = nullptr;
-  for (waiter& w : x.waiters) {
+  for (waiter& w : xp(l)->waiters) {
     if (w.connection != op.connection) continue;
-    if (found != nullptr || w.owner_repeated) return nullptr;
+    if (w.owner_repeated) return nullptr;  // a stable owner's wait shares the connection
+    if (stopped(w)) {
+      any_stopped = any_stopped || w.fresh_values || w.withdrawn;
+      continue;
+    }
+    if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
     found = &w;
   }
+  if (any_stopped) {
+    const std::uint64_t keep = found != nullptr ? found->seq : ~std::uint64_t{0};
+    for (bool again = true; again;) {
+      again = false;
+      for (waiter& w : xp(l)->waiters) {
+        if (w.connection == op.connection && (w.fresh_values || w.withdrawn) && w.seq != keep && stopped(w)) {
+          give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us());
+          again = true;
+          break;
+        }
+      }
+    }
+    found = nullptr;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.seq == keep) found = &w;
+    }
+  }
   if (found == nullptr || !client_part(owners.text(found->owner)).empty()) return nullptr;
-  // Past three of its spacings plus the wake window, the waiter had stopped (a give-up
-  // that left nothing on the wire): this is a new wait.
-  const std::int64_t gap = op.request_us - found->last_attempt_us;
-  if (found->attempts >= 2 && gap > 3 * found->longest_gap_us + options.wake_window_us) return nullptr;
+  lock_extra& x = *xp(l);
   if (x.waiter_index_valid) {
     const auto it = x.waiter_index.find(found->owner);
     if (it != x.waiter_index.end() && it->second == found->seq) x.waiter_index.erase(it);
@@ -324,6 +355,15 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   found->owner = owner;
   found->fresh_values = true;
   return found;
+}
+
+// A release of a waiter's refused value (node-redlock releases everywhere after a
+// failed quorum): its client gave that attempt up. A client keeping one value retries
+// with it (the same wait); one drawing a new value per attempt began another wait with
+// its next one (waiter_of_fresh_value).
+inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t owner) {
+  if (!has_extra(l)) return;
+  if (waiter* w = find_waiter(l, owner)) w->withdrawn = true;
 }
 
 // The owner's client took it out of the lock's queue (Redisson's fair acquireFailed,
