@@ -21,6 +21,7 @@ struct truth_line {
   std::int64_t t_us = 0;
   std::string event, lock, owner, proc;
   std::int64_t attempts = 0, reply = -1;
+  std::int64_t sent_us = -1;  // a call: when it was handed to the client (-1: not logged)
   std::string reply_text;  // a string reply ("OK"); empty for nil
 };
 
@@ -39,6 +40,7 @@ std::vector<truth_line> read_truth(const std::string& path) {
     t.owner = std::string(o.at("owner").as_string());
     if (const auto* p = o.if_contains("proc")) t.proc = std::string(p->as_string());
     if (const auto* a = o.if_contains("attempts")) t.attempts = a->to_number<std::int64_t>();
+    if (const auto* s = o.if_contains("sent_us")) t.sent_us = s->to_number<std::int64_t>();
     if (const auto* r = o.if_contains("reply")) {
       if (r->is_number()) t.reply = r->to_number<std::int64_t>();
       else if (r->is_string()) t.reply_text = std::string(r->as_string());
@@ -61,22 +63,30 @@ const recorded_event* matching(const event_recorder& rec, std::string_view kind,
 }
 
 // The waits the client's log shows: for each acquisition, from the process's first
-// refused attempt since its previous acquisition (a client that logs its attempts); -1
+// refused attempt since its previous acquisition to its acquiring one, each taken when
+// it was sent where the client logged that (a reply's callback may run tens of ms late
+// on a busy event loop), else when it was logged (a client that logs its attempts); -1
 // when it acquired at its first attempt. std::nullopt: the log does not tell (a client
 // that logs only a count of attempts).
 std::vector<std::pair<const truth_line*, std::optional<std::int64_t>>> logged_waits(const std::vector<truth_line>& truth) {
   std::vector<std::pair<const truth_line*, std::optional<std::int64_t>>> out;
   std::map<std::pair<std::string, std::string>, std::int64_t> first_refused;  // (proc, lock) -> t_us
+  std::map<std::pair<std::string, std::string>, std::int64_t> acquiring;      // its OK attempt
   bool logs_attempts = false;
   for (const truth_line& t : truth) logs_attempts = logs_attempts || t.event == "attempt";
   for (const truth_line& t : truth) {
     const auto key = std::make_pair(t.proc, t.lock);
+    const std::int64_t sent = t.sent_us >= 0 ? t.sent_us : t.t_us;
     if (t.event == "attempt" && t.reply_text != "OK") {
-      first_refused.try_emplace(key, t.t_us);
+      first_refused.try_emplace(key, sent);
+    } else if (t.event == "attempt") {
+      acquiring[key] = sent;
     } else if (t.event == "acquired") {
       const auto it = first_refused.find(key);
+      const auto won = acquiring.find(key);
+      const std::int64_t acquired_us = won != acquiring.end() ? won->second : t.t_us;
       if (!logs_attempts) out.emplace_back(&t, std::nullopt);
-      else out.emplace_back(&t, it == first_refused.end() ? -1 : t.t_us - it->second);
+      else out.emplace_back(&t, it == first_refused.end() ? -1 : acquired_us - it->second);
       if (it != first_refused.end()) first_refused.erase(it);
     }
   }

@@ -2,6 +2,8 @@
 // unchanged, contending with the other processes on two locks and logging what it did
 // itself, one JSON line per event, to stdout:
 //   {"t_us", "proc", "event": "attempt"|"acquired"|"gave_up"|"extended"|"released", "lock", "owner", ...}
+// (t_us when the line is written, after the reply's callback ran; sent_us, on calls,
+// just before the command was handed to the client: a busy event loop delays the first.)
 // The lock is a hash whose owner is an index the acquire script draws from a shared
 // counter (KEYS[2]) and answers in a list {1, index, ttl} ({0, -1, pttl} when busy);
 // waiters wake on a release channel shared by every lock, or when the TTL they were
@@ -19,8 +21,9 @@ async function main() {
   const lock = new Lock({ redis: { port, host: '127.0.0.1' }, namespace: 'rf' });
   const attempt = lock.acquireLock.bind(lock);
   lock.acquireLock = async (id, ttl) => {
+    const sent_us = now_us();
     const r = await attempt(id, ttl);
-    log({ event: 'attempt', lock: 'rf:' + id, owner: r.success ? String(r.index) : '', reply: r.success ? 'OK' : null });
+    log({ event: 'attempt', lock: 'rf:' + id, owner: r.success ? String(r.index) : '', reply: r.success ? 'OK' : null, sent_us });
     return r;
   };
   await sleep(200);  // the subscriber's SUBSCRIBE first
@@ -38,12 +41,14 @@ async function main() {
     const end = Date.now() + hold;
     while (Date.now() + 600 < end) {
       await sleep(600);
+      const sent_us = now_us();
       const r = await lock.extendLock(held, LEASE_MS);
-      log({ event: 'extended', lock: key, owner, reply: r.success ? 1 : 0 });
+      log({ event: 'extended', lock: key, owner, reply: r.success ? 1 : 0, sent_us });
     }
     await sleep(Math.max(0, end - Date.now()));
+    const sent_us = now_us();
     const r = await lock.releaseLock(held);
-    log({ event: r.success && r.result === 'released' ? 'released' : 'release_refused', lock: key, owner, reply: r.result });
+    log({ sent_us, event: r.success && r.result === 'released' ? 'released' : 'release_refused', lock: key, owner, reply: r.result });
     await sleep(Math.random() * 60);
   }
   process.exit(0);

@@ -77,35 +77,42 @@ def read_npm_truth(path, midstream):
     if not logs_attempts:  # only a count of attempts per acquisition: no wait, no free stretch
         t.tells -= {"waits", "free_while_waiting"}
     first_refused = {}  # (proc, lock) -> t_us
+    last_ok = {}  # (proc, lock) -> when its acquiring attempt was sent
     free_since = {}  # lock -> t_us the lock went free
     waiting = defaultdict(dict)  # lock -> proc -> first refused t_us
     stretches = []  # (lock, start, end, waiters' first attempts)
     for o in sorted((o for o in raw if o["event"] != "recording"), key=lambda o: o["t_us"]):
         ev, lock, proc, ts = o["event"], o.get("lock", ""), o.get("proc", ""), o["t_us"]
+        # A call's time: when it was sent, where the client logged that (its reply's
+        # callback may run tens of ms later on a busy event loop); else its log line's.
+        sent = o.get("sent_us", ts)
         owner = o.get("owner") or ""
         if ev == "attempt":
             if o.get("reply") != "OK":
                 t.lines.append(("contended", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
-                first_refused.setdefault((proc, lock), ts)
-                waiting[lock].setdefault(proc, ts)
+                first_refused.setdefault((proc, lock), sent)
+                waiting[lock].setdefault(proc, sent)
+            else:
+                last_ok[(proc, lock)] = sent
         elif ev == "acquired":
             t.lines.append(("acquisitions", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
             began = first_refused.pop((proc, lock), None)
             if "attempts" in o and not logs_attempts:
                 t.counts_only[("contended", lock, owner)] += int(o["attempts"]) - 1
+            won = last_ok.pop((proc, lock), ts)
             if logs_attempts:
                 t.lines.append(("acquired_wait", dict(lock=lock, owner=owner, proc=proc, t_us=ts,
-                                                       wait_us=None if began is None else ts - began, began=began)))
+                                                       wait_us=None if began is None else won - began, began=began)))
             if lock in free_since:
                 start = free_since.pop(lock)
-                stretches.append((lock, start, ts, [b for p, b in waiting[lock].items() if b < start]))
+                stretches.append((lock, start, won, [b for p, b in waiting[lock].items() if b < start]))
             waiting[lock].pop(proc, None)
         elif ev in ("released", "force_released"):
             if ev == "released" and o.get("reply", 1) in (0, None) and "reply" in o and o.get("reply") != 1:
                 # a DEL that removed nothing: the key had gone (logged as expired)
                 continue
             t.lines.append(("releases", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
-            free_since.setdefault(lock, ts)
+            free_since.setdefault(lock, sent)
         elif ev == "expired":
             t.lines.append(("expiries", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
             free_since.setdefault(lock, ts)
@@ -117,8 +124,13 @@ def read_npm_truth(path, midstream):
                                             began=first_refused.pop((proc, lock), None))))
             waiting[lock].pop(proc, None)
     for lock, start, end, waiters in stretches:
-        if end - start >= IDLE_THRESHOLD_US + 10_000 and waiters:
+        if not waiters:
+            continue
+        # Within 10 ms of the threshold either way, a stretch is neither required nor false.
+        if end - start >= IDLE_THRESHOLD_US + 10_000:
             t.lines.append(("free_while_waiting", dict(lock=lock, owner="", proc="", t_us=start, end=end)))
+        elif end - start >= IDLE_THRESHOLD_US - 10_000:
+            t.lines.append(("free_while_waiting_borderline", dict(lock=lock, owner="", proc="", t_us=start, end=end)))
     return t
 
 
@@ -240,7 +252,10 @@ def measure(lockscope, name, pcap, truth):
         e["t_us"] = round(e["since"] * 1e6) if "since" in e else e["t_us"]
     fw = [d for d in by["free_while_waiting"] if after(d)]
     found, used = match(fw, idle, 30_000, 30_000, use_owner=False)
-    rows["free_while_waiting"] = (found, len(fw), len(idle) - len(used))
+    rest = [e for i, e in enumerate(idle) if i not in used]
+    _, tolerated = match([d for d in by["free_while_waiting_borderline"] if after(d)], rest, 30_000, 30_000,
+                         use_owner=False)
+    rows["free_while_waiting"] = (found, len(fw), len(rest) - len(tolerated))
     return {k: v for k, v in rows.items() if k in truth.tells}
 
 

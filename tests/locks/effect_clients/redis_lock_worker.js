@@ -2,6 +2,8 @@
 // unchanged, contending with the other processes on two locks and logging what it did
 // itself, one JSON line per event, to stdout:
 //   {"t_us", "proc", "event": "attempt"|"acquired"|"released"|"expired", "lock", "owner", ...}
+// (t_us when the line is written, after the reply's callback ran; sent_us, on calls,
+// just before the command was handed to the client: a busy event loop delays the first.)
 // The library polls (SET NX PX every 50 ms) with a fresh value on every attempt (the
 // lease's end as a timestamp), and releases with a plain DEL only when that time has not
 // passed by its own clock; a hold past its lease sends nothing, and the key expires.
@@ -24,14 +26,16 @@ async function main() {
   const facade = {
     v4: true,
     set: async (key, value, options) => {
+      const sent_us = now_us();
       const r = await client.set(key, String(value), options);
-      log({ event: 'attempt', lock: key, owner: String(value), reply: r });
+      log({ event: 'attempt', lock: key, owner: String(value), reply: r, sent_us });
       if (r === 'OK') [last, last_reply_us] = [String(value), now_us()];
       return r;
     },
     del: async (key) => {
+      const sent_us = now_us();
       const r = await client.del(key);
-      log({ event: 'released', lock: key, owner: last, reply: r });
+      log({ event: 'released', lock: key, owner: last, reply: r, sent_us });
       return r;
     },
   };

@@ -2,6 +2,8 @@
 // ioredis 5, unchanged, contending with the other processes on two locks and logging what
 // it did itself, one JSON line per event, to stdout:
 //   {"t_us", "proc", "event": "attempt"|"acquired"|"gave_up"|"extended"|"released", "lock", "owner", ...}
+// (t_us when the line is written, after the reply's callback ran; sent_us, on calls,
+// just before the command was handed to the client: a busy event loop delays the first.)
 // `optimistic` polls (SET NX PX every 60 ms, at most 20 attempts) with a fresh id on
 // every attempt; the release script copies KEYS/ARGV into Lua locals; `touch` takes the
 // TTL and the id as KEYS[2] and KEYS[3] and extends with SET XX PX. A thin wrapper
@@ -22,8 +24,9 @@ async function main() {
   const set = redis.set.bind(redis);
   redis.set = (...a) => {
     const cb = a.pop();
+    const sent_us = now_us();
     return set(...a, (err, r) => {
-      log({ event: 'attempt', lock: a[0], owner: a[1], reply: r });
+      log({ event: 'attempt', lock: a[0], owner: a[1], reply: r, sent_us });
       if (r === 'OK') last = a[1];
       cb(err, r);
     });
@@ -48,12 +51,14 @@ async function main() {
     const end = Date.now() + hold;
     while (Date.now() + 600 < end) {
       await sleep(600);
+      const sent_us = now_us();
       const r = await warlock.touch(name, owner, LEASE_MS);
-      log({ event: 'extended', lock: key, owner, reply: r });
+      log({ event: 'extended', lock: key, owner, reply: r, sent_us });
     }
     await sleep(Math.max(0, end - Date.now()));
+    const sent_us = now_us();
     const r = await unlocked(unlock);
-    log({ event: r === 1 ? 'released' : 'release_refused', lock: key, owner, reply: r });
+    log({ event: r === 1 ? 'released' : 'release_refused', lock: key, owner, reply: r, sent_us });
     await sleep(Math.random() * 60);
   }
   await redis.quit();

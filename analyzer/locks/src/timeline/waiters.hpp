@@ -310,8 +310,10 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // three of its spacings plus the wake window, a waiter whose value kept changing had
   // stopped (a give-up that left nothing on the wire): its connection's new value
   // begins a new wait, and that one ended at its last attempt.
+  // So had one whose connection acquired another lock since its latest attempt and now
+  // tries this one again (a client that gave up and went on to its next task).
   const auto stopped = [&](const waiter& w) {
-    return w.withdrawn ||
+    return w.withdrawn || (w.fresh_values && connections[w.conn].last_acquired_us > w.last_attempt_us) ||
            (w.attempts >= 2 && op.request_us - w.last_attempt_us > 3 * w.longest_gap_us + options.wake_window_us);
   };
   bool any_stopped = false;
