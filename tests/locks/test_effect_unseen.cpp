@@ -45,3 +45,49 @@ TEST_CASE("effect unseen: warlock's release with Lua locals", "[effect][unseen]"
   CHECK(e.op == script_op::unlock);
   CHECK(e.owner_argv == 1);
 }
+
+namespace {
+// ioredfour 1.4.3, lib/scripts.js (namespace "rf", not sharded).
+constexpr std::string_view ioredfour_acquire = R"(
+        local ttl=tonumber(ARGV[1]);
+        if redis.call("EXISTS", KEYS[1]) == 1 then
+            return {0, -1, redis.call("PTTL", KEYS[1])};
+        end;
+        --[[
+            Use a global incrementing counter
+            It is a signed 64bit integer, so it should not overflow any time soon.
+            The number gets converted to JS which uses 64bit floats but even if the
+            boundary would be much smaller Number.MAX_SAFE_INTEGER it would take thousands
+            of years to reach that limit assuming we make 100k incrementations in a second
+        --]]
+        local index = redis.call("INCR", KEYS[2]);
+        redis.call("HMSET", KEYS[1], "index", index);
+        redis.call("PEXPIRE", KEYS[1], ttl);
+        return {1, index, ttl};
+    )";
+constexpr std::string_view ioredfour_release = R"(
+        local index = tonumber(ARGV[1]);
+        if redis.call("EXISTS", KEYS[1]) == 0 then
+            return {1, "expired", 0};
+        end;
+        local data = {
+            ["index"]=tonumber(redis.call("HGET", KEYS[1], "index"))
+        };
+        if data.index == index then
+            redis.call("DEL", KEYS[1]);
+            -- Notify potential queue that this lock is now freed
+            redis.call("PUBLISH", "rf-release", KEYS[1]);
+            return {1, "released", data.index};
+        end;
+        return {0, "conflict", data.index};
+    )";
+}  // namespace
+
+TEST_CASE("effect unseen: ioredfour's scripts, as far as the probes read them", "[effect][unseen][!mayfail]") {
+  const effect::script_effect acquire = effect_of(ioredfour_acquire, {"rf:orders", "rfindex"}, {"1000"});
+  INFO("acquire: " << acquire.finding);
+  const effect::script_effect release = effect_of(ioredfour_release, {"rf:orders"}, {"7"});
+  INFO("release: " << release.finding);
+  CHECK(release.op == script_op::unlock);
+  CHECK(acquire.op == script_op::acquire);
+}

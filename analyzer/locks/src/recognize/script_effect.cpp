@@ -398,12 +398,22 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
           forms.push_back(holding_form{true, field});
         }
       }
-      for (const holding_form& form : forms) {
+      for (std::size_t fi = 0; fi < forms.size() && fi < 8; ++fi) {
+        const holding_form form = forms[fi];
         const bool hash = form.owner_is_field();
         // A renewal may wait until the lease runs low: the lock nearly expired, too.
         std::int64_t pttl = probe_pttl_ms;
         auto mine = p.run(p.holding(targets, value, form, 1, pttl));
         if (!mine) return false;
+        // A script that checks the key exists before it reads its owner's field (ioredfour:
+        // EXISTS, then HGET of "index") names that field only once the key is there.
+        for (const auto& read : mine->result.hash_reads) {
+          const std::string& field = read.second;
+          if (read.first == lock &&
+              std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
+            forms.push_back(holding_form{true, field});
+          }
+        }
         change did = key_change(*mine, lock, value);
         if (did == change::unchanged) {
           pttl = probe_low_pttl_ms;
