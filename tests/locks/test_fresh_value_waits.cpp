@@ -73,7 +73,7 @@ TEST_CASE("fresh values: the lock free while the poller slept is measured across
   CHECK(first_of(f.events, "acquired", "v3")->wait_us == at(410) + 100 - at(10));
 }
 
-TEST_CASE("fresh values: two pollers on two connections wait apart; one that stops gives up at its last attempt",
+TEST_CASE("fresh values: two pollers on two connections wait apart, and one that stops gives up at its last attempt",
           "[timeline][waiter][fresh]") {
   fixture f;
   attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
@@ -93,7 +93,7 @@ TEST_CASE("fresh values: two pollers on two connections wait apart; one that sto
   CHECK(gone->wait_us == at(110) + 100 - at(10));
 }
 
-TEST_CASE("fresh values: an owner that came back is a stable one; another owner on its connection is another wait",
+TEST_CASE("fresh values: an owner that came back is a stable one, and another owner on its connection is another wait",
           "[timeline][waiter][fresh]") {
   fixture f;
   attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
