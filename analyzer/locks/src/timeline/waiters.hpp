@@ -235,7 +235,9 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
 // last attempt at its --wait deadline is marked too, and then it leaves: no new wait.
 inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op) {
   new_wait_from_us = -1;
-  waiter* w = find_waiter(l, owner);
+  // An attempt whose owner is not known (a script that draws the owner only when it
+  // acquires: ioredfour) is its connection's waiter's, as a fresh value's is.
+  waiter* w = op.owner.empty() ? nullptr : find_waiter(l, owner);
   // A waiter whose value changes with every attempt stays on its connection: its value
   // sent over another is another client's that happened to draw the same (two
   // processes' millisecond timestamps).
@@ -304,7 +306,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
 // connection is another client's.
 inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner,
                                                           const lock_operation& op) {
-  if (!has_extra(l) || op.owner.empty() || !client_part(op.owner).empty()) return nullptr;
+  if (!has_extra(l) || !client_part(op.owner).empty()) return nullptr;
   // A retry is sent once the attempt before it was answered: an attempt sent earlier
   // is another waiter's sharing the connection (a client multiplexing its waits). Past
   // three of its spacings plus the wake window, a waiter whose value kept changing had
@@ -312,9 +314,14 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // begins a new wait, and that one ended at its last attempt.
   // So had one whose connection acquired another lock since its latest attempt and now
   // tries this one again (a client that gave up and went on to its next task).
+  // A waiter told how long the lock stays held (a TTL in the refusal) may sleep that long;
+  // one woken by a message may sleep until its timer: its success on this connection,
+  // while it is still listed (its deadline not passed), ends its wait whatever the gap.
+  const bool acquires = op.outcome == op_outcome::ok;
   const auto stopped = [&](const waiter& w) {
     return w.withdrawn || (w.fresh_values && connections[w.conn].last_acquired_us > w.last_attempt_us) ||
-           (w.attempts >= 2 && op.request_us - w.last_attempt_us > 3 * w.longest_gap_us + options.wake_window_us);
+           (!acquires && w.attempts >= 2 &&
+            op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
   };
   bool any_stopped = false;
   waiter* found = nullptr;
