@@ -307,6 +307,10 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
 inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner,
                                                           const lock_operation& op) {
   if (!has_extra(l) || !client_part(op.owner).empty()) return nullptr;
+  // Most new owners come over a connection with no waiter on this lock (a herd's each
+  // on its own): no scan of the lock's waiters then.
+  const auto& waits = connections[conn_index(op)].waits;
+  if (std::find(waits.begin(), waits.end(), lock) == waits.end()) return nullptr;
   // A retry is sent once the attempt before it was answered: an attempt sent earlier
   // is another waiter's sharing the connection (a client multiplexing its waits). Past
   // three of its spacings plus the wake window, a waiter whose value kept changing had
