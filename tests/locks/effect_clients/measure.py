@@ -42,10 +42,6 @@ KNOWN_GAPS = {
     # unseen SHA1 answering lists ({1, index, ttl}, {0, -1, pttl}) is not inferred.
     ("ioredfour (mid-run)", k) for k in
     ("acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting")
-} | {
-    # Joined after warlock loaded its touch script: an unseen SHA1 whose TTL and id are
-    # KEYS (no ARGV) is not inferred, so its touches are missed and the holds "expire".
-    ("warlock (mid-run)", k) for k in ("renewals", "expiries", "free_while_waiting")
 }
 KINDS = ["acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting"]
 IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
