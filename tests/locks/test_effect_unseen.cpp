@@ -104,3 +104,29 @@ TEST_CASE("effect unseen: ioredfour's acquire draws its owner and answers it in 
   INFO("counter: " << counter.finding);
   CHECK_FALSE(counter.is_lock());
 }
+
+#include "helpers.hpp"
+
+TEST_CASE("effect unseen: an unseen SHA1 carrying a held value among its KEYS is that holder's extend or release",
+          "[effect][unseen][recognizer]") {
+  using lockscope::timeline_test::feed;
+  using lockscope::timeline_test::op_recorder;
+  const std::string unseen_touch(40, 'a'), unseen_del(40, 'b'), unseen_other(40, 'c');
+  op_recorder rec;
+  lockscope::locks::lock_recognizer r(rec);
+  // A capture joined after the client loaded its scripts: only their SHA1s.
+  feed(r, {"SET", "stock:lock", "Gn0C8O==", "PX", "1000", "NX"}, "+OK\r\n", 1'000'000);
+  feed(r, {"EVALSHA", unseen_touch, "3", "stock:lock", "1000", "Gn0C8O=="}, "+OK\r\n", 1'600'000);
+  feed(r, {"EVALSHA", unseen_del, "1", "stock:lock", "Gn0C8O=="}, ":1\r\n", 1'900'000);
+  // A value that never held the lock, or a call that changed nothing, is no operation.
+  feed(r, {"EVALSHA", unseen_touch, "3", "stock:lock", "1000", "never-held"}, "+OK\r\n", 2'000'000);
+  feed(r, {"EVALSHA", unseen_other, "3", "stock:lock", "1000", "Gn0C8O=="}, ":0\r\n", 2'100'000);
+  REQUIRE(rec.ops.size() == 3);
+  CHECK(rec.ops[1].kind == lock_op_kind::renew);
+  CHECK(rec.ops[1].owner == "Gn0C8O==");
+  CHECK(rec.ops[1].lease_ms == 1000);
+  CHECK(rec.ops[1].inferred);
+  CHECK(rec.ops[2].kind == lock_op_kind::unlock);
+  CHECK(rec.ops[2].outcome == op_outcome::ok);
+  CHECK(rec.ops[2].owner == "Gn0C8O==");
+}
