@@ -83,7 +83,7 @@ constexpr std::string_view ioredfour_release = R"(
     )";
 }  // namespace
 
-TEST_CASE("effect unseen: ioredfour's acquire draws its owner and answers it in a list; its release checks the "
+TEST_CASE("effect unseen: ioredfour's acquire draws its owner and answers it in a list, and its release checks the "
           "key exists before it reads the owner's field",
           "[effect][unseen]") {
   const effect::script_effect acquire = effect_of(ioredfour_acquire, {"rf:orders", "rfindex"}, {"1000"});
