@@ -7,18 +7,29 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_semaphore   # mutex_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR simple_redis_mutex # srm_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_semaphore_sem # semaphore_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_lock         # redis_lock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR warlock            # warlock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR ioredfour          # ioredfour_worker.js
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
+#   npm install --prefix /tmp/effect_npm4 --legacy-peer-deps redis-lock@1.0.0 node-redis-warlock@1.0.2 \
+#     ioredfour@1.4.3 redis@4 ioredis@5
+# (redis-lock asks for node-redis 4). The newer recordings (redis_lock, warlock,
+# ioredfour) also keep NAME.midstream.pcap: a second tcpdump started MIDSTREAM_S (1.5) s
+# after the clients' first event, as a user joins a busy system; its start is the truth's midstream_start_us.
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
   simple_redis_mutex) worker=srm_worker.js; scenario="simple-redis-mutex 3.0.0" ;;
   redis_semaphore_sem) worker=semaphore_worker.js; scenario="redis-semaphore 5.8.0 Semaphore (2 permits)" ;;
+  redis_lock) worker=redis_lock_worker.js; scenario="redis-lock 1.0.0 on node-redis 4"; rounds=24; midstream=1 ;;
+  warlock) worker=warlock_worker.js; scenario="node-redis-warlock 1.0.2 on ioredis 5"; rounds=16; midstream=1 ;;
+  ioredfour) worker=ioredfour_worker.js; scenario="ioredfour 1.4.3 on ioredis 5"; rounds=16; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
@@ -32,15 +43,26 @@ sleep 1
 start_us=$(date +%s%6N)
 pids=()
 for p in p1 p2 p3; do
-  NODE_PATH="$modules" node "$here/$worker" "$port" "$p" 8 >"$work/$p.jsonl" &
+  NODE_PATH="$modules" node "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" &
   pids+=($!)
 done
+mid_field=""
+if [[ ${midstream:-0} == 1 ]]; then
+  # From the clients' first logged event: node's start-up takes seconds on a busy machine.
+  for _ in $(seq 300); do [[ -n $(cat "$work"/p*.jsonl 2>/dev/null) ]] && break; sleep 0.05; done
+  sleep "${MIDSTREAM_S:-1.5}"
+  mid_us=$(date +%s%6N)
+  tcpdump -i lo -U -s 0 -w "$work/midstream.pcap" "tcp port $port" 2>"$work/tcpdump_mid.log" &
+  mid_dump=$!
+  mid_field=",\"midstream_start_us\":$mid_us"
+fi
 for pid in "${pids[@]}"; do wait "$pid"; done
 stop_us=$(date +%s%6N)
 sleep 2  # let tcpdump drain what the kernel holds (a loaded machine lags)
 kill -INT "$dump"; wait "$dump" || true
+if [[ -n ${mid_dump:-} ]]; then kill -INT "$mid_dump"; wait "$mid_dump" || true; cp "$work/midstream.pcap" "$here/$name.midstream.pcap"; fi
 {
-  echo "{\"event\":\"recording\",\"scenario\":\"$scenario\",\"capture_start_us\":$start_us,\"capture_stop_us\":$stop_us,\"servers\":[\"127.0.0.1:$port\"]}"
+  echo "{\"event\":\"recording\",\"scenario\":\"$scenario\",\"capture_start_us\":$start_us,\"capture_stop_us\":$stop_us$mid_field,\"servers\":[\"127.0.0.1:$port\"]}"
   cat "$work"/p*.jsonl | python3 -c 'import sys,json; [print(l.strip()) for l in sorted(sys.stdin, key=lambda l: json.loads(l)["t_us"])]'
 } >"$here/$name.truth.jsonl"
 cp "$work/capture.pcap" "$here/$name.pcap"

@@ -51,6 +51,29 @@ effect::observed_reply observe(const reply_view& r) {
   return o;
 }
 
+// The text of a list reply's item at a 1-based position (an integer as its digits,
+// kept in `scratch`); empty when the reply is no list or has no such item.
+std::string_view reply_item_text(const reply_view& r, std::uint8_t position, std::string& scratch) {
+  if (r.m == nullptr || r.root == message::npos || r.kind == reply_view::shape::none) return {};
+  const message& m = *r.m;
+  const message_node& root = m.nodes()[r.root];
+  if (root.type != resp::type::array) return {};
+  std::string_view out;
+  std::size_t at = 0;
+  m.for_each_child(r.root, [&](const message_node& n) {
+    if (++at < position) return true;
+    if (n.type == resp::type::integer) {
+      scratch = std::to_string(n.integer);
+      out = scratch;
+    } else if ((n.type == resp::type::bulk_string || n.type == resp::type::simple_string) &&
+               (n.flags & resp::node_flags::null_bulk) == 0) {
+      out = m.text(n);
+    }
+    return false;
+  });
+  return out;
+}
+
 }  // namespace
 
 script_class lock_recognizer::state::effect_class(std::string_view text) {
@@ -106,6 +129,9 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
   op.family = e.family;
   op.shared = false;
   op.owner = effect::argument_at(keys, argv, e.owner_argv);
+  // (The sink reads the operation during emit: the drawn owner's digits live that long.)
+  std::string drawn_owner;
+  if (e.owner_reply != 0) op.owner = reply_item_text(c.reply, e.owner_reply, drawn_owner);
   op.channel = effect_arg(keys, e.channel_key);
   op.lease_ms = -1;
   op.lease_added = e.lease_added;
@@ -149,6 +175,7 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
       }
     }
     op.outcome = outcome_for(key);
+    if (e.owner_reply != 0 && op.outcome != op_outcome::ok) op.owner = {};  // drawn only when it acquires
     if (op.kind == lock_op_kind::renew && op.outcome == op_outcome::contended) op.outcome = op_outcome::rejected;
     op.ttl_ms = op.outcome == op_outcome::contended ? reading.ttl_ms : -1;
     emit(op);

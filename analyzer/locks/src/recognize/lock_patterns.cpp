@@ -346,11 +346,34 @@ script_class classify_value_lock(const script_facts& f, const std::string& norm,
 
 }  // namespace
 
+namespace {
+// A fair waiter's clean-up (Redisson's acquireFailed, every spelling since 3.10): it
+// removes the owner ARGV[1] from the queue list KEYS[1] and the timeout set KEYS[2],
+// moving the later waiters' timeouts, and touches no lock key.
+bool leaves_fair_queue(const std::vector<call>& calls) {
+  bool lrem = false, zrem = false;
+  for (const call& c : calls) {
+    const auto& o = c.operands;
+    if (c.command == "lrem" && o.size() == 3 && o[0] == "keys[1]" && o[2] == "argv[1]") lrem = true;
+    else if (c.command == "zrem" && o.size() == 2 && o[0] == "keys[2]" && o[1] == "argv[1]") zrem = true;
+    else if (c.command != "lrange" && c.command != "lindex" && c.command != "zrange" && c.command != "zincrby") return false;
+  }
+  return lrem && zrem;
+}
+}  // namespace
+
 script_class classify_script(std::string_view text) {
   const std::string norm = normalize_script(text);
   const std::vector<call> calls = parse_calls(norm);
   script_class c;
   if (calls.empty()) return c;
+  if (leaves_fair_queue(calls)) {
+    c.op = script_op::abandon;
+    c.family = lock_family::redisson_fair;
+    c.lock_key = 1;
+    c.owner_argv = 1;
+    return c;
+  }
   script_facts f = read_facts(norm, calls);
   f.key_loop = loops_over_keys(text);
   c.lease_argv = u8(f.lease);
@@ -445,6 +468,10 @@ script_class redisson_script_class(const lock::redisson_script& s) {
       }
       break;
     case redisson_role::acquire_failed:
+      c.op = script_op::abandon;
+      c.lock_key = 1;
+      c.lease_argv = 0;
+      break;
     case redisson_role::expire:
     case redisson_role::query:
       c = script_class{};

@@ -216,6 +216,8 @@ struct lock_recognizer::state {
                                  std::span<const std::string_view> argv);
   // The class an unknown SHA1's call is guessed to have from its argument shape and
   // reply (see lock_recognizer.hpp); op none when no guess fits.
+  void infer_by_held_value(command_call& c, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> argv);
   script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                             std::span<const std::string_view> argv);
   recognizer_detail::string_map<sha_entry>& builtin_sha();

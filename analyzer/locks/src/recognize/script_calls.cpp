@@ -189,7 +189,9 @@ void lock_recognizer::state::on_script_load(command_call& c) {
   if (root == message::npos) return;
   const std::string_view sha = normal_sha(e.reply->text(e.reply->nodes()[root]));
   if (sha.empty()) return;
-  if (find_sha(sha) == nullptr) {
+  // A SHA1 met before its text (an EVALSHA answered NOSCRIPT, then this SCRIPT LOAD:
+  // node-redis-script's order) was only inferred: its text now says what it does.
+  if (const sha_entry* known = find_sha(sha); known == nullptr || known->inferred) {
     ++stats.scripts_seen;
     learn(c.args[2], sha);
   }
@@ -255,10 +257,62 @@ void lock_recognizer::state::on_script_call(command_call& c) {
       emit_permit_operations(c, cls, keys, argv);
       return;
     }
-    if (cls.op == script_op::none) return;
+    if (cls.op == script_op::none) {
+      infer_by_held_value(c, keys, argv);
+      return;
+    }
     c.op.inferred = true;
   }
   emit_script_operations(c, cls, keys, argv);
+}
+
+// An unseen script that no argument shape explains, whose arguments (KEYS after the
+// first, or ARGV, in any order) carry a value the capture showed holding KEYS[1] on
+// this server, answered OK or 1: it acted for that holder. With a number beside the
+// value it extended the lease to that number of ms (node-redis-warlock's touch: KEYS
+// [name, ttl, id], SET XX PX); without one, it released. A capture joined after a
+// client loaded its scripts shows only their SHA1s.
+void lock_recognizer::state::infer_by_held_value(command_call& c, std::span<const std::string_view> keys,
+                                                 std::span<const std::string_view> argv) {
+  const reply_view& reply = c.reply;
+  const bool done = reply.kind == reply_view::shape::ok ||
+                    (reply.kind == reply_view::shape::integer && reply.integer == 1);
+  if (keys.empty() || !done) return;
+  lock_operation& op = c.op;
+  std::string_view value, number;
+  std::size_t values = 0, numbers = 0;
+  auto consider = [&](std::string_view a) {
+    if (is_number(a)) {
+      number = a;
+      ++numbers;
+      return;
+    }
+    const value_record* rec = flow.find(value_key(op.server_text, keys[0], a));
+    if (rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us())) {
+      value = a;
+      ++values;
+    }
+  };
+  for (std::size_t i = 1; i < keys.size(); ++i) consider(keys[i]);
+  for (std::string_view a : argv) consider(a);
+  if (values != 1 || numbers > 1) return;  // which is the owner, or the lease, is not sure
+  op.family = lock_family::set_based;
+  op.shared = false;
+  op.lock = keys[0];
+  op.owner = value;
+  op.channel = {};
+  op.inferred = true;
+  op.outcome = op_outcome::ok;
+  std::int64_t lease = -1;
+  if (numbers == 1) {
+    if (!parse_int(number, lease) || lease <= 0) return;
+    op.kind = lock_op_kind::renew;
+    op.lease_ms = lease;
+  } else {
+    op.kind = lock_op_kind::unlock;
+    op.lease_ms = -1;
+  }
+  emit(op);
 }
 
 // Unknown script: guess from the argument shape and the reply (see the header).
@@ -426,6 +480,24 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
     case script_op::multi_release:
       emit_multi_key_operations(c, cls, keys, argv);
       return;
+    case script_op::abandon: {
+      // The lock's name inside its queue's: `redisson_lock_queue:{name}`, or, for a
+      // name with braces of its own, `redisson_lock_queue:name`.
+      constexpr std::string_view prefix = "redisson_lock_queue:";
+      if (!starts_with(op.lock, prefix) || no_reply || error) return;
+      std::string_view name = op.lock.substr(prefix.size());
+      if (name.size() >= 2 && name.front() == '{' && name.back() == '}' &&
+          name.find('{', 1) == std::string_view::npos) {
+        name = name.substr(1, name.size() - 2);
+      }
+      if (name.empty()) return;
+      op.lock = name;
+      op.kind = lock_op_kind::acquire;
+      op.lease_ms = -1;
+      op.outcome = op_outcome::abandoned;
+      emit(op);
+      return;
+    }
     case script_op::none:
       return;
   }

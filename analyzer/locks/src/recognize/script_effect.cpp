@@ -302,9 +302,38 @@ std::string describe(const script_effect& e) {
 }
 
 // Acquire: `absent` created the lock key(s) holding ARGV[owner].
+// A value the script drew (it differs between two runs from empty, the second on the
+// store the first left but for `key`) that its list reply carries both times: its
+// 1-based position in the list; 0 when none. `value_of` reads the drawn value from a
+// run's `after` store.
+template <class ValueOf>
+std::uint8_t drawn_in_reply(prober& p, const probe_run& absent, const std::string& key, ValueOf value_of) {
+  const lua_reply& first = absent.result.reply;
+  if (first.type != lua_reply::kind::array) return 0;
+  shadow_store again = absent.after;
+  again.keys.erase(key);
+  auto second = p.run(std::move(again));
+  if (!second || second->result.reply.type != lua_reply::kind::array) return 0;
+  const std::string v1 = value_of(absent.after), v2 = value_of(second->after);
+  if (v1.empty() || v2.empty() || v1 == v2) return 0;
+  const auto text = [](const lua_reply& r) {
+    return r.type == lua_reply::kind::integer ? std::to_string(r.integer)
+           : r.type == lua_reply::kind::bulk || r.type == lua_reply::kind::status ? r.text
+                                                                                   : std::string();
+  };
+  const auto& a = first.items;
+  const auto& b = second->result.reply.items;
+  for (std::size_t j = 0; j < a.size() && j < b.size() && j < 64; ++j) {
+    if (text(a[j]) == v1 && text(b[j]) == v2) return static_cast<std::uint8_t>(j + 1);
+  }
+  return 0;
+}
+
 bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   std::vector<std::size_t> created;
   std::uint8_t owner = 0;
+  std::uint8_t owner_reply = 0;
+  std::string drawn;  // the value the script drew, for owner_reply
   holding_form form;
   for (std::size_t i = 0; i < p.keys().size(); ++i) {
     const auto it = absent.after.keys.find(p.keys()[i]);
@@ -326,6 +355,41 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
         if ((o = p.position_of(v)) != 0) f.field = name;
       }
     }
+    if (o == 0 && created.empty() && owner_reply == 0) {
+      // No argument names the owner: one the script drew and answers?
+      const std::string& key = p.keys()[i];
+      const shadow_key& k = it->second;
+      if (k.kind == shadow_key::type::string) {
+        owner_reply = drawn_in_reply(p, absent, key, [&](const shadow_store& s) {
+          const auto at = s.keys.find(key);
+          return at == s.keys.end() ? std::string() : at->second.value;
+        });
+        drawn = k.value;
+      } else if (k.kind == shadow_key::type::hash) {
+        for (const auto& [name, v] : k.fields) {
+          owner_reply = drawn_in_reply(p, absent, key, [&](const shadow_store& s) {
+            const auto at = s.keys.find(key);
+            if (at == s.keys.end()) return std::string();
+            for (const auto& [n2, v2] : at->second.fields) {
+              if (n2 == name) return v2;
+            }
+            return std::string();
+          });
+          if (owner_reply != 0) {
+            f.hash = true;
+            f.field = name;
+            drawn = v;
+            break;
+          }
+        }
+      }
+      if (owner_reply != 0) {
+        form = f;
+        created.push_back(i);
+        break;  // one key, its owner drawn
+      }
+      continue;
+    }
     if (o == 0 || (owner != 0 && o != owner)) continue;
     owner = o;
     form = f;
@@ -333,7 +397,7 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   }
   if (created.empty()) return false;
   const std::string& lock = p.keys()[created.front()];
-  const std::string& mine_value = p.value_at(owner);
+  const std::string& mine_value = owner_reply != 0 ? drawn : p.value_at(owner);
   auto other = p.run(p.holding(created, other_owner, form, 1));
   if (!other) return false;
   if (other->result.outcome == run_result::status::script_error) {
@@ -354,6 +418,7 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
                                      : lock_family::set_based;
   e.lock_key = static_cast<std::uint8_t>(created.front() + 1);
   e.owner_argv = owner;
+  e.owner_reply = owner_reply;
   p.lease_of(absent, lock, e);
   e.channel_key = p.channel_of(absent);
   add_path(e, p, absent, created.size(), op_outcome::ok);
@@ -398,12 +463,22 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
           forms.push_back(holding_form{true, field});
         }
       }
-      for (const holding_form& form : forms) {
+      for (std::size_t fi = 0; fi < forms.size() && fi < 8; ++fi) {
+        const holding_form form = forms[fi];
         const bool hash = form.owner_is_field();
         // A renewal may wait until the lease runs low: the lock nearly expired, too.
         std::int64_t pttl = probe_pttl_ms;
         auto mine = p.run(p.holding(targets, value, form, 1, pttl));
         if (!mine) return false;
+        // A script that checks the key exists before it reads its owner's field (ioredfour:
+        // EXISTS, then HGET of "index") names that field only once the key is there.
+        for (const auto& read : mine->result.hash_reads) {
+          const std::string& field = read.second;
+          if (read.first == lock &&
+              std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
+            forms.push_back(holding_form{true, field});
+          }
+        }
         change did = key_change(*mine, lock, value);
         if (did == change::unchanged) {
           pttl = probe_low_pttl_ms;

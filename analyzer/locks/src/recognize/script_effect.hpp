@@ -85,6 +85,10 @@ struct script_effect {
   // keys_position] (a client that passes its value as a key).
   std::uint8_t owner_argv = 0;
   std::uint8_t lease_argv = 0;    // of the TTL written, likewise; 0: none or computed
+  // An acquire whose owner no argument names: the script draws it (a counter) and
+  // answers it in its list reply, at this 1-based position (ioredfour: {1, index, ttl}).
+  // owner_argv is then 0; a refused attempt has no owner.
+  std::uint8_t owner_reply = 0;
   bool lease_seconds = false;     // the lease ARGV counts seconds (EX, EXPIRE, SETEX)
   bool lease_added = false;       // the lease is added to the remaining time
   std::uint8_t channel_key = 0;   // a PUBLISH's channel among KEYS; 0: none

@@ -22,6 +22,10 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
     on_contended(id, op, owner, conn, client);
     return;
   }
+  if (op.outcome == op_outcome::abandoned) {
+    left_queue(id, op, owner);
+    return;
+  }
   if (op.outcome != op_outcome::ok) return;
   // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
   // the key exists, whoever set it).
@@ -163,6 +167,7 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     owners.release(x.acquired_owner);
     x.acquired_owner = kept;
   }
+  connections[conn].last_acquired_us = at;
   holder& h = add_holder(l, owner, conn);
   h.set_hold_count(1);
   h.since_us = at;
@@ -243,6 +248,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
   if (h != nullptr && op.outcome == op_outcome::ok) holder_acted_elsewhere(l, *h, conn);
+  if (h == nullptr) withdrew_attempt(l, owner);
   auto release_holder = [&] {
     lock_event e = from_op(l, op, lock_event_kind::released);
     e.hold_count = 0;

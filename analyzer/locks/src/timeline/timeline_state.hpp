@@ -242,6 +242,9 @@ struct lock_timeline::impl {
   static std::string_view client_part(std::string_view owner);
   void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at);
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
+  waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
+  void left_queue(std::uint32_t id, const lock_operation& op, std::uint32_t owner);
+  void withdrew_attempt(lock_state& l, std::uint32_t owner);
   std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at);
   bool waits_on_subscription(const waiter& w, std::uint32_t lock, std::uint64_t ended);
   static bool polls(const waiter& w);

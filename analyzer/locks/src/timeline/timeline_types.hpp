@@ -75,6 +75,11 @@ struct waiter {
   bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
   bool quick_second = false;         // its second attempt came at once (a first failure's retry)
   std::uint32_t attempts = 1;
+  // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a
+  // later attempt (a stable one, never relinked), or changed from one attempt to the next.
+  bool owner_repeated = false;
+  bool fresh_values = false;
+  bool withdrawn = false;  // its client released its latest value after it was refused
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request
@@ -169,6 +174,7 @@ struct connection_info {
   std::uint32_t refs = 0;
   bool open = true;
   std::int64_t closed_at_us = -1;  // when it closed while it still held a lock (-1: it did not)
+  std::int64_t last_acquired_us = -1;  // its latest acquisition of any lock (waiter_of_fresh_value)
   // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it

@@ -235,8 +235,20 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
 // last attempt at its --wait deadline is marked too, and then it leaves: no new wait.
 inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op) {
   new_wait_from_us = -1;
-  waiter* w = find_waiter(l, owner);
-  if (w == nullptr) return nullptr;
+  // An attempt whose owner is not known (a script that draws the owner only when it
+  // acquires: ioredfour) is its connection's waiter's, as a fresh value's is.
+  waiter* w = op.owner.empty() ? nullptr : find_waiter(l, owner);
+  // A waiter whose value changes with every attempt stays on its connection: its value
+  // sent over another is another client's that happened to draw the same (two
+  // processes' millisecond timestamps).
+  if (w != nullptr && w->fresh_values && w->connection != op.connection) w = nullptr;
+  if (w != nullptr) {
+    w->owner_repeated = true;
+    w->withdrawn = false;
+  } else {
+    w = waiter_of_fresh_value(l, lock, owner, op);
+    if (w == nullptr) return nullptr;
+  }
   const std::int64_t t = op.request_us;
   if (w->unexplained_us >= 0) {
     const std::int64_t began = w->unexplained_us, ended = w->unexplained_end_us;
@@ -279,6 +291,100 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     }
   }
   return w;
+}
+
+// A client that sends a new random value on every attempt (simple-redis-mutex, a
+// SET NX poller whose value is a timestamp, warlock's optimistic lock) shows a new owner
+// each time: its attempts are still one wait. An attempt whose owner no waiter has is
+// the next attempt of the one waiter of this lock on the same connection whose owner
+// never came back (a stable owner's retry proves its client keeps one), when no other
+// waiter of the lock shares that connection (then whose it is is not known) and it
+// comes after its latest attempt was answered and within its spacing (a poll interval,
+// or a message's wake-up sooner).
+// A Redisson-style owner (`<uuid>:<thread>`) is its thread's, never a fresh value.
+// A success on that connection ends the wait (it acquired); a new value on another
+// connection is another client's.
+inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner,
+                                                          const lock_operation& op) {
+  if (!has_extra(l) || !client_part(op.owner).empty()) return nullptr;
+  // Most new owners come over a connection with no waiter on this lock (a herd's each
+  // on its own): no scan of the lock's waiters then.
+  const auto& waits = connections[conn_index(op)].waits;
+  if (std::find(waits.begin(), waits.end(), lock) == waits.end()) return nullptr;
+  // A retry is sent once the attempt before it was answered: an attempt sent earlier
+  // is another waiter's sharing the connection (a client multiplexing its waits). Past
+  // three of its spacings plus the wake window, a waiter whose value kept changing had
+  // stopped (a give-up that left nothing on the wire): its connection's new value
+  // begins a new wait, and that one ended at its last attempt.
+  // So had one whose connection acquired another lock since its latest attempt and now
+  // tries this one again (a client that gave up and went on to its next task).
+  // A waiter told how long the lock stays held (a TTL in the refusal) may sleep that long;
+  // one woken by a message may sleep until its timer: its success on this connection,
+  // while it is still listed (its deadline not passed), ends its wait whatever the gap.
+  const bool acquires = op.outcome == op_outcome::ok;
+  const auto stopped = [&](const waiter& w) {
+    return w.withdrawn || (w.fresh_values && connections[w.conn].last_acquired_us > w.last_attempt_us) ||
+           (!acquires && w.attempts >= 2 &&
+            op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
+  };
+  bool any_stopped = false;
+  waiter* found = nullptr;
+  for (waiter& w : xp(l)->waiters) {
+    if (w.connection != op.connection) continue;
+    if (w.owner_repeated) return nullptr;  // a stable owner's wait shares the connection
+    if (stopped(w)) {
+      any_stopped = any_stopped || w.fresh_values || w.withdrawn;
+      continue;
+    }
+    if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
+    found = &w;
+  }
+  if (any_stopped) {
+    const std::uint64_t keep = found != nullptr ? found->seq : ~std::uint64_t{0};
+    for (bool again = true; again;) {
+      again = false;
+      for (waiter& w : xp(l)->waiters) {
+        if (w.connection == op.connection && (w.fresh_values || w.withdrawn) && w.seq != keep && stopped(w)) {
+          give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us());
+          again = true;
+          break;
+        }
+      }
+    }
+    found = nullptr;
+    for (waiter& w : xp(l)->waiters) {
+      if (w.seq == keep) found = &w;
+    }
+  }
+  if (found == nullptr || !client_part(owners.text(found->owner)).empty()) return nullptr;
+  lock_extra& x = *xp(l);
+  if (x.waiter_index_valid) {
+    const auto it = x.waiter_index.find(found->owner);
+    if (it != x.waiter_index.end() && it->second == found->seq) x.waiter_index.erase(it);
+    x.waiter_index.insert_or_assign(owner, found->seq);
+  }
+  owners.retain(owner);
+  owners.release(found->owner);
+  found->owner = owner;
+  found->fresh_values = true;
+  return found;
+}
+
+// A release of a waiter's refused value (node-redlock releases everywhere after a
+// failed quorum): its client gave that attempt up. A client keeping one value retries
+// with it (the same wait); one drawing a new value per attempt began another wait with
+// its next one (waiter_of_fresh_value).
+inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t owner) {
+  if (!has_extra(l)) return;
+  if (waiter* w = find_waiter(l, owner)) w->withdrawn = true;
+}
+
+// The owner's client took it out of the lock's queue (Redisson's fair acquireFailed,
+// sent when its tryLock's wait ran out): its wait ended when the clean-up was sent.
+inline void lock_timeline::impl::left_queue(std::uint32_t id, const lock_operation& op, std::uint32_t owner) {
+  lock_state& l = locks[id];
+  if (waiter* w = find_waiter(l, owner)) give_up(l, id, w, wait_end::left_queue, op.request_us, op.at_us());
+  schedule(id);
 }
 
 // The waiter left without acquiring: said (gave_up), then dropped. `ended`: when its

@@ -49,6 +49,7 @@ enum class wait_end : std::uint8_t {
   unsubscribed,       // it left the lock's channel (Redisson's tryLock at its wait time)
   connection_closed,  // the connection of its attempts closed
   new_wait,           // the owner began a new wait (a retry no release, message or timer explains)
+  left_queue,         // its client took it out of the lock's queue (Redisson's fair acquireFailed)
 };
 
 enum class anomaly_kind : std::uint8_t {

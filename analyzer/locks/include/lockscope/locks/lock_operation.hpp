@@ -106,6 +106,8 @@ enum class op_outcome : std::uint8_t {
               // retried Redisson unlock (its latch replays the first reply)
   error,      // an error reply
   no_reply,   // no reply was captured
+  abandoned,  // acquire: the owner stopped waiting, and its client cleaned up after it
+              // (Redisson's fair acquireFailed): its wait ends here, as a give-up
 };
 
 struct lock_operation {

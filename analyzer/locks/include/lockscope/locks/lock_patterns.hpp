@@ -53,6 +53,8 @@ enum class script_op : std::uint8_t {
   multi_acquire, // node-redlock: every KEYS set to ARGV[1] PX ARGV[2]
   multi_extend,
   multi_release,
+  abandon,       // a waiter's clean-up after its wait ran out (Redisson's fair acquireFailed:
+                 // KEYS[1] its lock's queue, `redisson_lock_queue:{name}`)
 };
 
 // What an acquire's reply says.

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Issue 40's measurement: how much of what real lock clients did lockscope finds.
+
+Over every recording of a client lockscope was not built on (tests/locks/effect_clients
+and tests/redisson), runs `lockscope analyze --format jsonl` and compares its events with
+what the clients logged themselves, per kind of event:
+
+  acquisitions, releases, contended attempts, waits (an acquisition after refused
+  attempts, with its wait within 10% (at least 2 ms) of what the log bounds it to: a
+  call reached the wire after it was sent (sent_us, where logged) and before its
+  reply's line; or a give-up),
+  renewals, expiries, free-while-waiting (a stretch >= the idle threshold + 10 ms in
+  which the lock stood free while a process that had been refused had not acquired or
+  given up yet, found as an idle_with_waiters anomaly whose stretch begins within 30 ms)
+
+found = truth lines matched one-to-one by an event of lockscope (same lock, same owner
+when the client logged one, close in time), false = lockscope's events of that kind
+that no truth line matches (a wait is false when it is shown on an acquisition the
+client made at its first attempt, or a give-up the client did not make). A recording
+joined mid-run (NAME.midstream.pcap) counts only what began after its start.
+
+  measure.py LOCKSCOPE [--check] [--only NAME,...] [--markdown]
+
+prints the table, with the totals over all recordings and over all but KNOWN_GAPS (what
+lockscope does not read yet, each with why); --check exits 1 when a kind's share found
+outside the known gaps is below 95% or its false events above 1% of true ones (the
+done-when of issue 40).
+"""
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+# What lockscope does not read yet, with why: measured and printed, but left out of the
+# --check gate (which fails when any other cell falls below the goal). Each is a gap to
+# close, not a verdict on the client.
+KNOWN_GAPS = {
+    # Joined after ioredfour's scripts were sent (ioredis sends EVALSHA once it has): an
+    # unseen SHA1 answering lists ({1, index, ttl}, {0, -1, pttl}) is not inferred.
+    ("ioredfour (mid-run)", k) for k in
+    ("acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting")
+}
+KINDS = ["acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting"]
+IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
+
+
+def npm_recordings():
+    out = []
+    for name in ["redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour"]:
+        truth = os.path.join(HERE, name + ".truth.jsonl")
+        if not os.path.exists(truth):
+            continue
+        out.append((name, os.path.join(HERE, name + ".pcap"), truth, False))
+        mid = os.path.join(HERE, name + ".midstream.pcap")
+        if os.path.exists(mid):
+            out.append((name + " (mid-run)", mid, truth, True))
+    return out
+
+
+def redisson_recordings():
+    d = os.path.join(ROOT, "tests", "redisson")
+    out = []
+    for f in sorted(os.listdir(d)):
+        if f.startswith("redisson-") and f.endswith(".log.jsonl"):
+            release = f[len("redisson-"):-len(".log.jsonl")]
+            out.append(("redisson " + release, os.path.join(d, "redisson-" + release + ".pcap"), os.path.join(d, f), False))
+    return out
+
+
+class Truth:
+    """What a client logged, as lines {kind, lock, owner, proc, t_us, ...}."""
+
+    def __init__(self):
+        self.lines = []  # (kind, dict)
+        self.midstream_start_us = None
+        self.counts_only = defaultdict(int)  # kind -> expected count (logs without times)
+        self.tells = set(KINDS)  # the kinds of event the log tells of (others are not counted)
+
+
+def read_npm_truth(path, midstream):
+    t = Truth()
+    raw = [json.loads(l) for l in open(path) if l.strip()]
+    for o in raw:
+        if o["event"] == "recording" and midstream:
+            t.midstream_start_us = o.get("midstream_start_us")
+    logs_attempts = any(o["event"] == "attempt" for o in raw)
+    if not logs_attempts:  # only a count of attempts per acquisition: no wait, no free stretch
+        t.tells -= {"waits", "free_while_waiting"}
+    first_refused = {}  # (proc, lock) -> t_us
+    last_ok = {}  # (proc, lock) -> when its acquiring attempt was sent
+    free_since = {}  # lock -> t_us the lock went free
+    waiting = defaultdict(dict)  # lock -> proc -> first refused t_us
+    stretches = []  # (lock, start, end, waiters' first attempts)
+    for o in sorted((o for o in raw if o["event"] != "recording"), key=lambda o: o["t_us"]):
+        ev, lock, proc, ts = o["event"], o.get("lock", ""), o.get("proc", ""), o["t_us"]
+        # A call's time: when it was sent, where the client logged that (its reply's
+        # callback may run tens of ms later on a busy event loop); else its log line's.
+        sent = o.get("sent_us", ts)
+        owner = o.get("owner") or ""
+        if ev == "attempt":
+            if o.get("reply") != "OK":
+                t.lines.append(("contended", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+                first_refused.setdefault((proc, lock), (sent, ts))
+                waiting[lock].setdefault(proc, sent)
+            else:
+                last_ok[(proc, lock)] = (sent, ts)
+        elif ev == "acquired":
+            t.lines.append(("acquisitions", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+            began = first_refused.pop((proc, lock), None)
+            if "attempts" in o and not logs_attempts:
+                t.counts_only[("contended", lock, owner)] += int(o["attempts"]) - 1
+            # The log bounds when each call reached the wire: not before it was sent,
+            # not after its reply's line (a busy event loop put up to 50 ms between).
+            won = last_ok.pop((proc, lock), (ts, ts))
+            if logs_attempts:
+                t.lines.append(("acquired_wait", dict(
+                    lock=lock, owner=owner, proc=proc, t_us=ts, began=None if began is None else began[0],
+                    wait_us=None if began is None else (won[0] - began[1], won[1] - began[0]))))
+            if lock in free_since:
+                start = free_since.pop(lock)
+                stretches.append((lock, start, won[0], [b for p, b in waiting[lock].items() if b < start]))
+            waiting[lock].pop(proc, None)
+        elif ev in ("released", "force_released"):
+            if ev == "released" and o.get("reply", 1) in (0, None) and "reply" in o and o.get("reply") != 1:
+                # a DEL that removed nothing: the key had gone (logged as expired)
+                continue
+            t.lines.append(("releases", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+            free_since.setdefault(lock, sent)
+        elif ev == "expired":
+            t.lines.append(("expiries", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+            free_since.setdefault(lock, ts)
+        elif ev in ("extended", "refresh"):
+            if o.get("reply") in (1, "OK") or (isinstance(o.get("reply"), list) and o["reply"] and o["reply"][0] == 1):
+                t.lines.append(("renewals", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+        elif ev == "gave_up":
+            began = first_refused.pop((proc, lock), None)
+            t.lines.append(("gave_up", dict(lock=lock, owner=owner, proc=proc, t_us=ts,
+                                            began=None if began is None else began[0])))
+            waiting[lock].pop(proc, None)
+    for lock, start, end, waiters in stretches:
+        if not waiters:
+            continue
+        # Within 10 ms of the threshold either way, a stretch is neither required nor false.
+        if end - start >= IDLE_THRESHOLD_US + 10_000:
+            t.lines.append(("free_while_waiting", dict(lock=lock, owner="", proc="", t_us=start, end=end)))
+        elif end - start >= IDLE_THRESHOLD_US - 10_000:
+            t.lines.append(("free_while_waiting_borderline", dict(lock=lock, owner="", proc="", t_us=start, end=end)))
+    return t
+
+
+def read_redisson_truth(path):
+    t = Truth()
+    # The driver logs what its calls returned: acquisitions and releases (forced ones
+    # too); not the retries inside a call, the watchdog's renewals or the waits.
+    t.tells = {"acquisitions", "releases"}
+    for l in open(path):
+        o = json.loads(l)
+        ts = o["ms"] * 1000 + 999  # logged in whole ms, after the reply
+        d = dict(lock=o["lock"], owner=o.get("owner", ""), proc="", t_us=ts)
+        kind = {"acquired": "acquisitions", "released": "releases", "force_released": "releases"}.get(o["did"])
+        if kind == "releases" and o["did"] == "force_released":
+            d["owner"] = ""
+            d["force"] = True
+        if kind:
+            t.lines.append((kind, d))
+    return t
+
+
+def analyze(lockscope, pcap):
+    out = subprocess.run([lockscope, "analyze", pcap, "--format", "jsonl"], capture_output=True, text=True, check=True)
+    events = []
+    for l in out.stdout.splitlines():
+        o = json.loads(l)
+        if "ts" in o and "event" in o:
+            o["t_us"] = round(o["ts"] * 1e6)
+            events.append(o)
+    return events
+
+
+def match(truth_lines, events, window_before, window_after, use_owner=True):
+    """One-to-one: each truth line takes the nearest unused event of the same lock (and
+    owner) with event.t in [t - window_before, t + window_after]. Returns (found, matched ids)."""
+    used = set()
+    found = 0
+    for d in sorted(truth_lines, key=lambda d: d["t_us"]):
+        best = None
+        for i, e in enumerate(events):
+            if i in used or e.get("lock") != d["lock"]:
+                continue
+            # Redisson's write lock's owner is `<uuid>:<thread>:write`
+            if use_owner and d["owner"] and e.get("owner") != d["owner"] and e.get("owner") != d["owner"] + ":write":
+                continue
+            dt = e["t_us"] - d["t_us"]
+            if -window_before <= dt <= window_after and (best is None or abs(dt) < abs(events[best]["t_us"] - d["t_us"])):
+                best = i
+        if best is not None:
+            used.add(best)
+            found += 1
+    return found, used
+
+
+def measure(lockscope, name, pcap, truth):
+    events = analyze(lockscope, pcap)
+    start = truth.midstream_start_us
+    after = (lambda d: d["t_us"] >= start + 50_000) if start else (lambda d: True)
+    ev_after = (lambda e: e["t_us"] >= start) if start else (lambda e: True)
+    by = defaultdict(list)
+    for kind, d in truth.lines:
+        by[kind].append(d)
+    of = lambda kinds: [e for e in events if e["event"] in kinds and ev_after(e)]
+    rows = {}
+    # acquisitions, releases, contended, renewals, expiries: lock + owner + time
+    spec = {"acquisitions": (["acquired"], 100_000, 5_000), "releases": (["released", "force_released"], 100_000, 5_000),
+            "contended": (["contended"], 100_000, 5_000), "renewals": (["renewed"], 100_000, 5_000),
+            "expiries": (["expired"], 60_000, 1_500_000)}
+    for kind, (names, before, after_w) in spec.items():
+        tl = [d for d in by[kind] if after(d)]
+        evs = of(names)
+        # a forced release names no owner in the log (Redisson's forceUnlock)
+        forced = [d for d in tl if d.get("force")]
+        found, used = match([d for d in tl if not d.get("force")], evs, before, after_w)
+        f2, u2 = match(forced, [e for i, e in enumerate(evs) if i not in used and e["event"] == "force_released"],
+                       before, after_w, use_owner=False)
+        found += f2
+        used = set(used) | {("forced", i) for i in u2}
+        true = len(tl)
+        if kind == "contended" and truth.counts_only:
+            # counts only (a client that logs how many attempts each acquisition took)
+            want = defaultdict(int)
+            for (k, lock, owner), n in truth.counts_only.items():
+                want[(lock, owner)] += n
+            got = defaultdict(int)
+            for e in evs:
+                got[(e["lock"], e.get("owner", ""))] += 1
+            true = sum(want.values())
+            found = sum(min(n, got[k]) for k, n in want.items())
+            false = sum(max(0, got[k] - want.get(k, 0)) for k in got)
+        else:
+            false = len(evs) - len(used)
+        rows[kind] = (found, true, false)
+    # waits: acquisitions after refused attempts with the right wait, and give-ups
+    acq = of(["acquired"])
+    waits_true = waits_found = waits_false = 0
+    for d in by["acquired_wait"]:
+        if not after(d) or (d["began"] is not None and start and d["began"] < start + 50_000):
+            continue
+        found, used = match([d], acq, 100_000, 5_000)
+        e = acq[next(iter(used))] if used else None
+        shown = e is not None and e.get("wait_ms") is not None
+        if d["wait_us"] is None:
+            waits_false += 1 if shown else 0
+            continue
+        waits_true += 1
+        lo, hi = d["wait_us"]
+        slack = max((lo + hi) / 20, 2_000)
+        if shown and lo - slack <= e["wait_ms"] * 1000 <= hi + slack:
+            waits_found += 1
+    gave = [d for d in by["gave_up"] if after(d)]
+    ge = of(["gave_up"])
+    found, used = match(gave, ge, 500_000, 40_000_000, use_owner=False)
+    waits_true += len(gave)
+    waits_found += found
+    waits_false += len(ge) - len(used)
+    rows["waits"] = (waits_found, waits_true, waits_false)
+    # free while waiting: an idle_with_waiters whose stretch begins near the logged one
+    idle = [e for e in of(["anomaly"]) if e.get("kind") == "idle_with_waiters"]
+    for e in idle:
+        e["t_us"] = round(e["since"] * 1e6) if "since" in e else e["t_us"]
+    fw = [d for d in by["free_while_waiting"] if after(d)]
+    found, used = match(fw, idle, 30_000, 30_000, use_owner=False)
+    rest = [e for i, e in enumerate(idle) if i not in used]
+    _, tolerated = match([d for d in by["free_while_waiting_borderline"] if after(d)], rest, 30_000, 30_000,
+                         use_owner=False)
+    rows["free_while_waiting"] = (found, len(fw), len(rest) - len(tolerated))
+    return {k: v for k, v in rows.items() if k in truth.tells}
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    lockscope = argv[1]
+    check = "--check" in argv
+    only = None
+    if "--only" in argv:
+        only = set(argv[argv.index("--only") + 1].split(","))
+    recordings = []
+    for name, pcap, path, mid in npm_recordings():
+        recordings.append((name, pcap, read_npm_truth(path, mid)))
+    for name, pcap, path, _ in redisson_recordings():
+        recordings.append((name, pcap, read_redisson_truth(path)))
+    if only:
+        recordings = [r for r in recordings if r[0].split(" ")[0] in only or r[0] in only]
+    totals = {k: [0, 0, 0] for k in KINDS}
+    gated = {k: [0, 0, 0] for k in KINDS}  # without KNOWN_GAPS
+    header = "| recording | " + " | ".join(k.replace("_", " ") for k in KINDS) + " |"
+    print(header)
+    print("|" + "---|" * (len(KINDS) + 1))
+    for name, pcap, truth in recordings:
+        rows = measure(lockscope, name, pcap, truth)
+        cells = []
+        for k in KINDS:
+            f, t, x = rows.get(k, (0, 0, 0))
+            for i, v in enumerate((f, t, x)):
+                totals[k][i] += v
+                if (name, k) not in KNOWN_GAPS:
+                    gated[k][i] += v
+            if k not in rows:
+                cells.append("not logged")
+                continue
+            cells.append("—" if t == 0 and x == 0 else f"{f}/{t}" + (f" +{x} false" if x else ""))
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    def summary(label, sums):
+        cells, below = [], []
+        for k in KINDS:
+            f, t, x = sums[k]
+            share = f / t if t else 1.0
+            false_share = x / t if t else (0.0 if x == 0 else 1.0)
+            cells.append(f"{100 * share:.1f}% found, {100 * false_share:.1f}% false ({f}/{t}, +{x})")
+            if share < 0.95 or false_share > 0.01:
+                below.append(k)
+        print(f"| **{label}** | " + " | ".join(cells) + " |")
+        return below
+
+    below_all = summary("all", totals)
+    below_gated = summary("all but the known gaps", gated)
+    if below_all:
+        print("all recordings, below the goal (>= 95% found, <= 1% false): " + ", ".join(below_all))
+    if below_gated:
+        print("without the known gaps, below the goal: " + ", ".join(below_gated))
+    return 1 if check and below_gated else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,168 @@
+// Waits of clients without a stable owner (issue 40 item 3): a client that sends a new
+// random value on every attempt (simple-redis-mutex, redis-lock's timestamp, warlock's
+// optimistic lock) still waits once, from its first refused attempt until it acquires
+// or gives up; and a Redisson fair waiter's clean-up (acquireFailed) ends its wait as a
+// give-up at that moment. The recorded clients' waits are checked against their own
+// logs in test_effect_recorded.cpp.
+#include "helpers.hpp"
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+
+namespace {
+
+std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
+
+const recorded_event* first_of(const event_recorder& rec, std::string_view name, std::string_view owner) {
+  for (const recorded_event& e : rec.events) {
+    if (e.event == name && e.owner == owner) return &e;
+  }
+  return nullptr;
+}
+
+// A SET NX poller's attempt: its own fresh value each time.
+void attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection,
+             std::int64_t lease_ms = 1000) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lease_ms = lease_ms;
+  f.timeline.on_operation(o);
+}
+
+void release(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  f.timeline.on_operation(o);
+}
+
+}  // namespace
+
+TEST_CASE("fresh values: a poller's attempts with a new value each are one wait, measured to its acquisition",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1);
+  attempt(f, "v1", 10, op_outcome::contended, 2);
+  attempt(f, "v2", 60, op_outcome::contended, 2);
+  attempt(f, "v3", 110, op_outcome::contended, 2);
+  release(f, "holder", 130, 1);
+  attempt(f, "v4", 160, op_outcome::ok, 2);
+  f.timeline.finish(at(1000));
+  CHECK(f.events.count("contended") == 3);
+  CHECK(f.events.count("gave_up") == 0);
+  const recorded_event* won = first_of(f.events, "acquired", "v4");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(160) + 100 - at(10));
+  // The lock stood free 30 ms while it slept: under the idle threshold, nothing to say.
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+}
+
+TEST_CASE("fresh values: the lock free while the poller slept is measured across its changing values",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1);
+  attempt(f, "v1", 10, op_outcome::contended, 2);
+  attempt(f, "v2", 210, op_outcome::contended, 2);
+  release(f, "holder", 250, 1);
+  attempt(f, "v3", 410, op_outcome::ok, 2);  // 160 ms free while it slept
+  f.timeline.finish(at(1000));
+  const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
+  REQUIRE(idle != nullptr);
+  CHECK(idle->interval_start_us == at(250) + 100);
+  CHECK(idle->interval_us == at(410) - at(250));
+  CHECK(first_of(f.events, "acquired", "v3")->wait_us == at(410) + 100 - at(10));
+}
+
+TEST_CASE("fresh values: two pollers on two connections wait apart, and one that stops gives up at its last attempt",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  attempt(f, "a1", 10, op_outcome::contended, 2);
+  attempt(f, "b1", 20, op_outcome::contended, 3);
+  attempt(f, "a2", 60, op_outcome::contended, 2);
+  attempt(f, "b2", 70, op_outcome::contended, 3);
+  attempt(f, "a3", 110, op_outcome::contended, 2);  // a stops polling here
+  attempt(f, "b3", 120, op_outcome::contended, 3);
+  release(f, "holder", 140, 1);
+  attempt(f, "b4", 170, op_outcome::ok, 3);
+  f.timeline.advance_to(at(20'000));
+  CHECK(first_of(f.events, "acquired", "b4")->wait_us == at(170) + 100 - at(20));
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "a3");
+  CHECK(gone->wait_us == at(110) + 100 - at(10));
+}
+
+TEST_CASE("fresh values: an owner that came back is a stable one, and another owner on its connection is another wait",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  attempt(f, "s", 10, op_outcome::contended, 2);
+  attempt(f, "s", 60, op_outcome::contended, 2);  // its client keeps one value
+  attempt(f, "t", 70, op_outcome::contended, 2);  // another waiter sharing the connection
+  release(f, "holder", 100, 1);
+  attempt(f, "s", 110, op_outcome::ok, 2);
+  f.timeline.finish(at(1000));
+  CHECK(first_of(f.events, "acquired", "s")->wait_us == at(110) + 100 - at(10));
+  // t's wait is its own (it never acquired: a give-up at the capture's end or later).
+  for (const recorded_event& e : f.events.events) {
+    if (e.event == "gave_up") CHECK(e.owner == "t");
+  }
+}
+
+TEST_CASE("fresh values: a Redisson-style owner is its thread's, never linked to another's wait",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  const std::string a = "11111111-1111-4111-8111-111111111111:1", b = "11111111-1111-4111-8111-111111111111:2";
+  f.acquire("holder", 0, 30000);
+  f.acquire(a, 10, 30000, op_outcome::contended, 2, "10.0.0.2", 29990);
+  f.acquire(b, 20, 30000, op_outcome::contended, 2, "10.0.0.2", 29980);  // a pool's connection
+  f.unlock("holder", 100, op_outcome::ok);
+  f.acquire(b, 105, 30000, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(first_of(f.events, "acquired", b)->wait_us == at(105) + 100 - at(20));
+}
+
+TEST_CASE("fresh values: a Redisson fair waiter's acquireFailed is its give-up, at that moment",
+          "[timeline][waiter][give-up]") {
+  fixture f;
+  const std::string w = "11111111-1111-4111-8111-111111111111:7";
+  auto fair = [&](lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms, std::int64_t ttl) {
+    auto o = f.op(kind, outcome, owner, at_ms, owner == w ? 2 : 1);
+    o.family = lock_family::redisson_fair;
+    o.lease_ms = 30000;
+    o.ttl_ms = ttl;
+    f.timeline.on_operation(o);
+  };
+  fair(lock_op_kind::acquire, op_outcome::ok, "holder", 0, -1);
+  fair(lock_op_kind::acquire, op_outcome::contended, w, 10, 29990);
+  fair(lock_op_kind::acquire, op_outcome::contended, w, 11, 29989);
+  fair(lock_op_kind::acquire, op_outcome::abandoned, w, 310, -1);  // tryLock(300 ms) ran out
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == w);
+  CHECK(gone->ts_us == at(310) + 100);
+  CHECK(gone->wait_us == at(310) - at(10));
+  CHECK(f.events.count("contended") == 2);  // the clean-up is no attempt
+  // Nothing is left waiting: no later give-up at its deadline.
+  f.timeline.advance_to(at(120'000));
+  CHECK(f.events.count("gave_up") == 1);
+}
+
+TEST_CASE("fresh values: a poller that stopped, then waits again on its connection: a give-up, then a new wait",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "a1", 10, op_outcome::contended, 2);
+  attempt(f, "a2", 70, op_outcome::contended, 2);
+  attempt(f, "a3", 130, op_outcome::contended, 2);  // it gives up after this one
+  attempt(f, "b1", 900, op_outcome::contended, 2);   // its next wait, on the same connection
+  attempt(f, "b2", 960, op_outcome::contended, 2);
+  release(f, "holder", 1000, 1);
+  attempt(f, "b3", 1020, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "a3");
+  CHECK(gone->wait_us == at(130) + 100 - at(10));
+  CHECK(gone->ts_us == at(900) + 100);  // known when the new wait began
+  CHECK(first_of(f.events, "acquired", "b3")->wait_us == at(1020) + 100 - at(900));
+}
