@@ -19,7 +19,7 @@ namespace reply_order_test {
 
 constexpr std::string_view server_ip = "192.168.1.10";
 constexpr std::int64_t ms = 1000;
-constexpr std::int64_t t0 = 1717209303000000;
+constexpr std::int64_t race_t0 = 1717209303000000;
 const std::string owner_a = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12";
 const std::string owner_b = "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:15";
 
@@ -49,12 +49,12 @@ struct temp_capture {
 // renewal answers 0, and that reply is captured first.
 capture_builder crossed_unlock_and_renewal(bool unlock_follows, std::int64_t unlock_sent_after_refusal_us = 0) {
   capture_builder b;
-  const int a1 = b.connect("192.168.1.21", 50001, server_ip, 6379, t0);
-  const int a2 = b.connect("192.168.1.21", 50002, server_ip, 6379, t0 + 100);
+  const int a1 = b.connect("192.168.1.21", 50001, server_ip, 6379, race_t0);
+  const int a2 = b.connect("192.168.1.21", 50002, server_ip, 6379, race_t0 + 100);
   const std::string channel = lock::channel_name("myLock");
-  b.command(a1, t0 + 10 * ms, eval(lock::script_kind::acquire, {"myLock"}, {"30000", owner_a}), std::string(resp_nil));
-  b.command(a2, t0 + 10010 * ms, eval(lock::script_kind::renew, {"myLock"}, {"30000", owner_a}), resp_int(1));
-  const std::int64_t t = t0 + 15000 * ms;
+  b.command(a1, race_t0 + 10 * ms, eval(lock::script_kind::acquire, {"myLock"}, {"30000", owner_a}), std::string(resp_nil));
+  b.command(a2, race_t0 + 10010 * ms, eval(lock::script_kind::renew, {"myLock"}, {"30000", owner_a}), resp_int(1));
+  const std::int64_t t = race_t0 + 15000 * ms;
   b.command(a2, t + 50, eval(lock::script_kind::renew, {"myLock"}, {"30000", owner_a}), resp_int(0), 150);  // reply t+200
   if (unlock_follows) {
     // Sent at t (before the refusal's reply at t+200), answered at t+300; or, for the
@@ -63,8 +63,8 @@ capture_builder crossed_unlock_and_renewal(bool unlock_follows, std::int64_t unl
     b.command(a1, sent, eval(lock::script_kind::unlock, {"myLock", channel}, {"0", "30000", owner_a}),
               unlock_sent_after_refusal_us > 0 ? std::string(resp_nil) : resp_int(1), 300);
   }
-  b.close(a1, t0 + 20000 * ms);
-  b.close(a2, t0 + 20000 * ms + 100);
+  b.close(a1, race_t0 + 20000 * ms);
+  b.close(a2, race_t0 + 20000 * ms + 100);
   return b;
 }
 
@@ -102,9 +102,9 @@ TEST_CASE("order: a renewal refused with no unlock of its owner is still a lost 
     const recorded_event* a = rec.first("anomaly:expired_while_held");
     REQUIRE(a != nullptr);
     CHECK(a->owner == owner_a);
-    // Judged at the refusal (t0 + 15 s + 200 µs), reported once the order is certain.
-    CHECK(a->ts_us >= t0 + 15000 * ms + 200);
-    CHECK(a->ts_us <= t0 + 15000 * ms + 200 + locks::timeline_options{}.reply_skew_us);
+    // Judged at the refusal (race_t0 + 15 s + 200 µs), reported once the order is certain.
+    CHECK(a->ts_us >= race_t0 + 15000 * ms + 200);
+    CHECK(a->ts_us <= race_t0 + 15000 * ms + 200 + locks::timeline_options{}.reply_skew_us);
   }
 }
 
@@ -115,20 +115,20 @@ namespace reply_order_test {
 // is gone), and another owner takes the lock.
 capture_builder renewal_captured_after_unlock() {
   capture_builder b;
-  const int a1 = b.connect("192.168.1.21", 50001, server_ip, 6379, t0);
-  const int a2 = b.connect("192.168.1.21", 50002, server_ip, 6379, t0 + 100);
-  const int c = b.connect("192.168.1.22", 50003, server_ip, 6379, t0 + 200);
+  const int a1 = b.connect("192.168.1.21", 50001, server_ip, 6379, race_t0);
+  const int a2 = b.connect("192.168.1.21", 50002, server_ip, 6379, race_t0 + 100);
+  const int c = b.connect("192.168.1.22", 50003, server_ip, 6379, race_t0 + 200);
   const std::string channel = lock::channel_name("myLock");
-  b.command(a1, t0 + 10 * ms, eval(lock::script_kind::acquire, {"myLock"}, {"30000", owner_a}), std::string(resp_nil));
-  const std::int64_t t = t0 + 15000 * ms;
+  b.command(a1, race_t0 + 10 * ms, eval(lock::script_kind::acquire, {"myLock"}, {"30000", owner_a}), std::string(resp_nil));
+  const std::int64_t t = race_t0 + 15000 * ms;
   b.command(a2, t, eval(lock::script_kind::renew, {"myLock"}, {"30000", owner_a}), resp_int(1), 450);  // reply t+450
   b.command(a1, t + 100, eval(lock::script_kind::unlock, {"myLock", channel}, {"0", "30000", owner_a}), resp_int(1),
             200);  // reply t+300
   b.command(a2, t + 500 * ms, eval(lock::script_kind::renew, {"myLock"}, {"30000", owner_a}), resp_int(0));
   b.command(c, t + 800 * ms, eval(lock::script_kind::acquire, {"myLock"}, {"30000", owner_b}), std::string(resp_nil));
-  b.close(a1, t0 + 20000 * ms);
-  b.close(a2, t0 + 20000 * ms + 100);
-  b.close(c, t0 + 20000 * ms + 200);
+  b.close(a1, race_t0 + 20000 * ms);
+  b.close(a2, race_t0 + 20000 * ms + 100);
+  b.close(c, race_t0 + 20000 * ms + 200);
   return b;
 }
 
@@ -159,15 +159,15 @@ capture_builder failed_quorum_pipelined(bool release_late) {
   const std::uint16_t ports[3] = {6379, 6380, 6381};
   int a[3], c[3];
   for (int i = 0; i < 3; ++i) {
-    a[i] = b.connect("192.168.1.21", static_cast<std::uint16_t>(50131 + i), server_ip, ports[i], t0 + i * 100);
-    c[i] = b.connect("192.168.1.23", static_cast<std::uint16_t>(50151 + i), server_ip, ports[i], t0 + 500 + i * 100);
+    a[i] = b.connect("192.168.1.21", static_cast<std::uint16_t>(50131 + i), server_ip, ports[i], race_t0 + i * 100);
+    c[i] = b.connect("192.168.1.23", static_cast<std::uint16_t>(50151 + i), server_ip, ports[i], race_t0 + 500 + i * 100);
   }
-  const int bc = b.connect("192.168.1.22", 50141, server_ip, ports[0], t0 + 1 * ms);
+  const int bc = b.connect("192.168.1.22", 50141, server_ip, ports[0], race_t0 + 1 * ms);
   // C holds servers 2 and 3.
   for (int i = 1; i < 3; ++i) {
-    b.command(c[i], t0 + 10 * ms + i * 200, {"SET", "rl:pay", "token-c", "NX", "PX", "30000"}, std::string(resp_ok));
+    b.command(c[i], race_t0 + 10 * ms + i * 200, {"SET", "rl:pay", "token-c", "NX", "PX", "30000"}, std::string(resp_ok));
   }
-  const std::int64_t t = t0 + 2000 * ms;
+  const std::int64_t t = race_t0 + 2000 * ms;
   b.command(a[1], t, {"SET", "rl:pay", "token-a", "NX", "PX", "30000"}, std::string(resp_nil), 100);
   b.command(a[2], t + 10, {"SET", "rl:pay", "token-a", "NX", "PX", "30000"}, std::string(resp_nil), 100);
   const std::vector<std::string> release = {
@@ -179,8 +179,8 @@ capture_builder failed_quorum_pipelined(bool release_late) {
   if (release_late) b.command(a[0], t + 600, release, resp_int(1), 100);
   const std::vector<std::string> release_b = {release[0], release[1], "1", "rl:pay", "token-b"};
   b.command(bc, t + 3000 * ms, release_b, resp_int(1));
-  for (int i = 0; i < 3; ++i) b.close(a[i], t0 + 6000 * ms + i * 100);
-  b.close(bc, t0 + 6000 * ms + 500);
+  for (int i = 0; i < 3; ++i) b.close(a[i], race_t0 + 6000 * ms + i * 100);
+  b.close(bc, race_t0 + 6000 * ms + 500);
   return b;
 }
 
@@ -211,10 +211,10 @@ capture_builder readers_leave_one_by_one(bool mid_stream) {
   const std::string r2 = "22222222-7d2b-4e8a-9c61-2b7e4d9a0f35:32";
   const std::string w = "33333333-7d2b-4e8a-9c61-2b7e4d9a0f35:33:write";
   const std::string channel = "redisson_rwlock:{rw}";
-  const int c1 = b.connect("192.168.1.21", 50201, server_ip, 6379, t0);
-  const int c2 = b.connect("192.168.1.22", 50202, server_ip, 6379, t0 + 100);
-  const int cw = b.connect("192.168.1.23", 50203, server_ip, 6379, t0 + 200);
-  const int sw = b.connect("192.168.1.23", 50204, server_ip, 6379, t0 + 300);
+  const int c1 = b.connect("192.168.1.21", 50201, server_ip, 6379, race_t0);
+  const int c2 = b.connect("192.168.1.22", 50202, server_ip, 6379, race_t0 + 100);
+  const int cw = b.connect("192.168.1.23", 50203, server_ip, 6379, race_t0 + 200);
+  const int sw = b.connect("192.168.1.23", 50204, server_ip, 6379, race_t0 + 300);
   auto read_acquire = [&](const std::string& o) {
     return eval(lock::script_kind::read_acquire, {"rw", "{rw}:" + o + ":rwlock_timeout"}, {"30000", o, w});
   };
@@ -223,25 +223,25 @@ capture_builder readers_leave_one_by_one(bool mid_stream) {
   };
   const auto write_acquire = eval(lock::script_kind::write_acquire, {"rw"}, {"30000", w});
   if (!mid_stream) {
-    b.command(c1, t0 + 10 * ms, read_acquire(r1), std::string(resp_nil));
-    b.command(c2, t0 + 20 * ms, read_acquire(r2), std::string(resp_nil));
+    b.command(c1, race_t0 + 10 * ms, read_acquire(r1), std::string(resp_nil));
+    b.command(c2, race_t0 + 20 * ms, read_acquire(r2), std::string(resp_nil));
   }
-  b.command(cw, t0 + 100 * ms, write_acquire, resp_int(900));
-  b.command(sw, t0 + 101 * ms, {"SUBSCRIBE", channel}, resp_array({"subscribe", channel}).replace(0, 2, "*3") + resp_int(1));
-  b.command(cw, t0 + 102 * ms, write_acquire, resp_int(898));
-  b.command(c1, t0 + 500 * ms, read_unlock(r1), resp_int(0));
+  b.command(cw, race_t0 + 100 * ms, write_acquire, resp_int(900));
+  b.command(sw, race_t0 + 101 * ms, {"SUBSCRIBE", channel}, resp_array({"subscribe", channel}).replace(0, 2, "*3") + resp_int(1));
+  b.command(cw, race_t0 + 102 * ms, write_acquire, resp_int(898));
+  b.command(c1, race_t0 + 500 * ms, read_unlock(r1), resp_int(0));
   // The TTL it was given (0.9 s) ran out: W retries by its timer; the lock is still read.
-  b.command(cw, t0 + 1002 * ms, write_acquire, resp_int(29000));
-  b.command(c2, t0 + 1500 * ms, read_unlock(r2), resp_int(1));
-  b.server_push(sw, t0 + 1500 * ms + 150, resp_array({"message", channel, "0"}));
-  b.command(cw, t0 + 1500 * ms + 400, write_acquire, std::string(resp_nil));
-  b.command(sw, t0 + 1500 * ms + 700, {"UNSUBSCRIBE", channel},
+  b.command(cw, race_t0 + 1002 * ms, write_acquire, resp_int(29000));
+  b.command(c2, race_t0 + 1500 * ms, read_unlock(r2), resp_int(1));
+  b.server_push(sw, race_t0 + 1500 * ms + 150, resp_array({"message", channel, "0"}));
+  b.command(cw, race_t0 + 1500 * ms + 400, write_acquire, std::string(resp_nil));
+  b.command(sw, race_t0 + 1500 * ms + 700, {"UNSUBSCRIBE", channel},
             resp_array({"unsubscribe", channel}).replace(0, 2, "*3") + resp_int(0));
-  b.command(cw, t0 + 1800 * ms, eval(lock::script_kind::write_unlock, {"rw", channel}, {"0", "30000", w}), resp_int(1));
-  b.close(c1, t0 + 2000 * ms);
-  b.close(c2, t0 + 2000 * ms + 100);
-  b.close(cw, t0 + 2000 * ms + 200);
-  b.close(sw, t0 + 2000 * ms + 300);
+  b.command(cw, race_t0 + 1800 * ms, eval(lock::script_kind::write_unlock, {"rw", channel}, {"0", "30000", w}), resp_int(1));
+  b.close(c1, race_t0 + 2000 * ms);
+  b.close(c2, race_t0 + 2000 * ms + 100);
+  b.close(cw, race_t0 + 2000 * ms + 200);
+  b.close(sw, race_t0 + 2000 * ms + 300);
   return b;
 }
 
@@ -265,7 +265,7 @@ TEST_CASE("read/write: one reader leaving while another reads does not free the 
       if (e.event == "acquired" && e.owner.find(":write") != std::string::npos) last = &e;
     }
     REQUIRE(last != nullptr);
-    CHECK(last->ts_us >= t0 + 1500 * ms);
+    CHECK(last->ts_us >= race_t0 + 1500 * ms);
     CHECK(last->wait_us >= 1400 * ms);
   }
 }
