@@ -21,7 +21,7 @@ namespace {
 
 struct text_hash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(std::string_view s) const noexcept { return timeline_detail::hash_text(s); }
 };
 
 // A map by text whose erased entries are kept and reused (key and value keep their
@@ -223,6 +223,12 @@ struct lock_groups::impl {
     return last_server_id = id;
   }
   std::uint32_t last_server_id = UINT32_MAX;
+  // The id of a server seen before; UINT32_MAX when it was not.
+  std::uint32_t known_server_id(std::string_view s) const {
+    if (last_server_id < servers.size() && ingest::same_bytes(servers[last_server_id], s)) return last_server_id;
+    const auto it = server_ids.find(s);
+    return it == server_ids.end() ? UINT32_MAX : it->second;
+  }
   // The owner an attempt belongs to: the value itself, or for a Redisson owner id (one
   // UUID per client instance, hence per server in a RedLock) its client IP and thread.
   // The IP as its bytes (a key, never shown); an event without an address has none.
@@ -335,8 +341,7 @@ struct lock_groups::impl {
     auto it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) { return h.group == group; });
     if (it == kr->holdings.end()) return;
     holding& h = *it;
-    const auto sit = server_ids.find(e.server);
-    const std::uint32_t server = sit == server_ids.end() ? UINT32_MAX : sit->second;
+    const std::uint32_t server = known_server_id(e.server);
     const auto held = std::find(h.held.begin(), h.held.end(), server);
     switch (e.event) {
       case lock_event_kind::released:
@@ -388,9 +393,9 @@ struct lock_groups::impl {
   void end_previous_round(const lock_event& e, std::string_view group) {
     make_attempt_text(e, group);
     if (attempt* a = attempts.find(attempt_text)) {
-      const auto sit = server_ids.find(e.server);
-      if (sit != server_ids.end() &&
-          std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == sit->second; })) {
+      const std::uint32_t server = known_server_id(e.server);
+      if (server != UINT32_MAX &&
+          std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
         close_attempt(attempt_text, *a, false);
       }
     }
@@ -666,7 +671,21 @@ struct lock_groups::impl {
     while (queued > 0 && (all || now > ring[head].start_us + options.window_us)) close_front();
   }
 
+  // group_of(e.owner, e.client_endpoint) for the event on_event handles, worked out once
+  // (parse_owner_id on every use was a tenth of the groups' time over 3 servers) and
+  // copied (group_text is scratch that other calls reuse).
+  const lock_event* grouped_event = nullptr;
+  std::string event_group;
+  std::string_view event_group_of(const lock_event& e) {
+    if (grouped_event != &e) {
+      event_group.assign(group_of(e.owner, e.client_endpoint));
+      grouped_event = &e;
+    }
+    return event_group;
+  }
+
   void on_event(const lock_event& e) {
+    grouped_event = nullptr;
     advance(e.ts_us, false);
     if (e.group != nullptr || e.owner.empty() || e.event == lock_event_kind::anomaly) {
       next.on_event(e);
@@ -681,11 +700,11 @@ struct lock_groups::impl {
     if (quorums && known == 1) replay_recent_tries(e.ts_us);
     if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
-      if (quorums) end_previous_round(e, group_of(e.owner, e.client_endpoint));  // reported before the try that starts the next
+      if (quorums) end_previous_round(e, event_group_of(e));  // reported before the try that starts the next
       key_set* open_set = end_previous_set(e);
       next.on_event(e);
       if (quorums) {
-        on_try(e, group_of(e.owner, e.client_endpoint));
+        on_try(e, event_group_of(e));
         // on_try's timers may have closed sets: look again.
         make_set_text(e);
         open_set = sets.find(set_text);
@@ -699,7 +718,7 @@ struct lock_groups::impl {
     if (relevant) {
       // The owner has moved on from its attempt on this key.
       if (!attempts.empty()) {
-        make_attempt_text(e, group_of(e.owner, e.client_endpoint));
+        make_attempt_text(e, event_group_of(e));
         if (attempt* a = attempts.find(attempt_text)) close_attempt(attempt_text, *a, is_release(e.event));
       }
       // A key given up (released, or its lease ran out) ends the owner's set: what it
@@ -707,8 +726,7 @@ struct lock_groups::impl {
       if (is_release(e.event) || e.event == lock_event_kind::expired) on_set_release(e);
     }
     next.on_event(e);
-    // group_text may have been reused by close_attempt's callees: recompute.
-    if (relevant && !keys.empty()) update_holding(e, group_of(e.owner, e.client_endpoint));
+    if (relevant && !keys.empty()) update_holding(e, event_group_of(e));
   }
 };
 
