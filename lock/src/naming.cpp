@@ -1,5 +1,6 @@
 #include "lockscope/lock/naming.hpp"
 
+#include <array>
 #include <charconv>
 
 namespace lockscope::lock {
@@ -29,16 +30,22 @@ std::optional<std::string_view> lock_name_from_channel(std::string_view channel)
 }
 
 bool is_uuid(std::string_view s) noexcept {
-  if (s.size() != 36) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
-      return false;
-    }
+  // A table of the hex digits, and the four dashes checked apart: the timeline asks this of
+  // every contended attempt's owner (a branch per character cost 450 instructions a call).
+  static constexpr auto hex = [] {
+    std::array<bool, 256> t{};
+    for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = true;
+    for (int c = 'a'; c <= 'f'; ++c) t[static_cast<std::size_t>(c)] = true;
+    for (int c = 'A'; c <= 'F'; ++c) t[static_cast<std::size_t>(c)] = true;
+    return t;
+  }();
+  if (s.size() != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') return false;
+  bool all = true;
+  for (std::size_t i = 0; i < 36; ++i) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) continue;
+    all &= hex[static_cast<unsigned char>(s[i])];
   }
-  return true;
+  return all;
 }
 
 std::optional<owner_id_parts> parse_owner_id(std::string_view owner) {

@@ -164,6 +164,12 @@ TEST_CASE("owner ids", "[lock][naming]") {
   CHECK_FALSE(lock::parse_owner_id("80e6bb0b-b3bb-4ce0-b120-9c7ce917b76:12"));
   CHECK_FALSE(lock::parse_owner_id("80e6bb0bxb3bb-4ce0-b120-9c7ce917b767:12"));
   CHECK_FALSE(lock::parse_owner_id("worker-7"));
+  // is_uuid (by table): upper and lower case hex, the four dashes in place, nothing else.
+  CHECK(lock::is_uuid("80E6BB0B-B3BB-4CE0-B120-9C7CE917B767"));
+  CHECK_FALSE(lock::is_uuid("80e6bb0b-b3bb-4ce0-b120-9c7ce917b76g"));
+  CHECK_FALSE(lock::is_uuid("80e6bb0b-b3bb-4ce0-b120-9c7ce917b76-"));
+  CHECK_FALSE(lock::is_uuid("80e6bb0b0b3bb-4ce0-b120-9c7ce917b767"));
+  CHECK_FALSE(lock::is_uuid(std::string_view("80e6bb0b-b3bb-4ce0-b120-9c7ce917b7\0\x80", 36)));
   CHECK(lock::not_owner_message(seed_owner) ==
         "attempt to unlock lock, not locked by current thread by node id: "
         "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767 thread-id: 12");

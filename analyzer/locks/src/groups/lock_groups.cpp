@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -11,6 +13,7 @@
 
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
+#include "timeline/text_interner.hpp"
 
 namespace lockscope::locks {
 
@@ -18,68 +21,90 @@ namespace {
 
 struct text_hash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(std::string_view s) const noexcept { return timeline_detail::hash_text(s); }
 };
 
 // A map by text whose erased entries are kept and reused (key and value keep their
 // capacity): no allocation per event once warm. V::reset() readies a reused value.
+// Open addressing over 8-byte slots (the timeline's id_table and text hash: one hash of
+// the key per lookup, none to erase, no node per entry); entries live in a deque, so a
+// V* stays valid until its entry is erased.
 // The entry found or added last is remembered: a client's pipelined calls come in runs
 // from one connection and owner, and comparing one key is cheaper than hashing it.
 template <class V>
 class reusing_map {
-  using map = std::unordered_map<std::string, V, text_hash, std::equal_to<>>;
+  struct entry {
+    std::string key;
+    std::uint32_t hash = 0;
+    V value{};
+  };
 
  public:
   explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
-  [[gnu::always_inline]] V* find(std::string_view k) {
-    if (last_ != nullptr && ingest::same_bytes(last_->first, k)) return &last_->second;
-    const auto it = map_.find(k);
-    if (it == map_.end()) return nullptr;
-    if (remember_last_) last_ = &*it;
-    return &it->second;
+  [[gnu::always_inline]] V* find(std::string_view k) { return find(k, timeline_detail::no_id); }
+  // find(k) when k's hash is known (hash_of an entry of k).
+  [[gnu::always_inline]] V* find(std::string_view k, std::uint32_t known_hash) {
+    const std::uint32_t id = id_of(k, known_hash);
+    if (id == timeline_detail::no_id) return nullptr;
+    if (remember_last_) last_ = id;
+    return &entries_[id].value;
   }
   // The entry found or added last, when its key is a + separator + b (find(a + separator
   // + b) without joining them); nullptr otherwise.
   V* last_found(std::string_view a, char separator, std::string_view b) noexcept {
-    if (last_ == nullptr) return nullptr;
-    const std::string_view key = last_->first;
+    if (last_ == timeline_detail::no_id) return nullptr;
+    const std::string_view key = entries_[last_].key;
     if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !ingest::same_bytes(key.substr(0, a.size()), a) ||
         !ingest::same_bytes(key.substr(a.size() + 1), b)) {
       return nullptr;
     }
-    return &last_->second;
+    return &entries_[last_].value;
   }
   V& add(std::string_view k) {
-    typename map::value_type* added = nullptr;
-    if (spare_.empty()) {
-      added = &*map_.emplace(std::string(k), V{}).first;
+    std::uint32_t id = free_;
+    if (id != timeline_detail::no_id) {
+      free_ = entries_[id].hash;  // the free list runs through the hash fields
+      entries_[id].value.reset();
     } else {
-      auto node = std::move(spare_.back());
-      spare_.pop_back();
-      node.key().assign(k);
-      node.mapped().reset();
-      added = &*map_.insert(std::move(node)).position;
+      id = static_cast<std::uint32_t>(entries_.size());
+      entries_.emplace_back();
     }
-    if (remember_last_) last_ = added;
-    return added->second;
+    entry& e = entries_[id];
+    e.key.assign(k);
+    e.hash = timeline_detail::hash_text(k);
+    table_.insert(id, e.hash);
+    added_hash_ = e.hash;
+    ++size_;
+    if (remember_last_) last_ = id;
+    return e.value;
   }
+  // The hash of the key added last, for find(k, hash) later.
+  std::uint32_t added_hash() const noexcept { return added_hash_; }
   void erase(std::string_view k) {
-    const auto it = map_.find(k);
-    if (it == map_.end()) return;
-    if (&*it == last_) last_ = nullptr;
-    spare_.push_back(map_.extract(it));
+    const std::uint32_t id = id_of(k, timeline_detail::no_id);
+    if (id == timeline_detail::no_id) return;
+    if (id == last_) last_ = timeline_detail::no_id;
+    table_.erase(id, entries_[id].hash);
+    entries_[id].hash = free_;
+    free_ = id;
+    --size_;
   }
-  template <class F>
-  void for_each(F&& f) {
-    for (auto& [k, v] : map_) f(std::string_view(k), v);
-  }
-  bool empty() const noexcept { return map_.empty(); }
+  bool empty() const noexcept { return size_ == 0; }
 
  private:
-  map map_;
+  // no_id as known_hash: not known.
+  std::uint32_t id_of(std::string_view k, std::uint32_t known_hash) const {
+    if (last_ != timeline_detail::no_id && ingest::same_bytes(entries_[last_].key, k)) return last_;
+    const std::uint32_t h = known_hash != timeline_detail::no_id ? known_hash : timeline_detail::hash_text(k);
+    return table_.find(k, h, [this](std::uint32_t id) { return std::string_view(entries_[id].key); });
+  }
   bool remember_last_ = true;
-  typename map::value_type* last_ = nullptr;  // an entry in map_ (nodes do not move)
-  std::vector<typename map::node_type> spare_;
+  std::uint32_t last_ = timeline_detail::no_id;  // an entry in use
+  std::deque<entry> entries_;                     // by id; erased ones on the free list
+  timeline_detail::id_table table_;
+  std::uint32_t free_ = timeline_detail::no_id;
+  std::size_t size_ = 0;
+  std::uint32_t added_hash_ = 0;
 };
 
 // Vectors whose elements are reused: `n` in use, the rest kept with their capacity.
@@ -213,6 +238,12 @@ struct lock_groups::impl {
     return last_server_id = id;
   }
   std::uint32_t last_server_id = UINT32_MAX;
+  // The id of a server seen before; UINT32_MAX when it was not.
+  std::uint32_t known_server_id(std::string_view s) const {
+    if (last_server_id < servers.size() && ingest::same_bytes(servers[last_server_id], s)) return last_server_id;
+    const auto it = server_ids.find(s);
+    return it == server_ids.end() ? UINT32_MAX : it->second;
+  }
   // The owner an attempt belongs to: the value itself, or for a Redisson owner id (one
   // UUID per client instance, hence per server in a RedLock) its client IP and thread.
   // The IP as its bytes (a key, never shown); an event without an address has none.
@@ -235,10 +266,9 @@ struct lock_groups::impl {
   // this one, as learnt from groups won before, first), else a new one.
   static constexpr int max_slots = 4;
   std::string_view group_for(const lock_event& e) {
-    const std::string_view base = group_of(e.owner, e.client_endpoint);
-    if (base.data() == e.owner.data() || attempts.empty()) return base;
-    const auto sit = server_ids.find(e.server);
-    const std::uint32_t server = sit == server_ids.end() ? UINT32_MAX : sit->second;
+    const std::string_view base = event_group_of(e);
+    if (!event_group_by_thread || attempts.empty()) return base;
+    const std::uint32_t server = known_server_id(e.server);
     const auto home = homes.find(process_of(e.owner));
     int compatible = -1, linked = -1, fresh = -1;
     std::int64_t compatible_end = 0;
@@ -456,8 +486,7 @@ struct lock_groups::impl {
     make_key_text(e.lock, e.db);
     key_record* kr = keys.find(key_text);
     if (kr == nullptr) return;
-    const auto sit = server_ids.find(e.server);
-    const std::uint32_t server = sit == server_ids.end() ? UINT32_MAX : sit->second;
+    const std::uint32_t server = known_server_id(e.server);
     // The holding whose owner on this server this is (two processes' threads may share a
     // thread id), else the group's.
     auto it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) {
@@ -523,9 +552,9 @@ struct lock_groups::impl {
   void end_previous_round(const lock_event& e, std::string_view group) {
     make_attempt_text(e, group);
     if (attempt* a = attempts.find(attempt_text)) {
-      const auto sit = server_ids.find(e.server);
-      if (sit != server_ids.end() && retried_vote(*a, sit->second, e) == nullptr &&
-          std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == sit->second; })) {
+      const std::uint32_t server = known_server_id(e.server);
+      if (server != UINT32_MAX && retried_vote(*a, server, e) == nullptr &&
+          std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
         close_attempt(attempt_text, *a, false);
       }
     }
@@ -594,7 +623,7 @@ struct lock_groups::impl {
       a->redisson = group != e.owner;  // grouped by client IP and thread: Redisson's owner ids
       a->servers_at_start = kr->servers.size();
       ++kr->open;
-      push_timer(attempt_text, e.ts_us, false);
+      push_timer(attempt_text, attempts.added_hash(), e.ts_us, false);
     }
     if (std::find(kr->servers.begin(), kr->servers.end(), server) == kr->servers.end()) kr->servers.push_back(server);
     if (std::any_of(a->votes.begin(), a->votes.end(), [](const vote& x) { return !x.acquired; })) {
@@ -755,7 +784,7 @@ struct lock_groups::impl {
       s->has_server_address = e.server_endpoint != nullptr;
       if (e.server_endpoint != nullptr) s->server_address = *e.server_endpoint;
       s->start_us = e.ts_us;
-      push_timer(set_text, e.ts_us, true);
+      push_timer(set_text, sets.added_hash(), e.ts_us, true);
     }
     if (s->overflowed || s->keys.n >= options.max_set_keys) {
       s->overflowed = true;
@@ -798,11 +827,12 @@ struct lock_groups::impl {
   struct timer {
     std::int64_t start_us = 0;
     bool is_set = false;
+    std::uint32_t hash = 0;  // the key's in its map
     std::string key;
   };
   std::vector<timer> ring;
   std::size_t head = 0, queued = 0;
-  void push_timer(std::string_view key, std::int64_t start_us, bool is_set) {
+  void push_timer(std::string_view key, std::uint32_t hash, std::int64_t start_us, bool is_set) {
     if (queued >= options.max_open) close_front();  // memory stays bounded at any rate
     if (queued == ring.size()) {
       std::rotate(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head), ring.end());
@@ -812,13 +842,14 @@ struct lock_groups::impl {
     timer& t = ring[(head + queued++) % ring.size()];
     t.start_us = start_us;
     t.is_set = is_set;
+    t.hash = hash;
     t.key.assign(key);
   }
   void close_front() {
     timer& t = ring[head];
     if (t.is_set) {
-      if (key_set* st = sets.find(t.key); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false);
-    } else if (attempt* a = attempts.find(t.key); a != nullptr && a->start_us == t.start_us) {
+      if (key_set* st = sets.find(t.key, t.hash); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false);
+    } else if (attempt* a = attempts.find(t.key, t.hash); a != nullptr && a->start_us == t.start_us) {
       close_attempt(t.key, *a, false);
     }
     head = (head + 1) % ring.size();
@@ -828,7 +859,24 @@ struct lock_groups::impl {
     while (queued > 0 && (all || now > ring[head].start_us + options.window_us)) close_front();
   }
 
+  // group_of(e.owner, e.client_endpoint) for the event on_event handles, worked out once
+  // (parse_owner_id on every use was a tenth of the groups' time over 3 servers) and
+  // copied (group_text is scratch that other calls reuse).
+  const lock_event* grouped_event = nullptr;
+  std::string event_group;
+  bool event_group_by_thread = false;
+  std::string_view event_group_of(const lock_event& e) {
+    if (grouped_event != &e) {
+      const std::string_view g = group_of(e.owner, e.client_endpoint);
+      event_group_by_thread = g.data() != e.owner.data();  // a Redisson owner id: by client IP and thread
+      event_group.assign(g);
+      grouped_event = &e;
+    }
+    return event_group;
+  }
+
   void on_event(const lock_event& e) {
+    grouped_event = nullptr;
     advance(e.ts_us, false);
     if (e.group != nullptr || e.owner.empty() || e.event == lock_event_kind::anomaly) {
       next.on_event(e);

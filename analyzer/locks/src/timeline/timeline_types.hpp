@@ -12,6 +12,7 @@
 #include "lockscope/locks/lock_event.hpp"
 #include "lockscope/locks/lock_operation.hpp"
 #include "timeline/duration_histogram.hpp"
+#include "timeline/flat_id_map.hpp"
 #include "timeline/lock_store.hpp"
 
 namespace lockscope::locks::timeline_detail {
@@ -109,7 +110,7 @@ struct lock_extra {
   // Owner to position in `more_holders`, for a read lock with many readers; made when
   // first needed, and made again after one leaves once enough lookups have scanned
   // (a reader leaving between every lookup then costs what a scan did, no more).
-  std::unordered_map<std::uint32_t, std::uint32_t> holder_index;
+  flat_id_map<std::uint32_t> holder_index;
   bool holder_index_valid = false;
   std::size_t holder_scans = 0;  // lookups that scanned since the index went stale
   std::vector<waiter> waiters;
@@ -117,7 +118,7 @@ struct lock_extra {
   // 60,000 waiters took 17 s to analyze by scans); made when first needed, then kept up
   // as waiters come and go. `waiters` is in seq order, so a seq's position is a binary
   // search away, whatever left before it.
-  std::unordered_map<std::uint32_t, std::uint64_t> waiter_index;
+  flat_id_map<std::uint64_t> waiter_index;
   bool waiter_index_valid = false;
   std::uint64_t next_waiter_seq = 0;
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
