@@ -31,7 +31,7 @@ function expectations(jsonl) {
     const e = JSON.parse(line);
     const key = e.lock + '\u0000' + e.db;
     if (!blocks.has(key)) {
-      blocks.set(key, { lock: e.lock, db: e.db, lanes: new Set(), holds: [], waits: [], retries: [], anomalies: [], events: 0, waiting: new Map() });
+      blocks.set(key, { lock: e.lock, db: e.db, lanes: new Set(), holds: [], waits: [], retries: [], anomalies: [], events: 0, waiting: new Map(), holding: new Set() });
     }
     const b = blocks.get(key);
     b.events++;
@@ -39,9 +39,18 @@ function expectations(jsonl) {
     const server = e.lock_server || e.server;
     b.lanes.add((GROUP_EVENTS.has(e.event) ? 'group' : server) + '\u0000' + e.owner);
     const lane = server + '\u0000' + e.owner;
+    // A holder first seen by its renewal or release (since_capture_start) held the lock
+    // when the capture began: one bar from the capture's start, marked by that event.
+    if (e.since_capture_start && !b.holding.has(lane)) {
+      b.holds.push('!' + e.event);
+      b.holding.add(lane);
+    }
     if (e.event === 'acquired') {
       b.holds.push(e.owner);
+      b.holding.add(lane);
       b.waiting.delete(lane);
+    } else if (e.event === 'released' || e.event === 'force_released' || e.event === 'expired') {
+      b.holding.delete(lane);
     } else if (e.event === 'contended') {
       b.retries.push(e.owner);
       // A wait runs from the first failed attempt to the acquisition; no attempt within

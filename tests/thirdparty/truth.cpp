@@ -192,8 +192,10 @@ tally idle_gaps_flagged(const recording& r, std::int64_t min_free_us) {
 
 namespace {
 
-// "183.8ms", "1.548s", "850µs" -> ms; "-" -> -1.
-double duration_ms(const std::string& text) {
+// "183.8ms", "1.548s", "850µs" -> ms; "-" -> -1. A lower bound ("≥1.6s": a wait begun
+// before the capture) reads as its bound.
+double duration_ms(std::string text) {
+  if (text.rfind("≥", 0) == 0) text.erase(0, std::string_view("≥").size());
   if (text == "-" || text.empty()) return -1;
   const double value = std::strtod(text.c_str(), nullptr);
   if (text.size() > 2 && text.compare(text.size() - 2, 2, "ms") == 0) return value;
