@@ -186,7 +186,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
             x.idle_end_us - x.idle_start_us);
     x.idle_start_us = x.idle_end_us = -1;
   }
-  if (by_timer && w.lost_release_us >= 0 && !w.lost_reported) {
+  if (by_timer && w.lost_release_us >= 0 && !w.lost_reported && link_certain(w)) {
     w.lost_reported = true;  // once per wait
     anomaly_facts found{anomaly_finding::not_subscribed_at_release};
     if (w.unsubscribed_us >= 0 && w.unsubscribed_us <= w.lost_release_us) {
@@ -202,7 +202,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // timer was the only way to learn of it (the closed holder is named instead).
   const bool closed_holder_expired = x.closed_expired_us >= 0 && x.closed_expired_us == x.last_freed_us;
   if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us &&
-      !closed_holder_expired) {
+      !closed_holder_expired && link_certain(w)) {
     w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
     anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
             {anomaly_finding::retried_without_notification}, op.inferred);
