@@ -136,7 +136,7 @@ def find_shared(source):
     return None
 
 
-def run_redisson(source, work, port, jvms, workers, rounds, release):
+def run_redisson(source, work, port, jvms, workers, rounds, release, stagger):
     shared = find_shared(source)
     if shared is None or shutil.which("java") is None or shutil.which("javac") is None:
         skip("no ../shared/redisson or no JDK")
@@ -152,7 +152,12 @@ def run_redisson(source, work, port, jvms, workers, rounds, release):
                               os.path.join(work, f"jvm{j}.log")],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(p)
-    for p in procs:
+        # Services on one host start apart: each JVM opens its connections when it starts.
+        if stagger > 0:
+            if p.stdout.readline().strip() != "ready":
+                raise SystemExit("a JVM did not start")
+            time.sleep(stagger)
+    for p in procs if stagger <= 0 else []:
         if p.stdout.readline().strip() != "ready":
             raise SystemExit("a JVM did not start")
     for p in procs:
@@ -206,8 +211,10 @@ def main():
     ap.add_argument("--jvms", type=int, default=3)
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--release", default="3.27.2")
+    ap.add_argument("--stagger", type=float, default=0.0, help="redisson: seconds between the JVMs' starts")
     ap.add_argument("--keep", help="copy the recording (and its truth, PCAP.owners.json) here")
     ap.add_argument("--pcap", help="analyze this recording (with PCAP.owners.json) instead of recording")
+    ap.add_argument("--truth", help="with --pcap: the processes' own log (JSONL `connections` events: conn, sub_conn)")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--min-right", type=float, default=0.98, help="--check: the share of subscriber events right")
     ap.add_argument("--anomalies", choices=["all", "links"], default="all",
@@ -217,7 +224,19 @@ def main():
         if args.pcap is None and shutil.which(tool) is None:
             skip(f"no {tool}")
     with tempfile.TemporaryDirectory() as work:
-        if args.pcap:
+        if args.pcap and args.truth:
+            # A recording's own truth file: each process logged its connections.
+            pcap = args.pcap
+            port_owner = {}
+            with open(args.truth) as f:
+                for line in f:
+                    e = json.loads(line)
+                    if e.get("event") != "connections":
+                        continue
+                    for key in ("conn", "sub_conn"):
+                        if e.get(key):
+                            port_owner[int(e[key].rsplit(":", 1)[1])] = frozenset([e["proc"]])
+        elif args.pcap:
             pcap = args.pcap
             with open(pcap + ".owners.json") as f:
                 port_owner = {int(k): frozenset(v) for k, v in json.load(f).items()}
@@ -230,7 +249,8 @@ def main():
                     if args.mode == "lockscope":
                         run_lockscope(args.lockscope, port, args.rounds, owners)
                     else:
-                        run_redisson(args.source, work, port, args.jvms, args.workers, args.rounds, args.release)
+                        run_redisson(args.source, work, port, args.jvms, args.workers, args.rounds, args.release,
+                                     args.stagger)
                 time.sleep(0.5)
                 dump.terminate()
                 dump.wait()

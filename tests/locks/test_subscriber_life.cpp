@@ -19,8 +19,10 @@ constexpr std::string_view host = "10.0.0.5";  // every process on one host
 
 std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
 
+constexpr double mid_stream = -1e9;
+
 struct life {
-  double opened_ms = -1;  // -1: joined mid-stream
+  double opened_ms = mid_stream;  // when its SYN was captured
   std::string_view name;
 };
 
@@ -29,7 +31,7 @@ void attempt(fixture& f, const std::string& owner, double at_ms, std::uint64_t c
   auto o = f.op(lock_op_kind::acquire, outcome, owner, at_ms, conn, host);
   o.lease_ms = 30000;
   if (outcome == op_outcome::contended) o.ttl_ms = 29000;
-  o.opened_us = l.opened_ms < 0 ? -1 : at(l.opened_ms);
+  o.opened_us = l.opened_ms == mid_stream ? -1 : at(l.opened_ms);
   o.client_name = l.name;
   f.timeline.on_operation(o);
 }
@@ -39,7 +41,7 @@ void channel(fixture& f, lock_op_kind kind, double at_ms, std::uint64_t conn, li
   o.channel = "redisson_lock__channel:{L}";
   o.sub_count = count;
   if (kind == lock_op_kind::message) o.reply_us = o.request_us;
-  o.opened_us = l.opened_ms < 0 ? -1 : at(l.opened_ms);
+  o.opened_us = l.opened_ms == mid_stream ? -1 : at(l.opened_ms);
   o.client_name = l.name;
   f.timeline.on_operation(o);
 }
@@ -75,8 +77,8 @@ const recorded_event* subscribed_on(const fixture& f, std::string_view client) {
 
 TEST_CASE("subscriber life: names tie each subscriber to its process, certain", "[timeline][links]") {
   fixture f;
-  contention(f, {-1, "lockscope-lock:1"}, {-1, "lockscope-lock:2"}, {-1, "lockscope-lock:2:sub"},
-             {-1, "lockscope-lock:3"}, {-1, "lockscope-lock:3:sub"});
+  contention(f, {mid_stream, "lockscope-lock:1"}, {mid_stream, "lockscope-lock:2"}, {mid_stream, "lockscope-lock:2:sub"},
+             {mid_stream, "lockscope-lock:3"}, {mid_stream, "lockscope-lock:3:sub"});
   const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
   const recorded_event* a = subscribed_on(f, "10.0.0.5:40003");
   REQUIRE(a != nullptr);
@@ -92,7 +94,7 @@ TEST_CASE("subscriber life: names tie each subscriber to its process, certain", 
 
 TEST_CASE("subscriber life: a name shared by every process ties nothing", "[timeline][links]") {
   fixture f;
-  const life cmd{-1, "lockscope-lock"}, sub{-1, "lockscope-lock:sub"};
+  const life cmd{mid_stream, "lockscope-lock"}, sub{mid_stream, "lockscope-lock:sub"};
   contention(f, cmd, cmd, sub, cmd, sub);
   const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
   REQUIRE(b != nullptr);
@@ -149,7 +151,7 @@ TEST_CASE("subscriber life: a name that contradicts the latest failure wins over
   fixture f;
   // Only the subscribers are named (the command connections' names unseen): B's SUBSCRIBE
   // still cannot go to A, whose command connection is named apart.
-  contention(f, {-1, "x"}, {-1, "proc-a"}, {-1, "proc-b:sub"}, {-1, "proc-b"}, {-1, "proc-a:sub"});
+  contention(f, {mid_stream, "x"}, {mid_stream, "proc-a"}, {mid_stream, "proc-b:sub"}, {mid_stream, "proc-b"}, {mid_stream, "proc-a:sub"});
   // (Here the subscribers' names are swapped on purpose: conn 5 is named as A's.)
   const recorded_event* five = subscribed_on(f, "10.0.0.5:40005");
   REQUIRE(five != nullptr);
