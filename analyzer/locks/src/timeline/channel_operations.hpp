@@ -54,11 +54,11 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       owners.release(owner);
     } else {
       owners.release(sub->owner);
-      put_subscription(conn, sub, {id, owner, client, chosen.confidence, true});
+      put_subscription(conn, sub, {id, owner, client, chosen.confidence, true, at});
       note_guess(l, s, op, chosen);
     }
   } else {
-    put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true});
+    put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true, at});
     note_guess(l, s, op, chosen);
   }
   lock_event e = from_op(l, op, lock_event_kind::subscribed);

@@ -87,11 +87,13 @@ inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
   if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported &&
       has_subscribed_waiter(l, id) && xp(l)->free_since_us + options.idle_threshold_us <= at) {
     lock_extra& x = *xp(l);
-    // A missed wake-up rests on the link: a waiter certainly subscribed and not told
-    // since (one that was told and is slow to retry missed nothing).
+    // A missed wake-up rests on the link: a waiter certainly subscribed when the lock went
+    // free and not told since (one that was told and is slow to retry, or that subscribed
+    // after, and retries once subscribed, missed nothing).
     const waiter* longest = nullptr;
     for (const waiter& w : x.waiters) {
-      if (subscribed(w, id) && link_certain(w) && !w.notified && (longest == nullptr || w.first_us < longest->first_us)) {
+      if (subscribed(w, id) && link_certain(w) && !w.notified && subscribed_by(w, id, x.free_since_us) &&
+          (longest == nullptr || w.first_us < longest->first_us)) {
         longest = &w;
       }
     }

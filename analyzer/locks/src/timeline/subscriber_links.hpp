@@ -92,6 +92,14 @@ inline bool lock_timeline::impl::link_certain(const waiter& w) {
   return w.sub_connection != 0 && (w.confidence == link_confidence::certain || w.sub_connection == w.connection);
 }
 
+// The waiter's subscriber had subscribed to the lock's channel by `t` (or was seen only
+// by its messages, its SUBSCRIBE before the capture).
+inline bool lock_timeline::impl::subscribed_by(const waiter& w, std::uint32_t lock, std::int64_t t) {
+  connection_info* s = open_connection(w.sub_connection);
+  const connection_info::subscription* sub = s == nullptr ? nullptr : subscription_of(*s, lock);
+  return sub != nullptr && sub->since_us <= t;
+}
+
 inline pairing lock_timeline::impl::pairing_of(const connection_info& s, std::uint64_t client) {
   std::uint32_t mine = 0, others = 0;
   for (const auto& p : s.partners) {

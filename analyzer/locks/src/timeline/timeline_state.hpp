@@ -281,6 +281,7 @@ struct lock_timeline::impl {
   bool names_differ(const connection_info& s, const connection_info& command) const;
   void note_connection_life(std::uint32_t conn, const lock_operation& op);
   static bool link_certain(const waiter& w);
+  bool subscribed_by(const waiter& w, std::uint32_t lock, std::int64_t t);
 
   // ---- connections (timeline/connections.hpp) ----
   connection_info* open_connection(std::uint64_t id);

@@ -179,6 +179,7 @@ struct connection_info {
     std::uint64_t client;
     link_confidence confidence;
     bool active = true;
+    std::int64_t since_us = -1;  // when its SUBSCRIBE was confirmed (-1: seen by a message)
   };
   static constexpr std::size_t max_inactive = 8;
   std::vector<subscription> subscriptions;

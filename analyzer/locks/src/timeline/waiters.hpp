@@ -165,8 +165,18 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
                                                : options.wake_window_us;
   // Only a waiter that subscribes at all waits for a message (RedLock and spin-lock
   // clients poll by design).
-  const bool by_timer = w.pubsub && w.sub_connection != 0 && !w.notified && !after_subscribe &&
-                        t - w.last_attempt_us >= quick;
+  bool by_timer = w.pubsub && w.sub_connection != 0 && !w.notified && !after_subscribe &&
+                  t - w.last_attempt_us >= quick;
+  // Redisson's threads share their client's subscription and each retries once it is
+  // confirmed, on a loaded JVM tens of ms later (seen: 56-260 ms after the SUBSCRIBE, the
+  // TTL 30 s): a retry long before its TTL ran out, after its client subscribed since its
+  // last attempt, is that retry, not a timer's.
+  if (by_timer && w.last_ttl_us > 0 && t - w.last_attempt_us < w.last_ttl_us / 2) {
+    if (connection_info* s = open_connection(w.sub_connection)) {
+      const connection_info::subscription* sub = subscription_of(*s, lock);
+      if (sub != nullptr && sub->since_us >= w.last_attempt_us && sub->since_us <= t) by_timer = false;
+    }
+  }
 
   // The lock was free >= threshold while it waited: this attempt proves it waited.
   // For a pub/sub waiter, a missed wake-up rests on its link (certain), and one that was
