@@ -158,3 +158,28 @@ TEST_CASE("subscriber life: a name that contradicts the latest failure wins over
   CHECK(five->owner == pa);
   CHECK(five->confidence == link_confidence::certain);
 }
+
+TEST_CASE("subscriber life: a timer retry on a guessed link raises nothing; on a certain one it does",
+          "[timeline][links]") {
+  // One waiter and its subscriber; the release reaches nobody; the waiter retries when its
+  // TTL runs out. A guess (`high`: one candidate) raises nothing, a tie does.
+  auto run = [](life cmd, life sub) {
+    fixture f;
+    attempt(f, pc, 0, 1, {}, op_outcome::ok);
+    attempt(f, pb, 100, 4, cmd);
+    channel(f, lock_op_kind::subscribe, 100.6, 5, sub);
+    attempt(f, pb, 101, 4, cmd);  // once subscribed
+    auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host);
+    f.timeline.on_operation(u);
+    attempt(f, pb, 29101, 4, cmd, op_outcome::ok);  // its TTL ran out: its timer
+    const recorded_event* s = subscribed_on(f, "10.0.0.5:40005");
+    REQUIRE(s != nullptr);
+    return std::pair{s->confidence, f.events.count("anomaly:woken_by_timeout") + f.events.count("anomaly:subscription_lost")};
+  };
+  const auto guessed = run({}, {});
+  CHECK(guessed.first == link_confidence::high);
+  CHECK(guessed.second == 0);
+  const auto tied = run({99.8, {}}, {100.5, {}});
+  CHECK(tied.first == link_confidence::certain);
+  CHECK(tied.second == 1);  // woken_by_timeout (it was subscribed at the release)
+}
