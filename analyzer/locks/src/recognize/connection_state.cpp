@@ -27,6 +27,14 @@ void lock_recognizer::state::on_reset(command_call& c) {
     return;
   }
   set_database(e.connection, 0);
+  // RESET clears the connection's name too; the unsubscribes below still carry it (the
+  // name is kept here until they are emitted).
+  std::string name;
+  if (const auto it = client_names.find(e.connection); it != client_names.end()) {
+    name = std::move(it->second);
+    client_names.erase(it);
+    c.op.client_name = name;
+  }
   // It also left every channel: each lock channel's subscription ends here.
   lock_operation& op = c.op;
   for (const auto& t : take_channels(e.connection, true, false)) {
