@@ -183,3 +183,17 @@ TEST_CASE("subscriber life: a timer retry on a guessed link raises nothing; on a
   CHECK(tied.first == link_confidence::certain);
   CHECK(tied.second == 1);  // woken_by_timeout (it was subscribed at the release)
 }
+
+TEST_CASE("subscriber life: a name two processes used stays untied after one of them leaves", "[timeline][links]") {
+  fixture f;
+  attempt(f, pc, 0, 1, {}, op_outcome::ok);
+  attempt(f, pa, 10, 2, {mid_stream, "svc"});
+  attempt(f, pb, 20, 4, {mid_stream, "svc"});
+  f.timeline.on_connection_end(2, at(30));  // A's process left
+  attempt(f, pb, 100, 4, {mid_stream, "svc"});
+  channel(f, lock_op_kind::subscribe, 100.5, 5, {mid_stream, "svc:sub"});
+  const recorded_event* s = subscribed_on(f, "10.0.0.5:40005");
+  REQUIRE(s != nullptr);
+  CHECK(s->owner == pb);
+  CHECK(s->confidence != link_confidence::certain);
+}

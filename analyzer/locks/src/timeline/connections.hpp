@@ -69,6 +69,13 @@ inline void lock_timeline::impl::free_connection(std::uint32_t conn) {
   connection_ids.erase(c.id);
   texts.release(c.client);
   texts.release(c.server);
+  // Its name's entry goes with it (a long live capture sees a name per process); another
+  // connection of its client brings it back at its next operation. A name found shared
+  // by several clients stays so.
+  if (c.name != no_id && c.known_client != 0 && !client_of_name.empty()) {
+    const auto it = client_of_name.find(texts.text(c.name));
+    if (it != client_of_name.end() && it->second == c.known_client) client_of_name.erase(it);
+  }
   texts.release(c.name);
   if (c.opened_us >= 0) {
     for (auto [o, end] = opened_connections.equal_range(c.opened_us); o != end; ++o) {

@@ -22,20 +22,23 @@ inline void lock_timeline::impl::note_connection_life(std::uint32_t conn, const 
     c.name = name;
     if (c.known_client != 0) c.known_client = 0;  // renamed: learnt again below
   }
-  if (c.known_client != 0 || op.owner.empty()) return;
-  switch (op.kind) {
-    case lock_op_kind::subscribe:
-    case lock_op_kind::unsubscribe:
-    case lock_op_kind::message:
-    case lock_op_kind::cluster_link: return;
-    default: break;
+  const bool names_client = !op.owner.empty() && op.kind != lock_op_kind::subscribe &&
+                            op.kind != lock_op_kind::unsubscribe && op.kind != lock_op_kind::message &&
+                            op.kind != lock_op_kind::cluster_link;
+  if (c.known_client == 0 && names_client) {
+    const std::string_view uuid = client_part(op.owner);
+    c.known_client = uuid.empty() ? (c.id & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62)
+                                  : std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
   }
-  const std::string_view uuid = client_part(op.owner);
-  c.known_client = uuid.empty() ? (c.id & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62)
-                                : std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
-  if (c.name == no_id) return;
-  auto [it, added] = client_of_name.try_emplace(std::string(texts.text(c.name)), c.known_client);
-  if (!added && it->second != c.known_client) it->second = ambiguous_client;
+  if (c.known_client == 0 || c.name == no_id) return;
+  // (Again at each change of connection: an entry goes when a connection of its name is
+  // freed, and another of the client's connections brings it back.)
+  const std::string_view name = texts.text(c.name);
+  if (const auto it = client_of_name.find(name); it != client_of_name.end()) {
+    if (it->second != c.known_client) it->second = ambiguous_client;
+  } else {
+    client_of_name.emplace(std::string(name), c.known_client);
+  }
 }
 
 // A subscriber named one way and a command connection another (neither a prefix of the
