@@ -109,7 +109,9 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   e.owner = {};
   if (woken != nullptr) {
     e.owner = owners.text(woken->owner);
-    e.confidence = confidence_of(s, woken->client, woken->confidence);
+    // The waiter's own link counts only if it is to this connection (one found through
+    // the episodes may be linked, even for certain, to its client's real subscriber).
+    e.confidence = confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
   emit(l, e);
 }
@@ -162,7 +164,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
       for (const waiter& w : xp(l)->waiters) {
         if (w.client == partner) {
           e.owner = owners.text(w.owner);
-          e.confidence = link_confidence::certain;
+          e.confidence = established_confidence(s, partner);
           break;
         }
       }

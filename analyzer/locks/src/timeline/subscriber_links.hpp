@@ -67,13 +67,21 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
   // The nearest opening of each client's: the nearest client's within opened_together_us,
   // every other client's at least opened_together_us farther (processes started nearly
   // together, their connections interleaved, are not told apart by this).
+  // A connection whose client is not known yet (no lock operation on it so far, no
+  // subscription) may be another process's: one as near counts as another client
+  // (seen: a JVM starting while another filled its pool, its own command connection
+  // 20 ms from its subscriber still unused when it subscribed).
   std::uint64_t best = 0;
-  std::int64_t best_gap = -1, other_gap = -1;
+  std::int64_t best_gap = -1, other_gap = -1, unknown_gap = -1;
   const auto end = opened_connections.upper_bound(s.opened_us + 2 * opened_together_us);
   for (auto o = opened_connections.lower_bound(s.opened_us - 2 * opened_together_us); o != end; ++o) {
     const connection_info& c = connections[o->second];
-    if (c.known_client == 0 || c.id == s.id || !(c.ip == s.ip)) continue;
+    if (c.id == s.id || !(c.ip == s.ip)) continue;
     const std::int64_t gap = o->first >= s.opened_us ? o->first - s.opened_us : s.opened_us - o->first;
+    if (c.known_client == 0) {
+      if (c.subscriptions.empty() && (unknown_gap < 0 || gap < unknown_gap)) unknown_gap = gap;
+      continue;
+    }
     if (c.known_client == best) {
       best_gap = std::min(best_gap, gap);
     } else if (best == 0 || gap < best_gap) {
@@ -85,6 +93,7 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
   }
   if (best == 0 || best_gap > opened_together_us) return {};
+  if (unknown_gap >= 0 && (other_gap < 0 || unknown_gap < other_gap)) other_gap = unknown_gap;
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) return {};
   return {best, false};
 }
@@ -172,9 +181,17 @@ inline bool lock_timeline::impl::subscribes_elsewhere(std::uint64_t client, cons
 
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
 // traffic has said nothing yet.
+// Episodes alone (3 or more agreeing) are certain only where nothing is known of the
+// subscriber's life (joined mid-stream, no name) or its life agrees: where its opening
+// is known but shared with other processes', they are likely, not certain.
+inline link_confidence lock_timeline::impl::established_confidence(const connection_info& s, std::uint64_t client) {
+  if (s.opened_us < 0 && s.name == no_id) return link_confidence::certain;
+  return tie_of(s).client == client ? link_confidence::certain : link_confidence::high;
+}
+
 inline link_confidence lock_timeline::impl::confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess) {
   switch (pairing_of(s, client)) {
-    case pairing::established: return link_confidence::certain;
+    case pairing::established: return established_confidence(s, client);
     // A few episodes that agree raise nothing: on a host with several processes one
     // may have reacted first by chance (seen: 5 of 139 events given to the wrong one).
     case pairing::consistent: return guess == link_confidence::none ? link_confidence::low : guess;
@@ -385,7 +402,7 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   }
   if (r.w == nullptr) return r;
   if (established) {
-    r.confidence = link_confidence::certain;
+    r.confidence = established_confidence(s, partner);
   } else {
     r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
     if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
