@@ -181,10 +181,18 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // The lock was free >= threshold while it waited: this attempt proves it waited.
   // For a pub/sub waiter, a missed wake-up rests on its link (certain), and one that was
   // told (a message since its last attempt) and was slow to retry missed nothing.
-  // (A waiter linked to no subscriber is said to be unsubscribed.)
-  const bool idle_rests = !w.pubsub || polls(w) || ((link_certain(w) || w.sub_connection == 0) && !w.notified);
+  // (A waiter linked to no subscriber is said to be unsubscribed; one that subscribed
+  // only after the lock went free and retried once subscribed, Redisson's start, missed
+  // nothing.)
+  connection_info* sub_conn = w.sub_connection != 0 ? open_connection(w.sub_connection) : nullptr;
+  const connection_info::subscription* sub = sub_conn != nullptr ? subscription_of(*sub_conn, lock) : nullptr;
+  // Whether a missed wake-up rests, for the lock free since `from`.
+  auto idle_rests = [&](std::int64_t from) {
+    const bool subscribed_after = sub != nullptr && from >= 0 && sub->since_us > from;
+    return !w.pubsub || polls(w) || (!w.notified && (w.sub_connection == 0 || (link_certain(w) && !subscribed_after)));
+  };
   if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
-      at - x.free_since_us >= options.idle_threshold_us && idle_rests) {
+      at - x.free_since_us >= options.idle_threshold_us && idle_rests(x.free_since_us)) {
     x.idle_reported = true;
     // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
     // longer than the lock stayed free.
@@ -193,7 +201,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
                                                           : anomaly_finding::idle_while_unsubscribed_waiter_waited;
     anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.free_since_us,
             at - x.free_since_us);
-  } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us && idle_rests) {
+  } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us && idle_rests(x.idle_start_us)) {
     const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
                                                           : anomaly_finding::idle_while_this_poller_slept;
     anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.idle_start_us,
