@@ -219,7 +219,9 @@ int run_lock(const lock_options& o) {
     return exit_usage;
   }
   lock::client_config config;
-  config.client_name = "lockscope-lock";
+  // One name per process (CLIENT LIST tells them apart, and the analyzer ties the
+  // subscriber connection, "lockscope-lock:PID:sub", to its command connection by it).
+  config.client_name = fmt::format("lockscope-lock:{}", ::getpid());
   std::vector<lock::client_config> configs;
   for (const std::string& url : urls) {
     std::string why;

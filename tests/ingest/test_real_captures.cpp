@@ -692,12 +692,15 @@ port, acquire, unlock = int(sys.argv[1]), open(sys.argv[2]).read(), open(sys.arg
 log = open(sys.argv[4], 'w')
 def channel(lock): return 'redisson_lock__channel:{%s}' % lock
 locks = {'bare': ['left:a', 'left:b'], 'reset': ['left:c'], 'named': ['left:d']}
-holder, waiter = redis.Redis(port=port), redis.Redis(port=port)
+# Named connections (one name for the waiter's process, its pub/sub connections too): the
+# analyzer links each subscriber to its waiter for certain, which subscription_lost rests on.
+holder, waiter = redis.Redis(port=port, client_name='holder'), redis.Redis(port=port, client_name='waiter')
 owners = {}
 first = {}
+waiter_client = str(uuid.uuid4())
 for mode, names in locks.items():
-    for lock in names:
-        h, w = str(uuid.uuid4()) + ':1', str(uuid.uuid4()) + ':7'
+    for i, lock in enumerate(names):
+        h, w = str(uuid.uuid4()) + ':1', waiter_client + ':%d' % (7 + i)
         owners[lock] = (h, w)
         assert holder.execute_command('EVAL', acquire, 1, lock, 1500, h) is None
         ttl = waiter.execute_command('EVAL', acquire, 1, lock, 1500, w)
@@ -705,7 +708,7 @@ for mode, names in locks.items():
         first[lock] = time.time() + ttl / 1000.0
 subscribers = {}
 for mode, names in locks.items():
-    p = redis.Redis(port=port).pubsub()
+    p = redis.Redis(port=port, client_name='waiter').pubsub()
     p.subscribe(*[channel(l) for l in names])
     for _ in names:
         m = p.get_message(timeout=1)

@@ -77,10 +77,11 @@ TEST_CASE("captures: the seed reconstruction follows the documented flow step by
   CHECK(e[1].owner == owner_b);
   CHECK(e[1].client == "192.168.1.22:50002");
   CHECK(e[1].ttl_ms == 5760);
-  // [5] ClientB subscribes on its pub/sub connection, linked to its waiter.
+  // [5] ClientB subscribes on its pub/sub connection, linked to its waiter: certain, as
+  // it opened beside ClientB's command connection (their SYNs are in the capture).
   CHECK(e[2].client == "192.168.1.22:50003");
   CHECK(e[2].owner == owner_b);
-  CHECK(e[2].confidence == locks::link_confidence::high);
+  CHECK(e[2].confidence == locks::link_confidence::certain);
   // The watchdog renews at lease/3.
   CHECK(e[3].owner == owner_a);
   CHECK(e[3].lease_ms == 6000);

@@ -25,6 +25,10 @@ TEST_CASE("waiters: node-redisson's lost subscription: idle_with_waiters after t
           "woken_by_timeout, and the wait",
           "[timeline][waiter][anomaly]") {
   fixture f;
+  // The waiter's command and subscriber connections opened together: the subscriber is
+  // its process's for certain, which these anomalies rest on (test_subscriber_life.cpp).
+  f.opened[2] = t0 + 99'000;
+  f.opened[3] = t0 + 100'800;
   f.acquire("A", 0, 30000);
   f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2", 29900);
   f.acquire(p2, 100.5, 30000, op_outcome::contended, 2, "10.0.0.2", 29899);  // node retries at once: no timer
@@ -254,6 +258,8 @@ TEST_CASE("waiters: a poller's idleness is its sleep between attempts, not a mis
 TEST_CASE("waiters: a subscribed waiter's idleness is certain at the threshold, with its interval",
           "[timeline][waiter][anomaly]") {
   fixture f;
+  f.opened[2] = t0 + 99'000;  // its connections opened together: the link is certain
+  f.opened[3] = t0 + 100'800;
   f.acquire("A", 0, 30000);
   f.acquire(p2, 100, 30000, op_outcome::contended, 2, "10.0.0.2");
   f.pubsub(lock_op_kind::subscribe, 101, 3);
@@ -293,6 +299,8 @@ TEST_CASE("waiters: a free interval that ended before the waiter's retry is repo
 TEST_CASE("waiters: woken_by_timeout for an unsubscribed waiter after an expiry (no release: no subscription_lost)",
           "[timeline][waiter][anomaly]") {
   fixture f;
+  f.opened[2] = t0 + 99'000;  // its connections opened together: the link is certain
+  f.opened[3] = t0 + 100'800;
   f.acquire("A", 0, 500);
   f.acquire(p2, 100, 500, op_outcome::contended, 2, "10.0.0.2", 400);
   f.pubsub(lock_op_kind::subscribe, 101, 3, "10.0.0.2", 1);
@@ -474,6 +482,8 @@ TEST_CASE("waiters: a new waiter shares its client's subscription, the first in 
   const std::string a1 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
   const std::string a2 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:2";
   const std::string a3 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:3";
+  f.opened[1] = t0 + 99'000;  // a1's connections opened together: 11 is client A's for certain
+  f.opened[11] = t0 + 100'200;
   f.acquire("H", 0, 60000, op_outcome::ok, 9, "10.0.0.9");
   // Client A has two subscriptions to the lock's channel: a1's on 11, and a2's on 12, the
   // connection a2 attempts on (RESP3).
@@ -578,6 +588,8 @@ TEST_CASE("timeline: subscriber linking confidence", "[timeline]") {
 
 TEST_CASE("timeline: idle_with_waiters fires at free + threshold with nothing following", "[timeline][anomaly]") {
   fixture f;
+  f.opened[2] = t0 + 99'000;  // B's connections opened together: its link is certain
+  f.opened[3] = t0 + 100'800;
   f.acquire("A", 0, 30000);
   f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
   f.pubsub(lock_op_kind::subscribe, 101, 3);
@@ -602,6 +614,8 @@ TEST_CASE("timeline: idle_with_waiters fires at free + threshold with nothing fo
 TEST_CASE("timeline: woken_by_timeout, but not for the retry right after SUBSCRIBE or after a message",
           "[timeline][anomaly]") {
   fixture f;
+  f.opened[2] = t0 + 99'000;  // B's connections opened together: its link is certain
+  f.opened[3] = t0 + 100'800;
   f.acquire("A", 0, 500);
   f.acquire("B", 100, 500, op_outcome::contended, 2, "10.0.0.2", 400);
   f.pubsub(lock_op_kind::subscribe, 101, 3);
@@ -626,6 +640,8 @@ namespace {
 
 // A holds (a 300 ms lease); B fails, subscribes, and fails again (Redisson's order).
 void subscribed_waiter_b(fixture& f) {
+  f.opened[2] = t0 + 99'000;  // B's connections opened together: its link is certain
+  f.opened[3] = t0 + 100'800;
   f.acquire("A", 0, 300);
   f.acquire("B", 100, 300, op_outcome::contended, 2, "10.0.0.2", 200);
   f.pubsub(lock_op_kind::subscribe, 101, 3);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,7 @@ class fixture {
     o.server = interned_endpoint(o.server_text);
     o.request_us = t0 + static_cast<std::int64_t>(at_ms * 1000);
     o.reply_us = o.request_us + 100;
+    if (const auto it = opened.find(connection); it != opened.end()) o.opened_us = it->second;
     return o;
   }
   void acquire(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok,
@@ -75,6 +77,8 @@ class fixture {
     timeline.on_operation(o);
   }
 
+  // When a connection's SYN was captured (lock_operation::opened_us); absent: joined mid-stream.
+  std::map<std::uint64_t, std::int64_t> opened;
   event_recorder events;
   locks::lock_timeline timeline;
   std::deque<ingest::endpoint> endpoints;

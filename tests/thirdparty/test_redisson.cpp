@@ -128,7 +128,7 @@ TEST_CASE("thirdparty redisson: every wait the client saw end by its timer while
   if (r == nullptr) return;
   static const std::set<std::string> flags{"idle_with_waiters", "woken_by_timeout", "subscription_lost"};
   tally flagged{"lost wake-ups (woken by the timer though the lock was released meanwhile) flagged"};
-  std::size_t timer_wakes = 0;
+  std::size_t timer_wakes = 0, withheld = 0;
   for (const auto* w : r->truth_of("woken", r->start_us, r->stop_us)) {
     if (text(*w, "by") != "timer") continue;
     ++timer_wakes;
@@ -145,12 +145,25 @@ TEST_CASE("thirdparty redisson: every wait the client saw end by its timer while
     const auto anomalies = r->find("anomaly", first_release - 20 * ms, t_us(*w) + 500 * ms, [&](const json::object& e) {
       return text(e, "lock") == text(*w, "lock") && flags.count(text(e, "kind")) > 0;
     });
+    // A lost wake-up is raised only when the waiter's subscriber is linked to it for
+    // certain (docs/reference/anomalies.md#subscriber-links): withheld while every event
+    // on that subscriber so far was a guess (the capture joined mid-run: no SYN, no name).
+    const auto certain = r->find("subscribed", r->start_us, t_us(*w), [&](const json::object& e) {
+      return text(e, "client") == text(*w, "sub_conn") && text(e, "lock") == text(*w, "lock") &&
+             text(e, "confidence") == "certain";
+    });
+    if (anomalies.empty() && certain.empty()) {
+      ++withheld;
+      continue;
+    }
     flagged.add(!anomalies.empty(), "released " + std::to_string((t_us(*w) - first_release) / 1000) +
                                         " ms before the timer woke it: " + brief(*w));
   }
-  INFO(flagged.report() << "\n(timer wake-ups in the capture: " << timer_wakes << ")");
+  INFO(flagged.report() << "\n(timer wake-ups in the capture: " << timer_wakes << "; withheld, on a guessed link: "
+                        << withheld << ")");
   CHECK(flagged.total >= 3);
   CHECK(flagged.hits == flagged.total);
+  CHECK(withheld <= 1);
 }
 
 TEST_CASE("thirdparty redisson: the summary's contended share and waits per lock match the clients'",

@@ -176,6 +176,7 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   }
   tcp_stream& stream = c.streams[side];
   if (syn && !stream.started()) c.session.set_stream_start_seen(side);
+  if (syn) c.session.set_opened(ts_us);
   c.sinks[side].now_us = ts_us;
   c.sinks[1 - side].now_us = ts_us;
   // The ACK first: bytes it gives up waiting for were sent before this segment's data.

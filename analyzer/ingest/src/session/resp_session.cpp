@@ -210,6 +210,7 @@ exchange resp_session::make_exchange(exchange_kind kind) const noexcept {
   e.client_text = end_texts_[client_side_];
   e.server_text = end_texts_[1 - client_side_];
   e.client_from_start = sides_[client_side_].at_stream_start;
+  e.opened_us = opened_us_;
   return e;
 }
 

@@ -22,6 +22,7 @@ void for_each_text(lock_operation& op, F&& f) {
   f(op.client_text);
   f(op.server_text);
   f(op.redirect_to);
+  f(op.client_name);
 }
 
 }  // namespace

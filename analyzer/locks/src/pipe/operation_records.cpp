@@ -29,7 +29,7 @@ struct operation_header {
   bool asking = false;
   std::int32_t db = 0;
   std::int32_t slot = -1;
-  std::uint64_t lengths[7] = {};  // lock, owner, channel, message, client_text, server_text, redirect_to
+  std::uint64_t lengths[8] = {};  // lock, owner, channel, message, client_text, server_text, redirect_to, client_name
   std::int64_t lease_ms = -1;
   std::int64_t ttl_ms = -1;
   std::int64_t token = -1;
@@ -40,6 +40,7 @@ struct operation_header {
   std::uint64_t connection = 0;
   std::int64_t request_us = 0;
   std::int64_t reply_us = -1;
+  std::int64_t opened_us = -1;
   endpoint client{};
   endpoint server{};
 };
@@ -82,8 +83,8 @@ const std::byte* read_operation(const std::byte* p, lock_operation& op, operatio
   operation_header h;
   std::memcpy(&h, p, sizeof h);
   const char* text = reinterpret_cast<const char*>(p + sizeof h);
-  std::string_view texts[7];
-  for (int i = 0; i < 7; ++i) {
+  std::string_view texts[8];
+  for (int i = 0; i < 8; ++i) {
     texts[i] = std::string_view(text, h.lengths[i]);
     text += h.lengths[i];
   }
@@ -102,6 +103,7 @@ const std::byte* read_operation(const std::byte* p, lock_operation& op, operatio
   op.client_text = texts[4];
   op.server_text = texts[5];
   op.redirect_to = texts[6];
+  op.client_name = texts[7];
   op.redirect = h.redirect;
   op.asking = h.asking;
   op.slot = h.slot;
@@ -120,6 +122,7 @@ const std::byte* read_operation(const std::byte* p, lock_operation& op, operatio
   op.server = h.has_server ? &ends.server : nullptr;
   op.request_us = h.request_us;
   op.reply_us = h.reply_us;
+  op.opened_us = h.opened_us;
   return p + h.size;
 }
 
@@ -142,11 +145,11 @@ std::uint64_t size_at(const std::byte* p) noexcept {
 }  // namespace
 
 void write_operation(writer& out, const lock_operation& op) {
-  const std::string_view texts[7] = {op.lock,        op.owner,       op.channel,    op.message,
-                                     op.client_text, op.server_text, op.redirect_to};
+  const std::string_view texts[8] = {op.lock,        op.owner,       op.channel,     op.message,
+                                     op.client_text, op.server_text, op.redirect_to, op.client_name};
   operation_header h;
   h.size = sizeof h;
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 8; ++i) {
     h.lengths[i] = texts[i].size();
     h.size += texts[i].size();
   }
@@ -175,6 +178,7 @@ void write_operation(writer& out, const lock_operation& op) {
   h.connection = op.connection;
   h.request_us = op.request_us;
   h.reply_us = op.reply_us;
+  h.opened_us = op.opened_us;
   std::byte* p = out.reserve(h.size);
   std::memcpy(p, &h, sizeof h);
   p += sizeof h;

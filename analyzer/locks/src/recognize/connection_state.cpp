@@ -27,6 +27,14 @@ void lock_recognizer::state::on_reset(command_call& c) {
     return;
   }
   set_database(e.connection, 0);
+  // RESET clears the connection's name too; the unsubscribes below still carry it (the
+  // name is kept here until they are emitted).
+  std::string name;
+  if (const auto it = client_names.find(e.connection); it != client_names.end()) {
+    name = std::move(it->second);
+    client_names.erase(it);
+    c.op.client_name = name;
+  }
   // It also left every channel: each lock channel's subscription ends here.
   lock_operation& op = c.op;
   for (const auto& t : take_channels(e.connection, true, false)) {
@@ -42,11 +50,36 @@ void lock_recognizer::state::on_reset(command_call& c) {
 
 void lock_recognizer::state::on_connection_end(std::uint64_t connection) {
   databases.erase(connection);
+  if (!client_names.empty()) client_names.erase(connection);
   asking.erase(connection);
   channels.erase(connection);
   if (last_db_connection == connection) {
     last_db_connection = 0;
     last_db = 0;
+  }
+}
+
+void lock_recognizer::state::note_client_name(const command_call& c) {
+  const auto& a = c.args;
+  if (c.reply.kind == reply_view::shape::none || c.reply.kind == reply_view::shape::error) return;
+  std::string_view name;
+  bool named = false;
+  if (a.size() == 3 && resp::iequals(a[0], "CLIENT") && resp::iequals(a[1], "SETNAME")) {
+    name = a[2];
+    named = true;
+  } else if (a.size() >= 2 && resp::iequals(a[0], "HELLO")) {
+    for (std::size_t i = 1; i + 1 < a.size(); ++i) {
+      if (resp::iequals(a[i], "SETNAME")) {
+        name = a[i + 1];
+        named = true;
+      }
+    }
+  }
+  if (!named) return;
+  if (name.empty()) {
+    client_names.erase(c.e.connection);  // CLIENT SETNAME "" clears the name
+  } else {
+    client_names[c.e.connection].assign(name);
   }
 }
 

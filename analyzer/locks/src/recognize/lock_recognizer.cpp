@@ -109,6 +109,10 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
   op.server_text = e.server_text;
   op.request_us = e.request_us;
   op.reply_us = e.reply_us;
+  op.opened_us = e.opened_us;
+  if (!client_names.empty()) {
+    if (const auto it = client_names.find(e.connection); it != client_names.end()) op.client_name = it->second;
+  }
   current_is_script = false;
 
   if (e.kind == exchange_kind::push) {
@@ -131,6 +135,11 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
     return;
   }
   if (c.reply.kind == reply_view::shape::error) on_error_reply(c);
+  if (c.word == command_word::other) {
+    // The only other commands read: a connection's name (a cheap look at the length first).
+    if (e.command[0].size() == 6 || e.command[0].size() == 5) note_client_name(c);
+    return;
+  }
   dispatch(c);
 }
 

@@ -143,6 +143,9 @@ struct lock_recognizer::state {
   // already reported as cluster_link (a hash each; capped, then forgotten and
   // reported again, which the timeline takes as no change).
   std::unordered_set<std::uint64_t> asking;
+  // The name each connection gave itself (CLIENT SETNAME, HELLO ... SETNAME), carried on
+  // its operations (lock_operation::client_name): it tells whose a subscriber is.
+  std::unordered_map<std::uint64_t, std::string> client_names;
   std::string redirect_text;
   std::unordered_set<std::uint64_t> links_reported;
 
@@ -312,6 +315,8 @@ struct lock_recognizer::state {
   void on_select(command_call& c);
   void on_reset(command_call& c);
   void on_connection_end(std::uint64_t connection);
+  // CLIENT SETNAME / HELLO ... SETNAME answered without an error: the connection's name.
+  void note_client_name(const command_call& c);
 
   // ---- redis_cluster.cpp ----
 

@@ -54,11 +54,11 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       owners.release(owner);
     } else {
       owners.release(sub->owner);
-      put_subscription(conn, sub, {id, owner, client, chosen.confidence, true});
+      put_subscription(conn, sub, {id, owner, client, chosen.confidence, true, at});
       note_guess(l, s, op, chosen);
     }
   } else {
-    put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true});
+    put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true, at});
     note_guess(l, s, op, chosen);
   }
   lock_event e = from_op(l, op, lock_event_kind::subscribed);
@@ -109,7 +109,9 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   e.owner = {};
   if (woken != nullptr) {
     e.owner = owners.text(woken->owner);
-    e.confidence = confidence_of(s, woken->client, woken->confidence);
+    // The waiter's own link counts only if it is to this connection (one found through
+    // the episodes may be linked, even for certain, to its client's real subscriber).
+    e.confidence = confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
   emit(l, e);
 }
@@ -162,7 +164,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
       for (const waiter& w : xp(l)->waiters) {
         if (w.client == partner) {
           e.owner = owners.text(w.owner);
-          e.confidence = link_confidence::certain;
+          e.confidence = established_confidence(s, partner);
           break;
         }
       }

@@ -87,14 +87,21 @@ inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
   if (!has_holder(l) && has_extra(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported &&
       has_subscribed_waiter(l, id) && xp(l)->free_since_us + options.idle_threshold_us <= at) {
     lock_extra& x = *xp(l);
-    x.idle_reported = true;
+    // A missed wake-up rests on the link: a waiter certainly subscribed when the lock went
+    // free and not told since (one that was told and is slow to retry, or that subscribed
+    // after, and retries once subscribed, missed nothing).
     const waiter* longest = nullptr;
     for (const waiter& w : x.waiters) {
-      if (subscribed(w, id) && (longest == nullptr || w.first_us < longest->first_us)) longest = &w;
+      if (subscribed(w, id) && link_certain(w) && !w.notified && subscribed_by(w, id, x.free_since_us) &&
+          (longest == nullptr || w.first_us < longest->first_us)) {
+        longest = &w;
+      }
     }
+    // Considered once either way (else this deadline, past, would be queued again).
+    x.idle_reported = true;
     // At the threshold, or now when the waiter only appeared after it had passed.
     const std::int64_t ts = std::max(x.free_since_us + options.idle_threshold_us, at);
-    anomaly(l, ts, anomaly_kind::idle_with_waiters, longest->owner, longest->conn,
+    if (longest != nullptr) anomaly(l, ts, anomaly_kind::idle_with_waiters, longest->owner, longest->conn,
             {anomaly_finding::idle_while_subscribed_waiter_waits}, false, x.free_since_us,
             ts - x.free_since_us);
   }

@@ -23,6 +23,7 @@ inline std::uint32_t lock_timeline::impl::conn_index(const lock_operation& op) {
   // Noted on a change of connection only (not each operation's cost): a connection's
   // database changes only by a SELECT.
   connections[last_conn_].database_guessed = op.db < 0;
+  note_connection_life(last_conn_, op);
   return last_conn_;
 }
 
@@ -47,6 +48,8 @@ inline std::uint32_t lock_timeline::impl::conn_lookup(const lock_operation& op) 
     c.has_server_address = op.server != nullptr;
     if (op.server != nullptr) c.server_address = *op.server;
     c.id = op.connection;
+    c.opened_us = op.opened_us;
+    if (op.opened_us >= 0) opened_connections.emplace(op.opened_us, it->second);
   }
   return it->second;
 }
@@ -66,6 +69,22 @@ inline void lock_timeline::impl::free_connection(std::uint32_t conn) {
   connection_ids.erase(c.id);
   texts.release(c.client);
   texts.release(c.server);
+  // Its name's entry goes with it (a long live capture sees a name per process); another
+  // connection of its client brings it back at its next operation. A name found shared
+  // by several clients stays so.
+  if (c.name != no_id && c.known_client != 0 && !client_of_name.empty()) {
+    const auto it = client_of_name.find(texts.text(c.name));
+    if (it != client_of_name.end() && it->second == c.known_client) client_of_name.erase(it);
+  }
+  texts.release(c.name);
+  if (c.opened_us >= 0) {
+    for (auto [o, end] = opened_connections.equal_range(c.opened_us); o != end; ++o) {
+      if (o->second == conn) {
+        opened_connections.erase(o);
+        break;
+      }
+    }
+  }
   std::vector<connection_info::subscription> records = std::move(c.subscriptions);
   c.subscriptions = {};
   for (const auto& sub : records) {

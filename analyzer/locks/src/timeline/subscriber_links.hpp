@@ -1,7 +1,8 @@
 // Part of lock_timeline::impl (its data: timeline_state.hpp).
-// Subscriber links: which subscriber connection belongs to which client's waiter,
-// learned from episodes (one client alone reacting to a wake-up), and the choice of
-// the waiter a SUBSCRIBE, message or UNSUBSCRIBE is about.
+// Subscriber links: which subscriber connection belongs to which client's waiter, from
+// the life it shares with that process's command connections (its name, its opening
+// beside theirs) and from episodes (one client alone reacting to a wake-up), and the
+// choice of the waiter a SUBSCRIBE, message or UNSUBSCRIBE is about.
 // Inline, included by lock_timeline.cpp: the per-operation path stays in one translation
 // unit, inlined as when it was one struct (the default build has no LTO).
 #pragma once
@@ -9,6 +10,107 @@
 #include "timeline/timeline_state.hpp"
 
 namespace lockscope::locks {
+
+// On a change of connection (conn_index): the name the connection gave itself, and the
+// client its operations name (a name used by two clients ties nothing).
+inline void lock_timeline::impl::note_connection_life(std::uint32_t conn, const lock_operation& op) {
+  connection_info& c = connections[conn];
+  if (!op.client_name.empty() && !ingest::same_bytes(texts.text(c.name), op.client_name)) {
+    const std::uint32_t name = texts.id(op.client_name);
+    texts.retain(name);
+    texts.release(c.name);
+    c.name = name;
+    if (c.known_client != 0) c.known_client = 0;  // renamed: learnt again below
+  }
+  const bool names_client = !op.owner.empty() && op.kind != lock_op_kind::subscribe &&
+                            op.kind != lock_op_kind::unsubscribe && op.kind != lock_op_kind::message &&
+                            op.kind != lock_op_kind::cluster_link;
+  if (c.known_client == 0 && names_client) {
+    const std::string_view uuid = client_part(op.owner);
+    c.known_client = uuid.empty() ? (c.id & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62)
+                                  : std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
+  }
+  if (c.known_client == 0 || c.name == no_id) return;
+  // (Again at each change of connection: an entry goes when a connection of its name is
+  // freed, and another of the client's connections brings it back.)
+  const std::string_view name = texts.text(c.name);
+  if (const auto it = client_of_name.find(name); it != client_of_name.end()) {
+    if (it->second != c.known_client) it->second = ambiguous_client;
+  } else {
+    client_of_name.emplace(std::string(name), c.known_client);
+  }
+}
+
+// A subscriber named one way and a command connection another (neither a prefix of the
+// other's ":sub" form): two processes, or two clients of one.
+inline bool lock_timeline::impl::names_differ(const connection_info& s, const connection_info& command) const {
+  if (s.name == no_id || command.name == no_id) return false;
+  const std::string_view sub = texts.text(s.name), cmd = texts.text(command.name);
+  if (sub == cmd) return false;
+  return !(sub.size() == cmd.size() + 4 && sub.starts_with(cmd) && sub.ends_with(":sub"));
+}
+
+// The client whose life the subscriber shares: the one client whose command connections
+// carry its name (lockscope's "NAME:sub" beside "NAME"; Redisson's clientName on all its
+// connections), else the one client whose command connections from its address opened
+// within opened_together_us of it. 0: none, or several.
+inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
+  if (s.name != no_id) {
+    std::string_view name = texts.text(s.name);
+    auto found = client_of_name.find(name);
+    if (found == client_of_name.end() && name.ends_with(":sub")) {
+      found = client_of_name.find(name.substr(0, name.size() - 4));
+    }
+    if (found != client_of_name.end() && found->second != ambiguous_client) return {found->second, true};
+  }
+  if (s.opened_us < 0) return {};
+  // The nearest opening of each client's: the nearest client's within opened_together_us,
+  // every other client's at least opened_together_us farther (processes started nearly
+  // together, their connections interleaved, are not told apart by this).
+  // A connection whose client is not known yet (no lock operation on it so far, no
+  // subscription) may be another process's: one as near counts as another client
+  // (seen: a JVM starting while another filled its pool, its own command connection
+  // 20 ms from its subscriber still unused when it subscribed).
+  std::uint64_t best = 0;
+  std::int64_t best_gap = -1, other_gap = -1, unknown_gap = -1;
+  const auto end = opened_connections.upper_bound(s.opened_us + 2 * opened_together_us);
+  for (auto o = opened_connections.lower_bound(s.opened_us - 2 * opened_together_us); o != end; ++o) {
+    const connection_info& c = connections[o->second];
+    if (c.id == s.id || !(c.ip == s.ip)) continue;
+    const std::int64_t gap = o->first >= s.opened_us ? o->first - s.opened_us : s.opened_us - o->first;
+    if (c.known_client == 0) {
+      if (c.subscriptions.empty() && (unknown_gap < 0 || gap < unknown_gap)) unknown_gap = gap;
+      continue;
+    }
+    if (c.known_client == best) {
+      best_gap = std::min(best_gap, gap);
+    } else if (best == 0 || gap < best_gap) {
+      if (best != 0) other_gap = other_gap < 0 ? best_gap : std::min(other_gap, best_gap);
+      best = c.known_client;
+      best_gap = gap;
+    } else {
+      other_gap = other_gap < 0 ? gap : std::min(other_gap, gap);
+    }
+  }
+  if (best == 0 || best_gap > opened_together_us) return {};
+  if (unknown_gap >= 0 && (other_gap < 0 || unknown_gap < other_gap)) other_gap = unknown_gap;
+  if (other_gap >= 0 && other_gap - best_gap < opened_together_us) return {};
+  return {best, false};
+}
+
+// An anomaly that blames pub/sub for this waiter (subscription_lost, woken_by_timeout)
+// rests on its link: it is raised only when the link is certain.
+inline bool lock_timeline::impl::link_certain(const waiter& w) {
+  return w.sub_connection != 0 && (w.confidence == link_confidence::certain || w.sub_connection == w.connection);
+}
+
+// The waiter's subscriber had subscribed to the lock's channel by `t` (or was seen only
+// by its messages, its SUBSCRIBE before the capture).
+inline bool lock_timeline::impl::subscribed_by(const waiter& w, std::uint32_t lock, std::int64_t t) {
+  connection_info* s = open_connection(w.sub_connection);
+  const connection_info::subscription* sub = s == nullptr ? nullptr : subscription_of(*s, lock);
+  return sub != nullptr && sub->since_us <= t;
+}
 
 inline pairing lock_timeline::impl::pairing_of(const connection_info& s, std::uint64_t client) {
   std::uint32_t mine = 0, others = 0;
@@ -79,10 +181,20 @@ inline bool lock_timeline::impl::subscribes_elsewhere(std::uint64_t client, cons
 
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
 // traffic has said nothing yet.
+// Episodes alone (3 or more agreeing) are certain only where nothing is known of the
+// subscriber's life (joined mid-stream, no name) or its life agrees: where its opening
+// is known but shared with other processes', they are likely, not certain.
+inline link_confidence lock_timeline::impl::established_confidence(const connection_info& s, std::uint64_t client) {
+  if (s.opened_us < 0 && s.name == no_id) return link_confidence::certain;
+  return tie_of(s).client == client ? link_confidence::certain : link_confidence::high;
+}
+
 inline link_confidence lock_timeline::impl::confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess) {
   switch (pairing_of(s, client)) {
-    case pairing::established: return link_confidence::certain;
-    case pairing::consistent: return guess == link_confidence::certain ? guess : link_confidence::high;
+    case pairing::established: return established_confidence(s, client);
+    // A few episodes that agree raise nothing: on a host with several processes one
+    // may have reacted first by chance (seen: 5 of 139 events given to the wrong one).
+    case pairing::consistent: return guess == link_confidence::none ? link_confidence::low : guess;
     case pairing::contradicted: return guess == link_confidence::certain ? guess : link_confidence::low;
     case pairing::none: break;
   }
@@ -196,20 +308,26 @@ inline void lock_timeline::impl::link_existing_subscription(std::uint32_t lock, 
   const auto it = subscribers_by_client.find(w.client);
   if (it == subscribers_by_client.end()) return;
   std::uint32_t found = no_id;
+  link_confidence shared = link_confidence::none;  // the subscription's own link
   for (const std::uint32_t conn : it->second) {
     const connection_info& c = connections[conn];
     if (!c.open || conn >= found) continue;
     for (const auto& sub : c.subscriptions) {
       if (sub.lock == lock && sub.owner != no_id && sub.client == w.client) {
         found = conn;
+        shared = sub.confidence;
         break;
       }
     }
   }
   if (found == no_id) return;
+  if (shared == link_confidence::none) shared = link_confidence::low;
   const connection_info& c = connections[found];
   w.sub_connection = c.id;
-  w.confidence = c.id == w.connection ? link_confidence::certain : confidence_of(c, w.client, link_confidence::high);
+  // As sure as the subscription's own link (a guess stays a guess for the client's
+  // next waiter), unless its life ties it to the client.
+  w.confidence = c.id == w.connection || tie_of(c).client == w.client ? link_confidence::certain
+                                                                       : confidence_of(c, w.client, shared);
 }
 
 // Links `w` to subscriber `s` (and its client's other waiters, which share it).
@@ -228,16 +346,30 @@ inline void lock_timeline::impl::link(lock_state& l, std::uint32_t lock, waiter&
 inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request) -> linked {
   linked r;
   if (!has_extra(l)) return r;
-  const std::uint64_t partner = best_partner(s);
-  const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
-  const std::uint16_t ip_tag = s.ip.tag();
-  int candidates = 0;
-  bool uncertain = false;
   // The latest failure before the request (an attempt answered after it cannot have
   // caused it): among a client's waiters, the one that subscribes.
   auto distance = [&](const waiter& o) {
     return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
   };
+  // The process whose life the subscriber shares: its waiter, certain unless the
+  // episodes point elsewhere (an opening beside another's is a coincidence then).
+  const life_tie tie = tie_of(s);
+  if (tie.client != 0) {
+    for (waiter& w : xp(l)->waiters) {
+      if (w.connection == s.id) return {&w, link_confidence::certain};
+      if (w.client == tie.client && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
+    }
+    if (r.w != nullptr) {
+      r.confidence = tie.by_name || pairing_of(s, tie.client) != pairing::contradicted ? link_confidence::certain
+                                                                                        : link_confidence::low;
+      return r;
+    }
+  }
+  const std::uint64_t partner = best_partner(s);
+  const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
+  const std::uint16_t ip_tag = s.ip.tag();
+  int candidates = 0;
+  bool uncertain = false;
   for (waiter& w : xp(l)->waiters) {
     if (w.connection == s.id) return {&w, link_confidence::certain};
     if (established) {
@@ -246,6 +378,8 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
     }
     // The time first: the address is another table's row.
     if (at - w.last_attempt_us > options.link_window_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) continue;
+    // Named apart from the subscriber: another process (or client) than its own.
+    if (names_differ(s, connections[w.conn])) continue;
     // A poller (three attempts or more, never subscribed nor linked, far more often than
     // its TTL) listens to no channel: a subscription seen from its address is another
     // client's, one whose waiter may be unseen (subscribed before the capture).
@@ -268,7 +402,7 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   }
   if (r.w == nullptr) return r;
   if (established) {
-    r.confidence = link_confidence::certain;
+    r.confidence = established_confidence(s, partner);
   } else {
     r.confidence = confidence_of(s, r.w->client, candidates == 1 && !uncertain ? link_confidence::high : link_confidence::low);
     if (subscribes_elsewhere(r.w->client, s)) r.confidence = link_confidence::low;  // the traffic says otherwise
@@ -280,6 +414,20 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   for (const waiter& o : xp(l)->waiters) {
     if (&o != r.w && o.client == r.w->client && distance(o) < 4 * distance(*r.w) + 1'000) {
       r.confidence = link_confidence::low;
+    }
+  }
+  // Its life ties the subscriber to a client with no waiter here: this guess goes
+  // against it.
+  if (tie.client != 0 && r.w->client != tie.client) r.confidence = link_confidence::low;
+  // Another process waits from the same address: the one candidate in the window is
+  // only the likelier (seen: three `lockscope lock` waiters on one host, a subscriber
+  // given to the wrong one at `high` in 16 of 139 events).
+  if (r.confidence == link_confidence::high) {
+    for (const waiter& o : xp(l)->waiters) {
+      if (o.client != r.w->client && o.ip_tag == ip_tag && connections[o.conn].ip == s.ip) {
+        r.confidence = link_confidence::low;
+        break;
+      }
     }
   }
   return r;

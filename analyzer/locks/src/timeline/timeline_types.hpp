@@ -188,6 +188,7 @@ struct connection_info {
     std::uint64_t client;
     link_confidence confidence;
     bool active = true;
+    std::int64_t since_us = -1;  // when its SUBSCRIBE was confirmed (-1: seen by a message)
   };
   static constexpr std::size_t max_inactive = 8;
   std::vector<subscription> subscriptions;
@@ -208,6 +209,13 @@ struct connection_info {
     std::uint32_t episodes = 0;
   };
   std::array<partner, 3> partners{};
+  // Its life, which ties a subscriber to the process whose command connections share it:
+  // when its SYN was captured (-1: joined mid-stream), the name it gave itself (interned
+  // in texts; no_id: none), and the client its lock operations named (client_key; 0:
+  // none yet, a subscriber's never).
+  std::int64_t opened_us = -1;
+  std::uint32_t name = no_id;
+  std::uint64_t known_client = 0;
 };
 
 // What the traffic says about a subscriber connection belonging to a client.

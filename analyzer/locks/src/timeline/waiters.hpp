@@ -165,12 +165,34 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
                                                : options.wake_window_us;
   // Only a waiter that subscribes at all waits for a message (RedLock and spin-lock
   // clients poll by design).
-  const bool by_timer = w.pubsub && w.sub_connection != 0 && !w.notified && !after_subscribe &&
-                        t - w.last_attempt_us >= quick;
+  bool by_timer = w.pubsub && w.sub_connection != 0 && !w.notified && !after_subscribe &&
+                  t - w.last_attempt_us >= quick;
+  // Redisson's threads share their client's subscription and each retries once it is
+  // confirmed, on a loaded JVM tens of ms later (seen: 56-260 ms after the SUBSCRIBE, the
+  // TTL 30 s): a retry long before its TTL ran out, after its client subscribed since its
+  // last attempt, is that retry, not a timer's.
+  if (by_timer && w.last_ttl_us > 0 && t - w.last_attempt_us < w.last_ttl_us / 2) {
+    if (connection_info* s = open_connection(w.sub_connection)) {
+      const connection_info::subscription* sub = subscription_of(*s, lock);
+      if (sub != nullptr && sub->since_us >= w.last_attempt_us && sub->since_us <= t) by_timer = false;
+    }
+  }
 
   // The lock was free >= threshold while it waited: this attempt proves it waited.
+  // For a pub/sub waiter, a missed wake-up rests on its link (certain), and one that was
+  // told (a message since its last attempt) and was slow to retry missed nothing.
+  // (A waiter linked to no subscriber is said to be unsubscribed; one that subscribed
+  // only after the lock went free and retried once subscribed, Redisson's start, missed
+  // nothing.)
+  connection_info* sub_conn = w.sub_connection != 0 ? open_connection(w.sub_connection) : nullptr;
+  const connection_info::subscription* sub = sub_conn != nullptr ? subscription_of(*sub_conn, lock) : nullptr;
+  // Whether a missed wake-up rests, for the lock free since `from`.
+  auto idle_rests = [&](std::int64_t from) {
+    const bool subscribed_after = sub != nullptr && from >= 0 && sub->since_us > from;
+    return !w.pubsub || polls(w) || (!w.notified && (w.sub_connection == 0 || (link_certain(w) && !subscribed_after)));
+  };
   if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
-      at - x.free_since_us >= options.idle_threshold_us) {
+      at - x.free_since_us >= options.idle_threshold_us && idle_rests(x.free_since_us)) {
     x.idle_reported = true;
     // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
     // longer than the lock stayed free.
@@ -179,14 +201,14 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
                                                           : anomaly_finding::idle_while_unsubscribed_waiter_waited;
     anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.free_since_us,
             at - x.free_since_us);
-  } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us) {
+  } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us && idle_rests(x.idle_start_us)) {
     const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
                                                           : anomaly_finding::idle_while_this_poller_slept;
     anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.idle_start_us,
             x.idle_end_us - x.idle_start_us);
     x.idle_start_us = x.idle_end_us = -1;
   }
-  if (by_timer && w.lost_release_us >= 0 && !w.lost_reported) {
+  if (by_timer && w.lost_release_us >= 0 && !w.lost_reported && link_certain(w)) {
     w.lost_reported = true;  // once per wait
     anomaly_facts found{anomaly_finding::not_subscribed_at_release};
     if (w.unsubscribed_us >= 0 && w.unsubscribed_us <= w.lost_release_us) {
@@ -202,7 +224,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // timer was the only way to learn of it (the closed holder is named instead).
   const bool closed_holder_expired = x.closed_expired_us >= 0 && x.closed_expired_us == x.last_freed_us;
   if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us &&
-      !closed_holder_expired) {
+      !closed_holder_expired && link_certain(w)) {
     w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop
     anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
             {anomaly_finding::retried_without_notification}, op.inferred);

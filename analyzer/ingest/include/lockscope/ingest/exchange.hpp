@@ -32,6 +32,10 @@ struct exchange {
   // The client's stream was captured from its first byte (its SYN was seen) with no
   // gap since: nothing it sent is missing, so e.g. its SELECTed database is known.
   bool client_from_start = false;
+  // When the connection's SYN was captured; -1: joined mid-stream. Connections a process
+  // opens together (a client's command and subscriber connections, a pool at start-up)
+  // tell the lock stage which subscriber is whose.
+  std::int64_t opened_us = -1;
   // The command's arguments, passwords redacted; empty for a push.
   std::span<const std::string_view> command;
   // The reply (or the push); nullptr when none was captured or none is sent

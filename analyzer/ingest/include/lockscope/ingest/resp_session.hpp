@@ -146,6 +146,10 @@ class resp_session {
 
   // Whether a side's stream starts at its first byte (its SYN was seen).
   void set_stream_start_seen(int side) noexcept { sides_[side].at_stream_start = true; }
+  // When the connection's first SYN was captured (exchange::opened_us).
+  void set_opened(std::int64_t at_us) noexcept {
+    if (opened_us_ < 0) opened_us_ = at_us;
+  }
 
   void on_data(int side, std::string_view bytes, std::uint64_t offset, std::int64_t now_us);
   void on_gap(int side, std::uint64_t bytes, std::uint64_t offset, std::int64_t now_us);
@@ -345,6 +349,7 @@ class resp_session {
   exchange_sink& sink_;
   argument_interner* interner_ = nullptr;  // nullptr: interning off
   int client_side_ = -1;
+  std::int64_t opened_us_ = -1;
   std::array<side_state, 2> sides_;
   bool ignored_ = false;
   std::int64_t now_us_ = 0;

@@ -155,6 +155,11 @@ struct lock_operation {
   std::string_view server_text;
   std::int64_t request_us = 0;
   std::int64_t reply_us = -1;     // -1: no reply (pushes: == request_us)
+  // The connection's life, which ties a subscriber connection to its process's command
+  // connection: when its SYN was captured (-1: joined mid-stream), and the name it gave
+  // itself (CLIENT SETNAME, HELLO ... SETNAME; empty: none seen).
+  std::int64_t opened_us = -1;
+  std::string_view client_name;
 
   // When the operation took effect: the reply's time (the server ran it before).
   std::int64_t at_us() const noexcept { return reply_us >= 0 ? reply_us : request_us; }

@@ -1,0 +1,199 @@
+// Subscriber links from the life a subscriber connection shares with its process's command
+// connection (its name, its opening beside it), and the anomalies that rest on a link
+// (subscription_lost, woken_by_timeout) raised only when that link is certain. The
+// real-process oracles are tests/locks/subscriber_links_oracle.py (ctest
+// locks.subscriber_links.*).
+#include "helpers.hpp"
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+using locks::link_confidence;
+
+namespace {
+
+const std::string pa = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
+const std::string pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
+const std::string pc = "cccccccc-cccc-4ccc-8ccc-cccccccccccc:1";
+constexpr std::string_view host = "10.0.0.5";  // every process on one host
+
+std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
+
+constexpr double mid_stream = -1e9;
+
+struct life {
+  double opened_ms = mid_stream;  // when its SYN was captured
+  std::string_view name;
+};
+
+void attempt(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn, life l,
+             op_outcome outcome = op_outcome::contended) {
+  auto o = f.op(lock_op_kind::acquire, outcome, owner, at_ms, conn, host);
+  o.lease_ms = 30000;
+  if (outcome == op_outcome::contended) o.ttl_ms = 29000;
+  o.opened_us = l.opened_ms == mid_stream ? -1 : at(l.opened_ms);
+  o.client_name = l.name;
+  f.timeline.on_operation(o);
+}
+
+void channel(fixture& f, lock_op_kind kind, double at_ms, std::uint64_t conn, life l, std::int64_t count = 1) {
+  auto o = f.op(kind, op_outcome::ok, "", at_ms, conn, host);
+  o.channel = "redisson_lock__channel:{L}";
+  o.sub_count = count;
+  if (kind == lock_op_kind::message) o.reply_us = o.request_us;
+  o.opened_us = l.opened_ms == mid_stream ? -1 : at(l.opened_ms);
+  o.client_name = l.name;
+  f.timeline.on_operation(o);
+}
+
+// The false alarm of issue 42, reduced: a holder and two waiters of different processes on
+// one host. B fails first and subscribes; A fails between B's failure and B's SUBSCRIBE, so
+// the latest failure before the SUBSCRIBE is A's. On the release, B's subscriber gets the
+// message and B retries at once; A, told nothing, retries by its timer (a real case of a
+// waiter nobody told, had the link been A's).
+void contention(fixture& f, life hold, life a_cmd, life a_sub, life b_cmd, life b_sub) {
+  attempt(f, pc, 0, 1, hold, op_outcome::ok);
+  attempt(f, pb, 100, 4, b_cmd);
+  attempt(f, pa, 100.4, 2, a_cmd);
+  channel(f, lock_op_kind::subscribe, 100.6, 5, b_sub);  // B's subscriber
+  channel(f, lock_op_kind::subscribe, 101.5, 3, a_sub);  // A's subscriber
+  attempt(f, pb, 102, 4, b_cmd);                         // Redisson retries once subscribed
+  attempt(f, pa, 102.2, 2, a_cmd);
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host);
+  f.timeline.on_operation(u);
+  channel(f, lock_op_kind::message, 500.3, 5, b_sub);
+  attempt(f, pb, 500.5, 4, b_cmd, op_outcome::ok);  // woken
+  attempt(f, pa, 29200, 2, a_cmd);                  // A's TTL ran out: its timer
+}
+
+const recorded_event* subscribed_on(const fixture& f, std::string_view client) {
+  for (const auto& e : f.events.events) {
+    if (e.event == "subscribed" && e.client == client) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("subscriber life: names tie each subscriber to its process, certain", "[timeline][links]") {
+  fixture f;
+  contention(f, {mid_stream, "lockscope-lock:1"}, {mid_stream, "lockscope-lock:2"}, {mid_stream, "lockscope-lock:2:sub"},
+             {mid_stream, "lockscope-lock:3"}, {mid_stream, "lockscope-lock:3:sub"});
+  const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
+  const recorded_event* a = subscribed_on(f, "10.0.0.5:40003");
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK(b->owner == pb);
+  CHECK(b->confidence == link_confidence::certain);
+  CHECK(a->owner == pa);
+  CHECK(a->confidence == link_confidence::certain);
+  // A's subscriber heard nothing: A was subscribed (certainly) and retried by its timer.
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+  CHECK(f.events.first("anomaly:woken_by_timeout")->owner == pa);
+}
+
+TEST_CASE("subscriber life: a name shared by every process ties nothing", "[timeline][links]") {
+  fixture f;
+  const life cmd{mid_stream, "lockscope-lock"}, sub{mid_stream, "lockscope-lock:sub"};
+  contention(f, cmd, cmd, sub, cmd, sub);
+  const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
+  REQUIRE(b != nullptr);
+  CHECK(b->confidence != link_confidence::certain);
+  // No link is certain: no anomaly blames pub/sub.
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}
+
+TEST_CASE("subscriber life: a subscriber opened beside one process's command connection is that process's",
+          "[timeline][links]") {
+  fixture f;
+  // Each process opens its two connections together, the processes seconds apart.
+  contention(f, {-5000, {}}, {-3000, {}}, {-2990, {}}, {-1000, {}}, {-995, {}});
+  const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
+  const recorded_event* a = subscribed_on(f, "10.0.0.5:40003");
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK(b->owner == pb);
+  CHECK(b->confidence == link_confidence::certain);
+  CHECK(a->owner == pa);
+  CHECK(a->confidence == link_confidence::certain);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 1);
+}
+
+TEST_CASE("subscriber life: processes that opened together are not told apart by it", "[timeline][links]") {
+  fixture f;
+  contention(f, {-5000, {}}, {-1000, {}}, {-999, {}}, {-1000.5, {}}, {-998, {}});
+  for (const auto& e : f.events.events) {
+    if (e.event == "subscribed" || e.event == "notified" || e.event == "unsubscribed") {
+      CHECK(e.confidence != link_confidence::certain);
+    }
+  }
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}
+
+TEST_CASE("subscriber life: nothing known of the connections' lives: the guess is not certain and raises nothing",
+          "[timeline][links]") {
+  // Before: B's SUBSCRIBE went to A (the latest failure before it), A's to nobody or B,
+  // and A's woken B was read as B's timer: a woken_by_timeout for the wrong process.
+  fixture f;
+  contention(f, {}, {}, {}, {}, {});
+  for (const auto& e : f.events.events) {
+    if (e.event == "subscribed" || e.event == "notified" || e.event == "unsubscribed") {
+      CHECK(e.confidence != link_confidence::certain);
+    }
+  }
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}
+
+TEST_CASE("subscriber life: a name that contradicts the latest failure wins over it", "[timeline][links]") {
+  fixture f;
+  // Only the subscribers are named (the command connections' names unseen): B's SUBSCRIBE
+  // still cannot go to A, whose command connection is named apart.
+  contention(f, {mid_stream, "x"}, {mid_stream, "proc-a"}, {mid_stream, "proc-b:sub"}, {mid_stream, "proc-b"}, {mid_stream, "proc-a:sub"});
+  // (Here the subscribers' names are swapped on purpose: conn 5 is named as A's.)
+  const recorded_event* five = subscribed_on(f, "10.0.0.5:40005");
+  REQUIRE(five != nullptr);
+  CHECK(five->owner == pa);
+  CHECK(five->confidence == link_confidence::certain);
+}
+
+TEST_CASE("subscriber life: a timer retry on a guessed link raises nothing; on a certain one it does",
+          "[timeline][links]") {
+  // One waiter and its subscriber; the release reaches nobody; the waiter retries when its
+  // TTL runs out. A guess (`high`: one candidate) raises nothing, a tie does.
+  auto run = [](life cmd, life sub) {
+    fixture f;
+    attempt(f, pc, 0, 1, {}, op_outcome::ok);
+    attempt(f, pb, 100, 4, cmd);
+    channel(f, lock_op_kind::subscribe, 100.6, 5, sub);
+    attempt(f, pb, 101, 4, cmd);  // once subscribed
+    auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host);
+    f.timeline.on_operation(u);
+    attempt(f, pb, 29101, 4, cmd, op_outcome::ok);  // its TTL ran out: its timer
+    const recorded_event* s = subscribed_on(f, "10.0.0.5:40005");
+    REQUIRE(s != nullptr);
+    return std::pair{s->confidence, f.events.count("anomaly:woken_by_timeout") + f.events.count("anomaly:subscription_lost")};
+  };
+  const auto guessed = run({}, {});
+  CHECK(guessed.first == link_confidence::high);
+  CHECK(guessed.second == 0);
+  const auto tied = run({99.8, {}}, {100.5, {}});
+  CHECK(tied.first == link_confidence::certain);
+  CHECK(tied.second == 1);  // woken_by_timeout (it was subscribed at the release)
+}
+
+TEST_CASE("subscriber life: a name two processes used stays untied after one of them leaves", "[timeline][links]") {
+  fixture f;
+  attempt(f, pc, 0, 1, {}, op_outcome::ok);
+  attempt(f, pa, 10, 2, {mid_stream, "svc"});
+  attempt(f, pb, 20, 4, {mid_stream, "svc"});
+  f.timeline.on_connection_end(2, at(30));  // A's process left
+  attempt(f, pb, 100, 4, {mid_stream, "svc"});
+  channel(f, lock_op_kind::subscribe, 100.5, 5, {mid_stream, "svc:sub"});
+  const recorded_event* s = subscribed_on(f, "10.0.0.5:40005");
+  REQUIRE(s != nullptr);
+  CHECK(s->owner == pb);
+  CHECK(s->confidence != link_confidence::certain);
+}
