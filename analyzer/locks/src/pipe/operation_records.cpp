@@ -47,7 +47,7 @@ struct operation_header {
 static_assert(std::is_trivially_copyable_v<operation_header>);
 // A field added to lock_operation must be carried here too (sub_count once was not, and
 // two threads then reported what one did not): this size says when to look.
-static_assert(sizeof(lock_operation) == 232, "lock_operation changed: carry the new field through the pipe");
+static_assert(sizeof(lock_operation) == 256, "lock_operation changed: carry the new field through the pipe");
 
 struct event_header {
   std::uint64_t size = sizeof(event_header);
