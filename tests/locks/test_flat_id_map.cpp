@@ -12,7 +12,7 @@
 
 using lockscope::locks::timeline_detail::flat_id_map;
 
-TEST_CASE("flat_id_map answers as std::unordered_map under random finds, emplaces and erases", "[flat_id_map]") {
+TEST_CASE("flat_id_map answers as std::unordered_map under random finds, emplaces, assignments and erases", "[flat_id_map]") {
   std::mt19937 random(43);
   for (const std::uint32_t key_range : {8u, 300u, 40'000u}) {
     flat_id_map<std::uint64_t> flat;
@@ -31,8 +31,13 @@ TEST_CASE("flat_id_map answers as std::unordered_map under random finds, emplace
         if (t != truth.end()) REQUIRE(it->second == t->second);
       } else if (op < (growing ? 8u : 4u)) {
         const std::uint64_t value = random();
-        flat.emplace(key, value);  // keeps an existing entry, as std::unordered_map does
-        truth.emplace(key, value);
+        if (op % 2 == 0) {
+          flat.emplace(key, value);  // keeps an existing entry, as std::unordered_map does
+          truth.emplace(key, value);
+        } else {
+          flat.insert_or_assign(key, value);  // replaces it
+          truth.insert_or_assign(key, value);
+        }
       } else {
         const auto it = flat.find(key);
         const auto t = truth.find(key);

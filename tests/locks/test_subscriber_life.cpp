@@ -159,7 +159,7 @@ TEST_CASE("subscriber life: a name that contradicts the latest failure wins over
   CHECK(five->confidence == link_confidence::certain);
 }
 
-TEST_CASE("subscriber life: a timer retry on a guessed link raises nothing; on a certain one it does",
+TEST_CASE("subscriber life: a timer retry on a guessed link raises nothing, on a certain one it does",
           "[timeline][links]") {
   // One waiter and its subscriber; the release reaches nobody; the waiter retries when its
   // TTL runs out. A guess (`high`: one candidate) raises nothing, a tie does.
