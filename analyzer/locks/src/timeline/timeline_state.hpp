@@ -219,9 +219,9 @@ struct lock_timeline::impl {
   lock_extra& ex(lock_state& l);
   lock_side& side_of(lock_state& l);
   const lock_side* side_ptr(const lock_state& l) const;
-  bool has_extra(const lock_state& l) const;
-  lock_extra* xp(const lock_state& l);
-  const lock_extra* xp(const lock_state& l) const;
+  [[gnu::always_inline]] bool has_extra(const lock_state& l) const;
+  [[gnu::always_inline]] lock_extra* xp(const lock_state& l);
+  [[gnu::always_inline]] const lock_extra* xp(const lock_state& l) const;
   void add_hold(lock_state& l, std::int64_t us);
 
   // ---- holders (timeline/holders.hpp) ----
@@ -308,7 +308,7 @@ struct lock_timeline::impl {
 
   // ---- connections (timeline/connections.hpp) ----
   connection_info* open_connection(std::uint64_t id);
-  std::uint32_t conn_index(const lock_operation& op);
+  [[gnu::always_inline]] std::uint32_t conn_index(const lock_operation& op);
   std::uint32_t conn_lookup(const lock_operation& op);
   void retain_connection(std::uint32_t conn) noexcept;
   void release_connection(std::uint32_t conn);
