@@ -13,17 +13,8 @@
 set -euo pipefail
 release=${1:-4.7.0}
 here=$(cd "$(dirname "$0")" && pwd)
-shared=${REDISSON_DIR:-/work/shared/redisson}
-jar=$shared/redisson-$release-offline.jar
-[ -f "$jar" ] || { echo "record_groups.sh: no $jar" >&2; exit 1; }
-J=/usr/share/java
-CP=$jar
-for j in netty-buffer netty-codec netty-codec-dns netty-common netty-handler netty-resolver netty-resolver-dns \
-         netty-transport netty-transport-native-epoll netty-transport-native-kqueue netty-transport-native-unix-common \
-         jackson-databind jackson-core jackson-annotations jackson-dataformat-yaml snakeyaml byte-buddy slf4j-api \
-         geronimo-jcache-1.0-spec slf4j-simple; do
-  CP=$CP:$J/$j.jar
-done
+. "$here/classpath.sh"
+CP=$(redisson_classpath "$release") || exit 1
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT

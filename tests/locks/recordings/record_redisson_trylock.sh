@@ -6,14 +6,8 @@
 # Needs JDK 17, redis-server, tcpdump and the Debian jars (/work/shared/redisson/README.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-J=/usr/share/java
-CP=${REDISSON_DIR:-/work/shared/redisson}/redisson-3.27.2-offline.jar
-for j in netty-buffer netty-codec netty-codec-dns netty-common netty-handler netty-resolver netty-resolver-dns \
-         netty-transport netty-transport-native-epoll netty-transport-native-kqueue netty-transport-native-unix-common \
-         jackson-databind jackson-core jackson-annotations jackson-dataformat-yaml snakeyaml byte-buddy slf4j-api \
-         geronimo-jcache-1.0-spec slf4j-simple; do
-  CP=$CP:$J/$j.jar
-done
+. "$here/../../redisson/classpath.sh"
+CP=$(redisson_classpath 3.27.2) || exit 1
 work=$(mktemp -d)
 tcpdump_pid=
 trap 'kill $tcpdump_pid $redis_pid 2>/dev/null || true; rm -rf "$work"' EXIT
