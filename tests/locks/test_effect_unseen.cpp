@@ -204,4 +204,15 @@ TEST_CASE("effect unseen: an unseen SHA1 answering a list is learnt as an acquir
     feed(r, {"EVALSHA", release, "1", "rate:user", "9"}, "*1\r\n:1\r\n", next());  // another key's item
     CHECK(rec.ops.empty());
   }
+  SECTION("a script answering lists that nothing matches stops keeping candidates (the value table is shared)") {
+    for (int i = 0; i < 600; ++i) {
+      const std::string item = "job-" + std::to_string(i);
+      feed(r, {"EVALSHA", acquire, "1", "queue", "30"}, "*2\r\n$" + std::to_string(item.size()) + "\r\n" + item + "\r\n:30\r\n",
+           next());
+    }
+    feed(r, {"EVALSHA", release, "1", "queue", "job-599"}, "*1\r\n:1\r\n", next());  // kept no more
+    CHECK(rec.ops.empty());
+    feed(r, {"EVALSHA", release, "1", "queue", "job-500"}, "*1\r\n:1\r\n", next());  // still kept
+    CHECK(rec.ops.size() == 1);
+  }
 }

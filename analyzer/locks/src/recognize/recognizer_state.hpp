@@ -98,7 +98,12 @@ struct lock_recognizer::state {
     // the value is among its arguments (as lease_arg).
     script_op holder_role = script_op::none;
     std::uint8_t holder_arg = 0;
+    // List replies whose items were kept as candidates while nothing was learnt: a
+    // script answering lists that no later call ever matches (a rate limiter, a queue)
+    // stops filling the value table after max_candidate_replies.
+    std::uint16_t candidate_replies = 0;
   };
+  static constexpr std::uint16_t max_candidate_replies = 512;
   // The built-in scripts: always known, never evicted.
   recognizer_detail::string_map<script_class> builtin_text;
   // By SHA1: built at the first lookup by SHA1 (EVALSHA, SCRIPT LOAD, a new EVAL), as

@@ -210,6 +210,8 @@ bool lock_recognizer::state::on_list_reply(command_call& c, sha_entry& entry, st
   }
   // Not learnt yet: remember the items that could be a drawn value (not one of the
   // call's own arguments, not a status 0 / 1 or a negative number).
+  if (entry.candidate_replies >= max_candidate_replies) return false;
+  bool kept = false;
   std::size_t lease_arg = 0, numbers = 0;
   const std::size_t arg_count = (keys.size() - 1) + argv.size();
   for (std::size_t i = 1; i <= arg_count; ++i) {
@@ -235,7 +237,9 @@ bool lock_recognizer::state::on_list_reply(command_call& c, sha_entry& entry, st
     rec.reply_position = static_cast<std::uint8_t>(i + 1);
     rec.reply_first = integers[0] >= -127 && integers[0] <= 127 ? static_cast<std::int8_t>(integers[0]) : reply_first_unknown;
     rec.reply_lease_arg = static_cast<std::uint8_t>(lease_arg);
+    kept = true;
   }
+  if (kept) ++entry.candidate_replies;
   stats.values_tracked = flow.size();
   stats.values_evicted = flow.evictions();
   return false;
