@@ -130,3 +130,89 @@ TEST_CASE("effect unseen: an unseen SHA1 carrying a held value among its KEYS is
   CHECK(rec.ops[2].outcome == op_outcome::ok);
   CHECK(rec.ops[2].owner == "Gn0C8O==");
 }
+
+// A capture joined after the client loaded its scripts, whose acquire draws the
+// holder's value itself and answers it in a list: the value is learnt from where it
+// comes back (a later script's argument on the same key), in either reply layout.
+TEST_CASE("effect unseen: an unseen SHA1 answering a list is learnt as an acquire when an item of its reply comes "
+          "back as another unseen script's argument",
+          "[effect][unseen][recognizer]") {
+  using lockscope::timeline_test::feed;
+  using lockscope::timeline_test::op_recorder;
+  const std::string acquire(40, 'a'), extend(40, 'e'), release(40, 'f');
+  op_recorder rec;
+  lockscope::locks::lock_recognizer r(rec);
+  std::int64_t t = 1'000'000;
+  auto next = [&] { return t += 100'000; };
+  SECTION("the value first, nil when busy: {token, ttl} / {nil, pttl}; the lease an ARGV; the extend [ttl, value]") {
+    feed(r, {"EVALSHA", acquire, "1", "jobs:lock", "5000"}, "*2\r\n$8\r\ntok-7f3a\r\n:5000\r\n", next());
+    feed(r, {"EVALSHA", acquire, "1", "jobs:lock", "5000"}, "*2\r\n$-1\r\n:4800\r\n", next());
+    REQUIRE(rec.ops.empty());  // nothing known yet
+    feed(r, {"EVALSHA", extend, "1", "jobs:lock", "5000", "tok-7f3a"}, "*1\r\n:1\r\n", next());
+    feed(r, {"EVALSHA", release, "1", "jobs:lock", "tok-7f3a"}, ":1\r\n", next());
+    feed(r, {"EVALSHA", acquire, "1", "jobs:lock", "5000"}, "*2\r\n$6\r\ntok-99\r\n:5000\r\n", next());
+    feed(r, {"EVALSHA", acquire, "1", "jobs:lock", "5000"}, "*2\r\n$-1\r\n:4900\r\n", next());
+    feed(r, {"EVALSHA", extend, "1", "jobs:lock", "5000", "tok-99"}, "*1\r\n:1\r\n", next());
+    feed(r, {"EVALSHA", release, "1", "jobs:lock", "tok-99"}, ":1\r\n", next());
+    // A value never seen holding is no operation.
+    feed(r, {"EVALSHA", extend, "1", "jobs:lock", "5000", "tok-old"}, "*1\r\n:1\r\n", next());
+    REQUIRE(rec.ops.size() == 6);
+    CHECK(rec.ops[0].kind == lock_op_kind::renew);
+    CHECK(rec.ops[0].owner == "tok-7f3a");
+    CHECK(rec.ops[0].lease_ms == 5000);
+    CHECK(rec.ops[1].kind == lock_op_kind::unlock);
+    CHECK(rec.ops[1].outcome == op_outcome::ok);
+    CHECK(rec.ops[2].kind == lock_op_kind::acquire);
+    CHECK(rec.ops[2].outcome == op_outcome::ok);
+    CHECK(rec.ops[2].owner == "tok-99");
+    CHECK(rec.ops[2].lease_ms == 5000);
+    CHECK(rec.ops[2].inferred);
+    CHECK(rec.ops[3].kind == lock_op_kind::acquire);
+    CHECK(rec.ops[3].outcome == op_outcome::contended);
+    CHECK(rec.ops[4].kind == lock_op_kind::renew);
+    CHECK(rec.ops[4].outcome == op_outcome::ok);
+    CHECK(rec.ops[5].kind == lock_op_kind::unlock);
+    CHECK(rec.ops[5].owner == "tok-99");
+  }
+  SECTION("a status first: {1, index, ttl} / {0, -1, pttl}; the counter a KEYS; numeric values; list answers") {
+    feed(r, {"EVALSHA", acquire, "2", "rf:stock", "rfindex", "1000"}, "*3\r\n:1\r\n:11\r\n:1000\r\n", next());
+    feed(r, {"EVALSHA", extend, "1", "rf:stock", "11", "1000"}, "*3\r\n:1\r\n:11\r\n:1000\r\n", next());
+    feed(r, {"EVALSHA", release, "1", "rf:stock", "11"}, "*3\r\n:1\r\n$8\r\nreleased\r\n:11\r\n", next());
+    feed(r, {"EVALSHA", acquire, "2", "rf:stock", "rfindex", "1000"}, "*3\r\n:1\r\n:12\r\n:1000\r\n", next());
+    feed(r, {"EVALSHA", acquire, "2", "rf:stock", "rfindex", "1000"}, "*3\r\n:0\r\n:-1\r\n:900\r\n", next());
+    feed(r, {"EVALSHA", extend, "1", "rf:stock", "12", "1000"}, "*3\r\n:0\r\n:-1\r\n:0\r\n", next());
+    REQUIRE(rec.ops.size() == 5);
+    CHECK(rec.ops[0].kind == lock_op_kind::renew);
+    CHECK(rec.ops[0].owner == "11");
+    CHECK(rec.ops[0].lease_ms == 1000);
+    CHECK(rec.ops[1].kind == lock_op_kind::unlock);
+    CHECK(rec.ops[1].outcome == op_outcome::ok);
+    CHECK(rec.ops[2].kind == lock_op_kind::acquire);
+    CHECK(rec.ops[2].owner == "12");
+    CHECK(rec.ops[2].outcome == op_outcome::ok);
+    CHECK(rec.ops[2].lease_ms == 1000);
+    CHECK(rec.ops[3].kind == lock_op_kind::acquire);
+    CHECK(rec.ops[3].outcome == op_outcome::contended);
+    CHECK(rec.ops[3].owner.empty());
+    CHECK(rec.ops[4].kind == lock_op_kind::renew);
+    CHECK(rec.ops[4].outcome == op_outcome::rejected);
+  }
+  SECTION("a number that comes back only to the script that answered it (a counter, a rate limiter) is no lock") {
+    feed(r, {"EVALSHA", acquire, "1", "rate:user", "1000"}, "*2\r\n:7\r\n:1000\r\n", next());
+    feed(r, {"EVALSHA", acquire, "1", "rate:user", "7"}, "*2\r\n:8\r\n:1000\r\n", next());
+    feed(r, {"EVALSHA", acquire, "1", "rate:other", "1000"}, "*2\r\n:9\r\n:1000\r\n", next());
+    feed(r, {"EVALSHA", release, "1", "rate:user", "9"}, "*1\r\n:1\r\n", next());  // another key's item
+    CHECK(rec.ops.empty());
+  }
+  SECTION("a script answering lists that nothing matches stops keeping candidates (the value table is shared)") {
+    for (int i = 0; i < 600; ++i) {
+      const std::string item = "job-" + std::to_string(i);
+      feed(r, {"EVALSHA", acquire, "1", "queue", "30"}, "*2\r\n$" + std::to_string(item.size()) + "\r\n" + item + "\r\n:30\r\n",
+           next());
+    }
+    feed(r, {"EVALSHA", release, "1", "queue", "job-599"}, "*1\r\n:1\r\n", next());  // kept no more
+    CHECK(rec.ops.empty());
+    feed(r, {"EVALSHA", release, "1", "queue", "job-500"}, "*1\r\n:1\r\n", next());  // still kept
+    CHECK(rec.ops.size() == 1);
+  }
+}

@@ -87,7 +87,23 @@ struct lock_recognizer::state {
     // first script of a value (an acquire) or a later one (an extend).
     std::uint32_t acquire_votes = 0;
     std::uint32_t extend_votes = 0;
+    // Learnt from where a list reply's item came back (value_tracking.cpp). An acquire
+    // drawing its holder's value: the reply item that is the value (1-based; 0: not
+    // learnt), the first item a success answered (reply_first_unknown: not told), the
+    // lone number argument that is the lease (1-based over KEYS[2..] then ARGV; 0: none).
+    std::uint8_t owner_reply = 0;
+    std::int8_t ok_first = recognizer_detail::reply_first_unknown;
+    std::uint8_t lease_arg = 0;
+    // A script seen acting for such a value (script_op::release or extend) and where
+    // the value is among its arguments (as lease_arg).
+    script_op holder_role = script_op::none;
+    std::uint8_t holder_arg = 0;
+    // List replies whose items were kept as candidates while nothing was learnt: a
+    // script answering lists that no later call ever matches (a rate limiter, a queue)
+    // stops filling the value table after max_candidate_replies.
+    std::uint16_t candidate_replies = 0;
   };
+  static constexpr std::uint16_t max_candidate_replies = 512;
   // The built-in scripts: always known, never evicted.
   recognizer_detail::string_map<script_class> builtin_text;
   // By SHA1: built at the first lookup by SHA1 (EVALSHA, SCRIPT LOAD, a new EVAL), as
@@ -219,7 +235,16 @@ struct lock_recognizer::state {
                                  std::span<const std::string_view> argv);
   // The class an unknown SHA1's call is guessed to have from its argument shape and
   // reply (see lock_recognizer.hpp); op none when no guess fits.
-  void infer_by_held_value(command_call& c, std::span<const std::string_view> keys,
+  // ---- value_tracking.cpp: values drawn by a script and answered in a list ----
+  // An unseen script answering a list: an acquire whose drawn value was learnt, or its
+  // items remembered as candidate values. True when it emitted the call's operation.
+  bool on_list_reply(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
+                     std::span<const std::string_view> argv);
+  // Called for an argument of an unseen script that matches a candidate value: the
+  // script that drew it is learnt as an acquire, and the value taken as holding.
+  void learn_drawn_value(recognizer_detail::value_record& rec);
+
+  void infer_by_held_value(command_call& c, sha_entry* entry, std::span<const std::string_view> keys,
                            std::span<const std::string_view> argv);
   script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                             std::span<const std::string_view> argv);

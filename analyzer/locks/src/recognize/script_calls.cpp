@@ -258,7 +258,8 @@ void lock_recognizer::state::on_script_call(command_call& c) {
       return;
     }
     if (cls.op == script_op::none) {
-      infer_by_held_value(c, keys, argv);
+      if (on_list_reply(c, *entry, keys, argv)) return;
+      infer_by_held_value(c, entry, keys, argv);
       return;
     }
     c.op.inferred = true;
@@ -268,44 +269,87 @@ void lock_recognizer::state::on_script_call(command_call& c) {
 
 // An unseen script that no argument shape explains, whose arguments (KEYS after the
 // first, or ARGV, in any order) carry a value the capture showed holding KEYS[1] on
-// this server, answered OK or 1: it acted for that holder. With a number beside the
-// value it extended the lease to that number of ms (node-redis-warlock's touch: KEYS
-// [name, ttl, id], SET XX PX); without one, it released. A capture joined after a
-// client loaded its scripts shows only their SHA1s.
-void lock_recognizer::state::infer_by_held_value(command_call& c, std::span<const std::string_view> keys,
+// this server, answered OK, 1 or a list whose first item is 1: it acted for that
+// holder. With a number beside the value it extended the lease to that number of ms
+// (node-redis-warlock's touch: KEYS [name, ttl, id], SET XX PX); without one, it
+// released. A value an unseen script drew and answered in a list (value_tracking.cpp)
+// counts as holding from the call that brings it back. Once a script has acted so,
+// its role and the value's place are kept for its SHA1, and its later calls are read
+// by them (a number for a value, a refused call). A capture joined
+// after a client loaded its scripts shows only their SHA1s.
+void lock_recognizer::state::infer_by_held_value(command_call& c, sha_entry* entry,
+                                                 std::span<const std::string_view> keys,
                                                  std::span<const std::string_view> argv) {
   const reply_view& reply = c.reply;
+  bool listed_done = false, listed_refused = false;
+  if (reply.kind == reply_view::shape::array && reply.m != nullptr) {
+    std::array<std::int64_t, 1> first{-1};
+    std::size_t total = 0;
+    if (array_integers(reply, first, total) == 1) {
+      listed_done = first[0] == 1;
+      listed_refused = first[0] == 0;
+    }
+  }
   const bool done = reply.kind == reply_view::shape::ok ||
-                    (reply.kind == reply_view::shape::integer && reply.integer == 1);
-  if (keys.empty() || !done) return;
+                    (reply.kind == reply_view::shape::integer && reply.integer == 1) || listed_done;
+  if (keys.empty()) return;
   lock_operation& op = c.op;
+  const bool learnt = entry != nullptr && entry->holder_role != script_op::none;
+  if (!done && !(learnt && (listed_refused || reply.kind == reply_view::shape::null ||
+                            (reply.kind == reply_view::shape::integer && reply.integer == 0)))) {
+    return;
+  }
   std::string_view value, number;
-  std::size_t values = 0, numbers = 0;
+  std::size_t values = 0, numbers = 0, value_at = 0, at = 0;
   auto consider = [&](std::string_view a) {
+    ++at;
+    if (learnt) {
+      if (at == entry->holder_arg) {
+        // Still a value the capture showed holding (a refused call may come after its
+        // lease ran out); one never seen is no operation.
+        const value_record* rec = flow.find(value_key(op.server_text, keys[0], a));
+        if (rec == nullptr || !rec->held) return;
+        value = a;
+        values = 1;
+        value_at = at;
+      } else if (is_number(a)) {
+        number = a;
+        ++numbers;
+      }
+      return;
+    }
+    value_record* rec = flow.find(value_key(op.server_text, keys[0], a));
+    if (rec != nullptr && rec->reply_position != 0 && !rec->held && rec->first_is_sha && rec->first_sha != current_sha) {
+      learn_drawn_value(*rec);
+    }
+    if (rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us())) {
+      value = a;
+      value_at = at;
+      ++values;
+      return;
+    }
     if (is_number(a)) {
       number = a;
       ++numbers;
-      return;
-    }
-    const value_record* rec = flow.find(value_key(op.server_text, keys[0], a));
-    if (rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us())) {
-      value = a;
-      ++values;
     }
   };
   for (std::size_t i = 1; i < keys.size(); ++i) consider(keys[i]);
   for (std::string_view a : argv) consider(a);
   if (values != 1 || numbers > 1) return;  // which is the owner, or the lease, is not sure
+  std::int64_t lease = -1;
+  if (numbers == 1 && (!parse_int(number, lease) || lease <= 0)) return;
+  if (entry != nullptr && !learnt && value_at <= 255) {
+    entry->holder_role = numbers == 1 ? script_op::extend : script_op::release;
+    entry->holder_arg = static_cast<std::uint8_t>(value_at);
+  }
   op.family = lock_family::set_based;
   op.shared = false;
   op.lock = keys[0];
   op.owner = value;
   op.channel = {};
   op.inferred = true;
-  op.outcome = op_outcome::ok;
-  std::int64_t lease = -1;
+  op.outcome = done ? op_outcome::ok : op_outcome::rejected;
   if (numbers == 1) {
-    if (!parse_int(number, lease) || lease <= 0) return;
     op.kind = lock_op_kind::renew;
     op.lease_ms = lease;
   } else {

@@ -28,8 +28,17 @@ struct value_record {
   script_op first_role = script_op::none;    // the role given to that first script call
   bool held = false;                         // an operation showed it holding the lock here
   bool release_refused = false;              // a release of it answered 0 / -1
+  // A candidate value: an item of an unseen script's list reply (first_sha), at this
+  // 1-based position (0: none), kept until an argument of a later call shows it to be
+  // a holder's value (value_tracking.cpp); that reply's first item (when an integer in
+  // -127..127, else reply_first_unknown) and the caller's lone number argument
+  // (1-based over KEYS[2..] then ARGV; 0: none), taken for the lease.
+  std::uint8_t reply_position = 0;
+  std::int8_t reply_first = -128;
+  std::uint8_t reply_lease_arg = 0;
   std::int64_t deadline_us = -1;             // when its last lease (if known) runs out
 };
+inline constexpr std::int8_t reply_first_unknown = -128;
 
 inline std::uint64_t value_key(std::string_view server, std::string_view key, std::string_view value) noexcept {
   const std::hash<std::string_view> h;

@@ -5,6 +5,9 @@
 // clean-up or a retry. Also Redisson's unlock latches, which make a retried unlock
 // replay its first reply.
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
 
 #include "recognize/recognizer_state.hpp"
 
@@ -112,6 +115,150 @@ bool lock_recognizer::state::replayed_unlock(std::string_view server, std::strin
   if (flow.find(k) != nullptr) return true;
   flow.insert(k);
   return false;
+}
+
+}  // namespace lockscope::locks
+
+// ---- Values drawn by a script and answered in a list ----
+//
+// A lock whose holder's value is made by the acquire script itself (a counter's next
+// number, a random id) and answered in a list (`{1, index, ttl}` / `{0, -1, pttl}`)
+// shows that value first in a reply, then as an argument of the holder's later calls
+// (its extend, its release). A capture joined after the client loaded its scripts shows
+// only SHA1s, so neither script can be read: the items of an unseen script's list reply
+// are remembered as candidates on its KEYS[1], and when a later call of another unseen
+// script on the same key carries one as an argument, the first is learnt as an acquire
+// answering its holder's value at that item, and the second as acting for the holder
+// (infer_by_held_value). Until then the acquire's calls make no operation.
+
+namespace lockscope::locks {
+
+using namespace recognizer_detail;
+
+namespace {
+
+constexpr std::size_t max_reply_items = 8;
+
+// A list reply's items (up to max_reply_items) as texts, integers as their digits in
+// `digits`; nil or nested items are empty. Returns how many.
+std::size_t list_items(const reply_view& r, std::array<std::string_view, max_reply_items>& out,
+                       std::array<std::array<char, 24>, max_reply_items>& digits,
+                       std::array<std::int64_t, max_reply_items>& integers) {
+  if (r.kind != reply_view::shape::array || r.m == nullptr || r.root == message::npos) return 0;
+  const message& m = *r.m;
+  std::size_t n = 0;
+  m.for_each_child(r.root, [&](const message_node& e) {
+    if (n == max_reply_items) return false;
+    out[n] = {};
+    integers[n] = INT64_MIN;
+    if (e.type == resp::type::integer) {
+      const auto [end, ec] = std::to_chars(digits[n].data(), digits[n].data() + digits[n].size(), e.integer);
+      out[n] = std::string_view(digits[n].data(), static_cast<std::size_t>(end - digits[n].data()));
+      integers[n] = e.integer;
+    } else if ((e.type == resp::type::bulk_string || e.type == resp::type::simple_string) &&
+               (e.flags & resp::node_flags::null_bulk) == 0) {
+      out[n] = m.text(e);
+      if (std::int64_t v = 0; parse_int(out[n], v)) integers[n] = v;
+    }
+    ++n;
+    return true;
+  });
+  return n;
+}
+
+// KEYS[2..] then ARGV, 1-based: the arguments a holder's value or a lease may be.
+std::string_view value_arg(std::span<const std::string_view> keys, std::span<const std::string_view> argv,
+                           std::size_t i) noexcept {
+  if (i == 0) return {};
+  const std::size_t extra_keys = keys.size() > 1 ? keys.size() - 1 : 0;
+  if (i <= extra_keys) return keys[i];
+  i -= extra_keys;
+  return i <= argv.size() ? argv[i - 1] : std::string_view();
+}
+
+}  // namespace
+
+bool lock_recognizer::state::on_list_reply(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
+                                           std::span<const std::string_view> argv) {
+  if (keys.empty() || c.reply.kind != reply_view::shape::array || entry.holder_role != script_op::none) return false;
+  std::array<std::string_view, max_reply_items> items;
+  std::array<std::array<char, 24>, max_reply_items> digits;
+  std::array<std::int64_t, max_reply_items> integers;
+  const std::size_t n = list_items(c.reply, items, digits, integers);
+  if (n == 0) return false;
+  lock_operation& op = c.op;
+  if (entry.owner_reply != 0) {
+    // A learnt acquire: it holds when the value's item is there and the first item is
+    // the one a success answered.
+    const std::string_view value = entry.owner_reply <= n ? items[entry.owner_reply - 1u] : std::string_view();
+    const std::int64_t as_number = integers[entry.owner_reply - 1u];
+    const bool drawn = !value.empty() && (as_number == INT64_MIN || as_number >= 0);  // -1: none drawn
+    const bool first_ok = entry.ok_first == reply_first_unknown || entry.owner_reply == 1 ||
+                          integers[0] == entry.ok_first;
+    op.family = lock_family::set_based;
+    op.shared = false;
+    op.lock = keys[0];
+    op.channel = {};
+    op.kind = lock_op_kind::acquire;
+    op.inferred = true;
+    op.outcome = drawn && first_ok ? op_outcome::ok : op_outcome::contended;
+    op.owner = op.outcome == op_outcome::ok ? value : std::string_view();
+    op.lease_ms = -1;
+    if (std::int64_t lease = 0; parse_int(value_arg(keys, argv, entry.lease_arg), lease) && lease > 0) op.lease_ms = lease;
+    emit(op);
+    return true;
+  }
+  // Not learnt yet: remember the items that could be a drawn value (not one of the
+  // call's own arguments, not a status 0 / 1 or a negative number).
+  if (entry.candidate_replies >= max_candidate_replies) return false;
+  bool kept = false;
+  std::size_t lease_arg = 0, numbers = 0;
+  const std::size_t arg_count = (keys.size() - 1) + argv.size();
+  for (std::size_t i = 1; i <= arg_count; ++i) {
+    if (std::int64_t v = 0; parse_int(value_arg(keys, argv, i), v)) {
+      lease_arg = i;
+      ++numbers;
+    }
+  }
+  if (numbers != 1 || lease_arg > 255) lease_arg = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string_view item = items[i];
+    if (item.empty() || item.size() > 128 || (integers[i] != INT64_MIN && integers[i] <= 1)) continue;
+    bool is_argument = false;
+    for (std::size_t a = 0; a < keys.size() && !is_argument; ++a) is_argument = keys[a] == item;
+    for (std::size_t a = 0; a < argv.size() && !is_argument; ++a) is_argument = argv[a] == item;
+    if (is_argument) continue;
+    const std::uint64_t k = value_key(op.server_text, keys[0], item);
+    if (flow.find(k) != nullptr) continue;
+    value_record& rec = flow.insert(k);
+    rec.first_is_sha = true;
+    rec.first_sha = current_sha;
+    rec.first_voted = true;  // not a [value, ttl] script's: nothing to vote for
+    rec.reply_position = static_cast<std::uint8_t>(i + 1);
+    rec.reply_first = integers[0] >= -127 && integers[0] <= 127 ? static_cast<std::int8_t>(integers[0]) : reply_first_unknown;
+    rec.reply_lease_arg = static_cast<std::uint8_t>(lease_arg);
+    kept = true;
+  }
+  if (kept) ++entry.candidate_replies;
+  stats.values_tracked = flow.size();
+  stats.values_evicted = flow.evictions();
+  return false;
+}
+
+void lock_recognizer::state::learn_drawn_value(value_record& rec) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (std::size_t i = 0; i < 20; ++i) {
+    vote_scratch[2 * i] = hex[rec.first_sha[i] >> 4];
+    vote_scratch[2 * i + 1] = hex[rec.first_sha[i] & 15];
+  }
+  if (auto* e = by_sha.find({vote_scratch.data(), 40}); e != nullptr && e->value.inferred && e->value.owner_reply == 0) {
+    e->value.owner_reply = rec.reply_position;
+    e->value.ok_first = rec.reply_first;
+    e->value.lease_arg = rec.reply_lease_arg;
+  }
+  rec.reply_position = 0;
+  rec.held = true;  // its acquire was not shown (not learnt yet): held since then, lease unknown
+  rec.deadline_us = -1;
 }
 
 }  // namespace lockscope::locks
