@@ -70,12 +70,13 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
     w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
     w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
     link_existing_subscription(id, *w);
+    index_keys(x, *w);
   } else {
     move_waiter(*w, id, conn, op.connection);
     retry(l, id, *w, op, at);
   }
   w->last_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
-  w->deadline_us = at + expected_wait_us(l, op, at) + options.waiter_margin_us;
+  set_waiter_deadline(*xp(l), *w, at + expected_wait_us(l, op, at) + options.waiter_margin_us);
   lock_event e = from_op(l, op, lock_event_kind::contended);
   e.ttl_ms = op.ttl_ms;
   emit(l, e);

@@ -21,6 +21,7 @@
 #include "timeline/subscriber_links.hpp"
 #include "timeline/subscriptions.hpp"
 #include "timeline/timeline_state.hpp"
+#include "timeline/waiter_lookup.hpp"
 #include "timeline/waiters.hpp"
 
 namespace lockscope::locks {

@@ -290,7 +290,7 @@ inline void lock_timeline::impl::take_guessed_subscription(lock_state& l, std::u
     const std::uint64_t client = guessed->client;
     for (waiter& o : x.waiters) {
       if (o.client != client || o.sub_connection != s.id) continue;
-      o.sub_connection = 0;
+      set_sub_connection(x, o, 0);
       o.confidence = link_confidence::none;
       o.subscribed_us = -1;
     }
@@ -335,7 +335,7 @@ inline void lock_timeline::impl::link(lock_state& l, std::uint32_t lock, waiter&
   for (waiter& o : xp(l)->waiters) {
     if (&o != &w && o.client != w.client) continue;
     if (&o != &w && o.sub_connection != 0 && o.sub_connection != s.id && subscribed(o, lock)) continue;
-    o.sub_connection = s.id;
+    set_sub_connection(*xp(l), o, s.id);
     o.confidence = conf;
     o.unsubscribed_us = -1;
     o.left_channel = false;

@@ -270,6 +270,17 @@ struct lock_timeline::impl {
   void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at);
   void attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us, std::int64_t until_us) const;
 
+  // ---- waiter lookups (timeline/waiter_lookup.hpp) ----
+  static waiter* waiter_at(lock_extra& x, std::uint64_t seq);
+  waiter_keys& keys_of(lock_extra& x);
+  static void index_keys(lock_extra& x, const waiter& w);
+  static void unindex_keys(lock_extra& x, const waiter& w);
+  static void no_waiters_left(lock_extra& x);
+  static void set_sub_connection(lock_extra& x, waiter& w, std::uint64_t sub);
+  static void set_waiter_deadline(lock_extra& x, waiter& w, std::int64_t t);
+  static std::int64_t earliest_waiter_deadline(lock_extra& x);
+  std::vector<std::uint64_t> woken_seqs;  // on_message's candidates (kept: no allocation a message)
+
   // ---- subscriptions (timeline/subscriptions.hpp) ----
   static connection_info::subscription* subscription_of(connection_info& c, std::uint32_t lock);
   static connection_info::subscription* record_of(connection_info& c, std::uint32_t lock);

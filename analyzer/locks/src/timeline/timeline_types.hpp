@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "timeline/duration_histogram.hpp"
 #include "timeline/flat_id_map.hpp"
 #include "timeline/lock_store.hpp"
+#include "timeline/waiter_keys.hpp"
 
 namespace lockscope::locks::timeline_detail {
 
@@ -120,6 +122,13 @@ struct lock_extra {
   // search away, whatever left before it.
   flat_id_map<std::uint64_t> waiter_index;
   bool waiter_index_valid = false;
+  // Subscriber connection and client to waiters, for a lock with many (on_message): made
+  // when first needed, then kept up as waiters come, go and relink; gone with the last.
+  std::unique_ptr<waiter_keys> keys;
+  // The earliest of the waiters' deadlines (-1: none), kept as deadlines are set, and
+  // found again by a scan only once the waiter that had it left or moved it later.
+  std::int64_t earliest_deadline_us = -1;
+  bool earliest_deadline_known = true;
   std::uint64_t next_waiter_seq = 0;
   std::int64_t free_since_us = -1;   // when the last holder left (only kept with waiters)
   std::int64_t last_freed_us = -1;   // when it last went free (released, expired), whoever took it since

@@ -38,6 +38,7 @@ inline void lock_timeline::impl::forget_waiter(lock_extra& x, const waiter& w) {
     const auto it = x.waiter_index.find(w.owner);
     if (it != x.waiter_index.end() && it->second == w.seq) x.waiter_index.erase(it);
   }
+  unindex_keys(x, w);
   owners.release(w.owner);
   release_connection(w.conn);
 }
@@ -57,7 +58,10 @@ inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves) 
   }
   if (kept == x.waiters.size()) return;
   x.waiters.resize(kept);
-  if (x.waiters.empty()) x.idle_start_us = x.idle_end_us = -1;
+  if (x.waiters.empty()) {
+    x.idle_start_us = x.idle_end_us = -1;
+    no_waiters_left(x);
+  }
 }
 
 // The waiter leaves (acquired or gave up).
@@ -67,7 +71,10 @@ inline void lock_timeline::impl::drop_waiter(lock_state& l, std::uint32_t lock, 
   ws.erase(ws.begin() + (w - ws.data()));
   unlist_wait(gone.conn, lock);
   forget_waiter(*xp(l), gone);
-  if (ws.empty()) xp(l)->idle_start_us = xp(l)->idle_end_us = -1;
+  if (ws.empty()) {
+    xp(l)->idle_start_us = xp(l)->idle_end_us = -1;
+    no_waiters_left(*xp(l));
+  }
 }
 
 inline void lock_timeline::impl::unlist_wait(std::uint32_t conn, std::uint32_t lock) {

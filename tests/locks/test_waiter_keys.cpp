@@ -1,0 +1,111 @@
+// A lock's waiters found by key (waiter_keys: by subscriber connection and client) and
+// their earliest deadline kept, for a lock with more waiters than a scan is used for:
+// each message must name the waiter a scan of them all would (its subscriber's client's
+// earliest still waiting), through waiters leaving and a client moving its subscription
+// to a new connection; the earliest deadline must follow a waiter moving its own later.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "timeline_fixture.hpp"
+
+namespace lockscope::timeline_test {
+namespace {
+
+constexpr int clients = 3, threads = 15;  // 45 waiters: more than scanned_waiters (32)
+
+std::string uuid_of(int c) { return "0000000" + std::to_string(c) + "-1111-2222-3333-444444444444"; }
+std::string owner_of(int c, int k) { return uuid_of(c) + ":" + std::to_string(k + 1); }
+std::string ip_of(int c) { return "10.0.1." + std::to_string(c + 1); }
+std::uint64_t command_of(int c) { return 10 + static_cast<std::uint64_t>(c); }
+
+}  // namespace
+
+TEST_CASE("waiter keys: a herd's messages name each subscriber's earliest waiter, through leaves and a new subscriber",
+          "[timeline][waiters]") {
+  fixture f;
+  std::map<int, std::uint64_t> subscriber;  // client -> its subscriber connection
+  for (int c = 0; c < clients; ++c) {
+    subscriber[c] = 20 + static_cast<std::uint64_t>(c);
+    f.opened[command_of(c)] = t0 - 1000;
+    f.opened[subscriber[c]] = t0 - 1000;
+  }
+  f.acquire("h:1", 0, 30'000);
+  double t = 1;
+  // The clients' threads fail in turn: their waits interleave, and each client's come in
+  // thread order (its earliest first).
+  for (int k = 0; k < threads; ++k) {
+    for (int c = 0; c < clients; ++c, t += 0.01) {
+      f.acquire(owner_of(c, k), t, 30'000, op_outcome::contended, command_of(c), ip_of(c), 29'000);
+    }
+  }
+  for (int c = 0; c < clients; ++c, t += 0.5) {
+    f.acquire(owner_of(c, 0), t, 30'000, op_outcome::contended, command_of(c), ip_of(c), 29'000);
+    f.pubsub(lock_op_kind::subscribe, t + 0.1, subscriber[c], ip_of(c));
+  }
+  std::vector<int> next(clients, 0);  // each client's earliest thread still waiting
+  std::string holder = "h:1";
+  std::uint64_t holder_conn = 1;
+  int checked = 0;
+  for (int round = 0; round < 2 * clients * 3; ++round) {
+    t += 10;
+    if (round == clients * 3) {
+      // Client 1 moves its subscription to a new connection (its old one ends).
+      f.timeline.on_connection_end(subscriber[1], t0 + static_cast<std::int64_t>(t * 1000));
+      subscriber[1] = 31;
+      f.opened[31] = t0 + static_cast<std::int64_t>(t * 1000) - 1000;
+      f.acquire(owner_of(1, next[1]), t + 0.2, 30'000, op_outcome::contended, command_of(1), ip_of(1), 29'000);
+      f.pubsub(lock_op_kind::subscribe, t + 0.3, 31, ip_of(1));
+      t += 1;
+    }
+    f.unlock(holder, t, op_outcome::ok, holder_conn);  // publishes
+    const std::size_t before = f.events.events.size();
+    for (int c = 0; c < clients; ++c) f.pubsub(lock_op_kind::message, t + 0.2 + 0.01 * c, subscriber[c], ip_of(c));
+    std::map<std::string, std::string> named;  // subscriber connection ("ip:port") -> owner its message named
+    for (std::size_t i = before; i < f.events.events.size(); ++i) {
+      const recorded_event& e = f.events.events[i];
+      if (e.event == "notified") named[e.client] = e.owner;
+    }
+    for (int c = 0; c < clients; ++c) {
+      INFO("round " << round << ", client " << c);
+      const std::string sub = ip_of(c) + ":" + std::to_string(40000 + subscriber[c]);
+      REQUIRE(named.count(sub) == 1);
+      CHECK(named[sub] == owner_of(c, next[c]));
+      ++checked;
+    }
+    // One client's earliest acquires (round robin), and holds until the next round.
+    const int winner = round % clients;
+    holder = owner_of(winner, next[winner]++);
+    holder_conn = command_of(winner);
+    f.acquire(holder, t + 1, 30'000, op_outcome::ok, holder_conn, ip_of(winner));
+  }
+  CHECK(checked == 2 * clients * 3 * clients);
+}
+
+TEST_CASE("waiter keys: the earliest waiter deadline follows a waiter that moves its own later", "[timeline][waiters]") {
+  // 40 waiters; the first is told a short TTL (its deadline the earliest), then retries
+  // and is told a long one: the next earliest is then another's, which gives up at it.
+  fixture f;
+  f.acquire("h:1", 0, 600'000);
+  f.acquire("w0:1", 1, 600'000, op_outcome::contended, 10, "10.0.0.2", 1'000);  // deadline ~1 s + margin
+  for (int i = 1; i < 40; ++i) {
+    f.acquire("w" + std::to_string(i) + ":1", 1 + i * 0.01, 600'000, op_outcome::contended, 10 + static_cast<std::uint64_t>(i),
+              "10.0.0.2", i == 1 ? 5'000 : 60'000);
+  }
+  f.acquire("w0:1", 500, 600'000, op_outcome::contended, 10, "10.0.0.2", 60'000);  // now later than w1's
+  f.timeline.advance_to(t0 + 20'000 * ms);
+  std::vector<std::string> gave_up;
+  for (const auto& e : f.events.events) {
+    if (e.event == "gave_up") gave_up.push_back(e.owner);
+  }
+  REQUIRE(gave_up.size() == 1);
+  CHECK(gave_up[0] == "w1:1");
+  const recorded_event* g = f.events.first("gave_up");
+  // At its deadline: its attempt's reply + the TTL it was given + the margin (2 s).
+  CHECK(g->ts_us == t0 + 1'010 + 100 + 5'000'000 + 2'000'000);
+}
+
+}  // namespace lockscope::timeline_test
