@@ -24,7 +24,9 @@ joined mid-run (NAME.midstream.pcap) counts only what began after its start.
 prints the table, with the totals over all recordings (no exclusions) and, when
 KNOWN_GAPS lists any (what lockscope does not read yet, each with why), over all but
 them; --check exits 1 when a kind's share found outside the known gaps is below 95% or
-its false events above 1% of true ones (the done-when of issue 40).
+its false events above 1% of true ones (the done-when of issue 40). The HELD_OUT clients
+(never used while building the recognizer) are printed after, in a section of their own
+that --check does not gate (see HELD_OUT).
 """
 import json
 import os
