@@ -24,7 +24,9 @@ joined mid-run (NAME.midstream.pcap) counts only what began after its start.
 prints the table, with the totals over all recordings (no exclusions) and, when
 KNOWN_GAPS lists any (what lockscope does not read yet, each with why), over all but
 them; --check exits 1 when a kind's share found outside the known gaps is below 95% or
-its false events above 1% of true ones (the done-when of issue 40).
+its false events above 1% of true ones (the done-when of issue 40). The HELD_OUT clients
+(never used while building the recognizer) are printed after, in a section of their own
+that --check does not gate (see HELD_OUT).
 """
 import json
 import os
@@ -44,9 +46,27 @@ KINDS = ["acquisitions", "releases", "contended", "waits", "renewals", "expiries
 IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 
 
-def npm_recordings():
+# Clients never used while building the recognizer: the measurement of how lockscope
+# meets an unseen client (issue 40's done-when). Recorded and measured as the others,
+# printed in a section of their own that --check does not gate: they are the measurement
+# of unseen clients, not a target the recognizer was tuned to, and while they are below
+# the goal what they miss is the list for the next work (docs/reference/clients.md):
+# - ioredis_lock: a Lock object keeps one value for all its attempts and holds, so a
+#   give-up's attempts are joined with the same process's next wait on that lock
+#   (seconds later): 13 of 14 give-ups missed, 10 waits shown 1.2-2.8 s too long, a
+#   wait shown on a first-attempt acquisition, and an 891 ms free stretch reported as
+#   idle_with_waiters for a waiter that had given up; joined mid-run, the first extend
+#   (an EVALSHA whose text was not seen) of a hold begun before the join is shown as an
+#   acquisition, not a renewal;
+# - redlock_universal joined mid-run: a give-up seen by its last 2 attempts is joined
+#   (same connection, new value, 1.2 s later) with the next wait; whole and mid-run, a
+#   63 ms free stretch ended by a third process's first attempt is not reported.
+HELD_OUT = ["redlock_universal", "ioredis_lock"]
+
+
+def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour")):
     out = []
-    for name in ["redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour"]:
+    for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")
         if not os.path.exists(truth):
             continue
@@ -294,8 +314,22 @@ def main(argv):
         recordings.append((name, pcap, read_npm_truth(path, mid)))
     for name, pcap, path, _ in redisson_recordings():
         recordings.append((name, pcap, read_redisson_truth(path)))
+    held_out = [(name, pcap, read_npm_truth(path, mid)) for name, pcap, path, mid in npm_recordings(HELD_OUT)]
     if only:
         recordings = [r for r in recordings if r[0].split(" ")[0] in only or r[0] in only]
+        held_out = [r for r in held_out if r[0].split(" ")[0] in only or r[0] in only]
+    below_gated = table(lockscope, recordings, "all recordings, no exclusions") if recordings else []
+    if held_out:
+        print()
+        print("held out (clients never used while building the recognizer; not gated by --check):")
+        print()
+        table(lockscope, held_out, "held out, all")
+    return 1 if check and below_gated else 0
+
+
+def table(lockscope, recordings, label_all):
+    """Prints the table of `recordings` with its totals; returns the kinds below the goal
+    (without the known gaps)."""
     totals = {k: [0, 0, 0] for k in KINDS}
     gated = {k: [0, 0, 0] for k in KINDS}  # without KNOWN_GAPS
     header = "| recording | " + " | ".join(k.replace("_", " ") for k in KINDS) + " |"
@@ -327,13 +361,13 @@ def main(argv):
         print(f"| **{label}** | " + " | ".join(cells) + " |")
         return below
 
-    below_all = summary("all recordings, no exclusions", totals)
+    below_all = summary(label_all, totals)
     below_gated = summary("all but the known gaps", gated) if KNOWN_GAPS else below_all
     if below_all:
-        print("all recordings, below the goal (>= 95% found, <= 1% false): " + ", ".join(below_all))
+        print(label_all + ", below the goal (>= 95% found, <= 1% false): " + ", ".join(below_all))
     if below_gated and KNOWN_GAPS:
         print("without the known gaps, below the goal: " + ", ".join(below_gated))
-    return 1 if check and below_gated else 0
+    return below_gated
 
 
 if __name__ == "__main__":
