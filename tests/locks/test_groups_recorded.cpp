@@ -398,6 +398,9 @@ TEST_CASE("group waits: a thread's wait on a server its RedLock went on without 
       f.unlock_on(s1, q7, -40, op_outcome::ok, 20, "10.0.0.2");
     }
     f.acquire_on(s1, h5, 0, op_outcome::ok, 10, "10.0.0.3");
+    // s1's channel is listened to (here by another host; in the recording by the
+    // thread's client, whose subscriber the traffic did not tie to it).
+    f.pubsub_on(s1, lock_op_kind::subscribe, 10, 12, "10.0.0.3", 1);
     f.acquire_on(s1, a7, 100, op_outcome::contended, 2, "10.0.0.2", 29900);
     // Its wait on s1 runs out at ~1100; it goes on to s2 and s3 and wins them.
     f.acquire_on(s2, b7, 1101, op_outcome::ok, 3, "10.0.0.2");
@@ -431,6 +434,62 @@ TEST_CASE("group waits: a thread's wait on a server its RedLock went on without 
   }
   // The build before this rule: the same scenario's retry at 2300 read the 600 ms free
   // as idle_with_waiters (shown by the recording's case in the test above).
+}
+
+// Two processes on one host number their threads alike: a thread's action on another
+// server ends its wait only when that server's client is known to be its process's, from
+// a group unlock sent to every server at once (within 2 ms). (A wider window paired the
+// recorded JVMs' clients wrongly: on a loaded JVM one unlock's three requests left up to
+// 120 ms apart, and the other JVM's thread of the same number acted in between.)
+TEST_CASE("group waits: with two processes on one host, only a client known to share the waiter's process ends its wait",
+          "[groups][timeline][waiter]") {
+  using locks::wait_end;
+  const std::string q7 = "ffffffff-ffff-4fff-8fff-ffffffffffff:7", r7 = "99999999-9999-4999-8999-999999999999:7";
+  servers f;
+  f.acquire_on(s1, q7, -50, op_outcome::ok, 20, "10.0.0.2");  // q's thread 7 on s1: two processes
+  f.unlock_on(s1, q7, -40, op_outcome::ok, 20, "10.0.0.2");
+  // p's thread 7 holds its group and unlocks it at once: a, b and c are one process.
+  f.acquire_on(s1, a7, 0, op_outcome::ok, 2, "10.0.0.2");
+  f.acquire_on(s2, b7, 1, op_outcome::ok, 3, "10.0.0.2");
+  f.acquire_on(s3, c7, 2, op_outcome::ok, 4, "10.0.0.2");
+  f.unlock_on(s1, a7, 50, op_outcome::ok, 2, "10.0.0.2");
+  f.unlock_on(s2, b7, 50.3, op_outcome::ok, 3, "10.0.0.2");
+  f.unlock_on(s3, c7, 50.6, op_outcome::ok, 4, "10.0.0.2");
+  f.acquire_on(s1, h5, 100, op_outcome::ok, 10, "10.0.0.3");
+  f.pubsub_on(s1, lock_op_kind::subscribe, 110, 12, "10.0.0.3", 1);
+  f.acquire_on(s1, a7, 200, op_outcome::contended, 2, "10.0.0.2", 29900);
+  // q's thread 7 (r its client on s2) acts on s2 meanwhile: not a7's thread.
+  f.acquire_on(s2, r7, 700, op_outcome::ok, 21, "10.0.0.2");
+  f.unlock_on(s2, r7, 750, op_outcome::ok, 21, "10.0.0.2");
+  CHECK(f.events.count("gave_up") == 0);
+  // p's thread goes on to s2 once its wait on s1 ran out.
+  f.acquire_on(s2, b7, 1201, op_outcome::ok, 3, "10.0.0.2");
+  const auto gave = f.events.first("gave_up");
+  REQUIRE(gave != nullptr);
+  CHECK(gave->owner == a7);
+  CHECK(gave->ended == wait_end::group_decided);
+  CHECK(gave->ts_us == t0 + 1201'100);
+  CHECK(gave->wait_us == 1001'000);
+}
+
+// A client that sends each round's attempts to every server at once and polls (no
+// pub/sub: the bundled captures/recorded/redlock.pcap) keeps one wait per server across
+// its rounds: its attempt on the next server a moment later ends nothing.
+TEST_CASE("group waits: a polling RedLock's attempts on every server keep one wait per server",
+          "[groups][timeline][waiter]") {
+  servers f;
+  for (const char* s : {s1, s2, s3}) f.acquire_on(s, h5, 0, op_outcome::ok, 10, "10.0.0.3");
+  for (int round = 0; round < 3; ++round) {
+    const double at = 100 + 50 * round;
+    f.acquire_on(s1, a7, at, op_outcome::contended, 2, "10.0.0.2", 1900);
+    f.acquire_on(s2, b7, at + 0.3, op_outcome::contended, 3, "10.0.0.2", 1900);
+    f.acquire_on(s3, c7, at + 0.6, op_outcome::contended, 4, "10.0.0.2", 1900);
+  }
+  f.unlock_on(s1, h5, 240, op_outcome::ok, 10, "10.0.0.3");
+  f.acquire_on(s1, a7, 250, op_outcome::ok, 2, "10.0.0.2");
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(f.events.events.back().event == "acquired");
+  CHECK(f.events.events.back().wait_us == 150'100);
 }
 
 // A true missed wake-up on one server of a group: the thread holds s2 (its watchdog

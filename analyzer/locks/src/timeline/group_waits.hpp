@@ -42,50 +42,93 @@ inline lock_timeline::impl::thread_keys lock_timeline::impl::group_thread_keys(c
   return {mix(ip, parts->thread_number + 1) | 1, ip, hash_of(parts->client_id)};
 }
 
+// A thread that waits on a server listens to the lock's channel there (Redisson's tryLock
+// subscribes, or shares its client's subscription, which the traffic may not tie to it):
+// the waiter is linked to a subscriber, or the lock's channel there carries messages. A
+// client that sends its attempts to every server at once and polls (no pub/sub at all)
+// keeps one wait per server across its rounds: its attempt on the next server says
+// nothing of its wait here.
+inline bool lock_timeline::impl::waits_by_pubsub(std::uint32_t where, std::string_view name, const waiter& w) const {
+  if (!w.pubsub) return false;
+  if (w.sub_connection != 0 || w.subscribed_us >= 0) return true;
+  return channels_heard.contains(group_waits_detail::mix(group_waits_detail::hash_of(name), where + 1));
+}
+
 // Before an operation is handled: a Redisson thread's attempt or unlock on this server
 // ends its wait on another server of the same name; a refused attempt opens (or moves)
 // the thread's wait to this one.
 inline void lock_timeline::impl::group_thread_acted(std::uint32_t where, const lock_operation& op) {
+  using group_waits_detail::mix;
+  if (op.kind == lock_op_kind::subscribe || op.kind == lock_op_kind::message) {
+    if (channels_heard.size() >= max_group_entries) channels_heard.clear();
+    channels_heard.insert(mix(group_waits_detail::hash_of(op.lock), where + 1));
+    return;
+  }
   if (op.kind != lock_op_kind::acquire && op.kind != lock_op_kind::unlock) return;
   const bool refused = op.kind == lock_op_kind::acquire && op.outcome == op_outcome::contended;
   // (Every acquisition counts the clients; an unlock matters only to a thread waiting.)
   if (op.kind == lock_op_kind::unlock && thread_waits.empty()) return;
   const thread_keys k = group_thread_keys(op);
   if (k.thread == 0) return;
+  if (group_clients.size() >= max_group_entries || thread_waits.size() >= max_group_entries) {  // bounded
+    thread_waits.clear();
+    group_clients.clear();
+    group_ambiguous.clear();
+    group_pairs.clear();
+  }
   // Two clients from this IP on this server for this name: two processes.
   if (op.kind == lock_op_kind::acquire) {
-    if (group_clients.size() >= max_group_entries) group_clients.clear(), group_ambiguous.clear();
-    const std::uint64_t here = group_waits_detail::mix(k.name_ip, where + 1);
-    const auto [it, fresh] = group_clients.try_emplace(here, k.client);
+    const auto [it, fresh] = group_clients.try_emplace(mix(k.name_ip, where + 1), k.client);
     if (!fresh && it->second != k.client) group_ambiguous.insert(k.name_ip);
   }
-  const auto it = thread_waits.find(k.thread);
-  if (it != thread_waits.end() && it->second.scope != where) {
-    const thread_wait tw = it->second;
-    thread_waits.erase(it);
-    if (!group_ambiguous.contains(k.name_ip)) {
-      const std::uint32_t id = find_lock(tw.scope, op.lock);
-      if (id != no_id) {
-        lock_state& l = locks[id];
-        waiter* w = nullptr;
-        if (has_extra(l)) {
-          for (waiter& c : xp(l)->waiters) {
-            if (group_waits_detail::hash_of(owners.text(c.owner)) == tw.owner_hash) w = &c;
-          }
-        }
-        if (w != nullptr && w->last_attempt_us < op.request_us) {
-          // Its tryLock there returned before this request was sent.
-          report_give_up(l, *w, wait_end::group_decided, op.request_us, op.at_us(), false);
-          drop_waiter(l, id, w);
-          release_closed_holder_if_done(l);
-          schedule(id);
-        }
+  thread_slots& slots = thread_waits[k.thread];
+  // A group's unlock goes to every server at once (unlockInner): this thread's unlocks in
+  // other scopes from other clients sent within pair_window_us are one process's.
+  if (op.kind == lock_op_kind::unlock) {
+    for (const thread_slots::unlock_seen& u : slots.unlocks) {
+      if (u.client != 0 && u.client != k.client && u.scope != where && op.request_us - u.request_us <= pair_window_us) {
+        group_pairs.insert(u.client < k.client ? mix(u.client, k.client) : mix(k.client, u.client));
       }
+    }
+    slots.unlocks[slots.next_unlock++ % slots.unlocks.size()] = {k.client, where, op.request_us};
+  }
+  const bool ambiguous = group_ambiguous.contains(k.name_ip);
+  for (thread_wait& tw : slots.waits) {
+    if (tw.owner_hash == 0 || tw.scope == where) continue;
+    // Another process's thread of the same number, as far as is known: not this one's.
+    if (ambiguous && !group_pairs.contains(tw.client < k.client ? mix(tw.client, k.client) : mix(k.client, tw.client))) {
+      continue;
+    }
+    const thread_wait ended = tw;
+    tw = thread_wait{};
+    const std::uint32_t id = find_lock(ended.scope, op.lock);
+    if (id == no_id) continue;
+    lock_state& l = locks[id];
+    waiter* w = nullptr;
+    if (has_extra(l)) {
+      for (waiter& c : xp(l)->waiters) {
+        if ((group_waits_detail::hash_of(owners.text(c.owner)) | 1) == ended.owner_hash) w = &c;
+      }
+    }
+    if (w != nullptr && w->last_attempt_us < op.request_us && waits_by_pubsub(ended.scope, op.lock, *w)) {
+      // Its tryLock there returned before this request was sent.
+      report_give_up(l, *w, wait_end::group_decided, op.request_us, op.at_us(), false);
+      drop_waiter(l, id, w);
+      release_closed_holder_if_done(l);
+      schedule(id);
     }
   }
   if (refused) {
-    if (thread_waits.size() >= max_group_entries) thread_waits.clear();  // bounded whatever the churn
-    thread_waits.insert_or_assign(k.thread, thread_wait{where, group_waits_detail::hash_of(op.owner)});
+    // This client's slot, else a free one, else the oldest.
+    thread_wait* slot = nullptr;
+    for (thread_wait& tw : slots.waits) {
+      if (tw.client == k.client && tw.owner_hash != 0) slot = &tw;
+    }
+    for (thread_wait& tw : slots.waits) {
+      if (slot == nullptr && tw.owner_hash == 0) slot = &tw;
+    }
+    if (slot == nullptr) slot = &slots.waits[slots.next_wait++ % slots.waits.size()];
+    *slot = thread_wait{where, group_waits_detail::hash_of(op.owner) | 1, k.client};
   }
 }
 

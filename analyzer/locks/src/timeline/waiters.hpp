@@ -409,7 +409,7 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
   if (!has_extra(l)) return;
   waiter* w = find_waiter(l, owner);
   if (w == nullptr) return;
-  if (client_part(op.owner).empty() || w->fresh_values) {
+  if (client_part(op.owner).empty() || w->fresh_values || !waits_by_pubsub(canon(lock_store::identity_of(l).scope), op.lock, *w)) {
     w->withdrawn = true;
     return;
   }
