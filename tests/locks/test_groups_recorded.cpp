@@ -393,6 +393,9 @@ TEST_CASE("group waits: a thread's wait on a server its RedLock went on without 
   for (const bool two_processes : {false, true}) {
     INFO("two processes: " << two_processes);
     servers f;
+    // The three servers in use already (waits are followed once two servers were seen).
+    f.acquire_on(s2, x5, -200, op_outcome::ok, 11, "10.0.0.3");
+    f.unlock_on(s2, x5, -190, op_outcome::ok, 11, "10.0.0.3");
     if (two_processes) {
       f.acquire_on(s1, q7, -50, op_outcome::ok, 20, "10.0.0.2");
       f.unlock_on(s1, q7, -40, op_outcome::ok, 20, "10.0.0.2");

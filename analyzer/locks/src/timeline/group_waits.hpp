@@ -60,14 +60,16 @@ inline bool lock_timeline::impl::waits_by_pubsub(std::uint32_t where, std::strin
 inline void lock_timeline::impl::group_thread_acted(std::uint32_t where, const lock_operation& op) {
   using group_waits_detail::mix;
   if (op.kind == lock_op_kind::subscribe || op.kind == lock_op_kind::message) {
+    const std::uint64_t channel = mix(group_waits_detail::hash_of(op.lock), where + 1);
+    if (channels_heard.contains(channel)) return;
     if (channels_heard.size() >= max_group_entries) channels_heard.clear();
-    channels_heard.insert(mix(group_waits_detail::hash_of(op.lock), where + 1));
+    channels_heard.insert(channel);
     return;
   }
   if (op.kind != lock_op_kind::acquire && op.kind != lock_op_kind::unlock) return;
+  // One server (and database) seen: no group, and nothing to pay on the hot path.
+  if (scopes.size() < 2) return;
   const bool refused = op.kind == lock_op_kind::acquire && op.outcome == op_outcome::contended;
-  // (Every acquisition counts the clients; an unlock matters only to a thread waiting.)
-  if (op.kind == lock_op_kind::unlock && thread_waits.empty()) return;
   const thread_keys k = group_thread_keys(op);
   if (k.thread == 0) return;
   if (group_clients.size() >= max_group_entries || thread_waits.size() >= max_group_entries) {  // bounded
@@ -81,7 +83,13 @@ inline void lock_timeline::impl::group_thread_acted(std::uint32_t where, const l
     const auto [it, fresh] = group_clients.try_emplace(mix(k.name_ip, where + 1), k.client);
     if (!fresh && it->second != k.client) group_ambiguous.insert(k.name_ip);
   }
-  thread_slots& slots = thread_waits[k.thread];
+  // A thread's entry: made by its first refusal or unlock (an acquisition alone needs none).
+  auto found = thread_waits.find(k.thread);
+  if (found == thread_waits.end()) {
+    if (op.kind == lock_op_kind::acquire && !refused) return;
+    found = thread_waits.emplace(k.thread, thread_slots{}).first;
+  }
+  thread_slots& slots = found->second;
   // A group's unlock goes to every server at once (unlockInner): this thread's unlocks in
   // other scopes from other clients sent within pair_window_us are one process's.
   if (op.kind == lock_op_kind::unlock) {
