@@ -121,6 +121,7 @@ struct recorded_event {
   std::uint32_t total = 0, acquired = 0, needed = 0;
   bool succeeded = false, released = false;
   std::vector<std::string> acquired_on, owners, tried;
+  locks::wait_end ended = locks::wait_end::none;  // gave_up: how its wait is known to have ended
   bool operator==(const recorded_event&) const = default;
 };
 
@@ -154,6 +155,7 @@ class event_recorder final : public locks::lock_event_sink {
     events.push_back({e.ts_us, name, std::string(e.lock), std::string(e.owner), std::string(e.client), e.hold_count,
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
                       e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, sentence_of(e), 0, 0, 0, false, false, {}, {}, {}});
+    events.back().ended = e.wait_ended;
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;

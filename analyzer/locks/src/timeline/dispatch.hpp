@@ -101,6 +101,11 @@ inline void lock_timeline::impl::handle(const lock_operation& op, const announce
                                (plain || op.kind == lock_op_kind::renew || op.kind == lock_op_kind::unlock);
   const shielded_deadline shielded = answered_by_key ? shield_answering_holder(id, op, at, plain) : shielded_deadline{};
   advance(at);
+  // (MultiLock/RedLock waits: group_waits.hpp; lock operations only once two servers were seen.)
+  if (!plain && (op.kind == lock_op_kind::subscribe || op.kind == lock_op_kind::message ||
+                 (scopes.size() >= 2 && (op.kind == lock_op_kind::acquire || op.kind == lock_op_kind::unlock)))) {
+    group_thread_acted(canon(where), op);
+  }
   dispatch(id, op, plain);
   if (shielded.owner != no_id) unshield(id, shielded, at);
 }

@@ -249,7 +249,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
   if (h != nullptr && op.outcome == op_outcome::ok) holder_acted_elsewhere(l, *h, conn);
-  if (h == nullptr) withdrew_attempt(l, owner);
+  if (h == nullptr) withdrew_attempt(l, id, owner, op);
   auto release_holder = [&] {
     lock_event e = from_op(l, op, lock_event_kind::released);
     e.hold_count = 0;

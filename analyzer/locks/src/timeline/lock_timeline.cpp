@@ -13,6 +13,7 @@
 #include "timeline/clock.hpp"
 #include "timeline/connections.hpp"
 #include "timeline/dispatch.hpp"
+#include "timeline/group_waits.hpp"
 #include "timeline/holders.hpp"
 #include "timeline/identity.hpp"
 #include "timeline/lock_operations.hpp"

@@ -148,6 +148,46 @@ struct lock_timeline::impl {
   std::int64_t new_wait_from_us = -1;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
+  // ---- per-server waits of MultiLock/RedLock threads (group_waits.hpp) ----
+  // A Redisson thread's latest refused attempt, by (name, client IP, thread): the scope
+  // it waits in and its owner's text hash (no interned id: the table keeps no owner
+  // alive). Its next acquisition or unlock of the name in another scope ends that wait.
+  struct thread_wait {
+    std::uint32_t scope = no_id;
+    std::uint64_t owner_hash = 0;  // 0: a free slot
+    std::uint64_t client = 0;      // its uuid's hash
+  };
+  struct thread_keys {
+    std::uint64_t thread = 0, name_ip = 0, client = 0;
+  };
+  // Up to 4 processes of one host whose threads share a number; their latest unlocks.
+  struct thread_slots {
+    std::array<thread_wait, 4> waits{};
+    struct unlock_seen {
+      std::uint64_t client = 0;
+      std::uint32_t scope = no_id;
+      std::int64_t request_us = 0;
+    };
+    std::array<unlock_seen, 4> unlocks{};
+    std::uint8_t next_wait = 0, next_unlock = 0;
+  };
+  std::unordered_map<std::uint64_t, thread_slots> thread_waits;
+  // (name, IP, scope) → the client (uuid hash) seen acquiring; a second client there
+  // marks (name, IP) as two processes whose thread ids may coincide. Then a wait ends
+  // only by an action of a client known to share its process: two clients whose unlocks
+  // of the name, by one thread number, were sent within pair_window_us (a group's
+  // unlock goes to every server at once).
+  std::unordered_map<std::uint64_t, std::uint64_t> group_clients;
+  std::unordered_set<std::uint64_t> group_ambiguous;
+  std::unordered_set<std::uint64_t> group_pairs;
+  // (name, scope) whose lock channel was subscribed to or carried a message: its waiters
+  // listen (even when no subscriber is tied to one of them).
+  std::unordered_set<std::uint64_t> channels_heard;
+  static constexpr std::int64_t pair_window_us = 2'000;
+  static constexpr std::size_t max_group_entries = 1u << 16;
+  static thread_keys group_thread_keys(const lock_operation& op);
+  void group_thread_acted(std::uint32_t where, const lock_operation& op);
+  bool waits_by_pubsub(std::uint32_t scope, std::string_view name, const waiter& w) const;
   // ---- forgetting idle locks (timeline_options::max_locks) ----
   // Between operations (no row is referenced from the stack), the rows of the locks
   // that still matter are copied into a new store and everything that names a lock by
@@ -261,7 +301,7 @@ struct lock_timeline::impl {
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void left_queue(std::uint32_t id, const lock_operation& op, std::uint32_t owner);
-  void withdrew_attempt(lock_state& l, std::uint32_t owner);
+  void withdrew_attempt(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at);
   bool waits_on_subscription(const waiter& w, std::uint32_t lock, std::uint64_t ended);
   static bool polls(const waiter& w);

@@ -403,9 +403,27 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
 // failed quorum): its client gave that attempt up. A client keeping one value retries
 // with it (the same wait); one drawing a new value per attempt began another wait with
 // its next one (waiter_of_fresh_value).
-inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t owner) {
+//
+// A Redisson thread (`<uuid>:<thread>`) runs one call at a time: its unlock of a lock it
+// waits for says its tryLock there is over. Its MultiLock or RedLock went on without
+// this server (its wait here ran out, then it won or lost elsewhere) and now unlocks
+// every server, this one included (RedissonRedLock, RedissonMultiLock.unlock): the wait
+// ended by then for a reason that is not pub/sub, so it is ended now (group_decided)
+// rather than joined with the thread's next attempt here, whose retry would read the
+// lock's free time meanwhile as a missed wake-up.
+inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t lock, std::uint32_t owner,
+                                                  const lock_operation& op) {
   if (!has_extra(l)) return;
-  if (waiter* w = find_waiter(l, owner)) w->withdrawn = true;
+  waiter* w = find_waiter(l, owner);
+  if (w == nullptr) return;
+  if (client_part(op.owner).empty() || w->fresh_values || !waits_by_pubsub(canon(lock_store::identity_of(l).scope), op.lock, *w)) {
+    w->withdrawn = true;
+    return;
+  }
+  // When its wait here ran out is not on the wire: its last attempt bounds it from below.
+  report_give_up(l, *w, wait_end::group_decided, w->last_attempt_us, op.at_us(), true);
+  drop_waiter(l, lock, w);
+  release_closed_holder_if_done(l);
 }
 
 // The owner's client took it out of the lock's queue (Redisson's fair acquireFailed,

@@ -50,6 +50,7 @@ enum class wait_end : std::uint8_t {
   connection_closed,  // the connection of its attempts closed
   new_wait,           // the owner began a new wait (a retry no release, message or timer explains)
   left_queue,         // its client took it out of the lock's queue (Redisson's fair acquireFailed)
+  group_decided,      // its MultiLock/RedLock went on without this server: the thread unlocked it (a lower bound)
 };
 
 enum class anomaly_kind : std::uint8_t {
