@@ -22,8 +22,10 @@ inline std::uint32_t lock_timeline::impl::conn_index(const lock_operation& op) {
   last_conn_ = conn_lookup(op);
   // Noted on a change of connection only (not each operation's cost): a connection's
   // database changes only by a SELECT.
-  connections[last_conn_].database_guessed = op.db < 0;
-  note_connection_life(last_conn_, op);
+  connection_info& c = connections[last_conn_];
+  c.database_guessed = op.db < 0;
+  // (Nothing to note for an unnamed connection whose client is known: the common case.)
+  if (!op.client_name.empty() || c.known_client == 0 || c.name != no_id) note_connection_life(last_conn_, op);
   return last_conn_;
 }
 

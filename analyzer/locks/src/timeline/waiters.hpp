@@ -275,6 +275,8 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     w->owner_repeated = true;
     w->withdrawn = false;
   } else {
+    // (The common case, a lock without waiters, decided here: no call.)
+    if (!has_extra(l)) return nullptr;
     w = waiter_of_fresh_value(l, lock, owner, op);
     if (w == nullptr) return nullptr;
   }
