@@ -248,3 +248,46 @@ TEST_CASE("stable value: a poller's slow retry within its spacings, one told a l
     CHECK(first_of(f.events, "acquired", w)->wait_us == at(1600) + 100 - at(10));
   }
 }
+
+TEST_CASE("stable value: a poller whose connection acquired another lock since its last attempt had given up",
+          "[timeline][waiter][give-up]") {
+  auto on = [](fixture& f, std::string_view lock, std::string_view value, lock_op_kind kind, op_outcome outcome,
+               double at_ms, std::uint64_t connection) {
+    auto o = f.op(kind, outcome, value, at_ms, connection);
+    o.family = lock_family::set_based;
+    o.lock = lock;
+    o.lease_ms = 1000;
+    f.timeline.on_operation(o);
+  };
+  SECTION("a sequential client went on to its next task, and came back within a spacing") {
+    fixture f;
+    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "p", 10, op_outcome::contended, 2);
+    attempt(f, "p", 160, op_outcome::contended, 2);  // it gives up after this one
+    on(f, "M", "q", lock_op_kind::acquire, op_outcome::ok, 180, 2);
+    on(f, "M", "q", lock_op_kind::unlock, op_outcome::ok, 220, 2);
+    attempt(f, "p", 260, op_outcome::contended, 2);  // its next wait on L
+    release(f, "holder", 300, 1);
+    attempt(f, "p", 410, op_outcome::ok, 2);
+    REQUIRE(f.events.count("gave_up") == 1);
+    CHECK(f.events.first("gave_up")->wait_us == at(160) + 100 - at(10));
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(410) + 100 - at(260));
+  }
+  SECTION("another waiter sharing its connection acquired this lock: it waits on") {
+    fixture f;
+    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "p", 10, op_outcome::contended, 2);
+    attempt(f, "p", 60, op_outcome::contended, 2);  // a stable value
+    attempt(f, "s", 70, op_outcome::contended, 2);
+    attempt(f, "s", 120, op_outcome::contended, 2);
+    attempt(f, "p", 210, op_outcome::contended, 2);
+    release(f, "holder", 220, 1);
+    attempt(f, "s", 230, op_outcome::ok, 2);
+    attempt(f, "p", 360, op_outcome::contended, 2);
+    release(f, "s", 400, 2);
+    attempt(f, "p", 410, op_outcome::ok, 2);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "s")->wait_us == at(230) + 100 - at(70));
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(410) + 100 - at(10));
+  }
+}
