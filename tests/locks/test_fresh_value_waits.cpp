@@ -166,3 +166,128 @@ TEST_CASE("fresh values: a poller that stopped, then waits again on its connecti
   CHECK(gone->ts_us == at(900) + 100);  // known when the new wait began
   CHECK(first_of(f.events, "acquired", "b3")->wait_us == at(1020) + 100 - at(900));
 }
+
+// A poller that keeps one value for every attempt of every wait (ioredis-lock's Lock):
+// a give-up leaves nothing on the wire, and its next wait on the lock comes with the
+// same owner. Past three of its spacings (and a floor), it had stopped.
+TEST_CASE("stable value: a poller that stopped, then waits again with the same value: a give-up, then a new wait",
+          "[timeline][waiter][give-up]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "p", 10, op_outcome::contended, 2);
+  attempt(f, "p", 160, op_outcome::contended, 2);
+  attempt(f, "p", 310, op_outcome::contended, 2);   // it gives up after this one
+  attempt(f, "p", 1400, op_outcome::contended, 2);  // its next wait, 1.09 s later
+  attempt(f, "p", 1550, op_outcome::contended, 2);
+  release(f, "holder", 1600, 1);
+  attempt(f, "p", 1700, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "p");
+  CHECK(gone->wait_us == at(310) + 100 - at(10));
+  CHECK(gone->ts_us == at(1400) + 100);  // known when the new wait began
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == at(1700) + 100 - at(1400));
+}
+
+TEST_CASE("stable value: a poller that stopped and later acquires at once waited no more; the free stretch was no one's",
+          "[timeline][waiter][give-up]") {
+  fixture f;
+  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "p", 10, op_outcome::contended, 2);
+  attempt(f, "p", 160, op_outcome::contended, 2);
+  attempt(f, "p", 310, op_outcome::contended, 2);  // it gives up after this one
+  release(f, "holder", 400, 1);
+  attempt(f, "p", 1400, op_outcome::ok, 2);  // a new call, its first attempt wins
+  REQUIRE(f.events.count("gave_up") == 1);
+  CHECK(f.events.first("gave_up")->wait_us == at(310) + 100 - at(10));
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == -1);
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+}
+
+TEST_CASE("stable value: a poller's slow retry within its spacings, one told a longer TTL, and a pub/sub waiter wait on",
+          "[timeline][waiter][give-up]") {
+  SECTION("a retry within three spacings (and the floor) is the same wait") {
+    fixture f;
+    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "p", 10, op_outcome::contended, 2);
+    attempt(f, "p", 110, op_outcome::contended, 2);
+    attempt(f, "p", 400, op_outcome::contended, 2);  // 290 ms: under 3 x 100 ms + 20 ms
+    release(f, "holder", 450, 1);
+    attempt(f, "p", 500, op_outcome::ok, 2);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(500) + 100 - at(10));
+  }
+  SECTION("a poller whose refusal told it a TTL may sleep that long") {
+    fixture f;
+    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    auto told = [&](double at_ms, op_outcome outcome) {
+      auto o = f.op(lock_op_kind::acquire, outcome, "p", at_ms, 2);
+      o.family = lock_family::set_based;
+      o.lease_ms = 1000;
+      o.ttl_ms = outcome == op_outcome::contended ? 2000 : -1;
+      f.timeline.on_operation(o);
+    };
+    told(10, op_outcome::contended);
+    told(60, op_outcome::contended);
+    told(1900, op_outcome::contended);  // slept most of the TTL it was told
+    release(f, "holder", 1950, 1);
+    told(2000, op_outcome::ok);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(2000) + 100 - at(10));
+  }
+  SECTION("a pub/sub waiter waits for a message as long as it likes") {
+    fixture f;
+    const std::string w = "11111111-1111-4111-8111-111111111111:3";
+    f.acquire("holder", 0, 60'000);
+    f.acquire(w, 10, 60'000, op_outcome::contended, 2);
+    f.acquire(w, 60, 60'000, op_outcome::contended, 2);
+    f.acquire(w, 1500, 60'000, op_outcome::contended, 2);
+    f.unlock("holder", 1550, op_outcome::ok);
+    f.acquire(w, 1600, 60'000, op_outcome::ok, 2);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", w)->wait_us == at(1600) + 100 - at(10));
+  }
+}
+
+TEST_CASE("stable value: a poller whose connection acquired another lock since its last attempt had given up",
+          "[timeline][waiter][give-up]") {
+  auto on = [](fixture& f, std::string_view lock, std::string_view value, lock_op_kind kind, op_outcome outcome,
+               double at_ms, std::uint64_t connection) {
+    auto o = f.op(kind, outcome, value, at_ms, connection);
+    o.family = lock_family::set_based;
+    o.lock = lock;
+    o.lease_ms = 1000;
+    f.timeline.on_operation(o);
+  };
+  SECTION("a sequential client went on to its next task, and came back within a spacing") {
+    fixture f;
+    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "p", 10, op_outcome::contended, 2);
+    attempt(f, "p", 160, op_outcome::contended, 2);  // it gives up after this one
+    on(f, "M", "q", lock_op_kind::acquire, op_outcome::ok, 180, 2);
+    on(f, "M", "q", lock_op_kind::unlock, op_outcome::ok, 220, 2);
+    attempt(f, "p", 260, op_outcome::contended, 2);  // its next wait on L
+    release(f, "holder", 300, 1);
+    attempt(f, "p", 410, op_outcome::ok, 2);
+    REQUIRE(f.events.count("gave_up") == 1);
+    CHECK(f.events.first("gave_up")->wait_us == at(160) + 100 - at(10));
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(410) + 100 - at(260));
+  }
+  SECTION("another waiter sharing its connection acquired this lock: it waits on") {
+    fixture f;
+    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "p", 10, op_outcome::contended, 2);
+    attempt(f, "p", 60, op_outcome::contended, 2);  // a stable value
+    attempt(f, "s", 70, op_outcome::contended, 2);
+    attempt(f, "s", 120, op_outcome::contended, 2);
+    attempt(f, "p", 210, op_outcome::contended, 2);
+    release(f, "holder", 220, 1);
+    attempt(f, "s", 230, op_outcome::ok, 2);
+    attempt(f, "p", 360, op_outcome::contended, 2);
+    release(f, "s", 400, 2);
+    attempt(f, "p", 410, op_outcome::ok, 2);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "s")->wait_us == at(230) + 100 - at(70));
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(410) + 100 - at(10));
+  }
+}
