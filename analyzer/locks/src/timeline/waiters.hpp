@@ -282,24 +282,18 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   }
   const std::int64_t t = op.request_us;
   // A poller (no pub/sub, no subscription linked to it, not told a TTL longer than
-  // this) sleeps its own spacing between attempts. One whose owner attempts again after
-  // far more than three of its spacings had stopped: a give-up that leaves nothing on the
-  // wire, as waiter_of_fresh_value's rule for a changing value (a floor: a fast spinner's
-  // pause is no give-up; a spacing learnt from a retry that was not at once: a Redlock's
-  // attempts on its servers, merged, come together). So had one whose connection
-  // acquired another lock since its latest attempt (a client that gave up and went on to
-  // its next task); one that acquired this lock was another waiter's sharing it.
-  // Clients that keep one value for every attempt of every wait (ioredis-lock's Lock)
-  // showed a give-up joined with the process's next wait on the lock, with a false free
-  // stretch; this attempt begins a new wait.
+  // this) sleeps its own spacing between attempts: one whose owner attempts again after
+  // far more than three of its spacings (and a floor: a fast spinner's pause is no
+  // give-up; a spacing learnt from a retry that was not at once: a Redlock's attempts on
+  // its servers, merged, come together) had stopped, a give-up that left nothing on the wire, as
+  // waiter_of_fresh_value's rule for a changing value. Clients that keep one value for
+  // every attempt of every wait (ioredis-lock's Lock) showed its attempts joined with the
+  // same process's next wait on the lock, seconds later, with a false free stretch.
   constexpr std::int64_t poller_stop_floor_us = 250'000;
   const bool poller = !w->pubsub && w->sub_connection == 0 && w->subscribed_us < 0 && !w->notified &&
                       !w->fresh_values && w->longest_gap_us > options.wake_window_us;
-  const connection_info& on = connections[w->conn];
-  const bool moved_on = on.last_acquired_us > w->last_attempt_us && on.last_acquired_lock != lock;
-  const std::int64_t stopped_after =
-      std::max({3 * w->longest_gap_us + options.wake_window_us, w->last_ttl_us, poller_stop_floor_us});
-  if (poller && (moved_on || t - w->last_attempt_us > stopped_after)) {
+  if (poller && t - w->last_attempt_us > std::max({3 * w->longest_gap_us + options.wake_window_us, w->last_ttl_us,
+                                                   poller_stop_floor_us})) {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
