@@ -189,7 +189,7 @@ TEST_CASE("stable value: a poller that stopped, then waits again with the same v
   CHECK(first_of(f.events, "acquired", "p")->wait_us == at(1700) + 100 - at(1400));
 }
 
-TEST_CASE("stable value: a poller that stopped and later acquires at once waited no more; the free stretch was no one's",
+TEST_CASE("stable value: a poller that stopped and later acquires at once waited no more, and the free stretch was no one's",
           "[timeline][waiter][give-up]") {
   fixture f;
   attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
