@@ -192,26 +192,38 @@ TEST_CASE("fair lock: the lease is forgotten after a full release", "[lock][fair
   CHECK_FALSE(l.is_locked());
 }
 
+// Each thread its own handle (the default owner model: a handle is one owner, so
+// threads sharing one would be one reentrant owner), and one shared handle under
+// Redisson's per-thread model. The yield widens the window an overlap would need.
 TEST_CASE("fair lock: mutual exclusion across threads", "[lock][fair][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   redis_server server;
-  lock::client client(config_for(server));
-  auto l = client.get_fair_lock("fair");
-  std::atomic<int> inside{0};
-  std::atomic<int> overlaps{0};
-  int counter = 0;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 25; ++i) {
-        std::scoped_lock hold(l);
-        if (inside.fetch_add(1) != 0) ++overlaps;
-        ++counter;
-        inside.fetch_sub(1);
-      }
-    });
+  for (const bool shared_handle : {false, true}) {
+    INFO((shared_handle ? "one handle, owner_model::per_thread" : "a handle per thread"));
+    auto cfg = config_for(server);
+    if (shared_handle) cfg.owners = lock::owner_model::per_thread;
+    lock::client client(cfg);
+    auto shared = client.get_fair_lock("fair");
+    std::atomic<int> inside{0};
+    std::atomic<int> overlaps{0};
+    int counter = 0;  // deliberately not atomic: the lock protects it
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        auto l = shared_handle ? shared : client.get_fair_lock("fair");
+        for (int i = 0; i < 25; ++i) {
+          std::scoped_lock hold(l);
+          if (inside.fetch_add(1) != 0) ++overlaps;
+          const int seen = counter;
+          std::this_thread::yield();
+          counter = seen + 1;
+          inside.fetch_sub(1);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    CHECK(overlaps == 0);
+    CHECK(counter == 100);
+    CHECK_FALSE(shared.is_locked());
   }
-  for (auto& t : threads) t.join();
-  CHECK(overlaps == 0);
-  CHECK(counter == 100);
 }
