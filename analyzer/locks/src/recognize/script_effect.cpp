@@ -367,11 +367,13 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
         drawn = k.value;
       } else if (k.kind == shadow_key::type::hash) {
         for (const auto& [name, v] : k.fields) {
+          // (A copy to capture: Clang before 16 cannot capture a structured binding.)
+          const std::string_view field_name = name;
           owner_reply = drawn_in_reply(p, absent, key, [&](const shadow_store& s) {
             const auto at = s.keys.find(key);
             if (at == s.keys.end()) return std::string();
             for (const auto& [n2, v2] : at->second.fields) {
-              if (n2 == name) return v2;
+              if (n2 == field_name) return v2;
             }
             return std::string();
           });
