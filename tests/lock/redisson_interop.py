@@ -210,6 +210,22 @@ def run(args, classes, cp, release, lock_type):
     return check(read_holds(log), started, f"Redisson {release} {lock_type}")
 
 
+def java_side_or_skip(source, tools):
+    """The Redisson jars' folder and Debian's jars Redisson runs on; skips the test (a
+    WARN line, exit 77) when they or one of `tools` are missing."""
+    shared = find_shared(source)
+    if not shared:
+        skip(f"no shared/redisson above {source} (real Redisson jars; set LOCKSCOPE_REDISSON_DIR)")
+    for tool in tools:
+        if not shutil.which(tool):
+            skip(f"no {tool} on PATH (scripts/install-deps --test installs it)")
+    cp_jars = [f"/usr/share/java/{j}.jar" for j in JARS]
+    missing = [j for j in cp_jars if not os.path.exists(j)]
+    if missing:
+        skip(f"missing {', '.join(missing)} (scripts/install-deps --test installs them)")
+    return shared, cp_jars
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lockscope", required=True)
@@ -224,16 +240,7 @@ def main():
     parser.add_argument("--hold-ms", type=int, default=30)
     args = parser.parse_args()
 
-    shared = find_shared(args.source)
-    if not shared:
-        skip(f"no shared/redisson above {args.source} (real Redisson jars; set LOCKSCOPE_REDISSON_DIR)")
-    for tool in ("java", "javac", "redis-server"):
-        if not shutil.which(tool):
-            skip(f"no {tool} on PATH (scripts/install-deps --test installs it)")
-    cp_jars = [f"/usr/share/java/{j}.jar" for j in JARS]
-    missing = [j for j in cp_jars if not os.path.exists(j)]
-    if missing:
-        skip(f"missing {', '.join(missing)} (scripts/install-deps --test installs them)")
+    shared, cp_jars = java_side_or_skip(args.source, ("java", "javac", "redis-server"))
     os.makedirs(args.work, exist_ok=True)
     driver = os.path.join(args.source, "tests", "redisson", "RedissonContender.java")
     failures = []

@@ -29,7 +29,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisson_interop import JARS, WAKE_UP_LIMIT_NS, check, find_shared, read_holds, skip  # noqa: E402
+from redisson_interop import WAKE_UP_LIMIT_NS, check, java_side_or_skip, read_holds, skip  # noqa: E402
 
 
 # --- a minimal RESP client for the test's own looks at the nodes -----------------------------
@@ -419,20 +419,11 @@ def main():
     parser.add_argument("--hold-ms", type=int, default=30)
     args = parser.parse_args()
 
-    shared = find_shared(args.source)
-    if not shared:
-        skip(f"no shared/redisson above {args.source} (real Redisson jars; set LOCKSCOPE_REDISSON_DIR)")
-    for tool in ("java", "javac", "redis-server", "redis-cli"):
-        if not shutil.which(tool):
-            skip(f"no {tool} on PATH (scripts/install-deps --test installs it)")
+    shared, cp_jars = java_side_or_skip(args.source, ("java", "javac", "redis-server", "redis-cli"))
     version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
     major = int(version.split("v=")[1].split(".")[0]) if "v=" in version else 0
     if major < 7:
         skip(f"redis-server {major} has no sharded pub/sub (Redis 7): {version.strip()}")
-    cp_jars = [f"/usr/share/java/{j}.jar" for j in JARS]
-    missing = [j for j in cp_jars if not os.path.exists(j)]
-    if missing:
-        skip(f"missing {', '.join(missing)} (scripts/install-deps --test installs them)")
     os.makedirs(args.work, exist_ok=True)
     began = time.monotonic()
     procs, ports = start_cluster(os.path.join(args.work, "cluster"))
