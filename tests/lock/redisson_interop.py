@@ -86,6 +86,18 @@ def read_holds(path):
     return holds
 
 
+NO_CROSS_HAND_OVER = "no hand-over between Redisson and lockscope was observed"
+PHASE_ATTEMPTS = 3
+
+
+def inconclusive(failures):
+    """True when a phase's only failure is that no hand-over crossed sides. Which side wakes
+    next is the scheduler's choice (read holds merge into few busy blocks), so such a run
+    proves nothing either way and is repeated; a lost cross-side wake-up fails on its own,
+    as a free stretch longer than WAKE_UP_LIMIT_NS."""
+    return len(failures) == 1 and failures[0].endswith(NO_CROSS_HAND_OVER)
+
+
 def check(holds, lockscope_waits, label):
     """Overlaps and late wake-ups; returns a list of failures. Holds labelled `-r-` are
     read holds, which may overlap each other."""
@@ -139,7 +151,7 @@ def check(holds, lockscope_waits, label):
           f"0 overlaps expected, {overlaps} found; worst hand-over: " +
           ", ".join(f"{k} {v / 1e6:.1f} ms" for k, v in worst.items() if v))
     if not any(v for k, v in worst.items() if k in ("lockscope->java", "java->lockscope")):
-        failures.append(f"{label}: no hand-over between Redisson and lockscope was observed")
+        failures.append(f"{label}: {NO_CROSS_HAND_OVER}")
     return failures
 
 
@@ -255,7 +267,12 @@ def main():
         for lock_type in args.types.split(","):
             if lock_type == "fenced" and [int(x) for x in release.split(".")] < [3, 19, 0]:
                 continue  # RedissonFencedLock first shipped in 3.19.0
-            failures += run(args, classes, cp, release, lock_type)
+            for attempt in range(PHASE_ATTEMPTS):
+                got = run(args, classes, cp, release, lock_type)
+                if not inconclusive(got) or attempt + 1 == PHASE_ATTEMPTS:
+                    break
+                print(f"repeating the phase: {got[0]}")
+            failures += got
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
