@@ -247,6 +247,21 @@ struct lock_state {
   // unlock does not re-arm the key with a stale, short lease.
   std::atomic<std::int64_t> internal_lease_ms;
   void reset_lease(const client_config& config) noexcept { internal_lease_ms = config.watchdog_timeout.count(); }
+  // Blocking holds through a handle whose owner is not the calling thread (per_handle,
+  // or an explicit owner), and the thread that took them. Such a handle is one owner,
+  // so a second thread's lock() through it would re-enter the first thread's hold: two
+  // threads inside at once, with no error. That is refused (std::logic_error) instead,
+  // as a std::recursive_mutex's user would expect. `pending` counts acquires under way.
+  struct blocking_holds {
+    std::mutex mutex;
+    std::thread::id thread;
+    std::uint32_t count = 0;
+    std::uint32_t pending = 0;
+  } blocking;
+  void note_unlocked(bool released) noexcept {
+    const std::lock_guard guard(blocking.mutex);
+    blocking.count = released || blocking.count == 0 ? 0 : blocking.count - 1;
+  }
 };
 
 // The watchdog's entry for one (lock, owner): shared by all its reentrant holds.
@@ -1203,6 +1218,8 @@ void start_unlock(const std::shared_ptr<lock_state>& lock, std::string owner, co
         [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
           const unlock_outcome outcome = classify_unlock_reply(reply);
           const unlock_effects effects = effects_of(outcome, static_cast<bool>(ec));
+          if (!ec && outcome != unlock_outcome::unexpected)
+            data->lock->note_unlocked(outcome != unlock_outcome::still_held);
           impl->watchdog_release(data->lock->name, data->field, effects.stop_renewal);
           // Redisson's cancelExpirationRenewal: the lease reset's rule depends on the release.
           switch (impl->dialect().reset) {
@@ -1261,6 +1278,7 @@ void start_force_unlock(const std::shared_ptr<lock_state>& lock, completion<bool
         [impl, data, d = std::move(d)](std::error_code ec, resp::value&& reply, const sync_result& sync) mutable {
           if (ec) return d(error_status(ec, reply), false);
           if (reply.type != resp::type::integer) return d(unexpected("the forceUnlock script", reply), false);
+          data->lock->note_unlocked(true);
           if (!sync.ok())
             return d({errc::replica_sync_failed,
                       impl->describe_sync(fmt::format("force-unlock of '{}' (done on the master)", data->lock->name),
@@ -1551,11 +1569,57 @@ std::string rlock::owner() const {
 
 namespace {
 
+std::int64_t query_blocking(const std::shared_ptr<detail::lock_state>& state, detail::query_kind kind,
+                            std::string owner);
+
+// Claims a shared-owner handle for the calling thread's blocking acquire, or throws
+// std::logic_error when another thread holds (or is acquiring) through it. A count left
+// by a hold whose lease ran out is not trusted: the server is asked before refusing.
+void claim_for_this_thread(const std::shared_ptr<detail::lock_state>& state, const std::string& owner) {
+  auto& b = state->blocking;
+  const auto me = std::this_thread::get_id();
+  std::unique_lock guard(b.mutex);
+  if ((b.count > 0 || b.pending > 0) && b.thread != me) {
+    if (b.pending == 0) {
+      guard.unlock();
+      const bool held = query_blocking(state, detail::query_kind::is_held, owner) != 0;
+      guard.lock();
+      if (!held && b.pending == 0) b.count = 0;
+    }
+    if ((b.count > 0 || b.pending > 0) && b.thread != me)
+      throw std::logic_error(fmt::format(
+          "lock '{}': this handle is held by another thread, and a handle is one owner (owner_model::per_handle "
+          "or an explicit owner), so this thread would re-enter that hold; give each thread its own handle "
+          "(client::get_lock), or use owner_model::per_thread",
+          state->name));
+  }
+  b.thread = me;
+  ++b.pending;
+}
+
 std::int64_t acquire_blocking(const std::shared_ptr<detail::lock_state>& state, std::string owner,
                               detail::acquire_request request) {
-  return wait_for<std::int64_t>(*state->impl, [&](detail::completion<std::int64_t> done) {
-    detail::start_acquire(state, std::move(owner), request, std::move(done));
-  });
+  if (!state->owner) {  // the calling thread is the owner: Redis itself excludes other threads
+    return wait_for<std::int64_t>(*state->impl, [&](detail::completion<std::int64_t> done) {
+      detail::start_acquire(state, std::move(owner), request, std::move(done));
+    });
+  }
+  claim_for_this_thread(state, owner);
+  auto& b = state->blocking;
+  std::int64_t got = 0;
+  try {
+    got = wait_for<std::int64_t>(*state->impl, [&](detail::completion<std::int64_t> done) {
+      detail::start_acquire(state, std::move(owner), request, std::move(done));
+    });
+  } catch (...) {
+    const std::lock_guard guard(b.mutex);
+    --b.pending;
+    throw;
+  }
+  const std::lock_guard guard(b.mutex);
+  --b.pending;
+  if (got != 0) ++b.count;
+  return got;
 }
 
 }  // namespace

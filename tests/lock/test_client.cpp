@@ -333,6 +333,55 @@ TEST_CASE("contention across threads: mutual exclusion", "[lock][client][redis]"
   CHECK_FALSE(c1.get_lock("contended").is_locked());
 }
 
+TEST_CASE("one handle shared by two threads: the second thread's acquire is refused, not a silent re-entry",
+          "[lock][client][redis][owner]") {
+  // A handle is one owner by default, so without the refusal thread B's lock() would
+  // re-enter thread A's hold and both would be inside.
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  redis_server server;
+  resp_connection raw(server.host(), server.port());
+  lock::client redis(config_for(server));
+  auto l = redis.get_lock("shared");
+  l.lock();
+  l.lock();  // the same thread re-enters
+  auto from_other_thread = [&](auto call) {
+    std::string error;
+    std::thread([&] {
+      try {
+        call();
+      } catch (const std::logic_error& e) {
+        error = e.what();
+      }
+    }).join();
+    return error;
+  };
+  CHECK_THAT(from_other_thread([&] { l.lock(); }),
+             Catch::Contains("lock 'shared': this handle is held by another thread") &&
+                 Catch::Contains("give each thread its own handle"));
+  CHECK_THAT(from_other_thread([&] { (void)l.try_lock(); }), Catch::Contains("held by another thread"));
+  CHECK(l.hold_count() == 2);  // the refused calls sent nothing that re-entered
+  // Unlocking from another thread stays allowed (a task may end elsewhere); once fully
+  // released, another thread may take it.
+  CHECK(from_other_thread([&] { l.unlock_or_throw(); }).empty());
+  CHECK(from_other_thread([&] { l.lock(); }).find("held by another thread") != std::string::npos);
+  l.unlock_or_throw();
+  CHECK(raw.command("EXISTS", "shared").integer == 0);
+  CHECK(from_other_thread([&] { l.lock(); l.unlock_or_throw(); }).empty());
+  // A hold whose lease ran out is not held: the server is asked before refusing.
+  l.lock(std::chrono::milliseconds(100));
+  REQUIRE(eventually([&] { return raw.command("EXISTS", "shared").integer == 0; }, 5s));
+  CHECK(from_other_thread([&] { l.lock(); l.unlock_or_throw(); }).empty());
+  // force_unlock clears the handle's holds.
+  l.lock();
+  CHECK(l.force_unlock());
+  CHECK(from_other_thread([&] { l.lock(); l.unlock_or_throw(); }).empty());
+  // A handle per thread: no refusal, mutual exclusion by Redis.
+  auto mine = redis.get_lock("shared");
+  mine.lock();
+  CHECK(from_other_thread([&] { CHECK_FALSE(redis.get_lock("shared").try_lock()); }).empty());
+  mine.unlock_or_throw();
+}
+
 TEST_CASE("waiters are woken by the unlock message, not by the TTL", "[lock][client][redis]") {
   LOCKSCOPE_REQUIRE_REDIS_SERVER();
   const int protocol = GENERATE(2, 3);  // RESP2 arrays or RESP3 pushes on the subscriber

@@ -85,7 +85,9 @@ enum class owner_model : std::uint8_t {
   // coroutines and callbacks, which may resume on any thread (a thread pool) and share
   // a thread with others: give each task its own handle, and two tasks never both hold
   // the lock, while one task's unlock works from wherever it runs. Reentrant through
-  // one handle.
+  // one handle. A blocking acquire from a second thread while another thread holds (or
+  // is acquiring) through the same handle would re-enter that hold, so it throws
+  // std::logic_error instead (after asking the server, in case the hold expired).
   per_handle,
   // Redisson's model: the calling thread (a small per-process number, like Java's
   // thread ids), so threads that share one handle exclude each other as Redisson's
