@@ -1,7 +1,8 @@
 // The Lua scripts of Redisson's RLock (and of the other lock types below), byte for byte as Redisson 3.16 sends them
-// (seed 000, §2 and §4.2), with their SHA1s. This header is the one source of truth
-// for the lock client (which sends them) and the analyzer (which recognises them in
-// captured EVAL / EVALSHA / SCRIPT LOAD traffic). It needs neither Asio nor a socket.
+// (seed 000, §2 and §4.2), with their SHA1s, and every release's forms from 3.10 to 4.7
+// (redisson_catalogue()). This header is the one source of truth for the lock client
+// (which sends its dialect's forms) and the analyzer (which recognises them in captured
+// EVAL / EVALSHA / SCRIPT LOAD traffic). It needs neither Asio nor a socket.
 //
 //   const auto& s = lockscope::lock::script(lockscope::lock::script_kind::acquire);
 //   // EVAL s.text 1 <name> <lease ms> <owner>   or   EVALSHA s.sha1 1 ...
@@ -117,7 +118,8 @@ enum class script_kind : std::uint8_t {
 
 namespace scripts {
 // §4.2.1: the two-branch acquire (339 bytes). Redisson later merged the branches; the
-// analyzer should treat that form as an acquire too, but this client sends this one.
+// client sends the form of its dialect's release (redisson_catalogue() below), this
+// one in the 3.16.8 dialect.
 inline constexpr std::string_view acquire =
     "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
     "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', "
