@@ -78,19 +78,19 @@ L=")" + cli + R"(" P=)" + port + R"( R=redis://127.0.0.1:)" + port + R"( PY=/usr
                              give_up_client.string() + R"(" T=")" + truth_file.string() + R"("
 now() { date +%s%6N; }
 $L lock gu:cli --redis $R -- sleep 2.5 &
-sleep 0.3
+$PY "$C" held $P gu:cli
 for i in 1 2; do
   ( b=$(now); $L lock gu:cli --redis $R --wait 1s -- true 2>/dev/null; rc=$?; e=$(now)
     echo "{\"event\":\"gave_up\",\"lock\":\"gu:cli\",\"began_us\":$b,\"t_us\":$e,\"rc\":$rc}" >> "$T" ) &
   sleep 0.2
 done
 $PY "$C" holder $P gu:py 2.2 2.5 > /dev/null &
-sleep 0.1
+$PY "$C" held $P gu:py
 $PY "$C" waiter $P gu:py 1.0 4 | sed 's/}$/, "lock": "gu:py", "linger": true}/' >> "$T" &
 $PY "$C" waiter $P gu:py 0.8 0 | sed 's/}$/, "lock": "gu:py", "linger": false}/' >> "$T" &
 $L lock gu:dead --redis $R --lease 2s -- sleep 3 &
 H=$!
-sleep 0.3
+$PY "$C" held $P gu:dead
 ( b=$(now); $L lock gu:dead --redis $R --wait 10s -- true; rc=$?
   echo "{\"event\":\"acquired\",\"lock\":\"gu:dead\",\"began_us\":$b,\"t_us\":$(now),\"rc\":$rc}" >> "$T" ) &
 sleep 0.5

@@ -7,6 +7,9 @@
 #                                       100 ms while the holder holds: it gives up; logs
 #                                       when it began, each attempt, and when it gave up;
 #                                       keeps its connection LINGER_S longer, then exits.
+#   held PORT LOCK                      returns once LOCK exists (at most 10 s): the
+#                                       recording starts a waiter only then, however
+#                                       slowly a loaded machine started the holder.
 import json
 import sys
 import time
@@ -36,6 +39,13 @@ class CountingLock(Lock):
 def main():
     mode, port, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     r = redis.Redis(port=port, single_connection_client=True)
+    if mode == "held":
+        deadline = time.monotonic() + 10
+        while not r.exists(name):
+            if time.monotonic() > deadline:
+                sys.exit(f"{name} was not taken within 10 s")
+            time.sleep(0.005)
+        return
     if mode == "holder":
         hold_s, lease_s = float(sys.argv[4]), float(sys.argv[5])
         lock = Lock(r, name, timeout=lease_s)
