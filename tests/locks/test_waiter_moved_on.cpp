@@ -166,3 +166,34 @@ TEST_CASE("free while waiting: an old long stretch no present waiter saw does no
   CHECK(idle->interval_start_us == at(1100) + 100);
   CHECK(idle->interval_us == at(1213) - at(1100));
 }
+
+// Redisson's tryLock, and node-redisson's, UNSUBSCRIBEs when its wait time runs out and
+// returns false: nothing else on the wire. Such a waiter stays listed until its deadline
+// and then ends as of its UNSUBSCRIBE, but it listens no more: the next waiter of the same
+// client (node-redisson draws a new owner for every lock object) subscribes and leaves on
+// its own, and its give-up too is known by its UNSUBSCRIBE (not a lower bound at its last
+// attempt).
+TEST_CASE("left waiters: a client's waiters that each time out and UNSUBSCRIBE give up when they left",
+          "[timeline][waiter][give-up][pubsub]") {
+  fixture f;
+  const std::string a = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:11111111-1111-4111-8111-111111111111";
+  const std::string b = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:22222222-2222-4222-8222-222222222222";
+  f.acquire("bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1", 0, 30'000);
+  f.acquire(a, 10, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'990);
+  f.acquire(a, 11, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'989);
+  f.pubsub(lock_op_kind::subscribe, 12, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 400, 3, "10.0.0.2", 0);  // a's wait time ran out
+  f.acquire(b, 1000, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  f.acquire(b, 1001, 30'000, op_outcome::contended, 2, "10.0.0.2", 28'999);
+  f.pubsub(lock_op_kind::subscribe, 1002, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 1400, 3, "10.0.0.2", 0);  // b's too
+  f.timeline.advance_to(at(40'000));
+  const recorded_event* gone_a = first_of(f.events, "gave_up", a);
+  const recorded_event* gone_b = first_of(f.events, "gave_up", b);
+  REQUIRE(gone_a != nullptr);
+  REQUIRE(gone_b != nullptr);
+  CHECK(gone_a->ended == locks::wait_end::unsubscribed);
+  CHECK(gone_a->wait_us == at(400) + 100 - at(10));
+  CHECK(gone_b->ended == locks::wait_end::unsubscribed);
+  CHECK(gone_b->wait_us == at(1400) + 100 - at(1000));
+}

@@ -8,7 +8,8 @@ what the clients logged themselves, per kind of event:
   acquisitions, releases, contended attempts, waits (an acquisition after refused
   attempts, with its wait within 10% (at least 2 ms) of what the log bounds it to: a
   call reached the wire after it was sent (sent_us, where logged) and before its
-  reply's line; or a give-up),
+  reply's line; or a give-up, its wait within 10% of the log's or a lower bound
+  marked so),
   renewals, expiries, free-while-waiting (a stretch >= the idle threshold + 10 ms in
   which the lock stood free while a process that had been refused had not acquired or
   given up yet, found as an idle_with_waiters anomaly whose stretch begins within 30 ms)
@@ -307,9 +308,32 @@ def measure(lockscope, name, pcap, truth):
             waits_found += 1
     gave = [d for d in by["gave_up"] if after(d)]
     ge = of(["gave_up"])
-    found, used = match(gave, ge, 500_000, 40_000_000, use_owner=False)
+    # A give-up is found when lockscope shows it (the same owner where the client logged
+    # one; it may be known only later: its deadline) with its wait: within 10% (at least
+    # 2 ms) of the log's, from the first refused attempt's send to the give-up's line, or
+    # below that when lockscope marks it a lower bound (wait_at_least).
+    used = set()
+    for d in sorted(gave, key=lambda d: d["t_us"]):
+        best = None
+        for i, e in enumerate(ge):
+            if i in used or e.get("lock") != d["lock"] or (d["owner"] and e.get("owner") != d["owner"]):
+                continue
+            dt = e["t_us"] - d["t_us"]
+            if -500_000 <= dt <= 40_000_000 and (best is None or abs(dt) < abs(ge[best]["t_us"] - d["t_us"])):
+                best = i
+        if best is None:
+            continue
+        used.add(best)
+        e = ge[best]
+        if d["began"] is None or e.get("wait_ms") is None or (start and d["began"] < start + 50_000):
+            waits_found += 1  # its wait began before the capture, or is not known: found, not judged
+            continue
+        want = d["t_us"] - d["began"]
+        got = e["wait_ms"] * 1000
+        slack = max(want / 10, 2_000)
+        if abs(got - want) <= slack or (e.get("wait_at_least") and got <= want + slack):
+            waits_found += 1
     waits_true += len(gave)
-    waits_found += found
     waits_false += len(ge) - len(used)
     rows["waits"] = (waits_found, waits_true, waits_false)
     # free while waiting: an idle_with_waiters whose stretch begins near the logged one

@@ -72,6 +72,15 @@ inline void forget_idle_no_waiter_saw(lock_extra& x) {
   x.idle_start_us = x.idle_end_us = -1;
 }
 
+// A pub/sub waiter whose own subscription ended by its client's UNSUBSCRIBE after its
+// latest attempt (Redisson's and node-redisson's tryLock when its wait time runs out):
+// it is listed until its owner attempts again or its deadline passes, and then ends as
+// of that UNSUBSCRIBE, but it shares no subscription with its client's other waiters.
+// Counted as their sibling, it made the next waiter's own UNSUBSCRIBE look shared, so
+// that give-up too was found only at its deadline, with its wait as a lower bound
+// (node-redisson, a new lock object and owner per tryLock: 27 of 31 give-ups).
+inline bool left_waiter(const waiter& w) { return w.left_channel && w.unsubscribed_us >= w.last_attempt_us; }
+
 }  // namespace lockscope::locks::timeline_detail
 
 #include "timeline/timeline_state.hpp"

@@ -540,11 +540,12 @@ inline bool lock_timeline::impl::polls(const waiter& w) {
 }
 
 // Another waiter of the same client waits for the lock: which of them an event is
-// about is not sure.
+// about is not sure. One that left the channel after its latest attempt listens no more
+// (left_waiter, waiter_moved_on.hpp).
 inline bool lock_timeline::impl::has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client) {
   if (!has_extra(l)) return false;
   for (const waiter& w : xp(l)->waiters) {
-    if (w.owner != owner && w.client == client) return true;
+    if (w.owner != owner && w.client == client && !left_waiter(w)) return true;
   }
   return false;
 }
