@@ -312,6 +312,13 @@ def measure(lockscope, name, pcap, truth):
     # one; it may be known only later: its deadline) with its wait: within 10% (at least
     # 2 ms) of the log's, from the first refused attempt's send to the give-up's line, or
     # below that when lockscope marks it a lower bound (wait_at_least).
+    # Several give-ups on a lock near each other, logged without an owner: the one whose
+    # wait began nearest the logged one's first refusal (lockscope's `since`), else the
+    # nearest in time.
+    def distance(d, e):
+        if d["began"] is not None and "since" in e:
+            return abs(round(e["since"] * 1e6) - d["began"])
+        return abs(e["t_us"] - d["t_us"])
     used = set()
     for d in sorted(gave, key=lambda d: d["t_us"]):
         best = None
@@ -319,7 +326,7 @@ def measure(lockscope, name, pcap, truth):
             if i in used or e.get("lock") != d["lock"] or (d["owner"] and e.get("owner") != d["owner"]):
                 continue
             dt = e["t_us"] - d["t_us"]
-            if -500_000 <= dt <= 40_000_000 and (best is None or abs(dt) < abs(ge[best]["t_us"] - d["t_us"])):
+            if -500_000 <= dt <= 40_000_000 and (best is None or distance(d, e) < distance(d, ge[best])):
                 best = i
         if best is None:
             continue
