@@ -76,10 +76,14 @@ IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 #   hash owner, pub/sub waits on a second connection, a watchdog); sesame_redlock_mux runs
 #   two tasks over each process's one connection, one holding stock while the other
 #   polls orders (the check that a waiter's wait is not split by its connection's holds).
-HELD_OUT = ["redlock_universal", "ioredis_lock", "sesame_redlock", "node_redisson", "sesame_redlock_mux"]
+# redlock_universal and ioredis_lock moved into the gated list once every kind of event
+# was >= 95% found with <= 1% false on each, whole and mid-run (after the moved-on rules,
+# waiter_moved_on.hpp): what was fixed for them is now guarded.
+HELD_OUT = ["sesame_redlock", "node_redisson", "sesame_redlock_mux"]
 
 
-def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour")):
+def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
+                          "redlock_universal", "ioredis_lock")):
     out = []
     for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")
