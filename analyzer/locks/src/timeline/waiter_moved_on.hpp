@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "timeline/timeline_state.hpp"
 #include "timeline/timeline_types.hpp"
 
 namespace lockscope::locks::timeline_detail {
@@ -82,8 +83,6 @@ inline void forget_idle_no_waiter_saw(lock_extra& x) {
 inline bool left_waiter(const waiter& w) { return w.left_channel && w.unsubscribed_us >= w.last_attempt_us; }
 
 }  // namespace lockscope::locks::timeline_detail
-
-#include "timeline/timeline_state.hpp"
 
 namespace lockscope::locks {
 
