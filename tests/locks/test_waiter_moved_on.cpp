@@ -197,3 +197,25 @@ TEST_CASE("left waiters: a client's waiters that each time out and UNSUBSCRIBE g
   CHECK(gone_b->ended == locks::wait_end::unsubscribed);
   CHECK(gone_b->wait_us == at(1400) + 100 - at(1000));
 }
+
+// The same for a poller that draws a new value for every attempt (warlock, redis-lock):
+// on a connection seen carrying two waits side by side, the other task's acquisition
+// between two of its attempts does not end its wait while it keeps its cadence.
+TEST_CASE("moved on: a fresh-value poller on a multiplexing connection keeps its wait while it keeps its cadence",
+          "[timeline][waiter][moved-on][multiplex][fresh]") {
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "B", "holder", 0, op_outcome::ok, 3, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);
+  attempt(f, "B", "q", 20, op_outcome::contended, 2);  // task q waits for B beside p
+  attempt(f, "A", "v2", 110, op_outcome::contended, 2);
+  attempt(f, "B", "q", 120, op_outcome::contended, 2);
+  attempt(f, "A", "v3", 210, op_outcome::contended, 2);
+  release(f, "B", "holder", 215, 3);
+  attempt(f, "B", "q", 220, op_outcome::ok, 2);  // q takes B between two of p's attempts
+  attempt(f, "A", "v4", 310, op_outcome::contended, 2);
+  release(f, "A", "holder", 350, 1);
+  attempt(f, "A", "v5", 410, op_outcome::ok, 2);
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(first_of(f.events, "acquired", "v5")->wait_us == at(410) + 100 - at(10));
+}
