@@ -93,6 +93,20 @@ TEST_CASE("moved on: a connection carrying two tasks side by side keeps its poll
     CHECK(f.events.count("gave_up") == 0);
     CHECK(first_of(f.events, "acquired", "p")->wait_us == at(760) + 100 - at(10));
   }
+  SECTION("the other task's whole holds fit in the poller's first spacing and in its second") {
+    fixture f;
+    attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "A", "p", 10, op_outcome::contended, 2);
+    attempt(f, "B", "q", 15, op_outcome::ok, 2);  // the other task, over the same connection
+    release(f, "B", "q", 45, 2);
+    attempt(f, "A", "p", 85, op_outcome::contended, 2);  // no spacing known yet: it waits on
+    attempt(f, "B", "r", 90, op_outcome::ok, 2);
+    release(f, "B", "r", 120, 2);
+    release(f, "A", "holder", 130, 1);
+    attempt(f, "A", "p", 145, op_outcome::ok, 2);  // on its cadence, after another whole hold
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(145) + 100 - at(10));
+  }
   SECTION("two waits on the connection overlap, then the other task's whole hold fits in one spacing") {
     fixture f;
     attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);

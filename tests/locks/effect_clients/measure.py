@@ -79,7 +79,7 @@ IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 # redlock_universal and ioredis_lock moved into the gated list once every kind of event
 # was >= 95% found with <= 1% false on each, whole and mid-run (after the moved-on rules,
 # waiter_moved_on.hpp): what was fixed for them is now guarded.
-HELD_OUT = ["sesame_redlock", "node_redisson", "sesame_redlock_mux"]
+HELD_OUT = ["sesame_redlock", "node_redisson", "sesame_redlock_mux", "sesame_redlock_mux_short"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

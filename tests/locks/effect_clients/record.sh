@@ -14,6 +14,7 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR ioredis_lock       # ioredis_lock_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock     # sesame_redlock_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock_mux # the same, 2 tasks a process
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock_mux_short # task b's holds short
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR node_redisson      # node_redisson_worker.js
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
@@ -31,7 +32,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|node_redisson}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -45,6 +46,8 @@ case $name in
   sesame_redlock) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   # Two tasks per process over its one connection: task b holds stock while task a polls orders.
   sesame_redlock_mux) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5, 2 tasks a connection (held out)"; rounds=16; midstream=1; export TASKS=2 ;;
+  # The same with task b's holds shorter than task a's spacing.
+  sesame_redlock_mux_short) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5, 2 tasks a connection, short holds of stock (held out)"; rounds=16; midstream=1; export TASKS=2 SHORT_B=1 ;;
   node_redisson) worker=node_redisson_worker.js; scenario="node-redisson 1.0.4 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac

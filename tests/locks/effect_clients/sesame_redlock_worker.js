@@ -17,7 +17,10 @@
 // set, is logged as "OK" when it is 1 (raw_reply keeps it).
 // TASKS=2 runs two tasks per process over the one connection (Node clients multiplex):
 // task a works as above; task b holds stock for long stretches (extending it) while task
-// a polls orders, so a waiter's connection holds another lock while it waits.
+// a polls orders, so a waiter's connection holds another lock while it waits. With
+// SHORT_B=1 task b's holds are 10-40 ms, shorter than task a's spacing: a whole hold of
+// stock fits between two of a's attempts (the case the moved-on rule can mistake for a
+// give-up until the connection has shown it multiplexes).
 'use strict';
 const Redis = require('ioredis');
 const { Redlock } = require('@sesamecare-oss/redlock');
@@ -110,7 +113,9 @@ async function main() {
   } else {
     await Promise.all([
       run(proc0 + 'a', () => 'locks:orders', usual),
-      run(proc0 + 'b', () => 'locks:stock', (i) => ({ long: true, overrun: false, hold: 700 + Math.random() * 1200 })),
+      run(proc0 + 'b', () => 'locks:stock', process.env.SHORT_B
+        ? () => ({ long: false, overrun: false, hold: 10 + Math.random() * 30 })
+        : () => ({ long: true, overrun: false, hold: 700 + Math.random() * 1200 })),
     ]);
   }
   await redis.quit();

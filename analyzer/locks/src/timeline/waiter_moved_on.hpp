@@ -28,12 +28,24 @@ namespace lockscope::locks::timeline_detail {
 //   a client seen attempting this lock while its connection held a lock it took since
 //   the attempt before (so it runs tasks side by side: `multiplexes`) is not judged by
 //   this clause, only by its cadence.
+// A polling waiter seen retrying after its connection took another lock before any
+// spacing was learnt marks the connection too (below).
 // `poller`: the waiter polls (no pub/sub, a spacing learnt; continuing_waiter says);
 // `attempt_us`: the new attempt's request time. Marks the connection `multiplexes` when
 // this attempt shows it. Returns whether the waiter had given up at its latest attempt.
 inline bool poller_moved_on(const waiter& w, bool poller, connection_info& c, std::int64_t attempt_us,
                             std::int64_t wake_window_us) {
-  if (!poller || c.last_acquired_us <= w.last_attempt_us) return false;
+  if (c.last_acquired_us <= w.last_attempt_us) return false;
+  if (!poller) {
+    // No spacing learnt yet (its first retry): nothing to judge it by, so it waits on --
+    // and a polling waiter's connection that took another lock meanwhile runs tasks side
+    // by side (a client waiting for one lock at a time takes another only once this wait
+    // is over, and a client that keeps its value polls it more than once). Without this,
+    // a whole hold of the other lock in each of its first two spacings split the wait
+    // (sesame_redlock_mux_short: its other task holds stock 10-40 ms).
+    if (!w.pubsub && w.sub_connection == 0 && w.subscribed_us < 0 && !w.fresh_values) c.multiplexes = true;
+    return false;
+  }
   const std::int64_t gap = attempt_us - w.last_attempt_us;
   if (gap > w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2)) return true;
   const bool whole_hold_since = c.last_released_us > c.last_acquired_us;
