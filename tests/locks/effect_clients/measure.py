@@ -8,7 +8,8 @@ what the clients logged themselves, per kind of event:
   acquisitions, releases, contended attempts, waits (an acquisition after refused
   attempts, with its wait within 10% (at least 2 ms) of what the log bounds it to: a
   call reached the wire after it was sent (sent_us, where logged) and before its
-  reply's line; or a give-up),
+  reply's line; or a give-up, its wait within 10% of the log's or a lower bound
+  marked so),
   renewals, expiries, free-while-waiting (a stretch >= the idle threshold + 10 ms in
   which the lock stood free while a process that had been refused had not acquired or
   given up yet, found as an idle_with_waiters anomaly whose stretch begins within 30 ms)
@@ -67,10 +68,22 @@ IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 # analyzer/locks/src/timeline/waiters.hpp): ioredis_lock's waits 22/45 +1 false -> 27/45,
 # mid-run 15/38 +1 false -> 20/38, its false free stretches gone. Its other give-ups
 # come back within two spacings, indistinguishable on the wire from a retry.
-HELD_OUT = ["redlock_universal", "ioredis_lock"]
+# - sesame_redlock, node_redisson, sesame_redlock_mux: a second held-out set, recorded
+#   and measured on the unchanged build before any change for them (docs/reference/
+#   clients.md gives those first figures): @sesamecare-oss/redlock 1.4.0 (a jittered
+#   poller, one value per acquire, ARGV = [db, value, ttl], a release of the value after a
+#   give-up, refused releases retried) and node-redisson 1.0.4 (a Redisson look-alike:
+#   hash owner, pub/sub waits on a second connection, a watchdog); sesame_redlock_mux runs
+#   two tasks over each process's one connection, one holding stock while the other
+#   polls orders (the check that a waiter's wait is not split by its connection's holds).
+# redlock_universal and ioredis_lock moved into the gated list once every kind of event
+# was >= 95% found with <= 1% false on each, whole and mid-run (after the moved-on rules,
+# waiter_moved_on.hpp): what was fixed for them is now guarded.
+HELD_OUT = ["sesame_redlock", "node_redisson", "sesame_redlock_mux", "sesame_redlock_mux_short"]
 
 
-def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour")):
+def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
+                          "redlock_universal", "ioredis_lock")):
     out = []
     for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")
@@ -117,6 +130,7 @@ def read_npm_truth(path, midstream):
     free_since = {}  # lock -> t_us the lock went free
     waiting = defaultdict(dict)  # lock -> proc -> first refused t_us
     stretches = []  # (lock, start, end, waiters' first attempts)
+    last_won = {}  # lock -> when its latest acquisition's attempt was sent
     for o in sorted((o for o in raw if o["event"] != "recording"), key=lambda o: o["t_us"]):
         ev, lock, proc, ts = o["event"], o.get("lock", ""), o.get("proc", ""), o["t_us"]
         # A call's time: when it was sent, where the client logged that (its reply's
@@ -142,6 +156,7 @@ def read_npm_truth(path, midstream):
                 t.lines.append(("acquired_wait", dict(
                     lock=lock, owner=owner, proc=proc, t_us=ts, began=None if began is None else began[0],
                     wait_us=None if began is None else (won[0] - began[1], won[1] - began[0]))))
+            last_won[lock] = won[0]
             if lock in free_since:
                 start = free_since.pop(lock)
                 stretches.append((lock, start, won[0], [b for p, b in waiting[lock].items() if b < start]))
@@ -151,6 +166,15 @@ def read_npm_truth(path, midstream):
                 # a DEL that removed nothing: the key had gone (logged as expired)
                 continue
             t.lines.append(("releases", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+            if sent < last_won.get(lock, sent):
+                # Its reply's line came after the next holder's acquisition (a busy event
+                # loop), though it reached the wire before: the lock stood free from it to
+                # that acquisition, not until the one after. Too long a stretch to ignore
+                # is neither required nor false.
+                if last_won[lock] - sent >= IDLE_THRESHOLD_US - 10_000:
+                    t.lines.append(("free_while_waiting_borderline",
+                                    dict(lock=lock, owner="", proc="", t_us=sent, end=last_won[lock])))
+                continue
             free_since.setdefault(lock, sent)
         elif ev == "expired":
             t.lines.append(("expiries", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
@@ -288,9 +312,39 @@ def measure(lockscope, name, pcap, truth):
             waits_found += 1
     gave = [d for d in by["gave_up"] if after(d)]
     ge = of(["gave_up"])
-    found, used = match(gave, ge, 500_000, 40_000_000, use_owner=False)
+    # A give-up is found when lockscope shows it (the same owner where the client logged
+    # one; it may be known only later: its deadline) with its wait: within 10% (at least
+    # 2 ms) of the log's, from the first refused attempt's send to the give-up's line, or
+    # below that when lockscope marks it a lower bound (wait_at_least).
+    # Several give-ups on a lock near each other, logged without an owner: the one whose
+    # wait began nearest the logged one's first refusal (lockscope's `since`), else the
+    # nearest in time.
+    def distance(d, e):
+        if d["began"] is not None and "since" in e:
+            return abs(round(e["since"] * 1e6) - d["began"])
+        return abs(e["t_us"] - d["t_us"])
+    used = set()
+    for d in sorted(gave, key=lambda d: d["t_us"]):
+        best = None
+        for i, e in enumerate(ge):
+            if i in used or e.get("lock") != d["lock"] or (d["owner"] and e.get("owner") != d["owner"]):
+                continue
+            dt = e["t_us"] - d["t_us"]
+            if -500_000 <= dt <= 40_000_000 and (best is None or distance(d, e) < distance(d, ge[best])):
+                best = i
+        if best is None:
+            continue
+        used.add(best)
+        e = ge[best]
+        if d["began"] is None or e.get("wait_ms") is None or (start and d["began"] < start + 50_000):
+            waits_found += 1  # its wait began before the capture, or is not known: found, not judged
+            continue
+        want = d["t_us"] - d["began"]
+        got = e["wait_ms"] * 1000
+        slack = max(want / 10, 2_000)
+        if abs(got - want) <= slack or (e.get("wait_at_least") and got <= want + slack):
+            waits_found += 1
     waits_true += len(gave)
-    waits_found += found
     waits_false += len(ge) - len(used)
     rows["waits"] = (waits_found, waits_true, waits_false)
     # free while waiting: an idle_with_waiters whose stretch begins near the logged one

@@ -12,6 +12,10 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR ioredfour          # ioredfour_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock_universal  # redlock_universal_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR ioredis_lock       # ioredis_lock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock     # sesame_redlock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock_mux # the same, 2 tasks a process
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock_mux_short # task b's holds short
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR node_redisson      # node_redisson_worker.js
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -19,15 +23,16 @@
 #     ioredfour@1.4.3 redis@4 ioredis@5
 #   npm install --prefix /tmp/heldout_npm redlock-universal@0.8.5 ioredis@5   # held out
 #   npm install --prefix /tmp/heldout_npm4 ioredis-lock@4.0.0 ioredis@4       # held out
-# (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal and
-# ioredis_lock are held out: clients never used while building the recognizer, measured
+#   npm install --prefix /tmp/heldout2_npm @sesamecare-oss/redlock@1.4.0 node-redisson@1.0.4 ioredis@5  # held out
+# (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
+# ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
 # ioredfour, and the held-out ones) also keep NAME.midstream.pcap: a second tcpdump started MIDSTREAM_S (1.5) s
 # after the clients' first event, as a user joins a busy system; its start is the truth's midstream_start_us.
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -38,6 +43,12 @@ case $name in
   ioredfour) worker=ioredfour_worker.js; scenario="ioredfour 1.4.3 on ioredis 5"; rounds=16; midstream=1 ;;
   redlock_universal) worker=redlock_universal_worker.js; scenario="redlock-universal 0.8.5 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   ioredis_lock) worker=ioredis_lock_worker.js; scenario="ioredis-lock 4.0.0 on ioredis 4 (held out)"; rounds=24; midstream=1 ;;
+  sesame_redlock) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
+  # Two tasks per process over its one connection: task b holds stock while task a polls orders.
+  sesame_redlock_mux) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5, 2 tasks a connection (held out)"; rounds=16; midstream=1; export TASKS=2 ;;
+  # The same with task b's holds shorter than task a's spacing.
+  sesame_redlock_mux_short) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5, 2 tasks a connection, short holds of stock (held out)"; rounds=16; midstream=1; export TASKS=2 SHORT_B=1 ;;
+  node_redisson) worker=node_redisson_worker.js; scenario="node-redisson 1.0.4 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)

@@ -270,6 +270,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
     case op_outcome::ok: {
       if (!suspected_overlaps.empty()) released_before(id, owner, op.request_us);
       if (h != nullptr) note_release(id, owner, at);
+      if (h != nullptr) connections[conn].last_released_us = at;
       lock_event e = release_holder();
       became_free(l, at);
       if (!has_holder(l)) released_publishing(l, id, at);
@@ -486,6 +487,7 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
       held_since_capture(l, e, at);
     }
     const std::uint32_t conn = conn_index(op);
+    connections[conn].last_released_us = at;
     const std::uint32_t deleter = last_owner_on(conn, id);
     const std::uint32_t removed = h->owner;
     owners.retain(removed);  // named by the anomaly below, after the holders are gone

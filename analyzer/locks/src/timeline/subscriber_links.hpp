@@ -8,6 +8,7 @@
 #pragma once
 
 #include "timeline/timeline_state.hpp"
+#include "timeline/waiter_moved_on.hpp"
 
 namespace lockscope::locks {
 
@@ -335,6 +336,7 @@ inline void lock_timeline::impl::link(lock_state& l, std::uint32_t lock, waiter&
   for (waiter& o : xp(l)->waiters) {
     if (&o != &w && o.client != w.client) continue;
     if (&o != &w && o.sub_connection != 0 && o.sub_connection != s.id && subscribed(o, lock)) continue;
+    if (&o != &w && left_waiter(o)) continue;  // it left the channel after its last attempt (waiter_moved_on.hpp)
     set_sub_connection(*xp(l), o, s.id);
     o.confidence = conf;
     o.unsubscribed_us = -1;

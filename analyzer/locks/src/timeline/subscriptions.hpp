@@ -6,6 +6,7 @@
 #pragma once
 
 #include "timeline/timeline_state.hpp"
+#include "timeline/waiter_moved_on.hpp"
 
 namespace lockscope::locks {
 
@@ -88,7 +89,7 @@ inline void lock_timeline::impl::subscription_ended(std::uint32_t lock, std::uin
   if (!has_extra(l)) return;
   remove_waiters(*xp(l), [&](waiter& w) {
     if (w.sub_connection != sub) return false;
-    w.unsubscribed_us = at;
+    if (!left_waiter(w)) w.unsubscribed_us = at;  // one that left keeps when it left (waiter_moved_on.hpp)
     if (connections[w.conn].open) return false;
     unlist_wait(w.conn, lock);
     if (!capture_ending) report_give_up(l, w, wait_end::connection_closed, at, at, false);  // its subscriber's end too

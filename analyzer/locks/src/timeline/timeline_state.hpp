@@ -300,6 +300,7 @@ struct lock_timeline::impl {
   void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at);
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
+  void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp
   void left_queue(std::uint32_t id, const lock_operation& op, std::uint32_t owner);
   void withdrew_attempt(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at);

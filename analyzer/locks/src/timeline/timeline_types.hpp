@@ -185,6 +185,8 @@ struct connection_info {
   bool open = true;
   std::int64_t closed_at_us = -1;  // when it closed while it still held a lock (-1: it did not)
   std::int64_t last_acquired_us = -1;  // its latest acquisition of any lock (waiter_of_fresh_value)
+  std::int64_t last_released_us = -1;  // its latest release of any lock (poller_moved_on)
+  bool multiplexes = false;  // a waiter polled on while it held a lock taken meanwhile (poller_moved_on)
   // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it

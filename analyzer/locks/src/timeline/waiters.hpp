@@ -7,6 +7,7 @@
 #pragma once
 
 #include "timeline/timeline_state.hpp"
+#include "timeline/waiter_moved_on.hpp"
 
 namespace lockscope::locks {
 
@@ -118,6 +119,7 @@ inline void lock_timeline::impl::became_free(lock_state& l, std::int64_t at) {
 inline void lock_timeline::impl::free_interval_ends(lock_state& l, std::int64_t at) {
   if (!has_extra(l)) return;
   lock_extra& x = *xp(l);
+  if (x.free_since_us >= 0 && at - x.free_since_us >= options.idle_threshold_us) forget_idle_no_waiter_saw(x);
   if (x.free_since_us >= 0 && !x.idle_reported && !x.waiters.empty() &&
       at - x.free_since_us >= options.idle_threshold_us &&
       (x.idle_start_us < 0 || at - x.free_since_us > x.idle_end_us - x.idle_start_us)) {
@@ -297,6 +299,12 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
+  // Its connection took another lock meanwhile and it did not keep polling (waiter_moved_on.hpp).
+  note_side_by_side_waits(*w, lock);
+  if (poller_moved_on(*w, poller, connections[w->conn], t, options.wake_window_us)) {
+    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+    return nullptr;
+  }
   if (w->unexplained_us >= 0) {
     const std::int64_t began = w->unexplained_us, ended = w->unexplained_end_us;
     w->unexplained_us = w->unexplained_end_us = -1;
@@ -370,7 +378,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // while it is still listed (its deadline not passed), ends its wait whatever the gap.
   const bool acquires = op.outcome == op_outcome::ok;
   const auto stopped = [&](const waiter& w) {
-    return w.withdrawn || (w.fresh_values && connections[w.conn].last_acquired_us > w.last_attempt_us) ||
+    return w.withdrawn || fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
   };
@@ -380,7 +388,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     if (w.connection != op.connection) continue;
     if (w.owner_repeated) return nullptr;  // a stable owner's wait shares the connection
     if (stopped(w)) {
-      any_stopped = any_stopped || w.fresh_values || w.withdrawn;
+      any_stopped = any_stopped || w.fresh_values || w.withdrawn || w.attempts == 1;
       continue;
     }
     if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
@@ -391,7 +399,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     for (bool again = true; again;) {
       again = false;
       for (waiter& w : xp(l)->waiters) {
-        if (w.connection == op.connection && (w.fresh_values || w.withdrawn) && w.seq != keep && stopped(w)) {
+        if (w.connection == op.connection && (w.fresh_values || w.withdrawn || w.attempts == 1) && w.seq != keep &&
+            stopped(w)) {
           give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us());
           again = true;
           break;
@@ -531,11 +540,12 @@ inline bool lock_timeline::impl::polls(const waiter& w) {
 }
 
 // Another waiter of the same client waits for the lock: which of them an event is
-// about is not sure.
+// about is not sure. One that left the channel after its latest attempt listens no more
+// (left_waiter, waiter_moved_on.hpp).
 inline bool lock_timeline::impl::has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client) {
   if (!has_extra(l)) return false;
   for (const waiter& w : xp(l)->waiters) {
-    if (w.owner != owner && w.client == client) return true;
+    if (w.owner != owner && w.client == client && !left_waiter(w)) return true;
   }
   return false;
 }

@@ -1,0 +1,120 @@
+// The "moved on" rule of waiter matching (continuing_waiter, waiters.hpp): a polling
+// waiter whose connection took another lock since its latest attempt, and whose owner
+// then attempts again off its cadence or after that other hold ended, had given up.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "timeline/timeline_state.hpp"
+#include "timeline/timeline_types.hpp"
+
+namespace lockscope::locks::timeline_detail {
+
+// A client that keeps one value for every wait of a process (ioredis-lock's Lock) shows a
+// give-up only by what its connection does next: it goes on to its next task, takes
+// another lock, and later tries this one again with the same value. Joined, the two
+// waits read as one, seconds long, with the free time between as a missed wake-up.
+// Nothing stops a connection that takes another lock from still waiting for this one,
+// though: Node clients run several tasks over one connection, one holding B while
+// another polls A. What tells them apart is whether the waiter kept polling:
+// - off its cadence: its owner's attempt comes later than its longest spacing plus half
+//   of it (at least the wake window) since its latest, after its connection acquired a
+//   lock meanwhile: its polling had stopped (a poller's timer keeps its spacing
+//   whatever else the connection carries);
+// - after a whole hold: the connection acquired and then released a lock since the
+//   waiter's latest attempt. A client that waits for one lock at a time comes back to
+//   this one only once it is done with the other, and may then come within the spacing;
+//   a client seen attempting this lock while its connection held a lock it took since
+//   the attempt before (so it runs tasks side by side: `multiplexes`) is not judged by
+//   this clause, only by its cadence.
+// A polling waiter seen retrying after its connection took another lock before any
+// spacing was learnt marks the connection too (below).
+// `poller`: the waiter polls (no pub/sub, a spacing learnt; continuing_waiter says);
+// `attempt_us`: the new attempt's request time. Marks the connection `multiplexes` when
+// this attempt shows it. Returns whether the waiter had given up at its latest attempt.
+inline bool poller_moved_on(const waiter& w, bool poller, connection_info& c, std::int64_t attempt_us,
+                            std::int64_t wake_window_us) {
+  if (c.last_acquired_us <= w.last_attempt_us) return false;
+  if (!poller) {
+    // No spacing learnt yet (its first retry): nothing to judge it by, so it waits on --
+    // and a polling waiter's connection that took another lock meanwhile runs tasks side
+    // by side (a client waiting for one lock at a time takes another only once this wait
+    // is over, and a client that keeps its value polls it more than once). Without this,
+    // a whole hold of the other lock in each of its first two spacings split the wait
+    // (sesame_redlock_mux_short: its other task holds stock 10-40 ms).
+    if (!w.pubsub && w.sub_connection == 0 && w.subscribed_us < 0 && !w.fresh_values) c.multiplexes = true;
+    return false;
+  }
+  const std::int64_t gap = attempt_us - w.last_attempt_us;
+  if (gap > w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2)) return true;
+  const bool whole_hold_since = c.last_released_us > c.last_acquired_us;
+  if (whole_hold_since && !c.multiplexes) return true;
+  if (!whole_hold_since) c.multiplexes = true;  // polling on while its connection holds another lock
+  return false;
+}
+
+// The same question for a waiter whose next attempt may carry a new value
+// (waiter_of_fresh_value): whether the waiter `w` on connection `c` had stopped by
+// `attempt_us`, a new value's attempt over its connection, because the connection took
+// another lock since w's latest attempt. A waiter whose values change (warlock,
+// redis-lock), or seen by one attempt only (a give-up seen by its last attempt, joined
+// mid-run), had: a client that waits for one lock at a time takes another only once it
+// gave this one up. On a connection that multiplexes, only a waiter that left its
+// cadence had.
+inline bool fresh_waiter_moved_on(const waiter& w, const connection_info& c, std::int64_t attempt_us,
+                                  std::int64_t wake_window_us) {
+  if (c.last_acquired_us <= w.last_attempt_us) return false;
+  if (!c.multiplexes) return w.fresh_values || w.attempts == 1;
+  return w.attempts >= 2 && w.longest_gap_us > wake_window_us &&
+         attempt_us - w.last_attempt_us > w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2);
+}
+
+// The free interval kept for a waiter's next attempt to confirm (lock_extra::idle_start_us,
+// the longest so far) is only any current waiter's to confirm when that waiter was
+// already waiting as it began. Kept while waiters whose waits ended unseen (a give-up
+// found only at its deadline) stayed listed, an old long interval that none of the
+// waiters now present waited through hid a newer, shorter one that one of them did (a
+// 113 ms stretch went unreported behind a 900 ms one from 8 s before). Called before a
+// new interval is weighed against the kept one.
+inline void forget_idle_no_waiter_saw(lock_extra& x) {
+  if (x.idle_start_us < 0) return;
+  for (const waiter& w : x.waiters) {
+    if (w.first_us <= x.idle_start_us) return;  // the earliest waiters come first: usually at once
+  }
+  x.idle_start_us = x.idle_end_us = -1;
+}
+
+// A pub/sub waiter whose own subscription ended by its client's UNSUBSCRIBE after its
+// latest attempt (Redisson's and node-redisson's tryLock when its wait time runs out):
+// it is listed until its owner attempts again or its deadline passes, and then ends as
+// of that UNSUBSCRIBE, but it shares no subscription with its client's other waiters.
+// Counted as their sibling, it made the next waiter's own UNSUBSCRIBE look shared, so
+// that give-up too was found only at its deadline, with its wait as a lower bound
+// (node-redisson, a new lock object and owner per tryLock: 27 of 31 give-ups).
+inline bool left_waiter(const waiter& w) { return w.left_channel && w.unsubscribed_us >= w.last_attempt_us; }
+
+}  // namespace lockscope::locks::timeline_detail
+
+namespace lockscope::locks {
+
+// Before `w` (waiting for `lock`) retries: another waiter on its connection, for another
+// lock, that was already waiting at w's latest attempt and has attempted since, waits
+// side by side with it: the connection carries concurrent tasks (`multiplexes`). A client
+// that waits for one lock at a time shows no such pair: its next wait begins only after
+// the one before ended (given up or acquired).
+inline void lock_timeline::impl::note_side_by_side_waits(const waiter& w, std::uint32_t lock) {
+  connection_info& c = connections[w.conn];
+  if (c.multiplexes || c.waits.size() < 2) return;
+  for (const std::uint32_t other : c.waits) {
+    if (other == lock || !has_extra(locks[other])) continue;
+    for (const waiter& v : xp(locks[other])->waiters) {
+      if (v.conn == w.conn && v.first_us < w.last_attempt_us && v.last_attempt_us > w.last_attempt_us) {
+        c.multiplexes = true;
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace lockscope::locks

@@ -1,0 +1,235 @@
+// The "moved on" rule of waiter matching (analyzer/locks/src/timeline/waiter_moved_on.hpp):
+// a poller that keeps one value for every wait (ioredis-lock's Lock) gives up, takes
+// another lock on its connection, and comes back to this one with the same value, often
+// within its spacing: its wait ended at its last attempt. A connection that carries
+// several tasks side by side (Node clients multiplex: one holds B while another polls A)
+// keeps its waiter's wait whole. The recorded clients are measured against their own logs
+// by tests/locks/effect_clients/measure.py (ioredis_lock; sesame_redlock_mux multiplexes).
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+
+namespace {
+
+std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
+
+const recorded_event* first_of(const event_recorder& rec, std::string_view name, std::string_view owner) {
+  for (const recorded_event& e : rec.events) {
+    if (e.event == name && e.owner == owner) return &e;
+  }
+  return nullptr;
+}
+
+// A SET NX attempt on `lock` (lease 1 s unless said).
+void attempt(fixture& f, std::string_view lock, std::string_view value, double at_ms, op_outcome outcome,
+             std::uint64_t connection, std::int64_t lease_ms = 1000) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = lock;
+  o.lease_ms = lease_ms;
+  f.timeline.on_operation(o);
+}
+
+void release(fixture& f, std::string_view lock, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = lock;
+  f.timeline.on_operation(o);
+}
+
+// p polls A every 150 ms from connection 2 and gives up after its attempt at 310.
+void polls_then_stops(fixture& f) {
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "p", 10, op_outcome::contended, 2);
+  attempt(f, "A", "p", 160, op_outcome::contended, 2);
+  attempt(f, "A", "p", 310, op_outcome::contended, 2);
+}
+
+}  // namespace
+
+TEST_CASE("moved on: a poller that took and released another lock, then tries again within its spacing, gave up",
+          "[timeline][waiter][give-up][moved-on]") {
+  fixture f;
+  polls_then_stops(f);
+  attempt(f, "B", "q", 330, op_outcome::ok, 2);  // its next task
+  release(f, "B", "q", 420, 2);
+  attempt(f, "A", "p", 440, op_outcome::contended, 2);  // 130 ms after its last: on its cadence
+  attempt(f, "A", "p", 590, op_outcome::contended, 2);
+  release(f, "A", "holder", 600, 1);
+  attempt(f, "A", "p", 740, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "p");
+  CHECK(gone->wait_us == at(310) + 100 - at(10));
+  CHECK(gone->ended == locks::wait_end::new_wait);
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == at(740) + 100 - at(440));
+}
+
+TEST_CASE("moved on: a poller whose connection took another lock and whose next attempt is off its cadence gave up",
+          "[timeline][waiter][give-up][moved-on]") {
+  fixture f;
+  polls_then_stops(f);
+  attempt(f, "B", "q", 330, op_outcome::ok, 2);  // held (its release not seen yet)
+  attempt(f, "A", "p", 560, op_outcome::contended, 2);  // 250 ms: past 150 + 75
+  release(f, "A", "holder", 600, 1);
+  attempt(f, "A", "p", 710, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  CHECK(f.events.first("gave_up")->wait_us == at(310) + 100 - at(10));
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == at(710) + 100 - at(560));
+}
+
+TEST_CASE("moved on: a connection carrying two tasks side by side keeps its poller's wait whole",
+          "[timeline][waiter][moved-on][multiplex]") {
+  SECTION("the other task takes a lock and the poller polls on while it is held") {
+    fixture f;
+    polls_then_stops(f);
+    attempt(f, "B", "q", 330, op_outcome::ok, 2);
+    attempt(f, "A", "p", 460, op_outcome::contended, 2);  // on its cadence, B still held
+    release(f, "B", "q", 500, 2);
+    attempt(f, "A", "p", 610, op_outcome::contended, 2);  // a whole hold of B since: still polling
+    release(f, "A", "holder", 650, 1);
+    attempt(f, "A", "p", 760, op_outcome::ok, 2);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(760) + 100 - at(10));
+  }
+  SECTION("the other task's whole holds fit in the poller's first spacing and in its second") {
+    fixture f;
+    attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "A", "p", 10, op_outcome::contended, 2);
+    attempt(f, "B", "q", 15, op_outcome::ok, 2);  // the other task, over the same connection
+    release(f, "B", "q", 45, 2);
+    attempt(f, "A", "p", 85, op_outcome::contended, 2);  // no spacing known yet: it waits on
+    attempt(f, "B", "r", 90, op_outcome::ok, 2);
+    release(f, "B", "r", 120, 2);
+    release(f, "A", "holder", 130, 1);
+    attempt(f, "A", "p", 145, op_outcome::ok, 2);  // on its cadence, after another whole hold
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(145) + 100 - at(10));
+  }
+  SECTION("two waits on the connection overlap, then the other task's whole hold fits in one spacing") {
+    fixture f;
+    attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+    attempt(f, "B", "holder", 0, op_outcome::ok, 3, 60'000);
+    attempt(f, "A", "p", 10, op_outcome::contended, 2);
+    attempt(f, "B", "q", 20, op_outcome::contended, 2);  // task q waits for B beside p
+    attempt(f, "A", "p", 160, op_outcome::contended, 2);
+    attempt(f, "B", "q", 170, op_outcome::contended, 2);
+    attempt(f, "A", "p", 310, op_outcome::contended, 2);
+    release(f, "B", "holder", 315, 3);
+    attempt(f, "B", "q", 320, op_outcome::ok, 2);  // q takes B ...
+    release(f, "B", "q", 400, 2);                  // ... and is done with it within p's spacing
+    attempt(f, "A", "p", 460, op_outcome::contended, 2);
+    release(f, "A", "holder", 500, 1);
+    attempt(f, "A", "p", 610, op_outcome::ok, 2);
+    CHECK(f.events.count("gave_up") == 0);
+    CHECK(first_of(f.events, "acquired", "p")->wait_us == at(610) + 100 - at(10));
+  }
+}
+
+TEST_CASE("moved on: a poller whose connection took nothing, retrying on its cadence, waits on",
+          "[timeline][waiter][moved-on]") {
+  fixture f;
+  polls_then_stops(f);
+  attempt(f, "B", "q", 330, op_outcome::ok, 5);  // another connection's
+  release(f, "B", "q", 420, 5);
+  attempt(f, "A", "p", 460, op_outcome::contended, 2);
+  release(f, "A", "holder", 500, 1);
+  attempt(f, "A", "p", 610, op_outcome::ok, 2);
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == at(610) + 100 - at(10));
+}
+
+// Joined mid-run, a give-up is often seen by its last attempt alone: whether its client
+// keeps one value or draws one per attempt is not known yet. Its connection then took
+// another lock (the client went on to its next task) and later tries this lock with a
+// new value: that begins a new wait, not the old one's retry seconds late.
+TEST_CASE("moved on: a waiter seen by one attempt, its connection then took another lock: a new value is a new wait",
+          "[timeline][waiter][give-up][moved-on][fresh]") {
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);  // its last attempt before giving up
+  attempt(f, "B", "w1", 20, op_outcome::ok, 2);          // its next task
+  attempt(f, "A", "v2", 1200, op_outcome::contended, 2);  // B expired meanwhile; A again
+  attempt(f, "A", "v3", 1350, op_outcome::contended, 2);
+  release(f, "A", "holder", 1400, 1);
+  attempt(f, "A", "v4", 1500, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  CHECK(f.events.first("gave_up")->owner == "v1");
+  CHECK(first_of(f.events, "acquired", "v4")->wait_us == at(1500) + 100 - at(1200));
+}
+
+// The free interval kept for a waiter to confirm is the longest one a waiter saw; once
+// none of the waiters present was waiting when it began (its own waiters left), a newer,
+// shorter stretch that a present waiter did wait through is the one reported.
+TEST_CASE("free while waiting: an old long stretch no present waiter saw does not hide a newer one",
+          "[timeline][waiter][idle]") {
+  fixture f;
+  attempt(f, "A", "h1", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "s", 10, op_outcome::contended, 2);  // s waits, and will leave unseen
+  release(f, "A", "h1", 100, 1);
+  attempt(f, "A", "h2", 1000, op_outcome::ok, 3, 60'000);  // free 900 ms; s never came back
+  attempt(f, "A", "p", 1030, op_outcome::contended, 4);
+  f.timeline.on_connection_end(2, at(1040));  // s's process ends: its give-up
+  release(f, "A", "h2", 1100, 3);
+  attempt(f, "A", "h3", 1213, op_outcome::ok, 5, 60'000);  // free 113 ms while p slept
+  attempt(f, "A", "p", 1260, op_outcome::contended, 4);
+  const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
+  REQUIRE(idle != nullptr);
+  CHECK(idle->owner == "p");
+  CHECK(idle->interval_start_us == at(1100) + 100);
+  CHECK(idle->interval_us == at(1213) - at(1100));
+}
+
+// Redisson's tryLock, and node-redisson's, UNSUBSCRIBEs when its wait time runs out and
+// returns false: nothing else on the wire. Such a waiter stays listed until its deadline
+// and then ends as of its UNSUBSCRIBE, but it listens no more: the next waiter of the same
+// client (node-redisson draws a new owner for every lock object) subscribes and leaves on
+// its own, and its give-up too is known by its UNSUBSCRIBE (not a lower bound at its last
+// attempt).
+TEST_CASE("left waiters: a client's waiters that each time out and UNSUBSCRIBE give up when they left",
+          "[timeline][waiter][give-up][pubsub]") {
+  fixture f;
+  const std::string a = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:11111111-1111-4111-8111-111111111111";
+  const std::string b = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:22222222-2222-4222-8222-222222222222";
+  f.acquire("bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1", 0, 30'000);
+  f.acquire(a, 10, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'990);
+  f.acquire(a, 11, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'989);
+  f.pubsub(lock_op_kind::subscribe, 12, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 400, 3, "10.0.0.2", 0);  // a's wait time ran out
+  f.acquire(b, 1000, 30'000, op_outcome::contended, 2, "10.0.0.2", 29'000);
+  f.acquire(b, 1001, 30'000, op_outcome::contended, 2, "10.0.0.2", 28'999);
+  f.pubsub(lock_op_kind::subscribe, 1002, 3, "10.0.0.2", 1);
+  f.pubsub(lock_op_kind::unsubscribe, 1400, 3, "10.0.0.2", 0);  // b's too
+  f.timeline.advance_to(at(40'000));
+  const recorded_event* gone_a = first_of(f.events, "gave_up", a);
+  const recorded_event* gone_b = first_of(f.events, "gave_up", b);
+  REQUIRE(gone_a != nullptr);
+  REQUIRE(gone_b != nullptr);
+  CHECK(gone_a->ended == locks::wait_end::unsubscribed);
+  CHECK(gone_a->wait_us == at(400) + 100 - at(10));
+  CHECK(gone_b->ended == locks::wait_end::unsubscribed);
+  CHECK(gone_b->wait_us == at(1400) + 100 - at(1000));
+}
+
+// The same for a poller that draws a new value for every attempt (warlock, redis-lock):
+// on a connection seen carrying two waits side by side, the other task's acquisition
+// between two of its attempts does not end its wait while it keeps its cadence.
+TEST_CASE("moved on: a fresh-value poller on a multiplexing connection keeps its wait while it keeps its cadence",
+          "[timeline][waiter][moved-on][multiplex][fresh]") {
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "B", "holder", 0, op_outcome::ok, 3, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);
+  attempt(f, "B", "q", 20, op_outcome::contended, 2);  // task q waits for B beside p
+  attempt(f, "A", "v2", 110, op_outcome::contended, 2);
+  attempt(f, "B", "q", 120, op_outcome::contended, 2);
+  attempt(f, "A", "v3", 210, op_outcome::contended, 2);
+  release(f, "B", "holder", 215, 3);
+  attempt(f, "B", "q", 220, op_outcome::ok, 2);  // q takes B between two of p's attempts
+  attempt(f, "A", "v4", 310, op_outcome::contended, 2);
+  release(f, "A", "holder", 350, 1);
+  attempt(f, "A", "v5", 410, op_outcome::ok, 2);
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(first_of(f.events, "acquired", "v5")->wait_us == at(410) + 100 - at(10));
+}
