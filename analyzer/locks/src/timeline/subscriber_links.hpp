@@ -63,7 +63,7 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
     if (found != client_of_name.end() && found->second != ambiguous_client) return {found->second, true};
   }
-  if (s.opened_us < 0) return {};
+  if (s.opened_us < 0 || s.opening_shared) return {};
   // The nearest opening of each client's: the nearest client's within opened_together_us,
   // every other client's at least opened_together_us farther (processes started nearly
   // together, their connections interleaved, are not told apart by this).
@@ -93,6 +93,10 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
   }
   if (best == 0 || best_gap > opened_together_us) return {};
+  if (other_gap >= 0 && other_gap - best_gap < opened_together_us) {
+    s.opening_shared = true;  // another known client's opening as near: for good
+    return {};
+  }
   if (unknown_gap >= 0 && (other_gap < 0 || unknown_gap < other_gap)) other_gap = unknown_gap;
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) return {};
   return {best, false};
@@ -177,6 +181,56 @@ inline bool lock_timeline::impl::subscribes_elsewhere(std::uint64_t client, cons
   if (it == subscriber_of_client.end() || it->second == s.id) return false;
   const connection_info* other = open_connection(it->second);
   return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) != pairing::contradicted;
+}
+
+// The client listens to the lock's channel on another open connection than `s`, as far
+// as its links (high or certain) or its established episodes tell (a few agreeing
+// episodes are not enough: one wrong guess excluding its client would make the next
+// SUBSCRIBE's lone candidate another wrong one): a client keeps one subscription a
+// channel (Redisson's threads share it; a lockscope process has one), so a SUBSCRIBE or
+// UNSUBSCRIBE of that channel on `s` is not its.
+inline bool lock_timeline::impl::listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
+  if (const auto it = subscribers_by_client.find(client); it != subscribers_by_client.end()) {
+    for (const std::uint32_t conn : it->second) {
+      connection_info& c = connections[conn];
+      if (!c.open || c.id == s.id) continue;
+      const connection_info::subscription* sub = subscription_of(c, lock);
+      if (sub == nullptr || sub->owner == no_id || sub->client != client) continue;
+      if (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain) return true;
+      if (pairing_of(c, client) == pairing::established) return true;
+    }
+  }
+  const auto m = subscriber_of_client.find(client);
+  if (m == subscriber_of_client.end() || m->second == s.id) return false;
+  connection_info* other = open_connection(m->second);
+  return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) == pairing::established &&
+         subscription_of(*other, lock) != nullptr;
+}
+
+// Episode, over a longer time than a reaction's: `s` SUBSCRIBEs while one client alone of
+// its address was refused the lock within link_window_us before, and listens to its
+// channel nowhere else. A client subscribes after a refusal (Redisson's JVM may take a
+// few hundred ms to, warming up: seen 300-380 ms), so when no other client of the
+// address was refused meanwhile, no other client can have sent it. Processes started
+// together are told apart by this where their openings cannot.
+inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request) {
+  if (!has_extra(l)) return;
+  const std::uint16_t ip_tag = s.ip.tag();
+  std::uint64_t only = 0;
+  bool excluded = false;
+  for (const waiter& w : xp(l)->waiters) {
+    if (w.connection == s.id || w.last_attempt_us > request || request - w.last_attempt_us > options.link_window_us ||
+        w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) {
+      continue;
+    }
+    if (only != 0 && w.client != only) return;  // two clients could have sent it
+    only = w.client;
+    // A waiter of it linked to another subscription of the channel (a resubscription
+    // after the server dropped it, as when a slot moves, follows no refusal), or
+    // polling: the one client refused need not be the one subscribing.
+    excluded = excluded || (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) || polls(w);
+  }
+  if (only != 0 && !excluded && !listens_elsewhere(only, s, lock)) learn(s, only);
 }
 
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the

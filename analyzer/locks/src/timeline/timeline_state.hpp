@@ -338,6 +338,8 @@ struct lock_timeline::impl {
   static std::uint32_t episodes_of(const connection_info& s, std::uint64_t client);
   void forget_subscriber(std::uint64_t client, std::uint64_t sub);
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
+  bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  void learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
   link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
   link_confidence established_confidence(const connection_info& s, std::uint64_t client);
   void settle_wakes(lock_extra& x, std::int64_t t);

@@ -225,6 +225,10 @@ struct connection_info {
   std::int64_t opened_us = -1;
   std::uint32_t name = no_id;
   std::uint64_t known_client = 0;
+  // Its opening was seen beside two clients' (tie_of): it ties it to neither for good,
+  // even once the other client's connections have closed and left the table (seen: a
+  // subscriber "tied" to its JVM when the other JVMs exited, and an anomaly raised on it).
+  mutable bool opening_shared = false;
 };
 
 // What the traffic says about a subscriber connection belonging to a client.
