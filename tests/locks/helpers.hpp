@@ -122,6 +122,7 @@ struct recorded_event {
   bool succeeded = false, released = false;
   std::vector<std::string> acquired_on, owners, tried;
   locks::wait_end ended = locks::wait_end::none;  // gave_up: how its wait is known to have ended
+  locks::anomaly_kind link_not_certain = locks::anomaly_kind::none;  // withheld for want of a certain link
   bool operator==(const recorded_event&) const = default;
 };
 
@@ -156,6 +157,7 @@ class event_recorder final : public locks::lock_event_sink {
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
                       e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, sentence_of(e), 0, 0, 0, false, false, {}, {}, {}});
     events.back().ended = e.wait_ended;
+    events.back().link_not_certain = e.link_not_certain;
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;

@@ -145,3 +145,52 @@ TEST_CASE("subscriber evidence: an opening shared with another process ties noth
     if (e.event == "subscribed" || e.event == "unsubscribed") CHECK(e.confidence != link_confidence::certain);
   }
 }
+
+TEST_CASE("subscriber evidence: an anomaly withheld for want of a certain link is said on the attempt, once a wait",
+          "[timeline][links]") {
+  // One waiter, its subscriber a guess (`high`: one candidate); the release reaches
+  // nobody; the waiter retries when its TTL runs out, then again. A certain link would have
+  // raised woken_by_timeout on the first timer retry: that attempt's event says why not.
+  auto run = [](fixture& f, bool tied) {
+    const std::int64_t cmd_opened = tied ? at(99.8) : -1, sub_opened = tied ? at(100.5) : -1;
+    auto attempt_at = [&](double ms, op_outcome outcome) {
+      auto o = f.op(lock_op_kind::acquire, outcome, pb, ms, 4, host);
+      o.lease_ms = 30000;
+      if (outcome == op_outcome::contended) o.ttl_ms = 29000;
+      o.opened_us = cmd_opened;
+      f.timeline.on_operation(o);
+    };
+    auto hold = f.op(lock_op_kind::acquire, op_outcome::ok, pc, 0, 1, host);
+    hold.lease_ms = 30000;
+    f.timeline.on_operation(hold);
+    attempt_at(100, op_outcome::contended);
+    auto s = f.op(lock_op_kind::subscribe, op_outcome::ok, "", 100.6, 5, host);
+    s.channel = "redisson_lock__channel:{L}";
+    s.sub_count = 1;
+    s.opened_us = sub_opened;
+    f.timeline.on_operation(s);
+    attempt_at(101, op_outcome::contended);  // once subscribed
+    f.timeline.on_operation(f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host));
+    auto again = f.op(lock_op_kind::acquire, op_outcome::ok, pa, 600, 2, host);  // another takes it meanwhile
+    again.lease_ms = 30000;
+    f.timeline.on_operation(again);
+    attempt_at(29101, op_outcome::contended);  // its timer: it heard nothing
+    attempt_at(58101, op_outcome::contended);  // and again
+  };
+  fixture guessed;
+  run(guessed, false);
+  CHECK(guessed.events.count("anomaly:woken_by_timeout") == 0);
+  std::vector<locks::anomaly_kind> noted;
+  for (const auto& e : guessed.events.events) {
+    if (e.event == "contended" && e.owner == pb) noted.push_back(e.link_not_certain);
+  }
+  REQUIRE(noted.size() == 4);
+  CHECK(noted[0] == locks::anomaly_kind::none);
+  CHECK(noted[1] == locks::anomaly_kind::none);
+  CHECK(noted[2] == locks::anomaly_kind::woken_by_timeout);
+  CHECK(noted[3] == locks::anomaly_kind::none);  // once a wait, as the anomaly would be
+  fixture tied;
+  run(tied, true);
+  CHECK(tied.events.count("anomaly:woken_by_timeout") == 1);
+  for (const auto& e : tied.events.events) CHECK(e.link_not_certain == locks::anomaly_kind::none);
+}

@@ -197,6 +197,9 @@ void append_event_text(std::string& out, const lock_event& e, const text_clock& 
   if (e.confidence != link_confidence::none && !e.owner.empty()) {
     add(fmt::format("subscriber linked to waiter ({})", to_string(e.confidence)));
   }
+  if (e.link_not_certain != anomaly_kind::none) {
+    add(fmt::format("link not certain: no {}", to_string(e.link_not_certain)));
+  }
   if (e.closed_holder_us >= 0) add(closed_holder_text(e, start_us));
   if (e.event == lock_event_kind::redirected) add(redirect_text(e));
   if (e.asking) add("after ASKING (ASK redirect)");

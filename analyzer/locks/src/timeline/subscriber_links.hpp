@@ -108,6 +108,16 @@ inline bool lock_timeline::impl::link_certain(const waiter& w) {
   return w.sub_connection != 0 && (w.confidence == link_confidence::certain || w.sub_connection == w.connection);
 }
 
+// An anomaly resting on `w`'s link that its attempt would raise were the link certain:
+// the attempt's event says so (lock_event::link_not_certain), the first one withheld.
+inline void lock_timeline::impl::withhold(const waiter& w, anomaly_kind kind) {
+  if (withheld_ != anomaly_kind::none && withheld_owner_ == w.owner) return;
+  owners.retain(w.owner);
+  owners.release(withheld_owner_);
+  withheld_ = kind;
+  withheld_owner_ = w.owner;
+}
+
 // The waiter's subscriber had subscribed to the lock's channel by `t` (or was seen only
 // by its messages, its SUBSCRIBE before the capture).
 inline bool lock_timeline::impl::subscribed_by(const waiter& w, std::uint32_t lock, std::int64_t t) {

@@ -148,6 +148,11 @@ struct lock_timeline::impl {
   std::int64_t new_wait_from_us = -1;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
+  // An anomaly retry() withheld for want of a certain link, and whose attempt it was:
+  // said on that attempt's event (lock_event::link_not_certain) by emit().
+  anomaly_kind withheld_ = anomaly_kind::none;
+  std::uint32_t withheld_owner_ = no_id;
+  void withhold(const waiter& w, anomaly_kind kind);
   // ---- per-server waits of MultiLock/RedLock threads (group_waits.hpp) ----
   // A Redisson thread's latest refused attempt, by (name, client IP, thread): the scope
   // it waits in and its owner's text hash (no interned id: the table keeps no owner
