@@ -123,6 +123,7 @@ struct recorded_event {
   std::vector<std::string> acquired_on, owners, tried;
   locks::wait_end ended = locks::wait_end::none;  // gave_up: how its wait is known to have ended
   locks::anomaly_kind link_not_certain = locks::anomaly_kind::none;  // withheld for want of a certain link
+  bool kind_unknown = false;  // quorum: a Redisson RedLock or MultiLock, not told apart yet
   bool operator==(const recorded_event&) const = default;
 };
 
@@ -165,6 +166,7 @@ class event_recorder final : public locks::lock_event_sink {
       r.needed = e.group->needed;
       r.succeeded = e.group->succeeded;
       r.released = e.group->released;
+      r.kind_unknown = e.group->kind_unknown;
       r.acquired_on.assign(e.group->acquired_on.begin(), e.group->acquired_on.end());
       r.owners.assign(e.group->owners.begin(), e.group->owners.end());
       r.tried.assign(e.group->tried.begin(), e.group->tried.end());

@@ -138,7 +138,7 @@ std::string event_line_errors(std::string_view line) {
       "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "link_not_certain", "token",
       "redirect", "operation", "slot", "to", "asking",
       "since", "for_ms", "ended", "closed_holder", "holder_closed_at", "holder_lease_ran_out_at",
-      "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
+      "servers",  "acquired_on", "needed", "redlock_or_multilock", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
       "start",    "end"};
   static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server", "db"};
   if (std::string e = keys_in_order(o, order, required); !e.empty()) return e;

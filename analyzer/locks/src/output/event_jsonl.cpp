@@ -120,6 +120,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     };
     if (e.event == lock_event_kind::quorum) {
       append_format(out, ",\"servers\":{},\"acquired_on\":{},\"needed\":{}", g.total, g.acquired, g.needed);
+      if (g.kind_unknown) out += ",\"redlock_or_multilock\":true";
       list("acquired_servers", g.acquired_on);
       list("owners", g.owners);
     } else {
