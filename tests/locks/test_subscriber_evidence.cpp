@@ -194,3 +194,27 @@ TEST_CASE("subscriber evidence: an anomaly withheld for want of a certain link i
   CHECK(tied.events.count("anomaly:woken_by_timeout") == 1);
   for (const auto& e : tied.events.events) CHECK(e.link_not_certain == locks::anomaly_kind::none);
 }
+
+TEST_CASE("subscriber evidence: an UNSUBSCRIBE well after the one acquirer's last wait ended is that client's",
+          "[timeline][links]") {
+  // B and C both refused before B's SUBSCRIBE on 12: a guess. B gets the lock; 40 ms
+  // later (a slow JVM, outside the reaction window) 12 leaves the channel: B's last waiter
+  // is done, C still waits. The next SUBSCRIBE on 12, after both were refused again, is B's.
+  fixture f;
+  attempt(f, pa, 0, 1, op_outcome::ok);
+  attempt(f, pb, 100, 2);
+  attempt(f, pc, 150, 3);
+  channel(f, lock_op_kind::subscribe, 200, 12);  // B's: C's failure was the latest
+  release(f, pa, 300, 1);
+  attempt(f, pb, 301, 2, op_outcome::ok);
+  channel(f, lock_op_kind::unsubscribe, 341, 12);
+  release(f, pb, 400, 2);
+  attempt(f, pc, 401, 3, op_outcome::ok);
+  attempt(f, pb, 500, 2);
+  attempt(f, pa, 520, 1);
+  channel(f, lock_op_kind::subscribe, 521, 12);  // B's again; A's failure is the latest
+  const recorded_event* s = subscribed_on(f, "10.0.0.5:40012", 510);
+  REQUIRE(s != nullptr);
+  CHECK(s->owner == pb);
+  CHECK(s->confidence != link_confidence::certain);
+}

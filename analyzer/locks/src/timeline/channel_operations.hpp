@@ -164,11 +164,13 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     learn(s, leaver_client);
     leaver = xp(l)->acquired_owner;
     xp(l)->acquired_us = -1;  // one client leaves per acquisition
+    xp(l)->waited_acquired_us = -1;
     owners.release(leaver);   // its text stays valid until the next collect()
     xp(l)->acquired_owner = no_id;
-  } else if (has_extra(l) && !xp(l)->waiters.empty()) {
+  } else if (has_extra(l)) {
+    learn_lone_acquirer(l, id, s, sub, op.request_us);
     // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
-    note_wake(*xp(l), s.id, at, false);
+    if (!xp(l)->waiters.empty()) note_wake(*xp(l), s.id, at, false);
   }
   lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
   e.owner = {};

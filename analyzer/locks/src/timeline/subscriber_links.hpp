@@ -243,11 +243,50 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
   if (only != 0 && !excluded && !listens_elsewhere(only, s, lock)) learn(s, only);
 }
 
+// Episode: `s` UNSUBSCRIBEs within slow_leave_us after the latest acquisition that ended
+// a wait, the acquirer's client having no waiter left on the lock and listening to the
+// channel nowhere else: a client leaves the channel when its last waiter got the lock,
+// a warming JVM well after the reaction window (seen: 32-156 ms). Not when the
+// subscription is known (high, certain, established) to be another client's that still
+// waits: node-redisson's stale timers UNSUBSCRIBE while their own waiters wait on (a
+// process's UNSUBSCRIBE beside another's acquisition taught the wrong client and cost
+// true anomalies on captures/thirdparty/redisson.pcap when nothing below was checked).
+inline void lock_timeline::impl::learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+                                                     const connection_info::subscription* sub, std::int64_t request) {
+  // Only where the subscriber's opening was seen and ties it to nobody (processes started
+  // together): a subscriber joined mid-stream may be node-redisson's, whose stale timers
+  // UNSUBSCRIBE beside other processes' acquisitions (captures/thirdparty/redisson.pcap:
+  // 12 such, each a wrong episode), and its episodes alone would make it certain.
+  if (!has_extra(l) || s.opened_us < 0 || tie_of(s).client != 0) return;
+  lock_extra& x = *xp(l);
+  if (x.waited_acquired_us < 0 || x.waited_acquired_us > request || request - x.waited_acquired_us > slow_leave_us ||
+      x.waited_acquired_ip_tag != s.ip.tag()) {
+    return;
+  }
+  const std::uint64_t client = x.waited_acquired_client;
+  x.waited_acquired_us = -1;  // one client leaves per acquisition
+  if (client == 0 || listens_elsewhere(client, s, lock)) return;
+  const bool known_other = sub != nullptr && sub->owner != no_id && sub->client != client &&
+                           (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain ||
+                            pairing_of(s, sub->client) == pairing::established);
+  for (const waiter& w : x.waiters) {
+    if (w.client == client) return;  // it still waits: it keeps the channel
+    if (known_other && w.client == sub->client) return;
+  }
+  learn(s, client);
+}
+
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
 // traffic has said nothing yet.
 // Episodes alone (3 or more agreeing) are certain only where nothing is known of the
 // subscriber's life (joined mid-stream, no name) or its life agrees: where its opening
-// is known but shared with other processes', they are likely, not certain.
+// is known but shared with other processes', they are likely, not certain. No count of
+// episodes makes them certain there: they are not independent draws (processes started
+// together run the same code on one scheduler, and the one that reacts first once tends
+// to again), so k agreeing episodes among n candidates do not bound a coincidence by
+// n^-k; and an anomaly raised on a wrong certain link blames the wrong process (issue
+// 42's false alarms). Such links stay `high`; what they withhold is said on the waiter's
+// attempt (link_not_certain).
 inline link_confidence lock_timeline::impl::established_confidence(const connection_info& s, std::uint64_t client) {
   if (s.opened_us < 0 && s.name == no_id) return link_confidence::certain;
   return tie_of(s).client == client ? link_confidence::certain : link_confidence::high;

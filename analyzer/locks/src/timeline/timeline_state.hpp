@@ -345,6 +345,9 @@ struct lock_timeline::impl {
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
   bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
   void learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
+  void learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+                           const connection_info::subscription* sub, std::int64_t request);
+  static constexpr std::int64_t slow_leave_us = 250'000;
   link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
   link_confidence established_confidence(const connection_info& s, std::uint64_t client);
   void settle_wakes(lock_extra& x, std::int64_t t);

@@ -149,6 +149,11 @@ struct lock_extra {
   std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
   std::uint64_t acquired_client = 0;
   std::uint32_t acquired_owner = no_id;  // retained
+  // The latest acquisition that ended a wait (subscribed or not), and from which address:
+  // its client's UNSUBSCRIBE may come well after it on a slow client (learn_lone_acquirer).
+  std::int64_t waited_acquired_us = -1;
+  std::uint64_t waited_acquired_client = 0;
+  std::uint16_t waited_acquired_ip_tag = 0;
   std::uint64_t anomalies[anomaly_kind_count] = {};
   duration_samples waits;  // their count is the contended acquisitions
   std::uint64_t gave_up = 0;  // waiters that left without acquiring (gave_up events)
