@@ -122,6 +122,8 @@ struct recorded_event {
   bool succeeded = false, released = false;
   std::vector<std::string> acquired_on, owners, tried;
   locks::wait_end ended = locks::wait_end::none;  // gave_up: how its wait is known to have ended
+  locks::anomaly_kind link_not_certain = locks::anomaly_kind::none;  // withheld for want of a certain link
+  bool kind_unknown = false;  // quorum: a Redisson RedLock or MultiLock, not told apart yet
   bool operator==(const recorded_event&) const = default;
 };
 
@@ -156,6 +158,7 @@ class event_recorder final : public locks::lock_event_sink {
                       e.lease_ms, e.ttl_ms, e.wait_us, e.held_us, e.inferred, e.confidence, std::string(e.server),
                       e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, sentence_of(e), 0, 0, 0, false, false, {}, {}, {}});
     events.back().ended = e.wait_ended;
+    events.back().link_not_certain = e.link_not_certain;
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;
@@ -163,6 +166,7 @@ class event_recorder final : public locks::lock_event_sink {
       r.needed = e.group->needed;
       r.succeeded = e.group->succeeded;
       r.released = e.group->released;
+      r.kind_unknown = e.group->kind_unknown;
       r.acquired_on.assign(e.group->acquired_on.begin(), e.group->acquired_on.end());
       r.owners.assign(e.group->owners.begin(), e.group->owners.end());
       r.tried.assign(e.group->tried.begin(), e.group->tried.end());

@@ -135,10 +135,10 @@ std::string event_line_errors(std::string_view line) {
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> order = {
       "ts",       "lock",  "event",    "owner",       "client",           "server", "db", "lock_server",
-      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "token",
+      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "link_not_certain", "token",
       "redirect", "operation", "slot", "to", "asking",
       "since", "for_ms", "ended", "closed_holder", "holder_closed_at", "holder_lease_ran_out_at",
-      "servers",  "acquired_on", "needed", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
+      "servers",  "acquired_on", "needed", "redlock_or_multilock", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
       "start",    "end"};
   static const std::vector<std::string_view> required = {"ts", "lock", "event", "owner", "client", "server", "db"};
   if (std::string e = keys_in_order(o, order, required); !e.empty()) return e;
@@ -258,6 +258,11 @@ std::string event_line_errors(std::string_view line) {
     return "since_capture_start is not true, or comes without held_ms on a " + std::string(event) + " event";
   }
   if (o.contains("ttl_ms") && !one_of(event, {"contended", "gave_up"})) return "ttl_ms on a " + std::string(event) + " event";
+  if (o.contains("link_not_certain") &&
+      !(one_of(event, {"contended", "acquired"}) && o.at("link_not_certain").is_string() &&
+        one_of(o.at("link_not_certain").get_string(), {"woken_by_timeout", "subscription_lost", "idle_with_waiters"}))) {
+    return "link_not_certain is not an anomaly resting on a link, or is on a " + std::string(event) + " event";
+  }
   return "";
 }
 

@@ -401,6 +401,7 @@ struct lock_groups::impl {
         g.total = static_cast<std::uint32_t>(views_c.size());
         g.needed = g.total;
       }
+      g.kind_unknown = a.redisson && kind == group_kind::unknown && g.total >= 3;
       g.succeeded = g.acquired >= g.needed;
       g.released = !g.succeeded && released;
       g.acquired_on = views_a;

@@ -61,6 +61,11 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += to_string(e.confidence);
     out += '"';
   }
+  if (e.link_not_certain != anomaly_kind::none) {
+    out += ",\"link_not_certain\":\"";
+    out += to_string(e.link_not_certain);
+    out += '"';
+  }
   if (e.token >= 0) append_format(out, ",\"token\":{}", e.token);
   // Semaphores and latches (keys only on their events).
   if (e.permits >= 0) append_format(out, ",\"permits\":{}", e.permits);
@@ -115,6 +120,7 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     };
     if (e.event == lock_event_kind::quorum) {
       append_format(out, ",\"servers\":{},\"acquired_on\":{},\"needed\":{}", g.total, g.acquired, g.needed);
+      if (g.kind_unknown) out += ",\"redlock_or_multilock\":true";
       list("acquired_servers", g.acquired_on);
       list("owners", g.owners);
     } else {

@@ -137,6 +137,8 @@ void append_group_text(std::string& out, const lock_event& e, const text_clock& 
     if (g.owners.empty()) add_owner(e.owner);
     for (std::string_view o : g.owners) add_owner(o);
     append_format(out, "{} acquired on {}/{} servers, quorum {}", owners, g.acquired, g.total, g.needed);
+    // Redisson's RedLock and MultiLock look alike until one meets a refusal.
+    if (g.kind_unknown) append_format(out, " if a RedLock ({} if a MultiLock)", g.total);
     if (!g.succeeded) out += g.released ? ": failed, released" : ": failed";
   } else {
     for (std::size_t i = 0; i < g.tried.size(); ++i) {
@@ -196,6 +198,9 @@ void append_event_text(std::string& out, const lock_event& e, const text_clock& 
   }
   if (e.confidence != link_confidence::none && !e.owner.empty()) {
     add(fmt::format("subscriber linked to waiter ({})", to_string(e.confidence)));
+  }
+  if (e.link_not_certain != anomaly_kind::none) {
+    add(fmt::format("link not certain: no {}", to_string(e.link_not_certain)));
   }
   if (e.closed_holder_us >= 0) add(closed_holder_text(e, start_us));
   if (e.event == lock_event_kind::redirected) add(redirect_text(e));

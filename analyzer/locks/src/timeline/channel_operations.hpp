@@ -14,6 +14,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   connection_info& s = connections[conn];
   const std::int64_t at = op.at_us();
   if (has_extra(l)) {
+    bool learnt = false;
     // Episode: one client had just failed when this connection subscribed, and no
     // other client nearly as recently.
     const std::uint16_t ip_tag = s.ip.tag();
@@ -33,8 +34,12 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
         if (w.client == latest->client || w.last_attempt_us > op.request_us) continue;
         if (d2 < 0 || op.request_us - w.last_attempt_us < d2) d2 = op.request_us - w.last_attempt_us;
       }
-      if (d2 < 0 || d2 >= 4 * d1 + 1'000) learn(s, latest->client);
+      if (d2 < 0 || d2 >= 4 * d1 + 1'000) {
+        learn(s, latest->client);
+        learnt = true;
+      }
     }
+    if (!learnt) learn_lone_refused(l, id, s, op.request_us);
   }
   const linked chosen = choose_waiter(l, id, s, at, op.request_us);
   std::uint32_t owner = no_id;
@@ -159,11 +164,13 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     learn(s, leaver_client);
     leaver = xp(l)->acquired_owner;
     xp(l)->acquired_us = -1;  // one client leaves per acquisition
+    xp(l)->waited_acquired_us = -1;
     owners.release(leaver);   // its text stays valid until the next collect()
     xp(l)->acquired_owner = no_id;
-  } else if (has_extra(l) && !xp(l)->waiters.empty()) {
+  } else if (has_extra(l)) {
+    learn_lone_acquirer(l, id, s, sub, op.request_us);
     // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
-    note_wake(*xp(l), s.id, at, false);
+    if (!xp(l)->waiters.empty()) note_wake(*xp(l), s.id, at, false);
   }
   lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
   e.owner = {};

@@ -48,6 +48,13 @@ inline void lock_timeline::impl::on_redirect(std::uint32_t id, const lock_operat
 
 inline void lock_timeline::impl::emit(lock_state& l, lock_event& e) {
   if (e.event == lock_event_kind::anomaly) ++ex(l).anomalies[static_cast<std::size_t>(e.kind)];
+  if (withheld_ != anomaly_kind::none && (e.event == lock_event_kind::contended || e.event == lock_event_kind::acquired) &&
+      e.owner == owners.text(withheld_owner_)) {
+    e.link_not_certain = withheld_;
+    withheld_ = anomaly_kind::none;
+    owners.release(withheld_owner_);
+    withheld_owner_ = no_id;
+  }
   sink.on_event(e);
 }
 

@@ -167,6 +167,11 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     owners.retain(kept);
     owners.release(x.acquired_owner);
     x.acquired_owner = kept;
+    if (wait >= 0) {  // (learn_lone_acquirer)
+      x.waited_acquired_us = at;
+      x.waited_acquired_client = client;
+      x.waited_acquired_ip_tag = connections[conn].ip.tag();
+    }
   }
   connections[conn].last_acquired_us = at;
   holder& h = add_holder(l, owner, conn);

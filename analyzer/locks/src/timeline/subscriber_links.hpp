@@ -64,7 +64,7 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
     if (found != client_of_name.end() && found->second != ambiguous_client) return {found->second, true};
   }
-  if (s.opened_us < 0) return {};
+  if (s.opened_us < 0 || s.opening_shared) return {};
   // The nearest opening of each client's: the nearest client's within opened_together_us,
   // every other client's at least opened_together_us farther (processes started nearly
   // together, their connections interleaved, are not told apart by this).
@@ -94,6 +94,10 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
   }
   if (best == 0 || best_gap > opened_together_us) return {};
+  if (other_gap >= 0 && other_gap - best_gap < opened_together_us) {
+    s.opening_shared = true;  // another known client's opening as near: for good
+    return {};
+  }
   if (unknown_gap >= 0 && (other_gap < 0 || unknown_gap < other_gap)) other_gap = unknown_gap;
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) return {};
   return {best, false};
@@ -103,6 +107,16 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
 // rests on its link: it is raised only when the link is certain.
 inline bool lock_timeline::impl::link_certain(const waiter& w) {
   return w.sub_connection != 0 && (w.confidence == link_confidence::certain || w.sub_connection == w.connection);
+}
+
+// An anomaly resting on `w`'s link that its attempt would raise were the link certain:
+// the attempt's event says so (lock_event::link_not_certain), the first one withheld.
+inline void lock_timeline::impl::withhold(const waiter& w, anomaly_kind kind) {
+  if (withheld_ != anomaly_kind::none && withheld_owner_ == w.owner) return;
+  owners.retain(w.owner);
+  owners.release(withheld_owner_);
+  withheld_ = kind;
+  withheld_owner_ = w.owner;
 }
 
 // The waiter's subscriber had subscribed to the lock's channel by `t` (or was seen only
@@ -180,11 +194,100 @@ inline bool lock_timeline::impl::subscribes_elsewhere(std::uint64_t client, cons
   return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) != pairing::contradicted;
 }
 
+// The client listens to the lock's channel on another open connection than `s`, as far
+// as its links (high or certain) or its established episodes tell (a few agreeing
+// episodes are not enough: one wrong guess excluding its client would make the next
+// SUBSCRIBE's lone candidate another wrong one): a client keeps one subscription a
+// channel (Redisson's threads share it; a lockscope process has one), so a SUBSCRIBE or
+// UNSUBSCRIBE of that channel on `s` is not its.
+inline bool lock_timeline::impl::listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
+  if (const auto it = subscribers_by_client.find(client); it != subscribers_by_client.end()) {
+    for (const std::uint32_t conn : it->second) {
+      connection_info& c = connections[conn];
+      if (!c.open || c.id == s.id) continue;
+      const connection_info::subscription* sub = subscription_of(c, lock);
+      if (sub == nullptr || sub->owner == no_id || sub->client != client) continue;
+      if (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain) return true;
+      if (pairing_of(c, client) == pairing::established) return true;
+    }
+  }
+  const auto m = subscriber_of_client.find(client);
+  if (m == subscriber_of_client.end() || m->second == s.id) return false;
+  connection_info* other = open_connection(m->second);
+  return other != nullptr && best_partner(*other) == client && pairing_of(*other, client) == pairing::established &&
+         subscription_of(*other, lock) != nullptr;
+}
+
+// Episode, over a longer time than a reaction's: `s` SUBSCRIBEs while one client alone of
+// its address was refused the lock within link_window_us before, and listens to its
+// channel nowhere else. A client subscribes after a refusal (Redisson's JVM may take a
+// few hundred ms to, warming up: seen 300-380 ms), so when no other client of the
+// address was refused meanwhile, no other client can have sent it. Processes started
+// together are told apart by this where their openings cannot.
+inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request) {
+  if (!has_extra(l)) return;
+  const std::uint16_t ip_tag = s.ip.tag();
+  std::uint64_t only = 0;
+  bool excluded = false;
+  for (const waiter& w : xp(l)->waiters) {
+    if (w.connection == s.id || w.last_attempt_us > request || request - w.last_attempt_us > options.link_window_us ||
+        w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) {
+      continue;
+    }
+    if (only != 0 && w.client != only) return;  // two clients could have sent it
+    only = w.client;
+    // A waiter of it linked to another subscription of the channel (a resubscription
+    // after the server dropped it, as when a slot moves, follows no refusal), or
+    // polling: the one client refused need not be the one subscribing.
+    excluded = excluded || (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) || polls(w);
+  }
+  if (only != 0 && !excluded && !listens_elsewhere(only, s, lock)) learn(s, only);
+}
+
+// Episode: `s` UNSUBSCRIBEs within slow_leave_us after the latest acquisition that ended
+// a wait, the acquirer's client having no waiter left on the lock and listening to the
+// channel nowhere else: a client leaves the channel when its last waiter got the lock,
+// a warming JVM well after the reaction window (seen: 32-156 ms). Not when the
+// subscription is known (high, certain, established) to be another client's that still
+// waits: node-redisson's stale timers UNSUBSCRIBE while their own waiters wait on (a
+// process's UNSUBSCRIBE beside another's acquisition taught the wrong client and cost
+// true anomalies on captures/thirdparty/redisson.pcap when nothing below was checked).
+inline void lock_timeline::impl::learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+                                                     const connection_info::subscription* sub, std::int64_t request) {
+  // Only where the subscriber's opening was seen and ties it to nobody (processes started
+  // together): a subscriber joined mid-stream may be node-redisson's, whose stale timers
+  // UNSUBSCRIBE beside other processes' acquisitions (captures/thirdparty/redisson.pcap:
+  // 12 such, each a wrong episode), and its episodes alone would make it certain.
+  if (!has_extra(l) || s.opened_us < 0 || tie_of(s).client != 0) return;
+  lock_extra& x = *xp(l);
+  if (x.waited_acquired_us < 0 || x.waited_acquired_us > request || request - x.waited_acquired_us > slow_leave_us ||
+      x.waited_acquired_ip_tag != s.ip.tag()) {
+    return;
+  }
+  const std::uint64_t client = x.waited_acquired_client;
+  x.waited_acquired_us = -1;  // one client leaves per acquisition
+  if (client == 0 || listens_elsewhere(client, s, lock)) return;
+  const bool known_other = sub != nullptr && sub->owner != no_id && sub->client != client &&
+                           (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain ||
+                            pairing_of(s, sub->client) == pairing::established);
+  for (const waiter& w : x.waiters) {
+    if (w.client == client) return;  // it still waits: it keeps the channel
+    if (known_other && w.client == sub->client) return;
+  }
+  learn(s, client);
+}
+
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
 // traffic has said nothing yet.
 // Episodes alone (3 or more agreeing) are certain only where nothing is known of the
 // subscriber's life (joined mid-stream, no name) or its life agrees: where its opening
-// is known but shared with other processes', they are likely, not certain.
+// is known but shared with other processes', they are likely, not certain. No count of
+// episodes makes them certain there: they are not independent draws (processes started
+// together run the same code on one scheduler, and the one that reacts first once tends
+// to again), so k agreeing episodes among n candidates do not bound a coincidence by
+// n^-k; and an anomaly raised on a wrong certain link blames the wrong process (issue
+// 42's false alarms). Such links stay `high`; what they withhold is said on the waiter's
+// attempt (link_not_certain).
 inline link_confidence lock_timeline::impl::established_confidence(const connection_info& s, std::uint64_t client) {
   if (s.opened_us < 0 && s.name == no_id) return link_confidence::certain;
   return tie_of(s).client == client ? link_confidence::certain : link_confidence::high;

@@ -148,6 +148,11 @@ struct lock_timeline::impl {
   std::int64_t new_wait_from_us = -1;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
+  // An anomaly retry() withheld for want of a certain link, and whose attempt it was:
+  // said on that attempt's event (lock_event::link_not_certain) by emit().
+  anomaly_kind withheld_ = anomaly_kind::none;
+  std::uint32_t withheld_owner_ = no_id;
+  void withhold(const waiter& w, anomaly_kind kind);
   // ---- per-server waits of MultiLock/RedLock threads (group_waits.hpp) ----
   // A Redisson thread's latest refused attempt, by (name, client IP, thread): the scope
   // it waits in and its owner's text hash (no interned id: the table keeps no owner
@@ -339,6 +344,11 @@ struct lock_timeline::impl {
   static std::uint32_t episodes_of(const connection_info& s, std::uint64_t client);
   void forget_subscriber(std::uint64_t client, std::uint64_t sub);
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
+  bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  void learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
+  void learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+                           const connection_info::subscription* sub, std::int64_t request);
+  static constexpr std::int64_t slow_leave_us = 250'000;
   link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
   link_confidence established_confidence(const connection_info& s, std::uint64_t client);
   void settle_wakes(lock_extra& x, std::int64_t t);

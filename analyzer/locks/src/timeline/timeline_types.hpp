@@ -149,6 +149,11 @@ struct lock_extra {
   std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
   std::uint64_t acquired_client = 0;
   std::uint32_t acquired_owner = no_id;  // retained
+  // The latest acquisition that ended a wait (subscribed or not), and from which address:
+  // its client's UNSUBSCRIBE may come well after it on a slow client (learn_lone_acquirer).
+  std::int64_t waited_acquired_us = -1;
+  std::uint64_t waited_acquired_client = 0;
+  std::uint16_t waited_acquired_ip_tag = 0;
   std::uint64_t anomalies[anomaly_kind_count] = {};
   duration_samples waits;  // their count is the contended acquisitions
   std::uint64_t gave_up = 0;  // waiters that left without acquiring (gave_up events)
@@ -227,6 +232,10 @@ struct connection_info {
   std::int64_t opened_us = -1;
   std::uint32_t name = no_id;
   std::uint64_t known_client = 0;
+  // Its opening was seen beside two clients' (tie_of): it ties it to neither for good,
+  // even once the other client's connections have closed and left the table (seen: a
+  // subscriber "tied" to its JVM when the other JVMs exited, and an anomaly raised on it).
+  mutable bool opening_shared = false;
 };
 
 // What the traffic says about a subscriber connection belonging to a client.

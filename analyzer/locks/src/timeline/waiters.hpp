@@ -200,6 +200,15 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
     const bool subscribed_after = sub != nullptr && from >= 0 && sub->since_us > from;
     return !w.pubsub || polls(w) || (!w.notified && (w.sub_connection == 0 || (link_certain(w) && !subscribed_after)));
   };
+  // What a certain link would have raised (said on this attempt's event instead).
+  auto idle_withheld = [&](std::int64_t from) {
+    return w.pubsub && !polls(w) && !w.notified && w.sub_connection != 0 && !link_certain(w) &&
+           !(sub != nullptr && from >= 0 && sub->since_us > from);
+  };
+  if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
+      at - x.free_since_us >= options.idle_threshold_us && idle_withheld(x.free_since_us)) {
+    withhold(w, anomaly_kind::idle_with_waiters);
+  }
   if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
       at - x.free_since_us >= options.idle_threshold_us && idle_rests(x.free_since_us)) {
     x.idle_reported = true;
@@ -217,6 +226,10 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
             x.idle_end_us - x.idle_start_us);
     x.idle_start_us = x.idle_end_us = -1;
   }
+  if (by_timer && w.lost_release_us >= 0 && !w.lost_reported && !link_certain(w) && w.sub_connection != 0) {
+    withhold(w, anomaly_kind::subscription_lost);
+    w.lost_reported = true;  // judged once per wait, as when raised
+  }
   if (by_timer && w.lost_release_us >= 0 && !w.lost_reported && link_certain(w)) {
     w.lost_reported = true;  // once per wait
     anomaly_facts found{anomaly_finding::not_subscribed_at_release};
@@ -232,6 +245,11 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // A lease that ran out after its holder's connection closed published nothing: the
   // timer was the only way to learn of it (the closed holder is named instead).
   const bool closed_holder_expired = x.closed_expired_us >= 0 && x.closed_expired_us == x.last_freed_us;
+  if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us &&
+      !closed_holder_expired && !link_certain(w)) {
+    withhold(w, anomaly_kind::woken_by_timeout);
+    w.timeout_reported = true;  // judged once per wait, as when raised
+  }
   if (by_timer && !w.timeout_reported && x.last_freed_us >= w.last_attempt_us - options.reply_skew_us &&
       !closed_holder_expired && link_certain(w)) {
     w.timeout_reported = true;  // once per wait: a client may then retry in a tight loop

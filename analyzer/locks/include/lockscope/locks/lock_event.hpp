@@ -193,6 +193,10 @@ struct lock_event {
   // counted from the capture's start (timeline_options::capture_start_us), and marked
   // "≥" in the lock's hold times.
   bool held_since_capture_start = false;
+  // On a waiter's `contended` or `acquired`: the anomaly its attempt would have raised
+  // (woken_by_timeout, subscription_lost, idle_with_waiters) had its subscriber link been
+  // certain; withheld because the link is only a guess (none: nothing withheld).
+  anomaly_kind link_not_certain = anomaly_kind::none;
   anomaly_facts found;       // an anomaly's finding (put into words by anomaly_text.hpp)
   const lock_group* group = nullptr;  // quorum / multilock events (lock_groups.hpp)
   // Redis Cluster. redirected: the reply, its slot and target node (MOVED/ASK), and the
