@@ -144,7 +144,15 @@ sleep 3.2
     }
     INFO(lock << " began " << began << ", waited " << waited_ms << " ms");
     REQUIRE(found != nullptr);
-    CHECK(std::abs(num(*found, "wait_ms") - waited_ms) <= waited_ms / 10);
+    if (t.contains("closed_us")) {
+      // Given up, then closed: on the wire the wait ended somewhere between its last
+      // attempt and the close (a loaded machine spaces them), so either end will do.
+      const double closed_ms = (num(t, "closed_us") - num(t, "began_us")) / 1000;
+      CHECK(num(*found, "wait_ms") >= waited_ms * 0.9);
+      CHECK(num(*found, "wait_ms") <= closed_ms * 1.1);
+    } else {
+      CHECK(std::abs(num(*found, "wait_ms") - waited_ms) <= waited_ms / 10);
+    }
     if (lock == "gu:py") {
       const bool linger = t.at("linger").as_bool();
       CHECK(str(*found, "ended") == (linger ? "last_attempt" : "connection_closed"));
