@@ -123,3 +123,33 @@ TEST_CASE("argument roles: numbers and words are not values, two tokens are no s
   feed(r, {"EVALSHA", sha, "1", "pair", "9f2c1e77b04d4a6e", "3b8d0c2f6e1a49d7", "1000"}, ":1\r\n");
   CHECK(rec.ops.empty());
 }
+
+TEST_CASE("argument roles: joined mid-run, a hold begun before the capture is extended, not acquired, once the "
+          "waiters' acquire is known",
+          "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::vector<slot> order{slot::db, slot::value, slot::lease};
+  const std::vector<std::string> key{"locks:stock"};
+  const std::string held = "0ed4ea0451a1d7704ec72cde919b0830";  // acquired before the capture
+  std::int64_t t = 1'000'000;
+  // Three waiters refused, each with its own fresh value.
+  for (const std::string w : {"752088247f0bf9ca924795376f4f216b", "54a5dbacd48cb3de2d9959bbfcce2214",
+                              "68d3ce1e87266dc005d0fb1f82aa149b"}) {
+    feed(r, args_of(acquire_sha, key, order, w, "1000", "0", true), ":0\r\n", t += 10'000);
+  }
+  // The holder's extend: its value is new to the capture, its script never refused.
+  feed(r, args_of(extend_sha, key, order, held, "1000", "0", true), ":1\r\n", t += 10'000);
+  feed(r, args_of(release_sha, key, order, held, "1000", "0", false), ":1\r\n", t += 10'000);
+  // A waiter's next attempt now succeeds with a fresh value: its acquire.
+  feed(r, args_of(acquire_sha, key, order, "752088247f0bf9ca924795376f4f216b", "1000", "0", true), ":1\r\n",
+       t += 10'000);
+  REQUIRE(rec.ops.size() == 6);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(rec.ops[i].outcome == op_outcome::contended);
+  CHECK(rec.ops[3].kind == lock_op_kind::renew);
+  CHECK(rec.ops[3].outcome == op_outcome::ok);
+  CHECK(rec.ops[3].owner == held);
+  CHECK(rec.ops[4].kind == lock_op_kind::unlock);
+  CHECK(rec.ops[5].kind == lock_op_kind::acquire);
+  CHECK(rec.ops[5].outcome == op_outcome::ok);
+}
