@@ -153,3 +153,18 @@ TEST_CASE("argument roles: joined mid-run, a hold begun before the capture is ex
   CHECK(rec.ops[5].kind == lock_op_kind::acquire);
   CHECK(rec.ops[5].outcome == op_outcome::ok);
 }
+
+TEST_CASE("argument roles: a lease below 100 counts seconds, from 100 up milliseconds", "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string v = "9f2c1e77b04d4a6e8c3d5f1a2b7e6c90", w = "3b8d0c2f6e1a49d7b5c4e2f0a1d9c8b7";
+  feed(r, {"EVALSHA", acquire_sha, "1", "jobs:a", "0", v, "30"}, ":1\r\n", 1'000'000);   // [db, value, s]
+  feed(r, {"EVALSHA", extend_sha, "1", "jobs:b", w, "30"}, ":1\r\n", 1'010'000);         // [value, s]
+  feed(r, {"EVALSHA", acquire_sha, "1", "jobs:c", "0", w, "250"}, ":1\r\n", 1'020'000);  // [db, value, ms]
+  REQUIRE(rec.ops.size() == 3);
+  CHECK(rec.ops[0].kind == lock_op_kind::acquire);
+  CHECK(rec.ops[0].lease_ms == 30'000);
+  CHECK(rec.ops[1].kind == lock_op_kind::acquire);
+  CHECK(rec.ops[1].lease_ms == 30'000);
+  CHECK(rec.ops[2].lease_ms == 250);
+}

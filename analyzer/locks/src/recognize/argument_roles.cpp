@@ -16,7 +16,18 @@ namespace {
 // default `databases 16`. A lease of 15 ms or less is not one a lock client sets.
 constexpr std::int64_t max_db_index = 15;
 
+// A lease below this counts seconds: 30 is a 30 s lease, not a 30 ms one (a lock whose
+// lease is shorter than a few round trips and a hold is none a client sets). From 100
+// up, milliseconds (node-redlock's, redis-py's extend's): a client's lease in seconds is
+// rarely 100 or more.
+constexpr std::int64_t min_ms_lease = 100;
+
 }  // namespace
+
+bool lock_recognizer::state::lease_in_seconds(std::string_view lease) noexcept {
+  std::int64_t v = 0;
+  return parse_int(lease, v) && v > 0 && v < min_ms_lease;
+}
 
 bool lock_recognizer::state::looks_like_value(std::string_view s) noexcept {
   if (s.size() < 4 || s.size() > 512) return false;
@@ -127,6 +138,7 @@ script_class lock_recognizer::state::infer_by_argument_roles(command_call& c, sh
   g.op = role == script_op::acquire ? (multi ? script_op::multi_acquire : script_op::acquire)
                                     : (multi ? script_op::multi_extend : script_op::extend);
   g.lease_argv = roles.lease;
+  g.lease_seconds = lease_in_seconds(argv[roles.lease - 1]);
   return g;
 }
 

@@ -449,6 +449,7 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     g.lease_argv = 2;
     // The lease among the numbers after the value (`[value, db, ttl]`: not the database).
     if (roles.value == 1 && roles.lease != 0) g.lease_argv = roles.lease;
+    g.lease_seconds = lease_in_seconds(arg_at(argv, g.lease_argv));
     // redis-py's extend: [token, ms, "0" | "1"], the time added unless "1" (replace_ttl).
     if (g.op == script_op::extend && argv.size() == 3 && (argv[2] == "0" || argv[2] == "1")) {
       g.lease_added = true;
@@ -476,6 +477,7 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
   op.owner = arg_at(argv, cls.owner_argv);
   op.channel = arg_at(keys, cls.channel_key);
   op.lease_ms = int_arg(argv, cls.lease_argv);
+  if (cls.lease_seconds && op.lease_ms > 0) op.lease_ms *= 1000;
   if (op.lock.empty() && cls.op != script_op::renew_batch && cls.op != script_op::multi_acquire &&
       cls.op != script_op::multi_extend && cls.op != script_op::multi_release) {
     return;
@@ -602,6 +604,7 @@ void lock_recognizer::state::emit_multi_key_operations(command_call& c, const sc
   // node-redlock's multi_acquire / multi_extend / multi_release.
   op.owner = arg_at(argv, cls.owner_argv);
   op.lease_ms = int_arg(argv, cls.lease_argv);
+  if (cls.lease_seconds && op.lease_ms > 0) op.lease_ms *= 1000;
   const bool all = reply.kind == reply_view::shape::integer && reply.integer >= static_cast<std::int64_t>(keys.size());
   for (std::string_view key : keys) {
     op.lock = key;
