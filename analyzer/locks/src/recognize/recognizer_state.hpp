@@ -231,6 +231,8 @@ struct lock_recognizer::state {
       o.outcome = op_outcome::redirected;  // not run on this node: retried elsewhere or later
       ++stats.redirects;
     }
+    // An inferred SET-based call whose lease counts seconds (only those set it).
+    if (inferred_lease_seconds && o.lease_ms > 0) o.lease_ms *= 1000;
     if (o.outcome != op_outcome::redirected && value_checked) {
       track_value(o);
       stats.values_tracked = flow.size();
@@ -280,6 +282,9 @@ struct lock_recognizer::state {
   // Database indexes (0..15, a bit each) seen beside a lease in unseen scripts' calls:
   // the same lone number beside a value in another call is that database, not a lease.
   std::uint16_t db_indexes = 0;
+  // The inferred call being emitted has a lease in seconds (script_class::lease_seconds):
+  // emit scales its SET-based operations' leases (the only families that set it).
+  bool inferred_lease_seconds = false;
   recognizer_detail::string_map<sha_entry>& builtin_sha();
   // ---- permit_scripts.cpp: semaphores and latches ----
   void emit_permit_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,

@@ -263,6 +263,11 @@ void lock_recognizer::state::on_script_call(command_call& c) {
       return;
     }
     c.op.inferred = true;
+    // (Set only here: a known script's call, the common case, checks nothing more.)
+    inferred_lease_seconds = cls.lease_seconds;
+    emit_script_operations(c, cls, keys, argv);
+    inferred_lease_seconds = false;
+    return;
   }
   emit_script_operations(c, cls, keys, argv);
 }
@@ -477,7 +482,6 @@ void lock_recognizer::state::emit_script_operations(command_call& c, const scrip
   op.owner = arg_at(argv, cls.owner_argv);
   op.channel = arg_at(keys, cls.channel_key);
   op.lease_ms = int_arg(argv, cls.lease_argv);
-  if (cls.lease_seconds && op.lease_ms > 0) op.lease_ms *= 1000;
   if (op.lock.empty() && cls.op != script_op::renew_batch && cls.op != script_op::multi_acquire &&
       cls.op != script_op::multi_extend && cls.op != script_op::multi_release) {
     return;
@@ -604,7 +608,6 @@ void lock_recognizer::state::emit_multi_key_operations(command_call& c, const sc
   // node-redlock's multi_acquire / multi_extend / multi_release.
   op.owner = arg_at(argv, cls.owner_argv);
   op.lease_ms = int_arg(argv, cls.lease_argv);
-  if (cls.lease_seconds && op.lease_ms > 0) op.lease_ms *= 1000;
   const bool all = reply.kind == reply_view::shape::integer && reply.integer >= static_cast<std::int64_t>(keys.size());
   for (std::string_view key : keys) {
     op.lock = key;
