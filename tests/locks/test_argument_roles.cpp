@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "helpers.hpp"
 
 using namespace lockscope;
@@ -167,4 +169,33 @@ TEST_CASE("argument roles: a lease below 100 counts seconds, from 100 up millise
   CHECK(rec.ops[1].kind == lock_op_kind::acquire);
   CHECK(rec.ops[1].lease_ms == 30'000);
   CHECK(rec.ops[2].lease_ms == 250);
+}
+
+TEST_CASE("argument roles: random unseen calls never crash it and keep its tables bounded",
+          "[recognizer][argument_roles][random]") {
+  std::uint64_t seed = 4242;
+  auto next = [&](std::uint64_t n) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % n;
+  };
+  const std::vector<std::string> words{"0", "3", "15", "16", "30", "99", "100", "1000", "-1", "99999999999999999999",
+                                       "PX", "NX", "RedisLockPrefixWord", "9f2c1e77b04d4a6e", "3b8d0c2f6e1a49d7",
+                                       "proc-1:12", "", "a1b2", "\x01\x02\x03\x04" "9"};
+  const std::vector<std::string> replies{":0\r\n", ":1\r\n", ":2\r\n", ":-1\r\n", ":5000\r\n", "+OK\r\n", "$-1\r\n",
+                                         "-ERR x\r\n", "*2\r\n:1\r\n:7\r\n", ""};
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<std::string> args{"EVALSHA", std::string(40, "abcdef01"[next(8)])};
+    const std::uint64_t nkeys = 1 + next(3);
+    args.push_back(std::to_string(nkeys));
+    for (std::uint64_t k = 0; k < nkeys; ++k) args.push_back("k" + std::to_string(next(4)));
+    for (std::uint64_t k = next(6); k > 0; --k) {
+      // A fresh token now and then, so the value table fills and forgets.
+      args.push_back(next(4) == 0 ? fmt::format("{:016x}{}", seed, i) : words[next(words.size())]);
+    }
+    feed(r, args, replies[next(replies.size())], 1'000'000 + i * 1000);
+  }
+  CHECK(r.stats().exchanges == 20000);
+  CHECK(r.stats().values_tracked <= locks::value_flow_entries);
 }
