@@ -79,11 +79,16 @@ IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 # redlock_universal and ioredis_lock moved into the gated list once every kind of event
 # was >= 95% found with <= 1% false on each, whole and mid-run (after the moved-on rules,
 # waiter_moved_on.hpp): what was fixed for them is now guarded.
-HELD_OUT = ["sesame_redlock", "node_redisson", "sesame_redlock_mux", "sesame_redlock_mux_short"]
+# sesame_redlock and its two multiplexing recordings moved into the gated list once an
+# unseen script's value and lease were found at any ARGV position (argument_roles.cpp in
+# analyzer/locks/src/recognize): joined mid-run, acquisitions 0/48 -> 48/48, waits 0/36 ->
+# 36/36, every kind of all three >= 95% with no false event, whole and mid-run.
+HELD_OUT = ["node_redisson"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
-                          "redlock_universal", "ioredis_lock")):
+                          "redlock_universal", "ioredis_lock", "sesame_redlock", "sesame_redlock_mux",
+                          "sesame_redlock_mux_short")):
     out = []
     for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")

@@ -63,6 +63,18 @@ struct command_call {
   lock_operation op;
 };
 
+// Where an unseen script's arguments put a holder's value and its lease (1-based ARGV;
+// 0: none), found by what they look like (argument_roles.cpp): the one random-looking
+// token among them, and the lease among the positive numbers, a small one (a database
+// index, a flag) not taken when a larger one is there.
+struct argument_roles {
+  std::uint8_t value = 0;
+  std::uint8_t lease = 0;
+  std::uint8_t numbers = 0;     // how many arguments are integers
+  std::int64_t small = -1;      // the lease, when it is a lone number <= 15 (or a database)
+  std::int64_t db_index = -1;   // a lone number <= 15 beside the lease
+};
+
 }  // namespace recognizer_detail
 
 struct lock_recognizer::state {
@@ -87,6 +99,9 @@ struct lock_recognizer::state {
     // first script of a value (an acquire) or a later one (an extend).
     std::uint32_t acquire_votes = 0;
     std::uint32_t extend_votes = 0;
+    // Values it met first (fresh) and was refused with: a waiter's attempts. An acquire's
+    // are many; an extend's are the holds begun before a mid-run capture that it lost.
+    std::uint16_t refused_fresh = 0;
     // Learnt from where a list reply's item came back (value_tracking.cpp). An acquire
     // drawing its holder's value: the reply item that is the value (1-based; 0: not
     // learnt), the first item a success answered (reply_first_unknown: not told), the
@@ -216,6 +231,8 @@ struct lock_recognizer::state {
       o.outcome = op_outcome::redirected;  // not run on this node: retried elsewhere or later
       ++stats.redirects;
     }
+    // An inferred SET-based call whose lease counts seconds (only those set it).
+    if (inferred_lease_seconds && o.lease_ms > 0) o.lease_ms *= 1000;
     if (o.outcome != op_outcome::redirected && value_checked) {
       track_value(o);
       stats.values_tracked = flow.size();
@@ -248,6 +265,26 @@ struct lock_recognizer::state {
                            std::span<const std::string_view> argv);
   script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                             std::span<const std::string_view> argv);
+  // ---- argument_roles.cpp: an unseen script's value and lease wherever they are ----
+  // A random-looking token (digits, varied bytes; not a number, not a word like PX).
+  static bool looks_like_value(std::string_view s) noexcept;
+  // An unseen script's lease argument counts seconds (below 100), else milliseconds.
+  static bool lease_in_seconds(std::string_view lease) noexcept;
+  static recognizer_detail::argument_roles find_argument_roles(std::span<const std::string_view> argv) noexcept;
+  // find_argument_roles, learning the database indexes it finds and taking a lone small
+  // number known as one for no lease.
+  recognizer_detail::argument_roles roles_of(std::span<const std::string_view> argv) noexcept;
+  // An unseen script no fixed shape explains whose ARGV carry one token and numbers, in
+  // any order, answered 1/0, OK or nil: with a lease an acquire or an extend (told apart
+  // by value flow), without one a release; op none when it is not that.
+  script_class infer_by_argument_roles(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
+                                       std::span<const std::string_view> argv);
+  // Database indexes (0..15, a bit each) seen beside a lease in unseen scripts' calls:
+  // the same lone number beside a value in another call is that database, not a lease.
+  std::uint16_t db_indexes = 0;
+  // The inferred call being emitted has a lease in seconds (script_class::lease_seconds):
+  // emit scales its SET-based operations' leases (the only families that set it).
+  bool inferred_lease_seconds = false;
   recognizer_detail::string_map<sha_entry>& builtin_sha();
   // ---- permit_scripts.cpp: semaphores and latches ----
   void emit_permit_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
@@ -313,6 +350,12 @@ struct lock_recognizer::state {
   // Redisson ≥ 3.24 / node-redisson: an unlock names a latch key per unlock call; a
   // retry of the call names it again, and the script then replays the first reply
   // (the latch value) without doing anything. The client DELs the latch afterwards.
+  // The record naming the unseen script shown to be a key's acquire (refused with
+  // acquire_evidence fresh values): its first_sha.
+  static std::uint64_t acquire_script_key(std::string_view server, std::string_view key) noexcept {
+    return recognizer_detail::value_key(server, key, "\x02" "acquire");
+  }
+  static constexpr std::uint16_t acquire_evidence = 3;
   static std::uint64_t latch_key(std::string_view server, std::string_view latch) noexcept {
     return recognizer_detail::value_key(server, latch, "\x01latch");
   }

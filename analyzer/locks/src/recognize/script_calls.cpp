@@ -263,6 +263,11 @@ void lock_recognizer::state::on_script_call(command_call& c) {
       return;
     }
     c.op.inferred = true;
+    // (Set only here: a known script's call, the common case, checks nothing more.)
+    inferred_lease_seconds = cls.lease_seconds;
+    emit_script_operations(c, cls, keys, argv);
+    inferred_lease_seconds = false;
+    return;
   }
   emit_script_operations(c, cls, keys, argv);
 }
@@ -433,8 +438,10 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     g.lease_argv = 3;
     g.now_argv = 4;
     return g;
-  } else if (keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
-             reply.kind == reply_view::shape::integer) {
+  } else if (argument_roles roles; keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
+             reply.kind == reply_view::shape::integer &&
+             // `[value, db]` with no lease: a release (infer_by_argument_roles)
+             !((roles = roles_of(argv)).value == 1 && roles.lease == 0)) {
     // [value, ttl]: node-redlock's acquire and extend have the same shape; how the
     // value flows tells them apart.
     const script_op role = value_role(entry, c.e.server_text, keys[0], argv[0], current_sha, reply.integer >= 1,
@@ -445,12 +452,16 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
                                       : (multi ? script_op::multi_extend : script_op::extend);
     g.owner_argv = 1;
     g.lease_argv = 2;
+    // The lease among the numbers after the value (`[value, db, ttl]`: not the database).
+    if (roles.value == 1 && roles.lease != 0) g.lease_argv = roles.lease;
+    g.lease_seconds = lease_in_seconds(arg_at(argv, g.lease_argv));
     // redis-py's extend: [token, ms, "0" | "1"], the time added unless "1" (replace_ttl).
     if (g.op == script_op::extend && argv.size() == 3 && (argv[2] == "0" || argv[2] == "1")) {
       g.lease_added = true;
       g.replace_argv = 3;
     }
   }
+  if (g.op == script_op::none && g.permit_role == 0) return infer_by_argument_roles(c, entry, keys, argv);
   if (g.op == script_op::unlock) {
     // Redisson 3.24+'s unlock latch, wherever the call puts it (KEYS[3], [5] or [2]).
     for (std::size_t i = 1; i < keys.size() && i < 255; ++i) {

@@ -36,7 +36,37 @@ script_op lock_recognizer::state::value_role(sha_entry& se, std::string_view ser
                                              std::string_view value, const std::array<std::uint8_t, 20>& sha,
                                              bool answered_yes, std::int64_t at_us) {
   script_op by_flow = script_op::acquire;  // a fresh value
-  if (value_record* rec = flow.find(value_key(server, key, value))) {
+  value_record* rec = flow.find(value_key(server, key, value));
+  if (rec == nullptr) {
+    // A fresh value: a waiter's first attempt, or (joined mid-run) a hold begun before
+    // the capture. Once another unseen script has been refused with many fresh values on
+    // this key (a waiter's acquire), a script never refused so, acting for a fresh value
+    // with success, extends a hold begun before the capture.
+    // (The key's own acquire when it is known, else the server's latest: one client's
+    // acquire script is the same for all its keys.)
+    const std::uint64_t on_key = acquire_script_key(server, key), on_server = acquire_script_key(server, {});
+    if (!answered_yes) {
+      if (se.refused_fresh < UINT16_MAX) ++se.refused_fresh;
+      if (se.refused_fresh >= acquire_evidence) {
+        for (const std::uint64_t k : {on_key, on_server}) {
+          value_record* a = flow.find(k);
+          if (a == nullptr) a = &flow.insert(k);
+          a->first_is_sha = true;
+          a->first_sha = sha;
+          a->first_voted = true;
+        }
+      }
+    } else if (se.refused_fresh == 0 && se.acquire_votes <= se.extend_votes) {
+      // (A release of a value this script met first, extending a hold begun before the
+      // capture, votes it an acquire: its extend votes outweigh those.)
+      const value_record* a = flow.find(on_key);
+      if (a == nullptr) a = flow.find(on_server);
+      if (a != nullptr && a->first_sha != sha) {
+        by_flow = script_op::extend;
+        ++se.extend_votes;
+      }
+    }
+  } else {
     if (!rec->first_is_sha || rec->first_sha != sha) {
       by_flow = script_op::extend;
       ++se.extend_votes;

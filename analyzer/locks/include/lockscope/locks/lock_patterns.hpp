@@ -92,6 +92,9 @@ struct script_class {
   // ARGV[2]`), always, or only unless ARGV[replace_argv] is "1" (redis-py ≥ 4's flag).
   bool lease_added = false;
   std::uint8_t replace_argv = 0;
+  // The lease ARGV counts seconds (an unseen script's lease below 100, which no client
+  // sets in milliseconds: recognize/argument_roles.cpp).
+  bool lease_seconds = false;
 
   // A script learnt from the capture whose effect the recognizer reads by running it
   // (its 1-based index among the recognizer's learnt effects); 0: classified here.

@@ -37,6 +37,11 @@
 //     agree (>= 2, and 4 to 1); before that, each call follows its own value. N > 1:
 //     node-redlock's all-or-nothing multi-key form. redis-py's [token, ms, "0"|"1"]
 //     extend adds the time to the TTL unless "1";
+//   - N keys, ARGV in any order with one random-looking token and numbers (or constant
+//     words), reply 1/0 (or N), OK or nil: the token is the value, the one positive
+//     number the lease (a number <= 15 beside a larger: a database index); with a
+//     lease acquire or extend by value flow, without one release ([db, value, ttl]);
+//     a lease below 100 counts seconds (recognize/argument_roles.cpp);
 //   - anything else is not reported.
 // Databases: each connection's SELECT (once answered +OK) and RESET (back to 0; HELLO
 // leaves it, as redis-server does) set `db` on its operations. A connection seen from its
