@@ -121,8 +121,9 @@ sleep 3.2
   const auto events = json_lines(jsonl);
 
   // Every give-up the clients logged: one gave_up on its lock, begun when it began (its
-  // first attempt the closest, within 50 ms of the log's start), wait_ms within 10% of
-  // the client's.
+  // first attempt the closest, within 150 ms of the log's start: the log's start is
+  // before the process started, 50+ ms on a loaded machine), wait_ms within 10% of the
+  // client's.
   std::size_t give_ups = 0;
   for (const auto& t : truth) {
     if (str(t, "event") != "gave_up") continue;
@@ -137,7 +138,7 @@ sleep 3.2
     for (const auto* e : of(events, lock, "gave_up")) {
       const double off = std::abs(num(*e, "since") - began);
       const double distance = off + std::abs(num(*e, "wait_ms") - waited_ms) / 1000;
-      if (off < 0.05 && (found == nullptr || distance < found_distance)) {
+      if (off < 0.15 && (found == nullptr || distance < found_distance)) {
         found = e;
         found_distance = distance;
       }
