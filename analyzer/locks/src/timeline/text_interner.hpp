@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -170,6 +171,10 @@ class id_table {
 // the dead bytes outweigh them (and at least `compact_after` are dead), so the memory
 // follows the live texts, not every text ever seen: 24 bytes an id, its text, its slot
 // in the id table, and at most as many dead bytes as live ones.
+// A freed text of 8 to max_reused bytes is reused by the next new text of its length
+// (owners of one client library have one length: an anomaly storm's refused unlocks,
+// each a fresh owner freed at once, left up to as many dead bytes as live ones, and
+// each compaction a copy of them all).
 class interner {
  public:
   explicit interner(std::size_t compact_after = 64 * 1024) : compact_after_(compact_after) {}
@@ -206,6 +211,12 @@ class interner {
       table_.erase(id, e.hash);
       dead_bytes_ += e.size;
       live_bytes_ -= e.size;
+      if (e.size >= sizeof(char*) && e.size <= max_reused) {
+        // The freed text's first bytes link it into its length's free list.
+        char* const text = const_cast<char*>(e.data);
+        std::memcpy(text, &free_texts_[e.size], sizeof(char*));
+        free_texts_[e.size] = text;
+      }
       e = entry{};
       e.hash = free_;  // the free list runs through the hash fields
       free_ = id;
@@ -227,6 +238,7 @@ class interner {
     std::size_t used = 0;
   };
   static constexpr std::size_t block_bytes = 64 * 1024;
+  static constexpr std::size_t max_reused = 128;
 
   std::uint32_t lookup(std::string_view s) {
     const std::uint32_t h = hash_text(s);
@@ -237,6 +249,9 @@ class interner {
       free_ = entries_[id].hash;
     } else {
       id = static_cast<std::uint32_t>(entries_.size());
+      // Grown by a quarter, not doubled: a storm's 300,000 live owners left 220,000
+      // unused entries behind them.
+      if (entries_.size() == entries_.capacity()) entries_.reserve(entries_.size() + entries_.size() / 4 + 64);
       entries_.emplace_back();
     }
     entry& e = entries_[id];
@@ -251,6 +266,13 @@ class interner {
     return id;
   }
   const char* store(std::string_view s) {
+    if (s.size() >= sizeof(char*) && s.size() <= max_reused && free_texts_[s.size()] != nullptr) {
+      char* const at = free_texts_[s.size()];
+      std::memcpy(&free_texts_[s.size()], at, sizeof(char*));
+      std::memcpy(at, s.data(), s.size());
+      dead_bytes_ -= s.size();
+      return at;
+    }
     if (blocks_.empty() || blocks_.back().size - blocks_.back().used < s.size()) {
       const std::size_t size = std::max(s.size(), block_bytes);
       blocks_.push_back(block{std::make_unique_for_overwrite<char[]>(size), size, 0});
@@ -266,6 +288,7 @@ class interner {
   void compact() {
     std::vector<block> old = std::move(blocks_);
     blocks_.clear();
+    free_texts_.fill(nullptr);
     arena_bytes_ = 0;
     for (entry& e : entries_) {
       if (e.data != nullptr) e.data = store(std::string_view(e.data, e.size));
@@ -280,6 +303,7 @@ class interner {
   std::vector<std::uint32_t> unreferenced_;  // candidates for the next collect()
   std::uint32_t free_ = no_id;
   std::vector<block> blocks_;
+  std::array<char*, max_reused + 1> free_texts_{};  // by length: freed texts, each linking the next
   std::size_t live_ = 0;
   std::size_t live_bytes_ = 0;
   std::size_t dead_bytes_ = 0;

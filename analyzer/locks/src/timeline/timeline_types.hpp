@@ -69,20 +69,20 @@ struct waiter {
   std::int64_t lost_release_us = -1; // a release while it was not subscribed, since its latest attempt
   link_confidence confidence = link_confidence::none;
   std::uint16_t ip_tag = 0;          // its connection's address's tag()
-  bool pubsub = false;               // its lock wakes waiters by pub/sub
-  bool notified = false;             // woken by a message since its latest attempt
-  bool timeout_reported = false;
-  bool lost_reported = false;
-  bool left_channel = false;         // its own subscription ended by an UNSUBSCRIBE, no sibling sharing it
+  bool pubsub : 1 = false;           // its lock wakes waiters by pub/sub
+  bool notified : 1 = false;         // woken by a message since its latest attempt
+  bool timeout_reported : 1 = false;
+  bool lost_reported : 1 = false;
+  bool left_channel : 1 = false;     // its own subscription ended by an UNSUBSCRIBE, no sibling sharing it
   // Whether its wait may have begun before the capture (the acquisition's wait_at_least):
-  bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
-  bool quick_second = false;         // its second attempt came at once (a first failure's retry)
+  bool mid_stream : 1 = false;       // its first attempt seen came on a connection joined mid-stream
+  bool quick_second : 1 = false;     // its second attempt came at once (a first failure's retry)
   std::uint32_t attempts = 1;
   // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a
   // later attempt (a stable one, never relinked), or changed from one attempt to the next.
-  bool owner_repeated = false;
-  bool fresh_values = false;
-  bool withdrawn = false;  // its client released its latest value after it was refused
+  bool owner_repeated : 1 = false;
+  bool fresh_values : 1 = false;
+  bool withdrawn : 1 = false;  // its client released its latest value after it was refused
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request
@@ -90,6 +90,22 @@ struct waiter {
   // wait's first attempt when the next attempt follows at once.
   std::int64_t unexplained_us = -1;
   std::int64_t unexplained_end_us = -1;
+};
+// (Its flags are bits: 144 bytes, not 152; an anomaly storm keeps 300,000 waiters.)
+
+// A lock's waiters: a std::vector grown by a quarter rather than doubled (an anomaly
+// storm's locks, 300 waiters each, had room for 512: 32 MB unused of 78).
+class waiter_vector : public std::vector<waiter> {
+ public:
+  waiter& emplace_back() {
+    if (size() == capacity()) reserve(size() + size() / 4 + 4);
+    return std::vector<waiter>::emplace_back();
+  }
+  // Gives back the room of waiters gone once it is four times what those left use
+  // (pointers into it are then invalid, as after any removal).
+  void shrink_if_sparse() {
+    if (capacity() > 64 && size() * 4 < capacity()) shrink_to_fit();
+  }
 };
 
 // Something that wakes a waiter on a subscriber connection (a message on the lock's
@@ -115,7 +131,7 @@ struct lock_extra {
   flat_id_map<std::uint32_t> holder_index;
   bool holder_index_valid = false;
   std::size_t holder_scans = 0;  // lookups that scanned since the index went stale
-  std::vector<waiter> waiters;
+  waiter_vector waiters;
   // Owner to seq of its waiter, for a lock with many (a thundering herd when it stalls:
   // 60,000 waiters took 17 s to analyze by scans); made when first needed, then kept up
   // as waiters come and go. `waiters` is in seq order, so a seq's position is a binary

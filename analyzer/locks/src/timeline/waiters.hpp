@@ -58,6 +58,7 @@ inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves) 
   }
   if (kept == x.waiters.size()) return;
   x.waiters.resize(kept);
+  x.waiters.shrink_if_sparse();
   if (x.waiters.empty()) {
     x.idle_start_us = x.idle_end_us = -1;
     no_waiters_left(x);
