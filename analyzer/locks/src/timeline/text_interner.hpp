@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "huge_pages.hpp"
+#include "stable_vector.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
 
 namespace lockscope::locks::timeline_detail {
@@ -249,9 +250,6 @@ class interner {
       free_ = entries_[id].hash;
     } else {
       id = static_cast<std::uint32_t>(entries_.size());
-      // Grown by a quarter, not doubled: a storm's 300,000 live owners left 220,000
-      // unused entries behind them.
-      if (entries_.size() == entries_.capacity()) entries_.reserve(entries_.size() + entries_.size() / 4 + 64);
       entries_.emplace_back();
     }
     entry& e = entries_[id];
@@ -299,7 +297,9 @@ class interner {
   std::size_t compact_after_;
   std::uint32_t last_ = no_id;
   id_table table_;
-  std::vector<entry> entries_;
+  // In blocks of 4096 that never move: a vector's growth held the old entries and the
+  // new at once (a storm's 300,000 live owners: 14 MB at that moment, for 7 MB of entries).
+  stable_vector<entry, 12> entries_;
   std::vector<std::uint32_t> unreferenced_;  // candidates for the next collect()
   std::uint32_t free_ = no_id;
   std::vector<block> blocks_;

@@ -286,9 +286,9 @@ struct lock_timeline::impl {
 
   // ---- waiters (timeline/waiters.hpp) ----
   waiter* find_waiter(lock_state& l, std::uint32_t owner);
-  void forget_waiter(lock_extra& x, const waiter& w);
-  template <class Leaves>
-  void remove_waiters(lock_extra& x, Leaves&& leaves);
+  [[gnu::always_inline]] void forget_waiter(lock_extra& x, const waiter& w);
+  template <class Leaves, class Concerns = bool (*)(const waiter_vector::dormant&)>
+  void remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns = [](const waiter_vector::dormant&) { return true; });
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w);
   void unlist_wait(std::uint32_t conn, std::uint32_t lock);
   void move_waiter(waiter& w, std::uint32_t lock, std::uint32_t conn, std::uint64_t connection);
@@ -308,6 +308,7 @@ struct lock_timeline::impl {
   bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client);
   void report_give_up(lock_state& l, const waiter& w, wait_end how, std::int64_t ended, std::int64_t at, bool at_least);
   void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at);
+  void give_up_due_waiters(lock_state& l, std::uint32_t lock, std::int64_t at);
   void attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us, std::int64_t until_us) const;
 
   // ---- waiter lookups (timeline/waiter_lookup.hpp) ----
@@ -407,7 +408,7 @@ struct lock_timeline::impl {
 
   // ---- dispatch (timeline/dispatch.hpp) ----
   lock_event base(const lock_state& l, std::int64_t ts) const;
-  lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
+  [[gnu::always_inline]] lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);

@@ -16,6 +16,7 @@
 #include "timeline/flat_id_map.hpp"
 #include "timeline/lock_store.hpp"
 #include "timeline/waiter_keys.hpp"
+#include "timeline/waiter_vector.hpp"
 
 namespace lockscope::locks::timeline_detail {
 
@@ -90,23 +91,12 @@ struct waiter {
   // wait's first attempt when the next attempt follows at once.
   std::int64_t unexplained_us = -1;
   std::int64_t unexplained_end_us = -1;
+
+  bool operator==(const waiter&) const = default;  // every field (waiter_vector's dormant records)
 };
 // (Its flags are bits: 144 bytes, not 152; an anomaly storm keeps 300,000 waiters.)
 
-// A lock's waiters: a std::vector grown by a quarter rather than doubled (an anomaly
-// storm's locks, 300 waiters each, had room for 512: 32 MB unused of 78).
-class waiter_vector : public std::vector<waiter> {
- public:
-  waiter& emplace_back() {
-    if (size() == capacity()) reserve(size() + size() / 4 + 4);
-    return std::vector<waiter>::emplace_back();
-  }
-  // Gives back the room of waiters gone once it is four times what those left use
-  // (pointers into it are then invalid, as after any removal).
-  void shrink_if_sparse() {
-    if (capacity() > 64 && size() * 4 < capacity()) shrink_to_fit();
-  }
-};
+using waiter_vector = dormant_waiter_vector<waiter>;  // a lock's waiters (waiter_vector.hpp)
 
 // Something that wakes a waiter on a subscriber connection (a message on the lock's
 // channel; node-redisson's UNSUBSCRIBE before it retries), kept for wake_window_us to
