@@ -13,9 +13,19 @@
 #include "timeline/timeline_types.hpp"
 
 using lockscope::locks::timeline_detail::waiter;
+using lockscope::locks::timeline_detail::waiter_context;
 using lockscope::locks::timeline_detail::waiter_vector;
 
 namespace {
+
+// What a record leaves out, as the timeline's connection table would give it.
+struct connection_table final : waiter_context {
+  void complete(waiter& w) const override {
+    w.connection = 1000 + w.conn;
+    w.ip_tag = static_cast<std::uint16_t>(w.conn * 7 + 1);
+  }
+};
+const connection_table table;
 
 // A waiter as on_contended leaves it after a first refused attempt; now and then one that
 // a record cannot hold (a retry, a subscription, a deadline far off, a TTL not in ms).
@@ -24,9 +34,8 @@ waiter arrival(std::mt19937_64& random, std::uint64_t seq, std::int64_t now) {
   w.seq = seq;
   w.owner = static_cast<std::uint32_t>(random() % 100'000);
   w.conn = static_cast<std::uint32_t>(random() % 20);
-  w.connection = 1000 + w.conn;
+  table.complete(w);
   w.client = random() | (std::uint64_t{1} << 63);
-  w.ip_tag = static_cast<std::uint16_t>(random());
   w.pubsub = random() % 2 == 0;
   w.mid_stream = random() % 7 == 0;
   w.first_us = now;
@@ -39,6 +48,7 @@ waiter arrival(std::mt19937_64& random, std::uint64_t seq, std::int64_t now) {
     case 2: w.deadline_us = w.last_attempt_us + (std::int64_t{1} << 33); break;  // too far for 32 bits
     case 3: w.last_ttl_us = 1500; break;                                         // not whole milliseconds
     case 4: w.notified = true; break;
+    case 5: w.ip_tag = 0; break;  // not what its connection gives
     default: break;
   }
   return w;
@@ -58,8 +68,9 @@ TEST_CASE("waiter_vector holds what a std::vector holds, dormant records or not"
   std::mt19937_64 random(43);
   for (int round = 0; round < 20; ++round) {
     waiter_vector ws;
+    ws.set_context(&table);
     std::vector<waiter> truth;
-    std::uint64_t next_seq = 0;
+    std::uint64_t next_seq = round % 4 == 3 ? 0xfffffff0u : 0;  // seqs past 2^32 (records keep 32 bits)
     std::int64_t now = 1'800'000'000'000'000;
     const int herd = round % 2 == 0 ? 300 : 60;  // arrivals before the lock drains
     for (int step = 0; step < 3000; ++step) {
@@ -122,6 +133,7 @@ TEST_CASE("waiter_vector holds what a std::vector holds, dormant records or not"
 TEST_CASE("waiter_vector keeps a storm's refused-once waiters dormant until one is read", "[timeline][waiters]") {
   std::mt19937_64 random(7);
   waiter_vector ws;
+  ws.set_context(&table);
   std::vector<waiter> truth;
   std::int64_t now = 1'800'000'000'000'000;
   for (std::uint64_t seq = 0; seq < 1000; ++seq) {
@@ -129,7 +141,7 @@ TEST_CASE("waiter_vector keeps a storm's refused-once waiters dormant until one 
     w.seq = seq;
     w.owner = static_cast<std::uint32_t>(seq);
     w.conn = static_cast<std::uint32_t>(seq % 20);
-    w.connection = 1000 + w.conn;
+    table.complete(w);
     w.client = random();
     w.pubsub = true;
     w.first_us = now;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,11 +21,10 @@ namespace lockscope::locks::timeline_detail {
 template <class V>
 class flat_id_map {
  public:
-  // A slot: the key and its value, packed (12 bytes for a 64-bit value, not 16: the
-  // waiter index of a storm's lock with 300 waiters has 512 slots).
+  // A slot: the key and its value, packed (a 64-bit value: 12 bytes, not 16).
   struct value_type {
     std::uint32_t first;
-    unaligned<V> second;
+    std::conditional_t<std::is_arithmetic_v<V>, unaligned<V>, V> second;
   };
   using iterator = value_type*;
 

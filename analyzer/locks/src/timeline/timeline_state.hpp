@@ -48,6 +48,12 @@ struct lock_timeline::impl {
   // records (a herd of 20,000 subscribed waiters: 20,000 walks of 40,000 connections).
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> subscribers_by_client;
   stable_vector<connection_info> connections;
+  // What a dormant waiter's record leaves out (waiter_vector.hpp), from its connection.
+  struct dormant_fields final : waiter_context {
+    explicit dormant_fields(const stable_vector<connection_info>& c) : connections(c) {}
+    void complete(waiter& w) const override;
+    const stable_vector<connection_info>& connections;
+  } waiter_fields{connections};
   std::vector<std::uint32_t> free_connections;  // indices of freed entries, reused first
   stable_vector<lock_side> sides;
   stable_vector<lock_extra> extras;

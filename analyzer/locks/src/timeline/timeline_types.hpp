@@ -97,6 +97,8 @@ struct waiter {
 // (Its flags are bits: 144 bytes, not 152; an anomaly storm keeps 300,000 waiters.)
 
 using waiter_vector = dormant_waiter_vector<waiter>;  // a lock's waiters (waiter_vector.hpp)
+using waiter_context = dormant_context<waiter>;
+static_assert(sizeof(waiter_vector::dormant) == 40);
 
 // Something that wakes a waiter on a subscriber connection (a message on the lock's
 // channel; node-redisson's UNSUBSCRIBE before it retries), kept for wake_window_us to
@@ -126,7 +128,7 @@ struct lock_extra {
   // 60,000 waiters took 17 s to analyze by scans); made when first needed, then kept up
   // as waiters come and go. `waiters` is in seq order, so a seq's position is a binary
   // search away, whatever left before it.
-  flat_id_map<std::uint64_t> waiter_index;
+  flat_id_map<seq32> waiter_index;
   bool waiter_index_valid = false;
   // Subscriber connection and client to waiters, for a lock with many (on_message): made
   // when first needed, then kept up as waiters come, go and relink; gone with the last.

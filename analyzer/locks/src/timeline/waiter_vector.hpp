@@ -1,5 +1,5 @@
 // A lock's waiters (lock_extra::waiters): a std::vector of full records, in seq order, and
-// beside it the dormant ones, 56 bytes each instead of 144. Private to lock_timeline.cpp.
+// beside it the dormant ones, 40 bytes each instead of 144. Private to lock_timeline.cpp.
 //
 // Dormant: a waiter that made one refused attempt and nothing since (no retry, no
 // subscription, no message; what a fresh owner that never comes back is: an anomaly
@@ -33,63 +33,83 @@
 
 namespace lockscope::locks::timeline_detail {
 
+// A waiter's seq in 32 bits, for its lock's index by owner (8-byte slots, not 12: a storm's
+// lock with 300 waiters has 512): a lock's live waiters' seqs lie within 2^32 of its next
+// seq (4 billion waiters would have to come while one waits), so the low bits name one.
+struct seq32 {
+  std::uint32_t low = 0;
+  seq32() = default;
+  seq32(std::uint64_t seq) noexcept : low(static_cast<std::uint32_t>(seq)) {}  // NOLINT: implicit, as the seq it stands for
+  bool operator==(std::uint64_t seq) const noexcept { return low == static_cast<std::uint32_t>(seq); }
+  // The seq it stands for, of a waiter that came before `next` (the lock's next seq).
+  std::uint64_t before(std::uint64_t next) const noexcept {
+    return next - static_cast<std::uint32_t>(static_cast<std::uint32_t>(next) - low);
+  }
+};
+
+// What a dormant record leaves out, found again from the tables its fields name (the
+// connection's id and its address's tag, from the waiter's `conn`).
+template <class Waiter>
+struct dormant_context {
+  virtual void complete(Waiter& w) const = 0;
+
+ protected:
+  ~dormant_context() = default;
+};
+
 template <class Waiter>
 struct dormant_record {
-  std::uint64_t seq;
-  std::uint64_t connection;
   std::uint64_t client;
   std::int64_t first_us;
+  seq32 seq;                        // the lock's newest seq made dormant names the rest
   std::uint32_t owner;
   std::uint32_t conn;
-  std::uint32_t reply_after_us;     // last_attempt_us - first_us
+  std::uint32_t reply_and_flags;    // last_attempt_us - first_us (30 bits), pubsub, mid_stream
   std::uint32_t deadline_after_us;  // deadline_us - last_attempt_us
   std::int32_t ttl_ms;              // last_ttl_us = first_ttl_us = ttl_ms * 1000; -1: none
-  std::uint16_t ip_tag;
-  bool pubsub;
-  bool mid_stream;
 
-  // The record of `w`, when it holds it exactly.
-  static std::optional<dormant_record> of(const Waiter& w) {
+  static constexpr std::uint32_t pubsub_bit = 1u << 31, mid_stream_bit = 1u << 30, reply_mask = mid_stream_bit - 1;
+
+  // The record of `w`, when it holds it exactly (`w` is the newest waiter made dormant).
+  static std::optional<dormant_record> of(const Waiter& w, const dormant_context<Waiter>& context) {
     const std::int64_t reply = w.last_attempt_us - w.first_us;
     const std::int64_t deadline = w.deadline_us - w.last_attempt_us;
-    constexpr std::int64_t most = 0xffffffffll;
-    if (w.attempts != 1 || reply < 0 || reply > most || w.deadline_us < 0 || deadline < 0 || deadline > most ||
+    // (The cheap refusals first: a subscribed waiter, a herd's, is never dormant.)
+    if (w.conn == 0xffffffffu || w.attempts != 1 || w.sub_connection != 0 || w.subscribed_us >= 0 || reply < 0 ||
+        reply > reply_mask || w.deadline_us < 0 || deadline < 0 || deadline > 0xffffffffll ||
         w.last_ttl_us != w.first_ttl_us || w.last_ttl_us < -1 || w.last_ttl_us % 1000 != 0 ||
         w.last_ttl_us / 1000 > 0x7fffffff) {
       return std::nullopt;
     }
-    dormant_record d{w.seq,
-                     w.connection,
-                     w.client,
-                     w.first_us,
-                     w.owner,
-                     w.conn,
-                     static_cast<std::uint32_t>(reply),
-                     static_cast<std::uint32_t>(deadline),
-                     w.last_ttl_us < 0 ? -1 : static_cast<std::int32_t>(w.last_ttl_us / 1000),
-                     w.ip_tag,
-                     w.pubsub,
-                     w.mid_stream};
-    if (!(d.materialize() == w)) return std::nullopt;  // some other field is not its default
+    const dormant_record d{w.client,
+                           w.first_us,
+                           seq32(w.seq),
+                           w.owner,
+                           w.conn,
+                           static_cast<std::uint32_t>(reply) | (w.pubsub ? pubsub_bit : 0) | (w.mid_stream ? mid_stream_bit : 0),
+                           static_cast<std::uint32_t>(deadline),
+                           w.last_ttl_us < 0 ? -1 : static_cast<std::int32_t>(w.last_ttl_us / 1000)};
+    if (!(d.materialize(w.seq, context) == w)) return std::nullopt;  // some other field is not its default
     return d;
   }
-  Waiter materialize() const {
+  // `newest`: the newest seq made dormant on its lock (no older than this one's).
+  Waiter materialize(std::uint64_t newest, const dormant_context<Waiter>& context) const {
     Waiter w;
-    w.seq = seq;
+    w.seq = seq_of(newest);
     w.owner = owner;
     w.conn = conn;
-    w.connection = connection;
     w.client = client;
     w.first_us = first_us;
-    w.last_attempt_us = first_us + reply_after_us;
+    w.last_attempt_us = first_us + (reply_and_flags & reply_mask);
     w.deadline_us = w.last_attempt_us + deadline_after_us;
     w.last_ttl_us = w.first_ttl_us = ttl_ms < 0 ? -1 : std::int64_t{ttl_ms} * 1000;
-    w.ip_tag = ip_tag;
-    w.pubsub = pubsub;
-    w.mid_stream = mid_stream;
+    w.pubsub = (reply_and_flags & pubsub_bit) != 0;
+    w.mid_stream = (reply_and_flags & mid_stream_bit) != 0;
+    context.complete(w);
     return w;
   }
-  std::int64_t deadline_us() const noexcept { return first_us + reply_after_us + deadline_after_us; }
+  std::uint64_t seq_of(std::uint64_t newest) const noexcept { return newest - static_cast<std::uint32_t>(static_cast<std::uint32_t>(newest) - seq.low); }
+  std::int64_t deadline_us() const noexcept { return first_us + (reply_and_flags & reply_mask) + deadline_after_us; }
 };
 
 template <class Waiter>
@@ -104,6 +124,8 @@ class dormant_waiter_vector {
   std::size_t size() const noexcept { return full_.size() + dormant_count(); }
   bool empty() const noexcept { return size() == 0; }
   std::size_t dormant_count() const noexcept { return dormant_ ? dormant_->size() : 0; }
+  // Without a context no waiter becomes dormant.
+  void set_context(const dormant_context<Waiter>* context) noexcept { context_ = context; }
 
   // Generic access: every waiter full first.
   iterator begin() { return promote(), full_.begin(); }
@@ -126,7 +148,7 @@ class dormant_waiter_vector {
   Waiter& emplace_back() {
     if (hold_off_ > 0) {
       --hold_off_;
-    } else if (size() > dormant_after) {
+    } else if (size() > dormant_after && context_ != nullptr) {
       if (sweep_) {
         demote_all();
       } else if (!full_.empty()) {
@@ -163,13 +185,27 @@ class dormant_waiter_vector {
   // lock it waited on, and at a capture's end every connection ends).
   template <class Leaves, class Gone, class Concerns>
   void remove_if(Leaves&& leaves, Gone&& gone, Concerns&& concerns) {
+    if (!dormant_) {  // the vector's pass
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < full_.size(); ++i) {
+        if (leaves(full_[i])) {
+          gone(full_[i]);
+          continue;
+        }
+        if (kept != i) full_[kept] = std::move(full_[i]);
+        ++kept;
+      }
+      full_.resize(kept);
+      shrink_if_sparse();
+      return;
+    }
     std::size_t keep_full = 0, next_full = 0;
     using dormant_iterator = typename std::deque<dormant>::iterator;
     dormant_iterator keep_dormant{}, next_dormant{}, dormant_end{};
     if (dormant_) keep_dormant = next_dormant = dormant_->begin(), dormant_end = dormant_->end();
     full_vector changed;  // dormant waiters leaves() changed, in seq order
     while (next_full < full_.size() || next_dormant != dormant_end) {
-      if (next_dormant == dormant_end || (next_full < full_.size() && full_[next_full].seq < next_dormant->seq)) {
+      if (next_dormant == dormant_end || (next_full < full_.size() && full_[next_full].seq < next_dormant->seq_of(newest_))) {
         Waiter& w = full_[next_full++];
         if (leaves(w)) {
           gone(w);
@@ -186,12 +222,12 @@ class dormant_waiter_vector {
         continue;
       }
       const dormant d = *next_dormant++;
-      Waiter w = d.materialize();
+      Waiter w = d.materialize(newest_, *context_);
       if (leaves(w)) {
         gone(w);
         continue;
       }
-      if (w == d.materialize()) {
+      if (w == d.materialize(newest_, *context_)) {
         *keep_dormant++ = d;
       } else {
         changed.push_back(std::move(w));
@@ -214,8 +250,8 @@ class dormant_waiter_vector {
     merged.reserve(size());
     auto f = full_.begin();
     for (const dormant& d : *dormant_) {
-      for (; f != full_.end() && f->seq < d.seq; ++f) merged.push_back(std::move(*f));
-      merged.push_back(d.materialize());
+      for (; f != full_.end() && f->seq < d.seq_of(newest_); ++f) merged.push_back(std::move(*f));
+      merged.push_back(d.materialize(newest_, *context_));
     }
     for (; f != full_.end(); ++f) merged.push_back(std::move(*f));
     full_ = std::move(merged);
@@ -225,8 +261,9 @@ class dormant_waiter_vector {
   }
   // The last full waiter, the newest of all, dormant if its record holds it.
   void demote_last() {
-    if (dormant_ && !dormant_->empty() && dormant_->back().seq > full_.back().seq) return;  // keeps seq order
-    if (const std::optional<dormant> d = dormant::of(full_.back())) {
+    if (dormant_ && !dormant_->empty() && newest_ > full_.back().seq) return;  // keeps seq order
+    if (const std::optional<dormant> d = dormant::of(full_.back(), *context_)) {
+      newest_ = full_.back().seq;
       dormant_list().push_back(*d);
       full_.pop_back();
     }
@@ -236,8 +273,9 @@ class dormant_waiter_vector {
     sweep_ = false;
     std::size_t kept = 0;
     for (std::size_t i = 0; i < full_.size(); ++i) {
-      const bool in_order = !dormant_ || dormant_->empty() || dormant_->back().seq < full_[i].seq;
-      if (const std::optional<dormant> d = in_order ? dormant::of(full_[i]) : std::nullopt) {
+      const bool in_order = !dormant_ || dormant_->empty() || newest_ < full_[i].seq;
+      if (const std::optional<dormant> d = in_order ? dormant::of(full_[i], *context_) : std::nullopt) {
+        newest_ = full_[i].seq;
         dormant_list().push_back(*d);
         continue;
       }
@@ -270,6 +308,8 @@ class dormant_waiter_vector {
   // no room left behind by growth. Allocated with the first dormant waiter.
   mutable std::unique_ptr<std::deque<dormant>> dormant_;
   mutable std::uint32_t hold_off_ = 0;  // new waiters to come before the next demotion
+  const dormant_context<Waiter>* context_ = nullptr;
+  std::uint64_t newest_ = 0;  // the newest seq made dormant (the records' seqs are its 2^32 before)
   mutable bool sweep_ = true;  // the next demotion visits every full waiter (demote_all)
 };
 

@@ -10,6 +10,12 @@
 
 namespace lockscope::locks {
 
+inline void lock_timeline::impl::dormant_fields::complete(waiter& w) const {
+  const connection_info& c = connections[w.conn];
+  w.connection = c.id;
+  w.ip_tag = c.ip.tag();
+}
+
 inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t owner) {
   if (!has_extra(l)) return nullptr;
   lock_extra& x = *xp(l);
@@ -26,9 +32,10 @@ inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t own
   }
   const auto it = x.waiter_index.find(owner);
   if (it == x.waiter_index.end()) return nullptr;
-  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), it->second,
-                                   [](const waiter& w, std::uint64_t seq) { return w.seq < seq; });
-  return at != x.waiters.end() && at->seq == it->second ? &*at : nullptr;
+  const std::uint64_t seq = it->second.before(x.next_waiter_seq);
+  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), seq,
+                                   [](const waiter& w, std::uint64_t s) { return w.seq < s; });
+  return at != x.waiters.end() && at->seq == seq ? &*at : nullptr;
 }
 
 // `w` leaves its lock's waiters: out of the index, and what it retained released (the
