@@ -7,6 +7,7 @@
 #pragma once
 
 #include "timeline/timeline_state.hpp"
+#include "timeline/uuid_text.hpp"
 
 namespace lockscope::locks {
 
@@ -150,7 +151,7 @@ inline std::uint64_t lock_timeline::impl::client_key(std::uint32_t owner, std::u
 // one client share its subscriber connection. Empty for other owners.
 inline std::string_view lock_timeline::impl::client_part(std::string_view owner) {
   const std::size_t colon = owner.find(':');
-  if (colon == std::string_view::npos || !lock::is_uuid(owner.substr(0, colon))) return {};
+  if (colon == std::string_view::npos || !is_uuid_text(owner.substr(0, colon))) return {};
   return owner.substr(0, colon);
 }
 
