@@ -414,7 +414,7 @@ struct lock_timeline::impl {
 
   // ---- dispatch (timeline/dispatch.hpp) ----
   lock_event base(const lock_state& l, std::int64_t ts) const;
-  [[gnu::always_inline]] lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
+  lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);
