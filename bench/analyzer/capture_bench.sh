@@ -52,7 +52,7 @@ measure_median() {
   for i in 1 2 3; do measure "$@"; done | sort -n | sed -n 2p
 }
 
-size_mb=$(awk -v b="$(stat -c %s "$capture")" 'BEGIN { printf "%.0f", b / 1e6 }')
+size_mb=$(awk -v b="$(stat -L -c %s "$capture")" 'BEGIN { printf "%.0f", b / 1e6 }')
 echo "capture: $capture ($size_mb MB), server port $port"
 
 read -r ls_s ls_rss < <(measure_median "$lockscope" "${lockscope_args[@]}" "$capture")

@@ -71,16 +71,7 @@ inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
   });
   // Waiters that made no attempt within their last TTL plus the margin gave up.
   if (has_extra(l) && earliest_waiter_deadline(*xp(l)) >= 0 && earliest_waiter_deadline(*xp(l)) <= at) {
-    for (std::size_t i = 0; i < xp(l)->waiters.size();) {
-      waiter& w = xp(l)->waiters[i];
-      if (w.deadline_us >= 0 && w.deadline_us <= at) {
-        const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
-        give_up(l, id, &w, left ? wait_end::unsubscribed : wait_end::last_attempt,
-                left ? w.unsubscribed_us : w.last_attempt_us, at);
-      } else {
-        ++i;
-      }
-    }
+    give_up_due_waiters(l, id, at);
   }
   // A subscribed waiter still waits (clients unsubscribe when they give up): the
   // idleness is certain at the threshold, live or not.

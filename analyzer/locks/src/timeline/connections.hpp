@@ -158,7 +158,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
       const bool waited_to_close = at - w.last_attempt_us <= next_attempt_within;
       report_give_up(l, w, wait_end::connection_closed, waited_to_close ? at : w.last_attempt_us, at, !waited_to_close);
       return true;
-    });
+    }, [&](const waiter_vector::dormant& d) { return d.conn == conn; });  // only this connection's waiters
     release_closed_holder_if_done(l);
     // No schedule(lock): the timer queued is no later than every deadline left (fire()
     // and every deadline set keep it so), and leaving only takes deadlines away; one

@@ -10,15 +10,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "timeline/unaligned.hpp"
 
 namespace lockscope::locks::timeline_detail {
 
 template <class V>
 class flat_id_map {
  public:
-  using value_type = std::pair<std::uint32_t, V>;
+  // A slot: the key and its value, packed (a 64-bit value: 12 bytes, not 16).
+  struct value_type {
+    std::uint32_t first;
+    std::conditional_t<std::is_arithmetic_v<V>, unaligned<V>, V> second;
+  };
   using iterator = value_type*;
 
   iterator end() noexcept { return nullptr; }

@@ -26,7 +26,7 @@ inline lock_extra& lock_timeline::impl::ex(lock_state& l) {
   lock_side& sd = side_of(l);
   if (sd.extra == no_id) {
     sd.extra = static_cast<std::uint32_t>(extras.size());
-    extras.emplace_back();
+    extras.emplace_back().waiters.set_context(&waiter_fields);
   }
   return extras[sd.extra];
 }

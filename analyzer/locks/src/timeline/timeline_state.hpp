@@ -48,6 +48,12 @@ struct lock_timeline::impl {
   // records (a herd of 20,000 subscribed waiters: 20,000 walks of 40,000 connections).
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> subscribers_by_client;
   stable_vector<connection_info> connections;
+  // What a dormant waiter's record leaves out (waiter_vector.hpp), from its connection.
+  struct dormant_fields final : waiter_context {
+    explicit dormant_fields(const stable_vector<connection_info>& c) : connections(c) {}
+    void complete(waiter& w) const override;
+    const stable_vector<connection_info>& connections;
+  } waiter_fields{connections};
   std::vector<std::uint32_t> free_connections;  // indices of freed entries, reused first
   stable_vector<lock_side> sides;
   stable_vector<lock_extra> extras;
@@ -291,9 +297,9 @@ struct lock_timeline::impl {
 
   // ---- waiters (timeline/waiters.hpp) ----
   waiter* find_waiter(lock_state& l, std::uint32_t owner);
-  void forget_waiter(lock_extra& x, const waiter& w);
-  template <class Leaves>
-  void remove_waiters(lock_extra& x, Leaves&& leaves);
+  [[gnu::always_inline]] void forget_waiter(lock_extra& x, const waiter& w);
+  template <class Leaves, class Concerns = bool (*)(const waiter_vector::dormant&)>
+  void remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns = [](const waiter_vector::dormant&) { return true; });
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w);
   void unlist_wait(std::uint32_t conn, std::uint32_t lock);
   void move_waiter(waiter& w, std::uint32_t lock, std::uint32_t conn, std::uint64_t connection);
@@ -314,6 +320,7 @@ struct lock_timeline::impl {
   bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client);
   void report_give_up(lock_state& l, const waiter& w, wait_end how, std::int64_t ended, std::int64_t at, bool at_least);
   void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at);
+  void give_up_due_waiters(lock_state& l, std::uint32_t lock, std::int64_t at);
   void attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us, std::int64_t until_us) const;
 
   // ---- waiter lookups (timeline/waiter_lookup.hpp) ----

@@ -16,6 +16,7 @@
 #include "timeline/flat_id_map.hpp"
 #include "timeline/lock_store.hpp"
 #include "timeline/waiter_keys.hpp"
+#include "timeline/waiter_vector.hpp"
 
 namespace lockscope::locks::timeline_detail {
 
@@ -69,20 +70,20 @@ struct waiter {
   std::int64_t lost_release_us = -1; // a release while it was not subscribed, since its latest attempt
   link_confidence confidence = link_confidence::none;
   std::uint16_t ip_tag = 0;          // its connection's address's tag()
-  bool pubsub = false;               // its lock wakes waiters by pub/sub
-  bool notified = false;             // woken by a message since its latest attempt
-  bool timeout_reported = false;
-  bool lost_reported = false;
-  bool left_channel = false;         // its own subscription ended by an UNSUBSCRIBE, no sibling sharing it
+  bool pubsub : 1 = false;           // its lock wakes waiters by pub/sub
+  bool notified : 1 = false;         // woken by a message since its latest attempt
+  bool timeout_reported : 1 = false;
+  bool lost_reported : 1 = false;
+  bool left_channel : 1 = false;     // its own subscription ended by an UNSUBSCRIBE, no sibling sharing it
   // Whether its wait may have begun before the capture (the acquisition's wait_at_least):
-  bool mid_stream = false;           // its first attempt seen came on a connection joined mid-stream
-  bool quick_second = false;         // its second attempt came at once (a first failure's retry)
+  bool mid_stream : 1 = false;       // its first attempt seen came on a connection joined mid-stream
+  bool quick_second : 1 = false;     // its second attempt came at once (a first failure's retry)
   std::uint32_t attempts = 1;
   // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a
   // later attempt (a stable one, never relinked), or changed from one attempt to the next.
-  bool owner_repeated = false;
-  bool fresh_values = false;
-  bool withdrawn = false;  // its client released its latest value after it was refused
+  bool owner_repeated : 1 = false;
+  bool fresh_values : 1 = false;
+  bool withdrawn : 1 = false;  // its client released its latest value after it was refused
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request
@@ -90,7 +91,14 @@ struct waiter {
   // wait's first attempt when the next attempt follows at once.
   std::int64_t unexplained_us = -1;
   std::int64_t unexplained_end_us = -1;
+
+  bool operator==(const waiter&) const = default;  // every field (waiter_vector's dormant records)
 };
+// (Its flags are bits: 144 bytes, not 152; an anomaly storm keeps 300,000 waiters.)
+
+using waiter_vector = dormant_waiter_vector<waiter>;  // a lock's waiters (waiter_vector.hpp)
+using waiter_context = dormant_context<waiter>;
+static_assert(sizeof(waiter_vector::dormant) == 40);
 
 // Something that wakes a waiter on a subscriber connection (a message on the lock's
 // channel; node-redisson's UNSUBSCRIBE before it retries), kept for wake_window_us to
@@ -115,12 +123,12 @@ struct lock_extra {
   flat_id_map<std::uint32_t> holder_index;
   bool holder_index_valid = false;
   std::size_t holder_scans = 0;  // lookups that scanned since the index went stale
-  std::vector<waiter> waiters;
+  waiter_vector waiters;
   // Owner to seq of its waiter, for a lock with many (a thundering herd when it stalls:
   // 60,000 waiters took 17 s to analyze by scans); made when first needed, then kept up
   // as waiters come and go. `waiters` is in seq order, so a seq's position is a binary
   // search away, whatever left before it.
-  flat_id_map<std::uint64_t> waiter_index;
+  flat_id_map<seq32> waiter_index;
   bool waiter_index_valid = false;
   // Subscriber connection and client to waiters, for a lock with many (on_message): made
   // when first needed, then kept up as waiters come, go and relink; gone with the last.

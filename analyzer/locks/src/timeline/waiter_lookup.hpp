@@ -70,11 +70,7 @@ inline void lock_timeline::impl::set_waiter_deadline(lock_extra& x, waiter& w, s
 
 inline std::int64_t lock_timeline::impl::earliest_waiter_deadline(lock_extra& x) {
   if (!x.earliest_deadline_known) {
-    std::int64_t earliest = -1;
-    for (const waiter& w : x.waiters) {
-      if (w.deadline_us >= 0 && (earliest < 0 || w.deadline_us < earliest)) earliest = w.deadline_us;
-    }
-    x.earliest_deadline_us = earliest;
+    x.earliest_deadline_us = x.waiters.earliest_deadline();  // dormant waiters read in place
     x.earliest_deadline_known = true;
   }
   return x.earliest_deadline_us;

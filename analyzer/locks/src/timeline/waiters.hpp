@@ -8,8 +8,15 @@
 
 #include "timeline/timeline_state.hpp"
 #include "timeline/waiter_moved_on.hpp"
+#include "timeline/uuid_text.hpp"
 
 namespace lockscope::locks {
+
+inline void lock_timeline::impl::dormant_fields::complete(waiter& w) const {
+  const connection_info& c = connections[w.conn];
+  w.connection = c.id;
+  w.ip_tag = c.ip.tag();
+}
 
 inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t owner) {
   if (!has_extra(l)) return nullptr;
@@ -27,9 +34,10 @@ inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t own
   }
   const auto it = x.waiter_index.find(owner);
   if (it == x.waiter_index.end()) return nullptr;
-  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), it->second,
-                                   [](const waiter& w, std::uint64_t seq) { return w.seq < seq; });
-  return at != x.waiters.end() && at->seq == it->second ? &*at : nullptr;
+  const std::uint64_t seq = it->second.before(x.next_waiter_seq);
+  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), seq,
+                                   [](const waiter& w, std::uint64_t s) { return w.seq < s; });
+  return at != x.waiters.end() && at->seq == seq ? &*at : nullptr;
 }
 
 // `w` leaves its lock's waiters: out of the index, and what it retained released (the
@@ -45,20 +53,14 @@ inline void lock_timeline::impl::forget_waiter(lock_extra& x, const waiter& w) {
 }
 
 // The waiters `leaves` picks leave, in one pass that keeps the others' order (it may
-// update those it keeps).
-template <class Leaves>
-inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves) {
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < x.waiters.size(); ++i) {
-    if (leaves(x.waiters[i])) {
-      forget_waiter(x, x.waiters[i]);
-      continue;
-    }
-    if (kept != i) x.waiters[kept] = x.waiters[i];
-    ++kept;
-  }
-  if (kept == x.waiters.size()) return;
-  x.waiters.resize(kept);
+// update those it keeps). Dormant waiters are read in place (waiter_vector.hpp): the
+// capture's end, visiting every lock, made none full again. `concerns` (a dormant
+// record): false when leaves() would neither pick nor change that waiter.
+template <class Leaves, class Concerns>
+inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns) {
+  const std::size_t before = x.waiters.size();
+  x.waiters.remove_if(leaves, [&](const waiter& w) { forget_waiter(x, w); }, concerns);
+  if (x.waiters.size() == before) return;
   if (x.waiters.empty()) {
     x.idle_start_us = x.idle_end_us = -1;
     no_waiters_left(x);
@@ -151,7 +153,7 @@ inline std::uint64_t lock_timeline::impl::client_key(std::uint32_t owner, std::u
 // one client share its subscriber connection. Empty for other owners.
 inline std::string_view lock_timeline::impl::client_part(std::string_view owner) {
   const std::size_t colon = owner.find(':');
-  if (colon == std::string_view::npos || !lock::is_uuid(owner.substr(0, colon))) return {};
+  if (colon == std::string_view::npos || !is_uuid_text(owner.substr(0, colon))) return {};
   return owner.substr(0, colon);
 }
 
@@ -484,6 +486,25 @@ inline void lock_timeline::impl::left_queue(std::uint32_t id, const lock_operati
 inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at) {
   report_give_up(l, *w, how, ended, at, how == wait_end::last_attempt);
   drop_waiter(l, lock, w);
+  release_closed_holder_if_done(l);
+}
+
+// The waiters whose deadline passed by `at` gave up: each as give_up() would, in seq
+// order, in one pass (dormant waiters read in place: a storm's deadlines, falling one
+// after another, would make every waiter of the lock full again each time).
+inline void lock_timeline::impl::give_up_due_waiters(lock_state& l, std::uint32_t lock, std::int64_t at) {
+  remove_waiters(
+      *xp(l),
+      [&](const waiter& w) {
+        if (w.deadline_us < 0 || w.deadline_us > at) return false;
+        const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
+        const wait_end how = left ? wait_end::unsubscribed : wait_end::last_attempt;
+        report_give_up(l, w, how, left ? w.unsubscribed_us : w.last_attempt_us, at, how == wait_end::last_attempt);
+        unlist_wait(w.conn, lock);
+        return true;
+      },
+      [&](const waiter_vector::dormant& d) { return d.deadline_us() <= at; });
+  // (Once, not after each: it acts only once no waiter is left.)
   release_closed_holder_if_done(l);
 }
 

@@ -1,0 +1,92 @@
+// The timeline's interner (text_interner.hpp, private to the locks library) against a
+// model of its contract: under random interning, retains, releases and collects, every
+// live id keeps its text, equal texts share an id, and a freed text's bytes, reused for
+// the next text of its length, never show through another live id.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "timeline/text_interner.hpp"
+
+using lockscope::locks::timeline_detail::interner;
+using lockscope::locks::timeline_detail::no_id;
+
+TEST_CASE("interner: live ids keep their texts while freed texts' bytes are reused", "[interner]") {
+  std::mt19937 random(43);
+  for (const std::size_t compact_after : {std::size_t{64}, std::size_t{64 * 1024}}) {
+    interner owners(compact_after);
+    std::map<std::uint32_t, std::pair<std::string, int>> live;  // id -> (text, references)
+    std::map<std::string, std::uint32_t> id_of;
+    const auto text_of = [&](unsigned n) {
+      // Mostly one length (a client library's owners), some shorter than a pointer,
+      // some longer than the reused lengths.
+      const unsigned kind = n % 10;
+      const std::size_t size = kind < 7 ? 39 : kind < 8 ? 5 : kind < 9 ? 200 : 8 + n % 20;
+      std::string s = std::to_string(n);
+      while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + n) % 26);
+      return s.substr(0, size);
+    };
+    for (int step = 0; step < 60'000; ++step) {
+      const unsigned op = static_cast<unsigned>(random() % 10);
+      if (op < 4) {
+        const std::string s = text_of(static_cast<unsigned>(random() % 5000));
+        const std::uint32_t id = owners.id(s);
+        REQUIRE(owners.text(id) == s);
+        if (const auto it = id_of.find(s); it != id_of.end()) REQUIRE(it->second == id);
+        if (random() % 3 != 0) {  // retained; else left to the next collect
+          owners.retain(id);
+          auto& e = live[id];
+          e.first = s;
+          ++e.second;
+          id_of[s] = id;
+        }
+      } else if (op < 7 && !live.empty()) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(random() % live.size()));
+        owners.release(it->first);
+        if (--it->second.second == 0) {
+          id_of.erase(it->second.first);
+          live.erase(it);
+        }
+      } else {
+        owners.collect();
+        for (const auto& [id, e] : live) REQUIRE(owners.text(id) == e.first);
+      }
+    }
+    owners.collect();
+    REQUIRE(owners.live() == live.size());
+    std::size_t bytes = 0;
+    for (const auto& [id, e] : live) {
+      REQUIRE(owners.text(id) == e.first);
+      REQUIRE(owners.id(e.first) == id);
+      bytes += e.first.size();
+    }
+    REQUIRE(owners.text_bytes() == bytes);
+  }
+}
+
+TEST_CASE("interner: texts of one length coming and going reuse their bytes: no new block, no compaction", "[interner]") {
+  interner owners;
+  std::vector<std::uint32_t> kept;
+  for (int i = 0; i < 1000; ++i) {
+    kept.push_back(owners.id("0123456789abcdef0123456789abcdef-kept:" + std::to_string(1000 + i)));
+    owners.retain(kept.back());
+  }
+  const std::size_t arena = owners.arena_bytes();
+  const void* const first_text = owners.text(kept[0]).data();
+  // A storm's refused unlocks: a fresh owner each, freed by the next collect.
+  for (int i = 0; i < 200'000; ++i) {
+    owners.id("0123456789abcdef0123456789abcdef-gone:" + std::to_string(100'000 + i));
+    owners.collect();
+  }
+  CHECK(owners.arena_bytes() == arena);
+  CHECK(static_cast<const void*>(owners.text(kept[0]).data()) == first_text);  // never compacted: nothing moved
+  for (int i = 0; i < 1000; ++i) {
+    CHECK(owners.text(kept[static_cast<std::size_t>(i)]) ==
+          "0123456789abcdef0123456789abcdef-kept:" + std::to_string(1000 + i));
+  }
+}
