@@ -83,7 +83,7 @@ IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 # unseen script's value and lease were found at any ARGV position (argument_roles.cpp in
 # analyzer/locks/src/recognize): joined mid-run, acquisitions 0/48 -> 48/48, waits 0/36 ->
 # 36/36, every kind of all three >= 95% with no false event, whole and mid-run.
-HELD_OUT = ["node_redisson"]
+HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
