@@ -83,7 +83,14 @@ IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 # unseen script's value and lease were found at any ARGV position (argument_roles.cpp in
 # analyzer/locks/src/recognize): joined mid-run, acquisitions 0/48 -> 48/48, waits 0/36 ->
 # 36/36, every kind of all three >= 95% with no false event, whole and mid-run.
-HELD_OUT = ["node_redisson"]
+# - redis_promise_lock, redis_kit_lock: a third held-out set, recorded and measured on the
+#   unchanged build (docs/reference/clients.md, "Held out, third set"): redis-promise-lock
+#   1.0.4 (SETNX then a separate EXPIRE in seconds, one payload per acquire, bare DEL) and
+#   @redis-kit/lock 0.1.0-3 (EVAL-only Redlock, a new token per attempt, a clean-up release
+#   of each refused attempt's token, extend by SET PX). Below the goal there: waits (every
+#   clean-up release read as a give-up), renewals (the acquire's own EXPIRE read as one),
+#   expiries and free-while-waiting.
+HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

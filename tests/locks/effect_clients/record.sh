@@ -16,6 +16,8 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock_mux # the same, 2 tasks a process
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR sesame_redlock_mux_short # task b's holds short
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR node_redisson      # node_redisson_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_promise_lock # redis_promise_lock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_kit_lock     # redis_kit_lock_worker.js
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -24,6 +26,7 @@
 #   npm install --prefix /tmp/heldout_npm redlock-universal@0.8.5 ioredis@5   # held out
 #   npm install --prefix /tmp/heldout_npm4 ioredis-lock@4.0.0 ioredis@4       # held out
 #   npm install --prefix /tmp/heldout2_npm @sesamecare-oss/redlock@1.4.0 node-redisson@1.0.4 ioredis@5  # held out
+#   npm install --prefix /tmp/heldout5_npm @redis-kit/lock@0.1.0-3 redis-promise-lock@1.0.4 redis@5  # held out (third set)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
@@ -32,7 +35,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -49,6 +52,8 @@ case $name in
   # The same with task b's holds shorter than task a's spacing.
   sesame_redlock_mux_short) worker=sesame_redlock_worker.js; scenario="@sesamecare-oss/redlock 1.4.0 on ioredis 5, 2 tasks a connection, short holds of stock (held out)"; rounds=16; midstream=1; export TASKS=2 SHORT_B=1 ;;
   node_redisson) worker=node_redisson_worker.js; scenario="node-redisson 1.0.4 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
+  redis_promise_lock) worker=redis_promise_lock_worker.js; scenario="redis-promise-lock 1.0.4 on node-redis 5 (held out)"; rounds=24; midstream=1 ;;
+  redis_kit_lock) worker=redis_kit_lock_worker.js; scenario="@redis-kit/lock 0.1.0-3 on node-redis 5 (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
