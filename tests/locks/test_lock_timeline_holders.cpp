@@ -293,18 +293,40 @@ TEST_CASE("timeline: SETNX is a non_atomic_acquire, EXPIRE sets its lease, DEL r
   auto setnx = f.op(lock_op_kind::acquire, op_outcome::ok, "1", 0);
   setnx.family = lock_family::setnx;
   f.timeline.on_operation(setnx);
+  // The acquirer's first EXPIRE is the acquisition's second half: no renewal (a client's
+  // log shows one acquire), but the hold has its lease from then on.
   auto expire = f.op(lock_op_kind::expire, op_outcome::ok, "", 1);
   expire.lease_ms = 15000;
   f.timeline.on_operation(expire);
+  CHECK(f.events.names() == std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire"});
+  // A later EXPIRE is a renewal.
+  auto renew = f.op(lock_op_kind::expire, op_outcome::ok, "", 50);
+  renew.lease_ms = 20000;
+  f.timeline.on_operation(renew);
   f.timeline.on_operation(f.op(lock_op_kind::del, op_outcome::ok, "", 100));
   CHECK(f.events.names() ==
         std::vector<std::string>{"acquired", "anomaly:non_atomic_acquire", "renewed", "released",
                                  "anomaly:unchecked_release"});
-  CHECK(f.events.events[2].lease_ms == 15000);
+  CHECK(f.events.events[2].lease_ms == 20000);
   CHECK(f.events.events[2].owner == "1");
   // Plain commands on keys that never were locks are ignored.
   f.timeline.on_operation(f.op(lock_op_kind::del, op_outcome::ok, "", 200));
   CHECK(f.events.events.size() == 5);
+}
+
+TEST_CASE("timeline: the lease a SETNX acquirer's EXPIRE set runs out", "[timeline][anomaly]") {
+  fixture f;
+  auto setnx = f.op(lock_op_kind::acquire, op_outcome::ok, "1", 0);
+  setnx.family = lock_family::setnx;
+  f.timeline.on_operation(setnx);
+  auto expire = f.op(lock_op_kind::expire, op_outcome::ok, "", 1);
+  expire.lease_ms = 1500;
+  f.timeline.on_operation(expire);
+  f.timeline.advance_to(t0 + 1400 * ms);
+  CHECK(f.events.count("expired") == 0);
+  f.timeline.advance_to(t0 + 1600 * ms);
+  CHECK(f.events.count("expired") == 1);
+  CHECK(f.events.count("renewed") == 0);
 }
 
 TEST_CASE("timeline: force unlock releases every holder", "[timeline]") {

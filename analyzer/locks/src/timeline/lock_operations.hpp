@@ -476,6 +476,13 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
   lock_event e = from_op(l, op, lock_event_kind::renewed);
   e.owner = owners.text(h->owner);
   if (op.kind == lock_op_kind::expire) {
+    if (h->deadline_us < 0 && h->since_us >= 0 && h->last_renew_us == h->since_us && h->conn == conn_index(op)) {
+      // The acquirer's first EXPIRE after its SETNX: the second half of the acquisition
+      // (non_atomic_acquire said so), which gives the hold its lease; not a renewal.
+      h->set_lease(op, at);
+      schedule(id);
+      return;
+    }
     h->set_lease(op, at);
     h->last_renew_us = at;
     e.lease_ms = op.lease_ms;
