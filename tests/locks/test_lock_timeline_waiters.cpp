@@ -2,6 +2,9 @@
 // or gives up, whatever happens to its subscription; the anomalies a lost subscription
 // leads to (idle_with_waiters after the fact, subscription_lost, woken_by_timeout); and
 // subscriber connections linked to their clients by what the traffic shows.
+#include <random>
+#include <set>
+
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
 
@@ -828,4 +831,57 @@ TEST_CASE("timeline: a holder whose connection closed is named by its expiry and
     CHECK(acquired->closed_us == t0 + 10 * ms);
     CHECK(acquired->expired_us == expired->ts);
   }
+}
+
+TEST_CASE("waiters: a connection's end gives up its waiters lock by lock, in the order it first waited on each",
+          "[timeline][waiter]") {
+  // The connection's list of locks names a lock once per waiter; its end visits each lock
+  // once (its first listing) and gives up that lock's waiters of the connection in their
+  // arrival order. A long list (more than 16) and a short one take different paths.
+  const int attempts = GENERATE(10, 40, 200);
+  const int lock_count = attempts / 3 + 2;
+  fixture f;
+  std::mt19937 random(static_cast<unsigned>(attempts));
+  std::vector<std::pair<std::string, std::string>> tries;  // (lock, owner), in order
+  for (int k = 0; k < lock_count; ++k) {
+    auto o = f.op(lock_op_kind::acquire, op_outcome::ok, "H", 0, 9, "10.0.0.9");
+    o.lock = f.texts.emplace_back("L" + std::to_string(k));
+    o.lease_ms = 60000;
+    f.timeline.on_operation(o);
+  }
+  for (int i = 0; i < attempts; ++i) {
+    const std::string lock = "L" + std::to_string(random() % static_cast<unsigned>(lock_count));
+    const std::string owner = "44444444-4444-4444-8444-444444444444:" + std::to_string(i + 1);  // a thread each
+    tries.emplace_back(lock, owner);
+    auto o = f.op(lock_op_kind::acquire, op_outcome::contended, f.texts.emplace_back(owner), 10 + i, 2, "10.0.0.2");
+    o.lock = f.texts.emplace_back(lock);
+    o.lease_ms = 30000;
+    o.ttl_ms = 50000;
+    f.timeline.on_operation(o);
+  }
+  // The expected order, from the tries alone: locks by first try, owners by try.
+  std::vector<std::string> lock_order;
+  std::set<std::string> seen;
+  for (const auto& [lock, owner] : tries) {
+    if (seen.insert(lock).second) lock_order.push_back(lock);
+  }
+  std::vector<std::pair<std::string, std::string>> expected;
+  for (const std::string& lock : lock_order) {
+    for (const auto& t : tries) {
+      if (t.first == lock) expected.push_back(t);
+    }
+  }
+  const std::size_t before = f.events.events.size();
+  f.timeline.on_connection_end(2, at(5000));
+  std::vector<std::pair<std::string, std::string>> gave_up;
+  for (std::size_t i = before; i < f.events.events.size(); ++i) {
+    const recorded_event& e = f.events.events[i];
+    if (e.event == "gave_up") gave_up.emplace_back(e.lock, e.owner);
+  }
+  const auto text = [](const std::vector<std::pair<std::string, std::string>>& v) {
+    std::string out;
+    for (const auto& [lock, owner] : v) out += lock + "/" + owner + " ";
+    return out;
+  };
+  CHECK(text(gave_up) == text(expected));
 }

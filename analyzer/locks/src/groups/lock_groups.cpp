@@ -43,8 +43,11 @@ class reusing_map {
   explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
   [[gnu::always_inline]] V* find(std::string_view k) { return find(k, timeline_detail::no_id); }
   // find(k) when k's hash is known (hash_of an entry of k).
-  [[gnu::always_inline]] V* find(std::string_view k, std::uint32_t known_hash) {
-    const std::uint32_t id = id_of(k, known_hash);
+  [[gnu::always_inline]] V* find(std::string_view k, std::uint32_t known_hash) { return find_hashing(k, known_hash); }
+  // find(k), where `hash` is k's hash or no_id (not worked out yet); a hash worked out
+  // is left there, for add and erase of the same text.
+  [[gnu::always_inline]] V* find_hashing(std::string_view k, std::uint32_t& hash) {
+    const std::uint32_t id = id_of(k, hash);
     if (id == timeline_detail::no_id) return nullptr;
     if (remember_last_) last_ = id;
     return &entries_[id].value;
@@ -60,7 +63,9 @@ class reusing_map {
     }
     return &entries_[last_].value;
   }
-  V& add(std::string_view k) {
+  V& add(std::string_view k) { return add(k, timeline_detail::no_id); }
+  // add(k) when k's hash may be known (no_id: not known).
+  V& add(std::string_view k, std::uint32_t known_hash) {
     std::uint32_t id = free_;
     if (id != timeline_detail::no_id) {
       free_ = entries_[id].hash;  // the free list runs through the hash fields
@@ -71,17 +76,23 @@ class reusing_map {
     }
     entry& e = entries_[id];
     e.key.assign(k);
-    e.hash = timeline_detail::hash_text(k);
+    e.hash = known_hash != timeline_detail::no_id ? known_hash : timeline_detail::hash_text(k);
     table_.insert(id, e.hash);
     added_hash_ = e.hash;
+    added_ = id;
     ++size_;
     if (remember_last_) last_ = id;
     return e.value;
   }
   // The hash of the key added last, for find(k, hash) later.
   std::uint32_t added_hash() const noexcept { return added_hash_; }
-  void erase(std::string_view k) {
-    const std::uint32_t id = id_of(k, timeline_detail::no_id);
+  // The key of the entry added last, as kept: valid until that entry is erased.
+  std::string_view added_key() const noexcept { return entries_[added_].key; }
+  void erase(std::string_view k) { erase(k, timeline_detail::no_id); }
+  // erase(k) when k's hash may be known (no_id: not known).
+  void erase(std::string_view k, std::uint32_t known_hash) {
+    std::uint32_t h = known_hash;
+    const std::uint32_t id = id_of(k, h);
     if (id == timeline_detail::no_id) return;
     if (id == last_) last_ = timeline_detail::no_id;
     table_.erase(id, entries_[id].hash);
@@ -92,11 +103,12 @@ class reusing_map {
   bool empty() const noexcept { return size_ == 0; }
 
  private:
-  // no_id as known_hash: not known.
-  std::uint32_t id_of(std::string_view k, std::uint32_t known_hash) const {
+  // `hash`: k's hash, or no_id when not known (then worked out, and left there, unless
+  // the entry used last is k's).
+  std::uint32_t id_of(std::string_view k, std::uint32_t& hash) const {
     if (last_ != timeline_detail::no_id && ingest::same_bytes(entries_[last_].key, k)) return last_;
-    const std::uint32_t h = known_hash != timeline_detail::no_id ? known_hash : timeline_detail::hash_text(k);
-    return table_.find(k, h, [this](std::uint32_t id) { return std::string_view(entries_[id].key); });
+    if (hash == timeline_detail::no_id) hash = timeline_detail::hash_text(k);
+    return table_.find(k, hash, [this](std::uint32_t id) { return std::string_view(entries_[id].key); });
   }
   bool remember_last_ = true;
   std::uint32_t last_ = timeline_detail::no_id;  // an entry in use
@@ -105,6 +117,7 @@ class reusing_map {
   std::uint32_t free_ = timeline_detail::no_id;
   std::size_t size_ = 0;
   std::uint32_t added_hash_ = 0;
+  std::uint32_t added_ = 0;
 };
 
 // Vectors whose elements are reused: `n` in use, the rest kept with their capacity.
@@ -192,7 +205,9 @@ struct lock_groups::impl {
   };
   // One owner's tries of several keys on one connection (MultiLock).
   struct key_set {
-    std::string owner, client, server;
+    // Views into the set's key in `sets` (owner \0 client), kept as long as the set.
+    std::string_view owner, client;
+    std::uint32_t server = 0;  // by id (servers)
     endpoint client_address{}, server_address{};
     bool has_client_address = false, has_server_address = false;
     std::int64_t start_us = 0, end_us = 0;
@@ -220,6 +235,9 @@ struct lock_groups::impl {
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
   // Scratch, reused.
   std::string key_text, attempt_text, set_text, group_text;
+  // key_text's and attempt_text's hashes once worked out (no_id: not yet): each text is
+  // hashed once, however many lookups, adds and erases it takes part in.
+  std::uint32_t key_hash = timeline_detail::no_id, attempt_hash = timeline_detail::no_id;
   std::vector<std::string_view> views_a, views_b, views_c;
 
   impl(const group_options& o, lock_event_sink& n) : options(o), next(n) {}
@@ -280,7 +298,7 @@ struct lock_groups::impl {
         slot_text += static_cast<char>('0' + k);
       }
       make_attempt_text(e, slot_text);
-      const attempt* a = attempts.find(attempt_text);
+      const attempt* a = attempts.find_hashing(attempt_text, attempt_hash);
       if (a == nullptr) {
         if (fresh < 0) fresh = k;
         continue;
@@ -351,6 +369,7 @@ struct lock_groups::impl {
     key_text.assign(name);
     key_text += '\0';
     append_db(key_text, db);
+    key_hash = timeline_detail::no_id;
   }
 
   // ---- output ----
@@ -373,9 +392,10 @@ struct lock_groups::impl {
   }
 
   // ---- quorum attempts ----
-  void close_attempt(std::string_view akey, attempt& a, bool released) {
+  // `hash`: akey's, when known (else no_id).
+  void close_attempt(std::string_view akey, attempt& a, bool released, std::uint32_t hash) {
     make_key_text(a.name, a.db);
-    key_record* kr = keys.find(key_text);
+    key_record* kr = keys.find_hashing(key_text, key_hash);
     const std::size_t voted = a.votes.n;
     if (kr != nullptr && kr->open > 0) --kr->open;
     if (voted >= 2 && kr != nullptr) {
@@ -416,8 +436,8 @@ struct lock_groups::impl {
       next.on_event(e);
       if (g.succeeded) start_holding(*kr, a, g);
     }
-    if (kr != nullptr && kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_text);
-    attempts.erase(akey);
+    if (kr != nullptr && kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_text, key_hash);
+    attempts.erase(akey, hash);
   }
 
   // Whether a Redisson attempt over servers is a RedLock or a MultiLock, from what its
@@ -485,7 +505,7 @@ struct lock_groups::impl {
   // A change on a key a holding may include (after the attempt, if any, was closed).
   void update_holding(const lock_event& e, std::string_view group) {
     make_key_text(e.lock, e.db);
-    key_record* kr = keys.find(key_text);
+    key_record* kr = keys.find_hashing(key_text, key_hash);
     if (kr == nullptr) return;
     const std::uint32_t server = known_server_id(e.server);
     // The holding whose owner on this server this is (two processes' threads may share a
@@ -552,11 +572,11 @@ struct lock_groups::impl {
   // A try on a server (key) the open attempt (set) already has: that one is over.
   void end_previous_round(const lock_event& e, std::string_view group) {
     make_attempt_text(e, group);
-    if (attempt* a = attempts.find(attempt_text)) {
+    if (attempt* a = attempts.find_hashing(attempt_text, attempt_hash)) {
       const std::uint32_t server = known_server_id(e.server);
       if (server != UINT32_MAX && retried_vote(*a, server, e) == nullptr &&
           std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
-        close_attempt(attempt_text, *a, false);
+        close_attempt(attempt_text, *a, false, attempt_hash);
       }
     }
   }
@@ -579,11 +599,11 @@ struct lock_groups::impl {
   }
   [[gnu::noinline]] key_set* end_previous_set_by_text(const lock_event& e) {
     make_set_text(e);
-    key_set* st = sets.find(set_text);
+    key_set* st = sets.find_hashing(set_text, set_hash);
     if (st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
           return k.name == e.lock && k.db == e.db;
         })) {
-      close_set(set_text, *st, false);
+      close_set(set_text, *st, false, set_hash);
       return nullptr;
     }
     return st;
@@ -594,12 +614,13 @@ struct lock_groups::impl {
     append_db(attempt_text, e.db);
     attempt_text += '\0';
     attempt_text += group;
+    attempt_hash = timeline_detail::no_id;
   }
 
   void on_try(const lock_event& e, std::string_view group) {
     make_attempt_text(e, group);
     const std::uint32_t server = server_id(e.server);
-    attempt* a = attempts.find(attempt_text);
+    attempt* a = attempts.find_hashing(attempt_text, attempt_hash);
     if (a != nullptr) {
       if (vote* again = retried_vote(*a, server, e)) {
         again->acquired = e.event == lock_event_kind::acquired;
@@ -609,14 +630,14 @@ struct lock_groups::impl {
       }
     }
     if (a != nullptr && std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
-      close_attempt(attempt_text, *a, false);  // a second try on a server: its next round
+      close_attempt(attempt_text, *a, false, attempt_hash);  // a second try on a server: its next round
       a = nullptr;
     }
     make_key_text(e.lock, e.db);
-    key_record* kr = keys.find(key_text);
-    if (kr == nullptr) kr = &keys.add(key_text);
+    key_record* kr = keys.find_hashing(key_text, key_hash);
+    if (kr == nullptr) kr = &keys.add(key_text, key_hash);
     if (a == nullptr) {
-      a = &attempts.add(attempt_text);
+      a = &attempts.add(attempt_text, attempt_hash);
       a->name.assign(e.lock);
       a->db = e.db;
       a->group.assign(group);
@@ -649,7 +670,7 @@ struct lock_groups::impl {
       const auto it = kinds.find(kind_key(a));
       if (it != kinds.end() && it->second == group_kind::multilock) needed = a.votes.n;
     }
-    if (granted >= needed) close_attempt(attempt_text, a, false);
+    if (granted >= needed) close_attempt(attempt_text, a, false, attempt_hash);
   }
 
   // Tries seen while the capture had one server (a ring of the last recent_tries).
@@ -714,7 +735,8 @@ struct lock_groups::impl {
   }
 
   // ---- MultiLock sets ----
-  void close_set(std::string_view skey, key_set& s, bool released) {
+  // `hash`: skey's, when known (else no_id).
+  void close_set(std::string_view skey, key_set& s, bool released, std::uint32_t hash) {
     if (s.overflowed) note_streaming(skey, s.end_us);
     if (s.keys.n >= 2 && !s.overflowed) {
       lock_group g;
@@ -740,20 +762,22 @@ struct lock_groups::impl {
       e.db = s.keys.begin()->db;
       e.owner = s.owner;
       e.client = s.client;
-      e.server = s.server;
+      e.server = servers[s.server];
       e.client_endpoint = s.has_client_address ? &s.client_address : nullptr;
       e.server_endpoint = s.has_server_address ? &s.server_address : nullptr;
       e.group = &g;
       next.on_event(e);
     }
-    sets.erase(skey);
+    sets.erase(skey, hash);
   }
 
   void make_set_text(const lock_event& e) {
     set_text.assign(e.owner);
     set_text += '\0';
     set_text += e.client;
+    set_hash = timeline_detail::no_id;
   }
+  std::uint32_t set_hash = timeline_detail::no_id;  // set_text's, once worked out
 
   // `s`: end_previous_set's answer for this event (set_text is still its text).
   void on_set_try(const lock_event& e, key_set* s) {
@@ -766,20 +790,21 @@ struct lock_groups::impl {
   [[gnu::noinline]] void on_set_try_member(const lock_event& e, key_set* s) {
     if (s != nullptr && std::any_of(s->keys.begin(), s->keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; })) {
-      close_set(set_text, *s, false);
+      close_set(set_text, *s, false, set_hash);
       s = nullptr;
     }
     if (s == nullptr) {
-      s = &sets.add(set_text);
+      s = &sets.add(set_text, set_hash);
       if (!streaming.empty()) {
         if (const auto it = streaming.find(set_text); it != streaming.end()) {
           if (e.ts_us - it->second <= options.window_us) s->overflowed = true;
           else streaming.erase(it);
         }
       }
-      s->owner.assign(e.owner);
-      s->client.assign(e.client);
-      s->server.assign(e.server);
+      const std::string_view key = sets.added_key();
+      s->owner = key.substr(0, e.owner.size());
+      s->client = key.substr(e.owner.size() + 1);
+      s->server = server_id(e.server);
       s->has_client_address = e.client_endpoint != nullptr;
       if (e.client_endpoint != nullptr) s->client_address = *e.client_endpoint;
       s->has_server_address = e.server_endpoint != nullptr;
@@ -814,11 +839,11 @@ struct lock_groups::impl {
 
   void on_set_release(const lock_event& e) {
     make_set_text(e);
-    key_set* s = sets.find(set_text);
+    key_set* s = sets.find_hashing(set_text, set_hash);
     if (s == nullptr || s->overflowed) return;
     const bool member = std::any_of(s->keys.begin(), s->keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
-    if (member) close_set(set_text, *s, true);
+    if (member) close_set(set_text, *s, true, set_hash);
   }
 
   // ---- the clock ----
@@ -849,9 +874,9 @@ struct lock_groups::impl {
   void close_front() {
     timer& t = ring[head];
     if (t.is_set) {
-      if (key_set* st = sets.find(t.key, t.hash); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false);
+      if (key_set* st = sets.find(t.key, t.hash); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false, t.hash);
     } else if (attempt* a = attempts.find(t.key, t.hash); a != nullptr && a->start_us == t.start_us) {
-      close_attempt(t.key, *a, false);
+      close_attempt(t.key, *a, false, t.hash);
     }
     head = (head + 1) % ring.size();
     --queued;
@@ -899,7 +924,7 @@ struct lock_groups::impl {
         on_try(e, group_for(e));
         // on_try's timers may have closed sets: look again.
         make_set_text(e);
-        open_set = sets.find(set_text);
+        open_set = sets.find_hashing(set_text, set_hash);
       }
       on_set_try(e, open_set);
       return;
@@ -913,9 +938,9 @@ struct lock_groups::impl {
         make_attempt_text(e, group_for(e));
         // Not by a Redisson watchdog renewing the servers taken while its thread still tries
         // the others.
-        if (attempt* a = attempts.find(attempt_text);
+        if (attempt* a = attempts.find_hashing(attempt_text, attempt_hash);
             a != nullptr && !(a->redisson && e.event == lock_event_kind::renewed)) {
-          close_attempt(attempt_text, *a, is_release(e.event));
+          close_attempt(attempt_text, *a, is_release(e.event), attempt_hash);
         }
       }
       // A key given up (released, or its lease ran out) ends the owner's set: what it
