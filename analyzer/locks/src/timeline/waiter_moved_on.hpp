@@ -104,6 +104,11 @@ namespace lockscope::locks {
 // that waits for one lock at a time shows no such pair: its next wait begins only after
 // the one before ended (given up or acquired).
 inline void lock_timeline::impl::note_side_by_side_waits(const waiter& w, std::uint32_t lock) {
+  // A pub/sub waiter is woken, not polling on a cadence: what the flag decides
+  // (poller_moved_on, fresh_waiter_moved_on) is about pollers and changing values, and
+  // the scan visits every waiter of every other lock the connection waits on (a herd's
+  // connection carries thousands: it was a third of the herd's instructions).
+  if (w.pubsub) return;
   connection_info& c = connections[w.conn];
   if (c.multiplexes || c.waits.size() < 2) return;
   for (const std::uint32_t other : c.waits) {
