@@ -13,10 +13,7 @@
 const { createClient } = require('redis');
 const redisLock = require('redis-lock');
 
-const [port, proc, rounds] = [Number(process.argv[2]), process.argv[3], Number(process.argv[4] || 8)];
-const now_us = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
-const log = (o) => process.stdout.write(JSON.stringify({ t_us: now_us(), proc, ...o }) + '\n');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const { port, proc, rounds, now_us, log, sleep } = require('./truth_log');
 const LEASE_MS = 1000;
 
 async function main() {

@@ -9,10 +9,7 @@
 const { createClient } = require('redis');
 const { lock } = require('simple-redis-mutex');
 
-const [port, proc, rounds] = [Number(process.argv[2]), process.argv[3], Number(process.argv[4] || 8)];
-const now_us = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
-const log = (o) => process.stdout.write(JSON.stringify({ t_us: now_us(), proc, ...o }) + '\n');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const { port, proc, rounds, now_us, log, sleep } = require('./truth_log');
 
 async function main() {
   const client = createClient({ socket: { host: '127.0.0.1', port } });

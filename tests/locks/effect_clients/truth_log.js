@@ -1,0 +1,12 @@
+// What every worker of record.sh shares: its arguments (PORT PROC [ROUNDS], 8 rounds by
+// default) and its truth log, one JSON line per event on stdout, stamped with the epoch
+// in microseconds when the line is written (the capture's clock) and the process's name.
+'use strict';
+const port = Number(process.argv[2]);
+const proc = process.argv[3];
+const rounds = Number(process.argv[4] || 8);
+const now_us = () => Math.round((performance.timeOrigin + performance.now()) * 1000);
+const log = (o) => process.stdout.write(JSON.stringify({ t_us: now_us(), proc, ...o }) + '\n');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+module.exports = { port, proc, rounds, now_us, log, sleep };
