@@ -20,8 +20,6 @@ const std::string p2 = "22222222-2222-4222-8222-222222222222:1";
 const std::string p3 = "33333333-3333-4333-8333-333333333333:1";
 constexpr std::string_view host = "10.0.0.5";  // three processes, one host
 
-std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
-
 }  // namespace
 
 TEST_CASE("waiters: node-redisson's lost subscription: idle_with_waiters after the fact, subscription_lost, "

@@ -17,8 +17,6 @@ const std::string pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
 const std::string pc = "cccccccc-cccc-4ccc-8ccc-cccccccccccc:1";
 constexpr std::string_view host = "10.0.0.5";
 
-std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
-
 // Every connection opened within 3 ms of the others': three processes started together.
 // Command connections 1 (A), 2 (B), 3 (C); subscribers 11 (A), 12 (B), 13 (C).
 std::int64_t opened(std::uint64_t conn) { return at(-1000 + 0.2 * static_cast<double>(conn)); }

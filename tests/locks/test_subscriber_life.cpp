@@ -17,8 +17,6 @@ const std::string pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
 const std::string pc = "cccccccc-cccc-4ccc-8ccc-cccccccccccc:1";
 constexpr std::string_view host = "10.0.0.5";  // every process on one host
 
-std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
-
 constexpr double mid_stream = -1e9;
 
 struct life {

@@ -12,15 +12,6 @@ using namespace lockscope::timeline_test;
 
 namespace {
 
-std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
-
-const recorded_event* first_of(const event_recorder& rec, std::string_view name, std::string_view owner) {
-  for (const recorded_event& e : rec.events) {
-    if (e.event == name && e.owner == owner) return &e;
-  }
-  return nullptr;
-}
-
 // A SET NX attempt on `lock` (lease 1 s unless said).
 void attempt(fixture& f, std::string_view lock, std::string_view value, double at_ms, op_outcome outcome,
              std::uint64_t connection, std::int64_t lease_ms = 1000) {

@@ -18,6 +18,17 @@ using locks::op_outcome;
 constexpr std::int64_t ms = 1000;
 constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
+// The capture time `at_ms` milliseconds after t0.
+inline std::int64_t at(double at_ms) { return t0 + static_cast<std::int64_t>(at_ms * 1000); }
+
+// The first event named `name` of `owner`, or nullptr.
+inline const recorded_event* first_of(const event_recorder& rec, std::string_view name, std::string_view owner) {
+  for (const recorded_event& e : rec.events) {
+    if (e.event == name && e.owner == owner) return &e;
+  }
+  return nullptr;
+}
+
 // Three servers on one host, for the tests of lock identity and lock groups (the same
 // name on several servers).
 inline const char* const s1 = "10.0.0.9:6379";
