@@ -792,8 +792,11 @@ namespace {
 // key: the server's answer (logged) is the truth.
 // A busy server can run a command and write its reply later. DEBUG SLEEP pipelined behind
 // a command delays its reply by that much after it ran, on demand:
-// - slow_renewal_reply: the renewal's reply 5 ms late, after the lease would have ended
-//   had the renewal not run in time (it did when the server answers 1);
+// - slow_renewal_reply: the renewal sent 22 to 29 ms after the acquisition's reply and its
+//   reply 10 ms late, so always after the lease would have ended had the renewal not run
+//   in time (it did when the server answers 1). Sent earlier than the plain renewals
+//   because a loaded machine preempts the busy-wait: at 29.4 ms and later, one CI run had
+//   1 of 80 accepted in each of three recordings;
 // - slow_acquisition_reply: the acquisition's reply 20 ms late, the renewal timed from
 //   when the acquisition was sent (the lease ran from then): refused ~10 ms before
 //   reply + lease, and yet an expiry.
@@ -815,13 +818,16 @@ for i in range(240):
     if mode == 'slow_acquisition_reply':
         assert then_sleep('0.02', 'EVAL', acquire, 1, lock, 30, owner) is None
         start, offset = sent, (30.4 + (i % 40) * 0.03) / 1000.0
+    elif mode == 'slow_renewal_reply':
+        assert c.execute_command('EVAL', acquire, 1, lock, 30, owner) is None
+        start, offset = time.monotonic(), (22.0 + (i % 40) * 0.175) / 1000.0
     else:
         assert c.execute_command('EVAL', acquire, 1, lock, 30, owner) is None
         start, offset = time.monotonic(), (29.4 + (i % 40) * 0.03) / 1000.0
     while time.monotonic() < start + offset:
         pass
     if mode == 'slow_renewal_reply':
-        answer = then_sleep('0.005', 'EVAL', renew, 1, lock, 5000, owner)
+        answer = then_sleep('0.01', 'EVAL', renew, 1, lock, 5000, owner)
     else:
         answer = c.execute_command('EVAL', renew, 1, lock, 5000, owner)
     log.write(json.dumps({'lock': lock, 'mode': mode, 'renewed': answer == 1}) + '\n')
