@@ -11,6 +11,8 @@ CLOCK_MONOTONIC from inside the hold. Checked:
     hold order;
   - wake-ups in both directions: when the lock becomes free while a contender is waiting, the
     next hold starts within 100 ms (a Redisson holder waking lockscope, and lockscope waking Redisson).
+    A phase whose only failures are a hand-over between 100 ms and 1 s (a loaded machine) or no
+    hand-over across sides is repeated, up to 3 runs; over 1 s is a lost wake-up.
 Skips (exit 77, a WARN line) without ../shared/redisson (searched upwards from the source
 directory, or $LOCKSCOPE_REDISSON_DIR), java/javac, the Debian jars, or redis-server.
 """
@@ -90,12 +92,28 @@ NO_CROSS_HAND_OVER = "no hand-over between Redisson and lockscope was observed"
 PHASE_ATTEMPTS = 3
 
 
+# A free stretch this long with a waiter is a lost wake-up, not a slow one: the waiters
+# then sleep out the holder's remaining lease (the watchdog keeps it at 20 s or more).
+LOST_WAKE_UP_NS = 1_000_000_000
+SLOW_HAND_OVER = "(slow, not lost)"
+
+
+def late_wake_up(gap_ns, text):
+    """The failure for a free stretch of gap_ns with a waiter, or None within the bound."""
+    if gap_ns <= WAKE_UP_LIMIT_NS:
+        return None
+    return text + (f" {SLOW_HAND_OVER}" if gap_ns <= LOST_WAKE_UP_NS else " (a lost wake-up)")
+
+
 def inconclusive(failures):
-    """True when a phase's only failure is that no hand-over crossed sides. Which side wakes
-    next is the scheduler's choice (read holds merge into few busy blocks), so such a run
-    proves nothing either way and is repeated; a lost cross-side wake-up fails on its own,
-    as a free stretch longer than WAKE_UP_LIMIT_NS."""
-    return len(failures) == 1 and failures[0].endswith(NO_CROSS_HAND_OVER)
+    """True when a phase's only failures say nothing about the lock's correctness, so the
+    phase is repeated (up to PHASE_ATTEMPTS; the last run's failures stand):
+    - no hand-over crossed sides: which side wakes next is the scheduler's choice (read
+      holds merge into few busy blocks), so such a run proves nothing either way;
+    - a hand-over slower than WAKE_UP_LIMIT_NS but far below LOST_WAKE_UP_NS: a machine
+      busy with other work delays a JVM's wake-up by a few hundred ms (seen on 2 loaded
+      cores), where a lost wake-up waits out a lease of seconds and fails at once."""
+    return bool(failures) and all(f.endswith(NO_CROSS_HAND_OVER) or f.endswith(SLOW_HAND_OVER) for f in failures)
 
 
 def check(holds, lockscope_waits, label):
@@ -134,9 +152,10 @@ def check(holds, lockscope_waits, label):
         kind = ("java" if prev["last"]["who"].startswith("java") else "lockscope") + "->" + \
                ("java" if nxt["first"]["who"].startswith("java") else "lockscope")
         worst[kind] = max(worst[kind], gap)
-        if gap > WAKE_UP_LIMIT_NS:
-            failures.append(f"{label}: the lock stayed free {gap / 1e6:.1f} ms after {prev['last']['who']} released "
-                            f"it while {', '.join(sorted({w['who'] for w in waiting}))} waited")
+        late = late_wake_up(gap, f"{label}: the lock stayed free {gap / 1e6:.1f} ms after {prev['last']['who']} "
+                                 f"released it while {', '.join(sorted({w['who'] for w in waiting}))} waited")
+        if late:
+            failures.append(late)
     tokens = [h["token"] for h in holds if h["token"] is not None]
     if tokens:
         if len(tokens) != len(holds):

@@ -16,7 +16,9 @@ redis-cluster://... --redisson R` processes contend for the same objects:
     wakes Redisson's, each within 100 ms.
 While each phase runs, the nodes' PUBSUB SHARDCHANNELS / PUBSUB CHANNELS are sampled: in a
 release from 3.22 the phase's channels must be sharded only (SSUBSCRIBE), in 3.16 classic
-only. Skips (exit 77) as lock.redisson_interop does, and without redis-cli or cluster support.
+only. A phase whose only failures are a hand-over between 100 ms and 1 s (a loaded machine)
+or no hand-over across sides is repeated, up to 3 runs; over 1 s is a lost wake-up.
+Skips (exit 77) as lock.redisson_interop does, and without redis-cli or cluster support.
 """
 import argparse
 import os
@@ -29,8 +31,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from redisson_interop import (NO_CROSS_HAND_OVER, PHASE_ATTEMPTS, WAKE_UP_LIMIT_NS, check,  # noqa: E402
-                              inconclusive, java_side_or_skip, read_holds, skip)
+from redisson_interop import (NO_CROSS_HAND_OVER, PHASE_ATTEMPTS, check, inconclusive,  # noqa: E402
+                              java_side_or_skip, late_wake_up, read_holds, skip)
 
 
 # --- a minimal RESP client for the test's own looks at the nodes -----------------------------
@@ -279,9 +281,11 @@ def check_semaphore(holds, started, permits, label):
                 kind = ("java" if h["who"].startswith("java") else "lockscope") + "->" + \
                        ("java" if taker["who"].startswith("java") else "lockscope")
                 worst[kind] = max(worst.get(kind, 0), nxt - t)
-                if nxt - t > WAKE_UP_LIMIT_NS:
-                    failures.append(f"{label}: a permit stayed free {(nxt - t) / 1e6:.1f} ms after {h['who']} "
-                                    f"released it while {', '.join(sorted({w['who'] for w in waiting}))} waited")
+                late = late_wake_up(nxt - t, f"{label}: a permit stayed free {(nxt - t) / 1e6:.1f} ms after "
+                                             f"{h['who']} released it while "
+                                             f"{', '.join(sorted({w['who'] for w in waiting}))} waited")
+                if late:
+                    failures.append(late)
     java = sum(1 for h in holds if h["who"].startswith("java"))
     print(f"{label}: {len(holds)} holds ({java} Redisson, {len(holds) - java} lockscope), at most {most} at once "
           f"of {permits} permits; worst hand-over: " + ", ".join(f"{k} {v / 1e6:.1f} ms" for k, v in worst.items()))
@@ -290,11 +294,11 @@ def check_semaphore(holds, started, permits, label):
     return failures
 
 
-def latch_phase(args, jvm, ports, url, release, work, java_counts_down):
+def latch_phase(args, jvm, ports, url, release, work, java_counts_down, attempt):
     """Two lockscope awaits and two of Redisson's on one latch; one side counts it down."""
     sharded = dialect_at_least(release, [3, 22, 0])
     direction = "Redisson->lockscope" if java_counts_down else "lockscope->Redisson"
-    name = f"latch-{release}-{'j' if java_counts_down else 'l'}"
+    name = f"latch-{release}-{'j' if java_counts_down else 'l'}" + (f"-{attempt}" if attempt else "")
     label = f"Redisson {release} latch {direction}"
     log = os.path.join(work, f"{name}.log")
     base = [args.lockscope, "latch", name, "--redis", url, "--redisson", release]
@@ -356,8 +360,9 @@ def latch_phase(args, jvm, ports, url, release, work, java_counts_down):
     if len(gaps) != 4:
         failures.append(f"{label}: {len(gaps)} of 4 waiters woke")
     for who, gap in gaps.items():
-        if gap * 1e6 > WAKE_UP_LIMIT_NS:
-            failures.append(f"{label}: {who} woke {gap:.1f} ms after the count-down")
+        late = late_wake_up(gap * 1e6, f"{label}: {who} woke {gap:.1f} ms after the count-down")
+        if late:
+            failures.append(late)
     return failures
 
 
@@ -395,7 +400,12 @@ def run_release(args, shared, cp_jars, ports, release):
             failures += got
         if args.latch:
             for java_counts_down in (True, False):
-                failures += latch_phase(args, jvm, ports, url, release, work, java_counts_down)
+                for attempt in range(PHASE_ATTEMPTS):
+                    got = latch_phase(args, jvm, ports, url, release, work, java_counts_down, attempt)
+                    if not inconclusive(got) or attempt + 1 == PHASE_ATTEMPTS:
+                        break
+                    print(f"repeating the phase: {got[0]}")
+                failures += got
         jvm.send("quit")
         jvm.expect("done")
     finally:

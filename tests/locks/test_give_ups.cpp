@@ -84,10 +84,11 @@ for i in 1 2; do
     echo "{\"event\":\"gave_up\",\"lock\":\"gu:cli\",\"began_us\":$b,\"t_us\":$e,\"rc\":$rc}" >> "$T" ) &
   sleep 0.2
 done
-$PY "$C" holder $P gu:py 2.2 2.5 > /dev/null &
+touch "$T"
+$PY "$C" holder $P gu:py 3.5 4 "$T" 2 > /dev/null &
 $PY "$C" held $P gu:py
-$PY "$C" waiter $P gu:py 1.0 4 | sed 's/}$/, "lock": "gu:py", "linger": true}/' >> "$T" &
-$PY "$C" waiter $P gu:py 0.8 0 | sed 's/}$/, "lock": "gu:py", "linger": false}/' >> "$T" &
+$PY "$C" waiter $P gu:py 1.0 6 | sed -u 's/}$/, "lock": "gu:py", "linger": true}/' >> "$T" &
+$PY "$C" waiter $P gu:py 0.8 0 | sed -u 's/}$/, "lock": "gu:py", "linger": false}/' >> "$T" &
 $L lock gu:dead --redis $R --lease 2s -- sleep 3 &
 H=$!
 $PY "$C" held $P gu:dead

@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 # A real redis-py (Debian python3-redis) client for test_give_ups.cpp, logging what it
 # did as JSON lines (its truth; times are the epoch in microseconds, the capture's clock):
-#   holder PORT LOCK HOLD_S LEASE_S     acquires LOCK with a LEASE_S lease, holds it
-#                                       HOLD_S, releases it.
+#   holder PORT LOCK HOLD_S LEASE_S [LOG N]
+#                                       acquires LOCK with a LEASE_S lease, holds it
+#                                       HOLD_S, releases it; given LOG, holds it until LOG
+#                                       has N gave_up lines of LOCK (at most HOLD_S): a
+#                                       loaded machine may start a poller a second late,
+#                                       and it must still find the lock held.
 #   waiter PORT LOCK TIMEOUT_S LINGER_S acquire(blocking_timeout=TIMEOUT_S) polling every
 #                                       100 ms while the holder holds: it gives up; logs
 #                                       when it began, each attempt, and when it gave up;
@@ -52,7 +56,14 @@ def main():
         lock = Lock(r, name, timeout=lease_s)
         assert lock.acquire(blocking=False)
         log("acquired", owner=lock.local.token.decode())
-        time.sleep(hold_s)
+        until = time.monotonic() + hold_s
+        if len(sys.argv) > 6:
+            given_up = lambda: sum(1 for line in open(sys.argv[6]) if '"gave_up"' in line and name in line)
+            while time.monotonic() < until and given_up() < int(sys.argv[7]):
+                time.sleep(0.01)
+            time.sleep(0.05)
+        else:
+            time.sleep(hold_s)
         token = lock.local.token.decode()
         lock.release()
         log("released", owner=token)
