@@ -165,6 +165,12 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
         report_give_up(l, w, wait_end::unsubscribed, w.unsubscribed_us, at, false);
         return true;
       }
+      // Its latest attempt was cleaned up, and the close is the next step: it gave up at
+      // that clean-up (waiter_moved_on.hpp).
+      if (w.cleaned_up) {
+        report_give_up(l, w, wait_end::connection_closed, w.last_attempt_us, at, false);
+        return true;
+      }
       // It waited until the close if the close came while it could still be waiting
       // for its next attempt (a poller: twice its longest gap between attempts; at
       // once, for a single attempt). A close long after (a process that gave up, then
