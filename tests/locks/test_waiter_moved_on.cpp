@@ -350,3 +350,16 @@ TEST_CASE("clean-up: its connection's close as the next step is a give-up dated 
   CHECK(gone->wait_us == at(111) + 100 - at(10));
   CHECK(gone->ended == locks::wait_end::connection_closed);
 }
+
+TEST_CASE("clean-up: a release of a refused value long after the refusal is no clean-up",
+          "[timeline][waiter][fresh][cleanup][give-up]") {
+  // A Redlock quorum holder releases every server when its hold ends, one that refused
+  // it included: the wait there is judged as before (no give-up dated at the release).
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);
+  cleanup(f, "A", "v1", 90, 2);  // 80 ms later: its hold elsewhere ended
+  attempt(f, "B", "w1", 120, op_outcome::ok, 2);
+  const recorded_event* gone = first_of(f.events, "gave_up", "v1");
+  CHECK((gone == nullptr || gone->wait_us != at(90) + 100 - at(10)));
+}

@@ -72,7 +72,8 @@ inline bool fresh_waiter_moved_on(const waiter& w, const connection_info& c, std
 
 // A clean-up release: a client that draws a new value for every attempt (@redis-kit/lock,
 // node-redlock's acquire) may release that attempt's value at once after the refusal, a
-// release that finds nothing. Right after the refused attempt, with nothing else on its
+// release that finds nothing. Right after the refused attempt (sent within the wake
+// window of its reply: the client sends it on the refusal), with nothing else on its
 // connection in between, that release is part of the attempt (withdrew_attempt marks the
 // waiter `cleaned_up` and moves its latest attempt to the clean-up); it is no give-up by
 // itself. Whether the wait goes on shows at the connection's next step:

@@ -468,11 +468,14 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
   if (w == nullptr) return;
   if (client_part(op.owner).empty() || w->fresh_values || !waits_by_pubsub(canon(lock_store::identity_of(l).scope), op.lock, *w)) {
     w->withdrawn = true;
-    // Right after its refused attempt on this connection, nothing between: a clean-up,
-    // part of that attempt; what follows decides (waiter_moved_on.hpp).
+    // Right after its refused attempt on this connection (sent on the refusal, within the
+    // wake window), nothing between: a clean-up, part of that attempt; what follows
+    // decides (waiter_moved_on.hpp). A Redlock quorum holder's release of every server,
+    // one that refused it included, comes when its hold ends: no clean-up.
     const std::uint32_t conn = conn_index(op);
     connection_info& c = connections[conn];
-    if (c.refused_lock == lock && !c.refusal_cleaned && w->conn == conn) {
+    if (c.refused_lock == lock && !c.refusal_cleaned && w->conn == conn &&
+        op.request_us - w->last_attempt_us <= options.wake_window_us) {
       w->cleaned_up = true;
       w->last_attempt_us = std::max(w->last_attempt_us, op.at_us());
       c.refusal_cleaned = true;
