@@ -363,3 +363,12 @@ TEST_CASE("clean-up: a release of a refused value long after the refusal is no c
   const recorded_event* gone = first_of(f.events, "gave_up", "v1");
   CHECK((gone == nullptr || gone->wait_us != at(90) + 100 - at(10)));
 }
+
+TEST_CASE("clean-up: the capture's end closing its connection says nothing of the wait",
+          "[timeline][waiter][fresh][cleanup]") {
+  fixture f;
+  retries_with_cleanups(f);
+  f.timeline.on_connection_end(locks::capture_ends_connection, at(150));
+  f.timeline.on_connection_end(2, at(150));
+  CHECK(f.events.count("gave_up") == 0);
+}

@@ -105,6 +105,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
   const auto it = connection_ids.find(connection);
   if (it == connection_ids.end()) return;
   const std::uint32_t conn = it->second;
+  closed_after_cleanup(conn, at);  // (waiter_moved_on.hpp; while the connection is open)
   connection_info& c = connections[conn];
   c.open = false;
   for (const auto& p : c.partners) {
@@ -163,12 +164,6 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
       const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
       if (left) {
         report_give_up(l, w, wait_end::unsubscribed, w.unsubscribed_us, at, false);
-        return true;
-      }
-      // Its latest attempt was cleaned up, and the close is the next step: it gave up at
-      // that clean-up (waiter_moved_on.hpp).
-      if (w.cleaned_up) {
-        report_give_up(l, w, wait_end::connection_closed, w.last_attempt_us, at, false);
         return true;
       }
       // It waited until the close if the close came while it could still be waiting

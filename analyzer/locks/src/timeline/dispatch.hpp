@@ -122,12 +122,6 @@ inline void lock_timeline::impl::handle(const lock_operation& op, const announce
     on_redirect(id, op);
     return;
   }
-  // The step after a refused attempt over this connection (waiter_moved_on.hpp); a
-  // channel's operations are not the connection's next step.
-  if (op.kind != lock_op_kind::subscribe && op.kind != lock_op_kind::unsubscribe && op.kind != lock_op_kind::message) {
-    const std::uint32_t conn = conn_index(op);
-    if (connections[conn].refused_lock != no_id) [[unlikely]] follow_up_refusal(conn, id, op);
-  }
   if (plain) {
     on_plain(id, op);
     return;

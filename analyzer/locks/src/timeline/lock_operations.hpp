@@ -12,6 +12,7 @@ namespace lockscope::locks {
 inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
+  step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
   // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
@@ -286,6 +287,7 @@ inline bool lock_timeline::impl::held_before_capture(lock_state& l, std::uint32_
 inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
+  step_after_refusal(conn, id, op);  // before withdrew_attempt reads its mark (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
@@ -362,6 +364,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
 inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
+  step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::renewed);
@@ -506,6 +509,7 @@ inline void lock_timeline::impl::settle_refused_renewal(const suspected_overlap&
 // Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson).
 inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
+  step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   holder* h = first_holder(l);
   if (h == nullptr || op.outcome != op_outcome::ok) return;
   const std::int64_t at = op.at_us();
@@ -558,6 +562,7 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
 
 inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
+  step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   if (op.outcome != op_outcome::ok) return;
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::force_released);

@@ -167,25 +167,52 @@ inline void lock_timeline::impl::note_side_by_side_waits(const waiter& w, std::u
   }
 }
 
-// The next lock operation over connection `conn` (on lock `id`) after a refused attempt
-// there (connection_info::refused_lock): a clean-up of that attempt keeps the mark for
-// withdrew_attempt; after a clean-up, anything but another attempt on the same lock
-// ends that wait, at the clean-up (the rule above). Called only while a mark is set.
+// A lock operation over connection `conn` (on lock `id`): the next step after a refused
+// attempt there (connection_info::refused_lock) when one is marked. A clean-up of that
+// attempt keeps the mark for withdrew_attempt; after a clean-up, anything but another
+// attempt on the same lock ends that wait, at the clean-up (the rule above). Called by
+// the acquire, unlock, renew, forced-unlock and plain DEL/EXPIRE paths (a channel's
+// operations are not the connection's next step), with the connection they look up.
+[[gnu::always_inline]] inline void lock_timeline::impl::step_after_refusal(std::uint32_t conn, std::uint32_t id,
+                                                                          const lock_operation& op) {
+  connection_info& c = connections[conn];
+  if (c.refused_lock == no_id) return;  // (the common case: one load)
+  if (c.refusal_cleaned) [[unlikely]] {
+    follow_up_refusal(conn, id, op);
+  } else if (op.kind != lock_op_kind::unlock || id != c.refused_lock) {
+    c.refused_lock = no_id;
+  }
+}
+
 inline void lock_timeline::impl::follow_up_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op) {
   connection_info& c = connections[conn];
   const std::uint32_t lock = c.refused_lock;
-  if (!c.refusal_cleaned) {
-    if (op.kind != lock_op_kind::unlock || id != lock) c.refused_lock = no_id;
-    return;
-  }
   c.refused_lock = no_id;
   c.refusal_cleaned = false;
   if ((id == lock && op.kind == lock_op_kind::acquire) || c.multiplexes) return;  // waiter_of_fresh_value judges
+  gave_up_at_cleanup(conn, lock, wait_end::new_wait, op.at_us());
+}
+
+// The connection closes as the next step after a clean-up: that waiter gave up at it.
+// (Not the capture's end closing every flow: that says nothing of the waiter, which stays
+// "still waiting", as connection_ended leaves it.)
+inline void lock_timeline::impl::closed_after_cleanup(std::uint32_t conn, std::int64_t at) {
+  connection_info& c = connections[conn];
+  if (c.refused_lock == no_id || !c.refusal_cleaned || capture_ending) return;
+  const std::uint32_t lock = c.refused_lock;
+  c.refused_lock = no_id;
+  c.refusal_cleaned = false;
+  gave_up_at_cleanup(conn, lock, wait_end::connection_closed, at);
+}
+
+// The waiter of `lock` on `conn` whose latest attempt was cleaned up gave up at that
+// clean-up, exactly (its latest attempt's time); known at `at`.
+inline void lock_timeline::impl::gave_up_at_cleanup(std::uint32_t conn, std::uint32_t lock, wait_end how, std::int64_t at) {
   lock_state& l = locks[lock];
   if (!has_extra(l)) return;
   for (waiter& w : xp(l)->waiters) {
     if (w.conn == conn && w.cleaned_up) {
-      give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us());
+      give_up(l, lock, &w, how, w.last_attempt_us, at);
       schedule(lock);
       return;
     }
