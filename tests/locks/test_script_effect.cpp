@@ -396,3 +396,22 @@ TEST_CASE("sandbox: redis.call answers from the shadow as Redis would", "[effect
   CHECK(r.reply.integer == 1);
   CHECK(store.keys.empty());
 }
+
+TEST_CASE("effect: an extend that MGETs its keys and SETs them again with PX only when all hold the value",
+          "[effect][mget]") {
+  // @redis-kit/lock's extend (held out, tests/locks/effect_clients/redis_kit_lock): without
+  // MGET in the shadow the probes stopped, and joined mid-run the first extend of a hold
+  // begun before the join was inferred from the traffic as an acquisition.
+  const std::string text =
+      "local v, px = ARGV[1], ARGV[2]\nlocal held = redis.call('mget', unpack(KEYS))\n"
+      "for _, h in ipairs(held) do if h ~= v then return 0 end end\n"
+      "for _, k in ipairs(KEYS) do redis.call('set', k, v, 'PX', px) end\nreturn 1";
+  const effect_call c{{"locks:stock"}, {"Zq7Yb0kP2mR4tW9x", "1000"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK(e.op == script_op::extend);
+  CHECK(e.owner_argv == 1);
+  CHECK(e.lease_argv == 2);
+  CHECK(eff_reading(e, eff_integer_reply(1), c).outcome == op_outcome::ok);
+  CHECK(eff_reading(e, eff_integer_reply(0), c).outcome == op_outcome::rejected);
+}

@@ -224,3 +224,151 @@ TEST_CASE("moved on: a fresh-value poller on a multiplexing connection keeps its
   CHECK(f.events.count("gave_up") == 0);
   CHECK(first_of(f.events, "acquired", "v5")->wait_us == at(410) + 100 - at(10));
 }
+
+// A clean-up release (waiter_moved_on.hpp): a client that draws a new value for every
+// attempt and releases each refused attempt's value at once (@redis-kit/lock) waits once;
+// its give-up shows by what its connection does next, or by a retry that comes back late
+// against the lease it sets (node-redlock with retryCount 0 on an application's timer).
+namespace {
+
+void cleanup(fixture& f, std::string_view lock, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::none, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = lock;
+  f.timeline.on_operation(o);
+}
+
+// p attempts A from connection 2 with a new value each time, 50 ms apart, cleaning up
+// each refused attempt's value 1 ms later; its third clean-up at 111.
+void retries_with_cleanups(fixture& f) {
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);
+  cleanup(f, "A", "v1", 11, 2);
+  attempt(f, "A", "v2", 60, op_outcome::contended, 2);
+  cleanup(f, "A", "v2", 61, 2);
+  attempt(f, "A", "v3", 110, op_outcome::contended, 2);
+  cleanup(f, "A", "v3", 111, 2);
+}
+
+}  // namespace
+
+TEST_CASE("clean-up: a release of each refused attempt's value, followed by a retry soon, is one wait",
+          "[timeline][waiter][fresh][cleanup]") {
+  fixture f;
+  retries_with_cleanups(f);
+  release(f, "A", "holder", 130, 1);
+  attempt(f, "A", "v4", 160, op_outcome::ok, 2);
+  f.timeline.finish(at(2000));
+  CHECK(f.events.count("contended") == 3);
+  CHECK(f.events.count("gave_up") == 0);
+  const recorded_event* won = first_of(f.events, "acquired", "v4");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(160) + 100 - at(10));
+}
+
+TEST_CASE("clean-up: a retry's cadence, once learnt, extends the window past the lease's first bound",
+          "[timeline][waiter][fresh][cleanup]") {
+  // Lease 400 ms: the first retry must come within 100 ms of the clean-up; once it did
+  // (90 ms), its spacing plus half of it (135 ms) judges the next.
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2, 400);
+  cleanup(f, "A", "v1", 11, 2);
+  attempt(f, "A", "v2", 101, op_outcome::contended, 2, 400);
+  cleanup(f, "A", "v2", 102, 2);
+  attempt(f, "A", "v3", 222, op_outcome::contended, 2, 400);  // 120 ms: within 135
+  cleanup(f, "A", "v3", 223, 2);
+  release(f, "A", "holder", 230, 1);
+  attempt(f, "A", "v4", 323, op_outcome::ok, 2, 400);
+  CHECK(f.events.count("gave_up") == 0);
+  REQUIRE(first_of(f.events, "acquired", "v4") != nullptr);
+  CHECK(first_of(f.events, "acquired", "v4")->wait_us == at(323) + 100 - at(10));
+}
+
+TEST_CASE("clean-up: the connection's next operation on another lock is a give-up dated at the clean-up",
+          "[timeline][waiter][fresh][cleanup][give-up]") {
+  fixture f;
+  retries_with_cleanups(f);
+  attempt(f, "B", "w1", 140, op_outcome::ok, 2);  // its next task, within the retry window
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "v3");
+  CHECK(gone->wait_us == at(111) + 100 - at(10));
+  CHECK(gone->ended == locks::wait_end::new_wait);  // known then, not at its deadline
+  // Its next wait for A is a new one.
+  attempt(f, "A", "v5", 200, op_outcome::contended, 2);
+  release(f, "A", "holder", 230, 1);
+  attempt(f, "A", "v6", 240, op_outcome::ok, 2);
+  CHECK(first_of(f.events, "acquired", "v6")->wait_us == at(240) + 100 - at(200));
+}
+
+TEST_CASE("clean-up: attempts with no retries repeated on an application's timer are separate give-ups",
+          "[timeline][waiter][fresh][cleanup][give-up]") {
+  // node-redlock with retryCount 0 (captures/thirdparty/redlock.pcap, rl:batch): attempt,
+  // clean-up, give-up, every 500 ms, a 1 s lease: each comes back past a quarter of it.
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  for (int tick = 0; tick < 3; ++tick) {
+    const std::string value = "t" + std::to_string(tick);
+    attempt(f, "A", value, 500.0 * tick + 1, op_outcome::contended, 2);
+    cleanup(f, "A", value, 500.0 * tick + 4, 2);
+  }
+  release(f, "A", "holder", 1200, 1);
+  attempt(f, "A", "t3", 1501, op_outcome::ok, 2);
+  CHECK(f.events.count("gave_up") == 3);
+  for (const recorded_event& e : f.events.events) {
+    if (e.event != "gave_up") continue;
+    CHECK(e.wait_us == 3 * ms + 100);  // to its clean-up's reply
+    CHECK(e.ended == locks::wait_end::new_wait);
+  }
+  const recorded_event* won = first_of(f.events, "acquired", "t3");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us < 0);  // its first attempt
+}
+
+TEST_CASE("clean-up: a release of a refused value that something else preceded is no clean-up",
+          "[timeline][waiter][fresh][cleanup][give-up]") {
+  // Its connection acted between the refusal and the release: the release is the
+  // give-up it was before (the next attempt with a new value begins a new wait).
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "B", "holder", 0, op_outcome::ok, 3, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);
+  attempt(f, "B", "w1", 12, op_outcome::contended, 2);
+  cleanup(f, "A", "v1", 14, 2);
+  attempt(f, "A", "v2", 60, op_outcome::contended, 2);
+  CHECK(first_of(f.events, "gave_up", "v1") != nullptr);
+}
+
+TEST_CASE("clean-up: its connection's close as the next step is a give-up dated at the clean-up",
+          "[timeline][waiter][fresh][cleanup][give-up]") {
+  fixture f;
+  retries_with_cleanups(f);
+  f.timeline.on_connection_end(2, at(150));
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->wait_us == at(111) + 100 - at(10));
+  CHECK(gone->ended == locks::wait_end::connection_closed);
+}
+
+TEST_CASE("clean-up: a release of a refused value long after the refusal is no clean-up",
+          "[timeline][waiter][fresh][cleanup][give-up]") {
+  // A Redlock quorum holder releases every server when its hold ends, one that refused
+  // it included: the wait there is judged as before (no give-up dated at the release).
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "v1", 10, op_outcome::contended, 2);
+  cleanup(f, "A", "v1", 90, 2);  // 80 ms later: its hold elsewhere ended
+  attempt(f, "B", "w1", 120, op_outcome::ok, 2);
+  const recorded_event* gone = first_of(f.events, "gave_up", "v1");
+  CHECK((gone == nullptr || gone->wait_us != at(90) + 100 - at(10)));
+}
+
+TEST_CASE("clean-up: the capture's end closing its connection says nothing of the wait",
+          "[timeline][waiter][fresh][cleanup]") {
+  fixture f;
+  retries_with_cleanups(f);
+  f.timeline.on_connection_end(locks::capture_ends_connection, at(150));
+  f.timeline.on_connection_end(2, at(150));
+  CHECK(f.events.count("gave_up") == 0);
+}

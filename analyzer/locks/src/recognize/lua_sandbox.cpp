@@ -125,6 +125,7 @@ class shadow_commands {
     const std::string_view cmd = upper_name(name);
     const std::size_t n = a.size();
     if (cmd == "GET" && n == 2) return get(a[1]);
+    if (cmd == "MGET" && n >= 2) return mget();
     if (cmd == "SET" && n >= 3) return set(a);
     if (cmd == "SETNX" && n == 3) return setnx(a[1], a[2]);
     if ((cmd == "SETEX" || cmd == "PSETEX") && n == 4) return setex(a[1], a[2], a[3], cmd == "SETEX");
@@ -220,6 +221,17 @@ class shadow_commands {
     if (k == nullptr) return answer(lua_reply{});
     if (k->kind != shadow_key::type::string) return wrong_type();
     return answer(bulk(k->value));
+  }
+  // Each key's value, nil for one absent or not a string (as Redis answers MGET):
+  // @redis-kit/lock's extend MGETs its keys and re-SETs them only when all hold its token.
+  bool mget() {
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i = 1; i < c_.args.size(); ++i) {
+      const shadow_key* k = find(c_.args[i]);
+      r.items.push_back(k == nullptr || k->kind != shadow_key::type::string ? lua_reply{} : bulk(k->value));
+    }
+    return answer(std::move(r));
   }
   bool set(const std::vector<std::string>& a) {
     bool nx = false, xx = false, get_old = false, keep = false, seconds = false;

@@ -95,6 +95,7 @@ void lock_timeline::impl::forget_idle_locks() {
   for (connection_info& c : connections) {
     for (auto& sub : c.subscriptions) sub.lock = moved(sub.lock);
     for (std::uint32_t& w : c.waits) w = moved(w);
+    if (c.refused_lock != no_id) c.refused_lock = moved(c.refused_lock);
     for (auto& lo : c.last_owners) {
       if (lo.lock == no_id) continue;
       lo.lock = moved(lo.lock);

@@ -12,6 +12,7 @@ namespace lockscope::locks {
 inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
+  step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);
   // Only locks with waiters or wake-ups need the client (not the uncontended hot path).
@@ -48,6 +49,7 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   if (w == nullptr) {
     lock_extra& x = ex(l);
     if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
+    if (!has_holder(l)) x.refused_unseen = true;  // held by someone unseen (held_before_capture)
     w = &x.waiters.emplace_back();
     w->seq = x.next_waiter_seq++;
     if (x.waiter_index_valid) x.waiter_index.emplace(owner, w->seq);
@@ -80,6 +82,9 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   lock_event e = from_op(l, op, lock_event_kind::contended);
   e.ttl_ms = op.ttl_ms;
   emit(l, e);
+  // Its clean-up may follow (follow_up_refusal, waiter_moved_on.hpp).
+  connections[conn].refused_lock = id;
+  connections[conn].refusal_cleaned = false;
   // While the lock is held, only this waiter's deadline changed: no scan of the others.
   if (has_holder(l)) schedule_at(id, w->deadline_us);
   else schedule(id);
@@ -240,6 +245,23 @@ inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t 
     }
     return;
   }
+  if (held_before_capture(l, owner, conn)) {
+    // Its hold began before the capture and the key is gone: its lease ran out (or the
+    // key was lost) unseen. Shown as the expiry it most likely was, at least as long as
+    // the capture.
+    lock_event e = base(l, at);
+    e.event = lock_event_kind::expired;
+    e.owner = owners.text(owner);
+    name_connection(e, conn);
+    e.hold_count = 0;
+    held_since_capture(l, e, at);
+    count_expiry(l);
+    set_last_expired(l, owner);
+    emit(l, e);
+    anomaly(l, at, anomaly_kind::expired_while_held, owner, conn,
+            {renew ? anomaly_finding::renewal_refused_lease_over : anomaly_finding::unlock_refused_lease_over}, inferred);
+    return;
+  }
   if (!renew && !group_cleanup_unlock(l, owner, conn)) {
     anomaly(l, at, anomaly_kind::unlock_by_non_owner, owner, conn,
             {has_holder(l) ? anomaly_finding::unlock_by_non_holder : anomaly_finding::unlock_of_free_lock},
@@ -247,9 +269,25 @@ inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t 
   }
 }
 
+// A refused unlock or renewal by `owner` over `conn` may end a hold the capture did not
+// see begin: the connection was joined mid-stream (no SYN), an attempt on the lock was
+// refused while no holder was known (someone held it unseen), and the owner was neither
+// holder nor waiter nor seen acquiring this lock over it (a client releases or extends
+// only what it took). Joined mid-run, node-redisson's and @redis-kit/lock's holds that
+// outlived their lease were shown as unlocks by a non-owner, their expiries missed.
+inline bool lock_timeline::impl::held_before_capture(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
+  if (connections[conn].opened_us >= 0 || !has_extra(l) || !xp(l)->refused_unseen) return false;
+  if (find_waiter(l, owner) != nullptr) return false;
+  for (const auto& slot : connections[conn].last_owners) {
+    if (slot.owner == owner) return false;
+  }
+  return true;
+}
+
 inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
+  step_after_refusal(conn, id, op);  // before withdrew_attempt reads its mark (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
@@ -326,6 +364,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
 inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
+  step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::renewed);
@@ -470,6 +509,7 @@ inline void lock_timeline::impl::settle_refused_renewal(const suspected_overlap&
 // Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson).
 inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
+  step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   holder* h = first_holder(l);
   if (h == nullptr || op.outcome != op_outcome::ok) return;
   const std::int64_t at = op.at_us();
@@ -522,6 +562,7 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
 
 inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
+  step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   if (op.outcome != op_outcome::ok) return;
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::force_released);

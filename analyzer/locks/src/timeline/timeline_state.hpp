@@ -312,6 +312,10 @@ struct lock_timeline::impl {
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp
+  void follow_up_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op);  // waiter_moved_on.hpp
+  [[gnu::always_inline]] void step_after_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op);
+  void closed_after_cleanup(std::uint32_t conn, std::int64_t at);
+  void gave_up_at_cleanup(std::uint32_t conn, std::uint32_t lock, wait_end how, std::int64_t at);
   void left_queue(std::uint32_t id, const lock_operation& op, std::uint32_t owner);
   void withdrew_attempt(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   std::int64_t expected_wait_us(lock_state& l, const lock_operation& op, std::int64_t at);
@@ -406,6 +410,7 @@ struct lock_timeline::impl {
   void on_reentered(std::uint32_t id, const lock_operation& op, holder& h);
   void check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
   void on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
+  bool held_before_capture(lock_state& l, std::uint32_t owner, std::uint32_t conn);
   void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew,
                          std::int64_t report_at = -1);
   bool defer_refused_renewal(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);

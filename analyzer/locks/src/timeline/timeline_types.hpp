@@ -84,6 +84,9 @@ struct waiter {
   bool owner_repeated : 1 = false;
   bool fresh_values : 1 = false;
   bool withdrawn : 1 = false;  // its client released its latest value after it was refused
+  // That release came right after the refused attempt, nothing else on its connection
+  // between: a clean-up, part of the attempt (waiter_moved_on.hpp, retry_after_cleanup).
+  bool cleaned_up : 1 = false;
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request
@@ -171,6 +174,7 @@ struct lock_extra {
   std::int64_t closed_at_us = -1;
   std::int64_t closed_expired_us = -1;
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
+  bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
 };
 
 // What a lock with more than one completed hold adds (common: kept apart from the
@@ -200,6 +204,10 @@ struct connection_info {
   std::int64_t last_acquired_us = -1;  // its latest acquisition of any lock (waiter_of_fresh_value)
   std::int64_t last_released_us = -1;  // its latest release of any lock (poller_moved_on)
   bool multiplexes = false;  // a waiter polled on while it held a lock taken meanwhile (poller_moved_on)
+  // Its latest lock operation was a refused attempt on this lock, or that attempt's
+  // clean-up release when refusal_cleaned (waiter_moved_on.hpp: follow_up_refusal); no_id: neither.
+  bool refusal_cleaned = false;
+  std::uint32_t refused_lock = no_id;
   // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it

@@ -70,6 +70,51 @@ inline bool fresh_waiter_moved_on(const waiter& w, const connection_info& c, std
          attempt_us - w.last_attempt_us > w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2);
 }
 
+// A clean-up release: a client that draws a new value for every attempt (@redis-kit/lock,
+// node-redlock's acquire) may release that attempt's value at once after the refusal, a
+// release that finds nothing. Right after the refused attempt (sent within the wake
+// window of its reply: the client sends it on the refusal), with nothing else on its
+// connection in between, that release is part of the attempt (withdrew_attempt marks the
+// waiter `cleaned_up` and moves its latest attempt to the clean-up); it is no give-up by
+// itself. Whether the wait goes on shows at the connection's next step:
+// - another attempt on the same lock with a new value within the retry window (below):
+//   a retry, the same waiter (waiter_of_fresh_value);
+// - that attempt later, or any other lock operation over the connection first: the
+//   client gave up, at the clean-up (follow_up_refusal; on a connection seen carrying
+//   tasks side by side, `multiplexes`, another task's operation says nothing of this
+//   wait, and only the window judges);
+// - nothing: the waiter's deadline, dated at its last attempt (the clean-up).
+// The retry window, from the clean-up to the next attempt's request:
+// - once the waiter retried (a cadence learnt): its longest spacing plus half of it (at
+//   least the wake window), as poller_moved_on judges a poller that left its cadence;
+// - before that: a quarter of the lease its attempts set, at most 400 ms, at least the
+//   wake window. A retry loop pauses briefly and retries several times within one lease
+//   (node-redlock's default pause is 200 ms + up to 200 ms of jitter, @redis-kit/lock's
+//   200 +- 100 ms; their leases, seconds), while an application that runs an attempt
+//   with no retries on a timer repeats it on its own period, which comes back late
+//   against the lease it sets: node-redlock with retryCount 0 on 500 ms ticks and a
+//   1 s lease (captures/thirdparty/redlock.pcap) gave up each time.
+inline constexpr std::int64_t first_retry_cap_us = 400'000;
+
+inline std::int64_t cleanup_retry_window_us(const waiter& w, std::int64_t lease_ms, std::int64_t wake_window_us) {
+  std::int64_t window = first_retry_cap_us;
+  if (lease_ms > 0) window = std::min(window, lease_ms * 250);  // a quarter of it, in us
+  window = std::max(window, wake_window_us);
+  if (w.attempts >= 2) window = std::max(window, w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2));
+  return window;
+}
+
+// Whether `w`, withdrawn, had stopped by an attempt with a new value over its connection
+// at `attempt_us` asking for `lease_ms`: a release of its value that was no clean-up
+// (not right after its refusal) ended it; a clean-up ended it unless this retry came
+// within the window.
+inline bool withdrawn_stopped(const waiter& w, std::int64_t attempt_us, std::int64_t lease_ms,
+                              std::int64_t wake_window_us) {
+  if (!w.withdrawn) return false;
+  if (!w.cleaned_up) return true;
+  return attempt_us - w.last_attempt_us > cleanup_retry_window_us(w, lease_ms, wake_window_us);
+}
+
 // The free interval kept for a waiter's next attempt to confirm (lock_extra::idle_start_us,
 // the longest so far) is only any current waiter's to confirm when that waiter was
 // already waiting as it began. Kept while waiters whose waits ended unseen (a give-up
@@ -118,6 +163,58 @@ inline void lock_timeline::impl::note_side_by_side_waits(const waiter& w, std::u
         c.multiplexes = true;
         return;
       }
+    }
+  }
+}
+
+// A lock operation over connection `conn` (on lock `id`): the next step after a refused
+// attempt there (connection_info::refused_lock) when one is marked. A clean-up of that
+// attempt keeps the mark for withdrew_attempt; after a clean-up, anything but another
+// attempt on the same lock ends that wait, at the clean-up (the rule above). Called by
+// the acquire, unlock, renew, forced-unlock and plain DEL/EXPIRE paths (a channel's
+// operations are not the connection's next step), with the connection they look up.
+[[gnu::always_inline]] inline void lock_timeline::impl::step_after_refusal(std::uint32_t conn, std::uint32_t id,
+                                                                          const lock_operation& op) {
+  connection_info& c = connections[conn];
+  if (c.refused_lock == no_id) return;  // (the common case: one load)
+  if (c.refusal_cleaned) [[unlikely]] {
+    follow_up_refusal(conn, id, op);
+  } else if (op.kind != lock_op_kind::unlock || id != c.refused_lock) {
+    c.refused_lock = no_id;
+  }
+}
+
+inline void lock_timeline::impl::follow_up_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op) {
+  connection_info& c = connections[conn];
+  const std::uint32_t lock = c.refused_lock;
+  c.refused_lock = no_id;
+  c.refusal_cleaned = false;
+  if ((id == lock && op.kind == lock_op_kind::acquire) || c.multiplexes) return;  // waiter_of_fresh_value judges
+  gave_up_at_cleanup(conn, lock, wait_end::new_wait, op.at_us());
+}
+
+// The connection closes as the next step after a clean-up: that waiter gave up at it.
+// (Not the capture's end closing every flow: that says nothing of the waiter, which stays
+// "still waiting", as connection_ended leaves it.)
+inline void lock_timeline::impl::closed_after_cleanup(std::uint32_t conn, std::int64_t at) {
+  connection_info& c = connections[conn];
+  if (c.refused_lock == no_id || !c.refusal_cleaned || capture_ending) return;
+  const std::uint32_t lock = c.refused_lock;
+  c.refused_lock = no_id;
+  c.refusal_cleaned = false;
+  gave_up_at_cleanup(conn, lock, wait_end::connection_closed, at);
+}
+
+// The waiter of `lock` on `conn` whose latest attempt was cleaned up gave up at that
+// clean-up, exactly (its latest attempt's time); known at `at`.
+inline void lock_timeline::impl::gave_up_at_cleanup(std::uint32_t conn, std::uint32_t lock, wait_end how, std::int64_t at) {
+  lock_state& l = locks[lock];
+  if (!has_extra(l)) return;
+  for (waiter& w : xp(l)->waiters) {
+    if (w.conn == conn && w.cleaned_up) {
+      give_up(l, lock, &w, how, w.last_attempt_us, at);
+      schedule(lock);
+      return;
     }
   }
 }

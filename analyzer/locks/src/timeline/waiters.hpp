@@ -296,6 +296,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   if (w != nullptr) {
     w->owner_repeated = true;
     w->withdrawn = false;
+    w->cleaned_up = false;
   } else {
     // (The common case, a lock without waiters, decided here: no call.)
     if (!has_extra(l)) return nullptr;
@@ -398,7 +399,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // while it is still listed (its deadline not passed), ends its wait whatever the gap.
   const bool acquires = op.outcome == op_outcome::ok;
   const auto stopped = [&](const waiter& w) {
-    return w.withdrawn || fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
+    return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
+           fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
   };
@@ -443,6 +445,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   owners.release(found->owner);
   found->owner = owner;
   found->fresh_values = true;
+  found->withdrawn = found->cleaned_up = false;  // a clean-up's retry: the same wait (waiter_moved_on.hpp)
   return found;
 }
 
@@ -465,6 +468,18 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
   if (w == nullptr) return;
   if (client_part(op.owner).empty() || w->fresh_values || !waits_by_pubsub(canon(lock_store::identity_of(l).scope), op.lock, *w)) {
     w->withdrawn = true;
+    // Right after its refused attempt on this connection (sent on the refusal, within the
+    // wake window), nothing between: a clean-up, part of that attempt; what follows
+    // decides (waiter_moved_on.hpp). A Redlock quorum holder's release of every server,
+    // one that refused it included, comes when its hold ends: no clean-up.
+    const std::uint32_t conn = conn_index(op);
+    connection_info& c = connections[conn];
+    if (c.refused_lock == lock && !c.refusal_cleaned && w->conn == conn &&
+        op.request_us - w->last_attempt_us <= options.wake_window_us) {
+      w->cleaned_up = true;
+      w->last_attempt_us = std::max(w->last_attempt_us, op.at_us());
+      c.refusal_cleaned = true;
+    }
     return;
   }
   // When its wait here ran out is not on the wire: its last attempt bounds it from below.
