@@ -15,7 +15,7 @@ enum class record_type : std::uint8_t { operation, session_event, connection_end
 // out with memcpy: records are not aligned.
 //
 // An operation's record is the lock_operation itself, byte for byte (one copy: writing it
-// field by field into a header of its own cost the ingest thread ~340 instructions an
+// field by field into a header of its own cost the ingest thread 250-340 instructions an
 // operation), its two endpoints, then its texts back to back; the reader re-points the
 // views and endpoint pointers into the record and leaves every other field as written.
 struct operation_header {
