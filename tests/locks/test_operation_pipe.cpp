@@ -28,15 +28,17 @@ struct copied_call {
   locks::lock_op_kind kind{};
   locks::lock_family family{};
   locks::op_outcome outcome{};
-  bool inferred = false, shared = false, lease_added = false, has_client = false;
-  std::string lock, owner, channel, message, client_text, server_text, redirect_to;
+  bool inferred = false, shared = false, lease_added = false, server_dropped = false, has_client = false,
+       has_server = false;
+  std::string lock, owner, channel, message, client_text, server_text, redirect_to, client_name;
   locks::cluster_reply redirect{};
   bool asking = false;
   std::int32_t slot = -1;
-  std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, sub_count = 0, request_us = 0, reply_us = 0;
+  std::int64_t lease_ms = 0, ttl_ms = 0, token = 0, sub_count = 0, permits = 0, limit = 0, caller_now_ms = 0,
+               request_us = 0, reply_us = 0, opened_us = 0;
   std::uint64_t connection = 0;
   std::int32_t db = 0;
-  ingest::endpoint client{};
+  ingest::endpoint client{}, server{};
   // session events
   ingest::session_event_kind event_kind{};
   bool from_client = false, has_from = false, has_to = false;
@@ -57,8 +59,16 @@ copied_call copy_of(const locks::lock_operation& op) {
   c.inferred = op.inferred;
   c.shared = op.shared;
   c.lease_added = op.lease_added;
+  c.server_dropped = op.server_dropped;
   c.has_client = op.client != nullptr;
   if (op.client != nullptr) c.client = *op.client;
+  c.has_server = op.server != nullptr;
+  if (op.server != nullptr) c.server = *op.server;
+  c.client_name = op.client_name;
+  c.permits = op.permits;
+  c.limit = op.limit;
+  c.caller_now_ms = op.caller_now_ms;
+  c.opened_us = op.opened_us;
   c.lock = op.lock;
   c.owner = op.owner;
   c.channel = op.channel;
@@ -222,6 +232,14 @@ void send_call(locks::lock_operation_sink& sink, int i, const std::string& big) 
     op.redirect_to = "10.0.0.3:7001";
   }
   op.sub_count = i % 5 == 2 ? i % 3 : -1;
+  op.server_dropped = i % 19 == 2;
+  op.server = i % 13 == 0 ? nullptr : &server4;
+  const std::string name = "worker-" + lock;
+  op.client_name = i % 3 == 1 ? std::string_view(name) : std::string_view();
+  op.permits = i % 10 == 3 ? i % 5 : -1;
+  op.limit = i % 10 == 3 ? 5 : -1;
+  op.caller_now_ms = i % 23 == 0 ? 1'700'000'000'000 + i : -1;
+  op.opened_us = i % 2 == 0 ? 1'699'999'999'000'000 + i : -1;
   op.request_us = 1'700'000'000'000'000 + i * 100;
   op.reply_us = i % 9 == 0 ? -1 : op.request_us + 50;
   sink.on_operation(op);

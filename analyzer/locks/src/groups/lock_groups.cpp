@@ -36,6 +36,7 @@ class reusing_map {
   struct entry {
     std::string key;
     std::uint32_t hash = 0;
+    std::uint64_t serial = 0;  // which add() made it (0: erased)
     V value{};
   };
 
@@ -77,6 +78,7 @@ class reusing_map {
     entry& e = entries_[id];
     e.key.assign(k);
     e.hash = known_hash != timeline_detail::no_id ? known_hash : timeline_detail::hash_text(k);
+    e.serial = ++serial_;
     table_.insert(id, e.hash);
     added_hash_ = e.hash;
     added_ = id;
@@ -86,6 +88,16 @@ class reusing_map {
   }
   // The hash of the key added last, for find(k, hash) later.
   std::uint32_t added_hash() const noexcept { return added_hash_; }
+  // The entry added last, as (id, serial) for find_added() later.
+  std::uint32_t added_id() const noexcept { return added_; }
+  std::uint64_t added_serial() const noexcept { return serial_; }
+  // The entry added as (id, serial) when it is still there (as find(its key) would,
+  // without hashing or comparing its key); nullptr once it was erased.
+  V* find_added(std::uint32_t id, std::uint64_t serial) noexcept {
+    if (id >= entries_.size() || entries_[id].serial != serial) return nullptr;
+    if (remember_last_) last_ = id;
+    return &entries_[id].value;
+  }
   // The key of the entry added last, as kept: valid until that entry is erased.
   std::string_view added_key() const noexcept { return entries_[added_].key; }
   void erase(std::string_view k) { erase(k, timeline_detail::no_id); }
@@ -97,6 +109,7 @@ class reusing_map {
     if (id == last_) last_ = timeline_detail::no_id;
     table_.erase(id, entries_[id].hash);
     entries_[id].hash = free_;
+    entries_[id].serial = 0;
     free_ = id;
     --size_;
   }
@@ -118,6 +131,7 @@ class reusing_map {
   std::size_t size_ = 0;
   std::uint32_t added_hash_ = 0;
   std::uint32_t added_ = 0;
+  std::uint64_t serial_ = 0;  // add()s so far
 };
 
 // Vectors whose elements are reused: `n` in use, the rest kept with their capacity.
@@ -855,6 +869,11 @@ struct lock_groups::impl {
     bool is_set = false;
     std::uint32_t hash = 0;  // the key's in its map
     std::string key;
+    // The entry it was pushed for (find_added): found without a lookup while it lasts.
+    // Once it is gone the key is looked up, as before: the same key opened again at the
+    // same time is that timer's too.
+    std::uint32_t id = 0;
+    std::uint64_t serial = 0;
   };
   std::vector<timer> ring;
   std::size_t head = 0, queued = 0;
@@ -870,13 +889,19 @@ struct lock_groups::impl {
     t.is_set = is_set;
     t.hash = hash;
     t.key.assign(key);
+    t.id = is_set ? sets.added_id() : attempts.added_id();
+    t.serial = is_set ? sets.added_serial() : attempts.added_serial();
   }
   void close_front() {
     timer& t = ring[head];
     if (t.is_set) {
-      if (key_set* st = sets.find(t.key, t.hash); st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false, t.hash);
-    } else if (attempt* a = attempts.find(t.key, t.hash); a != nullptr && a->start_us == t.start_us) {
-      close_attempt(t.key, *a, false, t.hash);
+      key_set* st = sets.find_added(t.id, t.serial);
+      if (st == nullptr) st = sets.find(t.key, t.hash);
+      if (st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false, t.hash);
+    } else {
+      attempt* a = attempts.find_added(t.id, t.serial);
+      if (a == nullptr) a = attempts.find(t.key, t.hash);
+      if (a != nullptr && a->start_us == t.start_us) close_attempt(t.key, *a, false, t.hash);
     }
     head = (head + 1) % ring.size();
     --queued;
