@@ -6,26 +6,9 @@
 #include <span>
 
 #include "lockscope/ingest/short_bytes.hpp"
+#include "operation_texts.hpp"
 
 namespace lockscope::locks {
-
-namespace {
-
-// Calls f on each of the operation's text fields, always in this order: their copies
-// lie end to end in this order from the operation's text start.
-template <class F>
-void for_each_text(lock_operation& op, F&& f) {
-  f(op.lock);
-  f(op.owner);
-  f(op.channel);
-  f(op.message);
-  f(op.client_text);
-  f(op.server_text);
-  f(op.redirect_to);
-  f(op.client_name);
-}
-
-}  // namespace
 
 operation_batch::operation_batch(lock_operation_sink& downstream, std::size_t max_operations,
                                  std::size_t max_text_bytes)
@@ -36,10 +19,10 @@ operation_batch::operation_batch(lock_operation_sink& downstream, std::size_t ma
 void operation_batch::on_operation(const lock_operation& op) {
   lock_operation& held = operations_.emplace_back(op);
   std::size_t total = 0;
-  for_each_text(held, [&](const std::string_view& f) { total += f.size(); });
+  for_each_operation_text(held, [&](const std::string_view& f) { total += f.size(); });
   char* out = reserve_text(total) + text_size_;
   text_starts_.push_back(static_cast<std::uint32_t>(text_size_));
-  for_each_text(held, [&](const std::string_view& f) { out = ingest::copy_bytes(out, f); });
+  for_each_operation_text(held, [&](const std::string_view& f) { out = ingest::copy_bytes(out, f); });
   text_size_ += total;
   addresses_.push_back({op.client != nullptr ? *op.client : endpoint{}, op.server != nullptr ? *op.server : endpoint{}});
   order_.push_back(call::operation);
@@ -99,7 +82,7 @@ void operation_batch::deliver() {
   for (std::size_t k = 0; k < operations_.size(); ++k) {
     lock_operation& op = operations_[k];
     const char* at = text_.get() + text_starts_[k];
-    for_each_text(op, [&](std::string_view& f) {
+    for_each_operation_text(op, [&](std::string_view& f) {
       f = std::string_view(at, f.size());
       at += f.size();
     });

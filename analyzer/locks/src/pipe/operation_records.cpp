@@ -5,6 +5,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "operation_texts.hpp"
+
 namespace lockscope::locks::records {
 
 namespace {
@@ -24,28 +26,15 @@ struct operation_header {
 };
 static_assert(std::is_trivially_copyable_v<lock_operation> && std::is_trivially_copyable_v<endpoint>);
 // The fields that point elsewhere (texts and endpoints) are the ones re-pointed below, in
-// the order for_each_text() lists them: a pointer or view added to lock_operation must be
-// added there too, else the reader would get the producer's dangling one. This size says
-// when to look.
+// the order for_each_operation_text() lists them: a pointer or view added to
+// lock_operation must be added there too, else the reader would get the producer's
+// dangling one. This size says when to look.
 static_assert(sizeof(lock_operation) == 256, "lock_operation changed: re-point any new view or pointer in the pipe");
 constexpr std::size_t operation_at = 16;  // the lock_operation's offset in its record
 static_assert(sizeof(operation_header) <= operation_at);
 constexpr std::size_t endpoints_at = operation_at + sizeof(lock_operation);
 constexpr std::size_t operation_texts_at = endpoints_at + 2 * sizeof(endpoint);
 
-// Calls f on each of the operation's text fields, always in this order: their copies
-// lie end to end in this order after the record's endpoints.
-template <class Op, class F>
-void for_each_text(Op& op, F&& f) {
-  f(op.lock);
-  f(op.owner);
-  f(op.channel);
-  f(op.message);
-  f(op.client_text);
-  f(op.server_text);
-  f(op.redirect_to);
-  f(op.client_name);
-}
 
 struct event_header {
   std::uint64_t size = sizeof(event_header);
@@ -82,7 +71,7 @@ void read_operation(const std::byte* p, lock_operation& op, operation_endpoints&
   std::memcpy(static_cast<void*>(&ends), p + endpoints_at, sizeof ends);
   static_assert(sizeof(operation_endpoints) == 2 * sizeof(endpoint));
   const char* text = reinterpret_cast<const char*>(p + operation_texts_at);
-  for_each_text(op, [&](std::string_view& t) {
+  for_each_operation_text(op, [&](std::string_view& t) {
     t = std::string_view(text, t.size());
     text += t.size();
   });
@@ -110,7 +99,7 @@ std::uint64_t size_at(const std::byte* p) noexcept {
 
 void write_operation(writer& out, const lock_operation& op) {
   std::size_t texts = 0;
-  for_each_text(op, [&](std::string_view t) { texts += t.size(); });
+  for_each_operation_text(op, [&](std::string_view t) { texts += t.size(); });
   operation_header h;
   h.size = operation_texts_at + texts;
   std::byte* const record = out.reserve(h.size);
@@ -120,7 +109,7 @@ void write_operation(writer& out, const lock_operation& op) {
   std::memcpy(record + endpoints_at, op.client != nullptr ? op.client : &none, sizeof(endpoint));
   std::memcpy(record + endpoints_at + sizeof(endpoint), op.server != nullptr ? op.server : &none, sizeof(endpoint));
   std::byte* p = record + operation_texts_at;
-  for_each_text(op, [&](std::string_view t) {
+  for_each_operation_text(op, [&](std::string_view t) {
     if (!t.empty()) std::memcpy(p, t.data(), t.size());
     p += t.size();
   });
