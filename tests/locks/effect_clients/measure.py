@@ -100,7 +100,7 @@ DETAILS = []  # --details: (kind, "missed"|"false", what) of the recording being
 #   is the expiry of a hold begun before the capture (its one missed expiry, and
 #   node_redisson's).
 SHOW_DETAILS = False
-HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock"]
+HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock", "medusa_lock", "ioredis_mutex"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
