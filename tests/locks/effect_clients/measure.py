@@ -99,8 +99,17 @@ DETAILS = []  # --details: (kind, "missed"|"false", what) of the recording being
 #   free-while-waiting 0/6 -> 6/6; and mid-run, a refused release by an owner never seen
 #   is the expiry of a hold begun before the capture (its one missed expiry, and
 #   node_redisson's).
+# - medusa_lock, ioredis_mutex: a fourth held-out set, recorded and measured on the
+#   unchanged build (docs/reference/clients.md, "Held out, fourth set"):
+#   @medusajs/locking-redis 2.21.2 (Lua-local scripts by EVALSHA, one owner per execute
+#   call, jittered exponential backoff 20 ms -> 1 s, renewals every third of an EX lease,
+#   a timeout give-up) and ioredis-mutex 1.0.0 (SET NX with the same value "mutex" for
+#   every process, no lease, a pub/sub wake-up on "mutex-unlock", bare DEL; no give-up,
+#   expiry or renewal to measure). Below the goal there: waits (a value shared by every
+#   process makes their refused attempts one waiter; a backoff's doubling gap is read as
+#   a give-up) and free-while-waiting (a stretch ended by the releaser's own next acquire).
 SHOW_DETAILS = False
-HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock"]
+HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock", "medusa_lock", "ioredis_mutex"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
