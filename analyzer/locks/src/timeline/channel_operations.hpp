@@ -25,6 +25,12 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       // retry): a client listens on one subscription per channel, so this one is not
       // its; its retry must not teach this connection that it is.
       if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) continue;
+      // Nor a client already listening to the channel on another connection by a sure link
+      // (one waiter of it shares that subscription, not its own SUBSCRIBE): a client keeps
+      // one subscription a channel, so this one is another client's, and the refused
+      // attempt just before, its, is no episode (seen: a JVM's subscriber given for good to
+      // the JVM that had just failed beside it, certain on its own subscriber, 65 events).
+      if (listens_elsewhere(w.client, s, id)) continue;
       if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
     }
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {

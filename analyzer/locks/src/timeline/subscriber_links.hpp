@@ -55,7 +55,7 @@ inline bool lock_timeline::impl::names_differ(const connection_info& s, const co
 // carry its name (lockscope's "NAME:sub" beside "NAME"; Redisson's clientName on all its
 // connections), else the one client whose command connections from its address opened
 // within opened_together_us of it. 0: none, or several.
-inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
+inline auto lock_timeline::impl::tie_of(const connection_info& s, std::uint32_t lock) -> life_tie {
   if (s.name != no_id) {
     std::string_view name = texts.text(s.name);
     auto found = client_of_name.find(name);
@@ -64,7 +64,8 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
     if (found != client_of_name.end() && found->second != ambiguous_client) return {found->second, true};
   }
-  if (s.opened_us < 0 || s.opening_shared) return {};
+  if (s.tied_client != 0) return {s.tied_client, false};
+  if (s.opened_us < 0 || (s.opening_shared && lock == no_id)) return {};
   // The nearest opening of each client's: the nearest client's within opened_together_us,
   // every other client's at least opened_together_us farther (processes started nearly
   // together, their connections interleaved, are not told apart by this).
@@ -72,35 +73,87 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
   // subscription) may be another process's: one as near counts as another client
   // (seen: a JVM starting while another filled its pool, its own command connection
   // 20 ms from its subscriber still unused when it subscribed).
+  std::array<connection_info::opening_near, 4> near{};
+  std::int64_t unknown_gap = -1;
+  if (s.opening_shared) {
+    near = s.near;
+    unknown_gap = s.near_unknown_gap_us;
+  } else {
+    const auto end = opened_connections.upper_bound(s.opened_us + 2 * opened_together_us);
+    for (auto o = opened_connections.lower_bound(s.opened_us - 2 * opened_together_us); o != end; ++o) {
+      const connection_info& c = connections[o->second];
+      if (c.id == s.id || !(c.ip == s.ip)) continue;
+      const std::int64_t gap = o->first >= s.opened_us ? o->first - s.opened_us : s.opened_us - o->first;
+      if (c.known_client == 0) {
+        if (c.subscriptions.empty() && (unknown_gap < 0 || gap < unknown_gap)) unknown_gap = gap;
+        continue;
+      }
+      connection_info::opening_near* slot = nullptr;
+      for (auto& n : near) {
+        if (n.client == c.known_client) {
+          slot = &n;
+          break;
+        }
+        if (n.client == 0 && slot == nullptr) slot = &n;
+      }
+      if (slot == nullptr) {  // more clients than kept: the farthest makes room
+        for (auto& n : near) {
+          if (slot == nullptr || n.gap_us > slot->gap_us) slot = &n;
+        }
+        if (slot->gap_us <= gap) continue;
+        *slot = {};
+      }
+      if (slot->client == 0 || gap < slot->gap_us) *slot = {c.known_client, gap};
+    }
+  }
+  // A client listening to the lock's channel on another subscriber, for certain, did not
+  // open this one for it: a client keeps one subscription a channel.
+  bool excluded_any = false;
   std::uint64_t best = 0;
-  std::int64_t best_gap = -1, other_gap = -1, unknown_gap = -1;
-  const auto end = opened_connections.upper_bound(s.opened_us + 2 * opened_together_us);
-  for (auto o = opened_connections.lower_bound(s.opened_us - 2 * opened_together_us); o != end; ++o) {
-    const connection_info& c = connections[o->second];
-    if (c.id == s.id || !(c.ip == s.ip)) continue;
-    const std::int64_t gap = o->first >= s.opened_us ? o->first - s.opened_us : s.opened_us - o->first;
-    if (c.known_client == 0) {
-      if (c.subscriptions.empty() && (unknown_gap < 0 || gap < unknown_gap)) unknown_gap = gap;
+  std::int64_t best_gap = -1, other_gap = -1;
+  for (const auto& n : near) {
+    if (n.client == 0) continue;
+    if (lock != no_id && listens_surely_elsewhere(n.client, s, lock)) {
+      excluded_any = true;
       continue;
     }
-    if (c.known_client == best) {
-      best_gap = std::min(best_gap, gap);
-    } else if (best == 0 || gap < best_gap) {
+    if (best == 0 || n.gap_us < best_gap) {
       if (best != 0) other_gap = other_gap < 0 ? best_gap : std::min(other_gap, best_gap);
-      best = c.known_client;
-      best_gap = gap;
+      best = n.client;
+      best_gap = n.gap_us;
     } else {
-      other_gap = other_gap < 0 ? gap : std::min(other_gap, gap);
+      other_gap = other_gap < 0 ? n.gap_us : std::min(other_gap, n.gap_us);
     }
   }
   if (best == 0 || best_gap > opened_together_us) return {};
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) {
-    s.opening_shared = true;  // another known client's opening as near: for good
+    if (!s.opening_shared) {  // another known client's opening as near: for good
+      s.opening_shared = true;
+      s.near = near;
+      s.near_unknown_gap_us = unknown_gap;
+    }
     return {};
   }
   if (unknown_gap >= 0 && (other_gap < 0 || unknown_gap < other_gap)) other_gap = unknown_gap;
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) return {};
+  if (excluded_any || s.opening_shared) s.tied_client = best;  // told apart by exclusion: for good
   return {best, false};
+}
+
+// The client listens to the lock's channel on another open connection than `s` by a
+// certain link (its own subscriber, tied by its life or its own connection).
+inline bool lock_timeline::impl::listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
+  const auto it = subscribers_by_client.find(client);
+  if (it == subscribers_by_client.end()) return false;
+  for (const std::uint32_t conn : it->second) {
+    connection_info& c = connections[conn];
+    if (!c.open || c.id == s.id) continue;
+    const connection_info::subscription* sub = subscription_of(c, lock);
+    if (sub != nullptr && sub->owner != no_id && sub->client == client && sub->confidence == link_confidence::certain) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // An anomaly that blames pub/sub for this waiter (subscription_lost, woken_by_timeout)
@@ -458,7 +511,7 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   };
   // The process whose life the subscriber shares: its waiter, certain unless the
   // episodes point elsewhere (an opening beside another's is a coincidence then).
-  const life_tie tie = tie_of(s);
+  const life_tie tie = tie_of(s, lock);
   if (tie.client != 0) {
     for (waiter& w : xp(l)->waiters) {
       if (w.connection == s.id) return {&w, link_confidence::certain};

@@ -369,7 +369,8 @@ struct lock_timeline::impl {
   bool explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub, const lock_operation& op);
   waiter* partner_waiter(lock_state& l, const connection_info& s);
   void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen);
-  life_tie tie_of(const connection_info& s);
+  life_tie tie_of(const connection_info& s, std::uint32_t lock = no_id);
+  bool listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
   bool names_differ(const connection_info& s, const connection_info& command) const;
   void note_connection_life(std::uint32_t conn, const lock_operation& op);
   static bool link_certain(const waiter& w);
