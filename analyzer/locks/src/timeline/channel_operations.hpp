@@ -164,6 +164,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   // our client leave the channel once the wait is over).
   std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
   std::uint64_t leaver_client = 0;
+  std::uint64_t lone_acquirer = 0;  // the client a slower leave follows (learn_lone_acquirer)
   if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
       op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
     leaver_client = xp(l)->acquired_client;
@@ -174,7 +175,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     owners.release(leaver);   // its text stays valid until the next collect()
     xp(l)->acquired_owner = no_id;
   } else if (has_extra(l)) {
-    learn_lone_acquirer(l, id, s, sub, op.request_us);
+    lone_acquirer = learn_lone_acquirer(l, id, s, sub, op.request_us);
     // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
     if (!xp(l)->waiters.empty()) note_wake(*xp(l), s.id, at, false);
   }
@@ -203,7 +204,19 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
         }
       }
     }
-    if (leaver != no_id && sub->client == leaver_client) {
+    // The subscription was only guessed to be another client's, while the client that
+    // just acquired, its last waiter gone and listening nowhere else, leaves: a client
+    // leaves its channel when its last waiter got the lock, so this is the acquirer's
+    // leave (the guessed client, had it been its, would still wait, or would have left
+    // already with its own acquisition).
+    const std::uint64_t acquirer = leaver != no_id ? leaver_client : lone_acquirer;
+    const bool guessed = sub->owner == no_id || ((sub->confidence == link_confidence::low || sub->confidence == link_confidence::none) &&
+                                                 pairing_of(s, sub->client) != pairing::established);
+    if (acquirer != 0 && sub->client != acquirer && guessed) {
+      const std::uint32_t named = leaver != no_id ? leaver : holder_of_client(l, acquirer);
+      e.owner = owners.text(named);
+      e.confidence = named == no_id ? link_confidence::none : confidence_of(s, acquirer, link_confidence::low);
+    } else if (leaver != no_id && sub->client == leaver_client) {
       e.owner = owners.text(leaver);  // the waiter that just acquired leaves the channel
     } else if (sub->owner != no_id &&
                (has_sibling(l, sub->owner, sub->client) || !explained_unsubscribe(l, s, *sub, op))) {

@@ -297,7 +297,7 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
   if (only != 0 && !excluded && !listens_elsewhere(only, s, lock)) learn(s, only);
 }
 
-// Episode: `s` UNSUBSCRIBEs within slow_leave_us after the latest acquisition that ended
+// Episode (its client, 0: none): `s` UNSUBSCRIBEs within slow_leave_us after the latest acquisition that ended
 // a wait, the acquirer's client having no waiter left on the lock and listening to the
 // channel nowhere else: a client leaves the channel when its last waiter got the lock,
 // a warming JVM well after the reaction window (seen: 32-156 ms). Not when the
@@ -305,29 +305,39 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
 // waits: node-redisson's stale timers UNSUBSCRIBE while their own waiters wait on (a
 // process's UNSUBSCRIBE beside another's acquisition taught the wrong client and cost
 // true anomalies on captures/thirdparty/redisson.pcap when nothing below was checked).
-inline void lock_timeline::impl::learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
-                                                     const connection_info::subscription* sub, std::int64_t request) {
+inline std::uint64_t lock_timeline::impl::learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+                                                              const connection_info::subscription* sub, std::int64_t request) {
   // Only where the subscriber's opening was seen and ties it to nobody (processes started
   // together): a subscriber joined mid-stream may be node-redisson's, whose stale timers
   // UNSUBSCRIBE beside other processes' acquisitions (captures/thirdparty/redisson.pcap:
   // 12 such, each a wrong episode), and its episodes alone would make it certain.
-  if (!has_extra(l) || s.opened_us < 0 || tie_of(s).client != 0) return;
+  if (!has_extra(l) || s.opened_us < 0 || tie_of(s).client != 0) return 0;
   lock_extra& x = *xp(l);
   if (x.waited_acquired_us < 0 || x.waited_acquired_us > request || request - x.waited_acquired_us > slow_leave_us ||
       x.waited_acquired_ip_tag != s.ip.tag()) {
-    return;
+    return 0;
   }
   const std::uint64_t client = x.waited_acquired_client;
   x.waited_acquired_us = -1;  // one client leaves per acquisition
-  if (client == 0 || listens_elsewhere(client, s, lock)) return;
+  if (client == 0 || listens_elsewhere(client, s, lock)) return 0;
   const bool known_other = sub != nullptr && sub->owner != no_id && sub->client != client &&
                            (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain ||
                             pairing_of(s, sub->client) == pairing::established);
   for (const waiter& w : x.waiters) {
-    if (w.client == client) return;  // it still waits: it keeps the channel
-    if (known_other && w.client == sub->client) return;
+    if (w.client == client) return 0;  // it still waits: it keeps the channel
+    if (known_other && w.client == sub->client) return 0;
   }
   learn(s, client);
+  return client;
+}
+
+// The owner holding the lock for `client` (no_id: none): the acquirer leaving its channel.
+inline std::uint32_t lock_timeline::impl::holder_of_client(lock_state& l, std::uint64_t client) {
+  std::uint32_t found = no_id;
+  for_each_holder(l, [&](holder& h) {
+    if (found == no_id && h.conn != no_id && client_key(h.owner, connections[h.conn].id) == client) found = h.owner;
+  });
+  return found;
 }
 
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
