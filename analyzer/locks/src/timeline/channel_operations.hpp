@@ -54,6 +54,14 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
     owner = chosen.w->owner;
     client = chosen.w->client;
     link(l, id, *chosen.w, s, chosen.confidence, at);
+    // A connection is one process's: another client's waiters linked to it (an earlier
+    // guess) are not, and must not stay excluded from their own client's SUBSCRIBE.
+    for (waiter& o : xp(l)->waiters) {
+      if (o.client == client || o.sub_connection != s.id) continue;
+      set_sub_connection(*xp(l), o, 0);
+      o.confidence = link_confidence::none;
+      o.subscribed_us = -1;
+    }
   }
   // One subscription a channel and connection: a repeated SUBSCRIBE names its latest waiter.
   owners.retain(owner);
