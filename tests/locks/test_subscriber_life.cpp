@@ -335,3 +335,28 @@ TEST_CASE("subscriber links: a subscription given to one client frees the other 
   REQUIRE(b != nullptr);
   CHECK(b->owner == pb);
 }
+
+TEST_CASE("subscriber links: a message between an attempt's request and its reply still tells the waiter",
+          "[timeline][links]") {
+  // B's link is certain (names). The release's message reaches B's subscriber while B's
+  // attempt is in flight, the server having run that attempt before the release (its
+  // refusal is captured 30 us after the message). D takes the lock; B, told, retries
+  // 50 ms later (Redisson's TTL is 30 s): no timer, no woken_by_timeout
+  // (links_redisson_together5: 3 such once their links were certain).
+  fixture f;
+  const life b_cmd{mid_stream, "proc-b"}, b_sub{mid_stream, "proc-b:sub"};
+  attempt(f, pc, 0, 1, {}, op_outcome::ok);
+  attempt(f, pb, 100, 4, b_cmd);
+  channel(f, lock_op_kind::subscribe, 100.6, 5, b_sub);
+  attempt(f, pb, 101, 4, b_cmd);
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host);
+  f.timeline.on_operation(u);                           // replied at 500.1
+  channel(f, lock_op_kind::message, 500.12, 5, b_sub);
+  attempt(f, pb, 500.05, 4, b_cmd);                     // replied at 500.15
+  attempt(f, pd, 500.5, 6, {}, op_outcome::ok);
+  attempt(f, pb, 550, 4, b_cmd);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005") != nullptr);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005")->confidence == link_confidence::certain);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}

@@ -413,6 +413,20 @@ inline void lock_timeline::impl::note_wake(lock_extra& x, std::uint64_t sub, std
   slot->fanout = fanout;
 }
 
+// A message reached the waiter's subscriber between its attempt's request and its reply:
+// the server may have published it after it ran the attempt (replies on two connections
+// are captured in no order the server guarantees: seen, a release's message 24 us before
+// the refusal of an attempt the server had run before the release), so the waiter stays
+// told for its next attempt (without this, a Redisson thread retrying 91 ms later, its
+// TTL 30 s, was a false woken_by_timeout once its link was certain).
+inline bool lock_timeline::impl::told_during(const lock_extra& x, const waiter& w, std::int64_t request, std::int64_t reply) {
+  if (w.sub_connection == 0) return false;
+  for (const wake& k : x.wakes) {
+    if (k.message && k.sub == w.sub_connection && k.at_us >= request && k.at_us <= reply) return true;
+  }
+  return false;
+}
+
 // The waiter's attempt at `t` came right after a message on a subscriber that may be
 // its client's.
 inline bool lock_timeline::impl::woken_by_message(lock_extra& x, const waiter& w, std::int64_t t) {
