@@ -314,26 +314,37 @@ TEST_CASE("subscriber links: a subscription given to one client frees the other 
   // A's subscriber was guessed B's; A acquired and left, then A's next thread subscribed
   // on it again. B's waiter, still linked to that connection by the old guess, looked
   // subscribed there, so B's own SUBSCRIBE found no candidate (links_redisson_together3).
-  // The two processes opened their connections together.
-  fixture f;
-  const life a_cmd{-1000, {}}, b_cmd{-999.5, {}}, a_sub{-999.8, {}}, b_sub{-999.3, {}};
-  attempt(f, pc, 0, 1, {}, op_outcome::ok);
-  attempt(f, pa, 100, 2, a_cmd);
-  attempt(f, pb, 140, 4, b_cmd);
-  channel(f, lock_op_kind::subscribe, 150, 3, a_sub);  // A's subscriber, guessed B's
-  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 300, 1, host);
-  f.timeline.on_operation(u);
-  channel(f, lock_op_kind::message, 300.2, 3, a_sub);
-  attempt(f, pa, 300.5, 2, a_cmd, op_outcome::ok);
-  channel(f, lock_op_kind::unsubscribe, 330, 3, a_sub, 0);
-  attempt(f, pa2, 340, 2, a_cmd);
-  channel(f, lock_op_kind::subscribe, 342, 3, a_sub);  // A's next thread
-  channel(f, lock_op_kind::subscribe, 360, 5, b_sub);  // B's own subscriber
-  REQUIRE(subscribed_on(f, "10.0.0.5:40003") != nullptr);
-  REQUIRE(subscribed_on(f, "10.0.0.5:40003")->owner == pb);  // the first guess
-  const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
-  REQUIRE(b != nullptr);
-  CHECK(b->owner == pb);
+  // The two processes opened their connections together. With 40 more waiters from another
+  // host, those linked to the connection are found by key instead of by a walk.
+  for (const int others : {0, 40}) {
+    CAPTURE(others);
+    fixture f;
+    const life a_cmd{-1000, {}}, b_cmd{-999.5, {}}, a_sub{-999.8, {}}, b_sub{-999.3, {}};
+    attempt(f, pc, 0, 1, {}, op_outcome::ok);
+    for (int i = 0; i < others; ++i) {
+      auto o = f.op(lock_op_kind::acquire, op_outcome::contended, "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee:" + std::to_string(i + 1),
+                    1 + i * 0.1, 100 + static_cast<std::uint64_t>(i), "10.0.0.7");
+      o.lease_ms = 30000;
+      o.ttl_ms = 29000;
+      f.timeline.on_operation(o);
+    }
+    attempt(f, pa, 100, 2, a_cmd);
+    attempt(f, pb, 140, 4, b_cmd);
+    channel(f, lock_op_kind::subscribe, 150, 3, a_sub);  // A's subscriber, guessed B's
+    auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 300, 1, host);
+    f.timeline.on_operation(u);
+    channel(f, lock_op_kind::message, 300.2, 3, a_sub);
+    attempt(f, pa, 300.5, 2, a_cmd, op_outcome::ok);
+    channel(f, lock_op_kind::unsubscribe, 330, 3, a_sub, 0);
+    attempt(f, pa2, 340, 2, a_cmd);
+    channel(f, lock_op_kind::subscribe, 342, 3, a_sub);  // A's next thread
+    channel(f, lock_op_kind::subscribe, 360, 5, b_sub);  // B's own subscriber
+    REQUIRE(subscribed_on(f, "10.0.0.5:40003") != nullptr);
+    REQUIRE(subscribed_on(f, "10.0.0.5:40003")->owner == pb);  // the first guess
+    const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
+    REQUIRE(b != nullptr);
+    CHECK(b->owner == pb);
+  }
 }
 
 TEST_CASE("subscriber links: a message between an attempt's request and its reply still tells the waiter",

@@ -25,13 +25,16 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       // retry): a client listens on one subscription per channel, so this one is not
       // its; its retry must not teach this connection that it is.
       if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) continue;
+      if (latest != nullptr && w.last_attempt_us <= latest->last_attempt_us) continue;
       // Nor a client already listening to the channel on another connection by a sure link
       // (one waiter of it shares that subscription, not its own SUBSCRIBE): a client keeps
       // one subscription a channel, so this one is another client's, and the refused
       // attempt just before, its, is no episode (seen: a JVM's subscriber given for good to
       // the JVM that had just failed beside it, certain on its own subscriber, 65 events).
+      // (Asked only of a later failure than the latest so far: a herd's SUBSCRIBE walks
+      // thousands of waiters.)
       if (listens_elsewhere(w.client, s, id)) continue;
-      if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
+      latest = &w;
     }
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
       const std::int64_t d1 = op.request_us - latest->last_attempt_us;
@@ -53,15 +56,26 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   if (chosen.w != nullptr) {
     owner = chosen.w->owner;
     client = chosen.w->client;
-    link(l, id, *chosen.w, s, chosen.confidence, at);
     // A connection is one process's: another client's waiters linked to it (an earlier
     // guess) are not, and must not stay excluded from their own client's SUBSCRIBE.
-    for (waiter& o : xp(l)->waiters) {
-      if (o.client == client || o.sub_connection != s.id) continue;
-      set_sub_connection(*xp(l), o, 0);
+    lock_extra& x = *xp(l);
+    auto unlink_other = [&](waiter& o) {
+      if (o.client == client || o.sub_connection != s.id) return;
+      set_sub_connection(x, o, 0);
       o.confidence = link_confidence::none;
       o.subscribed_us = -1;
+    };
+    if (x.waiters.size() <= scanned_waiters) {
+      for (waiter& o : x.waiters) unlink_other(o);
+    } else if (const auto* v = waiter_keys::of(keys_of(x).by_sub, s.id)) {
+      // Those linked to it, found by key (a herd's SUBSCRIBE would walk thousands);
+      // copied, as unlinking edits the key's list.
+      woken_seqs.assign(v->begin(), v->end());
+      for (const std::uint64_t seq : woken_seqs) {
+        if (waiter* o = waiter_at(x, seq)) unlink_other(*o);
+      }
     }
+    link(l, id, *chosen.w, s, chosen.confidence, at);
   }
   // One subscription a channel and connection: a repeated SUBSCRIBE names its latest waiter.
   owners.retain(owner);
