@@ -371,3 +371,24 @@ TEST_CASE("subscriber links: a message between an attempt's request and its repl
   CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
   CHECK(f.events.count("anomaly:subscription_lost") == 0);
 }
+
+TEST_CASE("subscriber links: a message on a subscriber whose guessed client left names the one client left",
+          "[timeline][links]") {
+  // A's and B's subscribers were guessed the wrong way round; A acquired and its own
+  // subscriber left. B's subscriber, guessed A's, then hears A's release: A waits no more,
+  // B is the one client of the address not listening elsewhere.
+  fixture f;
+  leave_after_acquisition(f, 0.3);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005") != nullptr);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005")->owner == pa);  // the guess this test is about
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pa, 400, 2, host);
+  f.timeline.on_operation(u);
+  channel(f, lock_op_kind::message, 400.2, 5, {-899.9, "svc"});
+  const recorded_event* told = nullptr;
+  for (const auto& e : f.events.events) {
+    if (e.event == "notified" && e.client == "10.0.0.5:40005") told = &e;
+  }
+  REQUIRE(told != nullptr);
+  CHECK(told->owner == pb);
+  CHECK(told->confidence == link_confidence::low);
+}

@@ -159,13 +159,19 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     woken = partner_waiter(l, s);
     if (woken != nullptr) woken->notified = true;
   }
+  bool by_elimination = false;
+  if (woken == nullptr && sub != nullptr) {
+    woken = last_candidate(l, id, s);
+    by_elimination = woken != nullptr;
+  }
   lock_event e = from_op(l, op, lock_event_kind::notified);
   e.owner = {};
   if (woken != nullptr) {
     e.owner = owners.text(woken->owner);
     // The waiter's own link counts only if it is to this connection (one found through
     // the episodes may be linked, even for certain, to its client's real subscriber).
-    e.confidence = confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
+    e.confidence = by_elimination ? link_confidence::low
+                                  : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
   emit(l, e);
 }

@@ -643,6 +643,24 @@ inline waiter* lock_timeline::impl::partner_waiter(lock_state& l, const connecti
   return found;
 }
 
+// The one client left that can own subscriber `s`: among the waiters from its address
+// (a few: a herd's are not walked), those listening on another subscription of the
+// channel, polling, or named apart are excluded; when one client is left, its earliest
+// waiter (nullptr otherwise). A guess by elimination, named `low`: for a message whose
+// subscription names no waiter any more (its guessed client acquired and left).
+inline waiter* lock_timeline::impl::last_candidate(lock_state& l, std::uint32_t lock, const connection_info& s) {
+  if (!has_extra(l) || xp(l)->waiters.size() > scanned_waiters) return nullptr;
+  waiter* found = nullptr;
+  const std::uint16_t ip_tag = s.ip.tag();
+  for (waiter& w : xp(l)->waiters) {
+    if (w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip) || polls(w) || names_differ(s, connections[w.conn])) continue;
+    if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) continue;
+    if (found != nullptr && found->client != w.client) return nullptr;  // two clients left
+    if (found == nullptr || w.first_us < found->first_us) found = &w;
+  }
+  return found;
+}
+
 // A subscription given to a guessed waiter may be taken by the waiter that retries
 // right after its confirmation (take_guessed_subscription).
 inline void lock_timeline::impl::note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen) {

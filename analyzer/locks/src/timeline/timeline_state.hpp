@@ -368,6 +368,7 @@ struct lock_timeline::impl {
   linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request);
   bool explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub, const lock_operation& op);
   waiter* partner_waiter(lock_state& l, const connection_info& s);
+  waiter* last_candidate(lock_state& l, std::uint32_t lock, const connection_info& s);
   void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen);
   life_tie tie_of(const connection_info& s, std::uint32_t lock = no_id);
   bool listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
