@@ -195,3 +195,200 @@ TEST_CASE("subscriber life: a name two processes used stays untied after one of 
   CHECK(s->owner == pb);
   CHECK(s->confidence != link_confidence::certain);
 }
+
+// Processes started together (issue 42's links_redisson_together2, reduced): A's subscriber
+// is tied to A for certain; B's subscriber opened 5 ms after one of A's command connections
+// and 20 ms before B's own, C's first 274 ms after. A failed last before B's SUBSCRIBE.
+namespace {
+
+const std::string pa2 = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:2";
+const std::string pd = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:1";
+
+void started_together(fixture& f, life a_sub, life b_sub, bool with_c) {
+  attempt(f, pd, 0, 1, {}, op_outcome::ok);  // the holder
+  attempt(f, pa, 100, 2, {-3000, {}});
+  channel(f, lock_op_kind::subscribe, 100.6, 3, a_sub);  // A's own subscriber
+  attempt(f, pa, 101, 2, {-3000, {}});
+  attempt(f, pa2, 110, 6, {-2005, {}});  // A's other connection, opened beside B's subscriber
+  attempt(f, pb, 120, 8, {-1980, {}});
+  if (with_c) attempt(f, pc, 125, 9, {-1726, {}});
+  attempt(f, pa2, 190, 6, {-2005, {}});  // the latest failure before B's SUBSCRIBE: A's
+  channel(f, lock_op_kind::subscribe, 200, 7, b_sub);  // B's subscriber (JVM slow to subscribe)
+}
+
+}  // namespace
+
+TEST_CASE("subscriber links: a client listening for certain on its own subscriber is no episode's client",
+          "[timeline][links]") {
+  // B's subscriber joined mid-stream (nothing known of its life): A's failure just before
+  // the SUBSCRIBE taught A, whose waiters all share A's own subscription; the subscription
+  // went to A. Excluded, the one client left is B.
+  fixture f;
+  started_together(f, {-2999.2, {}}, {}, false);
+  const recorded_event* a = subscribed_on(f, "10.0.0.5:40003");
+  const recorded_event* b = subscribed_on(f, "10.0.0.5:40007");
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK(a->confidence == link_confidence::certain);
+  CHECK(b->owner == pb);
+  CHECK(b->confidence != link_confidence::certain);  // A also waits from its address
+}
+
+TEST_CASE("subscriber links: an opening beside an excluded client's ties the subscriber to the one left, for good",
+          "[timeline][links]") {
+  // B's subscriber opened between A's connection (5 ms) and B's (20 ms): shared, unless A,
+  // listening on its own subscriber for certain, is excluded; C's opening is 274 ms away.
+  fixture f;
+  started_together(f, {-2999.2, {}}, {-2000, {}}, true);
+  const recorded_event* b = subscribed_on(f, "10.0.0.5:40007");
+  REQUIRE(b != nullptr);
+  CHECK(b->owner == pb);
+  CHECK(b->confidence == link_confidence::certain);
+  // The tie stays once A's subscription ends: B's next SUBSCRIBE is still B's for certain.
+  channel(f, lock_op_kind::unsubscribe, 300, 3, {-2999.2, {}}, 0);
+  channel(f, lock_op_kind::unsubscribe, 301, 7, {-2000, {}}, 0);
+  attempt(f, pb, 400, 8, {-1980, {}});
+  channel(f, lock_op_kind::subscribe, 401, 7, {-2000, {}});
+  int subscribed = 0;
+  for (const auto& e : f.events.events) {
+    if (e.event != "subscribed" || e.client != "10.0.0.5:40007") continue;
+    ++subscribed;
+    CHECK(e.owner == pb);
+    CHECK(e.confidence == link_confidence::certain);
+  }
+  CHECK(subscribed == 2);
+}
+
+TEST_CASE("subscriber links: no exclusion by a subscription that is only a guess", "[timeline][links]") {
+  // A's own subscriber joined mid-stream (a guess): A is not excluded, B's opening stays
+  // shared with A's, and nothing is certain.
+  fixture f;
+  started_together(f, {}, {-2000, {}}, true);
+  const recorded_event* b = subscribed_on(f, "10.0.0.5:40007");
+  REQUIRE(b != nullptr);
+  CHECK(b->confidence != link_confidence::certain);
+}
+
+namespace {
+
+// Two processes refused together, their subscribers (opened together, named alike)
+// SUBSCRIBE together: each subscription can only be guessed. A acquires first and its
+// subscriber leaves, `leave_ms` after A's acquisition.
+void leave_after_acquisition(fixture& f, double leave_ms) {
+  const life cmd{-1000, "svc"}, sub{-900, "svc"};
+  attempt(f, pc, 0, 1, {-2000, "svc"}, op_outcome::ok);
+  attempt(f, pa, 100, 2, cmd);
+  attempt(f, pb, 100.2, 4, {-999.9, "svc"});
+  channel(f, lock_op_kind::subscribe, 150, 3, sub);  // A's subscriber: guessed B's (latest failure)
+  channel(f, lock_op_kind::subscribe, 150.1, 5, {-899.9, "svc"});
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 300, 1, host);
+  f.timeline.on_operation(u);
+  channel(f, lock_op_kind::message, 300.2, 3, sub);
+  channel(f, lock_op_kind::message, 300.2, 5, {-899.9, "svc"});
+  attempt(f, pa, 300.5, 2, cmd, op_outcome::ok);
+  attempt(f, pb, 300.6, 4, {-999.9, "svc"});
+  channel(f, lock_op_kind::unsubscribe, 300.5 + leave_ms, 3, sub, 0);
+}
+
+}  // namespace
+
+TEST_CASE("subscriber links: the UNSUBSCRIBE after one client's acquisition is that client's, over a guess",
+          "[timeline][links]") {
+  for (const double leave_ms : {0.3, 40.0}) {  // at once (Redisson, our client) or a slow JVM's
+    CAPTURE(leave_ms);
+    fixture f;
+    leave_after_acquisition(f, leave_ms);
+    const recorded_event* guess = subscribed_on(f, "10.0.0.5:40003");
+    REQUIRE(guess != nullptr);
+    REQUIRE(guess->owner == pb);  // the guess this test is about
+    const recorded_event* left = f.events.first("unsubscribed");
+    REQUIRE(left != nullptr);
+    CHECK(left->client == "10.0.0.5:40003");
+    CHECK(left->owner == pa);
+    CHECK(left->confidence != link_confidence::certain);
+  }
+}
+
+TEST_CASE("subscriber links: a subscription given to one client frees the other clients' waiters guessed on it",
+          "[timeline][links]") {
+  // A's subscriber was guessed B's; A acquired and left, then A's next thread subscribed
+  // on it again. B's waiter, still linked to that connection by the old guess, looked
+  // subscribed there, so B's own SUBSCRIBE found no candidate (links_redisson_together3).
+  // The two processes opened their connections together. With 40 more waiters from another
+  // host, those linked to the connection are found by key instead of by a walk.
+  for (const int others : {0, 40}) {
+    CAPTURE(others);
+    fixture f;
+    const life a_cmd{-1000, {}}, b_cmd{-999.5, {}}, a_sub{-999.8, {}}, b_sub{-999.3, {}};
+    attempt(f, pc, 0, 1, {}, op_outcome::ok);
+    for (int i = 0; i < others; ++i) {
+      auto o = f.op(lock_op_kind::acquire, op_outcome::contended, "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee:" + std::to_string(i + 1),
+                    1 + i * 0.1, 100 + static_cast<std::uint64_t>(i), "10.0.0.7");
+      o.lease_ms = 30000;
+      o.ttl_ms = 29000;
+      f.timeline.on_operation(o);
+    }
+    attempt(f, pa, 100, 2, a_cmd);
+    attempt(f, pb, 140, 4, b_cmd);
+    channel(f, lock_op_kind::subscribe, 150, 3, a_sub);  // A's subscriber, guessed B's
+    auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 300, 1, host);
+    f.timeline.on_operation(u);
+    channel(f, lock_op_kind::message, 300.2, 3, a_sub);
+    attempt(f, pa, 300.5, 2, a_cmd, op_outcome::ok);
+    channel(f, lock_op_kind::unsubscribe, 330, 3, a_sub, 0);
+    attempt(f, pa2, 340, 2, a_cmd);
+    channel(f, lock_op_kind::subscribe, 342, 3, a_sub);  // A's next thread
+    channel(f, lock_op_kind::subscribe, 360, 5, b_sub);  // B's own subscriber
+    REQUIRE(subscribed_on(f, "10.0.0.5:40003") != nullptr);
+    REQUIRE(subscribed_on(f, "10.0.0.5:40003")->owner == pb);  // the first guess
+    const recorded_event* b = subscribed_on(f, "10.0.0.5:40005");
+    REQUIRE(b != nullptr);
+    CHECK(b->owner == pb);
+  }
+}
+
+TEST_CASE("subscriber links: a message between an attempt's request and its reply still tells the waiter",
+          "[timeline][links]") {
+  // B's link is certain (names). The release's message reaches B's subscriber while B's
+  // attempt is in flight, the server having run that attempt before the release (its
+  // refusal is captured 30 us after the message). D takes the lock; B, told, retries
+  // 50 ms later (Redisson's TTL is 30 s): no timer, no woken_by_timeout
+  // (links_redisson_together5: 3 such once their links were certain).
+  fixture f;
+  const life b_cmd{mid_stream, "proc-b"}, b_sub{mid_stream, "proc-b:sub"};
+  attempt(f, pc, 0, 1, {}, op_outcome::ok);
+  attempt(f, pb, 100, 4, b_cmd);
+  channel(f, lock_op_kind::subscribe, 100.6, 5, b_sub);
+  attempt(f, pb, 101, 4, b_cmd);
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host);
+  f.timeline.on_operation(u);                           // replied at 500.1
+  channel(f, lock_op_kind::message, 500.12, 5, b_sub);
+  attempt(f, pb, 500.05, 4, b_cmd);                     // replied at 500.15
+  attempt(f, pd, 500.5, 6, {}, op_outcome::ok);
+  attempt(f, pb, 550, 4, b_cmd);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005") != nullptr);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005")->confidence == link_confidence::certain);
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}
+
+TEST_CASE("subscriber links: a message on a subscriber whose guessed client left names the one client left",
+          "[timeline][links]") {
+  // A's and B's subscribers were guessed the wrong way round; A acquired and its own
+  // subscriber left. B's subscriber, guessed A's, then hears A's release: A waits no more,
+  // B is the one client of the address not listening elsewhere.
+  fixture f;
+  leave_after_acquisition(f, 0.3);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005") != nullptr);
+  REQUIRE(subscribed_on(f, "10.0.0.5:40005")->owner == pa);  // the guess this test is about
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pa, 400, 2, host);
+  f.timeline.on_operation(u);
+  channel(f, lock_op_kind::message, 400.2, 5, {-899.9, "svc"});
+  const recorded_event* told = nullptr;
+  for (const auto& e : f.events.events) {
+    if (e.event == "notified" && e.client == "10.0.0.5:40005") told = &e;
+  }
+  REQUIRE(told != nullptr);
+  CHECK(told->owner == pb);
+  CHECK(told->confidence == link_confidence::low);
+}

@@ -25,7 +25,16 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       // retry): a client listens on one subscription per channel, so this one is not
       // its; its retry must not teach this connection that it is.
       if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) continue;
-      if (latest == nullptr || w.last_attempt_us > latest->last_attempt_us) latest = &w;
+      if (latest != nullptr && w.last_attempt_us <= latest->last_attempt_us) continue;
+      // Nor a client already listening to the channel on another connection by a sure link
+      // (one waiter of it shares that subscription, not its own SUBSCRIBE): a client keeps
+      // one subscription a channel, so this one is another client's, and the refused
+      // attempt just before, its, is no episode (seen: a JVM's subscriber given for good to
+      // the JVM that had just failed beside it, certain on its own subscriber, 65 events).
+      // (Asked only of a later failure than the latest so far: a herd's SUBSCRIBE walks
+      // thousands of waiters.)
+      if (listens_elsewhere(w.client, s, id)) continue;
+      latest = &w;
     }
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
       const std::int64_t d1 = op.request_us - latest->last_attempt_us;
@@ -47,6 +56,25 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   if (chosen.w != nullptr) {
     owner = chosen.w->owner;
     client = chosen.w->client;
+    // A connection is one process's: another client's waiters linked to it (an earlier
+    // guess) are not, and must not stay excluded from their own client's SUBSCRIBE.
+    lock_extra& x = *xp(l);
+    auto unlink_other = [&](waiter& o) {
+      if (o.client == client || o.sub_connection != s.id) return;
+      set_sub_connection(x, o, 0);
+      o.confidence = link_confidence::none;
+      o.subscribed_us = -1;
+    };
+    if (x.waiters.size() <= scanned_waiters) {
+      for (waiter& o : x.waiters) unlink_other(o);
+    } else if (const auto* v = waiter_keys::of(keys_of(x).by_sub, s.id)) {
+      // Those linked to it, found by key (a herd's SUBSCRIBE would walk thousands);
+      // copied, as unlinking edits the key's list.
+      woken_seqs.assign(v->begin(), v->end());
+      for (const std::uint64_t seq : woken_seqs) {
+        if (waiter* o = waiter_at(x, seq)) unlink_other(*o);
+      }
+    }
     link(l, id, *chosen.w, s, chosen.confidence, at);
   }
   // One subscription a channel and connection: a repeated SUBSCRIBE names its latest waiter.
@@ -131,13 +159,19 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     woken = partner_waiter(l, s);
     if (woken != nullptr) woken->notified = true;
   }
+  bool by_elimination = false;
+  if (woken == nullptr && sub != nullptr) {
+    woken = last_candidate(l, id, s);
+    by_elimination = woken != nullptr;
+  }
   lock_event e = from_op(l, op, lock_event_kind::notified);
   e.owner = {};
   if (woken != nullptr) {
     e.owner = owners.text(woken->owner);
     // The waiter's own link counts only if it is to this connection (one found through
     // the episodes may be linked, even for certain, to its client's real subscriber).
-    e.confidence = confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
+    e.confidence = by_elimination ? link_confidence::low
+                                  : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
   emit(l, e);
 }
@@ -158,6 +192,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   // our client leave the channel once the wait is over).
   std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
   std::uint64_t leaver_client = 0;
+  std::uint64_t lone_acquirer = 0;  // the client a slower leave follows (learn_lone_acquirer)
   if (has_extra(l) && xp(l)->acquired_us >= 0 && op.request_us >= xp(l)->acquired_us &&
       op.request_us - xp(l)->acquired_us <= options.wake_window_us) {
     leaver_client = xp(l)->acquired_client;
@@ -168,7 +203,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     owners.release(leaver);   // its text stays valid until the next collect()
     xp(l)->acquired_owner = no_id;
   } else if (has_extra(l)) {
-    learn_lone_acquirer(l, id, s, sub, op.request_us);
+    lone_acquirer = learn_lone_acquirer(l, id, s, sub, op.request_us);
     // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
     if (!xp(l)->waiters.empty()) note_wake(*xp(l), s.id, at, false);
   }
@@ -197,7 +232,19 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
         }
       }
     }
-    if (leaver != no_id && sub->client == leaver_client) {
+    // The subscription was only guessed to be another client's, while the client that
+    // just acquired, its last waiter gone and listening nowhere else, leaves: a client
+    // leaves its channel when its last waiter got the lock, so this is the acquirer's
+    // leave (the guessed client, had it been its, would still wait, or would have left
+    // already with its own acquisition).
+    const std::uint64_t acquirer = leaver != no_id ? leaver_client : lone_acquirer;
+    const bool guessed = sub->owner == no_id || ((sub->confidence == link_confidence::low || sub->confidence == link_confidence::none) &&
+                                                 pairing_of(s, sub->client) != pairing::established);
+    if (acquirer != 0 && sub->client != acquirer && guessed) {
+      const std::uint32_t named = leaver != no_id ? leaver : holder_of_client(l, acquirer);
+      e.owner = owners.text(named);
+      e.confidence = named == no_id ? link_confidence::none : confidence_of(s, acquirer, link_confidence::low);
+    } else if (leaver != no_id && sub->client == leaver_client) {
       e.owner = owners.text(leaver);  // the waiter that just acquired leaves the channel
     } else if (sub->owner != no_id &&
                (has_sibling(l, sub->owner, sub->client) || !explained_unsubscribe(l, s, *sub, op))) {

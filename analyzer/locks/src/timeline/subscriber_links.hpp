@@ -55,7 +55,7 @@ inline bool lock_timeline::impl::names_differ(const connection_info& s, const co
 // carry its name (lockscope's "NAME:sub" beside "NAME"; Redisson's clientName on all its
 // connections), else the one client whose command connections from its address opened
 // within opened_together_us of it. 0: none, or several.
-inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
+inline auto lock_timeline::impl::tie_of(const connection_info& s, std::uint32_t lock) -> life_tie {
   if (s.name != no_id) {
     std::string_view name = texts.text(s.name);
     auto found = client_of_name.find(name);
@@ -64,7 +64,8 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
     }
     if (found != client_of_name.end() && found->second != ambiguous_client) return {found->second, true};
   }
-  if (s.opened_us < 0 || s.opening_shared) return {};
+  if (s.tied_client != 0) return {s.tied_client, false};
+  if (s.opened_us < 0 || (s.opening_shared && lock == no_id)) return {};
   // The nearest opening of each client's: the nearest client's within opened_together_us,
   // every other client's at least opened_together_us farther (processes started nearly
   // together, their connections interleaved, are not told apart by this).
@@ -72,35 +73,87 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s) -> life_tie {
   // subscription) may be another process's: one as near counts as another client
   // (seen: a JVM starting while another filled its pool, its own command connection
   // 20 ms from its subscriber still unused when it subscribed).
+  std::array<connection_info::opening_near, 4> near{};
+  std::int64_t unknown_gap = -1;
+  if (s.opening_shared) {
+    near = s.near;
+    unknown_gap = s.near_unknown_gap_us;
+  } else {
+    const auto end = opened_connections.upper_bound(s.opened_us + 2 * opened_together_us);
+    for (auto o = opened_connections.lower_bound(s.opened_us - 2 * opened_together_us); o != end; ++o) {
+      const connection_info& c = connections[o->second];
+      if (c.id == s.id || !(c.ip == s.ip)) continue;
+      const std::int64_t gap = o->first >= s.opened_us ? o->first - s.opened_us : s.opened_us - o->first;
+      if (c.known_client == 0) {
+        if (c.subscriptions.empty() && (unknown_gap < 0 || gap < unknown_gap)) unknown_gap = gap;
+        continue;
+      }
+      connection_info::opening_near* slot = nullptr;
+      for (auto& n : near) {
+        if (n.client == c.known_client) {
+          slot = &n;
+          break;
+        }
+        if (n.client == 0 && slot == nullptr) slot = &n;
+      }
+      if (slot == nullptr) {  // more clients than kept: the farthest makes room
+        for (auto& n : near) {
+          if (slot == nullptr || n.gap_us > slot->gap_us) slot = &n;
+        }
+        if (slot->gap_us <= gap) continue;
+        *slot = {};
+      }
+      if (slot->client == 0 || gap < slot->gap_us) *slot = {c.known_client, gap};
+    }
+  }
+  // A client listening to the lock's channel on another subscriber, for certain, did not
+  // open this one for it: a client keeps one subscription a channel.
+  bool excluded_any = false;
   std::uint64_t best = 0;
-  std::int64_t best_gap = -1, other_gap = -1, unknown_gap = -1;
-  const auto end = opened_connections.upper_bound(s.opened_us + 2 * opened_together_us);
-  for (auto o = opened_connections.lower_bound(s.opened_us - 2 * opened_together_us); o != end; ++o) {
-    const connection_info& c = connections[o->second];
-    if (c.id == s.id || !(c.ip == s.ip)) continue;
-    const std::int64_t gap = o->first >= s.opened_us ? o->first - s.opened_us : s.opened_us - o->first;
-    if (c.known_client == 0) {
-      if (c.subscriptions.empty() && (unknown_gap < 0 || gap < unknown_gap)) unknown_gap = gap;
+  std::int64_t best_gap = -1, other_gap = -1;
+  for (const auto& n : near) {
+    if (n.client == 0) continue;
+    if (lock != no_id && listens_surely_elsewhere(n.client, s, lock)) {
+      excluded_any = true;
       continue;
     }
-    if (c.known_client == best) {
-      best_gap = std::min(best_gap, gap);
-    } else if (best == 0 || gap < best_gap) {
+    if (best == 0 || n.gap_us < best_gap) {
       if (best != 0) other_gap = other_gap < 0 ? best_gap : std::min(other_gap, best_gap);
-      best = c.known_client;
-      best_gap = gap;
+      best = n.client;
+      best_gap = n.gap_us;
     } else {
-      other_gap = other_gap < 0 ? gap : std::min(other_gap, gap);
+      other_gap = other_gap < 0 ? n.gap_us : std::min(other_gap, n.gap_us);
     }
   }
   if (best == 0 || best_gap > opened_together_us) return {};
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) {
-    s.opening_shared = true;  // another known client's opening as near: for good
+    if (!s.opening_shared) {  // another known client's opening as near: for good
+      s.opening_shared = true;
+      s.near = near;
+      s.near_unknown_gap_us = unknown_gap;
+    }
     return {};
   }
   if (unknown_gap >= 0 && (other_gap < 0 || unknown_gap < other_gap)) other_gap = unknown_gap;
   if (other_gap >= 0 && other_gap - best_gap < opened_together_us) return {};
+  if (excluded_any || s.opening_shared) s.tied_client = best;  // told apart by exclusion: for good
   return {best, false};
+}
+
+// The client listens to the lock's channel on another open connection than `s` by a
+// certain link (its own subscriber, tied by its life or its own connection).
+inline bool lock_timeline::impl::listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
+  const auto it = subscribers_by_client.find(client);
+  if (it == subscribers_by_client.end()) return false;
+  for (const std::uint32_t conn : it->second) {
+    connection_info& c = connections[conn];
+    if (!c.open || c.id == s.id) continue;
+    const connection_info::subscription* sub = subscription_of(c, lock);
+    if (sub != nullptr && sub->owner != no_id && sub->client == client && sub->confidence == link_confidence::certain) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // An anomaly that blames pub/sub for this waiter (subscription_lost, woken_by_timeout)
@@ -244,7 +297,7 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
   if (only != 0 && !excluded && !listens_elsewhere(only, s, lock)) learn(s, only);
 }
 
-// Episode: `s` UNSUBSCRIBEs within slow_leave_us after the latest acquisition that ended
+// Episode (its client, 0: none): `s` UNSUBSCRIBEs within slow_leave_us after the latest acquisition that ended
 // a wait, the acquirer's client having no waiter left on the lock and listening to the
 // channel nowhere else: a client leaves the channel when its last waiter got the lock,
 // a warming JVM well after the reaction window (seen: 32-156 ms). Not when the
@@ -252,29 +305,39 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
 // waits: node-redisson's stale timers UNSUBSCRIBE while their own waiters wait on (a
 // process's UNSUBSCRIBE beside another's acquisition taught the wrong client and cost
 // true anomalies on captures/thirdparty/redisson.pcap when nothing below was checked).
-inline void lock_timeline::impl::learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
-                                                     const connection_info::subscription* sub, std::int64_t request) {
+inline std::uint64_t lock_timeline::impl::learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+                                                              const connection_info::subscription* sub, std::int64_t request) {
   // Only where the subscriber's opening was seen and ties it to nobody (processes started
   // together): a subscriber joined mid-stream may be node-redisson's, whose stale timers
   // UNSUBSCRIBE beside other processes' acquisitions (captures/thirdparty/redisson.pcap:
   // 12 such, each a wrong episode), and its episodes alone would make it certain.
-  if (!has_extra(l) || s.opened_us < 0 || tie_of(s).client != 0) return;
+  if (!has_extra(l) || s.opened_us < 0 || tie_of(s).client != 0) return 0;
   lock_extra& x = *xp(l);
   if (x.waited_acquired_us < 0 || x.waited_acquired_us > request || request - x.waited_acquired_us > slow_leave_us ||
       x.waited_acquired_ip_tag != s.ip.tag()) {
-    return;
+    return 0;
   }
   const std::uint64_t client = x.waited_acquired_client;
   x.waited_acquired_us = -1;  // one client leaves per acquisition
-  if (client == 0 || listens_elsewhere(client, s, lock)) return;
+  if (client == 0 || listens_elsewhere(client, s, lock)) return 0;
   const bool known_other = sub != nullptr && sub->owner != no_id && sub->client != client &&
                            (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain ||
                             pairing_of(s, sub->client) == pairing::established);
   for (const waiter& w : x.waiters) {
-    if (w.client == client) return;  // it still waits: it keeps the channel
-    if (known_other && w.client == sub->client) return;
+    if (w.client == client) return 0;  // it still waits: it keeps the channel
+    if (known_other && w.client == sub->client) return 0;
   }
   learn(s, client);
+  return client;
+}
+
+// The owner holding the lock for `client` (no_id: none): the acquirer leaving its channel.
+inline std::uint32_t lock_timeline::impl::holder_of_client(lock_state& l, std::uint64_t client) {
+  std::uint32_t found = no_id;
+  for_each_holder(l, [&](holder& h) {
+    if (found == no_id && h.conn != no_id && client_key(h.owner, connections[h.conn].id) == client) found = h.owner;
+  });
+  return found;
 }
 
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
@@ -348,6 +411,20 @@ inline void lock_timeline::impl::note_wake(lock_extra& x, std::uint64_t sub, std
   slot->sub = sub;
   slot->message = message;
   slot->fanout = fanout;
+}
+
+// A message reached the waiter's subscriber between its attempt's request and its reply:
+// the server may have published it after it ran the attempt (replies on two connections
+// are captured in no order the server guarantees: seen, a release's message 24 us before
+// the refusal of an attempt the server had run before the release), so the waiter stays
+// told for its next attempt (without this, a Redisson thread retrying 91 ms later, its
+// TTL 30 s, was a false woken_by_timeout once its link was certain).
+inline bool lock_timeline::impl::told_during(const lock_extra& x, const waiter& w, std::int64_t request, std::int64_t reply) {
+  if (w.sub_connection == 0) return false;
+  for (const wake& k : x.wakes) {
+    if (k.message && k.sub == w.sub_connection && k.at_us >= request && k.at_us <= reply) return true;
+  }
+  return false;
 }
 
 // The waiter's attempt at `t` came right after a message on a subscriber that may be
@@ -458,7 +535,7 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   };
   // The process whose life the subscriber shares: its waiter, certain unless the
   // episodes point elsewhere (an opening beside another's is a coincidence then).
-  const life_tie tie = tie_of(s);
+  const life_tie tie = tie_of(s, lock);
   if (tie.client != 0) {
     for (waiter& w : xp(l)->waiters) {
       if (w.connection == s.id) return {&w, link_confidence::certain};
@@ -562,6 +639,24 @@ inline waiter* lock_timeline::impl::partner_waiter(lock_state& l, const connecti
   waiter* found = nullptr;
   for (waiter& w : xp(l)->waiters) {
     if (w.client == partner && (found == nullptr || w.first_us < found->first_us)) found = &w;
+  }
+  return found;
+}
+
+// The one client left that can own subscriber `s`: among the waiters from its address
+// (a few: a herd's are not walked), those listening on another subscription of the
+// channel, polling, or named apart are excluded; when one client is left, its earliest
+// waiter (nullptr otherwise). A guess by elimination, named `low`: for a message whose
+// subscription names no waiter any more (its guessed client acquired and left).
+inline waiter* lock_timeline::impl::last_candidate(lock_state& l, std::uint32_t lock, const connection_info& s) {
+  if (!has_extra(l) || xp(l)->waiters.size() > scanned_waiters) return nullptr;
+  waiter* found = nullptr;
+  const std::uint16_t ip_tag = s.ip.tag();
+  for (waiter& w : xp(l)->waiters) {
+    if (w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip) || polls(w) || names_differ(s, connections[w.conn])) continue;
+    if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock)) continue;
+    if (found != nullptr && found->client != w.client) return nullptr;  // two clients left
+    if (found == nullptr || w.first_us < found->first_us) found = &w;
   }
   return found;
 }

@@ -357,7 +357,7 @@ struct lock_timeline::impl {
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
   bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
   void learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
-  void learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
+  std::uint64_t learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
                            const connection_info::subscription* sub, std::int64_t request);
   static constexpr std::int64_t slow_leave_us = 250'000;
   link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
@@ -372,8 +372,12 @@ struct lock_timeline::impl {
   linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request);
   bool explained_unsubscribe(lock_state& l, const connection_info& s, const connection_info::subscription& sub, const lock_operation& op);
   waiter* partner_waiter(lock_state& l, const connection_info& s);
+  waiter* last_candidate(lock_state& l, std::uint32_t lock, const connection_info& s);
   void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen);
-  life_tie tie_of(const connection_info& s);
+  life_tie tie_of(const connection_info& s, std::uint32_t lock = no_id);
+  bool listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  static bool told_during(const lock_extra& x, const waiter& w, std::int64_t request, std::int64_t reply);
+  std::uint32_t holder_of_client(lock_state& l, std::uint64_t client);
   bool names_differ(const connection_info& s, const connection_info& command) const;
   void note_connection_life(std::uint32_t conn, const lock_operation& op);
   static bool link_certain(const waiter& w);

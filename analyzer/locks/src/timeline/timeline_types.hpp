@@ -252,6 +252,19 @@ struct connection_info {
   // even once the other client's connections have closed and left the table (seen: a
   // subscriber "tied" to its JVM when the other JVMs exited, and an anomaly raised on it).
   mutable bool opening_shared = false;
+  // The clients whose openings were as near when it was found shared (their gaps from
+  // it), and the nearest of connections whose client was not known yet: kept, as their
+  // connections may close and leave the table, for a later SUBSCRIBE to tell them apart
+  // by exclusion (tie_of with a lock).
+  struct opening_near {
+    std::uint64_t client = 0;
+    std::int64_t gap_us = -1;
+  };
+  mutable std::array<opening_near, 4> near{};
+  mutable std::int64_t near_unknown_gap_us = -1;
+  // The client its opening was tied to once the others as near were excluded (each
+  // listening to the channel on its own subscriber, for certain): for its whole life.
+  mutable std::uint64_t tied_client = 0;
 };
 
 // What the traffic says about a subscriber connection belonging to a client.

@@ -258,7 +258,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
     anomaly(l, at, anomaly_kind::woken_by_timeout, w.owner, w.conn,
             {anomaly_finding::retried_without_notification}, op.inferred);
   }
-  w.notified = false;
+  w.notified = w.notified && told_during(x, w, t, at);  // (subscriber_links.hpp)
   w.lost_release_us = -1;
   w.last_attempt_us = at;
 }
