@@ -83,3 +83,31 @@ TEST_CASE("shared value: one value retried over the connections of a pool is one
   CHECK(f.events.count("gave_up") == 0);
   CHECK(first_of(f.events, "acquired", "p")->wait_us == at(110) + 100 - at(10));
 }
+
+// A Redlock's value holds on one server and is refused on another; --merge-servers makes
+// the key on every server one lock. That is one client over a connection per server, not
+// a shared value: its attempts stay one wait, whichever server's connection they use.
+TEST_CASE("shared value: a Redlock value held on one server and refused on another, servers merged, is one waiter",
+          "[timeline][waiter][shared-owner]") {
+  locks::timeline_options options;
+  options.merge_servers = true;
+  fixture f(options);
+  auto on = [&](const char* server, lock_op_kind kind, op_outcome outcome, std::string_view value, double at_ms,
+                std::uint64_t connection) {
+    auto o = f.op(kind, outcome, value, at_ms, connection);
+    o.family = lock_family::set_based;
+    o.lock = "A";
+    o.lease_ms = 1000;
+    o.server_text = server;
+    o.server = interned_endpoint(o.server_text);
+    f.timeline.on_operation(o);
+  };
+  on(s1, lock_op_kind::acquire, op_outcome::ok, "v", 0, 1);
+  on(s2, lock_op_kind::acquire, op_outcome::contended, "v", 1, 2);
+  on(s3, lock_op_kind::acquire, op_outcome::contended, "v", 2, 3);
+  on(s1, lock_op_kind::unlock, op_outcome::ok, "v", 3, 1);
+  on(s3, lock_op_kind::acquire, op_outcome::ok, "v", 200, 3);
+  const recorded_event* got = acquired_over(f.events, 3);
+  REQUIRE(got != nullptr);
+  CHECK(got->wait_us == at(200) + 100 - at(1));
+}

@@ -299,10 +299,15 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
 //   refusals of three processes were one waiter moving between them, its wait shown on
 //   whichever acquired first and a give-up where another took it over. (A client that
 //   retries over any connection of a pool, Redisson's, never shows the mark: it
-//   re-enters what it holds.)
+//   re-enters what it holds. Nor does a Redlock's value, held on one server and refused
+//   on another, when --merge-servers makes them one lock: the two connections must go
+//   to the same server.)
 inline waiter* lock_timeline::impl::waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op) {
   if (op.outcome == op_outcome::contended) [[unlikely]] {
-    if (holder* h = first_holder(l); h != nullptr && h->owner == owner && h->conn != conn_index(op)) ex(l).owner_shared = true;
+    if (holder* h = first_holder(l); h != nullptr && h->owner == owner) {
+      const std::uint32_t conn = conn_index(op);
+      if (h->conn != conn && connections[h->conn].server == connections[conn].server) ex(l).owner_shared = true;
+    }
   }
   waiter* w = find_waiter(l, owner);
   if (w == nullptr || w->connection == op.connection) return w;
