@@ -310,6 +310,7 @@ struct lock_timeline::impl {
   static std::string_view client_part(std::string_view owner);
   void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at);
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
+  waiter* waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp
   void follow_up_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op);  // waiter_moved_on.hpp

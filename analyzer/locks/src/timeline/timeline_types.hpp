@@ -78,6 +78,8 @@ struct waiter {
   // Whether its wait may have begun before the capture (the acquisition's wait_at_least):
   bool mid_stream : 1 = false;       // its first attempt seen came on a connection joined mid-stream
   bool quick_second : 1 = false;     // its second attempt came at once (a first failure's retry)
+  bool gaps_shrank : 1 = false;      // a spacing came under 3/4 of the one before (no backoff: note_gap)
+  std::uint16_t first_gap_ms = 0;    // its first spacing not at once, ms (note_gap); 0 none yet
   std::uint32_t attempts = 1;
   // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a
   // later attempt (a stable one, never relinked), or changed from one attempt to the next.
@@ -87,6 +89,7 @@ struct waiter {
   // That release came right after the refused attempt, nothing else on its connection
   // between: a clean-up, part of the attempt (waiter_moved_on.hpp, retry_after_cleanup).
   bool cleaned_up : 1 = false;
+  std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
   // An attempt that nothing explains as this wait's (continuing_waiter): its request
@@ -147,6 +150,8 @@ struct lock_extra {
   // The longest completed free interval >= idle_threshold that no waiter has yet shown
   // it waited through (its next attempt does); forgotten when the last waiter leaves.
   std::int64_t idle_start_us = -1, idle_end_us = -1;
+  // A later, shorter one, for the waiters that began after the kept one did (free_interval_ends).
+  std::int64_t later_idle_start_us = -1, later_idle_end_us = -1;
   std::array<wake, 4> wakes{};
   // The latest SUBSCRIBE whose waiter was a guess among several waiters of its address
   // (link_confidence::low): Redisson's waiter retries right after its SUBSCRIBE is
@@ -175,6 +180,7 @@ struct lock_extra {
   std::int64_t closed_expired_us = -1;
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
   bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
+  bool owner_shared = false;    // a value was refused while it held over another connection (waiter_of_owner)
 };
 
 // What a lock with more than one completed hold adds (common: kept apart from the

@@ -11,6 +11,31 @@
 
 namespace lockscope::locks::timeline_detail {
 
+// A poller that backs off (@medusajs/locking-redis: a pause of 20 ms doubling up to 1 s,
+// each drawn at 50-100% of it) spaces its attempts further apart each time: seen by
+// spacing alone its next attempt looks far off its cadence (gaps 21, 25, 83, 87, then
+// 299 ms; 12, 22, 49, 103, 175, then 611 ms), and the rules that read a same-owner
+// attempt long after its spacing as a new wait split one wait into a give-up and a new
+// wait. What tells a backoff is the trend, not one step (jitter makes a single step
+// anything from flat to x4): its spacings never shrank (each at least 3/4 of the one
+// before; a fixed-cadence poller's jitter goes both ways) and the latest is at least
+// three times its first not at once (a first failure's immediate retry, within half the
+// wake window, is no spacing). Recorded per retry, in ms (two 16-bit fields: the waiter stays 144 bytes).
+inline void note_gap(waiter& w, std::int64_t gap_us, std::int64_t wake_window_us) {
+  const auto gap_ms = static_cast<std::uint16_t>(std::clamp<std::int64_t>(gap_us / 1000, 1, 0xffff));
+  if (w.last_gap_ms != 0 && gap_ms * 4 < w.last_gap_ms * 3) w.gaps_shrank = true;
+  if (w.first_gap_ms == 0 && gap_us > wake_window_us / 2) w.first_gap_ms = gap_ms;
+  w.last_gap_ms = gap_ms;
+}
+
+// The longest spacing a backing-off poller's next attempt may take and still be the same
+// wait: four times its latest (a doubling pause drawn at 50-100% of itself grows by up to
+// x4 from one attempt to the next) plus the wake window; 0 when `w` is not backing off.
+inline std::int64_t backoff_reach_us(const waiter& w, std::int64_t wake_window_us) {
+  if (w.gaps_shrank || w.first_gap_ms == 0 || w.last_gap_ms < 3 * w.first_gap_ms) return 0;
+  return 4 * std::int64_t{w.last_gap_ms} * 1000 + wake_window_us;
+}
+
 // A client that keeps one value for every wait of a process (ioredis-lock's Lock) shows a
 // give-up only by what its connection does next: it goes on to its next task, takes
 // another lock, and later tries this one again with the same value. Joined, the two
@@ -47,7 +72,8 @@ inline bool poller_moved_on(const waiter& w, bool poller, connection_info& c, st
     return false;
   }
   const std::int64_t gap = attempt_us - w.last_attempt_us;
-  if (gap > w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2)) return true;
+  if (gap > std::max(w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2), backoff_reach_us(w, wake_window_us)))
+    return true;
   const bool whole_hold_since = c.last_released_us > c.last_acquired_us;
   if (whole_hold_since && !c.multiplexes) return true;
   if (!whole_hold_since) c.multiplexes = true;  // polling on while its connection holds another lock
@@ -121,13 +147,24 @@ inline bool withdrawn_stopped(const waiter& w, std::int64_t attempt_us, std::int
 // found only at its deadline) stayed listed, an old long interval that none of the
 // waiters now present waited through hid a newer, shorter one that one of them did (a
 // 113 ms stretch went unreported behind a 900 ms one from 8 s before). Called before a
-// new interval is weighed against the kept one.
+// new interval is weighed against the kept one. The later one kept beside it
+// (lock_extra::later_idle_start_us) is judged alike, and takes the kept one's place
+// when that one goes.
 inline void forget_idle_no_waiter_saw(lock_extra& x) {
-  if (x.idle_start_us < 0) return;
-  for (const waiter& w : x.waiters) {
-    if (w.first_us <= x.idle_start_us) return;  // the earliest waiters come first: usually at once
+  const auto anyone_waiting_at = [&](std::int64_t start) {
+    for (const waiter& w : x.waiters) {
+      if (w.first_us <= start) return true;  // the earliest waiters come first: usually at once
+    }
+    return false;
+  };
+  if (x.later_idle_start_us >= 0 && !anyone_waiting_at(x.later_idle_start_us)) {
+    x.later_idle_start_us = x.later_idle_end_us = -1;
   }
-  x.idle_start_us = x.idle_end_us = -1;
+  if (x.idle_start_us >= 0 && !anyone_waiting_at(x.idle_start_us)) {
+    x.idle_start_us = x.later_idle_start_us;
+    x.idle_end_us = x.later_idle_end_us;
+    x.later_idle_start_us = x.later_idle_end_us = -1;
+  }
 }
 
 // A pub/sub waiter whose own subscription ended by its client's UNSUBSCRIBE after its

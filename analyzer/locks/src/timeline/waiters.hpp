@@ -62,7 +62,7 @@ inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves, 
   x.waiters.remove_if(leaves, [&](const waiter& w) { forget_waiter(x, w); }, concerns);
   if (x.waiters.size() == before) return;
   if (x.waiters.empty()) {
-    x.idle_start_us = x.idle_end_us = -1;
+    x.idle_start_us = x.idle_end_us = x.later_idle_start_us = x.later_idle_end_us = -1;
     no_waiters_left(x);
   }
 }
@@ -75,7 +75,7 @@ inline void lock_timeline::impl::drop_waiter(lock_state& l, std::uint32_t lock, 
   unlist_wait(gone.conn, lock);
   forget_waiter(*xp(l), gone);
   if (ws.empty()) {
-    xp(l)->idle_start_us = xp(l)->idle_end_us = -1;
+    xp(l)->idle_start_us = xp(l)->idle_end_us = xp(l)->later_idle_start_us = xp(l)->later_idle_end_us = -1;
     no_waiters_left(*xp(l));
   }
 }
@@ -118,15 +118,27 @@ inline void lock_timeline::impl::became_free(lock_state& l, std::int64_t at) {
 
 // The lock is taken again at `at`: a free interval >= the threshold that no waiter has
 // shown it waited through yet is kept (the longest) for the next attempt to confirm.
+// A shorter one that ends while a longer one is kept is kept beside it (the longest of
+// those): only a waiter already waiting when the kept one began can confirm that one,
+// and such a waiter may have given up unseen (found only at its deadline, seconds on),
+// while the waiters that came since wait through the shorter one (medusa_lock: a 1.1 s
+// stretch that no listed waiter was still polling for hid a 144 ms one two live pollers
+// waited through). retry() reports, for a waiter, the kept one if it was waiting when
+// that began, else the later one.
 inline void lock_timeline::impl::free_interval_ends(lock_state& l, std::int64_t at) {
   if (!has_extra(l)) return;
   lock_extra& x = *xp(l);
   if (x.free_since_us >= 0 && at - x.free_since_us >= options.idle_threshold_us) forget_idle_no_waiter_saw(x);
   if (x.free_since_us >= 0 && !x.idle_reported && !x.waiters.empty() &&
-      at - x.free_since_us >= options.idle_threshold_us &&
-      (x.idle_start_us < 0 || at - x.free_since_us > x.idle_end_us - x.idle_start_us)) {
-    x.idle_start_us = x.free_since_us;
-    x.idle_end_us = at;
+      at - x.free_since_us >= options.idle_threshold_us) {
+    if (x.idle_start_us < 0 || at - x.free_since_us > x.idle_end_us - x.idle_start_us) {
+      x.idle_start_us = x.free_since_us;
+      x.idle_end_us = at;
+      x.later_idle_start_us = x.later_idle_end_us = -1;  // it lies before the new one: no waiter chooses it over that
+    } else if (x.later_idle_start_us < 0 || at - x.free_since_us > x.later_idle_end_us - x.later_idle_start_us) {
+      x.later_idle_start_us = x.free_since_us;
+      x.later_idle_end_us = at;
+    }
   }
   x.free_since_us = -1;
 }
@@ -165,6 +177,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   if (x.guessed.sub != 0) take_guessed_subscription(l, lock, w, t);
   if (!w.notified) w.notified = woken_by_message(x, w, t);
   w.longest_gap_us = std::max(w.longest_gap_us, t - w.last_attempt_us);
+  note_gap(w, t - w.last_attempt_us, options.wake_window_us);
   // A first failure's retry comes at once and unprompted; a retry a message woke
   // may come as soon, mid-wait, when releases follow each other.
   if (++w.attempts == 2) w.quick_second = t - w.last_attempt_us <= options.wake_window_us && !w.notified;
@@ -227,6 +240,12 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
     anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.idle_start_us,
             x.idle_end_us - x.idle_start_us);
     x.idle_start_us = x.idle_end_us = -1;
+  } else if (x.later_idle_start_us >= 0 && x.later_idle_start_us >= w.first_us && idle_rests(x.later_idle_start_us)) {
+    const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
+                                                          : anomaly_finding::idle_while_this_poller_slept;
+    anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.later_idle_start_us,
+            x.later_idle_end_us - x.later_idle_start_us);
+    x.later_idle_start_us = x.later_idle_end_us = -1;
   }
   if (by_timer && w.lost_release_us >= 0 && !w.lost_reported && !link_certain(w) && w.sub_connection != 0) {
     withhold(w, anomaly_kind::subscription_lost);
@@ -267,6 +286,39 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
 // waiter, or its wait ended before this attempt (reported as gave_up here; when the
 // new wait began before this attempt, new_wait_from_us says when).
 //
+// The waiter whose attempt `op` (by `owner`) is, by its value. A value is an identity
+// unless the traffic shows otherwise:
+// - a waiter whose value changes with every attempt stays on its connection: its value
+//   sent over another is another client's that happened to draw the same (two
+//   processes' millisecond timestamps);
+// - a value refused over one connection while it holds the lock over another is shared
+//   by several clients (ioredis-mutex: every process sends `SET key mutex NX`): no
+//   client is refused the lock it holds itself unless its lock cannot be re-entered,
+//   and then over the connection it holds it by as often as any other. From then on the
+//   lock's waiters are its value's over each connection: keyed by value alone, the
+//   refusals of three processes were one waiter moving between them, its wait shown on
+//   whichever acquired first and a give-up where another took it over. (A client that
+//   retries over any connection of a pool, Redisson's, never shows the mark: it
+//   re-enters what it holds. Nor does a Redlock's value, held on one server and refused
+//   on another, when --merge-servers makes them one lock: the two connections must go
+//   to the same server.)
+inline waiter* lock_timeline::impl::waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op) {
+  if (op.outcome == op_outcome::contended) [[unlikely]] {
+    if (holder* h = first_holder(l); h != nullptr && h->owner == owner) {
+      const std::uint32_t conn = conn_index(op);
+      if (h->conn != conn && connections[h->conn].server == connections[conn].server) ex(l).owner_shared = true;
+    }
+  }
+  waiter* w = find_waiter(l, owner);
+  if (w == nullptr || w->connection == op.connection) return w;
+  if (w->fresh_values) return nullptr;
+  if (!xp(l)->owner_shared) return w;
+  for (waiter& v : xp(l)->waiters) {
+    if (v.owner == owner && v.connection == op.connection) return &v;
+  }
+  return nullptr;
+}
+
 // A pub/sub waiter whose own subscription (its SUBSCRIBE's, shared with no other
 // waiter of its client) left the lock's channel by an UNSUBSCRIBE after its latest
 // attempt, and whose owner attempts again neither at once (node-redisson leaves, then
@@ -288,11 +340,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   new_wait_from_us = -1;
   // An attempt whose owner is not known (a script that draws the owner only when it
   // acquires: ioredfour) is its connection's waiter's, as a fresh value's is.
-  waiter* w = op.owner.empty() ? nullptr : find_waiter(l, owner);
-  // A waiter whose value changes with every attempt stays on its connection: its value
-  // sent over another is another client's that happened to draw the same (two
-  // processes' millisecond timestamps).
-  if (w != nullptr && w->fresh_values && w->connection != op.connection) w = nullptr;
+  waiter* w = op.owner.empty() ? nullptr : waiter_of_owner(l, owner, op);
   if (w != nullptr) {
     w->owner_repeated = true;
     w->withdrawn = false;
@@ -316,7 +364,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   const bool poller = !w->pubsub && w->sub_connection == 0 && w->subscribed_us < 0 && !w->notified &&
                       !w->fresh_values && w->longest_gap_us > options.wake_window_us;
   if (poller && t - w->last_attempt_us > std::max({3 * w->longest_gap_us + options.wake_window_us, w->last_ttl_us,
-                                                   poller_stop_floor_us})) {
+                                                   poller_stop_floor_us, backoff_reach_us(*w, options.wake_window_us)})) {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }

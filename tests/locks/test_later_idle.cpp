@@ -1,0 +1,68 @@
+// Free while waiting: a long free stretch kept for a waiter that was already waiting when
+// it began (who may have given up unseen, still listed until its deadline) does not hide
+// a later, shorter stretch that waiters who came since waited through
+// (timeline/waiters.hpp, free_interval_ends). The recorded client is measured against its
+// own log by tests/locks/effect_clients/measure.py (medusa_lock: 144 ms behind 1.1 s).
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+
+namespace {
+
+void set_nx(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = "A";
+  o.lease_ms = 60'000;
+  f.timeline.on_operation(o);
+}
+
+void del(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = "A";
+  f.timeline.on_operation(o);
+}
+
+}  // namespace
+
+TEST_CASE("free while waiting: a later, shorter stretch is reported to a waiter that came after the longer one began",
+          "[timeline][waiter][idle]") {
+  fixture f;
+  set_nx(f, "h1", 0, op_outcome::ok, 1);
+  set_nx(f, "old", 10, op_outcome::contended, 5);  // listed until its deadline, never back
+  del(f, "h1", 100, 1);
+  set_nx(f, "h2", 400, op_outcome::ok, 2);  // free 300 ms: only `old` could have waited through it
+  set_nx(f, "p", 450, op_outcome::contended, 3);
+  set_nx(f, "p", 500, op_outcome::contended, 3);
+  del(f, "h2", 520, 2);
+  set_nx(f, "h3", 620, op_outcome::ok, 4);  // free 100 ms while p slept
+  set_nx(f, "p", 640, op_outcome::contended, 3);
+  const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
+  REQUIRE(idle != nullptr);
+  CHECK(idle->owner == "p");
+  CHECK(idle->interval_start_us == at(520) + 100);
+  CHECK(idle->interval_us == at(620) - at(520));
+}
+
+TEST_CASE("free while waiting: a waiter waiting through both stretches is told the longer one",
+          "[timeline][waiter][idle]") {
+  fixture f;
+  set_nx(f, "h1", 0, op_outcome::ok, 1);
+  set_nx(f, "old", 10, op_outcome::contended, 5);
+  del(f, "h1", 100, 1);
+  set_nx(f, "h2", 400, op_outcome::ok, 2);
+  set_nx(f, "p", 450, op_outcome::contended, 3);
+  del(f, "h2", 520, 2);
+  set_nx(f, "h3", 620, op_outcome::ok, 4);
+  set_nx(f, "old", 700, op_outcome::contended, 5);  // `old` was waiting all along: the 300 ms stretch
+  set_nx(f, "p", 710, op_outcome::contended, 3);    // p: the 100 ms one
+  REQUIRE(f.events.count("anomaly:idle_with_waiters") == 2);
+  const recorded_event* first = first_of(f.events, "anomaly:idle_with_waiters", "old");
+  const recorded_event* second = first_of(f.events, "anomaly:idle_with_waiters", "p");
+  REQUIRE(first != nullptr);
+  REQUIRE(second != nullptr);
+  CHECK(first->interval_us == at(400) - at(100));
+  CHECK(second->interval_us == at(620) - at(520));
+}
