@@ -109,12 +109,15 @@ DETAILS = []  # --details: (kind, "missed"|"false", what) of the recording being
 #   process makes their refused attempts one waiter; a backoff's doubling gap is read as
 #   a give-up) and free-while-waiting (a stretch ended by the releaser's own next acquire).
 SHOW_DETAILS = False
-HELD_OUT = ["node_redisson", "redis_promise_lock", "redis_kit_lock", "medusa_lock", "ioredis_mutex"]
+# Every client above was then used to build the rules, so each is gated now; a new
+# held-out set goes here until rules are built against it.
+HELD_OUT = []
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
                           "redlock_universal", "ioredis_lock", "sesame_redlock", "sesame_redlock_mux",
-                          "sesame_redlock_mux_short")):
+                          "sesame_redlock_mux_short", "node_redisson", "redis_promise_lock", "redis_kit_lock",
+                          "medusa_lock", "ioredis_mutex")):
     out = []
     for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")
