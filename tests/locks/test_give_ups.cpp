@@ -77,14 +77,16 @@ set -u
 L=")" + cli + R"(" P=)" + port + R"( R=redis://127.0.0.1:)" + port + R"( PY=/usr/bin/python3 C=")" +
                              give_up_client.string() + R"(" T=")" + truth_file.string() + R"("
 now() { date +%s%6N; }
-$L lock gu:cli --redis $R -- sleep 2.5 &
+touch "$T"
+# The holder holds until both waiters have given up (at most 5 s): a loaded machine may
+# start a waiter a second late, and it must still find the lock held.
+$L lock gu:cli --redis $R -- sh -c 'for i in $(seq 100); do [ $(grep -c gu:cli "$0") -ge 2 ] && exit 0; sleep 0.05; done' "$T" &
 $PY "$C" held $P gu:cli
 for i in 1 2; do
   ( b=$(now); $L lock gu:cli --redis $R --wait 1s -- true 2>/dev/null; rc=$?; e=$(now)
     echo "{\"event\":\"gave_up\",\"lock\":\"gu:cli\",\"began_us\":$b,\"t_us\":$e,\"rc\":$rc}" >> "$T" ) &
   sleep 0.2
 done
-touch "$T"
 $PY "$C" holder $P gu:py 3.5 4 "$T" 2 > /dev/null &
 $PY "$C" held $P gu:py
 $PY "$C" waiter $P gu:py 1.0 6 | sed -u 's/}$/, "lock": "gu:py", "linger": true}/' >> "$T" &
