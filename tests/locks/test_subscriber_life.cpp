@@ -3,6 +3,8 @@
 // (subscription_lost, woken_by_timeout) raised only when that link is certain. The
 // real-process oracles are tests/locks/subscriber_links_oracle.py (ctest
 // locks.subscriber_links.*).
+#include <algorithm>
+
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
 
@@ -391,4 +393,71 @@ TEST_CASE("subscriber links: a message on a subscriber whose guessed client left
   REQUIRE(told != nullptr);
   CHECK(told->owner == pb);
   CHECK(told->confidence == link_confidence::low);
+}
+
+// Redisson's wake-ups on a loaded host (links_redisson_together5.pcap): one permit per
+// unlock message for the threads of the JVM whose subscriber got it, each thread that
+// retries after a wait answering one. A (threads pa2, pa) shares one subscriber; B waits
+// on its own. pa2 waits first; pa's wait begins just before the release, its second
+// attempt (Redisson's, once subscribed: no wait) comes after A's message, and its third,
+// the one the message woke, 42 ms after it.
+namespace {
+
+// pa2's timer retry (its TTL after its last attempt) comes in time order with pa's third.
+void slow_wake(fixture& f, bool a_told, double pa_third_ms, bool pa2_retries = false) {
+  const life hold{mid_stream, "lockscope-lock:1"}, a_cmd{mid_stream, "lockscope-lock:2"},
+      a_sub{mid_stream, "lockscope-lock:2:sub"}, b_cmd{mid_stream, "lockscope-lock:3"},
+      b_sub{mid_stream, "lockscope-lock:3:sub"};
+  attempt(f, pc, 0, 1, hold, op_outcome::ok);
+  attempt(f, pb, 100, 4, b_cmd);
+  channel(f, lock_op_kind::subscribe, 100.6, 5, b_sub);
+  attempt(f, pb, 101, 4, b_cmd);
+  attempt(f, pa2, 200, 2, a_cmd);
+  channel(f, lock_op_kind::subscribe, 200.6, 3, a_sub);
+  attempt(f, pa2, 201, 2, a_cmd);
+  attempt(f, pa, 499, 2, a_cmd);  // pa's wait begins
+  auto u = f.op(lock_op_kind::unlock, op_outcome::ok, pc, 500, 1, host);
+  f.timeline.on_operation(u);
+  if (a_told) channel(f, lock_op_kind::message, 500.3, 3, a_sub);
+  channel(f, lock_op_kind::message, 500.35, 5, b_sub);
+  attempt(f, pb, 500.5, 4, b_cmd, op_outcome::ok);  // B's thread answers B's message
+  attempt(f, pa, 504, 2, a_cmd);                    // pa's retry once subscribed
+  constexpr double pa2_timer_ms = 201 + 29000;
+  if (pa2_retries && pa2_timer_ms < pa_third_ms) attempt(f, pa2, pa2_timer_ms, 2, a_cmd);
+  attempt(f, pa, pa_third_ms, 2, a_cmd);
+  if (pa2_retries && pa2_timer_ms >= pa_third_ms) attempt(f, pa2, pa2_timer_ms, 2, a_cmd);
+}
+
+std::vector<std::string> timed_out(const fixture& f) {
+  std::vector<std::string> owners;
+  for (const auto& e : f.events.events) {
+    if (e.event == "anomaly:woken_by_timeout") owners.push_back(e.owner);
+  }
+  return owners;
+}
+
+}  // namespace
+
+TEST_CASE("subscriber life: a slow retry after its client's message answers it, not a timer", "[timeline][links]") {
+  fixture f;
+  slow_wake(f, true, 546);  // 45.7 ms after the message, past the wake window, its TTL 29 s
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}
+
+TEST_CASE("subscriber life: a retry at its TTL with no message is still woken_by_timeout", "[timeline][links]") {
+  fixture f;
+  slow_wake(f, false, 504 + 29000, true);  // A's subscriber heard nothing: both threads wait out their TTL
+  const auto owners = timed_out(f);
+  CHECK(std::count(owners.begin(), owners.end(), pa) == 1);
+  CHECK(std::count(owners.begin(), owners.end(), pa2) == 1);
+}
+
+TEST_CASE("subscriber life: one message on a shared subscriber wakes one thread, and the other thread's TTL retry is the timer's",
+          "[timeline][links]") {
+  fixture f;
+  slow_wake(f, true, 546, true);  // pa answers A's one message; pa2 was told, but the permit was taken
+  const auto owners = timed_out(f);
+  REQUIRE(owners.size() == 1);
+  CHECK(owners[0] == pa2);
 }

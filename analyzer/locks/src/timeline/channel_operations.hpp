@@ -119,7 +119,13 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
       link(l, id, *guess.w, s, guess.confidence, at);
     }
     owners.retain(owner);
-    put_subscription(conn, record_of(s, id), {id, owner, client, owner == no_id ? link_confidence::none : guess.confidence, true});
+    put_subscription(conn, record_of(s, id), {id, owner, client, owner == no_id ? link_confidence::none : guess.confidence, true, -1, 1, false, at});
+  } else {
+    // A permit for one retry of its client (waiters.hpp, retry); Redisson's read unlock
+    // (`1`) wakes every thread.
+    if (sub->unanswered < max_unanswered) ++sub->unanswered;
+    sub->wakes_all = op.message == "1";
+    sub->message_us = at;
   }
   waiter* woken = nullptr;
   const std::uint64_t partner = best_partner(s);

@@ -72,6 +72,9 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
     w->mid_stream = op.db < 0;  // its database unseen: no SELECT, no SYN
     w->first_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
     link_existing_subscription(id, *w);
+    // A message its client's subscriber got while this first attempt was in flight tells
+    // it, as for any attempt (told_during): Redisson's latch keeps the permit.
+    w->notified = told_during(x, *w, op.request_us, at);
     index_keys(x, *w);
   } else {
     move_waiter(*w, id, conn, op.connection);

@@ -143,6 +143,9 @@ struct lock_timeline::impl {
   // its SUBSCRIBE, and the poller was then charged with that subscription's loss and a
   // timer wake-up.
   static constexpr std::int64_t subscribe_retry_us = 2'000;
+  // A bound on a subscription's unanswered messages (a client subscribed with no waiter
+  // left to answer them).
+  static constexpr std::uint32_t max_unanswered = 1u << 20;
   // The waiter a subscriber connection's event is about, and how sure that is.
   struct linked {
     waiter* w = nullptr;

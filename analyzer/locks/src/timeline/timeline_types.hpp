@@ -227,6 +227,11 @@ struct connection_info {
     link_confidence confidence;
     bool active = true;
     std::int64_t since_us = -1;  // when its SUBSCRIBE was confirmed (-1: seen by a message)
+    // Messages (unlock publishes) it received that no retry of its client's waiters
+    // has answered yet: Redisson's one permit per message (waiters.hpp, retry).
+    std::uint32_t unanswered = 0;
+    bool wakes_all = false;  // its latest message was a read unlock's (every thread wakes)
+    std::int64_t message_us = -1;  // its latest message
   };
   static constexpr std::size_t max_inactive = 8;
   std::vector<subscription> subscriptions;

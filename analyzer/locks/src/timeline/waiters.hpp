@@ -181,6 +181,31 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // A first failure's retry comes at once and unprompted; a retry a message woke
   // may come as soon, mid-wait, when releases follow each other.
   if (++w.attempts == 2) w.quick_second = t - w.last_attempt_us <= options.wake_window_us && !w.notified;
+  // Redisson's LockPubSub gives one permit per unlock message to the latch its JVM's
+  // threads wait on (tryAcquire for the TTL they were refused with): one message wakes
+  // one thread, and a thread that finds a permit left retries at once, however slow the
+  // host is to run it (seen: 32-46 ms after the message on a loaded host, the TTL 30 s).
+  // So each retry after a wait (the third attempt on: the second follows the SUBSCRIBE
+  // with no wait) answers one message its client's subscriber received, and one that
+  // finds a message unanswered, before half its TTL, was woken by it. Bound: half the
+  // TTL, where its timer may be near; a retry at its TTL is the timer's. A tryLock(wait)
+  // may time out sooner, but not while a permit waits (tryAcquire takes it at once), so
+  // a retry that finds one is the message's either way. Once every message was answered
+  // (by its client's other threads), a Redisson-style waiter told by them was not woken,
+  // unless a message came within the wake window (a read unlock wakes every thread).
+  if (w.attempts >= 3 && w.sub_connection != 0) {
+    connection_info* s = open_connection(w.sub_connection);
+    connection_info::subscription* sub = s != nullptr ? subscription_of(*s, lock) : nullptr;
+    // (A message after this retry was sent is left for the next: see told_during.)
+    const std::uint32_t unanswered = sub == nullptr ? 0 : sub->unanswered - (sub->unanswered > 0 && sub->message_us >= t ? 1u : 0u);
+    if (unanswered > 0 && w.last_ttl_us > 0 && t - w.last_attempt_us < w.last_ttl_us / 2) {
+      --sub->unanswered;
+      w.notified = true;
+    } else if (sub != nullptr && sub->unanswered == 0 && !sub->wakes_all && w.notified && (w.client >> 63) != 0 &&
+               sub->owner != no_id && sub->client == w.client) {
+      w.notified = woken_by_message(x, w, t);
+    }
+  }
   // Redisson retries once its SUBSCRIBE is confirmed; node-redisson retries at once
   // after its first failure: neither waited for anything. A wait shorter than the
   // TTL it was given (or than the wake window) was not a timer either.
@@ -201,7 +226,6 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
       if (sub != nullptr && sub->since_us >= w.last_attempt_us && sub->since_us <= t) by_timer = false;
     }
   }
-
   // The lock was free >= threshold while it waited: this attempt proves it waited.
   // For a pub/sub waiter, a missed wake-up rests on its link (certain), and one that was
   // told (a message since its last attempt) and was slow to retry missed nothing.
