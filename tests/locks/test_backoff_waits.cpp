@@ -13,29 +13,13 @@ using namespace lockscope::timeline_test;
 
 namespace {
 
-void set_nx(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection,
-            std::int64_t lease_ms = 1000) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lock = "A";
-  o.lease_ms = lease_ms;
-  f.timeline.on_operation(o);
-}
-
-void del(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lock = "A";
-  f.timeline.on_operation(o);
-}
-
 // `holder` holds A from connection 1; p is refused from connection 2 at each of `refusals`
 // (ms), then the holder releases at `release_ms` and p acquires 20 ms later.
 void waits(fixture& f, std::initializer_list<double> refusals, double release_ms) {
   set_nx(f, "holder", -5, op_outcome::ok, 1, 60'000);
-  for (const double t : refusals) set_nx(f, "p", t, op_outcome::contended, 2);
+  for (const double t : refusals) set_nx(f, "p", t, op_outcome::contended, 2, 1000);
   del(f, "holder", release_ms, 1);
-  set_nx(f, "p", release_ms + 20, op_outcome::ok, 2);
+  set_nx(f, "p", release_ms + 20, op_outcome::ok, 2, 1000);
 }
 
 }  // namespace

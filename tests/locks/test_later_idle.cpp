@@ -8,37 +8,18 @@
 using namespace lockscope;
 using namespace lockscope::timeline_test;
 
-namespace {
-
-void set_nx(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lock = "A";
-  o.lease_ms = 60'000;
-  f.timeline.on_operation(o);
-}
-
-void del(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lock = "A";
-  f.timeline.on_operation(o);
-}
-
-}  // namespace
-
 TEST_CASE("free while waiting: a later, shorter stretch is reported to a waiter that came after the longer one began",
           "[timeline][waiter][idle]") {
   fixture f;
-  set_nx(f, "h1", 0, op_outcome::ok, 1);
-  set_nx(f, "old", 10, op_outcome::contended, 5);  // listed until its deadline, never back
+  set_nx(f, "h1", 0, op_outcome::ok, 1, 60'000);
+  set_nx(f, "old", 10, op_outcome::contended, 5, 60'000);  // listed until its deadline, never back
   del(f, "h1", 100, 1);
-  set_nx(f, "h2", 400, op_outcome::ok, 2);  // free 300 ms: only `old` could have waited through it
-  set_nx(f, "p", 450, op_outcome::contended, 3);
-  set_nx(f, "p", 500, op_outcome::contended, 3);
+  set_nx(f, "h2", 400, op_outcome::ok, 2, 60'000);  // free 300 ms: only `old` could have waited through it
+  set_nx(f, "p", 450, op_outcome::contended, 3, 60'000);
+  set_nx(f, "p", 500, op_outcome::contended, 3, 60'000);
   del(f, "h2", 520, 2);
-  set_nx(f, "h3", 620, op_outcome::ok, 4);  // free 100 ms while p slept
-  set_nx(f, "p", 640, op_outcome::contended, 3);
+  set_nx(f, "h3", 620, op_outcome::ok, 4, 60'000);  // free 100 ms while p slept
+  set_nx(f, "p", 640, op_outcome::contended, 3, 60'000);
   const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
   REQUIRE(idle != nullptr);
   CHECK(idle->owner == "p");
@@ -49,15 +30,15 @@ TEST_CASE("free while waiting: a later, shorter stretch is reported to a waiter 
 TEST_CASE("free while waiting: a waiter waiting through both stretches is told the longer one",
           "[timeline][waiter][idle]") {
   fixture f;
-  set_nx(f, "h1", 0, op_outcome::ok, 1);
-  set_nx(f, "old", 10, op_outcome::contended, 5);
+  set_nx(f, "h1", 0, op_outcome::ok, 1, 60'000);
+  set_nx(f, "old", 10, op_outcome::contended, 5, 60'000);
   del(f, "h1", 100, 1);
-  set_nx(f, "h2", 400, op_outcome::ok, 2);
-  set_nx(f, "p", 450, op_outcome::contended, 3);
+  set_nx(f, "h2", 400, op_outcome::ok, 2, 60'000);
+  set_nx(f, "p", 450, op_outcome::contended, 3, 60'000);
   del(f, "h2", 520, 2);
-  set_nx(f, "h3", 620, op_outcome::ok, 4);
-  set_nx(f, "old", 700, op_outcome::contended, 5);  // `old` was waiting all along: the 300 ms stretch
-  set_nx(f, "p", 710, op_outcome::contended, 3);    // p: the 100 ms one
+  set_nx(f, "h3", 620, op_outcome::ok, 4, 60'000);
+  set_nx(f, "old", 700, op_outcome::contended, 5, 60'000);  // `old` was waiting all along: the 300 ms stretch
+  set_nx(f, "p", 710, op_outcome::contended, 3, 60'000);    // p: the 100 ms one
   REQUIRE(f.events.count("anomaly:idle_with_waiters") == 2);
   const recorded_event* first = first_of(f.events, "anomaly:idle_with_waiters", "old");
   const recorded_event* second = first_of(f.events, "anomaly:idle_with_waiters", "p");

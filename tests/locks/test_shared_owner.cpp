@@ -11,20 +11,6 @@ using namespace lockscope::timeline_test;
 
 namespace {
 
-void set_nx(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lock = "A";
-  f.timeline.on_operation(o);
-}
-
-void del(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lock = "A";
-  f.timeline.on_operation(o);
-}
-
 // The acquisition over `connection` (its client's port is 40000 + connection).
 const recorded_event* acquired_over(const event_recorder& rec, std::uint64_t connection) {
   const std::string port = ":" + std::to_string(40000 + connection);

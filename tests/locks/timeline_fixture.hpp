@@ -97,4 +97,22 @@ class fixture {
 };
 
 
+// A SET-based client on lock "A": an attempt `SET A value NX` (with a lease when
+// lease_ms >= 0) and a release of `value` (DEL or compare-and-DEL), over `connection`.
+inline void set_nx(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection,
+                   std::int64_t lease_ms = -1) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = "A";
+  o.lease_ms = lease_ms;
+  f.timeline.on_operation(o);
+}
+
+inline void del(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = "A";
+  f.timeline.on_operation(o);
+}
+
 }  // namespace lockscope::timeline_test
