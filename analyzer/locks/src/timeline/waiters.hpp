@@ -244,6 +244,14 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
     return w.pubsub && !polls(w) && !w.notified && w.sub_connection != 0 && !link_certain(w) &&
            !(sub != nullptr && from >= 0 && sub->since_us > from);
   };
+  // A past free stretch (start..end) this waiter waited through: said once, then forgotten.
+  auto report_stretch_waited_through = [&](auto& start_us, auto& end_us) {
+    const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
+                                                          : anomaly_finding::idle_while_this_poller_slept;
+    anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, start_us,
+            end_us - start_us);
+    start_us = end_us = -1;
+  };
   if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
       at - x.free_since_us >= options.idle_threshold_us && idle_withheld(x.free_since_us)) {
     withhold(w, anomaly_kind::idle_with_waiters);
@@ -259,17 +267,9 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
     anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.free_since_us,
             at - x.free_since_us);
   } else if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us && idle_rests(x.idle_start_us)) {
-    const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
-                                                          : anomaly_finding::idle_while_this_poller_slept;
-    anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.idle_start_us,
-            x.idle_end_us - x.idle_start_us);
-    x.idle_start_us = x.idle_end_us = -1;
+    report_stretch_waited_through(x.idle_start_us, x.idle_end_us);
   } else if (x.later_idle_start_us >= 0 && x.later_idle_start_us >= w.first_us && idle_rests(x.later_idle_start_us)) {
-    const anomaly_finding finding = w.pubsub && !polls(w) ? anomaly_finding::idle_while_this_waiter_waited
-                                                          : anomaly_finding::idle_while_this_poller_slept;
-    anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, op.inferred, x.later_idle_start_us,
-            x.later_idle_end_us - x.later_idle_start_us);
-    x.later_idle_start_us = x.later_idle_end_us = -1;
+    report_stretch_waited_through(x.later_idle_start_us, x.later_idle_end_us);
   }
   if (by_timer && w.lost_release_us >= 0 && !w.lost_reported && !link_certain(w) && w.sub_connection != 0) {
     withhold(w, anomaly_kind::subscription_lost);
