@@ -324,8 +324,9 @@ TEST_CASE("subscriber links: a subscription given to one client frees the other 
     const life a_cmd{-1000, {}}, b_cmd{-999.5, {}}, a_sub{-999.8, {}}, b_sub{-999.3, {}};
     attempt(f, pc, 0, 1, {}, op_outcome::ok);
     for (int i = 0; i < others; ++i) {
-      auto o = f.op(lock_op_kind::acquire, op_outcome::contended, "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee:" + std::to_string(i + 1),
-                    1 + i * 0.1, 100 + static_cast<std::uint64_t>(i), "10.0.0.7");
+      const std::string owner = "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee:" + std::to_string(i + 1);  // outlives the op's view
+      auto o = f.op(lock_op_kind::acquire, op_outcome::contended, owner, 1 + i * 0.1, 100 + static_cast<std::uint64_t>(i),
+                    "10.0.0.7");
       o.lease_ms = 30000;
       o.ttl_ms = 29000;
       f.timeline.on_operation(o);
