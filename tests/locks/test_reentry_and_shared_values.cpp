@@ -65,7 +65,7 @@ TEST_CASE("reentry: an acquire answering 1 alike for created and already mine is
   CHECK(rec.ops[5].outcome == op_outcome::ok);
 }
 
-TEST_CASE("reentry: a value whose lease ran out re-acquires; an acquire whose reply never tells stays undecided",
+TEST_CASE("reentry: a value whose lease ran out re-acquires, and an acquire whose reply never tells stays undecided",
           "[recognizer][reentry]") {
   op_recorder rec;
   locks::lock_recognizer r(rec);
@@ -85,7 +85,7 @@ TEST_CASE("reentry: a value whose lease ran out re-acquires; an acquire whose re
   CHECK(rec2.ops[0].outcome == op_outcome::none);
 }
 
-TEST_CASE("plain renew: SET XX with an expiry renews the lease; nil means the key had gone; without expiry, nothing",
+TEST_CASE("plain renew: SET XX with an expiry renews a value's lock (nil: the key had gone), a cache's is nothing",
           "[recognizer][plain]") {
   op_recorder rec;
   locks::lock_recognizer r(rec);
@@ -94,6 +94,9 @@ TEST_CASE("plain renew: SET XX with an expiry renews the lease; nil means the ke
   feed(r, {"set", "mutex:stock", "mutex", "xx", "ex", "2"}, "+OK\r\n", 1'600'000);
   feed(r, {"SET", "mutex:stock", "mutex", "PX", "500", "XX"}, "$-1\r\n", 5'000'000);
   feed(r, {"SET", "mutex:stock", "mutex", "XX"}, "+OK\r\n", 5'100'000);  // no expiry: no lock's
+  // A cache refreshing an entry: no value of it was seen taking that key as a lock.
+  feed(r, {"SET", "session:42", "{\"user\":7}", "XX", "EX", "3600"}, "+OK\r\n", 5'200'000);
+  feed(r, {"SET", "mutex:stock", "other", "XX", "PX", "500"}, "+OK\r\n", 5'300'000);
   REQUIRE(rec.ops.size() == 4);
   CHECK(rec.ops[1].kind == lock_op_kind::renew);
   CHECK(rec.ops[1].outcome == op_outcome::ok);

@@ -37,8 +37,11 @@ void lock_recognizer::state::on_set(command_call& c) {
   }
   if (xx && !nx && lease >= 0) {
     // Re-set only while the key exists, with a new expiry: a renewal of the lease (a
-    // client that renews by writing its value again; nil: the key had gone). Without an
-    // expiry it would make the key permanent, which no lock does: not read.
+    // client that renews by writing its value again; nil: the key had gone). Only for a
+    // value seen taking (or refused) that key as a lock: a cache refreshing an entry
+    // (`SET session data XX EX 3600`) writes the same command. Without an expiry it
+    // would make the key permanent, which no lock does: not read.
+    if (flow.find(value_key(c.op.server_text, args[1], args[2])) == nullptr) return;
     lock_operation& op = c.op;
     op.kind = lock_op_kind::renew;
     op.family = lock_family::set_based;
