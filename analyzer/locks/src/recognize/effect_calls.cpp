@@ -151,11 +151,18 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     if (c.reply.kind == reply_view::shape::none) return op_outcome::no_reply;
     if (c.reply.kind == reply_view::shape::error) return op_outcome::error;
     if (!reading.ambiguous) return reading.outcome;
-    if (op.kind == lock_op_kind::acquire) return op_outcome::none;
+    const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
+    if (op.kind == lock_op_kind::acquire) {
+      // A re-entrant acquire answers alike when it creates the key and when the caller's
+      // value held it already (writing nothing): unless that value holds the lock here
+      // (its lease, if known, still running), it created the key.
+      if (!reading.ok_unless_own_hold) return op_outcome::none;
+      const bool holds = rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us());
+      return holds ? op_outcome::none : op_outcome::ok;
+    }
     // The reply does not tell (a script that answers nil whatever it did): what the
     // value did before does. A value never seen acquiring here (held since before the
     // capture began) is taken as the holder; a failed attempt's value changed nothing.
-    const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
     if (rec == nullptr) return op_outcome::ok;
     if (!rec->held) return op_outcome::none;
     if (rec->deadline_us >= 0 && rec->deadline_us <= op.at_us()) {

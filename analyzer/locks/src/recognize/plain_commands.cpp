@@ -1,6 +1,6 @@
 // Locks taken with plain commands: SET key value NX PX|EX (an acquire), SETNX (with a
-// separate EXPIRE), EXPIRE/PEXPIRE (a renewal when the key is a held lock) and
-// DEL/UNLINK (a release), but not the DEL of a Redisson unlock latch key.
+// separate EXPIRE), SET key value XX PX|EX and EXPIRE/PEXPIRE (a renewal when the key is
+// a held lock) and DEL/UNLINK (a release), but not the DEL of a Redisson unlock latch key.
 #include "recognize/lock_channels.hpp"
 #include "recognize/recognizer_state.hpp"
 
@@ -24,14 +24,36 @@ void lock_recognizer::state::on_set(command_call& c) {
   const auto& args = c.args;
   if (args.size() < 3) return;
   bool nx = false;
+  bool xx = false;
   std::int64_t lease = -1;
   for (std::size_t i = 3; i < args.size(); ++i) {
     if (iequals(args[i], "NX")) nx = true;
+    else if (iequals(args[i], "XX")) xx = true;
     else if ((iequals(args[i], "PX") || iequals(args[i], "EX")) && i + 1 < args.size()) {
       std::int64_t v = 0;
       if (parse_int(args[i + 1], v)) lease = iequals(args[i], "EX") ? seconds_to_ms(v) : v;
       ++i;
     }
+  }
+  if (xx && !nx && lease >= 0) {
+    // Re-set only while the key exists, with a new expiry: a renewal of the lease (a
+    // client that renews by writing its value again; nil: the key had gone). Only for a
+    // value seen taking (or refused) that key as a lock: a cache refreshing an entry
+    // (`SET session data XX EX 3600`) writes the same command. Without an expiry it
+    // would make the key permanent, which no lock does: not read.
+    if (flow.find(value_key(c.op.server_text, args[1], args[2])) == nullptr) return;
+    lock_operation& op = c.op;
+    op.kind = lock_op_kind::renew;
+    op.family = lock_family::set_based;
+    op.lock = args[1];
+    op.owner = args[2];
+    op.lease_ms = lease;
+    op.outcome = c.reply.kind == reply_view::shape::ok     ? op_outcome::ok
+                 : c.reply.kind == reply_view::shape::null ? op_outcome::rejected
+                 : c.reply.kind == reply_view::shape::none ? op_outcome::no_reply
+                                                           : op_outcome::error;
+    emit(op);
+    return;
   }
   if (!nx) return;
   lock_operation& op = c.op;

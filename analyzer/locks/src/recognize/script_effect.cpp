@@ -270,11 +270,12 @@ class prober {
   int runs_ = 0;
 };
 
-void add_path(script_effect& e, const prober& p, const probe_run& r, std::size_t lock_keys, op_outcome outcome) {
+void add_path(script_effect& e, const prober& p, const probe_run& r, std::size_t lock_keys, op_outcome outcome,
+              bool own_hold_only = false) {
   reply_sig s;
   if (r.result.outcome == run_result::status::script_error) s.kind = reply_sig::form::error;
   else s = p.signature(r.result.reply, lock_keys);
-  e.paths.push_back(effect_path{std::move(s), outcome});
+  e.paths.push_back(effect_path{std::move(s), outcome, own_hold_only});
 }
 
 std::string describe(const script_effect& e) {
@@ -426,7 +427,8 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   add_path(e, p, absent, created.size(), op_outcome::ok);
   const change again = key_change(*mine, lock, mine_value);
   e.renews_own = !form.owner_is_field() && again == change::renewed;
-  add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok);
+  add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok,
+           /*own_hold_only=*/true);
   add_path(e, p, *other, created.size(), op_outcome::contended);
   return true;
 }
@@ -565,10 +567,12 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
   }
   std::vector<effect_path> unique;
   for (effect_path& path : e.paths) {
-    const bool seen = std::any_of(unique.begin(), unique.end(), [&](const effect_path& u) {
+    const auto seen = std::find_if(unique.begin(), unique.end(), [&](const effect_path& u) {
       return u.outcome == path.outcome && same_sig(u.reply, path.reply);
     });
-    if (!seen) unique.push_back(std::move(path));
+    // One path reached by several probes is own-hold-only when each of them was.
+    if (seen != unique.end()) seen->own_hold_only = seen->own_hold_only && path.own_hold_only;
+    else unique.push_back(std::move(path));
   }
   e.paths = std::move(unique);
   e.finding = describe(e);
@@ -610,6 +614,8 @@ reply_reading read_reply(const script_effect& e, const observed_reply& reply, st
   reply_reading out;
   int best = 0;
   const effect_path* chosen = nullptr;
+  bool ok_fits = false;        // at the best level: a success fits
+  bool others_own_only = true; // ... and every other outcome that fits needs the caller's own hold
   for (const effect_path& p : e.paths) {
     const reply_sig& s = p.reply;
     int level = 0;
@@ -628,9 +634,13 @@ reply_reading read_reply(const script_effect& e, const observed_reply& reply, st
       chosen = &p;
       out.ambiguous = false;
       out.outcome = p.outcome;
+      ok_fits = false;
+      others_own_only = true;
     } else if (p.outcome != out.outcome) {
       out.ambiguous = true;
     }
+    if (p.outcome == op_outcome::ok) ok_fits = true;
+    else others_own_only = others_own_only && p.own_hold_only;
   }
   if (chosen == nullptr) {
     out.ambiguous = true;
@@ -639,6 +649,7 @@ reply_reading read_reply(const script_effect& e, const observed_reply& reply, st
   }
   if (out.ambiguous) {
     out.outcome = op_outcome::none;
+    out.ok_unless_own_hold = ok_fits && others_own_only;
     return out;
   }
   const reply_sig& s = chosen->reply;

@@ -21,8 +21,9 @@
 // probe's reply becomes a signature (nil, a constant, "the holder's TTL", the count of
 // KEYS, an ARGV echoed, a list's first element) paired with the outcome of that path;
 // a call's reply is read by the signatures it matches. When several outcomes match (a
-// script that answers nil whatever it did) the reading is ambiguous and the caller
-// decides from what it knows of the value.
+// script that answers nil whatever it did, or a re-entrant acquire that answers 1 both
+// when it creates the key and when the caller already held it) the reading is
+// ambiguous and the caller decides from what it knows of the value.
 //
 // ARGV values that repeat are made distinct for the probes (a number + 1, a text + "~")
 // so that each write names one ARGV position.
@@ -73,6 +74,10 @@ struct reply_sig {
 struct effect_path {
   reply_sig reply;
   op_outcome outcome = op_outcome::none;
+  // Taken only when the lock key already holds the caller's own value (an acquire's
+  // re-entry that writes nothing): a caller whose value does not hold the lock cannot
+  // have taken it.
+  bool own_hold_only = false;
 };
 
 struct script_effect {
@@ -126,6 +131,9 @@ struct observed_reply {
 struct reply_reading {
   op_outcome outcome = op_outcome::none;
   bool ambiguous = false;   // several outcomes fit (or none did): the caller decides
+  // Ambiguous between a success and paths taken only when the caller's value already
+  // held the lock (own_hold_only): a success unless that value holds it.
+  bool ok_unless_own_hold = false;
   std::int64_t ttl_ms = -1; // the holder's remaining time, when the reply told it
 };
 

@@ -36,6 +36,9 @@ struct value_record {
   std::uint8_t reply_position = 0;
   std::int8_t reply_first = -128;
   std::uint8_t reply_lease_arg = 0;
+  // The connection its last success came over (its id's low 32 bits: ids count up, and
+  // the record keeps within its 56 bytes).
+  std::uint32_t holder_connection = 0;
   std::int64_t deadline_us = -1;             // when its last lease (if known) runs out
 };
 inline constexpr std::int8_t reply_first_unknown = -128;

@@ -100,11 +100,18 @@ void lock_recognizer::state::track_value(lock_operation& op) {
     r.held = true;
     r.release_refused = false;
     r.deadline_us = op.lease_ms >= 0 ? at + std::min<std::int64_t>(op.lease_ms, INT64_MAX / 2000) * 1000 : -1;
+    r.holder_connection = static_cast<std::uint32_t>(op.connection);
   };
   switch (op.kind) {
     case lock_op_kind::acquire:
       if (rec == nullptr) rec = &fresh(script_op::acquire);
-      else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at) op.outcome = op_outcome::none;
+      else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at &&
+               rec->holder_connection == static_cast<std::uint32_t>(op.connection)) {
+        // The holder retrying an acquire it already has (node-redlock on a server it
+        // holds) changes nothing. Over another connection the same value is another
+        // process sharing it (a constant value such as "mutex"): a refusal.
+        op.outcome = op_outcome::none;
+      }
       if (op.outcome == op_outcome::ok) holds(*rec);
       return;
     case lock_op_kind::renew:

@@ -546,8 +546,23 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
     const std::uint32_t deleter = last_owner_on(conn, id);
     const std::uint32_t removed = h->owner;
     owners.retain(removed);  // named by the anomaly below, after the holders are gone
-    clear_holders(l);  // every holder is gone with the key
-    became_free(l, at);
+    // Redis writes the replies of one event-loop pass last-served first: a holder that
+    // acquired over another connection after this DEL was sent, while an older hold was
+    // still live, could only create the key once the DEL had run. It stays; the DEL
+    // ended the older hold (and the overlap it seemed to make was the capture's order).
+    bool later_kept = false;
+    if (h->since_us >= 0 && h->since_us < op.request_us && has_extra(l)) {
+      for (const holder& m : xp(l)->more_holders) {
+        later_kept = later_kept || (m.since_us >= op.request_us && m.conn != conn);
+      }
+    }
+    if (later_kept) {
+      if (!suspected_overlaps.empty()) released_before(id, removed, op.request_us);
+      remove_holder(l, h);
+    } else {
+      clear_holders(l);  // every holder is gone with the key
+      became_free(l, at);
+    }
     emit(l, e);
     if (deleter != no_id && deleter != removed) {
       anomaly(l, at, anomaly_kind::released_other_owner, deleter, conn,
