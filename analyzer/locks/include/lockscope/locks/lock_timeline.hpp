@@ -144,6 +144,13 @@ struct timeline_options {
   // overlapping_holders only once this long passed without that owner's unlock sent
   // before the acquisition's reply.
   std::int64_t reply_skew_us = 10'000;
+  // A subscriber event whose link is a guess (`low`: processes of one address that
+  // subscribed within milliseconds of each other) waits up to this long (capture time)
+  // for the traffic to tell whose it is (the process that acquires and then leaves the
+  // channel), and goes out naming that process; every later event waits behind it, so
+  // outputs stay in time order. Past the bound (or 64 such events a lock, 1,024 events
+  // held in all) it goes out with its guess. 0: no holding (each event as it happens).
+  std::int64_t link_hold_us = 2'000'000;
   // A lock is (server, database, key); merge_servers drops the server from it (one
   // logical lock service behind several endpoints: a failover, a resharding). The
   // database still tells locks apart.
