@@ -97,7 +97,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   lock_event e = from_op(l, op, lock_event_kind::subscribed);
   e.owner = owners.text(owner);
   e.confidence = chosen.confidence;
-  emit_linked(e, s.id, id);
+  emit_linked(l, e, s.id, id);
   schedule(id);
 }
 
@@ -179,7 +179,7 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     e.confidence = by_elimination ? link_confidence::low
                                   : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
-  emit_linked(e, s.id, id);
+  emit_linked(l, e, s.id, id);
 }
 
 inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_operation& op) {

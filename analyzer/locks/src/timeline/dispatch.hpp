@@ -61,11 +61,18 @@ inline void lock_timeline::impl::emit(lock_state& l, lock_event& e) {
 // A subscriber event (subscribed, notified) on subscriber connection `sub` for `lock`.
 // A guess (`low`) waits for the traffic's decision (held_events.hpp); a sure link
 // (high, certain) decides the guesses held for the same subscription: a connection is one
-// process's.
-inline void lock_timeline::impl::emit_linked(lock_event& e, std::uint64_t sub, std::uint32_t lock) {
-  if (e.confidence == link_confidence::low && !e.owner.empty()) {
+// process's. Not a herd's guesses (more waiters than a scan visits): every event behind a
+// held one is copied while it waits, a cost paid on each of a herd's events, while its
+// subscriptions seldom end within the bound (herd20: none in its 0.14 s, +11% instructions
+// for nothing).
+inline void lock_timeline::impl::emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub, std::uint32_t lock) {
+  const bool herd = has_extra(l) && xp(l)->waiters.size() > scanned_waiters;
+  if (herd) {
+    outgoing.settle_lock(lock);  // those held before it became one go with their guesses
+  } else if (e.confidence == link_confidence::low && !e.owner.empty()) {
     if (outgoing.hold(e, sub, lock, sink)) return;
-  } else if (e.confidence == link_confidence::high || e.confidence == link_confidence::certain) {
+  }
+  if (e.confidence == link_confidence::high || e.confidence == link_confidence::certain) {
     decide_link(sub, lock, e.owner, e.confidence);
   }
   outgoing.pass(e, sink);

@@ -18,6 +18,7 @@
 // held event costs no allocation.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,7 +35,7 @@ class held_events {
   struct limits {
     std::int64_t hold_us = 0;  // 0: nothing is held
     std::size_t per_lock = 64;
-    std::size_t total = 1024;
+    std::size_t total = 256;
   };
 
   explicit held_events(const limits& l) : limits_(l) {}
@@ -100,6 +101,16 @@ class held_events {
         }
       }
       settle(s);
+    }
+  }
+
+  // Every undecided event of `lock` keeps its guess (it became a herd's: no decision worth
+  // its wait).
+  void settle_lock(std::uint32_t lock) {
+    if (undecided_ == 0 || !pending_per_lock_.contains(lock)) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      slot& s = at(i);
+      if (s.undecided && s.lock_id == lock) settle(s);
     }
   }
 
@@ -190,7 +201,7 @@ class held_events {
   }
 
   void push(const lock_event& e, bool undecided, std::uint64_t sub, std::uint32_t lock) {
-    if (count_ == slots_.size()) grow();
+    if (count_ == slots_.size()) grow();  // (at most total + 1 slots: release() keeps count_ <= total)
     slot& s = slots_[(head_ + count_) % slots_.size()];
     ++count_;
     s.e = e;
@@ -218,7 +229,7 @@ class held_events {
   // Twice the slots, the held ones first in order (their views point into their own
   // slots' strings: moved strings keep their buffers, except short ones, re-pointed).
   void grow() {
-    std::vector<slot> bigger(slots_.empty() ? 16 : slots_.size() * 2);
+    std::vector<slot> bigger(slots_.empty() ? 16 : std::min(slots_.size() * 2, limits_.total + 1));
     for (std::size_t i = 0; i < count_; ++i) {
       slot& from = at(i);
       slot& to = bigger[i];
