@@ -162,8 +162,10 @@ TEST_CASE("held links: a held guess goes out once the bound passes, with its gue
   // (The SUBSCRIBE's event is at its confirmation, 0.1 ms after the request.)
   f.timeline.advance_to(at(116.030 + 999));
   CHECK(f.events.events.size() == before);  // within the bound: still held
+  CHECK(f.timeline.held_from_us() == at(116.030));  // (lock_pipeline keeps group windows open until then)
   f.timeline.advance_to(at(116.030 + 1000));
   // Past the bound: the guess as it was made, then what waited behind it, in time order.
+  CHECK(f.timeline.held_from_us() == -1);
   const recorded_event* s = f.events.first("subscribed");
   REQUIRE(s != nullptr);
   CHECK(s->confidence == link_confidence::low);

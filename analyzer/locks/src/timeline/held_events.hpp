@@ -44,6 +44,8 @@ class held_events {
   bool empty() const noexcept { return count_ == 0; }
   std::size_t size() const noexcept { return count_; }
   std::size_t undecided() const noexcept { return undecided_; }
+  // The oldest held event's time (-1: none held).
+  std::int64_t oldest_us() const noexcept { return count_ == 0 ? -1 : at(0).e.ts_us; }
 
   // `e` goes out now (nothing held before it) or after those held.
   template <class Sink>

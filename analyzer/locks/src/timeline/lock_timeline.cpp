@@ -71,6 +71,7 @@ timeline_memory lock_timeline::memory() const noexcept {
 }
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
+std::int64_t lock_timeline::held_from_us() const noexcept { return impl_->outgoing.oldest_us(); }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
 const forgotten_locks& lock_timeline::forgotten() const noexcept { return impl_->forgotten; }
 std::size_t lock_timeline::scope_count() const noexcept {

@@ -270,6 +270,10 @@ class lock_timeline final : public lock_operation_sink {
 
   std::int64_t now_us() const noexcept;
   std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
+  // The time of the oldest event still held back (timeline_options::link_hold_us), -1:
+  // none: the events emitted so far are complete up to there (a stage downstream that
+  // closes time windows, lock_groups, must not pass it).
+  std::int64_t held_from_us() const noexcept;
   // The rows kept now (forgotten ones not counted).
   std::size_t lock_count() const noexcept;
   // Idle locks are forgotten when the rows reach timeline_options::max_locks: a lock
