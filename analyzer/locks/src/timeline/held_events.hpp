@@ -54,7 +54,7 @@ class held_events {
       sink.on_event(e);
       return;
     }
-    push(e, false, 0, 0);
+    push(e, false, 0, nullptr);
     release(sink);
   }
 
@@ -62,7 +62,7 @@ class held_events {
   // is a guess, until decide() or a bound. Returns false (and holds nothing) when
   // holding is off.
   template <class Sink>
-  bool hold(const lock_event& e, std::uint64_t sub, std::uint32_t lock, Sink& sink) {
+  bool hold(const lock_event& e, std::uint64_t sub, const void* lock, Sink& sink) {
     if (!enabled()) return false;
     push(e, true, sub, lock);
     ++undecided_;
@@ -73,11 +73,11 @@ class held_events {
   }
 
   // Whether any held event waits on (sub, lock): a decision is worth making.
-  bool waits_on(std::uint64_t sub, std::uint32_t lock) const noexcept {
+  bool waits_on(std::uint64_t sub, const void* lock) const noexcept {
     if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return false;
     for (std::size_t i = 0; i < count_; ++i) {
       const slot& s = at(i);
-      if (s.undecided && s.sub == sub && s.lock_id == lock) return true;
+      if (s.undecided && s.sub == sub && s.lock_row == lock) return true;
     }
     return false;
   }
@@ -87,12 +87,12 @@ class held_events {
   // `same_client`) is named `owner`; one of the same process keeps its owner and takes
   // the decision's confidence if higher. `owner` empty: the guesses stand.
   template <class SameClient>
-  void decide(std::uint64_t sub, std::uint32_t lock, std::string_view owner, link_confidence confidence,
+  void decide(std::uint64_t sub, const void* lock, std::string_view owner, link_confidence confidence,
               SameClient&& same_client) {
     if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return;
     for (std::size_t i = 0; i < count_; ++i) {
       slot& s = at(i);
-      if (!s.undecided || s.sub != sub || s.lock_id != lock) continue;
+      if (!s.undecided || s.sub != sub || s.lock_row != lock) continue;
       if (!owner.empty()) {
         if (s.e.owner != owner && !same_client(s.e.owner, owner)) {
           s.owner.assign(owner);
@@ -108,11 +108,11 @@ class held_events {
 
   // Every undecided event of `lock` keeps its guess (it became a herd's: no decision worth
   // its wait).
-  void settle_lock(std::uint32_t lock) {
+  void settle_lock(const void* lock) {
     if (undecided_ == 0 || !pending_per_lock_.contains(lock)) return;
     for (std::size_t i = 0; i < count_; ++i) {
       slot& s = at(i);
-      if (s.undecided && s.lock_id == lock) settle(s);
+      if (s.undecided && s.lock_row == lock) settle(s);
     }
   }
 
@@ -162,7 +162,7 @@ class held_events {
     endpoint client_address, server_address;
     bool undecided = false;
     std::uint64_t sub = 0;
-    std::uint32_t lock_id = 0;
+    const void* lock_row = nullptr;  // the lock's row (lock_store: stable while the lock is kept)
   };
 
   static int rank(link_confidence c) noexcept {
@@ -181,16 +181,16 @@ class held_events {
     if (!s.undecided) return;
     s.undecided = false;
     --undecided_;
-    const auto it = pending_per_lock_.find(s.lock_id);
+    const auto it = pending_per_lock_.find(s.lock_row);
     if (it != pending_per_lock_.end() && --it->second == 0) pending_per_lock_.erase(it);
     const auto by_sub = pending_per_sub_.find(s.sub);
     if (by_sub != pending_per_sub_.end() && --by_sub->second == 0) pending_per_sub_.erase(by_sub);
   }
 
-  void settle_oldest_of(std::uint32_t lock) {
+  void settle_oldest_of(const void* lock) {
     for (std::size_t i = 0; i < count_; ++i) {
       slot& s = at(i);
-      if (s.undecided && s.lock_id == lock) {
+      if (s.undecided && s.lock_row == lock) {
         settle(s);
         return;
       }
@@ -202,7 +202,7 @@ class held_events {
     return to;
   }
 
-  void push(const lock_event& e, bool undecided, std::uint64_t sub, std::uint32_t lock) {
+  void push(const lock_event& e, bool undecided, std::uint64_t sub, const void* lock) {
     if (count_ == slots_.size()) grow();  // (at most total + 1 slots: release() keeps count_ <= total)
     slot& s = slots_[(head_ + count_) % slots_.size()];
     ++count_;
@@ -225,7 +225,7 @@ class held_events {
     }
     s.undecided = undecided;
     s.sub = sub;
-    s.lock_id = lock;
+    s.lock_row = lock;
   }
 
   // Twice the slots, the held ones first in order (their views point into their own
@@ -257,7 +257,7 @@ class held_events {
   std::size_t count_ = 0;
   std::size_t undecided_ = 0;
   // Undecided events by lock and by subscriber connection.
-  std::unordered_map<std::uint32_t, std::size_t> pending_per_lock_;
+  std::unordered_map<const void*, std::size_t> pending_per_lock_;
   std::unordered_map<std::uint64_t, std::size_t> pending_per_sub_;
 };
 

@@ -446,8 +446,8 @@ struct lock_timeline::impl {
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);
-  void emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub, std::uint32_t lock);
-  void decide_link(std::uint64_t sub, std::uint32_t lock, std::string_view owner, link_confidence confidence);
+  void emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub);
+  void decide_link(const lock_state& l, std::uint64_t sub, std::string_view owner, link_confidence confidence);
   void release_held();
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);
   void on_operation(const lock_operation& op);
