@@ -116,6 +116,11 @@ class held_events {
     }
   }
 
+  // Every undecided event keeps its guess (the locks' rows, their keys, move).
+  void settle_all() {
+    for (std::size_t i = 0; undecided_ > 0 && i < count_; ++i) settle(at(i));
+  }
+
   // Every undecided event of subscriber `sub` (any lock) keeps its guess: its connection ended.
   void settle_connection(std::uint64_t sub) {
     if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return;
