@@ -194,3 +194,64 @@ TEST_CASE("held links: a lock with more guessed events than the cap lets the old
   f.timeline.finish(at(200));
   CHECK(f.events.count("subscribed") + f.events.count("notified") == 72);
 }
+
+TEST_CASE("held links: a subscriber whose connection ends before any decision lets its guesses go at its end",
+          "[timeline][links][held]") {
+  fixture f(holding());
+  open_all(f);
+  attempt(f, holder, 0, 4, op_outcome::ok);
+  attempt(f, pa, 48.000, 1);
+  attempt(f, pb, 48.020, 2);
+  channel(f, lock_op_kind::subscribe, 115.930, 11);
+  attempt(f, pa, 152.000, 1);
+  REQUIRE(f.events.count("subscribed") == 0);
+  f.timeline.on_connection_end(11, at(200));
+  const recorded_event* s = f.events.first("subscribed");
+  REQUIRE(s != nullptr);
+  CHECK(s->confidence == link_confidence::low);
+  CHECK(f.timeline.held_from_us() == -1);
+  // In order: the SUBSCRIBE's event, then the retry that waited behind it.
+  std::size_t subscribed_at = 0, retry_at = 0;
+  for (std::size_t i = 0; i < f.events.events.size(); ++i) {
+    if (f.events.events[i].event == "subscribed") subscribed_at = i;
+    if (f.events.events[i].event == "contended" && f.events.events[i].ts_us == at(152.100)) retry_at = i;
+  }
+  CHECK(subscribed_at < retry_at);
+}
+
+namespace {
+
+// A guessed SUBSCRIBE, then six other locks taken and released.
+std::size_t subscribed_before_finish(std::size_t max_locks) {
+  locks::timeline_options o = holding();
+  o.max_locks = max_locks;
+  fixture f(o);
+  open_all(f);
+  attempt(f, holder, 0, 4, op_outcome::ok);
+  attempt(f, pa, 48.000, 1);
+  attempt(f, pb, 48.020, 2);
+  channel(f, lock_op_kind::subscribe, 115.930, 11);
+  if (f.events.count("subscribed") != 0) return 99;
+  // Other locks, each taken and released, until the rows reach max_locks.
+  const std::vector<std::string> others = {"other0", "other1", "other2", "other3", "other4", "other5"};
+  for (int i = 0; i < 6; ++i) {
+    auto take = f.op(lock_op_kind::acquire, op_outcome::ok, holder, 120 + i, 4, host);
+    take.lock = others[static_cast<std::size_t>(i)];
+    take.lease_ms = 30000;
+    f.timeline.on_operation(take);
+    auto give = f.op(lock_op_kind::unlock, op_outcome::ok, holder, 120.5 + i, 4, host);
+    give.lock = take.lock;
+    f.timeline.on_operation(give);
+  }
+  const std::size_t out = f.events.count("subscribed");
+  f.timeline.finish(at(200));
+  CHECK(f.events.count("subscribed") == 1);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("held links: a pass forgetting idle locks lets the held guesses go (their keys move)", "[timeline][links][held]") {
+  CHECK(subscribed_before_finish(0) == 0);  // no forgetting: still held
+  CHECK(subscribed_before_finish(4) == 1);  // the rows reached 4: forgotten, and the guess went
+}

@@ -148,8 +148,10 @@ struct timeline_options {
   // subscribed within milliseconds of each other) waits up to this long (capture time)
   // for the traffic to tell whose it is (the process that acquires and then leaves the
   // channel), and goes out naming that process; every later event waits behind it, so
-  // outputs stay in time order. Past the bound (or 64 such events a lock, 1,024 events
-  // held in all) it goes out with its guess. 0: no holding (each event as it happens).
+  // outputs stay in time order. Past the bound (or 64 such events a lock, 256 events
+  // held in all), or when its connection ends first, it goes out with its guess. A
+  // herd's guesses (more than 32 waiters on the lock) are not held. 0: no holding (each
+  // event as it happens; `analyze` live: 1 s).
   std::int64_t link_hold_us = 2'000'000;
   // A lock is (server, database, key); merge_servers drops the server from it (one
   // logical lock service behind several endpoints: a failover, a resharding). The
