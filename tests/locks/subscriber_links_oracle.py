@@ -16,7 +16,8 @@ the poller's table. An event is right (same process), wrong (another), or unlink
 The recordings in tests/locks/recordings/links_*.pcap (each with PCAP.owners.json, the truth) were made with
   subscriber_links_oracle.py lockscope --lockscope CLI --rounds 12 --keep links_lockscope.pcap
   subscriber_links_oracle.py redisson --lockscope CLI --jvms 3 --workers 3 --rounds 10 [--stagger 1.0] --keep ...
-(links_lockscope_shared_name.pcap: by a build whose `lockscope lock` named every connection `lockscope-lock`;
+(links_lockscope_shared_name.pcap and links_lockscope_shared_name2.pcap: by a build whose `lockscope lock` named every
+connection `lockscope-lock` (cli/lock_command.cpp's client_name);
 links_redisson_together5.pcap: --jvms 4 --workers 3 --rounds 8, on a loaded host).
 --check asserts the issue's bar: >= 98% of subscriber events right, none wrong above `low`, and (plain
 contention, every waiter woken) no anomaly at all. Exits 77 (skip) when tcpdump cannot capture on lo,

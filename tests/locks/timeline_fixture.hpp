@@ -35,9 +35,18 @@ inline const char* const s1 = "10.0.0.9:6379";
 inline const char* const s2 = "10.0.0.9:6380";
 inline const char* const s3 = "10.0.0.9:6381";
 
+// Options under which each event goes out as it happens, naming the link as decided at
+// that moment (no subscriber event held for the traffic's later decision: the tests of
+// that hold, test_held_links.cpp, ask for it).
+inline locks::timeline_options as_decided() {
+  locks::timeline_options o;
+  o.link_hold_us = 0;
+  return o;
+}
+
 class fixture {
  public:
-  explicit fixture(locks::timeline_options o = {}) : timeline(o, events) {}
+  explicit fixture(locks::timeline_options o = as_decided()) : timeline(o, events) {}
 
   // An operation at t0 + at_ms (reply 100 µs after the request).
   locks::lock_operation op(lock_op_kind kind, op_outcome outcome, std::string_view owner, double at_ms,

@@ -97,7 +97,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   lock_event e = from_op(l, op, lock_event_kind::subscribed);
   e.owner = owners.text(owner);
   e.confidence = chosen.confidence;
-  emit(l, e);
+  emit_linked(l, e, s.id);
   schedule(id);
 }
 
@@ -179,7 +179,7 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     e.confidence = by_elimination ? link_confidence::low
                                   : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
-  emit(l, e);
+  emit_linked(l, e, s.id);
 }
 
 inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_operation& op) {
@@ -270,6 +270,9 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     if (waiter* w = leaving != no_id ? find_waiter(l, leaving) : nullptr) w->left_channel = true;
   }
   set_inactive(conn, id);
+  // The subscription's end is the evidence its guessed events waited for: the process
+  // that just acquired leaves its channel (named above); they go out naming it.
+  decide_link(l, s.id, e.owner, e.confidence);
   emit(l, e);
   schedule(id);
 }

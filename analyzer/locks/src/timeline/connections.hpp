@@ -105,6 +105,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
   const auto it = connection_ids.find(connection);
   if (it == connection_ids.end()) return;
   const std::uint32_t conn = it->second;
+  outgoing.settle_connection(connection);  // its guessed events: nothing more will tell
   closed_after_cleanup(conn, at);  // (waiter_moved_on.hpp; while the connection is open)
   connection_info& c = connections[conn];
   c.open = false;

@@ -42,6 +42,7 @@ void lock_timeline::impl::fold_into_forgotten(const lock_state& l) {
 
 void lock_timeline::impl::forget_idle_locks() {
   ++forgotten.passes;
+  outgoing.settle_all();  // held guesses are keyed by the rows, which move now: they keep their guesses
   std::unordered_set<std::uint32_t> named;  // by something besides their rows
   for (const suspected_overlap& p : suspected_overlaps) named.insert(p.lock);
   for (const connection_info& c : connections) {

@@ -42,11 +42,13 @@ void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_
   // waited) is judged with the waiter still there.
   impl_->advance(at_us);
   impl_->connection_ended(connection, at_us);
+  impl_->release_held();
   impl_->collect();
 }
 void lock_timeline::advance_to(std::int64_t now_us) {
   impl_->advance(now_us);
   if (impl_->permits.next_deadline_us >= 0 && impl_->permits.next_deadline_us <= now_us) impl_->expire_permits(now_us);
+  impl_->release_held();  // live: a held event goes out on the clock, traffic or not
   impl_->collect();
 }
 void lock_timeline::finish(std::int64_t end_us) {
@@ -54,6 +56,7 @@ void lock_timeline::finish(std::int64_t end_us) {
   if (impl_->permits.next_deadline_us >= 0) impl_->expire_permits(end_us);
   for (auto& [key, p] : impl_->permits.locks) impl_->judge_overrun(p, end_us, true);
   impl_->report_overlaps(end_us, true);  // no reply can come any more
+  impl_->outgoing.flush(impl_->sink);       // no decision can come any more
   impl_->collect();
 }
 timeline_memory lock_timeline::memory() const noexcept {
@@ -68,6 +71,7 @@ timeline_memory lock_timeline::memory() const noexcept {
 }
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
+std::int64_t lock_timeline::held_from_us() const noexcept { return impl_->outgoing.oldest_us(); }
 std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
 const forgotten_locks& lock_timeline::forgotten() const noexcept { return impl_->forgotten; }
 std::size_t lock_timeline::scope_count() const noexcept {

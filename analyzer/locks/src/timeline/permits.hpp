@@ -90,7 +90,7 @@ inline void lock_timeline::impl::judge_overrun(permit_lock& p, std::int64_t now_
   a.permits_in_use = p.overrun_in_use;
   const std::uint32_t id = find_lock(p.scope, p.name);
   if (id != no_id) emit(locks[id], a);
-  else sink.on_event(a);
+  else outgoing.pass(a, sink);  // behind any held event: time order
 }
 
 // `p`'s permits expired by the caller's clock (`caller_now_ms`, a call's `now`): expired
@@ -139,7 +139,7 @@ void lock_timeline::impl::expire_permits(std::int64_t to) {  // (one translation
         e.server = h.server;
         e.permits = h.permits;
         e.held_us = h.deadline_us - h.since_us;
-        sink.on_event(e);
+        outgoing.pass(e, sink);
       }
     }
     permit_deadlines(p);

@@ -22,6 +22,7 @@
 #include "lockscope/lock/naming.hpp"
 
 #include "lockscope/locks/lock_timeline.hpp"
+#include "timeline/held_events.hpp"
 #include "timeline/lock_store.hpp"
 #include "timeline/permit_book.hpp"
 #include "timeline/stable_vector.hpp"
@@ -127,7 +128,8 @@ struct lock_timeline::impl {
     std::uint64_t client = 0;
     bool by_name = false;
   };
-  impl(const timeline_options& o, lock_event_sink& s) : options(o), sink(s), forget_at(o.max_locks) {}
+  impl(const timeline_options& o, lock_event_sink& s)
+      : options(o), sink(s), outgoing({o.link_hold_us > 0 ? o.link_hold_us : 0}), forget_at(o.max_locks) {}
   static constexpr std::size_t scanned_holders = 32;  // more: found by holder_index
   static constexpr std::size_t scanned_waiters = 32;  // more: found by waiter_index
   std::uint32_t last_conn_ = no_id;
@@ -162,6 +164,9 @@ struct lock_timeline::impl {
   anomaly_kind withheld_ = anomaly_kind::none;
   std::uint32_t withheld_owner_ = no_id;
   void withhold(const waiter& w, anomaly_kind kind);
+  // Events on their way out; subscriber events whose link is a guess wait there for the
+  // traffic's decision (held_events.hpp; dispatch.hpp: emit_linked, decide_link).
+  held_events outgoing;
   // ---- per-server waits of MultiLock/RedLock threads (group_waits.hpp) ----
   // A Redisson thread's latest refused attempt, by (name, client IP, thread): the scope
   // it waits in and its owner's text hash (no interned id: the table keeps no owner
@@ -441,6 +446,9 @@ struct lock_timeline::impl {
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);
+  void emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub);
+  void decide_link(const lock_state& l, std::uint64_t sub, std::string_view owner, link_confidence confidence);
+  void release_held();
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);
   void on_operation(const lock_operation& op);
   void handle(const lock_operation& op, const announced* ann);

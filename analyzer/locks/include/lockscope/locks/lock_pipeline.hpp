@@ -98,7 +98,9 @@ class lock_pipeline {
   // traffic stops.
   void advance_to(std::int64_t now_us) {
     timeline_.advance_to(now_us);
-    groups_.advance_to(now_us);
+    // Not past an event the timeline still holds: its group window stays open for it.
+    const std::int64_t held = timeline_.held_from_us();
+    groups_.advance_to(held >= 0 && held < now_us ? held : now_us);
   }
   // The timeline, then the groups, end at `end_us` (their last events).
   void finish(std::int64_t end_us) {

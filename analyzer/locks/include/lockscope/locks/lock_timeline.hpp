@@ -144,6 +144,15 @@ struct timeline_options {
   // overlapping_holders only once this long passed without that owner's unlock sent
   // before the acquisition's reply.
   std::int64_t reply_skew_us = 10'000;
+  // A subscriber event whose link is a guess (`low`: processes of one address that
+  // subscribed within milliseconds of each other) waits up to this long (capture time)
+  // for the traffic to tell whose it is (the process that acquires and then leaves the
+  // channel), and goes out naming that process; every later event waits behind it, so
+  // outputs stay in time order. Past the bound (or 64 such events a lock, 256 events
+  // held in all), or when its connection ends first, it goes out with its guess. A
+  // herd's guesses (more than 32 waiters on the lock) are not held. 0: no holding (each
+  // event as it happens; `analyze` live: 1 s).
+  std::int64_t link_hold_us = 2'000'000;
   // A lock is (server, database, key); merge_servers drops the server from it (one
   // logical lock service behind several endpoints: a failover, a resharding). The
   // database still tells locks apart.
@@ -263,6 +272,10 @@ class lock_timeline final : public lock_operation_sink {
 
   std::int64_t now_us() const noexcept;
   std::int64_t first_us() const noexcept;  // the first operation's time (-1: none)
+  // The time of the oldest event still held back (timeline_options::link_hold_us), -1:
+  // none: the events emitted so far are complete up to there (a stage downstream that
+  // closes time windows, lock_groups, must not pass it).
+  std::int64_t held_from_us() const noexcept;
   // The rows kept now (forgotten ones not counted).
   std::size_t lock_count() const noexcept;
   // Idle locks are forgotten when the rows reach timeline_options::max_locks: a lock
