@@ -31,14 +31,25 @@ struct text_hash {
 struct record_key {
   std::string_view first, second;
   std::int64_t number = 0;
+  // Where first's hash_text is kept once worked out (no_id: not yet), when the caller
+  // looks several keys up under one text; nullptr: worked out each time.
+  std::uint32_t* first_hash = nullptr;
 };
 
-inline std::uint32_t record_hash(const record_key& k) noexcept {
-  std::uint64_t h = (std::uint64_t{timeline_detail::hash_text(k.first)} << 32 | timeline_detail::hash_text(k.second)) ^
-                    (static_cast<std::uint64_t>(k.number) * 0x9e3779b97f4a7c15ull);
+// A key's hash from its texts' hash_text.
+inline std::uint32_t record_hash(std::uint32_t first_hash, std::uint32_t second_hash, std::int64_t number) noexcept {
+  std::uint64_t h = (std::uint64_t{first_hash} << 32 | second_hash) ^ (static_cast<std::uint64_t>(number) * 0x9e3779b97f4a7c15ull);
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 31;
   return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+inline std::uint32_t record_hash(const record_key& k) noexcept {
+  std::uint32_t first = k.first_hash != nullptr ? *k.first_hash : timeline_detail::no_id;
+  if (first == timeline_detail::no_id) {
+    first = timeline_detail::hash_text(k.first);
+    if (k.first_hash != nullptr) *k.first_hash = first;
+  }
+  return record_hash(first, timeline_detail::hash_text(k.second), k.number);
 }
 
 // Records by key whose erased entries are kept and reused (key bytes and value keep
@@ -320,8 +331,17 @@ struct lock_groups::impl {
     return find_server_id(s);
   }
   // server_id's lookup by hash, and a new server's id.
+  // A capture's few servers are compared in turn (a RedLock's events alternate between
+  // them, so the one used last is seldom the one asked for); many are hashed.
+  static constexpr std::size_t servers_scanned = 8;
   [[gnu::noinline]] std::uint32_t find_server_id(std::string_view s) {
-    if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
+    if (servers.size() <= servers_scanned) {
+      for (std::size_t i = 0; i < servers.size(); ++i) {
+        if (ingest::same_bytes(servers[i], s)) return last_server_id = static_cast<std::uint32_t>(i);
+      }
+    } else if (const auto it = server_ids.find(s); it != server_ids.end()) {
+      return last_server_id = it->second;
+    }
     const auto id = static_cast<std::uint32_t>(servers.size());
     servers.emplace_back(s);
     server_ids.emplace(std::string(s), id);
@@ -331,6 +351,12 @@ struct lock_groups::impl {
   // The id of a server seen before; UINT32_MAX when it was not.
   std::uint32_t known_server_id(std::string_view s) const {
     if (last_server_id < servers.size() && ingest::same_bytes(servers[last_server_id], s)) return last_server_id;
+    if (servers.size() <= servers_scanned) {
+      for (std::size_t i = 0; i < servers.size(); ++i) {
+        if (ingest::same_bytes(servers[i], s)) return static_cast<std::uint32_t>(i);
+      }
+      return UINT32_MAX;
+    }
     const auto it = server_ids.find(s);
     return it == server_ids.end() ? UINT32_MAX : it->second;
   }
@@ -438,9 +464,21 @@ struct lock_groups::impl {
   std::unordered_map<std::string, std::string, text_hash, std::equal_to<>> homes;
   std::string slot_text;
 
+  // The lock name of the event being handled, and its hash_text once worked out: the
+  // keys and attempts of one event are looked up under it several times. Only that
+  // text's (an event's texts stay put while it is handled; a record's may be rewritten).
+  std::string_view event_lock;
+  std::uint32_t event_lock_hash = timeline_detail::no_id;
+  void handling(const lock_event& e) {
+    event_lock = e.lock;
+    event_lock_hash = timeline_detail::no_id;
+  }
+  std::uint32_t* name_hash_of(std::string_view name) {
+    return name.data() == event_lock.data() && name.size() == event_lock.size() ? &event_lock_hash : nullptr;
+  }
   // `name` must stay put while key_lookup is used.
   void make_key(std::string_view name, std::int32_t db) {
-    key_lookup = record_key{name, {}, db};
+    key_lookup = record_key{name, {}, db, name_hash_of(name)};
     key_hash = timeline_detail::no_id;
   }
   key_record* find_key(std::uint32_t& id) {
@@ -698,7 +736,7 @@ struct lock_groups::impl {
   }
   // `group` must stay put while attempt_lookup is used.
   void make_attempt_key(const lock_event& e, std::string_view group) {
-    attempt_lookup = record_key{e.lock, group, e.db};
+    attempt_lookup = record_key{e.lock, group, e.db, name_hash_of(e.lock)};
     attempt_hash = timeline_detail::no_id;
   }
 
@@ -818,6 +856,7 @@ struct lock_groups::impl {
       e.server = first_server;
       e.server_endpoint = r.has_server_address ? &r.server_address : nullptr;
       e.db = r.db;
+      handling(e);
       on_try(e, group_for(e));
     }
     std::vector<recent_try>().swap(recent);
@@ -1009,6 +1048,7 @@ struct lock_groups::impl {
 
   void on_event(const lock_event& e) {
     grouped_event = nullptr;
+    handling(e);
     advance(e.ts_us, false);
     if (e.group != nullptr || e.owner.empty() || e.event == lock_event_kind::anomaly) {
       next.on_event(e);
@@ -1020,7 +1060,10 @@ struct lock_groups::impl {
     const std::size_t known = servers.size();
     server_id(e.server);
     const bool quorums = servers.size() >= 2;
-    if (quorums && known == 1) replay_recent_tries(e.ts_us);
+    if (quorums && known == 1) {
+      replay_recent_tries(e.ts_us);
+      handling(e);
+    }
     if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
       if (quorums) end_previous_round(e, group_for(e));  // reported before the try that starts the next
