@@ -1,16 +1,20 @@
 // The timeline's big-table memory (huge_pages.hpp, private to the locks library):
 // blocks aligned, zeroed and apart; big arrays grow and keep their contents; and, where
-// the kernel offers transparent huge pages, it reports the chunks as eligible.
+// the kernel offers transparent huge pages, it reports the chunks as eligible. The id
+// table, grown in place, keeps every id findable.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <random>
+#include <unordered_map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "timeline/huge_pages.hpp"
+#include "timeline/text_interner.hpp"
 
 using namespace lockscope::locks::timeline_detail;
 
@@ -117,3 +121,55 @@ TEST_CASE("huge_arena: its chunks start on a huge page and the kernel counts the
   CHECK(std::stoi(entry.substr(eligible + 12)) == 1);
 }
 #endif
+
+TEST_CASE("id_table: grown in place past a million bytes, every id is still found under its hash", "[huge][ids]") {
+  // Against a plain map of what was inserted and erased. Besides uniform hashes: a dense
+  // band at the end of the hash space (its runs wrap past the last slot), one at the
+  // start, and a few thousand ids under one hash (a long run).
+  id_table table;
+  std::mt19937 rng(43);
+  std::unordered_map<std::uint32_t, std::uint32_t> truth;
+  std::size_t capacity = 0, growths = 0;
+  std::uint32_t erased_hash = 0;  // id 6's (erased by id 9)
+  const auto all_found = [&] {
+    for (const auto& [id, h] : truth) {
+      const std::uint32_t want = id;
+      if (table.find_if(h, [&](std::uint32_t x) { return x == want; }) != id) return false;
+    }
+    return true;
+  };
+  for (std::uint32_t id = 0; id < 400'000; ++id) {
+    std::uint32_t h = static_cast<std::uint32_t>(rng());
+    if (id % 100 == 0) h = 0xffffffffu - static_cast<std::uint32_t>(rng() % (1u << 23));
+    if (id % 100 == 1) h = static_cast<std::uint32_t>(rng() % (1u << 23));
+    if (id % 100 == 2) h = 0x80000000u;
+    table.insert(id, h);
+    truth.emplace(id, h);
+    if (id == 6) erased_hash = h;
+    if (id % 5 == 4) {  // erase one inserted a little earlier, when still there
+      const std::uint32_t gone = id - 3;
+      if (const auto it = truth.find(gone); it != truth.end()) {
+        table.erase(gone, it->second);
+        truth.erase(it);
+      }
+    }
+    if (table.capacity() != capacity) {
+      capacity = table.capacity();
+      ++growths;
+      if (capacity >= (std::size_t{1} << 16)) {
+        INFO("capacity " << capacity << " after id " << id);
+        REQUIRE(all_found());
+      }
+    }
+  }
+  CHECK(capacity * 8 > (std::size_t{1} << 20));  // the mapped, moved kind
+  CHECK(growths > 20);
+  REQUIRE(all_found());
+  // Ids never inserted or erased are not found.
+  for (std::uint32_t absent : {400'000u, 400'001u, 4u}) {
+    const std::uint32_t h = absent == 4u ? 0x12345678u : static_cast<std::uint32_t>(rng());
+    CHECK(table.find_if(h, [&](std::uint32_t x) { return x == absent; }) == no_id);
+  }
+  CHECK(truth.count(6) == 0);
+  CHECK(table.find_if(erased_hash, [&](std::uint32_t x) { return x == 6; }) == no_id);
+}

@@ -13,6 +13,7 @@
 
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
+#include "timeline/stable_vector.hpp"
 #include "timeline/text_interner.hpp"
 
 namespace lockscope::locks {
@@ -24,114 +25,159 @@ struct text_hash {
   std::size_t operator()(std::string_view s) const noexcept { return timeline_detail::hash_text(s); }
 };
 
-// A map by text whose erased entries are kept and reused (key and value keep their
-// capacity): no allocation per event once warm. V::reset() readies a reused value.
-// Open addressing over 8-byte slots (the timeline's id_table and text hash: one hash of
-// the key per lookup, none to erase, no node per entry); entries live in a deque, so a
-// V* stays valid until its entry is erased.
-// The entry found or added last is remembered: a client's pipelined calls come in runs
+// What a record is found by: up to two texts and a number (a key: name and db; an
+// attempt: name, group and db; a set: owner and client). The parts are hashed and
+// compared one by one, never joined into one text.
+struct record_key {
+  std::string_view first, second;
+  std::int64_t number = 0;
+  // Where first's hash_text is kept once worked out (no_id: not yet), when the caller
+  // looks several keys up under one text; nullptr: worked out each time.
+  std::uint32_t* first_hash = nullptr;
+};
+
+// A key's hash from its texts' hash_text.
+inline std::uint32_t record_hash(std::uint32_t first_hash, std::uint32_t second_hash, std::int64_t number) noexcept {
+  std::uint64_t h = (std::uint64_t{first_hash} << 32 | second_hash) ^ (static_cast<std::uint64_t>(number) * 0x9e3779b97f4a7c15ull);
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 31;
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+inline std::uint32_t record_hash(const record_key& k) noexcept {
+  std::uint32_t first = k.first_hash != nullptr ? *k.first_hash : timeline_detail::no_id;
+  if (first == timeline_detail::no_id) {
+    first = timeline_detail::hash_text(k.first);
+    if (k.first_hash != nullptr) *k.first_hash = first;
+  }
+  return record_hash(first, timeline_detail::hash_text(k.second), k.number);
+}
+
+// Records by key whose erased entries are kept and reused (key bytes and value keep
+// their capacity): no allocation per event once warm. V::reset() readies a reused value.
+// Open addressing over 8-byte slots (the timeline's id_table: one hash of the key per
+// lookup, none to erase, no node per entry); a record is named by its id, and a V&
+// stays valid while more are added.
+// Timers name records by id too, and pin them: a record erased while a timer is pending
+// for it stays in the table, closed, and a record added later with its key is that one
+// again (the timer then finds what a lookup of its key would: the live record of that
+// key, or none), so no timer keeps a copy of its key. It is freed with its last pin.
+// The record found or added last is remembered: a client's pipelined calls come in runs
 // from one connection and owner, and comparing one key is cheaper than hashing it.
 template <class V>
-class reusing_map {
+class record_table {
   struct entry {
-    std::string key;
-    std::uint32_t hash = 0;
-    std::uint64_t serial = 0;  // which add() made it (0: erased)
+    std::unique_ptr<char[]> text;  // first, then second
+    std::uint32_t capacity = 0;
+    std::uint32_t first_size = 0, second_size = 0;
+    std::int64_t number = 0;
+    std::uint32_t hash = 0;  // the key's; for a free entry, the next free id
+    std::uint32_t pins = 0;  // timers pending for it
+    bool live = false;
     V value{};
+    std::string_view first() const noexcept { return {text.get(), first_size}; }
+    std::string_view second() const noexcept { return {text.get() + first_size, second_size}; }
+    bool is(const record_key& k) const noexcept {
+      return number == k.number && first_size == k.first.size() && second_size == k.second.size() &&
+             ingest::same_bytes(first(), k.first) && ingest::same_bytes(second(), k.second);
+    }
   };
 
  public:
-  explicit reusing_map(bool remember_last) : remember_last_(remember_last) {}
-  [[gnu::always_inline]] V* find(std::string_view k) { return find(k, timeline_detail::no_id); }
-  // find(k) when k's hash is known (hash_of an entry of k).
-  [[gnu::always_inline]] V* find(std::string_view k, std::uint32_t known_hash) { return find_hashing(k, known_hash); }
-  // find(k), where `hash` is k's hash or no_id (not worked out yet); a hash worked out
-  // is left there, for add and erase of the same text.
-  [[gnu::always_inline]] V* find_hashing(std::string_view k, std::uint32_t& hash) {
-    const std::uint32_t id = id_of(k, hash);
-    if (id == timeline_detail::no_id) return nullptr;
+  explicit record_table(bool remember_last) : remember_last_(remember_last) {}
+  // The live record keyed k; no_id when there is none. `hash`: k's record_hash, or no_id
+  // when not worked out yet (then it is, and left there for add, unless the record used
+  // last is k's).
+  [[gnu::always_inline]] std::uint32_t find(const record_key& k, std::uint32_t& hash) {
+    if (last_ != timeline_detail::no_id && entries_[last_].is(k)) return last_;
+    if (hash == timeline_detail::no_id) hash = record_hash(k);
+    const std::uint32_t id = keyed(k, hash);
+    if (id == timeline_detail::no_id || !entries_[id].live) return timeline_detail::no_id;
     if (remember_last_) last_ = id;
-    return &entries_[id].value;
+    return id;
   }
-  // The entry found or added last, when its key is a + separator + b (find(a + separator
-  // + b) without joining them); nullptr otherwise.
-  V* last_found(std::string_view a, char separator, std::string_view b) noexcept {
-    if (last_ == timeline_detail::no_id) return nullptr;
-    const std::string_view key = entries_[last_].key;
-    if (key.size() != a.size() + 1 + b.size() || key[a.size()] != separator || !ingest::same_bytes(key.substr(0, a.size()), a) ||
-        !ingest::same_bytes(key.substr(a.size() + 1), b)) {
-      return nullptr;
-    }
-    return &entries_[last_].value;
+  // The record used last, when it is keyed (first, second, number); no_id otherwise.
+  std::uint32_t last_found(std::string_view first, std::string_view second, std::int64_t number) const noexcept {
+    if (last_ == timeline_detail::no_id || !entries_[last_].is(record_key{first, second, number})) return timeline_detail::no_id;
+    return last_;
   }
-  V& add(std::string_view k) { return add(k, timeline_detail::no_id); }
-  // add(k) when k's hash may be known (no_id: not known).
-  V& add(std::string_view k, std::uint32_t known_hash) {
-    std::uint32_t id = free_;
+  // A new live record keyed k (there is none live): the closed one of k when a timer
+  // still pins it, else a free or new entry. `hash` as for find.
+  std::uint32_t add(const record_key& k, std::uint32_t hash) {
+    if (hash == timeline_detail::no_id) hash = record_hash(k);
+    std::uint32_t id = closed_ > 0 ? keyed(k, hash) : timeline_detail::no_id;
     if (id != timeline_detail::no_id) {
-      free_ = entries_[id].hash;  // the free list runs through the hash fields
+      --closed_;
       entries_[id].value.reset();
     } else {
-      id = static_cast<std::uint32_t>(entries_.size());
-      entries_.emplace_back();
+      id = free_;
+      if (id != timeline_detail::no_id) {
+        free_ = entries_[id].hash;  // the free list runs through the hash fields
+        entries_[id].value.reset();
+      } else {
+        id = static_cast<std::uint32_t>(entries_.size());
+        entries_.emplace_back();
+      }
+      entry& e = entries_[id];
+      const std::size_t size = k.first.size() + k.second.size();
+      if (size > e.capacity) {
+        e.capacity = static_cast<std::uint32_t>(std::max<std::size_t>(size, 64));
+        e.text = std::make_unique<char[]>(e.capacity);
+      }
+      ingest::copy_bytes(ingest::copy_bytes(e.text.get(), k.first), k.second);
+      e.first_size = static_cast<std::uint32_t>(k.first.size());
+      e.second_size = static_cast<std::uint32_t>(k.second.size());
+      e.number = k.number;
+      e.hash = hash;
+      table_.insert(id, hash);
     }
-    entry& e = entries_[id];
-    e.key.assign(k);
-    e.hash = known_hash != timeline_detail::no_id ? known_hash : timeline_detail::hash_text(k);
-    e.serial = ++serial_;
-    table_.insert(id, e.hash);
-    added_hash_ = e.hash;
-    added_ = id;
+    entries_[id].live = true;
     ++size_;
     if (remember_last_) last_ = id;
-    return e.value;
+    return id;
   }
-  // The hash of the key added last, for find(k, hash) later.
-  std::uint32_t added_hash() const noexcept { return added_hash_; }
-  // The entry added last, as (id, serial) for find_added() later.
-  std::uint32_t added_id() const noexcept { return added_; }
-  std::uint64_t added_serial() const noexcept { return serial_; }
-  // The entry added as (id, serial) when it is still there (as find(its key) would,
-  // without hashing or comparing its key); nullptr once it was erased.
-  V* find_added(std::uint32_t id, std::uint64_t serial) noexcept {
-    if (id >= entries_.size() || entries_[id].serial != serial) return nullptr;
-    if (remember_last_) last_ = id;
-    return &entries_[id].value;
-  }
-  // The key of the entry added last, as kept: valid until that entry is erased.
-  std::string_view added_key() const noexcept { return entries_[added_].key; }
-  void erase(std::string_view k) { erase(k, timeline_detail::no_id); }
-  // erase(k) when k's hash may be known (no_id: not known).
-  void erase(std::string_view k, std::uint32_t known_hash) {
-    std::uint32_t h = known_hash;
-    const std::uint32_t id = id_of(k, h);
-    if (id == timeline_detail::no_id) return;
-    if (id == last_) last_ = timeline_detail::no_id;
-    table_.erase(id, entries_[id].hash);
-    entries_[id].hash = free_;
-    entries_[id].serial = 0;
-    free_ = id;
+  V& operator[](std::uint32_t id) noexcept { return entries_[id].value; }
+  bool live(std::uint32_t id) const noexcept { return entries_[id].live; }
+  // A record's key parts, as kept: valid while it is in the table (live or pinned).
+  std::string_view first(std::uint32_t id) const noexcept { return entries_[id].first(); }
+  std::string_view second(std::uint32_t id) const noexcept { return entries_[id].second(); }
+  // Ends a live record (nothing when it is not): freed, or closed while pinned.
+  void erase(std::uint32_t id) {
+    entry& e = entries_[id];
+    if (!e.live) return;
+    e.live = false;
     --size_;
+    if (id == last_) last_ = timeline_detail::no_id;
+    if (e.pins == 0) release(id);
+    else ++closed_;
+  }
+  void pin(std::uint32_t id) noexcept { ++entries_[id].pins; }
+  void unpin(std::uint32_t id) {
+    entry& e = entries_[id];
+    if (--e.pins == 0 && !e.live) {
+      --closed_;
+      release(id);
+    }
   }
   bool empty() const noexcept { return size_ == 0; }
 
  private:
-  // `hash`: k's hash, or no_id when not known (then worked out, and left there, unless
-  // the entry used last is k's).
-  std::uint32_t id_of(std::string_view k, std::uint32_t& hash) const {
-    if (last_ != timeline_detail::no_id && ingest::same_bytes(entries_[last_].key, k)) return last_;
-    if (hash == timeline_detail::no_id) hash = timeline_detail::hash_text(k);
-    return table_.find(k, hash, [this](std::uint32_t id) { return std::string_view(entries_[id].key); });
+  // The record in the table (live or closed) keyed k.
+  std::uint32_t keyed(const record_key& k, std::uint32_t hash) const {
+    return table_.find_if(hash, [&](std::uint32_t id) { return entries_[id].is(k); });
+  }
+  void release(std::uint32_t id) {
+    entry& e = entries_[id];
+    table_.erase(id, e.hash);
+    e.hash = free_;
+    free_ = id;
   }
   bool remember_last_ = true;
-  std::uint32_t last_ = timeline_detail::no_id;  // an entry in use
-  std::deque<entry> entries_;                     // by id; erased ones on the free list
+  std::uint32_t last_ = timeline_detail::no_id;  // a live entry
+  timeline_detail::stable_vector<entry> entries_;  // by id; erased ones on the free list
   timeline_detail::id_table table_;
   std::uint32_t free_ = timeline_detail::no_id;
   std::size_t size_ = 0;
-  std::uint32_t added_hash_ = 0;
-  std::uint32_t added_ = 0;
-  std::uint64_t serial_ = 0;  // add()s so far
+  std::size_t closed_ = 0;  // erased but pinned
 };
 
 // Vectors whose elements are reused: `n` in use, the rest kept with their capacity.
@@ -148,13 +194,26 @@ struct reused {
   const T* begin() const noexcept { return items.data(); }
   const T* end() const noexcept { return items.data() + n; }
   void clear() noexcept { n = 0; }
+  // Removes the elements for which pred holds, keeping the others' order; the removed
+  // ones go past n with their capacity (swapped, never freed).
+  template <class Pred>
+  void erase_if(Pred&& pred) {
+    T* out = begin();
+    for (T* it = begin(); it != end(); ++it) {
+      if (pred(*it)) continue;
+      if (it != out) std::swap(*out, *it);
+      ++out;
+    }
+    n = static_cast<std::size_t>(out - begin());
+  }
+  void erase_at(std::size_t i) {
+    std::rotate(items.begin() + static_cast<std::ptrdiff_t>(i), items.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                items.begin() + static_cast<std::ptrdiff_t>(n));
+    --n;
+  }
+  bool empty() const noexcept { return n == 0; }
+  std::size_t size() const noexcept { return n; }
 };
-
-void append_db(std::string& out, std::int32_t db) {
-  char digits[12];
-  const auto r = std::to_chars(digits, digits + sizeof digits, db);
-  out.append(digits, r.ptr);
-}
 
 bool is_try(lock_event_kind k) { return k == lock_event_kind::acquired || k == lock_event_kind::contended; }
 bool is_release(lock_event_kind k) {
@@ -190,21 +249,29 @@ struct lock_groups::impl {
     }
   };
   // A successful attempt's servers still held.
+  // Kept with its capacity when it ends (key_record::holdings is a reused vector).
   struct holding {
     std::string group;
     std::string owner;   // its first owner (what the anomalies name)
     std::vector<std::uint32_t> held;
-    std::vector<std::string> held_owners;  // the owner on each server held (Redisson: one a server)
+    reused<std::string> held_owners;  // the owner on each server held (Redisson: one a server)
     std::uint32_t total = 0, needed = 0;
     std::uint32_t lost = 0;  // servers lost by expiry or refused renewal
     std::uint32_t given_back = 0;  // servers released by the owner while still held
     std::int64_t last_renew_us = -1;
     bool lost_reported = false, split_reported = false;
+    void reset() {
+      held.clear();
+      held_owners.clear();
+      total = needed = lost = given_back = 0;
+      last_renew_us = -1;
+      lost_reported = split_reported = false;
+    }
   };
   // A key seen on two or more servers (or with an attempt open).
   struct key_record {
     std::vector<std::uint32_t> servers;
-    std::vector<holding> holdings;
+    reused<holding> holdings;
     std::size_t open = 0;  // its attempts open now
     void reset() {
       servers.clear();
@@ -219,7 +286,7 @@ struct lock_groups::impl {
   };
   // One owner's tries of several keys on one connection (MultiLock).
   struct key_set {
-    // Views into the set's key in `sets` (owner \0 client), kept as long as the set.
+    // Views into the set's key in `sets` (owner, client), kept as long as the set.
     std::string_view owner, client;
     std::uint32_t server = 0;  // by id (servers)
     endpoint client_address{}, server_address{};
@@ -235,10 +302,10 @@ struct lock_groups::impl {
 
   group_options options;
   lock_event_sink& next;
-  reusing_map<attempt> attempts{options.lookup_shortcuts};  // by name \0 db \0 group
-  reusing_map<key_record> keys{options.lookup_shortcuts};   // by name \0 db
-  reusing_map<key_set> sets{options.lookup_shortcuts};      // by owner \0 client
-  // Owners (by set text) whose last set overflowed, and when: their next set within a
+  record_table<attempt> attempts{options.lookup_shortcuts};  // by name, group, db
+  record_table<key_record> keys{options.lookup_shortcuts};   // by name, db
+  record_table<key_set> sets{options.lookup_shortcuts};      // by owner, client
+  // Owners (by stream_text) whose last set overflowed, and when: their next set within a
   // window of it is part of the same stream, not a MultiLock.
   std::unordered_map<std::string, std::int64_t, text_hash, std::equal_to<>> streaming;
   // What a Redisson group (by group text) showed itself to be: a RedLock (it went on
@@ -248,9 +315,11 @@ struct lock_groups::impl {
   std::vector<std::string> servers;  // by id
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
   // Scratch, reused.
-  std::string key_text, attempt_text, set_text, group_text;
-  // key_text's and attempt_text's hashes once worked out (no_id: not yet): each text is
-  // hashed once, however many lookups, adds and erases it takes part in.
+  std::string group_text, stream_text;
+  // The keys looked up last, and their hashes once worked out (no_id: not yet): each key
+  // is hashed once, however many lookups and adds it takes part in. Their texts are
+  // views: into the event, or into texts that stay put while the key is used.
+  record_key key_lookup, attempt_lookup, set_lookup;
   std::uint32_t key_hash = timeline_detail::no_id, attempt_hash = timeline_detail::no_id;
   std::vector<std::string_view> views_a, views_b, views_c;
 
@@ -262,8 +331,17 @@ struct lock_groups::impl {
     return find_server_id(s);
   }
   // server_id's lookup by hash, and a new server's id.
+  // A capture's few servers are compared in turn (a RedLock's events alternate between
+  // them, so the one used last is seldom the one asked for); many are hashed.
+  static constexpr std::size_t servers_scanned = 8;
   [[gnu::noinline]] std::uint32_t find_server_id(std::string_view s) {
-    if (const auto it = server_ids.find(s); it != server_ids.end()) return last_server_id = it->second;
+    if (servers.size() <= servers_scanned) {
+      for (std::size_t i = 0; i < servers.size(); ++i) {
+        if (ingest::same_bytes(servers[i], s)) return last_server_id = static_cast<std::uint32_t>(i);
+      }
+    } else if (const auto it = server_ids.find(s); it != server_ids.end()) {
+      return last_server_id = it->second;
+    }
     const auto id = static_cast<std::uint32_t>(servers.size());
     servers.emplace_back(s);
     server_ids.emplace(std::string(s), id);
@@ -273,6 +351,12 @@ struct lock_groups::impl {
   // The id of a server seen before; UINT32_MAX when it was not.
   std::uint32_t known_server_id(std::string_view s) const {
     if (last_server_id < servers.size() && ingest::same_bytes(servers[last_server_id], s)) return last_server_id;
+    if (servers.size() <= servers_scanned) {
+      for (std::size_t i = 0; i < servers.size(); ++i) {
+        if (ingest::same_bytes(servers[i], s)) return static_cast<std::uint32_t>(i);
+      }
+      return UINT32_MAX;
+    }
     const auto it = server_ids.find(s);
     return it == server_ids.end() ? UINT32_MAX : it->second;
   }
@@ -311,8 +395,9 @@ struct lock_groups::impl {
         slot_text += '\x01';
         slot_text += static_cast<char>('0' + k);
       }
-      make_attempt_text(e, slot_text);
-      const attempt* a = attempts.find_hashing(attempt_text, attempt_hash);
+      make_attempt_key(e, slot_text);
+      const std::uint32_t id = attempts.find(attempt_lookup, attempt_hash);
+      const attempt* a = id == timeline_detail::no_id ? nullptr : &attempts[id];
       if (a == nullptr) {
         if (fresh < 0) fresh = k;
         continue;
@@ -379,11 +464,26 @@ struct lock_groups::impl {
   std::unordered_map<std::string, std::string, text_hash, std::equal_to<>> homes;
   std::string slot_text;
 
-  void make_key_text(std::string_view name, std::int32_t db) {
-    key_text.assign(name);
-    key_text += '\0';
-    append_db(key_text, db);
+  // The lock name of the event being handled, and its hash_text once worked out: the
+  // keys and attempts of one event are looked up under it several times. Only that
+  // text's (an event's texts stay put while it is handled; a record's may be rewritten).
+  std::string_view event_lock;
+  std::uint32_t event_lock_hash = timeline_detail::no_id;
+  void handling(const lock_event& e) {
+    event_lock = e.lock;
+    event_lock_hash = timeline_detail::no_id;
+  }
+  std::uint32_t* name_hash_of(std::string_view name) {
+    return name.data() == event_lock.data() && name.size() == event_lock.size() ? &event_lock_hash : nullptr;
+  }
+  // `name` must stay put while key_lookup is used.
+  void make_key(std::string_view name, std::int32_t db) {
+    key_lookup = record_key{name, {}, db, name_hash_of(name)};
     key_hash = timeline_detail::no_id;
+  }
+  key_record* find_key(std::uint32_t& id) {
+    id = keys.find(key_lookup, key_hash);
+    return id == timeline_detail::no_id ? nullptr : &keys[id];
   }
 
   // ---- output ----
@@ -406,10 +506,11 @@ struct lock_groups::impl {
   }
 
   // ---- quorum attempts ----
-  // `hash`: akey's, when known (else no_id).
-  void close_attempt(std::string_view akey, attempt& a, bool released, std::uint32_t hash) {
-    make_key_text(a.name, a.db);
-    key_record* kr = keys.find_hashing(key_text, key_hash);
+  void close_attempt(std::uint32_t id, bool released) {
+    attempt& a = attempts[id];
+    make_key(a.name, a.db);
+    std::uint32_t key_id = timeline_detail::no_id;
+    key_record* kr = find_key(key_id);
     const std::size_t voted = a.votes.n;
     if (kr != nullptr && kr->open > 0) --kr->open;
     if (voted >= 2 && kr != nullptr) {
@@ -450,8 +551,8 @@ struct lock_groups::impl {
       next.on_event(e);
       if (g.succeeded) start_holding(*kr, a, g);
     }
-    if (kr != nullptr && kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_text, key_hash);
-    attempts.erase(akey, hash);
+    if (kr != nullptr && kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_id);
+    attempts.erase(id);
   }
 
   // Whether a Redisson attempt over servers is a RedLock or a MultiLock, from what its
@@ -488,14 +589,15 @@ struct lock_groups::impl {
   }
 
   void start_holding(key_record& kr, const attempt& a, const lock_group& g) {
-    std::erase_if(kr.holdings, [&](const holding& h) { return h.group == a.group; });  // its previous round
-    holding& h = kr.holdings.emplace_back();
-    h.group = a.group;
+    kr.holdings.erase_if([&](const holding& h) { return h.group == a.group; });  // its previous round
+    holding& h = kr.holdings.add();
+    h.reset();
+    h.group.assign(a.group);
     h.owner.assign(g.owners.front());
     for (const vote& v : a.votes) {
       if (!v.acquired) continue;
       h.held.push_back(v.server);
-      h.held_owners.push_back(v.owner);
+      h.held_owners.add().assign(v.owner);
     }
     if (a.redisson && g.succeeded && a.votes.n == kr.servers.size()) learn_homes(a);
     h.total = g.total;
@@ -518,15 +620,16 @@ struct lock_groups::impl {
 
   // A change on a key a holding may include (after the attempt, if any, was closed).
   void update_holding(const lock_event& e, std::string_view group) {
-    make_key_text(e.lock, e.db);
-    key_record* kr = keys.find_hashing(key_text, key_hash);
+    make_key(e.lock, e.db);
+    std::uint32_t key_id = timeline_detail::no_id;
+    key_record* kr = find_key(key_id);
     if (kr == nullptr) return;
     const std::uint32_t server = known_server_id(e.server);
     // The holding whose owner on this server this is (two processes' threads may share a
     // thread id), else the group's.
     auto it = std::find_if(kr->holdings.begin(), kr->holdings.end(), [&](const holding& h) {
       for (std::size_t i = 0; i < h.held.size(); ++i) {
-        if (h.held[i] == server && h.held_owners[i] == e.owner) return true;
+        if (h.held[i] == server && h.held_owners.items[i] == e.owner) return true;
       }
       return false;
     });
@@ -536,7 +639,10 @@ struct lock_groups::impl {
     if (it == kr->holdings.end()) return;
     holding& h = *it;
     const auto held = std::find(h.held.begin(), h.held.end(), server);
-    const auto erase_held = [&] { h.held_owners.erase(h.held_owners.begin() + (held - h.held.begin())); h.held.erase(held); };
+    const auto erase_held = [&] {
+      h.held_owners.erase_at(static_cast<std::size_t>(held - h.held.begin()));
+      h.held.erase(held);
+    };
     switch (e.event) {
       case lock_event_kind::released:
       case lock_event_kind::force_released:
@@ -549,7 +655,7 @@ struct lock_groups::impl {
           erase_held();
           ++h.given_back;
         }
-        if (h.held.empty()) kr->holdings.erase(it);
+        if (h.held.empty()) kr->holdings.erase_at(static_cast<std::size_t>(it - kr->holdings.begin()));
         break;
       case lock_event_kind::expired:
       case lock_event_kind::renew_failed: {
@@ -585,12 +691,13 @@ struct lock_groups::impl {
 
   // A try on a server (key) the open attempt (set) already has: that one is over.
   void end_previous_round(const lock_event& e, std::string_view group) {
-    make_attempt_text(e, group);
-    if (attempt* a = attempts.find_hashing(attempt_text, attempt_hash)) {
+    make_attempt_key(e, group);
+    if (const std::uint32_t id = attempts.find(attempt_lookup, attempt_hash); id != timeline_detail::no_id) {
+      attempt* a = &attempts[id];
       const std::uint32_t server = known_server_id(e.server);
       if (server != UINT32_MAX && retried_vote(*a, server, e) == nullptr &&
           std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
-        close_attempt(attempt_text, *a, false, attempt_hash);
+        close_attempt(id, false);
       }
     }
   }
@@ -603,55 +710,60 @@ struct lock_groups::impl {
     vote& last = *(a.votes.end() - 1);
     return last.server == server && !last.acquired && last.owner == e.owner ? &last : nullptr;
   }
-  // Returns the owner's open set still open after this (nullptr: none), for
-  // on_set_try, which follows with the same set_text: one lookup per try, not two.
-  // An overflowed set (a stream of locks, not a MultiLock) found as the last one used
-  // needs no set_text: on_set_try only moves its end. set_text is then stale.
-  key_set* end_previous_set(const lock_event& e) {
-    if (key_set* last = sets.last_found(e.owner, '\0', e.client); last != nullptr && last->overflowed) return last;
-    return end_previous_set_by_text(e);
+  // Returns the owner's open set still open after this (no_id: none), for on_set_try,
+  // which follows with the same set_lookup: one lookup per try, not two. An overflowed
+  // set (a stream of locks, not a MultiLock) found as the last one used needs no lookup:
+  // on_set_try only moves its end.
+  std::uint32_t end_previous_set(const lock_event& e) {
+    if (const std::uint32_t last = sets.last_found(e.owner, e.client, 0);
+        last != timeline_detail::no_id && sets[last].overflowed) {
+      return last;
+    }
+    return end_previous_set_by_key(e);
   }
-  [[gnu::noinline]] key_set* end_previous_set_by_text(const lock_event& e) {
-    make_set_text(e);
-    key_set* st = sets.find_hashing(set_text, set_hash);
-    if (st != nullptr && !st->overflowed && std::any_of(st->keys.begin(), st->keys.end(), [&](const set_key& k) {
+  [[gnu::noinline]] std::uint32_t end_previous_set_by_key(const lock_event& e) {
+    make_set_key(e);
+    const std::uint32_t id = sets.find(set_lookup, set_hash);
+    if (id == timeline_detail::no_id) return id;
+    const key_set& st = sets[id];
+    if (!st.overflowed && std::any_of(st.keys.begin(), st.keys.end(), [&](const set_key& k) {
           return k.name == e.lock && k.db == e.db;
         })) {
-      close_set(set_text, *st, false, set_hash);
-      return nullptr;
+      close_set(id, false);
+      return timeline_detail::no_id;
     }
-    return st;
+    return id;
   }
-  void make_attempt_text(const lock_event& e, std::string_view group) {
-    attempt_text.assign(e.lock);
-    attempt_text += '\0';
-    append_db(attempt_text, e.db);
-    attempt_text += '\0';
-    attempt_text += group;
+  // `group` must stay put while attempt_lookup is used.
+  void make_attempt_key(const lock_event& e, std::string_view group) {
+    attempt_lookup = record_key{e.lock, group, e.db, name_hash_of(e.lock)};
     attempt_hash = timeline_detail::no_id;
   }
 
   void on_try(const lock_event& e, std::string_view group) {
-    make_attempt_text(e, group);
+    make_attempt_key(e, group);
     const std::uint32_t server = server_id(e.server);
-    attempt* a = attempts.find_hashing(attempt_text, attempt_hash);
+    std::uint32_t id = attempts.find(attempt_lookup, attempt_hash);
+    attempt* a = id == timeline_detail::no_id ? nullptr : &attempts[id];
     if (a != nullptr) {
       if (vote* again = retried_vote(*a, server, e)) {
         again->acquired = e.event == lock_event_kind::acquired;
         a->end_us = e.ts_us;
-        close_if_complete(*a);
+        close_if_complete(id);
         return;
       }
     }
     if (a != nullptr && std::any_of(a->votes.begin(), a->votes.end(), [&](const vote& v) { return v.server == server; })) {
-      close_attempt(attempt_text, *a, false, attempt_hash);  // a second try on a server: its next round
+      close_attempt(id, false);  // a second try on a server: its next round
       a = nullptr;
     }
-    make_key_text(e.lock, e.db);
-    key_record* kr = keys.find_hashing(key_text, key_hash);
-    if (kr == nullptr) kr = &keys.add(key_text, key_hash);
+    make_key(e.lock, e.db);
+    std::uint32_t key_id = timeline_detail::no_id;
+    key_record* kr = find_key(key_id);
+    if (kr == nullptr) kr = &keys[keys.add(key_lookup, key_hash)];
     if (a == nullptr) {
-      a = &attempts.add(attempt_text, attempt_hash);
+      id = attempts.add(attempt_lookup, attempt_hash);
+      a = &attempts[id];
       a->name.assign(e.lock);
       a->db = e.db;
       a->group.assign(group);
@@ -659,7 +771,7 @@ struct lock_groups::impl {
       a->redisson = group != e.owner;  // grouped by client IP and thread: Redisson's owner ids
       a->servers_at_start = kr->servers.size();
       ++kr->open;
-      push_timer(attempt_text, attempts.added_hash(), e.ts_us, false);
+      push_timer(false, id, e.ts_us);
     }
     if (std::find(kr->servers.begin(), kr->servers.end(), server) == kr->servers.end()) kr->servers.push_back(server);
     if (std::any_of(a->votes.begin(), a->votes.end(), [](const vote& x) { return !x.acquired; })) {
@@ -670,12 +782,13 @@ struct lock_groups::impl {
     v.owner.assign(e.owner);
     v.acquired = e.event == lock_event_kind::acquired;
     a->end_us = e.ts_us;
-    close_if_complete(*a);
+    close_if_complete(id);
   }
   // Every server the key was known on has answered and granted a quorum (every server,
   // for a known MultiLock): nothing more to wait for. A failed one stays open for its
   // clean-up (the releases that follow), a Redisson one for its waits on each server.
-  void close_if_complete(attempt& a) {
+  void close_if_complete(std::uint32_t id) {
+    const attempt& a = attempts[id];
     if (a.servers_at_start < 2 || a.votes.n < a.servers_at_start) return;
     const auto granted = static_cast<std::size_t>(
         std::count_if(a.votes.begin(), a.votes.end(), [](const vote& x) { return x.acquired; }));
@@ -684,7 +797,7 @@ struct lock_groups::impl {
       const auto it = kinds.find(kind_key(a));
       if (it != kinds.end() && it->second == group_kind::multilock) needed = a.votes.n;
     }
-    if (granted >= needed) close_attempt(attempt_text, a, false, attempt_hash);
+    if (granted >= needed) close_attempt(id, false);
   }
 
   // Tries seen while the capture had one server (a ring of the last recent_tries).
@@ -743,15 +856,16 @@ struct lock_groups::impl {
       e.server = first_server;
       e.server_endpoint = r.has_server_address ? &r.server_address : nullptr;
       e.db = r.db;
+      handling(e);
       on_try(e, group_for(e));
     }
     std::vector<recent_try>().swap(recent);
   }
 
   // ---- MultiLock sets ----
-  // `hash`: skey's, when known (else no_id).
-  void close_set(std::string_view skey, key_set& s, bool released, std::uint32_t hash) {
-    if (s.overflowed) note_streaming(skey, s.end_us);
+  void close_set(std::uint32_t id, bool released) {
+    key_set& s = sets[id];
+    if (s.overflowed) note_streaming(s.owner, s.client, s.end_us);
     if (s.keys.n >= 2 && !s.overflowed) {
       lock_group g;
       g.start_us = s.start_us;
@@ -782,65 +896,78 @@ struct lock_groups::impl {
       e.group = &g;
       next.on_event(e);
     }
-    sets.erase(skey, hash);
+    sets.erase(id);
   }
 
-  void make_set_text(const lock_event& e) {
-    set_text.assign(e.owner);
-    set_text += '\0';
-    set_text += e.client;
+  void make_set_key(const lock_event& e) {
+    set_lookup = record_key{e.owner, e.client, 0};
     set_hash = timeline_detail::no_id;
   }
-  std::uint32_t set_hash = timeline_detail::no_id;  // set_text's, once worked out
+  std::uint32_t set_hash = timeline_detail::no_id;  // set_lookup's, once worked out
 
-  // `s`: end_previous_set's answer for this event (set_text is still its text).
-  void on_set_try(const lock_event& e, key_set* s) {
-    if (s != nullptr && s->overflowed) {
-      s->end_us = e.ts_us;
+  // A set's owner and client as one text, for `streaming`: the owner's length first, so
+  // that no two pairs make one text.
+  std::string_view stream_key(std::string_view owner, std::string_view client) {
+    char digits[24];
+    const auto r = std::to_chars(digits, digits + sizeof digits, owner.size());
+    stream_text.assign(digits, r.ptr);
+    stream_text += ':';
+    stream_text += owner;
+    stream_text += client;
+    return stream_text;
+  }
+
+  // `id`: end_previous_set's answer for this event (set_lookup is still its key).
+  void on_set_try(const lock_event& e, std::uint32_t id) {
+    if (id != timeline_detail::no_id && sets[id].overflowed) {
+      sets[id].end_us = e.ts_us;
       return;
     }
-    on_set_try_member(e, s);
+    on_set_try_member(e, id);
   }
-  [[gnu::noinline]] void on_set_try_member(const lock_event& e, key_set* s) {
-    if (s != nullptr && std::any_of(s->keys.begin(), s->keys.end(),
-                                    [&](const set_key& k) { return k.name == e.lock && k.db == e.db; })) {
-      close_set(set_text, *s, false, set_hash);
-      s = nullptr;
+  [[gnu::noinline]] void on_set_try_member(const lock_event& e, std::uint32_t id) {
+    if (id != timeline_detail::no_id && std::any_of(sets[id].keys.begin(), sets[id].keys.end(), [&](const set_key& k) {
+          return k.name == e.lock && k.db == e.db;
+        })) {
+      close_set(id, false);
+      id = timeline_detail::no_id;
     }
-    if (s == nullptr) {
-      s = &sets.add(set_text, set_hash);
+    if (id == timeline_detail::no_id) {
+      id = sets.add(set_lookup, set_hash);
+      key_set& s = sets[id];
       if (!streaming.empty()) {
-        if (const auto it = streaming.find(set_text); it != streaming.end()) {
-          if (e.ts_us - it->second <= options.window_us) s->overflowed = true;
+        if (const auto it = streaming.find(stream_key(e.owner, e.client)); it != streaming.end()) {
+          if (e.ts_us - it->second <= options.window_us) s.overflowed = true;
           else streaming.erase(it);
         }
       }
-      const std::string_view key = sets.added_key();
-      s->owner = key.substr(0, e.owner.size());
-      s->client = key.substr(e.owner.size() + 1);
-      s->server = server_id(e.server);
-      s->has_client_address = e.client_endpoint != nullptr;
-      if (e.client_endpoint != nullptr) s->client_address = *e.client_endpoint;
-      s->has_server_address = e.server_endpoint != nullptr;
-      if (e.server_endpoint != nullptr) s->server_address = *e.server_endpoint;
-      s->start_us = e.ts_us;
-      push_timer(set_text, sets.added_hash(), e.ts_us, true);
+      s.owner = sets.first(id);
+      s.client = sets.second(id);
+      s.server = server_id(e.server);
+      s.has_client_address = e.client_endpoint != nullptr;
+      if (e.client_endpoint != nullptr) s.client_address = *e.client_endpoint;
+      s.has_server_address = e.server_endpoint != nullptr;
+      if (e.server_endpoint != nullptr) s.server_address = *e.server_endpoint;
+      s.start_us = e.ts_us;
+      push_timer(true, id, e.ts_us);
     }
-    if (s->overflowed || s->keys.n >= options.max_set_keys) {
-      s->overflowed = true;
-      s->end_us = e.ts_us;
+    key_set& s = sets[id];
+    if (s.overflowed || s.keys.n >= options.max_set_keys) {
+      s.overflowed = true;
+      s.end_us = e.ts_us;
       return;
     }
-    set_key& k = s->keys.add();
+    set_key& k = s.keys.add();
     k.name.assign(e.lock);
     k.db = e.db;
     k.acquired = e.event == lock_event_kind::acquired;
-    s->end_us = e.ts_us;
+    s.end_us = e.ts_us;
   }
 
-  // An overflowed set's owner (skey) tried its last key at `ts`.
-  void note_streaming(std::string_view skey, std::int64_t ts) {
-    if (const auto it = streaming.find(skey); it != streaming.end()) {
+  // An overflowed set's owner tried its last key at `ts`.
+  void note_streaming(std::string_view owner, std::string_view client, std::int64_t ts) {
+    const std::string_view key = stream_key(owner, client);
+    if (const auto it = streaming.find(key); it != streaming.end()) {
       it->second = ts;
       return;
     }
@@ -848,63 +975,56 @@ struct lock_groups::impl {
       std::erase_if(streaming, [&](const auto& entry) { return ts - entry.second > options.window_us; });
       if (streaming.size() >= options.max_open) streaming.clear();  // bounded whatever the rate
     }
-    streaming.emplace(std::string(skey), ts);
+    streaming.emplace(std::string(key), ts);
   }
 
   void on_set_release(const lock_event& e) {
-    make_set_text(e);
-    key_set* s = sets.find_hashing(set_text, set_hash);
-    if (s == nullptr || s->overflowed) return;
-    const bool member = std::any_of(s->keys.begin(), s->keys.end(),
+    make_set_key(e);
+    const std::uint32_t id = sets.find(set_lookup, set_hash);
+    if (id == timeline_detail::no_id || sets[id].overflowed) return;
+    const key_set& s = sets[id];
+    const bool member = std::any_of(s.keys.begin(), s.keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
-    if (member) close_set(set_text, *s, true, set_hash);
+    if (member) close_set(id, true);
   }
 
   // ---- the clock ----
   // Open attempts and sets by window end, in the order they opened (times only grow,
   // so this is time order); an entry closed meanwhile is skipped (its start differs or
-  // it is gone). A ring of reused entries.
+  // it is closed). A timer names its record by id and pins it (record_table): the same
+  // key opened again is the same record, so the same key opened again at the same time
+  // is that timer's too, as a lookup of the key would find. A ring of reused entries.
   struct timer {
     std::int64_t start_us = 0;
-    bool is_set = false;
-    std::uint32_t hash = 0;  // the key's in its map
-    std::string key;
-    // The entry it was pushed for (find_added): found without a lookup while it lasts.
-    // Once it is gone the key is looked up, as before: the same key opened again at the
-    // same time is that timer's too.
     std::uint32_t id = 0;
-    std::uint64_t serial = 0;
+    bool is_set = false;
   };
   std::vector<timer> ring;
   std::size_t head = 0, queued = 0;
-  void push_timer(std::string_view key, std::uint32_t hash, std::int64_t start_us, bool is_set) {
+  void push_timer(bool is_set, std::uint32_t id, std::int64_t start_us) {
+    // Pinned first: a full ring's oldest timer may close this very record (opened again at
+    // its time), which must stay findable by the timer pushed here.
+    if (is_set) sets.pin(id);
+    else attempts.pin(id);
     if (queued >= options.max_open) close_front();  // memory stays bounded at any rate
     if (queued == ring.size()) {
       std::rotate(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head), ring.end());
       head = 0;
       ring.resize(std::max<std::size_t>(16, ring.size() * 2));
     }
-    timer& t = ring[(head + queued++) % ring.size()];
-    t.start_us = start_us;
-    t.is_set = is_set;
-    t.hash = hash;
-    t.key.assign(key);
-    t.id = is_set ? sets.added_id() : attempts.added_id();
-    t.serial = is_set ? sets.added_serial() : attempts.added_serial();
+    ring[(head + queued++) % ring.size()] = timer{start_us, id, is_set};
   }
   void close_front() {
-    timer& t = ring[head];
-    if (t.is_set) {
-      key_set* st = sets.find_added(t.id, t.serial);
-      if (st == nullptr) st = sets.find(t.key, t.hash);
-      if (st != nullptr && st->start_us == t.start_us) close_set(t.key, *st, false, t.hash);
-    } else {
-      attempt* a = attempts.find_added(t.id, t.serial);
-      if (a == nullptr) a = attempts.find(t.key, t.hash);
-      if (a != nullptr && a->start_us == t.start_us) close_attempt(t.key, *a, false, t.hash);
-    }
+    const timer t = ring[head];
     head = (head + 1) % ring.size();
     --queued;
+    if (t.is_set) {
+      if (sets.live(t.id) && sets[t.id].start_us == t.start_us) close_set(t.id, false);
+      sets.unpin(t.id);
+    } else {
+      if (attempts.live(t.id) && attempts[t.id].start_us == t.start_us) close_attempt(t.id, false);
+      attempts.unpin(t.id);
+    }
   }
   void advance(std::int64_t now, bool all) {
     while (queued > 0 && (all || now > ring[head].start_us + options.window_us)) close_front();
@@ -928,6 +1048,7 @@ struct lock_groups::impl {
 
   void on_event(const lock_event& e) {
     grouped_event = nullptr;
+    handling(e);
     advance(e.ts_us, false);
     if (e.group != nullptr || e.owner.empty() || e.event == lock_event_kind::anomaly) {
       next.on_event(e);
@@ -939,17 +1060,20 @@ struct lock_groups::impl {
     const std::size_t known = servers.size();
     server_id(e.server);
     const bool quorums = servers.size() >= 2;
-    if (quorums && known == 1) replay_recent_tries(e.ts_us);
+    if (quorums && known == 1) {
+      replay_recent_tries(e.ts_us);
+      handling(e);
+    }
     if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
       if (quorums) end_previous_round(e, group_for(e));  // reported before the try that starts the next
-      key_set* open_set = end_previous_set(e);
+      std::uint32_t open_set = end_previous_set(e);
       next.on_event(e);
       if (quorums) {
         on_try(e, group_for(e));
         // on_try's timers may have closed sets: look again.
-        make_set_text(e);
-        open_set = sets.find_hashing(set_text, set_hash);
+        make_set_key(e);
+        open_set = sets.find(set_lookup, set_hash);
       }
       on_set_try(e, open_set);
       return;
@@ -960,12 +1084,12 @@ struct lock_groups::impl {
     if (relevant) {
       // The owner has moved on from its attempt on this key.
       if (!attempts.empty()) {
-        make_attempt_text(e, group_for(e));
+        make_attempt_key(e, group_for(e));
         // Not by a Redisson watchdog renewing the servers taken while its thread still tries
         // the others.
-        if (attempt* a = attempts.find_hashing(attempt_text, attempt_hash);
-            a != nullptr && !(a->redisson && e.event == lock_event_kind::renewed)) {
-          close_attempt(attempt_text, *a, is_release(e.event), attempt_hash);
+        if (const std::uint32_t id = attempts.find(attempt_lookup, attempt_hash);
+            id != timeline_detail::no_id && !(attempts[id].redisson && e.event == lock_event_kind::renewed)) {
+          close_attempt(id, is_release(e.event));
         }
       }
       // A key given up (released, or its lease ran out) ends the owner's set: what it

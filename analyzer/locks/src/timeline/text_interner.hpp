@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "huge_pages.hpp"
 #include "stable_vector.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
@@ -95,14 +97,15 @@ class id_table {
     if ((++count_) * 10 > slots_.size() * 7) grow();
     place(id, h);
   }
+  std::size_t capacity() const noexcept { return slots_.size(); }
   // Every id placed again under hash_of(id) (the identity of some entries changed).
   template <class HashOf>
   void rehash(HashOf&& hash_of) {
     ++generation_;
-    slot_vector old = std::move(slots_);
-    slots_.assign(old.size(), slot{});
-    for (const slot& e : old) {
-      if (e.id != no_id) place(e.id, hash_of(e.id));
+    slot_array old = std::move(slots_);
+    slots_.assign_empty(old.size());
+    for (std::size_t i = 0; i < old.size(); ++i) {
+      if (old[i].id != no_id) place(old[i].id, hash_of(old[i].id));
     }
   }
   // Changes whenever entries may have moved (grow, rehash, erase): an id that was the first of
@@ -134,6 +137,78 @@ class id_table {
     std::uint32_t id = no_id;
     std::uint32_t hash = 0;
   };
+  // The slots: from the heap while small, else a huge-page mapping that grows in place
+  // (mremap moves its pages; nothing is copied, and the old and the new table are never
+  // both resident).
+  class slot_array {
+   public:
+    slot_array() = default;
+    slot_array(const slot_array&) = delete;
+    slot_array& operator=(const slot_array&) = delete;
+    slot_array(slot_array&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    slot_array& operator=(slot_array&& o) noexcept {
+      if (this != &o) {
+        release();
+        data_ = std::exchange(o.data_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+      }
+      return *this;
+    }
+    ~slot_array() { release(); }
+    std::size_t size() const noexcept { return size_; }
+    bool empty() const noexcept { return size_ == 0; }
+    slot& operator[](std::size_t i) noexcept { return data_[i]; }
+    const slot& operator[](std::size_t i) const noexcept { return data_[i]; }
+    // `n` empty slots (the contents before are dropped).
+    void assign_empty(std::size_t n) {
+      release();
+      data_ = allocate(n);
+      size_ = n;
+      std::fill_n(data_, n, slot{});
+    }
+    // `n` slots (n > size()), the first size() as they were; the others' contents unspecified.
+    void grow_keeping(std::size_t n) {
+#ifndef LOCKSCOPE_HUGE_PAGES_FROM_HEAP
+      if (big(size_)) {
+        const std::size_t old_bytes = round_to_huge_pages(size_ * sizeof(slot));
+        const std::size_t new_bytes = round_to_huge_pages(n * sizeof(slot));
+        if (new_bytes == old_bytes) {  // the mapping already holds them
+          size_ = n;
+          return;
+        }
+        void* target = map_huge(n * sizeof(slot));  // aligned, untouched: no memory yet
+        void* moved = ::mremap(data_, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+        if (moved != MAP_FAILED) {
+          data_ = static_cast<slot*>(moved);
+          size_ = n;
+          return;
+        }
+        unmap_huge(target, n * sizeof(slot));
+      }
+#endif
+      slot* grown = allocate(n);
+      std::copy_n(data_, size_, grown);
+      release();
+      data_ = grown;
+      size_ = n;
+    }
+
+   private:
+    static bool big(std::size_t n) noexcept { return n * sizeof(slot) >= huge_page_bytes / 2; }
+    static slot* allocate(std::size_t n) {
+      if (big(n)) return static_cast<slot*>(map_huge(n * sizeof(slot)));
+      return static_cast<slot*>(::operator new(n * sizeof(slot), std::align_val_t{alignof(slot)}));
+    }
+    void release() noexcept {
+      if (data_ == nullptr) return;
+      if (big(size_)) unmap_huge(data_, size_ * sizeof(slot));
+      else ::operator delete(data_, std::align_val_t{alignof(slot)});
+      data_ = nullptr;
+      size_ = 0;
+    }
+    slot* data_ = nullptr;
+    std::size_t size_ = 0;
+  };
   // The range reduction uses the high bits: hash_text() ends with a full 64-bit mix
   // folded to 32 bits, so they are as good as the low ones (no finalizer of its own here:
   // two multiplies on the path of every lookup).
@@ -148,14 +223,73 @@ class id_table {
   }
   void grow() {
     ++generation_;
-    slot_vector old = std::move(slots_);
-    slots_.assign(std::max<std::size_t>(64, old.size() + old.size() / 4), slot{});
-    for (const slot& e : old) {
-      if (e.id != no_id) place(e.id, e.hash);
+    const std::size_t size = std::max<std::size_t>(64, slots_.size() + slots_.size() / 4);
+    if (slots_.size() >= grow_in_place_from) {
+      grow_in_place(size);
+      return;
+    }
+    slot_array old = std::move(slots_);
+    slots_.assign_empty(size);
+    for (std::size_t i = 0; i < old.size(); ++i) {
+      if (old[i].id != no_id) place(old[i].id, old[i].hash);
     }
   }
-  using slot_vector = std::vector<slot, huge_page_allocator<slot>>;
-  slot_vector slots_;
+  // Tables of this many slots (512 KiB) or more grow in place.
+  static constexpr std::size_t grow_in_place_from = std::size_t{1} << 16;
+  // The same table, `size` slots: its entries gathered at the front in hash order (the
+  // order of their slots under any size: start() is monotone in the hash), the table
+  // grown, then each entry laid out from the back at max(its slot, the previous one's + 1),
+  // which is what inserting them in hash order would give. An entry's place is never
+  // before its index in the gathered order, so the backward pass only writes slots
+  // already emptied. Memory: the positions (4 bytes an entry) and the run that wraps.
+  void grow_in_place(std::size_t size) {
+    const std::size_t old_size = slots_.size();
+    // 1. Gather. The slots before the first empty one hold the run that wrapped past
+    // the end (homes near the end: they go last) and entries whose homes are there (the
+    // lowest of all: first); every other entry's home is past that empty slot.
+    std::size_t first_empty = 0;
+    while (slots_[first_empty].id != no_id) ++first_empty;
+    std::vector<slot> low, high;
+    for (std::size_t i = 0; i < first_empty; ++i) (start(slots_[i].hash) <= i ? low : high).push_back(slots_[i]);
+    std::sort(low.begin(), low.end(), [](const slot& a, const slot& b) { return a.hash < b.hash; });
+    std::size_t n = low.size();
+    for (std::size_t r = first_empty + 1; r < old_size; ++r) {
+      if (slots_[r].id != no_id) slots_[n++] = slots_[r];
+    }
+    std::copy(low.begin(), low.end(), &slots_[0]);
+    for (const slot& e : high) slots_[n++] = e;
+    // 2. Hash order: within each run the slots' order is the order of insertion, and
+    // the high ones belong to the last run, so few entries move far.
+    for (std::size_t i = 1; i < n; ++i) {
+      const slot e = slots_[i];
+      std::size_t j = i;
+      for (; j > 0 && slots_[j - 1].hash > e.hash; --j) slots_[j] = slots_[j - 1];
+      slots_[j] = e;
+    }
+    // 3. Grow, then lay out from the back.
+    slots_.grow_keeping(size);
+    std::fill(&slots_[0] + n, &slots_[0] + size, slot{});
+    std::vector<std::uint32_t> at(n);
+    std::size_t fits = n;  // entries from here on would run past the end: placed last
+    for (std::size_t i = 0, next_free = 0; i < n; ++i) {
+      const std::size_t p = std::max(start(slots_[i].hash), next_free);
+      if (p >= size) {
+        fits = i;
+        break;
+      }
+      at[i] = static_cast<std::uint32_t>(p);
+      next_free = p + 1;
+    }
+    std::vector<slot> past_end(&slots_[0] + fits, &slots_[0] + n);
+    std::fill(&slots_[0] + fits, &slots_[0] + n, slot{});
+    for (std::size_t i = fits; i-- > 0;) {
+      const slot e = slots_[i];
+      slots_[i] = slot{};
+      slots_[at[i]] = e;
+    }
+    for (const slot& e : past_end) place(e.id, e.hash);
+  }
+  slot_array slots_;
   std::size_t count_ = 0;
   std::uint64_t generation_ = 0;
 };
