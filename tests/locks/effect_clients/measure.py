@@ -41,10 +41,25 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 # What lockscope does not read yet, with why: measured and printed, but left out of the
 # --check gate (which fails when any other cell falls below the goal). Each is a gap to
 # close, not a verdict on the client.
-KNOWN_GAPS = set()
+KNOWN_GAPS = {
+    # give_ups_within_10pct (issue 42: every give-up's wait within 10% of the client's,
+    # a lower bound no excuse): what the wire does not tell.
+    # murlock sleeps its spacing once more after its last refusal and logs the give-up
+    # then; on the wire its last sign is the refusal, where other pollers log theirs
+    # (redis-mutex, the node-redlock family), so lockscope dates it there as a lower bound
+    # (wait_at_least), one spacing (16%) short of the log's.
+    ("murlock", "give_ups_within_10pct"), ("murlock (mid-run)", "give_ups_within_10pct"),
+    # medusa's give-up is a 1 s timeout running out between backoff steps of up to 1 s:
+    # nothing on the wire, dated at the last refusal as a lower bound.
+    ("medusa_lock", "give_ups_within_10pct"), ("medusa_lock (mid-run)", "give_ups_within_10pct"),
+}
 # Closed: ioredfour joined mid-run (an unseen SHA1 answering lists), read since the
 # recognizer learns a value drawn by a script from where it comes back (value_tracking.cpp).
-KINDS = ["acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting"]
+# give_ups_within_10pct: the give-ups (those judged in waits) whose wait_ms is within 10%
+# (at least 2 ms) of the log's, strictly: a lower bound shown short (wait_at_least), found
+# in waits, is not found here.
+KINDS = ["acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting",
+         "give_ups_within_10pct"]
 IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 DETAILS = []  # --details: (kind, "missed"|"false", what) of the recording being measured
 
@@ -172,7 +187,7 @@ def read_npm_truth(path, midstream):
             t.midstream_start_us = o.get("midstream_start_us")
     logs_attempts = any(o["event"] == "attempt" for o in raw)
     if not logs_attempts:  # only a count of attempts per acquisition: no wait, no free stretch
-        t.tells -= {"waits", "free_while_waiting"}
+        t.tells -= {"waits", "free_while_waiting", "give_ups_within_10pct"}
     first_refused = {}  # (proc, lock) -> t_us
     last_ok = {}  # (proc, lock) -> when its acquiring attempt was sent
     free_since = {}  # lock -> t_us the lock went free
@@ -378,6 +393,7 @@ def measure(lockscope, name, pcap, truth):
             return abs(round(e["since"] * 1e6) - d["began"])
         return abs(e["t_us"] - d["t_us"])
     used = set()
+    within_found = within_true = 0  # give_ups_within_10pct: judged give-ups only
     for d in sorted(gave, key=lambda d: d["t_us"]):
         best = None
         for i, e in enumerate(ge):
@@ -388,6 +404,9 @@ def measure(lockscope, name, pcap, truth):
                 best = i
         if best is None:
             DETAILS.append(("waits", "missed", d))
+            if d["began"] is not None and not (start and d["began"] < start + 50_000):
+                within_true += 1
+                DETAILS.append(("give_ups_within_10pct", "missed", d))
             continue
         used.add(best)
         e = ge[best]
@@ -401,10 +420,21 @@ def measure(lockscope, name, pcap, truth):
             waits_found += 1
         else:
             DETAILS.append(("waits", "missed", dict(d, shown_ms=e.get("wait_ms"))))
+        # Issue 42's done-when, strictly: the wait shown within 10% (at least 2 ms) of the
+        # log's, a lower bound (wait_at_least) no excuse.
+        within_true += 1
+        if abs(got - want) <= slack:
+            within_found += 1
+        else:
+            DETAILS.append(("give_ups_within_10pct", "missed", dict(
+                d, want_ms=round(want / 1000, 1), shown_ms=e.get("wait_ms"), at_least=bool(e.get("wait_at_least")),
+                ended=e.get("ended"))))
     waits_true += len(gave)
     waits_false += len(ge) - len(used)
     DETAILS.extend(("waits", "false", e) for i, e in enumerate(ge) if i not in used)
     rows["waits"] = (waits_found, waits_true, waits_false)
+    if "waits" in truth.tells:
+        rows["give_ups_within_10pct"] = (within_found, within_true, 0)  # false give-ups: in waits
     # free while waiting: an idle_with_waiters whose stretch begins near the logged one
     idle = [e for e in of(["anomaly"]) if e.get("kind") == "idle_with_waiters"]
     for e in idle:

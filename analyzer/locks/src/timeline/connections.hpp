@@ -6,6 +6,7 @@
 #pragma once
 
 #include "timeline/timeline_state.hpp"
+#include "timeline/waiter_moved_on.hpp"  // next_attempt_reach_us
 
 namespace lockscope::locks {
 
@@ -155,8 +156,9 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
   for (const std::uint32_t lock : waits) {
     lock_state& l = locks[lock];
     if (!has_extra(l)) continue;
-    remove_waiters(*xp(l), [&](const waiter& w) {
-      if (w.conn != conn) return false;
+    // The waiter of this connection: whether it leaves (said), out of line so the scan
+    // of the lock's other waiters stays a compare each (a herd's lock has thousands).
+    auto leaves = [&](const waiter& w) __attribute__((noinline)) {
       if (waits_on_subscription(w, lock, connection)) {
         ++waiters_kept;
         return false;
@@ -168,19 +170,20 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
         return true;
       }
       // It waited until the close if the close came while it could still be waiting
-      // for its next attempt (a poller: twice its longest gap between attempts; at
-      // once, for a single attempt). A close long after (a process that gave up, then
-      // went on with other work; a pool's connection closed at shutdown) bounds
-      // nothing: the wait lasted at least to its last attempt. Not the TTL of a pub/sub
+      // for its next attempt (next_attempt_reach_us, waiter_moved_on.hpp: its cadence
+      // or backoff; at once, for a single attempt). A close after that (a process that
+      // gave up, then exited or went on with other work; a pool's connection closed at
+      // shutdown) is only an upper bound, often late: the wait lasted at least to its
+      // last attempt, where most clients log their give-up. Not the TTL of a pub/sub
       // waiter: Redisson's tryLock gives up within it, with nothing on the wire, and
       // its attempts go over a pool's connections (seen: a 1.5 s tryLock on real
       // Redisson 3.27.2 whose pool connection closed 2.5 s later, at shutdown).
-      const std::int64_t next_attempt_within =
-          std::max(2 * w.longest_gap_us, options.wake_window_us) + options.wake_window_us;
-      const bool waited_to_close = at - w.last_attempt_us <= next_attempt_within;
+      const bool waited_to_close = at - w.last_attempt_us <= next_attempt_reach_us(w, options.wake_window_us);
       report_give_up(l, w, wait_end::connection_closed, waited_to_close ? at : w.last_attempt_us, at, !waited_to_close);
       return true;
-    }, [&](const waiter_vector::dormant& d) { return d.conn == conn; });  // only this connection's waiters
+    };
+    remove_waiters(*xp(l), [&](const waiter& w) { return w.conn == conn && leaves(w); },
+                   [&](const waiter_vector::dormant& d) { return d.conn == conn; });  // only this connection's waiters
     release_closed_holder_if_done(l);
     // No schedule(lock): the timer queued is no later than every deadline left (fire()
     // and every deadline set keep it so), and leaving only takes deadlines away; one

@@ -36,6 +36,20 @@ inline std::int64_t backoff_reach_us(const waiter& w, std::int64_t wake_window_u
   return 4 * std::int64_t{w.last_gap_ms} * 1000 + wake_window_us;
 }
 
+// How long after its latest attempt a waiter seen polling may still be waiting for its
+// next one: the cadence poller_moved_on holds it to (its longest spacing plus half of it,
+// at least the wake window), or a backoff's next step; at once (twice the wake window)
+// when no spacing was learnt. Its connection's close within that reach comes while it
+// could still be waiting (the close dates its give-up); a close later comes after it
+// stopped: somewhere from its latest refusal to when its next attempt was due (a process
+// exiting after a give-up takes 75-115 ms, murlock and redis-mutex seen), and most
+// pollers log the give-up at once after the refusal (redis-mutex, the node-redlock
+// family, redis-py without a timeout left), so the refusal dates it, as a lower bound.
+inline std::int64_t next_attempt_reach_us(const waiter& w, std::int64_t wake_window_us) {
+  if (w.longest_gap_us <= 0) return 2 * wake_window_us;
+  return std::max(w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2), backoff_reach_us(w, wake_window_us));
+}
+
 // A client that keeps one value for every wait of a process (ioredis-lock's Lock) shows a
 // give-up only by what its connection does next: it goes on to its next task, takes
 // another lock, and later tries this one again with the same value. Joined, the two
