@@ -294,9 +294,19 @@ struct lock_groups::impl {
     std::int64_t start_us = 0, end_us = 0;
     reused<set_key> keys;
     bool overflowed = false;  // more than max_set_keys: no MultiLock, not reported
+    // When a key of the set was last refused (-1: none was): a MultiLock tries its next
+    // key only while it holds every key before it. Past a refusal it gives back what it
+    // took (a release: the set ends) and starts again from its first key, or gives up
+    // (Redisson's MultiLock; node-redlock's multi-key script sets all keys or none). A
+    // different key tried after a refusal, nothing given back, is the owner's next lock
+    // taken alone (a poller that gave up on one key and goes on to the next: redis-mutex,
+    // one value for every key). Only the keys of the refused call itself (a multi-key
+    // script's, one reply for all: the same time) belong with it.
+    std::int64_t refused_us = -1;
     void reset() {
       keys.clear();
       overflowed = false;
+      refused_us = -1;
     }
   };
 
@@ -846,7 +856,8 @@ struct lock_groups::impl {
       const recent_try& r = recent[(recent_next + i) % n];  // oldest first, full or not
       if (now - r.ts_us > options.window_us) continue;
       const std::string_view text(r.text.get(), r.lock_size + r.owner_size + r.client_size);
-      lock_event e;
+      lock_event e;  // at the same address every time round: event_group_of must not take it for the last one
+      grouped_event = nullptr;
       e.ts_us = r.ts_us;
       e.event = r.event;
       e.lock = text.substr(0, r.lock_size);
@@ -926,10 +937,11 @@ struct lock_groups::impl {
     on_set_try_member(e, id);
   }
   [[gnu::noinline]] void on_set_try_member(const lock_event& e, std::uint32_t id) {
-    if (id != timeline_detail::no_id && std::any_of(sets[id].keys.begin(), sets[id].keys.end(), [&](const set_key& k) {
-          return k.name == e.lock && k.db == e.db;
-        })) {
-      close_set(id, false);
+    if (id != timeline_detail::no_id &&
+        ((sets[id].refused_us >= 0 && sets[id].refused_us != e.ts_us) ||
+         std::any_of(sets[id].keys.begin(), sets[id].keys.end(),
+                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; }))) {
+      close_set(id, false);  // its next round, or the next lock after a refusal: not held with it
       id = timeline_detail::no_id;
     }
     if (id == timeline_detail::no_id) {
@@ -961,6 +973,7 @@ struct lock_groups::impl {
     k.name.assign(e.lock);
     k.db = e.db;
     k.acquired = e.event == lock_event_kind::acquired;
+    if (!k.acquired) s.refused_us = e.ts_us;
     s.end_us = e.ts_us;
   }
 
