@@ -5,14 +5,19 @@
 //    value, `mutex`, for every process and key) took them one after the other, not
 //    together (tests/locks/effect_clients/redis_mutex.truth.jsonl: p2 gives up on
 //    mutex:stock at +1.0445 and acquires mutex:orders 23 ms later, on the same connection).
+//  - A value that several clients send at once (refused over one connection while it holds
+//    over another to the same server: the timeline marks the refusal owner_shared) is no
+//    owner: its tries on several servers are no quorum attempt.
 //  - The tries kept while the capture had one server are replayed when a second server
 //    appears, each with its own owner's group (not the first replayed try's).
+#include <deque>
 #include <string>
 #include <string_view>
 
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
 #include "lockscope/locks/lock_groups.hpp"
+#include "lockscope/locks/lock_timeline.hpp"
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
@@ -102,4 +107,74 @@ TEST_CASE("lock_groups: tries replayed when a second server appears keep their o
   CHECK_FALSE(lost->succeeded);
   CHECK(lost->acquired == 0);
   CHECK(lost->total == 2);
+}
+
+TEST_CASE("lock_groups: a value several processes send at once is no quorum owner", "[groups][quorum]") {
+  // redis-mutex's way over two servers: every process sends `mutex`. Through the timeline,
+  // which marks a refusal of a value that holds over another connection.
+  {
+    event_recorder events;
+    locks::lock_groups groups({}, events);
+    locks::lock_timeline timeline({}, groups);
+    std::deque<std::string> texts;
+    auto op = [&](locks::op_outcome outcome, std::string_view owner, double at_ms, const char* server,
+                  std::uint64_t connection) {
+      locks::lock_operation o;
+      o.kind = locks::lock_op_kind::acquire;
+      o.family = locks::lock_family::set_based;
+      o.outcome = outcome;
+      o.lock = "job";
+      o.owner = "mutex";
+      (void)owner;  // the process, for the reader: the wire shows `mutex` from each
+      o.lease_ms = 1000;
+      o.server_text = server;
+      o.client_text = texts.emplace_back("10.0.0." + std::to_string(connection) + ":50000");
+      o.connection = connection;
+      o.request_us = base_us + static_cast<std::int64_t>(at_ms * 1000);
+      o.reply_us = o.request_us + 100;
+      timeline.on_operation(with_addresses(o));
+    };
+    // p1 holds job on server 1, p2 is refused there; p3 holds job on server 2, p4 is
+    // refused there. Four processes, one lock each: no group.
+    op(locks::op_outcome::ok, "p1", 0, s1, 1);
+    op(locks::op_outcome::contended, "p2", 10, s1, 2);
+    op(locks::op_outcome::ok, "p3", 20, s2, 3);
+    op(locks::op_outcome::contended, "p4", 30, s2, 4);
+    op(locks::op_outcome::contended, "p2", 60, s1, 2);
+    op(locks::op_outcome::contended, "p4", 70, s2, 4);
+    timeline.finish(base_us + 5'000'000);
+    groups.finish(base_us + 5'000'000);
+    CHECK(events.count("quorum") == 0);
+    CHECK(events.count("multilock") == 0);
+    CHECK(events.count("contended") == 4);
+  }
+  // A node-redlock client's one value on both servers, beside the shared one, is still
+  // grouped: the mark is the value's, not the lock's.
+  event_recorder events;
+  locks::lock_groups groups({}, events);
+  locks::lock_timeline timeline({}, groups);
+  std::deque<std::string> texts;
+  auto op = [&](locks::op_outcome outcome, std::string_view owner, double at_ms, const char* server,
+                std::uint64_t connection) {
+    locks::lock_operation o;
+    o.kind = locks::lock_op_kind::acquire;
+    o.family = locks::lock_family::set_based;
+    o.outcome = outcome;
+    o.lock = "job";
+    o.owner = owner;
+    o.lease_ms = 1000;
+    o.server_text = server;
+    o.client_text = texts.emplace_back("10.0.0." + std::to_string(connection) + ":50000");
+    o.connection = connection;
+    o.request_us = base_us + static_cast<std::int64_t>(at_ms * 1000);
+    o.reply_us = o.request_us + 100;
+    timeline.on_operation(with_addresses(o));
+  };
+  op(locks::op_outcome::ok, "mutex", 0, s1, 1);
+  op(locks::op_outcome::contended, "mutex", 10, s1, 2);
+  op(locks::op_outcome::contended, "R7", 20, s1, 5);
+  op(locks::op_outcome::contended, "R7", 20.5, s2, 6);
+  timeline.finish(base_us + 5'000'000);
+  groups.finish(base_us + 5'000'000);
+  REQUIRE(events.count("quorum") == 1);
 }

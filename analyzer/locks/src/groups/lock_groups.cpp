@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 
@@ -324,6 +325,32 @@ struct lock_groups::impl {
   std::unordered_map<std::string, group_kind, text_hash, std::equal_to<>> kinds;
   std::vector<std::string> servers;  // by id
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
+  // Values several clients send at once (lock_event::owner_shared: refused over one
+  // connection while holding over another to the same server; redis-mutex's `mutex`
+  // from every process): no owner, so no quorum attempt is kept for them. A quorum
+  // attempt is one client's (node-redlock's one value on every server, over one
+  // connection a server); keyed by the value alone, the tries of different processes on
+  // different servers would read as one. Bounded: past max_open, forgotten and learnt again.
+  std::unordered_set<std::string, text_hash, std::equal_to<>> shared_values;
+  bool shared_value(const lock_event& e) {
+    if (e.owner_shared) [[unlikely]] {
+      if (shared_values.size() >= options.max_open) shared_values.clear();
+      shared_values.emplace(e.owner);
+      return true;
+    }
+    return !shared_values.empty() && shared_values.find(e.owner) != shared_values.end();
+  }
+  // The value's open attempt on this key, dropped unreported (shared: not one client's).
+  void drop_attempt(const lock_event& e) {
+    if (attempts.empty()) return;
+    make_attempt_key(e, e.owner);
+    const std::uint32_t id = attempts.find(attempt_lookup, attempt_hash);
+    if (id == timeline_detail::no_id) return;
+    make_key(e.lock, e.db);
+    std::uint32_t key_id = timeline_detail::no_id;
+    if (key_record* kr = find_key(key_id); kr != nullptr && kr->open > 0) --kr->open;
+    attempts.erase(id);
+  }
   // Scratch, reused.
   std::string group_text, stream_text;
   // The keys looked up last, and their hashes once worked out (no_id: not yet): each key
@@ -867,6 +894,7 @@ struct lock_groups::impl {
       e.server = first_server;
       e.server_endpoint = r.has_server_address ? &r.server_address : nullptr;
       e.db = r.db;
+      if (!shared_values.empty() && shared_values.find(e.owner) != shared_values.end()) continue;
       handling(e);
       on_try(e, group_for(e));
     }
@@ -1077,12 +1105,16 @@ struct lock_groups::impl {
       replay_recent_tries(e.ts_us);
       handling(e);
     }
-    if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
-      if (quorums) end_previous_round(e, group_for(e));  // reported before the try that starts the next
+      // Redisson owner ids are one process's (its threads re-enter what they hold): never shared.
+      const bool shared = shared_value(e);
+      if (shared && e.owner_shared) drop_attempt(e);
+      const bool grouped = quorums && !shared;
+      if (!quorums && !shared) remember_try(e);
+      if (grouped) end_previous_round(e, group_for(e));  // reported before the try that starts the next
       std::uint32_t open_set = end_previous_set(e);
       next.on_event(e);
-      if (quorums) {
+      if (grouped) {
         on_try(e, group_for(e));
         // on_try's timers may have closed sets: look again.
         make_set_key(e);
