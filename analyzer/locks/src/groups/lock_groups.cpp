@@ -348,7 +348,10 @@ struct lock_groups::impl {
     if (id == timeline_detail::no_id) return;
     make_key(e.lock, e.db);
     std::uint32_t key_id = timeline_detail::no_id;
-    if (key_record* kr = find_key(key_id); kr != nullptr && kr->open > 0) --kr->open;
+    if (key_record* kr = find_key(key_id); kr != nullptr) {
+      if (kr->open > 0) --kr->open;
+      if (kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_id);  // as close_attempt
+    }
     attempts.erase(id);
   }
   // Scratch, reused.
