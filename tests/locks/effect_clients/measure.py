@@ -12,7 +12,11 @@ what the clients logged themselves, per kind of event:
   marked so),
   renewals, expiries, free-while-waiting (a stretch >= the idle threshold + 10 ms in
   which the lock stood free while a process that had been refused had not acquired or
-  given up yet, found as an idle_with_waiters anomaly whose stretch begins within 30 ms)
+  given up yet, found as an idle_with_waiters anomaly whose stretch begins within 30 ms),
+  groups (lock groups: `multilock` and `quorum` events; a log tells of one with a line
+  {"event": "group"} for each multi-key or multi-server acquisition it made; none of
+  these clients takes two locks together or uses several servers, so every group event
+  on them is false: redis-mutex's poller giving up on one key and taking the next)
 
 found = truth lines matched one-to-one by an event of lockscope (same lock, same owner
 when the client logged one, close in time), false = lockscope's events of that kind
@@ -59,7 +63,7 @@ KNOWN_GAPS = {
 # (at least 2 ms) of the log's, strictly: a lower bound shown short (wait_at_least), found
 # in waits, is not found here.
 KINDS = ["acquisitions", "releases", "contended", "waits", "renewals", "expiries", "free_while_waiting",
-         "give_ups_within_10pct"]
+         "give_ups_within_10pct", "groups"]
 IDLE_THRESHOLD_US = 50_000  # timeline_options::idle_threshold_us
 DETAILS = []  # --details: (kind, "missed"|"false", what) of the recording being measured
 
@@ -245,6 +249,8 @@ def read_npm_truth(path, midstream):
         elif ev in ("extended", "refresh"):
             if o.get("reply") in (1, "OK") or (isinstance(o.get("reply"), list) and o["reply"] and o["reply"][0] == 1):
                 t.lines.append(("renewals", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
+        elif ev == "group":
+            t.lines.append(("groups", dict(lock=lock, owner=owner, proc=proc, t_us=ts)))
         elif ev == "gave_up":
             began = first_refused.pop((proc, lock), None)
             t.lines.append(("gave_up", dict(lock=lock, owner=owner, proc=proc, t_us=ts,
@@ -265,7 +271,7 @@ def read_redisson_truth(path):
     t = Truth()
     # The driver logs what its calls returned: acquisitions and releases (forced ones
     # too); not the retries inside a call, the watchdog's renewals or the waits.
-    t.tells = {"acquisitions", "releases"}
+    t.tells = {"acquisitions", "releases", "groups"}  # groups: single locks only, so none
     for l in open(path):
         o = json.loads(l)
         ts = o["ms"] * 1000 + 999  # logged in whole ms, after the reply
@@ -447,6 +453,12 @@ def measure(lockscope, name, pcap, truth):
     rows["free_while_waiting"] = (found, len(fw), len(rest) - len(tolerated))
     DETAILS.extend(("free_while_waiting", "missed", d) for d in fw if not d.get("_matched"))
     DETAILS.extend(("free_while_waiting", "false", e) for i, e in enumerate(rest) if i not in tolerated)
+    # groups: counted, not matched (no recording here logs one; each would be a line
+    # {"event": "group"}): every group event beyond the logged ones is false.
+    ge = of(["multilock", "quorum"])
+    logged = len([d for d in by["groups"] if after(d)])
+    rows["groups"] = (min(len(ge), logged), logged, max(0, len(ge) - logged))
+    DETAILS.extend(("groups", "false", e) for e in ge[logged:])
     return {k: v for k, v in rows.items() if k in truth.tells}
 
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 
@@ -294,9 +295,19 @@ struct lock_groups::impl {
     std::int64_t start_us = 0, end_us = 0;
     reused<set_key> keys;
     bool overflowed = false;  // more than max_set_keys: no MultiLock, not reported
+    // When a key of the set was last refused (-1: none was): a MultiLock tries its next
+    // key only while it holds every key before it. Past a refusal it gives back what it
+    // took (a release: the set ends) and starts again from its first key, or gives up
+    // (Redisson's MultiLock; node-redlock's multi-key script sets all keys or none). A
+    // different key tried after a refusal, nothing given back, is the owner's next lock
+    // taken alone (a poller that gave up on one key and goes on to the next: redis-mutex,
+    // one value for every key). Only the keys of the refused call itself (a multi-key
+    // script's, one reply for all: the same time) belong with it.
+    std::int64_t refused_us = -1;
     void reset() {
       keys.clear();
       overflowed = false;
+      refused_us = -1;
     }
   };
 
@@ -314,6 +325,35 @@ struct lock_groups::impl {
   std::unordered_map<std::string, group_kind, text_hash, std::equal_to<>> kinds;
   std::vector<std::string> servers;  // by id
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> server_ids;
+  // Values several clients send at once (lock_event::owner_shared: refused over one
+  // connection while holding over another to the same server; redis-mutex's `mutex`
+  // from every process): no owner, so no quorum attempt is kept for them. A quorum
+  // attempt is one client's (node-redlock's one value on every server, over one
+  // connection a server); keyed by the value alone, the tries of different processes on
+  // different servers would read as one. Bounded: past max_open, forgotten and learnt again.
+  std::unordered_set<std::string, text_hash, std::equal_to<>> shared_values;
+  bool shared_value(const lock_event& e) {
+    if (e.owner_shared) [[unlikely]] {
+      if (shared_values.size() >= options.max_open) shared_values.clear();
+      shared_values.emplace(e.owner);
+      return true;
+    }
+    return !shared_values.empty() && shared_values.find(e.owner) != shared_values.end();
+  }
+  // The value's open attempt on this key, dropped unreported (shared: not one client's).
+  void drop_attempt(const lock_event& e) {
+    if (attempts.empty()) return;
+    make_attempt_key(e, e.owner);
+    const std::uint32_t id = attempts.find(attempt_lookup, attempt_hash);
+    if (id == timeline_detail::no_id) return;
+    make_key(e.lock, e.db);
+    std::uint32_t key_id = timeline_detail::no_id;
+    if (key_record* kr = find_key(key_id); kr != nullptr) {
+      if (kr->open > 0) --kr->open;
+      if (kr->open == 0 && kr->holdings.empty() && kr->servers.size() <= 1) keys.erase(key_id);  // as close_attempt
+    }
+    attempts.erase(id);
+  }
   // Scratch, reused.
   std::string group_text, stream_text;
   // The keys looked up last, and their hashes once worked out (no_id: not yet): each key
@@ -846,7 +886,8 @@ struct lock_groups::impl {
       const recent_try& r = recent[(recent_next + i) % n];  // oldest first, full or not
       if (now - r.ts_us > options.window_us) continue;
       const std::string_view text(r.text.get(), r.lock_size + r.owner_size + r.client_size);
-      lock_event e;
+      lock_event e;  // at the same address every time round: event_group_of must not take it for the last one
+      grouped_event = nullptr;
       e.ts_us = r.ts_us;
       e.event = r.event;
       e.lock = text.substr(0, r.lock_size);
@@ -856,6 +897,7 @@ struct lock_groups::impl {
       e.server = first_server;
       e.server_endpoint = r.has_server_address ? &r.server_address : nullptr;
       e.db = r.db;
+      if (!shared_values.empty() && shared_values.find(e.owner) != shared_values.end()) continue;
       handling(e);
       on_try(e, group_for(e));
     }
@@ -926,10 +968,11 @@ struct lock_groups::impl {
     on_set_try_member(e, id);
   }
   [[gnu::noinline]] void on_set_try_member(const lock_event& e, std::uint32_t id) {
-    if (id != timeline_detail::no_id && std::any_of(sets[id].keys.begin(), sets[id].keys.end(), [&](const set_key& k) {
-          return k.name == e.lock && k.db == e.db;
-        })) {
-      close_set(id, false);
+    if (id != timeline_detail::no_id &&
+        ((sets[id].refused_us >= 0 && sets[id].refused_us != e.ts_us) ||
+         std::any_of(sets[id].keys.begin(), sets[id].keys.end(),
+                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; }))) {
+      close_set(id, false);  // its next round, or the next lock after a refusal: not held with it
       id = timeline_detail::no_id;
     }
     if (id == timeline_detail::no_id) {
@@ -961,6 +1004,7 @@ struct lock_groups::impl {
     k.name.assign(e.lock);
     k.db = e.db;
     k.acquired = e.event == lock_event_kind::acquired;
+    if (!k.acquired) s.refused_us = e.ts_us;
     s.end_us = e.ts_us;
   }
 
@@ -1064,12 +1108,16 @@ struct lock_groups::impl {
       replay_recent_tries(e.ts_us);
       handling(e);
     }
-    if (!quorums && is_try(e.event)) remember_try(e);
     if (is_try(e.event)) {
-      if (quorums) end_previous_round(e, group_for(e));  // reported before the try that starts the next
+      // Redisson owner ids are one process's (its threads re-enter what they hold): never shared.
+      const bool shared = shared_value(e);
+      if (shared && e.owner_shared) drop_attempt(e);
+      const bool grouped = quorums && !shared;
+      if (!quorums && !shared) remember_try(e);
+      if (grouped) end_previous_round(e, group_for(e));  // reported before the try that starts the next
       std::uint32_t open_set = end_previous_set(e);
       next.on_event(e);
-      if (quorums) {
+      if (grouped) {
         on_try(e, group_for(e));
         // on_try's timers may have closed sets: look again.
         make_set_key(e);

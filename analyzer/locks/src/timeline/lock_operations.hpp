@@ -84,6 +84,12 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   set_waiter_deadline(*xp(l), *w, at + expected_wait_us(l, op, at) + options.waiter_margin_us);
   lock_event e = from_op(l, op, lock_event_kind::contended);
   e.ttl_ms = op.ttl_ms;
+  // Refused while the same value holds over another connection to this server: the value
+  // is shared by several clients (waiter_of_owner); the lock groups must not group by it.
+  if (const holder* h = first_holder(l); h != nullptr && h->owner == owner && h->conn != conn &&
+                                         connections[h->conn].server == connections[conn].server) {
+    e.owner_shared = true;
+  }
   emit(l, e);
   // Its clean-up may follow (follow_up_refusal, waiter_moved_on.hpp).
   connections[conn].refused_lock = id;

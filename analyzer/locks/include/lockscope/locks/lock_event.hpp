@@ -221,6 +221,10 @@ struct lock_event {
   std::int64_t permits_in_use = -1;
   std::int64_t permit_limit = -1;
   bool latch = false;  // a count-down latch's event: permits_in_use is its count
+  // On a `contended`: the same value holds the lock over another connection to its
+  // server, so several clients send this one value (redis-mutex, ioredis-mutex: `mutex`
+  // from every process). No identity for the lock groups.
+  bool owner_shared = false;
 };
 
 class lock_event_sink {

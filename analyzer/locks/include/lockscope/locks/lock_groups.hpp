@@ -34,7 +34,12 @@
 // try. It ends like an attempt (window, a key tried again, a release of one of its
 // keys); a `multilock` event reports the keys, those acquired, and the all-or-nothing
 // outcome: all acquired, or failed (some acquired, and released when the owner gave
-// up). Locking two keys one after the other in quick succession reads the same.
+// up). Locking two keys one after the other in quick succession reads the same, unless
+// the first was refused: a MultiLock tries its next key only while it holds every key
+// before it, so a different key tried after a refusal (at another time than the refused
+// call: a multi-key script's keys share its reply) starts a new set.
+// A value several clients send at once (lock_event::owner_shared: refused over one
+// connection while it holds over another to the same server) forms no quorum attempt.
 //
 // Memory: per key seen on two or more servers, its servers and live holdings; per open
 // attempt or set (at most max_open of them), its members. Records are reused: no
