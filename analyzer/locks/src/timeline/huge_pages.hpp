@@ -36,6 +36,7 @@ inline std::size_t round_to_huge_pages(std::size_t bytes) noexcept {
 // pages (else it gets 4 KiB pages as it is touched, until collapse_to_huge_pages()).
 inline void* map_huge(std::size_t bytes, bool advise = true) {
 #ifdef LOCKSCOPE_HUGE_PAGES_FROM_HEAP
+  static_cast<void>(advise);
   void* p = ::operator new(bytes, std::align_val_t{4096});  // just the bytes asked for: overflows are caught
   std::memset(p, 0, bytes);
   return p;
