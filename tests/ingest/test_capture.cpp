@@ -215,3 +215,37 @@ TEST_CASE("a pcapng mixing link types decodes every interface's packets", "[capt
   CHECK(stats.packets == s.segments.size());
   CHECK(stats.gaps == 0);
 }
+
+TEST_CASE("records across the reader's reads, and one longer than a read, are read whole", "[capture]") {
+  // The reader asks read() for 256 KiB at a time (more only for a record that needs it):
+  // ~3.6 MB of 60 KB commands put record boundaries across every read, and a 262,144-byte
+  // frame (the largest a pcap record holds) needs more than one read's worth at once.
+  script s(ep("192.168.0.10", 50000), ep("192.168.0.20", 16379));
+  s.handshake();
+  const std::string value(60'000, 'v');
+  strings expected;
+  for (int i = 0; i < 60; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    s.client(cmd({"SET", key, value})).server("+OK\r\n");
+    expected.push_back("SET " + key);
+  }
+  s.close();
+  temp_dir dir;
+  const std::string junk(262'144, '\x5a');  // not IP: counted, then dropped
+  {
+    pcap_file_writer w((dir / "big.pcap").string(), link_type::en10mb);
+    for (std::size_t i = 0; i < s.segments.size(); ++i) {
+      w.write(s.segments[i].ts_us, make_frame(link_type::en10mb, s.segments[i].spec));
+      if (i == s.segments.size() / 2) w.write(s.segments[i].ts_us, junk);
+    }
+  }
+  ingest_stats stats;
+  std::vector<std::string> warnings;
+  const auto sink = analyze_files({(dir / "big.pcap").string()}, {}, &warnings, &stats);
+  CHECK(stats.packets == s.segments.size() + 1);
+  CHECK(stats.tcp_segments == s.segments.size());
+  const strings summaries = sink.summaries();
+  REQUIRE(summaries.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(summaries[i].rfind(expected[i] + " ", 0) == 0);
+  CHECK(warnings.empty());
+}

@@ -4,6 +4,8 @@
 // table, grown in place, keeps every id findable.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -93,18 +95,36 @@ TEST_CASE("huge_page_allocator: a table grows past the huge-page threshold and b
 }
 
 #ifndef LOCKSCOPE_HUGE_PAGES_FROM_HEAP
-TEST_CASE("huge_arena: its chunks start on a huge page and the kernel counts them as huge-page eligible",
+namespace {
+
+std::string thp_enabled() {
+  std::ifstream enabled_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string enabled;
+  std::getline(enabled_file, enabled);
+  return enabled;
+}
+
+}  // namespace
+
+TEST_CASE("huge_arena: its chunks start on a huge page, and each becomes huge-page memory once filled",
           "[timeline][memory]") {
   huge_arena arena;
   void* first = arena.allocate(1000, 8);  // a small arena stays on the heap
   CHECK(smaps_entry_of(first).find("VmFlags:") != std::string::npos);
-  void* p = arena.allocate(huge_arena::heap_bytes, 8);  // past the heap's share: a chunk begins
+  auto* p = static_cast<char*>(arena.allocate(huge_arena::heap_bytes, 8));  // past the heap's share: a chunk begins
   CHECK(reinterpret_cast<std::uintptr_t>(p) % huge_page_bytes == 0);
-  void* next = arena.allocate(1000, 8);  // and later blocks are carved from it
-  CHECK(static_cast<char*>(next) == static_cast<char*>(p) + huge_arena::heap_bytes);
-  std::ifstream enabled_file("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string enabled;
-  std::getline(enabled_file, enabled);
+  auto* next = static_cast<char*>(arena.allocate(1000, 8));  // and later blocks are carved from it
+  CHECK(next == p + huge_arena::heap_bytes);
+  // Fill the chunk, then begin the next one: the filled chunk is advised (and, where
+  // the kernel can, collapsed now), and keeps what was written.
+  std::memset(p, 0x5a, huge_arena::heap_bytes + 1000);
+  const auto inside = [&](const void* b) { return b >= static_cast<void*>(p) && b < static_cast<void*>(p + huge_page_bytes); };
+  int blocks = 0;
+  while (inside(arena.allocate(65'536, 8))) REQUIRE(++blocks < 32);  // the next chunk, wherever it is mapped
+  CHECK(p[0] == 0x5a);
+  CHECK(p[huge_arena::heap_bytes + 999] == 0x5a);
+  CHECK(all_zero(p + huge_arena::heap_bytes + 1000, huge_page_bytes - huge_arena::heap_bytes - 1000));
+  const std::string enabled = thp_enabled();
   if (enabled.empty() || enabled.find("[never]") != std::string::npos) {
     WARN("transparent huge pages are off here (" << enabled << "): eligibility not checked");
     return;
@@ -119,6 +139,23 @@ TEST_CASE("huge_arena: its chunks start on a huge page and the kernel counts the
   const std::size_t eligible = entry.find("THPeligible:");
   REQUIRE(eligible != std::string::npos);
   CHECK(std::stoi(entry.substr(eligible + 12)) == 1);
+}
+
+TEST_CASE("huge_arena: the chunk being carved is resident only as far as it is used", "[timeline][memory]") {
+  // Were it a huge page from its first touch, 2 MiB would be resident for the first block.
+  huge_arena arena;
+  arena.allocate(huge_arena::heap_bytes, 8);  // the heap's share
+  auto* p = static_cast<char*>(arena.allocate(45'056, 4));  // a chunk begins: one holder block
+  REQUIRE(reinterpret_cast<std::uintptr_t>(p) % huge_page_bytes == 0);
+  std::memset(p, 1, 45'056);
+  // Resident pages by mincore, not smaps (the kernel may merge the chunk's mapping with
+  // a neighbour's).
+  std::vector<unsigned char> resident(huge_page_bytes / 4096);
+  REQUIRE(::mincore(p, huge_page_bytes, resident.data()) == 0);
+  std::size_t pages = 0;
+  for (unsigned char r : resident) pages += r & 1;
+  CHECK(pages >= 45'056 / 4096);
+  CHECK(pages <= huge_arena::populate_bytes / 4096);  // its first populate step at most
 }
 #endif
 

@@ -130,3 +130,42 @@ TEST_CASE("timeline: summary columns stay aligned for non-ASCII and control-byte
   CHECK(columns[0] == columns[3]);
   CHECK(rows[1].find("1.5ms/1.5ms/1.5ms") != std::string::npos);
 }
+
+TEST_CASE("timeline: a first hold too long for the row's 48 bits is kept whole beside it", "[timeline][summary]") {
+  // A row keeps its first hold's length in 48 bits (±4.4 years of microseconds); a
+  // longer one (a capture whose clock jumped) goes to the lock's side record. Either
+  // way the summary must give back the exact length, and later holds stay apart.
+  constexpr std::int64_t limit = std::int64_t{1} << 47;
+  const std::int64_t durations[] = {limit - 1, limit, limit + 12'345, std::int64_t{1} << 52};
+  fixture f;
+  std::deque<std::string> names;
+  std::int64_t now_us = f.op(lock_op_kind::acquire, op_outcome::ok, "A", 0).request_us;  // in time order throughout
+  for (std::int64_t d : durations) {
+    names.push_back("long-" + std::to_string(d));
+    for (int hold = 0; hold < 2; ++hold) {  // the second hold, 10 s after the first: 1 ms
+      auto acquire = f.op(lock_op_kind::acquire, op_outcome::ok, "A", 0);
+      acquire.lock = names.back();
+      acquire.lease_ms = -1;  // no lease: nothing expires in those years
+      acquire.request_us = now_us;
+      acquire.reply_us = now_us + 100;
+      f.timeline.on_operation(acquire);
+      auto unlock = f.op(lock_op_kind::unlock, op_outcome::ok, "A", 0);
+      unlock.lock = names.back();
+      unlock.reply_us = acquire.reply_us + (hold == 0 ? d : 1000);
+      unlock.request_us = unlock.reply_us - 100;
+      f.timeline.on_operation(unlock);
+      now_us = unlock.reply_us + 10'000'000;
+    }
+  }
+  std::size_t seen = 0;
+  f.timeline.for_each_lock([&](std::string_view name, const locks::lock_stats& s) {
+    const std::int64_t d = durations[seen++];
+    INFO(name);
+    CHECK(s.hold.count == 2);
+    CHECK(s.hold.max == d);
+    REQUIRE(s.hold_us.size() == 2);
+    CHECK(s.hold_us[0] == d);
+    CHECK(s.hold_us[1] == 1000);
+  });
+  CHECK(seen == std::size(durations));
+}

@@ -131,7 +131,7 @@ bool record_reader::fill(std::size_t need) {
   }
   // Pipes return what is there: decode it now rather than wait for a full buffer.
   while (end_ < need) {
-    const ssize_t n = source_.read_some(buffer_.get() + end_, buffer_size - end_);
+    const ssize_t n = source_.read_some(buffer_.get() + end_, std::min(buffer_size - end_, std::max(read_bytes, need - end_)));
     if (n <= 0) {
       if (n < 0) read_errno_ = errno;
       return false;
@@ -151,7 +151,7 @@ bool record_reader::skip(std::uint64_t n) {
     n -= have;
     base_ += end_;
     begin_ = end_ = 0;
-    const ssize_t got = source_.read_some(buffer_.get(), buffer_size);
+    const ssize_t got = source_.read_some(buffer_.get(), read_bytes);
     if (got <= 0) {
       if (got < 0) read_errno_ = errno;
       return false;

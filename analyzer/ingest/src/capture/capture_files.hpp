@@ -92,6 +92,10 @@ class record_reader {
   // snaplen (262144), so a bigger one is damage.
   static constexpr std::size_t buffer_size = 1u << 20;
   static constexpr std::size_t max_record = 262144;
+  // What one read() asks for (more only when a record needs it): only the buffer's
+  // first read_bytes + a record's worth are ever touched, so the rest of its 1 MiB
+  // (there for the rare big block) stays out of memory.
+  static constexpr std::size_t read_bytes = 256 * 1024;
 
   explicit record_reader(byte_source& source);
   virtual ~record_reader() = default;

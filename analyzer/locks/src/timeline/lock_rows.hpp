@@ -48,8 +48,18 @@ inline lock_extra* lock_timeline::impl::xp(const lock_state& l) { return has_ext
 inline const lock_extra* lock_timeline::impl::xp(const lock_state& l) const { return has_extra(l) ? &extras[sides[l.side].extra] : nullptr; }
 
 inline void lock_timeline::impl::add_hold(lock_state& l, std::int64_t us) {
-  if (l.first_hold_us < 0) l.first_hold_us = us;
+  if (first_hold_of(l) < 0) set_first_hold(l, us);
   else side_of(l).holds.add(us);
+}
+
+inline std::int64_t lock_timeline::impl::first_hold_of(const lock_state& l) const {
+  const std::int64_t us = l.first_hold_us.get();
+  return us == packed_int48::spilled ? sides[l.side].first_hold_spilled_us : us;
+}
+
+inline void lock_timeline::impl::set_first_hold(lock_state& l, std::int64_t us) {
+  if (!packed_int48::fits(us)) side_of(l).first_hold_spilled_us = us;
+  l.first_hold_us.set(us);
 }
 
 }  // namespace lockscope::locks

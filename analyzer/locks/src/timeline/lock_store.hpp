@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -104,14 +105,41 @@ class holder_pool {
 };
 
 
-// Every lock ever seen: 34 bytes, which is also its summary row (the first hold is
+// A signed 48-bit integer at any address; a value outside its range is stored as
+// `spilled` (and the caller keeps the full value elsewhere).
+class packed_int48 {
+ public:
+  static constexpr std::int64_t spilled = -(std::int64_t{1} << 47);
+  static constexpr bool fits(std::int64_t v) noexcept { return v > spilled && v < (std::int64_t{1} << 47); }
+
+  packed_int48(std::int64_t v = 0) noexcept { set(v); }  // NOLINT: implicit, as for an int64 field
+  std::int64_t get() const noexcept {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes_, sizeof bytes_);  // little-endian: the low 6 bytes
+    return static_cast<std::int64_t>(v << 16) >> 16;
+  }
+  // `v` if it fits, else `spilled`.
+  void set(std::int64_t v) noexcept {
+    if (!fits(v)) v = spilled;
+    std::memcpy(bytes_, &v, sizeof bytes_);
+  }
+
+ private:
+  static_assert(std::endian::native == std::endian::little);
+  unsigned char bytes_[6];
+};
+
+// Every lock ever seen: 32 bytes, which is also its summary row (the first hold is
 // kept inline: most locks have one), followed by its name in the lock_store. Its
 // holder lives in the holder pool while held; waiters, later holds and anomaly counts
 // in its side records, only when it has them. Every field is unaligned, so that rows
 // and names follow each other without padding.
 struct lock_state {
   unaligned<std::int64_t> queued_us = -1;       // the time of its live timer entry; -1 none
-  unaligned<std::int64_t> first_hold_us = -1;   // the first completed hold; -1 none yet
+  // The first completed hold's length (-1: none yet); one that does not fit 48 bits (a
+  // capture whose clock jumped by years) is its side record's first_hold_spilled_us.
+  // Read and written through first_hold_of / set_first_hold.
+  packed_int48 first_hold_us = -1;
   unaligned<std::uint32_t> side = no_id;        // index into the sides
   unaligned<std::uint32_t> active = no_id;      // index of its first holder in the pool
   unaligned<std::uint32_t> last_expired = no_id;  // owner whose lease ran out last (expired_while_held)
@@ -119,7 +147,7 @@ struct lock_state {
   unaligned<std::uint16_t> renewals = 0;
   unaligned<std::uint16_t> expiries = 0;
 };
-static_assert(sizeof(lock_state) == 34 && alignof(lock_state) == 1);
+static_assert(sizeof(lock_state) == 32 && alignof(lock_state) == 1);
 
 // Every lock's row and name, together: entries [lock_state][scope, name length: LEB128
 // varints][name] back to back in 64 KiB blocks (a longer entry gets a block of its

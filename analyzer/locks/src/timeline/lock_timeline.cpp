@@ -121,13 +121,14 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
     const impl::scope& sc = impl_->scopes[impl_->canon(lock_store::scope_of(l))];
     s.server = sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label);
     s.db = sc.db;
-    s.hold = holds.summarize(l.first_hold_us, scratch);
+    const std::int64_t first_hold_us = impl_->first_hold_of(l);
+    s.hold = holds.summarize(first_hold_us, scratch);
     s.wait = waits.summarize(-1, scratch);
     s.hold.at_least = sd != nullptr && sd->holds_at_least;
     s.wait.at_least = x != nullptr && x->waits_at_least;
     hold_us.clear();
     if (s.hold.exact) {
-      if (l.first_hold_us >= 0) hold_us.push_back(l.first_hold_us);
+      if (first_hold_us >= 0) hold_us.push_back(first_hold_us);
       hold_us.insert(hold_us.end(), holds.samples().begin(), holds.samples().end());
     }
     s.hold_us = hold_us;

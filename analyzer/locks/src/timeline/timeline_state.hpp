@@ -282,6 +282,8 @@ struct lock_timeline::impl {
   [[gnu::always_inline]] lock_extra* xp(const lock_state& l);
   [[gnu::always_inline]] const lock_extra* xp(const lock_state& l) const;
   void add_hold(lock_state& l, std::int64_t us);
+  std::int64_t first_hold_of(const lock_state& l) const;
+  void set_first_hold(lock_state& l, std::int64_t us);
 
   // ---- holders (timeline/holders.hpp) ----
   holder* first_holder(lock_state& l);

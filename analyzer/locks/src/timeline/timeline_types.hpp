@@ -187,11 +187,12 @@ struct lock_extra {
 // larger lock_extra, which only locks with waiters, several holders or anomalies need).
 struct lock_side {
   duration_samples holds;        // every completed hold after the first
-  bool holds_at_least = false;   // some hold (the first included) began before the capture
   std::uint64_t acquisitions_carry = 0;  // the lock's 16-bit counters overflow here
   std::uint64_t renewals_carry = 0;
   std::uint64_t expiries_carry = 0;
+  std::int64_t first_hold_spilled_us = -1;  // the row's first hold when it does not fit there
   std::uint32_t extra = no_id;   // index into the extras
+  bool holds_at_least = false;   // some hold (the first included) began before the capture
 };
 
 struct connection_info {

@@ -69,10 +69,10 @@
 // an owner once no holder, waiter, subscription or expired-lease record names it. A
 // capture of short-lived connections with fresh owners therefore holds only what the
 // locks held at the moment need, however long it runs. Every lock kept (all of them, or
-// up to timeline_options::max_locks: see forgotten()) has a 34-byte row (its summary: counters, the first
+// up to timeline_options::max_locks: see forgotten()) has a 32-byte row (its summary: counters, the first
 // hold inline) directly followed by its (server, database) scope index and its name
 // (1 byte each for the scope index and the length, no padding), and an 8-byte id slot
-// at most 4/5 full: 46-49 bytes + the name's length a lock. A held lock
+// at most 7/10 full: 45-49 bytes + the name's length a lock. A held lock
 // adds a 44-byte holder and an 8-byte timer entry (12 bytes if it came out of order).
 // Later hold samples, waiters and anomaly counts live in side records only the locks
 // that have them pay for; a lock's samples are exact up to duration_exact_limit, then

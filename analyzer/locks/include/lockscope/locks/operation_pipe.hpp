@@ -34,7 +34,7 @@ namespace lockscope::locks {
 
 class operation_pipe final : public lock_operation_sink {
  public:
-  static constexpr std::size_t default_chunk_bytes = 256 * 1024;
+  static constexpr std::size_t default_chunk_bytes = 128 * 1024;
   static constexpr std::size_t default_chunks = 4;
 
   explicit operation_pipe(std::size_t chunk_bytes = default_chunk_bytes, std::size_t chunks = default_chunks);
