@@ -124,6 +124,7 @@ struct recorded_event {
   locks::wait_end ended = locks::wait_end::none;  // gave_up: how its wait is known to have ended
   locks::anomaly_kind link_not_certain = locks::anomaly_kind::none;  // withheld for want of a certain link
   bool kind_unknown = false;  // quorum: a Redisson RedLock or MultiLock, not told apart yet
+  std::int64_t wait_at_most_us = -1;  // gave_up: the longest it can have waited, when its end is only bounded
   bool operator==(const recorded_event&) const = default;
 };
 
@@ -159,6 +160,7 @@ class event_recorder final : public locks::lock_event_sink {
                       e.token, e.interval_start_us, e.interval_us, std::string(e.lock_server), e.db, sentence_of(e), 0, 0, 0, false, false, {}, {}, {}});
     events.back().ended = e.wait_ended;
     events.back().link_not_certain = e.link_not_certain;
+    events.back().wait_at_most_us = e.wait_at_most_us;
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;

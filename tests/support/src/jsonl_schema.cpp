@@ -135,7 +135,7 @@ std::string event_line_errors(std::string_view line) {
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> order = {
       "ts",       "lock",  "event",    "owner",       "client",           "server", "db", "lock_server",
-      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "link_not_certain", "token",
+      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "wait_at_most_ms", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "link_not_certain", "token",
       "redirect", "operation", "slot", "to", "asking",
       "since", "for_ms", "ended", "closed_holder", "holder_closed_at", "holder_lease_ran_out_at",
       "servers",  "acquired_on", "needed", "redlock_or_multilock", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
@@ -251,6 +251,11 @@ std::string event_line_errors(std::string_view line) {
   if (o.contains("wait_at_least") && !(o.contains("wait_ms") && o.at("wait_at_least").is_bool() &&
                                        o.at("wait_at_least").get_bool())) {
     return "wait_at_least is not true, or comes without wait_ms";
+  }
+  if (o.contains("wait_at_most_ms") &&
+      !(event == "gave_up" && o.contains("wait_at_least") && o.at("wait_at_most_ms").is_number() &&
+        o.at("wait_at_most_ms").to_number<double>() >= o.at("wait_ms").to_number<double>())) {
+    return "wait_at_most_ms comes without a gave_up's wait_at_least, or is below wait_ms";
   }
   if (o.contains("since_capture_start") &&
       !(o.at("since_capture_start").is_bool() && o.at("since_capture_start").get_bool() &&

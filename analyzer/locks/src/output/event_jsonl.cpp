@@ -44,6 +44,10 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
     out += ",\"wait_ms\":";
     append_ms(out, e.wait_us);
     if (e.wait_at_least) out += ",\"wait_at_least\":true";
+    if (e.wait_at_most_us >= 0) {
+      out += ",\"wait_at_most_ms\":";
+      append_ms(out, e.wait_at_most_us);
+    }
   }
   if (e.held_us >= 0) {
     out += ",\"held_ms\":";

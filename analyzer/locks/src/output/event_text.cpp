@@ -184,7 +184,11 @@ void append_event_text(std::string& out, const lock_event& e, const text_clock& 
   if (e.hold_count >= 0) add(fmt::format("hold count {}", e.hold_count));
   if (e.lease_ms >= 0) add(fmt::format("lease {} ms", e.lease_ms));
   if (e.ttl_ms >= 0) add(fmt::format("holder's ttl {} ms", e.ttl_ms));
-  if (e.wait_us >= 0) add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
+  if (e.wait_us >= 0 && e.wait_at_most_us >= 0) {
+    add("waited " + format_duration(e.wait_us) + "–" + format_duration(e.wait_at_most_us));
+  } else if (e.wait_us >= 0) {
+    add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
+  }
   if (e.held_us >= 0) add((e.held_since_capture_start ? "held ≥" : "held ") + format_duration(e.held_us));
   if (e.held_since_capture_start) add("held since before the capture");
   if (e.token >= 0) add(fmt::format("token {}", e.token));

@@ -608,9 +608,18 @@ inline void lock_timeline::impl::report_give_up(lock_state& l, const waiter& w, 
   e.wait_us = std::max<std::int64_t>(ended - w.first_us, 0);
   // Its last attempt bounds the wait from below; so does a first attempt that may not
   // have been its first (see on_acquired).
-  e.wait_at_least = at_least ||
-                    (w.mid_stream && !w.quick_second &&
-                     w.first_us - first_op_us <= std::max(w.longest_gap_us, w.first_ttl_us) + options.wake_window_us);
+  const bool began_before = w.mid_stream && !w.quick_second &&
+                            w.first_us - first_op_us <= std::max(w.longest_gap_us, w.first_ttl_us) + options.wake_window_us;
+  e.wait_at_least = at_least || began_before;
+  // Its end only bounded from below (`ended`, its last attempt): it gave up before the
+  // event that says so (`at`: the close, the deadline, the group's decision) and before
+  // its next attempt was due, which never came. Not when its start is a bound too.
+  if (at_least && !began_before && ended < at) {
+    std::int64_t latest = how == wait_end::last_attempt && w.deadline_us >= 0 ? std::min(at, w.deadline_us) : at;
+    // (A poller's cadence: a pub/sub waiter's next attempt waits for a message.)
+    if (!w.pubsub && w.longest_gap_us > 0) latest = std::min(latest, w.last_attempt_us + next_attempt_reach_us(w, options.wake_window_us));
+    e.wait_at_most_us = std::max<std::int64_t>(latest - w.first_us, e.wait_us);
+  }
   e.interval_start_us = w.first_us;
   e.interval_us = e.wait_us;
   if (w.last_ttl_us >= 0) e.ttl_ms = w.last_ttl_us / 1000;

@@ -188,6 +188,12 @@ struct lock_event {
   // wait_us is a lower bound: the owner's first attempt seen came on a connection joined
   // mid-stream, early enough in the capture that earlier attempts may not be in it.
   bool wait_at_least = false;
+  // gave_up only, when its end is only bounded (wait_at_least, its start exact): the
+  // longest it can have waited: to the earliest of the event that ended it (its
+  // connection's close, the deadline) and when its next attempt was due after its last
+  // refusal (next_attempt_reach_us). The client's wait lies in [wait_us, wait_at_most_us].
+  // -1: no upper bound other than wait_us (the end is exact) or none known.
+  std::int64_t wait_at_most_us = -1;
   // The hold began before the capture: on the renewal or partial release that first
   // shows its holder, and on its release or expiry, whose held_us is then a lower bound
   // counted from the capture's start (timeline_options::capture_start_us), and marked
