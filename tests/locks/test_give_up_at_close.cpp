@@ -10,79 +10,53 @@
 using namespace lockscope;
 using namespace lockscope::timeline_test;
 
-namespace {
-
-// A SET NX attempt on L with a 1 s lease.
-void attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lease_ms = 1000;
-  f.timeline.on_operation(o);
-}
-
-// A holder on connection 1 for the whole test; p polls from connection 2 at `times`.
-void polls(fixture& f, std::initializer_list<double> times) {
-  attempt(f, "holder", 0, op_outcome::ok, 1);
-  for (double t : times) attempt(f, "p", t, op_outcome::contended, 2);
-}
-
-const recorded_event& only_give_up(const fixture& f) {
-  REQUIRE(f.events.count("gave_up") == 1);
-  const recorded_event* gone = f.events.first("gave_up");
-  CHECK(gone->owner == "p");
-  CHECK(gone->ended == locks::wait_end::connection_closed);
-  return *gone;
-}
-
-}  // namespace
-
 TEST_CASE("give-up at a close: a poller whose process exits after its last refusal gave up there, not at the close",
           "[timeline][waiter][give-up][close]") {
   fixture f;
   // murlock's stock task as recorded: six attempts 25-30 ms apart, the process closing
   // 75 ms after the last; read at the close, the wait was 210 ms for the log's 161.
-  polls(f, {10, 35.85, 65.9, 92.26, 119.2, 145.1});
+  holder_then_polls(f, {10, 35.85, 65.9, 92.26, 119.2, 145.1});
   f.timeline.on_connection_end(2, at(220));
-  CHECK(only_give_up(f).wait_us == at(145.1) + 100 - at(10));
+  CHECK(only_close_give_up(f).wait_us == at(145.1) + 100 - at(10));
 }
 
 TEST_CASE("give-up at a close: redis-mutex's 50 ms poller closing 115 ms after its last refusal gave up there",
           "[timeline][waiter][give-up][close]") {
   fixture f;
-  polls(f, {10, 60, 110, 160, 210});
+  holder_then_polls(f, {10, 60, 110, 160, 210});
   f.timeline.on_connection_end(2, at(325));
-  CHECK(only_give_up(f).wait_us == at(210) + 100 - at(10));
+  CHECK(only_close_give_up(f).wait_us == at(210) + 100 - at(10));
 }
 
 TEST_CASE("give-up at a close: a close within the poller's cadence ends its wait at the close",
           "[timeline][waiter][give-up][close]") {
   fixture f;
-  polls(f, {10, 60, 110, 160});
+  holder_then_polls(f, {10, 60, 110, 160});
   f.timeline.on_connection_end(2, at(200));  // its next attempt was due at 210
-  CHECK(only_give_up(f).wait_us == at(200) - at(10));
+  CHECK(only_close_give_up(f).wait_us == at(200) - at(10));
 }
 
 TEST_CASE("give-up at a close: a backing-off poller waits until its backoff's next step",
           "[timeline][waiter][give-up][close]") {
   fixture f;
   // Doubling pauses 20, 40, 80, 160 ms: the next is due about 320 ms after the last.
-  polls(f, {10, 30, 70, 150, 310});
+  holder_then_polls(f, {10, 30, 70, 150, 310});
   f.timeline.on_connection_end(2, at(600));
-  CHECK(only_give_up(f).wait_us == at(600) - at(10));
+  CHECK(only_close_give_up(f).wait_us == at(600) - at(10));
 }
 
 TEST_CASE("give-up at a close: a single refused attempt waits until a close at once, not one later",
           "[timeline][waiter][give-up][close]") {
   SECTION("at once") {
     fixture f;
-    polls(f, {10});
+    holder_then_polls(f, {10});
     f.timeline.on_connection_end(2, at(40));
-    CHECK(only_give_up(f).wait_us == at(40) - at(10));
+    CHECK(only_close_give_up(f).wait_us == at(40) - at(10));
   }
   SECTION("later") {
     fixture f;
-    polls(f, {10});
+    holder_then_polls(f, {10});
     f.timeline.on_connection_end(2, at(200));
-    CHECK(only_give_up(f).wait_us == 100);  // its one attempt's reply: the bound
+    CHECK(only_close_give_up(f).wait_us == 100);  // its one attempt's reply: the bound
   }
 }

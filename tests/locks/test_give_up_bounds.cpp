@@ -14,27 +14,6 @@ using namespace lockscope::timeline_test;
 
 namespace {
 
-void attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lease_ms = 1000;
-  f.timeline.on_operation(o);
-}
-
-// A holder on connection 1 throughout; p polls from connection 2 at `times` (ms).
-void polls(fixture& f, std::initializer_list<double> times) {
-  attempt(f, "holder", 0, op_outcome::ok, 1);
-  for (double t : times) attempt(f, "p", t, op_outcome::contended, 2);
-}
-
-const recorded_event& only_give_up(const fixture& f) {
-  REQUIRE(f.events.count("gave_up") == 1);
-  const recorded_event* gone = f.events.first("gave_up");
-  CHECK(gone->owner == "p");
-  CHECK(gone->ended == locks::wait_end::connection_closed);
-  return *gone;
-}
-
 constexpr std::int64_t reply = 100;  // the fixture's reply, 100 µs after each request
 
 }  // namespace
@@ -44,9 +23,9 @@ TEST_CASE("give-up bounds: a poller closing late is bounded by when its next att
   fixture f;
   // murlock's stock task as recorded: attempts 25-30 ms apart, the process closing 75 ms
   // after the last; the client logged its give-up at 161 ms, one spacing after the refusal.
-  polls(f, {10, 35.85, 65.9, 92.26, 119.2, 145.1});
+  holder_then_polls(f, {10, 35.85, 65.9, 92.26, 119.2, 145.1});
   f.timeline.on_connection_end(2, at(220));
-  const recorded_event& e = only_give_up(f);
+  const recorded_event& e = only_close_give_up(f);
   CHECK(e.wait_us == at(145.1) + reply - at(10));
   // Longest spacing (a reply to the next request) 29.95 ms, + the wake window (20 ms,
   // more than half of it).
@@ -62,16 +41,16 @@ TEST_CASE("give-up bounds: a backing-off poller closing late is bounded by its b
   fixture f;
   // Doubling pauses 20, 40, 80, 160 ms: the next may take up to 4 × the latest (159 ms from
   // reply to request, in whole ms) + the wake window.
-  polls(f, {10, 30, 70, 150, 310});
+  holder_then_polls(f, {10, 30, 70, 150, 310});
   SECTION("the close after that step: bounded by the step") {
     f.timeline.on_connection_end(2, at(1200));
-    const recorded_event& e = only_give_up(f);
+    const recorded_event& e = only_close_give_up(f);
     CHECK(e.wait_us == at(310) + reply - at(10));
     CHECK(e.wait_at_most_us == at(310) + reply + 4 * 159'000 + 20'000 - at(10));
   }
   SECTION("the close within the step: the close dates it exactly, no bound") {
     f.timeline.on_connection_end(2, at(600));
-    const recorded_event& e = only_give_up(f);
+    const recorded_event& e = only_close_give_up(f);
     CHECK(e.wait_us == at(600) - at(10));
     CHECK(e.wait_at_most_us == -1);
   }
@@ -80,9 +59,9 @@ TEST_CASE("give-up bounds: a backing-off poller closing late is bounded by its b
 TEST_CASE("give-up bounds: a close within the poller's cadence is exact, with no bound",
           "[timeline][waiter][give-up][bounds]") {
   fixture f;
-  polls(f, {10, 60, 110, 160});
+  holder_then_polls(f, {10, 60, 110, 160});
   f.timeline.on_connection_end(2, at(200));  // its next attempt was due at 210
-  const recorded_event& e = only_give_up(f);
+  const recorded_event& e = only_close_give_up(f);
   CHECK(e.wait_us == at(200) - at(10));
   CHECK(e.wait_at_most_us == -1);
 }
@@ -90,9 +69,9 @@ TEST_CASE("give-up bounds: a close within the poller's cadence is exact, with no
 TEST_CASE("give-up bounds: a single refused attempt closing late is bounded by the close",
           "[timeline][waiter][give-up][bounds]") {
   fixture f;
-  polls(f, {10});
+  holder_then_polls(f, {10});
   f.timeline.on_connection_end(2, at(200));  // no spacing learnt: only the close bounds it
-  const recorded_event& e = only_give_up(f);
+  const recorded_event& e = only_close_give_up(f);
   CHECK(e.wait_us == reply);
   CHECK(e.wait_at_most_us == at(200) - at(10));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -122,6 +123,30 @@ inline void del(fixture& f, std::string_view value, double at_ms, std::uint64_t 
   o.family = lock_family::set_based;
   o.lock = "A";
   f.timeline.on_operation(o);
+}
+
+// A poller on lock "L" (the give-up tests): a SET NX attempt with a 1 s lease; a holder
+// on connection 1 throughout while p polls from connection 2 at `times` (ms); and the one
+// give-up that a close of p's connection must leave.
+inline void poll_attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome,
+                         std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lease_ms = 1000;
+  f.timeline.on_operation(o);
+}
+
+inline void holder_then_polls(fixture& f, std::initializer_list<double> times) {
+  poll_attempt(f, "holder", 0, op_outcome::ok, 1);
+  for (double t : times) poll_attempt(f, "p", t, op_outcome::contended, 2);
+}
+
+inline const recorded_event& only_close_give_up(const fixture& f) {
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "p");
+  CHECK(gone->ended == locks::wait_end::connection_closed);
+  return *gone;
 }
 
 }  // namespace lockscope::timeline_test

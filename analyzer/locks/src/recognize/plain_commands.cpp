@@ -18,6 +18,21 @@ std::int64_t seconds_to_ms(std::int64_t s) noexcept {
   return s > limit ? INT64_MAX : s < -limit ? -INT64_MAX : s * 1000;
 }
 
+// A SET's effect on a lock, from its reply: OK took (or renewed) it, nil is `on_nil`.
+const lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int64_t lease, op_outcome on_nil) {
+  lock_operation& op = c.op;
+  op.kind = kind;
+  op.family = lock_family::set_based;
+  op.lock = c.args[1];
+  op.owner = c.args[2];
+  op.lease_ms = lease;
+  op.outcome = c.reply.kind == reply_view::shape::ok     ? op_outcome::ok
+               : c.reply.kind == reply_view::shape::null ? on_nil
+               : c.reply.kind == reply_view::shape::none ? op_outcome::no_reply
+                                                         : op_outcome::error;
+  return op;
+}
+
 }  // namespace
 
 void lock_recognizer::state::on_set(command_call& c) {
@@ -42,31 +57,11 @@ void lock_recognizer::state::on_set(command_call& c) {
     // (`SET session data XX EX 3600`) writes the same command. Without an expiry it
     // would make the key permanent, which no lock does: not read.
     if (flow.find(value_key(c.op.server_text, args[1], args[2])) == nullptr) return;
-    lock_operation& op = c.op;
-    op.kind = lock_op_kind::renew;
-    op.family = lock_family::set_based;
-    op.lock = args[1];
-    op.owner = args[2];
-    op.lease_ms = lease;
-    op.outcome = c.reply.kind == reply_view::shape::ok     ? op_outcome::ok
-                 : c.reply.kind == reply_view::shape::null ? op_outcome::rejected
-                 : c.reply.kind == reply_view::shape::none ? op_outcome::no_reply
-                                                           : op_outcome::error;
-    emit(op);
+    emit(set_operation(c, lock_op_kind::renew, lease, op_outcome::rejected));
     return;
   }
   if (!nx) return;
-  lock_operation& op = c.op;
-  op.kind = lock_op_kind::acquire;
-  op.family = lock_family::set_based;
-  op.lock = args[1];
-  op.owner = args[2];
-  op.lease_ms = lease;
-  op.outcome = c.reply.kind == reply_view::shape::ok     ? op_outcome::ok
-               : c.reply.kind == reply_view::shape::null ? op_outcome::contended
-               : c.reply.kind == reply_view::shape::none ? op_outcome::no_reply
-                                                         : op_outcome::error;
-  emit(op);
+  emit(set_operation(c, lock_op_kind::acquire, lease, op_outcome::contended));
 }
 
 void lock_recognizer::state::on_setnx(command_call& c) {
