@@ -49,6 +49,7 @@ void lock_recognizer::state::on_reset(command_call& c) {
 }
 
 void lock_recognizer::state::on_connection_end(std::uint64_t connection) {
+  if (!undecided_nils.empty()) settle_nil_releases(connection);
   databases.erase(connection);
   if (!client_names.empty()) client_names.erase(connection);
   asking.erase(connection);

@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -217,6 +218,7 @@ struct lock_recognizer::state {
   // with other fields changed): an operation whose outcome emit changes (a redirect, a
   // value-checked call) is copied.
   void emit(const lock_operation& in) {
+    if (!undecided_nils.empty()) [[unlikely]] decide_nil_releases(in);
     const bool redirect = in.redirect != cluster_reply::none && in.outcome == op_outcome::error;
     const bool value_checked =
         in.family == lock_family::set_based || in.family == lock_family::redlock_multi || in.family == lock_family::setnx;
@@ -377,6 +379,43 @@ struct lock_recognizer::state {
   // The channels a bare (S)UNSUBSCRIBE (sharded: SUNSUBSCRIBE) or a RESET (all) leaves;
   // forgotten here.
   std::vector<tracked_channel> take_channels(std::uint64_t connection, bool all, bool sharded);
+
+  // ---- nil_releases.cpp ----
+
+  // An unseen script inferred as a release (the holder's value, no lease) that answered
+  // nil: nil says nothing when a script answers it whatever it did (node-mutex's `GET ==
+  // id then DEL`). Called by the holder inside its lease, the call stays undecided (no
+  // operation yet) until the lock's next operation decides it (decide_nil_releases);
+  // once a SHA1's nil was decided a release `nil_release_proof` times, never a refusal
+  // inside the lease, its nil is a release at once. False: not such a call, handled as
+  // before.
+  bool defer_nil_release(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
+                         std::span<const std::string_view> argv);
+  // Decides the undecided calls on `op`'s lock (before `op` goes out): another owner's
+  // acquisition inside the lease makes one a release at its call; the holder acting
+  // again, another owner refused after its reply, or the lease run out, a refusal.
+  void decide_nil_releases(const lock_operation& op);
+  // Every undecided call of `connection` goes out as the refusal it was read as before.
+  void settle_nil_releases(std::uint64_t connection);
+  using endpoint_type = std::remove_const_t<std::remove_pointer_t<decltype(lock_operation::client)>>;
+  struct undecided_nil {
+    lock_operation op;  // the unlock, outcome rejected; its texts point into `texts`
+    std::string lock, owner, client_text, server_text, client_name;
+    endpoint_type client{}, server{};
+    bool has_client = false, has_server = false;
+    std::array<std::uint8_t, 20> sha{};
+    std::int64_t deadline_us = -1;  // the holder's lease end (-1 unknown)
+  };
+  struct nil_votes {
+    std::uint32_t releases = 0;
+    bool refused = false;
+  };
+  static constexpr std::uint32_t nil_release_proof = 3;
+  static constexpr std::size_t max_undecided_nils = 256;
+  std::vector<undecided_nil> undecided_nils;
+  std::vector<std::pair<std::array<std::uint8_t, 20>, nil_votes>> nil_release_votes;
+  nil_votes& votes_of(const std::array<std::uint8_t, 20>& sha);
+  void send_undecided(undecided_nil& u, bool released);
 
   // ---- connection_state.cpp ----
 

@@ -184,10 +184,19 @@ script_class lock_recognizer::state::learn(std::string_view text, std::string_vi
 void lock_recognizer::state::on_script_load(command_call& c) {
   const exchange& e = c.e;
   if (c.args.size() != 3 || !iequals(c.args[1], "LOAD")) return;
-  if (e.reply == nullptr) return;
-  const std::size_t root = e.reply->root();
-  if (root == message::npos) return;
-  const std::string_view sha = normal_sha(e.reply->text(e.reply->nodes()[root]));
+  // A text Redis refused (a compile error) was not loaded. Any other reply stands: a
+  // SHA1, but also `+QUEUED` inside MULTI (the SHA1 comes back in EXEC's array) or none
+  // at all (a capture cut short). The key is the SHA1 computed from the text itself:
+  // it is what EVALSHA names, even where a reply says otherwise.
+  if (e.reply != nullptr) {
+    const std::size_t root = e.reply->root();
+    if (root != message::npos) {
+      const resp::type t = e.reply->nodes()[root].type;
+      if (t == resp::type::simple_error || t == resp::type::bulk_error) return;
+    }
+  }
+  const std::string computed = lock::sha1_hex(c.args[2]);
+  const std::string_view sha = normal_sha(computed);
   if (sha.empty()) return;
   // A SHA1 met before its text (an EVALSHA answered NOSCRIPT, then this SCRIPT LOAD:
   // node-redis-script's order) was only inferred: its text now says what it does.
@@ -263,6 +272,7 @@ void lock_recognizer::state::on_script_call(command_call& c) {
       return;
     }
     c.op.inferred = true;
+    if (c.reply.kind == reply_view::shape::null && defer_nil_release(c, cls, keys, argv)) return;
     // (Set only here: a known script's call, the common case, checks nothing more.)
     inferred_lease_seconds = cls.lease_seconds;
     emit_script_operations(c, cls, keys, argv);
