@@ -4,6 +4,8 @@
 //                         reply shape, redirects) and the command dispatch table
 //   script_calls.cpp      EVAL/EVALSHA/SCRIPT LOAD: the script and SHA1 caches, the
 //                         classification, the inference of unknown SHA1s, the outcomes
+//   nil_releases.cpp      an unseen release answered nil: undecided until the lock's
+//                         next operation (another owner's acquisition: a release)
 //   value_tracking.cpp    lock values followed through SET-based and node-redlock calls,
 //                         and Redisson's unlock latches
 //   plain_commands.cpp    SET NX, SETNX, EXPIRE/PEXPIRE, DEL/UNLINK
