@@ -124,8 +124,8 @@ sleep 3.2
   const auto events = json_lines(jsonl);
 
   // Every give-up the clients logged: one gave_up on its lock, begun when it began (its
-  // first attempt the closest, within 150 ms of the log's start: the log's start is
-  // before the process started, 50+ ms on a loaded machine), wait_ms within 10% of the
+  // first attempt the closest, within 150 ms of the log's start, 500 ms for the CLI whose
+  // log's start is the shell's, before the process started), wait_ms within 10% of the
   // client's.
   std::size_t give_ups = 0;
   for (const auto& t : truth) {
@@ -141,7 +141,10 @@ sleep 3.2
     for (const auto* e : of(events, lock, "gave_up")) {
       const double off = std::abs(num(*e, "since") - began);
       const double distance = off + std::abs(num(*e, "wait_ms") - waited_ms) / 1000;
-      if (off < 0.15 && (found == nullptr || distance < found_distance)) {
+      // A CLI's start is the shell's clock before the process started: on a loaded
+      // machine its first attempt comes a few hundred ms later.
+      const double start_slack = lock == "gu:cli" ? 0.5 : 0.15;
+      if (off < start_slack && (found == nullptr || distance < found_distance)) {
         found = e;
         found_distance = distance;
       }
