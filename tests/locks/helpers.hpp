@@ -190,6 +190,13 @@ class event_recorder final : public locks::lock_event_sink {
     }
     return nullptr;
   }
+  std::vector<const recorded_event*> all(std::string_view name) const {
+    std::vector<const recorded_event*> out;
+    for (const auto& e : events) {
+      if (e.event == name) out.push_back(&e);
+    }
+    return out;
+  }
   std::vector<recorded_event> events;
 };
 

@@ -33,13 +33,7 @@ struct fed_groups {
           std::string_view server = s1, std::string_view client = "10.0.0.1:50000") {
     groups.on_event(lock_event_of(kind, base_us + static_cast<std::int64_t>(ms * 1000), lock, owner, client, server));
   }
-  std::vector<const recorded_event*> all(std::string_view name) const {
-    std::vector<const recorded_event*> out;
-    for (const auto& e : events.events) {
-      if (e.event == name) out.push_back(&e);
-    }
-    return out;
-  }
+  std::vector<const recorded_event*> all(std::string_view name) const { return events.all(name); }
   event_recorder events;
   locks::lock_groups groups;
 };

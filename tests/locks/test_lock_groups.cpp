@@ -36,13 +36,7 @@ class group_fixture {
              std::string_view lock = "rl:payment", std::string_view client = "10.0.0.1:50000") {
     groups.on_event(lock_event_of(kind, t0 + static_cast<std::int64_t>(at_ms * 1000), lock, owner, client, server));
   }
-  std::vector<const recorded_event*> all(std::string_view name) const {
-    std::vector<const recorded_event*> out;
-    for (const auto& e : events.events) {
-      if (e.event == name) out.push_back(&e);
-    }
-    return out;
-  }
+  std::vector<const recorded_event*> all(std::string_view name) const { return events.all(name); }
 
   event_recorder events;
   locks::lock_groups groups;
