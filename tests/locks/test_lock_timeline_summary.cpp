@@ -1,6 +1,7 @@
 // The summary's figures from the per-lock state machine fed operations directly: hold
 // percentiles (exact, then from the histogram), durations as format_duration prints them,
 // and columns that stay aligned whatever the lock names.
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <sstream>
@@ -47,6 +48,37 @@ TEST_CASE("timeline: hold percentiles are exact up to the limit, then from the h
     });
     CHECK(seen);
   }
+}
+
+TEST_CASE("timeline: the histogram counts durations below and above its first ones", "[timeline][summary]") {
+  // The histogram keeps buckets only from its lowest duration up: the first hold (kept
+  // outside it), holds shorter than every earlier one, and a long one must all count.
+  std::vector<std::int64_t> durations_ms{1};  // the first hold, the shortest
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(locks::duration_exact_limit) + 50; ++i) durations_ms.push_back(100 + i);
+  durations_ms.insert(durations_ms.end(), {3, 2, 90'000, 5});
+  fixture f;
+  double at = 1000;
+  for (std::int64_t d : durations_ms) {
+    f.acquire("A", at, 1'000'000);
+    f.unlock("A", at + static_cast<double>(d), op_outcome::ok);
+    at += static_cast<double>(d) + 1000;
+  }
+  std::vector<std::int64_t> sorted = durations_ms;
+  std::sort(sorted.begin(), sorted.end());
+  auto nearest_rank = [&](double q) {
+    const auto r = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+    return static_cast<double>(sorted[r - 1] * ms);
+  };
+  bool seen = false;
+  f.timeline.for_each_lock([&](std::string_view, const locks::lock_stats& s) {
+    seen = true;
+    CHECK(s.hold.count == durations_ms.size());
+    CHECK_FALSE(s.hold.exact);
+    CHECK(s.hold.max == 90'000 * ms);
+    CHECK(std::abs(static_cast<double>(s.hold.p50) - nearest_rank(0.50)) <= nearest_rank(0.50) / 128);
+    CHECK(std::abs(static_cast<double>(s.hold.p99) - nearest_rank(0.99)) <= nearest_rank(0.99) / 128);
+  });
+  CHECK(seen);
 }
 
 TEST_CASE("timeline: the summary prints durations exactly as format_duration does", "[timeline][summary]") {

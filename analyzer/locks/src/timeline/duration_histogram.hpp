@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,7 +27,8 @@ class duration_samples {
       return;
     }
     if (!buckets_) {
-      buckets_ = std::make_unique<std::vector<std::uint32_t>>();
+      buckets_ = std::make_unique<bucket_range>();
+      buckets_->first = bucket_of(us);
       for (std::int64_t v : exact_) count_in_bucket(v);
       exact_.clear();
       exact_.shrink_to_fit();
@@ -63,8 +65,13 @@ class duration_samples {
     d.exact = false;
     auto at_rank = [&](std::size_t r) {
       std::uint64_t seen = 0;
-      for (std::size_t b = 0; b < buckets_->size(); ++b) {
-        seen += (*buckets_)[b] + (leading >= 0 && bucket_of(leading) == b ? 1 : 0);
+      // The leading sample may lie below the range (it is not in it).
+      const std::size_t leading_bucket = leading >= 0 ? bucket_of(leading) : SIZE_MAX;
+      if (leading_bucket < buckets_->first && r == 1) return std::min(midpoint(leading_bucket), d.max);
+      if (leading_bucket < buckets_->first) seen = 1;
+      for (std::size_t i = 0; i < buckets_->counts.size(); ++i) {
+        const std::size_t b = buckets_->first + i;
+        seen += buckets_->counts[i] + (leading_bucket == b ? 1 : 0);
         if (seen >= r) return std::min(midpoint(b), d.max);
       }
       return d.max;
@@ -92,14 +99,29 @@ class duration_samples {
   }
   void count_in_bucket(std::int64_t us) {
     const std::size_t b = bucket_of(us);
-    if (b >= buckets_->size()) buckets_->resize(b + 1, 0);
-    ++(*buckets_)[b];
+    std::vector<std::uint32_t>& counts = buckets_->counts;
+    if (b < buckets_->first) {
+      counts.insert(counts.begin(), buckets_->first - b, 0);
+      buckets_->first = b;
+    } else if (b - buckets_->first >= counts.size()) {
+      counts.resize(b - buckets_->first + 1, 0);
+    }
+    ++counts[b - buckets_->first];
   }
+
+  // The buckets from the lowest one counted to the highest: a lock's durations span a
+  // few powers of two (holds of 1-100 ms: 7), so counting from bucket 0 would keep
+  // more empty buckets below them (640 for 1 ms) than buckets in use, and a lock's
+  // histogram would weigh more than the 256 exact samples it replaces.
+  struct bucket_range {
+    std::size_t first = 0;
+    std::vector<std::uint32_t> counts;
+  };
 
   std::uint64_t count_ = 0;
   std::int64_t max_ = -1;
   std::vector<std::int64_t> exact_;
-  std::unique_ptr<std::vector<std::uint32_t>> buckets_;  // null while exact
+  std::unique_ptr<bucket_range> buckets_;  // null while exact
 };
 
 }  // namespace lockscope::locks::timeline_detail
