@@ -193,7 +193,11 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   // (A fair lock's waiters have a channel each, all one lock here: leaving one says
   // nothing of the others.)
   const bool per_waiter_channel = !op.channel.empty() && op.channel.back() != '}';
-  if (sub == nullptr && (op.sub_count == 0 || (!per_waiter_channel && record_of(s, id) != nullptr))) return;
+  if (sub == nullptr && (op.sub_count == 0 || (!per_waiter_channel && record_of(s, id) != nullptr))) {
+    // ...but a waiter that left unexplained waited on to here (left_again, waiter_moved_on.hpp).
+    left_again(l, id, s, at);
+    return;
+  }
   // Episode: a client unsubscribes right after its waiter acquired (Redisson and
   // our client leave the channel once the wait is over).
   std::uint32_t leaver = no_id;  // the client that just acquired: no waiter any more
@@ -264,12 +268,18 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
                                           !has_sibling(l, sub->owner, sub->client)
                                       ? own->owner
                                       : no_id;
+    // Whether a message or its timer explains the leave (else a later UNSUBSCRIBE may be
+    // its own: left_again).
+    const bool unexplained = leaving != no_id && !explained_unsubscribe(l, s, *sub, op);
     owners.release(sub->owner);  // freed by the next collect(): the view stays valid until then
     // Its waiters keep waiting, unsubscribed (those whose command connection ended leave).
     subscription_ended(id, s.id, at);
-    if (waiter* w = leaving != no_id ? find_waiter(l, leaving) : nullptr) w->left_channel = true;
+    if (waiter* w = leaving != no_id ? find_waiter(l, leaving) : nullptr) {
+      w->left_channel = true;
+      w->left_unexplained = unexplained;
+    }
   }
-  set_inactive(conn, id);
+  set_inactive(conn, id, at);
   // The subscription's end is the evidence its guessed events waited for: the process
   // that just acquired leaves its channel (named above); they go out naming it.
   decide_link(l, s.id, e.owner, e.confidence);

@@ -166,7 +166,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
       if (capture_ending) return true;  // still waiting when the capture ended
       const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
       if (left) {
-        report_give_up(l, w, wait_end::unsubscribed, w.unsubscribed_us, at, false);
+        report_give_up(l, w, wait_end::unsubscribed, left_until(*xp(l), w), at, false);
         return true;
       }
       // It waited until the close if the close came while it could still be waiting

@@ -521,6 +521,7 @@ inline void lock_timeline::impl::link(lock_state& l, std::uint32_t lock, waiter&
     o.confidence = conf;
     o.unsubscribed_us = -1;
     o.left_channel = false;
+    o.left_unexplained = false;
     if (&o == &w) o.subscribed_us = at;  // its own SUBSCRIBE: its next attempt is no timer's
   }
 }

@@ -23,10 +23,10 @@ inline connection_info::subscription* lock_timeline::impl::record_of(connection_
   return nullptr;
 }
 
-// The connection is known not to be subscribed to the lock's channel now: the most
-// recently left channels are remembered, at most max_inactive (a subscriber
+// The connection is known not to be subscribed to the lock's channel now (left at `at`):
+// the most recently left channels are remembered, at most max_inactive (a subscriber
 // connection lives as long as its client and may leave a channel per lock).
-inline void lock_timeline::impl::set_inactive(std::uint32_t conn, std::uint32_t lock) {
+inline void lock_timeline::impl::set_inactive(std::uint32_t conn, std::uint32_t lock, std::int64_t at) {
   connection_info& c = connections[conn];
   if (const auto* r = record_of(c, lock)) {
     const connection_info::subscription gone = *r;
@@ -40,7 +40,7 @@ inline void lock_timeline::impl::set_inactive(std::uint32_t conn, std::uint32_t 
                                      [](const connection_info::subscription& s) { return !s.active; });
     c.subscriptions.erase(oldest);
   }
-  c.subscriptions.push_back({lock, no_id, 0, link_confidence::none, false});
+  c.subscriptions.push_back({lock, no_id, 0, link_confidence::none, false, at});
 }
 
 // Writes the connection's record of the lock's channel (over `r`, else a new one),

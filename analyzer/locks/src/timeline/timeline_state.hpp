@@ -335,6 +335,7 @@ struct lock_timeline::impl {
   bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client);
   void report_give_up(lock_state& l, const waiter& w, wait_end how, std::int64_t ended, std::int64_t at, bool at_least);
   void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at);
+  void stretch_waited_through_before_give_up(lock_state& l, const waiter& w, std::int64_t ended, std::int64_t at, lock_event& gave_up);
   void give_up_due_waiters(lock_state& l, std::uint32_t lock, std::int64_t at);
   void attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us, std::int64_t until_us) const;
 
@@ -352,12 +353,14 @@ struct lock_timeline::impl {
   // ---- subscriptions (timeline/subscriptions.hpp) ----
   static connection_info::subscription* subscription_of(connection_info& c, std::uint32_t lock);
   static connection_info::subscription* record_of(connection_info& c, std::uint32_t lock);
-  void set_inactive(std::uint32_t conn, std::uint32_t lock);
+  void set_inactive(std::uint32_t conn, std::uint32_t lock, std::int64_t at);
   void put_subscription(std::uint32_t conn, connection_info::subscription* r, const connection_info::subscription& v);
   void unindex_subscriber(std::uint32_t conn, std::uint64_t client);
   bool subscribed(const waiter& w, std::uint32_t lock);
   bool has_subscribed_waiter(lock_state& l, std::uint32_t lock);
   void subscription_ended(std::uint32_t lock, std::uint64_t sub, std::int64_t at);
+  void left_again(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at);  // waiter_moved_on.hpp
+  static std::int64_t left_until(const lock_extra& x, const waiter& w);  // waiter_moved_on.hpp
 
   // ---- subscriber links (timeline/subscriber_links.hpp) ----
   static pairing pairing_of(const connection_info& s, std::uint64_t client);

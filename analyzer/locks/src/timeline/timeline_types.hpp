@@ -89,6 +89,10 @@ struct waiter {
   // That release came right after the refused attempt, nothing else on its connection
   // between: a clean-up, part of the attempt (waiter_moved_on.hpp, retry_after_cleanup).
   bool cleaned_up : 1 = false;
+  // Its leave (left_channel) was an UNSUBSCRIBE that nothing explained: no message just
+  // before it, not when its TTL's timer was due (explained_unsubscribe). Another wait's
+  // stale timer may have sent it while this one went on (left_again, waiter_moved_on.hpp).
+  bool left_unexplained : 1 = false;
   std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
@@ -181,6 +185,15 @@ struct lock_extra {
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
   bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
   bool owner_shared = false;    // a value was refused while it held over another connection (waiter_of_owner)
+  // Waiters that left their channel unexplained (waiter::left_unexplained) whose
+  // subscriber connection unsubscribed it again since, no SUBSCRIBE between: by seq, the
+  // latest such UNSUBSCRIBE, as late as their wait may have run (left_again,
+  // waiter_moved_on.hpp). Rare: empty on almost every lock.
+  struct later_leave {
+    std::uint64_t seq = 0;
+    std::int64_t at_us = -1;
+  };
+  std::vector<later_leave> later_leaves;
 };
 
 // What a lock with more than one completed hold adds (common: kept apart from the
@@ -227,7 +240,9 @@ struct connection_info {
     std::uint64_t client;
     link_confidence confidence;
     bool active = true;
-    std::int64_t since_us = -1;  // when its SUBSCRIBE was confirmed (-1: seen by a message)
+    // Active: when its SUBSCRIBE was confirmed (-1: seen by a message). Inactive: when it
+    // was left (-1: not seen).
+    std::int64_t since_us = -1;
     // Messages (unlock publishes) it received that no retry of its client's waiters
     // has answered yet: Redisson's one permit per message (waiters.hpp, retry).
     std::uint32_t unanswered = 0;

@@ -44,6 +44,7 @@ inline void lock_timeline::impl::unindex_keys(lock_extra& x, const waiter& w) {
 // The lock has no waiter left: nothing kept for them.
 inline void lock_timeline::impl::no_waiters_left(lock_extra& x) {
   x.keys.reset();
+  x.later_leaves.clear();
   x.earliest_deadline_us = -1;
   x.earliest_deadline_known = true;
 }

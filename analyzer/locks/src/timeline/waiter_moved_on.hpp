@@ -194,6 +194,64 @@ inline bool left_waiter(const waiter& w) { return w.left_channel && w.unsubscrib
 
 namespace lockscope::locks {
 
+// A client that subscribes once per wait and UNSUBSCRIBEs when each wait ends, by message
+// or by its timer, sends one UNSUBSCRIBE per wait, whether or not it is still subscribed:
+// node-redisson's timers are never cleared, so a wait woken early still UNSUBSCRIBEs when
+// its timer fires, later, in the middle of the same client's next wait on the lock. That
+// stale UNSUBSCRIBE ends the subscription (the waiter then hears no release), but not the
+// wait: the waiter's own timer UNSUBSCRIBEs again when it gives up, a no-op on the wire
+// (0 subscriptions left). Read as the end, the first made a 900 ms give-up a 63 ms one and
+// hid the 456 ms the lock then stood free while it waited.
+// So a waiter that left its channel by an UNSUBSCRIBE nothing explained (no message just
+// before it, not when its TTL's timer was due: waiter::left_unexplained, a low link), and
+// whose subscriber connection unsubscribes the channel again with no SUBSCRIBE between
+// (the record of that leave still the connection's latest), waited on at least until that
+// repeat, when the repeat comes no later than its own timer could fire (its latest
+// attempt plus the TTL it was given, with explained_unsubscribe's slack: a pub/sub
+// waiter's timer never runs longer). Its give-up is dated at the latest such repeat
+// (left_until). Not a leave a message or its timer explained (that was its own: later
+// repeats are other waits' stale timers), nor a leave that was a sure link's.
+inline void lock_timeline::impl::left_again(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at) {
+  if (!has_extra(l)) return;
+  const connection_info::subscription* r = record_of(s, lock);
+  if (r == nullptr || r->active || r->since_us < 0) return;
+  lock_extra& x = *xp(l);
+  const std::int64_t left_us = r->since_us;
+  auto consider = [&](const waiter& w) {
+    if (w.sub_connection != s.id || !left_waiter(w) || !w.left_unexplained || w.unsubscribed_us != left_us ||
+        w.last_ttl_us < 0 || at <= w.unsubscribed_us) {
+      return;
+    }
+    const std::int64_t slack = std::max(options.wake_window_us, w.last_ttl_us / 20);
+    if (at > w.last_attempt_us + w.last_ttl_us + slack) return;  // past its own timer: another wait's
+    for (lock_extra::later_leave& e : x.later_leaves) {
+      if (e.seq == w.seq) {
+        e.at_us = at;
+        return;
+      }
+    }
+    x.later_leaves.push_back({w.seq, at});
+  };
+  if (x.waiters.size() <= scanned_waiters) {
+    for (const waiter& w : x.waiters) consider(w);
+  } else if (const auto* v = waiter_keys::of(keys_of(x).by_sub, s.id)) {
+    woken_seqs.assign(v->begin(), v->end());
+    for (const std::uint64_t seq : woken_seqs) {
+      if (const waiter* w = waiter_at(x, seq)) consider(*w);
+    }
+  }
+}
+
+// When a waiter that left its channel (left_waiter) stopped waiting: at its leave, or at
+// the latest repeat of it that left_again kept.
+inline std::int64_t lock_timeline::impl::left_until(const lock_extra& x, const waiter& w) {
+  std::int64_t until = w.unsubscribed_us;
+  for (const lock_extra::later_leave& e : x.later_leaves) {
+    if (e.seq == w.seq && e.at_us > until) until = e.at_us;
+  }
+  return until;
+}
+
 // Before `w` (waiting for `lock`) retries: another waiter on its connection, for another
 // lock, that was already waiting at w's latest attempt and has attempted since, waits
 // side by side with it: the connection carries concurrent tasks (`multiplexes`). A client

@@ -48,6 +48,9 @@ inline void lock_timeline::impl::forget_waiter(lock_extra& x, const waiter& w) {
     if (it != x.waiter_index.end() && it->second == w.seq) x.waiter_index.erase(it);
   }
   unindex_keys(x, w);
+  if (!x.later_leaves.empty()) [[unlikely]] {
+    std::erase_if(x.later_leaves, [&](const lock_extra::later_leave& r) { return r.seq == w.seq; });
+  }
   owners.release(w.owner);
   release_connection(w.conn);
 }
@@ -414,10 +417,11 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   // UNSUBSCRIBE while it still waits.
   const bool left = w->pubsub && w->left_channel && w->attempts <= 2 && w->subscribed_us <= w->last_attempt_us &&
                     w->unsubscribed_us >= w->last_attempt_us && w->last_ttl_us >= 0;
-  if (left && t - w->unsubscribed_us > options.wake_window_us) {
+  const std::int64_t left_us = left ? left_until(*xp(l), *w) : -1;
+  if (left && t - left_us > options.wake_window_us) {
     const std::int64_t slack = std::max(options.wake_window_us, w->last_ttl_us / 20);
     if (t < w->last_attempt_us + w->last_ttl_us - slack) {  // not its timer
-      give_up(l, lock, w, wait_end::unsubscribed, w->unsubscribed_us, op.at_us());
+      give_up(l, lock, w, wait_end::unsubscribed, left_us, op.at_us());
       return nullptr;
     }
   }
@@ -584,9 +588,9 @@ inline void lock_timeline::impl::give_up_due_waiters(lock_state& l, std::uint32_
       *xp(l),
       [&](const waiter& w) {
         if (w.deadline_us < 0 || w.deadline_us > at) return false;
-        const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
+        const bool left = left_waiter(w);
         const wait_end how = left ? wait_end::unsubscribed : wait_end::last_attempt;
-        report_give_up(l, w, how, left ? w.unsubscribed_us : w.last_attempt_us, at, how == wait_end::last_attempt);
+        report_give_up(l, w, how, left ? left_until(*xp(l), w) : w.last_attempt_us, at, how == wait_end::last_attempt);
         unlist_wait(w.conn, lock);
         return true;
       },
@@ -624,7 +628,41 @@ inline void lock_timeline::impl::report_give_up(lock_state& l, const waiter& w, 
   e.interval_us = e.wait_us;
   if (w.last_ttl_us >= 0) e.ttl_ms = w.last_ttl_us / 1000;
   attribute_to_closed_holder(l, e, w.first_us, ended);
+  if (!at_least) stretch_waited_through_before_give_up(l, w, ended, at, e);
   emit(l, e);
+}
+
+// A free stretch kept for a waiter's next attempt to confirm (free_interval_ends) that
+// began after this waiter's first attempt and ended before its wait did (`ended`, exact):
+// it waited through it and gave up without the attempt that would have told (retry()).
+// Said as retry() says it, before the gave_up: for a pub/sub waiter, a missed wake-up
+// rests on its link (certain), else it is only named on the gave_up (link_not_certain);
+// one told by a message since its last attempt, or that subscribed after the lock went
+// free, missed nothing.
+inline void lock_timeline::impl::stretch_waited_through_before_give_up(lock_state& l, const waiter& w, std::int64_t ended,
+                                                                       std::int64_t at, lock_event& gave_up) {
+  lock_extra& x = *xp(l);
+  const auto inside = [&](std::int64_t start, std::int64_t end) { return start >= 0 && start >= w.first_us && end <= ended; };
+  std::int64_t* start = nullptr;
+  std::int64_t* end = nullptr;
+  if (inside(x.idle_start_us, x.idle_end_us)) {
+    start = &x.idle_start_us;
+    end = &x.idle_end_us;
+  } else if (inside(x.later_idle_start_us, x.later_idle_end_us)) {
+    start = &x.later_idle_start_us;
+    end = &x.later_idle_end_us;
+  } else {
+    return;
+  }
+  const bool listens = w.pubsub && !polls(w);
+  if (listens && (w.notified || w.subscribed_us > *start)) return;
+  if (listens && w.sub_connection != 0 && !link_certain(w)) {
+    gave_up.link_not_certain = anomaly_kind::idle_with_waiters;
+    return;
+  }
+  const anomaly_finding finding = listens ? anomaly_finding::idle_while_this_waiter_waited : anomaly_finding::idle_while_this_poller_slept;
+  anomaly(l, at, anomaly_kind::idle_with_waiters, w.owner, w.conn, {finding}, false, *start, *end - *start);
+  *start = *end = -1;
 }
 
 // A waiter that waited (from first_us to until_us) while a holder whose connection had closed held
