@@ -3,6 +3,8 @@
 // a later, shorter stretch that waiters who came since waited through
 // (timeline/waiters.hpp, free_interval_ends). The recorded client is measured against its
 // own log by tests/locks/effect_clients/measure.py (medusa_lock: 144 ms behind 1.1 s).
+#include <vector>
+
 #include "timeline_fixture.hpp"
 
 using namespace lockscope;
@@ -46,4 +48,39 @@ TEST_CASE("free while waiting: a waiter waiting through both stretches is told t
   REQUIRE(second != nullptr);
   CHECK(first->interval_us == at(400) - at(100));
   CHECK(second->interval_us == at(620) - at(520));
+}
+
+// A poller sleeping 300 ms between attempts: the releaser's own next hold ends a first
+// free stretch while it sleeps, and its own attempt ends a second one. It waited through
+// both (distributed-lock's stock lock: 101 ms, then 120 ms).
+TEST_CASE("free while waiting: an attempt that finds the lock free again reports the stretch kept before it too",
+          "[timeline][waiter][idle]") {
+  fixture f;
+  set_nx(f, "h1", 0, op_outcome::ok, 1, 1'000);
+  set_nx(f, "p", 50, op_outcome::contended, 2, 1'000);
+  del(f, "h1", 70, 1);
+  set_nx(f, "h2", 171, op_outcome::ok, 1, 1'000);  // free 101 ms: the releaser's next hold
+  del(f, "h2", 239, 1);
+  set_nx(f, "p", 359, op_outcome::ok, 2, 1'000);  // free 120 ms, ended by p's own attempt
+  REQUIRE(f.events.count("anomaly:idle_with_waiters") == 2);
+  std::vector<std::int64_t> starts;
+  for (const recorded_event& e : f.events.events) {
+    if (e.event != "anomaly:idle_with_waiters") continue;
+    CHECK(e.owner == "p");
+    starts.push_back(e.interval_start_us);
+  }
+  CHECK(starts == std::vector<std::int64_t>{at(70) + 100, at(239) + 100});
+}
+
+TEST_CASE("free while waiting: a stretch said once is not said again on the next free stretch",
+          "[timeline][waiter][idle]") {
+  fixture f;
+  set_nx(f, "h1", 0, op_outcome::ok, 1, 1'000);
+  set_nx(f, "p", 50, op_outcome::contended, 2, 1'000);
+  del(f, "h1", 70, 1);
+  set_nx(f, "h2", 171, op_outcome::ok, 1, 1'000);
+  set_nx(f, "p", 200, op_outcome::contended, 2, 1'000);  // told the 101 ms stretch here
+  del(f, "h2", 239, 1);
+  set_nx(f, "p", 359, op_outcome::ok, 2, 1'000);  // and the 120 ms one here, alone
+  REQUIRE(f.events.count("anomaly:idle_with_waiters") == 2);
 }

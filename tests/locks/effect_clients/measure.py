@@ -148,7 +148,18 @@ SHOW_DETAILS = False
 #   PUBLISH after each release, two connections a Mutex, no give-up and no renewal).
 #   Then used to build rules (SCRIPT LOAD keyed by its text's SHA1; an unseen release's
 #   nil undecided until the lock's next operation): no longer held out, kept here ungated.
-HELD_OUT = ["locco", "node_mutex"]
+# - distributed_lock, redlock_node: an eighth held-out set, recorded and measured on the
+#   unchanged build (docs/reference/clients.md, "Held out, eighth set"): distributed-lock
+#   1.0.5 (its redis backend on ioredis 2.5: Lua-local acquire `SETNX` then `PEXPIRE` and
+#   release `GET`/`DEL` by EVALSHA, one uuid per lock() call, a fixed-interval poller
+#   cancelled by a timer between attempts, no renewal) and redlock-node 2.1.4 (one `SET EX NX`
+#   per lock() call with a fresh value each, polled by the caller, release `GET` then `DEL`
+#   and extend `GET` then `EXPIRE` as plain commands). node-redlock 2.3.0, first chosen,
+#   ships only TypeScript sources and cannot be loaded by node: redlock-node stands in.
+#   Then used to build rules (an attempt that finds the lock free again reports the kept
+#   stretches its waiter slept through too; a plain DEL/EXPIRE checked by a GET just before
+#   acts for the value read): no longer held out, kept here ungated.
+HELD_OUT = ["locco", "node_mutex", "distributed_lock", "redlock_node"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

@@ -51,6 +51,7 @@ void lock_recognizer::state::on_reset(command_call& c) {
 void lock_recognizer::state::on_connection_end(std::uint64_t connection) {
   if (!undecided_nils.empty()) settle_nil_releases(connection);
   databases.erase(connection);
+  if (checked_read& r = checked_read_of(connection); r.connection == connection) r.connection = 0;
   if (!client_names.empty()) client_names.erase(connection);
   asking.erase(connection);
   channels.erase(connection);

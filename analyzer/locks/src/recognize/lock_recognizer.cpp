@@ -135,6 +135,7 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
     return;
   }
   if (c.reply.kind == reply_view::shape::error) on_error_reply(c);
+  if (any_checked_read) [[unlikely]] forget_checked_read(c);
   if (c.word == command_word::other) {
     // The only other commands read: a connection's name (a cheap look at the length first).
     if (e.command[0].size() == 6 || e.command[0].size() == 5) note_client_name(c);
@@ -168,6 +169,7 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::evalsha:
     case command_word::evalsha_ro: return on_script_call(c);
     case command_word::zrem: return on_zrem(c);
+    case command_word::get: return on_get(c);
   }
 }
 

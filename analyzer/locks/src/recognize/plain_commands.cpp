@@ -1,6 +1,7 @@
 // Locks taken with plain commands: SET key value NX PX|EX (an acquire), SETNX (with a
 // separate EXPIRE), SET key value XX PX|EX and EXPIRE/PEXPIRE (a renewal when the key is
-// a held lock) and DEL/UNLINK (a release), but not the DEL of a Redisson unlock latch key.
+// a held lock) and DEL/UNLINK (a release), but not the DEL of a Redisson unlock latch key;
+// a GET just before a DEL or EXPIRE on its connection names the value it acts for.
 #include "recognize/lock_channels.hpp"
 #include "recognize/recognizer_state.hpp"
 
@@ -80,12 +81,14 @@ void lock_recognizer::state::on_setnx(command_call& c) {
 }
 
 void lock_recognizer::state::on_expire(command_call& c) {
+  const std::string_view checked = any_checked_read ? take_checked_value(c, c.args.size() >= 2 ? c.args[1] : "") : "";
   if (c.args.size() < 3) return;
   std::int64_t v = 0;
   if (!parse_int(c.args[2], v)) return;
   lock_operation& op = c.op;
   op.kind = lock_op_kind::expire;
   op.lock = c.args[1];
+  op.owner = checked;
   op.lease_ms = c.word == command_word::expire ? seconds_to_ms(v) : v;
   op.outcome = c.reply.kind != reply_view::shape::integer ? op_outcome::no_reply
                : c.reply.integer == 1                     ? op_outcome::ok
@@ -94,6 +97,7 @@ void lock_recognizer::state::on_expire(command_call& c) {
 }
 
 void lock_recognizer::state::on_del(command_call& c) {
+  const std::string_view checked = any_checked_read ? take_checked_value(c, c.args.size() == 2 ? c.args[1] : "") : "";
   if (c.args.size() != 2) return;
   if (starts_with(c.args[1], "redisson_unlock_latch")) {
     flow.erase(latch_key(c.e.server_text, c.args[1]));
@@ -102,10 +106,41 @@ void lock_recognizer::state::on_del(command_call& c) {
   lock_operation& op = c.op;
   op.kind = lock_op_kind::del;
   op.lock = c.args[1];
+  op.owner = checked;
   op.outcome = c.reply.kind != reply_view::shape::integer ? op_outcome::no_reply
                : c.reply.integer >= 1                     ? op_outcome::ok
                                                           : op_outcome::none;
   emit(op);
+}
+
+void lock_recognizer::state::on_get(command_call& c) {
+  checked_read& r = checked_read_of(c.e.connection);
+  const message* m = c.e.reply;
+  if (c.args.size() != 2 || m == nullptr || c.reply.root == message::npos) {
+    if (r.connection == c.e.connection) r.connection = 0;
+    return;
+  }
+  const message_node& n = m->nodes()[c.reply.root];
+  if (n.type != resp::type::bulk_string || (n.flags & resp::node_flags::null_bulk) != 0 || m->text(n).empty()) {
+    if (r.connection == c.e.connection) r.connection = 0;  // nil: nothing to act for
+    return;
+  }
+  any_checked_read = true;
+  r.connection = c.e.connection;
+  r.db = c.op.db;
+  r.reply_us = c.e.reply_us;
+  r.key.assign(c.args[1]);
+  r.value.assign(m->text(n));
+}
+
+std::string_view lock_recognizer::state::take_checked_value(const command_call& c, std::string_view key) {
+  checked_read& r = checked_read_of(c.e.connection);
+  if (r.connection != c.e.connection) return {};
+  r.connection = 0;
+  // Sent once the GET's answer had come (a client that decided on it), on the same key
+  // in the same database.
+  if (r.reply_us < 0 || r.reply_us > c.e.request_us || r.db != c.op.db || key.empty() || r.key != key) return {};
+  return r.value;
 }
 
 }  // namespace lockscope::locks

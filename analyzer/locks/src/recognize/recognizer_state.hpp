@@ -371,6 +371,44 @@ struct lock_recognizer::state {
   void on_setnx(command_call& c);
   void on_expire(command_call& c);  // EXPIRE, PEXPIRE
   void on_del(command_call& c);     // DEL, UNLINK
+  void on_get(command_call& c);     // GET: a value checked before a DEL or EXPIRE
+
+  // A client that checks its value before a plain DEL or EXPIRE (`GET key`, compared with
+  // its own, then `DEL key`: a script's `GET == value then DEL`, done by the client) names
+  // the value the command acts for by that GET. The latest GET answered with a value on a
+  // connection, kept until the connection's next command: a DEL/UNLINK/EXPIRE/PEXPIRE of
+  // that key, sent once the answer came, carries the value as its owner; any other
+  // command forgets it. A small table indexed by connection (a GET of another connection
+  // in the same slot pushes one out: a check lost, never a wrong value); the strings keep
+  // their capacity, so a GET allocates nothing once warm.
+  struct checked_read {
+    std::uint64_t connection = 0;  // 0: none
+    std::int32_t db = 0;
+    std::int64_t reply_us = -1;
+    std::string key, value;
+  };
+  static constexpr std::size_t checked_read_slots = 16;  // a power of two
+  std::array<checked_read, checked_read_slots> checked_reads{};
+  bool any_checked_read = false;  // none yet: the common capture pays one branch
+  checked_read& checked_read_of(std::uint64_t connection) noexcept {
+    return checked_reads[connection & (checked_read_slots - 1)];
+  }
+  // The value the connection's GET just read of `key`, checked before this command;
+  // empty when none. The read is used up either way.
+  std::string_view take_checked_value(const command_call& c, std::string_view key);
+  // Any other command on the connection: its read was not a check for a DEL or EXPIRE.
+  void forget_checked_read(const command_call& c) noexcept {
+    checked_read& r = checked_read_of(c.e.connection);
+    if (r.connection != c.e.connection) return;
+    switch (c.word) {
+      case command_word::del:
+      case command_word::unlink:
+      case command_word::expire:
+      case command_word::pexpire:
+      case command_word::get: return;  // their handlers take it or replace it
+      default: r.connection = 0;
+    }
+  }
 
   // ---- pubsub.cpp ----
 

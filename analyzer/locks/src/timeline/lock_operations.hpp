@@ -515,9 +515,28 @@ inline void lock_timeline::impl::settle_refused_renewal(const suspected_overlap&
   schedule(p.lock);
 }
 
-// Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson).
+// Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson), or,
+// checked by a GET, on one held since before the capture.
 inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
+  if (!op.owner.empty() && op.outcome == op_outcome::ok && !has_holder(l)) [[unlikely]] {
+    // Checked by a GET that read op.owner (the recognizer's checked read), on a lock with
+    // no holder known: a hold begun before the capture (held_before_capture: joined
+    // mid-stream, refused to others meanwhile) that its owner now ends by a DEL, or
+    // extends by an EXPIRE, as a script's `GET == value then DEL` would.
+    if (held_before_capture(l, owners.id(op.owner), conn_index(op))) {
+      lock_operation acted = op;
+      acted.family = lock_family::set_based;
+      if (op.kind == lock_op_kind::del) {
+        acted.kind = lock_op_kind::unlock;
+        on_unlock(id, acted);
+      } else {
+        acted.kind = lock_op_kind::renew;
+        on_renew(id, acted);
+      }
+      return;
+    }
+  }
   step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   holder* h = first_holder(l);
   if (h == nullptr || op.outcome != op_outcome::ok) return;

@@ -127,7 +127,8 @@ inline void lock_timeline::impl::became_free(lock_state& l, std::int64_t at) {
 // while the waiters that came since wait through the shorter one (medusa_lock: a 1.1 s
 // stretch that no listed waiter was still polling for hid a 144 ms one two live pollers
 // waited through). retry() reports, for a waiter, the kept one if it was waiting when
-// that began, else the later one.
+// that began, else the later one; an attempt that finds the lock free again reports each
+// kept one its waiter waited through, then the current one.
 inline void lock_timeline::impl::free_interval_ends(lock_state& l, std::int64_t at) {
   if (!has_extra(l)) return;
   lock_extra& x = *xp(l);
@@ -261,6 +262,16 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   }
   if (!has_holder(l) && x.free_since_us >= 0 && !x.idle_reported && x.free_since_us >= w.first_us &&
       at - x.free_since_us >= options.idle_threshold_us && idle_rests(x.free_since_us)) {
+    // A stretch kept since this waiter began (ended by another client's acquisition while
+    // it slept between attempts) was waited through as well: said before the current one,
+    // or its only chance, this attempt, is gone (distributed-lock: a 101 ms stretch its
+    // releaser's next hold ended, hidden by the 120 ms one the waiter's own attempt ended).
+    if (x.idle_start_us >= 0 && x.idle_start_us >= w.first_us && idle_rests(x.idle_start_us)) {
+      report_stretch_waited_through(x.idle_start_us, x.idle_end_us);
+    }
+    if (x.later_idle_start_us >= 0 && x.later_idle_start_us >= w.first_us && idle_rests(x.later_idle_start_us)) {
+      report_stretch_waited_through(x.later_idle_start_us, x.later_idle_end_us);
+    }
     x.idle_reported = true;
     // A poller (no pub/sub: redis-py, RedLock, spin locks) misses nothing: it slept
     // longer than the lock stayed free.

@@ -41,6 +41,7 @@ enum class command_word : std::uint8_t {
   evalsha,
   evalsha_ro,
   zrem,  // a sorted-set semaphore's release (of a key its acquire script named)
+  get,   // a client's check of its value before a plain DEL or EXPIRE
 };
 
 namespace command_words_detail {
@@ -92,10 +93,11 @@ inline command_word identify_command(std::string_view name) noexcept {
   std::uint64_t w[2];
   switch (name.size()) {
     case 3: {
-      static constexpr d::pattern set = d::pattern_of("SET"), del = d::pattern_of("DEL");
+      static constexpr d::pattern set = d::pattern_of("SET"), del = d::pattern_of("DEL"), get = d::pattern_of("GET");
       d::load<3>(name.data(), w);
       if (d::matches(w, set)) return command_word::set;
       if (d::matches(w, del)) return command_word::del;
+      if (d::matches(w, get)) return command_word::get;
       break;
     }
     case 4: {
@@ -179,6 +181,7 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"SCRIPT", command_word::script},         {"EVAL", command_word::eval},
       {"EVAL_RO", command_word::eval_ro},       {"EVALSHA", command_word::evalsha},
       {"EVALSHA_RO", command_word::evalsha_ro}, {"ZREM", command_word::zrem},
+      {"GET", command_word::get},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;

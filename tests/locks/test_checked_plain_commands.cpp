@@ -1,0 +1,178 @@
+// A plain DEL or EXPIRE that its client checked with a GET just before (`GET key`, compared
+// with its own value, then `DEL key` or `EXPIRE key s`: redlock-node's unlock and extend,
+// a script's `GET == value then DEL` done by the client). The GET names the value the
+// command acts for; joined mid-run, on a lock held since before the capture (refused to
+// others while no holder was known), that is the release, or the renewal, of that value's
+// hold. The truth is the sequence each test writes: which value the key held, and what
+// the server answered.
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+
+using namespace lockscope;
+using lockscope::timeline_test::event_recorder;
+using lockscope::timeline_test::feed;
+using lockscope::timeline_test::op_recorder;
+using lockscope::timeline_test::recorded_event;
+using locks::lock_op_kind;
+using locks::op_outcome;
+
+namespace {
+
+constexpr std::int64_t ms = 1000;
+constexpr std::int64_t t0 = 1'700'000'000'000'000;
+
+std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+
+// Operations to a recorder, and on to a timeline when one is given.
+class tee final : public locks::lock_operation_sink {
+ public:
+  void on_operation(const locks::lock_operation& op) override {
+    log.on_operation(op);
+    if (next != nullptr) next->on_operation(op);
+  }
+  void on_connection_end(std::uint64_t c, std::int64_t at) override {
+    if (next != nullptr) next->on_connection_end(c, at);
+  }
+  op_recorder log;
+  locks::lock_operation_sink* next = nullptr;
+};
+
+// Exchanges joined mid-stream (no SYN seen), each answered 100 µs after it was sent.
+class wire {
+ public:
+  explicit wire(locks::lock_operation_sink& sink) : recognizer(sink) {}
+  void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection) {
+    static const std::string clients[] = {"10.0.0.1:50000", "10.0.0.1:50001", "10.0.0.1:50002", "10.0.0.1:50003"};
+    feed(recognizer, args, reply, t0 + static_cast<std::int64_t>(at_ms * ms), connection, clients[connection % 4],
+         "10.0.0.2:6379");
+  }
+  locks::lock_recognizer recognizer;
+};
+
+const std::string held = "1795977975001jelbkekigdaki";  // the holder's value, taken before the capture
+
+// The other processes poll `SET lock:stock value EX 1 NX`, refused while the key is held.
+void refused(wire& w, double at_ms, std::uint64_t connection, int n) {
+  w.send({"SET", "lock:stock", "1795977976" + std::to_string(100 + n) + "bbdejcekdddbh", "EX", "1", "NX"}, "$-1\r\n",
+         at_ms, connection);
+}
+
+const recorded_event* only(const event_recorder& events, std::string_view name) {
+  const recorded_event* found = nullptr;
+  std::size_t n = 0;
+  for (const recorded_event& e : events.events) {
+    if (e.event == name) {
+      found = &e;
+      ++n;
+    }
+  }
+  return n == 1 ? found : nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("checked plain commands: joined mid-run, a GET-checked EXPIRE and DEL renew and release the unseen hold",
+          "[recognizer][timeline][checked_read]") {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  sink.next = &timeline;
+  wire w(sink);
+  refused(w, 0, 2, 1);
+  refused(w, 9, 3, 2);
+  w.send({"GET", "lock:stock"}, bulk(held), 63, 1);
+  w.send({"expire", "lock:stock", "1"}, ":1\r\n", 64, 1);  // the client's extend: EXPIRE in seconds
+  refused(w, 160, 2, 3);
+  refused(w, 170, 3, 4);
+  w.send({"GET", "lock:stock"}, bulk(held), 340, 1);
+  w.send({"DEL", "lock:stock"}, ":1\r\n", 341, 1);  // its unlock
+  w.send({"SET", "lock:stock", "1795977976621iehaklafgfgcc", "EX", "1", "NX"}, "+OK\r\n", 472, 2);
+  timeline.finish(t0 + 5'000 * ms);
+
+  const recorded_event* renewed = only(events, "renewed");
+  REQUIRE(renewed != nullptr);
+  CHECK(renewed->owner == held);
+  CHECK(renewed->lease_ms == 1000);
+  const recorded_event* released = only(events, "released");
+  REQUIRE(released != nullptr);
+  CHECK(released->owner == held);
+  CHECK(released->ts_us == t0 + 341 * ms + 100);
+  // Free from the DEL to the next acquisition (131 ms) while two processes polled.
+  const recorded_event* idle = nullptr;
+  for (const recorded_event& e : events.events) {
+    if (e.event == "anomaly:idle_with_waiters" && idle == nullptr) idle = &e;
+  }
+  REQUIRE(idle != nullptr);
+  CHECK(idle->interval_start_us == t0 + 341 * ms + 100);
+  for (const recorded_event& e : events.events) {
+    INFO(e.event << " " << e.owner);
+    if (e.owner == held) CHECK(e.event != "expired");  // renewed at 64 ms, released at 341: never ran out
+    CHECK(e.event != "anomaly:overlapping_holders");
+  }
+}
+
+TEST_CASE("checked plain commands: only the GET just before, of that key, answered before the command was sent",
+          "[recognizer][checked_read]") {
+  op_recorder log;
+  wire w(log);
+  SECTION("the connection's next command: the DEL carries the value read") {
+    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"DEL", "lock:a"}, ":1\r\n", 1, 1);
+    REQUIRE(log.ops.size() == 1);
+    CHECK(log.ops[0].kind == lock_op_kind::del);
+    CHECK(log.ops[0].owner == held);
+  }
+  SECTION("another command between: no value") {
+    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"PING"}, "+PONG\r\n", 1, 1);
+    w.send({"DEL", "lock:a"}, ":1\r\n", 2, 1);
+    REQUIRE(log.ops.size() == 1);
+    CHECK(log.ops[0].owner.empty());
+  }
+  SECTION("another connection's commands between do not matter") {
+    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"PING"}, "+PONG\r\n", 0.5, 2);
+    w.send({"PEXPIRE", "lock:a", "1000"}, ":1\r\n", 1, 1);
+    REQUIRE(log.ops.size() == 1);
+    CHECK(log.ops[0].kind == lock_op_kind::expire);
+    CHECK(log.ops[0].owner == held);
+  }
+  SECTION("another key, a nil answer, or a DEL sent before the GET's answer came: no value") {
+    w.send({"GET", "lock:b"}, bulk(held), 0, 1);
+    w.send({"DEL", "lock:a"}, ":1\r\n", 1, 1);
+    w.send({"GET", "lock:a"}, "$-1\r\n", 2, 1);
+    w.send({"DEL", "lock:a"}, ":0\r\n", 3, 1);
+    w.send({"GET", "lock:a"}, bulk(held), 4, 1);
+    w.send({"DEL", "lock:a"}, ":1\r\n", 4.05, 1);  // pipelined: the answer (at +100 µs) came after
+    REQUIRE(log.ops.size() == 3);
+    for (const auto& op : log.ops) CHECK(op.owner.empty());
+  }
+  SECTION("used once") {
+    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"EXPIRE", "lock:a", "1"}, ":1\r\n", 1, 1);
+    w.send({"DEL", "lock:a"}, ":1\r\n", 2, 1);
+    REQUIRE(log.ops.size() == 2);
+    CHECK(log.ops[0].owner == held);
+    CHECK(log.ops[1].owner.empty());
+  }
+}
+
+TEST_CASE("checked plain commands: without a refusal showing an unseen holder, a checked DEL makes no release",
+          "[recognizer][timeline][checked_read]") {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  sink.next = &timeline;
+  wire w(sink);
+  // The key is known as a lock (an acquisition seen, then its lease ran out), but nothing
+  // showed anyone holding it since: a cache-like GET and DEL are not a hold's end.
+  w.send({"SET", "lock:stock", "1795977976621iehaklafgfgcc", "PX", "100", "NX"}, "+OK\r\n", 0, 2);
+  w.send({"GET", "lock:stock"}, bulk(held), 500, 1);
+  w.send({"DEL", "lock:stock"}, ":1\r\n", 501, 1);
+  timeline.finish(t0 + 5'000 * ms);
+  std::size_t released = 0;
+  for (const recorded_event& e : events.events) released += e.event == "released" ? 1 : 0;
+  CHECK(released == 0);
+}
