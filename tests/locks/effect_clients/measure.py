@@ -148,7 +148,15 @@ SHOW_DETAILS = False
 #   PUBLISH after each release, two connections a Mutex, no give-up and no renewal).
 #   Then used to build rules (SCRIPT LOAD keyed by its text's SHA1; an unseen release's
 #   nil undecided until the lock's next operation): no longer held out, kept here ungated.
-HELD_OUT = ["locco", "node_mutex"]
+# - redislock, node_redis_lock: a seventh held-out set, recorded and measured on the
+#   unchanged build (docs/reference/clients.md, "Held out, seventh set"): redislock 1.3.0
+#   (SET NX PX, one uuid per Lock object kept for all its waits and holds, release and
+#   extend by EVALSHA) and node-redis-lock 1.0.1 (SCRIPT LOAD, then EVALSHA with the value
+#   and TTL (seconds) passed as KEYS). Whole: 100%; joined mid-run: node_redis_lock nothing
+#   (the unseen scripts' arguments are KEYS), redislock a pre-join hold's first extend read
+#   as an acquisition and a give-up seen by its last attempt marking its connection as
+#   multiplexing (waits 30/39, give-ups 6/13).
+HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
