@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "helpers.hpp"
 
 using namespace lockscope;
@@ -129,4 +131,39 @@ TEST_CASE("arguments in keys: a value whose release was refused holds nothing, a
   CHECK(rec.ops[1].kind == lock_op_kind::acquire);
   CHECK(rec.ops[1].outcome == op_outcome::ok);
   CHECK(rec.ops[1].owner == v);
+}
+
+TEST_CASE("arguments in keys: random unseen calls with arguments among their KEYS, beside SET NX, never crash it "
+          "and keep its tables bounded",
+          "[recognizer][argument_roles][keys][random]") {
+  std::uint64_t seed = 7171;
+  auto next = [&](std::uint64_t n) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % n;
+  };
+  const std::vector<std::string> words{"0", "1", "15", "30", "1000", "-1", "99999999999999999999", "PX", "NX",
+                                       "locks:orders", "jobs:{a}", "9f2c1e77b04d4a6e", "a1b2", "", "\x01\x02\x03\x04" "9"};
+  const std::vector<std::string> replies{":0\r\n", ":1\r\n", ":2\r\n", ":-1\r\n", "+OK\r\n", "$-1\r\n", "-ERR x\r\n",
+                                         "*2\r\n:1\r\n:7\r\n", ""};
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string token = next(3) == 0 ? fmt::format("{:016x}{}", seed, i) : words[next(words.size())];
+    if (next(5) == 0) {
+      feed(r, {"SET", "k" + std::to_string(next(4)), token, "PX", "1000", "NX"}, next(2) == 0 ? "+OK\r\n" : "$-1\r\n",
+           1'000'000 + i * 1000, 1 + next(3));
+      continue;
+    }
+    std::vector<std::string> args{"EVALSHA", std::string(40, "abcdef01"[next(8)])};
+    const std::uint64_t nkeys = 1 + next(4);
+    args.push_back(std::to_string(nkeys));
+    args.push_back("k" + std::to_string(next(4)));
+    for (std::uint64_t k = 1; k < nkeys; ++k) args.push_back(next(2) == 0 ? token : words[next(words.size())]);
+    if (next(2) == 0) {
+      for (std::uint64_t k = next(3); k > 0; --k) args.push_back(words[next(words.size())]);
+    }
+    feed(r, args, replies[next(replies.size())], 1'000'000 + i * 1000, 1 + next(3));
+  }
+  CHECK(r.stats().exchanges == 20000);
+  CHECK(r.stats().values_tracked <= locks::value_flow_entries);
 }
