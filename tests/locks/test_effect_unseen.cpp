@@ -118,10 +118,15 @@ TEST_CASE("effect unseen: an unseen SHA1 carrying a held value among its KEYS is
   feed(r, {"SET", "stock:lock", "Gn0C8O==", "PX", "1000", "NX"}, "+OK\r\n", 1'000'000);
   feed(r, {"EVALSHA", unseen_touch, "3", "stock:lock", "1000", "Gn0C8O=="}, "+OK\r\n", 1'600'000);
   feed(r, {"EVALSHA", unseen_del, "1", "stock:lock", "Gn0C8O=="}, ":1\r\n", 1'900'000);
-  // A value that never held the lock, or a call that changed nothing, is no operation.
+  // A value that never held the lock is no operation.
   feed(r, {"EVALSHA", unseen_touch, "3", "stock:lock", "1000", "never-held"}, "+OK\r\n", 2'000'000);
+  // KEYS after the first from a number on are arguments (test_arguments_in_keys.cpp): a
+  // script refusing `[ttl, value]` for a value that holds nothing now is read as its ARGV
+  // form is, a refused attempt to acquire.
   feed(r, {"EVALSHA", unseen_other, "3", "stock:lock", "1000", "Gn0C8O=="}, ":0\r\n", 2'100'000);
-  REQUIRE(rec.ops.size() == 3);
+  REQUIRE(rec.ops.size() == 4);
+  CHECK(rec.ops[3].kind == lock_op_kind::acquire);
+  CHECK(rec.ops[3].outcome == op_outcome::contended);
   CHECK(rec.ops[1].kind == lock_op_kind::renew);
   CHECK(rec.ops[1].owner == "Gn0C8O==");
   CHECK(rec.ops[1].lease_ms == 1000);

@@ -150,6 +150,49 @@ TEST_CASE("moved on: a waiter seen by one attempt, its connection then took anot
   CHECK(first_of(f.events, "acquired", "v4")->wait_us == at(1500) + 100 - at(1200));
 }
 
+// Joined mid-run, a give-up of a client that keeps one value for every wait (redislock's
+// Lock) is seen by its last attempt alone; its connection then holds another lock from
+// acquisition to release (or to a release refused once its lease ran out) and comes back
+// to this lock with the same value. No spacing is known for that first gap; the attempt
+// after it gives one, and a first gap far off it was a give-up and a new wait. A first
+// gap on the cadence is a connection carrying another task beside the wait (above).
+TEST_CASE("moved on: a waiter seen by one attempt, a whole hold of another lock, then the same value polling on "
+          "a cadence far shorter than that gap: a give-up at its first attempt",
+          "[timeline][waiter][give-up][moved-on]") {
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "p", 10, op_outcome::contended, 2);  // its last attempt before giving up
+  attempt(f, "B", "q", 30, op_outcome::ok, 2);          // its next task ...
+  SECTION("released") { release(f, "B", "q", 200, 2); }
+  SECTION("its release refused after its lease ran out") {
+    auto o = f.op(lock_op_kind::unlock, op_outcome::rejected, "q", 1300, 2);
+    o.family = lock_family::set_based;
+    o.lock = "B";
+    f.timeline.on_operation(o);
+  }
+  attempt(f, "A", "p", 1400, op_outcome::contended, 2);  // back to A, the same value
+  attempt(f, "A", "p", 1550, op_outcome::contended, 2);  // polling every 150 ms
+  attempt(f, "A", "p", 1700, op_outcome::contended, 2);
+  release(f, "A", "holder", 1750, 1);
+  attempt(f, "A", "p", 1850, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->owner == "p");
+  CHECK(gone->ended == locks::wait_end::new_wait);
+  CHECK(gone->wait_us == 0);  // one attempt seen
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == at(1850) - at(1400));
+  // Its connection serves one wait at a time: its next give-up, a whole hold of B and a
+  // retry of A on the cadence, is split there too.
+  release(f, "A", "p", 1890, 2);
+  attempt(f, "A", "holder2", 1900, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "p", 1960, op_outcome::contended, 2);
+  attempt(f, "A", "p", 2110, op_outcome::contended, 2);  // gives up after this one
+  attempt(f, "B", "q2", 2120, op_outcome::ok, 2);
+  release(f, "B", "q2", 2160, 2);
+  attempt(f, "A", "p", 2200, op_outcome::contended, 2);  // 90 ms: within its cadence
+  CHECK(f.events.count("gave_up") == 2);
+}
+
 // The free interval kept for a waiter to confirm is the longest one a waiter saw; once
 // none of the waiters present was waiting when it began (its own waiters left), a newer,
 // shorter stretch that a present waiter did wait through is the one reported.

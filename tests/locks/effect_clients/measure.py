@@ -148,6 +148,18 @@ SHOW_DETAILS = False
 #   PUBLISH after each release, two connections a Mutex, no give-up and no renewal).
 #   Then used to build rules (SCRIPT LOAD keyed by its text's SHA1; an unseen release's
 #   nil undecided until the lock's next operation): no longer held out, kept here ungated.
+# - redislock, node_redis_lock: a seventh held-out set, recorded and measured on the
+#   unchanged build (docs/reference/clients.md, "Held out, seventh set"): redislock 1.3.0
+#   (SET NX PX, one uuid per Lock object kept for all its waits and holds, release and
+#   extend by EVALSHA) and node-redis-lock 1.0.1 (SCRIPT LOAD, then EVALSHA with the value
+#   and TTL (seconds) passed as KEYS). Whole: 100%; joined mid-run: node_redis_lock nothing
+#   (the unseen scripts' arguments are KEYS), redislock a pre-join hold's first extend read
+#   as an acquisition and a give-up seen by its last attempt marking its connection as
+#   multiplexing (waits 30/39, give-ups 6/13).
+#   Then used to build rules (arguments passed as KEYS, a SET NX key acquired by no script,
+#   a stable value's refused retry, a refused release's value acquiring anew, a whole hold in
+#   a waiter's first gap judged at its next attempt): every kind 100%, no longer held out,
+#   kept here ungated.
 # - distributed_lock, redlock_node: an eighth held-out set, recorded and measured on the
 #   unchanged build (docs/reference/clients.md, "Held out, eighth set"): distributed-lock
 #   1.0.5 (its redis backend on ioredis 2.5: Lua-local acquire `SETNX` then `PEXPIRE` and
@@ -159,7 +171,7 @@ SHOW_DETAILS = False
 #   Then used to build rules (an attempt that finds the lock free again reports the kept
 #   stretches its waiter slept through too; a plain DEL/EXPIRE checked by a GET just before
 #   acts for the value read): no longer held out, kept here ungated.
-HELD_OUT = ["locco", "node_mutex", "distributed_lock", "redlock_node"]
+HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

@@ -24,6 +24,8 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_mutex        # redis_mutex_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR locco              # locco_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR node_mutex         # node_mutex_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redislock          # redislock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR node_redis_lock    # node_redis_lock_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR distributed_lock   # distributed_lock_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock_node       # redlock_node_worker.js
 #
@@ -39,6 +41,7 @@
 #   npm install --prefix /tmp/heldout9_npm --legacy-peer-deps murlock@4.4.0 redis@4   # held out (fifth set)
 #   npm install --prefix /tmp/heldout9_npm3 redis-mutex@2.0.1 redis@3                 # held out (fifth set)
 #   npm install --prefix /tmp/heldout10_npm --legacy-peer-deps @kontsedal/locco@0.1.0 node-mutex@0.2.2 ioredis@5  # held out (sixth set; node-mutex brings redis@2)
+#   npm install --prefix /tmp/heldout11_npm redislock@1.3.0 node-redis-lock@1.0.1 redis@2  # held out (seventh set)
 #   npm install --prefix /tmp/heldout12_npm distributed-lock@1.0.5 redlock-node@2.1.4 redis@3  # held out (eighth set; distributed-lock brings ioredis@2.5)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
@@ -48,7 +51,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|distributed_lock|redlock_node}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -73,6 +76,8 @@ case $name in
   redis_mutex) worker=redis_mutex_worker.js; scenario="redis-mutex 2.0.1 on node-redis 3 (held out)"; rounds=24; midstream=1 ;;
   locco) worker=locco_worker.js; scenario="@kontsedal/locco 0.1.0 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   node_mutex) worker=node_mutex_worker.js; scenario="node-mutex 0.2.2 on node-redis 2.8 (held out)"; rounds=24; midstream=1 ;;
+  redislock) worker=redislock_worker.js; scenario="redislock 1.3.0 on node-redis 2.8 (held out)"; rounds=24; midstream=1 ;;
+  node_redis_lock) worker=node_redis_lock_worker.js; scenario="node-redis-lock 1.0.1 on node-redis 2.8 (held out)"; rounds=24; midstream=1 ;;
   distributed_lock) worker=distributed_lock_worker.js; scenario="distributed-lock 1.0.5 (redis) on ioredis 2.5 (held out)"; rounds=24; midstream=1 ;;
   redlock_node) worker=redlock_node_worker.js; scenario="redlock-node 2.1.4 on node-redis 3 (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;

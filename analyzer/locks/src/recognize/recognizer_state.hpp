@@ -267,6 +267,11 @@ struct lock_recognizer::state {
 
   void infer_by_held_value(command_call& c, sha_entry* entry, std::span<const std::string_view> keys,
                            std::span<const std::string_view> argv);
+  // How many of an unseen script's KEYS name keys: in a call with no ARGV, the rest (from
+  // the first number or random-looking token after KEYS[1]) are its arguments, passed as
+  // KEYS (node-redis-lock).
+  static std::size_t keys_named(std::span<const std::string_view> keys,
+                                std::span<const std::string_view> argv) noexcept;
   script_class infer_script(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                             std::span<const std::string_view> argv);
   // ---- argument_roles.cpp: an unseen script's value and lease wherever they are ----
@@ -351,6 +356,10 @@ struct lock_recognizer::state {
   // Follows a value through a SET-based or node-redlock operation about to be
   // emitted; a value-checked call that changed nothing gets outcome `none`.
   void track_value(lock_operation& op);
+  // The unseen script `sha` acquires `key` (and the server's keys): value_role's evidence.
+  void note_acquire_script(std::string_view server, std::string_view key, const std::array<std::uint8_t, 20>& sha);
+  // A fresh value's acquire by a plain command: the key's acquire is no script.
+  void note_command_acquire(std::string_view server, std::string_view key);
   // Redisson ≥ 3.24 / node-redisson: an unlock names a latch key per unlock call; a
   // retry of the call names it again, and the script then replays the first reply
   // (the latch value) without doing anything. The client DELs the latch afterwards.

@@ -105,6 +105,25 @@ op_outcome unlock_outcome(const script_class& cls, const reply_view& reply) noex
 
 }  // namespace
 
+// Redis hands a script its KEYS and ARGV alike, and some clients pass the holder's value
+// and the lease as KEYS (node-redis-lock: `EVALSHA sha 3 name value ttl` and `EVALSHA sha
+// 2 name value`, no ARGV, read by `local value = KEYS[2]`). In a call with no ARGV, the
+// KEYS after the first from the first one that names no key on (a bare number: a TTL, a
+// count; or a random-looking token, looks_like_value, without the `:` or `{` of a key
+// name) are its arguments, those before it the keys it names. Returns how many KEYS name
+// keys (all, normally). Only the inference of an unseen script reads it so: a script
+// whose text was seen is run by what it does (script_effect.cpp), and
+// infer_by_held_value already looks for a held value in KEYS[2..] as in ARGV.
+std::size_t lock_recognizer::state::keys_named(std::span<const std::string_view> keys,
+                                               std::span<const std::string_view> argv) noexcept {
+  if (!argv.empty() || keys.size() < 2) return keys.size();
+  for (std::size_t i = 1; i < keys.size(); ++i) {
+    const std::string_view k = keys[i];
+    if (is_number(k) || (looks_like_value(k) && k.find_first_of(":{") == std::string_view::npos)) return i;
+  }
+  return keys.size();
+}
+
 lock_recognizer::state::state(lock_operation_sink& operation_sink) : sink(operation_sink) {
   auto add = [this](std::string_view text) {
     if (builtin_text.find(text) == builtin_text.end()) builtin_text.emplace(std::string(text), classify_script(text));
@@ -260,10 +279,14 @@ void lock_recognizer::state::on_script_call(command_call& c) {
   if (!cls.is_lock_script() && !(entry != nullptr && entry->inferred)) return;
 
   if (entry != nullptr && entry->inferred) {
-    cls = infer_script(c, *entry, keys, argv);
+    // Read with its arguments where the script reads them, KEYS or ARGV (see arguments_in_keys).
+    const std::size_t named = keys_named(keys, argv);
+    const std::span<const std::string_view> ikeys = keys.first(named);
+    const std::span<const std::string_view> iargv = named < keys.size() ? keys.subspan(named) : argv;
+    cls = infer_script(c, *entry, ikeys, iargv);
     if (cls.permit_role != 0) {
       c.op.inferred = true;
-      emit_permit_operations(c, cls, keys, argv);
+      emit_permit_operations(c, cls, ikeys, iargv);
       return;
     }
     if (cls.op == script_op::none) {
@@ -272,10 +295,10 @@ void lock_recognizer::state::on_script_call(command_call& c) {
       return;
     }
     c.op.inferred = true;
-    if (c.reply.kind == reply_view::shape::null && defer_nil_release(c, cls, keys, argv)) return;
+    if (c.reply.kind == reply_view::shape::null && defer_nil_release(c, cls, ikeys, iargv)) return;
     // (Set only here: a known script's call, the common case, checks nothing more.)
     inferred_lease_seconds = cls.lease_seconds;
-    emit_script_operations(c, cls, keys, argv);
+    emit_script_operations(c, cls, ikeys, iargv);
     inferred_lease_seconds = false;
     return;
   }

@@ -47,15 +47,7 @@ script_op lock_recognizer::state::value_role(sha_entry& se, std::string_view ser
     const std::uint64_t on_key = acquire_script_key(server, key), on_server = acquire_script_key(server, {});
     if (!answered_yes) {
       if (se.refused_fresh < UINT16_MAX) ++se.refused_fresh;
-      if (se.refused_fresh >= acquire_evidence) {
-        for (const std::uint64_t k : {on_key, on_server}) {
-          value_record* a = flow.find(k);
-          if (a == nullptr) a = &flow.insert(k);
-          a->first_is_sha = true;
-          a->first_sha = sha;
-          a->first_voted = true;
-        }
-      }
+      if (se.refused_fresh >= acquire_evidence) note_acquire_script(server, key, sha);
     } else if (se.refused_fresh == 0 && se.acquire_votes <= se.extend_votes) {
       // (A release of a value this script met first, extending a hold begun before the
       // capture, votes it an acquire: its extend votes outweigh those.)
@@ -66,6 +58,12 @@ script_op lock_recognizer::state::value_role(sha_entry& se, std::string_view ser
         ++se.extend_votes;
       }
     }
+  } else if (rec->release_refused) {
+    // Its release was refused (joined mid-run: a hold begun before the capture that ran
+    // out): it holds nothing, and an extend checks that it does. A script succeeding for
+    // it now takes the key anew, whichever script carried it first: its acquire (no vote:
+    // that first script was its release).
+    by_flow = script_op::acquire;
   } else {
     if (!rec->first_is_sha || rec->first_sha != sha) {
       by_flow = script_op::extend;
@@ -73,6 +71,11 @@ script_op lock_recognizer::state::value_role(sha_entry& se, std::string_view ser
       vote_first_acquire(*rec);
     } else {
       by_flow = rec->first_role;
+      // Refused again for a value it met first and that never held the key: a waiter
+      // polling with one value (node-redis-lock keeps its value for every wait) retries
+      // its acquire, and nothing else is sent again on a refusal. As good a sign of the
+      // key's acquire as refusals of fresh values (a client drawing one per attempt).
+      if (!answered_yes && !rec->held && rec->first_role == script_op::acquire) note_acquire_script(server, key, sha);
       // An acquire cannot succeed while its own value still holds the key.
       if (rec->held && answered_yes && rec->deadline_us > at_us) {
         by_flow = script_op::extend;
@@ -82,6 +85,35 @@ script_op lock_recognizer::state::value_role(sha_entry& se, std::string_view ser
   }
   const script_op learned = learned_role(se);
   return learned != script_op::none ? learned : by_flow;
+}
+
+// The unseen script `sha` is shown to be the acquire of `key` on `server` (and, until
+// another shows otherwise, of that server's keys: one client's acquire script is the
+// same for all its keys).
+void lock_recognizer::state::note_acquire_script(std::string_view server, std::string_view key,
+                                                 const std::array<std::uint8_t, 20>& sha) {
+  for (const std::uint64_t k : {acquire_script_key(server, key), acquire_script_key(server, {})}) {
+    value_record* a = flow.find(k);
+    if (a == nullptr) a = &flow.insert(k);
+    a->first_is_sha = true;
+    a->first_sha = sha;
+    a->first_voted = true;
+  }
+}
+
+// A key taken by a plain command (`SET NX`, `SETNX`: redislock, redis-py, redsync) is
+// acquired by no script: the record naming the key's acquire (acquire_script_key) says a
+// command, so value_role reads an unseen script that succeeds for a fresh value there as
+// extending a hold begun before the capture (a script refused with fresh values says the
+// same of scripts; a plain command's attempt is an acquire by what it is, once is
+// enough). The server's record is left to scripts: another client's locks beside these
+// may be taken by one.
+void lock_recognizer::state::note_command_acquire(std::string_view server, std::string_view key) {
+  const std::uint64_t k = acquire_script_key(server, key);
+  if (flow.find(k) != nullptr) return;
+  value_record& a = flow.insert(k);
+  a.first_is_sha = false;
+  a.first_voted = true;
 }
 
 void lock_recognizer::state::track_value(lock_operation& op) {
@@ -104,8 +136,10 @@ void lock_recognizer::state::track_value(lock_operation& op) {
   };
   switch (op.kind) {
     case lock_op_kind::acquire:
-      if (rec == nullptr) rec = &fresh(script_op::acquire);
-      else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at &&
+      if (rec == nullptr) {
+        if (!current_is_script) note_command_acquire(op.server_text, op.lock);
+        rec = &fresh(script_op::acquire);
+      } else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at &&
                rec->holder_connection == static_cast<std::uint32_t>(op.connection)) {
         // The holder retrying an acquire it already has (node-redlock on a server it
         // holds) changes nothing. Over another connection the same value is another

@@ -359,6 +359,10 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
     }
     case op_outcome::rejected:
     case op_outcome::expired: {
+      // Its holder's release after its lease ran out ends its hold for its connection as
+      // a release would (poller_moved_on: a client that waits for one lock at a time is
+      // done with this one).
+      if (owner != no_id && (h != nullptr || l.last_expired == owner)) connections[conn].last_released_us = at;
       lock_event e = from_op(l, op, lock_event_kind::unlock_rejected);
       emit(l, e);
       rejected_by_owner(l, owner, conn, at, op.inferred, false);

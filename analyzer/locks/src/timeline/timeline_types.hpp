@@ -93,6 +93,9 @@ struct waiter {
   // before it, not when its TTL's timer was due (explained_unsubscribe). Another wait's
   // stale timer may have sent it while this one went on (left_again, waiter_moved_on.hpp).
   bool left_unexplained : 1 = false;
+  // Its first retry came after its connection took and released another lock, no
+  // spacing known yet to judge it by: decided at its next attempt (poller_moved_on).
+  bool hold_in_first_gap : 1 = false;
   std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen

@@ -68,30 +68,61 @@ inline std::int64_t next_attempt_reach_us(const waiter& w, std::int64_t wake_win
 //   the attempt before (so it runs tasks side by side: `multiplexes`) is not judged by
 //   this clause, only by its cadence.
 // A polling waiter seen retrying after its connection took another lock before any
-// spacing was learnt marks the connection too (below).
+// spacing was learnt marks the connection too (below), or, when that was a whole hold,
+// is judged at its next attempt, once that gives it a spacing.
 // `poller`: the waiter polls (no pub/sub, a spacing learnt; continuing_waiter says);
 // `attempt_us`: the new attempt's request time. Marks the connection `multiplexes` when
-// this attempt shows it. Returns whether the waiter had given up at its latest attempt.
-inline bool poller_moved_on(const waiter& w, bool poller, connection_info& c, std::int64_t attempt_us,
-                            std::int64_t wake_window_us) {
-  if (c.last_acquired_us <= w.last_attempt_us) return false;
+// this attempt shows it. Returns whether the waiter had given up, and when.
+enum class moved_on : std::uint8_t {
+  no,
+  at_latest,  // at its latest attempt: this one begins a new wait
+  at_first,   // at its first: its latest attempt (its second) began the wait this one continues
+};
+
+inline moved_on poller_moved_on(waiter& w, bool poller, connection_info& c, std::int64_t attempt_us,
+                                std::int64_t wake_window_us) {
+  if (w.hold_in_first_gap) [[unlikely]] {
+    // Its first retry came after a whole hold of another lock on its connection, with no
+    // spacing to judge it by. This attempt gives it one: a first gap far off that cadence
+    // (longer than the spacing plus half of it, at least the wake window) was no spacing
+    // but a give-up, the client's next task, and a new wait, begun by that retry: a capture
+    // joined mid-run saw a give-up by its last attempt only (redislock, whose Lock keeps
+    // one value for every wait). A first gap on the cadence was the connection carrying
+    // another task beside the wait (sesame_redlock_mux_short), as marked before.
+    w.hold_in_first_gap = false;
+    const std::int64_t gap = attempt_us - w.last_attempt_us;
+    if (w.attempts == 2 && gap > wake_window_us && w.longest_gap_us > gap + std::max(wake_window_us, gap / 2)) {
+      return moved_on::at_first;
+    }
+    c.multiplexes = true;
+  }
+  if (c.last_acquired_us <= w.last_attempt_us) return moved_on::no;
   if (!poller) {
     // No spacing learnt yet (its first retry): nothing to judge it by, so it waits on --
     // and a polling waiter's connection that took another lock meanwhile runs tasks side
     // by side (a client waiting for one lock at a time takes another only once this wait
     // is over, and a client that keeps its value polls it more than once). Without this,
     // a whole hold of the other lock in each of its first two spacings split the wait
-    // (sesame_redlock_mux_short: its other task holds stock 10-40 ms).
-    if (!w.pubsub && w.sub_connection == 0 && w.subscribed_us < 0 && !w.fresh_values) c.multiplexes = true;
-    return false;
+    // (sesame_redlock_mux_short: its other task holds stock 10-40 ms). A whole hold in
+    // its first gap after one attempt is judged at the next attempt instead (above): that
+    // attempt may be the last seen of a give-up (joined mid-run), and a connection marked
+    // for it judged every later wait of its client by cadence alone.
+    if (!w.pubsub && w.sub_connection == 0 && w.subscribed_us < 0 && !w.fresh_values) {
+      if (w.attempts == 1 && c.last_released_us > c.last_acquired_us && !c.multiplexes) {
+        w.hold_in_first_gap = true;
+      } else {
+        c.multiplexes = true;
+      }
+    }
+    return moved_on::no;
   }
   const std::int64_t gap = attempt_us - w.last_attempt_us;
   if (gap > std::max(w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2), backoff_reach_us(w, wake_window_us)))
-    return true;
+    return moved_on::at_latest;
   const bool whole_hold_since = c.last_released_us > c.last_acquired_us;
-  if (whole_hold_since && !c.multiplexes) return true;
+  if (whole_hold_since && !c.multiplexes) return moved_on::at_latest;
   if (!whole_hold_since) c.multiplexes = true;  // polling on while its connection holds another lock
-  return false;
+  return moved_on::no;
 }
 
 // The same question for a waiter whose next attempt may carry a new value

@@ -408,9 +408,19 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   }
   // Its connection took another lock meanwhile and it did not keep polling (waiter_moved_on.hpp).
   note_side_by_side_waits(*w, lock);
-  if (poller_moved_on(*w, poller, connections[w->conn], t, options.wake_window_us)) {
-    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
-    return nullptr;
+  switch (poller_moved_on(*w, poller, connections[w->conn], t, options.wake_window_us)) {
+    case moved_on::no:
+      break;
+    case moved_on::at_latest:
+      give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+      return nullptr;
+    case moved_on::at_first: {
+      // Its one attempt before (its second) began the wait this attempt continues.
+      const std::int64_t second = w->last_attempt_us;
+      give_up(l, lock, w, wait_end::new_wait, w->first_us, op.at_us());
+      new_wait_from_us = second;
+      return nullptr;
+    }
   }
   if (w->unexplained_us >= 0) {
     const std::int64_t began = w->unexplained_us, ended = w->unexplained_end_us;
