@@ -125,6 +125,8 @@ struct recorded_event {
   locks::anomaly_kind link_not_certain = locks::anomaly_kind::none;  // withheld for want of a certain link
   bool kind_unknown = false;  // quorum: a Redisson RedLock or MultiLock, not told apart yet
   std::int64_t wait_at_most_us = -1;  // gave_up: the longest it can have waited, when its end is only bounded
+  std::int64_t wait_likely_us = -1;   // gave_up: its owner's earlier give-ups' wait, when they agree
+  int wait_likely_from = 0;
   bool operator==(const recorded_event&) const = default;
 };
 
@@ -161,6 +163,8 @@ class event_recorder final : public locks::lock_event_sink {
     events.back().ended = e.wait_ended;
     events.back().link_not_certain = e.link_not_certain;
     events.back().wait_at_most_us = e.wait_at_most_us;
+    events.back().wait_likely_us = e.wait_likely_us;
+    events.back().wait_likely_from = e.wait_likely_from;
     if (e.group != nullptr) {
       recorded_event& r = events.back();
       r.total = e.group->total;

@@ -76,4 +76,82 @@ TEST_CASE("give-up bounds: a single refused attempt closing late is bounded by t
   CHECK(e.wait_at_most_us == at(200) - at(10));
 }
 
+// A client that gives up after the same wait each time (a tryLock timeout, a retry
+// budget): its give-ups whose end was seen (a close within its cadence) give the likely
+// wait of one the wire only bounds (likely_wait, waiters.hpp). Real Redisson's case:
+// test_give_ups.cpp, "three give-ups, none joined".
+namespace {
+
+// `owner` polls on `connection` at `times` (ms), refused, then its connection closes at `close`.
+void polls_then_closes(fixture& f, std::string_view owner, std::uint64_t connection, std::initializer_list<double> times,
+                       double close) {
+  for (double t : times) poll_attempt(f, owner, t, op_outcome::contended, connection);
+  f.timeline.on_connection_end(connection, at(close));
+}
+
+std::vector<const recorded_event*> give_ups(const fixture& f) {
+  std::vector<const recorded_event*> out;
+  for (const recorded_event& e : f.events.events) {
+    if (e.event == "gave_up") out.push_back(&e);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("give-up bounds: an owner's earlier exact give-ups give the likely wait of a bounded one",
+          "[timeline][waiter][give-up][bounds]") {
+  fixture f;
+  poll_attempt(f, "holder", 0, op_outcome::ok, 1);
+  polls_then_closes(f, "p", 2, {10, 60, 110, 160}, 200);   // exact: 190 ms
+  polls_then_closes(f, "p", 3, {250, 300, 350, 400}, 441);  // exact: 191 ms
+  SECTION("a single attempt, then a late close: likely the 190.5 ms its two give-ups had") {
+    polls_then_closes(f, "p", 4, {500}, 900);
+    const auto g = give_ups(f);
+    REQUIRE(g.size() == 3);
+    CHECK(g[0]->wait_likely_us == -1);  // exact ones carry none
+    CHECK(g[1]->wait_likely_us == -1);
+    CHECK(g[2]->wait_us == reply);
+    CHECK(g[2]->wait_at_most_us == at(900) - at(500));
+    CHECK(g[2]->wait_likely_us == (190'000 + 191'000) / 2);
+    CHECK(g[2]->wait_likely_from == 2);
+  }
+  SECTION("another owner's bounded give-up: no likely wait") {
+    polls_then_closes(f, "q", 4, {500}, 900);
+    const auto g = give_ups(f);
+    REQUIRE(g.size() == 3);
+    CHECK(g[2]->wait_at_most_us == at(900) - at(500));
+    CHECK(g[2]->wait_likely_us == -1);
+  }
+  SECTION("the bounds exclude it (closed 50 ms after its attempt): no likely wait") {
+    polls_then_closes(f, "p", 4, {500}, 550);
+    const auto g = give_ups(f);
+    REQUIRE(g.size() == 3);
+    CHECK(g[2]->wait_at_most_us == at(550) - at(500));
+    CHECK(g[2]->wait_likely_us == -1);
+  }
+}
+
+TEST_CASE("give-up bounds: earlier give-ups that disagree, or only one, give no likely wait",
+          "[timeline][waiter][give-up][bounds]") {
+  fixture f;
+  poll_attempt(f, "holder", 0, op_outcome::ok, 1);
+  polls_then_closes(f, "p", 2, {10, 60, 110, 160}, 200);  // exact: 190 ms
+  SECTION("one earlier give-up") {
+    polls_then_closes(f, "p", 3, {300}, 900);
+    const auto g = give_ups(f);
+    REQUIRE(g.size() == 2);
+    CHECK(g[1]->wait_at_most_us >= 0);
+    CHECK(g[1]->wait_likely_us == -1);
+  }
+  SECTION("two that differ by more than 10%") {
+    polls_then_closes(f, "p", 3, {250, 300, 350, 400, 450}, 490);  // exact: 240 ms
+    polls_then_closes(f, "p", 4, {550}, 950);
+    const auto g = give_ups(f);
+    REQUIRE(g.size() == 3);
+    CHECK(g[2]->wait_at_most_us >= 0);
+    CHECK(g[2]->wait_likely_us == -1);
+  }
+}
+
 }  // namespace lockscope::give_up_bounds_test

@@ -231,7 +231,8 @@ sleep 3.2
 // three tryLock(1.5 s) in a row while another thread of the client keeps the channel
 // subscribed, so a give-up leaves nothing on the wire. Each wait is its own (never joined
 // with the next: the issue's 28.9 s for a 13.8 s wait), within 10% of the client's log;
-// the last one, known only by its pool connection closing at shutdown, is a lower bound.
+// the last one, known only by its pool connection closing at shutdown, is bounded, and its
+// likely wait (its owner's two earlier give-ups) is within 10% of the log's.
 TEST_CASE("real Redisson tryLock that runs out three times in a row: three give-ups, none joined",
           "[clients][give-up][redisson]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
@@ -266,6 +267,11 @@ TEST_CASE("real Redisson tryLock that runs out three times in a row: three give-
       CHECK(str(*gave_up[i], "ended") == "connection_closed");
       CHECK(gave_up[i]->contains("wait_at_least"));
       CHECK(num(*gave_up[i], "wait_ms") <= waited_ms);
+      CHECK(num(*gave_up[i], "wait_at_most_ms") >= waited_ms);
+      // Its two earlier give-ups (1.5 s each: the same tryLock timeout) give its likely wait.
+      REQUIRE(gave_up[i]->contains("wait_likely_ms"));
+      CHECK(std::abs(num(*gave_up[i], "wait_likely_ms") - waited_ms) <= waited_ms / 10);
+      CHECK(num(*gave_up[i], "wait_likely_from") == 2);
     }
   }
   // C, who waited through all of it, acquired with its whole wait; no false alarm.

@@ -135,7 +135,7 @@ std::string event_line_errors(std::string_view line) {
   if (std::string e = parse_object(line, o); !e.empty()) return e;
   static const std::vector<std::string_view> order = {
       "ts",       "lock",  "event",    "owner",       "client",           "server", "db", "lock_server",
-      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "wait_at_most_ms", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "link_not_certain", "token",
+      "hold_count", "lease_ms", "ttl_ms", "wait_ms", "wait_at_least", "wait_at_most_ms", "wait_likely_ms", "wait_likely_from", "held_ms", "since_capture_start", "kind", "inferred", "confidence", "link_not_certain", "token",
       "redirect", "operation", "slot", "to", "asking",
       "since", "for_ms", "ended", "closed_holder", "holder_closed_at", "holder_lease_ran_out_at",
       "servers",  "acquired_on", "needed", "redlock_or_multilock", "acquired_servers", "owners", "keys", "acquired_keys", "outcome",
@@ -256,6 +256,17 @@ std::string event_line_errors(std::string_view line) {
       !(event == "gave_up" && o.contains("wait_at_least") && o.at("wait_at_most_ms").is_number() &&
         o.at("wait_at_most_ms").to_number<double>() >= o.at("wait_ms").to_number<double>())) {
     return "wait_at_most_ms comes without a gave_up's wait_at_least, or is below wait_ms";
+  }
+  if (o.contains("wait_likely_ms") || o.contains("wait_likely_from")) {
+    const bool shaped = event == "gave_up" && o.contains("wait_at_least") && o.contains("wait_likely_ms") &&
+                        o.contains("wait_likely_from") && o.at("wait_likely_ms").is_number() &&
+                        o.at("wait_likely_from").is_int64() && o.at("wait_likely_from").get_int64() >= 2;
+    if (!shaped) return "wait_likely_ms/wait_likely_from come without a gave_up's wait_at_least, or not together, or from < 2";
+    const double likely = o.at("wait_likely_ms").to_number<double>();
+    if (likely < o.at("wait_ms").to_number<double>() ||
+        (o.contains("wait_at_most_ms") && likely > o.at("wait_at_most_ms").to_number<double>())) {
+      return "wait_likely_ms lies outside [wait_ms, wait_at_most_ms]";
+    }
   }
   if (o.contains("since_capture_start") &&
       !(o.at("since_capture_start").is_bool() && o.at("since_capture_start").get_bool() &&

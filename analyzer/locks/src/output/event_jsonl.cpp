@@ -48,6 +48,11 @@ void append_event_jsonl(std::string& out, const lock_event& e) {
       out += ",\"wait_at_most_ms\":";
       append_ms(out, e.wait_at_most_us);
     }
+    if (e.wait_likely_us >= 0) {
+      out += ",\"wait_likely_ms\":";
+      append_ms(out, e.wait_likely_us);
+      append_format(out, ",\"wait_likely_from\":{}", e.wait_likely_from);
+    }
   }
   if (e.held_us >= 0) {
     out += ",\"held_ms\":";

@@ -189,6 +189,9 @@ void append_event_text(std::string& out, const lock_event& e, const text_clock& 
   } else if (e.wait_us >= 0) {
     add((e.wait_at_least ? "waited ≥" : "waited ") + format_duration(e.wait_us));
   }
+  if (e.wait_likely_us >= 0) {
+    add(fmt::format("likely {} (as its {} earlier give-ups)", format_duration(e.wait_likely_us), e.wait_likely_from));
+  }
   if (e.held_us >= 0) add((e.held_since_capture_start ? "held ≥" : "held ") + format_duration(e.held_us));
   if (e.held_since_capture_start) add("held since before the capture");
   if (e.token >= 0) add(fmt::format("token {}", e.token));

@@ -197,6 +197,15 @@ struct lock_extra {
     std::int64_t at_us = -1;
   };
   std::vector<later_leave> later_leaves;
+  // The latest give-ups whose wait was exact, by their owner's text hash: a client that
+  // gives up after the same wait each time (a tryLock timeout, a retry budget) tells how
+  // long a give-up the wire does not date lasted (likely_wait, waiters.hpp).
+  struct exact_give_up {
+    std::uint32_t owner_hash = 0;
+    std::int64_t wait_us = -1;
+  };
+  std::array<exact_give_up, 4> exact_give_ups{};
+  std::uint8_t next_exact_give_up = 0;
 };
 
 // What a lock with more than one completed hold adds (common: kept apart from the

@@ -645,12 +645,45 @@ inline void lock_timeline::impl::report_give_up(lock_state& l, const waiter& w, 
     if (!w.pubsub && w.longest_gap_us > 0) latest = std::min(latest, w.last_attempt_us + next_attempt_reach_us(w, options.wake_window_us));
     e.wait_at_most_us = std::max<std::int64_t>(latest - w.first_us, e.wait_us);
   }
+  if (!e.wait_at_least) {
+    remember_exact_give_up(x, w, e.wait_us);
+  } else if (at_least && !began_before) {
+    likely_wait(x, w, e);
+  }
   e.interval_start_us = w.first_us;
   e.interval_us = e.wait_us;
   if (w.last_ttl_us >= 0) e.ttl_ms = w.last_ttl_us / 1000;
   attribute_to_closed_holder(l, e, w.first_us, ended);
   if (!at_least) stretch_waited_through_before_give_up(l, w, ended, at, e);
   emit(l, e);
+}
+
+inline void lock_timeline::impl::remember_exact_give_up(lock_extra& x, const waiter& w, std::int64_t wait_us) {
+  x.exact_give_ups[x.next_exact_give_up] = {hash_text(owners.text(w.owner)), wait_us};
+  x.next_exact_give_up = static_cast<std::uint8_t>((x.next_exact_give_up + 1) % x.exact_give_ups.size());
+}
+
+// A give-up dated only by bounds (its last attempt, the close): its owner's earlier
+// give-ups on this lock, when two or more were exact and agree within 10%, give the wait
+// it likely had (their middle), if that lies within the bounds. A client that times out
+// after a fixed wait leaves nothing on the wire when it does (Redisson's tryLock while
+// another thread keeps the channel subscribed); its earlier waits, ended by its next
+// attempt or its close, were seen whole.
+inline void lock_timeline::impl::likely_wait(const lock_extra& x, const waiter& w, lock_event& e) {
+  const std::uint32_t h = hash_text(owners.text(w.owner));
+  std::int64_t shortest = -1, longest = -1;
+  std::uint8_t count = 0;
+  for (const auto& g : x.exact_give_ups) {
+    if (g.wait_us < 0 || g.owner_hash != h) continue;
+    shortest = count == 0 ? g.wait_us : std::min(shortest, g.wait_us);
+    longest = count == 0 ? g.wait_us : std::max(longest, g.wait_us);
+    ++count;
+  }
+  if (count < 2 || longest * 10 > shortest * 11) return;
+  const std::int64_t likely = (shortest + longest) / 2;
+  if (likely < e.wait_us || (e.wait_at_most_us >= 0 && likely > e.wait_at_most_us)) return;
+  e.wait_likely_us = likely;
+  e.wait_likely_from = count;
 }
 
 // A free stretch kept for a waiter's next attempt to confirm (free_interval_ends) that

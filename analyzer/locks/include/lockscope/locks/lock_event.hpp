@@ -194,6 +194,12 @@ struct lock_event {
   // refusal (next_attempt_reach_us). The client's wait lies in [wait_us, wait_at_most_us].
   // -1: no upper bound other than wait_us (the end is exact) or none known.
   std::int64_t wait_at_most_us = -1;
+  // gave_up only, with wait_at_least: the wait its owner's earlier give-ups on this lock
+  // had, when at least two were exact, agree within 10% and lie within the bounds (a
+  // tryLock timeout, a retry budget: the same each time). Its client's likely wait, not
+  // seen on the wire; wait_likely_from: how many give-ups it rests on. -1: none.
+  std::int64_t wait_likely_us = -1;
+  std::uint8_t wait_likely_from = 0;
   // The hold began before the capture: on the renewal or partial release that first
   // shows its holder, and on its release or expiry, whose held_us is then a lower bound
   // counted from the capture's start (timeline_options::capture_start_us), and marked
