@@ -171,7 +171,16 @@ SHOW_DETAILS = False
 #   Then used to build rules (an attempt that finds the lock free again reports the kept
 #   stretches its waiter slept through too; a plain DEL/EXPIRE checked by a GET just before
 #   acts for the value read): no longer held out, kept here ungated.
-HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node"]
+# - redlock_js, redis_leader: a ninth held-out set, recorded and measured on the unchanged
+#   build (docs/reference/clients.md, "Held out, ninth set"): redlock-js 1.1.2 (a connection
+#   per lock object, SETNX then an unawaited EXPIRE, a value `new Date().toString()` drawn
+#   at each attempt (whole seconds: shared by processes, changing within a wait), a bare DEL
+#   then QUIT, no give-up of its own: the caller QUITs) and redis-leader 0.1.0 (leader
+#   election: `SET NX PX` with one uuid per candidate, renewal by `GET` then `PEXPIRE` every
+#   ttl/2, step-down by `GET` then `DEL`, leaders killed with SIGKILL or stalled past their
+#   lease, followers polling and taking over).
+HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
+            "redlock_js", "redis_leader"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
