@@ -125,6 +125,27 @@ inline moved_on poller_moved_on(waiter& w, bool poller, connection_info& c, std:
   return moved_on::no;
 }
 
+// A waiter whose value repeated (a client keeping one value, so far) and whose connection
+// now attempts the lock with another value: the same wait with a value drawn anew, when
+// that attempt is the connection's next lock operation after the waiter's refusal
+// (lock_timeline::impl::attempt_follows_own_refusal: a client that gave up goes on to
+// another lock first, or comes back later) and comes at the waiter's own cadence, at
+// least 3/4 of its latest spacing after its latest attempt was answered and within the
+// reach of its next one. A client
+// drawing its value from a coarse clock (redlock-js, whole seconds) repeats it for up to
+// a second of attempts, then changes it mid-wait: cut there, the wait was shown from the
+// new value's first attempt and the old value's waiter gave up falsely when the
+// connection closed. A second task waiting on the same connection (another value sent
+// between two of this waiter's attempts, off its cadence) stays another wait; so does
+// one before any spacing was learnt (the waiter's second attempt decides), and one whose
+// client released its refused value first (@sesamecare-oss/redlock releases the value it
+// gave up, then its next acquire draws another: a give-up and a new wait).
+inline bool value_redrawn_at_cadence(const waiter& w, std::int64_t attempt_us, std::int64_t wake_window_us) {
+  if (w.last_gap_ms == 0 || w.attempts < 2 || w.withdrawn) return false;
+  const std::int64_t gap = attempt_us - w.last_attempt_us;
+  return gap * 4 >= std::int64_t{w.last_gap_ms} * 1000 * 3 && gap <= next_attempt_reach_us(w, wake_window_us);
+}
+
 // The same question for a waiter whose next attempt may carry a new value
 // (waiter_of_fresh_value): whether the waiter `w` on connection `c` had stopped by
 // `attempt_us`, a new value's attempt over its connection, because the connection took

@@ -468,7 +468,10 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
 
 // A client that sends a new random value on every attempt (simple-redis-mutex, a
 // SET NX poller whose value is a timestamp, warlock's optimistic lock) shows a new owner
-// each time: its attempts are still one wait. An attempt whose owner no waiter has is
+// each time: its attempts are still one wait. So does one that draws its value at each
+// attempt from a coarse clock (redlock-js: `new Date().toString()`, whole seconds): its
+// value repeats for a while, then changes in the middle of the wait, at its cadence
+// (value_redrawn_at_cadence). An attempt whose owner no waiter has is
 // the next attempt of the one waiter of this lock on the same connection whose owner
 // never came back (a stable owner's retry proves its client keeps one), when no other
 // waiter of the lock shares that connection (then whose it is is not known) and it
@@ -505,7 +508,13 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   waiter* found = nullptr;
   for (waiter& w : xp(l)->waiters) {
     if (w.connection != op.connection) continue;
-    if (w.owner_repeated) return nullptr;  // a stable owner's wait shares the connection
+    // A stable owner's wait shares the connection with this new value's, unless the new
+    // value comes at the waiter's own cadence with nothing else between on the connection
+    // (value_redrawn_at_cadence).
+    if (w.owner_repeated &&
+        !(attempt_follows_own_refusal && value_redrawn_at_cadence(w, op.request_us, options.wake_window_us))) {
+      return nullptr;
+    }
     if (stopped(w)) {
       any_stopped = any_stopped || w.fresh_values || w.withdrawn || w.attempts == 1;
       continue;
