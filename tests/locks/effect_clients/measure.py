@@ -183,8 +183,14 @@ SHOW_DETAILS = False
 #   connection between, continues its wait) and to correct two errors of this script's
 #   truth (a release answered after an acquisition sent before it; lines dated after the
 #   capture's last packet): no longer held out, kept here ungated.
+# - verrou, redlock_async: an eleventh held-out set, recorded and measured on the unchanged
+#   build (docs/reference/clients.md, "Held out, eleventh set"): @verrou/core 0.5.2 (its Redis
+#   store on ioredis 5: `SET key owner PX ttl NX` polled with one owner per Lock, release and
+#   extend as EVAL texts with a leading newline and indentation, forceRelease a bare DEL) and
+#   redlock-async 3.1.2-fix.2 (node-redlock 3's single-key EVAL texts, one value per lock()
+#   call, its unlock script sent after every refused attempt, extend by `pexpire`).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
-            "redlock_js", "redis_leader"]
+            "redlock_js", "redis_leader", "verrou", "redlock_async"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
