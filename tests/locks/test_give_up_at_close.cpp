@@ -60,3 +60,40 @@ TEST_CASE("give-up at a close: a single refused attempt waits until a close at o
     CHECK(only_close_give_up(f).wait_us == 100);  // its one attempt's reply: the bound
   }
 }
+
+// A close within the waiter's cadence, after its connection took and released another
+// lock since its latest refusal (moved_on_before_close, waiter_moved_on.hpp): a client
+// waiting for one lock at a time goes on to another only once it gave this one up.
+// verrou's process as recorded (tests/locks/effect_clients/verrou.*): stock polled every
+// 200 ms, given up right after the 5th refusal; orders taken and released; the close
+// 260 ms after that refusal, within the 300 ms reach of a next attempt. Read as waiting
+// to the close, the wait was 1,069 ms for the 810 ms the client logged.
+TEST_CASE("give-up at a close: a poller whose connection took and released another lock since its last refusal "
+          "gave up there, though the close came within its cadence",
+          "[timeline][waiter][give-up][close]") {
+  fixture f;
+  holder_then_polls(f, {10, 210, 410, 610, 810});
+  set_nx(f, "q", 825, op_outcome::ok, 2, 1000);  // lock A, on the waiter's connection
+  del(f, "q", 900, 2);
+  f.timeline.on_connection_end(2, at(980));  // before the holder's 1 s lease runs out
+  const recorded_event& gone = only_close_give_up(f);
+  CHECK(gone.wait_us == at(810) + 100 - at(10));
+  CHECK(gone.wait_at_most_us == at(980) - at(10));
+}
+
+TEST_CASE("give-up at a close: a connection that polls while holding another lock still waits to the close",
+          "[timeline][waiter][give-up][close]") {
+  fixture f;
+  // It took A at 300 and polled L at 410 while holding it: it runs tasks side by side, so a
+  // later whole hold of A says nothing of the wait on L.
+  holder_then_polls(f, {10, 210});
+  set_nx(f, "q", 300, op_outcome::ok, 2, 1000);
+  poll_attempt(f, "p", 410, op_outcome::contended, 2);
+  del(f, "q", 450, 2);
+  poll_attempt(f, "p", 610, op_outcome::contended, 2);
+  poll_attempt(f, "p", 810, op_outcome::contended, 2);
+  set_nx(f, "r", 825, op_outcome::ok, 2, 1000);
+  del(f, "r", 900, 2);
+  f.timeline.on_connection_end(2, at(980));
+  CHECK(only_close_give_up(f).wait_us == at(980) - at(10));
+}

@@ -178,7 +178,10 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
       // waiter: Redisson's tryLock gives up within it, with nothing on the wire, and
       // its attempts go over a pool's connections (seen: a 1.5 s tryLock on real
       // Redisson 3.27.2 whose pool connection closed 2.5 s later, at shutdown).
-      const bool waited_to_close = at - w.last_attempt_us <= next_attempt_reach_us(w, options.wake_window_us);
+      // Nor one whose connection went on to a whole hold of another lock since its latest
+      // attempt (moved_on_before_close, waiter_moved_on.hpp).
+      const bool waited_to_close = at - w.last_attempt_us <= next_attempt_reach_us(w, options.wake_window_us) &&
+                                   !moved_on_before_close(w, c);
       report_give_up(l, w, wait_end::connection_closed, waited_to_close ? at : w.last_attempt_us, at, !waited_to_close);
       return true;
     };
