@@ -157,6 +157,9 @@ struct lock_timeline::impl {
   // continuing_waiter found the owner's wait ended and its new one begun at this request
   // time, before the operation at hand (-1: at this operation, if a new one begins).
   std::int64_t new_wait_from_us = -1;
+  // The acquire at hand is its connection's next lock operation after a refused attempt
+  // on the same lock, nothing between (waiter_of_fresh_value: a waiter's next round).
+  bool next_after_refusal = false;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
   // An anomaly retry() withheld for want of a certain link, and whose attempt it was:
