@@ -181,7 +181,8 @@ SHOW_DETAILS = False
 #   Then used to build rules (a waiter's next round with a new value, a waiter's forcing
 #   DEL ends its wait, LTRIM/LRANGE/LINDEX in the shadow): waits 96.0% (+5.3% false),
 #   free-while-waiting 90.9%, give-ups 100%; left: dlock rounds begun within twice their
-#   cadence, and the set-once dedupe markers (false acquisitions and groups).
+#   cadence, and the set-once dedupe markers (false acquisitions; their false lock groups
+#   are gone: a set ends at another owner's try over its connection).
 #   No longer held out, kept here ungated.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node", "dlock", "chat_state_redis"]
 
