@@ -172,3 +172,38 @@ TEST_CASE("lock_groups: a value several processes send at once is no quorum owne
   groups.finish(base_us + 5'000'000);
   REQUIRE(events.count("quorum") == 1);
 }
+
+TEST_CASE("lock_groups: keys set between another owner's tries over the same connection are no MultiLock",
+          "[groups][sets]") {
+  // The Chat SDK's dedupe markers (`SET chat-sdk:cache:dedupe:… true NX PX 600000`, never
+  // released) set by one connection round after round, each round's lock attempts (their
+  // own tokens) between them: tests/locks/effect_clients/chat_state_redis.pcap.
+  fed_groups f;
+  const std::string_view c = "10.0.0.1:50000";
+  for (int round = 0; round < 4; ++round) {
+    const double t = 300.0 * round;
+    f.at(t, lock_event_kind::acquired, "dedupe:" + std::to_string(round), "true", s1, c);
+    const std::string token = "tok" + std::to_string(round);
+    f.at(t + 1, lock_event_kind::contended, "lock:orders", token, s1, c);
+    f.at(t + 51, lock_event_kind::acquired, "lock:orders", token, s1, c);
+    f.at(t + 150, lock_event_kind::released, "lock:orders", token, s1, c);
+  }
+  f.groups.finish(base_us + 10'000'000);
+  CHECK(f.all("multilock").empty());
+}
+
+TEST_CASE("lock_groups: a MultiLock's keys taken back to back stay one set beside another connection's tries",
+          "[groups][sets]") {
+  // The rule above looks at the set's own connection only: another client's tries
+  // (another connection) between the keys change nothing.
+  fed_groups f;
+  f.at(0, lock_event_kind::acquired, "k1", "owner-a", s1, "10.0.0.1:50000");
+  f.at(0.5, lock_event_kind::contended, "k1", "owner-b", s1, "10.0.0.2:50001");
+  f.at(1, lock_event_kind::acquired, "k2", "owner-a", s1, "10.0.0.1:50000");
+  f.at(2, lock_event_kind::acquired, "k3", "owner-a", s1, "10.0.0.1:50000");
+  f.groups.finish(base_us + 10'000'000);
+  const auto sets = f.all("multilock");
+  REQUIRE(sets.size() == 1);
+  CHECK(sets[0]->tried.size() == 3);
+  CHECK(sets[0]->succeeded);
+}

@@ -415,3 +415,52 @@ TEST_CASE("effect: an extend that MGETs its keys and SETs them again with PX onl
   CHECK(eff_reading(e, eff_integer_reply(1), c).outcome == op_outcome::ok);
   CHECK(eff_reading(e, eff_integer_reply(0), c).outcome == op_outcome::rejected);
 }
+
+TEST_CASE("effect: a capped queue beside a lock (RPUSH, LTRIM, PEXPIRE, LLEN) runs to its end and is no lock",
+          "[effect]") {
+  // The Chat SDK's enqueue (@chat-adapter/state-redis): it pushes whether or not the key
+  // exists, so nothing in it can refuse. Its LTRIM must be modelled, or the probes stop
+  // there and the script is left to inference from the traffic, which reads
+  // [message, number, number] answered 1, 2, ... as a lock taken.
+  const std::string text =
+      "\n      redis.call(\"rpush\", KEYS[1], ARGV[1])\n"
+      "      if tonumber(ARGV[2]) > 0 then\n"
+      "        redis.call(\"ltrim\", KEYS[1], -tonumber(ARGV[2]), -1)\n"
+      "      end\n"
+      "      redis.call(\"pexpire\", KEYS[1], ARGV[3])\n"
+      "      return redis.call(\"llen\", KEYS[1])\n    ";
+  const effect_call c{{"chat-sdk:queue:stock"}, {"{\"id\":\"p1-1\",\"expiresAt\":1795979559645}", "10", "60000"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK_FALSE(e.is_lock());
+  CHECK(e.ran);
+  CHECK_FALSE(e.hit_limit);
+}
+
+TEST_CASE("effect: the shadow's list ranges follow Redis (LTRIM, LRANGE, LINDEX with negative positions)",
+          "[effect][sandbox]") {
+  // A lock that keeps its waiters in a list (pushed, trimmed, read by position) reads the
+  // same list Redis would hold: the reply of each step is the script's answer here.
+  const std::vector<std::string_view> keys{"q"}, argv{"x"};
+  const auto run = [&](const std::string& body) {
+    effect::shadow_store store;
+    return effect::run_script("redis.call('rpush', KEYS[1], 'a', 'b', 'c', 'd', 'e')\n" + body, keys, argv, store);
+  };
+  {
+    const auto r = run("redis.call('ltrim', KEYS[1], -3, -1) return redis.call('lrange', KEYS[1], 0, -1)");
+    REQUIRE(r.outcome == effect::run_result::status::ok);
+    REQUIRE(r.reply.items.size() == 3);
+    CHECK(r.reply.items[0].text == "c");
+    CHECK(r.reply.items[2].text == "e");
+  }
+  {
+    const auto r = run("return redis.call('lindex', KEYS[1], -2)");
+    REQUIRE(r.outcome == effect::run_result::status::ok);
+    CHECK(r.reply.text == "d");
+  }
+  {
+    const auto r = run("redis.call('ltrim', KEYS[1], 5, 9) return redis.call('exists', KEYS[1])");
+    REQUIRE(r.outcome == effect::run_result::status::ok);
+    CHECK(r.reply.integer == 0);  // trimmed to nothing: the key is gone
+  }
+}

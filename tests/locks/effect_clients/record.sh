@@ -32,6 +32,8 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redis_leader       # redis_leader_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR verrou             # verrou_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock_async      # redlock_async_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR dlock              # dlock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR chat_state_redis   # chat_state_redis_worker.js
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -49,6 +51,8 @@
 #   npm install --prefix /tmp/heldout12_npm distributed-lock@1.0.5 redlock-node@2.1.4 redis@3  # held out (eighth set; distributed-lock brings ioredis@2.5)
 #   npm install --prefix /tmp/heldout13_npm redlock-js@1.1.2 redis-leader@0.1.0 ioredis@5  # held out (ninth set)
 #   npm install --prefix /tmp/heldout15_npm @verrou/core@0.5.2 redlock-async@3.1.2-fix.2 ioredis@5  # held out (eleventh set)
+#   npm install --prefix /tmp/heldout14_npm dlock@12.1.1 ioredis@4                  # held out (tenth set; brings ioredis-lock 4.0.0)
+#   npm install --prefix /tmp/heldout14_chat @chat-adapter/state-redis@4.41.1       # held out (tenth set; brings chat and redis 5)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
@@ -57,7 +61,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -86,6 +90,8 @@ case $name in
   node_redis_lock) worker=node_redis_lock_worker.js; scenario="node-redis-lock 1.0.1 on node-redis 2.8 (held out)"; rounds=24; midstream=1 ;;
   distributed_lock) worker=distributed_lock_worker.js; scenario="distributed-lock 1.0.5 (redis) on ioredis 2.5 (held out)"; rounds=24; midstream=1 ;;
   redlock_node) worker=redlock_node_worker.js; scenario="redlock-node 2.1.4 on node-redis 3 (held out)"; rounds=24; midstream=1 ;;
+  dlock) worker=dlock_worker.js; scenario="dlock 12.1.1 (ioredis-lock 4.0.0) on ioredis 4 (held out)"; rounds=24; midstream=1 ;;
+  chat_state_redis) worker=chat_state_redis_worker.js; scenario="@chat-adapter/state-redis 4.41.1 on node-redis 5 (held out)"; rounds=24; midstream=1 ;;
   redlock_js) worker=redlock_js_worker.js; scenario="redlock-js 1.1.2 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   # Each round a candidate in a child process: leaders step down, stall past their lease or
   # are killed with SIGKILL (the key expires); followers poll, take over or give up.
@@ -125,7 +131,7 @@ kill -INT "$dump"; wait "$dump" || true
 if [[ -n ${mid_dump:-} ]]; then kill -INT "$mid_dump"; wait "$mid_dump" || true; cp "$work/midstream.pcap" "$here/$name.midstream.pcap"; fi
 {
   echo "{\"event\":\"recording\",\"scenario\":\"$scenario\",\"capture_start_us\":$start_us,\"capture_stop_us\":$stop_us$mid_field,\"servers\":[\"127.0.0.1:$port\"]}"
-  cat "$work"/p*.jsonl | python3 -c 'import sys,json; [print(l.strip()) for l in sorted(sys.stdin, key=lambda l: json.loads(l)["t_us"])]'
+  cat "$work"/p*.jsonl | python3 "$here/merge_truth.py"
 } >"$here/$name.truth.jsonl"
 cp "$work/capture.pcap" "$here/$name.pcap"
 echo "recorded $(grep -c '"acquired"' "$here/$name.truth.jsonl") acquisitions, $(stat -c %s "$here/$name.pcap") bytes"

@@ -1,6 +1,7 @@
 #include "lockscope/locks/lock_groups.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstddef>
 #include <cstring>
@@ -1090,6 +1091,48 @@ struct lock_groups::impl {
     return event_group;
   }
 
+  // The owner of each connection's latest try, by its client endpoint (direct-mapped on
+  // the port; a slot holding another connection tells nothing). A MultiLock takes its
+  // keys one after another over its connection: another owner's try over that connection
+  // between two of them means they were not taken together (a client setting markers,
+  // `SET … NX PX` keys never released, between its other locks), and the set so far ends.
+  // The owner is kept as a fingerprint (its length, first and last 8 bytes): two owners
+  // alike in all three read as one, which only keeps a set open as before. No copy, no
+  // hash: this runs on every try.
+  struct owner_print {
+    std::uint64_t head = 0, tail = 0;
+    std::size_t size = 0;
+    bool operator==(const owner_print&) const = default;
+  };
+  static owner_print print_of(std::string_view owner) noexcept {
+    owner_print p;
+    p.size = owner.size();
+    const std::size_t n = std::min<std::size_t>(owner.size(), 8);
+    std::memcpy(&p.head, owner.data(), n);
+    std::memcpy(&p.tail, owner.data() + owner.size() - n, n);
+    return p;
+  }
+  struct latest_try {
+    ingest::endpoint client{};
+    owner_print owner;
+    bool used = false;
+  };
+  std::array<latest_try, 256> latest_tries{};
+  // Whether another owner tried over e's connection since its owner's try before; notes e.
+  bool other_owner_tried_between(const lock_event& e) {
+    if (e.client_endpoint == nullptr) return false;
+    latest_try& t = latest_tries[e.client_endpoint->port & 0xffu];
+    const owner_print owner = print_of(e.owner);
+    const bool same_connection = t.used && t.client == *e.client_endpoint;
+    const bool other = same_connection && !(t.owner == owner);
+    if (!same_connection) {
+      t.client = *e.client_endpoint;
+      t.used = true;
+    }
+    t.owner = owner;
+    return other;
+  }
+
   void on_event(const lock_event& e) {
     grouped_event = nullptr;
     handling(e);
@@ -1116,6 +1159,10 @@ struct lock_groups::impl {
       if (!quorums && !shared) remember_try(e);
       if (grouped) end_previous_round(e, group_for(e));  // reported before the try that starts the next
       std::uint32_t open_set = end_previous_set(e);
+      if (other_owner_tried_between(e) && open_set != timeline_detail::no_id && !sets[open_set].overflowed) {
+        close_set(open_set, false);
+        open_set = timeline_detail::no_id;
+      }
       next.on_event(e);
       if (grouped) {
         on_try(e, group_for(e));

@@ -150,6 +150,10 @@ class shadow_commands {
     }
     if ((cmd == "LPUSH" || cmd == "RPUSH") && n >= 3) return push(cmd == "LPUSH");
     if ((cmd == "LPOP" || cmd == "RPOP") && n == 2) return pop(a[1], cmd == "LPOP");
+    // A queue kept beside a lock (a capped list: RPUSH then LTRIM) must run to its end,
+    // or a script that is no lock would be left to inference.
+    if ((cmd == "LTRIM" || cmd == "LRANGE") && n == 4) return range(a[1], a[2], a[3], cmd == "LTRIM");
+    if (cmd == "LINDEX" && n == 3) return index(a[1], a[2]);
     if (cmd == "LLEN" && n == 2) {
       const shadow_key* k = find(a[1]);
       if (k != nullptr && k->kind != shadow_key::type::list) return wrong_type();
@@ -452,6 +456,50 @@ class shadow_commands {
       else k->items.push_back(c_.args[i]);
     }
     return answer(integer(static_cast<std::int64_t>(k->items.size())));
+  }
+  // Redis's list range: negative positions count from the end, out of range clamps.
+  static bool list_span(std::size_t size, std::int64_t start, std::int64_t stop, std::size_t& from, std::size_t& to) {
+    const auto n = static_cast<std::int64_t>(size);
+    if (start < 0) start = std::max<std::int64_t>(n + start, 0);
+    if (stop < 0) stop += n;
+    if (stop >= n) stop = n - 1;
+    if (start > stop || start >= n) return false;
+    from = static_cast<std::size_t>(start);
+    to = static_cast<std::size_t>(stop) + 1;
+    return true;
+  }
+  bool range(const std::string& key, const std::string& start_arg, const std::string& stop_arg, bool trim) {
+    std::int64_t start = 0, stop = 0;
+    if (!parse_i64(start_arg, start) || !parse_i64(stop_arg, stop)) {
+      return fail("ERR value is not an integer or out of range");
+    }
+    shadow_key* k = find(key);
+    if (k != nullptr && k->kind != shadow_key::type::list) return wrong_type();
+    std::size_t from = 0, to = 0;
+    const bool some = k != nullptr && list_span(k->items.size(), start, stop, from, to);
+    if (!trim) {
+      lua_reply r;
+      r.type = lua_reply::kind::array;
+      for (std::size_t i = from; some && i < to && r.items.size() < max_reply_items; ++i) r.items.push_back(bulk(k->items[i]));
+      return answer(std::move(r));
+    }
+    if (k != nullptr && (!some || from > 0 || to < k->items.size())) {
+      if (!record(shadow_write::what::pop, key, {})) return false;
+      if (!some) keys_.erase(key);  // Redis drops an empty list
+      else k->items = std::vector<std::string>(k->items.begin() + static_cast<std::ptrdiff_t>(from),
+                                               k->items.begin() + static_cast<std::ptrdiff_t>(to));
+    }
+    return answer(status("OK"));
+  }
+  bool index(const std::string& key, const std::string& at_arg) {
+    std::int64_t at = 0;
+    if (!parse_i64(at_arg, at)) return fail("ERR value is not an integer or out of range");
+    const shadow_key* k = find(key);
+    if (k == nullptr) return answer(lua_reply{});
+    if (k->kind != shadow_key::type::list) return wrong_type();
+    std::size_t from = 0, to = 0;
+    if (!list_span(k->items.size(), at, at, from, to)) return answer(lua_reply{});
+    return answer(bulk(k->items[from]));
   }
   bool pop(const std::string& key, bool head) {
     shadow_key* k = find(key);

@@ -598,6 +598,12 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
       anomaly(l, at, anomaly_kind::released_other_owner, deleter, conn,
               {anomaly_finding::del_removed_other_owner, owners.text(removed)},
               op.inferred);
+      // A waiter that deletes the hold it was refused by (the Chat SDK's onLockConflict
+      // "force") stopped waiting when it sent the DEL: its wait ends there, and its
+      // acquisition that follows, whatever value it carries, takes the lock it freed.
+      if (waiter* w = find_waiter(l, deleter); w != nullptr && w->conn == conn && op.request_us >= w->last_attempt_us) {
+        give_up(l, id, w, wait_end::forced, op.request_us, at);
+      }
     }
     if (!has_extra(l) || xp(l)->anomalies[static_cast<std::size_t>(anomaly_kind::unchecked_release)] == 0) {
       anomaly(l, at, anomaly_kind::unchecked_release, removed, conn,

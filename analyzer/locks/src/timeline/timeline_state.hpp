@@ -160,7 +160,7 @@ struct lock_timeline::impl {
   // The acquire at hand is its connection's next lock operation after a refused attempt on
   // the same lock (connection_info::refused_lock, read before step_after_refusal clears it):
   // nothing else went over the connection between, not even a release of the refused
-  // value (value_redrawn_at_cadence).
+  // value (value_redrawn_at_cadence; waiter_of_fresh_value: a waiter's next round).
   bool attempt_follows_own_refusal = false;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;

@@ -504,18 +504,44 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
   };
+  // A client that draws a new value for each round of attempts (dlock: a new ioredis-lock
+  // Lock per push, its retries sharing its value) waits between rounds with nothing on
+  // the wire, for a publication that the lock went free or for its own timer (twice the
+  // lease). A stable value's round being over, the connection's next attempt with a new
+  // value is its next round when it comes long after the round's cadence would have
+  // brought its next attempt (twice it), at once after the lock went free (woken), or as
+  // the connection's next lock operation after that refusal, nothing between, three such
+  // cadences later (its timer); the connection having taken no lock meanwhile: the gap
+  // between rounds is no give-up.
+  // A new value sooner is another wait: a poller that gave up and began again (redis-py's
+  // next acquire, 4 ms after its last refusal; two tasks of one client take turns so), or
+  // another task's. (So a round begun the moment the last one ended, woken in the middle
+  // of its retries, reads as a give-up and a new wait.)
+  const lock_extra& lx = *xp(l);
+  const auto next_round = [&](const waiter& w) {
+    const std::int64_t t = op.request_us;
+    if (t < w.last_attempt_us || connections[w.conn].last_acquired_us > w.last_attempt_us) return false;
+    const std::int64_t cadence = next_attempt_reach_us(w, options.wake_window_us);
+    // Within twice its cadence: a poller that gave up (it sleeps its spacing, then finds
+    // its time out) and began again at once (redis-py's next acquire).
+    if (w.longest_gap_us <= 0 || t - w.last_attempt_us <= 2 * cadence) return false;
+    const bool woken = lx.last_freed_us >= w.last_attempt_us - options.reply_skew_us &&
+                       t - lx.last_freed_us <= options.wake_window_us;
+    const bool timer = attempt_follows_own_refusal && t - w.last_attempt_us > 3 * cadence;
+    return woken || timer;
+  };
   bool any_stopped = false;
   waiter* found = nullptr;
   for (waiter& w : xp(l)->waiters) {
     if (w.connection != op.connection) continue;
     // A stable owner's wait shares the connection with this new value's, unless the new
     // value comes at the waiter's own cadence with nothing else between on the connection
-    // (value_redrawn_at_cadence).
-    if (w.owner_repeated &&
-        !(attempt_follows_own_refusal && value_redrawn_at_cadence(w, op.request_us, options.wake_window_us))) {
-      return nullptr;
-    }
-    if (stopped(w)) {
+    // (value_redrawn_at_cadence), or is its next round (next_round, above).
+    const bool redrawn =
+        w.owner_repeated && attempt_follows_own_refusal && value_redrawn_at_cadence(w, op.request_us, options.wake_window_us);
+    const bool round = w.owner_repeated && !redrawn && next_round(w);
+    if (w.owner_repeated && !redrawn && !round) return nullptr;
+    if (!round && stopped(w)) {
       any_stopped = any_stopped || w.fresh_values || w.withdrawn || w.attempts == 1;
       continue;
     }

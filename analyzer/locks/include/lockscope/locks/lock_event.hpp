@@ -51,6 +51,7 @@ enum class wait_end : std::uint8_t {
   new_wait,           // the owner began a new wait (a retry no release, message or timer explains)
   left_queue,         // its client took it out of the lock's queue (Redisson's fair acquireFailed)
   group_decided,      // its MultiLock/RedLock went on without this server: the thread unlocked it (a lower bound)
+  forced,             // its connection deleted the hold that refused it (a forced release): it stopped waiting then
 };
 
 enum class anomaly_kind : std::uint8_t {
