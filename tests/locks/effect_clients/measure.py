@@ -193,7 +193,7 @@ SHOW_DETAILS = False
 #   since its last refusal had given it up there, even when it closes within the waiter's
 #   cadence): no longer held out, kept here ungated.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
-            "redlock_js", "redis_leader", "verrou", "redlock_async"]
+            "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
