@@ -205,8 +205,15 @@ SHOW_DETAILS = False
 #   cadence, and the set-once dedupe markers (false acquisitions; their false lock groups
 #   are gone: a set ends at another owner's try over its connection).
 #   No longer held out, kept here ungated.
+# - laravel_lock (the twelfth set, the first not from npm: Laravel's RedisLock in PHP) met the
+#   goal on the unchanged build but for a single try followed by its connection's close,
+#   read as a wait to the close; since used to build the rule that dates it at its refusal.
+# - symfony_lock (the twelfth set's second client: symfony/lock 5.4, a sorted-set read/write
+#   lock by EVAL texts): only its releases are read (inferred); the script shadow has no
+#   sorted sets, so no acquisition, refusal, wait, renewal or expiry is (still held out).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
-            "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async"]
+            "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
+            "symfony_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

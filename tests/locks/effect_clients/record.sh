@@ -34,6 +34,8 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock_async      # redlock_async_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR dlock              # dlock_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR chat_state_redis   # chat_state_redis_worker.js
+#   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
+#   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -53,15 +55,17 @@
 #   npm install --prefix /tmp/heldout15_npm @verrou/core@0.5.2 redlock-async@3.1.2-fix.2 ioredis@5  # held out (eleventh set)
 #   npm install --prefix /tmp/heldout14_npm dlock@12.1.1 ioredis@4                  # held out (tenth set; brings ioredis-lock 4.0.0)
 #   npm install --prefix /tmp/heldout14_chat @chat-adapter/state-redis@4.41.1       # held out (tenth set; brings chat and redis 5)
+# laravel_lock and symfony_lock run PHP, not node (the first argument is unused), on Debian's packages:
+#   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
 # ioredfour, and the held-out ones) also keep NAME.midstream.pcap: a second tcpdump started MIDSTREAM_S (1.5) s
 # after the clients' first event, as a user joins a busy system; its start is the truth's midstream_start_us.
-# Needs redis-server, tcpdump (root or CAP_NET_RAW) and node.
+# Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|laravel_lock|symfony_lock}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -98,6 +102,8 @@ case $name in
   redis_leader) worker=redis_leader_worker.js; scenario="redis-leader 0.1.0 on ioredis 5, leaders killed with SIGKILL (held out)"; rounds=20; midstream=1 ;;
   verrou) worker=verrou_worker.js; scenario="@verrou/core 0.5.2 (redis store) on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   redlock_async) worker=redlock_async_worker.js; scenario="redlock-async 3.1.2-fix.2 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
+  laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
+  symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
@@ -111,7 +117,10 @@ sleep 1
 start_us=$(date +%s%6N)
 pids=()
 for p in p1 p2 p3; do
-  NODE_PATH="$modules" node "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" &
+  case $worker in
+    *.php) php "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" & ;;
+    *) NODE_PATH="$modules" node "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" & ;;
+  esac
   pids+=($!)
 done
 mid_field=""

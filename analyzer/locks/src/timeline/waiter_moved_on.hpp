@@ -38,15 +38,21 @@ inline std::int64_t backoff_reach_us(const waiter& w, std::int64_t wake_window_u
 
 // How long after its latest attempt a waiter seen polling may still be waiting for its
 // next one: the cadence poller_moved_on holds it to (its longest spacing plus half of it,
-// at least the wake window), or a backoff's next step; at once (twice the wake window)
-// when no spacing was learnt. Its connection's close within that reach comes while it
-// could still be waiting (the close dates its give-up); a close later comes after it
-// stopped: somewhere from its latest refusal to when its next attempt was due (a process
-// exiting after a give-up takes 75-115 ms, murlock and redis-mutex seen), and most
-// pollers log the give-up at once after the refusal (redis-mutex, the node-redlock
-// family, redis-py without a timeout left), so the refusal dates it, as a lower bound.
+// at least the wake window), or a backoff's next step; none when no spacing was learnt.
+// Its connection's close within that reach comes while it could still be waiting (the
+// close dates its give-up); a close later comes after it stopped: somewhere from its
+// latest refusal to when its next attempt was due (a process exiting after a give-up
+// takes 75-115 ms, murlock and redis-mutex seen), and most pollers log the give-up at
+// once after the refusal (redis-mutex, the node-redlock family, redis-py without a
+// timeout left), so the refusal dates it, as a lower bound. A single refused attempt
+// shows no waiting at all: it is what a single try looks like (Laravel's `get()`,
+// verrou's `acquireImmediately()`, redis-py's `blocking=False`), and a process that ends
+// after one closes its connection within milliseconds (predis 13.7 ms, ioredis's QUIT
+// 40 ms seen), as soon as a waiter killed in its first sleep would; so its close, however
+// soon, only bounds the give-up, dated at the refusal (a pub/sub waiter still subscribed
+// is kept to the close before this is asked).
 inline std::int64_t next_attempt_reach_us(const waiter& w, std::int64_t wake_window_us) {
-  if (w.longest_gap_us <= 0) return 2 * wake_window_us;
+  if (w.longest_gap_us <= 0) return 0;
   return std::max(w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2), backoff_reach_us(w, wake_window_us));
 }
 
