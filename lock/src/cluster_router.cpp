@@ -183,7 +183,8 @@ void cluster_router::forget_unmapped_nodes() {
 
 void cluster_router::execute(std::uint16_t slot, std::string_view command, clock_type::time_point deadline,
                              reply_handler done) {
-  auto op = std::make_shared<routed>(routed{slot, std::string(command), deadline, std::move(done), 0, 0, nullptr});
+  auto op = std::make_shared<routed>(
+      routed{slot, std::string(command), deadline, std::move(done), route_attempts{}, nullptr});
   if (closed_) return op->done(errc::shut_down, resp::value{});
   if (!ready()) {
     pending_.push_back(op);

@@ -78,7 +78,7 @@ double random01() {
 bool fatal(const status& s) { return s.code == errc::shut_down || s.code == errc::invalid_argument; }
 
 // A MultiLock: Redisson's order, one lock after the other.
-class multi_acquire_op : public cancellable, public std::enable_shared_from_this<multi_acquire_op> {
+class multi_acquire_op final : public cancellable, public std::enable_shared_from_this<multi_acquire_op> {
  public:
   multi_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
                    completion<bool> done)
@@ -182,7 +182,7 @@ class multi_acquire_op : public cancellable, public std::enable_shared_from_this
 };
 
 // A RedLock: rounds sent to every server at once (redlock_fsm).
-class redlock_acquire_op : public cancellable, public std::enable_shared_from_this<redlock_acquire_op> {
+class redlock_acquire_op final : public cancellable, public std::enable_shared_from_this<redlock_acquire_op> {
  public:
   redlock_acquire_op(std::shared_ptr<multi_state> state, std::vector<std::string> owners, multi_request request,
                      completion<bool> done)

@@ -507,7 +507,7 @@ TEST_CASE("the README's async example: two tasks on one thread take turns", "[lo
   // The README's lines, word for word (tests/docs checks that they are these):
   boost::asio::io_context io;                        // yours: each task resumes on its thread
   for (int task = 1; task <= 2; ++task) {
-    boost::asio::co_spawn(io, [&, task]() -> boost::asio::awaitable<void> {
+    boost::asio::co_spawn(io, [&]() -> boost::asio::awaitable<void> {
       lk::rlock mine = redis.get_lock("orders:42");  // a handle per task: an owner per task
       co_await mine.async_lock(boost::asio::use_awaitable);
       co_await write_order(42);                      // one task at a time

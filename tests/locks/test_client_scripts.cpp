@@ -118,7 +118,7 @@ struct client_case {
 // (inferred from the arguments, the reply and, for [value, ttl] scripts, the value's flow).
 TEST_CASE("client scripts: recognised as EVAL, as known EVALSHA and as unseen EVALSHA", "[recognizer][clients]") {
   const std::string o(redisson_owner), nro(node_redisson_owner);
-  const std::string ch = lock::channel_name("myLock");
+  const std::string channel = lock::channel_name("myLock");
   const std::string latch = "redisson_unlock_latch:{myLock}:0123456789abcdef0123456789abcdef";
   const std::string nr_latch = "redisson_unlock_latch:{myLock}:4c1d2b9e-8f7a-4c51-9a43-5d0f3e0c9a11";
   const std::string tok = "7a1c2e5a2b3f11efb1a20242ac120002";  // redis-py: a uuid1 hex
@@ -126,11 +126,11 @@ TEST_CASE("client scripts: recognised as EVAL, as known EVALSHA and as unseen EV
   const std::string rpp = "Jx3k9QmZr2LpT7bW4nVc";              // redis-plus-plus: 20 alphanumerics
   const std::string rl = "5b0c5e1d3f9a8c7b6e5d4c3b2a190817";    // node-redlock: 16 random bytes, hex
   const std::vector<client_case> cases{
-      {"redisson unlock (latch, publish command as ARGV, since 3.24)", {"myLock", ch, latch},
+      {"redisson unlock (latch, publish command as ARGV, since 3.24)", {"myLock", channel, latch},
        {"0", "30000", o, "PUBLISH", "13500"}, ":1\r\n", lock_op_kind::unlock, op_outcome::ok, o, 30000},
-      {"redisson unlock (latch, publish command as ARGV, since 3.24)", {"myLock", ch, latch},
+      {"redisson unlock (latch, publish command as ARGV, since 3.24)", {"myLock", channel, latch},
        {"0", "30000", o, "SPUBLISH", "13500"}, ":0\r\n", lock_op_kind::unlock, op_outcome::partial, o, 30000},
-      {"redisson unlock (publish command as ARGV, 3.22-3.23)", {"myLock", ch}, {"0", "30000", o, "PUBLISH"},
+      {"redisson unlock (publish command as ARGV, 3.22-3.23)", {"myLock", channel}, {"0", "30000", o, "PUBLISH"},
        "$-1\r\n", lock_op_kind::unlock, op_outcome::rejected, o, 30000},
       {"redisson acquire (one branch, since 2022)", {"myLock"}, {"30000", o}, "$-1\r\n", lock_op_kind::acquire,
        op_outcome::ok, o, 30000},
@@ -157,12 +157,12 @@ TEST_CASE("client scripts: recognised as EVAL, as known EVALSHA and as unseen EV
        true},
       {"node-redisson 1.0.4 acquire", {"myLock"}, {"30000", nro}, ":2500\r\n", lock_op_kind::acquire,
        op_outcome::contended, nro, 30000},
-      {"node-redisson 1.0.4 unlock (latch)", {"myLock", ch, nr_latch}, {"0", "30000", nro, "10"}, ":1\r\n",
+      {"node-redisson 1.0.4 unlock (latch)", {"myLock", channel, nr_latch}, {"0", "30000", nro, "10"}, ":1\r\n",
        lock_op_kind::unlock, op_outcome::ok, nro, 30000},
       {"node-redisson 1.0.4 renew", {"myLock"}, {"30000", nro}, ":1\r\n", lock_op_kind::renew, op_outcome::ok, nro,
        30000},
-      {"node-redisson 1.0.4 forceUnlock", {"myLock", ch}, {"0"}, ":1\r\n", lock_op_kind::force_unlock, op_outcome::ok,
-       "", -1},
+      {"node-redisson 1.0.4 forceUnlock", {"myLock", channel}, {"0"}, ":1\r\n", lock_op_kind::force_unlock,
+       op_outcome::ok, "", -1},
   };
   for (const auto& c : cases) {
     const auto& script = client_script(c.script);
@@ -416,7 +416,7 @@ TEST_CASE("timeline: a DEL from a connection that never acquired the lock names 
 TEST_CASE("client scripts: a retried Redisson 3.24+ unlock (same latch key) replays its reply and changes nothing",
           "[recognizer][clients]") {
   const std::string o(redisson_owner);
-  const std::string ch = lock::channel_name("myLock");
+  const std::string channel = lock::channel_name("myLock");
   const std::string latch1 = "redisson_unlock_latch:{myLock}:0123456789abcdef0123456789abcdef";
   const std::string latch2 = "redisson_unlock_latch:{myLock}:fedcba9876543210fedcba9876543210";
   const auto& unlock = client_script("redisson unlock (latch, publish command as ARGV, since 3.24)");
@@ -426,7 +426,7 @@ TEST_CASE("client scripts: a retried Redisson 3.24+ unlock (same latch key) repl
     wire w(rec);
     const std::string sha = unseen ? unseen_sha(unlock.text) : lock::sha1_hex(unlock.text);
     auto send = [&](const std::string& latch, std::string_view reply, double at) {
-      w.send(call("EVALSHA", sha, {"myLock", ch, latch}, {"0", "30000", o, "PUBLISH", "13500"}), reply, at);
+      w.send(call("EVALSHA", sha, {"myLock", channel, latch}, {"0", "30000", o, "PUBLISH", "13500"}), reply, at);
     };
     send(latch1, ":1\r\n", 0);
     send(latch1, ":1\r\n", 5);  // the client timed out and sent it again: the latch answers

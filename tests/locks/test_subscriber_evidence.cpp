@@ -151,8 +151,8 @@ TEST_CASE("subscriber evidence: an anomaly withheld for want of a certain link i
   // raised woken_by_timeout on the first timer retry: that attempt's event says why not.
   auto run = [](fixture& f, bool tied) {
     const std::int64_t cmd_opened = tied ? at(99.8) : -1, sub_opened = tied ? at(100.5) : -1;
-    auto attempt_at = [&](double ms, op_outcome outcome) {
-      auto o = f.op(lock_op_kind::acquire, outcome, pb, ms, 4, host);
+    auto attempt_at = [&](double at_ms, op_outcome outcome) {
+      auto o = f.op(lock_op_kind::acquire, outcome, pb, at_ms, 4, host);
       o.lease_ms = 30000;
       if (outcome == op_outcome::contended) o.ttl_ms = 29000;
       o.opened_us = cmd_opened;

@@ -155,13 +155,13 @@ class metrics_server::impl::session : public std::enable_shared_from_this<sessio
     });
   }
 
-  void respond(http::status status, const std::string& body, bool metrics = false) {
+  void respond(http::status status, const std::string& body, bool prometheus_text = false) {
     response_ = {};
     response_.version(11);
     response_.result(status);
     response_.set(http::field::server, "lockscope");
     response_.set(http::field::content_type,
-                  metrics ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8");
+                  prometheus_text ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8");
     if (status == http::status::method_not_allowed) response_.set(http::field::allow, "GET, HEAD");
     if (status != http::status::ok) keep_alive_ = false;
     response_.keep_alive(keep_alive_);
