@@ -10,34 +10,16 @@
 using namespace lockscope;
 using namespace lockscope::timeline_test;
 
-namespace {
-
-// A SET NX poller's attempt: its own fresh value each time.
-void attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection,
-             std::int64_t lease_ms = 1000) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lease_ms = lease_ms;
-  f.timeline.on_operation(o);
-}
-
-void release(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  f.timeline.on_operation(o);
-}
-
-}  // namespace
 
 TEST_CASE("fresh values: a poller's attempts with a new value each are one wait, measured to its acquisition",
           "[timeline][waiter][fresh]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1);
-  attempt(f, "v1", 10, op_outcome::contended, 2);
-  attempt(f, "v2", 60, op_outcome::contended, 2);
-  attempt(f, "v3", 110, op_outcome::contended, 2);
-  release(f, "holder", 130, 1);
-  attempt(f, "v4", 160, op_outcome::ok, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1);
+  set_attempt(f, "v1", 10, op_outcome::contended, 2);
+  set_attempt(f, "v2", 60, op_outcome::contended, 2);
+  set_attempt(f, "v3", 110, op_outcome::contended, 2);
+  set_release(f, "holder", 130, 1);
+  set_attempt(f, "v4", 160, op_outcome::ok, 2);
   f.timeline.finish(at(1000));
   CHECK(f.events.count("contended") == 3);
   CHECK(f.events.count("gave_up") == 0);
@@ -51,11 +33,11 @@ TEST_CASE("fresh values: a poller's attempts with a new value each are one wait,
 TEST_CASE("fresh values: the lock free while the poller slept is measured across its changing values",
           "[timeline][waiter][fresh]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1);
-  attempt(f, "v1", 10, op_outcome::contended, 2);
-  attempt(f, "v2", 210, op_outcome::contended, 2);
-  release(f, "holder", 250, 1);
-  attempt(f, "v3", 410, op_outcome::ok, 2);  // 160 ms free while it slept
+  set_attempt(f, "holder", 0, op_outcome::ok, 1);
+  set_attempt(f, "v1", 10, op_outcome::contended, 2);
+  set_attempt(f, "v2", 210, op_outcome::contended, 2);
+  set_release(f, "holder", 250, 1);
+  set_attempt(f, "v3", 410, op_outcome::ok, 2);  // 160 ms free while it slept
   f.timeline.finish(at(1000));
   const recorded_event* idle = f.events.first("anomaly:idle_with_waiters");
   REQUIRE(idle != nullptr);
@@ -67,15 +49,15 @@ TEST_CASE("fresh values: the lock free while the poller slept is measured across
 TEST_CASE("fresh values: two pollers on two connections wait apart, and one that stops gives up at its last attempt",
           "[timeline][waiter][fresh]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
-  attempt(f, "a1", 10, op_outcome::contended, 2);
-  attempt(f, "b1", 20, op_outcome::contended, 3);
-  attempt(f, "a2", 60, op_outcome::contended, 2);
-  attempt(f, "b2", 70, op_outcome::contended, 3);
-  attempt(f, "a3", 110, op_outcome::contended, 2);  // a stops polling here
-  attempt(f, "b3", 120, op_outcome::contended, 3);
-  release(f, "holder", 140, 1);
-  attempt(f, "b4", 170, op_outcome::ok, 3);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  set_attempt(f, "a1", 10, op_outcome::contended, 2);
+  set_attempt(f, "b1", 20, op_outcome::contended, 3);
+  set_attempt(f, "a2", 60, op_outcome::contended, 2);
+  set_attempt(f, "b2", 70, op_outcome::contended, 3);
+  set_attempt(f, "a3", 110, op_outcome::contended, 2);  // a stops polling here
+  set_attempt(f, "b3", 120, op_outcome::contended, 3);
+  set_release(f, "holder", 140, 1);
+  set_attempt(f, "b4", 170, op_outcome::ok, 3);
   f.timeline.advance_to(at(20'000));
   CHECK(first_of(f.events, "acquired", "b4")->wait_us == at(170) + 100 - at(20));
   REQUIRE(f.events.count("gave_up") == 1);
@@ -87,12 +69,12 @@ TEST_CASE("fresh values: two pollers on two connections wait apart, and one that
 TEST_CASE("fresh values: an owner that came back is a stable one, and another owner on its connection is another wait",
           "[timeline][waiter][fresh]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
-  attempt(f, "s", 10, op_outcome::contended, 2);
-  attempt(f, "s", 60, op_outcome::contended, 2);  // its client keeps one value
-  attempt(f, "t", 70, op_outcome::contended, 2);  // another waiter sharing the connection
-  release(f, "holder", 100, 1);
-  attempt(f, "s", 110, op_outcome::ok, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  set_attempt(f, "s", 10, op_outcome::contended, 2);
+  set_attempt(f, "s", 60, op_outcome::contended, 2);  // its client keeps one value
+  set_attempt(f, "t", 70, op_outcome::contended, 2);  // another waiter sharing the connection
+  set_release(f, "holder", 100, 1);
+  set_attempt(f, "s", 110, op_outcome::ok, 2);
   f.timeline.finish(at(1000));
   CHECK(first_of(f.events, "acquired", "s")->wait_us == at(110) + 100 - at(10));
   // t's wait is its own (it never acquired: a give-up at the capture's end or later).
@@ -142,14 +124,14 @@ TEST_CASE("fresh values: a Redisson fair waiter's acquireFailed is its give-up, 
 TEST_CASE("fresh values: a poller that stopped, then waits again on its connection: a give-up, then a new wait",
           "[timeline][waiter][fresh]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
-  attempt(f, "a1", 10, op_outcome::contended, 2);
-  attempt(f, "a2", 70, op_outcome::contended, 2);
-  attempt(f, "a3", 130, op_outcome::contended, 2);  // it gives up after this one
-  attempt(f, "b1", 900, op_outcome::contended, 2);   // its next wait, on the same connection
-  attempt(f, "b2", 960, op_outcome::contended, 2);
-  release(f, "holder", 1000, 1);
-  attempt(f, "b3", 1020, op_outcome::ok, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  set_attempt(f, "a1", 10, op_outcome::contended, 2);
+  set_attempt(f, "a2", 70, op_outcome::contended, 2);
+  set_attempt(f, "a3", 130, op_outcome::contended, 2);  // it gives up after this one
+  set_attempt(f, "b1", 900, op_outcome::contended, 2);   // its next wait, on the same connection
+  set_attempt(f, "b2", 960, op_outcome::contended, 2);
+  set_release(f, "holder", 1000, 1);
+  set_attempt(f, "b3", 1020, op_outcome::ok, 2);
   REQUIRE(f.events.count("gave_up") == 1);
   const recorded_event* gone = f.events.first("gave_up");
   CHECK(gone->owner == "a3");
@@ -164,14 +146,14 @@ TEST_CASE("fresh values: a poller that stopped, then waits again on its connecti
 TEST_CASE("stable value: a poller that stopped, then waits again with the same value: a give-up, then a new wait",
           "[timeline][waiter][give-up]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
-  attempt(f, "p", 10, op_outcome::contended, 2);
-  attempt(f, "p", 160, op_outcome::contended, 2);
-  attempt(f, "p", 310, op_outcome::contended, 2);   // it gives up after this one
-  attempt(f, "p", 1400, op_outcome::contended, 2);  // its next wait, 1.09 s later
-  attempt(f, "p", 1550, op_outcome::contended, 2);
-  release(f, "holder", 1600, 1);
-  attempt(f, "p", 1700, op_outcome::ok, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  set_attempt(f, "p", 10, op_outcome::contended, 2);
+  set_attempt(f, "p", 160, op_outcome::contended, 2);
+  set_attempt(f, "p", 310, op_outcome::contended, 2);   // it gives up after this one
+  set_attempt(f, "p", 1400, op_outcome::contended, 2);  // its next wait, 1.09 s later
+  set_attempt(f, "p", 1550, op_outcome::contended, 2);
+  set_release(f, "holder", 1600, 1);
+  set_attempt(f, "p", 1700, op_outcome::ok, 2);
   REQUIRE(f.events.count("gave_up") == 1);
   const recorded_event* gone = f.events.first("gave_up");
   CHECK(gone->owner == "p");
@@ -183,12 +165,12 @@ TEST_CASE("stable value: a poller that stopped, then waits again with the same v
 TEST_CASE("stable value: a poller that stopped and later acquires at once waited no more, and the free stretch was no one's",
           "[timeline][waiter][give-up]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
-  attempt(f, "p", 10, op_outcome::contended, 2);
-  attempt(f, "p", 160, op_outcome::contended, 2);
-  attempt(f, "p", 310, op_outcome::contended, 2);  // it gives up after this one
-  release(f, "holder", 400, 1);
-  attempt(f, "p", 1400, op_outcome::ok, 2);  // a new call, its first attempt wins
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  set_attempt(f, "p", 10, op_outcome::contended, 2);
+  set_attempt(f, "p", 160, op_outcome::contended, 2);
+  set_attempt(f, "p", 310, op_outcome::contended, 2);  // it gives up after this one
+  set_release(f, "holder", 400, 1);
+  set_attempt(f, "p", 1400, op_outcome::ok, 2);  // a new call, its first attempt wins
   REQUIRE(f.events.count("gave_up") == 1);
   CHECK(f.events.first("gave_up")->wait_us == at(310) + 100 - at(10));
   CHECK(first_of(f.events, "acquired", "p")->wait_us == -1);
@@ -199,18 +181,18 @@ TEST_CASE("stable value: a poller's slow retry within its spacings, one told a l
           "[timeline][waiter][give-up]") {
   SECTION("a retry within three spacings (and the floor) is the same wait") {
     fixture f;
-    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
-    attempt(f, "p", 10, op_outcome::contended, 2);
-    attempt(f, "p", 110, op_outcome::contended, 2);
-    attempt(f, "p", 400, op_outcome::contended, 2);  // 290 ms: under 3 x 100 ms + 20 ms
-    release(f, "holder", 450, 1);
-    attempt(f, "p", 500, op_outcome::ok, 2);
+    set_attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    set_attempt(f, "p", 10, op_outcome::contended, 2);
+    set_attempt(f, "p", 110, op_outcome::contended, 2);
+    set_attempt(f, "p", 400, op_outcome::contended, 2);  // 290 ms: under 3 x 100 ms + 20 ms
+    set_release(f, "holder", 450, 1);
+    set_attempt(f, "p", 500, op_outcome::ok, 2);
     CHECK(f.events.count("gave_up") == 0);
     CHECK(first_of(f.events, "acquired", "p")->wait_us == at(500) + 100 - at(10));
   }
   SECTION("a poller whose refusal told it a TTL may sleep that long") {
     fixture f;
-    attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
+    set_attempt(f, "holder", 0, op_outcome::ok, 1, 60'000);
     auto told = [&](double at_ms, op_outcome outcome) {
       auto o = f.op(lock_op_kind::acquire, outcome, "p", at_ms, 2);
       o.family = lock_family::set_based;
@@ -221,7 +203,7 @@ TEST_CASE("stable value: a poller's slow retry within its spacings, one told a l
     told(10, op_outcome::contended);
     told(60, op_outcome::contended);
     told(1900, op_outcome::contended);  // slept most of the TTL it was told
-    release(f, "holder", 1950, 1);
+    set_release(f, "holder", 1950, 1);
     told(2000, op_outcome::ok);
     CHECK(f.events.count("gave_up") == 0);
     CHECK(first_of(f.events, "acquired", "p")->wait_us == at(2000) + 100 - at(10));

@@ -9,33 +9,16 @@
 using namespace lockscope;
 using namespace lockscope::timeline_test;
 
-namespace {
-
-void attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection,
-             std::int64_t lease_ms = 1000) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  o.lease_ms = lease_ms;
-  f.timeline.on_operation(o);
-}
-
-void release(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
-  o.family = lock_family::set_based;
-  f.timeline.on_operation(o);
-}
-
-}  // namespace
 
 TEST_CASE("redrawn value: a repeated value that changes at the waiter's cadence continues its wait",
           "[timeline][waiter][fresh][redrawn]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
-  for (double t : {10.0, 60.0, 110.0, 160.0}) attempt(f, "second 57", t, op_outcome::contended, 2);
-  attempt(f, "second 58", 210, op_outcome::contended, 2);  // the clock ticked: a new value
-  attempt(f, "second 58", 260, op_outcome::contended, 2);
-  release(f, "holder", 280, 1);
-  attempt(f, "second 58", 340, op_outcome::ok, 2);  // 60 ms free while it slept
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  for (double t : {10.0, 60.0, 110.0, 160.0}) set_attempt(f, "second 57", t, op_outcome::contended, 2);
+  set_attempt(f, "second 58", 210, op_outcome::contended, 2);  // the clock ticked: a new value
+  set_attempt(f, "second 58", 260, op_outcome::contended, 2);
+  set_release(f, "holder", 280, 1);
+  set_attempt(f, "second 58", 340, op_outcome::ok, 2);  // 60 ms free while it slept
   f.timeline.advance_to(at(60'000));
   const recorded_event* won = first_of(f.events, "acquired", "second 58");
   REQUIRE(won != nullptr);
@@ -49,14 +32,14 @@ TEST_CASE("redrawn value: a repeated value that changes at the waiter's cadence 
 TEST_CASE("redrawn value: another value on the connection off the waiter's cadence is another task's wait",
           "[timeline][waiter][fresh][redrawn]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
-  attempt(f, "a", 10, op_outcome::contended, 2);
-  attempt(f, "a", 60, op_outcome::contended, 2);
-  attempt(f, "a", 110, op_outcome::contended, 2);
-  attempt(f, "b", 125, op_outcome::contended, 2);  // 15 ms after a's, a's spacing 50 ms
-  attempt(f, "a", 160, op_outcome::contended, 2);
-  release(f, "holder", 180, 1);
-  attempt(f, "a", 210, op_outcome::ok, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  set_attempt(f, "a", 10, op_outcome::contended, 2);
+  set_attempt(f, "a", 60, op_outcome::contended, 2);
+  set_attempt(f, "a", 110, op_outcome::contended, 2);
+  set_attempt(f, "b", 125, op_outcome::contended, 2);  // 15 ms after a's, a's spacing 50 ms
+  set_attempt(f, "a", 160, op_outcome::contended, 2);
+  set_release(f, "holder", 180, 1);
+  set_attempt(f, "a", 210, op_outcome::ok, 2);
   const recorded_event* won = first_of(f.events, "acquired", "a");
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(210) + 100 - at(10));
@@ -69,16 +52,16 @@ TEST_CASE("redrawn value: another value on the connection off the waiter's caden
 TEST_CASE("redrawn value: a client that released its refused value and attempts with another began a new wait",
           "[timeline][waiter][fresh][redrawn]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
-  for (double t : {10.0, 60.0, 110.0}) attempt(f, "x", t, op_outcome::contended, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  for (double t : {10.0, 60.0, 110.0}) set_attempt(f, "x", t, op_outcome::contended, 2);
   // It gave up after that refusal and released its value (@sesamecare-oss/redlock), then
   // its next acquire drew another, at the cadence.
   auto o = f.op(lock_op_kind::unlock, op_outcome::none, "x", 111, 2);
   o.family = lock_family::set_based;
   f.timeline.on_operation(o);
-  attempt(f, "y", 160, op_outcome::contended, 2);
-  release(f, "holder", 180, 1);
-  attempt(f, "y", 210, op_outcome::ok, 2);
+  set_attempt(f, "y", 160, op_outcome::contended, 2);
+  set_release(f, "holder", 180, 1);
+  set_attempt(f, "y", 210, op_outcome::ok, 2);
   const recorded_event* won = first_of(f.events, "acquired", "y");
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(210) + 100 - at(160));
@@ -91,17 +74,17 @@ TEST_CASE("redrawn value: a client that released its refused value and attempts 
 TEST_CASE("redrawn value: a new value after the connection worked on another lock is a new wait",
           "[timeline][waiter][fresh][redrawn]") {
   fixture f;
-  attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
-  for (double t : {10.0, 60.0, 110.0}) attempt(f, "x", t, op_outcome::contended, 2);
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  for (double t : {10.0, 60.0, 110.0}) set_attempt(f, "x", t, op_outcome::contended, 2);
   // Its connection attempts another lock between (a client that gave up on A went on).
   auto other = f.op(lock_op_kind::acquire, op_outcome::contended, "z", 130, 2);
   other.family = lock_family::set_based;
   other.lock = "B";
   other.lease_ms = 1000;
   f.timeline.on_operation(other);
-  attempt(f, "y", 160, op_outcome::contended, 2);
-  release(f, "holder", 180, 1);
-  attempt(f, "y", 210, op_outcome::ok, 2);
+  set_attempt(f, "y", 160, op_outcome::contended, 2);
+  set_release(f, "holder", 180, 1);
+  set_attempt(f, "y", 210, op_outcome::ok, 2);
   const recorded_event* won = first_of(f.events, "acquired", "y");
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(210) + 100 - at(160));

@@ -136,6 +136,22 @@ inline void poll_attempt(fixture& f, std::string_view value, double at_ms, op_ou
   f.timeline.on_operation(o);
 }
 
+// A SET NX client on lock "L" (the fresh-value tests): an attempt with `value` and a
+// lease, and a release of `value`, over `connection`.
+inline void set_attempt(fixture& f, std::string_view value, double at_ms, op_outcome outcome, std::uint64_t connection,
+                        std::int64_t lease_ms = 1000) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lease_ms = lease_ms;
+  f.timeline.on_operation(o);
+}
+
+inline void set_release(fixture& f, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  f.timeline.on_operation(o);
+}
+
 inline void holder_then_polls(fixture& f, std::initializer_list<double> times) {
   poll_attempt(f, "holder", 0, op_outcome::ok, 1);
   for (double t : times) poll_attempt(f, "p", t, op_outcome::contended, 2);
