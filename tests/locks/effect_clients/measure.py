@@ -213,7 +213,7 @@ SHOW_DETAILS = False
 #   sorted sets, so no acquisition, refusal, wait, renewal or expiry is (still held out).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
-            "symfony_lock"]
+            "symfony_lock", "portalocker"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

@@ -36,6 +36,7 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR chat_state_redis   # chat_state_redis_worker.js
 #   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
+#   tests/locks/effect_clients/record.sh - portalocker                       # portalocker_worker.py (Python)
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -57,15 +58,17 @@
 #   npm install --prefix /tmp/heldout14_chat @chat-adapter/state-redis@4.41.1       # held out (tenth set; brings chat and redis 5)
 # laravel_lock and symfony_lock run PHP, not node (the first argument is unused), on Debian's packages:
 #   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
+# portalocker runs Debian's Python (/usr/bin/python3) with its packages:
+#   apt-get install python3-portalocker python3-redis                    # held out (thirteenth set)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
 # ioredfour, and the held-out ones) also keep NAME.midstream.pcap: a second tcpdump started MIDSTREAM_S (1.5) s
 # after the clients' first event, as a user joins a busy system; its start is the truth's midstream_start_us.
-# Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker).
+# Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|laravel_lock|symfony_lock}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|laravel_lock|symfony_lock|portalocker}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -104,12 +107,14 @@ case $name in
   redlock_async) worker=redlock_async_worker.js; scenario="redlock-async 3.1.2-fix.2 on ioredis 5 (held out)"; rounds=24; midstream=1 ;;
   laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
+  # A lock held by a pub/sub subscription, not a key (PUBSUB NUMSUB, SUBSCRIBE, UNSUBSCRIBE).
+  portalocker) worker=portalocker_worker.py; scenario="portalocker 2.2.1 RedisLock (Debian) on redis-py 4.3 (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --save '' --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+redis-server --port "$port" --bind 127.0.0.1 --protected-mode no --save '' --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 tcpdump -i lo -U -s 0 -w "$work/capture.pcap" "tcp port $port" 2>"$work/tcpdump.log" &
 dump=$!
@@ -119,6 +124,7 @@ pids=()
 for p in p1 p2 p3; do
   case $worker in
     *.php) php "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" & ;;
+    *.py) /usr/bin/python3 "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" & ;;
     *) NODE_PATH="$modules" node "$here/$worker" "$port" "$p" "${rounds:-8}" >"$work/$p.jsonl" & ;;
   esac
   pids+=($!)

@@ -36,6 +36,7 @@ void lock_recognizer::state::on_reset(command_call& c) {
     c.op.client_name = name;
   }
   // It also left every channel: each lock channel's subscription ends here.
+  if (!holders_by_connection.empty()) on_subscription_lock_left_all(c);
   lock_operation& op = c.op;
   for (const auto& t : take_channels(e.connection, true, false)) {
     op.kind = lock_op_kind::unsubscribe;
@@ -48,7 +49,8 @@ void lock_recognizer::state::on_reset(command_call& c) {
   }
 }
 
-void lock_recognizer::state::on_connection_end(std::uint64_t connection) {
+void lock_recognizer::state::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
+  if (!holders_by_connection.empty()) subscription_holder_ended(connection, at_us);
   if (!undecided_nils.empty()) settle_nil_releases(connection);
   databases.erase(connection);
   if (checked_read& r = checked_read_of(connection); r.connection == connection) r.connection = 0;

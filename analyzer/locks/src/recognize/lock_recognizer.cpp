@@ -80,7 +80,7 @@ lock_recognizer::~lock_recognizer() = default;
 void lock_recognizer::on_exchange(const exchange& e) { state_->on_exchange(e); }
 void lock_recognizer::on_session_event(const session_event& ev) { state_->sink.on_session_event(ev); }
 void lock_recognizer::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
-  state_->on_connection_end(connection);
+  state_->on_connection_end(connection, at_us);
   state_->sink.on_connection_end(connection, at_us);
 }
 
@@ -170,6 +170,7 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::evalsha_ro: return on_script_call(c);
     case command_word::zrem: return on_zrem(c);
     case command_word::get: return on_get(c);
+    case command_word::pubsub: return on_pubsub(c);
   }
 }
 

@@ -121,6 +121,7 @@ void lock_recognizer::state::on_subscription(command_call& c) {
     // No channel named: it left all it was subscribed to. The confirmation names the
     // first (the others' come as pushes); the rest are the ones seen subscribed.
     if (op.outcome != op_outcome::ok) return;
+    if (!holders_by_connection.empty()) on_subscription_lock_left_all(c);
     std::vector<tracked_channel> left = take_channels(e.connection, false, sharded);
     if (is_lock_channel(confirmed) &&
         std::none_of(left.begin(), left.end(), [&](const tracked_channel& t) { return t.name == confirmed; })) {
@@ -128,6 +129,14 @@ void lock_recognizer::state::on_subscription(command_call& c) {
     }
     for (const auto& t : left) emit_channel(t.name);
     return;
+  }
+  // A lock held by the subscription itself (subscription_locks.cpp): asked about with
+  // PUBSUB NUMSUB first, so nothing to look up until some channel was.
+  if (!subscription_locks.empty() && op.outcome == op_outcome::ok && !sharded) {
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      if (sub) on_subscription_lock_subscribe(c, args[i]);
+      else on_subscription_lock_left(c, args[i]);
+    }
   }
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (!is_lock_channel(args[i])) continue;

@@ -10,6 +10,7 @@
 //                         and Redisson's unlock latches
 //   plain_commands.cpp    SET NX, SETNX, EXPIRE/PEXPIRE, DEL/UNLINK
 //   pubsub.cpp            (S)SUBSCRIBE, (S)UNSUBSCRIBE, message/smessage/sunsubscribe pushes
+//   subscription_locks.cpp  locks held by a subscription (PUBSUB NUMSUB, SUBSCRIBE)
 //   connection_state.cpp  SELECT, RESET
 //   redis_cluster.cpp     MOVED/ASK/TRYAGAIN/CLUSTERDOWN replies, ASKING, CLUSTER SLOTS/SHARDS
 // Private to the recognizer.
@@ -193,6 +194,37 @@ struct lock_recognizer::state {
   };
   static constexpr std::size_t max_tracked_channels = 256;
   std::unordered_map<std::uint64_t, std::vector<tracked_channel>> channels;
+
+  // Locks held by a subscription (subscription_locks.cpp): the channels asked about with
+  // PUBSUB NUMSUB (candidates until a SUBSCRIBE takes one just found free), each with its
+  // holder; at most max_subscription_locks (a holderless one least recently seen is
+  // forgotten first). holders_by_connection: what each holding connection holds.
+  struct subscription_lock {
+    std::uint64_t holder = 0;      // the subscribed connection holding it; 0: none known
+    bool is_lock = false;          // a SUBSCRIBE took it once: it behaves as a lock
+    bool holder_checked = false;   // the holder's own count check came
+    bool has_client_ep = false;
+    bool has_server_ep = false;
+    std::int32_t holder_db = 0;
+    std::int64_t seen_us = 0;
+    // The client hosts that found it free (a NUMSUB answered 0), the latest last: a
+    // SUBSCRIBE from one of them soon after takes it. Several may race.
+    struct found_free {
+      std::string host;
+      std::int64_t at_us = 0;
+    };
+    std::vector<found_free> found_free_by;
+    std::string holder_client;     // the holder's endpoints, for the release at its close
+    std::string holder_server;
+    endpoint holder_client_ep{};
+    endpoint holder_server_ep{};
+  };
+  static constexpr std::size_t max_subscription_locks = 4096;
+  // A SUBSCRIBE takes a channel found free by its host at most this long before (the
+  // client names its connection or opens a new one in between).
+  static constexpr std::int64_t subscribe_after_free_us = 1'000'000;
+  recognizer_detail::string_map<subscription_lock> subscription_locks;
+  std::unordered_map<std::uint64_t, std::vector<std::string>> holders_by_connection;
 
   // ---- lock_recognizer.cpp: the exchange, its dispatch, what every handler uses ----
 
@@ -423,6 +455,19 @@ struct lock_recognizer::state {
 
   void on_push(const exchange& e, lock_operation& op);
   void on_subscription(command_call& c);  // (S)SUBSCRIBE, (S)UNSUBSCRIBE
+
+  // ---- subscription_locks.cpp: locks held by a subscription (PUBSUB NUMSUB) ----
+  void on_pubsub(command_call& c);  // PUBSUB NUMSUB
+  void on_subscriber_count(command_call& c, std::string_view channel, std::int64_t count, std::int64_t at);
+  void on_subscription_lock_subscribe(command_call& c, std::string_view channel);
+  void on_subscription_lock_left(command_call& c, std::string_view channel);
+  void on_subscription_lock_left_all(command_call& c);
+  void subscription_holder_ended(std::uint64_t connection, std::int64_t at_us);
+  subscription_lock* subscription_lock_of(std::string_view channel);
+  subscription_lock& subscription_candidate(std::string_view channel, std::int64_t at);
+  void forget_holder(std::uint64_t connection, std::string_view channel);
+  void release_subscription_lock(subscription_lock& s, std::string_view channel, const lock_operation& op);
+  void emit_subscription_op(std::string_view channel, lock_op_kind kind, op_outcome outcome, lock_operation op);
   void note_subscribed(std::uint64_t connection, std::string_view channel, bool sharded);
   void note_unsubscribed(std::uint64_t connection, std::string_view channel);
   // The channels a bare (S)UNSUBSCRIBE (sharded: SUNSUBSCRIBE) or a RESET (all) leaves;
@@ -470,7 +515,7 @@ struct lock_recognizer::state {
 
   void on_select(command_call& c);
   void on_reset(command_call& c);
-  void on_connection_end(std::uint64_t connection);
+  void on_connection_end(std::uint64_t connection, std::int64_t at_us);
   // CLIENT SETNAME / HELLO ... SETNAME answered without an error: the connection's name.
   void note_client_name(const command_call& c);
 

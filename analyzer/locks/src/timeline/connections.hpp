@@ -159,7 +159,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
     // The waiter of this connection: whether it leaves (said), out of line so the scan
     // of the lock's other waiters stays a compare each (a herd's lock has thousands).
     auto leaves = [&](const waiter& w) __attribute__((noinline)) {
-      if (waits_on_subscription(w, lock, connection)) {
+      if (waits_on_subscription(w, lock, connection) || (w.connection_per_attempt && !capture_ending)) {
         ++waiters_kept;
         return false;
       }

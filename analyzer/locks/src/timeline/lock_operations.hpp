@@ -32,7 +32,7 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
   // SET-based and node-redlock locks cannot be re-entered (their acquire fails while
   // the key exists, whoever set it).
   if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
-                                         op.family != lock_family::set_based &&
+                                         op.family != lock_family::set_based && op.family != lock_family::subscription &&
                                          op.family != lock_family::redlock_multi) {
     on_reentered(id, op, *h);
     return;
@@ -63,6 +63,7 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
     w->connection = op.connection;
     w->client = client;
     w->pubsub = pubsub_family(op.family);
+    w->connection_per_attempt = op.family == lock_family::subscription;
     w->first_us = op.request_us;
     if (new_wait_from_us >= 0) {  // began by the attempt before, answered at once by this one
       w->first_us = new_wait_from_us;

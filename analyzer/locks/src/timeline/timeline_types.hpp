@@ -96,6 +96,9 @@ struct waiter {
   // Its first retry came after its connection took and released another lock, no
   // spacing known yet to judge it by: decided at its next attempt (poller_moved_on).
   bool hold_in_first_gap : 1 = false;
+  // Its client opens a connection for each attempt (a lock held by a subscription,
+  // lock_family::subscription): a connection's close does not end its wait.
+  bool connection_per_attempt : 1 = false;
   std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen

@@ -42,6 +42,7 @@ enum class command_word : std::uint8_t {
   evalsha_ro,
   zrem,  // a sorted-set semaphore's release (of a key its acquire script named)
   get,   // a client's check of its value before a plain DEL or EXPIRE
+  pubsub,  // PUBSUB NUMSUB: a lock held by a subscription is checked by its count
 };
 
 namespace command_words_detail {
@@ -117,13 +118,14 @@ inline command_word identify_command(std::string_view name) noexcept {
     case 6: {
       static constexpr d::pattern expire = d::pattern_of("EXPIRE"), select = d::pattern_of("SELECT"),
                                   asking = d::pattern_of("ASKING"), unlink = d::pattern_of("UNLINK"),
-                                  script = d::pattern_of("SCRIPT");
+                                  script = d::pattern_of("SCRIPT"), pubsub = d::pattern_of("PUBSUB");
       d::load<6>(name.data(), w);
       if (d::matches(w, expire)) return command_word::expire;
       if (d::matches(w, select)) return command_word::select;
       if (d::matches(w, asking)) return command_word::asking;
       if (d::matches(w, unlink)) return command_word::unlink;
       if (d::matches(w, script)) return command_word::script;
+      if (d::matches(w, pubsub)) return command_word::pubsub;
       break;
     }
     case 7: {
@@ -181,7 +183,7 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"SCRIPT", command_word::script},         {"EVAL", command_word::eval},
       {"EVAL_RO", command_word::eval_ro},       {"EVALSHA", command_word::evalsha},
       {"EVALSHA_RO", command_word::evalsha_ro}, {"ZREM", command_word::zrem},
-      {"GET", command_word::get},
+      {"GET", command_word::get},               {"PUBSUB", command_word::pubsub},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;

@@ -42,6 +42,8 @@ enum class lock_family : std::uint8_t {
   redisson_latch,       // RCountDownLatch: the key holds the count; waiters go at zero
   semaphore,            // another client's sorted-set semaphore (a member per holder,
                         // the limit from the script's comparison argument)
+  subscription,         // held by a pub/sub subscription (PUBSUB NUMSUB, then SUBSCRIBE:
+                        // portalocker): the owner is the client host; no lease
 };
 // A family whose lock has several holders by design (semaphores, latches): the
 // timeline counts its permits instead of judging holders' overlaps.
