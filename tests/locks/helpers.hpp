@@ -90,6 +90,20 @@ inline void feed(locks::lock_recognizer& r, const std::vector<std::string>& args
   r.on_exchange(e);
 }
 
+// Operations to a recorder, and on to a timeline when one is given (connection ends too).
+class op_tee final : public locks::lock_operation_sink {
+ public:
+  void on_operation(const locks::lock_operation& op) override {
+    log.on_operation(op);
+    if (next != nullptr) next->on_operation(op);
+  }
+  void on_connection_end(std::uint64_t c, std::int64_t at) override {
+    if (next != nullptr) next->on_connection_end(c, at);
+  }
+  op_recorder log;
+  locks::lock_operation_sink* next = nullptr;
+};
+
 inline void feed_push(locks::lock_recognizer& r, std::string_view push, std::int64_t at_us = 1'000'000) {
   static const ingest::endpoint client = ingest::make_endpoint("10.0.0.1", 50001);
   static const ingest::endpoint server = ingest::make_endpoint("10.0.0.2", 6379);

@@ -25,19 +25,7 @@ constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
 std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
 
-// Operations to a recorder, and on to a timeline when one is given.
-class tee final : public locks::lock_operation_sink {
- public:
-  void on_operation(const locks::lock_operation& op) override {
-    log.on_operation(op);
-    if (next != nullptr) next->on_operation(op);
-  }
-  void on_connection_end(std::uint64_t c, std::int64_t at) override {
-    if (next != nullptr) next->on_connection_end(c, at);
-  }
-  op_recorder log;
-  locks::lock_operation_sink* next = nullptr;
-};
+using tee = lockscope::timeline_test::op_tee;
 
 // Exchanges joined mid-stream (no SYN seen), each answered 100 µs after it was sent.
 class wire {

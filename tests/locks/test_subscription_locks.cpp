@@ -34,18 +34,7 @@ std::string subscribe_reply(std::string_view word, std::string_view channel, int
          "\r\n" + std::string(channel) + "\r\n:" + std::to_string(count) + "\r\n";
 }
 
-class tee final : public locks::lock_operation_sink {
- public:
-  void on_operation(const locks::lock_operation& op) override {
-    log.on_operation(op);
-    if (next != nullptr) next->on_operation(op);
-  }
-  void on_connection_end(std::uint64_t c, std::int64_t at) override {
-    if (next != nullptr) next->on_connection_end(c, at);
-  }
-  op_recorder log;
-  locks::lock_operation_sink* next = nullptr;
-};
+using tee = lockscope::timeline_test::op_tee;
 
 // Hosts A (10.0.0.1) and B (10.0.0.2); each connection's client port is 40000 + its id.
 class wire {
