@@ -1,0 +1,291 @@
+// Sorted-set locks read by their effect (recognize/script_effect.hpp over the sandbox's
+// sorted sets, recognize/lua_sandbox.hpp): symfony/lock 5.4's RedisStore scripts byte
+// for byte as Debian's php-symfony-lock sends them (tests/locks/data/symfony_lock/, taken
+// from Store/RedisStore.php with its TIME clause, the texts the recording carries), the
+// same with the caller's clock instead of TIME (its Redis < 5 form), a semaphore of two
+// permits written here, replies the probes did not foresee, and scripts that loop or
+// allocate on sorted sets.
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "recognize/lua_sandbox.hpp"
+#include "recognize/script_effect.hpp"
+
+using namespace lockscope::locks;
+using effect::lua_reply;
+using effect::observed_reply;
+using effect::shadow_key;
+using effect::shadow_store;
+
+namespace {
+
+std::string symfony_script(const std::string& name) {
+  std::ifstream in(std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/locks/data/symfony_lock/" + name + ".lua",
+                   std::ios::binary);
+  REQUIRE(in);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// symfony's Redis < 5 form: `now` from the caller's ARGV[1] (microtime) instead of TIME.
+std::string with_caller_clock(std::string text) {
+  const std::string time_clause =
+      "local now = redis.call(\"TIME\")\n                now = now[1] * 1000 + math.floor(now[2] / 1000)";
+  const std::size_t at = text.find(time_clause);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, time_clause.size(), "local now = tonumber(ARGV[1])\n            now = math.floor(now * 1000)");
+  return text;
+}
+
+struct zcall {
+  std::vector<std::string> keys, argv;
+  std::vector<std::string_view> k() const { return {keys.begin(), keys.end()}; }
+  std::vector<std::string_view> a() const { return {argv.begin(), argv.end()}; }
+};
+
+effect::script_effect zeffect(std::string_view text, const zcall& c) {
+  const auto k = c.k();
+  const auto a = c.a();
+  return effect::analyse_script(text, k, a);
+}
+
+observed_reply z_integer(std::int64_t v) {
+  observed_reply r;
+  r.kind = observed_reply::form::integer;
+  r.integer = v;
+  return r;
+}
+observed_reply z_nil() {
+  observed_reply r;
+  r.kind = observed_reply::form::nil;
+  return r;
+}
+
+effect::reply_reading zread(const effect::script_effect& e, const observed_reply& r, const zcall& c) {
+  const auto k = c.k();
+  const auto a = c.a();
+  return effect::read_reply(e, r, k, a);
+}
+
+effect::run_result zrun(std::string_view text, shadow_store& store, const std::vector<std::string>& keys = {"z"},
+                        const std::vector<std::string>& argv = {}, const effect::sandbox_limits& limits = {}) {
+  const std::vector<std::string_view> k(keys.begin(), keys.end()), a(argv.begin(), argv.end());
+  return effect::run_script(text, k, a, store, limits);
+}
+
+std::vector<std::string> texts(const lua_reply& r) {
+  std::vector<std::string> out;
+  for (const lua_reply& i : r.items) out.push_back(i.type == lua_reply::kind::integer ? std::to_string(i.integer) : i.text);
+  return out;
+}
+
+const zcall symfony_save{{"lock:orders"}, {"1795982171.1101", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "300000"}};
+const zcall symfony_refresh{{"lock:orders"}, {"1795982171.1139", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "1000"}};
+const zcall symfony_delete{{"lock:orders"}, {"XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac="}};
+
+}  // namespace
+
+TEST_CASE("sandbox: sorted sets answer and change as Redis does", "[effect][sandbox][zset]") {
+  shadow_store s;
+  s.now_ms = 1'795'982'171'110;
+  // ZADD's forms: added counts, CH, NX, XX, GT, LT, INCR; scores printed shortest.
+  auto r = zrun("return {redis.call('zadd', KEYS[1], 10, 'a', 20, 'b'), redis.call('zadd', KEYS[1], 'NX', 5, 'a'),"
+                " redis.call('zadd', KEYS[1], 'XX', 'CH', 15, 'a', 1, 'c'), redis.call('zadd', KEYS[1], 'GT', 'CH', 12, 'a'),"
+                " redis.call('zadd', KEYS[1], 'LT', 'CH', 12, 'a'), redis.call('zadd', KEYS[1], 'INCR', 2.5, 'b'),"
+                " redis.call('zscore', KEYS[1], 'a'), redis.call('zcard', KEYS[1])}",
+                s);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(texts(r.reply) == std::vector<std::string>{"2", "0", "1", "0", "1", "22.5", "12", "2"});
+  REQUIRE(s.keys.count("z") == 1);
+  CHECK(s.keys["z"].kind == shadow_key::type::zset);
+  // Ranges: by rank, reversed, by score with open bounds, WITHSCORES, LIMIT; ZCOUNT.
+  r = zrun("redis.call('zadd', KEYS[1], 30, 'c', 30, 'bb')\n"
+           "return {redis.call('zrevrange', KEYS[1], 0, 0, 'WITHSCORES')[1], redis.call('zrevrange', KEYS[1], 0, 0, 'WITHSCORES')[2],"
+           " redis.call('zcount', KEYS[1], '-inf', '+inf'), redis.call('zcount', KEYS[1], '(12', 30),"
+           " table.concat(redis.call('zrangebyscore', KEYS[1], '(12', '+inf', 'LIMIT', 1, 2), ','),"
+           " table.concat(redis.call('zrange', KEYS[1], 0, -1), ','), redis.call('type', KEYS[1]).ok,"
+           " redis.call('zrank', KEYS[1], 'bb'), redis.call('zrevrank', KEYS[1], 'a')}",
+           s);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(texts(r.reply) == std::vector<std::string>{"c", "30", "4", "3", "bb,c", "a,b,bb,c", "zset", "2", "3"});
+  // ZREM, ZREMRANGEBYSCORE; a set left empty is dropped; the writes name each member.
+  r = zrun("return {redis.call('zremrangebyscore', KEYS[1], '-inf', 22.5), redis.call('zrem', KEYS[1], 'c', 'nope'),"
+           " redis.call('zrem', KEYS[1], 'bb'), redis.call('exists', KEYS[1])}",
+           s);
+  CHECK(texts(r.reply) == std::vector<std::string>{"2", "1", "1", "0"});
+  CHECK(s.keys.count("z") == 0);
+  std::size_t removed = 0;
+  for (const auto& w : r.writes) removed += w.kind == effect::shadow_write::what::member_del ? 1 : 0;
+  CHECK(removed == 4);
+  // PEXPIREAT against the store's clock (which TIME answers); a passed deadline deletes.
+  r = zrun("local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+           "redis.call('zadd', KEYS[1], now + 5000, 'x')\n"
+           "local a = redis.call('pexpireat', KEYS[1], redis.call('zrevrange', KEYS[1], 0, 0, 'WITHSCORES')[2])\n"
+           "return {now, a, redis.call('pttl', KEYS[1]), redis.call('pexpiretime', KEYS[1]),"
+           " redis.call('pexpireat', KEYS[1], now - 1), redis.call('exists', KEYS[1])}",
+           s);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(texts(r.reply) == std::vector<std::string>{"1795982171110", "1", "5000", "1795982176110", "1", "0"});
+  // Wrong types and bad scores answer Redis's errors.
+  shadow_store t;
+  t.keys["s"] = shadow_key{};
+  r = zrun("return redis.pcall('zadd', KEYS[1], 1, 'a')", t, {"s"});
+  CHECK(r.reply.type == lua_reply::kind::error);
+  r = zrun("return redis.call('zadd', KEYS[1], 'x', 'a')", t, {"y"});
+  CHECK(r.outcome == effect::run_result::status::script_error);
+  CHECK(t.keys.count("y") == 0);
+  CHECK(effect::score_text(1795982471110.0) == "1795982471110");
+  CHECK(effect::score_text(22.5) == "22.5");
+  CHECK(effect::score_text(-HUGE_VAL) == "-inf");
+}
+
+TEST_CASE("effect: symfony/lock's save() is an exclusive acquire of a sorted-set member", "[effect][zset]") {
+  const std::string text = symfony_script("save");
+  for (const std::string& t : {text, with_caller_clock(text)}) {
+    const auto e = zeffect(t, symfony_save);
+    INFO(e.finding);
+    REQUIRE(e.op == script_op::acquire);
+    CHECK(e.family == lock_family::set_based);
+    CHECK(e.member_based);
+    CHECK_FALSE(e.shared);
+    CHECK(e.lock_key == 1);
+    CHECK(e.owner_argv == 2);
+    CHECK(e.lease_argv == 3);
+    CHECK_FALSE(e.lease_seconds);
+    CHECK(e.renews_own);  // saved again by its holder: re-scored
+    CHECK(zread(e, z_integer(1), symfony_save).outcome == op_outcome::ok);
+    const auto refused = zread(e, z_nil(), symfony_save);
+    CHECK_FALSE(refused.ambiguous);
+    CHECK(refused.outcome == op_outcome::contended);
+  }
+}
+
+TEST_CASE("effect: symfony/lock's putOffExpiration() renews its member, delete() releases it", "[effect][zset]") {
+  const auto extend = zeffect(symfony_script("putOffExpiration"), symfony_refresh);
+  INFO(extend.finding);
+  REQUIRE(extend.op == script_op::extend);
+  CHECK(extend.member_based);
+  CHECK(extend.owner_argv == 2);
+  CHECK(extend.lease_argv == 3);
+  CHECK(zread(extend, z_integer(1), symfony_refresh).outcome == op_outcome::ok);
+  CHECK(zread(extend, z_nil(), symfony_refresh).outcome == op_outcome::rejected);
+
+  const auto release = zeffect(symfony_script("delete"), symfony_delete);
+  INFO(release.finding);
+  REQUIRE(release.op == script_op::unlock);
+  CHECK(release.member_based);
+  CHECK(release.owner_argv == 1);
+  CHECK(zread(release, z_integer(1), symfony_delete).outcome == op_outcome::ok);
+  CHECK(zread(release, z_nil(), symfony_delete).outcome == op_outcome::rejected);
+
+  // exists() only asks: it runs to its end and is no lock.
+  const auto asks = zeffect(symfony_script("exists"), symfony_save);
+  INFO(asks.finding);
+  CHECK_FALSE(asks.is_lock());
+  CHECK(asks.ran);
+}
+
+TEST_CASE("effect: symfony/lock's saveRead() is a shared acquire refused by the writer's flag", "[effect][zset]") {
+  const std::string text = symfony_script("saveRead");
+  for (const std::string& t : {text, with_caller_clock(text)}) {
+    const auto e = zeffect(t, symfony_save);
+    INFO(e.finding);
+    REQUIRE(e.op == script_op::acquire);
+    CHECK(e.member_based);
+    CHECK(e.shared);
+    CHECK(e.limit == 0);
+    CHECK(e.family == lock_family::set_based);  // a read hold, not a semaphore's permit
+    CHECK(e.owner_argv == 2);
+    CHECK(e.lease_argv == 3);
+    CHECK(zread(e, z_integer(1), symfony_save).outcome == op_outcome::ok);
+    CHECK(zread(e, z_nil(), symfony_save).outcome == op_outcome::contended);
+  }
+}
+
+TEST_CASE("effect: a sorted-set semaphore of N permits is read by its effect, its limit from ARGV", "[effect][zset]") {
+  // Written here, unlike any client's: the holder id first, the clock last, members
+  // scored by when their permit runs out, answers 'OK' / false.
+  const std::string acquire =
+      "local sem, id, permits, lease, now = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+      "redis.call('ZREMRANGEBYSCORE', sem, '-inf', now)\n"
+      "if redis.call('ZSCORE', sem, id) then redis.call('ZADD', sem, 'XX', now + lease, id) return 'OK' end\n"
+      "if redis.call('ZCARD', sem) >= permits then return false end\n"
+      "redis.call('ZADD', sem, now + lease, id)\nredis.call('PEXPIRE', sem, lease)\nreturn 'OK'\n";
+  for (const char* permits : {"2", "3"}) {
+    const zcall c{{"sem:pool"}, {"worker-7", permits, "5000", "1764000000000"}};
+    const auto e = zeffect(acquire, c);
+    INFO(e.finding);
+    REQUIRE(e.op == script_op::acquire);
+    CHECK(e.family == lock_family::semaphore);
+    CHECK(e.shared);
+    CHECK(e.member_based);
+    CHECK(e.limit == std::stoi(permits));
+    CHECK(e.limit_argv == 2);
+    CHECK(e.owner_argv == 1);
+    CHECK(e.lease_argv == 3);
+    observed_reply ok;
+    ok.kind = observed_reply::form::status;
+    ok.text = "OK";
+    CHECK(zread(e, ok, c).outcome == op_outcome::ok);
+    CHECK(zread(e, z_nil(), c).outcome == op_outcome::contended);
+  }
+  const std::string release = "local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n";
+  const zcall r{{"sem:pool"}, {"worker-7"}};
+  const auto rel = zeffect(release, r);
+  INFO(rel.finding);
+  REQUIRE(rel.op == script_op::unlock);
+  CHECK(rel.member_based);
+  CHECK(rel.owner_argv == 1);
+  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
+  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+}
+
+TEST_CASE("effect: a reply no probe path gave is left to the caller, not guessed", "[effect][zset]") {
+  const auto e = zeffect(symfony_script("save"), symfony_save);
+  REQUIRE(e.op == script_op::acquire);
+  observed_reply text;
+  text.kind = observed_reply::form::text;
+  text.text = "something else";
+  const auto odd = zread(e, text, symfony_save);
+  CHECK(odd.ambiguous);
+  CHECK(odd.outcome == op_outcome::none);
+  CHECK(zread(e, z_integer(7), symfony_save).ambiguous);
+}
+
+TEST_CASE("sandbox: scripts that loop or allocate on sorted sets are stopped by the limits", "[effect][sandbox][zset]") {
+  effect::sandbox_limits limits;
+  const auto started = std::chrono::steady_clock::now();
+  // A set grown without end: the shadow's bytes (or the writes) run out.
+  shadow_store a;
+  auto r = zrun("local i = 0\nwhile true do i = i + 1\n redis.call('zadd', KEYS[1], i, string.rep('m', 200) .. i) end", a,
+                {"z"}, {}, limits);
+  CHECK(r.outcome == effect::run_result::status::limit);
+  // Cheap calls on a large set, in a loop: each call's scan is charged.
+  shadow_store b;
+  shadow_key big;
+  big.kind = shadow_key::type::zset;
+  for (int i = 0; i < 20000; ++i) big.members.emplace_back("m" + std::to_string(100000 + i), i);
+  b.keys["z"] = big;
+  r = zrun("while true do redis.call('zcount', KEYS[1], '-inf', '+inf') redis.call('zscore', KEYS[1], 'none') end", b,
+           {"z"}, {}, limits);
+  CHECK(r.outcome == effect::run_result::status::limit);
+  // A range of every member, again and again: bounded answers, then the limit.
+  r = zrun("local t = {}\nwhile true do t[#t + 1] = redis.call('zrange', KEYS[1], 0, -1, 'WITHSCORES') end", b, {"z"}, {},
+           limits);
+  CHECK(r.outcome == effect::run_result::status::limit);
+  // Scores that are not numbers, NaN increments, BYLEX: errors or "not modelled", no crash.
+  shadow_store c;
+  r = zrun("redis.call('zadd', KEYS[1], 'inf', 'a') return redis.call('zincrby', KEYS[1], '-inf', 'a')", c);
+  CHECK(r.outcome == effect::run_result::status::script_error);
+  r = zrun("return redis.call('zrange', KEYS[1], '[a', '[z', 'BYLEX')", c);
+  CHECK(r.outcome == effect::run_result::status::unsupported);
+  // The probes of such a script end too, and find no lock.
+  const zcall call{{"z"}, {"tok", "1000"}};
+  const auto e = zeffect("while true do redis.call('zadd', KEYS[1], ARGV[2], ARGV[1] .. math.random()) end", call);
+  CHECK_FALSE(e.is_lock());
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+}
