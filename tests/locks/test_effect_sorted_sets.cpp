@@ -5,12 +5,18 @@
 // same with the caller's clock instead of TIME (its Redis < 5 form), a semaphore of two
 // permits written here, replies the probes did not foresee, and scripts that loop or
 // allocate on sorted sets.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 
+#include "lockscope/locks/command_words.hpp"
+#include "lockscope/test/catch_support.hpp"
+#include "lockscope/test/redis_server.hpp"
+#include "lockscope/test/resp_connection.hpp"
 #include "recognize/lua_sandbox.hpp"
 #include "recognize/script_effect.hpp"
 
@@ -288,4 +294,162 @@ TEST_CASE("sandbox: scripts that loop or allocate on sorted sets are stopped by 
   const auto e = zeffect("while true do redis.call('zadd', KEYS[1], ARGV[2], ARGV[1] .. math.random()) end", call);
   CHECK_FALSE(e.is_lock());
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+}
+
+// ---- The shadow's sorted sets against a real redis-server ----
+
+namespace {
+
+// A probe state of the differential test: the key absent, a string, or a sorted set of
+// these members, each scored `ahead_ms` from the server's clock.
+struct zstate {
+  std::string kind;  // "none", "string", "zset"
+  std::vector<std::pair<std::string, std::int64_t>> members;
+};
+
+bool zsame_reply(const lua_reply& mine, const lockscope::resp::value& real, std::string& why) {
+  namespace resp = lockscope::resp;
+  // A score or a time within 2 s (the server's clock runs on from the shadow's).
+  auto close = [](std::int64_t a, std::int64_t b) { return a == b || (a > 100000 && b > 100000 && std::llabs(a - b) < 2000); };
+  auto close_text = [&](const std::string& a, const std::string& b) {
+    std::int64_t x = 0, y = 0;
+    return a == b || (lockscope::locks::parse_wire_int(a, x) && lockscope::locks::parse_wire_int(b, y) && close(x, y));
+  };
+  switch (mine.type) {
+    case lua_reply::kind::nil:
+      if (real.is_null()) return true;
+      break;
+    case lua_reply::kind::integer:
+      if (real.type == resp::type::integer && close(mine.integer, real.integer)) return true;
+      break;
+    case lua_reply::kind::status:
+      if (real.type == resp::type::simple_string && real.text == mine.text) return true;
+      break;
+    case lua_reply::kind::error:
+      if (real.is_error()) return true;
+      break;
+    case lua_reply::kind::bulk:
+      if (real.type == resp::type::bulk_string && close_text(real.text, mine.text)) return true;
+      break;
+    case lua_reply::kind::array:
+      if (real.type == resp::type::array && real.elements.size() == mine.items.size()) {
+        for (std::size_t i = 0; i < mine.items.size(); ++i) {
+          if (!zsame_reply(mine.items[i], real.elements[i], why)) return false;
+        }
+        return true;
+      }
+      break;
+  }
+  why = "sandbox kind " + std::to_string(static_cast<int>(mine.type)) + " (" + mine.text + " " +
+        std::to_string(mine.integer) + "), server type " + std::to_string(static_cast<int>(real.type)) + " (" + real.text +
+        ")";
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("effect sandbox: sorted sets and PEXPIREAT answer and change keys as redis-server does",
+          "[effect][sandbox][zset][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  lockscope::test::redis_server server;
+  lockscope::test::resp_connection c(server.host(), server.port());
+  const std::string token = "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=";
+  struct zcase {
+    std::string script;
+    std::vector<std::string> argv;
+  };
+  std::vector<zcase> cases;
+  for (const char* name : {"save", "saveRead", "putOffExpiration", "exists"}) {
+    cases.push_back({symfony_script(name), {"0", token, "1000"}});
+    cases.push_back({with_caller_clock(symfony_script(name)), {"<now>", token, "1000"}});
+  }
+  cases.push_back({symfony_script("delete"), {token}});
+  cases.push_back({"return {redis.call('zadd', KEYS[1], 'GT', 'CH', 5, ARGV[1]), redis.call('zadd', KEYS[1], 'NX', 1, 'n'),"
+                   " redis.call('zadd', KEYS[1], 'XX', 'INCR', 2, 'n'), redis.call('zincrby', KEYS[1], 1.5, 'm'),"
+                   " redis.call('zrange', KEYS[1], 0, -1, 'WITHSCORES'), redis.call('zrevrangebyscore', KEYS[1], '+inf', '(1',"
+                   " 'WITHSCORES', 'LIMIT', 0, 2), redis.call('zmscore', KEYS[1], ARGV[1], 'nope'),"
+                   " redis.call('zremrangebyrank', KEYS[1], 0, 0), redis.call('zpopmax', KEYS[1]), redis.call('zcard', KEYS[1])}",
+                   {token}});
+  cases.push_back({"local t = redis.call('TIME')\nlocal now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+                   "redis.call('zremrangebyscore', KEYS[1], '-inf', now)\n"
+                   "return {redis.call('zcount', KEYS[1], now, '+inf'), redis.call('zrem', KEYS[1], ARGV[1]),"
+                   " redis.call('expireat', KEYS[1], math.floor(now / 1000) + 30), redis.call('ttl', KEYS[1]),"
+                   " redis.call('type', KEYS[1]).ok}",
+                   {token}});
+  const std::vector<zstate> states{
+      {"none", {}},
+      {"string", {}},
+      {"zset", {{token, 5000}}},
+      {"zset", {{"someone-else", 5000}}},
+      {"zset", {{"someone-else", 5000}, {"__write__", 5000}}},
+      {"zset", {{token, 5000}, {"__write__", 5000}}},
+      {"zset", {{token, -3000}, {"someone-else", 8000}}},  // the caller's member expired
+  };
+  for (const zcase& zc : cases) {
+    for (const zstate& st : states) {
+      INFO("script:\n" << zc.script << "\nstate " << st.kind << " of " << st.members.size());
+      REQUIRE(c.command("FLUSHALL").text == "OK");
+      const lockscope::resp::value time = c.command("TIME");
+      REQUIRE(time.elements.size() == 2);
+      const std::int64_t now_ms = std::stoll(time.elements[0].text) * 1000 + std::stoll(time.elements[1].text) / 1000;
+      shadow_store store;
+      store.now_ms = now_ms;
+      if (st.kind == "string") {
+        c.command("SET", "lock:orders", "x");
+        store.keys["lock:orders"] = shadow_key{};
+        store.keys["lock:orders"].value = "x";
+      } else if (st.kind == "zset") {
+        shadow_key k;
+        k.kind = shadow_key::type::zset;
+        std::int64_t top = 0;
+        std::vector<std::pair<double, std::string>> sorted;
+        for (const auto& [m, ahead] : st.members) {
+          c.command("ZADD", "lock:orders", std::to_string(now_ms + ahead), m);
+          sorted.emplace_back(static_cast<double>(now_ms + ahead), m);
+          top = std::max(top, now_ms + ahead);
+        }
+        std::sort(sorted.begin(), sorted.end());
+        for (const auto& [score, m] : sorted) k.members.emplace_back(m, score);
+        c.command("PEXPIREAT", "lock:orders", std::to_string(top));
+        k.pttl_ms = top - now_ms;
+        store.keys["lock:orders"] = k;
+      }
+      std::vector<std::string> argv = zc.argv;
+      for (std::string& a : argv) {
+        if (a == "<now>") a = std::to_string(now_ms / 1000) + "." + std::to_string(now_ms % 1000 / 100);
+      }
+      const std::vector<std::string> keys{"lock:orders"};
+      const effect::run_result mine = zrun(zc.script, store, keys, argv);
+      REQUIRE(mine.outcome != effect::run_result::status::unsupported);
+      REQUIRE(mine.outcome != effect::run_result::status::limit);
+      std::vector<std::string> eval{"EVAL", zc.script, "1", "lock:orders"};
+      eval.insert(eval.end(), argv.begin(), argv.end());
+      const lockscope::resp::value real = c.command_argv(eval);
+      std::string why;
+      INFO("server reply: " << real.text << " " << real.integer);
+      CHECK(zsame_reply(mine.reply, real, why));
+      INFO(why);
+      // The key after: type, members and scores (within 2 s), expiry.
+      const auto it = store.keys.find("lock:orders");
+      const std::string type = c.command("TYPE", "lock:orders").text;
+      if (it == store.keys.end()) {
+        CHECK(type == "none");
+        continue;
+      }
+      if (it->second.kind != shadow_key::type::zset) {
+        CHECK(type == "string");
+        continue;
+      }
+      REQUIRE(type == "zset");
+      const lockscope::resp::value all = c.command("ZRANGE", "lock:orders", "0", "-1", "WITHSCORES");
+      REQUIRE(all.elements.size() == it->second.members.size() * 2);
+      for (std::size_t i = 0; i < it->second.members.size(); ++i) {
+        CHECK(all.elements[2 * i].text == it->second.members[i].first);
+        CHECK(std::fabs(std::stod(all.elements[2 * i + 1].text) - it->second.members[i].second) < 2000);
+      }
+      const std::int64_t pttl = c.command("PTTL", "lock:orders").integer;
+      if (it->second.pttl_ms < 0) CHECK(pttl == -1);
+      else CHECK(std::llabs(pttl - it->second.pttl_ms) < 2000);
+    }
+  }
 }
