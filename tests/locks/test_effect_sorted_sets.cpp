@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "helpers.hpp"
 #include "lockscope/locks/command_words.hpp"
 #include "lockscope/test/catch_support.hpp"
 #include "lockscope/test/redis_server.hpp"
@@ -452,4 +453,109 @@ TEST_CASE("effect sandbox: sorted sets and PEXPIREAT answer and change keys as r
       else CHECK(std::llabs(pttl - it->second.pttl_ms) < 2000);
     }
   }
+}
+
+// ---- Through the recognizer: the operations each call makes ----
+
+namespace {
+
+struct zop {
+  lock_op_kind kind{};
+  lock_family family{};
+  op_outcome outcome{};
+  bool shared = false, inferred = false;
+  std::string lock, owner;
+  std::int64_t lease_ms = -1, permits = -1, limit = -1;
+};
+
+class zop_recorder final : public lock_operation_sink {
+ public:
+  void on_operation(const lock_operation& op) override {
+    ops.push_back({op.kind, op.family, op.outcome, op.shared, op.inferred, std::string(op.lock), std::string(op.owner),
+                   op.lease_ms, op.permits, op.limit});
+  }
+  std::vector<zop> ops;
+};
+
+std::vector<std::string> zeval(const std::string& script, const std::string& key, std::vector<std::string> argv) {
+  std::vector<std::string> args{"EVAL", script, "1", key};
+  args.insert(args.end(), argv.begin(), argv.end());
+  return args;
+}
+
+constexpr std::int64_t zt0 = 1'795'982'171'000'000;
+
+}  // namespace
+
+TEST_CASE("effect pipeline: symfony/lock's scripts by EVAL make its lock's operations", "[effect][zset][pipeline]") {
+  using lockscope::timeline_test::feed;
+  zop_recorder rec;
+  lock_recognizer r(rec);
+  const std::string save = symfony_script("save"), refresh = symfony_script("putOffExpiration"),
+                    del = symfony_script("delete"), exists = symfony_script("exists"), read = symfony_script("saveRead");
+  feed(r, zeval(save, "lock:orders", {"1795982171.1101", "tok-A", "300000"}), ":1\r\n", zt0 + 110'000, 1);
+  feed(r, zeval(save, "lock:orders", {"1795982171.1139", "tok-B", "300000"}), "$-1\r\n", zt0 + 114'000, 2);
+  feed(r, zeval(refresh, "lock:orders", {"1795982171.1140", "tok-A", "1000"}), ":1\r\n", zt0 + 114'100, 1);
+  feed(r, zeval(del, "lock:orders", {"tok-A"}), ":1\r\n", zt0 + 160'000, 1);
+  feed(r, zeval(exists, "lock:orders", {"1795982171.1601", "tok-A"}), "$-1\r\n", zt0 + 160'100, 1);
+  feed(r, zeval(save, "lock:orders", {"1795982171.2103", "tok-B", "300000"}), ":1\r\n", zt0 + 210'000, 2);
+  feed(r, zeval(del, "lock:orders", {"tok-A"}), "$-1\r\n", zt0 + 220'000, 1);  // long gone: refused
+  feed(r, zeval(read, "lock:report", {"1795982171.3000", "tok-R", "300000"}), ":1\r\n", zt0 + 300'000, 3);
+  REQUIRE(rec.ops.size() == 7);
+  const auto& a = rec.ops[0];
+  CHECK(a.kind == lock_op_kind::acquire);
+  CHECK(a.outcome == op_outcome::ok);
+  CHECK(a.owner == "tok-A");
+  CHECK(a.lease_ms == 300000);
+  CHECK_FALSE(a.shared);
+  CHECK_FALSE(a.inferred);
+  CHECK(rec.ops[1].outcome == op_outcome::contended);
+  CHECK(rec.ops[1].owner == "tok-B");
+  CHECK(rec.ops[2].kind == lock_op_kind::renew);
+  CHECK(rec.ops[2].outcome == op_outcome::ok);
+  CHECK(rec.ops[2].lease_ms == 1000);
+  CHECK(rec.ops[3].kind == lock_op_kind::unlock);
+  CHECK(rec.ops[3].outcome == op_outcome::ok);
+  CHECK(rec.ops[4].kind == lock_op_kind::acquire);
+  CHECK(rec.ops[4].outcome == op_outcome::ok);
+  CHECK(rec.ops[4].owner == "tok-B");
+  CHECK(rec.ops[5].kind == lock_op_kind::unlock);
+  CHECK(rec.ops[5].outcome == op_outcome::rejected);
+  CHECK(rec.ops[6].kind == lock_op_kind::acquire);
+  CHECK(rec.ops[6].shared);  // a read hold
+  CHECK(rec.ops[6].family == lock_family::set_based);
+}
+
+TEST_CASE("effect pipeline: a sorted-set semaphore's acquires, refusal and releases are its permits",
+          "[effect][zset][pipeline]") {
+  using lockscope::timeline_test::feed;
+  const std::string acquire =
+      "local sem, id, permits, lease, now = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+      "redis.call('ZREMRANGEBYSCORE', sem, '-inf', now)\n"
+      "if redis.call('ZSCORE', sem, id) then redis.call('ZADD', sem, 'XX', now + lease, id) return 'OK' end\n"
+      "if redis.call('ZCARD', sem) >= permits then return false end\n"
+      "redis.call('ZADD', sem, now + lease, id)\nredis.call('PEXPIRE', sem, lease)\nreturn 'OK'\n";
+  const std::string release = "local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n";
+  zop_recorder rec;
+  lock_recognizer r(rec);
+  feed(r, zeval(acquire, "sem:pool", {"w1", "2", "5000", "1795982171000"}), "+OK\r\n", zt0 + 1'000, 1);
+  feed(r, zeval(acquire, "sem:pool", {"w2", "2", "5000", "1795982171010"}), "+OK\r\n", zt0 + 11'000, 2);
+  feed(r, zeval(acquire, "sem:pool", {"w3", "2", "5000", "1795982171020"}), "$-1\r\n", zt0 + 21'000, 3);
+  feed(r, zeval(release, "sem:pool", {"w1"}), ":1\r\n", zt0 + 31'000, 1);
+  feed(r, zeval(acquire, "sem:pool", {"w3", "2", "5000", "1795982171040"}), "+OK\r\n", zt0 + 41'000, 3);
+  REQUIRE(rec.ops.size() == 5);
+  for (const zop& o : rec.ops) {
+    INFO(static_cast<int>(o.kind) << " " << o.owner);
+    CHECK(o.family == lock_family::semaphore);
+    CHECK(o.shared);
+    CHECK(o.permits == 1);
+  }
+  CHECK(rec.ops[0].limit == 2);
+  CHECK(rec.ops[0].outcome == op_outcome::ok);
+  CHECK(rec.ops[0].lease_ms == 5000);
+  CHECK(rec.ops[2].outcome == op_outcome::contended);
+  CHECK(rec.ops[3].kind == lock_op_kind::unlock);
+  CHECK(rec.ops[3].outcome == op_outcome::ok);
+  CHECK(rec.ops[3].owner == "w1");
+  CHECK(rec.ops[4].outcome == op_outcome::ok);
 }
