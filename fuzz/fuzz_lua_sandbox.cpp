@@ -47,6 +47,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   held.fields.emplace_back("owner-1", "1");
   held.pttl_ms = 5000;
   store.keys["lock:b"] = held;
+  effect::shadow_key members;  // a sorted set: the owner's member beside a writer's flag
+  members.kind = effect::shadow_key::type::zset;
+  members.members = {{"__write__", 1700000005000.0}, {"owner-1", 1700000005000.0}};
+  members.pttl_ms = 5000;
+  store.keys["lock:a:channel"] = members;
   const auto start = std::chrono::steady_clock::now();
   const effect::run_result r = effect::run_script(text, keys, argv, store, limits);
   if (r.writes.size() > limits.writes) fail("more writes than the limit");
@@ -58,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fail("lease or channel out of range");
     }
     if (e.paths.empty()) fail("an effect with no reply paths");
+    if (e.limit_argv != 0 && effect::argument_at(keys, argv, e.limit_argv).empty()) fail("limit out of range");
   }
   if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) fail("the probes took longer than 5 s");
   return 0;

@@ -127,7 +127,13 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
                                                     std::span<const std::string_view> argv) {
   lock_operation& op = c.op;
   op.family = e.family;
-  op.shared = false;
+  op.shared = e.shared;
+  if (e.family == lock_family::semaphore) {
+    op.permits = 1;
+    std::int64_t limit = e.limit;
+    if (e.limit_argv != 0) parse_int(effect_arg(argv, e.limit_argv), limit);
+    op.limit = limit > 0 ? limit : -1;
+  }
   op.owner = effect::argument_at(keys, argv, e.owner_argv);
   // (The sink reads the operation during emit: the drawn owner's digits live that long.)
   std::string drawn_owner;
@@ -174,6 +180,13 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
   auto one = [&](std::string_view key) {
     op.lock = key;
     op.kind = kind;
+    if (e.member_based && !zset_semaphores.empty() && e.family != lock_family::semaphore &&
+        zset_semaphores.find(std::string(key)) != zset_semaphores.end()) {
+      // The release or renewal of a member of a sorted-set semaphore (its acquire said so).
+      op.family = lock_family::semaphore;
+      op.shared = true;
+      op.permits = 1;
+    }
     if (e.renews_own) {
       // A refresh that re-creates a lost key: a renewal while its value holds the lock.
       const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
@@ -185,6 +198,9 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     if (e.owner_reply != 0 && op.outcome != op_outcome::ok) op.owner = {};  // drawn only when it acquires
     if (op.kind == lock_op_kind::renew && op.outcome == op_outcome::contended) op.outcome = op_outcome::rejected;
     op.ttl_ms = op.outcome == op_outcome::contended ? reading.ttl_ms : -1;
+    if (e.family == lock_family::semaphore && op.kind == lock_op_kind::acquire && zset_semaphores.size() < max_zset_semaphores) {
+      zset_semaphores.emplace(key);
+    }
     emit(op);
   };
   if (!e.multi) {

@@ -22,6 +22,20 @@ extern "C" {
 
 namespace lockscope::locks::effect {
 
+std::string score_text(double score) {
+  if (std::isinf(score)) return score > 0 ? "inf" : "-inf";
+  char buf[40];
+  if (score == std::floor(score) && std::fabs(score) < 1e17) {
+    std::snprintf(buf, sizeof buf, "%.0f", score);
+    return buf;
+  }
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, score);
+    if (std::strtod(buf, nullptr) == score) break;
+  }
+  return buf;
+}
+
 namespace {
 
 struct context {
@@ -106,6 +120,9 @@ lua_reply bulk(std::string_view s) {
   return r;
 }
 
+// The most items a range command answers into the script (bounded: each is a Lua value).
+constexpr std::size_t max_answer_items = 4096;
+
 shadow_key string_key(const std::string& value, std::int64_t pttl_ms) {
   shadow_key k;
   k.value = value;
@@ -163,12 +180,20 @@ class shadow_commands {
       if (!record(shadow_write::what::publish, a[1], a[2])) return false;
       return answer(integer(0));
     }
+    if (cmd[0] == 'Z') {
+      bool known = false;
+      const bool ok = sorted_set_command(cmd, known);
+      if (known) return ok;
+    }
+    if ((cmd == "PEXPIREAT" || cmd == "EXPIREAT") && n >= 3) return expire_at(a[1], a[2], cmd == "EXPIREAT", n > 3 ? a[3] : "");
+    if ((cmd == "PEXPIRETIME" || cmd == "EXPIRETIME") && n == 2) return expire_time(a[1], cmd == "EXPIRETIME");
     if (cmd == "SELECT" && n == 2) return answer(status("OK"));
     if (cmd == "PING") return answer(status("PONG"));
     if (cmd == "TIME" && n == 1) {
       lua_reply r;
       r.type = lua_reply::kind::array;
-      r.items = {bulk("1700000000"), bulk("0")};
+      const std::int64_t now = c_.store->now_ms;
+      r.items = {bulk(std::to_string(now / 1000)), bulk(std::to_string(now % 1000 * 1000))};
       return answer(std::move(r));
     }
     if (cmd == "TYPE" && n == 2) {
@@ -176,6 +201,7 @@ class shadow_commands {
       return answer(status(k == nullptr                             ? "none"
                            : k->kind == shadow_key::type::hash ? "hash"
                            : k->kind == shadow_key::type::list ? "list"
+                           : k->kind == shadow_key::type::zset ? "zset"
                                                                : "string"));
     }
     c_.unsupported = true;
@@ -526,6 +552,389 @@ class shadow_commands {
     return answer(integer(now));
   }
 
+  // ---- Sorted sets. Members are kept ordered by (score, member), as Redis orders them.
+
+  // Work done in C++ (a scan of the set), charged to the instruction budget so that a
+  // loop of cheap calls on a large set is stopped like a loop that computes.
+  bool charge(std::size_t work) {
+    c_.executed += work / 4 + 1;
+    if (c_.executed > c_.limits->instructions) {
+      c_.limit_hit = true;
+      return fail("ERR instruction limit reached");
+    }
+    return true;
+  }
+  static bool parse_score(std::string_view s, double& v) {
+    if (s.empty() || s.size() > 64) return false;
+    char buf[72];
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = 0;
+    for (char& ch : buf) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+    if (std::strcmp(buf, "inf") == 0 || std::strcmp(buf, "+inf") == 0) {
+      v = HUGE_VAL;
+      return true;
+    }
+    if (std::strcmp(buf, "-inf") == 0) {
+      v = -HUGE_VAL;
+      return true;
+    }
+    if (buf[0] == ' ' || buf[0] == '\t' || buf[0] == '\n') return false;
+    char* end = nullptr;
+    v = std::strtod(buf, &end);
+    return end == buf + s.size() && !std::isnan(v) && std::isfinite(v);
+  }
+  struct score_bound {
+    double value = 0;
+    bool open = false;  // "(": exclusive
+  };
+  static bool parse_bound(std::string_view s, score_bound& b) {
+    b.open = !s.empty() && s.front() == '(';
+    if (b.open) s.remove_prefix(1);
+    return parse_score(s, b.value);
+  }
+  static bool above_min(double v, const score_bound& min) { return min.open ? v > min.value : v >= min.value; }
+  static bool below_max(double v, const score_bound& max) { return max.open ? v < max.value : v <= max.value; }
+  static bool ordered_before(const std::pair<std::string, double>& a, double score, std::string_view member) {
+    return a.second < score || (a.second == score && std::string_view(a.first) < member);
+  }
+  // The sorted set at `key`; nullptr when absent (wrong: it holds another type, failure set).
+  shadow_key* zset(const std::string& key, bool& wrong) {
+    wrong = false;
+    shadow_key* k = find(key);
+    if (k != nullptr && k->kind != shadow_key::type::zset) {
+      wrong = true;
+      wrong_type();
+      return nullptr;
+    }
+    return k;
+  }
+  static std::vector<std::pair<std::string, double>>::iterator member_at(shadow_key& z, std::string_view m) {
+    return std::find_if(z.members.begin(), z.members.end(), [&](const auto& p) { return p.first == m; });
+  }
+  void place(shadow_key& z, std::string member, double score) {
+    const auto at = std::find_if(z.members.begin(), z.members.end(),
+                                 [&](const auto& p) { return !ordered_before(p, score, member); });
+    z.members.emplace(at, std::move(member), score);
+  }
+  void drop_if_empty(const std::string& key, const shadow_key* z) {
+    if (z != nullptr && z->members.empty()) keys_.erase(key);  // Redis drops an empty set
+  }
+  bool remove_member(const std::string& key, shadow_key& z, std::size_t i) {
+    if (!record(shadow_write::what::member_del, key, z.members[i].first)) return false;
+    z.members.erase(z.members.begin() + static_cast<std::ptrdiff_t>(i));
+    return true;
+  }
+  // A list of members (and their scores) as Redis answers a range.
+  bool answer_members(const shadow_key* z, const std::vector<std::size_t>& picked, bool with_scores) {
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i : picked) {
+      r.items.push_back(bulk(z->members[i].first));
+      if (with_scores) r.items.push_back(bulk(score_text(z->members[i].second)));
+    }
+    return answer(std::move(r));
+  }
+
+  bool sorted_set_command(std::string_view cmd, bool& known) {
+    auto& a = c_.args;
+    const std::size_t n = a.size();
+    known = true;
+    if (cmd == "ZADD" && n >= 4) return zadd(2, false);
+    if (cmd == "ZINCRBY" && n == 4) return zadd(2, true);
+    if ((cmd == "ZSCORE" || cmd == "ZRANK" || cmd == "ZREVRANK") && n == 3) return zscore(cmd);
+    if (cmd == "ZMSCORE" && n >= 3) return zmscore();
+    if (cmd == "ZCARD" && n == 2) {
+      bool wrong = false;
+      const shadow_key* z = zset(a[1], wrong);
+      if (wrong) return false;
+      return answer(integer(z == nullptr ? 0 : static_cast<std::int64_t>(z->members.size())));
+    }
+    if ((cmd == "ZCOUNT" || cmd == "ZREMRANGEBYSCORE") && n == 4) return zby_score(a[2], a[3], cmd == "ZREMRANGEBYSCORE");
+    if (cmd == "ZREMRANGEBYRANK" && n == 4) return zremrangebyrank();
+    if ((cmd == "ZRANGE" || cmd == "ZREVRANGE" || cmd == "ZRANGEBYSCORE" || cmd == "ZREVRANGEBYSCORE") && n >= 4) {
+      return zrange(cmd);
+    }
+    if (cmd == "ZREM" && n >= 3) return zrem();
+    if ((cmd == "ZPOPMIN" || cmd == "ZPOPMAX") && (n == 2 || n == 3)) return zpop(cmd == "ZPOPMAX");
+    known = false;
+    return false;
+  }
+  bool zadd(std::size_t from, bool zincrby) {
+    auto& a = c_.args;
+    bool nx = false, xx = false, gt = false, lt = false, ch = false, incr = zincrby;
+    std::size_t i = from;
+    for (; !zincrby && i < a.size(); ++i) {
+      std::string opt = a[i];
+      const std::string_view o = upper_name(opt);
+      if (o == "NX") nx = true;
+      else if (o == "XX") xx = true;
+      else if (o == "GT") gt = true;
+      else if (o == "LT") lt = true;
+      else if (o == "CH") ch = true;
+      else if (o == "INCR") incr = true;
+      else break;
+    }
+    const std::size_t pairs_from = i;
+    const std::size_t left = a.size() - pairs_from;
+    if (left == 0 || left % 2 != 0) return fail("ERR syntax error");
+    if (nx && xx) return fail("ERR XX and NX options at the same time are not compatible");
+    if ((gt && nx) || (lt && nx) || (gt && lt)) return fail("ERR GT, LT, and/or NX options at the same time are not compatible");
+    if (incr && left != 2) return fail("ERR INCR option supports a single increment-element pair");
+    for (std::size_t j = pairs_from; j < a.size(); j += 2) {
+      double v = 0;
+      if (!parse_score(a[j], v)) return fail("ERR value is not a valid float");
+    }
+    bool wrong = false;
+    shadow_key* z = zset(a[1], wrong);
+    if (wrong) return false;
+    if (!charge((z == nullptr ? 0 : z->members.size()) * (left / 2))) return false;
+    std::int64_t added = 0, changed = 0;
+    bool skipped = false;
+    double last = 0;
+    for (std::size_t j = pairs_from; j < a.size(); j += 2) {
+      double score = 0;
+      parse_score(a[j], score);
+      const std::string& member = a[j + 1];
+      auto it = z == nullptr ? std::vector<std::pair<std::string, double>>::iterator{} : member_at(*z, member);
+      const bool exists = z != nullptr && it != z->members.end();
+      if (exists) {
+        const double old = it->second;
+        if (nx) {
+          skipped = true;
+          continue;
+        }
+        if (incr) score += old;
+        if (std::isnan(score)) return fail("ERR resulting score is not a number (NaN)");
+        if ((gt && score <= old) || (lt && score >= old)) {
+          skipped = true;
+          last = old;
+          continue;
+        }
+        if (!record(shadow_write::what::member_add, a[1], member, score_text(score))) return false;
+        if (score != old) {
+          ++changed;
+          z->members.erase(it);
+          place(*z, member, score);
+        }
+      } else {
+        if (xx) {
+          skipped = true;
+          continue;
+        }
+        if (!grow(member.size() + 16) || !record(shadow_write::what::member_add, a[1], member, score_text(score))) return false;
+        if (z == nullptr) {
+          z = &keys_[a[1]];
+          z->kind = shadow_key::type::zset;
+        }
+        place(*z, member, score);
+        ++added;
+      }
+      last = score;
+    }
+    if (incr) return answer(skipped ? lua_reply{} : bulk(score_text(last)));
+    return answer(integer(ch ? added + changed : added));
+  }
+  bool zscore(std::string_view cmd) {
+    auto& a = c_.args;
+    if (c_.result->member_reads.size() < 64) c_.result->member_reads.emplace_back(a[1], a[2]);
+    bool wrong = false;
+    shadow_key* z = zset(a[1], wrong);
+    if (wrong) return false;
+    if (z == nullptr) return answer(lua_reply{});
+    if (!charge(z->members.size())) return false;
+    const auto it = member_at(*z, a[2]);
+    if (it == z->members.end()) return answer(lua_reply{});
+    if (cmd == "ZSCORE") return answer(bulk(score_text(it->second)));
+    const auto rank = static_cast<std::int64_t>(it - z->members.begin());
+    return answer(integer(cmd == "ZRANK" ? rank : static_cast<std::int64_t>(z->members.size()) - 1 - rank));
+  }
+  bool zmscore() {
+    auto& a = c_.args;
+    bool wrong = false;
+    shadow_key* z = zset(a[1], wrong);
+    if (wrong) return false;
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i = 2; i < a.size(); ++i) {
+      if (c_.result->member_reads.size() < 64) c_.result->member_reads.emplace_back(a[1], a[i]);
+      if (!charge(z == nullptr ? 0 : z->members.size())) return false;
+      const auto it = z == nullptr ? std::vector<std::pair<std::string, double>>::iterator{} : member_at(*z, a[i]);
+      r.items.push_back(z == nullptr || it == z->members.end() ? lua_reply{} : bulk(score_text(it->second)));
+    }
+    return answer(std::move(r));
+  }
+  bool zby_score(const std::string& min_arg, const std::string& max_arg, bool remove) {
+    score_bound min, max;
+    if (!parse_bound(min_arg, min) || !parse_bound(max_arg, max)) return fail("ERR min or max is not a float");
+    bool wrong = false;
+    shadow_key* z = zset(c_.args[1], wrong);
+    if (wrong) return false;
+    if (z == nullptr) return answer(integer(0));
+    if (!charge(z->members.size())) return false;
+    std::int64_t count = 0;
+    for (std::size_t i = 0; i < z->members.size();) {
+      const double v = z->members[i].second;
+      if (!above_min(v, min) || !below_max(v, max)) {
+        ++i;
+        continue;
+      }
+      ++count;
+      if (!remove) {
+        ++i;
+        continue;
+      }
+      if (!remove_member(c_.args[1], *z, i)) return false;
+    }
+    if (remove) drop_if_empty(c_.args[1], z);
+    return answer(integer(count));
+  }
+  bool zremrangebyrank() {
+    std::int64_t start = 0, stop = 0;
+    if (!parse_i64(c_.args[2], start) || !parse_i64(c_.args[3], stop)) return fail("ERR value is not an integer or out of range");
+    bool wrong = false;
+    shadow_key* z = zset(c_.args[1], wrong);
+    if (wrong) return false;
+    if (z == nullptr) return answer(integer(0));
+    if (!charge(z->members.size())) return false;
+    std::size_t from = 0, to = 0;
+    if (!list_span(z->members.size(), start, stop, from, to)) return answer(integer(0));
+    for (std::size_t i = to; i > from; --i) {
+      if (!remove_member(c_.args[1], *z, i - 1)) return false;
+    }
+    drop_if_empty(c_.args[1], z);
+    return answer(integer(static_cast<std::int64_t>(to - from)));
+  }
+  // ZRANGE (by rank, or BYSCORE; REV; LIMIT; WITHSCORES), ZREVRANGE, ZRANGEBYSCORE,
+  // ZREVRANGEBYSCORE.
+  bool zrange(std::string_view cmd) {
+    auto& a = c_.args;
+    bool by_score = cmd == "ZRANGEBYSCORE" || cmd == "ZREVRANGEBYSCORE";
+    bool rev = cmd == "ZREVRANGE" || cmd == "ZREVRANGEBYSCORE";
+    bool with_scores = false, limited = false;
+    std::int64_t offset = 0, count = -1;
+    for (std::size_t i = 4; i < a.size(); ++i) {
+      std::string opt = a[i];
+      const std::string_view o = upper_name(opt);
+      if (o == "WITHSCORES") with_scores = true;
+      else if (o == "BYSCORE" && cmd == "ZRANGE") by_score = true;
+      else if (o == "REV" && cmd == "ZRANGE") rev = true;
+      else if (o == "BYLEX" && cmd == "ZRANGE") {
+        c_.unsupported = true;
+        return fail("ERR the shadow does not model ZRANGE BYLEX");
+      } else if (o == "LIMIT" && i + 2 < a.size()) {
+        if (!parse_i64(a[i + 1], offset) || !parse_i64(a[i + 2], count)) return fail("ERR value is not an integer or out of range");
+        limited = true;
+        i += 2;
+      } else {
+        return fail("ERR syntax error");
+      }
+    }
+    if (limited && !by_score) return fail("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+    bool wrong = false;
+    shadow_key* z = zset(a[1], wrong);
+    if (wrong) return false;
+    std::vector<std::size_t> picked;
+    if (z == nullptr) return answer_members(z, picked, with_scores);
+    if (!charge(z->members.size())) return false;
+    const std::size_t size = z->members.size();
+    if (by_score) {
+      // (ZRANGE … BYSCORE REV and ZREVRANGEBYSCORE take max first.)
+      score_bound min, max;
+      const std::string& lo = rev ? a[3] : a[2];
+      const std::string& hi = rev ? a[2] : a[3];
+      if (!parse_bound(lo, min) || !parse_bound(hi, max)) return fail("ERR min or max is not a float");
+      if (offset < 0) return answer_members(z, picked, with_scores);
+      std::int64_t skipped = 0;
+      for (std::size_t j = 0; j < size; ++j) {
+        const std::size_t i = rev ? size - 1 - j : j;
+        const double v = z->members[i].second;
+        if (!above_min(v, min) || !below_max(v, max)) continue;
+        if (skipped < offset) {
+          ++skipped;
+          continue;
+        }
+        if (count >= 0 && static_cast<std::int64_t>(picked.size()) >= count) break;
+        if (picked.size() >= max_answer_items) break;
+        picked.push_back(i);
+      }
+      return answer_members(z, picked, with_scores);
+    }
+    std::int64_t start = 0, stop = 0;
+    if (!parse_i64(a[2], start) || !parse_i64(a[3], stop)) return fail("ERR value is not an integer or out of range");
+    std::size_t from = 0, to = 0;
+    if (list_span(size, start, stop, from, to)) {
+      for (std::size_t j = from; j < to && picked.size() < max_answer_items; ++j) picked.push_back(rev ? size - 1 - j : j);
+    }
+    return answer_members(z, picked, with_scores);
+  }
+  bool zrem() {
+    bool wrong = false;
+    shadow_key* z = zset(c_.args[1], wrong);
+    if (wrong) return false;
+    std::int64_t removed = 0;
+    for (std::size_t i = 2; z != nullptr && i < c_.args.size(); ++i) {
+      if (!charge(z->members.size())) return false;
+      const auto it = member_at(*z, c_.args[i]);
+      if (it == z->members.end()) continue;
+      if (!remove_member(c_.args[1], *z, static_cast<std::size_t>(it - z->members.begin()))) return false;
+      ++removed;
+    }
+    drop_if_empty(c_.args[1], z);
+    return answer(integer(removed));
+  }
+  bool zpop(bool max) {
+    std::int64_t count = 1;
+    if (c_.args.size() == 3 && (!parse_i64(c_.args[2], count) || count < 0)) return fail("ERR value is out of range, must be positive");
+    bool wrong = false;
+    shadow_key* z = zset(c_.args[1], wrong);
+    if (wrong) return false;
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    while (z != nullptr && !z->members.empty() && count-- > 0 && r.items.size() < max_answer_items) {
+      const std::size_t i = max ? z->members.size() - 1 : 0;
+      r.items.push_back(bulk(z->members[i].first));
+      r.items.push_back(bulk(score_text(z->members[i].second)));
+      if (!remove_member(c_.args[1], *z, i)) return false;
+    }
+    drop_if_empty(c_.args[1], z);
+    return answer(std::move(r));
+  }
+
+  // PEXPIREAT / EXPIREAT: the deadline against the store's clock; one already passed
+  // deletes the key, as Redis does.
+  bool expire_at(const std::string& key, const std::string& when, bool seconds, std::string_view condition) {
+    std::int64_t at = 0;
+    if (!parse_i64(when, at) || (seconds && (at > INT64_MAX / 1000 || at < INT64_MIN / 1000))) {
+      return fail("ERR value is not an integer or out of range");
+    }
+    const std::int64_t at_ms = seconds ? at * 1000 : at;
+    const std::int64_t now = c_.store->now_ms;
+    const std::int64_t ms = at_ms < now ? -1 : at_ms - now;
+    shadow_key* k = find(key);
+    if (k == nullptr) return answer(integer(0));
+    std::string cond(condition);
+    const std::string_view cd = upper_name(cond);
+    if ((cd == "NX" && k->pttl_ms >= 0) || (cd == "XX" && k->pttl_ms < 0) ||
+        (cd == "GT" && (k->pttl_ms < 0 || ms <= k->pttl_ms)) || (cd == "LT" && k->pttl_ms >= 0 && ms >= k->pttl_ms)) {
+      return answer(integer(0));
+    }
+    if (ms <= 0) {
+      if (!record(shadow_write::what::del, key, {})) return false;
+      keys_.erase(key);
+      return answer(integer(1));
+    }
+    if (!record(shadow_write::what::expire, key, {}, std::to_string(seconds ? (ms + 999) / 1000 : ms), seconds)) return false;
+    k->pttl_ms = ms;
+    return answer(integer(1));
+  }
+  bool expire_time(const std::string& key, bool seconds) {
+    const shadow_key* k = find(key);
+    if (k == nullptr) return answer(integer(-2));
+    if (k->pttl_ms < 0) return answer(integer(-1));
+    const std::int64_t at = c_.store->now_ms + k->pttl_ms;
+    return answer(integer(seconds ? at / 1000 : at));
+  }
+
   context& c_;
   std::map<std::string, shadow_key, std::less<>>& keys_;
 };
@@ -809,6 +1218,7 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
     c.store_bytes += name.size() + k.value.size();
     for (const std::string& item : k.items) c.store_bytes += item.size();
     for (const auto& [f, v] : k.fields) c.store_bytes += f.size() + v.size();
+    for (const auto& [m, score] : k.members) c.store_bytes += m.size() + 16;
   }
   if (!text.empty() && text.front() == LUA_SIGNATURE[0]) {
     result.outcome = run_result::status::not_lua;

@@ -7,6 +7,13 @@
 //   run_result r = run_script(text, keys, argv, store);
 //   // r.writes: what the script wrote; store: the state after; r.reply: what it returned
 //
+// Sorted sets are modelled (ZADD with NX/XX/GT/LT/CH/INCR, ZSCORE, ZMSCORE, ZCARD,
+// ZCOUNT, ZRANGE (by rank, BYSCORE, REV, LIMIT), ZREVRANGE, ZRANGEBYSCORE,
+// ZREVRANGEBYSCORE, ZRANK, ZREVRANK, ZINCRBY, ZREM, ZREMRANGEBYSCORE, ZREMRANGEBYRANK,
+// ZPOPMIN, ZPOPMAX) with PEXPIREAT / EXPIREAT / PEXPIRETIME / EXPIRETIME against the
+// store's clock (now_ms, which TIME answers); each command's work on the set is
+// charged to the instruction budget.
+//
 // The script is untrusted: it runs in a fresh interpreter with only the base (without
 // dofile, loadfile, load, loadstring, require, module, print, collectgarbage, getfenv,
 // setfenv, newproxy, coroutine), table, string (without dump) and math libraries, a
@@ -38,23 +45,39 @@ inline constexpr std::size_t max_reply_items = 64;
 
 // One key of the shadow.
 struct shadow_key {
-  enum class type : std::uint8_t { string, hash, list } kind = type::string;
+  enum class type : std::uint8_t { string, hash, list, zset } kind = type::string;
   std::string value;                                        // string
   std::vector<std::pair<std::string, std::string>> fields;  // hash, in insertion order
   std::vector<std::string> items;                           // list, head first
+  std::vector<std::pair<std::string, double>> members;      // sorted set (member, score), unordered
   std::int64_t pttl_ms = -1;                                // -1: no expiry
 };
 
+// The shadow's clock when nothing better is known (TIME answers it; PEXPIREAT and
+// EXPIREAT are read against it).
+inline constexpr std::int64_t default_shadow_now_ms = 1'700'000'000'000;
+
 struct shadow_store {
   std::map<std::string, shadow_key, std::less<>> keys;
+  std::int64_t now_ms = default_shadow_now_ms;  // the server's clock, Unix ms
 };
+
+// A sorted-set score as Redis prints it (the shortest text that reads back the same;
+// "inf" / "-inf").
+std::string score_text(double score);
 
 // One write the script made, with its arguments as sent.
 struct shadow_write {
-  enum class what : std::uint8_t { set, del, expire, hash_set, hash_incr, hash_del, incr, publish, push, pop } kind;
+  enum class what : std::uint8_t {
+    set, del, expire, hash_set, hash_incr, hash_del, incr, publish, push, pop,
+    member_add,  // ZADD / ZINCRBY of one member (added or re-scored): value the member, ttl its score
+    member_del,  // ZREM / ZREMRANGEBY* / ZPOP* of one member: value the member
+  } kind;
   std::string key;    // the key (publish: the channel)
-  std::string value;  // set: the value; hash_*: the field; publish: the message
-  std::string ttl;    // set, expire: the TTL argument as sent; empty when none
+  std::string value;  // set: the value; hash_*: the field; member_*: the member; publish: the message
+  // set, expire: the TTL argument as sent (PEXPIREAT / EXPIREAT: the time left until
+  // the deadline, in the same unit); member_add: the score; empty when none.
+  std::string ttl;
   bool ttl_seconds = false;  // EX / EXPIRE / SETEX rather than PX / PEXPIRE / PSETEX
 };
 
@@ -79,6 +102,9 @@ struct run_result {
   // The hash fields the script read by HGET (key, field), the first 64: where a lock
   // that keeps its owner in a named field looks for it.
   std::vector<std::pair<std::string, std::string>> hash_reads;
+  // Likewise the sorted-set members it asked about by ZSCORE / ZMSCORE / ZRANK (key,
+  // member): a flag member (a writer's mark) a shared lock checks for.
+  std::vector<std::pair<std::string, std::string>> member_reads;
   std::string message;  // why, for script_error / unsupported / limit / not_lua
 };
 

@@ -168,6 +168,10 @@ script_class zset_semaphore_class(const std::string& norm) {
   bool zscore = false, zadd = false;
   for (const zcall& c : calls) {
     if (c.operands.empty() || r.resolve(c.operands[0]) != "keys[1]") continue;
+    // A member the script names itself (a writer's mark beside the holders: a
+    // read/write lock) is no semaphore of its callers' members: read by its effect.
+    const bool member_call = c.command == "zadd" || c.command == "zscore" || c.command == "zrem";
+    if (member_call && c.operands.size() >= 2 && !c.operands.back().empty() && c.operands.back().front() == '\'') return {};
     if (c.command == "zadd" && c.operands.size() == 3) {
       member = r.resolve(c.operands[2]);
       now = operand_reader::argv_index(r.resolve(c.operands[1]));

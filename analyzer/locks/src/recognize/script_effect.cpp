@@ -2,6 +2,8 @@
 #include "recognize/script_effect.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include "lockscope/locks/command_words.hpp"
@@ -52,6 +54,27 @@ const std::string* field_of(const shadow_key& k, std::string_view f) {
   return nullptr;
 }
 
+const double* score_of(const shadow_key& k, std::string_view member) {
+  for (const auto& [name, score] : k.members) {
+    if (name == member) return &score;
+  }
+  return nullptr;
+}
+
+// The caller's clock, when an ARGV reads as Unix time (seconds, perhaps with a
+// fraction, or ms): the shadow's TIME then agrees with it.
+std::int64_t clock_of(const std::vector<std::string>& argv) {
+  for (const std::string& a : argv) {
+    if (a.empty() || a.size() > 24 || a.front() < '0' || a.front() > '9') continue;
+    char* end = nullptr;
+    const double v = std::strtod(a.c_str(), &end);
+    if (end != a.c_str() + a.size() || !std::isfinite(v)) continue;
+    if (v >= 1e9 && v < 1e10) return static_cast<std::int64_t>(std::floor(v * 1000));
+    if (v >= 1e12 && v < 1e13) return static_cast<std::int64_t>(v);
+  }
+  return default_shadow_now_ms;
+}
+
 struct probe_run {
   run_result result;
   shadow_store before, after;
@@ -62,11 +85,35 @@ change key_change(const probe_run& r, const std::string& key, std::string_view o
   const auto b = r.before.keys.find(key);
   const auto a = r.after.keys.find(key);
   const bool was = b != r.before.keys.end(), is = a != r.after.keys.end();
+  // A sorted set made or dropped counts for the owner only when its member was in it.
+  if (!was && is && a->second.kind == shadow_key::type::zset) {
+    return score_of(a->second, owner) != nullptr ? change::created : change::replaced;
+  }
+  if (was && !is && b->second.kind == shadow_key::type::zset) {
+    return score_of(b->second, owner) != nullptr ? change::deleted : change::replaced;
+  }
   if (!was && is) return change::created;
   if (was && !is) return change::deleted;
   if (!was) return change::unchanged;
   const shadow_key& x = b->second;
   const shadow_key& y = a->second;
+  if (x.kind == shadow_key::type::zset && y.kind == shadow_key::type::zset) {
+    // A sorted set is one holder's per member: what happened to the owner's.
+    const double* sb = score_of(x, owner);
+    const double* sa = score_of(y, owner);
+    if (sb == nullptr) return sa == nullptr ? change::unchanged : change::created;
+    if (sa == nullptr) return change::deleted;
+    if (*sa != *sb) return change::renewed;
+    for (const shadow_write& w : r.result.writes) {
+      if (w.key == key && w.kind == shadow_write::what::member_add && w.value == owner) return change::renewed;
+    }
+    return change::unchanged;
+  }
+  if (x.kind == shadow_key::type::zset || y.kind == shadow_key::type::zset) {
+    if (x.kind == shadow_key::type::zset && score_of(x, owner) != nullptr) return change::deleted;
+    if (y.kind == shadow_key::type::zset && score_of(y, owner) != nullptr) return change::created;
+    return change::replaced;
+  }
   if (x.kind == shadow_key::type::hash && y.kind == shadow_key::type::hash) {
     std::int64_t before = 0, after = 0;
     const std::string* fb = field_of(x, owner);
@@ -98,14 +145,28 @@ std::uint8_t argv_of(const std::vector<std::string>& argv, std::string_view v) {
 struct holding_form {
   bool hash = false;
   std::string field;  // the named field; empty: the owner is the field
+  // A sorted set: the owner a member, with these flag members beside it (a writer's
+  // mark the script wrote), each scored a little ahead of the clock.
+  bool zset = false;
+  std::vector<std::string> flags;
+  // Other holders' members beside the owner's (a shared lock's readers, a semaphore's
+  // permits): `others` more, each scored as the owner.
+  int others = 0;
   bool owner_is_field() const { return hash && field.empty(); }
 };
+
+holding_form hash_form(std::string field) {
+  holding_form f;
+  f.hash = true;
+  f.field = std::move(field);
+  return f;
+}
 
 class prober {
  public:
   prober(std::string_view text, std::span<const std::string_view> keys, std::vector<std::string> argv,
          const sandbox_limits& limits)
-      : text_(text), keys_(keys.begin(), keys.end()), argv_(std::move(argv)), limits_(limits) {
+      : text_(text), keys_(keys.begin(), keys.end()), argv_(std::move(argv)), limits_(limits), now_ms_(clock_of(argv_)) {
     for (const std::string& a : argv_) argv_views_.emplace_back(a);
   }
 
@@ -114,6 +175,7 @@ class prober {
   std::optional<probe_run> run(shadow_store state) {
     ++runs_;
     probe_run r;
+    state.now_ms = now_ms_;
     r.before = state;
     std::vector<std::string_view> keys(keys_.begin(), keys_.end());
     r.result = run_script(text_, keys, argv_views_, state, limits_);
@@ -132,10 +194,19 @@ class prober {
   shadow_store holding(const std::vector<std::size_t>& targets, std::string_view owner, const holding_form& form,
                        int count, std::int64_t pttl = probe_pttl_ms) const {
     shadow_store s;
+    s.now_ms = now_ms_;
     for (std::size_t t : targets) {
       shadow_key k;
       k.pttl_ms = pttl;
-      if (form.hash) {
+      if (form.zset) {
+        k.kind = shadow_key::type::zset;
+        const double score = static_cast<double>(now_ms_ + pttl);
+        std::vector<std::string> names{std::string(owner)};
+        for (const std::string& f : form.flags) names.push_back(f);
+        for (int i = 0; i < form.others; ++i) names.push_back(std::string(other_owner) + "#" + std::to_string(i + 2));
+        std::sort(names.begin(), names.end());
+        for (std::string& name : names) k.members.emplace_back(std::move(name), score);
+      } else if (form.hash) {
         k.kind = shadow_key::type::hash;
         if (form.field.empty()) k.fields.emplace_back(std::string(owner), std::to_string(count));
         else k.fields.emplace_back(form.field, std::string(owner));
@@ -206,9 +277,30 @@ class prober {
 
   // The TTL the run wrote on `key`: the ARGV it names (or 0), its unit, and whether it
   // was added to the remaining time (redis-py's `pexpire(key, pttl + ARGV[2])`).
-  void lease_of(const probe_run& r, const std::string& key, script_effect& e) const {
+  void lease_of(const probe_run& r, const std::string& key, script_effect& e, std::string_view member = {}) const {
     const auto before = r.before.keys.find(key);
     const std::int64_t remaining = before == r.before.keys.end() ? -1 : before->second.pttl_ms;
+    // A member scored by its expiry: the score less the clock (ms, or s when the score is
+    // in seconds).
+    for (const shadow_write& w : r.result.writes) {
+      if (member.empty() || w.key != key || w.kind != shadow_write::what::member_add || w.value != member) continue;
+      char* end = nullptr;
+      const double score = std::strtod(w.ttl.c_str(), &end);
+      if (end == w.ttl.c_str() || !std::isfinite(score)) continue;
+      const double ms = score - static_cast<double>(now_ms_);
+      const double s = score - static_cast<double>(now_ms_ / 1000);
+      for (const auto& [ahead, seconds] : {std::pair{ms, false}, std::pair{s, true}}) {
+        if (!(ahead > 0 && ahead < 1e15)) continue;
+        // (A caller's fractional clock floored to ms may leave it 1 off.)
+        for (const double slack : {0.0, -1.0, 1.0}) {
+          const std::uint8_t i = position_of(std::to_string(static_cast<std::int64_t>(std::llround(ahead + slack))));
+          if (i == 0) continue;
+          e.lease_argv = i;
+          e.lease_seconds = seconds;
+          return;
+        }
+      }
+    }
     for (const shadow_write& w : r.result.writes) {
       if (w.key != key || w.ttl.empty()) continue;
       if (w.kind != shadow_write::what::set && w.kind != shadow_write::what::expire) continue;
@@ -265,6 +357,7 @@ class prober {
   std::vector<std::string> argv_;
   std::vector<std::string_view> argv_views_;
   const sandbox_limits& limits_;
+  std::int64_t now_ms_;
   std::string failure_;
   bool hit_limit_ = false;
   int runs_ = 0;
@@ -290,7 +383,14 @@ std::string describe(const script_effect& e) {
     default: s = "none"; break;
   }
   s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
-  s += e.family == lock_family::redisson ? " (a hash of owners)" : " (one owner's value)";
+  s += e.family == lock_family::redisson ? " (a hash of owners)"
+       : e.member_based                     ? " (a sorted set, a member per holder)"
+                                            : " (one owner's value)";
+  if (e.shared) {
+    s += e.limit != 0 ? ", " + std::to_string(e.limit) + " holders at most" : std::string(", shared");
+    if (e.limit_argv != 0) s += " (ARGV[" + std::to_string(e.limit_argv) + "])";
+    if (e.limit == 0 && e.family != lock_family::semaphore) s += " unless a flag member is there";
+  }
   auto name = [](std::uint8_t at) {
     return at > keys_position ? "KEYS[" + std::to_string(at - keys_position) + "]" : "ARGV[" + std::to_string(at) + "]";
   };
@@ -346,7 +446,16 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     });
     if (counted) continue;  // a counter (INCR/INCRBY) whose value happens to equal an ARGV
     if (it->second.kind == shadow_key::type::string) o = p.position_of(it->second.value);
-    else if (it->second.kind == shadow_key::type::hash) {
+    else if (it->second.kind == shadow_key::type::zset) {
+      // A member named by an argument is the holder; members the script names itself
+      // are flags (a writer's mark), kept beside every holder the probes make.
+      f.zset = true;
+      for (const auto& [name, score] : it->second.members) {
+        if (o == 0 && (o = p.position_of(name)) != 0) continue;
+        if (p.position_of(name) == 0 && f.flags.size() < 4) f.flags.push_back(name);
+      }
+      if (o == 0) continue;
+    } else if (it->second.kind == shadow_key::type::hash) {
       f.hash = true;
       for (const auto& [name, v] : it->second.fields) {
         if ((o = p.position_of(name)) != 0) break;
@@ -412,24 +521,72 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
                 change_name(key_change(*other, lock, other_owner)) + " it when another owner holds it: no lock";
     return false;
   }
+  // A member added beside another holder's: a shared lock. What refuses it then: a flag
+  // member the script checks (a read lock refused by a writer), or a count of holders
+  // (a semaphore's limit).
+  std::optional<probe_run> refused;
+  if (form.zset && key_change(*other, lock, mine_value) == change::created) {
+    e.shared = true;
+    std::vector<std::string> flags;
+    const probe_run* const runs[] = {&absent, &*other};
+    for (const probe_run* run : runs) {
+      for (const auto& [key, member] : run->result.member_reads) {
+        if (key != lock || p.position_of(member) != 0 || member.rfind(other_owner, 0) == 0) continue;
+        if (std::find(form.flags.begin(), form.flags.end(), member) != form.flags.end()) continue;
+        if (std::find(flags.begin(), flags.end(), member) == flags.end() && flags.size() < 4) flags.push_back(member);
+      }
+    }
+    for (const std::string& flag : flags) {
+      holding_form with_flag = form;
+      with_flag.flags.push_back(flag);
+      auto run = p.run(p.holding(created, other_owner, with_flag, 1));
+      if (!run) return false;
+      if (key_change(*run, lock, mine_value) != change::created && key_change(*run, lock, other_owner) == change::unchanged) {
+        refused = std::move(run);
+        break;
+      }
+    }
+    for (int others = 1; !refused && others < 8; ++others) {
+      holding_form crowd = form;
+      crowd.others = others;
+      auto run = p.run(p.holding(created, other_owner, crowd, 1));
+      if (!run) return false;
+      if (key_change(*run, lock, mine_value) == change::created) continue;
+      if (key_change(*run, lock, other_owner) != change::unchanged) break;
+      e.limit = static_cast<std::uint8_t>(others + 1);
+      e.limit_argv = p.position_of(std::to_string(others + 1));
+      if (e.limit_argv > keys_position) e.limit_argv = 0;
+      refused = std::move(run);
+    }
+  }
+  if (e.shared && !refused) {
+    // It adds its member whatever else is there (an index, a queue, a leaderboard): a
+    // lock refuses someone.
+    e.shared = false;
+    e.finding = "adds its member to KEYS[" + std::to_string(created.front() + 1) + "] beside any other: no lock";
+    return false;
+  }
   auto mine = p.run(p.holding(created, mine_value, form, 1));
   if (!mine) return false;
   e.multi = created.size() > 1;
   e.op = e.multi ? script_op::multi_acquire : script_op::acquire;
   e.family = form.owner_is_field() ? lock_family::redisson
              : e.multi               ? lock_family::redlock_multi
+             : e.shared && e.limit != 0 ? lock_family::semaphore
                                      : lock_family::set_based;
+  e.member_based = form.zset;
   e.lock_key = static_cast<std::uint8_t>(created.front() + 1);
   e.owner_argv = owner;
   e.owner_reply = owner_reply;
-  p.lease_of(absent, lock, e);
+  p.lease_of(absent, lock, e, form.zset ? std::string_view(mine_value) : std::string_view());
   e.channel_key = p.channel_of(absent);
   add_path(e, p, absent, created.size(), op_outcome::ok);
   const change again = key_change(*mine, lock, mine_value);
   e.renews_own = !form.owner_is_field() && again == change::renewed;
   add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok,
            /*own_hold_only=*/true);
-  add_path(e, p, *other, created.size(), op_outcome::contended);
+  add_path(e, p, *other, created.size(), e.shared ? op_outcome::ok : op_outcome::contended);
+  if (refused) add_path(e, p, *refused, created.size(), op_outcome::contended);
   return true;
 }
 
@@ -459,12 +616,14 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
     const std::string& lock = p.keys()[targets.front()];
     for (std::uint8_t o : owners) {
       const std::string& value = p.value_at(o);
-      std::vector<holding_form> forms{holding_form{}, holding_form{true, {}}};
+      holding_form member;
+      member.zset = true;
+      std::vector<holding_form> forms{holding_form{}, hash_form({}), member};
       for (const auto& read : absent.result.hash_reads) {
         const std::string& field = read.second;  // (clang 14 lambdas cannot capture bindings)
         if (read.first == lock &&
             std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
-          forms.push_back(holding_form{true, field});
+          forms.push_back(hash_form(field));
         }
       }
       for (std::size_t fi = 0; fi < forms.size() && fi < 8; ++fi) {
@@ -480,7 +639,7 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
           const std::string& field = read.second;
           if (read.first == lock &&
               std::none_of(forms.begin(), forms.end(), [&](const holding_form& f) { return f.field == field; })) {
-            forms.push_back(holding_form{true, field});
+            forms.push_back(hash_form(field));
           }
         }
         change did = key_change(*mine, lock, value);
@@ -503,9 +662,10 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
         e.op = release ? (e.multi ? script_op::multi_release : script_op::unlock)
                        : (e.multi ? script_op::multi_extend : script_op::extend);
         e.family = hash ? lock_family::redisson : e.multi ? lock_family::redlock_multi : lock_family::set_based;
+        e.member_based = form.zset;
         e.lock_key = static_cast<std::uint8_t>(targets.front() + 1);
         e.owner_argv = o;
-        p.lease_of(*mine, lock, e);
+        p.lease_of(*mine, lock, e, form.zset ? std::string_view(value) : std::string_view());
         e.channel_key = p.channel_of(*mine);
         add_path(e, p, *mine, targets.size(), op_outcome::ok);
         if (release && hash) {

@@ -25,6 +25,16 @@
 // when it creates the key and when the caller already held it) the reading is
 // ambiguous and the caller decides from what it knows of the value.
 //
+// A sorted-set lock (a member per holder, scored by its expiry or its start) is read
+// per member: the probes hold the caller's value (or another's) as a member scored a
+// little ahead of the shadow's clock, with the flag members (literal members such as a
+// writer's mark) the script itself wrote; an acquire that adds its member beside
+// another holder's is shared, and is probed again with each flag member it read and
+// with 2 to 8 other holders to find what refuses it (a read lock, or a semaphore's
+// limit). The shadow's clock is taken from an ARGV that reads as Unix time (seconds or
+// ms) when one does, so that a script taking `now` from its caller and one taking it
+// from TIME judge expiries alike.
+//
 // ARGV values that repeat are made distinct for the probes (a number + 1, a text + "~")
 // so that each write names one ARGV position.
 #pragma once
@@ -102,6 +112,17 @@ struct script_effect {
   // refresh that re-creates a lost key): a call by a value that holds the lock is a
   // renewal, by any other an acquire.
   bool renews_own = false;
+  // The lock is a sorted set and a holder is a member named by its value (scored by an
+  // expiry or a start time): acquisitions, releases and renewals are read per member.
+  bool member_based = false;
+  // Several holders at once: the acquire adds its member beside another holder's. A
+  // read hold when a flag member (a writer's mark the script checks) refuses it (limit
+  // 0); a semaphore when a count of holders does (`limit`, from ARGV[limit_argv] when
+  // one carries it). A script that adds its member whatever else is there refuses no
+  // one and is no lock.
+  bool shared = false;
+  std::uint8_t limit = 0;
+  std::uint8_t limit_argv = 0;
   std::vector<effect_path> paths;
   std::string finding;  // one line: what the probes found (or why they found nothing)
   bool hit_limit = false;  // a probe ran out of its budget (see sandbox_limits)

@@ -162,6 +162,9 @@ struct lock_timeline::impl {
   // nothing else went over the connection between, not even a release of the refused
   // value (value_redrawn_at_cadence; waiter_of_fresh_value: a waiter's next round).
   bool attempt_follows_own_refusal = false;
+  // ... or after a refused attempt on another lock (waiter_of_fresh_value: a single try
+  // given up, its client on to its next task).
+  bool attempt_follows_other_refusal = false;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
   // An anomaly retry() withheld for want of a certain link, and whose attempt it was:

@@ -381,6 +381,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   waiter* w = op.owner.empty() ? nullptr : waiter_of_owner(l, owner, op);
   if (w != nullptr) {
     w->owner_repeated = true;
+    connections[w->conn].keeps_values = true;
     w->withdrawn = false;
     w->cleaned_up = false;
   } else {
@@ -497,10 +498,18 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // A waiter told how long the lock stays held (a TTL in the refusal) may sleep that long;
   // one woken by a message may sleep until its timer: its success on this connection,
   // while it is still listed (its deadline not passed), ends its wait whatever the gap.
+  // A single try whose connection was then refused another lock, nothing between, went
+  // on to its client's next task (symfony/lock: `acquire(false)` once on orders, then on
+  // stock, then orders again with the next Lock's token), when the connection's client is
+  // seen keeping its value across a wait's retries (then a new value is a new wait, not
+  // a fresh value's retry) and carries no tasks side by side. (A fresh-value poller on a
+  // connection whose other task waits for another lock keeps its wait.)
+  const bool after_other_refusal = attempt_follows_other_refusal && connections[conn_index(op)].keeps_values;
   const bool acquires = op.outcome == op_outcome::ok;
   const auto stopped = [&](const waiter& w) {
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
+           (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
   };

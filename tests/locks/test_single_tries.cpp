@@ -1,0 +1,80 @@
+// A single try given up, its client on to another lock (the symfony/lock recording:
+// `acquire(false)` once on orders, then once on stock, then orders again with the next
+// Lock's token, 63 ms after the first try): the next value on the first lock begins a
+// new wait rather than continuing the single try's as a fresh value would
+// (waiter_of_fresh_value, timeline/waiters.hpp).
+#include "helpers.hpp"
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+
+namespace {
+
+void try_lock(fixture& f, std::string_view lock, std::string_view value, double at_ms, op_outcome outcome,
+              std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = lock;
+  o.lease_ms = 1000;
+  f.timeline.on_operation(o);
+}
+
+void release_lock(fixture& f, std::string_view lock, std::string_view value, double at_ms, std::uint64_t connection) {
+  auto o = f.op(lock_op_kind::unlock, op_outcome::ok, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = lock;
+  f.timeline.on_operation(o);
+}
+
+const recorded_event* event_of(const event_recorder& rec, std::string_view name, std::string_view lock,
+                               std::string_view owner) {
+  for (const recorded_event& e : rec.events) {
+    if (e.event == name && e.lock == lock && e.owner == owner) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("single tries: a refused try, then a refusal on another lock, then a new value: a give-up and a new wait",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
+  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
+  // Its client keeps one value for a wait's retries (an earlier wait, over, on stock).
+  try_lock(f, "other", "holder-x", 2, op_outcome::ok, 1);
+  try_lock(f, "other", "k1", 3, op_outcome::contended, 2);
+  try_lock(f, "other", "k1", 5, op_outcome::contended, 2);
+  release_lock(f, "other", "holder-x", 6, 1);
+  try_lock(f, "other", "k1", 7, op_outcome::ok, 2);
+  release_lock(f, "other", "k1", 8, 2);
+  try_lock(f, "orders", "t1", 10, op_outcome::contended, 2);  // one try, given up
+  try_lock(f, "stock", "s1", 20, op_outcome::contended, 2);   // one try, given up
+  try_lock(f, "orders", "t2", 80, op_outcome::contended, 2);  // the next task's wait
+  try_lock(f, "orders", "t2", 180, op_outcome::contended, 2);
+  release_lock(f, "orders", "holder-o", 200, 1);
+  try_lock(f, "orders", "t2", 280, op_outcome::ok, 2);
+  f.timeline.finish(at(5000));
+  const recorded_event* gave_up = event_of(f.events, "gave_up", "orders", "t1");
+  REQUIRE(gave_up != nullptr);
+  CHECK(gave_up->ts_us <= at(80) + 100);
+  const recorded_event* won = event_of(f.events, "acquired", "orders", "t2");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(280) + 100 - at(80));
+}
+
+TEST_CASE("single tries: a fresh-value poller's next value, nothing between, still continues its wait",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
+  try_lock(f, "orders", "v1", 10, op_outcome::contended, 2);
+  try_lock(f, "orders", "v2", 80, op_outcome::contended, 2);
+  release_lock(f, "orders", "holder-o", 100, 1);
+  try_lock(f, "orders", "v3", 150, op_outcome::ok, 2);
+  f.timeline.finish(at(5000));
+  CHECK(f.events.count("gave_up") == 0);
+  const recorded_event* won = event_of(f.events, "acquired", "orders", "v3");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(150) + 100 - at(10));
+}
