@@ -65,6 +65,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       o.confidence = link_confidence::none;
       o.subscribed_us = -1;
     };
+    if (chosen.confidence == link_confidence::certain) drop_guesses_elsewhere(l, id, s, client);
     if (x.waiters.size() <= scanned_waiters) {
       for (waiter& o : x.waiters) unlink_other(o);
     } else if (const auto* v = waiter_keys::of(keys_of(x).by_sub, s.id)) {

@@ -106,6 +106,21 @@ class held_events {
     }
   }
 
+  // The traffic showed that (sub, lock) is not the process `names` picks out (an owner
+  // text of it): the held events naming it lose their guess and wait on, unlinked, for a
+  // decision; past the bound they go out naming nobody.
+  template <class Names>
+  void refute(std::uint64_t sub, const void* lock, Names&& names) {
+    if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      slot& s = at(i);
+      if (!s.undecided || s.sub != sub || s.lock_row != lock || s.e.owner.empty() || !names(s.e.owner)) continue;
+      s.owner.clear();
+      s.e.owner = s.owner;
+      s.e.confidence = link_confidence::none;
+    }
+  }
+
   // Every undecided event of `lock` keeps its guess (it became a herd's: no decision worth
   // its wait).
   void settle_lock(const void* lock) {
