@@ -171,6 +171,10 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     woken = last_candidate(l, id, s);
     by_elimination = woken != nullptr;
   }
+  // A subscription begun before the capture that names nobody yet: its process may be
+  // shown by its leave (on_unsubscribe), for which its events wait.
+  const connection_info::subscription* current = subscription_of(s, id);
+  const bool unknown = current != nullptr && current->owner == no_id && current->since_us < 0;
   lock_event e = from_op(l, op, lock_event_kind::notified);
   e.owner = {};
   if (woken != nullptr) {
@@ -180,7 +184,7 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     e.confidence = by_elimination ? link_confidence::low
                                   : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
-  emit_linked(l, e, s.id);
+  emit_linked(l, e, s.id, unknown);
 }
 
 inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_operation& op) {
@@ -230,6 +234,8 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
       } else if (leaver != no_id) {
         e.owner = owners.text(leaver);
         e.confidence = confidence_of(s, xp(l)->acquired_client, link_confidence::low);
+      } else if (sub->since_us < 0) {
+        lone_acquirer = acquirer_leaving_unknown(l, id, s, op.request_us);
       }
     }
     // The traffic has since established whose subscriber this is: name that client.

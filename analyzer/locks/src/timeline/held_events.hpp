@@ -34,8 +34,8 @@ class held_events {
  public:
   struct limits {
     std::int64_t hold_us = 0;  // 0: nothing is held
-    std::size_t per_lock = 64;
-    std::size_t total = 256;
+    std::size_t per_lock = 512;
+    std::size_t total = 2048;
   };
 
   explicit held_events(const limits& l) : limits_(l) {}

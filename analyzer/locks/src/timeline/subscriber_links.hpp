@@ -380,6 +380,33 @@ inline std::uint64_t lock_timeline::impl::learn_lone_acquirer(lock_state& l, std
   return client;
 }
 
+// A subscription begun before the capture (seen by its messages, naming nobody) leaves
+// the channel: whose it is, `low` (its client, 0: none). A client leaves its channel when
+// the wait of its last waiter ended, so a leave within the reaction window after an
+// acquisition that ended a wait, from the acquirer's address, is the acquirer's when
+// that client listens to the channel nowhere else and no waiter of it has waited since
+// before the acquisition (one that began after it is a new wait: its SUBSCRIBE comes once
+// this UNSUBSCRIBE is done). Its messages so far were held for this (emit_linked) and go
+// out naming it. Only within the reaction window (not slow_leave_us): node-redisson's
+// stale timers UNSUBSCRIBE beside other processes' acquisitions, seldom within it.
+inline std::uint64_t lock_timeline::impl::acquirer_leaving_unknown(lock_state& l, std::uint32_t lock, connection_info& s,
+                                                                   std::int64_t request) {
+  if (!has_extra(l)) return 0;
+  lock_extra& x = *xp(l);
+  const std::int64_t acquired = x.waited_acquired_us;
+  if (acquired < 0 || acquired > request || request - acquired > options.wake_window_us ||
+      x.waited_acquired_ip_tag != s.ip.tag()) {
+    return 0;
+  }
+  const std::uint64_t client = x.waited_acquired_client;
+  if (client == 0 || listens_elsewhere(client, s, lock)) return 0;
+  for (const waiter& w : x.waiters) {
+    if (w.client == client && w.first_us < acquired) return 0;  // it still waits: it keeps the channel
+  }
+  x.waited_acquired_us = -1;  // one client leaves per acquisition
+  return client;
+}
+
 // The owner holding the lock for `client` (no_id: none): the acquirer leaving its channel.
 inline std::uint32_t lock_timeline::impl::holder_of_client(lock_state& l, std::uint64_t client) {
   std::uint32_t found = no_id;
