@@ -219,6 +219,12 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     xp(l)->acquired_owner = no_id;
   } else if (has_extra(l)) {
     lone_acquirer = learn_lone_acquirer(l, id, s, sub, op.request_us);
+    // A subscriber joined mid-stream whose subscription names nobody or a guess: the
+    // acquirer's leave, within the reaction window (no episode learnt of it).
+    if (lone_acquirer == 0 && s.opened_us < 0 && sub != nullptr &&
+        (sub->owner == no_id || (sub->confidence == link_confidence::low && pairing_of(s, sub->client) != pairing::established))) {
+      lone_acquirer = acquirer_leaving_unknown(l, id, s, op.request_us);
+    }
     // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
     if (!xp(l)->waiters.empty()) note_wake(*xp(l), s.id, at, false);
   }
@@ -234,8 +240,6 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
       } else if (leaver != no_id) {
         e.owner = owners.text(leaver);
         e.confidence = confidence_of(s, xp(l)->acquired_client, link_confidence::low);
-      } else if (sub->since_us < 0) {
-        lone_acquirer = acquirer_leaving_unknown(l, id, s, op.request_us);
       }
     }
     // The traffic has since established whose subscriber this is: name that client.
