@@ -133,3 +133,41 @@ TEST_CASE("mid-run links: past the hold's bound, an event still undecided goes o
     if (subscriber_event(e)) CHECK((e.owner.empty() || e.owner == truth_of(e)));
   }
 }
+
+TEST_CASE("mid-run links: a client's certain SUBSCRIBE takes back its guess on another subscriber",
+          "[timeline][links][held][mid_run]") {
+  // Reduced from links_redisson_staggered.pcap cut 2 s in: A's subscriber (joined
+  // mid-stream) SUBSCRIBEs just after B's refusal, so the guess is B; 17 ms later B's own
+  // subscriber, opened beside B's command connection, SUBSCRIBEs: certain. A client keeps
+  // one subscription a channel, so the first is not B's (84 events named B before).
+  for (const std::int64_t hold : {std::int64_t{0}, std::int64_t{2'000'000}}) {
+    INFO("hold " << hold << " us");
+    fixture f(holding(hold));
+    f.opened[2] = at(-500);
+    f.opened[12] = at(-499.5);
+    attempt(f, holder, 0, 4, op_outcome::ok);
+    attempt(f, pa, 10, 1);
+    attempt(f, pb, 12, 2);
+    channel(f, lock_op_kind::subscribe, 13, 11);  // A's subscriber; the latest refusal is B's
+    channel(f, lock_op_kind::subscribe, 30, 12);  // B's own, tied by its opening
+    attempt(f, pa, 40, 1);
+    attempt(f, pb, 41, 2);
+    release(f, holder, 100, 4);
+    channel(f, lock_op_kind::message, 100.05, 11);
+    channel(f, lock_op_kind::message, 100.06, 12);
+    attempt(f, pa, 103, 1, op_outcome::ok);
+    f.timeline.finish(at(5000));
+    for (const auto& e : f.events.events) {
+      if (!subscriber_event(e)) continue;
+      INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
+      // (Nothing held, the SUBSCRIBE's event went out with the guess made at the moment.)
+      if (e.client == "10.0.0.5:40011" && !(hold == 0 && e.event == "subscribed")) CHECK(e.owner != pb);
+      if (e.client == "10.0.0.5:40012") CHECK(e.owner == pb);
+    }
+    const recorded_event* first = f.events.first("notified");
+    REQUIRE(first != nullptr);
+    CHECK(first->client == "10.0.0.5:40011");
+    CHECK(first->owner == pa);  // the one client of its address left (by elimination, low)
+    if (hold > 0) CHECK(f.events.first("subscribed")->owner.empty());  // its held guess taken back
+  }
+}
