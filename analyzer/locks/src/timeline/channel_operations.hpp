@@ -184,6 +184,9 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     e.confidence = by_elimination ? link_confidence::low
                                   : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
+  // The one client left for it now is the best guess for its events held so far too
+  // (a connection is one process's).
+  if (unknown && by_elimination && outgoing.waits_on(s.id, &l)) outgoing.suggest(s.id, &l, e.owner, e.confidence);
   emit_linked(l, e, s.id, unknown);
 }
 

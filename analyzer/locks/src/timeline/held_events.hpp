@@ -121,6 +121,19 @@ class held_events {
     }
   }
 
+  // A guess (`owner`, `confidence`) for the held events of (sub, lock) that name nobody
+  // yet: they wait on for a decision as guesses do, and go out with it past the bound.
+  void suggest(std::uint64_t sub, const void* lock, std::string_view owner, link_confidence confidence) {
+    if (undecided_ == 0 || owner.empty() || !pending_per_sub_.contains(sub)) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      slot& s = at(i);
+      if (!s.undecided || s.sub != sub || s.lock_row != lock || !s.e.owner.empty()) continue;
+      s.owner.assign(owner);
+      s.e.owner = s.owner;
+      s.e.confidence = confidence;
+    }
+  }
+
   // Every undecided event of `lock` keeps its guess (it became a herd's: no decision worth
   // its wait).
   void settle_lock(const void* lock) {
