@@ -205,6 +205,20 @@ inline void lock_timeline::impl::drop_guesses_elsewhere(lock_state& l, std::uint
   }
 }
 
+// Another open connection than `s` has an active subscription of the lock's channel
+// naming `client`, whatever its confidence.
+inline bool lock_timeline::impl::guessed_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
+  const auto it = subscribers_by_client.find(client);
+  if (it == subscribers_by_client.end()) return false;
+  for (const std::uint32_t conn : it->second) {
+    connection_info& c = connections[conn];
+    if (!c.open || c.id == s.id) continue;
+    const connection_info::subscription* sub = subscription_of(c, lock);
+    if (sub != nullptr && sub->owner != no_id && sub->client == client) return true;
+  }
+  return false;
+}
+
 // An anomaly that blames pub/sub for this waiter (subscription_lost, woken_by_timeout)
 // rests on its link: it is raised only when the link is certain.
 inline bool lock_timeline::impl::link_certain(const waiter& w) {
@@ -654,6 +668,14 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
     if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock) &&
         !(partner != 0 && w.client == partner)) {
       if (w.confidence == link_confidence::low) uncertain = true;
+      continue;
+    }
+    // Nothing known of the subscriber's life (joined mid-stream, no name): a client
+    // already named by another open subscription of the channel, even by a guess, is not
+    // offered a second one (it keeps one a channel); the guess among the rest stays low.
+    // (Seen on a loaded host joined mid-run: one JVM guessed on three subscribers at once.)
+    if (s.opened_us < 0 && s.name == no_id && guessed_elsewhere(w.client, s, lock)) {
+      uncertain = true;
       continue;
     }
     ++candidates;
