@@ -13,6 +13,8 @@ the poller's table. An event is right (same process), wrong (another), or unlink
   redisson    several Redisson JVMs (tests/redisson/RedissonContender.java), several threads each
 
   subscriber_links_oracle.py MODE --lockscope CLI [--rounds N] [--keep PCAP] [--check]
+  subscriber_links_oracle.py lockscope --lockscope CLI --pcap PCAP [--cut-seconds N] [--check]
+(--cut-seconds: the recording without its first N seconds, as a capture joined mid-run.)
 The recordings in tests/locks/recordings/links_*.pcap (each with PCAP.owners.json, the truth) were made with
   subscriber_links_oracle.py lockscope --lockscope CLI --rounds 12 --keep links_lockscope.pcap
   subscriber_links_oracle.py redisson --lockscope CLI --jvms 3 --workers 3 --rounds 10 [--stagger 1.0] --keep ...
@@ -29,6 +31,7 @@ import re
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -174,6 +177,39 @@ def run_redisson(source, work, port, jvms, workers, rounds, release, stagger):
             raise SystemExit(f"a JVM exited {p.returncode}")
 
 
+def cut_pcap(source, target, seconds):
+    """Writes `source` (classic pcap) without its first `seconds`: a capture joined mid-run.
+
+    Connections open before the cut are seen mid-stream, with no SYN and no SUBSCRIBE, as
+    when a user starts tcpdump while the clients already run. Plain Python, no editcap.
+    """
+    with open(source, "rb") as f:
+        data = f.read()
+    magic = data[:4]
+    orders = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+              b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9)}
+    if magic not in orders:
+        raise SystemExit(f"{source}: not a classic pcap file (pcapng cannot be cut here)")
+    order, unit = orders[magic]
+    record = struct.Struct(order + "IIII")
+    out = [data[:24]]
+    start = None
+    offset = 24
+    while offset + record.size <= len(data):
+        sec, frac, caplen, _ = record.unpack_from(data, offset)
+        end = offset + record.size + caplen
+        if end > len(data):
+            break  # a truncated last record: dropped, as a reader would
+        t = sec + frac * unit
+        if start is None:
+            start = t
+        if t - start >= seconds:
+            out.append(data[offset:end])
+        offset = end
+    with open(target, "wb") as f:
+        f.write(b"".join(out))
+
+
 def measure(events, port_owner):
     def pid_of(client):
         return port_owner.get(int(client.rsplit(":", 1)[1]))
@@ -221,6 +257,8 @@ def main():
     ap.add_argument("--keep", help="copy the recording (and its truth, PCAP.owners.json) here")
     ap.add_argument("--pcap", help="analyze this recording (with PCAP.owners.json) instead of recording")
     ap.add_argument("--truth", help="with --pcap: the processes' own log (JSONL `connections` events: conn, sub_conn)")
+    ap.add_argument("--cut-seconds", type=float, default=0.0,
+                    help="with --pcap: analyze the recording without its first N seconds (joined mid-run)")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--min-right", type=float, default=0.98, help="--check: the share of subscriber events right")
     ap.add_argument("--anomalies", choices=["all", "links", "none"], default="all",
@@ -269,6 +307,10 @@ def main():
                 shutil.copy(pcap, args.keep)
                 with open(args.keep + ".owners.json", "w") as f:
                     json.dump({str(k): sorted(v) for k, v in sorted(port_owner.items())}, f, indent=0)
+        if args.pcap and args.cut_seconds > 0:
+            cut = os.path.join(work, "cut.pcap")
+            cut_pcap(pcap, cut, args.cut_seconds)
+            pcap = cut
         out = subprocess.run([args.lockscope, "analyze", pcap, "--format", "jsonl"], capture_output=True,
                              text=True, check=True).stdout
         events = [json.loads(line) for line in out.splitlines() if line.strip()]

@@ -185,14 +185,14 @@ TEST_CASE("held links: a lock with more guessed events than the cap lets the old
   attempt(f, pb, 48.020, 2);
   channel(f, lock_op_kind::subscribe, 60, 11);
   channel(f, lock_op_kind::subscribe, 60.01, 12);
-  // 70 messages with nobody acquiring (a publisher of the lock's channel): every one a
-  // guess; at most 64 a lock wait, so the first ones go out as guessed, in order.
-  for (int i = 0; i < 70; ++i) channel(f, lock_op_kind::message, 100 + i, 11 + (i % 2));
+  // 520 messages with nobody acquiring (a publisher of the lock's channel): every one a
+  // guess; at most 512 a lock wait, so the first ones go out as guessed, in order.
+  for (int i = 0; i < 520; ++i) channel(f, lock_op_kind::message, 100 + 0.5 * i, 11 + (i % 2));
   const std::size_t out = f.events.count("subscribed") + f.events.count("notified");
   CHECK(out >= 8);
-  CHECK(out < 72);
-  f.timeline.finish(at(200));
-  CHECK(f.events.count("subscribed") + f.events.count("notified") == 72);
+  CHECK(out < 522);
+  f.timeline.finish(at(500));
+  CHECK(f.events.count("subscribed") + f.events.count("notified") == 522);
 }
 
 TEST_CASE("held links: a subscriber whose connection ends before any decision lets its guesses go at its end",

@@ -65,6 +65,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       o.confidence = link_confidence::none;
       o.subscribed_us = -1;
     };
+    if (chosen.confidence == link_confidence::certain) drop_guesses_elsewhere(l, id, s, client);
     if (x.waiters.size() <= scanned_waiters) {
       for (waiter& o : x.waiters) unlink_other(o);
     } else if (const auto* v = waiter_keys::of(keys_of(x).by_sub, s.id)) {
@@ -170,6 +171,10 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     woken = last_candidate(l, id, s);
     by_elimination = woken != nullptr;
   }
+  // A subscription begun before the capture that names nobody yet: its process may be
+  // shown by its leave (on_unsubscribe), for which its events wait.
+  const connection_info::subscription* current = subscription_of(s, id);
+  const bool unknown = current != nullptr && current->owner == no_id && current->since_us < 0;
   lock_event e = from_op(l, op, lock_event_kind::notified);
   e.owner = {};
   if (woken != nullptr) {
@@ -179,7 +184,10 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     e.confidence = by_elimination ? link_confidence::low
                                   : confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
   }
-  emit_linked(l, e, s.id);
+  // The one client left for it now is the best guess for its events held so far too
+  // (a connection is one process's).
+  if (unknown && by_elimination && outgoing.waits_on(s.id, &l)) outgoing.suggest(s.id, &l, e.owner, e.confidence);
+  emit_linked(l, e, s.id, unknown);
 }
 
 inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_operation& op) {
@@ -214,6 +222,12 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
     xp(l)->acquired_owner = no_id;
   } else if (has_extra(l)) {
     lone_acquirer = learn_lone_acquirer(l, id, s, sub, op.request_us);
+    // A subscriber joined mid-stream whose subscription names nobody or a guess: the
+    // acquirer's leave, within the reaction window (no episode learnt of it).
+    if (lone_acquirer == 0 && s.opened_us < 0 && sub != nullptr &&
+        (sub->owner == no_id || (sub->confidence == link_confidence::low && pairing_of(s, sub->client) != pairing::established))) {
+      lone_acquirer = acquirer_leaving_unknown(l, id, s, op.request_us);
+    }
     // node-redisson unsubscribes first, then retries: its next attempt is the reaction.
     if (!xp(l)->waiters.empty()) note_wake(*xp(l), s.id, at, false);
   }

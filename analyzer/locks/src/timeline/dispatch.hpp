@@ -71,11 +71,14 @@ inline void lock_timeline::impl::emit(lock_state& l, lock_event& e) {
 // held one is copied while it waits, a cost paid on each of a herd's events, while its
 // subscriptions seldom end within the bound (herd20: none in its 0.14 s, +11% instructions
 // for nothing).
-inline void lock_timeline::impl::emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub) {
+// `unknown`: the event names nobody on a subscription begun before the capture, whose
+// process a later leave may show (on_unsubscribe): it waits too, and goes out unlinked
+// past the bound.
+inline void lock_timeline::impl::emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub, bool unknown) {
   const bool herd = has_extra(l) && xp(l)->waiters.size() > scanned_waiters;
   if (herd) {
     outgoing.settle_lock(&l);  // those held before it became one go with their guesses
-  } else if (e.confidence == link_confidence::low && !e.owner.empty()) {
+  } else if ((e.confidence == link_confidence::low && !e.owner.empty()) || (unknown && e.owner.empty())) {
     if (outgoing.hold(e, sub, &l, sink)) return;
   }
   if (e.confidence == link_confidence::high || e.confidence == link_confidence::certain) {

@@ -34,8 +34,8 @@ class held_events {
  public:
   struct limits {
     std::int64_t hold_us = 0;  // 0: nothing is held
-    std::size_t per_lock = 64;
-    std::size_t total = 256;
+    std::size_t per_lock = 512;
+    std::size_t total = 2048;
   };
 
   explicit held_events(const limits& l) : limits_(l) {}
@@ -103,6 +103,34 @@ class held_events {
         }
       }
       settle(s);
+    }
+  }
+
+  // The traffic showed that (sub, lock) is not the process `names` picks out (an owner
+  // text of it): the held events naming it lose their guess and wait on, unlinked, for a
+  // decision; past the bound they go out naming nobody.
+  template <class Names>
+  void refute(std::uint64_t sub, const void* lock, Names&& names) {
+    if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      slot& s = at(i);
+      if (!s.undecided || s.sub != sub || s.lock_row != lock || s.e.owner.empty() || !names(s.e.owner)) continue;
+      s.owner.clear();
+      s.e.owner = s.owner;
+      s.e.confidence = link_confidence::none;
+    }
+  }
+
+  // A guess (`owner`, `confidence`) for the held events of (sub, lock) that name nobody
+  // yet: they wait on for a decision as guesses do, and go out with it past the bound.
+  void suggest(std::uint64_t sub, const void* lock, std::string_view owner, link_confidence confidence) {
+    if (undecided_ == 0 || owner.empty() || !pending_per_sub_.contains(sub)) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      slot& s = at(i);
+      if (!s.undecided || s.sub != sub || s.lock_row != lock || !s.e.owner.empty()) continue;
+      s.owner.assign(owner);
+      s.e.owner = s.owner;
+      s.e.confidence = confidence;
     }
   }
 

@@ -329,7 +329,10 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
       if (h != nullptr) connections[conn].last_released_us = at;
       lock_event e = release_holder();
       became_free(l, at);
-      if (!has_holder(l)) released_publishing(l, id, at);
+      if (!has_holder(l)) {
+        released_publishing(l, id, at);
+        if (has_extra(l)) xp(l)->published_us = op.request_us;
+      }
       emit(l, e);
       break;
     }
@@ -637,6 +640,7 @@ inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_op
   clear_holders(l);
   became_free(l, at);
   released_publishing(l, id, at);
+  if (has_extra(l)) xp(l)->published_us = op.request_us;
   emit(l, e);
   schedule(id);
 }

@@ -384,6 +384,7 @@ struct lock_timeline::impl {
   std::uint64_t learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
                            const connection_info::subscription* sub, std::int64_t request);
   static constexpr std::int64_t slow_leave_us = 250'000;
+  std::uint64_t acquirer_leaving_unknown(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
   link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
   link_confidence established_confidence(const connection_info& s, std::uint64_t client);
   void settle_wakes(lock_extra& x, std::int64_t t);
@@ -400,6 +401,8 @@ struct lock_timeline::impl {
   void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen);
   life_tie tie_of(const connection_info& s, std::uint32_t lock = no_id);
   bool listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  bool guessed_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  void drop_guesses_elsewhere(lock_state& l, std::uint32_t lock, const connection_info& s, std::uint64_t client);
   static bool told_during(const lock_extra& x, const waiter& w, std::int64_t request, std::int64_t reply);
   std::uint32_t holder_of_client(lock_state& l, std::uint64_t client);
   bool names_differ(const connection_info& s, const connection_info& command) const;
@@ -461,7 +464,7 @@ struct lock_timeline::impl {
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);
-  void emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub);
+  void emit_linked(const lock_state& l, lock_event& e, std::uint64_t sub, bool unknown = false);
   void decide_link(const lock_state& l, std::uint64_t sub, std::string_view owner, link_confidence confidence);
   void release_held();
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);

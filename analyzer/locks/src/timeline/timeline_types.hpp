@@ -163,6 +163,9 @@ struct lock_extra {
   // A later, shorter one, for the waiters that began after the kept one did (free_interval_ends).
   std::int64_t later_idle_start_us = -1, later_idle_end_us = -1;
   std::array<wake, 4> wakes{};
+  // The latest publishing release's request time (an unlock that left the lock free):
+  // messages after it on several subscribers are that one publish (note_wake).
+  std::int64_t published_us = -1;
   // The latest SUBSCRIBE whose waiter was a guess among several waiters of its address
   // (link_confidence::low): Redisson's waiter retries right after its SUBSCRIBE is
   // confirmed, and that retry may name it better (retry()). sub == 0: none pending.

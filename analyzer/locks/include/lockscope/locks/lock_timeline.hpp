@@ -145,10 +145,11 @@ struct timeline_options {
   // before the acquisition's reply.
   std::int64_t reply_skew_us = 10'000;
   // A subscriber event whose link is a guess (`low`: processes of one address that
-  // subscribed within milliseconds of each other) waits up to this long (capture time)
-  // for the traffic to tell whose it is (the process that acquires and then leaves the
-  // channel), and goes out naming that process; every later event waits behind it, so
-  // outputs stay in time order. Past the bound (or 64 such events a lock, 256 events
+  // subscribed within milliseconds of each other; or none, on a subscription begun
+  // before the capture) waits up to this long (capture time) for the traffic to tell
+  // whose it is (the process that acquires and then leaves the channel), and goes out
+  // naming that process; every later event waits behind it, so
+  // outputs stay in time order. Past the bound (or 512 such events a lock, 2048 events
   // held in all), or when its connection ends first, it goes out with its guess. A
   // herd's guesses (more than 32 waiters on the lock) are not held. 0: no holding (each
   // event as it happens; `analyze` live: 1 s).

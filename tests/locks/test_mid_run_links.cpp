@@ -1,0 +1,173 @@
+// Subscriber links on a capture joined mid-run: the subscribers were connected and
+// subscribed before the capture began, so no SYN and no SUBSCRIBE tie them to anyone;
+// each is first seen at its first `message`. Reduced from links_redisson_together3.pcap
+// cut 2 s in (subscriber_links_oracle.py --cut-seconds 2), whose truth is the kernel's
+// table of which process owned each port: Redisson keeps one subscriber connection per
+// client and leaves the channel when its last waiter got the lock, so the leave right
+// after a client's acquisition tells whose the subscriber was, and its events so far
+// wait for it (held_events.hpp).
+#include "helpers.hpp"
+#include "timeline_fixture.hpp"
+
+using namespace lockscope;
+using namespace lockscope::timeline_test;
+using locks::link_confidence;
+
+namespace {
+
+const std::string holder = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:1";
+const std::string pa = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
+const std::string pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
+constexpr std::string_view host = "10.0.0.5";
+
+// Command connections 1 (A), 2 (B), 4 (the holder); subscribers 11 (A's), 12 (B's). No
+// opening seen (fixture::opened stays empty): joined mid-stream.
+locks::timeline_options holding(std::int64_t hold_us = 2'000'000) {
+  locks::timeline_options o;
+  o.link_hold_us = hold_us;
+  return o;
+}
+
+void attempt(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn,
+             op_outcome outcome = op_outcome::contended) {
+  auto o = f.op(lock_op_kind::acquire, outcome, owner, at_ms, conn, host);
+  o.lease_ms = 30000;
+  if (outcome == op_outcome::contended) o.ttl_ms = 29000;
+  f.timeline.on_operation(o);
+}
+
+void release(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn) {
+  f.timeline.on_operation(f.op(lock_op_kind::unlock, op_outcome::ok, owner, at_ms, conn, host));
+}
+
+void channel(fixture& f, lock_op_kind kind, double at_ms, std::uint64_t conn) {
+  auto o = f.op(kind, op_outcome::ok, "", at_ms, conn, host);
+  o.channel = "redisson_lock__channel:{L}";
+  o.sub_count = kind == lock_op_kind::unsubscribe ? 0 : 1;
+  if (kind == lock_op_kind::message) o.reply_us = o.request_us;
+  f.timeline.on_operation(o);
+}
+
+bool subscriber_event(const recorded_event& e) {
+  return e.event == "subscribed" || e.event == "notified" || e.event == "unsubscribed";
+}
+
+// The process whose subscriber the event is on.
+const std::string& truth_of(const recorded_event& e) { return e.client == "10.0.0.5:40011" ? pa : pb; }
+
+// The holder releases; both subscribers get the message (one publish); A's waiter takes
+// the lock, B's is refused again. A's subscriber leaves `a_leaves_after_ms` after A's
+// acquisition (its last waiter got the lock). Then A releases, B's subscriber gets the
+// message, B acquires and its subscriber leaves 4 ms later.
+void joined_mid_run(fixture& f, double a_leaves_after_ms) {
+  attempt(f, holder, 0, 4, op_outcome::ok);
+  attempt(f, pa, 10, 1);
+  attempt(f, pb, 12, 2);
+  release(f, holder, 100, 4);
+  channel(f, lock_op_kind::message, 100.05, 11);
+  channel(f, lock_op_kind::message, 100.06, 12);
+  attempt(f, pa, 103, 1, op_outcome::ok);
+  attempt(f, pb, 104, 2);
+  channel(f, lock_op_kind::unsubscribe, 103.1 + a_leaves_after_ms, 11);
+  release(f, pa, 250, 1);
+  channel(f, lock_op_kind::message, 250.05, 12);
+  attempt(f, pb, 253, 2, op_outcome::ok);
+  channel(f, lock_op_kind::unsubscribe, 257, 12);
+  release(f, pb, 300, 2);
+}
+
+}  // namespace
+
+TEST_CASE("mid-run links: a subscriber first seen at its message is named once its leave follows its client's acquisition",
+          "[timeline][links][held][mid_run]") {
+  fixture f(holding());
+  joined_mid_run(f, 5);
+  f.timeline.finish(at(5000));
+  int subscriber_events = 0;
+  for (const auto& e : f.events.events) {
+    if (!subscriber_event(e)) continue;
+    ++subscriber_events;
+    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client);
+    CHECK(e.owner == truth_of(e));
+    CHECK(e.confidence == link_confidence::low);  // a leave beside an acquisition: a guess, said so
+  }
+  CHECK(subscriber_events == 5);  // 3 notified, 2 unsubscribed
+  CHECK(f.events.count("anomaly:woken_by_timeout") == 0);
+  CHECK(f.events.count("anomaly:subscription_lost") == 0);
+}
+
+TEST_CASE("mid-run links: a leave long after the acquisition names nobody, and no event names the wrong process",
+          "[timeline][links][held][mid_run]") {
+  fixture f(holding());
+  joined_mid_run(f, 60);  // outside the reaction window: not tied to A's acquisition
+  f.timeline.finish(at(5000));
+  for (const auto& e : f.events.events) {
+    if (!subscriber_event(e)) continue;
+    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client);
+    CHECK((e.owner.empty() || e.owner == truth_of(e)));
+  }
+  const recorded_event* first = f.events.first("notified");
+  REQUIRE(first != nullptr);
+  CHECK(first->client == "10.0.0.5:40011");
+  CHECK(first->owner.empty());
+}
+
+TEST_CASE("mid-run links: past the hold's bound, an event still undecided goes out unlinked, in its place",
+          "[timeline][links][held][mid_run]") {
+  fixture f(holding(2'000));  // 2 ms: A's leave comes 5 ms after its acquisition
+  joined_mid_run(f, 5);
+  f.timeline.finish(at(5000));
+  const recorded_event* first = f.events.first("notified");
+  REQUIRE(first != nullptr);
+  CHECK(first->owner.empty());
+  // The same events in the order they go out without holding: none lost, none moved.
+  fixture now_only;
+  joined_mid_run(now_only, 5);
+  now_only.timeline.finish(at(5000));
+  REQUIRE(f.events.events.size() == now_only.events.events.size());
+  for (std::size_t i = 0; i < f.events.events.size(); ++i) {
+    CHECK(f.events.events[i].event == now_only.events.events[i].event);
+    CHECK(f.events.events[i].ts_us == now_only.events.events[i].ts_us);
+  }
+  for (const auto& e : f.events.events) {
+    if (subscriber_event(e)) CHECK((e.owner.empty() || e.owner == truth_of(e)));
+  }
+}
+
+TEST_CASE("mid-run links: a client's certain SUBSCRIBE takes back its guess on another subscriber",
+          "[timeline][links][held][mid_run]") {
+  // Reduced from links_redisson_staggered.pcap cut 2 s in: A's subscriber (joined
+  // mid-stream) SUBSCRIBEs just after B's refusal, so the guess is B; 17 ms later B's own
+  // subscriber, opened beside B's command connection, SUBSCRIBEs: certain. A client keeps
+  // one subscription a channel, so the first is not B's (84 events named B before).
+  for (const std::int64_t hold : {std::int64_t{0}, std::int64_t{2'000'000}}) {
+    INFO("hold " << hold << " us");
+    fixture f(holding(hold));
+    f.opened[2] = at(-500);
+    f.opened[12] = at(-499.5);
+    attempt(f, holder, 0, 4, op_outcome::ok);
+    attempt(f, pa, 10, 1);
+    attempt(f, pb, 12, 2);
+    channel(f, lock_op_kind::subscribe, 13, 11);  // A's subscriber; the latest refusal is B's
+    channel(f, lock_op_kind::subscribe, 30, 12);  // B's own, tied by its opening
+    attempt(f, pa, 40, 1);
+    attempt(f, pb, 41, 2);
+    release(f, holder, 100, 4);
+    channel(f, lock_op_kind::message, 100.05, 11);
+    channel(f, lock_op_kind::message, 100.06, 12);
+    attempt(f, pa, 103, 1, op_outcome::ok);
+    f.timeline.finish(at(5000));
+    for (const auto& e : f.events.events) {
+      if (!subscriber_event(e)) continue;
+      INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
+      // (Nothing held, the SUBSCRIBE's event went out with the guess made at the moment.)
+      if (e.client == "10.0.0.5:40011" && !(hold == 0 && e.event == "subscribed")) CHECK(e.owner != pb);
+      if (e.client == "10.0.0.5:40012") CHECK(e.owner == pb);
+    }
+    const recorded_event* first = f.events.first("notified");
+    REQUIRE(first != nullptr);
+    CHECK(first->client == "10.0.0.5:40011");
+    CHECK(first->owner == pa);  // the one client of its address left (by elimination, low)
+    if (hold > 0) CHECK(f.events.first("subscribed")->owner.empty());  // its held guess taken back
+  }
+}
