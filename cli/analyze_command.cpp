@@ -220,7 +220,7 @@ int run_live_mode(const analyze_options& o, const locks::report_options& ro, flo
   lo.pipeline.timeline = make_timeline_options(o);
   lo.pipeline.timeline.capture_start_us = source->now_us();  // holds begun before it are held from then
   // Live: a guessed subscriber link's events (and those behind them) wait at most 1 s for
-  // the traffic's decision, so the output stays prompt (files: 2 s of capture time).
+  // the traffic's decision, so the output stays prompt (files: 10 s of capture time).
   lo.pipeline.timeline.link_hold_us = 1'000'000;
   lo.pipeline.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
   lo.immediate = co.immediate;

@@ -153,7 +153,7 @@ struct timeline_options {
   // held in all), or when its connection ends first, it goes out with its guess. A
   // herd's guesses (more than 32 waiters on the lock) are not held. 0: no holding (each
   // event as it happens; `analyze` live: 1 s).
-  std::int64_t link_hold_us = 2'000'000;
+  std::int64_t link_hold_us = 10'000'000;
   // A lock is (server, database, key); merge_servers drops the server from it (one
   // logical lock service behind several endpoints: a failover, a resharding). The
   // database still tells locks apart.
