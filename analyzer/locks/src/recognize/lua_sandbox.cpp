@@ -329,18 +329,21 @@ class shadow_commands {
     for (std::size_t i = 1; i < c_.args.size(); ++i) n += find(c_.args[i]) != nullptr ? 1 : 0;
     return answer(integer(n));
   }
+  // EXPIRE's NX/XX/GT/LT: whether the condition leaves the key's TTL as it is (a key
+  // without a TTL counts as infinite for GT and LT, as Redis counts it).
+  static bool refused_by_condition(const shadow_key& k, std::int64_t ms, std::string_view condition) {
+    std::string cond(condition);
+    const std::string_view cd = upper_name(cond);
+    return (cd == "NX" && k.pttl_ms >= 0) || (cd == "XX" && k.pttl_ms < 0) || (cd == "GT" && (k.pttl_ms < 0 || ms <= k.pttl_ms)) ||
+           (cd == "LT" && k.pttl_ms >= 0 && ms >= k.pttl_ms);
+  }
   bool expire(const std::string& key, const std::string& ttl, bool seconds, std::string_view condition) {
     std::int64_t ms = 0;
     if (!parse_i64(ttl, ms) || ms > INT64_MAX / 1000) return fail("ERR value is not an integer or out of range");
     if (seconds) ms *= 1000;
     shadow_key* k = find(key);
     if (k == nullptr) return answer(integer(0));
-    std::string cond(condition);
-    const std::string_view cd = upper_name(cond);
-    if ((cd == "NX" && k->pttl_ms >= 0) || (cd == "XX" && k->pttl_ms < 0) ||
-        (cd == "GT" && (k->pttl_ms < 0 || ms <= k->pttl_ms)) || (cd == "LT" && k->pttl_ms >= 0 && ms >= k->pttl_ms)) {
-      return answer(integer(0));
-    }
+    if (refused_by_condition(*k, ms, condition)) return answer(integer(0));
     if (!record(shadow_write::what::expire, key, {}, ttl, seconds)) return false;
     if (ms <= 0) keys_.erase(key);
     else k->pttl_ms = ms;
@@ -912,12 +915,7 @@ class shadow_commands {
     const std::int64_t ms = at_ms < now ? -1 : at_ms - now;
     shadow_key* k = find(key);
     if (k == nullptr) return answer(integer(0));
-    std::string cond(condition);
-    const std::string_view cd = upper_name(cond);
-    if ((cd == "NX" && k->pttl_ms >= 0) || (cd == "XX" && k->pttl_ms < 0) ||
-        (cd == "GT" && (k->pttl_ms < 0 || ms <= k->pttl_ms)) || (cd == "LT" && k->pttl_ms >= 0 && ms >= k->pttl_ms)) {
-      return answer(integer(0));
-    }
+    if (refused_by_condition(*k, ms, condition)) return answer(integer(0));
     if (ms <= 0) {
       if (!record(shadow_write::what::del, key, {})) return false;
       keys_.erase(key);

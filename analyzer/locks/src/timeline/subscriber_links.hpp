@@ -113,7 +113,7 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s, std::uint32_t 
   std::int64_t best_gap = -1, other_gap = -1;
   for (const auto& n : near) {
     if (n.client == 0) continue;
-    if (lock != no_id && listens_surely_elsewhere(n.client, s, lock)) {
+    if (lock != no_id && listens_elsewhere(n.client, s, lock, false)) {
       excluded_any = true;
       continue;
     }
@@ -140,16 +140,19 @@ inline auto lock_timeline::impl::tie_of(const connection_info& s, std::uint32_t 
   return {best, false};
 }
 
-// The client listens to the lock's channel on another open connection than `s` by a
-// certain link (its own subscriber, tied by its life or its own connection).
-inline bool lock_timeline::impl::listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
+// The client listens to the lock's channel on another open connection than `s`: by a
+// certain link (its own subscriber, tied by its life or its own connection), or with
+// `any_confidence` by any link naming it.
+inline bool lock_timeline::impl::listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock,
+                                                   bool any_confidence) {
   const auto it = subscribers_by_client.find(client);
   if (it == subscribers_by_client.end()) return false;
   for (const std::uint32_t conn : it->second) {
     connection_info& c = connections[conn];
     if (!c.open || c.id == s.id) continue;
     const connection_info::subscription* sub = subscription_of(c, lock);
-    if (sub != nullptr && sub->owner != no_id && sub->client == client && sub->confidence == link_confidence::certain) {
+    if (sub != nullptr && sub->owner != no_id && sub->client == client &&
+        (any_confidence || sub->confidence == link_confidence::certain)) {
       return true;
     }
   }
@@ -203,20 +206,6 @@ inline void lock_timeline::impl::drop_guesses_elsewhere(lock_state& l, std::uint
     it = again;
     if (it->second.size() == before) ++i;  // (not removed: a record of another lock names it)
   }
-}
-
-// Another open connection than `s` has an active subscription of the lock's channel
-// naming `client`, whatever its confidence.
-inline bool lock_timeline::impl::guessed_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock) {
-  const auto it = subscribers_by_client.find(client);
-  if (it == subscribers_by_client.end()) return false;
-  for (const std::uint32_t conn : it->second) {
-    connection_info& c = connections[conn];
-    if (!c.open || c.id == s.id) continue;
-    const connection_info::subscription* sub = subscription_of(c, lock);
-    if (sub != nullptr && sub->owner != no_id && sub->client == client) return true;
-  }
-  return false;
 }
 
 // An anomaly that blames pub/sub for this waiter (subscription_lost, woken_by_timeout)
@@ -674,7 +663,7 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
     // already named by another open subscription of the channel, even by a guess, is not
     // offered a second one (it keeps one a channel); the guess among the rest stays low.
     // (Seen on a loaded host joined mid-run: one JVM guessed on three subscribers at once.)
-    if (s.opened_us < 0 && s.name == no_id && guessed_elsewhere(w.client, s, lock)) {
+    if (s.opened_us < 0 && s.name == no_id && listens_elsewhere(w.client, s, lock, true)) {
       uncertain = true;
       continue;
     }

@@ -400,8 +400,7 @@ struct lock_timeline::impl {
   waiter* last_candidate(lock_state& l, std::uint32_t lock, const connection_info& s);
   void note_guess(lock_state& l, const connection_info& s, const lock_operation& op, const linked& chosen);
   life_tie tie_of(const connection_info& s, std::uint32_t lock = no_id);
-  bool listens_surely_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
-  bool guessed_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock, bool any_confidence);
   void drop_guesses_elsewhere(lock_state& l, std::uint32_t lock, const connection_info& s, std::uint64_t client);
   static bool told_during(const lock_extra& x, const waiter& w, std::int64_t request, std::int64_t reply);
   std::uint32_t holder_of_client(lock_state& l, std::uint64_t client);
