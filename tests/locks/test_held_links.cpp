@@ -37,23 +37,10 @@ void open_all(fixture& f) {
 
 void attempt(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn,
              op_outcome outcome = op_outcome::contended) {
-  auto o = f.op(lock_op_kind::acquire, outcome, owner, at_ms, conn, host);
-  o.lease_ms = 30000;
-  if (outcome == op_outcome::contended) o.ttl_ms = 29000;
-  f.timeline.on_operation(o);
+  f.redisson_attempt(owner, at_ms, conn, host, outcome);
 }
-
-void release(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn) {
-  f.timeline.on_operation(f.op(lock_op_kind::unlock, op_outcome::ok, owner, at_ms, conn, host));
-}
-
-void channel(fixture& f, lock_op_kind kind, double at_ms, std::uint64_t conn) {
-  auto o = f.op(kind, op_outcome::ok, "", at_ms, conn, host);
-  o.channel = "redisson_lock__channel:{L}";
-  o.sub_count = kind == lock_op_kind::unsubscribe ? 0 : 1;
-  if (kind == lock_op_kind::message) o.reply_us = o.request_us;
-  f.timeline.on_operation(o);
-}
+void release(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn) { f.redisson_release(owner, at_ms, conn, host); }
+void channel(fixture& f, lock_op_kind kind, double at_ms, std::uint64_t conn) { f.redisson_channel(kind, at_ms, conn, host); }
 
 // One round as recorded: the three are refused within 0.02 ms (A, then C, then B), their
 // subscribers SUBSCRIBE 68 ms later within 0.03 ms (A's, B's, C's: not the refusals'

@@ -70,6 +70,25 @@ class fixture {
     if (const auto it = opened.find(connection); it != opened.end()) o.opened_us = it->second;
     return o;
   }
+  // Redisson's lock as the subscriber-link tests drive it: an attempt (lease 30 s; refused,
+  // the holder's TTL 29 s), an unlock, and its channel's (un)subscribe or message.
+  void redisson_attempt(std::string_view owner, double at_ms, std::uint64_t conn, std::string_view ip,
+                        op_outcome outcome = op_outcome::contended) {
+    auto o = op(lock_op_kind::acquire, outcome, owner, at_ms, conn, ip);
+    o.lease_ms = 30000;
+    if (outcome == op_outcome::contended) o.ttl_ms = 29000;
+    timeline.on_operation(o);
+  }
+  void redisson_release(std::string_view owner, double at_ms, std::uint64_t conn, std::string_view ip) {
+    timeline.on_operation(op(lock_op_kind::unlock, op_outcome::ok, owner, at_ms, conn, ip));
+  }
+  void redisson_channel(lock_op_kind kind, double at_ms, std::uint64_t conn, std::string_view ip) {
+    auto o = op(kind, op_outcome::ok, "", at_ms, conn, ip);
+    o.channel = "redisson_lock__channel:{L}";
+    o.sub_count = kind == lock_op_kind::unsubscribe ? 0 : 1;
+    if (kind == lock_op_kind::message) o.reply_us = o.request_us;
+    timeline.on_operation(o);
+  }
   void acquire(std::string_view owner, double at_ms, std::int64_t lease_ms, op_outcome outcome = op_outcome::ok,
                std::uint64_t connection = 1, std::string_view ip = "10.0.0.1", std::int64_t ttl = -1) {
     auto o = op(lock_op_kind::acquire, outcome, owner, at_ms, connection, ip);
