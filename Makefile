@@ -10,7 +10,7 @@ LOCKSCOPE := $(BUILD_DIR)/cli/lockscope
 # 2-core machine the suite took 97 s this way against 136 s at one per core.
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
-.PHONY: all deps test-deps configure build demo test pgo clean
+.PHONY: all deps test-deps configure build demo test bench pgo clean
 all: build
 
 deps:
@@ -36,6 +36,11 @@ demo: build
 
 test: test-deps build
 	@ctest --preset $(PRESET) --parallel $(TEST_JOBS) --output-on-failure
+
+# The Google Benchmark suite and the benchmarks' capture generators, in the same tree
+# (build/default/bench/...): no test runs them, so `build` and `test` leave them out.
+bench: configure
+	@cmake --build --preset bench
 
 # A lockscope for a long-running deployment: optimized with a profile of itself at work
 # (scripts/pgo-train; about 9 minutes on 2 cores with the build) and link-time optimized; 11-12% less

@@ -23,6 +23,8 @@ mb=${MB:-300}
 pairs=${PAIRS:-3}
 data=$root/bench/data
 mkdir -p "$data"
+# lock_shape_capture is built on request (`make bench`, as every benchmark): build it if missing.
+[[ -x $build/bench/lock_shape_capture ]] || cmake --build "$build" --target lock_shape_capture >&2
 [[ -x $lockscope ]] || { echo "scaling_bench: $lockscope is not built" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "scaling_bench: needs /usr/bin/time (Debian: time)" >&2; exit 2; }
 shapes=("$@")

@@ -11,7 +11,7 @@
 #   herd      20,000 waiters on 5 locks, woken in turn
 #   servers3  RedLock quorums over 3 servers; servers6 over 6
 #   soak      the soak benchmark's SET-based workload (lock_soak_capture, fresh owners)
-# The synthetic captures (lock_shape_capture, lock_soak_capture: built with the tests)
+# The synthetic captures (lock_shape_capture: built on request, below; lock_soak_capture: built with the tests)
 # go to bench/data/ (gitignored), MB megabytes each (default 300), made once and kept.
 # Targets (issue 43): two threads <= 1.5x tcpdump and >= 50x faster than tshark, one thread
 # <= 2.5x, peak RSS <= 64 MB, two threads faster than one. Exit status 1 when one is missed.
@@ -22,6 +22,8 @@ export LOCKSCOPE=${LOCKSCOPE:-$build/cli/lockscope}
 mb=${MB:-300}
 data=$root/bench/data
 mkdir -p "$data"
+# lock_shape_capture is built on request (`make bench`, as every benchmark): build it if missing.
+[[ -x $build/bench/lock_shape_capture ]] || cmake --build "$build" --target lock_shape_capture >&2
 shapes=("$@")
 [[ ${#shapes[@]} -gt 0 ]] || shapes=(lock storm herd servers3 servers6 soak)
 
