@@ -466,6 +466,8 @@ struct lock_recognizer::state {
   subscription_lock* subscription_lock_of(std::string_view channel);
   subscription_lock& subscription_candidate(std::string_view channel, std::int64_t at);
   void forget_holder(std::uint64_t connection, std::string_view channel);
+  void release_all_held_by(std::uint64_t connection, const lock_operation* by, std::int64_t at_us);
+  lock_operation holder_operation(const subscription_lock& s, std::int64_t at_us) const;
   void release_subscription_lock(subscription_lock& s, std::string_view channel, const lock_operation& op);
   void emit_subscription_op(std::string_view channel, lock_op_kind kind, op_outcome outcome, lock_operation op);
   void note_subscribed(std::uint64_t connection, std::string_view channel, bool sharded);

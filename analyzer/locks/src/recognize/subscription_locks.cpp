@@ -103,15 +103,7 @@ void lock_recognizer::state::on_subscriber_count(command_call& c, std::string_vi
     if (s.holder != 0) {
       // Its holder left without a word the capture holds (a lost packet, a kill the
       // capture missed): free now, released as far as anyone can tell.
-      lock_operation op = c.op;
-      op.connection = s.holder;
-      op.client_text = s.holder_client;
-      op.server_text = s.holder_server;
-      op.client = s.has_client_ep ? &s.holder_client_ep : nullptr;
-      op.server = s.has_server_ep ? &s.holder_server_ep : nullptr;
-      forget_holder(s.holder, channel);
-      s.holder = 0;
-      emit_subscription_op(channel, lock_op_kind::unlock, op_outcome::ok, op);
+      release_subscription_lock(s, channel, holder_operation(s, at));
     }
     // (At most a few hosts race for it at once: the oldest finding is dropped first.)
     std::erase_if(s.found_free_by, [&](const auto& f) { return f.host == host || at - f.at_us > subscribe_after_free_us; });
@@ -166,16 +158,34 @@ void lock_recognizer::state::on_subscription_lock_left(command_call& c, std::str
   release_subscription_lock(*s, channel, c.op);
 }
 
-void lock_recognizer::state::on_subscription_lock_left_all(command_call& c) {
-  const auto it = holders_by_connection.find(c.e.connection);
+void lock_recognizer::state::on_subscription_lock_left_all(command_call& c) { release_all_held_by(c.e.connection, &c.op, 0); }
+
+// Every lock `connection` holds, released by `by` (its UNSUBSCRIBE or RESET) or, with
+// none, at `at_us` in the holder's own name (its connection ended).
+void lock_recognizer::state::release_all_held_by(std::uint64_t connection, const lock_operation* by, std::int64_t at_us) {
+  const auto it = holders_by_connection.find(connection);
   if (it == holders_by_connection.end()) return;
   const std::vector<std::string> held = std::move(it->second);
   holders_by_connection.erase(it);
   for (const std::string& channel : held) {
-    if (subscription_lock* s = subscription_lock_of(channel); s != nullptr && s->holder == c.e.connection) {
-      release_subscription_lock(*s, channel, c.op);
-    }
+    subscription_lock* s = subscription_lock_of(channel);
+    if (s == nullptr || s->holder != connection) continue;
+    release_subscription_lock(*s, channel, by != nullptr ? *by : holder_operation(*s, at_us));
   }
+}
+
+// An operation on the holder's connection at `at_us` (a release no command of its made).
+lock_operation lock_recognizer::state::holder_operation(const subscription_lock& s, std::int64_t at_us) const {
+  lock_operation op;
+  op.connection = s.holder;
+  op.db = s.holder_db;
+  op.client_text = s.holder_client;
+  op.server_text = s.holder_server;
+  op.client = s.has_client_ep ? &s.holder_client_ep : nullptr;
+  op.server = s.has_server_ep ? &s.holder_server_ep : nullptr;
+  op.request_us = at_us;
+  op.reply_us = at_us;
+  return op;
 }
 
 void lock_recognizer::state::forget_holder(std::uint64_t connection, std::string_view channel) {
@@ -194,26 +204,7 @@ void lock_recognizer::state::release_subscription_lock(subscription_lock& s, std
 
 // The holder's connection ended: the server dropped its subscription, and the lock.
 void lock_recognizer::state::subscription_holder_ended(std::uint64_t connection, std::int64_t at_us) {
-  const auto it = holders_by_connection.find(connection);
-  if (it == holders_by_connection.end()) return;
-  const std::vector<std::string> held = std::move(it->second);
-  holders_by_connection.erase(it);
-  for (const std::string& channel : held) {
-    subscription_lock* s = subscription_lock_of(channel);
-    if (s == nullptr || s->holder != connection) continue;
-    lock_operation op;
-    op.connection = connection;
-    op.db = s->holder_db;
-    op.client_text = s->holder_client;
-    op.server_text = s->holder_server;
-    op.client = s->has_client_ep ? &s->holder_client_ep : nullptr;
-    op.server = s->has_server_ep ? &s->holder_server_ep : nullptr;
-    op.request_us = at_us;
-    op.reply_us = at_us;
-    s->holder = 0;
-    s->seen_us = at_us;
-    emit_subscription_op(channel, lock_op_kind::unlock, op_outcome::ok, op);
-  }
+  release_all_held_by(connection, nullptr, at_us);
 }
 
 }  // namespace lockscope::locks
