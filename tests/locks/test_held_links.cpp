@@ -14,20 +14,15 @@ using locks::link_confidence;
 
 namespace {
 
-const std::string holder = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:1";
-const std::string pa = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
-const std::string pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
+const std::string& holder = link_holder;
+const std::string& pa = link_pa;
+const std::string& pb = link_pb;
 const std::string pc = "cccccccc-cccc-4ccc-8ccc-cccccccccccc:1";
 constexpr std::string_view host = "10.0.0.5";
 
 // Command connections 1 (A), 2 (B), 3 (C), 4 (the holder); subscribers 11 (A), 12 (B),
 // 13 (C). Every connection opened within a few ms of the others' (processes started
 // together): no opening ties a subscriber to a process.
-locks::timeline_options holding(std::int64_t hold_us = 2'000'000) {
-  locks::timeline_options o;
-  o.link_hold_us = hold_us;
-  return o;
-}
 
 void open_all(fixture& f) {
   for (const std::uint64_t conn : {1, 2, 3, 4, 11, 12, 13}) {

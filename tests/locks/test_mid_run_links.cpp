@@ -15,18 +15,13 @@ using locks::link_confidence;
 
 namespace {
 
-const std::string holder = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:1";
-const std::string pa = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
-const std::string pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
+const std::string& holder = link_holder;
+const std::string& pa = link_pa;
+const std::string& pb = link_pb;
 constexpr std::string_view host = "10.0.0.5";
 
 // Command connections 1 (A), 2 (B), 4 (the holder); subscribers 11 (A's), 12 (B's). No
 // opening seen (fixture::opened stays empty): joined mid-stream.
-locks::timeline_options holding(std::int64_t hold_us = 2'000'000) {
-  locks::timeline_options o;
-  o.link_hold_us = hold_us;
-  return o;
-}
 
 void attempt(fixture& f, const std::string& owner, double at_ms, std::uint64_t conn,
              op_outcome outcome = op_outcome::contended) {

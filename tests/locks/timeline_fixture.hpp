@@ -45,6 +45,18 @@ inline locks::timeline_options as_decided() {
   return o;
 }
 
+// The owners of the subscriber-link tests: a holder and processes A and B, Redisson-style.
+inline const std::string link_holder = "dddddddd-dddd-4ddd-8ddd-dddddddddddd:1";
+inline const std::string link_pa = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1";
+inline const std::string link_pb = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1";
+
+// Options that hold guessed subscriber events up to `hold_us` (timeline_options::link_hold_us).
+inline locks::timeline_options holding(std::int64_t hold_us = 2'000'000) {
+  locks::timeline_options o;
+  o.link_hold_us = hold_us;
+  return o;
+}
+
 class fixture {
  public:
   explicit fixture(locks::timeline_options o = as_decided()) : timeline(o, events) {}
