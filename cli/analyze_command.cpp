@@ -222,6 +222,9 @@ int run_live_mode(const analyze_options& o, const locks::report_options& ro, flo
   // Live: a guessed subscriber link's events (and those behind them) wait at most 1 s for
   // the traffic's decision, so the output stays prompt (files: 10 s of capture time).
   lo.pipeline.timeline.link_hold_us = 1'000'000;
+  // Live: an acquisition is shown when it happens, not when its key is next used (files:
+  // a key set once and never used again is a marker, not a lock: set_once_keys.hpp).
+  lo.pipeline.set_once.hold = false;
   lo.pipeline.groups.window_us = static_cast<std::int64_t>(o.group_window_ms * 1e3);
   lo.immediate = co.immediate;
   lo.stop_requested = [&stop] { return stop.requested(); };

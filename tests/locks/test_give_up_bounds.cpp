@@ -155,3 +155,40 @@ TEST_CASE("give-up bounds: earlier give-ups that disagree, or only one, give no 
 }
 
 }  // namespace lockscope::give_up_bounds_test
+
+namespace lockscope::give_up_bounds_test {
+
+// The capture ends while a poller waits (give_up_stopped_pollers, waiters.hpp): its
+// deadline (no TTL told: 30 s + the margin) lies beyond the end, but its next attempt
+// was due long before it. portalocker's poller (100 ms apart) timed out 0.1 s before its
+// recording ended: no event at all before.
+TEST_CASE("give-up bounds: a poller overdue at the capture's end gave up at its last attempt",
+          "[timeline][waiter][give-up][bounds]") {
+  fixture f;
+  holder_then_polls(f, {10, 110, 210, 310});
+  SECTION("its next attempt due long before the end: a give-up, bounded by that attempt") {
+    f.timeline.finish(at(1000));
+    REQUIRE(f.events.count("gave_up") == 1);
+    const recorded_event* e = f.events.first("gave_up");
+    CHECK(e->owner == "p");
+    CHECK(e->ended == locks::wait_end::last_attempt);
+    CHECK(e->ts_us == at(1000));
+    CHECK(e->wait_us == at(310) + reply - at(10));
+    // its spacing 100 ms (reply to request) + half of it
+    CHECK(e->wait_at_most_us == at(310) + reply + 99'900 + 49'950 - at(10));
+  }
+  SECTION("its next attempt not yet due at the end: still waiting, no event") {
+    f.timeline.finish(at(420));
+    CHECK(f.events.count("gave_up") == 0);
+  }
+}
+
+TEST_CASE("give-up bounds: a pub/sub waiter at the capture's end waits on", "[timeline][waiter][give-up][bounds]") {
+  fixture f;
+  f.redisson_attempt(link_holder, 0, 1, "10.0.0.1", op_outcome::ok);
+  for (double t : {10.0, 110.0, 210.0}) f.redisson_attempt(link_pa, t, 2, "10.0.0.2");
+  f.timeline.finish(at(5000));
+  CHECK(f.events.count("gave_up") == 0);
+}
+
+}  // namespace lockscope::give_up_bounds_test

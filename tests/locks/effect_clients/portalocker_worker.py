@@ -90,9 +90,15 @@ class LoggedRedisLock(RedisLock):
         return connection
 
     def release(self, die=False):
+        sent = None
         if self.thread:
             self.thread.stop()
             self.thread.join()
+            # The hold ended on the wire as the answering thread ended: redis-py's
+            # PubSubWorkerThread closes its pub/sub connection (FIN) as the last thing its
+            # loop does, which wakes only every sleep time after stop(); the UNSUBSCRIBE
+            # below then finds no connection to send on. So the release is dated here.
+            sent = now_us()
             self.thread = None
             time.sleep(0.01)
         if self.pubsub and self.conn_port is None:  # a racing subscription let go: no hold
@@ -100,7 +106,8 @@ class LoggedRedisLock(RedisLock):
             self.pubsub.close()
             self.pubsub = None
         if self.pubsub:
-            sent = now_us()
+            if sent is None:
+                sent = now_us()
             if die:  # the process goes without a word: its pub/sub connection closes
                 log(event="released", lock=self.channel, owner="", conn_port=self.conn_port, sent_us=sent, how="connection_closed")
                 os._exit(0)

@@ -453,8 +453,14 @@ class summary_writer {
                     ingest::counted(f.gave_up, "wait given up", "waits given up"),
                     ingest::counted(f.renewals, "renewal"), ingest::counted(f.expiries, "expiry", "expiries"),
                     ingest::counted(anomalies, "anomaly", "anomalies"));
-    } else if (locks == 0) {
+    } else if (locks == 0 && timeline_.set_aside_families().empty()) {
       out_ += "(no lock activity)\n";
+    }
+    for (const lock_timeline::set_aside_family& family : timeline_.set_aside_families()) {
+      append_format(out_,
+                    "(not in the rows above: {} set once by a SET NX and never used again: markers (dedupe, "
+                    "idempotency keys), not locks: {}, e.g. {})\n",
+                    ingest::counted(family.keys, "key"), printable(family.shape), printable(family.example));
     }
   }
 

@@ -14,7 +14,8 @@ void lock_operation_filter::on_operation(const lock_operation& op) {
 lock_operation_sink& lock_operation_filter::entry() noexcept { return report_.selects_locks() ? *this : next_; }
 
 lock_pipeline::lock_pipeline(const pipeline_options& options, lock_event_sink& events, const filter_factory& filter)
-    : groups_(options.groups, events),
+    : set_once_(options.set_once, events),
+      groups_(options.groups, set_once_),
       timeline_(options.timeline, groups_),
       pipe_(options.threads >= 2 ? std::optional<operation_pipe>(std::in_place) : std::nullopt),
       batch_(options.threads >= 2 ? std::nullopt : std::optional<operation_batch>(std::in_place, timeline_)),

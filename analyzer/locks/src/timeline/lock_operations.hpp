@@ -175,6 +175,10 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
   } else if (new_wait_from_us >= 0) {
     wait = at - new_wait_from_us;  // a new wait, begun by the attempt before this one
   }
+  // Nothing seen of the key before (no row history, no waiter, no holder): a SET NX
+  // that may be a marker set once (set_once_keys.hpp) rather than a lock.
+  const bool first_of_key = op.family == lock_family::set_based && wait < 0 && l.side == no_id && l.active == no_id &&
+                            l.acquisitions == 0 && l.renewals == 0 && l.expiries == 0 && l.last_expired == no_id;
   take_expired(l, owner);
   free_interval_ends(l, at);
   if (has_extra(l)) {
@@ -212,6 +216,7 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
   e.wait_us = wait;
   e.wait_at_least = wait_at_least;
   e.token = op.token;
+  e.first_of_key = first_of_key;
   if (wait >= 0) attribute_to_closed_holder(l, e, at - wait, at);
   emit(l, e);
   release_closed_holder_if_done(l);

@@ -53,6 +53,7 @@ void lock_timeline::advance_to(std::int64_t now_us) {
 }
 void lock_timeline::finish(std::int64_t end_us) {
   impl_->advance(end_us);
+  impl_->give_up_stopped_pollers(end_us);
   if (impl_->permits.next_deadline_us >= 0) impl_->expire_permits(end_us);
   for (auto& [key, p] : impl_->permits.locks) impl_->judge_overrun(p, end_us, true);
   impl_->report_overlaps(end_us, true);  // no reply can come any more
@@ -72,7 +73,26 @@ timeline_memory lock_timeline::memory() const noexcept {
 std::int64_t lock_timeline::now_us() const noexcept { return impl_->now; }
 std::int64_t lock_timeline::first_us() const noexcept { return impl_->first; }
 std::int64_t lock_timeline::held_from_us() const noexcept { return impl_->outgoing.oldest_us(); }
-std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size(); }
+std::size_t lock_timeline::lock_count() const noexcept { return impl_->locks.size() - impl_->set_aside_rows.size(); }
+bool lock_timeline::set_aside(std::string_view lock, std::string_view lock_server, std::int32_t db, std::string_view shape) {
+  for (std::uint32_t s = 0; s < impl_->scopes.size(); ++s) {
+    const impl::scope& sc = impl_->scopes[s];
+    if (impl_->canon(s) != s || sc.db != db || (sc.label.empty() ? std::string_view(sc.server) : std::string_view(sc.label)) != lock_server) {
+      continue;
+    }
+    const std::uint32_t id = impl_->find_lock(s, lock);
+    if (id == no_id || !impl_->set_aside_rows.insert(&impl_->locks[id]).second) continue;
+    auto& families = impl_->set_aside_families;
+    auto f = std::find_if(families.begin(), families.end(), [&](const set_aside_family& x) { return x.shape == shape; });
+    if (f == families.end()) f = families.insert(families.end(), {std::string(shape), std::string(lock), 0});
+    ++f->keys;
+    return true;
+  }
+  return false;
+}
+const std::vector<lock_timeline::set_aside_family>& lock_timeline::set_aside_families() const noexcept {
+  return impl_->set_aside_families;
+}
 const forgotten_locks& lock_timeline::forgotten() const noexcept { return impl_->forgotten; }
 std::size_t lock_timeline::scope_count() const noexcept {
   std::size_t n = 0;
@@ -81,7 +101,9 @@ std::size_t lock_timeline::scope_count() const noexcept {
 }
 
 void lock_timeline::for_each_lock_name(const std::function<void(std::string_view)>& f) const {
-  impl_->locks.for_each([&](const lock_state&, std::string_view name) { f(name); });
+  impl_->locks.for_each([&](const lock_state& l, std::string_view name) {
+    if (impl_->set_aside_rows.empty() || !impl_->set_aside_rows.contains(&l)) f(name);
+  });
 }
 
 void lock_timeline::for_each_permit_lock(const std::function<void(std::string_view, const lock_stats&)>& f) const {
@@ -113,6 +135,7 @@ void lock_timeline::for_each_lock(std::size_t part, std::size_t parts,
   std::vector<std::int64_t> scratch;
   std::vector<std::int64_t> hold_us;
   impl_->locks.for_each(part, parts, [&](const lock_state& l, std::string_view name) {
+    if (!impl_->set_aside_rows.empty() && impl_->set_aside_rows.contains(&l)) return;
     const lock_extra* x = impl_->xp(l);
     const lock_side* sd = impl_->side_ptr(l);
     const duration_samples& holds = sd != nullptr ? sd->holds : none;

@@ -221,6 +221,9 @@ struct lock_timeline::impl {
   // id is rewritten; the old rows, their side records and lookup slots go.
   std::size_t forget_at = 0;  // 0: never
   forgotten_locks forgotten;
+  // Rows taken out of the locks after the end (lock_timeline::set_aside).
+  std::unordered_set<const lock_state*> set_aside_rows;
+  std::vector<lock_timeline::set_aside_family> set_aside_families;
   // A lock whose owner's lease ran out is kept that long after a pass first finds it
   // idle: a late renewal or unlock by that owner (a paused process resuming) is
   // expired_while_held, which only its row can tell.
@@ -347,6 +350,7 @@ struct lock_timeline::impl {
   void likely_wait(const lock_extra& x, const waiter& w, lock_event& e);
   void stretch_waited_through_before_give_up(lock_state& l, const waiter& w, std::int64_t ended, std::int64_t at, lock_event& gave_up);
   void give_up_due_waiters(lock_state& l, std::uint32_t lock, std::int64_t at);
+  void give_up_stopped_pollers(std::int64_t end_us);
   void attribute_to_closed_holder(const lock_state& l, lock_event& e, std::int64_t first_us, std::int64_t until_us) const;
 
   // ---- waiter lookups (timeline/waiter_lookup.hpp) ----

@@ -645,6 +645,30 @@ inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, wait
   release_closed_holder_if_done(l);
 }
 
+// The end of the capture (or of a live run): a poller still waiting whose next attempt
+// was due before the end and never came had stopped polling, though its deadline (the
+// TTL it was told, else 30 s, + the margin) lies beyond the end: it gave up somewhere
+// from its last attempt to when that next attempt was due. Reported then, at the end, as
+// a give-up at its last attempt (portalocker's poller timing out 0.1 s before a 20 s
+// recording ended was not reported at all). A pub/sub waiter waits for a message, not a
+// cadence, and one whose next attempt was not yet due may still be waiting: kept.
+inline void lock_timeline::impl::give_up_stopped_pollers(std::int64_t end_us) {
+  locks.for_each_with_id([&](std::uint32_t id, lock_state& l, std::string_view) {
+    if (!has_extra(l) || xp(l)->waiters.empty()) return;
+    remove_waiters(
+        *xp(l),
+        [&](const waiter& w) {
+          if (w.pubsub || w.sub_connection != 0 || w.longest_gap_us <= 0) return false;
+          if (w.last_attempt_us + next_attempt_reach_us(w, options.wake_window_us) >= end_us) return false;
+          report_give_up(l, w, wait_end::last_attempt, w.last_attempt_us, end_us, true);
+          unlist_wait(w.conn, id);
+          return true;
+        },
+        [](const waiter_vector::dormant&) { return false; });  // (one attempt each: no cadence)
+    release_closed_holder_if_done(l);
+  });
+}
+
 // The waiters whose deadline passed by `at` gave up: each as give_up() would, in seq
 // order, in one pass (dormant waiters read in place: a storm's deadlines, falling one
 // after another, would make every waiter of the lock full again each time).

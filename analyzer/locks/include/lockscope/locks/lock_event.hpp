@@ -238,6 +238,11 @@ struct lock_event {
   // server, so several clients send this one value (redis-mutex, ioredis-mutex: `mutex`
   // from every process). No identity for the lock groups.
   bool owner_shared = false;
+  // On an `acquired`: the key's first operation in the capture, taken by a SET NX-style
+  // call (a string value, no waiter, nothing seen of the key before). Such a key may be
+  // a marker set once and never used again (an idempotency or dedupe key), not a lock:
+  // the set_once_keys stage holds the event until the key is used again.
+  bool first_of_key = false;
 };
 
 class lock_event_sink {

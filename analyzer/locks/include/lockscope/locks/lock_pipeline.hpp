@@ -1,7 +1,8 @@
 // The lock analysis chain, wired once for files, live capture and --replay:
 //
 //   packets → ingest_pipeline → lock_recognizer → [lock filter] → operation batch or pipe
-//           → lock_timeline → lock_groups → `events` (a report, a trace, the live sinks)
+//           → lock_timeline → lock_groups → set_once_keys → `events` (a report, a trace,
+//           the live sinks)
 //
 //   lock_pipeline pipeline(options, report);
 //   pipeline.on_packet(p.ts_us, p.link_type, p.data);  // each packet
@@ -27,6 +28,7 @@
 #include "lockscope/locks/lock_timeline.hpp"
 #include "lockscope/locks/operation_batch.hpp"
 #include "lockscope/locks/operation_pipe.hpp"
+#include "lockscope/locks/set_once_keys.hpp"
 
 namespace lockscope::locks {
 
@@ -36,6 +38,7 @@ struct pipeline_options {
   ingest::ingest_options capture{};     // ports, TCP buffering, flow timeout: as for `decode`
   timeline_options timeline{};  // merge_servers: a lock is its key on any server
   group_options groups{};
+  set_once_options set_once{};  // live: hold = false (an acquisition shown when it happens)
   unsigned threads = 1;  // 1: everything on the calling thread; 2 (or more): run_ingest() on two
 };
 
@@ -102,11 +105,15 @@ class lock_pipeline {
     const std::int64_t held = timeline_.held_from_us();
     groups_.advance_to(held >= 0 && held < now_us ? held : now_us);
   }
-  // The timeline, then the groups, end at `end_us` (their last events).
+  // The timeline, then the groups, end at `end_us` (their last events); the keys found
+  // set once and never used again leave the locks.
   void finish(std::int64_t end_us) {
     timeline_.finish(end_us);
     groups_.finish(end_us);
+    set_once_.finish();
+    for (const set_once_key& k : set_once_.markers()) timeline_.set_aside(k.lock, k.lock_server, k.db, k.shape);
   }
+  const set_once_keys& set_once() const noexcept { return set_once_; }
 
   lock_recognizer& recognizer() noexcept { return recognizer_; }
   const lock_recognizer& recognizer() const noexcept { return recognizer_; }
@@ -117,6 +124,7 @@ class lock_pipeline {
   lock_operation_sink& unfiltered_entry() noexcept;
   void run_on_two_threads(const std::function<void()>& ingest);
 
+  set_once_keys set_once_;
   lock_groups groups_;
   lock_timeline timeline_;
   std::optional<operation_pipe> pipe_;    // two threads

@@ -109,7 +109,9 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "lockscope/locks/lock_event.hpp"
 #include "lockscope/locks/lock_operation.hpp"
@@ -277,8 +279,21 @@ class lock_timeline final : public lock_operation_sink {
   // none: the events emitted so far are complete up to there (a stage downstream that
   // closes time windows, lock_groups, must not pass it).
   std::int64_t held_from_us() const noexcept;
-  // The rows kept now (forgotten ones not counted).
+  // The rows kept now (forgotten and set-aside ones not counted).
   std::size_t lock_count() const noexcept;
+  // After finish(): takes the lock (its key, its server as its events name it, its
+  // database) out of the locks, a key that turned out not to be one (a marker set once
+  // and never used again: set_once_keys.hpp). for_each_lock, for_each_lock_name and
+  // lock_count leave it out from then on; set_aside_families() counts it under `shape`
+  // (the family of keys it belongs to). False: no such lock.
+  bool set_aside(std::string_view lock, std::string_view lock_server, std::int32_t db, std::string_view shape);
+  struct set_aside_family {
+    std::string shape;
+    std::string example;  // its first key set aside
+    std::uint64_t keys = 0;
+  };
+  // The locks set aside, by family, in the order their first key was set aside.
+  const std::vector<set_aside_family>& set_aside_families() const noexcept;
   // Idle locks are forgotten when the rows reach timeline_options::max_locks: a lock
   // with no holder, no waiter, no pending timer, no expired-lease record (that owner's
   // late renewal is an anomaly) and that no subscription, pending overlap or waiting
