@@ -69,6 +69,20 @@ TEST_CASE("set once: a family of keys set once and never used again is markers, 
   CHECK(stage.markers()[5].lock == keys[5]);
 }
 
+TEST_CASE("set once: keys of a shape whose other keys were used again are locks held to the end", "[set_once]") {
+  lines got;
+  set_once_keys stage(set_once_options{}, got);
+  // Per-order locks: earlier ones released; the capture ends while six are held.
+  stage.on_event(ev(lock_event_kind::acquired, "lock:order:17", 0, true));
+  stage.on_event(ev(lock_event_kind::released, "lock:order:17", 50));
+  for (int i = 0; i < 6; ++i) stage.on_event(ev(lock_event_kind::acquired, "lock:order:" + std::to_string(100 + i), 100.0 + i, true));
+  stage.finish();
+  CHECK(got.out.size() == 8);
+  CHECK(got.out.back() == "acquired lock:order:105@105");
+  CHECK(stage.families().empty());
+  CHECK(stage.markers().empty());
+}
+
 TEST_CASE("set once: fewer keys of a shape than a family are locks held to the end", "[set_once]") {
   lines got;
   set_once_keys stage(set_once_options{}, got);

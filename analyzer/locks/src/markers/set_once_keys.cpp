@@ -76,6 +76,7 @@ void set_once_keys::on_event(const lock_event& e) {
       return;
     }
     drop_key(c);  // a lock: its key is no candidate's any more
+    note_used_shape(c->acquired.event().lock);
     if (in_line) c->used = true;  // it goes out in its place in the line
     else send(c, on_own_);        // late: it stepped out of the line
   }
@@ -153,6 +154,14 @@ void set_once_keys::send(candidate_list::iterator c, candidate_list& from) {
   forget(c, from);
 }
 
+void set_once_keys::note_used_shape(std::string_view key) {
+  if (used_shapes_.size() >= max_used_shapes) {
+    used_shapes_overflowed_ = true;
+    return;
+  }
+  used_shapes_.insert(shape_of(key));
+}
+
 void set_once_keys::drop_key(candidate_list::iterator c) {
   const auto [from, to] = by_key_.equal_range(c->acquired.event().lock);
   for (auto k = from; k != to; ++k) {
@@ -190,7 +199,7 @@ void set_once_keys::finish() {
   for (auto c = on_own_.begin(); c != on_own_.end(); ++i) {
     const auto next = std::next(c);
     const set_once_family& f = families_[family_index[i]];
-    if (f.keys >= options_.family_min) {
+    if (f.keys >= options_.family_min && !used_shapes_overflowed_ && !used_shapes_.contains(f.shape)) {
       const lock_event& e = c->acquired.event();
       markers_.push_back({std::string(e.lock), std::string(e.lock_server), e.db, f.shape});
       forget(c, on_own_);
@@ -199,7 +208,9 @@ void set_once_keys::finish() {
     }
     c = next;
   }
-  std::erase_if(families_, [&](const set_once_family& f) { return f.keys < options_.family_min; });
+  std::erase_if(families_, [&](const set_once_family& f) {
+    return f.keys < options_.family_min || used_shapes_overflowed_ || used_shapes_.contains(f.shape);
+  });
 }
 
 }  // namespace lockscope::locks

@@ -16,8 +16,10 @@
 // other locks written meanwhile. At finish(), the candidates never used are grouped by
 // the shape of their keys (each run of letters and digits that holds a digit counts as
 // one `#`: `dedupe:worker:p3-17` is `dedupe:worker:#-#`): a shape with family_min keys
-// or more is a family of markers, not sent on (the pipeline takes their rows out of the
-// locks: lock_timeline::set_aside); the others go out then, as locks held to the end.
+// or more, none of whose keys was ever used again, is a family of markers, not sent on
+// (the pipeline takes their rows out of the locks: lock_timeline::set_aside); the others
+// go out then, as locks held to the end (a capture ending while five per-order locks are
+// held, `lock:order:#`, whose earlier keys were released, shows five holders).
 // A key whose lease runs out within the capture is used again (its `expired`); what
 // befalls a hold without a use of the key (its holder's connection closing, a long
 // hold) waits with the acquisition and shares its fate.
@@ -33,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "lockscope/locks/lock_event.hpp"
@@ -100,6 +103,7 @@ class set_once_keys final : public lock_event_sink {
   void send(candidate_list::iterator c, candidate_list& from);
   void forget(candidate_list::iterator c, candidate_list& from);
   void drop_key(candidate_list::iterator c);
+  void note_used_shape(std::string_view key);
 
   set_once_options options_;
   lock_event_sink& next_;
@@ -112,6 +116,11 @@ class set_once_keys final : public lock_event_sink {
   std::unordered_multimap<std::string_view, candidate_list::iterator> by_key_;
   std::vector<set_once_family> families_;
   std::vector<set_once_key> markers_;
+  // The shapes of candidates whose key was used again: no family of markers. Past the
+  // cap, no family is one (a key's shape is not known to be unused).
+  static constexpr std::size_t max_used_shapes = 4096;
+  std::unordered_set<std::string> used_shapes_;
+  bool used_shapes_overflowed_ = false;
 };
 
 }  // namespace lockscope::locks
