@@ -35,11 +35,14 @@ using resp::iequals;
   }
 }
 
-inline reply_view read_reply(const message* m) {
+}  // namespace
+
+// The reply `m`'s node `index` (its root, or an element of EXEC's array) as a handler reads it.
+reply_view recognizer_detail::read_reply_at(const message* m, std::size_t index) {
   reply_view r;
   if (m == nullptr || m->empty()) return r;
   r.m = m;
-  r.root = m->root();
+  r.root = index;
   if (r.root == message::npos) return r;
   const message_node& n = m->nodes()[r.root];
   switch (n.type) {
@@ -71,6 +74,10 @@ inline reply_view read_reply(const message* m) {
   }
   return r;
 }
+
+namespace {
+
+inline reply_view read_reply(const message* m) { return read_reply_at(m, m == nullptr ? message::npos : m->root()); }
 
 }  // namespace
 
@@ -122,7 +129,15 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
   if (e.command.empty()) return;
   c.word = identify_command(e.command[0]);
   c.reply = read_reply(e.reply);
+  if (!open_transactions.empty() || (c.word == command_word::other && e.command[0].size() == 5)) [[unlikely]] {
+    if (transaction_step(c)) return;
+  }
+  read_call(c);
+}
 
+void lock_recognizer::state::read_call(command_call& c) {
+  const exchange& e = c.e;
+  lock_operation& op = c.op;
   // Redis Cluster: the asked call after an ASKING, and a redirecting reply.
   if (!asking.empty()) {
     if (const auto it = asking.find(e.connection); it != asking.end()) {
