@@ -35,10 +35,8 @@ using resp::iequals;
   }
 }
 
-}  // namespace
-
 // The reply `m`'s node `index` (its root, or an element of EXEC's array) as a handler reads it.
-reply_view recognizer_detail::read_reply_at(const message* m, std::size_t index) {
+[[gnu::always_inline]] inline reply_view read_reply_node(const message* m, std::size_t index) {
   reply_view r;
   if (m == nullptr || m->empty()) return r;
   r.m = m;
@@ -75,11 +73,11 @@ reply_view recognizer_detail::read_reply_at(const message* m, std::size_t index)
   return r;
 }
 
-namespace {
-
-inline reply_view read_reply(const message* m) { return read_reply_at(m, m == nullptr ? message::npos : m->root()); }
+inline reply_view read_reply(const message* m) { return read_reply_node(m, m == nullptr ? message::npos : m->root()); }
 
 }  // namespace
+
+reply_view recognizer_detail::read_reply_at(const message* m, std::size_t index) { return read_reply_node(m, index); }
 
 lock_recognizer::lock_recognizer(lock_operation_sink& sink) : state_(std::make_unique<state>(sink)) {}
 lock_recognizer::~lock_recognizer() = default;
@@ -132,10 +130,13 @@ void lock_recognizer::state::on_exchange(const exchange& e) {
   if (!open_transactions.empty() || (c.word == command_word::other && e.command[0].size() == 5)) [[unlikely]] {
     if (transaction_step(c)) return;
   }
-  read_call(c);
+  read_call_here(c);
 }
 
-void lock_recognizer::state::read_call(command_call& c) {
+void lock_recognizer::state::read_call(command_call& c) { read_call_here(c); }
+
+// (Inlined into on_exchange, the hot path; read_call is its out-of-line copy for EXEC.)
+[[gnu::always_inline]] inline void lock_recognizer::state::read_call_here(command_call& c) {
   const exchange& e = c.e;
   lock_operation& op = c.op;
   // Redis Cluster: the asked call after an ASKING, and a redirecting reply.

@@ -547,6 +547,7 @@ struct lock_recognizer::state {
   // The body of on_exchange once the call's reply is read: `c.reply` may be an element of
   // EXEC's array (a queued command run at EXEC).
   void read_call(command_call& c);
+  inline void read_call_here(command_call& c);  // (defined and used in lock_recognizer.cpp only)
 
   // ---- connection_state.cpp ----
 
