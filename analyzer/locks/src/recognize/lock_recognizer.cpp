@@ -105,23 +105,9 @@ void lock_recognizer::state::warn(const exchange& e, std::string_view what) {
 void lock_recognizer::state::on_exchange(const exchange& e) {
   ++stats.exchanges;
   command_call c{e, e.command, command_word::other, {}, {}};
-  lock_operation& op = c.op;
-  op.connection = e.connection;
-  op.db = database(e);
-  op.client = e.client;
-  op.server = e.server;
-  op.client_text = e.client_text;
-  op.server_text = e.server_text;
-  op.request_us = e.request_us;
-  op.reply_us = e.reply_us;
-  op.opened_us = e.opened_us;
-  if (!client_names.empty()) {
-    if (const auto it = client_names.find(e.connection); it != client_names.end()) op.client_name = it->second;
-  }
-  current_is_script = false;
-
+  begin_call(c);
   if (e.kind == exchange_kind::push) {
-    on_push(e, op);
+    on_push(e, c.op);
     return;
   }
   if (e.command.empty()) return;

@@ -547,6 +547,24 @@ struct lock_recognizer::state {
   // The body of on_exchange once the call's reply is read: `c.reply` may be an element of
   // EXEC's array (a queued command run at EXEC).
   void read_call(command_call& c);
+  // The operation filled with the exchange's connection, database, endpoints and times.
+  void begin_call(command_call& c) {
+    const exchange& e = c.e;
+    lock_operation& op = c.op;
+    op.connection = e.connection;
+    op.db = database(e);
+    op.client = e.client;
+    op.server = e.server;
+    op.client_text = e.client_text;
+    op.server_text = e.server_text;
+    op.request_us = e.request_us;
+    op.reply_us = e.reply_us;
+    op.opened_us = e.opened_us;
+    if (!client_names.empty()) {
+      if (const auto it = client_names.find(e.connection); it != client_names.end()) op.client_name = it->second;
+    }
+    current_is_script = false;
+  }
   inline void read_call_here(command_call& c);  // (defined and used in lock_recognizer.cpp only)
 
   // ---- connection_state.cpp ----

@@ -95,20 +95,7 @@ void lock_recognizer::state::run_queued(const exchange& exec, open_transaction& 
     ran.command = args;
     ran.interned_identity = 0;
     command_call c{ran, ran.command, q.word, read_reply_at(&reply, elements[q.position]), {}};
-    lock_operation& op = c.op;
-    op.connection = ran.connection;
-    op.db = database(ran);
-    op.client = ran.client;
-    op.server = ran.server;
-    op.client_text = ran.client_text;
-    op.server_text = ran.server_text;
-    op.request_us = ran.request_us;
-    op.reply_us = ran.reply_us;
-    op.opened_us = ran.opened_us;
-    if (!client_names.empty()) {
-      if (const auto it = client_names.find(ran.connection); it != client_names.end()) op.client_name = it->second;
-    }
-    current_is_script = false;
+    begin_call(c);
     read_call(c);
   }
 }
