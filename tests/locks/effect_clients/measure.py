@@ -211,9 +211,19 @@ SHOW_DETAILS = False
 # - symfony_lock (the twelfth set's second client: symfony/lock 5.4, a sorted-set read/write
 #   lock by EVAL texts): only its releases are read (inferred); the script shadow has no
 #   sorted sets, so no acquisition, refusal, wait, renewal or expiry is (still held out).
+# - tooz, rq (the fourteenth set, both Debian Python packages taking locks inside a larger
+#   job, lock traffic a small share of the port's): OpenStack tooz 3.1's redis driver
+#   (redis-py's Lock under a coordinator whose heart renews held locks, beside group
+#   membership scripts, beat keys and a leader election) and RQ 1.13's scheduler locks
+#   (`SET NX EX` per queue, a pipelined EXPIRE heartbeat, one DEL of every queue's key, beside
+#   jobs, queues, registries and burst workers). docs/reference/clients.md, "Held out,
+#   fourteenth set". Then used to build rules (commands queued in MULTI read at EXEC, a DEL
+#   of several keys, an unchecked EXPIRE from another host, a single try over a new
+#   connection, sets in the script shadow): tooz no false event; RQ releases and renewals
+#   >= 95%, its waits left below (a set-once cleaning lock with one value for every process).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
-            "symfony_lock", "portalocker"]
+            "symfony_lock", "portalocker", "tooz", "rq"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

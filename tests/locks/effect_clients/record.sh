@@ -37,6 +37,8 @@
 #   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - portalocker                       # portalocker_worker.py (Python)
+#   tests/locks/effect_clients/record.sh - tooz                              # tooz_worker.py (Python)
+#   tests/locks/effect_clients/record.sh - rq                                # rq_worker.py (Python)
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -60,6 +62,7 @@
 #   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
 # portalocker runs Debian's Python (/usr/bin/python3) with its packages:
 #   apt-get install python3-portalocker python3-redis                    # held out (thirteenth set)
+#   apt-get install python3-tooz python3-rq python3-redis                # held out (fourteenth set)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
@@ -68,7 +71,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|laravel_lock|symfony_lock|portalocker}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|laravel_lock|symfony_lock|portalocker|tooz|rq}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -109,6 +112,10 @@ case $name in
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   # A lock held by a pub/sub subscription, not a key (PUBSUB NUMSUB, SUBSCRIBE, UNSUBSCRIBE).
   portalocker) worker=portalocker_worker.py; scenario="portalocker 2.2.1 RedisLock (Debian) on redis-py 4.3 (held out)"; rounds=24; midstream=1 ;;
+  # Locks inside larger jobs: a coordinator's heart, group membership and a leader election
+  # (tooz); queues, jobs, registries and burst workers around a scheduler's locks (rq).
+  tooz) worker=tooz_worker.py; scenario="OpenStack tooz 3.1.0 redis driver (Debian) on redis-py 4.3, group membership and leader election beside the locks (held out)"; rounds=24; midstream=1 ;;
+  rq) worker=rq_worker.py; scenario="RQ 1.13.0 scheduler locks (Debian) on redis-py 4.3, jobs, registries and burst workers beside the locks (held out)"; rounds=16; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
@@ -146,7 +153,12 @@ kill -INT "$dump"; wait "$dump" || true
 if [[ -n ${mid_dump:-} ]]; then kill -INT "$mid_dump"; wait "$mid_dump" || true; cp "$work/midstream.pcap" "$here/$name.midstream.pcap"; fi
 {
   echo "{\"event\":\"recording\",\"scenario\":\"$scenario\",\"capture_start_us\":$start_us,\"capture_stop_us\":$stop_us$mid_field,\"servers\":[\"127.0.0.1:$port\"]}"
-  cat "$work"/p*.jsonl | python3 "$here/merge_truth.py"
+  # A client whose processes' logs must be read together (rq_truth.py) has NAME_truth.py.
+  if [[ -f $here/${name}_truth.py ]]; then
+    cat "$work"/p*.jsonl | python3 "$here/merge_truth.py" | python3 "$here/${name}_truth.py"
+  else
+    cat "$work"/p*.jsonl | python3 "$here/merge_truth.py"
+  fi
 } >"$here/$name.truth.jsonl"
 cp "$work/capture.pcap" "$here/$name.pcap"
 echo "recorded $(grep -c '"acquired"' "$here/$name.truth.jsonl") acquisitions, $(stat -c %s "$here/$name.pcap") bytes"

@@ -53,6 +53,7 @@ void lock_recognizer::state::on_connection_end(std::uint64_t connection, std::in
   if (!holders_by_connection.empty()) subscription_holder_ended(connection, at_us);
   if (!undecided_nils.empty()) settle_nil_releases(connection);
   databases.erase(connection);
+  if (!open_transactions.empty()) end_transaction(connection);
   if (checked_read& r = checked_read_of(connection); r.connection == connection) r.connection = 0;
   if (!client_names.empty()) client_names.erase(connection);
   asking.erase(connection);

@@ -35,11 +35,12 @@ using resp::iequals;
   }
 }
 
-inline reply_view read_reply(const message* m) {
+// The reply `m`'s node `index` (its root, or an element of EXEC's array) as a handler reads it.
+[[gnu::always_inline]] inline reply_view read_reply_node(const message* m, std::size_t index) {
   reply_view r;
   if (m == nullptr || m->empty()) return r;
   r.m = m;
-  r.root = m->root();
+  r.root = index;
   if (r.root == message::npos) return r;
   const message_node& n = m->nodes()[r.root];
   switch (n.type) {
@@ -72,7 +73,11 @@ inline reply_view read_reply(const message* m) {
   return r;
 }
 
+inline reply_view read_reply(const message* m) { return read_reply_node(m, m == nullptr ? message::npos : m->root()); }
+
 }  // namespace
+
+reply_view recognizer_detail::read_reply_at(const message* m, std::size_t index) { return read_reply_node(m, index); }
 
 lock_recognizer::lock_recognizer(lock_operation_sink& sink) : state_(std::make_unique<state>(sink)) {}
 lock_recognizer::~lock_recognizer() = default;
@@ -100,29 +105,26 @@ void lock_recognizer::state::warn(const exchange& e, std::string_view what) {
 void lock_recognizer::state::on_exchange(const exchange& e) {
   ++stats.exchanges;
   command_call c{e, e.command, command_word::other, {}, {}};
-  lock_operation& op = c.op;
-  op.connection = e.connection;
-  op.db = database(e);
-  op.client = e.client;
-  op.server = e.server;
-  op.client_text = e.client_text;
-  op.server_text = e.server_text;
-  op.request_us = e.request_us;
-  op.reply_us = e.reply_us;
-  op.opened_us = e.opened_us;
-  if (!client_names.empty()) {
-    if (const auto it = client_names.find(e.connection); it != client_names.end()) op.client_name = it->second;
-  }
-  current_is_script = false;
-
+  begin_call(c);
   if (e.kind == exchange_kind::push) {
-    on_push(e, op);
+    on_push(e, c.op);
     return;
   }
   if (e.command.empty()) return;
   c.word = identify_command(e.command[0]);
   c.reply = read_reply(e.reply);
+  if (!open_transactions.empty() || (c.word == command_word::other && e.command[0].size() == 5)) [[unlikely]] {
+    if (transaction_step(c)) return;
+  }
+  read_call_here(c);
+}
 
+void lock_recognizer::state::read_call(command_call& c) { read_call_here(c); }
+
+// (Inlined into on_exchange, the hot path; read_call is its out-of-line copy for EXEC.)
+[[gnu::always_inline]] inline void lock_recognizer::state::read_call_here(command_call& c) {
+  const exchange& e = c.e;
+  lock_operation& op = c.op;
   // Redis Cluster: the asked call after an ASKING, and a redirecting reply.
   if (!asking.empty()) {
     if (const auto it = asking.find(e.connection); it != asking.end()) {

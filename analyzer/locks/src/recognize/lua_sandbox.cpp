@@ -158,6 +158,10 @@ class shadow_commands {
     if (cmd == "HINCRBY" && n == 4) return hincrby(a[1], a[2], a[3]);
     if (cmd == "HDEL" && n >= 3) return hdel();
     if (cmd == "HLEN" && n == 2) return hlen(a[1]);
+    if ((cmd == "SADD" || cmd == "SREM") && n >= 3) return set_change(cmd == "SADD");
+    if (cmd == "SISMEMBER" && n == 3) return set_has(a[1], a[2]);
+    if (cmd == "SCARD" && n == 2) return set_size(a[1]);
+    if (cmd == "SMEMBERS" && n == 2) return set_members(a[1]);
     if ((cmd == "HGETALL" || cmd == "HKEYS" || cmd == "HVALS") && n == 2) return hall(a[1], cmd);
     if ((cmd == "INCR" || cmd == "DECR") && n == 2) return incrby(a[1], cmd == "INCR" ? 1 : -1);
     if ((cmd == "INCRBY" || cmd == "DECRBY") && n == 3) {
@@ -202,6 +206,7 @@ class shadow_commands {
                            : k->kind == shadow_key::type::hash ? "hash"
                            : k->kind == shadow_key::type::list ? "list"
                            : k->kind == shadow_key::type::zset ? "zset"
+                           : k->kind == shadow_key::type::set  ? "set"
                                                                : "string"));
     }
     c_.unsupported = true;
@@ -376,6 +381,64 @@ class shadow_commands {
       k->kind = shadow_key::type::hash;
     }
     return k;
+  }
+  // A set (tooz's group index: SADD, SISMEMBER, SREM beside its group hash), its
+  // members in insertion order; an empty one is dropped, as Redis does.
+  shadow_key* set_of(const std::string& key, bool make, bool& wrong) {
+    wrong = false;
+    shadow_key* k = find(key);
+    if (k != nullptr && k->kind != shadow_key::type::set) {
+      wrong = true;
+      wrong_type();
+      return nullptr;
+    }
+    if (k == nullptr && make) {
+      k = &keys_[key];
+      k->kind = shadow_key::type::set;
+    }
+    return k;
+  }
+  bool set_change(bool add) {
+    bool wrong = false;
+    shadow_key* k = set_of(c_.args[1], add, wrong);
+    if (wrong) return false;
+    std::int64_t changed = 0;
+    for (std::size_t i = 2; k != nullptr && i < c_.args.size(); ++i) {
+      const auto it = std::find(k->items.begin(), k->items.end(), c_.args[i]);
+      if ((it != k->items.end()) == add) continue;  // already there / not there
+      if (!grow(c_.args[i].size()) ||
+          !record(add ? shadow_write::what::set_add : shadow_write::what::set_del, c_.args[1], c_.args[i])) {
+        return false;
+      }
+      if (add) k->items.push_back(c_.args[i]);
+      else k->items.erase(it);
+      ++changed;
+    }
+    if (k != nullptr && k->items.empty()) keys_.erase(c_.args[1]);
+    return answer(integer(changed));
+  }
+  bool set_has(const std::string& key, const std::string& member) {
+    bool wrong = false;
+    const shadow_key* k = set_of(key, false, wrong);
+    if (wrong) return false;
+    return answer(integer(k != nullptr && std::find(k->items.begin(), k->items.end(), member) != k->items.end() ? 1 : 0));
+  }
+  bool set_size(const std::string& key) {
+    bool wrong = false;
+    const shadow_key* k = set_of(key, false, wrong);
+    if (wrong) return false;
+    return answer(integer(k == nullptr ? 0 : static_cast<std::int64_t>(k->items.size())));
+  }
+  bool set_members(const std::string& key) {
+    bool wrong = false;
+    const shadow_key* k = set_of(key, false, wrong);
+    if (wrong) return false;
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i = 0; k != nullptr && i < k->items.size() && r.items.size() < max_reply_items; ++i) {
+      r.items.push_back(bulk(k->items[i]));
+    }
+    return answer(std::move(r));
   }
   static std::string* field(shadow_key& h, std::string_view f) {
     for (auto& [name, value] : h.fields) {

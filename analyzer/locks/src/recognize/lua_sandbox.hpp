@@ -45,10 +45,10 @@ inline constexpr std::size_t max_reply_items = 64;
 
 // One key of the shadow.
 struct shadow_key {
-  enum class type : std::uint8_t { string, hash, list, zset } kind = type::string;
+  enum class type : std::uint8_t { string, hash, list, zset, set } kind = type::string;
   std::string value;                                        // string
   std::vector<std::pair<std::string, std::string>> fields;  // hash, in insertion order
-  std::vector<std::string> items;                           // list, head first
+  std::vector<std::string> items;                           // list, head first; set, its members
   std::vector<std::pair<std::string, double>> members;      // sorted set (member, score), unordered
   std::int64_t pttl_ms = -1;                                // -1: no expiry
 };
@@ -72,6 +72,8 @@ struct shadow_write {
     set, del, expire, hash_set, hash_incr, hash_del, incr, publish, push, pop,
     member_add,  // ZADD / ZINCRBY of one member (added or re-scored): value the member, ttl its score
     member_del,  // ZREM / ZREMRANGEBY* / ZPOP* of one member: value the member
+    set_add,     // SADD of one member (new): value the member
+    set_del,     // SREM of one member (there): value the member
   } kind;
   std::string key;    // the key (publish: the channel)
   std::string value;  // set: the value; hash_*: the field; member_*: the member; publish: the message

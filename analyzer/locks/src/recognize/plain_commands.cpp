@@ -98,6 +98,10 @@ void lock_recognizer::state::on_expire(command_call& c) {
 
 void lock_recognizer::state::on_del(command_call& c) {
   const std::string_view checked = any_checked_read ? take_checked_value(c, c.args.size() == 2 ? c.args[1] : "") : "";
+  if (c.args.size() > 2) {
+    on_del_keys(c);
+    return;
+  }
   if (c.args.size() != 2) return;
   if (starts_with(c.args[1], "redisson_unlock_latch")) {
     flow.erase(latch_key(c.e.server_text, c.args[1]));
@@ -111,6 +115,33 @@ void lock_recognizer::state::on_del(command_call& c) {
                : c.reply.integer >= 1                     ? op_outcome::ok
                                                           : op_outcome::none;
   emit(op);
+}
+
+// DEL k1 k2 ... answers how many of its keys existed: all of them (each removed), none,
+// or some (partial: which, the count alone cannot say; the timeline ends a hold it knows
+// on a named key). Each key is an operation of its own, read as a one-key DEL; a client
+// that releases several locks at once (RQ's scheduler: one DEL of every queue's lock,
+// held or not) is read so. No value names whose hold it ends.
+void lock_recognizer::state::on_del_keys(command_call& c) {
+  const std::span<const std::string_view> keys = c.args.subspan(1);
+  const bool counted = c.reply.kind == reply_view::shape::integer;
+  const std::int64_t n = counted ? c.reply.integer : -1;
+  const op_outcome outcome = !counted                                              ? op_outcome::no_reply
+                             : n <= 0                                              ? op_outcome::none
+                             : n >= static_cast<std::int64_t>(keys.size())         ? op_outcome::ok
+                                                                                   : op_outcome::partial;
+  lock_operation& op = c.op;
+  op.kind = lock_op_kind::del;
+  op.owner = {};
+  op.outcome = outcome;
+  for (const std::string_view key : keys) {
+    if (starts_with(key, "redisson_unlock_latch")) {
+      flow.erase(latch_key(c.e.server_text, key));
+      continue;
+    }
+    op.lock = key;
+    emit(op);
+  }
 }
 
 void lock_recognizer::state::on_get(command_call& c) {

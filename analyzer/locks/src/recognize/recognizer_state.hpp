@@ -79,6 +79,10 @@ struct argument_roles {
   std::int64_t db_index = -1;   // a lone number <= 15 beside the lease
 };
 
+// The reply `m`'s node `index` (its root, or an element of EXEC's array) as a handler
+// reads it (lock_recognizer.cpp).
+reply_view read_reply_at(const message* m, std::size_t index);
+
 }  // namespace recognizer_detail
 
 struct lock_recognizer::state {
@@ -412,6 +416,7 @@ struct lock_recognizer::state {
   void on_setnx(command_call& c);
   void on_expire(command_call& c);  // EXPIRE, PEXPIRE
   void on_del(command_call& c);     // DEL, UNLINK
+  void on_del_keys(command_call& c);  // DEL, UNLINK of several keys
   void on_get(command_call& c);     // GET: a value checked before a DEL or EXPIRE
 
   // A client that checks its value before a plain DEL or EXPIRE (`GET key`, compared with
@@ -512,6 +517,55 @@ struct lock_recognizer::state {
   std::vector<std::pair<std::array<std::uint8_t, 20>, nil_votes>> nil_release_votes;
   nil_votes& votes_of(const std::array<std::uint8_t, 20>& sha);
   void send_undecided(undecided_nil& u, bool released);
+
+  // ---- transactions.cpp: plain lock commands queued in MULTI, run at EXEC ----
+
+  // A command queued in MULTI is answered `+QUEUED`; what it did comes back in EXEC's
+  // array, at its place among the connection's queued commands. From a MULTI seen on a
+  // connection to its EXEC or DISCARD, the plain lock commands (SET, SETNX, EXPIRE,
+  // PEXPIRE, DEL, UNLINK) are kept, not read at their QUEUED, and read at EXEC with their
+  // own element of its reply (their times EXEC's: when they ran). A transaction whose MULTI
+  // was not captured is read as before (each command at its QUEUED).
+  struct queued_command {
+    std::uint32_t position = 0;  // among the transaction's queued commands
+    command_word word = command_word::other;
+    std::vector<std::string> args;
+  };
+  struct open_transaction {
+    std::uint64_t connection = 0;
+    std::uint32_t queued = 0;  // commands answered QUEUED so far
+    std::vector<queued_command> commands;
+  };
+  static constexpr std::size_t max_open_transactions = 64;
+  static constexpr std::size_t max_kept_queued = 64;  // a transaction's plain lock commands kept
+  std::vector<open_transaction> open_transactions;  // empty: the common capture pays one branch
+  // MULTI, a queued command, EXEC or DISCARD on a connection with a MULTI seen: true when
+  // the call is taken care of here (not read further as itself).
+  bool transaction_step(command_call& c);
+  void run_queued(const exchange& exec, open_transaction& t, const message& reply);
+  void end_transaction(std::uint64_t connection) noexcept;
+  // The body of on_exchange once the call's reply is read: `c.reply` may be an element of
+  // EXEC's array (a queued command run at EXEC).
+  void read_call(command_call& c);
+  // The operation filled with the exchange's connection, database, endpoints and times.
+  void begin_call(command_call& c) {
+    const exchange& e = c.e;
+    lock_operation& op = c.op;
+    op.connection = e.connection;
+    op.db = database(e);
+    op.client = e.client;
+    op.server = e.server;
+    op.client_text = e.client_text;
+    op.server_text = e.server_text;
+    op.request_us = e.request_us;
+    op.reply_us = e.reply_us;
+    op.opened_us = e.opened_us;
+    if (!client_names.empty()) {
+      if (const auto it = client_names.find(e.connection); it != client_names.end()) op.client_name = it->second;
+    }
+    current_is_script = false;
+  }
+  inline void read_call_here(command_call& c);  // (defined and used in lock_recognizer.cpp only)
 
   // ---- connection_state.cpp ----
 

@@ -555,11 +555,23 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
   }
   step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   holder* h = first_holder(l);
-  if (h == nullptr || op.outcome != op_outcome::ok) return;
+  // partial: a DEL of several keys that removed some of them; a held one is taken as removed.
+  const bool acted = op.outcome == op_outcome::ok || (op.outcome == op_outcome::partial && op.kind == lock_op_kind::del);
+  if (h == nullptr || !acted) return;
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::renewed);
   e.owner = owners.text(h->owner);
   if (op.kind == lock_op_kind::expire) {
+    const std::uint32_t sender = conn_index(op);
+    if (op.owner.empty() && h->conn != no_id && h->conn != sender && !(connections[h->conn].ip == connections[sender].ip))
+        [[unlikely]] {
+      // An EXPIRE that checked no value, from a client host other than the holder's: the
+      // key's TTL moved, but its holder renewed nothing (RQ: a scheduler whose lock was
+      // deleted by another's release re-expires the key the next holder took).
+      h->set_lease(op, at);
+      schedule(id);
+      return;
+    }
     if (h->deadline_us < 0 && h->since_us >= 0 && h->last_renew_us == h->since_us && h->conn == conn_index(op)) {
       // The acquirer's first EXPIRE after its SETNX: the second half of the acquisition
       // (non_atomic_acquire said so), which gives the hold its lease; not a renewal.

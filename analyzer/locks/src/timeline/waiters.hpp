@@ -391,6 +391,21 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     if (w == nullptr) return nullptr;
   }
   const std::int64_t t = op.request_us;
+  // A single try: one attempt, and its owner comes back over another connection while
+  // the first is still open, later than a spinner's pause (RQ's scheduler: one `SET NX`
+  // per queue, a refused queue left to its holder, its next round a scheduler with a
+  // connection of its own). A poller polls over the connection it waits on, or, from a
+  // pool shared with other threads (tooz's heart), over another within its short spacing;
+  // this one had given up at its refusal. (A client that opens a connection per attempt
+  // closes the one before, or is marked connection_per_attempt.)
+  constexpr std::int64_t spinner_pause_us = 250'000;  // poller_stop_floor_us below
+  if (w->attempts == 1 && op.connection != w->connection && !w->pubsub && !w->connection_per_attempt &&
+      w->sub_connection == 0 && w->subscribed_us < 0 && t - w->last_attempt_us > spinner_pause_us) [[unlikely]] {
+    if (connections[w->conn].id == w->connection) {
+      give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+      return nullptr;
+    }
+  }
   // A poller (no pub/sub, no subscription linked to it, not told a TTL longer than
   // this) sleeps its own spacing between attempts: one whose owner attempts again after
   // far more than three of its spacings (and a floor: a fast spinner's pause is no

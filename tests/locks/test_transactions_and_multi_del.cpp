@@ -1,0 +1,326 @@
+// Plain lock commands in a transaction and a DEL of several keys: RQ's scheduler (1.13)
+// takes a lock per queue with `SET key pid NX EX 61`, renews them together in a
+// MULTI/EXEC pipeline (`EXPIRE k1 61`, `EXPIRE k2 61`: each answered +QUEUED, what each
+// did in EXEC's array) and releases them with one `DEL k1 k2` (answering how many
+// existed). The truth is the sequence each test writes: which keys were held, by which
+// value, and what the server answered (a redis-server answers MULTI/EXEC and DEL so).
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "lockscope/lock/scripts.hpp"
+
+using namespace lockscope;
+using lockscope::timeline_test::event_recorder;
+using lockscope::timeline_test::feed;
+using lockscope::timeline_test::op_recorder;
+using lockscope::timeline_test::recorded_event;
+using locks::lock_op_kind;
+using locks::op_outcome;
+
+namespace {
+
+constexpr std::int64_t ms = 1000;
+constexpr std::int64_t t0 = 1'700'000'000'000'000;
+
+using tee = lockscope::timeline_test::op_tee;
+
+// Each connection from a host of its own (as separate processes), answered 100 µs after.
+class wire {
+ public:
+  explicit wire(locks::lock_operation_sink& sink) : recognizer(sink) {}
+  void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection) {
+    static const std::string clients[] = {"10.0.0.10:50000", "10.0.0.11:50001", "10.0.0.12:50002", "10.0.0.13:50003"};
+    feed(recognizer, args, reply, t0 + static_cast<std::int64_t>(at_ms * ms), connection, clients[connection % 4],
+         "10.0.0.2:6379");
+  }
+  locks::lock_recognizer recognizer;
+};
+
+std::vector<const recorded_event*> all(const event_recorder& events, std::string_view name) {
+  std::vector<const recorded_event*> out;
+  for (const recorded_event& e : events.events) {
+    if (e.event == name) out.push_back(&e);
+  }
+  return out;
+}
+
+void take_both(wire& w, double at_ms, std::uint64_t connection, std::string_view pid) {
+  w.send({"SET", "rq:scheduler-lock:orders", std::string(pid), "NX", "EX", "61"}, "+OK\r\n", at_ms, connection);
+  w.send({"SET", "rq:scheduler-lock:stock", std::string(pid), "NX", "EX", "61"}, "+OK\r\n", at_ms + 0.5, connection);
+}
+
+// The heartbeat: MULTI, an EXPIRE per held queue with other work queued between, EXEC.
+void heartbeat(wire& w, double at_ms, std::uint64_t connection, std::string_view exec_reply) {
+  w.send({"MULTI"}, "+OK\r\n", at_ms, connection);
+  w.send({"EXPIRE", "rq:scheduler-lock:orders", "61"}, "+QUEUED\r\n", at_ms + 0.1, connection);
+  w.send({"HSET", "rq:worker:1", "last_heartbeat", "now"}, "+QUEUED\r\n", at_ms + 0.2, connection);
+  w.send({"EXPIRE", "rq:scheduler-lock:stock", "61"}, "+QUEUED\r\n", at_ms + 0.3, connection);
+  w.send({"EXEC"}, exec_reply, at_ms + 1, connection);
+}
+
+}  // namespace
+
+TEST_CASE("transactions: EXPIREs queued in MULTI renew at EXEC with their own element, and one DEL of two keys releases both",
+          "[recognizer][timeline][transactions]") {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  sink.next = &timeline;
+  wire w(sink);
+  take_both(w, 0, 1, "4101");
+  w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 30, 2);  // another scheduler: refused
+  heartbeat(w, 400, 1, "*3\r\n:1\r\n:1\r\n:1\r\n");
+  heartbeat(w, 800, 1, "*3\r\n:1\r\n:1\r\n:1\r\n");
+  w.send({"DEL", "rq:scheduler-lock:orders", "rq:scheduler-lock:stock"}, ":2\r\n", 1000, 1);  // release_locks()
+  w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 1200, 2);
+  timeline.finish(t0 + 5'000 * ms);
+
+  const auto renewed = all(events, "renewed");
+  REQUIRE(renewed.size() == 4);  // two heartbeats, two locks each
+  for (const recorded_event* e : renewed) {
+    CHECK(e->owner == "4101");
+    CHECK(e->lease_ms == 61'000);
+  }
+  // Run when EXEC was: its reply's time.
+  CHECK(renewed[0]->ts_us == t0 + 401 * ms + 100);
+  const auto released = all(events, "released");
+  REQUIRE(released.size() == 2);
+  for (const recorded_event* e : released) {
+    CHECK(e->owner == "4101");
+    CHECK(e->ts_us == t0 + 1000 * ms + 100);
+  }
+  CHECK(all(events, "acquired").size() == 3);
+  for (const recorded_event& e : events.events) {
+    INFO(e.event << " " << e.lock << " " << e.owner);
+    CHECK(e.event != "anomaly:overlapping_holders");  // the DEL freed orders before 4202 took it
+  }
+}
+
+TEST_CASE("transactions: only what EXEC ran, at its place", "[recognizer][transactions]") {
+  op_recorder log;
+  wire w(log);
+  SECTION("EXEC's array: each queued lock command with its element (0: the key had gone)") {
+    heartbeat(w, 0, 1, "*3\r\n:0\r\n:1\r\n:1\r\n");
+    REQUIRE(log.ops.size() == 2);
+    CHECK(log.ops[0].kind == lock_op_kind::expire);
+    CHECK(log.ops[0].lock == "rq:scheduler-lock:orders");
+    CHECK(log.ops[0].outcome == op_outcome::none);
+    CHECK(log.ops[1].lock == "rq:scheduler-lock:stock");
+    CHECK(log.ops[1].outcome == op_outcome::ok);
+    CHECK(log.ops[1].lease_ms == 61'000);
+  }
+  SECTION("EXEC answered nil (a WATCHed key changed): nothing ran") {
+    heartbeat(w, 0, 1, "*-1\r\n");
+    CHECK(log.ops.empty());
+  }
+  SECTION("DISCARD: nothing ran; the connection's next commands are read at their replies") {
+    w.send({"MULTI"}, "+OK\r\n", 0, 1);
+    w.send({"SET", "lock:a", "v1", "NX", "PX", "1000"}, "+QUEUED\r\n", 1, 1);
+    w.send({"DISCARD"}, "+OK\r\n", 2, 1);
+    CHECK(log.ops.empty());
+    w.send({"SET", "lock:a", "v1", "NX", "PX", "1000"}, "+OK\r\n", 3, 1);
+    REQUIRE(log.ops.size() == 1);
+    CHECK(log.ops[0].kind == lock_op_kind::acquire);
+    CHECK(log.ops[0].outcome == op_outcome::ok);
+  }
+  SECTION("a SET NX queued: acquired or refused by its element") {
+    w.send({"MULTI"}, "+OK\r\n", 0, 1);
+    w.send({"SET", "lock:a", "v1", "NX", "PX", "1000"}, "+QUEUED\r\n", 1, 1);
+    w.send({"SET", "lock:b", "v1", "NX", "PX", "1000"}, "+QUEUED\r\n", 2, 1);
+    w.send({"EXEC"}, "*2\r\n+OK\r\n$-1\r\n", 3, 1);
+    REQUIRE(log.ops.size() == 2);
+    CHECK(log.ops[0].outcome == op_outcome::ok);
+    CHECK(log.ops[1].outcome == op_outcome::contended);
+  }
+  SECTION("another connection's commands between are not the transaction's") {
+    w.send({"MULTI"}, "+OK\r\n", 0, 1);
+    w.send({"EXPIRE", "lock:a", "5"}, "+QUEUED\r\n", 1, 1);
+    w.send({"EXPIRE", "lock:b", "5"}, ":1\r\n", 2, 2);
+    REQUIRE(log.ops.size() == 1);  // read at once: connection 2 is in no transaction
+    CHECK(log.ops[0].lock == "lock:b");
+    w.send({"EXEC"}, "*1\r\n:1\r\n", 3, 1);
+    REQUIRE(log.ops.size() == 2);
+    CHECK(log.ops[1].lock == "lock:a");
+    CHECK(log.ops[1].outcome == op_outcome::ok);
+  }
+  SECTION("joined inside a transaction (its MULTI not captured): read at QUEUED as before") {
+    w.send({"EXPIRE", "lock:a", "5"}, "+QUEUED\r\n", 1, 1);
+    REQUIRE(log.ops.size() == 1);
+    CHECK(log.ops[0].outcome == op_outcome::no_reply);
+    w.send({"EXEC"}, "*1\r\n:1\r\n", 3, 1);
+    CHECK(log.ops.size() == 1);
+  }
+}
+
+TEST_CASE("multi-key DEL: each key an operation, its outcome from the count", "[recognizer][multi_del]") {
+  op_recorder log;
+  wire w(log);
+  SECTION("all existed") {
+    w.send({"DEL", "lock:a", "lock:b"}, ":2\r\n", 0, 1);
+    REQUIRE(log.ops.size() == 2);
+    CHECK(log.ops[0].lock == "lock:a");
+    CHECK(log.ops[1].lock == "lock:b");
+    for (const auto& op : log.ops) {
+      CHECK(op.kind == lock_op_kind::del);
+      CHECK(op.outcome == op_outcome::ok);
+      CHECK(op.owner.empty());
+    }
+  }
+  SECTION("none existed") {
+    w.send({"UNLINK", "lock:a", "lock:b", "lock:c"}, ":0\r\n", 0, 1);
+    REQUIRE(log.ops.size() == 3);
+    for (const auto& op : log.ops) CHECK(op.outcome == op_outcome::none);
+  }
+  SECTION("some existed: which is left to the timeline") {
+    w.send({"DEL", "lock:a", "lock:b"}, ":1\r\n", 0, 1);
+    REQUIRE(log.ops.size() == 2);
+    for (const auto& op : log.ops) CHECK(op.outcome == op_outcome::partial);
+  }
+}
+
+TEST_CASE("multi-key DEL: a count below the keys named ends the hold known on a named key",
+          "[recognizer][timeline][multi_del]") {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  sink.next = &timeline;
+  wire w(sink);
+  // One scheduler holds stock only (orders was refused); its release names both.
+  w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "$-1\r\n", 0, 1);
+  w.send({"SET", "rq:scheduler-lock:stock", "4101", "NX", "EX", "61"}, "+OK\r\n", 1, 1);
+  w.send({"DEL", "rq:scheduler-lock:orders", "rq:scheduler-lock:stock"}, ":1\r\n", 500, 1);
+  w.send({"SET", "rq:scheduler-lock:stock", "4202", "NX", "EX", "61"}, "+OK\r\n", 700, 2);
+  timeline.finish(t0 + 5'000 * ms);
+  const auto released = all(events, "released");
+  REQUIRE(released.size() == 1);
+  CHECK(released[0]->lock == "rq:scheduler-lock:stock");
+  CHECK(released[0]->owner == "4101");
+  for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:overlapping_holders");
+}
+
+TEST_CASE("single tries: an owner back over another connection, the first still open, after a spinner's pause had given up",
+          "[timeline][single_try]") {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  sink.next = &timeline;
+  wire w(sink);
+  // Connections 2 and 6 are one process's two schedulers (one host), each trying once.
+  w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
+  w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 10, 2);
+  SECTION("RQ's rounds: each try given up at its refusal; the lock free with no one waiting") {
+    w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 400, 6);
+    w.send({"DEL", "rq:scheduler-lock:orders"}, ":1\r\n", 600, 1);
+    w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 900, 10);
+    timeline.finish(t0 + 5'000 * ms);
+    const auto gave_up = all(events, "gave_up");
+    REQUIRE(gave_up.size() == 2);
+    for (const recorded_event* e : gave_up) {
+      CHECK(e->owner == "4202");
+      CHECK(e->wait_us <= 1 * ms);  // dated at its one refusal
+    }
+    const auto acquired = all(events, "acquired");
+    REQUIRE(acquired.size() == 2);
+    CHECK(acquired[1]->wait_us <= 0);  // its first attempt of a new round
+    for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
+  }
+  SECTION("a poller over the same connection waits on") {
+    w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 400, 2);
+    w.send({"DEL", "rq:scheduler-lock:orders"}, ":1\r\n", 600, 1);
+    w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 790, 2);
+    timeline.finish(t0 + 5'000 * ms);
+    CHECK(all(events, "gave_up").empty());
+    const auto acquired = all(events, "acquired");
+    REQUIRE(acquired.size() == 2);
+    CHECK(acquired[1]->wait_us >= 779 * ms);
+  }
+  SECTION("a pooled client's next poll over another connection within a spinner's pause waits on") {
+    w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 110, 6);
+    w.send({"DEL", "rq:scheduler-lock:orders"}, ":1\r\n", 150, 1);
+    w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 210, 2);
+    timeline.finish(t0 + 5'000 * ms);
+    CHECK(all(events, "gave_up").empty());
+  }
+}
+
+TEST_CASE("unchecked EXPIRE: from another client host it renews nothing of the holder's", "[timeline][plain_expire]") {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  sink.next = &timeline;
+  wire w(sink);
+  w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
+  // A scheduler on another host whose own lock another's DEL removed re-expires the key.
+  w.send({"EXPIRE", "rq:scheduler-lock:orders", "61"}, ":1\r\n", 300, 2);
+  w.send({"EXPIRE", "rq:scheduler-lock:orders", "61"}, ":1\r\n", 400, 1);  // the holder's own heartbeat
+  timeline.finish(t0 + 5'000 * ms);
+  const auto renewed = all(events, "renewed");
+  REQUIRE(renewed.size() == 1);
+  CHECK(renewed[0]->ts_us == t0 + 400 * ms + 100);
+  CHECK(renewed[0]->owner == "4101");
+}
+
+namespace {
+
+// tooz 3.1's create_group and delete_group (tooz/drivers/redis.py, templates filled as its
+// driver does): a group hash and the set of all groups; no lock.
+const std::string create_group = R"(
+-- Extract *all* the variables (so we can easily know what they are)...
+local namespaced_group_key = KEYS[1]
+local all_groups_key = KEYS[2]
+local no_namespaced_group_key = ARGV[1]
+if redis.call("exists", namespaced_group_key) == 1 then
+    return 0
+end
+redis.call("sadd", all_groups_key, no_namespaced_group_key)
+redis.call("hset", namespaced_group_key,
+           "__created__", "1")
+return 1
+)";
+const std::string delete_group = R"(
+-- Extract *all* the variables (so we can easily know what they are)...
+local namespaced_group_key = KEYS[1]
+local all_groups_key = KEYS[2]
+local no_namespaced_group_key = ARGV[1]
+if redis.call("exists", namespaced_group_key) == 0 then
+    return -1
+end
+if redis.call("sismember", all_groups_key, no_namespaced_group_key) == 0 then
+    return -2
+end
+if redis.call("hlen", namespaced_group_key) > 1 then
+    return -3
+end
+-- First remove from the set (then delete the group); if the set removal
+-- fails, at least the group will still exist (and can be fixed manually)...
+if redis.call("srem", all_groups_key, no_namespaced_group_key) == 0 then
+    return -4
+end
+redis.call("del", namespaced_group_key)
+return 1
+)";
+
+std::string bulk_reply(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+
+}  // namespace
+
+TEST_CASE("set scripts: a script on a hash and a set, its text seen, runs in the shadow to its end and is no lock",
+          "[recognizer][effect][sets]") {
+  op_recorder log;
+  wire w(log);
+  for (const std::string* text : {&create_group, &delete_group}) {
+    const std::string sha = lock::sha1_hex(*text);
+    // redis-py's Script: EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA again; then the other processes'.
+    w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"},
+           "-NOSCRIPT No matching script. Please use EVAL.\r\n", 0, 1);
+    w.send({"SCRIPT", "LOAD", *text}, bulk_reply(sha), 1, 1);
+    w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"}, ":1\r\n", 2, 1);
+    w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"}, text == &create_group ? ":0\r\n" : ":-1\r\n",
+           3, 2);
+  }
+  for (const auto& op : log.ops) {
+    INFO(static_cast<int>(op.kind) << " " << op.lock << " " << op.owner);
+    CHECK(op.outcome == op_outcome::error);  // only the NOSCRIPT replies, which did nothing
+  }
+}
