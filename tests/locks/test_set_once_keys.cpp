@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "lockscope/locks/lock_groups.hpp"
 #include "lockscope/locks/set_once_keys.hpp"
 #include "timeline_fixture.hpp"
 

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "lockscope/locks/lock_event.hpp"
-#include "lockscope/locks/lock_groups.hpp"
 
 namespace lockscope::locks {
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "lockscope/locks/lock_operation.hpp"
@@ -153,7 +154,25 @@ std::string_view to_string(anomaly_kind k) noexcept;
 std::string_view to_string(link_confidence c) noexcept;
 std::string_view to_string(wait_end w) noexcept;
 
-struct lock_group;  // lock_groups.hpp
+// What a quorum / multilock event reports (lock_event::group), made by lock_groups.hpp.
+struct lock_group {
+  std::int64_t start_us = 0;   // the first try
+  std::int64_t end_us = 0;     // the last try
+  std::uint32_t total = 0;     // quorum: the key's servers; multilock: the keys tried
+  std::uint32_t acquired = 0;  // servers / keys acquired
+  std::uint32_t needed = 0;    // quorum: total/2 + 1; multilock: total
+  bool succeeded = false;      // acquired >= needed
+  bool released = false;       // failed, and what it had acquired was released
+  // quorum: a Redisson group over 3 servers or more not yet seen to be a RedLock (going on
+  // past a refusal) or a MultiLock (giving back after one): without a refusal the two are
+  // the same on the wire (the same script on each server in turn, the same lease, an
+  // unlock of every server), so `needed` is a RedLock's majority, a MultiLock's `total`.
+  bool kind_unknown = false;
+  std::span<const std::string_view> acquired_on;  // quorum: servers; multilock: keys
+  std::span<const std::string_view> owners;       // quorum: the owner on each of acquired_on
+  std::span<const std::string_view> tried;        // multilock: every key tried
+};
+
 
 // One change in a lock's life. Views are valid during the sink call only. Durations
 // are microseconds internally; -1 = does not apply.

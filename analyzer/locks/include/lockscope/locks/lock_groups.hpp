@@ -70,25 +70,6 @@ struct group_options {
   bool lookup_shortcuts = true;
 };
 
-// What a quorum / multilock event reports (lock_event::group).
-struct lock_group {
-  std::int64_t start_us = 0;   // the first try
-  std::int64_t end_us = 0;     // the last try
-  std::uint32_t total = 0;     // quorum: the key's servers; multilock: the keys tried
-  std::uint32_t acquired = 0;  // servers / keys acquired
-  std::uint32_t needed = 0;    // quorum: total/2 + 1; multilock: total
-  bool succeeded = false;      // acquired >= needed
-  bool released = false;       // failed, and what it had acquired was released
-  // quorum: a Redisson group over 3 servers or more not yet seen to be a RedLock (going on
-  // past a refusal) or a MultiLock (giving back after one): without a refusal the two are
-  // the same on the wire (the same script on each server in turn, the same lease, an
-  // unlock of every server), so `needed` is a RedLock's majority, a MultiLock's `total`.
-  bool kind_unknown = false;
-  std::span<const std::string_view> acquired_on;  // quorum: servers; multilock: keys
-  std::span<const std::string_view> owners;       // quorum: the owner on each of acquired_on
-  std::span<const std::string_view> tried;        // multilock: every key tried
-};
-
 class lock_groups final : public lock_event_sink {
  public:
   lock_groups(const group_options& options, lock_event_sink& next);
