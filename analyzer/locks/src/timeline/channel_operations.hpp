@@ -99,7 +99,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   lock_event e = from_op(l, op, lock_event_kind::subscribed);
   e.owner = owners.text(owner);
   e.confidence = chosen.confidence;
-  emit_linked(l, e, s.id);
+  emit_linked(l, e, s.id, owner == no_id);  // naming nobody: a later retry or leave may name it
   schedule(id);
 }
 
