@@ -212,25 +212,36 @@ TEST_CASE("mid-run links: the waiter that retries once a SUBSCRIBE is confirmed 
 TEST_CASE("mid-run links: a retry that may answer a message is not taken for a SUBSCRIBE's",
           "[timeline][links][held][mid_run][retry]") {
   // A's subscriber subscribed before the capture (first seen at its message); B's
-  // SUBSCRIBE comes late, between A's refusal and A's retry, which answers the message.
-  fixture f(holding());
+  // SUBSCRIBE comes late, between A's refusal and A's retry, which answers the message
+  // (the holder took the lock back meanwhile, so A is refused again). Nothing held: each
+  // event names what was known at its moment (held, B's leave would name B at the end).
+  fixture f;
   attempt(f, holder, 0, 4, op_outcome::ok);
   attempt(f, pa, 10, 1);
   attempt(f, pb, 30, 2);
   release(f, holder, 100, 4);
   channel(f, lock_op_kind::message, 100.05, 11);
+  attempt(f, holder, 100.1, 4, op_outcome::ok);
   channel(f, lock_op_kind::subscribe, 110, 12);  // B's, 80 ms after its refusal
-  attempt(f, pa, 140, 1, op_outcome::ok);         // A, woken by its message
+  attempt(f, pa, 140, 1);                         // A, woken by its message
   attempt(f, pb, 150, 2);                         // B's retry once subscribed
-  channel(f, lock_op_kind::unsubscribe, 145, 11);
-  release(f, pa, 300, 1);
-  channel(f, lock_op_kind::message, 300.05, 12);
-  attempt(f, pb, 303, 2, op_outcome::ok);
-  channel(f, lock_op_kind::unsubscribe, 307, 12);
+  release(f, holder, 300, 4);
+  channel(f, lock_op_kind::message, 300.05, 11);
+  channel(f, lock_op_kind::message, 300.06, 12);
+  attempt(f, pa, 303, 1, op_outcome::ok);
+  attempt(f, pb, 304, 2);
+  channel(f, lock_op_kind::unsubscribe, 305, 11);
+  release(f, pa, 400, 1);
+  channel(f, lock_op_kind::message, 400.05, 12);
+  attempt(f, pb, 403, 2, op_outcome::ok);
+  channel(f, lock_op_kind::unsubscribe, 407, 12);
   f.timeline.finish(at(5000));
+  int on_b = 0;
   for (const auto& e : f.events.events) {
     if (!subscriber_event(e) || e.client != "10.0.0.5:40012") continue;
     INFO(e.event << " at " << (e.ts_us - t0) << " us: " << e.owner);
     CHECK(e.owner == pb);
+    ++on_b;
   }
+  CHECK(on_b == 4);  // subscribed, 2 notified, unsubscribed
 }
