@@ -578,6 +578,7 @@ inline void lock_timeline::impl::note_subscribe(lock_extra& x, const connection_
   *slot = {s.id, request, confirmed, chosen == nullptr ? -1 : chosen->last_attempt_us, chosen == nullptr ? 0 : chosen->client};
 }
 
+// Every message on the lock's channel, for the retries after it (a retry may answer one).
 inline void lock_timeline::impl::note_message(lock_extra& x, const connection_info& s, std::int64_t at) {
   lock_extra::recent_message* slot = nullptr;
   for (auto& m : x.recent_messages) {

@@ -178,7 +178,7 @@ struct lock_extra {
   // The latest SUBSCRIBEs of the lock's channel (any link): a waiter whose client listens
   // nowhere retries once its client's SUBSCRIBE is confirmed, so its first retry names
   // the one SUBSCRIBE sent since its refusal (take_subscription_by_retry). A ring;
-  // evicted_request_us: the latest request pushed out (older refusals cannot be judged).
+  // evicted_subscribe_us: the latest request pushed out (older refusals cannot be judged).
   struct recent_subscribe {
     std::uint64_t sub = 0;  // 0: a free slot
     std::int64_t request_us = -1;
