@@ -95,10 +95,11 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
     put_subscription(conn, nullptr, {id, owner, client, chosen.confidence, true, at});
     note_guess(l, s, op, chosen);
   }
+  if (has_extra(l)) note_subscribe(*xp(l), s, op.request_us, at, chosen.w);
   lock_event e = from_op(l, op, lock_event_kind::subscribed);
   e.owner = owners.text(owner);
   e.confidence = chosen.confidence;
-  emit_linked(l, e, s.id);
+  emit_linked(l, e, s.id, owner == no_id);  // naming nobody: a later retry or leave may name it
   schedule(id);
 }
 
@@ -108,6 +109,7 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   connection_info& s = connections[conn];
   const std::int64_t at = op.at_us();
   note_wake(ex(l), s.id, at, true);
+  note_message(*xp(l), s, at);
   // A subscription begun before the capture shows itself by its messages.
   auto* sub = subscription_of(s, id);
   if (sub == nullptr) {
@@ -171,10 +173,11 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
     woken = last_candidate(l, id, s);
     by_elimination = woken != nullptr;
   }
-  // A subscription begun before the capture that names nobody yet: its process may be
-  // shown by its leave (on_unsubscribe), for which its events wait.
+  // A subscription that names nobody (begun before the capture, or its guess dropped
+  // when its client was shown listening elsewhere): its process may be shown by its
+  // leave (on_unsubscribe), for which its events wait.
   const connection_info::subscription* current = subscription_of(s, id);
-  const bool unknown = current != nullptr && current->owner == no_id && current->since_us < 0;
+  const bool unknown = current != nullptr && current->owner == no_id;
   lock_event e = from_op(l, op, lock_event_kind::notified);
   e.owner = {};
   if (woken != nullptr) {

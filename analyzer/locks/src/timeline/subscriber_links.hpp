@@ -567,6 +567,139 @@ inline void lock_timeline::impl::take_guessed_subscription(lock_state& l, std::u
   put_subscription(conn, sub, {lock, w.owner, w.client, link_confidence::low, true});
 }
 
+// Every SUBSCRIBE of the lock's channel (whatever its link), for the retries after it.
+inline void lock_timeline::impl::note_subscribe(lock_extra& x, const connection_info& s, std::int64_t request, std::int64_t confirmed,
+                                                const waiter* chosen) {
+  lock_extra::recent_subscribe* slot = nullptr;
+  for (auto& r : x.recent_subscribes) {
+    if (slot == nullptr || r.request_us < slot->request_us) slot = &r;  // a free slot (-1) or the oldest
+  }
+  if (slot->sub != 0) x.evicted_subscribe_us = std::max(x.evicted_subscribe_us, slot->request_us);
+  *slot = {s.id, request, confirmed, chosen == nullptr ? -1 : chosen->last_attempt_us, chosen == nullptr ? 0 : chosen->client};
+}
+
+// Every message on the lock's channel, for the retries after it (a retry may answer one).
+inline void lock_timeline::impl::note_message(lock_extra& x, const connection_info& s, std::int64_t at) {
+  lock_extra::recent_message* slot = nullptr;
+  for (auto& m : x.recent_messages) {
+    if (slot == nullptr || m.at_us < slot->at_us) slot = &m;
+  }
+  if (slot->sub != 0) x.evicted_message_us = std::max(x.evicted_message_us, slot->at_us);
+  *slot = {s.id, at};
+}
+
+// Subscriber `s` is known to be another client's than `client`: by its life, its
+// established episodes, a retry that answered its SUBSCRIBE, or a sure link.
+inline bool lock_timeline::impl::known_other_client(connection_info& s, std::uint32_t lock, std::uint64_t client) {
+  const life_tie tie = tie_of(s);
+  if (tie.client != 0) return tie.client != client;
+  const std::uint64_t partner = best_partner(s);
+  if (partner != 0 && pairing_of(s, partner) == pairing::established) return partner != client;
+  if (s.retry_client != 0) return s.retry_client != client;
+  const connection_info::subscription* sub = subscription_of(s, lock);
+  return sub != nullptr && sub->owner != no_id && sub->client != client &&
+         (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain);
+}
+
+// A client that listens to the channel nowhere does nothing for a refused waiter until
+// its SUBSCRIBE is confirmed, then the waiter retries (Redisson's lock and tryLock: its
+// subscribe future, then tryAcquire; its other threads refused meanwhile wait on that
+// future too). So the waiter's first retry names the one SUBSCRIBE from its address
+// sent after its refusal and confirmed before the retry that is not known to be another
+// client's, however late each came (seen on a loaded host: SUBSCRIBEs 30-330 ms after
+// the refusal, retries 26-70 ms after the confirmation, when the latest failure before a
+// SUBSCRIBE named the wrong JVM: 25 events of a capture joined mid-run). Not when two
+// such SUBSCRIBEs could be its; nor when a message came since its refusal on a
+// subscription of its address not known to be another client's (a client subscribed
+// before the capture retries on its messages); nor when the SUBSCRIBE was linked to
+// another client's waiter that failed before this one (the evidence preferred it: seen,
+// node-redisson retrying at once after its first failure, beside another process's
+// SUBSCRIBE); nor for a waiter surely linked elsewhere.
+// The subscription becomes the waiter's client's (`low`: an inference from timing), its
+// held events name it, the client's guesses on other subscriptions of the channel are
+// dropped (it keeps one), and the connection remembers the client (retry_client) for
+// its later SUBSCRIBEs: a connection is one process's.
+inline void lock_timeline::impl::take_subscription_by_retry(lock_state& l, std::uint32_t lock, waiter& w, std::int64_t t) {
+  lock_extra& x = *xp(l);
+  if (w.attempts != 1 || !w.pubsub || polls(w) || x.waiters.size() > scanned_waiters ||
+      x.evicted_subscribe_us > w.last_attempt_us) {
+    return;
+  }
+  const address& ip = connections[w.conn].ip;
+  if (x.evicted_message_us > w.last_attempt_us) return;
+  std::uint32_t only = no_id;
+  for (const auto& r : x.recent_subscribes) {
+    if (r.sub == 0 || r.request_us <= w.last_attempt_us || r.confirmed_us > t || r.confirmed_us < r.request_us ||
+        r.request_us - w.last_attempt_us > options.link_window_us || t - r.confirmed_us > options.link_window_us) {
+      continue;
+    }
+    const auto it = connection_ids.find(r.sub);
+    if (it == connection_ids.end()) return;  // gone: whose it was cannot be told
+    connection_info& c = connections[it->second];
+    // Left since (or subscribed again: the later SUBSCRIBE stands for it): a client keeps
+    // its subscription while a waiter of it waits.
+    const connection_info::subscription* now_sub = subscription_of(c, lock);
+    if (!c.open || now_sub == nullptr || now_sub->since_us != r.confirmed_us) continue;
+    if (!(c.ip == ip) || known_other_client(c, lock, w.client)) continue;
+    // Linked, when sent, to another client's waiter that failed before w did: the
+    // evidence preferred it to the latest failure (or w was no candidate): undecided.
+    if (c.retry_client != w.client && r.linked_client != 0 && r.linked_client != w.client &&
+        r.linked_failure_us < w.last_attempt_us) {
+      return;
+    }
+    if (only != no_id && only != it->second) return;  // two could be its client's
+    only = it->second;
+  }
+  if (only == no_id) return;
+  for (const auto& m : x.recent_messages) {
+    if (m.sub == 0 || m.at_us <= w.last_attempt_us || m.at_us > t || m.sub == connections[only].id) continue;
+    const auto it = connection_ids.find(m.sub);
+    if (it == connection_ids.end()) return;
+    connection_info& c = connections[it->second];
+    if (c.ip == ip && !known_other_client(c, lock, w.client)) return;  // it may answer that message
+  }
+  connection_info& s = connections[only];
+  connection_info::subscription* sub = subscription_of(s, lock);
+  if (!s.open || sub == nullptr || names_differ(s, connections[w.conn])) return;
+  // Surely linked to another live subscription: that one is its. (A guess gives way.)
+  if (w.sub_connection != 0 && w.sub_connection != s.id && subscribed(w, lock) &&
+      (w.confidence == link_confidence::high || w.confidence == link_confidence::certain)) {
+    return;
+  }
+  if (s.retry_client == 0) s.retry_client = w.client;
+  if (x.guessed.sub == s.id) x.guessed = {};
+  // A client keeps one subscription a channel: its guesses elsewhere are not its.
+  drop_guesses_elsewhere(l, lock, s, w.client);
+  sub = subscription_of(s, lock);
+  if (sub == nullptr || (sub->owner != no_id && sub->client == w.client)) return;  // the guess stands
+  if (sub->confidence == link_confidence::high || sub->confidence == link_confidence::certain ||
+      (sub->owner != no_id && pairing_of(s, sub->client) == pairing::established)) {
+    return;
+  }
+  if (sub->owner != no_id) {
+    const std::uint64_t guessed = sub->client;
+    for (waiter& o : x.waiters) {
+      if (o.client != guessed || o.sub_connection != s.id) continue;
+      set_sub_connection(x, o, 0);
+      o.confidence = link_confidence::none;
+      o.subscribed_us = -1;
+    }
+  }
+  link(l, lock, w, s, link_confidence::low, sub->since_us);
+  connection_info::subscription v = *sub;
+  owners.retain(w.owner);
+  owners.release(v.owner);
+  v.owner = w.owner;
+  v.client = w.client;
+  v.confidence = link_confidence::low;
+  put_subscription(only, sub, v);
+  // Its held events: those naming another process lose that guess; all name w's client.
+  const std::string_view mine = owners.text(w.owner);
+  const std::string_view uuid = client_part(mine);
+  outgoing.refute(s.id, &l, [&](std::string_view owner) { return uuid.empty() ? owner != mine : client_part(owner) != uuid; });
+  outgoing.suggest(s.id, &l, mine, link_confidence::low);
+}
+
 // A new waiter whose client already has a subscription on the lock's channel shares
 // it: Redisson shares one subscription among a client's threads.
 // The first such connection in table order, as a walk of the table would find.
@@ -669,7 +802,10 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
     }
     ++candidates;
     // The client the evidence points to; else the latest failure before the request.
-    auto rank = [&](const waiter& o) { return partner != 0 && o.client == partner ? 2 : subscribes_elsewhere(o.client, s) ? 0 : 1; };
+    // (The client whose first retry answered an earlier SUBSCRIBE on this connection next.)
+    auto rank = [&](const waiter& o) {
+      return partner != 0 && o.client == partner ? 3 : s.retry_client != 0 && o.client == s.retry_client ? 2 : subscribes_elsewhere(o.client, s) ? 0 : 1;
+    };
     const int preferred = rank(w);
     const int best_preferred = r.w == nullptr ? -1 : rank(*r.w);
     if (r.w == nullptr || preferred > best_preferred || (preferred == best_preferred && distance(w) < distance(*r.w))) {

@@ -396,6 +396,10 @@ struct lock_timeline::impl {
   void note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message);
   bool woken_by_message(lock_extra& x, const waiter& w, std::int64_t t);
   void take_guessed_subscription(lock_state& l, std::uint32_t lock, waiter& w, std::int64_t t);
+  void note_subscribe(lock_extra& x, const connection_info& s, std::int64_t request, std::int64_t confirmed, const waiter* chosen);
+  bool known_other_client(connection_info& s, std::uint32_t lock, std::uint64_t client);
+  void note_message(lock_extra& x, const connection_info& s, std::int64_t at);
+  void take_subscription_by_retry(lock_state& l, std::uint32_t lock, waiter& w, std::int64_t t);
   void link_existing_subscription(std::uint32_t lock, waiter& w);
   void link(lock_state& l, std::uint32_t lock, waiter& w, connection_info& s, link_confidence conf, std::int64_t at);
   linked choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request);

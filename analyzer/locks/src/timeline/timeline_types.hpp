@@ -175,6 +175,30 @@ struct lock_extra {
     std::int64_t confirmed_us = -1;
     std::uint32_t owner = no_id;
   } guessed;
+  // The latest SUBSCRIBEs of the lock's channel (any link): a waiter whose client listens
+  // nowhere retries once its client's SUBSCRIBE is confirmed, so its first retry names
+  // the one SUBSCRIBE sent since its refusal (take_subscription_by_retry). A ring;
+  // evicted_subscribe_us: the latest request pushed out (older refusals cannot be judged).
+  struct recent_subscribe {
+    std::uint64_t sub = 0;  // 0: a free slot
+    std::int64_t request_us = -1;
+    std::int64_t confirmed_us = -1;
+    // The failure of the waiter it was linked to when sent (-1: none): the latest from its
+    // address unless the evidence preferred an earlier one (choose_waiter).
+    std::int64_t linked_failure_us = -1;
+    std::uint64_t linked_client = 0;
+  };
+  std::array<recent_subscribe, 4> recent_subscribes{};
+  std::int64_t evicted_subscribe_us = -1;
+  // The latest messages on the lock's channel (a ring; evicted_message_us: the latest
+  // pushed out): a waiter of a client already subscribed retries on them, not on a
+  // SUBSCRIBE (take_subscription_by_retry).
+  struct recent_message {
+    std::uint64_t sub = 0;  // 0: a free slot
+    std::int64_t at_us = -1;
+  };
+  std::array<recent_message, 8> recent_messages{};
+  std::int64_t evicted_message_us = -1;
   std::int64_t acquired_us = -1;       // the latest acquisition by a subscribed waiter, and by whom
   std::uint64_t acquired_client = 0;
   std::uint32_t acquired_owner = no_id;  // retained
@@ -311,6 +335,10 @@ struct connection_info {
   // The client its opening was tied to once the others as near were excluded (each
   // listening to the channel on its own subscriber, for certain): for its whole life.
   mutable std::uint64_t tied_client = 0;
+  // The client whose first retry answered a SUBSCRIBE on it, the only one its refusal
+  // could have been waiting for (take_subscription_by_retry): a connection is one
+  // process's, so its later SUBSCRIBEs are that client's first. 0: none.
+  std::uint64_t retry_client = 0;
 };
 
 // What the traffic says about a subscriber connection belonging to a client.

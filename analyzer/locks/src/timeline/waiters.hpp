@@ -179,6 +179,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   lock_extra& x = ex(l);
   const std::int64_t t = op.request_us;
   if (x.guessed.sub != 0) take_guessed_subscription(l, lock, w, t);
+  if (x.recent_subscribes[0].sub != 0 && w.attempts == 1) take_subscription_by_retry(l, lock, w, t);
   if (!w.notified) w.notified = woken_by_message(x, w, t);
   w.longest_gap_us = std::max(w.longest_gap_us, t - w.last_attempt_us);
   note_gap(w, t - w.last_attempt_us, options.wake_window_us);
