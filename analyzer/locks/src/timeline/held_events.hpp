@@ -14,8 +14,8 @@
 // With nothing held, an event goes straight to the sink (no copy).
 //
 // A held event owns its texts (the views of an emitted event last only until the
-// timeline's next collect()): each slot keeps its strings' capacity, so once warm a
-// held event costs no allocation.
+// timeline's next collect()): each slot is an owned_event, keeping its strings'
+// capacity, so once warm a held event costs no allocation.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "lockscope/locks/lock_event.hpp"
+#include "vocabulary/owned_event.hpp"
 
 namespace lockscope::locks::timeline_detail {
 
@@ -45,7 +46,7 @@ class held_events {
   std::size_t size() const noexcept { return count_; }
   std::size_t undecided() const noexcept { return undecided_; }
   // The oldest held event's time (-1: none held).
-  std::int64_t oldest_us() const noexcept { return count_ == 0 ? -1 : at(0).e.ts_us; }
+  std::int64_t oldest_us() const noexcept { return count_ == 0 ? -1 : at(0).ev.event().ts_us; }
 
   // `e` goes out now (nothing held before it) or after those held.
   template <class Sink>
@@ -94,12 +95,12 @@ class held_events {
       slot& s = at(i);
       if (!s.undecided || s.sub != sub || s.lock_row != lock) continue;
       if (!owner.empty()) {
-        if (s.e.owner != owner && !same_client(s.e.owner, owner)) {
-          s.owner.assign(owner);
-          s.e.owner = s.owner;
-          s.e.confidence = confidence;
-        } else if (rank(confidence) > rank(s.e.confidence)) {
-          s.e.confidence = confidence;
+        lock_event& e = s.ev.event();
+        if (e.owner != owner && !same_client(e.owner, owner)) {
+          s.ev.set_owner(owner);
+          e.confidence = confidence;
+        } else if (rank(confidence) > rank(e.confidence)) {
+          e.confidence = confidence;
         }
       }
       settle(s);
@@ -114,10 +115,11 @@ class held_events {
     if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return;
     for (std::size_t i = 0; i < count_; ++i) {
       slot& s = at(i);
-      if (!s.undecided || s.sub != sub || s.lock_row != lock || s.e.owner.empty() || !names(s.e.owner)) continue;
-      s.owner.clear();
-      s.e.owner = s.owner;
-      s.e.confidence = link_confidence::none;
+      if (!s.undecided || s.sub != sub || s.lock_row != lock || s.ev.event().owner.empty() || !names(s.ev.event().owner)) {
+        continue;
+      }
+      s.ev.set_owner({});
+      s.ev.event().confidence = link_confidence::none;
     }
   }
 
@@ -127,10 +129,9 @@ class held_events {
     if (undecided_ == 0 || owner.empty() || !pending_per_sub_.contains(sub)) return;
     for (std::size_t i = 0; i < count_; ++i) {
       slot& s = at(i);
-      if (!s.undecided || s.sub != sub || s.lock_row != lock || !s.e.owner.empty()) continue;
-      s.owner.assign(owner);
-      s.e.owner = s.owner;
-      s.e.confidence = confidence;
+      if (!s.undecided || s.sub != sub || s.lock_row != lock || !s.ev.event().owner.empty()) continue;
+      s.ev.set_owner(owner);
+      s.ev.event().confidence = confidence;
     }
   }
 
@@ -165,11 +166,11 @@ class held_events {
     while (count_ > 0) {
       slot& s = at(0);
       if (s.undecided) {
-        const bool timed_out = now >= 0 && now - s.e.ts_us >= limits_.hold_us;
+        const bool timed_out = now >= 0 && now - s.ev.event().ts_us >= limits_.hold_us;
         if (!timed_out && count_ <= limits_.total) break;
         settle(s);
       }
-      sink.on_event(s.e);
+      sink.on_event(s.ev.event());
       head_ = (head_ + 1) % slots_.size();
       --count_;
     }
@@ -181,7 +182,7 @@ class held_events {
     while (count_ > 0) {
       slot& s = at(0);
       if (s.undecided) settle(s);
-      sink.on_event(s.e);
+      sink.on_event(s.ev.event());
       head_ = (head_ + 1) % slots_.size();
       --count_;
     }
@@ -189,10 +190,7 @@ class held_events {
 
  private:
   struct slot {
-    lock_event e;
-    // e's texts and addresses, owned
-    std::string lock, owner, client, server, lock_server, other_owner, closed_holder, redirect_to;
-    endpoint client_address, server_address;
+    owned_event ev;
     bool undecided = false;
     std::uint64_t sub = 0;
     const void* lock_row = nullptr;  // the lock's row (lock_store: stable while the lock is kept)
@@ -230,56 +228,20 @@ class held_events {
     }
   }
 
-  static std::string_view own(std::string& to, std::string_view from) {
-    to.assign(from);
-    return to;
-  }
-
   void push(const lock_event& e, bool undecided, std::uint64_t sub, const void* lock) {
     if (count_ == slots_.size()) grow();  // (at most total + 1 slots: release() keeps count_ <= total)
     slot& s = slots_[(head_ + count_) % slots_.size()];
     ++count_;
-    s.e = e;
-    s.e.lock = own(s.lock, e.lock);
-    s.e.owner = own(s.owner, e.owner);
-    s.e.client = own(s.client, e.client);
-    s.e.server = own(s.server, e.server);
-    s.e.lock_server = own(s.lock_server, e.lock_server);
-    s.e.found.other_owner = own(s.other_owner, e.found.other_owner);
-    s.e.closed_holder = own(s.closed_holder, e.closed_holder);
-    s.e.redirect_to = own(s.redirect_to, e.redirect_to);
-    if (e.client_endpoint != nullptr) {
-      s.client_address = *e.client_endpoint;
-      s.e.client_endpoint = &s.client_address;
-    }
-    if (e.server_endpoint != nullptr) {
-      s.server_address = *e.server_endpoint;
-      s.e.server_endpoint = &s.server_address;
-    }
+    s.ev.assign(e);
     s.undecided = undecided;
     s.sub = sub;
     s.lock_row = lock;
   }
 
-  // Twice the slots, the held ones first in order (their views point into their own
-  // slots' strings: moved strings keep their buffers, except short ones, re-pointed).
+  // Twice the slots, the held ones first in order (each copy points at its own texts).
   void grow() {
     std::vector<slot> bigger(slots_.empty() ? 16 : std::min(slots_.size() * 2, limits_.total + 1));
-    for (std::size_t i = 0; i < count_; ++i) {
-      slot& from = at(i);
-      slot& to = bigger[i];
-      to = from;  // copies: the views are re-pointed below
-      to.e.lock = to.lock;
-      to.e.owner = to.owner;
-      to.e.client = to.client;
-      to.e.server = to.server;
-      to.e.lock_server = to.lock_server;
-      to.e.found.other_owner = to.other_owner;
-      to.e.closed_holder = to.closed_holder;
-      to.e.redirect_to = to.redirect_to;
-      if (from.e.client_endpoint != nullptr) to.e.client_endpoint = &to.client_address;
-      if (from.e.server_endpoint != nullptr) to.e.server_endpoint = &to.server_address;
-    }
+    for (std::size_t i = 0; i < count_; ++i) bigger[i] = at(i);
     slots_ = std::move(bigger);
     head_ = 0;
   }

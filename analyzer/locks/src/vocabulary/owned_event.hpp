@@ -51,6 +51,10 @@ class owned_event {
   }
 
   const lock_event& event() const noexcept { return e_; }
+  // Its fields other than texts and addresses may be changed in place.
+  lock_event& event() noexcept { return e_; }
+  // Names another owner (kept in its own copy).
+  void set_owner(std::string_view owner) { e_.owner = own(owner_, owner); }
 
  private:
   struct texts {
