@@ -128,6 +128,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
   std::vector<std::uint32_t> waits = std::move(c.waits);
   c.waits = {};
   keep_first_listings(waits);  // each lock once, in the order listed (flat_id_map.hpp)
+  if (defer_capture_end_waits(conn, at, waits)) waits.clear();  // they leave with the others ending (capture_end.hpp)
   retain_connection(conn);
   std::size_t waiters_kept = 0;  // names of the connection besides its holders
   for (const std::uint32_t lock : waits) {
