@@ -82,3 +82,32 @@ TEST_CASE("capture end: a command flushed between two ends finds the first one's
   REQUIRE(again != nullptr);
   CHECK(again->wait_us == -1);
 }
+
+TEST_CASE("capture end: the waiters of a connection still open are found again after the others left",
+          "[timeline][capture-end]") {
+  // 200 waiters over connection 2 and 100 over connection 3 (past the waiters a lookup
+  // scans: found through the index by owner, which the pass lets go). Connection 2 ends
+  // with the capture; a command of connection 3 flushed after it is its waiter's.
+  fixture f;
+  f.acquire("holder:1", 0, 30'000, op_outcome::ok, 1);
+  for (int i = 0; i < 300; ++i) {
+    f.acquire(owner_of(i), 1 + i * 0.01, 30'000, op_outcome::contended, i % 3 == 0 ? 3 : 2, "10.0.0.2", 29'000);
+  }
+  f.timeline.on_connection_end(locks::capture_ends_connection, 0);
+  f.timeline.on_connection_end(2, t0 + 10 * ms);
+  f.unlock("holder:1", 10, op_outcome::ok, 1);
+  f.acquire(owner_of(151), 10, 30'000, op_outcome::ok, 3, "10.0.0.2");  // connection 2's: left
+  f.unlock(owner_of(151), 10.2, op_outcome::ok, 3);
+  f.acquire(owner_of(297), 10.3, 30'000, op_outcome::ok, 3, "10.0.0.2");  // connection 3's: still waiting
+  f.timeline.on_connection_end(1, t0 + 11 * ms);
+  f.timeline.on_connection_end(3, t0 + 11 * ms);
+  f.timeline.finish(t0 + 100'000 * ms);
+  const recorded_event* fresh = first_of(f.events, "acquired", owner_of(151));
+  const recorded_event* waited = first_of(f.events, "acquired", owner_of(297));
+  REQUIRE(fresh != nullptr);
+  REQUIRE(waited != nullptr);
+  CHECK(fresh->wait_us == -1);
+  CHECK(waited->wait_us == at(10.3) + 100 - at(1 + 297 * 0.01));  // from its refused request
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(f.timeline.memory().owners <= 2);
+}
