@@ -61,3 +61,27 @@ TEST_CASE("flat_id_map answers as std::unordered_map under random finds, emplace
     CHECK(largest > 0);
   }
 }
+
+// keep_first_listings (a connection's waits at its end) against a plain first-seen scan:
+// the same ids in the same order, for short lists (the look back) and long ones (the set),
+// including id 0 and the largest ids.
+TEST_CASE("keep_first_listings keeps each id's first listing in order", "[flat_id_map]") {
+  using lockscope::locks::timeline_detail::keep_first_listings;
+  std::mt19937 random(44);
+  for (const std::size_t length : {0u, 1u, 2u, 16u, 17u, 100u, 1'700u, 40'000u}) {
+    for (const std::uint32_t id_range : {1u, 5u, 1'000u, 0xffffffffu}) {
+      std::vector<std::uint32_t> ids(length);
+      for (std::uint32_t& id : ids) {
+        id = static_cast<std::uint32_t>(random() % (std::uint64_t{id_range} + 1));
+        if (random() % 50 == 0) id = 0xffffffffu - static_cast<std::uint32_t>(random() % 2);
+      }
+      std::vector<std::uint32_t> expected;
+      std::unordered_map<std::uint32_t, bool> seen;
+      for (const std::uint32_t id : ids) {
+        if (seen.emplace(id, true).second) expected.push_back(id);
+      }
+      keep_first_listings(ids);
+      REQUIRE(ids == expected);
+    }
+  }
+}

@@ -90,3 +90,53 @@ TEST_CASE("interner: texts of one length coming and going reuse their bytes: no 
           "0123456789abcdef0123456789abcdef-kept:" + std::to_string(1000 + i));
   }
 }
+
+// A capture's end frees thousands of owners at one collect (the table rebuilt in one pass,
+// not shifted once an id): the ids still referenced are found by their texts, the freed
+// texts are not (interning one again gives a fresh id), and the table keeps working for
+// the texts that come after.
+TEST_CASE("interner: a collect that frees most ids at once keeps the others findable", "[interner]") {
+  std::mt19937 random(45);
+  for (const std::size_t count : {std::size_t{1500}, std::size_t{30'000}}) {
+    interner owners;
+    std::vector<std::string> texts;
+    std::vector<std::uint32_t> ids;
+    for (std::size_t i = 0; i < count; ++i) {
+      texts.push_back("00000000-0000-4000-8000-" + std::to_string(100'000'000'000 + i) + ":1");
+      ids.push_back(owners.id(texts.back()));
+      owners.retain(ids.back());
+    }
+    owners.collect();
+    std::vector<bool> kept(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      kept[i] = random() % 10 == 0;  // nine in ten leave
+      if (!kept[i]) owners.release(ids[i]);
+    }
+    owners.collect();
+    std::size_t live = 0;
+    for (std::size_t i = 0; i < count; ++i) live += kept[i];
+    REQUIRE(owners.live() == live);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (kept[i]) {
+        REQUIRE(owners.text(ids[i]) == texts[i]);
+        REQUIRE(owners.id(texts[i]) == ids[i]);
+      }
+    }
+    // The freed texts, interned again, each get an id of their own, none a live one's.
+    std::map<std::uint32_t, std::string> again;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (kept[i]) continue;
+      const std::uint32_t id = owners.id(texts[i]);
+      owners.retain(id);
+      REQUIRE(owners.text(id) == texts[i]);
+      REQUIRE(again.emplace(id, texts[i]).second);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if (kept[i]) {
+        REQUIRE(again.count(ids[i]) == 0);
+        REQUIRE(owners.id(texts[i]) == ids[i]);
+      }
+    }
+    REQUIRE(owners.live() == count);
+  }
+}

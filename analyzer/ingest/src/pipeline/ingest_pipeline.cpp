@@ -128,17 +128,21 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   const bool syn = seg.has(tcp_flags::syn);
   const bool ack = seg.has(tcp_flags::ack);
 
-  auto it = last_flow_valid_ && last_flow_->first == key ? last_flow_ : flows_.find(key);
-  if (it != flows_.end() && syn && !ack) {
+  connection*& recent = recent_flows_[recent_flow_slot(key)];
+  connection* found = recent != nullptr && recent->key == key ? recent : nullptr;
+  if (found == nullptr) {
+    if (const auto it = flows_.find(key); it != flows_.end()) found = it->second.get();
+  }
+  if (found != nullptr && syn && !ack) {
     // A new connection on a 4-tuple we still hold (port reuse): end the old one,
     // unless this is a retransmission of the SYN that started it.
-    const tcp_stream& s = it->second->streams[side];
-    if (!(s.saw_syn() && s.next_offset() == 0 && !it->second->streams[1 - side].started())) {
-      close(it, ts_us);
-      it = flows_.end();
+    const tcp_stream& s = found->streams[side];
+    if (!(s.saw_syn() && s.next_offset() == 0 && !found->streams[1 - side].started())) {
+      close(flows_.find(key), ts_us);
+      found = nullptr;
     }
   }
-  if (it == flows_.end()) {
+  if (found == nullptr) {
     // Nothing to end, or the last ACK of a connection already closed.
     if (seg.has(tcp_flags::rst) || (!syn && seg.payload.empty() && seg.missing == 0)) return;
     // The most certain signal first: the SYN, then --port; else the session reads the content.
@@ -163,12 +167,12 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
     conn->key = key;
     conn->last_seen_us = ts_us;
     link_newest(*conn);
-    it = flows_.emplace(key, std::move(conn)).first;
+    found = conn.get();
+    flows_.emplace(key, std::move(conn));
     ++totals_.flows;
   }
-  last_flow_ = it;
-  last_flow_valid_ = true;
-  connection& c = *it->second;
+  recent_flows_[recent_flow_slot(key)] = found;  // (`recent` may have been cleared by a close)
+  connection& c = *found;
   c.last_seen_us = ts_us;
   if (newest_ != &c) {
     unlink(c);
@@ -189,10 +193,10 @@ void ingest_pipeline::on_segment(std::int64_t ts_us, const tcp_segment& seg) {
   account(c);
 
   if (seg.has(tcp_flags::rst)) {
-    close(it, ts_us);
+    close(flows_.find(key), ts_us);
     return;
   }
-  if (c.streams[0].finished() && c.streams[1].finished()) close(it, ts_us);
+  if (c.streams[0].finished() && c.streams[1].finished()) close(flows_.find(key), ts_us);
 }
 
 void ingest_pipeline::account(connection& c) {
@@ -277,7 +281,7 @@ void ingest_pipeline::close(
     else if (from_client && ss.commands > 0) ++totals_.requests_only_flows;
     else if (from_server && ss.unpaired_replies > 0) ++totals_.replies_only_flows;
   }
-  if (last_flow_valid_ && last_flow_ == it) last_flow_valid_ = false;
+  if (connection*& recent = recent_flows_[recent_flow_slot(c.key)]; recent == &c) recent = nullptr;
   const std::uint64_t number = c.number;
   unlink(c);
   flows_.erase(it);

@@ -127,30 +127,8 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
   // each: minutes for a connection with thousands of waiters).
   std::vector<std::uint32_t> waits = std::move(c.waits);
   c.waits = {};
-  // Each lock's first listing kept, in order: for a long list by sorting (lock, place)
-  // pairs (a node a lock in a hash set was a malloc per listing, thousands at a storm's
-  // capture end; lock ids are sparse, so no bit a lock), for a short one by a look back.
-  if (waits.size() > 16) {
-    std::vector<std::uint64_t> order(waits.size());
-    for (std::size_t i = 0; i < waits.size(); ++i) order[i] = std::uint64_t{waits[i]} << 32 | i;
-    std::sort(order.begin(), order.end());
-    std::vector<bool> first_listing(waits.size());
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      if (i == 0 || order[i] >> 32 != order[i - 1] >> 32) first_listing[order[i] & 0xffffffffu] = true;
-    }
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < waits.size(); ++i) {
-      if (first_listing[i]) waits[kept++] = waits[i];
-    }
-    waits.resize(kept);
-  } else if (waits.size() > 1) {
-    std::size_t kept = 1;
-    for (std::size_t i = 1; i < waits.size(); ++i) {
-      const auto seen = waits.begin() + static_cast<std::ptrdiff_t>(kept);
-      if (std::find(waits.begin(), seen, waits[i]) == seen) waits[kept++] = waits[i];
-    }
-    waits.resize(kept);
-  }
+  keep_first_listings(waits);  // each lock once, in the order listed (flat_id_map.hpp)
+  if (defer_capture_end_waits(conn, at, waits)) waits.clear();  // they leave with the others ending (capture_end.hpp)
   retain_connection(conn);
   std::size_t waiters_kept = 0;  // names of the connection besides its holders
   for (const std::uint32_t lock : waits) {

@@ -117,6 +117,7 @@ inline void lock_timeline::impl::anomaly(lock_state& l, std::int64_t ts, anomaly
 }
 
 inline void lock_timeline::impl::on_operation(const lock_operation& op) {
+  if (capture_ending) [[unlikely]] capture_end_operation(op);  // (capture_end.hpp)
   if (first_op_us < 0) first_op_us = op.request_us;
   if (permits.next_deadline_us >= 0 && permits.next_deadline_us <= op.at_us()) [[unlikely]] expire_permits(op.at_us());
   if (forget_at != 0 && locks.size() >= forget_at) forget_idle_locks();

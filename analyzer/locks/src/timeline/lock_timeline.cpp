@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "timeline/announced.hpp"
+#include "timeline/capture_end.hpp"
 #include "timeline/channel_operations.hpp"
 #include "timeline/clock.hpp"
 #include "timeline/connections.hpp"
@@ -40,18 +41,21 @@ void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_
   }
   // What fell due before the end (a lock left idle while this connection's waiter
   // waited) is judged with the waiter still there.
+  if (at_us != impl_->ending_at_us) impl_->leave_capture_end_waits();  // (capture_end.hpp)
   impl_->advance(at_us);
   impl_->connection_ended(connection, at_us);
   impl_->release_held();
   impl_->collect();
 }
 void lock_timeline::advance_to(std::int64_t now_us) {
+  impl_->leave_capture_end_waits();
   impl_->advance(now_us);
   if (impl_->permits.next_deadline_us >= 0 && impl_->permits.next_deadline_us <= now_us) impl_->expire_permits(now_us);
   impl_->release_held();  // live: a held event goes out on the clock, traffic or not
   impl_->collect();
 }
 void lock_timeline::finish(std::int64_t end_us) {
+  impl_->leave_capture_end_waits();
   impl_->advance(end_us);
   impl_->give_up_stopped_pollers(end_us);
   if (impl_->permits.next_deadline_us >= 0) impl_->expire_permits(end_us);

@@ -68,6 +68,32 @@ class id_table {
       if (e.hash == h && ingest::same_bytes(text_of(e.id), s)) return e.id;
     }
   }
+  // find(), and when `s` is not there, where insert_at() puts it (the probe's first empty
+  // slot, where insert() would place it): one probe for a new text, not two.
+  template <class TextOf>
+  std::uint32_t find_slot(std::string_view s, std::uint32_t h, TextOf&& text_of, std::size_t& empty) const {
+    empty = no_slot;
+    if (slots_.empty()) return no_id;
+    for (std::size_t i = start(h);; i = next(i)) {
+      const slot& e = slots_[i];
+      if (e.id == no_id) {
+        empty = i;
+        return no_id;
+      }
+      if (e.hash == h && ingest::same_bytes(text_of(e.id), s)) return e.id;
+    }
+  }
+  static constexpr std::size_t no_slot = ~std::size_t{0};
+  // insert(id, h) where find_slot() found no entry for the text hashed `h` and answered
+  // `empty`, nothing inserted since.
+  void insert_at(std::size_t empty, std::uint32_t id, std::uint32_t h) {
+    if ((++count_) * 10 > slots_.size() * 7) {  // (always so for an empty table: no slot found)
+      grow();
+      place(id, h);
+      return;
+    }
+    slots_[empty] = slot{id, h};
+  }
   // The id with hash `h` for which matches(id) holds.
   template <class Matches>
   std::uint32_t find_if(std::uint32_t h, Matches&& matches) const {
@@ -92,7 +118,7 @@ class id_table {
     }
   }
   void insert(std::uint32_t id, std::uint32_t h) {
-    // At most 7/10 full, growing by a quarter: 8 bytes a slot, 11-15 bytes an id (at 4/5 a storm's
+    // At most 7/10 full, growing by a quarter past 32Ki slots: 8 bytes a slot, 11-15 bytes an id (at 4/5 a storm's
     // owners, interned and freed by the 100,000, cost 100 instructions an erase in long runs).
     if ((++count_) * 10 > slots_.size() * 7) grow();
     place(id, h);
@@ -106,6 +132,30 @@ class id_table {
     slots_.assign_empty(old.size());
     for (std::size_t i = 0; i < old.size(); ++i) {
       if (old[i].id != no_id) place(old[i].id, hash_of(old[i].id));
+    }
+  }
+  // Every id for which keep(id) holds placed again under the hash it was inserted with;
+  // the others gone. Erasing many ids at once (a capture's end frees a storm's waiters'
+  // owners: 30,000 backward shifts) costs a pass over the slots instead, in place (a second
+  // table beside it was 3.4 MB more at the storm's peak). The pass starts after a slot
+  // that is empty before it (no run crosses it), and takes each entry out and places it
+  // again from its home: it only moves back, into slots the pass has emptied before it.
+  template <class Keep>
+  void keep_only(Keep&& keep) {
+    ++generation_;
+    count_ = 0;
+    const std::size_t n = slots_.size();
+    if (n == 0) return;
+    std::size_t boundary = 0;
+    while (slots_[boundary].id != no_id) ++boundary;  // never full (at most 7/10)
+    for (std::size_t k = 1; k <= n; ++k) {
+      const std::size_t i = boundary + k < n ? boundary + k : boundary + k - n;
+      const slot e = slots_[i];
+      if (e.id == no_id) continue;
+      slots_[i] = slot{};
+      if (!keep(e.id)) continue;
+      place(e.id, e.hash);
+      ++count_;
     }
   }
   // Changes whenever entries may have moved (grow, rehash, erase): an id that was the first of
@@ -223,7 +273,11 @@ class id_table {
   }
   void grow() {
     ++generation_;
-    const std::size_t size = std::max<std::size_t>(64, slots_.size() + slots_.size() / 4);
+    // Doubled while small (a storm's 33,000 owners in 20 MB were placed again four times
+    // over, growing by a quarter: 130 instructions an owner), by a quarter from
+    // grow_in_place_from on, where the memory is.
+    const std::size_t size = slots_.size() < grow_in_place_from / 2 ? std::max<std::size_t>(64, slots_.size() * 2)
+                                                                    : slots_.size() + slots_.size() / 4;
     if (slots_.size() >= grow_in_place_from) {
       grow_in_place(size);
       return;
@@ -341,10 +395,13 @@ class interner {
 
  private:
   [[gnu::noinline]] void collect_unreferenced() {
+    // Many at once (a fifth of the table or more): the table is rebuilt after, not shifted
+    // once an id.
+    const bool rebuild = unreferenced_.size() >= 1024 && unreferenced_.size() * 5 >= table_.capacity();
     for (std::uint32_t id : unreferenced_) {
       entry& e = entries_[id];
       if (e.refs != 0 || e.data == nullptr) continue;  // retained again, or already freed
-      table_.erase(id, e.hash);
+      if (!rebuild) table_.erase(id, e.hash);
       dead_bytes_ += e.size;
       live_bytes_ -= e.size;
       if (e.size >= sizeof(char*) && e.size <= max_reused) {
@@ -360,6 +417,7 @@ class interner {
       if (last_ == id) last_ = no_id;
     }
     unreferenced_.clear();
+    if (rebuild) table_.keep_only([this](std::uint32_t id) { return entries_[id].data != nullptr; });
     if (dead_bytes_ >= compact_after_ && dead_bytes_ > live_bytes_) compact();
   }
   struct entry {
@@ -378,7 +436,8 @@ class interner {
 
   std::uint32_t lookup(std::string_view s) {
     const std::uint32_t h = hash_text(s);
-    const std::uint32_t found = table_.find(s, h, [this](std::uint32_t id) { return text(id); });
+    std::size_t empty;
+    const std::uint32_t found = table_.find_slot(s, h, [this](std::uint32_t id) { return text(id); }, empty);
     if (found != no_id) return found;
     std::uint32_t id = free_;
     if (id != no_id) {
@@ -392,7 +451,7 @@ class interner {
     e.size = static_cast<std::uint32_t>(s.size());
     e.refs = 0;
     e.hash = h;
-    table_.insert(id, h);
+    table_.insert_at(empty, id, h);
     unreferenced_.push_back(id);  // freed by the next collect() unless retained
     live_bytes_ += s.size();
     ++live_;

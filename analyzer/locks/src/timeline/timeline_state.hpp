@@ -167,6 +167,16 @@ struct lock_timeline::impl {
   bool attempt_follows_other_refusal = false;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
+  // The capture's end: the waiters of the connections ending together leave in one pass
+  // per lock (capture_end.hpp).
+  enum class capture_end_mode : std::uint8_t { undecided, together, one_by_one };
+  capture_end_mode capture_end = capture_end_mode::undecided;
+  std::vector<std::uint32_t> ending_conns;  // in the order they ended
+  std::vector<std::uint32_t> ending_waits;  // the locks they waited on, as listed
+  std::int64_t ending_at_us = -1;
+  bool defer_capture_end_waits(std::uint32_t conn, std::int64_t at, std::vector<std::uint32_t>& waits);
+  void leave_capture_end_waits();
+  void capture_end_operation(const lock_operation& op);
   // An anomaly retry() withheld for want of a certain link, and whose attempt it was:
   // said on that attempt's event (lock_event::link_not_certain) by emit().
   anomaly_kind withheld_ = anomaly_kind::none;

@@ -168,9 +168,14 @@ class ingest_pipeline {
   // Long arguments the sessions' pending commands share (before flows_: it outlives them).
   argument_interner interner_;
   std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash> flows_;
-  // The last segment's flow: a reply usually follows its request on the same one.
-  std::unordered_map<flow_key, std::unique_ptr<connection>, flow_key_hash>::iterator last_flow_;
-  bool last_flow_valid_ = false;
+  // Recent flows, direct-mapped by their ports: a reply follows its request on the same
+  // flow, and a client's connections take turns (a pool's, redis-benchmark's 20): one
+  // compare of the key, not a hash and a bucket walk, per segment. nullptr: none.
+  static constexpr std::size_t recent_flow_slots = 64;
+  static std::size_t recent_flow_slot(const flow_key& k) noexcept {
+    return (static_cast<std::uint32_t>(k.a.port ^ (k.b.port << 16)) * 0x9e3779b1u) >> 26;
+  }
+  std::array<connection*, recent_flow_slots> recent_flows_{};
   // What `c` holds now is its share of held_bytes_; past max_buffer_total, it gives back.
   void account(connection& c);
   connection* oldest_ = nullptr;
