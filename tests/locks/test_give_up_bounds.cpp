@@ -171,7 +171,7 @@ TEST_CASE("give-up bounds: a poller overdue at the capture's end gave up at its 
     REQUIRE(f.events.count("gave_up") == 1);
     const recorded_event* e = f.events.first("gave_up");
     CHECK(e->owner == "p");
-    CHECK(e->ended == locks::wait_end::last_attempt);
+    CHECK(e->ended == locks::wait_end::next_attempt_missed);
     CHECK(e->ts_us == at(1000));
     CHECK(e->wait_us == at(310) + reply - at(10));
     // its spacing 100 ms (reply to request) + half of it

@@ -52,6 +52,7 @@ std::string_view wait_end_text(wait_end w) {
     case wait_end::left_queue: return "its client took it out of the lock's queue";
     case wait_end::group_decided: return "its MultiLock/RedLock went on without this server (it unlocked it)";
     case wait_end::forced: return "its connection deleted the hold that refused it";
+    case wait_end::next_attempt_missed: return "its next attempt, due before the capture ended, never came";
     case wait_end::none: break;
   }
   return {};

@@ -36,6 +36,9 @@ void lock_timeline::on_operation(const lock_operation& op) { impl_->on_operation
 void lock_timeline::will_handle(std::span<const lock_operation> upcoming) noexcept { impl_->will_handle(upcoming); }
 void lock_timeline::on_connection_end(std::uint64_t connection, std::int64_t at_us) {
   if (connection == capture_ends_connection) {
+    // Before the connections' ends take the waiters still waiting (silently: the capture
+    // ended, not their waits), the pollers whose next attempt was overdue gave up.
+    impl_->give_up_stopped_pollers(impl_->now);
     impl_->capture_ending = true;
     return;
   }

@@ -661,7 +661,8 @@ inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, wait
   release_closed_holder_if_done(l);
 }
 
-// The end of the capture (or of a live run): a poller still waiting whose next attempt
+// The end of the capture (called as the capture ends, before its connections' ends, and
+// at finish for a live run's end): a poller still waiting whose next attempt
 // was due before the end and never came had stopped polling, though its deadline (the
 // TTL it was told, else 30 s, + the margin) lies beyond the end: it gave up somewhere
 // from its last attempt to when that next attempt was due. Reported then, at the end, as
@@ -676,7 +677,7 @@ inline void lock_timeline::impl::give_up_stopped_pollers(std::int64_t end_us) {
         [&](const waiter& w) {
           if (w.pubsub || w.sub_connection != 0 || w.longest_gap_us <= 0) return false;
           if (w.last_attempt_us + next_attempt_reach_us(w, options.wake_window_us) >= end_us) return false;
-          report_give_up(l, w, wait_end::last_attempt, w.last_attempt_us, end_us, true);
+          report_give_up(l, w, wait_end::next_attempt_missed, w.last_attempt_us, end_us, true);
           unlist_wait(w.conn, id);
           return true;
         },
