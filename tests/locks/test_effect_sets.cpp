@@ -10,6 +10,7 @@
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 #include "recognize/lua_sandbox.hpp"
+#include "tooz_scripts.hpp"
 
 using namespace lockscope::locks;
 using effect::lua_reply;
@@ -18,41 +19,8 @@ using effect::shadow_store;
 
 namespace {
 
-const std::string tooz_create_group = R"(
--- Extract *all* the variables (so we can easily know what they are)...
-local namespaced_group_key = KEYS[1]
-local all_groups_key = KEYS[2]
-local no_namespaced_group_key = ARGV[1]
-if redis.call("exists", namespaced_group_key) == 1 then
-    return 0
-end
-redis.call("sadd", all_groups_key, no_namespaced_group_key)
-redis.call("hset", namespaced_group_key,
-           "__created__", "1")
-return 1
-)";
-const std::string tooz_delete_group = R"(
--- Extract *all* the variables (so we can easily know what they are)...
-local namespaced_group_key = KEYS[1]
-local all_groups_key = KEYS[2]
-local no_namespaced_group_key = ARGV[1]
-if redis.call("exists", namespaced_group_key) == 0 then
-    return -1
-end
-if redis.call("sismember", all_groups_key, no_namespaced_group_key) == 0 then
-    return -2
-end
-if redis.call("hlen", namespaced_group_key) > 1 then
-    return -3
-end
--- First remove from the set (then delete the group); if the set removal
--- fails, at least the group will still exist (and can be fixed manually)...
-if redis.call("srem", all_groups_key, no_namespaced_group_key) == 0 then
-    return -4
-end
-redis.call("del", namespaced_group_key)
-return 1
-)";
+using lockscope::test_texts::tooz_create_group;
+using lockscope::test_texts::tooz_delete_group;
 // (SMEMBERS sorted: a server's order for a set is its hash table's.)
 const std::string set_commands =
     "local function members(k) local m = redis.call('smembers', k); table.sort(m); return m end\n"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "tooz_scripts.hpp"
 #include "lockscope/lock/scripts.hpp"
 
 using namespace lockscope;
@@ -263,43 +264,8 @@ TEST_CASE("unchecked EXPIRE: from another client host it renews nothing of the h
 
 namespace {
 
-// tooz 3.1's create_group and delete_group (tooz/drivers/redis.py, templates filled as its
-// driver does): a group hash and the set of all groups; no lock.
-const std::string create_group = R"(
--- Extract *all* the variables (so we can easily know what they are)...
-local namespaced_group_key = KEYS[1]
-local all_groups_key = KEYS[2]
-local no_namespaced_group_key = ARGV[1]
-if redis.call("exists", namespaced_group_key) == 1 then
-    return 0
-end
-redis.call("sadd", all_groups_key, no_namespaced_group_key)
-redis.call("hset", namespaced_group_key,
-           "__created__", "1")
-return 1
-)";
-const std::string delete_group = R"(
--- Extract *all* the variables (so we can easily know what they are)...
-local namespaced_group_key = KEYS[1]
-local all_groups_key = KEYS[2]
-local no_namespaced_group_key = ARGV[1]
-if redis.call("exists", namespaced_group_key) == 0 then
-    return -1
-end
-if redis.call("sismember", all_groups_key, no_namespaced_group_key) == 0 then
-    return -2
-end
-if redis.call("hlen", namespaced_group_key) > 1 then
-    return -3
-end
--- First remove from the set (then delete the group); if the set removal
--- fails, at least the group will still exist (and can be fixed manually)...
-if redis.call("srem", all_groups_key, no_namespaced_group_key) == 0 then
-    return -4
-end
-redis.call("del", namespaced_group_key)
-return 1
-)";
+using lockscope::test_texts::tooz_create_group;
+using lockscope::test_texts::tooz_delete_group;
 
 std::string bulk_reply(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
 
@@ -309,14 +275,14 @@ TEST_CASE("set scripts: a script on a hash and a set, its text seen, runs in the
           "[recognizer][effect][sets]") {
   op_recorder log;
   wire w(log);
-  for (const std::string* text : {&create_group, &delete_group}) {
+  for (const std::string* text : {&tooz_create_group, &tooz_delete_group}) {
     const std::string sha = lock::sha1_hex(*text);
     // redis-py's Script: EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA again; then the other processes'.
     w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"},
            "-NOSCRIPT No matching script. Please use EVAL.\r\n", 0, 1);
     w.send({"SCRIPT", "LOAD", *text}, bulk_reply(sha), 1, 1);
     w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"}, ":1\r\n", 2, 1);
-    w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"}, text == &create_group ? ":0\r\n" : ":-1\r\n",
+    w.send({"EVALSHA", sha, "2", "_tooz_group:workers", "_tooz_groups", "workers"}, text == &tooz_create_group ? ":0\r\n" : ":-1\r\n",
            3, 2);
   }
   for (const auto& op : log.ops) {
