@@ -10,7 +10,7 @@ Rules:
   2. Inside ingest and locks, every file belongs to a stage, and stages form a chain
      (below). A file includes only headers of its own stage or of earlier ones.
        ingest: capture < packet < tcp < session < output < pipeline
-       locks:  vocabulary < recognize < pipe < timeline < groups < output < pipeline
+       locks:  vocabulary < recognize < pipe < timeline < groups < markers < output < pipeline
      A source file's stage is its folder (src/<stage>/). A public header's stage is the
      folder of the source file that implements it (the .cpp whose first include it is);
      a header no source implements takes its stage from HEADER_STAGES below.
@@ -30,7 +30,7 @@ LIBRARIES = [  # (name, folder, include prefix) in data-flow order
 ]
 STAGES = {
     "ingest": ["capture", "packet", "tcp", "session", "output", "pipeline"],
-    "locks": ["vocabulary", "recognize", "pipe", "timeline", "groups", "output", "pipeline"],
+    "locks": ["vocabulary", "recognize", "pipe", "timeline", "groups", "markers", "output", "pipeline"],
 }
 # Public headers with no source file of their own: the stage whose type they name.
 HEADER_STAGES = {
