@@ -149,13 +149,14 @@ TEST_CASE("set once: the line and the candidates waiting on their own are bounde
 TEST_CASE("set once: a group's event waits in line with its record copied", "[set_once]") {
   lines got;
   set_once_keys stage(set_once_options{}, got);
-  stage.on_event(ev(lock_event_kind::acquired, "rl", 0, true));
+  const std::string rl = "rl";  // (an event views its lock's name)
+  stage.on_event(ev(lock_event_kind::acquired, rl, 0, true));
   {
     std::vector<std::string> servers = {"s1", "s2"};
     std::vector<std::string_view> views(servers.begin(), servers.end());
     locks::lock_group g;
     g.acquired_on = views;
-    lock_event q = ev(lock_event_kind::quorum, "rl", 1);
+    lock_event q = ev(lock_event_kind::quorum, rl, 1);
     q.group = &g;
     stage.on_event(q);
     servers[0] = "overwritten";  // the groups' record changes after the call
