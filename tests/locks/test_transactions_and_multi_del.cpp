@@ -60,15 +60,19 @@ void heartbeat(wire& w, double at_ms, std::uint64_t connection, std::string_view
   w.send({"EXEC"}, exec_reply, at_ms + 1, connection);
 }
 
-}  // namespace
-
-TEST_CASE("transactions: EXPIREs queued in MULTI renew at EXEC with their own element, and one DEL of two keys releases both",
-          "[recognizer][timeline][transactions]") {
+// The recognizer's operations to a timeline (and recorded on the way), sent as `w`.
+struct to_timeline {
+  to_timeline() { sink.next = &timeline; }
   tee sink;
   event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  sink.next = &timeline;
-  wire w(sink);
+  locks::lock_timeline timeline{{}, events};
+  wire w{sink};
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(to_timeline, "transactions: EXPIREs queued in MULTI renew at EXEC with their own element, and one DEL of two keys releases both",
+          "[recognizer][timeline][transactions]") {
   take_both(w, 0, 1, "4101");
   w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 30, 2);  // another scheduler: refused
   heartbeat(w, 400, 1, "*3\r\n:1\r\n:1\r\n:1\r\n");
@@ -180,13 +184,8 @@ TEST_CASE("multi-key DEL: each key an operation, its outcome from the count", "[
   }
 }
 
-TEST_CASE("multi-key DEL: a count below the keys named ends the hold known on a named key",
+TEST_CASE_METHOD(to_timeline, "multi-key DEL: a count below the keys named ends the hold known on a named key",
           "[recognizer][timeline][multi_del]") {
-  tee sink;
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  sink.next = &timeline;
-  wire w(sink);
   // One scheduler holds stock only (orders was refused); its release names both.
   w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "$-1\r\n", 0, 1);
   w.send({"SET", "rq:scheduler-lock:stock", "4101", "NX", "EX", "61"}, "+OK\r\n", 1, 1);
@@ -200,13 +199,8 @@ TEST_CASE("multi-key DEL: a count below the keys named ends the hold known on a 
   for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:overlapping_holders");
 }
 
-TEST_CASE("single tries: an owner back over another connection, the first still open, after a spinner's pause had given up",
+TEST_CASE_METHOD(to_timeline, "single tries: an owner back over another connection, the first still open, after a spinner's pause had given up",
           "[timeline][single_try]") {
-  tee sink;
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  sink.next = &timeline;
-  wire w(sink);
   // Connections 2 and 6 are one process's two schedulers (one host), each trying once.
   w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
   w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 10, 2);
@@ -245,12 +239,7 @@ TEST_CASE("single tries: an owner back over another connection, the first still 
   }
 }
 
-TEST_CASE("unchecked EXPIRE: from another client host it renews nothing of the holder's", "[timeline][plain_expire]") {
-  tee sink;
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  sink.next = &timeline;
-  wire w(sink);
+TEST_CASE_METHOD(to_timeline, "unchecked EXPIRE: from another client host it renews nothing of the holder's", "[timeline][plain_expire]") {
   w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
   // A scheduler on another host whose own lock another's DEL removed re-expires the key.
   w.send({"EXPIRE", "rq:scheduler-lock:orders", "61"}, ":1\r\n", 300, 2);
