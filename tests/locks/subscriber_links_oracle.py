@@ -14,7 +14,8 @@ the poller's table. An event is right (same process), wrong (another), or unlink
 
   subscriber_links_oracle.py MODE --lockscope CLI [--rounds N] [--keep PCAP] [--check]
   subscriber_links_oracle.py lockscope --lockscope CLI --pcap PCAP [--cut-seconds N] [--check]
-(--cut-seconds: the recording without its first N seconds, as a capture joined mid-run.)
+(--cut-seconds: the recording without its first N seconds, as a capture joined mid-run;
+--sweep-cuts 1,3,5: each of those cuts in turn, judged together.)
 The recordings in tests/locks/recordings/links_*.pcap (each with PCAP.owners.json, the truth) were made with
   subscriber_links_oracle.py lockscope --lockscope CLI --rounds 12 --keep links_lockscope.pcap
   subscriber_links_oracle.py redisson --lockscope CLI --jvms 3 --workers 3 --rounds 10 [--stagger 1.0] --keep ...
@@ -244,6 +245,20 @@ def measure(events, port_owner):
     return result
 
 
+def add_results(a, b):
+    """The sum of two measures (a sweep of cuts)."""
+    total = {}
+    for key, value in a.items():
+        if isinstance(value, dict):
+            merged = dict(value)
+            for k, n in b[key].items():
+                merged[k] = merged.get(k, 0) + n
+            total[key] = merged
+        else:
+            total[key] = value + b[key]
+    return total
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["lockscope", "redisson"])
@@ -259,6 +274,8 @@ def main():
     ap.add_argument("--truth", help="with --pcap: the processes' own log (JSONL `connections` events: conn, sub_conn)")
     ap.add_argument("--cut-seconds", type=float, default=0.0,
                     help="with --pcap: analyze the recording without its first N seconds (joined mid-run)")
+    ap.add_argument("--sweep-cuts", help="with --pcap: a comma-separated list of cuts (seconds), each analyzed as "
+                                         "its own capture joined mid-run; --check judges their sum")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--min-right", type=float, default=0.98, help="--check: the share of subscriber events right")
     ap.add_argument("--anomalies", choices=["all", "links", "none"], default="all",
@@ -307,14 +324,20 @@ def main():
                 shutil.copy(pcap, args.keep)
                 with open(args.keep + ".owners.json", "w") as f:
                     json.dump({str(k): sorted(v) for k, v in sorted(port_owner.items())}, f, indent=0)
-        if args.pcap and args.cut_seconds > 0:
-            cut = os.path.join(work, "cut.pcap")
-            cut_pcap(pcap, cut, args.cut_seconds)
-            pcap = cut
-        out = subprocess.run([args.lockscope, "analyze", pcap, "--format", "jsonl"], capture_output=True,
-                             text=True, check=True).stdout
-        events = [json.loads(line) for line in out.splitlines() if line.strip()]
-        result = measure(events, port_owner)
+        cuts = [float(c) for c in args.sweep_cuts.split(",")] if args.sweep_cuts else [args.cut_seconds]
+        result = None
+        for seconds in cuts:
+            source = pcap
+            if args.pcap and seconds > 0:
+                source = os.path.join(work, "cut.pcap")
+                cut_pcap(pcap, source, seconds)
+            out = subprocess.run([args.lockscope, "analyze", source, "--format", "jsonl"], capture_output=True,
+                                 text=True, check=True).stdout
+            events = [json.loads(line) for line in out.splitlines() if line.strip()]
+            one = measure(events, port_owner)
+            if args.sweep_cuts:
+                print(f"cut {seconds:g} s:", json.dumps(one, sort_keys=True))
+            result = one if result is None else add_results(result, one)
     linked = result["right"] + result["wrong"] + result["unlinked"]
     result["right_share"] = round(result["right"] / linked, 4) if linked else 1.0
     print(json.dumps(result, sort_keys=True))

@@ -245,3 +245,59 @@ TEST_CASE("mid-run links: a retry that may answer a message is not taken for a S
   }
   CHECK(on_b == 4);  // subscribed, 2 notified, unsubscribed
 }
+
+namespace {
+
+// A SUBSCRIBE 7 ms into a capture on a subscriber opened before it, the only waiter seen
+// so far being A's (refused 5 ms before). `busy`: A's refusal came while no holder was known
+// (the lock was held from before the capture); else the holder's acquisition was seen.
+// Reduced from links_redisson_together5.pcap cut 5 s in and links_redisson_together.pcap
+// cut 7 s in, where the subscriber was another JVM's (its waiter refused before the
+// capture) and was named at `high`: 2 and 31 events on the wrong process.
+const recorded_event* subscribed_early(fixture& f, bool busy, double subscribe_ms) {
+  if (!busy) attempt(f, holder, 0, 4, op_outcome::ok);
+  attempt(f, pa, subscribe_ms - 5, 1);
+  channel(f, lock_op_kind::subscribe, subscribe_ms, 12);
+  attempt(f, pa, subscribe_ms + 40, 1);
+  f.timeline.finish(at(subscribe_ms + 5000));
+  return f.events.first("subscribed");
+}
+
+locks::timeline_options from_capture_start() {
+  locks::timeline_options o = holding(0);
+  o.capture_start_us = at(0);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("mid-run links: on a lock busy before the capture, a lone candidate in its first link window is a guess",
+          "[timeline][links][mid_run]") {
+  {
+    fixture f(from_capture_start());
+    const recorded_event* sub = subscribed_early(f, true, 7);
+    REQUIRE(sub != nullptr);
+    CHECK(sub->owner == pa);
+    CHECK(sub->confidence == link_confidence::low);
+  }
+  // What the rule leaves: the holder seen taking the lock (nothing hidden before), a
+  // SUBSCRIBE past the first second, a timeline fed without a capture's start.
+  {
+    fixture f(from_capture_start());
+    const recorded_event* sub = subscribed_early(f, false, 7);
+    REQUIRE(sub != nullptr);
+    CHECK(sub->confidence == link_confidence::high);
+  }
+  {
+    fixture f(from_capture_start());
+    const recorded_event* sub = subscribed_early(f, true, 1'505);  // still the only waiter seen
+    REQUIRE(sub != nullptr);
+    CHECK(sub->confidence == link_confidence::high);
+  }
+  {
+    fixture f(holding(0));
+    const recorded_event* sub = subscribed_early(f, true, 7);
+    REQUIRE(sub != nullptr);
+    CHECK(sub->confidence == link_confidence::high);
+  }
+}

@@ -113,6 +113,7 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   // A subscription begun before the capture shows itself by its messages.
   auto* sub = subscription_of(s, id);
   if (sub == nullptr) {
+    xp(l)->subscribed_unseen = true;
     const linked guess = choose_waiter(l, id, s, at, at);
     std::uint32_t owner = no_id;
     std::uint64_t client = 0;

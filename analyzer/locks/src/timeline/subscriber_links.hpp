@@ -419,6 +419,15 @@ inline std::uint32_t lock_timeline::impl::holder_of_client(lock_state& l, std::u
   return found;
 }
 
+// Whether the lock was seen in use from before the capture: a hold first seen by its
+// renewal or release, a refusal while no holder was known, a subscription first seen at
+// a message. Its waiters may then have tried only before the capture.
+inline bool lock_timeline::impl::busy_before_capture(const lock_state& l) const {
+  const lock_side* side = side_ptr(l);
+  return (side != nullptr && side->holds_at_least) ||
+         (has_extra(l) && (xp(l)->refused_unseen || xp(l)->subscribed_unseen));
+}
+
 // The confidence of naming `client`'s waiter for subscriber `s`; `guess` when the
 // traffic has said nothing yet.
 // Episodes alone (3 or more agreeing) are certain only where nothing is known of the
@@ -831,6 +840,14 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   // Its life ties the subscriber to a client with no waiter here: this guess goes
   // against it.
   if (tie.client != 0 && r.w->client != tie.client) r.confidence = link_confidence::low;
+  // On a lock already busy when the capture began, its first link window shows only the
+  // waiters that happened to try in it: one candidate then is the one seen, not the one
+  // there is, for a subscriber that was already open (seen: JVMs' subscribers given at
+  // `high` to another JVM's waiter 5-7 ms after the start, 31 wrong events after one).
+  if (r.confidence == link_confidence::high && s.opened_us < 0 && options.capture_start_us >= 0 &&
+      at - options.capture_start_us < options.link_window_us && busy_before_capture(l)) {
+    r.confidence = link_confidence::low;
+  }
   // Another process waits from the same address: the one candidate in the window is
   // only the likelier (seen: three `lockscope lock` waiters on one host, a subscriber
   // given to the wrong one at `high` in 16 of 139 events).

@@ -394,6 +394,7 @@ struct lock_timeline::impl {
   void forget_subscriber(std::uint64_t client, std::uint64_t sub);
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
   bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
+  bool busy_before_capture(const lock_state& l) const;
   void learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
   std::uint64_t learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
                            const connection_info::subscription* sub, std::int64_t request);

@@ -217,6 +217,7 @@ struct lock_extra {
   std::int64_t closed_expired_us = -1;
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
   bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
+  bool subscribed_unseen = false;  // a subscription to its channel was first seen at a message
   bool owner_shared = false;    // a value was refused while it held over another connection (waiter_of_owner)
   // Waiters that left their channel unexplained (waiter::left_unexplained) whose
   // subscriber connection unsubscribed it again since, no SUBSCRIBE between: by seq, the
