@@ -90,3 +90,21 @@ TEST_CASE("lock_groups: a stream of locks marks its own owner's next set only", 
   CHECK(sets[0]->client == nul_client_b);
   CHECK(sets[0]->tried == std::vector<std::string>{"k1", "k2"});
 }
+
+TEST_CASE("lock_groups: keys taken one after another under a value several clients send are no MultiLock",
+          "[groups][sets][shared_value]") {
+  // One worker takes each queue's cleaning lock in turn with the value `1`; another
+  // worker's try with `1` is refused while the first holds (the timeline marks it shared).
+  for (const bool shared : {true, false}) {
+    INFO("another client refused with the value: " << shared);
+    keyed_set_fixture f;
+    f.acquire("clean:orders", "1", "10.0.0.13:51417", 1);
+    f.acquire("clean:stock", "1", "10.0.0.13:51417", 1.5);
+    locks::lock_event refused =
+        lock_event_of(lock_event_kind::contended, 1'000'000 + 150'000, "clean:orders", "1", "10.0.0.12:34997", s1);
+    refused.owner_shared = shared;
+    f.groups.on_event(refused);
+    f.groups.finish(10'000'000);
+    CHECK(f.multilocks().size() == (shared ? 0u : 1u));
+  }
+}

@@ -46,6 +46,14 @@ std::vector<const recorded_event*> all(const event_recorder& events, std::string
   return out;
 }
 
+// A poller's wait, one from its first refusal to the second acquisition (the first: the holder's).
+void check_one_wait(const event_recorder& events, std::int64_t at_least_us) {
+  CHECK(all(events, "gave_up").empty());
+  const auto acquired = all(events, "acquired");
+  REQUIRE(acquired.size() == 2);
+  CHECK(acquired[1]->wait_us >= at_least_us);
+}
+
 void take_both(wire& w, double at_ms, std::uint64_t connection, std::string_view pid) {
   w.send({"SET", "rq:scheduler-lock:orders", std::string(pid), "NX", "EX", "61"}, "+OK\r\n", at_ms, connection);
   w.send({"SET", "rq:scheduler-lock:stock", std::string(pid), "NX", "EX", "61"}, "+OK\r\n", at_ms + 0.5, connection);
@@ -225,10 +233,7 @@ TEST_CASE_METHOD(to_timeline, "single tries: an owner back over another connecti
     w.send({"DEL", "rq:scheduler-lock:orders"}, ":1\r\n", 600, 1);
     w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 790, 2);
     timeline.finish(t0 + 5'000 * ms);
-    CHECK(all(events, "gave_up").empty());
-    const auto acquired = all(events, "acquired");
-    REQUIRE(acquired.size() == 2);
-    CHECK(acquired[1]->wait_us >= 779 * ms);
+    check_one_wait(events, 779 * ms);
   }
   SECTION("a pooled client's next poll over another connection within a spinner's pause waits on") {
     w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "$-1\r\n", 110, 6);
@@ -277,5 +282,101 @@ TEST_CASE("set scripts: a script on a hash and a set, its text seen, runs in the
   for (const auto& op : log.ops) {
     INFO(static_cast<int>(op.kind) << " " << op.lock << " " << op.owner);
     CHECK(op.outcome == op_outcome::error);  // only the NOSCRIPT replies, which did nothing
+  }
+}
+
+// A value every process sends (RQ's cleaning lock: `SET rq:clean_registries:<queue> 1 NX
+// EX 899`, taken by the first worker and tried once by every worker after, the holder's
+// own included): no owner's identity. The truth is the sequence written: which
+// connection (host) holds, and that each later try is one `SET NX`, refused, never retried.
+namespace {
+
+void try_queues(wire& w, double at_ms, std::uint64_t connection, std::string_view reply = "$-1\r\n") {
+  w.send({"SET", "clean:orders", "1", "NX", "EX", "899"}, reply, at_ms, connection);
+  w.send({"SET", "clean:stock", "1", "NX", "EX", "899"}, reply, at_ms + 0.2, connection);
+}
+
+}  // namespace
+
+TEST_CASE("shared values: once another connection sent the holder's value, the holder's own refused try is a refusal",
+          "[recognizer][shared_value]") {
+  op_recorder log;
+  wire w(log);
+  try_queues(w, 0, 1, "+OK\r\n");  // host .11 takes both
+  // Host .12 tries orders only: the value is seen shared there, not yet on stock.
+  w.send({"SET", "clean:orders", "1", "NX", "EX", "899"}, "$-1\r\n", 100, 2);
+  try_queues(w, 400, 1);  // the holder's next worker tries both over its own connection
+  REQUIRE(log.ops.size() == 5);
+  CHECK(log.ops[2].outcome == op_outcome::contended);
+  for (std::size_t i : {3, 4}) {
+    INFO(log.ops[i].lock);
+    // Not the holder's retry of an acquire it has (node-redlock on a server it holds):
+    // its value is shared, on stock too (shared on one of the server's keys).
+    CHECK(log.ops[i].outcome == op_outcome::contended);
+  }
+}
+
+TEST_CASE("shared values: a holder retrying its own value, never sent over another connection, changes nothing",
+          "[recognizer][shared_value]") {
+  op_recorder log;
+  wire w(log);
+  w.send({"SET", "lock:a", "v-4101", "NX", "PX", "5000"}, "+OK\r\n", 0, 1);
+  w.send({"SET", "lock:a", "v-4101", "NX", "PX", "5000"}, "$-1\r\n", 200, 1);
+  REQUIRE(log.ops.size() == 2);
+  CHECK(log.ops[1].outcome == op_outcome::none);
+}
+
+TEST_CASE_METHOD(to_timeline, "shared values: a single try whose connection was then refused another lock had given up at its refusal",
+          "[timeline][shared_value]") {
+  try_queues(w, 0, 1, "+OK\r\n");
+  // Host .12's worker starts three times, each trying both queues once.
+  try_queues(w, 100, 2);
+  try_queues(w, 500, 2);
+  try_queues(w, 900, 2);
+  timeline.finish(t0 + 5'000 * ms);
+  std::size_t dated = 0;
+  for (const recorded_event* e : all(events, "gave_up")) {
+    INFO(e->lock << " " << e->ts_us - t0);
+    CHECK(e->wait_us <= 1 * ms);  // each dated at its one refusal, not joined with the next round's
+    ++dated;
+  }
+  CHECK(dated >= 4);  // the first two rounds, both queues
+  for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
+}
+
+TEST_CASE_METHOD(to_timeline, "shared values: a poller over its own connection under a shared value waits on",
+          "[timeline][shared_value]") {
+  w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "+OK\r\n", 0, 1);
+  w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "$-1\r\n", 100, 2);
+  w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "$-1\r\n", 400, 2);
+  w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "$-1\r\n", 700, 2);
+  w.send({"DEL", "lock:a"}, ":1\r\n", 800, 1);
+  w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "+OK\r\n", 1000, 2);
+  timeline.finish(t0 + 5'000 * ms);
+  check_one_wait(events, 900 * ms);
+}
+
+TEST_CASE_METHOD(to_timeline, "shared values: joined after the holder took it, tries from two hosts are two waits",
+          "[timeline][shared_value]") {
+  // No holder seen: only the hosts tell the value is no one client's.
+  w.send({"SET", "lock:a", "1", "NX", "EX", "899"}, "$-1\r\n", 0, 1);  // host .11
+  SECTION("another host's acquisition waited from its own first try") {
+    w.send({"SET", "lock:a", "1", "NX", "EX", "899"}, "$-1\r\n", 50, 2);  // host .12
+    w.send({"SET", "lock:a", "1", "NX", "EX", "899"}, "+OK\r\n", 600, 2);
+    timeline.finish(t0 + 5'000 * ms);
+    const auto acquired = all(events, "acquired");
+    REQUIRE(acquired.size() == 1);
+    // Its own wait, from its try at 50 ms: not host .11's, begun at 0, nor one ended there.
+    CHECK(acquired[0]->wait_us >= 540 * ms);
+    CHECK(acquired[0]->wait_us < 560 * ms);
+    for (const recorded_event* e : all(events, "gave_up")) CHECK(e->client != "10.0.0.12:50002");
+  }
+  SECTION("a pooled client's retry over another connection of its own host is the same wait") {
+    w.send({"SET", "lock:a", "1", "NX", "EX", "899"}, "$-1\r\n", 100, 5);  // host .11 again
+    w.send({"SET", "lock:a", "1", "NX", "EX", "899"}, "+OK\r\n", 200, 1);
+    timeline.finish(t0 + 5'000 * ms);
+    const auto acquired = all(events, "acquired");
+    REQUIRE(acquired.size() == 1);
+    CHECK(acquired[0]->wait_us >= 200 * ms);
   }
 }

@@ -220,7 +220,11 @@ SHOW_DETAILS = False
 #   fourteenth set". Then used to build rules (commands queued in MULTI read at EXEC, a DEL
 #   of several keys, an unchecked EXPIRE from another host, a single try over a new
 #   connection, sets in the script shadow): tooz no false event; RQ releases and renewals
-#   >= 95%, its waits left below (a set-once cleaning lock with one value for every process).
+#   >= 95%. Then rules for a value every process sends (RQ's set-once cleaning lock, `1`):
+#   the holder's own refused try is contended, a single try whose connection was then
+#   refused another lock gave up, tries from two hosts are two waits, no MultiLock under
+#   it: RQ contended 110/110, waits 90/110 (mid-run 72/89); left below: one process's
+#   single-queue tries, one connection's, read as a poller's (jobs between, no lock).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq"]

@@ -909,7 +909,11 @@ struct lock_groups::impl {
   void close_set(std::uint32_t id, bool released) {
     key_set& s = sets[id];
     if (s.overflowed) note_streaming(s.owner, s.client, s.end_us);
-    if (s.keys.n >= 2 && !s.overflowed) {
+    // A value several clients send (shared_values, learnt within the set's window: RQ's
+    // cleaning locks, `1` from every worker, each queue's taken in turn and kept) names
+    // no one owner: its keys taken one after another say nothing of a MultiLock.
+    const bool shared = !shared_values.empty() && shared_values.find(s.owner) != shared_values.end();
+    if (s.keys.n >= 2 && !s.overflowed && !shared) {
       lock_group g;
       g.start_us = s.start_us;
       g.end_us = s.end_us;

@@ -409,6 +409,11 @@ struct lock_recognizer::state {
     return recognizer_detail::value_key(server, latch, "\x01latch");
   }
   bool replayed_unlock(std::string_view server, std::string_view latch);
+  // A value seen sent over another connection while it held one of the server's keys:
+  // no owner's identity (a constant every process sends), on its other keys too.
+  static std::uint64_t shared_value_key(std::string_view server, std::string_view value) noexcept {
+    return recognizer_detail::value_key(server, "\x03shared", value);
+  }
 
   // ---- plain_commands.cpp ----
 

@@ -139,12 +139,19 @@ void lock_recognizer::state::track_value(lock_operation& op) {
       if (rec == nullptr) {
         if (!current_is_script) note_command_acquire(op.server_text, op.lock);
         rec = &fresh(script_op::acquire);
-      } else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at &&
-               rec->holder_connection == static_cast<std::uint32_t>(op.connection)) {
+      } else if (op.outcome == op_outcome::contended && rec->held && rec->deadline_us > at) {
         // The holder retrying an acquire it already has (node-redlock on a server it
         // holds) changes nothing. Over another connection the same value is another
-        // process sharing it (a constant value such as "mutex"): a refusal.
-        op.outcome = op_outcome::none;
+        // process sharing it (a constant value such as "mutex"): a refusal; and once
+        // seen shared on any of the server's keys, so is the holder's own next try (RQ's
+        // cleaning locks, value `1`: the process holding them tries each queue's again
+        // each time it starts a worker, one queue's before another process showed it).
+        const std::uint64_t shared = shared_value_key(op.server_text, op.owner);
+        if (rec->holder_connection != static_cast<std::uint32_t>(op.connection)) {
+          if (flow.find(shared) == nullptr) flow.insert(shared);
+        } else if (flow.find(shared) == nullptr) {
+          op.outcome = op_outcome::none;
+        }
       }
       if (op.outcome == op_outcome::ok) holds(*rec);
       return;

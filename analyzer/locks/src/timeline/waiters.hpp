@@ -351,6 +351,13 @@ inline waiter* lock_timeline::impl::waiter_of_owner(lock_state& l, std::uint32_t
   waiter* w = find_waiter(l, owner);
   if (w == nullptr || w->connection == op.connection) return w;
   if (w->fresh_values) return nullptr;
+  // Refused over a connection from another client host while its waiter there still
+  // waits: the value is no one client's either (a capture joined after the holder took
+  // it shows no holder to compare with). A pooled client retries over its own host's
+  // connections.
+  if (!xp(l)->owner_shared && !(connections[w->conn].ip == connections[conn_index(op)].ip)) [[unlikely]] {
+    xp(l)->owner_shared = true;
+  }
   if (!xp(l)->owner_shared) return w;
   for (waiter& v : xp(l)->waiters) {
     if (v.owner == owner && v.connection == op.connection) return &v;
@@ -406,6 +413,17 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
       give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
       return nullptr;
     }
+  }
+  // A single try under a value every process sends (owner_shared: one refused while it
+  // held over another connection), whose connection was then refused another lock,
+  // nothing between, went on to its next task: its owner's next attempt here is a new
+  // try, as waiter_of_fresh_value judges a changing value's (RQ's cleaning locks, value
+  // `1`, one `SET NX` per queue each time a worker starts). A shared value tells no
+  // waiter's identity, so its connection's order is all there is to go by.
+  if (w->attempts == 1 && attempt_follows_other_refusal && xp(l)->owner_shared && w->conn == conn_index(op) &&
+      !w->pubsub && !connections[w->conn].multiplexes) [[unlikely]] {
+    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+    return nullptr;
   }
   // A poller (no pub/sub, no subscription linked to it, not told a TTL longer than
   // this) sleeps its own spacing between attempts: one whose owner attempts again after
