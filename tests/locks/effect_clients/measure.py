@@ -223,7 +223,7 @@ SHOW_DETAILS = False
 #   >= 95%, its waits left below (a set-once cleaning lock with one value for every process).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
-            "symfony_lock", "portalocker", "tooz", "rq"]
+            "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
@@ -258,6 +258,7 @@ class Truth:
     def __init__(self):
         self.lines = []  # (kind, dict)
         self.midstream_start_us = None
+        self.capture_start_us = None
         self.counts_only = defaultdict(int)  # kind -> expected count (logs without times)
         self.tells = set(KINDS)  # the kinds of event the log tells of (others are not counted)
 
@@ -266,9 +267,16 @@ def read_npm_truth(path, midstream):
     t = Truth()
     raw = [json.loads(l) for l in open(path) if l.strip()]
     for o in raw:
-        if o["event"] == "recording" and midstream:
-            t.midstream_start_us = o.get("midstream_start_us")
+        if o["event"] == "recording":
+            t.capture_start_us = o.get("capture_start_us")
+            if midstream:
+                t.midstream_start_us = o.get("midstream_start_us")
     logs_attempts = any(o["event"] == "attempt" for o in raw)
+    # A client that takes no lock at all (a negative control: rate limiters) says so with a
+    # line {"event": "no_locks"}: it tells of every kind (none happened), so each event
+    # lockscope shows on it is false.
+    if any(o["event"] == "no_locks" for o in raw):
+        return t
     if not logs_attempts:  # only a count of attempts per acquisition: no wait, no free stretch
         t.tells -= {"waits", "free_while_waiting", "give_ups_within_10pct"}
     first_refused = {}  # (proc, lock) -> t_us
@@ -678,7 +686,7 @@ def table(lockscope, recordings, label_all):
             cells.append("—" if t == 0 and x == 0 else f"{f}/{t}" + (f" +{x} false" if x else ""))
         print(f"| {name} | " + " | ".join(cells) + " |")
         if SHOW_DETAILS:
-            origin = min([d["t_us"] for _, d in truth.lines if "t_us" in d] or [0])
+            origin = min([d["t_us"] for _, d in truth.lines if "t_us" in d] or [truth.capture_start_us or 0])
             for kind, what, d in DETAILS:
                 if kind not in rows:
                     continue
