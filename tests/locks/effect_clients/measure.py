@@ -221,6 +221,15 @@ SHOW_DETAILS = False
 #   of several keys, an unchecked EXPIRE from another host, a single try over a new
 #   connection, sets in the script shadow): tooz no false event; RQ releases and renewals
 #   >= 95%, its waits left below (a set-once cleaning lock with one value for every process).
+# - kombu_mutex, limits (the fifteenth set, Debian Python packages): kombu 5.2.4's Redis
+#   `Mutex` (redis-py's Lock, one non-blocking try a Mutex; Celery's `unacked_mutex`, tried
+#   once by kombu itself and by a retrying loop, beside a producer and a BRPOP consumer) and,
+#   as a negative control, limits 2.8.0's rate limiters (no lock at all: its log's
+#   {"event": "no_locks"} makes every lock event on it false). docs/reference/clients.md,
+#   "Held out, fifteenth set". Then used to build rules (a decimal argument is no holder's
+#   value; a drawn value learnt only from a call acting for it unambiguously): limits joined
+#   mid-run 65 false releases -> none; kombu's waits and give-ups left below (a single try
+#   followed at once by a loop's first over the same connection).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits"]
