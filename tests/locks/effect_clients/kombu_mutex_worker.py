@@ -26,14 +26,13 @@ left unacked past the 1 s visibility timeout so the restores move it back).
   /usr/bin/python3 kombu_mutex_worker.py PORT PROC [ROUNDS]
 Needs python3-kombu and python3-redis (Debian).
 """
-import json
-import os
 import random
 import socket
 import sys
 import threading
 import time
 
+from python_worker import connect_from_own_address, logger, now_us, write_line
 from redis import exceptions as redis_exceptions
 from redis.lock import Lock
 
@@ -42,20 +41,8 @@ proc = sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 UNACKED_EXPIRE_S = 2  # unacked_mutex_expire: that mutex's PX (kombu's default is 300 s)
 CLEANUP_EXPIRE_S = 1
-out_lock = threading.Lock()
 in_retry_loop = threading.local()
-
-
-def now_us():
-    return time.time_ns() // 1000
-
-
-def log(**o):
-    line = {"t_us": now_us(), "proc": proc}
-    line.update(o)
-    with out_lock:
-        sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
+log = logger(proc)
 
 
 def text(token):
@@ -99,10 +86,8 @@ def do_release(self, expected_token):
         token, since, lease = held.pop(name, (text(expected_token), sent, self.timeout))
         log(event="release_refused", lock=name, owner=token, reply=0, sent_us=sent)
         # Refused: its lease ran out first (this worker holds one cleanup in six past it).
-        with out_lock:
-            sys.stdout.write(json.dumps({"t_us": since + int(lease * 1_000_000), "proc": proc, "event": "expired",
-                                         "lock": name, "owner": token}, separators=(",", ":")) + "\n")
-            sys.stdout.flush()
+        write_line({"t_us": since + int(lease * 1_000_000), "proc": proc, "event": "expired", "lock": name,
+                    "owner": token})
         raise
     held.pop(name, None)
     log(event="released", lock=name, owner=text(expected_token), reply=1, sent_us=sent)
@@ -110,20 +95,7 @@ def do_release(self, expected_token):
 
 Lock.do_acquire, Lock.acquire, Lock.do_release = do_acquire, acquire, do_release
 
-# Each process connects from a loopback address of its own (p1 from 127.0.0.11, ...), as
-# workers on separate hosts do (SAME_HOST=1: all from 127.0.0.1).
-own_address = "127.0.0.%d" % (10 + int(proc[-1])) if proc[-1].isdigit() and not os.environ.get("SAME_HOST") else "127.0.0.1"
-_connect = socket.socket.connect
-
-
-def connect_from_own_address(sock, address):
-    if sock.family == socket.AF_INET:
-        sock.bind((own_address, 0))
-    return _connect(sock, address)
-
-
-socket.socket.connect = connect_from_own_address
-
+connect_from_own_address(proc)
 import kombu  # noqa: E402  (after the patches: its connections bind the own address)
 from kombu.transport.redis import Mutex, MutexHeld  # noqa: E402
 

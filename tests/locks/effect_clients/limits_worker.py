@@ -21,37 +21,19 @@ pauses between so windows empty again; `clear` (a DEL) of one limit now and then
   /usr/bin/python3 limits_worker.py PORT PROC [ROUNDS]
 Needs python3-limits and python3-redis (Debian).
 """
-import json
-import os
 import random
-import socket
 import sys
 import time
+
+from python_worker import connect_from_own_address, logger
 
 port = int(sys.argv[1])
 proc = sys.argv[2]
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 
 
-def log(**o):
-    line = {"t_us": time.time_ns() // 1000, "proc": proc}
-    line.update(o)
-    sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-# Each process connects from a loopback address of its own (p1 from 127.0.0.11, ...).
-own_address = "127.0.0.%d" % (10 + int(proc[-1])) if proc[-1].isdigit() and not os.environ.get("SAME_HOST") else "127.0.0.1"
-_connect = socket.socket.connect
-
-
-def connect_from_own_address(sock, address):
-    if sock.family == socket.AF_INET:
-        sock.bind((own_address, 0))
-    return _connect(sock, address)
-
-
-socket.socket.connect = connect_from_own_address
+log = logger(proc)
+connect_from_own_address(proc)
 
 from limits import parse  # noqa: E402
 from limits.storage import RedisStorage  # noqa: E402
