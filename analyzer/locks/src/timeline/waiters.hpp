@@ -521,13 +521,18 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // a fresh value's retry) and carries no tasks side by side. (A fresh-value poller on a
   // connection whose other task waits for another lock keeps its wait.)
   const bool after_other_refusal = attempt_follows_other_refusal && connections[conn_index(op)].keeps_values;
+  // (As a poller's stop: a pause shorter than a spinner's is no give-up, however quick the
+  // retries before it: kombu's single try, its loop's first try 0.7 ms later, its next 90 ms on.)
+  constexpr std::int64_t fresh_stop_floor_us = 250'000;
   const bool acquires = op.outcome == op_outcome::ok;
   const auto stopped = [&](const waiter& w) {
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
            (!acquires && w.attempts >= 2 &&
-            op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
+            op.request_us - w.last_attempt_us >
+                std::max({3 * w.longest_gap_us + options.wake_window_us, w.last_ttl_us + options.wake_window_us,
+                          fresh_stop_floor_us}));
   };
   // A client that draws a new value for each round of attempts (dlock: a new ioredis-lock
   // Lock per push, its retries sharing its value) waits between rounds with nothing on
