@@ -126,6 +126,41 @@ TEST_CASE("argument roles: numbers and words are not values, two tokens are no s
   CHECK(rec.ops.empty());
 }
 
+// limits 2.8's moving-window rate limiter joined mid-run (its scripts only by EVALSHA): a hit
+// is `[timestamp, limit, expiry, amount]` answered 1 (allowed) or nil, a window's stats
+// `[since, limit]` answered `{oldest, count}`. No lock: nothing may come of it.
+TEST_CASE("argument roles: a decimal timestamp is no holder's value (a rate limiter's hit)", "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string hit(40, 'b');
+  std::int64_t t = 1'000'000;
+  for (const std::string ts : {"1796010652.9674013", "1796010653.0417058", "1796010653.087685"}) {
+    feed(r, {"EVALSHA", hit, "1", "LIMITER/api/shared/6/1/second", ts, "6", "1", "1"}, ":1\r\n", t += 20'000);
+  }
+  // `[timestamp, limit]` alone: the shape of node-redlock's `[value, ttl]`.
+  feed(r, {"EVALSHA", std::string(40, 'c'), "1", "LIMITER/api/shared/6/1/second", "1796010653.1608524", "6"},
+       ":1\r\n", t += 20'000);
+  CHECK(rec.ops.empty());
+}
+
+TEST_CASE("argument roles: a count a script answered in a list is learnt as a drawn value only from a call that acts "
+          "for it unambiguously",
+          "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string stats(40, 'c'), hit(40, 'b');
+  const std::string key = "LIMITER/login/shared/3/2/second";
+  std::int64_t t = 1'000'000;
+  // The window's stats answer {oldest, count}: the count 2 is kept as a candidate drawn value...
+  feed(r, {"EVALSHA", stats, "1", key, "1796010651", "3"}, "*2\r\n:1796010653\r\n:2\r\n", t += 20'000);
+  // ...and comes back as the hit's constant expiry, beside two other numbers: which one is
+  // the holder's, and which a lease, nothing says.
+  feed(r, {"EVALSHA", hit, "1", key, "1796010653.4027433", "3", "2", "1"}, ":1\r\n", t += 20'000);
+  feed(r, {"EVALSHA", stats, "1", key, "1796010651", "3"}, "*2\r\n:1796010653\r\n:3\r\n", t += 20'000);
+  feed(r, {"EVALSHA", stats, "1", key, "1796010652", "3"}, "*2\r\n:1796010655\r\n:2\r\n", t += 20'000);
+  CHECK(rec.ops.empty());
+}
+
 TEST_CASE("argument roles: joined mid-run, a hold begun before the capture is extended, not acquired, once the "
           "waiters' acquire is known",
           "[recognizer][argument_roles]") {

@@ -30,6 +30,27 @@ TEST_CASE("fresh values: a poller's attempts with a new value each are one wait,
   CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
 }
 
+// kombu's Mutex (tests/locks/effect_clients/kombu_mutex_worker.py): kombu's own single try,
+// then, 0.7 ms later over the same pooled connection, a retrying loop's first try, its next
+// 90-100 ms on; a new token each. Two tries at once teach no cadence to have stopped from:
+// a pause shorter than a spinner's (250 ms) is no give-up, as for a poller keeping its value.
+TEST_CASE("fresh values: two tries at once, then a slower cadence, are one wait, not a give-up",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 10'000);
+  set_attempt(f, "v1", 10, op_outcome::contended, 2, 10'000);
+  set_attempt(f, "v2", 10.7, op_outcome::contended, 2, 10'000);
+  set_attempt(f, "v3", 100, op_outcome::contended, 2, 10'000);
+  set_attempt(f, "v4", 195, op_outcome::contended, 2, 10'000);
+  set_release(f, "holder", 250, 1);
+  set_attempt(f, "v5", 290, op_outcome::ok, 2, 10'000);
+  f.timeline.finish(at(1000));
+  CHECK(f.events.count("gave_up") == 0);
+  const recorded_event* won = first_of(f.events, "acquired", "v5");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(290) + 100 - at(10));
+}
+
 TEST_CASE("fresh values: the lock free while the poller slept is measured across its changing values",
           "[timeline][waiter][fresh]") {
   fixture f;

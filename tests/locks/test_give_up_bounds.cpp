@@ -192,3 +192,37 @@ TEST_CASE("give-up bounds: a pub/sub waiter at the capture's end waits on", "[ti
 }
 
 }  // namespace lockscope::give_up_bounds_test
+
+namespace lockscope::give_up_bounds_test {
+
+// A poller whose next attempt comes far later than its cadence had stopped (continuing_waiter,
+// waiter_of_fresh_value: waiters.hpp): its wait ended somewhere from its last refusal to when
+// its next attempt was due, which never came; nothing on the wire says when. kombu's Mutex
+// loop (tests/locks/effect_clients/kombu_mutex_worker.py) sleeps once more after its last
+// refusal and gives up then: its log's waits lay 90-120 ms past the last refusal, shown as
+// exact waits ending there.
+TEST_CASE("give-up bounds: a poller that stopped, told by its next attempt far later, is bounded by when its "
+          "attempt was due",
+          "[timeline][waiter][give-up][bounds]") {
+  fixture f;
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 10'000);
+  SECTION("one value for every attempt") {
+    for (double t : {10.0, 110.0, 210.0, 310.0}) set_attempt(f, "p", t, op_outcome::contended, 2, 10'000);
+    set_attempt(f, "p", 2000, op_outcome::contended, 2, 10'000);
+  }
+  SECTION("a new value at every attempt") {
+    set_attempt(f, "9f2c1e77b04d4a6e", 10, op_outcome::contended, 2, 10'000);
+    set_attempt(f, "3b8d0c2f6e1a49d7", 110, op_outcome::contended, 2, 10'000);
+    set_attempt(f, "54a5dbacd48cb3de", 210, op_outcome::contended, 2, 10'000);
+    set_attempt(f, "68d3ce1e87266dc0", 310, op_outcome::contended, 2, 10'000);
+    set_attempt(f, "752088247f0bf9ca", 2000, op_outcome::contended, 2, 10'000);
+  }
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* e = f.events.first("gave_up");
+  CHECK(e->ended == locks::wait_end::new_wait);
+  CHECK(e->wait_us == at(310) + reply - at(10));
+  // its spacing 100 ms (reply to request) + half of it
+  CHECK(e->wait_at_most_us == at(310) + reply + 99'900 + 49'950 - at(10));
+}
+
+}  // namespace lockscope::give_up_bounds_test

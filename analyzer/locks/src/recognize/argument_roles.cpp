@@ -29,9 +29,22 @@ bool lock_recognizer::state::lease_in_seconds(std::string_view lease) noexcept {
   return parse_int(lease, v) && v > 0 && v < min_ms_lease;
 }
 
+// A decimal fraction (`1796010652.9674013`, `-0.5`): a timestamp, a score or a rate, which
+// rate limiters and queues pass to their scripts; a value drawn to name a lock's holder is
+// a token, never a measurement.
+bool lock_recognizer::state::is_decimal_fraction(std::string_view s) noexcept {
+  if (!s.empty() && s.front() == '-') s.remove_prefix(1);
+  const std::size_t dot = s.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == s.size()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i != dot && (s[i] < '0' || s[i] > '9')) return false;
+  }
+  return true;
+}
+
 bool lock_recognizer::state::looks_like_value(std::string_view s) noexcept {
   if (s.size() < 4 || s.size() > 512) return false;
-  if (std::int64_t v = 0; parse_int(s, v)) return false;
+  if (std::int64_t v = 0; parse_int(s, v) || is_decimal_fraction(s)) return false;
   // A random token (hex, a UUID, base64, `host:pid:n`) has digits and varied bytes; a
   // constant word (`PX`, `NX`, a mode, a prefix) has none.
   bool digit = false, upper = false, lower = false;

@@ -313,6 +313,8 @@ struct lock_recognizer::state {
   // ---- argument_roles.cpp: an unseen script's value and lease wherever they are ----
   // A random-looking token (digits, varied bytes; not a number, not a word like PX).
   static bool looks_like_value(std::string_view s) noexcept;
+  // A decimal fraction (a timestamp, a score, a rate): never a holder's value.
+  static bool is_decimal_fraction(std::string_view s) noexcept;
   // An unseen script's lease argument counts seconds (below 100), else milliseconds.
   static bool lease_in_seconds(std::string_view lease) noexcept;
   static recognizer_detail::argument_roles find_argument_roles(std::span<const std::string_view> argv) noexcept;

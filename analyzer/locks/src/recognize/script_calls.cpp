@@ -339,6 +339,10 @@ void lock_recognizer::state::infer_by_held_value(command_call& c, sha_entry* ent
   }
   std::string_view value, number;
   std::size_t values = 0, numbers = 0, value_at = 0, at = 0;
+  // A value an unseen script drew, coming back here: learnt only once this call acts for
+  // it unambiguously (a count that came back in a rate limiter's list reply and recurs
+  // among a call's constant arguments teaches nothing).
+  value_record* drawn = nullptr;
   auto consider = [&](std::string_view a) {
     ++at;
     if (learnt) {
@@ -358,7 +362,11 @@ void lock_recognizer::state::infer_by_held_value(command_call& c, sha_entry* ent
     }
     value_record* rec = flow.find(value_key(op.server_text, keys[0], a));
     if (rec != nullptr && rec->reply_position != 0 && !rec->held && rec->first_is_sha && rec->first_sha != current_sha) {
-      learn_drawn_value(*rec);
+      drawn = rec;
+      value = a;
+      value_at = at;
+      ++values;
+      return;
     }
     if (rec != nullptr && rec->held && (rec->deadline_us < 0 || rec->deadline_us > op.at_us())) {
       value = a;
@@ -376,6 +384,7 @@ void lock_recognizer::state::infer_by_held_value(command_call& c, sha_entry* ent
   if (values != 1 || numbers > 1) return;  // which is the owner, or the lease, is not sure
   std::int64_t lease = -1;
   if (numbers == 1 && (!parse_int(number, lease) || lease <= 0)) return;
+  if (drawn != nullptr) learn_drawn_value(*drawn);
   if (entry != nullptr && !learnt && value_at <= 255) {
     entry->holder_role = numbers == 1 ? script_op::extend : script_op::release;
     entry->holder_arg = static_cast<std::uint8_t>(value_at);
@@ -471,7 +480,8 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
     g.lease_argv = 3;
     g.now_argv = 4;
     return g;
-  } else if (argument_roles roles; keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) && is_number(argv[1]) &&
+  } else if (argument_roles roles; keys.size() >= 1 && argv.size() >= 2 && !is_number(argv[0]) &&
+                                    !is_decimal_fraction(argv[0]) && is_number(argv[1]) &&
              reply.kind == reply_view::shape::integer &&
              // `[value, db]` with no lease: a release (infer_by_argument_roles)
              !((roles = roles_of(argv)).value == 1 && roles.lease == 0)) {

@@ -355,7 +355,8 @@ struct lock_timeline::impl {
   static bool polls(const waiter& w);
   bool has_sibling(lock_state& l, std::uint32_t owner, std::uint64_t client);
   void report_give_up(lock_state& l, const waiter& w, wait_end how, std::int64_t ended, std::int64_t at, bool at_least);
-  void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at);
+  void give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at,
+               bool ended_at_least = false);
   void remember_exact_give_up(lock_extra& x, const waiter& w, std::int64_t wait_us);
   void likely_wait(const lock_extra& x, const waiter& w, lock_event& e);
   void stretch_waited_through_before_give_up(lock_state& l, const waiter& w, std::int64_t ended, std::int64_t at, lock_event& gave_up);

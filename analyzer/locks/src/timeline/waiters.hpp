@@ -438,7 +438,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
                       !w->fresh_values && w->longest_gap_us > options.wake_window_us;
   if (poller && t - w->last_attempt_us > std::max({3 * w->longest_gap_us + options.wake_window_us, w->last_ttl_us,
                                                    poller_stop_floor_us, backoff_reach_us(*w, options.wake_window_us)})) {
-    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us(), true);  // somewhere before its next attempt was due
     return nullptr;
   }
   // Its connection took another lock meanwhile and it did not keep polling (waiter_moved_on.hpp).
@@ -539,13 +539,18 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // a fresh value's retry) and carries no tasks side by side. (A fresh-value poller on a
   // connection whose other task waits for another lock keeps its wait.)
   const bool after_other_refusal = attempt_follows_other_refusal && connections[conn_index(op)].keeps_values;
+  // (As a poller's stop: a pause shorter than a spinner's is no give-up, however quick the
+  // retries before it: kombu's single try, its loop's first try 0.7 ms later, its next 90 ms on.)
+  constexpr std::int64_t fresh_stop_floor_us = 250'000;
   const bool acquires = op.outcome == op_outcome::ok;
   const auto stopped = [&](const waiter& w) {
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
            (!acquires && w.attempts >= 2 &&
-            op.request_us - w.last_attempt_us > std::max(3 * w.longest_gap_us, w.last_ttl_us) + options.wake_window_us);
+            op.request_us - w.last_attempt_us >
+                std::max({3 * w.longest_gap_us + options.wake_window_us, w.last_ttl_us + options.wake_window_us,
+                          fresh_stop_floor_us}));
   };
   // A client that draws a new value for each round of attempts (dlock: a new ioredis-lock
   // Lock per push, its retries sharing its value) waits between rounds with nothing on
@@ -598,7 +603,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
       for (waiter& w : xp(l)->waiters) {
         if (w.connection == op.connection && (w.fresh_values || w.withdrawn || w.attempts == 1) && w.seq != keep &&
             stopped(w)) {
-          give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us());
+          // A poller's cadence bounds when it stopped; a single try stopped at its refusal.
+          give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us(), w.attempts >= 2 && w.longest_gap_us > 0);
           again = true;
           break;
         }
@@ -673,8 +679,9 @@ inline void lock_timeline::impl::left_queue(std::uint32_t id, const lock_operati
 
 // The waiter left without acquiring: said (gave_up), then dropped. `ended`: when its
 // wait ended as far as `how` tells; `at`: now, when that became known.
-inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at) {
-  report_give_up(l, *w, how, ended, at, how == wait_end::last_attempt);
+inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at,
+                                        bool ended_at_least) {
+  report_give_up(l, *w, how, ended, at, ended_at_least || how == wait_end::last_attempt);
   drop_waiter(l, lock, w);
   release_closed_holder_if_done(l);
 }
