@@ -601,13 +601,15 @@ TEST_CASE("lock_groups reports the same with its one-key sets kept compact as wi
   }
 }
 
-// A set closed and opened again at the same time is its first timer's too (the record
-// it pins is the one opened again): that timer, coming due, ends the set opened again,
-// so the owner's next key starts a set of its own, compact or not.
+// A set closed (its owner's next round on its key, or the key released) and opened again
+// at the same time is its first timer's too (the record it pins is the one opened again):
+// that timer, coming due, ends the set opened again, so the owner's next key starts a set
+// of its own, compact or not.
 TEST_CASE("lock_groups: a one-key set opened again at its closed record's time ends with that record's timer",
           "[groups][fast]") {
-  for (bool compact : {false, true}) {
-    INFO("compact " << compact);
+  for (const int variant : {0, 1, 2, 3}) {
+    const bool compact = (variant & 1) != 0, released = (variant & 2) != 0;
+    INFO("compact " << compact << ", released " << released);
     timeline_test::event_recorder rec;
     locks::group_options o;
     o.max_open = 16;
@@ -616,6 +618,9 @@ TEST_CASE("lock_groups: a one-key set opened again at its closed record's time e
     const auto acquired = locks::lock_event_kind::acquired;
     const std::string client = "10.0.0.1:50000", server = "10.0.0.9:6379";
     groups.on_event(timeline_test::lock_event_of(acquired, 1'000, "a", "owner", client, server));
+    if (released) {  // its key given up: the set closes
+      groups.on_event(timeline_test::lock_event_of(locks::lock_event_kind::released, 1'000, "a", "owner", client, server));
+    }
     groups.on_event(timeline_test::lock_event_of(acquired, 1'000, "a", "owner", client, server));  // its next round
     for (int i = 0; i < 15; ++i) {  // other owners' sets: the first timer comes due (max_open), not the second
       groups.on_event(timeline_test::lock_event_of(acquired, 2'000, "k" + std::to_string(i), "other" + std::to_string(i),

@@ -995,8 +995,12 @@ struct lock_groups::impl {
       if (!streamed && options.compact_single_sets && options.max_set_keys > 0) {
         if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
         if (!sets.has_closed(set_lookup, set_hash)) {
-          open_single(e);
-          return;
+          const std::uint32_t closed = single_keyed(true);
+          if (closed == timeline_detail::no_id) {
+            open_single(e);
+            return;
+          }
+          set_of_single(closed);  // the closed record add opens again
         }
       }
       id = sets.add(set_lookup, set_hash);
@@ -1040,6 +1044,9 @@ struct lock_groups::impl {
     std::uint32_t server = 0;
     std::int32_t db = 0;
     bool acquired = false;
+    // Its key given up (released, expired): the set closed, as close_set leaves a record
+    // its timer still pins (found by no lookup; the key's next set opens it again).
+    bool closed = false;
     bool has_client_address = false, has_server_address = false;
     endpoint client_address{}, server_address{};
     std::int64_t start_us = 0;
@@ -1051,18 +1058,25 @@ struct lock_groups::impl {
   timeline_detail::stable_vector<single_set> singles;  // by id; free ones on free_singles
   std::vector<std::uint32_t> free_singles;
   timeline_detail::id_table single_ids;
-  std::size_t singles_open = 0;
+  std::size_t singles_open = 0;    // in single_ids, closed or not
+  std::size_t singles_closed = 0;  // of them, closed
 
   // The set keyed set_lookup (a record, or a single made one); no_id when there is none.
   std::uint32_t find_set() {
     const std::uint32_t id = sets.find(set_lookup, set_hash);
     if (id != timeline_detail::no_id || singles_open == 0) return id;
-    if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
-    const std::uint32_t single = single_ids.find_if(set_hash, [&](std::uint32_t i) {
-      const single_set& o = singles[i];
-      return ingest::same_bytes(o.owner(), set_lookup.first) && ingest::same_bytes(o.client(), set_lookup.second);
-    });
+    const std::uint32_t single = single_keyed(false);
     return single == timeline_detail::no_id ? single : set_of_single(single);
+  }
+  // The single keyed set_lookup, open or closed; no_id when there is none.
+  std::uint32_t single_keyed(bool closed) {
+    if ((closed ? singles_closed : singles_open - singles_closed) == 0) return timeline_detail::no_id;
+    if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
+    return single_ids.find_if(set_hash, [&](std::uint32_t i) {
+      const single_set& o = singles[i];
+      return o.closed == closed && ingest::same_bytes(o.owner(), set_lookup.first) &&
+             ingest::same_bytes(o.client(), set_lookup.second);
+    });
   }
   // e's try as a single (set_lookup is its key, set_hash its hash).
   void open_single(const lock_event& e) {
@@ -1093,12 +1107,14 @@ struct lock_groups::impl {
     o.has_server_address = e.server_endpoint != nullptr;
     if (e.server_endpoint != nullptr) o.server_address = *e.server_endpoint;
     o.start_us = e.ts_us;
+    o.closed = false;
     o.timer = pushed;
     single_ids.insert(i, set_hash);
     ++singles_open;
     push_timer(timer_kind::single, i, e.ts_us);
   }
   void drop_single(std::uint32_t i) {
+    if (singles[i].closed) --singles_closed;
     single_ids.erase(i, singles[i].hash);
     free_singles.push_back(i);
     --singles_open;
@@ -1125,7 +1141,9 @@ struct lock_groups::impl {
     sets.pin(id);
     ring[(head + static_cast<std::size_t>(o.timer - (pushed - queued))) % ring.size()] =
         timer{o.start_us, id, timer_kind::set};
+    const bool closed = o.closed;
     drop_single(i);
+    if (closed) sets.erase(id);  // closed, pinned by its timer
     return id;
   }
 
@@ -1145,8 +1163,18 @@ struct lock_groups::impl {
 
   void on_set_release(const lock_event& e) {
     make_set_key(e);
-    const std::uint32_t id = find_set();
-    if (id == timeline_detail::no_id || sets[id].overflowed) return;
+    const std::uint32_t id = sets.find(set_lookup, set_hash);
+    if (id == timeline_detail::no_id) {
+      // A single whose key this is closes as close_set would close its record (a set of
+      // one key: unreported), without becoming one (a RedLock's release on each server).
+      if (const std::uint32_t i = single_keyed(false);
+          i != timeline_detail::no_id && singles[i].lock() == e.lock && singles[i].db == e.db) {
+        singles[i].closed = true;
+        ++singles_closed;
+      }
+      return;
+    }
+    if (sets[id].overflowed) return;
     const key_set& s = sets[id];
     const bool member = std::any_of(s.keys.begin(), s.keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });

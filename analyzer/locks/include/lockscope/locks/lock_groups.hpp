@@ -69,8 +69,8 @@ struct group_options {
   // compares them); false is only for that test.
   bool lookup_shortcuts = true;
   // A set of one key (what nearly every try opens: a lock taken alone) is kept as a
-  // compact copy beside its timer, and becomes a record only when something else than
-  // its timer finds it (its owner's next try or release). false: a record at once. The
+  // compact copy beside its timer, becomes a record only when its owner's next try finds
+  // it, and is closed in place by a release of its key. false: a record at once. The
   // same events either way (a test compares them); false is only for that test.
   bool compact_single_sets = true;
 };
