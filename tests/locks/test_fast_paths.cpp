@@ -238,11 +238,14 @@ std::string describe(const timeline_test::recorded_event& e) {
 
 // Random lock events in runs from one client and owner (as pipelined calls arrive), on
 // one server first, then on three (the first tries are replayed then): what lock_groups
-// reports, one line an event.
-std::vector<std::string> group_events(std::uint64_t seed, bool shortcuts, std::size_t max_open) {
+// reports, one line an event. `lone_tries`: every other run's events each by an owner
+// of its own (an anomaly storm's random owners: sets of one key).
+std::vector<std::string> group_events(std::uint64_t seed, bool shortcuts, std::size_t max_open, bool compact_single_sets = true,
+                                      bool lone_tries = false) {
   timeline_test::event_recorder rec;
   locks::group_options o;
   o.lookup_shortcuts = shortcuts;
+  o.compact_single_sets = compact_single_sets;
   o.max_open = max_open;
   o.max_set_keys = 4;
   locks::lock_groups groups(o, rec);
@@ -260,14 +263,17 @@ std::vector<std::string> group_events(std::uint64_t seed, bool shortcuts, std::s
                                      "5f1c3a9e-7d2b-4e8a-9c61-2b7e4d9a0f35:7"sv};
   const std::string_view clients[] = {"10.0.0.1:50000"sv, "10.0.0.1:50001"sv, "x\0" "10.0.0.1:50000"sv, "10.0.0.2:50000"sv};
   std::int64_t t = 1'000'000;
+  std::uint64_t fresh = 0;
   for (int run = 0; run < 500; ++run) {
-    const std::string owner(owners[rng() % 4]);
+    std::string owner(owners[rng() % 4]);
     const std::string client(clients[rng() % 4]);
     const std::size_t server_count = run < 100 ? 1 : 3;
     for (std::uint64_t n = 1 + rng() % 40; n > 0; --n) {
-      t += static_cast<std::int64_t>(rng() % 40'000);
+      // Every third run in whole 20 ms steps, often none: calls answered at one time.
+      t += static_cast<std::int64_t>(run % 3 == 2 ? rng() % 3 * 20'000 : rng() % 40'000);
       const std::string lock = "k" + std::to_string(rng() % (run % 2 == 0 ? 5 : 400));
       const std::string server = servers[rng() % server_count];
+      if (lone_tries && run % 2 == 1) owner = "lone-" + std::to_string(++fresh);
       groups.on_event(timeline_test::lock_event_of(kinds[rng() % 10], t, lock, owner, client, server));
     }
     if (rng() % 50 == 0) groups.advance_to(t + 2'000'000);
@@ -574,4 +580,56 @@ TEST_CASE("timer_queue pops what a sorted map pops: its 'nothing due' bound neve
   CHECK(popped > 10'000);
   CHECK(refused > 10'000);
   CHECK(earlier > 1'000);
+}
+
+// One-key sets (a lock taken alone, nearly every try on one server) are kept as a copy
+// beside their timer until something finds them: the same events as a record each, on
+// one server and then three, with sets evicted early (max_open 16) or not.
+TEST_CASE("lock_groups reports the same with its one-key sets kept compact as with a record each", "[groups][fast]") {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    for (std::size_t max_open : {std::size_t{16}, std::size_t{8192}}) {
+      for (bool lone_tries : {false, true}) {
+        INFO("seed " << seed << ", max_open " << max_open << ", lone tries " << lone_tries);
+        const std::vector<std::string> records = group_events(seed, true, max_open, false, lone_tries);
+        const std::vector<std::string> compact = group_events(seed, true, max_open, true, lone_tries);
+        REQUIRE(records.size() == compact.size());
+        for (std::size_t i = 0; i < records.size(); ++i) REQUIRE(compact[i] == records[i]);
+        CHECK(std::any_of(records.begin(), records.end(),
+                          [](const std::string& line) { return line.find(" multilock ") != std::string::npos; }));
+      }
+    }
+  }
+}
+
+// A set closed (its owner's next round on its key, or the key released) and opened again
+// at the same time is its first timer's too (the record it pins is the one opened again):
+// that timer, coming due, ends the set opened again, so the owner's next key starts a set
+// of its own, compact or not.
+TEST_CASE("lock_groups: a one-key set opened again at its closed record's time ends with that record's timer",
+          "[groups][fast]") {
+  for (const int variant : {0, 1, 2, 3}) {
+    const bool compact = (variant & 1) != 0, released = (variant & 2) != 0;
+    INFO("compact " << compact << ", released " << released);
+    timeline_test::event_recorder rec;
+    locks::group_options o;
+    o.max_open = 16;
+    o.compact_single_sets = compact;
+    locks::lock_groups groups(o, rec);
+    const auto acquired = locks::lock_event_kind::acquired;
+    const std::string client = "10.0.0.1:50000", server = "10.0.0.9:6379";
+    groups.on_event(timeline_test::lock_event_of(acquired, 1'000, "a", "owner", client, server));
+    if (released) {  // its key given up: the set closes
+      groups.on_event(timeline_test::lock_event_of(locks::lock_event_kind::released, 1'000, "a", "owner", client, server));
+    }
+    groups.on_event(timeline_test::lock_event_of(acquired, 1'000, "a", "owner", client, server));  // its next round
+    for (int i = 0; i < 15; ++i) {  // other owners' sets: the first timer comes due (max_open), not the second
+      groups.on_event(timeline_test::lock_event_of(acquired, 2'000, "k" + std::to_string(i), "other" + std::to_string(i),
+                                                   "10.0.0.2:" + std::to_string(50000 + i), server));
+    }
+    groups.on_event(timeline_test::lock_event_of(acquired, 3'000, "b", "owner", client, server));
+    groups.finish(10'000'000);
+    CHECK(std::none_of(rec.events.begin(), rec.events.end(), [](const timeline_test::recorded_event& e) {
+      return e.event == "multilock";
+    }));
+  }
 }

@@ -161,6 +161,12 @@ class record_table {
     }
   }
   bool empty() const noexcept { return size_ == 0; }
+  // Whether a closed record (erased, still pinned) is keyed k: add would reuse it.
+  bool has_closed(const record_key& k, std::uint32_t hash) const {
+    if (closed_ == 0) return false;
+    const std::uint32_t id = keyed(k, hash);
+    return id != timeline_detail::no_id && !entries_[id].live;
+  }
 
  private:
   // The record in the table (live or closed) keyed k.
@@ -764,7 +770,7 @@ struct lock_groups::impl {
   }
   [[gnu::noinline]] std::uint32_t end_previous_set_by_key(const lock_event& e) {
     make_set_key(e);
-    const std::uint32_t id = sets.find(set_lookup, set_hash);
+    const std::uint32_t id = find_set();
     if (id == timeline_detail::no_id) return id;
     const key_set& st = sets[id];
     if (!st.overflowed && std::any_of(st.keys.begin(), st.keys.end(), [&](const set_key& k) {
@@ -812,7 +818,7 @@ struct lock_groups::impl {
       a->redisson = group != e.owner;  // grouped by client IP and thread: Redisson's owner ids
       a->servers_at_start = kr->servers.size();
       ++kr->open;
-      push_timer(false, id, e.ts_us);
+      push_timer(timer_kind::attempt, id, e.ts_us);
     }
     if (std::find(kr->servers.begin(), kr->servers.end(), server) == kr->servers.end()) kr->servers.push_back(server);
     if (std::any_of(a->votes.begin(), a->votes.end(), [](const vote& x) { return !x.acquired; })) {
@@ -981,14 +987,29 @@ struct lock_groups::impl {
       id = timeline_detail::no_id;
     }
     if (id == timeline_detail::no_id) {
-      id = sets.add(set_lookup, set_hash);
-      key_set& s = sets[id];
+      bool streamed = false;
       if (!streaming.empty()) {
         if (const auto it = streaming.find(stream_key(e.owner, e.client)); it != streaming.end()) {
-          if (e.ts_us - it->second <= options.window_us) s.overflowed = true;
+          if (e.ts_us - it->second <= options.window_us) streamed = true;
           else streaming.erase(it);
         }
       }
+      // A record closed but pinned by its timer is the one add would open again: only a
+      // key without one starts as a single (its timer then stands for a record of its own).
+      if (!streamed && options.compact_single_sets && options.max_set_keys > 0) {
+        if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
+        if (!sets.has_closed(set_lookup, set_hash)) {
+          const std::uint32_t closed = single_keyed(true);
+          if (closed == timeline_detail::no_id) {
+            open_single(e);
+            return;
+          }
+          set_of_single(closed);  // the closed record add opens again
+        }
+      }
+      id = sets.add(set_lookup, set_hash);
+      key_set& s = sets[id];
+      s.overflowed = streamed;
       s.owner = sets.first(id);
       s.client = sets.second(id);
       s.server = server_id(e.server);
@@ -997,7 +1018,7 @@ struct lock_groups::impl {
       s.has_server_address = e.server_endpoint != nullptr;
       if (e.server_endpoint != nullptr) s.server_address = *e.server_endpoint;
       s.start_us = e.ts_us;
-      push_timer(true, id, e.ts_us);
+      push_timer(timer_kind::set, id, e.ts_us);
     }
     key_set& s = sets[id];
     if (s.overflowed || s.keys.n >= options.max_set_keys) {
@@ -1011,6 +1032,123 @@ struct lock_groups::impl {
     k.acquired = e.event == lock_event_kind::acquired;
     if (!k.acquired) s.refused_us = e.ts_us;
     s.end_us = e.ts_us;
+  }
+
+  // Sets of one key (a try whose owner has no set open on its connection: on one server,
+  // nearly every try) kept as a copy of what their record would hold, found by the same
+  // key and hash, their timer in the ring as a record's. Whatever finds one (find_set:
+  // its owner's next try, a release) turns it into that record first, the timer pointed
+  // at it, so the code past find_set sees records only; its own timer just drops it (a
+  // set of one key closes unreported). No record, pin or key string per lone try.
+  struct single_set {
+    std::unique_ptr<char[]> text;  // owner, client, lock; kept with its capacity
+    std::uint32_t capacity = 0;
+    std::uint32_t owner_size = 0, client_size = 0, lock_size = 0;
+    std::uint32_t hash = 0;  // the set key's record_hash
+    std::uint32_t server = 0;
+    std::int32_t db = 0;
+    bool acquired = false;
+    // Its key given up (released, expired): the set closed, as close_set leaves a record
+    // its timer still pins (found by no lookup; the key's next set opens it again).
+    bool closed = false;
+    bool has_client_address = false, has_server_address = false;
+    endpoint client_address{}, server_address{};
+    std::int64_t start_us = 0;
+    std::uint64_t timer = 0;  // its timer's number (pushed)
+    std::string_view owner() const noexcept { return {text.get(), owner_size}; }
+    std::string_view client() const noexcept { return {text.get() + owner_size, client_size}; }
+    std::string_view lock() const noexcept { return {text.get() + owner_size + client_size, lock_size}; }
+  };
+  timeline_detail::stable_vector<single_set> singles;  // by id; free ones on free_singles
+  std::vector<std::uint32_t> free_singles;
+  timeline_detail::id_table single_ids;
+  std::size_t singles_open = 0;    // in single_ids, closed or not
+  std::size_t singles_closed = 0;  // of them, closed
+
+  // The set keyed set_lookup (a record, or a single made one); no_id when there is none.
+  std::uint32_t find_set() {
+    const std::uint32_t id = sets.find(set_lookup, set_hash);
+    if (id != timeline_detail::no_id || singles_open == 0) return id;
+    const std::uint32_t single = single_keyed(false);
+    return single == timeline_detail::no_id ? single : set_of_single(single);
+  }
+  // The single keyed set_lookup, open or closed; no_id when there is none.
+  std::uint32_t single_keyed(bool closed) {
+    if ((closed ? singles_closed : singles_open - singles_closed) == 0) return timeline_detail::no_id;
+    if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
+    return single_ids.find_if(set_hash, [&](std::uint32_t i) {
+      const single_set& o = singles[i];
+      return o.closed == closed && ingest::same_bytes(o.owner(), set_lookup.first) &&
+             ingest::same_bytes(o.client(), set_lookup.second);
+    });
+  }
+  // e's try as a single (set_lookup is its key, set_hash its hash).
+  void open_single(const lock_event& e) {
+    std::uint32_t i = 0;
+    if (!free_singles.empty()) {
+      i = free_singles.back();
+      free_singles.pop_back();
+    } else {
+      i = static_cast<std::uint32_t>(singles.size());
+      singles.emplace_back();
+    }
+    single_set& o = singles[i];
+    const std::size_t size = e.owner.size() + e.client.size() + e.lock.size();
+    if (size > o.capacity) {
+      o.capacity = static_cast<std::uint32_t>(std::max<std::size_t>(size, 96));
+      o.text = std::make_unique<char[]>(o.capacity);
+    }
+    ingest::copy_bytes(ingest::copy_bytes(ingest::copy_bytes(o.text.get(), e.owner), e.client), e.lock);
+    o.owner_size = static_cast<std::uint32_t>(e.owner.size());
+    o.client_size = static_cast<std::uint32_t>(e.client.size());
+    o.lock_size = static_cast<std::uint32_t>(e.lock.size());
+    o.hash = set_hash;
+    o.server = server_id(e.server);
+    o.db = e.db;
+    o.acquired = e.event == lock_event_kind::acquired;
+    o.has_client_address = e.client_endpoint != nullptr;
+    if (e.client_endpoint != nullptr) o.client_address = *e.client_endpoint;
+    o.has_server_address = e.server_endpoint != nullptr;
+    if (e.server_endpoint != nullptr) o.server_address = *e.server_endpoint;
+    o.start_us = e.ts_us;
+    o.closed = false;
+    o.timer = pushed;
+    single_ids.insert(i, set_hash);
+    ++singles_open;
+    push_timer(timer_kind::single, i, e.ts_us);
+  }
+  void drop_single(std::uint32_t i) {
+    if (singles[i].closed) --singles_closed;
+    single_ids.erase(i, singles[i].hash);
+    free_singles.push_back(i);
+    --singles_open;
+  }
+  // The record single i stands for, as on_set_try_member would have opened it, its timer
+  // now the record's.
+  std::uint32_t set_of_single(std::uint32_t i) {
+    const single_set& o = singles[i];
+    const std::uint32_t id = sets.add(record_key{o.owner(), o.client(), 0}, o.hash);
+    key_set& s = sets[id];
+    s.owner = sets.first(id);
+    s.client = sets.second(id);
+    s.server = o.server;
+    s.has_client_address = o.has_client_address;
+    s.client_address = o.client_address;
+    s.has_server_address = o.has_server_address;
+    s.server_address = o.server_address;
+    s.start_us = s.end_us = o.start_us;
+    set_key& k = s.keys.add();
+    k.name.assign(o.lock());
+    k.db = o.db;
+    k.acquired = o.acquired;
+    if (!k.acquired) s.refused_us = o.start_us;
+    sets.pin(id);
+    ring[(head + static_cast<std::size_t>(o.timer - (pushed - queued))) % ring.size()] =
+        timer{o.start_us, id, timer_kind::set};
+    const bool closed = o.closed;
+    drop_single(i);
+    if (closed) sets.erase(id);  // closed, pinned by its timer
+    return id;
   }
 
   // An overflowed set's owner tried its last key at `ts`.
@@ -1030,7 +1168,17 @@ struct lock_groups::impl {
   void on_set_release(const lock_event& e) {
     make_set_key(e);
     const std::uint32_t id = sets.find(set_lookup, set_hash);
-    if (id == timeline_detail::no_id || sets[id].overflowed) return;
+    if (id == timeline_detail::no_id) {
+      // A single whose key this is closes as close_set would close its record (a set of
+      // one key: unreported), without becoming one (a RedLock's release on each server).
+      if (const std::uint32_t i = single_keyed(false);
+          i != timeline_detail::no_id && singles[i].lock() == e.lock && singles[i].db == e.db) {
+        singles[i].closed = true;
+        ++singles_closed;
+      }
+      return;
+    }
+    if (sets[id].overflowed) return;
     const key_set& s = sets[id];
     const bool member = std::any_of(s.keys.begin(), s.keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
@@ -1043,31 +1191,36 @@ struct lock_groups::impl {
   // it is closed). A timer names its record by id and pins it (record_table): the same
   // key opened again is the same record, so the same key opened again at the same time
   // is that timer's too, as a lookup of the key would find. A ring of reused entries.
+  enum class timer_kind : std::uint8_t { attempt, set, single };
   struct timer {
     std::int64_t start_us = 0;
     std::uint32_t id = 0;
-    bool is_set = false;
+    timer_kind kind = timer_kind::attempt;
   };
   std::vector<timer> ring;
   std::size_t head = 0, queued = 0;
-  void push_timer(bool is_set, std::uint32_t id, std::int64_t start_us) {
+  std::uint64_t pushed = 0;  // timers pushed so far: the ring's front is number pushed - queued
+  void push_timer(timer_kind kind, std::uint32_t id, std::int64_t start_us) {
     // Pinned first: a full ring's oldest timer may close this very record (opened again at
     // its time), which must stay findable by the timer pushed here.
-    if (is_set) sets.pin(id);
-    else attempts.pin(id);
+    if (kind == timer_kind::set) sets.pin(id);
+    else if (kind == timer_kind::attempt) attempts.pin(id);
     if (queued >= options.max_open) close_front();  // memory stays bounded at any rate
     if (queued == ring.size()) {
       std::rotate(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head), ring.end());
       head = 0;
       ring.resize(std::max<std::size_t>(16, ring.size() * 2));
     }
-    ring[(head + queued++) % ring.size()] = timer{start_us, id, is_set};
+    ring[(head + queued++) % ring.size()] = timer{start_us, id, kind};
+    ++pushed;
   }
   void close_front() {
     const timer t = ring[head];
     head = (head + 1) % ring.size();
     --queued;
-    if (t.is_set) {
+    if (t.kind == timer_kind::single) {
+      drop_single(t.id);
+    } else if (t.kind == timer_kind::set) {
       if (sets.live(t.id) && sets[t.id].start_us == t.start_us) close_set(t.id, false);
       sets.unpin(t.id);
     } else {
@@ -1172,7 +1325,7 @@ struct lock_groups::impl {
         on_try(e, group_for(e));
         // on_try's timers may have closed sets: look again.
         make_set_key(e);
-        open_set = sets.find(set_lookup, set_hash);
+        open_set = find_set();
       }
       on_set_try(e, open_set);
       return;

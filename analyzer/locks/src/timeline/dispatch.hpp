@@ -92,7 +92,7 @@ inline void lock_timeline::impl::emit_linked(const lock_state& l, lock_event& e,
 // process, keeps its own).
 inline void lock_timeline::impl::decide_link(const lock_state& l, std::uint64_t sub, std::string_view owner, link_confidence confidence) {
   if (!outgoing.waits_on(sub, &l)) return;
-  outgoing.decide(sub, &l, owner, confidence, [](std::string_view a, std::string_view b) {
+  outgoing.decide(sub, &l, owner, confidence, [this](std::string_view a, std::string_view b) {
     const std::string_view ca = client_part(a);
     return !ca.empty() && ca == client_part(b);
   });

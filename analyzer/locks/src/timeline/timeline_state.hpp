@@ -338,7 +338,16 @@ struct lock_timeline::impl {
   void free_interval_ends(lock_state& l, std::int64_t at);
   void released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at);
   std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection) const;
-  static std::string_view client_part(std::string_view owner);
+  std::string_view client_part(std::string_view owner) const;
+  // client_part's last owner and its answer's length (0: none): an attempt asks about its
+  // owner two or three times, and the UUID's check is 160 instructions. A copy of the
+  // text, so that a buffer reused at the same address is no match.
+  struct client_part_answer {
+    std::array<char, 48> owner{};
+    std::size_t size = SIZE_MAX;
+    std::size_t part = 0;
+  };
+  mutable client_part_answer client_part_last;
   void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at);
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op);

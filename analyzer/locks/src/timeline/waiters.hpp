@@ -167,10 +167,19 @@ inline std::uint64_t lock_timeline::impl::client_key(std::uint32_t owner, std::u
 
 // The client part of a Redisson owner id (`<uuid>:<thread>` → uuid): the owners of
 // one client share its subscriber connection. Empty for other owners.
-inline std::string_view lock_timeline::impl::client_part(std::string_view owner) {
+inline std::string_view lock_timeline::impl::client_part(std::string_view owner) const {
+  client_part_answer& last = client_part_last;
+  if (owner.size() == last.size && ingest::same_bytes(owner, std::string_view(last.owner.data(), last.size))) {
+    return last.part == 0 ? std::string_view() : owner.substr(0, last.part);
+  }
   const std::size_t colon = owner.find(':');
-  if (colon == std::string_view::npos || !is_uuid_text(owner.substr(0, colon))) return {};
-  return owner.substr(0, colon);
+  const std::size_t part = colon == std::string_view::npos || !is_uuid_text(owner.substr(0, colon)) ? 0 : colon;
+  if (owner.size() <= last.owner.size()) {
+    std::memcpy(last.owner.data(), owner.data(), owner.size());
+    last.size = owner.size();
+    last.part = part;
+  }
+  return part == 0 ? std::string_view() : owner.substr(0, part);
 }
 
 // An attempt by a waiter that already failed before: a retry. It shows the waiter

@@ -68,6 +68,11 @@ struct group_options {
   // runs); false: every lookup hashes its key. The same events either way (a test
   // compares them); false is only for that test.
   bool lookup_shortcuts = true;
+  // A set of one key (what nearly every try opens: a lock taken alone) is kept as a
+  // compact copy beside its timer, becomes a record only when its owner's next try finds
+  // it, and is closed in place by a release of its key. false: a record at once. The
+  // same events either way (a test compares them); false is only for that test.
+  bool compact_single_sets = true;
 };
 
 class lock_groups final : public lock_event_sink {
