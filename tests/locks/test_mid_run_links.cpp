@@ -78,10 +78,27 @@ TEST_CASE("mid-run links: a subscriber first seen at its message is named once i
   CHECK(f.events.count("anomaly:subscription_lost") == 0);
 }
 
+TEST_CASE("mid-run links: a loaded JVM's leave 21-60 ms after its acquisition names it too",
+          "[timeline][links][held][mid_run]") {
+  // links_redisson_together.pcap cut 7 s in: a JVM's subscriber, begun before the capture,
+  // left 21.1 ms after its last waiter's acquisition; its 34 events went out unlinked.
+  for (const double after_ms : {21.1, 45.0}) {
+    INFO("leaves " << after_ms << " ms after");
+    fixture f(holding());
+    joined_mid_run(f, after_ms);
+    f.timeline.finish(at(5000));
+    const recorded_event* first = f.events.first("notified");
+    REQUIRE(first != nullptr);
+    CHECK(first->client == "10.0.0.5:40011");
+    CHECK(first->owner == pa);
+    CHECK(first->confidence == link_confidence::low);
+  }
+}
+
 TEST_CASE("mid-run links: a leave long after the acquisition names nobody, and no event names the wrong process",
           "[timeline][links][held][mid_run]") {
   fixture f(holding());
-  joined_mid_run(f, 60);  // outside the reaction window: not tied to A's acquisition
+  joined_mid_run(f, 61);  // past unknown_leave_us: not tied to A's acquisition
   f.timeline.finish(at(5000));
   for (const auto& e : f.events.events) {
     if (!subscriber_event(e)) continue;

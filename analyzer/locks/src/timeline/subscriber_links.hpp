@@ -390,14 +390,14 @@ inline std::uint64_t lock_timeline::impl::learn_lone_acquirer(lock_state& l, std
 // that client listens to the channel nowhere else and no waiter of it has waited since
 // before the acquisition (one that began after it is a new wait: its SUBSCRIBE comes once
 // this UNSUBSCRIBE is done). Its messages so far were held for this (emit_linked) and go
-// out naming it. Only within the reaction window (not slow_leave_us): node-redisson's
-// stale timers UNSUBSCRIBE beside other processes' acquisitions, seldom within it.
+// out naming it. Only within unknown_leave_us (not slow_leave_us): node-redisson's
+// stale timers UNSUBSCRIBE beside other processes' acquisitions, seldom that soon.
 inline std::uint64_t lock_timeline::impl::acquirer_leaving_unknown(lock_state& l, std::uint32_t lock, connection_info& s,
                                                                    std::int64_t request) {
   if (!has_extra(l)) return 0;
   lock_extra& x = *xp(l);
   const std::int64_t acquired = x.waited_acquired_us;
-  if (acquired < 0 || acquired > request || request - acquired > options.wake_window_us ||
+  if (acquired < 0 || acquired > request || request - acquired > unknown_leave_us ||
       x.waited_acquired_ip_tag != s.ip.tag()) {
     return 0;
   }
