@@ -80,10 +80,9 @@ inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
     lock_extra& x = *xp(l);
     // A missed wake-up rests on the link: a waiter certainly subscribed when the lock went
     // free and not told since (one that was told and is slow to retry, or that subscribed
-    // after, and retries once subscribed, missed nothing; nor one that nothing could tell).
+    // after, and retries once subscribed, missed nothing).
     const waiter* longest = nullptr;
     for (const waiter& w : x.waiters) {
-      if (x.freed_by_closed_holder_expiry(x.free_since_us)) break;  // told by nothing but its timer
       if (subscribed(w, id) && link_certain(w) && !w.notified && subscribed_by(w, id, x.free_since_us) &&
           (longest == nullptr || w.first_us < longest->first_us)) {
         longest = &w;

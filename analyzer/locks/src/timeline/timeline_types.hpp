@@ -215,10 +215,6 @@ struct lock_extra {
   std::uint32_t closed_owner = no_id;
   std::int64_t closed_at_us = -1;
   std::int64_t closed_expired_us = -1;
-  // Whether the lock went free at `at` by that lease running out: nothing publishes an
-  // expiry, so a subscribed waiter learns of it only by its timer (however late a loaded
-  // host runs it), and the free stretch from `at` is no missed wake-up.
-  bool freed_by_closed_holder_expiry(std::int64_t at) const { return closed_expired_us >= 0 && closed_expired_us == at; }
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
   bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
   bool subscribed_unseen = false;  // a subscription to its channel was first seen at a message

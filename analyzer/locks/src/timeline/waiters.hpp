@@ -242,14 +242,12 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   // Whether a missed wake-up rests, for the lock free since `from`.
   auto idle_rests = [&](std::int64_t from) {
     const bool subscribed_after = sub != nullptr && from >= 0 && sub->since_us > from;
-    return !w.pubsub || polls(w) ||
-           (!w.notified && !x.freed_by_closed_holder_expiry(from) &&
-            (w.sub_connection == 0 || (link_certain(w) && !subscribed_after)));
+    return !w.pubsub || polls(w) || (!w.notified && (w.sub_connection == 0 || (link_certain(w) && !subscribed_after)));
   };
   // What a certain link would have raised (said on this attempt's event instead).
   auto idle_withheld = [&](std::int64_t from) {
     return w.pubsub && !polls(w) && !w.notified && w.sub_connection != 0 && !link_certain(w) &&
-           !x.freed_by_closed_holder_expiry(from) && !(sub != nullptr && from >= 0 && sub->since_us > from);
+           !(sub != nullptr && from >= 0 && sub->since_us > from);
   };
   // A past free stretch (start..end) this waiter waited through: said once, then forgotten.
   auto report_stretch_waited_through = [&](auto& start_us, auto& end_us) {
