@@ -19,6 +19,21 @@
 using namespace lockscope::ingest;
 using namespace std::chrono_literals;
 
+namespace {
+// Root to capture on lo, and redis-server to talk to; else the test is skipped, saying why.
+bool can_capture_on_lo() {
+  if (::geteuid() != 0) {
+    WARN("live capture needs root here: skipping");
+    return false;
+  }
+  if (!lockscope::test::redis_server::available()) {
+    WARN("redis-server is not installed: skipping");
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
 TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") {
   CHECK(is_loopback_interface("lo"));
   CHECK_FALSE(is_loopback_interface("no-such-interface0"));
@@ -28,14 +43,7 @@ TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") 
 }
 
 TEST_CASE("on lo each packet is handed over once, and the kernel copies only the received one", "[capture][live]") {
-  if (::geteuid() != 0) {
-    WARN("live capture needs root here: skipping");
-    return;
-  }
-  if (!lockscope::test::redis_server::available()) {
-    WARN("redis-server is not installed: skipping");
-    return;
-  }
+  if (!can_capture_on_lo()) return;
   lockscope::test::redis_server server;
   live_options options;
   options.interface = "lo";
@@ -107,14 +115,7 @@ TEST_CASE("on lo each packet is handed over once, and the kernel copies only the
 // then the capture says it holds packets (the live loop's clock must not pass them), and
 // once they are handed over, that it holds none.
 TEST_CASE("out of immediate mode, the capture tells when the kernel holds packets not handed over", "[capture][live]") {
-  if (::geteuid() != 0) {
-    WARN("live capture needs root here: skipping");
-    return;
-  }
-  if (!lockscope::test::redis_server::available()) {
-    WARN("redis-server is not installed: skipping");
-    return;
-  }
+  if (!can_capture_on_lo()) return;
   lockscope::test::redis_server server;
   live_options options;
   options.interface = "lo";
