@@ -19,6 +19,21 @@
 using namespace lockscope::ingest;
 using namespace std::chrono_literals;
 
+namespace {
+// Root to capture on lo, and redis-server to talk to; else the test is skipped, saying why.
+bool can_capture_on_lo() {
+  if (::geteuid() != 0) {
+    WARN("live capture needs root here: skipping");
+    return false;
+  }
+  if (!lockscope::test::redis_server::available()) {
+    WARN("redis-server is not installed: skipping");
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
 TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") {
   CHECK(is_loopback_interface("lo"));
   CHECK_FALSE(is_loopback_interface("no-such-interface0"));
@@ -28,14 +43,7 @@ TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") 
 }
 
 TEST_CASE("on lo each packet is handed over once, and the kernel copies only the received one", "[capture][live]") {
-  if (::geteuid() != 0) {
-    WARN("live capture needs root here: skipping");
-    return;
-  }
-  if (!lockscope::test::redis_server::available()) {
-    WARN("redis-server is not installed: skipping");
-    return;
-  }
+  if (!can_capture_on_lo()) return;
   lockscope::test::redis_server server;
   live_options options;
   options.interface = "lo";
@@ -101,4 +109,36 @@ TEST_CASE("on lo each packet is handed over once, and the kernel copies only the
   CHECK(received >= static_cast<std::uint64_t>(handed_before));
   CHECK(received <= static_cast<std::uint64_t>(handed_over));
   CHECK(stats.dropped == 0);
+}
+
+// Out of immediate mode the kernel hands a block over when its timeout runs out: until
+// then the capture says it holds packets (the live loop's clock must not pass them), and
+// once they are handed over, that it holds none.
+TEST_CASE("out of immediate mode, the capture tells when the kernel holds packets not handed over", "[capture][live]") {
+  if (!can_capture_on_lo()) return;
+  lockscope::test::redis_server server;
+  live_options options;
+  options.interface = "lo";
+  options.ports = {server.port()};
+  options.immediate = false;
+  options.timeout_ms = 300;  // long enough to look while a block waits
+  options.max_gather_us = 0;
+  live_capture capture(options);
+  REQUIRE(capture.sent_copies_rejected());
+  int handed_over = 0;
+  auto count = [&](const captured_packet&) { ++handed_over; };
+  // What reached the ring before the filter was set is never handed over: settled once
+  // its count stays put.
+  const auto settle_by = std::chrono::steady_clock::now() + 5s;
+  while (capture.holds_unhanded_packets() && std::chrono::steady_clock::now() < settle_by) capture.dispatch(64, count);
+  REQUIRE_FALSE(capture.holds_unhanded_packets());
+  REQUIRE(handed_over == 0);
+  lockscope::test::resp_connection client(server.host(), server.port());
+  client.command("PING");
+  CHECK(capture.holds_unhanded_packets());  // in the block, whose timeout has not run out
+  // Well before a count that stays put settles (ten timeouts): handed over, not settled.
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (capture.holds_unhanded_packets() && std::chrono::steady_clock::now() < deadline) capture.dispatch(64, count);
+  CHECK(handed_over >= 4);  // the handshake's SYN and ACK, the PING and its reply (the SYN-ACK on the way back)
+  CHECK_FALSE(capture.holds_unhanded_packets());
 }

@@ -28,6 +28,8 @@
 
 #include "lockscope/lock/naming.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "lockscope/live/live_loop.hpp"
+#include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
 #include "child_process.hpp"
@@ -356,6 +358,93 @@ TEST_CASE("live: a step of the wall clock is reported, with its size (libfaketim
 // loop well after it was captured. The loop's clock must not pass a lease deadline while
 // a renewal captured before it is still in the kernel's ring: each lock here is renewed
 // 15 ms before its lease would run out, then released, and none expired.
+namespace {
+
+// A live source that hands the loop scripted turns: the wall clock at each, the packets
+// it hands over, and whether the kernel still holds packets it has not handed over.
+class scripted_live_source final : public lockscope::ingest::packet_source {
+ public:
+  struct turn {
+    std::int64_t now_us;
+    std::vector<std::pair<std::int64_t, std::string>> packets;  // (capture time, frame)
+    bool holds_unhanded = false;
+  };
+  explicit scripted_live_source(std::vector<turn> turns) : turns_(std::move(turns)) {}
+  result next(lockscope::ingest::captured_packet&) override { return result::end; }
+  result dispatch(int, packet_callback on_packet) override {
+    if (next_ == turns_.size()) return result::end;
+    const turn& t = turns_[next_++];
+    now_ = t.now_us;
+    for (const auto& [ts, frame] : t.packets) {
+      lockscope::ingest::captured_packet p;
+      p.ts_us = ts;
+      p.link_type = 1;  // DLT_EN10MB
+      p.data = frame;
+      p.wire_length = static_cast<std::uint32_t>(frame.size());
+      on_packet(p);
+    }
+    return t.packets.empty() ? result::timeout : result::packet;
+  }
+  void stop() noexcept override {}
+  drop_stats stats() const override { return {}; }
+  std::int64_t now_us() const override { return now_; }
+  bool live() const noexcept override { return true; }
+  bool holds_unhanded_packets() override { return next_ > 0 && turns_[next_ - 1].holds_unhanded; }
+
+ private:
+  std::vector<turn> turns_;
+  std::size_t next_ = 0;
+  std::int64_t now_ = 0;
+};
+
+struct expiry_counter : lockscope::locks::lock_event_sink {
+  int expired = 0;
+  void on_event(const lockscope::locks::lock_event& e) override {
+    expired += e.event == lockscope::locks::lock_event_kind::expired;
+  }
+};
+
+std::string resp_command(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+}  // namespace
+
+// The kernel hands a block over when its timeout runs out, which a busy host runs late
+// (112 ms after the block's first packet, on an idle 2-core VM): a turn with nothing
+// handed over while the kernel says it holds packets must not move the clock past them.
+TEST_CASE("live loop: the clock waits for packets the kernel holds but has not handed over", "[live][clock]") {
+  using lockscope::ingest::make_endpoint;
+  lockscope::ingest::tcp_conversation c(make_endpoint("127.0.0.1", 40000), make_endpoint("127.0.0.1", 6379));
+  auto frame = [](const lockscope::ingest::tcp_segment_spec& s) { return lockscope::ingest::make_frame(1, s); };
+  const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
+  const auto& renew = lockscope::lock::script(lockscope::lock::script_kind::renew);
+  const std::string owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:3";
+  constexpr std::int64_t t = 1'700'000'000'000'000, ms = 1000;
+  std::vector<std::pair<std::int64_t, std::string>> opening;
+  for (const auto& s : c.handshake()) opening.emplace_back(t, frame(s));
+  opening.emplace_back(t + 1, frame(c.client_sends(resp_command({"EVAL", std::string(acquire.text), "1", "L", "300", owner}))));
+  opening.emplace_back(t + 2, frame(c.server_sends("$-1\r\n")));
+  // Renewed 285 ms into the 300 ms lease; the kernel hands it over 130 ms later.
+  const std::vector<std::pair<std::int64_t, std::string>> renewal{
+      {t + 285 * ms, frame(c.client_sends(resp_command({"EVAL", std::string(renew.text), "1", "L", "300", owner})))},
+      {t + 285 * ms + 1, frame(c.server_sends(":1\r\n"))}};
+  for (const bool kernel_says_so : {true, false}) {
+    INFO(kernel_says_so);
+    scripted_live_source source({{t + 5 * ms, opening, false},
+                                 {t + 200 * ms, {}, false},
+                                 {t + 415 * ms, {}, kernel_says_so},  // the clock's lag alone: 310 ms, past the deadline
+                                 {t + 416 * ms, renewal, false},
+                                 {t + 500 * ms, {}, false}});
+    lockscope::live::recorder_hooks hooks("analyze", lockscope::live::recorder_options{});
+    expiry_counter events;
+    lockscope::live::run_live(lockscope::live::live_options{}, {source, hooks}, events);
+    CHECK(events.expired == (kernel_says_so ? 0 : 1));  // without its word, the lag is all the clock has
+  }
+}
+
 TEST_CASE("live --summary: a renewal captured just before the deadline and handed over after it is no expiry",
           "[live][clock]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;

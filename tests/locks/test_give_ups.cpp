@@ -209,9 +209,23 @@ sleep 3.2
   CHECK(str(*acquired[1], "closed_holder") == dead_owner);
   CHECK(num(*acquired[1], "holder_lease_ran_out_at") == num(*expired[0], "ts"));
   // The waiter retried when the TTL it was given ran out: not a missed wake-up.
-  for (const char* kind : {"anomaly:woken_by_timeout", "anomaly:subscription_lost", "anomaly:idle_with_waiters"}) {
+  for (const char* kind : {"anomaly:woken_by_timeout", "anomaly:subscription_lost"}) {
     INFO(kind);
     CHECK(of(events, "gu:dead", kind).empty());
+  }
+  // The lock was free from the expiry to that retry: idle_with_waiters exactly when the
+  // retry came past the 50 ms threshold (a loaded host ran the waiter's timer 53.7 ms
+  // late once), for that stretch. Its acquisition's reply follows the retry within a few
+  // ms: 10 ms either side of the threshold is left open.
+  const auto idle = of(events, "gu:dead", "anomaly:idle_with_waiters");
+  const double retried_after_ms = (num(*acquired[1], "ts") - num(*expired[0], "ts")) * 1000;
+  INFO("acquired " << retried_after_ms << " ms after the expiry");
+  CHECK(idle.size() <= 1);
+  if (retried_after_ms < 50) CHECK(idle.empty());
+  if (retried_after_ms >= 60) CHECK(idle.size() == 1);
+  for (const auto* e : idle) {
+    CHECK(num(*e, "since") == num(*expired[0], "ts"));
+    CHECK(str(*e, "owner") == str(*acquired[1], "owner"));
   }
 
   // The text says it in words, and the summary counts the give-ups in their own column.

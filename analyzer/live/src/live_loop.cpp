@@ -37,8 +37,12 @@ live_result run_live(const live_options& options, const live_parts& parts, lock_
   // clock less what a packet may still wait in a block the kernel has not handed over
   // (its timeout, out of immediate mode). A deadline must not fire before a renewal
   // captured in time and still in the ring. A replay's clock already stops at its next packet.
-  const bool live = dynamic_cast<ingest::live_capture*>(&source) != nullptr;
+  // The kernel runs a block's timeout late on a busy host (a block handed over 112 ms
+  // after its first packet, idle): while it says it holds packets not handed over, the
+  // clock waits at the newest handed over, for at most held_back_max_us.
+  const bool live = source.live();
   const std::int64_t idle_lag_us = 5000 + (live && !options.immediate ? ingest::live_options{}.timeout_ms * 1000 : 0);
+  constexpr std::int64_t held_back_max_us = 1'000'000;
   std::int64_t newest_packet_us = INT64_MIN;
   const bool hooks_active = hooks.active();
   auto on_packet = [&](const captured_packet& p) {
@@ -54,7 +58,10 @@ live_result run_live(const live_options& options, const live_parts& parts, lock_
     const std::int64_t now = now_us();
     if (!got) hooks.on_loop(nullptr, now);
     // Lease deadlines pass on the clock even when the lock's traffic stops.
-    const std::int64_t clock = !live ? now - 5000 : got ? std::min(now - 5000, newest_packet_us) : now - idle_lag_us;
+    const std::int64_t clock = !live ? now - 5000
+                               : got ? std::min(now - 5000, newest_packet_us)
+                               : source.holds_unhanded_packets() ? std::max(newest_packet_us, now - held_back_max_us)
+                                                                 : now - idle_lag_us;
     pipeline.advance_to(clock);  // packets carry capture times slightly behind now
     if (options.on_turn) options.on_turn(got);
     if (metrics) metrics->poll();

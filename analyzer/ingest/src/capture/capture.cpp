@@ -365,7 +365,9 @@ live_capture::live_capture(const live_options& options) {
     handle_ = nullptr;
     throw capture_error(message);
   }
-  if (is_loopback_interface(options.interface)) reject_sent_copies(filter);
+  const bool loopback = is_loopback_interface(options.interface);
+  if (loopback) reject_sent_copies(filter);
+  counts_handed_ = !options.immediate && (loopback ? sent_copies_rejected_ : options.interface != "any");
 }
 
 void live_capture::reject_sent_copies(const std::string& filter) {
@@ -425,6 +427,7 @@ live_capture::result live_capture::next(captured_packet& out) {
   out.data = std::string_view(reinterpret_cast<const char*>(data), header->caplen);
   out.wire_length = header->len;
   out.source = 0;
+  ++handed_;
   return result::packet;
 }
 
@@ -474,7 +477,25 @@ live_capture::result live_capture::dispatch(int max_packets, packet_callback on_
     rc = pcap_dispatch(p, count, on_ring_packet, user);
   }
   bytes_since_wake_ += context.ring_bytes;
+  if (rc > 0) handed_ += static_cast<std::uint32_t>(rc);
   return rc > 0 ? result::packet : ended_or_timeout(rc);
+}
+
+bool live_capture::holds_unhanded_packets() {
+  pcap_stat st{};
+  if (!counts_handed_ || pcap_stats(static_cast<pcap_t*>(handle_), &st) != 0) return false;
+  // ps_recv counts the packets the kernel dropped too (the buffer was full).
+  const std::uint32_t unhanded = static_cast<std::uint32_t>(st.ps_recv - st.ps_drop) - handed_;
+  const std::int64_t now = now_us();
+  if (unhanded != unhanded_seen_) {
+    unhanded_seen_ = unhanded;
+    unhanded_since_us_ = now;
+  } else if (now - unhanded_since_us_ > std::int64_t{timeout_ms_} * 10'000) {
+    // Ten times a block's timeout: a count that stays put so long is of packets libpcap
+    // will never hand over.
+    unhanded_settled_ = unhanded;  // a block's timeout is long past: libpcap skipped them
+  }
+  return unhanded != unhanded_settled_;
 }
 
 live_capture::result live_capture::ended_or_timeout(int rc) {

@@ -185,6 +185,12 @@ class packet_source {
   // The loop's clock, epoch microseconds: the wall clock live, the replayed time in a
   // replay (never past the next packet's time).
   virtual std::int64_t now_us() const = 0;
+  // A live interface: packets come on the wall clock, and may wait in the kernel.
+  virtual bool live() const noexcept { return false; }
+  // Whether the kernel holds packets it has received but not handed over yet (out of
+  // immediate mode, in a block that waits for its timeout, which a loaded host runs late):
+  // the loop's clock must not pass them. False when the source cannot tell.
+  virtual bool holds_unhanded_packets() { return false; }
 };
 
 class live_capture final : public packet_source {
@@ -200,6 +206,8 @@ class live_capture final : public packet_source {
   std::string failure() const override { return failure_; }
   drop_stats stats() const override;
   std::int64_t now_us() const override;
+  bool live() const noexcept override { return true; }
+  bool holds_unhanded_packets() override;
   int link_type() const noexcept { return link_type_; }
   // The BPF expression in use (--filter, or the one built from the ports).
   const std::string& filter() const noexcept { return filter_; }
@@ -229,6 +237,15 @@ class live_capture final : public packet_source {
   std::optional<capture_gathering> gathering_;  // out of immediate mode only
   std::uint64_t bytes_since_wake_ = 0;          // what the ring held of the packets taken
   bool idle_since_wake_ = false;                // a poll timed out with nothing since
+  // Packets handed over, against the kernel's count of those it received: only where
+  // libpcap skips none of them (out of immediate mode; on loopback once the kernel
+  // rejects the sent copies, which libpcap would skip; not on `any`, which has them too).
+  bool counts_handed_ = false;
+  std::uint32_t handed_ = 0;  // wraps as the kernel's count does
+  // The kernel's count less those handed over: when it last changed, and the value it
+  // settled at, which libpcap skipped (what reached the ring before the filter was set).
+  std::uint32_t unhanded_seen_ = 0, unhanded_settled_ = 0;
+  std::int64_t unhanded_since_us_ = 0;
 };
 
 }  // namespace lockscope::ingest
