@@ -95,6 +95,28 @@ TEST_CASE("mid-run links: a loaded JVM's leave 21-60 ms after its acquisition na
   }
 }
 
+TEST_CASE("mid-run links: a waiter whose whole wait came before the capture is named by its leave after the message",
+          "[timeline][links][held][mid_run]") {
+  // links_lockscope.pcap cut 5 s in: the capture's first packets are a publish to a
+  // subscriber begun before it, the acquisition of a waiter never seen refused (its
+  // attempts all came before), and that subscriber's leave: 2 events went out unlinked.
+  fixture f(holding());
+  attempt(f, holder, 0, 4, op_outcome::ok);
+  release(f, holder, 100, 4);
+  channel(f, lock_op_kind::message, 100.05, 11);
+  attempt(f, pa, 101, 1, op_outcome::ok);
+  channel(f, lock_op_kind::unsubscribe, 106, 11);
+  release(f, pa, 250, 1);
+  f.timeline.finish(at(5000));
+  const recorded_event* notified = f.events.first("notified");
+  REQUIRE(notified != nullptr);
+  CHECK(notified->owner == pa);
+  CHECK(notified->confidence == link_confidence::low);
+  const recorded_event* left = f.events.first("unsubscribed");
+  REQUIRE(left != nullptr);
+  CHECK(left->owner == pa);
+}
+
 TEST_CASE("mid-run links: a leave long after the acquisition names nobody, and no event names the wrong process",
           "[timeline][links][held][mid_run]") {
   fixture f(holding());

@@ -190,7 +190,9 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     owners.retain(kept);
     owners.release(x.acquired_owner);
     x.acquired_owner = kept;
-    if (wait >= 0) {  // (learn_lone_acquirer)
+    // (learn_lone_acquirer; acquirer_leaving_unknown: on a lock with subscriptions begun
+    // before the capture, an acquisition right after a message ends a wait begun before it)
+    if (wait >= 0 || (x.subscribed_unseen && message_just_before(x, at))) {
       x.waited_acquired_us = at;
       x.waited_acquired_client = client;
       x.waited_acquired_ip_tag = connections[conn].ip.tag();

@@ -597,6 +597,14 @@ inline void lock_timeline::impl::note_message(lock_extra& x, const connection_in
   *slot = {s.id, at};
 }
 
+// Whether a message reached a subscriber of the lock within the wake window before `at`.
+inline bool lock_timeline::impl::message_just_before(const lock_extra& x, std::int64_t at) const {
+  for (const auto& m : x.recent_messages) {
+    if (m.sub != 0 && m.at_us <= at && at - m.at_us <= options.wake_window_us) return true;
+  }
+  return false;
+}
+
 // Subscriber `s` is known to be another client's than `client`: by its life, its
 // established episodes, a retry that answered its SUBSCRIBE, or a sure link.
 inline bool lock_timeline::impl::known_other_client(connection_info& s, std::uint32_t lock, std::uint64_t client) {

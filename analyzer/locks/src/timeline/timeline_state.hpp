@@ -405,6 +405,7 @@ struct lock_timeline::impl {
   bool subscribes_elsewhere(std::uint64_t client, const connection_info& s);
   bool listens_elsewhere(std::uint64_t client, const connection_info& s, std::uint32_t lock);
   bool busy_before_capture(const lock_state& l) const;
+  bool message_just_before(const lock_extra& x, std::int64_t at) const;
   void learn_lone_refused(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
   std::uint64_t learn_lone_acquirer(lock_state& l, std::uint32_t lock, connection_info& s,
                            const connection_info::subscription* sub, std::int64_t request);
