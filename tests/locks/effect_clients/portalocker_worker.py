@@ -27,13 +27,13 @@ Needs python3-portalocker and python3-redis (Debian).
 import json
 import os
 import random
-import socket
 import sys
 import time
 
 import redis
 from portalocker import exceptions
 from portalocker.redis import RedisLock
+from python_worker import connect_from_own_address
 
 port = int(sys.argv[1])
 proc = sys.argv[2]
@@ -122,17 +122,7 @@ class LoggedRedisLock(RedisLock):
 # processes on separate hosts or pods do: the client host is all that tells such a
 # client's processes apart on the wire.
 # (SAME_HOST=1: all from 127.0.0.1, as processes on one host.)
-own_address = "127.0.0.%d" % (10 + int(proc[-1])) if proc[-1].isdigit() and not os.environ.get("SAME_HOST") else "127.0.0.1"
-_connect = socket.socket.connect
-
-
-def connect_from_own_address(sock, address):
-    if sock.family == socket.AF_INET:
-        sock.bind((own_address, 0))
-    return _connect(sock, address)
-
-
-socket.socket.connect = connect_from_own_address
+connect_from_own_address(proc)
 connection = redis.Redis(host="127.0.0.1", port=port, health_check_interval=10)
 rng = random.Random(hash(proc) & 0xffff)
 time.sleep(0.05 * int(proc[-1]) if proc[-1].isdigit() else 0)

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import random
-import socket
 import sys
 import threading
 import time
@@ -44,6 +43,7 @@ import redis
 import redis.client
 from rq import Queue, SimpleWorker
 from rq.scheduler import RQScheduler
+from python_worker import connect_from_own_address
 
 port = int(sys.argv[1])
 proc = sys.argv[2]
@@ -163,17 +163,7 @@ Queue.acquire_cleaning_lock = acquire_cleaning_lock
 
 # Each process connects from a loopback address of its own (p1 from 127.0.0.11, ...), as
 # processes on separate hosts or pods do (SAME_HOST=1: all from 127.0.0.1).
-own_address = "127.0.0.%d" % (10 + int(proc[-1])) if proc[-1].isdigit() and not os.environ.get("SAME_HOST") else "127.0.0.1"
-_connect = socket.socket.connect
-
-
-def connect_from_own_address(sock, address):
-    if sock.family == socket.AF_INET:
-        sock.bind((own_address, 0))
-    return _connect(sock, address)
-
-
-socket.socket.connect = connect_from_own_address
+connect_from_own_address(proc)
 logging.disable(logging.INFO)
 connection = redis.Redis(host="127.0.0.1", port=port)
 queues = [Queue(name, connection=connection) for name in QUEUES]

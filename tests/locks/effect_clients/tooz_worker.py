@@ -31,7 +31,6 @@ Needs python3-tooz and python3-redis (Debian).
 import json
 import os
 import random
-import socket
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ import time
 from redis import exceptions as redis_exceptions
 from redis.lock import Lock
 from tooz import coordination
+from python_worker import connect_from_own_address
 
 port = int(sys.argv[1])
 proc = sys.argv[2]
@@ -116,17 +116,7 @@ Lock.do_acquire, Lock.acquire, Lock.do_release, Lock.do_reacquire = do_acquire, 
 
 # Each process connects from a loopback address of its own (p1 from 127.0.0.11, ...), as
 # processes on separate hosts or pods do (SAME_HOST=1: all from 127.0.0.1).
-own_address = "127.0.0.%d" % (10 + int(proc[-1])) if proc[-1].isdigit() and not os.environ.get("SAME_HOST") else "127.0.0.1"
-_connect = socket.socket.connect
-
-
-def connect_from_own_address(sock, address):
-    if sock.family == socket.AF_INET:
-        sock.bind((own_address, 0))
-    return _connect(sock, address)
-
-
-socket.socket.connect = connect_from_own_address
+connect_from_own_address(proc)
 rng = random.Random(hash(proc) & 0xffff)
 member = ("worker-" + proc).encode()
 coord = coordination.get_coordinator(
