@@ -340,3 +340,37 @@ TEST_CASE("mid-run links: on a lock busy before the capture, a lone candidate in
     CHECK(sub->confidence == link_confidence::high);
   }
 }
+
+TEST_CASE("mid-run links: a leave no acquisition explains leaves its guesses waiting for the connection's next sure link",
+          "[timeline][links][held][mid_run]") {
+  // captures/thirdparty/redisson.pcap cut 3 and 4 s in: in the capture's first second a
+  // JVM's subscriber (opened before it) SUBSCRIBEs just after another JVM's refusal, and
+  // leaves again before its own retry (no acquisition to name it). Its guesses went out
+  // as they stood at that leave: naming the other JVM (7 and 14 events, low) or, here,
+  // nobody. Its next subscription's leave, after its own acquisition, names it.
+  locks::timeline_options o = holding(2'000'000);
+  o.capture_start_us = at(0);
+  fixture f(o);
+  attempt(f, pb, 5, 2);  // the lock busy before the capture: no holder seen taking it
+  channel(f, lock_op_kind::subscribe, 8, 11);  // A's; B's refusal is the only one seen
+  channel(f, lock_op_kind::unsubscribe, 60, 11);
+  attempt(f, pa, 150, 1);
+  channel(f, lock_op_kind::subscribe, 152, 11);
+  release(f, holder, 200, 4);
+  channel(f, lock_op_kind::message, 200.05, 11);
+  attempt(f, pa, 200.5, 1, op_outcome::ok);
+  channel(f, lock_op_kind::unsubscribe, 201, 11);
+  release(f, pa, 300, 1);
+  f.timeline.finish(at(5000));
+  int on_a = 0;
+  for (const auto& e : f.events.events) {
+    if (!subscriber_event(e)) continue;
+    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
+    CHECK(e.owner == pa);
+    ++on_a;
+  }
+  CHECK(on_a == 5);  // 2 subscribed, 1 notified, 2 unsubscribed
+  const recorded_event* first = f.events.first("subscribed");
+  REQUIRE(first != nullptr);
+  CHECK(first->confidence == link_confidence::low);  // the process is shown; its waiter then was a guess
+}

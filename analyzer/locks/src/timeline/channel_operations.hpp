@@ -237,6 +237,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   }
   lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
   e.owner = {};
+  bool shown = sub == nullptr || leaver != no_id || lone_acquirer != 0;  // what the leave shows
   if (sub != nullptr) {
     e.owner = owners.text(sub->owner);
     e.confidence = sub->owner == no_id ? link_confidence::none : confidence_of(s, sub->client, sub->confidence);
@@ -256,6 +257,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
         if (w.client == partner) {
           e.owner = owners.text(w.owner);
           e.confidence = established_confidence(s, partner);
+          shown = true;
           break;
         }
       }
@@ -299,8 +301,19 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   }
   set_inactive(conn, id, at);
   // The subscription's end is the evidence its guessed events waited for: the process
-  // that just acquired leaves its channel (named above); they go out naming it.
-  decide_link(l, s.id, e.owner, e.confidence);
+  // that just acquired leaves its channel (named above); they go out naming it. A leave
+  // that no acquisition explains shows nothing: its guessed events (and this one's guess)
+  // wait on for a sure link of the connection later, or the bound (seen on Redisson
+  // joined mid-run: JVMs that leave before their retry, their first second's guesses
+  // settled wrong by their own leaves).
+  if (shown || e.confidence == link_confidence::high || e.confidence == link_confidence::certain) {
+    decide_link(l, s.id, e.owner, e.confidence);
+  } else if (outgoing.waits_on(s.id, &l) && !e.owner.empty() && !(has_extra(l) && xp(l)->waiters.size() > scanned_waiters) &&
+             outgoing.hold(e, s.id, &l, sink)) {
+    outgoing.outlive(s.id, &l);  // this leave's guess waits with theirs
+    schedule(id);
+    return;
+  }
   emit(l, e);
   schedule(id);
 }

@@ -96,14 +96,27 @@ class held_events {
       if (!s.undecided || s.sub != sub || s.lock_row != lock) continue;
       if (!owner.empty()) {
         lock_event& e = s.ev.event();
+        // Decided by a later subscription's link: the process is shown, the waiter of it
+        // that an ended subscription served stays a guess.
+        const link_confidence shown = s.outlived ? link_confidence::low : confidence;
         if (e.owner != owner && !same_client(e.owner, owner)) {
           s.ev.set_owner(owner);
-          e.confidence = confidence;
-        } else if (rank(confidence) > rank(e.confidence)) {
-          e.confidence = confidence;
+          e.confidence = shown;
+        } else if (rank(shown) > rank(e.confidence)) {
+          e.confidence = shown;
         }
       }
       settle(s);
+    }
+  }
+
+  // The subscription (sub, lock) ended with nothing shown: its held events wait on for
+  // the connection's next sure link (a connection is one process's) or the bound.
+  void outlive(std::uint64_t sub, const void* lock) {
+    if (undecided_ == 0 || !pending_per_sub_.contains(sub)) return;
+    for (std::size_t i = 0; i < count_; ++i) {
+      slot& s = at(i);
+      if (s.undecided && s.sub == sub && s.lock_row == lock) s.outlived = true;
     }
   }
 
@@ -192,6 +205,7 @@ class held_events {
   struct slot {
     owned_event ev;
     bool undecided = false;
+    bool outlived = false;  // its subscription ended unexplained (outlive)
     std::uint64_t sub = 0;
     const void* lock_row = nullptr;  // the lock's row (lock_store: stable while the lock is kept)
   };
@@ -234,6 +248,7 @@ class held_events {
     ++count_;
     s.ev.assign(e);
     s.undecided = undecided;
+    s.outlived = false;
     s.sub = sub;
     s.lock_row = lock;
   }
