@@ -374,3 +374,32 @@ TEST_CASE("mid-run links: a leave no acquisition explains leaves its guesses wai
   REQUIRE(first != nullptr);
   CHECK(first->confidence == link_confidence::low);  // the process is shown; its waiter then was a guess
 }
+
+TEST_CASE("mid-run links: a subscription first seen at its message that leaves before its retry is named by its next leave",
+          "[timeline][links][held][mid_run]") {
+  // captures/thirdparty/redisson.pcap cut 4 s in: the capture begins with a release and
+  // its message to three subscribers begun before it, which leave 5 ms later, before
+  // their JVMs retry; their 3 leaves went out naming nobody.
+  fixture f(holding(2'000'000));
+  release(f, holder, 100, 4);
+  channel(f, lock_op_kind::message, 100.05, 11);
+  channel(f, lock_op_kind::unsubscribe, 105, 11);
+  attempt(f, pa, 110, 1, op_outcome::ok);
+  release(f, pa, 200, 1);
+  attempt(f, holder, 250, 4, op_outcome::ok);
+  attempt(f, pa, 300, 1);
+  channel(f, lock_op_kind::subscribe, 302, 11);
+  release(f, holder, 400, 4);
+  channel(f, lock_op_kind::message, 400.05, 11);
+  attempt(f, pa, 400.5, 1, op_outcome::ok);
+  channel(f, lock_op_kind::unsubscribe, 401, 11);
+  f.timeline.finish(at(5000));
+  int on_a = 0;
+  for (const auto& e : f.events.events) {
+    if (!subscriber_event(e)) continue;
+    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
+    CHECK(e.owner == pa);
+    ++on_a;
+  }
+  CHECK(on_a == 5);  // 2 notified, 2 unsubscribed, 1 subscribed
+}

@@ -238,6 +238,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   lock_event e = from_op(l, op, lock_event_kind::unsubscribed);
   e.owner = {};
   bool shown = sub == nullptr || leaver != no_id || lone_acquirer != 0;  // what the leave shows
+  const bool unknown = sub != nullptr && sub->owner == no_id;  // begun before the capture, named by nothing yet
   if (sub != nullptr) {
     e.owner = owners.text(sub->owner);
     e.confidence = sub->owner == no_id ? link_confidence::none : confidence_of(s, sub->client, sub->confidence);
@@ -308,8 +309,8 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   // settled wrong by their own leaves).
   if (shown || e.confidence == link_confidence::high || e.confidence == link_confidence::certain) {
     decide_link(l, s.id, e.owner, e.confidence);
-  } else if (outgoing.waits_on(s.id, &l) && !e.owner.empty() && !(has_extra(l) && xp(l)->waiters.size() > scanned_waiters) &&
-             outgoing.hold(e, s.id, &l, sink)) {
+  } else if (((unknown && e.owner.empty()) || (!e.owner.empty() && outgoing.waits_on(s.id, &l))) &&
+             !(has_extra(l) && xp(l)->waiters.size() > scanned_waiters) && outgoing.hold(e, s.id, &l, sink)) {
     outgoing.outlive(s.id, &l);  // this leave's guess waits with theirs
     schedule(id);
     return;
