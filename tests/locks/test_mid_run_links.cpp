@@ -34,6 +34,18 @@ bool subscriber_event(const recorded_event& e) {
   return e.event == "subscribed" || e.event == "notified" || e.event == "unsubscribed";
 }
 
+// Checks that every subscriber event (on `client`, if given) names `owner`; returns how many.
+int subscriber_events_naming(const fixture& f, const std::string& owner, std::string_view client = {}) {
+  int n = 0;
+  for (const auto& e : f.events.events) {
+    if (!subscriber_event(e) || (!client.empty() && e.client != client)) continue;
+    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
+    CHECK(e.owner == owner);
+    ++n;
+  }
+  return n;
+}
+
 // The process whose subscriber the event is on.
 const std::string& truth_of(const recorded_event& e) { return e.client == "10.0.0.5:40011" ? pa : pb; }
 
@@ -275,14 +287,7 @@ TEST_CASE("mid-run links: a retry that may answer a message is not taken for a S
   attempt(f, pb, 403, 2, op_outcome::ok);
   channel(f, lock_op_kind::unsubscribe, 407, 12);
   f.timeline.finish(at(5000));
-  int on_b = 0;
-  for (const auto& e : f.events.events) {
-    if (!subscriber_event(e) || e.client != "10.0.0.5:40012") continue;
-    INFO(e.event << " at " << (e.ts_us - t0) << " us: " << e.owner);
-    CHECK(e.owner == pb);
-    ++on_b;
-  }
-  CHECK(on_b == 4);  // subscribed, 2 notified, unsubscribed
+  CHECK(subscriber_events_naming(f, pb, "10.0.0.5:40012") == 4);  // subscribed, 2 notified, unsubscribed
 }
 
 namespace {
@@ -362,14 +367,7 @@ TEST_CASE("mid-run links: a leave no acquisition explains leaves its guesses wai
   channel(f, lock_op_kind::unsubscribe, 201, 11);
   release(f, pa, 300, 1);
   f.timeline.finish(at(5000));
-  int on_a = 0;
-  for (const auto& e : f.events.events) {
-    if (!subscriber_event(e)) continue;
-    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
-    CHECK(e.owner == pa);
-    ++on_a;
-  }
-  CHECK(on_a == 5);  // 2 subscribed, 1 notified, 2 unsubscribed
+  CHECK(subscriber_events_naming(f, pa) == 5);  // 2 subscribed, 1 notified, 2 unsubscribed
   const recorded_event* first = f.events.first("subscribed");
   REQUIRE(first != nullptr);
   CHECK(first->confidence == link_confidence::low);  // the process is shown; its waiter then was a guess
@@ -394,12 +392,5 @@ TEST_CASE("mid-run links: a subscription first seen at its message that leaves b
   attempt(f, pa, 400.5, 1, op_outcome::ok);
   channel(f, lock_op_kind::unsubscribe, 401, 11);
   f.timeline.finish(at(5000));
-  int on_a = 0;
-  for (const auto& e : f.events.events) {
-    if (!subscriber_event(e)) continue;
-    INFO(e.event << " at " << (e.ts_us - t0) << " us on " << e.client << ": " << e.owner);
-    CHECK(e.owner == pa);
-    ++on_a;
-  }
-  CHECK(on_a == 5);  // 2 notified, 2 unsubscribed, 1 subscribed
+  CHECK(subscriber_events_naming(f, pa) == 5);  // 2 notified, 2 unsubscribed, 1 subscribed
 }
