@@ -16,12 +16,10 @@
 // scheduler sees it.
 'use strict';
 const { spawn } = require('child_process');
-const { Queue, Worker, Scheduler } = require('node-resque');
 const { port, proc, rounds, log, sleep } = require('./truth_log');
-const { logLeader } = require('./node_resque_truth');
+const { connectProcess } = require('./node_resque_truth');
 
 const LEADER_TTL_S = 1;
-const connection = { pkg: 'ioredis', host: '127.0.0.1', port, namespace: 'resque' };
 const jobs = { tick: { perform: async (n) => n } };
 
 async function supervise() {
@@ -35,14 +33,8 @@ async function supervise() {
 }
 
 async function child(round) {
-  const queue = new Queue({ connection }, jobs);
-  const worker = new Worker({ connection, queues: ['jobs'], timeout: 200 }, jobs);
-  const scheduler = new Scheduler({ connection, timeout: 150, leaderLockTimeout: LEADER_TTL_S });
-  for (const o of [queue, worker, scheduler]) o.on('error', (e) => log({ event: 'error', message: String(e) }));
-  await queue.connect();
-  await worker.connect();
-  await scheduler.connect();
-  const leader = logLeader(scheduler, LEADER_TTL_S);
+  const { queue, worker, scheduler, leader } =
+    await connectProcess(port, jobs, { workerTimeout: 200, schedulerTimeout: 150, leaderTtlS: LEADER_TTL_S });
   let n = 0, stopped = false;
   const enqueuing = (async () => {
     while (!stopped) {

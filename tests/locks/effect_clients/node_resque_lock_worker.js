@@ -12,13 +12,12 @@
 // (node_resque_truth.js): the JobLock's attempts, acquisitions, give-ups and releases, and
 // the scheduler's leader election as it sees it.
 'use strict';
-const { Queue, Worker, Scheduler, Plugins } = require('node-resque');
+const { Plugins } = require('node-resque');
 const { port, proc, rounds, log, sleep } = require('./truth_log');
-const { logJobLock, logLeader } = require('./node_resque_truth');
+const { logJobLock, connectProcess } = require('./node_resque_truth');
 
 const RESOURCES = ['alpha', 'beta', 'gamma'];
 const LEADER_TTL_S = 2;
-const connection = { pkg: 'ioredis', host: '127.0.0.1', port, namespace: 'resque' };
 const jobs = {
   work: {
     plugins: [Plugins.JobLock],
@@ -34,15 +33,9 @@ const jobs = {
 };
 
 async function main() {
-  const queue = new Queue({ connection }, jobs);
-  const worker = new Worker({ connection, queues: ['jobs'], timeout: 100 }, jobs);
-  const scheduler = new Scheduler({ connection, timeout: 200, leaderLockTimeout: LEADER_TTL_S });
-  for (const o of [queue, worker, scheduler]) o.on('error', (e) => log({ event: 'error', message: String(e) }));
-  await queue.connect();
-  await worker.connect();
-  await scheduler.connect();
+  const { queue, worker, scheduler, leader } =
+    await connectProcess(port, jobs, { workerTimeout: 100, schedulerTimeout: 200, leaderTtlS: LEADER_TTL_S });
   logJobLock(worker, 'resque:workerslock:');
-  const leader = logLeader(scheduler, LEADER_TTL_S);
   await scheduler.start();
   await worker.start();
   for (let i = 0; i < rounds; ++i) {

@@ -111,4 +111,20 @@ function logLeader(scheduler, ttl_s) {
   return state;
 }
 
-module.exports = { logJobLock, logLeader };
+// What each node-resque process of both recordings runs: a Queue, a Worker on queue `jobs`
+// and a Scheduler, each on a connection of its own, connected in that order, the
+// scheduler's election logged (logLeader).
+async function connectProcess(port, jobs, { workerTimeout, schedulerTimeout, leaderTtlS }) {
+  const { Queue, Worker, Scheduler } = require('node-resque');
+  const connection = { pkg: 'ioredis', host: '127.0.0.1', port, namespace: 'resque' };
+  const queue = new Queue({ connection }, jobs);
+  const worker = new Worker({ connection, queues: ['jobs'], timeout: workerTimeout }, jobs);
+  const scheduler = new Scheduler({ connection, timeout: schedulerTimeout, leaderLockTimeout: leaderTtlS });
+  for (const o of [queue, worker, scheduler]) o.on('error', (e) => log({ event: 'error', message: String(e) }));
+  await queue.connect();
+  await worker.connect();
+  await scheduler.connect();
+  return { queue, worker, scheduler, leader: logLeader(scheduler, leaderTtlS) };
+}
+
+module.exports = { logJobLock, connectProcess };
