@@ -6,6 +6,7 @@
 // hold. The truth is the sequence each test writes: which value the key held, and what
 // the server answered.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "helpers.hpp"
@@ -39,6 +40,16 @@ class wire {
   locks::lock_recognizer recognizer;
 };
 
+// The recognizer feeding the timeline, its events recorded.
+struct analyzed {
+  tee sink;
+  event_recorder events;
+  locks::lock_timeline timeline{{}, events};
+  wire w{sink};
+  analyzed() { sink.next = &timeline; }
+  auto parts() { return std::tie(w, events, timeline); }
+};
+
 const std::string held = "1795977975001jelbkekigdaki";  // the holder's value, taken before the capture
 
 // The other processes poll `SET lock:stock value EX 1 NX`, refused while the key is held.
@@ -63,11 +74,8 @@ const recorded_event* only(const event_recorder& events, std::string_view name) 
 
 TEST_CASE("checked plain commands: joined mid-run, a GET-checked EXPIRE and DEL renew and release the unseen hold",
           "[recognizer][timeline][checked_read]") {
-  tee sink;
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  sink.next = &timeline;
-  wire w(sink);
+  analyzed a;
+  auto [w, events, timeline] = a.parts();
   refused(w, 0, 2, 1);
   refused(w, 9, 3, 2);
   w.send({"GET", "lock:stock"}, bulk(held), 63, 1);
@@ -149,11 +157,8 @@ TEST_CASE("checked plain commands: only the GET just before, of that key, answer
 
 TEST_CASE("checked plain commands: without a refusal showing an unseen holder, a checked DEL makes no release",
           "[recognizer][timeline][checked_read]") {
-  tee sink;
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  sink.next = &timeline;
-  wire w(sink);
+  analyzed a;
+  auto [w, events, timeline] = a.parts();
   // The key is known as a lock (an acquisition seen, then its lease ran out), but nothing
   // showed anyone holding it since: a cache-like GET and DEL are not a hold's end.
   w.send({"SET", "lock:stock", "1795977976621iehaklafgfgcc", "PX", "100", "NX"}, "+OK\r\n", 0, 2);
@@ -163,4 +168,54 @@ TEST_CASE("checked plain commands: without a refusal showing an unseen holder, a
   std::size_t released = 0;
   for (const recorded_event& e : events.events) released += e.event == "released" ? 1 : 0;
   CHECK(released == 0);
+}
+
+namespace {
+
+// A leader election whose leader keeps its lock by trying to take it again each poll:
+// `SET leader name EX 1 NX` (refused: it holds it), `GET leader` (its own name), `EXPIRE
+// leader 1` (node-resque's scheduler). The follower polls the same SET every 150 ms.
+const std::string leader_name = "host-a:4021", follower_name = "host-b:4388";
+
+void keep(wire& w, double at_ms) {
+  w.send({"SET", "leader", leader_name, "EX", "1", "NX"}, "$-1\r\n", at_ms, 1);
+  w.send({"GET", "leader"}, bulk(leader_name), at_ms + 0.5, 1);
+  w.send({"EXPIRE", "leader", "1"}, ":1\r\n", at_ms + 1, 1);
+}
+
+std::size_t count(const event_recorder& events, std::string_view name, std::string_view owner) {
+  std::size_t n = 0;
+  for (const recorded_event& e : events.events) n += e.event == name && e.owner == owner ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("checked plain commands: a holder's own refused SET NX before each GET-checked EXPIRE is no contention",
+          "[recognizer][timeline][checked_read]") {
+  analyzed a;
+  auto [w, events, timeline] = a.parts();
+  const bool mid_run = GENERATE(false, true);
+  INFO((mid_run ? "joined mid-run" : "whole"));
+  if (!mid_run) w.send({"SET", "leader", leader_name, "EX", "1", "NX"}, "+OK\r\n", 0, 1);
+  // Three seconds of polls, past the first lease (1 s) thrice.
+  int follower_tries = 0;
+  for (double at = 150; at < 3000; at += 150) {
+    keep(w, at);
+    w.send({"SET", "leader", follower_name, "EX", "1", "NX"}, "$-1\r\n", at + 40, 2);
+    ++follower_tries;
+  }
+  keep(w, 3000);  // its end(): the same, then DEL
+  w.send({"DEL", "leader"}, ":1\r\n", 3002, 1);
+  w.send({"SET", "leader", follower_name, "EX", "1", "NX"}, "+OK\r\n", 3040, 2);
+  timeline.finish(t0 + 3'500 * ms);
+
+  // Joined mid-run, its first try is read before any GET showed it holding: refused.
+  CHECK(count(events, "contended", leader_name) == (mid_run ? 1u : 0u));
+  CHECK(count(events, "gave_up", leader_name) == 0);
+  CHECK(count(events, "expired", leader_name) == 0);
+  CHECK(count(events, "renewed", leader_name) == 20);
+  CHECK(count(events, "contended", follower_name) == static_cast<std::size_t>(follower_tries));
+  CHECK(count(events, "acquired", follower_name) == 1);
+  for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:overlapping_holders");
 }

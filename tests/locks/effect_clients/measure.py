@@ -237,9 +237,20 @@ SHOW_DETAILS = False
 #   33/42 +2 false -> 38/42, give-ups within 10% 4/10 -> 7/10 (mid-run 32/37 +1 false ->
 #   36/37, 4/8 -> 7/8); left below: kombu's own single try followed at once by its loop's
 #   first over the same connection (on the wire one poller).
+# - node_resque_lock, node_resque_leader (the sixteenth set, npm, locks inside a job
+#   queue): node-resque 9.7.1's JobLock plugin (`SET NX EX` of a whole-second timestamp every
+#   process sends, a refused job re-enqueued and given up at once, a plain DEL) beside its
+#   queues, workers' pings and the schedulers' leader lock, and the Scheduler's leader
+#   election (a refused `SET NX`, `GET` of its own name and `EXPIRE` to keep it, a plain DEL
+#   at its end; leaders stopped or killed with SIGKILL). docs/reference/clients.md, "Held
+#   out, sixteenth set". Then used to build rules (a GET-checked EXPIRE renews the value it
+#   read; joined mid-run, a waiter's own GET-checked EXPIRE or DEL shows it held the lock):
+#   the leader's contended 57 -> 0 false (mid-run 50 -> 1), its false waits gone, the job
+#   recording's leader renewals mid-run 0/49 -> 49/49; left below: the JobLock's single
+#   tries (waits 29/352), on the wire a poller of one shared value across locks.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
-            "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits"]
+            "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

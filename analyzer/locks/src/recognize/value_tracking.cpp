@@ -116,6 +116,30 @@ void lock_recognizer::state::note_command_acquire(std::string_view server, std::
   a.first_voted = true;
 }
 
+namespace {
+
+// `op` showed `r`'s value holding its lock: its lease (when it names one) runs from `op`.
+void hold(value_record& r, const lock_operation& op) {
+  r.held = true;
+  r.release_refused = false;
+  r.deadline_us = op.lease_ms >= 0 ? op.at_us() + std::min<std::int64_t>(op.lease_ms, INT64_MAX / 2000) * 1000 : -1;
+  r.holder_connection = static_cast<std::uint32_t>(op.connection);
+}
+
+}  // namespace
+
+// A GET that answered the value, then an EXPIRE that found the key: the value holds the
+// lock and its lease runs from here. Without it the value's deadline stays at its
+// acquire's, and a holder that keeps its lock by trying to take it again before each
+// renewal (node-resque's scheduler: `SET NX` refused, `GET` its own name, `EXPIRE`) is
+// read, past its first lease, as refused by itself: a wait of its own, given up when it
+// closes. Joined mid-run, the value first met refused is found holding here, so its later
+// tries are its own too. Only a value already met: an EXPIRE alone takes nothing.
+void lock_recognizer::state::note_checked_renewal(const lock_operation& op) {
+  if (op.owner.empty() || op.outcome != op_outcome::ok) return;
+  if (value_record* rec = flow.find(value_key(op.server_text, op.lock, op.owner)); rec != nullptr) hold(*rec, op);
+}
+
 void lock_recognizer::state::track_value(lock_operation& op) {
   if (op.owner.empty() || op.lock.empty()) return;
   const std::uint64_t k = value_key(op.server_text, op.lock, op.owner);
@@ -128,12 +152,7 @@ void lock_recognizer::state::track_value(lock_operation& op) {
     r.first_role = role;
     return r;
   };
-  auto holds = [&](value_record& r) {
-    r.held = true;
-    r.release_refused = false;
-    r.deadline_us = op.lease_ms >= 0 ? at + std::min<std::int64_t>(op.lease_ms, INT64_MAX / 2000) * 1000 : -1;
-    r.holder_connection = static_cast<std::uint32_t>(op.connection);
-  };
+  auto holds = [&](value_record& r) { hold(r, op); };
   switch (op.kind) {
     case lock_op_kind::acquire:
       if (rec == nullptr) {

@@ -305,6 +305,22 @@ inline bool lock_timeline::impl::held_before_capture(lock_state& l, std::uint32_
   return true;
 }
 
+// Joined mid-run, a holder that keeps its lock by trying to take it again before each
+// renewal (node-resque's scheduler: `SET NX` refused, `GET` its own name, `EXPIRE`) is
+// first met refused: a waiter, on a lock with no holder known. A GET over the waiter's own
+// connection that then read its value in the key, and the DEL or EXPIRE after it that
+// found the key, show it was the holder all along: its refusals were its own tries, no
+// wait (the waiter leaves, neither acquiring nor giving up), and the hold began before
+// the capture.
+inline bool lock_timeline::impl::own_refusals_before(lock_state& l, std::uint32_t lock, std::uint32_t owner,
+                                                     std::uint32_t conn) {
+  if (connections[conn].opened_us >= 0 || !has_extra(l) || !xp(l)->refused_unseen) return false;
+  waiter* w = find_waiter(l, owner);
+  if (w == nullptr || w->conn != conn) return false;
+  drop_waiter(l, lock, w);
+  return true;
+}
+
 inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
@@ -545,7 +561,8 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
     // no holder known: a hold begun before the capture (held_before_capture: joined
     // mid-stream, refused to others meanwhile) that its owner now ends by a DEL, or
     // extends by an EXPIRE, as a script's `GET == value then DEL` would.
-    if (held_before_capture(l, owners.id(op.owner), conn_index(op))) {
+    const std::uint32_t owner = owners.id(op.owner), conn = conn_index(op);
+    if (held_before_capture(l, owner, conn) || own_refusals_before(l, id, owner, conn)) {
       lock_operation acted = op;
       acted.family = lock_family::set_based;
       if (op.kind == lock_op_kind::del) {
