@@ -4,6 +4,7 @@
 // did in EXEC's array) and releases them with one `DEL k1 k2` (answering how many
 // existed). The truth is the sequence each test writes: which keys were held, by which
 // value, and what the server answered (a redis-server answers MULTI/EXEC and DEL so).
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,10 @@ class wire {
   void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection) {
     static const std::string clients[] = {"10.0.0.10:50000", "10.0.0.11:50001", "10.0.0.12:50002", "10.0.0.13:50003"};
     feed(recognizer, args, reply, t0 + static_cast<std::int64_t>(at_ms * ms), connection, clients[connection % 4],
-         "10.0.0.2:6379");
+         "10.0.0.2:6379", false, sent[connection]++);
   }
   locks::lock_recognizer recognizer;
+  std::map<std::uint64_t, std::uint32_t> sent;  // exchanges so far per connection (exchange::connection_sequence)
 };
 
 std::vector<const recorded_event*> all(const event_recorder& events, std::string_view name) {
@@ -241,6 +243,44 @@ TEST_CASE_METHOD(to_timeline, "single tries: an owner back over another connecti
     w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 210, 2);
     timeline.finish(t0 + 5'000 * ms);
     CHECK(all(events, "gave_up").empty());
+  }
+}
+
+// RQ's worker (one queue): one `SET NX` of its cleaning lock each time it starts, then its
+// round's work over the same connection (a job, the registries, its death: 19-229
+// commands in the recording), then the next worker's try.
+void worker_round(wire& w, double at_ms, std::uint64_t connection, int other_commands) {
+  w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "$-1\r\n", at_ms, connection);
+  for (int i = 0; i < other_commands; ++i) {
+    w.send({"HSET", "rq:worker:1", "last_heartbeat", "now"}, ":0\r\n", at_ms + 1 + 0.1 * i, connection);
+  }
+}
+
+TEST_CASE_METHOD(to_timeline, "single tries: a connection that did its client's other work before trying again had given up",
+                 "[timeline][single_try]") {
+  w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "+OK\r\n", 0, 1);
+  SECTION("a worker's round between two tries: each try given up at its refusal") {
+    worker_round(w, 100, 2, 19);
+    worker_round(w, 500, 2, 19);
+    worker_round(w, 900, 2, 60);
+    worker_round(w, 1300, 2, 19);
+    timeline.finish(t0 + 5'000 * ms);
+    const auto gave_up = all(events, "gave_up");
+    REQUIRE(gave_up.size() >= 3);
+    for (const recorded_event* e : gave_up) {
+      INFO(e->ts_us - t0);
+      CHECK(e->wait_us <= 1 * ms);  // dated at its one refusal, not joined with the next round's
+    }
+    for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
+  }
+  SECTION("a poller whose pooled connection carries another thread's few commands waits on") {
+    worker_round(w, 100, 2, 6);  // a heartbeat's (the recordings' pollers: up to 6)
+    worker_round(w, 500, 2, 6);
+    worker_round(w, 900, 2, 6);
+    w.send({"DEL", "rq:clean_registries:orders"}, ":1\r\n", 1000, 1);
+    w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "+OK\r\n", 1300, 2);
+    timeline.finish(t0 + 5'000 * ms);
+    check_one_wait(events, 1190 * ms);
   }
 }
 

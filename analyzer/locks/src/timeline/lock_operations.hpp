@@ -98,6 +98,7 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   emit(l, e);
   // Its clean-up may follow (follow_up_refusal, waiter_moved_on.hpp).
   connections[conn].refused_lock = id;
+  connections[conn].refused_sequence = op.connection_sequence;
   connections[conn].refusal_cleaned = false;
   // While the lock is held, only this waiter's deadline changed: no scan of the others.
   if (has_holder(l)) schedule_at(id, w->deadline_us);

@@ -272,6 +272,8 @@ struct connection_info {
   // clean-up release when refusal_cleaned (waiter_moved_on.hpp: follow_up_refusal); no_id: neither.
   bool refusal_cleaned = false;
   std::uint32_t refused_lock = no_id;
+  // That refused attempt's place among the connection's exchanges (lock_operation::connection_sequence).
+  std::uint32_t refused_sequence = 0;
   // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it

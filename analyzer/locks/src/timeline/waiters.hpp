@@ -434,6 +434,19 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
+  // A single try whose connection did its client's other work before trying again (RQ's
+  // worker: one `SET NX` of its cleaning lock each time it starts, then a job's or an
+  // idle round's 19-229 commands on the same connection): a poller sleeps between its
+  // attempts, and over a pool shared with other threads its connection carries their
+  // few commands meanwhile (seen: up to 6, a heartbeat's, Redisson's watchdog); this one
+  // had given up at its refusal. Its next attempt, with no other lock operation between,
+  // begins a new wait.
+  if (w->attempts == 1 && attempt_follows_own_refusal && w->conn == conn_index(op) && !w->pubsub &&
+      !w->fresh_values && w->sub_connection == 0 && !connections[w->conn].multiplexes &&
+      op.connection_sequence - connections[w->conn].refused_sequence > busy_between_tries) [[unlikely]] {
+    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+    return nullptr;
+  }
   // A poller (no pub/sub, no subscription linked to it, not told a TTL longer than
   // this) sleeps its own spacing between attempts: one whose owner attempts again after
   // far more than three of its spacings (and a floor: a fast spinner's pause is no

@@ -151,6 +151,9 @@ struct lock_operation {
   // The connection's database (SELECT answered +OK, RESET; 0 for a connection seen
   // from its SYN); -1: unknown (joined mid-stream, or a gap before any SELECT).
   std::int32_t db = 0;
+  // The exchange's place among its connection's (exchange::connection_sequence): how
+  // much else the connection did between two of its lock operations.
+  std::uint32_t connection_sequence = 0;
   const endpoint* client = nullptr;
   const endpoint* server = nullptr;
   std::string_view client_text;
