@@ -11,6 +11,7 @@
 #include "helpers.hpp"
 #include "tooz_scripts.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 
 using namespace lockscope;
 using lockscope::timeline_test::event_recorder;
@@ -76,6 +77,20 @@ struct to_timeline {
   tee sink;
   event_recorder events;
   locks::lock_timeline timeline{{}, events};
+  wire w{sink};
+};
+
+// ... and on through the lock groups.
+struct to_groups {
+  to_groups() { sink.next = &timeline; }
+  void finish(double at_ms) {
+    timeline.finish(t0 + static_cast<std::int64_t>(at_ms * ms));
+    groups.finish(t0 + static_cast<std::int64_t>(at_ms * ms));
+  }
+  tee sink;
+  event_recorder events;
+  locks::lock_groups groups{{}, events};
+  locks::lock_timeline timeline{{}, groups};
   wire w{sink};
 };
 
@@ -418,5 +433,31 @@ TEST_CASE_METHOD(to_timeline, "shared values: joined after the holder took it, t
     const auto acquired = all(events, "acquired");
     REQUIRE(acquired.size() == 1);
     CHECK(acquired[0]->wait_us >= 200 * ms);
+  }
+}
+
+TEST_CASE_METHOD(to_groups, "multi-key DEL: a DEL of more keys than a refused set took is no MultiLock giving back",
+                 "[groups][multi_del]") {
+  // Host .10's scheduler holds stock; host .11's takes orders, is refused stock.
+  w.send({"SET", "rq:scheduler-lock:stock", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
+  w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 100, 2);
+  w.send({"SET", "rq:scheduler-lock:stock", "4202", "NX", "EX", "61"}, "$-1\r\n", 100.3, 2);
+  SECTION("RQ's release of every queue's lock, held or not: no group") {
+    w.send({"DEL", "rq:scheduler-lock:orders", "rq:scheduler-lock:stock"}, ":2\r\n", 102, 2);
+    finish(5'000);
+    CHECK(all(events, "multilock").empty());
+  }
+  SECTION("joined after the other took stock (its hold unseen): no group either") {
+    w.send({"DEL", "rq:scheduler-lock:orders", "rq:scheduler-lock:stock"}, ":1\r\n", 102, 2);
+    finish(5'000);
+    CHECK(all(events, "multilock").empty());
+  }
+  SECTION("a give-back of what it took, by a plain DEL, is a MultiLock that failed and gave back") {
+    w.send({"DEL", "rq:scheduler-lock:orders"}, ":1\r\n", 102, 2);
+    finish(5'000);
+    const auto found = all(events, "multilock");
+    REQUIRE(found.size() == 1);
+    CHECK_FALSE(found[0]->succeeded);
+    CHECK(found[0]->released);
   }
 }

@@ -593,6 +593,7 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
     emit(l, e);
   } else {
     e.event = lock_event_kind::released;
+    e.keys_named = op.keys_named;
     e.hold_count = 0;
     if (h->since_us >= 0) {
       e.held_us = at - h->since_us;

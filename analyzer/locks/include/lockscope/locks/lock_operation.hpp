@@ -121,6 +121,7 @@ struct lock_operation {
   bool lease_added = false;       // renew: lease_ms is added to the remaining TTL (redis-py's extend)
   bool server_dropped = false;    // unsubscribe: the server dropped the shard channel (its slot
                                   // moved); the client asked for nothing and may subscribe again
+  std::uint8_t keys_named = 0;    // del: the keys the call named (DEL k1 k2: 2; at most 255); 0 other calls
   std::string_view lock;          // the lock's key
   std::string_view owner;         // Redisson owner, or the SET value/token
   std::string_view channel;       // wake-up channel when the operation names one
