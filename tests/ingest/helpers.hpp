@@ -28,6 +28,7 @@ struct recorded {
   std::int64_t request_us = 0;
   std::int64_t latency_us = -1;
   std::uint64_t connection = 0;
+  std::uint32_t connection_sequence = 0;
 
   // "GET foo => bar", "push: message ch 0": compact text for assertions.
   std::string summary() const {
@@ -61,6 +62,7 @@ class recording_sink final : public exchange_sink {
     r.request_us = e.request_us;
     r.latency_us = e.latency_us();
     r.connection = e.connection;
+    r.connection_sequence = e.connection_sequence;
     items.push_back(std::move(r));
   }
   // Events keep copies of the endpoints: the originals die with their connection.

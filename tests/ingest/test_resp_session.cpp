@@ -367,3 +367,27 @@ TEST_CASE("a reply of millions of elements keeps its first ones, says how many m
   m.clear();
   CHECK(m.dropped_nodes() == 0);
 }
+
+TEST_CASE("each exchange carries its place among its connection's exchanges, pushes not counted",
+          "[session][sequence]") {
+  auto a = new_script(52000);
+  a.handshake()
+      .client(cmd({"SET", "lock", "1", "NX"})).server("$-1\r\n")
+      .client(cmd({"HSET", "job", "state", "busy"})).server(":1\r\n")
+      .client(cmd({"SUBSCRIBE", "c1"})).server("*3\r\n$9\r\nsubscribe\r\n$2\r\nc1\r\n:1\r\n")
+      .server("*3\r\n$7\r\nmessage\r\n$2\r\nc1\r\n$1\r\n0\r\n")
+      .client(cmd({"PING"})).server("*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+      .close();
+  auto b = new_script(52001);
+  b.handshake().client(cmd({"SET", "lock", "2", "NX"})).server("+OK\r\n").close();
+  std::vector<timed_segment> both = a.segments;
+  both.insert(both.end(), b.segments.begin(), b.segments.end());
+  const auto sink = analyze(both);
+  std::vector<std::uint32_t> first, second;
+  for (const recorded& r : sink.items) {
+    if (r.kind == exchange_kind::push) continue;
+    (r.client == "10.0.0.1:52000" ? first : second).push_back(r.connection_sequence);
+  }
+  CHECK(first == std::vector<std::uint32_t>{0, 1, 2, 3});  // SET, HSET, SUBSCRIBE, PING (the message: a push)
+  CHECK(second == std::vector<std::uint32_t>{0});
+}

@@ -68,7 +68,7 @@ class op_recorder final : public locks::lock_operation_sink {
 inline void feed(locks::lock_recognizer& r, const std::vector<std::string>& args, std::string_view reply,
                  std::int64_t at_us = 1'000'000, std::uint64_t connection = 1,
                  std::string_view client_text = "10.0.0.1:50000", std::string_view server_text = "10.0.0.2:6379",
-                 bool from_start = false) {
+                 bool from_start = false, std::uint32_t connection_sequence = 0) {
   std::vector<std::string_view> views(args.begin(), args.end());
   ingest::message m;
   if (!reply.empty()) m = make_message(reply);
@@ -85,6 +85,7 @@ inline void feed(locks::lock_recognizer& r, const std::vector<std::string>& args
   e.request_us = at_us;
   e.reply_us = reply.empty() ? -1 : at_us + 100;
   e.client_from_start = from_start;
+  e.connection_sequence = connection_sequence;
   e.command = views;
   e.reply = reply.empty() ? nullptr : &m;
   r.on_exchange(e);

@@ -32,9 +32,11 @@ TEST_CASE("fresh values: a poller's attempts with a new value each are one wait,
 
 // kombu's Mutex (tests/locks/effect_clients/kombu_mutex_worker.py): kombu's own single try,
 // then, 0.7 ms later over the same pooled connection, a retrying loop's first try, its next
-// 90-100 ms on; a new token each. Two tries at once teach no cadence to have stopped from:
-// a pause shorter than a spinner's (250 ms) is no give-up, as for a poller keeping its value.
-TEST_CASE("fresh values: two tries at once, then a slower cadence, are one wait, not a give-up",
+// 90-100 ms on; a new token each. Its log: the single try gave up at its refusal, the
+// loop's wait began at its first try. No poller sleeps under 2 ms between two tries of
+// one wait; and a pause shorter than a spinner's (250 ms) is no give-up, as for a poller
+// keeping its value.
+TEST_CASE("fresh values: a single try, a new value at once, then a slower cadence: a give-up, then one wait",
           "[timeline][waiter][fresh]") {
   fixture f;
   set_attempt(f, "holder", 0, op_outcome::ok, 1, 10'000);
@@ -45,10 +47,31 @@ TEST_CASE("fresh values: two tries at once, then a slower cadence, are one wait,
   set_release(f, "holder", 250, 1);
   set_attempt(f, "v5", 290, op_outcome::ok, 2, 10'000);
   f.timeline.finish(at(1000));
-  CHECK(f.events.count("gave_up") == 0);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gave_up = first_of(f.events, "gave_up", "v1");
+  REQUIRE(gave_up != nullptr);
+  CHECK(gave_up->wait_us <= 100);  // at its refusal
   const recorded_event* won = first_of(f.events, "acquired", "v5");
   REQUIRE(won != nullptr);
-  CHECK(won->wait_us == at(290) + 100 - at(10));
+  CHECK(won->wait_us == at(290) + 100 - at(10.7));
+}
+
+// A spinner drawing a new value per try, at once each time: the first new value at once
+// is read as a new wait (nothing tells yet), its next at once shows the spinner, whose
+// tries are then one wait.
+TEST_CASE("fresh values: a spinner's new values at once are split at most once", "[timeline][waiter][fresh]") {
+  fixture f;
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 10'000);
+  for (int i = 0; i < 20; ++i) {
+    set_attempt(f, "s" + std::to_string(i), 10 + 0.5 * i, op_outcome::contended, 2, 10'000);
+  }
+  set_release(f, "holder", 25, 1);
+  set_attempt(f, "s20", 25.5, op_outcome::ok, 2, 10'000);
+  f.timeline.finish(at(1000));
+  CHECK(f.events.count("gave_up") <= 1);
+  const recorded_event* won = first_of(f.events, "acquired", "s20");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us >= at(25.5) - at(10.5));
 }
 
 TEST_CASE("fresh values: the lock free while the poller slept is measured across its changing values",

@@ -4,12 +4,14 @@
 // did in EXEC's array) and releases them with one `DEL k1 k2` (answering how many
 // existed). The truth is the sequence each test writes: which keys were held, by which
 // value, and what the server answered (a redis-server answers MULTI/EXEC and DEL so).
+#include <map>
 #include <string>
 #include <vector>
 
 #include "helpers.hpp"
 #include "tooz_scripts.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "lockscope/locks/lock_groups.hpp"
 
 using namespace lockscope;
 using lockscope::timeline_test::event_recorder;
@@ -33,9 +35,10 @@ class wire {
   void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection) {
     static const std::string clients[] = {"10.0.0.10:50000", "10.0.0.11:50001", "10.0.0.12:50002", "10.0.0.13:50003"};
     feed(recognizer, args, reply, t0 + static_cast<std::int64_t>(at_ms * ms), connection, clients[connection % 4],
-         "10.0.0.2:6379");
+         "10.0.0.2:6379", false, sent[connection]++);
   }
   locks::lock_recognizer recognizer;
+  std::map<std::uint64_t, std::uint32_t> sent;  // exchanges so far per connection (exchange::connection_sequence)
 };
 
 std::vector<const recorded_event*> all(const event_recorder& events, std::string_view name) {
@@ -74,6 +77,20 @@ struct to_timeline {
   tee sink;
   event_recorder events;
   locks::lock_timeline timeline{{}, events};
+  wire w{sink};
+};
+
+// ... and on through the lock groups.
+struct to_groups {
+  to_groups() { sink.next = &timeline; }
+  void finish(double at_ms) {
+    timeline.finish(t0 + static_cast<std::int64_t>(at_ms * ms));
+    groups.finish(t0 + static_cast<std::int64_t>(at_ms * ms));
+  }
+  tee sink;
+  event_recorder events;
+  locks::lock_groups groups{{}, events};
+  locks::lock_timeline timeline{{}, groups};
   wire w{sink};
 };
 
@@ -244,6 +261,44 @@ TEST_CASE_METHOD(to_timeline, "single tries: an owner back over another connecti
   }
 }
 
+// RQ's worker (one queue): one `SET NX` of its cleaning lock each time it starts, then its
+// round's work over the same connection (a job, the registries, its death: 19-229
+// commands in the recording), then the next worker's try.
+void worker_round(wire& w, double at_ms, std::uint64_t connection, int other_commands) {
+  w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "$-1\r\n", at_ms, connection);
+  for (int i = 0; i < other_commands; ++i) {
+    w.send({"HSET", "rq:worker:1", "last_heartbeat", "now"}, ":0\r\n", at_ms + 1 + 0.1 * i, connection);
+  }
+}
+
+TEST_CASE_METHOD(to_timeline, "single tries: a connection that did its client's other work before trying again had given up",
+                 "[timeline][single_try]") {
+  w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "+OK\r\n", 0, 1);
+  SECTION("a worker's round between two tries: each try given up at its refusal") {
+    worker_round(w, 100, 2, 19);
+    worker_round(w, 500, 2, 19);
+    worker_round(w, 900, 2, 60);
+    worker_round(w, 1300, 2, 19);
+    timeline.finish(t0 + 5'000 * ms);
+    const auto gave_up = all(events, "gave_up");
+    REQUIRE(gave_up.size() >= 3);
+    for (const recorded_event* e : gave_up) {
+      INFO(e->ts_us - t0);
+      CHECK(e->wait_us <= 1 * ms);  // dated at its one refusal, not joined with the next round's
+    }
+    for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
+  }
+  SECTION("a poller whose pooled connection carries another thread's few commands waits on") {
+    worker_round(w, 100, 2, 6);  // a heartbeat's (the recordings' pollers: up to 6)
+    worker_round(w, 500, 2, 6);
+    worker_round(w, 900, 2, 6);
+    w.send({"DEL", "rq:clean_registries:orders"}, ":1\r\n", 1000, 1);
+    w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "+OK\r\n", 1300, 2);
+    timeline.finish(t0 + 5'000 * ms);
+    check_one_wait(events, 1190 * ms);
+  }
+}
+
 TEST_CASE_METHOD(to_timeline, "unchecked EXPIRE: from another client host it renews nothing of the holder's", "[timeline][plain_expire]") {
   w.send({"SET", "rq:scheduler-lock:orders", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
   // A scheduler on another host whose own lock another's DEL removed re-expires the key.
@@ -378,5 +433,31 @@ TEST_CASE_METHOD(to_timeline, "shared values: joined after the holder took it, t
     const auto acquired = all(events, "acquired");
     REQUIRE(acquired.size() == 1);
     CHECK(acquired[0]->wait_us >= 200 * ms);
+  }
+}
+
+TEST_CASE_METHOD(to_groups, "multi-key DEL: a DEL of more keys than a refused set took is no MultiLock giving back",
+                 "[groups][multi_del]") {
+  // Host .10's scheduler holds stock; host .11's takes orders, is refused stock.
+  w.send({"SET", "rq:scheduler-lock:stock", "4101", "NX", "EX", "61"}, "+OK\r\n", 0, 1);
+  w.send({"SET", "rq:scheduler-lock:orders", "4202", "NX", "EX", "61"}, "+OK\r\n", 100, 2);
+  w.send({"SET", "rq:scheduler-lock:stock", "4202", "NX", "EX", "61"}, "$-1\r\n", 100.3, 2);
+  SECTION("RQ's release of every queue's lock, held or not: no group") {
+    w.send({"DEL", "rq:scheduler-lock:orders", "rq:scheduler-lock:stock"}, ":2\r\n", 102, 2);
+    finish(5'000);
+    CHECK(all(events, "multilock").empty());
+  }
+  SECTION("joined after the other took stock (its hold unseen): no group either") {
+    w.send({"DEL", "rq:scheduler-lock:orders", "rq:scheduler-lock:stock"}, ":1\r\n", 102, 2);
+    finish(5'000);
+    CHECK(all(events, "multilock").empty());
+  }
+  SECTION("a give-back of what it took, by a plain DEL, is a MultiLock that failed and gave back") {
+    w.send({"DEL", "rq:scheduler-lock:orders"}, ":1\r\n", 102, 2);
+    finish(5'000);
+    const auto found = all(events, "multilock");
+    REQUIRE(found.size() == 1);
+    CHECK_FALSE(found[0]->succeeded);
+    CHECK(found[0]->released);
   }
 }

@@ -15,9 +15,9 @@ what the clients logged themselves, per kind of event:
   which the lock stood free while a process that had been refused had not acquired or
   given up yet, found as an idle_with_waiters anomaly whose stretch begins within 30 ms),
   groups (lock groups: `multilock` and `quorum` events; a log tells of one with a line
-  {"event": "group"} for each multi-key or multi-server acquisition it made; none of
-  these clients takes two locks together or uses several servers, so every group event
-  on them is false: redis-mutex's poller giving up on one key and taking the next)
+  {"event": "group"} for each multi-key or multi-server acquisition it made; only RQ's
+  scheduler takes two locks together, so every group event on the others is false:
+  redis-mutex's poller giving up on one key and taking the next)
 
 found = truth lines matched one-to-one by an event of lockscope (same lock, same owner
 when the client logged one, close in time), false = lockscope's events of that kind
@@ -223,8 +223,12 @@ SHOW_DETAILS = False
 #   >= 95%. Then rules for a value every process sends (RQ's set-once cleaning lock, `1`):
 #   the holder's own refused try is contended, a single try whose connection was then
 #   refused another lock gave up, tries from two hosts are two waits, no MultiLock under
-#   it: RQ contended 110/110, waits 90/110 (mid-run 72/89); left below: one process's
-#   single-queue tries, one connection's, read as a poller's (jobs between, no lock).
+#   it: RQ contended 110/110, waits 90/110 (mid-run 72/89). Then a single try whose
+#   connection did more than 16 other exchanges before its next try gave up at its
+#   refusal (a poller sleeps between tries: the recordings' pollers show at most 6 between,
+#   RQ's single-queue worker 19-229), and a refused set ended by a plain DEL naming more
+#   keys than it took is no MultiLock: RQ waits and give-ups 108/110 (mid-run 88/89),
+#   groups +2 false -> none (mid-run +2 -> none).
 # - kombu_mutex, limits (the fifteenth set, Debian Python packages): kombu 5.2.4's Redis
 #   `Mutex` (redis-py's Lock, one non-blocking try a Mutex; Celery's `unacked_mutex`, tried
 #   once by kombu itself and by a retrying loop, beside a producer and a BRPOP consumer) and,
@@ -235,8 +239,10 @@ SHOW_DETAILS = False
 #   stopped by its next attempt far later is a bounded give-up; a fresh-value waiter's pause
 #   under 250 ms is no stop): limits joined mid-run 65 false releases -> none; kombu's waits
 #   33/42 +2 false -> 38/42, give-ups within 10% 4/10 -> 7/10 (mid-run 32/37 +1 false ->
-#   36/37, 4/8 -> 7/8); left below: kombu's own single try followed at once by its loop's
-#   first over the same connection (on the wire one poller).
+#   36/37, 4/8 -> 7/8). Then a new value within 2 ms of a single try's refusal over its
+#   connection begins another wait (no poller sleeps so little; a spinner, trying at once
+#   again, is not split so again): waits 40/42, give-ups 9/10 (mid-run 37/37, 8/8); left:
+#   a single try whose loop's first try came at the loop's own spacing (90 ms).
 # - node_resque_lock, node_resque_leader (the sixteenth set, npm, locks inside a job
 #   queue): node-resque 9.7.1's JobLock plugin (`SET NX EX` of a whole-second timestamp every
 #   process sends, a refused job re-enqueued and given up at once, a plain DEL) beside its
@@ -651,12 +657,20 @@ def measure(lockscope, name, pcap, truth):
     rows["free_while_waiting"] = (found, len(fw), len(rest) - len(tolerated))
     DETAILS.extend(("free_while_waiting", "missed", d) for d in fw if not d.get("_matched"))
     DETAILS.extend(("free_while_waiting", "false", e) for i, e in enumerate(rest) if i not in tolerated)
-    # groups: counted, not matched (no recording here logs one; each would be a line
-    # {"event": "group"}): every group event beyond the logged ones is false.
+    # groups: counted, not matched (a log's {"event": "group"} lines, RQ's the only ones):
+    # every group event beyond the logged ones is false. --details names as false first
+    # the events no logged group of the same owner ends within 10 ms of (RQ's were the
+    # scheduler's failed_released sets, not the last ones listed).
     ge = of(["multilock", "quorum"])
-    logged = len([d for d in by["groups"] if after(d)])
+    logged_groups = [d for d in by["groups"] if after(d)]
+    logged = len(logged_groups)
     rows["groups"] = (min(len(ge), logged), logged, max(0, len(ge) - logged))
-    DETAILS.extend(("groups", "false", e) for e in ge[logged:])
+    if len(ge) > logged:
+        def logged_near(e):
+            end_us = e.get("end", e["ts"]) * 1e6
+            return any(d["owner"] == e.get("owner") and abs(d["t_us"] - end_us) <= 10_000 for d in logged_groups)
+        ranked = sorted(ge, key=logged_near)  # (stable: the unlogged first, each in time order)
+        DETAILS.extend(("groups", "false", e) for e in ranked[:len(ge) - logged])
     return {k: v for k, v in rows.items() if k in truth.tells}
 
 

@@ -582,6 +582,7 @@ void resp_session::emit(pending_command& c, const message* reply) {
   e.request_us = c.at_us;
   e.reply_us = reply != nullptr ? now_us_ : -1;
   e.reply = reply;
+  e.connection_sequence = static_cast<std::uint32_t>(stats_.exchanges);
   ++stats_.exchanges;
   sink_.on_exchange(e);
 }

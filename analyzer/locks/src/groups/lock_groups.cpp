@@ -912,14 +912,15 @@ struct lock_groups::impl {
   }
 
   // ---- MultiLock sets ----
-  void close_set(std::uint32_t id, bool released) {
+  // `report`: false for a set found to be no MultiLock after all (on_set_release).
+  void close_set(std::uint32_t id, bool released, bool report = true) {
     key_set& s = sets[id];
     if (s.overflowed) note_streaming(s.owner, s.client, s.end_us);
     // A value several clients send (shared_values, learnt within the set's window: RQ's
     // cleaning locks, `1` from every worker, each queue's taken in turn and kept) names
     // no one owner: its keys taken one after another say nothing of a MultiLock.
     const bool shared = !shared_values.empty() && shared_values.find(s.owner) != shared_values.end();
-    if (s.keys.n >= 2 && !s.overflowed && !shared) {
+    if (report && s.keys.n >= 2 && !s.overflowed && !shared) {
       lock_group g;
       g.start_us = s.start_us;
       g.end_us = s.end_us;
@@ -1182,7 +1183,14 @@ struct lock_groups::impl {
     const key_set& s = sets[id];
     const bool member = std::any_of(s.keys.begin(), s.keys.end(),
                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
-    if (member) close_set(id, true);
+    if (!member) return;
+    // A MultiLock refused a key gives back what it took, and only that: a plain DEL that
+    // names more keys than the set took removes what it never held (RQ's scheduler
+    // deletes every queue's lock, held or not, after taking one of two). No give-back, so
+    // no MultiLock: closed unreported.
+    const auto taken = std::count_if(s.keys.begin(), s.keys.end(), [](const set_key& k) { return k.acquired; });
+    const bool failed = taken < static_cast<std::ptrdiff_t>(s.keys.n);
+    close_set(id, true, !(failed && e.keys_named > taken));
   }
 
   // ---- the clock ----

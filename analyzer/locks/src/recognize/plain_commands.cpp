@@ -110,6 +110,7 @@ void lock_recognizer::state::on_del(command_call& c) {
   }
   lock_operation& op = c.op;
   op.kind = lock_op_kind::del;
+  op.keys_named = 1;
   op.lock = c.args[1];
   op.owner = checked;
   op.outcome = c.reply.kind != reply_view::shape::integer ? op_outcome::no_reply
@@ -133,6 +134,7 @@ void lock_recognizer::state::on_del_keys(command_call& c) {
                                                                                    : op_outcome::partial;
   lock_operation& op = c.op;
   op.kind = lock_op_kind::del;
+  op.keys_named = static_cast<std::uint8_t>(std::min<std::size_t>(keys.size(), 255));
   op.owner = {};
   op.outcome = outcome;
   for (const std::string_view key : keys) {

@@ -569,6 +569,7 @@ struct lock_recognizer::state {
     op.request_us = e.request_us;
     op.reply_us = e.reply_us;
     op.opened_us = e.opened_us;
+    op.connection_sequence = e.connection_sequence;
     if (!client_names.empty()) {
       if (const auto it = client_names.find(e.connection); it != client_names.end()) op.client_name = it->second;
     }

@@ -98,6 +98,7 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   emit(l, e);
   // Its clean-up may follow (follow_up_refusal, waiter_moved_on.hpp).
   connections[conn].refused_lock = id;
+  connections[conn].refused_sequence = op.connection_sequence;
   connections[conn].refusal_cleaned = false;
   // While the lock is held, only this waiter's deadline changed: no scan of the others.
   if (has_holder(l)) schedule_at(id, w->deadline_us);
@@ -609,6 +610,7 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
     emit(l, e);
   } else {
     e.event = lock_event_kind::released;
+    e.keys_named = op.keys_named;
     e.hold_count = 0;
     if (h->since_us >= 0) {
       e.held_us = at - h->since_us;

@@ -148,6 +148,9 @@ struct lock_timeline::impl {
   // A bound on a subscription's unanswered messages (a client subscribed with no waiter
   // left to answer them).
   static constexpr std::uint32_t max_unanswered = 1u << 20;
+  // More exchanges than this over a waiter's connection between its single try and its
+  // next attempt: the client did other work meanwhile (continuing_waiter, waiters.hpp).
+  static constexpr std::uint32_t busy_between_tries = 16;
   // The waiter a subscriber connection's event is about, and how sure that is.
   struct linked {
     waiter* w = nullptr;

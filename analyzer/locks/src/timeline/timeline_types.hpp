@@ -267,11 +267,18 @@ struct connection_info {
   std::int64_t last_acquired_us = -1;  // its latest acquisition of any lock (waiter_of_fresh_value)
   std::int64_t last_released_us = -1;  // its latest release of any lock (poller_moved_on)
   bool multiplexes = false;  // a waiter polled on while it held a lock taken meanwhile (poller_moved_on)
+  // A new value at once after a single try began a new wait over it (split_at_once, until
+  // that wait's next attempt), and that wait's next came at once too: a spinner
+  // (waiter_of_fresh_value).
+  bool split_at_once = false;
+  bool spins = false;
   bool keeps_values = false;  // a waiter over it retried with the same value (waiter_of_fresh_value)
   // Its latest lock operation was a refused attempt on this lock, or that attempt's
   // clean-up release when refusal_cleaned (waiter_moved_on.hpp: follow_up_refusal); no_id: neither.
   bool refusal_cleaned = false;
   std::uint32_t refused_lock = no_id;
+  // That refused attempt's place among the connection's exchanges (lock_operation::connection_sequence).
+  std::uint32_t refused_sequence = 0;
   // Its database was not seen (no SELECT since the capture began): counted as db 0.
   bool database_guessed = false;
   // Lock channels this connection is subscribed to, with the owner linked when it

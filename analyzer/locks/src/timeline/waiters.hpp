@@ -434,6 +434,19 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
+  // A single try whose connection did its client's other work before trying again (RQ's
+  // worker: one `SET NX` of its cleaning lock each time it starts, then a job's or an
+  // idle round's 19-229 commands on the same connection): a poller sleeps between its
+  // attempts, and over a pool shared with other threads its connection carries their
+  // few commands meanwhile (seen: up to 6, a heartbeat's, Redisson's watchdog); this one
+  // had given up at its refusal. Its next attempt, with no other lock operation between,
+  // begins a new wait.
+  if (w->attempts == 1 && attempt_follows_own_refusal && w->conn == conn_index(op) && !w->pubsub &&
+      !w->fresh_values && w->sub_connection == 0 && !connections[w->conn].multiplexes &&
+      op.connection_sequence - connections[w->conn].refused_sequence > busy_between_tries) [[unlikely]] {
+    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
+    return nullptr;
+  }
   // A poller (no pub/sub, no subscription linked to it, not told a TTL longer than
   // this) sleeps its own spacing between attempts: one whose owner attempts again after
   // far more than three of its spacings (and a floor: a fast spinner's pause is no
@@ -549,13 +562,33 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // connection whose other task waits for another lock keeps its wait.)
   const bool after_other_refusal = attempt_follows_other_refusal && connections[conn_index(op)].keeps_values;
   // (As a poller's stop: a pause shorter than a spinner's is no give-up, however quick the
-  // retries before it: kombu's single try, its loop's first try 0.7 ms later, its next 90 ms on.)
+  // retries before it: a spinner's tries at once, then its next 90 ms on.)
   constexpr std::int64_t fresh_stop_floor_us = 250'000;
   const bool acquires = op.outcome == op_outcome::ok;
+  // A new value within 2 ms of a single refused try's reply over its connection: no
+  // poller sleeps so little between two tries of one wait, so the try before was all of
+  // its wait (a non-blocking try given up at its refusal) and this begins another (kombu:
+  // its own `acquire(blocking=False)` refused, the worker's retrying loop's first try
+  // 0.3-0.7 ms later, then one every 80-120 ms; joined, the single try's give-up was
+  // missed and the loop's wait shown from it). A connection whose wait begun so tries at
+  // once again is a spinner's, drawing a value per try: never split so again.
+  constexpr std::int64_t at_once_us = 2'000;
+  connection_info& own = connections[conn_index(op)];
+  const auto tried_again_at_once = [&](const waiter& w) {
+    return w.attempts == 1 && !w.fresh_values && !w.pubsub && w.sub_connection == 0 && w.subscribed_us < 0 &&
+           op.request_us - w.last_attempt_us <= at_once_us;
+  };
+  if (own.split_at_once) [[unlikely]] {
+    for (const waiter& w : xp(l)->waiters) {
+      if (w.connection == op.connection && tried_again_at_once(w)) own.spins = true;
+    }
+    own.split_at_once = false;
+  }
   const auto stopped = [&](const waiter& w) {
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
+           (tried_again_at_once(w) && !own.spins) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us >
                 std::max({3 * w.longest_gap_us + options.wake_window_us, w.last_ttl_us + options.wake_window_us,
@@ -613,6 +646,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
         if (w.connection == op.connection && (w.fresh_values || w.withdrawn || w.attempts == 1) && w.seq != keep &&
             stopped(w)) {
           // A poller's cadence bounds when it stopped; a single try stopped at its refusal.
+          if (tried_again_at_once(w) && !own.spins) own.split_at_once = true;
           give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us(), w.attempts >= 2 && w.longest_gap_us > 0);
           again = true;
           break;

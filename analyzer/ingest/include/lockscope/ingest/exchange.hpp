@@ -49,6 +49,10 @@ struct exchange {
   // argument was long and repeated).
   std::uint64_t interned_identity = 0;
   std::uint32_t interned_argument = 0;
+  // How many exchanges (pushes not counted) the connection carried before this one,
+  // wrapping at 2^32: what a connection did between two of its commands is the
+  // difference (a poller sleeps between attempts; a client doing other work does not).
+  std::uint32_t connection_sequence = 0;
   // What the command's limits left out (the same cap as a reply's: message::add): its
   // arguments past the node cap, and the bytes of those and of arguments cut short.
   std::uint64_t command_arguments_not_kept = 0;

@@ -263,6 +263,9 @@ struct lock_event {
   // a marker set once and never used again (an idempotency or dedupe key), not a lock:
   // the set_once_keys stage holds the event until the key is used again.
   bool first_of_key = false;
+  // On a `released` by a plain DEL (no owner checked): the keys that call named (1: this
+  // one; at most 255). The lock groups read a give-back by it (lock_groups.cpp).
+  std::uint8_t keys_named = 0;
 };
 
 class lock_event_sink {

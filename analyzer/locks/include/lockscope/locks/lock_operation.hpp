@@ -121,6 +121,7 @@ struct lock_operation {
   bool lease_added = false;       // renew: lease_ms is added to the remaining TTL (redis-py's extend)
   bool server_dropped = false;    // unsubscribe: the server dropped the shard channel (its slot
                                   // moved); the client asked for nothing and may subscribe again
+  std::uint8_t keys_named = 0;    // del: the keys the call named (DEL k1 k2: 2; at most 255); 0 other calls
   std::string_view lock;          // the lock's key
   std::string_view owner;         // Redisson owner, or the SET value/token
   std::string_view channel;       // wake-up channel when the operation names one
@@ -151,6 +152,9 @@ struct lock_operation {
   // The connection's database (SELECT answered +OK, RESET; 0 for a connection seen
   // from its SYN); -1: unknown (joined mid-stream, or a gap before any SELECT).
   std::int32_t db = 0;
+  // The exchange's place among its connection's (exchange::connection_sequence): how
+  // much else the connection did between two of its lock operations.
+  std::uint32_t connection_sequence = 0;
   const endpoint* client = nullptr;
   const endpoint* server = nullptr;
   std::string_view client_text;
