@@ -337,7 +337,10 @@ struct lock_timeline::impl {
   void became_free(lock_state& l, std::int64_t at);
   void free_interval_ends(lock_state& l, std::int64_t at);
   void released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at);
-  std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection) const;
+  std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection);
+  static std::uint64_t client_key_of(std::string_view uuid, std::uint64_t connection) noexcept;
+  std::size_t client_part_size(std::uint32_t owner);
+  static std::size_t client_part_length(std::string_view owner) noexcept;
   std::string_view client_part(std::string_view owner) const;
   // client_part's last owner and its answer's length (0: none): an attempt asks about its
   // owner two or three times, and the UUID's check is 160 instructions. A copy of the
