@@ -377,6 +377,8 @@ class interner {
   std::string_view text(std::uint32_t id) const {
     return id == no_id ? std::string_view() : std::string_view(entries_[id].data, entries_[id].size);
   }
+  // hash_text() of a live id's text (worked out when it was interned).
+  std::uint32_t hash(std::uint32_t id) const noexcept { return entries_[id].hash; }
   // A word its user keeps with each id (0 for a new id): what it learnt of the text once,
   // so that it need not read the text again at each operation that names it.
   std::uint32_t note(std::uint32_t id) const noexcept { return entries_[id].note; }

@@ -499,6 +499,7 @@ struct lock_timeline::impl {
 
   // ---- dispatch (timeline/dispatch.hpp) ----
   lock_event base(const lock_state& l, std::int64_t ts) const;
+  void give_owner_hash(lock_event& e, std::uint32_t owner) const noexcept;
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);
