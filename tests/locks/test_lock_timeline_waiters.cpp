@@ -889,3 +889,33 @@ TEST_CASE("waiters: a connection's end gives up its waiters lock by lock, in the
   };
   CHECK(text(gave_up) == text(expected));
 }
+
+// A lock with many waiters (a herd's) asks whether one of them is subscribed by their
+// subscriber connections (its waiters' keys), not waiter by waiter: the idle check
+// still counts the one subscribed waiter among 40 that never subscribed, and refused
+// attempts while the lock stands free neither report it twice nor scan for it again.
+TEST_CASE("timeline: idle_with_waiters on a lock with many waiters, one of them subscribed", "[timeline][anomaly]") {
+  for (const bool subscribes : {true, false}) {
+    INFO("B subscribes " << subscribes);
+    fixture f;
+    f.opened[2] = t0 + 99'000;  // B's connections opened together: its link is certain
+    f.opened[3] = t0 + 100'800;
+    f.acquire("A", 0, 30000);
+    for (int i = 0; i < 40; ++i) {
+      f.acquire("W" + std::to_string(i), 10 + i, 30000, op_outcome::contended, 10 + static_cast<std::uint64_t>(i), "10.0.1.1");
+    }
+    f.acquire("B", 100, 30000, op_outcome::contended, 2, "10.0.0.2");
+    if (subscribes) f.pubsub(lock_op_kind::subscribe, 101, 3);
+    f.unlock("A", 1000, op_outcome::ok);
+    for (int i = 0; i < 10; ++i) {  // refused while free (their holder unseen): the check asked again
+      f.acquire("W" + std::to_string(i), 1005 + i, 30000, op_outcome::contended, 10 + static_cast<std::uint64_t>(i), "10.0.1.1");
+    }
+    f.timeline.advance_to(t0 + 2000 * ms);
+    if (subscribes) {
+      REQUIRE(f.events.count("anomaly:idle_with_waiters") == 1);
+      CHECK(f.events.first("anomaly:idle_with_waiters")->ts_us == t0 + 1000 * ms + 100 + 50 * ms);
+    } else {
+      CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+    }
+  }
+}

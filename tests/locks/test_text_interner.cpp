@@ -140,3 +140,44 @@ TEST_CASE("interner: a collect that frees most ids at once keeps the others find
     REQUIRE(owners.live() == count);
   }
 }
+
+// What a user learnt of a text once (the timeline: an owner's client part) stays with its
+// id while the id lives, and a new id, a freed one's number reused, starts with none: a
+// model of every live id's note under random interning, releases and collects.
+TEST_CASE("interner: an id's note lives as long as the id, and a new id's is 0", "[interner]") {
+  std::mt19937 random(47);
+  interner owners;
+  std::map<std::uint32_t, std::pair<std::string, std::uint32_t>> live;  // id -> (text, note)
+  std::map<std::uint32_t, std::pair<std::string, std::uint32_t>> released;  // until the next collect
+  for (int step = 0; step < 80'000; ++step) {
+    const unsigned op = static_cast<unsigned>(random() % 8);
+    if (op < 4) {
+      const std::string s = "00000000-0000-4000-8000-" + std::to_string(100'000'000'000 + random() % 3000) + ":7";
+      const std::uint32_t id = owners.id(s);
+      if (const auto it = live.find(id); it != live.end()) {
+        REQUIRE(it->second.first == s);
+        REQUIRE(owners.note(id) == it->second.second);
+      } else if (const auto gone = released.find(id); gone != released.end()) {  // not freed yet
+        REQUIRE(gone->second.first == s);
+        REQUIRE(owners.note(id) == gone->second.second);
+        owners.retain(id);
+        live.insert(released.extract(gone));
+      } else {
+        REQUIRE(owners.note(id) == 0);
+        const std::uint32_t note = 1 + static_cast<std::uint32_t>(random() % 1000);
+        owners.set_note(id, note);
+        owners.retain(id);
+        live.emplace(id, std::make_pair(s, note));
+      }
+    } else if (op < 7 && !live.empty()) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(random() % live.size()));
+      owners.release(it->first);
+      released.insert(live.extract(it));
+    } else {
+      owners.collect();
+      released.clear();
+      for (const auto& [id, e] : live) REQUIRE(owners.note(id) == e.second);
+    }
+  }
+}

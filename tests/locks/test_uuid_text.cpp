@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <set>
 #include <string>
 
 #include "lockscope/lock/naming.hpp"
@@ -32,4 +33,37 @@ TEST_CASE("is_uuid_text answers what lock::is_uuid answers, at every byte and va
     REQUIRE(is_uuid_text(u + "0") == lockscope::lock::is_uuid(u + "0"));
   }
   REQUIRE_FALSE(is_uuid_text(""));
+}
+
+// The client key of a UUID reads all of its 36 bytes: every change of one digit to
+// another gives another key, and 200,000 random UUIDs (a storm's clients) have as many.
+TEST_CASE("uuid_client_key tells every UUID from those one digit away, top bit set", "[timeline][fast]") {
+  using lockscope::locks::timeline_detail::uuid_client_key;
+  std::mt19937_64 random(44);
+  const std::string digits = "0123456789abcdef";
+  const auto random_uuid = [&] {
+    std::string u(36, '-');
+    for (std::size_t i = 0; i < 36; ++i) {
+      if (i != 8 && i != 13 && i != 18 && i != 23) u[i] = digits[random() % digits.size()];
+    }
+    return u;
+  };
+  for (int round = 0; round < 40; ++round) {
+    const std::string u = random_uuid();
+    const std::uint64_t key = uuid_client_key(u);
+    REQUIRE((key >> 63) == 1);
+    REQUIRE(uuid_client_key(std::string(u)) == key);
+    for (std::size_t i = 0; i < 36; ++i) {
+      if (u[i] == '-') continue;
+      for (const char d : digits) {
+        if (d == u[i]) continue;
+        std::string m = u;
+        m[i] = d;
+        REQUIRE(uuid_client_key(m) != key);
+      }
+    }
+  }
+  std::set<std::uint64_t> keys;
+  for (int i = 0; i < 200'000; ++i) keys.insert(uuid_client_key(random_uuid()));
+  REQUIRE(keys.size() == 200'000);
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -158,4 +159,81 @@ TEST_CASE("waiter_vector keeps a storm's refused-once waiters dormant until one 
   CHECK(ws.dormant_count() > 0);  // read in place
   CHECK(std::vector<waiter>(ws.begin(), ws.end()) == truth);
   CHECK(ws.dormant_count() == 0);  // a generic read made them full
+}
+
+// The dormancy check compares a waiter's bytes with a default waiter's once the fields its
+// record keeps are set aside; the reference below is the plain one (build the record, give
+// the waiter back from it, compare field by field). Waiters as they arrive, each with one
+// field changed from what a record gives back, or none: the same answer and record.
+TEST_CASE("dormant_record::of answers what giving the waiter back and comparing it answers", "[timeline][waiters]") {
+  using dormant = waiter_vector::dormant;
+  const auto reference_of = [](const waiter& w) -> std::optional<dormant> {
+    const std::int64_t reply = w.last_attempt_us - w.first_us;
+    const std::int64_t deadline = w.deadline_us - w.last_attempt_us;
+    if (w.conn == 0xffffffffu || w.attempts != 1 || w.sub_connection != 0 || w.subscribed_us >= 0 || reply < 0 ||
+        reply > dormant::reply_mask || w.deadline_us < 0 || deadline < 0 || deadline > 0xffffffffll ||
+        w.last_ttl_us != w.first_ttl_us || w.last_ttl_us < -1 || w.last_ttl_us % 1000 != 0 ||
+        w.last_ttl_us / 1000 > 0x7fffffff) {
+      return std::nullopt;
+    }
+    const dormant d{w.client, w.first_us, w.seq, w.owner, w.conn,
+                    static_cast<std::uint32_t>(reply) | (w.pubsub ? dormant::pubsub_bit : 0) | (w.mid_stream ? dormant::mid_stream_bit : 0),
+                    static_cast<std::uint32_t>(deadline), w.last_ttl_us < 0 ? -1 : static_cast<std::int32_t>(w.last_ttl_us / 1000)};
+    if (!(d.materialize(w.seq, table) == w)) return std::nullopt;
+    return d;
+  };
+  using change = void (*)(waiter&, std::uint64_t);
+  const std::vector<change> changes = {
+      [](waiter&, std::uint64_t) {},
+      [](waiter& w, std::uint64_t) { w.confidence = lockscope::locks::link_confidence::low; },
+      [](waiter& w, std::uint64_t) { w.ip_tag ^= 1; },
+      [](waiter& w, std::uint64_t) { w.connection += 1; },
+      [](waiter& w, std::uint64_t) { w.notified = true; },
+      [](waiter& w, std::uint64_t) { w.timeout_reported = true; },
+      [](waiter& w, std::uint64_t) { w.lost_reported = true; },
+      [](waiter& w, std::uint64_t) { w.left_channel = true; },
+      [](waiter& w, std::uint64_t) { w.quick_second = true; },
+      [](waiter& w, std::uint64_t) { w.gaps_shrank = true; },
+      [](waiter& w, std::uint64_t v) { w.first_gap_ms = static_cast<std::uint16_t>(1 + v % 100); },
+      [](waiter& w, std::uint64_t) { w.attempts = 2; },
+      [](waiter& w, std::uint64_t) { w.owner_repeated = true; },
+      [](waiter& w, std::uint64_t) { w.fresh_values = true; },
+      [](waiter& w, std::uint64_t) { w.withdrawn = true; },
+      [](waiter& w, std::uint64_t) { w.cleaned_up = true; },
+      [](waiter& w, std::uint64_t) { w.left_unexplained = true; },
+      [](waiter& w, std::uint64_t) { w.hold_in_first_gap = true; },
+      [](waiter& w, std::uint64_t) { w.connection_per_attempt = true; },
+      [](waiter& w, std::uint64_t v) { w.last_gap_ms = static_cast<std::uint16_t>(1 + v % 100); },
+      [](waiter& w, std::uint64_t v) { w.longest_gap_us = static_cast<std::int64_t>(1 + v % 1000); },
+      [](waiter& w, std::uint64_t v) { w.unexplained_us = static_cast<std::int64_t>(v % 1000); },
+      [](waiter& w, std::uint64_t v) { w.unexplained_end_us = static_cast<std::int64_t>(v % 1000); },
+      [](waiter& w, std::uint64_t) { w.sub_connection = 9; },
+      [](waiter& w, std::uint64_t v) { w.subscribed_us = static_cast<std::int64_t>(v % 1000); },
+      [](waiter& w, std::uint64_t v) { w.unsubscribed_us = static_cast<std::int64_t>(v % 1000); },
+      [](waiter& w, std::uint64_t v) { w.lost_release_us = static_cast<std::int64_t>(v % 1000); },
+      [](waiter& w, std::uint64_t) { w.first_ttl_us += 1000; },
+      [](waiter& w, std::uint64_t) { w.last_ttl_us = w.first_ttl_us = -1; },
+      [](waiter& w, std::uint64_t) { w.deadline_us = w.last_attempt_us - 1; },
+      [](waiter& w, std::uint64_t) { w.last_attempt_us = w.first_us - 1; },
+      [](waiter& w, std::uint64_t) { w.conn = 0xffffffffu; },
+  };
+  std::mt19937_64 random(45);
+  std::int64_t now = 1'800'000'000'000'000;
+  std::size_t dormant_count = 0, refused = 0;
+  for (int round = 0; round < 20'000; ++round) {
+    now += static_cast<std::int64_t>(random() % 1000);
+    waiter w = arrival(random, static_cast<std::uint64_t>(round) * 0x10001u, now);
+    if (random() % 2 == 0) changes[random() % changes.size()](w, random());  // else as it arrived
+    const std::optional<dormant> expected = reference_of(w);
+    const std::optional<dormant> got = dormant::of(w, table);
+    REQUIRE(got.has_value() == expected.has_value());
+    if (got) {
+      REQUIRE(got->materialize(w.seq, table) == w);
+      ++dormant_count;
+    } else {
+      ++refused;
+    }
+  }
+  CHECK(dormant_count > 2'000);
+  CHECK(refused > 2'000);
 }

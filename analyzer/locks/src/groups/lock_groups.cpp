@@ -955,9 +955,12 @@ struct lock_groups::impl {
 
   void make_set_key(const lock_event& e) {
     set_lookup = record_key{e.owner, e.client, 0};
+    set_owner_hash = e.owner_hashed != nullptr && e.owner_hashed == e.owner.data() ? e.owner_hash : timeline_detail::no_id;
+    set_lookup.first_hash = &set_owner_hash;
     set_hash = timeline_detail::no_id;
   }
   std::uint32_t set_hash = timeline_detail::no_id;  // set_lookup's, once worked out
+  std::uint32_t set_owner_hash = timeline_detail::no_id;  // its owner's hash_text: the event's, or once worked out
 
   // A set's owner and client as one text, for `streaming`: the owner's length first, so
   // that no two pairs make one text.

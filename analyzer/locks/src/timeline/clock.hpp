@@ -26,8 +26,14 @@ inline void lock_timeline::impl::schedule(std::uint32_t id) {
   });
   if (has_extra(l)) {
     consider(earliest_waiter_deadline(*xp(l)));  // kept: a herd's 4,000 waiters were scanned each time
-    if (!has_holder(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported && has_subscribed_waiter(l, id)) {
-      consider(xp(l)->free_since_us + options.idle_threshold_us);
+    if (!has_holder(l) && xp(l)->free_since_us >= 0 && !xp(l)->idle_reported) {
+      // The idle check's time counts only when it would queue a timer the others do not:
+      // before them, and before the one queued (else the scan for a subscribed waiter is
+      // skipped: a herd's refused retries while the lock stood free each scanned its
+      // thousands of waiters for the same answer).
+      const std::int64_t idle_at = std::max(xp(l)->free_since_us + options.idle_threshold_us, now);
+      const bool could_count = (next < 0 || idle_at < next) && !(l.queued_us >= 0 && l.queued_us <= idle_at);
+      if (could_count && has_subscribed_waiter(l, id)) consider(idle_at);
     }
   }
   if (next < 0 || (l.queued_us >= 0 && l.queued_us <= next)) return;

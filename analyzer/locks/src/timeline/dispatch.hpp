@@ -20,6 +20,13 @@ inline lock_event lock_timeline::impl::base(const lock_state& l, std::int64_t ts
   return e;
 }
 
+// The owner table's hash of e's owner, `owner` (its id: e.owner is its text), for the
+// lock groups' keys (a try's set is keyed by its owner).
+inline void lock_timeline::impl::give_owner_hash(lock_event& e, std::uint32_t owner) const noexcept {
+  e.owner_hashed = e.owner.data();
+  e.owner_hash = owners.hash(owner);
+}
+
 inline lock_event lock_timeline::impl::from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const {
   lock_event e = base(l, op.at_us());
   e.event = kind;

@@ -88,6 +88,7 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   w->last_ttl_us = op.ttl_ms >= 0 ? std::min<std::int64_t>(op.ttl_ms, 0x7fffffff) * 1000 : -1;
   set_waiter_deadline(*xp(l), *w, at + expected_wait_us(l, op, at) + options.waiter_margin_us);
   lock_event e = from_op(l, op, lock_event_kind::contended);
+  give_owner_hash(e, owner);
   e.ttl_ms = op.ttl_ms;
   // Refused while the same value holds over another connection to this server: the value
   // is shared by several clients (waiter_of_owner); the lock groups must not group by it.
@@ -215,6 +216,7 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     if (wait_at_least) xp(l)->waits_at_least = true;
   }
   lock_event e = from_op(l, op, lock_event_kind::acquired);
+  give_owner_hash(e, owner);
   e.hold_count = 1;
   e.lease_ms = op.lease_ms;
   e.wait_us = wait;

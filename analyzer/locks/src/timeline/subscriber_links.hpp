@@ -27,9 +27,7 @@ inline void lock_timeline::impl::note_connection_life(std::uint32_t conn, const 
                             op.kind != lock_op_kind::unsubscribe && op.kind != lock_op_kind::message &&
                             op.kind != lock_op_kind::cluster_link;
   if (c.known_client == 0 && names_client) {
-    const std::string_view uuid = client_part(op.owner);
-    c.known_client = uuid.empty() ? (c.id & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62)
-                                  : std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
+    c.known_client = client_key_of(client_part(op.owner), c.id);
   }
   if (c.known_client == 0 || c.name == no_id) return;
   // (Again at each change of connection: an entry goes when a connection of its name is
@@ -195,7 +193,7 @@ inline void lock_timeline::impl::drop_guesses_elsewhere(lock_state& l, std::uint
     put_subscription(conn, sub, v);  // (leaves the client's list: `it` may be gone)
     outgoing.refute(c.id, &l, [&](std::string_view owner) {
       const std::string_view uuid = client_part(owner);
-      if (!uuid.empty()) return (std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63)) == client;
+      if (!uuid.empty()) return client_key_of(uuid, 0) == client;
       for (const waiter& o : xp(l)->waiters) {
         if (o.client == client && owners.text(o.owner) == owner) return true;
       }

@@ -76,6 +76,14 @@ inline bool lock_timeline::impl::subscribed(const waiter& w, std::uint32_t lock)
 
 inline bool lock_timeline::impl::has_subscribed_waiter(lock_state& l, std::uint32_t lock) {
   if (!has_extra(l)) return false;
+  const lock_extra& x = *xp(l);
+  if (x.keys) {  // every waiter's subscriber connection is a key there: each asked once, not each waiter
+    for (const auto& [sub, seqs] : x.keys->by_sub) {
+      connection_info* c = open_connection(sub);
+      if (c != nullptr && subscription_of(*c, lock) != nullptr) return true;
+    }
+    return false;
+  }
   for (const waiter& w : xp(l)->waiters) {
     if (subscribed(w, lock)) return true;
   }

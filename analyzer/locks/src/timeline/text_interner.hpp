@@ -377,6 +377,12 @@ class interner {
   std::string_view text(std::uint32_t id) const {
     return id == no_id ? std::string_view() : std::string_view(entries_[id].data, entries_[id].size);
   }
+  // hash_text() of a live id's text (worked out when it was interned).
+  std::uint32_t hash(std::uint32_t id) const noexcept { return entries_[id].hash; }
+  // A word its user keeps with each id (0 for a new id): what it learnt of the text once,
+  // so that it need not read the text again at each operation that names it.
+  std::uint32_t note(std::uint32_t id) const noexcept { return entries_[id].note; }
+  void set_note(std::uint32_t id, std::uint32_t note) noexcept { entries_[id].note = note; }
   void retain(std::uint32_t id) noexcept {
     if (id != no_id) ++entries_[id].refs;
   }
@@ -425,7 +431,9 @@ class interner {
     std::uint32_t size = 0;
     std::uint32_t refs = 0;
     std::uint32_t hash = 0;
+    std::uint32_t note = 0;  // (in what was the entry's padding)
   };
+  static_assert(sizeof(entry) == 24);
   struct block {
     std::unique_ptr<char[]> bytes;
     std::size_t size = 0;
@@ -451,6 +459,7 @@ class interner {
     e.size = static_cast<std::uint32_t>(s.size());
     e.refs = 0;
     e.hash = h;
+    e.note = 0;
     table_.insert_at(empty, id, h);
     unreferenced_.push_back(id);  // freed by the next collect() unless retained
     live_bytes_ += s.size();

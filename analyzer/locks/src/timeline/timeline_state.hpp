@@ -340,7 +340,10 @@ struct lock_timeline::impl {
   void became_free(lock_state& l, std::int64_t at);
   void free_interval_ends(lock_state& l, std::int64_t at);
   void released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at);
-  std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection) const;
+  std::uint64_t client_key(std::uint32_t owner, std::uint64_t connection);
+  static std::uint64_t client_key_of(std::string_view uuid, std::uint64_t connection) noexcept;
+  std::size_t client_part_size(std::uint32_t owner);
+  static std::size_t client_part_length(std::string_view owner) noexcept;
   std::string_view client_part(std::string_view owner) const;
   // client_part's last owner and its answer's length (0: none): an attempt asks about its
   // owner two or three times, and the UUID's check is 160 instructions. A copy of the
@@ -500,6 +503,7 @@ struct lock_timeline::impl {
 
   // ---- dispatch (timeline/dispatch.hpp) ----
   lock_event base(const lock_state& l, std::int64_t ts) const;
+  void give_owner_hash(lock_event& e, std::uint32_t owner) const noexcept;
   lock_event from_op(const lock_state& l, const lock_operation& op, lock_event_kind kind) const;
   void on_redirect(std::uint32_t id, const lock_operation& op);
   void emit(lock_state& l, lock_event& e);

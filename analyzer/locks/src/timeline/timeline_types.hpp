@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -69,6 +70,7 @@ struct waiter {
   std::int64_t unsubscribed_us = -1; // when it ended while this waiter waited
   std::int64_t lost_release_us = -1; // a release while it was not subscribed, since its latest attempt
   link_confidence confidence = link_confidence::none;
+  std::uint8_t unused_a = 0;         // (the unused_ fields: padding made explicit, always 0)
   std::uint16_t ip_tag = 0;          // its connection's address's tag()
   bool pubsub : 1 = false;           // its lock wakes waiters by pub/sub
   bool notified : 1 = false;         // woken by a message since its latest attempt
@@ -79,6 +81,7 @@ struct waiter {
   bool mid_stream : 1 = false;       // its first attempt seen came on a connection joined mid-stream
   bool quick_second : 1 = false;     // its second attempt came at once (a first failure's retry)
   bool gaps_shrank : 1 = false;      // a spacing came under 3/4 of the one before (no backoff: note_gap)
+  std::uint8_t unused_b = 0;
   std::uint16_t first_gap_ms = 0;    // its first spacing not at once, ms (note_gap); 0 none yet
   std::uint32_t attempts = 1;
   // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a
@@ -99,6 +102,8 @@ struct waiter {
   // Its client opens a connection for each attempt (a lock held by a subscription,
   // lock_family::subscription): a connection's close does not end its wait.
   bool connection_per_attempt : 1 = false;
+  bool unused_c : 1 = false;
+  std::uint8_t unused_d = 0;
   std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
@@ -111,6 +116,9 @@ struct waiter {
   bool operator==(const waiter&) const = default;  // every field (waiter_vector's dormant records)
 };
 // (Its flags are bits: 144 bytes, not 152; an anomaly storm keeps 300,000 waiters.)
+// No padding: two waiters are equal exactly when their bytes are (dormant_record::of
+// compares them so).
+static_assert(sizeof(waiter) == 144 && std::has_unique_object_representations_v<waiter>);
 
 using waiter_vector = dormant_waiter_vector<waiter>;  // a lock's waiters (waiter_vector.hpp)
 using waiter_context = dormant_context<waiter>;

@@ -159,10 +159,33 @@ inline void lock_timeline::impl::released_publishing(lock_state& l, std::uint32_
 // The client a waiter belongs to: a Redisson-style owner's UUID (its threads share
 // one subscriber connection, whatever command connection they use), else its command
 // connection.
-inline std::uint64_t lock_timeline::impl::client_key(std::uint32_t owner, std::uint64_t connection) const {
-  const std::string_view uuid = owner == no_id ? std::string_view() : client_part(owners.text(owner));
+inline std::uint64_t lock_timeline::impl::client_key(std::uint32_t owner, std::uint64_t connection) {
+  const std::size_t part = owner == no_id ? 0 : client_part_size(owner);
+  return client_key_of(part == 0 ? std::string_view() : owners.text(owner).substr(0, part), connection);
+}
+
+// client_key of an owner whose client part is `uuid` (empty: none).
+inline std::uint64_t lock_timeline::impl::client_key_of(std::string_view uuid, std::uint64_t connection) noexcept {
   if (uuid.empty()) return (connection & ~(std::uint64_t{3} << 62)) | (std::uint64_t{1} << 62);  // never 0
-  return std::hash<std::string_view>{}(uuid) | (std::uint64_t{1} << 63);
+  return uuid_client_key(uuid);
+}
+
+// The length of client_part of an interned owner, learnt once and kept with it (the
+// interner's note: the length + 1). A refused attempt asks it two or three times.
+inline std::size_t lock_timeline::impl::client_part_size(std::uint32_t owner) {
+  std::uint32_t note = owners.note(owner);
+  if (note == 0) {
+    note = static_cast<std::uint32_t>(client_part_length(owners.text(owner))) + 1;
+    owners.set_note(owner, note);
+  }
+  return note - 1;
+}
+
+// The length of an owner's client part: `<uuid>:<thread>` → the UUID's; 0 for others.
+// (A UUID holds no colon: the owner's first colon is the one after it.)
+inline std::size_t lock_timeline::impl::client_part_length(std::string_view owner) noexcept {
+  constexpr std::size_t uuid_size = 36;
+  return owner.size() > uuid_size && owner[uuid_size] == ':' && is_uuid_text(owner.substr(0, uuid_size)) ? uuid_size : 0;
 }
 
 // The client part of a Redisson owner id (`<uuid>:<thread>` → uuid): the owners of
@@ -172,8 +195,7 @@ inline std::string_view lock_timeline::impl::client_part(std::string_view owner)
   if (owner.size() == last.size && ingest::same_bytes(owner, std::string_view(last.owner.data(), last.size))) {
     return last.part == 0 ? std::string_view() : owner.substr(0, last.part);
   }
-  const std::size_t colon = owner.find(':');
-  const std::size_t part = colon == std::string_view::npos || !is_uuid_text(owner.substr(0, colon)) ? 0 : colon;
+  const std::size_t part = client_part_length(owner);
   if (owner.size() <= last.owner.size()) {
     std::memcpy(last.owner.data(), owner.data(), owner.size());
     last.size = owner.size();
@@ -539,7 +561,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
 // connection is another client's.
 inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner,
                                                           const lock_operation& op) {
-  if (!has_extra(l) || !client_part(op.owner).empty()) return nullptr;
+  if (!has_extra(l) || client_part_size(owner) != 0) return nullptr;
   // Most new owners come over a connection with no waiter on this lock (a herd's each
   // on its own): no scan of the lock's waiters then.
   const auto& waits = connections[conn_index(op)].waits;
@@ -658,7 +680,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
       if (w.seq == keep) found = &w;
     }
   }
-  if (found == nullptr || !client_part(owners.text(found->owner)).empty()) return nullptr;
+  if (found == nullptr || client_part_size(found->owner) != 0) return nullptr;
   lock_extra& x = *xp(l);
   if (x.waiter_index_valid) {
     const auto it = x.waiter_index.find(found->owner);

@@ -183,6 +183,12 @@ struct lock_event {
   anomaly_kind kind = anomaly_kind::none;
   std::string_view lock;
   std::string_view owner;
+  // The timeline's text hash of `owner` (hash_text, as its owner table keeps it), so that
+  // a later stage keyed by owners need not hash it again: valid only while `owner` views
+  // the text it came with (owner.data() == owner_hashed; a stage that copies or replaces
+  // the text leaves it behind). nullptr: none given.
+  const char* owner_hashed = nullptr;
+  std::uint32_t owner_hash = 0;
   std::string_view client;   // "ip:port" of the connection concerned
   std::string_view server;   // that connection's server
   // The same two as addresses, when the stage that made the event had them (else null:
