@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "timeline/clock_values.hpp"
 #include "helpers.hpp"
 #include "tooz_scripts.hpp"
 #include "lockscope/lock/scripts.hpp"
@@ -288,6 +289,15 @@ TEST_CASE_METHOD(to_timeline, "single tries: a connection that did its client's 
     }
     for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
   }
+  SECTION("a job put back between two tries (8 commands: node-resque's re-enqueue): each try given up") {
+    worker_round(w, 100, 2, 8);
+    worker_round(w, 500, 2, 8);
+    worker_round(w, 900, 2, 8);
+    timeline.finish(t0 + 5'000 * ms);
+    const auto gave_up = all(events, "gave_up");
+    REQUIRE(gave_up.size() >= 2);
+    for (const recorded_event* e : gave_up) CHECK(e->wait_us <= 1 * ms);
+  }
   SECTION("a poller whose pooled connection carries another thread's few commands waits on") {
     worker_round(w, 100, 2, 6);  // a heartbeat's (the recordings' pollers: up to 6)
     worker_round(w, 500, 2, 6);
@@ -397,6 +407,59 @@ TEST_CASE_METHOD(to_timeline, "shared values: a single try whose connection was 
   }
   CHECK(dated >= 4);  // the first two rounds, both queues
   for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
+}
+
+TEST_CASE("clock values: seconds, milliseconds and microseconds near the time sent, a deadline included", "[clock_value]") {
+  const std::int64_t now_us = 1'796'021'532'556'186;
+  CHECK(locks::is_clock_reading("1796021539", now_us));           // node-resque: now + 5 s
+  CHECK(locks::is_clock_reading("1796021532556", now_us));        // Date.now()
+  CHECK(locks::is_clock_reading("1796025132557", now_us));        // Date.now() + an hour
+  CHECK(locks::is_clock_reading("1796021532556186", now_us));     // microseconds
+  CHECK_FALSE(locks::is_clock_reading("1796321532", now_us));     // 3.5 days ahead
+  CHECK_FALSE(locks::is_clock_reading("1", now_us));
+  CHECK_FALSE(locks::is_clock_reading("1796021539.5", now_us));
+  CHECK_FALSE(locks::is_clock_reading("4202", now_us));
+  CHECK_FALSE(locks::is_clock_reading("17960215391796021539", now_us));  // too long for a clock
+  CHECK_FALSE(locks::is_clock_reading("", now_us));
+}
+
+// Redis's own SETNX pattern, and clients that took it up (node-resque's JobLock): the value
+// is `<unix time + timeout>`, the same for every process trying within that second. Three
+// connections from one host (1, 5 and 9: separate processes on it).
+TEST_CASE_METHOD(to_timeline, "clock values: a value that reads as the time sent is no client's: each connection's tries are its own",
+                 "[timeline][shared_value][clock_value]") {
+  // The holder took it a second before, with another value: none is refused while it holds.
+  const auto tries = [&](const std::string& held, const std::string& value) {
+    w.send({"SET", "job:alpha", held, "NX", "EX", "5"}, "+OK\r\n", 0, 1);
+    w.send({"SET", "job:alpha", value, "NX", "EX", "5"}, "$-1\r\n", 10, 5);  // a single try, given up
+    w.send({"SET", "job:gamma", value, "NX", "EX", "5"}, "+OK\r\n", 12, 5);  // its next job
+    w.send({"SET", "job:alpha", value, "NX", "EX", "5"}, "$-1\r\n", 20, 9);
+    w.send({"DEL", "job:gamma"}, ":1\r\n", 100, 5);
+    w.send({"SET", "job:alpha", value, "NX", "EX", "5"}, "$-1\r\n", 110, 5);  // another job's single try
+    w.send({"DEL", "job:alpha"}, ":1\r\n", 200, 1);
+    w.send({"SET", "job:alpha", value, "NX", "EX", "5"}, "+OK\r\n", 300, 9);
+    timeline.finish(t0 + 60'000 * ms);
+  };
+  SECTION("a timestamp in seconds") {
+    tries(std::to_string(t0 / 1'000'000 + 4), std::to_string(t0 / 1'000'000 + 5));
+    const auto acquired = all(events, "acquired");
+    REQUIRE(acquired.size() == 3);
+    CHECK(acquired[2]->client == "10.0.0.11:50001");
+    CHECK(acquired[2]->wait_us >= 279 * ms);  // connection 9's own wait, from its try at 20 ms
+    CHECK(acquired[2]->wait_us < 281 * ms);
+    const recorded_event* first = nullptr;
+    for (const recorded_event* e : all(events, "gave_up")) {
+      if (first == nullptr || e->ts_us < first->ts_us) first = e;
+    }
+    REQUIRE(first != nullptr);
+    CHECK(first->wait_us <= 1 * ms);  // connection 5's first try, dated at its refusal
+  }
+  SECTION("not a clock: one client's value, retried over its pool, is one wait") {
+    tries("worker-1", "worker-7");
+    const auto acquired = all(events, "acquired");
+    REQUIRE(acquired.size() == 3);
+    CHECK(acquired[2]->wait_us >= 289 * ms);  // from the first try at 10 ms
+  }
 }
 
 TEST_CASE_METHOD(to_timeline, "shared values: a poller over its own connection under a shared value waits on",

@@ -252,8 +252,11 @@ SHOW_DETAILS = False
 #   out, sixteenth set". Then used to build rules (a GET-checked EXPIRE renews the value it
 #   read; joined mid-run, a waiter's own GET-checked EXPIRE or DEL shows it held the lock):
 #   the leader's contended 57 -> 0 false (mid-run 50 -> 1), its false waits gone, the job
-#   recording's leader renewals mid-run 0/49 -> 49/49; left below: the JobLock's single
-#   tries (waits 29/352), on the wire a poller of one shared value across locks.
+#   recording's leader renewals mid-run 0/49 -> 49/49. Then (a value that reads as the time
+#   sent is shared; under it a single try whose connection went on to any other lock gave
+#   up; a single try followed by more than 7 other exchanges gave up): the JobLock's waits
+#   29/352 -> 323/352, mid-run 8/282 -> 253/282; left: bursts of tries at once (a worker
+#   taking one resource's jobs in a row) read as a spinner's, 6 false free stretches each.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader"]

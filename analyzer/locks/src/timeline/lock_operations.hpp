@@ -16,6 +16,7 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
   attempt_follows_own_refusal = connections[conn].refused_lock == id && !connections[conn].refusal_cleaned;
   attempt_follows_other_refusal = connections[conn].refused_lock != no_id && connections[conn].refused_lock != id &&
                                   !connections[conn].refusal_cleaned;
+  attempt_follows_other_operation = connections[conn].refused_lock != id;
   step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
   const std::uint32_t owner = owners.id(op.owner);
   if (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended) note_owner(conn, id, owner);

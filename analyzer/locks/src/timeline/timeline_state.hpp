@@ -150,7 +150,9 @@ struct lock_timeline::impl {
   static constexpr std::uint32_t max_unanswered = 1u << 20;
   // More exchanges than this over a waiter's connection between its single try and its
   // next attempt: the client did other work meanwhile (continuing_waiter, waiters.hpp).
-  static constexpr std::uint32_t busy_between_tries = 16;
+  // The recordings' pollers carry at most 6 (another thread's heartbeat over a shared
+  // pool); a refused job put back (node-resque) is 8, RQ's worker round 19 or more.
+  static constexpr std::uint32_t busy_between_tries = 7;
   // The waiter a subscriber connection's event is about, and how sure that is.
   struct linked {
     waiter* w = nullptr;
@@ -168,6 +170,8 @@ struct lock_timeline::impl {
   // ... or after a refused attempt on another lock (waiter_of_fresh_value: a single try
   // given up, its client on to its next task).
   bool attempt_follows_other_refusal = false;
+  // ... or after any other lock's operation (a refusal, an acquisition, a release).
+  bool attempt_follows_other_operation = false;
   // The capture ends: connections that end now were not seen closing (lock_timeline.hpp).
   bool capture_ending = false;
   // The capture's end: the waiters of the connections ending together leave in one pass

@@ -6,6 +6,7 @@
 // unit, inlined as when it was one struct (the default build has no LTO).
 #pragma once
 
+#include "timeline/clock_values.hpp"
 #include "timeline/timeline_state.hpp"
 #include "timeline/waiter_moved_on.hpp"
 #include "timeline/uuid_text.hpp"
@@ -378,6 +379,9 @@ inline waiter* lock_timeline::impl::waiter_of_owner(lock_state& l, std::uint32_t
       const std::uint32_t conn = conn_index(op);
       if (h->conn != conn && connections[h->conn].server == connections[conn].server) ex(l).owner_shared = true;
     }
+    // A value that reads as the time it was sent names a moment: every process trying
+    // within that second sends it.
+    if (!ex(l).owner_shared && is_clock_reading(op.owner, op.request_us)) ex(l).owner_shared = true;
   }
   waiter* w = find_waiter(l, owner);
   if (w == nullptr || w->connection == op.connection) return w;
@@ -446,12 +450,13 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     }
   }
   // A single try under a value every process sends (owner_shared: one refused while it
-  // held over another connection), whose connection was then refused another lock,
-  // nothing between, went on to its next task: its owner's next attempt here is a new
-  // try, as waiter_of_fresh_value judges a changing value's (RQ's cleaning locks, value
-  // `1`, one `SET NX` per queue each time a worker starts). A shared value tells no
-  // waiter's identity, so its connection's order is all there is to go by.
-  if (w->attempts == 1 && attempt_follows_other_refusal && xp(l)->owner_shared && w->conn == conn_index(op) &&
+  // held over another connection, or a clock reading), whose connection then went on to
+  // another lock (refused, took or released it), went on to its next task: its owner's
+  // next attempt here is a new try, as waiter_of_fresh_value judges a changing value's
+  // (RQ's cleaning locks, value `1`, one `SET NX` per queue each time a worker starts;
+  // node-resque's job lock, a refused job put back and the next one taken). A shared
+  // value tells no waiter's identity, so its connection's order is all there is to go by.
+  if (w->attempts == 1 && attempt_follows_other_operation && xp(l)->owner_shared && w->conn == conn_index(op) &&
       !w->pubsub && !connections[w->conn].multiplexes) [[unlikely]] {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
