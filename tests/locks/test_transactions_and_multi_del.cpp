@@ -462,6 +462,23 @@ TEST_CASE_METHOD(to_timeline, "clock values: a value that reads as the time sent
   }
 }
 
+TEST_CASE_METHOD(to_timeline, "clock values: a single try, a job put back, then the next second's value: a give-up, no free stretch",
+                 "[timeline][single_try][clock_value]") {
+  const std::int64_t s = t0 / 1'000'000;
+  w.send({"SET", "job:alpha", std::to_string(s + 4), "NX", "EX", "5"}, "+OK\r\n", 0, 1);
+  w.send({"SET", "job:alpha", std::to_string(s + 5), "NX", "EX", "5"}, "$-1\r\n", 10, 2);
+  for (int i = 0; i < 8; ++i) w.send({"RPUSH", "resque:delayed", "job"}, ":1\r\n", 11 + 0.1 * i, 2);  // put back
+  w.send({"DEL", "job:alpha"}, ":1\r\n", 200, 1);
+  // A second later another job of the resource, with that second's value, while it is held again.
+  w.send({"SET", "job:alpha", std::to_string(s + 6), "NX", "EX", "5"}, "+OK\r\n", 900, 1);
+  w.send({"SET", "job:alpha", std::to_string(s + 6), "NX", "EX", "5"}, "$-1\r\n", 1010, 2);
+  timeline.finish(t0 + 60'000 * ms);
+  const auto gave_up = all(events, "gave_up");
+  REQUIRE(!gave_up.empty());
+  CHECK(gave_up[0]->wait_us <= 1 * ms);  // the first try, dated at its refusal
+  for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");  // nobody waited while it was free
+}
+
 TEST_CASE_METHOD(to_timeline, "shared values: a poller over its own connection under a shared value waits on",
           "[timeline][shared_value]") {
   w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "+OK\r\n", 0, 1);

@@ -353,6 +353,20 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   w.last_attempt_us = at;
 }
 
+// A single try whose connection did its client's other work before this attempt (RQ's
+// worker: one `SET NX` of its cleaning lock each time it starts, then a job's or an idle
+// round's 19-229 commands on the same connection; node-resque's job lock, a refused job
+// put back in 8): a poller sleeps between its attempts, and over a pool shared with other
+// threads its connection carries their few commands meanwhile (seen: up to 6, a
+// heartbeat's, Redisson's watchdog); this one had given up at its refusal. The attempt,
+// with no other lock operation between, begins a new wait, with the same value or a new
+// one (a timestamp's next second).
+inline bool lock_timeline::impl::busy_since_single_try(const waiter& w, const lock_operation& op) {
+  return w.attempts == 1 && attempt_follows_own_refusal && w.conn == conn_index(op) && !w.pubsub && !w.fresh_values &&
+         w.sub_connection == 0 && !connections[w.conn].multiplexes &&
+         op.connection_sequence - connections[w.conn].refused_sequence > busy_between_tries;
+}
+
 // The waiter `owner`'s attempt continues, if any; nullptr when the owner has no
 // waiter, or its wait ended before this attempt (reported as gave_up here; when the
 // new wait began before this attempt, new_wait_from_us says when).
@@ -461,16 +475,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
-  // A single try whose connection did its client's other work before trying again (RQ's
-  // worker: one `SET NX` of its cleaning lock each time it starts, then a job's or an
-  // idle round's 19-229 commands on the same connection): a poller sleeps between its
-  // attempts, and over a pool shared with other threads its connection carries their
-  // few commands meanwhile (seen: up to 6, a heartbeat's, Redisson's watchdog); this one
-  // had given up at its refusal. Its next attempt, with no other lock operation between,
-  // begins a new wait.
-  if (w->attempts == 1 && attempt_follows_own_refusal && w->conn == conn_index(op) && !w->pubsub &&
-      !w->fresh_values && w->sub_connection == 0 && !connections[w->conn].multiplexes &&
-      op.connection_sequence - connections[w->conn].refused_sequence > busy_between_tries) [[unlikely]] {
+  if (busy_since_single_try(*w, op)) [[unlikely]] {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
@@ -615,7 +620,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
-           (tried_again_at_once(w) && !own.spins) ||
+           (tried_again_at_once(w) && !own.spins) || busy_since_single_try(w, op) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us >
                 std::max({3 * w.longest_gap_us + options.wake_window_us, w.last_ttl_us + options.wake_window_us,
