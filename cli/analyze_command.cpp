@@ -28,6 +28,7 @@
 #include "lockscope/live/recorder_hooks.hpp"
 #include "lockscope/locks/lock_analysis.hpp"
 #include "lockscope/locks/lock_report.hpp"
+#include "lockscope/locks/event_selection.hpp"
 #include "lockscope/locks/trace_export.hpp"
 
 namespace lockscope::cli {
@@ -168,8 +169,9 @@ int run(const analyze_options& o, bool live_mode) {
         return status;
       }
       // A lock forgotten at --max-locks matched too: its events were reported.
+      // (Every lock is analysed: one matched when an event of it was written.)
       const std::uint64_t events = trace ? trace->events() : r.events;
-      if (const int status = no_lock_matched(o.locks, r.locks + events); status != 0) return status;
+      if (const int status = no_lock_matched(o.locks, events); status != 0) return status;
     } catch (const ingest::capture_error& e) {
       live::print_diagnostic("lockscope analyze: {}\n", e.what());
       return 2;
@@ -234,10 +236,17 @@ int run_live_mode(const analyze_options& o, const locks::report_options& ro, flo
     if (silence) silence->poll(got);
   };
   lo.warn = [](const std::string& w) { live::print_diagnostic("lockscope analyze: warning: {}\n", w); };
-  std::optional<locks::lock_operation_filter> filter;
+  // --lock chooses what is written (the report its own events, the trace here); the
+  // timeline, the metrics and the recordings see every lock (event_selection.hpp).
+  std::optional<locks::selected_events> chosen_trace;
+  if (trace && report.selects_locks()) {
+    chosen_trace.emplace([&report](std::string_view lock) { return report.selected(lock); }, *trace);
+  }
   const live::live_result r = live::run_live(
-      lo, {*source, hooks, metrics.get()}, trace ? static_cast<locks::lock_event_sink&>(*trace) : report,
-      [&](locks::lock_operation_sink& next) -> locks::lock_operation_sink& { return filter.emplace(report, next).entry(); },
+      lo, {*source, hooks, metrics.get()},
+      chosen_trace ? static_cast<locks::lock_event_sink&>(*chosen_trace)
+                   : trace ? static_cast<locks::lock_event_sink&>(*trace) : report,
+      {},
       [&](const locks::lock_timeline& timeline) {
         if (trace) trace->finish(source->now_us());
         else report.finish(timeline);
@@ -302,7 +311,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
                   "(0: every lock, in first-seen order)")
       ->check(zero_or_more())  // -1 would be read as 2^64 - 1
       ->capture_default_str();
-  cmd->add_option("--lock", o->locks, "Only locks matching NAME or GLOB (repeatable, comma-separated)")
+  cmd->add_option("--lock", o->locks, "Write only the locks matching NAME or GLOB (repeatable, comma-separated; every lock is analysed)")
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--idle-threshold", o->idle_threshold_ms, "idle_with_waiters: ms a lock may stay free while waited for")

@@ -70,7 +70,7 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
     const auto first = locks::analyze_files_into(
         files, analysis, ranking, selected,
         [&](const locks::lock_timeline& t) {
-          ranking.add_stats(t);
+          ranking.add_stats(t, selected);
           forgotten = t.forgotten().locks;
         },
         warn, error);
@@ -78,7 +78,11 @@ int run_visual_report(const std::vector<std::string>& files, const locks::analys
     if (const int status = report_port_miss("analyze", files, analysis.capture, first.capture); status != 0) {
       return status;
     }
-    if (const int status = no_lock_matched(options.lock_globs, first.locks + forgotten); status != 0) return status;
+    // (Every lock is analysed; the ranking counts those --lock takes.)
+    if (const int status = no_lock_matched(options.lock_globs, options.lock_globs.empty() ? first.locks + forgotten : ranking.blocks());
+        status != 0) {
+      return status;
+    }
     std::vector<std::string> keys;
     if (options.svg) {
       keys = ranking.matching();

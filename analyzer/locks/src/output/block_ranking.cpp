@@ -37,12 +37,15 @@ void block_ranking::consider(std::string_view name, std::int32_t db, std::uint64
   }
 }
 
-void block_ranking::add_stats(const lock_timeline& timeline) {
+void block_ranking::add_stats(const lock_timeline& timeline, const std::function<bool(std::string_view)>& select) {
   // A name on several servers is one block: keep enough locks to fill max_blocks.
   capacity_ = max_blocks_ * std::min<std::size_t>(std::max<std::size_t>(1, timeline.scope_count()), 8);
   std::map<std::string, int, std::less<>> distinct;  // only when names can repeat
   const bool repeats = timeline.scope_count() > 1;
+  std::size_t considered = 0;
   timeline.for_each_lock([&](std::string_view lock, const lock_stats& s) {
+    if (select && !select(lock)) return;
+    ++considered;
     lock_rank rank(s);
     if (!group_anomalies_.empty()) {
       auto g = group_anomalies_.find(block_key(lock, s.db));
@@ -55,7 +58,7 @@ void block_ranking::add_stats(const lock_timeline& timeline) {
       if (std::find(matching_.begin(), matching_.end(), key) == matching_.end()) matching_.push_back(std::move(key));
     }
   });
-  blocks_ = repeats ? distinct.size() : timeline.lock_count();
+  blocks_ = repeats ? distinct.size() : select ? considered : timeline.lock_count();
 }
 
 std::vector<std::string> block_ranking::top() const {

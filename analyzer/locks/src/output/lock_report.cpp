@@ -7,6 +7,7 @@
 
 #include "lockscope/locks/event_jsonl.hpp"
 #include "lockscope/locks/event_text.hpp"
+#include "lockscope/locks/event_selection.hpp"
 #include "lockscope/locks/lock_globs.hpp"
 #include "output/sorted_spool.hpp"
 #include "output/summary_table.hpp"
@@ -21,7 +22,7 @@ lock_report::lock_report(const report_options& options, std::function<void(std::
 lock_report::~lock_report() = default;
 
 void lock_report::on_event(const lock_event& e) {
-  if (!options_.lock_globs.empty() && !selected(e.lock)) return;
+  if (!options_.lock_globs.empty() && !event_selected(e, [this](std::string_view lock) { return selected(lock); })) return;
   ++events_;
   if (options_.start_us < 0) options_.start_us = e.ts_us;
   if (options_.format != report_format::summary_only) write_event(e);  // --summary: only counted

@@ -2,29 +2,12 @@
 
 #include <optional>
 
+#include "lockscope/locks/event_selection.hpp"
 #include "lockscope/locks/lock_pipeline.hpp"
 
 namespace lockscope::locks {
 
 namespace {
-
-// Drops operations on locks `select` refuses before the timeline.
-class predicate_filter final : public lock_operation_sink {
- public:
-  predicate_filter(const std::function<bool(std::string_view)>& select, lock_operation_sink& next) noexcept
-      : select_(select), next_(next) {}
-  void on_operation(const lock_operation& op) override {
-    if (op.kind == lock_op_kind::cluster_link || select_(op.lock)) next_.on_operation(op);
-  }
-  void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
-  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
-    next_.on_connection_end(connection, at_us);
-  }
-
- private:
-  const std::function<bool(std::string_view)>& select_;
-  lock_operation_sink& next_;
-};
 
 // The chain from the files to `sink`; `filter` as for lock_pipeline.
 analysis_result run_pipeline(const std::vector<std::string>& files, const analysis_options& options,
@@ -76,10 +59,13 @@ analysis_result analyze_files(const std::vector<std::string>& files, const analy
   with_threads.threads = options.threads;  // the summary table too, once the timeline is done
   lock_report report(with_threads, write);
   lock_event_sink& sink = options.events_to != nullptr ? *options.events_to : report;
-  std::optional<lock_operation_filter> filter;
+  // A trace is chosen here; the report chooses its own (event_selection.hpp).
+  std::optional<selected_events> chosen;
+  if (options.events_to != nullptr && report.selects_locks()) {
+    chosen.emplace([&report](std::string_view lock) { return report.selected(lock); }, sink);
+  }
   auto r = run_pipeline(
-      files, options, sink,
-      [&](lock_operation_sink& next) -> lock_operation_sink& { return filter.emplace(report, next).entry(); },
+      files, options, chosen ? static_cast<lock_event_sink&>(*chosen) : sink, {},
       [&](std::int64_t first_us) { report.set_start_us(first_us); },  // text times: from the first packet
       [&](const lock_timeline& timeline) {
         if (options.events_to == nullptr) report.finish(timeline);
@@ -93,14 +79,8 @@ analysis_result analyze_files_into(const std::vector<std::string>& files, const 
                                    lock_event_sink& sink, const std::function<bool(std::string_view)>& select,
                                    const std::function<void(const lock_timeline&)>& finished,
                                    ingest::offline_capture::warning_handler warn, ingest::offline_capture::warning_handler error) {
-  std::optional<predicate_filter> filter;
-  return run_pipeline(
-      files, options, sink,
-      [&](lock_operation_sink& next) -> lock_operation_sink& {
-        if (!select) return next;
-        return filter.emplace(select, next);
-      },
-      {}, finished, std::move(warn), std::move(error));
+  selected_events chosen(select, sink);
+  return run_pipeline(files, options, chosen, {}, {}, finished, std::move(warn), std::move(error));
 }
 
 }  // namespace lockscope::locks

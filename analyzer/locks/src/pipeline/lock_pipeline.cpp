@@ -3,15 +3,8 @@
 #include <exception>
 #include <thread>
 
-#include "lockscope/locks/lock_report.hpp"
 
 namespace lockscope::locks {
-
-void lock_operation_filter::on_operation(const lock_operation& op) {
-  if (op.kind == lock_op_kind::cluster_link || report_.selected(op.lock)) next_.on_operation(op);
-}
-
-lock_operation_sink& lock_operation_filter::entry() noexcept { return report_.selects_locks() ? *this : next_; }
 
 lock_pipeline::lock_pipeline(const pipeline_options& options, lock_event_sink& events, const filter_factory& filter)
     : set_once_(options.set_once, events),

@@ -6,8 +6,7 @@
 //
 //   live_options o;  o.pipeline = ...;  o.stop_requested = [&] { return stop.requested(); };
 //   recorder_hooks recorder("analyze", ro, source.now_us());
-//   const live_result r = run_live(o, {source, recorder, metrics.get()}, report,
-//                                  [&](auto& next) -> auto& { return filter.emplace(report, next).entry(); });
+//   const live_result r = run_live(o, {source, recorder, metrics.get()}, report);
 //
 // The events reach `output` (a report, a trace) through the metrics (when served) and
 // the flight recorder (when saving anomalies); everything runs on the calling thread.

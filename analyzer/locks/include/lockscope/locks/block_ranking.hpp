@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -23,7 +24,8 @@ class block_ranking final : public lock_event_sink {
   // `glob`: also collect the blocks whose name matches it (--format svg --lock).
   explicit block_ranking(std::size_t max_blocks, std::string glob = {});
   void on_event(const lock_event& e) override;
-  void add_stats(const lock_timeline& timeline);
+  // `select` (--lock): only the locks it takes are ranked and counted.
+  void add_stats(const lock_timeline& timeline, const std::function<bool(std::string_view)>& select = {});
   // One lock (add_stats calls it for each).
   void consider(std::string_view name, std::int32_t db, std::uint64_t trouble, std::uint64_t activity);
   // The top blocks' keys (block_key()), most active first.

@@ -32,7 +32,6 @@
 
 namespace lockscope::locks {
 
-class lock_report;
 
 struct pipeline_options {
   ingest::ingest_options capture{};     // ports, TCP buffering, flow timeout: as for `decode`
@@ -40,26 +39,6 @@ struct pipeline_options {
   group_options groups{};
   set_once_options set_once{};  // live: hold = false (an acquisition shown when it happens)
   unsigned threads = 1;  // 1: everything on the calling thread; 2 (or more): run_ingest() on two
-};
-
-// Operations on locks the report does not select are dropped before the timeline.
-// Only worth inserting when the report has lock globs.
-class lock_operation_filter final : public lock_operation_sink {
- public:
-  lock_operation_filter(const lock_report& report, lock_operation_sink& next) noexcept
-      : report_(report), next_(next) {}
-  void on_operation(const lock_operation& op) override;
-  void on_session_event(const session_event& ev) override { next_.on_session_event(ev); }
-  void on_connection_end(std::uint64_t connection, std::int64_t at_us) override {
-    next_.on_connection_end(connection, at_us);
-  }
-  // Where operations should go: this filter when the report selects locks by glob,
-  // else straight to `next` (one virtual call less per operation).
-  lock_operation_sink& entry() noexcept;
-
- private:
-  const lock_report& report_;
-  lock_operation_sink& next_;
 };
 
 class lock_pipeline {
