@@ -275,11 +275,10 @@ void worker_round(wire& w, double at_ms, std::uint64_t connection, int other_com
 TEST_CASE_METHOD(to_timeline, "single tries: a connection that did its client's other work before trying again had given up",
                  "[timeline][single_try]") {
   w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "+OK\r\n", 0, 1);
-  SECTION("a worker's round between two tries: each try given up at its refusal") {
-    worker_round(w, 100, 2, 19);
-    worker_round(w, 500, 2, 19);
-    worker_round(w, 900, 2, 60);
-    worker_round(w, 1300, 2, 19);
+  SECTION("a worker's round (RQ: 19 commands or more) or a job put back (node-resque: 8) between two tries") {
+    const int between = GENERATE(19, 60, 8);
+    INFO(between << " commands between two tries");
+    for (const double at_ms : {100.0, 500.0, 900.0, 1300.0}) worker_round(w, at_ms, 2, between);
     timeline.finish(t0 + 5'000 * ms);
     const auto gave_up = all(events, "gave_up");
     REQUIRE(gave_up.size() >= 3);
@@ -288,15 +287,6 @@ TEST_CASE_METHOD(to_timeline, "single tries: a connection that did its client's 
       CHECK(e->wait_us <= 1 * ms);  // dated at its one refusal, not joined with the next round's
     }
     for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");
-  }
-  SECTION("a job put back between two tries (8 commands: node-resque's re-enqueue): each try given up") {
-    worker_round(w, 100, 2, 8);
-    worker_round(w, 500, 2, 8);
-    worker_round(w, 900, 2, 8);
-    timeline.finish(t0 + 5'000 * ms);
-    const auto gave_up = all(events, "gave_up");
-    REQUIRE(gave_up.size() >= 2);
-    for (const recorded_event* e : gave_up) CHECK(e->wait_us <= 1 * ms);
   }
   SECTION("a poller whose pooled connection carries another thread's few commands waits on") {
     worker_round(w, 100, 2, 6);  // a heartbeat's (the recordings' pollers: up to 6)
