@@ -143,6 +143,34 @@ TEST_CASE("argument roles: a decimal timestamp is no holder's value (a rate limi
   CHECK(rec.ops.empty());
 }
 
+// A job queue's finishing script joined mid-run (its text never seen): 14 keys of the
+// queue's own structures, ARGV the job id, the time, words and the job's options as a
+// msgpack map that carries the worker's token inside it; answered 0 (no next job) or 1.
+// The map has digits and varied bytes like a token, but its control bytes show it is
+// serialized data the script decodes: no lock may come of it.
+TEST_CASE("argument roles: serialized data (a msgpack map) is no holder's value", "[recognizer][argument_roles]") {
+  using namespace std::literals;
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string finish(40, 'e');
+  std::vector<std::string> keys;
+  for (const char* k : {"wait", "active", "prioritized", "events", "stalled", "limiter", "delayed", "paused", "meta",
+                        "pc", "completed", "7", "metrics:completed", "marker"}) {
+    keys.push_back(fmt::format("q:jobs:{}", k));
+  }
+  std::int64_t t = 1'000'000;
+  for (int i = 0; i < 6; ++i) {
+    const std::string opts = std::string("\xde\x00\x03\xa5token\xd9\x27"sv) +
+                             fmt::format("b1af9c6f-9fb7-4ea5-b068-bad89d72f934:{}", 10 + i) +
+                             std::string("\xa4name\xc0\xac" "lockDuration\xcd\x04\xb0"sv);
+    std::vector<std::string> call{"EVALSHA", finish, "14"};
+    call.insert(call.end(), keys.begin(), keys.end());
+    call.insert(call.end(), {std::to_string(20 + i), "1796023963655", "returnvalue", "null", "completed", "q:jobs:", opts});
+    feed(r, call, i % 2 == 0 ? ":0\r\n" : ":1\r\n", t += 150'000);
+  }
+  CHECK(rec.ops.empty());
+}
+
 TEST_CASE("argument roles: a count a script answered in a list is learnt as a drawn value only from a call that acts "
           "for it unambiguously",
           "[recognizer][argument_roles]") {

@@ -2,6 +2,7 @@
 // (see "argument roles" in recognizer_state.hpp): a capture joined after a client loaded
 // its scripts shows only their SHA1s, and clients order their ARGV as they please
 // (`[value, ttl]`, `[ttl, value]`, `[db, value, ttl]`, `[value, db, ttl, "PX"]`).
+#include <algorithm>
 #include <string_view>
 
 #include "recognize/recognizer_state.hpp"
@@ -66,9 +67,21 @@ bool lock_recognizer::state::looks_like_value(std::string_view s) noexcept {
   return (digit && distinct >= 4) || (s.size() >= 12 && upper && lower && distinct >= 8);
 }
 
+// A control byte marks serialized data (msgpack, a protocol frame): a job's options or a
+// list of tokens that the script decodes. Clients draw a holder's value printable (hex, a
+// UUID, base64, `host:pid:n`), and a call that hands its script structured data does more
+// than take, renew or free one lock (a job queue moving a job, a group's member update).
+bool lock_recognizer::state::is_serialized_data(std::string_view s) noexcept {
+  return std::any_of(s.begin(), s.end(), [](const char ch) {
+    const auto b = static_cast<unsigned char>(ch);
+    return b < 0x20 || b == 0x7f;
+  });
+}
+
 argument_roles lock_recognizer::state::find_argument_roles(std::span<const std::string_view> argv) noexcept {
   argument_roles r;
   if (argv.empty() || argv.size() > 255) return r;
+  if (std::any_of(argv.begin(), argv.end(), is_serialized_data)) return r;
   std::size_t values = 0, leases = 0, large = 0;
   std::uint8_t lease_at = 0, large_at = 0, small_at = 0;
   std::int64_t small = -1;

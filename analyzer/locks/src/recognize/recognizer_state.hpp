@@ -313,6 +313,8 @@ struct lock_recognizer::state {
   // ---- argument_roles.cpp: an unseen script's value and lease wherever they are ----
   // A random-looking token (digits, varied bytes; not a number, not a word like PX).
   static bool looks_like_value(std::string_view s) noexcept;
+  // Serialized data (a control byte: msgpack, a frame): a call carrying it is no lock's.
+  static bool is_serialized_data(std::string_view s) noexcept;
   // A decimal fraction (a timestamp, a score, a rate): never a holder's value.
   static bool is_decimal_fraction(std::string_view s) noexcept;
   // An unseen script's lease argument counts seconds (below 100), else milliseconds.
