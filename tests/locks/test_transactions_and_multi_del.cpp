@@ -469,6 +469,30 @@ TEST_CASE_METHOD(to_timeline, "clock values: a single try, a job put back, then 
   for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:idle_with_waiters");  // nobody waited while it was free
 }
 
+TEST_CASE_METHOD(to_timeline, "shared values: the holder's own tries of a lock it holds, under a value seen shared, are single tries",
+                 "[timeline][shared_value]") {
+  // RQ's worker (a second recording, not used for the rules before): the connection that
+  // holds one queue's cleaning lock tries both queues' each time it starts, value `1`,
+  // shared (seen on the other queue's lock); its own tries were one wait of 9 s.
+  w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "+OK\r\n", 0, 2);
+  w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "$-1\r\n", 5, 1);  // shared from here
+  w.send({"SET", "rq:clean_registries:stock", "1", "NX", "EX", "899"}, "+OK\r\n", 6, 1);
+  for (const double at_ms : {100.0, 500.0, 900.0}) {
+    w.send({"SET", "rq:clean_registries:orders", "1", "NX", "EX", "899"}, "$-1\r\n", at_ms, 1);
+    w.send({"SET", "rq:clean_registries:stock", "1", "NX", "EX", "899"}, "$-1\r\n", at_ms + 0.1, 1);
+    for (int i = 0; i < 3; ++i) w.send({"HSET", "rq:worker:3", "state", "idle"}, ":0\r\n", at_ms + 1 + 0.1 * i, 1);
+  }
+  timeline.finish(t0 + 5'000 * ms);
+  std::size_t on_stock = 0;
+  for (const recorded_event* e : all(events, "gave_up")) {
+    if (e->lock != "rq:clean_registries:stock") continue;
+    INFO(e->ts_us - t0);
+    CHECK(e->wait_us <= 1 * ms);  // each dated at its one refusal
+    ++on_stock;
+  }
+  CHECK(on_stock >= 2);
+}
+
 TEST_CASE_METHOD(to_timeline, "shared values: a poller over its own connection under a shared value waits on",
           "[timeline][shared_value]") {
   w.send({"SET", "lock:a", "mutex", "NX", "PX", "5000"}, "+OK\r\n", 0, 1);

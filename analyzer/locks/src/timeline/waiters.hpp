@@ -390,8 +390,10 @@ inline bool lock_timeline::impl::busy_since_single_try(const waiter& w, const lo
 inline waiter* lock_timeline::impl::waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op) {
   if (op.outcome == op_outcome::contended) [[unlikely]] {
     if (holder* h = first_holder(l); h != nullptr && h->owner == owner) {
+      // (Over the holder's own connection too: the recognizer passes a held value's own
+      // refused try on only once the value was seen shared; else it is the holder's retry.)
       const std::uint32_t conn = conn_index(op);
-      if (h->conn != conn && connections[h->conn].server == connections[conn].server) ex(l).owner_shared = true;
+      if (connections[h->conn].server == connections[conn].server) ex(l).owner_shared = true;
     }
     // A value that reads as the time it was sent names a moment: every process trying
     // within that second sends it.
