@@ -32,6 +32,15 @@ bool can_capture_on_lo() {
   }
   return true;
 }
+
+// A capture on lo of redis-server's port.
+live_options on_lo(std::uint16_t port, bool immediate) {
+  live_options options;
+  options.interface = "lo";
+  options.ports = {port};
+  options.immediate = immediate;
+  return options;
+}
 }  // namespace
 
 TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") {
@@ -45,11 +54,7 @@ TEST_CASE("is_loopback_interface knows lo from other names", "[capture][live]") 
 TEST_CASE("on lo each packet is handed over once, and the kernel copies only the received one", "[capture][live]") {
   if (!can_capture_on_lo()) return;
   lockscope::test::redis_server server;
-  live_options options;
-  options.interface = "lo";
-  options.ports = {server.port()};
-  options.immediate = true;
-  live_capture capture(options);
+  live_capture capture(on_lo(server.port(), true));
   CHECK(capture.sent_copies_rejected());
   CHECK(capture.filter() == port_filter({server.port()}, capture.link_type()));  // what the user is shown
 
@@ -117,10 +122,7 @@ TEST_CASE("on lo each packet is handed over once, and the kernel copies only the
 TEST_CASE("out of immediate mode, the capture tells when the kernel holds packets not handed over", "[capture][live]") {
   if (!can_capture_on_lo()) return;
   lockscope::test::redis_server server;
-  live_options options;
-  options.interface = "lo";
-  options.ports = {server.port()};
-  options.immediate = false;
+  live_options options = on_lo(server.port(), false);
   options.timeout_ms = 300;  // long enough to look while a block waits
   options.max_gather_us = 0;
   live_capture capture(options);

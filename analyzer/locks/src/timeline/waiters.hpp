@@ -472,12 +472,10 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   // (RQ's cleaning locks, value `1`, one `SET NX` per queue each time a worker starts;
   // node-resque's job lock, a refused job put back and the next one taken). A shared
   // value tells no waiter's identity, so its connection's order is all there is to go by.
-  if (w->attempts == 1 && attempt_follows_other_operation && xp(l)->owner_shared && w->conn == conn_index(op) &&
-      !w->pubsub && !connections[w->conn].multiplexes) [[unlikely]] {
-    give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
-    return nullptr;
-  }
-  if (busy_since_single_try(*w, op)) [[unlikely]] {
+  // So did one whose connection did its client's other work before this attempt.
+  const bool moved_on_under_shared_value = w->attempts == 1 && attempt_follows_other_operation && xp(l)->owner_shared &&
+                                           w->conn == conn_index(op) && !w->pubsub && !connections[w->conn].multiplexes;
+  if (moved_on_under_shared_value || busy_since_single_try(*w, op)) [[unlikely]] {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
