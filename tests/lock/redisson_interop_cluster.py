@@ -19,6 +19,8 @@ release from 3.22 the phase's channels must be sharded only (SSUBSCRIBE), in 3.1
 only. A phase whose only failures are a hand-over between 100 ms and 1 s (a loaded machine),
 a read/write lock's wake-up lost by Redisson's waiters with no lockscope process waiting
 (Redisson's own race: see redisson_interop.py) or no hand-over across sides is repeated, up to 3 runs; over 1 s is otherwise a lost wake-up.
+With --single the same phases run on one redis-server (useSingleServer(), redis://), where
+every release uses classic pub/sub (ctest lock.redisson_interop_single).
 Skips (exit 77) as lock.redisson_interop does, and without redis-cli or cluster support.
 """
 import argparse
@@ -33,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from redisson_interop import (NO_CROSS_HAND_OVER, PHASE_ATTEMPTS, check, inconclusive,  # noqa: E402
-                              java_side_or_skip, late_wake_up, read_holds, skip)
+                              java_side_or_skip, late_wake_up, read_holds, skip, start_redis)
 
 
 # --- a minimal RESP client for the test's own looks at the nodes -----------------------------
@@ -296,12 +298,11 @@ def check_semaphore(holds, started, permits, label):
     return failures
 
 
-def latch_phase(args, jvm, ports, url, release, work, java_counts_down, attempt):
+def latch_phase(args, jvm, ports, url, release, work, java_counts_down, attempt, sharded, where):
     """Two lockscope awaits and two of Redisson's on one latch; one side counts it down."""
-    sharded = dialect_at_least(release, [3, 22, 0])
     direction = "Redisson->lockscope" if java_counts_down else "lockscope->Redisson"
     name = f"latch-{release}-{'j' if java_counts_down else 'l'}" + (f"-{attempt}" if attempt else "")
-    label = f"Redisson {release} latch {direction}"
+    label = f"Redisson {release} latch {direction} ({where})"
     log = os.path.join(work, f"{name}.log")
     base = [args.lockscope, "latch", name, "--redis", url, "--redisson", release]
     subprocess.run([*base, "--count", "1"], check=True)
@@ -379,18 +380,22 @@ def run_release(args, shared, cp_jars, ports, release):
     classes = os.path.join(work, "classes")
     subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", classes,
                     os.path.join(args.source, "tests", "redisson", "RedissonClusterContender.java")], check=True)
-    url = "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
-    jvm = Jvm(classes, cp, ",".join(f"127.0.0.1:{p}" for p in ports), os.path.join(work, "jvm.log"),
-              os.path.join(work, "jvm.err"))
+    if args.single:
+        url, seeds, where = f"redis://127.0.0.1:{ports[0]}", f"single:127.0.0.1:{ports[0]}", "single server"
+    else:
+        url = "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        seeds, where = ",".join(f"127.0.0.1:{p}" for p in ports), "cluster"
+    jvm = Jvm(classes, cp, seeds, os.path.join(work, "jvm.log"), os.path.join(work, "jvm.err"))
     failures = []
-    sharded = dialect_at_least(release, [3, 22, 0])
+    # Sharded pub/sub is a cluster's: on one server every release SUBSCRIBEs and PUBLISHes.
+    sharded = not args.single and dialect_at_least(release, [3, 22, 0])
     try:
         jvm.expect("ready")
         total = args.workers * args.rounds
         for kind in args.types.split(","):
             if kind == "fenced" and not dialect_at_least(release, [3, 19, 0]):
                 continue  # RedissonFencedLock first shipped in 3.19.0
-            label = f"Redisson {release} {kind} (cluster)"
+            label = f"Redisson {release} {kind} ({where})"
             for attempt in range(PHASE_ATTEMPTS):
                 holds, started, watch = run_phase(args, jvm, ports, url, release, kind, work, total, attempt)
                 got = check_semaphore(holds, started, args.permits, label) if kind in ("semaphore", "expirable") \
@@ -403,7 +408,8 @@ def run_release(args, shared, cp_jars, ports, release):
         if args.latch:
             for java_counts_down in (True, False):
                 for attempt in range(PHASE_ATTEMPTS):
-                    got = latch_phase(args, jvm, ports, url, release, work, java_counts_down, attempt)
+                    got = latch_phase(args, jvm, ports, url, release, work, java_counts_down, attempt, sharded,
+                                      where)
                     if not inconclusive(got) or attempt + 1 == PHASE_ATTEMPTS:
                         break
                     print(f"repeating the phase: {got[0]}")
@@ -433,6 +439,7 @@ def main():
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--permits", type=int, default=2)
     parser.add_argument("--hold-ms", type=int, default=30)
+    parser.add_argument("--single", action="store_true", help="one redis-server instead of a 3-master cluster")
     args = parser.parse_args()
 
     shared, cp_jars = java_side_or_skip(args.source, ("java", "javac", "redis-server", "redis-cli"))
@@ -442,7 +449,12 @@ def main():
         skip(f"redis-server {major} has no sharded pub/sub (Redis 7): {version.strip()}")
     os.makedirs(args.work, exist_ok=True)
     began = time.monotonic()
-    procs, ports = start_cluster(os.path.join(args.work, "cluster"))
+    if args.single:
+        os.makedirs(os.path.join(args.work, "cluster"), exist_ok=True)
+        server, port = start_redis(os.path.join(args.work, "cluster"))
+        procs, ports = [server], [port]
+    else:
+        procs, ports = start_cluster(os.path.join(args.work, "cluster"))
     failures = []
     try:
         for release in args.releases.split(","):

@@ -22,6 +22,7 @@
 // Times are System.nanoTime (CLOCK_MONOTONIC on Linux, the clock lockscope's side logs with).
 //
 //   java -cp out:$CP RedissonClusterContender HOST:PORT[,HOST:PORT...] LOG (the first log)
+//   java -cp out:$CP RedissonClusterContender single:HOST:PORT LOG   (one server, useSingleServer())
 import java.io.BufferedReader;
 import java.io.FileWriter;
 import java.io.InputStreamReader;
@@ -126,9 +127,13 @@ public class RedissonClusterContender {
     public static void main(String[] args) throws Exception {
         logTo(args[1]);
         Config config = new Config();
-        ClusterServersConfig cluster = config.useClusterServers();
-        for (String node : args[0].split(",")) cluster.addNodeAddress("redis://" + node);
-        cluster.setReadMode(ReadMode.MASTER);  // the test's cluster has no replicas
+        if (args[0].startsWith("single:")) {
+            config.useSingleServer().setAddress("redis://" + args[0].substring("single:".length()));
+        } else {
+            ClusterServersConfig cluster = config.useClusterServers();
+            for (String node : args[0].split(",")) cluster.addNodeAddress("redis://" + node);
+            cluster.setReadMode(ReadMode.MASTER);  // the test's cluster has no replicas
+        }
         RedissonClient redisson = Redisson.create(config);
         // Load the scripts and warm the JIT on objects nobody else uses.
         for (String type : new String[] {"lock", "fair", "rw", "semaphore"}) {
