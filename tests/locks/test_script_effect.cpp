@@ -375,6 +375,42 @@ TEST_CASE("sandbox: hostile scripts end, bounded, with a status", "[effect][sand
   }
 }
 
+TEST_CASE("sandbox: cmsgpack and cjson refuse hostile input within the budget", "[effect][sandbox]") {
+  using status = effect::run_result::status;
+  const std::vector<std::pair<std::string, std::vector<status>>> scripts{
+      // Truncated, a count larger than the input, an extension type, a nil map key.
+      {"return cmsgpack.unpack('\\220\\255\\255')", {status::script_error}},
+      {"return cmsgpack.unpack('\\221\\255\\255\\255\\255')", {status::script_error}},
+      {"return cmsgpack.unpack('\\212\\1\\1')", {status::script_error}},
+      {"return cmsgpack.unpack('\\129\\192\\1')", {status::script_error}},
+      // Nested deeper than the sandbox reads; a long run of objects.
+      {"return cmsgpack.unpack(string.rep('\\145', 200) .. '\\192')", {status::script_error}},
+      {"return select('#', cmsgpack.unpack(string.rep('\\1', 100000)))", {status::script_error, status::limit}},
+      {"while true do cmsgpack.unpack(string.rep('\\1', 1000)) end", {status::limit}},
+      // A table that contains itself packs to the nesting limit (then nil), as Redis's does.
+      {"local t = {} t[1] = t return #cmsgpack.pack(t)", {status::ok}},
+      {"local t = {} for i = 1, 1e6 do t[i] = string.rep('x', 1000) end return cmsgpack.pack(t)", {status::limit}},
+      {"while true do cmsgpack.pack(string.rep('x', 100000)) end", {status::limit}},
+      {"return cmsgpack.pack()", {status::script_error}},
+      {"return cjson.decode(string.rep('[', 5000))", {status::script_error}},
+      {"return cjson.decode('{\"a\":')", {status::script_error}},
+      {"local t = {} t[1] = t return cjson.encode(t)", {status::script_error}},
+      {"while true do cjson.encode({string.rep('x', 100000)}) end", {status::limit}},
+      {"cjson.encode_keep_buffer(false)", {status::script_error}},
+  };
+  for (const auto& [text, allowed] : scripts) {
+    INFO(text);
+    effect::shadow_store store;
+    const std::vector<std::string_view> keys{"k"}, argv{"v"};
+    const auto start = std::chrono::steady_clock::now();
+    const effect::run_result r = effect::run_script(text, keys, argv, store);
+    const auto took = std::chrono::steady_clock::now() - start;
+    INFO(r.message);
+    CHECK(std::find(allowed.begin(), allowed.end(), r.outcome) != allowed.end());
+    CHECK(took < std::chrono::seconds(3));
+  }
+}
+
 TEST_CASE("sandbox: redis.call answers from the shadow as Redis would", "[effect][sandbox]") {
   effect::shadow_store store;
   const std::vector<std::string_view> keys{"lock"}, argv{"tok", "1500"};

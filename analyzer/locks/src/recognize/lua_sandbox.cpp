@@ -4,6 +4,8 @@
 // locals alive.
 #include "recognize/lua_sandbox.hpp"
 
+#include "recognize/lua_codecs.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -154,6 +156,7 @@ class shadow_commands {
     if ((cmd == "HSET" || cmd == "HMSET") && n >= 4 && n % 2 == 0) return hset(cmd == "HMSET");
     if (cmd == "HSETNX" && n == 4) return hsetnx(a[1], a[2], a[3]);
     if (cmd == "HGET" && n == 3) return hget(a[1], a[2]);
+    if (cmd == "HMGET" && n >= 3) return hmget();
     if (cmd == "HEXISTS" && n == 3) return hexists(a[1], a[2]);
     if (cmd == "HINCRBY" && n == 4) return hincrby(a[1], a[2], a[3]);
     if (cmd == "HDEL" && n >= 3) return hdel();
@@ -171,6 +174,15 @@ class shadow_commands {
     }
     if ((cmd == "LPUSH" || cmd == "RPUSH") && n >= 3) return push(cmd == "LPUSH");
     if ((cmd == "LPOP" || cmd == "RPOP") && n == 2) return pop(a[1], cmd == "LPOP");
+    // A job queue's move of the next job id from its wait list to its active list.
+    if (cmd == "RPOPLPUSH" && n == 3) return move(a[1], a[2], false, true);
+    if (cmd == "LMOVE" && n == 5) {
+      std::string from = a[3], to = a[4];
+      const std::string_view f = upper_name(from), t = upper_name(to);
+      if ((f != "LEFT" && f != "RIGHT") || (t != "LEFT" && t != "RIGHT")) return fail("ERR syntax error");
+      return move(a[1], a[2], f == "LEFT", t == "LEFT");
+    }
+    if (cmd == "LREM" && n == 4) return lrem(a[1], a[2], a[3]);
     // A queue kept beside a lock (a capped list: RPUSH then LTRIM) must run to its end,
     // or a script that is no lock would be left to inference.
     if ((cmd == "LTRIM" || cmd == "LRANGE") && n == 4) return range(a[1], a[2], a[3], cmd == "LTRIM");
@@ -191,6 +203,13 @@ class shadow_commands {
     }
     if ((cmd == "PEXPIREAT" || cmd == "EXPIREAT") && n >= 3) return expire_at(a[1], a[2], cmd == "EXPIREAT", n > 3 ? a[3] : "");
     if ((cmd == "PEXPIRETIME" || cmd == "EXPIRETIME") && n == 2) return expire_time(a[1], cmd == "EXPIRETIME");
+    // A stream of events beside the keys (a job queue's): written, never read back, so
+    // not kept; XADD answers an id from the shadow's clock.
+    if (cmd == "XADD" && n >= 5) {
+      lua_reply id = bulk(std::to_string(c_.store->now_ms) + "-" + std::to_string(c_.result->writes.size()));
+      return answer(std::move(id));
+    }
+    if (cmd == "XTRIM" && n >= 4) return answer(integer(0));
     if (cmd == "SELECT" && n == 2) return answer(status("OK"));
     if (cmd == "PING") return answer(status("PONG"));
     if (cmd == "TIME" && n == 1) {
@@ -480,6 +499,18 @@ class shadow_commands {
     const std::string* v = h == nullptr ? nullptr : field(*h, f);
     return answer(v == nullptr ? lua_reply{} : bulk(*v));
   }
+  bool hmget() {
+    bool wrong = false;
+    shadow_key* h = hash(c_.args[1], false, wrong);
+    if (wrong) return false;
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i = 2; i < c_.args.size() && r.items.size() < max_reply_items; ++i) {
+      const std::string* v = h == nullptr ? nullptr : field(*h, c_.args[i]);
+      r.items.push_back(v == nullptr ? lua_reply{} : bulk(*v));
+    }
+    return answer(std::move(r));
+  }
   bool hexists(const std::string& key, const std::string& f) {
     bool wrong = false;
     shadow_key* h = hash(key, false, wrong);
@@ -603,6 +634,58 @@ class shadow_commands {
     else k->items.pop_back();
     if (k->items.empty()) keys_.erase(key);  // Redis drops an empty list
     return answer(std::move(r));
+  }
+  // RPOPLPUSH / LMOVE: one item from one end of `from` to one end of `to` (the same
+  // list too: a rotation).
+  bool move(const std::string& from, const std::string& to, bool from_head, bool to_head) {
+    shadow_key* src = find(from);
+    if (src == nullptr) return answer(lua_reply{});
+    const shadow_key* dst = find(to);
+    if (src->kind != shadow_key::type::list || (dst != nullptr && dst->kind != shadow_key::type::list)) return wrong_type();
+    if (!grow(src->items.front().size() + 8) || !record(shadow_write::what::pop, from, {})) return false;
+    std::string item = from_head ? src->items.front() : src->items.back();
+    if (from_head) src->items.erase(src->items.begin());
+    else src->items.pop_back();
+    if (src->items.empty()) keys_.erase(from);  // Redis drops an empty list
+    if (!record(shadow_write::what::push, to, item)) return false;
+    shadow_key& d = keys_[to];
+    d.kind = shadow_key::type::list;
+    if (to_head) d.items.insert(d.items.begin(), item);
+    else d.items.push_back(item);
+    return answer(bulk(item));
+  }
+  // LREM: up to |count| items equal to `value`, from the head (count > 0), the tail
+  // (count < 0) or all (0).
+  bool lrem(const std::string& key, const std::string& count_arg, const std::string& value) {
+    std::int64_t count = 0;
+    if (!parse_i64(count_arg, count)) return fail("ERR value is not an integer or out of range");
+    shadow_key* k = find(key);
+    if (k == nullptr) return answer(integer(0));
+    if (k->kind != shadow_key::type::list) return wrong_type();
+    if (!charge(k->items.size())) return false;
+    std::int64_t removed = 0;
+    const std::uint64_t most = count == 0 ? UINT64_MAX : count < 0 ? 0 - static_cast<std::uint64_t>(count) : static_cast<std::uint64_t>(count);
+    auto& items = k->items;
+    if (count >= 0) {
+      for (auto it = items.begin(); it != items.end() && static_cast<std::uint64_t>(removed) < most;) {
+        if (*it == value) {
+          it = items.erase(it);
+          ++removed;
+        } else {
+          ++it;
+        }
+      }
+    } else {
+      for (std::size_t i = items.size(); i-- > 0 && static_cast<std::uint64_t>(removed) < most;) {
+        if (items[i] == value) {
+          items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
+          ++removed;
+        }
+      }
+    }
+    if (removed > 0 && !record(shadow_write::what::pop, key, value)) return false;
+    if (items.empty()) keys_.erase(key);  // Redis drops an empty list
+    return answer(integer(removed));
   }
   bool incrby(const std::string& key, std::int64_t by) {
     shadow_key* k = find(key);
@@ -1138,6 +1221,15 @@ int redis_error_reply(lua_State* L) {
   lua_settable(L, -3);
   return 1;
 }
+void charge_codec_work(lua_State* L, std::size_t units) {
+  context& c = ctx_of(L);
+  c.executed += units;
+  if (c.executed > c.limits->instructions) {
+    c.limit_hit = true;
+    luaL_error(L, "instruction limit reached");
+  }
+}
+
 int redis_nothing(lua_State*) { return 0; }
 int redis_true(lua_State* L) {
   lua_pushboolean(L, 1);
@@ -1254,6 +1346,7 @@ int setup(lua_State* L) {
     lua_settable(L, -3);
   }
   lua_setglobal(L, "redis");
+  open_codecs(L, charge_codec_work);
   for (int which = 0; which < 2; ++which) {
     const auto& list = which == 0 ? a->keys : a->argv;
     lua_createtable(L, static_cast<int>(std::min<std::size_t>(list.size(), 1024)), 0);
