@@ -16,6 +16,8 @@ using namespace recognizer_detail;
 
 namespace {
 
+constexpr std::uint32_t traced_wall_ms = 2000;
+
 // Whether a script's reply in the shadow is the one the server sent.
 bool same_reply(const effect::lua_reply& r, const message& m, std::size_t index) {
   using kind = effect::lua_reply::kind;
@@ -90,7 +92,12 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
   ++traced_runs;
   age_to(server->store, server->aged_to_ms, c.op.request_us / 1000);
   effect::shadow_store after = server->store;
-  const effect::run_result run = effect::run_script(learnt.text, keys, argv, after);
+  // The instruction and memory budgets bound a run; the wall clock, a backstop that a
+  // busy machine could trip at random, is given room enough that the runs, and so the
+  // output, do not depend on the load.
+  effect::sandbox_limits limits;
+  limits.wall_ms = traced_wall_ms;
+  const effect::run_result run = effect::run_script(learnt.text, keys, argv, after, limits);
   if (run.outcome == effect::run_result::status::limit || run.outcome == effect::run_result::status::not_lua) {
     learnt.text = std::string();
     ++effect_strikes;
