@@ -129,6 +129,28 @@ void diff_check_state(test::resp_connection& c, const shadow_store& store, const
   }
 }
 
+// Runs the case in the sandbox and by EVAL on the server, both from the state `st`; the
+// replies and the `checked` keys' states afterwards must agree.
+void diff_run_both(test::resp_connection& c, const differential_case& dc, const differential_state& st,
+                   const std::vector<std::string>& checked) {
+  shadow_store store = diff_shadow_of(st, dc.keys);
+  const std::vector<std::string_view> keys(dc.keys.begin(), dc.keys.end()), argv(dc.argv.begin(), dc.argv.end());
+  const locks::effect::run_result mine = locks::effect::run_script(dc.script, keys, argv, store);
+  INFO("sandbox: " << mine.message);
+  REQUIRE(mine.outcome != locks::effect::run_result::status::unsupported);
+  REQUIRE(mine.outcome != locks::effect::run_result::status::limit);
+  diff_set_up(c, st, dc.keys);
+  std::vector<std::string> eval{"EVAL", dc.script, std::to_string(dc.keys.size())};
+  eval.insert(eval.end(), dc.keys.begin(), dc.keys.end());
+  eval.insert(eval.end(), dc.argv.begin(), dc.argv.end());
+  const resp::value real = c.command_argv(eval);
+  std::string why;
+  INFO("server reply: " << real.text << " " << real.integer);
+  CHECK(diff_same_reply(mine.reply, real, why));
+  INFO(why);
+  diff_check_state(c, store, checked);
+}
+
 }  // namespace
 
 TEST_CASE("effect sandbox: the shadow answers and changes keys as redis-server does", "[effect][sandbox][redis]") {
@@ -208,21 +230,7 @@ TEST_CASE("effect sandbox: the shadow answers and changes keys as redis-server d
     for (const differential_state& st : states) {
       INFO("script:\n" << dc.script << "\nstate: '" << st.value << "' hash " << st.hash << " count " << st.count
                        << " all " << st.all << " pttl " << st.pttl);
-      shadow_store store = diff_shadow_of(st, dc.keys);
-      const std::vector<std::string_view> keys(dc.keys.begin(), dc.keys.end()), argv(dc.argv.begin(), dc.argv.end());
-      const locks::effect::run_result mine = locks::effect::run_script(dc.script, keys, argv, store);
-      REQUIRE(mine.outcome != locks::effect::run_result::status::unsupported);
-      REQUIRE(mine.outcome != locks::effect::run_result::status::limit);
-      diff_set_up(c, st, dc.keys);
-      std::vector<std::string> eval{"EVAL", dc.script, std::to_string(dc.keys.size())};
-      eval.insert(eval.end(), dc.keys.begin(), dc.keys.end());
-      eval.insert(eval.end(), dc.argv.begin(), dc.argv.end());
-      const resp::value real = c.command_argv(eval);
-      std::string why;
-      INFO("server reply: " << real.text << " " << real.integer);
-      CHECK(diff_same_reply(mine.reply, real, why));
-      INFO(why);
-      diff_check_state(c, store, dc.keys);
+      diff_run_both(c, dc, st, dc.keys);
     }
   }
 }
@@ -266,25 +274,10 @@ TEST_CASE("effect sandbox: cmsgpack, cjson and list moves answer as redis-server
   };
   for (const differential_case& dc : cases) {
     INFO("script:\n" << dc.script);
-    shadow_store store;
-    const std::vector<std::string_view> keys(dc.keys.begin(), dc.keys.end()), argv(dc.argv.begin(), dc.argv.end());
-    const locks::effect::run_result mine = locks::effect::run_script(dc.script, keys, argv, store);
-    INFO("sandbox: " << mine.message);
-    REQUIRE(mine.outcome != locks::effect::run_result::status::unsupported);
-    REQUIRE(mine.outcome != locks::effect::run_result::status::limit);
-    REQUIRE(c.command("FLUSHALL").text == "OK");
-    std::vector<std::string> eval{"EVAL", dc.script, std::to_string(dc.keys.size())};
-    eval.insert(eval.end(), dc.keys.begin(), dc.keys.end());
-    eval.insert(eval.end(), dc.argv.begin(), dc.argv.end());
-    const resp::value real = c.command_argv(eval);
-    std::string why;
-    INFO("server reply: " << real.text << " " << real.integer);
-    CHECK(diff_same_reply(mine.reply, real, why));
-    INFO(why);
     std::vector<std::string> checked;
     for (const std::string& k : dc.keys) {
       if (k != "q:events") checked.push_back(k);  // a stream: not kept by the shadow
     }
-    diff_check_state(c, store, checked);
+    diff_run_both(c, dc, differential_state{}, checked);
   }
 }
