@@ -41,9 +41,12 @@ std::string mp_list(const std::vector<std::string>& items) {
   return out;
 }
 
+// It also caches the job's data with an expiry: a SET PX of a value the call carried
+// that is a document, not a holder's token.
 const std::string add_script =
     "local id = redis.call('incr', KEYS[2])\n"
     "redis.call('hset', ARGV[1] .. id, 'data', ARGV[2])\n"
+    "redis.call('set', ARGV[1] .. id .. ':cached', ARGV[2], 'PX', 60000)\n"
     "redis.call('lpush', KEYS[1], id)\nreturn id\n";
 const std::string take_script =
     "local opts = cmsgpack.unpack(ARGV[2])\n"

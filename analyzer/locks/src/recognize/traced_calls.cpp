@@ -107,9 +107,14 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
   if (!same_reply(run.reply, *c.reply.m, c.reply.root)) return false;
 
   // A value counts as the caller's when one of its arguments carries it (as itself, or
-  // inside a packed argument: msgpack and JSON keep a string's bytes as they are).
+  // inside a packed argument: msgpack and JSON keep a string's bytes as they are), and
+  // as a holder's when it looks like a token: a cached document (JSON, text) that a
+  // script stores with an expiry has quotes, brackets or spaces no client draws.
   auto carried = [&](std::string_view value) {
-    if (!looks_like_value(value)) return false;
+    if (!looks_like_value(value) || is_serialized_data(value) ||
+        value.find_first_of(" \"'{}[]<>") != std::string_view::npos) {
+      return false;
+    }
     for (std::string_view a : keys) {
       if (a.find(value) != std::string_view::npos) return true;
     }
