@@ -406,6 +406,41 @@ TEST_CASE("sandbox: cmsgpack and cjson refuse hostile input within the budget", 
   check_hostile(scripts);
 }
 
+TEST_CASE("sandbox: a run's journal puts back every key it changed and tells what each held before",
+          "[effect][sandbox]") {
+  effect::shadow_store store;
+  store.keys["q:wait"] = effect::shadow_key{effect::shadow_key::type::list, {}, {}, {"j2", "j1"}, {}, -1};
+  store.keys["q:1:lock"] = effect::shadow_key{effect::shadow_key::type::string, "w-5f3a:1", {}, {}, {}, 900};
+  store.keys["untouched"] = effect::shadow_key{effect::shadow_key::type::string, "x", {}, {}, {}, -1};
+  const effect::shadow_store original = store;
+  const std::string text =
+      "local id = redis.call('rpoplpush', KEYS[1], KEYS[2])\n"
+      "redis.call('set', 'q:' .. id .. ':lock', ARGV[1], 'PX', 1200)\n"
+      "redis.call('del', 'q:1:lock', 'q:9:lock')\nredis.call('hincrby', 'q:' .. id, 'ats', 1)\n"
+      "redis.call('zadd', 'q:marker', 0, '0')\nreturn redis.call('get', 'untouched')";
+  const std::vector<std::string_view> keys{"q:wait", "q:active"}, argv{"w-5f3a:2"};
+  effect::shadow_journal journal;
+  const effect::run_result r = effect::run_script(text, keys, argv, store, {}, &journal);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(store.keys.count("q:1:lock") == 0);
+  CHECK(store.keys.at("q:j1:lock").value == "w-5f3a:2");
+  REQUIRE(journal.held_before("q:1:lock") != nullptr);
+  CHECK(journal.held_before("q:1:lock")->value == "w-5f3a:1");
+  CHECK(journal.held_before("q:j1:lock") == nullptr);
+  CHECK(journal.held_before("untouched") == nullptr);  // only read
+  journal.restore(store);
+  REQUIRE(store.keys.size() == original.keys.size());
+  for (const auto& [name, k] : original.keys) {
+    INFO(name);
+    REQUIRE(store.keys.count(name) == 1);
+    const effect::shadow_key& now = store.keys.at(name);
+    CHECK(now.kind == k.kind);
+    CHECK(now.value == k.value);
+    CHECK(now.items == k.items);
+    CHECK(now.pttl_ms == k.pttl_ms);
+  }
+}
+
 TEST_CASE("sandbox: redis.call answers from the shadow as Redis would", "[effect][sandbox]") {
   effect::shadow_store store;
   const std::vector<std::string_view> keys{"lock"}, argv{"tok", "1500"};

@@ -42,6 +42,7 @@ namespace {
 
 struct context {
   shadow_store* store = nullptr;
+  shadow_journal* journal = nullptr;
   const sandbox_limits* limits = nullptr;
   run_result* result = nullptr;
   std::size_t heap = 0;
@@ -143,6 +144,13 @@ class shadow_commands {
     std::string name = a[0];
     const std::string_view cmd = upper_name(name);
     const std::size_t n = a.size();
+    if (c_.journal != nullptr && !reads_only(cmd)) {
+      // The keys it may change: the first, RPOPLPUSH's and LMOVE's destination too, and
+      // every key DEL names.
+      const bool every = cmd == "DEL" || cmd == "UNLINK";
+      const std::size_t last = every ? n - 1 : cmd == "RPOPLPUSH" || cmd == "LMOVE" ? 2 : 1;
+      for (std::size_t i = 1; i <= last && i < n; ++i) remember(a[i]);
+    }
     if (cmd == "GET" && n == 2) return get(a[1]);
     if (cmd == "MGET" && n >= 2) return mget();
     if (cmd == "SET" && n >= 3) return set(a);
@@ -233,6 +241,23 @@ class shadow_commands {
   }
 
  private:
+  static bool reads_only(std::string_view cmd) {
+    static constexpr std::string_view readers[] = {
+        "GET",   "MGET",   "EXISTS", "PTTL",   "TTL",     "HGET",   "HMGET",     "HEXISTS",   "HLEN",
+        "HGETALL", "HKEYS", "HVALS", "SISMEMBER", "SCARD", "SMEMBERS", "LRANGE", "LINDEX",    "LLEN",
+        "ZSCORE", "ZRANK", "ZREVRANK", "ZMSCORE", "ZCARD", "ZCOUNT", "ZRANGE",  "ZREVRANGE", "ZRANGEBYSCORE",
+        "ZREVRANGEBYSCORE", "PEXPIRETIME", "EXPIRETIME", "SELECT", "PING", "TIME", "TYPE", "PUBLISH", "SPUBLISH",
+        "XADD",  "XTRIM"};
+    return std::find(std::begin(readers), std::end(readers), cmd) != std::end(readers);
+  }
+  void remember(const std::string& key) {
+    auto& before = c_.journal->before;
+    for (const auto& [k, v] : before) {
+      if (k == key) return;
+    }
+    const shadow_key* now = find(key);
+    before.emplace_back(key, now == nullptr ? std::nullopt : std::optional<shadow_key>(*now));
+  }
   bool fail(std::string why) {
     c_.failure = std::move(why);
     return false;
@@ -1361,11 +1386,27 @@ int setup(lua_State* L) {
 
 }  // namespace
 
+const shadow_key* shadow_journal::held_before(std::string_view key) const noexcept {
+  for (const auto& [k, v] : before) {
+    if (k == key) return v ? &*v : nullptr;
+  }
+  return nullptr;
+}
+
+void shadow_journal::restore(shadow_store& store) const {
+  for (auto it = before.rbegin(); it != before.rend(); ++it) {
+    if (it->second) store.keys.insert_or_assign(it->first, *it->second);
+    else store.keys.erase(it->first);
+  }
+}
+
 run_result run_script(std::string_view text, std::span<const std::string_view> keys,
-                      std::span<const std::string_view> argv, shadow_store& store, const sandbox_limits& limits) {
+                      std::span<const std::string_view> argv, shadow_store& store, const sandbox_limits& limits,
+                      shadow_journal* journal) {
   run_result result;
   context c;
   c.store = &store;
+  c.journal = journal;
   c.limits = &limits;
   c.result = &result;
   for (const auto& [name, k] : store.keys) {

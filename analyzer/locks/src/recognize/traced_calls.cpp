@@ -91,20 +91,26 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
   }
   ++traced_runs;
   age_to(server->store, server->aged_to_ms, c.op.request_us / 1000);
-  effect::shadow_store after = server->store;
+  // The run changes the shadow in place; its journal puts back what a run that does not
+  // count changed, and tells what each key held before.
+  effect::shadow_journal journal;
   // The instruction and memory budgets bound a run; the wall clock, a backstop that a
   // busy machine could trip at random, is given room enough that the runs, and so the
   // output, do not depend on the load.
   effect::sandbox_limits limits;
   limits.wall_ms = traced_wall_ms;
-  const effect::run_result run = effect::run_script(learnt.text, keys, argv, after, limits);
+  const effect::run_result run = effect::run_script(learnt.text, keys, argv, server->store, limits, &journal);
   if (run.outcome == effect::run_result::status::limit || run.outcome == effect::run_result::status::not_lua) {
+    journal.restore(server->store);
     learnt.text = std::string();
     ++effect_strikes;
     return false;
   }
-  if (run.outcome != effect::run_result::status::ok && run.outcome != effect::run_result::status::script_error) return false;
-  if (!same_reply(run.reply, *c.reply.m, c.reply.root)) return false;
+  if ((run.outcome != effect::run_result::status::ok && run.outcome != effect::run_result::status::script_error) ||
+      !same_reply(run.reply, *c.reply.m, c.reply.root)) {
+    journal.restore(server->store);
+    return false;
+  }
 
   // A value counts as the caller's when one of its arguments carries it (as itself, or
   // inside a packed argument: msgpack and JSON keep a string's bytes as they are), and
@@ -132,8 +138,9 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
     bool first = true;  // each key once, at its first write
     for (std::size_t j = 0; j < i && first; ++j) first = run.writes[j].key != w.key;
     if (!first) continue;
-    const effect::shadow_key* before = string_at(server->store, w.key);
-    const effect::shadow_key* now = string_at(after, w.key);
+    const effect::shadow_key* before = journal.held_before(w.key);
+    if (before != nullptr && before->kind != effect::shadow_key::type::string) before = nullptr;
+    const effect::shadow_key* now = string_at(server->store, w.key);
     lock_operation op = base;
     op.family = lock_family::set_based;
     op.lock = w.key;
@@ -158,7 +165,6 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
     emitted = true;
   }
   if (emitted) traced_found = true;
-  server->store = std::move(after);
   return emitted;
 }
 
