@@ -441,6 +441,33 @@ TEST_CASE("sandbox: a run's journal puts back every key it changed and tells wha
   }
 }
 
+TEST_CASE("sandbox: a text compiled once runs the same from its kept chunk", "[effect][sandbox]") {
+  const std::string text =
+      "local o = cmsgpack.unpack(ARGV[1])\nlocal k = KEYS[1] .. ':lock'\n"
+      "if redis.call('get', k) == o[1] then redis.call('del', k) return 1 end\n"
+      "redis.call('set', k, o[1], 'PX', 500) return {0, o[1]}";
+  const std::vector<std::string_view> keys{"job:4"};
+  const std::string packed = "\x91\xa8w-5f3a:4";
+  const std::vector<std::string_view> argv{packed};
+  std::string compiled;
+  effect::shadow_store store;
+  const effect::run_result first = effect::run_script(text, keys, argv, store, {}, nullptr, &compiled);
+  REQUIRE(first.outcome == effect::run_result::status::ok);
+  REQUIRE_FALSE(compiled.empty());
+  CHECK(first.reply.type == effect::lua_reply::kind::array);
+  // The kept chunk is run, not the text: a text that no longer compiles changes nothing.
+  const effect::run_result second = effect::run_script("return {", keys, argv, store, {}, nullptr, &compiled);
+  REQUIRE(second.outcome == effect::run_result::status::ok);
+  CHECK(second.reply.type == effect::lua_reply::kind::integer);
+  CHECK(second.reply.integer == 1);
+  CHECK(store.keys.empty());
+  // A precompiled chunk as text is refused, and no chunk is kept from it.
+  std::string none;
+  const std::string dumped = std::string("\x1bLua\x51\x00\x01\x04", 8);
+  CHECK(effect::run_script(dumped, keys, argv, store, {}, nullptr, &none).outcome == effect::run_result::status::not_lua);
+  CHECK(none.empty());
+}
+
 TEST_CASE("sandbox: redis.call answers from the shadow as Redis would", "[effect][sandbox]") {
   effect::shadow_store store;
   const std::vector<std::string_view> keys{"lock"}, argv{"tok", "1500"};

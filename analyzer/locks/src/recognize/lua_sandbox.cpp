@@ -1400,9 +1400,20 @@ void shadow_journal::restore(shadow_store& store) const {
   }
 }
 
+namespace {
+
+// lua_dump's writer: the compiled chunk into a string (the text is bounded, and so is this).
+int append_chunk(lua_State*, const void* p, std::size_t size, void* out) {
+  static_cast<std::string*>(out)->append(static_cast<const char*>(p), size);
+  return 0;
+}
+constexpr std::size_t max_compiled_bytes = 4u << 20;
+
+}  // namespace
+
 run_result run_script(std::string_view text, std::span<const std::string_view> keys,
                       std::span<const std::string_view> argv, shadow_store& store, const sandbox_limits& limits,
-                      shadow_journal* journal) {
+                      shadow_journal* journal, std::string* compiled) {
   run_result result;
   context c;
   c.store = &store;
@@ -1434,7 +1445,15 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
   setup_args args{keys, argv};
   int rc = lua_cpcall(L, setup, &args);
   if (rc == 0) {
-    rc = luaL_loadbuffer(L, text.data(), text.size(), "@user_script");
+    if (compiled != nullptr && !compiled->empty()) {
+      rc = luaL_loadbuffer(L, compiled->data(), compiled->size(), "@user_script");
+    } else {
+      rc = luaL_loadbuffer(L, text.data(), text.size(), "@user_script");
+      if (rc == 0 && compiled != nullptr) {
+        lua_dump(L, append_chunk, compiled);
+        if (compiled->size() > max_compiled_bytes) compiled->clear();
+      }
+    }
     if (rc != 0) {
       result.outcome = c.limit_hit ? run_result::status::limit : run_result::status::not_lua;
     } else {

@@ -121,9 +121,13 @@ struct shadow_journal {
 };
 
 // Runs `text` with KEYS and ARGV against `store`, which it changes as Redis would (and
-// notes in `journal` what it changes, when given one).
+// notes in `journal` what it changes, when given one). `compiled`, when given, keeps the
+// text's compiled chunk between runs of one text: empty, the text is compiled and the
+// chunk kept there; else the chunk is loaded instead of compiling the text again (never
+// a chunk from the capture: only one this function made from text).
 run_result run_script(std::string_view text, std::span<const std::string_view> keys,
                       std::span<const std::string_view> argv, shadow_store& store,
-                      const sandbox_limits& limits = {}, shadow_journal* journal = nullptr);
+                      const sandbox_limits& limits = {}, shadow_journal* journal = nullptr,
+                      std::string* compiled = nullptr);
 
 }  // namespace lockscope::locks::effect

@@ -140,6 +140,7 @@ struct lock_recognizer::state {
   // effect_calls.cpp): at most max_learnt_effects, then classified by shape alone.
   struct learnt_effect {
     std::string text;  // run by each call (traced_calls.cpp); empty: not run
+    std::string compiled;  // the text compiled, kept by its first traced run
     bool analysed = false;
     effect::script_effect found;
     script_class by_shape;  // when the probes found no lock effect

@@ -99,10 +99,12 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
   // output, do not depend on the load.
   effect::sandbox_limits limits;
   limits.wall_ms = traced_wall_ms;
-  const effect::run_result run = effect::run_script(learnt.text, keys, argv, server->store, limits, &journal);
+  const effect::run_result run =
+      effect::run_script(learnt.text, keys, argv, server->store, limits, &journal, &learnt.compiled);
   if (run.outcome == effect::run_result::status::limit || run.outcome == effect::run_result::status::not_lua) {
     journal.restore(server->store);
     learnt.text = std::string();
+    learnt.compiled = std::string();
     ++effect_strikes;
     return false;
   }
