@@ -3,9 +3,10 @@
 // popped from a list, its release (`GET == token` then `DEL`) and its renewal (re-`SET
 // … PX`) for ids and tokens packed in one argument. The probes (script_effect.hpp) see
 // none of it: the key is in no KEYS position, and what it holds depends on lists filled
-// before. So each call is run against a shadow of its server's keys that the earlier
-// calls built (every learnt script that names no lock among its KEYS is run), and the
-// run counts only when its reply is the server's: where the shadow does not know the
+// before. So each call of a learnt script is run against a shadow of its server's keys
+// that the earlier calls built (a lock script's call too: it may move what another
+// reads; only a script naming no lock among its KEYS is read for locks), and the run
+// counts only when its reply is the server's: where the shadow does not know the
 // state (a list filled before the capture, a key written by a plain command) the run
 // answers otherwise, the call shows nothing and the shadow stays as it was.
 #include "recognize/recognizer_state.hpp"
