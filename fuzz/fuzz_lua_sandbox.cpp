@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,7 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.writes = 256;
   limits.store_bytes = 256u << 10;
   const std::vector<std::string_view> keys{"lock:a", "lock:a:channel", "lock:b"};
-  const std::vector<std::string_view> argv{"owner-1", "30000", "30000", "0"};
+  // ARGV[5]: a msgpack map {token = "owner-1", lockDuration = 30000}, as job queues pass
+  // their options (cmsgpack.unpack of untrusted bytes is part of what is fuzzed).
+  static const std::string packed = std::string("\x82\xa5token\xa7owner-1\xaclockDuration\xcd\x75\x30", 31);
+  const std::vector<std::string_view> argv{"owner-1", "30000", "30000", "0", packed};
   effect::shadow_store store;
   effect::shadow_key held;
   held.kind = effect::shadow_key::type::hash;

@@ -207,12 +207,12 @@ TEST_CASE("effect pipeline: a reentrant hash lock with its own scripts", "[effec
 }
 
 TEST_CASE("effect pipeline: a script seen but not understood is still inferred from the traffic", "[effect][pipeline]") {
-  // Locals hide it from the shape classifier; XADD (a stream) is outside the shadow, so
-  // the probes cannot tell what it does: the call's shape ([value], an integer reply)
-  // decides.
+  // Locals hide it from the shape classifier; PFADD (a HyperLogLog) is outside the
+  // shadow, so the probes cannot tell what it does: the call's shape ([value], an
+  // integer reply) decides.
   const std::string release =
       "local k, v = KEYS[1], ARGV[1]\n"
-      "if redis.call('get', k) == v then redis.call('xadd', 'audit', '*', 'v', v) return redis.call('del', k) end\nreturn 0";
+      "if redis.call('get', k) == v then redis.call('pfadd', 'audit', v) return redis.call('del', k) end\nreturn 0";
   op_recorder rec;
   locks::lock_recognizer r(rec);
   feed(r, {"SET", "res:9", "val-1", "NX", "PX", "10000"}, std::string(resp_ok), effect_t0);

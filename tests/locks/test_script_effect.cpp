@@ -22,6 +22,21 @@ struct effect_call {
   std::vector<std::string_view> argv_views() const { return {argv.begin(), argv.end()}; }
 };
 
+// Each script ends within 3 s with one of its allowed statuses.
+void check_hostile(const std::vector<std::pair<std::string, std::vector<effect::run_result::status>>>& scripts) {
+  for (const auto& [text, allowed] : scripts) {
+    INFO(text);
+    effect::shadow_store store;
+    const std::vector<std::string_view> keys{"k"}, argv{"v"};
+    const auto start = std::chrono::steady_clock::now();
+    const effect::run_result r = effect::run_script(text, keys, argv, store);
+    const auto took = std::chrono::steady_clock::now() - start;
+    INFO(r.message);
+    CHECK(std::find(allowed.begin(), allowed.end(), r.outcome) != allowed.end());
+    CHECK(took < std::chrono::seconds(3));
+  }
+}
+
 effect::script_effect effect_of(std::string_view text, const effect_call& c) {
   const auto k = c.key_views();
   const auto a = c.argv_views();
@@ -362,17 +377,95 @@ TEST_CASE("sandbox: hostile scripts end, bounded, with a status", "[effect][sand
       {std::string("\x1bLua\x51\x00\x01\x04", 8), {status::not_lua}},
       {"return {", {status::not_lua}},
   };
-  for (const auto& [text, allowed] : scripts) {
-    INFO(text);
-    effect::shadow_store store;
-    const std::vector<std::string_view> keys{"k"}, argv{"v"};
-    const auto start = std::chrono::steady_clock::now();
-    const effect::run_result r = effect::run_script(text, keys, argv, store);
-    const auto took = std::chrono::steady_clock::now() - start;
-    INFO(r.message);
-    CHECK(std::find(allowed.begin(), allowed.end(), r.outcome) != allowed.end());
-    CHECK(took < std::chrono::seconds(3));
+  check_hostile(scripts);
+}
+
+TEST_CASE("sandbox: cmsgpack and cjson refuse hostile input within the budget", "[effect][sandbox]") {
+  using status = effect::run_result::status;
+  const std::vector<std::pair<std::string, std::vector<status>>> scripts{
+      // Truncated, a count larger than the input, an extension type, a nil map key.
+      {"return cmsgpack.unpack('\\220\\255\\255')", {status::script_error}},
+      {"return cmsgpack.unpack('\\221\\255\\255\\255\\255')", {status::script_error}},
+      {"return cmsgpack.unpack('\\212\\1\\1')", {status::script_error}},
+      {"return cmsgpack.unpack('\\129\\192\\1')", {status::script_error}},
+      // Nested deeper than the sandbox reads; a long run of objects.
+      {"return cmsgpack.unpack(string.rep('\\145', 200) .. '\\192')", {status::script_error}},
+      {"return select('#', cmsgpack.unpack(string.rep('\\1', 100000)))", {status::script_error, status::limit}},
+      {"while true do cmsgpack.unpack(string.rep('\\1', 1000)) end", {status::limit}},
+      // A table that contains itself packs to the nesting limit (then nil), as Redis's does.
+      {"local t = {} t[1] = t return #cmsgpack.pack(t)", {status::ok}},
+      {"local t = {} for i = 1, 1e6 do t[i] = string.rep('x', 1000) end return cmsgpack.pack(t)", {status::limit}},
+      {"while true do cmsgpack.pack(string.rep('x', 100000)) end", {status::limit}},
+      {"return cmsgpack.pack()", {status::script_error}},
+      {"return cjson.decode(string.rep('[', 5000))", {status::script_error}},
+      {"return cjson.decode('{\"a\":')", {status::script_error}},
+      {"local t = {} t[1] = t return cjson.encode(t)", {status::script_error}},
+      {"while true do cjson.encode({string.rep('x', 100000)}) end", {status::limit}},
+      {"cjson.encode_keep_buffer(false)", {status::script_error}},
+  };
+  check_hostile(scripts);
+}
+
+TEST_CASE("sandbox: a run's journal puts back every key it changed and tells what each held before",
+          "[effect][sandbox]") {
+  effect::shadow_store store;
+  store.keys["q:wait"] = effect::shadow_key{effect::shadow_key::type::list, {}, {}, {"j2", "j1"}, {}, -1};
+  store.keys["q:1:lock"] = effect::shadow_key{effect::shadow_key::type::string, "w-5f3a:1", {}, {}, {}, 900};
+  store.keys["untouched"] = effect::shadow_key{effect::shadow_key::type::string, "x", {}, {}, {}, -1};
+  const effect::shadow_store original = store;
+  const std::string text =
+      "local id = redis.call('rpoplpush', KEYS[1], KEYS[2])\n"
+      "redis.call('set', 'q:' .. id .. ':lock', ARGV[1], 'PX', 1200)\n"
+      "redis.call('del', 'q:1:lock', 'q:9:lock')\nredis.call('hincrby', 'q:' .. id, 'ats', 1)\n"
+      "redis.call('zadd', 'q:marker', 0, '0')\nreturn redis.call('get', 'untouched')";
+  const std::vector<std::string_view> keys{"q:wait", "q:active"}, argv{"w-5f3a:2"};
+  effect::shadow_journal journal;
+  const effect::run_result r = effect::run_script(text, keys, argv, store, {}, &journal);
+  REQUIRE(r.outcome == effect::run_result::status::ok);
+  CHECK(store.keys.count("q:1:lock") == 0);
+  CHECK(store.keys.at("q:j1:lock").value == "w-5f3a:2");
+  REQUIRE(journal.held_before("q:1:lock") != nullptr);
+  CHECK(journal.held_before("q:1:lock")->value == "w-5f3a:1");
+  CHECK(journal.held_before("q:j1:lock") == nullptr);
+  CHECK(journal.held_before("untouched") == nullptr);  // only read
+  journal.restore(store);
+  REQUIRE(store.keys.size() == original.keys.size());
+  for (const auto& [name, k] : original.keys) {
+    INFO(name);
+    REQUIRE(store.keys.count(name) == 1);
+    const effect::shadow_key& now = store.keys.at(name);
+    CHECK(now.kind == k.kind);
+    CHECK(now.value == k.value);
+    CHECK(now.items == k.items);
+    CHECK(now.pttl_ms == k.pttl_ms);
   }
+}
+
+TEST_CASE("sandbox: a text compiled once runs the same from its kept chunk", "[effect][sandbox]") {
+  const std::string text =
+      "local o = cmsgpack.unpack(ARGV[1])\nlocal k = KEYS[1] .. ':lock'\n"
+      "if redis.call('get', k) == o[1] then redis.call('del', k) return 1 end\n"
+      "redis.call('set', k, o[1], 'PX', 500) return {0, o[1]}";
+  const std::vector<std::string_view> keys{"job:4"};
+  const std::string packed = "\x91\xa8w-5f3a:4";
+  const std::vector<std::string_view> argv{packed};
+  std::string compiled;
+  effect::shadow_store store;
+  const effect::run_result first = effect::run_script(text, keys, argv, store, {}, nullptr, &compiled);
+  REQUIRE(first.outcome == effect::run_result::status::ok);
+  REQUIRE_FALSE(compiled.empty());
+  CHECK(first.reply.type == effect::lua_reply::kind::array);
+  // The kept chunk is run, not the text: a text that no longer compiles changes nothing.
+  const effect::run_result second = effect::run_script("return {", keys, argv, store, {}, nullptr, &compiled);
+  REQUIRE(second.outcome == effect::run_result::status::ok);
+  CHECK(second.reply.type == effect::lua_reply::kind::integer);
+  CHECK(second.reply.integer == 1);
+  CHECK(store.keys.empty());
+  // A precompiled chunk as text is refused, and no chunk is kept from it.
+  std::string none;
+  const std::string dumped = std::string("\x1bLua\x51\x00\x01\x04", 8);
+  CHECK(effect::run_script(dumped, keys, argv, store, {}, nullptr, &none).outcome == effect::run_result::status::not_lua);
+  CHECK(none.empty());
 }
 
 TEST_CASE("sandbox: redis.call answers from the shadow as Redis would", "[effect][sandbox]") {

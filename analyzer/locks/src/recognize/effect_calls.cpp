@@ -98,22 +98,30 @@ void lock_recognizer::state::on_effect_call(command_call& c, std::uint16_t index
     const lock_family shape = learnt.by_shape.family;
     const bool redisson_shaped = learnt.by_shape.is_lock_script() && shape != lock_family::set_based &&
                                  shape != lock_family::redlock_multi && shape != lock_family::unknown;
-    if (!redisson_shaped && effect_strikes < max_effect_strikes) {
+    const bool probed = !redisson_shaped && effect_strikes < max_effect_strikes;
+    if (probed) {
       learnt.found = effect::analyse_script(learnt.text, keys, argv);
       if (learnt.found.hit_limit) ++effect_strikes;
     }
     if (!learnt.found.is_lock() && !learnt.by_shape.is_lock_script()) ++stats.unknown_scripts;
-    learnt.text = std::string();
+    // Only a script the probes ran within their budget is run again on each call.
+    if (!probed || learnt.found.hit_limit) learnt.text = std::string();
   }
   if (!learnt.analysed) return;
+  // Every learnt script's call keeps the traced shadow of its server (a lock script's
+  // too: it may move what another script reads); only one naming no lock among its
+  // KEYS is read from its run.
   if (learnt.found.is_lock()) {
     emit_effect_operations(c, learnt.found, keys, argv);
+    on_traced_call(c, learnt, keys, argv, false);
     return;
   }
   if (learnt.by_shape.is_lock_script()) {
     emit_script_operations(c, learnt.by_shape, keys, argv);
+    on_traced_call(c, learnt, keys, argv, false);
     return;
   }
+  if (on_traced_call(c, learnt, keys, argv, true)) return;
   // Run to its end and no lock (a counter, a rate limiter, a cache): not guessed at.
   if (learnt.found.ran) return;
   const script_class guess = infer_script(c, learnt.inference, keys, argv);

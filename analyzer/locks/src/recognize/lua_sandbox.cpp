@@ -4,6 +4,8 @@
 // locals alive.
 #include "recognize/lua_sandbox.hpp"
 
+#include "recognize/lua_codecs.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +42,7 @@ namespace {
 
 struct context {
   shadow_store* store = nullptr;
+  shadow_journal* journal = nullptr;
   const sandbox_limits* limits = nullptr;
   run_result* result = nullptr;
   std::size_t heap = 0;
@@ -141,6 +144,13 @@ class shadow_commands {
     std::string name = a[0];
     const std::string_view cmd = upper_name(name);
     const std::size_t n = a.size();
+    if (c_.journal != nullptr && !reads_only(cmd)) {
+      // The keys it may change: the first, RPOPLPUSH's and LMOVE's destination too, and
+      // every key DEL names.
+      const bool every = cmd == "DEL" || cmd == "UNLINK";
+      const std::size_t last = every ? n - 1 : cmd == "RPOPLPUSH" || cmd == "LMOVE" ? 2 : 1;
+      for (std::size_t i = 1; i <= last && i < n; ++i) remember(a[i]);
+    }
     if (cmd == "GET" && n == 2) return get(a[1]);
     if (cmd == "MGET" && n >= 2) return mget();
     if (cmd == "SET" && n >= 3) return set(a);
@@ -154,6 +164,7 @@ class shadow_commands {
     if ((cmd == "HSET" || cmd == "HMSET") && n >= 4 && n % 2 == 0) return hset(cmd == "HMSET");
     if (cmd == "HSETNX" && n == 4) return hsetnx(a[1], a[2], a[3]);
     if (cmd == "HGET" && n == 3) return hget(a[1], a[2]);
+    if (cmd == "HMGET" && n >= 3) return hmget();
     if (cmd == "HEXISTS" && n == 3) return hexists(a[1], a[2]);
     if (cmd == "HINCRBY" && n == 4) return hincrby(a[1], a[2], a[3]);
     if (cmd == "HDEL" && n >= 3) return hdel();
@@ -171,6 +182,15 @@ class shadow_commands {
     }
     if ((cmd == "LPUSH" || cmd == "RPUSH") && n >= 3) return push(cmd == "LPUSH");
     if ((cmd == "LPOP" || cmd == "RPOP") && n == 2) return pop(a[1], cmd == "LPOP");
+    // A job queue's move of the next job id from its wait list to its active list.
+    if (cmd == "RPOPLPUSH" && n == 3) return move(a[1], a[2], false, true);
+    if (cmd == "LMOVE" && n == 5) {
+      std::string from = a[3], to = a[4];
+      const std::string_view f = upper_name(from), t = upper_name(to);
+      if ((f != "LEFT" && f != "RIGHT") || (t != "LEFT" && t != "RIGHT")) return fail("ERR syntax error");
+      return move(a[1], a[2], f == "LEFT", t == "LEFT");
+    }
+    if (cmd == "LREM" && n == 4) return lrem(a[1], a[2], a[3]);
     // A queue kept beside a lock (a capped list: RPUSH then LTRIM) must run to its end,
     // or a script that is no lock would be left to inference.
     if ((cmd == "LTRIM" || cmd == "LRANGE") && n == 4) return range(a[1], a[2], a[3], cmd == "LTRIM");
@@ -191,6 +211,13 @@ class shadow_commands {
     }
     if ((cmd == "PEXPIREAT" || cmd == "EXPIREAT") && n >= 3) return expire_at(a[1], a[2], cmd == "EXPIREAT", n > 3 ? a[3] : "");
     if ((cmd == "PEXPIRETIME" || cmd == "EXPIRETIME") && n == 2) return expire_time(a[1], cmd == "EXPIRETIME");
+    // A stream of events beside the keys (a job queue's): written, never read back, so
+    // not kept; XADD answers an id from the shadow's clock.
+    if (cmd == "XADD" && n >= 5) {
+      lua_reply id = bulk(std::to_string(c_.store->now_ms) + "-" + std::to_string(c_.result->writes.size()));
+      return answer(std::move(id));
+    }
+    if (cmd == "XTRIM" && n >= 4) return answer(integer(0));
     if (cmd == "SELECT" && n == 2) return answer(status("OK"));
     if (cmd == "PING") return answer(status("PONG"));
     if (cmd == "TIME" && n == 1) {
@@ -214,6 +241,23 @@ class shadow_commands {
   }
 
  private:
+  static bool reads_only(std::string_view cmd) {
+    static constexpr std::string_view readers[] = {
+        "GET",   "MGET",   "EXISTS", "PTTL",   "TTL",     "HGET",   "HMGET",     "HEXISTS",   "HLEN",
+        "HGETALL", "HKEYS", "HVALS", "SISMEMBER", "SCARD", "SMEMBERS", "LRANGE", "LINDEX",    "LLEN",
+        "ZSCORE", "ZRANK", "ZREVRANK", "ZMSCORE", "ZCARD", "ZCOUNT", "ZRANGE",  "ZREVRANGE", "ZRANGEBYSCORE",
+        "ZREVRANGEBYSCORE", "PEXPIRETIME", "EXPIRETIME", "SELECT", "PING", "TIME", "TYPE", "PUBLISH", "SPUBLISH",
+        "XADD",  "XTRIM"};
+    return std::find(std::begin(readers), std::end(readers), cmd) != std::end(readers);
+  }
+  void remember(const std::string& key) {
+    auto& before = c_.journal->before;
+    for (const auto& [k, v] : before) {
+      if (k == key) return;
+    }
+    const shadow_key* now = find(key);
+    before.emplace_back(key, now == nullptr ? std::nullopt : std::optional<shadow_key>(*now));
+  }
   bool fail(std::string why) {
     c_.failure = std::move(why);
     return false;
@@ -480,6 +524,18 @@ class shadow_commands {
     const std::string* v = h == nullptr ? nullptr : field(*h, f);
     return answer(v == nullptr ? lua_reply{} : bulk(*v));
   }
+  bool hmget() {
+    bool wrong = false;
+    shadow_key* h = hash(c_.args[1], false, wrong);
+    if (wrong) return false;
+    lua_reply r;
+    r.type = lua_reply::kind::array;
+    for (std::size_t i = 2; i < c_.args.size() && r.items.size() < max_reply_items; ++i) {
+      const std::string* v = h == nullptr ? nullptr : field(*h, c_.args[i]);
+      r.items.push_back(v == nullptr ? lua_reply{} : bulk(*v));
+    }
+    return answer(std::move(r));
+  }
   bool hexists(const std::string& key, const std::string& f) {
     bool wrong = false;
     shadow_key* h = hash(key, false, wrong);
@@ -603,6 +659,58 @@ class shadow_commands {
     else k->items.pop_back();
     if (k->items.empty()) keys_.erase(key);  // Redis drops an empty list
     return answer(std::move(r));
+  }
+  // RPOPLPUSH / LMOVE: one item from one end of `from` to one end of `to` (the same
+  // list too: a rotation).
+  bool move(const std::string& from, const std::string& to, bool from_head, bool to_head) {
+    shadow_key* src = find(from);
+    if (src == nullptr) return answer(lua_reply{});
+    const shadow_key* dst = find(to);
+    if (src->kind != shadow_key::type::list || (dst != nullptr && dst->kind != shadow_key::type::list)) return wrong_type();
+    if (!grow(src->items.front().size() + 8) || !record(shadow_write::what::pop, from, {})) return false;
+    std::string item = from_head ? src->items.front() : src->items.back();
+    if (from_head) src->items.erase(src->items.begin());
+    else src->items.pop_back();
+    if (src->items.empty()) keys_.erase(from);  // Redis drops an empty list
+    if (!record(shadow_write::what::push, to, item)) return false;
+    shadow_key& d = keys_[to];
+    d.kind = shadow_key::type::list;
+    if (to_head) d.items.insert(d.items.begin(), item);
+    else d.items.push_back(item);
+    return answer(bulk(item));
+  }
+  // LREM: up to |count| items equal to `value`, from the head (count > 0), the tail
+  // (count < 0) or all (0).
+  bool lrem(const std::string& key, const std::string& count_arg, const std::string& value) {
+    std::int64_t count = 0;
+    if (!parse_i64(count_arg, count)) return fail("ERR value is not an integer or out of range");
+    shadow_key* k = find(key);
+    if (k == nullptr) return answer(integer(0));
+    if (k->kind != shadow_key::type::list) return wrong_type();
+    if (!charge(k->items.size())) return false;
+    std::int64_t removed = 0;
+    const std::uint64_t most = count == 0 ? UINT64_MAX : count < 0 ? 0 - static_cast<std::uint64_t>(count) : static_cast<std::uint64_t>(count);
+    auto& items = k->items;
+    if (count >= 0) {
+      for (auto it = items.begin(); it != items.end() && static_cast<std::uint64_t>(removed) < most;) {
+        if (*it == value) {
+          it = items.erase(it);
+          ++removed;
+        } else {
+          ++it;
+        }
+      }
+    } else {
+      for (std::size_t i = items.size(); i-- > 0 && static_cast<std::uint64_t>(removed) < most;) {
+        if (items[i] == value) {
+          items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
+          ++removed;
+        }
+      }
+    }
+    if (removed > 0 && !record(shadow_write::what::pop, key, value)) return false;
+    if (items.empty()) keys_.erase(key);  // Redis drops an empty list
+    return answer(integer(removed));
   }
   bool incrby(const std::string& key, std::int64_t by) {
     shadow_key* k = find(key);
@@ -1138,6 +1246,15 @@ int redis_error_reply(lua_State* L) {
   lua_settable(L, -3);
   return 1;
 }
+void charge_codec_work(lua_State* L, std::size_t units) {
+  context& c = ctx_of(L);
+  c.executed += units;
+  if (c.executed > c.limits->instructions) {
+    c.limit_hit = true;
+    luaL_error(L, "instruction limit reached");
+  }
+}
+
 int redis_nothing(lua_State*) { return 0; }
 int redis_true(lua_State* L) {
   lua_pushboolean(L, 1);
@@ -1254,6 +1371,7 @@ int setup(lua_State* L) {
     lua_settable(L, -3);
   }
   lua_setglobal(L, "redis");
+  open_codecs(L, charge_codec_work);
   for (int which = 0; which < 2; ++which) {
     const auto& list = which == 0 ? a->keys : a->argv;
     lua_createtable(L, static_cast<int>(std::min<std::size_t>(list.size(), 1024)), 0);
@@ -1268,11 +1386,38 @@ int setup(lua_State* L) {
 
 }  // namespace
 
+const shadow_key* shadow_journal::held_before(std::string_view key) const noexcept {
+  for (const auto& [k, v] : before) {
+    if (k == key) return v ? &*v : nullptr;
+  }
+  return nullptr;
+}
+
+void shadow_journal::restore(shadow_store& store) const {
+  for (auto it = before.rbegin(); it != before.rend(); ++it) {
+    if (it->second) store.keys.insert_or_assign(it->first, *it->second);
+    else store.keys.erase(it->first);
+  }
+}
+
+namespace {
+
+// lua_dump's writer: the compiled chunk into a string (the text is bounded, and so is this).
+int append_chunk(lua_State*, const void* p, std::size_t size, void* out) {
+  static_cast<std::string*>(out)->append(static_cast<const char*>(p), size);
+  return 0;
+}
+constexpr std::size_t max_compiled_bytes = 4u << 20;
+
+}  // namespace
+
 run_result run_script(std::string_view text, std::span<const std::string_view> keys,
-                      std::span<const std::string_view> argv, shadow_store& store, const sandbox_limits& limits) {
+                      std::span<const std::string_view> argv, shadow_store& store, const sandbox_limits& limits,
+                      shadow_journal* journal, std::string* compiled) {
   run_result result;
   context c;
   c.store = &store;
+  c.journal = journal;
   c.limits = &limits;
   c.result = &result;
   for (const auto& [name, k] : store.keys) {
@@ -1300,7 +1445,15 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
   setup_args args{keys, argv};
   int rc = lua_cpcall(L, setup, &args);
   if (rc == 0) {
-    rc = luaL_loadbuffer(L, text.data(), text.size(), "@user_script");
+    if (compiled != nullptr && !compiled->empty()) {
+      rc = luaL_loadbuffer(L, compiled->data(), compiled->size(), "@user_script");
+    } else {
+      rc = luaL_loadbuffer(L, text.data(), text.size(), "@user_script");
+      if (rc == 0 && compiled != nullptr) {
+        lua_dump(L, append_chunk, compiled);
+        if (compiled->size() > max_compiled_bytes) compiled->clear();
+      }
+    }
     if (rc != 0) {
       result.outcome = c.limit_hit ? run_result::status::limit : run_result::status::not_lua;
     } else {

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -110,9 +111,23 @@ struct run_result {
   std::string message;  // why, for script_error / unsupported / limit / not_lua
 };
 
-// Runs `text` with KEYS and ARGV against `store`, which it changes as Redis would.
+// The keys a run may have changed, as they were before it (nullopt: absent), each once,
+// in the order first touched: enough to put the store back, or to read what a key held
+// before the run, without copying the whole store.
+struct shadow_journal {
+  std::vector<std::pair<std::string, std::optional<shadow_key>>> before;
+  const shadow_key* held_before(std::string_view key) const noexcept;  // nullptr: absent or not touched
+  void restore(shadow_store& store) const;
+};
+
+// Runs `text` with KEYS and ARGV against `store`, which it changes as Redis would (and
+// notes in `journal` what it changes, when given one). `compiled`, when given, keeps the
+// text's compiled chunk between runs of one text: empty, the text is compiled and the
+// chunk kept there; else the chunk is loaded instead of compiling the text again (never
+// a chunk from the capture: only one this function made from text).
 run_result run_script(std::string_view text, std::span<const std::string_view> keys,
                       std::span<const std::string_view> argv, shadow_store& store,
-                      const sandbox_limits& limits = {});
+                      const sandbox_limits& limits = {}, shadow_journal* journal = nullptr,
+                      std::string* compiled = nullptr);
 
 }  // namespace lockscope::locks::effect

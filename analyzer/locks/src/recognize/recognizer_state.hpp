@@ -139,7 +139,8 @@ struct lock_recognizer::state {
   // Scripts learnt from the capture, read by their effect at their first call (see
   // effect_calls.cpp): at most max_learnt_effects, then classified by shape alone.
   struct learnt_effect {
-    std::string text;  // until the first call runs the probes
+    std::string text;  // run by each call (traced_calls.cpp); empty: not run
+    std::string compiled;  // the text compiled, kept by its first traced run
     bool analysed = false;
     effect::script_effect found;
     script_class by_shape;  // when the probes found no lock effect
@@ -351,6 +352,30 @@ struct lock_recognizer::state {
                       std::span<const std::string_view> argv);
   void emit_effect_operations(command_call& c, const effect::script_effect& e, std::span<const std::string_view> keys,
                               std::span<const std::string_view> argv);
+  // ---- traced_calls.cpp ----
+  // Scripts whose probes show no lock on their KEYS may still build a lock's key inside
+  // Lua (`prefix .. id .. ':lock'`, the id popped from a list): each call of such a
+  // script is run against a shadow of its server's keys learnt from the earlier calls,
+  // and kept only when the run answers what the server answered. Its SETs with an
+  // expiry, DELs and re-expiries of a key holding a value the call carried are the lock
+  // operations (emitted only when `read`: a call already read otherwise only keeps the
+  // shadow). True when the call's run emitted any. A script whose run runs out of its
+  // budget is not run again (its text is dropped) and counts as an effect strike.
+  bool on_traced_call(command_call& c, learnt_effect& learnt, std::span<const std::string_view> keys,
+                      std::span<const std::string_view> argv, bool read);
+  struct traced_server {
+    std::string server;
+    effect::shadow_store store;
+    std::int64_t aged_to_ms = -1;  // the shadow's TTLs count from this time
+  };
+  static constexpr std::size_t max_traced_servers = 8;
+  // Runs without a lock operation after which the tracing stops (its shadows dropped):
+  // a capture of scripts that build no lock pays for a bounded number of runs.
+  static constexpr std::uint64_t max_traced_runs_without_lock = 4096;
+  std::vector<traced_server> traced_servers;
+  std::uint64_t traced_runs = 0;
+  bool traced_found = false;
+  bool traced_off = false;
   // Makes `text` the last EVAL's script when it is known.
   bool find_eval(std::string_view text);
   sha_entry* find_sha(std::string_view sha);
