@@ -36,6 +36,7 @@
 
 require_once 'Malkusch/Lock/autoload.php';
 require_once 'Predis/autoload.php';
+require_once __DIR__ . '/truth_log.php';
 
 use malkusch\lock\exception\TimeoutException;
 use malkusch\lock\mutex\PHPRedisMutex;
@@ -44,20 +45,6 @@ use malkusch\lock\mutex\PredisMutex;
 $ports = array_map('intval', explode(',', $argv[1]));
 $proc = $argv[2];
 $rounds = (int) ($argv[3] ?? 8);
-
-function now_us(): int
-{
-    $t = gettimeofday();
-    return $t['sec'] * 1000000 + $t['usec'];
-}
-
-function log_event(array $o): void
-{
-    global $proc;
-    $line = array_merge(['t_us' => now_us(), 'proc' => $proc], $o);
-    fwrite(STDOUT, json_encode($line, JSON_UNESCAPED_SLASHES) . "\n");
-    fflush(STDOUT);
-}
 
 const TIMEOUT_S = 1;  // the mutex's timeout; its keys' lease is TIMEOUT_S + 1 s
 
