@@ -345,6 +345,70 @@ TEST_CASE("clean-up: the connection's next operation on another lock is a give-u
   CHECK(first_of(f.events, "acquired", "v6")->wait_us == at(240) + 100 - at(200));
 }
 
+TEST_CASE("clean-up: a poller's give-up told by its next lock is bounded by when its next attempt was due",
+          "[timeline][waiter][fresh][cleanup][give-up][bounds]") {
+  // malkusch/lock's spinlock: a clean-up after each refusal, then a sleep; at its deadline
+  // it gives up without trying again and goes on to its next lock. Its last clean-up only
+  // bounds the give-up from below: it may have slept on to when its next attempt was due.
+  fixture f;
+  retries_with_cleanups(f);
+  attempt(f, "B", "w1", 300, op_outcome::ok, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  const recorded_event* gone = f.events.first("gave_up");
+  CHECK(gone->wait_us == at(111) + 100 - at(10));
+  CHECK(gone->ended == locks::wait_end::new_wait);
+  // Its spacing (a clean-up's reply to the next request, 48.9 ms) plus half of it (more
+  // than the wake window): due 73.35 ms after its last clean-up, before its next lock.
+  const std::int64_t spacing = at(60) - (at(11) + 100);
+  CHECK(gone->wait_at_most_us == at(111) + 100 + spacing + spacing / 2 - at(10));
+  CHECK(gone->wait_at_most_us < at(300) - at(10));
+}
+
+TEST_CASE("clean-up: a backing-off poller whose spacing drops back to its first steps began a new wait",
+          "[timeline][waiter][fresh][cleanup][give-up][backoff]") {
+  // malkusch/lock: a new value and a clean-up per attempt, pauses growing from 20 to 100
+  // ms; at its deadline it gives up and its next round takes the lock again at once,
+  // from its first pause: 24 ms after its last clean-up, then 20.
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  const double tries[] = {10, 30, 55, 90, 140, 210, 310};
+  for (const double t : tries) {
+    const std::string value = "v" + std::to_string(static_cast<int>(t));
+    attempt(f, "A", value, t, op_outcome::contended, 2);
+    cleanup(f, "A", value, t + 1, 2);
+  }
+  attempt(f, "A", "r1", 335, op_outcome::contended, 2);
+  cleanup(f, "A", "r1", 336, 2);
+  attempt(f, "A", "r2", 356, op_outcome::contended, 2);
+  cleanup(f, "A", "r2", 357, 2);
+  release(f, "A", "holder", 360, 1);
+  attempt(f, "A", "r3", 380, op_outcome::ok, 2);
+  const recorded_event* gone = first_of(f.events, "gave_up", "v310");
+  REQUIRE(gone != nullptr);
+  CHECK(gone->wait_us == at(311) + 100 - at(10));
+  CHECK(gone->wait_at_most_us >= at(335) - at(10) - 1'000);  // up to its next round's first try
+  const recorded_event* won = first_of(f.events, "acquired", "r3");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(380) + 100 - at(335));
+}
+
+TEST_CASE("clean-up: a fixed-cadence poller's shorter spacing is no new wait", "[timeline][waiter][fresh][cleanup][backoff]") {
+  // Spacings of 50 ms with jitter, one of 15: no backoff grew, so nothing began again.
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  const double tries[] = {10, 60, 105, 160, 175, 225};
+  for (const double t : tries) {
+    const std::string value = "v" + std::to_string(static_cast<int>(t));
+    attempt(f, "A", value, t, op_outcome::contended, 2);
+    cleanup(f, "A", value, t + 1, 2);
+  }
+  release(f, "A", "holder", 230, 1);
+  attempt(f, "A", "w", 270, op_outcome::ok, 2);
+  CHECK(f.events.count("gave_up") == 0);
+  REQUIRE(first_of(f.events, "acquired", "w") != nullptr);
+  CHECK(first_of(f.events, "acquired", "w")->wait_us == at(270) + 100 - at(10));
+}
+
 TEST_CASE("clean-up: attempts with no retries repeated on an application's timer are separate give-ups",
           "[timeline][waiter][fresh][cleanup][give-up]") {
   // node-redlock with retryCount 0 (captures/thirdparty/redlock.pcap, rl:batch): attempt,

@@ -26,6 +26,7 @@
 require_once 'Illuminate/Cache/autoload.php';
 require_once 'Illuminate/Redis/autoload.php';
 require_once 'Predis/autoload.php';
+require_once __DIR__ . '/truth_log.php';
 
 use Illuminate\Cache\RedisLock;
 use Illuminate\Cache\RedisStore;
@@ -34,20 +35,6 @@ use Illuminate\Redis\RedisManager;
 
 $port = (int) $argv[1];
 $proc = $argv[2];
-
-function now_us(): int
-{
-    $t = gettimeofday();
-    return $t['sec'] * 1000000 + $t['usec'];
-}
-
-function log_event(array $o): void
-{
-    global $proc;
-    $line = array_merge(['t_us' => now_us(), 'proc' => $proc], $o);
-    fwrite(STDOUT, json_encode($line, JSON_UNESCAPED_SLASHES) . "\n");
-    fflush(STDOUT);
-}
 
 const TTL_S = 1;
 $current = ['set_us' => 0];

@@ -39,6 +39,8 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR bullmq_jobs        # bullmq_jobs_worker.js
 #   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
+#   tests/locks/effect_clients/record.sh - malkusch_mutex                    # malkusch_lock_worker.php (PHP, one server)
+#   tests/locks/effect_clients/record.sh - malkusch_redlock                  # malkusch_lock_worker.php (PHP, three servers)
 #   tests/locks/effect_clients/record.sh - portalocker                       # portalocker_worker.py (Python)
 #   tests/locks/effect_clients/record.sh - tooz                              # tooz_worker.py (Python)
 #   tests/locks/effect_clients/record.sh - rq                                # rq_worker.py (Python)
@@ -67,6 +69,7 @@
 #   npm install --prefix /tmp/heldout17_npm bullmq@6.7.0 ioredis@5                  # held out (seventeenth set)
 # laravel_lock and symfony_lock run PHP, not node (the first argument is unused), on Debian's packages:
 #   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
+#   apt-get install php-cli php-malkusch-lock php-predis php-redis        # held out (eighteenth set)
 # portalocker runs Debian's Python (/usr/bin/python3) with its packages:
 #   apt-get install python3-portalocker python3-redis                    # held out (thirteenth set)
 #   apt-get install python3-tooz python3-rq python3-redis                # held out (fourteenth set)
@@ -79,7 +82,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|laravel_lock|symfony_lock|portalocker|tooz|rq|kombu_mutex|limits}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -125,6 +128,9 @@ case $name in
   bullmq_jobs) worker=bullmq_jobs_worker.js; scenario="bullmq 6.7.0 job locks on ioredis 5, 3 workers of concurrency 3, one killed with SIGKILL (held out)"; rounds=60; midstream=1 ;;
   laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
+  # Holders killed with SIGKILL mid-hold (their keys expire); a Redlock quorum over 3 servers.
+  malkusch_mutex) worker=malkusch_lock_worker.php; scenario="malkusch/lock 2.2.1 PredisMutex (Debian) on predis, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  malkusch_redlock) worker=malkusch_lock_worker.php; scenario="malkusch/lock 2.2.1 PHPRedisMutex (Debian) on phpredis over 3 servers, holders killed with SIGKILL (held out)"; rounds=24; midstream=1; servers=3 ;;
   # A lock held by a pub/sub subscription, not a key (PUBSUB NUMSUB, SUBSCRIBE, UNSUBSCRIBE).
   portalocker) worker=portalocker_worker.py; scenario="portalocker 2.2.1 RedisLock (Debian) on redis-py 4.3 (held out)"; rounds=24; midstream=1 ;;
   # Locks inside larger jobs: a coordinator's heart, group membership and a leader election
@@ -139,10 +145,17 @@ case $name in
 esac
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --protected-mode no --save '' --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-tcpdump -i lo -U -s 0 -w "$work/capture.pcap" "tcp port $port" 2>"$work/tcpdump.log" &
+# One redis-server, or ${servers} of them (a Redlock's): port holds their ports, comma-separated.
+ports=() filter="" server_list=""
+for n in $(seq "${servers:-1}"); do
+  p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$work/s$n"
+  redis-server --port "$p" --bind 127.0.0.1 --protected-mode no --save '' --appendonly no --dir "$work/s$n" >"$work/redis$n.log" 2>&1 &
+  for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  ports+=("$p") filter+="${filter:+ or }tcp port $p" server_list+="${server_list:+,}\"127.0.0.1:$p\""
+done
+port=$(IFS=,; echo "${ports[*]}")
+tcpdump -i lo -U -s 0 -w "$work/capture.pcap" "$filter" 2>"$work/tcpdump.log" &
 dump=$!
 sleep 1
 start_us=$(date +%s%6N)
@@ -161,7 +174,7 @@ if [[ ${midstream:-0} == 1 ]]; then
   for _ in $(seq 300); do [[ -n $(cat "$work"/p*.jsonl 2>/dev/null) ]] && break; sleep 0.05; done
   sleep "${MIDSTREAM_S:-1.5}"
   mid_us=$(date +%s%6N)
-  tcpdump -i lo -U -s 0 -w "$work/midstream.pcap" "tcp port $port" 2>"$work/tcpdump_mid.log" &
+  tcpdump -i lo -U -s 0 -w "$work/midstream.pcap" "$filter" 2>"$work/tcpdump_mid.log" &
   mid_dump=$!
   mid_field=",\"midstream_start_us\":$mid_us"
 fi
@@ -171,7 +184,7 @@ sleep 2  # let tcpdump drain what the kernel holds (a loaded machine lags)
 kill -INT "$dump"; wait "$dump" || true
 if [[ -n ${mid_dump:-} ]]; then kill -INT "$mid_dump"; wait "$mid_dump" || true; cp "$work/midstream.pcap" "$here/$name.midstream.pcap"; fi
 {
-  echo "{\"event\":\"recording\",\"scenario\":\"$scenario\",\"capture_start_us\":$start_us,\"capture_stop_us\":$stop_us$mid_field,\"servers\":[\"127.0.0.1:$port\"]}"
+  echo "{\"event\":\"recording\",\"scenario\":\"$scenario\",\"capture_start_us\":$start_us,\"capture_stop_us\":$stop_us$mid_field,\"servers\":[$server_list]}"
   # A client whose processes' logs must be read together (rq_truth.py) has NAME_truth.py.
   if [[ -f $here/${name}_truth.py ]]; then
     cat "$work"/p*.jsonl | python3 "$here/merge_truth.py" | python3 "$here/${name}_truth.py"
@@ -180,4 +193,4 @@ if [[ -n ${mid_dump:-} ]]; then kill -INT "$mid_dump"; wait "$mid_dump" || true;
   fi
 } >"$here/$name.truth.jsonl"
 cp "$work/capture.pcap" "$here/$name.pcap"
-echo "recorded $(grep -c '"acquired"' "$here/$name.truth.jsonl") acquisitions, $(stat -c %s "$here/$name.pcap") bytes"
+echo "recorded $(grep -c '"event":"acquired"' "$here/$name.truth.jsonl") acquisitions, $(stat -c %s "$here/$name.pcap") bytes"

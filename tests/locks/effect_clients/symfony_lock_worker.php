@@ -27,6 +27,7 @@
 
 require_once 'Symfony/Component/Lock/autoload.php';
 require_once 'Predis/autoload.php';
+require_once __DIR__ . '/truth_log.php';
 
 use Symfony\Component\Lock\Exception\LockConflictedException;
 use Symfony\Component\Lock\Key;
@@ -36,19 +37,6 @@ use Symfony\Component\Lock\Store\RedisStore;
 $port = (int) $argv[1];
 $proc = $argv[2];
 $rounds = (int) ($argv[3] ?? 8);
-
-function now_us(): int
-{
-    $t = gettimeofday();
-    return $t['sec'] * 1000000 + $t['usec'];
-}
-
-function log_event(array $o): void
-{
-    global $proc;
-    fwrite(STDOUT, json_encode(array_merge(['t_us' => now_us(), 'proc' => $proc], $o), JSON_UNESCAPED_SLASHES) . "\n");
-    fflush(STDOUT);
-}
 
 const TTL_S = 1.0;
 // The token of the key being worked on (the store's state in the Key), and when its latest

@@ -36,6 +36,18 @@ inline std::int64_t backoff_reach_us(const waiter& w, std::int64_t wake_window_u
   return 4 * std::int64_t{w.last_gap_ms} * 1000 + wake_window_us;
 }
 
+// A backing-off poller whose next attempt comes back at its first steps (under a third of
+// its latest spacing and within twice its first) began its backoff again: a new wait. A
+// step's jitter never shrinks a backoff so far (each at least 3/4 of the one before,
+// note_gap), and a loop that gives up at its deadline and takes the lock again at once
+// starts from its first pause (malkusch/lock: spacings grown to 180-220 ms, then 21 and
+// 17 ms; joined, its give-up was missed and the next wait shown 1.2-1.4 s long).
+inline bool backoff_restarted(const waiter& w, std::int64_t attempt_us, std::int64_t wake_window_us) {
+  if (backoff_reach_us(w, wake_window_us) == 0) return false;
+  const std::int64_t gap = attempt_us - w.last_attempt_us;
+  return gap * 3 < std::int64_t{w.last_gap_ms} * 1000 && gap <= 2 * std::int64_t{w.first_gap_ms} * 1000;
+}
+
 // How long after its latest attempt a waiter seen polling may still be waiting for its
 // next one: the cadence poller_moved_on holds it to (its longest spacing plus half of it,
 // at least the wake window), or a backoff's next step; none when no spacing was learnt.
@@ -388,13 +400,17 @@ inline void lock_timeline::impl::closed_after_cleanup(std::uint32_t conn, std::i
 }
 
 // The waiter of `lock` on `conn` whose latest attempt was cleaned up gave up at that
-// clean-up, exactly (its latest attempt's time); known at `at`.
+// clean-up (its latest attempt's time); known at `at`. A poller (a spacing learnt) may
+// have slept on after it before finding its time out (malkusch/lock gives up at its
+// deadline, up to a backoff step after its last clean-up), so its give-up is bounded
+// there, as a stopped poller's is: from the clean-up to the earliest of `at` and when its
+// next attempt was due. A single try gave up at its clean-up.
 inline void lock_timeline::impl::gave_up_at_cleanup(std::uint32_t conn, std::uint32_t lock, wait_end how, std::int64_t at) {
   lock_state& l = locks[lock];
   if (!has_extra(l)) return;
   for (waiter& w : xp(l)->waiters) {
     if (w.conn == conn && w.cleaned_up) {
-      give_up(l, lock, &w, how, w.last_attempt_us, at);
+      give_up(l, lock, &w, how, w.last_attempt_us, at, w.attempts >= 2 && w.longest_gap_us > 0);
       schedule(lock);
       return;
     }

@@ -618,6 +618,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   }
   const auto stopped = [&](const waiter& w) {
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
+           (w.fresh_values && backoff_restarted(w, op.request_us, options.wake_window_us)) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
            (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
            (tried_again_at_once(w) && !own.spins) || busy_since_single_try(w, op) ||
