@@ -268,10 +268,15 @@ SHOW_DETAILS = False
 #   groups). Then used to build a rule (an unseen script's call with an argument carrying
 #   a control byte, serialized data, is given no argument roles): mid-run 126 false
 #   contended, 48 give-ups, 156 expiries, 9 groups -> none; its job locks still unread.
+# - bull_jobs (the nineteenth set, npm): bull 4.16.5, BullMQ's predecessor with scripts of
+#   its own: the job lock set with PX by moveToActive / moveToFinished from a popped job id
+#   and a plain token argument (one uuid per Queue), renewed by extendLock (the lock key in
+#   KEYS[1], token and duration in ARGV), checked and deleted by moveToFinished; 3 queues of
+#   3 jobs, one killed with SIGKILL. docs/reference/clients.md, "Held out, nineteenth set".
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
-            "bullmq_jobs"]
+            "bullmq_jobs", "bull_jobs"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
