@@ -282,10 +282,15 @@ SHOW_DETAILS = False
 #   told by the step after a clean-up is bounded after retries; a backing-off poller's
 #   spacing dropping back to its first steps begins a new wait): waits 37/37 and 87/87,
 #   give-ups within 10% 8/8 and 21/21 (mid-run 29/31 and 63/63, 6/7 and 18/18).
+# - bull_jobs (the nineteenth set, npm): bull 4.16.5, BullMQ's predecessor with scripts of
+#   its own: the job lock set with PX by moveToActive / moveToFinished from a popped job id
+#   and a plain token argument (one uuid per Queue), renewed by extendLock (the lock key in
+#   KEYS[1], token and duration in ARGV), checked and deleted by moveToFinished; 3 queues of
+#   3 jobs, one killed with SIGKILL. docs/reference/clients.md, "Held out, nineteenth set".
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
-            "bullmq_jobs", "malkusch_mutex", "malkusch_redlock"]
+            "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
