@@ -113,3 +113,52 @@ TEST_CASE("traced calls: a job queue's locks on keys built inside its scripts", 
   CHECK(rec.count("anomaly:expired_while_held") == 0);
   CHECK(rec.count("anomaly:unlock_by_non_owner") == 0);
 }
+
+// Bull's way (a job queue of its own here): the worker takes the job id itself with a
+// blocking BRPOPLPUSH, sent before the job is added and answered when it is, then
+// hands the id to a script that SETs the job's lock; the finish script finds the id in
+// the active list before it DELs the lock. The shadow's lists follow the plain move at
+// its reply's time, so the finish's run answers as the server did.
+TEST_CASE("traced calls: a job id the worker moved itself by a blocking pop", "[effect][pipeline][traced]") {
+  const std::string take_given =
+      "local jobKey = ARGV[1] .. ARGV[2]\n"
+      "redis.call('set', jobKey .. ':lock', ARGV[3], 'PX', ARGV[4])\n"
+      "return {redis.call('hget', jobKey, 'data'), ARGV[2]}\n";
+  const std::string finish_active =
+      "local lockKey = ARGV[1] .. ARGV[2] .. ':lock'\n"
+      "if redis.call('get', lockKey) ~= ARGV[3] then return -2 end\n"
+      "if redis.call('lrem', KEYS[1], -1, ARGV[2]) < 1 then return -3 end\n"
+      "redis.call('del', lockKey)\nreturn 0\n";
+  capture_builder b;
+  const int producer = b.connect("10.2.1.10", 42000, "10.2.1.2", 6379, traced_t0);
+  const int worker = b.connect("10.2.1.11", 42001, "10.2.1.2", 6379, traced_t0);
+  const int blocking = b.connect("10.2.1.11", 42002, "10.2.1.2", 6379, traced_t0);
+  const std::vector<std::string> wait_keys{"q:wait", "q:id"}, active{"q:active"};
+  std::int64_t t = traced_t0 + 10 * traced_ms;
+  constexpr int jobs = 4;
+  for (int j = 1; j <= jobs; ++j) {
+    const std::string id = std::to_string(j);
+    const std::string token = "c0ffee42-9d1e-4b7a-8f3c-1a2b3c4d5e6f";  // one per queue: every job's
+    const std::string data = "{\"i\":" + id + "}";
+    // The pop waits 50 ms for the add; its reply comes 0.2 ms after the add's.
+    b.command(blocking, t, {"BRPOPLPUSH", "q:wait", "q:active", "5"}, "$" + std::to_string(id.size()) + "\r\n" + id + "\r\n",
+              50 * traced_ms + 300);
+    b.command(producer, t + 50 * traced_ms, traced_eval(add_script, wait_keys, {"q:", data}), resp_int(j));
+    b.command(worker, t + 52 * traced_ms, traced_eval(take_given, active, {"q:", id, token, "1200"}), resp_array({data, id}));
+    b.command(worker, t + 400 * traced_ms, traced_eval(finish_active, active, {"q:", id, token}), resp_int(0));
+    t += 2000 * traced_ms;
+  }
+  // Then a job the take script pops itself: the shadow's wait list holds it alone only
+  // if each blocking pop took its job when answered, after the add it waited for.
+  b.command(producer, t, traced_eval(add_script, wait_keys, {"q:", "{\"i\":5}"}), resp_int(jobs + 1));
+  b.command(worker, t + 10 * traced_ms,
+            traced_eval(take_script, {"q:wait", "q:active"}, {"q:", mp_opts("w1-c0ffee42:5", 1200)}),
+            resp_array({"{\"i\":5}", "5"}));
+  const std::string path = (std::filesystem::temp_directory_path() / "lockscope_effect_traced_pop.pcap").string();
+  b.write(path);
+  const event_recorder rec = events_of(path);
+  std::filesystem::remove(path);
+  CHECK(rec.count("acquired") == jobs + 1);
+  CHECK(rec.count("released") == jobs);
+  CHECK(rec.count("anomaly:expired_while_held") == 0);
+}

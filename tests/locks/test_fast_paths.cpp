@@ -31,7 +31,7 @@ using locks::command_word;
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, command_word>, 20> words{{
+constexpr std::array<std::pair<std::string_view, command_word>, 26> words{{
     {"ASKING", command_word::asking},
     {"CLUSTER", command_word::cluster},
     {"SELECT", command_word::select},
@@ -52,6 +52,12 @@ constexpr std::array<std::pair<std::string_view, command_word>, 20> words{{
     {"EVALSHA", command_word::evalsha},
     {"EVALSHA_RO", command_word::evalsha_ro},
     {"GET", command_word::get},
+    {"ZREM", command_word::zrem},
+    {"PUBSUB", command_word::pubsub},
+    {"RPOPLPUSH", command_word::list_move},
+    {"BRPOPLPUSH", command_word::list_move},
+    {"LMOVE", command_word::list_move},
+    {"BLMOVE", command_word::list_move},
 }};
 
 // The general path: the name compared with each word in turn.

@@ -173,6 +173,7 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::zrem: return on_zrem(c);
     case command_word::get: return on_get(c);
     case command_word::pubsub: return on_pubsub(c);
+    case command_word::list_move: return on_list_move(c);
   }
 }
 

@@ -363,11 +363,27 @@ struct lock_recognizer::state {
   // budget is not run again (its text is dropped) and counts as an effect strike.
   bool on_traced_call(command_call& c, learnt_effect& learnt, std::span<const std::string_view> keys,
                       std::span<const std::string_view> argv, bool read);
+  // A list move answered by the server (on_list_move), applied to the shadow by the
+  // first traced call sent after its reply: a script that ran before the move finished
+  // (a blocking pop waits for the push that answers it) does not see it.
+  struct pending_list_move {
+    std::int64_t reply_us = 0;
+    std::string source, destination, item;
+    bool from_head = false, to_head = true;
+  };
   struct traced_server {
     std::string server;
     effect::shadow_store store;
     std::int64_t aged_to_ms = -1;  // the shadow's TTLs count from this time
+    std::vector<pending_list_move> moves;  // by reply time, at most max_pending_moves
   };
+  // Moves wait only until the next traced call; a capture of moves and no learnt script
+  // keeps its last few.
+  static constexpr std::size_t max_pending_moves = 64;
+  // The shadow of `server_text`, made on first use; nullptr past max_traced_servers.
+  traced_server* traced_server_of(std::string_view server_text);
+  // Applies server's pending moves answered by `until_us` (traced_calls.cpp).
+  static void apply_list_moves(traced_server& server, std::int64_t until_us);
   static constexpr std::size_t max_traced_servers = 8;
   // Runs without a lock operation after which the tracing stops (its shadows dropped):
   // a capture of scripts that build no lock pays for a bounded number of runs.
@@ -499,6 +515,10 @@ struct lock_recognizer::state {
 
   // ---- subscription_locks.cpp: locks held by a subscription (PUBSUB NUMSUB) ----
   void on_pubsub(command_call& c);  // PUBSUB NUMSUB
+  // RPOPLPUSH / BRPOPLPUSH / LMOVE / BLMOVE answered with the item moved: the traced
+  // shadow's lists follow (traced_calls.cpp), as a job queue's worker pops a job id
+  // itself and then hands it to the script that locks the job.
+  void on_list_move(command_call& c);
   void on_subscriber_count(command_call& c, std::string_view channel, std::int64_t count, std::int64_t at);
   void on_subscription_lock_subscribe(command_call& c, std::string_view channel);
   void on_subscription_lock_left(command_call& c, std::string_view channel);

@@ -11,6 +11,9 @@
 // answers otherwise, the call shows nothing and the shadow stays as it was.
 #include "recognize/recognizer_state.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 namespace lockscope::locks {
 
 using namespace recognizer_detail;
@@ -81,16 +84,10 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
     traced_servers = {};
     return false;
   }
-  traced_server* server = nullptr;
-  for (traced_server& s : traced_servers) {
-    if (s.server == c.op.server_text) server = &s;
-  }
-  if (server == nullptr) {
-    if (traced_servers.size() >= max_traced_servers) return false;
-    server = &traced_servers.emplace_back();
-    server->server = c.op.server_text;
-  }
+  traced_server* server = traced_server_of(c.op.server_text);
+  if (server == nullptr) return false;
   ++traced_runs;
+  apply_list_moves(*server, c.op.request_us);
   age_to(server->store, server->aged_to_ms, c.op.request_us / 1000);
   // The run changes the shadow in place; its journal puts back what a run that does not
   // count changed, and tells what each key held before.
@@ -169,6 +166,75 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
   }
   if (emitted) traced_found = true;
   return emitted;
+}
+
+lock_recognizer::state::traced_server* lock_recognizer::state::traced_server_of(std::string_view server_text) {
+  for (traced_server& s : traced_servers) {
+    if (s.server == server_text) return &s;
+  }
+  if (traced_servers.size() >= max_traced_servers) return nullptr;
+  traced_server& s = traced_servers.emplace_back();
+  s.server = server_text;
+  return &s;
+}
+
+void lock_recognizer::state::apply_list_moves(traced_server& server, std::int64_t until_us) {
+  std::size_t done = 0;
+  for (; done < server.moves.size() && server.moves[done].reply_us <= until_us; ++done) {
+    const pending_list_move& m = server.moves[done];
+    // The item left its source at the end named (one the shadow knew, or none: a list
+    // filled before the capture) and is now at its destination's end; the later runs'
+    // replies check the rest.
+    if (const auto it = server.store.keys.find(m.source);
+        it != server.store.keys.end() && it->second.kind == effect::shadow_key::type::list) {
+      std::vector<std::string>& items = it->second.items;
+      if (m.from_head) {
+        if (const auto at = std::find(items.begin(), items.end(), m.item); at != items.end()) items.erase(at);
+      } else if (const auto at = std::find(items.rbegin(), items.rend(), m.item); at != items.rend()) {
+        items.erase(std::next(at).base());
+      }
+      if (items.empty()) server.store.keys.erase(it);
+    }
+    auto [dst, created] = server.store.keys.try_emplace(m.destination);
+    if (created) dst->second.kind = effect::shadow_key::type::list;
+    if (dst->second.kind != effect::shadow_key::type::list) continue;
+    std::vector<std::string>& items = dst->second.items;
+    items.insert(m.to_head ? items.begin() : items.end(), m.item);
+  }
+  server.moves.erase(server.moves.begin(), server.moves.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void lock_recognizer::state::on_list_move(command_call& c) {
+  if (traced_off || c.reply.m == nullptr || c.reply.root == message::npos) return;
+  // The item moved (a job id reads as a number too), or nil: nothing moved.
+  const message_node& item = c.reply.m->nodes()[c.reply.root];
+  if (item.type != resp::type::bulk_string || (item.flags & resp::node_flags::null_bulk) != 0) return;
+  // RPOPLPUSH src dst: from src's tail to dst's head; LMOVE src dst LEFT|RIGHT LEFT|RIGHT
+  // (BRPOPLPUSH and BLMOVE with a timeout after the same arguments).
+  const bool lmove = c.args[0].size() <= 6;  // LMOVE, BLMOVE (RPOPLPUSH and BRPOPLPUSH are longer)
+  if (c.args.size() < (lmove ? 5u : 3u)) return;
+  bool from_head = false, to_head = true;
+  if (lmove) {
+    const auto left = [](std::string_view w) { return resp::iequals(w, "LEFT"); };
+    const auto right = [](std::string_view w) { return resp::iequals(w, "RIGHT"); };
+    if (!(left(c.args[3]) || right(c.args[3])) || !(left(c.args[4]) || right(c.args[4]))) return;
+    from_head = left(c.args[3]);
+    to_head = left(c.args[4]);
+  }
+  // The move may come before the first traced call (a worker blocked on an empty queue).
+  traced_server* server = traced_server_of(c.op.server_text);
+  if (server == nullptr) return;
+  if (server->moves.size() >= max_pending_moves) server->moves.erase(server->moves.begin());
+  pending_list_move m;
+  m.reply_us = c.e.reply_us >= 0 ? c.e.reply_us : c.e.request_us;
+  m.source = c.args[1];
+  m.destination = c.args[2];
+  m.item = c.reply.m->text(item);
+  m.from_head = from_head;
+  m.to_head = to_head;
+  const auto at = std::upper_bound(server->moves.begin(), server->moves.end(), m.reply_us,
+                                   [](std::int64_t t, const pending_list_move& p) { return t < p.reply_us; });
+  server->moves.insert(at, std::move(m));
 }
 
 }  // namespace lockscope::locks

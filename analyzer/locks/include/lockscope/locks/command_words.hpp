@@ -43,6 +43,9 @@ enum class command_word : std::uint8_t {
   zrem,  // a sorted-set semaphore's release (of a key its acquire script named)
   get,   // a client's check of its value before a plain DEL or EXPIRE
   pubsub,  // PUBSUB NUMSUB: a lock held by a subscription is checked by its count
+  // RPOPLPUSH, BRPOPLPUSH, LMOVE, BLMOVE: a job queue's worker taking a job id itself
+  // before the script that locks it (the traced shadow's lists follow the move)
+  list_move,
 };
 
 namespace command_words_detail {
@@ -109,16 +112,19 @@ inline command_word identify_command(std::string_view name) noexcept {
       break;
     }
     case 5: {
-      static constexpr d::pattern setnx = d::pattern_of("SETNX"), reset = d::pattern_of("RESET");
+      static constexpr d::pattern setnx = d::pattern_of("SETNX"), reset = d::pattern_of("RESET"),
+                                  lmove = d::pattern_of("LMOVE");
       d::load<5>(name.data(), w);
       if (d::matches(w, setnx)) return command_word::setnx;
       if (d::matches(w, reset)) return command_word::reset;
+      if (d::matches(w, lmove)) return command_word::list_move;
       break;
     }
     case 6: {
       static constexpr d::pattern expire = d::pattern_of("EXPIRE"), select = d::pattern_of("SELECT"),
                                   asking = d::pattern_of("ASKING"), unlink = d::pattern_of("UNLINK"),
-                                  script = d::pattern_of("SCRIPT"), pubsub = d::pattern_of("PUBSUB");
+                                  script = d::pattern_of("SCRIPT"), pubsub = d::pattern_of("PUBSUB"),
+                                  blmove = d::pattern_of("BLMOVE");
       d::load<6>(name.data(), w);
       if (d::matches(w, expire)) return command_word::expire;
       if (d::matches(w, select)) return command_word::select;
@@ -126,6 +132,7 @@ inline command_word identify_command(std::string_view name) noexcept {
       if (d::matches(w, unlink)) return command_word::unlink;
       if (d::matches(w, script)) return command_word::script;
       if (d::matches(w, pubsub)) return command_word::pubsub;
+      if (d::matches(w, blmove)) return command_word::list_move;
       break;
     }
     case 7: {
@@ -139,16 +146,19 @@ inline command_word identify_command(std::string_view name) noexcept {
       break;
     }
     case 9: {
-      static constexpr d::pattern subscribe = d::pattern_of("SUBSCRIBE");
+      static constexpr d::pattern subscribe = d::pattern_of("SUBSCRIBE"), rpoplpush = d::pattern_of("RPOPLPUSH");
       d::load<9>(name.data(), w);
       if (d::matches(w, subscribe)) return command_word::subscribe;
+      if (d::matches(w, rpoplpush)) return command_word::list_move;
       break;
     }
     case 10: {
-      static constexpr d::pattern ssubscribe = d::pattern_of("SSUBSCRIBE"), evalsha_ro = d::pattern_of("EVALSHA_RO");
+      static constexpr d::pattern ssubscribe = d::pattern_of("SSUBSCRIBE"), evalsha_ro = d::pattern_of("EVALSHA_RO"),
+                                  brpoplpush = d::pattern_of("BRPOPLPUSH");
       d::load<10>(name.data(), w);
       if (d::matches(w, ssubscribe)) return command_word::ssubscribe;
       if (d::matches(w, evalsha_ro)) return command_word::evalsha_ro;
+      if (d::matches(w, brpoplpush)) return command_word::list_move;
       break;
     }
     case 11: {
@@ -184,6 +194,8 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"EVAL_RO", command_word::eval_ro},       {"EVALSHA", command_word::evalsha},
       {"EVALSHA_RO", command_word::evalsha_ro}, {"ZREM", command_word::zrem},
       {"GET", command_word::get},               {"PUBSUB", command_word::pubsub},
+      {"RPOPLPUSH", command_word::list_move},   {"BRPOPLPUSH", command_word::list_move},
+      {"LMOVE", command_word::list_move},       {"BLMOVE", command_word::list_move},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;
