@@ -211,10 +211,10 @@ bool decoder::try_bulk_array(std::string_view bytes, std::size_t& pos, handler& 
   std::string_view* const elements = array_elements_.data();
   const std::uint64_t max_bulk = options_.limits.max_bulk_length;
   const char* q = p + first;
-  // A header of at most 3 digits, when this many bytes follow it and the line limit allows
-  // it, is read without bound checks (the body's own are still made).
-  constexpr std::size_t short_header_room = 8;  // "$ddd\r\n" and the body's CRLF
-  const bool short_headers_fit = max_header > short_header_room;
+  // Headers of one or two digits (most of them) are read without the digit loop's bound
+  // checks, where those could not fail: the room check below leaves at least 6 bytes, and
+  // the count's line took 4 of the line limit ("$d\r" fits in that), "$dd\r" needs 5.
+  const bool two_digit_headers_fit = max_header >= 5;
   for (std::size_t k = 0; k < count; ++k) {
     // "$<digits>\r\n<body>\r\n", as small_decimal_line and the bulk reader accept it:
     // 1 to 18 digits, the header's LF within the line limit, the body and its CRLF here.
@@ -224,10 +224,9 @@ bool decoder::try_bulk_array(std::string_view bytes, std::size_t& pos, handler& 
     if (length > 9) return false;
     const char* d = q + 2;
     const unsigned second = static_cast<unsigned char>(q[2] - '0');
-    if (second > 9 && short_headers_fit) {
-      // one digit: q[2] is the CR when the header is well formed
-    } else if (const unsigned third = static_cast<unsigned char>(q[3] - '0');
-               room >= short_header_room && short_headers_fit && third > 9) {
+    if (second > 9) {
+      // one digit: q[2] must be the CR
+    } else if (static_cast<unsigned char>(q[3] - '0') > 9 && two_digit_headers_fit) {
       length = length * 10 + second;
       d = q + 3;
     } else {
