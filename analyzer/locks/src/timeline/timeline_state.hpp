@@ -264,10 +264,13 @@ struct lock_timeline::impl {
     // What `where` was resolved from: the operation's server text (its bytes unchanged
     // until delivery: lock_operation_sink::will_handle) and database, and scope_links then.
     const char* server = nullptr;
-    std::size_t server_size = 0;
+    std::uint32_t server_size = 0;
     std::int32_t db = 0;
-    std::uint64_t scope_links = 0;
+    // The lock's name hashed (`hash`, under `where`): its bytes unchanged, as the server's.
+    const char* lock_text = nullptr;
+    std::uint32_t lock_size = 0;
     std::uint32_t hash = 0;
+    std::uint64_t scope_links = 0;
     std::uint32_t where = no_id;         // no_id: not looked up
     std::uint32_t id = no_id;            // the first id with `hash` in its probe run
   };
