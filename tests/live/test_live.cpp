@@ -453,7 +453,7 @@ TEST_CASE("live loop: the clock waits for packets the kernel holds but has not h
 // A turn's packets are all ingested before their operations reach the timeline (one
 // flush a turn), and its events are out before the next turn; with --write or
 // --save-anomalies, each packet's events are out before the next packet is recorded.
-TEST_CASE("live loop: a turn's operations reach the timeline at its end; per packet with the recorder",
+TEST_CASE("live loop: a turn's operations reach the timeline at its end, each packet's with the recorder",
           "[live][batching]") {
   using lockscope::ingest::make_endpoint;
   lockscope::ingest::tcp_conversation c(make_endpoint("127.0.0.1", 40001), make_endpoint("127.0.0.1", 6379));
