@@ -211,6 +211,10 @@ bool decoder::try_bulk_array(std::string_view bytes, std::size_t& pos, handler& 
   std::string_view* const elements = array_elements_.data();
   const std::uint64_t max_bulk = options_.limits.max_bulk_length;
   const char* q = p + first;
+  // Headers of one or two digits (most of them) are read without the digit loop's bound
+  // checks, where those could not fail: the room check below leaves at least 6 bytes, and
+  // the count's line took 4 of the line limit ("$d\r" fits in that), "$dd\r" needs 5.
+  const bool two_digit_headers_fit = max_header >= 5;
   for (std::size_t k = 0; k < count; ++k) {
     // "$<digits>\r\n<body>\r\n", as small_decimal_line and the bulk reader accept it:
     // 1 to 18 digits, the header's LF within the line limit, the body and its CRLF here.
@@ -218,13 +222,22 @@ bool decoder::try_bulk_array(std::string_view bytes, std::size_t& pos, handler& 
     if (room < 6 || q[0] != '$') return false;
     std::uint64_t length = static_cast<unsigned char>(q[1] - '0');
     if (length > 9) return false;
-    const char* const stop = q + std::min(room, max_header) - 1;  // where the CR may be at most - 1
     const char* d = q + 2;
-    while (d < stop && static_cast<unsigned char>(*d - '0') <= 9) {
-      length = length * 10 + static_cast<unsigned char>(*d - '0');
-      ++d;
+    const unsigned second = static_cast<unsigned char>(q[2] - '0');
+    if (second > 9) {
+      // one digit: q[2] must be the CR
+    } else if (static_cast<unsigned char>(q[3] - '0') > 9 && two_digit_headers_fit) {
+      length = length * 10 + second;
+      d = q + 3;
+    } else {
+      const char* const stop = q + std::min(room, max_header) - 1;  // where the CR may be at most - 1
+      while (d < stop && static_cast<unsigned char>(*d - '0') <= 9) {
+        length = length * 10 + static_cast<unsigned char>(*d - '0');
+        ++d;
+      }
+      if (d >= stop || d - q > 19) return false;
     }
-    if (d >= stop || d - q > 19 || !is_crlf(d)) return false;
+    if (!is_crlf(d)) return false;
     const char* const body = d + 2;
     if (length > max_bulk || static_cast<std::uint64_t>(end - body) < length + 2) return false;
     const char* const after = body + length;

@@ -32,6 +32,7 @@
 #include "lockscope/test/pcap_writer.hpp"
 #include "lockscope/test/redis_server.hpp"
 #include "lockscope/test/resp_connection.hpp"
+#include "lockscope/test/temp_dir.hpp"
 #include "child_process.hpp"
 #include "helpers.hpp"
 
@@ -381,10 +382,13 @@ class scripted_live_source final : public lockscope::ingest::packet_source {
       p.link_type = 1;  // DLT_EN10MB
       p.data = frame;
       p.wire_length = static_cast<std::uint32_t>(frame.size());
+      ++handed_;
       on_packet(p);
     }
     return t.packets.empty() ? result::timeout : result::packet;
   }
+  // Packets handed to the loop so far.
+  std::size_t handed() const noexcept { return handed_; }
   void stop() noexcept override {}
   drop_stats stats() const override { return {}; }
   std::int64_t now_us() const override { return now_; }
@@ -394,6 +398,7 @@ class scripted_live_source final : public lockscope::ingest::packet_source {
  private:
   std::vector<turn> turns_;
   std::size_t next_ = 0;
+  std::size_t handed_ = 0;
   std::int64_t now_ = 0;
 };
 
@@ -442,6 +447,63 @@ TEST_CASE("live loop: the clock waits for packets the kernel holds but has not h
     expiry_counter events;
     lockscope::live::run_live(lockscope::live::live_options{}, {source, hooks}, events);
     CHECK(events.expired == (kernel_says_so ? 0 : 1));  // without its word, the lag is all the clock has
+  }
+}
+
+// A turn's packets are all ingested before their operations reach the timeline (one
+// flush a turn), and its events are out before the next turn; with --write or
+// --save-anomalies, each packet's events are out before the next packet is recorded.
+TEST_CASE("live loop: a turn's operations reach the timeline at its end, each packet's with the recorder",
+          "[live][batching]") {
+  using lockscope::ingest::make_endpoint;
+  lockscope::ingest::tcp_conversation c(make_endpoint("127.0.0.1", 40001), make_endpoint("127.0.0.1", 6379));
+  auto frame = [](const lockscope::ingest::tcp_segment_spec& s) { return lockscope::ingest::make_frame(1, s); };
+  const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
+  const std::string owner = "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:3";
+  constexpr std::int64_t t = 1'700'000'000'000'000, ms = 1000;
+  // A turn: three locks acquired, each a request packet and its reply's.
+  auto turn_of = [&](std::int64_t at, const std::string& prefix) {
+    std::vector<std::pair<std::int64_t, std::string>> packets;
+    for (int k = 0; k < 3; ++k) {
+      const std::string lock = prefix + std::to_string(k);
+      packets.emplace_back(at + 10 * k, frame(c.client_sends(resp_command({"EVAL", std::string(acquire.text), "1", lock,
+                                                                            "30000", owner}))));
+      packets.emplace_back(at + 10 * k + 1, frame(c.server_sends("$-1\r\n")));
+    }
+    return packets;
+  };
+  std::vector<std::pair<std::int64_t, std::string>> first;
+  for (const auto& s : c.handshake()) first.emplace_back(t, frame(s));
+  const std::size_t opening = first.size();
+  for (auto& p : turn_of(t + 1, "A")) first.push_back(std::move(p));
+  const auto second = turn_of(t + 2 * ms, "B");
+  struct handed_at_event : lockscope::locks::lock_event_sink {
+    const scripted_live_source* source = nullptr;
+    std::vector<std::size_t> handed;  // packets handed when each acquisition came out
+    void on_event(const lockscope::locks::lock_event& e) override {
+      if (e.event == lockscope::locks::lock_event_kind::acquired) handed.push_back(source->handed());
+    }
+  };
+  for (const bool recording : {false, true}) {
+    INFO(recording);
+    scripted_live_source source({{t + 5 * ms, first, false}, {t + 10 * ms, second, false}, {t + 20 * ms, {}, false}});
+    lockscope::test::temp_dir dir;
+    lockscope::live::recorder_options ro;
+    if (recording) ro.write = (dir / "written.pcap").string();
+    lockscope::live::recorder_hooks hooks("analyze", ro, t);
+    REQUIRE(hooks.active() == recording);
+    handed_at_event events;
+    events.source = &source;
+    lockscope::live::run_live(lockscope::live::live_options{}, {source, hooks}, events);
+    const std::size_t end_of_first = first.size(), end_of_second = first.size() + second.size();
+    if (recording) {
+      // Each acquisition as its reply is ingested: the reply is the last packet handed.
+      CHECK(events.handed == std::vector<std::size_t>{opening + 2, opening + 4, opening + 6, end_of_first + 2,
+                                                      end_of_first + 4, end_of_first + 6});
+    } else {
+      CHECK(events.handed == std::vector<std::size_t>{end_of_first, end_of_first, end_of_first, end_of_second,
+                                                      end_of_second, end_of_second});
+    }
   }
 }
 

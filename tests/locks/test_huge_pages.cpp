@@ -210,3 +210,39 @@ TEST_CASE("id_table: grown in place past a million bytes, every id is still foun
   CHECK(truth.count(6) == 0);
   CHECK(table.find_if(erased_hash, [&](std::uint32_t x) { return x == 6; }) == no_id);
 }
+
+TEST_CASE("id_table: find_if_slot's empty slot is where insert() puts the id, across growth", "[huge][ids]") {
+  // A new lock is looked up once: the slot its lookup ended on is where insert_at()
+  // places it. Two tables fed the same ids, one through find_if_slot + insert_at and
+  // one through insert(), must find every id alike, and hold them in the same places.
+  id_table by_slot, by_insert;
+  std::mt19937 rng(44);
+  std::vector<std::uint32_t> hashes;
+  for (std::uint32_t id = 0; id < 100'000; ++id) {
+    // Clustered hashes (long runs, some wrapping past the last slot) besides uniform ones.
+    std::uint32_t h = static_cast<std::uint32_t>(rng());
+    if (id % 7 == 0) h = 0xfffff000u + static_cast<std::uint32_t>(rng() % 64);
+    if (id % 11 == 0) h = static_cast<std::uint32_t>(rng() % 16);
+    hashes.push_back(h);
+    std::size_t empty = id_table::no_slot;
+    const std::uint32_t found = by_slot.find_if_slot(h, [&](std::uint32_t x) { return x == id; }, empty);
+    REQUIRE(found == no_id);
+    REQUIRE((by_slot.capacity() == 0) == (empty == id_table::no_slot));
+    if (empty != id_table::no_slot) by_slot.insert_at(empty, id, h);
+    else by_slot.insert(id, h);
+    by_insert.insert(id, h);
+    // The id just placed is found, and a lookup of it answers no slot.
+    std::size_t none = 0;
+    REQUIRE(by_slot.find_if_slot(h, [&](std::uint32_t x) { return x == id; }, none) == id);
+    REQUIRE(none == id_table::no_slot);
+  }
+  REQUIRE(by_slot.capacity() == by_insert.capacity());
+  std::size_t placed_apart = 0, lost = 0;
+  for (std::uint32_t id = 0; id < hashes.size(); ++id) {
+    // The first id of each probe run with this hash: the same in both, as placed alike.
+    placed_apart += by_slot.first_with_hash(hashes[id]) != by_insert.first_with_hash(hashes[id]);
+    lost += by_slot.find_if(hashes[id], [&](std::uint32_t x) { return x == id; }) != id;
+  }
+  CHECK(placed_apart == 0);
+  CHECK(lost == 0);
+}

@@ -464,6 +464,54 @@ TEST_CASE("operation_batch: every call passes on intact and in order, its operat
   CHECK(small.empty());
 }
 
+TEST_CASE("operation_batch: an operation whose texts do not fit passes on those held first, each with its own copy",
+          "[pipe][batch]") {
+  // The batch's text buffer never moves under the operations that view it: one that
+  // would not fit in what is left sends those held on first. Each sender's buffer is
+  // overwritten as soon as its call returns: what arrives must be the batch's copy.
+  struct recorded final : locks::lock_operation_sink {
+    std::vector<std::string> locks, owners;
+    void on_operation(const locks::lock_operation& op) override {
+      locks.emplace_back(op.lock);
+      owners.emplace_back(op.owner);
+    }
+  } sink;
+  locks::operation_batch batch(sink, 100, 4000);  // a text buffer of 5,000 bytes
+  std::string scratch;
+  auto send = [&](char c, std::size_t lock_bytes) {
+    scratch.assign(lock_bytes, c);
+    scratch += "owner";
+    scratch += c;
+    locks::lock_operation op;
+    op.lock = std::string_view(scratch).substr(0, lock_bytes);
+    op.owner = std::string_view(scratch).substr(lock_bytes);
+    batch.on_operation(op);
+    scratch.assign(scratch.size(), '?');
+  };
+  send('a', 3000);
+  CHECK(sink.locks.empty());      // held
+  send('b', 1500);                // 3,006 + 1,506 bytes fit: held, then passed on (past 4,000)
+  CHECK(sink.locks.size() == 2);
+  send('c', 3500);
+  CHECK(sink.locks.size() == 2);  // held
+  send('d', 2000);                // would not fit after c's 3,506: c goes first, d is held
+  CHECK(sink.locks.size() == 3);
+  CHECK_FALSE(batch.empty());
+  send('e', 9000);                // more than the buffer: d first, then e alone (and passed on)
+  CHECK(sink.locks.size() == 5);
+  CHECK(batch.empty());
+  send('f', 10);
+  batch.flush();
+  const std::vector<std::pair<char, std::size_t>> sent{{'a', 3000}, {'b', 1500}, {'c', 3500},
+                                                       {'d', 2000}, {'e', 9000}, {'f', 10}};
+  REQUIRE(sink.locks.size() == sent.size());
+  for (std::size_t k = 0; k < sent.size(); ++k) {
+    INFO("operation " << k);
+    CHECK(sink.locks[k] == std::string(sent[k].second, sent[k].first));
+    CHECK(sink.owners[k] == std::string("owner") + sent[k].first);
+  }
+}
+
 TEST_CASE("operation_pipe: the operations of each chunk are announced in windows before they are delivered",
           "[pipe][batch]") {
   call_recorder piped;

@@ -210,6 +210,27 @@ TEST_CASE("the limits apply to a whole array exactly as to its nodes", "[resp][b
   check_every_split("*1\r\n$1\r\na\r\n", lines);
 }
 
+TEST_CASE("headers of one, two and three digits agree with the node path at every line limit",
+          "[resp][bulk_array]") {
+  // The fast path reads headers of up to two digits without bound checks when the line
+  // limit and the bytes left allow it: at each limit around those sizes, and with the
+  // frame ending right after a short header, it must decline and fail exactly where the
+  // node path does.
+  const std::string body100(100, 'x');
+  const std::string input = "*3\r\n$1\r\na\r\n$12\r\nmyLock:12345\r\n$100\r\n" + body100 + "\r\n";
+  for (std::size_t limit = 1; limit <= 9; ++limit) {
+    INFO("max_line_length " << limit);
+    decoder_options o;
+    o.limits.max_line_length = limit;
+    check_every_split(input, o);
+    check_every_split("*2\r\n$1\r\na\r\n$12\r\n", o);  // cut after a two-digit header
+    check_every_split("*1\r\n$12\r\nmyLock:1234\r\n", o);  // a body one byte short
+    check_every_split("*1\r\n$12X\nmyLock:12345\r\n", o);  // no CR after two digits
+    check_every_split("*1\r\n$1X\nm\r\n", o);               // no CR after one digit
+  }
+  CHECK(check_every_split(input) == 1);
+}
+
 TEST_CASE("mutated command arrays decode the same on both paths", "[resp][bulk_array]") {
   // Random byte changes, insertions and deletions of a pipelined pair of commands,
   // each split at every position, under the default and tight limits.

@@ -45,14 +45,23 @@ live_result run_live(const live_options& options, const live_parts& parts, lock_
   constexpr std::int64_t held_back_max_us = 1'000'000;
   std::int64_t newest_packet_us = INT64_MIN;
   const bool hooks_active = hooks.active();
+  // The operations of a turn's packets reach the timeline together, at the end of the
+  // turn (larger windows for its staged loads, a flush per turn rather than per packet).
+  // The flight recorder and --write see each packet before the next one is ingested:
+  // its events must have reached the recorder by then (what it saves is what came before).
   auto on_packet = [&](const captured_packet& p) {
-    if (hooks_active) hooks.on_loop(&p, now_us());
-    pipeline.on_packet(p.ts_us, p.link_type, p.data);
-    pipeline.flush();
+    if (hooks_active) {
+      hooks.on_loop(&p, now_us());
+      pipeline.on_packet(p.ts_us, p.link_type, p.data);
+      pipeline.flush();
+    } else {
+      pipeline.on_packet(p.ts_us, p.link_type, p.data);
+    }
     newest_packet_us = std::max(newest_packet_us, p.ts_us);
   };
   while (!(options.stop_requested && options.stop_requested())) {
     const auto r = source.dispatch(packets_per_pass, on_packet);
+    pipeline.flush();
     if (r == ingest::packet_source::result::end) break;
     const bool got = r == ingest::packet_source::result::packet;
     const std::int64_t now = now_us();

@@ -14,30 +14,44 @@ operation_batch::operation_batch(lock_operation_sink& downstream, std::size_t ma
                                  std::size_t max_text_bytes)
     : downstream_(downstream),
       max_operations_(std::max<std::size_t>(max_operations, 1)),
-      max_text_bytes_(max_text_bytes) {}
+      max_text_bytes_(max_text_bytes) {
+  // Never more held than this: the operations' pointers into addresses_ stay put.
+  operations_.reserve(max_operations_);
+  addresses_.reserve(max_operations_);
+}
 
 void operation_batch::on_operation(const lock_operation& op) {
-  lock_operation& held = operations_.emplace_back(op);
   std::size_t total = 0;
-  for_each_operation_text(held, [&](const std::string_view& f) { total += f.size(); });
-  char* out = reserve_text(total) + text_size_;
-  text_starts_.push_back(static_cast<std::uint32_t>(text_size_));
-  for_each_operation_text(held, [&](const std::string_view& f) { out = ingest::copy_bytes(out, f); });
+  for_each_operation_text(op, [&](const std::string_view& f) { total += f.size(); });
+  if (text_size_ + total > text_capacity_) make_room(total);
+  lock_operation& held = operations_.emplace_back(op);
+  // Viewed where they are copied to: text_ does not move while they are held.
+  char* out = text_.get() + text_size_;
+  for_each_operation_text(held, [&](std::string_view& f) {
+    const char* at = out;
+    out = ingest::copy_bytes(out, f);
+    f = std::string_view(at, f.size());
+  });
   text_size_ += total;
-  addresses_.push_back({op.client != nullptr ? *op.client : endpoint{}, op.server != nullptr ? *op.server : endpoint{}});
+  addresses& a = addresses_.emplace_back();
+  if (held.client != nullptr) {
+    a.client = *held.client;
+    held.client = &a.client;
+  }
+  if (held.server != nullptr) {
+    a.server = *held.server;
+    held.server = &a.server;
+  }
   order_.push_back(call::operation);
   if (operations_.size() >= max_operations_ || text_size_ >= max_text_bytes_) flush();
 }
 
-char* operation_batch::reserve_text(std::size_t more) {
-  if (text_size_ + more > text_capacity_) {
-    const std::size_t capacity = std::max({text_size_ + more, 2 * text_capacity_, std::size_t{4096}});
-    auto grown = std::make_unique_for_overwrite<char[]>(capacity);
-    if (text_size_ > 0) std::memcpy(grown.get(), text_.get(), text_size_);
-    text_ = std::move(grown);
-    text_capacity_ = capacity;
+void operation_batch::make_room(std::size_t more) {
+  flush();  // what is held views the buffer as it is
+  if (more > text_capacity_) {
+    text_capacity_ = std::max({more, max_text_bytes_ + max_text_bytes_ / 4, std::size_t{4096}});
+    text_ = std::make_unique_for_overwrite<char[]>(text_capacity_);
   }
-  return text_.get();
 }
 
 void operation_batch::on_session_event(const session_event& ev) {
@@ -61,7 +75,6 @@ void operation_batch::flush() {
     ~empty_after() {
       batch.order_.clear();
       batch.operations_.clear();
-      batch.text_starts_.clear();
       batch.addresses_.clear();
       batch.events_.clear();
       batch.ends_.clear();
@@ -78,17 +91,7 @@ void operation_batch::announce(std::size_t first) {
 }
 
 void operation_batch::deliver() {
-  // The views and pointers into this batch's own copies, now that nothing moves.
-  for (std::size_t k = 0; k < operations_.size(); ++k) {
-    lock_operation& op = operations_[k];
-    const char* at = text_.get() + text_starts_[k];
-    for_each_operation_text(op, [&](std::string_view& f) {
-      f = std::string_view(at, f.size());
-      at += f.size();
-    });
-    if (op.client != nullptr) op.client = &addresses_[k].client;
-    if (op.server != nullptr) op.server = &addresses_[k].server;
-  }
+  // The events' pointers into their own copies, now that events_ does not move.
   for (held_event& e : events_) {
     if (e.event.from != nullptr) e.event.from = &e.from;
     if (e.event.to != nullptr) e.event.to = &e.to;

@@ -27,10 +27,12 @@ inline void lock_timeline::impl::will_handle(std::span<const lock_operation> ops
     a.where = known_scope(op);
     if (a.where == no_id) continue;
     a.server = op.server_text.data();
-    a.server_size = op.server_text.size();
+    a.server_size = static_cast<std::uint32_t>(op.server_text.size());
     a.db = op.db;
     a.scope_links = scope_links;
     a.hash = lock_hash(a.where, op.lock);
+    a.lock_text = op.lock.data();
+    a.lock_size = static_cast<std::uint32_t>(op.lock.size());
     lock_ids.prefetch(a.hash);
   }
   for (std::size_t i = queued; i < upcoming_tail; ++i) {
@@ -84,13 +86,20 @@ inline std::uint32_t lock_timeline::impl::announced_scope(const announced* a, co
   return a->where;
 }
 
-// The lock find_lock(where, name) gives, taken from the announcement when it can.
-inline std::uint32_t lock_timeline::impl::find_announced(const announced* a, std::uint32_t where, std::string_view name) const {
-  if (a != nullptr && a->id != no_id && a->where == where && a->generation == lock_ids.generation()) {
-    const lock_store::identity row = lock_store::identity_of(locks[a->id]);
-    if (canon(row.scope) == where && ingest::same_bytes(row.name, name)) return a->id;
+// The lock find_lock(where, name) gives, taken from the announcement when it can. When
+// it is not there, `slot` says where lock_id() puts it: the name is hashed once, by the
+// announcement when it hashed this name under this scope (the hash depends on nothing
+// else; the name's bytes, like the server's, do not change before delivery, and one of
+// another size is another name), and probed for once.
+inline std::uint32_t lock_timeline::impl::find_announced(const announced* a, std::uint32_t where, std::string_view name,
+                                                         lock_slot& slot) const {
+  const bool same_scope = a != nullptr && a->where != no_id && a->where == where;
+  if (same_scope && a->id != no_id && a->generation == lock_ids.generation() && lock_is(a->id, where, name)) {
+    return a->id;
   }
-  return find_lock(where, name);
+  const bool same_name = same_scope && a->lock_text == name.data() && a->lock_size == name.size();
+  slot.hash = same_name ? a->hash : lock_hash(where, name);
+  return lock_ids.find_if_slot(slot.hash, [&](std::uint32_t id) { return lock_is(id, where, name); }, slot.empty);
 }
 
 // Reads the first and last bytes of [p, p + bytes) (at most two cache lines).

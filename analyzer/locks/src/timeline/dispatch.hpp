@@ -146,8 +146,9 @@ inline void lock_timeline::impl::handle(const lock_operation& op, const announce
   if (where == no_id) where = scope_of(op);
   if (op.db < 0) where = scope_of_unknown_db(where, op.lock);
   const bool plain = op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del;
-  const std::uint32_t found = find_announced(ann, where, op.lock);
-  const std::uint32_t id = plain ? found : lock_id(where, op.lock, found);
+  lock_slot slot;
+  const std::uint32_t found = find_announced(ann, where, op.lock, slot);
+  const std::uint32_t id = plain ? found : lock_id(where, op.lock, found, slot);
   if (id == no_id) {
     advance(at);
     return;

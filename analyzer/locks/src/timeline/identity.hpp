@@ -61,22 +61,24 @@ inline std::uint32_t lock_timeline::impl::lock_hash(std::uint32_t where, std::st
   return hash_text(name) ^ (where * 0x9e3779b9u);
 }
 
+inline bool lock_timeline::impl::lock_is(std::uint32_t id, std::uint32_t where, std::string_view name) const {
+  const lock_store::identity row = lock_store::identity_of(locks[id]);
+  return canon(row.scope) == where && ingest::same_bytes(row.name, name);
+}
+
 inline std::uint32_t lock_timeline::impl::find_lock(std::uint32_t where, std::string_view name) const {
-  return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) {
-    const lock_store::identity row = lock_store::identity_of(locks[id]);
-    return canon(row.scope) == where && ingest::same_bytes(row.name, name);
-  });
+  return lock_ids.find_if(lock_hash(where, name), [&](std::uint32_t id) { return lock_is(id, where, name); });
 }
 
 inline std::string_view lock_timeline::impl::name_of(const lock_state& l) noexcept { return lock_store::name_of(l); }
 
-// `found`: find_lock(where, name).
-inline std::uint32_t lock_timeline::impl::lock_id(std::uint32_t where, std::string_view name, std::uint32_t found) {
+inline std::uint32_t lock_timeline::impl::lock_id(std::uint32_t where, std::string_view name, std::uint32_t found,
+                                                  const lock_slot& slot) {
   if (found != no_id) return found;
-  const std::uint32_t h = lock_hash(where, name);
   const std::uint32_t id = locks.add(where, name);
   if (id == no_id) return no_id;  // 4 GiB of locks: new locks are not followed
-  lock_ids.insert(id, h);
+  if (slot.empty != id_table::no_slot) lock_ids.insert_at(slot.empty, id, slot.hash);
+  else lock_ids.insert(id, slot.hash);
   return id;
 }
 

@@ -72,6 +72,11 @@ class id_table {
   // slot, where insert() would place it): one probe for a new text, not two.
   template <class TextOf>
   std::uint32_t find_slot(std::string_view s, std::uint32_t h, TextOf&& text_of, std::size_t& empty) const {
+    return find_if_slot(h, [&](std::uint32_t id) { return ingest::same_bytes(text_of(id), s); }, empty);
+  }
+  // find_if(), and when no id matches, where insert_at() puts one (as find_slot).
+  template <class Matches>
+  std::uint32_t find_if_slot(std::uint32_t h, Matches&& matches, std::size_t& empty) const {
     empty = no_slot;
     if (slots_.empty()) return no_id;
     for (std::size_t i = start(h);; i = next(i)) {
@@ -80,7 +85,7 @@ class id_table {
         empty = i;
         return no_id;
       }
-      if (e.hash == h && ingest::same_bytes(text_of(e.id), s)) return e.id;
+      if (e.hash == h && matches(e.id)) return e.id;
     }
   }
   static constexpr std::size_t no_slot = ~std::size_t{0};

@@ -264,10 +264,13 @@ struct lock_timeline::impl {
     // What `where` was resolved from: the operation's server text (its bytes unchanged
     // until delivery: lock_operation_sink::will_handle) and database, and scope_links then.
     const char* server = nullptr;
-    std::size_t server_size = 0;
+    std::uint32_t server_size = 0;
     std::int32_t db = 0;
-    std::uint64_t scope_links = 0;
+    // The lock's name hashed (`hash`, under `where`): its bytes unchanged, as the server's.
+    const char* lock_text = nullptr;
+    std::uint32_t lock_size = 0;
     std::uint32_t hash = 0;
+    std::uint64_t scope_links = 0;
     std::uint32_t where = no_id;         // no_id: not looked up
     std::uint32_t id = no_id;            // the first id with `hash` in its probe run
   };
@@ -296,8 +299,17 @@ struct lock_timeline::impl {
   std::uint32_t scope_of_unknown_db(std::uint32_t db0, std::string_view name) const;
   static std::uint32_t lock_hash(std::uint32_t where, std::string_view name) noexcept;
   std::uint32_t find_lock(std::uint32_t where, std::string_view name) const;
+  // Whether lock `id` is `name` filed under scope `where`.
+  bool lock_is(std::uint32_t id, std::uint32_t where, std::string_view name) const;
   static std::string_view name_of(const lock_state& l) noexcept;
-  std::uint32_t lock_id(std::uint32_t where, std::string_view name, std::uint32_t found);
+  // Where a lock not found would go in lock_ids: its hash, and the slot the lookup ended
+  // on (id_table::no_slot: insert() finds one).
+  struct lock_slot {
+    std::uint32_t hash = 0;
+    std::size_t empty = id_table::no_slot;
+  };
+  // `found`: find_announced(…, slot), nothing added to lock_ids since.
+  std::uint32_t lock_id(std::uint32_t where, std::string_view name, std::uint32_t found, const lock_slot& slot);
 
   // ---- lock rows (timeline/lock_rows.hpp) ----
   void count_acquisition(lock_state& l);
@@ -524,7 +536,7 @@ struct lock_timeline::impl {
   void will_handle(std::span<const lock_operation> ops) noexcept;
   const announced* take_announced(const lock_operation& op) noexcept;
   std::uint32_t announced_scope(const announced* a, const lock_operation& op) noexcept;
-  std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name) const;
+  std::uint32_t find_announced(const announced* a, std::uint32_t where, std::string_view name, lock_slot& slot) const;
   static unsigned touch_ends(const void* p, std::size_t bytes) noexcept;
   std::uint32_t known_scope(const lock_operation& op) const noexcept;
 

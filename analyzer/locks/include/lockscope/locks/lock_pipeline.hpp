@@ -6,7 +6,7 @@
 //
 //   lock_pipeline pipeline(options, report);
 //   pipeline.on_packet(p.ts_us, p.link_type, p.data);  // each packet
-//   pipeline.flush();                                  // live: after each packet
+//   pipeline.flush();                                  // live: after each turn's packets
 //   pipeline.advance_to(clock);                        // live: lease deadlines on the clock
 //   pipeline.finish_ingest();  pipeline.finish(end_us);
 //

@@ -11,7 +11,9 @@
 //   batch.flush();           // before the timeline is read or advanced
 //
 // The texts an operation views are copied in: they may point into buffers the packet's
-// processing reuses. Steady state allocates nothing (the buffers keep their capacity).
+// processing reuses. The copy is viewed where it lies: the text buffer never moves while
+// operations view it (an operation that would not fit passes on those held first).
+// Steady state allocates nothing (the buffers keep their capacity).
 #pragma once
 
 #include <array>
@@ -62,18 +64,17 @@ class operation_batch final : public lock_operation_sink {
   void deliver();
   // Announces the window of operations that starts at `first` (none past the end).
   void announce(std::size_t first);
-  // The text buffer with room for `more` bytes after text_size_ (grown by copying).
-  char* reserve_text(std::size_t more);
+  // Passes on what is held, then makes the text buffer hold at least `more` bytes.
+  void make_room(std::size_t more);
 
   lock_operation_sink& downstream_;
   std::size_t max_operations_;
   std::size_t max_text_bytes_;
   // Held in arrival order per kind; order_ says how they interleave. The operations are
   // contiguous, so that a window of them is announced as it is. Their texts are copied
-  // into text_ (their views set when delivered: text_ may move as it grows).
+  // into text_ and their endpoints into addresses_, where they view them.
   std::vector<call> order_;
   std::vector<lock_operation> operations_;
-  std::vector<std::uint32_t> text_starts_;  // where each operation's texts begin in text_
   struct addresses {
     endpoint client, server;
   };
