@@ -19,8 +19,8 @@
 // - the killed child's locks: its parent dates each one's end, the last PX it was set
 //   with (sent time of its last acquire or successful renewal) + LOCK_MS, as `expired`.
 'use strict';
-const { fork } = require('child_process');
 const { port, proc, rounds, now_us, log, sleep } = require('./truth_log');
+const { jobLockBook, runKilledOnce } = require('./job_lock_truth');
 
 const QUEUE = 'jobs';
 const LOCK_MS = 1200;
@@ -31,17 +31,7 @@ const lockKey = (id) => `bull:${QUEUE}:${id}:lock`;
 async function child() {
   const { Queue, Worker } = require('bullmq');
   const connection = { host: '127.0.0.1', port };
-  const held = new Map();  // job id -> {token, lease_from_us}
-  let pending = 0;  // lock calls sent and not answered: no kill while one may change a lock
-  const report = () => process.send && process.send({ pending, held: [...held].map(([id, h]) => ({ id, ...h })) });
-  const call = async (f) => { ++pending; try { return await f(); } finally { --pending; } };
-  const acquired = (id, token, sent_us) => {
-    if (!id) return;
-    log({ event: 'attempt', lock: lockKey(id), owner: token, reply: 'OK', sent_us });
-    log({ event: 'acquired', lock: lockKey(id), owner: token });
-    held.set(String(id), { token, lease_from_us: sent_us });
-    report();
-  };
+  const { held, report, call, acquired, released, release_refused } = jobLockBook(lockKey);
   const worker = new Worker(QUEUE, async () => { await sleep(50 + Math.random() * 1450); }, {
     connection, concurrency: 3, lockDuration: LOCK_MS, stalledInterval: 1000, maxStalledCount: 3,
     autorun: false,
@@ -65,14 +55,10 @@ async function child() {
     try {
       res = await call(() => moveToFinished(jobId, args));
     } catch (e) {
-      log({ event: 'release_refused', lock: lockKey(id), owner: token, sent_us, message: String(e) });
-      held.delete(id);
-      report();
+      release_refused(id, token, sent_us, e);
       throw e;
     }
-    log({ event: 'released', lock: lockKey(id), owner: token, sent_us });
-    held.delete(id);
-    report();
+    released(id, token, sent_us);
     if (res && res[0]) acquired(res[1], token, sent_us);
     return res;
   };
@@ -111,29 +97,4 @@ async function child() {
   if (queue) await queue.close();
 }
 
-// The parent: forks the worker, and for KILLED kills it with SIGKILL once it has run
-// KILL_AFTER_MS and holds at least two jobs, logging the end of each of their locks.
-function parent() {
-  const kid = fork(__filename, process.argv.slice(2), { env: { ...process.env, BULLMQ_CHILD: '1' }, stdio: 'inherit' });
-  const started = Date.now();
-  let killed = false;
-  kid.on('message', (m) => {
-    if (proc !== KILLED || killed || Date.now() - started < KILL_AFTER_MS || m.pending || m.held.length < 2) return;
-    killed = true;
-    kid.kill('SIGKILL');
-    log({ event: 'killed', jobs: m.held.length });
-    for (const h of m.held) {
-      log({ event: 'expired', lock: lockKey(h.id), owner: h.token, t_us: h.lease_from_us + LOCK_MS * 1000 });
-    }
-  });
-  kid.on('exit', () => process.exit(0));
-}
-
-if (process.env.BULLMQ_CHILD) {
-  child().then(() => process.exit(0), (e) => {
-    log({ event: 'error', message: String(e && e.stack) });
-    process.exit(1);
-  });
-} else {
-  parent();
-}
+runKilledOnce({ child, childEnv: 'BULLMQ_CHILD', lockKey, lockMs: LOCK_MS, killed: KILLED, killAfterMs: KILL_AFTER_MS });
