@@ -136,3 +136,23 @@ TEST_CASE("effect sandbox: sets answer and change keys as redis-server does", "[
     }
   }
 }
+
+// A small set of integers is an intset in Redis: SMEMBERS reads it in ascending order,
+// whatever order its members came in. A job queue's stalled-jobs check answers with the
+// members of such a set (BullMQ's job ids), so the shadow must read it in the same order.
+TEST_CASE("effect sandbox: SMEMBERS of a set of integers in Redis's order", "[effect][sandbox][sets][redis]") {
+  LOCKSCOPE_REQUIRE_REDIS_SERVER();
+  lockscope::test::redis_server server;
+  lockscope::test::resp_connection c(server.host(), server.port());
+  const std::string script =
+      "redis.call('sadd', KEYS[1], '18', '17', '-3', '100', '9')\nredis.call('srem', KEYS[1], '100')\n"
+      "redis.call('sadd', KEYS[1], '2')\nreturn redis.call('smembers', KEYS[1])";
+  const std::vector<std::string_view> k{"q:stalled"}, a;
+  shadow_store store;
+  const effect::run_result mine = effect::run_script(script, k, a, store, {});
+  REQUIRE(mine.outcome == effect::run_result::status::ok);
+  const lockscope::resp::value real = c.command_argv({"EVAL", script, "1", "q:stalled"});
+  REQUIRE(real.elements.size() == 5);
+  CHECK(real.elements.front().text == "-3");  // the server's own order, ascending
+  CHECK(same_reply(mine.reply, real));
+}

@@ -7,6 +7,7 @@
 #include "recognize/lua_codecs.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -473,13 +474,37 @@ class shadow_commands {
     if (wrong) return false;
     return answer(integer(k == nullptr ? 0 : static_cast<std::int64_t>(k->items.size())));
   }
+  // Redis keeps a small set of integers as an intset, which SMEMBERS reads in ascending
+  // order (a job queue's set of job ids); any other set in insertion order, as a listpack
+  // (Redis 7.2+) reads; a hash table's order cannot be known, and the reply check tells.
+  static bool intset_member(const std::string& m, std::int64_t& v) {
+    const auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), v);
+    return ec == std::errc() && end == m.data() + m.size() && std::to_string(v) == m;
+  }
   bool set_members(const std::string& key) {
     bool wrong = false;
     const shadow_key* k = set_of(key, false, wrong);
     if (wrong) return false;
     lua_reply r;
     r.type = lua_reply::kind::array;
-    for (std::size_t i = 0; k != nullptr && i < k->items.size() && r.items.size() < max_reply_items; ++i) {
+    if (k == nullptr) return answer(std::move(r));
+    constexpr std::size_t intset_entries = 512;  // set-max-intset-entries' default
+    std::vector<std::pair<std::int64_t, std::size_t>> numbers;
+    bool intset = k->items.size() <= intset_entries;
+    for (std::size_t i = 0; intset && i < k->items.size(); ++i) {
+      std::int64_t v = 0;
+      intset = intset_member(k->items[i], v);
+      numbers.emplace_back(v, i);
+    }
+    if (intset) {
+      std::sort(numbers.begin(), numbers.end());
+      for (const auto& [v, i] : numbers) {
+        if (r.items.size() >= max_reply_items) break;
+        r.items.push_back(bulk(k->items[i]));
+      }
+      return answer(std::move(r));
+    }
+    for (std::size_t i = 0; i < k->items.size() && r.items.size() < max_reply_items; ++i) {
       r.items.push_back(bulk(k->items[i]));
     }
     return answer(std::move(r));
