@@ -377,8 +377,7 @@ struct lock_recognizer::state {
     std::int64_t aged_to_ms = -1;  // the shadow's TTLs count from this time
     std::vector<pending_list_move> moves;  // by reply time, at most max_pending_moves
   };
-  // Moves wait only until the next traced call; a capture of moves and no learnt script
-  // keeps its last few.
+  // Moves wait only until the next traced call.
   static constexpr std::size_t max_pending_moves = 64;
   // The shadow of `server_text`, made on first use; nullptr past max_traced_servers.
   traced_server* traced_server_of(std::string_view server_text);

@@ -205,7 +205,9 @@ void lock_recognizer::state::apply_list_moves(traced_server& server, std::int64_
 }
 
 void lock_recognizer::state::on_list_move(command_call& c) {
-  if (traced_off || c.reply.m == nullptr || c.reply.root == message::npos) return;
+  // Only once a learnt script has been run: a capture of list moves and no script (a job
+  // queue without Lua) pays nothing per move.
+  if (traced_off || traced_runs == 0 || c.reply.m == nullptr || c.reply.root == message::npos) return;
   // The item moved (a job id reads as a number too), or nil: nothing moved.
   const message_node& item = c.reply.m->nodes()[c.reply.root];
   if (item.type != resp::type::bulk_string || (item.flags & resp::node_flags::null_bulk) != 0) return;
@@ -221,7 +223,6 @@ void lock_recognizer::state::on_list_move(command_call& c) {
     from_head = left(c.args[3]);
     to_head = left(c.args[4]);
   }
-  // The move may come before the first traced call (a worker blocked on an empty queue).
   traced_server* server = traced_server_of(c.op.server_text);
   if (server == nullptr) return;
   if (server->moves.size() >= max_pending_moves) server->moves.erase(server->moves.begin());
