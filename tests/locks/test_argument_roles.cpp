@@ -171,6 +171,60 @@ TEST_CASE("argument roles: serialized data (a msgpack map) is no holder's value"
   CHECK(rec.ops.empty());
 }
 
+// A job queue joined mid-run (its scripts only by EVALSHA): a worker's token and job id
+// travel with the job's lock, the time and the lock's duration in the queue's calls. Where
+// several numbers could each be the lease, which one is is not sure, and neither is that
+// there is none: no call may be read as a release for want of a lease.
+TEST_CASE("argument roles: a value beside several lease-sized numbers is no release", "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string token = "95dfd6d9-11e5-4430-9f6e-7ea11d4a6340";
+  std::int64_t t = 1'000'000;
+  // [token, duration, job id] on the job's lock: a renewal whose job id is above 15.
+  for (const std::string job : {"16", "17", "37"}) {
+    feed(r, {"EVALSHA", std::string(40, 'a'), "1", "q:jobs:" + job + ":lock", token, "1200", job}, ":1\r\n",
+         t += 100'000);
+  }
+  // [prefix, token, duration, time, job id]: the step that takes the next job, finding none.
+  feed(r, {"EVALSHA", std::string(40, 'b'), "1", "q:jobs:wait", "q:jobs:", token, "1200", "1796033916071", "18"},
+       "$-1\r\n", t += 100'000);
+  CHECK(rec.ops.empty());
+}
+
+// node-redlock's scripts on several keys set all of them or none and answer how many
+// (its release: how many it removed). A script taking a value and a lease on several keys
+// that answers 1 for two keys names other keys than locks beside its lock (a job's lock
+// renewed beside the queue's set of stalled jobs): neither that call nor any later one of
+// the script is a group's, nor one answered 0.
+TEST_CASE("argument roles: a script answering part of its keys is no multi-key lock's", "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string extend(40, 'e'), token = "9c2e70e6-e791-4fd3-8d89-43c839cf7296";
+  std::int64_t t = 1'000'000;
+  for (const std::string job : {"10", "14", "11"}) {
+    feed(r, {"EVALSHA", extend, "2", "q:jobs:" + job + ":lock", "q:jobs:stalled", token, "1200", job}, ":1\r\n",
+         t += 100'000);
+  }
+  feed(r, {"EVALSHA", extend, "2", "q:jobs:13:lock", "q:jobs:stalled", token, "1200", "13"}, ":0\r\n", t += 100'000);
+  CHECK(rec.ops.empty());
+}
+
+// node-redlock's multi-key scripts answer a count; nil or OK on several keys is another
+// script's answer (a job queue's step that found nothing to move, its one lease-sized
+// number the time): no acquisition refused on each of its keys.
+TEST_CASE("argument roles: nil on several keys is no multi-key lock's answer", "[recognizer][argument_roles]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string step(40, 'f');
+  std::int64_t t = 1'000'000;
+  for (const std::string token : {"e63f8c27-e528-4bec-8ceb-db3600dc9946", "95dfd6d9-11e5-4430-9f6e-7ea11d4a6340"}) {
+    feed(r, {"EVALSHA", step, "4", "q:jobs:delayed", "q:jobs:active", "q:jobs:wait", "q:jobs:paused", "q:jobs:",
+             std::to_string(1796033919314 + t / 1000), token},
+         "$-1\r\n", t += 300'000);
+  }
+  CHECK(rec.ops.empty());
+}
+
 TEST_CASE("argument roles: a count a script answered in a list is learnt as a drawn value only from a call that acts "
           "for it unambiguously",
           "[recognizer][argument_roles]") {

@@ -114,6 +114,8 @@ argument_roles lock_recognizer::state::find_argument_roles(std::span<const std::
   } else if (large == 1) {
     r.lease = large_at;                  // beside small numbers (a database index, a flag)
     if (leases == 2 && small_at != 0) r.db_index = small;
+  } else if (large >= 2) {
+    r.lease_unsure = true;
   }
   return r;
 }
@@ -144,11 +146,18 @@ script_class lock_recognizer::state::infer_by_argument_roles(command_call& c, sh
   const argument_roles roles = roles_of(argv);
   if (roles.value == 0) return g;
   const bool multi = keys.size() > 1;
+  // On several keys the shape is node-redlock's, whose scripts answer a count of keys:
+  // nil or OK there is another script's (a job queue's step finding no job), and one
+  // shown to answer part of its keys (keys_not_all_locks) names more than locks.
+  if (multi && (reply.kind != reply_view::shape::integer || entry.keys_not_all_locks)) return g;
   g.lock_key = 1;
   g.family = multi ? lock_family::redlock_multi : lock_family::set_based;
   g.owner_argv = roles.value;
   if (roles.lease != 0 && reply.kind == reply_view::shape::integer && reply.integer < 0) return script_class{};
   if (roles.lease == 0) {
+    // Numbers that could each be a lease (a lease beside a job id or a timestamp): not
+    // sure which is, so not sure there is none either. Saying nothing beats a release.
+    if (roles.lease_unsure) return script_class{};
     // The holder's value and nothing to set: a release (get == value → del), answered
     // by how many keys it removed.
     if (reply.kind == reply_view::shape::ok) return script_class{};

@@ -77,6 +77,9 @@ struct argument_roles {
   std::uint8_t numbers = 0;     // how many arguments are integers
   std::int64_t small = -1;      // the lease, when it is a lone number <= 15 (or a database)
   std::int64_t db_index = -1;   // a lone number <= 15 beside the lease
+  // Several numbers larger than a database index (a lease, a job id, a timestamp): which
+  // is the lease is not sure, and the call is not one without a lease either.
+  bool lease_unsure = false;
 };
 
 // The reply `m`'s node `index` (its root, or an element of EXEC's array) as a handler
@@ -125,6 +128,9 @@ struct lock_recognizer::state {
     // script answering lists that no later call ever matches (a rate limiter, a queue)
     // stops filling the value table after max_candidate_replies.
     std::uint16_t candidate_replies = 0;
+    // Answered a count between none and all of its keys for a value and a lease: its
+    // calls on several keys are not node-redlock's (see infer_script).
+    bool keys_not_all_locks = false;
   };
   static constexpr std::uint16_t max_candidate_replies = 512;
   // The built-in scripts: always known, never evicted.

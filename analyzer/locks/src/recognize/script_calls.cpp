@@ -487,9 +487,16 @@ script_class lock_recognizer::state::infer_script(command_call& c, sha_entry& en
              !((roles = roles_of(argv)).value == 1 && roles.lease == 0)) {
     // [value, ttl]: node-redlock's acquire and extend have the same shape; how the
     // value flows tells them apart.
+    const bool multi = keys.size() > 1;
+    if (multi && (entry.keys_not_all_locks || (reply.integer > 0 && reply.integer < static_cast<std::int64_t>(keys.size())))) {
+      // node-redlock's acquire and extend set all their keys or none, and answer how many:
+      // a script answering part of its keys (a job's lock renewed beside the job queue's
+      // bookkeeping keys) is not that, on this call or any later one.
+      entry.keys_not_all_locks = true;
+      return g;
+    }
     const script_op role = value_role(entry, c.e.server_text, keys[0], argv[0], current_sha, reply.integer >= 1,
                                       c.op.at_us());
-    const bool multi = keys.size() > 1;
     g.family = multi ? lock_family::redlock_multi : lock_family::set_based;
     g.op = role == script_op::acquire ? (multi ? script_op::multi_acquire : script_op::acquire)
                                       : (multi ? script_op::multi_extend : script_op::extend);
