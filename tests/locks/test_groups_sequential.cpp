@@ -10,6 +10,9 @@
 //    owner: its tries on several servers are no quorum attempt.
 //  - The tries kept while the capture had one server are replayed when a second server
 //    appears, each with its own owner's group (not the first replayed try's).
+//  - A MultiLock gives its keys back together. A job worker's one token for every job it
+//    takes (Bull 4.16.5: tests/locks/effect_clients/bull_jobs.truth.jsonl, p1 takes jobs 6
+//    and 9 367 ms apart and frees them 53 ms apart, job by job) takes keys one by one.
 #include <deque>
 #include <string>
 #include <string_view>
@@ -63,6 +66,7 @@ TEST_CASE("lock_groups: a MultiLock refused on a key keeps it, and a multi-key c
   f.at(0.5, lock_event_kind::acquired, "b", "M");
   f.at(1, lock_event_kind::contended, "c", "M");
   f.at(1.5, lock_event_kind::released, "a", "M");
+  f.at(1.6, lock_event_kind::released, "b", "M");
   REQUIRE(f.all("multilock").size() == 1);
   const recorded_event& failed = *f.all("multilock")[0];
   CHECK(failed.tried == std::vector<std::string>{"a", "b", "c"});
@@ -206,4 +210,46 @@ TEST_CASE("lock_groups: a MultiLock's keys taken back to back stay one set besid
   REQUIRE(sets.size() == 1);
   CHECK(sets[0]->tried.size() == 3);
   CHECK(sets[0]->succeeded);
+}
+
+TEST_CASE("lock_groups: keys taken apart and given back one by one are no MultiLock but given back together are one",
+          "[groups][sets]") {
+  // Bull's worker: the job lock taken over the worker's connection, freed over another of
+  // the same host when that job is done; the next job taken meanwhile.
+  fed_groups bull;
+  bull.at(0, lock_event_kind::acquired, "q:6:lock", "T", s1, "10.0.0.1:50000");
+  bull.at(367, lock_event_kind::acquired, "q:9:lock", "T", s1, "10.0.0.1:50000");
+  bull.at(614, lock_event_kind::released, "q:9:lock", "T", s1, "10.0.0.1:50001");
+  bull.at(667, lock_event_kind::released, "q:6:lock", "T", s1, "10.0.0.1:50001");
+  bull.at(700, lock_event_kind::acquired, "q:12:lock", "T", s1, "10.0.0.1:50000");
+  bull.at(988, lock_event_kind::acquired, "q:15:lock", "T", s1, "10.0.0.1:50000");
+  // A killed worker's: its two jobs' locks run out as far apart as they were taken.
+  bull.at(1900, lock_event_kind::expired, "q:12:lock", "T", s1, "10.0.0.1:50000");
+  bull.at(2188, lock_event_kind::expired, "q:15:lock", "T", s1, "10.0.0.1:50000");
+  bull.groups.finish(base_us + 10'000'000);
+  CHECK(bull.all("multilock").empty());
+
+  // The same keys taken as far apart, given back together (each unlock sent at once), are
+  // one MultiLock, reported then with its tries' times.
+  fed_groups together;
+  together.at(0, lock_event_kind::acquired, "q:6:lock", "T", s1, "10.0.0.1:50000");
+  together.at(367, lock_event_kind::acquired, "q:9:lock", "T", s1, "10.0.0.1:50000");
+  together.at(2000, lock_event_kind::released, "q:9:lock", "T", s1, "10.0.0.1:50001");
+  CHECK(together.all("multilock").empty());
+  together.at(2000.4, lock_event_kind::released, "q:6:lock", "T", s1, "10.0.0.1:50001");
+  REQUIRE(together.all("multilock").size() == 1);
+  CHECK(together.all("multilock")[0]->tried == std::vector<std::string>{"q:6:lock", "q:9:lock"});
+  // A key another host deletes (a peer clearing a stale lock: RQ's schedulers) was not
+  // given back by its owner; the other one still is, later: a MultiLock still.
+  together.at(3000, lock_event_kind::acquired, "a", "T", s1, "10.0.0.1:50000");
+  together.at(3100, lock_event_kind::acquired, "b", "T", s1, "10.0.0.1:50000");
+  together.at(3500, lock_event_kind::released, "a", "T", s1, "10.0.0.2:40000");
+  together.at(3650, lock_event_kind::released, "b", "T", s1, "10.0.0.1:50001");
+  CHECK(together.all("multilock").size() == 2);
+  // Still held when the capture ends: nothing disproves it, reported at the end.
+  together.at(5000, lock_event_kind::acquired, "c", "T", s1, "10.0.0.1:50000");
+  together.at(5200, lock_event_kind::acquired, "d", "T", s1, "10.0.0.1:50000");
+  CHECK(together.all("multilock").size() == 2);
+  together.groups.finish(base_us + 10'000'000);
+  CHECK(together.all("multilock").size() == 3);
 }

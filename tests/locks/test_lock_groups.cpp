@@ -215,6 +215,9 @@ TEST_CASE("lock_groups: a MultiLock's keys and its all-or-nothing outcome", "[gr
   f.event(lock_event_kind::acquired, owner, 0.5, s1, "b");
   f.event(lock_event_kind::acquired, owner, 1, s1, "c");
   f.event(lock_event_kind::released, owner, 50, s1, "a");
+  CHECK(f.events.count("multilock") == 0);  // not yet: b and c are still held
+  f.event(lock_event_kind::released, owner, 50.2, s1, "b");
+  f.event(lock_event_kind::released, owner, 50.4, s1, "c");
   REQUIRE(f.events.count("multilock") == 1);
   const recorded_event& all = *f.all("multilock")[0];
   CHECK(all.tried == std::vector<std::string>{"a", "b", "c"});
@@ -248,11 +251,12 @@ TEST_CASE("lock_groups: a key whose lease ran out before the owner took the next
   f.event(lock_event_kind::released, owner, 510, s1, "y");
   f.groups.finish(t0 + 10'000'000);
   CHECK(f.events.count("multilock") == 0);
-  // Held together, then one expires: a MultiLock of both.
+  // Held together, then both run out (the holder died): a MultiLock of both.
   group_fixture g;
   g.event(lock_event_kind::acquired, owner, 0, s1, "x");
   g.event(lock_event_kind::acquired, owner, 0.5, s1, "y");
   g.event(lock_event_kind::expired, owner, 200, s1, "x");
+  g.event(lock_event_kind::expired, owner, 200.5, s1, "y");
   g.groups.finish(t0 + 10'000'000);
   REQUIRE(g.events.count("multilock") == 1);
   CHECK(g.all("multilock")[0]->tried == std::vector<std::string>{"x", "y"});
@@ -272,6 +276,7 @@ TEST_CASE("lock_groups: a client taking lock after lock (more than max_set_keys 
   f.event(lock_event_kind::acquired, owner, 6000, s1, "a");
   f.event(lock_event_kind::acquired, owner, 6000.5, s1, "b");
   f.event(lock_event_kind::released, owner, 6050, s1, "a");
+  f.event(lock_event_kind::released, owner, 6050.2, s1, "b");
   CHECK(f.events.count("multilock") == 1);
 }
 
@@ -376,6 +381,7 @@ TEST_CASE("report: group lines in text (a section of their own) and live text (a
     op(lock_op_kind::acquire, op_outcome::ok, "a", "M", 20, s1, 7);
     op(lock_op_kind::acquire, op_outcome::ok, "b", "M", 20.5, s1, 7);
     op(lock_op_kind::unlock, op_outcome::ok, "a", "M", 30, s1, 7);
+    op(lock_op_kind::unlock, op_outcome::ok, "b", "M", 30.2, s1, 7);
     timeline.finish(t0 + 2'000'000);
     groups.finish(t0 + 2'000'000);
     report.finish(timeline);

@@ -291,6 +291,8 @@ struct lock_groups::impl {
     std::string name;
     std::int32_t db = 0;
     bool acquired = false;
+    bool released = false;  // given back while other keys of its set are still held
+    std::int64_t ts_us = 0;  // when it was tried
   };
   // One owner's tries of several keys on one connection (MultiLock).
   struct key_set {
@@ -311,10 +313,18 @@ struct lock_groups::impl {
     // one value for every key). Only the keys of the refused call itself (a multi-key
     // script's, one reply for all: the same time) belong with it.
     std::int64_t refused_us = -1;
+    // When its first key was given back while others were still held (-1: none was):
+    // the rest must follow within release_together_us for the set to be a MultiLock.
+    std::int64_t partly_released_us = -1;
+    bool partly_released() const {
+      return partly_released_us >= 0 &&
+             std::any_of(keys.begin(), keys.end(), [](const set_key& k) { return k.acquired && !k.released; });
+    }
     void reset() {
       keys.clear();
       overflowed = false;
       refused_us = -1;
+      partly_released_us = -1;
     }
   };
 
@@ -920,7 +930,32 @@ struct lock_groups::impl {
     // cleaning locks, `1` from every worker, each queue's taken in turn and kept) names
     // no one owner: its keys taken one after another say nothing of a MultiLock.
     const bool shared = !shared_values.empty() && shared_values.find(s.owner) != shared_values.end();
-    if (report && s.keys.n >= 2 && !s.overflowed && !shared) {
+    if (report && s.keys.n >= 2 && !s.overflowed && !shared && !s.partly_released()) {
+      // Keys taken one by one, some apart (a job worker's one token for each job it takes
+      // when the job comes) are a MultiLock only if given back together: reported then.
+      if (!released && !taken_back_to_back(s) && holds_a_key(s) && held_open < options.max_open) hold_set(s);
+      else report_set(s, released);
+    }
+    if (s.keys.n >= 2) unindex_set(id);
+    sets.erase(id);
+  }
+  bool taken_back_to_back(const key_set& s) const {
+    for (const set_key* k = s.keys.begin() + 1; k < s.keys.end(); ++k) {
+      if (k->ts_us - (k - 1)->ts_us > options.back_to_back_us) return false;
+    }
+    return true;
+  }
+  // A key of s deleted from another host than the one that took it (a peer clearing a
+  // stale lock) was not given back by its owner: it says nothing of how s was taken.
+  static bool taken_by_another_host(const key_set& s, const lock_event& e) {
+    return e.event != lock_event_kind::expired && e.client_endpoint != nullptr && s.has_client_address &&
+           (e.client_endpoint->family != s.client_address.family || e.client_endpoint->address != s.client_address.address);
+  }
+  static bool holds_a_key(const key_set& s) {
+    return std::any_of(s.keys.begin(), s.keys.end(), [](const set_key& k) { return k.acquired && !k.released; });
+  }
+  void report_set(const key_set& s, bool released) {
+    {
       lock_group g;
       g.start_us = s.start_us;
       g.end_us = s.end_us;
@@ -950,7 +985,106 @@ struct lock_groups::impl {
       e.group = &g;
       next.on_event(e);
     }
-    sets.erase(id);
+  }
+
+  // Sets closed to tries while their keys are still held, taken apart: reported when
+  // their keys are given back together (or the capture ends with them held), dropped
+  // when one is given back and another still held release_together_us later.
+  struct held_set {
+    std::string owner, client;  // s's views point here
+    key_set s;
+    std::uint64_t order = 0;
+  };
+  std::vector<std::unique_ptr<held_set>> held_sets;  // null: a free slot
+  std::vector<std::uint32_t> free_held;
+  std::size_t held_open = 0;
+  std::uint64_t held_order = 0;
+  std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> held_keys;  // a held key's slot
+  void hold_set(const key_set& s) {
+    std::uint32_t slot = 0;
+    if (!free_held.empty()) {
+      slot = free_held.back();
+      free_held.pop_back();
+    } else {
+      slot = static_cast<std::uint32_t>(held_sets.size());
+      held_sets.emplace_back();
+    }
+    held_sets[slot] = std::make_unique<held_set>();
+    held_set& h = *held_sets[slot];
+    h.owner.assign(s.owner);
+    h.client.assign(s.client);
+    h.s = s;
+    h.s.owner = h.owner;
+    h.s.client = h.client;
+    h.order = held_order++;
+    ++held_open;
+    for (const set_key& k : h.s.keys) {
+      if (k.acquired) held_keys.insert_or_assign(k.name, slot);
+    }
+  }
+  void drop_held(std::uint32_t slot) {
+    for (const set_key& k : held_sets[slot]->s.keys) {
+      if (const auto it = held_keys.find(k.name); it != held_keys.end() && it->second == slot) held_keys.erase(it);
+    }
+    held_sets[slot].reset();
+    free_held.push_back(slot);
+    --held_open;
+  }
+  // A key of a held set given back (released, expired) by its owner.
+  void on_held_release(const lock_event& e) {
+    const auto it = held_keys.find(e.lock);
+    if (it == held_keys.end()) return;
+    const std::uint32_t slot = it->second;
+    key_set& s = held_sets[slot]->s;
+    if (s.owner != e.owner) return;
+    const auto member = std::find_if(s.keys.begin(), s.keys.end(),
+                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
+    if (member == s.keys.end() || !member->acquired || member->released) return;
+    member->released = true;
+    if (!holds_a_key(s)) {
+      if (s.partly_released_us < 0 || e.ts_us - s.partly_released_us <= options.release_together_us) report_set(s, true);
+      drop_held(slot);
+      return;
+    }
+    if (s.partly_released_us < 0 && !taken_by_another_host(s, e)) {
+      s.partly_released_us = e.ts_us;
+      partly_released.push_back({slot, s.start_us, e.ts_us, true});
+    }
+  }
+  // At the capture's end: the sets still held, in the order they were taken.
+  [[gnu::noinline]] void report_held() {
+    std::vector<std::uint32_t> slots;
+    for (std::uint32_t i = 0; i < held_sets.size(); ++i) {
+      if (held_sets[i] != nullptr) slots.push_back(i);
+    }
+    std::sort(slots.begin(), slots.end(), [&](std::uint32_t a, std::uint32_t b) { return held_sets[a]->order < held_sets[b]->order; });
+    for (const std::uint32_t slot : slots) {
+      if (!held_sets[slot]->s.partly_released()) report_set(held_sets[slot]->s, false);
+      drop_held(slot);
+    }
+  }
+
+  // The sets of two or more keys by key name: a key may be given back over another
+  // connection than the one that took it (a job worker's blocking connection takes the
+  // job, another frees it), and the set is keyed by the taking connection.
+  std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> multi_key_sets;
+  void index_key(std::string_view name, std::uint32_t id) {
+    if (const auto it = multi_key_sets.find(name); it != multi_key_sets.end()) it->second = id;
+    else multi_key_sets.emplace(std::string(name), id);
+  }
+  void unindex_set(std::uint32_t id) {
+    for (const set_key& k : sets[id].keys) {
+      if (const auto it = multi_key_sets.find(k.name); it != multi_key_sets.end() && it->second == id) {
+        multi_key_sets.erase(it);
+      }
+    }
+  }
+  // The multi-key set of e's owner holding e's key, taken over any connection (no_id: none).
+  std::uint32_t set_holding(const lock_event& e) {
+    const auto it = multi_key_sets.find(e.lock);
+    if (it == multi_key_sets.end() || !sets.live(it->second)) return timeline_detail::no_id;
+    const key_set& s = sets[it->second];
+    return s.owner == e.owner && !s.overflowed ? it->second : timeline_detail::no_id;
   }
 
   void make_set_key(const lock_event& e) {
@@ -984,7 +1118,7 @@ struct lock_groups::impl {
   }
   [[gnu::noinline]] void on_set_try_member(const lock_event& e, std::uint32_t id) {
     if (id != timeline_detail::no_id &&
-        ((sets[id].refused_us >= 0 && sets[id].refused_us != e.ts_us) ||
+        ((sets[id].refused_us >= 0 && sets[id].refused_us != e.ts_us) || sets[id].partly_released_us >= 0 ||
          std::any_of(sets[id].keys.begin(), sets[id].keys.end(),
                      [&](const set_key& k) { return k.name == e.lock && k.db == e.db; }))) {
       close_set(id, false);  // its next round, or the next lock after a refusal: not held with it
@@ -1034,8 +1168,15 @@ struct lock_groups::impl {
     k.name.assign(e.lock);
     k.db = e.db;
     k.acquired = e.event == lock_event_kind::acquired;
+    k.ts_us = e.ts_us;
+    k.released = false;
     if (!k.acquired) s.refused_us = e.ts_us;
     s.end_us = e.ts_us;
+    if (s.keys.n == 2) {
+      for (const set_key& member : s.keys) index_key(member.name, id);
+    } else if (s.keys.n > 2) {
+      index_key(k.name, id);
+    }
   }
 
   // Sets of one key (a try whose owner has no set open on its connection: on one server,
@@ -1145,6 +1286,8 @@ struct lock_groups::impl {
     k.name.assign(o.lock());
     k.db = o.db;
     k.acquired = o.acquired;
+    k.ts_us = o.start_us;
+    k.released = false;
     if (!k.acquired) s.refused_us = o.start_us;
     sets.pin(id);
     ring[(head + static_cast<std::size_t>(o.timer - (pushed - queued))) % ring.size()] =
@@ -1179,21 +1322,75 @@ struct lock_groups::impl {
           i != timeline_detail::no_id && singles[i].lock() == e.lock && singles[i].db == e.db) {
         singles[i].closed = true;
         ++singles_closed;
+        return;
       }
+    } else if (sets[id].overflowed) {
+      return;
+    } else if (give_back(id, e)) {
       return;
     }
-    if (sets[id].overflowed) return;
-    const key_set& s = sets[id];
-    const bool member = std::any_of(s.keys.begin(), s.keys.end(),
-                                    [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
-    if (!member) return;
+    if (!multi_key_sets.empty()) {
+      if (const std::uint32_t other = set_holding(e); other != timeline_detail::no_id && other != id && give_back(other, e)) {
+        return;
+      }
+    }
+    if (held_open > 0) on_held_release(e);
+  }
+  // e gives back a key of open set `id`; false: the key is none of the set's.
+  bool give_back(std::uint32_t id, const lock_event& e) {
+    key_set& s = sets[id];
+    const auto member = std::find_if(s.keys.begin(), s.keys.end(),
+                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
+    if (member == s.keys.end()) return false;
     // A MultiLock refused a key gives back what it took, and only that: a plain DEL that
     // names more keys than the set took removes what it never held (RQ's scheduler
     // deletes every queue's lock, held or not, after taking one of two). No give-back, so
     // no MultiLock: closed unreported.
     const auto taken = std::count_if(s.keys.begin(), s.keys.end(), [](const set_key& k) { return k.acquired; });
     const bool failed = taken < static_cast<std::ptrdiff_t>(s.keys.n);
-    close_set(id, true, !(failed && e.keys_named > taken));
+    if (failed && e.keys_named > taken) {
+      close_set(id, true, false);
+      return true;
+    }
+    if (member->acquired) member->released = true;
+    if (!holds_a_key(s)) {
+      close_set(id, true);
+      return true;
+    }
+    if (s.partly_released_us < 0 && !taken_by_another_host(s, e)) {
+      s.partly_released_us = e.ts_us;
+      partly_released.push_back({id, s.start_us, e.ts_us, false});
+    }
+    return true;
+  }
+  // Sets whose first key was given back while others were still held, in the order that
+  // happened: each is ended unreported once release_together_us passes with a key held.
+  struct partial_release {
+    std::uint32_t id = 0;  // a set's, or a held set's slot
+    std::int64_t start_us = 0, released_us = 0;
+    bool held = false;
+  };
+  std::vector<partial_release> partly_released;
+  std::size_t partly_released_head = 0;
+  [[gnu::noinline]] void end_partial_releases(std::int64_t now, bool all) {
+    while (partly_released_head < partly_released.size()) {
+      const partial_release& p = partly_released[partly_released_head];
+      if (!all && now - p.released_us <= options.release_together_us) break;
+      ++partly_released_head;
+      if (p.held) {
+        if (p.id < held_sets.size() && held_sets[p.id] != nullptr && held_sets[p.id]->s.start_us == p.start_us &&
+            held_sets[p.id]->s.partly_released_us == p.released_us) {
+          drop_held(p.id);
+        }
+      } else if (sets.live(p.id) && sets[p.id].start_us == p.start_us &&
+                 sets[p.id].partly_released_us == p.released_us) {
+        close_set(p.id, true);
+      }
+    }
+    if (partly_released_head == partly_released.size()) {
+      partly_released.clear();
+      partly_released_head = 0;
+    }
   }
 
   // ---- the clock ----
@@ -1240,7 +1437,9 @@ struct lock_groups::impl {
     }
   }
   void advance(std::int64_t now, bool all) {
+    if (!partly_released.empty()) end_partial_releases(now, all);
     while (queued > 0 && (all || now > ring[head].start_us + options.window_us)) close_front();
+    if (all && held_open > 0) report_held();
   }
 
   // group_of(e.owner, e.client_endpoint) for the event on_event handles, worked out once

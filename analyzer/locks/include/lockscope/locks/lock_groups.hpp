@@ -31,10 +31,14 @@
 //                  (a server lost or forgot a key: failover, restart); once per holding
 // MultiLock groups (Redisson's MultiLock, node-redlock's multi-key lock): one owner on
 // one connection trying two or more different keys within `window_us` of its first
-// try. It ends like an attempt (window, a key tried again, a release of one of its
-// keys); a `multilock` event reports the keys, those acquired, and the all-or-nothing
-// outcome: all acquired, or failed (some acquired, and released when the owner gave
-// up). Locking two keys one after the other in quick succession reads the same, unless
+// try. It ends like an attempt (window, a key tried again, a release of its keys); a
+// `multilock` event reports the keys, those acquired, and the all-or-nothing outcome:
+// all acquired, or failed (some acquired, and released when the owner gave up). A
+// MultiLock gives its keys back together (Redisson sends every unlock at once, a
+// multi-key script or DEL frees them in one reply): keys given back one by one, some
+// still held `release_together_us` after the first went (a job worker's one token for
+// each job it takes, each job's lock freed when that job is done), were taken one by
+// one, and the set ends unreported. Locking two keys one after the other in quick succession reads the same, unless
 // the first was refused: a MultiLock tries its next key only while it holds every key
 // before it, so a different key tried after a refusal (at another time than the refused
 // call: a multi-key script's keys share its reply) starts a new set.
@@ -64,6 +68,13 @@ struct group_options {
   // independent locks (a client taking lock after lock, leases left to expire): it is
   // dropped unreported, and each try stays O(1).
   std::size_t max_set_keys = 16;
+  // A set's keys given back within this of the first one's release were given back
+  // together (a MultiLock's unlock); one still held past it ends the set unreported.
+  std::int64_t release_together_us = 20'000;
+  // A set whose keys were each tried within this of the one before (a MultiLock's next
+  // key asked for as the last one's reply comes) is reported when it closes; one taken
+  // further apart only once its keys are given back together, or the capture ends.
+  std::int64_t back_to_back_us = 5'000;
   // Lookups first compare the entry looked up last (a client's pipelined calls come in
   // runs); false: every lookup hashes its key. The same events either way (a test
   // compares them); false is only for that test.
