@@ -93,6 +93,12 @@ void print_totals(const ingest::ingest_stats& s, const locks::recognizer_stats& 
                "{} malformed redirects kept as errors, {} (S)SUBSCRIBEs with no channel skipped\n",
                r.redirects, r.malformed_redirects, r.skipped);
   }
+  if (r.unread_sha_calls > 0) {
+    live::print_diagnostic("lockscope analyze: {} of {} known only by SHA1 read as no lock operation: "
+                           "their text never appeared (a client sends it by EVAL or SCRIPT LOAD when it "
+                           "starts or after NOSCRIPT), so a lock taken inside them is not seen\n",
+                           counted(r.unread_sha_calls, "EVALSHA call"), counted(r.unread_shas, "script"));
+  }
   if (r.scripts_evicted > 0 || r.shas_evicted > 0) {
     live::print_diagnostic("lockscope analyze: script cache full: {} scripts and {} SHA1s forgotten (least recently used)\n",
                r.scripts_evicted, r.shas_evicted);

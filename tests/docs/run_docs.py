@@ -9,8 +9,8 @@ the rules that keep the documents in shape are checked instead (see tests/docs/R
 A ```console block is a shell session: each line that starts with `$ ` is a command (a
 line ending in `\\` continues on the next), and the lines up to the next command are its
 expected stdout. The block runs as one bash script in a scratch directory where
-captures/, docs/ and examples/ are the source tree's, with the lockscope under test
-first on PATH, TZ=UTC. Every command must exit 0 (an example meant to fail shows its
+captures/, docs/, examples/ and tests/ are the source tree's, with the lockscope under
+test first on PATH, TZ=UTC. Every command must exit 0 (an example meant to fail shows its
 status itself: `... || echo "exit status $?"`); the block's stdout must equal the
 expected lines. In the expected lines, a line `...` stands for any number of lines and
 `[...]` within a line for any text. A comment `<!-- doc-test: numbers-vary -->` just
@@ -203,7 +203,7 @@ class Runner:
 
     def work_dir(self):
         work = tempfile.mkdtemp(prefix="lockscope-docs-")
-        for name in ("captures", "docs", "examples"):
+        for name in ("captures", "docs", "examples", "tests"):
             os.symlink(os.path.join(self.source, name), os.path.join(work, name))
         return work
 

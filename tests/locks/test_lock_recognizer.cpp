@@ -800,3 +800,30 @@ TEST_CASE("analyze_files: interning the session's long arguments changes no outp
   }
   CHECK(files > 20);
 }
+
+TEST_CASE("recognizer: calls of scripts known only by SHA1 and read as nothing are counted, for the note",
+          "[recognizer]") {
+  // A job queue joined after its clients loaded their scripts: EVALSHA only, a job's
+  // fields answered, no argument shape of a lock. What analyze's note counts.
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  const std::string job_sha(40, 'a');
+  feed(r, {"EVALSHA", job_sha, "2", "q:wait", "q:active", "q:", "1796033916071"}, "*2\r\n$2\r\n17\r\n$4\r\ndata\r\n");
+  feed(r, {"EVALSHA", job_sha, "2", "q:wait", "q:active", "q:", "1796033916090"}, "*-1\r\n");
+  CHECK(rec.ops.empty());
+  CHECK(r.stats().unread_sha_calls == 2);
+  CHECK(r.stats().unread_shas == 1);
+  // Refused by the server (NOSCRIPT): the script did nothing, so nothing went unread.
+  const std::string other_sha(40, 'b');
+  feed(r, {"EVALSHA", other_sha, "1", "q:wait", "x"}, "-NOSCRIPT No matching script. Please use EVAL.\r\n");
+  CHECK(r.stats().unread_sha_calls == 2);
+  CHECK(r.stats().unread_shas == 1);
+  // One read as a lock operation from its arguments (a release: the holder's value, 1) is
+  // no unread call.
+  const std::string release_sha(40, 'c');
+  feed(r, {"EVALSHA", release_sha, "1", "job", "tok-5f1c9a7e2b"}, ":1\r\n");
+  REQUIRE(rec.ops.size() == 1);
+  CHECK(rec.ops[0].inferred);
+  CHECK(r.stats().unread_sha_calls == 2);
+  CHECK(r.stats().unread_shas == 1);
+}

@@ -131,6 +131,7 @@ struct lock_recognizer::state {
     // Answered a count between none and all of its keys for a value and a lease: its
     // calls on several keys are not node-redlock's (see infer_script).
     bool keys_not_all_locks = false;
+    bool unread = false;  // counted in recognizer_stats::unread_shas
   };
   static constexpr std::uint16_t max_candidate_replies = 512;
   // The built-in scripts: always known, never evicted.
@@ -308,6 +309,8 @@ struct lock_recognizer::state {
   // script that drew it is learnt as an acquire, and the value taken as holding.
   void learn_drawn_value(recognizer_detail::value_record& rec);
 
+  bool read_textless_call(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
+                          std::span<const std::string_view> argv);
   void infer_by_held_value(command_call& c, sha_entry* entry, std::span<const std::string_view> keys,
                            std::span<const std::string_view> argv);
   // How many of an unseen script's KEYS name keys: in a call with no ARGV, the rest (from

@@ -279,30 +279,47 @@ void lock_recognizer::state::on_script_call(command_call& c) {
   if (!cls.is_lock_script() && !(entry != nullptr && entry->inferred)) return;
 
   if (entry != nullptr && entry->inferred) {
-    // Read with its arguments where the script reads them, KEYS or ARGV (see arguments_in_keys).
-    const std::size_t named = keys_named(keys, argv);
-    const std::span<const std::string_view> ikeys = keys.first(named);
-    const std::span<const std::string_view> iargv = named < keys.size() ? keys.subspan(named) : argv;
-    cls = infer_script(c, *entry, ikeys, iargv);
-    if (cls.permit_role != 0) {
-      c.op.inferred = true;
-      emit_permit_operations(c, cls, ikeys, iargv);
-      return;
+    const std::uint64_t operations_before = stats.operations;
+    if (!read_textless_call(c, *entry, keys, argv) && stats.operations == operations_before &&
+        c.reply.kind != reply_view::shape::error) {
+      ++stats.unread_sha_calls;  // (an error, NOSCRIPT, did nothing: nothing to read)
+      if (!entry->unread) {
+        entry->unread = true;
+        ++stats.unread_shas;
+      }
     }
-    if (cls.op == script_op::none) {
-      if (on_list_reply(c, *entry, keys, argv)) return;
-      infer_by_held_value(c, entry, keys, argv);
-      return;
-    }
-    c.op.inferred = true;
-    if (c.reply.kind == reply_view::shape::null && defer_nil_release(c, cls, ikeys, iargv)) return;
-    // (Set only here: a known script's call, the common case, checks nothing more.)
-    inferred_lease_seconds = cls.lease_seconds;
-    emit_script_operations(c, cls, ikeys, iargv);
-    inferred_lease_seconds = false;
     return;
   }
   emit_script_operations(c, cls, keys, argv);
+}
+
+// A call of a script known only by its SHA1, read from its arguments and reply; true
+// when its reading is pending (a nil answer kept for a later call to settle).
+bool lock_recognizer::state::read_textless_call(command_call& c, sha_entry& entry,
+                                                std::span<const std::string_view> keys,
+                                                std::span<const std::string_view> argv) {
+  // Read with its arguments where the script reads them, KEYS or ARGV (see arguments_in_keys).
+  const std::size_t named = keys_named(keys, argv);
+  const std::span<const std::string_view> ikeys = keys.first(named);
+  const std::span<const std::string_view> iargv = named < keys.size() ? keys.subspan(named) : argv;
+  const script_class cls = infer_script(c, entry, ikeys, iargv);
+  if (cls.permit_role != 0) {
+    c.op.inferred = true;
+    emit_permit_operations(c, cls, ikeys, iargv);
+    return false;
+  }
+  if (cls.op == script_op::none) {
+    if (on_list_reply(c, entry, keys, argv)) return false;
+    infer_by_held_value(c, &entry, keys, argv);
+    return false;
+  }
+  c.op.inferred = true;
+  if (c.reply.kind == reply_view::shape::null && defer_nil_release(c, cls, ikeys, iargv)) return true;
+  // (Set only here: a known script's call, the common case, checks nothing more.)
+  inferred_lease_seconds = cls.lease_seconds;
+  emit_script_operations(c, cls, ikeys, iargv);
+  inferred_lease_seconds = false;
+  return false;
 }
 
 // An unseen script that no argument shape explains, whose arguments (KEYS after the

@@ -89,6 +89,11 @@ struct recognizer_stats {
   std::uint64_t scripts_seen = 0;       // distinct script texts classified
   std::uint64_t unknown_scripts = 0;    // EVAL of scripts that are not lock scripts
   std::uint64_t unknown_shas = 0;       // EVALSHA calls with an unresolved SHA1
+  // EVALSHA calls of scripts whose text the capture never showed that answered (no
+  // error) and were read as no lock operation, and how many such scripts: a lock taken
+  // inside them is not seen (a job queue's, joined after its clients loaded them).
+  std::uint64_t unread_sha_calls = 0;
+  std::uint64_t unread_shas = 0;
   std::uint64_t inferred = 0;           // operations whose kind was guessed
   std::uint64_t scripts_evicted = 0;    // script texts forgotten (script_cache_entries/bytes)
   std::uint64_t shas_evicted = 0;       // SHA1s forgotten (sha_cache_entries)
