@@ -397,7 +397,14 @@ class interner {
   // Frees the ids left without references; invalidates every view given out before.
   // (Inline: the timeline calls it after every operation, and most leave nothing.)
   [[gnu::always_inline]] void collect() {
-    if (!unreferenced_.empty()) [[unlikely]] collect_unreferenced();
+    if (unreferenced_.empty()) [[likely]] return;
+    // A new id its operation retained (a fresh owner: every try of a storm) frees nothing,
+    // and leaves nothing to compact (only a free adds dead bytes).
+    if (unreferenced_.size() == 1 && entries_[unreferenced_[0]].refs != 0) {
+      unreferenced_.clear();
+      return;
+    }
+    collect_unreferenced();
   }
 
   std::size_t live() const noexcept { return live_; }             // ids in use
