@@ -860,6 +860,9 @@ struct lock_groups::impl {
   // Tries seen while the capture had one server (a ring of the last recent_tries).
   // Its lock, owner and client texts one after the other in `text` (one copy per try,
   // into a buffer that is kept). Its server is the one server seen so far: servers[0].
+  // A try that opened a single (nearly every try on one server) is not copied: the
+  // single holds the same texts and fields, and `single` names it until the single is
+  // dropped, which copies them here first (single_set::recent names the slot back).
   struct recent_try {
     std::unique_ptr<char[]> text;
     std::size_t capacity = 0;
@@ -869,35 +872,65 @@ struct lock_groups::impl {
     lock_event_kind event = lock_event_kind::acquired;
     endpoint client_address{}, server_address{};
     bool has_client_address = false, has_server_address = false;
+    std::uint32_t single = timeline_detail::no_id;
   };
   static constexpr std::size_t recent_tries = 256;
+  static constexpr std::uint16_t no_recent = 0xffff;
   std::vector<recent_try> recent;
   std::size_t recent_next = 0;
-  // e: a try while the capture has one server (e.server is servers[0]).
+  // The single opened by the try on_event handles (no_id: none yet).
+  std::uint32_t try_single = timeline_detail::no_id;
+  // e: a try while the capture has one server (e.server is servers[0]), after it was
+  // handled: the single it opened, if any, stands for its copy.
   void remember_try(const lock_event& e) {
     if (recent.size() < recent_tries) recent.emplace_back();
-    recent_try& r = recent[recent_next];
+    const std::size_t slot = recent_next;
+    recent_try& r = recent[slot];
     recent_next = (recent_next + 1) % recent_tries;
-    const std::size_t size = e.lock.size() + e.owner.size() + e.client.size();
+    if (r.single != timeline_detail::no_id) singles[r.single].recent = no_recent;
+    r.single = try_single;
+    if (try_single != timeline_detail::no_id) {
+      singles[try_single].recent = static_cast<std::uint16_t>(slot);
+      return;
+    }
+    copy_try(r, e.lock, e.owner, e.client, e.db, e.ts_us, e.event, e.client_endpoint, e.server_endpoint);
+  }
+  static void copy_try(recent_try& r, std::string_view lock, std::string_view owner, std::string_view client,
+                       std::int32_t db, std::int64_t ts_us, lock_event_kind event, const endpoint* client_endpoint,
+                       const endpoint* server_endpoint) {
+    const std::size_t size = lock.size() + owner.size() + client.size();
     if (r.capacity < size) {
       r.capacity = std::max<std::size_t>(size, 128);
       r.text = std::make_unique<char[]>(r.capacity);
     }
-    ingest::copy_bytes(ingest::copy_bytes(ingest::copy_bytes(r.text.get(), e.lock), e.owner), e.client);
-    r.lock_size = e.lock.size();
-    r.owner_size = e.owner.size();
-    r.client_size = e.client.size();
-    r.db = e.db;
-    r.ts_us = e.ts_us;
-    r.event = e.event;
-    r.has_client_address = e.client_endpoint != nullptr;
-    if (e.client_endpoint != nullptr) r.client_address = *e.client_endpoint;
-    r.has_server_address = e.server_endpoint != nullptr;
-    if (e.server_endpoint != nullptr) r.server_address = *e.server_endpoint;
+    ingest::copy_bytes(ingest::copy_bytes(ingest::copy_bytes(r.text.get(), lock), owner), client);
+    r.lock_size = lock.size();
+    r.owner_size = owner.size();
+    r.client_size = client.size();
+    r.db = db;
+    r.ts_us = ts_us;
+    r.event = event;
+    r.has_client_address = client_endpoint != nullptr;
+    if (client_endpoint != nullptr) r.client_address = *client_endpoint;
+    r.has_server_address = server_endpoint != nullptr;
+    if (server_endpoint != nullptr) r.server_address = *server_endpoint;
+  }
+  // Single i leaves: the try it stands for in the ring, if any, takes its copy.
+  void copy_single_to_recent(std::uint32_t i) {
+    single_set& o = singles[i];
+    recent_try& r = recent[o.recent];
+    o.recent = no_recent;
+    r.single = timeline_detail::no_id;
+    copy_try(r, o.lock(), o.owner(), o.client(), o.db, o.start_us,
+             o.acquired ? lock_event_kind::acquired : lock_event_kind::contended,
+             o.has_client_address ? &o.client_address : nullptr, o.has_server_address ? &o.server_address : nullptr);
   }
   // Called when the second server appears: servers[0] is still the first.
   void replay_recent_tries(std::int64_t now) {
     const std::size_t n = recent.size();
+    for (recent_try& r : recent) {  // their own copies first: replaying may drop singles
+      if (r.single != timeline_detail::no_id) copy_single_to_recent(r.single);
+    }
     const std::string first_server = servers[0];  // a copy: a view would not outlive servers' growth
     for (std::size_t i = 0; i < n; ++i) {
       const recent_try& r = recent[(recent_next + i) % n];  // oldest first, full or not
@@ -1200,6 +1233,7 @@ struct lock_groups::impl {
     endpoint client_address{}, server_address{};
     std::int64_t start_us = 0;
     std::uint64_t timer = 0;  // its timer's number (pushed)
+    std::uint16_t recent = no_recent;  // the ring slot of the try it stands for (remember_try)
     std::string_view owner() const noexcept { return {text.get(), owner_size}; }
     std::string_view client() const noexcept { return {text.get() + owner_size, client_size}; }
     std::string_view lock() const noexcept { return {text.get() + owner_size + client_size, lock_size}; }
@@ -1258,11 +1292,14 @@ struct lock_groups::impl {
     o.start_us = e.ts_us;
     o.closed = false;
     o.timer = pushed;
+    o.recent = no_recent;
+    try_single = i;
     single_ids.insert(i, set_hash);
     ++singles_open;
     push_timer(timer_kind::single, i, e.ts_us);
   }
   void drop_single(std::uint32_t i) {
+    if (singles[i].recent != no_recent) copy_single_to_recent(i);
     if (singles[i].closed) --singles_closed;
     single_ids.erase(i, singles[i].hash);
     free_singles.push_back(i);
@@ -1523,7 +1560,7 @@ struct lock_groups::impl {
       const bool shared = shared_value(e);
       if (shared && e.owner_shared) drop_attempt(e);
       const bool grouped = quorums && !shared;
-      if (!quorums && !shared) remember_try(e);
+      try_single = timeline_detail::no_id;
       if (grouped) end_previous_round(e, group_for(e));  // reported before the try that starts the next
       std::uint32_t open_set = end_previous_set(e);
       if (other_owner_tried_between(e) && open_set != timeline_detail::no_id && !sets[open_set].overflowed) {
@@ -1538,6 +1575,7 @@ struct lock_groups::impl {
         open_set = find_set();
       }
       on_set_try(e, open_set);
+      if (!quorums && !shared) remember_try(e);
       return;
     }
     const bool relevant = is_release(e.event) || e.event == lock_event_kind::expired ||

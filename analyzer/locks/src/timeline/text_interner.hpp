@@ -406,6 +406,12 @@ class interner {
 
  private:
   [[gnu::noinline]] void collect_unreferenced() {
+    // A new id its operation retained (a fresh owner: every try of a storm) frees nothing,
+    // and leaves nothing to compact (only a free adds dead bytes).
+    if (unreferenced_.size() == 1 && entries_[unreferenced_[0]].refs != 0) {
+      unreferenced_.clear();
+      return;
+    }
     // Many at once (a fifth of the table or more): the table is rebuilt after, not shifted
     // once an id.
     const bool rebuild = unreferenced_.size() >= 1024 && unreferenced_.size() * 5 >= table_.capacity();

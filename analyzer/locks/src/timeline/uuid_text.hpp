@@ -1,7 +1,8 @@
 // Whether a text is a UUID (8-4-4-4-12 hex digits): the timeline asks it of every
 // contended attempt's owner, twice (client_key, waiter_of_fresh_value), and a byte at a
 // time it was the anomaly storm's costliest function (260 instructions a call). Here the
-// 32 digits are checked eight at a time. Answers what lockscope::lock::is_uuid answers.
+// 36 bytes are checked sixteen at a time (SSE2), or else eight digits at a time.
+// Answers what lockscope::lock::is_uuid answers.
 // Beside it, the key of the client a UUID names (client_key).
 // Private to lock_timeline.cpp.
 #pragma once
@@ -9,6 +10,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace lockscope::locks::timeline_detail {
 
@@ -23,9 +28,33 @@ inline bool all_hex_digits(std::uint64_t v) noexcept {
   return ((is_digit | is_letter) & high) == high;
 }
 
+#if defined(__SSE2__)
+// 16 bytes of `v` as they should be: '-' where `dash` has 0xff, a hex digit elsewhere.
+inline bool hex_or_dash_at(__m128i v, __m128i dash) noexcept {
+  const __m128i zero = _mm_setzero_si128();
+  // Unsigned "at most": a saturating subtract of the bound leaves 0.
+  const __m128i digit = _mm_cmpeq_epi8(_mm_subs_epu8(_mm_sub_epi8(v, _mm_set1_epi8('0')), _mm_set1_epi8(9)), zero);
+  const __m128i letter = _mm_cmpeq_epi8(
+      _mm_subs_epu8(_mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('a')), _mm_set1_epi8(5)), zero);
+  const __m128i is_dash = _mm_cmpeq_epi8(v, _mm_set1_epi8('-'));
+  const __m128i ok = _mm_or_si128(_mm_and_si128(dash, is_dash), _mm_andnot_si128(dash, _mm_or_si128(digit, letter)));
+  return _mm_movemask_epi8(ok) == 0xffff;
+}
+#endif
+
 inline bool is_uuid_text(std::string_view s) noexcept {
-  if (s.size() != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') return false;
+  if (s.size() != 36) return false;
   const char* p = s.data();
+#if defined(__SSE2__)
+  // Three loads of 16 (bytes 0-15, 16-31, 20-35), each checked whole: ~40 instructions
+  // where eight digits a word took ~100 (a storm asks it of every fresh owner).
+  const auto load = [](const char* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); };
+  constexpr char d = static_cast<char>(0xff);
+  return hex_or_dash_at(load(p), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, d, 0, 0, 0, 0, d, 0, 0)) &&
+         hex_or_dash_at(load(p + 16), _mm_setr_epi8(0, 0, d, 0, 0, 0, 0, d, 0, 0, 0, 0, 0, 0, 0, 0)) &&
+         hex_or_dash_at(load(p + 20), _mm_setr_epi8(0, 0, 0, d, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+#else
+  if (s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') return false;
   std::uint64_t a, b, c, d;
   std::uint32_t lo, hi;
   std::memcpy(&a, p, 8);  // 8 digits
@@ -37,6 +66,7 @@ inline bool is_uuid_text(std::string_view s) noexcept {
   c = lo | (std::uint64_t{hi} << 32);
   std::memcpy(&d, p + 28, 8);  // the last 8
   return all_hex_digits(a) && all_hex_digits(b) && all_hex_digits(c) && all_hex_digits(d);
+#endif
 }
 
 // The key of the client a Redisson-style owner's UUID names (`uuid`: a text is_uuid_text
