@@ -367,6 +367,37 @@ TEST_CASE("permits: a sorted-set semaphore is read by what its script does, what
                                          "acquired c 2/2", "expired b 1/2", "expired c 0/2"});
 }
 
+TEST_CASE("permits: joined mid-run, a member refreshed before any acquire was seen is the semaphore's holder",
+          "[recognizer][permits]") {
+  // Written here: a semaphore of `limit` permits whose member is built from the holder's
+  // id, its refresh and release scripts; the capture begins while `x` holds the permit,
+  // so the key's first call is x's refresh, not yet known as a semaphore's.
+  const std::string acquire =
+      "local id, limit, lease, clock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', clock - lease)\n"
+      "if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end\n"
+      "redis.call('ZADD', KEYS[1], clock, id .. ':p1')\nredis.call('PEXPIRE', KEYS[1], lease)\nreturn 1\n";
+  const std::string refresh =
+      "if not redis.call('ZSCORE', KEYS[1], ARGV[1] .. ':p1') then return 0 end\n"
+      "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1] .. ':p1')\nredis.call('PEXPIRE', KEYS[1], ARGV[2])\nreturn 1\n";
+  const std::string release = "return redis.call('ZREM', KEYS[1], ARGV[1] .. ':p1')";
+  const std::string x = "holder-x-5f3a9c", y = "holder-y-8b21d4";
+  permit_recorder events;
+  locks::lock_timeline timeline({}, events);
+  locks::lock_recognizer r(timeline);
+  const std::int64_t s = 1'000'000;
+  feed(r, {"EVAL", refresh, "1", "sem:jobs", x, "600", "1764000005000"}, ":1\r\n", 5 * s, 1);
+  feed(r, {"EVAL", acquire, "1", "sem:jobs", y, "2", "600", "1764000005050"}, ":1\r\n", 5 * s + 50'000, 2);
+  feed(r, {"EVAL", acquire, "1", "sem:jobs", "holder-z-77e0aa", "2", "600", "1764000005100"}, ":0\r\n", 5 * s + 100'000, 3);
+  feed(r, {"EVAL", release, "1", "sem:jobs", x}, ":1\r\n", 5 * s + 150'000, 1);
+  feed(r, {"EVAL", release, "1", "sem:jobs", y}, ":1\r\n", 5 * s + 200'000, 2);
+  timeline.finish(8 * s);
+  std::vector<std::string> seen;
+  for (const permit_event& e : events.events) seen.push_back(e.event + " " + e.owner);
+  CHECK(seen == std::vector<std::string>{"renewed " + x, "acquired " + y, "contended holder-z-77e0aa", "released " + x,
+                                         "released " + y});
+}
+
 TEST_CASE("permits: hostile script texts are read without harm", "[recognizer][permits]") {
   // Long operands (a regex engine that recurses per character would overflow its
   // stack), unterminated calls, aliases of aliases, random token soup.

@@ -158,6 +158,23 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
   const std::int64_t at = op.at_us();
   if (p.overrun_at_us >= 0) judge_overrun(p, at, false);
   if (op.family == lock_family::semaphore && op.limit >= 0) p.limit = op.limit;  // each call names it
+  if (op.family == lock_family::semaphore && has_holder(l)) {
+    // Joined mid-run, a member's refresh or release seen before any acquire on the key
+    // was a one-holder lock's (no call had shown the key a semaphore yet): that holder
+    // is the semaphore's, held since before the capture, and goes on here, not there
+    // (where its lease would run out unreleased).
+    const std::int64_t start = options.capture_start_us >= 0 ? options.capture_start_us : first_op_us;
+    for_each_holder(l, [&](const holder& h) {
+      permit_holder moved;
+      moved.owner.assign(owners.text(h.owner));
+      moved.since_us = h.since_us >= 0 ? std::int64_t{h.since_us} : start;
+      moved.deadline_us = h.deadline_us;
+      p.holders.push_back(std::move(moved));
+      ++p.in_use;
+    });
+    clear_holders(l);
+    permit_deadlines(p);
+  }
   if (op.caller_now_ms >= 0 && p.next_deadline_us >= 0) expire_by_caller_clock(p, op.caller_now_ms, op.request_us);
   // A permit id as text: Redisson 3.2x+ sends 16 raw bytes, shown (and matched) in hex.
   const std::string owner = permit_owner_text(op.owner);
