@@ -398,6 +398,53 @@ TEST_CASE("permits: joined mid-run, a member refreshed before any acquire was se
                                          "released " + y});
 }
 
+TEST_CASE("permits: a semaphore's waiter whose connection goes on as another owner gave up and one that polls again did not",
+          "[recognizer][permits]") {
+  // Written here: a semaphore of 1 permit whose holder id is drawn per take (each take a
+  // new owner); a waiter gives up silently, and its connection's next take shows it.
+  const std::string acquire =
+      "local id, limit, lease, clock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
+      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', clock - lease)\n"
+      "if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end\n"
+      "redis.call('ZADD', KEYS[1], clock, id)\nredis.call('PEXPIRE', KEYS[1], lease)\nreturn 1\n";
+  const std::string release = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+  permit_recorder events;
+  locks::lock_timeline timeline({}, events);
+  locks::lock_recognizer r(timeline);
+  const std::int64_t s = 1'000'000, one_ms = 1'000;
+  auto take = [&](const std::string& who, std::int64_t at, bool got, std::uint64_t conn) {
+    feed(r, {"EVAL", acquire, "1", "sem:orders", who, "1", "9000", std::to_string(1'764'000'000'000 + at / one_ms)},
+         got ? ":1\r\n" : ":0\r\n", at, conn);
+  };
+  auto give_back = [&](const std::string& who, std::int64_t at, std::uint64_t conn) {
+    feed(r, {"EVAL", release, "1", "sem:orders", who}, ":1\r\n", at, conn);
+  };
+  take("holder-h-00000001", 5 * s, true, 9);
+  // Connection 1: a-... refused twice, then the connection's next take, b-..., holds and
+  // gives back; a-... never attempts again: it gave up at its last refusal (100 ms in),
+  // before b's first attempt (300 ms in).
+  take("waiter-a-0000001", 5 * s + 10 * one_ms, false, 1);
+  take("waiter-a-0000001", 5 * s + 110 * one_ms, false, 1);
+  // Connection 2: two takes in turn, c-... still polling while d-... takes and gives
+  // back on the same connection: c-... did not give up.
+  take("waiter-c-0000001", 5 * s + 120 * one_ms, false, 2);
+  give_back("holder-h-00000001", 5 * s + 200 * one_ms, 9);
+  take("taker-b-00000001", 5 * s + 310 * one_ms, true, 1);
+  give_back("taker-b-00000001", 5 * s + 400 * one_ms, 1);
+  take("taker-d-00000001", 5 * s + 410 * one_ms, true, 2);
+  take("waiter-c-0000001", 5 * s + 420 * one_ms, false, 2);
+  give_back("taker-d-00000001", 5 * s + 500 * one_ms, 2);
+  take("waiter-c-0000001", 5 * s + 520 * one_ms, true, 2);
+  timeline.finish(8 * s);
+  std::vector<std::string> gave_up, waited;
+  for (const permit_event& e : events.events) {
+    if (e.event == "gave_up") gave_up.push_back(e.owner + " " + std::to_string(e.wait_us / one_ms) + " ms");
+    if (e.event == "acquired" && e.wait_us >= 0) waited.push_back(e.owner + " " + std::to_string(e.wait_us / one_ms) + " ms");
+  }
+  CHECK(gave_up == std::vector<std::string>{"waiter-a-0000001 100 ms"});
+  CHECK(waited == std::vector<std::string>{"waiter-c-0000001 400 ms"});
+}
+
 TEST_CASE("permits: hostile script texts are read without harm", "[recognizer][permits]") {
   // Long operands (a regex engine that recurses per character would overflow its
   // stack), unterminated calls, aliases of aliases, random token soup.

@@ -146,6 +146,67 @@ void lock_timeline::impl::expire_permits(std::int64_t to) {  // (one translation
   }
 }
 
+inline void lock_timeline::impl::forget_permit_waiter(permit_lock& p, std::unordered_map<std::string, permit_waiter>::iterator w) {
+  if (const auto c = permits.waiters_on_connection.find(w->second.connection); c != permits.waiters_on_connection.end()) {
+    if (--c->second == 0) permits.waiters_on_connection.erase(c);
+  }
+  p.waiting_since.erase(w);
+}
+
+// A sorted-set semaphore's waiter whose connection goes on as another owner (its next
+// take: a client draws a holder id per take) without it attempting again had given up
+// at its latest refusal, no later than that other owner's first attempt. Told once that
+// other take's hold ends (its release) or a third owner's attempt comes, with no attempt
+// of its own between: two takes sharing a connection poll in turn, and a waiter that
+// attempts again was still waiting (permit_waiter::moved_on_us). Reported then as a
+// give-up bounded by the two (wait_at_least, wait_at_most_us).
+void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std::string_view owner) {
+  if (permits.waiters_on_connection.find(op.connection) == permits.waiters_on_connection.end()) return;
+  const bool attempt = op.kind == lock_op_kind::acquire && (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended);
+  const bool released = op.kind == lock_op_kind::unlock && op.outcome == op_outcome::ok;
+  if (!attempt && !released) return;
+  for (auto& [key, p] : permits.locks) {
+    for (auto w = p.waiting_since.begin(); w != p.waiting_since.end();) {
+      permit_waiter& v = w->second;
+      if (v.connection != op.connection || w->first == owner) {
+        ++w;
+        continue;
+      }
+      const bool told = v.moved_on_us >= 0 && v.moved_for != owner;
+      if (!told && !released) {
+        if (v.moved_on_us < 0 && attempt) {
+          v.moved_on_us = op.request_us;
+          v.moved_for.assign(owner);
+        }
+        ++w;
+        continue;
+      }
+      if (!told && v.moved_on_us < 0) {  // a release on its connection before any other take: not told yet
+        ++w;
+        continue;
+      }
+      lock_event e = permit_event(p, op.at_us(), lock_event_kind::gave_up);
+      e.owner = w->first;
+      e.client = v.client;
+      e.server = v.server;
+      e.wait_ended = wait_end::new_wait;
+      e.wait_us = v.last_us - v.first_us;
+      e.wait_at_least = true;
+      e.wait_at_most_us = std::max(v.moved_on_us - v.first_us, e.wait_us);
+      e.interval_start_us = v.first_us;
+      e.interval_us = e.wait_us;
+      if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
+        ++ex(locks[id]).gave_up;
+        emit(locks[id], e);
+      } else {
+        outgoing.pass(e, sink);
+      }
+      const auto gone = w++;
+      forget_permit_waiter(p, gone);
+    }
+  }
+}
+
 void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_operation& op) {
   if (permits.next_deadline_us >= 0 && permits.next_deadline_us <= op.at_us()) expire_permits(op.at_us());
   if (op.outcome == op_outcome::redirected) {
@@ -187,6 +248,9 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
     return e;
   };
   const bool ok = op.outcome == op_outcome::ok;
+  if (op.family == lock_family::semaphore && !owner.empty() && !permits.waiters_on_connection.empty()) {
+    permit_waiters_moved_on(op, owner);
+  }
   switch (op.kind) {
     case lock_op_kind::acquire: {
       // An inferred sorted-set acquire (EVALSHA of a text never seen) of a member that
@@ -217,7 +281,16 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
         // A wait, when the owner is the same across attempts: a sorted-set semaphore's
         // member (Redisson's permit-expirable semaphore tries with a fresh id each time).
         if (op.family == lock_family::semaphore && !owner.empty() && p.waiting_since.size() < 4096) {
-          p.waiting_since.try_emplace(owner, op.request_us);
+          auto [w, added] = p.waiting_since.try_emplace(owner);
+          if (added) {
+            w->second.first_us = op.request_us;
+            w->second.connection = op.connection;
+            w->second.client.assign(op.client_text);
+            w->second.server.assign(op.server_text);
+            ++permits.waiters_on_connection[op.connection];
+          }
+          w->second.last_us = op.request_us;
+          w->second.moved_on_us = -1;  // still waiting
         }
         lock_event e = event(lock_event_kind::contended);
         e.permits = op.permits;
@@ -247,9 +320,9 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       e.lease_ms = op.lease_ms;
       if (!owner.empty()) {
         if (const auto w = p.waiting_since.find(owner); w != p.waiting_since.end()) {
-          e.wait_us = at - w->second;  // from the first refused attempt's request
+          e.wait_us = at - w->second.first_us;  // from the first refused attempt's request
           ex(l).waits.add(e.wait_us);
-          p.waiting_since.erase(w);
+          forget_permit_waiter(p, w);
         }
       }
       if (p.limit >= 0 && p.in_use > p.limit && !p.unseen_holders) {
