@@ -65,6 +65,9 @@ struct permit_lock {
   std::vector<std::string> expired_ids;
   // Waiters by owner, until the owner acquires or gives up (at most 4096 owners).
   std::unordered_map<std::string, permit_waiter> waiting_since;
+  // Since when a permit stood free (a release or expiry left fewer than the limit in
+  // use) while a waiter refused before it waited; -1 none. Ended by the next acquisition.
+  std::int64_t free_since_us = -1;
   // Subscribed waiters: connections on the lock's channel.
   std::vector<std::uint64_t> subscribers;
   // Counted for the summary.

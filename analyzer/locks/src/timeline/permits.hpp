@@ -140,6 +140,7 @@ void lock_timeline::impl::expire_permits(std::int64_t to) {  // (one translation
         e.permits = h.permits;
         e.held_us = h.deadline_us - h.since_us;
         outgoing.pass(e, sink);
+        if (!p.waiting_since.empty()) permit_went_free(p, h.deadline_us);
       }
     }
     permit_deadlines(p);
@@ -151,6 +152,46 @@ inline void lock_timeline::impl::forget_permit_waiter(permit_lock& p, std::unord
     if (--c->second == 0) permits.waiters_on_connection.erase(c);
   }
   p.waiting_since.erase(w);
+}
+
+// A permit of `p` stood free from `at` (given back or expired below a known limit): a
+// stretch that counts while a waiter refused before it still waits.
+inline void lock_timeline::impl::permit_went_free(permit_lock& p, std::int64_t at) {
+  if (p.free_since_us >= 0 || p.limit < 0 || p.in_use >= p.limit) return;
+  for (const auto& [who, w] : p.waiting_since) {
+    if (w.first_us < at && w.moved_on_us < 0) {
+      p.free_since_us = at;
+      return;
+    }
+  }
+}
+
+// An acquisition at `at` ends `p`'s free stretch: idle_with_waiters when it lasted the
+// idle threshold and a waiter refused before it began had not gone on (the longest
+// waiting named), as a one-holder lock's stretch is judged.
+inline void lock_timeline::impl::permit_free_stretch_ended(std::uint32_t id, permit_lock& p, std::int64_t at) {
+  const std::int64_t since = p.free_since_us;
+  p.free_since_us = -1;
+  if (since < 0 || at - since < options.idle_threshold_us) return;
+  const permit_waiter* longest = nullptr;
+  std::string_view who;
+  for (const auto& [owner, w] : p.waiting_since) {
+    if (w.first_us >= since || (w.moved_on_us >= 0 && w.moved_on_us <= since)) continue;
+    if (longest == nullptr || w.first_us < longest->first_us) {
+      longest = &w;
+      who = owner;
+    }
+  }
+  if (longest == nullptr) return;
+  lock_event e = permit_event(p, at, lock_event_kind::anomaly);
+  e.kind = anomaly_kind::idle_with_waiters;
+  e.found = anomaly_facts(anomaly_finding::idle_while_poller_slept);
+  e.owner = who;
+  e.client = longest->client;
+  e.server = longest->server;
+  e.interval_start_us = since;
+  e.interval_us = at - since;
+  emit(locks[id], e);
 }
 
 // A sorted-set semaphore's waiter whose connection goes on as another owner (its next
@@ -300,6 +341,7 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       }
       if (!ok) return;
       if (op.limit >= 0) p.limit = op.limit;  // a sorted-set semaphore's call names it
+      if (p.free_since_us >= 0) permit_free_stretch_ended(id, p, at);
       const std::int64_t n = op.permits > 0 ? op.permits : 1;
       permit_holder h;
       h.owner.assign(owner);
@@ -416,6 +458,7 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
         e.owner = op.client_text;
       }
       emit(l, e);
+      if (!p.waiting_since.empty()) permit_went_free(p, op.request_us);
       return;
     }
     case lock_op_kind::renew: {
