@@ -90,6 +90,18 @@ std::vector<std::string> texts(const lua_reply& r) {
   return out;
 }
 
+// A release by ZREM of the member ARGV[1] names (or one built from it): read as the
+// unlock of that member, 1 removed it, 0 refused.
+void check_member_release(const std::string& text, const zcall& r) {
+  const auto rel = zeffect(text, r);
+  INFO(rel.finding);
+  REQUIRE(rel.op == script_op::unlock);
+  CHECK(rel.member_based);
+  CHECK(rel.owner_argv == 1);
+  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
+  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+}
+
 const zcall symfony_save{{"lock:orders"}, {"1795982171.1101", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "300000"}};
 const zcall symfony_refresh{{"lock:orders"}, {"1795982171.1139", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "1000"}};
 const zcall symfony_delete{{"lock:orders"}, {"XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac="}};
@@ -240,15 +252,7 @@ TEST_CASE("effect: a sorted-set semaphore of N permits is read by its effect, it
     CHECK(zread(e, ok, c).outcome == op_outcome::ok);
     CHECK(zread(e, z_nil(), c).outcome == op_outcome::contended);
   }
-  const std::string release = "local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n";
-  const zcall r{{"sem:pool"}, {"worker-7"}};
-  const auto rel = zeffect(release, r);
-  INFO(rel.finding);
-  REQUIRE(rel.op == script_op::unlock);
-  CHECK(rel.member_based);
-  CHECK(rel.owner_argv == 1);
-  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
-  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+  check_member_release("local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n", {{"sem:pool"}, {"worker-7"}});
 }
 
 TEST_CASE("effect: a reply no probe path gave is left to the caller, not guessed", "[effect][zset]") {
@@ -599,13 +603,6 @@ TEST_CASE("effect: a semaphore whose members are built from the holder's argumen
   CHECK(ext.lease_argv == 3);
   CHECK(zread(ext, z_integer(1), f).outcome == op_outcome::ok);
   CHECK(zread(ext, z_integer(0), f).outcome == op_outcome::rejected);
-  const std::string release = "return redis.call('ZREM', KEYS[1], 'permit:' .. ARGV[1] .. ':1')";
-  const zcall r{{"sem:pool"}, {"c0ffee42-worker"}};
-  const auto rel = zeffect(release, r);
-  INFO(rel.finding);
-  REQUIRE(rel.op == script_op::unlock);
-  CHECK(rel.member_based);
-  CHECK(rel.owner_argv == 1);
-  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
-  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+  check_member_release("return redis.call('ZREM', KEYS[1], 'permit:' .. ARGV[1] .. ':1')",
+                       {{"sem:pool"}, {"c0ffee42-worker"}});
 }

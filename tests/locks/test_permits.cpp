@@ -401,46 +401,58 @@ TEST_CASE("permits: joined mid-run, a member refreshed before any acquire was se
                                          "released " + y});
 }
 
-TEST_CASE("permits: a semaphore's waiter whose connection goes on as another owner gave up and one that polls again did not",
-          "[recognizer][permits]") {
-  // Written here: a semaphore of 1 permit whose holder id is drawn per take (each take a
-  // new owner); a waiter gives up silently, and its connection's next take shows it.
+namespace {
+
+// A semaphore written here: each take draws its holder id (a new owner per take), the
+// member is that id, scored by the caller's clock; ARGV [id, limit, lease, now].
+struct drawn_id_semaphore {
   const std::string acquire =
       "local id, limit, lease, clock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
       "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', clock - lease)\n"
       "if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end\n"
       "redis.call('ZADD', KEYS[1], clock, id)\nredis.call('PEXPIRE', KEYS[1], lease)\nreturn 1\n";
   const std::string release = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+  std::string key, limit;
   permit_recorder events;
-  locks::lock_timeline timeline({}, events);
-  locks::lock_recognizer r(timeline);
-  const std::int64_t s = 1'000'000, one_ms = 1'000;
-  auto take = [&](const std::string& who, std::int64_t at, bool got, std::uint64_t conn) {
-    feed(r, {"EVAL", acquire, "1", "sem:orders", who, "1", "9000", std::to_string(1'764'000'000'000 + at / one_ms)},
+  locks::lock_timeline timeline{{}, events};
+  locks::lock_recognizer r{timeline};
+  drawn_id_semaphore(std::string k, std::string l) : key(std::move(k)), limit(std::move(l)) {}
+  void take(const std::string& who, std::int64_t at, bool got, std::uint64_t conn) {
+    feed(r, {"EVAL", acquire, "1", key, who, limit, "9000", std::to_string(1'764'000'000'000 + at / 1000)},
          got ? ":1\r\n" : ":0\r\n", at, conn);
-  };
-  auto give_back = [&](const std::string& who, std::int64_t at, std::uint64_t conn) {
-    feed(r, {"EVAL", release, "1", "sem:orders", who}, ":1\r\n", at, conn);
-  };
-  take("holder-h-00000001", 5 * s, true, 9);
+  }
+  void give_back(const std::string& who, std::int64_t at, std::uint64_t conn) {
+    feed(r, {"EVAL", release, "1", key, who}, ":1\r\n", at, conn);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("permits: a semaphore's waiter whose connection goes on as another owner gave up and one that polls again did not",
+          "[recognizer][permits]") {
+  // A semaphore of 1 permit; a waiter gives up silently, and its connection's next take
+  // shows it.
+  drawn_id_semaphore sem("sem:orders", "1");
+  const std::int64_t s = 1'000'000, one_ms = 1'000;
+  sem.take("holder-h-00000001", 5 * s, true, 9);
   // Connection 1: a-... refused twice, then the connection's next take, b-..., holds and
   // gives back; a-... never attempts again: it gave up at its last refusal (100 ms in),
   // before b's first attempt (300 ms in).
-  take("waiter-a-0000001", 5 * s + 10 * one_ms, false, 1);
-  take("waiter-a-0000001", 5 * s + 110 * one_ms, false, 1);
+  sem.take("waiter-a-0000001", 5 * s + 10 * one_ms, false, 1);
+  sem.take("waiter-a-0000001", 5 * s + 110 * one_ms, false, 1);
   // Connection 2: two takes in turn, c-... still polling while d-... takes and gives
   // back on the same connection: c-... did not give up.
-  take("waiter-c-0000001", 5 * s + 120 * one_ms, false, 2);
-  give_back("holder-h-00000001", 5 * s + 200 * one_ms, 9);
-  take("taker-b-00000001", 5 * s + 310 * one_ms, true, 1);
-  give_back("taker-b-00000001", 5 * s + 400 * one_ms, 1);
-  take("taker-d-00000001", 5 * s + 410 * one_ms, true, 2);
-  take("waiter-c-0000001", 5 * s + 420 * one_ms, false, 2);
-  give_back("taker-d-00000001", 5 * s + 500 * one_ms, 2);
-  take("waiter-c-0000001", 5 * s + 520 * one_ms, true, 2);
-  timeline.finish(8 * s);
+  sem.take("waiter-c-0000001", 5 * s + 120 * one_ms, false, 2);
+  sem.give_back("holder-h-00000001", 5 * s + 200 * one_ms, 9);
+  sem.take("taker-b-00000001", 5 * s + 310 * one_ms, true, 1);
+  sem.give_back("taker-b-00000001", 5 * s + 400 * one_ms, 1);
+  sem.take("taker-d-00000001", 5 * s + 410 * one_ms, true, 2);
+  sem.take("waiter-c-0000001", 5 * s + 420 * one_ms, false, 2);
+  sem.give_back("taker-d-00000001", 5 * s + 500 * one_ms, 2);
+  sem.take("waiter-c-0000001", 5 * s + 520 * one_ms, true, 2);
+  sem.timeline.finish(8 * s);
   std::vector<std::string> gave_up, waited;
-  for (const permit_event& e : events.events) {
+  for (const permit_event& e : sem.events.events) {
     if (e.event == "gave_up") gave_up.push_back(e.owner + " " + std::to_string(e.wait_us / one_ms) + " ms");
     if (e.event == "acquired" && e.wait_us >= 0) waited.push_back(e.owner + " " + std::to_string(e.wait_us / one_ms) + " ms");
   }
@@ -450,37 +462,22 @@ TEST_CASE("permits: a semaphore's waiter whose connection goes on as another own
 
 TEST_CASE("permits: a permit free while a sorted-set semaphore's waiter polled is idle_with_waiters",
           "[recognizer][permits]") {
-  // Written here: 2 permits, both held; a waiter refused, then one holder gives back and
-  // the waiter's next poll comes 120 ms later (a permit free all that time); later a
-  // second waiter's poll comes 20 ms after a release: under the idle threshold.
-  const std::string acquire =
-      "local id, limit, lease, clock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"
-      "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', clock - lease)\n"
-      "if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end\n"
-      "redis.call('ZADD', KEYS[1], clock, id)\nredis.call('PEXPIRE', KEYS[1], lease)\nreturn 1\n";
-  const std::string release = "return redis.call('ZREM', KEYS[1], ARGV[1])";
-  permit_recorder events;
-  locks::lock_timeline timeline({}, events);
-  locks::lock_recognizer r(timeline);
+  // 2 permits, both held; a waiter refused, then one holder gives back and the waiter's
+  // next poll comes 120 ms later (a permit free all that time); later a second waiter's
+  // poll comes 20 ms after a release: under the idle threshold.
+  drawn_id_semaphore sem("sem:pool", "2");
   const std::int64_t s = 1'000'000, one_ms = 1'000;
-  auto take = [&](const std::string& who, std::int64_t at, bool got, std::uint64_t conn) {
-    feed(r, {"EVAL", acquire, "1", "sem:pool", who, "2", "9000", std::to_string(1'764'000'000'000 + at / one_ms)},
-         got ? ":1\r\n" : ":0\r\n", at, conn);
-  };
-  auto give_back = [&](const std::string& who, std::int64_t at, std::uint64_t conn) {
-    feed(r, {"EVAL", release, "1", "sem:pool", who}, ":1\r\n", at, conn);
-  };
-  take("holder-a-0000001", 5 * s, true, 1);
-  take("holder-b-0000001", 5 * s + 10 * one_ms, true, 2);
-  take("waiter-c-0000001", 5 * s + 20 * one_ms, false, 3);
-  give_back("holder-a-0000001", 5 * s + 100 * one_ms, 1);
-  take("waiter-c-0000001", 5 * s + 220 * one_ms, true, 3);
-  take("waiter-d-0000001", 5 * s + 300 * one_ms, false, 4);
-  give_back("holder-b-0000001", 5 * s + 400 * one_ms, 2);
-  take("waiter-d-0000001", 5 * s + 420 * one_ms, true, 4);
-  timeline.finish(8 * s);
+  sem.take("holder-a-0000001", 5 * s, true, 1);
+  sem.take("holder-b-0000001", 5 * s + 10 * one_ms, true, 2);
+  sem.take("waiter-c-0000001", 5 * s + 20 * one_ms, false, 3);
+  sem.give_back("holder-a-0000001", 5 * s + 100 * one_ms, 1);
+  sem.take("waiter-c-0000001", 5 * s + 220 * one_ms, true, 3);
+  sem.take("waiter-d-0000001", 5 * s + 300 * one_ms, false, 4);
+  sem.give_back("holder-b-0000001", 5 * s + 400 * one_ms, 2);
+  sem.take("waiter-d-0000001", 5 * s + 420 * one_ms, true, 4);
+  sem.timeline.finish(8 * s);
   std::vector<std::string> idle;
-  for (const permit_event& e : events.events) {
+  for (const permit_event& e : sem.events.events) {
     if (e.event == "anomaly:idle_with_waiters") idle.push_back(e.owner + " " + std::to_string((e.ts_us - 5 * s) / one_ms));
   }
   CHECK(idle == std::vector<std::string>{"waiter-c-0000001 220"});
