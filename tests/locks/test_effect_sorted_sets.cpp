@@ -90,6 +90,18 @@ std::vector<std::string> texts(const lua_reply& r) {
   return out;
 }
 
+// A release by ZREM of the member ARGV[1] names (or one built from it): read as the
+// unlock of that member, 1 removed it, 0 refused.
+void check_member_release(const std::string& text, const zcall& r) {
+  const auto rel = zeffect(text, r);
+  INFO(rel.finding);
+  REQUIRE(rel.op == script_op::unlock);
+  CHECK(rel.member_based);
+  CHECK(rel.owner_argv == 1);
+  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
+  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+}
+
 const zcall symfony_save{{"lock:orders"}, {"1795982171.1101", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "300000"}};
 const zcall symfony_refresh{{"lock:orders"}, {"1795982171.1139", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "1000"}};
 const zcall symfony_delete{{"lock:orders"}, {"XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac="}};
@@ -240,15 +252,7 @@ TEST_CASE("effect: a sorted-set semaphore of N permits is read by its effect, it
     CHECK(zread(e, ok, c).outcome == op_outcome::ok);
     CHECK(zread(e, z_nil(), c).outcome == op_outcome::contended);
   }
-  const std::string release = "local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n";
-  const zcall r{{"sem:pool"}, {"worker-7"}};
-  const auto rel = zeffect(release, r);
-  INFO(rel.finding);
-  REQUIRE(rel.op == script_op::unlock);
-  CHECK(rel.member_based);
-  CHECK(rel.owner_argv == 1);
-  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
-  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+  check_member_release("local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n", {{"sem:pool"}, {"worker-7"}});
 }
 
 TEST_CASE("effect: a reply no probe path gave is left to the caller, not guessed", "[effect][zset]") {
@@ -558,4 +562,47 @@ TEST_CASE("effect pipeline: a sorted-set semaphore's acquires, refusal and relea
   CHECK(rec.ops[3].outcome == op_outcome::ok);
   CHECK(rec.ops[3].owner == "w1");
   CHECK(rec.ops[4].outcome == op_outcome::ok);
+}
+
+TEST_CASE("effect: a semaphore whose members are built from the holder's argument, its limit 1 or more", "[effect][zset]") {
+  // Written here, unlike any client's: each permit a member `permit:<id>:<n>` made in Lua
+  // from the holder's id, scored by the caller's clock; the limit an argument that may
+  // be 1 and equal to the permit count (repeated arguments: raised, one refuses itself).
+  const std::string acquire =
+      "local sem = KEYS[1]\n"
+      "local id, limit, count, lease, clock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+      "redis.call('ZREMRANGEBYSCORE', sem, '-inf', clock - lease)\n"
+      "if redis.call('ZCARD', sem) + count > limit then return 0 end\n"
+      "for n = 1, count do redis.call('ZADD', sem, clock, 'permit:' .. id .. ':' .. n) end\n"
+      "redis.call('PEXPIRE', sem, lease)\nreturn 1\n";
+  for (const char* limit : {"1", "3"}) {
+    const zcall c{{"sem:pool"}, {"c0ffee42-worker", limit, "1", "5000", "1764000000000"}};
+    const auto e = zeffect(acquire, c);
+    INFO(limit << ": " << e.finding);
+    REQUIRE(e.op == script_op::acquire);
+    CHECK(e.family == lock_family::semaphore);
+    CHECK(e.member_based);
+    CHECK(e.shared);
+    CHECK(e.limit == std::stoi(limit));
+    CHECK(e.limit_argv == 2);
+    CHECK(e.owner_argv == 1);
+    CHECK(e.lease_argv == 4);
+    CHECK(zread(e, z_integer(1), c).outcome == op_outcome::ok);
+    CHECK(zread(e, z_integer(0), c).outcome == op_outcome::contended);
+  }
+  const std::string refresh =
+      "local member = 'permit:' .. ARGV[1] .. ':1'\n"
+      "if redis.call('ZSCORE', KEYS[1], member) then\n"
+      "  redis.call('ZADD', KEYS[1], ARGV[2], member)\n  redis.call('PEXPIRE', KEYS[1], ARGV[3])\n  return 1\nend\nreturn 0\n";
+  const zcall f{{"sem:pool"}, {"c0ffee42-worker", "1764000000200", "5000"}};
+  const auto ext = zeffect(refresh, f);
+  INFO(ext.finding);
+  REQUIRE(ext.op == script_op::extend);
+  CHECK(ext.member_based);
+  CHECK(ext.owner_argv == 1);
+  CHECK(ext.lease_argv == 3);
+  CHECK(zread(ext, z_integer(1), f).outcome == op_outcome::ok);
+  CHECK(zread(ext, z_integer(0), f).outcome == op_outcome::rejected);
+  check_member_release("return redis.call('ZREM', KEYS[1], 'permit:' .. ARGV[1] .. ':1')",
+                       {{"sem:pool"}, {"c0ffee42-worker"}});
 }

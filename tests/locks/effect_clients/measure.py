@@ -292,10 +292,20 @@ SHOW_DETAILS = False
 #   lock's): mid-run 116 false releases, 26 contended, 20 waits, 9 groups -> none; its job
 #   locks still unread mid-run. And a lock-groups rule (keys taken apart are a MultiLock
 #   only if given back together): whole, 24 false groups -> none.
+# - effect_semaphore (the twentieth set, npm): effect-distributed-lock 0.0.11's Redis backing,
+#   a sorted-set semaphore (1 and 2 permits) whose members are `<holder id>_<i>` built in Lua
+#   from an ARGV and scored by the client's clock (an ARGV), added with `unpack`, refreshed
+#   by ZSCORE then ZADD, released by ZREM with a PUBLISH that wakes the waiters beside their
+#   polling; EVAL only; two holders killed with SIGKILL. docs/reference/clients.md, "Held
+#   out, twentieth set". On the unchanged build nothing at all, whole and mid-run. Then
+#   used to build four rules (a member built from an argument names its holder, a limit of
+#   1; a semaphore's first call takes over the key's lock holders; a semaphore waiter whose
+#   connection goes on as another owner gave up; a permit free while one waited is
+#   idle_with_waiters): every kind found with no false event, whole and mid-run.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
-            "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs"]
+            "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

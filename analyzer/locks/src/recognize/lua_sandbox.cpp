@@ -1067,6 +1067,9 @@ class shadow_commands {
     return answer_members(z, picked, with_scores);
   }
   bool zrem() {
+    for (std::size_t i = 2; i < c_.args.size() && c_.result->member_reads.size() < 64; ++i) {
+      c_.result->member_reads.emplace_back(c_.args[1], c_.args[i]);
+    }
     bool wrong = false;
     shadow_key* z = zset(c_.args[1], wrong);
     if (wrong) return false;

@@ -105,8 +105,9 @@ struct run_result {
   // The hash fields the script read by HGET (key, field), the first 64: where a lock
   // that keeps its owner in a named field looks for it.
   std::vector<std::pair<std::string, std::string>> hash_reads;
-  // Likewise the sorted-set members it asked about by ZSCORE / ZMSCORE / ZRANK (key,
-  // member): a flag member (a writer's mark) a shared lock checks for.
+  // Likewise the sorted-set members it asked about by ZSCORE / ZMSCORE / ZRANK or removed
+  // by ZREM, there or not (key, member): a flag member (a writer's mark) a shared lock
+  // checks for, or a holder's member built from its argument (`id .. '_0'`).
   std::vector<std::pair<std::string, std::string>> member_reads;
   std::string message;  // why, for script_error / unsupported / limit / not_lua
 };

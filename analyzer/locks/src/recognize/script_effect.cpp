@@ -152,7 +152,11 @@ struct holding_form {
   // Other holders' members beside the owner's (a shared lock's readers, a semaphore's
   // permits): `others` more, each scored as the owner.
   int others = 0;
+  // A member the script builds from the owner's argument (`id .. '_' .. i`: a permit
+  // of several per holder): what comes before and after it.
+  std::string prefix, suffix;
   bool owner_is_field() const { return hash && field.empty(); }
+  std::string member(std::string_view owner) const { return prefix + std::string(owner) + suffix; }
 };
 
 holding_form hash_form(std::string field) {
@@ -189,6 +193,33 @@ class prober {
     return r;
   }
 
+  // A run with ARGV[position] (1-based) replaced by `value`.
+  std::optional<probe_run> run_with_argv(std::uint8_t position, std::string value, shadow_store state) {
+    std::string& slot = argv_[position - 1u];
+    std::swap(slot, value);
+    argv_views_[position - 1u] = slot;
+    auto r = run(std::move(state));
+    std::swap(slot, value);
+    argv_views_[position - 1u] = slot;
+    return r;
+  }
+
+  // The ARGV (not a number, 8 bytes or more: a holder's id) that `member` holds with
+  // something before or after it, and what: 0 when none.
+  std::uint8_t affixed_argv(std::string_view member, std::string& prefix, std::string& suffix) const {
+    for (std::size_t i = 0; i < argv_.size() && i < 255; ++i) {
+      const std::string& a = argv_[i];
+      std::int64_t v = 0;
+      if (a.size() < 8 || a.size() >= member.size() || number(a, v)) continue;
+      const std::size_t at = member.find(a);
+      if (at == std::string_view::npos) continue;
+      prefix.assign(member.substr(0, at));
+      suffix.assign(member.substr(at + a.size()));
+      return static_cast<std::uint8_t>(i + 1);
+    }
+    return 0;
+  }
+
   // The keys `targets` holding `owner` as a string, as a hash field counting `count`,
   // or as the value of a named hash field.
   shadow_store holding(const std::vector<std::size_t>& targets, std::string_view owner, const holding_form& form,
@@ -201,9 +232,11 @@ class prober {
       if (form.zset) {
         k.kind = shadow_key::type::zset;
         const double score = static_cast<double>(now_ms_ + pttl);
-        std::vector<std::string> names{std::string(owner)};
+        std::vector<std::string> names{form.member(owner)};
         for (const std::string& f : form.flags) names.push_back(f);
-        for (int i = 0; i < form.others; ++i) names.push_back(std::string(other_owner) + "#" + std::to_string(i + 2));
+        for (int i = 0; i < form.others; ++i) {
+          names.push_back(form.member(std::string(other_owner) + "#" + std::to_string(i + 2)));
+        }
         std::sort(names.begin(), names.end());
         for (std::string& name : names) k.members.emplace_back(std::move(name), score);
       } else if (form.hash) {
@@ -451,10 +484,19 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
       // are flags (a writer's mark), kept beside every holder the probes make.
       f.zset = true;
       for (const auto& [name, score] : it->second.members) {
-        if (o == 0 && (o = p.position_of(name)) != 0) continue;
-        if (p.position_of(name) == 0 && f.flags.size() < 4) f.flags.push_back(name);
+        if (o == 0) o = p.position_of(name);
+      }
+      // Else a member built from an argument (`id .. '_0'`): that argument is the holder.
+      for (const auto& [name, score] : it->second.members) {
+        if (o != 0) break;
+        o = p.affixed_argv(name, f.prefix, f.suffix);
       }
       if (o == 0) continue;
+      const bool affixed = !f.prefix.empty() || !f.suffix.empty();
+      for (const auto& [name, score] : it->second.members) {
+        if (affixed && name.find(p.value_at(o)) != std::string::npos) continue;  // the holder's other permits
+        if (p.position_of(name) == 0 && f.flags.size() < 4) f.flags.push_back(name);
+      }
     } else if (it->second.kind == shadow_key::type::hash) {
       f.hash = true;
       for (const auto& [name, v] : it->second.fields) {
@@ -510,28 +552,32 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   if (created.empty()) return false;
   const std::string& lock = p.keys()[created.front()];
   const std::string& mine_value = owner_reply != 0 ? drawn : p.value_at(owner);
+  const std::string mine_member = form.member(mine_value), other_member = form.member(other_owner);
   auto other = p.run(p.holding(created, other_owner, form, 1));
   if (!other) return false;
   if (other->result.outcome == run_result::status::script_error) {
     e.finding = "fails when another owner holds the key: no lock";  // a lock handles that case
     return false;
   }
-  if (key_change(*other, lock, other_owner) != change::unchanged) {
+  if (key_change(*other, lock, other_member) != change::unchanged) {
     e.finding = std::string("creates KEYS[") + std::to_string(created.front() + 1) + "] but also " +
-                change_name(key_change(*other, lock, other_owner)) + " it when another owner holds it: no lock";
+                change_name(key_change(*other, lock, other_member)) + " it when another owner holds it: no lock";
     return false;
   }
   // A member added beside another holder's: a shared lock. What refuses it then: a flag
   // member the script checks (a read lock refused by a writer), or a count of holders
   // (a semaphore's limit).
   std::optional<probe_run> refused;
-  if (form.zset && key_change(*other, lock, mine_value) == change::created) {
+  const bool beside_other = form.zset && key_change(*other, lock, mine_member) == change::created;
+  if (beside_other) {
     e.shared = true;
     std::vector<std::string> flags;
     const probe_run* const runs[] = {&absent, &*other};
     for (const probe_run* run : runs) {
       for (const auto& [key, member] : run->result.member_reads) {
-        if (key != lock || p.position_of(member) != 0 || member.rfind(other_owner, 0) == 0) continue;
+        if (key != lock || p.position_of(member) != 0 || member.find(other_owner) != std::string::npos) continue;
+        // The holder's own, built from its value.
+        if ((!form.prefix.empty() || !form.suffix.empty()) && member.find(mine_value) != std::string::npos) continue;
         if (std::find(form.flags.begin(), form.flags.end(), member) != form.flags.end()) continue;
         if (std::find(flags.begin(), flags.end(), member) == flags.end() && flags.size() < 4) flags.push_back(member);
       }
@@ -541,7 +587,8 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
       with_flag.flags.push_back(flag);
       auto run = p.run(p.holding(created, other_owner, with_flag, 1));
       if (!run) return false;
-      if (key_change(*run, lock, mine_value) != change::created && key_change(*run, lock, other_owner) == change::unchanged) {
+      if (key_change(*run, lock, mine_member) != change::created &&
+          key_change(*run, lock, other_member) == change::unchanged) {
         refused = std::move(run);
         break;
       }
@@ -551,15 +598,31 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
       crowd.others = others;
       auto run = p.run(p.holding(created, other_owner, crowd, 1));
       if (!run) return false;
-      if (key_change(*run, lock, mine_value) == change::created) continue;
-      if (key_change(*run, lock, other_owner) != change::unchanged) break;
+      if (key_change(*run, lock, mine_member) == change::created) continue;
+      if (key_change(*run, lock, other_member) != change::unchanged) break;
       e.limit = static_cast<std::uint8_t>(others + 1);
       e.limit_argv = p.position_of(std::to_string(others + 1));
       if (e.limit_argv > keys_position) e.limit_argv = 0;
       refused = std::move(run);
     }
   }
-  if (e.shared && !refused) {
+  if (form.zset && !beside_other) {
+    // Refused beside one other holder: a semaphore whose limit argument was 1 (a number
+    // that, raised by one, lets the member in beside the other) or an exclusive lock.
+    for (std::size_t i = 0; i < p.argv().size() && i < 255 && !e.shared; ++i) {
+      std::int64_t v = 0;
+      if (!number(p.argv()[i], v) || v != 1) continue;
+      const auto at = static_cast<std::uint8_t>(i + 1);
+      auto run = p.run_with_argv(at, "2", p.holding(created, other_owner, form, 1));
+      if (!run) return false;
+      if (key_change(*run, lock, mine_member) != change::created) continue;
+      if (key_change(*run, lock, other_member) != change::unchanged) continue;
+      e.shared = true;
+      e.limit = 1;
+      e.limit_argv = at;
+    }
+  }
+  if (beside_other && !refused) {
     // It adds its member whatever else is there (an index, a queue, a leaderboard): a
     // lock refuses someone.
     e.shared = false;
@@ -578,14 +641,14 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   e.lock_key = static_cast<std::uint8_t>(created.front() + 1);
   e.owner_argv = owner;
   e.owner_reply = owner_reply;
-  p.lease_of(absent, lock, e, form.zset ? std::string_view(mine_value) : std::string_view());
+  p.lease_of(absent, lock, e, form.zset ? std::string_view(mine_member) : std::string_view());
   e.channel_key = p.channel_of(absent);
   add_path(e, p, absent, created.size(), op_outcome::ok);
-  const change again = key_change(*mine, lock, mine_value);
+  const change again = key_change(*mine, lock, mine_member);
   e.renews_own = !form.owner_is_field() && again == change::renewed;
   add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok,
            /*own_hold_only=*/true);
-  add_path(e, p, *other, created.size(), e.shared ? op_outcome::ok : op_outcome::contended);
+  add_path(e, p, *other, created.size(), e.shared && beside_other ? op_outcome::ok : op_outcome::contended);
   if (refused) add_path(e, p, *refused, created.size(), op_outcome::contended);
   return true;
 }
@@ -619,6 +682,17 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
       holding_form member;
       member.zset = true;
       std::vector<holding_form> forms{holding_form{}, hash_form({}), member};
+      // A member the script names from the value (`id .. '_0'`): held so.
+      for (const auto& read : absent.result.member_reads) {
+        if (read.first != lock || read.second.size() <= value.size() || value.size() < 8 || forms.size() >= 8) continue;
+        const std::size_t at = read.second.find(value);
+        if (at == std::string::npos) continue;
+        holding_form affixed = member;
+        affixed.prefix = read.second.substr(0, at);
+        affixed.suffix = read.second.substr(at + value.size());
+        forms.push_back(std::move(affixed));
+        break;
+      }
       for (const auto& read : absent.result.hash_reads) {
         const std::string& field = read.second;  // (clang 14 lambdas cannot capture bindings)
         if (read.first == lock &&
@@ -642,22 +716,23 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
             forms.push_back(hash_form(field));
           }
         }
-        change did = key_change(*mine, lock, value);
+        const std::string mine_member = form.member(value), other_member = form.member(other_owner);
+        change did = key_change(*mine, lock, mine_member);
         if (did == change::unchanged) {
           pttl = probe_low_pttl_ms;
           mine = p.run(p.holding(targets, value, form, 1, pttl));
           if (!mine) return false;
-          did = key_change(*mine, lock, value);
+          did = key_change(*mine, lock, mine_member);
         }
         const bool release = did == change::deleted || did == change::counted_down;
         if (!release && did != change::renewed) continue;
         bool alike = true;  // several keys: each one changed as the first
-        for (std::size_t t : targets) alike = alike && key_change(*mine, p.keys()[t], value) == did;
+        for (std::size_t t : targets) alike = alike && key_change(*mine, p.keys()[t], mine_member) == did;
         if (!alike) continue;
         auto other = p.run(p.holding(targets, other_owner, form, 1, pttl));
         if (!other) return false;
         if (other->result.outcome == run_result::status::script_error) continue;
-        if (key_change(*other, lock, other_owner) != change::unchanged) continue;
+        if (key_change(*other, lock, other_member) != change::unchanged) continue;
         e.multi = targets.size() > 1;
         e.op = release ? (e.multi ? script_op::multi_release : script_op::unlock)
                        : (e.multi ? script_op::multi_extend : script_op::extend);
@@ -665,7 +740,7 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
         e.member_based = form.zset;
         e.lock_key = static_cast<std::uint8_t>(targets.front() + 1);
         e.owner_argv = o;
-        p.lease_of(*mine, lock, e, form.zset ? std::string_view(value) : std::string_view());
+        p.lease_of(*mine, lock, e, form.zset ? std::string_view(mine_member) : std::string_view());
         e.channel_key = p.channel_of(*mine);
         add_path(e, p, *mine, targets.size(), op_outcome::ok);
         if (release && hash) {
@@ -699,15 +774,22 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
     e.finding = "no KEYS: no lock";
     return e;
   }
-  prober p(text, keys, distinct_argv(argv), limits);
-  auto absent = p.run(shadow_store{});
-  if (!absent) {
-    e.finding = "not understood: " + p.failure();
-    e.hit_limit = p.hit_limit();
-    return e;
-  }
-  const bool found = try_acquire(e, p, *absent) || (e.finding.empty() && try_release_or_extend(e, p, *absent));
-  if (!found) {
+  // Repeated arguments are made distinct, so that a write names one position; when that
+  // finds nothing, once more as sent: raised, a repeat may change what the script does
+  // (a permit count equal to a limit of 1, raised above it, is always refused).
+  std::vector<std::vector<std::string>> tries{distinct_argv(argv)};
+  if (std::vector<std::string> sent(argv.begin(), argv.end()); sent != tries.front()) tries.push_back(std::move(sent));
+  for (std::size_t t = 0;; ++t) {
+    e = script_effect{};
+    prober p(text, keys, std::move(tries[t]), limits);
+    auto absent = p.run(shadow_store{});
+    if (!absent) {
+      e.finding = "not understood: " + p.failure();
+      e.hit_limit = p.hit_limit();
+      return e;
+    }
+    if (try_acquire(e, p, *absent) || (e.finding.empty() && try_release_or_extend(e, p, *absent))) break;
+    if (e.finding.empty() && p.failure().empty() && t + 1 < tries.size()) continue;
     std::string why = !e.finding.empty()      ? e.finding
                       : p.failure().empty() ? std::string("no lock effect found")
                                             : "not understood: " + p.failure();

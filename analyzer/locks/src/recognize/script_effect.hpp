@@ -33,7 +33,10 @@
 // with 2 to 8 other holders to find what refuses it (a read lock, or a semaphore's
 // limit). The shadow's clock is taken from an ARGV that reads as Unix time (seconds or
 // ms) when one does, so that a script taking `now` from its caller and one taking it
-// from TIME judge expiries alike.
+// from TIME judge expiries alike. A member the script builds from an argument (`id ..
+// '_0'`, read from what it adds, asks about or removes) is held so in the probes, and
+// names that argument as the owner; an acquire refused beside one other holder whose
+// argument of 1, raised to 2, lets it in is a semaphore of that limit.
 //
 // ARGV values that repeat are made distinct for the probes (a number + 1, a text + "~")
 // so that each write names one ARGV position.

@@ -32,6 +32,20 @@ struct permit_holder {
   std::int64_t deadline_caller_ms = -1;
 };
 
+// A sorted-set semaphore's owner refused and not yet holding (its member keeps its id
+// across attempts).
+struct permit_waiter {
+  std::int64_t first_us = 0;  // the first refused attempt's request
+  std::int64_t last_us = 0;   // the latest's
+  std::uint64_t connection = 0;
+  std::string client, server;
+  // Its connection's first attempt as another owner since its latest (-1 none), and that
+  // owner: it went on to its next take, unless it attempts again (two takes sharing
+  // the connection).
+  std::int64_t moved_on_us = -1;
+  std::string moved_for;
+};
+
 struct permit_lock {
   std::uint32_t scope = 0;
   std::string name;
@@ -49,9 +63,11 @@ struct permit_lock {
   // The ids of permits that expired lately (at most 64): one given back later is no
   // holder unseen.
   std::vector<std::string> expired_ids;
-  // Waiters by owner (a sorted-set semaphore's member keeps its id across attempts): the
-  // first refused attempt's time, until the owner acquires (at most 4096 owners).
-  std::unordered_map<std::string, std::int64_t> waiting_since;
+  // Waiters by owner, until the owner acquires or gives up (at most 4096 owners).
+  std::unordered_map<std::string, permit_waiter> waiting_since;
+  // Since when a permit stood free (a release or expiry left fewer than the limit in
+  // use) while a waiter refused before it waited; -1 none. Ended by the next acquisition.
+  std::int64_t free_since_us = -1;
   // Subscribed waiters: connections on the lock's channel.
   std::vector<std::uint64_t> subscribers;
   // Counted for the summary.
@@ -69,6 +85,9 @@ struct permit_lock {
 
 struct permit_book {
   std::unordered_map<std::string, permit_lock> locks;  // by "<scope>:<name>"
+  // The waiters (permit_lock::waiting_since) on each connection: only a connection that
+  // has one looks for waiters it left behind.
+  std::unordered_map<std::uint64_t, std::uint32_t> waiters_on_connection;
   std::int64_t next_deadline_us = -1;                   // the earliest of any lock; -1 none
 };
 

@@ -140,9 +140,111 @@ void lock_timeline::impl::expire_permits(std::int64_t to) {  // (one translation
         e.permits = h.permits;
         e.held_us = h.deadline_us - h.since_us;
         outgoing.pass(e, sink);
+        if (!p.waiting_since.empty()) permit_went_free(p, h.deadline_us);
       }
     }
     permit_deadlines(p);
+  }
+}
+
+inline void lock_timeline::impl::forget_permit_waiter(permit_lock& p, std::unordered_map<std::string, permit_waiter>::iterator w) {
+  if (const auto c = permits.waiters_on_connection.find(w->second.connection); c != permits.waiters_on_connection.end()) {
+    if (--c->second == 0) permits.waiters_on_connection.erase(c);
+  }
+  p.waiting_since.erase(w);
+}
+
+// A permit of `p` stood free from `at` (given back or expired below a known limit): a
+// stretch that counts while a waiter refused before it still waits.
+inline void lock_timeline::impl::permit_went_free(permit_lock& p, std::int64_t at) {
+  if (p.free_since_us >= 0 || p.limit < 0 || p.in_use >= p.limit) return;
+  for (const auto& [who, w] : p.waiting_since) {
+    if (w.first_us < at && w.moved_on_us < 0) {
+      p.free_since_us = at;
+      return;
+    }
+  }
+}
+
+// An acquisition at `at` ends `p`'s free stretch: idle_with_waiters when it lasted the
+// idle threshold and a waiter refused before it began had not gone on (the longest
+// waiting named), as a one-holder lock's stretch is judged.
+inline void lock_timeline::impl::permit_free_stretch_ended(std::uint32_t id, permit_lock& p, std::int64_t at) {
+  const std::int64_t since = p.free_since_us;
+  p.free_since_us = -1;
+  if (since < 0 || at - since < options.idle_threshold_us) return;
+  const permit_waiter* longest = nullptr;
+  std::string_view who;
+  for (const auto& [owner, w] : p.waiting_since) {
+    if (w.first_us >= since || (w.moved_on_us >= 0 && w.moved_on_us <= since)) continue;
+    if (longest == nullptr || w.first_us < longest->first_us) {
+      longest = &w;
+      who = owner;
+    }
+  }
+  if (longest == nullptr) return;
+  lock_event e = permit_event(p, at, lock_event_kind::anomaly);
+  e.kind = anomaly_kind::idle_with_waiters;
+  e.found = anomaly_facts(anomaly_finding::idle_while_poller_slept);
+  e.owner = who;
+  e.client = longest->client;
+  e.server = longest->server;
+  e.interval_start_us = since;
+  e.interval_us = at - since;
+  emit(locks[id], e);
+}
+
+// A sorted-set semaphore's waiter whose connection goes on as another owner (its next
+// take: a client draws a holder id per take) without it attempting again had given up
+// at its latest refusal, no later than that other owner's first attempt. Told once that
+// other take's hold ends (its release) or a third owner's attempt comes, with no attempt
+// of its own between: two takes sharing a connection poll in turn, and a waiter that
+// attempts again was still waiting (permit_waiter::moved_on_us). Reported then as a
+// give-up bounded by the two (wait_at_least, wait_at_most_us).
+void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std::string_view owner) {
+  if (permits.waiters_on_connection.find(op.connection) == permits.waiters_on_connection.end()) return;
+  const bool attempt = op.kind == lock_op_kind::acquire && (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended);
+  const bool released = op.kind == lock_op_kind::unlock && op.outcome == op_outcome::ok;
+  if (!attempt && !released) return;
+  for (auto& [key, p] : permits.locks) {
+    for (auto w = p.waiting_since.begin(); w != p.waiting_since.end();) {
+      permit_waiter& v = w->second;
+      if (v.connection != op.connection || w->first == owner) {
+        ++w;
+        continue;
+      }
+      const bool told = v.moved_on_us >= 0 && v.moved_for != owner;
+      if (!told && !released) {
+        if (v.moved_on_us < 0 && attempt) {
+          v.moved_on_us = op.request_us;
+          v.moved_for.assign(owner);
+        }
+        ++w;
+        continue;
+      }
+      if (!told && v.moved_on_us < 0) {  // a release on its connection before any other take: not told yet
+        ++w;
+        continue;
+      }
+      lock_event e = permit_event(p, op.at_us(), lock_event_kind::gave_up);
+      e.owner = w->first;
+      e.client = v.client;
+      e.server = v.server;
+      e.wait_ended = wait_end::new_wait;
+      e.wait_us = v.last_us - v.first_us;
+      e.wait_at_least = true;
+      e.wait_at_most_us = std::max(v.moved_on_us - v.first_us, e.wait_us);
+      e.interval_start_us = v.first_us;
+      e.interval_us = e.wait_us;
+      if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
+        ++ex(locks[id]).gave_up;
+        emit(locks[id], e);
+      } else {
+        outgoing.pass(e, sink);
+      }
+      const auto gone = w++;
+      forget_permit_waiter(p, gone);
+    }
   }
 }
 
@@ -158,6 +260,23 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
   const std::int64_t at = op.at_us();
   if (p.overrun_at_us >= 0) judge_overrun(p, at, false);
   if (op.family == lock_family::semaphore && op.limit >= 0) p.limit = op.limit;  // each call names it
+  if (op.family == lock_family::semaphore && has_holder(l)) {
+    // Joined mid-run, a member's refresh or release seen before any acquire on the key
+    // was a one-holder lock's (no call had shown the key a semaphore yet): that holder
+    // is the semaphore's, held since before the capture, and goes on here, not there
+    // (where its lease would run out unreleased).
+    const std::int64_t start = options.capture_start_us >= 0 ? options.capture_start_us : first_op_us;
+    for_each_holder(l, [&](const holder& h) {
+      permit_holder moved;
+      moved.owner.assign(owners.text(h.owner));
+      moved.since_us = h.since_us >= 0 ? std::int64_t{h.since_us} : start;
+      moved.deadline_us = h.deadline_us;
+      p.holders.push_back(std::move(moved));
+      ++p.in_use;
+    });
+    clear_holders(l);
+    permit_deadlines(p);
+  }
   if (op.caller_now_ms >= 0 && p.next_deadline_us >= 0) expire_by_caller_clock(p, op.caller_now_ms, op.request_us);
   // A permit id as text: Redisson 3.2x+ sends 16 raw bytes, shown (and matched) in hex.
   const std::string owner = permit_owner_text(op.owner);
@@ -170,6 +289,9 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
     return e;
   };
   const bool ok = op.outcome == op_outcome::ok;
+  if (op.family == lock_family::semaphore && !owner.empty() && !permits.waiters_on_connection.empty()) {
+    permit_waiters_moved_on(op, owner);
+  }
   switch (op.kind) {
     case lock_op_kind::acquire: {
       // An inferred sorted-set acquire (EVALSHA of a text never seen) of a member that
@@ -200,7 +322,16 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
         // A wait, when the owner is the same across attempts: a sorted-set semaphore's
         // member (Redisson's permit-expirable semaphore tries with a fresh id each time).
         if (op.family == lock_family::semaphore && !owner.empty() && p.waiting_since.size() < 4096) {
-          p.waiting_since.try_emplace(owner, op.request_us);
+          auto [w, added] = p.waiting_since.try_emplace(owner);
+          if (added) {
+            w->second.first_us = op.request_us;
+            w->second.connection = op.connection;
+            w->second.client.assign(op.client_text);
+            w->second.server.assign(op.server_text);
+            ++permits.waiters_on_connection[op.connection];
+          }
+          w->second.last_us = op.request_us;
+          w->second.moved_on_us = -1;  // still waiting
         }
         lock_event e = event(lock_event_kind::contended);
         e.permits = op.permits;
@@ -210,6 +341,7 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       }
       if (!ok) return;
       if (op.limit >= 0) p.limit = op.limit;  // a sorted-set semaphore's call names it
+      if (p.free_since_us >= 0) permit_free_stretch_ended(id, p, at);
       const std::int64_t n = op.permits > 0 ? op.permits : 1;
       permit_holder h;
       h.owner.assign(owner);
@@ -230,9 +362,9 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       e.lease_ms = op.lease_ms;
       if (!owner.empty()) {
         if (const auto w = p.waiting_since.find(owner); w != p.waiting_since.end()) {
-          e.wait_us = at - w->second;  // from the first refused attempt's request
+          e.wait_us = at - w->second.first_us;  // from the first refused attempt's request
           ex(l).waits.add(e.wait_us);
-          p.waiting_since.erase(w);
+          forget_permit_waiter(p, w);
         }
       }
       if (p.limit >= 0 && p.in_use > p.limit && !p.unseen_holders) {
@@ -326,6 +458,7 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
         e.owner = op.client_text;
       }
       emit(l, e);
+      if (!p.waiting_since.empty()) permit_went_free(p, op.request_us);
       return;
     }
     case lock_op_kind::renew: {
