@@ -31,26 +31,13 @@
 // before: nothing after it is sent) and dropped by the next script any client calls.
 'use strict';
 const path = require('path');
-const { spawn } = require('child_process');
-const { port, proc, rounds, now_us, log, sleep } = require('./truth_log');
+const { port, proc, rounds, now_us, log, sleep, superviseRounds } = require('./truth_log');
 
 const modules = process.env.NODE_PATH;
 const EXPIRATION_MS = 1000;
 // orders: one job at a time, given up after 0.5 s; pool: two, given up after 0.3 s.
 const POLICY = { orders: { maxConcurrent: 1, patience: 500 }, pool: { maxConcurrent: 2, patience: 300 } };
 const KILL_ROUND = { p1: 6, p3: 13 };  // orders for p1, pool for p3
-
-async function supervise() {
-  let start = 0;
-  while (start < rounds) {
-    const child = spawn(process.execPath, [__filename, String(port), proc, String(rounds), 'rounds', String(start)],
-                        { stdio: ['ignore', 'inherit', 'inherit'] });
-    const code = await new Promise((r) => child.on('exit', (c, sig) => r(sig || c)));
-    if (code === 'SIGKILL') { start = KILL_ROUND[proc] + 1; continue; }
-    if (code !== 0) throw new Error(`child exited with ${code}`);
-    break;
-  }
-}
 
 async function child(start) {
   const Redis = require(path.join(modules, 'ioredis'));
@@ -124,7 +111,7 @@ async function child(start) {
   process.exit(0);
 }
 
-const main = process.argv[5] === 'rounds' ? () => child(Number(process.argv[6])) : supervise;
+const main = process.argv[5] === 'rounds' ? () => child(Number(process.argv[6])) : () => superviseRounds(__filename, KILL_ROUND[proc]);
 main().catch((e) => {
   log({ event: 'error', message: String(e && e.stack) });
   process.exit(1);
