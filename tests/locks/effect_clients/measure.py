@@ -302,10 +302,18 @@ SHOW_DETAILS = False
 #   1; a semaphore's first call takes over the key's lock holders; a semaphore waiter whose
 #   connection goes on as another owner gave up; a permit free while one waited is
 #   idle_with_waiters): every kind found with no false event, whole and mid-run.
+# - bottleneck (the twenty-second set, npm): Bottleneck 2.19.5 clustered over Redis on ioredis
+#   5, a concurrency limiter that keeps no lock key: the running jobs are a counter field of
+#   `b_<id>_settings` that its 8-key scripts raise under `maxConcurrent` (1 and 2) beside
+#   hashes of holders (a new random job index per try, ARGV [now, client id, index, weight,
+#   expiration]), freed by `free` or at the job's expiry by any later script, waits woken by
+#   pub/sub, queued jobs dropped after a patience, two jobs killed with SIGKILL.
+#   docs/reference/clients.md, "Held out, twenty-second set". On the unchanged build nothing
+#   at all, whole and mid-run, and no false event.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
-            "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore"]
+            "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

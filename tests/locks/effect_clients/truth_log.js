@@ -9,4 +9,20 @@ const now_us = () => Math.round((performance.timeOrigin + performance.now()) * 1
 const log = (o) => process.stdout.write(JSON.stringify({ t_us: now_us(), proc, ...o }) + '\n');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-module.exports = { port, proc, rounds, now_us, log, sleep };
+// Runs this process's rounds in child processes of `script` (its argv then ends
+// `rounds START`): a child killed with SIGKILL in round killRound is followed by a new
+// one from the round after.
+async function superviseRounds(script, killRound) {
+  const { spawn } = require('child_process');
+  let start = 0;
+  while (start < rounds) {
+    const child = spawn(process.execPath, [script, String(port), proc, String(rounds), 'rounds', String(start)],
+                        { stdio: ['ignore', 'inherit', 'inherit'] });
+    const code = await new Promise((r) => child.on('exit', (c, sig) => r(sig || c)));
+    if (code === 'SIGKILL') { start = killRound + 1; continue; }
+    if (code !== 0) throw new Error(`child exited with ${code}`);
+    break;
+  }
+}
+
+module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds };
