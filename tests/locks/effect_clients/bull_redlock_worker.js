@@ -21,7 +21,7 @@
 // worker logs the expiry; its unlock then answers 0); one in four is extended twice.
 'use strict';
 const { spawn } = require('child_process');
-const { port, proc, rounds, now_us, log, sleep } = require('./truth_log');
+const { proc, rounds, now_us, log, sleep } = require('./truth_log');
 
 const TTL_MS = 500;
 // invoice retries 10 times every 100 ± 50 ms; ledger 2 times every 150 ± 50 ms, so its
@@ -34,7 +34,7 @@ const KILL_ROUND = { p2: 9 };  // ledger
 async function supervise() {
   let start = 0;
   while (start < rounds) {
-    const child = spawn(process.execPath, [__filename, String(port), proc, String(rounds), 'rounds', String(start)],
+    const child = spawn(process.execPath, [__filename, process.argv[2], proc, String(rounds), 'rounds', String(start)],
                         { stdio: ['ignore', 'inherit', 'inherit'] });
     const code = await new Promise((r) => child.on('exit', (c, sig) => r(sig || c)));
     if (code === 'SIGKILL') { start = KILL_ROUND[proc] + 1; continue; }
@@ -46,85 +46,119 @@ async function supervise() {
 async function child(start) {
   const Redis = require('ioredis');
   const Redlock = require('bull-redlock');
-  const client = new Redis({ host: '127.0.0.1', port });
-  const probe = new Redlock([client]);
-  const cur = { lock: '', value: '', held: false, set_us: 0 };
+  // Each process lists the servers from its own one on (p1 the first, p2 the second...), so
+  // attempts sent at once may split a quorum's servers between them.
+  const ports = process.argv[2].split(',');
+  const first = (Number(proc.slice(1)) - 1) % ports.length;
+  const servers = [...ports.slice(first), ...ports.slice(0, first)].map((p) => `127.0.0.1:${p}`);
+  const clients = servers.map((s) => new Redis({ host: '127.0.0.1', port: Number(s.split(':')[1]) }));
+  const quorum = servers.length > 1;
+  // On one server a line names none; on several each names its server (each server's key
+  // is a lock of its own on the wire) and the group lines tell of the quorum.
+  const at = (server) => (quorum ? { server } : {});
+  const probe = new Redlock(clients);
+  const cur = { lock: '', value: '', releasing: false, failed_logged: false };
+  const held = new Map();  // server -> set_us of this process's key there
+  const refused = new Set();  // servers refused since this process last took the key there
   // The truth: each script call as the library makes it, with its answer. The acquire is
   // the command the library defines on the connection; unlock and extend are EVAL texts.
-  const defineOrig = client.defineCommand.bind(client);
-  client.defineCommand = function (name, def) {
-    defineOrig(name, def);
-    const cmdOrig = client[name].bind(client);
-    client[name] = function (key, value, ttl, cb) {
+  clients.forEach((client, n) => {
+    const server = servers[n];
+    const defineOrig = client.defineCommand.bind(client);
+    client.defineCommand = function (name, def) {
+      defineOrig(name, def);
+      const cmdOrig = client[name].bind(client);
+      client[name] = function (key, value, ttl, cb) {
+        cur.failed_logged = false;
+        const sent_us = now_us();
+        const p = cmdOrig(key, value, ttl);
+        p.then((r) => {
+          log({ event: 'attempt', lock: key, owner: value, ...at(server), reply: r === 'OK' ? 'OK' : null, sent_us });
+          if (r === 'OK') {
+            held.set(server, sent_us); refused.delete(server);
+            log({ event: 'acquired', lock: key, owner: value, ...at(server) });
+          } else {
+            refused.add(server);
+          }
+          cb(null, r);
+        }, (e) => cb(e));
+        return p;
+      };
+    };
+    const evalOrig = client.eval.bind(client);
+    client.eval = function (script, nkeys, key, value, ...rest) {
+      const cb = typeof rest[rest.length - 1] === 'function' ? rest.pop() : null;
+      if (quorum && script === probe.unlockScript && !cur.releasing && !cur.failed_logged) {
+        // An attempt's clean-up: it did not get its majority, a quorum attempt that failed.
+        cur.failed_logged = true;
+        log({ event: 'group', outcome: 'failed', lock: key, owner: value, servers: [...held.keys()] });
+      }
       const sent_us = now_us();
-      const p = cmdOrig(key, value, ttl);
+      const p = evalOrig(script, nkeys, key, value, ...rest);
       p.then((r) => {
-        log({ event: 'attempt', lock: key, owner: value, reply: r === 'OK' ? 'OK' : null, sent_us });
-        if (r === 'OK') { cur.held = true; cur.value = value; cur.set_us = sent_us; log({ event: 'acquired', lock: key, owner: value }); }
-        cb(null, r);
-      }, (e) => cb(e));
+        if (script === probe.extendScript) {
+          if (r === 1) held.set(server, sent_us);
+          log({ event: r === 1 ? 'extended' : 'extend_refused', lock: key, owner: value, ...at(server), reply: r, sent_us });
+        } else if (script === probe.unlockScript) {
+          const holder = held.has(server) && cur.lock === key && cur.value === value;
+          if (holder) held.delete(server);
+          log({ event: holder ? (r === 1 ? 'released' : 'release_refused') : 'cleanup', lock: key, owner: value,
+                ...at(server), reply: r, sent_us });
+        }
+        if (cb) cb(null, r);
+      }, (e) => { if (cb) cb(e); });
       return p;
     };
+  });
+  const expire_held = (key, value) => {
+    for (const [server, set_us] of held) log({ event: 'expired', lock: key, owner: value, ...at(server), t_us: set_us + TTL_MS * 1000 });
   };
-  const evalOrig = client.eval.bind(client);
-  client.eval = function (script, nkeys, key, value, ...rest) {
-    const cb = typeof rest[rest.length - 1] === 'function' ? rest.pop() : null;
-    const sent_us = now_us();
-    const p = evalOrig(script, nkeys, key, value, ...rest);
-    p.then((r) => {
-      if (script === probe.extendScript) {
-        if (r === 1) cur.set_us = sent_us;
-        log({ event: r === 1 ? 'extended' : 'extend_refused', lock: key, owner: value, reply: r, sent_us });
-      } else if (script === probe.unlockScript) {
-        const holder = cur.held && cur.lock === key && cur.value === value;
-        if (holder) cur.held = false;
-        log({ event: holder ? (r === 1 ? 'released' : 'release_refused') : 'cleanup', lock: key, owner: value, reply: r, sent_us });
-      }
-      if (cb) cb(null, r);
-    }, (e) => { if (cb) cb(e); });
-    return p;
+  const release = async (redlock, lock) => {
+    cur.releasing = true;
+    try { await redlock.unlock(lock); } finally { cur.releasing = false; }
   };
   const locks = {};
   for (const name of Object.keys(POLICY)) {
-    locks[name] = new Redlock([client], POLICY[name]);
-    locks[name + '_once'] = new Redlock([client], { ...POLICY[name], retryCount: 0 });
+    locks[name] = new Redlock(clients, POLICY[name]);
+    locks[name + '_once'] = new Redlock(clients, { ...POLICY[name], retryCount: 0 });
   }
   for (let i = start; i < rounds; ++i) {
     const name = i % 2 === 0 ? 'invoice' : 'ledger';
     const key = `billing:${name}`;
     const redlock = locks[i % 6 === 5 ? name + '_once' : name];
-    cur.lock = key; cur.held = false; cur.value = '';
+    cur.lock = key; cur.value = ''; held.clear(); refused.clear();
     const origRandom = redlock._random.bind(redlock);
     redlock._random = () => (cur.value = origRandom());
     let lock;
     try {
       lock = await redlock.lock(key, TTL_MS);
     } catch (e) {
-      log({ event: 'gave_up', lock: key, owner: cur.value });
+      for (const server of refused) log({ event: 'gave_up', lock: key, owner: cur.value, ...at(server) });
       await sleep(Math.random() * 60);
       continue;
     }
+    if (quorum) log({ event: 'group', outcome: 'acquired', lock: key, owner: lock.value, servers: [...held.keys()] });
     if (KILL_ROUND[proc] === i) {
       await sleep(100 + Math.random() * 100);
-      log({ event: 'expired', lock: key, owner: lock.value, t_us: cur.set_us + TTL_MS * 1000 });
+      expire_held(key, lock.value);
       process.kill(process.pid, 'SIGKILL');
       await sleep(10_000);
     }
     if (i % 7 === 3) {
       await sleep(TTL_MS + 150 + Math.random() * 100);
-      log({ event: 'expired', lock: key, owner: lock.value, t_us: cur.set_us + TTL_MS * 1000 });
-      await redlock.unlock(lock).catch(() => {});
+      expire_held(key, lock.value);
+      await release(redlock, lock).catch(() => {});
     } else if (i % 4 === 1) {
       for (let k = 0; k < 2; ++k) { await sleep(120 + Math.random() * 40); lock = await redlock.extend(lock, TTL_MS); }
       await sleep(20 + Math.random() * 100);
-      await redlock.unlock(lock);
+      await release(redlock, lock);
     } else {
       await sleep(20 + Math.random() * 380);
-      await redlock.unlock(lock);
+      await release(redlock, lock);
     }
     await sleep(Math.random() * 60);
   }
-  await client.quit();
+  await Promise.all(clients.map((c) => c.quit()));
   process.exit(0);
 }
 
