@@ -20,8 +20,7 @@
 // and a new child goes on with the next round. One hold in seven outlives its lease (the
 // worker logs the expiry; its unlock then answers 0); one in four is extended twice.
 'use strict';
-const { spawn } = require('child_process');
-const { proc, rounds, now_us, log, sleep } = require('./truth_log');
+const { proc, rounds, now_us, log, sleep, runRoundsInChildren } = require('./truth_log');
 
 const TTL_MS = 500;
 // invoice retries 10 times every 100 ± 50 ms; ledger 2 times every 150 ± 50 ms, so its
@@ -30,18 +29,6 @@ const TTL_MS = 500;
 const POLICY = { invoice: { retryCount: 10, retryDelay: 100, retryJitter: 50 },
                  ledger: { retryCount: 2, retryDelay: 150, retryJitter: 50 } };
 const KILL_ROUND = { p2: 9 };  // ledger
-
-async function supervise() {
-  let start = 0;
-  while (start < rounds) {
-    const child = spawn(process.execPath, [__filename, process.argv[2], proc, String(rounds), 'rounds', String(start)],
-                        { stdio: ['ignore', 'inherit', 'inherit'] });
-    const code = await new Promise((r) => child.on('exit', (c, sig) => r(sig || c)));
-    if (code === 'SIGKILL') { start = KILL_ROUND[proc] + 1; continue; }
-    if (code !== 0) throw new Error(`child exited with ${code}`);
-    break;
-  }
-}
 
 async function child(start) {
   const Redis = require('ioredis');
@@ -162,8 +149,4 @@ async function child(start) {
   process.exit(0);
 }
 
-const main = process.argv[5] === 'rounds' ? () => child(Number(process.argv[6])) : supervise;
-main().catch((e) => {
-  log({ event: 'error', message: String(e && e.stack) });
-  process.exit(1);
-});
+runRoundsInChildren(__filename, KILL_ROUND[proc], child);

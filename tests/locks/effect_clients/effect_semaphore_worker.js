@@ -26,9 +26,8 @@
 // before: nothing after it is sent), and a new child goes on with the next round.
 'use strict';
 const path = require('path');
-const { spawn } = require('child_process');
 const { pathToFileURL } = require('url');
-const { port, proc, rounds, now_us, log, sleep } = require('./truth_log');
+const { port, proc, rounds, now_us, log, sleep, runRoundsInChildren } = require('./truth_log');
 
 const modules = process.env.NODE_PATH;
 const TTL_MS = 600;  // refreshed every 200 ms
@@ -36,18 +35,6 @@ const TTL_MS = 600;  // refreshed every 200 ms
 // waiters give up more often and may leave a permit standing free past the idle threshold.
 const POLICY = { orders: { limit: 1, spacing: 100, patience: 500 }, pool: { limit: 2, spacing: 250, patience: 300 } };
 const KILL_ROUND = { p1: 6, p3: 13 };  // orders for p1, pool for p3
-
-async function supervise() {
-  let start = 0;
-  while (start < rounds) {
-    const child = spawn(process.execPath, [__filename, String(port), proc, String(rounds), 'rounds', String(start)],
-                        { stdio: ['ignore', 'inherit', 'inherit'] });
-    const code = await new Promise((r) => child.on('exit', (c, sig) => r(sig || c)));
-    if (code === 'SIGKILL') { start = KILL_ROUND[proc] + 1; continue; }
-    if (code !== 0) throw new Error(`child exited with ${code}`);
-    break;
-  }
-}
 
 async function child(start) {
   const Redis = require(path.join(modules, 'ioredis'));
@@ -139,8 +126,4 @@ async function child(start) {
   process.exit(0);
 }
 
-const main = process.argv[5] === 'rounds' ? () => child(Number(process.argv[6])) : supervise;
-main().catch((e) => {
-  log({ event: 'error', message: String(e && e.stack) });
-  process.exit(1);
-});
+runRoundsInChildren(__filename, KILL_ROUND[proc], child);

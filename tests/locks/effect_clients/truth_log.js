@@ -9,4 +9,27 @@ const now_us = () => Math.round((performance.timeOrigin + performance.now()) * 1
 const log = (o) => process.stdout.write(JSON.stringify({ t_us: now_us(), proc, ...o }) + '\n');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-module.exports = { port, proc, rounds, now_us, log, sleep };
+// Runs a worker whose holders are killed with SIGKILL: the parent runs the rounds in child
+// processes (the worker itself, with `rounds FROM`, calling child(FROM)); a child that kills
+// itself mid-hold (in round killRound) is followed by a new one from the next round.
+function runRoundsInChildren(worker, killRound, child) {
+  const supervise = async () => {
+    const { spawn } = require('child_process');
+    let start = 0;
+    while (start < rounds) {
+      const c = spawn(process.execPath, [worker, process.argv[2], proc, String(rounds), 'rounds', String(start)],
+                      { stdio: ['ignore', 'inherit', 'inherit'] });
+      const code = await new Promise((r) => c.on('exit', (n, sig) => r(sig || n)));
+      if (code === 'SIGKILL') { start = killRound + 1; continue; }
+      if (code !== 0) throw new Error(`child exited with ${code}`);
+      break;
+    }
+  };
+  const main = process.argv[5] === 'rounds' ? () => child(Number(process.argv[6])) : supervise;
+  main().catch((e) => {
+    log({ event: 'error', message: String(e && e.stack) });
+    process.exit(1);
+  });
+}
+
+module.exports = { port, proc, rounds, now_us, log, sleep, runRoundsInChildren };
