@@ -73,6 +73,7 @@
 #   npm install --prefix /tmp/heldout19_npm bull@4.16.5 ioredis@5                    # held out (nineteenth set)
 #   npm install --prefix /tmp/heldout20_npm effect-distributed-lock@0.0.11 ioredis@5  # held out (twentieth set; brings effect 3)
 #   npm install --prefix /tmp/heldout22_npm bottleneck@2.19.5 ioredis@5              # held out (twenty-second set)
+#   npm install --prefix /tmp/heldout21_npm bull-redlock@2.2.1 ioredis@5        # held out (twenty-first set)
 # laravel_lock and symfony_lock run PHP, not node (the first argument is unused), on Debian's packages:
 #   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
 #   apt-get install php-cli php-malkusch-lock php-predis php-redis        # held out (eighteenth set)
@@ -88,7 +89,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -140,6 +141,10 @@ case $name in
   # A concurrency limiter, no lock key: jobs counted in a hash by its scripts (limits of 1
   # and 2), woken by pub/sub, queued jobs dropped after a patience; two killed with SIGKILL.
   bottleneck) worker=bottleneck_worker.js; scenario="bottleneck 2.19.5 clustered on ioredis 5, limiters of 1 and 2 running jobs, jobs killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  # A Redlock fork's retry loop for acquires and extends alike, each refusal followed by its
+  # unlock; a holder killed with SIGKILL mid-hold (its key expires); alone and as a quorum over 3 servers.
+  bull_redlock) worker=bull_redlock_worker.js; scenario="bull-redlock 2.2.1 on ioredis 5, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  bull_redlock_quorum) worker=bull_redlock_worker.js; scenario="bull-redlock 2.2.1 on ioredis 5 over 3 servers, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1; servers=3 ;;
   laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   # Holders killed with SIGKILL mid-hold (their keys expire); a Redlock quorum over 3 servers.

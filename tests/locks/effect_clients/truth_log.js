@@ -25,4 +25,14 @@ async function superviseRounds(script, killRound) {
   }
 }
 
-module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds };
+// The same for a worker that is its own child: with `rounds FROM` it runs child(FROM),
+// else it supervises.
+function runRoundsInChildren(worker, killRound, child) {
+  const main = process.argv[5] === 'rounds' ? () => child(Number(process.argv[6])) : () => superviseRounds(worker, killRound);
+  main().catch((e) => {
+    log({ event: 'error', message: String(e && e.stack) });
+    process.exit(1);
+  });
+}
+
+module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds, runRoundsInChildren };
