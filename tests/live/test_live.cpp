@@ -191,6 +191,33 @@ struct tap_interface {
 // An interface that goes away under a long-running capture (a VM's NIC unplugged, a
 // container's veth deleted): the analyzer must not end as if all were well. It says why,
 // as libpcap words it, still prints what it had, and exits with status 1, as tcpdump does.
+TEST_CASE("live: a stop reads what the kernel captured before it", "[live]") {
+  // Out of immediate mode the kernel hands a block over when it fills or at its timeout
+  // (100 ms, later on a busy host): a SIGINT right after the last reply comes before that.
+  const std::string cli = LOCKSCOPE_CLI_PATH;
+  if (!live_prerequisites(cli)) return;
+  lockscope::test::redis_server server;
+  child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(server.port()), "--summary",
+                         "--stats-interval", "0"});
+  REQUIRE(analyze.read_until("listening on lo", 10000ms));
+  std::this_thread::sleep_for(200ms);
+  lockscope::test::resp_connection c("127.0.0.1", server.port());
+  const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
+  constexpr int evals = 20;
+  for (int i = 0; i < evals; ++i) {
+    c.command_argv({"EVAL", std::string(acquire.text), "1", "stopLock" + std::to_string(i), "60000",
+                    "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:5"});
+  }
+  ::kill(analyze.pid, SIGINT);
+  REQUIRE(analyze.read_until(" kernel drops ", 10000ms));
+  analyze.read_until("\n", 2000ms);
+  CHECK(analyze.wait() == 0);
+  ::close(analyze.out);
+  INFO(analyze.text);
+  CHECK(total_before(analyze.text, " lock operations (") == evals);
+  CHECK(total_before(analyze.text, " locks, ") == evals);
+}
+
 TEST_CASE("live: an interface that disappears ends the capture with the reason and status 1", "[live]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
   if (!live_prerequisites(cli, false)) return;

@@ -75,6 +75,12 @@ live_result run_live(const live_options& options, const live_parts& parts, lock_
     if (options.on_turn) options.on_turn(got);
     if (metrics) metrics->poll();
   }
+  if (live && options.stop_requested && options.stop_requested()) {
+    // Stopped (a signal): what the kernel captured before is still read, so the report
+    // ends where the capture did, not up to a block's timeout (more on a busy host) early.
+    source.drain_all(packets_per_pass, on_packet, held_back_max_us);
+    pipeline.flush();
+  }
   pipeline.finish_ingest();
   pipeline.finish(now_us());
   if (finished) finished(pipeline.timeline());

@@ -462,6 +462,12 @@ packet_source::result packet_source::dispatch(int max_packets, packet_callback o
   return r;
 }
 
+void packet_source::drain_all(int max_packets, packet_callback on_packet, std::int64_t budget_us) {
+  const std::int64_t give_up = now_us() + budget_us;
+  while (now_us() < give_up && drain(max_packets, on_packet) != result::end) {
+  }
+}
+
 live_capture::result live_capture::dispatch(int max_packets, packet_callback on_packet) {
   if (stopped_) return result::end;
   auto* p = static_cast<pcap_t*>(handle_);
@@ -479,6 +485,36 @@ live_capture::result live_capture::dispatch(int max_packets, packet_callback on_
   bytes_since_wake_ += context.ring_bytes;
   if (rc > 0) handed_ += static_cast<std::uint32_t>(rc);
   return rc > 0 ? result::packet : ended_or_timeout(rc);
+}
+
+live_capture::result live_capture::drain(int max_packets, packet_callback on_packet) {
+  auto* p = static_cast<pcap_t*>(handle_);
+  dispatch_context context{on_packet, link_type_};
+  auto* user = reinterpret_cast<u_char*>(&context);
+  const int count = std::max(max_packets, 1);
+  // stop()'s pcap_breakloop ends the first dispatch that looks at it, whichever that is.
+  auto dispatch_past_break = [&] {
+    int rc = pcap_dispatch(p, count, on_ring_packet, user);
+    for (int breaks = 0; rc == PCAP_ERROR_BREAK && breaks < 2; ++breaks) rc = pcap_dispatch(p, count, on_ring_packet, user);
+    return rc;
+  };
+  int rc = dispatch_past_break();
+  // A block not handed over yet: the kernel hands it over at its timeout. Where the kernel's
+  // counts cannot tell (loopback keeping sent copies, any), one timeout is waited for.
+  if (rc == 0 && (holds_unhanded_packets() || (!counts_handed_ && !drain_waited_))) {
+    drain_waited_ = true;
+    const int fd = pcap_get_selectable_fd(p);
+    if (fd >= 0) {
+      pollfd waiter{fd, POLLIN, 0};
+      ::poll(&waiter, 1, timeout_ms_);
+    }
+    rc = dispatch_past_break();
+  }
+  if (rc > 0) {
+    handed_ += static_cast<std::uint32_t>(rc);
+    return result::packet;
+  }
+  return rc == 0 && holds_unhanded_packets() ? result::timeout : result::end;
 }
 
 bool live_capture::holds_unhanded_packets() {

@@ -191,6 +191,12 @@ class packet_source {
   // immediate mode, in a block that waits for its timeout, which a loaded host runs late):
   // the loop's clock must not pass them. False when the source cannot tell.
   virtual bool holds_unhanded_packets() { return false; }
+  // After stop(): hands over what the source had captured before it (packets waiting in
+  // the kernel, a block whose timeout has not run yet). `packet` while it hands some
+  // over, `timeout` while it waits for a block, `end` once nothing is left.
+  virtual result drain(int /*max_packets*/, packet_callback /*on_packet*/) { return result::end; }
+  // drain() until nothing is left, for at most budget_us on the source's clock.
+  void drain_all(int max_packets, packet_callback on_packet, std::int64_t budget_us);
 };
 
 class live_capture final : public packet_source {
@@ -208,6 +214,7 @@ class live_capture final : public packet_source {
   std::int64_t now_us() const override;
   bool live() const noexcept override { return true; }
   bool holds_unhanded_packets() override;
+  result drain(int max_packets, packet_callback on_packet) override;
   int link_type() const noexcept { return link_type_; }
   // The BPF expression in use (--filter, or the one built from the ports).
   const std::string& filter() const noexcept { return filter_; }
@@ -241,6 +248,7 @@ class live_capture final : public packet_source {
   // libpcap skips none of them (out of immediate mode; on loopback once the kernel
   // rejects the sent copies, which libpcap would skip; not on `any`, which has them too).
   bool counts_handed_ = false;
+  bool drain_waited_ = false;  // drain() has waited a block's timeout once
   std::uint32_t handed_ = 0;  // wraps as the kernel's count does
   // The kernel's count less those handed over: when it last changed, and the value it
   // settled at, which libpcap skipped (what reached the ring before the filter was set).
