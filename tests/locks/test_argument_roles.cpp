@@ -218,9 +218,10 @@ TEST_CASE("argument roles: nil on several keys is no multi-key lock's answer", "
   const std::string step(40, 'f');
   std::int64_t t = 1'000'000;
   for (const std::string token : {"e63f8c27-e528-4bec-8ceb-db3600dc9946", "95dfd6d9-11e5-4430-9f6e-7ea11d4a6340"}) {
+    t += 300'000;
     feed(r, {"EVALSHA", step, "4", "q:jobs:delayed", "q:jobs:active", "q:jobs:wait", "q:jobs:paused", "q:jobs:",
              std::to_string(1796033919314 + t / 1000), token},
-         "$-1\r\n", t += 300'000);
+         "$-1\r\n", t);
   }
   CHECK(rec.ops.empty());
 }

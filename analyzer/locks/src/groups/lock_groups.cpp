@@ -988,36 +988,34 @@ struct lock_groups::impl {
     return std::any_of(s.keys.begin(), s.keys.end(), [](const set_key& k) { return k.acquired && !k.released; });
   }
   void report_set(const key_set& s, bool released) {
-    {
-      lock_group g;
-      g.start_us = s.start_us;
-      g.end_us = s.end_us;
-      views_a.clear();
-      views_c.clear();
-      for (const set_key& k : s.keys) {
-        views_c.push_back(k.name);
-        if (k.acquired) views_a.push_back(k.name);
-      }
-      g.total = static_cast<std::uint32_t>(views_c.size());
-      g.acquired = static_cast<std::uint32_t>(views_a.size());
-      g.needed = g.total;
-      g.succeeded = g.acquired == g.total;
-      g.released = !g.succeeded && released;
-      g.acquired_on = views_a;
-      g.tried = views_c;
-      lock_event e;
-      e.ts_us = s.end_us;
-      e.event = lock_event_kind::multilock;
-      e.lock = s.keys.begin()->name;
-      e.db = s.keys.begin()->db;
-      e.owner = s.owner;
-      e.client = s.client;
-      e.server = servers[s.server];
-      e.client_endpoint = s.has_client_address ? &s.client_address : nullptr;
-      e.server_endpoint = s.has_server_address ? &s.server_address : nullptr;
-      e.group = &g;
-      next.on_event(e);
+    lock_group g;
+    g.start_us = s.start_us;
+    g.end_us = s.end_us;
+    views_a.clear();
+    views_c.clear();
+    for (const set_key& k : s.keys) {
+      views_c.push_back(k.name);
+      if (k.acquired) views_a.push_back(k.name);
     }
+    g.total = static_cast<std::uint32_t>(views_c.size());
+    g.acquired = static_cast<std::uint32_t>(views_a.size());
+    g.needed = g.total;
+    g.succeeded = g.acquired == g.total;
+    g.released = !g.succeeded && released;
+    g.acquired_on = views_a;
+    g.tried = views_c;
+    lock_event e;
+    e.ts_us = s.end_us;
+    e.event = lock_event_kind::multilock;
+    e.lock = s.keys.begin()->name;
+    e.db = s.keys.begin()->db;
+    e.owner = s.owner;
+    e.client = s.client;
+    e.server = servers[s.server];
+    e.client_endpoint = s.has_client_address ? &s.client_address : nullptr;
+    e.server_endpoint = s.has_server_address ? &s.server_address : nullptr;
+    e.group = &g;
+    next.on_event(e);
   }
 
   // Sets closed to tries while their keys are still held, taken apart: reported when
