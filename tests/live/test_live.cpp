@@ -92,6 +92,15 @@ std::int64_t total_before(const std::string& text, std::string_view label) {
   while (begin > 0 && std::isdigit(static_cast<unsigned char>(text[begin - 1])) != 0) --begin;
   return begin == end ? -1 : std::stoll(text.substr(begin, end - begin));
 }
+// `analyze -i lo --summary` on `port`, listening (out of immediate mode: the kernel hands
+// packets over a block at a time).
+child summary_on_loopback(const std::string& cli, int port) {
+  child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(port), "--summary",
+                         "--stats-interval", "0"});
+  REQUIRE(analyze.read_until("listening on lo", 10000ms));
+  std::this_thread::sleep_for(200ms);
+  return analyze;
+}
 // `field:calls=N` in INFO commandstats, or -1.
 std::int64_t calls_of(const std::string& info, std::string_view command) {
   const std::string key = "cmdstat_" + std::string(command) + ":calls=";
@@ -197,10 +206,7 @@ TEST_CASE("live: a stop reads what the kernel captured before it", "[live]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
   if (!live_prerequisites(cli)) return;
   lockscope::test::redis_server server;
-  child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(server.port()), "--summary",
-                         "--stats-interval", "0"});
-  REQUIRE(analyze.read_until("listening on lo", 10000ms));
-  std::this_thread::sleep_for(200ms);
+  child analyze = summary_on_loopback(cli, server.port());
   lockscope::test::resp_connection c("127.0.0.1", server.port());
   const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
   constexpr int evals = 20;
@@ -539,10 +545,7 @@ TEST_CASE("live --summary: a renewal captured just before the deadline and hande
   const std::string cli = LOCKSCOPE_CLI_PATH;
   if (!live_prerequisites(cli)) return;
   lockscope::test::redis_server server;
-  child analyze = spawn({cli, "analyze", "-i", "lo", "--port", std::to_string(server.port()), "--summary",
-                         "--stats-interval", "0"});
-  REQUIRE(analyze.read_until("listening on lo", 10000ms));
-  std::this_thread::sleep_for(200ms);
+  child analyze = summary_on_loopback(cli, server.port());
   lockscope::test::resp_connection c("127.0.0.1", server.port());
   const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
   const auto& renew = lockscope::lock::script(lockscope::lock::script_kind::renew);
