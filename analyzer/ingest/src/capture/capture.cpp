@@ -394,13 +394,16 @@ live_capture::~live_capture() {
   if (handle_ != nullptr) pcap_close(static_cast<pcap_t*>(handle_));
 }
 
-bool live_capture::wait_for_packets(bool* ready) {
+bool live_capture::poll_ready() {
   const int fd = pcap_get_selectable_fd(static_cast<pcap_t*>(handle_));
-  if (fd >= 0) {
-    pollfd waiter{fd, POLLIN, 0};
-    const int n = ::poll(&waiter, 1, timeout_ms_);  // EINTR (a signal) is fine: stopped_ says
-    if (ready != nullptr) *ready = n > 0;
-  }
+  if (fd < 0) return false;
+  pollfd waiter{fd, POLLIN, 0};
+  return ::poll(&waiter, 1, timeout_ms_) > 0;  // EINTR (a signal) is fine: stopped_ says
+}
+
+bool live_capture::wait_for_packets(bool* ready) {
+  const bool any = poll_ready();
+  if (ready != nullptr) *ready = any;
   return !stopped_;
 }
 
@@ -452,6 +455,10 @@ void on_ring_packet(u_char* user, const pcap_pkthdr* header, const u_char* data)
   p.wire_length = header->len;
   c.on_packet(p);
 }
+
+int dispatch_ring(pcap_t* p, int max_packets, dispatch_context& context) {
+  return pcap_dispatch(p, std::max(max_packets, 1), on_ring_packet, reinterpret_cast<u_char*>(&context));
+}
 }  // namespace
 
 packet_source::result packet_source::dispatch(int max_packets, packet_callback on_packet) {
@@ -472,15 +479,13 @@ live_capture::result live_capture::dispatch(int max_packets, packet_callback on_
   if (stopped_) return result::end;
   auto* p = static_cast<pcap_t*>(handle_);
   dispatch_context context{on_packet, link_type_};
-  auto* user = reinterpret_cast<u_char*>(&context);
-  const int count = std::max(max_packets, 1);
-  int rc = pcap_dispatch(p, count, on_ring_packet, user);
+  int rc = dispatch_ring(p, max_packets, context);
   if (rc == 0) {
     bool ready = false;
     if (!wait_for_packets(&ready)) return result::end;
     if (gathering_ && ready && !gather(idle_since_wake_)) return result::end;
     idle_since_wake_ = !ready;
-    rc = pcap_dispatch(p, count, on_ring_packet, user);
+    rc = dispatch_ring(p, max_packets, context);
   }
   bytes_since_wake_ += context.ring_bytes;
   if (rc > 0) handed_ += static_cast<std::uint32_t>(rc);
@@ -490,12 +495,10 @@ live_capture::result live_capture::dispatch(int max_packets, packet_callback on_
 live_capture::result live_capture::drain(int max_packets, packet_callback on_packet) {
   auto* p = static_cast<pcap_t*>(handle_);
   dispatch_context context{on_packet, link_type_};
-  auto* user = reinterpret_cast<u_char*>(&context);
-  const int count = std::max(max_packets, 1);
   // stop()'s pcap_breakloop ends the first dispatch that looks at it, whichever that is.
   auto dispatch_past_break = [&] {
-    int rc = pcap_dispatch(p, count, on_ring_packet, user);
-    for (int breaks = 0; rc == PCAP_ERROR_BREAK && breaks < 2; ++breaks) rc = pcap_dispatch(p, count, on_ring_packet, user);
+    int rc = dispatch_ring(p, max_packets, context);
+    for (int breaks = 0; rc == PCAP_ERROR_BREAK && breaks < 2; ++breaks) rc = dispatch_ring(p, max_packets, context);
     return rc;
   };
   int rc = dispatch_past_break();
@@ -503,11 +506,7 @@ live_capture::result live_capture::drain(int max_packets, packet_callback on_pac
   // counts cannot tell (loopback keeping sent copies, any), one timeout is waited for.
   if (rc == 0 && (holds_unhanded_packets() || (!counts_handed_ && !drain_waited_))) {
     drain_waited_ = true;
-    const int fd = pcap_get_selectable_fd(p);
-    if (fd >= 0) {
-      pollfd waiter{fd, POLLIN, 0};
-      ::poll(&waiter, 1, timeout_ms_);
-    }
+    poll_ready();
     rc = dispatch_past_break();
   }
   if (rc > 0) {

@@ -1068,18 +1068,11 @@ struct lock_groups::impl {
     const std::uint32_t slot = it->second;
     key_set& s = held_sets[slot]->s;
     if (s.owner != e.owner) return;
-    const auto member = std::find_if(s.keys.begin(), s.keys.end(),
-                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
-    if (member == s.keys.end() || !member->acquired || member->released) return;
-    member->released = true;
-    if (!holds_a_key(s)) {
+    set_key* const member = key_of(s, e);
+    if (member == nullptr || !member->acquired || member->released) return;
+    if (gave_back_all(s, *member, slot, true, e)) {
       if (s.partly_released_us < 0 || e.ts_us - s.partly_released_us <= options.release_together_us) report_set(s, true);
       drop_held(slot);
-      return;
-    }
-    if (s.partly_released_us < 0 && !taken_by_another_host(s, e)) {
-      s.partly_released_us = e.ts_us;
-      partly_released.push_back({slot, s.start_us, e.ts_us, true});
     }
   }
   // At the capture's end: the sets still held, in the order they were taken.
@@ -1374,9 +1367,8 @@ struct lock_groups::impl {
   // e gives back a key of open set `id`; false: the key is none of the set's.
   bool give_back(std::uint32_t id, const lock_event& e) {
     key_set& s = sets[id];
-    const auto member = std::find_if(s.keys.begin(), s.keys.end(),
-                                     [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
-    if (member == s.keys.end()) return false;
+    set_key* const member = key_of(s, e);
+    if (member == nullptr) return false;
     // A MultiLock refused a key gives back what it took, and only that: a plain DEL that
     // names more keys than the set took removes what it never held (RQ's scheduler
     // deletes every queue's lock, held or not, after taking one of two). No give-back, so
@@ -1387,16 +1379,25 @@ struct lock_groups::impl {
       close_set(id, true, false);
       return true;
     }
-    if (member->acquired) member->released = true;
-    if (!holds_a_key(s)) {
-      close_set(id, true);
-      return true;
-    }
+    if (gave_back_all(s, *member, id, false, e)) close_set(id, true);
+    return true;
+  }
+  static set_key* key_of(key_set& s, const lock_event& e) {
+    const auto it = std::find_if(s.keys.begin(), s.keys.end(),
+                                 [&](const set_key& k) { return k.name == e.lock && k.db == e.db; });
+    return it == s.keys.end() ? nullptr : &*it;
+  }
+  // e gives back `member` of s (set `id`, or held set slot `id`): true when s then holds
+  // no key. Otherwise the first key given back starts release_together_us's wait for the
+  // others, unless another host took it (no give-back of the owner's).
+  bool gave_back_all(key_set& s, set_key& member, std::uint32_t id, bool held, const lock_event& e) {
+    if (member.acquired) member.released = true;
+    if (!holds_a_key(s)) return true;
     if (s.partly_released_us < 0 && !taken_by_another_host(s, e)) {
       s.partly_released_us = e.ts_us;
-      partly_released.push_back({id, s.start_us, e.ts_us, false});
+      partly_released.push_back({id, s.start_us, e.ts_us, held});
     }
-    return true;
+    return false;
   }
   // Sets whose first key was given back while others were still held, in the order that
   // happened: each is ended unreported once release_together_us passes with a key held.

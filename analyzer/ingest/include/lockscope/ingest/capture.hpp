@@ -225,6 +225,7 @@ class live_capture final : public packet_source {
  private:
   // Waits (up to the timeout) for the ring to have packets; false once stopped. `ready`:
   // poll() said packets are waiting (not a timeout).
+  bool poll_ready();  // waits up to a block's timeout for the kernel to hand one over
   bool wait_for_packets(bool* ready = nullptr);
   // Out of immediate mode, after the ring ran empty and packets arrived: lets more
   // gather (capture_gathering); false once stopped.
