@@ -219,10 +219,12 @@ TEST_CASE("id_table: find_if_slot's empty slot is where insert() puts the id, ac
   std::mt19937 rng(44);
   std::vector<std::uint32_t> hashes;
   for (std::uint32_t id = 0; id < 100'000; ++id) {
-    // Clustered hashes (long runs, some wrapping past the last slot) besides uniform ones.
+    // Clustered hashes (runs of about a thousand, one wrapping past the last slot) besides
+    // uniform ones. Denser clusters make every lookup in them walk the whole run: the
+    // test's time grows with the square of their size and proves nothing more.
     std::uint32_t h = static_cast<std::uint32_t>(rng());
-    if (id % 7 == 0) h = 0xfffff000u + static_cast<std::uint32_t>(rng() % 64);
-    if (id % 11 == 0) h = static_cast<std::uint32_t>(rng() % 16);
+    if (id % 97 == 0) h = 0xfffff000u + static_cast<std::uint32_t>(rng() % 64);
+    if (id % 101 == 0) h = static_cast<std::uint32_t>(rng() % 16);
     hashes.push_back(h);
     std::size_t empty = id_table::no_slot;
     const std::uint32_t found = by_slot.find_if_slot(h, [&](std::uint32_t x) { return x == id; }, empty);
@@ -237,6 +239,7 @@ TEST_CASE("id_table: find_if_slot's empty slot is where insert() puts the id, ac
     REQUIRE(none == id_table::no_slot);
   }
   REQUIRE(by_slot.capacity() == by_insert.capacity());
+  CHECK(by_slot.capacity() * 8 > (std::size_t{1} << 20));  // grown into the mapped, moved kind
   std::size_t placed_apart = 0, lost = 0;
   for (std::uint32_t id = 0; id < hashes.size(); ++id) {
     // The first id of each probe run with this hash: the same in both, as placed alike.
