@@ -318,11 +318,20 @@ SHOW_DETAILS = False
 #   quorum). On the unchanged build every kind >= 95% found with no false event but give-ups
 #   within 10% (9/11, mid-run 8/10; quorum 28/30, mid-run 22/24): single tries whose whole
 #   wait is 1-3 ms on the wire, the log's lines running 2-9 ms behind it.
+# - beaker_lock (the twenty-third set, Debian): Beaker 1.11's Redis creation lock
+#   (python3-beaker's RedisSynchronizer on redis-py 4.3): `SET NX EX` with one owner id per
+#   process for all its attempts and holds, a 0.2 s poller that never gives up beside single
+#   tries, released by redis-py's optimistic transaction (WATCH, GET, DEL, an empty
+#   MULTI/EXEC aborted and run again), holders killed with SIGKILL. docs/reference/
+#   clients.md, "Held out, twenty-third set". On the unchanged build every acquisition,
+#   release and expiry found, but a refusal sent within a lease of the same value's last
+#   acquire dropped as the holder's retry (the DEL does not end the value's record):
+#   contended 39/74, waits 11/32, free-while-waiting 12/23 +1 false, give-ups 0/6.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
             "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck",
-            "bull_redlock", "bull_redlock_quorum"]
+            "bull_redlock", "bull_redlock_quorum", "beaker_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
