@@ -327,6 +327,9 @@ SHOW_DETAILS = False
 #   release and expiry found, but a refusal sent within a lease of the same value's last
 #   acquire dropped as the holder's retry (the DEL does not end the value's record):
 #   contended 39/74, waits 11/32, free-while-waiting 12/23 +1 false, give-ups 0/6.
+#   Then used to build a rule (a GET-checked DEL ends its value's hold): contended 74/74,
+#   waits 25/32 +2 false, free-while-waiting 23/23 +2 false, give-ups 1/6; left: single
+#   tries joined with the same process's next round (same value, same connection).
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
