@@ -329,7 +329,12 @@ SHOW_DETAILS = False
 #   contended 39/74, waits 11/32, free-while-waiting 12/23 +1 false, give-ups 0/6.
 #   Then used to build a rule (a GET-checked DEL ends its value's hold): contended 74/74,
 #   waits 25/32 +2 false, free-while-waiting 23/23 +2 false, give-ups 1/6; left: single
-#   tries joined with the same process's next round (same value, same connection).
+#   tries joined with the same process's next round (same value, same connection), told
+#   apart on the wire only by the poller's cadence: a single try's next attempt off the
+#   spacing its connection kept on the lock (under half, or over one and a half) was tried
+#   as a give-up and split the waits of backing-off and jittered pollers (medusa_lock
+#   mid-run +15 false waits, bull_redlock, ioredis_mutex), and kept per connection alone,
+#   those of clients polling each lock at its own spacing (redislock): not kept.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
