@@ -219,3 +219,66 @@ TEST_CASE("checked plain commands: a holder's own refused SET NX before each GET
   CHECK(count(events, "acquired", follower_name) == 1);
   for (const recorded_event& e : events.events) CHECK(e.event != "anomaly:overlapping_holders");
 }
+
+namespace {
+
+// A process that sends one value for all its attempts (an owner id per process) and
+// releases by an optimistic transaction: `WATCH`, `GET` (its own value), `DEL`, then an
+// empty `MULTI`/`EXEC` that the DEL aborts, run again (`WATCH`, `GET` nil, `MULTI`, `EXEC`).
+const std::string process_a = "686c82-5124-140080881672896", process_b = "686c82-5143-140378694685376";
+
+void release_watched(wire& w, std::string_view value, double at_ms, std::uint64_t connection) {
+  w.send({"WATCH", "beaker_lock:orders"}, "+OK\r\n", at_ms, connection);
+  w.send({"GET", "beaker_lock:orders"}, bulk(value), at_ms + 0.2, connection);
+  w.send({"DEL", "beaker_lock:orders"}, ":1\r\n", at_ms + 0.4, connection);
+  w.send({"MULTI"}, "+OK\r\n", at_ms + 0.6, connection);
+  w.send({"EXEC"}, "*-1\r\n", at_ms + 0.7, connection);
+  w.send({"WATCH", "beaker_lock:orders"}, "+OK\r\n", at_ms + 0.9, connection);
+  w.send({"GET", "beaker_lock:orders"}, "$-1\r\n", at_ms + 1.0, connection);
+  w.send({"MULTI"}, "+OK\r\n", at_ms + 1.1, connection);
+  w.send({"EXEC"}, "*0\r\n", at_ms + 1.2, connection);
+}
+
+void try_set(wire& w, std::string_view value, bool taken, double at_ms, std::uint64_t connection) {
+  w.send({"SET", "beaker_lock:orders", std::string(value), "EX", "1", "NX"}, taken ? "+OK\r\n" : "$-1\r\n", at_ms,
+         connection);
+}
+
+}  // namespace
+
+TEST_CASE("checked plain commands: a GET-checked DEL ends its value's hold, so the value's next tries are refusals",
+          "[recognizer][timeline][checked_read]") {
+  analyzed a;
+  auto [w, events, timeline] = a.parts();
+  try_set(w, process_a, true, 0, 1);
+  release_watched(w, process_a, 90, 1);
+  try_set(w, process_b, true, 110, 2);
+  // Within the lease (1 s) of its own first hold, process A polls every 200 ms.
+  try_set(w, process_a, false, 160, 1);
+  try_set(w, process_a, false, 360, 1);
+  try_set(w, process_a, false, 560, 1);
+  release_watched(w, process_b, 600, 2);
+  try_set(w, process_a, true, 760, 1);
+  release_watched(w, process_a, 900, 1);
+  timeline.finish(t0 + 3'000 * ms);
+
+  CHECK(count(events, "acquired", process_a) == 2);
+  CHECK(count(events, "released", process_a) == 2);
+  CHECK(count(events, "contended", process_a) == 3);
+  const recorded_event* waited = nullptr;
+  for (const recorded_event& e : events.events) {
+    if (e.event == "acquired" && e.owner == process_a && e.wait_us >= 0) waited = &e;
+  }
+  REQUIRE(waited != nullptr);
+  CHECK(waited->ts_us == t0 + 760 * ms + 100);
+  CHECK(waited->wait_us == 600 * ms + 100);  // from its first refused try (sent at 160 ms) to the answer at 760.1
+  // Free from B's DEL (600.4 ms) until A's try at 760 ms, while A waited.
+  std::size_t idle = 0;
+  for (const recorded_event& e : events.events) idle += e.event == "anomaly:idle_with_waiters" ? 1 : 0;
+  CHECK(idle == 1);
+  for (const recorded_event& e : events.events) {
+    INFO(e.event << " " << e.owner);
+    CHECK(e.event != "anomaly:overlapping_holders");
+    CHECK(e.event != "expired");
+  }
+}

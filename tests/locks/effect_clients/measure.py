@@ -318,11 +318,28 @@ SHOW_DETAILS = False
 #   quorum). On the unchanged build every kind >= 95% found with no false event but give-ups
 #   within 10% (9/11, mid-run 8/10; quorum 28/30, mid-run 22/24): single tries whose whole
 #   wait is 1-3 ms on the wire, the log's lines running 2-9 ms behind it.
+# - beaker_lock (the twenty-third set, Debian): Beaker 1.11's Redis creation lock
+#   (python3-beaker's RedisSynchronizer on redis-py 4.3): `SET NX EX` with one owner id per
+#   process for all its attempts and holds, a 0.2 s poller that never gives up beside single
+#   tries, released by redis-py's optimistic transaction (WATCH, GET, DEL, an empty
+#   MULTI/EXEC aborted and run again), holders killed with SIGKILL. docs/reference/
+#   clients.md, "Held out, twenty-third set". On the unchanged build every acquisition,
+#   release and expiry found, but a refusal sent within a lease of the same value's last
+#   acquire dropped as the holder's retry (the DEL does not end the value's record):
+#   contended 39/74, waits 11/32, free-while-waiting 12/23 +1 false, give-ups 0/6.
+#   Then used to build a rule (a GET-checked DEL ends its value's hold): contended 74/74,
+#   waits 25/32 +2 false, free-while-waiting 23/23 +2 false, give-ups 1/6; left: single
+#   tries joined with the same process's next round (same value, same connection), told
+#   apart on the wire only by the poller's cadence: a single try's next attempt off the
+#   spacing its connection kept on the lock (under half, or over one and a half) was tried
+#   as a give-up and split the waits of backing-off and jittered pollers (medusa_lock
+#   mid-run +15 false waits, bull_redlock, ioredis_mutex), and kept per connection alone,
+#   those of clients polling each lock at its own spacing (redislock): not kept.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
             "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck",
-            "bull_redlock", "bull_redlock_quorum"]
+            "bull_redlock", "bull_redlock_quorum", "beaker_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

@@ -49,6 +49,7 @@
 #   tests/locks/effect_clients/record.sh - rq                                # rq_worker.py (Python)
 #   tests/locks/effect_clients/record.sh - kombu_mutex                       # kombu_mutex_worker.py (Python)
 #   tests/locks/effect_clients/record.sh - limits                            # limits_worker.py (Python, no lock)
+#   tests/locks/effect_clients/record.sh - beaker_lock                       # beaker_lock_worker.py (Python)
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -81,6 +82,7 @@
 #   apt-get install python3-portalocker python3-redis                    # held out (thirteenth set)
 #   apt-get install python3-tooz python3-rq python3-redis                # held out (fourteenth set)
 #   apt-get install python3-kombu python3-limits python3-redis           # held out (fifteenth set)
+#   apt-get install python3-beaker python3-redis                         # held out (twenty-third set)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
@@ -89,7 +91,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -160,6 +162,9 @@ case $name in
   kombu_mutex) worker=kombu_mutex_worker.py; scenario="kombu 5.2.4 redis transport Mutex (Debian) on redis-py 4.3, a producer and a consumer beside it (held out)"; rounds=24; midstream=1 ;;
   # A negative control: rate limiters, no lock at all.
   limits) worker=limits_worker.py; scenario="limits 2.8.0 RedisStorage moving and fixed windows (Debian) on redis-py 4.3, no lock (held out)"; rounds=24; midstream=1 ;;
+  # A cache's creation lock released by an optimistic transaction (WATCH, GET, DEL, MULTI,
+  # EXEC), no script; waits that poll until they get it, single tries; holders killed with SIGKILL.
+  beaker_lock) worker=beaker_lock_worker.py; scenario="Beaker 1.11 RedisSynchronizer (Debian) on redis-py 4.3, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)

@@ -116,6 +116,7 @@ void lock_recognizer::state::on_del(command_call& c) {
   op.outcome = c.reply.kind != reply_view::shape::integer ? op_outcome::no_reply
                : c.reply.integer >= 1                     ? op_outcome::ok
                                                           : op_outcome::none;
+  if (!checked.empty()) note_checked_release(op);
   emit(op);
 }
 

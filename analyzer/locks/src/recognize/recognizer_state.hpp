@@ -447,6 +447,8 @@ struct lock_recognizer::state {
   void track_value(lock_operation& op);
   // An EXPIRE/PEXPIRE that a GET just before named the value of, and that found the key.
   void note_checked_renewal(const lock_operation& op);
+  // A DEL that a GET just before named the value of, and that removed the key.
+  void note_checked_release(const lock_operation& op);
   // The unseen script `sha` acquires `key` (and the server's keys): value_role's evidence.
   void note_acquire_script(std::string_view server, std::string_view key, const std::array<std::uint8_t, 20>& sha);
   // A fresh value's acquire by a plain command: the key's acquire is no script.

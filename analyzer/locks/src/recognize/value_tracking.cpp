@@ -140,6 +140,20 @@ void lock_recognizer::state::note_checked_renewal(const lock_operation& op) {
   if (value_record* rec = flow.find(value_key(op.server_text, op.lock, op.owner)); rec != nullptr) hold(*rec, op);
 }
 
+// A GET that answered the value, then a DEL that removed the key: the value's hold ended
+// there, as its release script would end it. Without it the value's record goes on holding
+// the key until its lease runs out, and a client that sends one value for all its attempts
+// (an owner id per process, released by `WATCH`, `GET`, `DEL`) has its next refused tries
+// within that lease read as the holder retrying an acquire it has: no contention, no wait.
+void lock_recognizer::state::note_checked_release(const lock_operation& op) {
+  if (op.owner.empty() || op.outcome != op_outcome::ok) return;
+  const std::uint64_t k = value_key(op.server_text, op.lock, op.owner);
+  if (value_record* rec = flow.find(k); rec != nullptr) {
+    vote_first_acquire(*rec);
+    flow.erase(k);
+  }
+}
+
 void lock_recognizer::state::track_value(lock_operation& op) {
   if (op.owner.empty() || op.lock.empty()) return;
   const std::uint64_t k = value_key(op.server_text, op.lock, op.owner);
