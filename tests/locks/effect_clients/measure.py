@@ -687,6 +687,10 @@ def measure(lockscope, name, pcap, truth):
             if i in used or e.get("lock") != d["lock"] or (d["owner"] and e.get("owner") != d["owner"]):
                 continue
             dt = e["t_us"] - d["t_us"]
+            # A wait lockscope shows beginning after the logged give-up is a later wait's
+            # (the same owner's next one: a process's one owner id for every wait).
+            if "since" in e and round(e["since"] * 1e6) > d["t_us"] + 100_000:
+                continue
             if -500_000 <= dt <= 40_000_000 and (best is None or distance(d, e) < distance(d, ge[best])):
                 best = i
         if best is None:
