@@ -428,6 +428,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
     if (h == nullptr) {
       e.held_since_capture_start = !take_expired(l, owner);  // else: held again after its lease ran out
       h = &add_holder(l, owner, conn);
+      if (op.ends_unseen) h->set_ends_unseen();
       free_interval_ends(l, at);
     } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
                h->last_renew_us >= 0) {
