@@ -158,3 +158,23 @@ TEST_CASE("unseen holds: a hold known only from its renewals ends unseen: no exp
   }
   CHECK(renewed == 5);
 }
+
+TEST_CASE("unseen holds: another owner taking the key inside such a hold's lease shows it freed unseen, no overlap",
+          "[timeline][unseen_holds]") {
+  event_recorder events;
+  locks::lock_timeline timeline({}, events);
+  handed_recorder log;
+  forward sink(log, timeline);
+  locks::lock_recognizer r(sink);
+  renew(r, "21", token_a, 0);
+  renew(r, "21", token_a, 400);
+  // Inside token_a's lease (to 1,600 ms), another process takes the key by a plain SET:
+  // the key was free, so token_a's job had freed it unseen.
+  feed(r, {"SET", "q:jobs:21:lock", token_b, "PX", "1200", "NX"}, "+OK\r\n", t0 + 700 * ms, 2, "10.0.0.1:50001");
+  timeline.finish(t0 + 10'000 * ms);
+  REQUIRE(log.ops.size() == 3);
+  std::vector<std::string> names;
+  for (const recorded_event& e : events.events) names.push_back(e.event + " " + e.owner);
+  CHECK(names == std::vector<std::string>{"renewed " + token_a, "renewed " + token_a, "acquired " + token_b,
+                                          "expired " + token_b});  // its own lease, never released
+}
