@@ -35,11 +35,7 @@ class handed_recorder final : public locks::lock_operation_sink {
     ops.push_back({op.kind, op.outcome, std::string(op.lock), std::string(op.owner), op.lease_ms, op.request_us,
                    op.inferred, op.ends_unseen});
   }
-  void on_connection_end(std::uint64_t c, std::int64_t at) override {
-    if (next != nullptr) next->on_connection_end(c, at);
-  }
   std::vector<handed> ops;
-  locks::lock_operation_sink* next = nullptr;
 };
 class forward final : public locks::lock_operation_sink {
  public:
@@ -55,12 +51,28 @@ class forward final : public locks::lock_operation_sink {
   locks::lock_operation_sink& timeline_;
 };
 
+
 // The worker's renewal of job `job`'s lock, answered `reply`, at `at_ms` over `connection`.
 void renew(locks::lock_recognizer& r, const std::string& job, const std::string& token, double at_ms,
            std::string_view reply = ":1\r\n", std::uint64_t connection = 1, const std::string& lease = "1200") {
   feed(r, {"EVALSHA", extend, "2", "q:jobs:" + job + ":lock", "q:jobs:stalled", token, lease, job}, reply,
        t0 + static_cast<std::int64_t>(at_ms * ms), connection, connection == 1 ? "10.0.0.1:50000" : "10.0.0.1:50001");
 }
+
+
+// The recognizer feeding the timeline, what it hands over and the events recorded; to
+// begin with, job 21's lock renewed twice by token_a (its script shown renewing).
+struct analyzed {
+  event_recorder events;
+  locks::lock_timeline timeline{{}, events};
+  handed_recorder log;
+  forward sink{log, timeline};
+  locks::lock_recognizer r{sink};
+  analyzed() {
+    renew(r, "21", token_a, 0);
+    renew(r, "21", token_a, 400);
+  }
+};
 
 }  // namespace
 
@@ -135,13 +147,8 @@ TEST_CASE("unseen holds: no renewal without the script shown renewing, nor on a 
 
 TEST_CASE("unseen holds: a hold known only from its renewals ends unseen: no expiry, no key-lost or closed-holder alarm",
           "[timeline][unseen_holds]") {
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  handed_recorder log;
-  forward sink(log, timeline);
-  locks::lock_recognizer r(sink);
-  renew(r, "21", token_a, 0);
-  renew(r, "21", token_a, 400);
+  analyzed a;
+  auto& [events, timeline, log, sink, r] = a;
   renew(r, "21", token_a, 800);
   renew(r, "22", token_a, 900);
   // The worker's connection closes inside both leases (its process killed, or done).
@@ -161,13 +168,8 @@ TEST_CASE("unseen holds: a hold known only from its renewals ends unseen: no exp
 
 TEST_CASE("unseen holds: another owner taking the key inside such a hold's lease shows it freed unseen, no overlap",
           "[timeline][unseen_holds]") {
-  event_recorder events;
-  locks::lock_timeline timeline({}, events);
-  handed_recorder log;
-  forward sink(log, timeline);
-  locks::lock_recognizer r(sink);
-  renew(r, "21", token_a, 0);
-  renew(r, "21", token_a, 400);
+  analyzed a;
+  auto& [events, timeline, log, sink, r] = a;
   // Inside token_a's lease (to 1,600 ms), another process takes the key by a plain SET:
   // the key was free, so token_a's job had freed it unseen.
   feed(r, {"SET", "q:jobs:21:lock", token_b, "PX", "1200", "NX"}, "+OK\r\n", t0 + 700 * ms, 2, "10.0.0.1:50001");
