@@ -271,6 +271,9 @@ SHOW_DETAILS = False
 #   groups). Then used to build a rule (an unseen script's call with an argument carrying
 #   a control byte, serialized data, is given no argument roles): mid-run 126 false
 #   contended, 48 give-ups, 156 expiries, 9 groups -> none; its job locks still unread.
+#   Mid-run its renewals stay unread (0/83): the batched extendLocks names no lock key
+#   (built in Lua from a prefix and msgpack job ids), so the nineteenth set's renewal
+#   rule has no key to read them on.
 # - malkusch_mutex, malkusch_redlock (the eighteenth set, Debian's php-malkusch-lock 2.2.1:
 #   a spinlock mutex, a new token per attempt by `SET NX EX`, the release script sent with
 #   each refused token, a growing random backoff, a give-up at the deadline without a last
@@ -291,7 +294,12 @@ SHOW_DETAILS = False
 #   unseen script answering part of its keys, or nil or OK on several keys, is no multi-key
 #   lock's): mid-run 116 false releases, 26 contended, 20 waits, 9 groups -> none; its job
 #   locks still unread mid-run. And a lock-groups rule (keys taken apart are a MultiLock
-#   only if given back together): whole, 24 false groups -> none.
+#   only if given back together): whole, 24 false groups -> none. Then (an unseen script
+#   renewing one key with one value again inside its lease, on a key no read call took or
+#   freed, renews a hold whose start and end are unseen, a number the key's name carries
+#   being no lease; such a hold's lease's end is no expiry): mid-run renewals 0/68 ->
+#   68/68, none false (a second recording never used to build: 0/78 -> 78/78); its
+#   acquisitions, releases and the killed worker's expiries still unread mid-run.
 # - effect_semaphore (the twentieth set, npm): effect-distributed-lock 0.0.11's Redis backing,
 #   a sorted-set semaphore (1 and 2 permits) whose members are `<holder id>_<i>` built in Lua
 #   from an ARGV and scored by the client's clock (an ARGV), added with `unpack`, refreshed

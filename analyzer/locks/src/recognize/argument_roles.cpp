@@ -120,6 +120,47 @@ argument_roles lock_recognizer::state::find_argument_roles(std::span<const std::
   return r;
 }
 
+namespace {
+
+// Whether `number` is a whole segment of `key`'s name (between the ends and `:`, `{`,
+// `}`, `/`, `.`): an id the name carries, as `16` in `q:jobs:16:lock`.
+bool names_segment_of(std::string_view key, std::string_view number) noexcept {
+  const auto separator = [](char ch) { return ch == ':' || ch == '{' || ch == '}' || ch == '/' || ch == '.'; };
+  for (std::size_t at = key.find(number); at != std::string_view::npos; at = key.find(number, at + 1)) {
+    const std::size_t end = at + number.size();
+    if ((at == 0 || separator(key[at - 1])) && (end == key.size() || separator(key[end]))) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// A job queue's extend names the job's lock and carries the worker's token, the lease
+// and the job's id ([token, lease, id]): two lease-sized numbers, but the key's name
+// carries one of them, and a lease is no part of a key's name.
+argument_roles lock_recognizer::state::find_renewal_roles(std::string_view key,
+                                                          std::span<const std::string_view> argv) noexcept {
+  argument_roles r;
+  if (argv.empty() || argv.size() > 255) return r;
+  std::size_t values = 0, leases = 0;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    const auto at = static_cast<std::uint8_t>(i + 1);
+    if (is_serialized_data(argv[i])) return argument_roles{};
+    if (std::int64_t v = 0; parse_int(argv[i], v)) {
+      ++r.numbers;
+      if (v > max_db_index && !names_segment_of(key, argv[i])) {
+        ++leases;
+        r.lease = at;
+      }
+    } else if (looks_like_value(argv[i])) {
+      ++values;
+      r.value = at;
+    }
+  }
+  if (values != 1 || leases != 1) return argument_roles{};
+  return r;
+}
+
 argument_roles lock_recognizer::state::roles_of(std::span<const std::string_view> argv) noexcept {
   argument_roles roles = find_argument_roles(argv);
   if (roles.value == 0) return roles;

@@ -49,31 +49,15 @@ bool lock_recognizer::state::defer_nil_release(command_call& c, const script_cla
   }
   if (undecided_nils.size() >= max_undecided_nils) return false;
   undecided_nil& u = undecided_nils.emplace_back();
-  u.op = op;
+  u.keep(op);
   u.op.outcome = op_outcome::rejected;
-  u.lock = op.lock;
-  u.owner = op.owner;
-  u.client_text = op.client_text;
-  u.server_text = op.server_text;
-  u.client_name = op.client_name;
-  if (op.client != nullptr) u.client = *op.client;
-  if (op.server != nullptr) u.server = *op.server;
-  u.has_client = op.client != nullptr;
-  u.has_server = op.server != nullptr;
   u.sha = current_sha;
   u.deadline_us = rec->deadline_us;
   return true;
 }
 
 void lock_recognizer::state::send_undecided(undecided_nil& u, bool released) {
-  lock_operation o = u.op;
-  o.lock = u.lock;
-  o.owner = u.owner;
-  o.client_text = u.client_text;
-  o.server_text = u.server_text;
-  o.client_name = u.client_name;
-  o.client = u.has_client ? &u.client : nullptr;
-  o.server = u.has_server ? &u.server : nullptr;
+  lock_operation o = u.restored();
   o.outcome = released ? op_outcome::ok : op_outcome::rejected;
   emit(o);
 }

@@ -132,6 +132,10 @@ struct lock_recognizer::state {
     // calls on several keys are not node-redlock's (see infer_script).
     bool keys_not_all_locks = false;
     bool unread = false;  // counted in recognizer_stats::unread_shas
+    // Shown to renew holds the capture never shows taken or freed (renew_unseen_hold):
+    // where its value and its lease are in ARGV (1-based; 0: not shown).
+    std::uint8_t unseen_hold_value = 0;
+    std::uint8_t unseen_hold_lease = 0;
   };
   static constexpr std::uint16_t max_candidate_replies = 512;
   // The built-in scripts: always known, never evicted.
@@ -313,6 +317,10 @@ struct lock_recognizer::state {
                           std::span<const std::string_view> argv);
   void infer_by_held_value(command_call& c, sha_entry* entry, std::span<const std::string_view> keys,
                            std::span<const std::string_view> argv);
+  // An unseen script renewing KEYS[1] for a hold whose taking and freeing no call shows
+  // (value_tracking.cpp): true when it emitted the call's operation or kept the call.
+  bool renew_unseen_hold(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
+                         std::span<const std::string_view> argv);
   // How many of an unseen script's KEYS name keys: in a call with no ARGV, the rest (from
   // the first number or random-looking token after KEYS[1]) are its arguments, passed as
   // KEYS (node-redis-lock).
@@ -330,6 +338,11 @@ struct lock_recognizer::state {
   // An unseen script's lease argument counts seconds (below 100), else milliseconds.
   static bool lease_in_seconds(std::string_view lease) noexcept;
   static recognizer_detail::argument_roles find_argument_roles(std::span<const std::string_view> argv) noexcept;
+  // One token and one lease among ARGV for a renewal of `key`, a number that is one of
+  // the key's name's segments (a job id in `q:jobs:16:lock`) naming the key, not a
+  // lease; value 0 when that is not the call's shape.
+  static recognizer_detail::argument_roles find_renewal_roles(std::string_view key,
+                                                              std::span<const std::string_view> argv) noexcept;
   // find_argument_roles, learning the database indexes it finds and taking a lone small
   // number known as one for no lease.
   recognizer_detail::argument_roles roles_of(std::span<const std::string_view> argv) noexcept;
@@ -565,14 +578,45 @@ struct lock_recognizer::state {
   // Every undecided call of `connection` goes out as the refusal it was read as before.
   void settle_nil_releases(std::uint64_t connection);
   using endpoint_type = std::remove_const_t<std::remove_pointer_t<decltype(lock_operation::client)>>;
-  struct undecided_nil {
-    lock_operation op;  // the unlock, outcome rejected; its texts point into `texts`
+  // An operation kept to go out later (its texts and endpoints owned: the exchange's
+  // buffers go), the unseen script's SHA1 that made it, and a deadline.
+  struct kept_call {
+    lock_operation op;  // its texts are restored() from the owned copies
     std::string lock, owner, client_text, server_text, client_name;
     endpoint_type client{}, server{};
     bool has_client = false, has_server = false;
     std::array<std::uint8_t, 20> sha{};
-    std::int64_t deadline_us = -1;  // the holder's lease end (-1 unknown)
+    std::int64_t deadline_us = -1;  // undecided nil: the holder's lease end (-1 unknown)
+    void keep(const lock_operation& o) {
+      op = o;
+      lock = o.lock;
+      owner = o.owner;
+      client_text = o.client_text;
+      server_text = o.server_text;
+      client_name = o.client_name;
+      if (o.client != nullptr) client = *o.client;
+      if (o.server != nullptr) server = *o.server;
+      has_client = o.client != nullptr;
+      has_server = o.server != nullptr;
+    }
+    lock_operation restored() const {
+      lock_operation o = op;
+      o.lock = lock;
+      o.owner = owner;
+      o.client_text = client_text;
+      o.server_text = server_text;
+      o.client_name = client_name;
+      o.client = has_client ? &client : nullptr;
+      o.server = has_server ? &server : nullptr;
+      return o;
+    }
   };
+  using undecided_nil = kept_call;
+  // renew_unseen_hold's calls not yet shown to be renewals (their script not yet seen
+  // renewing a key twice), each until its lease's end (deadline_us); at most
+  // max_unseen_renewals_kept (the oldest dropped).
+  static constexpr std::size_t max_unseen_renewals_kept = 64;
+  std::vector<kept_call> unseen_renewals_kept;
   struct nil_votes {
     std::uint32_t releases = 0;
     bool refused = false;

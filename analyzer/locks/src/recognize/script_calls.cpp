@@ -310,6 +310,10 @@ bool lock_recognizer::state::read_textless_call(command_call& c, sha_entry& entr
   }
   if (cls.op == script_op::none) {
     if (on_list_reply(c, entry, keys, argv)) return false;
+    // (Kept, no operation yet: its reading is pending.)
+    if (const std::uint64_t before = stats.operations; renew_unseen_hold(c, entry, ikeys, iargv)) {
+      return stats.operations == before;
+    }
     infer_by_held_value(c, &entry, keys, argv);
     return false;
   }

@@ -373,3 +373,101 @@ void lock_recognizer::state::learn_drawn_value(value_record& rec) {
 }
 
 }  // namespace lockscope::locks
+
+// ---- Holds known only from their renewals ----
+//
+// A job queue takes and frees a job's lock inside scripts that build the lock's key in
+// Lua from a prefix and a job id they pop, and renews it with a script that names it
+// (KEYS[1]) and carries the worker's token, the lease and the job id. Joined after the
+// client loaded its scripts, the capture shows only SHA1s: the taking and the freeing
+// name no key a lock could be read on, and the renewal's shape says little (two
+// lease-sized numbers, keys that are not all locks). An unseen script is read as
+// renewing its KEYS[1] once it shows that it does: called again on the same key with the
+// same value before the first call's lease ran out, answered 1 both times, on a key no
+// call the capture read took or freed (no value record but its own renewals'). Its calls
+// kept until then that are still inside their lease go out as the renewals they were
+// (late, in their order, with their own times), and its later calls answered 1 at once.
+// Each is marked ends_unseen: the hold's start and end are not on the wire, so its
+// lease's end is no expiry (the timeline says nothing then). A refused call says
+// nothing: it may come after the unseen release.
+
+namespace lockscope::locks {
+
+using namespace recognizer_detail;
+
+bool lock_recognizer::state::renew_unseen_hold(command_call& c, sha_entry& entry,
+                                               std::span<const std::string_view> keys,
+                                               std::span<const std::string_view> argv) {
+  const reply_view& reply = c.reply;
+  if (keys.empty() || reply.kind != reply_view::shape::integer || reply.integer != 1) return false;
+  argument_roles roles;
+  if (entry.unseen_hold_value != 0) {
+    roles.value = entry.unseen_hold_value;
+    roles.lease = entry.unseen_hold_lease;
+    if (roles.value > argv.size() || roles.lease > argv.size() || !looks_like_value(argv[roles.value - 1])) return false;
+  } else {
+    roles = find_renewal_roles(keys[0], argv);
+    if (roles.value == 0) return false;
+  }
+  std::int64_t lease = 0;
+  if (!parse_int(argv[roles.lease - 1], lease) || lease <= 0) return false;
+  const std::string_view server = c.e.server_text, key = keys[0], value = argv[roles.value - 1];
+  // A key some call the capture read took or freed is read by that call's rules.
+  if (flow.find(acquire_script_key(server, key)) != nullptr) return false;
+  if (const value_record* rec = flow.find(value_key(server, key, value));
+      rec != nullptr && !(rec->first_is_sha && rec->first_sha == current_sha && rec->first_role == script_op::extend)) {
+    return false;
+  }
+  lock_operation& op = c.op;
+  op.family = lock_family::set_based;
+  op.shared = false;
+  op.kind = lock_op_kind::renew;
+  op.outcome = op_outcome::ok;
+  op.lock = key;
+  op.owner = value;
+  op.channel = {};
+  op.inferred = true;
+  op.ends_unseen = true;
+  op.lease_ms = lease;
+  const bool seconds = lease_in_seconds(argv[roles.lease - 1]);
+  const std::int64_t at = op.at_us();
+  if (entry.unseen_hold_value == 0) {
+    // Not shown yet: this call is kept, unless a kept one of this script on this key and
+    // value, still inside its lease, shows it renews.
+    std::erase_if(unseen_renewals_kept, [&](const kept_call& k) { return k.deadline_us <= at; });
+    const auto again = std::find_if(unseen_renewals_kept.begin(), unseen_renewals_kept.end(), [&](const kept_call& k) {
+      return k.sha == current_sha && k.lock == key && k.owner == value && k.server_text == server;
+    });
+    if (again == unseen_renewals_kept.end()) {
+      if (unseen_renewals_kept.size() >= max_unseen_renewals_kept) unseen_renewals_kept.erase(unseen_renewals_kept.begin());
+      kept_call& k = unseen_renewals_kept.emplace_back();
+      k.keep(op);
+      k.sha = current_sha;
+      k.deadline_us = at + std::min<std::int64_t>(seconds ? lease * 1000 : lease, INT64_MAX / 2000) * 1000;
+      op.ends_unseen = false;
+      return true;  // (no operation yet: nothing else reads the call)
+    }
+    entry.unseen_hold_value = roles.value;
+    entry.unseen_hold_lease = roles.lease;
+    std::vector<kept_call> shown;
+    for (auto it = unseen_renewals_kept.begin(); it != unseen_renewals_kept.end();) {
+      if (it->sha != current_sha) {
+        ++it;
+        continue;
+      }
+      shown.push_back(std::move(*it));
+      it = unseen_renewals_kept.erase(it);
+    }
+    for (const kept_call& k : shown) {
+      inferred_lease_seconds = seconds;
+      emit(k.restored());
+    }
+  }
+  inferred_lease_seconds = seconds;
+  emit(op);
+  inferred_lease_seconds = false;
+  op.ends_unseen = false;
+  return true;
+}
+
+}  // namespace lockscope::locks

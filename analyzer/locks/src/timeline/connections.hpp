@@ -220,7 +220,8 @@ inline void lock_timeline::impl::holders_lost_connection(std::uint32_t conn, std
   for (const auto& [id, owner] : held) {
     lock_state& l = locks[id];
     holder* h = find_holder(l, owner);
-    if (h == nullptr) continue;
+    // A hold known only from its renewals may have been freed unseen before the close.
+    if (h == nullptr || h->ends_unseen()) continue;
     if (!has_extra(l) && quiet_reported++ >= options.closed_holders_reported) continue;
     const std::int64_t left = h->deadline_us >= 0 ? std::max<std::int64_t>(h->lease_end_us() - at, 0) : -1;
     set_closed_holder(l, owner, at);

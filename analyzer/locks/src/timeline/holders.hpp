@@ -102,6 +102,14 @@ inline void lock_timeline::impl::clear_holders(lock_state& l) {
 }
 
 inline void lock_timeline::impl::expire(lock_state& l, holder& h, std::int64_t at) {
+  if (h.ends_unseen()) {
+    // A hold known only from its renewals (its taking and freeing in no call the capture
+    // shows): its holder may have freed it at any time after its last renewal, unseen.
+    // Its lease's end is no expiry, and the lock is not known free since then: the hold
+    // just stops being shown.
+    remove_holder(l, &h);
+    return;
+  }
   lock_event e = base(l, at);
   e.event = lock_event_kind::expired;
   e.owner = owners.text(h.owner);

@@ -119,7 +119,8 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
 }
 
 // An exclusive acquisition while others hold: either their lease has run out (we had
-// not seen it yet), or two owners hold at once (an overlap, confirmed or not later).
+// not seen it yet), or two owners hold at once (an overlap, confirmed or not later). A
+// hold known only from its renewals was freed unseen: the key was free to take.
 [[gnu::always_inline]] inline void lock_timeline::impl::check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
                                                     std::uint32_t conn) {
   lock_state& l = locks[id];
@@ -128,7 +129,9 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     again = false;
     holder* stale = nullptr;
     for_each_holder(l, [&](holder& h) {
-      if (stale == nullptr && h.owner != owner && h.floor_us() >= 0 && at >= h.floor_us()) stale = &h;
+      if (stale == nullptr && h.owner != owner && (h.ends_unseen() || (h.floor_us() >= 0 && at >= h.floor_us()))) {
+        stale = &h;
+      }
     });
     if (stale != nullptr) {
       expire(l, *stale, at);
@@ -428,6 +431,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
     if (h == nullptr) {
       e.held_since_capture_start = !take_expired(l, owner);  // else: held again after its lease ran out
       h = &add_holder(l, owner, conn);
+      if (op.ends_unseen) h->set_ends_unseen();
       free_interval_ends(l, at);
     } else if (op.family != lock_family::set_based && op.family != lock_family::redlock_multi && op.lease_ms > 0 &&
                h->last_renew_us >= 0) {

@@ -20,8 +20,8 @@
 namespace lockscope::locks::timeline_detail {
 
 // A current holder; 44 bytes, since every held lock has one (its times are unaligned,
-// so it needs only 4-byte alignment; the long-hold flag shares a word with the hold
-// count).
+// so it needs only 4-byte alignment; the long-hold and end-unseen flags share a word
+// with the hold count).
 struct holder {
   static constexpr std::int64_t clock_resolution_us = 1000;  // Redis's expiry clock (see set_lease)
   unaligned<std::int64_t> since_us = -1;      // -1: before the capture
@@ -32,8 +32,8 @@ struct holder {
   std::uint32_t floor_delta_us = 0;  // deadline - (request + lease): the reply latency + 1 ms
   std::int32_t lease_ms = -1;
 
-  // 0: unknown (held before the capture began). Saturates at 2^31 - 1 reentries
-  // (a plain int32 would overflow there).
+  // 0: unknown (held before the capture began). Saturates at 2^30 - 1 reentries
+  // (a plain int32 would overflow at 2^31).
   std::int32_t hold_count() const noexcept { return static_cast<std::int32_t>(count_and_flag_ & count_mask); }
   void set_hold_count(std::int32_t n) noexcept {
     count_and_flag_ = (count_and_flag_ & ~count_mask) | (static_cast<std::uint32_t>(n) & count_mask);
@@ -41,8 +41,12 @@ struct holder {
   void reenter() noexcept {
     if (hold_count() > 0 && hold_count() < static_cast<std::int32_t>(count_mask)) set_hold_count(hold_count() + 1);
   }
-  bool long_hold_reported() const noexcept { return (count_and_flag_ & ~count_mask) != 0; }
-  void set_long_hold_reported() noexcept { count_and_flag_ |= ~count_mask; }
+  bool long_hold_reported() const noexcept { return (count_and_flag_ & long_hold_bit) != 0; }
+  void set_long_hold_reported() noexcept { count_and_flag_ |= long_hold_bit; }
+  // Known only from renewals (lock_operation::ends_unseen): neither its start nor its end
+  // is on the wire, and its lease's end is no expiry.
+  bool ends_unseen() const noexcept { return (count_and_flag_ & ends_unseen_bit) != 0; }
+  void set_ends_unseen() noexcept { count_and_flag_ |= ends_unseen_bit; }
 
   std::int64_t floor_us() const noexcept { return deadline_us < 0 ? -1 : deadline_us - floor_delta_us; }
   // reply + lease: the time left that the holder was told of (PTTL), by our clock.
@@ -62,8 +66,8 @@ struct holder {
   }
 
  private:
-  static constexpr std::uint32_t count_mask = 0x7fffffffu;
-  std::uint32_t count_and_flag_ = 0;  // the hold count, and bit 31: long hold reported
+  static constexpr std::uint32_t count_mask = 0x3fffffffu, ends_unseen_bit = 1u << 30, long_hold_bit = 1u << 31;
+  std::uint32_t count_and_flag_ = 0;  // the hold count, bit 30: ends unseen, bit 31: long hold reported
 };
 static_assert(sizeof(holder) == 44 && alignof(holder) == 4);
 

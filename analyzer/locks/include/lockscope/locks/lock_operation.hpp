@@ -146,6 +146,11 @@ struct lock_operation {
   // answered ASKING on its connection (sent to the importing node after an ASK).
   cluster_reply redirect = cluster_reply::none;
   bool asking = false;
+  // renew: a hold the capture shows neither taken nor freed (its key named by no call
+  // that takes or frees it: an unseen script builds it), known from its renewals alone.
+  // Its holder may have freed it unseen at any time, so its lease's end is no expiry.
+  // (Here, beside `asking`, where the operation has a spare byte.)
+  bool ends_unseen = false;
   std::int32_t slot = -1;
   std::string_view redirect_to;
   std::uint64_t connection = 0;
