@@ -140,7 +140,27 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     op.permits = 1;
     std::int64_t limit = e.limit;
     if (e.limit_argv != 0) parse_int(effect_arg(argv, e.limit_argv), limit);
+    if (!e.limit_field.empty() && e.lock_key >= 1 && e.lock_key <= keys.size()) {
+      // A limit kept beside the count: as the traced shadow of its server knows it (the
+      // script that set it was seen), else unknown.
+      limit = -1;
+      for (const traced_server& s : traced_servers) {
+        if (s.server != op.server_text) continue;
+        const auto k = s.store.keys.find(keys[e.lock_key - 1u]);
+        if (k == s.store.keys.end()) break;
+        for (const auto& [name, value] : k->second.fields) {
+          if (name == e.limit_field) parse_int(value, limit);
+        }
+      }
+    }
     op.limit = limit > 0 ? limit : -1;
+    if (e.counted) {
+      // An acquire takes the permits it raises the count by; a release gives back what
+      // its holder took (the timeline knows it).
+      std::int64_t n = 1;
+      if (e.permits_argv != 0 && (!parse_int(effect_arg(argv, e.permits_argv), n) || n <= 0)) n = -1;
+      op.permits = e.op == script_op::acquire ? n : -1;
+    }
   }
   op.owner = effect::argument_at(keys, argv, e.owner_argv);
   // (The sink reads the operation during emit: the drawn owner's digits live that long.)
@@ -165,6 +185,8 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     if (c.reply.kind == reply_view::shape::none) return op_outcome::no_reply;
     if (c.reply.kind == reply_view::shape::error) return op_outcome::error;
     if (!reading.ambiguous) return reading.outcome;
+    // A counted release answers what the count came to: any number but its refusal's.
+    if (e.counted && op.kind == lock_op_kind::unlock) return op_outcome::ok;
     const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
     if (op.kind == lock_op_kind::acquire) {
       // A re-entrant acquire answers alike when it creates the key and when the caller's
@@ -204,6 +226,9 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     }
     op.outcome = outcome_for(key);
     if (e.owner_reply != 0 && op.outcome != op_outcome::ok) op.owner = {};  // drawn only when it acquires
+    // A counted acquire's value may be drawn for each try (nothing but the count refused
+    // it): the timeline links a waiter's tries by connection.
+    op.fresh_owner = e.counted && op.kind == lock_op_kind::acquire;
     if (op.kind == lock_op_kind::renew && op.outcome == op_outcome::contended) op.outcome = op_outcome::rejected;
     op.ttl_ms = op.outcome == op_outcome::contended ? reading.ttl_ms : -1;
     if (e.family == lock_family::semaphore && op.kind == lock_op_kind::acquire && zset_semaphores.size() < max_zset_semaphores) {

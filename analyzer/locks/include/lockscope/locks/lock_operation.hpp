@@ -146,6 +146,9 @@ struct lock_operation {
   // answered ASKING on its connection (sent to the importing node after an ASK).
   cluster_reply redirect = cluster_reply::none;
   bool asking = false;
+  // A semaphore's acquire whose owner each try draws anew: a waiter's refused tries
+  // are its connection's on the lock.
+  bool fresh_owner = false;
   std::int32_t slot = -1;
   std::string_view redirect_to;
   std::uint64_t connection = 0;
