@@ -238,3 +238,60 @@ TEST_CASE("counted permits: a waiter that went on to another limiter and tries t
   }
   CHECK(seen == std::vector<std::string>{"gave_up b-000001 50", "gave_up c-000001 0", "acquired d-000002 60"});
 }
+
+namespace {
+
+// A plain count beside a sorted set of its holders' expiries (ARGV: id, lease ms, limit,
+// now); the release only moves its holder's expiry to 0, and the next call drops it.
+const std::string expiring_take =
+    "local gone = redis.call('zrangebyscore', KEYS[2], '-inf', '(' .. ARGV[4])\n"
+    "if #gone > 0 then\n"
+    "  redis.call('zremrangebyscore', KEYS[2], '-inf', '(' .. ARGV[4])\n"
+    "  redis.call('decrby', KEYS[1], #gone)\n"
+    "end\n"
+    "local used = tonumber(redis.call('get', KEYS[1]) or '0')\n"
+    "if used >= tonumber(ARGV[3]) then return 0 end\n"
+    "redis.call('incr', KEYS[1])\n"
+    "redis.call('zadd', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[2]), ARGV[1])\n"
+    "return 1\n";
+const std::string expiring_give = "redis.call('zadd', KEYS[2], 0, ARGV[1])\nreturn 1\n";
+
+class op_log final : public lock_operation_sink {
+ public:
+  void on_operation(const lock_operation& op) override {
+    ops.push_back(std::string(to_string(op.kind)) + " " + std::string(op.lock) + " " + std::string(op.owner) +
+                  (op.outcome == op_outcome::ok ? " ok" : " not ok"));
+  }
+  std::vector<std::string> ops;
+};
+
+}  // namespace
+
+TEST_CASE("counted permits: a release that only moves its holder's expiry to the past", "[effect][permits]") {
+  const call give{{"jobs:used", "jobs:expiries"}, {"job-77aa01"}};
+  const auto r = effect_of(expiring_give, give);
+  INFO(r.finding);
+  REQUIRE(r.op == script_op::unlock);
+  CHECK(r.counted);
+  CHECK(r.lock_key == 0);
+  CHECK(r.expiry_key == 2);
+  CHECK(r.owner_argv == 1);
+
+  const auto a = effect_of(expiring_take, {{"jobs:used", "jobs:expiries"}, {"job-77aa01", "30000", "2", "1795982171000"}});
+  INFO(a.finding);
+  REQUIRE(a.op == script_op::acquire);
+  CHECK(a.lock_key == 1);
+  CHECK(a.expiry_key == 2);
+  CHECK(a.lease_argv == 2);
+
+  // Through the recognizer: the release names the count its set's acquire named; on a
+  // set no acquire scored, it is nothing.
+  op_log log;
+  lock_recognizer rec{log};
+  const std::int64_t at = 1'795'982'171'000'000;
+  timeline_test::feed(rec, eval(expiring_take, {{"jobs:used", "jobs:expiries"}, {"job-77aa01", "30000", "2", "1795982171000"}}),
+                      ":1\r\n", at, 1);
+  timeline_test::feed(rec, eval(expiring_give, {{"jobs:used", "jobs:expiries"}, {"job-77aa01"}}), ":1\r\n", at + 50'000, 1);
+  timeline_test::feed(rec, eval(expiring_give, {{"other:used", "other:expiries"}, {"job-77aa02"}}), ":1\r\n", at + 60'000, 2);
+  CHECK(log.ops == std::vector<std::string>{"acquire jobs:used job-77aa01 ok", "unlock jobs:used job-77aa01 ok"});
+}

@@ -416,7 +416,11 @@ std::string describe(const script_effect& e) {
     case script_op::multi_extend: s = "extend"; break;
     default: s = "none"; break;
   }
-  s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
+  if (e.counted && e.lock_key == 0) {
+    s += " of the count whose holders' expiries KEYS[" + std::to_string(e.expiry_key) + "] keeps";
+  } else {
+    s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
+  }
   if (e.counted) {
     s += " (a count of permits" + (e.counter_field.empty() ? std::string() : " in field '" + e.counter_field + "'");
     if (e.permits_argv != 0) s += ", by ARGV[" + std::to_string(e.permits_argv) + "]";
@@ -950,16 +954,18 @@ std::uint8_t key_position(const prober& p, std::string_view key) {
   return 0;
 }
 
-// Whether the text can move a count at all (INCR, INCRBY, DECR, DECRBY, HINCRBY, in any
-// case): the probes on the guards' state cost dozens of runs, spent only then.
-bool moves_a_count(std::string_view text) {
-  for (std::size_t i = 0; i + 4 <= text.size(); ++i) {
-    const auto lower = [&](std::size_t j) { return static_cast<char>(text[i + j] | 0x20); };
-    const char a = lower(0);
-    if ((a == 'i' || a == 'd') && lower(1) == (a == 'i' ? 'n' : 'e') && lower(2) == 'c' && lower(3) == 'r') return true;
+// Whether `text` holds `word` (lower case letters) in any case: the probes on the guards'
+// state cost dozens of runs, spent only on a text that names a command they look for.
+bool names(std::string_view text, std::string_view word) {
+  for (std::size_t i = 0; i + word.size() <= text.size(); ++i) {
+    std::size_t j = 0;
+    while (j < word.size() && static_cast<char>(text[i + j] | 0x20) == word[j]) ++j;
+    if (j == word.size()) return true;
   }
   return false;
 }
+// A count moves by INCR, INCRBY, DECR, DECRBY or HINCRBY.
+bool moves_a_count(std::string_view text) { return names(text, "incr") || names(text, "decr"); }
 
 bool try_counted_acquire(script_effect& e, prober& p) {
   auto g = guard_state_of(p);
@@ -1027,11 +1033,42 @@ bool try_counted_acquire(script_effect& e, prober& p) {
   for (const shadow_write& w : taken->result.writes) {
     if (w.kind != shadow_write::what::member_add || w.value != p.argv()[holder - 1u]) continue;
     p.lease_of(*taken, w.key, e, w.value);
-    if (e.lease_argv != 0) break;
+    if (e.lease_argv == 0) continue;
+    e.expiry_key = key_position(p, w.key);
+    break;
   }
   add_path(e, p, *taken, 1, op_outcome::ok);
   add_path(e, p, *refused, 1, op_outcome::contended);
   return true;
+}
+
+// A release that lowers no count but scores an argument's member of a sorted set among
+// KEYS at or before the clock (its expiry passed: a later call drops it): that argument
+// and that set.
+bool try_expiry_release(script_effect& e, const prober& p, const probe_run& r, const guard_state& g) {
+  for (const shadow_write& w : r.result.writes) {
+    if (w.kind != shadow_write::what::member_add) continue;
+    const std::uint8_t a = argv_of(p.argv(), w.value);
+    const std::uint8_t k = key_position(p, w.key);
+    char* end = nullptr;
+    const double score = std::strtod(w.ttl.c_str(), &end);
+    // The past score is the script's own (0, or a literal): one an argument carries is
+    // the caller's, any time at all.
+    if (a == 0 || k == 0 || end == w.ttl.c_str() || !(score <= static_cast<double>(p.now_ms())) ||
+        argv_of(p.argv(), w.ttl) != 0 || read_by_guards(g, w.value)) {
+      continue;
+    }
+    e.op = script_op::unlock;
+    e.family = lock_family::semaphore;
+    e.shared = true;
+    e.counted = true;
+    e.lock_key = 0;
+    e.expiry_key = k;
+    e.owner_argv = a;
+    add_path(e, p, r, 1, op_outcome::ok);
+    return true;
+  }
+  return false;
 }
 
 bool try_counted_release(script_effect& e, prober& p) {
@@ -1040,7 +1077,7 @@ bool try_counted_release(script_effect& e, prober& p) {
   auto lowered = p.run(g->store);
   if (!lowered) return false;
   const auto count = moved_count(p, *lowered, false);
-  if (!count) return false;
+  if (!count) return !moved_count(p, *lowered, true) && try_expiry_release(e, p, *lowered, *g);
   // The count as it stands while a permit is held (the guard state may not hold it: a
   // script that lowers it without reading it first), so that what the release answers
   // differs from what it answers for no holder.
@@ -1122,13 +1159,13 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
     }
     if (try_acquire(e, p, *absent) || (e.finding.empty() && try_release_or_extend(e, p, *absent))) break;
     if (e.finding.empty() && p.failure().empty() && t + 1 < tries.size()) continue;
-    if (p.failure().empty() && moves_a_count(text)) {
+    if (p.failure().empty() && (moves_a_count(text) || names(text, "zadd"))) {
       // Every probe ran and none found a lock: on a state its guards let through, a
       // counted semaphore's acquire or release?
       const std::string standard = std::move(e.finding);
       prober guarded(text, keys, distinct_argv(argv), limits);
       e = script_effect{};
-      if (try_counted_acquire(e, guarded)) break;
+      if (moves_a_count(text) && try_counted_acquire(e, guarded)) break;
       e = script_effect{};
       // (Once a run is out of budget, no more: a hostile script costs one run here.)
       if (!guarded.hit_limit() && try_counted_release(e, guarded)) break;

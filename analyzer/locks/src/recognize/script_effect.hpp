@@ -147,6 +147,11 @@ struct script_effect {
   // count. A refused try's value names no one (a client may draw a new one each try).
   bool counted = false;
   std::uint8_t permits_argv = 0;
+  // The KEYS position of the sorted set where the acquire scores its holder by expiry. A
+  // release that only sets that expiry to the past (for a later call to drop the holder
+  // and lower the count) names this and lock_key 0: its lock is the count the acquire
+  // that scored the set named.
+  std::uint8_t expiry_key = 0;
   std::string counter_field, limit_field;
   std::vector<effect_path> paths;
   std::string finding;  // one line: what the probes found (or why they found nothing)
@@ -156,6 +161,9 @@ struct script_effect {
   bool ran = false;
 
   bool is_lock() const noexcept { return op != script_op::none; }
+  // A release known only by the sorted set of expiries it moves its holder's to the past
+  // in: a lock's only where an acquire seen earlier scored its holders there.
+  bool by_expiry_set() const noexcept { return counted && lock_key == 0; }
 };
 
 // Runs the probes with a call's KEYS and ARGV (their values matter: a script may read
