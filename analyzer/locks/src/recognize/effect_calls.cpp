@@ -76,6 +76,11 @@ std::string_view reply_item_text(const reply_view& r, std::uint8_t position, std
 
 }  // namespace
 
+bool lock_recognizer::state::expiry_set_known(const effect::script_effect& e, std::span<const std::string_view> keys) const {
+  return e.expiry_key >= 1 && e.expiry_key <= keys.size() &&
+         counted_expiry_sets.find(keys[e.expiry_key - 1u]) != counted_expiry_sets.end();
+}
+
 script_class lock_recognizer::state::effect_class(std::string_view text) {
   if (effects.size() >= max_learnt_effects) return classify_script(text);
   effects.emplace_back().text = text;
@@ -103,7 +108,9 @@ void lock_recognizer::state::on_effect_call(command_call& c, std::uint16_t index
       learnt.found = effect::analyse_script(learnt.text, keys, argv);
       if (learnt.found.hit_limit) ++effect_strikes;
     }
-    if (!learnt.found.is_lock() && !learnt.by_shape.is_lock_script()) ++stats.unknown_scripts;
+    if ((!learnt.found.is_lock() || learnt.found.by_expiry_set()) && !learnt.by_shape.is_lock_script()) {
+      ++stats.unknown_scripts;
+    }
     // Only a script the probes ran within their budget is run again on each call.
     if (!probed || learnt.found.hit_limit) learnt.text = std::string();
   }
@@ -111,7 +118,10 @@ void lock_recognizer::state::on_effect_call(command_call& c, std::uint16_t index
   // Every learnt script's call keeps the traced shadow of its server (a lock script's
   // too: it may move what another script reads); only one naming no lock among its
   // KEYS is read from its run.
-  if (learnt.found.is_lock()) {
+  // A release by an expiry set no acquire has scored: read as a script that is no lock's.
+  const bool found = learnt.found.is_lock() &&
+                     (!learnt.found.by_expiry_set() || expiry_set_known(learnt.found, keys));
+  if (found) {
     emit_effect_operations(c, learnt.found, keys, argv);
     on_traced_call(c, learnt, keys, argv, false);
     return;
@@ -140,7 +150,27 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     op.permits = 1;
     std::int64_t limit = e.limit;
     if (e.limit_argv != 0) parse_int(effect_arg(argv, e.limit_argv), limit);
+    if (!e.limit_field.empty() && e.lock_key >= 1 && e.lock_key <= keys.size()) {
+      // A limit kept beside the count: as the traced shadow of its server knows it (the
+      // script that set it was seen), else unknown.
+      limit = -1;
+      for (const traced_server& s : traced_servers) {
+        if (s.server != op.server_text) continue;
+        const auto k = s.store.keys.find(keys[e.lock_key - 1u]);
+        if (k == s.store.keys.end()) break;
+        for (const auto& [name, value] : k->second.fields) {
+          if (name == e.limit_field) parse_int(value, limit);
+        }
+      }
+    }
     op.limit = limit > 0 ? limit : -1;
+    if (e.counted) {
+      // An acquire takes the permits it raises the count by; a release gives back what
+      // its holder took (the timeline knows it).
+      std::int64_t n = 1;
+      if (e.permits_argv != 0 && (!parse_int(effect_arg(argv, e.permits_argv), n) || n <= 0)) n = -1;
+      op.permits = e.op == script_op::acquire ? n : -1;
+    }
   }
   op.owner = effect::argument_at(keys, argv, e.owner_argv);
   // (The sink reads the operation during emit: the drawn owner's digits live that long.)
@@ -165,6 +195,8 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     if (c.reply.kind == reply_view::shape::none) return op_outcome::no_reply;
     if (c.reply.kind == reply_view::shape::error) return op_outcome::error;
     if (!reading.ambiguous) return reading.outcome;
+    // A counted release answers what the count came to: any number but its refusal's.
+    if (e.counted && op.kind == lock_op_kind::unlock) return op_outcome::ok;
     const value_record* rec = flow.find(value_key(op.server_text, key, op.owner));
     if (op.kind == lock_op_kind::acquire) {
       // A re-entrant acquire answers alike when it creates the key and when the caller's
@@ -204,6 +236,9 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     }
     op.outcome = outcome_for(key);
     if (e.owner_reply != 0 && op.outcome != op_outcome::ok) op.owner = {};  // drawn only when it acquires
+    // A counted acquire's value may be drawn for each try (nothing but the count refused
+    // it): the timeline links a waiter's tries by connection.
+    op.fresh_owner = e.counted && op.kind == lock_op_kind::acquire;
     if (op.kind == lock_op_kind::renew && op.outcome == op_outcome::contended) op.outcome = op_outcome::rejected;
     op.ttl_ms = op.outcome == op_outcome::contended ? reading.ttl_ms : -1;
     if (e.family == lock_family::semaphore && op.kind == lock_op_kind::acquire && zset_semaphores.size() < max_zset_semaphores) {
@@ -211,6 +246,19 @@ void lock_recognizer::state::emit_effect_operations(command_call& c, const effec
     }
     emit(op);
   };
+  if (e.counted && e.expiry_key >= 1 && e.expiry_key <= keys.size()) {
+    const std::string_view expiries = keys[e.expiry_key - 1u];
+    if (e.by_expiry_set()) {
+      // Its holder's expiry set to the past: a release of the count that set's acquire named.
+      const auto count = counted_expiry_sets.find(expiries);
+      if (count != counted_expiry_sets.end()) one(count->second);
+      return;
+    }
+    if (op.kind == lock_op_kind::acquire && c.reply.kind != reply_view::shape::none &&
+        counted_expiry_sets.size() < max_zset_semaphores && e.lock_key <= keys.size()) {
+      counted_expiry_sets.try_emplace(std::string(expiries), std::string(keys[e.lock_key - 1u]));
+    }
+  }
   if (!e.multi) {
     if (e.lock_key >= 1 && e.lock_key <= keys.size()) one(keys[e.lock_key - 1u]);
     return;

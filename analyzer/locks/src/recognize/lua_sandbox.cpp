@@ -296,7 +296,11 @@ class shadow_commands {
     return true;
   }
 
+  void read_of(run_result::state_read::what kind, const std::string& key, const std::string& name = {}) {
+    if (c_.result->state_reads.size() < 128) c_.result->state_reads.push_back({kind, key, name});
+  }
   bool get(const std::string& key) {
+    read_of(run_result::state_read::what::value, key);
     const shadow_key* k = find(key);
     if (k == nullptr) return answer(lua_reply{});
     if (k->kind != shadow_key::type::string) return wrong_type();
@@ -376,7 +380,10 @@ class shadow_commands {
   }
   bool exists() {
     std::int64_t n = 0;
-    for (std::size_t i = 1; i < c_.args.size(); ++i) n += find(c_.args[i]) != nullptr ? 1 : 0;
+    for (std::size_t i = 1; i < c_.args.size(); ++i) {
+      read_of(run_result::state_read::what::key, c_.args[i]);
+      n += find(c_.args[i]) != nullptr ? 1 : 0;
+    }
     return answer(integer(n));
   }
   // EXPIRE's NX/XX/GT/LT: whether the condition leaves the key's TTL as it is (a key
@@ -463,6 +470,7 @@ class shadow_commands {
     return answer(integer(changed));
   }
   bool set_has(const std::string& key, const std::string& member) {
+    read_of(run_result::state_read::what::set_member, key, member);
     bool wrong = false;
     const shadow_key* k = set_of(key, false, wrong);
     if (wrong) return false;
@@ -543,6 +551,7 @@ class shadow_commands {
   }
   bool hget(const std::string& key, const std::string& f) {
     if (c_.result->hash_reads.size() < 64) c_.result->hash_reads.emplace_back(key, f);
+    read_of(run_result::state_read::what::field, key, f);
     bool wrong = false;
     shadow_key* h = hash(key, false, wrong);
     if (wrong) return false;
@@ -556,12 +565,14 @@ class shadow_commands {
     lua_reply r;
     r.type = lua_reply::kind::array;
     for (std::size_t i = 2; i < c_.args.size() && r.items.size() < max_reply_items; ++i) {
+      read_of(run_result::state_read::what::field, c_.args[1], c_.args[i]);
       const std::string* v = h == nullptr ? nullptr : field(*h, c_.args[i]);
       r.items.push_back(v == nullptr ? lua_reply{} : bulk(*v));
     }
     return answer(std::move(r));
   }
   bool hexists(const std::string& key, const std::string& f) {
+    read_of(run_result::state_read::what::field, key, f);
     bool wrong = false;
     shadow_key* h = hash(key, false, wrong);
     if (wrong) return false;
@@ -936,6 +947,7 @@ class shadow_commands {
   bool zscore(std::string_view cmd) {
     auto& a = c_.args;
     if (c_.result->member_reads.size() < 64) c_.result->member_reads.emplace_back(a[1], a[2]);
+    read_of(run_result::state_read::what::member, a[1], a[2]);
     bool wrong = false;
     shadow_key* z = zset(a[1], wrong);
     if (wrong) return false;
@@ -956,6 +968,7 @@ class shadow_commands {
     r.type = lua_reply::kind::array;
     for (std::size_t i = 2; i < a.size(); ++i) {
       if (c_.result->member_reads.size() < 64) c_.result->member_reads.emplace_back(a[1], a[i]);
+      read_of(run_result::state_read::what::member, a[1], a[i]);
       if (!charge(z == nullptr ? 0 : z->members.size())) return false;
       const auto it = z == nullptr ? std::vector<std::pair<std::string, double>>::iterator{} : member_at(*z, a[i]);
       r.items.push_back(z == nullptr || it == z->members.end() ? lua_reply{} : bulk(score_text(it->second)));

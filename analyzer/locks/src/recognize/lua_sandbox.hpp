@@ -109,6 +109,16 @@ struct run_result {
   // by ZREM, there or not (key, member): a flag member (a writer's mark) a shared lock
   // checks for, or a holder's member built from its argument (`id .. '_0'`).
   std::vector<std::pair<std::string, std::string>> member_reads;
+  // What the script asked of the state before it acted, the first 128: the keys it
+  // checked exist, the values it read by GET, the hash fields by HGET / HMGET / HEXISTS,
+  // the members by ZSCORE / ZMSCORE / ZRANK / SISMEMBER (name empty for a key or a
+  // value). A script's guards are among them: a probe state that has each of them lets
+  // its main path run (script_effect.cpp, guard_state).
+  struct state_read {
+    enum class what : std::uint8_t { key, value, field, member, set_member } kind;
+    std::string key, name;
+  };
+  std::vector<state_read> state_reads;
   std::string message;  // why, for script_error / unsupported / limit / not_lua
 };
 

@@ -368,6 +368,11 @@ struct lock_recognizer::state {
   static constexpr std::size_t max_zset_semaphores = 4096;
   std::unordered_set<std::string> zset_semaphores;
   // ---- effect_calls.cpp ----
+  // A counted semaphore's sorted set of its holders' expiries (its acquire scored its
+  // holder there), to its count's key: a script that only sets a member's expiry to the
+  // past there releases that holder (at most max_zset_semaphores, none forgotten).
+  recognizer_detail::string_map<std::string> counted_expiry_sets;
+  bool expiry_set_known(const effect::script_effect& e, std::span<const std::string_view> keys) const;
   // The class of a script learnt from the capture: one read by its effect when room is left.
   script_class effect_class(std::string_view text);
   void on_effect_call(command_call& c, std::uint16_t effect, std::span<const std::string_view> keys,

@@ -381,6 +381,7 @@ class prober {
   const std::vector<std::string>& argv() const { return argv_; }
   const std::vector<std::string>& keys() const { return keys_; }
   const std::string& failure() const { return failure_; }
+  std::int64_t now_ms() const { return now_ms_; }
   int runs() const { return runs_; }
   bool hit_limit() const { return hit_limit_; }
 
@@ -415,10 +416,22 @@ std::string describe(const script_effect& e) {
     case script_op::multi_extend: s = "extend"; break;
     default: s = "none"; break;
   }
-  s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
-  s += e.family == lock_family::redisson ? " (a hash of owners)"
-       : e.member_based                     ? " (a sorted set, a member per holder)"
+  if (e.counted && e.lock_key == 0) {
+    s += " of the count whose holders' expiries KEYS[" + std::to_string(e.expiry_key) + "] keeps";
+  } else {
+    s += e.multi ? " of every KEYS" : " of KEYS[" + std::to_string(e.lock_key) + "]";
+  }
+  if (e.counted) {
+    s += " (a count of permits" + (e.counter_field.empty() ? std::string() : " in field '" + e.counter_field + "'");
+    if (e.permits_argv != 0) s += ", by ARGV[" + std::to_string(e.permits_argv) + "]";
+    if (e.limit_argv != 0) s += ", at most ARGV[" + std::to_string(e.limit_argv) + "]";
+    if (!e.limit_field.empty()) s += ", at most field '" + e.limit_field + "'";
+    s += ")";
+  } else {
+    s += e.family == lock_family::redisson ? " (a hash of owners)"
+         : e.member_based                   ? " (a sorted set, a member per holder)"
                                             : " (one owner's value)";
+  }
   if (e.shared) {
     s += e.limit != 0 ? ", " + std::to_string(e.limit) + " holders at most" : std::string(", shared");
     if (e.limit_argv != 0) s += " (ARGV[" + std::to_string(e.limit_argv) + "])";
@@ -759,6 +772,362 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
   return false;
 }
 
+// ---- Counted semaphores, on a state that satisfies the script's guards.
+
+using state_read = run_result::state_read;
+
+// A number the guard state gave: a hash field's, or a plain key's value (field empty).
+struct guard_number {
+  std::string key, field;
+};
+
+struct guard_state {
+  shadow_store store;
+  std::vector<guard_number> numbers;
+};
+constexpr std::size_t max_guard_numbers = 24;
+constexpr int max_guard_rounds = 8;
+
+// `key` in `s` as a `kind`, made afresh (and its numbers forgotten) when it is not one.
+shadow_key& guard_key(guard_state& g, const std::string& key, shadow_key::type kind, bool& grew) {
+  auto [it, added] = g.store.keys.try_emplace(key);
+  if (!added && it->second.kind == kind) return it->second;
+  it->second = shadow_key{};
+  it->second.kind = kind;
+  std::erase_if(g.numbers, [&](const guard_number& n) { return n.key == key; });
+  grew = true;
+  return it->second;
+}
+
+// The state each of the script's reads is answered in (see script_effect.hpp): run
+// again until it asks for nothing new. nullopt when a run's effect cannot be known.
+std::optional<guard_state> guard_state_of(prober& p) {
+  guard_state g;
+  g.store.now_ms = p.now_ms();
+  const std::string clock = std::to_string(p.now_ms());
+  for (int round = 0; round < max_guard_rounds; ++round) {
+    auto run = p.run(g.store);
+    if (!run) return std::nullopt;
+    bool grew = false;
+    for (const state_read& r : run->result.state_reads) {
+      const auto at = g.store.keys.find(r.key);
+      switch (r.kind) {
+        case state_read::what::key:
+          if (at == g.store.keys.end()) {
+            // A key only checked to exist: a hash (a settings record) until a read says otherwise.
+            guard_key(g, r.key, shadow_key::type::hash, grew).fields.emplace_back("lockscope:probe", "1");
+          }
+          break;
+        case state_read::what::value:
+          if (at != g.store.keys.end() && at->second.kind == shadow_key::type::string) break;
+          guard_key(g, r.key, shadow_key::type::string, grew).value = clock;
+          if (g.numbers.size() < max_guard_numbers) g.numbers.push_back({r.key, {}});
+          break;
+        case state_read::what::field: {
+          shadow_key& k = guard_key(g, r.key, shadow_key::type::hash, grew);
+          if (field_of(k, r.name) != nullptr) break;
+          k.fields.emplace_back(r.name, clock);
+          if (g.numbers.size() < max_guard_numbers) g.numbers.push_back({r.key, r.name});
+          grew = true;
+          break;
+        }
+        case state_read::what::member: {
+          shadow_key& k = guard_key(g, r.key, shadow_key::type::zset, grew);
+          if (score_of(k, r.name) != nullptr) break;
+          const std::pair<std::string, double> m{r.name, static_cast<double>(p.now_ms())};
+          const auto before = std::find_if(k.members.begin(), k.members.end(), [&](const auto& x) {
+            return x.second > m.second || (x.second == m.second && x.first > m.first);
+          });
+          k.members.insert(before, m);  // the sandbox keeps members ordered by (score, member)
+          grew = true;
+          break;
+        }
+        case state_read::what::set_member: {
+          shadow_key& k = guard_key(g, r.key, shadow_key::type::set, grew);
+          if (std::find(k.items.begin(), k.items.end(), r.name) != k.items.end()) break;
+          k.items.push_back(r.name);
+          grew = true;
+          break;
+        }
+      }
+    }
+    if (!grew) return g;
+  }
+  return g;
+}
+
+// A count a run moved: the key (one of KEYS), the field (empty: a plain key), by how much.
+struct count_move {
+  std::string key, field;
+  std::int64_t by = 0;
+};
+
+// The first count among KEYS that `r` raised (up) or lowered: a plain key's INCR/INCRBY,
+// or a hash field that no argument names (a per-caller tally is no count of permits).
+std::optional<count_move> moved_count(const prober& p, const probe_run& r, bool up) {
+  for (const shadow_write& w : r.result.writes) {
+    if (std::find(p.keys().begin(), p.keys().end(), w.key) == p.keys().end()) continue;
+    count_move m;
+    m.key = w.key;
+    if (w.kind == shadow_write::what::hash_incr) {
+      if (argv_of(p.argv(), w.value) != 0 || !number(w.ttl, m.by)) continue;
+      m.field = w.value;
+    } else if (w.kind == shadow_write::what::incr) {
+      std::int64_t after = 0, before = 0;
+      const auto b = r.before.keys.find(w.key);
+      if (!number(w.value, after)) continue;
+      if (b != r.before.keys.end() && (b->second.kind != shadow_key::type::string || !number(b->second.value, before))) continue;
+      m.by = after - before;
+    } else {
+      continue;
+    }
+    if (up ? m.by > 0 : m.by < 0) return m;
+  }
+  return std::nullopt;
+}
+
+bool raised_again(const prober& p, const probe_run& r, const count_move& c) {
+  const auto m = moved_count(p, r, true);
+  return m && m->key == c.key && m->field == c.field;
+}
+
+// `s` with the count `c` (or a guard number) set to `value`.
+shadow_store with_number(shadow_store s, const std::string& key, const std::string& field, const std::string& value) {
+  shadow_key& k = s.keys[key];
+  if (field.empty()) {
+    k.kind = shadow_key::type::string;
+    k.value = value;
+    return s;
+  }
+  k.kind = shadow_key::type::hash;
+  for (auto& [name, v] : k.fields) {
+    if (name == field) {
+      v = value;
+      return s;
+    }
+  }
+  k.fields.emplace_back(field, value);
+  return s;
+}
+
+// Whether an argument's value is among what the guard state had to hold (a client id the
+// script checks is registered): an identity known before, not a holder the call records.
+bool read_by_guards(const guard_state& g, std::string_view v) {
+  for (const auto& [key, k] : g.store.keys) {
+    if (key == v || field_of(k, v) != nullptr || score_of(k, v) != nullptr ||
+        std::find(k.items.begin(), k.items.end(), v) != k.items.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The ARGV a run recorded (as a field, a member or a set member) in the most keys other
+// than `count_key`, leaving out `skip` and values the guards read; 0 when none.
+std::uint8_t recorded_holder(const prober& p, const probe_run& r, const guard_state& g, const std::string& count_key,
+                             std::uint8_t skip) {
+  std::uint8_t best = 0;
+  std::size_t best_keys = 0;
+  for (std::size_t i = 0; i < p.argv().size() && i < 255; ++i) {
+    const auto a = static_cast<std::uint8_t>(i + 1);
+    const std::string& v = p.argv()[i];
+    if (a == skip || v.empty() || read_by_guards(g, v)) continue;
+    std::vector<std::string_view> in;
+    for (const shadow_write& w : r.result.writes) {
+      using what = shadow_write::what;
+      if (w.key == count_key || w.value != v) continue;
+      if (w.kind != what::hash_set && w.kind != what::member_add && w.kind != what::set_add) continue;
+      if (std::find(in.begin(), in.end(), w.key) == in.end()) in.push_back(w.key);
+    }
+    if (in.size() > best_keys) {
+      best = a;
+      best_keys = in.size();
+    }
+  }
+  return best;
+}
+
+std::uint8_t key_position(const prober& p, std::string_view key) {
+  for (std::size_t i = 0; i < p.keys().size() && i < 255; ++i) {
+    if (p.keys()[i] == key) return static_cast<std::uint8_t>(i + 1);
+  }
+  return 0;
+}
+
+// Whether `text` holds `word` (lower case letters) in any case: the probes on the guards'
+// state cost dozens of runs, spent only on a text that names a command they look for.
+bool names(std::string_view text, std::string_view word) {
+  for (std::size_t i = 0; i + word.size() <= text.size(); ++i) {
+    std::size_t j = 0;
+    while (j < word.size() && static_cast<char>(text[i + j] | 0x20) == word[j]) ++j;
+    if (j == word.size()) return true;
+  }
+  return false;
+}
+// A count moves by INCR, INCRBY, DECR, DECRBY or HINCRBY.
+bool moves_a_count(std::string_view text) { return names(text, "incr") || names(text, "decr"); }
+
+bool try_counted_acquire(script_effect& e, prober& p) {
+  auto g = guard_state_of(p);
+  if (!g) return false;
+  // The guard state holds every number at the clock; a count below its limit is 0.
+  std::vector<shadow_store> candidates{g->store};
+  for (const guard_number& n : g->numbers) candidates.push_back(with_number(g->store, n.key, n.field, "0"));
+  // The first of them where a count is raised and a holder recorded, and that count
+  // set to the clock refuses it.
+  std::optional<probe_run> taken, refused;
+  count_move count;
+  std::uint8_t holder = 0, by_argv = 0;
+  const std::string clock = std::to_string(p.now_ms());
+  const std::string above = std::to_string(p.now_ms() * 3);
+  shadow_store full;
+  for (shadow_store& s : candidates) {
+    auto run = p.run(std::move(s));
+    if (!run) return false;
+    const auto m = moved_count(p, *run, true);
+    if (!m) continue;
+    const std::uint8_t by = argv_of(p.argv(), std::to_string(m->by));
+    if (by == 0 && m->by != 1) continue;  // raised by what no argument names
+    const std::uint8_t h = recorded_holder(p, *run, *g, m->key, by);
+    if (h == 0) continue;
+    shadow_store at_clock = with_number(run->before, m->key, m->field, clock);
+    auto again = p.run(at_clock);
+    if (!again) return false;
+    if (raised_again(p, *again, *m)) continue;  // raised whatever it holds: a tally, no limit
+    taken = std::move(run);
+    refused = std::move(again);
+    full = std::move(at_clock);
+    count = *m;
+    holder = h;
+    by_argv = by;
+    break;
+  }
+  if (!taken) return false;
+  // The limit: a number beside the count, or an ARGV, that raised above it lets the
+  // acquire in again.
+  for (const guard_number& n : g->numbers) {
+    if (n.key != count.key || n.field == count.field || n.field.empty() || !e.limit_field.empty()) continue;
+    auto run = p.run(with_number(full, n.key, n.field, above));
+    if (!run) return false;
+    if (raised_again(p, *run, count)) e.limit_field = n.field;
+  }
+  for (std::size_t i = 0; e.limit_field.empty() && i < p.argv().size() && i < 255; ++i) {
+    const auto a = static_cast<std::uint8_t>(i + 1);
+    std::int64_t v = 0;
+    if (a == by_argv || a == holder || !number(p.argv()[i], v) || p.argv()[i] == clock) continue;
+    auto run = p.run_with_argv(a, above, full);
+    if (!run) return false;
+    if (!raised_again(p, *run, count)) continue;
+    e.limit_argv = a;
+    break;
+  }
+  e.op = script_op::acquire;
+  e.family = lock_family::semaphore;
+  e.shared = true;
+  e.counted = true;
+  e.lock_key = key_position(p, count.key);
+  e.owner_argv = holder;
+  e.permits_argv = by_argv;
+  e.counter_field = count.field;
+  // The holder's lease: the expiry it is scored by, where a sorted set records it.
+  for (const shadow_write& w : taken->result.writes) {
+    if (w.kind != shadow_write::what::member_add || w.value != p.argv()[holder - 1u]) continue;
+    p.lease_of(*taken, w.key, e, w.value);
+    if (e.lease_argv == 0) continue;
+    e.expiry_key = key_position(p, w.key);
+    break;
+  }
+  add_path(e, p, *taken, 1, op_outcome::ok);
+  add_path(e, p, *refused, 1, op_outcome::contended);
+  return true;
+}
+
+// A release that lowers no count but scores an argument's member of a sorted set among
+// KEYS at or before the clock (its expiry passed: a later call drops it): that argument
+// and that set.
+bool try_expiry_release(script_effect& e, const prober& p, const probe_run& r, const guard_state& g) {
+  for (const shadow_write& w : r.result.writes) {
+    if (w.kind != shadow_write::what::member_add) continue;
+    const std::uint8_t a = argv_of(p.argv(), w.value);
+    const std::uint8_t k = key_position(p, w.key);
+    char* end = nullptr;
+    const double score = std::strtod(w.ttl.c_str(), &end);
+    // The past score is the script's own (0, or a literal): one an argument carries is
+    // the caller's, any time at all.
+    if (a == 0 || k == 0 || end == w.ttl.c_str() || !(score <= static_cast<double>(p.now_ms())) ||
+        argv_of(p.argv(), w.ttl) != 0 || read_by_guards(g, w.value)) {
+      continue;
+    }
+    e.op = script_op::unlock;
+    e.family = lock_family::semaphore;
+    e.shared = true;
+    e.counted = true;
+    e.lock_key = 0;
+    e.expiry_key = k;
+    e.owner_argv = a;
+    add_path(e, p, r, 1, op_outcome::ok);
+    return true;
+  }
+  return false;
+}
+
+bool try_counted_release(script_effect& e, prober& p) {
+  auto g = guard_state_of(p);
+  if (!g) return false;
+  auto lowered = p.run(g->store);
+  if (!lowered) return false;
+  const auto count = moved_count(p, *lowered, false);
+  if (!count) return !moved_count(p, *lowered, true) && try_expiry_release(e, p, *lowered, *g);
+  // The count as it stands while a permit is held (the guard state may not hold it: a
+  // script that lowers it without reading it first), so that what the release answers
+  // differs from what it answers for no holder.
+  g->store = with_number(std::move(g->store), count->key, count->field, std::to_string(p.now_ms()));
+  auto run = p.run(g->store);
+  if (!run || !moved_count(p, *run, false)) return false;
+  // The record dropped: a field, member or set member named by an ARGV that was there.
+  std::uint8_t holder = 0;
+  for (const shadow_write& w : run->result.writes) {
+    using what = shadow_write::what;
+    if (w.key == count->key || (w.kind != what::hash_del && w.kind != what::member_del && w.kind != what::set_del)) continue;
+    const std::uint8_t a = argv_of(p.argv(), w.value);
+    const auto b = run->before.keys.find(w.key);
+    if (a == 0 || b == run->before.keys.end()) continue;
+    const shadow_key& k = b->second;
+    if (field_of(k, w.value) != nullptr || score_of(k, w.value) != nullptr ||
+        std::find(k.items.begin(), k.items.end(), w.value) != k.items.end()) {
+      holder = a;
+      break;
+    }
+  }
+  if (holder == 0) return false;
+  // Without that record (a holder never taken, or gone already) it lowers nothing.
+  const std::string& value = p.argv()[holder - 1u];
+  shadow_store without = g->store;
+  for (auto& [key, k] : without.keys) {
+    std::erase_if(k.fields, [&](const auto& f) { return f.first == value; });
+    std::erase_if(k.members, [&](const auto& m) { return m.first == value; });
+    std::erase_if(k.items, [&](const std::string& i) { return i == value; });
+  }
+  std::erase_if(without.keys, [](const auto& kv) {
+    const shadow_key& k = kv.second;
+    return (k.kind == shadow_key::type::hash && k.fields.empty()) || (k.kind == shadow_key::type::zset && k.members.empty()) ||
+           (k.kind == shadow_key::type::set && k.items.empty());
+  });
+  auto unheld = p.run(std::move(without));
+  if (!unheld) return false;
+  if (moved_count(p, *unheld, false)) return false;
+  e.op = script_op::unlock;
+  e.family = lock_family::semaphore;
+  e.shared = true;
+  e.counted = true;
+  e.lock_key = key_position(p, count->key);
+  e.owner_argv = holder;
+  e.counter_field = count->field;
+  add_path(e, p, *run, 1, op_outcome::ok);
+  add_path(e, p, *unheld, 1, op_outcome::rejected);
+  return true;
+}
+
 bool same_sig(const reply_sig& a, const reply_sig& b) {
   return a.kind == b.kind && a.integer == b.integer && a.seconds == b.seconds && a.argv == b.argv && a.text == b.text &&
          a.first == b.first && a.first_integer == b.first_integer && a.first_argv == b.first_argv &&
@@ -790,6 +1159,19 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
     }
     if (try_acquire(e, p, *absent) || (e.finding.empty() && try_release_or_extend(e, p, *absent))) break;
     if (e.finding.empty() && p.failure().empty() && t + 1 < tries.size()) continue;
+    if (p.failure().empty() && (moves_a_count(text) || names(text, "zadd"))) {
+      // Every probe ran and none found a lock: on a state its guards let through, a
+      // counted semaphore's acquire or release?
+      const std::string standard = std::move(e.finding);
+      prober guarded(text, keys, distinct_argv(argv), limits);
+      e = script_effect{};
+      if (moves_a_count(text) && try_counted_acquire(e, guarded)) break;
+      e = script_effect{};
+      // (Once a run is out of budget, no more: a hostile script costs one run here.)
+      if (!guarded.hit_limit() && try_counted_release(e, guarded)) break;
+      e = script_effect{};
+      e.finding = standard;
+    }
     std::string why = !e.finding.empty()      ? e.finding
                       : p.failure().empty() ? std::string("no lock effect found")
                                             : "not understood: " + p.failure();

@@ -38,6 +38,19 @@
 // names that argument as the owner; an acquire refused beside one other holder whose
 // argument of 1, raised to 2, lets it in is a semaphore of that limit.
 //
+// A script that answers an error on every probe above (its own guards: a settings hash
+// that must exist, a client that must have registered) is probed once more on a state
+// that satisfies them (guard_state): each key it checks exists, each hash field, member
+// or value it reads, is there (a field or value holding the shadow's clock, a member
+// scored at it), found by running it again until it asks for nothing new. On that
+// state, and on it with each such number set to 0 in turn, a counted semaphore shows:
+// an acquire raises a count kept in one of its KEYS (a plain key, or a field not named
+// by an argument) by an ARGV or by 1 and records an argument elsewhere (a field, a
+// member) that the state did not need; set to the clock again the count refuses it, and
+// a field beside it or an ARGV raised above it lets it in again: that is the limit. A
+// release drops a record named by an argument that was there and lowers a count; with
+// no such record it lowers nothing.
+//
 // ARGV values that repeat are made distinct for the probes (a number + 1, a text + "~")
 // so that each write names one ARGV position.
 #pragma once
@@ -126,6 +139,20 @@ struct script_effect {
   bool shared = false;
   std::uint8_t limit = 0;
   std::uint8_t limit_argv = 0;
+  // A counted semaphore (a concurrency limiter): the lock key keeps a count of the
+  // permits in use (a plain key, or the hash field `counter_field`) that the acquire
+  // raises by ARGV[permits_argv] (1 when 0) only while it stays within a limit (an
+  // ARGV's, or the hash field `limit_field` beside the count), recording its holder
+  // (ARGV[owner_argv]) in other keys; the release drops that record and lowers the
+  // count. A refused try's value names no one (a client may draw a new one each try).
+  bool counted = false;
+  std::uint8_t permits_argv = 0;
+  // The KEYS position of the sorted set where the acquire scores its holder by expiry. A
+  // release that only sets that expiry to the past (for a later call to drop the holder
+  // and lower the count) names this and lock_key 0: its lock is the count the acquire
+  // that scored the set named.
+  std::uint8_t expiry_key = 0;
+  std::string counter_field, limit_field;
   std::vector<effect_path> paths;
   std::string finding;  // one line: what the probes found (or why they found nothing)
   bool hit_limit = false;  // a probe ran out of its budget (see sandbox_limits)
@@ -134,6 +161,9 @@ struct script_effect {
   bool ran = false;
 
   bool is_lock() const noexcept { return op != script_op::none; }
+  // A release known only by the sorted set of expiries it moves its holder's to the past
+  // in: a lock's only where an acquire seen earlier scored its holders there.
+  bool by_expiry_set() const noexcept { return counted && lock_key == 0; }
 };
 
 // Runs the probes with a call's KEYS and ARGV (their values matter: a script may read

@@ -44,6 +44,9 @@ struct permit_waiter {
   // the connection).
   std::int64_t moved_on_us = -1;
   std::string moved_for;
+  // Its tries each drew a new owner (lock_operation::fresh_owner): a later try on its
+  // connection, whatever owner it names, is this wait's.
+  bool fresh_owner = false;
 };
 
 struct permit_lock {

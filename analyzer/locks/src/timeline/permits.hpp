@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <tuple>
 
 #include "timeline/timeline_state.hpp"
 
@@ -32,6 +33,14 @@ inline std::string permit_owner_text(std::string_view id) {
     out += digits[static_cast<unsigned char>(c) & 15];
   }
   return out;
+}
+
+// The waiter of `p` on `connection` whose tries each drew a new owner, still waiting
+// (its connection has not gone on to another lock); end() when none.
+inline auto fresh_owner_waiter(permit_lock& p, std::uint64_t connection) -> decltype(p.waiting_since.begin()) {
+  return std::find_if(p.waiting_since.begin(), p.waiting_since.end(), [&](const auto& w) {
+    return w.second.fresh_owner && w.second.connection == connection && w.second.moved_on_us < 0;
+  });
 }
 
 inline permit_lock& lock_timeline::impl::permit_lock_of(std::uint32_t id) {
@@ -201,7 +210,8 @@ inline void lock_timeline::impl::permit_free_stretch_ended(std::uint32_t id, per
 // of its own between: two takes sharing a connection poll in turn, and a waiter that
 // attempts again was still waiting (permit_waiter::moved_on_us). Reported then as a
 // give-up bounded by the two (wait_at_least, wait_at_most_us).
-void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std::string_view owner) {
+void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std::string_view owner,
+                                                  const permit_lock* current) {
   if (permits.waiters_on_connection.find(op.connection) == permits.waiters_on_connection.end()) return;
   const bool attempt = op.kind == lock_op_kind::acquire && (op.outcome == op_outcome::ok || op.outcome == op_outcome::contended);
   const bool released = op.kind == lock_op_kind::unlock && op.outcome == op_outcome::ok;
@@ -209,7 +219,10 @@ void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std:
   for (auto& [key, p] : permits.locks) {
     for (auto w = p.waiting_since.begin(); w != p.waiting_since.end();) {
       permit_waiter& v = w->second;
-      if (v.connection != op.connection || w->first == owner) {
+      // A try on the same lock by a waiter drawing a new owner each try: the same wait,
+      // unless its connection went on to another lock since (then it gave up there).
+      const bool same_wait = v.fresh_owner && op.fresh_owner && attempt && &p == current && v.moved_on_us < 0;
+      if (v.connection != op.connection || w->first == owner || same_wait) {
         ++w;
         continue;
       }
@@ -290,7 +303,7 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
   };
   const bool ok = op.outcome == op_outcome::ok;
   if (op.family == lock_family::semaphore && !owner.empty() && !permits.waiters_on_connection.empty()) {
-    permit_waiters_moved_on(op, owner);
+    permit_waiters_moved_on(op, owner, &p);
   }
   switch (op.kind) {
     case lock_op_kind::acquire: {
@@ -322,13 +335,18 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
         // A wait, when the owner is the same across attempts: a sorted-set semaphore's
         // member (Redisson's permit-expirable semaphore tries with a fresh id each time).
         if (op.family == lock_family::semaphore && !owner.empty() && p.waiting_since.size() < 4096) {
-          auto [w, added] = p.waiting_since.try_emplace(owner);
-          if (added) {
-            w->second.first_us = op.request_us;
-            w->second.connection = op.connection;
-            w->second.client.assign(op.client_text);
-            w->second.server.assign(op.server_text);
-            ++permits.waiters_on_connection[op.connection];
+          auto w = op.fresh_owner ? fresh_owner_waiter(p, op.connection) : p.waiting_since.end();
+          if (w == p.waiting_since.end()) {
+            bool added = false;
+            std::tie(w, added) = p.waiting_since.try_emplace(owner);
+            if (added) {
+              w->second.first_us = op.request_us;
+              w->second.connection = op.connection;
+              w->second.client.assign(op.client_text);
+              w->second.server.assign(op.server_text);
+              w->second.fresh_owner = op.fresh_owner;
+              ++permits.waiters_on_connection[op.connection];
+            }
           }
           w->second.last_us = op.request_us;
           w->second.moved_on_us = -1;  // still waiting
@@ -361,7 +379,9 @@ void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_opera
       e.permits = n;
       e.lease_ms = op.lease_ms;
       if (!owner.empty()) {
-        if (const auto w = p.waiting_since.find(owner); w != p.waiting_since.end()) {
+        auto w = p.waiting_since.find(owner);
+        if (w == p.waiting_since.end() && op.fresh_owner) w = fresh_owner_waiter(p, op.connection);
+        if (w != p.waiting_since.end()) {
           e.wait_us = at - w->second.first_us;  // from the first refused attempt's request
           ex(l).waits.add(e.wait_us);
           forget_permit_waiter(p, w);

@@ -149,8 +149,11 @@ struct lock_operation {
   // renew: a hold the capture shows neither taken nor freed (its key named by no call
   // that takes or frees it: an unseen script builds it), known from its renewals alone.
   // Its holder may have freed it unseen at any time, so its lease's end is no expiry.
-  // (Here, beside `asking`, where the operation has a spare byte.)
+  // (Here and below, beside `asking`, where the operation has spare bytes.)
   bool ends_unseen = false;
+  // A semaphore's acquire whose owner each try draws anew: a waiter's refused tries
+  // are its connection's on the lock.
+  bool fresh_owner = false;
   std::int32_t slot = -1;
   std::string_view redirect_to;
   std::uint64_t connection = 0;
