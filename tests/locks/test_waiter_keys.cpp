@@ -2,10 +2,16 @@
 // their earliest deadline kept, for a lock with more waiters than a scan is used for:
 // each message must name the waiter a scan of them all would (its subscriber's client's
 // earliest still waiting), through waiters leaving and a client moving its subscription
-// to a new connection; the earliest deadline must follow a waiter moving its own later.
+// to a new connection; the earliest deadline must follow a waiter moving its own later;
+// a connection's end must give up the waiters a scan of them all would (those whose latest
+// attempt came over it, in their order), and a SUBSCRIBE on a waiter's own connection name
+// the first of them, through waiters retrying over other connections of a pool.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -106,6 +112,81 @@ TEST_CASE("waiter keys: the earliest waiter deadline follows a waiter that moves
   const recorded_event* g = f.events.first("gave_up");
   // At its deadline: its attempt's reply + the TTL it was given + the margin (2 s).
   CHECK(g->ts_us == t0 + 1'010 + 100 + 5'000'000 + 2'000'000);
+}
+
+TEST_CASE("waiter keys by connection: a connection's end gives up the waiters whose latest attempt came over it, in order",
+          "[timeline][waiters]") {
+  std::mt19937_64 random(4315);
+  for (int round = 0; round < 6; ++round) {
+    fixture f;
+    f.acquire("h:1", 0, 600'000);
+    struct model_waiter {
+      std::string owner;
+      std::uint64_t conn;
+    };
+    std::vector<model_waiter> waiting;  // in the order of their first attempts
+    std::vector<std::uint64_t> pool;    // the open connections the waiters attempt over
+    for (std::uint64_t c = 100; c < 112; ++c) pool.push_back(c);
+    std::uint64_t next_conn = 112;
+    int next_owner = 0, ends = 0, gave_up = 0;
+    double t = 1;
+    // A TTL of 5,000 s: a deadline too far for a dormant record (every waiter stays full,
+    // as a herd's subscribed ones) and beyond the test.
+    constexpr std::int64_t ttl = 5'000'000;
+    const auto attempt = [&](const std::string& owner, std::uint64_t conn) {
+      f.acquire(owner, t, 600'000, op_outcome::contended, conn, "10.0.0.2", ttl);
+    };
+    for (int step = 0; step < 700; ++step) {
+      t += 0.05;
+      const unsigned op = static_cast<unsigned>(random() % 100);
+      if (op < 35 || waiting.size() < 40) {
+        // Each its own client (a UUID: a new value over a connection is no retry of another's).
+        char owner[48];
+        std::snprintf(owner, sizeof owner, "%08x-1111-2222-3333-444444444444:1", next_owner++);
+        waiting.push_back({owner, pool[random() % pool.size()]});
+        attempt(waiting.back().owner, waiting.back().conn);
+      } else if (op < 90) {  // a retry, over any connection of the pool
+        model_waiter& w = waiting[random() % waiting.size()];
+        w.conn = pool[random() % pool.size()];
+        attempt(w.owner, w.conn);
+      } else {  // a connection of the pool ends; a new one takes its place
+        const std::size_t k = random() % pool.size();
+        const std::uint64_t ended = pool[k];
+        pool[k] = next_conn++;
+        std::vector<std::string> expected;
+        for (const model_waiter& w : waiting) {
+          if (w.conn == ended) expected.push_back(w.owner);
+        }
+        std::erase_if(waiting, [&](const model_waiter& w) { return w.conn == ended; });
+        const std::size_t before = f.events.events.size();
+        f.timeline.on_connection_end(ended, t0 + static_cast<std::int64_t>(t * 1000));
+        std::vector<std::string> got;
+        for (std::size_t i = before; i < f.events.events.size(); ++i) {
+          if (f.events.events[i].event == "gave_up") got.push_back(f.events.events[i].owner);
+        }
+        INFO("round " << round << ", step " << step << ", connection " << ended);
+        REQUIRE(got == expected);
+        ++ends;
+        gave_up += static_cast<int>(got.size());
+      }
+    }
+    CHECK(ends > 30);
+    CHECK(gave_up > 100);
+    // A SUBSCRIBE on a command connection (RESP3) is its first waiter's there.
+    for (const std::uint64_t conn : pool) {
+      const auto first = std::find_if(waiting.begin(), waiting.end(), [&](const model_waiter& w) { return w.conn == conn; });
+      if (first == waiting.end()) continue;
+      t += 0.05;
+      const std::size_t before = f.events.events.size();
+      f.pubsub(lock_op_kind::subscribe, t, conn, "10.0.0.2");
+      std::string named = "(none)";
+      for (std::size_t i = before; i < f.events.events.size(); ++i) {
+        if (f.events.events[i].event == "subscribed") named = f.events.events[i].owner;
+      }
+      INFO("round " << round << ", connection " << conn);
+      CHECK(named == first->owner);
+    }
+  }
 }
 
 }  // namespace lockscope::timeline_test

@@ -207,6 +207,27 @@ class dormant_waiter_vector {
     }
   }
 
+  // remove_if() asking only the waiters whose seqs are `seqs` (ascending): those `leaves`
+  // picks leave, after `gone(w)`, the others stay in order.
+  template <class Leaves, class Gone>
+  void remove_among(const std::vector<std::uint64_t>& seqs, Leaves&& leaves, Gone&& gone) {
+    promote();
+    std::vector<std::size_t> gone_at;
+    gone_at.swap(scratch());
+    gone_at.clear();
+    auto from = full_.begin() + head();
+    for (const std::uint64_t seq : seqs) {
+      from = std::lower_bound(from, full_.end(), seq, [](const Waiter& w, std::uint64_t s) { return w.seq < s; });
+      if (from == full_.end()) break;
+      if (from->seq != seq || !leaves(*from)) continue;
+      gone(*from);
+      gone_at.push_back(static_cast<std::size_t>(from - full_.begin()));
+    }
+    close_gaps(gone_at);
+    gone_at.swap(scratch());
+    shrink_if_sparse();
+  }
+
   // The earliest deadline of any waiter (-1: none), without promoting.
   std::int64_t earliest_deadline() const {
     std::int64_t earliest = -1;
