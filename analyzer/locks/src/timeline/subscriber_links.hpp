@@ -332,7 +332,13 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
   const std::uint16_t ip_tag = s.ip.tag();
   std::uint64_t only = 0;
   bool excluded = false;
-  for (const waiter& w : xp(l)->waiters) {
+  lock_extra& x = *xp(l);
+  // For a lock with many waiters, only those of the subscriber's address, found by its tag.
+  const bool keyed = x.waiters.size() > scanned_waiters;
+  if (keyed) waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+  const std::size_t n = keyed ? address_seqs.size() : x.waiters.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const waiter& w = keyed ? *waiter_at(x, address_seqs[i]) : x.waiters[i];
     if (w.connection == s.id || w.last_attempt_us > request || request - w.last_attempt_us > options.link_window_us ||
         w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) {
       continue;
@@ -825,8 +831,17 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   const auto nearest_of_partner = [&](waiter& w) {
     if (w.client == partner && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
   };
-  if (established && keyed) client_waiters(partner, nearest_of_partner);
-  for (waiter& w : established && keyed ? std::span<waiter>{} : std::span<waiter>{x.waiters.data(), x.waiters.size()}) {
+  // Keyed: the partner's waiters, or those of the subscriber's address.
+  std::size_t n = x.waiters.size();
+  if (established && keyed) {
+    client_waiters(partner, nearest_of_partner);
+    n = 0;
+  } else if (keyed) {
+    waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+    n = address_seqs.size();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    waiter& w = keyed ? *waiter_at(x, address_seqs[i]) : x.waiters[i];
     if (w.connection == s.id) return {&w, link_confidence::certain};
     if (established) {
       nearest_of_partner(w);
@@ -903,11 +918,17 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   // only the likelier (seen: three `lockscope lock` waiters on one host, a subscriber
   // given to the wrong one at `high` in 16 of 139 events).
   if (r.confidence == link_confidence::high) {
-    for (const waiter& o : xp(l)->waiters) {
-      if (o.client != r.w->client && o.ip_tag == ip_tag && connections[o.conn].ip == s.ip) {
-        r.confidence = link_confidence::low;
-        break;
+    const auto other_process = [&](const waiter& o) { return o.client != r.w->client && o.ip_tag == ip_tag && connections[o.conn].ip == s.ip; };
+    if (keyed) {
+      waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+      for (const std::uint64_t seq : address_seqs) {
+        if (other_process(*waiter_at(x, seq))) {
+          r.confidence = link_confidence::low;
+          break;
+        }
       }
+    } else if (std::any_of(x.waiters.begin(), x.waiters.end(), other_process)) {
+      r.confidence = link_confidence::low;
     }
   }
   return r;

@@ -1,6 +1,7 @@
 // A lock's waiters by the keys a subscriber's message looks them up by: its subscriber
-// connection and its client; and by the connection of their latest attempt (a
-// connection's end, a SUBSCRIBE on a waiter's own connection). For a lock with many waiters (a herd: 4,000 a lock, each
+// connection and its client; by the connection of their latest attempt (a connection's
+// end, a SUBSCRIBE on a waiter's own connection) and its address (a SUBSCRIBE looks for
+// the waiters of its own address: a herd's 4,000 a lock come from 200 hosts). For a lock with many waiters (a herd: 4,000 a lock, each
 // release's publish reaching 200 subscriber connections of 20 waiters each), where a
 // scan of every waiter for each message was half of the analysis. Values are the
 // waiters' seqs (their lock's `waiters` is in seq order: a binary search away).
@@ -20,6 +21,7 @@ struct waiter_keys {
   std::unordered_map<std::uint64_t, seqs> by_sub;     // sub_connection (not 0) -> seqs
   std::unordered_map<std::uint64_t, seqs> by_client;  // client -> seqs
   std::unordered_map<std::uint64_t, seqs> by_conn;    // conn (the connection table's index) -> seqs
+  std::unordered_map<std::uint64_t, seqs> by_ip;      // ip_tag (its connection's address's) -> seqs
 
   static void add(std::unordered_map<std::uint64_t, seqs>& m, std::uint64_t key, std::uint64_t seq) {
     m[key].push_back(seq);

@@ -30,6 +30,7 @@ inline void lock_timeline::impl::index_keys(lock_extra& x, const waiter& w) {
   if (!x.keys) return;
   waiter_keys::add(x.keys->by_client, w.client, w.seq);
   waiter_keys::add(x.keys->by_conn, w.conn, w.seq);
+  waiter_keys::add(x.keys->by_ip, w.ip_tag, w.seq);
   if (w.sub_connection != 0) waiter_keys::add(x.keys->by_sub, w.sub_connection, w.seq);
 }
 
@@ -38,6 +39,7 @@ inline void lock_timeline::impl::unindex_keys(lock_extra& x, const waiter& w) {
   if (x.keys) {
     waiter_keys::remove(x.keys->by_client, w.client, w.seq);
     waiter_keys::remove(x.keys->by_conn, w.conn, w.seq);
+    waiter_keys::remove(x.keys->by_ip, w.ip_tag, w.seq);
     if (w.sub_connection != 0) waiter_keys::remove(x.keys->by_sub, w.sub_connection, w.seq);
   }
   if (w.deadline_us >= 0 && w.deadline_us == x.earliest_deadline_us) x.earliest_deadline_known = false;
@@ -60,13 +62,18 @@ inline void lock_timeline::impl::set_sub_connection(lock_extra& x, waiter& w, st
   w.sub_connection = sub;
 }
 
-// The waiter's latest attempt came over `conn` (move_waiter).
-inline void lock_timeline::impl::set_waiter_conn(lock_extra& x, waiter& w, std::uint32_t conn) {
+// The waiter's latest attempt came over `conn`, from the address tagged `ip_tag` (move_waiter).
+inline void lock_timeline::impl::set_waiter_conn(lock_extra& x, waiter& w, std::uint32_t conn, std::uint16_t ip_tag) {
   if (x.keys) {
     waiter_keys::remove(x.keys->by_conn, w.conn, w.seq);
     waiter_keys::add(x.keys->by_conn, conn, w.seq);
+    if (ip_tag != w.ip_tag) {
+      waiter_keys::remove(x.keys->by_ip, w.ip_tag, w.seq);
+      waiter_keys::add(x.keys->by_ip, ip_tag, w.seq);
+    }
   }
   w.conn = conn;
+  w.ip_tag = ip_tag;
 }
 
 // The waiter whose latest attempt came over `conn` first (in the waiters' order), for a

@@ -151,9 +151,9 @@ class dormant_waiter_vector {
   using const_iterator = typename full_vector::const_iterator;
   static constexpr std::size_t dormant_after = 32;
 
-  std::size_t size() const noexcept { return full_.size() - head_ + dormant_count(); }
-  bool empty() const noexcept { return size() == 0; }
-  std::size_t dormant_count() const noexcept { return dormant_ ? dormant_->size() : 0; }
+  [[gnu::always_inline]] std::size_t size() const noexcept { return full_.size() - head_ + dormant_count(); }
+  [[gnu::always_inline]] bool empty() const noexcept { return size() == 0; }
+  [[gnu::always_inline]] std::size_t dormant_count() const noexcept { return dormant_ ? dormant_->size() : 0; }
   // Without a context no waiter becomes dormant.
   void set_context(const dormant_context<Waiter>* context) noexcept { context_ = context; }
 
@@ -173,10 +173,7 @@ class dormant_waiter_vector {
     promote();
     const std::size_t i = static_cast<std::size_t>(at - full_.cbegin());
     if (i - head_ >= (full_.size() - head_) / 2) return full_.erase(at);
-    std::move_backward(full_.begin() + head(), full_.begin() + static_cast<std::ptrdiff_t>(i),
-                       full_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    ++head_;
-    return full_.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+    return erase_in_front(i);
   }
   void resize(std::size_t n) {
     promote();
@@ -370,6 +367,12 @@ class dormant_waiter_vector {
       full_ = std::move(grown);
       head_ = 0;
     }
+  }
+  [[gnu::noinline]] iterator erase_in_front(std::size_t i) {
+    std::move_backward(full_.begin() + head(), full_.begin() + static_cast<std::ptrdiff_t>(i),
+                       full_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    ++head_;
+    return full_.begin() + static_cast<std::ptrdiff_t>(i) + 1;
   }
   std::ptrdiff_t head() const noexcept { return static_cast<std::ptrdiff_t>(head_); }
   // The room of the waiters gone from the front given back to the vector's end.

@@ -115,8 +115,7 @@ inline void lock_timeline::impl::move_waiter(waiter& w, std::uint32_t lock, std:
   unlist_wait(w.conn, lock);
   retain_connection(conn);
   release_connection(w.conn);
-  set_waiter_conn(*xp(locks[lock]), w, conn);
-  w.ip_tag = connections[conn].ip.tag();
+  set_waiter_conn(*xp(locks[lock]), w, conn, connections[conn].ip.tag());
   w.connection = connection;
   connections[conn].waits.push_back(lock);
 }
