@@ -49,12 +49,12 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
     });
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
       const std::int64_t d1 = op.request_us - latest->last_attempt_us;
-      std::int64_t d2 = -1;
-      for (const waiter& w : x.waiters) {
-        if (w.client == latest->client || w.last_attempt_us > op.request_us) continue;
-        if (d2 < 0 || op.request_us - w.last_attempt_us < d2) d2 = op.request_us - w.last_attempt_us;
-      }
-      if (d2 < 0 || d2 >= 4 * d1 + 1'000) {
+      // Another client's failure nearly as recent (nearer than 4 * d1 + 1 ms): no episode.
+      // The first found decides (a herd's lock has thousands of waiters to look through).
+      const bool other_as_recent = std::any_of(x.waiters.begin(), x.waiters.end(), [&](const waiter& w) {
+        return w.client != latest->client && w.last_attempt_us <= op.request_us && op.request_us - w.last_attempt_us < 4 * d1 + 1'000;
+      });
+      if (!other_as_recent) {
         learn(s, latest->client);
         learnt = true;
       }
