@@ -1,7 +1,8 @@
 // A lock's waiters by the keys a subscriber's message looks them up by: its subscriber
-// connection and its client; by the connection of their latest attempt (a connection's
-// end, a SUBSCRIBE on a waiter's own connection) and its address (a SUBSCRIBE looks for
-// the waiters of its own address: a herd's 4,000 a lock come from 200 hosts). For a lock with many waiters (a herd: 4,000 a lock, each
+// connection and its client; and by the connection of their latest attempt (a
+// connection's end, a SUBSCRIBE on a waiter's own connection) and that connection's
+// address (a SUBSCRIBE looks for the waiters of its own address: a herd's 4,000 a lock
+// come from 200 hosts). For a lock with many waiters (a herd: 4,000 a lock, each
 // release's publish reaching 200 subscriber connections of 20 waiters each), where a
 // scan of every waiter for each message was half of the analysis. Values are the
 // waiters' seqs (their lock's `waiters` is in seq order: a binary search away).
