@@ -2,10 +2,16 @@
 // their earliest deadline kept, for a lock with more waiters than a scan is used for:
 // each message must name the waiter a scan of them all would (its subscriber's client's
 // earliest still waiting), through waiters leaving and a client moving its subscription
-// to a new connection; the earliest deadline must follow a waiter moving its own later.
+// to a new connection; the earliest deadline must follow a waiter moving its own later;
+// a connection's end must give up the waiters a scan of them all would (those whose latest
+// attempt came over it, in their order), and a SUBSCRIBE on a waiter's own connection name
+// the first of them, through waiters retrying over other connections of a pool.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -106,6 +112,131 @@ TEST_CASE("waiter keys: the earliest waiter deadline follows a waiter that moves
   const recorded_event* g = f.events.first("gave_up");
   // At its deadline: its attempt's reply + the TTL it was given + the margin (2 s).
   CHECK(g->ts_us == t0 + 1'010 + 100 + 5'000'000 + 2'000'000);
+}
+
+// The waiters of a herd's lock are found by the connection of their latest attempt and
+// by its address. Against a model of the waiters (a scan of them all): a connection's end
+// gives up those whose latest attempt came over it, in their order; a SUBSCRIBE on a
+// waiter's command connection (RESP3) names the first of them; a SUBSCRIBE from another
+// connection of a host, well after the attempts (no wake-up to learn from), names the
+// waiter of that host that failed last and neither polls (three attempts) nor listens
+// already. Waiters retry over any connection of their host's pool (a value from another
+// address is another client's).
+TEST_CASE("waiter keys by connection and address: a connection's end and a SUBSCRIBE find what a scan finds",
+          "[timeline][waiters]") {
+  std::mt19937_64 random(4315);
+  for (int round = 0; round < 6; ++round) {
+    fixture f;
+    f.acquire("h:1", 0, 600'000);
+    struct model_waiter {
+      std::string owner;
+      std::uint64_t conn;
+      int attempts = 1;
+      double last_ms = 0;
+      bool linked = false;
+    };
+    constexpr std::size_t hosts = 4;  // pool slot k is host k % hosts's
+    std::map<std::uint64_t, std::size_t> host;  // connection -> its host
+    const auto host_of = [&](std::uint64_t conn) { return "10.0.1." + std::to_string(host.at(conn) + 1); };
+    std::vector<model_waiter> waiting;  // in the order of their first attempts
+    std::vector<std::uint64_t> pool;    // the open connections the waiters attempt over
+    for (std::uint64_t c = 100; c < 112; ++c) {
+      host[c] = pool.size() % hosts;
+      pool.push_back(c);
+    }
+    const auto pool_conn = [&](std::size_t h) {  // a connection of host h's
+      for (;;) {
+        const std::size_t k = random() % pool.size();
+        if (k % hosts == h) return pool[k];
+      }
+    };
+    std::uint64_t next_conn = 112;
+    int next_owner = 0, ends = 0, gave_up = 0;
+    double t = 1;
+    // A TTL of 5,000 s: a deadline too far for a dormant record (every waiter stays full,
+    // as a herd's subscribed ones) and beyond the test.
+    constexpr std::int64_t ttl = 5'000'000;
+    const auto attempt = [&](const std::string& owner, std::uint64_t conn) {
+      f.acquire(owner, t, 600'000, op_outcome::contended, conn, host_of(conn), ttl);
+    };
+    for (int step = 0; step < 700; ++step) {
+      t += 0.05;
+      const unsigned op = static_cast<unsigned>(random() % 100);
+      if (op < 35 || waiting.size() < 40) {
+        // Each its own client (a UUID: a new value over a connection is no retry of another's).
+        char owner[48];
+        std::snprintf(owner, sizeof owner, "%08x-1111-2222-3333-444444444444:1", next_owner++);
+        waiting.push_back({owner, pool_conn(random() % hosts), 1, t});
+        attempt(waiting.back().owner, waiting.back().conn);
+      } else if (op < 90) {  // a retry, over any connection of the pool
+        model_waiter& w = waiting[random() % waiting.size()];
+        w.conn = pool_conn(host.at(w.conn));
+        ++w.attempts;
+        w.last_ms = t;
+        attempt(w.owner, w.conn);
+      } else {  // a connection of the pool ends; a new one takes its place
+        const std::size_t k = random() % pool.size();
+        const std::uint64_t ended = pool[k];
+        pool[k] = next_conn++;
+        host[pool[k]] = k % hosts;
+        std::vector<std::string> expected;
+        for (const model_waiter& w : waiting) {
+          if (w.conn == ended) expected.push_back(w.owner);
+        }
+        std::erase_if(waiting, [&](const model_waiter& w) { return w.conn == ended; });
+        const std::size_t before = f.events.events.size();
+        f.timeline.on_connection_end(ended, t0 + static_cast<std::int64_t>(t * 1000));
+        std::vector<std::string> got;
+        for (std::size_t i = before; i < f.events.events.size(); ++i) {
+          if (f.events.events[i].event == "gave_up") got.push_back(f.events.events[i].owner);
+        }
+        INFO("round " << round << ", step " << step << ", connection " << ended);
+        REQUIRE(got == expected);
+        ++ends;
+        gave_up += static_cast<int>(got.size());
+      }
+    }
+    CHECK(ends > 30);
+    CHECK(gave_up > 100);
+    // A SUBSCRIBE on a command connection (RESP3) is its first waiter's there.
+    const auto subscribe = [&](std::uint64_t conn) {
+      t += 0.05;
+      const std::size_t before = f.events.events.size();
+      f.pubsub(lock_op_kind::subscribe, t, conn, host_of(conn));
+      std::string named = "(none)";
+      for (std::size_t i = before; i < f.events.events.size(); ++i) {
+        if (f.events.events[i].event == "subscribed") named = f.events.events[i].owner;
+      }
+      return named;
+    };
+    for (const std::uint64_t conn : pool) {
+      const auto first = std::find_if(waiting.begin(), waiting.end(), [&](const model_waiter& w) { return w.conn == conn; });
+      if (first == waiting.end()) continue;
+      INFO("round " << round << ", connection " << conn);
+      CHECK(subscribe(conn) == first->owner);
+      first->linked = true;
+    }
+    t += 100;  // past the wake window of every attempt, within the link window
+    int named_some = 0;
+    for (int pass = 0; pass < 3; ++pass) {
+      for (std::size_t h = 0; h < hosts; ++h) {
+        const std::uint64_t conn = next_conn++;  // a new subscriber of host h
+        host[conn] = h;
+        model_waiter* expected = nullptr;
+        for (model_waiter& w : waiting) {
+          if (host.at(w.conn) != h || w.linked || w.attempts >= 3) continue;
+          if (expected == nullptr || w.last_ms > expected->last_ms) expected = &w;
+        }
+        INFO("round " << round << ", host " << h << ", pass " << pass);
+        CHECK(subscribe(conn) == (expected == nullptr ? std::string() : expected->owner));
+        if (expected != nullptr) {
+          expected->linked = true;
+          ++named_some;
+        }
+      }
+    }
+    CHECK(named_some >= 4);
+  }
 }
 
 }  // namespace lockscope::timeline_test

@@ -237,3 +237,62 @@ TEST_CASE("dormant_record::of answers what giving the waiter back and comparing 
   CHECK(dormant_count > 2'000);
   CHECK(refused > 2'000);
 }
+
+// A herd's waiters leave mostly from the front (the oldest is woken; a connection's end
+// takes a few of thousands): erase() and remove_if() close a gap from its shorter side
+// and the room at the front is taken back as waiters come. Against a std::vector doing
+// the same, with leaves at the front, at the back, in clusters and spread, and waiters
+// that a record can hold (dormant, then made full again) or cannot.
+TEST_CASE("waiter_vector's removals at either end keep what a std::vector keeps", "[timeline][waiters]") {
+  std::mt19937_64 random(4343);
+  for (int round = 0; round < 12; ++round) {
+    waiter_vector ws;
+    if (round % 3 == 2) ws.set_context(&table);
+    std::vector<waiter> truth;
+    std::uint64_t next_seq = 0;
+    std::int64_t now = 1'800'000'000'000'000;
+    const std::size_t herd = round % 2 == 0 ? 400 : 40;
+    for (int step = 0; step < 4000; ++step) {
+      now += static_cast<std::int64_t>(random() % 1000);
+      const unsigned op = static_cast<unsigned>(random() % 100);
+      if (op < 45 || truth.size() < herd / 2) {
+        waiter w = arrival(random, next_seq++, now);
+        if (random() % 3 != 0) w.sub_connection = 5;  // subscribed: never dormant
+        ws.emplace_back() = w;
+        truth.push_back(w);
+      } else if (op < 70 && !truth.empty()) {
+        // One leaves by position, mostly the oldest.
+        const std::size_t i = random() % 3 == 0 ? random() % truth.size() : random() % std::min<std::size_t>(truth.size(), 3);
+        const auto next = ws.erase(ws.begin() + static_cast<std::ptrdiff_t>(i));
+        REQUIRE(next - ws.begin() == static_cast<std::ptrdiff_t>(i));
+        truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+        if (i < truth.size()) REQUIRE(*next == truth[i]);
+      } else if (op < 95 && !truth.empty()) {
+        // A pass where a few leave: around one place (a connection's waiters, near the
+        // front or the back) or anywhere.
+        const std::size_t centre = random() % 2 == 0 ? random() % std::min<std::size_t>(truth.size(), 8) : random() % truth.size();
+        const std::uint64_t spread = random() % 4 == 0 ? truth.size() : 6;
+        const std::uint64_t salt = random();
+        std::vector<std::uint64_t> leaving;
+        for (std::size_t i = 0; i < truth.size(); ++i) {
+          const std::size_t d = i > centre ? i - centre : centre - i;
+          if (d < spread && (truth[i].seq ^ salt) % 3 == 0) leaving.push_back(truth[i].seq);
+        }
+        const auto leaves = [&](const waiter& w) { return std::find(leaving.begin(), leaving.end(), w.seq) != leaving.end(); };
+        std::vector<std::uint64_t> gone;
+        ws.remove_if([&](waiter& w) { return leaves(w); }, [&](const waiter& w) { gone.push_back(w.seq); },
+                     [](const waiter_vector::dormant&) { return true; });
+        REQUIRE(gone == leaving);
+        std::erase_if(truth, leaves);
+      } else {
+        REQUIRE(ws.earliest_deadline() == earliest_of(truth));
+      }
+      REQUIRE(ws.size() == truth.size());
+      if (step % 10 == 0) {
+        REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);
+        REQUIRE((truth.empty() || ws.front() == truth.front()));
+      }
+    }
+    REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);
+  }
+}

@@ -19,13 +19,24 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
     // other client nearly as recently.
     const std::uint16_t ip_tag = s.ip.tag();
     const waiter* latest = nullptr;
-    for (const waiter& w : xp(l)->waiters) {
-      if (w.connection == s.id || w.last_attempt_us > op.request_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) continue;
+    lock_extra& x = *xp(l);
+    // For a lock with many waiters, those of the subscriber's address, found by its tag
+    // (the result is the same over them: a herd's SUBSCRIBE walked thousands).
+    const auto each_of_address = [&](auto&& visit) {
+      if (x.waiters.size() <= scanned_waiters) {
+        for (const waiter& w : x.waiters) visit(w);
+        return;
+      }
+      waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+      for (const std::uint64_t seq : address_seqs) visit(*waiter_at(x, seq));
+    };
+    each_of_address([&](const waiter& w) {
+      if (w.connection == s.id || w.last_attempt_us > op.request_us || w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) return;
       // Subscribed on another connection already (its own SUBSCRIBE, just before its
       // retry): a client listens on one subscription per channel, so this one is not
       // its; its retry must not teach this connection that it is.
-      if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) continue;
-      if (latest != nullptr && w.last_attempt_us <= latest->last_attempt_us) continue;
+      if (w.sub_connection != 0 && w.sub_connection != s.id && w.subscribed_us >= 0 && subscribed(w, id)) return;
+      if (latest != nullptr && w.last_attempt_us <= latest->last_attempt_us) return;
       // Nor a client already listening to the channel on another connection by a sure link
       // (one waiter of it shares that subscription, not its own SUBSCRIBE): a client keeps
       // one subscription a channel, so this one is another client's, and the refused
@@ -33,17 +44,17 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
       // the JVM that had just failed beside it, certain on its own subscriber, 65 events).
       // (Asked only of a later failure than the latest so far: a herd's SUBSCRIBE walks
       // thousands of waiters.)
-      if (listens_elsewhere(w.client, s, id)) continue;
+      if (listens_elsewhere(w.client, s, id)) return;
       latest = &w;
-    }
+    });
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
       const std::int64_t d1 = op.request_us - latest->last_attempt_us;
-      std::int64_t d2 = -1;
-      for (const waiter& w : xp(l)->waiters) {
-        if (w.client == latest->client || w.last_attempt_us > op.request_us) continue;
-        if (d2 < 0 || op.request_us - w.last_attempt_us < d2) d2 = op.request_us - w.last_attempt_us;
-      }
-      if (d2 < 0 || d2 >= 4 * d1 + 1'000) {
+      // Another client's failure nearly as recent (nearer than 4 * d1 + 1 ms): no episode.
+      // The first found decides (a herd's lock has thousands of waiters to look through).
+      const bool other_as_recent = std::any_of(x.waiters.begin(), x.waiters.end(), [&](const waiter& w) {
+        return w.client != latest->client && w.last_attempt_us <= op.request_us && op.request_us - w.last_attempt_us < 4 * d1 + 1'000;
+      });
+      if (!other_as_recent) {
         learn(s, latest->client);
         learnt = true;
       }

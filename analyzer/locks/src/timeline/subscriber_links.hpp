@@ -332,7 +332,13 @@ inline void lock_timeline::impl::learn_lone_refused(lock_state& l, std::uint32_t
   const std::uint16_t ip_tag = s.ip.tag();
   std::uint64_t only = 0;
   bool excluded = false;
-  for (const waiter& w : xp(l)->waiters) {
+  lock_extra& x = *xp(l);
+  // For a lock with many waiters, only those of the subscriber's address, found by its tag.
+  const bool keyed = x.waiters.size() > scanned_waiters;
+  if (keyed) waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+  const std::size_t n = keyed ? address_seqs.size() : x.waiters.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const waiter& w = keyed ? *waiter_at(x, address_seqs[i]) : x.waiters[i];
     if (w.connection == s.id || w.last_attempt_us > request || request - w.last_attempt_us > options.link_window_us ||
         w.ip_tag != ip_tag || !(connections[w.conn].ip == s.ip)) {
       continue;
@@ -746,17 +752,29 @@ inline void lock_timeline::impl::link_existing_subscription(std::uint32_t lock, 
 
 // Links `w` to subscriber `s` (and its client's other waiters, which share it).
 inline void lock_timeline::impl::link(lock_state& l, std::uint32_t lock, waiter& w, connection_info& s, link_confidence conf, std::int64_t at) {
-  for (waiter& o : xp(l)->waiters) {
-    if (&o != &w && o.client != w.client) continue;
-    if (&o != &w && o.sub_connection != 0 && o.sub_connection != s.id && subscribed(o, lock)) continue;
-    if (&o != &w && left_waiter(o)) continue;  // it left the channel after its last attempt (waiter_moved_on.hpp)
-    set_sub_connection(*xp(l), o, s.id);
+  lock_extra& x = *xp(l);
+  const auto visit = [&](waiter& o) {
+    if (&o != &w && o.client != w.client) return;
+    if (&o != &w && o.sub_connection != 0 && o.sub_connection != s.id && subscribed(o, lock)) return;
+    if (&o != &w && left_waiter(o)) return;  // it left the channel after its last attempt (waiter_moved_on.hpp)
+    set_sub_connection(x, o, s.id);
     o.confidence = conf;
     o.unsubscribed_us = -1;
     o.left_channel = false;
     o.left_unexplained = false;
     if (&o == &w) o.subscribed_us = at;  // its own SUBSCRIBE: its next attempt is no timer's
+  };
+  if (x.waiters.size() > scanned_waiters) {  // w and its client's others, found by key, in the waiters' order
+    waiter_keys::sorted(keys_of(x).by_client, w.client, keyed_seqs);
+    if (!std::binary_search(keyed_seqs.begin(), keyed_seqs.end(), w.seq)) {
+      keyed_seqs.insert(std::lower_bound(keyed_seqs.begin(), keyed_seqs.end(), w.seq), w.seq);
+    }
+    for (const std::uint64_t seq : keyed_seqs) {
+      if (waiter* o = waiter_at(x, seq)) visit(*o);
+    }
+    return;
   }
+  for (waiter& o : x.waiters) visit(o);
 }
 
 inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t at, std::int64_t request) -> linked {
@@ -767,13 +785,37 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   auto distance = [&](const waiter& o) {
     return o.last_attempt_us <= request ? request - o.last_attempt_us : options.link_window_us + o.last_attempt_us - request;
   };
+  // For a lock with many waiters, those of one connection or client are found by key, in
+  // the waiters' order (a herd's SUBSCRIBE walked thousands); a waiter on the
+  // subscriber's own connection is its (RESP3), the first one, before all else.
+  lock_extra& x = *xp(l);
+  const bool keyed = x.waiters.size() > scanned_waiters;
+  // The waiters of `client`, each given to `visit`, in the waiters' order.
+  const auto client_waiters = [&](std::uint64_t client, auto&& visit) {
+    waiter_keys::sorted(keys_of(x).by_client, client, keyed_seqs);
+    for (const std::uint64_t seq : keyed_seqs) {
+      if (waiter* w = waiter_at(x, seq)) visit(*w);
+    }
+  };
   // The process whose life the subscriber shares: its waiter, certain unless the
   // episodes point elsewhere (an opening beside another's is a coincidence then).
   const life_tie tie = tie_of(s, lock);
+  if (keyed) {
+    if (const auto it = connection_ids.find(s.id); it != connection_ids.end()) {
+      if (waiter* own = first_on_conn(x, it->second)) return {own, link_confidence::certain};
+    }
+  }
   if (tie.client != 0) {
-    for (waiter& w : xp(l)->waiters) {
-      if (w.connection == s.id) return {&w, link_confidence::certain};
+    const auto nearest = [&](waiter& w) {
       if (w.client == tie.client && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
+    };
+    if (keyed) {
+      client_waiters(tie.client, nearest);
+    } else {
+      for (waiter& w : x.waiters) {
+        if (w.connection == s.id) return {&w, link_confidence::certain};
+        nearest(w);
+      }
     }
     if (r.w != nullptr) {
       r.confidence = tie.by_name || pairing_of(s, tie.client) != pairing::contradicted ? link_confidence::certain
@@ -786,10 +828,23 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   const std::uint16_t ip_tag = s.ip.tag();
   int candidates = 0;
   bool uncertain = false;
-  for (waiter& w : xp(l)->waiters) {
+  const auto nearest_of_partner = [&](waiter& w) {
+    if (w.client == partner && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
+  };
+  // Keyed: the partner's waiters, or those of the subscriber's address.
+  std::size_t n = x.waiters.size();
+  if (established && keyed) {
+    client_waiters(partner, nearest_of_partner);
+    n = 0;
+  } else if (keyed) {
+    waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+    n = address_seqs.size();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    waiter& w = keyed ? *waiter_at(x, address_seqs[i]) : x.waiters[i];
     if (w.connection == s.id) return {&w, link_confidence::certain};
     if (established) {
-      if (w.client == partner && (r.w == nullptr || distance(w) < distance(*r.w))) r.w = &w;
+      nearest_of_partner(w);
       continue;
     }
     // The time first: the address is another table's row.
@@ -838,10 +893,15 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   }
   // The client may be sure while its waiter is not: another waiter of that client
   // failed nearly as recently (e.g. two attempts in one pipeline).
-  for (const waiter& o : xp(l)->waiters) {
+  const auto as_recent = [&](const waiter& o) {
     if (&o != r.w && o.client == r.w->client && distance(o) < 4 * distance(*r.w) + 1'000) {
       r.confidence = link_confidence::low;
     }
+  };
+  if (keyed) {
+    client_waiters(r.w->client, as_recent);
+  } else {
+    for (const waiter& o : x.waiters) as_recent(o);
   }
   // Its life ties the subscriber to a client with no waiter here: this guess goes
   // against it.
@@ -858,11 +918,17 @@ inline auto lock_timeline::impl::choose_waiter(lock_state& l, std::uint32_t lock
   // only the likelier (seen: three `lockscope lock` waiters on one host, a subscriber
   // given to the wrong one at `high` in 16 of 139 events).
   if (r.confidence == link_confidence::high) {
-    for (const waiter& o : xp(l)->waiters) {
-      if (o.client != r.w->client && o.ip_tag == ip_tag && connections[o.conn].ip == s.ip) {
-        r.confidence = link_confidence::low;
-        break;
+    const auto other_process = [&](const waiter& o) { return o.client != r.w->client && o.ip_tag == ip_tag && connections[o.conn].ip == s.ip; };
+    if (keyed) {
+      waiter_keys::sorted(keys_of(x).by_ip, ip_tag, address_seqs);
+      for (const std::uint64_t seq : address_seqs) {
+        if (other_process(*waiter_at(x, seq))) {
+          r.confidence = link_confidence::low;
+          break;
+        }
       }
+    } else if (std::any_of(x.waiters.begin(), x.waiters.end(), other_process)) {
+      r.confidence = link_confidence::low;
     }
   }
   return r;

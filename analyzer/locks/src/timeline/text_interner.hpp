@@ -24,8 +24,10 @@ constexpr std::uint32_t no_id = 0xffffffffu;
 
 // Eight bytes a step (lock names and owners are 20-60 bytes, hashed on every
 // operation), mixed by multiplication; the table's slot comes from the high bits after
-// id_table's own finalizer.
-inline std::uint32_t hash_text(std::string_view s) noexcept {
+// id_table's own finalizer. Always inlined: on the operation path the compiler's budget
+// for the translation unit decided it, so that code elsewhere growing moved its call out
+// of line (+0.4 M instructions on the 3 servers' 20 MB head).
+[[gnu::always_inline]] inline std::uint32_t hash_text(std::string_view s) noexcept {
   std::uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
   const char* p = s.data();
   std::size_t n = s.size();

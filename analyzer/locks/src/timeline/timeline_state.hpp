@@ -350,6 +350,9 @@ struct lock_timeline::impl {
   [[gnu::always_inline]] void forget_waiter(lock_extra& x, const waiter& w);
   template <class Leaves, class Concerns = bool (*)(const waiter_vector::dormant&)>
   void remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns = [](const waiter_vector::dormant&) { return true; });
+  template <class Leaves>
+  void remove_waiters_on(lock_extra& x, std::uint32_t conn, Leaves&& leaves);
+  void after_removals(lock_extra& x, std::size_t before);
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w);
   void unlist_wait(std::uint32_t conn, std::uint32_t lock);
   void move_waiter(waiter& w, std::uint32_t lock, std::uint32_t conn, std::uint64_t connection);
@@ -403,9 +406,13 @@ struct lock_timeline::impl {
   static void unindex_keys(lock_extra& x, const waiter& w);
   static void no_waiters_left(lock_extra& x);
   static void set_sub_connection(lock_extra& x, waiter& w, std::uint64_t sub);
+  static void set_waiter_conn(lock_extra& x, waiter& w, std::uint32_t conn, std::uint16_t ip_tag);
+  waiter* first_on_conn(lock_extra& x, std::uint32_t conn);
   static void set_waiter_deadline(lock_extra& x, waiter& w, std::int64_t t);
   static std::int64_t earliest_waiter_deadline(lock_extra& x);
   std::vector<std::uint64_t> woken_seqs;  // on_message's candidates (kept: no allocation a message)
+  std::vector<std::uint64_t> keyed_seqs;  // choose_waiter's and link's, as woken_seqs
+  std::vector<std::uint64_t> address_seqs;  // the waiters of a subscriber's address (by_ip)
 
   // ---- subscriptions (timeline/subscriptions.hpp) ----
   static connection_info::subscription* subscription_of(connection_info& c, std::uint32_t lock);

@@ -29,6 +29,8 @@ inline waiter_keys& lock_timeline::impl::keys_of(lock_extra& x) {
 inline void lock_timeline::impl::index_keys(lock_extra& x, const waiter& w) {
   if (!x.keys) return;
   waiter_keys::add(x.keys->by_client, w.client, w.seq);
+  waiter_keys::add(x.keys->by_conn, w.conn, w.seq);
+  waiter_keys::add(x.keys->by_ip, w.ip_tag, w.seq);
   if (w.sub_connection != 0) waiter_keys::add(x.keys->by_sub, w.sub_connection, w.seq);
 }
 
@@ -36,6 +38,8 @@ inline void lock_timeline::impl::index_keys(lock_extra& x, const waiter& w) {
 inline void lock_timeline::impl::unindex_keys(lock_extra& x, const waiter& w) {
   if (x.keys) {
     waiter_keys::remove(x.keys->by_client, w.client, w.seq);
+    waiter_keys::remove(x.keys->by_conn, w.conn, w.seq);
+    waiter_keys::remove(x.keys->by_ip, w.ip_tag, w.seq);
     if (w.sub_connection != 0) waiter_keys::remove(x.keys->by_sub, w.sub_connection, w.seq);
   }
   if (w.deadline_us >= 0 && w.deadline_us == x.earliest_deadline_us) x.earliest_deadline_known = false;
@@ -56,6 +60,27 @@ inline void lock_timeline::impl::set_sub_connection(lock_extra& x, waiter& w, st
     if (sub != 0) waiter_keys::add(x.keys->by_sub, sub, w.seq);
   }
   w.sub_connection = sub;
+}
+
+// The waiter's latest attempt came over `conn`, from the address tagged `ip_tag` (move_waiter).
+inline void lock_timeline::impl::set_waiter_conn(lock_extra& x, waiter& w, std::uint32_t conn, std::uint16_t ip_tag) {
+  if (x.keys) {
+    waiter_keys::remove(x.keys->by_conn, w.conn, w.seq);
+    waiter_keys::add(x.keys->by_conn, conn, w.seq);
+    if (ip_tag != w.ip_tag) {
+      waiter_keys::remove(x.keys->by_ip, w.ip_tag, w.seq);
+      waiter_keys::add(x.keys->by_ip, ip_tag, w.seq);
+    }
+  }
+  w.conn = conn;
+  w.ip_tag = ip_tag;
+}
+
+// The waiter whose latest attempt came over `conn` first (in the waiters' order), for a
+// lock whose keys are kept.
+inline waiter* lock_timeline::impl::first_on_conn(lock_extra& x, std::uint32_t conn) {
+  const std::optional<std::uint64_t> seq = waiter_keys::first(keys_of(x).by_conn, conn);
+  return seq ? waiter_at(x, *seq) : nullptr;
 }
 
 inline void lock_timeline::impl::set_waiter_deadline(lock_extra& x, waiter& w, std::int64_t t) {

@@ -10,8 +10,8 @@
 //
 // Every access but size() and empty() makes the dormant waiters full again first
 // (promote), merged in seq order: the code that scans, finds or updates waiters sees one
-// vector as before. Pointers into it are invalidated by emplace_back() and by removals, as
-// for a std::vector, and by a promotion; a lock whose waiter was found by owner or seq is
+// vector as before. Pointers into it are invalidated by emplace_back() and by removals
+// (all of them: a removal may shift the waiters before it), and by a promotion; a lock whose waiter was found by owner or seq is
 // promoted by that lookup, so a pointer held to one of its waiters stays valid until the
 // vector is changed. The passes that visit every waiter without needing a vector
 // (remove_if, earliest_deadline) read the dormant records in place.
@@ -23,10 +23,12 @@
 // promoted often stays full, at no more than twice the cost of its arrivals).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -149,26 +151,33 @@ class dormant_waiter_vector {
   using const_iterator = typename full_vector::const_iterator;
   static constexpr std::size_t dormant_after = 32;
 
-  std::size_t size() const noexcept { return full_.size() + dormant_count(); }
-  bool empty() const noexcept { return size() == 0; }
-  std::size_t dormant_count() const noexcept { return dormant_ ? dormant_->size() : 0; }
+  [[gnu::always_inline]] std::size_t size() const noexcept { return full_.size() - head_ + dormant_count(); }
+  [[gnu::always_inline]] bool empty() const noexcept { return size() == 0; }
+  [[gnu::always_inline]] std::size_t dormant_count() const noexcept { return dormant_ ? dormant_->size() : 0; }
   // Without a context no waiter becomes dormant.
   void set_context(const dormant_context<Waiter>* context) noexcept { context_ = context; }
 
   // Generic access: every waiter full first.
-  iterator begin() { return promote(), full_.begin(); }
+  iterator begin() { return promote(), full_.begin() + head(); }
   iterator end() { return promote(), full_.end(); }
-  const_iterator begin() const { return promote(), full_.cbegin(); }
+  const_iterator begin() const { return promote(), full_.cbegin() + head(); }
   const_iterator end() const { return promote(), full_.cend(); }
-  Waiter& operator[](std::size_t i) { return promote(), full_[i]; }
-  const Waiter& operator[](std::size_t i) const { return promote(), full_[i]; }
-  Waiter* data() { return promote(), full_.data(); }
-  Waiter& front() { return promote(), full_.front(); }
+  Waiter& operator[](std::size_t i) { return promote(), full_[head_ + i]; }
+  const Waiter& operator[](std::size_t i) const { return promote(), full_[head_ + i]; }
+  Waiter* data() { return promote(), full_.data() + head_; }
+  Waiter& front() { return promote(), full_[head_]; }
   Waiter& back() { return promote(), full_.back(); }
-  iterator erase(const_iterator at) { return promote(), full_.erase(at); }
+  // The waiters on the shorter side of `at` close the gap: the oldest waiter, the one a
+  // herd's release wakes, leaves without a shift of the thousands after it.
+  iterator erase(const_iterator at) {
+    promote();
+    const std::size_t i = static_cast<std::size_t>(at - full_.cbegin());
+    if (i - head_ >= (full_.size() - head_) / 2) return full_.erase(at);
+    return erase_in_front(i);
+  }
   void resize(std::size_t n) {
     promote();
-    full_.resize(n);
+    full_.resize(head_ + n);
   }
 
   // A new waiter at the end (the caller gives it the next seq). The one before it, complete
@@ -183,14 +192,37 @@ class dormant_waiter_vector {
         demote_last();
       }
     }
-    // Grown by a quarter, not doubled: a storm's locks, 300 waiters each, had room for 512.
-    if (full_.size() == full_.capacity()) full_.reserve(full_.size() + full_.size() / 4 + 4);
+    if (full_.size() == full_.capacity()) make_room();
     return full_.emplace_back();
   }
   // Gives back the room of waiters gone once it is four times what those left use (a
   // storm's lock, its waiters dormant but the newest, kept room for the 40 it had).
   void shrink_if_sparse() {
-    if (full_.capacity() > 8 && full_.size() * 4 < full_.capacity()) full_.shrink_to_fit();
+    if (full_.capacity() > 8 && (full_.size() - head_) * 4 < full_.capacity()) {
+      drop_head();
+      full_.shrink_to_fit();
+    }
+  }
+
+  // remove_if() asking only the waiters whose seqs are `seqs` (ascending): those `leaves`
+  // picks leave, after `gone(w)`, the others stay in order.
+  template <class Leaves, class Gone>
+  void remove_among(const std::vector<std::uint64_t>& seqs, Leaves&& leaves, Gone&& gone) {
+    promote();
+    std::vector<std::size_t> gone_at;
+    gone_at.swap(scratch());
+    gone_at.clear();
+    auto from = full_.begin() + head();
+    for (const std::uint64_t seq : seqs) {
+      from = std::lower_bound(from, full_.end(), seq, [](const Waiter& w, std::uint64_t s) { return w.seq < s; });
+      if (from == full_.end()) break;
+      if (from->seq != seq || !leaves(*from)) continue;
+      gone(*from);
+      gone_at.push_back(static_cast<std::size_t>(from - full_.begin()));
+    }
+    close_gaps(gone_at);
+    gone_at.swap(scratch());
+    shrink_if_sparse();
   }
 
   // The earliest deadline of any waiter (-1: none), without promoting.
@@ -199,7 +231,7 @@ class dormant_waiter_vector {
     const auto consider = [&](std::int64_t t) {
       if (t >= 0 && (earliest < 0 || t < earliest)) earliest = t;
     };
-    for (const Waiter& w : full_) consider(w.deadline_us);
+    for (std::size_t i = head_; i < full_.size(); ++i) consider(full_[i].deadline_us);
     if (dormant_) {
       for (const dormant& d : *dormant_) consider(d.deadline_us());
     }
@@ -213,20 +245,22 @@ class dormant_waiter_vector {
   // lock it waited on, and at a capture's end every connection ends).
   template <class Leaves, class Gone, class Concerns>
   void remove_if(Leaves&& leaves, Gone&& gone, Concerns&& concerns) {
-    if (!dormant_) {  // the vector's pass
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < full_.size(); ++i) {
+    if (!dormant_) {  // the vector's pass: every waiter asked, then the gaps closed
+      std::vector<std::size_t> gone_at;
+      gone_at.swap(scratch());  // (its room, shared by every lock's pass; a pass within it takes none)
+      gone_at.clear();
+      for (std::size_t i = head_; i < full_.size(); ++i) {
         if (leaves(full_[i])) {
           gone(full_[i]);
-          continue;
+          gone_at.push_back(i);
         }
-        if (kept != i) full_[kept] = std::move(full_[i]);
-        ++kept;
       }
-      full_.resize(kept);
+      close_gaps(gone_at);
+      gone_at.swap(scratch());
       shrink_if_sparse();
       return;
     }
+    drop_head();
     std::size_t keep_full = 0, next_full = 0;
     using dormant_iterator = typename std::deque<dormant>::iterator;
     dormant_iterator keep_dormant{}, next_dormant{}, dormant_end{};
@@ -276,13 +310,14 @@ class dormant_waiter_vector {
     if (!dormant_) return;
     full_vector merged;
     merged.reserve(size());
-    auto f = full_.begin();
+    auto f = full_.begin() + head();
     for (const dormant& d : *dormant_) {
       for (; f != full_.end() && f->seq < d.seq_of(newest_); ++f) merged.push_back(std::move(*f));
       merged.push_back(d.materialize(newest_, *context_));
     }
     for (; f != full_.end(); ++f) merged.push_back(std::move(*f));
     full_ = std::move(merged);
+    head_ = 0;
     dormant_.reset();
     hold_off_ = static_cast<std::uint32_t>(full_.size() / 2);
     sweep_ = true;
@@ -291,6 +326,7 @@ class dormant_waiter_vector {
   void demote_last() {
     if (dormant_ && !dormant_->empty() && newest_ > full_.back().seq) return;  // keeps seq order
     if (const std::optional<dormant> d = dormant::of(full_.back(), *context_)) {
+      drop_head();  // (no room at the front while any waiter is dormant)
       newest_ = full_.back().seq;
       dormant_list().push_back(*d);
       full_.pop_back();
@@ -299,6 +335,7 @@ class dormant_waiter_vector {
   // Every full waiter its record holds, dormant (seq order kept).
   void demote_all() {
     sweep_ = false;
+    drop_head();
     std::size_t kept = 0;
     for (std::size_t i = 0; i < full_.size(); ++i) {
       const bool in_order = !dormant_ || dormant_->empty() || newest_ < full_[i].seq;
@@ -313,6 +350,71 @@ class dormant_waiter_vector {
     full_.resize(kept);
     if (dormant_ && dormant_->empty()) dormant_.reset();
     shrink_if_sparse();
+  }
+  // Grown by a quarter, not doubled: a storm's locks, 300 waiters each, had room for 512.
+  // The room of waiters gone from the front is taken back first once it is a fifth of
+  // those left (each waiter is moved once for every fifth as many that left).
+  [[gnu::noinline]] void make_room() {
+    const std::size_t live = full_.size() - head_;
+    if (head_ == 0) {
+      full_.reserve(live + live / 4 + 4);
+    } else if (head_ * 5 >= live + 5) {
+      drop_head();
+    } else {
+      full_vector grown;
+      grown.reserve(live + live / 4 + 4);
+      grown.insert(grown.end(), std::make_move_iterator(full_.begin() + head()), std::make_move_iterator(full_.end()));
+      full_ = std::move(grown);
+      head_ = 0;
+    }
+  }
+  [[gnu::noinline]] iterator erase_in_front(std::size_t i) {
+    std::move_backward(full_.begin() + head(), full_.begin() + static_cast<std::ptrdiff_t>(i),
+                       full_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    ++head_;
+    return full_.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+  }
+  std::ptrdiff_t head() const noexcept { return static_cast<std::ptrdiff_t>(head_); }
+  // The room of the waiters gone from the front given back to the vector's end.
+  void drop_head() const {
+    if (head_ == 0) return;
+    full_.erase(full_.begin(), full_.begin() + head());
+    head_ = 0;
+  }
+  static std::vector<std::size_t>& scratch() {
+    static thread_local std::vector<std::size_t> positions;
+    return positions;
+  }
+  // The waiters at `gone_at` (ascending) leave: the side of them with fewer waiters to
+  // move closes the gaps, in runs (a connection's end takes a few of a herd's thousands,
+  // mostly the oldest).
+  void close_gaps(const std::vector<std::size_t>& gone_at) {
+    if (gone_at.empty()) return;
+    const std::size_t n = full_.size(), k = gone_at.size();
+    if (k == n - head_) {
+      full_.clear();
+      head_ = 0;
+      return;
+    }
+    const auto at = [&](std::size_t i) { return full_.begin() + static_cast<std::ptrdiff_t>(i); };
+    const std::size_t after = n - gone_at.front() - k, before = gone_at.back() - head_ - (k - 1);
+    if (after <= before) {  // the waiters after the first gap move towards the front
+      std::size_t write = gone_at.front();
+      for (std::size_t j = 0; j < k; ++j) {
+        const std::size_t from = gone_at[j] + 1, to = j + 1 < k ? gone_at[j + 1] : n;
+        std::move(at(from), at(to), at(write));
+        write += to - from;
+      }
+      full_.resize(write);
+      return;
+    }
+    std::size_t write_end = gone_at.back() + 1;  // those before the last gap move back
+    for (std::size_t j = k; j-- > 0;) {
+      const std::size_t from = j > 0 ? gone_at[j - 1] + 1 : head_, to = gone_at[j];
+      std::move_backward(at(from), at(to), at(write_end));
+      write_end -= to - from;
+    }
+    head_ += k;
   }
   std::deque<dormant>& dormant_list() {
     if (!dormant_) dormant_ = std::make_unique<std::deque<dormant>>();
@@ -332,6 +434,8 @@ class dormant_waiter_vector {
 
   // Promoting is no change of what the vector holds, only of how: const access may do it.
   mutable full_vector full_;
+  // full_[0, head_): room left by waiters gone from the front (no dormant waiter then).
+  mutable std::size_t head_ = 0;
   // In seq order; 512-byte blocks (std::deque's), which the allocator reuses whole:
   // no room left behind by growth. Allocated with the first dormant waiter.
   mutable std::unique_ptr<std::deque<dormant>> dormant_;

@@ -64,6 +64,21 @@ template <class Leaves, class Concerns>
 inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns) {
   const std::size_t before = x.waiters.size();
   x.waiters.remove_if(leaves, [&](const waiter& w) { forget_waiter(x, w); }, concerns);
+  after_removals(x, before);
+}
+
+// remove_waiters(x, w.conn == conn && leaves(w)), for a lock whose keys are kept and
+// whose waiters are all full: only the connection's are asked (a herd's connection
+// ending visited every waiter of each lock it waited on).
+template <class Leaves>
+inline void lock_timeline::impl::remove_waiters_on(lock_extra& x, std::uint32_t conn, Leaves&& leaves) {
+  const std::size_t before = x.waiters.size();
+  waiter_keys::sorted(keys_of(x).by_conn, conn, keyed_seqs);
+  x.waiters.remove_among(keyed_seqs, leaves, [&](const waiter& w) { forget_waiter(x, w); });
+  after_removals(x, before);
+}
+
+inline void lock_timeline::impl::after_removals(lock_extra& x, std::size_t before) {
   if (x.waiters.size() == before) return;
   if (x.waiters.empty()) {
     x.idle_start_us = x.idle_end_us = x.later_idle_start_us = x.later_idle_end_us = -1;
@@ -100,8 +115,7 @@ inline void lock_timeline::impl::move_waiter(waiter& w, std::uint32_t lock, std:
   unlist_wait(w.conn, lock);
   retain_connection(conn);
   release_connection(w.conn);
-  w.conn = conn;
-  w.ip_tag = connections[conn].ip.tag();
+  set_waiter_conn(*xp(locks[lock]), w, conn, connections[conn].ip.tag());
   w.connection = connection;
   connections[conn].waits.push_back(lock);
 }
