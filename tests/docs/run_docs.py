@@ -152,10 +152,12 @@ EVENT_TIME = re.compile(r"^\s*\+(\d+\.\d+)\s")
 
 
 def swap_same_moment(expected, out_lines):
-    """`out_lines` with each two adjacent events less than 1 ms apart (`+S.SSSSSS` first)
+    """`out_lines` with each two adjacent events less than 10 ms apart (`+S.SSSSSS` first)
     swapped where the document shows them the other way round: live, a publish reaches its
-    subscriber and the unlock's reply its client within microseconds, on two connections,
-    captured in either order. Only for a document without `...` (lines align one to one)."""
+    subscriber and the unlock's reply its client in one turn of the server, on two
+    connections, captured in either order (microseconds apart on an idle machine, 1.7 ms
+    seen in CI with both cores busy). Only for a document without `...` (lines align one
+    to one)."""
     if "..." in expected or len(expected) != len(out_lines):
         return out_lines
     def fits(pattern_line, line):
@@ -167,7 +169,7 @@ def swap_same_moment(expected, out_lines):
     i = 0
     while i + 1 < len(out):
         a, b = time_of(out[i]), time_of(out[i + 1])
-        if (a is not None and b is not None and abs(b - a) < 0.001 and not fits(expected[i], out[i]) and
+        if (a is not None and b is not None and abs(b - a) < 0.010 and not fits(expected[i], out[i]) and
                 fits(expected[i], out[i + 1]) and fits(expected[i + 1], out[i])):
             out[i], out[i + 1] = out[i + 1], out[i]
             i += 2
