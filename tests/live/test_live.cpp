@@ -101,6 +101,15 @@ child summary_on_loopback(const std::string& cli, int port) {
   std::this_thread::sleep_for(200ms);
   return analyze;
 }
+// A real redis-server, `analyze -i lo --summary` listening on its port, and a connection
+// to send it commands.
+struct watched_server {
+  lockscope::test::redis_server server;
+  child analyze;
+  lockscope::test::resp_connection c;
+  explicit watched_server(const std::string& cli)
+      : analyze(summary_on_loopback(cli, server.port())), c("127.0.0.1", server.port()) {}
+};
 // `field:calls=N` in INFO commandstats, or -1.
 std::int64_t calls_of(const std::string& info, std::string_view command) {
   const std::string key = "cmdstat_" + std::string(command) + ":calls=";
@@ -197,17 +206,14 @@ struct tap_interface {
 };
 }  // namespace
 
-// An interface that goes away under a long-running capture (a VM's NIC unplugged, a
-// container's veth deleted): the analyzer must not end as if all were well. It says why,
-// as libpcap words it, still prints what it had, and exits with status 1, as tcpdump does.
 TEST_CASE("live: a stop reads what the kernel captured before it", "[live]") {
   // Out of immediate mode the kernel hands a block over when it fills or at its timeout
   // (100 ms, later on a busy host): a SIGINT right after the last reply comes before that.
   const std::string cli = LOCKSCOPE_CLI_PATH;
   if (!live_prerequisites(cli)) return;
-  lockscope::test::redis_server server;
-  child analyze = summary_on_loopback(cli, server.port());
-  lockscope::test::resp_connection c("127.0.0.1", server.port());
+  watched_server run(cli);
+  child& analyze = run.analyze;
+  lockscope::test::resp_connection& c = run.c;
   const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
   constexpr int evals = 20;
   for (int i = 0; i < evals; ++i) {
@@ -224,6 +230,9 @@ TEST_CASE("live: a stop reads what the kernel captured before it", "[live]") {
   CHECK(total_before(analyze.text, " locks, ") == evals);
 }
 
+// An interface that goes away under a long-running capture (a VM's NIC unplugged, a
+// container's veth deleted): the analyzer must not end as if all were well. It says why,
+// as libpcap words it, still prints what it had, and exits with status 1, as tcpdump does.
 TEST_CASE("live: an interface that disappears ends the capture with the reason and status 1", "[live]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
   if (!live_prerequisites(cli, false)) return;
@@ -544,9 +553,9 @@ TEST_CASE("live --summary: a renewal captured just before the deadline and hande
           "[live][clock]") {
   const std::string cli = LOCKSCOPE_CLI_PATH;
   if (!live_prerequisites(cli)) return;
-  lockscope::test::redis_server server;
-  child analyze = summary_on_loopback(cli, server.port());
-  lockscope::test::resp_connection c("127.0.0.1", server.port());
+  watched_server run(cli);
+  child& analyze = run.analyze;
+  lockscope::test::resp_connection& c = run.c;
   const auto& acquire = lockscope::lock::script(lockscope::lock::script_kind::acquire);
   const auto& renew = lockscope::lock::script(lockscope::lock::script_kind::renew);
   const auto& unlock = lockscope::lock::script(lockscope::lock::script_kind::unlock);

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effect_calls.hpp"
 #include "helpers.hpp"
 #include "recognize/script_effect.hpp"
 
@@ -18,29 +19,8 @@ using effect::observed_reply;
 
 namespace {
 
-struct call {
-  std::vector<std::string> keys, argv;
-  std::vector<std::string_view> k() const { return {keys.begin(), keys.end()}; }
-  std::vector<std::string_view> a() const { return {argv.begin(), argv.end()}; }
-};
-
-effect::script_effect effect_of(std::string_view text, const call& c) {
-  const auto k = c.k();
-  const auto a = c.a();
-  return effect::analyse_script(text, k, a);
-}
-
-op_outcome outcome_of(const effect::script_effect& e, const observed_reply& r, const call& c) {
-  const auto k = c.k();
-  const auto a = c.a();
-  return effect::read_reply(e, r, k, a).outcome;
-}
-
-observed_reply integer(std::int64_t v) {
-  observed_reply r;
-  r.kind = observed_reply::form::integer;
-  r.integer = v;
-  return r;
+op_outcome outcome_of(const effect::script_effect& e, const observed_reply& r, const effect_call& c) {
+  return eff_reading(e, r, c).outcome;
 }
 
 // KEYS: the holders (a sorted set scored by expiry), the pool's record (a hash: `inuse`
@@ -63,9 +43,9 @@ const std::string pool_give =
     "if not redis.call('zscore', holders, ARGV[2]) then return -1 end\n"
     "redis.call('zrem', holders, ARGV[2])\n"
     "return redis.call('hincrby', pool, 'inuse', -1)\n";
-const call pool_take_call{{"pool:{a}:holders", "pool:{a}", "pool:{a}:callers"},
+const effect_call pool_take_call{{"pool:{a}:holders", "pool:{a}", "pool:{a}:callers"},
                           {"caller-77", "h-3f9a1c0e", "30000", "1795982171000"}};
-const call pool_give_call{{"pool:{a}:holders", "pool:{a}", "pool:{a}:callers"}, {"caller-77", "h-3f9a1c0e"}};
+const effect_call pool_give_call{{"pool:{a}:holders", "pool:{a}", "pool:{a}:callers"}, {"caller-77", "h-3f9a1c0e"}};
 
 // A plain key of permits in use, raised by ARGV[2] while it stays within ARGV[3]; the
 // holder's permits kept in a hash under its id (ARGV[1]).
@@ -81,12 +61,12 @@ const std::string plain_give =
     "if not w then return false end\n"
     "redis.call('hdel', KEYS[2], ARGV[1])\n"
     "return redis.call('decrby', KEYS[1], w)\n";
-const call plain_take_call{{"slots:used", "slots:by-holder"}, {"job-5f2c9a", "2", "5"}};
-const call plain_give_call{{"slots:used", "slots:by-holder"}, {"job-5f2c9a"}};
+const effect_call plain_take_call{{"slots:used", "slots:by-holder"}, {"job-5f2c9a", "2", "5"}};
+const effect_call plain_give_call{{"slots:used", "slots:by-holder"}, {"job-5f2c9a"}};
 
 // A counted release of KEYS[lock_key]'s count, its holder ARGV[owner]; `unheld` is what
 // it answers for a holder it does not have.
-void check_release(const std::string& text, const call& c, std::uint8_t lock_key, std::uint8_t owner,
+void check_release(const std::string& text, const effect_call& c, std::uint8_t lock_key, std::uint8_t owner,
                    const observed_reply& unheld) {
   const auto r = effect_of(text, c);
   INFO(r.finding);
@@ -122,7 +102,7 @@ TEST_CASE("counted permits: a guarded count in a hash field, its limit the field
   CHECK(outcome_of(e, took, pool_take_call) == op_outcome::ok);
   CHECK(outcome_of(e, refused, pool_take_call) == op_outcome::contended);
 
-  check_release(pool_give, pool_give_call, 2, 2, integer(-1));
+  check_release(pool_give, pool_give_call, 2, 2, eff_integer_reply(-1));
 }
 
 TEST_CASE("counted permits: a plain key raised by INCRBY under an ARGV limit", "[effect][permits]") {
@@ -168,7 +148,7 @@ struct permit_log final : public lock_event_sink {
   std::vector<entry> events;
 };
 
-std::vector<std::string> eval(const std::string& text, const call& c) {
+std::vector<std::string> eval(const std::string& text, const effect_call& c) {
   std::vector<std::string> args{"EVAL", text, std::to_string(c.keys.size())};
   args.insert(args.end(), c.keys.begin(), c.keys.end());
   args.insert(args.end(), c.argv.begin(), c.argv.end());
@@ -268,7 +248,7 @@ class op_log final : public lock_operation_sink {
 }  // namespace
 
 TEST_CASE("counted permits: a release that only moves its holder's expiry to the past", "[effect][permits]") {
-  const call give{{"jobs:used", "jobs:expiries"}, {"job-77aa01"}};
+  const effect_call give{{"jobs:used", "jobs:expiries"}, {"job-77aa01"}};
   const auto r = effect_of(expiring_give, give);
   INFO(r.finding);
   REQUIRE(r.op == script_op::unlock);

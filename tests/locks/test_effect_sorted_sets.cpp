@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effect_calls.hpp"
 #include "helpers.hpp"
 #include "lockscope/locks/command_words.hpp"
 #include "lockscope/test/catch_support.hpp"
@@ -48,35 +49,6 @@ std::string with_caller_clock(std::string text) {
   return text;
 }
 
-struct zcall {
-  std::vector<std::string> keys, argv;
-  std::vector<std::string_view> k() const { return {keys.begin(), keys.end()}; }
-  std::vector<std::string_view> a() const { return {argv.begin(), argv.end()}; }
-};
-
-effect::script_effect zeffect(std::string_view text, const zcall& c) {
-  const auto k = c.k();
-  const auto a = c.a();
-  return effect::analyse_script(text, k, a);
-}
-
-observed_reply z_integer(std::int64_t v) {
-  observed_reply r;
-  r.kind = observed_reply::form::integer;
-  r.integer = v;
-  return r;
-}
-observed_reply z_nil() {
-  observed_reply r;
-  r.kind = observed_reply::form::nil;
-  return r;
-}
-
-effect::reply_reading zread(const effect::script_effect& e, const observed_reply& r, const zcall& c) {
-  const auto k = c.k();
-  const auto a = c.a();
-  return effect::read_reply(e, r, k, a);
-}
 
 effect::run_result zrun(std::string_view text, shadow_store& store, const std::vector<std::string>& keys = {"z"},
                         const std::vector<std::string>& argv = {}, const effect::sandbox_limits& limits = {}) {
@@ -92,19 +64,19 @@ std::vector<std::string> texts(const lua_reply& r) {
 
 // A release by ZREM of the member ARGV[1] names (or one built from it): read as the
 // unlock of that member, 1 removed it, 0 refused.
-void check_member_release(const std::string& text, const zcall& r) {
-  const auto rel = zeffect(text, r);
+void check_member_release(const std::string& text, const effect_call& r) {
+  const auto rel = effect_of(text, r);
   INFO(rel.finding);
   REQUIRE(rel.op == script_op::unlock);
   CHECK(rel.member_based);
   CHECK(rel.owner_argv == 1);
-  CHECK(zread(rel, z_integer(1), r).outcome == op_outcome::ok);
-  CHECK(zread(rel, z_integer(0), r).outcome == op_outcome::rejected);
+  CHECK(eff_reading(rel, eff_integer_reply(1), r).outcome == op_outcome::ok);
+  CHECK(eff_reading(rel, eff_integer_reply(0), r).outcome == op_outcome::rejected);
 }
 
-const zcall symfony_save{{"lock:orders"}, {"1795982171.1101", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "300000"}};
-const zcall symfony_refresh{{"lock:orders"}, {"1795982171.1139", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "1000"}};
-const zcall symfony_delete{{"lock:orders"}, {"XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac="}};
+const effect_call symfony_save{{"lock:orders"}, {"1795982171.1101", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "300000"}};
+const effect_call symfony_refresh{{"lock:orders"}, {"1795982171.1139", "XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac=", "1000"}};
+const effect_call symfony_delete{{"lock:orders"}, {"XV+8x3n58C4Oi0/PvJDxwuWsuwaQ3potBM2Ttyba0Ac="}};
 
 }  // namespace
 
@@ -165,7 +137,7 @@ TEST_CASE("sandbox: sorted sets answer and change as Redis does", "[effect][sand
 TEST_CASE("effect: symfony/lock's save() is an exclusive acquire of a sorted-set member", "[effect][zset]") {
   const std::string text = symfony_script("save");
   for (const std::string& t : {text, with_caller_clock(text)}) {
-    const auto e = zeffect(t, symfony_save);
+    const auto e = effect_of(t, symfony_save);
     INFO(e.finding);
     REQUIRE(e.op == script_op::acquire);
     CHECK(e.family == lock_family::set_based);
@@ -176,33 +148,33 @@ TEST_CASE("effect: symfony/lock's save() is an exclusive acquire of a sorted-set
     CHECK(e.lease_argv == 3);
     CHECK_FALSE(e.lease_seconds);
     CHECK(e.renews_own);  // saved again by its holder: re-scored
-    CHECK(zread(e, z_integer(1), symfony_save).outcome == op_outcome::ok);
-    const auto refused = zread(e, z_nil(), symfony_save);
+    CHECK(eff_reading(e, eff_integer_reply(1), symfony_save).outcome == op_outcome::ok);
+    const auto refused = eff_reading(e, eff_nil_reply(), symfony_save);
     CHECK_FALSE(refused.ambiguous);
     CHECK(refused.outcome == op_outcome::contended);
   }
 }
 
 TEST_CASE("effect: symfony/lock's putOffExpiration() renews its member, delete() releases it", "[effect][zset]") {
-  const auto extend = zeffect(symfony_script("putOffExpiration"), symfony_refresh);
+  const auto extend = effect_of(symfony_script("putOffExpiration"), symfony_refresh);
   INFO(extend.finding);
   REQUIRE(extend.op == script_op::extend);
   CHECK(extend.member_based);
   CHECK(extend.owner_argv == 2);
   CHECK(extend.lease_argv == 3);
-  CHECK(zread(extend, z_integer(1), symfony_refresh).outcome == op_outcome::ok);
-  CHECK(zread(extend, z_nil(), symfony_refresh).outcome == op_outcome::rejected);
+  CHECK(eff_reading(extend, eff_integer_reply(1), symfony_refresh).outcome == op_outcome::ok);
+  CHECK(eff_reading(extend, eff_nil_reply(), symfony_refresh).outcome == op_outcome::rejected);
 
-  const auto release = zeffect(symfony_script("delete"), symfony_delete);
+  const auto release = effect_of(symfony_script("delete"), symfony_delete);
   INFO(release.finding);
   REQUIRE(release.op == script_op::unlock);
   CHECK(release.member_based);
   CHECK(release.owner_argv == 1);
-  CHECK(zread(release, z_integer(1), symfony_delete).outcome == op_outcome::ok);
-  CHECK(zread(release, z_nil(), symfony_delete).outcome == op_outcome::rejected);
+  CHECK(eff_reading(release, eff_integer_reply(1), symfony_delete).outcome == op_outcome::ok);
+  CHECK(eff_reading(release, eff_nil_reply(), symfony_delete).outcome == op_outcome::rejected);
 
   // exists() only asks: it runs to its end and is no lock.
-  const auto asks = zeffect(symfony_script("exists"), symfony_save);
+  const auto asks = effect_of(symfony_script("exists"), symfony_save);
   INFO(asks.finding);
   CHECK_FALSE(asks.is_lock());
   CHECK(asks.ran);
@@ -211,7 +183,7 @@ TEST_CASE("effect: symfony/lock's putOffExpiration() renews its member, delete()
 TEST_CASE("effect: symfony/lock's saveRead() is a shared acquire refused by the writer's flag", "[effect][zset]") {
   const std::string text = symfony_script("saveRead");
   for (const std::string& t : {text, with_caller_clock(text)}) {
-    const auto e = zeffect(t, symfony_save);
+    const auto e = effect_of(t, symfony_save);
     INFO(e.finding);
     REQUIRE(e.op == script_op::acquire);
     CHECK(e.member_based);
@@ -220,8 +192,8 @@ TEST_CASE("effect: symfony/lock's saveRead() is a shared acquire refused by the 
     CHECK(e.family == lock_family::set_based);  // a read hold, not a semaphore's permit
     CHECK(e.owner_argv == 2);
     CHECK(e.lease_argv == 3);
-    CHECK(zread(e, z_integer(1), symfony_save).outcome == op_outcome::ok);
-    CHECK(zread(e, z_nil(), symfony_save).outcome == op_outcome::contended);
+    CHECK(eff_reading(e, eff_integer_reply(1), symfony_save).outcome == op_outcome::ok);
+    CHECK(eff_reading(e, eff_nil_reply(), symfony_save).outcome == op_outcome::contended);
   }
 }
 
@@ -235,8 +207,8 @@ TEST_CASE("effect: a sorted-set semaphore of N permits is read by its effect, it
       "if redis.call('ZCARD', sem) >= permits then return false end\n"
       "redis.call('ZADD', sem, now + lease, id)\nredis.call('PEXPIRE', sem, lease)\nreturn 'OK'\n";
   for (const char* permits : {"2", "3"}) {
-    const zcall c{{"sem:pool"}, {"worker-7", permits, "5000", "1764000000000"}};
-    const auto e = zeffect(acquire, c);
+    const effect_call c{{"sem:pool"}, {"worker-7", permits, "5000", "1764000000000"}};
+    const auto e = effect_of(acquire, c);
     INFO(e.finding);
     REQUIRE(e.op == script_op::acquire);
     CHECK(e.family == lock_family::semaphore);
@@ -249,22 +221,22 @@ TEST_CASE("effect: a sorted-set semaphore of N permits is read by its effect, it
     observed_reply ok;
     ok.kind = observed_reply::form::status;
     ok.text = "OK";
-    CHECK(zread(e, ok, c).outcome == op_outcome::ok);
-    CHECK(zread(e, z_nil(), c).outcome == op_outcome::contended);
+    CHECK(eff_reading(e, ok, c).outcome == op_outcome::ok);
+    CHECK(eff_reading(e, eff_nil_reply(), c).outcome == op_outcome::contended);
   }
   check_member_release("local n = redis.call('ZREM', KEYS[1], ARGV[1])\nreturn n", {{"sem:pool"}, {"worker-7"}});
 }
 
 TEST_CASE("effect: a reply no probe path gave is left to the caller, not guessed", "[effect][zset]") {
-  const auto e = zeffect(symfony_script("save"), symfony_save);
+  const auto e = effect_of(symfony_script("save"), symfony_save);
   REQUIRE(e.op == script_op::acquire);
   observed_reply text;
   text.kind = observed_reply::form::text;
   text.text = "something else";
-  const auto odd = zread(e, text, symfony_save);
+  const auto odd = eff_reading(e, text, symfony_save);
   CHECK(odd.ambiguous);
   CHECK(odd.outcome == op_outcome::none);
-  CHECK(zread(e, z_integer(7), symfony_save).ambiguous);
+  CHECK(eff_reading(e, eff_integer_reply(7), symfony_save).ambiguous);
 }
 
 TEST_CASE("sandbox: scripts that loop or allocate on sorted sets are stopped by the limits", "[effect][sandbox][zset]") {
@@ -295,8 +267,8 @@ TEST_CASE("sandbox: scripts that loop or allocate on sorted sets are stopped by 
   r = zrun("return redis.call('zrange', KEYS[1], '[a', '[z', 'BYLEX')", c);
   CHECK(r.outcome == effect::run_result::status::unsupported);
   // The probes of such a script end too, and find no lock.
-  const zcall call{{"z"}, {"tok", "1000"}};
-  const auto e = zeffect("while true do redis.call('zadd', KEYS[1], ARGV[2], ARGV[1] .. math.random()) end", call);
+  const effect_call call{{"z"}, {"tok", "1000"}};
+  const auto e = effect_of("while true do redis.call('zadd', KEYS[1], ARGV[2], ARGV[1] .. math.random()) end", call);
   CHECK_FALSE(e.is_lock());
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
 }
@@ -576,8 +548,8 @@ TEST_CASE("effect: a semaphore whose members are built from the holder's argumen
       "for n = 1, count do redis.call('ZADD', sem, clock, 'permit:' .. id .. ':' .. n) end\n"
       "redis.call('PEXPIRE', sem, lease)\nreturn 1\n";
   for (const char* limit : {"1", "3"}) {
-    const zcall c{{"sem:pool"}, {"c0ffee42-worker", limit, "1", "5000", "1764000000000"}};
-    const auto e = zeffect(acquire, c);
+    const effect_call c{{"sem:pool"}, {"c0ffee42-worker", limit, "1", "5000", "1764000000000"}};
+    const auto e = effect_of(acquire, c);
     INFO(limit << ": " << e.finding);
     REQUIRE(e.op == script_op::acquire);
     CHECK(e.family == lock_family::semaphore);
@@ -587,22 +559,22 @@ TEST_CASE("effect: a semaphore whose members are built from the holder's argumen
     CHECK(e.limit_argv == 2);
     CHECK(e.owner_argv == 1);
     CHECK(e.lease_argv == 4);
-    CHECK(zread(e, z_integer(1), c).outcome == op_outcome::ok);
-    CHECK(zread(e, z_integer(0), c).outcome == op_outcome::contended);
+    CHECK(eff_reading(e, eff_integer_reply(1), c).outcome == op_outcome::ok);
+    CHECK(eff_reading(e, eff_integer_reply(0), c).outcome == op_outcome::contended);
   }
   const std::string refresh =
       "local member = 'permit:' .. ARGV[1] .. ':1'\n"
       "if redis.call('ZSCORE', KEYS[1], member) then\n"
       "  redis.call('ZADD', KEYS[1], ARGV[2], member)\n  redis.call('PEXPIRE', KEYS[1], ARGV[3])\n  return 1\nend\nreturn 0\n";
-  const zcall f{{"sem:pool"}, {"c0ffee42-worker", "1764000000200", "5000"}};
-  const auto ext = zeffect(refresh, f);
+  const effect_call f{{"sem:pool"}, {"c0ffee42-worker", "1764000000200", "5000"}};
+  const auto ext = effect_of(refresh, f);
   INFO(ext.finding);
   REQUIRE(ext.op == script_op::extend);
   CHECK(ext.member_based);
   CHECK(ext.owner_argv == 1);
   CHECK(ext.lease_argv == 3);
-  CHECK(zread(ext, z_integer(1), f).outcome == op_outcome::ok);
-  CHECK(zread(ext, z_integer(0), f).outcome == op_outcome::rejected);
+  CHECK(eff_reading(ext, eff_integer_reply(1), f).outcome == op_outcome::ok);
+  CHECK(eff_reading(ext, eff_integer_reply(0), f).outcome == op_outcome::rejected);
   check_member_release("return redis.call('ZREM', KEYS[1], 'permit:' .. ARGV[1] .. ':1')",
                        {{"sem:pool"}, {"c0ffee42-worker"}});
 }

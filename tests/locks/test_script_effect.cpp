@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "effect_calls.hpp"
 #include "recognize/lua_sandbox.hpp"
 #include "recognize/script_effect.hpp"
 
@@ -15,12 +16,6 @@ using namespace lockscope::locks;
 using effect::observed_reply;
 
 namespace {
-
-struct effect_call {
-  std::vector<std::string> keys, argv;
-  std::vector<std::string_view> key_views() const { return {keys.begin(), keys.end()}; }
-  std::vector<std::string_view> argv_views() const { return {argv.begin(), argv.end()}; }
-};
 
 // Each script ends within 3 s with one of its allowed statuses.
 void check_hostile(const std::vector<std::pair<std::string, std::vector<effect::run_result::status>>>& scripts) {
@@ -37,48 +32,6 @@ void check_hostile(const std::vector<std::pair<std::string, std::vector<effect::
   }
 }
 
-effect::script_effect effect_of(std::string_view text, const effect_call& c) {
-  const auto k = c.key_views();
-  const auto a = c.argv_views();
-  return effect::analyse_script(text, k, a);
-}
-
-observed_reply eff_integer_reply(std::int64_t v) {
-  observed_reply r;
-  r.kind = observed_reply::form::integer;
-  r.integer = v;
-  return r;
-}
-observed_reply eff_nil_reply() {
-  observed_reply r;
-  r.kind = observed_reply::form::nil;
-  return r;
-}
-observed_reply eff_status_reply(std::string_view s) {
-  observed_reply r;
-  r.kind = observed_reply::form::status;
-  r.text = s;
-  return r;
-}
-observed_reply eff_text_reply(std::string_view s) {
-  observed_reply r;
-  r.kind = observed_reply::form::text;
-  r.text = s;
-  return r;
-}
-observed_reply eff_list_reply(std::int64_t first) {
-  observed_reply r;
-  r.kind = observed_reply::form::array;
-  r.first = observed_reply::form::integer;
-  r.first_integer = first;
-  return r;
-}
-
-effect::reply_reading eff_reading(const effect::script_effect& e, const observed_reply& r, const effect_call& c) {
-  const auto k = c.key_views();
-  const auto a = c.argv_views();
-  return effect::read_reply(e, r, k, a);
-}
 
 }  // namespace
 
