@@ -29,6 +29,14 @@ void release(fixture& f, std::string_view lock, std::string_view value, double a
   f.timeline.on_operation(o);
 }
 
+const recorded_event* acquired_on(const fixture& f, std::string_view lock, std::string_view owner) {
+  for (const recorded_event& e : f.events.events) {
+    if (e.event == "acquired" && e.lock == lock && e.owner == owner) return &e;
+  }
+  FAIL("no acquisition of " << lock << " by " << owner);
+  return nullptr;
+}
+
 // p polls A every 150 ms from connection 2 and gives up after its attempt at 310.
 void polls_then_stops(fixture& f) {
   attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
@@ -191,6 +199,54 @@ TEST_CASE("moved on: a waiter seen by one attempt, a whole hold of another lock,
   release(f, "B", "q2", 2160, 2);
   attempt(f, "A", "p", 2200, op_outcome::contended, 2);  // 90 ms: within its cadence
   CHECK(f.events.count("gave_up") == 2);
+}
+
+// A client that sends one value per thread for every lock and round (Beaker's creation
+// lock) makes a single try, refused, goes on to rounds on another lock under the same
+// value, and only then comes back. Its value's whole hold of the other lock since its try
+// ended the wait there: the time the first lock stood free meanwhile was no missed
+// wake-up. Another value's whole hold on the connection (another task, side by side,
+// above) or the other key still held (a group taking its keys in turn) says nothing.
+TEST_CASE("moved on: a single try whose own value then took and released another lock gave up at its try",
+          "[timeline][waiter][give-up][moved-on][idle]") {
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "t", 10, op_outcome::contended, 2);  // its single try
+  attempt(f, "B", "t", 40, op_outcome::ok, 2);         // the thread's next round, on B
+  release(f, "B", "t", 150, 2);
+  release(f, "A", "holder", 320, 1);  // A free from here ...
+  SECTION("its next round takes A at once") {
+    attempt(f, "A", "t", 700, op_outcome::ok, 2);  // ... until its next round
+    CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+    REQUIRE(f.events.count("gave_up") == 1);
+    CHECK(f.events.first("gave_up")->wait_us == at(10) + 100 - at(10));  // its try alone
+    CHECK(f.events.first("gave_up")->ended == locks::wait_end::new_wait);
+    CHECK(acquired_on(f, "A", "t")->wait_us < 0);
+  }
+  SECTION("another takes A, and its next round is refused") {
+    attempt(f, "A", "other", 600, op_outcome::ok, 3, 60'000);
+    attempt(f, "A", "t", 700, op_outcome::contended, 2);
+    CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+    CHECK(f.events.count("gave_up") == 1);
+  }
+}
+
+TEST_CASE("moved on: a single try whose connection held another lock under another value, or still holds its "
+          "own, waits on",
+          "[timeline][waiter][moved-on][idle]") {
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "t", 10, op_outcome::contended, 2);
+  SECTION("another task's value") {
+    attempt(f, "B", "q", 40, op_outcome::ok, 2);
+    release(f, "B", "q", 150, 2);
+  }
+  SECTION("its own value, the other key still held") { attempt(f, "B", "t", 40, op_outcome::ok, 2); }
+  release(f, "A", "holder", 320, 1);
+  attempt(f, "A", "t", 700, op_outcome::ok, 2);
+  CHECK(f.events.count("gave_up") == 0);
+  CHECK(acquired_on(f, "A", "t")->wait_us == at(700) + 100 - at(10));
+  CHECK(f.events.count("anomaly:idle_with_waiters") == 1);
 }
 
 // The free interval kept for a waiter to confirm is the longest one a waiter saw; once

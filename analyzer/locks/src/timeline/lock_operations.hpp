@@ -205,6 +205,7 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     }
   }
   connections[conn].last_acquired_us = at;
+  connections[conn].last_acquired_owner = owner;
   holder& h = add_holder(l, owner, conn);
   h.set_hold_count(1);
   h.since_us = at;

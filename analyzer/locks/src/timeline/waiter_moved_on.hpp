@@ -143,6 +143,24 @@ inline moved_on poller_moved_on(waiter& w, bool poller, connection_info& c, std:
   return moved_on::no;
 }
 
+// A waiter whose own value, over its own connection, took another lock and let it go
+// again (a whole hold) since its latest attempt: the task that value names went on to
+// other work and came back to this lock only after it, so it had given up at that
+// attempt. Beaker's creation lock sends one value per thread for every lock and round:
+// a single try on `orders`, refused, is followed by rounds on `stock` before the thread's
+// next round on `orders`; read as one wait, the time `orders` stood free between showed
+// as a missed wake-up (the first gap's whole hold is otherwise judged only at the attempt
+// after, poller_moved_on, when the stretch was already said). What a whole hold by any
+// value on the connection cannot tell, the value does: a connection that carries tasks
+// side by side (sesame_redlock_mux_short) holds the other lock within a waiter's spacing
+// under the other task's value, and a group that takes its keys in turn under one value
+// (RQ's scheduler) still holds the other key when it tries this one again. Not a value
+// seen shared by several clients (owner_shared), which names no task.
+inline bool own_value_went_on(const waiter& w, const connection_info& c) {
+  return !w.pubsub && w.sub_connection == 0 && c.last_acquired_owner == w.owner &&
+         c.last_acquired_us > w.last_attempt_us && c.last_released_us > c.last_acquired_us;
+}
+
 // The same "whole hold" clause, asked when the waiter's connection closes before its
 // next attempt: a polling waiter `w` (a spacing learnt) on connection `c`, which has
 // since its latest attempt acquired and then released a lock and does not run tasks side

@@ -489,7 +489,9 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   // So did one whose connection did its client's other work before this attempt.
   const bool moved_on_under_shared_value = w->attempts == 1 && attempt_follows_other_operation && xp(l)->owner_shared &&
                                            w->conn == conn_index(op) && !w->pubsub && !connections[w->conn].multiplexes;
-  if (moved_on_under_shared_value || busy_since_single_try(*w, op)) [[unlikely]] {
+  const bool own_value_elsewhere =
+      w->conn == conn_index(op) && !xp(l)->owner_shared && own_value_went_on(*w, connections[w->conn]);
+  if (moved_on_under_shared_value || busy_since_single_try(*w, op) || own_value_elsewhere) [[unlikely]] {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
   }
