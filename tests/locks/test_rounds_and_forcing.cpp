@@ -145,3 +145,34 @@ TEST_CASE("forcing: a waiter that deletes the hold that refused it gave up then,
   // The hold it deleted ended there (a release by another owner's connection).
   CHECK(f.events.count("anomaly:released_other_owner") == 1);
 }
+
+// RQ's scheduler keeps one value (its pid) for every queue's lock: a queue's lock refused
+// is left to its holder and the next queue's taken, and when it stops it deletes every
+// queue's lock, held or not. Its refused try ended at that try, not at the DEL, and the
+// time the lock stood free before the DEL was no missed wake-up. Another value's
+// acquisition on the connection says nothing of this waiter.
+TEST_CASE("forcing: a waiter whose own value took another lock, then deleted the hold that refused it, gave up at "
+          "its try",
+          "[timeline][waiter][forced][idle]") {
+  fixture f;
+  try_set(f, "holder", 0, op_outcome::ok, 1, 60'000);
+  try_set(f, "pid", 10, op_outcome::contended, 2, 60'000);
+  const auto take_b = [&](std::string_view value) {
+    auto o = f.op(lock_op_kind::acquire, op_outcome::ok, value, 11, 2);
+    o.family = lock_family::set_based;
+    o.lock = "B";
+    o.lease_ms = 60'000;
+    f.timeline.on_operation(o);
+  };
+  const bool own = GENERATE(true, false);
+  take_b(own ? "pid" : "other-task");
+  release(f, "holder", 300, 1);                      // A free from here ...
+  try_set(f, "next", 700, op_outcome::ok, 3, 60'000);  // ... until another takes it
+  plain_del(f, 900, 2);                              // the scheduler stops
+  f.timeline.advance_to(at(10'000));
+  const recorded_event* gone = first_of(f.events, "gave_up", "pid");
+  REQUIRE(gone != nullptr);
+  CHECK(gone->ended == locks::wait_end::forced);
+  CHECK(gone->wait_us == (own ? at(10) + 100 : at(900)) - at(10));
+  CHECK(f.events.count("anomaly:idle_with_waiters") == (own ? 0u : 1u));
+}

@@ -656,8 +656,14 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
       // A waiter that deletes the hold it was refused by (the Chat SDK's onLockConflict
       // "force") stopped waiting when it sent the DEL: its wait ends there, and its
       // acquisition that follows, whatever value it carries, takes the lock it freed.
+      // Unless its own value took another lock over this connection since its latest
+      // attempt: it had gone on to that at this attempt (RQ's scheduler leaves a refused
+      // queue's lock to its holder, takes the next queue's, and deletes every queue's lock
+      // when it stops), and the lock free before this DEL was no missed wake-up.
       if (waiter* w = find_waiter(l, deleter); w != nullptr && w->conn == conn && op.request_us >= w->last_attempt_us) {
-        give_up(l, id, w, wait_end::forced, op.request_us, at);
+        const bool went_on = connections[conn].last_acquired_owner == w->owner &&
+                             connections[conn].last_acquired_us > w->last_attempt_us;
+        give_up(l, id, w, wait_end::forced, went_on ? w->last_attempt_us : op.request_us, at);
       }
     }
     if (!has_extra(l) || xp(l)->anomalies[static_cast<std::size_t>(anomaly_kind::unchecked_release)] == 0) {
