@@ -527,6 +527,41 @@ TEST_CASE("clean-up: a release of a refused value long after the refusal is no c
   CHECK((gone == nullptr || gone->wait_us != at(90) + 100 - at(10)));
 }
 
+TEST_CASE("withdrew: a poller's release of its refused value where its next attempt was due ends its wait there",
+          "[timeline][waiter][cleanup][give-up]") {
+  // @huangang/nestjs-simple-redis-lock: one value a process, refused every 150 ms; its
+  // lock() gives up after one more sleep and its decorator unlocks that value instead of
+  // trying again. The wait ran to the unlock, not to the last refusal.
+  fixture f;
+  polls_then_stops(f);
+  cleanup(f, "A", "p", 460, 2);
+  const recorded_event* gone = first_of(f.events, "gave_up", "p");
+  REQUIRE(gone != nullptr);
+  CHECK(gone->ended == locks::wait_end::withdrew);
+  CHECK(gone->wait_us == at(460) - at(10));
+  CHECK(gone->wait_at_most_us < 0);  // exact: no bound
+  // Its next attempt is a new wait.
+  attempt(f, "A", "p", 700, op_outcome::contended, 2);
+  release(f, "A", "holder", 720, 1);
+  attempt(f, "A", "p", 760, op_outcome::ok, 2);
+  REQUIRE(first_of(f.events, "acquired", "p") != nullptr);
+  CHECK(first_of(f.events, "acquired", "p")->wait_us == at(760) + 100 - at(700));
+}
+
+TEST_CASE("withdrew: a poller's release of its refused value off its cadence says nothing of when it stopped",
+          "[timeline][waiter][cleanup][give-up]") {
+  // Long after the next attempt was due (a hold elsewhere ended), or something else on
+  // the connection first: no give-up dated at the release.
+  for (const bool between : {false, true}) {
+    fixture f;
+    polls_then_stops(f);
+    if (between) attempt(f, "B", "q", 400, op_outcome::ok, 2);
+    cleanup(f, "A", "p", between ? 460 : 900, 2);
+    const recorded_event* gone = first_of(f.events, "gave_up", "p");
+    CHECK((gone == nullptr || gone->ended != locks::wait_end::withdrew));
+  }
+}
+
 TEST_CASE("clean-up: the capture's end closing its connection says nothing of the wait",
           "[timeline][waiter][fresh][cleanup]") {
   fixture f;

@@ -347,11 +347,24 @@ SHOW_DETAILS = False
 #   as a give-up and split the waits of backing-off and jittered pollers (medusa_lock
 #   mid-run +15 false waits, bull_redlock, ioredis_mutex), and kept per connection alone,
 #   those of clients polling each lock at its own spacing (redislock): not kept.
+# - nestjs_simple_lock (the twenty-fourth set, npm): @huangang/nestjs-simple-redis-lock 0.7.1
+#   on ioredis 5 (a NestJS lock service used by hand: `SET NX PX` with the service's one uuid
+#   for every attempt and hold of a process on every lock, a fixed-interval retry that
+#   throws one sleep after its last refusal, an EVAL-text release, renewal by a bare
+#   PEXPIRE, its decorator's unlock sent after a give-up too; holders killed with SIGKILL).
+#   docs/reference/clients.md, "Held out, twenty-fourth set". On the unchanged build every
+#   acquisition, release, refusal, renewal and expiry found; waits 31/44 +5 false,
+#   free-while-waiting 6/7 +6 false, give-ups within 10% 8/21 (a give-up dated at its last
+#   refusal, not at the unlock it sends when it stops; single tries joined with the
+#   process's next round, as beaker_lock's). Then used to build a rule (a poller's release
+#   of its refused value where its next attempt was due ends its wait there, `withdrew`):
+#   waits 31/44 -> 39/44, give-ups 8/21 -> 16/21 (mid-run 27/38 -> 33/38, 7/18 -> 13/18); left:
+#   the single tries.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
             "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck",
-            "bull_redlock", "bull_redlock_quorum", "beaker_lock"]
+            "bull_redlock", "bull_redlock_quorum", "beaker_lock", "nestjs_simple_lock"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",

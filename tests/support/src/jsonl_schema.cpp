@@ -196,9 +196,9 @@ std::string event_line_errors(std::string_view line) {
   if (o.contains("ended") && !(o.at("ended").is_string() &&
                                one_of(o.at("ended").get_string(),
                                       {"last_attempt", "unsubscribed", "connection_closed", "new_wait", "left_queue", "group_decided",
-                                       "forced", "next_attempt_missed"}))) {
-    return "ended is not last_attempt, unsubscribed, connection_closed, new_wait, left_queue, group_decided, forced or "
-           "next_attempt_missed";
+                                       "forced", "next_attempt_missed", "withdrew"}))) {
+    return "ended is not last_attempt, unsubscribed, connection_closed, new_wait, left_queue, group_decided, forced, "
+           "next_attempt_missed or withdrew";
   }
   if (o.contains("closed_holder") != o.contains("holder_closed_at")) return "closed_holder and holder_closed_at go together";
   if (o.contains("holder_lease_ran_out_at") && !o.contains("holder_closed_at")) {

@@ -53,6 +53,7 @@ std::string_view wait_end_text(wait_end w) {
     case wait_end::group_decided: return "its MultiLock/RedLock went on without this server (it unlocked it)";
     case wait_end::forced: return "its connection deleted the hold that refused it";
     case wait_end::next_attempt_missed: return "its next attempt, due before the capture ended, never came";
+    case wait_end::withdrew: return "its client released the value it had been refused, where its next attempt was due";
     case wait_end::none: break;
   }
   return {};

@@ -191,10 +191,29 @@ inline bool moved_on_before_close(const waiter& w, const connection_info& c) {
 // one before any spacing was learnt (the waiter's second attempt decides), and one whose
 // client released its refused value first (@sesamecare-oss/redlock releases the value it
 // gave up, then its next acquire draws another: a give-up and a new wait).
-inline bool value_redrawn_at_cadence(const waiter& w, std::int64_t attempt_us, std::int64_t wake_window_us) {
-  if (w.last_gap_ms == 0 || w.attempts < 2 || w.withdrawn) return false;
-  const std::int64_t gap = attempt_us - w.last_attempt_us;
+inline bool comes_at_cadence(const waiter& w, std::int64_t request_us, std::int64_t wake_window_us) {
+  if (w.last_gap_ms == 0 || w.attempts < 2) return false;
+  const std::int64_t gap = request_us - w.last_attempt_us;
   return gap * 4 >= std::int64_t{w.last_gap_ms} * 1000 * 3 && gap <= next_attempt_reach_us(w, wake_window_us);
+}
+
+inline bool value_redrawn_at_cadence(const waiter& w, std::int64_t attempt_us, std::int64_t wake_window_us) {
+  return !w.withdrawn && comes_at_cadence(w, attempt_us, wake_window_us);
+}
+
+// A poller's release of the value it was refused, sent over its connection as the next
+// step after its last refusal and where its next attempt was due (comes_at_cadence), is
+// the client stopping: its retry loop found its time out after one more sleep and gave
+// the value back instead of trying again (@huangang/nestjs-simple-redis-lock's decorator
+// unlocks in a `finally` after its lock() gave up, one retry interval after the last
+// refusal). The wait ended at that release, not at the last refusal. A release sent at
+// once after a refusal is that attempt's clean-up (below); one off the cadence says
+// nothing of when the wait ended (a Redlock quorum holder releasing, at its hold's end,
+// the server that refused it); a waiter seen by one attempt has no cadence.
+inline bool released_at_cadence(const waiter& w, const connection_info& c, std::uint32_t lock, std::uint32_t conn,
+                                std::int64_t request_us, std::int64_t wake_window_us) {
+  return w.conn == conn && c.refused_lock == lock && !c.refusal_cleaned && !c.multiplexes &&
+         request_us - w.last_attempt_us > wake_window_us && comes_at_cadence(w, request_us, wake_window_us);
 }
 
 // The same question for a waiter whose next attempt may carry a new value

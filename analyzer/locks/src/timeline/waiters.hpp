@@ -752,6 +752,10 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
       w->cleaned_up = true;
       w->last_attempt_us = std::max(w->last_attempt_us, op.at_us());
       c.refusal_cleaned = true;
+    } else if (released_at_cadence(*w, c, lock, conn, op.request_us, options.wake_window_us)) {
+      c.refused_lock = no_id;
+      give_up(l, lock, w, wait_end::withdrew, op.request_us, op.at_us());
+      schedule(lock);
     }
     return;
   }

@@ -27,7 +27,7 @@ std::string_view to_string(link_confidence c) noexcept {
 }
 
 std::string_view to_string(wait_end w) noexcept {
-  static constexpr std::string_view names[] = {"none", "last_attempt", "unsubscribed", "connection_closed", "new_wait", "left_queue", "group_decided", "forced", "next_attempt_missed"};
+  static constexpr std::string_view names[] = {"none", "last_attempt", "unsubscribed", "connection_closed", "new_wait", "left_queue", "group_decided", "forced", "next_attempt_missed", "withdrew"};
   return names[static_cast<std::size_t>(w)];
 }
 

@@ -54,6 +54,7 @@ enum class wait_end : std::uint8_t {
   group_decided,      // its MultiLock/RedLock went on without this server: the thread unlocked it (a lower bound)
   forced,             // its connection deleted the hold that refused it (a forced release): it stopped waiting then
   next_attempt_missed,  // a poller whose next attempt was due before the capture ended never made it (a lower bound)
+  withdrew,           // where its next attempt was due, its client released the value it had been refused
 };
 
 enum class anomaly_kind : std::uint8_t {
