@@ -562,6 +562,48 @@ TEST_CASE("withdrew: a poller's release of its refused value off its cadence say
   }
 }
 
+// @huangang/nestjs-simple-redis-lock sends one value per process for every lock: a single
+// try on A, refused, then a wait on B under the same value that its unlock ends (withdrew),
+// then the process's next round on A. The value waited for B meanwhile: the try gave up at
+// once, and A's free time before the next round was no missed wake-up. Another value's
+// wait on B over the connection (another task), or the own wait on B not yet ended, says
+// nothing of the try.
+TEST_CASE("moved on: a single try whose own value then waited for another lock and gave it up gave up at its try",
+          "[timeline][waiter][give-up][moved-on][idle]") {
+  const auto waits_for_b = [](fixture& f, std::string_view value, bool withdraws) {
+    attempt(f, "B", "b-holder", 0, op_outcome::ok, 3, 60'000);
+    attempt(f, "B", value, 20, op_outcome::contended, 2);
+    attempt(f, "B", value, 170, op_outcome::contended, 2);
+    attempt(f, "B", value, 320, op_outcome::contended, 2);
+    if (withdraws) cleanup(f, "B", value, 470, 2);  // where its next attempt was due
+  };
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "t", 10, op_outcome::contended, 2);  // its single try
+  SECTION("its own value withdrew from B") {
+    waits_for_b(f, "t", true);
+    release(f, "A", "holder", 330, 1);  // A free from here ...
+    attempt(f, "A", "t", 500, op_outcome::ok, 2);  // ... until its next round
+    CHECK(f.events.count("anomaly:idle_with_waiters") == 0);
+    const recorded_event* gone = nullptr;
+    for (const recorded_event& e : f.events.events) {
+      if (e.event == "gave_up" && e.lock == "A") gone = &e;
+    }
+    REQUIRE(gone != nullptr);
+    CHECK(gone->wait_us == at(10) + 100 - at(10));  // its try alone
+    CHECK(gone->ended == locks::wait_end::new_wait);
+    CHECK(acquired_on(f, "A", "t")->wait_us < 0);
+  }
+  SECTION("another value waited for B, or its own wait there goes on") {
+    const bool other_value = GENERATE(true, false);
+    waits_for_b(f, other_value ? "q" : "t", other_value);
+    release(f, "A", "holder", 330, 1);
+    attempt(f, "A", "t", 500, op_outcome::ok, 2);
+    CHECK(acquired_on(f, "A", "t")->wait_us == at(500) + 100 - at(10));
+    CHECK(f.events.count("anomaly:idle_with_waiters") == 1);
+  }
+}
+
 TEST_CASE("clean-up: the capture's end closing its connection says nothing of the wait",
           "[timeline][waiter][fresh][cleanup]") {
   fixture f;

@@ -278,6 +278,11 @@ struct connection_info {
   // retained: it is compared only with a waiter's value that stayed interned since
   // before that acquisition, so an id reused meanwhile cannot match.
   std::uint32_t last_acquired_owner = no_id;
+  // The latest wait over it that gave up (give_up, waiters.hpp): its value, its lock and
+  // when it began (own_value_gave_up_elsewhere, waiter_moved_on.hpp; not retained either).
+  std::uint32_t gave_up_owner = no_id;
+  std::uint32_t gave_up_lock = no_id;
+  std::int64_t gave_up_wait_began_us = -1;
   bool multiplexes = false;  // a waiter polled on while it held a lock taken meanwhile (poller_moved_on)
   // A new value at once after a single try began a new wait over it (split_at_once, until
   // that wait's next attempt), and that wait's next came at once too: a spinner

@@ -161,6 +161,23 @@ inline bool own_value_went_on(const waiter& w, const connection_info& c) {
          c.last_acquired_us > w.last_attempt_us && c.last_released_us > c.last_acquired_us;
 }
 
+// Likewise a waiter whose own value, over its own connection, began a wait on another
+// lock since its latest attempt here and has given that wait up since (withdrew, went on,
+// its connection deleted the hold): a value that names one task waits for one lock at a
+// time, and the task tried this lock, went on to wait for the other, gave that up, and
+// only then came back here. @huangang/nestjs-simple-redis-lock sends one value per process
+// for every lock: a single try on `orders`, refused, then four refusals on `stock` ended
+// by its unlock in a `finally`, then the next round on `orders`; read as one wait, the
+// 290-480 ms `orders` stood free between showed as a missed wake-up. A wait on the other
+// lock that ended by its acquisition is own_value_went_on's once released, and kept whole
+// while held (a group taking its keys in turn); one that began before this waiter's latest
+// attempt ran beside it (a connection carrying tasks side by side, `multiplexes`, is not
+// judged by this). Not a pub/sub waiter's: it waits for a message, not in turn.
+inline bool own_value_gave_up_elsewhere(const waiter& w, const connection_info& c, std::uint32_t lock) {
+  return !w.pubsub && w.sub_connection == 0 && !c.multiplexes && c.gave_up_owner == w.owner && c.gave_up_lock != lock &&
+         c.gave_up_wait_began_us > w.last_attempt_us;
+}
+
 // The same "whole hold" clause, asked when the waiter's connection closes before its
 // next attempt: a polling waiter `w` (a spacing learnt) on connection `c`, which has
 // since its latest attempt acquired and then released a lock and does not run tasks side

@@ -490,7 +490,8 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   const bool moved_on_under_shared_value = w->attempts == 1 && attempt_follows_other_operation && xp(l)->owner_shared &&
                                            w->conn == conn_index(op) && !w->pubsub && !connections[w->conn].multiplexes;
   const bool own_value_elsewhere =
-      w->conn == conn_index(op) && !xp(l)->owner_shared && own_value_went_on(*w, connections[w->conn]);
+      w->conn == conn_index(op) && !xp(l)->owner_shared &&
+      (own_value_went_on(*w, connections[w->conn]) || own_value_gave_up_elsewhere(*w, connections[w->conn], lock));
   if (moved_on_under_shared_value || busy_since_single_try(*w, op) || own_value_elsewhere) [[unlikely]] {
     give_up(l, lock, w, wait_end::new_wait, w->last_attempt_us, op.at_us());
     return nullptr;
@@ -778,6 +779,12 @@ inline void lock_timeline::impl::left_queue(std::uint32_t id, const lock_operati
 inline void lock_timeline::impl::give_up(lock_state& l, std::uint32_t lock, waiter* w, wait_end how, std::int64_t ended, std::int64_t at,
                                         bool ended_at_least) {
   report_give_up(l, *w, how, ended, at, ended_at_least || how == wait_end::last_attempt);
+  if (w->conn != no_id) {
+    connection_info& c = connections[w->conn];
+    c.gave_up_owner = w->owner;
+    c.gave_up_lock = lock;
+    c.gave_up_wait_began_us = w->first_us;
+  }
   drop_waiter(l, lock, w);
   release_closed_holder_if_done(l);
 }
