@@ -146,14 +146,16 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   const std::uint64_t partner = best_partner(s);
   const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
   // Every waiter the message reaches is told; the one woken is the first preferred, in
-  // the waiters' order.
+  // the waiters' order: the earliest first attempt, then the earliest seq (whatever the
+  // order of the visits, and a waiter visited twice is no other).
   auto reached = [&](waiter& w) {
     if (w.sub_connection != s.id && !(established && w.client == partner)) return;
     w.notified = true;
     const bool preferred = !established || w.client == partner;
     const bool best_preferred = woken != nullptr && (!established || woken->client == partner);
     if (woken == nullptr || (preferred && !best_preferred) ||
-        (preferred == best_preferred && w.first_us < woken->first_us)) {
+        (preferred == best_preferred &&
+         (w.first_us < woken->first_us || (w.first_us == woken->first_us && w.seq < woken->seq)))) {
       woken = &w;
     }
   };
@@ -163,18 +165,16 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   } else {
     // Those of its subscriber connection and of its established client, found by key
     // (a herd's publish reaches each of 200 subscribers: a scan of all 4,000 waiters
-    // for each was half of the analysis), visited in the waiters' order.
+    // for each was half of the analysis), in the keys' order (reached() needs none).
     const waiter_keys& keys = keys_of(x);
-    woken_seqs.clear();
-    if (const auto* v = waiter_keys::of(keys.by_sub, s.id)) woken_seqs.insert(woken_seqs.end(), v->begin(), v->end());
-    if (established) {
-      if (const auto* v = waiter_keys::of(keys.by_client, partner)) woken_seqs.insert(woken_seqs.end(), v->begin(), v->end());
-    }
-    std::sort(woken_seqs.begin(), woken_seqs.end());
-    woken_seqs.erase(std::unique(woken_seqs.begin(), woken_seqs.end()), woken_seqs.end());
-    for (const std::uint64_t seq : woken_seqs) {
-      if (waiter* w = waiter_at(x, seq)) reached(*w);
-    }
+    const auto reach_each = [&](const waiter_keys::seqs* v) {
+      if (v == nullptr) return;
+      for (const std::uint64_t seq : *v) {
+        if (waiter* w = waiter_at(x, seq)) reached(*w);
+      }
+    };
+    reach_each(waiter_keys::of(keys.by_sub, s.id));
+    if (established) reach_each(waiter_keys::of(keys.by_client, partner));
   }
   if (woken == nullptr) {
     woken = partner_waiter(l, s);

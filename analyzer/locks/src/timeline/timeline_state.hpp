@@ -351,7 +351,7 @@ struct lock_timeline::impl {
   template <class Leaves, class Concerns = bool (*)(const waiter_vector::dormant&)>
   void remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns = [](const waiter_vector::dormant&) { return true; });
   template <class Leaves>
-  void remove_waiters_on(lock_extra& x, std::uint32_t conn, Leaves&& leaves);
+  void remove_waiters_keyed(lock_extra& x, waiter_keys::map waiter_keys::*by, std::uint64_t key, Leaves&& leaves);
   void after_removals(lock_extra& x, std::size_t before);
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w);
   void unlist_wait(std::uint32_t conn, std::uint32_t lock);
@@ -410,7 +410,7 @@ struct lock_timeline::impl {
   waiter* first_on_conn(lock_extra& x, std::uint32_t conn);
   static void set_waiter_deadline(lock_extra& x, waiter& w, std::int64_t t);
   static std::int64_t earliest_waiter_deadline(lock_extra& x);
-  std::vector<std::uint64_t> woken_seqs;  // on_message's candidates (kept: no allocation a message)
+  std::vector<std::uint64_t> woken_seqs;  // a key's seqs copied for a pass that edits the key (kept: no allocation a pass)
   std::vector<std::uint64_t> keyed_seqs;  // choose_waiter's and link's, as woken_seqs
   std::vector<std::uint64_t> address_seqs;  // the waiters of a subscriber's address (by_ip)
 

@@ -19,10 +19,12 @@ namespace lockscope::locks::timeline_detail {
 
 struct waiter_keys {
   using seqs = std::vector<std::uint64_t>;  // unordered: a key's waiters, few
-  std::unordered_map<std::uint64_t, seqs> by_sub;     // sub_connection (not 0) -> seqs
-  std::unordered_map<std::uint64_t, seqs> by_client;  // client -> seqs
-  std::unordered_map<std::uint64_t, seqs> by_conn;    // conn (the connection table's index) -> seqs
-  std::unordered_map<std::uint64_t, seqs> by_ip;      // ip_tag (its connection's address's) -> seqs
+  using map = std::unordered_map<std::uint64_t, seqs>;
+  map by_sub;     // sub_connection (not 0) -> seqs
+  map by_client;  // client -> seqs
+  map by_conn;    // conn (the connection table's index) -> seqs
+  map by_ip;      // ip_tag (its connection's address's) -> seqs
+
 
   static void add(std::unordered_map<std::uint64_t, seqs>& m, std::uint64_t key, std::uint64_t seq) {
     m[key].push_back(seq);

@@ -67,13 +67,13 @@ inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves, 
   after_removals(x, before);
 }
 
-// remove_waiters(x, w.conn == conn && leaves(w)), for a lock whose keys are kept and
-// whose waiters are all full: only the connection's are asked (a herd's connection
-// ending visited every waiter of each lock it waited on).
+// remove_waiters(x, <w's key in `by`> == key && leaves(w)), for a lock whose keys are
+// kept and whose waiters are all full: only the key's waiters are asked (a herd's
+// connection ending visited every waiter of each lock it waited on or listened to).
 template <class Leaves>
-inline void lock_timeline::impl::remove_waiters_on(lock_extra& x, std::uint32_t conn, Leaves&& leaves) {
+inline void lock_timeline::impl::remove_waiters_keyed(lock_extra& x, waiter_keys::map waiter_keys::*by, std::uint64_t key, Leaves&& leaves) {
   const std::size_t before = x.waiters.size();
-  waiter_keys::sorted(keys_of(x).by_conn, conn, keyed_seqs);
+  waiter_keys::sorted(keys_of(x).*by, key, keyed_seqs);
   x.waiters.remove_among(keyed_seqs, leaves, [&](const waiter& w) { forget_waiter(x, w); });
   after_removals(x, before);
 }
