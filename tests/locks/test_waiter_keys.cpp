@@ -6,7 +6,8 @@
 // a connection's end must give up the waiters a scan of them all would (those whose latest
 // attempt came over it, in their order), and a SUBSCRIBE on a waiter's own connection name
 // the first of them, through waiters retrying over other connections of a pool; a
-// subscriber's end must give up the waiters a scan would.
+// subscriber's end must give up the waiters a scan would; the latest attempts kept must
+// answer a SUBSCRIBE's episode check as a look at every waiter does.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
+#include "timeline/waiter_keys.hpp"
 
 namespace lockscope::timeline_test {
 namespace {
@@ -243,6 +245,66 @@ TEST_CASE("waiter keys by connection and address: a connection's end and a SUBSC
 }  // namespace lockscope::timeline_test
 
 namespace lockscope::timeline_test {
+
+// waiter_keys::recent, a lock's latest attempts: when it says it holds every waiter whose
+// latest attempt came after a time, a look at its entries finds another client's attempt
+// in a window wherever a look at every waiter finds one. Against a model of the waiters
+// (their clients and latest attempts), attempts noted a little out of order (replies
+// captured in no order the server guarantees), waiters leaving.
+TEST_CASE("waiter keys' latest attempts find what a look at every waiter finds", "[timeline][waiters]") {
+  std::mt19937_64 random(5150);
+  locks::timeline_detail::waiter_keys keys;
+  struct model_waiter {
+    std::uint64_t client;
+    std::int64_t last_us;
+  };
+  std::map<std::uint64_t, model_waiter> waiting;  // seq -> waiter
+  std::uint64_t next_seq = 0;
+  std::int64_t now = 1'000'000;
+  int held = 0, found = 0, not_found = 0;
+  for (int step = 0; step < 20'000; ++step) {
+    now += static_cast<std::int64_t>(random() % 50 == 0 ? random() % 20'000 : random() % 40);  // bursts, pauses
+    const unsigned op = static_cast<unsigned>(random() % 100);
+    const std::int64_t at = now - static_cast<std::int64_t>(random() % 100);  // a little out of order
+    if (op < 30 || waiting.size() < 50) {
+      waiting[next_seq] = {random() % 20, at};
+      keys.note_attempt(next_seq++, at);
+    } else if (op < 75) {
+      auto it = waiting.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(random() % waiting.size()));
+      it->second.last_us = at;
+      keys.note_attempt(it->first, at);
+    } else if (op < 90) {
+      auto it = waiting.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(random() % waiting.size()));
+      waiting.erase(it);
+    } else {
+      const std::int64_t request = now - static_cast<std::int64_t>(random() % 6'000);
+      const std::int64_t reach = 100 + static_cast<std::int64_t>(random() % 2'000);
+      const std::uint64_t latest_client = random() % 20;
+      const auto as_recent = [&](const model_waiter& w) {
+        return w.client != latest_client && w.last_us <= request && request - w.last_us < reach;
+      };
+      bool scanned = false;
+      for (const auto& [seq, w] : waiting) scanned = scanned || as_recent(w);
+      if (!keys.recent_holds_after(request - reach)) continue;
+      ++held;
+      bool looked = false;
+      for (const auto& a : keys.recent) {
+        if (a.at_us <= request - reach || a.at_us > request) continue;
+        const auto it = waiting.find(a.seq);
+        looked = looked || (it != waiting.end() && as_recent(it->second));
+      }
+      INFO("step " << step);
+      REQUIRE(looked == scanned);
+      ++(scanned ? found : not_found);
+    }
+  }
+  INFO("held " << held << ", found " << found << ", not found " << not_found);
+  CHECK(held > 1'000);
+  CHECK(found > 200);
+  CHECK(not_found > 500);
+}
 
 // A subscriber connection's end, on a herd's lock: its waiters lose their subscription,
 // and those whose command connection had ended already (kept, waiting on their sure

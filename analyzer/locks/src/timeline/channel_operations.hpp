@@ -50,10 +50,27 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
       const std::int64_t d1 = op.request_us - latest->last_attempt_us;
       // Another client's failure nearly as recent (nearer than 4 * d1 + 1 ms): no episode.
-      // The first found decides (a herd's lock has thousands of waiters to look through).
-      const bool other_as_recent = std::any_of(x.waiters.begin(), x.waiters.end(), [&](const waiter& w) {
-        return w.client != latest->client && w.last_attempt_us <= op.request_us && op.request_us - w.last_attempt_us < 4 * d1 + 1'000;
-      });
+      // The first found decides; a herd's lock (thousands of waiters, none that recent)
+      // looks only at its latest attempts when they reach back far enough.
+      const std::int64_t reach = 4 * d1 + 1'000;
+      const std::uint64_t latest_client = latest->client;
+      const auto as_recent = [&](const waiter& w) {
+        return w.client != latest_client && w.last_attempt_us <= op.request_us && op.request_us - w.last_attempt_us < reach;
+      };
+      bool other_as_recent = false;
+      if (x.keys && x.keys->recent_holds_after(op.request_us - reach)) {
+        for (const waiter_keys::attempt& a : x.keys->recent) {
+          if (a.at_us > op.request_us - reach && a.at_us <= op.request_us) {
+            const waiter* w = waiter_at(x, a.seq);
+            if (w != nullptr && as_recent(*w)) {
+              other_as_recent = true;
+              break;
+            }
+          }
+        }
+      } else {
+        other_as_recent = std::any_of(x.waiters.begin(), x.waiters.end(), as_recent);
+      }
       if (!other_as_recent) {
         learn(s, latest->client);
         learnt = true;

@@ -404,6 +404,7 @@ struct lock_timeline::impl {
   waiter_keys& keys_of(lock_extra& x);
   static void index_keys(lock_extra& x, const waiter& w);
   static void unindex_keys(lock_extra& x, const waiter& w);
+  static void note_attempt(lock_extra& x, const waiter& w);
   static void no_waiters_left(lock_extra& x);
   static void set_sub_connection(lock_extra& x, waiter& w, std::uint64_t sub);
   static void set_waiter_conn(lock_extra& x, waiter& w, std::uint32_t conn, std::uint16_t ip_tag);

@@ -365,6 +365,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   w.notified = w.notified && told_during(x, w, t, at);  // (subscriber_links.hpp)
   w.lost_release_us = -1;
   w.last_attempt_us = at;
+  note_attempt(x, w);
 }
 
 // A single try whose connection did its client's other work before this attempt (RQ's
@@ -749,6 +750,7 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
         op.request_us - w->last_attempt_us <= options.wake_window_us) {
       w->cleaned_up = true;
       w->last_attempt_us = std::max(w->last_attempt_us, op.at_us());
+      note_attempt(*xp(l), *w);
       c.refusal_cleaned = true;
     }
     return;
