@@ -347,6 +347,7 @@ struct lock_timeline::impl {
 
   // ---- waiters (timeline/waiters.hpp) ----
   waiter* find_waiter(lock_state& l, std::uint32_t owner);
+  waiter* find_waiter(lock_extra& x, std::uint32_t owner);
   [[gnu::always_inline]] void forget_waiter(lock_extra& x, const waiter& w);
   template <class Leaves, class Concerns = bool (*)(const waiter_vector::dormant&)>
   void remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns = [](const waiter_vector::dormant&) { return true; });
@@ -402,7 +403,8 @@ struct lock_timeline::impl {
   // ---- waiter lookups (timeline/waiter_lookup.hpp) ----
   static waiter* waiter_at(lock_extra& x, std::uint64_t seq);
   waiter_keys& keys_of(lock_extra& x);
-  static void index_keys(lock_extra& x, const waiter& w);
+  [[gnu::always_inline]] static void index_keys(lock_extra& x, const waiter& w);
+  static void index_kept_keys(waiter_keys& keys, const waiter& w);
   static void unindex_keys(lock_extra& x, const waiter& w);
   static void note_attempt(lock_extra& x, const waiter& w);
   static void no_waiters_left(lock_extra& x);

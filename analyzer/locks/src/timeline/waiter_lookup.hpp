@@ -28,14 +28,18 @@ inline waiter_keys& lock_timeline::impl::keys_of(lock_extra& x) {
   return *x.keys;
 }
 
-// `w` (a new waiter, its links set) joins the keys, if kept.
+// `w` (a new waiter, its links set) joins the keys, if kept (a lock without them, most,
+// pays a test: the rest is out of line).
 inline void lock_timeline::impl::index_keys(lock_extra& x, const waiter& w) {
-  if (!x.keys) return;
-  waiter_keys::add(x.keys->by_client, w.client, w.seq);
-  waiter_keys::add(x.keys->by_conn, w.conn, w.seq);
-  waiter_keys::add(x.keys->by_ip, w.ip_tag, w.seq);
-  if (w.sub_connection != 0) waiter_keys::add(x.keys->by_sub, w.sub_connection, w.seq);
-  x.keys->note_attempt(w.seq, w.last_attempt_us);
+  if (x.keys) index_kept_keys(*x.keys, w);
+}
+
+inline void lock_timeline::impl::index_kept_keys(waiter_keys& keys, const waiter& w) {
+  waiter_keys::add(keys.by_client, w.client, w.seq);
+  waiter_keys::add(keys.by_conn, w.conn, w.seq);
+  waiter_keys::add(keys.by_ip, w.ip_tag, w.seq);
+  if (w.sub_connection != 0) waiter_keys::add(keys.by_sub, w.sub_connection, w.seq);
+  keys.note_attempt(w.seq, w.last_attempt_us);
 }
 
 // The waiter's latest attempt is now `w.last_attempt_us` (waiter_keys::recent).

@@ -20,8 +20,10 @@ inline void lock_timeline::impl::dormant_fields::complete(waiter& w) const {
 }
 
 inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t owner) {
-  if (!has_extra(l)) return nullptr;
-  lock_extra& x = *xp(l);
+  return has_extra(l) ? find_waiter(*xp(l), owner) : nullptr;
+}
+
+inline waiter* lock_timeline::impl::find_waiter(lock_extra& x, std::uint32_t owner) {
   if (x.waiters.size() <= scanned_waiters) {
     for (waiter& w : x.waiters) {
       if (w.owner == owner) return &w;
@@ -736,7 +738,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
 inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t lock, std::uint32_t owner,
                                                   const lock_operation& op) {
   if (!has_extra(l)) return;
-  waiter* w = find_waiter(l, owner);
+  lock_extra& x = *xp(l);
+  waiter* w = find_waiter(x, owner);
   if (w == nullptr) return;
   if (client_part(op.owner).empty() || w->fresh_values || !waits_by_pubsub(canon(lock_store::identity_of(l).scope), op.lock, *w)) {
     w->withdrawn = true;
@@ -750,7 +753,7 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
         op.request_us - w->last_attempt_us <= options.wake_window_us) {
       w->cleaned_up = true;
       w->last_attempt_us = std::max(w->last_attempt_us, op.at_us());
-      note_attempt(*xp(l), *w);
+      note_attempt(x, *w);
       c.refusal_cleaned = true;
     }
     return;
