@@ -312,15 +312,15 @@ TEST_CASE("waiter keys' latest attempts find what a look at every waiter finds",
 // waiters: clients of 4-8 threads each on a pool of command connections, some of which end
 // while their waiters wait; then the subscribers end one by one.
 TEST_CASE("waiter keys by subscriber: a subscriber's end gives up what a scan gives up", "[timeline][waiters]") {
+  struct model_waiter {
+    std::string owner;
+    int client;
+    std::uint64_t conn;
+  };
   std::mt19937_64 random(9021);
   for (int round = 0; round < 4; ++round) {
     fixture f;
     f.acquire("h:1", 0, 600'000);
-    struct model_waiter {
-      std::string owner;
-      int client;
-      std::uint64_t conn;
-    };
     constexpr int client_count = 8;
     std::vector<model_waiter> waiting;  // in the order of their first attempts
     std::vector<std::vector<std::uint64_t>> pool(client_count);  // each client's command connections
