@@ -5,7 +5,9 @@
 // to a new connection; the earliest deadline must follow a waiter moving its own later;
 // a connection's end must give up the waiters a scan of them all would (those whose latest
 // attempt came over it, in their order), and a SUBSCRIBE on a waiter's own connection name
-// the first of them, through waiters retrying over other connections of a pool.
+// the first of them, through waiters retrying over other connections of a pool; a
+// subscriber's end must give up the waiters a scan would; the latest attempts kept must
+// answer a SUBSCRIBE's episode check as a look at every waiter does.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
+#include "timeline/waiter_keys.hpp"
 
 namespace lockscope::timeline_test {
 namespace {
@@ -236,6 +239,201 @@ TEST_CASE("waiter keys by connection and address: a connection's end and a SUBSC
       }
     }
     CHECK(named_some >= 4);
+  }
+}
+
+}  // namespace lockscope::timeline_test
+
+namespace lockscope::timeline_test {
+
+// waiter_keys::recent, a lock's latest attempts: when it says it holds every waiter whose
+// latest attempt came after a time, a look at its entries finds another client's attempt
+// in a window wherever a look at every waiter finds one. Against a model of the waiters
+// (their clients and latest attempts), attempts noted a little out of order (replies
+// captured in no order the server guarantees), waiters leaving.
+TEST_CASE("waiter keys' latest attempts find what a look at every waiter finds", "[timeline][waiters]") {
+  std::mt19937_64 random(5150);
+  locks::timeline_detail::waiter_keys keys;
+  struct model_waiter {
+    std::uint64_t client;
+    std::int64_t last_us;
+  };
+  std::map<std::uint64_t, model_waiter> waiting;  // seq -> waiter
+  std::uint64_t next_seq = 0;
+  std::int64_t now = 1'000'000;
+  int held = 0, found = 0, not_found = 0;
+  for (int step = 0; step < 20'000; ++step) {
+    now += static_cast<std::int64_t>(random() % 50 == 0 ? random() % 20'000 : random() % 40);  // bursts, pauses
+    const unsigned op = static_cast<unsigned>(random() % 100);
+    const std::int64_t at = now - static_cast<std::int64_t>(random() % 100);  // a little out of order
+    if (op < 30 || waiting.size() < 50) {
+      waiting[next_seq] = {random() % 20, at};
+      keys.note_attempt(next_seq++, at);
+    } else if (op < 75) {
+      auto it = waiting.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(random() % waiting.size()));
+      it->second.last_us = at;
+      keys.note_attempt(it->first, at);
+    } else if (op < 90) {
+      auto it = waiting.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(random() % waiting.size()));
+      waiting.erase(it);
+    } else {
+      const std::int64_t request = now - static_cast<std::int64_t>(random() % 6'000);
+      const std::int64_t reach = 100 + static_cast<std::int64_t>(random() % 2'000);
+      const std::uint64_t latest_client = random() % 20;
+      const auto as_recent = [&](const model_waiter& w) {
+        return w.client != latest_client && w.last_us <= request && request - w.last_us < reach;
+      };
+      bool scanned = false;
+      for (const auto& [seq, w] : waiting) scanned = scanned || as_recent(w);
+      if (!keys.recent_holds_after(request - reach)) continue;
+      ++held;
+      bool looked = false;
+      for (const auto& a : keys.recent) {
+        if (a.at_us <= request - reach || a.at_us > request) continue;
+        const auto it = waiting.find(a.seq);
+        looked = looked || (it != waiting.end() && as_recent(it->second));
+      }
+      INFO("step " << step);
+      REQUIRE(looked == scanned);
+      ++(scanned ? found : not_found);
+    }
+  }
+  INFO("held " << held << ", found " << found << ", not found " << not_found);
+  CHECK(held > 1'000);
+  CHECK(found > 200);
+  CHECK(not_found > 500);
+}
+
+// A subscriber connection's end, on a herd's lock: its waiters lose their subscription,
+// and those whose command connection had ended already (kept, waiting on their sure
+// subscription) give up, in their order; the others wait on. Against a model of the
+// waiters: clients of 4-8 threads each on a pool of command connections, some of which end
+// while their waiters wait; then the subscribers end one by one.
+TEST_CASE("waiter keys by subscriber: a subscriber's end gives up what a scan gives up", "[timeline][waiters]") {
+  struct model_waiter {
+    std::string owner;
+    int client;
+    std::uint64_t conn;
+  };
+  std::mt19937_64 random(9021);
+  for (int round = 0; round < 4; ++round) {
+    fixture f;
+    f.acquire("h:1", 0, 600'000);
+    constexpr int client_count = 8;
+    std::vector<model_waiter> waiting;  // in the order of their first attempts
+    std::vector<std::vector<std::uint64_t>> pool(client_count);  // each client's command connections
+    std::vector<std::uint64_t> ended_commands;
+    double t = 1;
+    for (int c = 0; c < client_count; ++c) {
+      for (int k = 0; k < 3; ++k) {
+        pool[c].push_back(100 + static_cast<std::uint64_t>(c * 10 + k));
+        f.opened[pool[c].back()] = t0 - 1000;
+      }
+      f.opened[20 + static_cast<std::uint64_t>(c)] = t0 - 1000;  // its subscriber, opened with them
+    }
+    for (int c = 0; c < client_count; ++c) {
+      const int thread_count = 4 + static_cast<int>(random() % 5);
+      for (int k = 0; k < thread_count; ++k, t += 0.01) {
+        const std::uint64_t conn = pool[c][random() % pool[c].size()];
+        waiting.push_back({owner_of(c, k), c, conn});
+        f.acquire(waiting.back().owner, t, 600'000, op_outcome::contended, conn, ip_of(c), 5'000'000);
+      }
+      f.pubsub(lock_op_kind::subscribe, t + 0.1, 20 + static_cast<std::uint64_t>(c), ip_of(c));
+      t += 1;
+    }
+    REQUIRE(waiting.size() > 32);
+    // Command connections end at random (their waiters wait on their subscription).
+    std::vector<bool> command_open(200, true);
+    for (int c = 0; c < client_count; ++c) {
+      for (const std::uint64_t conn : pool[c]) {
+        if (random() % 2 == 0) continue;
+        t += 1;
+        f.timeline.on_connection_end(conn, t0 + static_cast<std::int64_t>(t * 1000));
+        command_open[conn] = false;
+      }
+    }
+    const auto gave_up_since = [&](std::size_t before) {
+      std::vector<std::string> got;
+      for (std::size_t i = before; i < f.events.events.size(); ++i) {
+        if (f.events.events[i].event == "gave_up") got.push_back(f.events.events[i].owner);
+      }
+      return got;
+    };
+    int gave_up = 0;
+    std::vector<int> order(client_count);
+    for (int c = 0; c < client_count; ++c) order[c] = c;
+    std::shuffle(order.begin(), order.end(), random);
+    for (const int c : order) {
+      t += 1;
+      std::vector<std::string> expected;
+      for (const model_waiter& w : waiting) {
+        if (w.client == c && !command_open[w.conn]) expected.push_back(w.owner);
+      }
+      std::erase_if(waiting, [&](const model_waiter& w) { return w.client == c && !command_open[w.conn]; });
+      const std::size_t before = f.events.events.size();
+      f.timeline.on_connection_end(20 + static_cast<std::uint64_t>(c), t0 + static_cast<std::int64_t>(t * 1000));
+      INFO("round " << round << ", subscriber of client " << c);
+      CHECK(gave_up_since(before) == expected);
+      gave_up += static_cast<int>(expected.size());
+    }
+    CHECK(gave_up > 5);
+  }
+}
+
+// A herd's message names the earliest waiter of its subscriber's client still waiting:
+// the earliest first attempt, and of two that came in one pipeline (one request time)
+// the one seen first, however the waiters' keys were reordered by those that left.
+TEST_CASE("waiter keys: a message names the earliest of a client's waiters, ties by arrival", "[timeline][waiters]") {
+  std::mt19937_64 random(77);
+  for (int round = 0; round < 4; ++round) {
+    fixture f;
+    constexpr int client_count = 3, per_client = 16;
+    for (int c = 0; c < client_count; ++c) {
+      f.opened[command_of(c)] = t0 - 1000;
+      f.opened[20 + static_cast<std::uint64_t>(c)] = t0 - 1000;
+    }
+    f.acquire("h:1", 0, 600'000);
+    std::vector<std::vector<std::string>> waiting(client_count);  // each client's, in arrival order
+    double t = 1;
+    for (int c = 0; c < client_count; ++c) {
+      std::vector<int> order(per_client);
+      for (int k = 0; k < per_client; ++k) order[k] = k;
+      std::shuffle(order.begin(), order.end(), random);  // owners' names out of their order
+      for (int k = 0; k < per_client; ++k) {
+        waiting[c].push_back(owner_of(c, order[k]));
+        f.acquire(waiting[c].back(), t, 600'000, op_outcome::contended, command_of(c), ip_of(c), 5'000'000);
+        // In even rounds all in one pipeline (one request time), else some of them.
+        if (round % 2 == 1 && random() % 2 == 0) t += 0.01;
+      }
+      t += 0.01;
+      f.pubsub(lock_op_kind::subscribe, t + 0.1, 20 + static_cast<std::uint64_t>(c), ip_of(c));
+      t += 1;
+    }
+    std::string holder = "h:1";
+    std::uint64_t holder_conn = 1;
+    std::string holder_ip = "10.0.0.1";
+    for (int step = 0; step < 30; ++step) {
+      t += 10;
+      f.unlock(holder, t, op_outcome::ok, holder_conn);
+      const int c = static_cast<int>(random() % client_count);
+      if (waiting[c].empty()) break;
+      const std::size_t before = f.events.events.size();
+      f.pubsub(lock_op_kind::message, t + 0.2, 20 + static_cast<std::uint64_t>(c), ip_of(c));
+      std::string named = "(none)";
+      for (std::size_t i = before; i < f.events.events.size(); ++i) {
+        if (f.events.events[i].event == "notified") named = f.events.events[i].owner;
+      }
+      INFO("round " << round << ", step " << step << ", client " << c);
+      CHECK(named == waiting[c].front());
+      // A waiter of the client that is not its earliest acquires (its keys' order changes).
+      const std::size_t k = random() % waiting[c].size();
+      holder = waiting[c][k];
+      waiting[c].erase(waiting[c].begin() + static_cast<std::ptrdiff_t>(k));
+      holder_conn = command_of(c);
+      f.acquire(holder, t + 1, 600'000, op_outcome::ok, holder_conn, ip_of(c));
+    }
   }
 }
 

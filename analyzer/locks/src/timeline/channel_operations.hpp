@@ -50,10 +50,27 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
     if (latest != nullptr && op.request_us - latest->last_attempt_us <= options.wake_window_us) {
       const std::int64_t d1 = op.request_us - latest->last_attempt_us;
       // Another client's failure nearly as recent (nearer than 4 * d1 + 1 ms): no episode.
-      // The first found decides (a herd's lock has thousands of waiters to look through).
-      const bool other_as_recent = std::any_of(x.waiters.begin(), x.waiters.end(), [&](const waiter& w) {
-        return w.client != latest->client && w.last_attempt_us <= op.request_us && op.request_us - w.last_attempt_us < 4 * d1 + 1'000;
-      });
+      // The first found decides; a herd's lock (thousands of waiters, none that recent)
+      // looks only at its latest attempts when they reach back far enough.
+      const std::int64_t reach = 4 * d1 + 1'000;
+      const std::uint64_t latest_client = latest->client;
+      const auto as_recent = [&](const waiter& w) {
+        return w.client != latest_client && w.last_attempt_us <= op.request_us && op.request_us - w.last_attempt_us < reach;
+      };
+      bool other_as_recent = false;
+      if (x.keys && x.keys->recent_holds_after(op.request_us - reach)) {
+        for (const waiter_keys::attempt& a : x.keys->recent) {
+          if (a.at_us > op.request_us - reach && a.at_us <= op.request_us) {
+            const waiter* w = waiter_at(x, a.seq);
+            if (w != nullptr && as_recent(*w)) {
+              other_as_recent = true;
+              break;
+            }
+          }
+        }
+      } else {
+        other_as_recent = std::any_of(x.waiters.begin(), x.waiters.end(), as_recent);
+      }
       if (!other_as_recent) {
         learn(s, latest->client);
         learnt = true;
@@ -146,14 +163,16 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   const std::uint64_t partner = best_partner(s);
   const bool established = partner != 0 && pairing_of(s, partner) == pairing::established;
   // Every waiter the message reaches is told; the one woken is the first preferred, in
-  // the waiters' order.
+  // the waiters' order: the earliest first attempt, then the earliest seq (whatever the
+  // order of the visits, and a waiter visited twice is no other).
   auto reached = [&](waiter& w) {
     if (w.sub_connection != s.id && !(established && w.client == partner)) return;
     w.notified = true;
     const bool preferred = !established || w.client == partner;
     const bool best_preferred = woken != nullptr && (!established || woken->client == partner);
     if (woken == nullptr || (preferred && !best_preferred) ||
-        (preferred == best_preferred && w.first_us < woken->first_us)) {
+        (preferred == best_preferred &&
+         (w.first_us < woken->first_us || (w.first_us == woken->first_us && w.seq < woken->seq)))) {
       woken = &w;
     }
   };
@@ -163,18 +182,16 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   } else {
     // Those of its subscriber connection and of its established client, found by key
     // (a herd's publish reaches each of 200 subscribers: a scan of all 4,000 waiters
-    // for each was half of the analysis), visited in the waiters' order.
+    // for each was half of the analysis), in the keys' order (reached() needs none).
     const waiter_keys& keys = keys_of(x);
-    woken_seqs.clear();
-    if (const auto* v = waiter_keys::of(keys.by_sub, s.id)) woken_seqs.insert(woken_seqs.end(), v->begin(), v->end());
-    if (established) {
-      if (const auto* v = waiter_keys::of(keys.by_client, partner)) woken_seqs.insert(woken_seqs.end(), v->begin(), v->end());
-    }
-    std::sort(woken_seqs.begin(), woken_seqs.end());
-    woken_seqs.erase(std::unique(woken_seqs.begin(), woken_seqs.end()), woken_seqs.end());
-    for (const std::uint64_t seq : woken_seqs) {
-      if (waiter* w = waiter_at(x, seq)) reached(*w);
-    }
+    const auto reach_each = [&](const waiter_keys::seqs* v) {
+      if (v == nullptr) return;
+      for (const std::uint64_t seq : *v) {
+        if (waiter* w = waiter_at(x, seq)) reached(*w);
+      }
+    };
+    reach_each(waiter_keys::of(keys.by_sub, s.id));
+    if (established) reach_each(waiter_keys::of(keys.by_client, partner));
   }
   if (woken == nullptr) {
     woken = partner_waiter(l, s);

@@ -165,7 +165,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
     };
     lock_extra& x = *xp(l);
     if (x.waiters.size() > scanned_waiters && x.waiters.dormant_count() == 0) {
-      remove_waiters_on(x, conn, leaves);  // found by key
+      remove_waiters_keyed(x, &waiter_keys::by_conn, conn, leaves);  // found by key
     } else {
       remove_waiters(x, [&](const waiter& w) { return w.conn == conn && leaves(w); },
                      [&](const waiter_vector::dormant& d) { return d.conn == conn; });  // only this connection's waiters

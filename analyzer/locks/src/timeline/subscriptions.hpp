@@ -95,14 +95,20 @@ inline bool lock_timeline::impl::has_subscribed_waiter(lock_state& l, std::uint3
 inline void lock_timeline::impl::subscription_ended(std::uint32_t lock, std::uint64_t sub, std::int64_t at) {
   lock_state& l = locks[lock];
   if (!has_extra(l)) return;
-  remove_waiters(*xp(l), [&](waiter& w) {
+  const auto leaves = [&](waiter& w) {
     if (w.sub_connection != sub) return false;
     if (!left_waiter(w)) w.unsubscribed_us = at;  // one that left keeps when it left (waiter_moved_on.hpp)
     if (connections[w.conn].open) return false;
     unlist_wait(w.conn, lock);
     if (!capture_ending) report_give_up(l, w, wait_end::connection_closed, at, at, false);  // its subscriber's end too
     return true;
-  });
+  };
+  lock_extra& x = *xp(l);
+  if (sub != 0 && x.waiters.size() > scanned_waiters && x.waiters.dormant_count() == 0) {  // (0: by_sub keys none)
+    remove_waiters_keyed(x, &waiter_keys::by_sub, sub, leaves);  // a herd's lock: its subscriber's waiters only
+  } else {
+    remove_waiters(x, leaves);
+  }
   release_closed_holder_if_done(l);
 }
 

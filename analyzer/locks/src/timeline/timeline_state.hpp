@@ -347,11 +347,12 @@ struct lock_timeline::impl {
 
   // ---- waiters (timeline/waiters.hpp) ----
   waiter* find_waiter(lock_state& l, std::uint32_t owner);
+  waiter* find_waiter(lock_extra& x, std::uint32_t owner);
   [[gnu::always_inline]] void forget_waiter(lock_extra& x, const waiter& w);
   template <class Leaves, class Concerns = bool (*)(const waiter_vector::dormant&)>
   void remove_waiters(lock_extra& x, Leaves&& leaves, Concerns&& concerns = [](const waiter_vector::dormant&) { return true; });
   template <class Leaves>
-  void remove_waiters_on(lock_extra& x, std::uint32_t conn, Leaves&& leaves);
+  void remove_waiters_keyed(lock_extra& x, waiter_keys::map waiter_keys::*by, std::uint64_t key, Leaves&& leaves);
   void after_removals(lock_extra& x, std::size_t before);
   void drop_waiter(lock_state& l, std::uint32_t lock, waiter* w);
   void unlist_wait(std::uint32_t conn, std::uint32_t lock);
@@ -402,15 +403,17 @@ struct lock_timeline::impl {
   // ---- waiter lookups (timeline/waiter_lookup.hpp) ----
   static waiter* waiter_at(lock_extra& x, std::uint64_t seq);
   waiter_keys& keys_of(lock_extra& x);
-  static void index_keys(lock_extra& x, const waiter& w);
+  [[gnu::always_inline]] static void index_keys(lock_extra& x, const waiter& w);
+  static void index_kept_keys(waiter_keys& keys, const waiter& w);
   static void unindex_keys(lock_extra& x, const waiter& w);
+  static void note_attempt(lock_extra& x, const waiter& w);
   static void no_waiters_left(lock_extra& x);
   static void set_sub_connection(lock_extra& x, waiter& w, std::uint64_t sub);
   static void set_waiter_conn(lock_extra& x, waiter& w, std::uint32_t conn, std::uint16_t ip_tag);
   waiter* first_on_conn(lock_extra& x, std::uint32_t conn);
   static void set_waiter_deadline(lock_extra& x, waiter& w, std::int64_t t);
   static std::int64_t earliest_waiter_deadline(lock_extra& x);
-  std::vector<std::uint64_t> woken_seqs;  // on_message's candidates (kept: no allocation a message)
+  std::vector<std::uint64_t> woken_seqs;  // a key's seqs copied for a pass that edits the key (kept: no allocation a pass)
   std::vector<std::uint64_t> keyed_seqs;  // choose_waiter's and link's, as woken_seqs
   std::vector<std::uint64_t> address_seqs;  // the waiters of a subscriber's address (by_ip)
 

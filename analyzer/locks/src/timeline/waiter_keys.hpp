@@ -10,7 +10,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -19,10 +21,32 @@ namespace lockscope::locks::timeline_detail {
 
 struct waiter_keys {
   using seqs = std::vector<std::uint64_t>;  // unordered: a key's waiters, few
-  std::unordered_map<std::uint64_t, seqs> by_sub;     // sub_connection (not 0) -> seqs
-  std::unordered_map<std::uint64_t, seqs> by_client;  // client -> seqs
-  std::unordered_map<std::uint64_t, seqs> by_conn;    // conn (the connection table's index) -> seqs
-  std::unordered_map<std::uint64_t, seqs> by_ip;      // ip_tag (its connection's address's) -> seqs
+  using map = std::unordered_map<std::uint64_t, seqs>;
+  map by_sub;     // sub_connection (not 0) -> seqs
+  map by_client;  // client -> seqs
+  map by_conn;    // conn (the connection table's index) -> seqs
+  map by_ip;      // ip_tag (its connection's address's) -> seqs
+
+  // The lock's latest attempts (each waiter's noted as it came), for a SUBSCRIBE's
+  // check for another client's failure nearly as recent as the one it follows: a herd's
+  // SUBSCRIBE found none by a look at every waiter. A waiter's latest attempt is here
+  // unless it is no later than `forgotten_until_us` (an entry's time, once overwritten,
+  // or the keys' start).
+  struct attempt {
+    std::int64_t at_us = std::numeric_limits<std::int64_t>::min();
+    std::uint64_t seq = 0;
+  };
+  std::array<attempt, 128> recent{};
+  std::uint32_t next_recent = 0;
+  std::int64_t forgotten_until_us = std::numeric_limits<std::int64_t>::min();
+
+  void note_attempt(std::uint64_t seq, std::int64_t at_us) {
+    attempt& a = recent[next_recent++ % recent.size()];
+    forgotten_until_us = std::max(forgotten_until_us, a.at_us);
+    a = {at_us, seq};
+  }
+  // Whether `recent` holds every waiter whose latest attempt came after `after_us`.
+  bool recent_holds_after(std::int64_t after_us) const noexcept { return forgotten_until_us <= after_us; }
 
   static void add(std::unordered_map<std::uint64_t, seqs>& m, std::uint64_t key, std::uint64_t seq) {
     m[key].push_back(seq);

@@ -20,18 +20,31 @@ inline waiter* lock_timeline::impl::waiter_at(lock_extra& x, std::uint64_t seq) 
 inline waiter_keys& lock_timeline::impl::keys_of(lock_extra& x) {
   if (!x.keys) {
     x.keys = std::make_unique<waiter_keys>();
-    for (const waiter& w : x.waiters) index_keys(x, w);
+    for (const waiter& w : x.waiters) {
+      index_keys(x, w);
+      x.keys->forgotten_until_us = std::max(x.keys->forgotten_until_us, w.last_attempt_us);  // before the keys: not noted
+    }
   }
   return *x.keys;
 }
 
-// `w` (a new waiter, its links set) joins the keys, if kept.
+// `w` (a new waiter, its links set) joins the keys, if kept (a lock without them, most,
+// pays a test: the rest is out of line).
 inline void lock_timeline::impl::index_keys(lock_extra& x, const waiter& w) {
-  if (!x.keys) return;
-  waiter_keys::add(x.keys->by_client, w.client, w.seq);
-  waiter_keys::add(x.keys->by_conn, w.conn, w.seq);
-  waiter_keys::add(x.keys->by_ip, w.ip_tag, w.seq);
-  if (w.sub_connection != 0) waiter_keys::add(x.keys->by_sub, w.sub_connection, w.seq);
+  if (x.keys) index_kept_keys(*x.keys, w);
+}
+
+inline void lock_timeline::impl::index_kept_keys(waiter_keys& keys, const waiter& w) {
+  waiter_keys::add(keys.by_client, w.client, w.seq);
+  waiter_keys::add(keys.by_conn, w.conn, w.seq);
+  waiter_keys::add(keys.by_ip, w.ip_tag, w.seq);
+  if (w.sub_connection != 0) waiter_keys::add(keys.by_sub, w.sub_connection, w.seq);
+  keys.note_attempt(w.seq, w.last_attempt_us);
+}
+
+// The waiter's latest attempt is now `w.last_attempt_us` (waiter_keys::recent).
+inline void lock_timeline::impl::note_attempt(lock_extra& x, const waiter& w) {
+  if (x.keys) x.keys->note_attempt(w.seq, w.last_attempt_us);
 }
 
 // `w` leaves: out of the keys, and its deadline no longer counts.

@@ -20,8 +20,10 @@ inline void lock_timeline::impl::dormant_fields::complete(waiter& w) const {
 }
 
 inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t owner) {
-  if (!has_extra(l)) return nullptr;
-  lock_extra& x = *xp(l);
+  return has_extra(l) ? find_waiter(*xp(l), owner) : nullptr;
+}
+
+inline waiter* lock_timeline::impl::find_waiter(lock_extra& x, std::uint32_t owner) {
   if (x.waiters.size() <= scanned_waiters) {
     for (waiter& w : x.waiters) {
       if (w.owner == owner) return &w;
@@ -67,13 +69,13 @@ inline void lock_timeline::impl::remove_waiters(lock_extra& x, Leaves&& leaves, 
   after_removals(x, before);
 }
 
-// remove_waiters(x, w.conn == conn && leaves(w)), for a lock whose keys are kept and
-// whose waiters are all full: only the connection's are asked (a herd's connection
-// ending visited every waiter of each lock it waited on).
+// remove_waiters(x, <w's key in `by`> == key && leaves(w)), for a lock whose keys are
+// kept and whose waiters are all full: only the key's waiters are asked (a herd's
+// connection ending visited every waiter of each lock it waited on or listened to).
 template <class Leaves>
-inline void lock_timeline::impl::remove_waiters_on(lock_extra& x, std::uint32_t conn, Leaves&& leaves) {
+inline void lock_timeline::impl::remove_waiters_keyed(lock_extra& x, waiter_keys::map waiter_keys::*by, std::uint64_t key, Leaves&& leaves) {
   const std::size_t before = x.waiters.size();
-  waiter_keys::sorted(keys_of(x).by_conn, conn, keyed_seqs);
+  waiter_keys::sorted(keys_of(x).*by, key, keyed_seqs);
   x.waiters.remove_among(keyed_seqs, leaves, [&](const waiter& w) { forget_waiter(x, w); });
   after_removals(x, before);
 }
@@ -365,6 +367,7 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   w.notified = w.notified && told_during(x, w, t, at);  // (subscriber_links.hpp)
   w.lost_release_us = -1;
   w.last_attempt_us = at;
+  note_attempt(x, w);
 }
 
 // A single try whose connection did its client's other work before this attempt (RQ's
@@ -738,7 +741,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
 inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t lock, std::uint32_t owner,
                                                   const lock_operation& op) {
   if (!has_extra(l)) return;
-  waiter* w = find_waiter(l, owner);
+  lock_extra& x = *xp(l);
+  waiter* w = find_waiter(x, owner);
   if (w == nullptr) return;
   if (client_part(op.owner).empty() || w->fresh_values || !waits_by_pubsub(canon(lock_store::identity_of(l).scope), op.lock, *w)) {
     w->withdrawn = true;
@@ -752,6 +756,7 @@ inline void lock_timeline::impl::withdrew_attempt(lock_state& l, std::uint32_t l
         op.request_us - w->last_attempt_us <= options.wake_window_us) {
       w->cleaned_up = true;
       w->last_attempt_us = std::max(w->last_attempt_us, op.at_us());
+      note_attempt(x, *w);
       c.refusal_cleaned = true;
     } else if (released_at_cadence(*w, c, lock, conn, op.request_us, options.wake_window_us)) {
       c.refused_lock = no_id;
