@@ -90,6 +90,9 @@ struct sandbox_limits {
   std::uint32_t wall_ms = 50;                  // a backstop for work inside C functions
   std::size_t writes = 4096;                   // shadow writes recorded
   std::size_t store_bytes = 4u << 20;          // bytes of keys, values and fields in the shadow
+  // Build the interpreter's libraries anew instead of copying the thread's kept image of
+  // them (lua_sandbox.cpp, interpreter_image): the same run either way, slower.
+  bool fresh_interpreter = false;
 };
 
 struct run_result {
