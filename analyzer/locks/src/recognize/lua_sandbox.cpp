@@ -42,6 +42,11 @@ std::string score_text(double score) {
 
 namespace {
 
+struct alignas(16) run_block {
+  run_block* prev;
+  run_block* next;
+};
+
 struct context {
   shadow_store* store = nullptr;
   shadow_journal* journal = nullptr;
@@ -56,6 +61,13 @@ struct context {
   std::byte* arena = nullptr;
   std::size_t arena_size = 0;
   std::size_t* image_used = nullptr;
+  // A run from the image keeps its other blocks listed, so that its end frees them
+  // without lua_close's walk over every object of the image; cjson's configuration, the
+  // one object that holds memory of its own, is finalized then unless the run did.
+  run_block* blocks = nullptr;
+  bool listing = false;
+  void* codec_config = nullptr;
+  lua_CFunction codec_finalizer = nullptr;
   std::chrono::steady_clock::time_point deadline;
   bool limit_hit = false;
   bool unsupported = false;
@@ -78,6 +90,50 @@ bool in_arena(const context& c, const void* p) {
 
 // A block of the arena is left where it is when freed or shrunk (the next run copies the
 // image back over it) and copied out to the heap when it grows.
+void link(context& c, run_block* b) {
+  b->prev = nullptr;
+  b->next = c.blocks;
+  if (c.blocks != nullptr) c.blocks->prev = b;
+  c.blocks = b;
+}
+
+void unlink(context& c, run_block* b) {
+  if (b->prev != nullptr) b->prev->next = b->next;
+  else c.blocks = b->next;
+  if (b->next != nullptr) b->next->prev = b->prev;
+}
+
+void* listed_realloc(context& c, void* ptr, std::size_t nsize) {
+  run_block* b = ptr != nullptr ? static_cast<run_block*>(ptr) - 1 : nullptr;
+  if (b != nullptr) unlink(c, b);
+  auto* moved = static_cast<run_block*>(std::realloc(b, sizeof(run_block) + nsize));
+  if (moved == nullptr) {
+    if (b != nullptr) link(c, b);
+    return nullptr;
+  }
+  link(c, moved);
+  return moved + 1;
+}
+
+void release(context& c, void* ptr) {
+  if (in_arena(c, ptr)) return;
+  if (!c.listing) {
+    std::free(ptr);
+  } else if (ptr != nullptr) {
+    run_block* b = static_cast<run_block*>(ptr) - 1;
+    unlink(c, b);
+    std::free(b);
+  }
+}
+
+void free_listed(context& c) {
+  while (c.blocks != nullptr) {
+    run_block* b = c.blocks;
+    c.blocks = b->next;
+    std::free(b);
+  }
+}
+
 void* reallocate(context& c, void* ptr, std::size_t osize, std::size_t nsize) {
   if (c.image_used != nullptr) {
     if (ptr != nullptr && nsize <= osize) return ptr;
@@ -87,9 +143,9 @@ void* reallocate(context& c, void* ptr, std::size_t osize, std::size_t nsize) {
     if (ptr != nullptr) std::memcpy(c.arena + at, ptr, osize);
     return c.arena + at;
   }
-  if (!in_arena(c, ptr)) return std::realloc(ptr, nsize);
+  if (!in_arena(c, ptr)) return c.listing ? listed_realloc(c, ptr, nsize) : std::realloc(ptr, nsize);
   if (nsize <= osize) return ptr;
-  void* p = std::malloc(nsize);
+  void* p = c.listing ? listed_realloc(c, nullptr, nsize) : std::malloc(nsize);
   if (p != nullptr) std::memcpy(p, ptr, osize);
   return p;
 }
@@ -97,7 +153,7 @@ void* reallocate(context& c, void* ptr, std::size_t osize, std::size_t nsize) {
 void* bounded_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) {
   auto& c = *static_cast<context*>(ud);
   if (nsize == 0) {
-    if (!in_arena(c, ptr)) std::free(ptr);
+    release(c, ptr);
     c.heap -= osize;
     return nullptr;
   }
@@ -1449,11 +1505,35 @@ int setup_libraries(lua_State* L) {
   return 0;
 }
 
+// cjson's configuration's finalizer, run once: by the collector or at the run's end.
+int finalize_codec_config(lua_State* L) {
+  context& c = ctx_of(L);
+  if (c.codec_finalizer == nullptr || lua_touserdata(L, 1) != c.codec_config) return 0;
+  const lua_CFunction finalizer = c.codec_finalizer;
+  c.codec_finalizer = nullptr;
+  return finalizer(L);
+}
+
 // What each run opens for itself: the codecs (cjson keeps a buffer outside the
 // interpreter's heap, which a copied image would share between runs), KEYS and ARGV.
 int setup_run(lua_State* L) {
   const auto* a = static_cast<const setup_args*>(lua_touserdata(L, 1));
   open_codecs(L, charge_codec_work);
+  // The configuration is the first upvalue of cjson's own encode, the second of the
+  // charged one.
+  lua_getglobal(L, "cjson");
+  lua_getfield(L, -1, "encode");
+  if (lua_getupvalue(L, -1, 2) != nullptr && lua_getupvalue(L, -1, 1) != nullptr && lua_isuserdata(L, -1) &&
+      lua_getmetatable(L, -1)) {
+    lua_getfield(L, -1, "__gc");
+    context& c = ctx_of(L);
+    c.codec_finalizer = lua_tocfunction(L, -1);
+    c.codec_config = lua_touserdata(L, -3);
+    lua_pop(L, 1);
+    lua_pushcfunction(L, finalize_codec_config);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_settop(L, 1);
   for (int which = 0; which < 2; ++which) {
     const auto& list = which == 0 ? a->keys : a->argv;
     lua_createtable(L, static_cast<int>(std::min<std::size_t>(list.size(), 1024)), 0);
@@ -1527,6 +1607,7 @@ lua_State* open_interpreter(context& c, int& rc) {
     c.heap = kept->heap;
     c.peak_heap = kept->peak_heap;
     c.executed = kept->executed;
+    c.listing = true;
     lua_setallocf(kept->L, bounded_alloc, &c);
     return kept->L;
   }
@@ -1596,6 +1677,7 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
   }
   setup_args args{keys, argv};
   if (rc == 0) rc = lua_cpcall(L, setup_run, &args);
+  const bool set_up = rc == 0;
   if (rc == 0) {
     if (compiled != nullptr && !compiled->empty()) {
       rc = luaL_loadbuffer(L, compiled->data(), compiled->size(), "@user_script");
@@ -1636,7 +1718,17 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
   if (result.outcome != run_result::status::ok && result.message.empty()) {
     result.message = result.reply.text.empty() && lua_gettop(L) > 0 && lua_isstring(L, -1) ? lua_tostring(L, -1) : result.reply.text;
   }
-  lua_close(L);
+  if (c.listing && set_up) {
+    // The image's objects need nothing; the run's blocks are listed.
+    if (c.codec_finalizer != nullptr) {
+      lua_settop(L, 0);
+      lua_pushlightuserdata(L, c.codec_config);
+      finalize_codec_config(L);
+    }
+    free_listed(c);
+  } else {
+    lua_close(L);
+  }
   if (c.unsupported && result.outcome == run_result::status::ok) result.outcome = run_result::status::unsupported;
   return result;
 }
