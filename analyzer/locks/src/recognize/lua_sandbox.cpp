@@ -88,8 +88,6 @@ bool in_arena(const context& c, const void* p) {
   return c.arena != nullptr && static_cast<const std::byte*>(p) >= c.arena && static_cast<const std::byte*>(p) < c.arena + c.arena_size;
 }
 
-// A block of the arena is left where it is when freed or shrunk (the next run copies the
-// image back over it) and copied out to the heap when it grows.
 void link(context& c, run_block* b) {
   b->prev = nullptr;
   b->next = c.blocks;
@@ -134,6 +132,8 @@ void free_listed(context& c) {
   }
 }
 
+// A block of the arena is left where it is when freed or shrunk (the next run copies the
+// image back over it) and copied out to the heap when it grows.
 void* reallocate(context& c, void* ptr, std::size_t osize, std::size_t nsize) {
   if (c.image_used != nullptr) {
     if (ptr != nullptr && nsize <= osize) return ptr;
@@ -1605,7 +1605,6 @@ lua_State* open_interpreter(context& c, int& rc) {
     c.arena = image.arena.get();
     c.arena_size = interpreter_image::capacity;
     c.heap = kept->heap;
-    c.peak_heap = kept->peak_heap;
     c.executed = kept->executed;
     c.listing = true;
     lua_setallocf(kept->L, bounded_alloc, &c);

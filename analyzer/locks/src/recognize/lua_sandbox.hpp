@@ -14,7 +14,8 @@
 // store's clock (now_ms, which TIME answers); each command's work on the set is
 // charged to the instruction budget.
 //
-// The script is untrusted: it runs in a fresh interpreter with only the base (without
+// The script is untrusted: it runs in a fresh interpreter (a copy of one whose libraries
+// each thread opened once, byte for byte what opening them gives) with only the base (without
 // dofile, loadfile, load, loadstring, require, module, print, collectgarbage, getfenv,
 // setfenv, newproxy, coroutine), table, string (without dump) and math libraries, a
 // budget of Lua instructions (bytes allocated count too, a 64th each: a loop that only
