@@ -23,15 +23,15 @@ using effect::shadow_store;
 
 namespace {
 
-bool same_reply(const lua_reply& a, const lua_reply& b) {
+bool image_same_reply(const lua_reply& a, const lua_reply& b) {
   if (a.type != b.type || a.integer != b.integer || a.text != b.text || a.items.size() != b.items.size()) return false;
   for (std::size_t i = 0; i < a.items.size(); ++i) {
-    if (!same_reply(a.items[i], b.items[i])) return false;
+    if (!image_same_reply(a.items[i], b.items[i])) return false;
   }
   return true;
 }
 
-bool same_store(const shadow_store& a, const shadow_store& b) {
+bool image_same_store(const shadow_store& a, const shadow_store& b) {
   if (a.keys.size() != b.keys.size()) return false;
   for (auto i = a.keys.begin(), j = b.keys.begin(); i != a.keys.end(); ++i, ++j) {
     const shadow_key& x = i->second;
@@ -44,7 +44,7 @@ bool same_store(const shadow_store& a, const shadow_store& b) {
   return true;
 }
 
-std::string outcome_text(const run_result& r) {
+std::string image_run_text(const run_result& r) {
   std::string writes;
   for (const auto& w : r.writes) writes += fmt::format(" {}:{}={}/{}", static_cast<int>(w.kind), w.key, w.value, w.ttl);
   return fmt::format("outcome {} reply {} '{}' ({} items) message '{}' writes{}", static_cast<int>(r.outcome),
@@ -52,7 +52,7 @@ std::string outcome_text(const run_result& r) {
 }
 
 // Changes a fresh interpreter would not carry into the next run.
-const std::vector<std::string> changes = {
+const std::vector<std::string> image_changes = {
     "seen = (seen or 0) + 1\n",
     "string.len = nil\n",
     "string.upper = function() return 'changed' end\n",
@@ -69,7 +69,7 @@ const std::vector<std::string> changes = {
 };
 
 // What reads them, or writes the shadow, or runs into a budget (N_: a random count).
-const std::vector<std::string> readers = {
+const std::vector<std::string> image_readers = {
     "return tostring(seen)\n",
     "return tostring(string.len and string.len('abcd'))\n",
     "return ('abc'):upper()\n",
@@ -99,8 +99,8 @@ TEST_CASE("sandbox image: runs from the kept interpreter image answer as interpr
   int limits_met = 0, memory_met = 0;
   for (int run = 0; run < 3000; ++run) {
     std::string text;
-    for (std::size_t c = pick(3); c > 0; --c) text += changes[pick(changes.size())];
-    std::string reader = readers[pick(readers.size())];
+    for (std::size_t c = pick(3); c > 0; --c) text += image_changes[pick(image_changes.size())];
+    std::string reader = image_readers[pick(image_readers.size())];
     for (std::size_t at; (at = reader.find("N_")) != std::string::npos;) reader.replace(at, 2, std::to_string(1 + pick(4000)));
     text += reader;
     effect::sandbox_limits limits;
@@ -116,14 +116,14 @@ TEST_CASE("sandbox image: runs from the kept interpreter image answer as interpr
     fresh_limits.fresh_interpreter = true;
     const run_result fresh = effect::run_script(text, k, a, store_fresh, fresh_limits);
     INFO("run " << run << ":\n" << text << "instructions " << limits.instructions << ", memory " << limits.memory_bytes);
-    INFO("image: " << outcome_text(from_image));
-    INFO("fresh: " << outcome_text(fresh));
+    INFO("image: " << image_run_text(from_image));
+    INFO("fresh: " << image_run_text(fresh));
     REQUIRE(from_image.outcome == fresh.outcome);
-    REQUIRE(same_reply(from_image.reply, fresh.reply));
+    REQUIRE(image_same_reply(from_image.reply, fresh.reply));
     REQUIRE(from_image.message == fresh.message);
-    REQUIRE(outcome_text(from_image) == outcome_text(fresh));
+    REQUIRE(image_run_text(from_image) == image_run_text(fresh));
     REQUIRE(from_image.state_reads.size() == fresh.state_reads.size());
-    REQUIRE(same_store(store_image, store_fresh));
+    REQUIRE(image_same_store(store_image, store_fresh));
     if (fresh.outcome == run_result::status::limit) {
       ++limits_met;
       if (fresh.message.find("memory") != std::string::npos) ++memory_met;
