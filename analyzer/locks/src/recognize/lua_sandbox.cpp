@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 extern "C" {
 #include <lauxlib.h>
@@ -41,13 +42,32 @@ std::string score_text(double score) {
 
 namespace {
 
+struct alignas(16) run_block {
+  run_block* prev;
+  run_block* next;
+};
+
 struct context {
   shadow_store* store = nullptr;
   shadow_journal* journal = nullptr;
   const sandbox_limits* limits = nullptr;
   run_result* result = nullptr;
   std::size_t heap = 0;
+  std::size_t peak_heap = 0;  // the most the heap would have held after a growing allocation
   std::uint64_t executed = 0;
+  // The interpreter's blocks inside a kept interpreter's arena (see interpreter_image):
+  // never handed to free or realloc. While the image is made, `image_used` is set and
+  // every block is carved from the arena.
+  std::byte* arena = nullptr;
+  std::size_t arena_size = 0;
+  std::size_t* image_used = nullptr;
+  // A run from the image keeps its other blocks listed, so that its end frees them
+  // without lua_close's walk over every object of the image; cjson's configuration, the
+  // one object that holds memory of its own, is finalized then unless the run did.
+  run_block* blocks = nullptr;
+  bool listing = false;
+  void* codec_config = nullptr;
+  lua_CFunction codec_finalizer = nullptr;
   std::chrono::steady_clock::time_point deadline;
   bool limit_hit = false;
   bool unsupported = false;
@@ -64,18 +84,87 @@ context& ctx_of(lua_State* L) {
   return *static_cast<context*>(ud);
 }
 
+bool in_arena(const context& c, const void* p) {
+  return c.arena != nullptr && static_cast<const std::byte*>(p) >= c.arena && static_cast<const std::byte*>(p) < c.arena + c.arena_size;
+}
+
+void link(context& c, run_block* b) {
+  b->prev = nullptr;
+  b->next = c.blocks;
+  if (c.blocks != nullptr) c.blocks->prev = b;
+  c.blocks = b;
+}
+
+void unlink(context& c, run_block* b) {
+  if (b->prev != nullptr) b->prev->next = b->next;
+  else c.blocks = b->next;
+  if (b->next != nullptr) b->next->prev = b->prev;
+}
+
+void* listed_realloc(context& c, void* ptr, std::size_t nsize) {
+  run_block* b = ptr != nullptr ? static_cast<run_block*>(ptr) - 1 : nullptr;
+  if (b != nullptr) unlink(c, b);
+  auto* moved = static_cast<run_block*>(std::realloc(b, sizeof(run_block) + nsize));
+  if (moved == nullptr) {
+    if (b != nullptr) link(c, b);
+    return nullptr;
+  }
+  link(c, moved);
+  return moved + 1;
+}
+
+void release(context& c, void* ptr) {
+  if (in_arena(c, ptr)) return;
+  if (!c.listing) {
+    std::free(ptr);
+  } else if (ptr != nullptr) {
+    run_block* b = static_cast<run_block*>(ptr) - 1;
+    unlink(c, b);
+    std::free(b);
+  }
+}
+
+void free_listed(context& c) {
+  while (c.blocks != nullptr) {
+    run_block* b = c.blocks;
+    c.blocks = b->next;
+    std::free(b);
+  }
+}
+
+// A block of the arena is left where it is when freed or shrunk (the next run copies the
+// image back over it) and copied out to the heap when it grows.
+void* reallocate(context& c, void* ptr, std::size_t osize, std::size_t nsize) {
+  if (c.image_used != nullptr) {
+    if (ptr != nullptr && nsize <= osize) return ptr;
+    const std::size_t at = (*c.image_used + 15) & ~std::size_t{15};
+    if (at > c.arena_size || nsize > c.arena_size - at) return nullptr;
+    *c.image_used = at + nsize;
+    if (ptr != nullptr) std::memcpy(c.arena + at, ptr, osize);
+    return c.arena + at;
+  }
+  if (!in_arena(c, ptr)) return c.listing ? listed_realloc(c, ptr, nsize) : std::realloc(ptr, nsize);
+  if (nsize <= osize) return ptr;
+  void* p = c.listing ? listed_realloc(c, nullptr, nsize) : std::malloc(nsize);
+  if (p != nullptr) std::memcpy(p, ptr, osize);
+  return p;
+}
+
 void* bounded_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) {
   auto& c = *static_cast<context*>(ud);
   if (nsize == 0) {
-    std::free(ptr);
+    release(c, ptr);
     c.heap -= osize;
     return nullptr;
   }
-  if (nsize > osize && c.heap - osize + nsize > c.limits->memory_bytes) {
-    c.limit_hit = true;
-    return nullptr;  // Lua raises "not enough memory"
+  if (nsize > osize) {
+    c.peak_heap = std::max(c.peak_heap, c.heap - osize + nsize);
+    if (c.heap - osize + nsize > c.limits->memory_bytes) {
+      c.limit_hit = true;
+      return nullptr;  // Lua raises "not enough memory"
+    }
   }
-  void* p = std::realloc(ptr, nsize);
+  void* p = reallocate(c, ptr, osize, nsize);
   if (p != nullptr) {
     c.heap = c.heap - osize + nsize;
     c.executed += nsize / 64;  // copying costs time the instruction count does not see
@@ -1370,8 +1459,9 @@ struct setup_args {
   std::span<const std::string_view> keys, argv;
 };
 
-int setup(lua_State* L) {
-  const auto* a = static_cast<const setup_args*>(lua_touserdata(L, 1));
+// What every run's interpreter has the same: the libraries, less what a script may not
+// reach, and the redis table.
+int setup_libraries(lua_State* L) {
   for (lua_CFunction open : {luaopen_base, luaopen_table, luaopen_string, luaopen_math}) {
     lua_pushcfunction(L, open);
     lua_pushstring(L, "");
@@ -1412,7 +1502,38 @@ int setup(lua_State* L) {
     lua_settable(L, -3);
   }
   lua_setglobal(L, "redis");
+  return 0;
+}
+
+// cjson's configuration's finalizer, run once: by the collector or at the run's end.
+int finalize_codec_config(lua_State* L) {
+  context& c = ctx_of(L);
+  if (c.codec_finalizer == nullptr || lua_touserdata(L, 1) != c.codec_config) return 0;
+  const lua_CFunction finalizer = c.codec_finalizer;
+  c.codec_finalizer = nullptr;
+  return finalizer(L);
+}
+
+// What each run opens for itself: the codecs (cjson keeps a buffer outside the
+// interpreter's heap, which a copied image would share between runs), KEYS and ARGV.
+int setup_run(lua_State* L) {
+  const auto* a = static_cast<const setup_args*>(lua_touserdata(L, 1));
   open_codecs(L, charge_codec_work);
+  // The configuration is the first upvalue of cjson's own encode, the second of the
+  // charged one.
+  lua_getglobal(L, "cjson");
+  lua_getfield(L, -1, "encode");
+  if (lua_getupvalue(L, -1, 2) != nullptr && lua_getupvalue(L, -1, 1) != nullptr && lua_isuserdata(L, -1) &&
+      lua_getmetatable(L, -1)) {
+    lua_getfield(L, -1, "__gc");
+    context& c = ctx_of(L);
+    c.codec_finalizer = lua_tocfunction(L, -1);
+    c.codec_config = lua_touserdata(L, -3);
+    lua_pop(L, 1);
+    lua_pushcfunction(L, finalize_codec_config);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_settop(L, 1);
   for (int which = 0; which < 2; ++which) {
     const auto& list = which == 0 ? a->keys : a->argv;
     lua_createtable(L, static_cast<int>(std::min<std::size_t>(list.size(), 1024)), 0);
@@ -1423,6 +1544,75 @@ int setup(lua_State* L) {
     lua_setglobal(L, which == 0 ? "KEYS" : "ARGV");
   }
   return 0;
+}
+
+// Opening the libraries was most of a short script's run (about 270k instructions of
+// 370k: a closure and an interned name per library function, the collector stepping
+// through them), and every run opens the same ones. So each thread builds that much of
+// an interpreter once, in an arena of its own, and keeps a copy of the arena's bytes;
+// a run copies them back and goes on from there. The arena does not move, so the copy
+// is, byte for byte, the interpreter a fresh build has at that point (the heap counted
+// and the bytes charged to the instruction budget included): the run that follows
+// allocates the same sizes in the same order, collects at the same moments and answers
+// the same.
+struct interpreter_image {
+  static constexpr std::size_t capacity = 256u << 10;
+  std::unique_ptr<std::byte[]> arena, bytes;
+  std::size_t used = 0;
+  lua_State* L = nullptr;
+  std::size_t heap = 0, peak_heap = 0;
+  std::uint64_t executed = 0;
+  bool tried = false;
+
+  // The image, made on first use; nullptr when it could not be (the arena too small).
+  const interpreter_image* get() {
+    if (!tried) {
+      tried = true;
+      make();
+    }
+    return L != nullptr ? this : nullptr;
+  }
+
+ private:
+  void make() {
+    arena.reset(new std::byte[capacity]);
+    static const sandbox_limits unbounded{.memory_bytes = SIZE_MAX};
+    context c;
+    c.limits = &unbounded;
+    c.arena = arena.get();
+    c.arena_size = capacity;
+    c.image_used = &used;
+    lua_State* built = lua_newstate(bounded_alloc, &c);
+    if (built == nullptr || lua_cpcall(built, setup_libraries, nullptr) != 0) return;  // the arena stays unused
+    bytes.reset(new std::byte[used]);
+    std::memcpy(bytes.get(), arena.get(), used);
+    L = built;
+    heap = c.heap;
+    peak_heap = c.peak_heap;
+    executed = c.executed;
+  }
+};
+
+// The interpreter a run starts from, as a fresh build would leave it after
+// setup_libraries, whose status goes to `rc`; nullptr when there is no room for one.
+lua_State* open_interpreter(context& c, int& rc) {
+  rc = 0;
+  thread_local interpreter_image image;
+  const interpreter_image* kept = c.limits->fresh_interpreter ? nullptr : image.get();
+  // Below the image's peak a fresh build would have failed somewhere inside it.
+  if (kept != nullptr && c.limits->memory_bytes >= kept->peak_heap) {
+    std::memcpy(image.arena.get(), kept->bytes.get(), kept->used);
+    c.arena = image.arena.get();
+    c.arena_size = interpreter_image::capacity;
+    c.heap = kept->heap;
+    c.executed = kept->executed;
+    c.listing = true;
+    lua_setallocf(kept->L, bounded_alloc, &c);
+    return kept->L;
+  }
+  lua_State* L = lua_newstate(bounded_alloc, &c);
+  if (L != nullptr) rc = lua_cpcall(L, setup_libraries, nullptr);
+  return L;
 }
 
 }  // namespace
@@ -1477,14 +1667,16 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
     result.message = "too many arguments";
     return result;
   }
-  lua_State* L = lua_newstate(bounded_alloc, &c);
+  int rc = 0;
+  lua_State* L = open_interpreter(c, rc);
   if (L == nullptr) {
     result.outcome = run_result::status::limit;
     result.message = "no memory for an interpreter";
     return result;
   }
   setup_args args{keys, argv};
-  int rc = lua_cpcall(L, setup, &args);
+  if (rc == 0) rc = lua_cpcall(L, setup_run, &args);
+  const bool set_up = rc == 0;
   if (rc == 0) {
     if (compiled != nullptr && !compiled->empty()) {
       rc = luaL_loadbuffer(L, compiled->data(), compiled->size(), "@user_script");
@@ -1525,7 +1717,17 @@ run_result run_script(std::string_view text, std::span<const std::string_view> k
   if (result.outcome != run_result::status::ok && result.message.empty()) {
     result.message = result.reply.text.empty() && lua_gettop(L) > 0 && lua_isstring(L, -1) ? lua_tostring(L, -1) : result.reply.text;
   }
-  lua_close(L);
+  if (c.listing && set_up) {
+    // The image's objects need nothing; the run's blocks are listed.
+    if (c.codec_finalizer != nullptr) {
+      lua_settop(L, 0);
+      lua_pushlightuserdata(L, c.codec_config);
+      finalize_codec_config(L);
+    }
+    free_listed(c);
+  } else {
+    lua_close(L);
+  }
   if (c.unsupported && result.outcome == run_result::status::ok) result.outcome = run_result::status::unsupported;
   return result;
 }

@@ -14,7 +14,8 @@
 // store's clock (now_ms, which TIME answers); each command's work on the set is
 // charged to the instruction budget.
 //
-// The script is untrusted: it runs in a fresh interpreter with only the base (without
+// The script is untrusted: it runs in a fresh interpreter (a copy of one whose libraries
+// each thread opened once, byte for byte what opening them gives) with only the base (without
 // dofile, loadfile, load, loadstring, require, module, print, collectgarbage, getfenv,
 // setfenv, newproxy, coroutine), table, string (without dump) and math libraries, a
 // budget of Lua instructions (bytes allocated count too, a 64th each: a loop that only
@@ -90,6 +91,9 @@ struct sandbox_limits {
   std::uint32_t wall_ms = 50;                  // a backstop for work inside C functions
   std::size_t writes = 4096;                   // shadow writes recorded
   std::size_t store_bytes = 4u << 20;          // bytes of keys, values and fields in the shadow
+  // Build the interpreter's libraries anew instead of copying the thread's kept image of
+  // them (lua_sandbox.cpp, interpreter_image): the same run either way, slower.
+  bool fresh_interpreter = false;
 };
 
 struct run_result {
