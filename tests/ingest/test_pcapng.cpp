@@ -134,7 +134,8 @@ script get_conversation(std::uint16_t client_port, int gets, std::int64_t start_
 class dumpcap_recording {
  public:
   dumpcap_recording(const std::filesystem::path& file, const std::filesystem::path& log, const std::string& filter,
-                    const std::vector<std::string>& interfaces, const std::vector<std::string>& extra = {}) {
+                    const std::vector<std::string>& interfaces, const std::vector<std::string>& extra = {})
+      : file_(file) {
     std::vector<std::string> args{"dumpcap", "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
     args.insert(args.end(), {"-f", filter});
@@ -164,7 +165,16 @@ class dumpcap_recording {
   bool ready() const { return ready_; }
   void stop() {
     if (pid_ <= 0) return;
-    std::this_thread::sleep_for(500ms);  // let the last packets reach the file
+    // The last packets reach the file when dumpcap's next write comes round: under load
+    // that took longer than a fixed wait. Stop once the file has not grown for 500 ms.
+    std::uintmax_t size = 0;
+    for (int still = 0, i = 0; still < 5 && i < 100; ++i) {
+      std::this_thread::sleep_for(100ms);
+      std::error_code ec;
+      const std::uintmax_t now = std::filesystem::file_size(file_, ec);
+      still = !ec && now == size ? still + 1 : 0;
+      size = now;
+    }
     ::kill(pid_, SIGINT);
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -172,6 +182,7 @@ class dumpcap_recording {
   }
 
  private:
+  std::filesystem::path file_;
   pid_t pid_ = -1;
   bool ready_ = false;
 };
@@ -233,6 +244,17 @@ TEST_CASE("pcapng: dumpcap's own file of lo and any (two link types) reads as ts
     WARN("dumpcap could not capture on lo and any (needs CAP_NET_RAW): skipping");
     return;
   }
+  // Each interface's filter is attached a moment after the file's header, later under
+  // load: ping until both interfaces have written one.
+  bool both_capture = false;
+  for (int i = 0; i < 50 && !both_capture; ++i) {
+    CHECK(run(cli(server.port(), "PING")) == 0);
+    std::this_thread::sleep_for(100ms);
+    std::set<std::string> seen;
+    for (const seen_packet& p : read_ours(file).packets) seen.insert(p.link);
+    both_capture = seen.size() == 2;
+  }
+  REQUIRE(both_capture);
   CHECK(run(cli(server.port(), "SET k v")) == 0);
   CHECK(run(cli(server.port(), "GET k")) == 0);
   CHECK(run("sh -c 'for i in $(seq 1 40); do printf \"*2\\r\\n\\$4\\r\\nINCR\\r\\n\\$7\\r\\ncounter\\r\\n\"; done' | "
