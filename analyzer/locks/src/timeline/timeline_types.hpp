@@ -225,6 +225,7 @@ struct lock_extra {
   std::int64_t closed_expired_us = -1;
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
   bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
+  bool unseen_hold_released = false;  // since then, a hold seen from the capture's start was released (held_before_capture)
   bool subscribed_unseen = false;  // a subscription to its channel was first seen at a message
   bool owner_shared = false;    // a value was refused while it held over another connection (waiter_of_owner)
   // Waiters that left their channel unexplained (waiter::left_unexplained) whose
