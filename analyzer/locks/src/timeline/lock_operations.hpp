@@ -436,6 +436,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
   step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
+  connections[conn].last_renewed_us = op.request_us;
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::renewed);

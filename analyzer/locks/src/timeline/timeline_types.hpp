@@ -275,6 +275,7 @@ struct connection_info {
   std::int64_t closed_at_us = -1;  // when it closed while it still held a lock (-1: it did not)
   std::int64_t last_acquired_us = -1;  // its latest acquisition of any lock (waiter_of_fresh_value)
   std::int64_t last_released_us = -1;  // its latest release of any lock (poller_moved_on)
+  std::int64_t last_renewed_us = -1;  // its latest renewal of any lock, refused or not (poller_moved_on)
   // The value of that latest acquisition (own_value_went_on, waiter_moved_on.hpp). Not
   // retained: it is compared only with a waiter's value that stayed interned since
   // before that acquisition, so an id reused meanwhile cannot match.
