@@ -46,3 +46,25 @@ TEST_CASE("held before the capture: not when the capture saw the connection open
     CHECK(f.events.count("expired") == 0);
   }
 }
+
+TEST_CASE("held before the capture: not when another value's hold, seen from the capture's start, was released since",
+          "[timeline][expiry][mid-stream]") {
+  // safe-redis-leader joined mid-run: a waiter refused while no holder was known, then the
+  // holder seen (from its renewal, held since the capture's start) up to its release, then
+  // a give-up's compare-and-delete of an id never seen, answered 0. The lock was another
+  // value's from the capture's start to that release, and any hold after it would be on
+  // the wire: the id never held it in the capture, and nothing expired. A hold seen begun
+  // in the capture (its acquisition) leaves the time before it to an unseen one.
+  enum class first_seen { renewal, release, acquisition };
+  for (const first_seen by : {first_seen::renewal, first_seen::release, first_seen::acquisition}) {
+    fixture f;
+    f.acquire("waiter:1", 10, 600, op_outcome::contended, 2, "10.0.0.2", 500);  // held by someone unseen
+    if (by == first_seen::renewal) f.renew("holder:4", 100, 600);
+    if (by == first_seen::acquisition) f.acquire("holder:4", 100, 600);
+    f.unlock("holder:4", 200, op_outcome::ok, 1);
+    f.unlock("stranger:9", 246, op_outcome::rejected, 3);
+    const bool unseen_hold_possible = by == first_seen::acquisition;
+    CHECK((first_of(f.events, "expired", "stranger:9") != nullptr) == unseen_hold_possible);
+    CHECK(f.events.count("anomaly:expired_while_held") == (unseen_hold_possible ? 1U : 0U));
+  }
+}

@@ -12,10 +12,11 @@ using namespace lockscope::timeline_test;
 
 namespace {
 
-// A SET NX attempt on `lock` (lease 1 s unless said).
+// A SET NX attempt on `lock` (lease 1 s unless said), or with `kind` another operation
+// that sets a lease (a renewal).
 void attempt(fixture& f, std::string_view lock, std::string_view value, double at_ms, op_outcome outcome,
-             std::uint64_t connection, std::int64_t lease_ms = 1000) {
-  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+             std::uint64_t connection, std::int64_t lease_ms = 1000, lock_op_kind kind = lock_op_kind::acquire) {
+  auto o = f.op(kind, outcome, value, at_ms, connection);
   o.family = lock_family::set_based;
   o.lock = lock;
   o.lease_ms = lease_ms;
@@ -546,6 +547,48 @@ TEST_CASE("withdrew: a poller's release of its refused value where its next atte
   attempt(f, "A", "p", 760, op_outcome::ok, 2);
   REQUIRE(first_of(f.events, "acquired", "p") != nullptr);
   CHECK(first_of(f.events, "acquired", "p")->wait_us == at(760) + 100 - at(700));
+}
+
+void renew(fixture& f, std::string_view lock, std::string_view value, double at_ms, op_outcome outcome,
+           std::uint64_t connection) {
+  attempt(f, lock, value, at_ms, outcome, connection, 1000, lock_op_kind::renew);
+}
+
+TEST_CASE("moved on: a connection that renewed another lock while its poller waited keeps the wait whole",
+          "[timeline][waiter][moved-on][multiplex][give-up]") {
+  // safe-redis-leader runs each lock's candidate over one connection: the `orders`
+  // candidate (q, on B) sends a stray renewal between two of p's polls on A, then takes B
+  // again and steps down within p's next spacing; p polls on at its cadence and gives up
+  // by deleting its own refused value where its next poll was due.
+  for (const op_outcome renewal : {op_outcome::rejected, op_outcome::ok}) {
+    fixture f;
+    attempt(f, "B", "q", 0, op_outcome::ok, 2);
+    if (renewal == op_outcome::rejected) release(f, "B", "q", 5, 2);
+    polls_then_stops(f);
+    renew(f, "B", "q", 230, renewal, 2);
+    if (renewal == op_outcome::ok) release(f, "B", "q", 300, 2);
+    attempt(f, "B", "q", 330, op_outcome::ok, 2);
+    release(f, "B", "q", 331, 2);
+    attempt(f, "A", "p", 460, op_outcome::contended, 2);  // on its cadence
+    cleanup(f, "A", "p", 610, 2);
+    const recorded_event* gone = first_of(f.events, "gave_up", "p");
+    REQUIRE(gone != nullptr);
+    CHECK(f.events.count("gave_up") == 1);
+    CHECK(gone->ended == locks::wait_end::withdrew);
+    CHECK(gone->wait_us == at(610) - at(10));
+  }
+  SECTION("a renewal within the whole hold itself says nothing: the poller had moved on") {
+    fixture f;
+    polls_then_stops(f);
+    attempt(f, "B", "q", 330, op_outcome::ok, 2);
+    renew(f, "B", "q", 380, op_outcome::ok, 2);
+    release(f, "B", "q", 420, 2);
+    attempt(f, "A", "p", 440, op_outcome::contended, 2);
+    const recorded_event* gone = first_of(f.events, "gave_up", "p");
+    REQUIRE(gone != nullptr);
+    CHECK(gone->ended == locks::wait_end::new_wait);
+    CHECK(gone->wait_us == at(310) + 100 - at(10));
+  }
 }
 
 TEST_CASE("withdrew: a poller's release of its refused value off its cadence says nothing of when it stopped",

@@ -54,7 +54,10 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   if (w == nullptr) {
     lock_extra& x = ex(l);
     if (!has_holder(l) && x.waiters.empty()) x.free_since_us = -1;  // free since unknown
-    if (!has_holder(l)) x.refused_unseen = true;  // held by someone unseen (held_before_capture)
+    if (!has_holder(l)) {
+      x.refused_unseen = true;  // held by someone unseen (held_before_capture)
+      x.unseen_hold_released = false;
+    }
     w = &x.waiters.emplace_back();
     w->seq = x.next_waiter_seq++;
     if (x.waiter_index_valid) x.waiter_index.emplace(owner, w->seq);
@@ -304,13 +307,27 @@ inline void lock_timeline::impl::rejected_by_owner(lock_state& l, std::uint32_t 
 // holder nor waiter nor seen acquiring this lock over it (a client releases or extends
 // only what it took). Joined mid-run, node-redisson's and @redis-kit/lock's holds that
 // outlived their lease were shown as unlocks by a non-owner, their expiries missed.
+//
+// Not once a hold the capture saw from its start (first met by its renewal or release)
+// was released since that refusal: the lock was that value's from the capture's start
+// to its release, and any hold after it is on the wire, so an owner never seen took it
+// at no time in the capture (safe-redis-leader joined mid-run: a waiter's give-up
+// delete of its own id, answered 0, 46 ms after another id's release, was shown as that
+// id's hold expiring). A hold seen begun in the capture leaves the time before it.
 inline bool lock_timeline::impl::held_before_capture(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
   if (connections[conn].opened_us >= 0 || !has_extra(l) || !xp(l)->refused_unseen) return false;
+  if (xp(l)->unseen_hold_released) return false;
   if (find_waiter(l, owner) != nullptr) return false;
   for (const auto& slot : connections[conn].last_owners) {
     if (slot.owner == owner) return false;
   }
   return true;
+}
+
+// An exclusive hold seen from the capture's start released (on_unlock): the unseen holder
+// a refusal pointed to is accounted for (held_before_capture).
+inline void lock_timeline::impl::unseen_hold_ended(lock_state& l, const lock_operation& op) {
+  if (!op.shared && has_extra(l) && xp(l)->refused_unseen) xp(l)->unseen_hold_released = true;
 }
 
 // Joined mid-run, a holder that keeps its lock by trying to take it again before each
@@ -347,10 +364,12 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
         add_hold(l, e.held_us);
       } else {
         held_since_capture(l, e, at);
+        unseen_hold_ended(l, op);
       }
       remove_holder(l, h);
     } else if (op.outcome == op_outcome::ok && l.last_expired != owner) {
       held_since_capture(l, e, at);  // its release is the first sign of its hold
+      unseen_hold_ended(l, op);
     }
     return e;
   };
@@ -417,6 +436,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
   step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
+  connections[conn].last_renewed_us = op.request_us;
   const std::uint32_t owner = owners.id(op.owner);
   const std::int64_t at = op.at_us();
   lock_event e = from_op(l, op, lock_event_kind::renewed);

@@ -510,6 +510,7 @@ struct lock_timeline::impl {
   void check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
   void on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
   bool held_before_capture(lock_state& l, std::uint32_t owner, std::uint32_t conn);
+  void unseen_hold_ended(lock_state& l, const lock_operation& op);
   bool own_refusals_before(lock_state& l, std::uint32_t lock, std::uint32_t owner, std::uint32_t conn);
   void rejected_by_owner(lock_state& l, std::uint32_t owner, std::uint32_t conn, std::int64_t at, bool inferred, bool renew,
                          std::int64_t report_at = -1);

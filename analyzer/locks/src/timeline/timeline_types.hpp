@@ -225,6 +225,7 @@ struct lock_extra {
   std::int64_t closed_expired_us = -1;
   bool waits_at_least = false;  // some wait in `waits` may have begun before the capture
   bool refused_unseen = false;  // an attempt was refused while no holder was known (held_before_capture)
+  bool unseen_hold_released = false;  // since then, a hold seen from the capture's start was released (held_before_capture)
   bool subscribed_unseen = false;  // a subscription to its channel was first seen at a message
   bool owner_shared = false;    // a value was refused while it held over another connection (waiter_of_owner)
   // Waiters that left their channel unexplained (waiter::left_unexplained) whose
@@ -274,6 +275,7 @@ struct connection_info {
   std::int64_t closed_at_us = -1;  // when it closed while it still held a lock (-1: it did not)
   std::int64_t last_acquired_us = -1;  // its latest acquisition of any lock (waiter_of_fresh_value)
   std::int64_t last_released_us = -1;  // its latest release of any lock (poller_moved_on)
+  std::int64_t last_renewed_us = -1;  // its latest renewal of any lock, refused or not (poller_moved_on)
   // The value of that latest acquisition (own_value_went_on, waiter_moved_on.hpp). Not
   // retained: it is compared only with a waiter's value that stayed interned since
   // before that acquisition, so an id reused meanwhile cannot match.

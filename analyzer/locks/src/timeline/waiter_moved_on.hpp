@@ -68,6 +68,21 @@ inline std::int64_t next_attempt_reach_us(const waiter& w, std::int64_t wake_win
   return std::max(w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2), backoff_reach_us(w, wake_window_us));
 }
 
+// Whether `w`'s connection renewed a lock between w's first attempt and its latest (the
+// latest renewal over it, refused or not: connection_info::last_renewed_us): it kept a
+// hold, in its client's view, while this waiter polled, so a whole hold of another lock
+// in the waiter's next spacing may be that other task's too, and a waiter back at its
+// cadence after it polls on (poller_moved_on's whole-hold clause does not end it).
+// safe-redis-leader runs each lock's candidate over one connection: the `orders`
+// candidate's stray renewal between two `stock` polls, then its retake and step-down
+// within the next spacing, split a 601 ms wait in two, the delete that ended it
+// (released_at_cadence) left to a second part with no cadence. Only the latest renewal
+// is kept: one within the whole hold itself (a client that gave up, took, renewed and
+// released another lock) is after the latest attempt and says nothing.
+inline bool renewed_while_polling(const waiter& w, const connection_info& c) {
+  return c.last_renewed_us > w.first_us && c.last_renewed_us < w.last_attempt_us;
+}
+
 // A client that keeps one value for every wait of a process (ioredis-lock's Lock) shows a
 // give-up only by what its connection does next: it goes on to its next task, takes
 // another lock, and later tries this one again with the same value. Joined, the two
@@ -138,7 +153,7 @@ inline moved_on poller_moved_on(waiter& w, bool poller, connection_info& c, std:
   if (gap > std::max(w.longest_gap_us + std::max(wake_window_us, w.longest_gap_us / 2), backoff_reach_us(w, wake_window_us)))
     return moved_on::at_latest;
   const bool whole_hold_since = c.last_released_us > c.last_acquired_us;
-  if (whole_hold_since && !c.multiplexes) return moved_on::at_latest;
+  if (whole_hold_since && !c.multiplexes && !renewed_while_polling(w, c)) return moved_on::at_latest;
   if (!whole_hold_since) c.multiplexes = true;  // polling on while its connection holds another lock
   return moved_on::no;
 }
