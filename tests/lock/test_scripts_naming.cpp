@@ -1,5 +1,8 @@
 // The scripts/naming module the client and the analyzer share, and the URL/duration
 // parsing. The SCRIPT LOAD check needs redis-server; the rest needs nothing.
+#include <charconv>
+#include <optional>
+#include <random>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -173,6 +176,54 @@ TEST_CASE("owner ids", "[lock][naming]") {
   CHECK(lock::not_owner_message(seed_owner) ==
         "attempt to unlock lock, not locked by current thread by node id: "
         "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767 thread-id: 12");
+}
+
+// parse_owner_id looks for the colon at 36 only; the plain reading takes the last colon.
+// Random texts made of owner ids' parts, cut, joined and altered, must read the same both ways.
+TEST_CASE("owner ids read as the last colon's split does", "[lock][naming]") {
+  const auto reference = [](std::string_view owner) -> std::optional<lock::owner_id_parts> {
+    const std::size_t colon = owner.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    lock::owner_id_parts parts;
+    parts.client_id = owner.substr(0, colon);
+    parts.thread_id = owner.substr(colon + 1);
+    if (!lock::is_uuid(parts.client_id) || parts.thread_id.empty()) return std::nullopt;
+    const char* end = parts.thread_id.data() + parts.thread_id.size();
+    const auto [ptr, ec] = std::from_chars(parts.thread_id.data(), end, parts.thread_number);
+    if (ec != std::errc{} || ptr != end) return std::nullopt;
+    return parts;
+  };
+  std::mt19937 rng(43);
+  const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  const std::string pieces[] = {"80e6bb0b-b3bb-4ce0-b120-9c7ce917b767", ":", "12", "0", "18446744073709551616",
+                                "-3", "+4", "432e4278a93f3add0769aeb1a836436c", "x", "", "::", "-"};
+  const std::string alphabet = "0123456789abcdefABCDEF-:xz ";
+  std::size_t parsed = 0;
+  for (int round = 0; round < 200000; ++round) {
+    std::string owner;
+    if (pick(2) == 0) owner = pieces[0] + ":" + std::to_string(rng() % 100000);  // an owner id, altered or not
+    for (std::size_t n = pick(owner.empty() ? 5 : 2); n > 0; --n) owner += pieces[pick(std::size(pieces))];
+    for (std::size_t n = pick(3); n > 0 && !owner.empty(); --n) {
+      const std::size_t at = pick(owner.size());
+      switch (pick(3)) {
+        case 0: owner[at] = alphabet[pick(alphabet.size())]; break;
+        case 1: owner.erase(at, 1); break;
+        default: owner.insert(at, 1, alphabet[pick(alphabet.size())]); break;
+      }
+    }
+    const auto expected = reference(owner);
+    const auto got = lock::parse_owner_id(owner);
+    INFO(owner);
+    REQUIRE(got.has_value() == expected.has_value());
+    if (!got) continue;
+    ++parsed;
+    CHECK(got->client_id.data() == expected->client_id.data());
+    CHECK(got->client_id.size() == expected->client_id.size());
+    CHECK(got->thread_id.data() == expected->thread_id.data());
+    CHECK(got->thread_id.size() == expected->thread_id.size());
+    CHECK(got->thread_number == expected->thread_number);
+  }
+  CHECK(parsed > 20000);  // both sides of the answer seen often
 }
 
 TEST_CASE("Redis URLs", "[lock][config]") {

@@ -1480,7 +1480,8 @@ struct lock_groups::impl {
 
   // group_of(e.owner, e.client_endpoint) for the event on_event handles, worked out once
   // (parse_owner_id on every use was a tenth of the groups' time over 3 servers) and
-  // copied (group_text is scratch that other calls reuse).
+  // copied when it is made (group_text is scratch that other calls reuse); an owner that
+  // is its own group is the event's text, which stays put while the event is handled.
   const lock_event* grouped_event = nullptr;
   std::string event_group;
   bool event_group_by_thread = false;
@@ -1488,10 +1489,10 @@ struct lock_groups::impl {
     if (grouped_event != &e) {
       const std::string_view g = group_of(e.owner, e.client_endpoint);
       event_group_by_thread = g.data() != e.owner.data();  // a Redisson owner id: by client IP and thread
-      event_group.assign(g);
+      if (event_group_by_thread) event_group.assign(g);
       grouped_event = &e;
     }
-    return event_group;
+    return event_group_by_thread ? std::string_view(event_group) : e.owner;
   }
 
   // The owner of each connection's latest try, by its client endpoint (direct-mapped on
