@@ -238,8 +238,8 @@ TEST_CASE("dormant_record::of answers what giving the waiter back and comparing 
 }
 
 // A herd's waiters leave mostly from the front (the oldest is woken; a connection's end
-// takes a few of thousands): erase() and remove_if() close a gap from its shorter side
-// and the room at the front is taken back as waiters come. Against a std::vector doing
+// takes a few of thousands): erase() leaves a hole unless at an end, remove_if() closes
+// a gap from its shorter side, and the room at the front is taken back as waiters come. Against a std::vector doing
 // the same, with leaves at the front, at the back, in clusters and spread, and waiters
 // that a record can hold (dormant, then made full again) or cannot.
 TEST_CASE("waiter_vector's removals at either end keep what a std::vector keeps", "[timeline][waiters]") {
