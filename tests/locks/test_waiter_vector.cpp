@@ -55,6 +55,15 @@ waiter arrival(std::mt19937_64& random, std::uint64_t seq, std::int64_t now) {
   return w;
 }
 
+// A new waiter at the end of both, subscribed (never dormant) but one in `one_in`.
+void arrive_subscribed(waiter_vector& ws, std::vector<waiter>& truth, std::mt19937_64& random, std::uint64_t seq,
+                       std::int64_t now, unsigned one_in) {
+  waiter w = arrival(random, seq, now);
+  if (random() % one_in != 0) w.sub_connection = 5;
+  ws.emplace_back() = w;
+  truth.push_back(w);
+}
+
 std::int64_t earliest_of(const std::vector<waiter>& v) {
   std::int64_t e = -1;
   for (const waiter& w : v) {
@@ -255,10 +264,7 @@ TEST_CASE("waiter_vector's removals at either end keep what a std::vector keeps"
       now += static_cast<std::int64_t>(random() % 1000);
       const unsigned op = static_cast<unsigned>(random() % 100);
       if (op < 45 || truth.size() < herd / 2) {
-        waiter w = arrival(random, next_seq++, now);
-        if (random() % 3 != 0) w.sub_connection = 5;  // subscribed: never dormant
-        ws.emplace_back() = w;
-        truth.push_back(w);
+        arrive_subscribed(ws, truth, random, next_seq++, now, 3);
       } else if (op < 70 && !truth.empty()) {
         // One leaves by position, mostly the oldest.
         const std::size_t i = random() % 3 == 0 ? random() % truth.size() : random() % std::min<std::size_t>(truth.size(), 3);
@@ -314,10 +320,7 @@ TEST_CASE("waiter_vector's holes keep what a std::vector keeps", "[timeline][wai
       now += static_cast<std::int64_t>(random() % 1000);
       const unsigned op = static_cast<unsigned>(random() % 100);
       if (op < 40 || truth.size() < herd / 2) {
-        waiter w = arrival(random, next_seq++, now);
-        if (random() % 4 != 0) w.sub_connection = 5;  // subscribed: never dormant
-        ws.emplace_back() = w;
-        truth.push_back(w);
+        arrive_subscribed(ws, truth, random, next_seq++, now, 4);
       } else if (op < 65 && !truth.empty()) {
         // One leaves from anywhere, now and then one of the ends.
         const unsigned where = static_cast<unsigned>(random() % 8);
