@@ -223,7 +223,7 @@ class dormant_waiter_vector {
   // or that asks is_hole() only of the record it picks.
   std::span<Waiter> records_with_holes() { return promote(), std::span<Waiter>(full_.data() + head_, full_.size() - head_); }
   // The waiter with `seq`, if it waits (a binary search: holes keep their seq).
-  Waiter* find_seq(std::uint64_t seq) {
+  [[gnu::noinline]] Waiter* find_seq(std::uint64_t seq) {
     promote();
     const auto at = std::lower_bound(full_.begin() + head(), full_.end(), seq, [](const Waiter& w, std::uint64_t s) { return w.seq < s; });
     return at != full_.end() && at->seq == seq && !is_hole(*at) ? &*at : nullptr;
