@@ -55,6 +55,15 @@ waiter arrival(std::mt19937_64& random, std::uint64_t seq, std::int64_t now) {
   return w;
 }
 
+// A new waiter at the end of both, subscribed (never dormant) but one in `one_in`.
+void arrive_subscribed(waiter_vector& ws, std::vector<waiter>& truth, std::mt19937_64& random, std::uint64_t seq,
+                       std::int64_t now, unsigned one_in) {
+  waiter w = arrival(random, seq, now);
+  if (random() % one_in != 0) w.sub_connection = 5;
+  ws.emplace_back() = w;
+  truth.push_back(w);
+}
+
 std::int64_t earliest_of(const std::vector<waiter>& v) {
   std::int64_t e = -1;
   for (const waiter& w : v) {
@@ -84,9 +93,8 @@ TEST_CASE("waiter_vector holds what a std::vector holds, dormant records or not"
       } else if (op < 70 && !truth.empty()) {
         // A retry: found by seq, as find_waiter does (a generic read), and updated.
         const std::size_t i = random() % truth.size();
-        const auto at = std::lower_bound(ws.begin(), ws.end(), truth[i].seq,
-                                         [](const waiter& w, std::uint64_t s) { return w.seq < s; });
-        REQUIRE(at != ws.end());
+        waiter* const at = ws.find_seq(truth[i].seq);
+        REQUIRE(at != nullptr);
         REQUIRE(*at == truth[i]);
         ++at->attempts;
         ++truth[i].attempts;
@@ -117,7 +125,7 @@ TEST_CASE("waiter_vector holds what a std::vector holds, dormant records or not"
       } else if (op < 92 && !truth.empty()) {
         // One leaves by position (drop_waiter's erase).
         const std::size_t i = random() % truth.size();
-        ws.erase(ws.begin() + static_cast<std::ptrdiff_t>(i));
+        ws.erase(&*std::next(ws.begin(), static_cast<std::ptrdiff_t>(i)));
         truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
         REQUIRE(ws.earliest_deadline() == earliest_of(truth));
@@ -239,8 +247,8 @@ TEST_CASE("dormant_record::of answers what giving the waiter back and comparing 
 }
 
 // A herd's waiters leave mostly from the front (the oldest is woken; a connection's end
-// takes a few of thousands): erase() and remove_if() close a gap from its shorter side
-// and the room at the front is taken back as waiters come. Against a std::vector doing
+// takes a few of thousands): erase() leaves a hole unless at an end, remove_if() closes
+// a gap from its shorter side, and the room at the front is taken back as waiters come. Against a std::vector doing
 // the same, with leaves at the front, at the back, in clusters and spread, and waiters
 // that a record can hold (dormant, then made full again) or cannot.
 TEST_CASE("waiter_vector's removals at either end keep what a std::vector keeps", "[timeline][waiters]") {
@@ -256,17 +264,13 @@ TEST_CASE("waiter_vector's removals at either end keep what a std::vector keeps"
       now += static_cast<std::int64_t>(random() % 1000);
       const unsigned op = static_cast<unsigned>(random() % 100);
       if (op < 45 || truth.size() < herd / 2) {
-        waiter w = arrival(random, next_seq++, now);
-        if (random() % 3 != 0) w.sub_connection = 5;  // subscribed: never dormant
-        ws.emplace_back() = w;
-        truth.push_back(w);
+        arrive_subscribed(ws, truth, random, next_seq++, now, 3);
       } else if (op < 70 && !truth.empty()) {
         // One leaves by position, mostly the oldest.
         const std::size_t i = random() % 3 == 0 ? random() % truth.size() : random() % std::min<std::size_t>(truth.size(), 3);
-        const auto next = ws.erase(ws.begin() + static_cast<std::ptrdiff_t>(i));
-        REQUIRE(next - ws.begin() == static_cast<std::ptrdiff_t>(i));
+        ws.erase(&*std::next(ws.begin(), static_cast<std::ptrdiff_t>(i)));
         truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
-        if (i < truth.size()) REQUIRE(*next == truth[i]);
+        if (i < truth.size()) REQUIRE(*std::next(ws.begin(), static_cast<std::ptrdiff_t>(i)) == truth[i]);
       } else if (op < 95 && !truth.empty()) {
         // A pass where a few leave: around one place (a connection's waiters, near the
         // front or the back) or anywhere.
@@ -291,6 +295,88 @@ TEST_CASE("waiter_vector's removals at either end keep what a std::vector keeps"
       if (step % 10 == 0) {
         REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);
         REQUIRE((truth.empty() || ws.front() == truth.front()));
+      }
+    }
+    REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);
+  }
+}
+
+// A waiter that leaves from the middle leaves a hole (erase, remove_among), closed once
+// holes are an eighth of the waiters or before an access that needs the records
+// contiguous. Against a std::vector doing the same, with leaves anywhere (a herd's woken
+// waiter), keyed passes, arrivals past the room, reads by seq (a waiter gone: none), by
+// index, and the passes over every record, holes too.
+TEST_CASE("waiter_vector's holes keep what a std::vector keeps", "[timeline][waiters]") {
+  std::mt19937_64 random(4318);
+  for (int round = 0; round < 16; ++round) {
+    waiter_vector ws;
+    if (round % 4 == 3) ws.set_context(&table);
+    std::vector<waiter> truth;
+    std::uint64_t next_seq = round % 5 == 4 ? 0xfffffff0u : 0;
+    std::int64_t now = 1'800'000'000'000'000;
+    const std::size_t herd = round % 2 == 0 ? 500 : 50;
+    std::vector<std::uint64_t> gone_seqs;  // leaves of the latest steps, looked up again
+    for (int step = 0; step < 5000; ++step) {
+      now += static_cast<std::int64_t>(random() % 1000);
+      const unsigned op = static_cast<unsigned>(random() % 100);
+      if (op < 40 || truth.size() < herd / 2) {
+        arrive_subscribed(ws, truth, random, next_seq++, now, 4);
+      } else if (op < 65 && !truth.empty()) {
+        // One leaves from anywhere, now and then one of the ends.
+        const unsigned where = static_cast<unsigned>(random() % 8);
+        const std::size_t i = where == 0 ? 0 : where == 1 ? truth.size() - 1 : random() % truth.size();
+        waiter* const w = ws.find_seq(truth[i].seq);
+        REQUIRE(w != nullptr);
+        REQUIRE(*w == truth[i]);
+        gone_seqs.push_back(truth[i].seq);
+        ws.erase(w);
+        truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+      } else if (op < 75 && !truth.empty()) {
+        // A keyed pass: a few seqs asked (some of waiters gone), those picked leave.
+        std::vector<std::uint64_t> asked;
+        for (const waiter& w : truth) {
+          if (random() % 16 == 0) asked.push_back(w.seq);
+        }
+        for (std::size_t k = 0; k < 3 && !gone_seqs.empty(); ++k) asked.push_back(gone_seqs[random() % gone_seqs.size()]);
+        std::sort(asked.begin(), asked.end());
+        asked.erase(std::unique(asked.begin(), asked.end()), asked.end());
+        const std::uint64_t salt = random();
+        const auto leaves = [&](const waiter& w) { return (w.seq ^ salt) % 2 == 0; };
+        std::vector<std::uint64_t> gone, gone_truth;
+        ws.remove_among(asked, [&](waiter& w) { return leaves(w); }, [&](const waiter& w) { gone.push_back(w.seq); });
+        std::erase_if(truth, [&](const waiter& w) {
+          const bool out = std::binary_search(asked.begin(), asked.end(), w.seq) && leaves(w);
+          if (out) gone_truth.push_back(w.seq);
+          return out;
+        });
+        REQUIRE(gone == gone_truth);
+        gone_seqs.insert(gone_seqs.end(), gone.begin(), gone.end());
+      } else if (op < 80) {
+        // A pass over every record, holes too: only waiters' changes are seen.
+        for (waiter& w : ws.records_with_holes()) w.lost_release_us = now;
+        for (waiter& w : truth) w.lost_release_us = now;
+      } else if (op < 85 && !gone_seqs.empty()) {
+        REQUIRE(ws.find_seq(gone_seqs[random() % gone_seqs.size()]) == nullptr);
+      } else if (op < 90 && !truth.empty()) {
+        const std::size_t i = random() % truth.size();
+        REQUIRE(ws[i] == truth[i]);
+        REQUIRE(ws.front() == truth.front());
+        REQUIRE(ws.back() == truth.back());
+      } else if (op < 93) {
+        // A pass: some leave (remove_if).
+        const std::uint64_t salt = random();
+        const auto leaves = [&](const waiter& w) { return (w.seq ^ salt) % 9 == 0; };
+        ws.remove_if([&](waiter& w) { return leaves(w); }, [](const waiter&) {}, [](const waiter_vector::dormant&) { return true; });
+        std::erase_if(truth, leaves);
+      } else {
+        REQUIRE(ws.earliest_deadline() == earliest_of(truth));
+      }
+      if (gone_seqs.size() > 64) gone_seqs.erase(gone_seqs.begin(), gone_seqs.begin() + 32);
+      REQUIRE(ws.size() == truth.size());
+      REQUIRE(ws.empty() == truth.empty());
+      if (step % 7 == 0) {
+        const waiter_vector& seen = ws;
+        REQUIRE(std::vector<waiter>(seen.begin(), seen.end()) == truth);
       }
     }
     REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);

@@ -11,9 +11,7 @@ namespace lockscope::locks {
 
 // The waiter with `seq`, if it still waits (`waiters` is in seq order).
 inline waiter* lock_timeline::impl::waiter_at(lock_extra& x, std::uint64_t seq) {
-  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), seq,
-                                   [](const waiter& w, std::uint64_t s) { return w.seq < s; });
-  return at != x.waiters.end() && at->seq == seq ? &*at : nullptr;
+  return x.waiters.find_seq(seq);
 }
 
 // The keys of the lock's waiters, made from them the first time.

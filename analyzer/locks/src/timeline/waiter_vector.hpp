@@ -16,6 +16,15 @@
 // vector is changed. The passes that visit every waiter without needing a vector
 // (remove_if, earliest_deadline) read the dormant records in place.
 //
+// A waiter that leaves from the middle (erase, remove_among) leaves a hole: its record
+// stays, `attempts` 0 (a waiter has made one at least), skipped by the iterators, which
+// pass over the records in place (a herd's woken waiter, in the middle of 4,000, moved
+// half of them: 144 bytes each). Those at either end leave at once, so the first and the
+// last record are always waiters; the holes are closed in one pass once they are an
+// eighth of the waiters, or before any access that needs the records contiguous
+// (indexing, a promotion or demotion, remove_if). No waiter is dormant while there are
+// holes (a demotion closes them first).
+//
 // A waiter is made dormant when the next one comes (emplace_back: it is complete by then)
 // on a lock with more than `dormant_after` waiters (the first time, with every waiter
 // before it); after a promotion, not before half as many new waiters came as the lock had,
@@ -31,6 +40,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -142,41 +152,96 @@ struct dormant_record {
   std::int64_t deadline_us() const noexcept { return first_us + (reply_and_flags & reply_mask) + deadline_after_us; }
 };
 
+// A waiter's record that is a hole (dormant_waiter_vector): a waiter has made one attempt at least.
+template <class Waiter>
+[[gnu::always_inline]] inline bool is_hole(const Waiter& w) noexcept {
+  return w.attempts == 0;
+}
+
+// Forward over the records in [at, end), holes skipped (`at` is a waiter or `end`);
+// `holes` false: there are none (each step one test of a flag, not of the record).
+template <class Record>
+class waiter_iterator {
+ public:
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = std::remove_const_t<Record>;
+  using difference_type = std::ptrdiff_t;
+  using pointer = Record*;
+  using reference = Record&;
+
+  waiter_iterator() = default;
+  waiter_iterator(Record* at, Record* end, bool holes) noexcept : at_(at), end_(end), holes_(holes) {}
+  operator waiter_iterator<const Record>() const noexcept { return {at_, end_, holes_}; }  // NOLINT: as a container's
+  reference operator*() const noexcept { return *at_; }
+  pointer operator->() const noexcept { return at_; }
+  waiter_iterator& operator++() noexcept {
+    ++at_;
+    if (holes_) [[unlikely]] {
+      while (at_ != end_ && is_hole(*at_)) ++at_;
+    }
+    return *this;
+  }
+  waiter_iterator operator++(int) noexcept {
+    waiter_iterator was = *this;
+    ++*this;
+    return was;
+  }
+  bool operator==(const waiter_iterator& o) const noexcept { return at_ == o.at_; }
+
+ private:
+  Record* at_ = nullptr;
+  Record* end_ = nullptr;
+  bool holes_ = false;
+};
+
 template <class Waiter>
 class dormant_waiter_vector {
  public:
   using dormant = dormant_record<Waiter>;
   using full_vector = std::vector<Waiter>;
-  using iterator = typename full_vector::iterator;
-  using const_iterator = typename full_vector::const_iterator;
+  using iterator = waiter_iterator<Waiter>;
+  using const_iterator = waiter_iterator<const Waiter>;
   static constexpr std::size_t dormant_after = 32;
 
-  [[gnu::always_inline]] std::size_t size() const noexcept { return full_.size() - head_ + dormant_count(); }
+  [[gnu::always_inline]] std::size_t size() const noexcept { return full_.size() - head_ - holes_ + dormant_count(); }
   [[gnu::always_inline]] bool empty() const noexcept { return size() == 0; }
   [[gnu::always_inline]] std::size_t dormant_count() const noexcept { return dormant_ ? dormant_->size() : 0; }
   // Without a context no waiter becomes dormant.
   void set_context(const dormant_context<Waiter>* context) noexcept { context_ = context; }
 
   // Generic access: every waiter full first.
-  iterator begin() { return promote(), full_.begin() + head(); }
-  iterator end() { return promote(), full_.end(); }
-  const_iterator begin() const { return promote(), full_.cbegin() + head(); }
-  const_iterator end() const { return promote(), full_.cend(); }
-  Waiter& operator[](std::size_t i) { return promote(), full_[head_ + i]; }
-  const Waiter& operator[](std::size_t i) const { return promote(), full_[head_ + i]; }
-  Waiter* data() { return promote(), full_.data() + head_; }
+  iterator begin() { return promote(), iterator(full_.data() + head_, full_.data() + full_.size(), holes_ > 0); }
+  iterator end() { return promote(), iterator(full_.data() + full_.size(), full_.data() + full_.size(), false); }
+  const_iterator begin() const { return promote(), const_iterator(full_.data() + head_, full_.data() + full_.size(), holes_ > 0); }
+  const_iterator end() const { return promote(), const_iterator(full_.data() + full_.size(), full_.data() + full_.size(), false); }
+  Waiter& operator[](std::size_t i) { return promote(), close_holes(), full_[head_ + i]; }
+  const Waiter& operator[](std::size_t i) const { return promote(), close_holes(), full_[head_ + i]; }
   Waiter& front() { return promote(), full_[head_]; }
   Waiter& back() { return promote(), full_.back(); }
-  // The waiters on the shorter side of `at` close the gap: the oldest waiter, the one a
-  // herd's release wakes, leaves without a shift of the thousands after it.
-  iterator erase(const_iterator at) {
+  // Every record in order, holes too (is_hole), for a pass whose change to a hole does
+  // nothing (a hole is never read again: a herd's release visits 4,000 waiters a lock),
+  // or that asks is_hole() only of the record it picks.
+  std::span<Waiter> records_with_holes() { return promote(), std::span<Waiter>(full_.data() + head_, full_.size() - head_); }
+  // The waiter with `seq`, if it waits (a binary search: holes keep their seq).
+  [[gnu::noinline]] Waiter* find_seq(std::uint64_t seq) {
     promote();
-    const std::size_t i = static_cast<std::size_t>(at - full_.cbegin());
-    if (i - head_ >= (full_.size() - head_) / 2) return full_.erase(at);
-    return erase_in_front(i);
+    const auto at = std::lower_bound(full_.begin() + head(), full_.end(), seq, [](const Waiter& w, std::uint64_t s) { return w.seq < s; });
+    return at != full_.end() && at->seq == seq && !is_hole(*at) ? &*at : nullptr;
+  }
+  // `w` (a waiter of this vector) leaves: a hole unless it is the first or the last.
+  void erase(Waiter* w) {
+    if (dormant_) [[unlikely]] {  // (a pointer held is to a promoted vector: not expected)
+      const std::uint64_t seq = w->seq;
+      promote();
+      w = find_seq(seq);
+    }
+    leave(static_cast<std::size_t>(w - full_.data()));
+    close_ends();
+    close_holes_if_many();
   }
   void resize(std::size_t n) {
     promote();
+    close_holes();
     full_.resize(head_ + n);
   }
 
@@ -198,30 +263,31 @@ class dormant_waiter_vector {
   // Gives back the room of waiters gone once it is four times what those left use (a
   // storm's lock, its waiters dormant but the newest, kept room for the 40 it had).
   void shrink_if_sparse() {
-    if (full_.capacity() > 8 && (full_.size() - head_) * 4 < full_.capacity()) {
+    if (full_.capacity() > 8 && (full_.size() - head_ - holes_) * 4 < full_.capacity()) {
+      close_holes();
       drop_head();
       full_.shrink_to_fit();
     }
   }
 
   // remove_if() asking only the waiters whose seqs are `seqs` (ascending): those `leaves`
-  // picks leave, after `gone(w)`, the others stay in order.
+  // picks leave, after `gone(w)`, as holes; the others stay in order.
   template <class Leaves, class Gone>
   void remove_among(const std::vector<std::uint64_t>& seqs, Leaves&& leaves, Gone&& gone) {
     promote();
-    std::vector<std::size_t> gone_at;
-    gone_at.swap(scratch());
-    gone_at.clear();
+    bool any = false;
     auto from = full_.begin() + head();
     for (const std::uint64_t seq : seqs) {
       from = std::lower_bound(from, full_.end(), seq, [](const Waiter& w, std::uint64_t s) { return w.seq < s; });
       if (from == full_.end()) break;
-      if (from->seq != seq || !leaves(*from)) continue;
+      if (from->seq != seq || is_hole(*from) || !leaves(*from)) continue;
       gone(*from);
-      gone_at.push_back(static_cast<std::size_t>(from - full_.begin()));
+      leave(static_cast<std::size_t>(from - full_.begin()));
+      any = true;
     }
-    close_gaps(gone_at);
-    gone_at.swap(scratch());
+    if (!any) return;
+    close_ends();
+    close_holes_if_many();
     shrink_if_sparse();
   }
 
@@ -231,7 +297,9 @@ class dormant_waiter_vector {
     const auto consider = [&](std::int64_t t) {
       if (t >= 0 && (earliest < 0 || t < earliest)) earliest = t;
     };
-    for (std::size_t i = head_; i < full_.size(); ++i) consider(full_[i].deadline_us);
+    for (std::size_t i = head_; i < full_.size(); ++i) {
+      if (!is_hole(full_[i])) consider(full_[i].deadline_us);
+    }
     if (dormant_) {
       for (const dormant& d : *dormant_) consider(d.deadline_us());
     }
@@ -245,6 +313,7 @@ class dormant_waiter_vector {
   // lock it waited on, and at a capture's end every connection ends).
   template <class Leaves, class Gone, class Concerns>
   void remove_if(Leaves&& leaves, Gone&& gone, Concerns&& concerns) {
+    close_holes();  // (the pass visits every record anyway)
     if (!dormant_) {  // the vector's pass: every waiter asked, then the gaps closed
       std::vector<std::size_t> gone_at;
       gone_at.swap(scratch());  // (its room, shared by every lock's pass; a pass within it takes none)
@@ -307,7 +376,7 @@ class dormant_waiter_vector {
  private:
   // Every dormant waiter full again, in seq order.
   void promote() const {
-    if (!dormant_) return;
+    if (!dormant_) return;  // (no holes while any waiter is dormant)
     full_vector merged;
     merged.reserve(size());
     auto f = full_.begin() + head();
@@ -326,6 +395,7 @@ class dormant_waiter_vector {
   void demote_last() {
     if (dormant_ && !dormant_->empty() && newest_ > full_.back().seq) return;  // keeps seq order
     if (const std::optional<dormant> d = dormant::of(full_.back(), *context_)) {
+      close_holes();
       drop_head();  // (no room at the front while any waiter is dormant)
       newest_ = full_.back().seq;
       dormant_list().push_back(*d);
@@ -335,6 +405,7 @@ class dormant_waiter_vector {
   // Every full waiter its record holds, dormant (seq order kept).
   void demote_all() {
     sweep_ = false;
+    close_holes();
     drop_head();
     std::size_t kept = 0;
     for (std::size_t i = 0; i < full_.size(); ++i) {
@@ -355,6 +426,10 @@ class dormant_waiter_vector {
   // The room of waiters gone from the front is taken back first once it is a fifth of
   // those left (each waiter is moved once for every fifth as many that left).
   [[gnu::noinline]] void make_room() {
+    if (holes_ > 0) {
+      close_holes();
+      if (full_.size() < full_.capacity()) return;
+    }
     const std::size_t live = full_.size() - head_;
     if (head_ == 0) {
       full_.reserve(live + live / 4 + 4);
@@ -368,11 +443,33 @@ class dormant_waiter_vector {
       head_ = 0;
     }
   }
-  [[gnu::noinline]] iterator erase_in_front(std::size_t i) {
-    std::move_backward(full_.begin() + head(), full_.begin() + static_cast<std::ptrdiff_t>(i),
-                       full_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    ++head_;
-    return full_.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+  // The waiter at full_[i] leaves: a hole (close_ends() then takes those at either end).
+  void leave(std::size_t i) noexcept {
+    full_[i].attempts = 0;
+    ++holes_;
+  }
+  // The holes at the front and the back leave the records (the first and the last are waiters).
+  void close_ends() noexcept {
+    while (head_ < full_.size() && is_hole(full_[head_])) ++head_, --holes_;
+    while (full_.size() > head_ && is_hole(full_.back())) full_.pop_back(), --holes_;
+    if (head_ == full_.size()) full_.clear(), head_ = 0;
+  }
+  // Each waiter is moved once for every eighth as many holes, a pass over the waiters
+  // skips no more than an eighth as many.
+  void close_holes_if_many() {
+    if (holes_ > 4 && holes_ * 8 > full_.size() - head_ - holes_) close_holes();
+  }
+  // The waiters contiguous again, in order, from head_.
+  [[gnu::noinline]] void close_holes() const {
+    if (holes_ == 0) return;
+    std::size_t kept = head_;
+    for (std::size_t i = head_; i < full_.size(); ++i) {
+      if (is_hole(full_[i])) continue;
+      if (kept != i) full_[kept] = std::move(full_[i]);
+      ++kept;
+    }
+    full_.resize(kept);
+    holes_ = 0;
   }
   std::ptrdiff_t head() const noexcept { return static_cast<std::ptrdiff_t>(head_); }
   // The room of the waiters gone from the front given back to the vector's end.
@@ -436,6 +533,7 @@ class dormant_waiter_vector {
   mutable full_vector full_;
   // full_[0, head_): room left by waiters gone from the front (no dormant waiter then).
   mutable std::size_t head_ = 0;
+  mutable std::size_t holes_ = 0;  // records in full_[head_, end) that are holes (is_hole)
   // In seq order; 512-byte blocks (std::deque's), which the allocator reuses whole:
   // no room left behind by growth. Allocated with the first dormant waiter.
   mutable std::unique_ptr<std::deque<dormant>> dormant_;

@@ -25,8 +25,8 @@ inline waiter* lock_timeline::impl::find_waiter(lock_state& l, std::uint32_t own
 
 inline waiter* lock_timeline::impl::find_waiter(lock_extra& x, std::uint32_t owner) {
   if (x.waiters.size() <= scanned_waiters) {
-    for (waiter& w : x.waiters) {
-      if (w.owner == owner) return &w;
+    for (waiter& w : x.waiters.records_with_holes()) {  // (a storm's many locks: no skip of holes for each)
+      if (w.owner == owner && !timeline_detail::is_hole(w)) return &w;
     }
     return nullptr;
   }
@@ -37,10 +37,7 @@ inline waiter* lock_timeline::impl::find_waiter(lock_extra& x, std::uint32_t own
   }
   const auto it = x.waiter_index.find(owner);
   if (it == x.waiter_index.end()) return nullptr;
-  const std::uint64_t seq = it->second.before(x.next_waiter_seq);
-  const auto at = std::lower_bound(x.waiters.begin(), x.waiters.end(), seq,
-                                   [](const waiter& w, std::uint64_t s) { return w.seq < s; });
-  return at != x.waiters.end() && at->seq == seq ? &*at : nullptr;
+  return x.waiters.find_seq(it->second.before(x.next_waiter_seq));
 }
 
 // `w` leaves its lock's waiters: out of the index, and what it retained released (the
@@ -92,7 +89,7 @@ inline void lock_timeline::impl::after_removals(lock_extra& x, std::size_t befor
 inline void lock_timeline::impl::drop_waiter(lock_state& l, std::uint32_t lock, waiter* w) {
   auto& ws = xp(l)->waiters;
   const waiter gone = *w;
-  ws.erase(ws.begin() + (w - ws.data()));
+  ws.erase(w);
   unlist_wait(gone.conn, lock);
   forget_waiter(*xp(l), gone);
   if (ws.empty()) {
@@ -168,7 +165,7 @@ inline void lock_timeline::impl::free_interval_ends(lock_state& l, std::int64_t 
 // that is not subscribed now will not hear it.
 inline void lock_timeline::impl::released_publishing(lock_state& l, std::uint32_t lock, std::int64_t at) {
   if (!has_extra(l)) return;
-  for (waiter& w : xp(l)->waiters) {
+  for (waiter& w : xp(l)->waiters.records_with_holes()) {
     if (w.pubsub && w.lost_release_us < 0 && !subscribed(w, lock)) w.lost_release_us = at;
   }
 }
