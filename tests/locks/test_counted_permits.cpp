@@ -170,6 +170,15 @@ struct limiters {
   void give(const std::string& pool, const std::string& id, std::int64_t at, std::uint64_t conn) {
     timeline_test::feed(r, eval(plain_give, {{pool + ":used", pool + ":by-holder"}, {id}}), ":0\r\n", t0 + at, conn);
   }
+  // "event owner [waited ms]" for each event `keep` takes, in order.
+  template <class Keep>
+  std::vector<std::string> events(Keep keep) const {
+    std::vector<std::string> seen;
+    for (const auto& e : log.events) {
+      if (keep(e)) seen.push_back(e.event + " " + e.owner + (e.wait_us >= 0 ? " waited " + std::to_string(e.wait_us / ms) : ""));
+    }
+    return seen;
+  }
 };
 
 }  // namespace
@@ -186,12 +195,9 @@ TEST_CASE("counted permits: a waiter drawing a new holder id each try is one wai
   l.take("slots", "b-000004", 160 * ms, true, 2);
   l.give("slots", "b-000004", 200 * ms, 2);
   l.timeline.finish(t0 + 1'000 * ms);
-  std::vector<std::string> seen;
-  for (const auto& e : l.log.events) {
-    if (e.event == "acquired" || e.event == "contended" || e.event == "released" || e.event == "gave_up") {
-      seen.push_back(e.event + " " + e.owner + (e.wait_us >= 0 ? " waited " + std::to_string(e.wait_us / ms) : ""));
-    }
-  }
+  const auto seen = l.events([](const auto& e) {
+    return e.event == "acquired" || e.event == "contended" || e.event == "released" || e.event == "gave_up";
+  });
   CHECK(seen == std::vector<std::string>{"acquired a-000001", "contended b-000001", "contended b-000002",
                                          "contended b-000003", "released a-000001", "acquired b-000004 waited 150",
                                          "released b-000004"});
@@ -210,13 +216,8 @@ TEST_CASE("counted permits: a waiter that went on to another limiter and tries t
   l.give("north", "a-000001", 350 * ms, 1);
   l.take("north", "d-000002", 360 * ms, true, 2);
   l.timeline.finish(t0 + 1'000 * ms);
-  std::vector<std::string> seen;
-  for (const auto& e : l.log.events) {
-    if ((e.event == "acquired" && e.wait_us >= 0) || e.event == "gave_up") {
-      seen.push_back(e.event + " " + e.owner + " " + std::to_string(e.wait_us / ms));
-    }
-  }
-  CHECK(seen == std::vector<std::string>{"gave_up b-000001 50", "gave_up c-000001 0", "acquired d-000002 60"});
+  const auto seen = l.events([](const auto& e) { return (e.event == "acquired" && e.wait_us >= 0) || e.event == "gave_up"; });
+  CHECK(seen == std::vector<std::string>{"gave_up b-000001 waited 50", "gave_up c-000001 waited 0", "acquired d-000002 waited 60"});
 }
 
 namespace {
