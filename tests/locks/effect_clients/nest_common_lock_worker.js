@@ -21,8 +21,14 @@
 // next round. One hold in seven stalls its event loop past its lease (a long synchronous
 // step: the watchdog cannot run, the key expires, the release answers 0); one round in five
 // is a single try (waitTimeout 0).
+// With TASKS=n (nest_common_lock_mux), n decorated calls run at once over the child's one
+// connection, as a Nest service's requests share its Redis client: each task takes the next
+// round, with its own uuid, so one connection carries several waiters and holders. A round
+// that stalls or is killed first lets the others finish and starts no new one beside it, so
+// that only its own hold runs out.
 'use strict';
 const path = require('path');
+const { AsyncLocalStorage } = require('async_hooks');
 const { proc, rounds, now_us, log, sleep, runRoundsInChildren } = require('./truth_log');
 
 // orders: a 300 ms lease (renewed every 150 ms), waiters patient for 1.2 s polling every
@@ -31,6 +37,7 @@ const { proc, rounds, now_us, log, sleep, runRoundsInChildren } = require('./tru
 const POLICY = { orders: { ttl: 300, waitTimeout: 1200, retryInterval: 50 },
                  stock: { ttl: 500, waitTimeout: 250, retryInterval: 100 } };
 const KILL_ROUND = { p2: 8, p3: 12 };  // rounds on orders, whose waiters are patient
+const TASKS = Number(process.env.TASKS || 1);
 
 function libraryFile(rel) {
   // The package's `exports` hides its dist files, and its index needs Nest's whole stack.
@@ -49,16 +56,18 @@ async function child(start) {
   const { WithLock, injectLockBackend } = libraryFile('decorators/with-lock.decorator.js');
   const { createRedisLockBackend } = libraryFile('decorators/lock-backend.redis.js');
   const client = new Redis({ host: '127.0.0.1', port: Number(process.argv[2]) });
-  const cur = { lock: '', owner: '', held: false, set_us: 0, ttl: 0 };
+  // Each task's own call: its value and when its lease was last set.
+  const task = new AsyncLocalStorage();
   // The truth: the backend's calls on the connection, with their answers.
   const setOrig = client.set.bind(client);
   client.set = async (key, value, ...rest) => {
     const sent_us = now_us();
     const r = await setOrig(key, value, ...rest);
     log({ event: 'attempt', lock: key, owner: value, reply: r === 'OK' ? 'OK' : null, sent_us });
+    const cur = task.getStore();
     cur.owner = value;
     if (r === 'OK') {
-      cur.held = true; cur.set_us = sent_us;
+      cur.set_us = sent_us;
       log({ event: 'acquired', lock: key, owner: value });
     }
     return r;
@@ -67,10 +76,9 @@ async function child(start) {
   client.eval = async (script, nkeys, key, value, ...rest) => {
     const sent_us = now_us();
     const renewal = /pexpire/.test(script);
-    if (!renewal) cur.held = false;
     const r = await evalOrig(script, nkeys, key, value, ...rest);
     if (renewal) {
-      if (r === 1) cur.set_us = sent_us;
+      if (r === 1) task.getStore().set_us = sent_us;
       log({ event: 'extended', lock: key, owner: value, reply: r, sent_us });
     } else {
       log({ event: r === 1 ? 'released' : 'release_refused', lock: key, owner: value, reply: r, sent_us });
@@ -97,6 +105,7 @@ async function child(start) {
 
   const hold = (i, name) => async () => {
     const ttl = POLICY[name].ttl;
+    const cur = task.getStore();
     if (KILL_ROUND[proc] === i) {
       await sleep(60 + Math.random() * 60);
       log({ event: 'expired', lock: key(name), owner: cur.owner, t_us: cur.set_us + ttl * 1000 });
@@ -114,18 +123,36 @@ async function child(start) {
     }
   };
 
-  for (let i = start; i < rounds; ++i) {
+  const round = async (i) => {
     const name = i % 2 === 0 ? 'orders' : 'stock';
     const single = i % 5 === 4;
-    cur.lock = key(name); cur.held = false;
+    const cur = task.getStore();
     try {
       await methods[name + (single ? ':once' : '')].call(jobs, name, hold(i, name));
     } catch (e) {
       if (!(e && e.code === 110)) throw e;
       log({ event: 'gave_up', lock: key(name), owner: cur.owner, ...(single ? { single_try: true } : {}) });
     }
-    await sleep(Math.random() * 60);
-  }
+  };
+  let next = start, busy = 0, alone = null;
+  const runTask = async () => {
+    for (;;) {
+      while (alone) await alone;
+      const i = next++;
+      if (i >= rounds) return;
+      let done = null;
+      if (KILL_ROUND[proc] === i || i % 7 === 3) {
+        alone = new Promise((r) => { done = r; });
+        while (busy > 0) await sleep(5);
+      }
+      ++busy;
+      await task.run({ owner: '', set_us: 0 }, () => round(i));
+      --busy;
+      if (done) { alone = null; done(); }
+      await sleep(Math.random() * 60);
+    }
+  };
+  await Promise.all(Array.from({ length: TASKS }, runTask));
   await client.quit();
   process.exit(0);
 }

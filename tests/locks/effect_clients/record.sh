@@ -44,6 +44,7 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR safe_redis_leader  # safe_redis_leader_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR safe_redis_leader_demoted # leaders demoted, polling again
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR nest_common_lock   # nest_common_lock_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR nest_common_lock_mux # the same, 3 calls at once a connection
 #   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - malkusch_mutex                    # malkusch_lock_worker.php (PHP, one server)
@@ -100,7 +101,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -169,6 +170,8 @@ case $name in
   # A NestJS decorator's lock: SET NX PX polls until a deadline, a fresh value per call, a
   # watchdog renewing by script every half lease, holders stalled past their lease or killed with SIGKILL.
   nest_common_lock) worker=nest_common_lock_worker.js; scenario="@meta-1/nest-common 0.0.39 WithLock on ioredis 5, outside Nest, holders stalled or killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  # The same with 3 decorated calls at once over each process's one connection, a uuid each.
+  nest_common_lock_mux) worker=nest_common_lock_worker.js; scenario="@meta-1/nest-common 0.0.39 WithLock on ioredis 5, outside Nest, 3 calls at once a connection, holders stalled or killed with SIGKILL (held out)"; rounds=36; midstream=1; export TASKS=3 ;;
   laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   # Holders killed with SIGKILL mid-hold (their keys expire); a Redlock quorum over 3 servers.
