@@ -23,8 +23,9 @@
 // is a single try (waitTimeout 0).
 // With TASKS=n (nest_common_lock_mux), n decorated calls run at once over the child's one
 // connection, as a Nest service's requests share its Redis client: each task takes the next
-// round, with its own uuid, so one connection carries several waiters and holders. A round
-// that stalls or is killed first lets the others finish and starts no new one beside it, so
+// round, with its own uuid, so one connection carries several waiters and holders; each
+// task logs under its own name (p1a, p1b, ...), as one process of its own. A round that
+// stalls or is killed first lets the others finish and starts no new one beside it, so
 // that only its own hold runs out.
 'use strict';
 const path = require('path');
@@ -56,19 +57,20 @@ async function child(start) {
   const { WithLock, injectLockBackend } = libraryFile('decorators/with-lock.decorator.js');
   const { createRedisLockBackend } = libraryFile('decorators/lock-backend.redis.js');
   const client = new Redis({ host: '127.0.0.1', port: Number(process.argv[2]) });
-  // Each task's own call: its value and when its lease was last set.
+  // Each task's own call: its name, its value and when its lease was last set.
   const task = new AsyncLocalStorage();
+  const tlog = (o) => log(TASKS > 1 ? { proc: task.getStore().name, ...o } : o);
   // The truth: the backend's calls on the connection, with their answers.
   const setOrig = client.set.bind(client);
   client.set = async (key, value, ...rest) => {
     const sent_us = now_us();
     const r = await setOrig(key, value, ...rest);
-    log({ event: 'attempt', lock: key, owner: value, reply: r === 'OK' ? 'OK' : null, sent_us });
+    tlog({ event: 'attempt', lock: key, owner: value, reply: r === 'OK' ? 'OK' : null, sent_us });
     const cur = task.getStore();
     cur.owner = value;
     if (r === 'OK') {
       cur.set_us = sent_us;
-      log({ event: 'acquired', lock: key, owner: value });
+      tlog({ event: 'acquired', lock: key, owner: value });
     }
     return r;
   };
@@ -79,9 +81,9 @@ async function child(start) {
     const r = await evalOrig(script, nkeys, key, value, ...rest);
     if (renewal) {
       if (r === 1) task.getStore().set_us = sent_us;
-      log({ event: 'extended', lock: key, owner: value, reply: r, sent_us });
+      tlog({ event: 'extended', lock: key, owner: value, reply: r, sent_us });
     } else {
-      log({ event: r === 1 ? 'released' : 'release_refused', lock: key, owner: value, reply: r, sent_us });
+      tlog({ event: r === 1 ? 'released' : 'release_refused', lock: key, owner: value, reply: r, sent_us });
     }
     return r;
   };
@@ -108,7 +110,7 @@ async function child(start) {
     const cur = task.getStore();
     if (KILL_ROUND[proc] === i) {
       await sleep(60 + Math.random() * 60);
-      log({ event: 'expired', lock: key(name), owner: cur.owner, t_us: cur.set_us + ttl * 1000 });
+      tlog({ event: 'expired', lock: key(name), owner: cur.owner, t_us: cur.set_us + ttl * 1000 });
       process.kill(process.pid, 'SIGKILL');
       await sleep(10_000);
     }
@@ -117,7 +119,7 @@ async function child(start) {
       // its SET (or last renewal), and the release then answers 0.
       const until = Date.now() + ttl + 100 + Math.random() * 100;
       while (Date.now() < until) { /* the event loop is blocked */ }
-      log({ event: 'expired', lock: key(name), owner: cur.owner, t_us: cur.set_us + ttl * 1000 });
+      tlog({ event: 'expired', lock: key(name), owner: cur.owner, t_us: cur.set_us + ttl * 1000 });
     } else {
       await sleep(20 + Math.random() * 380);
     }
@@ -131,11 +133,11 @@ async function child(start) {
       await methods[name + (single ? ':once' : '')].call(jobs, name, hold(i, name));
     } catch (e) {
       if (!(e && e.code === 110)) throw e;
-      log({ event: 'gave_up', lock: key(name), owner: cur.owner, ...(single ? { single_try: true } : {}) });
+      tlog({ event: 'gave_up', lock: key(name), owner: cur.owner, ...(single ? { single_try: true } : {}) });
     }
   };
   let next = start, busy = 0, alone = null;
-  const runTask = async () => {
+  const runTask = async (_, n) => {
     for (;;) {
       while (alone) await alone;
       const i = next++;
@@ -146,7 +148,7 @@ async function child(start) {
         while (busy > 0) await sleep(5);
       }
       ++busy;
-      await task.run({ owner: '', set_us: 0 }, () => round(i));
+      await task.run({ name: proc + 'abc'[n], owner: '', set_us: 0 }, () => round(i));
       --busy;
       if (done) { alone = null; done(); }
       await sleep(Math.random() * 60);
