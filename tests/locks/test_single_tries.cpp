@@ -78,3 +78,29 @@ TEST_CASE("single tries: a fresh-value poller's next value, nothing between, sti
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(150) + 100 - at(10));
 }
+
+TEST_CASE("single tries: on a connection carrying tasks side by side, a new value after a single try is a wait of its own",
+          "[timeline][waiter][fresh]") {
+  // Calls side by side over one connection (a Nest service's requests sharing its client),
+  // each with a value of its own: a polls stock while b polls orders (the connection
+  // multiplexes); then s, one call's single try, is refused report once, and t, the next
+  // call, takes report at its first attempt.
+  fixture f;
+  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
+  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
+  try_lock(f, "report", "holder-r", 2, op_outcome::ok, 1);
+  for (int t = 10; t <= 160; t += 50) {
+    try_lock(f, "stock", "a", t, op_outcome::contended, 2);
+    try_lock(f, "orders", "b", t + 10, op_outcome::contended, 2);
+  }
+  try_lock(f, "report", "s", 200, op_outcome::contended, 2);
+  release_lock(f, "report", "holder-r", 220, 1);
+  try_lock(f, "report", "t", 230, op_outcome::ok, 2);
+  f.timeline.finish(at(5000));
+  const recorded_event* won = event_of(f.events, "acquired", "report", "t");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us < 0);  // no wait: its first attempt
+  const recorded_event* gave_up = event_of(f.events, "gave_up", "report", "s");
+  REQUIRE(gave_up != nullptr);
+  CHECK(gave_up->wait_us <= 1000);
+}

