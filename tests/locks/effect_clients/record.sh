@@ -44,6 +44,7 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR safe_redis_leader  # safe_redis_leader_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR safe_redis_leader_demoted # leaders demoted, polling again
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock4           # redlock4_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock4_quorum    # the same over 3 servers
 #   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - malkusch_mutex                    # malkusch_lock_worker.php (PHP, one server)
@@ -99,7 +100,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|redlock4|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|redlock4|redlock4_quorum|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -167,8 +168,9 @@ case $name in
   safe_redis_leader_demoted) worker=safe_redis_leader_worker.js; scenario="safe-redis-leader 0.0.6 on ioredis 5, leaders demoted by a stall and polling again, holders killed with SIGKILL (held out)"; rounds=24; midstream=1; export DEMOTE=1 ;;
   # node-redlock's own multi-key scripts as EVALSHA (unseen SHA1s, EVAL text once per
   # server), each refusal followed by its release, extends retried alike; a holder killed
-  # with SIGKILL mid-hold (its key expires).
+  # with SIGKILL mid-hold (its key expires); alone and as a quorum over 3 servers.
   redlock4) worker=redlock4_worker.js; scenario="redlock 4.2.0 on node-redis 3, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  redlock4_quorum) worker=redlock4_worker.js; scenario="redlock 4.2.0 on node-redis 3 over 3 servers, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1; servers=3 ;;
   laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   # Holders killed with SIGKILL mid-hold (their keys expire); a Redlock quorum over 3 servers.

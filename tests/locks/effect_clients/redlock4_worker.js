@@ -20,9 +20,14 @@
 // connection); p3's child kills itself with SIGKILL once in the middle of a hold (it logs
 // the key's expiry, its last set + ttl, just before: nothing after is sent) and a new
 // child goes on with the next round. One hold in seven outlives its lease (the worker logs
-// the expiry; its release then answers 0); one in four is extended twice.
+// the expiry; its release then answers 0); one in four is extended twice. Over several
+// servers (a comma-separated PORT) a Redlock quorum: every call goes to each server, a
+// line names its server, and {"event": "group"} lines tell of each quorum acquired (with
+// the servers that voted for it) and each attempt that failed its quorum (its clean-up); a
+// quorum won while a server still refused is a give-up on that server, and a server won by
+// an attempt that failed its quorum is released by its clean-up.
 'use strict';
-const { proc, rounds, now_us, log, sleep, runRoundsInChildren } = require('./truth_log');
+const { proc, rounds, now_us, log, sleep, runRoundsInChildren, processServers } = require('./truth_log');
 
 const TTL_MS = 600;
 // stock retries 10 times every 80 ± 40 ms; audit 2 times every 200 ± 60 ms, so its
@@ -35,68 +40,91 @@ const KILL_ROUND = { p3: 8 };  // stock
 async function child(start) {
   const redis = require('redis');
   const Redlock = require('redlock');
-  const port = Number(process.argv[2]);
-  const client = redis.createClient({ host: '127.0.0.1', port });
-  const probe = new Redlock([client]);
+  const { servers, quorum, at } = processServers();
+  const clients = servers.map((s) => redis.createClient({ host: '127.0.0.1', port: Number(s.split(':')[1]) }));
+  const probe = new Redlock(clients);
   const role = {};  // SHA1 or text -> script name
   for (const [name, s] of Object.entries(probe.scripts)) { role[s.hash] = name; role[s.value] = name; }
-  const cur = { lock: '', value: '', held: false, set_us: 0, releasing: false };
+  const cur = { lock: '', value: '', releasing: false, failed_logged: false };
+  const held = new Map();  // server -> when this process last set its key there
+  const refused = new Set();  // servers refused since this process last took the key there
   // The truth: each script call as it reaches the client (node-redis 3 flattens the
   // library's `(sha1, [nkeys, key, value, ttl], cb)`), by its SHA1 or text, with its
   // answer; an EVALSHA answered NOSCRIPT did nothing (its EVAL follows) and is not logged.
-  const wrap = (command) => {
+  const wrap = (client, server, command) => {
     const orig = client[command].bind(client);
     client[command] = function (...args) {
       const cb = typeof args[args.length - 1] === 'function' ? args.pop() : null;
       const [script, , key, value] = args.flat();
+      const name = role[script];
+      if (quorum && name === 'unlockScript' && !cur.releasing && !cur.failed_logged) {
+        // An attempt's clean-up: it did not get its majority, a quorum attempt that failed.
+        cur.failed_logged = true;
+        log({ event: 'group', outcome: 'failed', lock: key, owner: value, servers: [...held.keys()] });
+      }
       const sent_us = now_us();
       return orig(...args, (err, r) => {
         if (!err) {
-          const name = role[script];
           if (name === 'lockScript') {
+            cur.failed_logged = false;
             // The acquire answers how many keys it set: 1 is a won attempt ("OK" in the log).
-            log({ event: 'attempt', lock: key, owner: value, reply: r === 1 ? 'OK' : r, sent_us });
-            if (r === 1) { cur.held = true; cur.set_us = sent_us; log({ event: 'acquired', lock: key, owner: value }); }
+            log({ event: 'attempt', lock: key, owner: value, ...at(server), reply: r === 1 ? 'OK' : r, sent_us });
+            if (r === 1) {
+              held.set(server, sent_us); refused.delete(server);
+              log({ event: 'acquired', lock: key, owner: value, ...at(server) });
+            } else {
+              refused.add(server);
+            }
           } else if (name === 'extendScript') {
-            if (r === 1) cur.set_us = sent_us;
-            log({ event: r === 1 ? 'extended' : 'extend_refused', lock: key, owner: value, reply: r, sent_us });
+            if (r === 1) held.set(server, sent_us);
+            log({ event: r === 1 ? 'extended' : 'extend_refused', lock: key, owner: value, ...at(server), reply: r, sent_us });
           } else if (name === 'unlockScript') {
-            const holder = cur.releasing && cur.held && cur.lock === key && cur.value === value;
-            if (holder) cur.held = false;
+            // A release of a key this value holds there: the hold's end, whether the round
+            // released it or a quorum attempt that failed cleaned up a server it had won.
+            const holder = held.has(server) && cur.lock === key && cur.value === value;
+            if (holder) held.delete(server);
             log({ event: holder ? (r === 1 ? 'released' : 'release_refused') : 'cleanup', lock: key, owner: value,
-                  reply: r, sent_us });
+                  ...at(server), reply: r, sent_us });
           }
         }
         if (cb) cb(err, r);
       });
     };
   };
-  wrap('evalsha');
-  wrap('eval');
-  const expire_held = () => log({ event: 'expired', lock: cur.lock, owner: cur.value, t_us: cur.set_us + TTL_MS * 1000 });
+  clients.forEach((client, n) => { wrap(client, servers[n], 'evalsha'); wrap(client, servers[n], 'eval'); });
+  const expire_held = () => {
+    for (const [server, set_us] of held) log({ event: 'expired', lock: cur.lock, owner: cur.value, ...at(server), t_us: set_us + TTL_MS * 1000 });
+  };
   const release = async (lock) => {
     cur.releasing = true;
     try { await lock.unlock(); } finally { cur.releasing = false; }
   };
   const locks = {};
   for (const name of Object.keys(POLICY)) {
-    locks[name] = new Redlock([client], POLICY[name]);
-    locks[name + '_once'] = new Redlock([client], { ...POLICY[name], retryCount: 0 });
+    locks[name] = new Redlock(clients, POLICY[name]);
+    locks[name + '_once'] = new Redlock(clients, { ...POLICY[name], retryCount: 0 });
   }
   for (let i = start; i < rounds; ++i) {
     const name = i % 2 === 0 ? 'stock' : 'audit';
     const key = `inventory:${name}`;
     const redlock = locks[i % 6 === 5 ? name + '_once' : name];
-    cur.lock = key; cur.value = ''; cur.held = false;
+    cur.lock = key; cur.value = ''; held.clear(); refused.clear();
     const origRandom = redlock._random.bind(redlock);
     redlock._random = () => (cur.value = origRandom());
     let lock;
     try {
       lock = await redlock.lock(key, TTL_MS);
     } catch (e) {
-      log({ event: 'gave_up', lock: key, owner: cur.value });
+      // On one server the give-up is the lock's; on several, each server that refused it.
+      for (const server of quorum ? refused : [null]) log({ event: 'gave_up', lock: key, owner: cur.value, ...at(server) });
       await sleep(Math.random() * 60);
       continue;
+    }
+    if (quorum) {
+      log({ event: 'group', outcome: 'acquired', lock: key, owner: lock.value, servers: [...held.keys()] });
+      // A majority that split the servers: on a server that refused this value to the end,
+      // the process stops waiting now that it holds the lock by the others.
+      for (const server of refused) log({ event: 'gave_up', lock: key, owner: lock.value, ...at(server) });
     }
     if (KILL_ROUND[proc] === i) {
       await sleep(100 + Math.random() * 150);
@@ -118,7 +146,7 @@ async function child(start) {
     }
     await sleep(Math.random() * 60);
   }
-  await new Promise((r) => client.quit(r));
+  await Promise.all(clients.map((c) => new Promise((r) => c.quit(r))));
   process.exit(0);
 }
 

@@ -11,12 +11,13 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Runs this process's rounds in child processes of `script` (its argv then ends
 // `rounds START`): a child killed with SIGKILL in round killRound is followed by a new
-// one from the round after.
+// one from the round after. Each child gets the port argument as given: several servers'
+// ports are a comma-separated list, not a number.
 async function superviseRounds(script, killRound) {
   const { spawn } = require('child_process');
   let start = 0;
   while (start < rounds) {
-    const child = spawn(process.execPath, [script, String(port), proc, String(rounds), 'rounds', String(start)],
+    const child = spawn(process.execPath, [script, process.argv[2], proc, String(rounds), 'rounds', String(start)],
                         { stdio: ['ignore', 'inherit', 'inherit'] });
     const code = await new Promise((r) => child.on('exit', (c, sig) => r(sig || c)));
     if (code === 'SIGKILL') { start = killRound + 1; continue; }
@@ -35,4 +36,16 @@ function runRoundsInChildren(worker, killRound, child) {
   });
 }
 
-module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds, runRoundsInChildren };
+// The servers of a Redlock worker (PORT a comma-separated list): each process lists them
+// from its own one on (p1 the first, p2 the second...), so attempts sent at once may split
+// a quorum's servers between them. On one server a log line names none (`at` adds
+// nothing); on several each names its server, each server's key a lock of its own on the wire.
+function processServers() {
+  const ports = process.argv[2].split(',');
+  const first = (Number(proc.slice(1)) - 1) % ports.length;
+  const servers = [...ports.slice(first), ...ports.slice(0, first)].map((p) => `127.0.0.1:${p}`);
+  const quorum = servers.length > 1;
+  return { servers, quorum, at: (server) => (quorum ? { server } : {}) };
+}
+
+module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds, runRoundsInChildren, processServers };
