@@ -20,7 +20,8 @@
 // and a new child goes on with the next round. One hold in seven outlives its lease (the
 // worker logs the expiry; its unlock then answers 0); one in four is extended twice.
 'use strict';
-const { proc, rounds, now_us, log, sleep, runRoundsInChildren, processServers } = require('./truth_log');
+const { proc, rounds, now_us, log, sleep, runRoundsInChildren, processServers,
+        redlocksOfPolicies } = require('./truth_log');
 
 const TTL_MS = 500;
 // invoice retries 10 times every 100 ± 50 ms; ledger 2 times every 150 ± 50 ms, so its
@@ -96,18 +97,12 @@ async function child(start) {
     cur.releasing = true;
     try { await redlock.unlock(lock); } finally { cur.releasing = false; }
   };
-  const locks = {};
-  for (const name of Object.keys(POLICY)) {
-    locks[name] = new Redlock(clients, POLICY[name]);
-    locks[name + '_once'] = new Redlock(clients, { ...POLICY[name], retryCount: 0 });
-  }
+  const locks = redlocksOfPolicies(Redlock, clients, POLICY, (value) => { cur.value = value; });
   for (let i = start; i < rounds; ++i) {
     const name = i % 2 === 0 ? 'invoice' : 'ledger';
     const key = `billing:${name}`;
     const redlock = locks[i % 6 === 5 ? name + '_once' : name];
     cur.lock = key; cur.value = ''; held.clear(); refused.clear();
-    const origRandom = redlock._random.bind(redlock);
-    redlock._random = () => (cur.value = origRandom());
     let lock;
     try {
       lock = await redlock.lock(key, TTL_MS);

@@ -27,7 +27,8 @@
 // quorum won while a server still refused is a give-up on that server, and a server won by
 // an attempt that failed its quorum is released by its clean-up.
 'use strict';
-const { proc, rounds, now_us, log, sleep, runRoundsInChildren, processServers } = require('./truth_log');
+const { proc, rounds, now_us, log, sleep, runRoundsInChildren, processServers,
+        redlocksOfPolicies } = require('./truth_log');
 
 const TTL_MS = 600;
 // stock retries 10 times every 80 ± 40 ms; audit 2 times every 200 ± 60 ms, so its
@@ -99,18 +100,12 @@ async function child(start) {
     cur.releasing = true;
     try { await lock.unlock(); } finally { cur.releasing = false; }
   };
-  const locks = {};
-  for (const name of Object.keys(POLICY)) {
-    locks[name] = new Redlock(clients, POLICY[name]);
-    locks[name + '_once'] = new Redlock(clients, { ...POLICY[name], retryCount: 0 });
-  }
+  const locks = redlocksOfPolicies(Redlock, clients, POLICY, (value) => { cur.value = value; });
   for (let i = start; i < rounds; ++i) {
     const name = i % 2 === 0 ? 'stock' : 'audit';
     const key = `inventory:${name}`;
     const redlock = locks[i % 6 === 5 ? name + '_once' : name];
     cur.lock = key; cur.value = ''; held.clear(); refused.clear();
-    const origRandom = redlock._random.bind(redlock);
-    redlock._random = () => (cur.value = origRandom());
     let lock;
     try {
       lock = await redlock.lock(key, TTL_MS);

@@ -48,4 +48,21 @@ function processServers() {
   return { servers, quorum, at: (server) => (quorum ? { server } : {}) };
 }
 
-module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds, runRoundsInChildren, processServers };
+// A node-redlock worker's locks: for each policy name a Redlock retrying by that policy and
+// one trying once (NAME_once, retryCount 0), each telling onValue of the random value it
+// draws for a lock() call (the log's owner).
+function redlocksOfPolicies(Redlock, clients, policies, onValue) {
+  const locks = {};
+  for (const [name, policy] of Object.entries(policies)) {
+    for (const [suffix, options] of [['', policy], ['_once', { ...policy, retryCount: 0 }]]) {
+      const redlock = new Redlock(clients, options);
+      const draw = redlock._random.bind(redlock);
+      redlock._random = () => { const value = draw(); onValue(value); return value; };
+      locks[name + suffix] = redlock;
+    }
+  }
+  return locks;
+}
+
+module.exports = { port, proc, rounds, now_us, log, sleep, superviseRounds, runRoundsInChildren, processServers,
+                   redlocksOfPolicies };
