@@ -20,7 +20,8 @@
 // and a new child goes on with the next round. One hold in seven outlives its lease (the
 // worker logs the expiry; its unlock then answers 0); one in four is extended twice.
 'use strict';
-const { proc, rounds, now_us, log, sleep, runRoundsInChildren } = require('./truth_log');
+const { proc, rounds, now_us, log, sleep, runRoundsInChildren, processServers,
+        redlocksOfPolicies } = require('./truth_log');
 
 const TTL_MS = 500;
 // invoice retries 10 times every 100 ± 50 ms; ledger 2 times every 150 ± 50 ms, so its
@@ -33,16 +34,8 @@ const KILL_ROUND = { p2: 9 };  // ledger
 async function child(start) {
   const Redis = require('ioredis');
   const Redlock = require('bull-redlock');
-  // Each process lists the servers from its own one on (p1 the first, p2 the second...), so
-  // attempts sent at once may split a quorum's servers between them.
-  const ports = process.argv[2].split(',');
-  const first = (Number(proc.slice(1)) - 1) % ports.length;
-  const servers = [...ports.slice(first), ...ports.slice(0, first)].map((p) => `127.0.0.1:${p}`);
+  const { servers, quorum, at } = processServers();
   const clients = servers.map((s) => new Redis({ host: '127.0.0.1', port: Number(s.split(':')[1]) }));
-  const quorum = servers.length > 1;
-  // On one server a line names none; on several each names its server (each server's key
-  // is a lock of its own on the wire) and the group lines tell of the quorum.
-  const at = (server) => (quorum ? { server } : {});
   const probe = new Redlock(clients);
   const cur = { lock: '', value: '', releasing: false, failed_logged: false };
   const held = new Map();  // server -> set_us of this process's key there
@@ -104,18 +97,12 @@ async function child(start) {
     cur.releasing = true;
     try { await redlock.unlock(lock); } finally { cur.releasing = false; }
   };
-  const locks = {};
-  for (const name of Object.keys(POLICY)) {
-    locks[name] = new Redlock(clients, POLICY[name]);
-    locks[name + '_once'] = new Redlock(clients, { ...POLICY[name], retryCount: 0 });
-  }
+  const locks = redlocksOfPolicies(Redlock, clients, POLICY, (value) => { cur.value = value; });
   for (let i = start; i < rounds; ++i) {
     const name = i % 2 === 0 ? 'invoice' : 'ledger';
     const key = `billing:${name}`;
     const redlock = locks[i % 6 === 5 ? name + '_once' : name];
     cur.lock = key; cur.value = ''; held.clear(); refused.clear();
-    const origRandom = redlock._random.bind(redlock);
-    redlock._random = () => (cur.value = origRandom());
     let lock;
     try {
       lock = await redlock.lock(key, TTL_MS);

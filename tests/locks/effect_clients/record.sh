@@ -45,6 +45,9 @@
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR safe_redis_leader_demoted # leaders demoted, polling again
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR nest_common_lock   # nest_common_lock_worker.js
 #   tests/locks/effect_clients/record.sh NODE_MODULES_DIR nest_common_lock_mux # the same, 3 calls at once a connection
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock4           # redlock4_worker.js
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR redlock4_quorum    # the same over 3 servers
+#   tests/locks/effect_clients/record.sh NODE_MODULES_DIR hoangducnhuan_redlock # hoangducnhuan_redlock_worker.js
 #   tests/locks/effect_clients/record.sh - laravel_lock                      # laravel_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_lock                      # symfony_lock_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - malkusch_mutex                    # malkusch_lock_worker.php (PHP, one server)
@@ -85,6 +88,8 @@
 #   npm install --prefix /tmp/heldout25_npm safe-redis-leader@0.0.6 ioredis@5        # held out (twenty-fifth set)
 #   npm install --prefix /tmp/heldout26_npm --legacy-peer-deps @meta-1/nest-common@0.0.39 \
 #     @nestjs/common@11 rxjs@7 reflect-metadata@0.2 lodash@4 ioredis@5            # held out (twenty-sixth set)
+#   npm install --prefix /tmp/heldout27_npm redlock@4.2.0 redis@3                    # held out (twenty-seventh set)
+#   npm install --prefix /tmp/heldout27_v5 @hoangducnhuan/redlock@6.0.0 redis@4      # held out (twenty-seventh set)
 # laravel_lock and symfony_lock run PHP, not node (the first argument is unused), on Debian's packages:
 #   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
 #   apt-get install php-cli php-malkusch-lock php-predis php-redis        # held out (eighteenth set)
@@ -101,7 +106,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -172,6 +177,14 @@ case $name in
   nest_common_lock) worker=nest_common_lock_worker.js; scenario="@meta-1/nest-common 0.0.39 WithLock on ioredis 5, outside Nest, holders stalled or killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
   # The same with 3 decorated calls at once over each process's one connection, a uuid each.
   nest_common_lock_mux) worker=nest_common_lock_worker.js; scenario="@meta-1/nest-common 0.0.39 WithLock on ioredis 5, outside Nest, 3 calls at once a connection, holders stalled or killed with SIGKILL (held out)"; rounds=36; midstream=1; export TASKS=3 ;;
+  # node-redlock's own multi-key scripts as EVALSHA (unseen SHA1s, EVAL text once per
+  # server), each refusal followed by its release, extends retried alike; a holder killed
+  # with SIGKILL mid-hold (its key expires); alone and as a quorum over 3 servers.
+  redlock4) worker=redlock4_worker.js; scenario="redlock 4.2.0 on node-redis 3, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  redlock4_quorum) worker=redlock4_worker.js; scenario="redlock 4.2.0 on node-redis 3 over 3 servers, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1; servers=3 ;;
+  # node-redlock 5's scripts (SHA1s built in) on node-redis 4: no clean-up after a refusal
+  # but one after the last, holds extended by the library's own timer, a holder killed.
+  hoangducnhuan_redlock) worker=hoangducnhuan_redlock_worker.js; scenario="@hoangducnhuan/redlock 6.0.0 on node-redis 4, a holder killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
   laravel_lock) worker=laravel_lock_worker.php; scenario="Laravel illuminate/cache 8.83 RedisLock (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   symfony_lock) worker=symfony_lock_worker.php; scenario="symfony/lock 5.4 RedisStore (Debian) on predis, outside the framework (held out)"; rounds=24; midstream=1 ;;
   # Holders killed with SIGKILL mid-hold (their keys expire); a Redlock quorum over 3 servers.
