@@ -366,6 +366,27 @@ TEST_CASE("clean-up: a release of each refused attempt's value, followed by a re
   CHECK(won->wait_us == at(160) + 100 - at(10));
 }
 
+TEST_CASE("clean-up: the same release sent again after a NOSCRIPT answer is the same clean-up",
+          "[timeline][waiter][cleanup][noscript]") {
+  // node-redlock calls its release by SHA1: its first use on a server is answered NOSCRIPT
+  // and sent again as text, 22 ms after the refusal; the value's next attempt takes the lock.
+  fixture f;
+  attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
+  attempt(f, "A", "v", 10, op_outcome::contended, 2);
+  auto noscript = f.op(lock_op_kind::unlock, op_outcome::error, "v", 21, 2);
+  noscript.family = lock_family::set_based;
+  noscript.lock = "A";
+  f.timeline.on_operation(noscript);
+  cleanup(f, "A", "v", 32, 2);
+  release(f, "A", "holder", 40, 1);
+  attempt(f, "A", "v", 59, op_outcome::ok, 2);
+  f.timeline.finish(at(2000));
+  CHECK(f.events.count("gave_up") == 0);
+  const recorded_event* won = first_of(f.events, "acquired", "v");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(59) + 100 - at(10));
+}
+
 TEST_CASE("clean-up: a retry's cadence, once learnt, extends the window past the lease's first bound",
           "[timeline][waiter][fresh][cleanup]") {
   // Lease 400 ms: the first retry must come within 100 ms of the clean-up; once it did

@@ -381,6 +381,7 @@ struct lock_timeline::impl {
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp
   void follow_up_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op);  // waiter_moved_on.hpp
+  bool cleaned_up_again(std::uint32_t conn, const lock_operation& op);  // waiter_moved_on.hpp
   [[gnu::always_inline]] void step_after_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op);
   void closed_after_cleanup(std::uint32_t conn, std::int64_t at);
   void gave_up_at_cleanup(std::uint32_t conn, std::uint32_t lock, wait_end how, std::int64_t at);

@@ -450,10 +450,22 @@ inline void lock_timeline::impl::note_side_by_side_waits(const waiter& w, std::u
 inline void lock_timeline::impl::follow_up_refusal(std::uint32_t conn, std::uint32_t id, const lock_operation& op) {
   connection_info& c = connections[conn];
   const std::uint32_t lock = c.refused_lock;
+  if (id == lock && op.kind == lock_op_kind::unlock && cleaned_up_again(conn, op)) return;
   c.refused_lock = no_id;
   c.refusal_cleaned = false;
   if ((id == lock && op.kind == lock_op_kind::acquire) || c.multiplexes) return;  // waiter_of_fresh_value judges
   gave_up_at_cleanup(conn, lock, wait_end::new_wait, op.at_us());
+}
+
+// The clean-up's value released again over the same connection, nothing between: the same
+// clean-up sent once more, no next step. A client that calls its scripts by SHA1 sends a
+// script's text after the server answers NOSCRIPT (node-redlock's first release on a server
+// it had not used it on), and may re-send a release whose reply it did not get.
+inline bool lock_timeline::impl::cleaned_up_again(std::uint32_t conn, const lock_operation& op) {
+  lock_state& l = locks[connections[conn].refused_lock];
+  if (!has_extra(l)) return false;
+  const waiter* w = find_waiter(*xp(l), owners.id(op.owner));
+  return w != nullptr && w->conn == conn && w->cleaned_up;
 }
 
 // The connection closes as the next step after a clean-up: that waiter gave up at it.
