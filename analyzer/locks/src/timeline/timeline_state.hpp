@@ -315,8 +315,10 @@ struct lock_timeline::impl {
   void count_acquisition(lock_state& l);
   void count_renewal(lock_state& l);
   void count_expiry(lock_state& l);
-  lock_extra& ex(lock_state& l);
-  lock_side& side_of(lock_state& l);
+  [[gnu::always_inline]] lock_extra& ex(lock_state& l);
+  lock_extra& new_extra(lock_state& l);  // (out of line)
+  [[gnu::always_inline]] lock_side& side_of(lock_state& l);
+  lock_side& new_side(lock_state& l);  // (out of line)
   const lock_side* side_ptr(const lock_state& l) const;
   [[gnu::always_inline]] bool has_extra(const lock_state& l) const;
   [[gnu::always_inline]] lock_extra* xp(const lock_state& l);
