@@ -64,6 +64,17 @@ void arrive_subscribed(waiter_vector& ws, std::vector<waiter>& truth, std::mt199
   truth.push_back(w);
 }
 
+// truth[i] leaves both, found by its seq first (a herd's woken waiter); its seq is kept
+// in `gone_seqs`, to be looked up again.
+void leave_by_seq(waiter_vector& ws, std::vector<waiter>& truth, std::size_t i, std::vector<std::uint64_t>& gone_seqs) {
+  waiter* const w = ws.find_seq(truth[i].seq);
+  REQUIRE(w != nullptr);
+  REQUIRE(*w == truth[i]);
+  gone_seqs.push_back(truth[i].seq);
+  ws.erase(w);
+  truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 std::int64_t earliest_of(const std::vector<waiter>& v) {
   std::int64_t e = -1;
   for (const waiter& w : v) {
@@ -324,13 +335,7 @@ TEST_CASE("waiter_vector's holes keep what a std::vector keeps", "[timeline][wai
       } else if (op < 65 && !truth.empty()) {
         // One leaves from anywhere, now and then one of the ends.
         const unsigned where = static_cast<unsigned>(random() % 8);
-        const std::size_t i = where == 0 ? 0 : where == 1 ? truth.size() - 1 : random() % truth.size();
-        waiter* const w = ws.find_seq(truth[i].seq);
-        REQUIRE(w != nullptr);
-        REQUIRE(*w == truth[i]);
-        gone_seqs.push_back(truth[i].seq);
-        ws.erase(w);
-        truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+        leave_by_seq(ws, truth, where == 0 ? 0 : where == 1 ? truth.size() - 1 : random() % truth.size(), gone_seqs);
       } else if (op < 75 && !truth.empty()) {
         // A keyed pass: a few seqs asked (some of waiters gone), those picked leave.
         std::vector<std::uint64_t> asked;
@@ -421,13 +426,7 @@ TEST_CASE("waiter_vector's positions by seq find what a search finds", "[timelin
         // One leaves: from anywhere (woken), now and then one of the ends.
         const std::size_t first = left_behind ? 1 : 0;
         const unsigned where = static_cast<unsigned>(random() % 8);
-        const std::size_t i = where == 0 ? first : where == 1 ? truth.size() - 1 : first + random() % (truth.size() - first);
-        waiter* const w = ws.find_seq(truth[i].seq);
-        REQUIRE(w != nullptr);
-        REQUIRE(*w == truth[i]);
-        gone_seqs.push_back(truth[i].seq);
-        ws.erase(w);
-        truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+        leave_by_seq(ws, truth, where == 0 ? first : where == 1 ? truth.size() - 1 : first + random() % (truth.size() - first), gone_seqs);
       } else if (op < 78 && !truth.empty()) {
         // A keyed pass: a few leave (a connection's end).
         std::vector<std::uint64_t> asked;
