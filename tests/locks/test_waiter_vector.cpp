@@ -64,6 +64,17 @@ void arrive_subscribed(waiter_vector& ws, std::vector<waiter>& truth, std::mt199
   truth.push_back(w);
 }
 
+// truth[i] leaves both, found by its seq first (a herd's woken waiter); its seq is kept
+// in `gone_seqs`, to be looked up again.
+void leave_by_seq(waiter_vector& ws, std::vector<waiter>& truth, std::size_t i, std::vector<std::uint64_t>& gone_seqs) {
+  waiter* const w = ws.find_seq(truth[i].seq);
+  REQUIRE(w != nullptr);
+  REQUIRE(*w == truth[i]);
+  gone_seqs.push_back(truth[i].seq);
+  ws.erase(w);
+  truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 std::int64_t earliest_of(const std::vector<waiter>& v) {
   std::int64_t e = -1;
   for (const waiter& w : v) {
@@ -324,13 +335,7 @@ TEST_CASE("waiter_vector's holes keep what a std::vector keeps", "[timeline][wai
       } else if (op < 65 && !truth.empty()) {
         // One leaves from anywhere, now and then one of the ends.
         const unsigned where = static_cast<unsigned>(random() % 8);
-        const std::size_t i = where == 0 ? 0 : where == 1 ? truth.size() - 1 : random() % truth.size();
-        waiter* const w = ws.find_seq(truth[i].seq);
-        REQUIRE(w != nullptr);
-        REQUIRE(*w == truth[i]);
-        gone_seqs.push_back(truth[i].seq);
-        ws.erase(w);
-        truth.erase(truth.begin() + static_cast<std::ptrdiff_t>(i));
+        leave_by_seq(ws, truth, where == 0 ? 0 : where == 1 ? truth.size() - 1 : random() % truth.size(), gone_seqs);
       } else if (op < 75 && !truth.empty()) {
         // A keyed pass: a few seqs asked (some of waiters gone), those picked leave.
         std::vector<std::uint64_t> asked;
@@ -378,6 +383,77 @@ TEST_CASE("waiter_vector's holes keep what a std::vector keeps", "[timeline][wai
         const waiter_vector& seen = ws;
         REQUIRE(std::vector<waiter>(seen.begin(), seen.end()) == truth);
       }
+    }
+    REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);
+  }
+}
+
+// A lookup by seq reads the record's position from a table by seq, made again when the
+// records move (holes closed, the front's room given back, passes that remove, promotions
+// and demotions) and joined by new waiters at the next lookup. Against a std::vector
+// doing the same, every step looks up waiters that wait (their record), waiters gone and
+// seqs never given (none): with leaves anywhere, at the ends and in passes, arrivals in
+// bursts, dormant records or not, and one waiter left behind while thousands come and go
+// (its seqs too far apart for a table).
+TEST_CASE("waiter_vector's positions by seq find what a search finds", "[timeline][waiters]") {
+  std::mt19937_64 random(2143);
+  for (int round = 0; round < 12; ++round) {
+    waiter_vector ws;
+    if (round % 3 == 2) ws.set_context(&table);
+    std::vector<waiter> truth;
+    std::uint64_t next_seq = round % 4 == 3 ? 0xffffff00u : 0;
+    std::int64_t now = 1'800'000'000'000'000;
+    const std::size_t herd = round % 2 == 0 ? 600 : 60;
+    const bool left_behind = round % 4 == 1;  // the first waiter stays throughout
+    std::vector<std::uint64_t> gone_seqs;
+    const auto look_up = [&] {
+      for (int k = 0; k < 4 && !truth.empty(); ++k) {
+        const waiter& t = truth[random() % truth.size()];
+        waiter* const w = ws.find_seq(t.seq);
+        REQUIRE(w != nullptr);
+        REQUIRE(*w == t);
+      }
+      if (!gone_seqs.empty()) REQUIRE(ws.find_seq(gone_seqs[random() % gone_seqs.size()]) == nullptr);
+      REQUIRE(ws.find_seq(next_seq + random() % 3) == nullptr);
+    };
+    for (int step = 0; step < 6000; ++step) {
+      now += static_cast<std::int64_t>(random() % 1000);
+      const unsigned op = static_cast<unsigned>(random() % 100);
+      if (op < 38 || truth.size() < herd / 2) {
+        const std::size_t burst = random() % 8 == 0 ? 1 + random() % 40 : 1;
+        for (std::size_t b = 0; b < burst; ++b) arrive_subscribed(ws, truth, random, next_seq++, now, round % 3 == 2 ? 3 : 50);
+      } else if (op < 70 && truth.size() > (left_behind ? 1u : 0u)) {
+        // One leaves: from anywhere (woken), now and then one of the ends.
+        const std::size_t first = left_behind ? 1 : 0;
+        const unsigned where = static_cast<unsigned>(random() % 8);
+        leave_by_seq(ws, truth, where == 0 ? first : where == 1 ? truth.size() - 1 : first + random() % (truth.size() - first), gone_seqs);
+      } else if (op < 78 && !truth.empty()) {
+        // A keyed pass: a few leave (a connection's end).
+        std::vector<std::uint64_t> asked;
+        for (std::size_t i = left_behind ? 1 : 0; i < truth.size(); ++i) {
+          if (random() % 24 == 0) asked.push_back(truth[i].seq);
+        }
+        std::vector<std::uint64_t> gone;
+        ws.remove_among(asked, [](waiter&) { return true; }, [&](const waiter& w) { gone.push_back(w.seq); });
+        REQUIRE(gone == asked);
+        std::erase_if(truth, [&](const waiter& w) { return std::binary_search(asked.begin(), asked.end(), w.seq); });
+        gone_seqs.insert(gone_seqs.end(), gone.begin(), gone.end());
+      } else if (op < 81) {
+        // A pass that removes (every record moved up).
+        const std::uint64_t salt = random();
+        const auto leaves = [&](const waiter& w) { return (w.seq ^ salt) % 11 == 0 && !(left_behind && w.seq == truth.front().seq); };
+        ws.remove_if([&](waiter& w) { return leaves(w); }, [&](const waiter& w) { gone_seqs.push_back(w.seq); },
+                     [](const waiter_vector::dormant&) { return true; });
+        std::erase_if(truth, leaves);
+      } else if (op < 86 && !truth.empty()) {
+        const std::size_t i = random() % truth.size();  // (holes closed first)
+        REQUIRE(ws[i] == truth[i]);
+      } else if (op < 90) {
+        REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);  // (dormant ones made full)
+      }
+      look_up();
+      if (gone_seqs.size() > 64) gone_seqs.erase(gone_seqs.begin(), gone_seqs.begin() + 32);
+      REQUIRE(ws.size() == truth.size());
     }
     REQUIRE(std::vector<waiter>(ws.begin(), ws.end()) == truth);
   }

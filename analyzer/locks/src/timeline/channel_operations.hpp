@@ -136,12 +136,13 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   const std::uint32_t conn = conn_index(op);
   connection_info& s = connections[conn];
   const std::int64_t at = op.at_us();
-  note_wake(ex(l), s.id, at, true);
-  note_message(*xp(l), s, at);
+  lock_extra& x = ex(l);  // (its address stays: extras is a stable_vector)
+  note_wake(x, s.id, at, true);
+  note_message(x, s, at);
   // A subscription begun before the capture shows itself by its messages.
   auto* sub = subscription_of(s, id);
   if (sub == nullptr) {
-    xp(l)->subscribed_unseen = true;
+    x.subscribed_unseen = true;
     const linked guess = choose_waiter(l, id, s, at, at);
     std::uint32_t owner = no_id;
     std::uint64_t client = 0;
@@ -176,7 +177,6 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
       woken = &w;
     }
   };
-  lock_extra& x = *xp(l);
   if (x.waiters.size() <= scanned_waiters || s.id == 0) {
     for (waiter& w : x.waiters) reached(w);
   } else {
@@ -205,7 +205,8 @@ inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operati
   // A subscription that names nobody (begun before the capture, or its guess dropped
   // when its client was shown listening elsewhere): its process may be shown by its
   // leave (on_unsubscribe), for which its events wait.
-  const connection_info::subscription* current = subscription_of(s, id);
+  // (The record found above unless one was made for it: nothing since changed them.)
+  const connection_info::subscription* current = sub != nullptr ? sub : subscription_of(s, id);
   const bool unknown = current != nullptr && current->owner == no_id;
   lock_event e = from_op(l, op, lock_event_kind::notified);
   e.owner = {};

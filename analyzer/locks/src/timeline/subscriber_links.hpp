@@ -460,23 +460,23 @@ inline link_confidence lock_timeline::impl::confidence_of(const connection_info&
   return guess;
 }
 
-// The wake-ups (messages) whose window has passed by `t` teach who reacted alone.
-inline void lock_timeline::impl::settle_wakes(lock_extra& x, std::int64_t t) {
-  for (wake& k : x.wakes) {
-    if (k.at_us < 0 || t <= k.at_us + options.wake_window_us) continue;
-    // The first client, alone by a wide margin: the others were not reacting to it.
-    const bool alone = k.other_delay_us < 0 || k.other_delay_us >= 4 * k.first_delay_us + 1'000;
-    if (!k.fanout && k.first_client != 0 && alone) {
-      if (connection_info* s = open_connection(k.sub)) learn(*s, k.first_client);
-    }
-    k = wake{};
+// A wake-up (message) whose window has passed by `t` teaches who reacted alone, and
+// frees its slot.
+inline void lock_timeline::impl::settle_wake(wake& k, std::int64_t t) {
+  if (k.at_us < 0 || t <= k.at_us + options.wake_window_us) return;
+  // The first client, alone by a wide margin: the others were not reacting to it.
+  const bool alone = k.other_delay_us < 0 || k.other_delay_us >= 4 * k.first_delay_us + 1'000;
+  if (!k.fanout && k.first_client != 0 && alone) {
+    if (connection_info* s = open_connection(k.sub)) learn(*s, k.first_client);
   }
+  k = wake{};
 }
 
 // An attempt by `client` at `t` (request time): maybe a reaction to a wake-up before.
+// (Each wake-up settled first, in one pass: settling one reads and changes only its own.)
 inline void lock_timeline::impl::attribute_wakes(lock_extra& x, std::uint64_t client, std::int64_t t) {
-  settle_wakes(x, t);
   for (wake& k : x.wakes) {
+    settle_wake(k, t);
     if (k.at_us < 0 || t < k.at_us) continue;
     if (k.first_client == 0) {
       k.first_client = client;
@@ -487,11 +487,12 @@ inline void lock_timeline::impl::attribute_wakes(lock_extra& x, std::uint64_t cl
   }
 }
 
+// (One pass over the wake-ups: each settled, then asked, then weighed as the slot.)
 inline void lock_timeline::impl::note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message) {
-  settle_wakes(x, at);
   wake* slot = nullptr;
   bool fanout = false;
   for (wake& k : x.wakes) {
+    settle_wake(k, at);
     // Messages on several subscribers at once: one publish fanned out. Also one that
     // came later on a loaded host (seen: 3.1 ms between two subscribers' copies of one
     // publish, the later one taken for a wake-up of its own and the first client to
@@ -500,8 +501,6 @@ inline void lock_timeline::impl::note_wake(lock_extra& x, std::uint64_t sub, std
         (at - k.at_us <= 2'000 || (k.at_us >= x.published_us && at - k.at_us <= options.wake_window_us))) {
       k.fanout = fanout = true;
     }
-  }
-  for (wake& k : x.wakes) {
     if (slot == nullptr || k.at_us < slot->at_us) slot = &k;  // a free slot (-1) or the oldest
   }
   *slot = wake{};

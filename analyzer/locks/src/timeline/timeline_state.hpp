@@ -315,8 +315,10 @@ struct lock_timeline::impl {
   void count_acquisition(lock_state& l);
   void count_renewal(lock_state& l);
   void count_expiry(lock_state& l);
-  lock_extra& ex(lock_state& l);
-  lock_side& side_of(lock_state& l);
+  [[gnu::always_inline]] lock_extra& ex(lock_state& l);
+  lock_extra& new_extra(lock_state& l);  // (out of line)
+  [[gnu::always_inline]] lock_side& side_of(lock_state& l);
+  lock_side& new_side(lock_state& l);  // (out of line)
   const lock_side* side_ptr(const lock_state& l) const;
   [[gnu::always_inline]] bool has_extra(const lock_state& l) const;
   [[gnu::always_inline]] lock_extra* xp(const lock_state& l);
@@ -453,7 +455,7 @@ struct lock_timeline::impl {
   std::uint64_t acquirer_leaving_unknown(lock_state& l, std::uint32_t lock, connection_info& s, std::int64_t request);
   link_confidence confidence_of(const connection_info& s, std::uint64_t client, link_confidence guess);
   link_confidence established_confidence(const connection_info& s, std::uint64_t client);
-  void settle_wakes(lock_extra& x, std::int64_t t);
+  void settle_wake(wake& k, std::int64_t t);
   void attribute_wakes(lock_extra& x, std::uint64_t client, std::int64_t t);
   void note_wake(lock_extra& x, std::uint64_t sub, std::int64_t at, bool message);
   bool woken_by_message(lock_extra& x, const waiter& w, std::int64_t t);
