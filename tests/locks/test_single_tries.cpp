@@ -27,6 +27,19 @@ void release_lock(fixture& f, std::string_view lock, std::string_view value, dou
   f.timeline.on_operation(o);
 }
 
+// orders and stock held over connection 1; connection 2's client keeps one value for a
+// wait's retries (an earlier wait of it, over, on another lock).
+void orders_and_stock_held_values_kept(fixture& f) {
+  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
+  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
+  try_lock(f, "other", "holder-x", 2, op_outcome::ok, 1);
+  try_lock(f, "other", "k1", 3, op_outcome::contended, 2);
+  try_lock(f, "other", "k1", 5, op_outcome::contended, 2);
+  release_lock(f, "other", "holder-x", 6, 1);
+  try_lock(f, "other", "k1", 7, op_outcome::ok, 2);
+  release_lock(f, "other", "k1", 8, 2);
+}
+
 const recorded_event* event_of(const event_recorder& rec, std::string_view name, std::string_view lock,
                                std::string_view owner) {
   for (const recorded_event& e : rec.events) {
@@ -40,15 +53,7 @@ const recorded_event* event_of(const event_recorder& rec, std::string_view name,
 TEST_CASE("single tries: a refused try, then a refusal on another lock, then a new value: a give-up and a new wait",
           "[timeline][waiter][fresh]") {
   fixture f;
-  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
-  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
-  // Its client keeps one value for a wait's retries (an earlier wait, over, on stock).
-  try_lock(f, "other", "holder-x", 2, op_outcome::ok, 1);
-  try_lock(f, "other", "k1", 3, op_outcome::contended, 2);
-  try_lock(f, "other", "k1", 5, op_outcome::contended, 2);
-  release_lock(f, "other", "holder-x", 6, 1);
-  try_lock(f, "other", "k1", 7, op_outcome::ok, 2);
-  release_lock(f, "other", "k1", 8, 2);
+  orders_and_stock_held_values_kept(f);
   try_lock(f, "orders", "t1", 10, op_outcome::contended, 2);  // one try, given up
   try_lock(f, "stock", "s1", 20, op_outcome::contended, 2);   // one try, given up
   try_lock(f, "orders", "t2", 80, op_outcome::contended, 2);  // the next task's wait
@@ -113,15 +118,7 @@ TEST_CASE("single tries: a value refused again after another value's try on its 
   // try given up and the next call's wait; a's value refused again 100 ms on says both
   // still wait side by side: from then on neither one's try ends the other's wait.
   fixture f;
-  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
-  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
-  // Its client keeps one value for a wait's retries (an earlier wait, over, on other).
-  try_lock(f, "other", "holder-x", 2, op_outcome::ok, 1);
-  try_lock(f, "other", "k1", 3, op_outcome::contended, 2);
-  try_lock(f, "other", "k1", 5, op_outcome::contended, 2);
-  release_lock(f, "other", "holder-x", 6, 1);
-  try_lock(f, "other", "k1", 7, op_outcome::ok, 2);
-  release_lock(f, "other", "k1", 8, 2);
+  orders_and_stock_held_values_kept(f);
   for (int t = 10; t <= 410; t += 100) {
     try_lock(f, "stock", "a", t, op_outcome::contended, 2);
     try_lock(f, "orders", "x", t + 5, op_outcome::contended, 2);
