@@ -27,6 +27,19 @@ void release_lock(fixture& f, std::string_view lock, std::string_view value, dou
   f.timeline.on_operation(o);
 }
 
+// orders and stock held over connection 1; connection 2's client keeps one value for a
+// wait's retries (an earlier wait of it, over, on another lock).
+void orders_and_stock_held_values_kept(fixture& f) {
+  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
+  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
+  try_lock(f, "other", "holder-x", 2, op_outcome::ok, 1);
+  try_lock(f, "other", "k1", 3, op_outcome::contended, 2);
+  try_lock(f, "other", "k1", 5, op_outcome::contended, 2);
+  release_lock(f, "other", "holder-x", 6, 1);
+  try_lock(f, "other", "k1", 7, op_outcome::ok, 2);
+  release_lock(f, "other", "k1", 8, 2);
+}
+
 const recorded_event* event_of(const event_recorder& rec, std::string_view name, std::string_view lock,
                                std::string_view owner) {
   for (const recorded_event& e : rec.events) {
@@ -40,15 +53,7 @@ const recorded_event* event_of(const event_recorder& rec, std::string_view name,
 TEST_CASE("single tries: a refused try, then a refusal on another lock, then a new value: a give-up and a new wait",
           "[timeline][waiter][fresh]") {
   fixture f;
-  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
-  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
-  // Its client keeps one value for a wait's retries (an earlier wait, over, on stock).
-  try_lock(f, "other", "holder-x", 2, op_outcome::ok, 1);
-  try_lock(f, "other", "k1", 3, op_outcome::contended, 2);
-  try_lock(f, "other", "k1", 5, op_outcome::contended, 2);
-  release_lock(f, "other", "holder-x", 6, 1);
-  try_lock(f, "other", "k1", 7, op_outcome::ok, 2);
-  release_lock(f, "other", "k1", 8, 2);
+  orders_and_stock_held_values_kept(f);
   try_lock(f, "orders", "t1", 10, op_outcome::contended, 2);  // one try, given up
   try_lock(f, "stock", "s1", 20, op_outcome::contended, 2);   // one try, given up
   try_lock(f, "orders", "t2", 80, op_outcome::contended, 2);  // the next task's wait
@@ -103,4 +108,36 @@ TEST_CASE("single tries: on a connection carrying tasks side by side, a new valu
   const recorded_event* gave_up = event_of(f.events, "gave_up", "report", "s");
   REQUIRE(gave_up != nullptr);
   CHECK(gave_up->wait_us <= 1000);
+}
+
+TEST_CASE("single tries: a value refused again after another value's try on its lock over its connection keeps its own wait",
+          "[timeline][waiter][fresh]") {
+  // Three calls at once over one connection (@meta-1/nest-common's WithLock in a Nest
+  // service), each polling with a uuid of its own: a and b poll stock, x polls orders
+  // between them. b's first try after a's, with x's refusal between, reads as a's single
+  // try given up and the next call's wait; a's value refused again 100 ms on says both
+  // still wait side by side: from then on neither one's try ends the other's wait.
+  fixture f;
+  orders_and_stock_held_values_kept(f);
+  for (int t = 10; t <= 410; t += 100) {
+    try_lock(f, "stock", "a", t, op_outcome::contended, 2);
+    try_lock(f, "orders", "x", t + 5, op_outcome::contended, 2);
+    try_lock(f, "stock", "b", t + 8, op_outcome::contended, 2);
+  }
+  release_lock(f, "stock", "holder-s", 460, 1);
+  try_lock(f, "stock", "b", 468, op_outcome::ok, 2);
+  f.timeline.finish(at(5000));
+  CHECK(event_of(f.events, "gave_up", "stock", "b") == nullptr);
+  const recorded_event* won = event_of(f.events, "acquired", "stock", "b");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(468) + 100 - at(18));
+  // a's wait runs from its value's return to its last try (its first try's give-up, read
+  // before the value came back, is not undone).
+  const recorded_event* a_stopped = nullptr;
+  for (const recorded_event& e : f.events.events) {
+    if (e.event == "gave_up" && e.lock == "stock" && e.owner == "a") a_stopped = &e;
+  }
+  REQUIRE(a_stopped != nullptr);
+  CHECK(a_stopped->ended != locks::wait_end::new_wait);
+  CHECK(a_stopped->wait_us >= at(410) - at(110));
 }

@@ -379,6 +379,7 @@ struct lock_timeline::impl {
   void retry(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op, std::int64_t at);
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   bool busy_since_single_try(const waiter& w, const lock_operation& op);
+  void note_value_back_beside_another(std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp

@@ -285,6 +285,18 @@ struct connection_info {
   std::uint32_t gave_up_owner = no_id;
   std::uint32_t gave_up_lock = no_id;
   std::int64_t gave_up_wait_began_us = -1;
+  // The latest few waits over it taken to have ended at another value's attempt on their
+  // lock (waiter_of_fresh_value): their lock, their value's hash and length (its id is
+  // released with the wait: the value sent again may be interned anew) and latest attempt
+  // (note_value_back_beside_another, waiters.hpp).
+  struct cut_wait {
+    std::uint32_t lock = no_id;
+    std::uint32_t owner_size = 0;
+    std::uint32_t owner_hash = 0;
+    std::int64_t last_attempt_us = -1;
+  };
+  std::array<cut_wait, 4> cut_waits{};
+  std::uint8_t next_cut_wait = 0;
   bool multiplexes = false;  // a waiter polled on while it held a lock taken meanwhile (poller_moved_on)
   // A new value at once after a single try began a new wait over it (split_at_once, until
   // that wait's next attempt), and that wait's next came at once too: a spinner

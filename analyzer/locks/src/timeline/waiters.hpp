@@ -381,6 +381,26 @@ inline bool lock_timeline::impl::busy_since_single_try(const waiter& w, const lo
          op.connection_sequence - connections[w.conn].refused_sequence > busy_between_tries;
 }
 
+// A value whose wait over this connection was taken to have ended at another value's
+// attempt on the same lock (a single try, then a new wait) and which is refused there
+// again within a spinner's pause of its latest attempt had not stopped: the connection
+// carries several waits of that lock side by side (@meta-1/nest-common's WithLock, three
+// calls at once over a Nest service's one client, each polling with its own uuid), and is
+// marked `multiplexes`, so no rule takes one value's attempt as another's next step. A
+// client drawing a new value per attempt never sends a value again.
+inline void lock_timeline::impl::note_value_back_beside_another(std::uint32_t lock, std::uint32_t owner,
+                                                                const lock_operation& op) {
+  connection_info& c = connections[conn_index(op)];
+  if (c.multiplexes) return;
+  constexpr std::int64_t spinner_pause_us = 250'000;  // continuing_waiter's
+  for (const connection_info::cut_wait& cut : c.cut_waits) {
+    if (cut.lock == lock && cut.owner_hash == owners.hash(owner) && cut.owner_size == op.owner.size() &&
+        op.request_us - cut.last_attempt_us <= spinner_pause_us) [[unlikely]] {
+      c.multiplexes = true;
+    }
+  }
+}
+
 // The waiter `owner`'s attempt continues, if any; nullptr when the owner has no
 // waiter, or its wait ended before this attempt (reported as gave_up here; when the
 // new wait began before this attempt, new_wait_from_us says when).
@@ -460,6 +480,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   } else {
     // (The common case, a lock without waiters, decided here: no call.)
     if (!has_extra(l)) return nullptr;
+    note_value_back_beside_another(lock, owner, op);
     w = waiter_of_fresh_value(l, lock, owner, op);
     if (w == nullptr) return nullptr;
   }
@@ -702,6 +723,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
             stopped(w)) {
           // A poller's cadence bounds when it stopped; a single try stopped at its refusal.
           if (tried_again_at_once(w) && !own.spins) own.split_at_once = true;
+          const auto value_size = static_cast<std::uint32_t>(owners.text(w.owner).size());
+          own.cut_waits[own.next_cut_wait++ % own.cut_waits.size()] = {lock, value_size, owners.hash(w.owner), w.last_attempt_us};
           give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us(), w.attempts >= 2 && w.longest_gap_us > 0);
           again = true;
           break;
