@@ -357,6 +357,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   if (h == nullptr) withdrew_attempt(l, id, owner, op);
   auto release_holder = [&] {
     lock_event e = from_op(l, op, lock_event_kind::released);
+    if (owner != no_id) give_owner_hash(e, owner);
     e.hold_count = 0;
     if (h != nullptr) {
       if (h->since_us >= 0) {
@@ -422,6 +423,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
       // done with this one).
       if (owner != no_id && (h != nullptr || l.last_expired == owner)) connections[conn].last_released_us = at;
       lock_event e = from_op(l, op, lock_event_kind::unlock_rejected);
+      if (owner != no_id) give_owner_hash(e, owner);
       emit(l, e);
       rejected_by_owner(l, owner, conn, at, op.inferred, false);
       break;
