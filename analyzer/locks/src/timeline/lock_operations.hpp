@@ -350,7 +350,8 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
   step_after_refusal(conn, id, op);  // before withdrew_attempt reads its mark (waiter_moved_on.hpp)
-  const std::uint32_t owner = owners.id(op.owner);
+  // (op.owner stays put until the collect after this operation.)
+  const std::uint32_t owner = owners.id_of_view(op.owner);
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
   if (h != nullptr && op.outcome == op_outcome::ok) holder_acted_elsewhere(l, *h, conn);
