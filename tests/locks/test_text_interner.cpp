@@ -16,21 +16,26 @@
 using lockscope::locks::timeline_detail::interner;
 using lockscope::locks::timeline_detail::no_id;
 
+namespace {
+
+// Text number n: mostly one length (a client library's owners), some shorter than a
+// pointer, some longer than the reused lengths.
+std::string text_of(unsigned n) {
+  const unsigned kind = n % 10;
+  const std::size_t size = kind < 7 ? 39 : kind < 8 ? 5 : kind < 9 ? 200 : 8 + n % 20;
+  std::string s = std::to_string(n);
+  while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + n) % 26);
+  return s.substr(0, size);
+}
+
+}  // namespace
+
 TEST_CASE("interner: live ids keep their texts while freed texts' bytes are reused", "[interner]") {
   std::mt19937 random(43);
   for (const std::size_t compact_after : {std::size_t{64}, std::size_t{64 * 1024}}) {
     interner owners(compact_after);
     std::map<std::uint32_t, std::pair<std::string, int>> live;  // id -> (text, references)
     std::map<std::string, std::uint32_t> id_of;
-    const auto text_of = [&](unsigned n) {
-      // Mostly one length (a client library's owners), some shorter than a pointer,
-      // some longer than the reused lengths.
-      const unsigned kind = n % 10;
-      const std::size_t size = kind < 7 ? 39 : kind < 8 ? 5 : kind < 9 ? 200 : 8 + n % 20;
-      std::string s = std::to_string(n);
-      while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + n) % 26);
-      return s.substr(0, size);
-    };
     for (int step = 0; step < 60'000; ++step) {
       const unsigned op = static_cast<unsigned>(random() % 10);
       if (op < 4) {
@@ -237,13 +242,6 @@ TEST_CASE("interner: ids of viewed texts are stored only when kept past the coll
     interner viewed_too(compact_after), copied(compact_after);
     std::map<std::uint32_t, std::pair<std::string, int>> live;  // id -> (text, references)
     std::vector<std::unique_ptr<std::string>> views;            // the viewed texts until the collect
-    const auto text_of = [&](unsigned n) {
-      const unsigned kind = n % 10;
-      const std::size_t size = kind < 7 ? 39 : kind < 8 ? 5 : kind < 9 ? 200 : 8 + n % 20;
-      std::string s = std::to_string(n);
-      while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + n) % 26);
-      return s.substr(0, size);
-    };
     std::size_t kept_viewed = 0, freed_viewed = 0;
     for (int step = 0; step < 60'000; ++step) {
       const unsigned op = static_cast<unsigned>(random() % 10);
