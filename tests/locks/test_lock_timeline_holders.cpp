@@ -4,11 +4,13 @@
 // the summary's figures in test_lock_timeline_summary.cpp.
 #include <cmath>
 #include <deque>
+#include <map>
 #include <sstream>
 
 #include "helpers.hpp"
 #include "timeline_fixture.hpp"
 #include "lockscope/locks/lock_report.hpp"
+#include "timeline/text_interner.hpp"
 
 using namespace lockscope;
 using namespace lockscope::timeline_test;
@@ -397,4 +399,42 @@ TEST_CASE("timeline: random operation sequences keep events in time order and ne
     }
     CHECK(f.events.events.size() > 100);
   }
+}
+
+// The lock groups key a try's set, and find it again at the owner's release or refused
+// unlock, by the owner's text hash: the timeline gives it with those events (its owner
+// table's, which is hash_text of the text), so that the groups need not hash the owner
+// again. A hash given must be the text's.
+TEST_CASE("timeline: tries, releases and refused unlocks carry their owner's text hash", "[timeline]") {
+  struct hash_check : locks::lock_event_sink {
+    std::map<std::string, int> given;  // event kind → events with the owner's hash
+    void on_event(const locks::lock_event& e) override {
+      if (e.owner_hashed == nullptr) return;
+      REQUIRE(e.owner_hashed == e.owner.data());
+      REQUIRE(e.owner_hash == locks::timeline_detail::hash_text(e.owner));
+      ++given[std::string(locks::to_string(e.event))];
+    }
+  } sink;
+  fixture f;  // for its operations
+  locks::lock_timeline timeline(as_decided(), sink);
+  auto unlock = [&](std::string_view owner, double at_ms, op_outcome outcome, std::uint64_t conn) {
+    auto o = f.op(lock_op_kind::unlock, outcome, owner, at_ms, conn);
+    o.lease_ms = 30000;
+    timeline.on_operation(o);
+  };
+  auto acquire = [&](std::string_view owner, double at_ms, op_outcome outcome, std::uint64_t conn) {
+    auto o = f.op(lock_op_kind::acquire, outcome, owner, at_ms, conn);
+    o.lease_ms = 30000;
+    if (outcome == op_outcome::contended) o.ttl_ms = 29000;
+    timeline.on_operation(o);
+  };
+  acquire("aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1", 0, op_outcome::ok, 1);
+  acquire("bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb:1", 1, op_outcome::contended, 2);
+  unlock("cccccccc-cccc-4ccc-8ccc-cccccccccccc:7", 2, op_outcome::rejected, 3);
+  unlock("aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa:1", 3, op_outcome::ok, 1);
+  timeline.finish(at(100'000));
+  CHECK(sink.given["acquired"] == 1);
+  CHECK(sink.given["contended"] == 1);
+  CHECK(sink.given["unlock_rejected"] == 1);
+  CHECK(sink.given["released"] == 1);
 }

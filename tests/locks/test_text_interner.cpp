@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,21 +16,26 @@
 using lockscope::locks::timeline_detail::interner;
 using lockscope::locks::timeline_detail::no_id;
 
+namespace {
+
+// Text number n: mostly one length (a client library's owners), some shorter than a
+// pointer, some longer than the reused lengths.
+std::string text_of(unsigned n) {
+  const unsigned kind = n % 10;
+  const std::size_t size = kind < 7 ? 39 : kind < 8 ? 5 : kind < 9 ? 200 : 8 + n % 20;
+  std::string s = std::to_string(n);
+  while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + n) % 26);
+  return s.substr(0, size);
+}
+
+}  // namespace
+
 TEST_CASE("interner: live ids keep their texts while freed texts' bytes are reused", "[interner]") {
   std::mt19937 random(43);
   for (const std::size_t compact_after : {std::size_t{64}, std::size_t{64 * 1024}}) {
     interner owners(compact_after);
     std::map<std::uint32_t, std::pair<std::string, int>> live;  // id -> (text, references)
     std::map<std::string, std::uint32_t> id_of;
-    const auto text_of = [&](unsigned n) {
-      // Mostly one length (a client library's owners), some shorter than a pointer,
-      // some longer than the reused lengths.
-      const unsigned kind = n % 10;
-      const std::size_t size = kind < 7 ? 39 : kind < 8 ? 5 : kind < 9 ? 200 : 8 + n % 20;
-      std::string s = std::to_string(n);
-      while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + n) % 26);
-      return s.substr(0, size);
-    };
     for (int step = 0; step < 60'000; ++step) {
       const unsigned op = static_cast<unsigned>(random() % 10);
       if (op < 4) {
@@ -222,5 +228,63 @@ TEST_CASE("interner: one candidate at a time is freed exactly when it has no ref
       }
     }
     for (const auto& [id, e] : live) REQUIRE(owners.text(id) == e.first);
+  }
+}
+
+// id_of_view(): a text that stays put until the next collect is viewed, not copied, and
+// stored only if still referenced then. Against the same model as above, with id() and
+// id_of_view() mixed at random: each viewed text is the caller's buffer, overwritten and
+// dropped right after the collect, so an id kept without its text stored would read the
+// overwrite (or freed memory under ASan); ids, texts and counts stay those of id() alone.
+TEST_CASE("interner: ids of viewed texts are stored only when kept past the collect", "[interner]") {
+  std::mt19937 random(47);
+  for (const std::size_t compact_after : {std::size_t{64}, std::size_t{64 * 1024}}) {
+    interner viewed_too(compact_after), copied(compact_after);
+    std::map<std::uint32_t, std::pair<std::string, int>> live;  // id -> (text, references)
+    std::vector<std::unique_ptr<std::string>> views;            // the viewed texts until the collect
+    std::size_t kept_viewed = 0, freed_viewed = 0;
+    for (int step = 0; step < 60'000; ++step) {
+      const unsigned op = static_cast<unsigned>(random() % 10);
+      if (op < 5) {
+        // A small pool of texts: a view often meets its own text again, or one live.
+        const std::string s = text_of(static_cast<unsigned>(random() % (op < 2 ? 300 : 5000)));
+        std::uint32_t id = 0;
+        const bool view = random() % 2 == 0;
+        if (view) {
+          views.push_back(std::make_unique<std::string>(s));
+          id = viewed_too.id_of_view(*views.back());
+        } else {
+          id = viewed_too.id(s);
+        }
+        REQUIRE(copied.id(s) == id);
+        REQUIRE(viewed_too.text(id) == s);
+        if (random() % 3 != 0) {
+          viewed_too.retain(id);
+          copied.retain(id);
+          auto& e = live[id];
+          e.first = s;
+          ++e.second;
+          if (view) ++kept_viewed;
+        } else if (view) {
+          ++freed_viewed;
+        }
+      } else if (op < 7 && !live.empty()) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(random() % live.size()));
+        viewed_too.release(it->first);
+        copied.release(it->first);
+        if (--it->second.second == 0) live.erase(it);
+      } else {
+        viewed_too.collect();
+        copied.collect();
+        for (auto& v : views) v->assign(v->size(), '#');  // the caller's buffers reused
+        views.clear();
+        for (const auto& [id, e] : live) REQUIRE(viewed_too.text(id) == e.first);
+        REQUIRE(viewed_too.live() == copied.live());
+        REQUIRE(viewed_too.text_bytes() == copied.text_bytes());
+      }
+    }
+    CHECK(kept_viewed > 1000);
+    CHECK(freed_viewed > 1000);
   }
 }

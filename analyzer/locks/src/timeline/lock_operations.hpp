@@ -350,13 +350,15 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
   step_after_refusal(conn, id, op);  // before withdrew_attempt reads its mark (waiter_moved_on.hpp)
-  const std::uint32_t owner = owners.id(op.owner);
+  // (op.owner stays put until the collect after this operation.)
+  const std::uint32_t owner = owners.id_of_view(op.owner);
   const std::int64_t at = op.at_us();
   holder* h = find_holder(l, owner);
   if (h != nullptr && op.outcome == op_outcome::ok) holder_acted_elsewhere(l, *h, conn);
   if (h == nullptr) withdrew_attempt(l, id, owner, op);
   auto release_holder = [&] {
     lock_event e = from_op(l, op, lock_event_kind::released);
+    if (owner != no_id) give_owner_hash(e, owner);
     e.hold_count = 0;
     if (h != nullptr) {
       if (h->since_us >= 0) {
@@ -422,6 +424,7 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
       // done with this one).
       if (owner != no_id && (h != nullptr || l.last_expired == owner)) connections[conn].last_released_us = at;
       lock_event e = from_op(l, op, lock_event_kind::unlock_rejected);
+      if (owner != no_id) give_owner_hash(e, owner);
       emit(l, e);
       rejected_by_owner(l, owner, conn, at, op.inferred, false);
       break;

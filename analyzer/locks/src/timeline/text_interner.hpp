@@ -385,7 +385,17 @@ class interner {
 
   std::uint32_t id(std::string_view s) {
     if (last_ != no_id && ingest::same_bytes(text(last_), s)) return last_;  // the same owner again: common
-    last_ = lookup(s);
+    last_ = lookup<false>(s);
+    return last_;
+  }
+  // id(s) for a text that stays put until the next collect() (an operation's own, which
+  // the timeline collects after it): a new id views it there, and is stored and put in
+  // the table only if that collect finds it referenced. A storm's refused unlock names a
+  // fresh owner that the collect frees at once: no copy, no insert and erase. Ids and
+  // texts come out as id()'s.
+  std::uint32_t id_of_view(std::string_view s) {
+    if (last_ != no_id && ingest::same_bytes(text(last_), s)) return last_;
+    last_ = free_ != no_id ? lookup<true>(s) : lookup<false>(s);
     return last_;
   }
   std::string_view text(std::uint32_t id) const {
@@ -415,6 +425,9 @@ class interner {
 
  private:
   [[gnu::noinline]] void collect_unreferenced() {
+    // A viewed id still referenced is kept as id() would have kept it (before any erase:
+    // its slot is the one its lookup found).
+    if (viewed_ != no_id && entries_[viewed_].refs != 0) settle_viewed();
     // A new id its operation retained (a fresh owner: every try of a storm) frees nothing,
     // and leaves nothing to compact (only a free adds dead bytes).
     if (unreferenced_.size() == 1 && entries_[unreferenced_[0]].refs != 0) {
@@ -427,14 +440,18 @@ class interner {
     for (std::uint32_t id : unreferenced_) {
       entry& e = entries_[id];
       if (e.refs != 0 || e.data == nullptr) continue;  // retained again, or already freed
-      if (!rebuild) table_.erase(id, e.hash);
-      dead_bytes_ += e.size;
       live_bytes_ -= e.size;
-      if (e.size >= sizeof(char*) && e.size <= max_reused) {
-        // The freed text's first bytes link it into its length's free list.
-        char* const text = const_cast<char*>(e.data);
-        std::memcpy(text, &free_texts_[e.size], sizeof(char*));
-        free_texts_[e.size] = text;
+      if (id == viewed_) {
+        viewed_ = no_id;  // neither stored nor in the table
+      } else {
+        if (!rebuild) table_.erase(id, e.hash);
+        dead_bytes_ += e.size;
+        if (e.size >= sizeof(char*) && e.size <= max_reused) {
+          // The freed text's first bytes link it into its length's free list.
+          char* const text = const_cast<char*>(e.data);
+          std::memcpy(text, &free_texts_[e.size], sizeof(char*));
+          free_texts_[e.size] = text;
+        }
       }
       e = entry{};
       e.hash = free_;  // the free list runs through the hash fields
@@ -462,29 +479,49 @@ class interner {
   static constexpr std::size_t block_bytes = 64 * 1024;
   static constexpr std::size_t max_reused = 128;
 
+  // `view`: as id_of_view() (s stays put until the next collect).
+  template <bool view>
   std::uint32_t lookup(std::string_view s) {
     const std::uint32_t h = hash_text(s);
+    if (viewed_ != no_id) [[unlikely]] {
+      if (entries_[viewed_].hash == h && ingest::same_bytes(text(viewed_), s)) return viewed_;
+      settle_viewed();  // in the table before this probe, as id() would have put it
+    }
     std::size_t empty;
     const std::uint32_t found = table_.find_slot(s, h, [this](std::uint32_t id) { return text(id); }, empty);
     if (found != no_id) return found;
     std::uint32_t id = free_;
-    if (id != no_id) {
+    if (view || id != no_id) {  // (id_of_view() views only into a freed id: a new one is copied)
       free_ = entries_[id].hash;
     } else {
       id = static_cast<std::uint32_t>(entries_.size());
       entries_.emplace_back();
     }
     entry& e = entries_[id];
-    e.data = store(s);
+    if constexpr (view) e.data = s.data();
+    else e.data = store(s);
     e.size = static_cast<std::uint32_t>(s.size());
     e.refs = 0;
     e.hash = h;
     e.note = 0;
-    table_.insert_at(empty, id, h);
+    if constexpr (view) {
+      viewed_ = id;
+      viewed_slot_ = empty;
+    } else {
+      table_.insert_at(empty, id, h);
+    }
     unreferenced_.push_back(id);  // freed by the next collect() unless retained
     live_bytes_ += s.size();
     ++live_;
     return id;
+  }
+  // The viewed id's text stored and the id put in the table, where its lookup found room
+  // (nothing was inserted or erased since).
+  [[gnu::noinline]] void settle_viewed() {
+    entry& e = entries_[viewed_];
+    e.data = store(std::string_view(e.data, e.size));
+    table_.insert_at(viewed_slot_, viewed_, e.hash);
+    viewed_ = no_id;
   }
   const char* store(std::string_view s) {
     if (s.size() >= sizeof(char*) && s.size() <= max_reused && free_texts_[s.size()] != nullptr) {
@@ -524,6 +561,10 @@ class interner {
   // new at once (a storm's 300,000 live owners: 14 MB at that moment, for 7 MB of entries).
   stable_vector<entry, 12> entries_;
   std::vector<std::uint32_t> unreferenced_;  // candidates for the next collect()
+  // The id made by id_of_view() since the last collect (at most one: any other lookup
+  // settles it first), its text the caller's, not in the table; no_id: none.
+  std::uint32_t viewed_ = no_id;
+  std::size_t viewed_slot_ = 0;  // where its lookup found room in the table
   std::uint32_t free_ = no_id;
   std::vector<block> blocks_;
   std::array<char*, max_reused + 1> free_texts_{};  // by length: freed texts, each linking the next
