@@ -40,12 +40,38 @@ void orders_and_stock_held_values_kept(fixture& f) {
   release_lock(f, "other", "k1", 8, 2);
 }
 
+// Three calls side by side over connection 2, every 100 ms from `from_ms` to `to_ms`: a
+// and b poll stock, x polls orders between them.
+void three_calls_in_turn(fixture& f, int from_ms, int to_ms, int x_after_ms, int b_after_ms) {
+  for (int t = from_ms; t <= to_ms; t += 100) {
+    try_lock(f, "stock", "a", t, op_outcome::contended, 2);
+    try_lock(f, "orders", "x", t + x_after_ms, op_outcome::contended, 2);
+    try_lock(f, "stock", "b", t + b_after_ms, op_outcome::contended, 2);
+  }
+}
+
+// stock's holder over connection 1 lets it go, `winner` takes it; the capture ends.
+void stock_passes_to(fixture& f, std::string_view winner, double released_ms, double taken_ms) {
+  release_lock(f, "stock", "holder-s", released_ms, 1);
+  try_lock(f, "stock", winner, taken_ms, op_outcome::ok, 2);
+  f.timeline.finish(at(5000));
+}
+
 const recorded_event* event_of(const event_recorder& rec, std::string_view name, std::string_view lock,
                                std::string_view owner) {
   for (const recorded_event& e : rec.events) {
     if (e.event == name && e.lock == lock && e.owner == owner) return &e;
   }
   return nullptr;
+}
+
+// `winner` took stock at `taken_ms` after one wait from its first try at `first_ms`,
+// never given up.
+void one_wait_on_stock(const fixture& f, std::string_view winner, double first_ms, double taken_ms) {
+  CHECK(event_of(f.events, "gave_up", "stock", winner) == nullptr);
+  const recorded_event* won = event_of(f.events, "acquired", "stock", winner);
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(taken_ms) + 100 - at(first_ms));
 }
 
 }  // namespace
@@ -119,18 +145,9 @@ TEST_CASE("single tries: a value refused again after another value's try on its 
   // still wait side by side: from then on neither one's try ends the other's wait.
   fixture f;
   orders_and_stock_held_values_kept(f);
-  for (int t = 10; t <= 410; t += 100) {
-    try_lock(f, "stock", "a", t, op_outcome::contended, 2);
-    try_lock(f, "orders", "x", t + 5, op_outcome::contended, 2);
-    try_lock(f, "stock", "b", t + 8, op_outcome::contended, 2);
-  }
-  release_lock(f, "stock", "holder-s", 460, 1);
-  try_lock(f, "stock", "b", 468, op_outcome::ok, 2);
-  f.timeline.finish(at(5000));
-  CHECK(event_of(f.events, "gave_up", "stock", "b") == nullptr);
-  const recorded_event* won = event_of(f.events, "acquired", "stock", "b");
-  REQUIRE(won != nullptr);
-  CHECK(won->wait_us == at(468) + 100 - at(18));
+  three_calls_in_turn(f, 10, 410, 5, 8);
+  stock_passes_to(f, "b", 460, 468);
+  one_wait_on_stock(f, "b", 18, 468);
   // a's wait runs from its value's return to its last try (its first try's give-up, read
   // before the value came back, is not undone).
   const recorded_event* a_stopped = nullptr;
@@ -140,4 +157,19 @@ TEST_CASE("single tries: a value refused again after another value's try on its 
   REQUIRE(a_stopped != nullptr);
   CHECK(a_stopped->ended != locks::wait_end::new_wait);
   CHECK(a_stopped->wait_us >= at(410) - at(110));
+}
+
+TEST_CASE("single tries: a try refused by a hold over its own connection marks the connection as carrying waits side by side",
+          "[timeline][waiter][fresh]") {
+  // Calls side by side over one connection (@meta-1/nest-common's WithLock): h holds
+  // orders while x, another call over the same connection, is refused there; a is
+  // refused stock once, then x again, then b tries stock. One task at a time does not
+  // wait for a lock it holds itself, so a's one try is no single try given up at b's:
+  // a's value keeps its wait from its first try.
+  fixture f;
+  try_lock(f, "stock", "holder-s", 0, op_outcome::ok, 1);
+  try_lock(f, "orders", "h", 2, op_outcome::ok, 2);
+  three_calls_in_turn(f, 8, 308, 4, 12);
+  stock_passes_to(f, "a", 330, 335);
+  one_wait_on_stock(f, "a", 8, 335);
 }

@@ -50,6 +50,7 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
                                              std::uint32_t conn, std::uint64_t client) {
   lock_state& l = locks[id];
   const std::int64_t at = op.at_us();
+  note_refused_by_own_hold(l, owner, conn);
   waiter* w = continuing_waiter(l, id, owner, op);
   if (w == nullptr) {
     lock_extra& x = ex(l);

@@ -380,6 +380,7 @@ struct lock_timeline::impl {
   waiter* continuing_waiter(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   bool busy_since_single_try(const waiter& w, const lock_operation& op);
   void note_value_back_beside_another(std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
+  void note_refused_by_own_hold(lock_state& l, std::uint32_t owner, std::uint32_t conn);
   waiter* waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp

@@ -401,6 +401,20 @@ inline void lock_timeline::impl::note_value_back_beside_another(std::uint32_t lo
   }
 }
 
+// An attempt refused while the lock is held over the same connection under another
+// value: a client running one task at a time does not wait for a lock it holds itself,
+// so the connection carries tasks side by side (@meta-1/nest-common's WithLock: one
+// call holds `orders` while another, over the same client, polls it), and is marked
+// `multiplexes` before any of its waits is read as a single try given up at another
+// value's attempt (waiter_of_fresh_value), which could not be withdrawn once said.
+inline void lock_timeline::impl::note_refused_by_own_hold(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
+  connection_info& c = connections[conn];
+  if (c.multiplexes) return;
+  if (const holder* h = first_holder(l); h != nullptr && h->conn == conn && h->owner != owner) [[unlikely]] {
+    c.multiplexes = true;
+  }
+}
+
 // The waiter `owner`'s attempt continues, if any; nullptr when the owner has no
 // waiter, or its wait ended before this attempt (reported as gave_up here; when the
 // new wait began before this attempt, new_wait_from_us says when).
