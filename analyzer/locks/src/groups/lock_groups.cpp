@@ -91,6 +91,10 @@ class record_table {
   // last is k's).
   [[gnu::always_inline]] std::uint32_t find(const record_key& k, std::uint32_t& hash) {
     if (last_ != timeline_detail::no_id && entries_[last_].is(k)) return last_;
+    return find_past_last(k, hash);
+  }
+  // find(), the record used last known not to be keyed k (last_found answered no_id).
+  [[gnu::always_inline]] std::uint32_t find_past_last(const record_key& k, std::uint32_t& hash) {
     if (hash == timeline_detail::no_id) hash = record_hash(k);
     const std::uint32_t id = keyed(k, hash);
     if (id == timeline_detail::no_id || !entries_[id].live) return timeline_detail::no_id;
@@ -781,15 +785,14 @@ struct lock_groups::impl {
   // `nothing_between`: no set is looked up or closed between this and on_set_try (no
   // quorum attempt is kept for the try).
   std::uint32_t end_previous_set(const lock_event& e, bool nothing_between) {
-    if (const std::uint32_t last = sets.last_found(e.owner, e.client, 0);
-        last != timeline_detail::no_id && sets[last].overflowed) {
-      return last;
-    }
-    return end_previous_set_by_key(e, nothing_between);
+    const std::uint32_t last = sets.last_found(e.owner, e.client, 0);
+    if (last != timeline_detail::no_id && sets[last].overflowed) return last;
+    return end_previous_set_by_key(e, last, nothing_between);
   }
-  [[gnu::noinline]] std::uint32_t end_previous_set_by_key(const lock_event& e, bool nothing_between) {
+  // `last`: the record used last when it is e's set's (find would answer it), else no_id.
+  [[gnu::noinline]] std::uint32_t end_previous_set_by_key(const lock_event& e, std::uint32_t last, bool nothing_between) {
     make_set_key(e);
-    const std::uint32_t id = find_set();
+    const std::uint32_t id = last != timeline_detail::no_id ? last : find_set(true);
     if (id == timeline_detail::no_id) return id;
     const key_set& st = sets[id];
     if (!st.overflowed && std::any_of(st.keys.begin(), st.keys.end(), [&](const set_key& k) {
@@ -1261,8 +1264,9 @@ struct lock_groups::impl {
   std::size_t singles_closed = 0;  // of them, closed
 
   // The set keyed set_lookup (a record, or a single made one); no_id when there is none.
-  std::uint32_t find_set() {
-    const std::uint32_t id = sets.find(set_lookup, set_hash);
+  // `past_last`: the record used last is known not to be it.
+  std::uint32_t find_set(bool past_last = false) {
+    const std::uint32_t id = past_last ? sets.find_past_last(set_lookup, set_hash) : sets.find(set_lookup, set_hash);
     if (id != timeline_detail::no_id || singles_open == 0) return id;
     const std::uint32_t single = single_keyed(false);
     return single == timeline_detail::no_id ? single : set_of_single(single);
@@ -1536,9 +1540,13 @@ struct lock_groups::impl {
   static owner_print print_of(std::string_view owner) noexcept {
     owner_print p;
     p.size = owner.size();
-    const std::size_t n = std::min<std::size_t>(owner.size(), 8);
-    std::memcpy(&p.head, owner.data(), n);
-    std::memcpy(&p.tail, owner.data() + owner.size() - n, n);
+    if (owner.size() >= 8) {  // two fixed loads (a copy of n bytes is a call)
+      std::memcpy(&p.head, owner.data(), 8);
+      std::memcpy(&p.tail, owner.data() + owner.size() - 8, 8);
+      return p;
+    }
+    std::memcpy(&p.head, owner.data(), owner.size());
+    std::memcpy(&p.tail, owner.data(), owner.size());
     return p;
   }
   struct latest_try {
