@@ -91,6 +91,10 @@ class record_table {
   // last is k's).
   [[gnu::always_inline]] std::uint32_t find(const record_key& k, std::uint32_t& hash) {
     if (last_ != timeline_detail::no_id && entries_[last_].is(k)) return last_;
+    return find_past_last(k, hash);
+  }
+  // find(), the record used last known not to be keyed k (last_found answered no_id).
+  [[gnu::always_inline]] std::uint32_t find_past_last(const record_key& k, std::uint32_t& hash) {
     if (hash == timeline_detail::no_id) hash = record_hash(k);
     const std::uint32_t id = keyed(k, hash);
     if (id == timeline_detail::no_id || !entries_[id].live) return timeline_detail::no_id;
@@ -137,6 +141,13 @@ class record_table {
     if (remember_last_) last_ = id;
     return id;
   }
+  // erase(id) and then add() of its key, in one step: a live record pinned by a timer
+  // (erase would keep it, closed, and add open it again), its value reset.
+  void reopen(std::uint32_t id) {
+    entries_[id].value.reset();
+    if (remember_last_) last_ = id;
+  }
+  bool pinned(std::uint32_t id) const noexcept { return entries_[id].pins > 0; }
   V& operator[](std::uint32_t id) noexcept { return entries_[id].value; }
   bool live(std::uint32_t id) const noexcept { return entries_[id].live; }
   // A record's key parts, as kept: valid while it is in the table (live or pinned).
@@ -771,26 +782,36 @@ struct lock_groups::impl {
   // which follows with the same set_lookup: one lookup per try, not two. An overflowed
   // set (a stream of locks, not a MultiLock) found as the last one used needs no lookup:
   // on_set_try only moves its end.
-  std::uint32_t end_previous_set(const lock_event& e) {
-    if (const std::uint32_t last = sets.last_found(e.owner, e.client, 0);
-        last != timeline_detail::no_id && sets[last].overflowed) {
-      return last;
-    }
-    return end_previous_set_by_key(e);
+  // `nothing_between`: no set is looked up or closed between this and on_set_try (no
+  // quorum attempt is kept for the try).
+  std::uint32_t end_previous_set(const lock_event& e, bool nothing_between) {
+    const std::uint32_t last = sets.last_found(e.owner, e.client, 0);
+    if (last != timeline_detail::no_id && sets[last].overflowed) return last;
+    return end_previous_set_by_key(e, last, nothing_between);
   }
-  [[gnu::noinline]] std::uint32_t end_previous_set_by_key(const lock_event& e) {
+  // `last`: the record used last when it is e's set's (find would answer it), else no_id.
+  [[gnu::noinline]] std::uint32_t end_previous_set_by_key(const lock_event& e, std::uint32_t last, bool nothing_between) {
     make_set_key(e);
-    const std::uint32_t id = find_set();
+    const std::uint32_t id = last != timeline_detail::no_id ? last : find_set(true);
     if (id == timeline_detail::no_id) return id;
     const key_set& st = sets[id];
     if (!st.overflowed && std::any_of(st.keys.begin(), st.keys.end(), [&](const set_key& k) {
           return k.name == e.lock && k.db == e.db;
         })) {
+      // A set of this one key, tried again (a waiter's next try on one server): closing it
+      // reports nothing and keeps its record, pinned by its timer, which on_set_try_member
+      // would open again at once. on_set_try_member opens it again in place instead.
+      if (nothing_between && st.keys.n == 1 && options.reopen_retried_sets && sets.pinned(id)) {
+        retried_set = id;
+        return timeline_detail::no_id;
+      }
       close_set(id, false);
       return timeline_detail::no_id;
     }
     return id;
   }
+  // The one-key set end_previous_set left open for on_set_try_member to open again.
+  std::uint32_t retried_set = timeline_detail::no_id;
   // `group` must stay put while attempt_lookup is used.
   void make_attempt_key(const lock_event& e, std::string_view group) {
     attempt_lookup = record_key{e.lock, group, e.db, name_hash_of(e.lock)};
@@ -1156,20 +1177,27 @@ struct lock_groups::impl {
           else streaming.erase(it);
         }
       }
-      // A record closed but pinned by its timer is the one add would open again: only a
-      // key without one starts as a single (its timer then stands for a record of its own).
-      if (!streamed && options.compact_single_sets && options.max_set_keys > 0) {
-        if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
-        if (!sets.has_closed(set_lookup, set_hash)) {
-          const std::uint32_t closed = single_keyed(true);
-          if (closed == timeline_detail::no_id) {
-            open_single(e);
-            return;
+      if (retried_set != timeline_detail::no_id) {
+        // Closed (a set of one key: unreported) and opened again, as add would reuse it.
+        id = retried_set;
+        retried_set = timeline_detail::no_id;
+        sets.reopen(id);
+      } else {
+        // A record closed but pinned by its timer is the one add would open again: only a
+        // key without one starts as a single (its timer then stands for a record of its own).
+        if (!streamed && options.compact_single_sets && options.max_set_keys > 0) {
+          if (set_hash == timeline_detail::no_id) set_hash = record_hash(set_lookup);
+          if (!sets.has_closed(set_lookup, set_hash)) {
+            const std::uint32_t closed = single_keyed(true);
+            if (closed == timeline_detail::no_id) {
+              open_single(e);
+              return;
+            }
+            set_of_single(closed);  // the closed record add opens again
           }
-          set_of_single(closed);  // the closed record add opens again
         }
+        id = sets.add(set_lookup, set_hash);
       }
-      id = sets.add(set_lookup, set_hash);
       key_set& s = sets[id];
       s.overflowed = streamed;
       s.owner = sets.first(id);
@@ -1236,8 +1264,9 @@ struct lock_groups::impl {
   std::size_t singles_closed = 0;  // of them, closed
 
   // The set keyed set_lookup (a record, or a single made one); no_id when there is none.
-  std::uint32_t find_set() {
-    const std::uint32_t id = sets.find(set_lookup, set_hash);
+  // `past_last`: the record used last is known not to be it.
+  std::uint32_t find_set(bool past_last = false) {
+    const std::uint32_t id = past_last ? sets.find_past_last(set_lookup, set_hash) : sets.find(set_lookup, set_hash);
     if (id != timeline_detail::no_id || singles_open == 0) return id;
     const std::uint32_t single = single_keyed(false);
     return single == timeline_detail::no_id ? single : set_of_single(single);
@@ -1511,9 +1540,13 @@ struct lock_groups::impl {
   static owner_print print_of(std::string_view owner) noexcept {
     owner_print p;
     p.size = owner.size();
-    const std::size_t n = std::min<std::size_t>(owner.size(), 8);
-    std::memcpy(&p.head, owner.data(), n);
-    std::memcpy(&p.tail, owner.data() + owner.size() - n, n);
+    if (owner.size() >= 8) {  // two fixed loads (a copy of n bytes is a call)
+      std::memcpy(&p.head, owner.data(), 8);
+      std::memcpy(&p.tail, owner.data() + owner.size() - 8, 8);
+      return p;
+    }
+    std::memcpy(&p.head, owner.data(), owner.size());
+    std::memcpy(&p.tail, owner.data(), owner.size());
     return p;
   }
   struct latest_try {
@@ -1562,7 +1595,7 @@ struct lock_groups::impl {
       const bool grouped = quorums && !shared;
       try_single = timeline_detail::no_id;
       if (grouped) end_previous_round(e, group_for(e));  // reported before the try that starts the next
-      std::uint32_t open_set = end_previous_set(e);
+      std::uint32_t open_set = end_previous_set(e, !grouped);
       if (other_owner_tried_between(e) && open_set != timeline_detail::no_id && !sets[open_set].overflowed) {
         close_set(open_set, false);
         open_set = timeline_detail::no_id;

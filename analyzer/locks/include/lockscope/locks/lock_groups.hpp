@@ -84,6 +84,11 @@ struct group_options {
   // it, and is closed in place by a release of its key. false: a record at once. The
   // same events either way (a test compares them); false is only for that test.
   bool compact_single_sets = true;
+  // A set of one key tried again by its owner over its connection (a waiter's next try)
+  // is opened again in place, not closed and looked up again to be reopened. false: closed
+  // and reopened. The same events either way (a test compares them); false is only for
+  // that test.
+  bool reopen_retried_sets = true;
 };
 
 class lock_groups final : public lock_event_sink {
