@@ -39,6 +39,7 @@ HEADER_STAGES = {
     "lockscope/ingest/counted.hpp": "capture",  # wording of counts: any stage may print one
     "lockscope/ingest/exchange.hpp": "session",
     "lockscope/ingest/short_bytes.hpp": "session",
+    "lockscope/ingest/port_set.hpp": "packet",  # the server ports a segment is filtered by
     "lockscope/locks/command_words.hpp": "vocabulary",
 }
 # What the analyzer may include of the lock client: the scripts and their naming.

@@ -121,8 +121,7 @@ void record_reader::take_buffer(record_reader& from) {
   from.begin_ = from.end_ = 0;
 }
 
-bool record_reader::fill(std::size_t need) {
-  if (end_ - begin_ >= need) return true;
+bool record_reader::refill(std::size_t need) {
   if (begin_ > 0) {
     std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
     base_ += begin_;

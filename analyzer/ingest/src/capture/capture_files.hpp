@@ -141,7 +141,8 @@ class record_reader {
 
  protected:
   // Makes `need` bytes available at data(); false when the input ends (or fails) first.
-  bool fill(std::size_t need);
+  // Inline: twice a packet, and the bytes are nearly always there already.
+  bool fill(std::size_t need) { return end_ - begin_ >= need || refill(need); }
   // Consumes `n` bytes, reading past the buffer when they are not all in it (a block
   // that is skipped); false when the input ends first.
   bool skip(std::uint64_t n);
@@ -153,6 +154,8 @@ class record_reader {
   int stop(const char* what, std::uint64_t at, std::uint64_t need, std::string& error) const;
 
  private:
+  bool refill(std::size_t need);  // fill() when the bytes are not all here
+
   byte_source& source_;
   std::unique_ptr<char[]> buffer_;
   std::size_t begin_ = 0;

@@ -92,13 +92,9 @@ std::size_t ingest_pipeline::flow_key_hash::operator()(const flow_key& k) const 
 }
 
 ingest_pipeline::ingest_pipeline(const ingest_options& options, exchange_sink& sink, connection_end_sink* ends)
-    : options_(options), sink_(sink), ends_(ends) {}
+    : options_(options), ports_(options_.ports), sink_(sink), ends_(ends) {}
 
 ingest_pipeline::~ingest_pipeline() = default;
-
-bool ingest_pipeline::selected_port(std::uint16_t port) const noexcept {
-  return std::find(options_.ports.begin(), options_.ports.end(), port) != options_.ports.end();
-}
 
 void ingest_pipeline::on_packet(std::int64_t ts_us, int link_type, std::string_view frame) {
   ++totals_.packets;

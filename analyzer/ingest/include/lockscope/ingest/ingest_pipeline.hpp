@@ -32,6 +32,7 @@
 
 #include "lockscope/ingest/argument_interner.hpp"
 #include "lockscope/ingest/packet.hpp"
+#include "lockscope/ingest/port_set.hpp"
 #include "lockscope/ingest/resp_session.hpp"
 #include "lockscope/ingest/tcp_stream.hpp"
 
@@ -160,9 +161,10 @@ class ingest_pipeline {
   void link_newest(connection& c) noexcept;
   // A connection's commands, exchanges, bytes and gaps, added to `to`.
   static void add_traffic(ingest_stats& to, const connection& c) noexcept;
-  bool selected_port(std::uint16_t port) const noexcept;
+  bool selected_port(std::uint16_t port) const noexcept { return ports_.contains(port); }
 
   ingest_options options_;
+  port_set ports_;  // options_.ports
   exchange_sink& sink_;
   connection_end_sink* ends_;
   // Long arguments the sessions' pending commands share (before flows_: it outlives them).
