@@ -387,6 +387,22 @@ TEST_CASE("clean-up: the same release sent again after a NOSCRIPT answer is the 
   CHECK(won->wait_us == at(59) + 100 - at(10));
 }
 
+TEST_CASE("clean-up: a single try refused by its own connection's hold gave up at that connection's next step",
+          "[timeline][waiter][cleanup][give-up]") {
+  // A RedLock-style client holding A over its connection tries A again for another task,
+  // is refused, cleans up and releases its own hold: the try ended at its clean-up. That
+  // the connection runs tasks side by side keeps a new value from continuing the try, but
+  // does not leave the try open (the 3-server shape's generator never retries).
+  fixture f;
+  attempt(f, "A", "h", 0, op_outcome::ok, 2, 10'000);
+  attempt(f, "A", "v", 10, op_outcome::contended, 2, 10'000);
+  cleanup(f, "A", "v", 11, 2);
+  release(f, "A", "h", 12, 2);
+  REQUIRE(f.events.count("gave_up") == 1);
+  CHECK(f.events.first("gave_up")->owner == "v");
+  CHECK(f.events.first("gave_up")->ended == locks::wait_end::new_wait);
+}
+
 TEST_CASE("clean-up: a retry's cadence, once learnt, extends the window past the lease's first bound",
           "[timeline][waiter][fresh][cleanup]") {
   // Lease 400 ms: the first retry must come within 100 ms of the clean-up; once it did

@@ -298,6 +298,9 @@ struct connection_info {
   std::array<cut_wait, 4> cut_waits{};
   std::uint8_t next_cut_wait = 0;
   bool multiplexes = false;  // a waiter polled on while it held a lock taken meanwhile (poller_moved_on)
+  // Refused a lock it held itself under another value (note_refused_by_own_hold): tasks side
+  // by side, so a new value after a single try is no continuation of it (waiter_of_fresh_value).
+  bool tried_what_it_holds = false;
   // A new value at once after a single try began a new wait over it (split_at_once, until
   // that wait's next attempt), and that wait's next came at once too: a spinner
   // (waiter_of_fresh_value).

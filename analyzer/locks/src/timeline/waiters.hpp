@@ -405,13 +405,15 @@ inline void lock_timeline::impl::note_value_back_beside_another(std::uint32_t lo
 // value: a client running one task at a time does not wait for a lock it holds itself,
 // so the connection carries tasks side by side (@meta-1/nest-common's WithLock: one
 // call holds `orders` while another, over the same client, polls it), and is marked
-// `multiplexes` before any of its waits is read as a single try given up at another
-// value's attempt (waiter_of_fresh_value), which could not be withdrawn once said.
+// before any of its waits is read as a single try given up at another value's attempt
+// (waiter_of_fresh_value), which could not be withdrawn once said. Not `multiplexes`: a
+// single try it cleaned up still ends at the connection's next step (follow_up_refusal;
+// the 3-server shape's RedLock client tries a lock it holds and never retries).
 inline void lock_timeline::impl::note_refused_by_own_hold(lock_state& l, std::uint32_t owner, std::uint32_t conn) {
   connection_info& c = connections[conn];
-  if (c.multiplexes) return;
+  if (c.tried_what_it_holds) return;
   if (const holder* h = first_holder(l); h != nullptr && h->conn == conn && h->owner != owner) [[unlikely]] {
-    c.multiplexes = true;
+    c.tried_what_it_holds = true;
   }
 }
 
@@ -672,7 +674,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            (w.fresh_values && backoff_restarted(w, op.request_us, options.wake_window_us)) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
-           (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes) ||
+           (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes &&
+            !connections[w.conn].tried_what_it_holds) ||
            (tried_again_at_once(w) && !own.spins) || busy_since_single_try(w, op) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us >
@@ -724,7 +727,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     // over one client, each call with a value of its own) shows one task's new value while
     // another's single try still stands: a value tried once, never changed yet, is no
     // fresh-value poller's, and the new one begins a wait of its own.
-    if (w.attempts == 1 && !w.fresh_values && own.multiplexes) continue;
+    if (w.attempts == 1 && !w.fresh_values && (own.multiplexes || own.tried_what_it_holds)) continue;
     if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
     found = &w;
   }
