@@ -331,8 +331,10 @@ TEST_CASE("moved on: a fresh-value poller on a multiplexing connection keeps its
 // against the lease it sets (node-redlock with retryCount 0 on an application's timer).
 namespace {
 
-void cleanup(fixture& f, std::string_view lock, std::string_view value, double at_ms, std::uint64_t connection) {
-  auto o = f.op(lock_op_kind::unlock, op_outcome::none, value, at_ms, connection);
+// A release of a refused value (answered 0, or with `outcome` another answer: an error).
+void cleanup(fixture& f, std::string_view lock, std::string_view value, double at_ms, std::uint64_t connection,
+             op_outcome outcome = op_outcome::none) {
+  auto o = f.op(lock_op_kind::unlock, outcome, value, at_ms, connection);
   o.family = lock_family::set_based;
   o.lock = lock;
   f.timeline.on_operation(o);
@@ -373,10 +375,7 @@ TEST_CASE("clean-up: the same release sent again after a NOSCRIPT answer is the 
   fixture f;
   attempt(f, "A", "holder", 0, op_outcome::ok, 1, 60'000);
   attempt(f, "A", "v", 10, op_outcome::contended, 2);
-  auto noscript = f.op(lock_op_kind::unlock, op_outcome::error, "v", 21, 2);
-  noscript.family = lock_family::set_based;
-  noscript.lock = "A";
-  f.timeline.on_operation(noscript);
+  cleanup(f, "A", "v", 21, 2, op_outcome::error);  // NOSCRIPT
   cleanup(f, "A", "v", 32, 2);
   release(f, "A", "holder", 40, 1);
   attempt(f, "A", "v", 59, op_outcome::ok, 2);
