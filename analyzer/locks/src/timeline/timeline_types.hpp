@@ -301,6 +301,8 @@ struct connection_info {
   // Refused a lock it held itself under another value (note_refused_by_own_hold): tasks side
   // by side, so a new value after a single try is no continuation of it (waiter_of_fresh_value).
   bool tried_what_it_holds = false;
+  // Either sign of tasks side by side: a new value after a single try begins its own wait.
+  bool carries_tasks_side_by_side() const noexcept { return multiplexes || tried_what_it_holds; }
   // A new value at once after a single try began a new wait over it (split_at_once, until
   // that wait's next attempt), and that wait's next came at once too: a spinner
   // (waiter_of_fresh_value).

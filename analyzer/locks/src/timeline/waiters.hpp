@@ -394,9 +394,10 @@ inline void lock_timeline::impl::note_value_back_beside_another(std::uint32_t lo
   if (c.multiplexes) return;
   constexpr std::int64_t spinner_pause_us = 250'000;  // continuing_waiter's
   for (const connection_info::cut_wait& cut : c.cut_waits) {
-    if (cut.lock == lock && cut.owner_hash == owners.hash(owner) && cut.owner_size == op.owner.size() &&
-        op.request_us - cut.last_attempt_us <= spinner_pause_us) [[unlikely]] {
+    if (cut.lock != lock || cut.owner_size != op.owner.size()) continue;
+    if (cut.owner_hash == owners.hash(owner) && op.request_us - cut.last_attempt_us <= spinner_pause_us) [[unlikely]] {
       c.multiplexes = true;
+      return;
     }
   }
 }
@@ -674,8 +675,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            (w.fresh_values && backoff_restarted(w, op.request_us, options.wake_window_us)) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
-           (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].multiplexes &&
-            !connections[w.conn].tried_what_it_holds) ||
+           (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].carries_tasks_side_by_side()) ||
            (tried_again_at_once(w) && !own.spins) || busy_since_single_try(w, op) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us >
@@ -727,7 +727,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     // over one client, each call with a value of its own) shows one task's new value while
     // another's single try still stands: a value tried once, never changed yet, is no
     // fresh-value poller's, and the new one begins a wait of its own.
-    if (w.attempts == 1 && !w.fresh_values && (own.multiplexes || own.tried_what_it_holds)) continue;
+    if (w.attempts == 1 && !w.fresh_values && own.carries_tasks_side_by_side()) continue;
     if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
     found = &w;
   }
