@@ -61,7 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (r.writes.size() > limits.writes) fail("more writes than the limit");
   const effect::script_effect e = effect::analyse_script(text, keys, argv, limits);
   if (e.is_lock()) {
-    if (e.lock_key < 1 || e.lock_key > keys.size()) fail("lock key out of range");
+    // A release known only by the sorted set it moves its holder's expiry in names that
+    // set, and no lock key (by_expiry_set): its lock is the count an earlier acquire named.
+    if (e.by_expiry_set() ? e.expiry_key < 1 : e.lock_key < 1) fail("lock key out of range");
+    if (e.lock_key > keys.size() || e.expiry_key > keys.size()) fail("lock key out of range");
     if (effect::argument_at(keys, argv, e.owner_argv).empty()) fail("owner out of range");
     if ((e.lease_argv != 0 && effect::argument_at(keys, argv, e.lease_argv).empty()) || e.channel_key > keys.size()) {
       fail("lease or channel out of range");
