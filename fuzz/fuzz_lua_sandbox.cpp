@@ -8,7 +8,7 @@
 //
 // Checked, beyond ASan/UBSan and libFuzzer's own timeout and RSS limit: every run ends
 // with a status; a run that returns leaves no more shadow writes than the limit; the
-// probes stay within a few dozen runs (a wall-clock bound per input), and an effect
+// probes stay within their shared budget (a wall-clock bound per input), and an effect
 // found names KEYS and ARGV positions that exist.
 #include <chrono>
 #include <cstddef>

@@ -312,6 +312,11 @@ TEST_CASE("sandbox: hostile scripts end, bounded, with a status", "[effect][sand
       {"return string.rep('x', 1e9)", {status::script_error}},
       {"return string.rep('', 1e15)", {status::script_error}},
       {"return string.find(string.rep('a', 5000), '.-.-.-.-.-b')", {status::script_error}},
+      // Only find's fourth argument says `plain`: gsub's is a count, and the pattern is checked.
+      {"return string.gsub(string.rep('a', 60), '.-.-.-.-b', '', 1)", {status::script_error}},
+      // Each call passes the cap on one call; their work is charged, and the loop stopped
+      // (by the sixth call: uncharged, the ten take about 20 ms, within the wall backstop).
+      {"for i = 1, 10 do string.find(string.rep('a', 300), '.-b') end return 1", {status::limit}},
       {"local t = setmetatable({}, {__index = function(t, k) return t[k] end}) return t[1]",
        {status::script_error, status::limit}},
       {"error({})", {status::script_error}},
@@ -331,6 +336,21 @@ TEST_CASE("sandbox: hostile scripts end, bounded, with a status", "[effect][sand
       {"return {", {status::not_lua}},
   };
   check_hostile(scripts);
+}
+
+// Each run within its limits, but hundreds of runs (every owner candidate in every holding
+// form): the probes of one script share a budget of 24 runs' instructions, then stop, and
+// the script goes to inference from the traffic as one not understood.
+TEST_CASE("effect: the probes of one script stop when their shared budget is spent", "[effect][sandbox]") {
+  const std::string text =
+      "local n = 0 for i = 1, 300000 do n = n + i end\n"
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return 1 end return 0\n";
+  const effect_call c{{"a", "b", "c"}, {"owner-1", "owner-2", "30000", "x", "y"}};
+  const auto e = effect_of(text, c);
+  INFO(e.finding);
+  CHECK_FALSE(e.is_lock());
+  CHECK(e.hit_limit);
+  CHECK(e.finding.find("spent their budget") != std::string::npos);
 }
 
 TEST_CASE("sandbox: cmsgpack and cjson refuse hostile input within the budget", "[effect][sandbox]") {

@@ -124,6 +124,9 @@ struct run_result {
   };
   std::vector<state_read> state_reads;
   std::string message;  // why, for script_error / unsupported / limit / not_lua
+  // The work the run was charged, in instructions: the VM's, and the equivalent of what
+  // C did for it (bytes allocated, sorted-set scans, pattern matching, codecs).
+  std::uint64_t executed = 0;
 };
 
 // The keys a run may have changed, as they were before it (nullopt: absent), each once,

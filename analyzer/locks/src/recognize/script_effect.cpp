@@ -2,6 +2,7 @@
 #include "recognize/script_effect.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -166,27 +167,56 @@ holding_form hash_form(std::string field) {
   return f;
 }
 
+// What all the probes of one script may spend together: a script can pass each run's
+// limits and still cost hundreds of runs (the probes try every owner candidate in every
+// holding form), so a hostile one would otherwise take seconds of the analyzer's time.
+// The instructions are the measure (the same on any machine); the wall clock is only a
+// backstop for work in C that no charge sees.
+struct probe_budget {
+  static constexpr std::uint64_t runs_of_instructions = 24;  // each run's budget, times this
+  static constexpr std::uint32_t runs_of_wall = 16;          // each run's wall limit, times this
+  explicit probe_budget(const sandbox_limits& limits)
+      : instructions_left(limits.instructions * runs_of_instructions),
+        deadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(std::uint64_t{limits.wall_ms} * runs_of_wall)) {}
+  std::uint64_t instructions_left;
+  std::chrono::steady_clock::time_point deadline;
+};
+
 class prober {
  public:
   prober(std::string_view text, std::span<const std::string_view> keys, std::vector<std::string> argv,
-         const sandbox_limits& limits)
-      : text_(text), keys_(keys.begin(), keys.end()), argv_(std::move(argv)), limits_(limits), now_ms_(clock_of(argv_)) {
+         const sandbox_limits& limits, probe_budget& budget)
+      : text_(text), keys_(keys.begin(), keys.end()), argv_(std::move(argv)), limits_(limits), budget_(budget),
+        now_ms_(clock_of(argv_)) {
     for (const std::string& a : argv_) argv_views_.emplace_back(a);
   }
 
   // A run on `state`; nullopt when the script's effect cannot be known (a command the
-  // shadow does not model, a limit, not Lua).
+  // shadow does not model, a limit, not Lua, the probes' budget spent).
   std::optional<probe_run> run(shadow_store state) {
     ++runs_;
+    const auto now = std::chrono::steady_clock::now();
+    if (budget_.instructions_left == 0 || now >= budget_.deadline) {
+      failure_ = budget_spent(runs_ - 1);
+      hit_limit_ = true;
+      return std::nullopt;
+    }
+    sandbox_limits limits = limits_;
+    limits.instructions = std::min(limits.instructions, budget_.instructions_left);
+    const auto wall_left = std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - now).count();
+    limits.wall_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(limits.wall_ms, wall_left));
     probe_run r;
     state.now_ms = now_ms_;
     r.before = state;
     std::vector<std::string_view> keys(keys_.begin(), keys_.end());
-    r.result = run_script(text_, keys, argv_views_, state, limits_);
+    r.result = run_script(text_, keys, argv_views_, state, limits);
+    budget_.instructions_left -= std::min(budget_.instructions_left, r.result.executed);
     r.after = std::move(state);
     if (r.result.outcome == run_result::status::unsupported || r.result.outcome == run_result::status::limit ||
         r.result.outcome == run_result::status::not_lua) {
-      failure_ = r.result.message;
+      const bool by_budget = r.result.outcome == run_result::status::limit &&
+                             (limits.instructions < limits_.instructions || limits.wall_ms < limits_.wall_ms);
+      failure_ = by_budget ? budget_spent(runs_) : r.result.message;
       hit_limit_ = hit_limit_ || r.result.outcome == run_result::status::limit;
       return std::nullopt;
     }
@@ -390,7 +420,12 @@ class prober {
   std::vector<std::string> keys_;
   std::vector<std::string> argv_;
   std::vector<std::string_view> argv_views_;
+  static std::string budget_spent(int runs) {
+    return "the probes of this script spent their budget (" + std::to_string(runs) + " runs)";
+  }
+
   const sandbox_limits& limits_;
+  probe_budget& budget_;
   std::int64_t now_ms_;
   std::string failure_;
   bool hit_limit_ = false;
@@ -1146,11 +1181,12 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
   // Repeated arguments are made distinct, so that a write names one position; when that
   // finds nothing, once more as sent: raised, a repeat may change what the script does
   // (a permit count equal to a limit of 1, raised above it, is always refused).
+  probe_budget budget(limits);
   std::vector<std::vector<std::string>> tries{distinct_argv(argv)};
   if (std::vector<std::string> sent(argv.begin(), argv.end()); sent != tries.front()) tries.push_back(std::move(sent));
   for (std::size_t t = 0;; ++t) {
     e = script_effect{};
-    prober p(text, keys, std::move(tries[t]), limits);
+    prober p(text, keys, std::move(tries[t]), limits, budget);
     auto absent = p.run(shadow_store{});
     if (!absent) {
       e.finding = "not understood: " + p.failure();
@@ -1163,7 +1199,7 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
       // Every probe ran and none found a lock: on a state its guards let through, a
       // counted semaphore's acquire or release?
       const std::string standard = std::move(e.finding);
-      prober guarded(text, keys, distinct_argv(argv), limits);
+      prober guarded(text, keys, distinct_argv(argv), limits, budget);
       e = script_effect{};
       if (moves_a_count(text) && try_counted_acquire(e, guarded)) break;
       e = script_effect{};
