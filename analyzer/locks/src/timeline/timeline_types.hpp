@@ -106,7 +106,10 @@ struct waiter {
   // connection (waiter_of_fresh_value), and that is not said yet: it stays listed until
   // the connection shows which it was (end_pending_cuts, waiters.hpp).
   bool cut_pending : 1 = false;
-  std::uint8_t unused_d = 0;
+  // Its latest spacing came under half the one before, none having shrunk until then: a
+  // poller's last try at its deadline, its sleep cut to the time left (note_gap).
+  bool last_gap_cut_short : 1 = false;
+  std::uint8_t unused_d : 7 = 0;
   std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
