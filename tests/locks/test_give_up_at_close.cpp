@@ -36,6 +36,26 @@ TEST_CASE("give-up at a close: a close within the poller's cadence ends its wait
   CHECK(only_close_give_up(f).wait_us == at(200) - at(10));
 }
 
+// A poller that gives up at a deadline sleeps only the time left before its last try
+// (@meta-1/nest-common's WithLock: every 100 ms, given up after 250 ms, so tries at 0,
+// 100, 200 and 250 ms): that try, its spacing cut short after steady ones, was its last,
+// and a close within its spacing after it (a process killed 101-135 ms on) only bounds it.
+TEST_CASE("give-up at a close: a poller whose last spacing was cut short after steady ones gave up at that try",
+          "[timeline][waiter][give-up][close]") {
+  SECTION("steady spacings, then one cut short") {
+    fixture f;
+    holder_then_polls(f, {10, 110, 210, 255});
+    f.timeline.on_connection_end(2, at(355));
+    CHECK(only_close_give_up(f).wait_us == at(255) + 100 - at(10));
+  }
+  SECTION("spacings that vary all along (a jittered poller): it may still be waiting") {
+    fixture f;
+    holder_then_polls(f, {10, 110, 160, 260, 300});
+    f.timeline.on_connection_end(2, at(380));
+    CHECK(only_close_give_up(f).wait_us == at(380) - at(10));
+  }
+}
+
 TEST_CASE("give-up at a close: a backing-off poller waits until its backoff's next step",
           "[timeline][waiter][give-up][close]") {
   fixture f;

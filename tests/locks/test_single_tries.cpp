@@ -87,9 +87,13 @@ TEST_CASE("single tries: a refused try, then a refusal on another lock, then a n
   release_lock(f, "orders", "holder-o", 200, 1);
   try_lock(f, "orders", "t2", 280, op_outcome::ok, 2);
   f.timeline.finish(at(5000));
+  // Said once t2, begun after it, tried again first (not at t2's first try: a wait beside
+  // t1's could have begun there).
   const recorded_event* gave_up = event_of(f.events, "gave_up", "orders", "t1");
   REQUIRE(gave_up != nullptr);
-  CHECK(gave_up->ts_us <= at(80) + 100);
+  CHECK(gave_up->ended == locks::wait_end::new_wait);
+  CHECK(gave_up->wait_us == 100);  // its one try's reply
+  CHECK(gave_up->ts_us == at(180) + 100);
   const recorded_event* won = event_of(f.events, "acquired", "orders", "t2");
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(280) + 100 - at(80));
@@ -142,21 +146,71 @@ TEST_CASE("single tries: a value refused again after another value's try on its 
   // service), each polling with a uuid of its own: a and b poll stock, x polls orders
   // between them. b's first try after a's, with x's refusal between, reads as a's single
   // try given up and the next call's wait; a's value refused again 100 ms on says both
-  // still wait side by side: from then on neither one's try ends the other's wait.
+  // still wait side by side: from then on neither one's try ends the other's wait. a's
+  // single try's give-up is not said at b's try, so a's one wait runs from its first try.
   fixture f;
   orders_and_stock_held_values_kept(f);
   three_calls_in_turn(f, 10, 410, 5, 8);
   stock_passes_to(f, "b", 460, 468);
   one_wait_on_stock(f, "b", 18, 468);
-  // a's wait runs from its value's return to its last try (its first try's give-up, read
-  // before the value came back, is not undone).
-  const recorded_event* a_stopped = nullptr;
-  for (const recorded_event& e : f.events.events) {
-    if (e.event == "gave_up" && e.lock == "stock" && e.owner == "a") a_stopped = &e;
-  }
+  REQUIRE(f.events.count("gave_up") == 2);  // a's and x's, at the capture's end
+  const recorded_event* a_stopped = event_of(f.events, "gave_up", "stock", "a");
   REQUIRE(a_stopped != nullptr);
   CHECK(a_stopped->ended != locks::wait_end::new_wait);
-  CHECK(a_stopped->wait_us >= at(410) - at(110));
+  CHECK(a_stopped->wait_us == at(410) + 100 - at(10));
+}
+
+namespace {
+
+// a tries stock once over connection 2, x is refused orders there, then b tries stock:
+// a's single try reads as given up at b's (a client on to its next task), not said yet.
+void single_try_then_another_value(fixture& f) {
+  orders_and_stock_held_values_kept(f);
+  try_lock(f, "stock", "a", 10, op_outcome::contended, 2);
+  try_lock(f, "orders", "x", 15, op_outcome::contended, 2);
+  try_lock(f, "stock", "b", 18, op_outcome::contended, 2);
+}
+
+// a's give-up, said at `said_us` as its one try's: it ended at that try's reply.
+void a_gave_up_at_its_try(const fixture& f, std::int64_t said_us) {
+  const recorded_event* a = event_of(f.events, "gave_up", "stock", "a");
+  REQUIRE(a != nullptr);
+  CHECK(a->ended == locks::wait_end::new_wait);
+  CHECK(a->wait_us == 100);
+  CHECK(a->wait_at_most_us < 0);
+  CHECK(a->ts_us == said_us);
+}
+
+}  // namespace
+
+TEST_CASE("single tries: a single try read as given up at another value's try is said at its connection's close",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  single_try_then_another_value(f);
+  f.timeline.on_connection_end(2, at(60));
+  a_gave_up_at_its_try(f, at(60));
+  const recorded_event* b = event_of(f.events, "gave_up", "stock", "b");
+  REQUIRE(b != nullptr);
+  CHECK(b->ended == locks::wait_end::connection_closed);
+}
+
+TEST_CASE("single tries: a single try read as given up at another value's try is said at its deadline",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  single_try_then_another_value(f);
+  f.timeline.advance_to(at(60'000));
+  const recorded_event* b = event_of(f.events, "gave_up", "stock", "b");
+  REQUIRE(b != nullptr);
+  CHECK(b->ended == locks::wait_end::last_attempt);
+  a_gave_up_at_its_try(f, b->ts_us);  // both found due in one pass
+}
+
+TEST_CASE("single tries: a single try read as given up at another value's try is said at the capture's end",
+          "[timeline][waiter][fresh]") {
+  fixture f;
+  single_try_then_another_value(f);
+  f.timeline.finish(at(300));
+  a_gave_up_at_its_try(f, at(300));
 }
 
 TEST_CASE("single tries: a try refused by a hold over its own connection marks the connection as carrying waits side by side",

@@ -142,6 +142,10 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
         return false;
       }
       if (capture_ending) return true;  // still waiting when the capture ended
+      if (w.cut_pending) {  // a single try read as given up at another value's, not said yet
+        report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, at, false);
+        return true;
+      }
       const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;
       if (left) {
         report_give_up(l, w, wait_end::unsubscribed, left_until(*xp(l), w), at, false);
@@ -158,8 +162,11 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
       // Redisson 3.27.2 whose pool connection closed 2.5 s later, at shutdown).
       // Nor one whose connection went on to a whole hold of another lock since its latest
       // attempt (moved_on_before_close, waiter_moved_on.hpp).
+      // Nor a poller whose last try came early, no spacing shrunk before (last_gap_cut_short): it
+      // tried once more at its deadline (@meta-1/nest-common: every 100 ms, given up after 250).
+      const bool tried_at_deadline = w.last_gap_cut_short && w.attempts >= 4 && !w.pubsub;
       const bool waited_to_close = at - w.last_attempt_us <= next_attempt_reach_us(w, options.wake_window_us) &&
-                                   !moved_on_before_close(w, c);
+                                   !moved_on_before_close(w, c) && !tried_at_deadline;
       report_give_up(l, w, wait_end::connection_closed, waited_to_close ? at : w.last_attempt_us, at, !waited_to_close);
       return true;
     };

@@ -102,8 +102,14 @@ struct waiter {
   // Its client opens a connection for each attempt (a lock held by a subscription,
   // lock_family::subscription): a connection's close does not end its wait.
   bool connection_per_attempt : 1 = false;
-  bool unused_c : 1 = false;
-  std::uint8_t unused_d = 0;
+  // Its single try was read as given up at another value's attempt on the lock over its
+  // connection (waiter_of_fresh_value), and that is not said yet: it stays listed until
+  // the connection shows which it was (end_pending_cuts, waiters.hpp).
+  bool cut_pending : 1 = false;
+  // Its latest spacing came under half the one before, none having shrunk until then: a
+  // poller's last try at its deadline, its sleep cut to the time left (note_gap).
+  bool last_gap_cut_short : 1 = false;
+  std::uint8_t unused_d : 7 = 0;
   std::uint16_t last_gap_ms = 0;     // its latest spacing, ms (note_gap)
   std::int64_t first_ttl_us = -1;    // the TTL its first attempt seen was given
   std::int64_t longest_gap_us = 0;   // the longest time between two of its attempts seen
@@ -303,6 +309,7 @@ struct connection_info {
   bool tried_what_it_holds = false;
   // Either sign of tasks side by side: a new value after a single try begins its own wait.
   bool carries_tasks_side_by_side() const noexcept { return multiplexes || tried_what_it_holds; }
+  std::uint32_t pending_cuts = 0;  // its waiters whose give-up is not said yet (waiter::cut_pending)
   // A new value at once after a single try began a new wait over it (split_at_once, until
   // that wait's next attempt), and that wait's next came at once too: a spinner
   // (waiter_of_fresh_value).

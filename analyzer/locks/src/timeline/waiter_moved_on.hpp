@@ -23,6 +23,7 @@ namespace lockscope::locks::timeline_detail {
 // wake window, is no spacing). Recorded per retry, in ms (two 16-bit fields: the waiter stays 144 bytes).
 inline void note_gap(waiter& w, std::int64_t gap_us, std::int64_t wake_window_us) {
   const auto gap_ms = static_cast<std::uint16_t>(std::clamp<std::int64_t>(gap_us / 1000, 1, 0xffff));
+  w.last_gap_cut_short = !w.gaps_shrank && w.last_gap_ms != 0 && gap_ms * 2 < w.last_gap_ms;
   if (w.last_gap_ms != 0 && gap_ms * 4 < w.last_gap_ms * 3) w.gaps_shrank = true;
   if (w.first_gap_ms == 0 && gap_us > wake_window_us / 2) w.first_gap_ms = gap_ms;
   w.last_gap_ms = gap_ms;

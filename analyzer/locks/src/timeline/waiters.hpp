@@ -51,6 +51,7 @@ inline void lock_timeline::impl::forget_waiter(lock_extra& x, const waiter& w) {
   if (!x.later_leaves.empty()) [[unlikely]] {
     std::erase_if(x.later_leaves, [&](const lock_extra::later_leave& r) { return r.seq == w.seq; });
   }
+  if (w.cut_pending) [[unlikely]] --connections[w.conn].pending_cuts;
   owners.release(w.owner);
   release_connection(w.conn);
 }
@@ -490,6 +491,7 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   // acquires: ioredfour) is its connection's waiter's, as a fresh value's is.
   waiter* w = op.owner.empty() ? nullptr : waiter_of_owner(l, owner, op);
   if (w != nullptr) {
+    if (w->cut_pending) [[unlikely]] cut_was_still_waiting(*w, op);
     w->owner_repeated = true;
     connections[w->conn].keeps_values = true;
     w->withdrawn = false;
@@ -607,7 +609,39 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
       w->unexplained_end_us = std::min(t, w->last_attempt_us + w->last_ttl_us);
     }
   }
+  if (connections[w->conn].pending_cuts != 0) [[unlikely]] w = end_pending_cuts(l, lock, *w, op);
   return w;
+}
+
+// A single try read as given up at another value's attempt (cut_pending), whose value is
+// tried again over its connection before any wait begun after it there tried again: it
+// was still waiting, and the connection carries waits side by side (as
+// note_value_back_beside_another finds once a cut was said).
+inline void lock_timeline::impl::cut_was_still_waiting(waiter& w, const lock_operation& op) {
+  w.cut_pending = false;
+  connection_info& c = connections[w.conn];
+  --c.pending_cuts;
+  if (w.conn == conn_index(op)) c.multiplexes = true;
+}
+
+// `w`'s retry over its connection, where single tries are listed as given up unsaid
+// (cut_pending): a wait that began after such a try (a later seq) tried again before it,
+// so that try's value had stopped, at its refusal (the give-up said now). Returns `w`
+// again (the removals move the records).
+inline waiter* lock_timeline::impl::end_pending_cuts(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op) {
+  const std::uint64_t seq = w.seq;
+  const std::uint32_t conn = w.conn;
+  for (bool again = true; again;) {
+    again = false;
+    for (waiter& v : xp(l)->waiters) {
+      if (v.cut_pending && v.conn == conn && v.seq < seq) {
+        give_up(l, lock, &v, wait_end::new_wait, v.last_attempt_us, op.at_us());
+        again = true;
+        break;
+      }
+    }
+  }
+  return xp(l)->waiters.find_seq(seq);
 }
 
 // A client that sends a new random value on every attempt (simple-redis-mutex, a
@@ -711,7 +745,7 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   bool any_stopped = false;
   waiter* found = nullptr;
   for (waiter& w : xp(l)->waiters) {
-    if (w.connection != op.connection) continue;
+    if (w.connection != op.connection || w.cut_pending) continue;
     // A stable owner's wait shares the connection with this new value's, unless the new
     // value comes at the waiter's own cadence with nothing else between on the connection
     // (value_redrawn_at_cadence), or is its next round (next_round, above).
@@ -737,11 +771,20 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
       again = false;
       for (waiter& w : xp(l)->waiters) {
         if (w.connection == op.connection && (w.fresh_values || w.withdrawn || w.attempts == 1) && w.seq != keep &&
-            stopped(w)) {
+            !w.cut_pending && stopped(w)) {
           // A poller's cadence bounds when it stopped; a single try stopped at its refusal.
           if (tried_again_at_once(w) && !own.spins) own.split_at_once = true;
           const auto value_size = static_cast<std::uint32_t>(owners.text(w.owner).size());
           own.cut_waits[own.next_cut_wait++ % own.cut_waits.size()] = {lock, value_size, owners.hash(w.owner), w.last_attempt_us};
+          // A single try of a value kept over its attempts may be one of several waits the
+          // connection carries side by side, each polling in turn: said only once the
+          // connection shows which (its value back: still waiting; a later wait's retry
+          // there first, its close, its deadline or the capture's end: it had stopped).
+          if (w.attempts == 1 && !w.fresh_values && !w.withdrawn) {
+            w.cut_pending = true;
+            ++connections[w.conn].pending_cuts;
+            continue;
+          }
           give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us(), w.attempts >= 2 && w.longest_gap_us > 0);
           again = true;
           break;
@@ -850,6 +893,11 @@ inline void lock_timeline::impl::give_up_stopped_pollers(std::int64_t end_us) {
     remove_waiters(
         *xp(l),
         [&](const waiter& w) {
+          if (w.cut_pending) {  // its end not said yet: at its refusal
+            report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, end_us, false);
+            unlist_wait(w.conn, id);
+            return true;
+          }
           if (w.pubsub || w.sub_connection != 0 || w.longest_gap_us <= 0) return false;
           if (w.last_attempt_us + next_attempt_reach_us(w, options.wake_window_us) >= end_us) return false;
           report_give_up(l, w, wait_end::next_attempt_missed, w.last_attempt_us, end_us, true);
@@ -869,6 +917,11 @@ inline void lock_timeline::impl::give_up_due_waiters(lock_state& l, std::uint32_
       *xp(l),
       [&](const waiter& w) {
         if (w.deadline_us < 0 || w.deadline_us > at) return false;
+        if (w.cut_pending) [[unlikely]] {
+          report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, at, false);
+          unlist_wait(w.conn, lock);
+          return true;
+        }
         const bool left = left_waiter(w);
         const wait_end how = left ? wait_end::unsubscribed : wait_end::last_attempt;
         report_give_up(l, w, how, left ? left_until(*xp(l), w) : w.last_attempt_us, at, how == wait_end::last_attempt);
