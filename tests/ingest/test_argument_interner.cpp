@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -247,6 +248,35 @@ TEST_CASE("session: interned arguments give the same exchanges as copies", "[ses
   few.max_pending = 3;
   few.max_pending_bytes = 2000;  // the limits count an interned argument as a copy
   check_same(client, server, few, small);
+}
+
+TEST_CASE("session: an interned argument at any position, among any others, gives the same arguments as copies",
+          "[session][interner]") {
+  // Whole commands of 1 to 9 arguments, the first long one (interned from its second
+  // sighting) at any position, the others short or long, empty or not: the arguments
+  // before it and after it (which the copy moves back by its length) come out as sent.
+  std::mt19937_64 random(43);
+  std::string client, server;
+  const std::array<std::string, 3> long_ones = {std::string(64, 'L'), std::string(300, 'M') + "x", seed_acquire_script};
+  for (int k = 0; k < 400; ++k) {
+    const std::size_t count = 1 + random() % 9;
+    const std::size_t at = random() % count;
+    std::vector<std::string> args;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i == at) {
+        args.push_back(long_ones[random() % long_ones.size()]);
+      } else if (i > at && random() % 4 == 0) {
+        args.push_back(std::string(64 + random() % 100, static_cast<char>('a' + i)));  // long too: copied
+      } else {
+        args.push_back(std::string(random() % 20, static_cast<char>('A' + i)) + std::to_string(k));
+      }
+    }
+    if (at != 0) args[0] = "GET" + std::to_string(k % 3);  // a name (not one that carries secrets)
+    client += "*" + std::to_string(count) + "\r\n";
+    for (const std::string& a : args) client += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    server += "$-1\r\n";
+  }
+  CHECK(check_same(client, server) > 300);
 }
 
 TEST_CASE("session: many distinct long arguments, pipelined, keep the interner bounded", "[session][interner]") {

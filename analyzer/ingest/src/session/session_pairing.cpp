@@ -204,14 +204,24 @@ std::size_t resp_session::whole_command::assign(std::string_view frame, std::spa
   count_ = count;
   std::string_view* const to = arguments_.data();
   std::size_t values = 0;
-  for (std::size_t k = 0; k < count; ++k) {
+  // Arguments before the interned one keep their offsets, those after it moved back by
+  // its length (with none interned, every argument is before it: count).
+  const std::size_t split = interned_ != nullptr ? interned_argument_ : count;
+  const char* const moved = bytes - cut;
+  for (std::size_t k = 0; k < split; ++k) {
     const std::string_view e = elements[k];
-    const std::size_t at = static_cast<std::size_t>(e.data() - frame.data());
-    // Arguments after the cut moved back by its length (the interned one is set below).
-    to[k] = std::string_view(bytes + at - (at > cut_at ? cut : 0), e.size());
+    to[k] = std::string_view(bytes + (e.data() - frame.data()), e.size());
     values += e.size();
   }
-  if (interned_ != nullptr) to[interned_argument_] = interned_->text();
+  if (interned_ != nullptr) {
+    to[split] = interned_->text();
+    values += cut;
+    for (std::size_t k = split + 1; k < count; ++k) {
+      const std::string_view e = elements[k];
+      to[k] = std::string_view(moved + (e.data() - frame.data()), e.size());
+      values += e.size();
+    }
+  }
   // An array node, a node per element, and their text.
   footprint_ = (count + 1) * sizeof(message_node) + values;
   return grown;

@@ -28,6 +28,12 @@ void operation_batch::on_operation(const lock_operation& op) {
   // Viewed where they are copied to: text_ does not move while they are held.
   char* out = text_.get() + text_size_;
   for_each_operation_text(held, [&](std::string_view& f) {
+    // Most of the fields are empty (an acquire names no channel, message, redirect or
+    // client name): viewed in place as a copy would view them, without the copy's tests.
+    if (f.empty()) {
+      f = std::string_view(out, 0);
+      return;
+    }
     const char* at = out;
     out = ingest::copy_bytes(out, f);
     f = std::string_view(at, f.size());
