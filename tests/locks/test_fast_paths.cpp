@@ -11,7 +11,9 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,6 +25,7 @@
 #include "lockscope/locks/lock_report.hpp"
 #include "lockscope/ingest/short_bytes.hpp"
 #include "lockscope/lock/scripts.hpp"
+#include "timeline/lock_store.hpp"
 #include "timeline/text_interner.hpp"
 #include "timeline/timer_queue.hpp"
 
@@ -718,4 +721,28 @@ TEST_CASE("lock_groups: a one-key set opened again at its closed record's time e
       return e.event == "multilock";
     }));
   }
+}
+
+TEST_CASE("lock_store: every lock's scope and name read back as added, whatever their sizes", "[fast]") {
+  // A row's varints and name are written inline (no memcpy call): names of every length
+  // around the copy's steps (4, 8, 128 bytes) and beyond, scopes of one to three varint bytes.
+  locks::timeline_detail::lock_store store;
+  std::mt19937 rng(29);
+  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::string>> added;
+  for (std::size_t size = 0; size <= 300; ++size) {
+    for (const std::uint32_t scope : {0u, 127u, 128u, 16383u, 16384u, 70000u}) {
+      std::string name(size, '\0');
+      for (char& c : name) c = static_cast<char>('a' + rng() % 26);
+      const std::uint32_t id = store.add(scope, name);
+      REQUIRE(id != locks::timeline_detail::no_id);
+      added.emplace_back(id, scope, std::move(name));
+    }
+  }
+  for (const auto& [id, scope, name] : added) {
+    const auto row = locks::timeline_detail::lock_store::identity_of(store[id]);
+    REQUIRE(row.scope == scope);
+    REQUIRE(row.name == name);
+  }
+  CHECK(store.size() == added.size());
+  CHECK(store.longest_name() == 300);
 }

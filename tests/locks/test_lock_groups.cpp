@@ -109,6 +109,29 @@ TEST_CASE("lock_groups: a single server's lock is no group: the window ends an a
   CHECK(g.events.count("quorum") == 0);
 }
 
+// Re-entries and the other events that are neither tries nor news of a hold take a short
+// path of their own (most of an uncontended load's events): it still moves the groups'
+// clock, so what the window ended is reported before the event, not after it.
+TEST_CASE("lock_groups: an event that is neither a try nor news of a hold still ends what the window closed", "[groups]") {
+  locks::group_options o;
+  o.window_us = 50'000;
+  group_fixture f(o);
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::acquired, "X", 0, s);  // learn the servers
+  for (const char* s : {s1, s2, s3}) f.event(lock_event_kind::released, "X", 1, s);
+  f.event(lock_event_kind::acquired, "R1", 10, s1);
+  f.event(lock_event_kind::acquired, "R1", 10.5, s2);  // 2 of 3 answered: the attempt stays open
+  const std::size_t before = f.events.events.size();
+  f.event(lock_event_kind::reentered, "Y", 200, s1, "other");  // past the window
+  REQUIRE(f.events.events.size() >= before + 2);
+  const recorded_event& closed = f.events.events[before];
+  CHECK(closed.event == "quorum");
+  CHECK(closed.owner == "R1");
+  CHECK(closed.acquired == 2);
+  CHECK(closed.total == 3);
+  CHECK(f.events.events.back().event == "reentered");
+  CHECK(f.events.events.back().lock == "other");
+}
+
 TEST_CASE("lock_groups: Redisson owners (one UUID per server's client) group by client IP and thread", "[groups]") {
   group_fixture f;
   f.event(lock_event_kind::acquired, "497be9fd-4504-4456-ab1c-5208f3f327a0:1", 0, s1, "red:job", "127.0.0.1:1");

@@ -302,3 +302,66 @@ TEST_CASE("interner: ids of viewed texts are stored only when kept past the coll
     CHECK(freed_viewed > 1000);
   }
 }
+
+// id() compares a text with the last id's text, kept beside it: that copy of the view must
+// follow the text wherever it moves (a viewed text stored at the collect, a compaction),
+// or a caller's buffer reused for another text of the same length reads as the last id.
+TEST_CASE("interner: the last id's text follows it when a viewed text is stored or texts are compacted", "[interner]") {
+  SECTION("a viewed text kept past the collect, its buffer then holding another owner") {
+    interner owners;
+    const std::string first(39, 'a'), second(39, 'b');
+    owners.id(std::string(39, 'z'));  // left unreferenced: freed, so the next new text is viewed
+    owners.collect();
+    std::string buffer = first;  // an operation's own bytes
+    const std::uint32_t kept = owners.id_of_view(buffer);
+    owners.retain(kept);
+    owners.collect();  // stored now; the operation's buffer is reused
+    buffer = second;
+    const std::uint32_t other = owners.id(buffer);
+    CHECK(other != kept);
+    CHECK(owners.text(other) == second);
+    CHECK(owners.text(kept) == first);
+    CHECK(owners.id(first) == kept);
+  }
+  SECTION("random owners of one length, views whose buffers are rewritten, compactions") {
+    std::mt19937 random(53);
+    interner owners(64);  // compacts whenever 64 dead bytes outweigh the live ones
+    std::vector<std::string> pool;
+    for (char c : std::string("abcdef")) pool.emplace_back(39, c);
+    std::map<std::string, std::pair<std::uint32_t, int>> live;  // text -> (id, references)
+    std::vector<std::unique_ptr<std::string>> views;
+    for (int step = 0; step < 40'000; ++step) {
+      const unsigned op = static_cast<unsigned>(random() % 10);
+      const std::string& s = pool[random() % pool.size()];
+      if (op < 6) {
+        std::uint32_t id = 0;
+        if (op < 3) {
+          views.push_back(std::make_unique<std::string>(s));
+          id = owners.id_of_view(*views.back());
+        } else {
+          id = owners.id(s);
+        }
+        REQUIRE(owners.text(id) == s);
+        if (const auto it = live.find(s); it != live.end()) REQUIRE(it->second.first == id);
+        for (const auto& [text, e] : live) REQUIRE((text == s || e.first != id));
+        if (random() % 2 == 0) {
+          owners.retain(id);
+          auto& e = live[s];
+          e.first = id;
+          ++e.second;
+        }
+      } else if (op < 8 && !live.empty()) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(random() % live.size()));
+        owners.release(it->second.first);
+        if (--it->second.second == 0) live.erase(it);
+      } else {
+        owners.collect();
+        // The operations' buffers reused: each now holds another owner of the same length.
+        for (auto& v : views) *v = pool[random() % pool.size()];
+        views.clear();
+        for (const auto& [text, e] : live) REQUIRE(owners.text(e.first) == text);
+      }
+    }
+  }
+}

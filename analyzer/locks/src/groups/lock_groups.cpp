@@ -1570,7 +1570,36 @@ struct lock_groups::impl {
     return other;
   }
 
+  // An event that is neither a try nor news of a hold (a re-entry, a subscription: most
+  // of an uncontended load's) takes a path of its own, in a small frame: it paid the
+  // register saves of the whole function.
   void on_event(const lock_event& e) {
+    if (!is_try(e.event) && !hold_news(e.event)) {
+      on_other_event(e);
+      return;
+    }
+    on_try_or_hold_news(e);
+  }
+  static bool hold_news(lock_event_kind k) noexcept {
+    return is_release(k) || k == lock_event_kind::expired || k == lock_event_kind::renewed ||
+           k == lock_event_kind::renew_failed || k == lock_event_kind::partially_released;
+  }
+  // on_try_or_hold_news's steps for an event that is neither.
+  void on_other_event(const lock_event& e) {
+    grouped_event = nullptr;
+    handling(e);
+    advance(e.ts_us, false);
+    if (e.group == nullptr && !e.owner.empty() && e.event != lock_event_kind::anomaly) {
+      const std::size_t known = servers.size();
+      server_id(e.server);
+      if (servers.size() >= 2 && known == 1) [[unlikely]] {
+        replay_recent_tries(e.ts_us);
+        handling(e);
+      }
+    }
+    next.on_event(e);
+  }
+  [[gnu::noinline]] void on_try_or_hold_news(const lock_event& e) {
     grouped_event = nullptr;
     handling(e);
     advance(e.ts_us, false);
@@ -1611,9 +1640,7 @@ struct lock_groups::impl {
       if (!quorums && !shared) remember_try(e);
       return;
     }
-    const bool relevant = is_release(e.event) || e.event == lock_event_kind::expired ||
-                          e.event == lock_event_kind::renewed || e.event == lock_event_kind::renew_failed ||
-                          e.event == lock_event_kind::partially_released;
+    const bool relevant = hold_news(e.event);
     if (relevant) {
       // The owner has moved on from its attempt on this key.
       if (!attempts.empty()) {

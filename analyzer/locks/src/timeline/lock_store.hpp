@@ -175,8 +175,12 @@ class lock_store {
     const auto id = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.used);
     char* at = b.bytes + b.used;
     new (at) lock_state{};
-    std::memcpy(at + sizeof(lock_state), prefix, prefix_size);
-    std::memcpy(at + sizeof(lock_state) + prefix_size, name.data(), name.size());
+    // The varints written again where they go, and the name copied inline: two memcpy
+    // calls of a few bytes were a sixth of a new lock's cost here.
+    char* text = at + sizeof(lock_state);
+    text += put_varint(text, scope);
+    text += put_varint(text, name.size());
+    ingest::copy_bytes(text, name);
     b.used += size;
     ++count_;
     longest_name_ = std::max(longest_name_, name.size());
