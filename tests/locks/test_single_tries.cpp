@@ -65,6 +65,16 @@ const recorded_event* event_of(const event_recorder& rec, std::string_view name,
   return nullptr;
 }
 
+// `owner`'s give-up on `lock`, said at `said_us` as its one try's: it ended at that try's reply.
+void gave_up_at_its_try(const fixture& f, std::string_view lock, std::string_view owner, std::int64_t said_us) {
+  const recorded_event* e = event_of(f.events, "gave_up", lock, owner);
+  REQUIRE(e != nullptr);
+  CHECK(e->ended == locks::wait_end::new_wait);
+  CHECK(e->wait_us == 100);
+  CHECK(e->wait_at_most_us < 0);
+  CHECK(e->ts_us == said_us);
+}
+
 // `winner` took stock at `taken_ms` after one wait from its first try at `first_ms`,
 // never given up.
 void one_wait_on_stock(const fixture& f, std::string_view winner, double first_ms, double taken_ms) {
@@ -89,11 +99,7 @@ TEST_CASE("single tries: a refused try, then a refusal on another lock, then a n
   f.timeline.finish(at(5000));
   // Said once t2, begun after it, tried again first (not at t2's first try: a wait beside
   // t1's could have begun there).
-  const recorded_event* gave_up = event_of(f.events, "gave_up", "orders", "t1");
-  REQUIRE(gave_up != nullptr);
-  CHECK(gave_up->ended == locks::wait_end::new_wait);
-  CHECK(gave_up->wait_us == 100);  // its one try's reply
-  CHECK(gave_up->ts_us == at(180) + 100);
+  gave_up_at_its_try(f, "orders", "t1", at(180) + 100);
   const recorded_event* won = event_of(f.events, "acquired", "orders", "t2");
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(280) + 100 - at(80));
@@ -171,16 +177,6 @@ void single_try_then_another_value(fixture& f) {
   try_lock(f, "stock", "b", 18, op_outcome::contended, 2);
 }
 
-// a's give-up, said at `said_us` as its one try's: it ended at that try's reply.
-void a_gave_up_at_its_try(const fixture& f, std::int64_t said_us) {
-  const recorded_event* a = event_of(f.events, "gave_up", "stock", "a");
-  REQUIRE(a != nullptr);
-  CHECK(a->ended == locks::wait_end::new_wait);
-  CHECK(a->wait_us == 100);
-  CHECK(a->wait_at_most_us < 0);
-  CHECK(a->ts_us == said_us);
-}
-
 }  // namespace
 
 TEST_CASE("single tries: a single try read as given up at another value's try is said at its connection's close",
@@ -188,7 +184,7 @@ TEST_CASE("single tries: a single try read as given up at another value's try is
   fixture f;
   single_try_then_another_value(f);
   f.timeline.on_connection_end(2, at(60));
-  a_gave_up_at_its_try(f, at(60));
+  gave_up_at_its_try(f, "stock", "a", at(60));
   const recorded_event* b = event_of(f.events, "gave_up", "stock", "b");
   REQUIRE(b != nullptr);
   CHECK(b->ended == locks::wait_end::connection_closed);
@@ -202,7 +198,7 @@ TEST_CASE("single tries: a single try read as given up at another value's try is
   const recorded_event* b = event_of(f.events, "gave_up", "stock", "b");
   REQUIRE(b != nullptr);
   CHECK(b->ended == locks::wait_end::last_attempt);
-  a_gave_up_at_its_try(f, b->ts_us);  // both found due in one pass
+  gave_up_at_its_try(f, "stock", "a", b->ts_us);  // both found due in one pass
 }
 
 TEST_CASE("single tries: a single try read as given up at another value's try is said at the capture's end",
@@ -210,7 +206,7 @@ TEST_CASE("single tries: a single try read as given up at another value's try is
   fixture f;
   single_try_then_another_value(f);
   f.timeline.finish(at(300));
-  a_gave_up_at_its_try(f, at(300));
+  gave_up_at_its_try(f, "stock", "a", at(300));
 }
 
 TEST_CASE("single tries: a try refused by a hold over its own connection marks the connection as carrying waits side by side",
@@ -226,4 +222,32 @@ TEST_CASE("single tries: a try refused by a hold over its own connection marks t
   three_calls_in_turn(f, 8, 308, 4, 12);
   stock_passes_to(f, "a", 330, 335);
   one_wait_on_stock(f, "a", 8, 335);
+}
+
+TEST_CASE("single tries: while a single try on another lock is held as cut, a new value after a single try is a wait of its own",
+          "[timeline][waiter][fresh]") {
+  // A new connection's first burst (@meta-1/nest-common's WithLock, three calls queued
+  // while it connected): a tries stock, y orders, b stock at once (a's single try held as
+  // cut at b's). 25 ms on, w, the next call, tries orders: y's single try is held too, not
+  // joined with w as a fresh value's retry. w's retry first says y had stopped, at its try;
+  // a's value back says a still waits beside b.
+  fixture f;
+  try_lock(f, "orders", "holder-o", 0, op_outcome::ok, 1);
+  try_lock(f, "stock", "holder-s", 1, op_outcome::ok, 1);
+  try_lock(f, "stock", "a", 10, op_outcome::contended, 3);
+  try_lock(f, "orders", "y", 10.2, op_outcome::contended, 3);
+  try_lock(f, "stock", "b", 10.4, op_outcome::contended, 3);
+  try_lock(f, "orders", "w", 35, op_outcome::contended, 3);
+  try_lock(f, "orders", "w", 85, op_outcome::contended, 3);
+  try_lock(f, "stock", "a", 110, op_outcome::contended, 3);
+  release_lock(f, "orders", "holder-o", 120, 1);
+  try_lock(f, "orders", "w", 135, op_outcome::ok, 3);
+  f.timeline.finish(at(5000));
+  gave_up_at_its_try(f, "orders", "y", at(85) + 100);
+  const recorded_event* won = event_of(f.events, "acquired", "orders", "w");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(135) + 100 - at(35));
+  const recorded_event* a = event_of(f.events, "gave_up", "stock", "a");  // one wait, stopped by the end
+  REQUIRE(a != nullptr);
+  CHECK(a->wait_us == at(110) + 100 - at(10));
 }

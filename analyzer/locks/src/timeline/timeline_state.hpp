@@ -383,6 +383,7 @@ struct lock_timeline::impl {
   void note_refused_by_own_hold(lock_state& l, std::uint32_t owner, std::uint32_t conn);
   void cut_was_still_waiting(waiter& w, const lock_operation& op);
   waiter* end_pending_cuts(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op);
+  bool tried_beside_held_cut(std::uint32_t lock, const waiter& w, std::int64_t at_once_us);
   waiter* waiter_of_owner(lock_state& l, std::uint32_t owner, const lock_operation& op);
   waiter* waiter_of_fresh_value(lock_state& l, std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_side_by_side_waits(const waiter& w, std::uint32_t lock);  // waiter_moved_on.hpp

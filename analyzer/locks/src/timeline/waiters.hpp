@@ -644,6 +644,23 @@ inline waiter* lock_timeline::impl::end_pending_cuts(lock_state& l, std::uint32_
   return xp(l)->waiters.find_seq(seq);
 }
 
+// Whether the single try `w` (on `lock`) came at once after a single try on another lock
+// over its connection that is held as cut (cut_pending): one burst of several calls' first
+// tries. Scans only when the connection holds any (rare).
+inline bool lock_timeline::impl::tried_beside_held_cut(std::uint32_t lock, const waiter& w, std::int64_t at_once_us) {
+  const connection_info& c = connections[w.conn];
+  if (c.pending_cuts == 0) return false;
+  for (const std::uint32_t other : c.waits) {
+    if (other == lock || !has_extra(locks[other])) continue;
+    for (const waiter& v : xp(locks[other])->waiters) {
+      if (v.cut_pending && v.conn == w.conn && w.first_us >= v.last_attempt_us && w.first_us - v.last_attempt_us <= at_once_us) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // A client that sends a new random value on every attempt (simple-redis-mutex, a
 // SET NX poller whose value is a timestamp, warlock's optimistic lock) shows a new owner
 // each time: its attempts are still one wait. So does one that draws its value at each
@@ -763,6 +780,19 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     // fresh-value poller's, and the new one begins a wait of its own.
     if (w.attempts == 1 && !w.fresh_values && own.carries_tasks_side_by_side()) continue;
     if (found != nullptr || op.request_us < w.last_attempt_us) return nullptr;
+    // Nor one sent at once after a single try on another lock there that is held as cut
+    // (cut_pending: it may still wait beside the value that came at once after it): several
+    // calls' first tries in one burst, tasks side by side as likely as one task's tries on
+    // several locks (@meta-1/nest-common: a new child's connection tries stock, orders and
+    // stock again, three calls queued while it connected, then the next call's uuid on
+    // orders). This try is held the same way, and the new value begins a wait of its own;
+    // the connection shows which it was (that wait's retry first: given up at its try; its
+    // value back: one wait, side by side).
+    if (w.attempts == 1 && !w.fresh_values && !w.withdrawn && tried_beside_held_cut(lock, w, at_once_us)) {
+      w.cut_pending = true;
+      ++connections[w.conn].pending_cuts;
+      continue;
+    }
     found = &w;
   }
   if (any_stopped) {
