@@ -39,7 +39,7 @@ struct lock_timeline::impl {
   lock_event_sink& sink;
   interner owners;
   interner texts;                     // "ip:port"
-  id_table lock_ids;
+  id_table lock_ids{id_table::growth::by_half};
   lock_store locks;
   holder_pool pool;                   // first holders of held locks
   timer_queue timers;
