@@ -12,8 +12,10 @@ namespace lockscope::locks {
 
 // Queues the lock's next timed event unless an earlier entry is already queued (a
 // later deadline is found when that entry fires: renewals push nothing).
-inline void lock_timeline::impl::schedule(std::uint32_t id) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::schedule(std::uint32_t id) { schedule(id, locks[id]); }
+
+// schedule(id) with the lock's row, `l`, at hand (a handler's, found once per operation).
+inline void lock_timeline::impl::schedule(std::uint32_t id, lock_state& l) {
   std::int64_t next = -1;
   auto consider = [&](std::int64_t t) {
     if (t < 0) return;
@@ -45,16 +47,18 @@ inline void lock_timeline::impl::schedule(std::uint32_t id) {
 // every other deadline (schedule() keeps it so, and fire() calls it), so it is enough
 // to queue `t` when it comes first.
 inline void lock_timeline::impl::schedule_at(std::uint32_t id, std::int64_t t) {
+  if (t >= 0) schedule_at(id, locks[id], t);
+}
+
+inline void lock_timeline::impl::schedule_at(std::uint32_t id, lock_state& l, std::int64_t t) {
   if (t < 0) return;
-  lock_state& l = locks[id];
   t = std::max(t, now);
   if (l.queued_us >= 0 && l.queued_us <= t) return;
   l.queued_us = t;
   timers.push(timer{t, id});
 }
 
-inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::fire(std::uint32_t id, lock_state& l, std::int64_t at) {
   l.queued_us = -1;
   // Expiries first (in deadline order), then long holds, then idleness.
   for (bool again = true; again;) {
@@ -102,15 +106,16 @@ inline void lock_timeline::impl::fire(std::uint32_t id, std::int64_t at) {
             {anomaly_finding::idle_while_subscribed_waiter_waits}, false, x.free_since_us,
             ts - x.free_since_us);
   }
-  schedule(id);
+  schedule(id, l);
 }
 
 [[gnu::always_inline]] inline void lock_timeline::impl::advance(std::int64_t to) {
   for (timer t; timers.pop_due(to, t);) {
-    if (locks[t.lock].queued_us != t.at_us) continue;  // superseded by an earlier entry
+    lock_state& l = locks[t.lock];
+    if (l.queued_us != t.at_us) continue;  // superseded by an earlier entry
     report_overlaps(t.at_us);
     if (t.at_us > now) now = t.at_us;
-    fire(t.lock, t.at_us);
+    fire(t.lock, l, t.at_us);
   }
   if (!suspected_overlaps.empty()) report_overlaps(to);
   if (to > now) now = to;

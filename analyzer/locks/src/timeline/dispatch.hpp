@@ -158,34 +158,35 @@ inline void lock_timeline::impl::handle(const lock_operation& op, const announce
     on_permit_operation(id, op);
     return;
   }
+  lock_state& l = locks[id];  // the row the handlers below are given
   const bool answered_by_key = op.reply_us > op.request_us &&
                                (op.outcome == op_outcome::ok || op.outcome == op_outcome::partial) &&
                                (plain || op.kind == lock_op_kind::renew || op.kind == lock_op_kind::unlock);
-  const shielded_deadline shielded = answered_by_key ? shield_answering_holder(id, op, at, plain) : shielded_deadline{};
+  const shielded_deadline shielded = answered_by_key ? shield_answering_holder(l, op, at, plain) : shielded_deadline{};
   advance(at);
   // (MultiLock/RedLock waits: group_waits.hpp; lock operations only once two servers were seen.)
   if (!plain && (op.kind == lock_op_kind::subscribe || op.kind == lock_op_kind::message ||
                  (scopes.size() >= 2 && (op.kind == lock_op_kind::acquire || op.kind == lock_op_kind::unlock)))) {
     group_thread_acted(canon(where), op);
   }
-  dispatch(id, op, plain);
-  if (shielded.owner != no_id) unshield(id, shielded, at);
+  dispatch(id, l, op, plain);
+  if (shielded.owner != no_id) unshield(id, l, shielded, at);
 }
 
-[[gnu::always_inline]] inline void lock_timeline::impl::dispatch(std::uint32_t id, const lock_operation& op, bool plain) {
+[[gnu::always_inline]] inline void lock_timeline::impl::dispatch(std::uint32_t id, lock_state& l, const lock_operation& op, bool plain) {
   if (op.outcome == op_outcome::redirected) {
     on_redirect(id, op);
     return;
   }
   if (plain) {
-    on_plain(id, op);
+    on_plain(id, l, op);
     return;
   }
   switch (op.kind) {
-    case lock_op_kind::acquire: on_acquire(id, op); break;
-    case lock_op_kind::unlock: on_unlock(id, op); break;
-    case lock_op_kind::renew: on_renew(id, op); break;
-    case lock_op_kind::force_unlock: on_force_unlock(id, op); break;
+    case lock_op_kind::acquire: on_acquire(id, l, op); break;
+    case lock_op_kind::unlock: on_unlock(id, l, op); break;
+    case lock_op_kind::renew: on_renew(id, l, op); break;
+    case lock_op_kind::force_unlock: on_force_unlock(id, l, op); break;
     case lock_op_kind::subscribe: on_subscribe(id, op); break;
     case lock_op_kind::unsubscribe: on_unsubscribe(id, op); break;
     case lock_op_kind::message: on_message(id, op); break;

@@ -50,7 +50,7 @@ void lock_timeline::impl::forget_idle_locks() {
     named.insert(c.waits.begin(), c.waits.end());
   }
   lock_store kept;
-  id_table kept_ids;
+  id_table kept_ids{id_table::growth::by_half};
   stable_vector<lock_side> kept_sides;
   stable_vector<lock_extra> kept_extras;
   std::vector<std::pair<std::uint32_t, std::int64_t>> kept_expired;

@@ -191,8 +191,8 @@ inline std::uint32_t lock_timeline::impl::last_owner_on(std::uint32_t conn, std:
   return no_id;
 }
 
-inline auto lock_timeline::impl::shield_answering_holder(std::uint32_t id, const lock_operation& op, std::int64_t at, bool plain) -> shielded_deadline {
-  lock_state& l = locks[id];
+inline auto lock_timeline::impl::shield_answering_holder(lock_state& l, const lock_operation& op, std::int64_t at, bool plain)
+    -> shielded_deadline {
   const auto due_in_reply = [&](const holder& h) { return h.deadline_us >= op.request_us && h.deadline_us <= at; };
   holder* answering = nullptr;
   if (plain) {
@@ -208,11 +208,11 @@ inline auto lock_timeline::impl::shield_answering_holder(std::uint32_t id, const
   return s;
 }
 
-inline void lock_timeline::impl::unshield(std::uint32_t id, const shielded_deadline& s, std::int64_t at) {
-  holder* h = find_holder(locks[id], s.owner);
+inline void lock_timeline::impl::unshield(std::uint32_t id, lock_state& l, const shielded_deadline& s, std::int64_t at) {
+  holder* h = find_holder(l, s.owner);
   if (h == nullptr || h->deadline_us != at + 1) return;
   h->deadline_us = s.deadline_us;
-  schedule_at(id, s.deadline_us);
+  schedule_at(id, l, s.deadline_us);
 }
 
 }  // namespace lockscope::locks

@@ -10,8 +10,7 @@
 
 namespace lockscope::locks {
 
-inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operation& op) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::on_acquire(std::uint32_t id, lock_state& l, const lock_operation& op) {
   const std::uint32_t conn = conn_index(op);
   attempt_follows_own_refusal = connections[conn].refused_lock == id && !connections[conn].refusal_cleaned;
   attempt_follows_other_refusal = connections[conn].refused_lock != no_id && connections[conn].refused_lock != id &&
@@ -25,7 +24,7 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
   if (has_extra(l) || op.outcome == op_outcome::contended) client = client_key(owner, op.connection);
   if (has_extra(l)) attribute_wakes(*xp(l), client, op.request_us);
   if (op.outcome == op_outcome::contended) {
-    on_contended(id, op, owner, conn, client);
+    on_contended(id, l, op, owner, conn, client);
     return;
   }
   if (op.outcome == op_outcome::abandoned) {
@@ -38,17 +37,16 @@ inline void lock_timeline::impl::on_acquire(std::uint32_t id, const lock_operati
   if (holder* h = find_holder(l, owner); h != nullptr && !op.shared && op.family != lock_family::setnx &&
                                          op.family != lock_family::set_based && op.family != lock_family::subscription &&
                                          op.family != lock_family::redlock_multi) {
-    on_reentered(id, op, *h);
+    on_reentered(id, l, op, *h);
     return;
   }
-  if (!op.shared) check_other_holders(id, op, owner, conn);
-  on_acquired(id, op, owner, conn, client);
+  if (!op.shared) check_other_holders(id, l, op, owner, conn);
+  on_acquired(id, l, op, owner, conn, client);
 }
 
 // A failed attempt: a new waiter, or the next attempt of one already waiting.
-inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
+inline void lock_timeline::impl::on_contended(std::uint32_t id, lock_state& l, const lock_operation& op, std::uint32_t owner,
                                              std::uint32_t conn, std::uint64_t client) {
-  lock_state& l = locks[id];
   const std::int64_t at = op.at_us();
   note_refused_by_own_hold(l, owner, conn);
   waiter* w = continuing_waiter(l, id, owner, op);
@@ -107,27 +105,25 @@ inline void lock_timeline::impl::on_contended(std::uint32_t id, const lock_opera
   connections[conn].refused_sequence = op.connection_sequence;
   connections[conn].refusal_cleaned = false;
   // While the lock is held, only this waiter's deadline changed: no scan of the others.
-  if (has_holder(l)) schedule_at(id, w->deadline_us);
-  else schedule(id);
+  if (has_holder(l)) schedule_at(id, l, w->deadline_us);
+  else schedule(id, l);
 }
 
-inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_operation& op, holder& h) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::on_reentered(std::uint32_t id, lock_state& l, const lock_operation& op, holder& h) {
   h.reenter();
   if (op.lease_ms >= 0) h.set_lease(op, op.at_us());
   lock_event e = from_op(l, op, lock_event_kind::reentered);
   e.hold_count = h.hold_count() > 0 ? h.hold_count() : -1;
   e.lease_ms = op.lease_ms;
   emit(l, e);
-  schedule_at(id, h.deadline_us);  // only this holder's deadline changed
+  schedule_at(id, l, h.deadline_us);  // only this holder's deadline changed
 }
 
 // An exclusive acquisition while others hold: either their lease has run out (we had
 // not seen it yet), or two owners hold at once (an overlap, confirmed or not later). A
 // hold known only from its renewals was freed unseen: the key was free to take.
-[[gnu::always_inline]] inline void lock_timeline::impl::check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
-                                                    std::uint32_t conn) {
-  lock_state& l = locks[id];
+[[gnu::always_inline]] inline void lock_timeline::impl::check_other_holders(std::uint32_t id, lock_state& l, const lock_operation& op,
+                                                                            std::uint32_t owner, std::uint32_t conn) {
   const std::int64_t at = op.at_us();
   for (bool again = true; again;) {
     again = false;
@@ -161,9 +157,8 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
 // A new holder: the waiter it was (if any) leaves with its wait measured. It and
 // check_other_holders are always inlined into on_acquire, as when they were one function:
 // this is the uncontended acquire's path.
-[[gnu::always_inline]] inline void lock_timeline::impl::on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner,
-                                            std::uint32_t conn, std::uint64_t client) {
-  lock_state& l = locks[id];
+[[gnu::always_inline]] inline void lock_timeline::impl::on_acquired(std::uint32_t id, lock_state& l, const lock_operation& op,
+                                                                    std::uint32_t owner, std::uint32_t conn, std::uint64_t client) {
   const std::int64_t at = op.at_us();
   std::int64_t wait = -1;
   bool wait_at_least = false;
@@ -239,8 +234,8 @@ inline void lock_timeline::impl::on_reentered(std::uint32_t id, const lock_opera
     anomaly(l, at, anomaly_kind::non_atomic_acquire, owner, conn,
             {anomaly_finding::setnx_expiry_not_atomic}, op.inferred);
   }
-  schedule_at(id, deadline);
-  schedule_at(id, long_hold);
+  schedule_at(id, l, deadline);
+  schedule_at(id, l, long_hold);
 }
 
 // A refusal of `owner`'s unlock or renewal at `at` (the reply), reported at report_at
@@ -347,8 +342,7 @@ inline bool lock_timeline::impl::own_refusals_before(lock_state& l, std::uint32_
   return true;
 }
 
-inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operation& op) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::on_unlock(std::uint32_t id, lock_state& l, const lock_operation& op) {
   const std::uint32_t conn = conn_index(op);
   step_after_refusal(conn, id, op);  // before withdrew_attempt reads its mark (waiter_moved_on.hpp)
   // (op.owner stays put until the collect after this operation.)
@@ -433,11 +427,10 @@ inline void lock_timeline::impl::on_unlock(std::uint32_t id, const lock_operatio
     default:
       return;
   }
-  schedule(id);
+  schedule(id, l);
 }
 
-inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation& op) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::on_renew(std::uint32_t id, lock_state& l, const lock_operation& op) {
   const std::uint32_t conn = conn_index(op);
   step_after_refusal(conn, id, op);  // (waiter_moved_on.hpp)
   connections[conn].last_renewed_us = op.request_us;
@@ -492,7 +485,7 @@ inline void lock_timeline::impl::on_renew(std::uint32_t id, const lock_operation
   } else {
     return;
   }
-  schedule(id);
+  schedule(id, l);
 }
 
 // A renewal refused to a holder well before its lease's end says the key was lost,
@@ -582,13 +575,12 @@ inline void lock_timeline::impl::settle_refused_renewal(const suspected_overlap&
   lock_state& l = locks[p.lock];
   if (find_holder(l, p.owner) == nullptr) return;  // it left meanwhile (and that was judged)
   rejected_by_owner(l, p.owner, p.conn, p.at, p.inferred, true, ts);
-  schedule(p.lock);
+  schedule(p.lock, l);
 }
 
 // Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson), or,
 // checked by a GET, on one held since before the capture.
-inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation& op) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::on_plain(std::uint32_t id, lock_state& l, const lock_operation& op) {
   if (!op.owner.empty() && op.outcome == op_outcome::ok && !has_holder(l)) [[unlikely]] {
     // Checked by a GET that read op.owner (the recognizer's checked read), on a lock with
     // no holder known: a hold begun before the capture (held_before_capture: joined
@@ -600,10 +592,10 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
       acted.family = lock_family::set_based;
       if (op.kind == lock_op_kind::del) {
         acted.kind = lock_op_kind::unlock;
-        on_unlock(id, acted);
+        on_unlock(id, l, acted);
       } else {
         acted.kind = lock_op_kind::renew;
-        on_renew(id, acted);
+        on_renew(id, l, acted);
       }
       return;
     }
@@ -624,14 +616,14 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
       // key's TTL moved, but its holder renewed nothing (RQ: a scheduler whose lock was
       // deleted by another's release re-expires the key the next holder took).
       h->set_lease(op, at);
-      schedule(id);
+      schedule(id, l);
       return;
     }
     if (h->deadline_us < 0 && h->since_us >= 0 && h->last_renew_us == h->since_us && h->conn == conn_index(op)) {
       // The acquirer's first EXPIRE after its SETNX: the second half of the acquisition
       // (non_atomic_acquire said so), which gives the hold its lease; not a renewal.
       h->set_lease(op, at);
-      schedule(id);
+      schedule(id, l);
       return;
     }
     h->set_lease(op, at);
@@ -696,11 +688,10 @@ inline void lock_timeline::impl::on_plain(std::uint32_t id, const lock_operation
     }
     owners.release(removed);
   }
-  schedule(id);
+  schedule(id, l);
 }
 
-inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_operation& op) {
-  lock_state& l = locks[id];
+inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, lock_state& l, const lock_operation& op) {
   step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
   if (op.outcome != op_outcome::ok) return;
   const std::int64_t at = op.at_us();
@@ -721,7 +712,7 @@ inline void lock_timeline::impl::on_force_unlock(std::uint32_t id, const lock_op
   released_publishing(l, id, at);
   if (has_extra(l)) xp(l)->published_us = op.request_us;
   emit(l, e);
-  schedule(id);
+  schedule(id, l);
 }
 
 }  // namespace lockscope::locks

@@ -68,6 +68,13 @@ constexpr std::uint32_t no_id = 0xffffffffu;
 // tombstones), so the table never degrades however many ids come and go.
 class id_table {
  public:
+  // How much a table of grow_in_place_from slots or more grows at a time: a quarter
+  // keeps the memory close to the ids (the owners: an anomaly storm's are most of its
+  // peak); a half re-places each id about half as often (the locks: the keep-up load
+  // names a new one every other operation, and its growths cost 60 instructions an
+  // exchange).
+  enum class growth : std::uint8_t { by_quarter = 4, by_half = 2 };
+  explicit id_table(growth g = growth::by_quarter) noexcept : growth_divisor_(static_cast<std::uint8_t>(g)) {}
   template <class TextOf>
   std::uint32_t find(std::string_view s, std::uint32_t h, TextOf&& text_of) const {
     if (slots_.empty()) return no_id;
@@ -132,7 +139,7 @@ class id_table {
     }
   }
   void insert(std::uint32_t id, std::uint32_t h) {
-    // At most 7/10 full, growing by a quarter past 32Ki slots: 8 bytes a slot, 11-15 bytes an id (at 4/5 a storm's
+    // At most 7/10 full, growing by a quarter (or its growth) past 32Ki slots: 8 bytes a slot, 11-15 bytes an id (at 4/5 a storm's
     // owners, interned and freed by the 100,000, cost 100 instructions an erase in long runs).
     if ((++count_) * 10 > slots_.size() * 7) grow();
     place(id, h);
@@ -288,10 +295,10 @@ class id_table {
   void grow() {
     ++generation_;
     // Doubled while small (a storm's 33,000 owners in 20 MB were placed again four times
-    // over, growing by a quarter: 130 instructions an owner), by a quarter from
+    // over, growing by a quarter: 130 instructions an owner), by the table's growth from
     // grow_in_place_from on, where the memory is.
     const std::size_t size = slots_.size() < grow_in_place_from / 2 ? std::max<std::size_t>(64, slots_.size() * 2)
-                                                                    : slots_.size() + slots_.size() / 4;
+                                                                    : slots_.size() + slots_.size() / growth_divisor_;
     if (slots_.size() >= grow_in_place_from) {
       grow_in_place(size);
       return;
@@ -360,6 +367,7 @@ class id_table {
   slot_array slots_;
   std::size_t count_ = 0;
   std::uint64_t generation_ = 0;
+  std::uint8_t growth_divisor_;
 };
 
 // Interns strings as dense, reference-counted ids (owners, "ip:port" texts).

@@ -39,7 +39,7 @@ struct lock_timeline::impl {
   lock_event_sink& sink;
   interner owners;
   interner texts;                     // "ip:port"
-  id_table lock_ids;
+  id_table lock_ids{id_table::growth::by_half};
   lock_store locks;
   holder_pool pool;                   // first holders of held locks
   timer_queue timers;
@@ -344,8 +344,8 @@ struct lock_timeline::impl {
   bool take_expired(lock_state& l, std::uint32_t owner);
   void note_owner(std::uint32_t conn, std::uint32_t id, std::uint32_t owner);
   std::uint32_t last_owner_on(std::uint32_t conn, std::uint32_t id) const;
-  shielded_deadline shield_answering_holder(std::uint32_t id, const lock_operation& op, std::int64_t at, bool plain);
-  void unshield(std::uint32_t id, const shielded_deadline& s, std::int64_t at);
+  shielded_deadline shield_answering_holder(lock_state& l, const lock_operation& op, std::int64_t at, bool plain);
+  void unshield(std::uint32_t id, lock_state& l, const shielded_deadline& s, std::int64_t at);
 
   // ---- waiters (timeline/waiters.hpp) ----
   waiter* find_waiter(lock_state& l, std::uint32_t owner);
@@ -504,19 +504,25 @@ struct lock_timeline::impl {
 
   // ---- clock (timeline/clock.hpp) ----
   void schedule(std::uint32_t id);
+  void schedule(std::uint32_t id, lock_state& l);
   void schedule_at(std::uint32_t id, std::int64_t t);
-  void fire(std::uint32_t id, std::int64_t at);
+  void schedule_at(std::uint32_t id, lock_state& l, std::int64_t t);
+  void fire(std::uint32_t id, lock_state& l, std::int64_t at);
   [[gnu::always_inline]] void advance(std::int64_t to);
   void report_overlaps(std::int64_t until, bool all = false);
   void forget_overlap(const suspected_overlap& p);
   void released_before(std::uint32_t id, std::uint32_t owner, std::int64_t request_us);
 
   // ---- lock operations (timeline/lock_operations.hpp) ----
-  void on_acquire(std::uint32_t id, const lock_operation& op);
-  void on_contended(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
-  void on_reentered(std::uint32_t id, const lock_operation& op, holder& h);
-  void check_other_holders(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
-  void on_acquired(std::uint32_t id, const lock_operation& op, std::uint32_t owner, std::uint32_t conn, std::uint64_t client);
+  // Each takes the lock's id and its row `l` (locks[id]), found once by handle(): rows
+  // do not move while an operation is handled (forget_idle_locks runs between them).
+  void on_acquire(std::uint32_t id, lock_state& l, const lock_operation& op);
+  void on_contended(std::uint32_t id, lock_state& l, const lock_operation& op, std::uint32_t owner, std::uint32_t conn,
+                    std::uint64_t client);
+  void on_reentered(std::uint32_t id, lock_state& l, const lock_operation& op, holder& h);
+  void check_other_holders(std::uint32_t id, lock_state& l, const lock_operation& op, std::uint32_t owner, std::uint32_t conn);
+  void on_acquired(std::uint32_t id, lock_state& l, const lock_operation& op, std::uint32_t owner, std::uint32_t conn,
+                   std::uint64_t client);
   bool held_before_capture(lock_state& l, std::uint32_t owner, std::uint32_t conn);
   void unseen_hold_ended(lock_state& l, const lock_operation& op);
   bool own_refusals_before(lock_state& l, std::uint32_t lock, std::uint32_t owner, std::uint32_t conn);
@@ -527,10 +533,10 @@ struct lock_timeline::impl {
   void note_release(std::uint32_t id, std::uint32_t owner, std::int64_t at);
   bool group_cleanup_unlock(lock_state& l, std::uint32_t owner, std::uint32_t conn);
   bool released_after(std::uint32_t id, std::string_view owner, std::int64_t request_us) const;
-  void on_unlock(std::uint32_t id, const lock_operation& op);
-  void on_renew(std::uint32_t id, const lock_operation& op);
-  void on_plain(std::uint32_t id, const lock_operation& op);
-  void on_force_unlock(std::uint32_t id, const lock_operation& op);
+  void on_unlock(std::uint32_t id, lock_state& l, const lock_operation& op);
+  void on_renew(std::uint32_t id, lock_state& l, const lock_operation& op);
+  void on_plain(std::uint32_t id, lock_state& l, const lock_operation& op);
+  void on_force_unlock(std::uint32_t id, lock_state& l, const lock_operation& op);
 
   // ---- channel operations (timeline/channel_operations.hpp) ----
   void on_subscribe(std::uint32_t id, const lock_operation& op);
@@ -549,7 +555,7 @@ struct lock_timeline::impl {
   void anomaly(lock_state& l, std::int64_t ts, anomaly_kind kind, std::uint32_t owner, std::uint32_t conn, const anomaly_facts& found, bool inferred = false, std::int64_t interval_start = -1, std::int64_t interval = -1);
   void on_operation(const lock_operation& op);
   void handle(const lock_operation& op, const announced* ann);
-  [[gnu::always_inline]] void dispatch(std::uint32_t id, const lock_operation& op, bool plain);
+  [[gnu::always_inline]] void dispatch(std::uint32_t id, lock_state& l, const lock_operation& op, bool plain);
 
   // ---- announcements (timeline/announced.hpp) ----
   void will_handle(std::span<const lock_operation> ops) noexcept;
