@@ -143,7 +143,7 @@ inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std:
       }
       if (capture_ending) return true;  // still waiting when the capture ended
       if (w.cut_pending) {  // a single try read as given up at another value's, not said yet
-        report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, at, false);
+        say_held_cut(l, w, at);
         return true;
       }
       const bool left = w.left_channel && w.unsubscribed_us >= w.last_attempt_us;

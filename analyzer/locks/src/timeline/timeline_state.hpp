@@ -381,6 +381,8 @@ struct lock_timeline::impl {
   bool busy_since_single_try(const waiter& w, const lock_operation& op);
   void note_value_back_beside_another(std::uint32_t lock, std::uint32_t owner, const lock_operation& op);
   void note_refused_by_own_hold(lock_state& l, std::uint32_t owner, std::uint32_t conn);
+  void hold_as_cut(waiter& w);
+  void say_held_cut(lock_state& l, const waiter& w, std::int64_t at);
   void cut_was_still_waiting(waiter& w, const lock_operation& op);
   waiter* end_pending_cuts(lock_state& l, std::uint32_t lock, waiter& w, const lock_operation& op);
   bool tried_beside_held_cut(std::uint32_t lock, const waiter& w, std::int64_t at_once_us);

@@ -106,6 +106,9 @@ struct waiter {
   // connection (waiter_of_fresh_value), and that is not said yet: it stays listed until
   // the connection shows which it was (end_pending_cuts, waiters.hpp).
   bool cut_pending : 1 = false;
+  // A single try of a value kept over its attempts: one of the waits a connection may
+  // carry side by side, which a cut is held for (cut_pending) until it shows which.
+  bool single_try_of_kept_value() const noexcept { return attempts == 1 && !fresh_values && !withdrawn; }
   // Its latest spacing came under half the one before, none having shrunk until then: a
   // poller's last try at its deadline, its sleep cut to the time left (note_gap).
   bool last_gap_cut_short : 1 = false;

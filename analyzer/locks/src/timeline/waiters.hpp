@@ -613,6 +613,19 @@ inline waiter* lock_timeline::impl::continuing_waiter(lock_state& l, std::uint32
   return w;
 }
 
+// A single try read as given up at another value's attempt, its end said only once its
+// connection shows which it was (cut_pending).
+inline void lock_timeline::impl::hold_as_cut(waiter& w) {
+  w.cut_pending = true;
+  ++connections[w.conn].pending_cuts;
+}
+
+// A held cut's end at `at` (the connection's close, the waiter's deadline, the capture's
+// end): it had stopped, at its refusal.
+inline void lock_timeline::impl::say_held_cut(lock_state& l, const waiter& w, std::int64_t at) {
+  report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, at, false);
+}
+
 // A single try read as given up at another value's attempt (cut_pending), whose value is
 // tried again over its connection before any wait begun after it there tried again: it
 // was still waiting, and the connection carries waits side by side (as
@@ -788,9 +801,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     // orders). This try is held the same way, and the new value begins a wait of its own;
     // the connection shows which it was (that wait's retry first: given up at its try; its
     // value back: one wait, side by side).
-    if (w.attempts == 1 && !w.fresh_values && !w.withdrawn && tried_beside_held_cut(lock, w, at_once_us)) {
-      w.cut_pending = true;
-      ++connections[w.conn].pending_cuts;
+    if (w.single_try_of_kept_value() && tried_beside_held_cut(lock, w, at_once_us)) {
+      hold_as_cut(w);
       continue;
     }
     found = &w;
@@ -810,9 +822,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
           // connection carries side by side, each polling in turn: said only once the
           // connection shows which (its value back: still waiting; a later wait's retry
           // there first, its close, its deadline or the capture's end: it had stopped).
-          if (w.attempts == 1 && !w.fresh_values && !w.withdrawn) {
-            w.cut_pending = true;
-            ++connections[w.conn].pending_cuts;
+          if (w.single_try_of_kept_value()) {
+            hold_as_cut(w);
             continue;
           }
           give_up(l, lock, &w, wait_end::new_wait, w.last_attempt_us, op.at_us(), w.attempts >= 2 && w.longest_gap_us > 0);
@@ -924,7 +935,7 @@ inline void lock_timeline::impl::give_up_stopped_pollers(std::int64_t end_us) {
         *xp(l),
         [&](const waiter& w) {
           if (w.cut_pending) {  // its end not said yet: at its refusal
-            report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, end_us, false);
+            say_held_cut(l, w, end_us);
             unlist_wait(w.conn, id);
             return true;
           }
@@ -948,7 +959,7 @@ inline void lock_timeline::impl::give_up_due_waiters(lock_state& l, std::uint32_
       [&](const waiter& w) {
         if (w.deadline_us < 0 || w.deadline_us > at) return false;
         if (w.cut_pending) [[unlikely]] {
-          report_give_up(l, w, wait_end::new_wait, w.last_attempt_us, at, false);
+          say_held_cut(l, w, at);
           unlist_wait(w.conn, lock);
           return true;
         }
