@@ -2,15 +2,23 @@
 # Records real Redisson (a jar of /work/shared/redisson, default 4.7.0) driving every lock
 # type against a throw-away redis-server, with tcpdump, and Redisson's own log of what it
 # did: tests/redisson/redisson-<release>.pcap and .log.jsonl (the oracle of
-# tests/locks/test_redisson_releases.cpp's "[real]" case).
+# tests/locks/test_redisson_releases.cpp's "[real]" case). PROTOCOL=RESP3 makes Redisson
+# speak RESP3 (Config.setProtocol: 3.27.2 and 4.7.0 have it, 3.16.8 not):
+# redisson-<release>-resp3.pcap and .log.jsonl.
 #
-#   tests/redisson/record.sh [RELEASE]        (run as a user that may capture on lo)
+#   [PROTOCOL=RESP3] tests/redisson/record.sh [RELEASE]        (run as a user that may capture on lo)
 #
 # Needs JDK 17, redis-server, tcpdump and the Debian jars Redisson runs on
 # (libnetty-java libjackson2-databind-java libjackson2-dataformat-yaml libbyte-buddy-java
 # libslf4j-java libgeronimo-jcache-1.0-spec-java; /work/shared/redisson/README.md).
 set -euo pipefail
 release=${1:-4.7.0}
+protocol=${PROTOCOL:-RESP2}
+case $protocol in
+  RESP2) name=redisson-$release; protocol_arg=() ;;  # the default, and all 3.16.8 knows
+  RESP3) name=redisson-$release-resp3; protocol_arg=(RESP3) ;;
+  *) echo "PROTOCOL is RESP2 or RESP3, not $protocol" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/classpath.sh"
 CP=$(redisson_classpath "$release") || exit 1
@@ -24,10 +32,10 @@ for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep
 tcpdump -i lo -U -s 0 -w "$work/capture.pcap" "tcp port $port" 2>"$work/tcpdump.log" &
 tcpdump_pid=$!
 sleep 1
-java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$work/classes:$CP" RedissonLockDriver "$port" "$work/log.jsonl"
+java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$work/classes:$CP" RedissonLockDriver "$port" "$work/log.jsonl" "${protocol_arg[@]}"
 sleep 1
 kill -INT $tcpdump_pid
 wait $tcpdump_pid || true
-cp "$work/capture.pcap" "$here/redisson-$release.pcap"
-cp "$work/log.jsonl" "$here/redisson-$release.log.jsonl"
-ls -l "$here/redisson-$release.pcap" "$here/redisson-$release.log.jsonl"
+cp "$work/capture.pcap" "$here/$name.pcap"
+cp "$work/log.jsonl" "$here/$name.log.jsonl"
+ls -l "$here/$name.pcap" "$here/$name.log.jsonl"
