@@ -1,8 +1,8 @@
 // Semaphores and latches (several holders): recognised by the catalogue's roles and by
 // what other releases' texts do, and their timeline checked against real Redisson's
 // own log (tests/redisson/permits-<release>.pcap and .log.jsonl, recorded by
-// tests/redisson/record_permits.sh running RedissonPermitsDriver.java), whole and
-// joined mid-run.
+// tests/redisson/record_permits.sh running RedissonPermitsDriver.java; -resp3: with
+// PROTOCOL=RESP3, `_` nulls and `>` pushes), whole and joined mid-run.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -230,7 +230,7 @@ TEST_CASE("permits: every semaphore and latch script of the catalogue is read by
 TEST_CASE("permits: real Redisson's RSemaphore, RPermitExpirableSemaphore and RCountDownLatch agree with its threads' log",
           "[recognizer][permits][real]") {
   const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
-  for (const std::string release : {"4.7.0", "3.27.2", "3.16.8"}) {
+  for (const std::string release : {"4.7.0", "3.27.2", "3.16.8", "4.7.0-resp3", "3.27.2-resp3"}) {
     if (!std::filesystem::exists(dir + "permits-" + release + ".pcap")) continue;
     INFO("Redisson " << release);
     const std::vector<logged> log = permits_log(dir + "permits-" + release + ".log.jsonl");
@@ -248,7 +248,7 @@ TEST_CASE("permits: real Redisson's RSemaphore, RPermitExpirableSemaphore and RC
 
 TEST_CASE("permits: a Redisson recording joined mid-run still agrees with its threads' log", "[recognizer][permits][real]") {
   const std::string dir = std::string(LOCKSCOPE_SOURCE_DIR) + "/tests/redisson/";
-  for (const std::string release : {"4.7.0", "3.27.2", "3.16.8"}) {
+  for (const std::string release : {"4.7.0", "3.27.2", "3.16.8", "4.7.0-resp3", "3.27.2-resp3"}) {
     const std::string pcap = dir + "permits-" + release + ".pcap";
     if (!std::filesystem::exists(pcap)) continue;
     INFO("Redisson " << release);

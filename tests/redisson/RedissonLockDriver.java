@@ -5,8 +5,9 @@
 // The lock types a release lacks (fenced before 3.19, FasterMultiLock before 3.38, the
 // non-reentrant ones before 4.4) are looked up by reflection and skipped, so the one
 // source compiles against every release's jar. A third argument names the protocol
-// Redisson speaks (Config.setProtocol, in 3.27.2 and 4.7.0: RESP2, its default, or RESP3).
+// Redisson speaks (RedissonProtocol.java: RESP2, its default, or RESP3).
 //
+//   javac -cp $CP -d out RedissonLockDriver.java RedissonProtocol.java
 //   java -cp out:$CP RedissonLockDriver <port> <log file> [RESP2|RESP3]
 import java.io.FileWriter;
 import java.io.PrintWriter;
@@ -86,21 +87,13 @@ public class RedissonLockDriver {
         if (lock.forceUnlock()) did(type, name, "force_released", "");
     }
 
-    // config.setProtocol(Protocol.valueOf(name)), by reflection: older releases (3.16.8)
-    // have no Protocol and speak RESP2 only.
-    @SuppressWarnings({"unchecked", "rawtypes"})
-    static void setProtocol(Config config, String name) throws Exception {
-        Class protocol = Class.forName("org.redisson.config.Protocol");
-        Config.class.getMethod("setProtocol", protocol).invoke(config, Enum.valueOf(protocol, name));
-    }
-
     public static void main(String[] args) throws Exception {
         int port = Integer.parseInt(args[0]);
         log = new PrintWriter(new FileWriter(args[1]));
         Config config = new Config();
         config.setLockWatchdogTimeout(1500);  // renewals every 500 ms
         config.useSingleServer().setAddress("redis://127.0.0.1:" + port);
-        if (args.length > 2) setProtocol(config, args[2]);
+        if (args.length > 2) RedissonProtocol.set(config, args[2]);
         redisson = Redisson.create(config);
 
         contended("lock", "rlock", redisson.getLock("rlock"), redisson.getLock("rlock"));

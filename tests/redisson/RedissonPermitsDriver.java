@@ -13,7 +13,11 @@
 // "semaphore"|"expirable"|"latch", "lock", "owner" (thread name, or the permit id in
 // hex), "did": set|acquired|refused|released|lost|counted_down|woke}.
 //
-//   java -cp out:$CP RedissonPermitsDriver <port> <log>
+// A third argument names the protocol Redisson speaks (RedissonProtocol.java: RESP2, its
+// default, or RESP3).
+//
+//   javac -cp $CP -d out RedissonPermitsDriver.java RedissonProtocol.java
+//   java -cp out:$CP RedissonPermitsDriver <port> <log> [RESP2|RESP3]
 import java.io.FileWriter;
 import java.io.PrintWriter;
 import java.util.ArrayList;
@@ -54,6 +58,7 @@ public class RedissonPermitsDriver {
         log = new PrintWriter(new FileWriter(args[1], false));
         Config config = new Config();
         config.useSingleServer().setAddress("redis://127.0.0.1:" + port);
+        if (args.length > 2) RedissonProtocol.set(config, args[2]);
         RedissonClient redisson = Redisson.create(config);
         List<Thread> threads = new ArrayList<>();
 

@@ -13,19 +13,15 @@
 # libslf4j-java libgeronimo-jcache-1.0-spec-java; /work/shared/redisson/README.md).
 set -euo pipefail
 release=${1:-4.7.0}
-protocol=${PROTOCOL:-RESP2}
-case $protocol in
-  RESP2) name=redisson-$release; protocol_arg=() ;;  # the default, and all 3.16.8 knows
-  RESP3) name=redisson-$release-resp3; protocol_arg=(RESP3) ;;
-  *) echo "PROTOCOL is RESP2 or RESP3, not $protocol" >&2; exit 2 ;;
-esac
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/classpath.sh"
+redisson_protocol || exit 2
+name=redisson-$release$protocol_suffix
 CP=$(redisson_classpath "$release") || exit 1
 work=$(mktemp -d)
 trap 'kill $tcpdump_pid $redis_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-javac -cp "$CP" -d "$work/classes" "$here/RedissonLockDriver.java"
+javac -cp "$CP" -d "$work/classes" "$here/RedissonLockDriver.java" "$here/RedissonProtocol.java"
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
 redis_pid=$!
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
