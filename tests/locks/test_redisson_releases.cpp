@@ -603,7 +603,8 @@ TEST_CASE("redisson releases: real Redisson 3.16.8, 3.27.2 and 4.7.0 recordings 
       CHECK_FALSE(e.inferred);  // every script known by its text, its SHA1 or its SCRIPT LOAD
       CHECK(e.event != "expired");
       // A refused renewal only as the watchdog's tick crossing its owner's own unlock: 4.7.0's
-      // batched renewal takes its list of locks before the unlock's reply cancels the entry.
+      // batched renewal takes its list of locks before the unlock, done (its latch's DEL
+      // included), cancels the entry.
       if (e.event == "renew_failed") CHECK(released_just_before(rec, e));
       CHECK(e.event != "unlock_rejected");
       // What a waiter did is no fault: the spin lock's waiter polls with a back-off (the
