@@ -20,7 +20,7 @@ std::int64_t seconds_to_ms(std::int64_t s) noexcept {
 }
 
 // A SET's effect on a lock, from its reply: OK took (or renewed) it, nil is `on_nil`.
-const lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int64_t lease, op_outcome on_nil) {
+lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int64_t lease, op_outcome on_nil) {
   lock_operation& op = c.op;
   op.kind = kind;
   op.family = lock_family::set_based;
@@ -41,15 +41,38 @@ void lock_recognizer::state::on_set(command_call& c) {
   if (args.size() < 3) return;
   bool nx = false;
   bool xx = false;
-  std::int64_t lease = -1;
+  set_options o;
+  std::int64_t& lease = o.lease;
   for (std::size_t i = 3; i < args.size(); ++i) {
-    if (iequals(args[i], "NX")) nx = true;
-    else if (iequals(args[i], "XX")) xx = true;
-    else if ((iequals(args[i], "PX") || iequals(args[i], "EX")) && i + 1 < args.size()) {
+    const std::string_view a = args[i];
+    if (iequals(a, "NX")) nx = true;
+    else if (iequals(a, "XX")) xx = true;
+    else if ((iequals(a, "PX") || iequals(a, "EX")) && i + 1 < args.size()) {
       std::int64_t v = 0;
-      if (parse_int(args[i + 1], v)) lease = iequals(args[i], "EX") ? seconds_to_ms(v) : v;
+      if (parse_int(args[i + 1], v)) lease = iequals(a, "EX") ? seconds_to_ms(v) : v;
       ++i;
-    }
+    } else if (a.size() >= 4 && (a[0] == 'I' || a[0] == 'i') && i + 1 < args.size()) {
+      // IFEQ, IFNE, IFDEQ, IFDNE: the write depends on the key's present value.
+      o.condition = iequals(a, "IFEQ")    ? value_condition::equal
+                    : iequals(a, "IFNE")  ? value_condition::not_equal
+                    : iequals(a, "IFDEQ") ? value_condition::digest_equal
+                    : iequals(a, "IFDNE") ? value_condition::digest_not_equal
+                                          : o.condition;
+      o.compared = args[++i];
+    } else if ((iequals(a, "PXAT") || iequals(a, "EXAT")) && i + 1 < args.size()) {
+      // An absolute deadline (Unix time): the lease is what is left of it when sent.
+      std::int64_t v = 0;
+      if (parse_int(args[i + 1], v)) {
+        const std::int64_t at_ms = iequals(a, "EXAT") ? seconds_to_ms(v) : v;
+        lease = std::max<std::int64_t>(at_ms - c.e.request_us / 1000, 0);
+      }
+      ++i;
+    } else if (iequals(a, "GET")) o.get = true;
+    else if (iequals(a, "KEEPTTL")) o.keep_ttl = true;
+  }
+  if (o.condition != value_condition::none) {
+    if (!nx && !xx) on_conditional_set(c, o);  // with NX or XX: a syntax error
+    return;
   }
   if (xx && !nx && lease >= 0) {
     // Re-set only while the key exists, with a new expiry: a renewal of the lease (a
@@ -62,6 +85,16 @@ void lock_recognizer::state::on_set(command_call& c) {
     return;
   }
   if (!nx) return;
+  if (o.get) {
+    // SET NX GET answers the old value (the key is held: refused) or nil (it took it).
+    lock_operation& op = set_operation(c, lock_op_kind::acquire, lease, op_outcome::ok);
+    if (c.reply.kind == reply_view::shape::ok || c.reply.kind == reply_view::shape::integer ||
+        c.reply.kind == reply_view::shape::other) {
+      op.outcome = op_outcome::contended;
+    }
+    emit(op);
+    return;
+  }
   emit(set_operation(c, lock_op_kind::acquire, lease, op_outcome::contended));
 }
 
