@@ -22,10 +22,7 @@
 #include "scenarios.hpp"
 
 using namespace lockscope;
-using lockscope::timeline_test::event_recorder;
-using lockscope::timeline_test::feed;
-using lockscope::timeline_test::op_recorder;
-using lockscope::timeline_test::recorded_event;
+using namespace lockscope::timeline_test;
 using locks::lock_op_kind;
 using locks::op_outcome;
 
@@ -34,17 +31,15 @@ namespace {
 constexpr std::int64_t cond_ms = 1000;
 constexpr std::int64_t cond_t0 = 1'700'000'000'000'000;
 
-// Each connection from a host of its own, answered 100 µs after.
-class cond_wire {
- public:
-  explicit cond_wire(locks::lock_operation_sink& sink) : recognizer(sink) {}
-  void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection) {
-    static const std::string clients[] = {"10.0.0.10:50000", "10.0.0.11:50001", "10.0.0.12:50002", "10.0.0.13:50003"};
-    feed(recognizer, args, reply, cond_t0 + static_cast<std::int64_t>(at_ms * cond_ms), connection,
-         clients[connection % 4], "10.0.0.2:6379", true, sent[connection]++);
-  }
+// Each connection from a host of its own (seen from its SYN), answered 100 µs after.
+struct cond_wire {
   locks::lock_recognizer recognizer;
   std::map<std::uint64_t, std::uint32_t> sent;
+  void send(const std::vector<std::string>& args, std::string_view reply, double at_ms, std::uint64_t connection) {
+    const std::string client = "10.0.0." + std::to_string(10 + connection % 4) + ":5000" + std::to_string(connection % 4);
+    feed(recognizer, args, reply, cond_t0 + static_cast<std::int64_t>(at_ms * cond_ms), connection, client,
+         "10.0.0.2:6379", true, sent[connection]++);
+  }
 };
 
 struct cond_timeline {
@@ -65,10 +60,10 @@ struct cond_timeline {
     return n;
   }
   void finish(double at_ms) { timeline.finish(cond_t0 + static_cast<std::int64_t>(at_ms * cond_ms)); }
-  lockscope::timeline_test::op_tee sink;
+  op_tee sink;
   event_recorder events;
   locks::lock_timeline timeline{{}, events};
-  cond_wire w{sink};
+  cond_wire w{locks::lock_recognizer(sink), {}};
 };
 
 void take(cond_wire& w, std::string_view value, double at_ms, std::uint64_t connection) {
@@ -104,7 +99,7 @@ TEST_CASE_METHOD(cond_timeline, "conditional commands: DELEX IFEQ and DELIFEQ ar
 
 TEST_CASE("conditional commands: the operations each reply makes", "[recognizer][conditional]") {
   op_recorder log;
-  cond_wire w(log);
+  cond_wire w{locks::lock_recognizer(log), {}};
   SECTION("DELEX IFEQ: 1 released, 0 refused; the value is the owner") {
     w.send({"DELEX", "lock:a", "IFEQ", "tok"}, ":1\r\n", 0, 1);
     w.send({"DELEX", "lock:a", "ifeq", "tok"}, ":0\r\n", 1, 1);
@@ -359,7 +354,7 @@ TEST_CASE("conditional commands: the crafted capture's timeline is the one writt
       anomalies.emplace_back(ev.at("kind").as_string());
       continue;
     }
-    const double at_ms = (ev.at("ts").to_number<double>() * 1e6 - static_cast<double>(timeline_test::capture_epoch_us)) / 1000;
+    const double at_ms = (ev.at("ts").to_number<double>() * 1e6 - static_cast<double>(capture_epoch_us)) / 1000;
     found.push_back({at_ms, std::string(ev.at("owner").as_string()), event});
   }
   REQUIRE(found.size() == expected.size());
