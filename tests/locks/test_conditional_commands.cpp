@@ -164,12 +164,17 @@ TEST_CASE("conditional commands: the operations each reply makes", "[recognizer]
     CHECK(log.ops[3].kind == lock_op_kind::acquire);  // no force: nothing was there
     CHECK(log.ops[3].outcome == op_outcome::ok);
   }
-  SECTION("SET NX GET: nil took the key, the old value was a refusal") {
+  SECTION("SET NX GET: nil took the key, the old value was a refusal; SET XX GET the other way round") {
     w.send({"SET", "lock:a", "tok", "NX", "GET", "PX", "100"}, "$-1\r\n", 0, 1);
     w.send({"SET", "lock:a", "tok2", "NX", "GET", "PX", "100"}, "$3\r\ntok\r\n", 1, 2);
-    REQUIRE(log.ops.size() == 2);
+    w.send({"SET", "lock:a", "tok", "XX", "GET", "PX", "100"}, "$3\r\ntok\r\n", 2, 1);  // renewed
+    w.send({"SET", "lock:a", "tok", "XX", "GET", "PX", "100"}, "$-1\r\n", 3, 1);  // the key had gone
+    REQUIRE(log.ops.size() == 4);
     CHECK(log.ops[0].outcome == op_outcome::ok);
     CHECK(log.ops[1].outcome == op_outcome::contended);
+    CHECK(log.ops[2].kind == lock_op_kind::renew);
+    CHECK(log.ops[2].outcome == op_outcome::ok);
+    CHECK(log.ops[3].outcome == op_outcome::rejected);
   }
   SECTION("DELEX IFNE: a forced release; SET IFNE over an old value: forced, then taken") {
     w.send({"DELEX", "lock:a", "IFNE", "mine"}, ":1\r\n", 0, 1);

@@ -34,6 +34,17 @@ lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int64_t l
   return op;
 }
 
+// With GET, SET answers the key's old value in place of OK: nil says there was no key
+// (NX took it, XX found nothing: `op`'s nil outcome is the other way round), a value
+// that there was one (`on_value`).
+const lock_operation& answered_old_value(lock_operation& op, const command_call& c, bool get, op_outcome on_value) {
+  if (!get) return op;
+  const reply_view::shape k = c.reply.kind;
+  if (k == reply_view::shape::null) op.outcome = on_value == op_outcome::ok ? op_outcome::rejected : op_outcome::ok;
+  else if (k == reply_view::shape::ok || k == reply_view::shape::integer || k == reply_view::shape::other) op.outcome = on_value;
+  return op;
+}
+
 }  // namespace
 
 void lock_recognizer::state::on_set(command_call& c) {
@@ -81,21 +92,12 @@ void lock_recognizer::state::on_set(command_call& c) {
     // (`SET session data XX EX 3600`) writes the same command. Without an expiry it
     // would make the key permanent, which no lock does: not read.
     if (flow.find(value_key(c.op.server_text, args[1], args[2])) == nullptr) return;
-    emit(set_operation(c, lock_op_kind::renew, lease, op_outcome::rejected));
+    emit(answered_old_value(set_operation(c, lock_op_kind::renew, lease, op_outcome::rejected), c, o.get, op_outcome::ok));
     return;
   }
   if (!nx) return;
-  if (o.get) {
-    // SET NX GET answers the old value (the key is held: refused) or nil (it took it).
-    lock_operation& op = set_operation(c, lock_op_kind::acquire, lease, op_outcome::ok);
-    if (c.reply.kind == reply_view::shape::ok || c.reply.kind == reply_view::shape::integer ||
-        c.reply.kind == reply_view::shape::other) {
-      op.outcome = op_outcome::contended;
-    }
-    emit(op);
-    return;
-  }
-  emit(set_operation(c, lock_op_kind::acquire, lease, op_outcome::contended));
+  emit(answered_old_value(set_operation(c, lock_op_kind::acquire, lease, op_outcome::contended), c, o.get,
+                          op_outcome::contended));
 }
 
 void lock_recognizer::state::on_setnx(command_call& c) {
