@@ -191,6 +191,13 @@ TEST_CASE("conditional commands: the operations each reply makes", "[recognizer]
     CHECK(log.ops[3].owner == "mine");
     CHECK(log.ops[4].kind == lock_op_kind::acquire);
     CHECK(log.ops[4].outcome == op_outcome::contended);
+    // Without GET an absent key is not told: a plain DEL's reading (ends a hold known).
+    w.send({"SET", "lock:a", "mine", "IFNE", "x", "PX", "100"}, "+OK\r\n", 4, 1);
+    REQUIRE(log.ops.size() == 7);
+    CHECK(log.ops[5].kind == lock_op_kind::del);
+    CHECK(log.ops[5].family != locks::lock_family::set_based);
+    CHECK(log.ops[6].kind == lock_op_kind::acquire);
+    CHECK(log.ops[6].outcome == op_outcome::ok);
   }
   SECTION("PXAT: the lease is what is left of the deadline when sent") {
     const std::int64_t deadline_ms = cond_t0 / 1000 + 7000;
