@@ -100,6 +100,38 @@ void overlapping_holders(capture_builder& b) {
   quit(b, c, t0 + 700 * ms);
 }
 
+// Two clients of a Redis 8.4 / Valkey 9 lock that uses no script: SET NX PX takes it,
+// SET IFEQ PX (its own value) renews it, DELEX IFEQ and DELIFEQ release it. A holds and
+// renews twice, B polls; A releases, B takes it; A's stale second release is refused
+// (0); B renews once, then stops (hung), and its lease runs out; A, polling meanwhile
+// with a new value, takes it after the expiry and releases it.
+void conditional_commands(capture_builder& b) {
+  const std::int64_t t0 = capture_epoch_us;
+  const int a = open(b, ip_a, 50121, t0);
+  const int c = open(b, ip_b, 50122, t0 + 1 * ms);
+  auto take = [&](int conn, std::string_view value, std::int64_t at, std::string_view reply) {
+    b.command(conn, t0 + at * ms, {"SET", "jobs:lock", s(value), "NX", "PX", "3000"}, reply);
+  };
+  auto renew = [&](int conn, std::string_view value, std::int64_t at) {
+    b.command(conn, t0 + at * ms, {"SET", "jobs:lock", s(value), "IFEQ", s(value), "PX", "3000"}, resp_ok);
+  };
+  take(a, "tok-a", 10, resp_ok);
+  take(c, "tok-b", 20, resp_nil);
+  renew(a, "tok-a", 1000);
+  take(c, "tok-b", 1500, resp_nil);
+  renew(a, "tok-a", 2000);
+  b.command(a, t0 + 2500 * ms, {"DELEX", "jobs:lock", "IFEQ", "tok-a"}, resp_int(1));
+  take(c, "tok-b", 2600, resp_ok);
+  b.command(a, t0 + 3000 * ms, {"DELIFEQ", "jobs:lock", "tok-a"}, resp_int(0));  // stale: refused
+  renew(c, "tok-b", 4000);
+  take(a, "tok-a2", 5000, resp_nil);
+  take(a, "tok-a2", 6000, resp_nil);
+  take(a, "tok-a2", 7100, resp_ok);  // B's lease ran out at 7000
+  b.command(a, t0 + 7500 * ms, {"DELIFEQ", "jobs:lock", "tok-a2"}, resp_int(1));
+  quit(b, a, t0 + 8000 * ms);
+  quit(b, c, t0 + 8100 * ms);
+}
+
 // A RedLock (SET NX PX with one token on three servers) by A; then two of the servers
 // lose the key (a restart without persistence, a failover to a replica that had not
 // got it: nothing on the wire says so) and B takes those two: each believes it holds a
@@ -305,6 +337,9 @@ const std::vector<scenario>& scenarios() {
        subscription_lost},
       {"crafted/split_quorum", "a RedLock on 3 servers; 2 lose the key and another owner takes them",
        split_quorum},
+      {"crafted/conditional_commands",
+       "SET NX PX, SET IFEQ PX renewals, DELEX IFEQ and DELIFEQ releases (one refused), a lease left to expire",
+       conditional_commands},
   };
   return all;
 }

@@ -34,7 +34,7 @@ using locks::command_word;
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, command_word>, 26> words{{
+constexpr std::array<std::pair<std::string_view, command_word>, 28> words{{
     {"ASKING", command_word::asking},
     {"CLUSTER", command_word::cluster},
     {"SELECT", command_word::select},
@@ -61,6 +61,8 @@ constexpr std::array<std::pair<std::string_view, command_word>, 26> words{{
     {"BRPOPLPUSH", command_word::list_move},
     {"LMOVE", command_word::list_move},
     {"BLMOVE", command_word::list_move},
+    {"DELEX", command_word::delex},
+    {"DELIFEQ", command_word::delifeq},
 }};
 
 // The general path: the name compared with each word in turn.

@@ -174,6 +174,8 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::get: return on_get(c);
     case command_word::pubsub: return on_pubsub(c);
     case command_word::list_move: return on_list_move(c);
+    case command_word::delex:
+    case command_word::delifeq: return on_delex(c);
   }
 }
 

@@ -247,6 +247,9 @@ class shadow_commands {
     if (cmd == "SETNX" && n == 3) return setnx(a[1], a[2]);
     if ((cmd == "SETEX" || cmd == "PSETEX") && n == 4) return setex(a[1], a[2], a[3], cmd == "SETEX");
     if ((cmd == "DEL" || cmd == "UNLINK") && n >= 2) return del();
+    if (cmd == "DELEX" && (n == 2 || n == 4)) return delex(a[1], n == 4 ? a[2] : std::string(), n == 4 ? a[3] : std::string());
+    if (cmd == "DELIFEQ" && n == 3) return delex(a[1], "IFEQ", a[2]);
+    if (cmd == "DIGEST" && n == 2) return digest_of(a[1]);
     if (cmd == "EXISTS" && n >= 2) return exists();
     if ((cmd == "PEXPIRE" || cmd == "EXPIRE") && n >= 3) return expire(a[1], a[2], cmd == "EXPIRE", n > 3 ? a[3] : "");
     if ((cmd == "PTTL" || cmd == "TTL") && n == 2) return ttl(a[1], cmd == "TTL");
@@ -337,7 +340,7 @@ class shadow_commands {
         "HGETALL", "HKEYS", "HVALS", "SISMEMBER", "SCARD", "SMEMBERS", "LRANGE", "LINDEX",    "LLEN",
         "ZSCORE", "ZRANK", "ZREVRANK", "ZMSCORE", "ZCARD", "ZCOUNT", "ZRANGE",  "ZREVRANGE", "ZRANGEBYSCORE",
         "ZREVRANGEBYSCORE", "PEXPIRETIME", "EXPIRETIME", "SELECT", "PING", "TIME", "TYPE", "PUBLISH", "SPUBLISH",
-        "XADD",  "XTRIM"};
+        "XADD",  "XTRIM", "DIGEST"};
     return std::find(std::begin(readers), std::end(readers), cmd) != std::end(readers);
   }
   void remember(const std::string& key) {
@@ -406,14 +409,61 @@ class shadow_commands {
     }
     return answer(std::move(r));
   }
+  // DIGEST's answer for a value: a fixed 16 hex digits per value (FNV-1a, not the
+  // server's XXH3: a script only hands it back to IFDEQ/IFDNE, which compare it here).
+  static std::string digest_text(std::string_view value) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (const char ch : value) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+  }
+  bool digest_of(const std::string& key) {
+    read_of(run_result::state_read::what::value, key);
+    const shadow_key* k = find(key);
+    if (k == nullptr) return answer(lua_reply{});
+    if (k->kind != shadow_key::type::string) return wrong_type();
+    return answer(bulk(digest_text(k->value)));
+  }
+  // Whether a string key's value meets IFEQ/IFNE/IFDEQ/IFDNE `compared` (a missing key:
+  // only the NE forms); false with `known` unset for another word.
+  static bool meets(const shadow_key* k, std::string_view condition, const std::string& compared, bool& known) {
+    known = true;
+    if (condition == "IFEQ") return k != nullptr && k->value == compared;
+    if (condition == "IFNE") return k == nullptr || k->value != compared;
+    if (condition == "IFDEQ") return k != nullptr && digest_text(k->value) == compared;
+    if (condition == "IFDNE") return k == nullptr || digest_text(k->value) != compared;
+    known = false;
+    return false;
+  }
+  bool delex(const std::string& key, std::string condition, const std::string& compared) {
+    shadow_key* k = find(key);
+    if (k != nullptr && k->kind != shadow_key::type::string && !condition.empty()) return wrong_type();
+    if (!condition.empty()) {
+      bool known = false;
+      const bool met = meets(k, upper_name(condition), compared, known);
+      if (!known) return fail("ERR syntax error");
+      if (k == nullptr || !met) return answer(integer(0));
+    }
+    if (k == nullptr) return answer(integer(0));
+    if (!record(shadow_write::what::del, key, {})) return false;
+    keys_.erase(key);
+    return answer(integer(1));
+  }
   bool set(const std::vector<std::string>& a) {
     bool nx = false, xx = false, get_old = false, keep = false, seconds = false;
     std::string_view ttl_arg;
+    std::string condition;  // IFEQ, IFNE, IFDEQ, IFDNE
+    std::string compared;
     for (std::size_t i = 3; i < a.size(); ++i) {
       std::string opt = a[i];
       const std::string_view o = upper_name(opt);
       if (o == "NX") nx = true;
       else if (o == "XX") xx = true;
+      else if ((o == "IFEQ" || o == "IFNE" || o == "IFDEQ" || o == "IFDNE") && i + 1 < a.size() && condition.empty()) {
+        condition = o;
+        compared = a[++i];
+      }
       else if (o == "GET") get_old = true;
       else if (o == "KEEPTTL") keep = true;
       else if ((o == "PX" || o == "EX") && i + 1 < a.size() && ttl_arg.empty()) {
@@ -427,13 +477,16 @@ class shadow_commands {
         return fail("ERR syntax error");
       }
     }
-    if (nx && xx) return fail("ERR syntax error");
+    if ((nx && xx) || (!condition.empty() && (nx || xx))) return fail("ERR syntax error");
     std::int64_t ms = -1;
     if (!ttl_arg.empty() && !ttl_ms(ttl_arg, seconds, ms)) return false;
     shadow_key* k = find(a[1]);
     if (get_old && k != nullptr && k->kind != shadow_key::type::string) return wrong_type();
     lua_reply old = k == nullptr || !get_old ? lua_reply{} : bulk(k->value);
-    if ((nx && k != nullptr) || (xx && k == nullptr)) return answer(get_old ? std::move(old) : lua_reply{});
+    if (!condition.empty() && k != nullptr && k->kind != shadow_key::type::string) return wrong_type();
+    bool known = false;
+    const bool refused = !condition.empty() && !meets(k, condition, compared, known);
+    if ((nx && k != nullptr) || (xx && k == nullptr) || refused) return answer(get_old ? std::move(old) : lua_reply{});
     if (!grow(a[1].size() + a[2].size())) return false;
     if (!record(shadow_write::what::set, a[1], a[2], ttl_arg, seconds)) return false;
     const std::int64_t kept = keep && k != nullptr ? k->pttl_ms : -1;

@@ -20,7 +20,7 @@ std::int64_t seconds_to_ms(std::int64_t s) noexcept {
 }
 
 // A SET's effect on a lock, from its reply: OK took (or renewed) it, nil is `on_nil`.
-const lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int64_t lease, op_outcome on_nil) {
+lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int64_t lease, op_outcome on_nil) {
   lock_operation& op = c.op;
   op.kind = kind;
   op.family = lock_family::set_based;
@@ -34,6 +34,17 @@ const lock_operation& set_operation(command_call& c, lock_op_kind kind, std::int
   return op;
 }
 
+// With GET, SET answers the key's old value in place of OK: nil says there was no key
+// (NX took it, XX found nothing: `op`'s nil outcome is the other way round), a value
+// that there was one (`on_value`).
+const lock_operation& answered_old_value(lock_operation& op, const command_call& c, bool get, op_outcome on_value) {
+  if (!get) return op;
+  const reply_view::shape k = c.reply.kind;
+  if (k == reply_view::shape::null) op.outcome = on_value == op_outcome::ok ? op_outcome::rejected : op_outcome::ok;
+  else if (k == reply_view::shape::ok || k == reply_view::shape::integer || k == reply_view::shape::other) op.outcome = on_value;
+  return op;
+}
+
 }  // namespace
 
 void lock_recognizer::state::on_set(command_call& c) {
@@ -41,15 +52,38 @@ void lock_recognizer::state::on_set(command_call& c) {
   if (args.size() < 3) return;
   bool nx = false;
   bool xx = false;
-  std::int64_t lease = -1;
+  set_options o;
+  std::int64_t& lease = o.lease;
   for (std::size_t i = 3; i < args.size(); ++i) {
-    if (iequals(args[i], "NX")) nx = true;
-    else if (iequals(args[i], "XX")) xx = true;
-    else if ((iequals(args[i], "PX") || iequals(args[i], "EX")) && i + 1 < args.size()) {
+    const std::string_view a = args[i];
+    if (iequals(a, "NX")) nx = true;
+    else if (iequals(a, "XX")) xx = true;
+    else if ((iequals(a, "PX") || iequals(a, "EX")) && i + 1 < args.size()) {
       std::int64_t v = 0;
-      if (parse_int(args[i + 1], v)) lease = iequals(args[i], "EX") ? seconds_to_ms(v) : v;
+      if (parse_int(args[i + 1], v)) lease = iequals(a, "EX") ? seconds_to_ms(v) : v;
       ++i;
-    }
+    } else if (a.size() >= 4 && (a[0] == 'I' || a[0] == 'i') && i + 1 < args.size()) {
+      // IFEQ, IFNE, IFDEQ, IFDNE: the write depends on the key's present value.
+      o.condition = iequals(a, "IFEQ")    ? value_condition::equal
+                    : iequals(a, "IFNE")  ? value_condition::not_equal
+                    : iequals(a, "IFDEQ") ? value_condition::digest_equal
+                    : iequals(a, "IFDNE") ? value_condition::digest_not_equal
+                                          : o.condition;
+      o.compared = args[++i];
+    } else if ((iequals(a, "PXAT") || iequals(a, "EXAT")) && i + 1 < args.size()) {
+      // An absolute deadline (Unix time): the lease is what is left of it when sent.
+      std::int64_t v = 0;
+      if (parse_int(args[i + 1], v)) {
+        const std::int64_t at_ms = iequals(a, "EXAT") ? seconds_to_ms(v) : v;
+        lease = std::max<std::int64_t>(at_ms - c.e.request_us / 1000, 0);
+      }
+      ++i;
+    } else if (iequals(a, "GET")) o.get = true;
+    else if (iequals(a, "KEEPTTL")) o.keep_ttl = true;
+  }
+  if (o.condition != value_condition::none) {
+    if (!nx && !xx) on_conditional_set(c, o);  // with NX or XX: a syntax error
+    return;
   }
   if (xx && !nx && lease >= 0) {
     // Re-set only while the key exists, with a new expiry: a renewal of the lease (a
@@ -58,11 +92,12 @@ void lock_recognizer::state::on_set(command_call& c) {
     // (`SET session data XX EX 3600`) writes the same command. Without an expiry it
     // would make the key permanent, which no lock does: not read.
     if (flow.find(value_key(c.op.server_text, args[1], args[2])) == nullptr) return;
-    emit(set_operation(c, lock_op_kind::renew, lease, op_outcome::rejected));
+    emit(answered_old_value(set_operation(c, lock_op_kind::renew, lease, op_outcome::rejected), c, o.get, op_outcome::ok));
     return;
   }
   if (!nx) return;
-  emit(set_operation(c, lock_op_kind::acquire, lease, op_outcome::contended));
+  emit(answered_old_value(set_operation(c, lock_op_kind::acquire, lease, op_outcome::contended), c, o.get,
+                          op_outcome::contended));
 }
 
 void lock_recognizer::state::on_setnx(command_call& c) {

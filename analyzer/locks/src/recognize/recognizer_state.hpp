@@ -9,6 +9,7 @@
 //   value_tracking.cpp    lock values followed through SET-based and node-redlock calls,
 //                         and Redisson's unlock latches
 //   plain_commands.cpp    SET NX, SETNX, EXPIRE/PEXPIRE, DEL/UNLINK
+//   conditional_commands.cpp  SET IFEQ/IFNE/IFDEQ/IFDNE, DELEX, DELIFEQ
 //   pubsub.cpp            (S)SUBSCRIBE, (S)UNSUBSCRIBE, message/smessage/sunsubscribe pushes
 //   subscription_locks.cpp  locks held by a subscription (PUBSUB NUMSUB, SUBSCRIBE)
 //   connection_state.cpp  SELECT, RESET
@@ -498,6 +499,20 @@ struct lock_recognizer::state {
   void on_del(command_call& c);     // DEL, UNLINK
   void on_del_keys(command_call& c);  // DEL, UNLINK of several keys
   void on_get(command_call& c);     // GET: a value checked before a DEL or EXPIRE
+
+  // ---- conditional_commands.cpp: compare-and-set, compare-and-delete ----
+  // SET's condition on the key's present value (Redis 8.4, Valkey 8.1): IFEQ/IFNE compare
+  // the value itself, IFDEQ/IFDNE its digest.
+  enum class value_condition : std::uint8_t { none, equal, not_equal, digest_equal, digest_not_equal };
+  struct set_options {
+    value_condition condition = value_condition::none;
+    std::string_view compared;  // IFEQ's value, IFDEQ's digest...
+    bool get = false;           // the reply is the old value (nil: no key)
+    bool keep_ttl = false;
+    std::int64_t lease = -1;    // ms; -1: none named (KEEPTTL, no expiry)
+  };
+  void on_conditional_set(command_call& c, const set_options& o);
+  void on_delex(command_call& c);   // DELEX key [IFEQ|IFNE|IFDEQ|IFDNE arg], DELIFEQ key value
 
   // A client that checks its value before a plain DEL or EXPIRE (`GET key`, compared with
   // its own, then `DEL key`: a script's `GET == value then DEL`, done by the client) names

@@ -19,7 +19,9 @@ bool kept_when_queued(command_word w) noexcept {
     case command_word::expire:
     case command_word::pexpire:
     case command_word::del:
-    case command_word::unlink: return true;
+    case command_word::unlink:
+    case command_word::delex:
+    case command_word::delifeq: return true;
     default: return false;
   }
 }

@@ -581,6 +581,19 @@ inline void lock_timeline::impl::settle_refused_renewal(const suspected_overlap&
 // Plain EXPIRE/PEXPIRE/DEL on a key that is a held lock (SETNX pattern, old Redisson), or,
 // checked by a GET, on one held since before the capture.
 inline void lock_timeline::impl::on_plain(std::uint32_t id, lock_state& l, const lock_operation& op) {
+  if (op.family == lock_family::set_based && op.kind == lock_op_kind::del) [[unlikely]] {
+    // Deleted on the server's check of the key's value (DELEX IFDEQ: by its digest, which
+    // names no value): the holder's own release, whoever holds it; no unchecked delete.
+    if (holder* h = first_holder(l); h != nullptr && op.outcome == op_outcome::ok) {
+      lock_operation acted = op;
+      acted.kind = lock_op_kind::unlock;
+      acted.owner = owners.text(h->owner);  // (texts stay until the collect after this operation)
+      on_unlock(id, l, acted);
+      return;
+    }
+    step_after_refusal(conn_index(op), id, op);  // (waiter_moved_on.hpp)
+    return;
+  }
   if (!op.owner.empty() && op.outcome == op_outcome::ok && !has_holder(l)) [[unlikely]] {
     // Checked by a GET that read op.owner (the recognizer's checked read), on a lock with
     // no holder known: a hold begun before the capture (held_before_capture: joined

@@ -46,6 +46,10 @@ enum class command_word : std::uint8_t {
   // RPOPLPUSH, BRPOPLPUSH, LMOVE, BLMOVE: a job queue's worker taking a job id itself
   // before the script that locks it (the traced shadow's lists follow the move)
   list_move,
+  // Redis 8.4 / Valkey 9: a compare-and-delete (DELEX key IFEQ value, DELIFEQ key value)
+  // releases a lock with no script
+  delex,
+  delifeq,
 };
 
 namespace command_words_detail {
@@ -113,11 +117,12 @@ inline command_word identify_command(std::string_view name) noexcept {
     }
     case 5: {
       static constexpr d::pattern setnx = d::pattern_of("SETNX"), reset = d::pattern_of("RESET"),
-                                  lmove = d::pattern_of("LMOVE");
+                                  lmove = d::pattern_of("LMOVE"), delex = d::pattern_of("DELEX");
       d::load<5>(name.data(), w);
       if (d::matches(w, setnx)) return command_word::setnx;
       if (d::matches(w, reset)) return command_word::reset;
       if (d::matches(w, lmove)) return command_word::list_move;
+      if (d::matches(w, delex)) return command_word::delex;
       break;
     }
     case 6: {
@@ -137,12 +142,14 @@ inline command_word identify_command(std::string_view name) noexcept {
     }
     case 7: {
       static constexpr d::pattern evalsha = d::pattern_of("EVALSHA"), pexpire = d::pattern_of("PEXPIRE"),
-                                  cluster = d::pattern_of("CLUSTER"), eval_ro = d::pattern_of("EVAL_RO");
+                                  cluster = d::pattern_of("CLUSTER"), eval_ro = d::pattern_of("EVAL_RO"),
+                                  delifeq = d::pattern_of("DELIFEQ");
       d::load<7>(name.data(), w);
       if (d::matches(w, evalsha)) return command_word::evalsha;
       if (d::matches(w, pexpire)) return command_word::pexpire;
       if (d::matches(w, cluster)) return command_word::cluster;
       if (d::matches(w, eval_ro)) return command_word::eval_ro;
+      if (d::matches(w, delifeq)) return command_word::delifeq;
       break;
     }
     case 9: {
@@ -196,6 +203,7 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"GET", command_word::get},               {"PUBSUB", command_word::pubsub},
       {"RPOPLPUSH", command_word::list_move},   {"BRPOPLPUSH", command_word::list_move},
       {"LMOVE", command_word::list_move},       {"BLMOVE", command_word::list_move},
+      {"DELEX", command_word::delex},           {"DELIFEQ", command_word::delifeq},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;

@@ -58,7 +58,9 @@ enum class lock_op_kind : std::uint8_t {
   renew,         // reply: renewed / failed
   force_unlock,  // reply: released / nothing to release
   expire,        // plain EXPIRE/PEXPIRE on a key (a renewal when the key is a held lock)
-  del,           // plain DEL on a key (a release when the key is a held lock)
+  del,           // plain DEL on a key (a release when the key is a held lock); of the
+                 // set_based family: deleted on the server's check of the value (DELEX
+                 // IFDEQ, by its digest): the release of whoever holds it
   subscribe,
   unsubscribe,
   message,       // a pub/sub message delivered on `channel`
