@@ -34,7 +34,7 @@ using locks::command_word;
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, command_word>, 26> words{{
+constexpr std::array<std::pair<std::string_view, command_word>, 29> words{{
     {"ASKING", command_word::asking},
     {"CLUSTER", command_word::cluster},
     {"SELECT", command_word::select},
@@ -61,6 +61,9 @@ constexpr std::array<std::pair<std::string_view, command_word>, 26> words{{
     {"BRPOPLPUSH", command_word::list_move},
     {"LMOVE", command_word::list_move},
     {"BLMOVE", command_word::list_move},
+    {"FUNCTION", command_word::function},
+    {"FCALL", command_word::fcall},
+    {"FCALL_RO", command_word::fcall_ro},
 }};
 
 // The general path: the name compared with each word in turn.

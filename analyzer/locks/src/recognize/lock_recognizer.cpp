@@ -174,6 +174,9 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::get: return on_get(c);
     case command_word::pubsub: return on_pubsub(c);
     case command_word::list_move: return on_list_move(c);
+    case command_word::function: return on_function(c);
+    case command_word::fcall:
+    case command_word::fcall_ro: return on_function_call(c);
   }
 }
 

@@ -46,6 +46,10 @@ enum class command_word : std::uint8_t {
   // RPOPLPUSH, BRPOPLPUSH, LMOVE, BLMOVE: a job queue's worker taking a job id itself
   // before the script that locks it (the traced shadow's lists follow the move)
   list_move,
+  // Redis Functions: FUNCTION LOAD / DELETE / FLUSH, and the calls of a loaded function
+  function,
+  fcall,
+  fcall_ro,
 };
 
 namespace command_words_detail {
@@ -113,11 +117,12 @@ inline command_word identify_command(std::string_view name) noexcept {
     }
     case 5: {
       static constexpr d::pattern setnx = d::pattern_of("SETNX"), reset = d::pattern_of("RESET"),
-                                  lmove = d::pattern_of("LMOVE");
+                                  lmove = d::pattern_of("LMOVE"), fcall = d::pattern_of("FCALL");
       d::load<5>(name.data(), w);
       if (d::matches(w, setnx)) return command_word::setnx;
       if (d::matches(w, reset)) return command_word::reset;
       if (d::matches(w, lmove)) return command_word::list_move;
+      if (d::matches(w, fcall)) return command_word::fcall;
       break;
     }
     case 6: {
@@ -143,6 +148,13 @@ inline command_word identify_command(std::string_view name) noexcept {
       if (d::matches(w, pexpire)) return command_word::pexpire;
       if (d::matches(w, cluster)) return command_word::cluster;
       if (d::matches(w, eval_ro)) return command_word::eval_ro;
+      break;
+    }
+    case 8: {
+      static constexpr d::pattern function = d::pattern_of("FUNCTION"), fcall_ro = d::pattern_of("FCALL_RO");
+      d::load<8>(name.data(), w);
+      if (d::matches(w, function)) return command_word::function;
+      if (d::matches(w, fcall_ro)) return command_word::fcall_ro;
       break;
     }
     case 9: {
@@ -196,6 +208,8 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"GET", command_word::get},               {"PUBSUB", command_word::pubsub},
       {"RPOPLPUSH", command_word::list_move},   {"BRPOPLPUSH", command_word::list_move},
       {"LMOVE", command_word::list_move},       {"BLMOVE", command_word::list_move},
+      {"FUNCTION", command_word::function},     {"FCALL", command_word::fcall},
+      {"FCALL_RO", command_word::fcall_ro},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;
