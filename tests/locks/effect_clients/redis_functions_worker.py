@@ -26,24 +26,21 @@ else `rgw:gc`), a fresh owner value per wait, polled every 40-60 ms until taken 
 in five, a patience of 150 ms runs out (gave_up); held 20-400 ms with a lease of 300 ms,
 extended every 120 ms during longer holds. Holders killed with SIGKILL: each life of the
 loop runs in a child process whose lines come back through a pipe; p1's and p3's children
-are killed once in the middle of a hold (the key expires a lease after its acquiring call,
-logged by the parent as expired then), and a new child goes on with the next rounds over a
-new connection.
+are killed once in the middle of a hold (python_worker.run_lives: the key expires a lease
+after its acquiring call, logged by the parent as expired then), and a new child goes on with
+the next rounds over a new connection.
 
   /usr/bin/python3 redis_functions_worker.py PORT PROC [ROUNDS]
   /usr/bin/python3 redis_functions_worker.py PORT PROC ROUNDS --life FROM KILL_ROUND   (a child)
 Needs python3-redis (Debian) and redis-server 7.
 """
-import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 import uuid
 
-from python_worker import connect_from_own_address, logger, now_us, write_line
+from python_worker import connect_from_own_address, logger, now_us, run_lives, write_line
 
 port = int(sys.argv[1])
 proc = sys.argv[2]
@@ -131,30 +128,8 @@ redis.register_function{
 
 if len(sys.argv) <= 4 or sys.argv[4] != "--life":
     # The parent: runs the rounds in children, killing p1's and p3's once mid-hold.
-    kill = {"p1": rounds // 3, "p3": (2 * rounds) // 3}.get(proc, -1)
-    start = 0
-    rng = random.Random()
-    while start < rounds:
-        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(port), proc, str(rounds), "--life",
-                                  str(start), str(kill)], stdout=subprocess.PIPE, text=True)
-        nxt = rounds
-        for line in child.stdout:
-            o = json.loads(line)
-            if o.get("event") != "kill_me":
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                continue
-            # Mid-hold: SIGKILL, so nothing is released; the key runs out its lease.
-            time.sleep(rng.uniform(0.02, 0.2))
-            child.send_signal(signal.SIGKILL)
-            write_line({"t_us": o["sent_us"] + LEASE_MS * 1000, "proc": proc, "event": "expired",
-                        "lock": o["lock"], "owner": o["owner"], "killed": True})
-            nxt = o["round"] + 1
-            kill = -1
-            break
-        child.stdout.close()
-        child.wait()
-        start = nxt
+    run_lives(os.path.abspath(__file__), port, proc, rounds, {"p1": rounds // 3, "p3": (2 * rounds) // 3}.get(proc, -1),
+              LEASE_MS * 1000)
     sys.exit(0)
 
 # A child: rounds FROM.. of the loop, over its own connection.
