@@ -13,6 +13,7 @@
 // registers nothing here, and its functions' calls are inferred from the traffic. So is
 // the common case: a function loaded before the capture began.
 #include "lockscope/lock/naming.hpp"
+#include "recognize/function_library.hpp"
 #include "recognize/lua_sandbox.hpp"
 #include "recognize/recognizer_state.hpp"
 
@@ -20,57 +21,6 @@ namespace lockscope::locks {
 
 using namespace recognizer_detail;
 
-namespace {
-
-using resp::iequals;
-
-// Defines the `redis.register_function` a library's top level calls (a local `redis`
-// that reaches the sandbox's for everything else), then opens the library's block.
-constexpr std::string_view library_prelude =
-    "local lockscope_functions = {}\n"
-    "local redis = setmetatable({register_function = function(name, callback)\n"
-    "  if type(name) == 'table' then name, callback = name.function_name, name.callback end\n"
-    "  if type(name) ~= 'string' or type(callback) ~= 'function' then\n"
-    "    error('ERR wrong arguments to register_function')\n"
-    "  end\n"
-    "  lockscope_functions[string.lower(name)] = callback\n"
-    "end}, {__index = redis})\n"
-    "do\n";
-// The library's names, as the top level registered them.
-constexpr std::string_view names_trailer =
-    "\nend\n"
-    "local names = {}\n"
-    "for name in pairs(lockscope_functions) do names[#names + 1] = name end\n"
-    "return names\n";
-
-// A function name as Redis accepts one: letters, digits and '_'.
-bool valid_function_name(std::string_view name) noexcept {
-  if (name.empty() || name.size() > 128) return false;
-  for (const char ch : name) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-// The library's name from its first line (`#!lua name=lib`) and its code after that
-// line; false when the text has no such line (Redis refuses it).
-bool split_library(std::string_view text, std::string_view& name, std::string_view& code) noexcept {
-  if (text.substr(0, 2) != "#!") return false;
-  const std::size_t eol = text.find('\n');
-  std::string_view line = text.substr(0, eol);
-  code = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-  name = {};
-  while (!line.empty()) {
-    const std::size_t space = line.find(' ');
-    const std::string_view word = line.substr(0, space);
-    if (word.substr(0, 5) == "name=") name = word.substr(5);
-    line = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
-  }
-  return !name.empty();
-}
-
-}  // namespace
 
 std::string_view lock_recognizer::state::function_key(std::string_view server, std::string_view name) {
   function_key_scratch.assign(server);
@@ -83,7 +33,7 @@ void lock_recognizer::state::forget_library(std::string_view server, std::string
   functions.erase_if([&](const auto& f) {
     const std::string_view key = f.key;
     return !f.value.library.empty() && key.size() > server.size() && key[server.size()] == '\0' &&
-           key.substr(0, server.size()) == server && iequals(f.value.library, library);
+           key.substr(0, server.size()) == server && resp::iequals(f.value.library, library);
   });
 }
 
@@ -95,39 +45,34 @@ void lock_recognizer::state::on_function(command_call& c) {
   // or none (a capture cut short) included.
   if (args.size() < 2 || c.reply.kind == reply_view::shape::error) return;
   const std::string_view server = e.server_text;
-  if (iequals(args[1], "FLUSH")) {
+  if (resp::iequals(args[1], "FLUSH")) {
     functions.erase_if([&](const auto& f) {
       const std::string_view key = f.key;
       return key.size() > server.size() && key[server.size()] == '\0' && key.substr(0, server.size()) == server;
     });
     return;
   }
-  if (iequals(args[1], "DELETE") && args.size() == 3) {
+  if (resp::iequals(args[1], "DELETE") && args.size() == 3) {
     forget_library(server, args[2]);
     return;
   }
-  if (!iequals(args[1], "LOAD") || args.size() < 3 || args.size() > 4) return;
-  if (args.size() == 4 && !iequals(args[2], "REPLACE")) return;
+  if (!resp::iequals(args[1], "LOAD") || args.size() < 3 || args.size() > 4) return;
+  if (args.size() == 4 && !resp::iequals(args[2], "REPLACE")) return;
   std::string_view library, code;
-  if (!split_library(args.back(), library, code)) return;
+  if (!effect::split_library(args.back(), library, code)) return;
   forget_library(server, library);  // REPLACE: the old version's functions are gone
 
-  std::string text;
-  text.reserve(library_prelude.size() + code.size() + names_trailer.size());
-  text.append(library_prelude).append(code).append(names_trailer);
   effect::shadow_store store;
-  const effect::run_result top = effect::run_script(text, {}, {}, store);
+  const effect::run_result top = effect::run_script(effect::library_names_script(code), {}, {}, store);
   if (top.outcome != effect::run_result::status::ok || top.reply.type != effect::lua_reply::kind::array) {
     ++stats.unknown_scripts;  // not understood: its functions' calls are inferred
     return;
   }
-  const std::size_t body_end = library_prelude.size() + code.size();
   std::size_t registered = 0;
   for (const effect::lua_reply& item : top.reply.items) {
-    if (item.type != effect::lua_reply::kind::bulk || !valid_function_name(item.text)) continue;
+    if (item.type != effect::lua_reply::kind::bulk || !effect::valid_function_name(item.text)) continue;
     if (++registered > max_functions_per_library) break;
-    text.resize(body_end);
-    text.append("\nend\nreturn lockscope_functions['").append(item.text).append("'](KEYS, ARGV)\n");
+    const std::string text = effect::library_function_script(code, item.text);
     std::string sha = lock::sha1_hex(text);
     ++stats.scripts_seen;
     learn(text, sha);
