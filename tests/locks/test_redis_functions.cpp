@@ -181,6 +181,24 @@ TEST_CASE("functions: a library that loops or allocates without bound is stopped
   }
 }
 
+TEST_CASE("functions: libraries that run out of their budget count as strikes", "[functions][recognizer]") {
+  op_recorder rec;
+  locks::lock_recognizer r(rec);
+  // Each a library of its own (a new text each time), each stopped by its limits.
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "spin" + std::to_string(i);
+    load(r, "#!lua name=" + name + "\nwhile true do end\n", "$" + std::to_string(name.size()) + "\r\n" + name + "\r\n");
+  }
+  // After that many strikes a library is not run at all: its functions are inferred.
+  const auto began = std::chrono::steady_clock::now();
+  load(r, mutex_library, "$9\r\napi_mutex\r\n");
+  CHECK(std::chrono::steady_clock::now() - began < std::chrono::milliseconds(20));
+  CHECK(r.stats().scripts_seen == 0);
+  fcall(r, "FCALL", "mutex_lock", {"jobs"}, {"tok-a", "3000"}, ":1\r\n", 2'000'000);
+  REQUIRE(rec.ops.size() == 1);
+  CHECK(rec.ops[0].inferred);
+}
+
 TEST_CASE("functions: REPLACE replaces a library, DELETE and FLUSH forget", "[functions][recognizer]") {
   op_recorder rec;
   locks::lock_recognizer r(rec);

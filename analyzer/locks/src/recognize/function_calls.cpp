@@ -62,8 +62,15 @@ void lock_recognizer::state::on_function(command_call& c) {
   if (!effect::split_library(args.back(), library, code)) return;
   forget_library(server, library);  // REPLACE: the old version's functions are gone
 
+  // Once max_effect_strikes scripts have run out of their budget, libraries are not run
+  // either: a capture of hostile texts costs a bounded time.
+  if (effect_strikes >= max_effect_strikes) {
+    ++stats.unknown_scripts;
+    return;
+  }
   effect::shadow_store store;
   const effect::run_result top = effect::run_script(effect::library_names_script(code), {}, {}, store);
+  if (top.outcome == effect::run_result::status::limit) ++effect_strikes;
   if (top.outcome != effect::run_result::status::ok || top.reply.type != effect::lua_reply::kind::array) {
     ++stats.unknown_scripts;  // not understood: its functions' calls are inferred
     return;
