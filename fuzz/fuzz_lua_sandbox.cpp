@@ -6,6 +6,10 @@
 //   build/fuzz/fuzz/fuzz_lua_sandbox -max_total_time=60 -dict=fuzz/lua_sandbox.dict \
 //       /tmp/corpus fuzz/corpus/lua_sandbox
 //
+// An input that begins `#!` is also read as a Redis Functions library (FUNCTION LOAD's
+// payload): its top level run for the names it registers, and each of the first few
+// functions probed as the recognizer probes a function (function_library.hpp).
+//
 // Checked, beyond ASan/UBSan and libFuzzer's own timeout and RSS limit: every run ends
 // with a status; a run that returns leaves no more shadow writes than the limit; the
 // probes stay within their shared budget (a wall-clock bound per input), and an effect
@@ -19,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "recognize/function_library.hpp"
 #include "recognize/lua_sandbox.hpp"
 #include "recognize/script_effect.hpp"
 
@@ -71,6 +76,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (e.paths.empty()) fail("an effect with no reply paths");
     if (e.limit_argv != 0 && effect::argument_at(keys, argv, e.limit_argv).empty()) fail("limit out of range");
+  }
+  std::string_view library, code;
+  if (effect::split_library(text, library, code)) {
+    effect::shadow_store top_store;
+    const effect::run_result top = effect::run_script(effect::library_names_script(code), {}, {}, top_store, limits);
+    if (top.outcome == effect::run_result::status::ok && top.reply.type == effect::lua_reply::kind::array) {
+      std::size_t probed = 0;
+      for (const effect::lua_reply& name : top.reply.items) {
+        if (name.type != effect::lua_reply::kind::bulk || !effect::valid_function_name(name.text)) continue;
+        if (++probed > 4) break;
+        const effect::script_effect f =
+            effect::analyse_script(effect::library_function_script(code, name.text), keys, argv, limits);
+        if (f.is_lock() && (f.lock_key > keys.size() || effect::argument_at(keys, argv, f.owner_argv).empty())) {
+          fail("a function's lock key or owner out of range");
+        }
+      }
+    }
   }
   if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) fail("the probes took longer than 5 s");
   return 0;

@@ -20,6 +20,15 @@ def server(conn, data):
     return bytes([conn | (1 << 2), len(data)]) + data
 
 
+def client_long(conn, data):
+    """Client bytes of any length, as consecutive records (each under 256 bytes)."""
+    return b"".join(client(conn, data[i:i + 200]) for i in range(0, len(data), 200))
+
+
+def command(*parts):
+    return b"*%d\r\n" % len(parts) + bulk(*parts)
+
+
 def script(conn, index, count, args, by_sha=False):
     assert len(args) < 256
     return bytes([conn | (2 << 2), index | (0x80 if by_sha else 0), count, len(args)]) + args
@@ -69,6 +78,30 @@ seeds = {
     + script(0, ACQUIRE, 6, bulk(b"1", b"k3", b"1000", OWNER_A)) + server(0, b"$-1\r\n")
     + bytes([8 << 2, 255]) * 4,
 }
+
+# Redis Functions: a library loaded (both registration forms, 1/0 and 0/-errno answers),
+# its functions called and one never loaded, then deleted and flushed; and a library
+# whose top level never ends.
+LIBRARY = (b"#!lua name=fl\n"
+           b"redis.register_function('lk', function(k, a)\n"
+           b"  if redis.call('SET', k[1], a[1], 'NX', 'PX', a[2]) then return 1 end return 0 end)\n"
+           b"redis.register_function{function_name='ul', callback=function(k, a)\n"
+           b"  if redis.call('GET', k[1]) == a[1] then redis.call('DEL', k[1]) return 0 end return -16 end}\n")
+seeds["functions"] = (b"\x00"
+    + client_long(0, command(b"FUNCTION", b"LOAD", b"REPLACE", LIBRARY)) + server(0, b"$2\r\nfl\r\n")
+    + client(0, command(b"FCALL", b"lk", b"1", b"fk", OWNER_A, b"30000")) + server(0, b":1\r\n")
+    + client(1, command(b"FCALL", b"LK", b"1", b"fk", OWNER_B, b"30000")) + server(1, b":0\r\n")
+    + client(0, command(b"FCALL", b"ul", b"1", b"fk", OWNER_A)) + server(0, b":0\r\n")
+    + client(1, command(b"FCALL", b"unseen", b"1", b"gk", OWNER_B, b"30000")) + server(1, b":-16\r\n")
+    + client(1, command(b"FCALL_RO", b"unseen", b"1", b"gk", OWNER_B, b"30000")) + server(1, b":0\r\n")
+    + client(0, command(b"FUNCTION", b"DELETE", b"fl")) + server(0, b"+OK\r\n")
+    + client(0, command(b"FCALL", b"lk", b"1", b"fk", OWNER_A, b"30000")) + server(0, b"-ERR Function not found\r\n")
+    + client(2, command(b"FUNCTION", b"FLUSH")) + server(2, b"+OK\r\n"))
+seeds["functions_hostile"] = (b"\x00"
+    + client_long(0, command(b"FUNCTION", b"LOAD", b"#!lua name=h\nwhile true do end\n"
+                             b"redis.register_function('lk', function(k, a) return 1 end)\n"))
+    + server(0, b"$1\r\nh\r\n")
+    + client(0, command(b"FCALL", b"lk", b"1", b"fk", OWNER_A, b"30000")) + server(0, b":1\r\n"))
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "pipeline")
 os.makedirs(out, exist_ok=True)

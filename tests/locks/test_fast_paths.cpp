@@ -34,7 +34,7 @@ using locks::command_word;
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, command_word>, 28> words{{
+constexpr std::array<std::pair<std::string_view, command_word>, 31> words{{
     {"ASKING", command_word::asking},
     {"CLUSTER", command_word::cluster},
     {"SELECT", command_word::select},
@@ -63,6 +63,9 @@ constexpr std::array<std::pair<std::string_view, command_word>, 28> words{{
     {"BLMOVE", command_word::list_move},
     {"DELEX", command_word::delex},
     {"DELIFEQ", command_word::delifeq},
+    {"FUNCTION", command_word::function},
+    {"FCALL", command_word::fcall},
+    {"FCALL_RO", command_word::fcall_ro},
 }};
 
 // The general path: the name compared with each word in turn.

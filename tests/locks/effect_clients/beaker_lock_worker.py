@@ -34,15 +34,12 @@ that time), and a new child goes on with the next rounds over a new connection.
   /usr/bin/python3 beaker_lock_worker.py PORT PROC ROUNDS --life FROM KILL_ROUND   (a child)
 Needs python3-beaker and python3-redis (Debian).
 """
-import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 
-from python_worker import connect_from_own_address, logger, now_us, write_line
+from python_worker import connect_from_own_address, logger, now_us, run_lives, write_line
 
 port = int(sys.argv[1])
 proc = sys.argv[2]
@@ -52,30 +49,8 @@ log = logger(proc)
 
 if len(sys.argv) <= 4 or sys.argv[4] != "--life":
     # The parent: runs the rounds in children, killing p1's and p3's once mid-hold.
-    kill = {"p1": rounds // 3, "p3": (2 * rounds) // 3}.get(proc, -1)
-    start = 0
-    rng = random.Random()
-    while start < rounds:
-        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(port), proc, str(rounds), "--life",
-                                  str(start), str(kill)], stdout=subprocess.PIPE, text=True)
-        nxt = rounds
-        for line in child.stdout:
-            o = json.loads(line)
-            if o.get("event") != "kill_me":
-                sys.stdout.write(line)
-                sys.stdout.flush()
-                continue
-            # Mid-hold: SIGKILL, so nothing is released; the key runs out its lease.
-            time.sleep(rng.uniform(0.02, 0.3))
-            child.send_signal(signal.SIGKILL)
-            write_line({"t_us": o["sent_us"] + LEASE_S * 1_000_000, "proc": proc, "event": "expired",
-                        "lock": o["lock"], "owner": o["owner"], "killed": True})
-            nxt = o["round"] + 1
-            kill = -1
-            break
-        child.stdout.close()
-        child.wait()
-        start = nxt
+    run_lives(os.path.abspath(__file__), port, proc, rounds, {"p1": rounds // 3, "p3": (2 * rounds) // 3}.get(proc, -1),
+              LEASE_S * 1_000_000)
     sys.exit(0)
 
 # A child: rounds FROM.. of the loop, over its own connection.

@@ -418,7 +418,7 @@ HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
                           "redlock_universal", "ioredis_lock", "sesame_redlock", "sesame_redlock_mux",
                           "sesame_redlock_mux_short", "node_redisson", "redis_promise_lock", "redis_kit_lock",
-                          "medusa_lock", "ioredis_mutex", "murlock", "redis_mutex")):
+                          "medusa_lock", "ioredis_mutex", "murlock", "redis_mutex", "redis_functions")):
     out = []
     for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")

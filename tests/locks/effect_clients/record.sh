@@ -58,6 +58,7 @@
 #   tests/locks/effect_clients/record.sh - kombu_mutex                       # kombu_mutex_worker.py (Python)
 #   tests/locks/effect_clients/record.sh - limits                            # limits_worker.py (Python, no lock)
 #   tests/locks/effect_clients/record.sh - beaker_lock                       # beaker_lock_worker.py (Python)
+#   tests/locks/effect_clients/record.sh - redis_functions                   # redis_functions_worker.py (Python)
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -98,6 +99,7 @@
 #   apt-get install python3-tooz python3-rq python3-redis                # held out (fourteenth set)
 #   apt-get install python3-kombu python3-limits python3-redis           # held out (fifteenth set)
 #   apt-get install python3-beaker python3-redis                         # held out (twenty-third set)
+#   apt-get install python3-redis redis-server                           # redis_functions (Redis 7's Functions)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
@@ -106,7 +108,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock|redis_functions}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -203,6 +205,9 @@ case $name in
   # A cache's creation lock released by an optimistic transaction (WATCH, GET, DEL, MULTI,
   # EXEC), no script; waits that poll until they get it, single tries; holders killed with SIGKILL.
   beaker_lock) worker=beaker_lock_worker.py; scenario="Beaker 1.11 RedisSynchronizer (Debian) on redis-py 4.3, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  # Locks as Redis Functions: two libraries loaded by FUNCTION LOAD (positional and table
+  # registration, 1/0 and 0/-errno answers), FCALL and FCALL_RO; holders killed with SIGKILL.
+  redis_functions) worker=redis_functions_worker.py; scenario="Redis 7 Functions (FUNCTION LOAD, FCALL, FCALL_RO) by redis-py 4.3 (Debian), two libraries, holders killed with SIGKILL"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)

@@ -176,6 +176,9 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::list_move: return on_list_move(c);
     case command_word::delex:
     case command_word::delifeq: return on_delex(c);
+    case command_word::function: return on_function(c);
+    case command_word::fcall:
+    case command_word::fcall_ro: return on_function_call(c);
   }
 }
 

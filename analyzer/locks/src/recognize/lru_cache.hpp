@@ -55,6 +55,20 @@ class lru_cache {
     return order_.front();
   }
 
+  // Drops every entry `drop(entry)` answers true for (not counted as evictions).
+  template <class Pred>
+  void erase_if(Pred drop) {
+    for (auto it = order_.begin(); it != order_.end();) {
+      if (!drop(static_cast<const entry&>(*it))) {
+        ++it;
+        continue;
+      }
+      key_bytes_ -= it->key.size();
+      index_.erase(it->key);
+      it = order_.erase(it);
+    }
+  }
+
   std::size_t size() const noexcept { return order_.size(); }
   std::size_t key_bytes() const noexcept { return key_bytes_; }
   std::uint64_t evictions() const noexcept { return evictions_; }

@@ -4,6 +4,8 @@
 //                         reply shape, redirects) and the command dispatch table
 //   script_calls.cpp      EVAL/EVALSHA/SCRIPT LOAD: the script and SHA1 caches, the
 //                         classification, the inference of unknown SHA1s, the outcomes
+//   function_calls.cpp    Redis Functions: FUNCTION LOAD/DELETE/FLUSH, FCALL/FCALL_RO read
+//                         as the calls of a script learnt per function
 //   nil_releases.cpp      an unseen release answered nil: undecided until the lock's
 //                         next operation (another owner's acquisition: a release)
 //   value_tracking.cpp    lock values followed through SET-based and node-redlock calls,
@@ -298,6 +300,12 @@ struct lock_recognizer::state {
 
   void on_script_load(command_call& c);
   void on_script_call(command_call& c);  // EVAL, EVALSHA and their _RO forms
+  // The entry of an EVALSHA's (or a function's) SHA1, made current_sha; an unknown SHA1
+  // gets a new entry to infer from the traffic. nullptr when `sha` is no SHA1.
+  sha_entry* entry_of_sha(std::string_view sha);
+  // A script call's operations once its class (and, for a call by SHA1, its entry) is known.
+  void read_script_call(command_call& c, const script_class& cls, sha_entry* entry,
+                        std::span<const std::string_view> keys, std::span<const std::string_view> argv);
   // How a script call's operations come out of its class and reply.
   void emit_script_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
                               std::span<const std::string_view> argv);
@@ -316,6 +324,11 @@ struct lock_recognizer::state {
 
   bool read_textless_call(command_call& c, sha_entry& entry, std::span<const std::string_view> keys,
                           std::span<const std::string_view> argv);
+  // An unseen script's integer answer on a lock whose calls answer 0 / -errno, read as
+  // 1 / 0 (script_calls.cpp); the locks shown to, by a hash each (at most max_errno_locks).
+  void read_errno_convention(command_call& c, std::string_view key);
+  static constexpr std::size_t max_errno_locks = 4096;
+  std::unordered_set<std::uint64_t> errno_locks;
   void infer_by_held_value(command_call& c, sha_entry* entry, std::span<const std::string_view> keys,
                            std::span<const std::string_view> argv);
   // An unseen script renewing KEYS[1] for a hold whose taking and freeing no call shows
@@ -368,6 +381,26 @@ struct lock_recognizer::state {
   // max_zset_semaphores; none forgotten: a new one beyond is not followed).
   static constexpr std::size_t max_zset_semaphores = 4096;
   std::unordered_set<std::string> zset_semaphores;
+  // ---- function_calls.cpp: Redis Functions ----
+  // A library's functions (FUNCTION LOAD) are learnt as scripts: each a text made of the
+  // library and a call of its callback with KEYS and ARGV, known by that text's SHA1. A
+  // function's name maps to that SHA1 per server (functions are server-wide); a name met
+  // in FCALL before any load of it maps to a SHA1 of the server and the name, inferred
+  // from the traffic like an unseen EVALSHA. At most max_functions names, the least
+  // recently used forgotten first.
+  struct loaded_function {
+    std::string sha;      // 40 hex digits
+    std::string library;  // empty: never seen loaded (inferred)
+  };
+  static constexpr std::size_t max_functions = 4096;
+  static constexpr std::size_t max_functions_per_library = 64;
+  recognizer_detail::lru_cache<loaded_function> functions{max_functions, max_functions * 96};
+  std::string function_key_scratch;  // "server\0name", reused by each FCALL
+  void on_function(command_call& c);       // FUNCTION LOAD / DELETE / FLUSH
+  void on_function_call(command_call& c);  // FCALL, FCALL_RO
+  void forget_library(std::string_view server, std::string_view library);
+  std::string_view function_key(std::string_view server, std::string_view name);
+
   // ---- effect_calls.cpp ----
   // A counted semaphore's sorted set of its holders' expiries (its acquire scored its
   // holder there), to its count's key: a script that only sets a member's expiry to the

@@ -256,18 +256,29 @@ void lock_recognizer::state::on_script_call(command_call& c) {
     cls = *last_eval_class;
     last_eval_identity = script_identity;
   } else {
-    const std::string_view sha = normal_sha(args[1]);
-    if (sha.empty()) return;
-    current_sha = sha_bytes(sha);
-    entry = find_sha(sha);
-    if (entry == nullptr) {
-      ++stats.unknown_shas;
-      entry = &by_sha.insert(sha, sha_entry{{}, true, false}).value;
-      stats.shas_evicted = by_sha.evictions();
-    }
+    entry = entry_of_sha(normal_sha(args[1]));
+    if (entry == nullptr) return;
     cls = entry->cls;
     c.op.inferred = entry->inferred;
   }
+  read_script_call(c, cls, entry, keys, argv);
+}
+
+lock_recognizer::state::sha_entry* lock_recognizer::state::entry_of_sha(std::string_view sha) {
+  if (sha.empty()) return nullptr;
+  current_sha = sha_bytes(sha);
+  sha_entry* entry = find_sha(sha);
+  if (entry == nullptr) {
+    ++stats.unknown_shas;
+    entry = &by_sha.insert(sha, sha_entry{{}, true, false}).value;
+    stats.shas_evicted = by_sha.evictions();
+  }
+  return entry;
+}
+
+void lock_recognizer::state::read_script_call(command_call& c, const script_class& cls, sha_entry* entry,
+                                              std::span<const std::string_view> keys,
+                                              std::span<const std::string_view> argv) {
   if (cls.permit_role != 0) {
     emit_permit_operations(c, cls, keys, argv);
     return;
@@ -279,6 +290,7 @@ void lock_recognizer::state::on_script_call(command_call& c) {
   if (!cls.is_lock_script() && !(entry != nullptr && entry->inferred)) return;
 
   if (entry != nullptr && entry->inferred) {
+    if (c.reply.kind == reply_view::shape::integer && !keys.empty()) read_errno_convention(c, keys[0]);
     const std::uint64_t operations_before = stats.operations;
     if (!read_textless_call(c, *entry, keys, argv) && stats.operations == operations_before &&
         c.reply.kind != reply_view::shape::error) {
@@ -291,6 +303,23 @@ void lock_recognizer::state::on_script_call(command_call& c) {
     return;
   }
   emit_script_operations(c, cls, keys, argv);
+}
+
+// Lock code that answers as C does: 0 when done, a negative errno when not (Ceph RGW's
+// lock functions: -16 EBUSY, -2 ENOENT). One library serves a lock, so a lock key an
+// unseen script answered such a number for (below -1: -1 is a PTTL's "no expiry" or a
+// release's "expired") has its unseen scripts' calls read in that convention: 0 as the
+// 1 of a done call, a negative number as the 0 of a refused one.
+void lock_recognizer::state::read_errno_convention(command_call& c, std::string_view key) {
+  std::int64_t& answer = c.reply.integer;
+  if (answer > 0) return;
+  const std::uint64_t id = value_key(c.e.server_text, key, "\x04errno");
+  if (answer <= -2 && answer >= -4095) {
+    if (errno_locks.size() < max_errno_locks) errno_locks.insert(id);
+  } else if (errno_locks.empty() || errno_locks.find(id) == errno_locks.end()) {
+    return;
+  }
+  answer = answer == 0 ? 1 : 0;
 }
 
 // A call of a script known only by its SHA1, read from its arguments and reply; true

@@ -50,6 +50,10 @@ enum class command_word : std::uint8_t {
   // releases a lock with no script
   delex,
   delifeq,
+  // Redis Functions: FUNCTION LOAD / DELETE / FLUSH, and the calls of a loaded function
+  function,
+  fcall,
+  fcall_ro,
 };
 
 namespace command_words_detail {
@@ -117,12 +121,14 @@ inline command_word identify_command(std::string_view name) noexcept {
     }
     case 5: {
       static constexpr d::pattern setnx = d::pattern_of("SETNX"), reset = d::pattern_of("RESET"),
-                                  lmove = d::pattern_of("LMOVE"), delex = d::pattern_of("DELEX");
+                                  lmove = d::pattern_of("LMOVE"), delex = d::pattern_of("DELEX"),
+                                  fcall = d::pattern_of("FCALL");
       d::load<5>(name.data(), w);
       if (d::matches(w, setnx)) return command_word::setnx;
       if (d::matches(w, reset)) return command_word::reset;
       if (d::matches(w, lmove)) return command_word::list_move;
       if (d::matches(w, delex)) return command_word::delex;
+      if (d::matches(w, fcall)) return command_word::fcall;
       break;
     }
     case 6: {
@@ -150,6 +156,13 @@ inline command_word identify_command(std::string_view name) noexcept {
       if (d::matches(w, cluster)) return command_word::cluster;
       if (d::matches(w, eval_ro)) return command_word::eval_ro;
       if (d::matches(w, delifeq)) return command_word::delifeq;
+      break;
+    }
+    case 8: {
+      static constexpr d::pattern function = d::pattern_of("FUNCTION"), fcall_ro = d::pattern_of("FCALL_RO");
+      d::load<8>(name.data(), w);
+      if (d::matches(w, function)) return command_word::function;
+      if (d::matches(w, fcall_ro)) return command_word::fcall_ro;
       break;
     }
     case 9: {
@@ -204,6 +217,8 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"RPOPLPUSH", command_word::list_move},   {"BRPOPLPUSH", command_word::list_move},
       {"LMOVE", command_word::list_move},       {"BLMOVE", command_word::list_move},
       {"DELEX", command_word::delex},           {"DELIFEQ", command_word::delifeq},
+      {"FUNCTION", command_word::function},     {"FCALL", command_word::fcall},
+      {"FCALL_RO", command_word::fcall_ro},
   };
   for (const auto& [word, id] : words) {
     if (iequals(name, word)) return id;
