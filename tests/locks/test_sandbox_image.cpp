@@ -104,7 +104,7 @@ TEST_CASE("sandbox image: runs from the kept interpreter image answer as interpr
     for (std::size_t at; (at = reader.find("N_")) != std::string::npos;) reader.replace(at, 2, std::to_string(1 + pick(4000)));
     text += reader;
     effect::sandbox_limits limits;
-    limits.wall_ms = 60'000;  // never the clock: the two builds run at different speeds
+    limits.cpu_ms = 60'000;  // never the clock: the two builds run at different speeds
     if (pick(2) == 0) limits.instructions = 2'000 + pick(20'000);
     if (pick(2) == 0) limits.memory_bytes = 16'000 + pick(120'000);  // below, about and above the image's
     const std::vector<std::string> keys = {pick(2) == 0 ? "lock" : fmt::format("k{}", pick(4))};

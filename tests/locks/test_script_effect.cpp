@@ -5,6 +5,10 @@
 // that are no lock are not taken for one; and hostile scripts cannot hang, crash or
 // exhaust the sandbox.
 #include <chrono>
+#include <csignal>
+#include <ctime>
+
+#include <sys/time.h>
 
 #include <catch2/catch.hpp>
 
@@ -351,6 +355,76 @@ TEST_CASE("effect: the probes of one script stop when their shared budget is spe
   CHECK_FALSE(e.is_lock());
   CHECK(e.hit_limit);
   CHECK(e.finding.find("spent their budget") != std::string::npos);
+}
+
+// A busy host: the thread is descheduled for a while in the middle of a run. Here a timer's
+// signal handler sleeps on the thread, which stops it as a run queue of other processes
+// would: time passes, the thread's CPU time does not.
+class thread_stalled_once {
+ public:
+  thread_stalled_once(int after_us, int stall_ms) {
+    stall_ms_ = stall_ms;
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {
+      timespec ts{stall_ms_ / 1000, static_cast<long>(stall_ms_ % 1000) * 1'000'000L};
+      while (nanosleep(&ts, &ts) != 0) {
+      }
+    };
+    sigaction(SIGALRM, &sa, &previous_);
+    itimerval t{};
+    t.it_value.tv_usec = after_us;
+    setitimer(ITIMER_REAL, &t, nullptr);
+  }
+  ~thread_stalled_once() {
+    itimerval none{};
+    setitimer(ITIMER_REAL, &none, nullptr);
+    sigaction(SIGALRM, &previous_, nullptr);
+  }
+  thread_stalled_once(const thread_stalled_once&) = delete;
+  thread_stalled_once& operator=(const thread_stalled_once&) = delete;
+
+ private:
+  static inline int stall_ms_ = 0;
+  struct sigaction previous_ {};
+};
+
+// The backstop on time is the thread's CPU time, not the wall clock: on a busy host a run
+// (or a script's probes) stalled by other processes is not cut short, so the same capture
+// reads the same at any load. With the wall clock, BullMQ's recording read on a host with
+// eight spinning processes gave no event at all.
+TEST_CASE("sandbox: a run stalled by other processes is not cut short", "[effect][sandbox]") {
+  const std::string loop = "local n = 0 for i = 1, 400000 do n = n + i end return n";
+  effect::shadow_store store;
+  const std::vector<std::string_view> keys{"k"}, argv{"v"};
+  effect::sandbox_limits limits;
+  limits.instructions = 100'000'000;
+  limits.cpu_ms = 200;
+  const auto cpu_before = effect::thread_cpu_time();
+  const auto wall_before = std::chrono::steady_clock::now();
+  effect::run_result r;
+  {
+    const thread_stalled_once stall(500, 400);
+    r = effect::run_script(loop, keys, argv, store, limits);
+  }
+  const auto wall = std::chrono::steady_clock::now() - wall_before;
+  const auto cpu = effect::thread_cpu_time() - cpu_before;
+  INFO(r.message);
+  REQUIRE(wall >= std::chrono::milliseconds(400));  // the stall did happen, within the run or just after
+  CHECK(cpu < std::chrono::milliseconds(200));
+  CHECK(r.outcome == effect::run_result::status::ok);
+
+  // The probes of a script share a budget of 16 runs' time: 800 ms, less than the stall.
+  const std::string release =
+      "local n = 0 for i = 1, 100000 do n = n + i end\n"
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0\n";
+  effect::script_effect e;
+  {
+    const thread_stalled_once stall(500, 1000);
+    e = effect_of(release, effect_call{{"lock"}, {"owner-1"}});
+  }
+  INFO(e.finding);
+  CHECK_FALSE(e.hit_limit);
+  CHECK(e.is_lock());
 }
 
 TEST_CASE("sandbox: cmsgpack and cjson refuse hostile input within the budget", "[effect][sandbox]") {

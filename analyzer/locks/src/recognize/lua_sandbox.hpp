@@ -20,11 +20,12 @@
 // setfenv, newproxy, coroutine), table, string (without dump) and math libraries, a
 // budget of Lua instructions (bytes allocated count too, a 64th each: a loop that only
 // copies long strings is stopped like one that computes), a budget of bytes (a custom
-// allocator), a wall-clock backstop, bounded C loops (string.rep and the pattern
+// allocator), a backstop on the thread's CPU time, bounded C loops (string.rep and the pattern
 // functions are replaced by checked versions), bounded shadow writes, and no
 // precompiled chunks. Whatever the text, run_script returns.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -88,7 +89,10 @@ struct shadow_write {
 struct sandbox_limits {
   std::size_t memory_bytes = 8u << 20;         // the interpreter's heap
   std::uint64_t instructions = 1'000'000;      // Lua VM instructions (and bytes made in C, / 64)
-  std::uint32_t wall_ms = 50;                  // a backstop for work inside C functions
+  // A backstop for work inside C functions, in the running thread's CPU time: unlike the
+  // wall clock, the other processes of a busy host do not move it, so a capture is read
+  // the same whatever the load.
+  std::uint32_t cpu_ms = 50;
   std::size_t writes = 4096;                   // shadow writes recorded
   std::size_t store_bytes = 4u << 20;          // bytes of keys, values and fields in the shadow
   // Build the interpreter's libraries anew instead of copying the thread's kept image of
@@ -143,6 +147,10 @@ struct shadow_journal {
 // text's compiled chunk between runs of one text: empty, the text is compiled and the
 // chunk kept there; else the chunk is loaded instead of compiling the text again (never
 // a chunk from the capture: only one this function made from text).
+// The calling thread's CPU time so far (CLOCK_THREAD_CPUTIME_ID): the clock of the limits'
+// backstop, and of the probes' shared budget.
+std::chrono::nanoseconds thread_cpu_time() noexcept;
+
 run_result run_script(std::string_view text, std::span<const std::string_view> keys,
                       std::span<const std::string_view> argv, shadow_store& store,
                       const sandbox_limits& limits = {}, shadow_journal* journal = nullptr,

@@ -170,16 +170,16 @@ holding_form hash_form(std::string field) {
 // What all the probes of one script may spend together: a script can pass each run's
 // limits and still cost hundreds of runs (the probes try every owner candidate in every
 // holding form), so a hostile one would otherwise take seconds of the analyzer's time.
-// The instructions are the measure (the same on any machine); the wall clock is only a
-// backstop for work in C that no charge sees.
+// The instructions are the measure (the same on any machine); the thread's CPU time is only
+// a backstop for work in C that no charge sees.
 struct probe_budget {
   static constexpr std::uint64_t runs_of_instructions = 24;  // each run's budget, times this
-  static constexpr std::uint32_t runs_of_wall = 16;          // each run's wall limit, times this
+  static constexpr std::uint32_t runs_of_cpu = 16;           // each run's CPU time limit, times this
   explicit probe_budget(const sandbox_limits& limits)
       : instructions_left(limits.instructions * runs_of_instructions),
-        deadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(std::uint64_t{limits.wall_ms} * runs_of_wall)) {}
+        deadline(thread_cpu_time() + std::chrono::milliseconds(std::uint64_t{limits.cpu_ms} * runs_of_cpu)) {}
   std::uint64_t instructions_left;
-  std::chrono::steady_clock::time_point deadline;
+  std::chrono::nanoseconds deadline;  // in the thread's CPU time
 };
 
 class prober {
@@ -195,7 +195,7 @@ class prober {
   // shadow does not model, a limit, not Lua, the probes' budget spent).
   std::optional<probe_run> run(shadow_store state) {
     ++runs_;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = thread_cpu_time();
     if (budget_.instructions_left == 0 || now >= budget_.deadline) {
       failure_ = budget_spent(runs_ - 1);
       hit_limit_ = true;
@@ -203,8 +203,8 @@ class prober {
     }
     sandbox_limits limits = limits_;
     limits.instructions = std::min(limits.instructions, budget_.instructions_left);
-    const auto wall_left = std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - now).count();
-    limits.wall_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(limits.wall_ms, wall_left));
+    const auto cpu_left = std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - now).count();
+    limits.cpu_ms = static_cast<std::uint32_t>(std::min<std::int64_t>(limits.cpu_ms, cpu_left));
     probe_run r;
     state.now_ms = now_ms_;
     r.before = state;
@@ -215,7 +215,7 @@ class prober {
     if (r.result.outcome == run_result::status::unsupported || r.result.outcome == run_result::status::limit ||
         r.result.outcome == run_result::status::not_lua) {
       const bool by_budget = r.result.outcome == run_result::status::limit &&
-                             (limits.instructions < limits_.instructions || limits.wall_ms < limits_.wall_ms);
+                             (limits.instructions < limits_.instructions || limits.cpu_ms < limits_.cpu_ms);
       failure_ = by_budget ? budget_spent(runs_) : r.result.message;
       hit_limit_ = hit_limit_ || r.result.outcome == run_result::status::limit;
       return std::nullopt;

@@ -20,7 +20,7 @@ using namespace recognizer_detail;
 
 namespace {
 
-constexpr std::uint32_t traced_wall_ms = 2000;
+constexpr std::uint32_t traced_cpu_ms = 2000;
 
 // Whether a script's reply in the shadow is the one the server sent.
 bool same_reply(const effect::lua_reply& r, const message& m, std::size_t index) {
@@ -92,11 +92,10 @@ bool lock_recognizer::state::on_traced_call(command_call& c, learnt_effect& lear
   // The run changes the shadow in place; its journal puts back what a run that does not
   // count changed, and tells what each key held before.
   effect::shadow_journal journal;
-  // The instruction and memory budgets bound a run; the wall clock, a backstop that a
-  // busy machine could trip at random, is given room enough that the runs, and so the
-  // output, do not depend on the load.
+  // The instruction and memory budgets bound a run; the CPU time backstop is given room
+  // enough that a slow machine does not trip it either.
   effect::sandbox_limits limits;
-  limits.wall_ms = traced_wall_ms;
+  limits.cpu_ms = traced_cpu_ms;
   const effect::run_result run =
       effect::run_script(learnt.text, keys, argv, server->store, limits, &journal, &learnt.compiled);
   if (run.outcome == effect::run_result::status::limit || run.outcome == effect::run_result::status::not_lua) {
