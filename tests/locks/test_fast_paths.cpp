@@ -767,47 +767,6 @@ TEST_CASE("holder_pool: each holder lies in one cache line, and keeps its fields
   }
 }
 
-TEST_CASE("lock_store: an entry that fits in a cache line lies in one, and every entry is visited in order", "[fast]") {
-  // Entries of random sizes around a line (rows of 32 bytes, names of 0 to 120 bytes),
-  // enough to fill several 64 KiB blocks: each one of at most 64 bytes starts and ends
-  // in the same line, and both walks give back every entry, in the order added, with
-  // its id (the gaps left before a line are skipped, and only they).
-  locks::timeline_detail::lock_store store;
-  std::mt19937 rng(43);
-  std::vector<std::tuple<std::uint32_t, std::uint32_t, std::string>> added;
-  std::size_t fitting = 0;
-  for (std::size_t i = 0; i < 6000; ++i) {
-    const std::uint32_t scope = rng() % 4 == 0 ? 200u : rng() % 8;
-    std::string name(rng() % 121, '\0');
-    for (char& c : name) c = static_cast<char>('a' + rng() % 26);
-    const std::uint32_t id = store.add(scope, name);
-    REQUIRE(id != locks::timeline_detail::no_id);
-    const std::size_t bytes = sizeof(locks::timeline_detail::lock_state) + (scope >= 128 ? 2 : 1) + 1 + name.size();
-    if (bytes <= 64) {
-      ++fitting;
-      REQUIRE((reinterpret_cast<std::uintptr_t>(&store[id]) % 64) + bytes <= 64);
-    }
-    added.emplace_back(id, scope, std::move(name));
-  }
-  REQUIRE(fitting > 1000);
-  std::size_t next = 0;
-  store.for_each([&](const locks::timeline_detail::lock_state& l, std::string_view name) {
-    REQUIRE(next < added.size());
-    CHECK(&l == &store[std::get<0>(added[next])]);
-    CHECK(name == std::get<2>(added[next]));
-    ++next;
-  });
-  CHECK(next == added.size());
-  next = 0;
-  store.for_each_with_id([&](std::uint32_t id, locks::timeline_detail::lock_state&, std::string_view name) {
-    REQUIRE(next < added.size());
-    CHECK(id == std::get<0>(added[next]));
-    CHECK(name == std::get<2>(added[next]));
-    ++next;
-  });
-  CHECK(next == added.size());
-}
-
 TEST_CASE("lock_store: every lock's scope and name read back as added, whatever their sizes", "[fast]") {
   // A row's varints and name are written inline (no memcpy call): names of every length
   // around the copy's steps (4, 8, 128 bytes) and beyond, scopes of one to three varint bytes.

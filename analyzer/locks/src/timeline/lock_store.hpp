@@ -3,7 +3,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -163,10 +162,6 @@ static_assert(sizeof(lock_state) == 32 && alignof(lock_state) == 1);
 // varints][name] back to back in 64 KiB blocks (a longer entry gets a block of its
 // own), in first-seen order. A lock's id is its entry's 32-bit reference (block << 16 |
 // offset), so finding a lock by name and then updating its row touches one place.
-// An entry that fits in a cache line never straddles two: it starts on the next line
-// when the rest of this one is too short (`gaps_` says where each gap begins), so
-// that an operation on a lock at random misses once for its row and name, not twice
-// (the keep-up load's rows, about 46 bytes, straddled two lines seven times in ten).
 // 65536 blocks: at most 4 GiB, then new locks are refused.
 class lock_store {
  public:
@@ -179,21 +174,9 @@ class lock_store {
     const std::size_t size = sizeof(lock_state) + prefix_size + name.size();
     if (blocks_.empty() || blocks_.back().used + size > block_bytes) {
       if (blocks_.size() >= max_blocks) return no_id;
-      blocks_.push_back(block{static_cast<char*>(arena_.allocate(std::max(size, block_bytes), line_bytes)), 0});
-      gaps_.emplace_back();
+      blocks_.push_back(block{static_cast<char*>(arena_.allocate(std::max(size, block_bytes), alignof(lock_state))), 0});
     }
     block& b = blocks_.back();
-    if (const std::size_t in_line = b.used % line_bytes; size <= line_bytes && in_line + size > line_bytes) {
-      const std::size_t next_line = b.used - in_line + line_bytes;
-      if (next_line + size > block_bytes) {  // no room after the gap: a new block
-        if (blocks_.size() >= max_blocks) return no_id;
-        blocks_.push_back(block{static_cast<char*>(arena_.allocate(block_bytes, line_bytes)), 0});
-        gaps_.emplace_back();
-        return add(scope, name);
-      }
-      gaps_.back()[next_line / line_bytes] = static_cast<std::uint8_t>(in_line);
-      b.used = next_line;
-    }
     const auto id = static_cast<std::uint32_t>(((blocks_.size() - 1) << 16) | b.used);
     char* at = b.bytes + b.used;
     new (at) lock_state{};
@@ -244,13 +227,12 @@ class lock_store {
     const std::size_t last = blocks_.size() * (part + 1) / parts;
     for (std::size_t i = first; i < last; ++i) {
       const block& b = blocks_[i];
-      const gaps& g = gaps_[i];
       const char* const end = b.bytes + b.used;
       for (const char* at = b.bytes; at != end;) {
         const lock_state& l = *std::launder(reinterpret_cast<const lock_state*>(at));
         const std::string_view name = name_of(l);
         f(l, name);
-        at = b.bytes + next_entry(g, static_cast<std::size_t>(name.data() + name.size() - b.bytes));
+        at = name.data() + name.size();
       }
     }
   }
@@ -259,12 +241,11 @@ class lock_store {
   void for_each_with_id(F&& f) {
     for (std::size_t i = 0; i < blocks_.size(); ++i) {
       const block& b = blocks_[i];
-      const gaps& g = gaps_[i];
       for (std::size_t at = 0; at != b.used;) {
         lock_state& l = *std::launder(reinterpret_cast<lock_state*>(b.bytes + at));
         const std::string_view name = name_of(l);
         f(static_cast<std::uint32_t>((i << 16) | at), l, name);
-        at = next_entry(g, static_cast<std::size_t>(name.data() + name.size() - b.bytes));
+        at = static_cast<std::size_t>(name.data() + name.size() - b.bytes);
       }
     }
   }
@@ -272,7 +253,6 @@ class lock_store {
   void swap(lock_store& o) noexcept {
     arena_.swap(o.arena_);
     blocks_.swap(o.blocks_);
-    gaps_.swap(o.gaps_);
     std::swap(count_, o.count_);
     std::swap(longest_name_, o.longest_name_);
   }
@@ -301,24 +281,12 @@ class lock_store {
   }
   static constexpr std::size_t block_bytes = 1u << 16;
   static constexpr std::size_t max_blocks = 1u << 16;
-  static constexpr std::size_t line_bytes = 64;
   struct block {
-    char* bytes;  // in arena_, aligned to a line
+    char* bytes;  // in arena_
     std::size_t used = 0;
   };
-  // A block's gaps, beside it (its rows' addresses stay a shift away): gaps[k] is where
-  // in line k - 1 the gap before line k begins (0: no gap; [1024] stays 0).
-  using gaps = std::array<std::uint8_t, block_bytes / line_bytes + 1>;
-  // Where the entry after one that ends at `end` starts, in a block whose gaps are `g`
-  // (its `used` after its last entry). No branch: walks over every lock run it.
-  static std::size_t next_entry(const gaps& g, std::size_t end) noexcept {
-    const std::size_t in_line = end % line_bytes;
-    const std::size_t k = std::min(end / line_bytes + 1, g.size() - 1);
-    return g[k] == in_line ? end + ((line_bytes - in_line) & (line_bytes - 1)) : end;
-  }
   huge_arena arena_;
   std::vector<block> blocks_;
-  std::vector<gaps> gaps_;  // one per block
   std::size_t count_ = 0;
   std::size_t longest_name_ = 0;
 };
