@@ -723,50 +723,6 @@ TEST_CASE("lock_groups: a one-key set opened again at its closed record's time e
   }
 }
 
-TEST_CASE("holder_pool: each holder lies in one cache line, and keeps its fields while others come and go", "[fast]") {
-  // Three blocks' worth of holders, some released and taken again (the free list runs
-  // through the owner field): every holder handed out starts and ends in one line, and
-  // no holder's writes reach another's.
-  locks::timeline_detail::holder_pool pool;
-  std::mt19937 rng(47);
-  std::vector<std::uint32_t> live;
-  std::map<std::uint32_t, std::int64_t> mark;  // each live holder's since_us
-  auto take = [&] {
-    const std::uint32_t i = pool.acquire();
-    REQUIRE(mark.count(i) == 0);
-    locks::timeline_detail::holder& h = pool[i];
-    REQUIRE(reinterpret_cast<std::uintptr_t>(&h) % 64 + sizeof(h) <= 64);
-    const std::int64_t v = static_cast<std::int64_t>(rng());
-    h.since_us = v;
-    h.deadline_us = v + 1;
-    h.last_renew_us = v + 2;
-    h.owner = static_cast<std::uint32_t>(v);
-    h.lease_ms = 7;
-    h.set_hold_count(3);
-    mark[i] = v;
-    live.push_back(i);
-  };
-  for (int k = 0; k < 3000; ++k) take();
-  for (int k = 0; k < 1000; ++k) {
-    const std::size_t at = rng() % live.size();
-    const std::uint32_t i = live[at];
-    live[at] = live.back();
-    live.pop_back();
-    mark.erase(i);
-    pool.release(i);
-  }
-  for (int k = 0; k < 1500; ++k) take();
-  for (const auto& [i, v] : mark) {
-    const locks::timeline_detail::holder& h = pool[i];
-    REQUIRE(h.since_us == v);
-    REQUIRE(h.deadline_us == v + 1);
-    REQUIRE(h.last_renew_us == v + 2);
-    REQUIRE(h.owner == static_cast<std::uint32_t>(v));
-    REQUIRE(h.lease_ms == 7);
-    REQUIRE(h.hold_count() == 3);
-  }
-}
-
 TEST_CASE("lock_store: every lock's scope and name read back as added, whatever their sizes", "[fast]") {
   // A row's varints and name are written inline (no memcpy call): names of every length
   // around the copy's steps (4, 8, 128 bytes) and beyond, scopes of one to three varint bytes.

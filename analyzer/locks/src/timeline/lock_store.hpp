@@ -71,11 +71,9 @@ struct holder {
 };
 static_assert(sizeof(holder) == 44 && alignof(holder) == 4);
 
-// The first holders of held locks, by a 32-bit index. Fixed blocks of 1024 (64 KiB):
+// The first holders of held locks, by a 32-bit index. Fixed blocks of 1024 (44 KiB):
 // no per-holder allocation, nothing moves, and freed slots are reused first (a free
-// list threaded through their owner fields). A holder has a cache line of its own: an
-// operation on a lock at random misses once for it, not twice (packed at 44 bytes,
-// two holders in three straddled two lines).
+// list threaded through their owner fields).
 class holder_pool {
  public:
   std::uint32_t acquire() {
@@ -86,7 +84,7 @@ class holder_pool {
       return i;
     }
     if ((size_ & slot_mask) == 0) {
-      auto* block = static_cast<slot*>(arena_.allocate(sizeof(slot) * slots_per_block, alignof(slot)));
+      auto* block = static_cast<holder*>(arena_.allocate(sizeof(holder) * slots_per_block, alignof(holder)));
       std::uninitialized_value_construct_n(block, slots_per_block);
       blocks_.push_back(block);
     }
@@ -97,18 +95,15 @@ class holder_pool {
     free_ = i;
   }
   bool empty() const noexcept { return size_ == 0; }
-  holder& operator[](std::uint32_t i) noexcept { return blocks_[i >> block_shift][i & slot_mask].h; }
-  const holder& operator[](std::uint32_t i) const noexcept { return blocks_[i >> block_shift][i & slot_mask].h; }
+  holder& operator[](std::uint32_t i) noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
+  const holder& operator[](std::uint32_t i) const noexcept { return blocks_[i >> block_shift][i & slot_mask]; }
 
  private:
-  struct alignas(64) slot {
-    holder h;
-  };
   static constexpr unsigned block_shift = 10;
   static constexpr std::uint32_t slots_per_block = 1u << block_shift;
   static constexpr std::uint32_t slot_mask = slots_per_block - 1;
   huge_arena arena_;
-  std::vector<slot*> blocks_;
+  std::vector<holder*> blocks_;
   std::uint32_t size_ = 0;    // slots handed out so far
   std::uint32_t free_ = no_id;  // the most recently released slot
 };
