@@ -306,6 +306,9 @@ struct lock_recognizer::state {
   // A script call's operations once its class (and, for a call by SHA1, its entry) is known.
   void read_script_call(command_call& c, const script_class& cls, sha_entry* entry,
                         std::span<const std::string_view> keys, std::span<const std::string_view> argv);
+  // (Defined and used in script_calls.cpp only: read_script_call inlined into EVAL's path.)
+  inline void read_script_call_here(command_call& c, const script_class& cls, sha_entry* entry,
+                                    std::span<const std::string_view> keys, std::span<const std::string_view> argv);
   // How a script call's operations come out of its class and reply.
   void emit_script_operations(command_call& c, const script_class& cls, std::span<const std::string_view> keys,
                               std::span<const std::string_view> argv);
