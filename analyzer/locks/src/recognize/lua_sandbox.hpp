@@ -91,7 +91,9 @@ struct sandbox_limits {
   std::uint64_t instructions = 1'000'000;      // Lua VM instructions (and bytes made in C, / 64)
   // A backstop for work inside C functions, in the running thread's CPU time: unlike the
   // wall clock, the other processes of a busy host do not move it, so a capture is read
-  // the same whatever the load.
+  // the same whatever the load. A host many times slower per instruction can still reach
+  // it, and then reads a capture differently: the bundled captures' runs and probes stay
+  // more than 16 times within it (docs/design/pipeline.md, Sandbox).
   std::uint32_t cpu_ms = 50;
   std::size_t writes = 4096;                   // shadow writes recorded
   std::size_t store_bytes = 4u << 20;          // bytes of keys, values and fields in the shadow
