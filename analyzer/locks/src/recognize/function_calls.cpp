@@ -22,6 +22,15 @@ namespace lockscope::locks {
 using namespace recognizer_detail;
 
 
+namespace {
+
+// Whether a function's key (function_key: its server, a NUL, its name) is on `server`.
+bool function_on_server(std::string_view key, std::string_view server) noexcept {
+  return key.size() > server.size() && key[server.size()] == '\0' && key.substr(0, server.size()) == server;
+}
+
+}  // namespace
+
 std::string_view lock_recognizer::state::function_key(std::string_view server, std::string_view name) {
   function_key_scratch.assign(server);
   function_key_scratch.push_back('\0');
@@ -31,9 +40,7 @@ std::string_view lock_recognizer::state::function_key(std::string_view server, s
 
 void lock_recognizer::state::forget_library(std::string_view server, std::string_view library) {
   functions.erase_if([&](const auto& f) {
-    const std::string_view key = f.key;
-    return !f.value.library.empty() && key.size() > server.size() && key[server.size()] == '\0' &&
-           key.substr(0, server.size()) == server && resp::iequals(f.value.library, library);
+    return !f.value.library.empty() && function_on_server(f.key, server) && resp::iequals(f.value.library, library);
   });
 }
 
@@ -46,10 +53,7 @@ void lock_recognizer::state::on_function(command_call& c) {
   if (args.size() < 2 || c.reply.kind == reply_view::shape::error) return;
   const std::string_view server = e.server_text;
   if (resp::iequals(args[1], "FLUSH")) {
-    functions.erase_if([&](const auto& f) {
-      const std::string_view key = f.key;
-      return key.size() > server.size() && key[server.size()] == '\0' && key.substr(0, server.size()) == server;
-    });
+    functions.erase_if([&](const auto& f) { return function_on_server(f.key, server); });
     return;
   }
   if (resp::iequals(args[1], "DELETE") && args.size() == 3) {
@@ -89,11 +93,8 @@ void lock_recognizer::state::on_function(command_call& c) {
 
 void lock_recognizer::state::on_function_call(command_call& c) {
   const auto& args = c.args;
-  if (args.size() < 3) return;
-  std::int64_t numkeys = 0;
-  if (!parse_int(args[2], numkeys) || numkeys < 0 || static_cast<std::size_t>(numkeys) > args.size() - 3) return;
-  const std::span<const std::string_view> keys = args.subspan(3, static_cast<std::size_t>(numkeys));
-  const std::span<const std::string_view> argv = args.subspan(3 + static_cast<std::size_t>(numkeys));
+  std::span<const std::string_view> keys, argv;
+  if (!split_keys_and_argv(args, keys, argv)) return;
   current_is_script = true;
   clear_current_sha();
   const std::string_view key = function_key(c.e.server_text, args[1]);

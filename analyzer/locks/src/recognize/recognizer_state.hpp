@@ -51,6 +51,20 @@ using string_map = std::unordered_map<std::string, V, string_hash, std::equal_to
 
 inline bool parse_int(std::string_view s, std::int64_t& out) noexcept { return parse_wire_int(s, out); }
 
+// `WORD script|sha|function numkeys key... arg...` (EVAL, EVALSHA, FCALL and their _RO
+// forms): its KEYS and ARGV; false when numkeys does not count keys that are there.
+inline bool split_keys_and_argv(std::span<const std::string_view> args, std::span<const std::string_view>& keys,
+                                std::span<const std::string_view>& argv) noexcept {
+  std::int64_t numkeys = 0;
+  if (args.size() < 3 || !parse_int(args[2], numkeys) || numkeys < 0 ||
+      static_cast<std::size_t>(numkeys) > args.size() - 3) {
+    return false;
+  }
+  keys = args.subspan(3, static_cast<std::size_t>(numkeys));
+  argv = args.subspan(3 + static_cast<std::size_t>(numkeys));
+  return true;
+}
+
 // The reply, reduced to what lock outcomes need.
 struct reply_view {
   enum class shape : std::uint8_t { none, null, integer, ok, error, array, other } kind = shape::none;

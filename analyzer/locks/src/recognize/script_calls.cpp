@@ -229,11 +229,8 @@ void lock_recognizer::state::on_script_call(command_call& c) {
   const exchange& e = c.e;
   const auto& args = c.args;
   const bool eval = c.word == command_word::eval || c.word == command_word::eval_ro;
-  if (args.size() < 3) return;
-  std::int64_t numkeys = 0;
-  if (!parse_int(args[2], numkeys) || numkeys < 0 || static_cast<std::size_t>(numkeys) > args.size() - 3) return;
-  const std::span<const std::string_view> keys = args.subspan(3, static_cast<std::size_t>(numkeys));
-  const std::span<const std::string_view> argv = args.subspan(3 + static_cast<std::size_t>(numkeys));
+  std::span<const std::string_view> keys, argv;
+  if (!split_keys_and_argv(args, keys, argv)) return;
 
   script_class cls;
   sha_entry* entry = nullptr;
