@@ -4,34 +4,8 @@
 # (RedissonPermitsDriver.java) against a throw-away redis-server, with tcpdump, and each
 # thread's own log of what it did: tests/redisson/permits-<release>.pcap and .log.jsonl
 # (the oracle of tests/locks/test_permits.cpp). PROTOCOL=RESP3 makes Redisson speak RESP3:
-# permits-<release>-resp3.pcap and .log.jsonl.
+# permits-<release>-resp3.pcap and .log.jsonl. The recording itself is record.sh's.
 #
 #   [PROTOCOL=RESP3] tests/redisson/record_permits.sh [RELEASE]   (run as a user that may capture on lo)
-#
-# Needs JDK 17, redis-server, tcpdump and the Debian jars Redisson runs on
-# (libnetty-java libjackson2-databind-java libjackson2-dataformat-yaml libbyte-buddy-java
-# libslf4j-java libgeronimo-jcache-1.0-spec-java; /work/shared/redisson/README.md).
 set -euo pipefail
-release=${1:-4.7.0}
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/classpath.sh"
-redisson_protocol || exit 2
-name=permits-$release$protocol_suffix
-CP=$(redisson_classpath "$release") || exit 1
-work=$(mktemp -d)
-trap 'kill $tcpdump_pid $redis_pid 2>/dev/null || true; rm -rf "$work"' EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-javac -cp "$CP" -d "$work/classes" "$here/RedissonPermitsDriver.java" "$here/RedissonProtocol.java"
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
-redis_pid=$!
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-tcpdump -i lo -U -s 0 -w "$work/capture.pcap" "tcp port $port" 2>"$work/tcpdump.log" &
-tcpdump_pid=$!
-sleep 1
-java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$work/classes:$CP" RedissonPermitsDriver "$port" "$work/log.jsonl" "${protocol_arg[@]}"
-sleep 1
-kill -INT $tcpdump_pid
-wait $tcpdump_pid || true
-cp "$work/capture.pcap" "$here/$name.pcap"
-cp "$work/log.jsonl" "$here/$name.log.jsonl"
-ls -l "$here/$name.pcap" "$here/$name.log.jsonl"
+DRIVER=RedissonPermitsDriver PREFIX=permits exec "$(dirname "$0")/record.sh" "$@"
