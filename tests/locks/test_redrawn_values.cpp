@@ -89,3 +89,46 @@ TEST_CASE("redrawn value: a new value after the connection worked on another loc
   REQUIRE(won != nullptr);
   CHECK(won->wait_us == at(210) + 100 - at(160));
 }
+
+// What its connection carries between tries tells a redraw from a new wait: a client that
+// reads who holds the lock before each wait (redis_functions' worker: FCALL_RO, then its
+// tries with a value drawn per wait, the patience of one wait in five 150 ms) sends that
+// read between its last refusal and the next wait's first try, never between two tries.
+TEST_CASE("redrawn value: a new value after more went over the connection than between its tries is a new wait",
+          "[timeline][waiter][fresh][redrawn]") {
+  fixture f;
+  set_attempt(f, "holder", 0, op_outcome::ok, 1, 5000);
+  std::uint32_t sequence = 0;
+  const auto attempt = [&](std::string_view value, double t, op_outcome outcome, std::uint32_t between) {
+    auto o = f.op(lock_op_kind::acquire, outcome, value, t, 2);
+    o.family = lock_family::set_based;
+    o.lease_ms = 1000;
+    sequence += between + 1;
+    o.connection_sequence = sequence;
+    f.timeline.on_operation(o);
+  };
+  attempt("x", 10, op_outcome::contended, 1);  // the read before its wait
+  for (double t : {60.0, 110.0, 160.0}) attempt("x", t, op_outcome::contended, 0);
+  SECTION("a read before the new value: x gave up, y's wait is its own") {
+    attempt("y", 215, op_outcome::contended, 1);
+    set_release(f, "holder", 230, 1);
+    attempt("y", 265, op_outcome::ok, 0);
+    const recorded_event* won = first_of(f.events, "acquired", "y");
+    REQUIRE(won != nullptr);
+    CHECK(won->wait_us == at(265) + 100 - at(215));
+    f.timeline.finish(at(60'000));
+    const recorded_event* gone = f.events.first("gave_up");
+    REQUIRE(gone != nullptr);
+    CHECK(gone->owner == "x");
+  }
+  SECTION("nothing between, as between its tries: the value redrawn mid-wait") {
+    attempt("y", 215, op_outcome::contended, 0);
+    set_release(f, "holder", 230, 1);
+    attempt("y", 265, op_outcome::ok, 0);
+    const recorded_event* won = first_of(f.events, "acquired", "y");
+    REQUIRE(won != nullptr);
+    CHECK(won->wait_us == at(265) + 100 - at(10));
+    f.timeline.finish(at(60'000));
+    CHECK(f.events.count("gave_up") == 0);
+  }
+}

@@ -153,6 +153,12 @@ struct lock_timeline::impl {
   // The recordings' pollers carry at most 6 (another thread's heartbeat over a shared
   // pool); a refused job put back (node-resque) is 8, RQ's worker round 19 or more.
   static constexpr std::uint32_t busy_between_tries = 7;
+  // The exchanges its connection carried between its latest refusal and `op` (0: `op`
+  // came next), at most 255.
+  std::uint8_t exchanges_since_refusal(const lock_operation& op) {
+    const std::uint32_t between = op.connection_sequence - connections[conn_index(op)].refused_sequence;
+    return static_cast<std::uint8_t>(std::clamp<std::uint32_t>(between, 1, 256) - 1);
+  }
   // The waiter a subscriber connection's event is about, and how sure that is.
   struct linked {
     waiter* w = nullptr;

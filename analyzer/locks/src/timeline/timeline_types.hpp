@@ -81,7 +81,10 @@ struct waiter {
   bool mid_stream : 1 = false;       // its first attempt seen came on a connection joined mid-stream
   bool quick_second : 1 = false;     // its second attempt came at once (a first failure's retry)
   bool gaps_shrank : 1 = false;      // a spacing came under 3/4 of the one before (no backoff: note_gap)
-  std::uint8_t unused_b = 0;
+  // The most exchanges its connection carried between a refusal of it and its retry
+  // there (255: that many or more): what its retry loop does between tries (nothing, a
+  // read of the lock, a pool's other work). value_redrawn_at_cadence holds a new value to it.
+  std::uint8_t busy_between_retries = 0;
   std::uint16_t first_gap_ms = 0;    // its first spacing not at once, ms (note_gap); 0 none yet
   std::uint32_t attempts = 1;
   // Attempts without a stable owner (waiter_of_fresh_value): its owner came back in a

@@ -229,6 +229,9 @@ inline void lock_timeline::impl::retry(lock_state& l, std::uint32_t lock, waiter
   if (!w.notified) w.notified = woken_by_message(x, w, t);
   w.longest_gap_us = std::max(w.longest_gap_us, t - w.last_attempt_us);
   note_gap(w, t - w.last_attempt_us, options.wake_window_us);
+  if (attempt_follows_own_refusal && w.conn == conn_index(op)) {
+    w.busy_between_retries = std::max(w.busy_between_retries, exchanges_since_refusal(op));
+  }
   // A first failure's retry comes at once and unprompted; a retry a message woke
   // may come as soon, mid-wait, when releases follow each other.
   if (++w.attempts == 2) w.quick_second = t - w.last_attempt_us <= options.wake_window_us && !w.notified;
@@ -779,8 +782,12 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     // A stable owner's wait shares the connection with this new value's, unless the new
     // value comes at the waiter's own cadence with nothing else between on the connection
     // (value_redrawn_at_cadence), or is its next round (next_round, above).
-    const bool redrawn =
-        w.owner_repeated && attempt_follows_own_refusal && value_redrawn_at_cadence(w, op.request_us, options.wake_window_us);
+    // A new value after more went over the connection than between the waiter's own
+    // retries (a read of who holds the lock, before a new wait) is no redraw mid-wait: the
+    // client began again (a poller whose patience ran out, then its next task's wait).
+    const bool redrawn = w.owner_repeated && attempt_follows_own_refusal &&
+                         exchanges_since_refusal(op) <= w.busy_between_retries &&
+                         value_redrawn_at_cadence(w, op.request_us, options.wake_window_us);
     const bool round = w.owner_repeated && !redrawn && next_round(w);
     if (w.owner_repeated && !redrawn && !round) return nullptr;
     if (!round && stopped(w)) {
