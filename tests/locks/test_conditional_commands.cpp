@@ -152,6 +152,17 @@ TEST_CASE("conditional commands: the operations each reply makes", "[recognizer]
     CHECK(log.ops[2].kind == lock_op_kind::unlock);
     CHECK(log.ops[2].outcome == op_outcome::rejected);
   }
+  SECTION("SET IFEQ KEEPTTL with another value: the new holder keeps what was left of the old one's lease") {
+    w.send({"SET", "lock:a", "old", "NX", "PX", "5000"}, "+OK\r\n", 0, 1);
+    w.send({"SET", "lock:a", "new", "IFEQ", "old", "KEEPTTL"}, "+OK\r\n", 2000, 2);
+    REQUIRE(log.ops.size() == 3);
+    CHECK(log.ops[2].kind == lock_op_kind::acquire);
+    CHECK(log.ops[2].owner == "new");
+    CHECK(std::abs(log.ops[2].lease_ms - 3000) <= 1);
+    w.send({"SET", "lock:b", "new", "IFEQ", "unseen", "KEEPTTL"}, "+OK\r\n", 2001, 2);  // the old lease never seen
+    REQUIRE(log.ops.size() == 5);
+    CHECK(log.ops[4].lease_ms == -1);
+  }
   SECTION("with GET the old value tells whether it wrote") {
     w.send({"SET", "lock:a", "tok", "IFEQ", "tok", "GET", "PX", "100"}, "$3\r\ntok\r\n", 0, 1);
     w.send({"SET", "lock:a", "tok", "IFEQ", "tok", "GET", "PX", "100"}, "$5\r\nother\r\n", 1, 1);

@@ -102,15 +102,16 @@ void lock_recognizer::state::on_conditional_set(command_call& c, const set_optio
   lock_operation& op = c.op;
   op.family = lock_family::set_based;
   op.lock = key;
+  std::int64_t lease = o.lease;
   auto acquire = [&](op_outcome outcome) {
     op.kind = lock_op_kind::acquire;
     op.owner = value;
-    op.lease_ms = o.lease;
+    op.lease_ms = lease;
     op.outcome = outcome;
     emit(op);
   };
   switch (o.condition) {
-    case value_condition::equal:
+    case value_condition::equal: {
       if (value == o.compared) {
         // Its own value written again with an expiry: a renewal (nil: the key had gone or
         // is another's). KEEPTTL or no expiry renews nothing.
@@ -123,12 +124,25 @@ void lock_recognizer::state::on_conditional_set(command_call& c, const set_optio
         return;
       }
       // A hand-over: `compared` releases, `value` takes it (nil: `compared` held nothing).
+      // With KEEPTTL the key keeps its expiry: `value`'s lease is what was left of
+      // `compared`'s, when its lease was seen (read before its release forgets it).
       op.kind = lock_op_kind::unlock;
       op.owner = o.compared;
       op.outcome = wrote ? op_outcome::ok : op_outcome::rejected;
+      std::int64_t kept_lease = -1;
+      if (wrote && o.keep_ttl) {
+        const value_record* old = flow.find(value_key(op.server_text, key, o.compared));
+        if (old != nullptr && old->held && old->deadline_us >= 0) {
+          kept_lease = std::max<std::int64_t>(0, old->deadline_us - op.at_us()) / 1000;
+        }
+      }
       emit(op);
-      if (wrote) acquire(op_outcome::ok);
+      if (wrote) {
+        if (kept_lease >= 0) lease = kept_lease;
+        acquire(op_outcome::ok);
+      }
       return;
+    }
     case value_condition::not_equal:
       // Written over another's value (a steal): that hold ends by force; nil: the key holds
       // `compared`, and `value` was refused. Without GET, whether a key was there is not
