@@ -57,8 +57,11 @@ public class RedissonGroupsDriver {
         return t;
     }
 
-    static RedissonClient client(String port) {
+    static RedissonClient client(String port) throws Exception {
         Config config = new Config();
+        // -Dlockscope.protocol=RESP3 (record_groups.sh's PROTOCOL): RedissonProtocol.java.
+        String protocol = System.getProperty("lockscope.protocol");
+        if (protocol != null) RedissonProtocol.set(config, protocol);
         config.setLockWatchdogTimeout(1500);  // renewals every 500 ms, TTLs of 1.5 s
         config.useSingleServer().setAddress("redis://127.0.0.1:" + port);
         RedissonClient c = Redisson.create(config);

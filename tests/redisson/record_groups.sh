@@ -6,20 +6,24 @@
 #   tests/redisson/groups-<release>-multi.pcap   three redis-servers; two JVMs of 3 threads
 #   tests/redisson/groups-<release>-red.pcap     each contending for a MultiLock / RedLock
 # and the .log.jsonl beside each (the oracle of tests/locks/test_groups_recorded.cpp).
+# PROTOCOL=RESP3 makes Redisson speak RESP3: groups-<release>-resp3-<name>.pcap.
 #
-#   tests/redisson/record_groups.sh [RELEASE]   (run as a user that may capture on lo)
+#   [PROTOCOL=RESP3] tests/redisson/record_groups.sh [RELEASE]   (run as a user that may capture on lo)
 #
 # Needs what record.sh needs (JDK 17, redis-server, tcpdump, Debian's jars).
 set -euo pipefail
 release=${1:-4.7.0}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/classpath.sh"
+redisson_protocol || exit 2
+protocol_property=()
+(( ${#protocol_arg[@]} == 0 )) || protocol_property=(-Dlockscope.protocol="${protocol_arg[0]}")
 CP=$(redisson_classpath "$release") || exit 1
 work=$(mktemp -d)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-javac -cp "$CP" -d "$work/classes" "$here/RedissonGroupsDriver.java"
+javac -cp "$CP" -d "$work/classes" "$here/RedissonGroupsDriver.java" "$here/RedissonProtocol.java"
 ports=()
 for i in 1 2 3; do
   p=$(free_port)
@@ -40,7 +44,7 @@ run() {  # run NAME MODE PORTS JVMS [THREADS ROUNDS]
   sleep 1
   local java_pids=()
   for k in $(seq "$jvms"); do
-    java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$work/classes:$CP" RedissonGroupsDriver \
+    java -Dorg.slf4j.simpleLogger.defaultLogLevel=warn "${protocol_property[@]}" -cp "$work/classes:$CP" RedissonGroupsDriver \
       "$mode" "$list" "$work/log.jsonl" "jvm-$k" "$@" &
     java_pids+=($!)
   done
@@ -48,9 +52,10 @@ run() {  # run NAME MODE PORTS JVMS [THREADS ROUNDS]
   sleep 1
   kill -INT $dump
   wait $dump || true
-  cp "$work/$name.pcap" "$here/groups-$release-$name.pcap"
-  cp "$work/log.jsonl" "$here/groups-$release-$name.log.jsonl"
-  ls -l "$here/groups-$release-$name.pcap" "$here/groups-$release-$name.log.jsonl"
+  local out=$here/groups-$release$protocol_suffix-$name
+  cp "$work/$name.pcap" "$out.pcap"
+  cp "$work/log.jsonl" "$out.log.jsonl"
+  ls -l "$out.pcap" "$out.log.jsonl"
 }
 run rw rw "${ports[0]}" 1
 all=$(IFS=,; echo "${ports[*]}")
