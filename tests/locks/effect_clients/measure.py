@@ -412,7 +412,8 @@ HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_
             "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck",
             "bull_redlock", "bull_redlock_quorum", "beaker_lock", "nestjs_simple_lock", "safe_redis_leader",
             "safe_redis_leader_demoted", "redlock4", "redlock4_quorum",
-            "hoangducnhuan_redlock", "nest_common_lock", "nest_common_lock_mux"]
+            "hoangducnhuan_redlock", "nest_common_lock", "nest_common_lock_mux", "laravel_funnel",
+            "symfony_semaphore", "dogpile_cache"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
