@@ -24,9 +24,11 @@
 // return 0 end` (the library ignores the answer: 0 when the slot had expired). No renewal.
 // Both limiters here have one slot (limit 1): the lock of each is its one slot key.
 // Holders killed with SIGKILL: each life of the loop runs in a child process (one predis
-// connection) whose lines come back through a pipe; p1's and p3's children are killed once
-// in the middle of a hold (the slot expires releaseAfter after its SET, logged by the parent
-// then), and a new child goes on with the next rounds over a new connection.
+// connection) whose lines come back through a pipe; p1's and p3's children are killed in
+// the middle of the hold of their kill round, when that round's try won (one given up is
+// not: in the committed recording only p1's was), the slot expiring releaseAfter after its
+// SET (logged by the parent then), and a new child goes on with the next rounds over a new
+// connection.
 //
 //   php laravel_funnel_worker.php PORT PROC [ROUNDS]
 //   php laravel_funnel_worker.php PORT PROC ROUNDS --life FROM KILL_ROUND   (a child)
