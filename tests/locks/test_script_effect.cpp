@@ -285,6 +285,33 @@ TEST_CASE("effect: SET with the GET option answers the other holder's value", "[
   CHECK(eff_reading(e, eff_text_reply("someone-else"), c).outcome == op_outcome::contended);
 }
 
+TEST_CASE("effect: an acquire that answers the name of the key it took is read on any keys", "[effect]") {
+  // Laravel's ConcurrencyLimiter (Redis::funnel): the first free slot key is set, and the
+  // reply is the slot's name, built from ARGV[1] (the limiter's name) and the slot's index.
+  const std::string text =
+      "for index, value in pairs(redis.call('mget', unpack(KEYS))) do\n"
+      "    if not value then\n"
+      "        redis.call('set', KEYS[index], ARGV[3], \"EX\", ARGV[2])\n"
+      "        return ARGV[1]..index\n"
+      "    end\n"
+      "end\n";
+  const effect_call first{{"funnel:reports1"}, {"funnel:reports", "2", "qXbmdE1QTaYBYOPcTHQe"}};
+  const auto e = effect_of(text, first);
+  INFO(e.finding);
+  CHECK(e.op == script_op::acquire);
+  CHECK(e.owner_argv == 3);
+  CHECK(e.lease_argv == 2);
+  CHECK(e.lease_seconds);
+  CHECK(eff_reading(e, eff_text_reply("funnel:reports1"), first).outcome == op_outcome::ok);
+  // Another limiter's call (the reading is kept per script text): its own slot's name.
+  const effect_call other{{"funnel:exports1"}, {"funnel:exports", "1", "Z3wQvgihTKcQtuBu9RFS"}};
+  CHECK(eff_reading(e, eff_text_reply("funnel:exports1"), other).outcome == op_outcome::ok);
+  CHECK_FALSE(eff_reading(e, eff_text_reply("funnel:exports1"), other).ambiguous);
+  CHECK(eff_reading(e, eff_nil_reply(), other).outcome == op_outcome::contended);
+  // A name that is not the call's key is no reading of success.
+  CHECK(eff_reading(e, eff_text_reply("funnel:reports1"), other).outcome != op_outcome::ok);
+}
+
 TEST_CASE("effect: scripts that are no lock are not taken for one", "[effect]") {
   const effect_call c{{"k"}, {"v", "60"}};
   // A rate limiter, a cache write (it overwrites another's value), a read, a sorted set.

@@ -251,3 +251,54 @@ TEST_CASE("single tries: while a single try on another lock is held as cut, a ne
   REQUIRE(a != nullptr);
   CHECK(a->wait_us == at(110) + 100 - at(10));
 }
+
+namespace {
+
+// A try as the connection's `sequence`-th exchange (its other exchanges between are not
+// lock operations: a cache's GETs and DELs).
+void try_lock_as_exchange(fixture& f, std::string_view lock, std::string_view value, double at_ms, op_outcome outcome,
+                          std::uint64_t connection, std::uint32_t sequence) {
+  auto o = f.op(lock_op_kind::acquire, outcome, value, at_ms, connection);
+  o.family = lock_family::set_based;
+  o.lock = lock;
+  o.lease_ms = 1000;
+  o.connection_sequence = sequence;
+  f.timeline.on_operation(o);
+}
+
+}  // namespace
+
+TEST_CASE("single tries: a refused try, the client's other work, then a new value: a give-up and a new wait",
+          "[timeline][waiter][fresh]") {
+  // dogpile.cache over redis-py's Lock: a stale value's non-blocking try refused, the value
+  // served, the next round's GET, DEL and GET, then a blocking acquire with a new token.
+  fixture f;
+  orders_and_stock_held_values_kept(f);
+  try_lock_as_exchange(f, "orders", "t1", 10, op_outcome::contended, 2, 10);  // one try, given up
+  try_lock_as_exchange(f, "orders", "t2", 160, op_outcome::contended, 2, 14);  // 3 other exchanges between
+  try_lock_as_exchange(f, "orders", "t2", 260, op_outcome::contended, 2, 15);
+  release_lock(f, "orders", "holder-o", 300, 1);
+  try_lock_as_exchange(f, "orders", "t2", 360, op_outcome::ok, 2, 16);
+  f.timeline.finish(at(5000));
+  gave_up_at_its_try(f, "orders", "t1", at(260) + 100);
+  const recorded_event* won = event_of(f.events, "acquired", "orders", "t2");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(360) + 100 - at(160));
+}
+
+TEST_CASE("single tries: a new value with nothing between its try and the one before continues the wait",
+          "[timeline][waiter][fresh]") {
+  // The same client, its next try the connection's very next exchange: a value redrawn, not
+  // a new call after other work.
+  fixture f;
+  orders_and_stock_held_values_kept(f);
+  try_lock_as_exchange(f, "orders", "t1", 10, op_outcome::contended, 2, 10);
+  try_lock_as_exchange(f, "orders", "t2", 110, op_outcome::contended, 2, 11);
+  release_lock(f, "orders", "holder-o", 150, 1);
+  try_lock_as_exchange(f, "orders", "t2", 210, op_outcome::ok, 2, 12);
+  f.timeline.finish(at(5000));
+  CHECK(event_of(f.events, "gave_up", "orders", "t1") == nullptr);
+  const recorded_event* won = event_of(f.events, "acquired", "orders", "t2");
+  REQUIRE(won != nullptr);
+  CHECK(won->wait_us == at(210) + 100 - at(10));
+}

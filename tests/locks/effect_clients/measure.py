@@ -406,19 +406,42 @@ SHOW_DETAILS = False
 #   in; a release only after the last refused attempt, holds extended by the library's own
 #   timer under using(), a holder killed with SIGKILL). On the unchanged build every kind
 #   100%, none false, whole and mid-run.
+# - laravel_funnel, symfony_semaphore, dogpile_cache (the twenty-eighth set, Debian):
+#   Laravel's ConcurrencyLimiter 8.83 (Redis::funnel, one slot: one EVAL MGETs the slot
+#   keys, SETs the first free one EX and answers its name, ARGV[1]..index; one id per
+#   block() polled every 250 ms to a whole-second timeout), symfony/semaphore 5.4's RedisStore
+#   (semaphores of 1 and 2 permits kept in two sorted sets whose names the scripts build
+#   from KEYS[1], scored by the client's time() in whole seconds, refreshed by ZADD, polled
+#   by the caller) and dogpile.cache 1.1.8's Redis backend (redis-py's Lock as a cache's
+#   regeneration lock amid its GETs and SETEXs: blocking waits without a value, single tries
+#   with a stale one); holders killed with SIGKILL. docs/reference/clients.md, "Held out,
+#   twenty-eighth set". On the unchanged build: laravel_funnel acquisitions 32/57 (every
+#   call of the acquire after the first limiter's was unread: its success reply, the slot's
+#   name, was kept as that first call's literal text), waits 32/44 +12 false, expiries 2/6,
+#   free-while-waiting 10/18; symfony_semaphore acquisitions, refusals, waits and give-ups
+#   100% (inferred) but releases 0/62, renewals 0/30, expiries 0/2, free-while-waiting 0/6
+#   (the shadow has no ZINTERSTORE, and the probes hold a caller only in the keys the call
+#   names); dogpile_cache waits 23/31 +2 false, give-ups within 10% 4/9, free-while-waiting
+#   +1 false (a single try joined with the same connection's next call's wait). Then
+#   laravel_funnel and dogpile_cache used to build two rules (a reply naming one of the
+#   call's KEYS is read by its position; a single try whose connection did other work and
+#   then tried its lock with a new value gave up at its refusal when the connection's client
+#   keeps its value across retries): every kind 100%, none false, whole and mid-run; both
+#   moved to the gated list. symfony_semaphore is still held out.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
             "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck",
             "bull_redlock", "bull_redlock_quorum", "beaker_lock", "nestjs_simple_lock", "safe_redis_leader",
             "safe_redis_leader_demoted", "redlock4", "redlock4_quorum",
-            "hoangducnhuan_redlock", "nest_common_lock", "nest_common_lock_mux"]
+            "hoangducnhuan_redlock", "nest_common_lock", "nest_common_lock_mux", "symfony_semaphore"]
 
 
 def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock", "warlock", "ioredfour",
                           "redlock_universal", "ioredis_lock", "sesame_redlock", "sesame_redlock_mux",
                           "sesame_redlock_mux_short", "node_redisson", "redis_promise_lock", "redis_kit_lock",
-                          "medusa_lock", "ioredis_mutex", "murlock", "redis_mutex", "redis_functions")):
+                          "medusa_lock", "ioredis_mutex", "murlock", "redis_mutex", "redis_functions",
+                          "laravel_funnel", "dogpile_cache")):
     out = []
     for name in names:
         truth = os.path.join(HERE, name + ".truth.jsonl")

@@ -59,6 +59,9 @@
 #   tests/locks/effect_clients/record.sh - limits                            # limits_worker.py (Python, no lock)
 #   tests/locks/effect_clients/record.sh - beaker_lock                       # beaker_lock_worker.py (Python)
 #   tests/locks/effect_clients/record.sh - redis_functions                   # redis_functions_worker.py (Python)
+#   tests/locks/effect_clients/record.sh - laravel_funnel                    # laravel_funnel_worker.php (PHP)
+#   tests/locks/effect_clients/record.sh - symfony_semaphore                 # symfony_semaphore_worker.php (PHP)
+#   tests/locks/effect_clients/record.sh - dogpile_cache                     # dogpile_cache_worker.py (Python)
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -94,12 +97,14 @@
 # laravel_lock and symfony_lock run PHP, not node (the first argument is unused), on Debian's packages:
 #   apt-get install php-cli php-illuminate-cache php-illuminate-redis php-symfony-lock php-predis  # held out (twelfth set)
 #   apt-get install php-cli php-malkusch-lock php-predis php-redis        # held out (eighteenth set)
+#   apt-get install php-cli php-illuminate-redis php-symfony-semaphore php-predis  # held out (twenty-eighth set)
 # portalocker runs Debian's Python (/usr/bin/python3) with its packages:
 #   apt-get install python3-portalocker python3-redis                    # held out (thirteenth set)
 #   apt-get install python3-tooz python3-rq python3-redis                # held out (fourteenth set)
 #   apt-get install python3-kombu python3-limits python3-redis           # held out (fifteenth set)
 #   apt-get install python3-beaker python3-redis                         # held out (twenty-third set)
 #   apt-get install python3-redis redis-server                           # redis_functions (Redis 7's Functions)
+#   apt-get install python3-dogpile.cache python3-redis                  # held out (twenty-eighth set)
 # (redis-lock asks for node-redis 4, ioredis-lock for ioredis 4). redlock_universal,
 # ioredis_lock, sesame_redlock and node_redisson are held out: clients never used while building the recognizer, measured
 # as a user would meet them (measure.py). The newer recordings (redis_lock, warlock,
@@ -108,7 +113,7 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock|redis_functions}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock|redis_functions|laravel_funnel|symfony_semaphore|dogpile_cache}
 name=${2:-redis_semaphore}
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
@@ -208,6 +213,17 @@ case $name in
   # Locks as Redis Functions: two libraries loaded by FUNCTION LOAD (positional and table
   # registration, 1/0 and 0/-errno answers), FCALL and FCALL_RO; holders killed with SIGKILL.
   redis_functions) worker=redis_functions_worker.py; scenario="Redis 7 Functions (FUNCTION LOAD, FCALL, FCALL_RO) by redis-py 4.3 (Debian), two libraries, holders killed with SIGKILL"; rounds=24; midstream=1 ;;
+  # A concurrency limiter's slots (Redis::funnel): one EVAL picks the first free of its slot
+  # keys (MGET in Lua) and SETs it EX, answering the slot's name; one id per block() call
+  # polled every 250 ms to a whole-second timeout; holders killed with SIGKILL.
+  laravel_funnel) worker=laravel_funnel_worker.php; scenario="Laravel illuminate/redis 8.83 ConcurrencyLimiter (Redis::funnel, one slot) (Debian) on predis, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  # Semaphores of 1 and 2 permits as two sorted sets whose keys the scripts build from
+  # KEYS[1], scored by the client's time() in whole seconds; refreshed by ZADD; polled by
+  # the caller (the library never waits); holders killed with SIGKILL.
+  symfony_semaphore) worker=symfony_semaphore_worker.php; scenario="symfony/semaphore 5.4 RedisStore (Debian) on predis, semaphores of 1 and 2 permits, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  # A cache's regeneration lock (redis-py's Lock) amid the cache's own GETs and SETEXs:
+  # blocking waits without a value, single tries with a stale one; holders killed with SIGKILL.
+  dogpile_cache) worker=dogpile_cache_worker.py; scenario="dogpile.cache 1.1.8 Redis backend, distributed_lock (Debian) on redis-py 4.3, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)

@@ -311,6 +311,11 @@ class prober {
         if (const std::uint8_t i = argv_of(argv_, r.text); i != 0) {
           s.kind = form::argv;
           s.argv = i;
+        } else if (const std::uint8_t k = key_named(r.text); k != 0) {
+          // The name of a key the call passed (Laravel's funnel answers the slot it took):
+          // each call names its own keys, so the signature is the position, not the text.
+          s.kind = form::key;
+          s.argv = k;
         } else if (r.text.find(other_owner) != std::string::npos) {
           s.kind = form::any_text;
         } else if (number(r.text, v)) {
@@ -386,6 +391,14 @@ class prober {
         }
       }
     }
+  }
+
+  // The 1-based KEYS position holding `v`; 0 when no key of the call is named so.
+  std::uint8_t key_named(std::string_view v) const {
+    for (std::size_t i = 0; i < keys_.size() && i < 255; ++i) {
+      if (keys_[i] == v) return static_cast<std::uint8_t>(i + 1);
+    }
+    return 0;
   }
 
   std::uint8_t channel_of(const probe_run& r) const {
@@ -1261,6 +1274,11 @@ int matches(reply_sig::form kind, std::int64_t integer, std::uint8_t argv_at, co
     case form::argv:
       return (got == seen::text || got == seen::status) && argv_at >= 1 && argv_at <= argv.size() &&
                      got_text == argv[argv_at - 1]
+                 ? 2
+                 : 0;
+    case form::key:
+      return (got == seen::text || got == seen::status) && argv_at >= 1 && argv_at <= keys.size() &&
+                     got_text == keys[argv_at - 1]
                  ? 2
                  : 0;
     case form::text: return (got == seen::text || got == seen::status) && got_text == text ? 2 : 0;

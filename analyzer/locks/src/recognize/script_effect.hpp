@@ -81,15 +81,16 @@ struct reply_sig {
     status,     // this status text
     error,
     argv,       // ARGV[argv] echoed
+    key,        // KEYS[argv] named: the key the call offered that the script took (a slot)
     text,       // this bulk text
     any_text,   // a bulk string read from the state (another owner's value)
     array,      // a list: `first` describes its first element
   } kind = form::nil;
   std::int64_t integer = 0;
   bool seconds = false;  // ttl: in seconds
-  std::uint8_t argv = 0;
+  std::uint8_t argv = 0;  // argv: the ARGV position echoed; key: the KEYS position named
   std::string text;
-  // array: its first element (nil, integer, ttl, key_count, argv, text or any_text).
+  // array: its first element (nil, integer, ttl, key_count, argv, key, text or any_text).
   form first = form::nil;
   std::int64_t first_integer = 0;
   bool first_seconds = false;

@@ -715,6 +715,15 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
   // a fresh value's retry) and carries no tasks side by side. (A fresh-value poller on a
   // connection whose other task waits for another lock keeps its wait.)
   const bool after_other_refusal = attempt_follows_other_refusal && connections[conn_index(op)].keeps_values;
+  // So did a single try whose connection did its client's other work and then tried this
+  // lock again with a new value (dogpile.cache over redis-py's Lock: a stale value's
+  // `acquire(blocking=False)` refused, the value served, the next round's GET, DEL and
+  // GET, then a blocking acquire() with its own token, 150 ms later): a client seen keeping
+  // its value across a wait's retries draws a new one only for a new call. (A value
+  // redrawn at the waiter's cadence comes with nothing between: value_redrawn_at_cadence.)
+  const bool new_call_after_other_work =
+      attempt_follows_own_refusal && connections[conn_index(op)].keeps_values &&
+      op.connection_sequence - connections[conn_index(op)].refused_sequence > 1;
   // (As a poller's stop: a pause shorter than a spinner's is no give-up, however quick the
   // retries before it: a spinner's tries at once, then its next 90 ms on.)
   constexpr std::int64_t fresh_stop_floor_us = 250'000;
@@ -742,7 +751,8 @@ inline waiter* lock_timeline::impl::waiter_of_fresh_value(lock_state& l, std::ui
     return withdrawn_stopped(w, op.request_us, op.lease_ms, options.wake_window_us) ||
            (w.fresh_values && backoff_restarted(w, op.request_us, options.wake_window_us)) ||
            fresh_waiter_moved_on(w, connections[w.conn], op.request_us, options.wake_window_us) ||
-           (after_other_refusal && w.attempts == 1 && !w.fresh_values && !connections[w.conn].carries_tasks_side_by_side()) ||
+           ((after_other_refusal || new_call_after_other_work) && w.attempts == 1 && !w.fresh_values &&
+            !connections[w.conn].carries_tasks_side_by_side()) ||
            (tried_again_at_once(w) && !own.spins) || busy_since_single_try(w, op) ||
            (!acquires && w.attempts >= 2 &&
             op.request_us - w.last_attempt_us >
