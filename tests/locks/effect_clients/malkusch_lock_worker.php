@@ -145,33 +145,13 @@ $names = ['orders', 'orders', 'stock', 'ledger'];
 if (($argv[4] ?? '') !== '--life') {
     // The parent: runs the rounds in children, killing p1's and p3's once mid-hold.
     $kill = ['p1' => intdiv($rounds, 3), 'p3' => intdiv(2 * $rounds, 3)][$proc] ?? -1;
-    $from = 0;
-    while ($from < $rounds) {
-        $cmd = [PHP_BINARY, __FILE__, $argv[1], $proc, (string) $rounds, '--life', (string) $from, (string) $kill];
-        $child = proc_open($cmd, [1 => ['pipe', 'w'], 2 => STDERR], $pipes);
-        $next = $rounds;
-        while (($line = fgets($pipes[1])) !== false) {
-            $o = json_decode($line, true);
-            if (($o['event'] ?? '') !== 'kill_me') {
-                fwrite(STDOUT, $line);
-                fflush(STDOUT);
-                continue;
-            }
-            // Mid-hold: SIGKILL, so nothing is released; each key it holds runs out its lease.
-            usleep(random_int(20000, 300000));
-            proc_terminate($child, 9);
-            foreach ($o['held'] as $server => [$key, $owner, $sent]) {
-                log_event(['event' => 'expired', 'lock' => $key, 'owner' => $owner, 'server' => $server,
-                           't_us' => $sent + (TIMEOUT_S + 1) * 1000000, 'killed' => true]);
-            }
-            $next = $o['round'] + 1;
-            $kill = -1;
-            break;
+    run_rounds_in_children($argv[1], $rounds, $kill, function (array $o): void {
+        // Mid-hold, nothing released: each key it holds runs out its lease.
+        foreach ($o['held'] as $server => [$key, $owner, $sent]) {
+            log_event(['event' => 'expired', 'lock' => $key, 'owner' => $owner, 'server' => $server,
+                       't_us' => $sent + (TIMEOUT_S + 1) * 1000000, 'killed' => true]);
         }
-        fclose($pipes[1]);
-        proc_close($child);
-        $from = $next;
-    }
+    });
     exit(0);
 }
 

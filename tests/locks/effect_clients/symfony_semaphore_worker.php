@@ -108,31 +108,11 @@ class LoggedRedisStore extends RedisStore
 if (($argv[4] ?? '') !== '--life') {
     // The parent: runs the rounds in children, killing p1's and p2's once mid-hold.
     $kill = ['p1' => intdiv($rounds, 3), 'p2' => intdiv(2 * $rounds, 3) + 1][$proc] ?? -1;
-    $from = 0;
-    while ($from < $rounds) {
-        $cmd = [PHP_BINARY, __FILE__, (string) $port, $proc, (string) $rounds, '--life', (string) $from, (string) $kill];
-        $child = proc_open($cmd, [1 => ['pipe', 'w'], 2 => STDERR], $pipes);
-        $next = $rounds;
-        while (($line = fgets($pipes[1])) !== false) {
-            $o = json_decode($line, true);
-            if (($o['event'] ?? '') !== 'kill_me') {
-                fwrite(STDOUT, $line);
-                fflush(STDOUT);
-                continue;
-            }
-            // Mid-hold: SIGKILL, so nothing is released; the member lapses at its expiry.
-            usleep(random_int(20000, 300000));
-            proc_terminate($child, 9);
-            [$lock, $owner, $expiry] = $o['held'];
-            log_event(['event' => 'expired', 'lock' => $lock, 'owner' => $owner, 't_us' => (int) ($expiry * 1000000), 'killed' => true]);
-            $next = $o['round'] + 1;
-            $kill = -1;
-            break;
-        }
-        fclose($pipes[1]);
-        proc_close($child);
-        $from = $next;
-    }
+    run_rounds_in_children((string) $port, $rounds, $kill, function (array $o): void {
+        // Mid-hold, nothing released: the member lapses at its expiry.
+        [$lock, $owner, $expiry] = $o['held'];
+        log_event(['event' => 'expired', 'lock' => $lock, 'owner' => $owner, 't_us' => (int) ($expiry * 1000000), 'killed' => true]);
+    });
     exit(0);
 }
 
