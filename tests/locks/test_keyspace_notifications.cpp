@@ -249,8 +249,13 @@ TEST_CASE("keyspace notifications: a key no lock operation named is no lock, and
   run.timeline.finish(t0 + 400 * ms);
   CHECK(run.count("notified") == 0);
   for (const recorded_event& e : run.events.events) CHECK(e.lock != "session:9");
-  // The operations were there: the timeline kept them off.
+  // The operations were there: the timeline kept them off, and made no lock of them (the
+  // summary lists every lock the timeline keeps).
   CHECK(of_kind(run.sink.log, lock_op_kind::message).size() == 2);
+  std::vector<std::string> names;
+  run.timeline.for_each_lock_name([&](std::string_view lock) { names.emplace_back(lock); });
+  CHECK(names == std::vector<std::string>{"lock:a"});
+  CHECK(run.timeline.lock_count() == 1);
 }
 
 TEST_CASE("keyspace notifications: joined mid-stream, a connection whose database was not seen that names a key "
@@ -296,4 +301,21 @@ TEST_CASE("keyspace notifications: a waiter that let a notification pass without
     if (e.event == "notified") told.push_back(e.ts_us);
   }
   CHECK(told == std::vector<std::int64_t>{t0 + 300'200});
+}
+
+TEST_CASE("keyspace notifications: joined mid-stream, the first notification of a key whose holder and waiter had "
+          "their database guessed is that lock's",
+          "[recognizer][timeline][keyspace]") {
+  timeline_run run;
+  wire w(run.sink);
+  // Neither command connection seen from its start: their database is guessed (db 0).
+  w.send({"SET", "lock:a", "va", "NX", "PX", "30000"}, "+OK\r\n", 0, 1, false);
+  w.send({"SET", "lock:a", "vb", "NX", "PX", "30000"}, "$-1\r\n", 10, 2, false);
+  w.send({"EVAL", release_script, "1", "lock:a", "va"}, ":1\r\n", 300, 1, false);
+  w.push(frame('*', "message", {"__keyevent@2__:del", "lock:a"}), 300.2, 3);
+  run.timeline.finish(t0 + 400 * ms);
+  const recorded_event* told = run.first("notified", "vb");
+  REQUIRE(told != nullptr);
+  CHECK(told->ts_us == t0 + 300'200);
+  CHECK(run.timeline.lock_count() == 1);
 }

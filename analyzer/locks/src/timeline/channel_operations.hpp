@@ -153,8 +153,7 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
 // a waiter only when one waits on the key, linked to this subscriber (its SUBSCRIBE), or
 // else the one client waiting from the subscriber's address; of those, the latest to
 // attempt (an earlier one gave up unseen), and not one that let an earlier notification
-// of this subscriber pass without retrying, nor one whose connection has taken or freed a
-// lock since (it had stopped waiting). Nothing guessed, nor
+// of this subscriber pass without retrying (it had stopped waiting). Nothing guessed, nor
 // held for a later link. (`previous_us`: this subscriber's notification before, -1 none.)
 inline waiter* lock_timeline::impl::notified_waiter(lock_state& l, std::uint32_t lock, const connection_info& s,
                                                     std::int64_t previous_us, std::int64_t at) {
@@ -167,9 +166,6 @@ inline waiter* lock_timeline::impl::notified_waiter(lock_state& l, std::uint32_t
   const auto later = [](const waiter* a, const waiter& w) { return a == nullptr || w.last_attempt_us > a->last_attempt_us; };
   const auto consider = [&](waiter& w) {
     if (passed_one && previous_us > w.last_attempt_us) return;
-    // Nor one whose connection took or freed a lock since its last attempt (its next task).
-    const connection_info& c = connections[w.conn];
-    if (!c.carries_tasks_side_by_side() && std::max(c.last_acquired_us, c.last_released_us) > w.last_attempt_us) return;
     if (w.sub_connection == s.id) {
       if (later(on_it, w)) on_it = &w;
       return;
