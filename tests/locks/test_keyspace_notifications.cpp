@@ -154,6 +154,11 @@ TEST_CASE("keyspace notifications: an event channel's payload names the key, lea
   w.send({"SUBSCRIBE", del, expired}, frame('*', "subscribe", {del}, 1), 1, 3);
   w.push(frame('*', "subscribe", {expired}, 2), 1.1, 3);
   CHECK(rec.ops.empty());  // no key named yet
+  // Waiters refused on lock:a and lock:b (their keys are read from now on).
+  w.send({"SET", "lock:a", "v1", "NX", "PX", "400"}, "$-1\r\n", 2, 1);
+  w.send({"SET", "lock:b", "v2", "NX", "PX", "400"}, "$-1\r\n", 3, 1);
+  rec.ops.clear();  // from here: the notifications' operations only
+  w.push(frame('*', "message", {del, "session:1"}), 4.5, 3);  // a key no lock operation named: not read
   w.push(frame('*', "message", {del, "lock:a"}), 5, 3);
   w.push(frame('>', "message", {expired, "lock:b"}), 6, 3);
   w.push(frame('*', "message", {"__keyevent@0__:set", "lock:a"}), 7, 3);  // a holder taking it
@@ -180,6 +185,9 @@ TEST_CASE("keyspace notifications: an event channel's payload names the key, lea
   wire p(prec);
   const std::string all = "__key*@*__:*";
   p.send({"PSUBSCRIBE", all}, frame('*', "psubscribe", {all}, 1), 1, 4);
+  p.send({"SELECT", "5"}, "+OK\r\n", 2, 1);
+  p.send({"SET", "lock:c", "v3", "NX", "PX", "400"}, "$-1\r\n", 3, 1);
+  prec.ops.clear();
   p.push(frame('*', "pmessage", {all, "__keyspace@5__:lock:c", "del"}), 5, 4);
   p.push(frame('*', "pmessage", {all, "__keyevent@5__:del", "lock:c"}), 5.0, 4);
   p.push(frame('>', "pmessage", {all, "__keyspace@5__:lock:c", "expired"}), 40, 4);
@@ -249,9 +257,11 @@ TEST_CASE("keyspace notifications: a key no lock operation named is no lock, and
   run.timeline.finish(t0 + 400 * ms);
   CHECK(run.count("notified") == 0);
   for (const recorded_event& e : run.events.events) CHECK(e.lock != "session:9");
-  // The operations were there: the timeline kept them off, and made no lock of them (the
-  // summary lists every lock the timeline keeps).
-  CHECK(of_kind(run.sink.log, lock_op_kind::message).size() == 2);
+  // session:9, named by no lock operation, is not read; db 1's lock:a reaches the timeline,
+  // which keeps it off and makes no lock of it (the summary lists every lock it keeps).
+  const auto messages = of_kind(run.sink.log, lock_op_kind::message);
+  REQUIRE(messages.size() == 1);
+  CHECK(messages[0].db == 1);
   std::vector<std::string> names;
   run.timeline.for_each_lock_name([&](std::string_view lock) { names.emplace_back(lock); });
   CHECK(names == std::vector<std::string>{"lock:a"});
@@ -268,17 +278,18 @@ TEST_CASE("keyspace notifications: joined mid-stream, a connection whose databas
   w.send({"SET", "lock:a", "v1", "NX", "PX", "400"}, "+OK\r\n", 6, 2, false);
   w.send({"SET", "lock:z", "v9", "NX", "PX", "400"}, "+OK\r\n", 7, 2, false);  // the connection's database now
   // A key notified in two databases tells nothing.
+  w.send({"SET", "lock:b", "v2", "NX", "PX", "400"}, "$-1\r\n", 7.5, 6, false);
   w.push(frame('*', "message", {"__keyevent@4__:del", "lock:b"}), 8, 3);
   w.push(frame('*', "message", {"__keyevent@5__:del", "lock:b"}), 9, 3);
   w.send({"SET", "lock:b", "v2", "NX", "PX", "400"}, "+OK\r\n", 10, 5, false);
-  REQUIRE(rec.ops.size() == 7);
+  REQUIRE(rec.ops.size() == 8);
   CHECK(rec.ops[0].db == -1);
   CHECK(rec.ops[2].lock == "lock:a");
   CHECK(rec.ops[2].db == 2);
   CHECK(rec.ops[3].lock == "lock:z");
   CHECK(rec.ops[3].db == 2);
-  CHECK(rec.ops[6].lock == "lock:b");
-  CHECK(rec.ops[6].db == -1);
+  CHECK(rec.ops[7].lock == "lock:b");
+  CHECK(rec.ops[7].db == -1);
 }
 
 TEST_CASE("keyspace notifications: a waiter that let a notification pass without retrying had stopped waiting, "

@@ -5,10 +5,11 @@
 // notify-keyspace-events set (by an operator: not in the capture). A notification that
 // frees the key (del, expired, ...) is the wake-up (`message`) of the key's waiters on
 // that connection; a key channel's SUBSCRIBE and UNSUBSCRIBE are the subscription of its
-// lock; leaving an event channel or a pattern leaves every key it delivered. The key
-// counts for the timeline only when it is known as a lock (by_notification): an event
-// channel delivers every key of its database. Joined mid-stream, the messages alone show
-// the subscription (as a Redisson channel's do).
+// lock; leaving an event channel or a pattern leaves every key it delivered. An event
+// channel delivers every key of its database: a notification is read only for a key some
+// attempt was refused on (lock_keys: a waiter's), or whose own channel was subscribed to,
+// and the timeline counts it only for a key it knows as a lock (by_notification). Joined mid-stream, the
+// messages alone show the subscription (as a Redisson channel's do).
 #include "recognize/keyspace_channels.hpp"
 #include "recognize/recognizer_state.hpp"
 
@@ -87,6 +88,8 @@ bool lock_recognizer::state::on_key_notification(const exchange& e, lock_operati
   const std::string_view event = by_key ? payload : ch.rest;
   // (A `set` or `expire` is a holder taking or renewing the key: nothing to wake for.)
   if (ch.db < 0 || key.empty() || !frees_key(event)) return true;
+  // (A key's own channel was asked for by name: its SUBSCRIBE made a watch of it.)
+  if (lock_keys.find(key) == lock_keys.end() && key_watch(e.connection, ch.db, key) == nullptr) return true;
   tracked_channel& watch = note_key_watch(e.connection, ch.db, key, source, by_pattern);
   if (watch.woken_us < 0) note_key_database(key, ch.db);  // (once a key and subscriber)
   if (watch.woken_us >= 0 && e.request_us >= watch.woken_us && e.request_us - watch.woken_us <= same_change_us) return true;

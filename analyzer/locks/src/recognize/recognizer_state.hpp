@@ -242,6 +242,12 @@ struct lock_recognizer::state {
   // most max_key_databases (then forgotten all at once).
   static constexpr std::size_t max_key_databases = 4096;
   recognizer_detail::string_map<std::int32_t> key_databases;
+  // The keys some attempt was refused on (a waiter's, which a notification may wake): an
+  // event channel delivers every key of its database (a cache's too), and only these are
+  // read, with no allocation for the others. At most max_lock_keys (then forgotten all at
+  // once).
+  static constexpr std::size_t max_lock_keys = 65536;
+  recognizer_detail::string_map<char> lock_keys;
   std::unordered_map<std::uint64_t, std::vector<tracked_channel>> channels;
 
   // Locks held by a subscription (subscription_locks.cpp): the channels asked about with
@@ -301,6 +307,7 @@ struct lock_recognizer::state {
   // with other fields changed): an operation whose outcome emit changes (a redirect, a
   // value-checked call) is copied.
   void emit(const lock_operation& in) {
+    if (in.kind == lock_op_kind::acquire && in.outcome == op_outcome::contended && !in.lock.empty()) note_lock_key(in.lock);
     if (in.db < 0 && !key_databases.empty() && !in.lock.empty()) [[unlikely]] {
       if (const std::int32_t db = database_of_key(in.lock); db >= 0) {
         // Joined mid-stream: the key's notifications name its database, so this
@@ -649,6 +656,11 @@ struct lock_recognizer::state {
   // The database keyspace notifications named for `key` (-1: none, or several).
   std::int32_t database_of_key(std::string_view key) const;
   void note_key_database(std::string_view key, std::int32_t db);
+  void note_lock_key(std::string_view key) {
+    if (lock_keys.find(key) != lock_keys.end()) return;
+    if (lock_keys.size() >= max_lock_keys) lock_keys.clear();
+    lock_keys.emplace(std::string(key), 0);
+  }
   tracked_channel& note_key_watch(std::uint64_t connection, std::int32_t db, std::string_view key, std::string_view source,
                                   bool by_pattern);
   // The key notifications delivered by `source` (a channel, or a pattern), forgotten here.
