@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """One process of the keyspace-notification recordings (record.sh keyspace_key,
 keyspace_event): a lock whose waiters wait on Redis keyspace notifications, not on a
-channel the lock's client publishes to, nor by polling. No packaged client does this (none
-found on npm or in Debian), so this worker is written on Debian's python3-redis (redis-py
-4.3) as such a client would be; it was used while building lockscope's reading of keyspace
+channel the lock's client publishes to, nor by polling. No packaged client doing this was
+found (docs/reference/clients.md, "Waiters woken by keyspace notifications"), so this worker
+is written on Debian's python3-redis (redis-py 4.3) as such a client would be; it was used while building lockscope's reading of keyspace
 notifications, so it is not held out. It logs what its locks did itself, one JSON line per
 event, to stdout, as the other workers do (python_worker.py):
   {"t_us", "proc", "event": "attempt"|"acquired"|"gave_up"|"released"|"expired"|"woken",
