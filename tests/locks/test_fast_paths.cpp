@@ -34,7 +34,7 @@ using locks::command_word;
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, command_word>, 31> words{{
+constexpr std::array<std::pair<std::string_view, command_word>, 33> words{{
     {"ASKING", command_word::asking},
     {"CLUSTER", command_word::cluster},
     {"SELECT", command_word::select},
@@ -49,6 +49,8 @@ constexpr std::array<std::pair<std::string_view, command_word>, 31> words{{
     {"SSUBSCRIBE", command_word::ssubscribe},
     {"UNSUBSCRIBE", command_word::unsubscribe},
     {"SUNSUBSCRIBE", command_word::sunsubscribe},
+    {"PSUBSCRIBE", command_word::psubscribe},
+    {"PUNSUBSCRIBE", command_word::punsubscribe},
     {"SCRIPT", command_word::script},
     {"EVAL", command_word::eval},
     {"EVAL_RO", command_word::eval_ro},
@@ -119,7 +121,7 @@ TEST_CASE("identify_command names what resp::iequals names, case folded, and not
   }
   CHECK(compared > 100'000);
   for (std::string_view other : {"", "GETSET", "HSET", "PTTL", "PUBLISH", "EVALX", "EVAL RO", "EVALSHA-RO", "MULTI",
-                                 "PSUBSCRIBE", "PUNSUBSCRIBE", "SPUBLISH", "HELLO", "AUTH", "CLIENT"}) {
+                                 "PSUBSCRIBEX", "PUNSUBSCRIBED", "SPUBLISH", "HELLO", "AUTH", "CLIENT"}) {
     CHECK(locks::identify_command(other) == command_word::other);
     CHECK(by_iequals(other) == command_word::other);
   }

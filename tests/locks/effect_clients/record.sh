@@ -62,6 +62,8 @@
 #   tests/locks/effect_clients/record.sh - laravel_funnel                    # laravel_funnel_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - symfony_semaphore                 # symfony_semaphore_worker.php (PHP)
 #   tests/locks/effect_clients/record.sh - dogpile_cache                     # dogpile_cache_worker.py (Python)
+#   tests/locks/effect_clients/record.sh - keyspace_key                      # keyspace_worker.py, SUBSCRIBE __keyspace@2__:<lock> a wait
+#   tests/locks/effect_clients/record.sh - keyspace_event                    # keyspace_worker.py, __keyevent@2__:del/expired a process
 #
 # NODE_MODULES_DIR holds the clients, e.g. made by
 #   npm install --prefix /tmp/effect_npm redis-semaphore@5.8.0 ioredis@5 simple-redis-mutex@3.0.0 redis@5
@@ -113,8 +115,9 @@
 # Needs redis-server, tcpdump (root or CAP_NET_RAW) and node (php for a .php worker, Debian's python3 for a .py one).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock|redis_functions|laravel_funnel|symfony_semaphore|dogpile_cache}
+modules=${1:?usage: record.sh NODE_MODULES_DIR redis_semaphore|simple_redis_mutex|redis_semaphore_sem|redis_lock|warlock|ioredfour|redlock_universal|ioredis_lock|sesame_redlock|sesame_redlock_mux|sesame_redlock_mux_short|node_redisson|redis_promise_lock|redis_kit_lock|medusa_lock|ioredis_mutex|murlock|redis_mutex|locco|node_mutex|redislock|node_redis_lock|distributed_lock|redlock_node|redlock_js|redis_leader|verrou|redlock_async|dlock|chat_state_redis|node_resque_lock|node_resque_leader|bullmq_jobs|bull_jobs|effect_semaphore|bottleneck|bull_redlock|bull_redlock_quorum|nestjs_simple_lock|safe_redis_leader|safe_redis_leader_demoted|nest_common_lock|nest_common_lock_mux|redlock4|redlock4_quorum|hoangducnhuan_redlock|laravel_lock|symfony_lock|malkusch_mutex|malkusch_redlock|portalocker|tooz|rq|kombu_mutex|limits|beaker_lock|redis_functions|laravel_funnel|symfony_semaphore|dogpile_cache|keyspace_key|keyspace_event}
 name=${2:-redis_semaphore}
+server_args=()  # redis-server's own settings, as an operator set them before the capture
 case $name in
   redis_semaphore) worker=mutex_worker.js; scenario="redis-semaphore 5.8.0 Mutex" ;;
   simple_redis_mutex) worker=srm_worker.js; scenario="simple-redis-mutex 3.0.0" ;;
@@ -224,6 +227,11 @@ case $name in
   # A cache's regeneration lock (redis-py's Lock) amid the cache's own GETs and SETEXs:
   # blocking waits without a value, single tries with a stale one; holders killed with SIGKILL.
   dogpile_cache) worker=dogpile_cache_worker.py; scenario="dogpile.cache 1.1.8 Redis backend, distributed_lock (Debian) on redis-py 4.3, holders killed with SIGKILL (held out)"; rounds=24; midstream=1 ;;
+  # Waiters woken by keyspace notifications (set by the operator before the capture: the
+  # server starts with notify-keyspace-events), per wait on the key's channel or per process
+  # on the del/expired event channels; holders killed with SIGKILL.
+  keyspace_key) worker=keyspace_worker.py; scenario="SET NX PX lock on redis-py 4.3 (Debian), waiters SUBSCRIBE __keyspace@2__:<lock> per wait, holders killed with SIGKILL"; rounds=36; midstream=1; server_args=(--notify-keyspace-events KEA); export WAIT=key ;;
+  keyspace_event) worker=keyspace_worker.py; scenario="SET NX PX lock on redis-py 4.3 (Debian), waiters on __keyevent@2__:del and :expired, one subscription a process, holders killed with SIGKILL"; rounds=36; midstream=1; server_args=(--notify-keyspace-events KEA); export WAIT=event ;;
   *) echo "record.sh: unknown recording $name" >&2; exit 2 ;;
 esac
 work=$(mktemp -d)
@@ -233,7 +241,7 @@ ports=() filter="" server_list=""
 for n in $(seq "${servers:-1}"); do
   p=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   mkdir -p "$work/s$n"
-  redis-server --port "$p" --bind 127.0.0.1 --protected-mode no --save '' --appendonly no --dir "$work/s$n" >"$work/redis$n.log" 2>&1 &
+  redis-server --port "$p" --bind 127.0.0.1 --protected-mode no --save '' --appendonly no --dir "$work/s$n" "${server_args[@]}" >"$work/redis$n.log" 2>&1 &
   for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
   ports+=("$p") filter+="${filter:+ or }tcp port $p" server_list+="${server_list:+,}\"127.0.0.1:$p\""
 done

@@ -1,7 +1,6 @@
 // What a connection's own commands change for the operations that follow on it: its
 // database (SELECT answered +OK; RESET, back to 0, which also leaves every channel),
 // and forgetting all of it when the connection ends.
-#include "recognize/lock_channels.hpp"
 #include "recognize/recognizer_state.hpp"
 
 namespace lockscope::locks {
@@ -38,15 +37,7 @@ void lock_recognizer::state::on_reset(command_call& c) {
   // It also left every channel: each lock channel's subscription ends here.
   if (!holders_by_connection.empty()) on_subscription_lock_left_all(c);
   lock_operation& op = c.op;
-  for (const auto& t : take_channels(e.connection, true, false)) {
-    op.kind = lock_op_kind::unsubscribe;
-    op.outcome = op_outcome::ok;
-    op.channel = t.name;
-    op.lock = lock_of_channel(t.name);
-    op.family = channel_family(t.name);
-    op.sub_count = -1;
-    emit(op);
-  }
+  for (const auto& t : take_channels(e.connection, left_channels::all)) emit_left(op, t);
 }
 
 void lock_recognizer::state::on_connection_end(std::uint64_t connection, std::int64_t at_us) {

@@ -164,7 +164,9 @@ void lock_recognizer::state::dispatch(command_call& c) {
     case command_word::subscribe:
     case command_word::ssubscribe:
     case command_word::unsubscribe:
-    case command_word::sunsubscribe: return on_subscription(c);
+    case command_word::sunsubscribe:
+    case command_word::psubscribe:
+    case command_word::punsubscribe: return on_subscription(c);
     case command_word::script: return on_script_load(c);
     case command_word::eval:
     case command_word::eval_ro:

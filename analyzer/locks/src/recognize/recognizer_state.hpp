@@ -12,7 +12,8 @@
 //                         and Redisson's unlock latches
 //   plain_commands.cpp    SET NX, SETNX, EXPIRE/PEXPIRE, DEL/UNLINK
 //   conditional_commands.cpp  SET IFEQ/IFNE/IFDEQ/IFDNE, DELEX, DELIFEQ
-//   pubsub.cpp            (S)SUBSCRIBE, (S)UNSUBSCRIBE, message/smessage/sunsubscribe pushes
+//   pubsub.cpp            (S|P)SUBSCRIBE, (S|P)UNSUBSCRIBE, message/smessage/pmessage/sunsubscribe pushes
+//   keyspace_notifications.cpp  waiters woken by keyspace notifications (`__keyspace@…`)
 //   subscription_locks.cpp  locks held by a subscription (PUBSUB NUMSUB, SUBSCRIBE)
 //   connection_state.cpp  SELECT, RESET
 //   redis_cluster.cpp     MOVED/ASK/TRYAGAIN/CLUSTERDOWN replies, ASKING, CLUSTER SLOTS/SHARDS
@@ -221,11 +222,32 @@ struct lock_recognizer::state {
   // (S)UNSUBSCRIBEs and messages show: an UNSUBSCRIBE naming no channel (redis-py's
   // unsubscribe(), go-redis) or a RESET leaves them all without naming them. At most
   // max_tracked_channels a connection (the oldest forgotten); dropped when it ends.
+  // A key's notifications (keyspace_notifications.cpp) are kept as their key and database,
+  // with the channel or pattern that delivers them: a keyevent channel or a pattern
+  // delivers many keys', and leaving it leaves each.
   struct tracked_channel {
-    std::string name;
+    std::string name;          // the channel; a key notification's: the key
     bool sharded = false;
+    bool by_pattern = false;   // a key notification's: delivered by the PSUBSCRIBE pattern `source`
+    std::int32_t key_db = -1;  // a key notification's: the key's database; -1: a lock channel
+    std::string source;        // a key notification's: the channel or pattern delivering it
+    std::int64_t woken_us = -1;  // a key notification's: its latest wake-up
   };
+  // Which tracked channels a leave takes: a bare (S)UNSUBSCRIBE's, a bare PUNSUBSCRIBE's,
+  // a RESET's (all).
+  enum class left_channels : std::uint8_t { channels, sharded, patterns, all };
   static constexpr std::size_t max_tracked_channels = 256;
+  // Each key a keyspace notification named, with its database (-1: several): a connection
+  // joined mid-stream, its database unseen, that names the key is in that database. At
+  // most max_key_databases (then forgotten all at once).
+  static constexpr std::size_t max_key_databases = 4096;
+  recognizer_detail::string_map<std::int32_t> key_databases;
+  // The keys some attempt was refused on (a waiter's, which a notification may wake): an
+  // event channel delivers every key of its database (a cache's too), and only these are
+  // read, with no allocation for the others. At most max_lock_keys (then forgotten all at
+  // once).
+  static constexpr std::size_t max_lock_keys = 65536;
+  recognizer_detail::string_map<char> lock_keys;
   std::unordered_map<std::uint64_t, std::vector<tracked_channel>> channels;
 
   // Locks held by a subscription (subscription_locks.cpp): the channels asked about with
@@ -285,6 +307,18 @@ struct lock_recognizer::state {
   // with other fields changed): an operation whose outcome emit changes (a redirect, a
   // value-checked call) is copied.
   void emit(const lock_operation& in) {
+    if (in.kind == lock_op_kind::acquire && in.outcome == op_outcome::contended && !in.lock.empty()) note_lock_key(in.lock);
+    if (in.db < 0 && !key_databases.empty() && !in.lock.empty()) [[unlikely]] {
+      if (const std::int32_t db = database_of_key(in.lock); db >= 0) {
+        // Joined mid-stream: the key's notifications name its database, so this
+        // connection's (keyspace_notifications.cpp).
+        set_database(in.connection, db);
+        lock_operation o = in;
+        o.db = db;
+        emit(o);
+        return;
+      }
+    }
     if (!undecided_nils.empty()) [[unlikely]] decide_nil_releases(in);
     const bool redirect = in.redirect != cluster_reply::none && in.outcome == op_outcome::error;
     const bool value_checked =
@@ -604,7 +638,33 @@ struct lock_recognizer::state {
   // ---- pubsub.cpp ----
 
   void on_push(const exchange& e, lock_operation& op);
-  void on_subscription(command_call& c);  // (S)SUBSCRIBE, (S)UNSUBSCRIBE
+  void on_subscription(command_call& c);  // (S|P)SUBSCRIBE, (S|P)UNSUBSCRIBE
+  // Emits the unsubscribe of a tracked channel (a lock channel's, or a key notification's).
+  // (sub_count: the server's count of subscriptions left, where its confirmation says.)
+  void emit_left(lock_operation& op, const tracked_channel& t, std::int64_t sub_count = -1);
+
+  // ---- keyspace_notifications.cpp: waiters woken by keyspace notifications ----
+  // A message on a keyspace or keyevent channel (`source`: the channel, or the pattern
+  // that matched it): false when `channel` is no such channel.
+  bool on_key_notification(const exchange& e, lock_operation& op, std::string_view source, bool by_pattern,
+                           std::string_view channel, std::string_view payload);
+  // SUBSCRIBE / UNSUBSCRIBE naming a keyspace or keyevent channel; false when it is not one.
+  bool on_key_channel(command_call& c, bool sub, std::string_view channel, std::string_view confirmed, std::int64_t count);
+  // PSUBSCRIBE / PUNSUBSCRIBE (patterns name no key: their messages do).
+  void on_pattern_subscription(command_call& c, bool sub);
+  tracked_channel* key_watch(std::uint64_t connection, std::int32_t db, std::string_view key);
+  // The database keyspace notifications named for `key` (-1: none, or several).
+  std::int32_t database_of_key(std::string_view key) const;
+  void note_key_database(std::string_view key, std::int32_t db);
+  void note_lock_key(std::string_view key) {
+    if (lock_keys.find(key) != lock_keys.end()) return;
+    if (lock_keys.size() >= max_lock_keys) lock_keys.clear();
+    lock_keys.emplace(std::string(key), 0);
+  }
+  tracked_channel& note_key_watch(std::uint64_t connection, std::int32_t db, std::string_view key, std::string_view source,
+                                  bool by_pattern);
+  // The key notifications delivered by `source` (a channel, or a pattern), forgotten here.
+  std::vector<tracked_channel> take_key_watches(std::uint64_t connection, std::string_view source, bool by_pattern);
 
   // ---- subscription_locks.cpp: locks held by a subscription (PUBSUB NUMSUB) ----
   void on_pubsub(command_call& c);  // PUBSUB NUMSUB
@@ -628,7 +688,7 @@ struct lock_recognizer::state {
   void note_unsubscribed(std::uint64_t connection, std::string_view channel);
   // The channels a bare (S)UNSUBSCRIBE (sharded: SUNSUBSCRIBE) or a RESET (all) leaves;
   // forgotten here.
-  std::vector<tracked_channel> take_channels(std::uint64_t connection, bool all, bool sharded);
+  std::vector<tracked_channel> take_channels(std::uint64_t connection, left_channels which);
 
   // ---- nil_releases.cpp ----
 

@@ -8,6 +8,22 @@
 
 namespace lockscope::locks {
 
+// Joined mid-stream, a lock's own commands may come with their database unseen (counted
+// as db 0 above): a keyspace notification of its key, which names its database, is that
+// lock's when the connections holding or waiting for it had their database guessed.
+inline std::uint32_t lock_timeline::impl::lock_of_guessed_db(const lock_operation& op) {
+  const std::uint32_t db0 = canon(raw_scope(options.merge_servers ? std::string_view() : op.server_text, 0));
+  const std::uint32_t id = find_lock(db0, op.lock);
+  if (id == no_id) return no_id;
+  lock_state& l = locks[id];
+  bool guessed = false;
+  for_each_holder(l, [&](const holder& h) { guessed = guessed || (h.conn != no_id && connections[h.conn].database_guessed); });
+  if (!guessed && has_extra(l)) {
+    for (const waiter& w : xp(l)->waiters) guessed = guessed || w.mid_stream;
+  }
+  return guessed ? id : no_id;
+}
+
 inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_operation& op) {
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
@@ -131,7 +147,77 @@ inline void lock_timeline::impl::on_subscribe(std::uint32_t id, const lock_opera
   schedule(id);
 }
 
+// A keyspace notification (lock_operation::by_notification) reaches every subscriber of
+// the key or of its database, waiting or not (an event channel's or a pattern's
+// subscription is kept for good), and its process's next wait is another owner: it woke
+// a waiter only when one waits on the key, linked to this subscriber (its SUBSCRIBE), or
+// else the one client waiting from the subscriber's address; of those, the latest to
+// attempt (an earlier one gave up unseen), and not one that let an earlier notification
+// of this subscriber pass without retrying (it had stopped waiting). Nothing guessed, nor
+// held for a later link. (`previous_us`: this subscriber's notification before, -1 none.)
+inline waiter* lock_timeline::impl::notified_waiter(lock_state& l, std::uint32_t lock, const connection_info& s,
+                                                    std::int64_t previous_us, std::int64_t at) {
+  if (!has_extra(l)) return nullptr;
+  lock_extra& x = *xp(l);
+  const bool passed_one = previous_us >= 0 && at - previous_us > options.wake_window_us;
+  waiter* on_it = nullptr;
+  waiter* by_address = nullptr;
+  bool clients_apart = false;
+  const auto later = [](const waiter* a, const waiter& w) { return a == nullptr || w.last_attempt_us > a->last_attempt_us; };
+  const auto consider = [&](waiter& w) {
+    if (passed_one && previous_us > w.last_attempt_us) return;
+    if (w.sub_connection == s.id) {
+      if (later(on_it, w)) on_it = &w;
+      return;
+    }
+    if (w.ip_tag != s.ip.tag() || !(connections[w.conn].ip == s.ip) || names_differ(s, connections[w.conn])) return;
+    if (w.sub_connection != 0 && subscribed(w, lock)) return;  // listening on its own subscriber
+    if (by_address != nullptr && by_address->client != w.client) clients_apart = true;
+    if (later(by_address, w)) by_address = &w;
+  };
+  if (x.waiters.size() <= scanned_waiters) {
+    for (waiter& w : x.waiters) consider(w);
+  } else if (const auto* v = waiter_keys::of(keys_of(x).by_sub, s.id)) {  // a herd's: its linked ones only
+    for (const std::uint64_t seq : *v) {
+      if (waiter* w = waiter_at(x, seq)) consider(*w);
+    }
+  }
+  if (on_it != nullptr) return on_it;
+  return clients_apart ? nullptr : by_address;
+}
+
+inline void lock_timeline::impl::on_key_notification(std::uint32_t id, const lock_operation& op) {
+  lock_state& l = locks[id];
+  const std::uint32_t conn = conn_index(op);
+  connection_info& s = connections[conn];
+  const std::int64_t at = op.at_us();
+  lock_extra& x = ex(l);
+  note_wake(x, s.id, at, true);
+  note_message(x, s, at);
+  std::int64_t previous_us = -1;
+  if (auto* sub = subscription_of(s, id)) {
+    previous_us = sub->message_us;
+    if (sub->unanswered < max_unanswered) ++sub->unanswered;
+    sub->wakes_all = true;  // every subscriber is told, each free to retry
+    sub->message_us = at;
+  } else {  // its subscription begun before the capture, or an event channel's, a pattern's
+    x.subscribed_unseen = true;
+    put_subscription(conn, record_of(s, id), {id, no_id, 0, link_confidence::none, true, -1, 1, true, at});
+  }
+  waiter* woken = notified_waiter(l, id, s, previous_us, at);
+  if (woken == nullptr) return;
+  woken->notified = true;
+  lock_event e = from_op(l, op, lock_event_kind::notified);
+  e.owner = owners.text(woken->owner);
+  e.confidence = confidence_of(s, woken->client, woken->sub_connection == s.id ? woken->confidence : link_confidence::low);
+  emit(l, e);
+}
+
 inline void lock_timeline::impl::on_message(std::uint32_t id, const lock_operation& op) {
+  if (op.by_notification) {
+    on_key_notification(id, op);
+    return;
+  }
   lock_state& l = locks[id];
   const std::uint32_t conn = conn_index(op);
   connection_info& s = connections[conn];
@@ -233,7 +319,7 @@ inline void lock_timeline::impl::on_unsubscribe(std::uint32_t id, const lock_ope
   // subscriptions left, or seen leaving before): nothing happened.
   // (A fair lock's waiters have a channel each, all one lock here: leaving one says
   // nothing of the others.)
-  const bool per_waiter_channel = !op.channel.empty() && op.channel.back() != '}';
+  const bool per_waiter_channel = !op.by_notification && !op.channel.empty() && op.channel.back() != '}';
   if (sub == nullptr && (op.sub_count == 0 || (!per_waiter_channel && record_of(s, id) != nullptr))) {
     // ...but a waiter that left unexplained waited on to here (left_again, waiter_moved_on.hpp).
     left_again(l, id, s, at);

@@ -148,7 +148,9 @@ inline void lock_timeline::impl::handle(const lock_operation& op, const announce
   const bool plain = op.kind == lock_op_kind::expire || op.kind == lock_op_kind::del;
   lock_slot slot;
   const std::uint32_t found = find_announced(ann, where, op.lock, slot);
-  const std::uint32_t id = plain ? found : lock_id(where, op.lock, found, slot);
+  // A keyspace notification names any key of its database: only a lock's counts.
+  std::uint32_t id = plain || op.by_notification ? found : lock_id(where, op.lock, found, slot);
+  if (id == no_id && op.by_notification) [[unlikely]] id = lock_of_guessed_db(op);
   if (id == no_id) {
     advance(at);
     return;

@@ -303,6 +303,7 @@ struct lock_timeline::impl {
   [[gnu::always_inline]] std::uint32_t raw_scope(std::string_view server, std::int32_t db);
   [[gnu::noinline]] std::uint32_t find_scope(std::string_view server, std::int32_t db);  // identity.cpp
   std::uint32_t scope_of_unknown_db(std::uint32_t db0, std::string_view name) const;
+  std::uint32_t lock_of_guessed_db(const lock_operation& op);
   static std::uint32_t lock_hash(std::uint32_t where, std::string_view name) noexcept;
   std::uint32_t find_lock(std::uint32_t where, std::string_view name) const;
   // Whether lock `id` is `name` filed under scope `where`.
@@ -549,6 +550,9 @@ struct lock_timeline::impl {
   // ---- channel operations (timeline/channel_operations.hpp) ----
   void on_subscribe(std::uint32_t id, const lock_operation& op);
   void on_message(std::uint32_t id, const lock_operation& op);
+  void on_key_notification(std::uint32_t id, const lock_operation& op);
+  waiter* notified_waiter(lock_state& l, std::uint32_t lock, const connection_info& s, std::int64_t previous_us,
+                          std::int64_t at);
   void on_unsubscribe(std::uint32_t id, const lock_operation& op);
 
   // ---- dispatch (timeline/dispatch.hpp) ----

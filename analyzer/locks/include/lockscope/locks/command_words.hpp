@@ -35,6 +35,9 @@ enum class command_word : std::uint8_t {
   ssubscribe,
   unsubscribe,
   sunsubscribe,
+  // PSUBSCRIBE / PUNSUBSCRIBE: a waiter on keyspace notifications may listen by pattern
+  psubscribe,
+  punsubscribe,
   script,
   eval,
   eval_ro,
@@ -174,9 +177,10 @@ inline command_word identify_command(std::string_view name) noexcept {
     }
     case 10: {
       static constexpr d::pattern ssubscribe = d::pattern_of("SSUBSCRIBE"), evalsha_ro = d::pattern_of("EVALSHA_RO"),
-                                  brpoplpush = d::pattern_of("BRPOPLPUSH");
+                                  brpoplpush = d::pattern_of("BRPOPLPUSH"), psubscribe = d::pattern_of("PSUBSCRIBE");
       d::load<10>(name.data(), w);
       if (d::matches(w, ssubscribe)) return command_word::ssubscribe;
+      if (d::matches(w, psubscribe)) return command_word::psubscribe;
       if (d::matches(w, evalsha_ro)) return command_word::evalsha_ro;
       if (d::matches(w, brpoplpush)) return command_word::list_move;
       break;
@@ -188,9 +192,10 @@ inline command_word identify_command(std::string_view name) noexcept {
       break;
     }
     case 12: {
-      static constexpr d::pattern sunsubscribe = d::pattern_of("SUNSUBSCRIBE");
+      static constexpr d::pattern sunsubscribe = d::pattern_of("SUNSUBSCRIBE"), punsubscribe = d::pattern_of("PUNSUBSCRIBE");
       d::load<12>(name.data(), w);
       if (d::matches(w, sunsubscribe)) return command_word::sunsubscribe;
+      if (d::matches(w, punsubscribe)) return command_word::punsubscribe;
       break;
     }
     default:
@@ -210,6 +215,7 @@ inline command_word identify_command_general(std::string_view name) noexcept {
       {"DEL", command_word::del},               {"UNLINK", command_word::unlink},
       {"SUBSCRIBE", command_word::subscribe},   {"SSUBSCRIBE", command_word::ssubscribe},
       {"UNSUBSCRIBE", command_word::unsubscribe}, {"SUNSUBSCRIBE", command_word::sunsubscribe},
+      {"PSUBSCRIBE", command_word::psubscribe}, {"PUNSUBSCRIBE", command_word::punsubscribe},
       {"SCRIPT", command_word::script},         {"EVAL", command_word::eval},
       {"EVAL_RO", command_word::eval_ro},       {"EVALSHA", command_word::evalsha},
       {"EVALSHA_RO", command_word::evalsha_ro}, {"ZREM", command_word::zrem},

@@ -152,10 +152,16 @@ struct lock_operation {
   // that takes or frees it: an unseen script builds it), known from its renewals alone.
   // Its holder may have freed it unseen at any time, so its lease's end is no expiry.
   // (Here and below, beside `asking`, where the operation has spare bytes.)
-  bool ends_unseen = false;
+  bool ends_unseen : 1 = false;
   // A semaphore's acquire whose owner each try draws anew: a waiter's refused tries
   // are its connection's on the lock.
-  bool fresh_owner = false;
+  bool fresh_owner : 1 = false;
+  // subscribe / message / unsubscribe read from a keyspace notification channel
+  // (`__keyspace@<db>__:<key>`, `__keyevent@<db>__:<event>`): `lock` is a key named by a
+  // channel or a payload, any key of the database, so it counts only for a key already
+  // known as a lock; `db` is the channel's.
+  // (Bit-fields: the three share the byte the struct had spare.)
+  bool by_notification : 1 = false;
   std::int32_t slot = -1;
   std::string_view redirect_to;
   std::uint64_t connection = 0;
