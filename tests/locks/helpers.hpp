@@ -249,6 +249,9 @@ inline event_recorder events_of(const std::string& pcap, const locks::timeline_o
   return rec;
 }
 
+// A RESP bulk string of `s`, as a server sends it (tests that write replies by hand).
+inline std::string resp_bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+
 inline std::string report_of(const std::string& pcap, locks::report_format format,
                              const locks::timeline_options& options = {}, unsigned threads = 2) {
   locks::analysis_options o;

@@ -24,7 +24,7 @@ namespace {
 constexpr std::int64_t ms = 1000;
 constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
-std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+using lockscope::timeline_test::resp_bulk;
 
 using tee = lockscope::timeline_test::op_tee;
 
@@ -78,11 +78,11 @@ TEST_CASE("checked plain commands: joined mid-run, a GET-checked EXPIRE and DEL 
   auto [w, events, timeline] = a.parts();
   refused(w, 0, 2, 1);
   refused(w, 9, 3, 2);
-  w.send({"GET", "lock:stock"}, bulk(held), 63, 1);
+  w.send({"GET", "lock:stock"}, resp_bulk(held), 63, 1);
   w.send({"expire", "lock:stock", "1"}, ":1\r\n", 64, 1);  // the client's extend: EXPIRE in seconds
   refused(w, 160, 2, 3);
   refused(w, 170, 3, 4);
-  w.send({"GET", "lock:stock"}, bulk(held), 340, 1);
+  w.send({"GET", "lock:stock"}, resp_bulk(held), 340, 1);
   w.send({"DEL", "lock:stock"}, ":1\r\n", 341, 1);  // its unlock
   w.send({"SET", "lock:stock", "1795977976621iehaklafgfgcc", "EX", "1", "NX"}, "+OK\r\n", 472, 2);
   timeline.finish(t0 + 5'000 * ms);
@@ -114,21 +114,21 @@ TEST_CASE("checked plain commands: only the GET just before, of that key, answer
   op_recorder log;
   wire w(log);
   SECTION("the connection's next command: the DEL carries the value read") {
-    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"GET", "lock:a"}, resp_bulk(held), 0, 1);
     w.send({"DEL", "lock:a"}, ":1\r\n", 1, 1);
     REQUIRE(log.ops.size() == 1);
     CHECK(log.ops[0].kind == lock_op_kind::del);
     CHECK(log.ops[0].owner == held);
   }
   SECTION("another command between: no value") {
-    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"GET", "lock:a"}, resp_bulk(held), 0, 1);
     w.send({"PING"}, "+PONG\r\n", 1, 1);
     w.send({"DEL", "lock:a"}, ":1\r\n", 2, 1);
     REQUIRE(log.ops.size() == 1);
     CHECK(log.ops[0].owner.empty());
   }
   SECTION("another connection's commands between do not matter") {
-    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"GET", "lock:a"}, resp_bulk(held), 0, 1);
     w.send({"PING"}, "+PONG\r\n", 0.5, 2);
     w.send({"PEXPIRE", "lock:a", "1000"}, ":1\r\n", 1, 1);
     REQUIRE(log.ops.size() == 1);
@@ -136,17 +136,17 @@ TEST_CASE("checked plain commands: only the GET just before, of that key, answer
     CHECK(log.ops[0].owner == held);
   }
   SECTION("another key, a nil answer, or a DEL sent before the GET's answer came: no value") {
-    w.send({"GET", "lock:b"}, bulk(held), 0, 1);
+    w.send({"GET", "lock:b"}, resp_bulk(held), 0, 1);
     w.send({"DEL", "lock:a"}, ":1\r\n", 1, 1);
     w.send({"GET", "lock:a"}, "$-1\r\n", 2, 1);
     w.send({"DEL", "lock:a"}, ":0\r\n", 3, 1);
-    w.send({"GET", "lock:a"}, bulk(held), 4, 1);
+    w.send({"GET", "lock:a"}, resp_bulk(held), 4, 1);
     w.send({"DEL", "lock:a"}, ":1\r\n", 4.05, 1);  // pipelined: the answer (at +100 µs) came after
     REQUIRE(log.ops.size() == 3);
     for (const auto& op : log.ops) CHECK(op.owner.empty());
   }
   SECTION("used once") {
-    w.send({"GET", "lock:a"}, bulk(held), 0, 1);
+    w.send({"GET", "lock:a"}, resp_bulk(held), 0, 1);
     w.send({"EXPIRE", "lock:a", "1"}, ":1\r\n", 1, 1);
     w.send({"DEL", "lock:a"}, ":1\r\n", 2, 1);
     REQUIRE(log.ops.size() == 2);
@@ -162,7 +162,7 @@ TEST_CASE("checked plain commands: without a refusal showing an unseen holder, a
   // The key is known as a lock (an acquisition seen, then its lease ran out), but nothing
   // showed anyone holding it since: a cache-like GET and DEL are not a hold's end.
   w.send({"SET", "lock:stock", "1795977976621iehaklafgfgcc", "PX", "100", "NX"}, "+OK\r\n", 0, 2);
-  w.send({"GET", "lock:stock"}, bulk(held), 500, 1);
+  w.send({"GET", "lock:stock"}, resp_bulk(held), 500, 1);
   w.send({"DEL", "lock:stock"}, ":1\r\n", 501, 1);
   timeline.finish(t0 + 5'000 * ms);
   std::size_t released = 0;
@@ -179,7 +179,7 @@ const std::string leader_name = "host-a:4021", follower_name = "host-b:4388";
 
 void keep(wire& w, double at_ms) {
   w.send({"SET", "leader", leader_name, "EX", "1", "NX"}, "$-1\r\n", at_ms, 1);
-  w.send({"GET", "leader"}, bulk(leader_name), at_ms + 0.5, 1);
+  w.send({"GET", "leader"}, resp_bulk(leader_name), at_ms + 0.5, 1);
   w.send({"EXPIRE", "leader", "1"}, ":1\r\n", at_ms + 1, 1);
 }
 
@@ -229,7 +229,7 @@ const std::string process_a = "686c82-5124-140080881672896", process_b = "686c82
 
 void release_watched(wire& w, std::string_view value, double at_ms, std::uint64_t connection) {
   w.send({"WATCH", "beaker_lock:orders"}, "+OK\r\n", at_ms, connection);
-  w.send({"GET", "beaker_lock:orders"}, bulk(value), at_ms + 0.2, connection);
+  w.send({"GET", "beaker_lock:orders"}, resp_bulk(value), at_ms + 0.2, connection);
   w.send({"DEL", "beaker_lock:orders"}, ":1\r\n", at_ms + 0.4, connection);
   w.send({"MULTI"}, "+OK\r\n", at_ms + 0.6, connection);
   w.send({"EXEC"}, "*-1\r\n", at_ms + 0.7, connection);

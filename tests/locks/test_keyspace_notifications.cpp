@@ -27,13 +27,13 @@ namespace {
 constexpr std::int64_t ms = 1000;
 constexpr std::int64_t t0 = 1'700'000'000'000'000;
 
-std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+using lockscope::timeline_test::resp_bulk;
 
 // A pub/sub frame: `*` (RESP2) or `>` (RESP3), its kind, then its strings; `count` ends a
 // (un)subscribe confirmation.
 std::string frame(char type, std::string_view kind, std::vector<std::string> parts, int count = -1) {
-  std::string out = type + std::to_string(1 + parts.size() + (count >= 0 ? 1 : 0)) + "\r\n" + bulk(kind);
-  for (const auto& p : parts) out += bulk(p);
+  std::string out = type + std::to_string(1 + parts.size() + (count >= 0 ? 1 : 0)) + "\r\n" + resp_bulk(kind);
+  for (const auto& p : parts) out += resp_bulk(p);
   if (count >= 0) out += ":" + std::to_string(count) + "\r\n";
   return out;
 }

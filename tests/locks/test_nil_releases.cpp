@@ -67,7 +67,7 @@ std::vector<std::string> evalsha(const std::string& sha, const std::string& key,
   return a;
 }
 
-std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+using lockscope::timeline_test::resp_bulk;
 
 // Unseen SHA1s (another version of each text): the capture joined after the loads.
 const std::string acquire_sha = lock::sha1_hex(acquire_text + "\n-- unseen");
@@ -84,7 +84,7 @@ TEST_CASE("nil releases: SCRIPT LOAD inside MULTI/EXEC is learnt by the text's o
   w.send({"MULTI"}, "+OK\r\n", 0);
   w.send({"SCRIPT", "LOAD", acquire_text}, "+QUEUED\r\n", 0.1);
   w.send({"SCRIPT", "LOAD", release_text}, "+QUEUED\r\n", 0.2);
-  w.send({"EXEC"}, "*2\r\n" + bulk(a) + bulk(r), 0.3);
+  w.send({"EXEC"}, "*2\r\n" + resp_bulk(a) + resp_bulk(r), 0.3);
   w.send(evalsha(a, "mutex:orders", {id(1), "1000"}), ":1\r\n", 10);
   w.send(evalsha(a, "mutex:orders", {id(2), "1000"}), ":0\r\n", 20, 2);
   w.send(evalsha(r, "mutex:orders", {id(1)}), "$-1\r\n", 100);
@@ -104,7 +104,7 @@ TEST_CASE("nil releases: a reply SHA1 that differs from the text's is not the ke
   op_log log;
   wire w(log);
   const std::string a = lock::sha1_hex(acquire_text);
-  w.send({"SCRIPT", "LOAD", acquire_text}, bulk(std::string(40, 'f')), 0);
+  w.send({"SCRIPT", "LOAD", acquire_text}, resp_bulk(std::string(40, 'f')), 0);
   w.send(evalsha(a, "mutex:orders", {id(1), "1000"}), ":1\r\n", 10);
   REQUIRE(log.ops.size() == 1);
   CHECK_FALSE(log.ops[0].inferred);
