@@ -10,6 +10,7 @@
 #
 #   bench/analyzer/keepup_offline.sh [LOCKSCOPE...]    (default: the built one)
 #   REQUESTS=500000 PACKETS=12000 ROUNDS=5 CAPTURE=/tmp/keepup.pcap bench/analyzer/keepup_offline.sh
+#   NAMES=1000 CAPTURE=/tmp/ku1000.pcap bench/analyzer/keepup_offline.sh   (the same load on fewer locks)
 #
 # The recording (CAPTURE, kept for later runs; delete it to record again) needs root
 # (tcpdump), redis-server and redis-benchmark; the measurements need valgrind and perf
@@ -20,6 +21,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 binaries=("$@")
 (( ${#binaries[@]} > 0 )) || binaries=("${LOCKSCOPE:-$root/build/default/cli/lockscope}")
 requests=${REQUESTS:-500000}
+names=${NAMES:-100000}  # lock names drawn at random (keepup.sh's load: 100,000)
 packets=${PACKETS:-12000}
 rounds=${ROUNDS:-5}
 capture=${CAPTURE:-/tmp/lockscope-keepup.pcap}
@@ -37,14 +39,14 @@ if [[ ! -s $capture || ! -s $capture.port ]]; then
   tcpdump -i lo -B 32768 -s 262144 -w "$capture" "tcp port $port" 2>"$workdir/tcpdump.log" &
   dump_pid=$!
   sleep 2
-  redis-benchmark -p "$port" -c 100 -P 64 -n "$requests" -r 100000 -q \
+  redis-benchmark -p "$port" -c 100 -P 64 -n "$requests" -r "$names" -q \
     EVAL "$script" 1 "myLock:__rand_int__" 30000 "80e6bb0b-b3bb-4ce0-b120-9c7ce917b767:12" >/dev/null
   sleep 1
   kill -INT "$dump_pid"
   wait "$dump_pid" || true
   dump_pid=""
   echo "$port" >"$capture.port"
-  echo "keepup_offline: recorded $requests requests to $capture: $(grep -E 'captured|dropped' "$workdir/tcpdump.log" | tr '\n' ' ')" >&2
+  echo "keepup_offline: recorded $requests requests on $names names to $capture: $(grep -E 'captured|dropped' "$workdir/tcpdump.log" | tr '\n' ' ')" >&2
   stop_redis_server
   trap - EXIT
 fi

@@ -1,6 +1,8 @@
 #include "lockscope/ingest/replay_capture.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <thread>
 
 namespace lockscope::ingest {
@@ -9,6 +11,10 @@ replay_capture::replay_capture(const std::vector<std::string>& files, double spe
                                offline_capture::warning_handler warn, offline_capture::warning_handler error,
                                std::chrono::milliseconds max_wait)
     : files_(files, std::move(warn), std::move(error)), speed_(speed < 0 ? 0 : speed), max_wait_(max_wait) {
+  turns_of_packets_ = speed_ == 0 && std::all_of(files.begin(), files.end(), [](const std::string& f) {
+    std::error_code ec;
+    return f != "-" && std::filesystem::is_regular_file(f, ec);
+  });
   // The clock starts at the first packet's time, so relative times match `analyze FILE`.
   if (fetch()) now_us_ = first_us_ = pending_.ts_us;
   started_ = std::chrono::steady_clock::now();
@@ -45,6 +51,19 @@ packet_source::result replay_capture::next(captured_packet& out) {
   now_us_ = std::max(now_us_, pending_.ts_us);
   ++delivered_;
   return result::packet;
+}
+
+packet_source::result replay_capture::dispatch(int max_packets, packet_callback on_packet) {
+  if (!turns_of_packets_) return packet_source::dispatch(max_packets, on_packet);
+  captured_packet p;
+  result r = next(p);
+  for (int n = 1; r == result::packet; ++n) {
+    on_packet(p);  // before next() reads on: `p` views the reader's buffer
+    if (n >= max_packets) break;
+    r = next(p);
+    if (r != result::packet) return result::packet;  // the end (or a stop) comes at the next turn
+  }
+  return r;
 }
 
 void replay_capture::stop() noexcept {

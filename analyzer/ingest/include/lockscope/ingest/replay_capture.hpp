@@ -28,6 +28,10 @@ class replay_capture final : public packet_source {
                  offline_capture::warning_handler error = {}, std::chrono::milliseconds max_wait = std::chrono::milliseconds(100));
 
   result next(captured_packet& out) override;
+  // At full speed (0) over regular files, up to `max_packets` a turn, as a live capture's
+  // ring hands over a saturated port's packets; else one (each waits for its time, or a
+  // pipe's reader for its writer: what was read is analysed before it waits).
+  result dispatch(int max_packets, packet_callback on_packet) override;
   void stop() noexcept override;
   // received: packets delivered so far; dropped: what the files record the capturing
   // tool dropped (pcapng interface statistics, known once read), else 0.
@@ -43,6 +47,7 @@ class replay_capture final : public packet_source {
 
   offline_capture files_;
   double speed_;
+  bool turns_of_packets_ = false;  // see dispatch()
   std::chrono::steady_clock::duration max_wait_;
   captured_packet pending_;  // read, not yet delivered (its view stays valid until fetch())
   bool has_pending_ = false;
