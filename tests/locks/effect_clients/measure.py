@@ -427,11 +427,10 @@ SHOW_DETAILS = False
 #   call's KEYS is read by its position; a single try whose connection did other work and
 #   then tried its lock with a new value gave up at its refusal when the connection's client
 #   keeps its value across retries): every kind 100%, none false, whole and mid-run; both
-#   moved to the gated list. symfony_semaphore then built one rule (keys a script builds
-#   from a KEYS entry and constants of its text are probe targets for that entry; the shadow
-#   models ZINTERSTORE, ZUNIONSTORE and ZDIFFSTORE): releases, renewals, expiries and
-#   free-while-waiting 100%, waits 32/33 and give-ups 7/8 (mid-run 28/29, 6/7); moved to the
-#   gated list.
+#   moved to the gated list. symfony_semaphore then built two rules (keys a script builds
+#   from a KEYS entry and constants of its text are probe targets for that entry, the shadow
+#   modelling ZINTERSTORE, ZUNIONSTORE and ZDIFFSTORE; a semaphore's waiter whose connection
+#   closes gave up): every kind 100%, none false, whole and mid-run; moved to the gated list.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
