@@ -460,6 +460,30 @@ TEST_CASE("permits: a semaphore's waiter whose connection goes on as another own
   CHECK(waited == std::vector<std::string>{"waiter-c-0000001 400 ms"});
 }
 
+TEST_CASE("permits: a semaphore's waiter whose connection closes gave up, at its last refusal when it had moved on",
+          "[recognizer][permits]") {
+  // A semaphore of 1 permit held throughout. Connection 1: a-... refused twice, then the
+  // connection takes another semaphore's permit (its process's next task) and closes
+  // holding it (killed: no release, no third owner to tell the wait ended). Connection 3:
+  // e-... refused once, then its connection closes.
+  drawn_id_semaphore sem("sem:orders", "1");
+  const std::int64_t s = 1'000'000, one_ms = 1'000;
+  sem.take("holder-h-00000001", 5 * s, true, 9);
+  sem.take("waiter-a-0000001", 5 * s + 10 * one_ms, false, 1);
+  sem.take("waiter-a-0000001", 5 * s + 110 * one_ms, false, 1);
+  sem.take("waiter-e-0000001", 5 * s + 150 * one_ms, false, 3);
+  feed(sem.r, {"EVAL", sem.acquire, "1", "sem:pool", "taker-b-00000001", "2", "9000", "1764000005160"}, ":1\r\n",
+       5 * s + 160 * one_ms, 1);
+  sem.timeline.on_connection_end(1, 5 * s + 300 * one_ms);
+  sem.timeline.on_connection_end(3, 5 * s + 400 * one_ms);
+  sem.timeline.finish(8 * s);
+  std::vector<std::string> gave_up;
+  for (const permit_event& e : sem.events.events) {
+    if (e.event == "gave_up") gave_up.push_back(e.owner + " " + std::to_string(e.wait_us / one_ms) + " ms");
+  }
+  CHECK(gave_up == std::vector<std::string>{"waiter-a-0000001 100 ms", "waiter-e-0000001 0 ms"});
+}
+
 TEST_CASE("permits: a permit free while a sorted-set semaphore's waiter polled is idle_with_waiters",
           "[recognizer][permits]") {
   // 2 permits, both held; a waiter refused, then one holder gives back and the waiter's

@@ -436,14 +436,17 @@ SHOW_DETAILS = False
 #   call's KEYS is read by its position; a single try whose connection did other work and
 #   then tried its lock with a new value gave up at its refusal when the connection's client
 #   keeps its value across retries): every kind 100%, none false, whole and mid-run; both
-#   moved to the gated list. symfony_semaphore is still held out.
+#   moved to the gated list. symfony_semaphore then built two rules (keys a script builds
+#   from a KEYS entry and constants of its text are probe targets for that entry, the shadow
+#   modelling ZINTERSTORE, ZUNIONSTORE and ZDIFFSTORE; a semaphore's waiter whose connection
+#   closes gave up): every kind 100%, none false, whole and mid-run; moved to the gated list.
 HELD_OUT = ["locco", "node_mutex", "redislock", "node_redis_lock", "distributed_lock", "redlock_node",
             "dlock", "chat_state_redis", "redlock_js", "redis_leader", "verrou", "redlock_async", "laravel_lock",
             "symfony_lock", "portalocker", "tooz", "rq", "kombu_mutex", "limits", "node_resque_lock", "node_resque_leader",
             "bullmq_jobs", "malkusch_mutex", "malkusch_redlock", "bull_jobs", "effect_semaphore", "bottleneck",
             "bull_redlock", "bull_redlock_quorum", "beaker_lock", "nestjs_simple_lock", "safe_redis_leader",
             "safe_redis_leader_demoted", "redlock4", "redlock4_quorum",
-            "hoangducnhuan_redlock", "nest_common_lock", "nest_common_lock_mux", "symfony_semaphore"]
+            "hoangducnhuan_redlock", "nest_common_lock", "nest_common_lock_mux"]
 
 
 # keyspace_key and keyspace_event (keyspace_worker.py: waiters woken by keyspace
@@ -454,7 +457,7 @@ def npm_recordings(names=("redis_semaphore", "simple_redis_mutex", "redis_lock",
                           "redlock_universal", "ioredis_lock", "sesame_redlock", "sesame_redlock_mux",
                           "sesame_redlock_mux_short", "node_redisson", "redis_promise_lock", "redis_kit_lock",
                           "medusa_lock", "ioredis_mutex", "murlock", "redis_mutex", "redis_functions",
-                          "laravel_funnel", "dogpile_cache",
+                          "laravel_funnel", "dogpile_cache", "symfony_semaphore",
                           "keyspace_key", "keyspace_event")):
     out = []
     for name in names:

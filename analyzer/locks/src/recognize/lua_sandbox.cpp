@@ -1015,6 +1015,9 @@ class shadow_commands {
     }
     if (cmd == "ZREM" && n >= 3) return zrem();
     if ((cmd == "ZPOPMIN" || cmd == "ZPOPMAX") && (n == 2 || n == 3)) return zpop(cmd == "ZPOPMAX");
+    if ((cmd == "ZINTERSTORE" || cmd == "ZUNIONSTORE" || cmd == "ZDIFFSTORE") && n >= 4) {
+      return zstore(cmd == "ZINTERSTORE" ? combine::inter : cmd == "ZUNIONSTORE" ? combine::union_ : combine::diff);
+    }
     known = false;
     return false;
   }
@@ -1245,6 +1248,129 @@ class shadow_commands {
     }
     drop_if_empty(c_.args[1], z);
     return answer(integer(removed));
+  }
+  enum class combine : std::uint8_t { inter, union_, diff };
+  // ZINTERSTORE / ZUNIONSTORE / ZDIFFSTORE dest numkeys key... [WEIGHTS w...] [AGGREGATE
+  // SUM|MIN|MAX], as Redis does them: a plain set's members score 1, a weighted score
+  // that is NaN (inf times 0) counts 0, a sum of inf and -inf is 0; the destination is
+  // replaced (without its TTL) or, empty, deleted. Only what changed in it is written, so a
+  // holder's member carried over with its score is not taken for a renewal.
+  bool zstore(combine how) {
+    const auto& a = c_.args;
+    std::int64_t count = 0;
+    if (!parse_i64(a[2], count)) return fail("ERR value is not an integer or out of range");
+    if (count <= 0) {
+      std::string name = a[0];
+      for (char& ch : name) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+      return fail("ERR at least 1 input key is needed for '" + name + "' command");
+    }
+    if (static_cast<std::uint64_t>(count) > a.size() - 3) return fail("ERR syntax error");
+    const auto sources = static_cast<std::size_t>(count);
+    std::vector<double> weights(sources, 1.0);
+    enum class aggregate : std::uint8_t { sum, min, max } agg = aggregate::sum;
+    for (std::size_t i = 3 + sources; i < a.size();) {
+      std::string opt = a[i];
+      const std::string_view o = upper_name(opt);
+      if (o == "WEIGHTS" && how != combine::diff && a.size() - i - 1 >= sources) {
+        for (std::size_t j = 0; j < sources; ++j) {
+          if (!parse_score(a[i + 1 + j], weights[j])) return fail("ERR weight value is not a float");
+        }
+        i += 1 + sources;
+      } else if (o == "AGGREGATE" && how != combine::diff && i + 1 < a.size()) {
+        std::string name = a[i + 1];
+        const std::string_view v = upper_name(name);
+        if (v == "SUM") agg = aggregate::sum;
+        else if (v == "MIN") agg = aggregate::min;
+        else if (v == "MAX") agg = aggregate::max;
+        else return fail("ERR syntax error");
+        i += 2;
+      } else {
+        return fail("ERR syntax error");
+      }
+    }
+    // Each source as (member, score) pairs; an absent key is empty.
+    std::vector<std::vector<std::pair<std::string, double>>> in(sources);
+    std::size_t work = 0;
+    for (std::size_t j = 0; j < sources; ++j) {
+      const shadow_key* k = find(a[3 + j]);
+      if (k == nullptr) continue;
+      if (k->kind == shadow_key::type::zset) in[j] = k->members;
+      else if (k->kind == shadow_key::type::set) {
+        for (const std::string& m : k->items) in[j].emplace_back(m, 1.0);
+      } else {
+        return wrong_type();
+      }
+      work += in[j].size();
+    }
+    if (!charge(work * sources)) return false;
+    const auto weighted = [&](std::size_t j, double score) {
+      const double v = score * weights[j];
+      return std::isnan(v) ? 0.0 : v;
+    };
+    const auto merge = [&](double acc, double v) {
+      if (agg == aggregate::min) return std::min(acc, v);
+      if (agg == aggregate::max) return std::max(acc, v);
+      const double sum = acc + v;
+      return std::isnan(sum) ? 0.0 : sum;
+    };
+    const auto score_in = [&](std::size_t j, const std::string& m) -> const double* {
+      for (const auto& [name, score] : in[j]) {
+        if (name == m) return &score;
+      }
+      return nullptr;
+    };
+    std::vector<std::pair<std::string, double>> out;
+    for (std::size_t j = 0; j < sources; ++j) {
+      if (how != combine::union_ && j > 0) break;  // inter and diff start from the first
+      for (const auto& [member, score] : in[j]) {
+        if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == member; })) continue;
+        double acc = weighted(j, score);
+        bool keep = true;
+        for (std::size_t o = 0; o < sources && keep; ++o) {
+          if (o == j) continue;
+          const double* s = score_in(o, member);
+          if (how == combine::inter) keep = s != nullptr;
+          else if (how == combine::diff) keep = s == nullptr;
+          if (s != nullptr && how != combine::diff && (how == combine::inter || o > j)) acc = merge(acc, weighted(o, *s));
+          else if (s != nullptr && how == combine::union_ && o < j) keep = false;  // counted from its first source
+        }
+        if (keep) out.emplace_back(member, acc);
+      }
+    }
+    const std::string& dest = a[1];
+    shadow_key* old = find(dest);
+    // What changed in the destination: members dropped, added or re-scored.
+    if (old != nullptr && old->kind == shadow_key::type::zset) {
+      for (const auto& [member, score] : old->members) {
+        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == member; }) &&
+            !record(shadow_write::what::member_del, dest, member)) {
+          return false;
+        }
+      }
+    } else if (old != nullptr && !record(shadow_write::what::del, dest, {})) {
+      return false;
+    }
+    for (const auto& [member, score] : out) {
+      const double* before = nullptr;
+      if (old != nullptr && old->kind == shadow_key::type::zset) {
+        const auto it = member_at(*old, member);
+        if (it != old->members.end()) before = &it->second;
+      }
+      if ((before == nullptr || *before != score) &&
+          (!grow(member.size() + 16) || !record(shadow_write::what::member_add, dest, member, score_text(score)))) {
+        return false;
+      }
+    }
+    const auto stored = static_cast<std::int64_t>(out.size());
+    if (out.empty()) {
+      keys_.erase(dest);
+      return answer(integer(0));
+    }
+    shadow_key fresh;
+    fresh.kind = shadow_key::type::zset;
+    for (auto& [member, score] : out) place(fresh, std::move(member), score);
+    keys_[dest] = std::move(fresh);
+    return answer(integer(stored));
   }
   bool zpop(bool max) {
     std::int64_t count = 1;

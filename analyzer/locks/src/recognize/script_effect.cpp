@@ -253,6 +253,67 @@ class prober {
     return 0;
   }
 
+  // Keys the script builds from one of its KEYS and constants of its text (`KEYS[1] ..
+  // ":time"`, string.format): named in a run's writes or reads, each such name is a
+  // target the probes may hold the caller in, and stands for the KEYS entry it is built
+  // from. A name with a part the text does not spell (an id popped from a list) is no
+  // function of the KEYS entry alone, and is left to the traced calls.
+  void learn_derived(const probe_run& r) {
+    const auto consider = [&](const std::string& name) {
+      if (derived_.size() >= max_derived || key_named(name) != 0) return;
+      for (const auto& [known, origin] : derived_) {
+        if (known == name) return;
+      }
+      std::size_t best = keys_.size();
+      for (std::size_t i = 0; i < keys_.size(); ++i) {
+        const std::string& k = keys_[i];
+        if (k.empty() || k.size() >= name.size() || (best < keys_.size() && keys_[best].size() >= k.size())) continue;
+        const std::size_t at = name.find(k);
+        if (at == std::string::npos) continue;
+        const std::string_view before(name.data(), at), after(name.data() + at + k.size(), name.size() - at - k.size());
+        if ((!before.empty() && text_.find(before) == std::string_view::npos) ||
+            (!after.empty() && text_.find(after) == std::string_view::npos)) {
+          continue;
+        }
+        best = i;
+      }
+      if (best < keys_.size()) derived_.emplace_back(name, best);
+    };
+    for (const shadow_write& w : r.result.writes) {
+      if (w.kind != shadow_write::what::publish) consider(w.key);
+    }
+    for (const auto& read : r.result.member_reads) consider(read.first);
+    for (const auto& read : r.result.hash_reads) consider(read.first);
+    for (const auto& read : r.result.state_reads) consider(read.key);
+  }
+  // The probes' targets: KEYS, then the keys derived from them.
+  std::size_t targets() const { return keys_.size() + derived_.size(); }
+  const std::string& target_name(std::size_t t) const {
+    return t < keys_.size() ? keys_[t] : derived_[t - keys_.size()].first;
+  }
+  // The 0-based KEYS position a target stands for.
+  std::size_t origin(std::size_t t) const { return t < keys_.size() ? t : derived_[t - keys_.size()].second; }
+  std::size_t distinct_origins(const std::vector<std::size_t>& ts) const {
+    std::vector<std::size_t> seen;
+    for (std::size_t t : ts) {
+      if (std::find(seen.begin(), seen.end(), origin(t)) == seen.end()) seen.push_back(origin(t));
+    }
+    return seen.size();
+  }
+  std::size_t derived_count() const { return derived_.size(); }
+  // A sorted set whose acquire scored its holder by a number that is no time (a permit's
+  // weight, summed against a limit) holds the probes' members with that score: scored as
+  // an expiry, each would weigh more than any limit.
+  void learn_scores(const probe_run& r, std::string_view member) {
+    for (const shadow_write& w : r.result.writes) {
+      if (w.kind != shadow_write::what::member_add || w.value != member) continue;
+      char* end = nullptr;
+      const double score = std::strtod(w.ttl.c_str(), &end);
+      if (end == w.ttl.c_str() || !std::isfinite(score) || std::fabs(score) >= no_time_below) continue;
+      held_scores_.emplace_back(w.key, score);
+    }
+  }
+
   // The keys `targets` holding `owner` as a string, as a hash field counting `count`,
   // or as the value of a named hash field.
   shadow_store holding(const std::vector<std::size_t>& targets, std::string_view owner, const holding_form& form,
@@ -262,9 +323,13 @@ class prober {
     for (std::size_t t : targets) {
       shadow_key k;
       k.pttl_ms = pttl;
+      const std::string& held_in = target_name(t);
       if (form.zset) {
         k.kind = shadow_key::type::zset;
-        const double score = static_cast<double>(now_ms_ + pttl);
+        double score = static_cast<double>(now_ms_ + pttl);
+        for (const auto& [key, held] : held_scores_) {
+          if (key == held_in) score = held;
+        }
         std::vector<std::string> names{form.member(owner)};
         for (const std::string& f : form.flags) names.push_back(f);
         for (int i = 0; i < form.others; ++i) {
@@ -279,7 +344,7 @@ class prober {
       } else {
         k.value = owner;
       }
-      s.keys[std::string(keys_[t])] = std::move(k);
+      s.keys[held_in] = std::move(k);
     }
     return s;
   }
@@ -432,8 +497,13 @@ class prober {
   bool hit_limit() const { return hit_limit_; }
 
  private:
+  static constexpr std::size_t max_derived = 8;
+  // Scores below this (about three years, in seconds) are no Unix time.
+  static constexpr double no_time_below = 1e8;
   std::string_view text_;
   std::vector<std::string> keys_;
+  std::vector<std::pair<std::string, std::size_t>> derived_;  // name, the KEYS position it is built from
+  std::vector<std::pair<std::string, double>> held_scores_;   // key, its holders' score
   std::vector<std::string> argv_;
   std::vector<std::string_view> argv_views_;
   static std::string budget_spent(int runs) {
@@ -533,13 +603,14 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
   std::uint8_t owner_reply = 0;
   std::string drawn;  // the value the script drew, for owner_reply
   holding_form form;
-  for (std::size_t i = 0; i < p.keys().size(); ++i) {
-    const auto it = absent.after.keys.find(p.keys()[i]);
-    if (it == absent.after.keys.end() || absent.before.keys.count(p.keys()[i]) != 0) continue;
+  for (std::size_t i = 0; i < p.targets(); ++i) {
+    const std::string& target = p.target_name(i);
+    const auto it = absent.after.keys.find(target);
+    if (it == absent.after.keys.end() || absent.before.keys.count(target) != 0) continue;
     std::uint8_t o = 0;
     holding_form f;
     const bool counted = std::any_of(absent.result.writes.begin(), absent.result.writes.end(), [&](const shadow_write& w) {
-      return w.key == p.keys()[i] && w.kind == shadow_write::what::incr;
+      return w.key == target && w.kind == shadow_write::what::incr;
     });
     if (counted) continue;  // a counter (INCR/INCRBY) whose value happens to equal an ARGV
     if (it->second.kind == shadow_key::type::string) o = p.position_of(it->second.value);
@@ -573,7 +644,7 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     }
     if (o == 0 && created.empty() && owner_reply == 0) {
       // No argument names the owner: one the script drew and answers?
-      const std::string& key = p.keys()[i];
+      const std::string& key = target;
       const shadow_key& k = it->second;
       if (k.kind == shadow_key::type::string) {
         owner_reply = drawn_in_reply(p, absent, key, [&](const shadow_store& s) {
@@ -614,9 +685,22 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     created.push_back(i);
   }
   if (created.empty()) return false;
-  const std::string& lock = p.keys()[created.front()];
   const std::string& mine_value = owner_reply != 0 ? drawn : p.value_at(owner);
   const std::string mine_member = form.member(mine_value), other_member = form.member(other_owner);
+  if (form.zset) {
+    // Of several sets built from one KEYS entry, the one the holder's lease is read from
+    // (its member scored by an expiry) is the lock's.
+    for (std::size_t c = 0; c < created.size(); ++c) {
+      script_effect probe;
+      p.lease_of(absent, p.target_name(created[c]), probe, mine_member);
+      if (probe.lease_argv == 0) continue;
+      std::rotate(created.begin(), created.begin() + static_cast<std::ptrdiff_t>(c), created.begin() + static_cast<std::ptrdiff_t>(c) + 1);
+      break;
+    }
+    p.learn_scores(absent, mine_member);
+  }
+  const std::string& lock = p.target_name(created.front());
+  const std::size_t lock_keys = p.distinct_origins(created);
   auto other = p.run(p.holding(created, other_owner, form, 1));
   if (!other) return false;
   if (other->result.outcome == run_result::status::script_error) {
@@ -624,7 +708,7 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     return false;
   }
   if (key_change(*other, lock, other_member) != change::unchanged) {
-    e.finding = std::string("creates KEYS[") + std::to_string(created.front() + 1) + "] but also " +
+    e.finding = std::string("creates KEYS[") + std::to_string(p.origin(created.front()) + 1) + "] but also " +
                 change_name(key_change(*other, lock, other_member)) + " it when another owner holds it: no lock";
     return false;
   }
@@ -690,30 +774,30 @@ bool try_acquire(script_effect& e, prober& p, const probe_run& absent) {
     // It adds its member whatever else is there (an index, a queue, a leaderboard): a
     // lock refuses someone.
     e.shared = false;
-    e.finding = "adds its member to KEYS[" + std::to_string(created.front() + 1) + "] beside any other: no lock";
+    e.finding = "adds its member to KEYS[" + std::to_string(p.origin(created.front()) + 1) + "] beside any other: no lock";
     return false;
   }
   auto mine = p.run(p.holding(created, mine_value, form, 1));
   if (!mine) return false;
-  e.multi = created.size() > 1;
+  e.multi = lock_keys > 1;
   e.op = e.multi ? script_op::multi_acquire : script_op::acquire;
   e.family = form.owner_is_field() ? lock_family::redisson
              : e.multi               ? lock_family::redlock_multi
              : e.shared && e.limit != 0 ? lock_family::semaphore
                                      : lock_family::set_based;
   e.member_based = form.zset;
-  e.lock_key = static_cast<std::uint8_t>(created.front() + 1);
+  e.lock_key = static_cast<std::uint8_t>(p.origin(created.front()) + 1);
   e.owner_argv = owner;
   e.owner_reply = owner_reply;
   p.lease_of(absent, lock, e, form.zset ? std::string_view(mine_member) : std::string_view());
   e.channel_key = p.channel_of(absent);
-  add_path(e, p, absent, created.size(), op_outcome::ok);
+  add_path(e, p, absent, lock_keys, op_outcome::ok);
   const change again = key_change(*mine, lock, mine_member);
   e.renews_own = !form.owner_is_field() && again == change::renewed;
-  add_path(e, p, *mine, created.size(), again == change::unchanged ? op_outcome::contended : op_outcome::ok,
+  add_path(e, p, *mine, lock_keys, again == change::unchanged ? op_outcome::contended : op_outcome::ok,
            /*own_hold_only=*/true);
-  add_path(e, p, *other, created.size(), e.shared && beside_other ? op_outcome::ok : op_outcome::contended);
-  if (refused) add_path(e, p, *refused, created.size(), op_outcome::contended);
+  add_path(e, p, *other, lock_keys, e.shared && beside_other ? op_outcome::ok : op_outcome::contended);
+  if (refused) add_path(e, p, *refused, lock_keys, op_outcome::contended);
   return true;
 }
 
@@ -728,6 +812,15 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
     target_sets.push_back(std::move(all));
   }
   target_sets.push_back({0});
+  // Keys built from KEYS (`KEYS[1] .. ":time"`): all of them (a release from each), then
+  // each alone (a refresh of the one that keeps the expiry).
+  const std::size_t derived = p.derived_count();
+  if (derived > 0) {
+    std::vector<std::size_t> all(derived);
+    for (std::size_t i = 0; i < derived; ++i) all[i] = n + i;
+    target_sets.push_back(std::move(all));
+    for (std::size_t i = 0; derived > 1 && i < derived; ++i) target_sets.push_back({n + i});
+  }
   // Owner candidates: texts first (a token, a UUID), then numbers.
   std::vector<std::uint8_t> owners;
   for (int pass = 0; pass < 2; ++pass) {
@@ -740,7 +833,8 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
     owners.push_back(static_cast<std::uint8_t>(keys_position + i + 1));  // a value passed as a key
   }
   for (const auto& targets : target_sets) {
-    const std::string& lock = p.keys()[targets.front()];
+    const std::string& lock = p.target_name(targets.front());
+    const std::size_t lock_keys = p.distinct_origins(targets);
     for (std::uint8_t o : owners) {
       const std::string& value = p.value_at(o);
       holding_form member;
@@ -791,31 +885,31 @@ bool try_release_or_extend(script_effect& e, prober& p, const probe_run& absent)
         const bool release = did == change::deleted || did == change::counted_down;
         if (!release && did != change::renewed) continue;
         bool alike = true;  // several keys: each one changed as the first
-        for (std::size_t t : targets) alike = alike && key_change(*mine, p.keys()[t], mine_member) == did;
+        for (std::size_t t : targets) alike = alike && key_change(*mine, p.target_name(t), mine_member) == did;
         if (!alike) continue;
         auto other = p.run(p.holding(targets, other_owner, form, 1, pttl));
         if (!other) return false;
         if (other->result.outcome == run_result::status::script_error) continue;
         if (key_change(*other, lock, other_member) != change::unchanged) continue;
-        e.multi = targets.size() > 1;
+        e.multi = lock_keys > 1;
         e.op = release ? (e.multi ? script_op::multi_release : script_op::unlock)
                        : (e.multi ? script_op::multi_extend : script_op::extend);
         e.family = hash ? lock_family::redisson : e.multi ? lock_family::redlock_multi : lock_family::set_based;
         e.member_based = form.zset;
-        e.lock_key = static_cast<std::uint8_t>(targets.front() + 1);
+        e.lock_key = static_cast<std::uint8_t>(p.origin(targets.front()) + 1);
         e.owner_argv = o;
         p.lease_of(*mine, lock, e, form.zset ? std::string_view(mine_member) : std::string_view());
         e.channel_key = p.channel_of(*mine);
-        add_path(e, p, *mine, targets.size(), op_outcome::ok);
+        add_path(e, p, *mine, lock_keys, op_outcome::ok);
         if (release && hash) {
           // A reentrant hold: counted down and kept.
           auto twice = p.run(p.holding(targets, value, form, 2, pttl));
           if (!twice) return false;
           const change c2 = key_change(*twice, lock, value);
-          add_path(e, p, *twice, targets.size(), c2 == change::counted_down ? op_outcome::partial : op_outcome::ok);
+          add_path(e, p, *twice, lock_keys, c2 == change::counted_down ? op_outcome::partial : op_outcome::ok);
         }
-        add_path(e, p, *other, targets.size(), op_outcome::rejected);
-        add_path(e, p, absent, targets.size(), release ? op_outcome::expired : op_outcome::rejected);
+        add_path(e, p, *other, lock_keys, op_outcome::rejected);
+        add_path(e, p, absent, lock_keys, release ? op_outcome::expired : op_outcome::rejected);
         return true;
       }
     }
@@ -1209,6 +1303,7 @@ script_effect analyse_script(std::string_view text, std::span<const std::string_
       e.hit_limit = p.hit_limit();
       return e;
     }
+    p.learn_derived(*absent);
     if (try_acquire(e, p, *absent) || (e.finding.empty() && try_release_or_extend(e, p, *absent))) break;
     if (e.finding.empty() && p.failure().empty() && t + 1 < tries.size()) continue;
     if (p.failure().empty() && (moves_a_count(text) || names(text, "zadd"))) {

@@ -103,6 +103,10 @@ inline void lock_timeline::impl::free_connection(std::uint32_t conn) {
 // The connection has ended: it subscribes to nothing any more, and is freed unless a
 // holder or waiter still names it.
 inline void lock_timeline::impl::connection_ended(std::uint64_t connection, std::int64_t at) {
+  // A semaphore's permit waiters are kept by connection, not in connection_ids.
+  if (!capture_ending && permits.waiters_on_connection.count(connection) != 0) {
+    permit_waiters_connection_closed(connection, at);  // (permits.hpp)
+  }
   const auto it = connection_ids.find(connection);
   if (it == connection_ids.end()) return;
   const std::uint32_t conn = it->second;

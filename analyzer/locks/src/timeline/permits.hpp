@@ -261,6 +261,41 @@ void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std:
   }
 }
 
+// The connection of a sorted-set semaphore's waiters has closed (a process killed or gone
+// after its last refusal): each gave up, no later than the close. One whose connection had
+// gone on as another owner (moved_on_us; a killed holder's take is never released, so
+// nothing else tells it) gave up at its latest refusal, as permit_waiters_moved_on says.
+void lock_timeline::impl::permit_waiters_connection_closed(std::uint64_t connection, std::int64_t at) {
+  for (auto& [key, p] : permits.locks) {
+    for (auto w = p.waiting_since.begin(); w != p.waiting_since.end();) {
+      permit_waiter& v = w->second;
+      if (v.connection != connection) {
+        ++w;
+        continue;
+      }
+      lock_event e = permit_event(p, at, lock_event_kind::gave_up);
+      e.owner = w->first;
+      e.client = v.client;
+      e.server = v.server;
+      const bool moved_on = v.moved_on_us >= 0;
+      e.wait_ended = moved_on ? wait_end::new_wait : wait_end::connection_closed;
+      e.wait_us = v.last_us - v.first_us;
+      e.wait_at_least = true;
+      e.wait_at_most_us = std::max((moved_on ? v.moved_on_us : at) - v.first_us, e.wait_us);
+      e.interval_start_us = v.first_us;
+      e.interval_us = e.wait_us;
+      if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
+        ++ex(locks[id]).gave_up;
+        emit(locks[id], e);
+      } else {
+        outgoing.pass(e, sink);
+      }
+      const auto gone = w++;
+      forget_permit_waiter(p, gone);
+    }
+  }
+}
+
 void lock_timeline::impl::on_permit_operation(std::uint32_t id, const lock_operation& op) {
   if (permits.next_deadline_us >= 0 && permits.next_deadline_us <= op.at_us()) expire_permits(op.at_us());
   if (op.outcome == op_outcome::redirected) {

@@ -589,6 +589,7 @@ struct lock_timeline::impl {
   void judge_overrun(permit_lock& p, std::int64_t now_us, bool all);
   [[gnu::noinline, gnu::cold]] void on_permit_operation(std::uint32_t id, const lock_operation& op);
   void forget_permit_waiter(permit_lock& p, std::unordered_map<std::string, permit_waiter>::iterator w);
+  [[gnu::noinline, gnu::cold]] void permit_waiters_connection_closed(std::uint64_t connection, std::int64_t at);
   [[gnu::noinline, gnu::cold]] void permit_waiters_moved_on(const lock_operation& op, std::string_view owner,
                                                                const permit_lock* current);
   void permit_went_free(permit_lock& p, std::int64_t at);
