@@ -239,25 +239,32 @@ void lock_timeline::impl::permit_waiters_moved_on(const lock_operation& op, std:
         ++w;
         continue;
       }
-      lock_event e = permit_event(p, op.at_us(), lock_event_kind::gave_up);
-      e.owner = w->first;
-      e.client = v.client;
-      e.server = v.server;
-      e.wait_ended = wait_end::new_wait;
-      e.wait_us = v.last_us - v.first_us;
-      e.wait_at_least = true;
-      e.wait_at_most_us = std::max(v.moved_on_us - v.first_us, e.wait_us);
-      e.interval_start_us = v.first_us;
-      e.interval_us = e.wait_us;
-      if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
-        ++ex(locks[id]).gave_up;
-        emit(locks[id], e);
-      } else {
-        outgoing.pass(e, sink);
-      }
+      report_permit_give_up(p, w->first, v, op.at_us(), wait_end::new_wait, v.moved_on_us);
       const auto gone = w++;
       forget_permit_waiter(p, gone);
     }
+  }
+}
+
+// A sorted-set semaphore's waiter `owner` gave up, reported at `at`: it waited from its
+// first refusal to its last at least, and stopped by `stopped_by_us` at the latest.
+void lock_timeline::impl::report_permit_give_up(const permit_lock& p, std::string_view owner, const permit_waiter& v,
+                                                std::int64_t at, wait_end ended, std::int64_t stopped_by_us) {
+  lock_event e = permit_event(p, at, lock_event_kind::gave_up);
+  e.owner = owner;
+  e.client = v.client;
+  e.server = v.server;
+  e.wait_ended = ended;
+  e.wait_us = v.last_us - v.first_us;
+  e.wait_at_least = true;
+  e.wait_at_most_us = std::max(stopped_by_us - v.first_us, e.wait_us);
+  e.interval_start_us = v.first_us;
+  e.interval_us = e.wait_us;
+  if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
+    ++ex(locks[id]).gave_up;
+    emit(locks[id], e);
+  } else {
+    outgoing.pass(e, sink);
   }
 }
 
@@ -273,23 +280,9 @@ void lock_timeline::impl::permit_waiters_connection_closed(std::uint64_t connect
         ++w;
         continue;
       }
-      lock_event e = permit_event(p, at, lock_event_kind::gave_up);
-      e.owner = w->first;
-      e.client = v.client;
-      e.server = v.server;
       const bool moved_on = v.moved_on_us >= 0;
-      e.wait_ended = moved_on ? wait_end::new_wait : wait_end::connection_closed;
-      e.wait_us = v.last_us - v.first_us;
-      e.wait_at_least = true;
-      e.wait_at_most_us = std::max((moved_on ? v.moved_on_us : at) - v.first_us, e.wait_us);
-      e.interval_start_us = v.first_us;
-      e.interval_us = e.wait_us;
-      if (const std::uint32_t id = find_lock(p.scope, p.name); id != no_id) {
-        ++ex(locks[id]).gave_up;
-        emit(locks[id], e);
-      } else {
-        outgoing.pass(e, sink);
-      }
+      report_permit_give_up(p, w->first, v, at, moved_on ? wait_end::new_wait : wait_end::connection_closed,
+                            moved_on ? v.moved_on_us : at);
       const auto gone = w++;
       forget_permit_waiter(p, gone);
     }

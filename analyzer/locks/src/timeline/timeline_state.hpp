@@ -590,6 +590,8 @@ struct lock_timeline::impl {
   [[gnu::noinline, gnu::cold]] void on_permit_operation(std::uint32_t id, const lock_operation& op);
   void forget_permit_waiter(permit_lock& p, std::unordered_map<std::string, permit_waiter>::iterator w);
   [[gnu::noinline, gnu::cold]] void permit_waiters_connection_closed(std::uint64_t connection, std::int64_t at);
+  void report_permit_give_up(const permit_lock& p, std::string_view owner, const permit_waiter& v, std::int64_t at,
+                             wait_end ended, std::int64_t stopped_by_us);
   [[gnu::noinline, gnu::cold]] void permit_waiters_moved_on(const lock_operation& op, std::string_view owner,
                                                                const permit_lock* current);
   void permit_went_free(permit_lock& p, std::int64_t at);
