@@ -667,7 +667,11 @@ struct lock_groups::impl {
       h.held.push_back(v.server);
       h.held_owners.add().assign(v.owner);
     }
-    if (a.redisson && g.succeeded && a.votes.n == kr.servers.size()) learn_homes(a);
+    // Links are learnt only from a group won on every server of the capture: a key's
+    // record forgets the servers it was given back on, so two processes' warm-ups (one
+    // server after another, taken and given back) overlapping on two of three servers
+    // would otherwise teach a link between their clients that then holds.
+    if (a.redisson && g.succeeded && a.votes.n == kr.servers.size() && a.votes.n == servers.size()) learn_homes(a);
     h.total = g.total;
     h.needed = g.needed;
     for (holding& other : kr.holdings) {
@@ -904,17 +908,31 @@ struct lock_groups::impl {
   // e: a try while the capture has one server (e.server is servers[0]), after it was
   // handled: the single it opened, if any, stands for its copy.
   void remember_try(const lock_event& e) {
+    recent_try& r = next_recent();
+    r.single = try_single;
+    if (try_single != timeline_detail::no_id) {
+      singles[try_single].recent = static_cast<std::uint16_t>(&r - recent.data());
+      return;
+    }
+    copy_try(r, e.lock, e.owner, e.client, e.db, e.ts_us, e.event, e.client_endpoint, e.server_endpoint);
+  }
+  // e: a hold given back (or run out) while the capture has one server. Replayed too, so that a try
+  // whose hold ended before the second server appeared is no open vote then: a hold
+  // taken and given back before the owner's next server is no group (two processes'
+  // warm-ups, each taking and giving back one server after another, would read as one).
+  void remember_release(const lock_event& e) {
+    recent_try& r = next_recent();
+    r.single = timeline_detail::no_id;
+    copy_try(r, e.lock, e.owner, e.client, e.db, e.ts_us, e.event, e.client_endpoint, e.server_endpoint);
+  }
+  recent_try& next_recent() {
     if (recent.size() < recent_tries) recent.emplace_back();
     const std::size_t slot = recent_next;
     recent_try& r = recent[slot];
     recent_next = (recent_next + 1) % recent_tries;
     if (r.single != timeline_detail::no_id) singles[r.single].recent = no_recent;
-    r.single = try_single;
-    if (try_single != timeline_detail::no_id) {
-      singles[try_single].recent = static_cast<std::uint16_t>(slot);
-      return;
-    }
-    copy_try(r, e.lock, e.owner, e.client, e.db, e.ts_us, e.event, e.client_endpoint, e.server_endpoint);
+    r.single = timeline_detail::no_id;
+    return r;
   }
   static void copy_try(recent_try& r, std::string_view lock, std::string_view owner, std::string_view client,
                        std::int32_t db, std::int64_t ts_us, lock_event_kind event, const endpoint* client_endpoint,
@@ -970,7 +988,14 @@ struct lock_groups::impl {
       e.db = r.db;
       if (!shared_values.empty() && shared_values.find(e.owner) != shared_values.end()) continue;
       handling(e);
-      on_try(e, group_for(e));
+      if (is_try(e.event)) {
+        on_try(e, group_for(e));
+        continue;
+      }
+      make_attempt_key(e, group_for(e));
+      if (const std::uint32_t id = attempts.find(attempt_lookup, attempt_hash); id != timeline_detail::no_id) {
+        close_attempt(id, is_release(e.event));
+      }
     }
     std::vector<recent_try>().swap(recent);
   }
@@ -1655,6 +1680,7 @@ struct lock_groups::impl {
       // A key given up (released, or its lease ran out) ends the owner's set: what it
       // takes next is not held together with it.
       if (is_release(e.event) || e.event == lock_event_kind::expired) on_set_release(e);
+      if (!quorums && (is_release(e.event) || e.event == lock_event_kind::expired)) remember_release(e);
     }
     next.on_event(e);
     // group_text may have been reused by close_attempt's callees: recompute.
