@@ -1323,7 +1323,8 @@ class shadow_commands {
     for (std::size_t j = 0; j < sources; ++j) {
       if (how != combine::union_ && j > 0) break;  // inter and diff start from the first
       for (const auto& [member, score] : in[j]) {
-        if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == member; })) continue;
+        const std::string_view member_name = member;  // (clang 14 cannot capture a structured binding)
+        if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == member_name; })) continue;
         double acc = weighted(j, score);
         bool keep = true;
         for (std::size_t o = 0; o < sources && keep; ++o) {
@@ -1342,7 +1343,8 @@ class shadow_commands {
     // What changed in the destination: members dropped, added or re-scored.
     if (old != nullptr && old->kind == shadow_key::type::zset) {
       for (const auto& [member, score] : old->members) {
-        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == member; }) &&
+        const std::string_view member_name = member;
+        if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.first == member_name; }) &&
             !record(shadow_write::what::member_del, dest, member)) {
           return false;
         }
